@@ -1,0 +1,105 @@
+/**
+ * One error family for the whole library. Every error carries a stable `code`, keeps its `cause`,
+ * and says whether retrying the same call can succeed.
+ */
+export const ErrorCodes = {
+  config: 'IDEM_ERR_CONFIG',
+  invalidId: 'IDEM_ERR_INVALID_ID',
+  noMessageId: 'IDEM_ERR_NO_MESSAGE_ID',
+  inProgress: 'IDEM_ERR_IN_PROGRESS',
+  repository: 'IDEM_ERR_REPOSITORY',
+  repositoryClosed: 'IDEM_ERR_REPOSITORY_CLOSED',
+  invalidInput: 'IDEM_ERR_INVALID_INPUT',
+} as const;
+
+/** A stable code identifying the kind of failure. */
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+/** Base class of every error this library throws on purpose. */
+export class IdempotencyError extends Error {
+  readonly code: ErrorCode;
+  /** True when the same call may succeed if tried again later. */
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; retryable?: boolean } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+/** Invalid configuration; `key` is the dotted path of the offending setting. */
+export class ConfigError extends IdempotencyError {
+  static readonly code = ErrorCodes.config;
+  constructor(
+    readonly key: string,
+    message: string,
+    options: { cause?: unknown; source?: string } = {},
+  ) {
+    super(ConfigError.code, `${options.source ? `${options.source}: ` : ''}${key}: ${message}`, options);
+  }
+}
+
+/** An id that no repository can store: empty, too long, or of an unsupported type. */
+export class InvalidIdError extends IdempotencyError {
+  static readonly code = ErrorCodes.invalidId;
+  constructor(message: string) {
+    super(InvalidIdError.code, message);
+  }
+}
+
+/** Raised by the consumer when a message has no id and the null-id policy is `reject` (Camel's NoMessageIdException). */
+export class NoMessageIdError extends IdempotencyError {
+  static readonly code = ErrorCodes.noMessageId;
+  constructor(message = 'message has no id') {
+    super(NoMessageIdError.code, message);
+  }
+}
+
+/** Another worker holds a live claim on this id; retry after its lease. */
+export class InProgressError extends IdempotencyError {
+  static readonly code = ErrorCodes.inProgress;
+  constructor(
+    readonly id: string,
+    readonly leaseExpiresAt: number | undefined,
+  ) {
+    super(InProgressError.code, `message ${JSON.stringify(id)} is being processed by another worker`, {
+      retryable: true,
+    });
+  }
+}
+
+/** The store failed (I/O, network, timeout). The cause is the store client's own error. */
+export class RepositoryError extends IdempotencyError {
+  static readonly code = ErrorCodes.repository;
+  constructor(message: string, options: { cause?: unknown; retryable?: boolean } = {}) {
+    super(RepositoryError.code, message, { retryable: true, ...options });
+  }
+}
+
+/** An operation was called on a repository after `close()`. */
+export class RepositoryClosedError extends IdempotencyError {
+  static readonly code = ErrorCodes.repositoryClosed;
+  constructor(name: string) {
+    super(RepositoryClosedError.code, `${name} repository is closed`);
+  }
+}
+
+/** Input that cannot be processed (malformed line, missing field); `location` names file and line. */
+export class InvalidInputError extends IdempotencyError {
+  static readonly code = ErrorCodes.invalidInput;
+  constructor(
+    readonly location: string,
+    readonly reason: string,
+  ) {
+    super(InvalidInputError.code, `${location}: ${reason}`);
+  }
+}
+
+/** Wraps an unknown thrown value from a store client into a RepositoryError, leaving our own errors as they are. */
+export function toRepositoryError(operation: string, error: unknown): IdempotencyError {
+  if (error instanceof IdempotencyError) return error;
+  const detail = error instanceof Error ? error.message : String(error);
+  return new RepositoryError(`${operation} failed: ${detail}`, { cause: error });
+}

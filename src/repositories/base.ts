@@ -1,0 +1,184 @@
+import { RepositoryClosedError, toRepositoryError } from '../errors.js';
+import { MAX_ID_BYTES, toKey } from './ids.js';
+import type {
+  AddEntry,
+  AddOptions,
+  AddResult,
+  ClaimRef,
+  IdempotencyRecord,
+  IdempotentRepository,
+  MessageId,
+  RepositoryCapabilities,
+} from './types.js';
+
+/** An add entry whose id is already the canonical key. */
+export interface KeyedEntry {
+  readonly key: string;
+  readonly eventTime?: number;
+  readonly fingerprint?: string;
+}
+
+/** A claim whose id is already the canonical key. */
+export interface KeyedClaim {
+  readonly key: string;
+  readonly owner: string;
+}
+
+/** Options every repository accepts. */
+export interface BaseRepositoryOptions {
+  /** Clock in epoch ms; tests inject one to step over TTLs. Defaults to `Date.now`. */
+  readonly clock?: () => number;
+}
+
+/**
+ * Shared work for every store, in the manner of Powertools' BasePersistenceLayer: id validation, in-batch
+ * duplicate resolution, the closed state and error wrapping. A store implements only the `do*` storage calls,
+ * and receives unique, validated keys plus the current time.
+ */
+export abstract class BaseRepository implements IdempotentRepository {
+  abstract readonly capabilities: RepositoryCapabilities;
+  /** Short store name used in error messages. */
+  protected abstract readonly storeName: string;
+  protected readonly clock: () => number;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: BaseRepositoryOptions = {}) {
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /** Inserts each key if absent or no longer live; keys are unique. */
+  protected abstract doAddMany(
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    now: number,
+  ): Promise<AddResult[]>;
+  /** Live records for the keys (undefined where absent or expired). */
+  protected abstract doGetMany(
+    keys: readonly string[],
+    now: number,
+  ): Promise<(IdempotencyRecord | undefined)[]>;
+  /** Confirms each claim if it is still the owner's in-flight record. */
+  protected abstract doConfirmMany(
+    claims: readonly KeyedClaim[],
+    ttlMs: number,
+    now: number,
+  ): Promise<boolean[]>;
+  /** Deletes the key; with an owner, only that owner's in-flight record. */
+  protected abstract doRemove(key: string, owner: string | undefined, now: number): Promise<boolean>;
+  protected abstract doClear(): Promise<void>;
+  protected abstract doClose(): Promise<void>;
+
+  /** Single-key add; stores with a cheaper single path override it. */
+  protected async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
+    const [result] = await this.doAddMany([entry], options, now);
+    return result as AddResult;
+  }
+
+  protected get maxIdBytes(): number {
+    return this.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
+  }
+
+  async add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
+    this.assertOpen();
+    const key = toKey(id, this.maxIdBytes);
+    return this.run('add', () =>
+      this.doAdd({ key, eventTime: entry.eventTime, fingerprint: entry.fingerprint }, options, this.clock()),
+    );
+  }
+
+  async addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]> {
+    this.assertOpen();
+    if (entries.length === 0) return [];
+    // First occurrence wins: later copies of a key are answered with the winner's record, not sent to the store.
+    const firstIndex = new Map<string, number>();
+    const unique: KeyedEntry[] = [];
+    const slot = new Array<number>(entries.length);
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i] as AddEntry;
+      const key = toKey(entry.id, this.maxIdBytes);
+      const seen = firstIndex.get(key);
+      if (seen === undefined) {
+        firstIndex.set(key, unique.length);
+        slot[i] = unique.length;
+        unique.push({ key, eventTime: entry.eventTime, fingerprint: entry.fingerprint });
+      } else {
+        slot[i] = -1 - seen;
+      }
+    }
+    const results = await this.run('addMany', () => this.doAddMany(unique, options, this.clock()));
+    return slot.map((s) => {
+      if (s >= 0) return results[s] as AddResult;
+      // A repeat inside the batch is a duplicate of whatever the first occurrence produced.
+      const first = results[-1 - s] as AddResult;
+      return { added: false, existing: first.added ? first.record : first.existing };
+    });
+  }
+
+  async contains(id: MessageId): Promise<boolean> {
+    return (await this.get(id)) !== undefined;
+  }
+
+  async containsMany(ids: readonly MessageId[]): Promise<boolean[]> {
+    this.assertOpen();
+    if (ids.length === 0) return [];
+    const keys = ids.map((id) => toKey(id, this.maxIdBytes));
+    const records = await this.run('containsMany', () => this.doGetMany(keys, this.clock()));
+    return records.map((r) => r !== undefined);
+  }
+
+  async get(id: MessageId): Promise<IdempotencyRecord | undefined> {
+    this.assertOpen();
+    const key = toKey(id, this.maxIdBytes);
+    const [record] = await this.run('get', () => this.doGetMany([key], this.clock()));
+    return record;
+  }
+
+  async confirm(claim: ClaimRef, options: { ttlMs: number }): Promise<boolean> {
+    const [ok] = await this.confirmMany([claim], options);
+    return ok as boolean;
+  }
+
+  async confirmMany(claims: readonly ClaimRef[], options: { ttlMs: number }): Promise<boolean[]> {
+    this.assertOpen();
+    if (claims.length === 0) return [];
+    const keyed = claims.map((c) => ({ key: toKey(c.id, this.maxIdBytes), owner: c.owner }));
+    return this.run('confirm', () => this.doConfirmMany(keyed, options.ttlMs, this.clock()));
+  }
+
+  async remove(id: MessageId, owner?: string): Promise<boolean> {
+    this.assertOpen();
+    const key = toKey(id, this.maxIdBytes);
+    return this.run('remove', () => this.doRemove(key, owner, this.clock()));
+  }
+
+  async clear(): Promise<void> {
+    this.assertOpen();
+    return this.run('clear', () => this.doClear());
+  }
+
+  async close(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    this.#closed = true;
+    this.#closing = this.run('close', () => this.doClose());
+    return this.#closing;
+  }
+
+  /** True once `close()` has been called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  protected assertOpen(): void {
+    if (this.#closed) throw new RepositoryClosedError(this.storeName);
+  }
+
+  /** Runs a store call and turns client failures into RepositoryError, naming the store and operation. */
+  protected async run<T>(operation: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      throw toRepositoryError(`${this.storeName} ${operation}`, error);
+    }
+  }
+}

@@ -1,0 +1,17 @@
+import { z } from 'zod';
+
+/** Defaults of the memory repository, written once. */
+export const memoryDefaults = {
+  /** Most ids kept; the least recently added are evicted first (and could then repeat). */
+  maxEntries: 1_000_000,
+} as const;
+
+/** Config schema for `repository.type = "memory"`. */
+export const memoryOptionsSchema = z
+  .object({
+    maxEntries: z.number().int().positive().default(memoryDefaults.maxEntries),
+  })
+  .strict();
+
+/** Options of {@link MemoryRepository}. */
+export type MemoryRepositoryOptions = z.input<typeof memoryOptionsSchema> & { clock?: () => number };

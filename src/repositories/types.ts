@@ -1,0 +1,101 @@
+/** The id of a message as a repository sees it: text, or raw bytes (e.g. a Kafka key). */
+export type MessageId = string | Uint8Array;
+
+/** `in-flight`: claimed, the handler has not finished. `confirmed`: handled, a duplicate until it expires. */
+export type RecordState = 'in-flight' | 'confirmed';
+
+/**
+ * What a repository keeps per id.
+ *
+ * Liveness is decided by the repository itself from these times, never by the store's own lazy expiry:
+ * an in-flight record counts until `leaseExpiresAt`, a confirmed one until `expiresAt`.
+ */
+export interface IdempotencyRecord {
+  /** The canonical key (see {@link toKey}). */
+  readonly id: string;
+  readonly state: RecordState;
+  /** Epoch ms when a confirmed record stops being a duplicate (retention TTL). */
+  readonly expiresAt: number;
+  /** Epoch ms when an unconfirmed claim lapses, so a crashed worker's claim frees itself. */
+  readonly leaseExpiresAt?: number;
+  /** Opaque token of the claim's owner; confirm/remove with another token do nothing. */
+  readonly owner?: string;
+  /** Event timestamp (epoch ms) of the message that created the record, for event-time windows. */
+  readonly eventTime?: number;
+  /** A digest of the payload, so later work can tell a true duplicate from an id collision. */
+  readonly fingerprint?: string;
+}
+
+/** One id to add, with the optional record fields that travel with it. */
+export interface AddEntry {
+  readonly id: MessageId;
+  readonly eventTime?: number;
+  readonly fingerprint?: string;
+}
+
+/** How a record is written by `add`. */
+export interface AddOptions {
+  /** Retention: how long a confirmed id stays a duplicate, in ms. */
+  readonly ttlMs: number;
+  /**
+   * When set, the record is written `in-flight` with this lease (eager claim).
+   * When absent, it is written `confirmed` straight away (lazy mark).
+   */
+  readonly leaseMs?: number;
+  /** Owner token stored with an in-flight claim. Required with `leaseMs`. */
+  readonly owner?: string;
+}
+
+/** The outcome of one add: either the id was new (and is now stored) or a live record already held it. */
+export type AddResult =
+  | { readonly added: true; readonly record: IdempotencyRecord }
+  | { readonly added: false; readonly existing: IdempotencyRecord };
+
+/** A claim to confirm or release, identified by id and owner token. */
+export interface ClaimRef {
+  readonly id: MessageId;
+  readonly owner: string;
+}
+
+/** What a repository can do; the contract suite and the consumer read this instead of guessing. */
+export interface RepositoryCapabilities {
+  /** Ids survive `close()` and reopening the same store. */
+  readonly persistent: boolean;
+  /** Several processes can share the store and still claim each id once. */
+  readonly shared: boolean;
+  /** Largest id accepted, in UTF-8 bytes of its canonical key. */
+  readonly maxIdBytes: number;
+  /** `addMany`/`getMany` are a single store round trip rather than a loop. */
+  readonly nativeBatch: boolean;
+}
+
+/**
+ * A store of message ids, with Apache Camel's verbs.
+ *
+ * Every method rejects with a {@link RepositoryClosedError} after `close()`, with an
+ * {@link InvalidIdError} for an id it cannot store, and with a {@link RepositoryError} (keeping the
+ * client's error as `cause`) when the store itself fails.
+ */
+export interface IdempotentRepository {
+  readonly capabilities: RepositoryCapabilities;
+  /** Atomically inserts the id if it is absent or its record is no longer live. */
+  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult>;
+  /** `add` for many ids; duplicates inside the list resolve to the first occurrence. */
+  addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]>;
+  /** True when a live record (in-flight or confirmed) holds the id. */
+  contains(id: MessageId): Promise<boolean>;
+  /** `contains` for many ids, one answer per input position. */
+  containsMany(ids: readonly MessageId[]): Promise<boolean[]>;
+  /** The live record for the id, if any. */
+  get(id: MessageId): Promise<IdempotencyRecord | undefined>;
+  /** Turns the owner's in-flight claim into a confirmed record kept for `ttlMs`. False if the claim is gone or not theirs. */
+  confirm(claim: ClaimRef, options: { ttlMs: number }): Promise<boolean>;
+  /** `confirm` for many claims, one answer per input position. */
+  confirmMany(claims: readonly ClaimRef[], options: { ttlMs: number }): Promise<boolean[]>;
+  /** Deletes the record. With an owner, only that owner's in-flight claim is deleted. */
+  remove(id: MessageId, owner?: string): Promise<boolean>;
+  /** Deletes every record of this repository (its namespace only, for shared stores). */
+  clear(): Promise<void>;
+  /** Releases connections and flushes local state. Further calls fail with RepositoryClosedError. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { type ContractContext, LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId } from './context.js';
+
+export function expiryTests(
+  withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
+): void {
+  it(
+    'treats a confirmed id as a duplicate until its TTL, then as new',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      // Warm the connection so a slow first round trip does not eat the TTL window.
+      await repo.contains(uniqueId('warm'));
+      const id = uniqueId('ttl');
+      assert.equal((await repo.add(id, { ttlMs: SHORT_TTL_MS })).added, true);
+      assert.equal((await repo.add(id, { ttlMs: SHORT_TTL_MS })).added, false);
+      await sleep(SHORT_TTL_MS + 300);
+      assert.equal(await repo.contains(id), false, 'expired id still reported by contains');
+      assert.equal(await repo.get(id), undefined);
+      assert.equal(
+        (await repo.add(id, { ttlMs: LONG_TTL_MS })).added,
+        true,
+        'expired id not claimable again',
+      );
+    }),
+  );
+
+  it(
+    'frees an unconfirmed claim when its lease ends, and not before',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      await repo.contains(uniqueId('warm'));
+      const id = uniqueId('lease');
+      const claim = await repo.add(id, {
+        ttlMs: LONG_TTL_MS,
+        leaseMs: SHORT_TTL_MS,
+        owner: 'crashed-worker',
+      });
+      assert.equal(claim.added, true);
+      assert.equal(claim.added && claim.record.state, 'in-flight');
+      const blocked = await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner: 'other' });
+      assert.equal(blocked.added, false);
+      assert.equal(!blocked.added && blocked.existing.state, 'in-flight');
+      assert.equal(!blocked.added && blocked.existing.owner, 'crashed-worker');
+      assert.ok(!blocked.added && (blocked.existing.leaseExpiresAt ?? 0) > Date.now() - 1_000);
+      await sleep(SHORT_TTL_MS + 300);
+      const retaken = await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'rescuer' });
+      assert.equal(retaken.added, true, 'lapsed lease not claimable');
+      // The crashed worker's late confirm must not steal the rescuer's claim.
+      assert.equal(await repo.confirm({ id, owner: 'crashed-worker' }, { ttlMs: LONG_TTL_MS }), false);
+      assert.equal((await repo.get(id))?.owner, 'rescuer');
+    }),
+  );
+
+  it(
+    'keeps a confirmed id for the TTL counted from confirmation, beyond the lease',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      await repo.contains(uniqueId('warm'));
+      const id = uniqueId('confirmed');
+      await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner: 'me' });
+      assert.equal(await repo.confirm({ id, owner: 'me' }, { ttlMs: LONG_TTL_MS }), true);
+      await sleep(SHORT_TTL_MS + 300);
+      const again = await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner: 'x' });
+      assert.equal(again.added, false, 'confirmed id forgotten when the lease ended');
+      assert.equal(!again.added && again.existing.state, 'confirmed');
+    }),
+  );
+}

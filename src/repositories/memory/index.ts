@@ -1,2 +1,13 @@
+import type { RepositoryModule } from '../module.js';
+import { MemoryRepository } from './memory-repository.js';
+import { memoryOptionsSchema } from './options.js';
+
 export { MemoryRepository } from './memory-repository.js';
 export { type MemoryRepositoryOptions, memoryDefaults, memoryOptionsSchema } from './options.js';
+
+/** Selected by `repository.type = "memory"`. */
+export const repositoryModule: RepositoryModule<typeof memoryOptionsSchema> = {
+  type: 'memory',
+  optionsSchema: memoryOptionsSchema,
+  create: async (options) => new MemoryRepository(options),
+};

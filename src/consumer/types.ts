@@ -1,0 +1,54 @@
+import type { IdempotencyRecord, MessageId } from '../repositories/types.js';
+
+/**
+ * What happened to one message:
+ * - `processed`: new, the handler ran and succeeded;
+ * - `duplicate`: a live record already held the id (or an earlier message in the same batch);
+ * - `in-progress`: another worker holds a live, unconfirmed claim on the id;
+ * - `failed`: the handler threw (or the id was unusable); the error is in `error`;
+ * - `no-id`: the message had no id and was forwarded without dedup.
+ */
+export type Outcome = 'processed' | 'duplicate' | 'in-progress' | 'failed' | 'no-id';
+
+/** What the handler learns about the message it is given. */
+export interface HandlerContext {
+  /** Canonical id, or undefined for a message without one. */
+  readonly id: string | undefined;
+  /** True only when `skipDuplicate: false` hands a duplicate to the handler, as Camel does. */
+  readonly duplicate: boolean;
+  /** The record that made it a duplicate. */
+  readonly existing?: IdempotencyRecord;
+}
+
+/** The user's existing per-message handler. */
+export type MessageHandler<M, R = unknown> = (message: M, context: HandlerContext) => Promise<R> | R;
+
+/** One message handed to a whole-batch handler. */
+export interface BatchItem<M> {
+  readonly message: M;
+  readonly context: HandlerContext;
+  /** Position in the batch passed to `processBatch`. */
+  readonly index: number;
+}
+
+/** A handler that takes every message of a batch that needs handling in one call. */
+export interface BatchHandler<M> {
+  readonly batch: (items: readonly BatchItem<M>[]) => Promise<void> | void;
+}
+
+/** The result of processing one message. */
+export interface ProcessResult<R = unknown> {
+  readonly outcome: Outcome;
+  readonly id: string | undefined;
+  /** The handler's return value, when it ran. */
+  readonly result?: R;
+  /** The handler's (or id extraction's) error for a `failed` outcome. */
+  readonly error?: unknown;
+  /** The record that made it a duplicate or in-progress. */
+  readonly existing?: IdempotencyRecord;
+  /** The store failed and the `process` policy handled the message as new. */
+  readonly failOpen?: boolean;
+}
+
+/** How the id is found: a dotted field path (`"meta.id"`) or a function. Null/undefined means "no id". */
+export type IdSelector<M> = string | ((message: M) => MessageId | number | bigint | null | undefined);

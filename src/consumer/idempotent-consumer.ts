@@ -284,7 +284,9 @@ export class IdempotentConsumer<M = unknown> {
           unique.map((i) => ({ id: ids[i] as string })),
           { ttlMs, leaseMs, owner },
         );
-        unique.forEach((pos, k) => verdicts.set(pos, added[k] as AddResult));
+        unique.forEach((pos, k) => {
+          verdicts.set(pos, added[k] as AddResult);
+        });
       } else {
         const seen = await this.#repository.containsMany(unique.map((i) => ids[i] as string));
         const now = Date.now();

@@ -8,6 +8,7 @@ import type {
   IdempotencyRecord,
   IdempotentRepository,
   MessageId,
+  ReadOptions,
   RepositoryCapabilities,
 } from './types.js';
 
@@ -83,7 +84,11 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.assertOpen();
     const key = toKey(id, this.maxIdBytes);
     return this.run('add', () =>
-      this.doAdd({ key, eventTime: entry.eventTime, fingerprint: entry.fingerprint }, options, this.clock()),
+      this.doAdd(
+        { key, eventTime: entry.eventTime, fingerprint: entry.fingerprint },
+        options,
+        options.now ?? this.clock(),
+      ),
     );
   }
 
@@ -106,7 +111,9 @@ export abstract class BaseRepository implements IdempotentRepository {
         slot[i] = -1 - seen;
       }
     }
-    const results = await this.run('addMany', () => this.doAddMany(unique, options, this.clock()));
+    const results = await this.run('addMany', () =>
+      this.doAddMany(unique, options, options.now ?? this.clock()),
+    );
     return slot.map((s) => {
       if (s >= 0) return results[s] as AddResult;
       // A repeat inside the batch is a duplicate of whatever the first occurrence produced.
@@ -115,23 +122,30 @@ export abstract class BaseRepository implements IdempotentRepository {
     });
   }
 
-  async contains(id: MessageId): Promise<boolean> {
-    return (await this.get(id)) !== undefined;
+  async contains(id: MessageId, options: ReadOptions = {}): Promise<boolean> {
+    return (await this.get(id, options)) !== undefined;
   }
 
-  async containsMany(ids: readonly MessageId[]): Promise<boolean[]> {
-    this.assertOpen();
-    if (ids.length === 0) return [];
-    const keys = ids.map((id) => toKey(id, this.maxIdBytes));
-    const records = await this.run('containsMany', () => this.doGetMany(keys, this.clock()));
+  async containsMany(ids: readonly MessageId[], options: ReadOptions = {}): Promise<boolean[]> {
+    const records = await this.getMany(ids, options);
     return records.map((r) => r !== undefined);
   }
 
-  async get(id: MessageId): Promise<IdempotencyRecord | undefined> {
+  async get(id: MessageId, options: ReadOptions = {}): Promise<IdempotencyRecord | undefined> {
     this.assertOpen();
     const key = toKey(id, this.maxIdBytes);
-    const [record] = await this.run('get', () => this.doGetMany([key], this.clock()));
+    const [record] = await this.run('get', () => this.doGetMany([key], options.now ?? this.clock()));
     return record;
+  }
+
+  async getMany(
+    ids: readonly MessageId[],
+    options: ReadOptions = {},
+  ): Promise<(IdempotencyRecord | undefined)[]> {
+    this.assertOpen();
+    if (ids.length === 0) return [];
+    const keys = ids.map((id) => toKey(id, this.maxIdBytes));
+    return this.run('getMany', () => this.doGetMany(keys, options.now ?? this.clock()));
   }
 
   async confirm(claim: ClaimRef, options: { ttlMs: number }): Promise<boolean> {

@@ -44,6 +44,17 @@ export interface AddOptions {
   readonly leaseMs?: number;
   /** Owner token stored with an in-flight claim. Required with `leaseMs`. */
   readonly owner?: string;
+  /**
+   * The time (epoch ms) that liveness is judged against and that `ttlMs`/`leaseMs` count from. Defaults to the
+   * repository's clock. Event-time deduplication passes stream time here, so state expires with the stream.
+   */
+  readonly now?: number;
+}
+
+/** Options of read calls. */
+export interface ReadOptions {
+  /** The time liveness is judged against; defaults to the repository's clock (see {@link AddOptions.now}). */
+  readonly now?: number;
 }
 
 /** The outcome of one add: either the id was new (and is now stored) or a live record already held it. */
@@ -83,11 +94,13 @@ export interface IdempotentRepository {
   /** `add` for many ids; duplicates inside the list resolve to the first occurrence. */
   addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]>;
   /** True when a live record (in-flight or confirmed) holds the id. */
-  contains(id: MessageId): Promise<boolean>;
+  contains(id: MessageId, options?: ReadOptions): Promise<boolean>;
   /** `contains` for many ids, one answer per input position. */
-  containsMany(ids: readonly MessageId[]): Promise<boolean[]>;
+  containsMany(ids: readonly MessageId[], options?: ReadOptions): Promise<boolean[]>;
   /** The live record for the id, if any. */
-  get(id: MessageId): Promise<IdempotencyRecord | undefined>;
+  get(id: MessageId, options?: ReadOptions): Promise<IdempotencyRecord | undefined>;
+  /** `get` for many ids, one answer per input position. */
+  getMany(ids: readonly MessageId[], options?: ReadOptions): Promise<(IdempotencyRecord | undefined)[]>;
   /** Turns the owner's in-flight claim into a confirmed record kept for `ttlMs`. False if the claim is gone or not theirs. */
   confirm(claim: ClaimRef, options: { ttlMs: number }): Promise<boolean>;
   /** `confirm` for many claims, one answer per input position. */

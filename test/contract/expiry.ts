@@ -66,4 +66,30 @@ export function expiryTests(
       assert.equal(!again.added && again.existing.state, 'confirmed');
     }),
   );
+
+  it(
+    'judges liveness against options.now when given (event-time mode passes stream time)',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      // A stream time far from the wall clock, as when replaying an old topic.
+      const streamTime = 1_600_000_000_000;
+      const id = uniqueId('stream');
+      const added = await repo.add(id, { ttlMs: 10_000, now: streamTime }, { eventTime: streamTime });
+      assert.equal(added.added && added.record.expiresAt, streamTime + 10_000);
+      assert.equal((await repo.get(id, { now: streamTime + 9_999 }))?.eventTime, streamTime);
+      assert.equal(await repo.contains(id, { now: streamTime + 10_000 }), false);
+      assert.deepEqual(await repo.containsMany([id], { now: streamTime + 5_000 }), [true]);
+      const again = await repo.add(id, { ttlMs: 10_000, now: streamTime + 5_000 });
+      assert.equal(again.added, false);
+      const later = await repo.add(
+        id,
+        { ttlMs: 10_000, now: streamTime + 10_000 },
+        { eventTime: streamTime + 10_000 },
+      );
+      assert.equal(later.added, true, 'record past its expiry in stream time was not replaced');
+      const records = await repo.getMany([id, uniqueId('absent')], { now: streamTime + 10_001 });
+      assert.equal(records[0]?.eventTime, streamTime + 10_000);
+      assert.equal(records[1], undefined);
+    }),
+  );
 }

@@ -17,6 +17,15 @@ import type {
   ProcessResult,
 } from './types.js';
 
+/** Per-call options of {@link IdempotentConsumer.processBatch}. */
+export interface BatchOptions {
+  /**
+   * The stream this batch belongs to (the Kafka adapter passes `topic:partition`). Event-time mode keeps one
+   * stream time per stream; other modes ignore it.
+   */
+  readonly stream?: string;
+}
+
 /** The result of {@link IdempotentConsumer.processBatch}: one result per input message, in input order. */
 export interface BatchResult<R = unknown> {
   readonly results: ProcessResult<R>[];
@@ -204,6 +213,7 @@ export class IdempotentConsumer<M = unknown> {
   async processBatch<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
+    _options: BatchOptions = {},
   ): Promise<BatchResult<R>> {
     const n = messages.length;
     const results = new Array<ProcessResult<R>>(n);

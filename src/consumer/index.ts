@@ -1,4 +1,4 @@
-export { type BatchResult, IdempotentConsumer } from './idempotent-consumer.js';
+export { type BatchOptions, type BatchResult, IdempotentConsumer } from './idempotent-consumer.js';
 export { idExtractor, readPath } from './message-id.js';
 export {
   type ConsumerConfig,

@@ -1,0 +1,9 @@
+// Not a *.test.ts file: run only by catches-broken.test.ts, which expects this suite to FAIL.
+import { repositoryContract } from '../index.js';
+import { BrokenRepository } from './broken-repository.js';
+
+repositoryContract({
+  name: 'broken',
+  factory: async () => new BrokenRepository(),
+  capabilities: { persistent: false, shared: false, maxIdBytes: 1024, nativeBatch: false },
+});

@@ -1,0 +1,29 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const suite = fileURLToPath(new URL('./broken/broken.suite.ts', import.meta.url));
+
+it('the contract suite fails against a deliberately broken repository', () => {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', suite], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    // Without this, the child test runner reports into ours instead of printing its own TAP.
+    env: { ...process.env, NODE_TEST_CONTEXT: undefined },
+  });
+  assert.notEqual(run.status, 0, 'the suite passed a broken store');
+  const failed = run.stdout
+    .split('\n')
+    .filter((line) => /^\s*not ok \d+ - /.test(line))
+    .map((line) => line.replace(/^\s*not ok \d+ - /, '').trim());
+  // Each defect must be caught by the test written for it.
+  for (const expected of [
+    'lets exactly one of 100 concurrent adds of one id win',
+    'treats a confirmed id as a duplicate until its TTL, then as new',
+    'frees an unconfirmed claim when its lease ends, and not before',
+    'confirm and remove by another owner change nothing',
+  ]) {
+    assert.ok(failed.includes(expected), `not caught: ${expected}\nfailed: ${failed.join(' | ')}`);
+  }
+});

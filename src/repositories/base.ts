@@ -76,6 +76,12 @@ export abstract class BaseRepository implements IdempotentRepository {
     return result as AddResult;
   }
 
+  /** Single-claim confirm; stores with a cheaper single path override it. */
+  protected async doConfirm(claim: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
+    const [ok] = await this.doConfirmMany([claim], ttlMs, now);
+    return ok === true;
+  }
+
   protected get maxIdBytes(): number {
     return this.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
@@ -149,8 +155,9 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async confirm(claim: ClaimRef, options: { ttlMs: number }): Promise<boolean> {
-    const [ok] = await this.confirmMany([claim], options);
-    return ok as boolean;
+    this.assertOpen();
+    const keyed = { key: toKey(claim.id, this.maxIdBytes), owner: claim.owner };
+    return this.run('confirm', () => this.doConfirm(keyed, options.ttlMs, this.clock()));
   }
 
   async confirmMany(claims: readonly ClaimRef[], options: { ttlMs: number }): Promise<boolean[]> {

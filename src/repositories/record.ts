@@ -26,8 +26,14 @@ export function newRecord(
 
 /** The record after its owner confirms it: retention restarts from the confirmation. */
 export function confirmedRecord(record: IdempotencyRecord, ttlMs: number, now: number): IdempotencyRecord {
-  const { leaseExpiresAt: _lease, owner: _owner, ...rest } = record;
-  return { ...rest, state: 'confirmed', expiresAt: now + ttlMs };
+  const confirmed: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
+    id: record.id,
+    state: 'confirmed',
+    expiresAt: now + ttlMs,
+  };
+  if (record.eventTime !== undefined) confirmed.eventTime = record.eventTime;
+  if (record.fingerprint !== undefined) confirmed.fingerprint = record.fingerprint;
+  return confirmed;
 }
 
 /** The time after which the store may forget the record entirely (used for store-side TTLs and buckets). */

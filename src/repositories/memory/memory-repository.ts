@@ -1,4 +1,3 @@
-import { LRUCache } from 'lru-cache';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { confirmedRecord, isLive, newRecord } from '../record.js';
@@ -8,6 +7,10 @@ import { type MemoryRepositoryOptions, memoryOptionsSchema } from './options.js'
 /**
  * In-process store for tests and small jobs: a bounded LRU map. Expiry is checked on every read against the
  * record's own times, so a record past its TTL is absent even before the LRU drops it.
+ *
+ * The LRU is a plain Map kept in recency order (re-inserting moves a key to the end), rather than lru-cache:
+ * this store is the wrapper benchmark's baseline, and the Map measured several times cheaper per message.
+ * An evicted live id can repeat; size `maxEntries` above the ids seen within one TTL.
  */
 export class MemoryRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -17,12 +20,12 @@ export class MemoryRepository extends BaseRepository {
     nativeBatch: true,
   };
   protected readonly storeName = 'memory';
-  readonly #records: LRUCache<string, IdempotencyRecord>;
+  readonly #records = new Map<string, IdempotencyRecord>();
+  readonly #maxEntries: number;
 
   constructor(options: MemoryRepositoryOptions = {}) {
     super(options);
-    const { maxEntries } = memoryOptionsSchema.parse({ maxEntries: options.maxEntries });
-    this.#records = new LRUCache({ max: maxEntries });
+    this.#maxEntries = memoryOptionsSchema.parse({ maxEntries: options.maxEntries }).maxEntries;
   }
 
   /** Number of records held, live or not yet swept. */
@@ -45,10 +48,23 @@ export class MemoryRepository extends BaseRepository {
 
   private addOne(entry: KeyedEntry, options: AddOptions, now: number): AddResult {
     const existing = this.#records.get(entry.key);
-    if (existing !== undefined && isLive(existing, now)) return { added: false, existing };
+    if (existing !== undefined && isLive(existing, now)) {
+      this.#touch(entry.key, existing);
+      return { added: false, existing };
+    }
     const record = newRecord(entry.key, entry, options, now);
-    this.#records.set(entry.key, record);
+    this.#touch(entry.key, record);
     return { added: true, record };
+  }
+
+  /** Stores the record as the most recently used, evicting the least recently used past the bound. */
+  #touch(key: string, record: IdempotencyRecord): void {
+    this.#records.delete(key);
+    this.#records.set(key, record);
+    if (this.#records.size > this.#maxEntries) {
+      const oldest = this.#records.keys().next().value as string;
+      this.#records.delete(oldest);
+    }
   }
 
   protected async doGetMany(
@@ -56,7 +72,7 @@ export class MemoryRepository extends BaseRepository {
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
     return keys.map((key) => {
-      const record = this.#records.peek(key);
+      const record = this.#records.get(key);
       return record !== undefined && isLive(record, now) ? record : undefined;
     });
   }
@@ -67,7 +83,7 @@ export class MemoryRepository extends BaseRepository {
     now: number,
   ): Promise<boolean[]> {
     return claims.map(({ key, owner }) => {
-      const record = this.#records.peek(key);
+      const record = this.#records.get(key);
       if (record === undefined || record.state !== 'in-flight' || record.owner !== owner) return false;
       this.#records.set(key, confirmedRecord(record, ttlMs, now));
       return true;
@@ -75,7 +91,7 @@ export class MemoryRepository extends BaseRepository {
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    const record = this.#records.peek(key);
+    const record = this.#records.get(key);
     if (record === undefined) return false;
     if (owner !== undefined && (record.state !== 'in-flight' || record.owner !== owner)) return false;
     return this.#records.delete(key);

@@ -1,0 +1,67 @@
+/**
+ * Wrapper overhead: what `IdempotentConsumer` adds per message on top of calling the handler directly, with the
+ * memory repository (so the store costs next to nothing). Prints figures; asserts nothing.
+ *
+ *   npm run bench:consumer [-- --messages 1000000]
+ */
+import { parseArgs } from 'node:util';
+import { IdempotentConsumer } from '../src/consumer/index.js';
+import { MemoryRepository } from '../src/repositories/memory/index.js';
+
+const { values } = parseArgs({ options: { messages: { type: 'string', default: '1000000' } } });
+const N = Number(values.messages);
+const messages = Array.from({ length: N }, (_, i) => ({ id: `m-${i % Math.floor(N * 0.9)}`, n: i }));
+let sink = 0;
+const handler = async (m: { n: number }) => {
+  sink += m.n;
+};
+
+async function time(label: string, run: () => Promise<void>): Promise<number> {
+  await run(); // warm-up pass (JIT), then the measured pass
+  const start = process.hrtime.bigint();
+  await run();
+  const us = Number(process.hrtime.bigint() - start) / 1e3 / N;
+  console.log(`${label.padEnd(44)} ${us.toFixed(3)} µs/msg`);
+  return us;
+}
+
+const direct = await time('baseline: handler called directly', async () => {
+  for (const m of messages) await handler(m);
+});
+
+const fresh = () =>
+  new IdempotentConsumer<{ id: string; n: number }>({
+    repository: new MemoryRepository({ maxEntries: N }),
+    id: 'id',
+  });
+
+let consumer = fresh();
+const wrapped = await time('wrap(), eager, memory repository', async () => {
+  consumer = fresh();
+  const handle = consumer.wrap(handler);
+  for (const m of messages) await handle(m);
+});
+
+const lazy = await time('wrap(), lazy, memory repository', async () => {
+  const c = new IdempotentConsumer<{ id: string; n: number }>({
+    repository: new MemoryRepository({ maxEntries: N }),
+    id: 'id',
+    mode: 'lazy',
+  });
+  const handle = c.wrap(handler);
+  for (const m of messages) await handle(m);
+});
+
+const batched = await time('processBatch(1000), eager, memory repository', async () => {
+  const c = fresh();
+  for (let i = 0; i < N; i += 1000) await c.processBatch(messages.slice(i, i + 1000), handler);
+});
+
+console.log('');
+console.log(`overhead per message, wrap eager:   ${(wrapped - direct).toFixed(3)} µs (target ≤ 2 µs)`);
+console.log(`overhead per message, wrap lazy:    ${(lazy - direct).toFixed(3)} µs`);
+console.log(`overhead per message, batch eager:  ${(batched - direct).toFixed(3)} µs`);
+console.log(
+  `ratio wrap/direct: ${(wrapped / direct).toFixed(1)}x; outcomes: ${JSON.stringify(consumer.stats)}`,
+);
+if (sink === -1) console.log('');

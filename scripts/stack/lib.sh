@@ -1,0 +1,521 @@
+# shellcheck shell=bash
+# Shared helpers for the test stack (sourced by up.sh, down.sh, status.sh).
+#
+# Servers: redis, dynamodb (dynalite), cassandra, kafka. Each runs natively on
+# loopback (or via docker-compose.test.yml when a Docker engine answers), with
+# state under .stack/ and logs under .stack/logs/. See docs/test-stack.md.
+
+STACK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STACK_SCRIPTS="$STACK_ROOT/scripts/stack"
+STACK_DIR=${IDEM_STACK_DIR:-$STACK_ROOT/.stack}
+STACK_LOG_DIR="$STACK_DIR/logs"
+STACK_PID_DIR="$STACK_DIR/pids"
+STACK_ALL=(redis dynamodb cassandra kafka)
+STACK_COMPOSE_FILE="$STACK_ROOT/docker-compose.test.yml"
+
+# ---- endpoints (env overridable) -------------------------------------------
+export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
+export DYNAMODB_ENDPOINT=${DYNAMODB_ENDPOINT:-http://127.0.0.1:4567}
+export CASSANDRA_CONTACT_POINTS=${CASSANDRA_CONTACT_POINTS:-127.0.0.1:9042}
+export KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
+
+# _hostport URL-OR-HOSTPORT DEFAULT_PORT -> "host port" (first entry of a list)
+_hostport() {
+  local s=${1%%,*} def=$2 host port
+  s=${s#*://}          # scheme
+  s=${s##*@}           # user:pass@
+  s=${s%%/*}           # /path
+  s=${s%%\?*}
+  if [[ $s == \[* ]]; then # [ipv6]:port
+    host=${s%%]*}; host=${host#[}
+    port=${s#*]}; port=${port#:}
+  elif [[ $s == *:* ]]; then
+    host=${s%%:*}; port=${s##*:}
+  else
+    host=$s; port=
+  fi
+  echo "${host:-127.0.0.1} ${port:-$def}"
+}
+read -r REDIS_HOST REDIS_PORT < <(_hostport "$REDIS_URL" 6379)
+read -r DYNAMODB_HOST DYNAMODB_PORT < <(_hostport "$DYNAMODB_ENDPOINT" 4567)
+read -r CASSANDRA_HOST CASSANDRA_PORT < <(_hostport "$CASSANDRA_CONTACT_POINTS" 9042)
+read -r KAFKA_HOST KAFKA_PORT < <(_hostport "$KAFKA_BROKERS" 9092)
+CASSANDRA_STORAGE_PORT=${CASSANDRA_STORAGE_PORT:-7000}
+KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
+export REDIS_PORT DYNAMODB_PORT CASSANDRA_PORT KAFKA_PORT KAFKA_CONTROLLER_PORT CASSANDRA_STORAGE_PORT
+
+# ---- readiness timeouts (seconds) --------------------------------------------
+STACK_TIMEOUT_REDIS=${STACK_TIMEOUT_REDIS:-30}
+STACK_TIMEOUT_DYNAMODB=${STACK_TIMEOUT_DYNAMODB:-30}
+STACK_TIMEOUT_CASSANDRA=${STACK_TIMEOUT_CASSANDRA:-180}
+STACK_TIMEOUT_KAFKA=${STACK_TIMEOUT_KAFKA:-120}
+
+# ---- JVM sizing ----------------------------------------------------------------
+CASSANDRA_HEAP=${CASSANDRA_HEAP:-1G}
+KAFKA_HEAP_MAX=${KAFKA_HEAP_MAX:-1G}
+KAFKA_HEAP_MIN=${KAFKA_HEAP_MIN:-256m}
+
+log() { printf '[stack] %s\n' "$*"; }
+warn() { printf '[stack] WARNING: %s\n' "$*" >&2; }
+err() { printf '[stack] ERROR: %s\n' "$*" >&2; }
+
+stack_init_dirs() {
+  mkdir -p "$STACK_DIR" "$STACK_LOG_DIR" "$STACK_PID_DIR"
+}
+
+# Serialise up/down across concurrent callers (several engineers, test runs).
+# Servers are spawned with fd 9 closed, so they never hold this lock.
+stack_lock() {
+  stack_init_dirs
+  local f="$STACK_DIR/stack.lock"
+  exec 9>>"$f"
+  if ! flock -n 9; then
+    log "waiting for another up.sh/down.sh to finish ($f)"
+    if ! flock -w "${STACK_LOCK_TIMEOUT:-600}" 9; then
+      err "could not take $f within ${STACK_LOCK_TIMEOUT:-600}s; holders: $(fuser "$f" 2>/dev/null || echo '?')"
+      exit 1
+    fi
+  fi
+}
+
+stack_is_server() {
+  local n
+  for n in "${STACK_ALL[@]}"; do [[ $n == "$1" ]] && return 0; done
+  return 1
+}
+
+# Canonical name for user input (accepts a few aliases).
+stack_canon() {
+  case "${1,,}" in
+    redis) echo redis ;;
+    dynamodb | dynamo | ddb | dynalite) echo dynamodb ;;
+    cassandra | cql) echo cassandra ;;
+    kafka) echo kafka ;;
+    *) return 1 ;;
+  esac
+}
+
+# Parses server names from "$@" into STACK_SELECTED (all when empty).
+stack_select() {
+  STACK_SELECTED=()
+  local a c
+  if [[ $# -eq 0 ]]; then
+    STACK_SELECTED=("${STACK_ALL[@]}")
+    return 0
+  fi
+  for a in "$@"; do
+    a=${a//,/ }
+    for c in $a; do
+      if ! c=$(stack_canon "$c"); then
+        err "unknown server '$c' (expected: ${STACK_ALL[*]})"
+        return 2
+      fi
+      [[ " ${STACK_SELECTED[*]} " == *" $c "* ]] || STACK_SELECTED+=("$c")
+    done
+  done
+}
+
+stack_port_of() {
+  case $1 in
+    redis) echo "$REDIS_PORT" ;; dynamodb) echo "$DYNAMODB_PORT" ;;
+    cassandra) echo "$CASSANDRA_PORT" ;; kafka) echo "$KAFKA_PORT" ;;
+  esac
+}
+stack_host_of() {
+  case $1 in
+    redis) echo "$REDIS_HOST" ;; dynamodb) echo "$DYNAMODB_HOST" ;;
+    cassandra) echo "$CASSANDRA_HOST" ;; kafka) echo "$KAFKA_HOST" ;;
+  esac
+}
+stack_timeout_of() {
+  case $1 in
+    redis) echo "$STACK_TIMEOUT_REDIS" ;; dynamodb) echo "$STACK_TIMEOUT_DYNAMODB" ;;
+    cassandra) echo "$STACK_TIMEOUT_CASSANDRA" ;; kafka) echo "$STACK_TIMEOUT_KAFKA" ;;
+  esac
+}
+stack_endpoint_of() {
+  case $1 in
+    redis) echo "$REDIS_URL" ;; dynamodb) echo "$DYNAMODB_ENDPOINT" ;;
+    cassandra) echo "$CASSANDRA_CONTACT_POINTS" ;; kafka) echo "$KAFKA_BROKERS" ;;
+  esac
+}
+# Log files worth showing when a server fails (framework log + raw stdout/stderr).
+stack_logs_of() {
+  case $1 in
+    redis) echo "$STACK_LOG_DIR/redis.log" ;;
+    dynamodb) echo "$STACK_LOG_DIR/dynamodb.log" ;;
+    cassandra) echo "$STACK_LOG_DIR/cassandra.log $STACK_LOG_DIR/cassandra.out" ;;
+    kafka) echo "$STACK_LOG_DIR/kafka.log $STACK_LOG_DIR/kafka.out" ;;
+  esac
+}
+
+# True when something accepts TCP connections on host:port.
+stack_port_open() {
+  timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null
+}
+
+# One readiness probe attempt (quiet unless $2 = verbose).
+stack_probe() {
+  local args=("$1")
+  [[ ${2:-} == verbose ]] || args+=(--quiet)
+  node "$STACK_SCRIPTS/probe.mjs" "${args[@]}"
+}
+
+# ---- ownership: pid files --------------------------------------------------------
+stack_pidfile() { echo "$STACK_PID_DIR/$1.pid"; }
+stack_dockerfile() { echo "$STACK_PID_DIR/$1.docker"; }
+# Endpoint the owned server was started for (3rd field of its pid file).
+stack_owned_endpoint() {
+  local pid start endpoint
+  read -r pid start endpoint <"$(stack_pidfile "$1")" 2>/dev/null || true
+  echo "$endpoint"
+}
+
+# Start time (clock ticks since boot) of a process: identifies it across pid
+# reuse; unlike the command line it survives process-title rewriting (Redis).
+stack_proc_start() {
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  st=${st##*) }
+  # shellcheck disable=SC2086
+  set -- $st
+  [[ $1 != Z && $1 != X ]] || return 1 # zombie / dead
+  echo "${20}"
+}
+
+# Prints the pid of the server we started if it is still alive (same pid and
+# same start time as recorded by stack_spawn); else nothing, dropping stale files.
+stack_owned_pid() {
+  local f pid start now _endpoint
+  f=$(stack_pidfile "$1")
+  [[ -f $f ]] || return 1
+  read -r pid start _endpoint <"$f" || true
+  if [[ $pid =~ ^[0-9]+$ ]] && now=$(stack_proc_start "$pid") && [[ $now == "$start" ]]; then
+    echo "$pid"
+    return 0
+  fi
+  rm -f "$f"
+  return 1
+}
+
+stack_docker_available() {
+  case "${IDEM_STACK_MODE:-auto}" in
+    native) return 1 ;;
+    docker) return 0 ;;
+  esac
+  command -v docker >/dev/null 2>&1 && timeout 15 docker info >/dev/null 2>&1 &&
+    timeout 15 docker compose version >/dev/null 2>&1
+}
+
+stack_compose() {
+  docker compose -f "$STACK_COMPOSE_FILE" -p "${IDEM_STACK_COMPOSE_PROJECT:-idem-test-stack}" "$@"
+}
+
+stack_print_failure() {
+  local name=$1 f
+  err "$name did not come up ($(stack_endpoint_of "$name")). Logs are in $STACK_LOG_DIR/"
+  for f in $(stack_logs_of "$name"); do
+    if [[ -s $f ]]; then
+      printf '[stack] ---- last 40 lines of %s ----\n' "$f" >&2
+      tail -n 40 "$f" >&2
+    fi
+  done
+  if [[ -f $(stack_dockerfile "$name") ]]; then
+    printf '[stack] ---- docker compose logs %s ----\n' "$name" >&2
+    stack_compose logs --tail 40 "$name" >&2 || true
+  fi
+  printf '[stack] ---- end of %s logs ----\n' "$name" >&2
+}
+
+# Starts "$@" as a detached process (own session, survives the caller) with
+# stdout/stderr appended to $STACK_LOG_DIR/<name>.<ext>; records its pid.
+stack_spawn() {
+  local name=$1 out=$2
+  shift 2
+  local pf tmp i
+  pf=$(stack_pidfile "$name")
+  tmp="$pf.new"
+  rm -f "$tmp"
+  printf '\n==== %s: starting %s at %s ====\n' "$name" "$1" "$(date -Is)" >>"$out"
+  # The inner bash records its own pid, then exec()s the server (same pid),
+  # whether or not setsid had to fork.
+  # 9>&- : the server must not inherit (and so hold forever) the .lock fd.
+  # shellcheck disable=SC2016
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$tmp" "$@" </dev/null >>"$out" 2>&1 9>&- &
+  for ((i = 0; i < 100; i++)); do
+    [[ -s $tmp ]] && break
+    sleep 0.05
+  done
+  local pid start
+  pid=$(cat "$tmp" 2>/dev/null || true)
+  rm -f "$tmp"
+  if [[ -z $pid ]] || ! start=$(stack_proc_start "$pid"); then
+    err "could not start $name (see $out)"
+    return 1
+  fi
+  echo "$pid $start $(stack_endpoint_of "$name")" >"$pf"
+}
+
+# ---- provisioning ------------------------------------------------------------------
+stack_ensure_redis_binary() {
+  if command -v redis-server >/dev/null 2>&1; then return 0; fi
+  log "redis-server not found: installing Debian package redis-server"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
+      err "redis-server missing and not root: apt-get install -y redis-server"
+      return 1
+    fi
+  fi
+  # Keep the package's own init script from starting a system-wide Redis on
+  # 6379 (we run our own instance): policy-rc.d exit 101 = "don't start".
+  local policy=/usr/sbin/policy-rc.d created=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null && "${sudo[@]}" chmod +x "$policy" && created=1
+  fi
+  local rc=0
+  {
+    "${sudo[@]}" apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends redis-server
+  } >>"$STACK_LOG_DIR/apt.log" 2>&1 || rc=$?
+  if ((created)); then "${sudo[@]}" rm -f "$policy"; fi
+  if ((rc != 0)) || ! command -v redis-server >/dev/null 2>&1; then
+    err "apt-get install redis-server failed (see $STACK_LOG_DIR/apt.log)"
+    tail -n 20 "$STACK_LOG_DIR/apt.log" >&2
+    return 1
+  fi
+}
+
+# Resolves the jars of scripts/stack/<name>/pom.xml into .stack/<name>/lib once
+# (re-resolves when the pom changes). Uses ~/.m2 (or STACK_MAVEN_REPO).
+stack_jars_resolved() {
+  local stamp="$STACK_DIR/$1/lib/.resolved"
+  [[ -f $stamp && $(<"$stamp") == "$(sha256sum "$STACK_SCRIPTS/$1/pom.xml" | cut -d' ' -f1)" ]]
+}
+stack_resolve_jars() {
+  local name=$1 pom="$STACK_SCRIPTS/$1/pom.xml" lib="$STACK_DIR/$1/lib" stamp want
+  stamp="$lib/.resolved"
+  want=$(sha256sum "$pom" | cut -d' ' -f1)
+  if stack_jars_resolved "$name"; then return 0; fi
+  command -v mvn >/dev/null 2>&1 || {
+    err "mvn not found (needed once to fetch $name jars from Maven Central)"
+    return 1
+  }
+  command -v java >/dev/null 2>&1 || {
+    err "java not found (Java 17+ runs $name)"
+    return 1
+  }
+  log "$name: resolving jars from Maven Central into $lib (first run only)"
+  local t0=$SECONDS args=(-B -q -f "$pom")
+  [[ -n ${STACK_MAVEN_REPO:-} ]] && args+=("-Dmaven.repo.local=$STACK_MAVEN_REPO")
+  mkdir -p "$STACK_DIR/$name"
+  rm -rf "$lib.tmp"
+  # shellcheck disable=SC2086
+  if ! mvn "${args[@]}" ${STACK_MAVEN_ARGS:-} dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$lib.tmp" >"$STACK_LOG_DIR/maven-$name.log" 2>&1; then
+    err "$name: Maven resolution failed; see $STACK_LOG_DIR/maven-$name.log"
+    tail -n 30 "$STACK_LOG_DIR/maven-$name.log" >&2
+    rm -rf "$lib.tmp"
+    return 1
+  fi
+  rm -rf "$lib"
+  mv "$lib.tmp" "$lib"
+  echo "$want" >"$stamp"
+  log "$name: $(find "$lib" -name '*.jar' | wc -l) jars resolved in $((SECONDS - t0))s"
+}
+
+# Fills @KEY@ placeholders: stack_render TEMPLATE OUT KEY=VALUE...
+stack_render() {
+  local in=$1 out=$2 kv expr=()
+  shift 2
+  for kv in "$@"; do expr+=(-e "s|@${kv%%=*}@|${kv#*=}|g"); done
+  sed "${expr[@]}" "$in" >"$out.tmp" && mv -f "$out.tmp" "$out"
+}
+
+# ---- native launchers ----------------------------------------------------------------
+stack_start_native_redis() {
+  stack_ensure_redis_binary || return 1
+  mkdir -p "$STACK_DIR/redis"
+  local pass args
+  pass=$(node -e 'try{const u=new URL(process.argv[1]);process.stdout.write(decodeURIComponent(u.password))}catch{}' "$REDIS_URL")
+  args=(redis-server --bind "$REDIS_HOST" --port "$REDIS_PORT" --save '' --appendonly no
+    --daemonize no --dir "$STACK_DIR/redis" --logfile "$STACK_LOG_DIR/redis.log"
+    --pidfile "$STACK_DIR/redis/redis.pid" --protected-mode no)
+  [[ -n $pass ]] && args+=(--requirepass "$pass")
+  stack_spawn redis "$STACK_LOG_DIR/redis.log" "${args[@]}"
+}
+
+stack_start_native_dynamodb() {
+  local bin="$STACK_ROOT/node_modules/dynalite/cli.js"
+  [[ -f $bin ]] || {
+    err "dynalite is not installed (node_modules/dynalite); run npm ci"
+    return 1
+  }
+  mkdir -p "$STACK_DIR/dynamodb/data"
+  local args=(node "$bin" --host "$DYNAMODB_HOST" --port "$DYNAMODB_PORT"
+    --createTableMs "${DYNALITE_CREATE_TABLE_MS:-0}"
+    --deleteTableMs "${DYNALITE_DELETE_TABLE_MS:-0}"
+    --updateTableMs "${DYNALITE_UPDATE_TABLE_MS:-0}")
+  # On disk by default, so tables survive an outage test's stop/start.
+  if [[ ${DYNALITE_IN_MEMORY:-0} != 1 ]]; then args+=(--path "$STACK_DIR/dynamodb/data"); fi
+  stack_spawn dynamodb "$STACK_LOG_DIR/dynamodb.log" "${args[@]}"
+}
+
+stack_start_native_cassandra() {
+  stack_resolve_jars cassandra || return 1
+  local home="$STACK_DIR/cassandra" conf="$STACK_DIR/cassandra/conf" data="$STACK_DIR/cassandra/data"
+  mkdir -p "$conf" "$data"
+  stack_render "$STACK_SCRIPTS/cassandra/cassandra.yaml.in" "$conf/cassandra.yaml" \
+    "LISTEN=$CASSANDRA_HOST" "RPC=$CASSANDRA_HOST" "STORAGE_PORT=$CASSANDRA_STORAGE_PORT" \
+    "NATIVE_PORT=$CASSANDRA_PORT" "DATA=$data"
+  cp -f "$STACK_SCRIPTS/cassandra/logback.xml" "$conf/logback.xml"
+  local jamm
+  jamm=$(find "$home/lib" -maxdepth 1 -name 'jamm-*.jar' | head -n1)
+  local jvm=(
+    -Didem.stack.server=cassandra
+    "-Xms$CASSANDRA_HEAP" "-Xmx$CASSANDRA_HEAP"
+    -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1
+    -XX:MaxGCPauseMillis=300 -XX:InitiatingHeapOccupancyPercent=70
+    -XX:+PerfDisableSharedMem -XX:+HeapDumpOnOutOfMemoryError
+    "-XX:HeapDumpPath=$home" -XX:+ExitOnOutOfMemoryError
+    -ea -da:net.openhft...
+    -Djava.net.preferIPv4Stack=true
+    -Djdk.attach.allowAttachSelf=true
+    -Dio.netty.tryReflectionSetAccessible=true
+    -Dio.netty.allocator.useCacheForAllThreads=true
+    -Dio.netty.allocator.maxOrder=11
+    # conf/jvm17-server.options (JPMS)
+    --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+    --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
+    --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED
+    --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
+    --add-exports java.sql/java.sql=ALL-UNNAMED
+    --add-exports java.base/java.lang.ref=ALL-UNNAMED
+    --add-exports jdk.unsupported/sun.misc=ALL-UNNAMED
+    --add-exports jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
+    --add-exports jdk.attach/sun.tools.attach=ALL-UNNAMED
+    --add-opens java.base/java.lang.module=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.loader=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.math=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.module=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
+    --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+    --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+    --add-opens java.base/java.io=ALL-UNNAMED
+    --add-opens java.base/java.lang.reflect=ALL-UNNAMED
+    --add-opens jdk.compiler/com.sun.tools.javac=ALL-UNNAMED
+    --add-opens java.base/java.lang=ALL-UNNAMED
+    --add-opens java.base/java.util=ALL-UNNAMED
+    --add-opens java.base/java.nio=ALL-UNNAMED
+    --add-opens java.base/java.util.concurrent=ALL-UNNAMED
+    --add-opens java.base/java.util.concurrent.atomic=ALL-UNNAMED
+    --add-opens java.base/java.math=ALL-UNNAMED
+    --add-opens java.base/java.net=ALL-UNNAMED
+    # what bin/cassandra + cassandra-env.sh would pass
+    -Dcassandra-foreground=yes
+    "-Dcassandra.config=file://$conf/cassandra.yaml"
+    "-Dcassandra.storagedir=$data"
+    "-Dcassandra.logdir=$STACK_LOG_DIR"
+    "-Dlogback.configurationFile=file://$conf/logback.xml"
+    # fast single-node test startup
+    -Dcassandra.skip_wait_for_gossip_to_settle=0
+    -Dcassandra.ring_delay_ms=0
+    -Dcassandra.superuser_setup_delay_ms=0
+    -Dcassandra.load_ring_state=false
+    -Dcassandra.unsafesystem=true
+  )
+  [[ -n $jamm ]] && jvm=("-javaagent:$jamm" "${jvm[@]}")
+  # JMX is off unless asked for (avoids a fixed port 7199 clash).
+  [[ -n ${CASSANDRA_JMX_PORT:-} ]] && jvm+=("-Dcassandra.jmx.local.port=$CASSANDRA_JMX_PORT")
+  # shellcheck disable=SC2206
+  [[ -n ${CASSANDRA_JVM_EXTRA:-} ]] && jvm+=($CASSANDRA_JVM_EXTRA)
+  stack_spawn cassandra "$STACK_LOG_DIR/cassandra.out" \
+    java "${jvm[@]}" -cp "$home/lib/*:$conf" org.apache.cassandra.service.CassandraDaemon
+}
+
+# JVM command line shared by the Kafka broker and its StorageTool.
+stack_kafka_cmd() {
+  local home="$STACK_DIR/kafka"
+  STACK_KAFKA_CMD=(java -Didem.stack.server=kafka "-Xms$KAFKA_HEAP_MIN" "-Xmx$KAFKA_HEAP_MAX"
+    -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+    -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
+    "-Dkafka.logs.dir=$STACK_LOG_DIR" "-Dlog4j2.configurationFile=$home/conf/log4j2.xml"
+    -cp "$home/lib/*")
+  # shellcheck disable=SC2206
+  [[ -n ${KAFKA_JVM_EXTRA:-} ]] && STACK_KAFKA_CMD+=($KAFKA_JVM_EXTRA)
+  return 0
+}
+
+stack_start_native_kafka() {
+  stack_resolve_jars kafka || return 1
+  local home="$STACK_DIR/kafka" conf="$STACK_DIR/kafka/conf" data="$STACK_DIR/kafka/data"
+  mkdir -p "$conf" "$data"
+  stack_render "$STACK_SCRIPTS/kafka/server.properties.in" "$conf/server.properties" \
+    "HOST=$KAFKA_HOST" "PORT=$KAFKA_PORT" "CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT" "DATA=$data"
+  cp -f "$STACK_SCRIPTS/kafka/log4j2.xml" "$conf/log4j2.xml"
+  stack_kafka_cmd
+  if [[ ! -f $data/meta.properties ]]; then
+    local cid
+    if [[ -s $home/cluster.id ]]; then cid=$(<"$home/cluster.id"); else
+      # What `kafka-storage.sh random-uuid` prints (16 random bytes, base64url,
+      # not starting with '-'), without paying for another JVM start.
+      cid=$(node -e 'const c=require("crypto");let s;do{s=c.randomBytes(16).toString("base64url")}while(s.startsWith("-"));process.stdout.write(s)')
+      echo "$cid" >"$home/cluster.id"
+    fi
+    log "kafka: formatting KRaft storage in $data (cluster id $cid)"
+    if ! "${STACK_KAFKA_CMD[@]}" kafka.tools.StorageTool format -t "$cid" -c "$conf/server.properties" \
+      >>"$STACK_LOG_DIR/kafka.out" 2>&1; then
+      err "kafka: storage format failed (see $STACK_LOG_DIR/kafka.out)"
+      return 1
+    fi
+  fi
+  stack_spawn kafka "$STACK_LOG_DIR/kafka.out" "${STACK_KAFKA_CMD[@]}" kafka.Kafka "$conf/server.properties"
+}
+
+# ---- stopping ------------------------------------------------------------------------
+stack_stop_timeout_of() {
+  case $1 in cassandra | kafka) echo 60 ;; *) echo 15 ;; esac
+}
+
+# Stops the server we started (native pid or docker service). Returns 0 when
+# stopped or not ours; prints what it did.
+stack_stop_one() {
+  local name=$1 signal=${2:-TERM} pid i limit
+  if [[ -f $(stack_dockerfile "$name") ]]; then
+    log "$name: docker compose stop $name"
+    stack_compose stop "$name" >/dev/null
+    rm -f "$(stack_dockerfile "$name")"
+    return 0
+  fi
+  if ! pid=$(stack_owned_pid "$name"); then
+    if stack_port_open "$(stack_host_of "$name")" "$(stack_port_of "$name")"; then
+      log "$name: running at $(stack_endpoint_of "$name") but not started by the stack; leaving it alone"
+    else
+      log "$name: not running"
+    fi
+    return 0
+  fi
+  local start
+  start=$(stack_proc_start "$pid" || true)
+  log "$name: stopping pid $pid (SIG$signal)"
+  kill "-$signal" "$pid" 2>/dev/null || true
+  limit=$(($(stack_stop_timeout_of "$name") * 10))
+  for ((i = 0; i < limit && ${#start} > 0; i++)); do
+    [[ $(stack_proc_start "$pid" || true) == "$start" ]] || break # gone (or a zombie)
+    sleep 0.1
+  done
+  if [[ -n $start && $(stack_proc_start "$pid" || true) == "$start" ]]; then
+    warn "$name: pid $pid still alive after $((limit / 10))s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.5
+  fi
+  rm -f "$(stack_pidfile "$name")"
+  # Wait for the port to close so an immediate up.sh won't see the old server.
+  for ((i = 0; i < 50; i++)); do
+    stack_port_open "$(stack_host_of "$name")" "$(stack_port_of "$name")" || break
+    sleep 0.1
+  done
+  log "$name: stopped"
+}

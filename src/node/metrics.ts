@@ -1,0 +1,68 @@
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** The node's Prometheus metrics, on their own registry so several nodes in one process never collide. */
+export class NodeMetrics {
+  readonly registry = new Registry();
+  readonly recordsIn = this.counter('idem_node_records_in_total', 'Records read from the input topic');
+  readonly recordsOut = this.counter('idem_node_records_out_total', 'Records written to the output topic');
+  readonly duplicates = this.counter('idem_node_duplicates_dropped_total', 'Records dropped as duplicates');
+  readonly noId = this.counter('idem_node_records_without_id_total', 'Records without a dedup id');
+  readonly deadLetters = new Counter({
+    name: 'idem_node_dlq_records_total',
+    help: 'Records sent to the DLQ, by reason',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly batchSeconds = new Histogram({
+    name: 'idem_node_batch_duration_seconds',
+    help: 'Wall time to handle one partition batch, from fetch handed over to offsets committed',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly storeSeconds = new Histogram({
+    name: 'idem_node_store_operation_duration_seconds',
+    help: 'Latency of dedup store calls, by operation',
+    labelNames: ['operation'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+  readonly lag = new Gauge({
+    name: 'idem_node_consumer_lag',
+    help: 'Records between the last handled offset and the partition high watermark',
+    labelNames: ['topic', 'partition'] as const,
+    registers: [this.registry],
+  });
+  #server: Server | undefined;
+
+  private counter(name: string, help: string): Counter {
+    return new Counter({ name, help, registers: [this.registry] });
+  }
+
+  /** Serves `/metrics`; resolves with the bound port (0 picks a free one). */
+  async listen(port: number, host: string): Promise<number> {
+    const server = createServer((req, res) => {
+      if (req.url !== '/metrics') {
+        res.writeHead(404).end();
+        return;
+      }
+      this.registry.metrics().then(
+        (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
+        (error: unknown) => res.writeHead(500).end(String(error)),
+      );
+    });
+    this.#server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    const address = server.address();
+    return typeof address === 'object' && address ? address.port : port;
+  }
+
+  async close(): Promise<void> {
+    const server = this.#server;
+    if (!server) return;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,87 @@
+/** The phases the perf log splits wall time into, in the order a batch passes through them. */
+export const PHASES = ['poll', 'parse', 'lookup', 'produce', 'deliver', 'mark', 'commit'] as const;
+export type Phase = (typeof PHASES)[number];
+
+/** A summary of one perf interval, as logged. */
+export interface PerfSummary {
+  readonly seconds: number;
+  readonly rowsIn: number;
+  readonly rowsOut: number;
+  readonly dropped: number;
+  readonly iterations: number;
+  readonly starved: number;
+  /** Seconds and percent of the interval per phase. Percentages need not sum to 100: the rest is in no phase. */
+  readonly phases: Record<Phase, { seconds: number; percent: number }>;
+}
+
+/**
+ * Accumulates where the node's wall clock goes, as the seed tkati node's `LoopStats` does, so a slow node says
+ * whether the broker, the store or the output is to blame.
+ */
+export class PerfLog {
+  #start = performance.now();
+  #phases = zeroPhases();
+  #rowsIn = 0;
+  #rowsOut = 0;
+  #dropped = 0;
+  #iterations = 0;
+  #starved = 0;
+
+  /** Adds elapsed ms to a phase. */
+  add(phase: Phase, ms: number): void {
+    this.#phases[phase] += ms;
+  }
+
+  /** Records one handled batch. `starved` marks a batch that waited out the fetch timeout on a drained topic. */
+  batch(rowsIn: number, rowsOut: number, dropped: number, starved: boolean): void {
+    this.#iterations++;
+    this.#rowsIn += rowsIn;
+    this.#rowsOut += rowsOut;
+    this.#dropped += dropped;
+    if (starved) this.#starved++;
+  }
+
+  /** Summarises the interval so far and starts a new one. */
+  flush(): PerfSummary {
+    const now = performance.now();
+    const seconds = (now - this.#start) / 1000;
+    const phases = {} as PerfSummary['phases'];
+    for (const phase of PHASES) {
+      const s = this.#phases[phase] / 1000;
+      phases[phase] = { seconds: round(s, 3), percent: seconds > 0 ? Math.round((s / seconds) * 100) : 0 };
+    }
+    const summary: PerfSummary = {
+      seconds: round(seconds, 2),
+      rowsIn: this.#rowsIn,
+      rowsOut: this.#rowsOut,
+      dropped: this.#dropped,
+      iterations: this.#iterations,
+      starved: this.#starved,
+      phases,
+    };
+    this.#start = now;
+    this.#phases = zeroPhases();
+    this.#rowsIn = this.#rowsOut = this.#dropped = this.#iterations = this.#starved = 0;
+    return summary;
+  }
+}
+
+/** The one-line text form, like the seed's: `poll=4.43s (44%) parse=0.48s (5%) …`. */
+export function formatPerf(summary: PerfSummary): string {
+  const phases = PHASES.map(
+    (p) => `${p}=${summary.phases[p].seconds.toFixed(2)}s (${summary.phases[p].percent}%)`,
+  );
+  return (
+    `dedup perf over ${summary.seconds}s: ${summary.rowsIn} rows in, ${summary.rowsOut} out (${summary.dropped} dropped), ` +
+    `${summary.iterations} iterations (${summary.starved} input-starved); ${phases.join(' ')}`
+  );
+}
+
+function zeroPhases(): Record<Phase, number> {
+  return { poll: 0, parse: 0, lookup: 0, produce: 0, deliver: 0, mark: 0, commit: 0 };
+}
+
+function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}

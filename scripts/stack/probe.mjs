@@ -90,7 +90,11 @@ async function probeDynamo() {
     maxAttempts: 1,
   });
   try {
-    const out = await withTimeout(client.send(new ListTablesCommand({ Limit: 1 })), 3000, `dynamodb ${endpoint}`);
+    const out = await withTimeout(
+      client.send(new ListTablesCommand({ Limit: 1 })),
+      3000,
+      `dynamodb ${endpoint}`,
+    );
     return `ListTables ok at ${endpoint} (${out.TableNames?.length ?? 0}+ tables)`;
   } finally {
     client.destroy();
@@ -156,11 +160,15 @@ function parseArgs(argv) {
     else if (!opts.name) opts.name = a;
     else throw new Error(`unexpected argument ${a}`);
   }
-  if (!PROBES[opts.name]) throw new Error(`usage: probe.mjs <${Object.keys(PROBES).join('|')}> [--wait S] [--pid PID]`);
+  if (!PROBES[opts.name])
+    throw new Error(`usage: probe.mjs <${Object.keys(PROBES).join('|')}> [--wait S] [--pid PID]`);
   return opts;
 }
 
-const brief = (err) => String(err?.message ?? err).split('\n')[0].slice(0, 300);
+const brief = (err) =>
+  String(err?.message ?? err)
+    .split('\n')[0]
+    .slice(0, 300);
 
 function alive(pid) {
   try {
@@ -193,7 +201,9 @@ async function main() {
       return 1;
     }
     if (opts.pid && !alive(opts.pid)) {
-      console.error(`[stack] ${opts.name}: process ${opts.pid} exited before answering (last error: ${brief(lastErr)})`);
+      console.error(
+        `[stack] ${opts.name}: process ${opts.pid} exited before answering (last error: ${brief(lastErr)})`,
+      );
       return 3;
     }
     if (Date.now() >= deadline) {

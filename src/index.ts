@@ -1,0 +1,18 @@
+/**
+ * idempotent-consumer: wrap an async handler so each message id is handled once, on a store chosen by config.
+ * Stores have their own entry points (`idempotent-consumer/rocksdb`, `/redis`, `/dynamodb`, `/cassandra`,
+ * `/memory`) so that only the client library you use is loaded.
+ */
+export * from './consumer/index.js';
+export * from './errors.js';
+export {
+  BaseRepository,
+  type BaseRepositoryOptions,
+  type KeyedClaim,
+  type KeyedEntry,
+} from './repositories/base.js';
+export { MAX_ID_BYTES, toKey } from './repositories/ids.js';
+export type { RepositoryModule } from './repositories/module.js';
+export { isLive } from './repositories/record.js';
+export type * from './repositories/types.js';
+export { parseDuration } from './util/duration.js';

@@ -1,0 +1,129 @@
+import type { IHeaders, Message, Producer } from 'kafkajs';
+import type { BadIdReason } from './message-id.js';
+
+/** Header names a dead-letter record carries on top of the original record's own headers. */
+export const dlqHeaders = {
+  /** Why the record is here: a {@link DlqReason}. */
+  reason: 'idem.reason',
+  /** The error message (truncated to {@link MAX_ERROR_CHARS}). */
+  error: 'idem.error',
+  /** The error's `code` if it has one, else its class name. */
+  errorType: 'idem.error.type',
+  /** Where the record was read: topic, partition and offset. */
+  topic: 'idem.topic',
+  partition: 'idem.partition',
+  offset: 'idem.offset',
+  /** Handler attempts made (0 when the record was never handled, e.g. invalid JSON). */
+  attempts: 'idem.attempts',
+  /** The original record's timestamp (the DLQ record gets a fresh one, so DLQ retention counts from now). */
+  timestamp: 'idem.timestamp',
+} as const;
+
+/**
+ * Why a record was dead-lettered: the handler kept failing (`handler-failed`); the adapter could not read its id
+ * (`invalid-json`, `invalid-id`); or the consumer refused it before any handler ran: no id under
+ * `nullId: 'reject'` (`no-id`), or input it cannot judge such as a bad event timestamp (`invalid-input`).
+ */
+export type DlqReason = 'handler-failed' | 'no-id' | 'invalid-input' | BadIdReason;
+
+/** Longest error message copied into a header; stack traces and huge messages would bloat every DLQ record. */
+export const MAX_ERROR_CHARS = 4096;
+
+/** The original record as read: kafkajs `KafkaMessage` fits as is. */
+export interface SourceMessage {
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers?: IHeaders;
+  readonly offset: string;
+  readonly timestamp: string;
+}
+
+/** One record on its way to the DLQ, with where it came from and why. */
+export interface DeadLetter {
+  readonly topic: string;
+  readonly partition: number;
+  readonly message: SourceMessage;
+  readonly reason: DlqReason;
+  /** An Error (its message and code/name are copied) or a plain description. */
+  readonly error: unknown;
+  readonly attempts: number;
+}
+
+/** What {@link readDeadLetter} finds in a DLQ record's headers. */
+export interface DeadLetterInfo {
+  readonly reason: string;
+  readonly error: string;
+  readonly errorType: string | undefined;
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: string;
+  readonly attempts: number;
+  readonly timestamp: string | undefined;
+}
+
+/**
+ * Builds the DLQ record: the original key, value and headers, plus the `idem.*` headers (which replace any
+ * `idem.*` headers the original carried, e.g. when a dead letter is replayed and fails again). The partition is
+ * left to the producer's partitioner, so records with one key keep their relative order in the DLQ.
+ */
+export function deadLetterMessage(letter: DeadLetter): Message {
+  const { message } = letter;
+  const headers: IHeaders = {
+    ...message.headers,
+    [dlqHeaders.reason]: letter.reason,
+    [dlqHeaders.error]: errorText(letter.error),
+    [dlqHeaders.topic]: letter.topic,
+    [dlqHeaders.partition]: String(letter.partition),
+    [dlqHeaders.offset]: message.offset,
+    [dlqHeaders.attempts]: String(letter.attempts),
+    [dlqHeaders.timestamp]: message.timestamp,
+  };
+  const type = errorType(letter.error);
+  if (type !== undefined) headers[dlqHeaders.errorType] = type;
+  return { key: message.key, value: message.value, headers };
+}
+
+/**
+ * Writes dead letters in one request acknowledged by all in-sync replicas (`acks: -1`). Resolves only once the
+ * broker has them, so the caller may then commit past the originals. The producer must be connected.
+ */
+export async function sendDeadLetters(
+  producer: Producer,
+  dlqTopic: string,
+  letters: readonly DeadLetter[],
+): Promise<void> {
+  if (letters.length === 0) return;
+  await producer.send({ topic: dlqTopic, acks: -1, messages: letters.map(deadLetterMessage) });
+}
+
+/** Reads the `idem.*` headers back from a DLQ record; undefined when the record has none. */
+export function readDeadLetter(headers: IHeaders | undefined): DeadLetterInfo | undefined {
+  const get = (name: string): string | undefined => {
+    const value = headers?.[name];
+    const last = Array.isArray(value) ? value[value.length - 1] : value;
+    return last === undefined ? undefined : last.toString();
+  };
+  const reason = get(dlqHeaders.reason);
+  if (reason === undefined) return undefined;
+  return {
+    reason,
+    error: get(dlqHeaders.error) ?? '',
+    errorType: get(dlqHeaders.errorType),
+    topic: get(dlqHeaders.topic) ?? '',
+    partition: Number(get(dlqHeaders.partition)),
+    offset: get(dlqHeaders.offset) ?? '',
+    attempts: Number(get(dlqHeaders.attempts) ?? 0),
+    timestamp: get(dlqHeaders.timestamp),
+  };
+}
+
+function errorText(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.length > MAX_ERROR_CHARS ? `${text.slice(0, MAX_ERROR_CHARS - 3)}...` : text;
+}
+
+function errorType(error: unknown): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' ? code : error.name;
+}

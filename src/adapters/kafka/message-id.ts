@@ -1,0 +1,124 @@
+import { isUtf8 } from 'node:buffer';
+import type { IHeaders } from 'kafkajs';
+import { z } from 'zod';
+import { readPath } from '../../consumer/message-id.js';
+import { IdempotencyError, InvalidIdError } from '../../errors.js';
+import { toKey } from '../../repositories/ids.js';
+
+/**
+ * Where a record's message id comes from: the record key, one header, or a dotted path into the JSON value.
+ * Config form: `id = { from = "key" }`, `{ from = "header", name = "event-id" }`, `{ from = "value", path = "meta.id" }`.
+ */
+export const idSourceSchema = z.discriminatedUnion('from', [
+  z.object({ from: z.literal('key') }).strict(),
+  z.object({ from: z.literal('header'), name: z.string().min(1) }).strict(),
+  z
+    .object({
+      from: z.literal('value'),
+      path: z.string().regex(/^[^.]+(\.[^.]+)*$/, 'expected a dotted field path such as "meta.id"'),
+    })
+    .strict(),
+]);
+
+/** A parsed {@link idSourceSchema}. */
+export type IdSource = z.output<typeof idSourceSchema>;
+
+/** The parts of a Kafka record an id can come from; kafkajs `KafkaMessage` fits as is. */
+export interface RecordParts {
+  readonly key?: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers?: IHeaders;
+}
+
+/** Why a record's id cannot be used; such a record belongs in the DLQ (it would fail the same way forever). */
+export type BadIdReason = 'invalid-json' | 'invalid-id';
+
+/**
+ * The id of one record: `ok` with the canonical key (the string every repository stores) or `undefined` when
+ * the record has no id (KIP-655: forwarded without dedup); or not `ok`, with the reason and a readable detail.
+ */
+export type IdVerdict =
+  | { readonly ok: true; readonly id: string | undefined }
+  | { readonly ok: false; readonly reason: BadIdReason; readonly detail: string };
+
+const NO_ID: IdVerdict = Object.freeze({ ok: true, id: undefined });
+
+/**
+ * Compiles an id source into a reader, so the path is split once. The reader never throws:
+ * - key / header bytes that are valid UTF-8 become a text id, other bytes a binary id (`toKey`);
+ *   a header given more than once counts by its last value, as Java's `headers.lastHeader(name)` does;
+ * - a value path reads a string or a number (numbers as their decimal text; ids above 2^53 should be strings);
+ * - a missing or empty key / header / field, a JSON `null`, or a null value (tombstone) means "no id";
+ * - a value that is not JSON is `invalid-json`; an id that is an object, array or boolean, or longer than the
+ *   stores accept (1024 bytes), is `invalid-id`.
+ */
+export function messageIdReader(source: IdSource): (record: RecordParts) => IdVerdict {
+  switch (source.from) {
+    case 'key':
+      return (record) => guard(() => fromBytes(record.key));
+    case 'header': {
+      const name = source.name;
+      return (record) => guard(() => fromHeader(record.headers?.[name]));
+    }
+    case 'value': {
+      const path = source.path.split('.');
+      return (record) => fromValue(record.value, path);
+    }
+  }
+}
+
+/** One-off form of {@link messageIdReader}. */
+export function messageIdOf(record: RecordParts, source: IdSource): IdVerdict {
+  return messageIdReader(source)(record);
+}
+
+function fromHeader(header: IHeaders[string]): string | undefined {
+  const value = Array.isArray(header) ? header[header.length - 1] : header;
+  if (value === undefined) return undefined;
+  return typeof value === 'string' ? textId(value) : fromBytes(value);
+}
+
+function fromBytes(bytes: Buffer | null | undefined): string | undefined {
+  if (!bytes || bytes.byteLength === 0) return undefined;
+  return isUtf8(bytes) ? toKey(bytes.toString('utf8')) : toKey(bytes);
+}
+
+function textId(text: string): string | undefined {
+  return text === '' ? undefined : toKey(text);
+}
+
+function fromValue(value: Buffer | null, path: readonly string[]): IdVerdict {
+  if (value === null) return NO_ID;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value.toString('utf8'));
+  } catch (error) {
+    return { ok: false, reason: 'invalid-json', detail: `value is not valid JSON: ${messageOf(error)}` };
+  }
+  const field = readPath(parsed, path);
+  return guard(() => {
+    if (field === null || field === undefined) return undefined;
+    if (typeof field === 'string') return textId(field);
+    if (typeof field === 'number' && Number.isFinite(field)) return String(field);
+    throw new InvalidIdError(
+      `id field "${path.join('.')}" must be a string or a number, got ${Array.isArray(field) ? 'an array' : typeof field}`,
+    );
+  });
+}
+
+/** Turns the id checks' exceptions (oversized, lone surrogate, wrong type) into an `invalid-id` verdict. */
+function guard(read: () => string | undefined): IdVerdict {
+  try {
+    const id = read();
+    return id === undefined ? NO_ID : { ok: true, id };
+  } catch (error) {
+    if (error instanceof IdempotencyError) {
+      return { ok: false, reason: 'invalid-id', detail: error.message };
+    }
+    throw error;
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,170 @@
+import type { Consumer, ConsumerConfig, Kafka, Producer } from 'kafkajs';
+import { z } from 'zod';
+import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
+import type { MessageHandler } from '../../consumer/types.js';
+import { ConfigError } from '../../errors.js';
+import { durationMs } from '../../util/duration.js';
+import { type IdSource, idSourceSchema } from './message-id.js';
+import type { BlockInfo, DeadLetterEvent, KafkaRecord } from './types.js';
+import { kafkaRecordId } from './types.js';
+
+/** Defaults of the Kafka adapter, written once; the config schema and the code path both read them here. */
+export const kafkaAdapterDefaults = {
+  /** The record key is the message id, as in KIP-655's `deduplicateByKey`. */
+  id: { from: 'key' } as IdSource,
+  fromBeginning: false,
+  /** Most records per `processBatch` call: one store round trip per sub-batch, a heartbeat and a commit after it. */
+  batchSize: 500,
+  /**
+   * Longest fetch long-poll of a consumer the adapter creates (kafkajs' own default is 5 s). A paused partition
+   * is fetched again only when the poll in flight returns, so this also bounds how late a retry starts.
+   */
+  maxWaitTimeInMs: 1_000,
+  /** Partitions handled at once; one partition's records are always handled in order. */
+  partitionsConsumedConcurrently: 1,
+  retry: {
+    initialMs: 200,
+    maxMs: 30_000,
+    multiplier: 2,
+    jitter: 0.2,
+    /** Handler attempts before a record goes to the DLQ (without a DLQ, it is retried at `maxMs` forever). */
+    maxAttempts: 5,
+  },
+} as const;
+
+const { retry: retryDefaults } = kafkaAdapterDefaults;
+
+/** Backoff and give-up settings of a failing record. */
+export const retrySchema = z
+  .object({
+    initialMs: durationMs.default(retryDefaults.initialMs),
+    maxMs: durationMs.default(retryDefaults.maxMs),
+    multiplier: z.number().min(1).default(retryDefaults.multiplier),
+    jitter: z.number().min(0).max(1).default(retryDefaults.jitter),
+    maxAttempts: z.number().int().min(1).default(retryDefaults.maxAttempts),
+  })
+  .strict()
+  .refine((retry) => retry.maxMs >= retry.initialMs, { path: ['maxMs'], message: 'must be >= initialMs' });
+
+/**
+ * The plain-data settings of the adapter (a `[kafka]` config table takes this shape). Clients, the handler and
+ * the IdempotentConsumer exist only in code: see {@link RunIdempotentConsumerOptions}.
+ */
+export const kafkaAdapterConfigSchema = z
+  .object({
+    topics: z.array(z.string().min(1)).min(1),
+    /** Required when the adapter creates the consumer from `kafka`. */
+    groupId: z.string().min(1).optional(),
+    fromBeginning: z.boolean().default(kafkaAdapterDefaults.fromBeginning),
+    id: idSourceSchema.default(kafkaAdapterDefaults.id),
+    batchSize: z.number().int().min(1).default(kafkaAdapterDefaults.batchSize),
+    partitionsConsumedConcurrently: z
+      .number()
+      .int()
+      .min(1)
+      .default(kafkaAdapterDefaults.partitionsConsumedConcurrently),
+    retry: retrySchema.prefault({}),
+    dlq: z
+      .object({ topic: z.string().min(1) })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+/** Parsed {@link kafkaAdapterConfigSchema}. */
+export type KafkaAdapterConfig = z.output<typeof kafkaAdapterConfigSchema>;
+
+/** Options of {@link runIdempotentConsumer}. Give `kafka` (the adapter makes and owns the clients) or `consumer`. */
+export interface RunIdempotentConsumerOptions<R = unknown>
+  extends Omit<z.input<typeof kafkaAdapterConfigSchema>, 'dlq'> {
+  /** The adapter creates the consumer (and the DLQ producer) from it, and disconnects them on `stop()`. */
+  readonly kafka?: Kafka;
+  /** Extra settings for the consumer the adapter creates from `kafka` (`maxWaitTimeInMs` defaults to 1 s). */
+  readonly consumerConfig?: Omit<ConsumerConfig, 'groupId'>;
+  /** Your own consumer (not yet running): `stop()` stops it but leaves it connected. */
+  readonly consumer?: Consumer;
+  /** Must be built with `id: kafkaRecordId`; the adapter's `id` option says where ids come from. */
+  readonly idempotent: IdempotentConsumer<KafkaRecord>;
+  /** Your per-record handler; throwing makes the record retry, then go to the DLQ. */
+  readonly handler: MessageHandler<KafkaRecord, R>;
+  /** Dead-letter topic; `producer` defaults to one made from `kafka` (a given producer is connected, not owned). */
+  readonly dlq?: { readonly topic: string; readonly producer?: Producer };
+  /** Called each time a partition stops at a record (default: a warning on the consumer's kafkajs logger). */
+  readonly onError?: (error: unknown, info: BlockInfo) => void;
+  /** Called after a record's dead letter is acknowledged, before its offset is committed. */
+  readonly onDeadLetter?: (event: DeadLetterEvent) => void;
+}
+
+/** Options after validation, with every default applied. */
+export interface ResolvedKafkaAdapterOptions<R> extends KafkaAdapterConfig {
+  readonly kafka: Kafka | undefined;
+  readonly consumerConfig: Omit<ConsumerConfig, 'groupId'>;
+  readonly consumer: Consumer | undefined;
+  readonly idempotent: IdempotentConsumer<KafkaRecord>;
+  readonly handler: MessageHandler<KafkaRecord, R>;
+  readonly dlqProducer: Producer | undefined;
+  readonly onError: ((error: unknown, info: BlockInfo) => void) | undefined;
+  readonly onDeadLetter: ((event: DeadLetterEvent) => void) | undefined;
+}
+
+/** Validates the options; each problem is a ConfigError naming the option. */
+export function resolveKafkaAdapterOptions<R>(
+  options: RunIdempotentConsumerOptions<R>,
+): ResolvedKafkaAdapterOptions<R> {
+  const { kafka, consumerConfig, consumer, idempotent, handler, dlq, onError, onDeadLetter, ...plain } =
+    options;
+  const parsed = kafkaAdapterConfigSchema.safeParse({
+    ...plain,
+    ...(dlq ? { dlq: { topic: dlq.topic } } : {}),
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0] as z.core.$ZodIssue;
+    const path = issue.path.map(String);
+    if (issue.code === 'unrecognized_keys') path.push(issue.keys[0] as string);
+    throw new ConfigError(path.join('.') || '(options)', issue.message, { cause: parsed.error });
+  }
+  const config = parsed.data;
+  if ((kafka === undefined) === (consumer === undefined)) {
+    throw new ConfigError('kafka', 'give exactly one of kafka (the adapter makes the consumer) or consumer');
+  }
+  if (kafka && config.groupId === undefined) {
+    throw new ConfigError('groupId', 'required when the adapter creates the consumer from kafka');
+  }
+  if (dlq && !dlq.producer && !kafka) {
+    throw new ConfigError('dlq.producer', 'required when the consumer is given instead of kafka');
+  }
+  if (typeof handler !== 'function') throw new ConfigError('handler', 'expected a function');
+  checkConsumer(idempotent);
+  return {
+    ...config,
+    kafka,
+    consumerConfig: consumerConfig ?? {},
+    consumer,
+    idempotent,
+    handler,
+    dlqProducer: dlq?.producer,
+    onError,
+    onDeadLetter,
+  };
+}
+
+/** The wrapped consumer must read the adapter's id and give failed records back for retry. */
+function checkConsumer(idempotent: IdempotentConsumer<KafkaRecord> | undefined): void {
+  if (!idempotent || typeof idempotent.processBatch !== 'function') {
+    throw new ConfigError('idempotent', 'expected an IdempotentConsumer<KafkaRecord>');
+  }
+  const { id, removeOnFailure, eventTime } = idempotent.options;
+  if (id !== kafkaRecordId && id !== 'id') {
+    throw new ConfigError(
+      'idempotent.id',
+      'build the IdempotentConsumer with `id: kafkaRecordId`; the adapter `id` option says where ids come from',
+    );
+  }
+  // Kept claims would make every retry of a failed record an in-progress wait until the lease lapses.
+  if (!removeOnFailure && !eventTime) {
+    throw new ConfigError(
+      'idempotent.removeOnFailure',
+      'must be true: the Kafka adapter retries failed records itself and then dead-letters them',
+    );
+  }
+}

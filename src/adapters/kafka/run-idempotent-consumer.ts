@@ -1,0 +1,488 @@
+import type { Consumer, EachBatchPayload, KafkaMessage, Producer } from 'kafkajs';
+import { Partitioners } from 'kafkajs';
+import type { HandlerContext, ProcessResult } from '../../consumer/types.js';
+import { InProgressError, InvalidIdError, InvalidInputError, NoMessageIdError } from '../../errors.js';
+import { type DeadLetter, type DlqReason, sendDeadLetters } from './dlq.js';
+import { type IdVerdict, messageIdReader } from './message-id.js';
+import {
+  kafkaAdapterDefaults,
+  type ResolvedKafkaAdapterOptions,
+  type RunIdempotentConsumerOptions,
+  resolveKafkaAdapterOptions,
+} from './options.js';
+import { BlockedRecord, type BlockKind, backoffMs } from './retry.js';
+import type { KafkaAdapterStats, KafkaRecord } from './types.js';
+
+/** A running adapter. */
+export interface IdempotentKafkaConsumer {
+  /** The kafkajs consumer (made from `kafka`, or the one given). */
+  readonly consumer: Consumer;
+  /** Running counts; the IdempotentConsumer's own `stats` count outcomes. */
+  readonly stats: Readonly<KafkaAdapterStats>;
+  /**
+   * Stops consuming. The batch in flight hands no further record to the handler, settles its claims (confirm
+   * or release), commits what was finished and returns; pending retries are dropped (their records are read
+   * again from the committed offset). Waits for a handler that is running. Safe to call twice.
+   */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs a kafkajs consumer whose records go through an IdempotentConsumer: one `processBatch` per sub-batch of a
+ * partition, offsets committed only for finished records (handled, duplicate, forwarded without id, or
+ * dead-lettered and acknowledged), failing records retried in order with backoff while their partition is
+ * paused, then dead-lettered. Resolves once the consumer runs. See docs/kafka.md.
+ */
+export async function runIdempotentConsumer<R>(
+  options: RunIdempotentConsumerOptions<R>,
+): Promise<IdempotentKafkaConsumer> {
+  const resolved = resolveKafkaAdapterOptions(options);
+  const { kafka } = resolved;
+  const consumer =
+    resolved.consumer ??
+    (kafka as NonNullable<typeof kafka>).consumer({
+      maxWaitTimeInMs: kafkaAdapterDefaults.maxWaitTimeInMs,
+      ...resolved.consumerConfig,
+      groupId: resolved.groupId as string,
+    });
+  const producer = resolved.dlq
+    ? (resolved.dlqProducer ??
+      kafka?.producer({ createPartitioner: Partitioners.DefaultPartitioner }) ??
+      undefined)
+    : undefined;
+  const runner = new Runner(resolved, consumer, producer);
+  try {
+    await runner.start();
+  } catch (error) {
+    await runner.stop().catch(() => undefined);
+    throw error;
+  }
+  return runner;
+}
+
+/** Thrown by the wrapped handler for records it declines to run; never reaches the caller. */
+const DEFERRED = Object.freeze({ deferred: 'the record was not handled; it is read again later' });
+
+/** How one sub-batch ended. */
+interface Segment {
+  /** Records from the start of the sub-batch that are finished, letters included. */
+  done: number;
+  /** Dead letters among the finished records, to write before the commit. */
+  letters: { index: number; letter: DeadLetter }[];
+  /** Why the partition stopped at the record after the finished prefix, when it did. */
+  block?: { kind: BlockKind; error: unknown };
+  /** A failed heartbeat (rebalance): raised to kafkajs after the commit. */
+  interrupt?: unknown;
+  /** Offsets with a final outcome (handled, duplicate, no id), so a re-read after a cut skips them. */
+  finished: string[];
+}
+
+class Runner implements IdempotentKafkaConsumer {
+  readonly stats: KafkaAdapterStats = { batches: 0, records: 0, retries: 0, deadLettered: 0, commits: 0 };
+  readonly #options: ResolvedKafkaAdapterOptions<unknown>;
+  readonly #producer: Producer | undefined;
+  readonly #readId: (message: KafkaMessage) => IdVerdict;
+  // All three maps are keyed by `topic:partition`.
+  /** The record each partition is stuck at, with its failure counts. */
+  readonly #blocked = new Map<string, BlockedRecord>();
+  /** Offsets past the committed one that are already finished (a record before them was not). */
+  readonly #ahead = new Map<string, Set<string>>();
+  readonly #timers = new Map<string, { timer: NodeJS.Timeout; topic: string; partition: number }>();
+  readonly #unsubscribe: (() => void)[] = [];
+  #stopping = false;
+  #stopped: Promise<void> | undefined;
+
+  constructor(
+    options: ResolvedKafkaAdapterOptions<unknown>,
+    readonly consumer: Consumer,
+    producer: Producer | undefined,
+  ) {
+    this.#options = options;
+    this.#producer = producer;
+    this.#readId = messageIdReader(options.id);
+  }
+
+  async start(): Promise<void> {
+    const { consumer } = this;
+    await consumer.connect();
+    await this.#producer?.connect();
+    await consumer.subscribe({ topics: this.#options.topics, fromBeginning: this.#options.fromBeginning });
+    this.#unsubscribe.push(
+      consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => this.#onAssignment(payload.memberAssignment)),
+      // A crashed consumer restarts with fresh group state (no pauses): the timers have nothing left to resume.
+      consumer.on(consumer.events.CRASH, () => this.#clearTimers()),
+    );
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.#options.partitionsConsumedConcurrently,
+      eachBatch: (payload) => this.#onBatch(payload),
+    });
+  }
+
+  stop(): Promise<void> {
+    this.#stopped ??= (async () => {
+      this.#stopping = true;
+      this.#clearTimers();
+      for (const off of this.#unsubscribe.splice(0)) off();
+      const owned = this.#options.consumer === undefined;
+      try {
+        await (owned ? this.consumer.disconnect() : this.consumer.stop());
+      } finally {
+        if (this.#producer && !this.#options.dlqProducer) await this.#producer.disconnect();
+      }
+    })();
+    return this.#stopped;
+  }
+
+  /** One kafkajs batch of one partition, taken in sub-batches of `batchSize`, in offset order. */
+  async #onBatch(payload: EachBatchPayload): Promise<void> {
+    const { batch } = payload;
+    const { topic, partition, messages } = batch;
+    const stream = `${topic}:${partition}`;
+    const offsetAt = (i: number) => (messages[i] as KafkaMessage).offset;
+    const verdicts = messages.map(this.#readId);
+    let next = 0;
+    while (next < messages.length) {
+      if (this.#halted(payload)) return;
+      let blocked = this.#blocked.get(stream);
+      if (blocked && BigInt(blocked.offset) < BigInt(offsetAt(next))) {
+        // The committed offset moved past it (another member finished it): forget it.
+        this.#blocked.delete(stream);
+        blocked = undefined;
+      }
+      // A record that failed before is retried alone, so nothing after it runs until it is finished.
+      const end =
+        blocked?.offset === offsetAt(next)
+          ? next + 1
+          : Math.min(messages.length, next + this.#options.batchSize);
+      const segment = await this.#runSegment(payload, stream, next, end, verdicts);
+
+      let finished = segment.done;
+      let block = segment.block;
+      if (block?.kind === 'handler' && !segment.interrupt && this.#producer) {
+        const attempts = this.#blockAt(stream, offsetAt(next + finished)).handlerFailures + 1;
+        if (attempts >= this.#options.retry.maxAttempts) {
+          const index = next + finished;
+          const letter = this.#letter(payload, index, 'handler-failed', block.error, attempts);
+          segment.letters.push({ index, letter });
+          finished++;
+          block = undefined;
+        }
+      }
+      if (segment.letters.length > 0) {
+        const failure = await this.#writeLetters(segment.letters.map((l) => l.letter));
+        if (failure) {
+          // Nothing from the first unwritten letter on may be committed: stop there and retry it later.
+          finished = (segment.letters[0] as { index: number }).index - next;
+          block = { kind: 'infra', error: failure.error };
+        } else {
+          this.#reportLetters(payload, segment.letters);
+        }
+      }
+      // The next offset to read. Records past it that are finished (their handler may have run) are skipped
+      // when the partition is read from it again.
+      const cut =
+        next + finished < messages.length
+          ? BigInt(offsetAt(next + finished))
+          : BigInt(batch.lastOffset()) + 1n;
+      for (const offset of segment.finished) if (BigInt(offset) > cut) this.#aheadOf(stream).add(offset);
+      if (finished > 0) {
+        next += finished;
+        this.stats.records += finished;
+        await this.#commit(payload, next);
+        this.#forgetBefore(stream, cut);
+      }
+      if (segment.interrupt) throw segment.interrupt;
+      if (block) {
+        this.#retryLater(topic, partition, offsetAt(next), block);
+        return;
+      }
+      if (finished === 0) return; // stopped before the first record
+      await payload.heartbeat();
+    }
+  }
+
+  /** Runs records [from, to) through the IdempotentConsumer and reports the finished prefix. */
+  async #runSegment(
+    payload: EachBatchPayload,
+    stream: string,
+    from: number,
+    to: number,
+    verdicts: readonly IdVerdict[],
+  ): Promise<Segment> {
+    const { topic, partition, messages } = payload.batch;
+    const segment: Segment = { done: 0, letters: [], finished: [] };
+    const ahead = this.#ahead.get(stream);
+    const records: KafkaRecord[] = [];
+    const positions: number[] = []; // index in `messages` of each record handed to processBatch
+    for (let i = from; i < to; i++) {
+      const verdict = verdicts[i] as IdVerdict;
+      const message = messages[i] as KafkaMessage;
+      if (!verdict.ok || ahead?.has(message.offset)) continue;
+      records.push({ topic, partition, message, id: verdict.id, timestamp: Number(message.timestamp) });
+      positions.push(i);
+    }
+
+    const invoked = new WeakSet<KafkaRecord>();
+    let halted = false;
+    const handler = async (record: KafkaRecord, context: HandlerContext): Promise<unknown> => {
+      if (halted || this.#halted(payload)) {
+        halted = true;
+        throw DEFERRED;
+      }
+      try {
+        await payload.heartbeat();
+      } catch (error) {
+        halted = true;
+        segment.interrupt = error;
+        throw DEFERRED;
+      }
+      invoked.add(record);
+      try {
+        return await this.#options.handler(record, context);
+      } catch (error) {
+        // Later records of the partition must wait for this one: decline them, so their claims are released.
+        halted = true;
+        throw error;
+      }
+    };
+
+    let results: ProcessResult[] = [];
+    if (records.length > 0) {
+      try {
+        ({ results } = await this.#options.idempotent.processBatch(records, handler, { stream }));
+        this.stats.batches++;
+      } catch (error) {
+        // The store (or a hook) failed for the whole sub-batch: not any record's fault.
+        segment.block = { kind: 'infra', error };
+        return segment;
+      }
+    }
+    records.forEach((record, j) => {
+      const outcome = results[j]?.outcome;
+      if (outcome === 'processed' || outcome === 'duplicate' || outcome === 'no-id') {
+        segment.finished.push(record.message.offset);
+      }
+    });
+
+    // Walk in offset order; the finished prefix ends at the first record that is not finished.
+    let k = 0;
+    for (let i = from; i < to; i++) {
+      const verdict = verdicts[i] as IdVerdict;
+      if (!verdict.ok) {
+        const error =
+          verdict.reason === 'invalid-json'
+            ? new InvalidInputError(
+                `${topic}[${partition}]@${(messages[i] as KafkaMessage).offset}`,
+                verdict.detail,
+              )
+            : new InvalidIdError(verdict.detail);
+        if (!this.#refuse(segment, payload, i, verdict.reason, error)) return segment;
+        continue;
+      }
+      if (positions[k] !== i) {
+        segment.done++; // finished before, ahead of an unfinished record
+        continue;
+      }
+      const result = results[k] as ProcessResult;
+      const record = records[k] as KafkaRecord;
+      k++;
+      switch (result.outcome) {
+        case 'processed':
+        case 'duplicate':
+        case 'no-id':
+          segment.done++;
+          continue;
+        case 'in-progress':
+          segment.block = {
+            kind: 'in-progress',
+            error: new InProgressError(result.id ?? '', result.existing?.leaseExpiresAt),
+          };
+          return segment;
+        case 'failed':
+          if (result.error === DEFERRED) return segment;
+          if (invoked.has(record) || !isRefusal(result.error)) {
+            segment.block = { kind: 'handler', error: result.error };
+            return segment;
+          }
+          // Refused before any handler ran (no id under `reject`, a bad event timestamp): it would fail forever.
+          if (!this.#refuse(segment, payload, i, refusalReason(result.error), result.error)) return segment;
+      }
+    }
+    return segment;
+  }
+
+  /** A record that can never be handled: a dead letter, or without a DLQ, a block. False when it blocks. */
+  #refuse(
+    segment: Segment,
+    payload: EachBatchPayload,
+    index: number,
+    reason: DlqReason,
+    error: unknown,
+  ): boolean {
+    if (!this.#producer) {
+      segment.block = { kind: 'poison', error };
+      return false;
+    }
+    segment.letters.push({ index, letter: this.#letter(payload, index, reason, error, 0) });
+    segment.done++;
+    return true;
+  }
+
+  #halted(payload: EachBatchPayload): boolean {
+    return this.#stopping || !payload.isRunning() || payload.isStale();
+  }
+
+  #letter(
+    payload: EachBatchPayload,
+    index: number,
+    reason: DlqReason,
+    error: unknown,
+    attempts: number,
+  ): DeadLetter {
+    const { topic, partition, messages } = payload.batch;
+    return { topic, partition, message: messages[index] as KafkaMessage, reason, error, attempts };
+  }
+
+  /** Undefined once the DLQ acknowledged every letter; the failure otherwise. */
+  async #writeLetters(letters: DeadLetter[]): Promise<{ error: unknown } | undefined> {
+    try {
+      await sendDeadLetters(this.#producer as Producer, this.#options.dlq?.topic as string, letters);
+      return undefined;
+    } catch (error) {
+      return { error };
+    }
+  }
+
+  #reportLetters(payload: EachBatchPayload, letters: readonly { index: number; letter: DeadLetter }[]): void {
+    for (const { index, letter } of letters) {
+      this.stats.deadLettered++;
+      this.#options.onDeadLetter?.({
+        topic: letter.topic,
+        partition: letter.partition,
+        offset: (payload.batch.messages[index] as KafkaMessage).offset,
+        reason: letter.reason,
+        attempts: letter.attempts,
+      });
+    }
+  }
+
+  /** Commits everything before `messages[upTo]` (all of the batch, control records included, at the end). */
+  async #commit(payload: EachBatchPayload, upTo: number): Promise<void> {
+    const { batch } = payload;
+    const last = batch.messages[upTo - 1] as KafkaMessage;
+    const next = (BigInt(upTo === batch.messages.length ? batch.lastOffset() : last.offset) + 1n).toString();
+    await payload.commitOffsetsIfNecessary({
+      topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: next }] }],
+    });
+    // Resolved after the commit, so a failed commit leaves the records to be fetched (and skipped) again.
+    payload.resolveOffset(last.offset);
+    this.stats.commits++;
+  }
+
+  /** Drops what is remembered about offsets before `cut`, which are committed. */
+  #forgetBefore(stream: string, cut: bigint): void {
+    const blocked = this.#blocked.get(stream);
+    if (blocked && BigInt(blocked.offset) < cut) this.#blocked.delete(stream);
+    const ahead = this.#ahead.get(stream);
+    if (!ahead) return;
+    for (const offset of ahead) if (BigInt(offset) < cut) ahead.delete(offset);
+    if (ahead.size === 0) this.#ahead.delete(stream);
+  }
+
+  #aheadOf(stream: string): Set<string> {
+    let ahead = this.#ahead.get(stream);
+    if (!ahead) {
+      ahead = new Set();
+      this.#ahead.set(stream, ahead);
+    }
+    return ahead;
+  }
+
+  #blockAt(stream: string, offset: string): BlockedRecord {
+    let record = this.#blocked.get(stream);
+    if (!record || record.offset !== offset) {
+      record = new BlockedRecord(offset);
+      this.#blocked.set(stream, record);
+    }
+    return record;
+  }
+
+  /** Pauses the partition and resumes it after the backoff; the fetch then starts again at the blocked record. */
+  #retryLater(
+    topic: string,
+    partition: number,
+    offset: string,
+    block: { kind: BlockKind; error: unknown },
+  ): void {
+    const stream = `${topic}:${partition}`;
+    const record = this.#blockAt(stream, offset);
+    const delay = backoffMs(record.count(block.kind), this.#options.retry);
+    this.stats.retries++;
+    const info = {
+      topic,
+      partition,
+      offset,
+      kind: block.kind,
+      attempts: record.handlerFailures,
+      retryInMs: delay,
+    };
+    if (this.#options.onError) this.#options.onError(block.error, info);
+    else {
+      const reason = block.error instanceof Error ? block.error.message : String(block.error);
+      this.consumer.logger().warn(`idempotent consumer: record not finished, retrying: ${reason}`, info);
+    }
+    const tp = [{ topic, partitions: [partition] }];
+    this.consumer.pause(tp);
+    clearTimeout(this.#timers.get(stream)?.timer);
+    const timer = setTimeout(() => {
+      this.#timers.delete(stream);
+      if (!this.#stopping) this.#resume(topic, partition);
+    }, delay);
+    this.#timers.set(stream, { timer, topic, partition });
+  }
+
+  /** After a rebalance: forget partitions this member lost, and un-pause them in case they come back. */
+  #onAssignment(assignment: Record<string, number[]>): void {
+    const kept = new Set(
+      Object.entries(assignment).flatMap(([topic, partitions]) => partitions.map((p) => `${topic}:${p}`)),
+    );
+    for (const stream of this.#blocked.keys()) if (!kept.has(stream)) this.#blocked.delete(stream);
+    for (const stream of this.#ahead.keys()) if (!kept.has(stream)) this.#ahead.delete(stream);
+    for (const [stream, { timer, topic, partition }] of this.#timers) {
+      if (kept.has(stream)) continue;
+      clearTimeout(timer);
+      this.#timers.delete(stream);
+      this.#resume(topic, partition);
+    }
+  }
+
+  /** kafkajs throws when its group is gone (stopped, or restarting after a crash): then there is nothing to resume. */
+  #resume(topic: string, partition: number): void {
+    try {
+      this.consumer.resume([{ topic, partitions: [partition] }]);
+    } catch {
+      // A new group starts with no partition paused.
+    }
+  }
+
+  #clearTimers(): void {
+    for (const { timer } of this.#timers.values()) clearTimeout(timer);
+    this.#timers.clear();
+  }
+}
+
+/** Errors by which the consumer refuses a record before any handler runs; the same record is refused forever. */
+function isRefusal(error: unknown): boolean {
+  return (
+    error instanceof NoMessageIdError || error instanceof InvalidIdError || error instanceof InvalidInputError
+  );
+}
+
+/** The DLQ reason of a record the consumer refused. */
+function refusalReason(error: unknown): DlqReason {
+  if (error instanceof NoMessageIdError) return 'no-id';
+  if (error instanceof InvalidIdError) return 'invalid-id';
+  return 'invalid-input';
+}

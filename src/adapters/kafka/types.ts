@@ -1,0 +1,56 @@
+import type { KafkaMessage } from 'kafkajs';
+import type { DlqReason } from './dlq.js';
+import type { BlockKind } from './retry.js';
+
+/** What the handler is given: one Kafka record, where it was read, and its id as the adapter's `id` option reads it. */
+export interface KafkaRecord {
+  readonly topic: string;
+  readonly partition: number;
+  readonly message: KafkaMessage;
+  /** The record timestamp in epoch ms (event-time mode reads it by default; -1 when the record has none). */
+  readonly timestamp: number;
+  /** Canonical id (as the stores key it); undefined when the record has none and is forwarded (KIP-655). */
+  readonly id: string | undefined;
+}
+
+/**
+ * The id selector the wrapped `IdempotentConsumer` must be built with:
+ * `new IdempotentConsumer<KafkaRecord>({ repository, id: kafkaRecordId })`. The adapter reads the id once (from
+ * key, header or JSON value, per its `id` option) and the consumer takes it from the record.
+ */
+export const kafkaRecordId = (record: KafkaRecord): string | undefined => record.id;
+
+/** Where and why a partition stopped, as passed to `onError`. */
+export interface BlockInfo {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: string;
+  readonly kind: BlockKind;
+  /** Handler failures of this record so far. */
+  readonly attempts: number;
+  /** Delay before the partition is tried again, in ms. */
+  readonly retryInMs: number;
+}
+
+/** A record sent to the DLQ, as passed to `onDeadLetter`. */
+export interface DeadLetterEvent {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: string;
+  readonly reason: DlqReason;
+  readonly attempts: number;
+}
+
+/** Running counts of the adapter; the wrapped consumer's own `stats` count outcomes. */
+export interface KafkaAdapterStats {
+  /** `processBatch` calls. */
+  batches: number;
+  /** Records finished (handled, duplicate, forwarded without id, or dead-lettered) and so committable. */
+  records: number;
+  /** Times a partition was paused to retry a record later. */
+  retries: number;
+  /** Records written to the DLQ. */
+  deadLettered: number;
+  /** Offset commits acknowledged by the broker. */
+  commits: number;
+}

@@ -1,0 +1,20 @@
+import type { RepositoryModule } from '../module.js';
+import { CassandraRepository } from './cassandra-repository.js';
+import { cassandraOptionsSchema } from './options.js';
+
+export { type CassandraConnectExtras, CassandraRepository } from './cassandra-repository.js';
+/** The DDL `createSchema` runs, for teams that create tables through migrations instead. */
+export { BUCKETS, schemaStatements } from './cql.js';
+export {
+  type CassandraOptions,
+  type CassandraRepositoryOptions,
+  cassandraDefaults,
+  cassandraOptionsSchema,
+} from './options.js';
+
+/** Selected by `repository.type = "cassandra"`. */
+export const repositoryModule: RepositoryModule<typeof cassandraOptionsSchema> = {
+  type: 'cassandra',
+  optionsSchema: cassandraOptionsSchema,
+  create: (options) => CassandraRepository.connect(options),
+};

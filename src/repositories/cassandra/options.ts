@@ -1,0 +1,103 @@
+import { z } from 'zod';
+import { ConfigError } from '../../errors.js';
+
+/** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
+export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;
+
+/** Consistency levels accepted for plain reads and for writes (an LWT's commit phase uses the write level). */
+export const consistencyLevels = [
+  'ANY',
+  'ONE',
+  'TWO',
+  'THREE',
+  'QUORUM',
+  'ALL',
+  'LOCAL_QUORUM',
+  'EACH_QUORUM',
+  'LOCAL_ONE',
+] as const;
+
+/** Defaults of the Cassandra repository, written once. */
+export const cassandraDefaults = {
+  localDataCenter: 'datacenter1',
+  keyspace: 'idempotency',
+  table: 'processed_ids',
+  /** Partition-key component that keeps several repositories (and test namespaces) apart in one table. */
+  namespace: 'default',
+  /** Off by default: production schemas belong to migrations, not to an application's first start. */
+  createSchema: false,
+  /** Used only by `createSchema`: one replica, right for a single test node, wrong for production. */
+  replication: { class: 'SimpleStrategy', replication_factor: 1 },
+  consistency: { read: 'LOCAL_QUORUM', write: 'LOCAL_QUORUM' },
+  serialConsistency: 'LOCAL_SERIAL',
+  /** Statements in flight at once for one batch call; LWTs cannot be batched across partitions. */
+  batchConcurrency: 128,
+  /** Client-side timeout per request; above the server's own 2–5 s timeouts so those surface first. */
+  requestTimeoutMs: 12_000,
+  connectTimeoutMs: 5_000,
+} as const satisfies Record<string, unknown>;
+
+const identifier = (what: string) =>
+  z.string().regex(IDENTIFIER_PATTERN, `${what} must match ${IDENTIFIER_PATTERN} (letters, digits, _)`);
+
+const consistency = z.enum(consistencyLevels);
+
+/** A replication map such as `{ class = "NetworkTopologyStrategy", dc1 = 3 }`; values end up in DDL, so they are restricted. */
+const replicationSchema = z
+  .record(
+    z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'replication keys are strategy options or datacenter names'),
+    z.union([
+      z.number().int().min(0),
+      z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, 'replication values are class names or counts'),
+    ]),
+  )
+  .refine((map) => typeof map.class === 'string', 'replication needs a "class"');
+
+/** Config schema for `repository.type = "cassandra"`. */
+export const cassandraOptionsSchema = z
+  .object({
+    /** `host` or `host:port`; optional only when an existing client is passed to `CassandraRepository.connect`. */
+    contactPoints: z.array(z.string().min(1)).min(1).optional(),
+    localDataCenter: z.string().min(1).default(cassandraDefaults.localDataCenter),
+    keyspace: identifier('keyspace').default(cassandraDefaults.keyspace),
+    table: identifier('table').default(cassandraDefaults.table),
+    namespace: z.string().min(1).max(256).default(cassandraDefaults.namespace),
+    createSchema: z.boolean().default(cassandraDefaults.createSchema),
+    replication: replicationSchema.default(() => ({ ...cassandraDefaults.replication })),
+    consistency: z
+      .object({
+        read: consistency.exclude(['ANY']).default(cassandraDefaults.consistency.read),
+        write: consistency.default(cassandraDefaults.consistency.write),
+      })
+      .strict()
+      .prefault({}),
+    serialConsistency: z.enum(['SERIAL', 'LOCAL_SERIAL']).default(cassandraDefaults.serialConsistency),
+    username: z.string().min(1).optional(),
+    password: z.string().optional(),
+    batchConcurrency: z.number().int().min(1).max(2048).default(cassandraDefaults.batchConcurrency),
+    requestTimeoutMs: z.number().int().positive().default(cassandraDefaults.requestTimeoutMs),
+    connectTimeoutMs: z.number().int().positive().default(cassandraDefaults.connectTimeoutMs),
+  })
+  .strict()
+  .refine((o) => (o.username === undefined) === (o.password === undefined), {
+    message: 'username and password go together',
+    path: ['password'],
+  });
+
+/** Parsed options, every default filled in. */
+export type CassandraOptions = z.output<typeof cassandraOptionsSchema>;
+
+/** Options of {@link CassandraRepository.connect}, as written in config. */
+export type CassandraRepositoryOptions = z.input<typeof cassandraOptionsSchema>;
+
+/**
+ * Parses options and turns the first problem into a {@link ConfigError} naming `repository.<key>`, so a direct
+ * caller gets the same error a config file would.
+ */
+export function parseCassandraOptions(input: unknown): CassandraOptions {
+  const parsed = cassandraOptionsSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const path = issue?.path.length ? `.${issue.path.join('.')}` : '';
+  throw new ConfigError(`repository${path}`, issue?.message ?? 'invalid options', { cause: parsed.error });
+}

@@ -1,0 +1,425 @@
+import {
+  BatchGetItemCommand,
+  BatchWriteItemCommand,
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { RepositoryError } from '../../errors.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
+import { MAX_ID_BYTES } from '../ids.js';
+import { isLive, newRecord } from '../record.js';
+import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
+import { backoff, chunk, mapLimit } from './concurrency.js';
+import { ATTR, fromItem, type Item, keyOf, STATE_VALUE, toItem, ttlSeconds } from './item.js';
+import {
+  type DynamoDbConfig,
+  type DynamoDbLogger,
+  type DynamoDbRepositoryOptions,
+  parseDynamoDbConfig,
+} from './options.js';
+import { ensureTable } from './table.js';
+
+/** BatchGetItem reads at most 100 keys per call, BatchWriteItem 25 requests. */
+const GET_CHUNK = 100;
+const WRITE_CHUNK = 25;
+/** Claim attempts when the record changes between a failed put and the emulator fallback read (see `tryClaim`). */
+const CLAIM_ATTEMPTS = 5;
+/** A failed claim whose blocking record the endpoint did not return. */
+const BLOCKED = Symbol('blocked');
+
+/**
+ * A claim succeeds when the id is absent or its record is no longer live. Live means `> now`, so the
+ * negation is `<= now`, matching {@link isLive} exactly.
+ */
+const CLAIM_CONDITION =
+  'attribute_not_exists(#id) OR (#state = :confirmed AND #expiresAt <= :now) OR (#state = :inflight AND #lease <= :now)';
+const CLAIM_NAMES = {
+  '#id': ATTR.id,
+  '#state': ATTR.state,
+  '#expiresAt': ATTR.expiresAt,
+  '#lease': ATTR.lease,
+};
+
+/** Only the owner's in-flight record may be confirmed or released. */
+const OWNER_CONDITION = '#state = :inflight AND #owner = :owner';
+const OWNER_NAMES = { '#state': ATTR.state, '#owner': ATTR.owner };
+
+const CONFIRM_UPDATE = 'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl = :ttl REMOVE #lease, #owner';
+const CONFIRM_NAMES = {
+  ...OWNER_NAMES,
+  '#expiresAt': ATTR.expiresAt,
+  '#ttl': ATTR.ttl,
+  '#lease': ATTR.lease,
+};
+
+/**
+ * Idempotent repository on a DynamoDB table (partition key `id`, string), in the manner of Powertools:
+ * a claim is ONE conditional PutItem that also returns the blocking record (`ReturnValuesOnConditionCheckFailure:
+ * ALL_OLD`), confirm/remove-by-owner are conditional writes, and every read checks expiry itself because DynamoDB
+ * TTL deletion lags by up to 48 hours. Uses no transactions and no TTL API at run time, so dynalite works too.
+ *
+ * Emulators that do not return the old item on a failed condition (dynalite 4 ignores
+ * ReturnValuesOnConditionCheckFailure) are detected per call: that case alone falls back to a consistent read, one
+ * GetItem for `add` and one BatchGetItem per 100 blocked ids for `addMany`. See {@link DynamoDbRepository.returnsItemOnConditionFailure}.
+ *
+ * Open it with {@link DynamoDbRepository.open} (or `repositoryModule.create`), which checks the table first.
+ */
+export class DynamoDbRepository extends BaseRepository {
+  readonly capabilities: RepositoryCapabilities = {
+    persistent: true,
+    shared: true,
+    maxIdBytes: MAX_ID_BYTES,
+    // Reads batch natively, but claims are one conditional put per id: DynamoDB has no conditional batch write.
+    nativeBatch: false,
+  };
+  protected readonly storeName = 'dynamodb';
+  readonly #client: DynamoDBClient;
+  readonly #ownsClient: boolean;
+  readonly #table: string;
+  readonly #prefix: string;
+  readonly #concurrency: number;
+  readonly #maxRetries: number;
+  /** Whether the endpoint returned the old item on a failed claim: undefined until the first duplicate. */
+  #returnsOldItem: boolean | undefined;
+
+  /**
+   * Validates the options, connects and checks (or creates) the table. Rejects with a ConfigError naming the key
+   * (`repository.table`, `repository.endpoint`, ...) when the setup cannot work.
+   */
+  static async open(options: DynamoDbRepositoryOptions): Promise<DynamoDbRepository> {
+    const { client, logger, clock, ...rest } = options;
+    const config = parseDynamoDbConfig(rest);
+    const repo = new DynamoDbRepository(config, { client, clock });
+    try {
+      const endpoint =
+        client !== undefined
+          ? 'the endpoint of the given client'
+          : (config.endpoint ?? `the AWS endpoint of region ${config.region}`);
+      await ensureTable(repo.#client, config, logger ?? processWarnings, endpoint);
+    } catch (error) {
+      await repo.close();
+      throw error;
+    }
+    return repo;
+  }
+
+  private constructor(
+    config: DynamoDbConfig,
+    extra: { client?: DynamoDBClient | undefined; clock?: (() => number) | undefined },
+  ) {
+    super({ clock: extra.clock });
+    this.#ownsClient = extra.client === undefined;
+    this.#client = extra.client ?? createClient(config);
+    this.#table = config.table;
+    this.#prefix = config.keyPrefix;
+    this.#concurrency = config.batchConcurrency;
+    this.#maxRetries = config.maxRetries;
+  }
+
+  /**
+   * Whether the endpoint returns the blocking item with a failed conditional put (real DynamoDB does; dynalite
+   * does not). Undefined until the first duplicate claim has shown it.
+   */
+  get returnsItemOnConditionFailure(): boolean | undefined {
+    return this.#returnsOldItem;
+  }
+
+  protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
+    const record = newRecord(entry.key, entry, options, now);
+    for (let attempt = 1; ; attempt++) {
+      const result = await this.tryClaim(record, now);
+      if (result !== BLOCKED) return result;
+      // Emulator path: read what blocked the claim.
+      const existing = await this.getOne(entry.key);
+      if (existing !== undefined && isLive(existing, now)) return blockedBy(record, existing);
+      this.assertClaimAttempts(attempt, [entry.key]);
+    }
+  }
+
+  protected async doAddMany(
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    now: number,
+  ): Promise<AddResult[]> {
+    const records = entries.map((entry) => newRecord(entry.key, entry, options, now));
+    const results = new Array<AddResult>(records.length);
+    let pending = records.map((_, i) => i);
+    for (let attempt = 1; ; attempt++) {
+      const outcomes = await mapLimit(pending, this.#concurrency, (i) =>
+        this.tryClaim(records[i] as IdempotencyRecord, now),
+      );
+      const blocked: number[] = [];
+      outcomes.forEach((outcome, k) => {
+        const i = pending[k] as number;
+        if (outcome === BLOCKED) blocked.push(i);
+        else results[i] = outcome;
+      });
+      if (blocked.length === 0) return results;
+      // Emulator path: one batched read for all blocked ids instead of a GetItem each.
+      const existing = await this.doGetMany(
+        blocked.map((i) => (records[i] as IdempotencyRecord).id),
+        now,
+      );
+      pending = [];
+      blocked.forEach((i, k) => {
+        const found = existing[k];
+        if (found !== undefined) results[i] = blockedBy(records[i] as IdempotencyRecord, found);
+        else pending.push(i);
+      });
+      if (pending.length === 0) return results;
+      this.assertClaimAttempts(
+        attempt,
+        pending.map((i) => (records[i] as IdempotencyRecord).id),
+      );
+    }
+  }
+
+  /**
+   * One conditional put decides the claim. When the condition fails, real DynamoDB hands back the live record
+   * that blocked it (ALL_OLD). An endpoint that does not (dynalite) yields BLOCKED, and the caller reads the record
+   * with a consistent read; should it have vanished or lapsed in between, the claim is simply tried again.
+   */
+  private async tryClaim(record: IdempotencyRecord, now: number): Promise<AddResult | typeof BLOCKED> {
+    try {
+      await this.#client.send(
+        new PutItemCommand({
+          TableName: this.#table,
+          Item: toItem(record, this.#prefix, now),
+          ConditionExpression: CLAIM_CONDITION,
+          ExpressionAttributeNames: CLAIM_NAMES,
+          ExpressionAttributeValues: {
+            ':now': { N: String(now) },
+            ':confirmed': STATE_VALUE.confirmed,
+            ':inflight': STATE_VALUE.inFlight,
+          },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { added: true, record };
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      this.#returnsOldItem = error.Item !== undefined;
+      if (error.Item === undefined) return BLOCKED;
+      return blockedBy(record, fromItem(error.Item, this.#prefix));
+    }
+  }
+
+  /** Gives up on ids whose record keeps flipping between the failed put and the read-back. */
+  private assertClaimAttempts(attempt: number, keys: readonly string[]): void {
+    if (attempt < CLAIM_ATTEMPTS) return;
+    throw new RepositoryError(
+      `dynamodb add: the record of ${JSON.stringify(keys[0])}${keys.length > 1 ? ` (and ${keys.length - 1} more)` : ''} ` +
+        `changed under ${CLAIM_ATTEMPTS} claim attempts`,
+    );
+  }
+
+  protected async doGetMany(
+    keys: readonly string[],
+    now: number,
+  ): Promise<(IdempotencyRecord | undefined)[]> {
+    if (keys.length === 1) {
+      const record = await this.getOne(keys[0] as string);
+      return [record !== undefined && isLive(record, now) ? record : undefined];
+    }
+    const found = new Map<string, IdempotencyRecord>();
+    await mapLimit(chunk(keys, GET_CHUNK), this.#concurrency, async (part) => {
+      for (const item of await this.batchGet(part)) {
+        const record = fromItem(item, this.#prefix);
+        if (isLive(record, now)) found.set(record.id, record);
+      }
+    });
+    return keys.map((key) => found.get(key));
+  }
+
+  /** The stored record, live or not (TTL deletion lags, so callers check liveness). */
+  private async getOne(key: string): Promise<IdempotencyRecord | undefined> {
+    const { Item } = await this.#client.send(
+      new GetItemCommand({ TableName: this.#table, Key: keyOf(key, this.#prefix), ConsistentRead: true }),
+    );
+    return Item === undefined ? undefined : fromItem(Item, this.#prefix);
+  }
+
+  /** Reads up to 100 keys, retrying what DynamoDB leaves unprocessed with backoff. */
+  private async batchGet(keys: readonly string[]): Promise<Item[]> {
+    const items: Item[] = [];
+    let pending: Item[] = keys.map((key) => keyOf(key, this.#prefix));
+    for (let attempt = 0; ; attempt++) {
+      const { Responses, UnprocessedKeys } = await this.#client.send(
+        new BatchGetItemCommand({
+          RequestItems: { [this.#table]: { Keys: pending, ConsistentRead: true } },
+        }),
+      );
+      items.push(...(Responses?.[this.#table] ?? []));
+      pending = UnprocessedKeys?.[this.#table]?.Keys ?? [];
+      if (pending.length === 0) return items;
+      if (attempt >= this.#maxRetries) {
+        throw new RepositoryError(
+          `dynamodb get: ${pending.length} keys still unprocessed after ${attempt + 1} BatchGetItem attempts`,
+        );
+      }
+      await backoff(attempt);
+    }
+  }
+
+  protected override doConfirm(claim: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
+    return this.confirmOne(claim, ttlMs, now);
+  }
+
+  protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
+    return mapLimit(claims, this.#concurrency, (claim) => this.confirmOne(claim, ttlMs, now));
+  }
+
+  /** Conditional update of the owner's in-flight record to confirmed; retention restarts now (see confirmedRecord). */
+  private confirmOne({ key, owner }: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
+    const expiresAt = now + ttlMs;
+    return this.ifOwner(
+      new UpdateItemCommand({
+        TableName: this.#table,
+        Key: keyOf(key, this.#prefix),
+        UpdateExpression: CONFIRM_UPDATE,
+        ConditionExpression: OWNER_CONDITION,
+        ExpressionAttributeNames: CONFIRM_NAMES,
+        ExpressionAttributeValues: {
+          ':inflight': STATE_VALUE.inFlight,
+          ':confirmed': STATE_VALUE.confirmed,
+          ':owner': { S: owner },
+          ':expiresAt': { N: String(expiresAt) },
+          ':ttl': { N: String(ttlSeconds(expiresAt, now)) },
+        },
+      }),
+    );
+  }
+
+  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+    if (owner !== undefined) {
+      return this.ifOwner(
+        new DeleteItemCommand({
+          TableName: this.#table,
+          Key: keyOf(key, this.#prefix),
+          ConditionExpression: OWNER_CONDITION,
+          ExpressionAttributeNames: OWNER_NAMES,
+          ExpressionAttributeValues: { ':inflight': STATE_VALUE.inFlight, ':owner': { S: owner } },
+        }),
+      );
+    }
+    const { Attributes } = await this.#client.send(
+      new DeleteItemCommand({
+        TableName: this.#table,
+        Key: keyOf(key, this.#prefix),
+        ReturnValues: 'ALL_OLD',
+      }),
+    );
+    return Attributes !== undefined;
+  }
+
+  /** Sends an owner-conditioned write: true when it applied, false when the claim was gone or someone else's. */
+  private async ifOwner(command: UpdateItemCommand | DeleteItemCommand): Promise<boolean> {
+    try {
+      // The union is only for the caller's convenience; both commands send the same way.
+      await this.#client.send(command as UpdateItemCommand);
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw error;
+    }
+  }
+
+  /**
+   * Deletes this prefix's items: a consistent Scan filtered on the prefix, deleted 25 at a time. It reads the whole
+   * table, so it suits tests and maintenance rather than hot paths.
+   */
+  protected async doClear(): Promise<void> {
+    let startKey: Item | undefined;
+    do {
+      const page = await this.#client.send(
+        new ScanCommand({
+          TableName: this.#table,
+          ConsistentRead: true,
+          ProjectionExpression: '#id',
+          ExpressionAttributeNames: { '#id': ATTR.id },
+          ...(this.#prefix === ''
+            ? {}
+            : {
+                FilterExpression: 'begins_with(#id, :prefix)',
+                ExpressionAttributeValues: { ':prefix': { S: this.#prefix } },
+              }),
+          ExclusiveStartKey: startKey,
+        }),
+      );
+      const keys = (page.Items ?? []).map((item) => ({ [ATTR.id]: item[ATTR.id] as Item[string] }));
+      await mapLimit(chunk(keys, WRITE_CHUNK), this.#concurrency, (part) => this.batchDelete(part));
+      startKey = page.LastEvaluatedKey;
+    } while (startKey !== undefined);
+  }
+
+  /** Deletes up to 25 keys, retrying unprocessed ones with backoff. */
+  private async batchDelete(keys: Item[]): Promise<void> {
+    let pending = keys.map((Key) => ({ DeleteRequest: { Key } }));
+    for (let attempt = 0; ; attempt++) {
+      const { UnprocessedItems } = await this.#client.send(
+        new BatchWriteItemCommand({ RequestItems: { [this.#table]: pending } }),
+      );
+      pending = (UnprocessedItems?.[this.#table] ?? []).flatMap((r) =>
+        r.DeleteRequest?.Key ? [{ DeleteRequest: { Key: r.DeleteRequest.Key } }] : [],
+      );
+      if (pending.length === 0) return;
+      if (attempt >= this.#maxRetries) {
+        throw new RepositoryError(
+          `dynamodb clear: ${pending.length} deletes still unprocessed after ${attempt + 1} BatchWriteItem attempts`,
+        );
+      }
+      await backoff(attempt);
+    }
+  }
+
+  protected async doClose(): Promise<void> {
+    if (this.#ownsClient) this.#client.destroy();
+  }
+}
+
+/**
+ * The answer to a claim that met a live record. That record is usually someone else's; but when an earlier attempt
+ * of this very put landed and only its answer was lost (a timeout, then the SDK's retry), the blocker is our own
+ * claim: same owner token and same times. It is reported as added, so the caller does not wait out its own lease.
+ */
+function blockedBy(record: IdempotencyRecord, existing: IdempotencyRecord): AddResult {
+  const own =
+    record.owner !== undefined &&
+    existing.owner === record.owner &&
+    existing.state === record.state &&
+    existing.leaseExpiresAt === record.leaseExpiresAt &&
+    existing.expiresAt === record.expiresAt;
+  return own ? { added: true, record } : { added: false, existing };
+}
+
+/**
+ * The client built from config. `maxRetries` feeds the SDK's standard retry strategy, which already backs off on
+ * throttling (ProvisionedThroughputExceededException, ThrottlingException, RequestLimitExceeded) and network errors.
+ * `throwOnRequestTimeout` makes the timeout an error, not just a logged warning.
+ */
+function createClient(config: DynamoDbConfig): DynamoDBClient {
+  return new DynamoDBClient({
+    region: config.region,
+    ...(config.endpoint !== undefined ? { endpoint: config.endpoint } : {}),
+    // A copy: the SDK writes into the credentials object it is given.
+    ...(config.credentials !== undefined ? { credentials: { ...config.credentials } } : {}),
+    maxAttempts: config.maxRetries + 1,
+    requestHandler: {
+      connectionTimeout: config.requestTimeoutMs,
+      requestTimeout: config.requestTimeoutMs,
+      throwOnRequestTimeout: true,
+      httpAgent: { keepAlive: true, maxSockets: Math.max(50, config.batchConcurrency) },
+      httpsAgent: { keepAlive: true, maxSockets: Math.max(50, config.batchConcurrency) },
+    },
+  });
+}
+
+/** Default warning sink when no logger is given: a process warning, visible and filterable, never silent. */
+const processWarnings: DynamoDbLogger = {
+  warn: (message) => process.emitWarning(message, { code: 'IDEM_DYNAMODB' }),
+};

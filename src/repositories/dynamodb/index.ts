@@ -1,0 +1,21 @@
+import type { RepositoryModule } from '../module.js';
+import { DynamoDbRepository } from './dynamodb-repository.js';
+import { dynamodbOptionsSchema } from './options.js';
+
+export { DynamoDbRepository } from './dynamodb-repository.js';
+export { ATTR as dynamodbAttributes } from './item.js';
+export {
+  type DynamoDbConfig,
+  type DynamoDbLogger,
+  type DynamoDbRepositoryOptions,
+  dynamodbDefaults,
+  dynamodbOptionsSchema,
+  parseDynamoDbConfig,
+} from './options.js';
+
+/** Selected by `repository.type = "dynamodb"`. */
+export const repositoryModule: RepositoryModule<typeof dynamodbOptionsSchema> = {
+  type: 'dynamodb',
+  optionsSchema: dynamodbOptionsSchema,
+  create: async (options) => DynamoDbRepository.open(options),
+};

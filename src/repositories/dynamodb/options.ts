@@ -1,0 +1,89 @@
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { z } from 'zod';
+import { ConfigError } from '../../errors.js';
+import { MAX_ID_BYTES } from '../ids.js';
+
+/** Defaults of the DynamoDB repository, written once. */
+export const dynamodbDefaults = {
+  region: 'us-east-1',
+  /** No prefix: the repository owns the whole table. */
+  keyPrefix: '',
+  createTable: false,
+  /** Conditional writes in flight at once for `addMany`/`confirmMany`; also sizes the HTTP socket pool. */
+  batchConcurrency: 32,
+  /** Retries after the first attempt, for throttling, network errors and unprocessed batch items. */
+  maxRetries: 4,
+  requestTimeoutMs: 5_000,
+} as const;
+
+// DynamoDB caps a string partition key at 2048 bytes; ids may take MAX_ID_BYTES, the prefix gets the rest.
+const MAX_PREFIX_BYTES = 2048 - MAX_ID_BYTES;
+
+/** Config schema for `repository.type = "dynamodb"`. */
+export const dynamodbOptionsSchema = z
+  .object({
+    /** Table name; the table has a string partition key named `id`. */
+    table: z
+      .string()
+      .regex(/^[a-zA-Z0-9_.-]{3,255}$/, 'must be 3-255 characters of a-z, A-Z, 0-9, "_", "-" or "."'),
+    region: z.string().min(1).default(dynamodbDefaults.region),
+    /** Endpoint URL, e.g. a local emulator; AWS's regional endpoint when absent. */
+    endpoint: z.url().optional(),
+    /**
+     * Static credentials; the SDK's default provider chain when absent. Extra keys are dropped rather than
+     * rejected: the SDK tags credential objects it has used (`$source`), and a typo still fails as a missing key.
+     */
+    credentials: z
+      .object({
+        accessKeyId: z.string().min(1),
+        secretAccessKey: z.string().min(1),
+        sessionToken: z.string().min(1).optional(),
+      })
+      .optional(),
+    /**
+     * Prepended to every id, so several repositories share one table. `clear()` deletes ids starting with it,
+     * so end it with a separator (`"orders:"`) that no other prefix extends.
+     */
+    keyPrefix: z
+      .string()
+      .refine((p) => Buffer.byteLength(p, 'utf8') <= MAX_PREFIX_BYTES, {
+        message: `must be at most ${MAX_PREFIX_BYTES} UTF-8 bytes`,
+      })
+      .default(dynamodbDefaults.keyPrefix),
+    /** Create the table (on-demand billing, TTL on `ttl`) when it does not exist. */
+    createTable: z.boolean().default(dynamodbDefaults.createTable),
+    batchConcurrency: z.number().int().min(1).max(1024).default(dynamodbDefaults.batchConcurrency),
+    maxRetries: z.number().int().min(0).max(20).default(dynamodbDefaults.maxRetries),
+    /** Per-request timeout (connect and response), so an unreachable store fails promptly. */
+    requestTimeoutMs: z.number().int().positive().default(dynamodbDefaults.requestTimeoutMs),
+  })
+  .strict();
+
+/** Parsed config of the DynamoDB repository. */
+export type DynamoDbConfig = z.output<typeof dynamodbOptionsSchema>;
+
+/** Where the repository reports a degraded but working setup (e.g. an emulator without TTL). */
+export interface DynamoDbLogger {
+  warn(message: string): void;
+}
+
+/**
+ * Options of {@link DynamoDbRepository.open}: the config keys plus what cannot come from a file.
+ * With `client`, the repository uses it as is (its region, endpoint, credentials, retries and timeouts) and does
+ * not destroy it on close.
+ */
+export type DynamoDbRepositoryOptions = z.input<typeof dynamodbOptionsSchema> & {
+  client?: DynamoDBClient;
+  /** Receives one-line warnings; without it they go to `process.emitWarning`. */
+  logger?: DynamoDbLogger;
+  clock?: () => number;
+};
+
+/** Validates config, turning the first problem into a ConfigError that names its `repository.*` key. */
+export function parseDynamoDbConfig(input: unknown): DynamoDbConfig {
+  const parsed = dynamodbOptionsSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0] as z.core.$ZodIssue;
+  const path = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]] : issue.path;
+  throw new ConfigError(['repository', ...path].join('.'), issue.message);
+}

@@ -110,7 +110,8 @@ if (($#)); then
   files=0
   for a in "$@"; do [[ $a == -* ]] || files=1; done
   extra=()
-  ((files)) || extra=('test/**/*.test.ts')
+  # Node 20's test runner does not expand globs itself.
+  ((files)) || mapfile -t extra < <(find test -name '*.test.ts' | sort)
   echo "> node --import tsx --test --test-concurrency=1 $* ${extra[*]}"
   node --import tsx --test --test-concurrency=1 "$@" "${extra[@]}" || status=$?
 else

@@ -1,0 +1,317 @@
+/**
+ * Redis repository throughput against the stack's server (REDIS_URL), next to two references measured in the
+ * same run: raw `redis-benchmark` SET NX PX claims (the server's ceiling for the cheapest possible claim) and
+ * AWS Lambda Powertools idempotency with its Redis cache persistence layer (the peer library). Prints figures
+ * and ratios; asserts nothing.
+ *
+ *   node --import tsx bench/repositories/redis.ts [--ids 200000] [--batch 1000] [--messages 20000]
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { availableParallelism, loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
+import { CachePersistenceLayer } from '@aws-lambda-powertools/idempotency/cache';
+import type { CacheClient } from '@aws-lambda-powertools/idempotency/cache/types';
+import { Redis } from 'ioredis';
+import { IdempotentConsumer } from '../../src/consumer/index.js';
+import { RedisRepository } from '../../src/repositories/redis/index.js';
+
+const { values } = parseArgs({
+  options: {
+    ids: { type: 'string', default: '200000' },
+    batch: { type: 'string', default: '1000' },
+    messages: { type: 'string', default: '20000' },
+    'baseline-requests': { type: 'string', default: '200000' },
+  },
+});
+const IDS = Number(values.ids);
+const BATCH = Number(values.batch);
+const MESSAGES = Number(values.messages);
+const BASELINE_REQUESTS = Number(values['baseline-requests']);
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = new URL(REDIS_URL);
+const run = randomUUID().slice(0, 8);
+const TTL_MS = 10 * 60_000;
+
+interface Row {
+  readonly label: string;
+  readonly count: number;
+  readonly seconds: number;
+  readonly unit: string;
+  /** This process's CPU time (user + system), in seconds; the server's is not in it. */
+  readonly cpuSeconds?: number;
+}
+const rows: Row[] = [];
+const rate = (row: Row) => row.count / row.seconds;
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+/** Wall and client CPU time of `body`. */
+async function timed(body: () => Promise<void>): Promise<{ seconds: number; cpuSeconds: number }> {
+  const cpu = process.cpuUsage();
+  const start = process.hrtime.bigint();
+  await body();
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  const used = process.cpuUsage(cpu);
+  return { seconds, cpuSeconds: (used.user + used.system) / 1e6 };
+}
+
+function report(row: Row): Row {
+  rows.push(row);
+  console.log(`  ${row.label}: ${fmt(rate(row))} ${row.unit}/s`);
+  return row;
+}
+
+async function measure(label: string, unit: string, count: number, body: () => Promise<void>): Promise<Row> {
+  return report({ label, count, unit, ...(await timed(body)) });
+}
+
+/** redis-benchmark's pipelined SET NX PX on random keys: what the server does with the cheapest claim. */
+async function baseline(): Promise<Row> {
+  const args = [
+    '-h',
+    url.hostname,
+    '-p',
+    url.port || '6379',
+    '-q',
+    '-P',
+    '100',
+    '-n',
+    String(BASELINE_REQUESTS),
+  ];
+  if (url.password) args.push('-a', decodeURIComponent(url.password));
+  args.push('-r', '1000000', 'SET', `bench:${run}:rb:__rand_int__`, 'v', 'NX', 'PX', '60000');
+  const output = await new Promise<string>((resolve, reject) => {
+    const child = spawn('redis-benchmark', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let text = '';
+    child.stdout.on('data', (chunk) => {
+      text += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      text += chunk;
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`redis-benchmark: ${text}`))));
+  });
+  // The last progress line holds the final figure: "SET ...: 471698.12 requests per second, p50=..."
+  const figures = [...output.matchAll(/([\d.]+) requests per second/g)];
+  const perSecond = Number(figures.at(-1)?.[1]);
+  if (!Number.isFinite(perSecond)) throw new Error(`cannot parse redis-benchmark output: ${output}`);
+  const row = {
+    label: 'redis-benchmark SET NX PX, -P 100, 50 clients',
+    count: perSecond,
+    seconds: 1,
+    unit: 'claims',
+  };
+  return report(row);
+}
+
+async function batchPath(repo: RedisRepository): Promise<{ claim: Row; confirm: Row; both: Row }> {
+  const ids = Array.from({ length: IDS }, (_, i) => `order-${run}-${i}`);
+  const owner = 'bench-worker';
+  const claimOptions = { ttlMs: TTL_MS, leaseMs: 60_000, owner };
+  const batches = Array.from({ length: Math.ceil(IDS / BATCH) }, (_, b) =>
+    ids.slice(b * BATCH, (b + 1) * BATCH),
+  );
+  // Warm-up: JIT and the script cache, on ids outside the measured sets.
+  for (let i = 0; i < 5; i++) {
+    await repo.addMany(
+      (batches[0] ?? []).map((id) => ({ id: `warm-${id}` })),
+      claimOptions,
+    );
+  }
+  let claimed = 0;
+  let confirmed = 0;
+  const claim = await measure(`addMany eager claims, batches of ${BATCH}`, 'ids', IDS, async () => {
+    for (const batch of batches) {
+      const results = await repo.addMany(
+        batch.map((id) => ({ id })),
+        claimOptions,
+      );
+      for (const r of results) if (r.added) claimed++;
+    }
+  });
+  const confirm = await measure(`confirmMany, batches of ${BATCH}`, 'ids', IDS, async () => {
+    for (const batch of batches) {
+      const ok = await repo.confirmMany(
+        batch.map((id) => ({ id, owner })),
+        { ttlMs: TTL_MS },
+      );
+      for (const r of ok) if (r) confirmed++;
+    }
+  });
+  if (claimed !== IDS || confirmed !== IDS)
+    console.log(`  (!) claimed ${claimed}, confirmed ${confirmed} of ${IDS}`);
+  const both = report({
+    label: 'claim + confirm (both batch calls)',
+    count: IDS,
+    unit: 'ids',
+    seconds: claim.seconds + confirm.seconds,
+    cpuSeconds: (claim.cpuSeconds ?? 0) + (confirm.cpuSeconds ?? 0),
+  });
+  // Several partitions' batches at once: the client prepares one batch while the server runs another.
+  const inFlight = 4;
+  await measure(`addMany eager claims, ${inFlight} batches in flight`, 'ids', IDS, async () => {
+    let next = 0;
+    const lane = async () => {
+      for (let b = next++; b < batches.length; b = next++) {
+        await repo.addMany(
+          (batches[b] as string[]).map((id) => ({ id: `c-${id}` })),
+          claimOptions,
+        );
+      }
+    };
+    await Promise.all(Array.from({ length: inFlight }, lane));
+  });
+  return { claim, confirm, both };
+}
+
+/**
+ * Powertools' CacheClient is satisfied by node-redis or valkey-glide; neither is installed, so a three-method
+ * ioredis adapter stands in (one Redis command per call, exactly what those clients send).
+ */
+function powertoolsClient(redis: Redis): CacheClient {
+  return {
+    get: (name) => redis.get(name),
+    set: async (name, value, options) => {
+      const { EX, NX } = (options ?? {}) as { EX?: number; NX?: boolean };
+      const args: (string | number)[] = [String(name), String(value)];
+      if (EX !== undefined) args.push('EX', EX);
+      if (NX) args.push('NX');
+      return (await redis.call('SET', ...args)) as string | null;
+    },
+    del: (keys) => redis.del(...keys),
+  };
+}
+
+type Handle = (i: number) => Promise<unknown>;
+
+/** Our per-message path: `IdempotentConsumer.wrap` in eager mode (claim, handler, confirm), one message at a time. */
+function ourHandle(repo: RedisRepository): Handle {
+  const consumer = new IdempotentConsumer<{ id: string }>({ repository: repo, id: 'id', ttlMs: TTL_MS });
+  const handle = consumer.wrap(async () => ({ ok: true }));
+  return (i) => handle({ id: `msg-${run}-${i}` });
+}
+
+/** The peer: Powertools `makeIdempotent` on a Lambda-shaped handler, so the Lambda context is registered as usual. */
+function powertoolsHandle(redis: Redis): Handle {
+  const persistenceStore = new CachePersistenceLayer({ client: powertoolsClient(redis) });
+  const config = new IdempotencyConfig({ eventKeyJmesPath: 'id', expiresAfterSeconds: TTL_MS / 1000 });
+  const handle = makeIdempotent(async (_event: { id: string }, _context: Context) => ({ ok: true }), {
+    persistenceStore,
+    config,
+  });
+  return (i) => handle({ id: `pt-${run}-${i}` }, lambdaContext);
+}
+
+/** Just enough of a Lambda context for Powertools: the remaining time bounds the in-progress lease. */
+const lambdaContext = {
+  functionName: 'bench',
+  awsRequestId: 'bench',
+  getRemainingTimeInMillis: () => 60_000,
+};
+type Context = typeof lambdaContext;
+
+/**
+ * Both sequential per-message paths, interleaved in rounds so that load drifting on a shared machine hits
+ * both alike. Returns one row per path.
+ */
+async function perMessagePaths(repo: RedisRepository, redis: Redis): Promise<{ ours: Row; peer: Row }> {
+  const paths = [
+    {
+      label: 'IdempotentConsumer.wrap, sequential (claim + confirm)',
+      handle: ourHandle(repo),
+      seconds: 0,
+      cpu: 0,
+    },
+    {
+      label: 'Powertools makeIdempotent + CachePersistenceLayer, sequential',
+      handle: powertoolsHandle(redis),
+      seconds: 0,
+      cpu: 0,
+    },
+  ];
+  const rounds = 5;
+  const perRound = Math.ceil(MESSAGES / rounds);
+  for (const path of paths) for (let i = 0; i < 1_000; i++) await path.handle(-1 - i); // warm-up
+  for (let round = 0; round < rounds; round++) {
+    for (const path of paths) {
+      const { seconds, cpuSeconds } = await timed(async () => {
+        for (let i = round * perRound; i < (round + 1) * perRound; i++) await path.handle(i);
+      });
+      path.seconds += seconds;
+      path.cpu += cpuSeconds;
+    }
+  }
+  const [ours, peer] = paths.map((p) =>
+    report({ label: p.label, count: perRound * rounds, seconds: p.seconds, cpuSeconds: p.cpu, unit: 'msgs' }),
+  ) as [Row, Row];
+  return { ours, peer };
+}
+
+/** The consumer's batch path for reference: `processBatch` of BATCH messages (one addMany, one confirmMany). */
+async function consumerBatchPath(repo: RedisRepository): Promise<Row> {
+  const consumer = new IdempotentConsumer<{ id: string }>({ repository: repo, id: 'id', ttlMs: TTL_MS });
+  const count = Math.min(IDS, 100_000);
+  const messages = Array.from({ length: count }, (_, i) => ({ id: `pb-${run}-${i}` }));
+  const handler = async () => ({ ok: true });
+  await consumer.processBatch(
+    messages.slice(0, BATCH).map((m) => ({ id: `warm-${m.id}` })),
+    handler,
+  );
+  return measure(`IdempotentConsumer.processBatch, batches of ${BATCH}`, 'msgs', count, async () => {
+    for (let i = 0; i < count; i += BATCH) await consumer.processBatch(messages.slice(i, i + BATCH), handler);
+  });
+}
+
+async function main(): Promise<void> {
+  console.log(`redis ${REDIS_URL}; ids ${IDS}, batch ${BATCH}, messages ${MESSAGES}, run ${run}`);
+  const repo = await RedisRepository.open({ url: REDIS_URL, keyPrefix: `bench:${run}:` });
+  // Powertools keys live under their own prefix (ioredis keyPrefix) so they can be cleared afterwards.
+  const ptPrefix = `bench:${run}:pt:`;
+  const ptRedis = new Redis(REDIS_URL, { keyPrefix: ptPrefix });
+  try {
+    console.log('measuring:');
+    const raw = await baseline();
+    const batch = await batchPath(repo);
+    const { ours, peer } = await perMessagePaths(repo, ptRedis);
+    await consumerBatchPath(repo);
+
+    const width = Math.max(...rows.map((r) => r.label.length));
+    console.log('');
+    console.log(
+      `${'path'.padEnd(width)}  ${'rate /s'.padStart(10)}  ${'client CPU µs/op'.padStart(16)}  vs redis-benchmark  vs Powertools`,
+    );
+    for (const row of rows) {
+      const cpu = row.cpuSeconds === undefined ? '' : ((row.cpuSeconds / row.count) * 1e6).toFixed(1);
+      const vsRaw = row.unit === 'msgs' ? '' : `${(rate(row) / rate(raw)).toFixed(2)}×`;
+      const vsPeer = row.unit === 'msgs' ? `${(rate(row) / rate(peer)).toFixed(2)}×` : '';
+      console.log(
+        `${row.label.padEnd(width)}  ${fmt(rate(row)).padStart(10)}  ${cpu.padStart(16)}  ${vsRaw.padStart(17)}  ${vsPeer.padStart(13)}`,
+      );
+    }
+    console.log('');
+    console.log(
+      `targets: batch claims >= 250,000 ids/s: ${fmt(rate(batch.claim))} ` +
+        `(${rate(batch.claim) >= 250_000 ? 'met' : 'MISSED'}); per-message >= 1.5x Powertools: ` +
+        `${(rate(ours) / rate(peer)).toFixed(2)}x (${rate(ours) >= 1.5 * rate(peer) ? 'met' : 'MISSED'}); ` +
+        'both sequential paths make two round trips per message',
+    );
+    console.log(
+      `load average (1 min) at the end: ${loadavg()[0]?.toFixed(2)} on ${availableParallelism()} cores`,
+    );
+  } finally {
+    await repo.clear();
+    await repo.close();
+    let cursor = '0';
+    do {
+      const [next, keys] = await ptRedis.scan(cursor, 'MATCH', `${ptPrefix}*`, 'COUNT', 1000);
+      cursor = next;
+      // SCAN returns full keys; the client would prefix them again.
+      if (keys.length > 0) await ptRedis.unlink(...keys.map((k) => k.slice(ptPrefix.length)));
+    } while (cursor !== '0');
+    await ptRedis.quit();
+  }
+}
+
+await main();

@@ -1,0 +1,116 @@
+import { Cluster, type ClusterNode, type RedisOptions as IORedisOptions, Redis } from 'ioredis';
+import { ConfigError, RepositoryError } from '../../errors.js';
+import type { RedisOptions } from './options.js';
+
+/** The config key that says where the server is, for error messages. */
+export function addressKey(options: RedisOptions): string {
+  if (options.cluster !== undefined) return 'repository.cluster';
+  if (options.host !== undefined) return 'repository.host';
+  return 'repository.url';
+}
+
+/** Where the client connects, without credentials (they must not reach logs). */
+export function describeAddress(options: RedisOptions): string {
+  if (options.cluster !== undefined) {
+    return options.cluster.map((n) => (typeof n === 'string' ? n : `${n.host}:${n.port}`)).join(',');
+  }
+  if (options.host !== undefined) return `${options.host}:${options.port ?? 6379}`;
+  const url = new URL(options.url as string);
+  return `${url.protocol}//${url.hostname}:${url.port || 6379}${url.pathname.length > 1 ? url.pathname : ''}`;
+}
+
+/**
+ * ioredis settings shared by standalone and cluster nodes. The offline queue is off: while the connection is
+ * down a command rejects at once with a retryable error instead of waiting for a reconnect that may never come.
+ */
+function nodeOptions(options: RedisOptions): IORedisOptions {
+  const tlsFromUrl = options.url?.startsWith('rediss:') ? {} : undefined;
+  const tls = options.tls === true ? {} : options.tls === false ? undefined : (options.tls ?? tlsFromUrl);
+  return {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    connectTimeout: options.connectTimeoutMs,
+    commandTimeout: options.commandTimeoutMs,
+    maxRetriesPerRequest: options.maxRetriesPerRequest,
+    // A reply lost with the connection is an unknown outcome; the caller decides, not a silent resend.
+    autoResendUnfulfilledCommands: false,
+    ...(options.username !== undefined ? { username: options.username } : {}),
+    ...(options.password !== undefined ? { password: options.password } : {}),
+    ...(tls !== undefined ? { tls } : {}),
+  };
+}
+
+/** Builds an unconnected ioredis client (standalone or Cluster) from parsed options. */
+export function createClient(options: RedisOptions): Redis | Cluster {
+  const node = nodeOptions(options);
+  if (options.cluster !== undefined) {
+    const seeds: ClusterNode[] = options.cluster.map((n) => {
+      if (typeof n !== 'string') return n;
+      const at = n.lastIndexOf(':');
+      return { host: n.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(n.slice(at + 1)) };
+    });
+    return new Cluster(seeds, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      // Batches send one command per key; auto-pipelining groups them into one pipeline per node.
+      enableAutoPipelining: true,
+      redisOptions: node,
+    });
+  }
+  if (options.host !== undefined)
+    return new Redis({ ...node, host: options.host, port: options.port ?? 6379 });
+  return new Redis(options.url as string, node);
+}
+
+/**
+ * Connects an owned client. Failure disconnects it (stopping ioredis' background reconnects) and rejects with
+ * an error naming the config key and address: a ConfigError when the setting itself is wrong (unknown host,
+ * bad credentials), a retryable RepositoryError when the server may just not be up yet.
+ */
+export async function connectClient(client: Redis | Cluster, options: RedisOptions): Promise<void> {
+  const key = addressKey(options);
+  const address = describeAddress(options);
+  // Later failures surface through rejected commands; without a listener ioredis would print every reconnect
+  // error. During connect the first error (the socket's ECONNREFUSED...) says more than what follows it.
+  let firstError: unknown;
+  client.on('error', (error) => {
+    firstError ??= error;
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = options.connectTimeoutMs + options.commandTimeoutMs;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${deadline} ms`)), deadline);
+  });
+  try {
+    await Promise.race([client.connect(), timeout]);
+  } catch (error) {
+    client.disconnect();
+    const cause = firstError ?? error;
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    const code = (cause as { code?: string }).code;
+    if (
+      code === 'ENOTFOUND' ||
+      code === 'EAI_AGAIN' ||
+      /WRONGPASS|NOAUTH|NOPERM|invalid password/i.test(detail)
+    ) {
+      const badKey = /WRONGPASS|NOAUTH|NOPERM|password/i.test(detail) ? 'repository.password' : key;
+      throw new ConfigError(badKey, `cannot connect to redis at ${address}: ${detail}`, { cause });
+    }
+    throw new RepositoryError(`redis: cannot connect to ${address} (${key}): ${detail}`, { cause });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Closes an owned client: a graceful QUIT when connected, else an immediate disconnect. */
+export async function closeClient(client: Redis | Cluster): Promise<void> {
+  if (client.status !== 'ready') {
+    client.disconnect();
+    return;
+  }
+  try {
+    await client.quit();
+  } catch {
+    client.disconnect();
+  }
+}

@@ -1,0 +1,19 @@
+import type { RepositoryModule } from '../module.js';
+import { redisOptionsSchema } from './options.js';
+import { RedisRepository } from './redis-repository.js';
+
+export {
+  parseRedisOptions,
+  type RedisOptions,
+  type RedisRepositoryOptions,
+  redisDefaults,
+  redisOptionsSchema,
+} from './options.js';
+export { type RedisClientRepositoryOptions, RedisRepository } from './redis-repository.js';
+
+/** Selected by `repository.type = "redis"`. */
+export const repositoryModule: RepositoryModule<typeof redisOptionsSchema> = {
+  type: 'redis',
+  optionsSchema: redisOptionsSchema,
+  create: async (options) => RedisRepository.open(options),
+};

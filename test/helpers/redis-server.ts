@@ -1,0 +1,89 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import type { TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+
+const REDIS_SERVER = process.env.REDIS_SERVER_BIN ?? 'redis-server';
+
+/** A loopback port nobody listens on right now. */
+export async function sparePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+/**
+ * A redis-server child process owned by one test (never the shared stack's server): started on a spare loopback
+ * port without persistence, killed with SIGKILL like a crash, restartable on the same port.
+ */
+export class OwnRedis {
+  #child: ChildProcess | undefined;
+
+  constructor(
+    readonly port: number,
+    readonly extraArgs: readonly string[] = [],
+    readonly dir?: string,
+  ) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts the server and waits (bounded, ~20 s) until it answers PING. */
+  async start(): Promise<void> {
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+    const child = spawn(REDIS_SERVER, [...args, ...this.extraArgs], {
+      stdio: 'ignore',
+      ...(this.dir ? { cwd: this.dir } : {}),
+    });
+    this.#child = child;
+    const exited = new Promise<never>((_, reject) => {
+      child.once('error', reject);
+      child.once('exit', (code) =>
+        reject(new Error(`redis-server on ${this.port} exited with code ${code}`)),
+      );
+    });
+    exited.catch(() => {});
+    for (let attempt = 0; ; attempt++) {
+      const probe = new Redis({
+        port: this.port,
+        host: '127.0.0.1',
+        lazyConnect: true,
+        retryStrategy: () => null,
+      });
+      probe.on('error', () => {});
+      try {
+        await Promise.race([probe.connect().then(() => probe.ping()), exited]);
+        return;
+      } catch (error) {
+        if (attempt >= 100 || child.exitCode !== null) throw error;
+        await sleep(200);
+      } finally {
+        probe.disconnect();
+      }
+    }
+  }
+
+  /** SIGKILL: no shutdown and no goodbye to clients, like a crashed server. */
+  async kill(): Promise<void> {
+    const child = this.#child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  }
+}
+
+/** Starts a server for the test and kills it after the test, whatever happens. */
+export async function ownRedis(t: TestContext, extraArgs: readonly string[] = []): Promise<OwnRedis> {
+  const server = new OwnRedis(await sparePort(), extraArgs);
+  t.after(() => server.kill());
+  await server.start();
+  return server;
+}

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { InProgressError, NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
 import type { AddResult, IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
+import { EventTimeDeduplicator } from './event-time.js';
 import { idExtractor } from './message-id.js';
 import {
   type IdempotentConsumerOptions,
@@ -11,25 +12,15 @@ import { type ConsumerStats, count, emptyStats } from './stats.js';
 import type {
   BatchHandler,
   BatchItem,
+  BatchOptions,
+  BatchResult,
   HandlerContext,
   MessageHandler,
   Outcome,
   ProcessResult,
 } from './types.js';
 
-/** Per-call options of {@link IdempotentConsumer.processBatch}. */
-export interface BatchOptions {
-  /**
-   * The stream this batch belongs to (the Kafka adapter passes `topic:partition`). Event-time mode keeps one
-   * stream time per stream; other modes ignore it.
-   */
-  readonly stream?: string;
-}
-
-/** The result of {@link IdempotentConsumer.processBatch}: one result per input message, in input order. */
-export interface BatchResult<R = unknown> {
-  readonly results: ProcessResult<R>[];
-}
+export type { BatchOptions, BatchResult } from './types.js';
 
 const NEW: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
 
@@ -38,6 +29,7 @@ const NEW: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
  *
  * Eager mode claims the id (an in-flight record with a lease) before the handler runs, confirms it after success
  * and releases it after failure. Lazy mode checks, runs, then marks. See the README for the exact guarantees.
+ * With the `eventTime` option, event-time deduplication (KIP-655) decides instead; see docs/event-time.md.
  */
 export class IdempotentConsumer<M = unknown> {
   readonly options: ResolvedConsumerOptions<M>;
@@ -47,11 +39,19 @@ export class IdempotentConsumer<M = unknown> {
   // Owner tokens: one random prefix per consumer and a counter, unique without a syscall per claim.
   readonly #ownerPrefix = randomBytes(6).toString('base64url');
   #ownerSeq = 0;
+  readonly #eventTime: EventTimeDeduplicator<M> | undefined;
 
   constructor(options: IdempotentConsumerOptions<M>) {
     this.options = resolveConsumerOptions(options);
     this.#repository = this.options.repository;
     this.#idOf = idExtractor(this.options.id);
+    const { eventTime } = this.options;
+    if (eventTime) this.#eventTime = new EventTimeDeduplicator(this.options, eventTime, this.stats);
+  }
+
+  /** Event-time mode's stream times and counters; undefined in the default (processing-time TTL) mode. */
+  get eventTime(): EventTimeDeduplicator<M> | undefined {
+    return this.#eventTime;
   }
 
   /** The repository this consumer claims ids in. */
@@ -70,6 +70,7 @@ export class IdempotentConsumer<M = unknown> {
 
   /** Processes one message; see {@link wrap}. */
   async process<R>(message: M, handler: MessageHandler<M, R>): Promise<ProcessResult<R>> {
+    if (this.#eventTime) return this.#eventTime.process(message, handler);
     const id = this.#idOf(message);
     if (id === undefined) return this.#withoutId(message, handler);
     return this.options.mode === 'eager'
@@ -213,8 +214,9 @@ export class IdempotentConsumer<M = unknown> {
   async processBatch<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
-    _options: BatchOptions = {},
+    options: BatchOptions = {},
   ): Promise<BatchResult<R>> {
+    if (this.#eventTime) return this.#eventTime.processBatch(messages, handler, options);
     const n = messages.length;
     const results = new Array<ProcessResult<R>>(n);
     const ids = new Array<string | undefined>(n);

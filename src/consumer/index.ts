@@ -1,19 +1,35 @@
-export { type BatchOptions, type BatchResult, IdempotentConsumer } from './idempotent-consumer.js';
+export {
+  DEFAULT_STREAM,
+  EventTimeDeduplicator,
+  type EventTimeStats,
+  eventTimeKey,
+} from './event-time.js';
+export { toEpochMs } from './event-timestamp.js';
+export { IdempotentConsumer } from './idempotent-consumer.js';
 export { idExtractor, readPath } from './message-id.js';
 export {
   type ConsumerConfig,
   consumerConfigSchema,
   consumerDefaults,
+  type EventTimeConfig,
+  type EventTimeOptions,
+  eventTimeConfigSchema,
+  eventTimeDefaults,
+  eventTimeFromConfig,
   type IdempotentConsumerOptions,
   type ResolvedConsumerOptions,
+  type ResolvedEventTimeOptions,
 } from './options.js';
 export { type ConsumerStats, emptyStats } from './stats.js';
 export type {
   BatchHandler,
   BatchItem,
+  BatchOptions,
+  BatchResult,
   HandlerContext,
   IdSelector,
   MessageHandler,
   Outcome,
   ProcessResult,
+  TimestampSelector,
 } from './types.js';

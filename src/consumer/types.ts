@@ -1,3 +1,4 @@
+import type { InvalidInputError } from '../errors.js';
 import type { IdempotencyRecord, MessageId } from '../repositories/types.js';
 
 /**
@@ -48,7 +49,34 @@ export interface ProcessResult<R = unknown> {
   readonly existing?: IdempotencyRecord;
   /** The store failed and the `process` policy handled the message as new. */
   readonly failOpen?: boolean;
+  /**
+   * Event-time mode only: the record's timestamp was missing or invalid and the `forward` policy handled it
+   * without dedup. The error names the field.
+   */
+  readonly invalidInput?: InvalidInputError;
+}
+
+/** Per-call options of {@link IdempotentConsumer.processBatch}. */
+export interface BatchOptions {
+  /**
+   * The stream this batch belongs to (the Kafka adapter passes `topic:partition`). Event-time mode keeps one
+   * stream time, and one id space, per stream; other modes ignore it.
+   */
+  readonly stream?: string;
+}
+
+/** The result of {@link IdempotentConsumer.processBatch}: one result per input message, in input order. */
+export interface BatchResult<R = unknown> {
+  readonly results: ProcessResult<R>[];
 }
 
 /** How the id is found: a dotted field path (`"meta.id"`) or a function. Null/undefined means "no id". */
 export type IdSelector<M> = string | ((message: M) => MessageId | number | bigint | null | undefined);
+
+/**
+ * How the event timestamp is found: a dotted field path or a function. Accepted values: epoch ms as a whole
+ * number >= 0, a bigint or a string of digits (kafkajs gives `"1700000000000"`), a Date, or an ISO-8601 string.
+ */
+export type TimestampSelector<M> =
+  | string
+  | ((message: M) => number | bigint | string | Date | null | undefined);

@@ -53,13 +53,19 @@ export class MemoryRepository extends BaseRepository {
       return { added: false, existing };
     }
     const record = newRecord(entry.key, entry, options, now);
-    this.#touch(entry.key, record);
+    if (existing === undefined) this.#insert(entry.key, record);
+    else this.#touch(entry.key, record);
     return { added: true, record };
   }
 
   /** Stores the record as the most recently used, evicting the least recently used past the bound. */
   #touch(key: string, record: IdempotencyRecord): void {
     this.#records.delete(key);
+    this.#insert(key, record);
+  }
+
+  /** Stores a key known to be absent (no delete needed to move it to the recent end). */
+  #insert(key: string, record: IdempotencyRecord): void {
     this.#records.set(key, record);
     if (this.#records.size > this.#maxEntries) {
       const oldest = this.#records.keys().next().value as string;

@@ -1,0 +1,190 @@
+import { createReadStream } from 'node:fs';
+import { addAbortSignal, type Readable } from 'node:stream';
+import { Worker } from 'node:worker_threads';
+import type { ParsedPiece, ToWorker } from './worker-protocol.js';
+
+/**
+ * A batch of parsed input lines, kept as parallel arrays rather than an object per line: a 10M-line run would
+ * otherwise spend its time allocating and collecting them. A line's bytes are `chunks[i][starts[i], ends[i])`
+ * (the newline excluded), exactly as read, so writing them back reproduces the input.
+ */
+export class LineBatch {
+  readonly chunks: Buffer[] = [];
+  readonly starts: number[] = [];
+  readonly ends: number[] = [];
+  /** The line's id; undefined for an invalid line. */
+  readonly ids: (string | undefined)[] = [];
+  /** Why an invalid line is invalid. */
+  readonly reasons: (string | undefined)[] = [];
+  /** File name, or `<stdin>`. */
+  readonly sources: string[] = [];
+  /** 1-based line numbers within their source. */
+  readonly lines: number[] = [];
+
+  get length(): number {
+    return this.ids.length;
+  }
+
+  /** `file:line` of line `i`, for messages. */
+  location(i: number): string {
+    return `${this.sources[i]}:${this.lines[i]}`;
+  }
+
+  /** Byte length of line `i` plus its newline. */
+  size(i: number): number {
+    return (this.ends[i] as number) - (this.starts[i] as number) + 1;
+  }
+
+  /** Copies line `i` and a newline into `out` at `at`; returns the next offset. */
+  copyLine(i: number, out: Buffer, at: number): number {
+    const next = at + (this.chunks[i] as Buffer).copy(out, at, this.starts[i], this.ends[i]);
+    out[next] = NEWLINE;
+    return next + 1;
+  }
+}
+
+/** The name `-` (or no file at all) means standard input. */
+export const STDIN = '-';
+
+const NEWLINE = 0x0a;
+const CHUNK_BYTES = 1 << 20;
+/** Pieces sent to the parse worker and not yet returned: enough to keep both threads busy, little memory. */
+const WINDOW = 4;
+
+/** Options of {@link readBatches}. */
+export interface ReadOptions {
+  /** The `--id` expression, compiled again inside the worker. */
+  readonly idExpression: string;
+  /** Ends reading (a signal while waiting for input); the whole lines read so far still come out. */
+  readonly signal?: AbortSignal;
+  readonly stdin?: Readable;
+}
+
+/**
+ * Reads the inputs in order and yields their lines, parsed and with ids, in batches of at most `batchSize`
+ * (a batch may span files). Parsing runs in a worker thread, a few pieces ahead of the caller.
+ */
+export async function* readBatches(
+  inputs: readonly string[],
+  batchSize: number,
+  options: ReadOptions,
+): AsyncGenerator<LineBatch> {
+  const worker = startWorker(options.idExpression);
+  const replies: ParsedPiece[] = [];
+  /** The input index of each message sent, in order (a reply answers the oldest). */
+  const sent: number[] = [];
+  let received = 0;
+  let failure: unknown;
+  let pumpDone = false;
+  let wake: (() => void) | undefined;
+  let windowOpen: (() => void) | undefined;
+  const stop = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+
+  worker.on('message', (piece: ParsedPiece) => {
+    replies.push(piece);
+    wake?.();
+  });
+  worker.on('error', (error) => {
+    failure ??= error;
+    wake?.();
+  });
+
+  const post = (input: number, message: ToWorker, transfer: ArrayBuffer[] = []) => {
+    sent.push(input);
+    worker.postMessage(message, transfer);
+  };
+  const pump = async () => {
+    for (let input = 0; input < inputs.length && !signal.aborted; input++) {
+      const name = inputs[input] as string;
+      const stream =
+        name === STDIN
+          ? (options.stdin ?? process.stdin)
+          : createReadStream(name, { highWaterMark: CHUNK_BYTES });
+      addAbortSignal(signal, stream);
+      let aborted = false;
+      try {
+        for await (const chunk of stream as AsyncIterable<Buffer>) {
+          while (sent.length - received >= WINDOW && !signal.aborted) {
+            await new Promise<void>((resolve) => {
+              windowOpen = resolve;
+            });
+          }
+          if (signal.aborted) break;
+          // An exact-size copy owns its memory, so it can be moved to the worker rather than cloned.
+          const data = new Uint8Array(chunk);
+          post(input, { kind: 'chunk', data }, [data.buffer]);
+        }
+      } catch (error) {
+        if (!signal.aborted) throw error;
+      }
+      aborted = signal.aborted;
+      post(input, { kind: 'end', aborted });
+    }
+  };
+  pump()
+    .catch((error: unknown) => {
+      failure ??= error;
+    })
+    .finally(() => {
+      pumpDone = true;
+      wake?.();
+    });
+
+  const lineNumbers = new Array<number>(inputs.length).fill(0);
+  let batch = new LineBatch();
+  try {
+    for (;;) {
+      const piece = replies.shift();
+      if (piece === undefined) {
+        if (failure !== undefined) throw failure;
+        if (pumpDone && received === sent.length) break;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
+        continue;
+      }
+      const input = sent[received++] as number;
+      windowOpen?.();
+      windowOpen = undefined;
+      const source = inputs[input] === STDIN ? '<stdin>' : (inputs[input] as string);
+      const data = Buffer.from(piece.data.buffer, piece.data.byteOffset, piece.data.byteLength);
+      let nextInvalid = 0;
+      for (let i = 0; i < piece.ids.length; i++) {
+        let reason: string | undefined;
+        if (piece.invalid[nextInvalid]?.[0] === i)
+          reason = (piece.invalid[nextInvalid++] as [number, string])[1];
+        batch.chunks.push(data);
+        batch.starts.push(piece.starts[i] as number);
+        batch.ends.push(piece.ends[i] as number);
+        batch.ids.push(piece.ids[i]);
+        batch.reasons.push(reason);
+        batch.sources.push(source);
+        batch.lines.push(++(lineNumbers[input] as number));
+        if (batch.length >= batchSize) {
+          yield batch;
+          batch = new LineBatch();
+        }
+      }
+    }
+    if (failure !== undefined) throw failure;
+    if (batch.length > 0) yield batch;
+  } finally {
+    stop.abort();
+    windowOpen?.();
+    await worker.terminate();
+  }
+}
+
+function startWorker(idExpression: string): Worker {
+  const workerData = { idExpression };
+  if (!import.meta.url.endsWith('.ts'))
+    return new Worker(new URL('./parse-worker.js', import.meta.url), { workerData });
+  // Running from source (tsx): the worker is TypeScript too, and workers do not inherit tsx's loader, so a
+  // small bootstrap registers it first.
+  const api = JSON.stringify(import.meta.resolve('tsx/esm/api'));
+  const entry = JSON.stringify(new URL('./parse-worker.ts', import.meta.url).href);
+  const bootstrap = `import(${api}).then(({ register }) => { register(); return import(${entry}); });`;
+  return new Worker(bootstrap, { eval: true, workerData });
+}

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { configSections } from '../config/sections.js';
+
+/** Defaults of `idem dedup`, written once; flags, `[dedup]` and the docs all refer to these. */
+export const dedupDefaults = {
+  /** RocksDB directory used when neither `--store` nor the config names one, relative to the cwd. */
+  storeDir: '.idem-store',
+  /** Lines per store round trip; also the most lines that can repeat after a kill. */
+  batchSize: 2000,
+  invalid: 'error',
+  progress: true,
+} as const;
+
+/** What to do with a line that is not JSON or has no id. */
+export type InvalidPolicy = 'error' | 'pass' | 'skip';
+
+/** The `[dedup]` table: defaults for the command's flags. */
+export const dedupSectionSchema = z
+  .object({
+    invalid: z.enum(['error', 'pass', 'skip']).default(dedupDefaults.invalid),
+    batchSize: z.number().int().min(1).max(100_000).default(dedupDefaults.batchSize),
+    progress: z.boolean().default(dedupDefaults.progress),
+  })
+  .strict();
+
+/** The config file of the `idem` CLI: `[repository]`, `[consumer]` and `[dedup]`. */
+export const cliConfigSchema = z
+  .object({
+    ...configSections,
+    dedup: dedupSectionSchema.prefault({}),
+  })
+  .strict();
+
+/** Parsed CLI config. */
+export type CliConfig = z.output<typeof cliConfigSchema>;

@@ -1,0 +1,289 @@
+import { readFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { Command, CommanderError, Option } from 'commander';
+import { loadConfig, parseToml } from '../config/load.js';
+import { objectShape } from '../config/schema-walk.js';
+import { type ConfigOverride, configSource } from '../config/sources.js';
+import { buildContainer, consumerOf, disposeContainer } from '../di/container.js';
+import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
+import { loadRepositoryModule } from '../repositories/registry.js';
+import { type DedupEntry, dedupLines } from './dedup.js';
+import { compileId } from './id.js';
+import { readBatches, STDIN } from './lines.js';
+import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
+import { Output } from './output.js';
+import { emptyCounts, Progress } from './progress.js';
+
+/** Exit codes of `idem`, documented in docs/cli.md. */
+export const ExitCode = {
+  ok: 0,
+  /** `--invalid error` stopped at a malformed line or a line without id. */
+  invalidInput: 1,
+  /** Bad flags or config. */
+  usage: 2,
+  /** The store or an input/output file failed. */
+  failure: 3,
+  sigint: 130,
+  sigterm: 143,
+} as const;
+
+interface DedupFlags {
+  readonly id?: string;
+  readonly ttl?: string;
+  readonly store?: string;
+  readonly config?: string;
+  readonly invalid?: string;
+  readonly batchSize?: string;
+  readonly progress?: boolean;
+}
+
+/** Runs the `idem` command line and resolves to the exit code. */
+export async function run(argv: readonly string[]): Promise<number> {
+  let code: number = ExitCode.ok;
+  const program = new Command('idem')
+    .description('Idempotent-consumer tools: drop lines whose id was already seen, resumably.')
+    .version(packageVersion())
+    .exitOverride()
+    .showHelpAfterError();
+  program
+    .command('dedup')
+    .description('Write each NDJSON line whose id was not seen before (in this or an earlier run) to stdout.')
+    .argument('[files...]', `NDJSON files, read in order; "${STDIN}" or none reads stdin`)
+    .option('--id <paths>', 'dotted path of the id field; comma-separated paths form a composite id (a.b,c)')
+    .option(
+      '--ttl <duration>',
+      'how long a seen id stays a duplicate, e.g. 24h, 7d (default: consumer.ttl, 24h)',
+    )
+    .option('--store <dir>', `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir})`)
+    .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG); flags win over it')
+    .addOption(
+      new Option('--invalid <policy>', 'malformed lines and lines without id: stop, write them, or drop them')
+        .choices(['error', 'pass', 'skip'])
+        .default(undefined, dedupDefaults.invalid),
+    )
+    .option('--batch-size <lines>', `lines per store round trip (default: ${dedupDefaults.batchSize})`)
+    .option('--no-progress', 'no progress bar or progress lines (the summary is still printed)')
+    .action(async (files: string[], flags: DedupFlags, command: Command) => {
+      code = await runDedup(files, flags, command);
+    });
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
+    throw error;
+  }
+  return code;
+}
+
+async function runDedup(files: string[], flags: DedupFlags, command: Command): Promise<number> {
+  const stderr = process.stderr;
+  let config: CliConfig;
+  let inputs: string[];
+  let totalBytes: number;
+  try {
+    config = await loadConfig(cliConfigSchema, {
+      ...(flags.config === undefined ? {} : { path: flags.config }),
+      overrides: flagOverrides(flags, command),
+    });
+    await chooseStoreDir(config, flags.store);
+    warnIgnored(config);
+    inputs = files.length === 0 ? [STDIN] : files;
+    totalBytes = await inputBytes(inputs);
+  } catch (error) {
+    stderr.write(`idem dedup: ${message(error)}\n`);
+    return error instanceof ConfigError || error instanceof InvalidIdError
+      ? ExitCode.usage
+      : ExitCode.failure;
+  }
+  const idExpression = config.consumer.id;
+  if (idExpression === undefined) {
+    stderr.write('idem dedup: consumer.id: required: pass --id <path> or set consumer.id in the config\n');
+    return ExitCode.usage;
+  }
+
+  let container: Awaited<ReturnType<typeof buildContainer>>;
+  try {
+    compileId(idExpression); // the parse worker compiles it again; a bad expression is reported here
+    // The mode is fixed: eager leases would strand ids claimed by a killed run (see docs/cli.md).
+    container = await buildContainer<DedupEntry>(config, {
+      id: (entry) => entry.id,
+      consumer: { mode: 'lazy', skipDuplicate: true, nullId: 'forward', storeFailure: 'fail' },
+    });
+  } catch (error) {
+    stderr.write(`idem dedup: ${message(error)}\n`);
+    return error instanceof ConfigError || error instanceof InvalidIdError
+      ? ExitCode.usage
+      : ExitCode.failure;
+  }
+
+  const progress = new Progress({
+    stream: stderr,
+    show: config.dedup.progress && !inputs.includes(STDIN),
+    totalBytes,
+  });
+  const counts = emptyCounts();
+  const abort = new AbortController();
+  let signal: NodeJS.Signals | undefined;
+  const onSignal = (received: NodeJS.Signals) => {
+    if (signal !== undefined) process.exit(signalCode(received));
+    signal = received;
+    progress.log(`idem dedup: ${received}: finishing the current batch (send again to quit at once)`);
+    abort.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  let code: number = ExitCode.ok;
+  let note: string | undefined;
+  try {
+    const end = await dedupLines({
+      batches: readBatches(inputs, config.dedup.batchSize, { idExpression, signal: abort.signal }),
+      consumer: consumerOf<DedupEntry>(container),
+      invalid: config.dedup.invalid,
+      output: new Output(process.stdout),
+      counts,
+      onInvalid: (location, reason) =>
+        progress.log(
+          `${new InvalidInputError(location, reason).message} (${config.dedup.invalid === 'pass' ? 'passed through' : 'skipped'})`,
+        ),
+      onBatch: (c) => progress.update(c),
+      stopRequested: () => signal !== undefined,
+    });
+    if (end.kind === 'invalid') {
+      progress.log(new InvalidInputError(end.location, end.reason).message);
+      note = 'stopped at an invalid line (--invalid error)';
+      code = ExitCode.invalidInput;
+    } else if (end.kind === 'output-closed') {
+      note = 'output closed by its reader';
+    }
+    if (signal !== undefined) {
+      note = `stopped by ${signal}`;
+      code = signalCode(signal);
+    }
+  } catch (error) {
+    progress.log(`idem dedup: ${message(error)}`);
+    code = ExitCode.failure;
+  } finally {
+    progress.stop();
+    try {
+      await disposeContainer(container);
+    } catch (error) {
+      stderr.write(`idem dedup: closing the store: ${message(error)}\n`);
+      code = ExitCode.failure;
+    }
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  stderr.write(`${progress.summary(counts, note)}\n`);
+  return code;
+}
+
+/** Only flags given on the command line override the config file. */
+function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
+  const given = (name: string) => command.getOptionValueSource(name) === 'cli';
+  const overrides: ConfigOverride[] = [];
+  if (flags.id !== undefined) overrides.push({ key: 'consumer.id', value: flags.id, source: '--id' });
+  if (flags.ttl !== undefined) overrides.push({ key: 'consumer.ttl', value: flags.ttl, source: '--ttl' });
+  if (flags.invalid !== undefined && given('invalid')) {
+    overrides.push({ key: 'dedup.invalid', value: flags.invalid, source: '--invalid' });
+  }
+  if (flags.batchSize !== undefined) {
+    overrides.push({ key: 'dedup.batchSize', value: Number(flags.batchSize), source: '--batch-size' });
+  }
+  if (given('progress'))
+    overrides.push({ key: 'dedup.progress', value: flags.progress, source: '--no-progress' });
+  return overrides;
+}
+
+/** `--store` (or the default directory) fills in the RocksDB location key, whatever the store calls it. */
+async function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): Promise<void> {
+  const section = config.repository as Record<string, unknown> & { type: string };
+  if (section.type !== 'rocksdb') {
+    if (storeFlag !== undefined) {
+      throw new ConfigError(
+        'repository.type',
+        `--store needs the rocksdb store, but the config selects ${section.type}`,
+        {
+          source: '--store',
+        },
+      );
+    }
+    return;
+  }
+  const module = await loadRepositoryModule('rocksdb');
+  const keys = Object.keys(objectShape(module.optionsSchema)?.shape ?? {});
+  const key = ['location', 'path', 'dir', 'directory'].find((k) => keys.includes(k));
+  if (key === undefined) {
+    throw new ConfigError(
+      'repository',
+      'the rocksdb store names no directory option; --store cannot be applied',
+    );
+  }
+  if (storeFlag !== undefined) section[key] = storeFlag;
+  else section[key] ??= dedupDefaults.storeDir;
+}
+
+const IGNORED_CONSUMER_KEYS = [
+  'mode',
+  'lease',
+  'removeOnFailure',
+  'skipDuplicate',
+  'nullId',
+  'inProgress',
+  'storeFailure',
+];
+
+/** Consumer keys that make no sense for dedup are ignored, but never silently. */
+function warnIgnored(config: CliConfig): void {
+  const info = configSource(config);
+  if (!info) return;
+  const set = new Set<string>();
+  if (info.text !== undefined) {
+    const consumer = parseToml(info.text, info.file ?? '<config>').consumer;
+    if (consumer && typeof consumer === 'object') {
+      for (const key of Object.keys(consumer)) if (IGNORED_CONSUMER_KEYS.includes(key)) set.add(key);
+    }
+  }
+  for (const entry of info.env) {
+    if (entry.path[0] === 'consumer' && IGNORED_CONSUMER_KEYS.includes(entry.path[1] as string)) {
+      set.add(entry.path[1] as string);
+    }
+  }
+  if (set.size > 0) {
+    const keys = [...set].map((k) => `consumer.${k}`).join(', ');
+    process.stderr.write(
+      `idem dedup: ignoring ${keys}: dedup always checks, writes, then marks (docs/cli.md)\n`,
+    );
+  }
+}
+
+async function inputBytes(inputs: readonly string[]): Promise<number> {
+  let total = 0;
+  for (const input of inputs) {
+    if (input === STDIN) continue;
+    try {
+      total += (await stat(input)).size;
+    } catch (error) {
+      const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+      throw new ConfigError('files', `cannot read ${input} (${reason})`);
+    }
+  }
+  return total;
+}
+
+function signalCode(signal: NodeJS.Signals): number {
+  return signal === 'SIGINT' ? ExitCode.sigint : ExitCode.sigterm;
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    return String(pkg.version);
+  } catch {
+    return '0.0.0';
+  }
+}

@@ -1,0 +1,13 @@
+import type { ParsedLines } from './parse.js';
+
+/** Main thread to parse worker: input pieces in order, then the end of each source. */
+export type ToWorker =
+  | { readonly kind: 'chunk'; readonly data: Uint8Array }
+  | { readonly kind: 'end'; readonly aborted: boolean }
+  | { readonly kind: 'close' };
+
+/** Parse worker to main thread: one reply per `chunk` or `end`, in order, with the whole lines found. */
+export interface ParsedPiece extends ParsedLines {
+  /** The bytes of the lines (`starts`/`ends` index into it). */
+  readonly data: Uint8Array;
+}

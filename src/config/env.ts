@@ -1,0 +1,87 @@
+import type { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import { camelCase, matchKey, objectShape } from './schema-walk.js';
+
+/** One `IDEM__SECTION__KEY=value` override, mapped onto the schema's keys. */
+export interface EnvOverride {
+  /** The variable's name, used as the error source. */
+  readonly variable: string;
+  /** Schema keys (`['consumer', 'ttl']`); a guessed camelCase key where the schema does not know the shape. */
+  readonly path: readonly string[];
+  readonly raw: string;
+  /** False when the schema did not know the key; the store schema maps it later (see resolveRepository). */
+  readonly known: boolean;
+}
+
+const NUMBER = /^-?(?:\d+|\d*\.\d+)(?:[eE][+-]?\d+)?$/;
+
+/**
+ * Collects `<prefix>__A__B=value` variables. Segments match schema keys ignoring case and `_`, so
+ * `IDEM__CONSUMER__SKIP_DUPLICATE` sets `consumer.skipDuplicate`.
+ */
+export function readEnvOverrides(
+  schema: z.ZodType,
+  env: Readonly<Record<string, string | undefined>>,
+  prefix: string,
+): EnvOverride[] {
+  const marker = `${prefix.toUpperCase()}__`;
+  const overrides: EnvOverride[] = [];
+  for (const variable of Object.keys(env).sort()) {
+    const raw = env[variable];
+    if (raw === undefined || !variable.toUpperCase().startsWith(marker)) continue;
+    const segments = variable.slice(marker.length).split('__');
+    if (segments.some((s) => s === '')) {
+      throw new ConfigError(variable, 'empty key segment; separate keys with exactly two underscores', {
+        source: 'env',
+      });
+    }
+    let current: z.ZodType | undefined = schema;
+    let known = true;
+    const path: string[] = [];
+    for (const segment of segments) {
+      const object: ReturnType<typeof objectShape> = current && objectShape(current);
+      const key: string | undefined = object ? matchKey(object.shape, segment) : undefined;
+      if (object && key !== undefined) {
+        path.push(key);
+        current = object.shape[key];
+      } else {
+        path.push(camelCase(segment));
+        current = undefined;
+        known = false;
+      }
+    }
+    overrides.push({ variable, path, raw, known });
+  }
+  return overrides;
+}
+
+/**
+ * Turns an env string into the value the schema wants: the first of boolean, number, JSON, the string itself
+ * or a comma-separated list that the leaf schema accepts. Without a schema, booleans, numbers and JSON are
+ * guessed and anything else stays a string.
+ */
+export function coerceEnvValue(raw: string, leaf: z.ZodType | undefined): unknown {
+  const candidates = envCandidates(raw);
+  if (!leaf) return candidates[0];
+  for (const candidate of candidates) {
+    if (leaf.safeParse(candidate).success) return candidate;
+  }
+  return raw;
+}
+
+function envCandidates(raw: string): unknown[] {
+  const text = raw.trim();
+  const candidates: unknown[] = [];
+  if (/^(true|false)$/i.test(text)) candidates.push(text.toLowerCase() === 'true');
+  if (NUMBER.test(text)) candidates.push(Number(text));
+  if (text.startsWith('[') || text.startsWith('{')) {
+    try {
+      candidates.push(JSON.parse(text));
+    } catch {
+      // Not JSON after all: the plain string stays a candidate.
+    }
+  }
+  candidates.push(raw);
+  if (text !== '') candidates.push(text.split(',').map((part) => part.trim()));
+  return candidates;
+}

@@ -1,0 +1,120 @@
+import { readFile } from 'node:fs/promises';
+import { parse, TomlError } from 'smol-toml';
+import type { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import { coerceEnvValue, readEnvOverrides } from './env.js';
+import { toConfigError } from './issues.js';
+import { schemaAt } from './schema-walk.js';
+import { type ConfigOverride, type ConfigSourceInfo, rememberSource } from './sources.js';
+
+/** Options of {@link loadConfig}. */
+export interface LoadConfigOptions {
+  /** TOML file to read (the CLI's `--config`); falls back to the `<PREFIX>_CONFIG` variable, then to no file. */
+  readonly path?: string;
+  /** TOML text to use instead of reading a file; `path`, if given, only names it in errors. */
+  readonly text?: string;
+  /** Environment to read overrides from; defaults to `process.env`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Prefix of env variables: `IDEM` reads `IDEM_CONFIG` and `IDEM__SECTION__KEY`. Default `IDEM`. */
+  readonly envPrefix?: string;
+  /** Values that win over file and env (CLI flags). */
+  readonly overrides?: readonly ConfigOverride[];
+}
+
+/** Default env prefix. */
+export const DEFAULT_ENV_PREFIX = 'IDEM';
+
+/**
+ * Loads config: a TOML file, then `<PREFIX>__A__B=value` env overrides, then explicit overrides, validated by
+ * `schema`. Any problem is a ConfigError naming the source (`file:line:column` for syntax errors, `file:line`,
+ * `env VAR` or the flag), the dotted key, what was expected and the value given.
+ */
+export async function loadConfig<S extends z.ZodType>(
+  schema: S,
+  options: LoadConfigOptions = {},
+): Promise<z.output<S>> {
+  const env = options.env ?? process.env;
+  const prefix = options.envPrefix ?? DEFAULT_ENV_PREFIX;
+  const file = options.path ?? nonEmpty(env[`${prefix}_CONFIG`]);
+  const text = options.text ?? (file === undefined ? undefined : await readText(file));
+  const name = file ?? (text === undefined ? undefined : '<config>');
+
+  const input = text === undefined ? {} : parseToml(text, name as string);
+  const envOverrides = readEnvOverrides(schema, env, prefix);
+  for (const entry of envOverrides) {
+    setPath(input, entry.path, coerceEnvValue(entry.raw, schemaAt(schema, entry.path)), entry.variable);
+  }
+  const overrides = options.overrides ?? [];
+  for (const override of overrides) {
+    if (override.value !== undefined) {
+      setPath(input, override.key.split('.'), override.value, override.source ?? override.key);
+    }
+  }
+
+  const info: ConfigSourceInfo = {
+    ...(name === undefined ? {} : { file: name }),
+    ...(text === undefined ? {} : { text }),
+    env: envOverrides,
+    overrides,
+  };
+  const result = schema.safeParse(input);
+  if (!result.success) throw toConfigError(result.error, { input, schema, info });
+  rememberSource(result.data, info);
+  return result.data;
+}
+
+/** Parses TOML into plain objects; a syntax error names `file:line:column`. */
+export function parseToml(text: string, name: string): Record<string, unknown> {
+  try {
+    return plain(parse(text)) as Record<string, unknown>;
+  } catch (error) {
+    if (error instanceof TomlError) {
+      const reason = error.message.split('\n')[0]?.replace(/^Invalid TOML document:\s*/, '') ?? 'invalid';
+      throw new ConfigError('syntax', `invalid TOML: ${reason}\n${error.codeblock}`, {
+        source: `${name}:${error.line}:${error.column}`,
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}
+
+async function readText(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new ConfigError('config', `cannot read the config file (${reason})`, {
+      source: file,
+      cause: error,
+    });
+  }
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value;
+}
+
+// smol-toml builds null-prototype objects; plain ones print and compare as users expect.
+function plain(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(plain);
+  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === null) {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, plain(v)]));
+  }
+  return value;
+}
+
+function setPath(target: Record<string, unknown>, path: readonly string[], value: unknown, source: string) {
+  let current = target;
+  for (const step of path.slice(0, -1)) {
+    const next = current[step];
+    if (next === undefined) current[step] = {};
+    else if (next === null || typeof next !== 'object' || Array.isArray(next)) {
+      throw new ConfigError(path.join('.'), `cannot set a key inside ${step}, which is not a table`, {
+        source,
+      });
+    }
+    current = current[step] as Record<string, unknown>;
+  }
+  current[path[path.length - 1] as string] = value;
+}

@@ -1,0 +1,67 @@
+import type { z } from 'zod';
+
+// Zod 4 keeps a schema's definition in `_zod.def`; these helpers read just enough of it to map env variable
+// names onto keys and to name the valid keys in errors. Anything unrecognised is treated as "shape unknown".
+interface Def {
+  readonly type: string;
+  readonly innerType?: z.ZodType;
+  readonly in?: z.ZodType;
+  readonly shape?: Record<string, z.ZodType>;
+  readonly catchall?: z.ZodType;
+}
+
+function defOf(schema: z.ZodType): Def {
+  return (schema as unknown as { _zod: { def: Def } })._zod.def;
+}
+
+const WRAPPERS = new Set(['default', 'prefault', 'optional', 'nullable', 'catch', 'readonly', 'nonoptional']);
+
+/** Strips defaults, optionals and pipes (transforms) down to the schema that describes the input's shape. */
+export function unwrap(schema: z.ZodType): z.ZodType {
+  let current = schema;
+  for (let depth = 0; depth < 32; depth++) {
+    const def = defOf(current);
+    if (WRAPPERS.has(def.type) && def.innerType) current = def.innerType;
+    else if (def.type === 'pipe' && def.in) current = def.in;
+    else break;
+  }
+  return current;
+}
+
+/** The keys of an object schema, with whether it accepts other keys; undefined when it is not an object. */
+export function objectShape(
+  schema: z.ZodType,
+): { shape: Record<string, z.ZodType>; open: boolean } | undefined {
+  const def = defOf(unwrap(schema));
+  if (def.type !== 'object' || !def.shape) return undefined;
+  const catchall = def.catchall ? defOf(def.catchall).type : undefined;
+  // No catchall is zod's default "strip" mode: extra keys are dropped rather than rejected.
+  return { shape: def.shape, open: catchall !== undefined && catchall !== 'never' };
+}
+
+/** The schema found by following `path` through object shapes, or undefined where the shape is unknown. */
+export function schemaAt(schema: z.ZodType, path: readonly string[]): z.ZodType | undefined {
+  let current: z.ZodType | undefined = schema;
+  for (const step of path) {
+    const object: ReturnType<typeof objectShape> = current && objectShape(current);
+    current = object?.shape[step];
+    if (!current) return undefined;
+  }
+  return current;
+}
+
+/** Key comparison for env names: case, `_` and `-` do not matter (`KEY_PREFIX` matches `keyPrefix`). */
+export function looseKey(key: string): string {
+  return key.toLowerCase().replace(/[_-]/g, '');
+}
+
+/** The schema key matching an env segment, if the shape has one. */
+export function matchKey(shape: Record<string, unknown>, segment: string): string | undefined {
+  const wanted = looseKey(segment);
+  return Object.keys(shape).find((key) => looseKey(key) === wanted);
+}
+
+/** `KEY_PREFIX` → `keyPrefix`: the best guess for a key whose schema is not known yet. */
+export function camelCase(segment: string): string {
+  return segment.toLowerCase().replace(/[_-]+([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}

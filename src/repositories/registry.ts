@@ -1,0 +1,81 @@
+import { ConfigError } from '../errors.js';
+import type { RepositoryModule } from './module.js';
+
+/** The values of `repository.type`, default first. */
+export const repositoryTypes = ['rocksdb', 'memory', 'redis', 'dynamodb', 'cassandra'] as const;
+
+/** A store that config can select. */
+export type RepositoryType = (typeof repositoryTypes)[number];
+
+/** The `repository.type` used when config names none: the embedded on-disk store. */
+export const defaultRepositoryType: RepositoryType = 'rocksdb';
+
+// Each store is imported only when selected, so a Redis user never loads cassandra-driver.
+const loaders: Record<RepositoryType, () => Promise<{ repositoryModule: RepositoryModule }>> = {
+  rocksdb: () => import('./rocksdb/index.js'),
+  memory: () => import('./memory/index.js'),
+  redis: () => import('./redis/index.js'),
+  dynamodb: () => import('./dynamodb/index.js'),
+  cassandra: () => import('./cassandra/index.js'),
+};
+
+/** The optional npm packages each store needs (peer dependencies of this package). */
+export const repositoryPackages: Record<RepositoryType, readonly string[]> = {
+  rocksdb: [],
+  memory: [],
+  redis: ['ioredis'],
+  dynamodb: ['@aws-sdk/client-dynamodb'],
+  cassandra: ['cassandra-driver'],
+};
+
+/** True for a known `repository.type`. */
+export function isRepositoryType(value: unknown): value is RepositoryType {
+  return typeof value === 'string' && (repositoryTypes as readonly string[]).includes(value);
+}
+
+/**
+ * Imports the store's module. A missing optional client library becomes a ConfigError on `repository.type`
+ * saying which npm package to install.
+ */
+export async function loadRepositoryModule(type: RepositoryType): Promise<RepositoryModule> {
+  const load = loaders[type];
+  if (!load) {
+    throw new ConfigError('repository.type', `unknown type ${JSON.stringify(type)}; ${validTypes()}`);
+  }
+  try {
+    return (await load()).repositoryModule;
+  } catch (error) {
+    throw loadFailure(type, error);
+  }
+}
+
+/**
+ * The ConfigError for a store module that failed to import: which npm package to install when an optional
+ * client library is missing, the loader's own message otherwise.
+ */
+export function loadFailure(type: RepositoryType, error: unknown): ConfigError {
+  const missing = missingPackage(error);
+  if (missing !== undefined && !missing.startsWith('.') && !missing.startsWith('/')) {
+    return new ConfigError(
+      'repository.type',
+      `the ${type} store needs the npm package "${missing}", which is not installed: npm install ${missing}`,
+      { cause: error },
+    );
+  }
+  return new ConfigError(
+    'repository.type',
+    `the ${type} store could not be loaded: ${error instanceof Error ? error.message : String(error)}`,
+    { cause: error },
+  );
+}
+
+/** `valid types: rocksdb, memory, ...` for error messages. */
+export function validTypes(): string {
+  return `valid types: ${repositoryTypes.join(', ')}`;
+}
+
+function missingPackage(error: unknown): string | undefined {
+  const { code, message } = (error ?? {}) as { code?: string; message?: string };
+  if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return undefined;
+  return /Cannot find (?:package|module) '([^']+)'/.exec(message ?? '')?.[1];
+}

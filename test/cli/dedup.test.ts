@@ -1,0 +1,331 @@
+import assert from 'node:assert/strict';
+import { closeSync, openSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { skipUnlessEnabled } from '../helpers/stores.js';
+import { finished, idsOf, ndjson, ROOT, runCli, startCli } from './run-cli.js';
+
+const skip = skipUnlessEnabled('rocksdb');
+
+describe('idem dedup', { skip }, () => {
+  let dir = '';
+  let stores = 0;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'idem-cli-'));
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+  /** A fresh RocksDB directory for one test. */
+  const freshStore = () => join(dir, `store-${++stores}`);
+  const file = (name: string, text: string) => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  };
+
+  test('writes first-seen lines byte for byte, in input order', async () => {
+    const input = [
+      '{"id":"a","text":"café ☕"}',
+      '{ "id" : "b" ,  "spaced": true }  ',
+      '{"id":"a","text":"again"}',
+      '{"id":"c"}\r',
+      '{"id":7}',
+      '{"id":"7","note":"a number id and its string are the same id"}',
+      '{"text":"late","id":"b"}',
+      '{"id":"d"}',
+    ];
+    const path = file('bytes.ndjson', `${input.join('\n')}\n`);
+    const result = await runCli(['dedup', '--id', 'id', '--store', freshStore(), path]);
+    assert.equal(result.code, 0, result.stderr);
+    const kept = [input[0], input[1], input[3], input[4], input[7]];
+    assert.equal(result.stdout, `${kept.join('\n')}\n`);
+    assert.match(result.stderr, /read 8 lines, wrote 5, duplicates 3, invalid 0/);
+  });
+
+  test('reads stdin when there is no file or the file is "-"', async () => {
+    const input = '{"id":1}\n{"id":2}\n{"id":1}\n{"id":3}';
+    for (const args of [[], ['-']]) {
+      const result = await runCli(['dedup', '--id', 'id', '--store', freshStore(), ...args], { input });
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(result.stdout, '{"id":1}\n{"id":2}\n{"id":3}\n');
+    }
+  });
+
+  test('duplicates across files and across runs on the same store', async () => {
+    const store = freshStore();
+    const one = file('one.ndjson', '{"id":"x"}\n{"id":"y"}\n');
+    const two = file('two.ndjson', '{"id":"y","v":2}\n{"id":"z"}\n{"id":"x","v":2}\n');
+    const first = await runCli(['dedup', '--id', 'id', '--store', store, one, two]);
+    assert.equal(first.code, 0, first.stderr);
+    assert.deepEqual(idsOf(first.stdout), ['x', 'y', 'z']);
+
+    const three = file('three.ndjson', '{"id":"z"}\n{"id":"w"}\n');
+    const second = await runCli(['dedup', '--id', 'id', '--store', store, two, three]);
+    assert.equal(second.code, 0, second.stderr);
+    assert.deepEqual(idsOf(second.stdout), ['w']);
+    assert.match(second.stderr, /read 5 lines, wrote 1, duplicates 4/);
+  });
+
+  test('a composite --id uses every path; a missing part is an invalid line', async () => {
+    const path = file(
+      'composite.ndjson',
+      [
+        '{"user":{"id":1},"event":"login"}',
+        '{"user":{"id":1},"event":"logout"}',
+        '{"user":{"id":1},"event":"login","again":true}',
+        '{"user":{"id":2},"event":"login"}',
+        '{"user":{},"event":"login"}',
+      ].join('\n'),
+    );
+    const result = await runCli([
+      'dedup',
+      '--id',
+      'user.id,event',
+      '--invalid',
+      'skip',
+      '--store',
+      freshStore(),
+      path,
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stdout.trim().split('\n').length, 3);
+    assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:5: no id at user\\.id`));
+  });
+
+  describe('--invalid', () => {
+    const input = [
+      '{"id":1}',
+      'not json',
+      '{"id":1}',
+      '{"other":2}',
+      '',
+      '{"id":{"nested":true}}',
+      '{"id":3}',
+    ];
+    let path = '';
+    before(() => {
+      path = file('invalid.ndjson', `${input.join('\n')}\n`);
+    });
+
+    test('error (default): stops at the first bad line with file:line and a non-zero exit', async () => {
+      const result = await runCli(['dedup', '--id', 'id', '--store', freshStore(), path]);
+      assert.equal(result.code, 1);
+      assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:2: invalid JSON`));
+      assert.equal(result.stdout, '{"id":1}\n', 'lines before the bad one are written');
+    });
+
+    test('pass: writes bad lines through and reports each with file:line', async () => {
+      const result = await runCli([
+        'dedup',
+        '--id',
+        'id',
+        '--invalid',
+        'pass',
+        '--store',
+        freshStore(),
+        path,
+      ]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(
+        result.stdout,
+        ['{"id":1}', 'not json', '{"other":2}', '', '{"id":{"nested":true}}', '{"id":3}', ''].join('\n'),
+      );
+      assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:2: invalid JSON.*passed through`));
+      assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:4: no id at id.*passed through`));
+      assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:5: empty line.*passed through`));
+      assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:6: id must be a string, number or bytes`));
+      assert.match(result.stderr, /invalid 4/);
+    });
+
+    test('skip: drops bad lines, reports each with file:line and counts them', async () => {
+      const result = await runCli([
+        'dedup',
+        '--id',
+        'id',
+        '--invalid',
+        'skip',
+        '--store',
+        freshStore(),
+        path,
+      ]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(result.stdout, '{"id":1}\n{"id":3}\n');
+      for (const line of [2, 4, 5, 6]) {
+        assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:${line}: .*skipped`));
+      }
+      assert.match(result.stderr, /read 7 lines, wrote 2, duplicates 1, invalid 4/);
+    });
+  });
+
+  test('usage and config errors exit 2 with a message', async () => {
+    const input = file('ok.ndjson', '{"id":1}\n');
+    const cases: { args: string[]; stderr: RegExp }[] = [
+      { args: [input], stderr: /consumer\.id: required/ },
+      {
+        args: ['--id', 'id', '--ttl', 'forever', input],
+        stderr: /--ttl: consumer\.ttl: expected a positive duration/,
+      },
+      { args: ['--id', 'id', '--invalid', 'maybe', input], stderr: /--invalid/ },
+      { args: ['--id', 'id', '--bogus', input], stderr: /unknown option/ },
+      { args: ['--id', 'id', join(dir, 'missing.ndjson')], stderr: /missing\.ndjson \(ENOENT\)/ },
+      { args: ['--id', 'a..b', input], stderr: /bad --id/ },
+      {
+        args: ['--id', 'id', '--config', file('broken.toml', '[dedup]\ninvalid = \n'), input],
+        stderr: /broken\.toml:2:\d+: /,
+      },
+      {
+        args: [
+          '--id',
+          'id',
+          '--config',
+          file('typo.toml', '[dedup]\ninvalid = "pass"\nbatchsize = 10\n'),
+          input,
+        ],
+        stderr: /typo\.toml:3: dedup\.batchsize: unknown key/,
+      },
+    ];
+    for (const { args, stderr } of cases) {
+      const result = await runCli(['dedup', '--store', freshStore(), ...args]);
+      assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, stderr);
+      assert.equal(result.stdout, '');
+    }
+  });
+
+  test('a config file supplies the id and policies; flags win over it', async () => {
+    const input = file('cfg.ndjson', '{"key":"a"}\nbad\n{"key":"a"}\n');
+    const config = file('idem.toml', '[consumer]\nid = "key"\nttl = "7d"\n[dedup]\ninvalid = "skip"\n');
+    const fromFile = await runCli(['dedup', '--config', config, '--store', freshStore(), input]);
+    assert.equal(fromFile.code, 0, fromFile.stderr);
+    assert.equal(fromFile.stdout, '{"key":"a"}\n');
+    const flagged = await runCli([
+      'dedup',
+      '--config',
+      config,
+      '--invalid',
+      'error',
+      '--store',
+      freshStore(),
+      input,
+    ]);
+    assert.equal(flagged.code, 1);
+    const viaEnv = await runCli(['dedup', '--store', freshStore(), input], {
+      env: { IDEM_CONFIG: config, IDEM__DEDUP__INVALID: 'pass' },
+    });
+    assert.equal(viaEnv.stdout, '{"key":"a"}\nbad\n');
+  });
+
+  test('a reader that goes away (| head) ends the run quietly', async () => {
+    const { text } = ndjson(50_000, 0.1, 3);
+    const path = file('epipe.ndjson', text);
+    const child = startCli(['dedup', '--id', 'id', '--batch-size', '100', '--store', freshStore(), path]);
+    const done = finished(child);
+    child.stdout?.once('data', () => child.stdout?.destroy());
+    const result = await done;
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /output closed by its reader/);
+    assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+  });
+
+  test('SIGTERM finishes the current batch, exits 143, and a re-run completes without repeats', async () => {
+    const { text, distinct } = ndjson(20_000, 0.1, 4);
+    const lines = text.split('\n');
+    const store = freshStore();
+    const out = join(dir, 'sigterm.out');
+    const args = ['dedup', '--id', 'id', '--batch-size', '500', '--store', store];
+
+    // Feed part of the input on stdin, wait for output, then signal while the CLI waits for more input.
+    const fd = openSync(out, 'w');
+    const child = startCli(args, { stdoutFd: fd, keepStdinOpen: true });
+    const done = finished(child);
+    // The CLI closes its stdin when signalled; the test's side of the pipe may then see EPIPE.
+    child.stdin?.on('error', () => {});
+    await new Promise<void>((resolve) =>
+      child.stdin?.write(`${lines.slice(0, 10_250).join('\n')}\n`, () => resolve()),
+    );
+    // Wait until the output stops growing: every full batch is done, the last 250 lines wait for more input.
+    let size = -1;
+    while (size === -1 || statSync(out).size !== size) {
+      size = statSync(out).size;
+      await sleep(300);
+    }
+    child.kill('SIGTERM');
+    const stopped = await done;
+    closeSync(fd);
+    assert.equal(stopped.code, 143, stopped.stderr);
+    assert.match(stopped.stderr, /stopped by SIGTERM/);
+    assert.match(stopped.stderr, /read 10,250 lines/, 'the partial last batch was finished too');
+
+    const fd2 = openSync(out, 'a');
+    const rerun = await runCli([...args, file('sigterm.ndjson', text)], { stdoutFd: fd2 });
+    closeSync(fd2);
+    assert.equal(rerun.code, 0, rerun.stderr);
+    const ids = idsOf(readFileSync(out, 'utf8'));
+    assert.equal(new Set(ids).size, distinct, 'every distinct id appears');
+    assert.equal(ids.length, distinct, 'no id appears twice after a graceful stop');
+  });
+
+  test('resumes after SIGKILL: every id appears, at most one batch repeats', async () => {
+    const batchSize = 1000;
+    const { text, distinct } = ndjson(200_000, 0.1, 5);
+    const input = file('kill.ndjson', text);
+    const out = join(dir, 'kill.out');
+    const store = freshStore();
+    const args = ['dedup', '--id', 'id', '--batch-size', String(batchSize), '--store', store, input];
+
+    const fd = openSync(out, 'w');
+    const child = startCli(args, { stdoutFd: fd });
+    const done = finished(child);
+    while (statSync(out).size < 200_000) await sleep(2);
+    child.kill('SIGKILL');
+    const killed = await done;
+    closeSync(fd);
+    assert.equal(killed.signal, 'SIGKILL', 'killed mid-run');
+
+    // A kill can cut the last write short; the re-run appends after the last whole line.
+    const firstText = readFileSync(out, 'utf8');
+    truncateSync(out, Buffer.byteLength(firstText.slice(0, firstText.lastIndexOf('\n') + 1)));
+    const first = idsOf(readFileSync(out, 'utf8'));
+    assert.equal(new Set(first).size, first.length, 'no repeats within the killed run');
+    assert.ok(first.length < distinct, 'the kill came before the end');
+
+    const fd2 = openSync(out, 'a');
+    const rerun = await runCli(args, { stdoutFd: fd2 });
+    closeSync(fd2);
+    assert.equal(rerun.code, 0, rerun.stderr);
+
+    const all = idsOf(readFileSync(out, 'utf8'));
+    const second = all.slice(first.length);
+    assert.equal(new Set(second).size, second.length, 'no repeats within the re-run');
+    assert.equal(new Set(all).size, distinct, 'every distinct id appears in the combined output');
+    const firstSet = new Set(first);
+    const repeated = second.filter((id) => firstSet.has(id));
+    assert.ok(
+      repeated.length <= batchSize,
+      `${repeated.length} ids repeated, bound is one batch (${batchSize})`,
+    );
+    // Only the killed run's last batch (written, not yet marked) may repeat.
+    const lastBatch = new Set(first.slice(-batchSize));
+    assert.ok(
+      repeated.every((id) => lastBatch.has(id)),
+      'only ids of the last written batch repeat',
+    );
+  });
+
+  test('bin/idem.js runs the CLI', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const result = spawnSync(process.execPath, [join(ROOT, 'bin/idem.js'), '--version'], {
+      encoding: 'utf8',
+    });
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stdout, /^\d+\.\d+\.\d+/);
+  });
+});
+
+function escapeRegex(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}

@@ -1,0 +1,97 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root, so the child resolves tsx from our node_modules wherever the test runs. */
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+
+/** What a finished CLI run produced. */
+export interface CliResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Options of {@link startCli}. */
+export interface CliOptions {
+  /** Text written to the child's stdin (then closed); without it stdin is empty. */
+  readonly input?: string;
+  /** Leave stdin open for the test to write to (and end). */
+  readonly keepStdinOpen?: boolean;
+  /** A file descriptor to use as the child's stdout instead of a pipe. */
+  readonly stdoutFd?: number;
+  readonly env?: Record<string, string>;
+  readonly cwd?: string;
+}
+
+/** Starts the real CLI (the TypeScript source through tsx) as a child process. */
+export function startCli(args: readonly string[], options: CliOptions = {}): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+    cwd: options.cwd ?? ROOT,
+    env: { ...process.env, IDEM_CONFIG: '', ...options.env },
+    stdio: ['pipe', options.stdoutFd ?? 'pipe', 'pipe'],
+  });
+  if (!options.keepStdinOpen) child.stdin?.end(options.input ?? '');
+  return child;
+}
+
+/** Collects a started child's output until it exits. */
+export function finished(child: ChildProcess): Promise<CliResult> {
+  const stdout: Buffer[] = [];
+  const stderr: Buffer[] = [];
+  child.stdout?.on('data', (d: Buffer) => stdout.push(d));
+  child.stderr?.on('data', (d: Buffer) => stderr.push(d));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) =>
+      resolve({
+        code,
+        signal,
+        stdout: Buffer.concat(stdout).toString('utf8'),
+        stderr: Buffer.concat(stderr).toString('utf8'),
+      }),
+    );
+  });
+}
+
+/** Runs the CLI to completion. */
+export function runCli(args: readonly string[], options: CliOptions = {}): Promise<CliResult> {
+  return finished(startCli(args, options));
+}
+
+/** Deterministic pseudo-random numbers (mulberry32), so generated inputs are the same every run. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * NDJSON with `lines` lines, about `duplicateShare` of them repeating an earlier id. Returns the text and the
+ * number of distinct ids.
+ */
+export function ndjson(lines: number, duplicateShare: number, seed = 1): { text: string; distinct: number } {
+  const random = prng(seed);
+  const out: string[] = [];
+  let distinct = 0;
+  for (let i = 0; i < lines; i++) {
+    const repeat = distinct > 0 && random() < duplicateShare;
+    const id = repeat ? Math.floor(random() * distinct) : distinct++;
+    out.push(JSON.stringify({ id: `e-${id}`, n: i, payload: 'x'.repeat(20 + (i % 7)) }));
+  }
+  return { text: `${out.join('\n')}\n`, distinct };
+}
+
+/** The `id` of each NDJSON line of `text`. */
+export function idsOf(text: string): string[] {
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => (JSON.parse(line) as { id: string }).id);
+}

@@ -1,0 +1,129 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { z } from 'zod';
+import { configSections, loadConfig } from '../../src/config/index.js';
+import { ConfigError } from '../../src/errors.js';
+
+const schema = z
+  .object({ ...configSections, metrics: z.object({ enabled: z.boolean().default(true) }).prefault({}) })
+  .strict();
+
+/** Loads TOML text as if from `idem.toml`, with no env unless given. */
+function load(text: string, env: Record<string, string> = {}) {
+  return loadConfig(schema, { path: 'idem.toml', text, env });
+}
+
+async function configError(promise: Promise<unknown>): Promise<ConfigError> {
+  const error = await promise.then(
+    () => assert.fail('expected a ConfigError'),
+    (e: unknown) => e,
+  );
+  assert.ok(error instanceof ConfigError, `expected ConfigError, got ${String(error)}`);
+  return error;
+}
+
+describe('loadConfig', () => {
+  test('applies every default when there is no file', async () => {
+    const config = await loadConfig(schema, { env: {} });
+    assert.equal(config.repository.type, 'rocksdb');
+    assert.equal(config.consumer.ttl, 24 * 3_600_000);
+    assert.equal(config.metrics.enabled, true);
+  });
+
+  test('reads a file named by path, then by IDEM_CONFIG', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'idem-config-'));
+    try {
+      const file = join(dir, 'idem.toml');
+      await writeFile(file, '[consumer]\nttl = "2h"\n');
+      assert.equal((await loadConfig(schema, { path: file, env: {} })).consumer.ttl, 7_200_000);
+      assert.equal((await loadConfig(schema, { env: { IDEM_CONFIG: file } })).consumer.ttl, 7_200_000);
+      const missing = await configError(loadConfig(schema, { path: join(dir, 'nope.toml'), env: {} }));
+      assert.match(missing.message, /nope\.toml.*ENOENT/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a TOML syntax error names file:line:column', async () => {
+    const error = await configError(load('[consumer]\nmode = "lazy"\nttl = = 5\n'));
+    assert.match(error.message, /^idem\.toml:3:\d+: /);
+  });
+
+  test('a bad value names the dotted key, its line, what was expected and the value given', async () => {
+    const error = await configError(load('[consumer]\nmode = "lazy"\nttl = "soon"\n'));
+    assert.equal(error.key, 'consumer.ttl');
+    assert.match(error.message, /^idem\.toml:3: consumer\.ttl: /);
+    assert.match(error.message, /expected a positive duration/);
+    assert.match(error.message, /"soon"/);
+  });
+
+  test('a value of the wrong type says what was expected', async () => {
+    const error = await configError(load('[consumer]\nskipDuplicate = "yes"\n'));
+    assert.equal(error.key, 'consumer.skipDuplicate');
+    assert.match(error.message, /expected boolean/);
+    assert.match(error.message, /"yes"/);
+  });
+
+  test('an unknown repository.type lists the valid types', async () => {
+    const error = await configError(load('[repository]\ntype = "mongodb"\n'));
+    assert.equal(error.key, 'repository.type');
+    assert.match(error.message, /"mongodb"/);
+    for (const type of ['rocksdb', 'memory', 'redis', 'dynamodb', 'cassandra']) {
+      assert.match(error.message, new RegExp(type));
+    }
+  });
+
+  test('unknown keys are rejected by name, in a section and at the top', async () => {
+    const inSection = await configError(load('[consumer]\nttl = "1h"\nttll = "2h"\n'));
+    assert.equal(inSection.key, 'consumer.ttll');
+    assert.match(inSection.message, /^idem\.toml:3: consumer\.ttll: unknown key; valid keys here: .*\bttl\b/);
+    const section = await configError(load('[consumr]\nttl = "1h"\n'));
+    assert.equal(section.key, 'consumr');
+  });
+
+  test('env overrides win over the file and are coerced as the schema wants', async () => {
+    const config = await load(
+      '[consumer]\nttl = "2h"\nskipDuplicate = true\n[repository]\ntype = "memory"\n',
+      {
+        IDEM__CONSUMER__TTL: '1h',
+        IDEM__CONSUMER__SKIP_DUPLICATE: 'false',
+        IDEM__METRICS__ENABLED: 'false',
+        IDEM__REPOSITORY__TYPE: 'redis',
+        idem__consumer__lease: '30000',
+      },
+    );
+    assert.equal(config.consumer.ttl, 3_600_000);
+    assert.equal(config.consumer.skipDuplicate, false);
+    assert.equal(config.metrics.enabled, false);
+    assert.equal(config.repository.type, 'redis');
+    assert.equal(config.consumer.lease, 30_000);
+  });
+
+  test('a bad env value names the variable', async () => {
+    const error = await configError(load('', { IDEM__CONSUMER__MODE: 'eventually' }));
+    assert.equal(error.key, 'consumer.mode');
+    assert.match(error.message, /^env IDEM__CONSUMER__MODE: consumer\.mode: .*"eventually"/);
+  });
+
+  test('an unknown env key is rejected like an unknown file key', async () => {
+    const error = await configError(load('', { IDEM__CONSUMER__COLOUR: 'blue' }));
+    assert.equal(error.key, 'consumer.colour');
+    assert.match(error.message, /env IDEM__CONSUMER__COLOUR/);
+  });
+
+  test('explicit overrides (CLI flags) win over env and name the flag', async () => {
+    const config = await loadConfig(schema, {
+      text: '[consumer]\nttl = "2h"\n',
+      env: { IDEM__CONSUMER__TTL: '1h' },
+      overrides: [{ key: 'consumer.ttl', value: '5m', source: '--ttl' }],
+    });
+    assert.equal(config.consumer.ttl, 300_000);
+    const error = await configError(
+      loadConfig(schema, { env: {}, overrides: [{ key: 'consumer.ttl', value: 'x', source: '--ttl' }] }),
+    );
+    assert.match(error.message, /^--ttl: consumer\.ttl: /);
+  });
+});

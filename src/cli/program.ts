@@ -66,6 +66,15 @@ export async function run(argv: readonly string[]): Promise<number> {
     .action(async (files: string[], flags: DedupFlags, command: Command) => {
       code = await runDedup(files, flags, command);
     });
+  program
+    .command('node')
+    .description('Run the Kafka→Kafka dedup node until SIGTERM/SIGINT (see docs/node.md).')
+    .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG)')
+    .action(async (flags: { config?: string }) => {
+      // Imported on demand, so `idem dedup` never loads kafkajs.
+      const { runNode } = await import('../node/main.js');
+      code = await runNode(flags.config ? { configPath: flags.config } : {});
+    });
   try {
     await program.parseAsync(argv);
   } catch (error) {

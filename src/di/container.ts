@@ -3,7 +3,11 @@ import 'reflect-metadata';
 import { type DependencyContainer, instanceCachingFactory, container as rootContainer } from 'tsyringe';
 import { openRepository, type RepositorySection } from '../config/repository.js';
 import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
-import type { ConsumerConfig, IdempotentConsumerOptions } from '../consumer/options.js';
+import {
+  type ConsumerConfig,
+  eventTimeFromConfig,
+  type IdempotentConsumerOptions,
+} from '../consumer/options.js';
 import type { IdSelector } from '../consumer/types.js';
 import { ConfigError } from '../errors.js';
 import type { IdempotentRepository } from '../repositories/types.js';
@@ -81,6 +85,9 @@ export function consumerFromConfig<M>(
     nullId: consumer.nullId,
     inProgress: consumer.inProgress,
     storeFailure: consumer.storeFailure,
+    ...(consumer.eventTime
+      ? { eventTime: eventTimeFromConfig(consumer.eventTime) as IdempotentConsumerOptions<M>['eventTime'] }
+      : {}),
     ...options.consumer,
   });
 }

@@ -1,0 +1,280 @@
+/**
+ * Which RocksDB binding backs the rocksdb store: Level's `rocksdb` 5.x or `@nxtedition/rocksdb` 12.x, each
+ * called at its lowest level (the native addon), on the check-and-mark workload: look up a batch of 1000 ids
+ * (90% new, 10% already stored), then write the new ones.
+ *
+ * Each binding's database is populated once (2M ids, fastest bulk path, cached under bench/.data/) and measured
+ * in a FRESH process, so lookups hit table files rather than the memtable. Also prints how much the block cache
+ * grew during 200k negative lookups on a cold cache: about nothing when the bloom filter is consulted (absent
+ * ids load no data block), the whole 8 MiB cache when it is not. Prints figures; asserts nothing.
+ *
+ *   node --import tsx bench/repositories/binding-choice.ts [--ids 2000000] [--batches 200]
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const { values: args } = parseArgs({
+  options: {
+    ids: { type: 'string', default: '2000000' },
+    batches: { type: 'string', default: '200' },
+    phase: { type: 'string' },
+    binding: { type: 'string' },
+  },
+});
+const IDS = Number(args.ids);
+const BATCHES = Number(args.batches);
+const BATCH = 1000;
+const DUPLICATES = 0.1;
+const VALUE = 'c\u00011893456000000\u0001\u0001\u0001\u0001';
+const self = fileURLToPath(import.meta.url);
+const dataDir = join(fileURLToPath(new URL('../.data/', import.meta.url)), `binding-choice-v2-${IDS}`);
+const require = createRequire(import.meta.url);
+
+type Callback<T = unknown> = (error: Error | null, value: T) => void;
+type Handle = object;
+
+/**
+ * Deterministic UUID-shaped id `n` of the series `tag`. The hex part comes first and depends on both, so every
+ * series spreads over the whole key space like real ids (a shared prefix would cluster a series in a few
+ * table blocks and flatter the lookups).
+ */
+function id(n: number, tag = ''): string {
+  let h = Math.imul(n ^ 0x9e3779b9, 0x85ebca6b) >>> 0;
+  for (let i = 0; i < tag.length; i++) h = Math.imul(h ^ tag.charCodeAt(i), 0x01000193) >>> 0;
+  const hex: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+    hex.push(h.toString(16).padStart(8, '0'));
+  }
+  const [a, b, c, d] = hex as [string, string, string, string];
+  return `${a}-${b.slice(0, 4)}-${b.slice(4)}-${c.slice(0, 4)}-${c.slice(4)}${d}-${tag}${n}`;
+}
+
+/** The operations the benchmark needs, implemented per binding at the native level. */
+interface Driver {
+  open(location: string): Promise<void>;
+  /** Writes [key, value] pairs in one batch. */
+  put(keys: readonly string[]): Promise<void>;
+  /** Values for keys (undefined where absent). */
+  get(keys: readonly string[]): Promise<unknown[]>;
+  /** Synchronous lookup, when the binding has one. */
+  getSync?(keys: readonly string[]): unknown[];
+  /** Bytes in the block cache (data blocks read so far, as filters are held outside it). */
+  cacheBytes(): number;
+  close(): Promise<void>;
+}
+
+function nxtedition(): Driver {
+  const addon = require('@nxtedition/rocksdb/binding');
+  let db: Handle;
+  const batch = addon.batch_init();
+  const value = Buffer.from(VALUE);
+  const scratch = Buffer.allocUnsafe(4096);
+  const views: Buffer[] = [];
+  const empty = {};
+  const utf8 = { valueEncoding: 'utf8' };
+  return {
+    async open(location) {
+      db = addon.db_init(location);
+      await new Promise<void>((resolve, reject) =>
+        addon.db_open(
+          db,
+          {
+            createIfMissing: true,
+            compression: false,
+            walCompression: false,
+            optimize: 'point-lookup',
+            filterPolicy: 'bloomfilter:10:false',
+          },
+          (e: Error | null) => (e ? reject(e) : resolve()),
+        ),
+      );
+    },
+    async put(keys) {
+      for (const key of keys) {
+        const n = scratch.write(key, 0, 'utf8');
+        views[n] ??= scratch.subarray(0, n);
+        addon.batch_put(batch, views[n], value, empty);
+      }
+      addon.batch_write(db, batch, empty);
+      addon.batch_clear(batch);
+    },
+    get(keys) {
+      return new Promise((resolve, reject) =>
+        addon.db_get_many(db, keys, utf8, ((e, v) => (e ? reject(e) : resolve(v as unknown[]))) as Callback),
+      );
+    },
+    getSync(keys) {
+      return addon.db_get_many_sync(
+        db,
+        keys.map((k) => Buffer.from(k)),
+        utf8,
+      );
+    },
+    cacheBytes: () => Number(addon.db_get_property(db, 'rocksdb.block-cache-usage')),
+    close: () => new Promise((resolve) => addon.db_close(db, resolve)),
+  };
+}
+
+function level(): Driver {
+  const addon = require('rocksdb/binding');
+  const db: Handle = addon.db_init();
+  const options = { asBuffer: false, fillCache: true };
+  return {
+    async open(location) {
+      mkdirSync(location, { recursive: true });
+      await new Promise<void>((resolve, reject) =>
+        addon.db_open(
+          db,
+          location,
+          { createIfMissing: true, compression: false, writeBufferSize: 64 << 20 },
+          (e: Error | null) => (e ? reject(e) : resolve()),
+        ),
+      );
+    },
+    put(keys) {
+      const ops = keys.map((key) => ({ type: 'put', key, value: VALUE }));
+      return new Promise((resolve, reject) =>
+        addon.batch_do(db, ops, {}, (e: Error | null) => (e ? reject(e) : resolve())),
+      );
+    },
+    get(keys) {
+      return new Promise((resolve, reject) =>
+        addon.db_get_many(db, keys, options, ((e, v) =>
+          e ? reject(e) : resolve(v as unknown[])) as Callback),
+      );
+    },
+    cacheBytes: () => Number(addon.db_get_property(db, 'rocksdb.block-cache-usage')),
+    close: () => new Promise((resolve) => addon.db_close(db, resolve)),
+  };
+}
+
+const drivers: Record<string, () => Driver> = { '@nxtedition/rocksdb': nxtedition, rocksdb: level };
+
+/** Child phase: fill the database with ids 0..IDS-1. */
+async function populate(name: string): Promise<object> {
+  const location = join(dataDir, name.replace('/', '_'));
+  rmSync(location, { recursive: true, force: true });
+  const driver = (drivers[name] as () => Driver)();
+  await driver.open(location);
+  const start = performance.now();
+  const chunk = 10_000;
+  for (let i = 0; i < IDS; i += chunk) {
+    const keys: string[] = [];
+    for (let n = i; n < Math.min(IDS, i + chunk); n++) keys.push(id(n));
+    await driver.put(keys);
+  }
+  const us = ((performance.now() - start) * 1000) / IDS;
+  await driver.close();
+  writeFileSync(join(location, 'POPULATED'), String(IDS));
+  return { populateUsPerId: us };
+}
+
+/** Child phase: the measurements, in a process that has not written the data. */
+async function measure(name: string): Promise<object> {
+  const location = join(dataDir, name.replace('/', '_'));
+  const driver = (drivers[name] as () => Driver)();
+  await driver.open(location);
+  const run = `${process.pid.toString(36)}${Date.now().toString(36)}-`;
+  let rnd = 12345;
+  const random = () => {
+    rnd = (Math.imul(rnd, 1103515245) + 12345) >>> 0;
+    return rnd / 2 ** 32;
+  };
+  const batches = (variant: string, duplicates = DUPLICATES) =>
+    Array.from({ length: BATCHES }, (_, b) =>
+      Array.from({ length: BATCH }, (_, i) =>
+        random() < duplicates ? id(Math.floor(random() * IDS)) : id(b * BATCH + i, `${run}${variant}-`),
+      ),
+    );
+
+  // Negative lookups first, on a cold block cache: this is where a working bloom filter shows.
+  const negatives = batches('neg', 0);
+  const before = driver.cacheBytes();
+  let start = performance.now();
+  let found = 0;
+  for (const keys of negatives) for (const v of await driver.get(keys)) if (v !== undefined) found++;
+  const negativeUs = ((performance.now() - start) * 1000) / (BATCHES * BATCH);
+  const cacheGrowth = driver.cacheBytes() - before;
+
+  const cpuUs: Record<string, number> = {};
+  const checkAndMark = async (variant: string, sync: boolean) => {
+    const work = batches(variant);
+    const t = performance.now();
+    const cpu = process.cpuUsage();
+    for (const keys of work) {
+      const values = sync && driver.getSync ? driver.getSync(keys) : await driver.get(keys);
+      await driver.put(keys.filter((_, i) => values[i] === undefined));
+    }
+    const used = process.cpuUsage(cpu);
+    cpuUs[variant] = (used.user + used.system) / (BATCHES * BATCH);
+    return ((performance.now() - t) * 1000) / (BATCHES * BATCH);
+  };
+  const asyncUs = await checkAndMark('cm', false);
+  const syncUs = driver.getSync ? await checkAndMark('cms', true) : undefined;
+
+  const writes = batches('w');
+  start = performance.now();
+  for (const keys of writes) await driver.put(keys);
+  const writeUs = ((performance.now() - start) * 1000) / (BATCHES * BATCH);
+  await driver.close();
+  return { negativeUs, cacheGrowth, found, asyncUs, asyncCpu: cpuUs.cm, syncUs, syncCpu: cpuUs.cms, writeUs };
+}
+
+function child(phase: string, name: string): Record<string, number | undefined> {
+  const out = execFileSync(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      self,
+      '--phase',
+      phase,
+      '--binding',
+      name,
+      '--ids',
+      String(IDS),
+      '--batches',
+      String(BATCHES),
+    ],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  return JSON.parse(out.trim().split('\n').pop() as string);
+}
+
+if (args.phase !== undefined) {
+  const name = args.binding as string;
+  const result = args.phase === 'populate' ? await populate(name) : await measure(name);
+  console.log(JSON.stringify(result));
+} else {
+  mkdirSync(dataDir, { recursive: true });
+  const rows: [string, Record<string, number | undefined>][] = [];
+  for (const name of Object.keys(drivers)) {
+    let populateUs: number | undefined;
+    if (!existsSync(join(dataDir, name.replace('/', '_'), 'POPULATED'))) {
+      console.log(`populating ${IDS} ids with ${name} ...`);
+      populateUs = child('populate', name).populateUsPerId;
+    }
+    console.log(`measuring ${name} in a fresh process ...`);
+    rows.push([name, { ...child('measure', name), populateUs }]);
+  }
+  const f = (v: number | undefined, digits = 2) => (v === undefined ? '-' : v.toFixed(digits));
+  console.log(
+    `\nstore: ${IDS} ids; ${BATCHES} batches of ${BATCH}, ${DUPLICATES * 100}% duplicates (µs per id)`,
+  );
+  console.log(
+    'binding               populate  neg.lookup  cache growth  check+mark(async)  check+mark(sync get)  write',
+  );
+  console.log('                      (write)   (100% new)  (neg.lookups)  wall/CPU µs       wall/CPU µs');
+  for (const [name, r] of rows) {
+    console.log(
+      `${name.padEnd(21)} ${f(r.populateUs).padStart(8)}  ${f(r.negativeUs).padStart(10)}  ${`${f((r.cacheGrowth ?? 0) / 2 ** 20)} MiB`.padStart(12)}  ${`${f(r.asyncUs)}/${f(r.asyncCpu)}`.padStart(17)}  ${(r.syncUs === undefined ? '-' : `${f(r.syncUs)}/${f(r.syncCpu)}`).padStart(20)}  ${f(r.writeUs).padStart(5)}`,
+    );
+  }
+  console.log('(populate "-": cached from an earlier run)');
+}

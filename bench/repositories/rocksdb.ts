@@ -1,0 +1,368 @@
+/**
+ * Check-and-mark throughput of the rocksdb store against a store that already holds 10M ids, measured in a
+ * FRESH process (so lookups reach table files, not a memtable still warm from populating), with a
+ * MemoryRepository baseline measured in the same run. Batches of 1000 ids, 90% new and 10% duplicates.
+ *
+ * The 10M ids are written once, as if they had arrived over 20 hours with a 24 h TTL (an injected clock), so
+ * they sit in ~21 hourly buckets as in steady state; the populated store is cached under bench/.data/ and
+ * re-runs skip that step. Also prints the bloom filter evidence: negative lookups that must reach RocksDB
+ * (key index off) on two cached 1M-id stores, bloom filter on and off.
+ *
+ * Prints figures and ratios; asserts nothing.
+ *
+ *   node --import tsx bench/repositories/rocksdb.ts [--ids 10000000] [--batches 300]
+ */
+import { execFileSync } from 'node:child_process';
+import { cpSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { MemoryRepository } from '../../src/repositories/memory/index.js';
+import { RocksdbRepository, type RocksdbRepositoryOptions } from '../../src/repositories/rocksdb/index.js';
+import type { AddEntry, IdempotentRepository } from '../../src/repositories/types.js';
+
+const { values: args } = parseArgs({
+  options: {
+    ids: { type: 'string', default: '10000000' },
+    batches: { type: 'string', default: '300' },
+    phase: { type: 'string' },
+    options: { type: 'string', default: '{}' },
+  },
+});
+const IDS = Number(args.ids);
+const BATCHES = Number(args.batches);
+const BATCH = 1000;
+const DUPLICATES = 0.1;
+const HOUR = 3_600_000;
+const TTL_MS = 24 * HOUR;
+const LEASE_MS = 60_000;
+/** The populated ids arrive over this span of (injected) time, so they fill ~21 hourly buckets. */
+const SPAN_MS = 20 * HOUR;
+/** Injected clock origin: fixed, so a store cached on disk never expires between runs. */
+const BASE = Date.UTC(2030, 0, 1);
+const BLOOM_IDS = 1_000_000;
+const LAYOUT = 4; // bump when the populated layout changes, to invalidate caches
+const self = fileURLToPath(import.meta.url);
+const dataDir = fileURLToPath(new URL('../.data/', import.meta.url));
+const storeDir = join(dataDir, `rocksdb-${IDS}`);
+/** A copy of the populated store that one run measures on and then deletes, so every run starts alike. */
+const workDir = join(storeDir, 'work');
+const bloomDir = (bits: number) => join(dataDir, `rocksdb-bloom-${bits}-${BLOOM_IDS}`);
+
+/**
+ * Deterministic UUID-shaped id `n` of the series `tag`. The hex part comes first and depends on both, so every
+ * series spreads over the whole key space like real ids (a shared prefix would cluster a series in a few
+ * table blocks and flatter the lookups).
+ */
+function id(n: number, tag = ''): string {
+  let h = Math.imul(n ^ 0x9e3779b9, 0x85ebca6b) >>> 0;
+  for (let i = 0; i < tag.length; i++) h = Math.imul(h ^ tag.charCodeAt(i), 0x01000193) >>> 0;
+  const hex: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+    hex.push(h.toString(16).padStart(8, '0'));
+  }
+  const [a, b, c, d] = hex as [string, string, string, string];
+  return `${a}-${b.slice(0, 4)}-${b.slice(4)}-${c.slice(0, 4)}-${c.slice(4)}${d}-${tag}${n}`;
+}
+
+async function duSize(dir: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) total += statSync(join(entry.parentPath, entry.name)).size;
+  }
+  return total;
+}
+
+/** A clock that starts at `origin` and then follows real time. */
+function clockFrom(origin: number): () => number {
+  const start = performance.now();
+  return () => origin + Math.floor(performance.now() - start);
+}
+
+// ---- child phases ---------------------------------------------------------------------------------------
+
+/** Writes ids 0..n-1 through the store's own addMany (WAL off: buffered, 64k-record flushes). */
+async function populate(
+  path: string,
+  n: number,
+  span: number,
+  options: Partial<RocksdbRepositoryOptions>,
+): Promise<object> {
+  rmSync(path, { recursive: true, force: true });
+  let now = BASE;
+  const repo = await RocksdbRepository.open({ path, wal: false, ...options, clock: () => now });
+  const chunk = 10_000;
+  const start = performance.now();
+  for (let i = 0; i < n; i += chunk) {
+    const entries: AddEntry[] = [];
+    for (let k = i; k < Math.min(n, i + chunk); k++) entries.push({ id: id(k) });
+    await repo.addMany(entries, { ttlMs: TTL_MS, now });
+    now = BASE + Math.floor((span * (i + chunk)) / n);
+  }
+  const buckets = repo.stats().buckets.length;
+  await repo.close();
+  const seconds = (performance.now() - start) / 1000;
+  // RocksDB replays the WAL into table files on the first open after writing; do it here, not in a measurement.
+  await (await RocksdbRepository.open({ path, ...options, clock: () => now })).close();
+  writeFileSync(join(path, 'POPULATED'), JSON.stringify({ LAYOUT, n }));
+  return { seconds, usPerId: (seconds * 1e6) / n, buckets };
+}
+
+function workload(prefix: string, count: number, stored: number): AddEntry[][] {
+  let seed = 42;
+  const random = () => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return seed / 2 ** 32;
+  };
+  return Array.from({ length: count }, (_, b) =>
+    Array.from({ length: BATCH }, (_, i) => ({
+      id: random() < DUPLICATES ? id(Math.floor(random() * stored)) : id(b * BATCH + i, prefix),
+    })),
+  );
+}
+
+/**
+ * Check-and-mark over `batches` (lazy marks, or eager claims then confirmMany of the winners): µs per id of
+ * wall time, and of CPU time of this process (all its threads), which a busy shared machine distorts less.
+ */
+async function checkAndMark(
+  repo: IdempotentRepository,
+  batches: AddEntry[][],
+  eager: boolean,
+): Promise<{ wall: number; cpu: number }> {
+  let duplicates = 0;
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  for (const batch of batches) {
+    if (eager) {
+      const results = await repo.addMany(batch, { ttlMs: TTL_MS, leaseMs: LEASE_MS, owner: 'bench' });
+      const claims = [];
+      for (let i = 0; i < batch.length; i++) {
+        if (results[i]?.added) claims.push({ id: batch[i]?.id as string, owner: 'bench' });
+        else duplicates++;
+      }
+      await repo.confirmMany(claims, { ttlMs: TTL_MS });
+    } else {
+      for (const r of await repo.addMany(batch, { ttlMs: TTL_MS })) if (!r.added) duplicates++;
+    }
+  }
+  const ids = batches.length * BATCH;
+  const wall = ((performance.now() - start) * 1000) / ids;
+  const used = process.cpuUsage(cpu);
+  const share = duplicates / ids;
+  if (Math.abs(share - DUPLICATES) > 0.02)
+    throw new Error(`workload found ${share} duplicates, expected ~0.1`);
+  return { wall, cpu: (used.user + used.system) / ids };
+}
+
+/** Fresh process: open the populated store and time both check-and-mark modes. */
+async function measure(options: Partial<RocksdbRepositoryOptions>): Promise<object> {
+  const run = `${process.pid.toString(36)}${Date.now().toString(36)}`;
+  const clock = clockFrom(BASE + SPAN_MS);
+  const opening = performance.now();
+  const repo = await RocksdbRepository.open({ path: workDir, ...options, clock });
+  const openMs = performance.now() - opening;
+  // Without the key index every lookup reads all ~21 buckets: fewer batches keep that run short.
+  const batches = options.indexMaxMb === 0 ? Math.ceil(BATCHES / 5) : BATCHES;
+  await checkAndMark(repo, workload(`${run}-warm-`, 20, IDS), false);
+  const lazy = await checkAndMark(repo, workload(`${run}-lazy-`, batches, IDS), false);
+  const eager = await checkAndMark(repo, workload(`${run}-eager-`, batches, IDS), true);
+  const stats = repo.stats();
+  await repo.close();
+  return {
+    openMs,
+    lazy: lazy.wall,
+    lazyCpu: lazy.cpu,
+    eager: eager.wall,
+    eagerCpu: eager.cpu,
+    buckets: stats.buckets.length,
+    indexBytes: stats.index.bytes,
+  };
+}
+
+/** Memory baseline: the same workload against a MemoryRepository prefilled with 1M ids. */
+async function memoryBaseline(): Promise<object> {
+  const stored = 1_000_000;
+  const repo = new MemoryRepository({ maxEntries: 4_000_000, clock: clockFrom(BASE) });
+  for (let i = 0; i < stored; i += 10_000) {
+    await repo.addMany(
+      Array.from({ length: 10_000 }, (_, k) => ({ id: id(i + k) })),
+      { ttlMs: TTL_MS },
+    );
+  }
+  await checkAndMark(repo, workload('warm-', 20, stored), false);
+  const lazy = await checkAndMark(repo, workload('lazy-', BATCHES, stored), false);
+  const eager = await checkAndMark(repo, workload('eager-', BATCHES, stored), true);
+  return { lazy: lazy.wall, lazyCpu: lazy.cpu, eager: eager.wall, eagerCpu: eager.cpu };
+}
+
+/**
+ * Fresh process: negative lookups that must reach RocksDB (key index off), on a store written with `bits`
+ * bloom bits per key. Evidence that the filter is consulted: with it, absent ids load no data blocks into the
+ * block cache; without it, each lookup reads one. (Bytes read from files cannot show it: this binding's
+ * MultiGet reads through io_uring, which /proc/self/io does not count.)
+ */
+async function bloom(bits: number): Promise<object> {
+  const repo = await RocksdbRepository.open({
+    path: bloomDir(bits),
+    bloomBitsPerKey: bits,
+    indexMaxMb: 0,
+    clock: clockFrom(BASE + SPAN_MS),
+  });
+  const property = (name: string) => Object.values(repo.bucketProperty(name));
+  const cacheBytes = () => property('rocksdb.block-cache-usage').reduce((sum, v) => sum + Number(v), 0);
+  const tables = property('rocksdb.aggregated-table-properties');
+  const sum = (pattern: RegExp) => tables.reduce((total, t) => total + Number(pattern.exec(t)?.[1] ?? 0), 0);
+  const lookups = 100_000;
+  const keys = Array.from({ length: lookups }, (_, i) => id(i, 'absent-'));
+  const cacheBefore = cacheBytes();
+  const start = performance.now();
+  let found = 0;
+  for (let i = 0; i < lookups; i += BATCH) {
+    for (const hit of await repo.containsMany(keys.slice(i, i + BATCH))) if (hit) found++;
+  }
+  const us = ((performance.now() - start) * 1000) / lookups;
+  const result = {
+    bits,
+    filterBytes: sum(/filter block size=(\d+)/),
+    dataBytes: sum(/data block size=(\d+)/),
+    us,
+    cacheGrowth: cacheBytes() - cacheBefore,
+    found,
+  };
+  await repo.close();
+  return result;
+}
+
+// ---- orchestration --------------------------------------------------------------------------------------
+
+function child(phase: string, options: object = {}): Record<string, number | string> {
+  const out = execFileSync(
+    process.execPath,
+    [
+      '--max-old-space-size=4096',
+      '--import',
+      'tsx',
+      self,
+      '--phase',
+      phase,
+      '--ids',
+      String(IDS),
+      '--batches',
+      String(BATCHES),
+      '--options',
+      JSON.stringify(options),
+    ],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  return JSON.parse(out.trim().split('\n').pop() as string);
+}
+
+function populated(path: string, n: number): boolean {
+  try {
+    const marker = JSON.parse(readFileSync(join(path, 'POPULATED'), 'utf8'));
+    return marker.LAYOUT === LAYOUT && marker.n === n;
+  } catch {
+    return false;
+  }
+}
+
+async function main(): Promise<void> {
+  const options = JSON.parse(args.options as string) as Partial<RocksdbRepositoryOptions>;
+  if (args.phase !== undefined) {
+    const phases: Record<string, () => Promise<object>> = {
+      populate: () => populate(join(storeDir, 'store'), IDS, SPAN_MS, {}),
+      'populate-bloom': () =>
+        // One bucket: the ids form one table file far larger than the 8 MiB block cache.
+        populate(bloomDir(options.bloomBitsPerKey ?? 10), BLOOM_IDS, 0, {
+          bloomBitsPerKey: options.bloomBitsPerKey,
+        }),
+      measure: () => measure(options),
+      memory: memoryBaseline,
+      bloom: () => bloom(options.bloomBitsPerKey ?? 10),
+    };
+    console.log(JSON.stringify(await (phases[args.phase] as () => Promise<object>)()));
+    return;
+  }
+
+  const started = performance.now();
+  console.log(
+    `load average at start: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} (2 cores; figures scale with it)`,
+  );
+  if (!populated(join(storeDir, 'store'), IDS)) {
+    console.log(`populating ${IDS} ids (once; cached in ${storeDir}) ...`);
+    const p = child('populate');
+    console.log(
+      `  ${Number(p.seconds).toFixed(0)} s, ${Number(p.usPerId).toFixed(2)} µs/id, ${p.buckets} buckets`,
+    );
+  }
+  for (const bits of [10, 0]) {
+    if (!populated(bloomDir(bits), BLOOM_IDS)) {
+      console.log(`populating the ${bits === 0 ? 'no-bloom' : 'bloom'} store (${BLOOM_IDS} ids, once) ...`);
+      child('populate-bloom', { bloomBitsPerKey: bits });
+    }
+  }
+  console.log(`store on disk: ${((await duSize(join(storeDir, 'store'))) / 2 ** 20).toFixed(0)} MiB`);
+
+  console.log('measuring in fresh processes ...');
+  rmSync(workDir, { recursive: true, force: true });
+  cpSync(join(storeDir, 'store'), workDir, { recursive: true });
+  const memory = child('memory');
+  const walOn = child('measure', { wal: true });
+  const walOff = child('measure', { wal: false });
+  const bigBuffer = child('measure', { wal: true, writeBufferMb: 64 });
+  const noIndex = child('measure', { wal: true, indexMaxMb: 0 });
+  const blooms = [child('bloom', { bloomBitsPerKey: 10 }), child('bloom', { bloomBitsPerKey: 0 })];
+
+  const m = (v: number | string | undefined) => Number(v);
+  const rows: [string, Record<string, number | string>][] = [
+    ['memory (1M ids held)', memory],
+    ['rocksdb, WAL on (default)', walOn],
+    ['rocksdb, WAL off', walOff],
+    ['rocksdb, WAL on, 64 MiB write buffer', bigBuffer],
+    ['rocksdb, WAL on, key index off', noIndex],
+  ];
+  console.log(
+    `\ncheck-and-mark, ${IDS.toLocaleString('en')} ids stored in ${walOn.buckets} buckets; ` +
+      `${BATCHES} batches of ${BATCH}, ${DUPLICATES * 100}% duplicates`,
+  );
+  console.log('µs per id, wall time / CPU time of the process (ratio to memory)');
+  console.log(
+    'store                                  lazy mark (addMany)            eager claim + confirmMany',
+  );
+  const cell = (r: Record<string, number | string>, key: string) =>
+    `${m(r[key]).toFixed(2)}/${m(r[`${key}Cpu`]).toFixed(2)} ` +
+    `(${(m(r[key]) / m(memory[key])).toFixed(1)}x/${(m(r[`${key}Cpu`]) / m(memory[`${key}Cpu`])).toFixed(1)}x)`;
+  for (const [name, r] of rows) {
+    console.log(`${name.padEnd(38)} ${cell(r, 'lazy').padEnd(30)} ${cell(r, 'eager')}`);
+  }
+  console.log(
+    `open (index snapshot load): ${m(walOn.openMs).toFixed(0)} ms; key index: ${(m(walOn.indexBytes) / 2 ** 20).toFixed(0)} MiB`,
+  );
+
+  console.log(
+    `\nbloom filter evidence: ${BLOOM_IDS.toLocaleString('en')} ids, key index off, fresh process,`,
+  );
+  console.log('100,000 lookups of absent ids, each must ask RocksDB');
+  console.log('bits/key  filter in SST files  µs/lookup  data blocks loaded into block cache');
+  for (const b of blooms) {
+    const filter = `${(m(b.filterBytes) / 2 ** 20).toFixed(2)} MiB`;
+    const loaded = `${(m(b.cacheGrowth) / 2 ** 20).toFixed(2)} MiB (of ${(m(b.dataBytes) / 2 ** 20).toFixed(0)} MiB data)`;
+    console.log(
+      `${String(b.bits).padStart(8)}  ${filter.padStart(19)}  ${m(b.us).toFixed(2).padStart(9)}  ${loaded}`,
+    );
+  }
+  rmSync(workDir, { recursive: true, force: true });
+  const load = loadavg().map((l) => l.toFixed(1));
+  console.log(
+    `\ntotal ${((performance.now() - started) / 1000).toFixed(0)} s; load average now ${load.join(' ')}`,
+  );
+}
+
+await main();

@@ -1,0 +1,231 @@
+import { createRequire } from 'node:module';
+
+/**
+ * The slice of `@nxtedition/rocksdb`'s native addon this store uses. We call the addon directly rather than
+ * through its abstract-level class: that class re-encodes every key and value and measured ~1.4x slower per
+ * write (bench/repositories/binding-choice.ts). The shapes below are those of @nxtedition/rocksdb 12.x.
+ */
+interface NativeAddon {
+  db_init(location: string): NativeHandle;
+  db_open(db: NativeHandle, options: object, callback: (error: Error | null) => void): unknown;
+  db_close(db: NativeHandle, callback: (error?: Error | null) => void): void;
+  db_get_many(
+    db: NativeHandle,
+    keys: readonly string[],
+    options: object,
+    callback: (error: Error | null, values: (string | undefined | null)[]) => void,
+  ): void;
+  db_get_many_sync(db: NativeHandle, keys: readonly Buffer[], options: object): (string | undefined | null)[];
+  db_get_property(db: NativeHandle, property: string): string;
+  db_get_latest_sequence(db: NativeHandle): number;
+  db_get_identity(db: NativeHandle): string;
+  iterator_init(db: NativeHandle, options: object): NativeHandle;
+  iterator_nextv(
+    iterator: NativeHandle,
+    count: number,
+    callback: (error: Error | null, result: { rows: unknown[]; finished: boolean }) => void,
+  ): void;
+  iterator_close(iterator: NativeHandle): void;
+  batch_init(): NativeHandle;
+  batch_put(batch: NativeHandle, key: Buffer, value: Buffer, options: object): void;
+  batch_del(batch: NativeHandle, key: Buffer, options: object): void;
+  batch_write(db: NativeHandle, batch: NativeHandle, options: object): void;
+  batch_clear(batch: NativeHandle): void;
+}
+
+/** An opaque native object (database, iterator or write batch). */
+type NativeHandle = { readonly __native: unique symbol };
+
+const addon = createRequire(import.meta.url)('@nxtedition/rocksdb/binding') as NativeAddon;
+const NO_OPTIONS = {};
+const UTF8_VALUES = { valueEncoding: 'utf8' };
+const KEYS_ONLY = { keys: true, values: false, keyEncoding: 'utf8' };
+/**
+ * Reads of up to this many keys run synchronously: the round trip through the libuv pool cost more than the
+ * read itself for the ~100 duplicates of a batch (bench/repositories/binding-choice.ts). Larger reads stay
+ * off the event loop.
+ */
+const SYNC_READ_MAX = 256;
+
+/** Open options understood by the addon (subset). */
+export interface NativeOpenOptions {
+  readonly createIfMissing?: boolean;
+  /** ZSTD for table files; we keep it off, as the seed measured. */
+  readonly compression?: boolean;
+  /** ZSTD for the WAL; the addon turns it on by default, which doubled the write cost here. */
+  readonly walCompression?: boolean;
+  /** Block cache in bytes; 0 means none. */
+  readonly cacheSize?: number;
+  /**
+   * `level`: leveled compaction sized from `memtableMemoryBudget` (write buffer = budget / 4, level 1 = budget,
+   * ZSTD from level 2 on).
+   */
+  readonly compaction?: 'level';
+  /** Bytes; see `compaction`. */
+  readonly memtableMemoryBudget?: number;
+  /** `point-lookup`: hash index inside data blocks and a memtable bloom filter. */
+  readonly optimize?: 'point-lookup';
+  /** RocksDB filter policy string, e.g. `bloomfilter:10:false`; empty for none. */
+  readonly filterPolicy?: string;
+}
+
+/** A RocksDB error as thrown by the addon: `code` is e.g. LEVEL_LOCKED or LEVEL_IO_ERROR. */
+export type NativeError = Error & { code?: string };
+
+/**
+ * One open RocksDB database. Keys are strings (stored as UTF-8), values are UTF-8 text. Reads are async
+ * (RocksDB MultiGet on the libuv pool); writes are synchronous WriteBatches, which is what the addon offers.
+ */
+export class NativeDb {
+  readonly location: string;
+  readonly #db: NativeHandle;
+  #open = true;
+  #busy = 0;
+  #idle: (() => void) | undefined;
+
+  private constructor(location: string, db: NativeHandle) {
+    this.location = location;
+    this.#db = db;
+  }
+
+  /** Opens (and by default creates) the database at `location`. Rejects with the addon's error. */
+  static async open(location: string, options: NativeOpenOptions): Promise<NativeDb> {
+    const db = addon.db_init(location);
+    await new Promise<void>((resolve, reject) => {
+      try {
+        addon.db_open(db, options, (error) => (error ? reject(error) : resolve()));
+      } catch (error) {
+        reject(error);
+      }
+    });
+    return new NativeDb(location, db);
+  }
+
+  /** The values stored under `keys` (undefined where absent), read with one MultiGet. */
+  async getMany(keys: readonly string[]): Promise<(string | undefined | null)[]> {
+    if (keys.length <= SYNC_READ_MAX) {
+      return addon.db_get_many_sync(
+        this.#db,
+        keys.map((key) => Buffer.from(key, 'utf8')),
+        UTF8_VALUES,
+      );
+    }
+    this.#busy++;
+    try {
+      return await new Promise((resolve, reject) => {
+        addon.db_get_many(this.#db, keys, UTF8_VALUES, (error, values) =>
+          error ? reject(error) : resolve(values),
+        );
+      });
+    } finally {
+      this.#done();
+    }
+  }
+
+  /** Every key, in chunks, for rebuilding the in-memory index. */
+  async *keys(chunk = 16_384): AsyncGenerator<string[]> {
+    const iterator = addon.iterator_init(this.#db, KEYS_ONLY);
+    this.#busy++;
+    try {
+      for (;;) {
+        const { rows, finished } = await new Promise<{ rows: unknown[]; finished: boolean }>(
+          (resolve, reject) =>
+            addon.iterator_nextv(iterator, chunk, (error, result) =>
+              error ? reject(error) : resolve(result),
+            ),
+        );
+        const keys: string[] = [];
+        for (let i = 0; i < rows.length; i += 2) keys.push(rows[i] as string);
+        if (keys.length > 0) yield keys;
+        if (finished) return;
+      }
+    } finally {
+      addon.iterator_close(iterator);
+      this.#done();
+    }
+  }
+
+  /** A new write batch against this database. */
+  batch(): NativeBatch {
+    return new NativeBatch(this.#db);
+  }
+
+  /** A RocksDB property such as `rocksdb.stats` or `rocksdb.block-cache-entry-stats`. */
+  property(name: string): string {
+    return addon.db_get_property(this.#db, name);
+  }
+
+  /** The last sequence number written; it changes with every write, which dates an index snapshot. */
+  get sequence(): number {
+    return addon.db_get_latest_sequence(this.#db);
+  }
+
+  /** The database's unique id, new for every directory RocksDB creates. */
+  get identity(): string {
+    return addon.db_get_identity(this.#db);
+  }
+
+  /** Waits for in-flight reads, then closes (RocksDB syncs the WAL on close). Idempotent. */
+  async close(): Promise<void> {
+    if (!this.#open) return;
+    this.#open = false;
+    if (this.#busy > 0) await new Promise<void>((resolve) => (this.#idle = resolve));
+    await new Promise<void>((resolve, reject) =>
+      addon.db_close(this.#db, (error) => (error ? reject(error) : resolve())),
+    );
+  }
+
+  #done(): void {
+    if (--this.#busy === 0 && this.#idle) this.#idle();
+  }
+}
+
+// Keys are written through one scratch buffer and a cached view per length: RocksDB copies the bytes
+// into the batch at once, so no Buffer is allocated per key.
+const scratch = Buffer.allocUnsafe(8192);
+const views: Buffer[] = [];
+
+function keyBytes(key: string): Buffer {
+  if (key.length * 3 > scratch.length) return Buffer.from(key, 'utf8');
+  const length = scratch.write(key, 0, 'utf8');
+  let view = views[length];
+  if (view === undefined) {
+    view = scratch.subarray(0, length);
+    views[length] = view;
+  }
+  return view;
+}
+
+/** A RocksDB WriteBatch: puts and deletes applied atomically (within one database) by `write()`. */
+export class NativeBatch {
+  readonly #db: NativeHandle;
+  readonly #batch = addon.batch_init();
+  #count = 0;
+
+  constructor(db: NativeHandle) {
+    this.#db = db;
+  }
+
+  /** Number of operations queued. */
+  get count(): number {
+    return this.#count;
+  }
+
+  put(key: string, value: Buffer): void {
+    addon.batch_put(this.#batch, keyBytes(key), value, NO_OPTIONS);
+    this.#count++;
+  }
+
+  del(key: string): void {
+    addon.batch_del(this.#batch, keyBytes(key), NO_OPTIONS);
+    this.#count++;
+  }
+
+  /** Applies the batch (through the WAL) and empties it. */
+  write(): void {
+    if (this.#count === 0) return;
+    addon.batch_write(this.#db, this.#batch, NO_OPTIONS);
+    addon.batch_clear(this.#batch);
+    this.#count = 0;
+  }
+}

@@ -1,0 +1,90 @@
+import { open, readFile, rename, rm } from 'node:fs/promises';
+import { endianness } from 'node:os';
+import type { KeyIndex } from './key-index.js';
+
+/** What a snapshot remembers about each bucket, to tell whether the bucket changed since. */
+export interface SnapshotBucket {
+  readonly name: string;
+  readonly slot: number;
+  /** RocksDB's id of the database directory: a recreated bucket has a new one. */
+  readonly identity: string;
+  /** RocksDB's last sequence number: any later write moves it. */
+  readonly sequence: number;
+  readonly indexed: boolean;
+}
+
+/** A snapshot read back from disk. */
+export interface IndexSnapshot {
+  readonly buckets: readonly SnapshotBucket[];
+  readonly hashes: Uint32Array;
+  readonly slots: Uint16Array;
+  readonly live: number;
+  readonly used: number;
+}
+
+const MAGIC = 'IDX1';
+// The arrays are written in native byte order; a snapshot from another byte order is simply not used.
+const ORDER = endianness();
+
+/**
+ * Writes the key index to `file` on a graceful close (temp file, then rename), so the next open skips the
+ * key scan. The bucket list dates it: the snapshot is used only for buckets whose identity and sequence
+ * number are unchanged, which is never the case after writes it did not see (e.g. after a crash).
+ */
+export async function writeIndexFile(
+  file: string,
+  index: KeyIndex,
+  buckets: readonly SnapshotBucket[],
+): Promise<void> {
+  const { hashes, slots, live, used } = index.snapshot();
+  const header = Buffer.from(JSON.stringify({ order: ORDER, capacity: hashes.length, live, used, buckets }));
+  const prefix = Buffer.alloc(8 + header.length + ((4 - (header.length % 4)) % 4));
+  prefix.write(MAGIC, 0, 'latin1');
+  prefix.writeUInt32LE(header.length, 4);
+  header.copy(prefix, 8);
+  const temp = `${file}.tmp`;
+  const handle = await open(temp, 'w');
+  try {
+    await handle.write(prefix);
+    await handle.write(Buffer.from(hashes.buffer, hashes.byteOffset, hashes.byteLength));
+    await handle.write(Buffer.from(slots.buffer, slots.byteOffset, slots.byteLength));
+  } finally {
+    await handle.close();
+  }
+  await rename(temp, file);
+}
+
+/** Reads a snapshot; undefined when there is none or it is unreadable (the caller then rescans). */
+export async function readIndexFile(file: string): Promise<IndexSnapshot | undefined> {
+  let data: Buffer;
+  try {
+    data = await readFile(file);
+  } catch {
+    return undefined;
+  }
+  try {
+    if (data.toString('latin1', 0, 4) !== MAGIC) return undefined;
+    const headerLength = data.readUInt32LE(4);
+    const header = JSON.parse(data.toString('utf8', 8, 8 + headerLength)) as {
+      order: string;
+      capacity: number;
+      live: number;
+      used: number;
+      buckets: SnapshotBucket[];
+    };
+    const start = 8 + headerLength + ((4 - (headerLength % 4)) % 4);
+    const capacity = header.capacity;
+    if (header.order !== ORDER || data.length !== start + capacity * 6) return undefined;
+    const at = data.byteOffset + start;
+    const hashes = new Uint32Array(data.buffer.slice(at, at + capacity * 4));
+    const slots = new Uint16Array(data.buffer.slice(at + capacity * 4, at + capacity * 6));
+    return { buckets: header.buckets, hashes, slots, live: header.live, used: header.used };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Deletes the snapshot (e.g. on clear). */
+export async function removeIndexFile(file: string): Promise<void> {
+  await rm(file, { force: true });
+}

@@ -1,0 +1,18 @@
+import type { RepositoryModule } from '../module.js';
+import { rocksdbOptionsSchema } from './options.js';
+import { RocksdbRepository } from './rocksdb-repository.js';
+
+export {
+  type RocksdbRepositoryOptions,
+  type RocksdbSettings,
+  rocksdbDefaults,
+  rocksdbOptionsSchema,
+} from './options.js';
+export { RocksdbRepository, type RocksdbStats } from './rocksdb-repository.js';
+
+/** Selected by `repository.type = "rocksdb"` (the default store). */
+export const repositoryModule: RepositoryModule<typeof rocksdbOptionsSchema> = {
+  type: 'rocksdb',
+  optionsSchema: rocksdbOptionsSchema,
+  create: (options) => RocksdbRepository.open(options),
+};

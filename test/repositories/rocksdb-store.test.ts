@@ -1,0 +1,242 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { ConfigError, RepositoryError } from '../../src/errors.js';
+import { RocksdbRepository, type RocksdbRepositoryOptions } from '../../src/repositories/rocksdb/index.js';
+import { closeAfter, skipUnlessEnabled } from '../helpers/stores.js';
+
+const root = join(tmpdir(), `idem-rocksdb-store-${process.pid}`);
+const HOUR = 3_600_000;
+const MODULE = new URL('../../src/repositories/rocksdb/index.ts', import.meta.url).href;
+
+function freshPath(): string {
+  return join(root, randomUUID().slice(0, 8));
+}
+
+async function bucketDirs(path: string): Promise<string[]> {
+  return (await readdir(path)).filter((name) => name.startsWith('b-')).sort();
+}
+
+const ids = (label: string, n: number) => Array.from({ length: n }, (_, i) => `${label}-${i}`);
+
+/**
+ * Starts a child process that opens the store at `path`, runs `body` (JS, with `repo` in scope), prints READY
+ * and then idles until killed. Resolves once READY is printed.
+ */
+async function startChild(
+  path: string,
+  options: Omit<RocksdbRepositoryOptions, 'path'>,
+  body = '',
+): Promise<ChildProcess> {
+  const script = `
+    const { RocksdbRepository } = await import(${JSON.stringify(MODULE)});
+    const repo = await RocksdbRepository.open(${JSON.stringify({ ...options, path })});
+    ${body}
+    console.log('READY');
+    setInterval(() => {}, 1000);`;
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (chunk) => {
+      if (String(chunk).includes('READY')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`child exited (${code}) before READY: ${stderr}`)));
+  });
+  return child;
+}
+
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
+  after(() => rm(root, { recursive: true, force: true }));
+
+  it('drops a bucket as a whole directory once the clock passes its end', async (t) => {
+    const path = freshPath();
+    let now = Date.UTC(2030, 0, 1);
+    const start = now;
+    const repo = closeAfter(t, await RocksdbRepository.open({ path, bucketMs: 10_000, clock: () => now }));
+    const early = ids('early', 100);
+    const late = ids('late', 100);
+    await repo.addMany(
+      early.map((id) => ({ id })),
+      { ttlMs: 60_000 },
+    );
+    now += 30_000;
+    await repo.addMany(
+      late.map((id) => ({ id })),
+      { ttlMs: 60_000 },
+    );
+    assert.deepEqual(await bucketDirs(path), [`b-${start + 70_000}`, `b-${start + 100_000}`]);
+    assert.equal(repo.stats().index.entries, 200);
+
+    now = start + 70_000; // the early ids expired at +60 s; their bucket ends at +70 s
+    assert.deepEqual(await repo.containsMany([early[0] as string, late[0] as string]), [false, true]);
+    assert.deepEqual(
+      repo.stats().buckets.map((b) => b.name),
+      [`b-${start + 100_000}`],
+    );
+    assert.equal(repo.stats().index.entries, 100, 'index entries of the dropped bucket were kept');
+    await repo.close(); // waits for the background delete
+    assert.deepEqual(await bucketDirs(path), [`b-${start + 100_000}`]);
+  });
+
+  it('moves a confirmed record to the bucket of its new retention', async (t) => {
+    const path = freshPath();
+    let now = Date.UTC(2030, 0, 1);
+    const repo = closeAfter(t, await RocksdbRepository.open({ path, bucketMs: 10_000, clock: () => now }));
+    const claimed = ids('claim', 50);
+    await repo.addMany(
+      claimed.map((id) => ({ id })),
+      { ttlMs: 20_000, leaseMs: 20_000, owner: 'w' },
+    );
+    const [claimBucket] = await bucketDirs(path);
+    const ok = await repo.confirmMany(
+      claimed.map((id) => ({ id, owner: 'w' })),
+      { ttlMs: HOUR },
+    );
+    assert.ok(ok.every(Boolean));
+    now += 30_001; // past the claims' bucket
+    assert.ok((await repo.containsMany(claimed)).every(Boolean), 'confirmed ids lost with the claim bucket');
+    assert.equal((await repo.get(claimed[0] as string))?.state, 'confirmed');
+    assert.ok(!repo.stats().buckets.some((b) => b.name === claimBucket));
+  });
+
+  it('names the path when the store is already open in this process', async (t) => {
+    const path = freshPath();
+    closeAfter(t, await RocksdbRepository.open({ path }));
+    await assert.rejects(RocksdbRepository.open({ path }), (error: unknown) => {
+      assert.ok(error instanceof RepositoryError, String(error));
+      assert.ok(error.message.includes(path), error.message);
+      return true;
+    });
+  });
+
+  it('names the path when another process holds the store, and opens once it is gone', async (t) => {
+    const path = freshPath();
+    const child = await startChild(path, {});
+    t.after(() => kill(child));
+    await assert.rejects(RocksdbRepository.open({ path }), (error: unknown) => {
+      assert.ok(error instanceof RepositoryError, String(error));
+      assert.ok(error.message.includes(path), error.message);
+      return true;
+    });
+    await kill(child);
+    closeAfter(t, await RocksdbRepository.open({ path }));
+  });
+
+  it('names the path when it cannot be used as a directory', async () => {
+    await mkdir(root, { recursive: true });
+    const file = join(root, `file-${randomUUID().slice(0, 8)}`);
+    await writeFile(file, 'not a directory');
+    for (const path of [file, join(file, 'below')]) {
+      await assert.rejects(RocksdbRepository.open({ path }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.key, 'repository.path');
+        assert.ok(error.message.includes(path), error.message);
+        return true;
+      });
+    }
+  });
+
+  it('rejects an unknown option with a ConfigError naming it', async () => {
+    const options = { path: freshPath(), bucketSize: 5 } as unknown as RocksdbRepositoryOptions;
+    await assert.rejects(RocksdbRepository.open(options), (error: unknown) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.equal(error.key, 'repository.bucketSize');
+      return true;
+    });
+  });
+
+  it('keeps every id across a graceful close with the WAL off', async () => {
+    const path = freshPath();
+    const marked = ids('lazy', 500);
+    const first = await RocksdbRepository.open({ path, wal: false });
+    await first.addMany(
+      marked.map((id) => ({ id })),
+      { ttlMs: HOUR },
+    );
+    await first.add('claim', { ttlMs: HOUR, leaseMs: HOUR, owner: 'o' });
+    await first.close();
+    const reopened = await RocksdbRepository.open({ path, wal: false });
+    try {
+      assert.ok((await reopened.containsMany(marked)).every(Boolean));
+      assert.equal((await reopened.get('claim'))?.owner, 'o');
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('keeps confirmed ids written with the WAL on when the process is SIGKILLed', async (t) => {
+    const path = freshPath();
+    // A graceful close first leaves an index snapshot, which the killed run then makes stale.
+    const before = await RocksdbRepository.open({ path });
+    await before.add('before-kill', { ttlMs: HOUR });
+    await before.close();
+    const child = await startChild(
+      path,
+      { wal: true },
+      `
+      const lazy = Array.from({ length: 1000 }, (_, i) => ({ id: 'lazy-' + i }));
+      await repo.addMany(lazy, { ttlMs: ${HOUR} });
+      const claims = Array.from({ length: 10 }, (_, i) => ({ id: 'claim-' + i }));
+      await repo.addMany(claims, { ttlMs: ${HOUR}, leaseMs: ${HOUR}, owner: 'child' });
+      await repo.confirmMany(claims.map(({ id }) => ({ id, owner: 'child' })), { ttlMs: ${HOUR} });
+      await repo.add('open-claim', { ttlMs: ${HOUR}, leaseMs: ${HOUR}, owner: 'child' });`,
+    );
+    await kill(child);
+    const repo = closeAfter(t, await RocksdbRepository.open({ path }));
+    assert.ok((await repo.containsMany(ids('lazy', 1000))).every(Boolean), 'lazy marks lost');
+    const claims = await repo.getMany(ids('claim', 10));
+    assert.ok(
+      claims.every((r) => r?.state === 'confirmed'),
+      'confirmed claims lost',
+    );
+    assert.equal((await repo.get('open-claim'))?.owner, 'child');
+    assert.equal(await repo.contains('before-kill'), true);
+    assert.equal(await repo.contains('never-added'), false);
+  });
+
+  it('stays exact when the key index is full or off', async (t) => {
+    // 1 MiB holds 2^17 entries, 3/4 of which may be used: 100k ids overflow it.
+    for (const indexMaxMb of [1, 0]) {
+      const path = freshPath();
+      const repo = closeAfter(t, await RocksdbRepository.open({ path, indexMaxMb }));
+      const stored = ids('full', indexMaxMb === 0 ? 5_000 : 100_000);
+      for (let i = 0; i < stored.length; i += 5_000) {
+        await repo.addMany(
+          stored.slice(i, i + 5_000).map((id) => ({ id })),
+          { ttlMs: HOUR },
+        );
+      }
+      assert.equal(repo.stats().buckets[0]?.indexed, false);
+      const sample = stored.filter((_, i) => i % 97 === 0);
+      assert.ok(
+        (await repo.containsMany(sample)).every(Boolean),
+        `stored ids missed (indexMaxMb ${indexMaxMb})`,
+      );
+      assert.ok(!(await repo.containsMany(ids('absent', 500))).some(Boolean));
+      const again = await repo.addMany(
+        sample.map((id) => ({ id })),
+        { ttlMs: HOUR },
+      );
+      assert.ok(again.every((r) => !r.added));
+      await repo.close();
+      const reopened = closeAfter(t, await RocksdbRepository.open({ path, indexMaxMb }));
+      assert.ok((await reopened.containsMany(sample)).every(Boolean), 'ids missed after reopen');
+    }
+  });
+});

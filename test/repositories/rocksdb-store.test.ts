@@ -180,7 +180,7 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     }
   });
 
-  it('keeps confirmed ids written with the WAL on when the process is SIGKILLed', async (t) => {
+  it('keeps confirmed ids and lazy marks written with the WAL on when the process is SIGKILLed', async (t) => {
     const path = freshPath();
     // A graceful close first leaves an index snapshot, which the killed run then makes stale.
     const before = await RocksdbRepository.open({ path });
@@ -205,7 +205,10 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
       claims.every((r) => r?.state === 'confirmed'),
       'confirmed claims lost',
     );
-    assert.equal((await repo.get('open-claim'))?.owner, 'child');
+    // An unconfirmed claim is buffered for up to a second: the kill may have forgotten it (freeing the id at
+    // once, as its owner died), or it is intact.
+    const open = await repo.get('open-claim');
+    assert.ok(open === undefined || (open.state === 'in-flight' && open.owner === 'child'));
     assert.equal(await repo.contains('before-kill'), true);
     assert.equal(await repo.contains('never-added'), false);
   });

@@ -56,13 +56,6 @@ export interface NativeOpenOptions {
   readonly walCompression?: boolean;
   /** Block cache in bytes; 0 means none. */
   readonly cacheSize?: number;
-  /**
-   * `level`: leveled compaction sized from `memtableMemoryBudget` (write buffer = budget / 4, level 1 = budget,
-   * ZSTD from level 2 on).
-   */
-  readonly compaction?: 'level';
-  /** Bytes; see `compaction`. */
-  readonly memtableMemoryBudget?: number;
   /** `point-lookup`: hash index inside data blocks and a memtable bloom filter. */
   readonly optimize?: 'point-lookup';
   /** RocksDB filter policy string, e.g. `bloomfilter:10:false`; empty for none. */

@@ -8,17 +8,15 @@ export const rocksdbDefaults = {
    * bucket is deleted whole once its end has passed. Shorter lifetimes get finer buckets (see docs/rocksdb.md).
    */
   bucketMs: 3_600_000,
-  /** Write every change to RocksDB before the call resolves (false: buffer it in memory for up to a second). */
+  /**
+   * Write marks, confirmations and removals to RocksDB before the call resolves (false: buffer them in memory
+   * for up to a second). Unconfirmed claims are buffered either way.
+   */
   wal: true,
   /** RocksDB bloom filter bits per key in every table file; 0 turns the filter off (benchmarks only). */
   bloomBitsPerKey: 10,
   /** RocksDB block cache per bucket, in MiB. */
   blockCacheMb: 8,
-  /**
-   * RocksDB write buffer (memtable) per bucket, in MiB. 16 measured ~1.5-2x cheaper per write than RocksDB's
-   * 64 (a shallower skiplist) with no loss on lookups, which the key index mostly spares RocksDB.
-   */
-  writeBufferMb: 16,
   /** Memory cap of the in-process key index, in MiB; 0 turns it off and every lookup reads RocksDB. */
   indexMaxMb: 256,
 } as const;
@@ -32,7 +30,6 @@ export const rocksdbOptionsSchema = z
     wal: z.boolean().default(rocksdbDefaults.wal),
     bloomBitsPerKey: z.number().int().min(0).max(64).default(rocksdbDefaults.bloomBitsPerKey),
     blockCacheMb: z.number().int().min(0).max(4095).default(rocksdbDefaults.blockCacheMb),
-    writeBufferMb: z.number().int().min(1).max(1024).default(rocksdbDefaults.writeBufferMb),
     indexMaxMb: z.number().int().min(0).default(rocksdbDefaults.indexMaxMb),
   })
   .strict();

@@ -94,8 +94,6 @@ export class RocksdbRepository extends BaseRepository {
       compression: false,
       walCompression: false,
       cacheSize: settings.blockCacheMb * 1024 * 1024,
-      compaction: 'level',
-      memtableMemoryBudget: settings.writeBufferMb * 4 * 1024 * 1024,
       optimize: 'point-lookup',
       filterPolicy: settings.bloomBitsPerKey > 0 ? `bloomfilter:${settings.bloomBitsPerKey}:false` : '',
     };
@@ -366,19 +364,24 @@ export class RocksdbRepository extends BaseRepository {
     return stale.length > 0 ? stale : NO_BUCKETS;
   }
 
-  /** With the WAL on, a change reaches RocksDB before the call resolves; otherwise within FLUSH_INTERVAL_MS. */
+  /**
+   * With the WAL on, confirmed records and deletions reach RocksDB before the call resolves. In-flight claims
+   * (and, with the WAL off, every change) are buffered and written within FLUSH_INTERVAL_MS, on close, or never
+   * when confirmed first: a claim dies with its owner's process anyway, and a crash that forgets it frees the
+   * id at once rather than at the end of its lease.
+   */
   #afterWrite(): void {
-    if (this.#settings.wal || this.#pending.size >= FLUSH_MAX_PENDING) {
+    const full = this.#pending.size >= FLUSH_MAX_PENDING;
+    if (this.#settings.wal || full) {
       try {
-        this.#flush();
+        this.#flush(!full);
       } catch (error) {
         // The call fails, so its changes must not linger in memory as if they had been stored.
         if (this.#settings.wal) this.#pending.clear();
         throw error;
       }
-      return;
     }
-    if (this.#flushTimer === undefined) {
+    if (this.#pending.size > 0 && this.#flushTimer === undefined) {
       this.#flushTimer = setTimeout(() => {
         this.#flushTimer = undefined;
         this.#serial(async () => this.#flush()).catch((error: unknown) => {
@@ -394,13 +397,20 @@ export class RocksdbRepository extends BaseRepository {
     this.#flushTimer = undefined;
   }
 
-  /** Writes the buffered changes, one WriteBatch per bucket. Kept buffered if a write fails. */
-  #flush(): void {
+  /**
+   * Writes buffered changes, one WriteBatch per bucket; with `durableOnly` (WAL on), in-flight claims stay
+   * buffered. What a failed write did not store stays buffered.
+   */
+  #flush(durableOnly = false): void {
     if (this.#pending.size === 0) return;
     const puts = new Map<Bucket, NativeBatch>();
     const deletes = new Map<Bucket, NativeBatch>();
+    const written: [string, Pending][] = [];
     const encode = valueEncoder();
-    for (const [key, change] of this.#pending) {
+    for (const entry of this.#pending) {
+      const [key, change] = entry;
+      if (durableOnly && change.record?.state === 'in-flight') continue;
+      written.push(entry);
       if (change.record !== undefined && change.bucket !== undefined && !change.bucket.dropped) {
         batchOf(puts, change.bucket).put(key, encode(change.record));
       }
@@ -415,14 +425,14 @@ export class RocksdbRepository extends BaseRepository {
       this.#claims.clear();
       throw error;
     }
-    for (const [key, change] of this.#pending) {
+    for (const [key, change] of written) {
+      this.#pending.delete(key);
       if (this.#claims.size > 0) this.#claims.delete(key);
       if (change.record?.state === 'in-flight' && change.bucket !== undefined) {
         this.#claims.set(key, { record: change.record, bucket: change.bucket });
       }
     }
     while (this.#claims.size > MAX_CLAIMS) this.#claims.delete(this.#claims.keys().next().value as string);
-    this.#pending.clear();
   }
 
   /** The bucket for a record kept `lifetimeMs` longer, opened if new. Buckets are dated on the wall clock. */

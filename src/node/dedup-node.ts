@@ -1,72 +1,108 @@
-import { type EachBatchPayload, Kafka, type KafkaMessage, logLevel, type SASLOptions } from 'kafkajs';
+import { type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
-import { type DeadLetter, type DlqReason, sendDeadLetters } from '../adapters/kafka/dlq.js';
-import { messageIdReader } from '../adapters/kafka/message-id.js';
-import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
-import type { BatchItem } from '../consumer/types.js';
 import type { IdempotentRepository } from '../repositories/types.js';
+import { ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
+import { kafkaClient } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
-import { formatPerf, PerfLog, type Phase } from './perf-log.js';
-
-/** One input record on its way through the node. */
-interface InputRecord {
-  readonly message: KafkaMessage;
-  readonly id: string | undefined;
-}
+import { OutputWriter } from './output.js';
+import { formatPerf, PerfLog } from './perf-log.js';
+import { prepareTopics } from './topics.js';
 
 /** What a running node exposes. */
 export interface DedupNodeHandle {
   readonly metrics: NodeMetrics;
   /** The port `/metrics` is served on, when enabled. */
   readonly metricsPort: number | undefined;
-  /** Finishes the batch in hand, commits it, flushes the store and disconnects. */
+  /** Rejects when the node fails for good: the consumer crashed and kafkajs will not restart it. */
+  readonly failed: Promise<never>;
+  /** Running counts since start. */
+  totals(): Readonly<NodeTotals>;
+  /** Finishes the batch in hand, commits it, flushes the store and disconnects. Idempotent. */
   stop(): Promise<void>;
 }
 
+/** Options of {@link startDedupNode} that exist only in code. */
+export interface DedupNodeOptions {
+  /** A kafkajs client to use instead of one built from `config.kafka`. */
+  readonly kafka?: Kafka;
+}
+
 /**
- * The Kafka→Kafka dedup node. Per partition batch, in this order:
- *   1. parse each record's dedup id (records that cannot be read go to the DLQ);
- *   2. look the ids up in the store (one call), dropping duplicates, first received wins;
- *   3. produce the survivors to the output topic, same partition, key and headers, and wait for their acks;
- *   4. mark their ids in the store (one call);
- *   5. commit the input offsets.
- * A crash anywhere before 5 re-reads the batch: records already produced but not yet marked are produced again
- * (at most one batch per partition leaks), and nothing is lost. See docs/node.md.
+ * The Kafka→Kafka dedup node. Each partition batch is cut into chunks of `input.batchSize` records; per chunk:
+ *   1. parse: read each record's dedup id (unreadable records and, by default, records without one are set
+ *      aside for the DLQ);
+ *   2. lookup: one store call for the chunk's ids; a duplicate of a stored id or of an earlier record in the
+ *      chunk is dropped (first received wins);
+ *   3. produce + deliver: write the survivors to the output topic, in their input partition with their key,
+ *      headers and timestamp, in order, and wait for the acks (records the output refuses go to the DLQ);
+ *   4. mark: one store call records the forwarded ids, kept for `dedup.window`;
+ *   5. dead letters, then the chunk's offset is resolved.
+ * The offsets of the finished chunks are committed once per fetched batch (and before giving up on one).
+ * A crash repeats at most the chunk between its produce and its mark; nothing is committed before it is
+ * written somewhere. Partitions are handled one at a time, so one process never races itself. See docs/node.md.
  */
 export async function startDedupNode(
   config: NodeConfig,
   repository: IdempotentRepository,
   logger: Logger,
+  options: DedupNodeOptions = {},
 ): Promise<DedupNodeHandle> {
+  const kafka = options.kafka ?? kafkaClient(config.kafka, logger);
+  const layout = await prepareTopics(kafka, config);
   const metrics = new NodeMetrics();
   const perf = new PerfLog();
-  const kafka = new Kafka({
-    clientId: config.kafka.clientId,
-    brokers: config.kafka.brokers,
-    ssl: config.kafka.ssl,
-    ...(config.kafka.sasl ? { sasl: config.kafka.sasl as SASLOptions } : {}),
-    logLevel: logLevel.WARN,
-    logCreator: () => (entry) => logger.warn({ kafkajs: entry.namespace, ...entry.log }, entry.log.message),
-    // A broker outage of tens of seconds is ridden out rather than crashing the node.
-    retry: { retries: 20, initialRetryTime: 300, maxRetryTime: 10_000 },
+  const totals = emptyTotals();
+  const { batchSize } = config.input;
+
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    // Output records carry their partition; only dead letters are placed, by key.
+    createPartitioner: Partitioners.DefaultPartitioner,
   });
-  // Lazy mode: the mark comes after the output acks, so a crash between them repeats output rather than losing it.
-  const dedup = new IdempotentConsumer<InputRecord>({
-    repository,
-    id: (record) => record.id,
-    mode: 'lazy',
-    ttlMs: config.dedup.window,
-    storeFailure: config.dedup.storeFailure,
+  const output = new OutputWriter(producer, {
+    topic: config.output.topic,
+    maxBatchBytes: layout.outputMaxBatchBytes,
+    sendAttempts: config.output.sendAttempts,
+    retryBackoffMs: config.output.retryBackoff,
+    onRetry: (error, attempt) => {
+      metrics.outputRetries.inc();
+      logger.warn({ err: error, attempt }, 'output request failed; retrying');
+    },
   });
-  const readId = messageIdReader(config.dedup.id);
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
-  const consumer = kafka.consumer({
+  const consumer: Consumer = kafka.consumer({
     groupId: config.input.groupId,
     sessionTimeout: config.kafka.sessionTimeout,
-    heartbeatInterval: Math.max(1_000, Math.floor(config.kafka.sessionTimeout / 5)),
+    heartbeatInterval: Math.max(500, Math.floor(config.kafka.sessionTimeout / 5)),
     maxWaitTimeInMs: config.input.batchTimeout,
-    allowAutoTopicCreation: true,
+    maxBytesPerPartition: config.input.maxBytesPerPartition,
+    maxBytes: config.input.maxBytes,
+    allowAutoTopicCreation: false,
+  });
+
+  let fail: (error: Error) => void = () => undefined;
+  const failed = new Promise<never>((_, reject) => {
+    fail = reject;
+  });
+  failed.catch(() => undefined); // observed by whoever awaits it; never an unhandled rejection
+  consumer.on(consumer.events.CRASH, ({ payload }) => {
+    if (payload.restart) {
+      logger.warn({ err: payload.error }, 'consumer crashed; kafkajs restarts it');
+    } else {
+      logger.error({ err: payload.error }, 'consumer crashed and will not restart');
+      fail(payload.error);
+    }
+  });
+  // An iteration is one fetch round; a round that brought no records was input-starved.
+  let roundHadRecords = true;
+  consumer.on(consumer.events.FETCH_START, () => {
+    perf.iteration(!roundHadRecords);
+    roundHadRecords = false;
+  });
+  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+    logger.info({ memberId: payload.memberId, assignment: payload.memberAssignment }, 'joined the group');
   });
 
   await producer.connect();
@@ -81,152 +117,97 @@ export async function startDedupNode(
   }, config.perf.interval);
   perfTimer.unref();
 
-  let lastBatchEnd = performance.now();
-  const timed = async <T>(phase: Phase, work: () => Promise<T>): Promise<T> => {
-    const start = performance.now();
-    try {
-      return await work();
-    } finally {
-      perf.add(phase, performance.now() - start);
-    }
-  };
+  const chunks = new ChunkProcessor({ config, repository, output, producer, metrics, perf, totals, logger });
 
-  const handleChunk = async (payload: EachBatchPayload, messages: readonly KafkaMessage[]): Promise<void> => {
-    const { topic, partition } = payload.batch;
+  /**
+   * One fetched partition batch, chunk by chunk: each chunk is parsed, looked up, produced (acked) and marked
+   * before the next one starts, so at most one chunk is ever produced but not yet marked: a crash repeats at
+   * most that chunk. The offsets of the finished chunks are committed at the end, also when a chunk failed.
+   * (Overlapping a chunk's lookup with the previous chunk's produce measured no faster: the node is bound by
+   * its one CPU thread, not by waiting.)
+   */
+  const handleBatch = async (payload: EachBatchPayload): Promise<void> => {
     const batchStart = performance.now();
-    const letters: DeadLetter[] = [];
-    const records: InputRecord[] = [];
-    await timed('parse', async () => {
-      for (const message of messages) {
-        const verdict = readId(message);
-        if (!verdict.ok) letters.push(letter(topic, partition, message, verdict.reason, verdict.detail));
-        else if (verdict.id === undefined && config.dedup.missingId === 'dlq') {
-          letters.push(letter(topic, partition, message, 'no-id', `no value at ${describeId(config)}`));
-        } else records.push({ message, id: verdict.id });
+    perf.enter();
+    roundHadRecords = true;
+    const { topic, partition, messages } = payload.batch;
+    const highWatermark = Number(payload.batch.highWatermark);
+    const partitionLabel = String(partition);
+    let done: KafkaMessage | undefined;
+    let failure: unknown;
+    try {
+      for (let i = 0; i < messages.length; i += batchSize) {
+        if (!payload.isRunning() || payload.isStale()) break;
+        const chunk = messages.slice(i, i + batchSize);
+        await chunks.handle(topic, partition, chunk);
+        done = chunk[chunk.length - 1] as KafkaMessage;
+        payload.resolveOffset(done.offset);
+        // Behind the high watermark of this fetch; Number is exact below 2^53 records.
+        metrics.lag.set(
+          { topic, partition: partitionLabel },
+          Math.max(0, highWatermark - Number(done.offset) - 1),
+        );
+        await payload.heartbeat();
       }
-    });
-
-    let out = 0;
-    let handlerStart = 0;
-    let handlerEnd = 0;
-    const lookupStart = performance.now();
-    const { results } = await dedup.processBatch(
-      records,
-      {
-        batch: async (items: readonly BatchItem<InputRecord>[]) => {
-          handlerStart = performance.now();
-          perf.add('lookup', handlerStart - lookupStart);
-          metrics.storeSeconds.observe({ operation: 'lookup' }, (handlerStart - lookupStart) / 1000);
-          const messagesOut = items.map(({ message: { message } }) => ({
-            key: message.key,
-            value: message.value,
-            headers: message.headers,
-            partition,
-          }));
-          perf.add('produce', performance.now() - handlerStart);
-          await timed('deliver', () =>
-            producer.send({ topic: config.output.topic, acks: -1, messages: messagesOut }),
-          );
-          out = messagesOut.length;
-          handlerEnd = performance.now();
-        },
-      },
-      { stream: `${topic}:${partition}` },
-    );
-    const failed = results.find((r) => r.outcome === 'failed');
-    // The output send failed: nothing was marked; throwing makes kafkajs re-deliver the batch from the last commit.
-    if (failed) throw failed.error;
-    if (handlerEnd > 0) {
-      const markMs = performance.now() - handlerEnd;
-      perf.add('mark', markMs);
-      metrics.storeSeconds.observe({ operation: 'mark' }, markMs / 1000);
-    } else {
-      perf.add('lookup', performance.now() - lookupStart);
+    } catch (error) {
+      failure = error;
     }
-
-    if (letters.length > 0) {
-      await timed('deliver', () => sendDeadLetters(producer, config.dlq.topic, letters));
-      for (const l of letters) metrics.deadLetters.inc({ reason: l.reason });
-      logger.warn(
-        { topic, partition, count: letters.length, reasons: [...new Set(letters.map((l) => l.reason))] },
-        'records sent to the DLQ',
-      );
+    // Commit what is finished even when a later chunk failed, so a retry or a new owner repeats less.
+    if (done !== undefined) {
+      const commitStart = performance.now();
+      try {
+        await payload.commitOffsetsIfNecessary({
+          topics: [{ topic, partitions: [{ partition, offset: nextOffset(done.offset) }] }],
+        });
+        totals.commits++;
+      } catch (error) {
+        failure ??= error;
+      }
+      perf.add('commit', performance.now() - commitStart);
     }
-
-    const last = messages[messages.length - 1] as KafkaMessage;
-    await timed('commit', async () => {
-      payload.resolveOffset(last.offset);
-      await payload.commitOffsetsIfNecessary();
-    });
-    await payload.heartbeat();
-
-    let dropped = 0;
-    let noId = 0;
-    for (const r of results) {
-      if (r.outcome === 'duplicate') dropped++;
-      else if (r.outcome === 'no-id') noId++;
-    }
-    metrics.recordsIn.inc(messages.length);
-    metrics.recordsOut.inc(out);
-    metrics.duplicates.inc(dropped);
-    metrics.noId.inc(noId);
-    metrics.lag.set(
-      { topic, partition: String(partition) },
-      Math.max(0, Number(payload.batch.highWatermark) - Number(last.offset) - 1),
-    );
+    totals.batches++;
     metrics.batchSeconds.observe((performance.now() - batchStart) / 1000);
-    perf.batch(messages.length, out, dropped, false);
+    perf.leave();
+    if (failure !== undefined) {
+      logger.warn(
+        { err: failure, topic, partition },
+        'batch failed; kafkajs retries it from the last commit',
+      );
+      throw failure;
+    }
   };
 
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,
     partitionsConsumedConcurrently: 1,
-    eachBatch: async (payload) => {
-      const pollMs = performance.now() - lastBatchEnd;
-      perf.add('poll', pollMs);
-      if (pollMs >= config.input.batchTimeout * 0.9) perf.batch(0, 0, 0, true);
-      const { messages } = payload.batch;
-      for (let i = 0; i < messages.length; i += config.input.batchSize) {
-        if (!payload.isRunning() || payload.isStale()) break;
-        await handleChunk(payload, messages.slice(i, i + config.input.batchSize));
-      }
-      lastBatchEnd = performance.now();
-    },
+    eachBatch: handleBatch,
   });
 
   let stopping: Promise<void> | undefined;
   return {
     metrics,
     metricsPort,
+    failed,
+    totals: () => ({ ...totals }),
     stop: () => {
       stopping ??= (async () => {
         clearInterval(perfTimer);
-        await consumer.disconnect(); // waits for the batch in hand, which commits before returning
-        await producer.disconnect();
-        await repository.close(); // flushes a local store
-        await metrics.close();
+        try {
+          await consumer.disconnect(); // waits for the chunk in hand; the batch commits before returning
+          await producer.disconnect();
+        } finally {
+          await repository.close(); // flushes a local store
+          await metrics.close();
+          const summary = perf.flush();
+          logger.info({ perf: summary }, formatPerf(summary));
+        }
       })();
       return stopping;
     },
   };
 }
 
-function letter(
-  topic: string,
-  partition: number,
-  message: KafkaMessage,
-  reason: DlqReason,
-  error: string,
-): DeadLetter {
-  return { topic, partition, message, reason, error, attempts: 0 };
-}
-
-function describeId(config: NodeConfig): string {
-  const id = config.dedup.id;
-  return id.from === 'value'
-    ? `value path ${id.path}`
-    : id.from === 'header'
-      ? `header ${id.name}`
-      : 'the record key';
+function nextOffset(offset: string): string {
+  return (BigInt(offset) + 1n).toString();
 }

@@ -14,9 +14,23 @@ export class NodeMetrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  readonly raced = this.counter(
+    'idem_node_duplicates_raced_total',
+    "Records forwarded although another worker marked their id between this node's lookup and its mark",
+  );
+  readonly outputRetries = this.counter(
+    'idem_node_output_retries_total',
+    'Output requests retried after an error that may pass',
+  );
+  readonly storeFailures = new Counter({
+    name: 'idem_node_store_failures_total',
+    help: 'Store calls that failed and were passed over (storeFailure = process), by operation',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
   readonly batchSeconds = new Histogram({
     name: 'idem_node_batch_duration_seconds',
-    help: 'Wall time to handle one partition batch, from fetch handed over to offsets committed',
+    help: 'Wall time to handle one fetched partition batch, from hand-over to offsets committed',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
@@ -60,6 +74,7 @@ export class NodeMetrics {
     return typeof address === 'object' && address ? address.port : port;
   }
 
+  /** Stops serving `/metrics`. */
   async close(): Promise<void> {
     const server = this.#server;
     if (!server) return;

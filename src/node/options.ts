@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { idSourceSchema } from '../adapters/kafka/message-id.js';
+import { type IdSource, idSourceSchema } from '../adapters/kafka/message-id.js';
 import { configSections } from '../config/sections.js';
 import { durationMs } from '../util/duration.js';
 
@@ -7,14 +7,26 @@ import { durationMs } from '../util/duration.js';
 export const nodeDefaults = {
   clientId: 'idem-node',
   groupId: 'idem-dedup',
+  /** Records per store round trip and per output request; also the most records one crash can repeat. */
   batchSize: 1000,
   batchTimeoutMs: 1_000,
+  /** Fetch sizes: larger fetches mean fewer round trips, and the node commits once per fetched batch. */
+  maxBytesPerPartition: 4 * 1024 * 1024,
+  maxBytes: 16 * 1024 * 1024,
   windowMs: 3 * 3_600_000,
   missingId: 'dlq',
+  storeFailure: 'fail',
+  /** Tries of one output request whose error may pass (broker away, leader moving) before the batch is retried. */
+  sendAttempts: 5,
+  retryBackoffMs: 500,
   metricsPort: 8000,
   metricsHost: '0.0.0.0',
   perfIntervalMs: 10_000,
   sessionTimeoutMs: 10_000,
+  connectionTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  /** Longest graceful stop (finish the batch, commit, flush); past it the process exits with code 1. */
+  shutdownTimeoutMs: 30_000,
 } as const;
 
 const saslSchema = z
@@ -25,21 +37,41 @@ const saslSchema = z
   })
   .strict();
 
+/** TLS settings passed to Node's `tls.connect` (PEM text, not file paths, as for the Redis store). */
+const tlsSchema = z
+  .object({
+    ca: z.string().optional(),
+    cert: z.string().optional(),
+    key: z.string().optional(),
+    servername: z.string().optional(),
+    rejectUnauthorized: z.boolean().optional(),
+  })
+  .strict();
+
 /** `[kafka]`: how to reach the cluster (shared by input, output and DLQ). */
 export const kafkaConnectionSchema = z
   .object({
     brokers: z.array(z.string().min(1)).min(1),
     clientId: z.string().min(1).default(nodeDefaults.clientId),
-    ssl: z.boolean().default(false),
+    /** `true` for TLS with the system CAs, or a table of TLS settings. */
+    ssl: z.union([z.boolean(), tlsSchema]).default(false),
     sasl: saslSchema.optional(),
     /** How long a killed or stuck member keeps its partitions; the broker's minimum is 6 s. */
     sessionTimeout: durationMs.default(nodeDefaults.sessionTimeoutMs),
+    connectionTimeout: durationMs.default(nodeDefaults.connectionTimeoutMs),
+    requestTimeout: durationMs.default(nodeDefaults.requestTimeoutMs),
   })
   .strict();
 
+/** `id = "uid"` is short for `id = { from = "value", path = "uid" }`. */
+const dedupIdSchema = z.union([
+  z.string().transform((path): IdSource => ({ from: 'value', path })),
+  idSourceSchema,
+]);
+
 /**
- * The dedup node's config file (`idem node --config node.toml`). Env overrides use `IDEM__SECTION__KEY`, e.g.
- * `IDEM__METRICS__ENABLED=false`, `IDEM__INPUT__TOPIC=raw`.
+ * The dedup node's config file (`node src/node/bin.ts --config node.toml`). Env overrides use
+ * `IDEM__SECTION__KEY`, e.g. `IDEM__METRICS__ENABLED=false`, `IDEM__INPUT__TOPIC=raw`. See docs/node.md.
  */
 export const nodeConfigSchema = z
   .object({
@@ -49,25 +81,36 @@ export const nodeConfigSchema = z
       .object({
         topic: z.string().min(1),
         groupId: z.string().min(1).default(nodeDefaults.groupId),
-        /** Most records handled per store round trip and per output send. */
+        /** Most records handled per store round trip and per output request. */
         batchSize: z.number().int().min(1).default(nodeDefaults.batchSize),
-        /** Longest wait for a fetch to fill before the node works on what it has. */
+        /** Longest wait of one fetch on a drained topic before the node polls again. */
         batchTimeout: durationMs.default(nodeDefaults.batchTimeoutMs),
+        /** A group without committed offsets starts at the earliest record (true) or at the end (false). */
         fromBeginning: z.boolean().default(true),
+        maxBytesPerPartition: z.number().int().min(1024).default(nodeDefaults.maxBytesPerPartition),
+        maxBytes: z.number().int().min(1024).default(nodeDefaults.maxBytes),
       })
       .strict(),
-    output: z.object({ topic: z.string().min(1) }).strict(),
+    output: z
+      .object({
+        topic: z.string().min(1),
+        /** Tries of one request that fails with a passing error, before the fetched batch is retried from scratch. */
+        sendAttempts: z.number().int().min(1).default(nodeDefaults.sendAttempts),
+        /** First wait between tries, doubled each time. */
+        retryBackoff: durationMs.default(nodeDefaults.retryBackoffMs),
+      })
+      .strict(),
     dlq: z.object({ topic: z.string().min(1) }).strict(),
     dedup: z
       .object({
-        /** Where the dedup field is: `{ from = "value", path = "uid" }`, `{ from = "key" }` or a header. */
-        id: idSourceSchema,
-        /** How long an id stays a duplicate (processing time); this is the consumer's TTL. */
+        /** The dedup field: a dotted path into the JSON value (`"uid"`), or `{ from = "key" }` / a header. */
+        id: dedupIdSchema,
+        /** How long an id stays a duplicate, from when the node forwarded it (processing time). */
         window: durationMs.default(nodeDefaults.windowMs),
         /** A record without the dedup field: dead-letter it (default) or forward it undeduplicated (KIP-655). */
         missingId: z.enum(['dlq', 'forward']).default(nodeDefaults.missingId),
-        /** Store down: `fail` stops the batch (nothing committed, retried); `process` forwards records as new. */
-        storeFailure: z.enum(['fail', 'process']).default('fail'),
+        /** Store down: `fail` retries the batch (nothing forwarded or committed); `process` forwards as new. */
+        storeFailure: z.enum(['fail', 'process']).default(nodeDefaults.storeFailure),
       })
       .strict(),
     metrics: z
@@ -82,8 +125,15 @@ export const nodeConfigSchema = z
       .object({ interval: durationMs.default(nodeDefaults.perfIntervalMs) })
       .strict()
       .prefault({}),
+    shutdown: z
+      .object({ timeout: durationMs.default(nodeDefaults.shutdownTimeoutMs) })
+      .strict()
+      .prefault({}),
   })
   .strict();
 
 /** Parsed node config. */
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
+
+/** The node config as written in a file or passed in code, before defaults. */
+export type NodeConfigInput = z.input<typeof nodeConfigSchema>;

@@ -1,4 +1,9 @@
-/** The phases the perf log splits wall time into, in the order a batch passes through them. */
+/**
+ * The phases the perf log splits wall time into, in the order a chunk passes through them: `poll` (waiting for
+ * and decoding fetches: all time outside the batch handler), `parse` (reading dedup ids), `lookup` (store read),
+ * `produce` (building output records), `deliver` (output and DLQ requests, kafkajs encoding included, until
+ * acked), `mark` (store write), `commit` (offset commit).
+ */
 export const PHASES = ['poll', 'parse', 'lookup', 'produce', 'deliver', 'mark', 'commit'] as const;
 export type Phase = (typeof PHASES)[number];
 
@@ -26,18 +31,37 @@ export class PerfLog {
   #dropped = 0;
   #iterations = 0;
   #starved = 0;
+  /** Time inside the batch handler this interval, and when the handler was entered if it is running now. */
+  #handlerMs = 0;
+  #enteredAt: number | undefined;
 
-  /** Adds elapsed ms to a phase. */
-  add(phase: Phase, ms: number): void {
+  /** Adds elapsed ms to a phase (not `poll`, which is the time outside the handler). */
+  add(phase: Exclude<Phase, 'poll'>, ms: number): void {
     this.#phases[phase] += ms;
   }
 
-  /** Records one handled batch. `starved` marks a batch that waited out the fetch timeout on a drained topic. */
-  batch(rowsIn: number, rowsOut: number, dropped: number, starved: boolean): void {
-    this.#iterations++;
+  /** The batch handler starts: time from here to {@link leave} is not `poll`. */
+  enter(): void {
+    this.#enteredAt = performance.now();
+  }
+
+  /** The batch handler is done. */
+  leave(): void {
+    if (this.#enteredAt === undefined) return;
+    this.#handlerMs += performance.now() - this.#enteredAt;
+    this.#enteredAt = undefined;
+  }
+
+  /** Counts the rows of one handled chunk. */
+  rows(rowsIn: number, rowsOut: number, dropped: number): void {
     this.#rowsIn += rowsIn;
     this.#rowsOut += rowsOut;
     this.#dropped += dropped;
+  }
+
+  /** Counts one fetch round; `starved` when the previous round brought no records (the topic was drained). */
+  iteration(starved: boolean): void {
+    this.#iterations++;
     if (starved) this.#starved++;
   }
 
@@ -45,6 +69,8 @@ export class PerfLog {
   flush(): PerfSummary {
     const now = performance.now();
     const seconds = (now - this.#start) / 1000;
+    const inHandler = this.#enteredAt === undefined ? 0 : now - this.#enteredAt;
+    this.#phases.poll = Math.max(0, now - this.#start - this.#handlerMs - inHandler);
     const phases = {} as PerfSummary['phases'];
     for (const phase of PHASES) {
       const s = this.#phases[phase] / 1000;
@@ -61,6 +87,8 @@ export class PerfLog {
     };
     this.#start = now;
     this.#phases = zeroPhases();
+    this.#handlerMs = 0;
+    if (this.#enteredAt !== undefined) this.#enteredAt = now;
     this.#rowsIn = this.#rowsOut = this.#dropped = this.#iterations = this.#starved = 0;
     return summary;
   }

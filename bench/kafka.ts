@@ -1,0 +1,330 @@
+/**
+ * Throughput of the Kafka→Kafka dedup node against a plain kafkajs copy of the same topic, in one run on the
+ * stack's broker (KAFKA_BROKERS, REDIS_URL):
+ *
+ *     npm run bench:kafka                      # 1M records, 10% duplicates
+ *     npm run bench:kafka -- --records 200000  # quicker
+ *
+ * 1. Pre-fills one 3-partition topic (JSON values with a `uid`; batches of 10k, acks 1, no compression).
+ * 2. Baseline: consume → produce copy without dedup, with the node's own fetch, chunk and producer settings,
+ *    committing once per fetched batch as the node does.
+ * 3. The node (in this process) with RocksDB, then with Redis, each from the start of the topic.
+ * Prints records/s, the ratio of each node run to the copy, and the node's phase split from its perf log.
+ * Asserts nothing.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Kafka, type KafkaMessage, logLevel, type Message } from 'kafkajs';
+import { pino } from 'pino';
+import { openRepository } from '../src/config/repository.js';
+import { startDedupNode } from '../src/node/dedup-node.js';
+import { type NodeConfig, nodeConfigSchema, nodeDefaults } from '../src/node/options.js';
+import { type PerfSummary, PHASES, type Phase } from '../src/node/perf-log.js';
+
+const { values } = parseArgs({
+  options: {
+    records: { type: 'string', default: '1000000' },
+    duplicates: { type: 'string', default: '0.1' },
+    'batch-size': { type: 'string', default: String(nodeDefaults.batchSize) },
+    only: { type: 'string' },
+  },
+});
+const RECORDS = Number(values.records);
+const DUPLICATE_SHARE = Number(values.duplicates);
+const BATCH_SIZE = Number(values['batch-size']);
+const PARTITIONS = 3;
+const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const runs = new Set((values.only ?? 'copy,rocksdb,redis').split(','));
+
+const suffix = Math.random().toString(36).slice(2, 8);
+const kafka = new Kafka({ clientId: 'idem-bench', brokers: BROKERS, logLevel: logLevel.NOTHING });
+const admin = kafka.admin();
+const topics: string[] = [];
+
+/** One measured run. */
+interface Result {
+  readonly name: string;
+  readonly recordsPerSecond: number;
+  readonly seconds: number;
+  readonly out: number;
+  /** CPU time of this process (all threads) per input record, in µs, over the measured stretch. */
+  readonly cpuMicrosPerRecord: number;
+  /** Seconds per phase over the whole run, from the node's perf log. */
+  readonly phases?: Record<Phase, number>;
+}
+
+async function createTopic(name: string): Promise<string> {
+  await admin.createTopics({ topics: [{ topic: name, numPartitions: PARTITIONS }], waitForLeaders: true });
+  topics.push(name);
+  return name;
+}
+
+/** 1M JSON values; about DUPLICATE_SHARE of them repeat an earlier uid (same key, so same partition). */
+async function prefill(topic: string): Promise<number> {
+  const producer = kafka.producer();
+  await producer.connect();
+  let distinct = 0;
+  let state = 42;
+  const random = () => {
+    state = (state * 1_103_515_245 + 12_345) >>> 0;
+    return state / 2 ** 32;
+  };
+  const batch = 10_000;
+  const inFlight = new Set<Promise<unknown>>();
+  const start = performance.now();
+  for (let i = 0; i < RECORDS; i += batch) {
+    const messages: Message[] = [];
+    for (let j = i; j < Math.min(RECORDS, i + batch); j++) {
+      const repeat = distinct > 0 && random() < DUPLICATE_SHARE;
+      const uid = repeat ? Math.floor(random() * distinct) : distinct++;
+      messages.push({
+        key: `k${uid}`,
+        value: `{"uid":"u-${uid}","n":${j},"source":"bench","payload":"${'x'.repeat(24)}"}`,
+        partition: uid % PARTITIONS,
+      });
+    }
+    const send = producer.send({ topic, acks: 1, messages });
+    inFlight.add(send);
+    void send.finally(() => inFlight.delete(send));
+    if (inFlight.size >= 4) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+  await producer.disconnect();
+  const seconds = (performance.now() - start) / 1000;
+  log(
+    `prefill: ${RECORDS} records (${distinct} distinct) in ${seconds.toFixed(1)} s = ${rate(RECORDS, seconds)}/s`,
+  );
+  return distinct;
+}
+
+/** Polls a record counter: rate from the first record seen to the last, excluding group join and startup. */
+async function measure(
+  count: () => number,
+  total: number,
+): Promise<{
+  seconds: number;
+  perSecond: number;
+  firstAt: number;
+  lastAt: number;
+  cpuMicrosPerRecord: number;
+}> {
+  let t0 = 0;
+  let c0 = 0;
+  let cpu0 = process.cpuUsage();
+  for (;;) {
+    const n = count();
+    const now = performance.now();
+    if (t0 === 0 && n > 0) {
+      t0 = now;
+      c0 = n;
+      cpu0 = process.cpuUsage();
+    }
+    if (n >= total) {
+      const seconds = (now - t0) / 1000;
+      const cpu = process.cpuUsage(cpu0);
+      const cpuMicrosPerRecord = (cpu.user + cpu.system) / (n - c0);
+      return { seconds, perSecond: (n - c0) / seconds, firstAt: t0, lastAt: now, cpuMicrosPerRecord };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** The baseline: the node's consume → produce path without parsing, store or DLQ. */
+async function copy(
+  config: NodeConfig,
+  input: string,
+  output: string,
+  name = 'plain kafkajs copy',
+): Promise<Result> {
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  const consumer = kafka.consumer({
+    groupId: `idem-bench-${output}`,
+    sessionTimeout: config.kafka.sessionTimeout,
+    maxWaitTimeInMs: config.input.batchTimeout,
+    maxBytesPerPartition: config.input.maxBytesPerPartition,
+    maxBytes: config.input.maxBytes,
+  });
+  await producer.connect();
+  await consumer.connect();
+  await consumer.subscribe({ topic: input, fromBeginning: true });
+  let copied = 0;
+  await consumer.run({
+    autoCommit: false,
+    eachBatchAutoResolve: false,
+    eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat }) => {
+      let last: KafkaMessage | undefined;
+      for (let i = 0; i < batch.messages.length; i += BATCH_SIZE) {
+        const chunk = batch.messages.slice(i, i + BATCH_SIZE);
+        await producer.send({
+          topic: output,
+          acks: -1,
+          messages: chunk.map((m) => ({
+            key: m.key,
+            value: m.value,
+            headers: m.headers,
+            timestamp: m.timestamp,
+            partition: batch.partition,
+          })),
+        });
+        last = chunk[chunk.length - 1] as KafkaMessage;
+        resolveOffset(last.offset);
+        copied += chunk.length;
+        await heartbeat();
+      }
+      if (last) {
+        const offset = String(Number(last.offset) + 1);
+        await commitOffsetsIfNecessary({
+          topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset }] }],
+        });
+      }
+    },
+  });
+  const { seconds, perSecond, cpuMicrosPerRecord } = await measure(() => copied, RECORDS);
+  await consumer.disconnect();
+  await producer.disconnect();
+  return { name, recordsPerSecond: perSecond, seconds, out: copied, cpuMicrosPerRecord };
+}
+
+/** The dedup node in this process, over the whole topic; its perf log lines give the phase split. */
+async function node(name: string, config: NodeConfig): Promise<Result> {
+  const summaries: PerfSummary[] = [];
+  const logger = pino(
+    { level: 'info' },
+    {
+      write: (line: string) => {
+        const entry = JSON.parse(line) as { perf?: PerfSummary; level: number; msg: string };
+        if (entry.perf) summaries.push(entry.perf);
+        else if (entry.level >= 40) log(`  [${name}] ${entry.msg}`);
+      },
+    },
+  );
+  const repository = await openRepository(config);
+  const started = performance.now();
+  const handle = await startDedupNode(config, repository, logger);
+  const { seconds, perSecond, firstAt, lastAt, cpuMicrosPerRecord } = await measure(
+    () => handle.totals().recordsIn,
+    RECORDS,
+  );
+  const out = handle.totals().recordsOut;
+  const stopAt = performance.now();
+  await handle.stop();
+  const phases = Object.fromEntries(PHASES.map((p) => [p, 0])) as Record<Phase, number>;
+  for (const s of summaries) for (const p of PHASES) phases[p] += s.phases[p].seconds;
+  // The perf log also covers the start (group join) and the stop, which count as poll: only the measured
+  // stretch, from the first record to the last, is wanted.
+  phases.poll = Math.max(0, phases.poll - (firstAt - started + (stopAt - lastAt)) / 1000);
+  return { name, recordsPerSecond: perSecond, seconds, out, cpuMicrosPerRecord, phases };
+}
+
+function nodeConfig(input: string, output: string, repository: Record<string, unknown>): NodeConfig {
+  return nodeConfigSchema.parse({
+    kafka: { brokers: BROKERS, clientId: 'idem-bench-node' },
+    input: { topic: input, groupId: `idem-bench-${repository.type}-${suffix}`, batchSize: BATCH_SIZE },
+    output: { topic: output },
+    dlq: { topic: `idem-bench-dlq-${suffix}` },
+    dedup: { id: 'uid' },
+    repository,
+    metrics: { enabled: false },
+  });
+}
+
+function rate(n: number, seconds: number): string {
+  return Math.round(n / seconds).toLocaleString('en-US');
+}
+
+function log(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+function table(results: readonly Result[]): void {
+  const copies = results.filter((r) => r.name.startsWith('plain kafkajs copy'));
+  const base = copies.length > 0 ? copies.reduce((a, r) => a + r.recordsPerSecond, 0) / copies.length : 0;
+  const header = [
+    'run',
+    'records/s',
+    'vs copy (mean)',
+    'cpu µs/rec',
+    'out',
+    'seconds',
+    ...PHASES.map((p) => `${p} %`),
+  ];
+  const rows = results.map((r) => {
+    const total = r.seconds;
+    return [
+      r.name,
+      Math.round(r.recordsPerSecond).toLocaleString('en-US'),
+      base > 0 ? `${Math.round((r.recordsPerSecond / base) * 100)}%` : '-',
+      r.cpuMicrosPerRecord.toFixed(1),
+      String(r.out),
+      r.seconds.toFixed(1),
+      ...PHASES.map((p) => (r.phases && total > 0 ? String(Math.round((r.phases[p] / total) * 100)) : '')),
+    ];
+  });
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
+  log('');
+  log(line(header));
+  log(line(widths.map((w) => '-'.repeat(w))));
+  for (const row of rows) log(line(row));
+  log('');
+  log('Phase % are shares of the measured wall time (first record to last); poll is the time outside the');
+  log('batch handler (fetch wait and decoding). cpu µs/rec: this process, all threads, per input record.');
+  log('Target: node with RocksDB >= 80% of the plain copy.');
+}
+
+async function main(): Promise<void> {
+  await admin.connect();
+  const input = await createTopic(`idem-bench-in-${suffix}`);
+  log(
+    `broker ${BROKERS.join(',')}, ${RECORDS} records, ${DUPLICATE_SHARE * 100}% duplicates, batch ${BATCH_SIZE}`,
+  );
+  const distinct = await prefill(input);
+  const results: Result[] = [];
+  const dirs: string[] = [];
+  try {
+    if (runs.has('copy')) {
+      const output = await createTopic(`idem-bench-copy-${suffix}`);
+      const config = nodeConfig(input, output, { type: 'memory' });
+      results.push(await copy(config, input, output));
+      log(`copy: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+    }
+    if (runs.has('rocksdb')) {
+      const dir = await mkdtemp(join(tmpdir(), 'idem-bench-rocksdb-'));
+      dirs.push(dir);
+      const output = await createTopic(`idem-bench-out-rocksdb-${suffix}`);
+      results.push(await node('node, RocksDB', nodeConfig(input, output, { type: 'rocksdb', path: dir })));
+      log(`node rocksdb: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+    }
+    if (runs.has('redis')) {
+      const output = await createTopic(`idem-bench-out-redis-${suffix}`);
+      const repository = { type: 'redis', url: REDIS_URL, keyPrefix: `idem-bench-${suffix}:` };
+      results.push(await node('node, Redis', nodeConfig(input, output, repository)));
+      log(`node redis: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+      const cleanup = await openRepository({ repository: repository as never });
+      await cleanup.clear();
+      await cleanup.close();
+    }
+    if (runs.has('copy') && (runs.has('rocksdb') || runs.has('redis'))) {
+      // Again at the end: the box's load drifts, and the baseline is the mean of both copies.
+      const output = await createTopic(`idem-bench-copy2-${suffix}`);
+      const config = nodeConfig(input, output, { type: 'memory' });
+      const again = await copy(config, input, output, 'plain kafkajs copy (again)');
+      log(`copy again: ${Math.round(again.recordsPerSecond)}/s`);
+      results.push(again);
+    }
+  } finally {
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+    await admin.deleteTopics({ topics: [...topics, `idem-bench-dlq-${suffix}`] }).catch(() => undefined);
+    await admin.disconnect();
+  }
+  for (const r of results) {
+    if (!r.name.startsWith('plain') && r.out !== distinct)
+      log(`note: ${r.name} wrote ${r.out}, expected ${distinct}`);
+  }
+  table(results);
+}
+
+await main();

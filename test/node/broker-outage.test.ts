@@ -1,0 +1,95 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import {
+  createTopic,
+  kafkaAdmin,
+  randomGroupId,
+  testKafka,
+  testProducer,
+  waitForCommitted,
+} from '../helpers/kafka.js';
+import {
+  assertInputLanded,
+  dedupInput,
+  type LogLine,
+  nodeConfig,
+  produceInput,
+  readOutput,
+  rocksdbRepository,
+  startNodeProcess,
+  writeNodeConfig,
+} from '../helpers/node.js';
+import { skipUnlessEnabled } from '../helpers/stores.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const run = promisify(execFile);
+const stack = (action: 'up' | 'down') =>
+  run('bash', [`scripts/stack/${action}.sh`, 'kafka'], { cwd: ROOT, timeout: 180_000 });
+
+// Stops the shared broker: keep this file's test last among the Kafka tests of a run.
+describe('dedup node through a broker outage', { skip: skipUnlessEnabled('kafka') }, () => {
+  let brokerDown = false;
+  // Whatever happens in the test, the broker is running again afterwards.
+  after(async () => {
+    if (brokerDown) await stack('up');
+  });
+
+  it('rides out 10 s without a broker and loses nothing, without a restart', {
+    timeout: 300_000,
+  }, async (t) => {
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const topic = await createTopic(t, admin);
+    const output = await createTopic(t, admin, { prefix: 'idem-node-out' });
+    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
+    const groupId = randomGroupId(t, admin);
+    const batchSize = 500;
+    const data = dedupInput({ records: 100_000, duplicateShare: 0.1, partitions: 3, batchSize });
+    await produceInput(await testProducer(t, kafka), topic, data);
+    await assertInputLanded(admin, topic, data);
+    const path = await writeNodeConfig(
+      t,
+      nodeConfig({
+        topic,
+        groupId,
+        output,
+        dlq,
+        repository: await rocksdbRepository(t),
+        batchSize,
+        perfInterval: '200ms',
+      }),
+    );
+
+    const node = startNodeProcess(t, path);
+    await node.waitForLog((l) => ((l.perf as { rowsOut?: number } | undefined)?.rowsOut ?? 0) > 0);
+    const readBefore = rowsIn(node.logs);
+    brokerDown = true;
+    await stack('down');
+    await new Promise((resolve) => setTimeout(resolve, 10_000));
+    await stack('up');
+    brokerDown = false;
+
+    await waitForCommitted(admin, groupId, topic, { timeoutMs: 200_000 });
+    assert.equal(node.child.exitCode, null, 'the same process finished the topic');
+    assert.deepEqual(await node.stop('SIGTERM'), { code: 0, signal: null });
+
+    const report = await readOutput(kafka, output, data);
+    assert.deepEqual(report.missing, [], 'no uid lost');
+    const warnings = new Set(node.logs.filter((l) => l.level >= 40).map((l) => l.msg));
+    t.diagnostic(
+      `${readBefore} of ${data.total} read when the broker stopped; output ${report.records}, leaked ` +
+        `${report.leaked}; warnings: ${[...warnings].join(' | ')}`,
+    );
+    assert.ok(readBefore < data.total, 'the outage hit the node mid-run');
+    // The chunk in flight when the broker went away may be sent twice (a new request after the retries ran out).
+    assert.ok(report.leaked <= batchSize, `leaked ${report.leaked} > one chunk (${batchSize})`);
+  });
+});
+
+/** Rows read so far, from the node's perf log lines. */
+function rowsIn(logs: readonly LogLine[]): number {
+  return logs.reduce((n, l) => n + ((l.perf as { rowsIn?: number } | undefined)?.rowsIn ?? 0), 0);
+}

@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../../src/config/load.js';
+import { ConfigError } from '../../src/errors.js';
+import { nodeConfigSchema, nodeDefaults } from '../../src/node/options.js';
+
+const EXAMPLE = fileURLToPath(new URL('../../examples/node.toml', import.meta.url));
+const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
+const MINIMAL = `
+[kafka]
+brokers = ["127.0.0.1:9092"]
+[input]
+topic = "in"
+[output]
+topic = "out"
+[dlq]
+topic = "dlq"
+[dedup]
+id = "uid"
+[repository]
+path = "/tmp/store"
+`;
+
+describe('dedup node config', () => {
+  it('reads the example file', async () => {
+    const config = await loadConfig(nodeConfigSchema, { path: EXAMPLE, env: {} });
+    assert.equal(config.input.topic, 'raw_event');
+    assert.deepEqual(config.dedup.id, { from: 'value', path: 'uid' });
+    assert.equal(config.dedup.window, 3 * 3_600_000);
+    assert.equal(config.repository.type, 'rocksdb');
+  });
+
+  it('fills the defaults', async () => {
+    const config = await loadConfig(nodeConfigSchema, { text: MINIMAL, env: {} });
+    assert.equal(config.input.batchSize, nodeDefaults.batchSize);
+    assert.equal(config.input.groupId, nodeDefaults.groupId);
+    assert.equal(config.kafka.ssl, false);
+    assert.deepEqual(config.metrics, { enabled: true, port: 8000, host: '0.0.0.0' });
+    assert.equal(config.perf.interval, 10_000);
+    assert.equal(config.dedup.missingId, 'dlq');
+    assert.equal(config.dedup.storeFailure, 'fail');
+  });
+
+  it('takes IDEM__SECTION__KEY overrides over the file', async () => {
+    const config = await loadConfig(nodeConfigSchema, {
+      text: MINIMAL,
+      env: {
+        IDEM__METRICS__ENABLED: 'false',
+        IDEM__METRICS__PORT: '9100',
+        IDEM__KAFKA__BROKERS: 'a:9092,b:9092',
+        IDEM__INPUT__BATCH_SIZE: '250',
+        IDEM__DEDUP__WINDOW: '30m',
+        IDEM__DEDUP__ID: 'meta.id',
+        IDEM__KAFKA__SASL__MECHANISM: 'plain',
+        IDEM__KAFKA__SASL__USERNAME: 'u',
+        IDEM__KAFKA__SASL__PASSWORD: 'p',
+      },
+    });
+    assert.equal(config.metrics.enabled, false);
+    assert.equal(config.metrics.port, 9100);
+    assert.deepEqual(config.kafka.brokers, ['a:9092', 'b:9092']);
+    assert.equal(config.input.batchSize, 250);
+    assert.equal(config.dedup.window, 1_800_000);
+    assert.deepEqual(config.dedup.id, { from: 'value', path: 'meta.id' });
+    assert.deepEqual(config.kafka.sasl, { mechanism: 'plain', username: 'u', password: 'p' });
+  });
+
+  it('takes the id from the key or a header', async () => {
+    const key = await loadConfig(nodeConfigSchema, {
+      text: MINIMAL.replace('id = "uid"', 'id = { from = "key" }'),
+      env: {},
+    });
+    assert.deepEqual(key.dedup.id, { from: 'key' });
+  });
+
+  it('names the key of a bad value', async () => {
+    await assert.rejects(
+      loadConfig(nodeConfigSchema, { text: MINIMAL.replace('topic = "in"', ''), env: {} }),
+      (error: unknown) => error instanceof ConfigError && /input\.topic/.test(error.message),
+    );
+    await assert.rejects(
+      loadConfig(nodeConfigSchema, { text: MINIMAL, env: { IDEM__INPUT__BATCH_SIZE: '0' } }),
+      (error: unknown) => error instanceof ConfigError && /IDEM__INPUT__BATCH_SIZE/.test(error.message),
+    );
+  });
+
+  it('bin.ts exits 2 with one line on stderr for a bad config, before touching any server', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'idem-node-config-'));
+    try {
+      const path = join(dir, 'node.toml');
+      await writeFile(path, MINIMAL.replace('batchSize', 'x').replace('[dlq]\ntopic = "dlq"', ''));
+      const child = spawn(process.execPath, ['--import', 'tsx', BIN, '--config', path], {
+        env: { ...process.env, IDEM_CONFIG: '' },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (text: string) => {
+        stderr += text;
+      });
+      const code = await new Promise((resolve) => child.once('exit', resolve));
+      assert.equal(code, 2);
+      assert.match(stderr, /^idem node: .*dlq/);
+      assert.equal(stderr.trim().split('\n').length, 1, stderr);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

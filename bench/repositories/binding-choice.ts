@@ -5,8 +5,10 @@
  *
  * Each binding's database is populated once (2M ids, fastest bulk path, cached under bench/.data/) and measured
  * in a FRESH process, so lookups hit table files rather than the memtable. Also prints how much the block cache
- * grew during 200k negative lookups on a cold cache: about nothing when the bloom filter is consulted (absent
- * ids load no data block), the whole 8 MiB cache when it is not. Prints figures; asserts nothing.
+ * grew during 200k lookups of absent ids on a cold, ample cache: with a working bloom filter only its ~1% false
+ * positives read a data block (a few MiB); without one every lookup does (most of the data). A third row runs
+ * @nxtedition/rocksdb through its public abstract-level class, to price that layer. Prints figures; asserts
+ * nothing.
  *
  *   node --import tsx bench/repositories/binding-choice.ts [--ids 2000000] [--batches 200]
  */
@@ -57,7 +59,8 @@ function id(n: number, tag = ''): string {
 
 /** The operations the benchmark needs, implemented per binding at the native level. */
 interface Driver {
-  open(location: string): Promise<void>;
+  /** Opens with a block cache of `cacheBytes` (both bindings default to 8 MiB). */
+  open(location: string, cacheBytes?: number): Promise<void>;
   /** Writes [key, value] pairs in one batch. */
   put(keys: readonly string[]): Promise<void>;
   /** Values for keys (undefined where absent). */
@@ -66,6 +69,8 @@ interface Driver {
   getSync?(keys: readonly string[]): unknown[];
   /** Bytes in the block cache (data blocks read so far, as filters are held outside it). */
   cacheBytes(): number;
+  /** A RocksDB property. */
+  property(name: string): string;
   close(): Promise<void>;
 }
 
@@ -79,7 +84,7 @@ function nxtedition(): Driver {
   const empty = {};
   const utf8 = { valueEncoding: 'utf8' };
   return {
-    async open(location) {
+    async open(location, cacheBytes = 8 << 20) {
       db = addon.db_init(location);
       await new Promise<void>((resolve, reject) =>
         addon.db_open(
@@ -90,6 +95,7 @@ function nxtedition(): Driver {
             walCompression: false,
             optimize: 'point-lookup',
             filterPolicy: 'bloomfilter:10:false',
+            cacheSize: cacheBytes,
           },
           (e: Error | null) => (e ? reject(e) : resolve()),
         ),
@@ -117,22 +123,24 @@ function nxtedition(): Driver {
       );
     },
     cacheBytes: () => Number(addon.db_get_property(db, 'rocksdb.block-cache-usage')),
+    property: (name) => addon.db_get_property(db, name),
     close: () => new Promise((resolve) => addon.db_close(db, resolve)),
   };
 }
 
 function level(): Driver {
   const addon = require('rocksdb/binding');
-  const db: Handle = addon.db_init();
+  let db: Handle;
   const options = { asBuffer: false, fillCache: true };
   return {
-    async open(location) {
+    async open(location, cacheBytes = 8 << 20) {
+      db = addon.db_init();
       mkdirSync(location, { recursive: true });
       await new Promise<void>((resolve, reject) =>
         addon.db_open(
           db,
           location,
-          { createIfMissing: true, compression: false, writeBufferSize: 64 << 20 },
+          { createIfMissing: true, compression: false, writeBufferSize: 64 << 20, cacheSize: cacheBytes },
           (e: Error | null) => (e ? reject(e) : resolve()),
         ),
       );
@@ -150,15 +158,59 @@ function level(): Driver {
       );
     },
     cacheBytes: () => Number(addon.db_get_property(db, 'rocksdb.block-cache-usage')),
+    property: (name) => addon.db_get_property(db, name),
     close: () => new Promise((resolve) => addon.db_close(db, resolve)),
   };
 }
 
-const drivers: Record<string, () => Driver> = { '@nxtedition/rocksdb': nxtedition, rocksdb: level };
+/** @nxtedition/rocksdb through its public class (abstract-level): key/value encoding and option handling per call. */
+function nxteditionClass(): Driver {
+  const { RocksLevel } = require('@nxtedition/rocksdb');
+  let db: {
+    open(o: object): Promise<void>;
+    batch(): { put(k: string, v: string): void; write(): Promise<void> };
+    getMany(keys: readonly string[]): Promise<unknown[]>;
+    getProperty(name: string): string;
+    close(): Promise<void>;
+  };
+  return {
+    async open(location, cacheBytes = 8 << 20) {
+      db = new RocksLevel(location, { valueEncoding: 'utf8' });
+      await db.open({
+        createIfMissing: true,
+        compression: false,
+        walCompression: false,
+        optimize: 'point-lookup',
+        filterPolicy: 'bloomfilter:10:false',
+        cacheSize: cacheBytes,
+      });
+    },
+    async put(keys) {
+      const batch = db.batch();
+      for (const key of keys) batch.put(key, VALUE);
+      await batch.write();
+    },
+    get: (keys) => db.getMany(keys),
+    cacheBytes: () => Number(db.getProperty('rocksdb.block-cache-usage')),
+    property: (name) => db.getProperty(name),
+    close: () => db.close(),
+  };
+}
+
+/** The database directory of a driver; the class driver reads the one the addon driver wrote (same format). */
+function storeOf(name: string): string {
+  return join(dataDir, (name === '@nxtedition (class)' ? '@nxtedition/rocksdb' : name).replace('/', '_'));
+}
+
+const drivers: Record<string, () => Driver> = {
+  '@nxtedition/rocksdb': nxtedition,
+  rocksdb: level,
+  '@nxtedition (class)': nxteditionClass,
+};
 
 /** Child phase: fill the database with ids 0..IDS-1. */
 async function populate(name: string): Promise<object> {
-  const location = join(dataDir, name.replace('/', '_'));
+  const location = storeOf(name);
   rmSync(location, { recursive: true, force: true });
   const driver = (drivers[name] as () => Driver)();
   await driver.open(location);
@@ -177,9 +229,11 @@ async function populate(name: string): Promise<object> {
 
 /** Child phase: the measurements, in a process that has not written the data. */
 async function measure(name: string): Promise<object> {
-  const location = join(dataDir, name.replace('/', '_'));
+  const location = storeOf(name);
   const driver = (drivers[name] as () => Driver)();
-  await driver.open(location);
+  // Negative lookups first, with a block cache large enough for every data block (so its growth counts the
+  // blocks read): a working bloom filter lets only its ~1% false positives read one.
+  await driver.open(location, 512 << 20);
   const run = `${process.pid.toString(36)}${Date.now().toString(36)}-`;
   let rnd = 12345;
   const random = () => {
@@ -193,7 +247,6 @@ async function measure(name: string): Promise<object> {
       ),
     );
 
-  // Negative lookups first, on a cold block cache: this is where a working bloom filter shows.
   const negatives = batches('neg', 0);
   const before = driver.cacheBytes();
   let start = performance.now();
@@ -201,6 +254,9 @@ async function measure(name: string): Promise<object> {
   for (const keys of negatives) for (const v of await driver.get(keys)) if (v !== undefined) found++;
   const negativeUs = ((performance.now() - start) * 1000) / (BATCHES * BATCH);
   const cacheGrowth = driver.cacheBytes() - before;
+  const tableBytes = Number(driver.property('rocksdb.total-sst-files-size'));
+  await driver.close();
+  await driver.open(location);
 
   const cpuUs: Record<string, number> = {};
   const checkAndMark = async (variant: string, sync: boolean) => {
@@ -223,7 +279,17 @@ async function measure(name: string): Promise<object> {
   for (const keys of writes) await driver.put(keys);
   const writeUs = ((performance.now() - start) * 1000) / (BATCHES * BATCH);
   await driver.close();
-  return { negativeUs, cacheGrowth, found, asyncUs, asyncCpu: cpuUs.cm, syncUs, syncCpu: cpuUs.cms, writeUs };
+  return {
+    negativeUs,
+    cacheGrowth,
+    tableBytes,
+    found,
+    asyncUs,
+    asyncCpu: cpuUs.cm,
+    syncUs,
+    syncCpu: cpuUs.cms,
+    writeUs,
+  };
 }
 
 function child(phase: string, name: string): Record<string, number | undefined> {
@@ -256,24 +322,36 @@ if (args.phase !== undefined) {
   const rows: [string, Record<string, number | undefined>][] = [];
   for (const name of Object.keys(drivers)) {
     let populateUs: number | undefined;
-    if (!existsSync(join(dataDir, name.replace('/', '_'), 'POPULATED'))) {
+    if (!existsSync(join(storeOf(name), 'POPULATED'))) {
       console.log(`populating ${IDS} ids with ${name} ...`);
       populateUs = child('populate', name).populateUsPerId;
     }
     console.log(`measuring ${name} in a fresh process ...`);
     rows.push([name, { ...child('measure', name), populateUs }]);
   }
-  const f = (v: number | undefined, digits = 2) => (v === undefined ? '-' : v.toFixed(digits));
+  const f = (v: number | undefined) => (v === undefined ? '-' : v.toFixed(2));
+  const mib = (v: number | undefined) => `${((v ?? 0) / 2 ** 20).toFixed(1)} MiB`;
+  console.log(`\nstore: ${IDS} ids; ${BATCHES} batches of ${BATCH}, ${DUPLICATES * 100}% duplicates`);
+  console.log('µs per id (wall/CPU where both are given)');
   console.log(
-    `\nstore: ${IDS} ids; ${BATCHES} batches of ${BATCH}, ${DUPLICATES * 100}% duplicates (µs per id)`,
+    'binding               populate  lookup absent  check+mark, async get  check+mark, sync get  write',
   );
+  for (const [name, r] of rows) {
+    const cells = [
+      f(r.populateUs).padStart(8),
+      f(r.negativeUs).padStart(13),
+      `${f(r.asyncUs)}/${f(r.asyncCpu)}`.padStart(21),
+      (r.syncUs === undefined ? '-' : `${f(r.syncUs)}/${f(r.syncCpu)}`).padStart(20),
+      f(r.writeUs).padStart(5),
+    ];
+    console.log(`${name.padEnd(21)} ${cells.join('  ')}`);
+  }
   console.log(
-    'binding               populate  neg.lookup  cache growth  check+mark(async)  check+mark(sync get)  write',
+    '\nbloom filter: data blocks loaded by 200k lookups of absent ids (ample cache, fresh process)',
   );
-  console.log('                      (write)   (100% new)  (neg.lookups)  wall/CPU µs       wall/CPU µs');
   for (const [name, r] of rows) {
     console.log(
-      `${name.padEnd(21)} ${f(r.populateUs).padStart(8)}  ${f(r.negativeUs).padStart(10)}  ${`${f((r.cacheGrowth ?? 0) / 2 ** 20)} MiB`.padStart(12)}  ${`${f(r.asyncUs)}/${f(r.asyncCpu)}`.padStart(17)}  ${(r.syncUs === undefined ? '-' : `${f(r.syncUs)}/${f(r.syncCpu)}`).padStart(20)}  ${f(r.writeUs).padStart(5)}`,
+      `${name.padEnd(21)} ${mib(r.cacheGrowth).padStart(10)} of ${mib(r.tableBytes)} in table files`,
     );
   }
   console.log('(populate "-": cached from an earlier run)');

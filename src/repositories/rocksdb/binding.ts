@@ -2,8 +2,9 @@ import { createRequire } from 'node:module';
 
 /**
  * The slice of `@nxtedition/rocksdb`'s native addon this store uses. We call the addon directly rather than
- * through its abstract-level class: that class re-encodes every key and value and measured ~1.4x slower per
- * write (bench/repositories/binding-choice.ts). The shapes below are those of @nxtedition/rocksdb 12.x.
+ * through its abstract-level class: that class encodes every key and value and checks options on each call, and
+ * measured ~2x slower on check-and-mark (bench/repositories/binding-choice.ts). The shapes below are those of
+ * @nxtedition/rocksdb 12.x.
  */
 interface NativeAddon {
   db_init(location: string): NativeHandle;

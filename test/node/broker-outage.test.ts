@@ -9,6 +9,7 @@ import {
   randomGroupId,
   testKafka,
   testProducer,
+  waitFor,
   waitForCommitted,
 } from '../helpers/kafka.js';
 import {
@@ -64,7 +65,8 @@ describe('dedup node through a broker outage', { skip: skipUnlessEnabled('kafka'
     );
 
     const node = startNodeProcess(t, path);
-    await node.waitForLog((l) => ((l.perf as { rowsOut?: number } | undefined)?.rowsOut ?? 0) > 0);
+    // Well into the run: some batches committed, most of the topic still to go.
+    await waitFor(() => rowsIn(node.logs) >= 10_000, { timeoutMs: 90_000, what: '10,000 records read' });
     const readBefore = rowsIn(node.logs);
     brokerDown = true;
     await stack('down');

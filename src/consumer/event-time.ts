@@ -1,21 +1,11 @@
-import { InvalidInputError, NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
+import { InvalidInputError } from '../errors.js';
 import { toKey } from '../repositories/ids.js';
 import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
+import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import { timestampReader, toEpochMs } from './event-timestamp.js';
 import { idExtractor } from './message-id.js';
 import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
-import { type ConsumerStats, count } from './stats.js';
 import { purgedAt, retained, StreamTimes, within } from './stream-time.js';
-import type {
-  BatchHandler,
-  BatchItem,
-  BatchOptions,
-  BatchResult,
-  HandlerContext,
-  MessageHandler,
-  Outcome,
-  ProcessResult,
-} from './types.js';
 
 /** The stream of `process`/`wrap` calls and of batches that name none. */
 export const DEFAULT_STREAM = 'default';
@@ -28,6 +18,13 @@ export function eventTimeKey(stream: string, id: string): string {
   return JSON.stringify(stream) + id;
 }
 
+/**
+ * The shortest wall-clock life a kept record gets in a store (plus `extraRetentionMs`). Short intervals (0–3 ms
+ * are legal) would otherwise give records a life shorter than the gap between two polls; liveness is judged
+ * from the event time either way, so a longer life costs only storage.
+ */
+export const MIN_STORE_LIFETIME_MS = 60_000;
+
 /** Counts that only event-time mode has; the outcomes themselves go to the consumer's stats. */
 export interface EventTimeStats {
   /** Records late by strictly more than the interval, forwarded and (as KIP-655 says) not kept. */
@@ -38,45 +35,30 @@ export interface EventTimeStats {
   rewritten: number;
 }
 
-const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
-
-/** The optional fields of a successful result. */
-type Extra = Pick<ProcessResult, 'existing' | 'failOpen' | 'invalidInput'>;
-
-/** A handler call decided during the scan, with the result it gets when it succeeds. */
-interface Queued<M> {
-  readonly item: BatchItem<M>;
-  readonly outcome: Outcome;
-  readonly extra: Extra;
-}
-
-/** A batch once its timestamps, ids and store keys are read. */
-interface Parsed<R> {
-  readonly results: ProcessResult<R>[];
-  readonly ids: (string | undefined)[];
-  readonly keys: (string | undefined)[];
+/** What one batch of one stream works with while its messages are decided in order. */
+interface EventTimeState {
+  /** Each message's event timestamp, or why it has none. */
   readonly times: (number | InvalidInputError)[];
-  /** Keys to read from the store: those of messages with an id and a valid timestamp. */
-  readonly lookup: Set<string>;
-  /** The time the store read is judged at (see `#read`). */
+  /** The time the store read is judged at (see `lookup`). */
   readAt: number;
-}
-
-/** The working state of one batch while its messages are decided in order. */
-interface Batch<M, R> extends Parsed<R> {
-  readonly handler: MessageHandler<M, R> | BatchHandler<M>;
   /** Event time of the record kept for each key: from the store, then as this batch forwards. */
   readonly kept: Map<string, number>;
-  /** Keys forwarded (and kept) by this batch, with their event time: written once handlers are done. */
+  /** Keys forwarded (and kept) by this batch, with the position that wrote them: written once handlers are done. */
   readonly written: Map<string, number>;
-  readonly queued: Queued<M>[];
-  readonly failOpen: boolean;
-  /** The stream time at the message being decided. */
+  /** Forwarded messages that will be kept if their handler succeeds. */
+  readonly keep: Set<number>;
+  /** The stream time when the batch started, and at the message being decided. */
+  readonly start: number;
   streamTime: number;
+  /** Stream time before the last message decided, so its failure can undo its advance. */
+  before: number;
+  lastDecided: number;
+  /** Stream time lifted by stored records (a restarted consumer rebuilds towards the time that wrote them). */
+  lifted: number;
 }
 
 /**
- * Event-time deduplication (KIP-655) behind {@link IdempotentConsumer} when `eventTime` is set.
+ * Event-time deduplication (KIP-655), plugged into the batch engine when the `eventTime` option is set.
  *
  * Each stream (a Kafka partition) has its own stream time and its own ids. A batch costs one `getMany` before
  * any handler runs and one `addMany` after: records are written only once their handler succeeded, so a
@@ -84,36 +66,43 @@ interface Batch<M, R> extends Parsed<R> {
  * at its own position, which gives the same answers however the stream is cut into batches. Batches of one
  * stream are serialized inside this instance; two instances must never process the same stream at once.
  */
-export class EventTimeDeduplicator<M> {
+export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   /** Event-time counters (late records, invalid timestamps, rewrites). */
   readonly stats: EventTimeStats = { lateForwarded: 0, invalidTimestamp: 0, rewritten: 0 };
-  readonly #options: ResolvedConsumerOptions<M>;
   readonly #intervalMs: number;
   readonly #extraRetentionMs: number;
   readonly #forwardInvalid: boolean;
   readonly #repository: IdempotentRepository;
-  readonly #counts: ConsumerStats;
-  readonly #keyOf: (message: M) => string | undefined;
-  readonly #valueIdOf: ((message: M) => string | undefined) | undefined;
   readonly #timeOf: (message: M) => number | InvalidInputError;
   readonly #times = new StreamTimes();
   // The last queued batch per stream, so batches (and wrapped calls) of one stream run one after another.
-  readonly #tails = new Map<string, Promise<void>>();
+  readonly #tails = new Map<string, Promise<unknown>>();
 
-  constructor(
-    options: ResolvedConsumerOptions<M>,
-    eventTime: ResolvedEventTimeOptions<M>,
-    counts: ConsumerStats,
-  ) {
-    this.#options = options;
+  constructor(options: ResolvedConsumerOptions<M>, eventTime: ResolvedEventTimeOptions<M>) {
     this.#intervalMs = eventTime.intervalMs;
     this.#extraRetentionMs = eventTime.extraRetentionMs;
     this.#forwardInvalid = eventTime.invalidTimestamp === 'forward';
     this.#repository = options.repository;
-    this.#counts = counts;
-    this.#keyOf = idExtractor(options.id);
-    this.#valueIdOf = eventTime.valueId === undefined ? undefined : idExtractor(eventTime.valueId);
     this.#timeOf = timestampReader(eventTime.timestamp);
+  }
+
+  /**
+   * The dedup id reader: the key, or the key and the value id together (`by: 'keyValue'`; both must be
+   * present, or the record has no id and is forwarded).
+   */
+  static idReader<M>(
+    options: ResolvedConsumerOptions<M>,
+    eventTime: ResolvedEventTimeOptions<M>,
+  ): (message: M) => string | undefined {
+    const keyOf = idExtractor(options.id);
+    if (eventTime.valueId === undefined) return keyOf;
+    const valueIdOf = idExtractor(eventTime.valueId);
+    return (message) => {
+      const key = keyOf(message);
+      if (key === undefined) return undefined;
+      const valueId = valueIdOf(message);
+      return valueId === undefined ? undefined : JSON.stringify([key, valueId]);
+    };
   }
 
   /** The stream's current stream time (largest valid timestamp seen), undefined before its first record. */
@@ -136,25 +125,10 @@ export class EventTimeDeduplicator<M> {
     this.#times.advance(stream, time);
   }
 
-  /** Processes one message on the default stream; throws what a `failed` outcome carries. */
-  async process<R>(message: M, handler: MessageHandler<M, R>): Promise<ProcessResult<R>> {
-    const { results } = await this.processBatch([message], handler);
-    const result = results[0] as ProcessResult<R>;
-    if (result.outcome === 'failed') throw result.error;
-    return result;
-  }
-
-  /** Processes a batch of one stream; see the class comment. */
-  processBatch<R>(
-    messages: readonly M[],
-    handler: MessageHandler<M, R> | BatchHandler<M>,
-    options: BatchOptions = {},
-  ): Promise<BatchResult<R>> {
-    const stream = options.stream ?? DEFAULT_STREAM;
+  /** Runs `work` after every earlier batch of the same stream has finished. */
+  serialize<T>(stream: string, work: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(stream);
-    const run = previous
-      ? previous.then(() => this.#batch(messages, handler, stream))
-      : this.#batch(messages, handler, stream);
+    const run = previous ? previous.then(work) : work();
     const tail = run.then(
       () => undefined,
       () => undefined,
@@ -166,203 +140,149 @@ export class EventTimeDeduplicator<M> {
     return run;
   }
 
-  async #batch<R>(
-    messages: readonly M[],
-    handler: MessageHandler<M, R> | BatchHandler<M>,
-    stream: string,
-  ): Promise<BatchResult<R>> {
-    const parsed = this.#parse<R>(messages, stream);
-    const { kept, failOpen } = await this.#read(parsed.lookup, parsed.readAt);
-    const batch: Batch<M, R> = {
-      ...parsed,
-      handler,
-      kept,
-      failOpen,
-      streamTime: this.#times.get(stream) ?? Number.NEGATIVE_INFINITY,
-      written: new Map(),
-      queued: [],
-    };
-    const start = batch.streamTime;
-    for (let i = 0; i < messages.length; i++) {
-      const before = batch.streamTime;
-      await this.#decide(batch, messages[i] as M, i);
-      // A failed record counts as not received (it is retried or dead-lettered): it does not move stream time,
-      // so a retry is judged as the first attempt was.
-      if (batch.results[i]?.outcome === 'failed') batch.streamTime = before;
-    }
-    if (batch.queued.length > 0 && !(await this.#runBatch(batch))) batch.streamTime = start;
-    if (batch.streamTime > Number.NEGATIVE_INFINITY) this.#times.advance(stream, batch.streamTime);
-    await this.#keep(batch.written, batch.streamTime);
-    for (const r of batch.results) count(this.#counts, r.outcome);
-    if (failOpen) this.#counts.failOpen += parsed.lookup.size;
-    return { results: batch.results };
-  }
-
-  /** Reads each message's timestamp, id and store key; an unusable id fails the message here. */
-  #parse<R>(messages: readonly M[], stream: string): Parsed<R> {
+  begin(batch: Batch<M>): EventTimeState {
+    const { messages, ids, keys, results } = batch;
     const n = messages.length;
-    const parsed: Parsed<R> = {
-      results: new Array<ProcessResult<R>>(n),
-      ids: new Array<string | undefined>(n),
-      keys: new Array<string | undefined>(n),
-      times: new Array<number | InvalidInputError>(n),
-      lookup: new Set(),
+    const before = this.#times.get(batch.stream);
+    const state: EventTimeState = {
+      times: new Array(n),
       readAt: Number.POSITIVE_INFINITY,
+      kept: new Map(),
+      written: new Map(),
+      keep: new Set(),
+      start: before ?? Number.NEGATIVE_INFINITY,
+      streamTime: before ?? Number.NEGATIVE_INFINITY,
+      before: before ?? Number.NEGATIVE_INFINITY,
+      lastDecided: -1,
+      lifted: Number.NEGATIVE_INFINITY,
     };
-    const prefix = eventTimeKey(stream, '');
+    const prefix = eventTimeKey(batch.stream, '');
     const { maxIdBytes } = this.#repository.capabilities;
     for (let i = 0; i < n; i++) {
-      const message = messages[i] as M;
-      const time = this.#timeOf(message);
-      parsed.times[i] = time;
+      const time = this.#timeOf(messages[i] as M);
+      state.times[i] = time;
+      const id = ids[i];
+      if (id === undefined || results[i] !== undefined) continue;
       try {
-        const id = this.#idOf(message);
-        if (id === undefined) continue;
-        parsed.ids[i] = id;
+        // KIP-655: an empty key is a key (only a null key is forwarded undeduplicated); the stream prefix
+        // keeps it storable.
         const key = toKey(prefix + id, maxIdBytes);
-        parsed.keys[i] = key;
         if (typeof time !== 'number') continue;
-        parsed.lookup.add(key);
+        keys[i] = key;
         // The stream time at any position is at least the earliest timestamp looked up (or the stored time).
-        if (time < parsed.readAt) parsed.readAt = time;
+        if (time < state.readAt) state.readAt = time;
       } catch (error) {
-        parsed.results[i] = { outcome: 'failed', id: parsed.ids[i], error };
+        results[i] = { outcome: 'failed', id, error };
       }
     }
-    const before = this.#times.get(stream);
-    if (before !== undefined) parsed.readAt = Math.max(parsed.readAt, before);
-    return parsed;
+    if (before !== undefined) state.readAt = Math.max(state.readAt, before);
+    return state;
   }
 
   /**
    * One `getMany` for the batch, judged at a lower bound of every stream time the batch will see, so a record
-   * still kept at any position is returned. Returns the event time of the record kept for each key.
+   * still kept at any position is returned.
    */
-  async #read(
-    lookup: ReadonlySet<string>,
-    readAt: number,
-  ): Promise<{ kept: Map<string, number>; failOpen: boolean }> {
-    const kept = new Map<string, number>();
-    if (lookup.size === 0) return { kept, failOpen: false };
-    const keys = [...lookup];
-    try {
-      const records = await this.#repository.getMany(keys, { now: readAt });
-      records.forEach((record, k) => {
-        if (record?.eventTime !== undefined) kept.set(keys[k] as string, record.eventTime);
-      });
-      return { kept, failOpen: false };
-    } catch (error) {
-      const failure = toRepositoryError('event-time read', error);
-      if (this.#options.storeFailure === 'fail' || !(failure instanceof RepositoryError)) throw failure;
-      return { kept, failOpen: true };
-    }
+  async lookup(state: EventTimeState, _batch: Batch<M>, keys: readonly string[]): Promise<void> {
+    const records = await this.#repository.getMany(keys, { now: state.readAt });
+    records.forEach((record, k) => {
+      if (record?.eventTime !== undefined) state.kept.set(keys[k] as string, record.eventTime);
+    });
   }
 
-  /** Decides one message against the stream time at its position, and runs (or queues) its handler. */
-  async #decide<R>(batch: Batch<M, R>, message: M, i: number): Promise<void> {
-    const { results } = batch;
-    if (results[i]) return;
-    const time = batch.times[i];
-    if (typeof time === 'number' && time > batch.streamTime) batch.streamTime = time;
-    const id = batch.ids[i];
-    if (id === undefined) {
-      // KIP-655: a null key (or value id) is always forwarded, without dedup.
-      if (this.#options.nullId === 'reject')
-        results[i] = { outcome: 'failed', id, error: new NoMessageIdError() };
-      else await this.#run(batch, { message, context: NO_ID, index: i }, 'no-id', {});
-      return;
-    }
-    const context: HandlerContext = { id, duplicate: false };
+  receive(state: EventTimeState, _batch: Batch<M>, i: number): void {
+    state.before = state.streamTime;
+    state.lastDecided = i;
+    const time = state.times[i];
+    if (typeof time === 'number' && time > state.streamTime) state.streamTime = time;
+  }
+
+  decide(state: EventTimeState, batch: Batch<M>, i: number): Decision {
+    const time = state.times[i] as number | InvalidInputError;
     if (typeof time !== 'number') {
       this.stats.invalidTimestamp++;
-      if (this.#forwardInvalid)
-        await this.#run(batch, { message, context, index: i }, 'processed', { invalidInput: time });
-      else results[i] = { outcome: 'failed', id, error: time };
-      return;
+      return this.#forwardInvalid
+        ? { kind: 'new', claims: false, extra: { invalidInput: time } }
+        : { kind: 'fail', error: time };
     }
     const interval = this.#intervalMs;
     const key = batch.keys[i] as string;
-    const previous = batch.kept.get(key);
+    const previous = state.kept.get(key);
     // A kept record was written at a stream time at least its own timestamp; after a restart this lifts a
     // stream time rebuilt from scratch towards the one that wrote it.
-    if (previous !== undefined && previous > batch.streamTime) batch.streamTime = previous;
+    if (previous !== undefined && previous > state.streamTime) {
+      state.streamTime = previous;
+      if (previous > state.lifted) state.lifted = previous;
+    }
+    // First received wins, within the interval: a kept record covers this one.
     if (
       previous !== undefined &&
-      retained(previous, batch.streamTime, interval) &&
+      retained(previous, state.streamTime, interval) &&
       within(time, previous, interval)
     ) {
-      const existing = keptRecord(id, previous, interval);
-      const duplicate: HandlerContext = { id, duplicate: true, existing };
-      await this.#options.onDuplicate?.(message, duplicate);
-      if (this.#options.skipDuplicate) results[i] = { outcome: 'duplicate', id, existing };
-      else await this.#run(batch, { message, context: duplicate, index: i }, 'duplicate', { existing });
-      return;
+      return { kind: 'existing', existing: keptRecord(batch.ids[i] as string, previous, interval) };
     }
     // Late by strictly more than the interval: forwarded but never kept, as it would be purged at once.
-    const keep = retained(time, batch.streamTime, interval);
-    if (!keep) this.stats.lateForwarded++;
-    const ok = await this.#run(
-      batch,
-      { message, context, index: i },
-      'processed',
-      batch.failOpen ? { failOpen: true } : {},
-    );
-    if (ok && keep) {
-      batch.kept.set(key, time);
-      batch.written.set(key, time);
-    }
+    const keep = retained(time, state.streamTime, interval);
+    if (keep) state.keep.add(i);
+    else this.stats.lateForwarded++;
+    return { kind: 'new', claims: keep };
   }
 
-  /** Runs one handler call (or queues it for a batch handler, assuming success); false when it failed. */
-  async #run<R>(batch: Batch<M, R>, item: BatchItem<M>, outcome: Outcome, extra: Extra): Promise<boolean> {
-    const { handler, results } = batch;
-    if (typeof handler !== 'function') {
-      batch.queued.push({ item, outcome, extra });
-      return true;
-    }
-    try {
-      const result = await handler(item.message, item.context);
-      results[item.index] = { outcome, id: item.context.id, result, ...extra };
-      return true;
-    } catch (error) {
-      results[item.index] = { outcome: 'failed', id: item.context.id, error };
-      return false;
-    }
-  }
-
-  /** The dedup id: the key, or the key and value id together (both must be present). */
-  #idOf(message: M): string | undefined {
-    const key = this.#keyOf(message);
-    if (key === undefined || this.#valueIdOf === undefined) return key;
-    const valueId = this.#valueIdOf(message);
-    return valueId === undefined ? undefined : JSON.stringify([key, valueId]);
-  }
-
-  /** Calls a whole-batch handler; if it throws, every queued message failed and nothing is kept. */
-  async #runBatch<R>(batch: Batch<M, R>): Promise<boolean> {
-    const { queued, results } = batch;
-    try {
-      await (batch.handler as BatchHandler<M>).batch(queued.map((q) => q.item));
-      for (const { item, outcome, extra } of queued) {
-        results[item.index] = { outcome, id: item.context.id, ...extra };
+  handled(state: EventTimeState, batch: Batch<M>, i: number, ok: boolean): void {
+    const key = batch.keys[i];
+    if (ok) {
+      if (key !== undefined && state.keep.has(i)) {
+        state.kept.set(key, state.times[i] as number);
+        state.written.set(key, i);
       }
-      return true;
-    } catch (error) {
-      for (const { item } of queued) results[item.index] = { outcome: 'failed', id: item.context.id, error };
-      batch.written.clear();
-      return false;
+      return;
     }
+    state.keep.delete(i);
+    if (key !== undefined && state.written.get(key) === i) state.written.delete(key);
+    // A failed record counts as not received (it is retried or dead-lettered): it does not move stream time,
+    // so a retry is judged as the first attempt was.
+    if (i === state.lastDecided) state.streamTime = state.before;
   }
 
   /**
-   * Writes the records forwarded in this batch that are still kept at its final stream time, in one `addMany`
-   * judged at that stream time. `addMany` takes one TTL, so the records share the expiry of the latest one:
-   * an earlier record stays in the store up to one interval (plus `extraRetentionMs`) longer than KIP-655
-   * keeps it. Liveness is still judged exactly, from `eventTime`; the only cost is that a store may refuse to
-   * replace such a record after this stream purged it, and then it is removed and written again (single writer
-   * per stream).
+   * Moves the stream time to what the batch's received (not failed) records say, then writes the records
+   * forwarded in this batch that are still kept at that time, in one `addMany` judged at that stream time.
    */
-  async #keep(written: ReadonlyMap<string, number>, streamTime: number): Promise<void> {
+  async settle(state: EventTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
+    let streamTime = Math.max(state.start, state.lifted);
+    // A whole-batch handler that threw leaves stream time where the batch found it: the batch is redelivered,
+    // duplicates included, and must be judged as it was the first time.
+    if (batch.handlerThrew) streamTime = state.start;
+    else
+      batch.results.forEach((r, i) => {
+        const time = state.times[i];
+        if (r !== undefined && r.outcome !== 'failed' && typeof time === 'number' && time > streamTime)
+          streamTime = time;
+      });
+    if (streamTime > Number.NEGATIVE_INFINITY) this.#times.advance(batch.stream, streamTime);
+    const written: [string, number][] = [];
+    const at: number[] = [];
+    for (const [key, i] of state.written) {
+      if (batch.results[i]?.outcome === 'failed') continue;
+      written.push([key, state.times[i] as number]);
+      at.push(i);
+    }
+    if (written.length > 0) await store.run('keep', at, () => this.#keep(written, streamTime));
+  }
+
+  /**
+   * `addMany` takes one TTL, so the records share the expiry of the latest one: an earlier record stays in the
+   * store up to one interval (plus `extraRetentionMs`) longer than KIP-655 keeps it. Liveness is still judged
+   * exactly, from `eventTime`; the only cost is that a store may refuse to replace such a record after this
+   * stream purged it, and then it is removed and written again (single writer per stream).
+   *
+   * Stores whose own expiry runs on the wall clock (Redis, RocksDB buckets, Cassandra, DynamoDB's TTL) are
+   * also told a wall-clock lifetime floor (`minLifetimeMs`): while a stream stands still its stream time does
+   * not move, but their clocks do, and a record at the edge of the window would otherwise get 1 ms of life.
+   * Only a pause longer than that floor (plus the store's bucket width) can lose a record the stream still keeps.
+   */
+  async #keep(written: readonly [string, number][], streamTime: number): Promise<void> {
     const interval = this.#intervalMs;
     const entries: AddEntry[] = [];
     let latest = Number.NEGATIVE_INFINITY;
@@ -372,24 +292,18 @@ export class EventTimeDeduplicator<M> {
       if (time > latest) latest = time;
     }
     if (entries.length === 0) return;
-    const expiresAt = purgedAt(latest, interval) + this.#extraRetentionMs;
-    const options = { now: streamTime, ttlMs: expiresAt - streamTime };
-    try {
-      const added = await this.#repository.addMany(entries, options);
-      const stale = entries.filter((_, k) => {
-        const result = added[k];
-        return result?.added === false && !stillKept(result.existing, streamTime, interval);
-      });
-      if (stale.length === 0) return;
-      await Promise.all(stale.map((entry) => this.#repository.remove(entry.id)));
-      await this.#repository.addMany(stale, options);
-      this.stats.rewritten += stale.length;
-    } catch (error) {
-      // The handlers already ran: under `fail` the error reaches the caller, which then does not commit.
-      const failure = toRepositoryError('event-time write', error);
-      if (this.#options.storeFailure === 'fail' || !(failure instanceof RepositoryError)) throw failure;
-      this.#counts.failOpen++;
-    }
+    const ttlMs = purgedAt(latest, interval) + this.#extraRetentionMs - streamTime;
+    const minLifetimeMs = Math.max(interval + 1, MIN_STORE_LIFETIME_MS) + this.#extraRetentionMs;
+    const options = { now: streamTime, ttlMs, minLifetimeMs };
+    const added = await this.#repository.addMany(entries, options);
+    const stale = entries.filter((_, k) => {
+      const result = added[k];
+      return result?.added === false && !stillKept(result.existing, streamTime, interval);
+    });
+    if (stale.length === 0) return;
+    await Promise.all(stale.map((entry) => this.#repository.remove(entry.id)));
+    await this.#repository.addMany(stale, options);
+    this.stats.rewritten += stale.length;
   }
 }
 

@@ -14,8 +14,10 @@ export function readPath(value: unknown, path: readonly string[]): unknown {
 }
 
 /**
- * Builds the function that turns a message into its canonical key: `undefined` for "no id" (null, undefined or
- * an empty string), a string key otherwise. Objects, booleans and oversized ids throw InvalidIdError.
+ * Builds the function that turns a message into its canonical key: `undefined` for "no id" (null or undefined
+ * only), a string key otherwise. An empty string or empty bytes is an id, not a missing one (as KIP-655 treats an
+ * empty key): processing-time mode rejects it as InvalidIdError, event-time mode deduplicates it like any key.
+ * Objects, booleans, unsafe integers and oversized ids throw InvalidIdError.
  */
 export function idExtractor<M>(selector: IdSelector<M>): (message: M) => string | undefined {
   const raw: (message: M) => unknown =
@@ -32,11 +34,24 @@ export function idExtractor<M>(selector: IdSelector<M>): (message: M) => string 
   return (message) => normalize(raw(message));
 }
 
+/** The key of an empty byte id: the canonical encoding of zero bytes, which `toKey` itself refuses to store. */
+const EMPTY_BYTES = '\u0000b64:';
+
 function normalize(value: unknown): string | undefined {
-  if (value === null || value === undefined || value === '') return undefined;
+  if (value === null || value === undefined) return undefined;
+  if (value === '') return '';
   if (typeof value === 'string') return toKey(value);
-  if (typeof value === 'number' || typeof value === 'bigint') return String(value);
-  if (value instanceof Uint8Array) return value.byteLength === 0 ? undefined : toKey(value as MessageId);
+  if (typeof value === 'number') {
+    // A rounded integer would merge distinct ids (2^53 + 1 reads as 2^53): refuse it, never round.
+    if (Number.isInteger(value) && !Number.isSafeInteger(value))
+      throw new InvalidIdError(
+        `id ${value} is an integer beyond 2^53 and may have been rounded; send it as a string or bigint`,
+      );
+    if (!Number.isFinite(value)) throw new InvalidIdError(`id must be a finite number, got ${value}`);
+    return String(value);
+  }
+  if (typeof value === 'bigint') return String(value);
+  if (value instanceof Uint8Array) return value.byteLength === 0 ? EMPTY_BYTES : toKey(value as MessageId);
   throw new InvalidIdError(
     `id must be a string, number or bytes, got ${Array.isArray(value) ? 'array' : typeof value}`,
   );

@@ -7,15 +7,32 @@ export interface ConsumerStats {
   inProgress: number;
   failed: number;
   noId: number;
-  /** Messages handled as new because the store failed under the `process` policy. */
+  /**
+   * Messages handled as new, or left unrecorded, because a store call failed under the `process` policy:
+   * one per message affected, whether the read before the handler or the write after it failed.
+   */
   failOpen: number;
   /** Claims that could not be released after a handler failure (they lapse with their lease). */
   releaseFailures: number;
+  /** Eager: confirms refused because the lease had lapsed and another owner took the id (see `claimLost`). */
+  claimsLost: number;
+  /** Lazy: marks that found the id already marked by another worker since the check (see `raced`). */
+  raced: number;
 }
 
 /** Fresh zeroed counters. */
 export function emptyStats(): ConsumerStats {
-  return { processed: 0, duplicate: 0, inProgress: 0, failed: 0, noId: 0, failOpen: 0, releaseFailures: 0 };
+  return {
+    processed: 0,
+    duplicate: 0,
+    inProgress: 0,
+    failed: 0,
+    noId: 0,
+    failOpen: 0,
+    releaseFailures: 0,
+    claimsLost: 0,
+    raced: 0,
+  };
 }
 
 const FIELD: Record<Outcome, keyof ConsumerStats> = {

@@ -32,9 +32,21 @@ export interface BatchItem<M> {
   readonly index: number;
 }
 
+/**
+ * What a whole-batch handler may answer: the items that failed (by `BatchItem.index`), as Lambda's
+ * `batchItemFailures`. Those get the outcome `failed`: their claims are released and their ids are not marked,
+ * so a redelivery handles them again (the dedup node leaves dead-lettered records unmarked this way).
+ */
+export interface BatchItemFailures {
+  readonly failed: readonly { readonly index: number; readonly error: unknown }[];
+}
+
 /** A handler that takes every message of a batch that needs handling in one call. */
 export interface BatchHandler<M> {
-  readonly batch: (items: readonly BatchItem<M>[]) => Promise<void> | void;
+  readonly batch: (
+    items: readonly BatchItem<M>[],
+    // biome-ignore lint/suspicious/noConfusingVoidType: a handler that answers nothing is the common case.
+  ) => Promise<BatchItemFailures | void> | BatchItemFailures | void;
 }
 
 /** The result of processing one message. */
@@ -50,6 +62,17 @@ export interface ProcessResult<R = unknown> {
   /** The store failed and the `process` policy handled the message as new. */
   readonly failOpen?: boolean;
   /**
+   * Eager mode: the handler succeeded, but its claim had lapsed and another worker took the id over before the
+   * confirm (a handler slower than `leaseMs`). The other worker may run the message too. Counted in
+   * `stats.claimsLost`; `lostClaim: 'error'` turns it into a ClaimLostError.
+   */
+  readonly claimLost?: boolean;
+  /**
+   * Lazy mode: another worker marked the id between this consumer's check and its mark, so both handled it
+   * (lazy mode's known race). Counted in `stats.raced`.
+   */
+  readonly raced?: boolean;
+  /**
    * Event-time mode only: the record's timestamp was missing or invalid and the `forward` policy handled it
    * without dedup. The error names the field.
    */
@@ -63,6 +86,16 @@ export interface BatchOptions {
    * stream time, and one id space, per stream; other modes ignore it.
    */
   readonly stream?: string;
+  /** Observes every store call the batch makes (metrics, tracing): operation, duration, and the error if any. */
+  readonly onStoreCall?: (call: StoreCall) => void;
+}
+
+/** One store call made for a batch, as {@link BatchOptions.onStoreCall} sees it. */
+export interface StoreCall {
+  /** `lookup` (before the handlers), or the settle step: `confirm`, `release`, `mark`, `keep`. */
+  readonly operation: string;
+  readonly ms: number;
+  readonly error?: unknown;
 }
 
 /** The result of {@link IdempotentConsumer.processBatch}: one result per input message, in input order. */

@@ -49,6 +49,13 @@ export interface AddOptions {
    * repository's clock. Event-time deduplication passes stream time here, so state expires with the stream.
    */
   readonly now?: number;
+  /**
+   * The least wall-clock time, in ms, that the store keeps the record before its own garbage collection
+   * (PX, `USING TTL`, TTL attributes, buckets) may forget it, whatever `expiresAt` says. Liveness is still
+   * judged from the record's times. Event-time mode sets it: its `now` is stream time, which stands still while
+   * a stream is idle, but the store's clock does not.
+   */
+  readonly minLifetimeMs?: number;
 }
 
 /** Options of read calls. */

@@ -158,9 +158,12 @@ describe('IdempotentConsumer.wrap', () => {
     const handle = forward.wrap(() => ++runs);
     assert.equal((await handle({ id: null })).outcome, 'no-id');
     assert.equal((await handle({})).outcome, 'no-id');
-    assert.equal((await handle({ id: '' })).outcome, 'no-id');
-    assert.equal(runs, 3);
-    assert.equal(forward.stats.noId, 3);
+    assert.equal(runs, 2);
+    assert.equal(forward.stats.noId, 2);
+    // An empty id is a value, not a missing id: no store can hold it, so it is rejected (as the README says),
+    // never forwarded undeduplicated.
+    await assert.rejects(handle({ id: '' }), InvalidIdError);
+    assert.equal(runs, 2);
     const reject = setup({ nullId: 'reject' }).consumer.wrap(() => 1);
     await assert.rejects(reject({}), NoMessageIdError);
   });
@@ -252,7 +255,17 @@ describe('IdempotentConsumer.processBatch', () => {
     assert.equal((await repository.get('a'))?.state, 'confirmed');
     assert.deepEqual(
       { ...consumer.stats },
-      { processed: 2, duplicate: 2, inProgress: 0, failed: 0, noId: 1, failOpen: 0, releaseFailures: 0 },
+      {
+        processed: 2,
+        duplicate: 2,
+        inProgress: 0,
+        failed: 0,
+        noId: 1,
+        failOpen: 0,
+        releaseFailures: 0,
+        claimsLost: 0,
+        raced: 0,
+      },
     );
   });
 

@@ -528,7 +528,8 @@ describe('event-time mode: store failure', () => {
     );
     assert.deepEqual(outcomes({ results }), ['processed', 'duplicate']);
     assert.equal(results[0]?.failOpen, true);
-    assert.equal(consumer.stats.failOpen, 2);
+    // Once per message affected, whether the read before the handler or the write after it failed.
+    assert.equal(consumer.stats.failOpen, 1);
   });
 });
 

@@ -1,0 +1,315 @@
+import { NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
+import type { IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
+import type { ResolvedConsumerOptions } from './options.js';
+import { type ConsumerStats, count } from './stats.js';
+import type {
+  BatchHandler,
+  BatchItem,
+  BatchOptions,
+  BatchResult,
+  HandlerContext,
+  MessageHandler,
+  ProcessResult,
+  StoreCall,
+} from './types.js';
+
+/** What a rule says about one message that has an id. */
+export type Decision =
+  /** Handle it as new. `claims`: it becomes the batch's winner for its key (first received wins). */
+  | { readonly kind: 'new'; readonly claims: boolean; readonly extra?: Pick<ProcessResult, 'invalidInput'> }
+  /** A live record (or an earlier message of this batch) holds the key: duplicate or in-progress. */
+  | { readonly kind: 'existing'; readonly existing: IdempotencyRecord | undefined }
+  /** The message cannot be judged (e.g. an invalid event timestamp under the `fail` policy). */
+  | { readonly kind: 'fail'; readonly error: unknown };
+
+/** The working state of one batch, shared by the engine and its rule. */
+export interface Batch<M> {
+  readonly messages: readonly M[];
+  /** The stream the batch belongs to (`BatchOptions.stream`, or the default stream). */
+  readonly stream: string;
+  /** Canonical id per message; undefined when it has none (or its id was unusable: then `results[i]` is set). */
+  readonly ids: (string | undefined)[];
+  /** Store key per message, set by the rule's `begin` (undefined: not deduplicated). */
+  readonly keys: (string | undefined)[];
+  /** One result per message; set as messages are decided and handled. */
+  readonly results: ProcessResult[];
+  /** The store read failed and the `process` policy handles every id as new. */
+  failOpen: boolean;
+  /** A whole-batch handler threw: every message it was given failed. */
+  handlerThrew: boolean;
+  /** Per key: the position of the message that won it in this batch and whose handler has not failed. */
+  readonly winners: Map<string, number>;
+}
+
+/**
+ * The part of deduplication that differs between modes. The engine owns everything else: reading ids,
+ * first-wins inside the batch, the store-failure policy, duplicate hooks, handler calls, settling and counters.
+ */
+export interface DedupRule<M, S> {
+  /** Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`. */
+  begin(batch: Batch<M>): S;
+  /** The one store call before any handler, for the keys of the batch's first occurrences. */
+  lookup(state: S, batch: Batch<M>, keys: readonly string[]): Promise<void>;
+  /** Message `i` is about to be decided (every message not failed before, with or without an id), in order. */
+  receive?(state: S, batch: Batch<M>, i: number): void;
+  /**
+   * Decides message `i`, in input order. `winner` is the earlier message of this batch that holds the same
+   * key, if any; the rule says whether it still covers message `i`.
+   */
+  decide(state: S, batch: Batch<M>, i: number, winner: number | undefined): Decision;
+  /**
+   * Message `i`'s handler finished (`ok`) or failed (a failed message counts as not received: it is retried or
+   * dead-lettered). Per-message handlers report right after each call; a whole-batch handler's messages are
+   * reported `ok` when decided and again with `false` if the batch call fails them.
+   */
+  handled(state: S, batch: Batch<M>, i: number, ok: boolean): void;
+  /** Confirms, releases or marks, after the handlers; always called once `lookup` succeeded. */
+  settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void>;
+}
+
+/** Runs a store call under the consumer's store-failure policy. */
+export interface StoreGuard {
+  /**
+   * Runs `call`. A failure is raised under `storeFailure: 'fail'`; under `'process'` it is counted once per
+   * message in `affected` (marked `failOpen` in their results) and `undefined` is returned.
+   */
+  run<T>(operation: string, affected: readonly number[], call: () => Promise<T>): Promise<T | undefined>;
+}
+
+const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
+
+/**
+ * The one batch engine behind every path of the library: `wrap`/`process` (a batch of one), `processBatch`,
+ * the Kafka adapter, the dedup node and `idem dedup`. For a batch: ids → first-wins inside the batch → one store
+ * call → a decision per message → handlers → settle (confirm, release or mark) → counters. A claim made by the
+ * batch is always confirmed or released, whatever a hook or a handler throws.
+ */
+export class BatchEngine<M, S> {
+  readonly #options: ResolvedConsumerOptions<M>;
+  readonly #stats: ConsumerStats;
+  readonly #idOf: (message: M) => string | undefined;
+  readonly #rule: DedupRule<M, S>;
+
+  constructor(
+    options: ResolvedConsumerOptions<M>,
+    stats: ConsumerStats,
+    idOf: (message: M) => string | undefined,
+    rule: DedupRule<M, S>,
+  ) {
+    this.#options = options;
+    this.#stats = stats;
+    this.#idOf = idOf;
+    this.#rule = rule;
+  }
+
+  /** The repository the rule works on. */
+  get repository(): IdempotentRepository {
+    return this.#options.repository;
+  }
+
+  /** Processes a batch; see the class comment. Rejects only under `storeFailure: 'fail'` (or a bug). */
+  async run<R>(
+    messages: readonly M[],
+    handler: MessageHandler<M, R> | BatchHandler<M>,
+    options: BatchOptions,
+    stream: string,
+  ): Promise<BatchResult<R>> {
+    const n = messages.length;
+    const batch: Batch<M> = {
+      messages,
+      stream,
+      ids: new Array(n),
+      keys: new Array(n),
+      results: new Array(n),
+      failOpen: false,
+      handlerThrew: false,
+      winners: new Map(),
+    };
+    this.#readIds(batch);
+    const state = this.#rule.begin(batch);
+    const guard = this.#guard(batch, options.onStoreCall);
+
+    // First occurrences only: a repeat inside the batch is decided against its first (first received wins).
+    const first: string[] = [];
+    const seen = new Set<string>();
+    for (let i = 0; i < n; i++) {
+      const key = batch.keys[i];
+      if (key === undefined || batch.results[i] !== undefined || seen.has(key)) continue;
+      seen.add(key);
+      first.push(key);
+    }
+    if (first.length > 0) {
+      const read = await guard.run('lookup', [], () =>
+        this.#rule.lookup(state, batch, first).then(() => true),
+      );
+      if (read === undefined) batch.failOpen = true;
+    }
+
+    try {
+      if (typeof handler === 'function') await this.#runEach(state, batch, handler);
+      else await this.#runBatch(state, batch, handler);
+    } finally {
+      // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
+      await this.#rule.settle(state, batch, guard);
+    }
+    for (const r of batch.results) count(this.#stats, r.outcome);
+    for (const r of batch.results) if (r.failOpen) this.#stats.failOpen++;
+    return { results: batch.results as ProcessResult<R>[] };
+  }
+
+  /** Reads each message's id; an unusable id fails the message, a missing one follows `nullId`. */
+  #readIds(batch: Batch<M>): void {
+    const { messages, ids, results } = batch;
+    const reject = this.#options.nullId === 'reject';
+    for (let i = 0; i < messages.length; i++) {
+      try {
+        const id = this.#idOf(messages[i] as M);
+        ids[i] = id;
+        if (id === undefined && reject) results[i] = { outcome: 'failed', id, error: new NoMessageIdError() };
+      } catch (error) {
+        results[i] = { outcome: 'failed', id: undefined, error };
+      }
+    }
+  }
+
+  /**
+   * The decision for message `i`: a context to hand to the handler, or undefined when the result is already
+   * final (skipped duplicate, in-progress, failure).
+   */
+  async #decide(state: S, batch: Batch<M>, i: number): Promise<Pending | undefined> {
+    const { results } = batch;
+    if (results[i] !== undefined) return undefined;
+    this.#rule.receive?.(state, batch, i);
+    const id = batch.ids[i];
+    const key = batch.keys[i];
+    if (id === undefined) return { context: NO_ID, outcome: 'no-id', extra: undefined };
+    if (key === undefined) {
+      // An id the rule does not look up (e.g. an invalid event timestamp): the rule forwards or fails it.
+      const decision = this.#rule.decide(state, batch, i, undefined);
+      if (decision.kind === 'fail') {
+        results[i] = { outcome: 'failed', id, error: decision.error };
+        return undefined;
+      }
+      const extra = decision.kind === 'new' ? decision.extra : undefined;
+      return { context: { id, duplicate: false }, outcome: 'processed', extra };
+    }
+    const decision = this.#rule.decide(state, batch, i, batch.winners.get(key));
+    if (decision.kind === 'fail') {
+      results[i] = { outcome: 'failed', id, error: decision.error };
+      return undefined;
+    }
+    if (decision.kind === 'new') {
+      if (decision.claims) batch.winners.set(key, i);
+      const extra = batch.failOpen ? { ...decision.extra, failOpen: true as const } : decision.extra;
+      return { context: { id, duplicate: false }, outcome: 'processed', extra };
+    }
+    const { existing } = decision;
+    if (existing?.state === 'in-flight' && this.#options.inProgress === 'error') {
+      results[i] = { outcome: 'in-progress', id, existing };
+      return undefined;
+    }
+    const context: HandlerContext = { id, duplicate: true, existing };
+    try {
+      await this.#options.onDuplicate?.(batch.messages[i] as M, context);
+    } catch (error) {
+      // The hook's failure is this message's failure; the rest of the batch goes on and is settled.
+      results[i] = { outcome: 'failed', id, existing, error };
+      this.#rule.handled(state, batch, i, false);
+      return undefined;
+    }
+    if (this.#options.skipDuplicate) {
+      results[i] = { outcome: 'duplicate', id, existing };
+      return undefined;
+    }
+    return { context, outcome: 'duplicate', extra: { existing } };
+  }
+
+  /** Per-message handler: decide, run, report, in input order. */
+  async #runEach<R>(state: S, batch: Batch<M>, handler: MessageHandler<M, R>): Promise<void> {
+    const { messages, results } = batch;
+    for (let i = 0; i < messages.length; i++) {
+      const pending = await this.#decide(state, batch, i);
+      if (pending === undefined) continue;
+      const { context } = pending;
+      try {
+        const result = await handler(messages[i] as M, context);
+        results[i] = { outcome: pending.outcome, id: context.id, result, ...pending.extra };
+        this.#rule.handled(state, batch, i, true);
+      } catch (error) {
+        results[i] = { outcome: 'failed', id: context.id, error };
+        this.#failed(state, batch, i, context);
+      }
+    }
+  }
+
+  /** Whole-batch handler: decide every message (assuming success), one call, then report per message. */
+  async #runBatch(state: S, batch: Batch<M>, handler: BatchHandler<M>): Promise<void> {
+    const { messages, results } = batch;
+    const items: BatchItem<M>[] = [];
+    const pending: Pending[] = [];
+    for (let i = 0; i < messages.length; i++) {
+      const p = await this.#decide(state, batch, i);
+      if (p === undefined) continue;
+      items.push({ message: messages[i] as M, context: p.context, index: i });
+      pending.push(p);
+      this.#rule.handled(state, batch, i, true);
+    }
+    if (items.length === 0) return;
+    let failures: ReadonlyMap<number, unknown> | undefined;
+    try {
+      const reply = await handler.batch(items);
+      if (reply?.failed?.length) failures = new Map(reply.failed.map((f) => [f.index, f.error]));
+    } catch (error) {
+      batch.handlerThrew = true;
+      failures = new Map(items.map((item) => [item.index, error]));
+    }
+    for (let k = 0; k < items.length; k++) {
+      const { index, context } = items[k] as BatchItem<M>;
+      const p = pending[k] as Pending;
+      if (failures?.has(index)) {
+        results[index] = { outcome: 'failed', id: context.id, error: failures.get(index) };
+        this.#failed(state, batch, index, context);
+      } else {
+        results[index] = { outcome: p.outcome, id: context.id, ...p.extra };
+      }
+    }
+  }
+
+  /** A failed handler: the message no longer holds its key, so a later copy in the batch is judged afresh. */
+  #failed(state: S, batch: Batch<M>, i: number, context: HandlerContext): void {
+    const key = batch.keys[i];
+    if (!context.duplicate && key !== undefined && batch.winners.get(key) === i) batch.winners.delete(key);
+    this.#rule.handled(state, batch, i, false);
+  }
+
+  /** The store-failure policy, written once for every store call of every mode. */
+  #guard(batch: Batch<M>, observe: ((call: StoreCall) => void) | undefined): StoreGuard {
+    const { storeFailure } = this.#options;
+    return {
+      run: async (operation, affected, call) => {
+        const start = observe ? performance.now() : 0;
+        try {
+          const value = await call();
+          observe?.({ operation, ms: performance.now() - start });
+          return value;
+        } catch (error) {
+          const failure = toRepositoryError(operation, error);
+          observe?.({ operation, ms: performance.now() - start, error: failure });
+          if (storeFailure === 'fail' || !(failure instanceof RepositoryError)) throw failure;
+          for (const i of affected) {
+            const r = batch.results[i];
+            if (r && !r.failOpen) batch.results[i] = { ...r, failOpen: true };
+          }
+          return undefined;
+        }
+      },
+    };
+  }
+}
+
+/** A message decided for its handler, with the result it gets when the handler succeeds. */
+interface Pending {
+  readonly context: HandlerContext;
+  readonly outcome: 'processed' | 'duplicate' | 'no-id';
+  readonly extra: Pick<ProcessResult, 'existing' | 'failOpen' | 'invalidInput'> | undefined;
+}

@@ -1,0 +1,262 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { IdempotentConsumer } from '../../src/consumer/index.js';
+import { InProgressError, RepositoryError } from '../../src/errors.js';
+import { MemoryRepository } from '../../src/repositories/memory/index.js';
+import { RedisRepository } from '../../src/repositories/redis/index.js';
+import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
+import type { IdempotentRepository } from '../../src/repositories/types.js';
+import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+
+// The edges where the three former copies of the dedup decision disagreed (issue 8): every path now runs
+// through one engine, and these pin the behaviour down.
+
+interface Msg {
+  id: string;
+  ts?: number;
+}
+
+/** Stores on real servers (and the embedded one), each opened fresh per test and closed after it. */
+const stores: {
+  name: string;
+  skip: false | string;
+  open: (t: TestContext) => Promise<IdempotentRepository>;
+}[] = [
+  { name: 'memory', skip: false, open: async () => new MemoryRepository() },
+  {
+    name: 'rocksdb',
+    skip: skipUnlessEnabled('rocksdb'),
+    open: async (t) => {
+      const dir = await mkdtemp(join(tmpdir(), 'idem-engine-'));
+      const repository = await RocksdbRepository.open({ path: join(dir, 'store') });
+      t.after(async () => {
+        await repository.close();
+        await rm(dir, { recursive: true, force: true });
+      });
+      return repository;
+    },
+  },
+  {
+    name: 'redis',
+    skip: skipUnlessEnabled('redis'),
+    open: async (t) => {
+      const repository = await RedisRepository.open({
+        url: endpoints.redisUrl,
+        keyPrefix: `idem-test:engine:${randomUUID()}:`,
+      });
+      t.after(async () => {
+        await repository.clear();
+        await repository.close();
+      });
+      return repository;
+    },
+  },
+];
+
+describe('one engine: wrap and processBatch answer alike', () => {
+  it('lazy processBatch answers in-progress from the stored record, as wrap does', async () => {
+    const repository = new MemoryRepository();
+    await repository.add('busy', { ttlMs: 60_000, leaseMs: 60_000, owner: 'another-worker' });
+    const lazy = new IdempotentConsumer<Msg>({ repository, id: 'id', mode: 'lazy' });
+    let runs = 0;
+    const { results } = await lazy.processBatch([{ id: 'busy' }, { id: 'free' }], () => runs++);
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['in-progress', 'processed'],
+    );
+    assert.equal(results[0]?.existing?.owner, 'another-worker');
+    await assert.rejects(
+      lazy.process({ id: 'busy' }, () => runs++),
+      InProgressError,
+    );
+    assert.equal(runs, 1);
+  });
+
+  it('a confirmed record is reported as it is stored, not invented (lazy batch)', async () => {
+    const repository = new MemoryRepository();
+    const lazy = new IdempotentConsumer<Msg>({ repository, id: 'id', mode: 'lazy', ttlMs: 5_000 });
+    await lazy.process({ id: 'x' }, () => 1);
+    const stored = await repository.get('x');
+    const { results } = await lazy.processBatch([{ id: 'x' }], () => 1);
+    assert.equal(results[0]?.outcome, 'duplicate');
+    assert.deepEqual(results[0]?.existing, stored);
+  });
+});
+
+describe('one engine: claims are never stranded', () => {
+  it('a throwing onDuplicate fails only its own message; every claim of the batch is settled', async () => {
+    const repository = new MemoryRepository();
+    const consumer = new IdempotentConsumer<Msg>({
+      repository,
+      id: 'id',
+      onDuplicate: () => {
+        throw new Error('hook failed');
+      },
+    });
+    const ran: string[] = [];
+    const { results } = await consumer.processBatch([{ id: 'a' }, { id: 'b' }, { id: 'a' }], (m) => {
+      ran.push(m.id);
+    });
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['processed', 'processed', 'failed'],
+    );
+    assert.equal((results[2]?.error as Error).message, 'hook failed');
+    assert.deepEqual(ran, ['a', 'b']);
+    assert.equal((await repository.get('a'))?.state, 'confirmed');
+    assert.equal((await repository.get('b'))?.state, 'confirmed');
+  });
+
+  it('a whole-batch handler can fail single items: their claims are released, the rest confirmed', async () => {
+    const repository = new MemoryRepository();
+    const consumer = new IdempotentConsumer<Msg>({ repository, id: 'id' });
+    const { results } = await consumer.processBatch([{ id: 'ok' }, { id: 'bad' }, { id: 'ok2' }], {
+      batch: (items) => ({
+        failed: items
+          .filter((i) => i.message.id === 'bad')
+          .map((i) => ({ index: i.index, error: 'refused' })),
+      }),
+    });
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['processed', 'failed', 'processed'],
+    );
+    assert.equal(results[1]?.error, 'refused');
+    assert.equal(await repository.get('bad'), undefined);
+    assert.equal((await repository.get('ok2'))?.state, 'confirmed');
+  });
+
+  it('lazy: items a batch handler fails are left unmarked, so a redelivery handles them', async () => {
+    const repository = new MemoryRepository();
+    const consumer = new IdempotentConsumer<Msg>({ repository, id: 'id', mode: 'lazy' });
+    const first = await consumer.processBatch([{ id: 'sent' }, { id: 'dead-lettered' }], {
+      batch: (items) => ({ failed: [{ index: (items[1] as { index: number }).index, error: 'dlq' }] }),
+    });
+    assert.deepEqual(
+      first.results.map((r) => r.outcome),
+      ['processed', 'failed'],
+    );
+    const again = await consumer.processBatch([{ id: 'sent' }, { id: 'dead-lettered' }], { batch: () => {} });
+    assert.deepEqual(
+      again.results.map((r) => r.outcome),
+      ['duplicate', 'processed'],
+    );
+  });
+
+  it('a failed first copy does not swallow a later copy of the same id in the batch', async () => {
+    const repository = new MemoryRepository();
+    const consumer = new IdempotentConsumer<Msg & { fail?: boolean }>({ repository, id: 'id' });
+    let effects = 0;
+    const { results } = await consumer.processBatch([{ id: 'a', fail: true }, { id: 'a' }], (m) => {
+      if (m.fail) throw new Error('transient');
+      effects++;
+    });
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['failed', 'processed'],
+    );
+    assert.equal(effects, 1);
+    assert.equal((await repository.get('a'))?.state, 'confirmed');
+  });
+});
+
+describe('one engine: a lost claim is reported', () => {
+  it('confirm after another owner took over the lapsed claim: the result and the stats say so', async () => {
+    let now = 1_000_000;
+    const repository = new MemoryRepository({ clock: () => now });
+    const slow = new IdempotentConsumer<Msg>({ repository, id: 'id', leaseMs: 1_000 });
+    const other = new IdempotentConsumer<Msg>({ repository, id: 'id', leaseMs: 1_000 });
+    let otherResult: string | undefined;
+    const result = await slow.process({ id: 'x' }, async () => {
+      now += 5_000; // the handler outlives its lease...
+      otherResult = (await other.process({ id: 'x' }, () => 'second')).outcome; // ...and another worker takes over
+    });
+    assert.equal(otherResult, 'processed');
+    assert.equal(result.outcome, 'processed');
+    assert.equal(result.claimLost, true);
+    assert.equal(slow.stats.claimsLost, 1);
+  });
+
+  for (const store of stores) {
+    it(`${store.name}: a handler that outlives its lease, with no other owner, is still recorded (one side effect)`, {
+      skip: store.skip,
+    }, async (t) => {
+      const repository = await store.open(t);
+      const consumer = new IdempotentConsumer<Msg>({ repository, id: 'id', leaseMs: 200, ttlMs: 60_000 });
+      let effects = 0;
+      const first = await consumer.process({ id: 'slow' }, async () => {
+        await sleep(400);
+        effects++;
+      });
+      assert.equal(first.outcome, 'processed');
+      assert.notEqual(first.claimLost, true);
+      const redelivered = await consumer.process({ id: 'slow' }, () => effects++);
+      assert.equal(redelivered.outcome, 'duplicate');
+      assert.equal(effects, 1);
+    });
+  }
+});
+
+describe('one engine: the store-failure policy counts once per message', () => {
+  class WriteDown extends MemoryRepository {
+    override async addMany(): Promise<never> {
+      throw new RepositoryError('write refused');
+    }
+    override async add(): Promise<never> {
+      throw new RepositoryError('write refused');
+    }
+  }
+
+  it('a failed mark (write) counts each message, as a failed read does', async () => {
+    const consumer = new IdempotentConsumer<Msg>({
+      repository: new WriteDown(),
+      id: 'id',
+      mode: 'lazy',
+      storeFailure: 'process',
+    });
+    const { results } = await consumer.processBatch([{ id: 'a' }, { id: 'b' }], () => 1);
+    assert.deepEqual(
+      results.map((r) => [r.outcome, r.failOpen]),
+      [
+        ['processed', true],
+        ['processed', true],
+      ],
+    );
+    assert.equal(consumer.stats.failOpen, 2);
+  });
+
+  it('under fail, a failed mark rejects the batch so the caller does not acknowledge it', async () => {
+    const consumer = new IdempotentConsumer<Msg>({ repository: new WriteDown(), id: 'id', mode: 'lazy' });
+    await assert.rejects(
+      consumer.processBatch([{ id: 'a' }], () => 1),
+      RepositoryError,
+    );
+  });
+});
+
+describe('event-time state outlives the pauses the docs promise', () => {
+  for (const store of stores) {
+    it(`${store.name}: a record at the edge of the window survives a short pause`, {
+      skip: store.skip,
+    }, async (t) => {
+      const repository = await store.open(t);
+      const consumer = new IdempotentConsumer<Msg>({
+        repository,
+        id: 'id',
+        eventTime: { intervalMs: 10_000, timestamp: 'ts' },
+      });
+      const T = 1_700_000_000_000;
+      const handle = consumer.wrap(() => 'forwarded');
+      assert.equal((await handle({ id: 'b', ts: T + 10_000 })).outcome, 'processed');
+      assert.equal((await handle({ id: 'a', ts: T + 1 })).outcome, 'processed'); // kept: at the window's edge
+      await sleep(60);
+      // KIP-655 drops it: a@T+1 is still kept at stream time T+10s. The store must not have forgotten it.
+      assert.equal((await handle({ id: 'a', ts: T + 1 })).outcome, 'duplicate');
+    });
+  }
+});

@@ -106,7 +106,7 @@ describe('one engine: claims are never stranded', () => {
       results.map((r) => r.outcome),
       ['processed', 'processed', 'failed'],
     );
-    assert.equal((results[2]?.error as Error).message, 'hook failed');
+    assert.equal((results[2]?.error as Error | undefined)?.message, 'hook failed');
     assert.deepEqual(ran, ['a', 'b']);
     assert.equal((await repository.get('a'))?.state, 'confirmed');
     assert.equal((await repository.get('b'))?.state, 'confirmed');

@@ -176,7 +176,7 @@ export class BatchEngine<M, S> {
    * The decision for message `i`: a context to hand to the handler, or undefined when the result is already
    * final (skipped duplicate, in-progress, failure).
    */
-  async #decide(state: S, batch: Batch<M>, i: number): Promise<Pending | undefined> {
+  #decide(state: S, batch: Batch<M>, i: number): Pending | undefined | Promise<Pending | undefined> {
     const { results } = batch;
     if (results[i] !== undefined) return undefined;
     this.#rule.receive?.(state, batch, i);
@@ -209,16 +209,28 @@ export class BatchEngine<M, S> {
       return undefined;
     }
     const context: HandlerContext = { id, duplicate: true, existing };
+    return this.#options.onDuplicate
+      ? this.#hook(state, batch, i, context)
+      : this.#duplicate(batch, i, context);
+  }
+
+  /** Calls `onDuplicate`; its failure is this message's failure, and the rest of the batch goes on. */
+  async #hook(state: S, batch: Batch<M>, i: number, context: HandlerContext): Promise<Pending | undefined> {
     try {
       await this.#options.onDuplicate?.(batch.messages[i] as M, context);
     } catch (error) {
-      // The hook's failure is this message's failure; the rest of the batch goes on and is settled.
-      results[i] = { outcome: 'failed', id, existing, error };
+      batch.results[i] = { outcome: 'failed', id: context.id, existing: context.existing, error };
       this.#rule.handled(state, batch, i, false);
       return undefined;
     }
+    return this.#duplicate(batch, i, context);
+  }
+
+  /** A duplicate skips the handler, or reaches it marked (`skipDuplicate: false`, as in Camel). */
+  #duplicate(batch: Batch<M>, i: number, context: HandlerContext): Pending | undefined {
+    const { existing } = context;
     if (this.#options.skipDuplicate) {
-      results[i] = { outcome: 'duplicate', id, existing };
+      batch.results[i] = { outcome: 'duplicate', id: context.id, existing };
       return undefined;
     }
     return { context, outcome: 'duplicate', extra: { existing } };
@@ -228,7 +240,8 @@ export class BatchEngine<M, S> {
   async #runEach<R>(state: S, batch: Batch<M>, handler: MessageHandler<M, R>): Promise<void> {
     const { messages, results } = batch;
     for (let i = 0; i < messages.length; i++) {
-      const pending = await this.#decide(state, batch, i);
+      let pending = this.#decide(state, batch, i);
+      if (pending instanceof Promise) pending = await pending;
       if (pending === undefined) continue;
       const { context } = pending;
       try {
@@ -248,7 +261,8 @@ export class BatchEngine<M, S> {
     const items: BatchItem<M>[] = [];
     const pending: Pending[] = [];
     for (let i = 0; i < messages.length; i++) {
-      const p = await this.#decide(state, batch, i);
+      let p = this.#decide(state, batch, i);
+      if (p instanceof Promise) p = await p;
       if (p === undefined) continue;
       items.push({ message: messages[i] as M, context: p.context, index: i });
       pending.push(p);

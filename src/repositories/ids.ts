@@ -7,11 +7,20 @@ import type { MessageId } from './types.js';
  */
 export const MAX_ID_BYTES = 1024;
 
-/** Binary ids are stored as base64 behind a NUL marker, which a well-formed text id never starts with by accident. */
-const BINARY_PREFIX = '\u0000b64:';
+/**
+ * Keys that start with NUL are reserved for what a plain text key could be confused with:
+ * - `\0b64:` + base64 is a binary id;
+ * - `\0` + the text is a text id that itself starts with NUL (so `"\0b64://4="` becomes `"\0\0b64://4="`,
+ *   never the key of bytes `ff fe`).
+ * Any other text id is its own key, so the common case costs one character test. Hence `toKey` is not idempotent on
+ * such keys: a key passed again as a text id gets another key (still one per id, but not the same as the first).
+ */
+const MARK = '\u0000';
+const BINARY_PREFIX = `${MARK}b64:`;
 
 /**
- * Turns a message id into the string key every repository stores.
+ * Turns a message id into the string key every repository stores. The mapping is injective over text and bytes
+ * together: two different ids never share a key.
  * Rejects empty ids, ids over `maxBytes`, and strings with lone surrogates (they cannot round-trip through UTF-8,
  * so two different ids could collide).
  */
@@ -20,7 +29,7 @@ export function toKey(id: MessageId, maxBytes: number = MAX_ID_BYTES): string {
   if (typeof id === 'string') {
     if (id.length === 0) throw new InvalidIdError('id is empty');
     if (!id.isWellFormed()) throw new InvalidIdError('id is not well-formed Unicode (lone surrogate)');
-    key = id;
+    key = id.charCodeAt(0) === 0 ? MARK + id : id;
   } else if (id instanceof Uint8Array) {
     if (id.byteLength === 0) throw new InvalidIdError('id is empty');
     key = BINARY_PREFIX + Buffer.from(id.buffer, id.byteOffset, id.byteLength).toString('base64');

@@ -36,38 +36,96 @@ export function confirmedRecord(record: IdempotencyRecord, ttlMs: number, now: n
   return confirmed;
 }
 
-/** The time after which the store may forget the record entirely (used for store-side TTLs and buckets). */
+/**
+ * The time after which the store may forget the record entirely (used for store-side TTLs and buckets).
+ *
+ * Only a confirmed record's end decides anything. An in-flight record is kept until the later of its lease end and
+ * its retention end: liveness is judged from `leaseExpiresAt`, so keeping it longer blocks no one, but it lets an
+ * owner whose handler outlived the lease still confirm (no one having taken the id over). A crashed worker's claim
+ * thus costs what a confirmed id costs: one record kept for the retention TTL.
+ */
 export function forgetAt(record: IdempotencyRecord): number {
-  return record.state === 'in-flight' ? (record.leaseExpiresAt ?? record.expiresAt) : record.expiresAt;
+  if (record.state === 'confirmed') return record.expiresAt;
+  return Math.max(record.leaseExpiresAt ?? record.expiresAt, record.expiresAt);
 }
 
-const SEP = '\u0001';
+/** Separates the fields of an encoded record; never appears inside an encoded field. */
+export const FIELD_SEP = '\u0001';
+/** Escape lead inside a field: `\2\2` is U+0002, `\2\3` is U+0001, a field that is just `\2` is the empty string. */
+const ESC = '\u0002';
+/** What `\2` + this character stands for inside a field. */
+const UNESCAPE: Readonly<Record<string, string>> = { [ESC]: ESC, '\u0003': FIELD_SEP };
 
 /**
- * Compact text form for key-value stores (Redis, RocksDB): fields joined by U+0001.
- * Order: state, expiresAt, leaseExpiresAt, owner, eventTime, fingerprint.
+ * Encodes an optional string field so that any string round-trips and the field never contains
+ * {@link FIELD_SEP}: absent is `''`, the empty string is `\2`, and U+0001/U+0002 are escaped. Strings without
+ * those characters (owner tokens, digests) are written as they are, so the common case costs two scans.
+ */
+export function encodeField(value: string | undefined): string {
+  if (value === undefined) return '';
+  if (value === '') return ESC;
+  return value.includes(FIELD_SEP) || value.includes(ESC)
+    ? value.replaceAll(ESC, `${ESC}${ESC}`).replaceAll(FIELD_SEP, `${ESC}\u0003`)
+    : value;
+}
+
+/** Inverse of {@link encodeField}. */
+export function decodeField(field: string | undefined): string | undefined {
+  if (field === undefined || field === '') return undefined;
+  if (field === ESC) return '';
+  if (!field.includes(ESC)) return field;
+  let text = '';
+  for (let i = 0; i < field.length; i++) {
+    const c = field[i] as string;
+    text += c === ESC ? (UNESCAPE[field[++i] as string] ?? '') : c;
+  }
+  return text;
+}
+
+/**
+ * Compact text form for key-value stores (Redis, RocksDB): fields joined by U+0001, strings through
+ * {@link encodeField} so any owner or fingerprint round-trips.
+ * Order: state (`f` in-flight, `c` confirmed), expiresAt, leaseExpiresAt, owner, eventTime, fingerprint.
+ * Records written before strings were escaped decode the same, unless a string held U+0001 or U+0002.
  */
 export function encodeRecord(record: IdempotencyRecord): string {
-  return [
-    record.state === 'in-flight' ? 'f' : 'c',
-    record.expiresAt,
-    record.leaseExpiresAt ?? '',
-    record.owner ?? '',
-    record.eventTime ?? '',
-    record.fingerprint ?? '',
-  ].join(SEP);
+  return (
+    (record.state === 'in-flight' ? 'f' : 'c') +
+    FIELD_SEP +
+    record.expiresAt +
+    FIELD_SEP +
+    (record.leaseExpiresAt ?? '') +
+    FIELD_SEP +
+    encodeField(record.owner) +
+    FIELD_SEP +
+    encodeRecordTail(record)
+  );
+}
+
+/**
+ * The last two fields of {@link encodeRecord} (eventTime, fingerprint), for a store that writes the leading
+ * fields itself (the Redis scripts fill in the times from the server's clock).
+ */
+export function encodeRecordTail(entry: {
+  readonly eventTime?: number;
+  readonly fingerprint?: string;
+}): string {
+  return (entry.eventTime ?? '') + FIELD_SEP + encodeField(entry.fingerprint);
 }
 
 /** Inverse of {@link encodeRecord}. */
 export function decodeRecord(key: string, text: string): IdempotencyRecord {
-  const [state, expiresAt, lease, owner, eventTime, fingerprint] = text.split(SEP);
-  return {
+  const [state, expiresAt, lease, owner, eventTime, fingerprint] = text.split(FIELD_SEP);
+  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
     id: key,
     state: state === 'f' ? 'in-flight' : 'confirmed',
     expiresAt: Number(expiresAt),
-    ...(lease ? { leaseExpiresAt: Number(lease) } : {}),
-    ...(owner ? { owner } : {}),
-    ...(eventTime ? { eventTime: Number(eventTime) } : {}),
-    ...(fingerprint ? { fingerprint } : {}),
   };
+  if (lease) record.leaseExpiresAt = Number(lease);
+  const ownerText = decodeField(owner);
+  if (ownerText !== undefined) record.owner = ownerText;
+  if (eventTime) record.eventTime = Number(eventTime);
+  const fingerprintText = decodeField(fingerprint);
+  if (fingerprintText !== undefined) record.fingerprint = fingerprintText;
+  return record;
 }

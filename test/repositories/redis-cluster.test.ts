@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -110,8 +111,9 @@ describe('redis cluster', { skip: skipUnlessEnabled('redis') }, () => {
       assert.equal(confirmed[5], false);
 
       const masters = (repo.client as Cluster).nodes('master');
-      const mine = () =>
-        Promise.all(masters.map(async (node) => (await node.keys('idem-test:spread:*')).length));
+      // The namespace's keys all start like the key of any id, minus the id.
+      const pattern = `${repo.redisKey('x').slice(0, -1)}*`;
+      const mine = () => Promise.all(masters.map(async (node) => (await node.keys(pattern)).length));
       const sizes = await mine();
       assert.equal(masters.length, 3);
       assert.ok(
@@ -122,6 +124,40 @@ describe('redis cluster', { skip: skipUnlessEnabled('redis') }, () => {
       await repo.clear();
       assert.deepEqual(await repo.containsMany(ids.slice(0, 20)), Array(20).fill(false));
       assert.deepEqual(await mine(), [0, 0, 0]);
+    } finally {
+      await repo.close();
+    }
+  });
+
+  it('a {hash tag} in the prefix still pins the namespace to one slot, and every operation works there', async () => {
+    const tag = `tenant-${randomUUID().slice(0, 8)}`;
+    const repo = await RedisRepository.open({ cluster: cluster.seeds, keyPrefix: `idem-test:{${tag}}:` });
+    try {
+      const ids = Array.from({ length: 200 }, (_, i) => `id-${i}`);
+      const claims = await repo.addMany(
+        ids.map((id) => ({ id })),
+        { ...TTL, leaseMs: 60_000, owner: 'w' },
+      );
+      assert.equal(claims.filter((r) => r.added).length, ids.length);
+      assert.equal(
+        (
+          await repo.confirmMany(
+            ids.map((id) => ({ id, owner: 'w' })),
+            TTL,
+          )
+        ).filter(Boolean).length,
+        200,
+      );
+      const slots = new Set(
+        await Promise.all(
+          ids
+            .slice(0, 20)
+            .map((id) => (repo.client as Cluster).call('CLUSTER', 'KEYSLOT', repo.redisKey(id))),
+        ),
+      );
+      assert.equal(slots.size, 1, 'a hash-tagged namespace spread over several slots');
+      await repo.clear();
+      assert.deepEqual(await repo.containsMany(ids.slice(0, 5)), Array(5).fill(false));
     } finally {
       await repo.close();
     }

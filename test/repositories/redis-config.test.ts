@@ -178,13 +178,48 @@ describe('redis repository details', { skip: skipUnlessEnabled('redis') }, () =>
     const repo = await scratch(t, keyPrefix);
     const client = repo.client as Redis;
     await repo.add('claimed', { ttlMs: 600_000, leaseMs: 30_000, owner: 'o' });
+    await repo.add('long-lease', { ttlMs: 1_000, leaseMs: 300_000, owner: 'o' });
     await repo.add('marked', { ttlMs: 600_000 });
-    const leasePx = await client.pttl(`${keyPrefix}claimed`);
-    const markPx = await client.pttl(`${keyPrefix}marked`);
-    assert.ok(leasePx > 0 && leasePx <= 30_000, `in-flight PX follows the lease, got ${leasePx}`);
+    const claimPx = await client.pttl(repo.redisKey('claimed'));
+    const longLeasePx = await client.pttl(repo.redisKey('long-lease'));
+    const markPx = await client.pttl(repo.redisKey('marked'));
+    // An in-flight record outlives its lease (a slow owner may still confirm): PX is the later of lease and TTL.
+    assert.ok(
+      claimPx > 30_000 && claimPx <= 600_000,
+      `in-flight PX follows the TTL past the lease, got ${claimPx}`,
+    );
+    assert.ok(
+      longLeasePx > 1_000 && longLeasePx <= 300_000,
+      `in-flight PX covers the lease, got ${longLeasePx}`,
+    );
     assert.ok(markPx > 30_000 && markPx <= 600_000, `confirmed PX follows the TTL, got ${markPx}`);
-    await repo.confirm({ id: 'claimed', owner: 'o' }, { ttlMs: 600_000 });
-    assert.ok((await client.pttl(`${keyPrefix}claimed`)) > 30_000, 'confirm did not extend the PX');
+    await repo.confirm({ id: 'long-lease', owner: 'o' }, { ttlMs: 600_000 });
+    assert.ok(
+      (await client.pttl(repo.redisKey('long-lease'))) > 300_000,
+      'confirm did not set the PX from its TTL',
+    );
+  });
+
+  it('keys a namespace so that no prefix reads or clears another it is a prefix of', async (t) => {
+    const run = `it:${randomUUID().slice(0, 8)}`;
+    const app = await scratch(t, `${run}:app:`);
+    const orders = await scratch(t, `${run}:app:orders:`);
+    const bare = await scratch(t, `${run}:app`);
+    const percent = await scratch(t, `${run}%3Aapp:`);
+    assert.equal((await orders.add('42', TTL)).added, true);
+    assert.equal(await app.contains('orders:42'), false, 'app: sees app:orders:42');
+    assert.equal((await app.add('orders:42', TTL)).added, true);
+    assert.equal((await percent.add('42', TTL)).added, true, 'an escaped-looking prefix met another');
+    // A trailing ':' is optional: `app` and `app:` are one namespace.
+    assert.equal(await bare.contains('orders:42'), true);
+    await app.clear();
+    assert.equal(await orders.contains('42'), true, 'clear() of app: deleted app:orders: ids');
+    assert.equal(await percent.contains('42'), true);
+    assert.equal(await bare.contains('orders:42'), false);
+    // The default prefix, and any without inner ':' or '%', keep the key layout of earlier versions.
+    const plain = new RedisRepository({ client: orders.client, keyPrefix: 'idem:' });
+    assert.equal(plain.redisKey('order-1'), 'idem:order-1');
+    assert.equal(orders.redisKey('42'), `${run.replace(':', '%3A')}%3Aapp%3Aorders:42`);
   });
 
   it('a large batch (over one script call) answers per position in one round trip', async (t) => {

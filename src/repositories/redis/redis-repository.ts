@@ -1,10 +1,17 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { MAX_ID_BYTES } from '../ids.js';
-import { decodeRecord, encodeRecord, forgetAt, isLive, newRecord } from '../record.js';
-import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
+import { MAX_ID_BYTES, toKey } from '../ids.js';
+import { decodeRecord, encodeField, encodeRecordTail, forgetAt, isLive, newRecord } from '../record.js';
+import type {
+  AddOptions,
+  AddResult,
+  IdempotencyRecord,
+  MessageId,
+  RepositoryCapabilities,
+} from '../types.js';
 import { closeClient, connectClient, createClient } from './connection.js';
+import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
 import { defineScripts, type ScriptCommands, type ScriptedClient, type ScriptedPipeline } from './scripts.js';
 
@@ -15,6 +22,10 @@ export interface RedisClientRepositoryOptions {
   readonly keyPrefix?: string;
   /** Close the client on `close()`. Default false: a borrowed client stays the caller's to close. */
   readonly closeClient?: boolean;
+  /**
+   * The worker's clock, accepted like every repository's. Redis never judges by it: leases and TTLs count on the
+   * server's own clock (see {@link RedisRepository}), so a worker whose clock is off changes nothing.
+   */
   readonly clock?: () => number;
 }
 
@@ -26,14 +37,35 @@ const KEYS_PER_SCRIPT = 1_000;
 /** Keys per SCAN page and per UNLINK in `clear()`. */
 const CLEAR_CHUNK = 1_000;
 
-/** PX for a record: until the store may forget it, rounded up, at least 1 ms (PX 0 is an error). */
-function pxFor(record: IdempotencyRecord, now: number): number {
-  return Math.max(1, Math.ceil(forgetAt(record) - now));
+/**
+ * The `now` the base class passes when the caller gave none: this repository's clock answers NaN, which the
+ * scripts receive as '' and replace with the server's TIME. An explicit `now` (event-time mode) is passed through.
+ */
+const serverClock = (): number => Number.NaN;
+
+/** The scripts' time argument: the caller's time, or '' for the server's clock. */
+function timeArg(now: number): number | '' {
+  return Number.isNaN(now) ? '' : now;
 }
 
-/** Escapes glob metacharacters so a prefix matches itself in SCAN MATCH. */
-function globEscape(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
+/**
+ * PX for the records `add` writes with these options: until the store may forget them (see `forgetAt`: for a
+ * claim, the later of lease end and retention end), rounded up, at least 1 ms (PX 0 is an error). It is the same
+ * whichever clock `now` comes from, since it counts from `now`.
+ */
+function pxFor(options: AddOptions): number {
+  return Math.max(1, Math.ceil(forgetAt(newRecord('', {}, options, 0))));
+}
+
+/** The owner field the claim script writes: the owner of a claim, none for a record written confirmed. */
+function ownerField(options: AddOptions): string {
+  return options.leaseMs === undefined ? '' : encodeField(options.owner);
+}
+
+/** A script's replies, `[now, per key...]` each, flattened to one time and one value per key. */
+interface PerKey<R> {
+  readonly nows: number[];
+  readonly values: R[];
 }
 
 /** Unwraps `pipeline.exec()` results, rethrowing the first command error. */
@@ -48,8 +80,11 @@ function pipelineResults(results: [Error | null, unknown][] | null): unknown[] {
 /**
  * Repository on Redis (standalone or Cluster) through ioredis.
  *
- * Every state change is one atomic Lua script that compares state and owner on the server, with the client's
- * `now` as the only clock, so liveness is exact. Redis' own PX (from `forgetAt`) only collects garbage.
+ * Every state change is one atomic Lua script that compares state and owner on the server. Liveness, leases and
+ * TTLs are judged by the server's own clock (`TIME` inside the scripts, reads included), so workers need not
+ * agree on the time; only an explicit `now` (event-time mode passes stream time) replaces it. Redis' own PX
+ * (from `forgetAt`) only collects garbage: an in-flight record outlives its lease, so a slow owner can still
+ * confirm it. Keys are `namespaceSegment(keyPrefix) + canonical key`, so no namespace reads or clears another's.
  * Standalone batches are one script call per 1000 keys in one round trip; on a Cluster, where one script may
  * not span slots, a batch is one script call per key, pipelined per node by ioredis' auto-pipelining (on for
  * clients the repository creates; a borrowed Cluster should enable it too).
@@ -64,17 +99,20 @@ export class RedisRepository extends BaseRepository {
   protected readonly storeName = 'redis';
   readonly #client: ScriptedClient;
   readonly #prefix: string;
+  /** What every key of this namespace starts with (see {@link namespaceSegment}). */
+  readonly #ns: string;
   readonly #ownsClient: boolean;
 
   /** Wraps an existing client; see {@link RedisRepository.open} to connect from options. */
   constructor(options: RedisClientRepositoryOptions) {
-    super(options);
+    super({ clock: serverClock });
     this.#client = defineScripts(options.client);
     this.#prefix = options.keyPrefix ?? redisDefaults.keyPrefix;
     // An empty prefix would make clear() delete the whole database.
     if (typeof this.#prefix !== 'string' || this.#prefix.length === 0) {
       throw new ConfigError('repository.keyPrefix', 'must be a non-empty string');
     }
+    this.#ns = namespaceSegment(this.#prefix);
     this.#ownsClient = options.closeClient ?? false;
   }
 
@@ -95,9 +133,14 @@ export class RedisRepository extends BaseRepository {
     return this.#client;
   }
 
-  /** The namespace prefix of every key. */
+  /** The namespace, as configured. */
   get keyPrefix(): string {
     return this.#prefix;
+  }
+
+  /** The Redis key that holds the id's record (for inspection with redis-cli). */
+  redisKey(id: MessageId): string {
+    return this.#ns + toKey(id, this.maxIdBytes);
   }
 
   /** Store failures, with ioredis' offline-queue wording replaced by what it means for the caller. */
@@ -120,13 +163,18 @@ export class RedisRepository extends BaseRepository {
   }
 
   protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
-    const record = newRecord(entry.key, entry, options, now);
-    const key = this.#prefix + entry.key;
-    const reply = (await this.#client.idemClaimOne(key, now, pxFor(record, now), encodeRecord(record))) as [
-      string | null,
-    ];
-    const old = reply[0];
-    return old == null ? { added: true, record } : { added: false, existing: decodeRecord(entry.key, old) };
+    const given = timeArg(now);
+    const [at, old] = (await this.#client.idemClaimOne(
+      this.#ns + entry.key,
+      given,
+      pxFor(options),
+      options.ttlMs,
+      options.leaseMs ?? '',
+      ownerField(options),
+      encodeRecordTail(entry),
+    )) as [number, string | null];
+    if (old != null) return { added: false, existing: decodeRecord(entry.key, old) };
+    return { added: true, record: newRecord(entry.key, entry, options, given === '' ? at : now) };
   }
 
   protected async doAddMany(
@@ -134,27 +182,50 @@ export class RedisRepository extends BaseRepository {
     options: AddOptions,
     now: number,
   ): Promise<AddResult[]> {
-    // Every record of one batch has the same times and owner, hence the same PX, and ids without event time or
-    // fingerprint share one record text: it is sent once per script call, not once per key.
-    const template = newRecord('', {}, options, now);
-    const px = pxFor(template, now);
+    const given = timeArg(now);
+    const px = pxFor(options);
+    const lease = options.leaseMs ?? '';
+    const owner = ownerField(options);
+    // Ids without event time or fingerprint share one record tail: it is sent once per script call, not per key.
     const plain = entries.every((e) => e.eventTime === undefined && e.fingerprint === undefined);
-    const texts = plain ? undefined : entries.map((e) => encodeRecord(newRecord(e.key, e, options, now)));
-    const shared = encodeRecord(template);
-    const keys = entries.map((e) => this.#prefix + e.key);
-    const replies = await this.#perKey<string | null>(
+    const tails = plain ? undefined : entries.map(encodeRecordTail);
+    const shared = encodeRecordTail({});
+    const keys = entries.map((e) => this.#ns + e.key);
+    const { nows, values } = await this.#perKey<string | null>(
       keys,
       (target, from, to) =>
-        target.idemClaim(to - from, keys.slice(from, to), now, px, texts ? texts.slice(from, to) : shared),
-      (client, i) => client.idemClaimOne(keys[i] as string, now, px, texts ? (texts[i] as string) : shared),
+        target.idemClaim(
+          to - from,
+          keys.slice(from, to),
+          given,
+          px,
+          options.ttlMs,
+          lease,
+          owner,
+          tails ? tails.slice(from, to) : shared,
+        ),
+      (client, i) =>
+        client.idemClaimOne(
+          keys[i] as string,
+          given,
+          px,
+          options.ttlMs,
+          lease,
+          owner,
+          tails ? (tails[i] as string) : shared,
+        ),
     );
-    return replies.map((old, i): AddResult => {
+    // A plain batch's new records differ only in id (and, on a Cluster, in the node's time): one template per time.
+    let template: IdempotencyRecord | undefined;
+    return values.map((old, i): AddResult => {
       const entry = entries[i] as KeyedEntry;
       if (old != null) return { added: false, existing: decodeRecord(entry.key, old) };
-      return {
-        added: true,
-        record: plain ? { ...template, id: entry.key } : newRecord(entry.key, entry, options, now),
-      };
+      const at = given === '' ? (nows[i] as number) : now;
+      if (!plain) return { added: true, record: newRecord(entry.key, entry, options, at) };
+      if (template === undefined || template.expiresAt !== at + options.ttlMs) {
+        template = newRecord('', {}, options, at);
+      }
+      return { added: true, record: { ...template, id: entry.key } };
     });
   }
 
@@ -162,15 +233,25 @@ export class RedisRepository extends BaseRepository {
     keys: readonly string[],
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    const full = keys.map((k) => this.#prefix + k);
+    const full = keys.map((k) => this.#ns + k);
+    const decode = (text: string | null, i: number, at: number) => {
+      if (text == null) return undefined;
+      const record = decodeRecord(keys[i] as string, text);
+      return isLive(record, at) ? record : undefined;
+    };
+    if (timeArg(now) === '') {
+      // Judged by the server's clock, read in the same script as the records (one call per 1000 keys).
+      const { nows, values } = await this.#perKey<string | null>(
+        full,
+        (target, from, to) => target.idemRead(to - from, full.slice(from, to)),
+        (client, i) => client.idemReadOne(full[i] as string),
+      );
+      return values.map((text, i) => decode(text, i, nows[i] as number));
+    }
     const texts = this.#isCluster
       ? await Promise.all(full.map((k) => this.#client.get(k)))
       : await this.#client.mget(full);
-    return texts.map((text, i) => {
-      if (text == null) return undefined;
-      const record = decodeRecord(keys[i] as string, text);
-      return isLive(record, now) ? record : undefined;
-    });
+    return texts.map((text, i) => decode(text, i, now));
   }
 
   protected async doConfirmMany(
@@ -178,30 +259,30 @@ export class RedisRepository extends BaseRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]> {
-    const expiresAt = now + ttlMs;
+    const given = timeArg(now);
     const px = Math.max(1, Math.ceil(ttlMs));
-    const keys = claims.map((c) => this.#prefix + c.key);
-    const owners = claims.map((c) => c.owner);
-    const replies = await this.#perKey<number>(
+    const keys = claims.map((c) => this.#ns + c.key);
+    const owners = claims.map((c) => encodeField(c.owner));
+    const { values } = await this.#perKey<number>(
       keys,
       (target, from, to) =>
-        target.idemConfirm(to - from, keys.slice(from, to), expiresAt, px, owners.slice(from, to)),
-      (client, i) => client.idemConfirmOne(keys[i] as string, expiresAt, px, owners[i] as string),
+        target.idemConfirm(to - from, keys.slice(from, to), given, ttlMs, px, owners.slice(from, to)),
+      (client, i) => client.idemConfirmOne(keys[i] as string, given, ttlMs, px, owners[i] as string),
     );
-    return replies.map((r) => r === 1);
+    return values.map((r) => r === 1);
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    const full = this.#prefix + key;
+    const full = this.#ns + key;
     if (owner === undefined) return (await this.#client.del(full)) > 0;
-    return (await this.#client.idemRelease(full, owner)) === 1;
+    return (await this.#client.idemRelease(full, encodeField(owner))) === 1;
   }
 
   protected async doClear(): Promise<void> {
     // A client-level keyPrefix (ioredis option) is added to every key argument but not to SCAN's pattern or
     // results, so it is added to the pattern and stripped from the keys found.
     const clientPrefix = Buffer.from(this.#client.options.keyPrefix ?? '');
-    const pattern = `${globEscape(clientPrefix.toString() + this.#prefix)}*`;
+    const pattern = `${globEscape(clientPrefix.toString() + this.#ns)}*`;
     if (this.#isCluster) {
       const masters = (this.#client as Cluster).nodes('master');
       // Keys on one node span many slots, and a multi-key UNLINK must stay in one slot: unlink per key.
@@ -226,7 +307,7 @@ export class RedisRepository extends BaseRepository {
   }
 
   /**
-   * Runs a claim or confirm script over `keys`, returning the per-key replies in order.
+   * Runs a script over `keys`, returning the time it used and its reply for each key, in order.
    * - One key: one single-key call (`one`), the per-message path.
    * - Standalone, up to KEYS_PER_SCRIPT keys: one multi-key call (`many`).
    * - Standalone, more: one `many` call per chunk, all in one pipeline (still one round trip), so no single
@@ -238,19 +319,30 @@ export class RedisRepository extends BaseRepository {
     keys: readonly string[],
     many: <T extends ScriptCommands<unknown>>(target: T, from: number, to: number) => unknown,
     one: (client: ScriptedClient, index: number) => Promise<unknown>,
-  ): Promise<R[]> {
+  ): Promise<PerKey<R>> {
     const client = this.#client;
-    if (keys.length === 1) return (await one(client, 0)) as R[];
-    if (client.isCluster) {
-      const replies = (await Promise.all(keys.map((_, i) => one(client, i)))) as R[][];
-      return replies.map((r) => r[0] as R);
+    let replies: unknown[][];
+    if (keys.length === 1) replies = [(await one(client, 0)) as unknown[]];
+    else if (client.isCluster)
+      replies = (await Promise.all(keys.map((_, i) => one(client, i)))) as unknown[][];
+    else if (keys.length <= KEYS_PER_SCRIPT) replies = [(await many(client, 0, keys.length)) as unknown[]];
+    else {
+      const pipe = client.pipeline() as ScriptedPipeline;
+      for (let from = 0; from < keys.length; from += KEYS_PER_SCRIPT) {
+        many(pipe, from, Math.min(keys.length, from + KEYS_PER_SCRIPT));
+      }
+      replies = pipelineResults(await pipe.exec()) as unknown[][];
     }
-    if (keys.length <= KEYS_PER_SCRIPT) return (await many(client, 0, keys.length)) as R[];
-    const pipe = client.pipeline() as ScriptedPipeline;
-    for (let from = 0; from < keys.length; from += KEYS_PER_SCRIPT) {
-      many(pipe, from, Math.min(keys.length, from + KEYS_PER_SCRIPT));
+    const nows: number[] = [];
+    const values: R[] = [];
+    for (const reply of replies) {
+      const at = reply[0] as number;
+      for (let j = 1; j < reply.length; j++) {
+        nows.push(at);
+        values.push(reply[j] as R);
+      }
     }
-    return (pipelineResults(await pipe.exec()) as R[][]).flat();
+    return { nows, values };
   }
 }
 

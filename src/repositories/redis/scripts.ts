@@ -3,72 +3,113 @@ import type { ChainableCommander, Cluster, Redis } from 'ioredis';
 /*
  * Lua scripts behind the Redis repository. Each runs atomically on the server, so a check and the write that
  * depends on it can never interleave with another client's. Records use the text form of `encodeRecord`:
- * `state \1 expiresAt \1 leaseExpiresAt \1 owner \1 eventTime \1 fingerprint`. Times come from the client's
- * clock (ARGV), never from the server's, so liveness is decided exactly as every other store decides it.
+ * `state \1 expiresAt \1 leaseExpiresAt \1 owner \1 eventTime \1 fingerprint`, strings escaped so that no field
+ * holds a \1.
+ *
+ * Time: a script judges liveness, and counts TTLs and leases, from the `now` it is given (event-time mode passes
+ * stream time) or, when given '', from the server's own `TIME`. One clock for every worker means a worker whose
+ * clock runs ahead cannot take over a live claim, and one whose clock runs behind cannot hold an id too long.
+ * On a Cluster each key is judged by the clock of the master that holds it, in every script alike.
+ *
+ * Every script answers `{ now, one reply per key... }`, `now` being the time it used, in epoch ms.
  */
+
+/** Shared by every script: the time to judge by (ARGV value, or the server's TIME when '') and number output. */
+const PRELUDE = `
+local function clock(given)
+  if given ~= '' then return tonumber(given) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- %.17g writes every double exactly (and integers as plain digits), so JS reads back the number it computes.
+local function num(x) return string.format('%.17g', x) end
+`;
 
 /**
  * Claim: for each key, write the new record unless a live one is there, and return the live one if so.
  * `SET NX PX` alone is not enough: a record past its exact expiry may still be present until Redis collects it
  * (or a lapsed lease may hold it), and it must be replaced atomically, not reported as a duplicate. So the
- * common case (a new id) is one `SET NX PX`; only when a record exists is it read and judged by the client's
- * `now`, and overwritten when no longer live.
+ * common case (a new id) is one `SET NX PX`; only when a record exists is it read and judged by `now`, and
+ * overwritten when no longer live.
  *
- * KEYS: record keys. ARGV[1]: now, ARGV[2]: PX for every new record, ARGV[3]: the record text shared by all
- * keys, or, when ARGV has one text per key, ARGV[2 + i] for KEYS[i].
- * Returns one entry per key: false (nil) when written, else the live record's text.
+ * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: PX for every new record, ARGV[3]: ttlMs,
+ * ARGV[4]: leaseMs, or '' for a record written confirmed, ARGV[5]: the encoded owner ('' for none),
+ * ARGV[6]: the record's tail (`eventTime \1 fingerprint`) shared by all keys, or, when ARGV has one tail per key,
+ * ARGV[5 + i] for KEYS[i].
+ * Per key: false (nil) when written, else the live record's text.
  */
-export const CLAIM_LUA = String.raw`
-local now = tonumber(ARGV[1])
+export const CLAIM_LUA = `${PRELUDE}${String.raw`
+local now = clock(ARGV[1])
 local px = ARGV[2]
-local shared = #ARGV == 3
-local out = {}
+local expires = num(now + tonumber(ARGV[3]))
+local head
+if ARGV[4] == '' then
+  head = 'c\1' .. expires .. '\1\1' .. ARGV[5] .. '\1'
+else
+  head = 'f\1' .. expires .. '\1' .. num(now + tonumber(ARGV[4])) .. '\1' .. ARGV[5] .. '\1'
+end
+local shared = #ARGV == 6
+local out = { now }
 for i, key in ipairs(KEYS) do
-  local value = shared and ARGV[3] or ARGV[2 + i]
-  out[i] = false
+  local value = head .. (shared and ARGV[6] or ARGV[5 + i])
+  out[i + 1] = false
   if not redis.call('SET', key, value, 'NX', 'PX', px) then
     local old = redis.call('GET', key)
     local live = false
     if old then
-      local state, expires, lease = string.match(old, '^([^\1]*)\1([^\1]*)\1([^\1]*)')
-      live = (tonumber(state == 'f' and lease or expires) or 0) > now
+      local state, until_expiry, until_lease = string.match(old, '^([^\1]*)\1([^\1]*)\1([^\1]*)')
+      live = (tonumber(state == 'f' and until_lease or until_expiry) or 0) > now
     end
     if live then
-      out[i] = old
+      out[i + 1] = old
     else
       redis.call('SET', key, value, 'PX', px)
     end
   end
 end
 return out
-`;
+`}`;
 
 /**
  * Confirm: turn each key's in-flight record into a confirmed one, only if it is still held by the given owner.
- * Event time and fingerprint are kept.
+ * The lease is not checked: a claim past its lease that no one took over is still the owner's to confirm (a
+ * takeover rewrites the owner, and then this refuses). Event time and fingerprint are kept.
  *
- * KEYS: record keys. ARGV[1]: the new expiresAt, ARGV[2]: its PX, ARGV[2 + i]: the owner for KEYS[i].
- * Returns 1 per confirmed key, 0 otherwise.
+ * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: ttlMs, ARGV[3]: PX, ARGV[3 + i]: the encoded
+ * owner for KEYS[i]. Per key: 1 when confirmed, 0 otherwise.
  */
-export const CONFIRM_LUA = String.raw`
-local out = {}
+export const CONFIRM_LUA = `${PRELUDE}${String.raw`
+local now = clock(ARGV[1])
+local expires = num(now + tonumber(ARGV[2]))
+local px = ARGV[3]
+local out = { now }
 for i, key in ipairs(KEYS) do
   local old = redis.call('GET', key)
-  out[i] = 0
+  out[i + 1] = 0
   if old then
     local state, owner, rest = string.match(old, '^([^\1]*)\1[^\1]*\1[^\1]*\1([^\1]*)\1(.*)$')
-    if state == 'f' and owner == ARGV[2 + i] then
-      redis.call('SET', key, 'c\1' .. ARGV[1] .. '\1\1\1' .. rest, 'PX', ARGV[2])
-      out[i] = 1
+    if state == 'f' and owner == ARGV[3 + i] then
+      redis.call('SET', key, 'c\1' .. expires .. '\1\1\1' .. rest, 'PX', px)
+      out[i + 1] = 1
     end
   end
 end
+return out
+`}`;
+
+/**
+ * Read: the records of the keys, with the server's time, so reads judge liveness by the clock claims use.
+ * KEYS: record keys. Per key: the record's text or false (nil).
+ */
+export const READ_LUA = `${PRELUDE}
+local out = redis.call('MGET', unpack(KEYS))
+table.insert(out, 1, clock(''))
 return out
 `;
 
 /**
  * Release: delete the key only while it is the given owner's in-flight claim.
- * KEYS[1]: record key. ARGV[1]: owner. Returns 1 when deleted.
+ * KEYS[1]: record key. ARGV[1]: encoded owner. Returns 1 when deleted.
  */
 export const RELEASE_LUA = String.raw`
 local old = redis.call('GET', KEYS[1])
@@ -83,14 +124,18 @@ type Arg = string | number | readonly (string | number)[];
 
 /** The script commands once defined on a client (ioredis sends EVALSHA, falling back to EVAL once per socket). */
 export interface ScriptCommands<R> {
-  /** `numKeys, keys, now, px, text | texts` → per key: null (claimed) or the live record's text. */
+  /** `numKeys, keys, now|'', px, ttlMs, leaseMs|'', owner, tail | tails` → `[now, per key: null | live text]`. */
   idemClaim(numKeys: number, ...args: Arg[]): R;
-  /** `numKeys, keys, expiresAt, px, owners` → per key: 1 (confirmed) or 0. */
+  /** `numKeys, keys, now|'', ttlMs, px, owners` → `[now, per key: 1 | 0]`. */
   idemConfirm(numKeys: number, ...args: Arg[]): R;
-  /** Single-key claim: `key, now, px, text` → `[null]` (claimed) or `[live record's text]`. */
-  idemClaimOne(key: string, now: number, px: number, text: string): R;
-  /** Single-key confirm: `key, expiresAt, px, owner` → `[1]` or `[0]`. */
-  idemConfirmOne(key: string, expiresAt: number, px: number, owner: string): R;
+  /** `numKeys, keys` → `[now, per key: text | null]`. */
+  idemRead(numKeys: number, ...args: Arg[]): R;
+  /** Single-key claim: `key, now|'', px, ttlMs, leaseMs|'', owner, tail` → `[now, null | live text]`. */
+  idemClaimOne(key: string, ...args: Arg[]): R;
+  /** Single-key confirm: `key, now|'', ttlMs, px, owner` → `[now, 1 | 0]`. */
+  idemConfirmOne(key: string, ...args: Arg[]): R;
+  /** Single-key read: `key` → `[now, text | null]`. */
+  idemReadOne(key: string): R;
   /** `key, owner` → 1 when deleted. */
   idemRelease(key: string, owner: string): R;
 }
@@ -111,8 +156,10 @@ export function defineScripts(client: Redis | Cluster): ScriptedClient {
   // numberOfKeys is left out: these take a variable number of keys, passed first.
   client.defineCommand('idemClaim', { lua: CLAIM_LUA });
   client.defineCommand('idemConfirm', { lua: CONFIRM_LUA });
+  client.defineCommand('idemRead', { lua: READ_LUA });
   client.defineCommand('idemClaimOne', { lua: CLAIM_LUA, numberOfKeys: 1 });
   client.defineCommand('idemConfirmOne', { lua: CONFIRM_LUA, numberOfKeys: 1 });
+  client.defineCommand('idemReadOne', { lua: READ_LUA, numberOfKeys: 1 });
   client.defineCommand('idemRelease', { lua: RELEASE_LUA, numberOfKeys: 1 });
   return client as ScriptedClient;
 }

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { InvalidIdError } from '../errors.js';
+import { idOfKey } from '../repositories/ids.js';
 import type { AddResult, IdempotencyRecord } from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
@@ -58,9 +59,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       const options = { ttlMs, leaseMs, owner: state.owner };
       const added: AddResult[] =
         keys.length === 1
-          ? [await repository.add(keys[0] as string, options)]
+          ? [await repository.add(idOfKey(keys[0] as string), options)]
           : await repository.addMany(
-              keys.map((id) => ({ id })),
+              keys.map((key) => ({ id: idOfKey(key) })),
               options,
             );
       keys.forEach((key, k) => {
@@ -71,7 +72,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       return;
     }
     const records =
-      keys.length === 1 ? [await repository.get(keys[0] as string)] : await repository.getMany(keys);
+      keys.length === 1
+        ? [await repository.get(idOfKey(keys[0] as string))]
+        : await repository.getMany(keys.map(idOfKey));
     keys.forEach((key, k) => {
       const record = records[k];
       if (record === undefined) state.fresh.add(key);
@@ -115,8 +118,8 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     if (release.length > 0 && this.#options.removeOnFailure) {
       // A release the store refuses is not an error: the claim lapses with its lease.
       await Promise.all(
-        release.map((id) =>
-          repository.remove(id, owner).catch(() => {
+        release.map((key) =>
+          repository.remove(idOfKey(key), owner).catch(() => {
             this.#stats.releaseFailures++;
           }),
         ),
@@ -126,9 +129,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const { ttlMs } = this.#options;
     const confirmed = await store.run('confirm', confirmAt, async () =>
       confirmKeys.length === 1
-        ? [await repository.confirm({ id: confirmKeys[0] as string, owner }, { ttlMs })]
+        ? [await repository.confirm({ id: idOfKey(confirmKeys[0] as string), owner }, { ttlMs })]
         : await repository.confirmMany(
-            confirmKeys.map((id) => ({ id, owner })),
+            confirmKeys.map((key) => ({ id: idOfKey(key), owner })),
             { ttlMs },
           ),
     );
@@ -161,9 +164,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const { ttlMs } = this.#options;
     const added = await store.run('mark', at, async () =>
       keys.length === 1
-        ? [await repository.add(keys[0] as string, { ttlMs })]
+        ? [await repository.add(idOfKey(keys[0] as string), { ttlMs })]
         : await repository.addMany(
-            keys.map((id) => ({ id })),
+            keys.map((key) => ({ id: idOfKey(key) })),
             { ttlMs },
           ),
     );

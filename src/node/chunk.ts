@@ -4,6 +4,7 @@ import { type DeadLetter, type DlqReason, sendDeadLetters } from '../adapters/ka
 import type { IdVerdict, RecordParts } from '../adapters/kafka/message-id.js';
 import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { BatchItem, StoreCall } from '../consumer/types.js';
+import { idOfKey } from '../repositories/ids.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { nodeIdReader } from './fast-id.js';
 import type { NodeMetrics } from './metrics.js';
@@ -86,7 +87,8 @@ export class ChunkProcessor {
     this.#missingDetail = `no dedup id at ${describeId(deps.config)}`;
     this.#consumer = new IdempotentConsumer<Survivor>({
       repository: deps.repository,
-      id: (survivor) => survivor.id,
+      // The fast reader gives canonical keys; the consumer canonicalizes ids itself, so hand it the id back.
+      id: (survivor) => (survivor.id === undefined ? undefined : idOfKey(survivor.id)),
       mode: 'lazy',
       ttlMs: deps.config.dedup.window,
       storeFailure: deps.config.dedup.storeFailure,

@@ -42,3 +42,14 @@ export function toKey(id: MessageId, maxBytes: number = MAX_ID_BYTES): string {
   }
   return key;
 }
+
+/**
+ * The id whose key is `key`: the inverse of {@link toKey}, so `toKey(idOfKey(k)) === k` for every key `toKey`
+ * made. Code that holds canonical keys (the consumer's results, the node's fast id reader) hands ids back to a
+ * repository through this, so a binary id is stored under one key whichever path wrote it.
+ */
+export function idOfKey(key: string): MessageId {
+  if (key.charCodeAt(0) !== 0) return key;
+  if (key.startsWith(BINARY_PREFIX)) return Buffer.from(key.slice(BINARY_PREFIX.length), 'base64');
+  return key.slice(1);
+}

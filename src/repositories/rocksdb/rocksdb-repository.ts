@@ -3,12 +3,13 @@ import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { confirmedRecord, decodeRecord, isLive, newRecord } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
-import { errorMessage, type NativeDb } from './binding.js';
+import { errorMessage } from './binding.js';
 import { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
-import { loadBuckets, openStoreDirectory, removeIndex, saveIndex } from './startup.js';
+import { loadBuckets, removeIndex, saveIndex } from './startup.js';
+import { openStoreDirectory, type StoreDirectory } from './store-directory.js';
 import { type Located, WriteBuffer } from './write-buffer.js';
 
 /** Diagnostics of an open store. */
@@ -41,30 +42,31 @@ export class RocksdbRepository extends BaseRepository {
   protected readonly storeName = 'rocksdb';
   /** Absolute directory of the store. */
   readonly path: string;
-  readonly #meta: NativeDb;
+  readonly #directory: StoreDirectory;
   readonly #buckets: BucketSet;
   readonly #buffer: WriteBuffer;
   #tail: Promise<unknown> = Promise.resolve();
 
-  private constructor(path: string, meta: NativeDb, buckets: BucketSet, wal: boolean, clock?: () => number) {
+  private constructor(directory: StoreDirectory, buckets: BucketSet, wal: boolean, clock?: () => number) {
     super({ clock });
-    this.path = path;
-    this.#meta = meta;
+    this.path = directory.path;
+    this.#directory = directory;
     this.#buckets = buckets;
     this.#buffer = new WriteBuffer(wal, (flush) => this.#serial(async () => flush()));
   }
 
   /**
-   * Opens the store at `options.path`, creating it if needed. Rejects with a ConfigError naming the path when
-   * the directory cannot be used, and with a RepositoryError naming it when another process (or another
-   * instance in this one) has it open.
+   * Opens the store at `options.path`, creating it if the directory is missing or empty. Rejects with a
+   * ConfigError naming the path when the directory cannot be used or is not a store (see `openStoreDirectory`),
+   * and with a RepositoryError naming it when another process (or another instance in this one) has it open.
    */
   static async open(options: RocksdbRepositoryOptions): Promise<RocksdbRepository> {
     const { clock, ...rest } = options;
     const settings = parseRocksdbOptions(rest);
-    const { path, meta } = await openStoreDirectory(settings.path);
+    const directory = await openStoreDirectory(settings.path);
+    const { path } = directory;
     const buckets = new BucketSet(path, settings);
-    const repository = new RocksdbRepository(path, meta, buckets, settings.wal, clock);
+    const repository = new RocksdbRepository(directory, buckets, settings.wal, clock);
     try {
       await loadBuckets(buckets, path, repository.clock());
     } catch (error) {
@@ -284,7 +286,7 @@ export class RocksdbRepository extends BaseRepository {
   async #closeDatabases(): Promise<void> {
     const results = [
       ...(await this.#buckets.closeAll()),
-      ...(await Promise.allSettled([this.#meta.close()])),
+      ...(await Promise.allSettled([this.#directory.release()])),
     ];
     const failed = results.find((r) => r.status === 'rejected');
     if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;

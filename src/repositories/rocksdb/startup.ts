@@ -1,68 +1,15 @@
-import { mkdir, readdir, rm } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { ConfigError, RepositoryError } from '../../errors.js';
-import { errorMessage, NativeDb, type NativeError } from './binding.js';
+import { readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { BucketSet } from './bucket-set.js';
-import type { Bucket } from './buckets.js';
-import { parseBucketDir, removeDir, TRASH_PREFIX } from './buckets.js';
-import { readIndexFile, removeIndexFile, type SnapshotBucket, writeIndexFile } from './index-file.js';
+import { type Bucket, isTrashDir, parseBucketDir, removeDir } from './buckets.js';
+import {
+  INDEX_FILE,
+  readIndexFile,
+  removeIndexFile,
+  type SnapshotBucket,
+  writeIndexFile,
+} from './index-file.js';
 import { hashKey } from './key-index.js';
-
-const INDEX_FILE = 'index.bin';
-/** A small database that exists to hold RocksDB's LOCK on the store for as long as it is open. */
-const META_DIR = 'meta';
-
-/** A store directory this process now holds. */
-export interface StoreDirectory {
-  /** Absolute directory of the store. */
-  readonly path: string;
-  /** The lock-holding database; closing it releases the store. */
-  readonly meta: NativeDb;
-}
-
-/**
- * Creates the store directory if needed and takes its lock. Rejects with a ConfigError naming the path when
- * the directory cannot be used, and with a RepositoryError naming it when another process (or another
- * instance in this one) has it open.
- */
-export async function openStoreDirectory(given: string): Promise<StoreDirectory> {
-  const path = resolve(given);
-  try {
-    await mkdir(path, { recursive: true });
-  } catch (error) {
-    throw new ConfigError(
-      'repository.path',
-      `cannot create the store directory ${path}: ${errorMessage(error)}`,
-      {
-        cause: error,
-      },
-    );
-  }
-  return { path, meta: await openMeta(path) };
-}
-
-/** Opens the store's lock-holding database; a held lock becomes an error naming the store path. */
-async function openMeta(path: string): Promise<NativeDb> {
-  const location = join(path, META_DIR);
-  try {
-    return await NativeDb.open(location, { createIfMissing: true, cacheSize: 0, walCompression: false });
-  } catch (error) {
-    if ((error as NativeError).code === 'LEVEL_LOCKED') {
-      throw new RepositoryError(
-        `rocksdb store ${path} is already open in another process or repository instance ` +
-          `(RocksDB lock ${join(location, 'LOCK')}): ${errorMessage(error)}`,
-        { cause: error, retryable: false },
-      );
-    }
-    throw new ConfigError(
-      'repository.path',
-      `cannot open the rocksdb store ${path}: ${errorMessage(error)}`,
-      {
-        cause: error,
-      },
-    );
-  }
-}
 
 /**
  * Opens the buckets on disk (deleting expired ones and leftovers of interrupted deletes) and fills the key
@@ -73,7 +20,7 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
   const deadlines: number[] = [];
   for (const name of await readdir(path)) {
     const deadline = parseBucketDir(name);
-    if (name.startsWith(TRASH_PREFIX)) await rm(join(path, name), { recursive: true, force: true });
+    if (isTrashDir(name)) await rm(join(path, name), { recursive: true, force: true });
     else if (deadline !== undefined && deadline <= wall) await removeDir(path, name);
     else if (deadline !== undefined) deadlines.push(deadline);
   }

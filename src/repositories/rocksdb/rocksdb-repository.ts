@@ -201,7 +201,8 @@ export class RocksdbRepository extends BaseRepository {
 
   /**
    * Runs operations one at a time, in call order: a lookup and the write that depends on it cannot interleave
-   * with another operation, which is what makes `add` atomic. Expired buckets are dropped first.
+   * with another operation, which is what makes `add` atomic. Buffered changes that are due are written and
+   * expired buckets dropped first.
    */
   #serial<T>(operation: (wall: number) => Promise<T>, closing = false): Promise<T> {
     const run = this.#tail.then(() => {
@@ -209,6 +210,7 @@ export class RocksdbRepository extends BaseRepository {
       if (!closing) {
         const error = this.#buffer.takeError();
         if (error !== undefined) throw error;
+        this.#buffer.flushIfDue();
       }
       const wall = this.clock();
       this.#buckets.dropExpired(wall);

@@ -29,9 +29,9 @@ const NO_BUCKETS: readonly Bucket[] = [];
  * Changes not yet written to RocksDB, and the in-flight claims this instance wrote.
  *
  * With the WAL on, confirmed records and deletions reach RocksDB before the call resolves. In-flight claims
- * (and, with the WAL off, every change) are buffered and written within FLUSH_INTERVAL_MS, on close, or never
- * when confirmed first: a claim dies with its owner's process anyway, and a crash that forgets it frees the
- * id at once rather than at the end of its lease.
+ * (and, with the WAL off, every change) are buffered and written within FLUSH_INTERVAL_MS (by a timer, or by
+ * the first operation past that time), on close, or never when confirmed first: a claim dies with its owner's
+ * process anyway, and a crash that forgets it frees the id at once rather than at the end of its lease.
  */
 export class WriteBuffer {
   readonly #wal: boolean;
@@ -40,6 +40,12 @@ export class WriteBuffer {
   readonly #pending = new Map<string, Pending>();
   /** In-flight claims this instance wrote, so `confirm` needs no read; oldest dropped past MAX_CLAIMS. */
   readonly #claims = new Map<string, Located>();
+  /**
+   * When the oldest buffered change must be written, on `performance.now()`; undefined when nothing is
+   * buffered. The timer alone cannot keep that bound: a caller whose loop of awaited calls never yields to
+   * timers starves it, so every operation checks it too (`flushIfDue`).
+   */
+  #dueAt: number | undefined;
   #timer: NodeJS.Timeout | undefined;
   #error: unknown;
 
@@ -81,7 +87,9 @@ export class WriteBuffer {
         throw error;
       }
     }
-    if (this.#pending.size > 0 && this.#timer === undefined) {
+    if (this.#pending.size === 0) return;
+    this.#dueAt ??= performance.now() + FLUSH_INTERVAL_MS;
+    if (this.#timer === undefined) {
       this.#timer = setTimeout(() => {
         this.#timer = undefined;
         this.#schedule(() => this.flush()).catch((error: unknown) => {
@@ -90,6 +98,11 @@ export class WriteBuffer {
       }, FLUSH_INTERVAL_MS);
       this.#timer.unref();
     }
+  }
+
+  /** Writes everything buffered if its oldest change has waited FLUSH_INTERVAL_MS. Cheap when it has not. */
+  flushIfDue(): void {
+    if (this.#dueAt !== undefined && performance.now() >= this.#dueAt) this.flush();
   }
 
   /** The error of a failed timed flush, once; the next call surfaces it. */
@@ -104,7 +117,10 @@ export class WriteBuffer {
    * buffered. What a failed write did not store stays buffered.
    */
   flush(durableOnly = false): void {
-    if (this.#pending.size === 0) return;
+    if (this.#pending.size === 0) {
+      this.#dueAt = undefined;
+      return;
+    }
     const puts = new Map<Bucket, NativeBatch>();
     const deletes = new Map<Bucket, NativeBatch>();
     const written: [string, Pending][] = [];
@@ -135,6 +151,7 @@ export class WriteBuffer {
       }
     }
     while (this.#claims.size > MAX_CLAIMS) this.#claims.delete(this.#claims.keys().next().value as string);
+    if (this.#pending.size === 0) this.#dueAt = undefined;
   }
 
   /** Stops the timer; what is buffered stays (close flushes it, clear discards it). */
@@ -148,6 +165,7 @@ export class WriteBuffer {
     this.stop();
     this.#pending.clear();
     this.#claims.clear();
+    this.#dueAt = undefined;
   }
 
   #staleBuckets(key: string, copies: readonly Located[] | undefined, keep?: Bucket): readonly Bucket[] {

@@ -99,8 +99,10 @@ async function inspect(path: string, shown: string): Promise<'store' | 'empty' |
   if (others.length === 0) return 'empty';
   if (await isLegacyStore(path, others)) return 'legacy';
   const listed = others
+    .map((e) => e.name)
+    .sort()
     .slice(0, 5)
-    .map((e) => JSON.stringify(e.name))
+    .map((name) => JSON.stringify(name))
     .join(', ');
   throw pathError(
     shown,

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -11,6 +12,8 @@ import { closeAfter, skipUnlessEnabled } from '../helpers/stores.js';
 
 const root = join(tmpdir(), `idem-rocksdb-store-${process.pid}`);
 const HOUR = 3_600_000;
+/** With `wal: false`, changes reach RocksDB within 1 s; the test allows a little for the check itself. */
+const SAFE_MS = 1_200;
 const MODULE = new URL('../../src/repositories/rocksdb/index.ts', import.meta.url).href;
 
 function freshPath(): string {
@@ -211,6 +214,47 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     assert.ok(open === undefined || (open.state === 'in-flight' && open.owner === 'child'));
     assert.equal(await repo.contains('before-kill'), true);
     assert.equal(await repo.contains('never-added'), false);
+  });
+
+  it('with the WAL off, keeps what was confirmed a second before a SIGKILL, though the caller never yields', async (t) => {
+    const path = freshPath();
+    await mkdir(root, { recursive: true });
+    const report = join(root, `report-${randomUUID().slice(0, 8)}.json`);
+    // Small batches in a loop of awaited calls that never yields to timers (it spins between batches), so the
+    // flush timer never fires; ~5,000 ids a second stay far below the flush-by-count threshold. The child
+    // notes how many batches were confirmed at least SAFE_MS before it SIGKILLs itself.
+    const script = `
+      const { RocksdbRepository } = await import(${JSON.stringify(MODULE)});
+      const { writeFileSync } = await import('node:fs');
+      const repo = await RocksdbRepository.open(${JSON.stringify({ path, wal: false })});
+      const confirmedAt = [];
+      const start = performance.now();
+      while (performance.now() - start < 3000) {
+        const k = confirmedAt.length;
+        for (const spinUntil = performance.now() + 2; performance.now() < spinUntil; );
+        await repo.addMany(Array.from({ length: 10 }, (_, j) => ({ id: 'tight-' + k + '-' + j })), { ttlMs: ${HOUR} });
+        confirmedAt.push(performance.now());
+      }
+      const killAt = performance.now();
+      const safe = confirmedAt.filter((at) => at <= killAt - ${SAFE_MS}).length;
+      writeFileSync(${JSON.stringify(report)}, JSON.stringify({ batches: confirmedAt.length, safe }));
+      process.kill(process.pid, 'SIGKILL');`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr?.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+    assert.equal(signal, 'SIGKILL', stderr);
+    const { batches, safe } = JSON.parse(await readFile(report, 'utf8')) as { batches: number; safe: number };
+    assert.ok(safe >= 100, `the child confirmed only ${safe} of ${batches} batches early enough`);
+    const repo = closeAfter(t, await RocksdbRepository.open({ path }));
+    const expected = Array.from({ length: safe }, (_, k) => ids(`tight-${k}`, 10)).flat();
+    const found = await repo.containsMany(expected);
+    const lost = expected.filter((_, i) => !found[i]);
+    assert.equal(lost.length, 0, `${lost.length} of ${expected.length} confirmed ids lost, e.g. ${lost[0]}`);
   });
 
   it('stays exact when the key index is full or off', async (t) => {

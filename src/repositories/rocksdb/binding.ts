@@ -66,6 +66,11 @@ export interface NativeOpenOptions {
 /** A RocksDB error as thrown by the addon: `code` is e.g. LEVEL_LOCKED or LEVEL_IO_ERROR. */
 export type NativeError = Error & { code?: string };
 
+/** The message of an error of unknown type, for wrapping it in one of ours. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /**
  * One open RocksDB database. Keys are strings (stored as UTF-8), values are UTF-8 text. Reads are async
  * (RocksDB MultiGet on the libuv pool); writes are synchronous WriteBatches, which is what the addon offers.

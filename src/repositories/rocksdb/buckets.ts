@@ -25,12 +25,22 @@ export function bucketDeadline(until: number, width: number): number {
 }
 
 const BUCKET_DIR = /^b-(\d+)$/;
-/** Prefix of a bucket directory being deleted; a leftover one (crash mid-delete) is removed on open. */
-export const TRASH_PREFIX = 'trash-';
+/** A bucket directory being deleted: `trash-b-<deadline>-<pid>-<ms>`; a leftover (crash mid-delete) is removed on open. */
+const TRASH_DIR = /^trash-b-\d+-\d+-\d+$/;
 
 /** Directory name of the bucket ending at `deadline`. */
 export function bucketDirName(deadline: number): string {
   return `b-${deadline}`;
+}
+
+/** Whether `name` is a bucket directory's name. */
+export function isBucketDir(name: string): boolean {
+  return BUCKET_DIR.test(name);
+}
+
+/** Whether `name` is the name the store gives a bucket directory it is deleting. */
+export function isTrashDir(name: string): boolean {
+  return TRASH_DIR.test(name);
 }
 
 /** The deadline of a bucket directory name, or undefined for any other entry. */
@@ -76,7 +86,7 @@ export class Bucket {
 
 /** Deletes `<storePath>/<name>`: renamed first, so a crash mid-delete never leaves a half bucket behind. */
 export async function removeDir(storePath: string, name: string): Promise<void> {
-  const trash = join(storePath, `${TRASH_PREFIX}${name}-${process.pid}-${Date.now()}`);
+  const trash = join(storePath, `trash-${name}-${process.pid}-${Date.now()}`);
   await rename(join(storePath, name), trash);
   await rm(trash, { recursive: true, force: true });
 }

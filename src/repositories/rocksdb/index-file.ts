@@ -22,6 +22,8 @@ export interface IndexSnapshot {
   readonly used: number;
 }
 
+/** Name of the snapshot file in the store directory. */
+export const INDEX_FILE = 'index.bin';
 const MAGIC = 'IDX1';
 // The arrays are written in native byte order; a snapshot from another byte order is simply not used.
 const ORDER = endianness();

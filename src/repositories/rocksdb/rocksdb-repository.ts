@@ -1,30 +1,16 @@
-import { mkdir, readdir, rm } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
-import { confirmedRecord, decodeRecord, encodeRecord, isLive, newRecord } from '../record.js';
+import { confirmedRecord, decodeRecord, isLive, newRecord } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
-import { type NativeBatch, NativeDb, type NativeError, type NativeOpenOptions } from './binding.js';
-import { Bucket, bucketDeadline, bucketWidth, parseBucketDir, removeDir, TRASH_PREFIX } from './buckets.js';
-import { readIndexFile, removeIndexFile, type SnapshotBucket, writeIndexFile } from './index-file.js';
-import { hashKey, KeyIndex, MAX_SLOT } from './key-index.js';
-import { parseRocksdbOptions, type RocksdbRepositoryOptions, type RocksdbSettings } from './options.js';
-
-/** A stored copy of a key's record and the bucket that holds it. */
-interface Located {
-  readonly record: IdempotencyRecord;
-  readonly bucket: Bucket;
-}
-
-/** The newest state of a key, not yet written to RocksDB. */
-interface Pending {
-  /** The record to put into `bucket`; undefined when the key is deleted. */
-  readonly record: IdempotencyRecord | undefined;
-  readonly bucket: Bucket | undefined;
-  /** Buckets holding an older copy, from which the key is deleted. */
-  readonly stale: readonly Bucket[];
-}
+import { errorMessage } from './binding.js';
+import { BucketSet } from './bucket-set.js';
+import type { Bucket } from './buckets.js';
+import { hashKey } from './key-index.js';
+import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
+import { loadBuckets, removeIndex, saveIndex } from './startup.js';
+import { openStoreDirectory, type StoreDirectory } from './store-directory.js';
+import { type Located, WriteBuffer } from './write-buffer.js';
 
 /** Diagnostics of an open store. */
 export interface RocksdbStats {
@@ -36,16 +22,6 @@ export interface RocksdbStats {
     readonly estimatedKeys: number;
   }[];
 }
-
-/** With `wal: false`, buffered changes reach RocksDB after at most this long, or sooner past FLUSH_MAX_PENDING. */
-const FLUSH_INTERVAL_MS = 1_000;
-const FLUSH_MAX_PENDING = 65_536;
-/** Claims remembered for a read-free confirm (~150 bytes each). */
-const MAX_CLAIMS = 100_000;
-const INDEX_FILE = 'index.bin';
-/** A small database that exists to hold RocksDB's LOCK on the store for as long as it is open. */
-const META_DIR = 'meta';
-const NO_BUCKETS: readonly Bucket[] = [];
 
 /**
  * The embedded default store: RocksDB on local disk, one process at a time.
@@ -66,67 +42,37 @@ export class RocksdbRepository extends BaseRepository {
   protected readonly storeName = 'rocksdb';
   /** Absolute directory of the store. */
   readonly path: string;
-  readonly #settings: RocksdbSettings;
-  readonly #bucketOptions: NativeOpenOptions;
-  readonly #meta: NativeDb;
-  readonly #index: KeyIndex;
-  readonly #buckets = new Map<number, Bucket>();
-  readonly #bySlot: (Bucket | undefined)[] = [];
-  #unindexed: Bucket[] = [];
-  #nextDeadline = Number.POSITIVE_INFINITY;
-  readonly #pending = new Map<string, Pending>();
-  /** In-flight claims this instance wrote, so `confirm` needs no read; oldest dropped past MAX_CLAIMS. */
-  readonly #claims = new Map<string, Located>();
-  #flushTimer: NodeJS.Timeout | undefined;
-  #flushError: unknown;
-  readonly #dropping = new Set<Promise<void>>();
+  readonly #directory: StoreDirectory;
+  readonly #buckets: BucketSet;
+  readonly #buffer: WriteBuffer;
   #tail: Promise<unknown> = Promise.resolve();
-  readonly #slotScratch: number[] = [];
 
-  private constructor(path: string, settings: RocksdbSettings, meta: NativeDb, clock?: () => number) {
+  private constructor(directory: StoreDirectory, buckets: BucketSet, wal: boolean, clock?: () => number) {
     super({ clock });
-    this.path = path;
-    this.#settings = settings;
-    this.#meta = meta;
-    this.#index = new KeyIndex(settings.indexMaxMb * 1024 * 1024);
-    this.#bucketOptions = {
-      createIfMissing: true,
-      compression: false,
-      walCompression: false,
-      cacheSize: settings.blockCacheMb * 1024 * 1024,
-      optimize: 'point-lookup',
-      filterPolicy: settings.bloomBitsPerKey > 0 ? `bloomfilter:${settings.bloomBitsPerKey}:false` : '',
-    };
+    this.path = directory.path;
+    this.#directory = directory;
+    this.#buckets = buckets;
+    this.#buffer = new WriteBuffer(wal, (flush) => this.#serial(async () => flush()));
   }
 
   /**
-   * Opens the store at `options.path`, creating it if needed. Rejects with a ConfigError naming the path when
-   * the directory cannot be used, and with a RepositoryError naming it when another process (or another
-   * instance in this one) has it open.
+   * Opens the store at `options.path`, creating it if the directory is missing or empty. Rejects with a
+   * ConfigError naming the path when the directory cannot be used or is not a store (see `openStoreDirectory`),
+   * and with a RepositoryError naming it when another process (or another instance in this one) has it open.
    */
   static async open(options: RocksdbRepositoryOptions): Promise<RocksdbRepository> {
     const { clock, ...rest } = options;
     const settings = parseRocksdbOptions(rest);
-    const path = resolve(settings.path);
+    const directory = await openStoreDirectory(settings.path);
+    const { path } = directory;
+    const buckets = new BucketSet(path, settings);
+    const repository = new RocksdbRepository(directory, buckets, settings.wal, clock);
     try {
-      await mkdir(path, { recursive: true });
-    } catch (error) {
-      throw new ConfigError(
-        'repository.path',
-        `cannot create the store directory ${path}: ${message(error)}`,
-        {
-          cause: error,
-        },
-      );
-    }
-    const meta = await openMeta(path);
-    const repository = new RocksdbRepository(path, settings, meta, clock);
-    try {
-      await repository.#load();
+      await loadBuckets(buckets, path, repository.clock());
     } catch (error) {
       await repository.#closeDatabases().catch(() => undefined);
       if (error instanceof ConfigError || error instanceof RepositoryError) throw error;
-      throw new RepositoryError(`rocksdb store ${path} could not be opened: ${message(error)}`, {
+      throw new RepositoryError(`rocksdb store ${path} could not be opened: ${errorMessage(error)}`, {
         cause: error,
       });
     }
@@ -136,9 +82,10 @@ export class RocksdbRepository extends BaseRepository {
   /** Diagnostics: the buckets on disk and the size of the in-memory index. */
   stats(): RocksdbStats {
     this.assertOpen();
+    const index = this.#buckets.index;
     return {
-      index: { enabled: this.#index.enabled, entries: this.#index.size, bytes: this.#index.bytes },
-      buckets: this.#sortedBuckets().map((b) => ({
+      index: { enabled: index.enabled, entries: index.size, bytes: index.bytes },
+      buckets: this.#buckets.sorted().map((b) => ({
         name: b.name,
         deadline: b.deadline,
         indexed: b.indexed,
@@ -150,7 +97,7 @@ export class RocksdbRepository extends BaseRepository {
   /** A RocksDB property (e.g. `rocksdb.block-cache-entry-stats`) of every bucket, by bucket name. */
   bucketProperty(name: string): Record<string, string> {
     this.assertOpen();
-    return Object.fromEntries(this.#sortedBuckets().map((b) => [b.name, b.db.property(name)]));
+    return Object.fromEntries(this.#buckets.sorted().map((b) => [b.name, b.db.property(name)]));
   }
 
   protected doAddMany(
@@ -173,11 +120,11 @@ export class RocksdbRepository extends BaseRepository {
         }
         const record = newRecord(entry.key, entry, options, now);
         // Every new record of one call has the same times, hence the same bucket.
-        bucket ??= await this.#bucketFor(retainUntil(record) - now, wall);
+        bucket ??= await this.#buckets.bucketFor(retainUntil(record) - now, wall);
         this.#put(entry.key, hashes[i] as number, record, bucket, found[i]);
         results[i] = { added: true, record };
       }
-      this.#afterWrite();
+      this.#buffer.afterWrite();
       return results;
     });
   }
@@ -209,12 +156,12 @@ export class RocksdbRepository extends BaseRepository {
           continue;
         }
         const record = confirmedRecord(current, ttlMs, now);
-        bucket ??= await this.#bucketFor(retainUntil(record) - now, wall);
+        bucket ??= await this.#buckets.bucketFor(retainUntil(record) - now, wall);
         this.#put(key, state.hash, record, bucket, state.copies);
         state.copies = [{ record, bucket }];
         results.push(true);
       }
-      this.#afterWrite();
+      this.#buffer.afterWrite();
       return results;
     });
   }
@@ -225,32 +172,27 @@ export class RocksdbRepository extends BaseRepository {
       const current = copies?.[0]?.record;
       if (current === undefined) return false;
       if (owner !== undefined && (current.state !== 'in-flight' || current.owner !== owner)) return false;
-      this.#delete(key, copies as Located[]);
-      this.#afterWrite();
+      this.#buffer.delete(key, copies as Located[]);
+      this.#buffer.afterWrite();
       return true;
     });
   }
 
   protected doClear(): Promise<void> {
     return this.#serial(async () => {
-      this.#cancelFlush();
-      this.#pending.clear();
-      this.#claims.clear();
-      const buckets = [...this.#buckets.values()];
-      for (const bucket of buckets) this.#unregister(bucket);
-      this.#index.clear();
-      await Promise.all([...buckets.map((b) => b.destroy(this.path)), ...this.#dropping]);
-      await removeIndexFile(join(this.path, INDEX_FILE));
+      this.#buffer.discard();
+      await this.#buckets.destroyAll();
+      await removeIndex(this.path);
     });
   }
 
   protected doClose(): Promise<void> {
     return this.#serial(async () => {
-      this.#cancelFlush();
+      this.#buffer.stop();
       try {
-        this.#flush();
-        await Promise.all(this.#dropping);
-        if (this.#index.enabled) await this.#saveIndex();
+        this.#buffer.flush();
+        await this.#buckets.settle();
+        if (this.#buckets.index.enabled) await saveIndex(this.#buckets, this.path);
       } finally {
         await this.#closeDatabases();
       }
@@ -259,18 +201,19 @@ export class RocksdbRepository extends BaseRepository {
 
   /**
    * Runs operations one at a time, in call order: a lookup and the write that depends on it cannot interleave
-   * with another operation, which is what makes `add` atomic. Expired buckets are dropped first.
+   * with another operation, which is what makes `add` atomic. Buffered changes that are due are written and
+   * expired buckets dropped first.
    */
   #serial<T>(operation: (wall: number) => Promise<T>, closing = false): Promise<T> {
     const run = this.#tail.then(() => {
       // A failed background flush surfaces in the next call (close retries the flush itself).
-      if (this.#flushError !== undefined && !closing) {
-        const error = this.#flushError;
-        this.#flushError = undefined;
-        throw error;
+      if (!closing) {
+        const error = this.#buffer.takeError();
+        if (error !== undefined) throw error;
+        this.#buffer.flushIfDue();
       }
       const wall = this.clock();
-      this.#dropExpired(wall);
+      this.#buckets.dropExpired(wall);
       return operation(wall);
     });
     this.#tail = run.catch(() => undefined);
@@ -289,13 +232,11 @@ export class RocksdbRepository extends BaseRepository {
   ): Promise<(Located[] | undefined)[]> {
     const found = new Array<Located[] | undefined>(keys.length).fill(undefined);
     const reads = new Map<Bucket, number[]>();
-    const slots = this.#slotScratch;
-    const pending = this.#pending.size > 0 ? this.#pending : undefined;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i] as string;
       const hash = hashKey(key);
       hashes[i] = hash;
-      const buffered = pending?.get(key);
+      const buffered = this.#buffer.latest(key);
       if (buffered !== undefined) {
         // Not yet written, and newer than anything on disk.
         if (buffered.record !== undefined && buffered.bucket !== undefined) {
@@ -303,18 +244,13 @@ export class RocksdbRepository extends BaseRepository {
         }
         continue;
       }
-      const claim = this.#claims.size > 0 ? this.#claims.get(key) : undefined;
-      if (claim !== undefined && !claim.bucket.dropped) {
+      const claim = this.#buffer.claim(key);
+      if (claim !== undefined) {
         // Written by this instance and not changed since, so this is the only copy.
         found[i] = [claim];
         continue;
       }
-      const n = this.#index.lookup(hash, slots);
-      for (let j = 0; j < n; j++) {
-        const bucket = this.#bySlot[slots[j] as number];
-        if (bucket !== undefined) addRead(reads, bucket, i);
-      }
-      for (const bucket of this.#unindexed) addRead(reads, bucket, i);
+      this.#buckets.collectReads(hash, i, reads);
     }
     if (reads.size === 0) return found;
     await Promise.all(
@@ -344,267 +280,18 @@ export class RocksdbRepository extends BaseRepository {
     bucket: Bucket,
     copies: Located[] | undefined,
   ): void {
-    this.#pending.set(key, { record, bucket, stale: this.#staleBuckets(key, copies, bucket) });
+    this.#buffer.put(key, record, bucket, copies);
     // Indexed before it is written, so a lookup can never miss it.
-    if (bucket.indexed && !this.#index.insert(hash, bucket.slot)) this.#markUnindexed(bucket);
-  }
-
-  /** Buffers the deletion of every copy of the key. */
-  #delete(key: string, copies: Located[]): void {
-    this.#pending.set(key, { record: undefined, bucket: undefined, stale: this.#staleBuckets(key, copies) });
-  }
-
-  #staleBuckets(key: string, copies: Located[] | undefined, keep?: Bucket): readonly Bucket[] {
-    const earlier = this.#pending.get(key)?.stale ?? NO_BUCKETS;
-    if (copies === undefined && earlier.length === 0) return NO_BUCKETS;
-    const stale: Bucket[] = [];
-    for (const bucket of [...(copies ?? []).map((c) => c.bucket), ...earlier]) {
-      if (bucket !== keep && !stale.includes(bucket)) stale.push(bucket);
-    }
-    return stale.length > 0 ? stale : NO_BUCKETS;
-  }
-
-  /**
-   * With the WAL on, confirmed records and deletions reach RocksDB before the call resolves. In-flight claims
-   * (and, with the WAL off, every change) are buffered and written within FLUSH_INTERVAL_MS, on close, or never
-   * when confirmed first: a claim dies with its owner's process anyway, and a crash that forgets it frees the
-   * id at once rather than at the end of its lease.
-   */
-  #afterWrite(): void {
-    const full = this.#pending.size >= FLUSH_MAX_PENDING;
-    if (this.#settings.wal || full) {
-      try {
-        this.#flush(!full);
-      } catch (error) {
-        // The call fails, so its changes must not linger in memory as if they had been stored.
-        if (this.#settings.wal) this.#pending.clear();
-        throw error;
-      }
-    }
-    if (this.#pending.size > 0 && this.#flushTimer === undefined) {
-      this.#flushTimer = setTimeout(() => {
-        this.#flushTimer = undefined;
-        this.#serial(async () => this.#flush()).catch((error: unknown) => {
-          this.#flushError ??= error;
-        });
-      }, FLUSH_INTERVAL_MS);
-      this.#flushTimer.unref();
-    }
-  }
-
-  #cancelFlush(): void {
-    clearTimeout(this.#flushTimer);
-    this.#flushTimer = undefined;
-  }
-
-  /**
-   * Writes buffered changes, one WriteBatch per bucket; with `durableOnly` (WAL on), in-flight claims stay
-   * buffered. What a failed write did not store stays buffered.
-   */
-  #flush(durableOnly = false): void {
-    if (this.#pending.size === 0) return;
-    const puts = new Map<Bucket, NativeBatch>();
-    const deletes = new Map<Bucket, NativeBatch>();
-    const written: [string, Pending][] = [];
-    const encode = valueEncoder();
-    for (const entry of this.#pending) {
-      const [key, change] = entry;
-      if (durableOnly && change.record?.state === 'in-flight') continue;
-      written.push(entry);
-      if (change.record !== undefined && change.bucket !== undefined && !change.bucket.dropped) {
-        batchOf(puts, change.bucket).put(key, encode(change.record));
-      }
-      for (const bucket of change.stale) if (!bucket.dropped) batchOf(deletes, bucket).del(key);
-    }
-    // Puts first: a crash in between leaves an extra copy (lookups prefer the newest), never no copy.
-    try {
-      for (const batch of puts.values()) batch.write();
-      for (const batch of deletes.values()) batch.write();
-    } catch (error) {
-      // Part of it may have been written: the remembered claims can no longer be trusted.
-      this.#claims.clear();
-      throw error;
-    }
-    for (const [key, change] of written) {
-      this.#pending.delete(key);
-      if (this.#claims.size > 0) this.#claims.delete(key);
-      if (change.record?.state === 'in-flight' && change.bucket !== undefined) {
-        this.#claims.set(key, { record: change.record, bucket: change.bucket });
-      }
-    }
-    while (this.#claims.size > MAX_CLAIMS) this.#claims.delete(this.#claims.keys().next().value as string);
-  }
-
-  /** The bucket for a record kept `lifetimeMs` longer, opened if new. Buckets are dated on the wall clock. */
-  async #bucketFor(lifetimeMs: number, wall: number): Promise<Bucket> {
-    if (!Number.isFinite(lifetimeMs)) throw new ConfigError('ttlMs', `must be a finite number of ms`);
-    const lifetime = Math.max(0, lifetimeMs);
-    const deadline = bucketDeadline(wall + lifetime, bucketWidth(lifetime, this.#settings.bucketMs));
-    const existing = this.#buckets.get(deadline);
-    if (existing !== undefined) return existing;
-    const bucket = await this.#openBucket(deadline);
-    bucket.slot = this.#freeSlot();
-    bucket.indexed = bucket.slot !== 0 && this.#index.enabled;
-    this.#register(bucket);
-    return bucket;
-  }
-
-  async #openBucket(deadline: number): Promise<Bucket> {
-    try {
-      return await Bucket.open(this.path, deadline, this.#bucketOptions);
-    } catch (error) {
-      throw new RepositoryError(
-        `rocksdb bucket ${join(this.path, `b-${deadline}`)} could not be opened: ${message(error)}`,
-        { cause: error },
-      );
-    }
-  }
-
-  #dropExpired(wall: number): void {
-    if (wall < this.#nextDeadline) return;
-    for (const bucket of [...this.#buckets.values()]) {
-      if (bucket.deadline > wall) continue;
-      this.#unregister(bucket);
-      // Deleting the directory is cleanup, not correctness: a failure leaves it for the next open to remove.
-      const drop: Promise<void> = bucket
-        .destroy(this.path)
-        .catch(() => undefined)
-        .finally(() => this.#dropping.delete(drop));
-      this.#dropping.add(drop);
-    }
-  }
-
-  #register(bucket: Bucket): void {
-    this.#buckets.set(bucket.deadline, bucket);
-    if (bucket.slot !== 0) this.#bySlot[bucket.slot] = bucket;
-    if (!bucket.indexed) this.#unindexed.push(bucket);
-    this.#nextDeadline = Math.min(this.#nextDeadline, bucket.deadline);
-  }
-
-  #unregister(bucket: Bucket): void {
-    bucket.dropped = true;
-    this.#buckets.delete(bucket.deadline);
-    if (bucket.slot !== 0) {
-      this.#bySlot[bucket.slot] = undefined;
-      this.#index.removeSlot(bucket.slot);
-    }
-    this.#unindexed = this.#unindexed.filter((b) => b !== bucket);
-    this.#nextDeadline = Math.min(Number.POSITIVE_INFINITY, ...[...this.#buckets.keys()]);
-  }
-
-  #markUnindexed(bucket: Bucket): void {
-    bucket.indexed = false;
-    this.#unindexed.push(bucket);
-  }
-
-  /** The lowest bucket slot not in use, or 0 (no index entries) past MAX_SLOT. */
-  #freeSlot(): number {
-    for (let slot = 1; slot <= MAX_SLOT; slot++) if (this.#bySlot[slot] === undefined) return slot;
-    return 0;
-  }
-
-  #sortedBuckets(): Bucket[] {
-    return [...this.#buckets.values()].sort((a, b) => a.deadline - b.deadline);
-  }
-
-  /**
-   * Opens the buckets on disk (deleting expired ones and leftovers of interrupted deletes) and fills the key
-   * index: from the snapshot of the last graceful close where a bucket is unchanged since, by scanning its
-   * keys otherwise.
-   */
-  async #load(): Promise<void> {
-    const wall = this.clock();
-    const deadlines: number[] = [];
-    for (const name of await readdir(this.path)) {
-      const deadline = parseBucketDir(name);
-      if (name.startsWith(TRASH_PREFIX)) await rm(join(this.path, name), { recursive: true, force: true });
-      else if (deadline !== undefined && deadline <= wall) await removeDir(this.path, name);
-      else if (deadline !== undefined) deadlines.push(deadline);
-    }
-    const opened = await Promise.allSettled(deadlines.map((d) => this.#openBucket(d)));
-    const buckets = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-    const failed = opened.find((r) => r.status === 'rejected');
-    if (failed !== undefined) {
-      await Promise.allSettled(buckets.map((b) => b.db.close()));
-      throw (failed as PromiseRejectedResult).reason;
-    }
-
-    const snapshot = this.#index.enabled ? await readIndexFile(join(this.path, INDEX_FILE)) : undefined;
-    const restored =
-      snapshot !== undefined &&
-      this.#index.restore(snapshot.hashes, snapshot.slots, snapshot.live, snapshot.used);
-    const known = new Map<string, SnapshotBucket>(restored ? snapshot.buckets.map((b) => [b.name, b]) : []);
-    const rescan: Bucket[] = [];
-    for (const bucket of buckets) {
-      const saved = known.get(bucket.name);
-      if (saved && saved.identity === bucket.db.identity && saved.sequence === bucket.db.sequence) {
-        bucket.slot = saved.slot;
-        bucket.indexed = saved.indexed;
-        this.#register(bucket);
-      } else {
-        rescan.push(bucket);
-      }
-    }
-    // Entries of buckets the snapshot knew but that are gone or changed are forgotten before slots are reused.
-    for (const saved of known.values()) {
-      if (this.#bySlot[saved.slot]?.name !== saved.name) this.#index.removeSlot(saved.slot);
-    }
-    for (const bucket of rescan) {
-      bucket.slot = this.#freeSlot();
-      bucket.indexed = bucket.slot !== 0 && this.#index.enabled;
-      this.#register(bucket);
-      if (bucket.indexed) await this.#scan(bucket);
-    }
-  }
-
-  /** Indexes every key of the bucket; if the index fills up, the bucket is read on every lookup instead. */
-  async #scan(bucket: Bucket): Promise<void> {
-    for await (const keys of bucket.db.keys()) {
-      for (const key of keys) {
-        if (!this.#index.insert(hashKey(key), bucket.slot)) {
-          this.#markUnindexed(bucket);
-          return;
-        }
-      }
-    }
-  }
-
-  async #saveIndex(): Promise<void> {
-    const buckets = this.#sortedBuckets().map((b) => ({
-      name: b.name,
-      slot: b.slot,
-      identity: b.db.identity,
-      sequence: b.db.sequence,
-      indexed: b.indexed,
-    }));
-    await writeIndexFile(join(this.path, INDEX_FILE), this.#index, buckets);
+    this.#buckets.noteKey(hash, bucket);
   }
 
   async #closeDatabases(): Promise<void> {
-    const buckets = [...this.#buckets.values()];
-    for (const bucket of buckets) bucket.dropped = true;
-    const results = await Promise.allSettled([...buckets.map((b) => b.db.close()), this.#meta.close()]);
+    const results = [
+      ...(await this.#buckets.closeAll()),
+      ...(await Promise.allSettled([this.#directory.release()])),
+    ];
     const failed = results.find((r) => r.status === 'rejected');
     if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
-  }
-}
-
-/** Opens the store's lock-holding database; a held lock becomes an error naming the store path. */
-async function openMeta(path: string): Promise<NativeDb> {
-  const location = join(path, META_DIR);
-  try {
-    return await NativeDb.open(location, { createIfMissing: true, cacheSize: 0, walCompression: false });
-  } catch (error) {
-    if ((error as NativeError).code === 'LEVEL_LOCKED') {
-      throw new RepositoryError(
-        `rocksdb store ${path} is already open in another process or repository instance ` +
-          `(RocksDB lock ${join(location, 'LOCK')}): ${message(error)}`,
-        { cause: error, retryable: false },
-      );
-    }
-    throw new ConfigError('repository.path', `cannot open the rocksdb store ${path}: ${message(error)}`, {
-      cause: error,
-    });
   }
 }
 
@@ -621,44 +308,4 @@ function sortBestFirst(copies: Located[], now: number): void {
   copies.sort(
     (a, b) => rank(b.record, now) - rank(a.record, now) || retainUntil(b.record) - retainUntil(a.record),
   );
-}
-
-function addRead(reads: Map<Bucket, number[]>, bucket: Bucket, position: number): void {
-  const positions = reads.get(bucket);
-  if (positions === undefined) reads.set(bucket, [position]);
-  else if (positions[positions.length - 1] !== position) positions.push(position);
-}
-
-function batchOf(batches: Map<Bucket, NativeBatch>, bucket: Bucket): NativeBatch {
-  let batch = batches.get(bucket);
-  if (batch === undefined) {
-    batch = bucket.db.batch();
-    batches.set(bucket, batch);
-  }
-  return batch;
-}
-
-/** Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. */
-function valueEncoder(): (record: IdempotencyRecord) => Buffer {
-  let last: IdempotencyRecord | undefined;
-  let bytes = Buffer.alloc(0);
-  return (record) => {
-    if (
-      last === undefined ||
-      record.expiresAt !== last.expiresAt ||
-      record.state !== last.state ||
-      record.leaseExpiresAt !== last.leaseExpiresAt ||
-      record.owner !== last.owner ||
-      record.eventTime !== last.eventTime ||
-      record.fingerprint !== last.fingerprint
-    ) {
-      last = record;
-      bytes = Buffer.from(encodeRecord(record));
-    }
-    return bytes;
-  };
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -1,0 +1,176 @@
+import { ConfigError, RepositoryError } from '../../errors.js';
+import { errorMessage, type NativeOpenOptions } from './binding.js';
+import { Bucket, bucketDeadline, bucketDirName, bucketWidth } from './buckets.js';
+import { KeyIndex, MAX_SLOT } from './key-index.js';
+import type { RocksdbSettings } from './options.js';
+
+/**
+ * The open time buckets of a store and the key index that says which of them may hold a key. Each bucket has a
+ * slot (its id in the index, 0 for none); a bucket whose keys the index does not all hold is "unindexed" and
+ * read on every lookup.
+ */
+export class BucketSet {
+  readonly index: KeyIndex;
+  readonly #path: string;
+  readonly #bucketMs: number;
+  readonly #options: NativeOpenOptions;
+  readonly #byDeadline = new Map<number, Bucket>();
+  readonly #bySlot: (Bucket | undefined)[] = [];
+  #unindexed: Bucket[] = [];
+  #nextDeadline = Number.POSITIVE_INFINITY;
+  /** Background deletes of dropped buckets. */
+  readonly #dropping = new Set<Promise<void>>();
+  readonly #slotScratch: number[] = [];
+
+  constructor(path: string, settings: RocksdbSettings) {
+    this.#path = path;
+    this.#bucketMs = settings.bucketMs;
+    this.index = new KeyIndex(settings.indexMaxMb * 1024 * 1024);
+    this.#options = {
+      createIfMissing: true,
+      compression: false,
+      walCompression: false,
+      cacheSize: settings.blockCacheMb * 1024 * 1024,
+      optimize: 'point-lookup',
+      filterPolicy: settings.bloomBitsPerKey > 0 ? `bloomfilter:${settings.bloomBitsPerKey}:false` : '',
+    };
+  }
+
+  /** Open buckets, earliest end first. */
+  sorted(): Bucket[] {
+    return [...this.#byDeadline.values()].sort((a, b) => a.deadline - b.deadline);
+  }
+
+  /** The bucket holding index slot `slot`, if any. */
+  bySlot(slot: number): Bucket | undefined {
+    return this.#bySlot[slot];
+  }
+
+  /** Adds `position` to the read list of every bucket that may hold the key with this hash. */
+  collectReads(hash: number, position: number, reads: Map<Bucket, number[]>): void {
+    const slots = this.#slotScratch;
+    const n = this.index.lookup(hash, slots);
+    for (let j = 0; j < n; j++) {
+      const bucket = this.#bySlot[slots[j] as number];
+      if (bucket !== undefined) addRead(reads, bucket, position);
+    }
+    for (const bucket of this.#unindexed) addRead(reads, bucket, position);
+  }
+
+  /** Records that the key with this hash is (about to be) written to `bucket`; before the write, never after. */
+  noteKey(hash: number, bucket: Bucket): boolean {
+    if (!bucket.indexed) return false;
+    if (this.index.insert(hash, bucket.slot)) return true;
+    this.#markUnindexed(bucket);
+    return false;
+  }
+
+  /** The bucket for a record kept `lifetimeMs` longer, opened if new. Buckets are dated on the wall clock. */
+  async bucketFor(lifetimeMs: number, wall: number): Promise<Bucket> {
+    if (!Number.isFinite(lifetimeMs)) throw new ConfigError('ttlMs', `must be a finite number of ms`);
+    const lifetime = Math.max(0, lifetimeMs);
+    const deadline = bucketDeadline(wall + lifetime, bucketWidth(lifetime, this.#bucketMs));
+    const existing = this.#byDeadline.get(deadline);
+    if (existing !== undefined) return existing;
+    const bucket = await this.open(deadline);
+    this.add(bucket);
+    return bucket;
+  }
+
+  /** Opens (creating if needed) the bucket ending at `deadline`, without adding it to the set. */
+  async open(deadline: number): Promise<Bucket> {
+    try {
+      return await Bucket.open(this.#path, deadline, this.#options);
+    } catch (error) {
+      throw new RepositoryError(
+        `rocksdb bucket ${this.#path}/${bucketDirName(deadline)} could not be opened: ${errorMessage(error)}`,
+        { cause: error },
+      );
+    }
+  }
+
+  /** Adds an opened bucket under the lowest free slot; the caller indexes its keys if it is `indexed`. */
+  add(bucket: Bucket): void {
+    bucket.slot = this.#freeSlot();
+    bucket.indexed = bucket.slot !== 0 && this.index.enabled;
+    this.#register(bucket);
+  }
+
+  /** Adds an opened bucket whose index entries a snapshot restored, under its saved slot. */
+  restore(bucket: Bucket, slot: number, indexed: boolean): void {
+    bucket.slot = slot;
+    bucket.indexed = indexed;
+    this.#register(bucket);
+  }
+
+  /** Marks a bucket whose keys no longer all fit in the index: it is read on every lookup from now on. */
+  #markUnindexed(bucket: Bucket): void {
+    bucket.indexed = false;
+    this.#unindexed.push(bucket);
+  }
+
+  /** Drops every bucket whose end has passed; their directories are deleted in the background. */
+  dropExpired(wall: number): void {
+    if (wall < this.#nextDeadline) return;
+    for (const bucket of [...this.#byDeadline.values()]) {
+      if (bucket.deadline > wall) continue;
+      this.#unregister(bucket);
+      // Deleting the directory is cleanup, not correctness: a failure leaves it for the next open to remove.
+      const drop: Promise<void> = bucket
+        .destroy(this.#path)
+        .catch(() => undefined)
+        .finally(() => this.#dropping.delete(drop));
+      this.#dropping.add(drop);
+    }
+  }
+
+  /** Waits for the background deletes. */
+  async settle(): Promise<void> {
+    await Promise.all(this.#dropping);
+  }
+
+  /** Drops and deletes every bucket and empties the index. */
+  async destroyAll(): Promise<void> {
+    const buckets = [...this.#byDeadline.values()];
+    for (const bucket of buckets) this.#unregister(bucket);
+    this.index.clear();
+    await Promise.all([...buckets.map((b) => b.destroy(this.#path)), ...this.#dropping]);
+  }
+
+  /** Closes every bucket's database; pending writes to them are discarded from now on. */
+  async closeAll(): Promise<PromiseSettledResult<void>[]> {
+    const buckets = [...this.#byDeadline.values()];
+    for (const bucket of buckets) bucket.dropped = true;
+    return Promise.allSettled(buckets.map((b) => b.db.close()));
+  }
+
+  #register(bucket: Bucket): void {
+    this.#byDeadline.set(bucket.deadline, bucket);
+    if (bucket.slot !== 0) this.#bySlot[bucket.slot] = bucket;
+    if (!bucket.indexed) this.#unindexed.push(bucket);
+    this.#nextDeadline = Math.min(this.#nextDeadline, bucket.deadline);
+  }
+
+  #unregister(bucket: Bucket): void {
+    bucket.dropped = true;
+    this.#byDeadline.delete(bucket.deadline);
+    if (bucket.slot !== 0) {
+      this.#bySlot[bucket.slot] = undefined;
+      this.index.removeSlot(bucket.slot);
+    }
+    this.#unindexed = this.#unindexed.filter((b) => b !== bucket);
+    this.#nextDeadline = Math.min(Number.POSITIVE_INFINITY, ...[...this.#byDeadline.keys()]);
+  }
+
+  /** The lowest bucket slot not in use, or 0 (no index entries) past MAX_SLOT. */
+  #freeSlot(): number {
+    for (let slot = 1; slot <= MAX_SLOT; slot++) if (this.#bySlot[slot] === undefined) return slot;
+    return 0;
+  }
+}
+
+function addRead(reads: Map<Bucket, number[]>, bucket: Bucket, position: number): void {
+  const positions = reads.get(bucket);
+  if (positions === undefined) reads.set(bucket, [position]);
+  else if (positions[positions.length - 1] !== position) positions.push(position);
+}

@@ -49,6 +49,15 @@ export function forgetAt(record: IdempotencyRecord): number {
   return Math.max(record.leaseExpiresAt ?? record.expiresAt, record.expiresAt);
 }
 
+/**
+ * How long, in wall-clock ms from the write, a store keeps a record before its own expiry (PX, `USING TTL`, a TTL
+ * attribute, a bucket) may forget it: until {@link forgetAt}, counted from `now`, and never less than
+ * `minLifetimeMs` (see `AddOptions.minLifetimeMs`: event-time mode's `now` is stream time, which can stand still).
+ */
+export function storeLifetimeMs(record: IdempotencyRecord, now: number, minLifetimeMs = 0): number {
+  return Math.max(forgetAt(record) - now, minLifetimeMs);
+}
+
 /** Separates the fields of an encoded record; never appears inside an encoded field. */
 export const FIELD_SEP = '\u0001';
 /** Escape lead inside a field: `\2\2` is U+0002, `\2\3` is U+0001, a field that is just `\2` is the empty string. */

@@ -92,4 +92,26 @@ export function expiryTests(
       assert.equal(records[1], undefined);
     }),
   );
+
+  it(
+    'keeps a record for at least minLifetimeMs of wall-clock time, whatever its expiry says (event-time writes)',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      await repo.contains(uniqueId('warm'));
+      // Event-time mode writes at stream time with a TTL that may be 1 ms, and judges liveness at stream time:
+      // while the stream stands still the record must stay, though the store's clock runs on.
+      const streamTime = Date.now();
+      const id = uniqueId('lifetime');
+      const added = await repo.add(
+        id,
+        { now: streamTime, ttlMs: 1, minLifetimeMs: LONG_TTL_MS },
+        { eventTime: streamTime },
+      );
+      assert.equal(added.added, true);
+      // Past a whole second of store TTL rounding (Cassandra, DynamoDB count seconds).
+      await sleep(SHORT_TTL_MS + 1_300);
+      const record = await repo.get(id, { now: streamTime });
+      assert.equal(record?.eventTime, streamTime, 'the store forgot a record inside its minimum lifetime');
+    }),
+  );
 }

@@ -2,7 +2,14 @@ import type { Cluster, Redis } from 'ioredis';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
-import { decodeRecord, encodeField, encodeRecordTail, forgetAt, isLive, newRecord } from '../record.js';
+import {
+  decodeRecord,
+  encodeField,
+  encodeRecordTail,
+  isLive,
+  newRecord,
+  storeLifetimeMs,
+} from '../record.js';
 import type {
   AddOptions,
   AddResult,
@@ -54,7 +61,7 @@ function timeArg(now: number): number | '' {
  * whichever clock `now` comes from, since it counts from `now`.
  */
 function pxFor(options: AddOptions): number {
-  return Math.max(1, Math.ceil(forgetAt(newRecord('', {}, options, 0))));
+  return Math.max(1, Math.ceil(storeLifetimeMs(newRecord('', {}, options, 0), 0, options.minLifetimeMs)));
 }
 
 /** The owner field the claim script writes: the owner of a claim, none for a record written confirmed. */

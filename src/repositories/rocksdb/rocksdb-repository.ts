@@ -1,7 +1,7 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
-import { confirmedRecord, decodeRecord, isLive, newRecord } from '../record.js';
+import { confirmedRecord, decodeRecord, forgetAt, isLive, newRecord, storeLifetimeMs } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
 import { errorMessage } from './binding.js';
 import { BucketSet } from './bucket-set.js';
@@ -120,7 +120,7 @@ export class RocksdbRepository extends BaseRepository {
         }
         const record = newRecord(entry.key, entry, options, now);
         // Every new record of one call has the same times, hence the same bucket.
-        bucket ??= await this.#buckets.bucketFor(retainUntil(record) - now, wall);
+        bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now, options.minLifetimeMs), wall);
         this.#put(entry.key, hashes[i] as number, record, bucket, found[i]);
         results[i] = { added: true, record };
       }
@@ -156,7 +156,7 @@ export class RocksdbRepository extends BaseRepository {
           continue;
         }
         const record = confirmedRecord(current, ttlMs, now);
-        bucket ??= await this.#buckets.bucketFor(retainUntil(record) - now, wall);
+        bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
         this.#put(key, state.hash, record, bucket, state.copies);
         state.copies = [{ record, bucket }];
         results.push(true);
@@ -295,17 +295,12 @@ export class RocksdbRepository extends BaseRepository {
   }
 }
 
-/** When a record may be forgotten entirely: the later of its lease and its retention. */
-function retainUntil(record: IdempotencyRecord): number {
-  return Math.max(record.expiresAt, record.leaseExpiresAt ?? 0);
-}
-
 function rank(record: IdempotencyRecord, now: number): number {
   return (isLive(record, now) ? 2 : 0) + (record.state === 'confirmed' ? 1 : 0);
 }
 
 function sortBestFirst(copies: Located[], now: number): void {
   copies.sort(
-    (a, b) => rank(b.record, now) - rank(a.record, now) || retainUntil(b.record) - retainUntil(a.record),
+    (a, b) => rank(b.record, now) - rank(a.record, now) || forgetAt(b.record) - forgetAt(a.record),
   );
 }

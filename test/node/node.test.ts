@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { readDeadLetter } from '../../src/adapters/kafka/dlq.js';
 import { ConfigError } from '../../src/errors.js';
+import { readDeadLetter } from '../../src/kafka/index.js';
 import type { NodeTotals } from '../../src/node/chunk.js';
 import {
   committedOffsets,

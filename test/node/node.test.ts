@@ -223,6 +223,44 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
     assert.equal(node.handle.totals().deadLettered, 4);
     await waitFor(() => node.logs.some((l) => l.msg === 'output refused records'));
   });
+
+  it('keeps distinct ids distinct: integers above 2^53 keep their digits, an id that is not UTF-8 is dead-lettered', {
+    timeout: 120_000,
+  }, async (t) => {
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const topic = await createTopic(t, admin, { partitions: 1 });
+    const output = await createTopic(t, admin, { prefix: 'idem-node-out', partitions: 1 });
+    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
+    const groupId = randomGroupId(t, admin);
+    const utf8Bad = (byte: number) =>
+      Buffer.concat([Buffer.from('{"uid":"user-'), Buffer.from([byte]), Buffer.from('"}')]);
+    await produce(await testProducer(t, kafka), topic, [
+      { key: 'big-3', value: '{"uid":9007199254740993}' },
+      { key: 'big-2', value: '{"uid":9007199254740992}' },
+      { key: 'big-3-again', value: '{"uid":9007199254740993.0}' },
+      { key: 'bad-ff', value: utf8Bad(0xff) },
+      { key: 'bad-fe', value: utf8Bad(0xfe) },
+      { key: 'last', value: '{"uid":"last"}' },
+    ]);
+    await startNodeInProcess(t, nodeConfig({ topic, groupId, output, dlq, repository: { type: 'memory' } }));
+    await waitForCommitted(admin, groupId, topic, { timeoutMs: 90_000 });
+
+    const out = await consumeAll(kafka, output);
+    assert.deepEqual(
+      out.map((r) => r.key?.toString()),
+      ['big-3', 'big-2', 'last'],
+    );
+    const letters = (await consumeAll(kafka, dlq)).map((r) => [
+      r.key?.toString(),
+      readDeadLetter(r.headers)?.reason,
+      readDeadLetter(r.headers)?.error,
+    ]);
+    assert.deepEqual(letters, [
+      ['bad-ff', 'invalid-id', 'id field "uid" is not valid UTF-8'],
+      ['bad-fe', 'invalid-id', 'id field "uid" is not valid UTF-8'],
+    ]);
+  });
 });
 
 function hasRows(line: LogLine): boolean {

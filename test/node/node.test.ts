@@ -22,6 +22,7 @@ import {
   dedupInput,
   type LogLine,
   nodeConfig,
+  nodeTestbed,
   produceInput,
   readOutput,
   redisRepository,
@@ -39,12 +40,7 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
     skip: skipUnlessEnabled('redis'),
     timeout: 240_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const output = await createTopic(t, admin, { prefix: 'idem-node-out' });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t);
     const batchSize = 500;
     const data = dedupInput({ records: 100_000, duplicateShare: 0.2, partitions: 3, batchSize });
     await produceInput(await testProducer(t, kafka), topic, data);
@@ -71,12 +67,7 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
   it('serves metrics, logs perf, and on SIGTERM finishes, commits and exits 0; a restart reads nothing twice', {
     timeout: 180_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const output = await createTopic(t, admin, { prefix: 'idem-node-out' });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t);
     const data = dedupInput({ records: 40_000, duplicateShare: 0.2, partitions: 3, batchSize: 200 });
     await produceInput(await testProducer(t, kafka), topic, data);
     // The default store (RocksDB), metrics off in the file and turned on by the environment.
@@ -227,12 +218,7 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
   it('keeps distinct ids distinct: integers above 2^53 keep their digits, an id that is not UTF-8 is dead-lettered', {
     timeout: 120_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin, { partitions: 1 });
-    const output = await createTopic(t, admin, { prefix: 'idem-node-out', partitions: 1 });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t, { partitions: 1 });
     const utf8Bad = (byte: number) =>
       Buffer.concat([Buffer.from('{"uid":"user-'), Buffer.from([byte]), Buffer.from('"}')]);
     await produce(await testProducer(t, kafka), topic, [

@@ -10,6 +10,7 @@ export const ErrorCodes = {
   repository: 'IDEM_ERR_REPOSITORY',
   repositoryClosed: 'IDEM_ERR_REPOSITORY_CLOSED',
   invalidInput: 'IDEM_ERR_INVALID_INPUT',
+  output: 'IDEM_ERR_OUTPUT',
 } as const;
 
 /** A stable code identifying the kind of failure. */
@@ -94,6 +95,14 @@ export class InvalidInputError extends IdempotencyError {
     readonly reason: string,
   ) {
     super(InvalidInputError.code, `${location}: ${reason}`);
+  }
+}
+
+/** Writing output failed or was cut short (full disk, closed pipe); `cause` is the system error if there is one. */
+export class OutputError extends IdempotencyError {
+  static readonly code = ErrorCodes.output;
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(OutputError.code, message, options);
   }
 }
 

@@ -20,7 +20,7 @@ export interface DedupJob {
   readonly output: Output;
   readonly counts: DedupCounts;
   /** Called for each invalid line that is passed or skipped, with its `file:line`. */
-  readonly onInvalid: (location: string, reason: string) => void;
+  readonly onInvalid: (location: string, reason: string, passed: boolean) => void;
   /** Called after each batch is written and marked. */
   readonly onBatch: (counts: DedupCounts) => void;
   /** Checked between batches: a signal asks the run to stop after the current batch. */
@@ -59,8 +59,10 @@ export async function dedupLines(job: DedupJob): Promise<DedupEnd> {
         stop = { location: batch.location(i), reason };
         break;
       }
-      job.onInvalid(batch.location(i), reason);
-      if (job.invalid === 'pass') entries.push({ index: i, id: undefined });
+      // An over-long line's bytes were never kept, so even `pass` can only skip it.
+      const passed = job.invalid === 'pass' && batch.kept(i);
+      job.onInvalid(batch.location(i), reason, passed);
+      if (passed) entries.push({ index: i, id: undefined });
     }
 
     if (entries.length > 0) {

@@ -1,37 +1,40 @@
-import { idExtractor } from '../consumer/message-id.js';
 import { InvalidIdError } from '../errors.js';
 import { toKey } from '../repositories/ids.js';
+import { jsonIdReader } from '../util/json-id.js';
 
-/** The id of a parsed line, or why it has none. */
+/** The id of one input line, or why it has none. */
 export type IdOutcome = { readonly id: string } | { readonly reason: string };
 
 /**
  * Compiles `--id`: one dotted path (`event.id`), or several separated by commas (`user.id,type`) whose values
  * together form the id. Paths only, never code. A composite id is the JSON array of its parts' canonical
  * strings, so `["a,b","c"]` and `["a","b,c"]` stay distinct.
+ *
+ * The id is read from the line's bytes, never from `JSON.parse`'s result (see `src/util/json-id.ts`): a number
+ * keeps every digit (`9007199254740993` is not `…992`; `1.0` and `1` are one id), and an id string whose bytes
+ * are not valid UTF-8 makes the line invalid instead of being replaced by U+FFFD.
  */
-export function compileId(expression: string): (value: unknown) => IdOutcome {
+export function compileId(expression: string): (line: Uint8Array) => IdOutcome {
   const paths = expression.split(',').map((p) => p.trim());
   if (paths.some((p) => p === '' || p.split('.').some((step) => step === ''))) {
     throw new InvalidIdError(
       `bad --id ${JSON.stringify(expression)}: expected dotted paths separated by commas`,
     );
   }
-  const parts = paths.map((path) => ({ path, read: idExtractor<unknown>(path) }));
+  const parts = paths.map((path) => ({ path, read: jsonIdReader(path) }));
   const one = parts.length === 1 ? parts[0] : undefined;
   if (one) {
-    return (value) => {
-      const id = safeRead(one.read, value);
-      if (typeof id === 'string') return { id };
-      return { reason: id === undefined ? `no id at ${one.path}` : id.reason };
+    return (line) => {
+      const part = partOf(one, line);
+      return typeof part === 'string' ? { id: part } : part;
     };
   }
-  return (value) => {
+  return (line) => {
     const values: string[] = [];
     for (const part of parts) {
-      const id = safeRead(part.read, value);
-      if (typeof id !== 'string') return { reason: id === undefined ? `no id at ${part.path}` : id.reason };
-      values.push(id);
+      const value = partOf(part, line);
+      if (typeof value !== 'string') return value;
+      values.push(value);
     }
     try {
       return { id: toKey(JSON.stringify(values)) };
@@ -42,14 +45,13 @@ export function compileId(expression: string): (value: unknown) => IdOutcome {
   };
 }
 
-function safeRead(
-  read: (value: unknown) => string | undefined,
-  value: unknown,
-): string | undefined | { reason: string } {
-  try {
-    return read(value);
-  } catch (error) {
-    if (error instanceof InvalidIdError) return { reason: error.message };
-    throw error;
-  }
+function partOf(
+  part: { path: string; read: ReturnType<typeof jsonIdReader> },
+  line: Uint8Array,
+): string | { reason: string } {
+  const verdict = part.read(line);
+  if (verdict.ok) return verdict.id ?? { reason: `no id at ${part.path}` };
+  if (verdict.reason === 'invalid-id') return { reason: verdict.detail };
+  const text = Buffer.from(line.buffer, line.byteOffset, line.byteLength).toString('utf8');
+  return { reason: text.trim() === '' ? 'empty line' : `invalid JSON (${verdict.detail})` };
 }

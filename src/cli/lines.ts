@@ -20,6 +20,8 @@ export class LineBatch {
   readonly sources: string[] = [];
   /** 1-based line numbers within their source. */
   readonly lines: number[] = [];
+  /** Over-long lines (index → their byte length): reported and skipped, never written, as their bytes were not kept. */
+  readonly dropped = new Map<number, number>();
 
   get length(): number {
     return this.ids.length;
@@ -30,9 +32,14 @@ export class LineBatch {
     return `${this.sources[i]}:${this.lines[i]}`;
   }
 
-  /** Byte length of line `i` plus its newline. */
+  /** Byte length of line `i` plus its newline (as read, for a dropped line). */
   size(i: number): number {
-    return (this.ends[i] as number) - (this.starts[i] as number) + 1;
+    return this.dropped.get(i) ?? (this.ends[i] as number) - (this.starts[i] as number) + 1;
+  }
+
+  /** Whether line `i`'s bytes are here to be written (an over-long line's are not). */
+  kept(i: number): boolean {
+    return !this.dropped.has(i);
   }
 
   /** Copies line `i` and a newline into `out` at `at`; returns the next offset. */
@@ -55,6 +62,8 @@ const WINDOW = 4;
 export interface ReadOptions {
   /** The `--id` expression, compiled again inside the worker. */
   readonly idExpression: string;
+  /** Longer lines are invalid, and their bytes are skipped rather than held. */
+  readonly maxLineBytes: number;
   /** Ends reading (a signal while waiting for input); the whole lines read so far still come out. */
   readonly signal?: AbortSignal;
   readonly stdin?: Readable;
@@ -69,7 +78,7 @@ export async function* readBatches(
   batchSize: number,
   options: ReadOptions,
 ): AsyncGenerator<LineBatch> {
-  const worker = startWorker(options.idExpression);
+  const worker = startWorker({ idExpression: options.idExpression, maxLineBytes: options.maxLineBytes });
   const replies: ParsedPiece[] = [];
   /** The input index of each message sent, in order (a reply answers the oldest). */
   const sent: number[] = [];
@@ -151,10 +160,14 @@ export async function* readBatches(
       const source = inputs[input] === STDIN ? '<stdin>' : (inputs[input] as string);
       const data = Buffer.from(piece.data.buffer, piece.data.byteOffset, piece.data.byteLength);
       let nextInvalid = 0;
+      let nextDropped = 0;
       for (let i = 0; i < piece.ids.length; i++) {
         let reason: string | undefined;
         if (piece.invalid[nextInvalid]?.[0] === i)
           reason = (piece.invalid[nextInvalid++] as [number, string])[1];
+        if (piece.dropped[nextDropped]?.[0] === i) {
+          batch.dropped.set(batch.length, (piece.dropped[nextDropped++] as [number, number])[1]);
+        }
         batch.chunks.push(data);
         batch.starts.push(piece.starts[i] as number);
         batch.ends.push(piece.ends[i] as number);
@@ -177,8 +190,7 @@ export async function* readBatches(
   }
 }
 
-function startWorker(idExpression: string): Worker {
-  const workerData = { idExpression };
+function startWorker(workerData: { idExpression: string; maxLineBytes: number }): Worker {
   if (!import.meta.url.endsWith('.ts'))
     return new Worker(new URL('./parse-worker.js', import.meta.url), { workerData });
   // Running from source (tsx): the worker is TypeScript too, and workers do not inherit tsx's loader, so a

@@ -5,11 +5,18 @@ import { configSections } from '../config/sections.js';
 export const dedupDefaults = {
   /** RocksDB directory used when neither `--store` nor the config names one, relative to the cwd. */
   storeDir: '.idem-store',
+  /** The `--store` value that keeps seen ids in memory for one run instead of in a directory. */
+  memoryStore: 'memory',
   /** Lines per store round trip; also the most lines that can repeat after a kill. */
   batchSize: 2000,
   invalid: 'error',
   progress: true,
+  /** Longest line read, newline excluded (16 MiB); a longer one is an invalid line, skipped without being held. */
+  maxLineBytes: 16 * 1024 * 1024,
 } as const;
+
+/** The largest `maxLineBytes` accepted: a line is held whole in memory, and offsets are 32-bit. */
+export const MAX_LINE_BYTES_LIMIT = 1024 * 1024 * 1024;
 
 /** What to do with a line that is not JSON or has no id. */
 export type InvalidPolicy = 'error' | 'pass' | 'skip';
@@ -20,6 +27,7 @@ export const dedupSectionSchema = z
     invalid: z.enum(['error', 'pass', 'skip']).default(dedupDefaults.invalid),
     batchSize: z.number().int().min(1).max(100_000).default(dedupDefaults.batchSize),
     progress: z.boolean().default(dedupDefaults.progress),
+    maxLineBytes: z.number().int().min(1).max(MAX_LINE_BYTES_LIMIT).default(dedupDefaults.maxLineBytes),
   })
   .strict();
 

@@ -1,38 +1,102 @@
+import { fstatSync, write as writeFd } from 'node:fs';
+import { isatty } from 'node:tty';
+import { OutputError } from '../errors.js';
+
+/** Where output bytes go: a stream (pipes, terminals), or a file descriptor written directly (files, devices). */
+export type OutputTarget = NodeJS.WritableStream | { readonly fd: number };
+
 /**
- * Writes to stdout and resolves only once the stream has handed the bytes to the OS (the write callback),
- * which is what lets the caller mark ids as written: after a kill, a marked id's line is in the output.
+ * Writes `idem dedup`'s output and resolves only once every byte has been handed to the OS, which is what lets
+ * the caller mark ids as written: after a kill, a marked id's line is in the output. Any failure — an error or
+ * a short write — rejects, so the batch is not marked.
+ *
+ * A file or device is written through its descriptor rather than `process.stdout`: for those Node's stdout
+ * writes synchronously and ignores a short write (a full disk first accepts part of a write, then fails the
+ * next), which would let a batch count as written when part of it never reached the file.
  */
 export class Output {
-  #error: NodeJS.ErrnoException | undefined;
+  #error: OutputError | undefined;
+  readonly #target: OutputTarget;
 
-  constructor(private readonly stream: NodeJS.WritableStream = process.stdout) {
+  constructor(
+    target: OutputTarget = process.stdout,
+    private readonly name = 'stdout',
+  ) {
+    this.#target = target;
+    if (!('write' in target)) return;
     // Without a listener an EPIPE would crash the process before the write callback could report it.
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      this.#error ??= error;
+    target.on('error', (error: NodeJS.ErrnoException) => {
+      this.#error ??= this.#fail(error);
     });
   }
 
+  /** Standard output, written through its descriptor unless it is a pipe, a socket or a terminal. */
+  static forStdout(): Output {
+    let direct = false;
+    try {
+      const stat = fstatSync(1);
+      direct = !stat.isFIFO() && !stat.isSocket() && !isatty(1);
+    } catch {
+      // A closed stdout: the stream reports the error on the first write.
+    }
+    return new Output(direct ? { fd: 1 } : process.stdout);
+  }
+
   /** The first write error seen, if any. */
-  get error(): NodeJS.ErrnoException | undefined {
+  get error(): OutputError | undefined {
     return this.#error;
   }
 
   /** True when the reader went away (`| head` exited): the run just ends, quietly. */
   get closedByReader(): boolean {
-    const code = this.#error?.code;
+    const code = (this.#error?.cause as NodeJS.ErrnoException | undefined)?.code;
     return code === 'EPIPE' || code === 'ERR_STREAM_DESTROYED';
   }
 
-  /** Writes `data`; rejects with the stream's own error (EPIPE when the reader went away). */
+  /** Writes all of `data`; rejects with an OutputError on any error or short write. */
   write(data: Uint8Array): Promise<void> {
     if (this.#error !== undefined) return Promise.reject(this.#error);
-    return new Promise((resolve, reject) => {
-      this.stream.write(data, (error) => {
-        if (error) {
-          this.#error ??= error as NodeJS.ErrnoException;
-          reject(error);
-        } else resolve();
-      });
+    const target = this.#target;
+    const written =
+      'write' in target ? this.#toStream(target, data) : this.#toFd((target as { fd: number }).fd, data);
+    return written.catch((error: unknown) => {
+      this.#error ??= error instanceof OutputError ? error : this.#fail(error as NodeJS.ErrnoException);
+      throw this.#error;
     });
+  }
+
+  #toStream(stream: NodeJS.WritableStream, data: Uint8Array): Promise<void> {
+    return new Promise((resolve, reject) => {
+      try {
+        stream.write(data, (error) => (error ? reject(error) : resolve()));
+      } catch (error) {
+        reject(error); // a synchronous stream (a file behind process.stdout) throws instead
+      }
+    });
+  }
+
+  /** Writes until every byte is out; a write that makes no progress is an error, never a silent loss. */
+  async #toFd(fd: number, data: Uint8Array): Promise<void> {
+    let at = 0;
+    while (at < data.length) {
+      const n = await new Promise<number>((resolve, reject) => {
+        writeFd(fd, data, at, data.length - at, null, (error, bytes) =>
+          error ? reject(error) : resolve(bytes),
+        );
+      });
+      if (n <= 0) {
+        throw new OutputError(
+          `writing to ${this.name} failed: wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`,
+        );
+      }
+      at += n;
+    }
+  }
+
+  #fail(error: NodeJS.ErrnoException): OutputError {
+    return new OutputError(
+      `writing to ${this.name} failed (${error.message}); the lines of this batch were not marked, a re-run writes them again`,
+      { cause: error },
+    );
   }
 }

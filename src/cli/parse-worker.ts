@@ -1,33 +1,26 @@
-// Worker thread of `idem dedup`: splits input into lines and parses them, so JSON.parse runs on the second
+// Worker thread of `idem dedup`: splits input into lines and reads their ids, so that work runs on the second
 // core while the main thread talks to the store and writes output. Messages are handled strictly in order.
 import { parentPort, workerData } from 'node:worker_threads';
 import { compileId } from './id.js';
-import { parseLines } from './parse.js';
+import { LineSplitter } from './parse.js';
 import type { ParsedPiece, ToWorker } from './worker-protocol.js';
 
-const { idExpression } = workerData as { idExpression: string };
-const idOf = compileId(idExpression);
+const { idExpression, maxLineBytes } = workerData as { idExpression: string; maxLineBytes: number };
 const port = parentPort as NonNullable<typeof parentPort>;
-/** The unfinished last line of the current source. */
-let rest: Uint8Array | undefined;
+/** One splitter for all sources in turn: `end` resets it for the next. */
+const splitter = new LineSplitter(compileId(idExpression), maxLineBytes);
 
 port.on('message', (message: ToWorker) => {
   if (message.kind === 'close') {
     port.close();
     return;
   }
-  const incoming = message.kind === 'chunk' ? message.data : new Uint8Array(0);
-  const data = rest === undefined ? incoming : Buffer.concat([rest, incoming]);
-  // At the end of a source its last line counts even without a newline; after an abort it was cut short.
-  const final = message.kind === 'end' && !message.aborted;
-  const parsed = parseLines(data, idOf, final);
-  rest = parsed.consumed < data.length && message.kind === 'chunk' ? data.slice(parsed.consumed) : undefined;
-  // An exact-size copy of the lines can be transferred; the input piece may share its memory with `rest`.
-  const lines = new Uint8Array(data.subarray(0, parsed.consumed));
-  const reply: ParsedPiece = { ...parsed, data: lines };
+  // After an abort the last line was cut short, so it does not count.
+  const reply: ParsedPiece =
+    message.kind === 'chunk' ? splitter.push(message.data) : splitter.end(message.aborted);
   port.postMessage(reply, [
-    lines.buffer,
-    parsed.starts.buffer as ArrayBuffer,
-    parsed.ends.buffer as ArrayBuffer,
+    reply.data.buffer as ArrayBuffer,
+    reply.starts.buffer as ArrayBuffer,
+    reply.ends.buffer as ArrayBuffer,
   ]);
 });

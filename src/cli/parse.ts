@@ -9,65 +9,203 @@ export interface ParsedLines {
   readonly ids: (string | undefined)[];
   /** Why each invalid line is invalid, as `[index, reason]` pairs. */
   readonly invalid: [number, string][];
-  /** Bytes up to and including the last newline; the rest belongs to the next piece. */
-  readonly consumed: number;
+  /**
+   * Over-long lines, as `[index, bytes]` pairs (their length, newline included): their bytes are not in the
+   * piece (an empty range stands for them), so they can be reported and skipped but never written.
+   */
+  readonly dropped: [number, number][];
 }
 
 const NEWLINE = 0x0a;
+const BOM = [0xef, 0xbb, 0xbf];
 
 /**
- * Splits `data` into whole lines and finds each line's id. Decoding up to a newline never splits a character,
- * and the k-th newline byte is the k-th '\n' character, so byte and text offsets advance in step: one decode
- * per piece, not per line. With `final`, a last line without a newline counts too.
+ * Splits `data` (whole lines only, the last one with or without its newline) into lines and finds each line's
+ * id from its bytes. A line longer than `maxLineBytes` is invalid and listed in `dropped`.
  */
 export function parseLines(
   data: Uint8Array,
-  idOf: (value: unknown) => IdOutcome,
-  final = false,
+  idOf: (line: Uint8Array) => IdOutcome,
+  maxLineBytes = Number.POSITIVE_INFINITY,
 ): ParsedLines {
   const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  const lastNewline = buffer.lastIndexOf(NEWLINE);
-  const consumed = final ? buffer.length : lastNewline + 1;
   let count = 0;
-  for (let at = buffer.indexOf(NEWLINE); at !== -1 && at < consumed; at = buffer.indexOf(NEWLINE, at + 1))
-    count++;
-  if (consumed > lastNewline + 1) count++;
+  for (let at = buffer.indexOf(NEWLINE); at !== -1; at = buffer.indexOf(NEWLINE, at + 1)) count++;
+  if (buffer.length > 0 && buffer[buffer.length - 1] !== NEWLINE) count++;
   const starts = new Int32Array(count);
   const ends = new Int32Array(count);
   const ids: (string | undefined)[] = [];
   const invalid: [number, string][] = [];
-  const text = buffer.toString('utf8', 0, consumed);
-  let byteStart = 0;
-  let textStart = 0;
+  const dropped: [number, number][] = [];
+  let start = 0;
   for (let i = 0; i < count; i++) {
-    let byteEnd = buffer.indexOf(NEWLINE, byteStart);
-    let textEnd = text.indexOf('\n', textStart);
-    if (byteEnd === -1 || byteEnd >= consumed) {
-      byteEnd = consumed;
-      textEnd = text.length;
-    }
-    starts[i] = byteStart;
-    ends[i] = byteEnd;
-    const outcome = lineId(text.slice(textStart, textEnd), idOf);
-    if ('id' in outcome) ids.push(outcome.id);
-    else {
+    let end = buffer.indexOf(NEWLINE, start);
+    if (end === -1) end = buffer.length;
+    starts[i] = start;
+    ends[i] = end;
+    if (end - start > maxLineBytes) {
       ids.push(undefined);
-      invalid.push([i, outcome.reason]);
+      invalid.push([i, tooLong(end - start, maxLineBytes)]);
+      dropped.push([i, end - start + 1]);
+      ends[i] = start;
+    } else {
+      const outcome = idOf(buffer.subarray(start, end));
+      if ('id' in outcome) ids.push(outcome.id);
+      else {
+        ids.push(undefined);
+        invalid.push([i, outcome.reason]);
+      }
     }
-    byteStart = byteEnd + 1;
-    textStart = textEnd + 1;
+    start = end + 1;
   }
-  return { starts, ends, ids, invalid, consumed };
+  return { starts, ends, ids, invalid, dropped };
 }
 
-/** The id of one line, or why it has none (bad JSON, empty line, missing or unusable id). */
-export function lineId(text: string, idOf: (value: unknown) => IdOutcome): IdOutcome {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    if (text.trim() === '') return { reason: 'empty line' };
-    return { reason: `invalid JSON (${(error as Error).message})` };
+function tooLong(bytes: number, max: number): string {
+  return `line is ${bytes} bytes, longer than --max-line-bytes ${max}; its bytes are not kept`;
+}
+
+/** What {@link LineSplitter} hands on: the parsed lines and the bytes they index into. */
+export interface SplitPiece extends ParsedLines {
+  readonly data: Uint8Array;
+}
+
+/** A fresh piece without lines (fresh: a piece's buffers are transferred to the main thread). */
+function emptyPiece(): SplitPiece {
+  return {
+    data: new Uint8Array(0),
+    starts: new Int32Array(0),
+    ends: new Int32Array(0),
+    ids: [],
+    invalid: [],
+    dropped: [],
+  };
+}
+
+/**
+ * Turns one source's chunks into pieces of whole lines, in time and memory linear in the input: an unfinished
+ * line is kept as a list of chunks and joined once, when its newline arrives (never re-copied per chunk), and
+ * a line that grows past `maxLineBytes` stops being kept at all — its bytes are counted and skipped, and it
+ * comes out as one invalid, dropped line. A UTF-8 byte-order mark at the start of a source is removed.
+ */
+export class LineSplitter {
+  #pending: Uint8Array[] = [];
+  /** Bytes of the unfinished line so far, kept or skipped. */
+  #lineBytes = 0;
+  /** The unfinished line is over-long: its bytes are no longer kept. */
+  #skipping = false;
+  /** No byte of the current source has been looked at for a byte-order mark yet. */
+  #atStart = true;
+
+  constructor(
+    private readonly idOf: (line: Uint8Array) => IdOutcome,
+    private readonly maxLineBytes: number,
+  ) {}
+
+  /** The whole lines completed by `chunk`. */
+  push(chunk: Uint8Array): SplitPiece {
+    let data = chunk;
+    if (this.#atStart) {
+      const head = this.#pending.length === 0 ? data : joinExact([...this.#pending, data]);
+      if (head.length < BOM.length && startsLikeBom(head)) {
+        this.#pending = [head];
+        this.#lineBytes = head.length;
+        return emptyPiece();
+      }
+      this.#atStart = false;
+      this.#pending = [];
+      this.#lineBytes = 0;
+      data = head.length >= BOM.length && startsLikeBom(head) ? head.subarray(BOM.length) : head;
+    }
+    const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    const first = buffer.indexOf(NEWLINE);
+    if (first === -1) {
+      this.#grow(data);
+      return emptyPiece();
+    }
+    const last = buffer.lastIndexOf(NEWLINE);
+    let piece: SplitPiece;
+    if (this.#skipping || this.#lineBytes + first > this.maxLineBytes) {
+      const bytes = this.#lineBytes + first;
+      piece = this.#withDropped(bytes, buffer.subarray(first + 1, last + 1));
+    } else {
+      const lines =
+        this.#pending.length === 0
+          ? new Uint8Array(buffer.subarray(0, last + 1))
+          : joinExact([...this.#pending, buffer.subarray(0, last + 1)]);
+      piece = { ...parseLines(lines, this.idOf, this.maxLineBytes), data: lines };
+    }
+    this.#pending = [];
+    this.#lineBytes = 0;
+    this.#skipping = false;
+    if (last + 1 < buffer.length) this.#grow(buffer.subarray(last + 1));
+    return piece;
   }
-  return idOf(value);
+
+  /** The end of the source: its last line counts without a newline, unless reading was aborted. */
+  end(aborted: boolean): SplitPiece {
+    let piece = emptyPiece();
+    if (!aborted && this.#lineBytes > 0) {
+      if (this.#skipping) piece = this.#withDropped(this.#lineBytes, new Uint8Array(0));
+      else {
+        const lines = joinExact(this.#pending);
+        piece = { ...parseLines(lines, this.idOf, this.maxLineBytes), data: lines };
+      }
+    }
+    this.#pending = [];
+    this.#lineBytes = 0;
+    this.#skipping = false;
+    this.#atStart = true;
+    return piece;
+  }
+
+  #grow(bytes: Uint8Array): void {
+    this.#lineBytes += bytes.length;
+    if (this.#skipping) return;
+    if (this.#lineBytes > this.maxLineBytes) {
+      this.#skipping = true;
+      this.#pending = [];
+    } else this.#pending.push(bytes);
+  }
+
+  /** An over-long line of `bytes` bytes (newline excluded), then the whole lines in `rest`. */
+  #withDropped(bytes: number, rest: Uint8Array): SplitPiece {
+    const data = new Uint8Array(rest);
+    const after = parseLines(data, this.idOf, this.maxLineBytes);
+    const starts = new Int32Array(after.starts.length + 1);
+    const ends = new Int32Array(after.ends.length + 1);
+    starts.set(after.starts, 1);
+    ends.set(after.ends, 1);
+    return {
+      data,
+      starts,
+      ends,
+      ids: [undefined, ...after.ids],
+      invalid: [[0, tooLong(bytes, this.maxLineBytes)], ...after.invalid.map(shift)],
+      dropped: [[0, bytes + 1], ...after.dropped.map(shift)],
+    };
+  }
+}
+
+function shift<T>([index, value]: [number, T]): [number, T] {
+  return [index + 1, value];
+}
+
+/** The bytes agree with a byte-order mark as far as they go. */
+function startsLikeBom(bytes: Uint8Array): boolean {
+  for (let k = 0; k < Math.min(bytes.length, BOM.length); k++) if (bytes[k] !== BOM[k]) return false;
+  return true;
+}
+
+/** The parts joined into one exact-size buffer of its own (so it can be transferred), copied once. */
+function joinExact(parts: readonly Uint8Array[]): Uint8Array {
+  let size = 0;
+  for (const part of parts) size += part.length;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
 }

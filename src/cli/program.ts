@@ -34,6 +34,7 @@ interface DedupFlags {
   readonly config?: string;
   readonly invalid?: string;
   readonly batchSize?: string;
+  readonly maxLineBytes?: string;
   readonly progress?: boolean;
 }
 
@@ -54,7 +55,10 @@ export async function run(argv: readonly string[]): Promise<number> {
       '--ttl <duration>',
       'how long a seen id stays a duplicate, e.g. 24h, 7d (default: consumer.ttl, 24h)',
     )
-    .option('--store <dir>', `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir})`)
+    .option(
+      '--store <dir>',
+      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only`,
+    )
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG); flags win over it')
     .addOption(
       new Option('--invalid <policy>', 'malformed lines and lines without id: stop, write them, or drop them')
@@ -62,6 +66,10 @@ export async function run(argv: readonly string[]): Promise<number> {
         .default(undefined, dedupDefaults.invalid),
     )
     .option('--batch-size <lines>', `lines per store round trip (default: ${dedupDefaults.batchSize})`)
+    .option(
+      '--max-line-bytes <bytes>',
+      `longest line, newline excluded; a longer one is an invalid line (default: ${dedupDefaults.maxLineBytes})`,
+    )
     .option('--no-progress', 'no progress bar or progress lines (the summary is still printed)')
     .action(async (files: string[], flags: DedupFlags, command: Command) => {
       code = await runDedup(files, flags, command);
@@ -87,6 +95,7 @@ export async function run(argv: readonly string[]): Promise<number> {
 async function runDedup(files: string[], flags: DedupFlags, command: Command): Promise<number> {
   const stderr = process.stderr;
   let config: CliConfig;
+  let storeNote = '';
   let inputs: string[];
   let totalBytes: number;
   try {
@@ -95,6 +104,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       overrides: flagOverrides(flags, command),
     });
     await chooseStoreDir(config, flags.store);
+    storeNote = describeStore(config);
     warnIgnored(config);
     inputs = files.length === 0 ? [STDIN] : files;
     totalBytes = await inputBytes(inputs);
@@ -146,14 +156,18 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   let note: string | undefined;
   try {
     const end = await dedupLines({
-      batches: readBatches(inputs, config.dedup.batchSize, { idExpression, signal: abort.signal }),
+      batches: readBatches(inputs, config.dedup.batchSize, {
+        idExpression,
+        maxLineBytes: config.dedup.maxLineBytes,
+        signal: abort.signal,
+      }),
       consumer: consumerOf<DedupEntry>(container),
       invalid: config.dedup.invalid,
-      output: new Output(process.stdout),
+      output: Output.forStdout(),
       counts,
-      onInvalid: (location, reason) =>
+      onInvalid: (location, reason, passed) =>
         progress.log(
-          `${new InvalidInputError(location, reason).message} (${config.dedup.invalid === 'pass' ? 'passed through' : 'skipped'})`,
+          `${new InvalidInputError(location, reason).message} (${passed ? 'passed through' : 'skipped'})`,
         ),
       onBatch: (c) => progress.update(c),
       stopRequested: () => signal !== undefined,
@@ -183,7 +197,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
-  stderr.write(`${progress.summary(counts, note)}\n`);
+  stderr.write(`${progress.summary(counts, [storeNote, note].filter(Boolean).join('; '))}\n`);
   return code;
 }
 
@@ -199,6 +213,13 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
   if (flags.batchSize !== undefined) {
     overrides.push({ key: 'dedup.batchSize', value: Number(flags.batchSize), source: '--batch-size' });
   }
+  if (flags.maxLineBytes !== undefined) {
+    overrides.push({
+      key: 'dedup.maxLineBytes',
+      value: Number(flags.maxLineBytes),
+      source: '--max-line-bytes',
+    });
+  }
   if (given('progress'))
     overrides.push({ key: 'dedup.progress', value: flags.progress, source: '--no-progress' });
   return overrides;
@@ -207,6 +228,12 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
 /** `--store` (or the default directory) fills in the RocksDB location key, whatever the store calls it. */
 async function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): Promise<void> {
   const section = config.repository as Record<string, unknown> & { type: string };
+  if (storeFlag === dedupDefaults.memoryStore) {
+    // A one-shot run: whatever store the config names, nothing is kept after it.
+    for (const key of Object.keys(section)) delete section[key];
+    section.type = 'memory';
+    return;
+  }
   if (section.type !== 'rocksdb') {
     if (storeFlag !== undefined) {
       throw new ConfigError(
@@ -230,6 +257,14 @@ async function chooseStoreDir(config: CliConfig, storeFlag: string | undefined):
   }
   if (storeFlag !== undefined) section[key] = storeFlag;
   else section[key] ??= dedupDefaults.storeDir;
+}
+
+/** Where seen ids are kept, for the summary: a user should never wonder which store a run marked. */
+function describeStore(config: CliConfig): string {
+  const section = config.repository as Record<string, unknown> & { type: string };
+  if (section.type === 'memory') return 'store in memory (nothing kept after this run)';
+  if (section.type === 'rocksdb') return `store ${String(section.path)} (RocksDB)`;
+  return `store ${section.type}`;
 }
 
 const IGNORED_CONSUMER_KEYS = [

@@ -1,4 +1,4 @@
-import type { ParsedLines } from './parse.js';
+import type { SplitPiece } from './parse.js';
 
 /** Main thread to parse worker: input pieces in order, then the end of each source. */
 export type ToWorker =
@@ -7,7 +7,4 @@ export type ToWorker =
   | { readonly kind: 'close' };
 
 /** Parse worker to main thread: one reply per `chunk` or `end`, in order, with the whole lines found. */
-export interface ParsedPiece extends ParsedLines {
-  /** The bytes of the lines (`starts`/`ends` index into it). */
-  readonly data: Uint8Array;
-}
+export type ParsedPiece = SplitPiece;

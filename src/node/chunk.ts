@@ -1,12 +1,17 @@
 import type { KafkaMessage, Message, Producer } from 'kafkajs';
 import type { Logger } from 'pino';
-import { type DeadLetter, type DlqReason, sendDeadLetters } from '../adapters/kafka/dlq.js';
-import type { IdVerdict, RecordParts } from '../adapters/kafka/message-id.js';
 import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { BatchItem, StoreCall } from '../consumer/types.js';
+import {
+  type DeadLetter,
+  type DlqReason,
+  type IdVerdict,
+  messageIdReader as nodeIdReader,
+  type RecordParts,
+  sendDeadLetters,
+} from '../kafka/index.js';
 import { idOfKey } from '../repositories/ids.js';
 import type { IdempotentRepository } from '../repositories/types.js';
-import { nodeIdReader } from './fast-id.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
 import type { OutputWriter } from './output.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { type IdSource, idSourceSchema } from '../adapters/kafka/message-id.js';
 import { configSections } from '../config/sections.js';
+import { type IdSource, idSourceSchema } from '../kafka/index.js';
 import { durationMs } from '../util/duration.js';
 
 /** Defaults of the dedup node, written once. */

@@ -137,7 +137,10 @@ describe('idem dedup', { skip }, () => {
       assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:2: invalid JSON.*passed through`));
       assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:4: no id at id.*passed through`));
       assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:5: empty line.*passed through`));
-      assert.match(result.stderr, new RegExp(`${escapeRegex(path)}:6: id must be a string, number or bytes`));
+      assert.match(
+        result.stderr,
+        new RegExp(`${escapeRegex(path)}:6: id field "id" must be a string or a number`),
+      );
       assert.match(result.stderr, /invalid 4/);
     });
 

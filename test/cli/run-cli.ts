@@ -3,7 +3,9 @@ import { fileURLToPath } from 'node:url';
 
 /** The repository root, so the child resolves tsx from our node_modules wherever the test runs. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+export const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+/** tsx's loader by absolute path, so a child started in another directory still runs the TypeScript source. */
+export const TSX = fileURLToPath(import.meta.resolve('tsx'));
 
 /** What a finished CLI run produced. */
 export interface CliResult {
@@ -27,7 +29,7 @@ export interface CliOptions {
 
 /** Starts the real CLI (the TypeScript source through tsx) as a child process. */
 export function startCli(args: readonly string[], options: CliOptions = {}): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+  const child = spawn(process.execPath, ['--import', TSX, MAIN, ...args], {
     cwd: options.cwd ?? ROOT,
     env: { ...process.env, IDEM_CONFIG: '', ...options.env },
     stdio: ['pipe', options.stdoutFd ?? 'pipe', 'pipe'],

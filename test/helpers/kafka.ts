@@ -104,6 +104,29 @@ export function randomGroupId(t: TestContext, admin: Admin, prefix = 'idem-group
   return groupId;
 }
 
+/** The usual start of a Kafka test: a client, its admin, a fresh input topic and a group id. */
+export interface KafkaTestbed {
+  readonly kafka: Kafka;
+  readonly admin: Admin;
+  readonly topic: string;
+  readonly groupId: string;
+}
+
+/** Sets up a {@link KafkaTestbed} (3 partitions unless told); everything is removed after the test. */
+export async function kafkaTestbed(
+  t: TestContext,
+  options: { partitions?: number } = {},
+): Promise<KafkaTestbed> {
+  const kafka = testKafka();
+  const admin = await kafkaAdmin(t, kafka);
+  const topic = await createTopic(
+    t,
+    admin,
+    options.partitions === undefined ? {} : { partitions: options.partitions },
+  );
+  return { kafka, admin, topic, groupId: randomGroupId(t, admin) };
+}
+
 /** A connected producer, disconnected after the test. */
 export async function testProducer(t: TestContext, kafka: Kafka): Promise<Producer> {
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });

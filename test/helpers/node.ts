@@ -21,11 +21,41 @@ import { stringify } from 'smol-toml';
 import { openRepository } from '../../src/config/repository.js';
 import { type DedupNodeHandle, startDedupNode } from '../../src/node/dedup-node.js';
 import { type NodeConfig, type NodeConfigInput, nodeConfigSchema } from '../../src/node/options.js';
-import { type ConsumedRecord, consumeAll, endOffsets, headerText, onCleanup, waitFor } from './kafka.js';
+import {
+  type ConsumedRecord,
+  consumeAll,
+  createTopic,
+  endOffsets,
+  headerText,
+  type KafkaTestbed,
+  kafkaTestbed,
+  onCleanup,
+  waitFor,
+} from './kafka.js';
 import { endpoints } from './stores.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
+
+/** A node test's topics: a {@link KafkaTestbed}, an output topic with as many partitions, and a one-partition DLQ. */
+export interface NodeTestbed extends KafkaTestbed {
+  readonly output: string;
+  readonly dlq: string;
+}
+
+/** Sets up a {@link NodeTestbed} (3 partitions unless told); everything is removed after the test. */
+export async function nodeTestbed(
+  t: TestContext,
+  options: { partitions?: number } = {},
+): Promise<NodeTestbed> {
+  const bed = await kafkaTestbed(t, options);
+  const output = await createTopic(t, bed.admin, {
+    prefix: 'idem-node-out',
+    ...(options.partitions === undefined ? {} : { partitions: options.partitions }),
+  });
+  const dlq = await createTopic(t, bed.admin, { prefix: 'idem-node-dlq', partitions: 1 });
+  return { ...bed, output, dlq };
+}
 
 /** Deterministic pseudo-random numbers (mulberry32), so every run builds the same input. */
 export function prng(seed: number): () => number {

@@ -3,20 +3,13 @@ import { execFile } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import {
-  createTopic,
-  kafkaAdmin,
-  randomGroupId,
-  testKafka,
-  testProducer,
-  waitFor,
-  waitForCommitted,
-} from '../helpers/kafka.js';
+import { testProducer, waitFor, waitForCommitted } from '../helpers/kafka.js';
 import {
   assertInputLanded,
   dedupInput,
   type LogLine,
   nodeConfig,
+  nodeTestbed,
   produceInput,
   readOutput,
   rocksdbRepository,
@@ -41,12 +34,7 @@ describe('dedup node through a broker outage', { skip: skipUnlessEnabled('kafka'
   it('rides out 10 s without a broker and loses nothing, without a restart', {
     timeout: 300_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const output = await createTopic(t, admin, { prefix: 'idem-node-out' });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t);
     const batchSize = 500;
     const data = dedupInput({ records: 100_000, duplicateShare: 0.1, partitions: 3, batchSize });
     await produceInput(await testProducer(t, kafka), topic, data);

@@ -1,19 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import {
-  createTopic,
-  kafkaAdmin,
-  randomGroupId,
-  randomName,
-  testKafka,
-  testProducer,
-  waitFor,
-  waitForCommitted,
-} from '../helpers/kafka.js';
+import { randomName, testProducer, waitFor, waitForCommitted } from '../helpers/kafka.js';
 import {
   assertInputLanded,
   dedupInput,
   nodeConfig,
+  nodeTestbed,
   produceInput,
   readOutput,
   redisRepository,
@@ -27,14 +19,9 @@ describe('two dedup nodes in one group', {
   it('share Redis through two rebalances: no uid lost, every extra copy a counted race', {
     timeout: 240_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
     const partitions = 4;
     const batchSize = 500;
-    const topic = await createTopic(t, admin, { partitions });
-    const output = await createTopic(t, admin, { partitions, prefix: 'idem-node-out' });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t, { partitions });
     const data = dedupInput({ records: 60_000, duplicateShare: 0.2, partitions, batchSize });
     await produceInput(await testProducer(t, kafka), topic, data);
     await assertInputLanded(admin, topic, data);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { readDeadLetter } from '../../src/adapters/kafka/dlq.js';
 import { ConfigError } from '../../src/errors.js';
+import { readDeadLetter } from '../../src/kafka/index.js';
 import type { NodeTotals } from '../../src/node/chunk.js';
 import {
   committedOffsets,
@@ -22,6 +22,7 @@ import {
   dedupInput,
   type LogLine,
   nodeConfig,
+  nodeTestbed,
   produceInput,
   readOutput,
   redisRepository,
@@ -39,12 +40,7 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
     skip: skipUnlessEnabled('redis'),
     timeout: 240_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const output = await createTopic(t, admin, { prefix: 'idem-node-out' });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t);
     const batchSize = 500;
     const data = dedupInput({ records: 100_000, duplicateShare: 0.2, partitions: 3, batchSize });
     await produceInput(await testProducer(t, kafka), topic, data);
@@ -71,12 +67,7 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
   it('serves metrics, logs perf, and on SIGTERM finishes, commits and exits 0; a restart reads nothing twice', {
     timeout: 180_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const output = await createTopic(t, admin, { prefix: 'idem-node-out' });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t);
     const data = dedupInput({ records: 40_000, duplicateShare: 0.2, partitions: 3, batchSize: 200 });
     await produceInput(await testProducer(t, kafka), topic, data);
     // The default store (RocksDB), metrics off in the file and turned on by the environment.
@@ -222,6 +213,39 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
     assert.ok((big?.attempts ?? 0) >= 1);
     assert.equal(node.handle.totals().deadLettered, 4);
     await waitFor(() => node.logs.some((l) => l.msg === 'output refused records'));
+  });
+
+  it('keeps distinct ids distinct: integers above 2^53 keep their digits, an id that is not UTF-8 is dead-lettered', {
+    timeout: 120_000,
+  }, async (t) => {
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t, { partitions: 1 });
+    const utf8Bad = (byte: number) =>
+      Buffer.concat([Buffer.from('{"uid":"user-'), Buffer.from([byte]), Buffer.from('"}')]);
+    await produce(await testProducer(t, kafka), topic, [
+      { key: 'big-3', value: '{"uid":9007199254740993}' },
+      { key: 'big-2', value: '{"uid":9007199254740992}' },
+      { key: 'big-3-again', value: '{"uid":9007199254740993.0}' },
+      { key: 'bad-ff', value: utf8Bad(0xff) },
+      { key: 'bad-fe', value: utf8Bad(0xfe) },
+      { key: 'last', value: '{"uid":"last"}' },
+    ]);
+    await startNodeInProcess(t, nodeConfig({ topic, groupId, output, dlq, repository: { type: 'memory' } }));
+    await waitForCommitted(admin, groupId, topic, { timeoutMs: 90_000 });
+
+    const out = await consumeAll(kafka, output);
+    assert.deepEqual(
+      out.map((r) => r.key?.toString()),
+      ['big-3', 'big-2', 'last'],
+    );
+    const letters = (await consumeAll(kafka, dlq)).map((r) => [
+      r.key?.toString(),
+      readDeadLetter(r.headers)?.reason,
+      readDeadLetter(r.headers)?.error,
+    ]);
+    assert.deepEqual(letters, [
+      ['bad-ff', 'invalid-id', 'id field "uid" is not valid UTF-8'],
+      ['bad-fe', 'invalid-id', 'id field "uid" is not valid UTF-8'],
+    ]);
   });
 });
 

@@ -1,23 +1,21 @@
 export {
+  type BadIdReason,
   type DeadLetter,
   type DeadLetterInfo,
   type DlqReason,
   deadLetterMessage,
   dlqHeaders,
-  MAX_ERROR_CHARS,
-  readDeadLetter,
-  type SourceMessage,
-  sendDeadLetters,
-} from './dlq.js';
-export {
-  type BadIdReason,
   type IdSource,
   type IdVerdict,
   idSourceSchema,
+  MAX_ERROR_CHARS,
   messageIdOf,
   messageIdReader,
   type RecordParts,
-} from './message-id.js';
+  readDeadLetter,
+  type SourceMessage,
+  sendDeadLetters,
+} from '../../kafka/index.js';
 export {
   type KafkaAdapterConfig,
   kafkaAdapterConfigSchema,

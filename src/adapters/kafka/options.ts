@@ -3,8 +3,8 @@ import { z } from 'zod';
 import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { MessageHandler } from '../../consumer/types.js';
 import { ConfigError } from '../../errors.js';
+import { type IdSource, idSourceSchema } from '../../kafka/index.js';
 import { durationMs } from '../../util/duration.js';
-import { type IdSource, idSourceSchema } from './message-id.js';
 import type { BlockInfo, DeadLetterEvent, KafkaRecord } from './types.js';
 import { kafkaRecordId } from './types.js';
 

@@ -2,8 +2,13 @@ import type { Consumer, EachBatchPayload, KafkaMessage, Producer } from 'kafkajs
 import { Partitioners } from 'kafkajs';
 import type { HandlerContext, ProcessResult } from '../../consumer/types.js';
 import { InProgressError, InvalidIdError, InvalidInputError, NoMessageIdError } from '../../errors.js';
-import { type DeadLetter, type DlqReason, sendDeadLetters } from './dlq.js';
-import { type IdVerdict, messageIdReader } from './message-id.js';
+import {
+  type DeadLetter,
+  type DlqReason,
+  type IdVerdict,
+  messageIdReader,
+  sendDeadLetters,
+} from '../../kafka/index.js';
 import {
   kafkaAdapterDefaults,
   type ResolvedKafkaAdapterOptions,

@@ -1,5 +1,5 @@
 import type { KafkaMessage } from 'kafkajs';
-import type { DlqReason } from './dlq.js';
+import type { DlqReason } from '../../kafka/index.js';
 import type { BlockKind } from './retry.js';
 
 /** What the handler is given: one Kafka record, where it was read, and its id as the adapter's `id` option reads it. */

@@ -1,12 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import {
-  deadLetterMessage,
-  dlqHeaders,
-  MAX_ERROR_CHARS,
-  readDeadLetter,
-} from '../../../src/adapters/kafka/dlq.js';
 import { NoMessageIdError } from '../../../src/errors.js';
+import { deadLetterMessage, dlqHeaders, MAX_ERROR_CHARS, readDeadLetter } from '../../../src/kafka/index.js';
 
 const source = {
   key: Buffer.from('k1'),

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { idSourceSchema, messageIdOf, messageIdReader } from '../../../src/adapters/kafka/message-id.js';
+import { idSourceSchema, messageIdOf, messageIdReader } from '../../../src/kafka/index.js';
 import { toKey } from '../../../src/repositories/ids.js';
 
 const json = (value: unknown) => Buffer.from(JSON.stringify(value));

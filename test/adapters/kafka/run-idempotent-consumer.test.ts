@@ -23,10 +23,9 @@ import {
   createTopic,
   endOffsets,
   headerText,
-  kafkaAdmin,
+  kafkaTestbed,
   onCleanup,
   produce,
-  randomGroupId,
   testKafka,
   testProducer,
   waitFor,
@@ -83,10 +82,7 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
    * (same partition, same batch), half at the end with another key (another partition or a later batch).
    */
   async function correctness(t: TestContext, repository: IdempotentRepository, concurrency: number) {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const unique = 4_000;
     const value = (i: number, copy: string) => JSON.stringify({ meta: { id: `id-${i}` }, copy });
     const messages: Message[] = [];
@@ -146,10 +142,7 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it('retries a failing record in place: later records of its partition wait for it', async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     await produce(
       await testProducer(t, kafka),
       topic,
@@ -194,11 +187,8 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it('dead-letters a record that always fails, with its headers, and commits past it only after the DLQ ack', async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const dlqTopic = await createTopic(t, admin, { partitions: 1, prefix: 'idem-dlq' });
-    const groupId = randomGroupId(t, admin);
     await produce(
       await testProducer(t, kafka),
       topic,
@@ -271,11 +261,8 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it('dead-letters a value that is not JSON and forwards a record without id field (KIP-655)', async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const dlqTopic = await createTopic(t, admin, { partitions: 1, prefix: 'idem-dlq' });
-    const groupId = randomGroupId(t, admin);
     const values = [
       '{"id":"a"}',
       '{"id":"b"}',
@@ -328,11 +315,8 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it("dead-letters a record without id under nullId: 'reject'", async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const dlqTopic = await createTopic(t, admin, { partitions: 1, prefix: 'idem-dlq' });
-    const groupId = randomGroupId(t, admin);
     await produce(await testProducer(t, kafka), topic, [
       { key: 'same', value: '{"id":"a"}' },
       { key: 'same', value: '{"other":1}' },
@@ -362,10 +346,7 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it('takes the id from a header', async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     await produce(await testProducer(t, kafka), topic, [
       { key: 'same', value: '1', headers: { 'event-id': 'e1' } },
       { key: 'same', value: '2', headers: { 'event-id': 'e2' } },
@@ -388,10 +369,7 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it('waits at a record another worker holds, and does not rerun the records it ran past it', async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const values = Array.from({ length: 10 }, (_, i) => (i === 6 ? '{}' : JSON.stringify({ id: `r${i}` })));
     await produce(
       await testProducer(t, kafka),
@@ -433,10 +411,7 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it('commits nothing that was not handled when stopped mid-batch; a restart finishes each id once', async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const total = 600;
     await produce(
       await testProducer(t, kafka),
@@ -507,10 +482,7 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it('never commits past what a killed process handled (SIGKILL mid-batch)', async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const total = 3_000;
     await produce(
       await testProducer(t, kafka),
@@ -565,10 +537,7 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
   });
 
   it('hands partitions over in a rebalance without handling an id twice or out of order', async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin);
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const total = 3_000;
     await produce(
       await testProducer(t, kafka),

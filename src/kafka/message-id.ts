@@ -1,9 +1,9 @@
 import { isUtf8 } from 'node:buffer';
 import type { IHeaders } from 'kafkajs';
 import { z } from 'zod';
-import { readPath } from '../../consumer/message-id.js';
-import { IdempotencyError, InvalidIdError } from '../../errors.js';
-import { toKey } from '../../repositories/ids.js';
+import { IdempotencyError } from '../errors.js';
+import { toKey } from '../repositories/ids.js';
+import { jsonIdReader } from '../util/json-id.js';
 
 /**
  * Where a record's message id comes from: the record key, one header, or a dotted path into the JSON value.
@@ -47,10 +47,12 @@ const NO_ID: IdVerdict = Object.freeze({ ok: true, id: undefined });
  * Compiles an id source into a reader, so the path is split once. The reader never throws:
  * - key / header bytes that are valid UTF-8 become a text id, other bytes a binary id (`toKey`);
  *   a header given more than once counts by its last value, as Java's `headers.lastHeader(name)` does;
- * - a value path reads a string or a number (numbers as their decimal text; ids above 2^53 should be strings);
+ * - a value path is read from the JSON bytes themselves (`jsonIdReader`, a byte scanner: no `JSON.parse`):
+ *   a string whose bytes are valid UTF-8, or a number as its exact plain decimal (`1.0` is `1`, an integer above
+ *   2^53 keeps every digit); a decimal step indexes an array (`items.0.id`);
  * - a missing or empty key / header / field, a JSON `null`, or a null value (tombstone) means "no id";
- * - a value that is not JSON is `invalid-json`; an id that is an object, array or boolean, or longer than the
- *   stores accept (1024 bytes), is `invalid-id`.
+ * - a value that is not JSON is `invalid-json`; an id that is an object, array or boolean, a string that is not
+ *   valid UTF-8, or longer than the stores accept (1024 bytes), is `invalid-id`.
  */
 export function messageIdReader(source: IdSource): (record: RecordParts) => IdVerdict {
   switch (source.from) {
@@ -61,8 +63,8 @@ export function messageIdReader(source: IdSource): (record: RecordParts) => IdVe
       return (record) => guard(() => fromHeader(record.headers?.[name]));
     }
     case 'value': {
-      const path = source.path.split('.');
-      return (record) => fromValue(record.value, path);
+      const read = jsonIdReader(source.path);
+      return (record) => fromValue(record.value, read);
     }
   }
 }
@@ -87,23 +89,11 @@ function textId(text: string): string | undefined {
   return text === '' ? undefined : toKey(text);
 }
 
-function fromValue(value: Buffer | null, path: readonly string[]): IdVerdict {
+function fromValue(value: Buffer | null, read: ReturnType<typeof jsonIdReader>): IdVerdict {
   if (value === null) return NO_ID;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(value.toString('utf8'));
-  } catch (error) {
-    return { ok: false, reason: 'invalid-json', detail: `value is not valid JSON: ${messageOf(error)}` };
-  }
-  const field = readPath(parsed, path);
-  return guard(() => {
-    if (field === null || field === undefined) return undefined;
-    if (typeof field === 'string') return textId(field);
-    if (typeof field === 'number' && Number.isFinite(field)) return String(field);
-    throw new InvalidIdError(
-      `id field "${path.join('.')}" must be a string or a number, got ${Array.isArray(field) ? 'an array' : typeof field}`,
-    );
-  });
+  const verdict = read(value);
+  if (verdict.ok || verdict.reason === 'invalid-id') return verdict;
+  return { ok: false, reason: 'invalid-json', detail: `value is not valid JSON: ${verdict.detail}` };
 }
 
 /** Turns the id checks' exceptions (oversized, lone surrogate, wrong type) into an `invalid-id` verdict. */
@@ -117,8 +107,4 @@ function guard(read: () => string | undefined): IdVerdict {
     }
     throw error;
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

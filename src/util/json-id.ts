@@ -1,0 +1,424 @@
+import { isUtf8 } from 'node:buffer';
+import { IdempotencyError, InvalidIdError } from '../errors.js';
+import { MAX_ID_BYTES, toKey } from '../repositories/ids.js';
+
+/**
+ * Reading an id out of raw JSON bytes, shared by `idem dedup` and the Kafka id reader (the dedup node and the
+ * adapter). Working on the bytes rather than on `JSON.parse`'s result is what keeps distinct ids distinct:
+ * `JSON.parse` rounds integers above 2^53 (`9007199254740993` becomes `…992`) and replaces invalid UTF-8 with
+ * U+FFFD (`"user-\xff"` and `"user-\xfe"` become one string). It is also faster: a byte scan validates the JSON
+ * and finds the field without building the object that would be thrown away.
+ *
+ * The id of a field:
+ * - a string: its text, if its bytes are valid UTF-8 (else the id is invalid: bytes are never replaced);
+ *   an empty string is no id;
+ * - a number: its exact value in plain decimal ({@link canonicalJsonNumber}): `1`, `1.0`, `1e0` and `10e-1`
+ *   are one id, `9007199254740993` keeps every digit;
+ * - `null` or a missing field: no id; an object, array or boolean: an invalid id.
+ */
+
+/** An id read from JSON: `ok` with the canonical key or undefined (no id), or why there is none usable. */
+export type JsonIdVerdict =
+  | { readonly ok: true; readonly id: string | undefined }
+  | { readonly ok: false; readonly reason: 'invalid-json' | 'invalid-id'; readonly detail: string };
+
+const NO_ID: JsonIdVerdict = Object.freeze({ ok: true, id: undefined });
+
+/**
+ * Compiles a dotted path (`meta.id`; a decimal step indexes an array: `items.0.id`) into a reader of JSON bytes.
+ * It never throws. An `invalid-json` detail is `JSON.parse`'s own message; `invalid-id` details name the path.
+ */
+export function jsonIdReader(path: string | readonly string[]): (bytes: Uint8Array) => JsonIdVerdict {
+  const steps = typeof path === 'string' ? path.split('.') : path;
+  const name = steps.join('.');
+  const scan = jsonFieldScanner(steps);
+  return (bytes) => {
+    const found = scan(bytes);
+    if (found === undefined) return invalidJson(bytes);
+    if (found === ABSENT) return NO_ID;
+    try {
+      return { ok: true, id: idOfSpan(bytes, found, name) };
+    } catch (error) {
+      if (error instanceof IdempotencyError)
+        return { ok: false, reason: 'invalid-id', detail: error.message };
+      throw error;
+    }
+  };
+}
+
+function idOfSpan(bytes: Uint8Array, span: FieldSpan, name: string): string | undefined {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  switch (span.kind) {
+    case 'number':
+      return canonicalJsonNumber(buffer.toString('latin1', span.start, span.end));
+    case 'string': {
+      if (span.start === span.end) return undefined;
+      if (!isUtf8(buffer.subarray(span.start, span.end))) {
+        throw new InvalidIdError(`id field "${name}" is not valid UTF-8`);
+      }
+      const text = span.escaped
+        ? (JSON.parse(buffer.toString('utf8', span.start - 1, span.end + 1)) as string)
+        : buffer.toString('utf8', span.start, span.end);
+      return text === '' ? undefined : toKey(text);
+    }
+    default:
+      throw new InvalidIdError(
+        `id field "${name}" must be a string or a number, got ${span.kind === 'boolean' ? 'a' : 'an'} ${span.kind}`,
+      );
+  }
+}
+
+function invalidJson(bytes: Uint8Array): JsonIdVerdict {
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  try {
+    JSON.parse(text);
+  } catch (error) {
+    return { ok: false, reason: 'invalid-json', detail: (error as Error).message };
+  }
+  // Not reached for any input found so far: the scanner accepts exactly what JSON.parse accepts.
+  return { ok: false, reason: 'invalid-json', detail: 'the id reader could not scan it' };
+}
+
+/**
+ * The canonical id of a JSON number given its source text: its exact value written out in plain decimal, with
+ * no exponent, no trailing fractional zeros and no sign on zero (`1.0` → `1`, `-0` → `0`, `1e3` → `1000`,
+ * `1.50` → `1.5`, `1e-7` → `0.0000001`). Equal numbers get one id and different numbers never share one,
+ * whatever their size. Throws InvalidIdError when the digits would exceed the id size limit (`1e2000`).
+ */
+export function canonicalJsonNumber(text: string): string {
+  const match = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (!match) throw new InvalidIdError(`not a JSON number: ${JSON.stringify(text.slice(0, 40))}`);
+  const [, sign = '', int = '', frac = '', exp = '0'] = match;
+  let digits = (int + frac).replace(/^0+/, '');
+  if (digits === '') return '0';
+  const trailing = digits.length - digits.replace(/0+$/, '').length;
+  digits = digits.slice(0, digits.length - trailing);
+  // A huge exponent only ever makes the written-out number too long; Number() of its text is then never used.
+  const exponent = exp.replace(/^[+-]?0*/, '').length > 9 ? Number.POSITIVE_INFINITY : Number(exp);
+  const scale = exponent - frac.length + trailing; // value = digits × 10^scale
+  const point = digits.length + scale; // digits before the decimal point
+  const length =
+    sign.length + (scale >= 0 ? point : point > 0 ? digits.length + 1 : 2 - point + digits.length);
+  if (!(length <= MAX_ID_BYTES)) {
+    throw new InvalidIdError(
+      `number id ${text.length > 40 ? `${text.slice(0, 37)}...` : text} written out exceeds ${MAX_ID_BYTES} bytes`,
+    );
+  }
+  let plain: string;
+  if (scale >= 0) plain = digits + '0'.repeat(scale);
+  else if (point > 0) plain = `${digits.slice(0, point)}.${digits.slice(point)}`;
+  else plain = `0.${'0'.repeat(-point)}${digits}`;
+  return sign + plain;
+}
+
+/** Where the field's value lies in the bytes: a string's content (inside the quotes), a number's text, or another kind. */
+export interface FieldSpan {
+  readonly kind: 'string' | 'number' | 'object' | 'array' | 'boolean';
+  readonly start: number;
+  readonly end: number;
+  /** The string holds backslash escapes, so its text needs decoding. */
+  readonly escaped: boolean;
+}
+
+/** The value is valid JSON without the field (or with `null` there): no id. */
+export const ABSENT: unique symbol = Symbol('absent');
+
+/** Thrown inside the scanner when the bytes are not JSON; caught at its top. */
+const NOT_JSON: unique symbol = Symbol('not JSON');
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+
+/**
+ * Compiles a dotted path into a scanner of JSON bytes. It returns the span of the field at the path (the last
+ * one, as `JSON.parse` keeps the last of repeated keys), {@link ABSENT}, or undefined when the bytes are not
+ * valid JSON. Only the path's own levels recurse; values off the path are skipped by a loop, so nesting depth
+ * costs no stack. A path step matches a key by its decoded text (escapes resolved) and its exact bytes.
+ */
+export function jsonFieldScanner(
+  path: readonly string[],
+): (bytes: Uint8Array) => FieldSpan | typeof ABSENT | undefined {
+  const scanner = new Scanner(path);
+  return (bytes) => scanner.scan(bytes);
+}
+
+/** One reusable scanner (state in fields, no closures per call: this runs once per record or line). */
+class Scanner {
+  private b: Uint8Array = EMPTY;
+  private i = 0;
+  private found: FieldSpan | typeof ABSENT = ABSENT;
+  private readonly steps: readonly Buffer[];
+  private readonly texts: readonly string[];
+  /** Per step, the array index it names, or -1 when it is not a canonical decimal index. */
+  private readonly indexes: readonly number[];
+  private readonly stack: number[] = [];
+
+  constructor(path: readonly string[]) {
+    this.texts = path;
+    this.steps = path.map((step) => Buffer.from(step, 'utf8'));
+    this.indexes = path.map((step) => (/^(0|[1-9]\d{0,8})$/.test(step) ? Number(step) : -1));
+  }
+
+  scan(bytes: Uint8Array): FieldSpan | typeof ABSENT | undefined {
+    this.b = bytes;
+    this.i = 0;
+    this.found = ABSENT;
+    this.stack.length = 0;
+    try {
+      this.value(0);
+      this.ws();
+      return this.i === bytes.length ? this.found : undefined;
+    } catch (error) {
+      if (error === NOT_JSON) return undefined;
+      throw error;
+    } finally {
+      this.b = EMPTY;
+    }
+  }
+
+  private ws(): void {
+    const b = this.b;
+    let i = this.i;
+    for (;;) {
+      const c = b[i];
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+      else break;
+    }
+    this.i = i;
+  }
+
+  /** A value that `matched` path steps lead to (-1: off the path). */
+  private value(matched: number): void {
+    if (matched < 0) {
+      this.skip();
+      return;
+    }
+    this.ws();
+    const c = this.b[this.i];
+    const start = this.i;
+    if (matched === this.steps.length) {
+      if (c === QUOTE) {
+        const escaped = this.string();
+        this.found = { kind: 'string', start: start + 1, end: this.i - 1, escaped };
+      } else if (c === 0x6e) {
+        this.literal(NULL);
+      } else {
+        this.skip();
+        const kind =
+          c === OPEN_OBJECT
+            ? 'object'
+            : c === OPEN_ARRAY
+              ? 'array'
+              : c === 0x74 || c === 0x66
+                ? 'boolean'
+                : 'number';
+        this.found = { kind, start, end: this.i, escaped: false };
+      }
+    } else if (c === OPEN_OBJECT) this.object(matched);
+    else if (c === OPEN_ARRAY) this.array(matched);
+    else this.skip();
+  }
+
+  /** An object on the path: the member named by the next step continues it, the others are skipped. */
+  private object(matched: number): void {
+    const b = this.b;
+    this.i++;
+    this.ws();
+    if (b[this.i] === CLOSE_OBJECT) {
+      this.i++;
+      return;
+    }
+    for (;;) {
+      this.ws();
+      if (b[this.i] !== QUOTE) throw NOT_JSON;
+      const keyStart = this.i + 1;
+      const escaped = this.string();
+      let next = -1;
+      if (this.sameKey(keyStart, this.i - 1, escaped, matched)) {
+        next = matched + 1;
+        // A repeated key replaces the earlier value wholesale, as in JSON.parse.
+        this.found = ABSENT;
+      }
+      this.colon();
+      this.value(next);
+      this.ws();
+      const c = b[this.i++];
+      if (c === CLOSE_OBJECT) return;
+      if (c !== 0x2c) throw NOT_JSON;
+    }
+  }
+
+  /** An array on the path: a decimal step picks its element; any other step finds nothing in it. */
+  private array(matched: number): void {
+    const b = this.b;
+    const index = this.indexes[matched] as number;
+    this.i++;
+    this.ws();
+    if (b[this.i] === CLOSE_ARRAY) {
+      this.i++;
+      return;
+    }
+    for (let k = 0; ; k++) {
+      this.value(k === index ? matched + 1 : -1);
+      this.ws();
+      const c = b[this.i++];
+      if (c === CLOSE_ARRAY) return;
+      if (c !== 0x2c) throw NOT_JSON;
+    }
+  }
+
+  /** Skips one whole value of any depth with an explicit stack of open containers. */
+  private skip(): void {
+    const b = this.b;
+    const stack = this.stack;
+    const base = stack.length;
+    for (;;) {
+      this.ws();
+      const c = b[this.i];
+      let opened = false;
+      if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+        this.i++;
+        this.ws();
+        if (b[this.i] === (c === OPEN_OBJECT ? CLOSE_OBJECT : CLOSE_ARRAY)) this.i++;
+        else {
+          stack.push(c as number);
+          opened = true;
+          if (c === OPEN_OBJECT) this.member();
+        }
+      } else if (c === QUOTE) this.string();
+      else if (c === 0x74) this.literal(TRUE);
+      else if (c === 0x66) this.literal(FALSE);
+      else if (c === 0x6e) this.literal(NULL);
+      else this.number();
+      if (opened) continue;
+      // After a value: close containers or go on to the next element.
+      for (;;) {
+        if (stack.length === base) return;
+        this.ws();
+        const d = b[this.i++];
+        const top = stack[stack.length - 1];
+        if (d === 0x2c) {
+          if (top === OPEN_OBJECT) this.member();
+          break;
+        }
+        if ((d === CLOSE_OBJECT && top === OPEN_OBJECT) || (d === CLOSE_ARRAY && top === OPEN_ARRAY))
+          stack.pop();
+        else throw NOT_JSON;
+      }
+    }
+  }
+
+  /** A member's key and colon, inside a skipped object. */
+  private member(): void {
+    this.ws();
+    if (this.b[this.i] !== QUOTE) throw NOT_JSON;
+    this.string();
+    this.colon();
+  }
+
+  private colon(): void {
+    this.ws();
+    if (this.b[this.i] !== 0x3a) throw NOT_JSON;
+    this.i++;
+  }
+
+  /** Skips a string starting at its opening quote; returns whether it held escapes. */
+  private string(): boolean {
+    const b = this.b;
+    const n = b.length;
+    let i = this.i + 1;
+    let escaped = false;
+    for (;;) {
+      if (i >= n) throw NOT_JSON;
+      const c = b[i] as number;
+      if (c === QUOTE) break;
+      if (c < 0x20) throw NOT_JSON;
+      if (c !== BACKSLASH) {
+        i++;
+        continue;
+      }
+      escaped = true;
+      const e = b[i + 1];
+      if (e === 0x75) {
+        for (let k = 2; k < 6; k++) if (!isHex(b[i + k])) throw NOT_JSON;
+        i += 6;
+      } else if (
+        e === QUOTE ||
+        e === BACKSLASH ||
+        e === 0x2f ||
+        e === 0x62 ||
+        e === 0x66 ||
+        e === 0x6e ||
+        e === 0x72 ||
+        e === 0x74
+      ) {
+        i += 2;
+      } else throw NOT_JSON;
+    }
+    this.i = i + 1;
+    return escaped;
+  }
+
+  private number(): void {
+    const b = this.b;
+    let i = this.i;
+    if (b[i] === 0x2d) i++;
+    if (b[i] === 0x30) i++;
+    else if (isDigit19(b[i])) while (isDigit(b[i])) i++;
+    else throw NOT_JSON;
+    if (b[i] === 0x2e) {
+      i++;
+      if (!isDigit(b[i])) throw NOT_JSON;
+      while (isDigit(b[i])) i++;
+    }
+    if (b[i] === 0x65 || b[i] === 0x45) {
+      i++;
+      if (b[i] === 0x2b || b[i] === 0x2d) i++;
+      if (!isDigit(b[i])) throw NOT_JSON;
+      while (isDigit(b[i])) i++;
+    }
+    this.i = i;
+  }
+
+  private literal(word: readonly number[]): void {
+    const b = this.b;
+    for (const c of word) if (b[this.i++] !== c) throw NOT_JSON;
+  }
+
+  /** Whether the key in `[start, end)` is path step `matched`: same bytes, or same text once unescaped. */
+  private sameKey(start: number, end: number, escaped: boolean, matched: number): boolean {
+    const b = this.b;
+    if (escaped) {
+      const raw = Buffer.from(b.buffer, b.byteOffset + start - 1, end - start + 2);
+      // A key with bytes that are not UTF-8 is no path step's text (steps are text); never compare it replaced.
+      return isUtf8(raw) && JSON.parse(raw.toString('utf8')) === this.texts[matched];
+    }
+    const step = this.steps[matched] as Buffer;
+    if (end - start !== step.length) return false;
+    for (let k = 0; k < step.length; k++) if (b[start + k] !== step[k]) return false;
+    return true;
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+const TRUE = [0x74, 0x72, 0x75, 0x65];
+const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
+const NULL = [0x6e, 0x75, 0x6c, 0x6c];
+
+function isDigit(c: number | undefined): boolean {
+  return c !== undefined && c >= 0x30 && c <= 0x39;
+}
+
+function isDigit19(c: number | undefined): boolean {
+  return c !== undefined && c >= 0x31 && c <= 0x39;
+}
+
+function isHex(c: number | undefined): boolean {
+  return (
+    c !== undefined && ((c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66))
+  );
+}

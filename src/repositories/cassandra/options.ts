@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
+import { DEFAULT_MAX_CLOCK_SKEW_MS } from '../clock-skew.js';
 
 /** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
 export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;
@@ -35,6 +36,10 @@ export const cassandraDefaults = {
   /** Client-side timeout per request; above the server's own 2–5 s timeouts so those surface first. */
   requestTimeoutMs: 12_000,
   connectTimeoutMs: 5_000,
+  /** Largest clock skew to the server, measured at connect, that workers' leases tolerate. */
+  maxClockSkewMs: DEFAULT_MAX_CLOCK_SKEW_MS,
+  /** Past `maxClockSkewMs`: refuse to connect (`fail`) or warn and connect (`warn`). */
+  onClockSkew: 'fail',
 } as const satisfies Record<string, unknown>;
 
 const identifier = (what: string) =>
@@ -77,6 +82,8 @@ export const cassandraOptionsSchema = z
     batchConcurrency: z.number().int().min(1).max(2048).default(cassandraDefaults.batchConcurrency),
     requestTimeoutMs: z.number().int().positive().default(cassandraDefaults.requestTimeoutMs),
     connectTimeoutMs: z.number().int().positive().default(cassandraDefaults.connectTimeoutMs),
+    maxClockSkewMs: z.number().int().min(0).default(cassandraDefaults.maxClockSkewMs),
+    onClockSkew: z.enum(['fail', 'warn']).default(cassandraDefaults.onClockSkew),
   })
   .strict()
   .refine((o) => (o.username === undefined) === (o.password === undefined), {

@@ -1,6 +1,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
+import { DEFAULT_MAX_CLOCK_SKEW_MS } from '../clock-skew.js';
 import { MAX_ID_BYTES } from '../ids.js';
 
 /** Defaults of the DynamoDB repository, written once. */
@@ -14,10 +15,15 @@ export const dynamodbDefaults = {
   /** Retries after the first attempt, for throttling, network errors and unprocessed batch items. */
   maxRetries: 4,
   requestTimeoutMs: 5_000,
+  /** Largest clock skew to the server, measured at open, that workers' leases tolerate. */
+  maxClockSkewMs: DEFAULT_MAX_CLOCK_SKEW_MS,
+  /** Past `maxClockSkewMs`: refuse to open (`fail`) or warn and open (`warn`). */
+  onClockSkew: 'fail',
 } as const;
 
-// DynamoDB caps a string partition key at 2048 bytes; ids may take MAX_ID_BYTES, the prefix gets the rest.
-const MAX_PREFIX_BYTES = 2048 - MAX_ID_BYTES;
+// DynamoDB caps a string partition key at 2048 bytes; ids may take MAX_ID_BYTES, the prefix gets the rest but the
+// `<length>:` header in front of it (see item.ts).
+const MAX_PREFIX_BYTES = 2048 - MAX_ID_BYTES - 5;
 
 /** Config schema for `repository.type = "dynamodb"`. */
 export const dynamodbOptionsSchema = z
@@ -41,8 +47,8 @@ export const dynamodbOptionsSchema = z
       })
       .optional(),
     /**
-     * Prepended to every id, so several repositories share one table. `clear()` deletes ids starting with it,
-     * so end it with a separator (`"orders:"`) that no other prefix extends.
+     * The repository's namespace, so several repositories share one table. Namespaces are exact: `"app:"` never
+     * sees nor clears the ids of `"app:orders:"` (keys are `<prefix bytes>:<prefix><id>`, see item.ts).
      */
     keyPrefix: z
       .string()
@@ -56,6 +62,8 @@ export const dynamodbOptionsSchema = z
     maxRetries: z.number().int().min(0).max(20).default(dynamodbDefaults.maxRetries),
     /** Per-request timeout (connect and response), so an unreachable store fails promptly. */
     requestTimeoutMs: z.number().int().positive().default(dynamodbDefaults.requestTimeoutMs),
+    maxClockSkewMs: z.number().int().min(0).default(dynamodbDefaults.maxClockSkewMs),
+    onClockSkew: z.enum(['fail', 'warn']).default(dynamodbDefaults.onClockSkew),
   })
   .strict();
 

@@ -3,7 +3,8 @@ import type { IdempotentRepository, RepositoryCapabilities } from '../../src/rep
 
 /**
  * Builds a repository for one test. The same `namespace` must reach the same underlying data (a directory,
- * a key prefix, a table partition), so the suite can close a persistent store and reopen it.
+ * a key prefix, a table partition), so the suite can close a persistent store and reopen it. Different namespaces
+ * must never reach each other's data, even when one namespace string is a prefix of the other.
  */
 export type RepositoryFactory = (context: { namespace: string }) => Promise<IdempotentRepository>;
 
@@ -23,9 +24,12 @@ export class ContractContext {
 
   constructor(readonly options: ContractOptions) {}
 
-  /** Opens (or reopens) the repository of this test's namespace. */
-  async open(): Promise<IdempotentRepository> {
-    const repo = await this.options.factory({ namespace: this.namespace });
+  /**
+   * Opens (or reopens) the repository of this test's namespace, or of another namespace given explicitly
+   * (tests of namespace isolation open a second one that extends this test's namespace).
+   */
+  async open(namespace: string = this.namespace): Promise<IdempotentRepository> {
+    const repo = await this.options.factory({ namespace });
     this.#opened.push(repo);
     return repo;
   }

@@ -62,4 +62,62 @@ export function idTests(
       await assert.rejects(repo.add('é'.repeat(max / 2 + 1), { ttlMs: LONG_TTL_MS }), InvalidIdError);
     }),
   );
+
+  it(
+    'canonical keys are injective: text ids and binary ids never meet',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      const seed = Buffer.from(uniqueId());
+      const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+      // Every entry is a different id; a store that maps two of them to one key answers the later one as a duplicate.
+      const ids: Array<[string, string | Uint8Array]> = [
+        ['bytes ff fe', Buffer.from([0xff, 0xfe])],
+        ['text "\\0b64://4="', '\u0000b64://4='],
+        ['bytes seed', seed],
+        ['text "\\0b64:" + base64(seed)', `\u0000b64:${b64(seed)}`],
+        ['text "\\0\\0b64:" + base64(seed)', `\u0000\u0000b64:${b64(seed)}`],
+        ['text seed', seed.toString('utf8')],
+        ['text "\\0" + seed', `\u0000${seed.toString('utf8')}`],
+        ['text "\\0\\0" + seed', `\u0000\u0000${seed.toString('utf8')}`],
+        ['text base64(seed)', b64(seed)],
+        ['bytes of "\\0b64:" + base64(seed)', Buffer.from(`\u0000b64:${b64(seed)}`)],
+        ['bytes 00', Buffer.from([0])],
+        ['text "\\0"', '\u0000'],
+        ['text "\\0b64:AA=="', '\u0000b64:AA=='],
+      ];
+      for (const [label, id] of ids) {
+        assert.equal((await repo.add(id, { ttlMs: LONG_TTL_MS })).added, true, `${label} met an earlier id`);
+      }
+      for (const [label, id] of ids) {
+        assert.equal(await repo.contains(id), true, label);
+        assert.equal((await repo.add(id, { ttlMs: LONG_TTL_MS })).added, false, label);
+      }
+    }),
+  );
+
+  it(
+    'a text id that looks like an encoded binary id is new while the binary id is claimed, and the other way round',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      const bytes = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(uniqueId())]);
+      const lookalike = `\u0000b64:${bytes.toString('base64')}`;
+      assert.equal(
+        (await repo.add(bytes, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'a' })).added,
+        true,
+      );
+      assert.equal(await repo.contains(lookalike), false);
+      assert.equal(await repo.get(lookalike), undefined);
+      assert.deepEqual(await repo.containsMany([lookalike, bytes]), [false, true]);
+      assert.equal(await repo.confirm({ id: lookalike, owner: 'a' }, { ttlMs: LONG_TTL_MS }), false);
+      assert.equal(await repo.remove(lookalike), false);
+      assert.equal((await repo.get(bytes))?.state, 'in-flight');
+      assert.equal((await repo.add(lookalike, { ttlMs: LONG_TTL_MS })).added, true);
+
+      const text = `\u0000b64:${Buffer.from(uniqueId()).toString('base64')}`;
+      const looksLikeIt = Buffer.from(text.slice(5), 'base64');
+      assert.equal((await repo.add(text, { ttlMs: LONG_TTL_MS })).added, true);
+      assert.equal(await repo.contains(looksLikeIt), false);
+      assert.equal((await repo.add(looksLikeIt, { ttlMs: LONG_TTL_MS })).added, true);
+    }),
+  );
 }

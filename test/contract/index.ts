@@ -5,10 +5,23 @@ import { claimTests } from './claims.js';
 import { ContractContext, type ContractOptions } from './context.js';
 import { expiryTests } from './expiry.js';
 import { idTests } from './ids.js';
+import { leaseTests } from './leases.js';
 import { lifecycleTests } from './lifecycle.js';
+import { namespaceTests } from './namespaces.js';
+import { recordTests } from './records.js';
 
 export type { ContractOptions, RepositoryFactory } from './context.js';
-export { basicTests, batchTests, claimTests, expiryTests, idTests, lifecycleTests };
+export {
+  basicTests,
+  batchTests,
+  claimTests,
+  expiryTests,
+  idTests,
+  leaseTests,
+  lifecycleTests,
+  namespaceTests,
+  recordTests,
+};
 
 /**
  * The contract every repository passes, unchanged: call it from the store's test file with a factory and the
@@ -32,8 +45,11 @@ export function repositoryContract(options: ContractOptions): void {
     describe('basic', () => basicTests(withContext));
     describe('expiry', () => expiryTests(withContext));
     describe('claims', () => claimTests(withContext));
+    describe('leases', () => leaseTests(withContext));
     describe('batch', () => batchTests(withContext));
     describe('ids', () => idTests(withContext));
+    describe('records', () => recordTests(withContext));
+    describe('namespaces', () => namespaceTests(withContext));
     describe('lifecycle', () => lifecycleTests(withContext, options));
   });
 }

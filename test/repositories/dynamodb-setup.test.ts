@@ -169,7 +169,7 @@ describe('dynamodb setup against dynalite', { skip: skipUnlessEnabled('dynamodb'
     assert.equal(inFlight?.expiresAt?.N, String(claim.record.expiresAt));
     assert.equal(inFlight?.eventTime?.N, '1700000000123');
     assert.equal(inFlight?.fingerprint?.S, 'sha256:ab');
-    // An unconfirmed claim is kept until its retention end, not just its lease: the sweeper never decides.
+    // An unconfirmed claim is kept past its lease until its retention ends, so a slow owner can still confirm.
     assert.equal(Number(inFlight?.ttl?.N), Math.ceil(claim.record.expiresAt / 1000));
 
     assert.equal(await repo.confirm({ id: 'order-1', owner: 'w1' }, { ttlMs: 60_000 }), true);

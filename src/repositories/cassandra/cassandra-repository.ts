@@ -41,8 +41,8 @@ export interface CassandraConnectExtras extends BaseRepositoryOptions {
  * is prepared.
  *
  * Liveness is decided from `expires_at`/`lease_expires_at` by this code: `USING TTL` (from `keepUntil`, in whole
- * seconds rounded up) only garbage-collects rows, and keeps a claim's row until its retention end. A row our clock calls expired but whose TTL has not yet
- * removed it is taken over by a compare-and-set on the exact values read, so two claimers can never both win.
+ * seconds rounded up) only garbage-collects rows, and keeps a claim's row until its retention end, past its lease.
+ * A row our clock calls expired but whose TTL has not yet removed it is taken over by a compare-and-set on the exact values read, so two claimers can never both win.
  *
  * Those times come from each worker's clock (CQL conditions cannot compare with the server's time), so `connect`
  * measures the skew to the server and refuses, or warns, past `maxClockSkewMs`.

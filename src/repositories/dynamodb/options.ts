@@ -7,7 +7,7 @@ import { MAX_ID_BYTES } from '../ids.js';
 /** Defaults of the DynamoDB repository, written once. */
 export const dynamodbDefaults = {
   region: 'us-east-1',
-  /** No prefix: the repository owns the whole table. */
+  /** No prefix: the default namespace, exact like any other (its keys start with `0:`). */
   keyPrefix: '',
   createTable: false,
   /** Conditional writes in flight at once for `addMany`/`confirmMany`; also sizes the HTTP socket pool. */

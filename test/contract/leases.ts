@@ -10,6 +10,12 @@ import { type ContractContext, LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId } from
 
 const claim = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner });
 
+/**
+ * Past the lease by over a second: a store that rounds its own expiry to whole seconds (Cassandra's TTL) has then
+ * dropped a record whose store expiry followed the lease.
+ */
+const PAST_LEASE_MS = SHORT_TTL_MS + 1_300;
+
 export function leaseTests(
   withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
 ): void {
@@ -30,7 +36,7 @@ export function leaseTests(
         [true, true],
       );
       // The handler runs past the lease; nobody else asks for the ids meanwhile.
-      await sleep(SHORT_TTL_MS + 300);
+      await sleep(PAST_LEASE_MS);
       assert.equal(
         await repo.confirm({ id: single, owner: 'slow-worker' }, { ttlMs: LONG_TTL_MS }),
         true,
@@ -64,7 +70,7 @@ export function leaseTests(
       const taken = uniqueId('taken');
       const kept = uniqueId('kept');
       await repo.addMany([{ id: taken }, { id: kept }], claim('slow-worker'));
-      await sleep(SHORT_TTL_MS + 300);
+      await sleep(PAST_LEASE_MS);
       const rescue = await repo.add(taken, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'rescuer' });
       assert.equal(rescue.added, true, 'a lapsed claim could not be taken over');
       assert.deepEqual(

@@ -7,10 +7,13 @@ import type {
   RepositoryCapabilities,
 } from '../../../src/repositories/types.js';
 
+/** Every broken repository's records, as on one shared server. */
+const server = new Map<string, IdempotencyRecord>();
+
 /**
  * A deliberately wrong store, to prove the contract suite catches bad implementations:
  * its add is check-then-act across an await (not atomic), it never expires anything,
- * and confirm/remove ignore the owner.
+ * confirm/remove ignore the owner, and its namespace is a bare key prefix (so `ns` sees and clears `ns:orders`).
  */
 export class BrokenRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -20,7 +23,12 @@ export class BrokenRepository extends BaseRepository {
     nativeBatch: false,
   };
   protected readonly storeName = 'broken';
-  readonly #records = new Map<string, IdempotencyRecord>();
+  readonly #prefix: string;
+
+  constructor(namespace: string) {
+    super();
+    this.#prefix = `${namespace}:`;
+  }
 
   protected async doAddMany(
     entries: readonly KeyedEntry[],
@@ -29,21 +37,21 @@ export class BrokenRepository extends BaseRepository {
   ): Promise<AddResult[]> {
     const results: AddResult[] = [];
     for (const entry of entries) {
-      const existing = this.#records.get(entry.key);
+      const existing = server.get(this.#prefix + entry.key);
       await new Promise((resolve) => setImmediate(resolve)); // the race window
       if (existing) {
         results.push({ added: false, existing });
         continue;
       }
       const record = newRecord(entry.key, entry, options, now);
-      this.#records.set(entry.key, record);
+      server.set(this.#prefix + entry.key, record);
       results.push({ added: true, record });
     }
     return results;
   }
 
   protected async doGetMany(keys: readonly string[]): Promise<(IdempotencyRecord | undefined)[]> {
-    return keys.map((key) => this.#records.get(key));
+    return keys.map((key) => server.get(this.#prefix + key));
   }
 
   protected async doConfirmMany(
@@ -52,19 +60,19 @@ export class BrokenRepository extends BaseRepository {
     now: number,
   ): Promise<boolean[]> {
     return claims.map(({ key }) => {
-      const record = this.#records.get(key);
+      const record = server.get(this.#prefix + key);
       if (!record) return false;
-      this.#records.set(key, { ...record, state: 'confirmed', expiresAt: now + ttlMs });
+      server.set(this.#prefix + key, { ...record, state: 'confirmed', expiresAt: now + ttlMs });
       return true;
     });
   }
 
   protected async doRemove(key: string): Promise<boolean> {
-    return this.#records.delete(key);
+    return server.delete(this.#prefix + key);
   }
 
   protected async doClear(): Promise<void> {
-    this.#records.clear();
+    for (const key of server.keys()) if (key.startsWith(this.#prefix)) server.delete(key);
   }
 
   protected async doClose(): Promise<void> {}

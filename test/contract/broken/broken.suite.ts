@@ -4,6 +4,6 @@ import { BrokenRepository } from './broken-repository.js';
 
 repositoryContract({
   name: 'broken',
-  factory: async () => new BrokenRepository(),
+  factory: async ({ namespace }) => new BrokenRepository(namespace),
   capabilities: { persistent: false, shared: false, maxIdBytes: 1024, nativeBatch: false },
 });

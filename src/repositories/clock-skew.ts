@@ -10,9 +10,6 @@ import { ConfigError } from '../errors.js';
 /** What to do when the measured skew is beyond `maxClockSkewMs`: refuse to open, or warn and open. */
 export type ClockSkewPolicy = 'fail' | 'warn';
 
-/** Default bound on the skew between a worker's clock and the store's, in ms. */
-export const DEFAULT_MAX_CLOCK_SKEW_MS = 2_000;
-
 /**
  * One reading of the server's clock. The server read its clock somewhere between `localBefore` and `localAfter`
  * (our clock, around the round trip) and its answer places its time in `[serverEarliest, serverLatest]` (equal for a

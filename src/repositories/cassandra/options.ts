@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
-import { DEFAULT_MAX_CLOCK_SKEW_MS } from '../clock-skew.js';
 
 /** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
 export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;
@@ -37,7 +36,7 @@ export const cassandraDefaults = {
   requestTimeoutMs: 12_000,
   connectTimeoutMs: 5_000,
   /** Largest clock skew to the server, measured at connect, that workers' leases tolerate. */
-  maxClockSkewMs: DEFAULT_MAX_CLOCK_SKEW_MS,
+  maxClockSkewMs: 2_000,
   /** Past `maxClockSkewMs`: refuse to connect (`fail`) or warn and connect (`warn`). */
   onClockSkew: 'fail',
 } as const satisfies Record<string, unknown>;

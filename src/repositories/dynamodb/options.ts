@@ -1,7 +1,6 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
-import { DEFAULT_MAX_CLOCK_SKEW_MS } from '../clock-skew.js';
 import { MAX_ID_BYTES } from '../ids.js';
 
 /** Defaults of the DynamoDB repository, written once. */
@@ -16,7 +15,7 @@ export const dynamodbDefaults = {
   maxRetries: 4,
   requestTimeoutMs: 5_000,
   /** Largest clock skew to the server, measured at open, that workers' leases tolerate. */
-  maxClockSkewMs: DEFAULT_MAX_CLOCK_SKEW_MS,
+  maxClockSkewMs: 2_000,
   /** Past `maxClockSkewMs`: refuse to open (`fail`) or warn and open (`warn`). */
   onClockSkew: 'fail',
 } as const;

@@ -68,3 +68,43 @@ describe('cassandra TTL corners', { skip: skipUnlessEnabled('cassandra') }, () =
     assert.equal(record?.fingerprint, undefined);
   });
 });
+
+describe('cassandra: a claim outlived by its handler', { skip: skipUnlessEnabled('cassandra') }, () => {
+  before(async () => {
+    await (await CassandraRepository.connect({ ...connection, createSchema: true })).close();
+  });
+
+  it('is still confirmed by its owner after the lease passed, when nobody took it over', async (t) => {
+    const repo = closeAfter(t, await open());
+    const id = `outlived-${randomUUID()}`;
+    await repo.add(id, { ttlMs: 60_000, leaseMs: 1_000, owner: 'slow' }, { fingerprint: 'fp' });
+    // Past the lease, and past a store TTL equal to the lease in whole seconds.
+    await sleep(2_200);
+    assert.equal(await repo.confirm({ id, owner: 'slow' }, { ttlMs: 60_000 }), true);
+    const record = await repo.get(id);
+    assert.equal(record?.state, 'confirmed');
+    assert.equal(record?.fingerprint, 'fp');
+  });
+
+  it('after a takeover, the old owner’s confirm returns false and leaves the new claim intact', async (t) => {
+    const repo = closeAfter(t, await open());
+    const id = `taken-${randomUUID()}`;
+    await repo.add(id, { ttlMs: 60_000, leaseMs: 1_000, owner: 'slow' });
+    await sleep(2_200);
+    assert.equal((await repo.add(id, { ttlMs: 60_000, leaseMs: 60_000, owner: 'next' })).added, true);
+    assert.equal(await repo.confirm({ id, owner: 'slow' }, { ttlMs: 60_000 }), false);
+    const record = await repo.get(id);
+    assert.equal(record?.state, 'in-flight');
+    assert.equal(record?.owner, 'next');
+  });
+
+  it('a lapsed claim stays claimable by another owner while its row is still stored', async (t) => {
+    const repo = closeAfter(t, await open());
+    const id = `lapsed-${randomUUID()}`;
+    await repo.add(id, { ttlMs: 60_000, leaseMs: 300, owner: 'crashed' });
+    await sleep(400);
+    assert.equal(await repo.contains(id), false);
+    assert.equal((await repo.add(id, { ttlMs: 60_000, leaseMs: 60_000, owner: 'rescuer' })).added, true);
+    assert.equal((await repo.get(id))?.owner, 'rescuer');
+  });
+});

@@ -12,6 +12,7 @@ import {
   DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  ScanCommand,
 } from '@aws-sdk/client-dynamodb';
 import { ConfigError } from '../../src/errors.js';
 import { DynamoDbRepository, type DynamoDbRepositoryOptions } from '../../src/repositories/dynamodb/index.js';
@@ -41,6 +42,11 @@ describe('dynamodb setup against dynalite', { skip: skipUnlessEnabled('dynamodb'
     return repo;
   };
   let shared = '';
+  /** The stored items of these ids, found whatever the key layout: by the prefix and id in their key. */
+  const rawItems = async (table: string, ids: string[], prefix: string) => {
+    const { Items = [] } = await admin.send(new ScanCommand({ TableName: table, ConsistentRead: true }));
+    return ids.map((id) => Items.find((item) => item.id?.S?.endsWith(prefix + id)));
+  };
 
   before(async () => {
     shared = newTable();
@@ -138,7 +144,7 @@ describe('dynamodb setup against dynalite', { skip: skipUnlessEnabled('dynamodb'
     assert.equal(seen.length, 1);
   });
 
-  it('stores the documented attributes, with ttl in epoch seconds from forgetAt, rounded up', async (t) => {
+  it('stores the documented attributes under <prefix bytes>:<prefix><id>, with ttl in epoch seconds, rounded up', async (t) => {
     const repo = await open(t, { table: shared, keyPrefix: 'fmt:' });
     const claim = await repo.add(
       'order-1',
@@ -149,7 +155,11 @@ describe('dynamodb setup against dynalite', { skip: skipUnlessEnabled('dynamodb'
     const raw = async () =>
       (
         await admin.send(
-          new GetItemCommand({ TableName: shared, Key: { id: { S: 'fmt:order-1' } }, ConsistentRead: true }),
+          new GetItemCommand({
+            TableName: shared,
+            Key: { id: { S: '4:fmt:order-1' } },
+            ConsistentRead: true,
+          }),
         )
       ).Item;
     const inFlight = await raw();
@@ -178,7 +188,7 @@ describe('dynamodb setup against dynalite', { skip: skipUnlessEnabled('dynamodb'
     await repo.add('replayed', { ttlMs: 3_600_000, now: streamTime });
     const item = (
       await admin.send(
-        new GetItemCommand({ TableName: shared, Key: { id: { S: 'evt:replayed' } }, ConsistentRead: true }),
+        new GetItemCommand({ TableName: shared, Key: { id: { S: '4:evt:replayed' } }, ConsistentRead: true }),
       )
     ).Item;
     // Not a 2020 TTL, which DynamoDB would sweep at once: an hour from now.
@@ -193,7 +203,7 @@ describe('dynamodb setup against dynalite', { skip: skipUnlessEnabled('dynamodb'
       new PutItemCommand({
         TableName: shared,
         Item: {
-          id: { S: 'lag:stale' },
+          id: { S: '4:lag:stale' },
           state: { S: 'confirmed' },
           expiresAt: { N: String(past) },
           ttl: { N: String(Math.ceil(past / 1000)) },
@@ -204,7 +214,7 @@ describe('dynamodb setup against dynalite', { skip: skipUnlessEnabled('dynamodb'
       new PutItemCommand({
         TableName: shared,
         Item: {
-          id: { S: 'lag:lapsed' },
+          id: { S: '4:lag:lapsed' },
           state: { S: 'in-flight' },
           expiresAt: { N: String(past + 3_600_000) },
           leaseExpiresAt: { N: String(past) },
@@ -219,6 +229,60 @@ describe('dynamodb setup against dynalite', { skip: skipUnlessEnabled('dynamodb'
       (await repo.add('lapsed', { ttlMs: 60_000, leaseMs: 60_000, owner: 'rescuer' })).added,
       true,
     );
+  });
+
+  it('keeps an unconfirmed claim in the store past its lease, so a slow handler can still confirm it', async (t) => {
+    const repo = await open(t, { table: shared, keyPrefix: 'slow:' });
+    const claim = await repo.add('order', { ttlMs: 60_000, leaseMs: 1_000, owner: 'slow' });
+    assert.ok(claim.added);
+    const [item] = await rawItems(shared, ['order'], 'slow:');
+    // The TTL sweeper only cleans up: it must not remove the claim at its lease end, before the retention.
+    assert.ok(Number(item?.ttl?.N) >= Math.ceil(claim.record.expiresAt / 1000));
+  });
+
+  it('confirms a claim after its lease passed when nobody took it over; a taken-over one stays the new owner’s', async (t) => {
+    const repo = await open(t, { table: shared, keyPrefix: 'lease:' });
+    await repo.add('kept', { ttlMs: 60_000, leaseMs: 200, owner: 'slow' });
+    await repo.add('taken', { ttlMs: 60_000, leaseMs: 200, owner: 'slow' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal((await repo.add('taken', { ttlMs: 60_000, leaseMs: 60_000, owner: 'next' })).added, true);
+    assert.equal(await repo.confirm({ id: 'kept', owner: 'slow' }, { ttlMs: 60_000 }), true);
+    assert.equal((await repo.get('kept'))?.state, 'confirmed');
+    assert.equal(await repo.confirm({ id: 'taken', owner: 'slow' }, { ttlMs: 60_000 }), false);
+    const taken = await repo.get('taken');
+    assert.equal(taken?.state, 'in-flight');
+    assert.equal(taken?.owner, 'next');
+  });
+
+  it('namespaces by prefix never touch: "app:" neither sees nor clears "orders:42" of "app:orders:"', async (t) => {
+    const app = await open(t, { table: shared, keyPrefix: 'app:' });
+    const orders = await open(t, { table: shared, keyPrefix: 'app:orders:' });
+    await orders.add('42', { ttlMs: 60_000 }, { fingerprint: 'orders' });
+    assert.equal(await app.contains('orders:42'), false);
+    assert.deepEqual(await app.getMany(['orders:42', 'other']), [undefined, undefined]);
+    const mine = await app.add('orders:42', { ttlMs: 60_000, leaseMs: 60_000, owner: 'app' });
+    assert.equal(mine.added, true);
+    assert.equal((await orders.get('42'))?.fingerprint, 'orders');
+    await app.clear();
+    assert.equal(await app.contains('orders:42'), false);
+    assert.equal((await orders.get('42'))?.fingerprint, 'orders');
+    // And the other way round: the longer prefix never reaches into the shorter one.
+    await app.add('x', { ttlMs: 60_000 });
+    await orders.clear();
+    assert.equal(await orders.contains('42'), false);
+    assert.equal(await app.contains('x'), true);
+  });
+
+  it('an empty prefix is a namespace of its own too', async (t) => {
+    const table = newTable();
+    const bare = await open(t, { table, createTable: true });
+    const app = await open(t, { table, keyPrefix: 'app:' });
+    await app.add('1', { ttlMs: 60_000 });
+    await bare.add('app:2', { ttlMs: 60_000 });
+    assert.equal(await bare.contains('app:1'), false);
+    assert.equal(await app.contains('2'), false);
+    await bare.clear();
+    assert.equal(await app.contains('1'), true);
   });
 
   it('detects whether the endpoint returns the blocking item on a failed claim', async (t) => {

@@ -110,7 +110,7 @@ describe('dynamodb claims against a scripted client', () => {
         throw new ConditionalCheckFailedException({
           message: 'The conditional request failed',
           $metadata: {},
-          Item: item('p:dup', 'in-flight', now + 60_000, {
+          Item: item('2:p:dup', 'in-flight', now + 60_000, {
             leaseExpiresAt: { N: String(now + 30_000) },
             owner: { S: 'other' },
           }),
@@ -139,10 +139,10 @@ describe('dynamodb claims against a scripted client', () => {
       if (operation === 'PutItem') {
         puts++;
         // First put of "gone" fails, but its blocker is gone by the read; the retry then succeeds.
-        if (input.Item?.id?.S === 'gone' && puts === 1) {
+        if (input.Item?.id?.S === '0:gone' && puts === 1) {
           throw new ConditionalCheckFailedException({ message: 'failed', $metadata: {} });
         }
-        if (input.Item?.id?.S?.startsWith('taken'))
+        if (input.Item?.id?.S?.startsWith('0:taken'))
           throw new ConditionalCheckFailedException({ message: 'x', $metadata: {} });
         return {};
       }
@@ -151,8 +151,8 @@ describe('dynamodb claims against a scripted client', () => {
         return {
           Responses: {
             scripted: [
-              item('taken-1', 'confirmed', now + 60_000),
-              item('taken-2', 'confirmed', now + 60_000),
+              item('0:taken-1', 'confirmed', now + 60_000),
+              item('0:taken-2', 'confirmed', now + 60_000),
             ],
           },
         };
@@ -213,14 +213,14 @@ describe('dynamodb claims against a scripted client', () => {
   it('treats records past their times as absent, whatever the store still holds', async (t) => {
     const now = Date.now();
     const fake = scriptedClient((operation) => {
-      if (operation === 'GetItem') return { Item: item('old', 'confirmed', now - 1) };
+      if (operation === 'GetItem') return { Item: item('0:old', 'confirmed', now - 1) };
       if (operation === 'BatchGetItem') {
         return {
           Responses: {
             scripted: [
-              item('old', 'confirmed', now - 1),
-              item('lapsed', 'in-flight', now + 60_000, { leaseExpiresAt: { N: String(now - 1) } }),
-              item('live', 'confirmed', now + 60_000),
+              item('0:old', 'confirmed', now - 1),
+              item('0:lapsed', 'in-flight', now + 60_000, { leaseExpiresAt: { N: String(now - 1) } }),
+              item('0:live', 'confirmed', now + 60_000),
             ],
           },
         };
@@ -283,13 +283,13 @@ describe('dynamodb batches against a scripted client', () => {
     assert.equal(fake.count('BatchGetItem'), 3);
   });
 
-  it('clear() deletes the prefix in chunks of 25, retrying unprocessed deletes', async (t) => {
-    const keys = Array.from({ length: 60 }, (_, i) => ({ id: { S: `ns:${i}` } }));
+  it('clear() deletes the namespace in chunks of 25, retrying unprocessed deletes', async (t) => {
+    const keys = Array.from({ length: 60 }, (_, i) => ({ id: { S: `3:ns:${i}` } }));
     let firstWrite = true;
     const deleted: string[] = [];
     const fake = scriptedClient((operation, input) => {
       if (operation === 'Scan') {
-        assert.equal(input.FilterExpression, 'begins_with(#id, :prefix)');
+        assert.equal(input.FilterExpression, 'begins_with(#id, :ns)');
         return { Items: keys };
       }
       if (operation === 'BatchWriteItem') {

@@ -1,26 +1,13 @@
-import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
+import { type Client, errors, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type BaseRepositoryOptions, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
-import { confirmedRecord, forgetAt, isLive, newRecord } from '../record.js';
+import { confirmedRecord, isLive, newRecord } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
-import {
-  BUCKETS,
-  bucketOf,
-  COLUMNS,
-  type Statements,
-  schemaStatements,
-  statements,
-  ttlSeconds,
-} from './cql.js';
-import {
-  type CassandraOptions,
-  type CassandraRepositoryOptions,
-  type consistencyLevels,
-  parseCassandraOptions,
-} from './options.js';
-
-type Row = types.Row;
+import { type CassandraLogger, openClient, processWarnings, statementOptions } from './connect.js';
+import { BUCKETS, bucketOf, keepUntil, type Statements, statements, ttlSeconds } from './cql.js';
+import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
+import { decodeRow, isSameClaim, type Row, toMs } from './row.js';
 
 /**
  * How often one id retries claim-then-takeover (or confirm) when the row keeps changing under it. Each round
@@ -34,27 +21,6 @@ const MAX_CAS_PAUSE_MS = 50;
 /** The outcome of an LWT the server timed out on: it may or may not have been applied. */
 const UNKNOWN = Symbol('unknown outcome');
 
-/** Config names of consistency levels mapped to the driver's enum. */
-const CONSISTENCY: Record<
-  (typeof consistencyLevels)[number] | 'SERIAL' | 'LOCAL_SERIAL',
-  types.consistencies
-> = {
-  ANY: types.consistencies.any,
-  ONE: types.consistencies.one,
-  TWO: types.consistencies.two,
-  THREE: types.consistencies.three,
-  QUORUM: types.consistencies.quorum,
-  ALL: types.consistencies.all,
-  LOCAL_QUORUM: types.consistencies.localQuorum,
-  EACH_QUORUM: types.consistencies.eachQuorum,
-  LOCAL_ONE: types.consistencies.localOne,
-  SERIAL: types.consistencies.serial,
-  LOCAL_SERIAL: types.consistencies.localSerial,
-};
-
-/** DDL waits for schema agreement; give it more room than a data request. */
-const MIN_DDL_TIMEOUT_MS = 30_000;
-
 /** Ids per `IN` query: enough to save round trips, few enough not to make one slow request. */
 const MAX_IN = 100;
 
@@ -65,6 +31,8 @@ export interface CassandraConnectExtras extends BaseRepositoryOptions {
    * auth, policies) and does not shut it down on `close()`.
    */
   readonly client?: Client;
+  /** Receives one-line warnings (e.g. a clock skew allowed by `onClockSkew: "warn"`); default `process.emitWarning`. */
+  readonly logger?: CassandraLogger;
 }
 
 /**
@@ -72,9 +40,12 @@ export interface CassandraConnectExtras extends BaseRepositoryOptions {
  * transactions (`INSERT … IF NOT EXISTS`), confirm and owned removal are compare-and-set, and every statement
  * is prepared.
  *
- * Liveness is decided from `expires_at`/`lease_expires_at` by this code: `USING TTL` (from `forgetAt`, in whole
- * seconds rounded up) only garbage-collects rows. A row our clock calls expired but whose TTL has not yet
- * removed it is taken over by a compare-and-set on the exact values read, so two claimers can never both win.
+ * Liveness is decided from `expires_at`/`lease_expires_at` by this code: `USING TTL` (from `keepUntil`, in whole
+ * seconds rounded up) only garbage-collects rows, and keeps a claim's row until its retention end, past its lease.
+ * A row our clock calls expired but whose TTL has not yet removed it is taken over by a compare-and-set on the exact values read, so two claimers can never both win.
+ *
+ * Those times come from each worker's clock (CQL conditions cannot compare with the server's time), so `connect`
+ * measures the skew to the server and refuses, or warns, past `maxClockSkewMs`.
  *
  * Lazy marks (`add` without `leaseMs`) are a read followed by a plain `INSERT … USING TTL`: lazy mode accepts
  * concurrent duplicates by design, so it skips the four-round-trip Paxos of an LWT. Concurrent lazy adds of one
@@ -112,16 +83,7 @@ export class CassandraRepository extends BaseRepository {
     this.#cql = statements(options.keyspace, options.table);
     this.#ns = options.namespace;
     this.#concurrency = options.batchConcurrency;
-    const common = { prepare: true, readTimeout: options.requestTimeoutMs };
-    this.#read = { ...common, consistency: CONSISTENCY[options.consistency.read], isIdempotent: true };
-    this.#write = { ...common, consistency: CONSISTENCY[options.consistency.write], isIdempotent: true };
-    this.#lwt = {
-      ...common,
-      consistency: CONSISTENCY[options.consistency.write],
-      serialConsistency: CONSISTENCY[options.serialConsistency],
-      // A retried LWT could apply twice or report its own write as someone else's: never retry silently.
-      isIdempotent: false,
-    };
+    ({ read: this.#read, write: this.#write, lwt: this.#lwt } = statementOptions(options));
     const encoding = (client as unknown as { options?: { encoding?: { useBigIntAsLong?: boolean } } }).options
       ?.encoding;
     this.#long = encoding?.useBigIntAsLong ? (value) => BigInt(value) : (value) => value;
@@ -129,32 +91,24 @@ export class CassandraRepository extends BaseRepository {
 
   /**
    * Connects, creates the keyspace and table when `createSchema` is set (otherwise checks the table exists),
-   * and returns the repository. Bad settings reject with a ConfigError naming `repository.<key>`.
+   * checks the clock skew to the server (see `maxClockSkewMs`), and returns the repository. Bad settings reject
+   * with a ConfigError naming `repository.<key>`.
    */
   static async connect(
     input: CassandraRepositoryOptions & CassandraConnectExtras,
   ): Promise<CassandraRepository> {
-    const { client: given, clock, ...config } = input;
+    const { client: given, clock, logger, ...config } = input;
     const options = parseCassandraOptions(config);
     // Validates keyspace and table before any connection is made.
     statements(options.keyspace, options.table);
     if (given === undefined && options.contactPoints === undefined) {
       throw new ConfigError('repository.contactPoints', 'is required (or pass an existing client)');
     }
-    const client = given ?? newClient(options);
-    try {
-      await client.connect();
-      if (options.createSchema) {
-        const ddlOptions = { readTimeout: Math.max(options.requestTimeoutMs, MIN_DDL_TIMEOUT_MS) };
-        for (const ddl of schemaStatements(options.keyspace, options.table, options.replication)) {
-          await client.execute(ddl, [], ddlOptions);
-        }
-      }
-      await assertTable(client, options);
-    } catch (error) {
-      if (given === undefined) await shutdownAfterFailure(client);
-      throw connectError(error);
-    }
+    const client = await openClient(options, {
+      given,
+      clock: clock ?? Date.now,
+      logger: logger ?? processWarnings,
+    });
     return new CassandraRepository(client, given === undefined, options, { clock });
   }
 
@@ -184,7 +138,7 @@ export class CassandraRepository extends BaseRepository {
    */
   async #claim(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
     const record = newRecord(entry.key, entry, options, now);
-    const ttl = ttlSeconds(forgetAt(record), now);
+    const ttl = ttlSeconds(keepUntil(record), now);
     const where = this.#where(entry.key);
     let uncertain = false;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
@@ -231,7 +185,7 @@ export class CassandraRepository extends BaseRepository {
     const absent = row === undefined ? types.unset : null;
     await this.#client.execute(
       this.#cql.mark,
-      [...this.#where(entry.key), ...this.#values(record, absent), ttlSeconds(forgetAt(record), now)],
+      [...this.#where(entry.key), ...this.#values(record, absent), ttlSeconds(keepUntil(record), now)],
       this.#write,
     );
     return { added: true, record };
@@ -274,7 +228,7 @@ export class CassandraRepository extends BaseRepository {
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
       const record = confirmedRecord(claim, ttlMs, now);
       const result = await this.#cas(this.#cql.confirm, [
-        ttlSeconds(forgetAt(record), now),
+        ttlSeconds(keepUntil(record), now),
         ...this.#values(record, null),
         ...this.#where(key),
         owner,
@@ -388,113 +342,6 @@ export class CassandraRepository extends BaseRepository {
   }
 }
 
-function newClient(options: CassandraOptions): Client {
-  return new Client({
-    contactPoints: options.contactPoints,
-    localDataCenter: options.localDataCenter,
-    ...(options.username !== undefined
-      ? { authProvider: new auth.PlainTextAuthProvider(options.username, options.password ?? '') }
-      : {}),
-    socketOptions: {
-      connectTimeout: options.connectTimeoutMs,
-      readTimeout: options.requestTimeoutMs,
-    },
-    // Reconnect within seconds, not the default ten minutes, after a node comes back.
-    policies: { reconnection: new policies.reconnection.ExponentialReconnectionPolicy(500, 10_000, false) },
-  });
-}
-
-/**
- * Shuts down a client of ours whose start failed. cassandra-driver 4.10 keeps the control connection's socket
- * open when `connect()` fails after that socket opened (a wrong localDataCenter does it), and `shutdown()` of a
- * never-connected client skips it; the open socket would keep the process alive, so it is closed here.
- */
-async function shutdownAfterFailure(client: Client): Promise<void> {
-  const internal = client as unknown as {
-    controlConnection?: { connection?: { closeAsync?: () => Promise<void> } | null };
-  };
-  const leaked = internal.controlConnection?.connection;
-  await client.shutdown().catch(() => undefined);
-  await leaked?.closeAsync?.().catch(() => undefined);
-}
-
-/**
- * Checks the table has this layout. With `createSchema` off, a missing keyspace or table is a config problem
- * reported before any message; with it on, a same-named table of another shape would fail every statement.
- */
-async function assertTable(client: Client, options: CassandraOptions): Promise<void> {
-  const local = {
-    prepare: true,
-    consistency: types.consistencies.localOne,
-    readTimeout: options.requestTimeoutMs,
-  };
-  const where = `table "${options.keyspace}"."${options.table}"`;
-  const columns = await client.execute(
-    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
-    [options.keyspace, options.table],
-    local,
-  );
-  if (columns.rowLength === 0) {
-    const keyspace = await client.execute(
-      'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?',
-      [options.keyspace],
-      local,
-    );
-    if (keyspace.rowLength === 0) {
-      throw new ConfigError(
-        'repository.keyspace',
-        `keyspace "${options.keyspace}" does not exist; create it or set repository.createSchema = true`,
-      );
-    }
-    throw new ConfigError(
-      'repository.table',
-      `${where} does not exist; create it or set repository.createSchema = true`,
-    );
-  }
-  const actual = new Map(columns.rows.map((row) => [row.column_name as string, row]));
-  for (const [name, { type, kind }] of Object.entries(COLUMNS)) {
-    const column = actual.get(name);
-    if (column?.type !== type || column?.kind !== kind) {
-      throw new ConfigError(
-        'repository.table',
-        `${where} does not have the expected layout: column ${name} should be a ${kind} ${type} ` +
-          '(PRIMARY KEY ((ns, bucket), id)); use another table name or recreate it',
-      );
-    }
-  }
-}
-
-/** Maps a failure while opening the store to the setting most likely at fault. */
-function connectError(error: unknown): unknown {
-  if (error instanceof ConfigError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  if (error instanceof errors.NoHostAvailableError) {
-    const inner = Object.entries((error.innerErrors ?? {}) as Record<string, unknown>);
-    const detail = hostErrors(inner);
-    if (inner.some(([, e]) => e instanceof errors.AuthenticationError)) {
-      return new ConfigError('repository.username', `authentication failed: ${detail}`, { cause: error });
-    }
-    if (inner.some(([, e]) => e instanceof errors.ArgumentError && /localDataCenter/.test(e.message))) {
-      return new ConfigError('repository.localDataCenter', detail, { cause: error });
-    }
-    return new ConfigError('repository.contactPoints', `no Cassandra node answered (${detail})`, {
-      cause: error,
-    });
-  }
-  if (error instanceof errors.ArgumentError && /localDataCenter/.test(message)) {
-    return new ConfigError('repository.localDataCenter', message, { cause: error });
-  }
-  return new RepositoryError(`cassandra connect failed: ${message}`, { cause: error });
-}
-
-/** `host: reason` per contact point, first line only (the driver's own message embeds stack traces). */
-function hostErrors(inner: [string, unknown][]): string {
-  if (inner.length === 0) return 'no host tried';
-  return inner
-    .map(([host, e]) => `${host}: ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`)
-    .join('; ');
-}
-
 function contention(operation: string, key: string): RepositoryError {
   return new RepositoryError(
     `cassandra ${operation} of ${JSON.stringify(key)} gave up after ${MAX_CAS_ROUNDS} contended rounds`,
@@ -512,40 +359,6 @@ function isPaxosTimeout(error: unknown): boolean {
     consistencies === types.consistencies.serial || consistencies === types.consistencies.localSerial;
   if (error.code === types.responseErrorCodes.writeTimeout) return writeType === 'CAS' || serial;
   return error.code === types.responseErrorCodes.readTimeout && serial;
-}
-
-/** True when a stored record is exactly the claim we tried to write (our own timed-out write that landed). */
-function isSameClaim(stored: IdempotencyRecord, ours: IdempotencyRecord): boolean {
-  return (
-    stored.state === ours.state &&
-    stored.owner === ours.owner &&
-    stored.expiresAt === ours.expiresAt &&
-    stored.leaseExpiresAt === ours.leaseExpiresAt
-  );
-}
-
-/** The record a row holds; undefined for no row, or a row whose cells have all expired (state is gone). */
-function decodeRow(key: string, row: Row | null | undefined): IdempotencyRecord | undefined {
-  if (!row || (row.state !== 'in-flight' && row.state !== 'confirmed')) return undefined;
-  const lease = toMs(row.lease_expires_at);
-  const eventTime = toMs(row.event_time);
-  return {
-    id: key,
-    state: row.state,
-    expiresAt: toMs(row.expires_at) ?? 0,
-    ...(lease !== undefined ? { leaseExpiresAt: lease } : {}),
-    ...(row.owner != null ? { owner: row.owner as string } : {}),
-    ...(eventTime !== undefined ? { eventTime } : {}),
-    ...(row.fingerprint != null ? { fingerprint: row.fingerprint as string } : {}),
-  };
-}
-
-/** A bigint cell as epoch ms, whichever representation the client decodes to. */
-function toMs(value: unknown): number | undefined {
-  if (value === null || value === undefined) return undefined;
-  if (typeof value === 'number') return value;
-  if (typeof value === 'bigint') return Number(value);
-  return (value as types.Long).toNumber();
 }
 
 /** Runs `fn` over the items with at most `limit` in flight, keeping input order; stops starting new ones after a failure. */

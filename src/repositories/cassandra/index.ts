@@ -3,6 +3,7 @@ import { CassandraRepository } from './cassandra-repository.js';
 import { cassandraOptionsSchema } from './options.js';
 
 export { type CassandraConnectExtras, CassandraRepository } from './cassandra-repository.js';
+export type { CassandraLogger } from './connect.js';
 /** The DDL `createSchema` runs, for teams that create tables through migrations instead. */
 export { BUCKETS, schemaStatements } from './cql.js';
 export {

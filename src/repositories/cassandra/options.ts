@@ -35,6 +35,10 @@ export const cassandraDefaults = {
   /** Client-side timeout per request; above the server's own 2–5 s timeouts so those surface first. */
   requestTimeoutMs: 12_000,
   connectTimeoutMs: 5_000,
+  /** Largest clock skew to the server, measured at connect, that workers' leases tolerate. */
+  maxClockSkewMs: 2_000,
+  /** Past `maxClockSkewMs`: refuse to connect (`fail`) or warn and connect (`warn`). */
+  onClockSkew: 'fail',
 } as const satisfies Record<string, unknown>;
 
 const identifier = (what: string) =>
@@ -77,6 +81,8 @@ export const cassandraOptionsSchema = z
     batchConcurrency: z.number().int().min(1).max(2048).default(cassandraDefaults.batchConcurrency),
     requestTimeoutMs: z.number().int().positive().default(cassandraDefaults.requestTimeoutMs),
     connectTimeoutMs: z.number().int().positive().default(cassandraDefaults.connectTimeoutMs),
+    maxClockSkewMs: z.number().int().min(0).default(cassandraDefaults.maxClockSkewMs),
+    onClockSkew: z.enum(['fail', 'warn']).default(cassandraDefaults.onClockSkew),
   })
   .strict()
   .refine((o) => (o.username === undefined) === (o.password === undefined), {

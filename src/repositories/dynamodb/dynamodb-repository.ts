@@ -11,11 +11,13 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
+import { checkClockSkew, offsetOf } from '../clock-skew.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { isLive, newRecord } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
+import { sampleServerClock } from './clock.js';
 import { backoff, chunk, mapLimit } from './concurrency.js';
-import { ATTR, fromItem, type Item, keyOf, STATE_VALUE, toItem, ttlSeconds } from './item.js';
+import { ATTR, fromItem, type Item, keyOf, namespaceOf, STATE_VALUE, toItem, ttlSeconds } from './item.js';
 import {
   type DynamoDbConfig,
   type DynamoDbLogger,
@@ -67,6 +69,10 @@ const CONFIRM_NAMES = {
  * ReturnValuesOnConditionCheckFailure) are detected per call: that case alone falls back to a consistent read, one
  * GetItem for `add` and one BatchGetItem per 100 blocked ids for `addMany`. See {@link DynamoDbRepository.returnsItemOnConditionFailure}.
  *
+ * Several repositories share a table through their `keyPrefix`, each an exact namespace (see `namespaceOf`).
+ * Times in conditions come from each worker's clock, so `open` measures the skew to the endpoint and refuses, or
+ * warns, past `maxClockSkewMs`.
+ *
  * Open it with {@link DynamoDbRepository.open} (or `repositoryModule.create`), which checks the table first.
  */
 export class DynamoDbRepository extends BaseRepository {
@@ -81,7 +87,8 @@ export class DynamoDbRepository extends BaseRepository {
   readonly #client: DynamoDBClient;
   readonly #ownsClient: boolean;
   readonly #table: string;
-  readonly #prefix: string;
+  /** Key text in front of every id: the prefix behind its length (see namespaceOf). */
+  readonly #ns: string;
   readonly #concurrency: number;
   readonly #maxRetries: number;
   /** Whether the endpoint returned the old item on a failed claim: undefined until the first duplicate. */
@@ -101,6 +108,7 @@ export class DynamoDbRepository extends BaseRepository {
           ? 'the endpoint of the given client'
           : (config.endpoint ?? `the AWS endpoint of region ${config.region}`);
       await ensureTable(repo.#client, config, logger ?? processWarnings, endpoint);
+      await assertClock(repo.#client, config, clock ?? Date.now, logger ?? processWarnings, endpoint);
     } catch (error) {
       await repo.close();
       throw error;
@@ -116,7 +124,7 @@ export class DynamoDbRepository extends BaseRepository {
     this.#ownsClient = extra.client === undefined;
     this.#client = extra.client ?? createClient(config);
     this.#table = config.table;
-    this.#prefix = config.keyPrefix;
+    this.#ns = namespaceOf(config.keyPrefix);
     this.#concurrency = config.batchConcurrency;
     this.#maxRetries = config.maxRetries;
   }
@@ -189,7 +197,7 @@ export class DynamoDbRepository extends BaseRepository {
       await this.#client.send(
         new PutItemCommand({
           TableName: this.#table,
-          Item: toItem(record, this.#prefix, now),
+          Item: toItem(record, this.#ns, now),
           ConditionExpression: CLAIM_CONDITION,
           ExpressionAttributeNames: CLAIM_NAMES,
           ExpressionAttributeValues: {
@@ -205,7 +213,7 @@ export class DynamoDbRepository extends BaseRepository {
       if (!(error instanceof ConditionalCheckFailedException)) throw error;
       this.#returnsOldItem = error.Item !== undefined;
       if (error.Item === undefined) return BLOCKED;
-      return blockedBy(record, fromItem(error.Item, this.#prefix));
+      return blockedBy(record, fromItem(error.Item, this.#ns));
     }
   }
 
@@ -229,7 +237,7 @@ export class DynamoDbRepository extends BaseRepository {
     const found = new Map<string, IdempotencyRecord>();
     await mapLimit(chunk(keys, GET_CHUNK), this.#concurrency, async (part) => {
       for (const item of await this.batchGet(part)) {
-        const record = fromItem(item, this.#prefix);
+        const record = fromItem(item, this.#ns);
         if (isLive(record, now)) found.set(record.id, record);
       }
     });
@@ -239,15 +247,15 @@ export class DynamoDbRepository extends BaseRepository {
   /** The stored record, live or not (TTL deletion lags, so callers check liveness). */
   private async getOne(key: string): Promise<IdempotencyRecord | undefined> {
     const { Item } = await this.#client.send(
-      new GetItemCommand({ TableName: this.#table, Key: keyOf(key, this.#prefix), ConsistentRead: true }),
+      new GetItemCommand({ TableName: this.#table, Key: keyOf(key, this.#ns), ConsistentRead: true }),
     );
-    return Item === undefined ? undefined : fromItem(Item, this.#prefix);
+    return Item === undefined ? undefined : fromItem(Item, this.#ns);
   }
 
   /** Reads up to 100 keys, retrying what DynamoDB leaves unprocessed with backoff. */
   private async batchGet(keys: readonly string[]): Promise<Item[]> {
     const items: Item[] = [];
-    let pending: Item[] = keys.map((key) => keyOf(key, this.#prefix));
+    let pending: Item[] = keys.map((key) => keyOf(key, this.#ns));
     for (let attempt = 0; ; attempt++) {
       const { Responses, UnprocessedKeys } = await this.#client.send(
         new BatchGetItemCommand({
@@ -280,7 +288,7 @@ export class DynamoDbRepository extends BaseRepository {
     return this.ifOwner(
       new UpdateItemCommand({
         TableName: this.#table,
-        Key: keyOf(key, this.#prefix),
+        Key: keyOf(key, this.#ns),
         UpdateExpression: CONFIRM_UPDATE,
         ConditionExpression: OWNER_CONDITION,
         ExpressionAttributeNames: CONFIRM_NAMES,
@@ -300,7 +308,7 @@ export class DynamoDbRepository extends BaseRepository {
       return this.ifOwner(
         new DeleteItemCommand({
           TableName: this.#table,
-          Key: keyOf(key, this.#prefix),
+          Key: keyOf(key, this.#ns),
           ConditionExpression: OWNER_CONDITION,
           ExpressionAttributeNames: OWNER_NAMES,
           ExpressionAttributeValues: { ':inflight': STATE_VALUE.inFlight, ':owner': { S: owner } },
@@ -310,7 +318,7 @@ export class DynamoDbRepository extends BaseRepository {
     const { Attributes } = await this.#client.send(
       new DeleteItemCommand({
         TableName: this.#table,
-        Key: keyOf(key, this.#prefix),
+        Key: keyOf(key, this.#ns),
         ReturnValues: 'ALL_OLD',
       }),
     );
@@ -330,7 +338,7 @@ export class DynamoDbRepository extends BaseRepository {
   }
 
   /**
-   * Deletes this prefix's items: a consistent Scan filtered on the prefix, deleted 25 at a time. It reads the whole
+   * Deletes this namespace's items, and only them: a consistent Scan filtered on the namespace, deleted 25 at a time. It reads the whole
    * table, so it suits tests and maintenance rather than hot paths.
    */
   protected async doClear(): Promise<void> {
@@ -342,12 +350,8 @@ export class DynamoDbRepository extends BaseRepository {
           ConsistentRead: true,
           ProjectionExpression: '#id',
           ExpressionAttributeNames: { '#id': ATTR.id },
-          ...(this.#prefix === ''
-            ? {}
-            : {
-                FilterExpression: 'begins_with(#id, :prefix)',
-                ExpressionAttributeValues: { ':prefix': { S: this.#prefix } },
-              }),
+          FilterExpression: 'begins_with(#id, :ns)',
+          ExpressionAttributeValues: { ':ns': { S: this.#ns } },
           ExclusiveStartKey: startKey,
         }),
       );
@@ -380,6 +384,32 @@ export class DynamoDbRepository extends BaseRepository {
   protected async doClose(): Promise<void> {
     if (this.#ownsClient) this.#client.destroy();
   }
+}
+
+/**
+ * Measures the offset between our clock and the endpoint's (the `Date` header, whole seconds, compensated by the
+ * round trip) and refuses or warns past `maxClockSkewMs`: claims compare times our clock wrote, since a DynamoDB
+ * condition cannot read the server's time, so every worker's clock must agree with it.
+ */
+async function assertClock(
+  client: DynamoDBClient,
+  config: DynamoDbConfig,
+  clock: () => number,
+  logger: DynamoDbLogger,
+  where: string,
+): Promise<void> {
+  const sample = await sampleServerClock(client, config.table, clock);
+  if (sample === undefined) {
+    logger.warn(`dynamodb: ${where} sent no Date header; the clock skew to it is not checked`);
+    return;
+  }
+  checkClockSkew(offsetOf(sample), {
+    store: 'dynamodb',
+    where,
+    maxClockSkewMs: config.maxClockSkewMs,
+    onClockSkew: config.onClockSkew,
+    warn: (message) => logger.warn(message),
+  });
 }
 
 /**

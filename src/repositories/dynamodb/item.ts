@@ -35,13 +35,33 @@ export function ttlSeconds(forget: number, now: number, wallNow: number = Date.n
   return Math.ceil(Math.max(forget, wallNow + (forget - now)) / 1000);
 }
 
-/** The full item for a record written at `now`, its id stored behind the repository's key prefix. */
-export function toItem(record: IdempotencyRecord, keyPrefix: string, now: number): Item {
+/**
+ * When the sweeper may delete a record: its retention end, for a claim too. The TTL only cleans up and never
+ * decides liveness, so a claim must outlive its lease: a handler that runs past its lease, with nobody taking the
+ * id over meanwhile, still finds its claim and confirms it. The cost: a crashed worker's claim is not live after
+ * its lease (anyone may take it over), but its item stays stored until the retention end, as a confirmed id would.
+ */
+export function keepUntil(record: IdempotencyRecord): number {
+  return Math.max(record.expiresAt, forgetAt(record));
+}
+
+/**
+ * The key text of a namespace: the prefix behind its UTF-8 byte length, `"app:"` → `"4:app:"`. Stored keys are
+ * `namespace + id`; reading the length first splits any key back into one prefix and one id, so two namespaces
+ * never share a key (plain `prefix + id` would merge `"app:"` + `"orders:42"` with `"app:orders:"` + `"42"`), and
+ * `begins_with(namespace)` matches exactly one prefix's keys, so clear() never reaches another namespace.
+ */
+export function namespaceOf(keyPrefix: string): string {
+  return `${Buffer.byteLength(keyPrefix, 'utf8')}:${keyPrefix}`;
+}
+
+/** The full item for a record written at `now`, its id stored behind the repository's namespace. */
+export function toItem(record: IdempotencyRecord, namespace: string, now: number): Item {
   const item: Item = {
-    [ATTR.id]: { S: keyPrefix + record.id },
+    [ATTR.id]: { S: namespace + record.id },
     [ATTR.state]: { S: record.state },
     [ATTR.expiresAt]: { N: String(record.expiresAt) },
-    [ATTR.ttl]: { N: String(ttlSeconds(forgetAt(record), now)) },
+    [ATTR.ttl]: { N: String(ttlSeconds(keepUntil(record), now)) },
   };
   if (record.leaseExpiresAt !== undefined) item[ATTR.lease] = { N: String(record.leaseExpiresAt) };
   if (record.owner !== undefined) item[ATTR.owner] = { S: record.owner };
@@ -50,14 +70,14 @@ export function toItem(record: IdempotencyRecord, keyPrefix: string, now: number
   return item;
 }
 
-/** The record an item holds, with the key prefix taken off its id. */
-export function fromItem(item: Item, keyPrefix: string): IdempotencyRecord {
+/** The record an item holds, with the namespace taken off its id. */
+export function fromItem(item: Item, namespace: string): IdempotencyRecord {
   const lease = item[ATTR.lease]?.N;
   const owner = item[ATTR.owner]?.S;
   const eventTime = item[ATTR.eventTime]?.N;
   const fingerprint = item[ATTR.fingerprint]?.S;
   return {
-    id: (item[ATTR.id]?.S ?? '').slice(keyPrefix.length),
+    id: (item[ATTR.id]?.S ?? '').slice(namespace.length),
     state: item[ATTR.state]?.S === STATE_VALUE.inFlight.S ? 'in-flight' : 'confirmed',
     expiresAt: Number(item[ATTR.expiresAt]?.N ?? 0),
     ...(lease !== undefined ? { leaseExpiresAt: Number(lease) } : {}),
@@ -67,7 +87,7 @@ export function fromItem(item: Item, keyPrefix: string): IdempotencyRecord {
   };
 }
 
-/** The primary key of an id. */
-export function keyOf(key: string, keyPrefix: string): Item {
-  return { [ATTR.id]: { S: keyPrefix + key } };
+/** The primary key of an id in a namespace (see {@link namespaceOf}). */
+export function keyOf(key: string, namespace: string): Item {
+  return { [ATTR.id]: { S: namespace + key } };
 }

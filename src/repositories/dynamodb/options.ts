@@ -6,7 +6,7 @@ import { MAX_ID_BYTES } from '../ids.js';
 /** Defaults of the DynamoDB repository, written once. */
 export const dynamodbDefaults = {
   region: 'us-east-1',
-  /** No prefix: the repository owns the whole table. */
+  /** No prefix: the default namespace, exact like any other (its keys start with `0:`). */
   keyPrefix: '',
   createTable: false,
   /** Conditional writes in flight at once for `addMany`/`confirmMany`; also sizes the HTTP socket pool. */
@@ -14,10 +14,15 @@ export const dynamodbDefaults = {
   /** Retries after the first attempt, for throttling, network errors and unprocessed batch items. */
   maxRetries: 4,
   requestTimeoutMs: 5_000,
+  /** Largest clock skew to the server, measured at open, that workers' leases tolerate. */
+  maxClockSkewMs: 2_000,
+  /** Past `maxClockSkewMs`: refuse to open (`fail`) or warn and open (`warn`). */
+  onClockSkew: 'fail',
 } as const;
 
-// DynamoDB caps a string partition key at 2048 bytes; ids may take MAX_ID_BYTES, the prefix gets the rest.
-const MAX_PREFIX_BYTES = 2048 - MAX_ID_BYTES;
+// DynamoDB caps a string partition key at 2048 bytes; ids may take MAX_ID_BYTES, the prefix gets the rest but the
+// `<length>:` header in front of it (see item.ts).
+const MAX_PREFIX_BYTES = 2048 - MAX_ID_BYTES - 5;
 
 /** Config schema for `repository.type = "dynamodb"`. */
 export const dynamodbOptionsSchema = z
@@ -41,8 +46,8 @@ export const dynamodbOptionsSchema = z
       })
       .optional(),
     /**
-     * Prepended to every id, so several repositories share one table. `clear()` deletes ids starting with it,
-     * so end it with a separator (`"orders:"`) that no other prefix extends.
+     * The repository's namespace, so several repositories share one table. Namespaces are exact: `"app:"` never
+     * sees nor clears the ids of `"app:orders:"` (keys are `<prefix bytes>:<prefix><id>`, see item.ts).
      */
     keyPrefix: z
       .string()
@@ -56,6 +61,8 @@ export const dynamodbOptionsSchema = z
     maxRetries: z.number().int().min(0).max(20).default(dynamodbDefaults.maxRetries),
     /** Per-request timeout (connect and response), so an unreachable store fails promptly. */
     requestTimeoutMs: z.number().int().positive().default(dynamodbDefaults.requestTimeoutMs),
+    maxClockSkewMs: z.number().int().min(0).default(dynamodbDefaults.maxClockSkewMs),
+    onClockSkew: z.enum(['fail', 'warn']).default(dynamodbDefaults.onClockSkew),
   })
   .strict();
 

@@ -1,0 +1,237 @@
+import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
+import { ConfigError, RepositoryError } from '../../errors.js';
+import { type ClockSample, checkClockSkew, narrowest } from '../clock-skew.js';
+import { COLUMNS, schemaStatements } from './cql.js';
+import type { CassandraOptions, consistencyLevels } from './options.js';
+import { toMs } from './row.js';
+
+/** Config names of consistency levels mapped to the driver's enum. */
+const CONSISTENCY: Record<
+  (typeof consistencyLevels)[number] | 'SERIAL' | 'LOCAL_SERIAL',
+  types.consistencies
+> = {
+  ANY: types.consistencies.any,
+  ONE: types.consistencies.one,
+  TWO: types.consistencies.two,
+  THREE: types.consistencies.three,
+  QUORUM: types.consistencies.quorum,
+  ALL: types.consistencies.all,
+  LOCAL_QUORUM: types.consistencies.localQuorum,
+  EACH_QUORUM: types.consistencies.eachQuorum,
+  LOCAL_ONE: types.consistencies.localOne,
+  SERIAL: types.consistencies.serial,
+  LOCAL_SERIAL: types.consistencies.localSerial,
+};
+
+/** DDL waits for schema agreement; give it more room than a data request. */
+const MIN_DDL_TIMEOUT_MS = 30_000;
+
+/** Readings of the server clock at connect; the one with the shortest round trip is kept. */
+const CLOCK_SAMPLES = 3;
+
+/** Where the repository reports a degraded but working setup (e.g. a clock skew allowed by `onClockSkew: "warn"`). */
+export interface CassandraLogger {
+  warn(message: string): void;
+}
+
+/** Default warning sink: a process warning, visible and filterable, never silent. */
+export const processWarnings: CassandraLogger = {
+  warn: (message) => process.emitWarning(message, { code: 'IDEM_CASSANDRA' }),
+};
+
+/** The driver options of each kind of statement: plain reads, plain writes and lightweight transactions. */
+export interface StatementOptions {
+  readonly read: QueryOptions;
+  readonly write: QueryOptions;
+  readonly lwt: QueryOptions;
+}
+
+/** Statement options from config: prepared, with the configured consistency levels and timeout. */
+export function statementOptions(options: CassandraOptions): StatementOptions {
+  const common = { prepare: true, readTimeout: options.requestTimeoutMs };
+  return {
+    read: { ...common, consistency: CONSISTENCY[options.consistency.read], isIdempotent: true },
+    write: { ...common, consistency: CONSISTENCY[options.consistency.write], isIdempotent: true },
+    lwt: {
+      ...common,
+      consistency: CONSISTENCY[options.consistency.write],
+      serialConsistency: CONSISTENCY[options.serialConsistency],
+      // A retried LWT could apply twice or report its own write as someone else's: never retry silently.
+      isIdempotent: false,
+    },
+  };
+}
+
+/** What {@link openClient} needs besides the config. */
+export interface OpenContext {
+  /** An existing client to use as is; otherwise one is built from the config and shut down on failure. */
+  readonly given: Client | undefined;
+  /** The clock leases are judged by: the one whose skew to the server is checked. */
+  readonly clock: () => number;
+  readonly logger: CassandraLogger;
+}
+
+/**
+ * Connects, creates the keyspace and table when `createSchema` is set, checks the table's layout and the clock
+ * skew to the server. Bad settings reject with a ConfigError naming `repository.<key>`.
+ */
+export async function openClient(options: CassandraOptions, context: OpenContext): Promise<Client> {
+  const client = context.given ?? newClient(options);
+  try {
+    await client.connect();
+    if (options.createSchema) {
+      const ddlOptions = { readTimeout: Math.max(options.requestTimeoutMs, MIN_DDL_TIMEOUT_MS) };
+      for (const ddl of schemaStatements(options.keyspace, options.table, options.replication)) {
+        await client.execute(ddl, [], ddlOptions);
+      }
+    }
+    await assertTable(client, options);
+    await assertClock(client, options, context);
+  } catch (error) {
+    if (context.given === undefined) await shutdownAfterFailure(client);
+    throw connectError(error);
+  }
+  return client;
+}
+
+function newClient(options: CassandraOptions): Client {
+  return new Client({
+    contactPoints: options.contactPoints,
+    localDataCenter: options.localDataCenter,
+    ...(options.username !== undefined
+      ? { authProvider: new auth.PlainTextAuthProvider(options.username, options.password ?? '') }
+      : {}),
+    socketOptions: {
+      connectTimeout: options.connectTimeoutMs,
+      readTimeout: options.requestTimeoutMs,
+    },
+    // Reconnect within seconds, not the default ten minutes, after a node comes back.
+    policies: { reconnection: new policies.reconnection.ExponentialReconnectionPolicy(500, 10_000, false) },
+  });
+}
+
+/**
+ * Shuts down a client of ours whose start failed. cassandra-driver 4.10 keeps the control connection's socket
+ * open when `connect()` fails after that socket opened (a wrong localDataCenter does it), and `shutdown()` of a
+ * never-connected client skips it; the open socket would keep the process alive, so it is closed here.
+ */
+async function shutdownAfterFailure(client: Client): Promise<void> {
+  const internal = client as unknown as {
+    controlConnection?: { connection?: { closeAsync?: () => Promise<void> } | null };
+  };
+  const leaked = internal.controlConnection?.connection;
+  await client.shutdown().catch(() => undefined);
+  await leaked?.closeAsync?.().catch(() => undefined);
+}
+
+/** Options of the set-up queries: one local replica is enough to read schema and the clock. */
+function localOptions(options: CassandraOptions): QueryOptions {
+  return { prepare: true, consistency: types.consistencies.localOne, readTimeout: options.requestTimeoutMs };
+}
+
+/**
+ * Checks the table has this layout. With `createSchema` off, a missing keyspace or table is a config problem
+ * reported before any message; with it on, a same-named table of another shape would fail every statement.
+ */
+async function assertTable(client: Client, options: CassandraOptions): Promise<void> {
+  const local = localOptions(options);
+  const where = `table "${options.keyspace}"."${options.table}"`;
+  const columns = await client.execute(
+    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
+    [options.keyspace, options.table],
+    local,
+  );
+  if (columns.rowLength === 0) {
+    const keyspace = await client.execute(
+      'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?',
+      [options.keyspace],
+      local,
+    );
+    if (keyspace.rowLength === 0) {
+      throw new ConfigError(
+        'repository.keyspace',
+        `keyspace "${options.keyspace}" does not exist; create it or set repository.createSchema = true`,
+      );
+    }
+    throw new ConfigError(
+      'repository.table',
+      `${where} does not exist; create it or set repository.createSchema = true`,
+    );
+  }
+  const actual = new Map(columns.rows.map((row) => [row.column_name as string, row]));
+  for (const [name, { type, kind }] of Object.entries(COLUMNS)) {
+    const column = actual.get(name);
+    if (column?.type !== type || column?.kind !== kind) {
+      throw new ConfigError(
+        'repository.table',
+        `${where} does not have the expected layout: column ${name} should be a ${kind} ${type} ` +
+          '(PRIMARY KEY ((ns, bucket), id)); use another table name or recreate it',
+      );
+    }
+  }
+}
+
+/**
+ * Measures the offset between our clock and the coordinator's (`now()` in ms, compensated by the round trip) and
+ * refuses or warns past `maxClockSkewMs`. Conditions here compare times our clock wrote, and the driver stamps
+ * plain writes with our clock too, so every worker's clock must agree with the cluster's.
+ */
+async function assertClock(client: Client, options: CassandraOptions, context: OpenContext): Promise<void> {
+  const samples: ClockSample[] = [];
+  for (let i = 0; i < CLOCK_SAMPLES; i++) {
+    const localBefore = context.clock();
+    const result = await client.execute(
+      'SELECT toUnixTimestamp(now()) AS server_ms FROM system.local',
+      [],
+      localOptions(options),
+    );
+    const localAfter = context.clock();
+    // `toUnixTimestamp` gives epoch ms as a bigint (a Long, or a BigInt with useBigIntAsLong).
+    const serverMs = toMs(result.first()?.server_ms);
+    if (serverMs === undefined) continue;
+    samples.push({ localBefore, localAfter, serverEarliest: serverMs, serverLatest: serverMs });
+  }
+  const offset = narrowest(samples);
+  if (offset === undefined) {
+    context.logger.warn('cassandra: could not read the server clock; the clock skew to it is not checked');
+    return;
+  }
+  checkClockSkew(offset, {
+    store: 'cassandra',
+    where: (client.getState().getConnectedHosts()[0]?.address as string | undefined) ?? 'the cluster',
+    maxClockSkewMs: options.maxClockSkewMs,
+    onClockSkew: options.onClockSkew,
+    warn: context.logger.warn,
+  });
+}
+
+/** Maps a failure while opening the store to the setting most likely at fault. */
+function connectError(error: unknown): unknown {
+  if (error instanceof ConfigError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof errors.NoHostAvailableError) {
+    const inner = Object.entries((error.innerErrors ?? {}) as Record<string, unknown>);
+    const detail = hostErrors(inner);
+    if (inner.some(([, e]) => e instanceof errors.AuthenticationError)) {
+      return new ConfigError('repository.username', `authentication failed: ${detail}`, { cause: error });
+    }
+    if (inner.some(([, e]) => e instanceof errors.ArgumentError && /localDataCenter/.test(e.message))) {
+      return new ConfigError('repository.localDataCenter', detail, { cause: error });
+    }
+    return new ConfigError('repository.contactPoints', `no Cassandra node answered (${detail})`, {
+      cause: error,
+    });
+  }
+  if (error instanceof errors.ArgumentError && /localDataCenter/.test(message)) {
+    return new ConfigError('repository.localDataCenter', message, { cause: error });
+  }
+  return new RepositoryError(`cassandra connect failed: ${message}`, { cause: error });
+}
+
+/** `host: reason` per contact point, first line only (the driver's own message embeds stack traces). */
+function hostErrors(inner: [string, unknown][]): string {
+  if (inner.length === 0) return 'no host tried';
+  return inner
+    .map(([host, e]) => `${host}: ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`)
+    .join('; ');
+}

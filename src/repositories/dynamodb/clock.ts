@@ -1,0 +1,36 @@
+import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { ClockSample } from '../clock-skew.js';
+
+/** The HTTP `Date` header has whole seconds: the server's time lies in `[date, date + 999]` ms. */
+const DATE_RESOLUTION_MS = 999;
+
+/**
+ * Reads the server's clock from the `Date` header of a DescribeTable response (DynamoDB has no server time usable
+ * in a condition, and no call that returns it), timed with `clock` around the HTTP exchange alone, inside the SDK's
+ * retries and signing. Undefined when the endpoint sends no `Date` header (or a client that is not the SDK's).
+ */
+export async function sampleServerClock(
+  client: DynamoDBClient,
+  table: string,
+  clock: () => number,
+): Promise<ClockSample | undefined> {
+  let sample: ClockSample | undefined;
+  const command = new DescribeTableCommand({ TableName: table });
+  command.middlewareStack?.add(
+    (next) => async (args) => {
+      const localBefore = clock();
+      const out = await next(args);
+      const localAfter = clock();
+      const headers = (out.response as { headers?: Record<string, string | undefined> } | undefined)?.headers;
+      const date = Date.parse(headers?.date ?? '');
+      if (Number.isFinite(date)) {
+        sample = { localBefore, localAfter, serverEarliest: date, serverLatest: date + DATE_RESOLUTION_MS };
+      }
+      return out;
+    },
+    // Last of the deserialize step: right around the HTTP call, seeing the raw response.
+    { step: 'deserialize', priority: 'low', name: 'idemServerClock' },
+  );
+  await client.send(command);
+  return sample;
+}

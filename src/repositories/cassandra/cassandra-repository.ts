@@ -2,10 +2,10 @@ import { type Client, errors, type QueryOptions, types } from 'cassandra-driver'
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type BaseRepositoryOptions, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
-import { confirmedRecord, isLive, newRecord } from '../record.js';
+import { confirmedRecord, forgetAt, isLive, newRecord, storeLifetimeMs } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
 import { type CassandraLogger, openClient, processWarnings, statementOptions } from './connect.js';
-import { BUCKETS, bucketOf, keepUntil, type Statements, statements, ttlSeconds } from './cql.js';
+import { BUCKETS, bucketOf, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
 import { decodeRow, isSameClaim, type Row, toMs } from './row.js';
 
@@ -40,7 +40,7 @@ export interface CassandraConnectExtras extends BaseRepositoryOptions {
  * transactions (`INSERT … IF NOT EXISTS`), confirm and owned removal are compare-and-set, and every statement
  * is prepared.
  *
- * Liveness is decided from `expires_at`/`lease_expires_at` by this code: `USING TTL` (from `keepUntil`, in whole
+ * Liveness is decided from `expires_at`/`lease_expires_at` by this code: `USING TTL` (from `storeLifetimeMs`, in whole
  * seconds rounded up) only garbage-collects rows, and keeps a claim's row until its retention end, past its lease.
  * A row our clock calls expired but whose TTL has not yet removed it is taken over by a compare-and-set on the exact values read, so two claimers can never both win.
  *
@@ -138,7 +138,7 @@ export class CassandraRepository extends BaseRepository {
    */
   async #claim(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
     const record = newRecord(entry.key, entry, options, now);
-    const ttl = ttlSeconds(keepUntil(record), now);
+    const ttl = ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now);
     const where = this.#where(entry.key);
     let uncertain = false;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
@@ -185,7 +185,11 @@ export class CassandraRepository extends BaseRepository {
     const absent = row === undefined ? types.unset : null;
     await this.#client.execute(
       this.#cql.mark,
-      [...this.#where(entry.key), ...this.#values(record, absent), ttlSeconds(keepUntil(record), now)],
+      [
+        ...this.#where(entry.key),
+        ...this.#values(record, absent),
+        ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now),
+      ],
       this.#write,
     );
     return { added: true, record };
@@ -228,7 +232,7 @@ export class CassandraRepository extends BaseRepository {
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
       const record = confirmedRecord(claim, ttlMs, now);
       const result = await this.#cas(this.#cql.confirm, [
-        ttlSeconds(keepUntil(record), now),
+        ttlSeconds(forgetAt(record), now),
         ...this.#values(record, null),
         ...this.#where(key),
         owner,

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { ConfigError } from '../../errors.js';
-import type { IdempotencyRecord } from '../types.js';
 import { IDENTIFIER_PATTERN } from './options.js';
 
 /**
@@ -19,7 +18,7 @@ import { IDENTIFIER_PATTERN } from './options.js';
  *   contend; with 1024 buckets and 128 LWTs in flight that is a few percent of claims.
  *
  * TTLs and tombstones: the table has no `default_time_to_live`; every write carries `USING TTL` =
- * `keepUntil(record) − now` in whole seconds, rounded up (at least 1), so a row disappears about when its record
+ * `storeLifetimeMs(record)` (record.ts) in whole seconds, rounded up (at least 1), so a row disappears about when its record
  * stops mattering. Expired cells and deletes become tombstones that compaction may purge after
  * `gc_grace_seconds`, set to an hour instead of ten days because this table churns. On a multi-node cluster,
  * a replica that misses a delete for longer than that can bring the row back; every row still carries its own
@@ -142,17 +141,6 @@ export function statements(keyspace: string, table: string): Statements {
     remove: `DELETE FROM ${t} ${row}`,
     removeBucket: `DELETE FROM ${t} WHERE ns = ? AND bucket = ?`,
   };
-}
-
-/**
- * When the store may drop a record's row: the retention end, for a claim too. The TTL only cleans up; it never
- * decides liveness, so a claim's row must outlive its lease: a handler that runs past its lease, with nobody
- * taking the id over meanwhile, still finds its claim and confirms it. The cost: a crashed worker's claim is no
- * longer live after its lease (anyone may take it over), but its row stays stored until the retention TTL, the
- * same space a confirmed id takes.
- */
-export function keepUntil(record: IdempotencyRecord): number {
-  return Math.max(record.expiresAt, record.leaseExpiresAt ?? record.expiresAt);
 }
 
 /** A record's store-side TTL in whole seconds, rounded up, at least 1, at most {@link MAX_TTL_SECONDS}. */

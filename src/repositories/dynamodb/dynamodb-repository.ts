@@ -140,7 +140,7 @@ export class DynamoDbRepository extends BaseRepository {
   protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
     const record = newRecord(entry.key, entry, options, now);
     for (let attempt = 1; ; attempt++) {
-      const result = await this.tryClaim(record, now);
+      const result = await this.tryClaim(record, now, options.minLifetimeMs);
       if (result !== BLOCKED) return result;
       // Emulator path: read what blocked the claim.
       const existing = await this.getOne(entry.key);
@@ -159,7 +159,7 @@ export class DynamoDbRepository extends BaseRepository {
     let pending = records.map((_, i) => i);
     for (let attempt = 1; ; attempt++) {
       const outcomes = await mapLimit(pending, this.#concurrency, (i) =>
-        this.tryClaim(records[i] as IdempotencyRecord, now),
+        this.tryClaim(records[i] as IdempotencyRecord, now, options.minLifetimeMs),
       );
       const blocked: number[] = [];
       outcomes.forEach((outcome, k) => {
@@ -192,12 +192,16 @@ export class DynamoDbRepository extends BaseRepository {
    * that blocked it (ALL_OLD). An endpoint that does not (dynalite) yields BLOCKED, and the caller reads the record
    * with a consistent read; should it have vanished or lapsed in between, the claim is simply tried again.
    */
-  private async tryClaim(record: IdempotencyRecord, now: number): Promise<AddResult | typeof BLOCKED> {
+  private async tryClaim(
+    record: IdempotencyRecord,
+    now: number,
+    minLifetimeMs?: number,
+  ): Promise<AddResult | typeof BLOCKED> {
     try {
       await this.#client.send(
         new PutItemCommand({
           TableName: this.#table,
-          Item: toItem(record, this.#ns, now),
+          Item: toItem(record, this.#ns, now, minLifetimeMs),
           ConditionExpression: CLAIM_CONDITION,
           ExpressionAttributeNames: CLAIM_NAMES,
           ExpressionAttributeValues: {

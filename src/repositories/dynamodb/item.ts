@@ -31,18 +31,13 @@ export const STATE_VALUE = {
  * runs on the wall clock, so when liveness is judged in another time (`now`, e.g. stream time in event-time mode)
  * the record is kept at least as long in wall time as it stays live in that time.
  */
-export function ttlSeconds(forget: number, now: number, wallNow: number = Date.now()): number {
-  return Math.ceil(Math.max(forget, wallNow + (forget - now)) / 1000);
-}
-
-/**
- * When the sweeper may delete a record: its retention end, for a claim too. The TTL only cleans up and never
- * decides liveness, so a claim must outlive its lease: a handler that runs past its lease, with nobody taking the
- * id over meanwhile, still finds its claim and confirms it. The cost: a crashed worker's claim is not live after
- * its lease (anyone may take it over), but its item stays stored until the retention end, as a confirmed id would.
- */
-export function keepUntil(record: IdempotencyRecord): number {
-  return Math.max(record.expiresAt, forgetAt(record));
+export function ttlSeconds(
+  forget: number,
+  now: number,
+  wallNow: number = Date.now(),
+  minLifetimeMs = 0,
+): number {
+  return Math.ceil(Math.max(forget, wallNow + Math.max(forget - now, minLifetimeMs)) / 1000);
 }
 
 /**
@@ -55,13 +50,17 @@ export function namespaceOf(keyPrefix: string): string {
   return `${Buffer.byteLength(keyPrefix, 'utf8')}:${keyPrefix}`;
 }
 
-/** The full item for a record written at `now`, its id stored behind the repository's namespace. */
-export function toItem(record: IdempotencyRecord, namespace: string, now: number): Item {
+/**
+ * The full item for a record written at `now`, its id stored behind the repository's namespace. The sweeper may
+ * delete it after `forgetAt(record)` (for a claim: its retention end, so a slow owner can still confirm it), and
+ * never within `minLifetimeMs` of wall time (see `AddOptions.minLifetimeMs`).
+ */
+export function toItem(record: IdempotencyRecord, namespace: string, now: number, minLifetimeMs = 0): Item {
   const item: Item = {
     [ATTR.id]: { S: namespace + record.id },
     [ATTR.state]: { S: record.state },
     [ATTR.expiresAt]: { N: String(record.expiresAt) },
-    [ATTR.ttl]: { N: String(ttlSeconds(keepUntil(record), now)) },
+    [ATTR.ttl]: { N: String(ttlSeconds(forgetAt(record), now, Date.now(), minLifetimeMs)) },
   };
   if (record.leaseExpiresAt !== undefined) item[ATTR.lease] = { N: String(record.leaseExpiresAt) };
   if (record.owner !== undefined) item[ATTR.owner] = { S: record.owner };

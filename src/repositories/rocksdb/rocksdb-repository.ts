@@ -300,7 +300,5 @@ function rank(record: IdempotencyRecord, now: number): number {
 }
 
 function sortBestFirst(copies: Located[], now: number): void {
-  copies.sort(
-    (a, b) => rank(b.record, now) - rank(a.record, now) || forgetAt(b.record) - forgetAt(a.record),
-  );
+  copies.sort((a, b) => rank(b.record, now) - rank(a.record, now) || forgetAt(b.record) - forgetAt(a.record));
 }

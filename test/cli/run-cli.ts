@@ -1,5 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { prng } from '../helpers/random.js';
+
+export { prng };
 
 /** The repository root, so the child resolves tsx from our node_modules wherever the test runs. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -60,18 +63,6 @@ export function finished(child: ChildProcess): Promise<CliResult> {
 /** Runs the CLI to completion. */
 export function runCli(args: readonly string[], options: CliOptions = {}): Promise<CliResult> {
   return finished(startCli(args, options));
-}
-
-/** Deterministic pseudo-random numbers (mulberry32), so generated inputs are the same every run. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**

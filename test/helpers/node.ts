@@ -32,7 +32,10 @@ import {
   onCleanup,
   waitFor,
 } from './kafka.js';
+import { prng } from './random.js';
 import { endpoints } from './stores.js';
+
+export { prng };
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
@@ -55,18 +58,6 @@ export async function nodeTestbed(
   });
   const dlq = await createTopic(t, bed.admin, { prefix: 'idem-node-dlq', partitions: 1 });
   return { ...bed, output, dlq };
-}
-
-/** Deterministic pseudo-random numbers (mulberry32), so every run builds the same input. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** How a generated duplicate relates to its original. */

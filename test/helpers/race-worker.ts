@@ -10,6 +10,7 @@
  */
 import type { RepositoryModule } from '../../src/repositories/module.js';
 import type { AddOptions, IdempotentRepository } from '../../src/repositories/types.js';
+import { prng, seedOf, shuffle } from './random.js';
 
 /** Parent → worker: what to claim and how. */
 export interface RaceInit {
@@ -38,23 +39,9 @@ export type RaceReport =
     }
   | { readonly type: 'error'; readonly message: string };
 
-/** Deterministic shuffle (mulberry32), so a failing interleaving can be replayed from the owner seed. */
-function shuffle<T>(items: readonly T[], seedText: string): T[] {
-  let seed = 0;
-  for (const ch of seedText) seed = (Math.imul(seed, 31) + (ch.codePointAt(0) ?? 0)) | 0;
-  const random = () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = seed;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [out[i], out[j]] = [out[j] as T, out[i] as T];
-  }
-  return out;
+/** Deterministic shuffle, so a failing interleaving can be replayed from the owner seed. */
+function shuffleBySeed<T>(items: readonly T[], seedText: string): T[] {
+  return shuffle(items, prng(seedOf(seedText)));
 }
 
 const send = (message: RaceReport) =>
@@ -78,7 +65,7 @@ async function race(repo: IdempotentRepository, init: RaceInit): Promise<RaceRep
     init.mode === 'eager'
       ? { ttlMs: init.ttlMs, leaseMs: init.leaseMs, owner: init.owner }
       : { ttlMs: init.ttlMs };
-  const order = shuffle(init.ids, init.owner);
+  const order = shuffleBySeed(init.ids, init.owner);
   const won: string[] = [];
   const unconfirmed: string[] = [];
   let batches = 0;

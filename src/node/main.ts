@@ -1,5 +1,6 @@
 import { type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
+import { logRedactPaths, REDACTED } from '../config/redact.js';
 import { openRepository } from '../config/repository.js';
 import { ConfigError } from '../errors.js';
 import type { IdempotentRepository } from '../repositories/types.js';
@@ -32,7 +33,11 @@ export interface RunNodeOptions {
  * Resolves to one of {@link nodeExitCodes}; the caller exits with it.
  */
 export async function runNode(options: RunNodeOptions = {}): Promise<number> {
-  const logger = pino({ name: 'idem-node' }, pino.destination({ fd: 1, sync: false }));
+  const logger = pino(
+    // Secrets (SASL, passwords, TLS keys) never reach the log, whatever object or error carries them.
+    { name: 'idem-node', redact: { paths: [...logRedactPaths], censor: REDACTED } },
+    pino.destination({ fd: 1, sync: false }),
+  );
   try {
     return await run(options, logger);
   } finally {

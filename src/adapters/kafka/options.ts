@@ -1,5 +1,6 @@
 import type { Consumer, ConsumerConfig, Kafka, Producer } from 'kafkajs';
 import { z } from 'zod';
+import { parseOptions } from '../../config/issues.js';
 import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { MessageHandler } from '../../consumer/types.js';
 import { ConfigError } from '../../errors.js';
@@ -44,7 +45,10 @@ export const retrySchema = z
     maxAttempts: z.number().int().min(1).default(retryDefaults.maxAttempts),
   })
   .strict()
-  .refine((retry) => retry.maxMs >= retry.initialMs, { path: ['maxMs'], message: 'must be >= initialMs' });
+  .refine((retry) => retry.maxMs >= retry.initialMs, {
+    path: ['maxMs'],
+    message: 'must be at least initialMs',
+  });
 
 /**
  * The plain-data settings of the adapter (a `[kafka]` config table takes this shape). Clients, the handler and
@@ -113,17 +117,11 @@ export function resolveKafkaAdapterOptions<R>(
 ): ResolvedKafkaAdapterOptions<R> {
   const { kafka, consumerConfig, consumer, idempotent, handler, dlq, onError, onDeadLetter, ...plain } =
     options;
-  const parsed = kafkaAdapterConfigSchema.safeParse({
-    ...plain,
-    ...(dlq ? { dlq: { topic: dlq.topic } } : {}),
-  });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0] as z.core.$ZodIssue;
-    const path = issue.path.map(String);
-    if (issue.code === 'unrecognized_keys') path.push(issue.keys[0] as string);
-    throw new ConfigError(path.join('.') || '(options)', issue.message, { cause: parsed.error });
-  }
-  const config = parsed.data;
+  const config = parseOptions(
+    kafkaAdapterConfigSchema,
+    { ...plain, ...(dlq ? { dlq: { topic: dlq.topic } } : {}) },
+    { kind: 'code', owner: 'runIdempotentConsumer(...)' },
+  );
   if ((kafka === undefined) === (consumer === undefined)) {
     throw new ConfigError('kafka', 'give exactly one of kafka (the adapter makes the consumer) or consumer');
   }

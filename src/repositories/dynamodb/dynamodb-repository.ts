@@ -10,11 +10,12 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { RepositoryError } from '../../errors.js';
+import { mapLimit } from '../../util/concurrency.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { isLive, newRecord } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
-import { backoff, chunk, mapLimit } from './concurrency.js';
+import { backoff, chunk } from './concurrency.js';
 import { ATTR, fromItem, type Item, keyOf, STATE_VALUE, toItem, ttlSeconds } from './item.js';
 import {
   type DynamoDbConfig,

@@ -1,4 +1,4 @@
-import { type Logger, pino } from 'pino';
+import { type DestinationStream, type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
 import { logRedactPaths, REDACTED } from '../config/redact.js';
 import { openRepository } from '../config/repository.js';
@@ -33,16 +33,17 @@ export interface RunNodeOptions {
  * Resolves to one of {@link nodeExitCodes}; the caller exits with it.
  */
 export async function runNode(options: RunNodeOptions = {}): Promise<number> {
-  const logger = pino(
-    // Secrets (SASL, passwords, TLS keys) never reach the log, whatever object or error carries them.
-    { name: 'idem-node', redact: { paths: [...logRedactPaths], censor: REDACTED } },
-    pino.destination({ fd: 1, sync: false }),
-  );
+  const logger = nodeLogger(pino.destination({ fd: 1, sync: false }));
   try {
     return await run(options, logger);
   } finally {
     await new Promise<void>((resolve) => logger.flush(() => resolve()));
   }
+}
+
+/** The node's JSON logger. Secrets (SASL, passwords, TLS keys) never reach it, whatever object carries them. */
+export function nodeLogger(destination: DestinationStream): Logger {
+  return pino({ name: 'idem-node', redact: { paths: [...logRedactPaths], censor: REDACTED } }, destination);
 }
 
 async function run(options: RunNodeOptions, logger: Logger): Promise<number> {

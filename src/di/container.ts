@@ -6,7 +6,7 @@ import {
   type ConsumerSetupConfig,
   consumerFromConfig,
 } from '../config/consumer.js';
-import { openRepository } from '../config/repository.js';
+import { openRepository, type ResolveRepositoryOptions } from '../config/repository.js';
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { CONFIG, CONSUMER, REPOSITORY } from './tokens.js';
@@ -15,7 +15,7 @@ import { CONFIG, CONSUMER, REPOSITORY } from './tokens.js';
 export type ContainerConfig = ConsumerSetupConfig;
 
 /** Options only code can give: hooks, an id function, a parent container. */
-export interface BuildContainerOptions<M> extends ConsumerCodeOptions<M> {
+export interface BuildContainerOptions<M> extends ConsumerCodeOptions<M>, ResolveRepositoryOptions {
   /** The container to derive from; default tsyringe's root container. Ours is always a child of it. */
   readonly parent?: DependencyContainer;
 }
@@ -30,7 +30,7 @@ export async function buildContainer<M = unknown>(
   config: ContainerConfig,
   options: BuildContainerOptions<M> = {},
 ): Promise<DependencyContainer> {
-  return createContainer(config, await openRepository(config), options);
+  return createContainer(config, await openRepository(config, options), options);
 }
 
 /**

@@ -54,7 +54,7 @@ async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
       ...(options.configPath ? { path: options.configPath } : {}),
       ...(options.env ? { env: options.env } : {}),
     });
-    repository = await openRepository(config);
+    repository = await openRepository(config, { onWarning: (warning) => logger.warn(warning) });
   } catch (error) {
     if (!(error instanceof ConfigError)) {
       logger.error({ err: error }, 'cannot open the repository');

@@ -1,9 +1,8 @@
 import type { Consumer, ConsumerConfig, Kafka, Producer } from 'kafkajs';
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
+import { type OptionsOrigin, optionError, parseOptions } from '../../config/issues.js';
 import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { MessageHandler } from '../../consumer/types.js';
-import { ConfigError } from '../../errors.js';
 import { durationMs } from '../../util/duration.js';
 import { type IdSource, idSourceSchema } from './message-id.js';
 import type { BlockInfo, DeadLetterEvent, KafkaRecord } from './types.js';
@@ -111,6 +110,8 @@ export interface ResolvedKafkaAdapterOptions<R> extends KafkaAdapterConfig {
   readonly onDeadLetter: ((event: DeadLetterEvent) => void) | undefined;
 }
 
+const ORIGIN: OptionsOrigin = { kind: 'code', owner: 'runIdempotentConsumer(...)' };
+
 /** Validates the options; each problem is a ConfigError naming the option. */
 export function resolveKafkaAdapterOptions<R>(
   options: RunIdempotentConsumerOptions<R>,
@@ -120,18 +121,22 @@ export function resolveKafkaAdapterOptions<R>(
   const config = parseOptions(
     kafkaAdapterConfigSchema,
     { ...plain, ...(dlq ? { dlq: { topic: dlq.topic } } : {}) },
-    { kind: 'code', owner: 'runIdempotentConsumer(...)' },
+    ORIGIN,
   );
   if ((kafka === undefined) === (consumer === undefined)) {
-    throw new ConfigError('kafka', 'give exactly one of kafka (the adapter makes the consumer) or consumer');
+    throw optionError(
+      ['kafka'],
+      'give exactly one of kafka (the adapter makes the consumer) or consumer',
+      ORIGIN,
+    );
   }
   if (kafka && config.groupId === undefined) {
-    throw new ConfigError('groupId', 'required when the adapter creates the consumer from kafka');
+    throw optionError(['groupId'], 'is required when the adapter creates the consumer from kafka', ORIGIN);
   }
   if (dlq && !dlq.producer && !kafka) {
-    throw new ConfigError('dlq.producer', 'required when the consumer is given instead of kafka');
+    throw optionError(['dlq', 'producer'], 'is required when the consumer is given instead of kafka', ORIGIN);
   }
-  if (typeof handler !== 'function') throw new ConfigError('handler', 'expected a function');
+  if (typeof handler !== 'function') throw optionError(['handler'], 'must be a function', ORIGIN);
   checkConsumer(idempotent);
   return {
     ...config,
@@ -149,20 +154,22 @@ export function resolveKafkaAdapterOptions<R>(
 /** The wrapped consumer must read the adapter's id and give failed records back for retry. */
 function checkConsumer(idempotent: IdempotentConsumer<KafkaRecord> | undefined): void {
   if (!idempotent || typeof idempotent.processBatch !== 'function') {
-    throw new ConfigError('idempotent', 'expected an IdempotentConsumer<KafkaRecord>');
+    throw optionError(['idempotent'], 'must be an IdempotentConsumer<KafkaRecord>', ORIGIN);
   }
   const { id, removeOnFailure, eventTime } = idempotent.options;
   if (id !== kafkaRecordId && id !== 'id') {
-    throw new ConfigError(
-      'idempotent.id',
+    throw optionError(
+      ['idempotent', 'id'],
       'build the IdempotentConsumer with `id: kafkaRecordId`; the adapter `id` option says where ids come from',
+      ORIGIN,
     );
   }
   // Kept claims would make every retry of a failed record an in-progress wait until the lease lapses.
   if (!removeOnFailure && !eventTime) {
-    throw new ConfigError(
-      'idempotent.removeOnFailure',
+    throw optionError(
+      ['idempotent', 'removeOnFailure'],
       'must be true: the Kafka adapter retries failed records itself and then dead-letters them',
+      ORIGIN,
     );
   }
 }

@@ -56,15 +56,16 @@ export function sourceOf(info: ConfigSourceInfo, path: readonly string[]): strin
   if (envCovering) return `env ${envCovering.variable}`;
   const exact = info.text === undefined ? undefined : locateKey(info.text, path);
   if (exact !== undefined) return `${info.file ?? '<config>'}:${exact}`;
-  const below = override((setAt) => prefixOf(path, setAt));
-  if (below) return name(below);
-  const envBelow = env((setAt) => prefixOf(loose, setAt));
-  if (envBelow) return `env ${envBelow.variable}`;
-  if (info.file === undefined) return undefined;
-  // A missing key has no line of its own: name the closest enclosing table instead.
-  let line: number | undefined;
-  for (let n = path.length - 1; info.text !== undefined && line === undefined && n > 0; n--) {
-    line = locateKey(info.text, path.slice(0, n));
+  // A key nobody set (missing) or a key only a variable created: walk out through the enclosing tables and
+  // name the first one the file sets, or the variable or flag that created it.
+  for (let n = path.length; n > 0; n--) {
+    const table = path.slice(0, n);
+    const line = n < path.length && info.text !== undefined ? locateKey(info.text, table) : undefined;
+    if (line !== undefined) return `${info.file ?? '<config>'}:${line}`;
+    const below = override((setAt) => prefixOf(table, setAt));
+    if (below) return name(below);
+    const envBelow = env((setAt) => prefixOf(table.map(looseKey), setAt));
+    if (envBelow) return `env ${envBelow.variable}`;
   }
-  return line === undefined ? info.file : `${info.file}:${line}`;
+  return info.file;
 }

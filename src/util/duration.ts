@@ -18,18 +18,22 @@ export function parseDuration(value: string | number): number | undefined {
  */
 export function durationSchema(options: { readonly allowZero?: boolean; readonly integer?: boolean } = {}) {
   const expectation = `must be a duration like "5s" or a number of ms${options.allowZero ? ' (0 allowed)' : ''}`;
-  return z.union([z.number(), z.string()], { error: expectation }).transform((value, ctx) => {
-    const ms = parseDuration(value);
-    const tooSmall = ms !== undefined && (options.allowZero ? ms < 0 : ms <= 0);
-    if (ms === undefined || tooSmall || (options.integer && !Number.isInteger(ms))) {
-      ctx.addIssue({
-        code: 'custom',
-        message: tooSmall ? `must be ${options.allowZero ? 'at least 0' : 'longer than 0'}` : expectation,
-      });
-      return z.NEVER;
-    }
-    return ms;
-  });
+  return z
+    .union([z.number(), z.string()], {
+      error: (issue) => (issue.input === undefined ? 'is required' : expectation),
+    })
+    .transform((value, ctx) => {
+      const ms = parseDuration(value);
+      const tooSmall = ms !== undefined && (options.allowZero ? ms < 0 : ms <= 0);
+      if (ms === undefined || tooSmall || (options.integer && !Number.isInteger(ms))) {
+        ctx.addIssue({
+          code: 'custom',
+          message: tooSmall ? `must be ${options.allowZero ? 'at least 0' : 'longer than 0'}` : expectation,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    });
 }
 
 /** A zod schema for a positive duration given as ms or as a string like `24h`; the output is ms. */

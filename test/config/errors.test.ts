@@ -148,6 +148,22 @@ describe('env variables cannot crash config loading', () => {
     );
   });
 
+  test('a missing key in a table that only a variable created names that variable', async () => {
+    const error = await rejection(load('', { IDEM__CONSUMER__EVENT_TIME__BY: 'key' }));
+    assert.equal(
+      error.message,
+      'env IDEM__CONSUMER__EVENT_TIME__BY: consumer.eventTime.interval: is required',
+    );
+  });
+
+  test('a name with an empty step is named as given', async () => {
+    const error = await rejection(load('', { IDEM__CONSUMER____TTL: '5s' }));
+    assert.equal(
+      error.message,
+      'env IDEM__CONSUMER____TTL: empty key segment; separate keys with exactly two underscores',
+    );
+  });
+
   test('an unknown section made by a variable names the variable, not the file', async () => {
     const error = await rejection(load('[consumer]\nttl = "1h"\n', { IDEM__CONSUMR__TTL: '5s' }));
     assert.equal(

@@ -11,6 +11,7 @@ export const ErrorCodes = {
   repositoryClosed: 'IDEM_ERR_REPOSITORY_CLOSED',
   invalidInput: 'IDEM_ERR_INVALID_INPUT',
   output: 'IDEM_ERR_OUTPUT',
+  claimLost: 'IDEM_ERR_CLAIM_LOST',
 } as const;
 
 /** A stable code identifying the kind of failure. */
@@ -30,15 +31,20 @@ export class IdempotencyError extends Error {
   }
 }
 
-/** Invalid configuration; `key` is the dotted path of the offending setting. */
+/**
+ * Invalid configuration; `key` is the dotted path of the offending setting. The message reads
+ * `<source>: <key>: <problem>`, or `<label>: <problem>` when a label names the setting instead of its key
+ * (`option ttlMs of new IdempotentConsumer(...)`).
+ */
 export class ConfigError extends IdempotencyError {
   static readonly code = ErrorCodes.config;
   constructor(
     readonly key: string,
     message: string,
-    options: { cause?: unknown; source?: string } = {},
+    options: { cause?: unknown; source?: string; label?: string } = {},
   ) {
-    super(ConfigError.code, `${options.source ? `${options.source}: ` : ''}${key}: ${message}`, options);
+    const where = options.label ?? `${options.source ? `${options.source}: ` : ''}${key}`;
+    super(ConfigError.code, `${where}: ${message}`, options);
   }
 }
 
@@ -84,6 +90,26 @@ export class RepositoryClosedError extends IdempotencyError {
   static readonly code = ErrorCodes.repositoryClosed;
   constructor(name: string) {
     super(RepositoryClosedError.code, `${name} repository is closed`);
+  }
+}
+
+/**
+ * A confirm failed because the claim was taken over: this worker's lease ran out before its handler finished,
+ * and another owner claimed the id. The handler's effect has happened here and may happen again there. Raised
+ * only with the consumer option `lostClaim: 'error'`; by default the result reports it instead.
+ */
+export class ClaimLostError extends IdempotencyError {
+  static readonly code = ErrorCodes.claimLost;
+  constructor(
+    readonly id: string,
+    options: { cause?: unknown } = {},
+  ) {
+    super(
+      ClaimLostError.code,
+      `the claim on message ${JSON.stringify(id)} was lost: its lease ran out before the handler finished and ` +
+        'another worker took the id over, so the message may be handled twice (raise leaseMs above the slowest handler)',
+      { ...options, retryable: false },
+    );
   }
 }
 

@@ -1,12 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
-import { loadConfig, parseToml } from '../config/load.js';
-import { objectShape } from '../config/schema-walk.js';
+import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
+import { loadConfig } from '../config/load.js';
 import { type ConfigOverride, configSource } from '../config/sources.js';
-import { buildContainer, consumerOf, disposeContainer } from '../di/container.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
-import { loadRepositoryModule } from '../repositories/registry.js';
 import { type DedupEntry, dedupLines } from './dedup.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
@@ -103,7 +101,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       ...(flags.config === undefined ? {} : { path: flags.config }),
       overrides: flagOverrides(flags, command),
     });
-    await chooseStoreDir(config, flags.store);
+    chooseStoreDir(config, flags.store);
     storeNote = describeStore(config);
     warnIgnored(config);
     inputs = files.length === 0 ? [STDIN] : files;
@@ -120,13 +118,14 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     return ExitCode.usage;
   }
 
-  let container: Awaited<ReturnType<typeof buildContainer>>;
+  let setup: ConsumerSetup<DedupEntry>;
   try {
     compileId(idExpression); // the parse worker compiles it again; a bad expression is reported here
     // The mode is fixed: eager leases would strand ids claimed by a killed run (see docs/cli.md).
-    container = await buildContainer<DedupEntry>(config, {
+    setup = await openConsumer<DedupEntry>(config, {
       id: (entry) => entry.id,
       consumer: { mode: 'lazy', skipDuplicate: true, nullId: 'forward', storeFailure: 'fail' },
+      onWarning: (warning) => stderr.write(`idem dedup: ${warning}\n`),
     });
   } catch (error) {
     stderr.write(`idem dedup: ${message(error)}\n`);
@@ -161,7 +160,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
         maxLineBytes: config.dedup.maxLineBytes,
         signal: abort.signal,
       }),
-      consumer: consumerOf<DedupEntry>(container),
+      consumer: setup.consumer,
       invalid: config.dedup.invalid,
       output: Output.forStdout(),
       counts,
@@ -189,7 +188,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   } finally {
     progress.stop();
     try {
-      await disposeContainer(container);
+      await setup.repository.close();
     } catch (error) {
       stderr.write(`idem dedup: closing the store: ${message(error)}\n`);
       code = ExitCode.failure;
@@ -211,7 +210,9 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
     overrides.push({ key: 'dedup.invalid', value: flags.invalid, source: '--invalid' });
   }
   if (flags.batchSize !== undefined) {
-    overrides.push({ key: 'dedup.batchSize', value: Number(flags.batchSize), source: '--batch-size' });
+    // Only digits become a number; anything else reaches the schema as given, so the error quotes it.
+    const value = /^\s*\d+\s*$/.test(flags.batchSize) ? Number(flags.batchSize) : flags.batchSize;
+    overrides.push({ key: 'dedup.batchSize', value, source: '--batch-size' });
   }
   if (flags.maxLineBytes !== undefined) {
     overrides.push({
@@ -225,8 +226,8 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
   return overrides;
 }
 
-/** `--store` (or the default directory) fills in the RocksDB location key, whatever the store calls it. */
-async function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): Promise<void> {
+/** `--store` (or the default directory) sets the RocksDB store's `path`; other stores refuse `--store`. */
+function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void {
   const section = config.repository as Record<string, unknown> & { type: string };
   if (storeFlag === dedupDefaults.memoryStore) {
     // A one-shot run: whatever store the config names, nothing is kept after it.
@@ -239,24 +240,13 @@ async function chooseStoreDir(config: CliConfig, storeFlag: string | undefined):
       throw new ConfigError(
         'repository.type',
         `--store needs the rocksdb store, but the config selects ${section.type}`,
-        {
-          source: '--store',
-        },
+        { source: '--store' },
       );
     }
     return;
   }
-  const module = await loadRepositoryModule('rocksdb');
-  const keys = Object.keys(objectShape(module.optionsSchema)?.shape ?? {});
-  const key = ['location', 'path', 'dir', 'directory'].find((k) => keys.includes(k));
-  if (key === undefined) {
-    throw new ConfigError(
-      'repository',
-      'the rocksdb store names no directory option; --store cannot be applied',
-    );
-  }
-  if (storeFlag !== undefined) section[key] = storeFlag;
-  else section[key] ??= dedupDefaults.storeDir;
+  if (storeFlag !== undefined) section.path = storeFlag;
+  else section.path ??= dedupDefaults.storeDir;
 }
 
 /** Where seen ids are kept, for the summary: a user should never wonder which store a run marked. */
@@ -275,6 +265,7 @@ const IGNORED_CONSUMER_KEYS = [
   'nullId',
   'inProgress',
   'storeFailure',
+  'lostClaim',
 ];
 
 /** Consumer keys that make no sense for dedup are ignored, but never silently. */
@@ -282,11 +273,9 @@ function warnIgnored(config: CliConfig): void {
   const info = configSource(config);
   if (!info) return;
   const set = new Set<string>();
-  if (info.text !== undefined) {
-    const consumer = parseToml(info.text, info.file ?? '<config>').consumer;
-    if (consumer && typeof consumer === 'object') {
-      for (const key of Object.keys(consumer)) if (IGNORED_CONSUMER_KEYS.includes(key)) set.add(key);
-    }
+  const consumer = info.fileData?.consumer;
+  if (consumer && typeof consumer === 'object') {
+    for (const key of Object.keys(consumer)) if (IGNORED_CONSUMER_KEYS.includes(key)) set.add(key);
   }
   for (const entry of info.env) {
     if (entry.path[0] === 'consumer' && IGNORED_CONSUMER_KEYS.includes(entry.path[1] as string)) {

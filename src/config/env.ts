@@ -32,7 +32,7 @@ export function readEnvOverrides(
     const segments = variable.slice(marker.length).split('__');
     if (segments.some((s) => s === '')) {
       throw new ConfigError(variable, 'empty key segment; separate keys with exactly two underscores', {
-        source: 'env',
+        label: `env ${variable}`,
       });
     }
     let current: z.ZodType | undefined = schema;

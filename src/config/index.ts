@@ -1,11 +1,22 @@
 export { type ConsumerConfig, consumerConfigSchema, consumerDefaults } from '../consumer/options.js';
 export { type RepositoryType, repositoryTypes } from '../repositories/registry.js';
+export {
+  type ConsumerCodeOptions,
+  type ConsumerSetup,
+  type ConsumerSetupConfig,
+  consumerFromConfig,
+  consumerOptionsFromConfig,
+  openConsumer,
+} from './consumer.js';
 export { coerceEnvValue, type EnvOverride } from './env.js';
+export { type OptionsOrigin, optionError, parseOptions, toConfigError } from './issues.js';
 export { DEFAULT_ENV_PREFIX, type LoadConfigOptions, loadConfig, parseToml } from './load.js';
+export { isSecretKey, redactValue } from './redact.js';
 export {
   openRepository,
   type RepositorySection,
   type ResolvedRepository,
+  type ResolveRepositoryOptions,
   repositorySectionSchema,
   resolveRepository,
 } from './repository.js';

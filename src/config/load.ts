@@ -3,7 +3,7 @@ import { parse, TomlError } from 'smol-toml';
 import type { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { coerceEnvValue, readEnvOverrides } from './env.js';
-import { toConfigError } from './issues.js';
+import { parseOptions } from './issues.js';
 import { schemaAt } from './schema-walk.js';
 import { type ConfigOverride, type ConfigSourceInfo, rememberSource } from './sources.js';
 
@@ -39,10 +39,12 @@ export async function loadConfig<S extends z.ZodType>(
   const text = options.text ?? (file === undefined ? undefined : await readText(file));
   const name = file ?? (text === undefined ? undefined : '<config>');
 
-  const input = text === undefined ? {} : parseToml(text, name as string);
+  const fileData = text === undefined ? undefined : parseToml(text, name as string);
+  const input = fileData === undefined ? {} : structuredClone(fileData);
   const envOverrides = readEnvOverrides(schema, env, prefix);
   for (const entry of envOverrides) {
-    setPath(input, entry.path, coerceEnvValue(entry.raw, schemaAt(schema, entry.path)), entry.variable);
+    const value = coerceEnvValue(entry.raw, schemaAt(schema, entry.path));
+    setPath(input, entry.path, value, `env ${entry.variable}`);
   }
   const overrides = options.overrides ?? [];
   for (const override of overrides) {
@@ -54,13 +56,13 @@ export async function loadConfig<S extends z.ZodType>(
   const info: ConfigSourceInfo = {
     ...(name === undefined ? {} : { file: name }),
     ...(text === undefined ? {} : { text }),
+    ...(fileData === undefined ? {} : { fileData }),
     env: envOverrides,
     overrides,
   };
-  const result = schema.safeParse(input);
-  if (!result.success) throw toConfigError(result.error, { input, schema, info });
-  rememberSource(result.data, info);
-  return result.data;
+  const config = parseOptions(schema, input, { kind: 'config', info });
+  rememberSource(config, info);
+  return config;
 }
 
 /** Parses TOML into plain objects; a syntax error names `file:line:column`. */
@@ -107,7 +109,8 @@ function plain(value: unknown): unknown {
 function setPath(target: Record<string, unknown>, path: readonly string[], value: unknown, source: string) {
   let current = target;
   for (const step of path.slice(0, -1)) {
-    const next = current[step];
+    // Own keys only: an env name such as IDEM__CONSTRUCTOR__NAME must not walk into Object.prototype.
+    const next = Object.hasOwn(current, step) ? current[step] : undefined;
     if (next === undefined) current[step] = {};
     else if (next === null || typeof next !== 'object' || Array.isArray(next)) {
       throw new ConfigError(path.join('.'), `cannot set a key inside ${step}, which is not a table`, {

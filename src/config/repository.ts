@@ -10,8 +10,8 @@ import {
 } from '../repositories/registry.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { coerceEnvValue } from './env.js';
-import { toConfigError } from './issues.js';
-import { matchKey, objectShape } from './schema-walk.js';
+import { type OptionsOrigin, parseOptions } from './issues.js';
+import { looseKey, matchKey, objectShape } from './schema-walk.js';
 import { type ConfigSourceInfo, configSource, sourceOf } from './sources.js';
 
 /**
@@ -21,9 +21,7 @@ import { type ConfigSourceInfo, configSource, sourceOf } from './sources.js';
 export const repositorySectionSchema = z
   .object({
     type: z
-      .enum(repositoryTypes, {
-        error: (issue) => `unknown repository type ${JSON.stringify(issue.input)}; ${validTypes()}`,
-      })
+      .enum(repositoryTypes, { error: `unknown repository type; ${validTypes()}` })
       .default(defaultRepositoryType),
   })
   .loose();
@@ -38,49 +36,80 @@ export interface ResolvedRepository {
   readonly options: unknown;
 }
 
+/** Options of {@link resolveRepository} and {@link openRepository}. */
+export interface ResolveRepositoryOptions {
+  /** Receives config warnings (keys ignored after a store switch); default `process.emitWarning`. */
+  readonly onWarning?: (message: string) => void;
+}
+
 /**
  * Loads the store named by `config.repository.type` and validates the rest of the table with its
  * `optionsSchema`. Errors name `repository.<key>` and, for a config from loadConfig, the file line or env
  * variable that set it. Env keys are matched to the store's keys here, because only now is the schema known.
+ *
+ * When env or a flag switches the store away from the one the file was written for, the file's keys that the
+ * chosen store does not have are ignored with a warning, so `IDEM__REPOSITORY__TYPE=memory` works over a file
+ * written for Redis.
  */
-export async function resolveRepository(config: {
-  readonly repository: RepositorySection;
-}): Promise<ResolvedRepository> {
+export async function resolveRepository(
+  config: { readonly repository: RepositorySection },
+  options: ResolveRepositoryOptions = {},
+): Promise<ResolvedRepository> {
   const info = configSource(config);
-  const input0 = config.repository ?? {};
-  const parsed = repositorySectionSchema.safeParse(input0);
-  if (!parsed.success) {
-    throw toConfigError(parsed.error, {
-      input: input0,
-      schema: repositorySectionSchema,
-      prefix: ['repository'],
-      ...(info ? { info } : {}),
-    });
-  }
-  const section = parsed.data;
+  const origin: OptionsOrigin = { kind: 'config', info, prefix: ['repository'] };
+  const section = parseOptions(repositorySectionSchema, config.repository ?? {}, origin);
   const module = await loadRepositoryModule(section.type).catch((error: unknown) => {
     throw rekeySource(error, info);
   });
   const { type: _type, ...raw } = section;
-  const input = info ? applyStoreEnv(raw, module.optionsSchema, info) : raw;
-  const result = module.optionsSchema.safeParse(input);
-  if (!result.success) {
-    throw toConfigError(result.error, {
-      input,
-      schema: module.optionsSchema,
-      prefix: ['repository'],
-      ...(info ? { info } : {}),
-    });
+  let input = info ? applyStoreEnv(raw, module.optionsSchema, info) : raw;
+  if (info) input = dropOtherStoreKeys(input, section.type, module.optionsSchema, info, options);
+  return { type: section.type, module, options: parseOptions(module.optionsSchema, input, origin) };
+}
+
+/**
+ * Keys the file set for another store, when env or a flag chose this one: dropped, each named in a warning.
+ * Keys set by env or flags are kept (and fail validation if the store does not know them).
+ */
+function dropOtherStoreKeys(
+  input: Record<string, unknown>,
+  type: RepositoryType,
+  schema: z.ZodType,
+  info: ConfigSourceInfo,
+  options: ResolveRepositoryOptions,
+): Record<string, unknown> {
+  const fileSection = info.fileData?.repository;
+  if (!isTable(fileSection)) return input;
+  const fileType = typeof fileSection.type === 'string' ? fileSection.type : defaultRepositoryType;
+  if (fileType === type) return input;
+  const known = objectShape(schema)?.shape ?? {};
+  const kept = { ...input };
+  const ignored: string[] = [];
+  for (const key of Object.keys(fileSection)) {
+    if (key === 'type' || Object.hasOwn(known, key) || !Object.hasOwn(kept, key)) continue;
+    if (setOutsideFile(info, key)) continue;
+    delete kept[key];
+    ignored.push(`repository.${key}`);
   }
-  return { type: section.type, module, options: result.data };
+  if (ignored.length > 0) {
+    const where = sourceOf(info, ['repository', 'type']) ?? 'the config';
+    const warn =
+      options.onWarning ?? ((message: string) => process.emitWarning(message, 'IdemConfigWarning'));
+    warn(
+      `${info.file ?? '<config>'}: ignoring ${ignored.join(', ')}: written for the ${fileType} store, ` +
+        `but ${where} selects ${type}`,
+    );
+  }
+  return kept;
 }
 
 /** Opens the configured repository; close it when done. */
-export async function openRepository(config: {
-  readonly repository: RepositorySection;
-}): Promise<IdempotentRepository> {
-  const { module, options } = await resolveRepository(config);
-  return module.create(options);
+export async function openRepository(
+  config: { readonly repository: RepositorySection },
+  options: ResolveRepositoryOptions = {},
+): Promise<IdempotentRepository> {
+  const { module, options: storeOptions } = await resolveRepository(config, options);
+  return module.create(storeOptions);
 }
 
 /**
@@ -102,19 +131,31 @@ function applyStoreEnv(
       const guessed = steps[k] as string;
       const shape: Record<string, z.ZodType> | undefined = current && objectShape(current)?.shape;
       const key: string = (shape && matchKey(shape, guessed)) ?? guessed;
-      current = shape?.[key];
-      const value = target[guessed];
+      // Own keys only, so names such as CONSTRUCTOR never reach Object.prototype.
+      current = shape && Object.hasOwn(shape, key) ? shape[key] : undefined;
+      const value = Object.hasOwn(target, guessed) ? target[guessed] : undefined;
       if (key !== guessed) delete target[guessed];
       if (k === steps.length - 1) {
         target[key] = coerceEnvValue(entry.raw, current);
       } else {
-        const next = { ...(isTable(target[key]) ? target[key] : {}), ...(isTable(value) ? value : {}) };
+        const existing = Object.hasOwn(target, key) ? target[key] : undefined;
+        const next = { ...(isTable(existing) ? existing : {}), ...(isTable(value) ? value : {}) };
         target[key] = next;
         target = next;
       }
     }
   }
   return input;
+}
+
+/** True when env or a flag (re)set `repository.<key>`, so it is the user's choice for this store. */
+function setOutsideFile(info: ConfigSourceInfo, key: string): boolean {
+  const loose = looseKey(key);
+  return (
+    info.env.some(
+      (e) => e.path[0] === 'repository' && e.path[1] !== undefined && looseKey(e.path[1]) === loose,
+    ) || info.overrides.some((o) => o.key.split('.')[0] === 'repository' && o.key.split('.')[1] === key)
+  );
 }
 
 function isTable(value: unknown): value is Record<string, unknown> {

@@ -44,7 +44,8 @@ export function schemaAt(schema: z.ZodType, path: readonly string[]): z.ZodType 
   let current: z.ZodType | undefined = schema;
   for (const step of path) {
     const object: ReturnType<typeof objectShape> = current && objectShape(current);
-    current = object?.shape[step];
+    // Own keys only: `constructor` or `toString` from an env name must not reach Object.prototype.
+    current = object && Object.hasOwn(object.shape, step) ? object.shape[step] : undefined;
     if (!current) return undefined;
   }
   return current;

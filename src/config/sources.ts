@@ -16,6 +16,8 @@ export interface ConfigSourceInfo {
   /** The file name as given (`--config`, `IDEM_CONFIG` or the `path` option). */
   readonly file?: string;
   readonly text?: string;
+  /** The file as parsed, before env and overrides, so callers never read or parse it again. */
+  readonly fileData?: Readonly<Record<string, unknown>>;
   readonly env: readonly EnvOverride[];
   readonly overrides: readonly ConfigOverride[];
 }
@@ -32,23 +34,38 @@ export function configSource(config: object): ConfigSourceInfo | undefined {
   return infoByConfig.get(config);
 }
 
-/** Names where the value at `path` was set: the flag, the env variable, or `file:line`. */
+/**
+ * Names where the value at `path` was set: the flag, the env variable, or `file:line`. A key that only an env
+ * variable or flag below it created (`IDEM__CONSUMR__TTL` makes an unknown `consumr`) is named by that variable.
+ */
 export function sourceOf(info: ConfigSourceInfo, path: readonly string[]): string | undefined {
-  const covers = (setAt: readonly string[]) =>
-    setAt.length <= path.length && setAt.every((step, i) => step === path[i]);
-  const override = [...info.overrides].reverse().find((o) => covers(o.key.split('.')));
-  if (override) return override.source ?? `override ${override.key}`;
   // Env keys are matched loosely (case, `_`), and store keys are only known after loading, so compare loosely.
   const loose = path.map(looseKey);
-  const env = [...info.env]
-    .reverse()
-    .find((e) => e.path.length <= path.length && e.path.every((step, i) => looseKey(step) === loose[i]));
-  if (env) return `env ${env.variable}`;
-  if (info.file === undefined) return undefined;
-  // A missing key has no line of its own: name the closest enclosing table instead.
-  let line: number | undefined;
-  for (let n = path.length; info.text !== undefined && line === undefined && n > 0; n--) {
-    line = locateKey(info.text, path.slice(0, n));
+  const prefixOf = (shorter: readonly string[], longer: readonly string[]) =>
+    shorter.length <= longer.length &&
+    shorter.every((step, i) => looseKey(step) === looseKey(longer[i] as string));
+  const override = (within: (setAt: string[]) => boolean) =>
+    [...info.overrides].reverse().find((o) => within(o.key.split('.')));
+  const env = (within: (setAt: readonly string[]) => boolean) =>
+    [...info.env].reverse().find((e) => within(e.path));
+  const name = (o: ConfigOverride) => o.source ?? `override ${o.key}`;
+
+  const covering = override((setAt) => prefixOf(setAt, path));
+  if (covering) return name(covering);
+  const envCovering = env((setAt) => prefixOf(setAt, loose));
+  if (envCovering) return `env ${envCovering.variable}`;
+  const exact = info.text === undefined ? undefined : locateKey(info.text, path);
+  if (exact !== undefined) return `${info.file ?? '<config>'}:${exact}`;
+  // A key nobody set (missing) or a key only a variable created: walk out through the enclosing tables and
+  // name the first one the file sets, or the variable or flag that created it.
+  for (let n = path.length; n > 0; n--) {
+    const table = path.slice(0, n);
+    const line = n < path.length && info.text !== undefined ? locateKey(info.text, table) : undefined;
+    if (line !== undefined) return `${info.file ?? '<config>'}:${line}`;
+    const below = override((setAt) => prefixOf(table, setAt));
+    if (below) return name(below);
+    const envBelow = env((setAt) => prefixOf(table.map(looseKey), setAt));
+    if (envBelow) return `env ${envBelow.variable}`;
   }
-  return line === undefined ? info.file : `${info.file}:${line}`;
+  return info.file;
 }

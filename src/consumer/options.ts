@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { ConfigError } from '../errors.js';
+import { type OptionsOrigin, parseOptions } from '../config/issues.js';
 import type { IdempotentRepository } from '../repositories/types.js';
-import { durationMs, parseDuration } from '../util/duration.js';
+import { durationMs, durationSchema } from '../util/duration.js';
 import type { HandlerContext, IdSelector, TimestampSelector } from './types.js';
 
 /** Defaults of the consumer, written once; config and the constructor both read them from here. */
@@ -14,6 +14,7 @@ export const consumerDefaults = {
   nullId: 'forward',
   inProgress: 'error',
   storeFailure: 'fail',
+  lostClaim: 'report',
 } as const;
 
 /** Defaults of event-time mode (KIP-655), written once. */
@@ -26,17 +27,7 @@ export const eventTimeDefaults = {
 } as const;
 
 /** A duration that may be zero (an interval of 0 still makes equal timestamps duplicates). */
-const intervalMs = z.union([z.number(), z.string()]).transform((value, ctx) => {
-  const ms = parseDuration(value);
-  if (ms === undefined || ms < 0 || !Number.isInteger(ms)) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `expected a duration such as 0ms, 500ms, 30s or 5m, got ${JSON.stringify(value)}`,
-    });
-    return z.NEVER;
-  }
-  return ms;
-});
+const intervalMs = durationSchema({ allowZero: true, integer: true });
 
 /** The `[consumer.eventTime]` table: event-time deduplication (KIP-655) instead of the processing-time TTL. */
 export const eventTimeConfigSchema = z
@@ -68,6 +59,7 @@ export const consumerConfigSchema = z
     nullId: z.enum(['forward', 'reject']).default(consumerDefaults.nullId),
     inProgress: z.enum(['duplicate', 'error']).default(consumerDefaults.inProgress),
     storeFailure: z.enum(['fail', 'process']).default(consumerDefaults.storeFailure),
+    lostClaim: z.enum(['report', 'error']).default(consumerDefaults.lostClaim),
     eventTime: eventTimeConfigSchema.optional(),
   })
   .strict();
@@ -147,6 +139,12 @@ export interface IdempotentConsumerOptions<M> {
   /** Store down: `fail` raises RepositoryError and treats nothing as new; `process` handles messages as new. */
   readonly storeFailure?: 'fail' | 'process';
   /**
+   * A confirm that fails because the claim was lost: the handler outlived its lease and another owner took the
+   * id over, so the effect may happen twice. `report` (default): the result says so and the stats count it.
+   * `error`: the call rejects with a {@link ClaimLostError}. Either way, the id is the other owner's now.
+   */
+  readonly lostClaim?: 'report' | 'error';
+  /**
    * Event-time deduplication (KIP-655) for this consumer. When set, the forwarding decision follows event
    * time and `mode`, `ttlMs`, `leaseMs`, `removeOnFailure` and `inProgress` do not apply (see docs/event-time.md).
    */
@@ -161,60 +159,148 @@ export type ResolvedConsumerOptions<M> = Required<
     readonly eventTime?: ResolvedEventTimeOptions<M>;
   };
 
-/** Applies defaults; the numbers are checked here because code-built options skip the config schema. */
-export function resolveConsumerOptions<M>(options: IdempotentConsumerOptions<M>): ResolvedConsumerOptions<M> {
-  const resolved = { ...consumerDefaults, ...stripUndefined(options) } as ResolvedConsumerOptions<M>;
-  for (const key of ['ttlMs', 'leaseMs'] as const) {
-    const value = resolved[key];
-    if (!Number.isFinite(value) || value <= 0) {
-      throw new ConfigError(key, `expected a positive number of milliseconds, got ${String(value)}`);
+/** The constructor that takes these options, as errors name it. */
+const CONSUMER_OWNER = 'new IdempotentConsumer(...)';
+
+const HUMAN_DURATIONS: readonly [number, string][] = [
+  [365 * 86_400_000, 'years'],
+  [86_400_000, 'days'],
+  [3_600_000, 'hours'],
+];
+
+/** `630720000000 ms (20 years)`: a large limit in words a person can check. */
+function msInWords(ms: number): string {
+  const unit = HUMAN_DURATIONS.find(([size]) => ms >= 2 * size);
+  return unit ? `${ms} ms (${Math.floor(ms / unit[0])} ${unit[1]})` : `${ms} ms`;
+}
+
+/** A dotted field path (`a.b`, no empty step) or a function; required where the schema says so. */
+function selectorSchema(required: boolean) {
+  return z.custom<unknown>(
+    (value) =>
+      typeof value === 'function' ||
+      (typeof value === 'string' && value.split('.').every((step) => step.length > 0)) ||
+      (!required && value === undefined),
+    {
+      error: (issue) =>
+        issue.input === undefined ? 'is required' : 'must be a dotted field path ("a.b") or a function',
+    },
+  );
+}
+
+const functionSchema = z.custom<unknown>((value) => value === undefined || typeof value === 'function', {
+  error: 'must be a function',
+});
+
+const positiveMs = z
+  .number({ error: 'must be a number of milliseconds' })
+  .positive({ error: 'must be greater than 0' });
+
+const wholeMs = z
+  .number({ error: 'must be a whole number of milliseconds' })
+  .int({ error: 'must be a whole number of milliseconds' })
+  .min(0, { error: 'must be at least 0' });
+
+/** Event-time options as code passes them (the config table is {@link eventTimeConfigSchema}). */
+const eventTimeOptionsSchema = z
+  .object({
+    intervalMs: wholeMs,
+    timestamp: selectorSchema(false).optional(),
+    by: z.enum(['key', 'keyValue']).optional(),
+    valueId: selectorSchema(false).optional(),
+    invalidTimestamp: z.enum(['fail', 'forward']).optional(),
+    extraRetentionMs: wholeMs.optional(),
+  })
+  .strict()
+  .superRefine((options, ctx) => {
+    const by = options.by ?? eventTimeDefaults.by;
+    if (by === 'keyValue' && options.valueId === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['valueId'], message: 'is required with by = "keyValue"' });
     }
-  }
-  if (!resolved.repository) throw new ConfigError('repository', 'a repository is required');
-  if (resolved.id === undefined) throw new ConfigError('id', 'expected a field path or a function');
+    if (by === 'key' && options.valueId !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['valueId'], message: 'is only used with by = "keyValue"' });
+    }
+  });
+
+/** Every option of {@link IdempotentConsumerOptions}, checked as strictly as a config file. */
+const consumerOptionsSchema = z
+  .object({
+    repository: z.custom<IdempotentRepository>(isRepository, {
+      error: (issue) =>
+        issue.input === undefined ? 'is required' : 'must be a repository (an IdempotentRepository)',
+    }),
+    id: selectorSchema(true),
+    mode: z.enum(['eager', 'lazy']).optional(),
+    ttlMs: positiveMs.optional(),
+    leaseMs: positiveMs.optional(),
+    removeOnFailure: z.boolean().optional(),
+    skipDuplicate: z.boolean().optional(),
+    onDuplicate: functionSchema.optional(),
+    nullId: z.enum(['forward', 'reject']).optional(),
+    inProgress: z.enum(['duplicate', 'error']).optional(),
+    storeFailure: z.enum(['fail', 'process']).optional(),
+    lostClaim: z.enum(['report', 'error']).optional(),
+    eventTime: eventTimeOptionsSchema.optional(),
+  })
+  .strict()
+  .superRefine((options, ctx) => {
+    // A TTL or lease the store would silently cut short is a configuration error, not a surprise later.
+    const max = options.repository.capabilities?.maxTtlMs;
+    if (max === undefined) return;
+    for (const key of ['ttlMs', 'leaseMs'] as const) {
+      const value = options[key] ?? consumerDefaults[key];
+      if (value > max) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: `must be at most ${msInWords(max)}, the longest the store can keep`,
+        });
+      }
+    }
+  });
+
+function isRepository(value: unknown): value is IdempotentRepository {
+  const candidate = value as Partial<IdempotentRepository> | null | undefined;
+  return (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.addMany === 'function' &&
+    typeof candidate.confirmMany === 'function'
+  );
+}
+
+/**
+ * Checks the options exactly as config is checked (each problem a ConfigError such as
+ * `option ttlMs of new IdempotentConsumer(...): must be a number of milliseconds, got NaN`) and applies the
+ * defaults.
+ */
+export function resolveConsumerOptions<M>(
+  options: IdempotentConsumerOptions<M>,
+  owner = CONSUMER_OWNER,
+): ResolvedConsumerOptions<M> {
+  const origin: OptionsOrigin = { kind: 'code', owner };
+  const given = stripUndefined(options);
+  const eventTime = options.eventTime && stripUndefined(options.eventTime);
+  parseOptions(consumerOptionsSchema, eventTime ? { ...given, eventTime } : given, origin);
+  const resolved = { ...consumerDefaults, ...given } as ResolvedConsumerOptions<M>;
   if (options.eventTime !== undefined) {
-    return { ...resolved, eventTime: resolveEventTimeOptions(options.eventTime) };
+    return { ...resolved, eventTime: resolveEventTimeOptions(options.eventTime, owner) };
   }
   return resolved;
 }
 
-/** Applies the event-time defaults and checks what the type system cannot. */
-export function resolveEventTimeOptions<M>(options: EventTimeOptions<M>): ResolvedEventTimeOptions<M> {
-  const resolved = { ...eventTimeDefaults, ...stripUndefined(options) } as ResolvedEventTimeOptions<M>;
-  const { by, valueId, timestamp } = resolved;
-  for (const key of ['intervalMs', 'extraRetentionMs'] as const) {
-    const value = resolved[key];
-    if (!Number.isSafeInteger(value) || value < 0) {
-      throw new ConfigError(
-        `eventTime.${key}`,
-        `expected a whole number of milliseconds >= 0, got ${String(value)}`,
-      );
-    }
-  }
-  if (by !== 'key' && by !== 'keyValue') {
-    throw new ConfigError('eventTime.by', `expected "key" or "keyValue", got ${JSON.stringify(by)}`);
-  }
-  if (by === 'keyValue' && valueId === undefined) {
-    throw new ConfigError('eventTime.valueId', 'required with by = "keyValue"');
-  }
-  if (by === 'key' && valueId !== undefined) {
-    throw new ConfigError('eventTime.valueId', 'only used with by = "keyValue"');
-  }
-  for (const [key, selector] of [
-    ['timestamp', timestamp],
-    ['valueId', valueId],
-  ] as const) {
-    if (typeof selector === 'string' && selector.split('.').some((step) => step.length === 0)) {
-      throw new ConfigError(`eventTime.${key}`, `bad field path ${JSON.stringify(selector)}`);
-    }
-  }
-  if (resolved.invalidTimestamp !== 'fail' && resolved.invalidTimestamp !== 'forward') {
-    throw new ConfigError(
-      'eventTime.invalidTimestamp',
-      `expected "fail" or "forward", got ${JSON.stringify(resolved.invalidTimestamp)}`,
-    );
-  }
-  return resolved;
+/** Applies the event-time defaults after checking the options like config (errors name `eventTime.<key>`). */
+export function resolveEventTimeOptions<M>(
+  options: EventTimeOptions<M>,
+  owner = CONSUMER_OWNER,
+): ResolvedEventTimeOptions<M> {
+  const given = stripUndefined(options);
+  parseOptions(
+    z.object({ eventTime: eventTimeOptionsSchema }),
+    { eventTime: given },
+    { kind: 'code', owner },
+  );
+  return { ...eventTimeDefaults, ...given } as ResolvedEventTimeOptions<M>;
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

@@ -1,44 +1,36 @@
 // tsyringe needs the Reflect metadata API to exist before it loads, even though we register by token only.
 import 'reflect-metadata';
 import { type DependencyContainer, instanceCachingFactory, container as rootContainer } from 'tsyringe';
-import { openRepository, type RepositorySection } from '../config/repository.js';
-import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import {
-  type ConsumerConfig,
-  eventTimeFromConfig,
-  type IdempotentConsumerOptions,
-} from '../consumer/options.js';
-import type { IdSelector } from '../consumer/types.js';
-import { ConfigError } from '../errors.js';
+  type ConsumerCodeOptions,
+  type ConsumerSetupConfig,
+  consumerFromConfig,
+} from '../config/consumer.js';
+import { openRepository, type ResolveRepositoryOptions } from '../config/repository.js';
+import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { CONFIG, CONSUMER, REPOSITORY } from './tokens.js';
 
 /** The part of a loaded config the container reads: `[repository]` and `[consumer]`. */
-export interface ContainerConfig {
-  readonly repository: RepositorySection;
-  readonly consumer: ConsumerConfig;
-}
+export type ContainerConfig = ConsumerSetupConfig;
 
 /** Options only code can give: hooks, an id function, a parent container. */
-export interface BuildContainerOptions<M> {
+export interface BuildContainerOptions<M> extends ConsumerCodeOptions<M>, ResolveRepositoryOptions {
   /** The container to derive from; default tsyringe's root container. Ours is always a child of it. */
   readonly parent?: DependencyContainer;
-  /** Replaces `consumer.id` (e.g. a function or a composite id). */
-  readonly id?: IdSelector<M>;
-  /** Consumer options beyond the config file (hooks); they win over `[consumer]`. */
-  readonly consumer?: Partial<Omit<IdempotentConsumerOptions<M>, 'repository' | 'id'>>;
 }
 
 /**
  * Builds a child container from config: opens the configured repository (tsyringe factories are synchronous,
- * so it is opened here and registered as a value) and registers a factory for the consumer. Switching stores
+ * so it is opened here and registered as a value) and registers a factory for the consumer, both built the
+ * way the CLI and the node build them (src/config/consumer.ts). Switching stores
  * is a config change. Close with {@link disposeContainer}.
  */
 export async function buildContainer<M = unknown>(
   config: ContainerConfig,
   options: BuildContainerOptions<M> = {},
 ): Promise<DependencyContainer> {
-  return createContainer(config, await openRepository(config), options);
+  return createContainer(config, await openRepository(config, options), options);
 }
 
 /**
@@ -61,36 +53,7 @@ export function createContainer<M = unknown>(
   return child;
 }
 
-/** Builds a consumer from the `[consumer]` table; code options (id function, hooks) win. */
-export function consumerFromConfig<M>(
-  consumer: ConsumerConfig,
-  repository: IdempotentRepository,
-  options: Pick<BuildContainerOptions<M>, 'id' | 'consumer'> = {},
-): IdempotentConsumer<M> {
-  const id = options.id ?? consumer.id;
-  if (id === undefined) {
-    throw new ConfigError(
-      'consumer.id',
-      'required: the dotted field path of the message id (or pass an id in code)',
-    );
-  }
-  return new IdempotentConsumer<M>({
-    repository,
-    id,
-    mode: consumer.mode,
-    ttlMs: consumer.ttl,
-    leaseMs: consumer.lease,
-    removeOnFailure: consumer.removeOnFailure,
-    skipDuplicate: consumer.skipDuplicate,
-    nullId: consumer.nullId,
-    inProgress: consumer.inProgress,
-    storeFailure: consumer.storeFailure,
-    ...(consumer.eventTime
-      ? { eventTime: eventTimeFromConfig(consumer.eventTime) as IdempotentConsumerOptions<M>['eventTime'] }
-      : {}),
-    ...options.consumer,
-  });
-}
+export { consumerFromConfig };
 
 /** The container's repository. */
 export function repositoryOf(container: DependencyContainer): IdempotentRepository {

@@ -1,5 +1,6 @@
-import { type Logger, pino } from 'pino';
+import { type DestinationStream, type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
+import { logRedactPaths, REDACTED } from '../config/redact.js';
 import { openRepository } from '../config/repository.js';
 import { ConfigError } from '../errors.js';
 import type { IdempotentRepository } from '../repositories/types.js';
@@ -32,12 +33,17 @@ export interface RunNodeOptions {
  * Resolves to one of {@link nodeExitCodes}; the caller exits with it.
  */
 export async function runNode(options: RunNodeOptions = {}): Promise<number> {
-  const logger = pino({ name: 'idem-node' }, pino.destination({ fd: 1, sync: false }));
+  const logger = nodeLogger(pino.destination({ fd: 1, sync: false }));
   try {
     return await run(options, logger);
   } finally {
     await new Promise<void>((resolve) => logger.flush(() => resolve()));
   }
+}
+
+/** The node's JSON logger. Secrets (SASL, passwords, TLS keys) never reach it, whatever object carries them. */
+export function nodeLogger(destination: DestinationStream): Logger {
+  return pino({ name: 'idem-node', redact: { paths: [...logRedactPaths], censor: REDACTED } }, destination);
 }
 
 async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
@@ -48,7 +54,7 @@ async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
       ...(options.configPath ? { path: options.configPath } : {}),
       ...(options.env ? { env: options.env } : {}),
     });
-    repository = await openRepository(config);
+    repository = await openRepository(config, { onWarning: (warning) => logger.warn(warning) });
   } catch (error) {
     if (!(error instanceof ConfigError)) {
       logger.error({ err: error }, 'cannot open the repository');

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { configSections } from '../config/sections.js';
 import { type IdSource, idSourceSchema } from '../kafka/index.js';
+import { tlsSettingSchema } from '../repositories/shared-options.js';
 import { durationMs } from '../util/duration.js';
 
 /** Defaults of the dedup node, written once. */
@@ -37,24 +38,13 @@ const saslSchema = z
   })
   .strict();
 
-/** TLS settings passed to Node's `tls.connect` (PEM text, not file paths, as for the Redis store). */
-const tlsSchema = z
-  .object({
-    ca: z.string().optional(),
-    cert: z.string().optional(),
-    key: z.string().optional(),
-    servername: z.string().optional(),
-    rejectUnauthorized: z.boolean().optional(),
-  })
-  .strict();
-
 /** `[kafka]`: how to reach the cluster (shared by input, output and DLQ). */
 export const kafkaConnectionSchema = z
   .object({
     brokers: z.array(z.string().min(1)).min(1),
     clientId: z.string().min(1).default(nodeDefaults.clientId),
     /** `true` for TLS with the system CAs, or a table of TLS settings. */
-    ssl: z.union([z.boolean(), tlsSchema]).default(false),
+    ssl: tlsSettingSchema.default(false),
     sasl: saslSchema.optional(),
     /** How long a killed or stuck member keeps its partitions; the broker's minimum is 6 s. */
     sessionTimeout: durationMs.default(nodeDefaults.sessionTimeoutMs),
@@ -64,10 +54,10 @@ export const kafkaConnectionSchema = z
   .strict();
 
 /** `id = "uid"` is short for `id = { from = "value", path = "uid" }`. */
-const dedupIdSchema = z.union([
-  z.string().transform((path): IdSource => ({ from: 'value', path })),
-  idSourceSchema,
-]);
+const dedupIdSchema = z.union(
+  [z.string().transform((path): IdSource => ({ from: 'value', path })), idSourceSchema],
+  { error: 'must be a field path ("uid") or a table such as { from = "key" }' },
+);
 
 /**
  * The dedup node's config file (`node src/node/bin.ts --config node.toml`). Env overrides use

@@ -85,6 +85,11 @@ export interface RepositoryCapabilities {
   readonly maxIdBytes: number;
   /** `addMany`/`getMany` are a single store round trip rather than a loop. */
   readonly nativeBatch: boolean;
+  /**
+   * Longest TTL or lease the store can keep, in ms; undefined when it has no practical limit. The consumer
+   * refuses a `ttlMs` or `leaseMs` above it rather than let the store cut it short.
+   */
+  readonly maxTtlMs?: number;
 }
 
 /**

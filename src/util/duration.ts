@@ -11,15 +11,30 @@ export function parseDuration(value: string | number): number | undefined {
   return Math.round(Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
 }
 
-/** A zod schema for a positive duration given as ms or as a string like `24h`; the output is ms. */
-export const durationMs = z.union([z.number(), z.string()]).transform((value, ctx) => {
-  const ms = parseDuration(value);
-  if (ms === undefined || ms <= 0) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `expected a positive duration such as 500ms, 30s, 5m, 24h or 7d, got ${JSON.stringify(value)}`,
+/**
+ * A zod schema for a duration given as ms or as a string like `24h`; the output is ms. It must be positive
+ * unless `allowZero`; `integer` refuses fractions of a ms. Errors read `must be a duration like "5s" or a
+ * number of ms` (the option funnel adds the value given).
+ */
+export function durationSchema(options: { readonly allowZero?: boolean; readonly integer?: boolean } = {}) {
+  const expectation = `must be a duration like "5s" or a number of ms${options.allowZero ? ' (0 allowed)' : ''}`;
+  return z
+    .union([z.number(), z.string()], {
+      error: (issue) => (issue.input === undefined ? 'is required' : expectation),
+    })
+    .transform((value, ctx) => {
+      const ms = parseDuration(value);
+      const tooSmall = ms !== undefined && (options.allowZero ? ms < 0 : ms <= 0);
+      if (ms === undefined || tooSmall || (options.integer && !Number.isInteger(ms))) {
+        ctx.addIssue({
+          code: 'custom',
+          message: tooSmall ? `must be ${options.allowZero ? 'at least 0' : 'longer than 0'}` : expectation,
+        });
+        return z.NEVER;
+      }
+      return ms;
     });
-    return z.NEVER;
-  }
-  return ms;
-});
+}
+
+/** A zod schema for a positive duration given as ms or as a string like `24h`; the output is ms. */
+export const durationMs = durationSchema();

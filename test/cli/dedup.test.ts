@@ -170,7 +170,7 @@ describe('idem dedup', { skip }, () => {
       { args: [input], stderr: /consumer\.id: required/ },
       {
         args: ['--id', 'id', '--ttl', 'forever', input],
-        stderr: /--ttl: consumer\.ttl: expected a positive duration/,
+        stderr: /--ttl: consumer\.ttl: must be a duration like "5s" or a number of ms, got "forever"/,
       },
       { args: ['--id', 'id', '--invalid', 'maybe', input], stderr: /--invalid/ },
       { args: ['--id', 'id', '--bogus', input], stderr: /unknown option/ },

@@ -55,16 +55,16 @@ describe('loadConfig', () => {
   test('a bad value names the dotted key, its line, what was expected and the value given', async () => {
     const error = await configError(load('[consumer]\nmode = "lazy"\nttl = "soon"\n'));
     assert.equal(error.key, 'consumer.ttl');
-    assert.match(error.message, /^idem\.toml:3: consumer\.ttl: /);
-    assert.match(error.message, /expected a positive duration/);
-    assert.match(error.message, /"soon"/);
+    assert.equal(
+      error.message,
+      'idem.toml:3: consumer.ttl: must be a duration like "5s" or a number of ms, got "soon"',
+    );
   });
 
   test('a value of the wrong type says what was expected', async () => {
     const error = await configError(load('[consumer]\nskipDuplicate = "yes"\n'));
     assert.equal(error.key, 'consumer.skipDuplicate');
-    assert.match(error.message, /expected boolean/);
-    assert.match(error.message, /"yes"/);
+    assert.equal(error.message, 'idem.toml:2: consumer.skipDuplicate: must be true or false, got "yes"');
   });
 
   test('an unknown repository.type lists the valid types', async () => {

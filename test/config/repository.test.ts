@@ -58,7 +58,7 @@ describe('[repository]', () => {
   test('a missing required store option points at the [repository] table', async () => {
     const config = await load('[consumer]\nttl = "1h"\n\n[repository]\ntype = "redis"\n');
     const error = await configError(resolveRepository(config));
-    assert.match(error.message, /^idem\.toml:4: repository\.url: required/);
+    assert.equal(error.message, 'idem.toml:4: repository.url: is required: set url, host or cluster');
   });
 
   test('openRepository opens the configured store', async (t) => {

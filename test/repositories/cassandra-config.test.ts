@@ -64,6 +64,40 @@ describe('cassandra options (no server)', () => {
     );
   });
 
+  it('says in plain words what a bad option needs, naming the option and the call', async () => {
+    const message = (error: unknown) => (error instanceof ConfigError ? error.message : String(error));
+    await assert.rejects(
+      CassandraRepository.connect({ contactPoints, keyspace: "it's" }),
+      (error: unknown) => {
+        assert.equal(
+          message(error),
+          'option keyspace of CassandraRepository.connect(...): must be 1-48 letters, digits or "_", starting with a letter (a CQL name), got "it\'s"',
+        );
+        return true;
+      },
+    );
+    await assert.rejects(
+      CassandraRepository.connect({ contactPoints, batchConcurrency: 0 }),
+      (error: unknown) => {
+        assert.equal(
+          message(error),
+          'option batchConcurrency of CassandraRepository.connect(...): must be at least 1, got 0',
+        );
+        return true;
+      },
+    );
+    await assert.rejects(
+      CassandraRepository.connect({ contactPoints, username: 'u', password: 5 as never }),
+      (error: unknown) => {
+        assert.equal(
+          message(error),
+          'option password of CassandraRepository.connect(...): must be a string, got [redacted]',
+        );
+        return true;
+      },
+    );
+  });
+
   it('store-side TTLs are whole seconds rounded up, at least one', () => {
     assert.equal(ttlSeconds(10_000, 10_000), 1);
     assert.equal(ttlSeconds(10_001, 10_000), 1);

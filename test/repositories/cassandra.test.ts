@@ -27,6 +27,12 @@ describe('cassandra', { skip: skipUnlessEnabled('cassandra') }, () => {
   repositoryContract({
     name: 'cassandra',
     factory: ({ namespace }) => CassandraRepository.connect({ ...connection, namespace }),
-    capabilities: { persistent: true, shared: true, maxIdBytes: 1024, nativeBatch: false },
+    capabilities: {
+      persistent: true,
+      shared: true,
+      maxIdBytes: 1024,
+      nativeBatch: false,
+      maxTtlMs: 630_720_000_000,
+    },
   });
 });

@@ -25,12 +25,13 @@ async function scratch(t: TestContext, keyPrefix: string): Promise<RedisReposito
   return repo;
 }
 
-/** Asserts a ConfigError whose key and message name the setting. */
-function configError(key: string) {
+/** Asserts a ConfigError keyed `key` whose message names the setting (or is exactly `message`). */
+function configError(key: string, message?: string) {
   return (error: unknown) => {
     assert.ok(error instanceof ConfigError, String(error));
     assert.equal(error.key, key);
-    assert.ok(error.message.includes(key), error.message);
+    if (message !== undefined) assert.equal(error.message, message);
+    else assert.ok(error.message.includes(key.replace(/^repository\./, '')), error.message);
     return true;
   };
 }
@@ -46,8 +47,20 @@ describe('redis options', () => {
   });
 
   it('names the offending key in every config error', () => {
-    assert.throws(() => parseRedisOptions({}), configError('repository.url'));
-    assert.throws(() => parseRedisOptions({ url: 'http://127.0.0.1' }), configError('repository.url'));
+    assert.throws(
+      () => parseRedisOptions({}),
+      configError(
+        'repository.url',
+        'option url of RedisRepository.open(...): is required: set url, host or cluster',
+      ),
+    );
+    assert.throws(
+      () => parseRedisOptions({ url: 'http://127.0.0.1' }),
+      configError(
+        'repository.url',
+        'option url of RedisRepository.open(...): must be a redis:// or rediss:// URL, got "http://127.0.0.1"',
+      ),
+    );
     assert.throws(() => parseRedisOptions({ url: 'not a url' }), configError('repository.url'));
     assert.throws(
       () => parseRedisOptions({ url: 'redis://127.0.0.1', keyPrefix: 5 }),

@@ -1,8 +1,8 @@
 import type { Consumer, ConsumerConfig, Kafka, Producer } from 'kafkajs';
 import { z } from 'zod';
+import { type OptionsOrigin, optionError, parseOptions } from '../../config/issues.js';
 import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { MessageHandler } from '../../consumer/types.js';
-import { ConfigError } from '../../errors.js';
 import { type IdSource, idSourceSchema } from '../../kafka/index.js';
 import { durationMs } from '../../util/duration.js';
 import type { BlockInfo, DeadLetterEvent, KafkaRecord } from './types.js';
@@ -44,7 +44,10 @@ export const retrySchema = z
     maxAttempts: z.number().int().min(1).default(retryDefaults.maxAttempts),
   })
   .strict()
-  .refine((retry) => retry.maxMs >= retry.initialMs, { path: ['maxMs'], message: 'must be >= initialMs' });
+  .refine((retry) => retry.maxMs >= retry.initialMs, {
+    path: ['maxMs'],
+    message: 'must be at least initialMs',
+  });
 
 /**
  * The plain-data settings of the adapter (a `[kafka]` config table takes this shape). Clients, the handler and
@@ -107,33 +110,33 @@ export interface ResolvedKafkaAdapterOptions<R> extends KafkaAdapterConfig {
   readonly onDeadLetter: ((event: DeadLetterEvent) => void) | undefined;
 }
 
+const ORIGIN: OptionsOrigin = { kind: 'code', owner: 'runIdempotentConsumer(...)' };
+
 /** Validates the options; each problem is a ConfigError naming the option. */
 export function resolveKafkaAdapterOptions<R>(
   options: RunIdempotentConsumerOptions<R>,
 ): ResolvedKafkaAdapterOptions<R> {
   const { kafka, consumerConfig, consumer, idempotent, handler, dlq, onError, onDeadLetter, ...plain } =
     options;
-  const parsed = kafkaAdapterConfigSchema.safeParse({
-    ...plain,
-    ...(dlq ? { dlq: { topic: dlq.topic } } : {}),
-  });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0] as z.core.$ZodIssue;
-    const path = issue.path.map(String);
-    if (issue.code === 'unrecognized_keys') path.push(issue.keys[0] as string);
-    throw new ConfigError(path.join('.') || '(options)', issue.message, { cause: parsed.error });
-  }
-  const config = parsed.data;
+  const config = parseOptions(
+    kafkaAdapterConfigSchema,
+    { ...plain, ...(dlq ? { dlq: { topic: dlq.topic } } : {}) },
+    ORIGIN,
+  );
   if ((kafka === undefined) === (consumer === undefined)) {
-    throw new ConfigError('kafka', 'give exactly one of kafka (the adapter makes the consumer) or consumer');
+    throw optionError(
+      ['kafka'],
+      'give exactly one of kafka (the adapter makes the consumer) or consumer',
+      ORIGIN,
+    );
   }
   if (kafka && config.groupId === undefined) {
-    throw new ConfigError('groupId', 'required when the adapter creates the consumer from kafka');
+    throw optionError(['groupId'], 'is required when the adapter creates the consumer from kafka', ORIGIN);
   }
   if (dlq && !dlq.producer && !kafka) {
-    throw new ConfigError('dlq.producer', 'required when the consumer is given instead of kafka');
+    throw optionError(['dlq', 'producer'], 'is required when the consumer is given instead of kafka', ORIGIN);
   }
-  if (typeof handler !== 'function') throw new ConfigError('handler', 'expected a function');
+  if (typeof handler !== 'function') throw optionError(['handler'], 'must be a function', ORIGIN);
   checkConsumer(idempotent);
   return {
     ...config,
@@ -151,20 +154,22 @@ export function resolveKafkaAdapterOptions<R>(
 /** The wrapped consumer must read the adapter's id and give failed records back for retry. */
 function checkConsumer(idempotent: IdempotentConsumer<KafkaRecord> | undefined): void {
   if (!idempotent || typeof idempotent.processBatch !== 'function') {
-    throw new ConfigError('idempotent', 'expected an IdempotentConsumer<KafkaRecord>');
+    throw optionError(['idempotent'], 'must be an IdempotentConsumer<KafkaRecord>', ORIGIN);
   }
   const { id, removeOnFailure, eventTime } = idempotent.options;
   if (id !== kafkaRecordId && id !== 'id') {
-    throw new ConfigError(
-      'idempotent.id',
+    throw optionError(
+      ['idempotent', 'id'],
       'build the IdempotentConsumer with `id: kafkaRecordId`; the adapter `id` option says where ids come from',
+      ORIGIN,
     );
   }
   // Kept claims would make every retry of a failed record an in-progress wait until the lease lapses.
   if (!removeOnFailure && !eventTime) {
-    throw new ConfigError(
-      'idempotent.removeOnFailure',
+    throw optionError(
+      ['idempotent', 'removeOnFailure'],
       'must be true: the Kafka adapter retries failed records itself and then dead-letters them',
+      ORIGIN,
     );
   }
 }

@@ -1,5 +1,6 @@
 import { type Client, errors, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, RepositoryError } from '../../errors.js';
+import { mapLimit as mapConcurrent } from '../../util/concurrency.js';
 import { BaseRepository, type BaseRepositoryOptions, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { confirmedRecord, forgetAt, isLive, newRecord, storeLifetimeMs } from '../record.js';
@@ -58,6 +59,7 @@ export class CassandraRepository extends BaseRepository {
     maxIdBytes: MAX_ID_BYTES,
     // Bounded-concurrency single-partition statements, not one round trip.
     nativeBatch: false,
+    maxTtlMs: 630_720_000_000, // Cassandra's TTL ceiling: 630720000 s, 20 years
   };
   protected readonly storeName = 'cassandra';
   readonly #client: Client;
@@ -363,28 +365,4 @@ function isPaxosTimeout(error: unknown): boolean {
     consistencies === types.consistencies.serial || consistencies === types.consistencies.localSerial;
   if (error.code === types.responseErrorCodes.writeTimeout) return writeType === 'CAS' || serial;
   return error.code === types.responseErrorCodes.readTimeout && serial;
-}
-
-/** Runs `fn` over the items with at most `limit` in flight, keeping input order; stops starting new ones after a failure. */
-async function mapConcurrent<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  let failed = false;
-  const worker = async () => {
-    while (!failed && next < items.length) {
-      const index = next++;
-      try {
-        results[index] = await fn(items[index] as T);
-      } catch (error) {
-        failed = true;
-        throw error;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
+import { parseOptions } from '../../config/issues.js';
 
 /** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
 export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;
@@ -41,21 +41,26 @@ export const cassandraDefaults = {
   onClockSkew: 'fail',
 } as const satisfies Record<string, unknown>;
 
-const identifier = (what: string) =>
-  z.string().regex(IDENTIFIER_PATTERN, `${what} must match ${IDENTIFIER_PATTERN} (letters, digits, _)`);
+const identifier = () =>
+  z
+    .string()
+    .regex(IDENTIFIER_PATTERN, 'must be 1-48 letters, digits or "_", starting with a letter (a CQL name)');
 
 const consistency = z.enum(consistencyLevels);
 
 /** A replication map such as `{ class = "NetworkTopologyStrategy", dc1 = 3 }`; values end up in DDL, so they are restricted. */
 const replicationSchema = z
   .record(
-    z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'replication keys are strategy options or datacenter names'),
-    z.union([
-      z.number().int().min(0),
-      z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, 'replication values are class names or counts'),
-    ]),
+    z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'keys must be strategy options or datacenter names'),
+    z.union(
+      [
+        z.number().int().min(0),
+        z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, 'replication values are class names or counts'),
+      ],
+      { error: 'must be a replica count or a class name' },
+    ),
   )
-  .refine((map) => typeof map.class === 'string', 'replication needs a "class"');
+  .refine((map) => typeof map.class === 'string', 'needs a "class"');
 
 /** Config schema for `repository.type = "cassandra"`. */
 export const cassandraOptionsSchema = z
@@ -63,8 +68,8 @@ export const cassandraOptionsSchema = z
     /** `host` or `host:port`; optional only when an existing client is passed to `CassandraRepository.connect`. */
     contactPoints: z.array(z.string().min(1)).min(1).optional(),
     localDataCenter: z.string().min(1).default(cassandraDefaults.localDataCenter),
-    keyspace: identifier('keyspace').default(cassandraDefaults.keyspace),
-    table: identifier('table').default(cassandraDefaults.table),
+    keyspace: identifier().default(cassandraDefaults.keyspace),
+    table: identifier().default(cassandraDefaults.table),
     namespace: z.string().min(1).max(256).default(cassandraDefaults.namespace),
     createSchema: z.boolean().default(cassandraDefaults.createSchema),
     replication: replicationSchema.default(() => ({ ...cassandraDefaults.replication })),
@@ -96,14 +101,10 @@ export type CassandraOptions = z.output<typeof cassandraOptionsSchema>;
 /** Options of {@link CassandraRepository.connect}, as written in config. */
 export type CassandraRepositoryOptions = z.input<typeof cassandraOptionsSchema>;
 
-/**
- * Parses options and turns the first problem into a {@link ConfigError} naming `repository.<key>`, so a direct
- * caller gets the same error a config file would.
- */
-export function parseCassandraOptions(input: unknown): CassandraOptions {
-  const parsed = cassandraOptionsSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  const path = issue?.path.length ? `.${issue.path.join('.')}` : '';
-  throw new ConfigError(`repository${path}`, issue?.message ?? 'invalid options', { cause: parsed.error });
+/** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
+export function parseCassandraOptions(
+  input: unknown,
+  owner = 'CassandraRepository.connect(...)',
+): CassandraOptions {
+  return parseOptions(cassandraOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }

@@ -10,13 +10,14 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { RepositoryError } from '../../errors.js';
+import { mapLimit } from '../../util/concurrency.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { checkClockSkew, offsetOf } from '../clock-skew.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { isLive, newRecord } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
 import { sampleServerClock } from './clock.js';
-import { backoff, chunk, mapLimit } from './concurrency.js';
+import { backoff, chunk } from './concurrency.js';
 import { ATTR, fromItem, type Item, keyOf, namespaceOf, STATE_VALUE, toItem, ttlSeconds } from './item.js';
 import {
   type DynamoDbConfig,

@@ -1,6 +1,6 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
+import { parseOptions } from '../../config/issues.js';
 import { MAX_ID_BYTES } from '../ids.js';
 
 /** Defaults of the DynamoDB repository, written once. */
@@ -86,11 +86,7 @@ export type DynamoDbRepositoryOptions = z.input<typeof dynamodbOptionsSchema> & 
   clock?: () => number;
 };
 
-/** Validates config, turning the first problem into a ConfigError that names its `repository.*` key. */
-export function parseDynamoDbConfig(input: unknown): DynamoDbConfig {
-  const parsed = dynamodbOptionsSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0] as z.core.$ZodIssue;
-  const path = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]] : issue.path;
-  throw new ConfigError(['repository', ...path].join('.'), issue.message);
+/** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
+export function parseDynamoDbConfig(input: unknown, owner = 'DynamoDbRepository.open(...)'): DynamoDbConfig {
+  return parseOptions(dynamodbOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }

@@ -2,7 +2,7 @@ import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { confirmedRecord, isLive, newRecord } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
-import { type MemoryRepositoryOptions, memoryOptionsSchema } from './options.js';
+import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
 
 /**
  * In-process store for tests and small jobs: a bounded LRU map. Expiry is checked on every read against the
@@ -25,7 +25,8 @@ export class MemoryRepository extends BaseRepository {
 
   constructor(options: MemoryRepositoryOptions = {}) {
     super(options);
-    this.#maxEntries = memoryOptionsSchema.parse({ maxEntries: options.maxEntries }).maxEntries;
+    const { clock: _clock, ...rest } = options;
+    this.#maxEntries = parseMemoryOptions(rest).maxEntries;
   }
 
   /** Number of records held, live or not yet swept. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseOptions } from '../../config/issues.js';
 
 /** Defaults of the memory repository, written once. */
 export const memoryDefaults = {
@@ -15,3 +16,11 @@ export const memoryOptionsSchema = z
 
 /** Options of {@link MemoryRepository}. */
 export type MemoryRepositoryOptions = z.input<typeof memoryOptionsSchema> & { clock?: () => number };
+
+/** Parsed options of the memory repository. */
+export type MemoryOptions = z.output<typeof memoryOptionsSchema>;
+
+/** Validates options given in code; a bad one is a ConfigError naming the option and `owner`. */
+export function parseMemoryOptions(input: unknown, owner = 'new MemoryRepository(...)'): MemoryOptions {
+  return parseOptions(memoryOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
+}

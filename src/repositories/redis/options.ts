@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
+import { parseOptions } from '../../config/issues.js';
+import { tlsSettingSchema } from '../shared-options.js';
 
 /** Defaults of the Redis repository, written once. */
 export const redisDefaults = {
@@ -18,27 +19,19 @@ export const redisDefaults = {
 const port = z.number().int().min(1).max(65_535);
 
 /** A cluster seed node: `"host:port"` or `{ host, port }`. */
-const clusterNode = z.union([
-  z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:.]+\]:\d{1,5}$/, 'expected "host:port"'),
-  z.object({ host: z.string().min(1), port }).strict(),
-]);
-
-/** TLS settings passed to Node's `tls.connect` (PEM contents, not file paths). */
-const tlsOptions = z
-  .object({
-    ca: z.string().optional(),
-    cert: z.string().optional(),
-    key: z.string().optional(),
-    servername: z.string().optional(),
-    rejectUnauthorized: z.boolean().optional(),
-  })
-  .strict();
+const clusterNode = z.union(
+  [
+    z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:.]+\]:\d{1,5}$/, 'must be "host:port"'),
+    z.object({ host: z.string().min(1), port }).strict(),
+  ],
+  { error: 'must be "host:port" or a table { host, port }' },
+);
 
 /** Config schema for `repository.type = "redis"`: exactly one of `url`, `host` or `cluster` says where. */
 export const redisOptionsSchema = z
   .object({
     /** `redis://[user:pass@]host:port[/db]`, or `rediss://` for TLS. */
-    url: z.url({ protocol: /^rediss?$/, error: 'expected a redis:// or rediss:// URL' }).optional(),
+    url: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
     host: z.string().min(1).optional(),
     port: port.optional(),
     /** Seed nodes of a Redis Cluster; the repository then uses ioredis `Cluster`. */
@@ -46,7 +39,7 @@ export const redisOptionsSchema = z
     // An empty prefix would make clear() delete the whole database. On a Cluster, a `{hash tag}` in the prefix
     // would pin every key to one slot, hence one node.
     keyPrefix: z.string().min(1).default(redisDefaults.keyPrefix),
-    tls: z.union([z.boolean(), tlsOptions]).optional(),
+    tls: tlsSettingSchema.optional(),
     username: z.string().min(1).optional(),
     password: z.string().optional(),
     connectTimeoutMs: z.number().int().positive().default(redisDefaults.connectTimeoutMs),
@@ -57,13 +50,13 @@ export const redisOptionsSchema = z
   .superRefine((options, ctx) => {
     const where = [options.url, options.host, options.cluster].filter((v) => v !== undefined).length;
     if (where === 0) {
-      ctx.addIssue({ code: 'custom', path: ['url'], message: 'required: set url, host or cluster' });
+      ctx.addIssue({ code: 'custom', path: ['url'], message: 'is required: set url, host or cluster' });
     } else if (where > 1) {
       const path = options.cluster !== undefined ? 'cluster' : 'host';
       ctx.addIssue({ code: 'custom', path: [path], message: 'set only one of url, host or cluster' });
     }
     if (options.port !== undefined && options.host === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['port'], message: 'port needs host' });
+      ctx.addIssue({ code: 'custom', path: ['port'], message: 'needs host' });
     }
   });
 
@@ -74,17 +67,9 @@ export type RedisOptions = z.output<typeof redisOptionsSchema>;
 export type RedisRepositoryOptions = z.input<typeof redisOptionsSchema> & { clock?: () => number };
 
 /**
- * Validates options and reports the first problem as a ConfigError naming the key (`repository.url`), so a
- * user sees which setting to fix rather than a zod issue list.
+ * Validates options given in code (the config path validates through the same funnel); a bad one is a
+ * ConfigError naming the option and `owner`, keyed `repository.<key>`.
  */
-export function parseRedisOptions(input: unknown): RedisOptions {
-  const result = redisOptionsSchema.safeParse(input);
-  if (result.success) return result.data;
-  const issue = result.error.issues[0];
-  // An unknown key has an empty path; the key itself is what the user must fix.
-  const unknown = issue?.code === 'unrecognized_keys' ? issue.keys[0] : undefined;
-  const path = unknown ?? (issue?.path.length ? issue.path.join('.') : 'url');
-  throw new ConfigError(`repository.${path}`, issue?.message ?? 'invalid redis options', {
-    cause: result.error,
-  });
+export function parseRedisOptions(input: unknown, owner = 'RedisRepository.open(...)'): RedisOptions {
+  return parseOptions(redisOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
+import { parseOptions } from '../../config/issues.js';
 
 /** Defaults of the RocksDB repository, written once. */
 export const rocksdbDefaults = {
@@ -40,13 +40,7 @@ export type RocksdbSettings = z.output<typeof rocksdbOptionsSchema>;
 /** Options of {@link RocksdbRepository}. */
 export type RocksdbRepositoryOptions = z.input<typeof rocksdbOptionsSchema> & { clock?: () => number };
 
-/** Validates options (defaults filled in); an invalid one becomes a ConfigError naming its `repository.*` key. */
-export function parseRocksdbOptions(input: unknown): RocksdbSettings {
-  const parsed = rocksdbOptionsSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  const field = issue?.code === 'unrecognized_keys' ? issue.keys[0] : issue?.path.join('.');
-  throw new ConfigError(`repository.${field ?? ''}`, issue?.message ?? 'invalid option', {
-    cause: parsed.error,
-  });
+/** Validates options given in code (defaults filled in); a bad one is a ConfigError naming the option. */
+export function parseRocksdbOptions(input: unknown, owner = 'RocksdbRepository.open(...)'): RocksdbSettings {
+  return parseOptions(rocksdbOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }

@@ -1,0 +1,91 @@
+import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
+import {
+  type ConsumerConfig,
+  eventTimeFromConfig,
+  type IdempotentConsumerOptions,
+} from '../consumer/options.js';
+import type { IdSelector } from '../consumer/types.js';
+import { ConfigError } from '../errors.js';
+import type { IdempotentRepository } from '../repositories/types.js';
+import { openRepository, type RepositorySection, type ResolveRepositoryOptions } from './repository.js';
+
+// The one way config becomes a store and a consumer: the CLI, the dedup node and the DI container all build
+// through this module, so a `[consumer]` key means the same thing everywhere.
+
+/** The part of a loaded config that builds a consumer: `[repository]` and `[consumer]`. */
+export interface ConsumerSetupConfig {
+  readonly repository: RepositorySection;
+  readonly consumer: ConsumerConfig;
+}
+
+/** What only code can give a config-built consumer; it wins over `[consumer]`. */
+export interface ConsumerCodeOptions<M> {
+  /** Replaces `consumer.id` (e.g. a function or a composite id). */
+  readonly id?: IdSelector<M>;
+  /** Consumer options beyond the config file (hooks, fixed policies); they win over `[consumer]`. */
+  readonly consumer?: Partial<Omit<IdempotentConsumerOptions<M>, 'repository' | 'id'>>;
+}
+
+/** The consumer options a `[consumer]` table and code options describe, over `repository`. */
+export function consumerOptionsFromConfig<M>(
+  consumer: ConsumerConfig,
+  repository: IdempotentRepository,
+  code: ConsumerCodeOptions<M> = {},
+): IdempotentConsumerOptions<M> {
+  const id = code.id ?? consumer.id;
+  if (id === undefined) {
+    throw new ConfigError(
+      'consumer.id',
+      'is required: the dotted field path of the message id (or pass an id in code)',
+    );
+  }
+  return {
+    repository,
+    id,
+    mode: consumer.mode,
+    ttlMs: consumer.ttl,
+    leaseMs: consumer.lease,
+    removeOnFailure: consumer.removeOnFailure,
+    skipDuplicate: consumer.skipDuplicate,
+    nullId: consumer.nullId,
+    inProgress: consumer.inProgress,
+    storeFailure: consumer.storeFailure,
+    lostClaim: consumer.lostClaim,
+    ...(consumer.eventTime
+      ? { eventTime: eventTimeFromConfig(consumer.eventTime) as IdempotentConsumerOptions<M>['eventTime'] }
+      : {}),
+    ...code.consumer,
+  };
+}
+
+/** Builds a consumer from the `[consumer]` table over an opened repository; code options win. */
+export function consumerFromConfig<M>(
+  consumer: ConsumerConfig,
+  repository: IdempotentRepository,
+  code: ConsumerCodeOptions<M> = {},
+): IdempotentConsumer<M> {
+  return new IdempotentConsumer<M>(consumerOptionsFromConfig(consumer, repository, code));
+}
+
+/** A store and the consumer over it, built from config; close the repository when done. */
+export interface ConsumerSetup<M> {
+  readonly repository: IdempotentRepository;
+  readonly consumer: IdempotentConsumer<M>;
+}
+
+/**
+ * Opens the configured store and builds the consumer over it. If the consumer options are refused (a
+ * ConfigError), the store is closed again before the error is thrown.
+ */
+export async function openConsumer<M>(
+  config: ConsumerSetupConfig,
+  code: ConsumerCodeOptions<M> & ResolveRepositoryOptions = {},
+): Promise<ConsumerSetup<M>> {
+  const repository = await openRepository(config, code);
+  try {
+    return { repository, consumer: consumerFromConfig(config.consumer, repository, code) };
+  } catch (error) {
+    await repository.close().catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,91 @@
+// Errors quote the value they reject, and the node logs what it runs with; neither may print a secret.
+
+/** Keys whose values are secrets wherever they appear (compared ignoring case, `_` and `-`). */
+const SECRET_KEYS = new Set([
+  'password',
+  'passphrase',
+  'secret',
+  'secretaccesskey',
+  'sessiontoken',
+  'token',
+  'apikey',
+  'key', // a TLS private key (PEM)
+  'privatekey',
+  'pfx',
+  'sasl',
+  'credentials',
+]);
+
+/** Shown in place of a secret. */
+export const REDACTED = '[redacted]';
+
+/** True when a setting named `key` holds a secret (a password, a TLS key, SASL or cloud credentials). */
+export function isSecretKey(key: string): boolean {
+  return SECRET_KEYS.has(key.toLowerCase().replace(/[_-]/g, ''));
+}
+
+/** True when any step of a dotted path is a secret key (`kafka.sasl.username` is inside a secret table). */
+export function isSecretPath(path: readonly (string | number)[]): boolean {
+  return path.some((step) => typeof step === 'string' && isSecretKey(step));
+}
+
+// `scheme://user:password@host`; the password may hold `#`, `/` or `?` when the URL is malformed, so take
+// everything up to the last `@` of the authority-looking part.
+const URL_CREDENTIALS = /^([a-z][a-z0-9+.-]*:\/\/)([^:@/]*):([^@]*)@/i;
+
+/** Replaces the password inside a URL (`redis://user:pass@host` → `redis://user:[redacted]@host`). */
+export function redactUrl(text: string): string {
+  return text.replace(URL_CREDENTIALS, (_, scheme: string, user: string) => `${scheme}${user}:${REDACTED}@`);
+}
+
+/** A copy of a config value with secret keys and URL passwords replaced, safe to print. */
+export function redactValue(value: unknown, path: readonly (string | number)[] = []): unknown {
+  if (isSecretPath(path)) return value === undefined ? undefined : REDACTED;
+  if (typeof value === 'string') return redactUrl(value);
+  if (Array.isArray(value)) return value.map((item, i) => redactValue(item, [...path, i]));
+  if (value !== null && typeof value === 'object' && !(value instanceof Date)) {
+    const copy: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) copy[key] = redactValue(item, [...path, key]);
+    return copy;
+  }
+  return value;
+}
+
+/** A short rendering of the value at `path` for messages, with secrets redacted. */
+export function describeValue(value: unknown, path: readonly (string | number)[] = []): string {
+  const safe = redactValue(value, path);
+  if (safe === REDACTED) return REDACTED;
+  let text: string | undefined;
+  if (typeof safe === 'number' || typeof safe === 'bigint')
+    text = String(safe); // NaN, Infinity, 10n
+  else if (safe instanceof Date) text = safe.toISOString();
+  else if (typeof safe === 'function') text = 'a function';
+  else if (typeof safe === 'symbol') text = safe.toString();
+  else text = JSON.stringify(safe);
+  if (text === undefined) text = String(safe);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/** Secret keys as they are spelled in config and client objects, for pino's case-sensitive `redact` paths. */
+const LOG_SECRET_KEYS = [
+  'password',
+  'passphrase',
+  'secret',
+  'secretAccessKey',
+  'sessionToken',
+  'token',
+  'apiKey',
+  'privateKey',
+  'pfx',
+  'sasl',
+  'credentials',
+];
+
+/**
+ * pino `redact` paths for the node's logs: secret keys at the depths a logged object or error can carry them.
+ * A bare `key` is a Kafka message key in logs, so TLS keys are matched under `ssl`/`tls` only.
+ */
+export const logRedactPaths: readonly string[] = [
+  ...LOG_SECRET_KEYS.flatMap((name) => [name, `*.${name}`, `*.*.${name}`, `*.*.*.${name}`]),
+  ...['ssl', 'tls'].flatMap((table) => [`${table}.key`, `*.${table}.key`, `*.*.${table}.key`]),
+];

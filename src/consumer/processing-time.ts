@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { InvalidIdError } from '../errors.js';
+import { ClaimLostError, InvalidIdError } from '../errors.js';
 import { idOfKey } from '../repositories/ids.js';
 import type { AddResult, IdempotencyRecord } from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
@@ -140,11 +140,19 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     });
   }
 
-  /** The claim lapsed and another owner took the id before our confirm: the caller must learn it. */
+  /**
+   * The claim lapsed and another owner took the id before our confirm: the caller must learn it. Under
+   * `lostClaim: 'error'` the message fails with ClaimLostError (`wrap` throws it; a batch reports it), so a
+   * caller that retries finds the other owner's claim instead of handling the message a third time.
+   */
   #lost(batch: Batch<M>, i: number): void {
     this.#stats.claimsLost++;
     const r = batch.results[i];
-    if (r) batch.results[i] = { ...r, claimLost: true };
+    if (!r) return;
+    batch.results[i] =
+      this.#options.lostClaim === 'error'
+        ? { outcome: 'failed', id: r.id, error: new ClaimLostError(r.id as string), claimLost: true }
+        : { ...r, claimLost: true };
   }
 
   /** Lazy mode: marks the ids whose message succeeded, in one write. */

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
-import { InProgressError, RepositoryError } from '../../src/errors.js';
+import { ClaimLostError, InProgressError, RepositoryError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
@@ -180,6 +180,25 @@ describe('one engine: a lost claim is reported', () => {
     assert.equal(result.outcome, 'processed');
     assert.equal(result.claimLost, true);
     assert.equal(slow.stats.claimsLost, 1);
+  });
+
+  it('lostClaim: error turns the lost claim into a ClaimLostError, from wrap and in a batch', async () => {
+    let now = 1_000_000;
+    const repository = new MemoryRepository({ clock: () => now });
+    const strict = new IdempotentConsumer<Msg>({ repository, id: 'id', leaseMs: 1_000, lostClaim: 'error' });
+    const other = new IdempotentConsumer<Msg>({ repository, id: 'id', leaseMs: 1_000 });
+    const slowHandler = async (m: Msg) => {
+      now += 5_000;
+      await other.process(m, () => 'second');
+    };
+    await assert.rejects(
+      strict.process({ id: 'x' }, slowHandler),
+      (e) => e instanceof ClaimLostError && e.id === 'x',
+    );
+    const { results } = await strict.processBatch([{ id: 'y' }], slowHandler);
+    assert.equal(results[0]?.outcome, 'failed');
+    assert.ok(results[0]?.error instanceof ClaimLostError);
+    assert.equal(strict.stats.claimsLost, 2);
   });
 
   for (const store of stores) {

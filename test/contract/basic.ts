@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { type ContractContext, LONG_TTL_MS, uniqueId } from './context.js';
+import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
 
-export function basicTests(
-  withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
-): void {
+export function basicTests(withContext: WithContext): void {
   it(
     'declares its capabilities',
     withContext(async (ctx) => {

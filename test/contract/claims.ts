@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { type ContractContext, LONG_TTL_MS, uniqueId } from './context.js';
+import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
 
 const claimOptions = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner });
 
-export function claimTests(
-  withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
-): void {
+export function claimTests(withContext: WithContext): void {
   it(
     'confirm turns the owner’s claim into a confirmed record',
     withContext(async (ctx) => {

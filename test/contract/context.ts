@@ -18,6 +18,9 @@ export interface ContractOptions {
 }
 
 /** Per-test helper: a fresh namespace, and every repository it opens closed after the test. */
+/** How each contract file receives its tests' context: a fresh one per test, disposed after it. */
+export type WithContext = (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>;
+
 export class ContractContext {
   readonly namespace = `ct-${randomUUID().slice(0, 8)}`;
   readonly #opened: IdempotentRepository[] = [];

@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { type ContractContext, LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId } from './context.js';
+import { LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId, type WithContext } from './context.js';
 
-export function expiryTests(
-  withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
-): void {
+export function expiryTests(withContext: WithContext): void {
   it(
     'treats a confirmed id as a duplicate until its TTL, then as new',
     withContext(async (ctx) => {

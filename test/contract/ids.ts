@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { InvalidIdError } from '../../src/errors.js';
-import { type ContractContext, LONG_TTL_MS, uniqueId } from './context.js';
+import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
 
-export function idTests(
-  withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
-): void {
+export function idTests(withContext: WithContext): void {
   it(
     'rejects an empty id with InvalidIdError',
     withContext(async (ctx) => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { type ContractContext, LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId } from './context.js';
+import { LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId, type WithContext } from './context.js';
 
 /*
  * A lease only decides when someone else may take an id over; it must never decide whether the owner's work is
@@ -16,9 +16,7 @@ const claim = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, o
  */
 const PAST_LEASE_MS = SHORT_TTL_MS + 1_300;
 
-export function leaseTests(
-  withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
-): void {
+export function leaseTests(withContext: WithContext): void {
   it(
     'a claim whose handler outlives its lease, with no other owner taking the id, can still be confirmed',
     withContext(async (ctx) => {

@@ -1,12 +1,9 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { RepositoryClosedError } from '../../src/errors.js';
-import { type ContractContext, type ContractOptions, LONG_TTL_MS, uniqueId } from './context.js';
+import { type ContractOptions, LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
 
-export function lifecycleTests(
-  withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
-  options: ContractOptions,
-): void {
+export function lifecycleTests(withContext: WithContext, options: ContractOptions): void {
   it(
     'rejects every operation after close() with RepositoryClosedError',
     withContext(async (ctx) => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { type ContractContext, LONG_TTL_MS, uniqueId } from './context.js';
+import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
 
 /**
  * Owner and fingerprint strings that break naive record encodings: field separators (U+0001), NUL, newlines,
@@ -21,9 +21,7 @@ const AWKWARD = [
   'tab\tand\u2028separator',
 ];
 
-export function recordTests(
-  withContext: (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>,
-): void {
+export function recordTests(withContext: WithContext): void {
   it(
     'any owner and fingerprint string round-trips through a stored record',
     withContext(async (ctx) => {

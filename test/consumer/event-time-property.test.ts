@@ -4,9 +4,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import fc from 'fast-check';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import type { Outcome } from '../../src/consumer/types.js';
+import { CassandraRepository } from '../../src/repositories/cassandra/index.js';
+import { DynamoDbRepository } from '../../src/repositories/dynamodb/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
@@ -246,6 +249,59 @@ describe('event-time mode matches the KIP-655 reference model', () => {
     it(
       'embedded store',
       matchesModel(async () => repository, 60, 0),
+    );
+  });
+});
+
+// The same property on the two other shared stores, fewer runs (their round trips are slower). No extra retention:
+// the wall-clock lifetime the consumer asks for (`minLifetimeMs`) is what keeps their TTLs from breaking decisions.
+describe('event-time mode matches the KIP-655 reference model on DynamoDB and Cassandra', () => {
+  describe('dynamodb', { skip: skipUnlessEnabled('dynamodb') }, () => {
+    const table = `idem-et-${randomUUID().slice(0, 8)}`;
+    let repository: IdempotentRepository;
+    before(async () => {
+      repository = await DynamoDbRepository.open({
+        table,
+        createTable: true,
+        endpoint: endpoints.dynamodbEndpoint,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+      });
+    });
+    after(async () => {
+      await repository.close();
+      const client = new DynamoDBClient({
+        region: 'us-east-1',
+        endpoint: endpoints.dynamodbEndpoint,
+        credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+      });
+      await client.send(new DeleteTableCommand({ TableName: table })).catch(() => {});
+      client.destroy();
+    });
+    it(
+      'shared store',
+      matchesModel(async () => repository, 15, 0),
+    );
+  });
+
+  describe('cassandra', { skip: skipUnlessEnabled('cassandra') }, () => {
+    let repository: IdempotentRepository;
+    before(async () => {
+      repository = await CassandraRepository.connect({
+        contactPoints: [...endpoints.cassandraContactPoints],
+        keyspace: 'idem_test',
+        table: 'contract_ids',
+        createSchema: true,
+        namespace: `et-${randomUUID().slice(0, 8)}`,
+      });
+    });
+    after(async () => {
+      await repository.clear();
+      await repository.close();
+    });
+    it(
+      'shared store',
+      matchesModel(async () => repository, 10, 0),
     );
   });
 });

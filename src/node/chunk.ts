@@ -1,6 +1,8 @@
 import type { KafkaMessage, Message, Producer } from 'kafkajs';
 import type { Logger } from 'pino';
-import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
+import { consumerFromConfig } from '../config/consumer.js';
+import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
+import { consumerConfigSchema } from '../consumer/options.js';
 import type { BatchItem, StoreCall } from '../consumer/types.js';
 import {
   type DeadLetter,
@@ -63,6 +65,9 @@ export interface ChunkDeps {
   readonly logger: Logger;
 }
 
+/** The node has no `[consumer]` table: every consumer option comes from `[dedup]` (see the constructor). */
+const NODE_CONSUMER_TABLE = consumerConfigSchema.parse({});
+
 /** The store operations the node's metrics and perf log name. */
 const STORE_PHASE: Record<string, 'lookup' | 'mark'> = { lookup: 'lookup', mark: 'mark' };
 
@@ -90,15 +95,17 @@ export class ChunkProcessor {
     this.#deps = deps;
     this.#readId = nodeIdReader(deps.config.dedup.id);
     this.#missingDetail = `no dedup id at ${describeId(deps.config)}`;
-    this.#consumer = new IdempotentConsumer<Survivor>({
-      repository: deps.repository,
+    // Built the one way the CLI and the DI container build consumers; the node's `[dedup]` table fixes the policies.
+    this.#consumer = consumerFromConfig<Survivor>(NODE_CONSUMER_TABLE, deps.repository, {
       // The fast reader gives canonical keys; the consumer canonicalizes ids itself, so hand it the id back.
       id: (survivor) => (survivor.id === undefined ? undefined : idOfKey(survivor.id)),
-      mode: 'lazy',
-      ttlMs: deps.config.dedup.window,
-      storeFailure: deps.config.dedup.storeFailure,
-      // A record held by another worker's live claim (a store shared with eager consumers) is theirs to handle.
-      inProgress: 'duplicate',
+      consumer: {
+        mode: 'lazy',
+        ttlMs: deps.config.dedup.window,
+        storeFailure: deps.config.dedup.storeFailure,
+        // A record held by another worker's live claim (a store shared with eager consumers) is theirs to handle.
+        inProgress: 'duplicate',
+      },
     });
   }
 

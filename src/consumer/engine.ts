@@ -37,8 +37,17 @@ export interface Batch<M> {
   failOpen: boolean;
   /** A whole-batch handler threw: every message it was given failed. */
   handlerThrew: boolean;
-  /** Per key: the position of the message that won it in this batch and whose handler has not failed. */
-  readonly winners: Map<string, number>;
+  /** Observes the batch's store calls (`BatchOptions.onStoreCall`). */
+  readonly observe: ((call: StoreCall) => void) | undefined;
+  /**
+   * First received wins, by position: `head[i]` is the position of the first message with message `i`'s key
+   * (-1 for a message without key), and `winner[h]` the message that holds head `h`'s key in this batch and
+   * whose handler has not failed (-1: none). Arrays, not maps: a `wrap` call is a batch of one.
+   */
+  readonly head: number[];
+  readonly winner: number[];
+  /** The positions of the keys' first occurrences: what the store is asked about. */
+  readonly heads: number[];
 }
 
 /**
@@ -48,8 +57,8 @@ export interface Batch<M> {
 export interface DedupRule<M, S> {
   /** Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`. */
   begin(batch: Batch<M>): S;
-  /** The one store call before any handler, for the keys of the batch's first occurrences. */
-  lookup(state: S, batch: Batch<M>, keys: readonly string[]): Promise<void>;
+  /** The one store call before any handler, for the keys of the batch's first occurrences (`batch.heads`). */
+  lookup(state: S, batch: Batch<M>): Promise<void>;
   /** Message `i` is about to be decided (every message not failed before, with or without an id), in order. */
   receive?(state: S, batch: Batch<M>, i: number): void;
   /**
@@ -67,13 +76,26 @@ export interface DedupRule<M, S> {
   settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void>;
 }
 
-/** Runs a store call under the consumer's store-failure policy. */
+/**
+ * The store-failure policy, for the rules' store calls. A rule times a call with `start`, and reports it with
+ * `succeeded` or `failed` (no closures per call: this sits on every message's path).
+ */
 export interface StoreGuard {
+  /** The start time of a store call (0 when nobody observes store calls). */
+  start(batch: Batch<unknown>): number;
+  /** The call went through. */
+  succeeded(batch: Batch<unknown>, operation: string, start: number): void;
   /**
-   * Runs `call`. A failure is raised under `storeFailure: 'fail'`; under `'process'` it is counted once per
-   * message in `affected` (marked `failOpen` in their results) and `undefined` is returned.
+   * The call failed. Raises under `storeFailure: 'fail'` (as a RepositoryError); under `'process'` marks each
+   * message in `affected` `failOpen` (counted once per message) and returns, and the batch goes on.
    */
-  run<T>(operation: string, affected: readonly number[], call: () => Promise<T>): Promise<T | undefined>;
+  failed(
+    batch: Batch<unknown>,
+    operation: string,
+    start: number,
+    error: unknown,
+    affected: readonly number[],
+  ): void;
 }
 
 const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
@@ -123,26 +145,24 @@ export class BatchEngine<M, S> {
       results: new Array(n),
       failOpen: false,
       handlerThrew: false,
-      winners: new Map(),
+      head: new Array(n),
+      winner: new Array(n),
+      heads: [],
+      observe: options.onStoreCall,
     };
     this.#readIds(batch);
     const state = this.#rule.begin(batch);
-    const guard = this.#guard(batch, options.onStoreCall);
 
-    // First occurrences only: a repeat inside the batch is decided against its first (first received wins).
-    const first: string[] = [];
-    const seen = new Set<string>();
-    for (let i = 0; i < n; i++) {
-      const key = batch.keys[i];
-      if (key === undefined || batch.results[i] !== undefined || seen.has(key)) continue;
-      seen.add(key);
-      first.push(key);
-    }
-    if (first.length > 0) {
-      const read = await guard.run('lookup', [], () =>
-        this.#rule.lookup(state, batch, first).then(() => true),
-      );
-      if (read === undefined) batch.failOpen = true;
+    findHeads(batch);
+    if (batch.heads.length > 0) {
+      const start = this.#guard.start(batch);
+      try {
+        await this.#rule.lookup(state, batch);
+        this.#guard.succeeded(batch, 'lookup', start);
+      } catch (error) {
+        this.#guard.failed(batch, 'lookup', start, error, []);
+        batch.failOpen = true;
+      }
     }
 
     try {
@@ -150,10 +170,12 @@ export class BatchEngine<M, S> {
       else await this.#runBatch(state, batch, handler);
     } finally {
       // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
-      await this.#rule.settle(state, batch, guard);
+      await this.#rule.settle(state, batch, this.#guard);
     }
-    for (const r of batch.results) count(this.#stats, r.outcome);
-    for (const r of batch.results) if (r.failOpen) this.#stats.failOpen++;
+    for (const r of batch.results) {
+      count(this.#stats, r.outcome);
+      if (r.failOpen) this.#stats.failOpen++;
+    }
     return { results: batch.results as ProcessResult<R>[] };
   }
 
@@ -193,13 +215,15 @@ export class BatchEngine<M, S> {
       const extra = decision.kind === 'new' ? decision.extra : undefined;
       return { context: { id, duplicate: false }, outcome: 'processed', extra };
     }
-    const decision = this.#rule.decide(state, batch, i, batch.winners.get(key));
+    const head = batch.head[i] as number;
+    const holder = batch.winner[head] as number;
+    const decision = this.#rule.decide(state, batch, i, holder === -1 ? undefined : holder);
     if (decision.kind === 'fail') {
       results[i] = { outcome: 'failed', id, error: decision.error };
       return undefined;
     }
     if (decision.kind === 'new') {
-      if (decision.claims) batch.winners.set(key, i);
+      if (decision.claims) batch.winner[head] = i;
       const extra = batch.failOpen ? { ...decision.extra, failOpen: true as const } : decision.extra;
       return { context: { id, duplicate: false }, outcome: 'processed', extra };
     }
@@ -246,7 +270,11 @@ export class BatchEngine<M, S> {
       const { context } = pending;
       try {
         const result = await handler(messages[i] as M, context);
-        results[i] = { outcome: pending.outcome, id: context.id, result, ...pending.extra };
+        const { extra } = pending;
+        results[i] =
+          extra === undefined
+            ? { outcome: pending.outcome, id: context.id, result }
+            : { outcome: pending.outcome, id: context.id, result, ...extra };
         this.#rule.handled(state, batch, i, true);
       } catch (error) {
         results[i] = { outcome: 'failed', id: context.id, error };
@@ -291,33 +319,55 @@ export class BatchEngine<M, S> {
 
   /** A failed handler: the message no longer holds its key, so a later copy in the batch is judged afresh. */
   #failed(state: S, batch: Batch<M>, i: number, context: HandlerContext): void {
-    const key = batch.keys[i];
-    if (!context.duplicate && key !== undefined && batch.winners.get(key) === i) batch.winners.delete(key);
+    const head = batch.head[i] as number;
+    if (!context.duplicate && head !== -1 && batch.winner[head] === i) batch.winner[head] = -1;
     this.#rule.handled(state, batch, i, false);
   }
 
   /** The store-failure policy, written once for every store call of every mode. */
-  #guard(batch: Batch<M>, observe: ((call: StoreCall) => void) | undefined): StoreGuard {
-    const { storeFailure } = this.#options;
-    return {
-      run: async (operation, affected, call) => {
-        const start = observe ? performance.now() : 0;
-        try {
-          const value = await call();
-          observe?.({ operation, ms: performance.now() - start });
-          return value;
-        } catch (error) {
-          const failure = toRepositoryError(operation, error);
-          observe?.({ operation, ms: performance.now() - start, error: failure });
-          if (storeFailure === 'fail' || !(failure instanceof RepositoryError)) throw failure;
-          for (const i of affected) {
-            const r = batch.results[i];
-            if (r && !r.failOpen) batch.results[i] = { ...r, failOpen: true };
-          }
-          return undefined;
-        }
-      },
-    };
+  readonly #guard: StoreGuard = {
+    start: (batch) => (batch.observe ? performance.now() : 0),
+    succeeded: (batch, operation, start) => {
+      batch.observe?.({ operation, ms: performance.now() - start });
+    },
+    failed: (batch, operation, start, error, affected) => {
+      const failure = toRepositoryError(operation, error);
+      batch.observe?.({ operation, ms: performance.now() - start, error: failure });
+      if (this.#options.storeFailure === 'fail' || !(failure instanceof RepositoryError)) throw failure;
+      for (const i of affected) {
+        const r = batch.results[i];
+        if (r && !r.failOpen) batch.results[i] = { ...r, failOpen: true };
+      }
+    },
+  };
+}
+
+/** Finds each key's first occurrence (`head`, `heads`): only those are looked up; a repeat is decided against it. */
+function findHeads(batch: Batch<unknown>): void {
+  const { keys, results, head, winner, heads } = batch;
+  if (keys.length === 1) {
+    const present = keys[0] !== undefined && results[0] === undefined;
+    head[0] = present ? 0 : -1;
+    winner[0] = -1;
+    if (present) heads.push(0);
+    return;
+  }
+  const firstOf = new Map<string, number>();
+  for (let i = 0; i < keys.length; i++) {
+    winner[i] = -1;
+    const key = keys[i];
+    if (key === undefined || results[i] !== undefined) {
+      head[i] = -1;
+      continue;
+    }
+    const h = firstOf.get(key);
+    if (h !== undefined) {
+      head[i] = h;
+      continue;
+    }
+    firstOf.set(key, i);
+    head[i] = i;
+    heads.push(i);
   }
 }
 

@@ -183,7 +183,8 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
    * One `getMany` for the batch, judged at a lower bound of every stream time the batch will see, so a record
    * still kept at any position is returned.
    */
-  async lookup(state: EventTimeState, _batch: Batch<M>, keys: readonly string[]): Promise<void> {
+  async lookup(state: EventTimeState, batch: Batch<M>): Promise<void> {
+    const keys = batch.heads.map((h) => batch.keys[h] as string);
     const records = await this.#repository.getMany(keys, { now: state.readAt });
     records.forEach((record, k) => {
       if (record?.eventTime !== undefined) state.kept.set(keys[k] as string, record.eventTime);
@@ -268,7 +269,14 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
       written.push([key, state.times[i] as number]);
       at.push(i);
     }
-    if (written.length > 0) await store.run('keep', at, () => this.#keep(written, streamTime));
+    if (written.length === 0) return;
+    const start = store.start(batch);
+    try {
+      await this.#keep(written, streamTime);
+      store.succeeded(batch, 'keep', start);
+    } catch (error) {
+      store.failed(batch, 'keep', start, error, at);
+    }
   }
 
   /**

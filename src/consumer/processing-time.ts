@@ -10,11 +10,15 @@ import type { ConsumerStats } from './stats.js';
 interface ProcessingTimeState {
   /** Eager: the owner token of this batch's claims. */
   readonly owner: string;
-  /** Keys this batch claimed (eager), or found absent (lazy): the ones it may handle as new. */
-  readonly fresh: Set<string>;
-  /** The live record that holds each other key. */
-  readonly held: Map<string, IdempotencyRecord>;
+  /**
+   * Per head (a key's first position in the batch): FRESH when this batch claimed the key (eager) or found it
+   * absent (lazy), so it may handle it as new; otherwise the live record that holds it. Unset: not looked up
+   * (the store read failed under `storeFailure: 'process'`).
+   */
+  readonly found: (IdempotencyRecord | typeof FRESH | undefined)[];
 }
+
+const FRESH = 0;
 
 const NEW: Decision = Object.freeze({ kind: 'new', claims: true });
 const EMPTY_ID = 'id is empty';
@@ -49,65 +53,73 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     }
     const owner =
       this.#options.mode === 'eager' ? `${this.#ownerPrefix}.${(this.#ownerSeq++).toString(36)}` : '';
-    return { owner, fresh: new Set(), held: new Map() };
+    return { owner, found: new Array(ids.length) };
   }
 
-  async lookup(state: ProcessingTimeState, _batch: Batch<M>, keys: readonly string[]): Promise<void> {
+  async lookup(state: ProcessingTimeState, batch: Batch<M>): Promise<void> {
+    const { heads } = batch;
+    if (heads.length === 1) return this.#lookupOne(state, batch, heads[0] as number);
+    const keys = heads.map((h) => batch.keys[h] as string);
     const repository = this.#options.repository;
     if (this.#options.mode === 'eager') {
       const { ttlMs, leaseMs } = this.#options;
       const options = { ttlMs, leaseMs, owner: state.owner };
-      const added: AddResult[] =
-        keys.length === 1
-          ? [await repository.add(idOfKey(keys[0] as string), options)]
-          : await repository.addMany(
-              keys.map((key) => ({ id: idOfKey(key) })),
-              options,
-            );
-      keys.forEach((key, k) => {
+      const added = await repository.addMany(
+        keys.map((key) => ({ id: idOfKey(key) })),
+        options,
+      );
+      for (let k = 0; k < heads.length; k++) {
         const r = added[k] as AddResult;
-        if (r.added) state.fresh.add(key);
-        else state.held.set(key, r.existing);
-      });
+        state.found[heads[k] as number] = r.added ? FRESH : r.existing;
+      }
       return;
     }
-    const records =
-      keys.length === 1
-        ? [await repository.get(idOfKey(keys[0] as string))]
-        : await repository.getMany(keys.map(idOfKey));
-    keys.forEach((key, k) => {
-      const record = records[k];
-      if (record === undefined) state.fresh.add(key);
-      else state.held.set(key, record);
-    });
+    const records = await repository.getMany(keys.map(idOfKey));
+    for (let k = 0; k < heads.length; k++) state.found[heads[k] as number] = records[k] ?? FRESH;
+  }
+
+  /** `lookup` for a batch of one key (every `wrap` call): the single-key store calls, no arrays. */
+  async #lookupOne(state: ProcessingTimeState, batch: Batch<M>, head: number): Promise<void> {
+    const repository = this.#options.repository;
+    const id = idOfKey(batch.keys[head] as string);
+    if (this.#options.mode === 'eager') {
+      const { ttlMs, leaseMs } = this.#options;
+      const r = await repository.add(id, { ttlMs, leaseMs, owner: state.owner });
+      state.found[head] = r.added ? FRESH : r.existing;
+    } else {
+      state.found[head] = (await repository.get(id)) ?? FRESH;
+    }
   }
 
   decide(state: ProcessingTimeState, batch: Batch<M>, i: number, winner: number | undefined): Decision {
-    const key = batch.keys[i] as string;
+    const found = state.found[batch.head[i] as number];
+    const existing = found === FRESH ? undefined : found;
     // A repeat of a message this batch handles is a duplicate of it, whatever the store said.
-    if (winner !== undefined) return { kind: 'existing', existing: state.held.get(key) };
-    const existing = state.held.get(key);
-    if (existing !== undefined) return { kind: 'existing', existing };
+    if (winner !== undefined || existing !== undefined) return { kind: 'existing', existing };
     // Fresh, or the store read failed under `storeFailure: 'process'` (nothing claimed: handled as new).
     return NEW;
   }
 
   handled(): void {}
 
-  async settle(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
-    if (this.#options.mode === 'eager') await this.#settleClaims(state, batch, store);
-    else await this.#mark(state, batch, store);
+  settle(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
+    return this.#options.mode === 'eager'
+      ? this.#settleClaims(state, batch, store)
+      : this.#mark(state, batch, store);
   }
 
   /** Confirms each claim whose message succeeded and releases every other claim of the batch. */
   async #settleClaims(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
+    if (batch.heads.length === 1) return this.#settleOne(state, batch, store, batch.heads[0] as number);
     const repository = this.#options.repository;
     const confirmKeys: string[] = [];
     const confirmAt: number[] = [];
     const release: string[] = [];
-    for (const key of state.fresh) {
-      const winner = batch.winners.get(key);
-      if (winner !== undefined && batch.results[winner]?.outcome === 'processed') {
+    for (const h of batch.heads) {
+      if (state.found[h] !== FRESH) continue;
+      const key = batch.keys[h] as string;
+      const winner = batch.winner[h] as number;
+      if (winner !== -1 && batch.results[winner]?.outcome === 'processed') {
         confirmKeys.push(key);
         confirmAt.push(winner);
       } else {
@@ -127,17 +139,80 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     }
     if (confirmKeys.length === 0) return;
     const { ttlMs } = this.#options;
-    const confirmed = await store.run('confirm', confirmAt, async () =>
-      confirmKeys.length === 1
-        ? [await repository.confirm({ id: idOfKey(confirmKeys[0] as string), owner }, { ttlMs })]
-        : await repository.confirmMany(
-            confirmKeys.map((key) => ({ id: idOfKey(key), owner })),
-            { ttlMs },
-          ),
-    );
-    confirmed?.forEach((ok, k) => {
-      if (!ok) this.#lost(batch, confirmAt[k] as number);
-    });
+    const start = store.start(batch);
+    let confirmed: boolean[];
+    try {
+      confirmed =
+        confirmKeys.length === 1
+          ? [await repository.confirm({ id: idOfKey(confirmKeys[0] as string), owner }, { ttlMs })]
+          : await repository.confirmMany(
+              confirmKeys.map((key) => ({ id: idOfKey(key), owner })),
+              { ttlMs },
+            );
+      store.succeeded(batch, 'confirm', start);
+    } catch (error) {
+      store.failed(batch, 'confirm', start, error, confirmAt);
+      return;
+    }
+    for (let k = 0; k < confirmed.length; k++) if (!confirmed[k]) this.#lost(batch, confirmAt[k] as number);
+  }
+
+  /** `#settleClaims` for a batch of one key (every `wrap` call): the single-key store calls, no arrays. */
+  async #settleOne(
+    state: ProcessingTimeState,
+    batch: Batch<M>,
+    store: StoreGuard,
+    head: number,
+  ): Promise<void> {
+    if (state.found[head] !== FRESH) return;
+    const repository = this.#options.repository;
+    const id = idOfKey(batch.keys[head] as string);
+    const { owner } = state;
+    const winner = batch.winner[head] as number;
+    if (winner === -1 || batch.results[winner]?.outcome !== 'processed') {
+      if (!this.#options.removeOnFailure) return;
+      await repository.remove(id, owner).catch(() => {
+        this.#stats.releaseFailures++;
+      });
+      return;
+    }
+    const start = store.start(batch);
+    let confirmed: boolean;
+    try {
+      confirmed = await repository.confirm({ id, owner }, { ttlMs: this.#options.ttlMs });
+      store.succeeded(batch, 'confirm', start);
+    } catch (error) {
+      store.failed(batch, 'confirm', start, error, [winner]);
+      return;
+    }
+    if (!confirmed) this.#lost(batch, winner);
+  }
+
+  /** `#mark` for a batch of one key (every lazy `wrap` call): one `add`, no arrays. */
+  async #markOne(
+    state: ProcessingTimeState,
+    batch: Batch<M>,
+    store: StoreGuard,
+    head: number,
+  ): Promise<void> {
+    if (state.found[head] !== FRESH) return;
+    const winner = batch.winner[head] as number;
+    const r = winner === -1 ? undefined : batch.results[winner];
+    if (r?.outcome !== 'processed' || r.failOpen) return;
+    const start = store.start(batch);
+    let added: AddResult;
+    try {
+      added = await this.#options.repository.add(idOfKey(batch.keys[head] as string), {
+        ttlMs: this.#options.ttlMs,
+      });
+      store.succeeded(batch, 'mark', start);
+    } catch (error) {
+      store.failed(batch, 'mark', start, error, [winner]);
+      return;
+    }
+    if (added.added) return;
+    this.#stats.raced++;
+    batch.results[winner] = { ...r, raced: true };
   }
 
   /**
@@ -157,11 +232,14 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
 
   /** Lazy mode: marks the ids whose message succeeded, in one write. */
   async #mark(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
+    if (batch.heads.length === 1) return this.#markOne(state, batch, store, batch.heads[0] as number);
     const keys: string[] = [];
     const at: number[] = [];
-    for (const key of state.fresh) {
-      const winner = batch.winners.get(key);
-      if (winner === undefined) continue;
+    for (const h of batch.heads) {
+      if (state.found[h] !== FRESH) continue;
+      const winner = batch.winner[h] as number;
+      if (winner === -1) continue;
+      const key = batch.keys[h] as string;
       const r = batch.results[winner];
       if (r?.outcome !== 'processed' || r.failOpen) continue;
       keys.push(key);
@@ -170,20 +248,27 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     if (keys.length === 0) return;
     const repository = this.#options.repository;
     const { ttlMs } = this.#options;
-    const added = await store.run('mark', at, async () =>
-      keys.length === 1
-        ? [await repository.add(idOfKey(keys[0] as string), { ttlMs })]
-        : await repository.addMany(
-            keys.map((key) => ({ id: idOfKey(key) })),
-            { ttlMs },
-          ),
-    );
-    added?.forEach((r, k) => {
-      if (r.added) return;
+    const start = store.start(batch);
+    let added: AddResult[];
+    try {
+      added =
+        keys.length === 1
+          ? [await repository.add(idOfKey(keys[0] as string), { ttlMs })]
+          : await repository.addMany(
+              keys.map((key) => ({ id: idOfKey(key) })),
+              { ttlMs },
+            );
+      store.succeeded(batch, 'mark', start);
+    } catch (error) {
+      store.failed(batch, 'mark', start, error, at);
+      return;
+    }
+    for (let k = 0; k < added.length; k++) {
+      if ((added[k] as AddResult).added) continue;
       this.#stats.raced++;
       const i = at[k] as number;
       const result = batch.results[i];
       if (result) batch.results[i] = { ...result, raced: true };
-    });
+    }
   }
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
-import { ClaimLostError, InProgressError, RepositoryError } from '../../src/errors.js';
+import { ClaimLostError, InProgressError, InvalidIdError, RepositoryError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
@@ -278,4 +278,37 @@ describe('event-time state outlives the pauses the docs promise', () => {
       assert.equal((await handle({ id: 'a', ts: T + 1 })).outcome, 'duplicate');
     });
   }
+});
+
+describe('one engine: distinct ids never merge', () => {
+  it('a JSON integer beyond 2^53 is refused as an id, never rounded into another id', async () => {
+    const consumer = new IdempotentConsumer<{ id: number }>({ repository: new MemoryRepository(), id: 'id' });
+    assert.equal((await consumer.process({ id: 2 ** 53 - 1 }, () => 1)).outcome, 'processed');
+    // 9007199254740993 parses as 9007199254740992: two different source ids would share one key.
+    await assert.rejects(
+      consumer.process({ id: 2 ** 53 }, () => 1),
+      (e) => e instanceof InvalidIdError && /2\^53/.test(e.message),
+    );
+  });
+
+  it('KIP-655 mode: an empty key is a key, deduplicated like any other (only a null key is forwarded)', async () => {
+    const consumer = new IdempotentConsumer<{ key: string | null; ts: number }>({
+      repository: new MemoryRepository(),
+      id: 'key',
+      eventTime: { intervalMs: 1_000, timestamp: 'ts' },
+    });
+    const { results } = await consumer.processBatch(
+      [
+        { key: '', ts: 100 },
+        { key: '', ts: 200 },
+        { key: null, ts: 300 },
+        { key: null, ts: 300 },
+      ],
+      () => 1,
+    );
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['processed', 'duplicate', 'no-id', 'no-id'],
+    );
+  });
 });

@@ -28,6 +28,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { prng } from '../test/helpers/random.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DATA = join(ROOT, 'bench', '.data');
@@ -43,18 +44,6 @@ const { values } = parseArgs({
 });
 const lines = Number(values.lines);
 const duplicateShare = Number(values.dup);
-
-/** Deterministic pseudo-random numbers (mulberry32), so the cached file is the same on every machine. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Writes the input once and caches it under bench/.data; returns its path and distinct id count. */
 async function dataset(): Promise<{ path: string; distinct: number }> {

@@ -24,6 +24,7 @@ import { IdempotentConsumer } from '../src/consumer/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
 import { RocksdbRepository } from '../src/repositories/rocksdb/index.js';
 import type { IdempotentRepository } from '../src/repositories/types.js';
+import { prng as rng } from '../test/helpers/random.js';
 
 const { values } = parseArgs({
   options: {
@@ -53,18 +54,6 @@ interface Rec {
   readonly key: string;
   /** As kafkajs gives it: epoch ms in a string. */
   readonly timestamp: string;
-}
-
-/** Small deterministic PRNG, so every mode sees the same sequence. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 /** One batch: 90% new ids, 10% repeats of one of the last ~1000 ids; timestamps from `clock`, up to 200 ms out of order. */

@@ -56,9 +56,15 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     return { owner, found: new Array(ids.length) };
   }
 
-  async lookup(state: ProcessingTimeState, batch: Batch<M>): Promise<void> {
+  lookup(state: ProcessingTimeState, batch: Batch<M>): Promise<void> {
     const { heads } = batch;
-    if (heads.length === 1) return this.#lookupOne(state, batch, heads[0] as number);
+    return heads.length === 1
+      ? this.#lookupOne(state, batch, heads[0] as number)
+      : this.#lookupMany(state, batch, heads);
+  }
+
+  /** `lookup` for several keys: one multi-key store call. */
+  async #lookupMany(state: ProcessingTimeState, batch: Batch<M>, heads: readonly number[]): Promise<void> {
     const keys = heads.map((h) => batch.keys[h] as string);
     const repository = this.#options.repository;
     if (this.#options.mode === 'eager') {
@@ -103,14 +109,16 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   handled(): void {}
 
   settle(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
-    return this.#options.mode === 'eager'
-      ? this.#settleClaims(state, batch, store)
-      : this.#mark(state, batch, store);
+    // Batches of one key (every `wrap` call) take the single-key store calls, with no arrays.
+    const one = batch.heads.length === 1 ? (batch.heads[0] as number) : -1;
+    if (this.#options.mode === 'eager') {
+      return one === -1 ? this.#settleClaims(state, batch, store) : this.#settleOne(state, batch, store, one);
+    }
+    return one === -1 ? this.#mark(state, batch, store) : this.#markOne(state, batch, store, one);
   }
 
   /** Confirms each claim whose message succeeded and releases every other claim of the batch. */
   async #settleClaims(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
-    if (batch.heads.length === 1) return this.#settleOne(state, batch, store, batch.heads[0] as number);
     const repository = this.#options.repository;
     const confirmKeys: string[] = [];
     const confirmAt: number[] = [];
@@ -232,7 +240,6 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
 
   /** Lazy mode: marks the ids whose message succeeded, in one write. */
   async #mark(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
-    if (batch.heads.length === 1) return this.#markOne(state, batch, store, batch.heads[0] as number);
     const keys: string[] = [];
     const at: number[] = [];
     for (const h of batch.heads) {

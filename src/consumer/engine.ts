@@ -1,5 +1,5 @@
 import { NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
-import type { IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
+import type { IdempotencyRecord } from '../repositories/types.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
 import type {
@@ -122,11 +122,6 @@ export class BatchEngine<M, S> {
     this.#stats = stats;
     this.#idOf = idOf;
     this.#rule = rule;
-  }
-
-  /** The repository the rule works on. */
-  get repository(): IdempotentRepository {
-    return this.#options.repository;
   }
 
   /** Processes a batch; see the class comment. Rejects only under `storeFailure: 'fail'` (or a bug). */

@@ -1,8 +1,10 @@
+export type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 export {
   DEFAULT_STREAM,
   EventTimeDeduplicator,
   type EventTimeStats,
   eventTimeKey,
+  MIN_STORE_LIFETIME_MS,
 } from './event-time.js';
 export { toEpochMs } from './event-timestamp.js';
 export { IdempotentConsumer } from './idempotent-consumer.js';
@@ -24,6 +26,7 @@ export { type ConsumerStats, emptyStats } from './stats.js';
 export type {
   BatchHandler,
   BatchItem,
+  BatchItemFailures,
   BatchOptions,
   BatchResult,
   HandlerContext,
@@ -31,5 +34,6 @@ export type {
   MessageHandler,
   Outcome,
   ProcessResult,
+  StoreCall,
   TimestampSelector,
 } from './types.js';

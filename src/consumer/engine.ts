@@ -132,16 +132,18 @@ export class BatchEngine<M, S> {
     stream: string,
   ): Promise<BatchResult<R>> {
     const n = messages.length;
+    // A batch of one (every `wrap` call) gets packed one-element arrays, cheaper to make than holey ones.
+    const one = n === 1;
     const batch: Batch<M> = {
       messages,
       stream,
-      ids: new Array(n),
-      keys: new Array(n),
-      results: new Array(n),
+      ids: one ? [undefined] : new Array(n),
+      keys: one ? [undefined] : new Array(n),
+      results: one ? [undefined as unknown as ProcessResult] : new Array(n),
       failOpen: false,
       handlerThrew: false,
-      head: new Array(n),
-      winner: new Array(n),
+      head: one ? [-1] : new Array(n),
+      winner: one ? [-1] : new Array(n),
       heads: [],
       observe: options.onStoreCall,
     };

@@ -14,6 +14,8 @@ import type { BatchHandler, BatchOptions, BatchResult, MessageHandler, ProcessRe
 
 export type { BatchOptions, BatchResult } from './types.js';
 
+const NO_OPTIONS: BatchOptions = Object.freeze({});
+
 /**
  * Wraps an async handler so each message id is handled once, in the manner of Apache Camel's idempotent consumer.
  *
@@ -64,7 +66,9 @@ export class IdempotentConsumer<M = unknown> {
 
   /** Processes one message: the batch engine with a batch of one; see {@link wrap}. */
   async process<R>(message: M, handler: MessageHandler<M, R>): Promise<ProcessResult<R>> {
-    const { results } = await this.processBatch([message], handler);
+    const { results } = await (this.#eventTime
+      ? this.processBatch([message], handler)
+      : this.#engine.run([message], handler, NO_OPTIONS, DEFAULT_STREAM));
     const result = results[0] as ProcessResult<R>;
     if (result.outcome === 'failed') throw result.error;
     if (result.outcome === 'in-progress') {

@@ -69,6 +69,27 @@ const lazy = await time('wrap(), lazy, memory repository', async () => {
   for (const m of messages) await handle(m);
 });
 
+// Issue 10: the payload digest (canonical JSON + SHA-256) and a stored result, each beside plain eager wrap.
+const fingerprinted = await time('wrap(), eager, fingerprint: true', async () => {
+  const c = new IdempotentConsumer<{ id: string; n: number }>({
+    repository: new MemoryRepository({ maxEntries: N }),
+    id: 'id',
+    fingerprint: true,
+  });
+  const handle = c.wrap(handler);
+  for (const m of messages) await handle(m);
+});
+
+const withResult = await time('wrap(), eager, storeResult: true', async () => {
+  const c = new IdempotentConsumer<{ id: string; n: number }>({
+    repository: new MemoryRepository({ maxEntries: N }),
+    id: 'id',
+    storeResult: true,
+  });
+  const handle = c.wrap((m) => ({ total: m.n }));
+  for (const m of messages) await handle(m);
+});
+
 const batched = await time('processBatch(1000), eager, memory repository', async () => {
   const c = fresh();
   for (let i = 0; i < N; i += 1000) await c.processBatch(messages.slice(i, i + 1000), handler);
@@ -78,9 +99,13 @@ console.log('');
 console.log(`overhead per message, wrap eager:   ${(wrapped - direct).toFixed(3)} µs (target ≤ 2 µs)`);
 console.log(`overhead per message, wrap lazy:    ${(lazy - direct).toFixed(3)} µs`);
 console.log(`overhead per message, batch eager:  ${(batched - direct).toFixed(3)} µs`);
+console.log(`fingerprint cost per message:       ${(fingerprinted - wrapped).toFixed(3)} µs`);
+console.log(`storeResult cost per message:       ${(withResult - wrapped).toFixed(3)} µs`);
 console.log(`ratio wrap eager / bare Map: ${(wrapped / bareMap).toFixed(2)}x`);
 console.log(`ratio wrap lazy / bare Map:  ${(lazy / bareMap).toFixed(2)}x`);
 console.log(`ratio batch eager / bare Map: ${(batched / bareMap).toFixed(2)}x`);
+console.log(`ratio fingerprint / wrap eager: ${(fingerprinted / wrapped).toFixed(2)}x`);
+console.log(`ratio storeResult / wrap eager: ${(withResult / wrapped).toFixed(2)}x`);
 console.log(
   `ratio wrap/direct: ${(wrapped / direct).toFixed(1)}x; outcomes: ${JSON.stringify(consumer.stats)}`,
 );

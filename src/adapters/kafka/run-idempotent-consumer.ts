@@ -299,6 +299,10 @@ class Runner implements IdempotentKafkaConsumer {
         case 'no-id':
           segment.done++;
           continue;
+        case 'conflict':
+          // Same id, another payload (the consumer's `fingerprint` option): it can never be handled.
+          if (!this.#refuse(segment, payload, i, 'invalid-input', result.error)) return segment;
+          continue;
         case 'in-progress':
           segment.block = {
             kind: 'in-progress',

@@ -25,6 +25,7 @@ it('the contract suite fails against a deliberately broken repository', () => {
     'confirm and remove by another owner change nothing',
     'a namespace never sees the ids of a namespace it is a prefix of, nor the other way round',
     'clear() of a namespace leaves the ids of a namespace it is a prefix of, and the other way round',
+    'keeps the result given to confirm and returns it from get, add and getMany',
   ]) {
     assert.ok(failed.includes(expected), `not caught: ${expected}\nfailed: ${failed.join(' | ')}`);
   }

@@ -335,7 +335,8 @@ export class BatchEngine<M, S> {
 
   /** Keeps a processed message's value with its id (`storeResult`); answers the result's `resultKept`. */
   #keepValue(batch: Batch<M>, i: number, value: unknown): boolean {
-    const text = this.#codec.encodeValue(value);
+    // Handled as new because the store read failed (`storeFailure: 'process'`): there is no claim to keep it in.
+    const text = batch.failOpen ? undefined : this.#codec.encodeValue(value);
     (batch.kept as (string | undefined)[])[i] = text;
     if (text === undefined) this.#stats.resultsNotKept++;
     return text !== undefined;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { deserializeValue, serializeValue } from '../../src/consumer/stored-outcome.js';
-import { ConfigError, StoredFailureError } from '../../src/errors.js';
+import { ConfigError, RepositoryError, StoredFailureError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { modes, testStores } from './real-stores.js';
 
@@ -281,5 +281,26 @@ describe('storeResult options are checked like config', () => {
         }),
       /storeResult.*does not apply with eventTime/,
     );
+  });
+});
+
+describe('storeResult with the store down', () => {
+  /** A store whose claims fail as an unreachable server's do (the consumer tests' outage double). */
+  class DownRepository extends MemoryRepository {
+    override async add(): Promise<never> {
+      throw new RepositoryError('connection refused');
+    }
+  }
+
+  it("storeFailure 'process': a message handled as new without a claim says resultKept false", async () => {
+    const consumer = new IdempotentConsumer<Msg>({
+      repository: new DownRepository(),
+      id: 'id',
+      storeResult: true,
+      storeFailure: 'process',
+    });
+    const r = await consumer.process({ id: 'down' }, () => 'done');
+    assert.deepEqual([r.outcome, r.failOpen, r.resultKept], ['processed', true, false]);
+    assert.equal(consumer.stats.resultsNotKept, 1);
   });
 });

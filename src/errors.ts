@@ -12,6 +12,8 @@ export const ErrorCodes = {
   invalidInput: 'IDEM_ERR_INVALID_INPUT',
   output: 'IDEM_ERR_OUTPUT',
   claimLost: 'IDEM_ERR_CLAIM_LOST',
+  conflict: 'IDEM_ERR_CONFLICT',
+  storedFailure: 'IDEM_ERR_STORED_FAILURE',
 } as const;
 
 /** A stable code identifying the kind of failure. */
@@ -110,6 +112,42 @@ export class ClaimLostError extends IdempotencyError {
         'another worker took the id over, so the message may be handled twice (raise leaseMs above the slowest handler)',
       { ...options, retryable: false },
     );
+  }
+}
+
+/**
+ * A message reused an id with a different payload: its fingerprint differs from the one stored with the id
+ * (consumer option `fingerprint`). Not a duplicate, and not handled. `expected` is the stored digest, `actual`
+ * the message's; both are digests, never the payload. Retrying the same message cannot succeed.
+ */
+export class IdempotencyConflictError extends IdempotencyError {
+  static readonly code = ErrorCodes.conflict;
+  constructor(
+    readonly id: string,
+    readonly expected: string,
+    readonly actual: string,
+  ) {
+    super(
+      IdempotencyConflictError.code,
+      `message ${JSON.stringify(id)} reuses an id with a different payload (fingerprint ${actual}, stored ${expected})`,
+    );
+  }
+}
+
+/**
+ * The replay of a failure kept with the id (consumer option `removeOnFailure: false`): the first message with
+ * this id failed, and a duplicate is answered with the same failure instead of running again. `name` and
+ * `message` are the original error's; `storedName` keeps the name too, since `name` is what users match on.
+ */
+export class StoredFailureError extends IdempotencyError {
+  static readonly code = ErrorCodes.storedFailure;
+  constructor(
+    readonly id: string,
+    readonly storedName: string,
+    message: string,
+  ) {
+    super(StoredFailureError.code, message);
+    this.name = storedName;
   }
 }
 

@@ -57,7 +57,8 @@ export class IdempotentConsumer<M = unknown> {
 
   /**
    * Returns a function with the handler's shape that processes each message once. It resolves to the outcome,
-   * rethrows the handler's own error (after releasing the claim), and throws InProgressError, NoMessageIdError or
+   * rethrows the handler's own error (after releasing the claim), rethrows a replayed failure as a
+   * StoredFailureError, and throws InProgressError, IdempotencyConflictError, NoMessageIdError or
    * RepositoryError as the policies say.
    */
   wrap<R>(handler: MessageHandler<M, R>): (message: M) => Promise<ProcessResult<R>> {
@@ -71,6 +72,7 @@ export class IdempotentConsumer<M = unknown> {
       : this.#engine.run([message], handler, NO_OPTIONS, DEFAULT_STREAM));
     const result = results[0] as ProcessResult<R>;
     if (result.outcome === 'failed') throw result.error;
+    if (result.outcome === 'conflict' && this.options.onConflict === 'error') throw result.error;
     if (result.outcome === 'in-progress') {
       throw new InProgressError(result.id as string, result.existing?.leaseExpiresAt);
     }

@@ -1,3 +1,4 @@
+export { type IdempotentDecorator, type IdempotentMethodOptions, idempotent } from './decorator.js';
 export type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 export {
   DEFAULT_STREAM,
@@ -18,9 +19,11 @@ export {
   eventTimeConfigSchema,
   eventTimeDefaults,
   eventTimeFromConfig,
+  type FingerprintSelector,
   type IdempotentConsumerOptions,
   type ResolvedConsumerOptions,
   type ResolvedEventTimeOptions,
+  type StoreResultOptions,
 } from './options.js';
 export { type ConsumerStats, emptyStats } from './stats.js';
 export type {

@@ -15,6 +15,7 @@ export const consumerDefaults = {
   inProgress: 'error',
   storeFailure: 'fail',
   lostClaim: 'report',
+  onConflict: 'report',
 } as const;
 
 /** Defaults of event-time mode (KIP-655), written once. */
@@ -109,6 +110,30 @@ export interface EventTimeOptions<M> {
 export type ResolvedEventTimeOptions<M> = Required<Omit<EventTimeOptions<M>, 'valueId'>> &
   Pick<EventTimeOptions<M>, 'valueId'>;
 
+/**
+ * How the consumer keeps each handler's value with its id (`storeResult: true` takes every default). The
+ * default serializer is JSON that also keeps `undefined`, bigint and Uint8Array/Buffer (tagged, base64); a
+ * Date comes back as its ISO string, as JSON gives it. See docs/results.md.
+ */
+export interface StoreResultOptions {
+  /**
+   * Largest serialized value kept, in UTF-8 bytes; at most, and by default, the store's
+   * `capabilities.maxResultBytes`. A larger value is not kept: the message is still handled once, and its
+   * result says `resultKept: false`.
+   */
+  readonly maxBytes?: number;
+  /** Turns a handler's value into text; a throw means "not kept" (never a failure of the message). */
+  readonly serialize?: (value: unknown) => string;
+  /** Inverse of `serialize`; a throw means the duplicate gets no result (`replayed: false`). */
+  readonly deserialize?: (text: string) => unknown;
+}
+
+/**
+ * What the payload fingerprint is computed from: `true` the whole message, a list the named dotted fields, a
+ * function its own string or bytes. Either way the stored value is the SHA-256 of it, base64url.
+ */
+export type FingerprintSelector<M> = true | readonly string[] | ((message: M) => string | Uint8Array);
+
 /** Options of {@link IdempotentConsumer}. */
 export interface IdempotentConsumerOptions<M> {
   readonly repository: IdempotentRepository;
@@ -126,8 +151,29 @@ export interface IdempotentConsumerOptions<M> {
    * message can run twice; short enough that a crashed worker's ids come back soon.
    */
   readonly leaseMs?: number;
-  /** Release the claim when the handler throws, so a retry can succeed (default). False keeps it: at-most-once. */
+  /**
+   * Release the claim when the handler throws, so a retry can succeed (default). False keeps the failure
+   * with the id (error name and message) for `ttlMs`: at-most-once, and a duplicate is answered with a
+   * StoredFailureError of the same name and message (outcome `failed`, `replayed: true`).
+   */
   readonly removeOnFailure?: boolean;
+  /**
+   * Keep each handler's value with its id, so a duplicate gets it back as `result` (`replayed: true`) without
+   * running the handler. `true` for the defaults, or {@link StoreResultOptions}. Off by default.
+   */
+  readonly storeResult?: boolean | StoreResultOptions;
+  /**
+   * Store a digest of the payload with the id, and treat a later message with the same id but another digest
+   * as a `conflict` (not a duplicate, not handled). `true`: the whole message in canonical JSON (sorted keys);
+   * a list of dotted field paths: those fields; a function: its string or bytes. A record stored without a
+   * fingerprint matches any message.
+   */
+  readonly fingerprint?: FingerprintSelector<M>;
+  /**
+   * A `conflict`: `report` (default) returns it as the outcome; `error` makes `process`/`wrap` reject with the
+   * IdempotencyConflictError (a batch reports it as the result's `error` either way).
+   */
+  readonly onConflict?: 'report' | 'error';
   /** Skip the handler for duplicates (default). False runs it with `context.duplicate = true`. */
   readonly skipDuplicate?: boolean;
   /** Called for every duplicate, whether or not the handler is skipped. */
@@ -153,9 +199,9 @@ export interface IdempotentConsumerOptions<M> {
 
 /** Options with every default applied. */
 export type ResolvedConsumerOptions<M> = Required<
-  Omit<IdempotentConsumerOptions<M>, 'onDuplicate' | 'eventTime'>
+  Omit<IdempotentConsumerOptions<M>, 'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint'>
 > &
-  Pick<IdempotentConsumerOptions<M>, 'onDuplicate'> & {
+  Pick<IdempotentConsumerOptions<M>, 'onDuplicate' | 'storeResult' | 'fingerprint'> & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
   };
 
@@ -222,6 +268,36 @@ const eventTimeOptionsSchema = z
     }
   });
 
+/** `storeResult`: a boolean, or the serializer and cap. */
+const storeResultSchema = z.union(
+  [
+    z.boolean(),
+    z
+      .object({
+        maxBytes: z
+          .number({ error: 'must be a whole number of bytes' })
+          .int({ error: 'must be a whole number of bytes' })
+          .positive({ error: 'must be greater than 0' })
+          .optional(),
+        serialize: functionSchema.optional(),
+        deserialize: functionSchema.optional(),
+      })
+      .strict(),
+  ],
+  { error: 'must be true, false or { maxBytes?, serialize?, deserialize? }' },
+);
+
+/** `fingerprint`: true, a non-empty list of dotted field paths, or a function. */
+const fingerprintSchema = z.custom<unknown>(
+  (value) =>
+    value === true ||
+    typeof value === 'function' ||
+    (Array.isArray(value) &&
+      value.length > 0 &&
+      value.every((p) => typeof p === 'string' && p.split('.').every((step) => step.length > 0))),
+  { error: 'must be true, a non-empty list of dotted field paths (["a.b"]) or a function' },
+);
+
 /** Every option of {@link IdempotentConsumerOptions}, checked as strictly as a config file. */
 const consumerOptionsSchema = z
   .object({
@@ -240,10 +316,31 @@ const consumerOptionsSchema = z
     inProgress: z.enum(['duplicate', 'error']).optional(),
     storeFailure: z.enum(['fail', 'process']).optional(),
     lostClaim: z.enum(['report', 'error']).optional(),
+    storeResult: storeResultSchema.optional(),
+    fingerprint: fingerprintSchema.optional(),
+    onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),
   })
   .strict()
   .superRefine((options, ctx) => {
+    // Event-time records are judged by timestamps; they keep neither outcomes nor digests.
+    if (options.eventTime !== undefined) {
+      for (const key of ['storeResult', 'fingerprint'] as const) {
+        if (options[key] !== undefined && options[key] !== false) {
+          ctx.addIssue({ code: 'custom', path: [key], message: 'does not apply with eventTime' });
+        }
+      }
+    }
+    // A cap above what the store keeps would fail the write after the side effect: refuse it up front.
+    const maxResult = options.repository.capabilities?.maxResultBytes;
+    const maxBytes = typeof options.storeResult === 'object' ? options.storeResult.maxBytes : undefined;
+    if (maxBytes !== undefined && maxResult !== undefined && maxBytes > maxResult) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['storeResult', 'maxBytes'],
+        message: `must be at most ${maxResult} bytes, the largest result the store keeps`,
+      });
+    }
     // A TTL or lease the store would silently cut short is a configuration error, not a surprise later.
     const max = options.repository.capabilities?.maxTtlMs;
     if (max === undefined) return;

@@ -6,6 +6,8 @@ export interface ConsumerStats {
   duplicate: number;
   inProgress: number;
   failed: number;
+  /** Messages that reused an id with a different payload fingerprint (outcome `conflict`). */
+  conflicts: number;
   noId: number;
   /**
    * Messages handled as new, or left unrecorded, because a store call failed under the `process` policy:
@@ -18,6 +20,10 @@ export interface ConsumerStats {
   claimsLost: number;
   /** Lazy: marks that found the id already marked by another worker since the check (see `raced`). */
   raced: number;
+  /** Duplicates answered with a stored outcome (a value under `storeResult`, or a kept failure). */
+  replayed: number;
+  /** Processed messages whose value was not kept under `storeResult` (too large, or not serializable). */
+  resultsNotKept: number;
 }
 
 /** Fresh zeroed counters. */
@@ -27,11 +33,14 @@ export function emptyStats(): ConsumerStats {
     duplicate: 0,
     inProgress: 0,
     failed: 0,
+    conflicts: 0,
     noId: 0,
     failOpen: 0,
     releaseFailures: 0,
     claimsLost: 0,
     raced: 0,
+    replayed: 0,
+    resultsNotKept: 0,
   };
 }
 
@@ -40,6 +49,7 @@ const FIELD: Record<Outcome, keyof ConsumerStats> = {
   duplicate: 'duplicate',
   'in-progress': 'inProgress',
   failed: 'failed',
+  conflict: 'conflicts',
   'no-id': 'noId',
 };
 

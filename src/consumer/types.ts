@@ -6,10 +6,13 @@ import type { IdempotencyRecord, MessageId } from '../repositories/types.js';
  * - `processed`: new, the handler ran and succeeded;
  * - `duplicate`: a live record already held the id (or an earlier message in the same batch);
  * - `in-progress`: another worker holds a live, unconfirmed claim on the id;
- * - `failed`: the handler threw (or the id was unusable); the error is in `error`;
+ * - `failed`: the handler threw (or the id was unusable); the error is in `error`. A duplicate of a message
+ *   whose failure was kept (`removeOnFailure: false`) is `failed` too, with `replayed: true`;
+ * - `conflict`: a live record holds the id with a different payload fingerprint (`fingerprint` option): not
+ *   handled; `error` is the IdempotencyConflictError;
  * - `no-id`: the message had no id and was forwarded without dedup.
  */
-export type Outcome = 'processed' | 'duplicate' | 'in-progress' | 'failed' | 'no-id';
+export type Outcome = 'processed' | 'duplicate' | 'in-progress' | 'failed' | 'conflict' | 'no-id';
 
 /** What the handler learns about the message it is given. */
 export interface HandlerContext {
@@ -53,10 +56,27 @@ export interface BatchHandler<M> {
 export interface ProcessResult<R = unknown> {
   readonly outcome: Outcome;
   readonly id: string | undefined;
-  /** The handler's return value, when it ran. */
+  /**
+   * The handler's return value, when it ran; for a duplicate with `replayed: true`, the value kept with the id
+   * (`storeResult`), deserialized.
+   */
   readonly result?: R;
-  /** The handler's (or id extraction's) error for a `failed` outcome. */
+  /**
+   * The handler's (or id extraction's) error for a `failed` outcome; a StoredFailureError for a replayed
+   * failure; the IdempotencyConflictError for a `conflict`.
+   */
   readonly error?: unknown;
+  /**
+   * Set on duplicates when the consumer keeps outcomes (`storeResult`, or a kept failure): true when the
+   * stored outcome was replayed (`result`, or `error` for a failure), false when the record had none to give
+   * (kept before `storeResult`, too large, or not serializable).
+   */
+  readonly replayed?: boolean;
+  /**
+   * Set on processed messages under `storeResult`: false when the value was not kept with the id (larger than
+   * the cap, or the serializer failed), so duplicates will not get it back. Counted in `stats.resultsNotKept`.
+   */
+  readonly resultKept?: boolean;
   /** The record that made it a duplicate or in-progress. */
   readonly existing?: IdempotencyRecord;
   /** The store failed and the `process` policy handled the message as new. */

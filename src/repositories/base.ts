@@ -5,6 +5,8 @@ import type {
   AddOptions,
   AddResult,
   ClaimRef,
+  ConfirmOptions,
+  ConfirmRef,
   IdempotencyRecord,
   IdempotentRepository,
   MessageId,
@@ -17,12 +19,15 @@ export interface KeyedEntry {
   readonly key: string;
   readonly eventTime?: number;
   readonly fingerprint?: string;
+  /** Kept only by a lazy mark (an add without `leaseMs`). */
+  readonly result?: string;
 }
 
-/** A claim whose id is already the canonical key. */
+/** A claim whose id is already the canonical key, with the outcome to keep when it is confirmed. */
 export interface KeyedClaim {
   readonly key: string;
   readonly owner: string;
+  readonly result?: string;
 }
 
 /** Options every repository accepts. */
@@ -90,11 +95,7 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.assertOpen();
     const key = toKey(id, this.maxIdBytes);
     return this.run('add', () =>
-      this.doAdd(
-        { key, eventTime: entry.eventTime, fingerprint: entry.fingerprint },
-        options,
-        options.now ?? this.clock(),
-      ),
+      this.doAdd(keyedEntry(key, entry, options), options, options.now ?? this.clock()),
     );
   }
 
@@ -112,7 +113,7 @@ export abstract class BaseRepository implements IdempotentRepository {
       if (seen === undefined) {
         firstIndex.set(key, unique.length);
         slot[i] = unique.length;
-        unique.push({ key, eventTime: entry.eventTime, fingerprint: entry.fingerprint });
+        unique.push(keyedEntry(key, entry, options));
       } else {
         slot[i] = -1 - seen;
       }
@@ -154,16 +155,20 @@ export abstract class BaseRepository implements IdempotentRepository {
     return this.run('getMany', () => this.doGetMany(keys, options.now ?? this.clock()));
   }
 
-  async confirm(claim: ClaimRef, options: { ttlMs: number }): Promise<boolean> {
+  async confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
     this.assertOpen();
-    const keyed = { key: toKey(claim.id, this.maxIdBytes), owner: claim.owner };
+    const keyed: KeyedClaim = { key: toKey(claim.id, this.maxIdBytes), owner: claim.owner };
+    if (options.result !== undefined) (keyed as { result?: string }).result = options.result;
     return this.run('confirm', () => this.doConfirm(keyed, options.ttlMs, this.clock()));
   }
 
-  async confirmMany(claims: readonly ClaimRef[], options: { ttlMs: number }): Promise<boolean[]> {
+  async confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]> {
     this.assertOpen();
     if (claims.length === 0) return [];
-    const keyed = claims.map((c) => ({ key: toKey(c.id, this.maxIdBytes), owner: c.owner }));
+    const keyed = claims.map((c): KeyedClaim => {
+      const key = toKey(c.id, this.maxIdBytes);
+      return c.result === undefined ? { key, owner: c.owner } : { key, owner: c.owner, result: c.result };
+    });
     return this.run('confirm', () => this.doConfirmMany(keyed, options.ttlMs, this.clock()));
   }
 
@@ -202,4 +207,13 @@ export abstract class BaseRepository implements IdempotentRepository {
       throw toRepositoryError(`${this.storeName} ${operation}`, error);
     }
   }
+}
+
+/** The keyed form of an add entry; a result travels only with a lazy mark (a claim has no outcome yet). */
+function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, options: AddOptions): KeyedEntry {
+  const keyed: { -readonly [K in keyof KeyedEntry]: KeyedEntry[K] } = { key };
+  if (entry.eventTime !== undefined) keyed.eventTime = entry.eventTime;
+  if (entry.fingerprint !== undefined) keyed.fingerprint = entry.fingerprint;
+  if (entry.result !== undefined && options.leaseMs === undefined) keyed.result = entry.result;
+  return keyed;
 }

@@ -21,11 +21,17 @@ export function newRecord(
     ...(claim ? { leaseExpiresAt: now + (options.leaseMs as number), owner: options.owner } : {}),
     ...(entry.eventTime !== undefined ? { eventTime: entry.eventTime } : {}),
     ...(entry.fingerprint !== undefined ? { fingerprint: entry.fingerprint } : {}),
+    ...(!claim && entry.result !== undefined ? { result: entry.result } : {}),
   };
 }
 
-/** The record after its owner confirms it: retention restarts from the confirmation. */
-export function confirmedRecord(record: IdempotencyRecord, ttlMs: number, now: number): IdempotencyRecord {
+/** The record after its owner confirms it: retention restarts from the confirmation; `result` is kept with it. */
+export function confirmedRecord(
+  record: IdempotencyRecord,
+  ttlMs: number,
+  now: number,
+  result?: string,
+): IdempotencyRecord {
   const confirmed: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
     id: record.id,
     state: 'confirmed',
@@ -33,6 +39,7 @@ export function confirmedRecord(record: IdempotencyRecord, ttlMs: number, now: n
   };
   if (record.eventTime !== undefined) confirmed.eventTime = record.eventTime;
   if (record.fingerprint !== undefined) confirmed.fingerprint = record.fingerprint;
+  if (result !== undefined) confirmed.result = result;
   return confirmed;
 }
 
@@ -94,8 +101,9 @@ export function decodeField(field: string | undefined): string | undefined {
 /**
  * Compact text form for key-value stores (Redis, RocksDB): fields joined by U+0001, strings through
  * {@link encodeField} so any owner or fingerprint round-trips.
- * Order: state (`f` in-flight, `c` confirmed), expiresAt, leaseExpiresAt, owner, eventTime, fingerprint.
- * Records written before strings were escaped decode the same, unless a string held U+0001 or U+0002.
+ * Order: state (`f` in-flight, `c` confirmed), expiresAt, leaseExpiresAt, owner, eventTime, fingerprint, result.
+ * Records written before strings were escaped decode the same, unless a string held U+0001 or U+0002; records
+ * written before results existed have no seventh field and decode without one.
  */
 export function encodeRecord(record: IdempotencyRecord): string {
   return (
@@ -112,19 +120,22 @@ export function encodeRecord(record: IdempotencyRecord): string {
 }
 
 /**
- * The last two fields of {@link encodeRecord} (eventTime, fingerprint), for a store that writes the leading
- * fields itself (the Redis scripts fill in the times from the server's clock).
+ * The last fields of {@link encodeRecord} (eventTime, fingerprint, result), for a store that writes the leading
+ * fields itself (the Redis scripts fill in the times from the server's clock). The result field is left out
+ * when there is none, so records without results keep their old, shorter form.
  */
 export function encodeRecordTail(entry: {
   readonly eventTime?: number;
   readonly fingerprint?: string;
+  readonly result?: string;
 }): string {
-  return (entry.eventTime ?? '') + FIELD_SEP + encodeField(entry.fingerprint);
+  const head = (entry.eventTime ?? '') + FIELD_SEP + encodeField(entry.fingerprint);
+  return entry.result === undefined ? head : head + FIELD_SEP + encodeField(entry.result);
 }
 
 /** Inverse of {@link encodeRecord}. */
 export function decodeRecord(key: string, text: string): IdempotencyRecord {
-  const [state, expiresAt, lease, owner, eventTime, fingerprint] = text.split(FIELD_SEP);
+  const [state, expiresAt, lease, owner, eventTime, fingerprint, result] = text.split(FIELD_SEP);
   const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
     id: key,
     state: state === 'f' ? 'in-flight' : 'confirmed',
@@ -136,5 +147,7 @@ export function decodeRecord(key: string, text: string): IdempotencyRecord {
   if (eventTime) record.eventTime = Number(eventTime);
   const fingerprintText = decodeField(fingerprint);
   if (fingerprintText !== undefined) record.fingerprint = fingerprintText;
+  const resultText = decodeField(result);
+  if (resultText !== undefined) record.result = resultText;
   return record;
 }

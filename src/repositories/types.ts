@@ -22,8 +22,14 @@ export interface IdempotencyRecord {
   readonly owner?: string;
   /** Event timestamp (epoch ms) of the message that created the record, for event-time windows. */
   readonly eventTime?: number;
-  /** A digest of the payload, so later work can tell a true duplicate from an id collision. */
+  /** A digest of the payload (the consumer's `fingerprint` option), telling a true duplicate from an id reuse. */
   readonly fingerprint?: string;
+  /**
+   * An opaque serialized outcome kept with a confirmed record (the consumer's `storeResult` and
+   * `removeOnFailure: false` options encode the handler's value or failure into it). Stores only keep and
+   * return it, up to `capabilities.maxResultBytes` UTF-8 bytes.
+   */
+  readonly result?: string;
 }
 
 /** One id to add, with the optional record fields that travel with it. */
@@ -31,6 +37,8 @@ export interface AddEntry {
   readonly id: MessageId;
   readonly eventTime?: number;
   readonly fingerprint?: string;
+  /** The outcome to keep with a lazy mark (see {@link IdempotencyRecord.result}); ignored for a claim. */
+  readonly result?: string;
 }
 
 /** How a record is written by `add`. */
@@ -75,6 +83,17 @@ export interface ClaimRef {
   readonly owner: string;
 }
 
+/** A claim to confirm, with the outcome to keep in the confirmed record (see {@link IdempotencyRecord.result}). */
+export type ConfirmRef = ClaimRef & { readonly result?: string };
+
+/** Options of `confirm`. */
+export interface ConfirmOptions {
+  /** Retention of the confirmed record, in ms from the confirmation. */
+  readonly ttlMs: number;
+  /** The outcome to keep with the confirmed record (see {@link IdempotencyRecord.result}). */
+  readonly result?: string;
+}
+
 /** What a repository can do; the contract suite and the consumer read this instead of guessing. */
 export interface RepositoryCapabilities {
   /** Ids survive `close()` and reopening the same store. */
@@ -90,6 +109,11 @@ export interface RepositoryCapabilities {
    * refuses a `ttlMs` or `leaseMs` above it rather than let the store cut it short.
    */
   readonly maxTtlMs?: number;
+  /**
+   * Largest `result` kept with a record, in UTF-8 bytes. The consumer does not store a larger one (the
+   * message is still handled once; its result says `resultKept: false`). Each store documents its choice.
+   */
+  readonly maxResultBytes: number;
 }
 
 /**
@@ -113,10 +137,13 @@ export interface IdempotentRepository {
   get(id: MessageId, options?: ReadOptions): Promise<IdempotencyRecord | undefined>;
   /** `get` for many ids, one answer per input position. */
   getMany(ids: readonly MessageId[], options?: ReadOptions): Promise<(IdempotencyRecord | undefined)[]>;
-  /** Turns the owner's in-flight claim into a confirmed record kept for `ttlMs`. False if the claim is gone or not theirs. */
-  confirm(claim: ClaimRef, options: { ttlMs: number }): Promise<boolean>;
-  /** `confirm` for many claims, one answer per input position. */
-  confirmMany(claims: readonly ClaimRef[], options: { ttlMs: number }): Promise<boolean[]>;
+  /**
+   * Turns the owner's in-flight claim into a confirmed record kept for `ttlMs`, keeping `result` with it.
+   * False if the claim is gone or not theirs.
+   */
+  confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean>;
+  /** `confirm` for many claims (each with its own `result`), one answer per input position. */
+  confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]>;
   /** Deletes the record. With an owner, only that owner's in-flight claim is deleted. */
   remove(id: MessageId, owner?: string): Promise<boolean>;
   /** Deletes every record of this repository (its namespace only, for shared stores). */

@@ -260,11 +260,14 @@ describe('IdempotentConsumer.processBatch', () => {
         duplicate: 2,
         inProgress: 0,
         failed: 0,
+        conflicts: 0,
         noId: 1,
         failOpen: 0,
         releaseFailures: 0,
         claimsLost: 0,
         raced: 0,
+        replayed: 0,
+        resultsNotKept: 0,
       },
     );
   });

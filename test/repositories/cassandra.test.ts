@@ -33,6 +33,7 @@ describe('cassandra', { skip: skipUnlessEnabled('cassandra') }, () => {
       maxIdBytes: 1024,
       nativeBatch: false,
       maxTtlMs: 630_720_000_000,
+      maxResultBytes: 1_048_576,
     },
   });
 });

@@ -33,6 +33,12 @@ describe('dynamodb', { skip: skipUnlessEnabled('dynamodb') }, () => {
       repositoryModule.create(
         repositoryModule.optionsSchema.parse({ ...connection, keyPrefix: `${namespace}:` }),
       ),
-    capabilities: { persistent: true, shared: true, maxIdBytes: 1024, nativeBatch: false },
+    capabilities: {
+      persistent: true,
+      shared: true,
+      maxIdBytes: 1024,
+      nativeBatch: false,
+      maxResultBytes: 400_000,
+    },
   });
 });

@@ -83,7 +83,13 @@ describe('redis cluster', { skip: skipUnlessEnabled('redis') }, () => {
     name: 'redis cluster',
     factory: async ({ namespace }) =>
       RedisRepository.open({ cluster: cluster.seeds, keyPrefix: `idem-test:${namespace}:` }),
-    capabilities: { persistent: true, shared: true, maxIdBytes: 1024, nativeBatch: true },
+    capabilities: {
+      persistent: true,
+      shared: true,
+      maxIdBytes: 1024,
+      nativeBatch: true,
+      maxResultBytes: 1_048_576,
+    },
   });
 
   it('spreads a batch over every master, answers per position, and clear() empties every master', async () => {

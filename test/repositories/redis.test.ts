@@ -8,6 +8,12 @@ describe('redis', { skip: skipUnlessEnabled('redis') }, () => {
     name: 'redis',
     factory: async ({ namespace }) =>
       RedisRepository.open({ url: endpoints.redisUrl, keyPrefix: `idem-test:${namespace}:` }),
-    capabilities: { persistent: true, shared: true, maxIdBytes: 1024, nativeBatch: true },
+    capabilities: {
+      persistent: true,
+      shared: true,
+      maxIdBytes: 1024,
+      nativeBatch: true,
+      maxResultBytes: 1_048_576,
+    },
   });
 });

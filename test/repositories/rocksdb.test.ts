@@ -15,6 +15,12 @@ describe('rocksdb', { skip: skipUnlessEnabled('rocksdb') }, () => {
   repositoryContract({
     name: 'rocksdb',
     factory: ({ namespace }) => RocksdbRepository.open({ path: join(root, namespace) }),
-    capabilities: { persistent: true, shared: false, maxIdBytes: 1024, nativeBatch: true },
+    capabilities: {
+      persistent: true,
+      shared: false,
+      maxIdBytes: 1024,
+      nativeBatch: true,
+      maxResultBytes: 1_048_576,
+    },
   });
 });

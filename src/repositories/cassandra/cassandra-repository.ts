@@ -60,6 +60,8 @@ export class CassandraRepository extends BaseRepository {
     // Bounded-concurrency single-partition statements, not one round trip.
     nativeBatch: false,
     maxTtlMs: 630_720_000_000, // Cassandra's TTL ceiling: 630720000 s, 20 years
+    // Cassandra takes cells up to `max_value_size` (256 MiB) but advises against cells above 1 MiB.
+    maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'cassandra';
   readonly #client: Client;

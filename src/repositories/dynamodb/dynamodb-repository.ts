@@ -83,6 +83,9 @@ export class DynamoDbRepository extends BaseRepository {
     maxIdBytes: MAX_ID_BYTES,
     // Reads batch natively, but claims are one conditional put per id: DynamoDB has no conditional batch write.
     nativeBatch: false,
+    // An item is at most 400 KB (409600 bytes) counting every attribute name and value; the rest of the item
+    // (a key of up to 1 KB plus times, owner and fingerprint) fits in the remaining 9600 bytes.
+    maxResultBytes: 400_000,
   };
   protected readonly storeName = 'dynamodb';
   readonly #client: DynamoDBClient;

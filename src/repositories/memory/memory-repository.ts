@@ -18,6 +18,8 @@ export class MemoryRepository extends BaseRepository {
     shared: false,
     maxIdBytes: MAX_ID_BYTES,
     nativeBatch: true,
+    // Any string fits in memory; the cap bounds what `maxEntries` records can cost (1 MiB each at most).
+    maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'memory';
   readonly #records = new Map<string, IdempotencyRecord>();
@@ -89,10 +91,10 @@ export class MemoryRepository extends BaseRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]> {
-    return claims.map(({ key, owner }) => {
+    return claims.map(({ key, owner, result }) => {
       const record = this.#records.get(key);
       if (record === undefined || record.state !== 'in-flight' || record.owner !== owner) return false;
-      this.#records.set(key, confirmedRecord(record, ttlMs, now));
+      this.#records.set(key, confirmedRecord(record, ttlMs, now, result));
       return true;
     });
   }

@@ -102,6 +102,9 @@ export class RedisRepository extends BaseRepository {
     shared: true,
     maxIdBytes: MAX_ID_BYTES,
     nativeBatch: true,
+    // Redis strings hold up to 512 MB, but one large value blocks the single-threaded server while it is
+    // copied; 1 MiB keeps a replay cheap.
+    maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'redis';
   readonly #client: ScriptedClient;

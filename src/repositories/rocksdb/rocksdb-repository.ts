@@ -38,6 +38,9 @@ export class RocksdbRepository extends BaseRepository {
     shared: false,
     maxIdBytes: MAX_ID_BYTES,
     nativeBatch: true,
+    // RocksDB values may reach 4 GiB, but every record passes through the write buffer and the bucket
+    // compactions; 1 MiB keeps those cheap.
+    maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'rocksdb';
   /** Absolute directory of the store. */

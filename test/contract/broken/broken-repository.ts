@@ -21,6 +21,7 @@ export class BrokenRepository extends BaseRepository {
     shared: false,
     maxIdBytes: 1024,
     nativeBatch: false,
+    maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'broken';
   readonly #prefix: string;

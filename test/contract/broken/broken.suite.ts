@@ -5,5 +5,11 @@ import { BrokenRepository } from './broken-repository.js';
 repositoryContract({
   name: 'broken',
   factory: async ({ namespace }) => new BrokenRepository(namespace),
-  capabilities: { persistent: false, shared: false, maxIdBytes: 1024, nativeBatch: false },
+  capabilities: {
+    persistent: false,
+    shared: false,
+    maxIdBytes: 1024,
+    nativeBatch: false,
+    maxResultBytes: 1_048_576,
+  },
 });

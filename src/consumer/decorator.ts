@@ -1,0 +1,65 @@
+import type { IdempotencyConflictError } from '../errors.js';
+import type { IdempotentConsumer } from './idempotent-consumer.js';
+
+/** Options of {@link idempotent}. */
+export interface IdempotentMethodOptions<M> {
+  /** The message the method's arguments stand for; the first argument by default. */
+  readonly message?: (...args: never[]) => M;
+}
+
+/** A method the decorator can wrap. */
+// biome-ignore lint/suspicious/noExplicitAny: a decorator accepts any method signature.
+type AnyMethod = (this: any, ...args: any[]) => any;
+
+/**
+ * The decorator {@link idempotent} returns: usable as a TC39 standard method decorator and as a legacy
+ * (`experimentalDecorators`) one.
+ */
+export interface IdempotentDecorator {
+  /** TC39 (stage 3) standard decorator: `(method, context)`. */
+  <F extends AnyMethod>(method: F, context: ClassMethodDecoratorContext): F;
+  /** Legacy `experimentalDecorators` form: `(prototype, name, descriptor)`. */
+  <D extends PropertyDescriptor>(target: object, key: string | symbol, descriptor: D): D;
+}
+
+/**
+ * Makes a class method idempotent through `consumer`, as Powertools' `@idempotent` does: each message (the
+ * first argument, or `options.message(...args)`) runs the method once.
+ *
+ * The decorated method resolves to:
+ * - the method's own value when the message is new (or has no id and is forwarded);
+ * - for a duplicate, the value kept with the id (consumer option `storeResult`), or `undefined` when none was
+ *   kept (no `storeResult`, or the value was too large);
+ * - a duplicate of a kept failure (`removeOnFailure: false`) rejects with a StoredFailureError of the same
+ *   name and message; the method's own error is rethrown as is.
+ * It rejects with an InProgressError while another worker holds the id (unless the consumer's `inProgress`
+ * is `duplicate`), and with an IdempotencyConflictError for a fingerprint conflict, whatever `onConflict` says:
+ * a method call has no outcome to report it in. The method always returns a promise.
+ */
+export function idempotent<M>(
+  consumer: IdempotentConsumer<M>,
+  options: IdempotentMethodOptions<M> = {},
+): IdempotentDecorator {
+  const toMessage = (options.message ?? ((first: M) => first)) as (...args: unknown[]) => M;
+  const wrap = (method: AnyMethod): AnyMethod =>
+    async function (this: unknown, ...args: unknown[]) {
+      const outcome = await consumer.process(toMessage(...args), () => method.apply(this, args));
+      // The engine always gives a conflict its IdempotencyConflictError.
+      if (outcome.outcome === 'conflict') throw outcome.error as IdempotencyConflictError;
+      return outcome.result;
+    };
+  return ((target: unknown, context: unknown, descriptor?: PropertyDescriptor) => {
+    if (descriptor !== undefined) {
+      // Legacy form: replace the descriptor's function.
+      if (typeof descriptor.value !== 'function') {
+        throw new TypeError(`@idempotent applies to methods; ${String(context)} is not one`);
+      }
+      return { ...descriptor, value: wrap(descriptor.value as AnyMethod) };
+    }
+    const ctx = context as Partial<ClassMethodDecoratorContext> | undefined;
+    if (typeof target !== 'function' || ctx?.kind !== 'method') {
+      throw new TypeError(`@idempotent applies to methods; got a ${ctx?.kind ?? typeof target}`);
+    }
+    return wrap(target as AnyMethod);
+  }) as IdempotentDecorator;
+}

@@ -56,7 +56,12 @@ export async function openExampleStore(env = process.env): Promise<{
   const text = env.IDEM_CONFIG ? undefined : '[repository]\ntype = "memory"\n';
   const config = await loadConfig(configSchema, { env, ...(text ? { text } : {}) });
   const repository = await openRepository(config);
-  return { repository, ttlMs: config.consumer.ttl, leaseMs: config.consumer.lease, type: config.repository.type };
+  return {
+    repository,
+    ttlMs: config.consumer.ttl,
+    leaseMs: config.consumer.lease,
+    type: config.repository.type,
+  };
 }
 
 async function main(): Promise<Server> {

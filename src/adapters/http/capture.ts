@@ -118,7 +118,11 @@ export class ResponseCapture {
     return true;
   };
 
-  readonly #end = (chunk?: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): ServerResponse => {
+  readonly #end = (
+    chunk?: unknown,
+    encoding?: BufferEncoding | Callback,
+    callback?: Callback,
+  ): ServerResponse => {
     if (typeof chunk === 'function') {
       callback = chunk as Callback;
       chunk = undefined;

@@ -23,7 +23,9 @@ export interface HttpMessage {
 }
 
 /** What the framework glue does with a request: let it through to the route, or write the adapter's answer. */
-export type HttpVerdict = { readonly kind: 'next' } | { readonly kind: 'answer'; readonly answer: HttpAnswer };
+export type HttpVerdict =
+  | { readonly kind: 'next' }
+  | { readonly kind: 'answer'; readonly answer: HttpAnswer };
 
 const NEXT: HttpVerdict = Object.freeze({ kind: 'next' });
 

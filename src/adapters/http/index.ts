@@ -14,4 +14,10 @@ export {
   httpIdempotencyDefaults,
   type ResolvedHttpIdempotencyOptions,
 } from './options.js';
-export { type HttpAnswer, PROBLEM_CONTENT_TYPE, type ProblemKind, problemKinds, problemType } from './problem.js';
+export {
+  type HttpAnswer,
+  PROBLEM_CONTENT_TYPE,
+  type ProblemKind,
+  problemKinds,
+  problemType,
+} from './problem.js';

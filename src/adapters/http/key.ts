@@ -25,7 +25,10 @@ const BARE = /^[\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]+$/;
  * `\` or `,` is taken as the key itself. `maxLength` counts the characters of the key (quotes excluded).
  * Repeated header lines (a list) and parameters after the string are refused: the field is a single Item.
  */
-export function readIdempotencyKey(value: string | readonly string[] | undefined, maxLength: number): KeyReading {
+export function readIdempotencyKey(
+  value: string | readonly string[] | undefined,
+  maxLength: number,
+): KeyReading {
   if (value === undefined) return ABSENT;
   if (typeof value !== 'string') {
     if (value.length === 0) return ABSENT;

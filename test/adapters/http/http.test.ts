@@ -26,7 +26,8 @@ const stores: Record<string, { skip: false | string; open: () => Promise<Idempot
   },
   redis: {
     skip: skipUnlessEnabled('redis'),
-    open: () => RedisRepository.open({ url: endpoints.redisUrl, keyPrefix: `idem-http-test:${randomUUID()}:` }),
+    open: () =>
+      RedisRepository.open({ url: endpoints.redisUrl, keyPrefix: `idem-http-test:${randomUUID()}:` }),
   },
 };
 
@@ -52,7 +53,12 @@ async function post(
     ...(options.signal ? { signal: options.signal } : {}),
   });
   const bytes = Buffer.from(await response.arrayBuffer());
-  return { status: response.status, headers: response.headers, bytes, json: () => JSON.parse(bytes.toString()) };
+  return {
+    status: response.status,
+    headers: response.headers,
+    bytes,
+    json: () => JSON.parse(bytes.toString()),
+  };
 }
 
 const replayed = (r: Reply) => r.headers.get('idempotent-replayed') === 'true';
@@ -148,7 +154,12 @@ for (const [storeName, store] of Object.entries(stores)) {
             'key-invalid',
             /41 characters long; at most 40/,
           );
-          assertProblem(await post(`${app.url}/charges`, { key: '"unterminated' }), 400, 'key-invalid', /quoted/);
+          assertProblem(
+            await post(`${app.url}/charges`, { key: '"unterminated' }),
+            400,
+            'key-invalid',
+            /quoted/,
+          );
           assert.equal(app.effects.charges, 0);
           assert.equal((await post(`${app.url}/open`)).status, 201);
           assert.equal((await post(`${app.url}/open`)).status, 201);
@@ -191,9 +202,18 @@ for (const [storeName, store] of Object.entries(stores)) {
         it('scopes keys per route and per principal', async (t) => {
           const { app } = await setup(t);
           const key = randomUUID();
-          assert.equal(replayed(await post(`${app.url}/charges`, { key, headers: { 'x-user': 'alice' } })), false);
-          assert.equal(replayed(await post(`${app.url}/charges`, { key, headers: { 'x-user': 'bob' } })), false);
-          assert.equal(replayed(await post(`${app.url}/charges`, { key, headers: { 'x-user': 'alice' } })), true);
+          assert.equal(
+            replayed(await post(`${app.url}/charges`, { key, headers: { 'x-user': 'alice' } })),
+            false,
+          );
+          assert.equal(
+            replayed(await post(`${app.url}/charges`, { key, headers: { 'x-user': 'bob' } })),
+            false,
+          );
+          assert.equal(
+            replayed(await post(`${app.url}/charges`, { key, headers: { 'x-user': 'alice' } })),
+            true,
+          );
           assert.equal(app.effects.charges, 2);
           // The same key on another route is another key.
           assert.equal((await post(`${app.url}/rejects`, { key })).status, 400);
@@ -223,7 +243,9 @@ for (const [storeName, store] of Object.entries(stores)) {
 
       assertProblem(await post(`${survivor.url}/hang`, { key }), 409, 'in-progress', /still being processed/);
       await sleep(leaseMs + 200);
-      const taken = post(`${survivor.url}/hang`, { key, signal: AbortSignal.timeout(300) }).catch(() => 'ran');
+      const taken = post(`${survivor.url}/hang`, { key, signal: AbortSignal.timeout(300) }).catch(
+        () => 'ran',
+      );
       assert.equal(await taken, 'ran');
       assert.equal(survivor.effects.hang, 1);
     });

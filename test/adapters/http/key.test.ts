@@ -15,7 +15,10 @@ describe('Idempotency-Key header', () => {
       kind: 'key',
       key: '8e03978e-40d5-43e8-bc93-6894a57f9324',
     });
-    assert.deepEqual(readIdempotencyKey('  "a \\"b\\" \\\\ c, d"  ', 255), { kind: 'key', key: 'a "b" \\ c, d' });
+    assert.deepEqual(readIdempotencyKey('  "a \\"b\\" \\\\ c, d"  ', 255), {
+      kind: 'key',
+      key: 'a "b" \\ c, d',
+    });
   });
 
   it('accepts a bare value leniently (a UUID sent without quotes)', () => {
@@ -79,7 +82,10 @@ describe('request fingerprints', () => {
     assert.notEqual(requestFingerprint({ ...base, body: { amount: 11, meta: { a: 1, b: [1, 2] } } }), same);
     assert.notEqual(requestFingerprint({ ...base, method: 'PATCH' }), same);
     assert.notEqual(requestFingerprint({ ...base, target: '/charges?x=1' }), same);
-    assert.notEqual(requestFingerprint({ ...base, body: 'text' }), requestFingerprint({ ...base, body: undefined }));
+    assert.notEqual(
+      requestFingerprint({ ...base, body: 'text' }),
+      requestFingerprint({ ...base, body: undefined }),
+    );
     assert.notEqual(
       requestFingerprint({ ...base, body: Buffer.from('a') }),
       requestFingerprint({ ...base, body: 'a' }),
@@ -118,7 +124,8 @@ describe('adapter options', () => {
   it('refuse a bad option by name', () => {
     assert.throws(
       () => new HttpIdempotency({ repository, maxKeyLength: 0 }),
-      (e: unknown) => e instanceof ConfigError && /option maxKeyLength of idempotencyKey\(\.\.\.\)/.test(e.message),
+      (e: unknown) =>
+        e instanceof ConfigError && /option maxKeyLength of idempotencyKey\(\.\.\.\)/.test(e.message),
     );
     assert.throws(
       () => new HttpIdempotency({ repository, replayHeaders: ['bad header'] }),

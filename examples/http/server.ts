@@ -64,14 +64,21 @@ export async function openExampleStore(env = process.env): Promise<{
   };
 }
 
+/** `86400000` → `24 h`: the expiry as clients read it. */
+function inWords(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return `${ms / 1_000} s`;
+}
+
 async function main(): Promise<Server> {
   const { repository, ttlMs, leaseMs, type } = await openExampleStore();
   const { app } = createExampleApp({ repository, ttlMs, leaseMs });
   const port = Number(process.env.PORT ?? 3000);
   const server = app.listen(port, () => {
     console.log(
-      `listening on http://127.0.0.1:${port} (store: ${type}; keys replay for ${ttlMs / 1000} s, ` +
-        `a request holds its key for ${leaseMs / 1000} s)`,
+      `listening on http://127.0.0.1:${port} (store: ${type}; a key's response is replayed for ` +
+        `${inWords(ttlMs)}, a request holds its key for ${inWords(leaseMs)})`,
     );
   });
   const stop = () => {

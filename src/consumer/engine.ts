@@ -1,7 +1,9 @@
-import { NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
+import { IdempotencyConflictError, NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
 import type { IdempotencyRecord } from '../repositories/types.js';
+import { fingerprinter } from './fingerprint.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
+import { OutcomeCodec } from './stored-outcome.js';
 import type {
   BatchHandler,
   BatchItem,
@@ -48,6 +50,14 @@ export interface Batch<M> {
   readonly winner: number[];
   /** The positions of the keys' first occurrences: what the store is asked about. */
   readonly heads: number[];
+  /** Payload digest per message under the `fingerprint` option (undefined when the option is off). */
+  readonly fingerprints: (string | undefined)[] | undefined;
+  /**
+   * The outcome to keep with message `i`'s record (`IdempotencyRecord.result`): its encoded value under
+   * `storeResult`, or its encoded failure under `removeOnFailure: false`. Undefined when the consumer keeps
+   * no outcomes. A rule confirms or marks a failed winner only when its failure is kept here.
+   */
+  readonly kept: (string | undefined)[] | undefined;
 }
 
 /**
@@ -111,6 +121,13 @@ export class BatchEngine<M, S> {
   readonly #stats: ConsumerStats;
   readonly #idOf: (message: M) => string | undefined;
   readonly #rule: DedupRule<M, S>;
+  readonly #fingerprint: ((message: M) => string) | undefined;
+  /** Encodes outcomes for records and decodes them for duplicates. */
+  readonly #codec: OutcomeCodec;
+  /** `storeResult` is on: processed values are kept. */
+  readonly #keepValues: boolean;
+  /** `removeOnFailure: false` outside event-time mode: handler failures are kept with the id. */
+  readonly #keepFailures: boolean;
 
   constructor(
     options: ResolvedConsumerOptions<M>,
@@ -122,6 +139,12 @@ export class BatchEngine<M, S> {
     this.#stats = stats;
     this.#idOf = idOf;
     this.#rule = rule;
+    this.#fingerprint = options.fingerprint === undefined ? undefined : fingerprinter(options.fingerprint);
+    // A repository written before results existed declares no cap: 64 KiB is safe for any store we know.
+    const maxBytes = options.repository.capabilities?.maxResultBytes ?? 65_536;
+    this.#codec = new OutcomeCodec(options.storeResult, maxBytes);
+    this.#keepValues = this.#codec.keepsValues;
+    this.#keepFailures = !options.removeOnFailure && options.eventTime === undefined;
   }
 
   /** Processes a batch; see the class comment. Rejects only under `storeFailure: 'fail'` (or a bug). */
@@ -146,6 +169,8 @@ export class BatchEngine<M, S> {
       winner: one ? [-1] : new Array(n),
       heads: [],
       observe: options.onStoreCall,
+      fingerprints: this.#fingerprint === undefined ? undefined : one ? [undefined] : new Array(n),
+      kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
     };
     this.#readIds(batch);
     const state = this.#rule.begin(batch);
@@ -176,17 +201,27 @@ export class BatchEngine<M, S> {
     return { results: batch.results as ProcessResult<R>[] };
   }
 
-  /** Reads each message's id; an unusable id fails the message, a missing one follows `nullId`. */
+  /**
+   * Reads each message's id (and fingerprint); an unusable id or a fingerprint that cannot be computed fails
+   * the message, a missing id follows `nullId`.
+   */
   #readIds(batch: Batch<M>): void {
-    const { messages, ids, results } = batch;
+    const { messages, ids, results, fingerprints } = batch;
     const reject = this.#options.nullId === 'reject';
     for (let i = 0; i < messages.length; i++) {
+      let id: string | undefined;
       try {
-        const id = this.#idOf(messages[i] as M);
+        id = this.#idOf(messages[i] as M);
         ids[i] = id;
         if (id === undefined && reject) results[i] = { outcome: 'failed', id, error: new NoMessageIdError() };
       } catch (error) {
         results[i] = { outcome: 'failed', id: undefined, error };
+      }
+      if (fingerprints === undefined || id === undefined || results[i] !== undefined) continue;
+      try {
+        fingerprints[i] = (this.#fingerprint as (message: M) => string)(messages[i] as M);
+      } catch (error) {
+        results[i] = { outcome: 'failed', id, error };
       }
     }
   }
@@ -225,18 +260,37 @@ export class BatchEngine<M, S> {
       return { context: { id, duplicate: false }, outcome: 'processed', extra };
     }
     const { existing } = decision;
+    if (batch.fingerprints !== undefined) {
+      // A different payload under the same id is a conflict, whatever state the record is in. A record kept
+      // without a fingerprint (before the option was set) matches any message.
+      const actual = batch.fingerprints[i];
+      const expected = holder !== -1 ? batch.fingerprints[holder] : existing?.fingerprint;
+      if (actual !== undefined && expected !== undefined && actual !== expected) {
+        const error = new IdempotencyConflictError(id, expected, actual);
+        results[i] = { outcome: 'conflict', id, existing, error };
+        return undefined;
+      }
+    }
     if (existing?.state === 'in-flight' && this.#options.inProgress === 'error') {
       results[i] = { outcome: 'in-progress', id, existing };
       return undefined;
     }
     const context: HandlerContext = { id, duplicate: true, existing };
+    // What the first message left to replay: this batch's winner's outcome, or the stored record's.
+    const stored = holder !== -1 ? batch.kept?.[holder] : existing?.result;
     return this.#options.onDuplicate
-      ? this.#hook(state, batch, i, context)
-      : this.#duplicate(batch, i, context);
+      ? this.#hook(state, batch, i, context, stored)
+      : this.#duplicate(batch, i, context, stored);
   }
 
   /** Calls `onDuplicate`; its failure is this message's failure, and the rest of the batch goes on. */
-  async #hook(state: S, batch: Batch<M>, i: number, context: HandlerContext): Promise<Pending | undefined> {
+  async #hook(
+    state: S,
+    batch: Batch<M>,
+    i: number,
+    context: HandlerContext,
+    stored: string | undefined,
+  ): Promise<Pending | undefined> {
     try {
       await this.#options.onDuplicate?.(batch.messages[i] as M, context);
     } catch (error) {
@@ -244,17 +298,47 @@ export class BatchEngine<M, S> {
       this.#rule.handled(state, batch, i, false);
       return undefined;
     }
-    return this.#duplicate(batch, i, context);
+    return this.#duplicate(batch, i, context, stored);
   }
 
-  /** A duplicate skips the handler, or reaches it marked (`skipDuplicate: false`, as in Camel). */
-  #duplicate(batch: Batch<M>, i: number, context: HandlerContext): Pending | undefined {
-    const { existing } = context;
-    if (this.#options.skipDuplicate) {
-      batch.results[i] = { outcome: 'duplicate', id: context.id, existing };
+  /**
+   * A duplicate skips the handler, or reaches it marked (`skipDuplicate: false`, as in Camel). A skipped one
+   * is answered with the outcome kept with the id, if any: the value (`result`) or the failure (`failed`).
+   */
+  #duplicate(
+    batch: Batch<M>,
+    i: number,
+    context: HandlerContext,
+    stored: string | undefined,
+  ): Pending | undefined {
+    const { existing, id } = context;
+    if (!this.#options.skipDuplicate) return { context, outcome: 'duplicate', extra: { existing } };
+    if (stored === undefined) {
+      batch.results[i] =
+        batch.kept === undefined
+          ? { outcome: 'duplicate', id, existing }
+          : { outcome: 'duplicate', id, existing, replayed: false };
       return undefined;
     }
-    return { context, outcome: 'duplicate', extra: { existing } };
+    const replay = this.#codec.decode(id as string, stored);
+    if (replay.kind === 'none') {
+      batch.results[i] = { outcome: 'duplicate', id, existing, replayed: false };
+      return undefined;
+    }
+    this.#stats.replayed++;
+    batch.results[i] =
+      replay.kind === 'value'
+        ? { outcome: 'duplicate', id, existing, result: replay.value, replayed: true }
+        : { outcome: 'failed', id, existing, error: replay.error, replayed: true };
+    return undefined;
+  }
+
+  /** Keeps a processed message's value with its id (`storeResult`); answers the result's `resultKept`. */
+  #keepValue(batch: Batch<M>, i: number, value: unknown): boolean {
+    const text = this.#codec.encodeValue(value);
+    (batch.kept as (string | undefined)[])[i] = text;
+    if (text === undefined) this.#stats.resultsNotKept++;
+    return text !== undefined;
   }
 
   /** Per-message handler: decide, run, report, in input order. */
@@ -272,10 +356,13 @@ export class BatchEngine<M, S> {
           extra === undefined
             ? { outcome: pending.outcome, id: context.id, result }
             : { outcome: pending.outcome, id: context.id, result, ...extra };
+        if (this.#keepValues && pending.outcome === 'processed' && batch.keys[i] !== undefined) {
+          results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, result) };
+        }
         this.#rule.handled(state, batch, i, true);
       } catch (error) {
         results[i] = { outcome: 'failed', id: context.id, error };
-        this.#failed(state, batch, i, context);
+        this.#failed(state, batch, i, context, error);
       }
     }
   }
@@ -306,18 +393,30 @@ export class BatchEngine<M, S> {
       const { index, context } = items[k] as BatchItem<M>;
       const p = pending[k] as Pending;
       if (failures?.has(index)) {
-        results[index] = { outcome: 'failed', id: context.id, error: failures.get(index) };
-        this.#failed(state, batch, index, context);
+        const error = failures.get(index);
+        results[index] = { outcome: 'failed', id: context.id, error };
+        this.#failed(state, batch, index, context, error);
       } else {
         results[index] = { outcome: p.outcome, id: context.id, ...p.extra };
       }
     }
   }
 
-  /** A failed handler: the message no longer holds its key, so a later copy in the batch is judged afresh. */
-  #failed(state: S, batch: Batch<M>, i: number, context: HandlerContext): void {
+  /**
+   * A failed handler: the message no longer holds its key, so a later copy in the batch is judged afresh;
+   * unless its failure is kept with the id (`removeOnFailure: false`), when later copies replay the failure.
+   */
+  #failed(state: S, batch: Batch<M>, i: number, context: HandlerContext, error: unknown): void {
     const head = batch.head[i] as number;
-    if (!context.duplicate && head !== -1 && batch.winner[head] === i) batch.winner[head] = -1;
+    const holds = !context.duplicate && head !== -1 && batch.winner[head] === i;
+    if (holds && this.#keepFailures && batch.kept !== undefined) {
+      batch.kept[i] = this.#codec.encodeFailure(error);
+      if (batch.kept[i] !== undefined) {
+        this.#rule.handled(state, batch, i, false);
+        return;
+      }
+    }
+    if (holds) batch.winner[head] = -1;
     this.#rule.handled(state, batch, i, false);
   }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ClaimLostError, InvalidIdError } from '../errors.js';
 import { idOfKey } from '../repositories/ids.js';
-import type { AddResult, IdempotencyRecord } from '../repositories/types.js';
+import type { AddEntry, AddResult, IdempotencyRecord } from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { ConsumerStats } from './stats.js';
@@ -70,8 +70,11 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     if (this.#options.mode === 'eager') {
       const { ttlMs, leaseMs } = this.#options;
       const options = { ttlMs, leaseMs, owner: state.owner };
+      const { fingerprints } = batch;
       const added = await repository.addMany(
-        keys.map((key) => ({ id: idOfKey(key) })),
+        fingerprints === undefined
+          ? keys.map((key) => ({ id: idOfKey(key) }))
+          : keys.map((key, k) => ({ id: idOfKey(key), fingerprint: fingerprints[heads[k] as number] })),
         options,
       );
       for (let k = 0; k < heads.length; k++) {
@@ -90,7 +93,12 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const id = idOfKey(batch.keys[head] as string);
     if (this.#options.mode === 'eager') {
       const { ttlMs, leaseMs } = this.#options;
-      const r = await repository.add(id, { ttlMs, leaseMs, owner: state.owner });
+      const fingerprint = batch.fingerprints?.[head];
+      const r = await repository.add(
+        id,
+        { ttlMs, leaseMs, owner: state.owner },
+        fingerprint === undefined ? undefined : { fingerprint },
+      );
       state.found[head] = r.added ? FRESH : r.existing;
     } else {
       state.found[head] = (await repository.get(id)) ?? FRESH;
@@ -127,7 +135,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       if (state.found[h] !== FRESH) continue;
       const key = batch.keys[h] as string;
       const winner = batch.winner[h] as number;
-      if (winner !== -1 && batch.results[winner]?.outcome === 'processed') {
+      if (winner !== -1 && settles(batch, winner)) {
         confirmKeys.push(key);
         confirmAt.push(winner);
       } else {
@@ -150,11 +158,21 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const start = store.start(batch);
     let confirmed: boolean[];
     try {
+      const { kept } = batch;
       confirmed =
         confirmKeys.length === 1
-          ? [await repository.confirm({ id: idOfKey(confirmKeys[0] as string), owner }, { ttlMs })]
+          ? [
+              await repository.confirm(
+                { id: idOfKey(confirmKeys[0] as string), owner },
+                { ttlMs, result: kept?.[confirmAt[0] as number] },
+              ),
+            ]
           : await repository.confirmMany(
-              confirmKeys.map((key) => ({ id: idOfKey(key), owner })),
+              confirmKeys.map((key, k) => ({
+                id: idOfKey(key),
+                owner,
+                result: kept?.[confirmAt[k] as number],
+              })),
               { ttlMs },
             );
       store.succeeded(batch, 'confirm', start);
@@ -177,7 +195,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const id = idOfKey(batch.keys[head] as string);
     const { owner } = state;
     const winner = batch.winner[head] as number;
-    if (winner === -1 || batch.results[winner]?.outcome !== 'processed') {
+    if (winner === -1 || !settles(batch, winner)) {
       if (!this.#options.removeOnFailure) return;
       await repository.remove(id, owner).catch(() => {
         this.#stats.releaseFailures++;
@@ -187,7 +205,8 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const start = store.start(batch);
     let confirmed: boolean;
     try {
-      confirmed = await repository.confirm({ id, owner }, { ttlMs: this.#options.ttlMs });
+      const result = batch.kept?.[winner];
+      confirmed = await repository.confirm({ id, owner }, { ttlMs: this.#options.ttlMs, result });
       store.succeeded(batch, 'confirm', start);
     } catch (error) {
       store.failed(batch, 'confirm', start, error, [winner]);
@@ -206,19 +225,21 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     if (state.found[head] !== FRESH) return;
     const winner = batch.winner[head] as number;
     const r = winner === -1 ? undefined : batch.results[winner];
-    if (r?.outcome !== 'processed' || r.failOpen) return;
+    if (r === undefined || !settles(batch, winner) || r.failOpen) return;
     const start = store.start(batch);
     let added: AddResult;
     try {
-      added = await this.#options.repository.add(idOfKey(batch.keys[head] as string), {
-        ttlMs: this.#options.ttlMs,
-      });
+      added = await this.#options.repository.add(
+        idOfKey(batch.keys[head] as string),
+        { ttlMs: this.#options.ttlMs },
+        markEntry(batch, winner),
+      );
       store.succeeded(batch, 'mark', start);
     } catch (error) {
       store.failed(batch, 'mark', start, error, [winner]);
       return;
     }
-    if (added.added) return;
+    if (added.added || r.outcome !== 'processed') return;
     this.#stats.raced++;
     batch.results[winner] = { ...r, raced: true };
   }
@@ -229,8 +250,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
    * caller that retries finds the other owner's claim instead of handling the message a third time.
    */
   #lost(batch: Batch<M>, i: number): void {
-    this.#stats.claimsLost++;
     const r = batch.results[i];
+    // A kept failure whose claim lapsed: nothing happened twice that the caller does not already know.
+    if (r?.outcome === 'failed') return;
+    this.#stats.claimsLost++;
     if (!r) return;
     batch.results[i] =
       this.#options.lostClaim === 'error'
@@ -248,7 +271,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       if (winner === -1) continue;
       const key = batch.keys[h] as string;
       const r = batch.results[winner];
-      if (r?.outcome !== 'processed' || r.failOpen) continue;
+      if (r === undefined || !settles(batch, winner) || r.failOpen) continue;
       keys.push(key);
       at.push(winner);
     }
@@ -260,9 +283,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     try {
       added =
         keys.length === 1
-          ? [await repository.add(idOfKey(keys[0] as string), { ttlMs })]
+          ? [await repository.add(idOfKey(keys[0] as string), { ttlMs }, markEntry(batch, at[0] as number))]
           : await repository.addMany(
-              keys.map((key) => ({ id: idOfKey(key) })),
+              keys.map((key, k) => ({ id: idOfKey(key), ...markEntry(batch, at[k] as number) })),
               { ttlMs },
             );
       store.succeeded(batch, 'mark', start);
@@ -272,10 +295,30 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     }
     for (let k = 0; k < added.length; k++) {
       if ((added[k] as AddResult).added) continue;
-      this.#stats.raced++;
       const i = at[k] as number;
       const result = batch.results[i];
-      if (result) batch.results[i] = { ...result, raced: true };
+      if (result?.outcome !== 'processed') continue;
+      this.#stats.raced++;
+      batch.results[i] = { ...result, raced: true };
     }
   }
 }
+
+/**
+ * True when the winner's record is to be confirmed (eager) or marked (lazy): it was processed, or it failed
+ * and its failure is kept with the id (`removeOnFailure: false`).
+ */
+function settles(batch: Batch<unknown>, winner: number): boolean {
+  const outcome = batch.results[winner]?.outcome;
+  return outcome === 'processed' || (outcome === 'failed' && batch.kept?.[winner] !== undefined);
+}
+
+/** The fields a lazy mark writes with the id: the message's fingerprint and the outcome kept, if any. */
+function markEntry(batch: Batch<unknown>, winner: number): AddEntryFields | undefined {
+  const fingerprint = batch.fingerprints?.[winner];
+  const result = batch.kept?.[winner];
+  if (fingerprint === undefined && result === undefined) return undefined;
+  return { fingerprint, result };
+}
+
+type AddEntryFields = Omit<AddEntry, 'id'>;

@@ -1,0 +1,134 @@
+import { StoredFailureError } from '../errors.js';
+import type { StoreResultOptions } from './options.js';
+
+// The text kept in `IdempotencyRecord.result`: one tag character, then the body.
+// `v` + the serialized value (storeResult), `e` + JSON `{"name","message"}` (a kept failure).
+const VALUE = 'v';
+const FAILURE = 'e';
+
+/** Longest error message kept with a failure, in UTF-16 units; the rest is cut (the name is always kept). */
+const MAX_FAILURE_MESSAGE = 2_000;
+
+/** What a stored outcome says when read back. */
+export type StoredOutcome =
+  | { readonly kind: 'value'; readonly value: unknown }
+  | { readonly kind: 'failure'; readonly error: StoredFailureError }
+  /** The record holds no outcome this consumer can read (none kept, or the deserializer failed). */
+  | { readonly kind: 'none' };
+
+const NONE: StoredOutcome = Object.freeze({ kind: 'none' });
+
+/**
+ * Encodes handler outcomes for the record and decodes them for duplicates, under the consumer's `storeResult`
+ * option and the store's `maxResultBytes`. Encoding never throws: a value that cannot be kept is `undefined`.
+ */
+export class OutcomeCodec {
+  /** True when values are kept (`storeResult`); failures are kept whenever `removeOnFailure` is false. */
+  readonly keepsValues: boolean;
+  readonly #maxBytes: number;
+  readonly #serialize: (value: unknown) => string;
+  readonly #deserialize: (text: string) => unknown;
+
+  constructor(storeResult: boolean | StoreResultOptions | undefined, storeMaxBytes: number) {
+    const options = typeof storeResult === 'object' ? storeResult : {};
+    this.keepsValues = storeResult !== undefined && storeResult !== false;
+    this.#maxBytes = Math.min(options.maxBytes ?? storeMaxBytes, storeMaxBytes);
+    this.#serialize = options.serialize ?? serializeValue;
+    this.#deserialize = options.deserialize ?? deserializeValue;
+  }
+
+  /** The text to keep for a handler's value, or undefined when it cannot be kept (too large, not serializable). */
+  encodeValue(value: unknown): string | undefined {
+    let text: string;
+    try {
+      text = VALUE + this.#serialize(value);
+    } catch {
+      return undefined;
+    }
+    return typeof text === 'string' && this.#fits(text) ? text : undefined;
+  }
+
+  /** The text to keep for a handler's failure: its name and message (cut to fit), or undefined if even that does not. */
+  encodeFailure(error: unknown): string | undefined {
+    const name = error instanceof Error ? error.name : 'Error';
+    let message = error instanceof Error ? error.message : String(error);
+    if (message.length > MAX_FAILURE_MESSAGE) message = `${message.slice(0, MAX_FAILURE_MESSAGE)}…`;
+    const full = FAILURE + JSON.stringify({ name, message });
+    if (this.#fits(full)) return full;
+    const bare = FAILURE + JSON.stringify({ name, message: '' });
+    return this.#fits(bare) ? bare : undefined;
+  }
+
+  /** Reads a stored outcome back; a value only when this consumer keeps values. */
+  decode(id: string, text: string | undefined): StoredOutcome {
+    if (text === undefined) return NONE;
+    const tag = text[0];
+    const body = text.slice(1);
+    try {
+      if (tag === FAILURE) {
+        const { name, message } = JSON.parse(body) as { name?: unknown; message?: unknown };
+        return {
+          kind: 'failure',
+          error: new StoredFailureError(id, String(name ?? 'Error'), String(message ?? '')),
+        };
+      }
+      if (tag === VALUE && this.keepsValues) return { kind: 'value', value: this.#deserialize(body) };
+    } catch {
+      return NONE;
+    }
+    return NONE;
+  }
+
+  #fits(text: string): boolean {
+    // A UTF-8 byte is at least one UTF-16 unit: short texts skip the byte count.
+    return text.length * 3 <= this.#maxBytes || Buffer.byteLength(text, 'utf8') <= this.#maxBytes;
+  }
+}
+
+// The default serializer: JSON, with the values JSON would lose tagged under a key no JSON document from
+// elsewhere uses (`\u0000t`): undefined, bigint and bytes (base64; a Buffer comes back as a Buffer).
+const TAG = '\u0000t';
+
+/** JSON that keeps undefined, bigint, Uint8Array and Buffer; see {@link StoreResultOptions}. */
+export function serializeValue(value: unknown): string {
+  return JSON.stringify(value, function (this: Record<string, unknown>, key, json: unknown) {
+    const raw = this[key];
+    if (raw === undefined) return { [TAG]: 'undefined' };
+    if (typeof raw === 'bigint') return { [TAG]: 'bigint', v: raw.toString() };
+    if (raw instanceof Uint8Array) {
+      const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('base64');
+      return { [TAG]: Buffer.isBuffer(raw) ? 'buffer' : 'bytes', v: bytes };
+    }
+    return json;
+  });
+}
+
+/** Inverse of {@link serializeValue}. */
+export function deserializeValue(text: string): unknown {
+  // A walk rather than a JSON.parse reviver: a reviver that answers undefined deletes the property.
+  return untag(JSON.parse(text));
+}
+
+function untag(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = untag(value[i]);
+    return value;
+  }
+  const record = value as Record<string, unknown>;
+  if (TAG in record) {
+    const v = record.v as string;
+    switch (record[TAG]) {
+      case 'undefined':
+        return undefined;
+      case 'bigint':
+        return BigInt(v);
+      case 'buffer':
+        return Buffer.from(v, 'base64');
+      case 'bytes':
+        return new Uint8Array(Buffer.from(v, 'base64'));
+    }
+  }
+  for (const key of Object.keys(record)) record[key] = untag(record[key]);
+  return record;
+}

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
-import { InProgressError, RepositoryError } from '../../errors.js';
+import { InProgressError, RepositoryClosedError, RepositoryError } from '../../errors.js';
 import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
 import { requestFingerprint } from './fingerprint.js';
@@ -174,7 +174,7 @@ export class HttpIdempotency<Req> {
         { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1_000))) },
       );
     }
-    if (error instanceof RepositoryError) {
+    if (error instanceof RepositoryError || error instanceof RepositoryClosedError) {
       return answer('store-unavailable', 'the idempotency store did not answer; retry later', {
         'retry-after': '1',
       });

@@ -15,12 +15,13 @@ export type IdempotencyKeyHook = preHandlerAsyncHookHandler & {
  */
 export function fastifyIdempotencyKey(options: HttpIdempotencyOptions<FastifyRequest>): IdempotencyKeyHook {
   const idempotency = new HttpIdempotency<FastifyRequest>(options);
-  const hook = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+  const hook = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const verdict = await idempotency.begin(fastifyView(request), reply.raw);
-    if (verdict.kind === 'next') return;
+    if (verdict.kind === 'next') return undefined;
     const { status, headers, body } = verdict.answer;
-    // A Buffer payload is sent as is: no serializer touches the stored bytes.
-    await reply
+    // A Buffer payload is sent as is: no serializer touches the stored bytes. Returning the reply ends the
+    // request here, as Fastify asks of an async hook that answers.
+    return reply
       .code(status)
       .headers(headers as Record<string, string | string[]>)
       .send(body);

@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it, type TestContext } from 'node:test';
+import express from 'express';
+import { idempotencyKey } from '../../../src/adapters/http/index.js';
 import type { HttpIdempotencyOptions } from '../../../src/adapters/http/options.js';
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../../src/repositories/redis/index.js';
@@ -86,7 +90,7 @@ for (const [storeName, store] of Object.entries(stores)) {
           const repository = await store.open();
           t.after(async () => {
             await repository.clear().catch(() => undefined);
-            await repository.close();
+            await repository.close().catch(() => undefined);
           });
           const app = await startApp(on, { repository, ...options });
           t.after(() => app.close());
@@ -199,6 +203,14 @@ for (const [storeName, store] of Object.entries(stores)) {
           assert.equal(released.effects.rejects, 2);
         });
 
+        it('answers 503 when the store fails before the route, and does not run it', async (t) => {
+          const { app, repository } = await setup(t);
+          await repository.close();
+          const r = await post(`${app.url}/charges`, { key: randomUUID() });
+          assertProblem(r, 503, 'store-unavailable', /did not answer/);
+          assert.equal(app.effects.charges, 0);
+        });
+
         it('scopes keys per route and per principal', async (t) => {
           const { app } = await setup(t);
           const key = randomUUID();
@@ -251,3 +263,21 @@ for (const [storeName, store] of Object.entries(stores)) {
     });
   });
 }
+
+describe('HTTP Idempotency-Key on Express without a body parser', () => {
+  it('refuses a request with a body with 500 body-not-parsed instead of fingerprinting without it', async (t) => {
+    const repository = new MemoryRepository();
+    const app = express();
+    let runs = 0;
+    app.post('/charges', idempotencyKey({ repository }), (_req, res) => {
+      runs++;
+      res.status(201).end();
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => new Promise((resolve) => server.close(resolve)));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/charges`;
+    assertProblem(await post(url, { key: randomUUID() }), 500, 'body-not-parsed', /express\.json\(\)/);
+    assert.equal(runs, 0);
+  });
+});

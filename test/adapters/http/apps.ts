@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import express from 'express';
 import Fastify from 'fastify';
 import { fastifyIdempotencyKey, idempotencyKey } from '../../../src/adapters/http/index.js';
@@ -11,6 +12,12 @@ export interface TestApp {
   /** Side effects per route, counted inside the route. */
   readonly effects: Record<string, number>;
   close(): Promise<void>;
+}
+
+/** Every byte value, then the run number: a body no text decoding would survive, different on each run. */
+export function binaryChunks(run: number): Buffer[] {
+  const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+  return [all.subarray(0, 100), all.subarray(100), Buffer.from([0xc3, 0x28, run])];
 }
 
 /** The web frameworks the adapter supports. */
@@ -29,14 +36,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * - `POST /flaky`: 500 on its first run, 201 afterwards;
  * - `POST /rejects`: 400 (a client error, kept by default);
  * - `POST /hang`: a side effect, then never answers (a crashed request);
- * - `POST /open`: like /charges, with the key optional.
+ * - `POST /open`: like /charges, with the key optional;
+ * - `POST /bytes`: a binary body (every byte value, invalid UTF-8 included) written in several chunks.
  * `scope` reads the principal from the `x-user` header.
  */
 export async function startApp(
   framework: Framework,
   options: Omit<HttpIdempotencyOptions, 'scope'>,
 ): Promise<TestApp> {
-  const effects: Record<string, number> = { charges: 0, flaky: 0, rejects: 0, hang: 0, open: 0 };
+  const effects: Record<string, number> = { charges: 0, flaky: 0, rejects: 0, hang: 0, open: 0, bytes: 0 };
   const charge = (body: unknown) => {
     effects.charges = (effects.charges ?? 0) + 1;
     return { id: `ch_${effects.charges}`, request: body, at: process.hrtime.bigint().toString() };
@@ -63,6 +71,12 @@ export async function startApp(
     });
     app.post('/hang', guard, () => {
       effects.hang = (effects.hang ?? 0) + 1;
+    });
+    app.post('/bytes', guard, (_req, res) => {
+      effects.bytes = (effects.bytes ?? 0) + 1;
+      res.status(202).type('application/octet-stream');
+      for (const chunk of binaryChunks(effects.bytes)) res.write(chunk);
+      res.end();
     });
     app.post('/open', open, (req, res) => {
       effects.open = (effects.open ?? 0) + 1;
@@ -106,6 +120,11 @@ export async function startApp(
   app.post('/hang', { preHandler: guard }, () => {
     effects.hang = (effects.hang ?? 0) + 1;
     return new Promise(() => {});
+  });
+  app.post('/bytes', { preHandler: guard }, async (_req, reply) => {
+    effects.bytes = (effects.bytes ?? 0) + 1;
+    reply.code(202).type('application/octet-stream');
+    return Readable.from(binaryChunks(effects.bytes));
   });
   app.post('/open', { preHandler: open }, async (req, reply) => {
     effects.open = (effects.open ?? 0) + 1;

@@ -14,7 +14,7 @@ import { RedisRepository } from '../../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../../src/repositories/rocksdb/index.js';
 import type { IdempotentRepository } from '../../../src/repositories/types.js';
 import { endpoints, skipUnlessEnabled } from '../../helpers/stores.js';
-import { CHARGE_HEADER, type Framework, startApp, type TestApp } from './apps.js';
+import { binaryChunks, CHARGE_HEADER, type Framework, startApp, type TestApp } from './apps.js';
 
 // Real servers (Express and Fastify on an ephemeral port), a real client (fetch), real stores.
 
@@ -138,6 +138,20 @@ for (const [storeName, store] of Object.entries(stores)) {
           }
           assert.equal(retry.headers.get('content-length'), String(first.bytes.length));
           assert.equal(app.effects.charges, 1);
+        });
+
+        it('replays a binary response written in chunks byte for byte', async (t) => {
+          const { app } = await setup(t);
+          const key = randomUUID();
+          const first = await post(`${app.url}/bytes`, { key });
+          assert.equal(first.status, 202);
+          assert.ok(first.bytes.equals(Buffer.concat(binaryChunks(1))));
+          const retry = await post(`${app.url}/bytes`, { key });
+          assert.equal(retry.status, 202);
+          assert.ok(replayed(retry));
+          assert.ok(retry.bytes.equals(first.bytes));
+          assert.equal(retry.headers.get('content-type'), 'application/octet-stream');
+          assert.equal(app.effects.bytes, 1);
         });
 
         it('answers 422 when the key comes back with another body, without running the route', async (t) => {

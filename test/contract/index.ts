@@ -9,6 +9,7 @@ import { leaseTests } from './leases.js';
 import { lifecycleTests } from './lifecycle.js';
 import { namespaceTests } from './namespaces.js';
 import { recordTests } from './records.js';
+import { resultTests } from './results.js';
 
 export type { ContractOptions, RepositoryFactory } from './context.js';
 export {
@@ -21,6 +22,7 @@ export {
   lifecycleTests,
   namespaceTests,
   recordTests,
+  resultTests,
 };
 
 /**
@@ -49,6 +51,7 @@ export function repositoryContract(options: ContractOptions): void {
     describe('batch', () => batchTests(withContext));
     describe('ids', () => idTests(withContext));
     describe('records', () => recordTests(withContext));
+    describe('results', () => resultTests(withContext, options));
     describe('namespaces', () => namespaceTests(withContext));
     describe('lifecycle', () => lifecycleTests(withContext, options));
   });

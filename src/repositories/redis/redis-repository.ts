@@ -6,6 +6,7 @@ import {
   decodeRecord,
   encodeField,
   encodeRecordTail,
+  FIELD_SEP,
   isLive,
   newRecord,
   storeLifetimeMs,
@@ -273,11 +274,22 @@ export class RedisRepository extends BaseRepository {
     const px = Math.max(1, Math.ceil(ttlMs));
     const keys = claims.map((c) => this.#ns + c.key);
     const owners = claims.map((c) => encodeField(c.owner));
+    // The result is appended as the record's last field (see encodeRecordTail).
+    const results = claims.map((c) => (c.result === undefined ? '' : FIELD_SEP + encodeField(c.result)));
     const { values } = await this.#perKey<number>(
       keys,
       (target, from, to) =>
-        target.idemConfirm(to - from, keys.slice(from, to), given, ttlMs, px, owners.slice(from, to)),
-      (client, i) => client.idemConfirmOne(keys[i] as string, given, ttlMs, px, owners[i] as string),
+        target.idemConfirm(
+          to - from,
+          keys.slice(from, to),
+          given,
+          ttlMs,
+          px,
+          owners.slice(from, to),
+          results.slice(from, to),
+        ),
+      (client, i) =>
+        client.idemConfirmOne(keys[i] as string, given, ttlMs, px, owners[i] as string, results[i] as string),
     );
     return values.map((r) => r === 1);
   }

@@ -76,12 +76,14 @@ return out
  * takeover rewrites the owner, and then this refuses). Event time and fingerprint are kept.
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: ttlMs, ARGV[3]: PX, ARGV[3 + i]: the encoded
- * owner for KEYS[i]. Per key: 1 when confirmed, 0 otherwise.
+ * owner for KEYS[i], ARGV[3 + #KEYS + i]: the result field to append for KEYS[i] (U+0001 + the encoded result, or
+ * '' for none; a claim holds no result, so appending is enough). Per key: 1 when confirmed, 0 otherwise.
  */
 export const CONFIRM_LUA = `${PRELUDE}${String.raw`
 local now = clock(ARGV[1])
 local expires = num(now + tonumber(ARGV[2]))
 local px = ARGV[3]
+local n = #KEYS
 local out = { now }
 for i, key in ipairs(KEYS) do
   local old = redis.call('GET', key)
@@ -89,7 +91,7 @@ for i, key in ipairs(KEYS) do
   if old then
     local state, owner, rest = string.match(old, '^([^\1]*)\1[^\1]*\1[^\1]*\1([^\1]*)\1(.*)$')
     if state == 'f' and owner == ARGV[3 + i] then
-      redis.call('SET', key, 'c\1' .. expires .. '\1\1\1' .. rest, 'PX', px)
+      redis.call('SET', key, 'c\1' .. expires .. '\1\1\1' .. rest .. (ARGV[3 + n + i] or ''), 'PX', px)
       out[i + 1] = 1
     end
   end
@@ -132,7 +134,7 @@ export interface ScriptCommands<R> {
   idemRead(numKeys: number, ...args: Arg[]): R;
   /** Single-key claim: `key, now|'', px, ttlMs, leaseMs|'', owner, tail` → `[now, null | live text]`. */
   idemClaimOne(key: string, ...args: Arg[]): R;
-  /** Single-key confirm: `key, now|'', ttlMs, px, owner` → `[now, 1 | 0]`. */
+  /** Single-key confirm: `key, now|'', ttlMs, px, owner, result field` → `[now, 1 | 0]`. */
   idemConfirmOne(key: string, ...args: Arg[]): R;
   /** Single-key read: `key` → `[now, text | null]`. */
   idemReadOne(key: string): R;

@@ -150,7 +150,7 @@ export class RocksdbRepository extends BaseRepository {
       const view = new Map(keys.map((key, i) => [key, { hash: hashes[i] as number, copies: found[i] }]));
       const results: boolean[] = [];
       let bucket: Bucket | undefined;
-      for (const { key, owner } of claims) {
+      for (const { key, owner, result } of claims) {
         const state = view.get(key) as { hash: number; copies: Located[] | undefined };
         const current = state.copies?.[0]?.record;
         // Like the other stores, a claim whose lease lapsed can still be confirmed while nobody retook it.
@@ -158,7 +158,7 @@ export class RocksdbRepository extends BaseRepository {
           results.push(false);
           continue;
         }
-        const record = confirmedRecord(current, ttlMs, now);
+        const record = confirmedRecord(current, ttlMs, now, result);
         bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
         this.#put(key, state.hash, record, bucket, state.copies);
         state.copies = [{ record, bucket }];

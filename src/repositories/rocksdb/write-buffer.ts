@@ -200,7 +200,8 @@ function valueEncoder(): (record: IdempotencyRecord) => Buffer {
       record.leaseExpiresAt !== last.leaseExpiresAt ||
       record.owner !== last.owner ||
       record.eventTime !== last.eventTime ||
-      record.fingerprint !== last.fingerprint
+      record.fingerprint !== last.fingerprint ||
+      record.result !== last.result
     ) {
       last = record;
       bytes = Buffer.from(encodeRecord(record));

@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
-import { InProgressError, InvalidIdError, NoMessageIdError, RepositoryError } from '../../src/errors.js';
+import {
+  InProgressError,
+  InvalidIdError,
+  NoMessageIdError,
+  RepositoryError,
+  StoredFailureError,
+} from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 
 interface Msg {
@@ -93,14 +99,19 @@ describe('IdempotentConsumer.wrap', () => {
     assert.equal(consumer.stats.failed, 1);
   });
 
-  it('keeps the claim after failure when removeOnFailure is false (at-most-once)', async () => {
-    const { consumer, repository } = setup({ removeOnFailure: false, inProgress: 'duplicate' });
+  it('keeps the failure with the id when removeOnFailure is false (at-most-once, replayed)', async () => {
+    const { consumer, repository, advance } = setup({ removeOnFailure: false });
+    let runs = 0;
     const handle = consumer.wrap(async () => {
+      runs++;
       throw new Error('once');
     });
-    await assert.rejects(handle({ id: 'k' }));
-    assert.equal((await repository.get('k'))?.state, 'in-flight');
-    assert.equal((await handle({ id: 'k' })).outcome, 'duplicate');
+    await assert.rejects(handle({ id: 'k' }), { message: 'once' });
+    // Kept for the retention TTL, not only until the lease lapses.
+    assert.equal((await repository.get('k'))?.state, 'confirmed');
+    advance(5_000);
+    await assert.rejects(handle({ id: 'k' }), (e) => e instanceof StoredFailureError && e.message === 'once');
+    assert.equal(runs, 1);
   });
 
   it('reports a live claim as in-progress (typed, retryable) until its lease ends', async () => {

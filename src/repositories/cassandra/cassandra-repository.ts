@@ -226,7 +226,7 @@ export class CassandraRepository extends BaseRepository {
    * because an UPDATE's TTL covers only the cells it sets: the claim's event time and fingerprint would
    * otherwise vanish with the short lease TTL.
    */
-  async #confirm({ key, owner }: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
+  async #confirm({ key, owner, result: kept }: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
     let uncertain: IdempotencyRecord | undefined;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const row = await this.#select(key);
@@ -234,7 +234,7 @@ export class CassandraRepository extends BaseRepository {
       // Our earlier round timed out but landed: the row is exactly the confirmed record we wrote.
       if (uncertain && claim?.state === 'confirmed' && claim.expiresAt === uncertain.expiresAt) return true;
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
-      const record = confirmedRecord(claim, ttlMs, now);
+      const record = confirmedRecord(claim, ttlMs, now, kept);
       const result = await this.#cas(this.#cql.confirm, [
         ttlSeconds(forgetAt(record), now),
         ...this.#values(record, null),
@@ -346,6 +346,7 @@ export class CassandraRepository extends BaseRepository {
       record.owner ?? absent,
       long(record.eventTime),
       record.fingerprint ?? absent,
+      record.result ?? absent,
     ];
   }
 }

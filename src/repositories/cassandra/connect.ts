@@ -1,7 +1,7 @@
 import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { type ClockSample, checkClockSkew, narrowest } from '../clock-skew.js';
-import { COLUMNS, schemaStatements } from './cql.js';
+import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements } from './cql.js';
 import type { CassandraOptions, consistencyLevels } from './options.js';
 import { toMs } from './row.js';
 
@@ -84,6 +84,7 @@ export async function openClient(options: CassandraOptions, context: OpenContext
       for (const ddl of schemaStatements(options.keyspace, options.table, options.replication)) {
         await client.execute(ddl, [], ddlOptions);
       }
+      await addMissingColumns(client, options, ddlOptions);
     }
     await assertTable(client, options);
     await assertClock(client, options, context);
@@ -130,6 +131,31 @@ function localOptions(options: CassandraOptions): QueryOptions {
 }
 
 /**
+ * Adds the {@link ADDED_COLUMNS} an older table lacks. Several workers may start at once: an ALTER that finds
+ * the column already added by another is fine, and the layout check that follows has the last word.
+ */
+async function addMissingColumns(
+  client: Client,
+  options: CassandraOptions,
+  ddlOptions: QueryOptions,
+): Promise<void> {
+  const columns = await client.execute(
+    'SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
+    [options.keyspace, options.table],
+    localOptions(options),
+  );
+  const present = new Set(columns.rows.map((row) => row.column_name as string));
+  for (const column of ADDED_COLUMNS) {
+    if (present.has(column)) continue;
+    await client
+      .execute(addColumnStatement(options.keyspace, options.table, column), [], ddlOptions)
+      .catch((error: unknown) => {
+        if (!/conflicts with an existing column|already exists/i.test(String(error))) throw error;
+      });
+  }
+}
+
+/**
  * Checks the table has this layout. With `createSchema` off, a missing keyspace or table is a config problem
  * reported before any message; with it on, a same-named table of another shape would fail every statement.
  */
@@ -161,6 +187,13 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
   const actual = new Map(columns.rows.map((row) => [row.column_name as string, row]));
   for (const [name, { type, kind }] of Object.entries(COLUMNS)) {
     const column = actual.get(name);
+    if (column === undefined && (ADDED_COLUMNS as readonly string[]).includes(name)) {
+      throw new ConfigError(
+        'repository.table',
+        `${where} predates column ${name}: run \`${addColumnStatement(options.keyspace, options.table, name as keyof typeof COLUMNS)}\` ` +
+          'or set repository.createSchema = true',
+      );
+    }
     if (column?.type !== type || column?.kind !== kind) {
       throw new ConfigError(
         'repository.table',

@@ -29,7 +29,7 @@ import { IDENTIFIER_PATTERN } from './options.js';
 export const BUCKETS = 1024;
 
 /** Columns after the primary key, in the order every statement binds them. */
-export const RECORD_COLUMNS = 'state, expires_at, lease_expires_at, owner, event_time, fingerprint';
+export const RECORD_COLUMNS = 'state, expires_at, lease_expires_at, owner, event_time, fingerprint, result';
 
 /** Every column with its CQL type and role, as `createSchema` makes it and as an existing table must have it. */
 export const COLUMNS = {
@@ -42,7 +42,20 @@ export const COLUMNS = {
   owner: { type: 'text', kind: 'regular' },
   event_time: { type: 'bigint', kind: 'regular' },
   fingerprint: { type: 'text', kind: 'regular' },
+  result: { type: 'text', kind: 'regular' },
 } as const;
+
+/**
+ * Columns added after the first release: `createSchema` adds them to an older table (ALTER TABLE ADD), and
+ * without it the layout check says which statement to run.
+ */
+export const ADDED_COLUMNS: readonly (keyof typeof COLUMNS)[] = ['result'];
+
+/** The DDL that adds an {@link ADDED_COLUMNS} column to an existing table. */
+export function addColumnStatement(keyspace: string, table: string, column: keyof typeof COLUMNS): string {
+  const t = `${quoteIdentifier(keyspace, 'repository.keyspace')}.${quoteIdentifier(table, 'repository.table')}`;
+  return `ALTER TABLE ${t} ADD ${column} ${COLUMNS[column].type}`;
+}
 
 /** Tombstones (deletes, expired TTLs) are purged after an hour instead of ten days: this table churns. */
 export const GC_GRACE_SECONDS = 3600;
@@ -123,8 +136,8 @@ export function statements(keyspace: string, table: string): Statements {
   const t = `${quoteIdentifier(keyspace, 'repository.keyspace')}.${quoteIdentifier(table, 'repository.table')}`;
   const row = 'WHERE ns = ? AND bucket = ? AND id = ?';
   const setAll =
-    'state = ?, expires_at = ?, lease_expires_at = ?, owner = ?, event_time = ?, fingerprint = ?';
-  const insert = `INSERT INTO ${t} (ns, bucket, id, ${RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+    'state = ?, expires_at = ?, lease_expires_at = ?, owner = ?, event_time = ?, fingerprint = ?, result = ?';
+  const insert = `INSERT INTO ${t} (ns, bucket, id, ${RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
   return {
     select: `SELECT ${RECORD_COLUMNS} FROM ${t} ${row}`,
     selectIn: `SELECT id, ${RECORD_COLUMNS} FROM ${t} WHERE ns = ? AND bucket = ? AND id IN ?`,

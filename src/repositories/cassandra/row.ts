@@ -17,6 +17,7 @@ export function decodeRow(key: string, row: Row | null | undefined): Idempotency
     ...(row.owner != null ? { owner: row.owner as string } : {}),
     ...(eventTime !== undefined ? { eventTime } : {}),
     ...(row.fingerprint != null ? { fingerprint: row.fingerprint as string } : {}),
+    ...(row.result != null ? { result: row.result as string } : {}),
   };
 }
 

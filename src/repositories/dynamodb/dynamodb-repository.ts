@@ -1,4 +1,5 @@
 import {
+  type AttributeValue,
   BatchGetItemCommand,
   BatchWriteItemCommand,
   ConditionalCheckFailedException,
@@ -18,7 +19,17 @@ import { isLive, newRecord } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
 import { sampleServerClock } from './clock.js';
 import { backoff, chunk } from './concurrency.js';
-import { ATTR, fromItem, type Item, keyOf, namespaceOf, STATE_VALUE, toItem, ttlSeconds } from './item.js';
+import {
+  ATTR,
+  fromItem,
+  type Item,
+  keyOf,
+  namespaceOf,
+  resultValue,
+  STATE_VALUE,
+  toItem,
+  ttlSeconds,
+} from './item.js';
 import {
   type DynamoDbConfig,
   type DynamoDbLogger,
@@ -53,6 +64,9 @@ const OWNER_CONDITION = '#state = :inflight AND #owner = :owner';
 const OWNER_NAMES = { '#state': ATTR.state, '#owner': ATTR.owner };
 
 const CONFIRM_UPDATE = 'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl = :ttl REMOVE #lease, #owner';
+/** CONFIRM_UPDATE that also keeps the outcome the consumer gives (`confirm`'s `result`). */
+const CONFIRM_RESULT_UPDATE =
+  'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl = :ttl, #result = :result REMOVE #lease, #owner';
 const CONFIRM_NAMES = {
   ...OWNER_NAMES,
   '#expiresAt': ATTR.expiresAt,
@@ -291,22 +305,25 @@ export class DynamoDbRepository extends BaseRepository {
   }
 
   /** Conditional update of the owner's in-flight record to confirmed; retention restarts now (see confirmedRecord). */
-  private confirmOne({ key, owner }: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
+  private confirmOne({ key, owner, result }: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
     const expiresAt = now + ttlMs;
+    const values: Record<string, AttributeValue> = {
+      ':inflight': STATE_VALUE.inFlight,
+      ':confirmed': STATE_VALUE.confirmed,
+      ':owner': { S: owner },
+      ':expiresAt': { N: String(expiresAt) },
+      ':ttl': { N: String(ttlSeconds(expiresAt, now)) },
+    };
+    if (result !== undefined) values[':result'] = resultValue(result);
     return this.ifOwner(
       new UpdateItemCommand({
         TableName: this.#table,
         Key: keyOf(key, this.#ns),
-        UpdateExpression: CONFIRM_UPDATE,
+        UpdateExpression: result === undefined ? CONFIRM_UPDATE : CONFIRM_RESULT_UPDATE,
         ConditionExpression: OWNER_CONDITION,
-        ExpressionAttributeNames: CONFIRM_NAMES,
-        ExpressionAttributeValues: {
-          ':inflight': STATE_VALUE.inFlight,
-          ':confirmed': STATE_VALUE.confirmed,
-          ':owner': { S: owner },
-          ':expiresAt': { N: String(expiresAt) },
-          ':ttl': { N: String(ttlSeconds(expiresAt, now)) },
-        },
+        ExpressionAttributeNames:
+          result === undefined ? CONFIRM_NAMES : { ...CONFIRM_NAMES, '#result': ATTR.result },
+        ExpressionAttributeValues: values,
       }),
     );
   }

@@ -17,8 +17,20 @@ export const ATTR = {
   owner: 'owner',
   eventTime: 'eventTime',
   fingerprint: 'fingerprint',
+  result: 'result',
   ttl: 'ttl',
 } as const;
+
+/**
+ * The `result` attribute is the result behind this one character, so an empty result is a non-empty string
+ * (DynamoDB Local and dynalite refuse empty strings that DynamoDB itself now accepts).
+ */
+const RESULT_LEAD = '=';
+
+/** The stored form of a result (see {@link ATTR}). */
+export function resultValue(result: string): AttributeValue {
+  return { S: RESULT_LEAD + result };
+}
 
 /** Values of the `state` attribute (the record's own state names), for condition expressions. */
 export const STATE_VALUE = {
@@ -66,6 +78,7 @@ export function toItem(record: IdempotencyRecord, namespace: string, now: number
   if (record.owner !== undefined) item[ATTR.owner] = { S: record.owner };
   if (record.eventTime !== undefined) item[ATTR.eventTime] = { N: String(record.eventTime) };
   if (record.fingerprint !== undefined) item[ATTR.fingerprint] = { S: record.fingerprint };
+  if (record.result !== undefined) item[ATTR.result] = resultValue(record.result);
   return item;
 }
 
@@ -75,6 +88,7 @@ export function fromItem(item: Item, namespace: string): IdempotencyRecord {
   const owner = item[ATTR.owner]?.S;
   const eventTime = item[ATTR.eventTime]?.N;
   const fingerprint = item[ATTR.fingerprint]?.S;
+  const result = item[ATTR.result]?.S?.slice(RESULT_LEAD.length);
   return {
     id: (item[ATTR.id]?.S ?? '').slice(namespace.length),
     state: item[ATTR.state]?.S === STATE_VALUE.inFlight.S ? 'in-flight' : 'confirmed',
@@ -83,6 +97,7 @@ export function fromItem(item: Item, namespace: string): IdempotencyRecord {
     ...(owner !== undefined ? { owner } : {}),
     ...(eventTime !== undefined ? { eventTime: Number(eventTime) } : {}),
     ...(fingerprint !== undefined ? { fingerprint } : {}),
+    ...(result !== undefined ? { result } : {}),
   };
 }
 

@@ -159,8 +159,8 @@ export class HttpIdempotency<Req> {
     }
     return answer(
       'response-not-kept',
-      'a request with this Idempotency-Key was already processed, but its response was too large to keep, ' +
-        'so it cannot be replayed',
+      'a request with this Idempotency-Key was already processed, but its response was not kept (larger than ' +
+        'the size cap), so it cannot be replayed; send a new key only if a second request is intended',
     );
   }
 

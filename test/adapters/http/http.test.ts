@@ -154,6 +154,15 @@ for (const [storeName, store] of Object.entries(stores)) {
           assert.equal(app.effects.bytes, 1);
         });
 
+        it('sends a response too large to keep once, then answers 409 response-not-kept', async (t) => {
+          const { app } = await setup(t, { maxResponseBytes: 64 });
+          const key = randomUUID();
+          const first = await post(`${app.url}/charges`, { key });
+          assert.equal(first.status, 201);
+          assertProblem(await post(`${app.url}/charges`, { key }), 409, 'response-not-kept', /not kept/);
+          assert.equal(app.effects.charges, 1);
+        });
+
         it('answers 422 when the key comes back with another body, without running the route', async (t) => {
           const { app } = await setup(t);
           const key = randomUUID();

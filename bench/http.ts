@@ -1,0 +1,163 @@
+/**
+ * HTTP overhead of the `Idempotency-Key` adapter: requests/s of the example app's `POST /charges`
+ * (examples/http/server.ts) without the adapter, and with it on the memory and Redis stores, driven by a small
+ * keep-alive client loop in the same process (`node:http` with a keep-alive agent: `fetch` costs several times
+ * more CPU per request here, which would hide the server's own cost). Every request carries a new key (claim, route, store the
+ * response); the `replay` rows send one key again and again (the stored response answers). Prints figures and
+ * ratios against the baseline measured in the same run, and the load average; asserts nothing.
+ *
+ *   npm run bench:http [-- --seconds 3 --concurrency 16 --rounds 2 --redis redis://127.0.0.1:6379]
+ */
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { Agent, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { createExampleApp } from '../examples/http/server.js';
+import { MemoryRepository } from '../src/repositories/memory/index.js';
+import { RedisRepository } from '../src/repositories/redis/index.js';
+import type { IdempotentRepository } from '../src/repositories/types.js';
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '3' },
+    concurrency: { type: 'string', default: '16' },
+    rounds: { type: 'string', default: '2' },
+    redis: { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+  },
+});
+const SECONDS = Number(values.seconds);
+const CONCURRENCY = Number(values.concurrency);
+const ROUNDS = Math.max(1, Number(values.rounds));
+const body = JSON.stringify({ amount: 1999, currency: 'eur' });
+
+const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
+
+/** One POST on a kept-alive connection; resolves with the status once the body is read. */
+function post(port: number, key: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/charges',
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          'idempotency-key': key,
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Drives the app on `port` with CONCURRENCY loops for SECONDS (after a short warm-up); returns requests/s. */
+async function drive(
+  port: number,
+  key: () => string,
+): Promise<{ rps: number; statuses: Record<number, number> }> {
+  const statuses: Record<number, number> = {};
+  const run = async (until: number, count: boolean) => {
+    let n = 0;
+    while (performance.now() < until) {
+      const status = await post(port, key());
+      if (count) statuses[status] = (statuses[status] ?? 0) + 1;
+      n++;
+    }
+    return n;
+  };
+  const warm = performance.now() + Math.min(1_000, SECONDS * 200);
+  await Promise.all(Array.from({ length: CONCURRENCY }, () => run(warm, false)));
+  const start = performance.now();
+  const counts = await Promise.all(
+    Array.from({ length: CONCURRENCY }, () => run(start + SECONDS * 1_000, true)),
+  );
+  const total = counts.reduce((a, b) => a + b, 0);
+  return { rps: total / ((performance.now() - start) / 1_000), statuses };
+}
+
+/** Serves the example app (with the adapter over `repository`, or bare) and measures it. */
+async function measure(
+  label: string,
+  repository: IdempotentRepository | undefined,
+  key: () => string,
+): Promise<number> {
+  const { app } = createExampleApp(repository ? { repository } : undefined);
+  const server = app.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  try {
+    const { rps, statuses } = await drive(port, key);
+    console.log(
+      `${label.padEnd(36)} ${rps.toFixed(0).padStart(7)} req/s   statuses ${JSON.stringify(statuses)}`,
+    );
+    return rps;
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+}
+
+const newKey = () => randomUUID();
+const oneKey = () => {
+  const key = randomUUID();
+  return () => key;
+};
+
+console.log(
+  `load average before: ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+console.log(
+  `${SECONDS} s per row, ${CONCURRENCY} concurrent keep-alive client loops (node:http), client and server in one process; ` +
+    `${ROUNDS} interleaved rounds, best of each row`,
+);
+const redis = await RedisRepository.open({
+  url: values.redis,
+  keyPrefix: `idem-bench-http:${randomUUID()}:`,
+});
+const rows: { label: string; repository: IdempotentRepository | undefined; key: () => string }[] = [
+  { label: 'baseline: no adapter', repository: undefined, key: newKey },
+  { label: 'adapter, memory, new keys', repository: new MemoryRepository(), key: newKey },
+  { label: 'adapter, memory, replays', repository: new MemoryRepository(), key: oneKey() },
+  { label: 'adapter, redis, new keys', repository: redis, key: newKey },
+  { label: 'adapter, redis, replays', repository: redis, key: oneKey() },
+];
+// Rounds interleave the rows, so a burst of load from elsewhere on the machine hits every row alike.
+const best = new Map<string, number>();
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const row of rows) {
+      const rps = await measure(row.label, row.repository, row.key);
+      best.set(row.label, Math.max(best.get(row.label) ?? 0, rps));
+    }
+  }
+} finally {
+  agent.destroy();
+  await redis.clear();
+  await redis.close();
+}
+console.log(
+  `load average after:  ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+const baseline = best.get('baseline: no adapter') ?? Number.NaN;
+for (const [label, rps] of best) {
+  if (label.startsWith('baseline')) continue;
+  console.log(
+    `${label.padEnd(36)} ${rps.toFixed(0).padStart(7)} req/s = ${(rps / baseline).toFixed(2)} of the baseline ` +
+      `(${(baseline / rps).toFixed(2)}x the time per request)`,
+  );
+}

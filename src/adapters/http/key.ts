@@ -1,0 +1,97 @@
+import { createHash } from 'node:crypto';
+import { MAX_ID_BYTES } from '../../repositories/ids.js';
+
+/** Why an `Idempotency-Key` header value was refused; each becomes a 400 problem. */
+export type KeyProblem = 'empty' | 'too-long' | 'malformed' | 'repeated';
+
+/** The outcome of reading the header: absent, a key, or a reason to refuse it. */
+export type KeyReading =
+  | { readonly kind: 'absent' }
+  | { readonly kind: 'key'; readonly key: string }
+  | { readonly kind: 'invalid'; readonly problem: KeyProblem; readonly detail: string };
+
+const ABSENT: KeyReading = Object.freeze({ kind: 'absent' });
+
+// An sf-string (RFC 8941 §3.3.3) holds printable ASCII; only `"` and `\` are escaped.
+const PRINTABLE = /^[\x20-\x7e]*$/;
+// The lenient bare form: visible ASCII without the characters that would make it ambiguous with a quoted
+// string or a list (`"`, `\`, `,`). A UUID sent without quotes, the most common mistake, is accepted.
+const BARE = /^[\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]+$/;
+
+/**
+ * Reads the `Idempotency-Key` header (draft-ietf-httpapi-idempotency-key-header-07). The draft defines the value
+ * as an Item Structured Header whose value is an sf-string: `Idempotency-Key: "8e03978e-40d5-43e8"`. The quoted
+ * form is parsed per RFC 8941 (escapes `\"` and `\\`). Leniently, a bare value of visible ASCII without `"`,
+ * `\` or `,` is taken as the key itself. `maxLength` counts the characters of the key (quotes excluded).
+ * Repeated header lines (a list) and parameters after the string are refused: the field is a single Item.
+ */
+export function readIdempotencyKey(
+  value: string | readonly string[] | undefined,
+  maxLength: number,
+): KeyReading {
+  if (value === undefined) return ABSENT;
+  if (typeof value !== 'string') {
+    if (value.length === 0) return ABSENT;
+    if (value.length > 1) {
+      return invalid('repeated', 'the Idempotency-Key header was sent more than once; send exactly one');
+    }
+    return readIdempotencyKey(value[0], maxLength);
+  }
+  const text = value.trim();
+  if (text === '') return invalid('empty', 'the Idempotency-Key header is empty');
+  const key = text.startsWith('"') ? unquote(text) : BARE.test(text) ? text : undefined;
+  if (key === undefined) {
+    return invalid(
+      'malformed',
+      'the Idempotency-Key header must be a quoted string of printable ASCII ("…", per the draft), ' +
+        'or a bare value of visible ASCII without quotes, backslashes, commas or spaces',
+    );
+  }
+  if (key === '') return invalid('empty', 'the Idempotency-Key header holds an empty string');
+  if (key.length > maxLength) {
+    return invalid(
+      'too-long',
+      `the Idempotency-Key is ${key.length} characters long; at most ${maxLength} are accepted`,
+    );
+  }
+  return { kind: 'key', key };
+}
+
+/** The value of an RFC 8941 sf-string that makes up the whole of `text`, or undefined if it is not one. */
+function unquote(text: string): string | undefined {
+  let out = '';
+  for (let i = 1; i < text.length; i++) {
+    const c = text[i] as string;
+    if (c === '\\') {
+      const next = text[++i];
+      if (next !== '"' && next !== '\\') return undefined;
+      out += next;
+    } else if (c === '"') {
+      // Only the closing quote may end it: trailing parameters or list members are refused.
+      return i === text.length - 1 ? out : undefined;
+    } else if (!PRINTABLE.test(c)) {
+      return undefined;
+    } else {
+      out += c;
+    }
+  }
+  return undefined;
+}
+
+function invalid(problem: KeyProblem, detail: string): KeyReading {
+  return { kind: 'invalid', problem, detail };
+}
+
+/**
+ * The store id of a key: the route scope (method and route path), the principal when a `scope` hook gave one,
+ * and the key, encoded as a JSON array so no choice of parts can make two scopes meet. A scope too long for a
+ * store id is replaced by its SHA-256 (the key stays readable at the end).
+ */
+export function scopedId(method: string, route: string, principal: string | undefined, key: string): string {
+  const id = JSON.stringify(['http', method, route, principal ?? null, key]);
+  if (Buffer.byteLength(id, 'utf8') <= MAX_ID_BYTES) return id;
+  const scope = createHash('sha256')
+    .update(JSON.stringify([method, route, principal ?? null]))
+    .digest('base64url');
+  return JSON.stringify(['http#', scope, key]);
+}

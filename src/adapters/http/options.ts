@@ -1,0 +1,152 @@
+import { z } from 'zod';
+import { type OptionsOrigin, parseOptions } from '../../config/issues.js';
+import { consumerDefaults } from '../../consumer/options.js';
+import type { IdempotentRepository } from '../../repositories/types.js';
+
+/** Defaults of the HTTP adapter, written once; the schema, the code and docs/http.md read them here. */
+export const httpIdempotencyDefaults = {
+  /** The draft's field name. */
+  header: 'Idempotency-Key',
+  /** Set to `true` on a replayed response. */
+  replayedHeader: 'Idempotent-Replayed',
+  /** A request without the header is refused with 400; false lets it through without dedup. */
+  required: true,
+  /** The methods the draft calls non-idempotent; other methods pass through untouched. */
+  methods: ['POST', 'PATCH'] as readonly string[],
+  /** Longest key, in characters (the draft sets no limit; 255 fits a UUID with room to spare). */
+  maxKeyLength: 255,
+  /** How long a key's response is kept and replayed (the consumer's retention, 24 h). */
+  ttlMs: consumerDefaults.ttlMs,
+  /** How long a request in flight holds its key; a crashed request's key is free again after it. */
+  leaseMs: consumerDefaults.leaseMs,
+  /** Response headers kept and replayed, besides those in `replayHeaders`. */
+  keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
+} as const;
+
+/** The framework-neutral view of a request the adapter needs. */
+export interface HttpRequestView<Req> {
+  /** The framework's own request, handed to the `scope` hook. */
+  readonly request: Req;
+  readonly method: string;
+  /** The route pattern when the framework knows it (`/charges/:id`), else the path. */
+  readonly route: string;
+  /** Path and query as sent; part of the fingerprint. */
+  readonly target: string;
+  /** The parsed (or raw) body; undefined when no body parser ran. */
+  readonly body: unknown;
+  /** True when the request carries a body (Content-Length above 0, or Transfer-Encoding). */
+  readonly hasBody: boolean;
+  readonly header: (name: string) => string | string[] | undefined;
+}
+
+/** Options of the HTTP `Idempotency-Key` adapter (`idempotencyKey(...)` for Express, the Fastify plugin). */
+export interface HttpIdempotencyOptions<Req = unknown> {
+  /** The store that keeps keys and responses (memory, RocksDB, Redis, …). */
+  readonly repository: IdempotentRepository;
+  /** How long a key's response is replayed, in ms (default 24 h); publish it to your clients. */
+  readonly ttlMs?: number;
+  /** How long a request in flight holds its key, in ms (default 60 s); above your slowest route. */
+  readonly leaseMs?: number;
+  /** Refuse a request without the header with 400 (default). False: such a request runs without dedup. */
+  readonly required?: boolean;
+  /** Methods the adapter acts on (default POST and PATCH); others pass through. */
+  readonly methods?: readonly string[];
+  /** The header's name (default `Idempotency-Key`). */
+  readonly header?: string;
+  /** The header that marks a replay with `true` (default `Idempotent-Replayed`). */
+  readonly replayedHeader?: string;
+  /** Longest key accepted, in characters (default 255). */
+  readonly maxKeyLength?: number;
+  /** More response headers to keep and replay, besides Content-Type, Content-Language, Content-Location, Location. */
+  readonly replayHeaders?: readonly string[];
+  /**
+   * Whether a response status gives the key back so a retry runs the route again (default: 5xx). A 4xx is kept
+   * and replayed unless this says otherwise, e.g. `(status) => status >= 400`.
+   */
+  readonly releaseOn?: (status: number) => boolean;
+  /**
+   * Scopes keys to a principal (user, API client, tenant): two principals never share a key. Return undefined
+   * for an anonymous request. Keys are always scoped per route (method and route path).
+   */
+  readonly scope?: (request: Req) => string | undefined | Promise<string | undefined>;
+  /** Largest stored response, in bytes of its stored form; a larger one is sent but not kept (store default). */
+  readonly maxResponseBytes?: number;
+  /**
+   * Told about a store failure after the route ran (its response is still sent; the key frees itself at the
+   * lease end). Default: a process warning.
+   */
+  readonly onError?: (error: unknown, request: Req) => void;
+}
+
+/** Options with every default applied. */
+export interface ResolvedHttpIdempotencyOptions<Req> {
+  readonly repository: IdempotentRepository;
+  readonly ttlMs: number;
+  readonly leaseMs: number;
+  readonly required: boolean;
+  readonly methods: ReadonlySet<string>;
+  readonly header: string;
+  readonly replayedHeader: string;
+  readonly maxKeyLength: number;
+  /** Lower-case names of the headers kept with a response. */
+  readonly keptHeaders: ReadonlySet<string>;
+  readonly releaseOn: (status: number) => boolean;
+  readonly scope: ((request: Req) => string | undefined | Promise<string | undefined>) | undefined;
+  readonly maxResponseBytes: number | undefined;
+  readonly onError: (error: unknown, request: Req) => void;
+}
+
+const fn = z.custom<unknown>((value) => typeof value === 'function', { error: 'must be a function' });
+const positiveMs = z.number().positive({ error: 'must be greater than 0' });
+// An HTTP field name (RFC 9110 token).
+const fieldName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { error: 'must be an HTTP header name' });
+
+const schema = z
+  .object({
+    repository: z.custom<IdempotentRepository>(
+      (value) => typeof (value as IdempotentRepository | undefined)?.addMany === 'function',
+      { error: (issue) => (issue.input === undefined ? 'is required' : 'must be a repository') },
+    ),
+    ttlMs: positiveMs.optional(),
+    leaseMs: positiveMs.optional(),
+    required: z.boolean().optional(),
+    methods: z.array(z.string().regex(/^[A-Za-z]+$/, { error: 'must be an HTTP method' })).optional(),
+    header: fieldName.optional(),
+    replayedHeader: fieldName.optional(),
+    maxKeyLength: z.number().int().min(1).max(1000).optional(),
+    replayHeaders: z.array(fieldName).optional(),
+    releaseOn: fn.optional(),
+    scope: fn.optional(),
+    maxResponseBytes: z.number().int().positive().optional(),
+    onError: fn.optional(),
+  })
+  .strict();
+
+const ORIGIN: OptionsOrigin = { kind: 'code', owner: 'idempotencyKey(...)' };
+
+/** Validates the options (each problem a ConfigError naming the option) and applies the defaults. */
+export function resolveHttpIdempotencyOptions<Req>(
+  options: HttpIdempotencyOptions<Req>,
+): ResolvedHttpIdempotencyOptions<Req> {
+  const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+  parseOptions(schema, given, ORIGIN);
+  const d = httpIdempotencyDefaults;
+  const kept = [...d.keptHeaders, ...(options.replayHeaders ?? [])].map((h) => h.toLowerCase());
+  return {
+    repository: options.repository,
+    ttlMs: options.ttlMs ?? d.ttlMs,
+    leaseMs: options.leaseMs ?? d.leaseMs,
+    required: options.required ?? d.required,
+    methods: new Set((options.methods ?? d.methods).map((m) => m.toUpperCase())),
+    header: (options.header ?? d.header).toLowerCase(),
+    replayedHeader: options.replayedHeader ?? d.replayedHeader,
+    maxKeyLength: options.maxKeyLength ?? d.maxKeyLength,
+    keptHeaders: new Set(kept),
+    releaseOn: options.releaseOn ?? ((status) => status >= 500),
+    scope: options.scope,
+    maxResponseBytes: options.maxResponseBytes,
+    onError:
+      options.onError ??
+      ((error) => process.emitWarning(`idempotency-key adapter: ${String(error)}`, 'IdempotencyKeyWarning')),
+  };
+}

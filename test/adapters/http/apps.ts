@@ -1,0 +1,137 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import express from 'express';
+import Fastify from 'fastify';
+import { fastifyIdempotencyKey, idempotencyKey } from '../../../src/adapters/http/index.js';
+import type { HttpIdempotencyOptions } from '../../../src/adapters/http/options.js';
+
+/** A test server on an ephemeral loopback port, and the side effects its routes made. */
+export interface TestApp {
+  readonly url: string;
+  /** Side effects per route, counted inside the route. */
+  readonly effects: Record<string, number>;
+  close(): Promise<void>;
+}
+
+/** Every byte value, then the run number: a body no text decoding would survive, different on each run. */
+export function binaryChunks(run: number): Buffer[] {
+  const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+  return [all.subarray(0, 100), all.subarray(100), Buffer.from([0xc3, 0x28, run])];
+}
+
+/** The web frameworks the adapter supports. */
+export type Framework = 'express' | 'fastify';
+
+/** The header a charge's response carries; kept and replayed because the tests ask for it. */
+export const CHARGE_HEADER = 'x-charge-id';
+
+// How long the charge route takes: long enough that 50 concurrent requests overlap the first one.
+const WORK_MS = 50;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Starts an app with the same routes on either framework:
+ * - `POST /charges`: one side effect, 201 with a JSON body and the `x-charge-id` header;
+ * - `POST /flaky`: 500 on its first run, 201 afterwards;
+ * - `POST /rejects`: 400 (a client error, kept by default);
+ * - `POST /hang`: a side effect, then never answers (a crashed request);
+ * - `POST /open`: like /charges, with the key optional;
+ * - `POST /bytes`: a binary body (every byte value, invalid UTF-8 included) written in several chunks.
+ * `scope` reads the principal from the `x-user` header.
+ */
+export async function startApp(
+  framework: Framework,
+  options: Omit<HttpIdempotencyOptions, 'scope'>,
+): Promise<TestApp> {
+  const effects: Record<string, number> = { charges: 0, flaky: 0, rejects: 0, hang: 0, open: 0, bytes: 0 };
+  const charge = (body: unknown) => {
+    effects.charges = (effects.charges ?? 0) + 1;
+    return { id: `ch_${effects.charges}`, request: body, at: process.hrtime.bigint().toString() };
+  };
+  const common = { replayHeaders: [CHARGE_HEADER], ...options };
+  if (framework === 'express') {
+    const app = express();
+    const guard = idempotencyKey({ ...common, scope: (req) => req.get('x-user') });
+    const open = idempotencyKey({ ...common, required: false });
+    app.use(express.json());
+    app.post('/charges', guard, async (req, res) => {
+      const body = charge(req.body);
+      await sleep(WORK_MS);
+      res.status(201).set(CHARGE_HEADER, body.id).json(body);
+    });
+    app.post('/flaky', guard, (_req, res) => {
+      effects.flaky = (effects.flaky ?? 0) + 1;
+      if (effects.flaky === 1) res.status(500).json({ error: 'boom' });
+      else res.status(201).json({ ok: effects.flaky });
+    });
+    app.post('/rejects', guard, (_req, res) => {
+      effects.rejects = (effects.rejects ?? 0) + 1;
+      res.status(400).json({ error: 'amount must be positive', n: effects.rejects });
+    });
+    app.post('/hang', guard, () => {
+      effects.hang = (effects.hang ?? 0) + 1;
+    });
+    app.post('/bytes', guard, (_req, res) => {
+      effects.bytes = (effects.bytes ?? 0) + 1;
+      res.status(202).type('application/octet-stream');
+      for (const chunk of binaryChunks(effects.bytes)) res.write(chunk);
+      res.end();
+    });
+    app.post('/open', open, (req, res) => {
+      effects.open = (effects.open ?? 0) + 1;
+      res.status(201).json(req.body);
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}`,
+      effects,
+      close: async () => {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      },
+    };
+  }
+  const app = Fastify({ forceCloseConnections: true });
+  const guard = fastifyIdempotencyKey({
+    ...common,
+    scope: (req) => req.headers['x-user'] as string | undefined,
+  });
+  const open = fastifyIdempotencyKey({ ...common, required: false });
+  app.post('/charges', { preHandler: guard }, async (req, reply) => {
+    const body = charge(req.body);
+    await sleep(WORK_MS);
+    reply.code(201).header(CHARGE_HEADER, body.id);
+    return body;
+  });
+  app.post('/flaky', { preHandler: guard }, async (_req, reply) => {
+    effects.flaky = (effects.flaky ?? 0) + 1;
+    if (effects.flaky === 1) throw new Error('boom');
+    reply.code(201);
+    return { ok: effects.flaky };
+  });
+  app.post('/rejects', { preHandler: guard }, async (_req, reply) => {
+    effects.rejects = (effects.rejects ?? 0) + 1;
+    reply.code(400);
+    return { error: 'amount must be positive', n: effects.rejects };
+  });
+  app.post('/hang', { preHandler: guard }, () => {
+    effects.hang = (effects.hang ?? 0) + 1;
+    return new Promise(() => {});
+  });
+  app.post('/bytes', { preHandler: guard }, async (_req, reply) => {
+    effects.bytes = (effects.bytes ?? 0) + 1;
+    reply.code(202).type('application/octet-stream');
+    return Readable.from(binaryChunks(effects.bytes));
+  });
+  app.post('/open', { preHandler: open }, async (req, reply) => {
+    effects.open = (effects.open ?? 0) + 1;
+    reply.code(201);
+    return req.body;
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, effects, close: () => app.close() };
+}

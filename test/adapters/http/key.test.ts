@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decodeResponse, encodeResponse } from '../../../src/adapters/http/codec.js';
+import { HttpIdempotency } from '../../../src/adapters/http/core.js';
+import { canonicalJson, requestFingerprint } from '../../../src/adapters/http/fingerprint.js';
+import { readIdempotencyKey, scopedId } from '../../../src/adapters/http/key.js';
+import { problemAnswer } from '../../../src/adapters/http/problem.js';
+import { ConfigError, InvalidInputError } from '../../../src/errors.js';
+import { MAX_ID_BYTES } from '../../../src/repositories/ids.js';
+import { MemoryRepository } from '../../../src/repositories/memory/index.js';
+
+describe('Idempotency-Key header', () => {
+  it('reads the draft form, an sf-string, with its escapes', () => {
+    assert.deepEqual(readIdempotencyKey('"8e03978e-40d5-43e8-bc93-6894a57f9324"', 255), {
+      kind: 'key',
+      key: '8e03978e-40d5-43e8-bc93-6894a57f9324',
+    });
+    assert.deepEqual(readIdempotencyKey('  "a \\"b\\" \\\\ c, d"  ', 255), {
+      kind: 'key',
+      key: 'a "b" \\ c, d',
+    });
+  });
+
+  it('accepts a bare value leniently (a UUID sent without quotes)', () => {
+    assert.deepEqual(readIdempotencyKey('8e03978e-40d5', 255), { kind: 'key', key: '8e03978e-40d5' });
+    assert.deepEqual(readIdempotencyKey(['abc'], 255), { kind: 'key', key: 'abc' });
+  });
+
+  it('says absent for no header and refuses empty, malformed, repeated and long keys', () => {
+    assert.deepEqual(readIdempotencyKey(undefined, 255), { kind: 'absent' });
+    const problems = [
+      ['', 'empty'],
+      ['""', 'empty'],
+      ['"abc', 'malformed'],
+      ['"abc";p=1', 'malformed'],
+      ['"a\\nb"', 'malformed'],
+      ['"caf\u00e9"', 'malformed'],
+      ['a b', 'malformed'],
+      ['a, b', 'malformed'],
+      ['"a", "b"', 'malformed'],
+    ] as const;
+    for (const [value, problem] of problems) {
+      const reading = readIdempotencyKey(value, 255);
+      assert.equal(reading.kind, 'invalid', value);
+      assert.equal(reading.kind === 'invalid' && reading.problem, problem, value);
+    }
+    const repeated = readIdempotencyKey(['"a"', '"b"'], 255);
+    assert.equal(repeated.kind === 'invalid' && repeated.problem, 'repeated');
+    const long = readIdempotencyKey(`"${'k'.repeat(256)}"`, 255);
+    assert.equal(long.kind === 'invalid' && long.problem, 'too-long');
+    assert.match(long.kind === 'invalid' ? long.detail : '', /256 characters long; at most 255/);
+    assert.equal(readIdempotencyKey(`"${'k'.repeat(255)}"`, 255).kind, 'key');
+  });
+});
+
+describe('scoped ids', () => {
+  it('differ by method, route, principal and key, and cannot be forged by the parts', () => {
+    const ids = new Set([
+      scopedId('POST', '/charges', undefined, 'k'),
+      scopedId('PATCH', '/charges', undefined, 'k'),
+      scopedId('POST', '/refunds', undefined, 'k'),
+      scopedId('POST', '/charges', 'alice', 'k'),
+      scopedId('POST', '/charges', 'bob', 'k'),
+      scopedId('POST', '/charges', undefined, 'k2'),
+      scopedId('POST', '/charges","alice', undefined, 'k'),
+    ]);
+    assert.equal(ids.size, 7);
+  });
+
+  it('stay within a store id when the scope is long', () => {
+    const id = scopedId('POST', `/${'x'.repeat(2000)}`, 'p'.repeat(500), 'k'.repeat(255));
+    assert.ok(Buffer.byteLength(id) <= MAX_ID_BYTES);
+    assert.notEqual(id, scopedId('POST', `/${'x'.repeat(2000)}`, 'q'.repeat(500), 'k'.repeat(255)));
+  });
+});
+
+describe('request fingerprints', () => {
+  it('ignore JSON key order and tell apart method, target and body', () => {
+    const base = { method: 'POST', target: '/charges', body: { amount: 10, meta: { a: 1, b: [1, 2] } } };
+    const same = requestFingerprint({ ...base, body: { meta: { b: [1, 2], a: 1 }, amount: 10 } });
+    assert.equal(requestFingerprint(base), same);
+    assert.notEqual(requestFingerprint({ ...base, body: { amount: 11, meta: { a: 1, b: [1, 2] } } }), same);
+    assert.notEqual(requestFingerprint({ ...base, method: 'PATCH' }), same);
+    assert.notEqual(requestFingerprint({ ...base, target: '/charges?x=1' }), same);
+    assert.notEqual(
+      requestFingerprint({ ...base, body: 'text' }),
+      requestFingerprint({ ...base, body: undefined }),
+    );
+    assert.notEqual(
+      requestFingerprint({ ...base, body: Buffer.from('a') }),
+      requestFingerprint({ ...base, body: 'a' }),
+    );
+    assert.equal(canonicalJson({ b: 1, a: { d: 1, c: 2 } }), '{"a":{"c":2,"d":1},"b":1}');
+  });
+});
+
+describe('stored responses', () => {
+  it('round-trip any bytes and refuse what the adapter did not store', () => {
+    const body = Buffer.from([0, 255, 0xc3, 0x28, 10, 13]);
+    const response = { status: 201, headers: { 'content-type': 'image/png', 'x-a': ['1', '2'] }, body };
+    const back = decodeResponse(encodeResponse(response));
+    assert.equal(back.status, 201);
+    assert.deepEqual(back.headers, response.headers);
+    assert.ok(back.body.equals(body));
+    assert.throws(() => decodeResponse('{"v":2}'), InvalidInputError);
+    assert.throws(() => decodeResponse('nope'), InvalidInputError);
+  });
+});
+
+describe('problems', () => {
+  it('are application/problem+json with type, title, status and detail', () => {
+    const answer = problemAnswer('key-reused', 'use a new key', { 'retry-after': '1' });
+    assert.equal(answer.status, 422);
+    assert.equal(answer.headers['content-type'], 'application/problem+json');
+    assert.equal(answer.headers['retry-after'], '1');
+    const body = JSON.parse(answer.body.toString());
+    assert.deepEqual(Object.keys(body), ['type', 'title', 'status', 'detail']);
+    assert.match(body.type, /^tag:idempotent-consumer,2026:http:key-reused$/);
+  });
+});
+
+describe('adapter options', () => {
+  const repository = new MemoryRepository();
+  it('refuse a bad option by name', () => {
+    assert.throws(
+      () => new HttpIdempotency({ repository, maxKeyLength: 0 }),
+      (e: unknown) =>
+        e instanceof ConfigError && /option maxKeyLength of idempotencyKey\(\.\.\.\)/.test(e.message),
+    );
+    assert.throws(
+      () => new HttpIdempotency({ repository, replayHeaders: ['bad header'] }),
+      (e: unknown) => e instanceof ConfigError && /replayHeaders/.test(e.message),
+    );
+    assert.throws(
+      () => new HttpIdempotency({ repository, nope: 1 } as never),
+      (e: unknown) => e instanceof ConfigError && /nope/.test(e.message),
+    );
+    assert.throws(
+      () => new HttpIdempotency({} as never),
+      (e: unknown) => e instanceof ConfigError && /repository/.test(e.message),
+    );
+  });
+});

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../repositories/types.js';
 import { type ContractContext, LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
 
 /*

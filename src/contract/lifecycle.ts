@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { RepositoryClosedError } from '../../src/errors.js';
+import { RepositoryClosedError } from '../errors.js';
 import { type ContractOptions, LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
 
 export function lifecycleTests(withContext: WithContext, options: ContractOptions): void {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { InvalidIdError } from '../../src/errors.js';
+import { InvalidIdError } from '../errors.js';
 import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
 
 export function idTests(withContext: WithContext): void {

@@ -67,17 +67,19 @@ export async function loadRocksdbBinding(): Promise<void> {
 
 function bindingMissing(error: unknown): ConfigError {
   const { code } = (error ?? {}) as { code?: string };
-  const reason =
+  const problem =
     code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND'
-      ? 'the optional package @nxtedition/rocksdb is not installed'
-      : `the native RocksDB binding could not be loaded (${errorMessage(error)})`;
+      ? 'which is not installed'
+      : `whose native binding could not be loaded (${errorMessage(error)})`;
   return new ConfigError(
     'repository.type',
-    `the rocksdb store needs ${reason}: run \`npm install @nxtedition/rocksdb@${ROCKSDB_BINDING_VERSION}\`, ` +
-      'or choose another store (`--store memory` for a one-shot run, or repository.type = "memory", "redis", ...)',
+    `the rocksdb store needs the optional package @nxtedition/rocksdb, ${problem}: ` +
+      `run \`npm install @nxtedition/rocksdb@${ROCKSDB_BINDING_VERSION}\`, or choose another store ` +
+      '(`--store memory` for a one-shot run, or repository.type = "memory", "redis", ...)',
     { cause: error },
   );
 }
+
 const NO_OPTIONS = {};
 const UTF8_VALUES = { valueEncoding: 'utf8' };
 const KEYS_ONLY = { keys: true, values: false, keyEncoding: 'utf8' };

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IdempotentRepository, RepositoryCapabilities } from '../repositories/types.js';
+import type { ContractIt, TestRunner } from './runner.js';
 
 /**
  * Builds a repository for one test. The same `namespace` must reach the same underlying data (a directory,
@@ -15,12 +16,24 @@ export interface ContractOptions {
   readonly factory: RepositoryFactory;
   /** The capabilities the store declares; the suite checks the instance declares the same. */
   readonly capabilities: RepositoryCapabilities;
+  /**
+   * Another test runner's `describe` and `it` (or `test`), e.g. `{ describe, it }` from Vitest or Jest's globals.
+   * Without it the suite registers its tests with node:test.
+   */
+  readonly runner?: Partial<TestRunner> & { readonly test?: TestRunner['it'] };
 }
 
-/** Per-test helper: a fresh namespace, and every repository it opens closed after the test. */
 /** How each contract file receives its tests' context: a fresh one per test, disposed after it. */
 export type WithContext = (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>;
 
+/** What each contract file's function receives: the runner's `it`, the per-test context, the store's options. */
+export interface ContractSuite {
+  readonly it: ContractIt;
+  readonly withContext: WithContext;
+  readonly options: ContractOptions;
+}
+
+/** Per-test helper: a fresh namespace, and every repository it opens closed after the test. */
 export class ContractContext {
   readonly namespace = `ct-${randomUUID().slice(0, 8)}`;
   readonly #opened: IdempotentRepository[] = [];

@@ -34,6 +34,7 @@ const inputs = [
   'tsconfig.build.json',
   'tsconfig.build.cjs.json',
   'scripts/build.mjs',
+  'examples',
   'bin',
   'docs',
   'src',
@@ -92,7 +93,11 @@ export function packedTarball(): string {
   if (existsSync(done)) return readFileSync(done, 'utf8');
   const stage = mkdtempSync(join(tmpdir(), 'idem-stage-'));
   try {
-    for (const path of ['package.json', 'README.md', 'LICENSE', 'bin', 'docs']) {
+    // What npm packs: package.json's `files` (dist built below) and the files npm always includes.
+    const { files: shipped } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      files: string[];
+    };
+    for (const path of ['package.json', 'README.md', 'LICENSE', ...shipped.filter((f) => f !== 'dist')]) {
       cpSync(join(root, path), join(stage, path), { recursive: true });
     }
     execFileSync(process.execPath, [join(root, 'scripts/build.mjs'), join(stage, 'dist')], {

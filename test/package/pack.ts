@@ -73,13 +73,16 @@ function inputHash(): string {
 
 let entry: string | undefined;
 
-/** This source state's cache directory; directories of other states are removed. */
+/** This source state's cache directory; those of other states are removed after an hour. */
 function cacheDir(): string {
   if (entry) return entry;
   const hash = inputHash();
   mkdirSync(cacheRoot, { recursive: true });
+  // Other source states' builds go once nobody can still be using them (another checkout may test in parallel).
   for (const name of readdirSync(cacheRoot)) {
-    if (name !== hash) rmSync(join(cacheRoot, name), { recursive: true, force: true });
+    const other = join(cacheRoot, name);
+    if (name !== hash && Date.now() - statSync(other).mtimeMs > 3_600_000)
+      rmSync(other, { recursive: true, force: true });
   }
   entry = join(cacheRoot, hash);
   mkdirSync(entry, { recursive: true });

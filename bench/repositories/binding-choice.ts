@@ -8,7 +8,7 @@
  * grew during 200k lookups of absent ids on a cold, ample cache: with a working bloom filter only its ~1% false
  * positives read a data block (a few MiB); without one every lookup does (most of the data). A third row runs
  * @nxtedition/rocksdb through its public abstract-level class, to price that layer. Prints figures; asserts
- * nothing.
+ * nothing. Level's `rocksdb` is not a dependency: install it by hand (`npm install --no-save rocksdb@5`) for its row.
  *
  *   node --import tsx bench/repositories/binding-choice.ts [--ids 2000000] [--batches 200]
  */
@@ -202,11 +202,22 @@ function storeOf(name: string): string {
   return join(dataDir, (name === '@nxtedition (class)' ? '@nxtedition/rocksdb' : name).replace('/', '_'));
 }
 
+// Level's `rocksdb` is no dependency of this package (a second 43 MB native build for every user): the row runs
+// only where it was installed by hand for the comparison (`npm install --no-save rocksdb@5`).
 const drivers: Record<string, () => Driver> = {
   '@nxtedition/rocksdb': nxtedition,
-  rocksdb: level,
+  ...(installed('rocksdb/binding') ? { rocksdb: level } : {}),
   '@nxtedition (class)': nxteditionClass,
 };
+
+function installed(specifier: string): boolean {
+  try {
+    require.resolve(specifier);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Child phase: fill the database with ids 0..IDS-1. */
 async function populate(name: string): Promise<object> {
@@ -319,6 +330,7 @@ if (args.phase !== undefined) {
   console.log(JSON.stringify(result));
 } else {
   mkdirSync(dataDir, { recursive: true });
+  if (!('rocksdb' in drivers)) console.log("Level's rocksdb is not installed: its row is left out.");
   const rows: [string, Record<string, number | undefined>][] = [];
   for (const name of Object.keys(drivers)) {
     let populateUs: number | undefined;

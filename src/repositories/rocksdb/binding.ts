@@ -1,4 +1,4 @@
-import { createRequire } from 'node:module';
+import { ConfigError } from '../../errors.js';
 
 /**
  * The slice of `@nxtedition/rocksdb`'s native addon this store uses. We call the addon directly rather than
@@ -37,7 +37,49 @@ interface NativeAddon {
 /** An opaque native object (database, iterator or write batch). */
 type NativeHandle = { readonly __native: unique symbol };
 
-const addon = createRequire(import.meta.url)('@nxtedition/rocksdb/binding') as NativeAddon;
+/**
+ * The exact version whose internal API the shapes above describe; package.json pins the optional dependency to it
+ * (test/package/optional-binding.test.ts checks they agree).
+ */
+export const ROCKSDB_BINDING_VERSION = '12.2.12';
+
+// A variable specifier keeps the compiler from resolving the addon's (untyped) file, and dynamic import() works in
+// both the ESM and the CommonJS build.
+const BINDING_MODULE = '@nxtedition/rocksdb/binding.js';
+
+// Loaded by the first NativeDb.open, the only way to obtain a database, so importing the store never needs the
+// optional native package: every other store keeps working where it is not installed.
+let addon: NativeAddon;
+
+/**
+ * Loads the native addon once. The binding is an optional dependency (`npm install --omit=optional` skips it, and
+ * platforms without a prebuild may fail to build it), so its absence is a ConfigError that names the fix.
+ */
+export async function loadRocksdbBinding(): Promise<void> {
+  if (addon !== undefined) return;
+  try {
+    const loaded = (await import(BINDING_MODULE)) as { default: NativeAddon };
+    addon = loaded.default;
+  } catch (error) {
+    throw bindingMissing(error);
+  }
+}
+
+function bindingMissing(error: unknown): ConfigError {
+  const { code } = (error ?? {}) as { code?: string };
+  const problem =
+    code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND'
+      ? 'which is not installed'
+      : `whose native binding could not be loaded (${errorMessage(error)})`;
+  return new ConfigError(
+    'repository.type',
+    `the rocksdb store needs the optional package @nxtedition/rocksdb, ${problem}: ` +
+      `run \`npm install @nxtedition/rocksdb@${ROCKSDB_BINDING_VERSION}\`, or choose another store ` +
+      '(`--store memory` for a one-shot run, or repository.type = "memory", "redis", ...)',
+    { cause: error },
+  );
+}
+
 const NO_OPTIONS = {};
 const UTF8_VALUES = { valueEncoding: 'utf8' };
 const KEYS_ONLY = { keys: true, values: false, keyEncoding: 'utf8' };
@@ -89,6 +131,7 @@ export class NativeDb {
 
   /** Opens (and by default creates) the database at `location`. Rejects with the addon's error. */
   static async open(location: string, options: NativeOpenOptions): Promise<NativeDb> {
+    await loadRocksdbBinding();
     const db = addon.db_init(location);
     await new Promise<void>((resolve, reject) => {
       try {

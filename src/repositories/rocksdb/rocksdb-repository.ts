@@ -3,7 +3,7 @@ import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { confirmedRecord, decodeRecord, forgetAt, isLive, newRecord, storeLifetimeMs } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
-import { errorMessage } from './binding.js';
+import { errorMessage, loadRocksdbBinding } from './binding.js';
 import { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 import { hashKey } from './key-index.js';
@@ -66,6 +66,8 @@ export class RocksdbRepository extends BaseRepository {
   static async open(options: RocksdbRepositoryOptions): Promise<RocksdbRepository> {
     const { clock, ...rest } = options;
     const settings = parseRocksdbOptions(rest);
+    // Before anything touches the disk: without the optional binding, nothing is created.
+    await loadRocksdbBinding();
     const directory = await openStoreDirectory(settings.path);
     const { path } = directory;
     const buckets = new BucketSet(path, settings);

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { InvalidIdError } from '../../src/errors.js';
-import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
+import { InvalidIdError } from '../errors.js';
+import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
-export function idTests(withContext: WithContext): void {
+export function idTests({ it, withContext }: ContractSuite): void {
   it(
     'rejects an empty id with InvalidIdError',
     withContext(async (ctx) => {

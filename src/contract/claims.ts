@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 const claimOptions = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner });
 
-export function claimTests(withContext: WithContext): void {
+export function claimTests({ it, withContext }: ContractSuite): void {
   it(
     'confirm turns the owner’s claim into a confirmed record',
     withContext(async (ctx) => {

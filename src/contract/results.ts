@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { type ContractOptions, LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 /** Every byte value 0..255 as one character each, the way a binary payload read as latin1 looks. */
 const ALL_BYTES = String.fromCharCode(...Array.from({ length: 256 }, (_, i) => i));
@@ -35,7 +34,7 @@ function textOfBytes(bytes: number): string {
  * Results (`IdempotencyRecord.result`) and fingerprints: what the consumer's `storeResult`, kept failures and
  * `fingerprint` rely on. A store only keeps and returns these strings, unchanged, whatever they hold.
  */
-export function resultTests(withContext: WithContext, options: ContractOptions): void {
+export function resultTests({ it, withContext, options }: ContractSuite): void {
   it(
     'keeps the result given to confirm and returns it from get, add and getMany',
     withContext(async (ctx) => {

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
-export function basicTests(withContext: WithContext): void {
+export function basicTests({ it, withContext }: ContractSuite): void {
   it(
     'declares its capabilities',
     withContext(async (ctx) => {

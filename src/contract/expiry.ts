@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId, type WithContext } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId } from './context.js';
 
-export function expiryTests(withContext: WithContext): void {
+export function expiryTests({ it, withContext }: ContractSuite): void {
   it(
     'treats a confirmed id as a duplicate until its TTL, then as new',
     withContext(async (ctx) => {

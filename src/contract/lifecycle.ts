@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { RepositoryClosedError } from '../../src/errors.js';
-import { type ContractOptions, LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
+import { RepositoryClosedError } from '../errors.js';
+import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
-export function lifecycleTests(withContext: WithContext, options: ContractOptions): void {
+export function lifecycleTests({ it, withContext, options }: ContractSuite): void {
   it(
     'rejects every operation after close() with RepositoryClosedError',
     withContext(async (ctx) => {

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 /**
  * Owner and fingerprint strings that break naive record encodings: field separators (U+0001), NUL, newlines,
@@ -21,7 +20,7 @@ const AWKWARD = [
   'tab\tand\u2028separator',
 ];
 
-export function recordTests(withContext: WithContext): void {
+export function recordTests({ it, withContext }: ContractSuite): void {
   it(
     'any owner and fingerprint string round-trips through a stored record',
     withContext(async (ctx) => {

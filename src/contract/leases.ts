@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId, type WithContext } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId } from './context.js';
 
 /*
  * A lease only decides when someone else may take an id over; it must never decide whether the owner's work is
@@ -16,7 +15,7 @@ const claim = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, o
  */
 const PAST_LEASE_MS = SHORT_TTL_MS + 1_300;
 
-export function leaseTests(withContext: WithContext): void {
+export function leaseTests({ it, withContext }: ContractSuite): void {
   it(
     'a claim whose handler outlives its lease, with no other owner taking the id, can still be confirmed',
     withContext(async (ctx) => {

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
-import { type ContractContext, LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
+import type { IdempotentRepository } from '../repositories/types.js';
+import { type ContractContext, type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 /*
  * Two repositories whose namespaces are such that one is a prefix of the other, as `app:` and `app:orders:` are.
@@ -21,7 +20,7 @@ async function nested(
 /** The ids under which the outer namespace could meet the inner namespace's `id`, whatever separator is used. */
 const spellings = (id: string) => [id, `orders:${id}`, `:orders:${id}`, `orders${id}`, `orders/${id}`];
 
-export function namespaceTests(withContext: WithContext): void {
+export function namespaceTests({ it, withContext }: ContractSuite): void {
   it(
     'a namespace never sees the ids of a namespace it is a prefix of, nor the other way round',
     withContext(async (ctx) => {

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
-import { LONG_TTL_MS, uniqueId, type WithContext } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
-export function batchTests(withContext: WithContext): void {
+export function batchTests({ it, withContext }: ContractSuite): void {
   it(
     'addMany answers per position, first occurrence inside the batch wins',
     withContext(async (ctx) => {

@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto';
+import type { IdempotentRepository, RepositoryCapabilities } from '../repositories/types.js';
+import type { ContractIt, TestRunner } from './runner.js';
+
+/**
+ * Builds a repository for one test. The same `namespace` must reach the same underlying data (a directory,
+ * a key prefix, a table partition), so the suite can close a persistent store and reopen it. Different namespaces
+ * must never reach each other's data, even when one namespace string is a prefix of the other.
+ */
+export type RepositoryFactory = (context: { namespace: string }) => Promise<IdempotentRepository>;
+
+/** What a store hands to the contract suite. */
+export interface ContractOptions {
+  /** Store name shown in test titles. */
+  readonly name: string;
+  readonly factory: RepositoryFactory;
+  /** The capabilities the store declares; the suite checks the instance declares the same. */
+  readonly capabilities: RepositoryCapabilities;
+  /**
+   * Another test runner's `describe` and `it` (or `test`), e.g. `{ describe, it }` from Vitest or Jest's globals.
+   * Without it the suite registers its tests with node:test.
+   */
+  readonly runner?: Partial<TestRunner> & { readonly test?: TestRunner['it'] };
+}
+
+/** How each contract file receives its tests' context: a fresh one per test, disposed after it. */
+export type WithContext = (fn: (ctx: ContractContext) => Promise<void>) => () => Promise<void>;
+
+/** What each contract file's function receives: the runner's `it`, the per-test context, the store's options. */
+export interface ContractSuite {
+  readonly it: ContractIt;
+  readonly withContext: WithContext;
+  readonly options: ContractOptions;
+}
+
+/** Per-test helper: a fresh namespace, and every repository it opens closed after the test. */
+export class ContractContext {
+  readonly namespace = `ct-${randomUUID().slice(0, 8)}`;
+  readonly #opened: IdempotentRepository[] = [];
+
+  constructor(readonly options: ContractOptions) {}
+
+  /**
+   * Opens (or reopens) the repository of this test's namespace, or of another namespace given explicitly
+   * (tests of namespace isolation open a second one that extends this test's namespace).
+   */
+  async open(namespace: string = this.namespace): Promise<IdempotentRepository> {
+    const repo = await this.options.factory({ namespace });
+    this.#opened.push(repo);
+    return repo;
+  }
+
+  /** Closes whatever is still open; errors from already-closed stores are irrelevant here. */
+  async dispose(): Promise<void> {
+    await Promise.allSettled(this.#opened.map((r) => r.close()));
+  }
+}
+
+/** A random id per call, so tests never collide on shared servers. */
+export function uniqueId(label = 'id'): string {
+  return `${label}-${randomUUID()}`;
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Retention and lease short enough to wait out in a test, long enough for a slow first round trip. */
+export const SHORT_TTL_MS = 1_200;
+export const LONG_TTL_MS = 60_000;

@@ -1,0 +1,165 @@
+/**
+ * The package as a user receives it: built into a staging directory (never the checkout's dist/), packed with
+ * `npm pack`, and installed into fresh projects under os.tmpdir(). Building and installing take a minute, so the
+ * results are cached under a hash of everything that goes into the tarball; the package tests share them.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository checkout. */
+export const root = fileURLToPath(new URL('../..', import.meta.url));
+
+const cacheRoot = join(tmpdir(), 'idem-package-tests');
+
+/** What the tarball is made of; a change to any of it means a new build. */
+const inputs = [
+  'package.json',
+  'README.md',
+  'LICENSE',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'tsconfig.build.cjs.json',
+  'scripts/build.mjs',
+  'examples',
+  'bin',
+  'docs',
+  'src',
+];
+
+/** The npm environment of `npm test` (npm_config_*, npm_package_*) must not leak into the user's npm runs. */
+export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!/^npm_/i.test(key) && key !== 'NODE_OPTIONS' && key !== 'NODE_TEST_CONTEXT') env[key] = value;
+  }
+  return { ...env, ...extra };
+}
+
+function files(path: string): string[] {
+  const full = join(root, path);
+  if (!existsSync(full)) return [];
+  if (!statSync(full).isDirectory()) return [path];
+  return readdirSync(full, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => relative(root, join(e.parentPath, e.name)))
+    .sort();
+}
+
+function inputHash(): string {
+  const hash = createHash('sha256');
+  for (const path of inputs.flatMap(files)) {
+    hash
+      .update(path)
+      .update('\0')
+      .update(readFileSync(join(root, path)))
+      .update('\0');
+  }
+  return hash.digest('hex').slice(0, 16);
+}
+
+let entry: string | undefined;
+
+/** This source state's cache directory; those of other states are removed after an hour. */
+function cacheDir(): string {
+  if (entry) return entry;
+  const hash = inputHash();
+  mkdirSync(cacheRoot, { recursive: true });
+  // Other source states' builds go once nobody can still be using them (another checkout may test in parallel).
+  for (const name of readdirSync(cacheRoot)) {
+    const other = join(cacheRoot, name);
+    if (name !== hash && Date.now() - statSync(other).mtimeMs > 3_600_000)
+      rmSync(other, { recursive: true, force: true });
+  }
+  entry = join(cacheRoot, hash);
+  mkdirSync(entry, { recursive: true });
+  return entry;
+}
+
+/** The packed tarball (`npm pack` of a fresh build), built once per source state. */
+export function packedTarball(): string {
+  const dir = cacheDir();
+  const done = join(dir, 'tarball.txt');
+  if (existsSync(done)) return readFileSync(done, 'utf8');
+  const stage = mkdtempSync(join(tmpdir(), 'idem-stage-'));
+  try {
+    // What npm packs: package.json's `files` (dist built below) and the files npm always includes.
+    const { files: shipped } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      files: string[];
+    };
+    for (const path of ['package.json', 'README.md', 'LICENSE', ...shipped.filter((f) => f !== 'dist')]) {
+      cpSync(join(root, path), join(stage, path), { recursive: true });
+    }
+    execFileSync(process.execPath, [join(root, 'scripts/build.mjs'), join(stage, 'dist')], {
+      cwd: root,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    // --ignore-scripts: prepack would build again, into the stage's own (absent) scripts/.
+    const out = execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
+      cwd: stage,
+      encoding: 'utf8',
+      env: cleanEnv(),
+    });
+    const [{ filename }] = JSON.parse(out) as [{ filename: string }];
+    const tarball = join(dir, filename);
+    writeFileSync(done, tarball);
+    return tarball;
+  } finally {
+    rmSync(stage, { recursive: true, force: true });
+  }
+}
+
+/** The version of a package in the repository's node_modules, so a test installs it from the npm cache. */
+export function installedVersion(name: string): string {
+  return (
+    JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }
+  ).version;
+}
+
+/**
+ * A fresh project with the packed tarball and ioredis installed, as a Redis user has it: `full` with the optional
+ * RocksDB binding, `no-optional` installed with `--omit=optional`. Created once per source state.
+ */
+export function installedProject(kind: 'full' | 'no-optional'): string {
+  const tarball = packedTarball();
+  const project = join(cacheDir(), kind);
+  const ready = join(project, '.ready');
+  if (existsSync(ready)) return project;
+  rmSync(project, { recursive: true, force: true });
+  mkdirSync(project, { recursive: true });
+  writeFileSync(
+    join(project, 'package.json'),
+    `${JSON.stringify({ name: `probe-${kind}`, private: true })}\n`,
+  );
+  npm(project, [
+    'install',
+    tarball,
+    `ioredis@${installedVersion('ioredis')}`,
+    ...(kind === 'no-optional' ? ['--omit=optional'] : []),
+  ]);
+  writeFileSync(ready, '');
+  return project;
+}
+
+/** Runs npm as a user would, preferring the local cache so the test needs the registry only for cache misses. */
+export function npm(cwd: string, args: string[]): string {
+  return execFileSync('npm', [...args, '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
+    cwd,
+    encoding: 'utf8',
+    env: cleanEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}

@@ -84,6 +84,7 @@ async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
       dlq: config.dlq.topic,
       repository: config.repository.type,
       metricsPort: node.metricsPort,
+      ...(node.metricsPort === undefined ? {} : { metricsHost: config.metrics.host }),
     },
     'dedup node running',
   );

@@ -21,7 +21,8 @@ export const nodeDefaults = {
   sendAttempts: 5,
   retryBackoffMs: 500,
   metricsPort: 8000,
-  metricsHost: '0.0.0.0',
+  /** Loopback: the metrics page has no authentication; `metrics.host = "0.0.0.0"` opens it to the network. */
+  metricsHost: '127.0.0.1',
   perfIntervalMs: 10_000,
   sessionTimeoutMs: 10_000,
   connectionTimeoutMs: 10_000,
@@ -107,7 +108,8 @@ export const nodeConfigSchema = z
       .object({
         enabled: z.boolean().default(true),
         port: z.number().int().min(0).max(65_535).default(nodeDefaults.metricsPort),
-        host: z.string().default(nodeDefaults.metricsHost),
+        /** Interface `/metrics` listens on; loopback unless opened on purpose (`"0.0.0.0"`). */
+        host: z.string().min(1).default(nodeDefaults.metricsHost),
       })
       .strict()
       .prefault({}),

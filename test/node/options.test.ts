@@ -40,7 +40,7 @@ describe('dedup node config', () => {
     assert.equal(config.input.batchSize, nodeDefaults.batchSize);
     assert.equal(config.input.groupId, nodeDefaults.groupId);
     assert.equal(config.kafka.ssl, false);
-    assert.deepEqual(config.metrics, { enabled: true, port: 8000, host: '0.0.0.0' });
+    assert.deepEqual(config.metrics, { enabled: true, port: 8000, host: '127.0.0.1' });
     assert.equal(config.perf.interval, 10_000);
     assert.equal(config.dedup.missingId, 'dlq');
     assert.equal(config.dedup.storeFailure, 'fail');

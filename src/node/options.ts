@@ -36,6 +36,8 @@ const saslSchema = z
     mechanism: z.enum(['plain', 'scram-sha-256', 'scram-sha-512']),
     username: z.string().min(1),
     password: z.string(),
+    /** Send SASL over a connection without TLS anyway (credentials and records unencrypted on the wire). */
+    allowPlaintext: z.boolean().default(false),
   })
   .strict();
 
@@ -52,7 +54,20 @@ export const kafkaConnectionSchema = z
     connectionTimeout: durationMs.default(nodeDefaults.connectionTimeoutMs),
     requestTimeout: durationMs.default(nodeDefaults.requestTimeoutMs),
   })
-  .strict();
+  .strict()
+  .superRefine((kafka, ctx) => {
+    // Safe by default: a login over plaintext is refused unless the config says it is meant.
+    if (kafka.sasl && kafka.ssl === false && !kafka.sasl.allowPlaintext) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sasl'],
+        params: { quoteValue: false },
+        message:
+          'SASL without TLS sends the login and every record unencrypted; set kafka.ssl = true (or a table ' +
+          'with ca = ...), or kafka.sasl.allowPlaintext = true if the network is trusted',
+      });
+    }
+  });
 
 /** `id = "uid"` is short for `id = { from = "value", path = "uid" }`. */
 const dedupIdSchema = z.union(

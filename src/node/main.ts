@@ -2,8 +2,8 @@ import { type DestinationStream, type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
 import { logRedactPaths, REDACTED } from '../config/redact.js';
 import { openRepository } from '../config/repository.js';
-import { ConfigError } from '../errors.js';
-import { startDedupNode } from './dedup-node.js';
+import { ConfigError, MissingDependencyError } from '../errors.js';
+import { asMissingDependency } from '../util/optional-module.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
 
 /** Exit codes of {@link runNode}. */
@@ -14,7 +14,7 @@ export const nodeExitCodes = {
   failed: 1,
   /** The config is invalid; one line on stderr says which key. */
   config: 2,
-  /** Could not start: the store or the brokers did not answer. */
+  /** Could not start: a package is missing (one line on stderr), or the store or the brokers did not answer. */
   startup: 3,
 } as const;
 
@@ -65,6 +65,13 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
     });
   } catch (error) {
     return startFailure(error, logger, 'cannot read the config');
+  }
+
+  let startDedupNode: typeof import('./dedup-node.js').startDedupNode;
+  try {
+    ({ startDedupNode } = await loadNodeModule());
+  } catch (error) {
+    return startFailure(error, logger, 'cannot load the dedup node');
   }
 
   const opening = openRepository(config, { onWarning: (warning) => logger.warn(warning) });
@@ -135,11 +142,30 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
   return nodeExitCodes.ok;
 }
 
-/** The exit code of a failed start: a config problem is one line on stderr, anything else a log entry. */
+/**
+ * The node's code, imported on demand: it imports kafkajs, an optional package, so a missing kafkajs must be a
+ * sentence naming the fix, not Node's resolver stack.
+ */
+async function loadNodeModule(): Promise<typeof import('./dedup-node.js')> {
+  try {
+    return await import('./dedup-node.js');
+  } catch (error) {
+    throw asMissingDependency(error, { feature: 'idem node' }) ?? error;
+  }
+}
+
+/**
+ * The exit code of a failed start: a config problem or a missing package is one line on stderr, anything else
+ * a log entry.
+ */
 function startFailure(error: unknown, logger: Logger, what: string): number {
   if (error instanceof ConfigError) {
     process.stderr.write(`idem node: ${error.message}\n`);
     return nodeExitCodes.config;
+  }
+  if (error instanceof MissingDependencyError) {
+    process.stderr.write(`idem node: ${error.message}\n`);
+    return nodeExitCodes.startup;
   }
   logger.error({ err: error }, what);
   return nodeExitCodes.startup;

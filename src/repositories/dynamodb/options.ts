@@ -35,7 +35,7 @@ export const dynamodbOptionsSchema = z
     table: z
       .string()
       .regex(/^[a-zA-Z0-9_.-]{3,255}$/, 'must be 3-255 characters of a-z, A-Z, 0-9, "_", "-" or "."'),
-    /** AWS region; when absent, the SDK's own chain (AWS_REGION, AWS_DEFAULT_REGION... the profile's region). */
+    /** AWS region; when absent, the SDK's own chain (AWS_REGION, the profile's region, EC2 instance metadata). */
     region: z.string().min(1).optional(),
     /** Endpoint URL, e.g. a local emulator; AWS's regional endpoint when absent. */
     endpoint: z.url().optional(),

@@ -14,6 +14,7 @@ export const ErrorCodes = {
   claimLost: 'IDEM_ERR_CLAIM_LOST',
   conflict: 'IDEM_ERR_CONFLICT',
   storedFailure: 'IDEM_ERR_STORED_FAILURE',
+  missingDependency: 'IDEM_ERR_MISSING_DEPENDENCY',
 } as const;
 
 /** A stable code identifying the kind of failure. */
@@ -167,6 +168,29 @@ export class OutputError extends IdempotencyError {
   static readonly code = ErrorCodes.output;
   constructor(message: string, options: { cause?: unknown } = {}) {
     super(OutputError.code, message, options);
+  }
+}
+
+/**
+ * An optional npm package that a feature needs is not installed (kafkajs for `idem node`, a store's client).
+ * The message names the feature and the command that fixes it; `cause` is the loader's own error.
+ */
+export class MissingDependencyError extends IdempotencyError {
+  static readonly code = ErrorCodes.missingDependency;
+  /** The command that installs the package, e.g. `npm install kafkajs`. */
+  readonly install: string;
+  constructor(
+    readonly packageName: string,
+    readonly feature: string,
+    options: { cause?: unknown; install?: string } = {},
+  ) {
+    const install = options.install ?? `npm install ${packageName}`;
+    super(
+      MissingDependencyError.code,
+      `${feature} needs the npm package "${packageName}", which is not installed: ${install}`,
+      options.cause === undefined ? {} : { cause: options.cause },
+    );
+    this.install = install;
   }
 }
 

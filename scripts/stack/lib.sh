@@ -41,6 +41,11 @@ read -r DYNAMODB_HOST DYNAMODB_PORT < <(_hostport "$DYNAMODB_ENDPOINT" 4567)
 read -r CASSANDRA_HOST CASSANDRA_PORT < <(_hostport "$CASSANDRA_CONTACT_POINTS" 9042)
 read -r KAFKA_HOST KAFKA_PORT < <(_hostport "$KAFKA_BROKERS" 9092)
 CASSANDRA_STORAGE_PORT=${CASSANDRA_STORAGE_PORT:-7000}
+# Client TLS on Cassandra's native port (optional: plaintext still works there). The stack's
+# own CA signs the server certificate; tests trust it through CASSANDRA_TLS_CA.
+CASSANDRA_TLS=${CASSANDRA_TLS:-1}
+STACK_TLS_DIR="$STACK_DIR/tls"
+export CASSANDRA_TLS_CA=${CASSANDRA_TLS_CA:-$STACK_TLS_DIR/ca.pem}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
 export REDIS_PORT DYNAMODB_PORT CASSANDRA_PORT KAFKA_PORT KAFKA_CONTROLLER_PORT CASSANDRA_STORAGE_PORT
 
@@ -332,6 +337,45 @@ stack_render() {
   sed "${expr[@]}" "$in" >"$out.tmp" && mv -f "$out.tmp" "$out"
 }
 
+# ---- TLS material ---------------------------------------------------------------------
+# A throwaway CA and a server certificate for 127.0.0.1/localhost (and the stack's host),
+# generated once into $STACK_TLS_DIR and kept: a running server holds the keystore, so it is
+# never replaced under it (delete the directory, then restart the server, to renew).
+# Files: ca.pem (what clients trust), server.pem/server.key, server.p12 (Java keystore).
+STACK_TLS_PASSWORD=idem-test-stack
+stack_tls_certs() {
+  local dir=$STACK_TLS_DIR
+  [[ -s $dir/ca.pem && -s $dir/server.p12 ]] && return 0
+  command -v openssl >/dev/null 2>&1 || {
+    err "openssl not found (needed once to generate the test stack's TLS certificates)"
+    return 1
+  }
+  log "tls: generating a test CA and a server certificate into $dir"
+  local tmp="$dir.tmp.$$" san="IP:127.0.0.1,DNS:localhost"
+  [[ $CASSANDRA_HOST != 127.0.0.1 && $CASSANDRA_HOST != localhost ]] && {
+    if [[ $CASSANDRA_HOST =~ ^[0-9.]+$ ]]; then san+=",IP:$CASSANDRA_HOST"; else san+=",DNS:$CASSANDRA_HOST"; fi
+  }
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  if ! {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj '/CN=idem test stack CA' \
+      -keyout "$tmp/ca.key" -out "$tmp/ca.pem" &&
+      openssl req -newkey rsa:2048 -nodes -subj '/CN=localhost' \
+        -keyout "$tmp/server.key" -out "$tmp/server.csr" &&
+      printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' \
+        "$san" >"$tmp/server.ext" &&
+      openssl x509 -req -days 3650 -in "$tmp/server.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" \
+        -CAcreateserial -extfile "$tmp/server.ext" -out "$tmp/server.pem" &&
+      openssl pkcs12 -export -name server -in "$tmp/server.pem" -inkey "$tmp/server.key" \
+        -certfile "$tmp/ca.pem" -passout "pass:$STACK_TLS_PASSWORD" -out "$tmp/server.p12"
+  } >>"$STACK_LOG_DIR/tls.log" 2>&1; then
+    err "tls: certificate generation failed (see $STACK_LOG_DIR/tls.log)"
+    rm -rf "$tmp"
+    return 1
+  fi
+  rm -f "$tmp/server.csr" "$tmp/server.ext" "$tmp/ca.srl"
+  rm -rf "$dir" && mv "$tmp" "$dir"
+}
+
 # ---- native launchers ----------------------------------------------------------------
 stack_start_native_redis() {
   stack_ensure_redis_binary || return 1
@@ -365,9 +409,15 @@ stack_start_native_cassandra() {
   stack_resolve_jars cassandra || return 1
   local home="$STACK_DIR/cassandra" conf="$STACK_DIR/cassandra/conf" data="$STACK_DIR/cassandra/data"
   mkdir -p "$conf" "$data"
+  local tls=false
+  if [[ $CASSANDRA_TLS == 1 ]]; then
+    stack_tls_certs || return 1
+    tls=true
+  fi
   stack_render "$STACK_SCRIPTS/cassandra/cassandra.yaml.in" "$conf/cassandra.yaml" \
     "LISTEN=$CASSANDRA_HOST" "RPC=$CASSANDRA_HOST" "STORAGE_PORT=$CASSANDRA_STORAGE_PORT" \
-    "NATIVE_PORT=$CASSANDRA_PORT" "DATA=$data"
+    "NATIVE_PORT=$CASSANDRA_PORT" "DATA=$data" "CLIENT_TLS=$tls" \
+    "KEYSTORE=$STACK_TLS_DIR/server.p12" "KEYSTORE_PASSWORD=$STACK_TLS_PASSWORD"
   cp -f "$STACK_SCRIPTS/cassandra/logback.xml" "$conf/logback.xml"
   local jamm
   jamm=$(find "$home/lib" -maxdepth 1 -name 'jamm-*.jar' | head -n1)

@@ -70,7 +70,9 @@ export function toConfigError(
   } else {
     problem = issue.message;
     const given = valueAt(context.input, at);
-    if (given !== undefined) value = { given };
+    // A refinement about a whole table can say the value adds nothing (`params: { quoteValue: false }`).
+    const quote = !(issue.code === 'custom' && issue.params?.quoteValue === false);
+    if (given !== undefined && quote) value = { given };
   }
   const more = error.issues.length - 1;
   return optionError(path, problem, context.origin, { ...value, cause: error, more });

@@ -1,6 +1,7 @@
 import { type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { IdempotentRepository } from '../repositories/types.js';
+import { untilAborted } from './abort.js';
 import { ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
 import { kafkaClient } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
@@ -26,6 +27,11 @@ export interface DedupNodeHandle {
 export interface DedupNodeOptions {
   /** A kafkajs client to use instead of one built from `config.kafka`. */
   readonly kafka?: Kafka;
+  /**
+   * Gives up the start: the connection attempts in progress are dropped and the start rejects with the
+   * signal's reason. kafkajs retries a first connection for minutes; a stop requested meanwhile must not wait.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -49,7 +55,9 @@ export async function startDedupNode(
   options: DedupNodeOptions = {},
 ): Promise<DedupNodeHandle> {
   const kafka = options.kafka ?? kafkaClient(config.kafka, logger);
-  const layout = await prepareTopics(kafka, config);
+  const { signal } = options;
+  signal?.throwIfAborted();
+  const layout = await prepareTopics(kafka, config, signal);
   const metrics = new NodeMetrics();
   const perf = new PerfLog();
   const totals = emptyTotals();
@@ -105,9 +113,18 @@ export async function startDedupNode(
     logger.info({ memberId: payload.memberId, assignment: payload.memberAssignment }, 'joined the group');
   });
 
-  await producer.connect();
-  await consumer.connect();
-  await consumer.subscribe({ topic: config.input.topic, fromBeginning: config.input.fromBeginning });
+  const starting = async () => {
+    await producer.connect();
+    await consumer.connect();
+    await consumer.subscribe({ topic: config.input.topic, fromBeginning: config.input.fromBeginning });
+  };
+  try {
+    await untilAborted(starting(), signal);
+  } catch (error) {
+    // Drop the clients' connection attempts; their own retries end with the disconnect.
+    await Promise.allSettled([consumer.disconnect(), producer.disconnect()]);
+    throw error;
+  }
 
   let metricsPort: number | undefined;
   if (config.metrics.enabled) metricsPort = await metrics.listen(config.metrics.port, config.metrics.host);

@@ -7,11 +7,13 @@ import type { NodeConfig } from './options.js';
  * election) instead of failing the batch: 20 tries, backing off to 10 s. kafkajs logs go to the node's logger.
  */
 export function kafkaClient(config: NodeConfig['kafka'], logger: Logger): Kafka {
+  // allowPlaintext is ours (checked by the config schema), not a kafkajs setting.
+  const { allowPlaintext: _allowPlaintext, ...sasl } = config.sasl ?? { allowPlaintext: false };
   return new Kafka({
     clientId: config.clientId,
     brokers: config.brokers,
     ssl: config.ssl,
-    ...(config.sasl ? { sasl: config.sasl as SASLOptions } : {}),
+    ...(config.sasl ? { sasl: sasl as SASLOptions } : {}),
     connectionTimeout: config.connectionTimeout,
     requestTimeout: config.requestTimeout,
     logLevel: logLevel.WARN,

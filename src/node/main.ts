@@ -2,9 +2,8 @@ import { type DestinationStream, type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
 import { logRedactPaths, REDACTED } from '../config/redact.js';
 import { openRepository } from '../config/repository.js';
-import { ConfigError } from '../errors.js';
-import type { IdempotentRepository } from '../repositories/types.js';
-import { type DedupNodeHandle, startDedupNode } from './dedup-node.js';
+import { ConfigError, MissingDependencyError } from '../errors.js';
+import { asMissingDependency } from '../util/optional-module.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
 
 /** Exit codes of {@link runNode}. */
@@ -15,7 +14,7 @@ export const nodeExitCodes = {
   failed: 1,
   /** The config is invalid; one line on stderr says which key. */
   config: 2,
-  /** Could not start: the store or the brokers did not answer. */
+  /** Could not start: a package is missing (one line on stderr), or the store or the brokers did not answer. */
   startup: 3,
 } as const;
 
@@ -47,35 +46,73 @@ export function nodeLogger(destination: DestinationStream): Logger {
 }
 
 async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
+  // Listen from the first moment: a stop asked for while the store or the brokers are still being reached
+  // must not wait for their retries (kafkajs retries a first connection for minutes).
+  const signals = new SignalWatch();
+  try {
+    return await runWatched(options, logger, signals);
+  } finally {
+    signals.dispose();
+  }
+}
+
+async function runWatched(options: RunNodeOptions, logger: Logger, signals: SignalWatch): Promise<number> {
   let config: NodeConfig;
-  let repository: IdempotentRepository;
   try {
     config = await loadConfig(nodeConfigSchema, {
       ...(options.configPath ? { path: options.configPath } : {}),
       ...(options.env ? { env: options.env } : {}),
     });
-    repository = await openRepository(config, { onWarning: (warning) => logger.warn(warning) });
   } catch (error) {
-    if (!(error instanceof ConfigError)) {
-      logger.error({ err: error }, 'cannot open the repository');
-      return nodeExitCodes.startup;
-    }
-    process.stderr.write(`idem node: ${error.message}\n`);
-    return nodeExitCodes.config;
+    return startFailure(error, logger, 'cannot read the config');
   }
 
-  // Listen before starting, so a signal during the start still stops the node cleanly once it runs.
-  const signals = new SignalWatch();
-  let node: DedupNodeHandle;
+  let startDedupNode: typeof import('./dedup-node.js').startDedupNode;
   try {
-    node = await startDedupNode(config, repository, logger);
+    ({ startDedupNode } = await loadNodeModule());
   } catch (error) {
-    signals.dispose();
-    await repository.close().catch(() => undefined);
-    logger.error({ err: error }, 'dedup node failed to start');
-    if (error instanceof ConfigError) process.stderr.write(`idem node: ${error.message}\n`);
-    return error instanceof ConfigError ? nodeExitCodes.config : nodeExitCodes.startup;
+    return startFailure(error, logger, 'cannot load the dedup node');
   }
+
+  const opening = openRepository(config, { onWarning: (warning) => logger.warn(warning) });
+  const opened = await orSignal(opening, signals);
+  if ('signal' in opened) {
+    logger.info(
+      { signal: opened.signal },
+      'stop requested while opening the repository: exiting without starting',
+    );
+    opening.then((repository) => repository.close()).catch(() => undefined);
+    return nodeExitCodes.ok;
+  }
+  if ('error' in opened) return startFailure(opened.error, logger, 'cannot open the repository');
+  const repository = opened.value;
+
+  const abort = new AbortController();
+  const starting = startDedupNode(config, repository, logger, { signal: abort.signal });
+  const started = await orSignal(starting, signals);
+  if ('signal' in started) {
+    logger.info(
+      { signal: started.signal, timeoutMs: config.shutdown.timeout },
+      'stop requested during start-up: giving up the connection attempts',
+    );
+    abort.abort(new Error('stop requested during start-up'));
+    // The start may have finished at that moment: then its node is stopped like a running one.
+    const cleanup = starting.then(
+      (node) => node.stop(),
+      () => repository.close(),
+    );
+    const stopped = await settleWithin(cleanup, config.shutdown.timeout, signals, logger);
+    if (stopped !== 'stopped') return nodeExitCodes.failed;
+    logger.info('stopped before the node started');
+    return nodeExitCodes.ok;
+  }
+  if ('error' in started) {
+    await repository.close().catch(() => undefined);
+    logger.error({ err: started.error }, 'dedup node failed to start');
+    if (started.error instanceof ConfigError) process.stderr.write(`idem node: ${started.error.message}\n`);
+    return started.error instanceof ConfigError ? nodeExitCodes.config : nodeExitCodes.startup;
+  }
+  const node = started.value;
   logger.info(
     {
       input: config.input.topic,
@@ -84,6 +121,7 @@ async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
       dlq: config.dlq.topic,
       repository: config.repository.type,
       metricsPort: node.metricsPort,
+      ...(node.metricsPort === undefined ? {} : { metricsHost: config.metrics.host }),
     },
     'dedup node running',
   );
@@ -93,33 +131,69 @@ async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
     node.failed.catch((error: unknown) => ({ error })),
   ]);
   if ('error' in outcome) {
-    await stopWithin(node, config.shutdown.timeout, logger);
-    signals.dispose();
+    await settleWithin(node.stop(), config.shutdown.timeout, undefined, logger);
     return nodeExitCodes.failed;
   }
 
   logger.info({ signal: outcome.signal }, 'stopping: finishing the chunk in hand');
-  const stopped = await Promise.race([
-    stopWithin(node, config.shutdown.timeout, logger),
-    signals.next().then(() => 'interrupted' as const),
-  ]);
-  signals.dispose();
-  if (stopped !== 'stopped') {
-    if (stopped === 'interrupted') logger.error('second signal: exiting without finishing the stop');
-    if (stopped === 'timeout') logger.error({ timeoutMs: config.shutdown.timeout }, 'the stop overran');
-    return nodeExitCodes.failed;
-  }
+  const stopped = await settleWithin(node.stop(), config.shutdown.timeout, signals, logger);
+  if (stopped !== 'stopped') return nodeExitCodes.failed;
   logger.info({ totals: node.totals() }, 'stopped cleanly');
   return nodeExitCodes.ok;
+}
+
+/**
+ * The node's code, imported on demand: it imports kafkajs, an optional package, so a missing kafkajs must be a
+ * sentence naming the fix, not Node's resolver stack.
+ */
+async function loadNodeModule(): Promise<typeof import('./dedup-node.js')> {
+  try {
+    return await import('./dedup-node.js');
+  } catch (error) {
+    throw asMissingDependency(error, { feature: 'idem node' }) ?? error;
+  }
+}
+
+/**
+ * The exit code of a failed start: a config problem or a missing package is one line on stderr, anything else
+ * a log entry.
+ */
+function startFailure(error: unknown, logger: Logger, what: string): number {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`idem node: ${error.message}\n`);
+    return nodeExitCodes.config;
+  }
+  if (error instanceof MissingDependencyError) {
+    process.stderr.write(`idem node: ${error.message}\n`);
+    return nodeExitCodes.startup;
+  }
+  logger.error({ err: error }, what);
+  return nodeExitCodes.startup;
+}
+
+/** A start step's value or error, or the signal that arrived first. */
+async function orSignal<T>(
+  step: Promise<T>,
+  signals: SignalWatch,
+): Promise<{ value: T } | { error: unknown } | { signal: NodeJS.Signals }> {
+  return Promise.race([
+    step.then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    ),
+    signals.next().then((signal) => ({ signal })),
+  ]);
 }
 
 /** SIGTERM/SIGINT as promises; handlers stay installed so a signal never kills the process by default. */
 class SignalWatch {
   readonly #queue: NodeJS.Signals[] = [];
   #waiter: ((signal: NodeJS.Signals) => void) | undefined;
+  #pending: Promise<NodeJS.Signals> | undefined;
   readonly #handler = (signal: NodeJS.Signals) => {
     const waiter = this.#waiter;
     this.#waiter = undefined;
+    this.#pending = undefined;
     if (waiter) waiter(signal);
     else this.#queue.push(signal);
   };
@@ -129,13 +203,17 @@ class SignalWatch {
     process.on('SIGINT', this.#handler);
   }
 
-  /** The next signal received (or one already queued). */
+  /**
+   * The next signal received (or one already queued). Callers waiting at the same time share one promise, so
+   * a race that is abandoned never swallows a signal meant for the next wait.
+   */
   next(): Promise<NodeJS.Signals> {
     const queued = this.#queue.shift();
     if (queued) return Promise.resolve(queued);
-    return new Promise((resolve) => {
+    this.#pending ??= new Promise((resolve) => {
       this.#waiter = resolve;
     });
+    return this.#pending;
   }
 
   dispose(): void {
@@ -144,22 +222,30 @@ class SignalWatch {
   }
 }
 
-/** Resolves to `'stopped'`, or to `'timeout'` when the stop overruns `ms` (its error, if any, is logged). */
-function stopWithin(
-  node: DedupNodeHandle,
+/**
+ * Waits for a stop (`work`) for at most `ms`, or until a second signal. Resolves to `'stopped'`, or to what
+ * cut it short, after logging it; the stop's own error is logged and counts as `'failed'`.
+ */
+async function settleWithin(
+  work: Promise<unknown>,
   ms: number,
+  signals: SignalWatch | undefined,
   logger: Logger,
-): Promise<'stopped' | 'timeout' | 'failed'> {
+): Promise<'stopped' | 'timeout' | 'interrupted' | 'failed'> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<'timeout'>((resolve) => {
     timer = setTimeout(() => resolve('timeout'), ms);
   });
-  const stop = node.stop().then(
+  const stop = work.then(
     () => 'stopped' as const,
     (error: unknown) => {
       logger.error({ err: error }, 'graceful stop failed');
       return 'failed' as const;
     },
   );
-  return Promise.race([stop, timeout]).finally(() => clearTimeout(timer));
+  const interrupted = signals ? [signals.next().then(() => 'interrupted' as const)] : [];
+  const result = await Promise.race([stop, timeout, ...interrupted]).finally(() => clearTimeout(timer));
+  if (result === 'interrupted') logger.error('second signal: exiting without finishing the stop');
+  if (result === 'timeout') logger.error({ timeoutMs: ms }, 'the stop overran shutdown.timeout');
+  return result;
 }

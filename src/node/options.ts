@@ -21,7 +21,8 @@ export const nodeDefaults = {
   sendAttempts: 5,
   retryBackoffMs: 500,
   metricsPort: 8000,
-  metricsHost: '0.0.0.0',
+  /** Loopback: the metrics page has no authentication; `metrics.host = "0.0.0.0"` opens it to the network. */
+  metricsHost: '127.0.0.1',
   perfIntervalMs: 10_000,
   sessionTimeoutMs: 10_000,
   connectionTimeoutMs: 10_000,
@@ -35,6 +36,8 @@ const saslSchema = z
     mechanism: z.enum(['plain', 'scram-sha-256', 'scram-sha-512']),
     username: z.string().min(1),
     password: z.string(),
+    /** Send SASL over a connection without TLS anyway (credentials and records unencrypted on the wire). */
+    allowPlaintext: z.boolean().default(false),
   })
   .strict();
 
@@ -51,7 +54,20 @@ export const kafkaConnectionSchema = z
     connectionTimeout: durationMs.default(nodeDefaults.connectionTimeoutMs),
     requestTimeout: durationMs.default(nodeDefaults.requestTimeoutMs),
   })
-  .strict();
+  .strict()
+  .superRefine((kafka, ctx) => {
+    // Safe by default: a login over plaintext is refused unless the config says it is meant.
+    if (kafka.sasl && kafka.ssl === false && !kafka.sasl.allowPlaintext) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sasl'],
+        params: { quoteValue: false },
+        message:
+          'SASL without TLS sends the login and every record unencrypted; set kafka.ssl = true (or a table ' +
+          'with ca = ...), or kafka.sasl.allowPlaintext = true if the network is trusted',
+      });
+    }
+  });
 
 /** `id = "uid"` is short for `id = { from = "value", path = "uid" }`. */
 const dedupIdSchema = z.union(
@@ -107,7 +123,8 @@ export const nodeConfigSchema = z
       .object({
         enabled: z.boolean().default(true),
         port: z.number().int().min(0).max(65_535).default(nodeDefaults.metricsPort),
-        host: z.string().default(nodeDefaults.metricsHost),
+        /** Interface `/metrics` listens on; loopback unless opened on purpose (`"0.0.0.0"`). */
+        host: z.string().min(1).default(nodeDefaults.metricsHost),
       })
       .strict()
       .prefault({}),

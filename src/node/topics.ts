@@ -1,5 +1,6 @@
 import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { ConfigError } from '../errors.js';
+import { untilAborted } from './abort.js';
 import type { NodeConfig } from './options.js';
 
 // kafkajs is CommonJS and Node's ESM loader does not see this export by name.
@@ -20,32 +21,41 @@ const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
  * topic and wait forever). The output keeps each record in its input partition, so it needs at least as many
  * partitions; a missing output is created with the input's count, a missing DLQ with the broker's default.
  */
-export async function prepareTopics(kafka: Kafka, config: NodeConfig): Promise<TopicLayout> {
+export async function prepareTopics(
+  kafka: Kafka,
+  config: NodeConfig,
+  signal?: AbortSignal,
+): Promise<TopicLayout> {
   const admin = kafka.admin();
-  await admin.connect();
   try {
-    // Listing first: asking for the metadata of a missing topic makes kafkajs log an error.
-    const existing = new Set(await admin.listTopics());
-    const count = (topic: string) => (existing.has(topic) ? partitionCount(admin, topic) : undefined);
-    const inputPartitions = await count(config.input.topic);
-    if (inputPartitions === undefined) {
-      throw new ConfigError('input.topic', `topic ${JSON.stringify(config.input.topic)} does not exist`);
-    }
-    const outputPartitions = await count(config.output.topic);
-    if (outputPartitions === undefined) {
-      await create(admin, config.output.topic, inputPartitions);
-    } else if (outputPartitions < inputPartitions) {
-      throw new ConfigError(
-        'output.topic',
-        `topic ${JSON.stringify(config.output.topic)} has ${outputPartitions} partitions, fewer than the ` +
-          `input's ${inputPartitions}: each record is written to its input partition number, to keep its order`,
-      );
-    }
-    if (!existing.has(config.dlq.topic)) await create(admin, config.dlq.topic);
-    return { inputPartitions, outputMaxBatchBytes: await maxMessageBytes(admin, config.output.topic) };
+    return await untilAborted(inspect(admin, config), signal);
   } finally {
     await admin.disconnect();
   }
+}
+
+/** What {@link prepareTopics} checks and creates, through a connected admin. */
+async function inspect(admin: Admin, config: NodeConfig): Promise<TopicLayout> {
+  await admin.connect();
+  // Listing first: asking for the metadata of a missing topic makes kafkajs log an error.
+  const existing = new Set(await admin.listTopics());
+  const count = (topic: string) => (existing.has(topic) ? partitionCount(admin, topic) : undefined);
+  const inputPartitions = await count(config.input.topic);
+  if (inputPartitions === undefined) {
+    throw new ConfigError('input.topic', `topic ${JSON.stringify(config.input.topic)} does not exist`);
+  }
+  const outputPartitions = await count(config.output.topic);
+  if (outputPartitions === undefined) {
+    await create(admin, config.output.topic, inputPartitions);
+  } else if (outputPartitions < inputPartitions) {
+    throw new ConfigError(
+      'output.topic',
+      `topic ${JSON.stringify(config.output.topic)} has ${outputPartitions} partitions, fewer than the ` +
+        `input's ${inputPartitions}: each record is written to its input partition number, to keep its order`,
+    );
+  }
+  if (!existing.has(config.dlq.topic)) await create(admin, config.dlq.topic);
+  return { inputPartitions, outputMaxBatchBytes: await maxMessageBytes(admin, config.output.topic) };
 }
 
 async function partitionCount(admin: Admin, topic: string): Promise<number> {

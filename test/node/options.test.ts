@@ -40,7 +40,7 @@ describe('dedup node config', () => {
     assert.equal(config.input.batchSize, nodeDefaults.batchSize);
     assert.equal(config.input.groupId, nodeDefaults.groupId);
     assert.equal(config.kafka.ssl, false);
-    assert.deepEqual(config.metrics, { enabled: true, port: 8000, host: '0.0.0.0' });
+    assert.deepEqual(config.metrics, { enabled: true, port: 8000, host: '127.0.0.1' });
     assert.equal(config.perf.interval, 10_000);
     assert.equal(config.dedup.missingId, 'dlq');
     assert.equal(config.dedup.storeFailure, 'fail');
@@ -59,6 +59,7 @@ describe('dedup node config', () => {
         IDEM__KAFKA__SASL__MECHANISM: 'plain',
         IDEM__KAFKA__SASL__USERNAME: 'u',
         IDEM__KAFKA__SASL__PASSWORD: 'p',
+        IDEM__KAFKA__SSL: 'true',
       },
     });
     assert.equal(config.metrics.enabled, false);
@@ -67,7 +68,38 @@ describe('dedup node config', () => {
     assert.equal(config.input.batchSize, 250);
     assert.equal(config.dedup.window, 1_800_000);
     assert.deepEqual(config.dedup.id, { from: 'value', path: 'meta.id' });
-    assert.deepEqual(config.kafka.sasl, { mechanism: 'plain', username: 'u', password: 'p' });
+    assert.deepEqual(config.kafka.sasl, {
+      mechanism: 'plain',
+      username: 'u',
+      password: 'p',
+      allowPlaintext: false,
+    });
+  });
+
+  it('refuses SASL without TLS, naming the keys that fix it', async () => {
+    const sasl =
+      '[kafka]\nbrokers = ["b:9092"]\nsasl = { mechanism = "plain", username = "u", password = "p" }\n';
+    const text = MINIMAL.replace('[kafka]\nbrokers = ["127.0.0.1:9092"]\n', sasl);
+    await assert.rejects(
+      loadConfig(nodeConfigSchema, { path: 'node.toml', text, env: {} }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(
+          error.message,
+          'node.toml:4: kafka.sasl: SASL without TLS sends the login and every record unencrypted; set ' +
+            'kafka.ssl = true (or a table with ca = ...), or kafka.sasl.allowPlaintext = true if the network is trusted',
+        );
+        return true;
+      },
+    );
+    // Said explicitly, in the file or from the environment: accepted.
+    const allowed = await loadConfig(nodeConfigSchema, {
+      text,
+      env: { IDEM__KAFKA__SASL__ALLOW_PLAINTEXT: 'true' },
+    });
+    assert.equal(allowed.kafka.sasl?.allowPlaintext, true);
+    const overTls = await loadConfig(nodeConfigSchema, { text, env: { IDEM__KAFKA__SSL: 'true' } });
+    assert.equal(overTls.kafka.ssl, true);
   });
 
   it('takes the id from the key or a header', async () => {

@@ -1,4 +1,4 @@
-import type { Consumer, ConsumerConfig, Kafka, Producer } from 'kafkajs';
+import type { Consumer, ConsumerConfig, Kafka, KafkaMessage, Producer } from 'kafkajs';
 import { z } from 'zod';
 import { type OptionsOrigin, optionError, parseOptions } from '../../config/issues.js';
 import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
@@ -86,7 +86,10 @@ export interface RunIdempotentConsumerOptions<R = unknown>
   readonly consumerConfig?: Omit<ConsumerConfig, 'groupId'>;
   /** Your own consumer (not yet running): `stop()` stops it but leaves it connected. */
   readonly consumer?: Consumer;
-  /** Must be built with `id: kafkaRecordId`; the adapter's `id` option says where ids come from. */
+  /**
+   * Must take the id the adapter put on the record: `id: kafkaRecordId`, `(record) => record.id` or `'id'`.
+   * The adapter's own `id` option says where ids come from.
+   */
   readonly idempotent: IdempotentConsumer<KafkaRecord>;
   /** Your per-record handler; throwing makes the record retry, then go to the DLQ. */
   readonly handler: MessageHandler<KafkaRecord, R>;
@@ -151,16 +154,50 @@ export function resolveKafkaAdapterOptions<R>(
   };
 }
 
+/** A record whose only trace of `PROBE_ID` is its `id` field: a selector that returns it reads `record.id`. */
+const PROBE_ID = 'idem-adapter-probe-id';
+const PROBE: KafkaRecord = {
+  topic: 'idem-probe',
+  partition: 0,
+  timestamp: 0,
+  id: PROBE_ID,
+  message: {
+    key: null,
+    value: null,
+    headers: {},
+    timestamp: '0',
+    offset: '0',
+    attributes: 0,
+  } as KafkaMessage,
+};
+
+/**
+ * True when the consumer's id selector takes the id the adapter read: `kafkaRecordId` itself, the path `'id'`,
+ * or any function that returns `record.id` (`(r) => r.id`, `({ id }) => id`), recognised by calling it once on a
+ * probe record. Reading the id anywhere else would bypass the adapter's handling of missing and unreadable ids.
+ */
+function readsRecordId(id: unknown): boolean {
+  if (id === kafkaRecordId || id === 'id') return true;
+  if (typeof id !== 'function') return false;
+  try {
+    return (id as (record: KafkaRecord) => unknown)(PROBE) === PROBE_ID;
+  } catch {
+    return false;
+  }
+}
+
 /** The wrapped consumer must read the adapter's id and give failed records back for retry. */
 function checkConsumer(idempotent: IdempotentConsumer<KafkaRecord> | undefined): void {
   if (!idempotent || typeof idempotent.processBatch !== 'function') {
     throw optionError(['idempotent'], 'must be an IdempotentConsumer<KafkaRecord>', ORIGIN);
   }
   const { id, removeOnFailure, eventTime } = idempotent.options;
-  if (id !== kafkaRecordId && id !== 'id') {
+  if (!readsRecordId(id)) {
     throw optionError(
       ['idempotent', 'id'],
-      'build the IdempotentConsumer with `id: kafkaRecordId`; the adapter `id` option says where ids come from',
+      'must take the id the adapter read: build the IdempotentConsumer with `id: kafkaRecordId` or ' +
+        "`id: (record) => record.id`; say where ids come from in the adapter's own `id` option: " +
+        "{ from: 'key' } (the default), { from: 'value', path: 'meta.orderId' } or { from: 'header', name: 'event-id' }",
       ORIGIN,
     );
   }

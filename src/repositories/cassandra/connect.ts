@@ -1,6 +1,7 @@
 import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { type ClockSample, checkClockSkew, narrowest } from '../clock-skew.js';
+import type { TlsOptions } from '../shared-options.js';
 import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements } from './cql.js';
 import type { CassandraOptions, consistencyLevels } from './options.js';
 import { toMs } from './row.js';
@@ -102,6 +103,7 @@ function newClient(options: CassandraOptions): Client {
     ...(options.username !== undefined
       ? { authProvider: new auth.PlainTextAuthProvider(options.username, options.password ?? '') }
       : {}),
+    ...sslOptions(options.tls),
     socketOptions: {
       connectTimeout: options.connectTimeoutMs,
       readTimeout: options.requestTimeoutMs,
@@ -109,6 +111,16 @@ function newClient(options: CassandraOptions): Client {
     // Reconnect within seconds, not the default ten minutes, after a node comes back.
     policies: { reconnection: new policies.reconnection.ExponentialReconnectionPolicy(500, 10_000, false) },
   });
+}
+
+/**
+ * The driver's `sslOptions` for `repository.tls`. The driver itself defaults to `rejectUnauthorized: false`, which
+ * would accept any certificate, so verification is turned on here unless the config turns it off by name.
+ */
+function sslOptions(tls: boolean | TlsOptions | undefined): { sslOptions?: TlsOptions } {
+  if (tls === undefined || tls === false) return {};
+  const settings = tls === true ? {} : tls;
+  return { sslOptions: { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true } };
 }
 
 /**
@@ -248,6 +260,14 @@ function connectError(error: unknown): unknown {
     if (inner.some(([, e]) => e instanceof errors.AuthenticationError)) {
       return new ConfigError('repository.username', `authentication failed: ${detail}`, { cause: error });
     }
+    if (inner.some(([, e]) => isTlsFailure(e))) {
+      return new ConfigError(
+        'repository.tls',
+        `TLS connection failed (${detail}); set repository.tls.ca to the PEM of the CA that signed the ` +
+          "server's certificate, or check that the server has client encryption enabled",
+        { cause: error },
+      );
+    }
     if (inner.some(([, e]) => e instanceof errors.ArgumentError && /localDataCenter/.test(e.message))) {
       return new ConfigError('repository.localDataCenter', detail, { cause: error });
     }
@@ -259,6 +279,13 @@ function connectError(error: unknown): unknown {
     return new ConfigError('repository.localDataCenter', message, { cause: error });
   }
   return new RepositoryError(`cassandra connect failed: ${message}`, { cause: error });
+}
+
+/** A certificate or handshake failure from Node's TLS layer (OpenSSL codes such as SELF_SIGNED_CERT_IN_CHAIN). */
+function isTlsFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code !== 'string') return false;
+  return /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/.test(code);
 }
 
 /** `host: reason` per contact point, first line only (the driver's own message embeds stack traces). */

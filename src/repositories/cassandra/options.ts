@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseOptions } from '../../config/issues.js';
+import { tlsSettingSchema } from '../shared-options.js';
 
 /** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
 export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;
@@ -83,6 +84,8 @@ export const cassandraOptionsSchema = z
     serialConsistency: z.enum(['SERIAL', 'LOCAL_SERIAL']).default(cassandraDefaults.serialConsistency),
     username: z.string().min(1).optional(),
     password: z.string().optional(),
+    /** TLS to the native port: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates are verified. */
+    tls: tlsSettingSchema.optional(),
     batchConcurrency: z.number().int().min(1).max(2048).default(cassandraDefaults.batchConcurrency),
     requestTimeoutMs: z.number().int().positive().default(cassandraDefaults.requestTimeoutMs),
     connectTimeoutMs: z.number().int().positive().default(cassandraDefaults.connectTimeoutMs),

@@ -10,7 +10,7 @@ import {
   ScanCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import { RepositoryError } from '../../errors.js';
+import { ConfigError, RepositoryError } from '../../errors.js';
 import { mapLimit } from '../../util/concurrency.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { checkClockSkew, offsetOf } from '../clock-skew.js';
@@ -34,6 +34,7 @@ import {
   type DynamoDbConfig,
   type DynamoDbLogger,
   type DynamoDbRepositoryOptions,
+  dynamodbDefaults,
   parseDynamoDbConfig,
 } from './options.js';
 import { ensureTable } from './table.js';
@@ -121,10 +122,11 @@ export class DynamoDbRepository extends BaseRepository {
     const config = parseDynamoDbConfig(rest);
     const repo = new DynamoDbRepository(config, { client, clock });
     try {
+      const region = client === undefined ? await resolveRegion(repo.#client) : undefined;
       const endpoint =
         client !== undefined
           ? 'the endpoint of the given client'
-          : (config.endpoint ?? `the AWS endpoint of region ${config.region}`);
+          : (config.endpoint ?? `the AWS endpoint of region ${region}`);
       await ensureTable(repo.#client, config, logger ?? processWarnings, endpoint);
       await assertClock(repo.#client, config, clock ?? Date.now, logger ?? processWarnings, endpoint);
     } catch (error) {
@@ -458,8 +460,9 @@ function blockedBy(record: IdempotencyRecord, existing: IdempotencyRecord): AddR
  * `throwOnRequestTimeout` makes the timeout an error, not just a logged warning.
  */
 function createClient(config: DynamoDbConfig): DynamoDBClient {
+  const region = config.region ?? localFallbackRegion(config.endpoint);
   return new DynamoDBClient({
-    region: config.region,
+    ...(region !== undefined ? { region } : {}),
     ...(config.endpoint !== undefined ? { endpoint: config.endpoint } : {}),
     // A copy: the SDK writes into the credentials object it is given.
     ...(config.credentials !== undefined ? { credentials: { ...config.credentials } } : {}),
@@ -472,6 +475,42 @@ function createClient(config: DynamoDbConfig): DynamoDBClient {
       httpsAgent: { keepAlive: true, maxSockets: Math.max(50, config.batchConcurrency) },
     },
   });
+}
+
+/**
+ * For a loopback endpoint (an emulator) without a configured region: the SDK's own chain, else a fixed region,
+ * since the emulator needs one to sign with but ignores which. Undefined elsewhere: the SDK's chain alone decides.
+ */
+function localFallbackRegion(endpoint: string | undefined): (() => Promise<string>) | undefined {
+  if (endpoint === undefined || !isLoopback(new URL(endpoint).hostname)) return undefined;
+  return async () => {
+    // A client built without a region resolves it through the SDK's default chain.
+    const probe = new DynamoDBClient({});
+    try {
+      return await probe.config.region();
+    } catch {
+      return dynamodbDefaults.localEndpointRegion;
+    } finally {
+      probe.destroy();
+    }
+  };
+}
+
+function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || hostname === '::1' || /^127\./.test(hostname);
+}
+
+/** The region the client will sign with, or a ConfigError naming `repository.region` when none resolves. */
+async function resolveRegion(client: DynamoDBClient): Promise<string> {
+  try {
+    return await client.config.region();
+  } catch (error) {
+    throw new ConfigError(
+      'repository.region',
+      'no AWS region: set repository.region, or AWS_REGION, or a region in the AWS profile',
+      { cause: error },
+    );
+  }
 }
 
 /** Default warning sink when no logger is given: a process warning, visible and filterable, never silent. */

@@ -5,7 +5,11 @@ import { MAX_ID_BYTES } from '../ids.js';
 
 /** Defaults of the DynamoDB repository, written once. */
 export const dynamodbDefaults = {
-  region: 'us-east-1',
+  /**
+   * Region used only when config names none, the SDK's own chain (AWS_REGION, the profile) finds none either, and
+   * the endpoint is a local emulator, which needs some region to sign with but ignores which.
+   */
+  localEndpointRegion: 'us-east-1',
   /** No prefix: the default namespace, exact like any other (its keys start with `0:`). */
   keyPrefix: '',
   createTable: false,
@@ -31,7 +35,8 @@ export const dynamodbOptionsSchema = z
     table: z
       .string()
       .regex(/^[a-zA-Z0-9_.-]{3,255}$/, 'must be 3-255 characters of a-z, A-Z, 0-9, "_", "-" or "."'),
-    region: z.string().min(1).default(dynamodbDefaults.region),
+    /** AWS region; when absent, the SDK's own chain (AWS_REGION, the profile's region, EC2 instance metadata). */
+    region: z.string().min(1).optional(),
     /** Endpoint URL, e.g. a local emulator; AWS's regional endpoint when absent. */
     endpoint: z.url().optional(),
     /**

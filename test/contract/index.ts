@@ -7,6 +7,7 @@ import { expiryTests } from './expiry.js';
 import { idTests } from './ids.js';
 import { leaseTests } from './leases.js';
 import { lifecycleTests } from './lifecycle.js';
+import { markTests } from './marks.js';
 import { namespaceTests } from './namespaces.js';
 import { recordTests } from './records.js';
 
@@ -19,6 +20,7 @@ export {
   idTests,
   leaseTests,
   lifecycleTests,
+  markTests,
   namespaceTests,
   recordTests,
 };
@@ -47,6 +49,7 @@ export function repositoryContract(options: ContractOptions): void {
     describe('claims', () => claimTests(withContext));
     describe('leases', () => leaseTests(withContext));
     describe('batch', () => batchTests(withContext));
+    describe('marks', () => markTests(withContext));
     describe('ids', () => idTests(withContext));
     describe('records', () => recordTests(withContext));
     describe('namespaces', () => namespaceTests(withContext));

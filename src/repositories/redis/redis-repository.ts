@@ -5,6 +5,7 @@ import { MAX_ID_BYTES, toKey } from '../ids.js';
 import {
   decodeRecord,
   encodeField,
+  encodeRecord,
   encodeRecordTail,
   isLive,
   newRecord,
@@ -14,6 +15,7 @@ import type {
   AddOptions,
   AddResult,
   IdempotencyRecord,
+  MarkOptions,
   MessageId,
   RepositoryCapabilities,
 } from '../types.js';
@@ -21,6 +23,7 @@ import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
 import { defineScripts, type ScriptCommands, type ScriptedClient, type ScriptedPipeline } from './scripts.js';
+import { ServerTime } from './server-time.js';
 
 /** Options for wrapping a client the caller already has. */
 export interface RedisClientRepositoryOptions {
@@ -95,6 +98,12 @@ function pipelineResults(results: [Error | null, unknown][] | null): unknown[] {
  * Standalone batches are one script call per 1000 keys in one round trip; on a Cluster, where one script may
  * not span slots, a batch is one script call per key, pipelined per node by ioredis' auto-pipelining (on for
  * clients the repository creates; a borrowed Cluster should enable it too).
+ *
+ * Lazy marks (`markMany`) run no script: one pipelined `SET key record PX … NX` per id, the server's cheapest
+ * write, its time taken from {@link ServerTime}. NX makes the mark never overwrite anything: an id whose key exists
+ * (a concurrent worker's mark or claim, or a record past its exact expiry that PX has not collected yet) goes
+ * through the claim script instead, which keeps a live record (the lazy race, answered false) and replaces a dead
+ * one, so races are still counted and nothing live is lost.
  */
 export class RedisRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -109,6 +118,7 @@ export class RedisRepository extends BaseRepository {
   /** What every key of this namespace starts with (see {@link namespaceSegment}). */
   readonly #ns: string;
   readonly #ownsClient: boolean;
+  readonly #serverTime: ServerTime;
 
   /** Wraps an existing client; see {@link RedisRepository.open} to connect from options. */
   constructor(options: RedisClientRepositoryOptions) {
@@ -121,6 +131,7 @@ export class RedisRepository extends BaseRepository {
     }
     this.#ns = namespaceSegment(this.#prefix);
     this.#ownsClient = options.closeClient ?? false;
+    this.#serverTime = new ServerTime(options.client);
   }
 
   /**
@@ -234,6 +245,43 @@ export class RedisRepository extends BaseRepository {
       }
       return { added: true, record: { ...template, id: entry.key } };
     });
+  }
+
+  protected override async doMarkMany(
+    entries: readonly KeyedEntry[],
+    options: MarkOptions,
+    now: number,
+  ): Promise<boolean[]> {
+    const at = Number.isNaN(now) ? await this.#serverTime.now() : now;
+    const add: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
+    const px = pxFor(add);
+    // The encoding holds no id: ids without event time or fingerprint share one value.
+    const plain = entries.every((e) => e.eventTime === undefined && e.fingerprint === undefined);
+    const shared = plain ? encodeRecord(newRecord('', {}, add, at)) : '';
+    const value = (e: KeyedEntry) => (plain ? shared : encodeRecord(newRecord(e.key, e, add, at)));
+    let replies: unknown[];
+    if (this.#isCluster) {
+      // Auto-pipelining groups these into one pipeline per node (a pipeline may not span slots).
+      replies = await Promise.all(
+        entries.map((e) => this.#client.set(this.#ns + e.key, value(e), 'PX', px, 'NX')),
+      );
+    } else {
+      const pipe = this.#client.pipeline();
+      for (const e of entries) pipe.set(this.#ns + e.key, value(e), 'PX', px, 'NX');
+      replies = pipelineResults(await pipe.exec());
+    }
+    const taken: number[] = [];
+    for (let i = 0; i < replies.length; i++) if (replies[i] === null) taken.push(i);
+    const marked = replies.map((reply) => reply !== null);
+    if (taken.length === 0) return marked;
+    // Rare: the key exists. The claim script judges it (server clock) and replaces it only when no longer live.
+    const added = await this.doAddMany(
+      taken.map((i) => entries[i] as KeyedEntry),
+      add,
+      now,
+    );
+    for (let k = 0; k < taken.length; k++) marked[taken[k] as number] = (added[k] as AddResult).added;
+    return marked;
   }
 
   protected async doGetMany(

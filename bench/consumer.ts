@@ -2,21 +2,27 @@
  * Wrapper overhead: what `IdempotentConsumer` adds per message on top of calling the handler directly, with the
  * memory repository (so the store costs next to nothing). Prints figures; asserts nothing.
  *
- *   npm run bench:consumer [-- --messages 1000000]
+ *   npm run bench:consumer [-- --messages 1000000] [--passes 5] [--json figures.json]
  */
 import { parseArgs } from 'node:util';
 import { IdempotentConsumer } from '../src/consumer/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
+import { FigureSink } from './report/figures.js';
 
 const { values } = parseArgs({
-  options: { messages: { type: 'string', default: '1000000' }, passes: { type: 'string', default: '5' } },
+  options: {
+    messages: { type: 'string', default: '1000000' },
+    passes: { type: 'string', default: '5' },
+    json: { type: 'string' },
+  },
 });
+const sink = new FigureSink('consumer', `npm run bench:consumer -- --messages ${values.messages}`);
 const N = Number(values.messages);
 const PASSES = Math.max(1, Number(values.passes));
 const messages = Array.from({ length: N }, (_, i) => ({ id: `m-${i % Math.floor(N * 0.9)}`, n: i }));
-let sink = 0;
+let total = 0;
 const handler = async (m: { n: number }) => {
-  sink += m.n;
+  total += m.n;
 };
 
 /** Best of `--passes` timed passes after a warm-up pass (JIT): the least disturbed by a shared machine. */
@@ -29,6 +35,7 @@ async function time(label: string, run: () => Promise<void>): Promise<number> {
     best = Math.min(best, Number(process.hrtime.bigint() - start) / 1e3 / N);
   }
   console.log(`${label.padEnd(44)} ${best.toFixed(3)} µs/msg`);
+  sink.figure(label, best, 'µs/msg');
   return best;
 }
 
@@ -109,10 +116,26 @@ console.log(`ratio storeResult / wrap eager: ${(withResult / wrapped).toFixed(2)
 console.log(
   `ratio wrap/direct: ${(wrapped / direct).toFixed(1)}x; outcomes: ${JSON.stringify(consumer.stats)}`,
 );
+sink.ratio({
+  id: 'consumer.wrap-eager-vs-map',
+  label: 'wrap() eager over memory, per message',
+  value: wrapped / bareMap,
+  target: 2,
+  kind: 'max',
+  baseline: 'bare Map has+set, then handler',
+});
+sink.ratio({
+  id: 'consumer.wrap-lazy-vs-map',
+  label: 'wrap() lazy over memory, per message',
+  value: lazy / bareMap,
+  kind: 'max',
+  baseline: 'bare Map has+set, then handler',
+});
+sink.write(values.json);
 console.log(
   `load average: ${(await import('node:os'))
     .loadavg()
     .map((l) => l.toFixed(2))
     .join(' ')}`,
 );
-if (sink === -1) console.log('');
+if (total === -1) console.log('');

@@ -3,15 +3,18 @@
  * against the stack's node (CASSANDRA_CONTACT_POINTS), next to the baseline measured in the same run: a
  * sequential loop of single LWT claims (`add`). For scale it also measures the node's ceiling, bare driver
  * `INSERT … IF NOT EXISTS` at the same concurrency without the repository, sweeps `batchConcurrency`, and times
- * batch reads and confirms. Prints figures and ratios; asserts nothing.
+ * batch reads and confirms. Lazy mode's batch (one `getMany`, then one `markMany`: plain `INSERT … USING TTL`, no
+ * LWT) is measured beside the eager batch (`addMany` LWT claims, then `confirmMany`), target lazy >= 5x eager.
+ * Prints figures and ratios; asserts nothing.
  *
  *   node --import tsx bench/repositories/cassandra.ts [--ids 20000] [--sequential 1000] [--batch 1000]
- *                                                     [--concurrency 32,64,128,256]
+ *                                                     [--concurrency 32,64,128,256] [--json figures.json]
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { Client, types } from 'cassandra-driver';
 import { CassandraRepository, cassandraDefaults } from '../../src/repositories/cassandra/index.js';
+import { FigureSink } from '../report/figures.js';
 
 const { values } = parseArgs({
   options: {
@@ -19,6 +22,7 @@ const { values } = parseArgs({
     sequential: { type: 'string', default: '1000' },
     batch: { type: 'string', default: '1000' },
     concurrency: { type: 'string', default: '32,64,128,256' },
+    json: { type: 'string' },
   },
 });
 const IDS = Number(values.ids);
@@ -28,6 +32,11 @@ const SWEEP = values.concurrency.split(',').map(Number);
 const CONTACT_POINTS = (process.env.CASSANDRA_CONTACT_POINTS ?? '127.0.0.1:9042').split(',');
 const CLAIM = { ttlMs: 10 * 60_000, leaseMs: 60_000, owner: 'bench' };
 const run = randomUUID().slice(0, 8);
+const sink = new FigureSink(
+  'cassandra',
+  `node --import tsx bench/repositories/cassandra.ts --ids ${IDS} --sequential ${SEQUENTIAL} --batch ${BATCH} ` +
+    `--concurrency ${values.concurrency}`,
+);
 
 const connection = { contactPoints: CONTACT_POINTS, keyspace: 'idem_bench', table: 'bench_ids' };
 const opened: CassandraRepository[] = [];
@@ -95,6 +104,57 @@ async function main(): Promise<void> {
       `(${IDS} ids) = ${(batched / sequential).toFixed(1)}x the sequential loop; target 5,000/s`,
   );
 
+  // Full batch cycles on new ids, as the consumer runs them: eager claim + confirm, lazy check + mark.
+  const cycleIds = Math.min(IDS, 10_000);
+  const eagerIds = ids('eager', cycleIds);
+  const eagerSecs = await seconds(async () => {
+    for (let i = 0; i < eagerIds.length; i += BATCH) {
+      const part = eagerIds.slice(i, i + BATCH);
+      await batchRepo.addMany(
+        part.map((id) => ({ id })),
+        CLAIM,
+      );
+      await batchRepo.confirmMany(
+        part.map((id) => ({ id, owner: CLAIM.owner })),
+        { ttlMs: CLAIM.ttlMs },
+      );
+    }
+  });
+  const lazyIds = ids('lazy', cycleIds);
+  let marked = 0;
+  const lazySecs = await seconds(async () => {
+    for (let i = 0; i < lazyIds.length; i += BATCH) {
+      const part = lazyIds.slice(i, i + BATCH);
+      const found = await batchRepo.getMany(part);
+      const absent = part.filter((_, k) => found[k] === undefined);
+      for (const ok of await batchRepo.markMany(
+        absent.map((id) => ({ id })),
+        { ttlMs: CLAIM.ttlMs },
+      ))
+        if (ok) marked++;
+    }
+  });
+  if (marked !== cycleIds) console.log(`  (warning: ${cycleIds - marked} lazy ids were not new)`);
+  const eagerRate = perSecond(cycleIds, eagerSecs);
+  const lazyRate = perSecond(cycleIds, lazySecs);
+  console.log(`  eager batch (addMany LWT claims + confirmMany), ${cycleIds} ids: ${fmt(eagerRate)} ids/s`);
+  console.log(
+    `  lazy batch (getMany + markMany plain INSERTs), ${cycleIds} ids: ${fmt(lazyRate)} ids/s = ` +
+      `${(lazyRate / eagerRate).toFixed(1)}x eager; target 5x`,
+  );
+  sink.figure('eager batch (addMany + confirmMany)', eagerRate, 'ids/s');
+  sink.figure('lazy batch (getMany + markMany)', lazyRate, 'ids/s');
+  sink.figure('sequential add() loop (LWT)', sequential, 'ids/s');
+  sink.figure(`addMany LWT claims, batches of ${BATCH}`, batched, 'ids/s');
+  sink.ratio({
+    id: 'cassandra.lazy-vs-eager',
+    label: `Cassandra lazy batch (getMany + markMany) vs eager batch (addMany + confirmMany), batches of ${BATCH}`,
+    value: lazyRate / eagerRate,
+    target: 5,
+    kind: 'min',
+    baseline: 'eager batch, same run',
+  });
+
   // The node's ceiling: bare prepared LWTs, same table and concurrency, no repository code around them.
   const raw = new Client({ contactPoints: CONTACT_POINTS, localDataCenter: 'datacenter1' });
   try {
@@ -121,9 +181,17 @@ async function main(): Promise<void> {
     });
     const ceiling = perSecond(rawIds.length, rawSecs);
     console.log(
-      `  ceiling, bare driver LWTs at concurrency ${cassandraDefaults.batchConcurrency}: ${fmt(ceiling)}/s; ` +
+      `  LWT ceiling, bare driver LWTs at concurrency ${cassandraDefaults.batchConcurrency}: ${fmt(ceiling)}/s; ` +
         `addMany reaches ${((100 * batched) / ceiling).toFixed(0)}% of it`,
     );
+    sink.figure('LWT ceiling: bare driver INSERT … IF NOT EXISTS', ceiling, 'ids/s');
+    sink.ratio({
+      id: 'cassandra.eager-vs-lwt-ceiling',
+      label: `Cassandra addMany LWT claims, batches of ${BATCH}`,
+      value: batched / ceiling,
+      kind: 'min',
+      baseline: 'bare driver LWTs, same concurrency',
+    });
   } finally {
     await raw.shutdown();
   }
@@ -158,6 +226,7 @@ async function main(): Promise<void> {
 
   // Leave no bench rows behind beyond their TTL: clear each namespace (partition deletes only).
   for (const repo of opened) await repo.clear();
+  sink.write(values.json);
 }
 
 main()

@@ -4,8 +4,11 @@
  * Every id is new, so each figure is the full claim path. Phases alternate over `--rounds` so a noisy machine
  * hits each about equally. Prints figures and ratios; asserts nothing.
  *
+ * Lazy mode's batch (one `getMany`, then one `markMany`: BatchWriteItem puts, no condition) is measured beside the
+ * eager batch (conditional put per id, then conditional update per id); the target is lazy >= 5x eager.
+ *
  *   bash scripts/stack/up.sh dynamodb
- *   node --import tsx bench/repositories/dynamodb.ts [--seconds 3] [--rounds 6] [--batch 500]
+ *   node --import tsx bench/repositories/dynamodb.ts [--seconds 3] [--rounds 6] [--batch 500] [--json figures.json]
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
@@ -16,12 +19,14 @@ import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dyn
 import { CreateTableCommand, DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { DynamoDbRepository } from '../../src/repositories/dynamodb/index.js';
+import { FigureSink } from '../report/figures.js';
 
 const { values } = parseArgs({
   options: {
     seconds: { type: 'string', default: '3' },
     rounds: { type: 'string', default: '6' },
     batch: { type: 'string', default: '500' },
+    json: { type: 'string' },
   },
 });
 const SECONDS = Number(values.seconds);
@@ -32,6 +37,12 @@ const credentials = { accessKeyId: 'bench', secretAccessKey: 'bench' };
 const run = randomUUID().slice(0, 8);
 const TTL_MS = 3_600_000;
 const LEASE_MS = 60_000;
+const sink = new FigureSink(
+  'dynamodb',
+  `node --import tsx bench/repositories/dynamodb.ts --seconds ${SECONDS} --rounds ${ROUNDS} --batch ${BATCH}`,
+);
+const EAGER_BATCH = `ours addMany(${BATCH}) eager + confirmMany`;
+const LAZY_BATCH = `ours getMany(${BATCH}) + markMany, lazy`;
 
 // --- peer baseline: Powertools, its own table (partition key `id`, as its docs create it) -------------------
 const ptTable = `idem-bench-pt-${run}`;
@@ -155,7 +166,7 @@ const phases: Record<string, () => Promise<number>> = {
     await wrapped({ id: nextId('wrap') });
     return 1;
   },
-  [`ours addMany(${BATCH}) eager + confirmMany`]: async () => {
+  [EAGER_BATCH]: async () => {
     const ids = Array.from({ length: BATCH }, () => nextId('batch'));
     const claims = await repo.addMany(
       ids.map((id) => ({ id })),
@@ -163,6 +174,16 @@ const phases: Record<string, () => Promise<number>> = {
     );
     await repo.confirmMany(
       ids.filter((_, i) => claims[i]?.added).map((id) => ({ id, owner: 'bench' })),
+      { ttlMs: TTL_MS },
+    );
+    return BATCH;
+  },
+  [LAZY_BATCH]: async () => {
+    const ids = Array.from({ length: BATCH }, () => nextId('lazy'));
+    const found = await repo.getMany(ids);
+    const absent = ids.filter((_, i) => found[i] === undefined);
+    await repo.markMany(
+      absent.map((id) => ({ id })),
       { ttlMs: TTL_MS },
     );
     return BATCH;
@@ -217,7 +238,37 @@ console.log(
   `\nbatch bound on this server: a claim and a confirm are 2 conditional writes per id, so at most ` +
     `${(ceiling / 2).toFixed(0)} ids/s = ${(ceiling / 2 / base).toFixed(2)}x powertools`,
 );
+const lazyVsEager = rate(LAZY_BATCH) / rate(EAGER_BATCH);
 console.log('targets: per message >= 1.5x, batch >= 10x');
+console.log(
+  `lazy batch vs eager batch: ${lazyVsEager.toFixed(2)}x (target >= 5: ${lazyVsEager >= 5 ? 'met' : 'MISSED'})`,
+);
+for (const label of totals.keys()) sink.figure(label, rate(label), 'ids/s');
+sink.ratio({
+  id: 'dynamodb.lazy-vs-eager',
+  label: `DynamoDB lazy batch (getMany + markMany) vs eager batch (addMany + confirmMany), batches of ${BATCH}`,
+  value: lazyVsEager,
+  target: 5,
+  kind: 'min',
+  baseline: 'eager batch, same run',
+});
+sink.ratio({
+  id: 'dynamodb.wrap-vs-powertools',
+  label: 'DynamoDB consumer.wrap (eager), sequential',
+  value: rate('ours consumer.wrap (eager), sequential') / base,
+  target: 1.5,
+  kind: 'min',
+  baseline: 'Powertools makeIdempotent, sequential',
+});
+sink.ratio({
+  id: 'dynamodb.batch-vs-powertools',
+  label: `DynamoDB eager batch (addMany + confirmMany, ${BATCH})`,
+  value: rate(EAGER_BATCH) / base,
+  target: 10,
+  kind: 'min',
+  baseline: 'Powertools makeIdempotent, sequential',
+});
+sink.write(values.json);
 console.log(
   `consumer stats: ${JSON.stringify(consumer.stats)}, batch: ${JSON.stringify(batchConsumer.stats)}`,
 );

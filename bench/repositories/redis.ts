@@ -4,7 +4,11 @@
  * AWS Lambda Powertools idempotency with its Redis cache persistence layer (the peer library). Prints figures
  * and ratios; asserts nothing.
  *
+ * Lazy mode's batch path (one `getMany`, then one `markMany`: pipelined `SET … PX NX`, no script) is measured beside
+ * the eager one (one `addMany` claim script, then one `confirmMany`).
+ *
  *   node --import tsx bench/repositories/redis.ts [--ids 200000] [--batch 1000] [--messages 20000]
+ *                                                 [--baseline-requests 200000] [--json figures.json]
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -16,6 +20,7 @@ import type { CacheClient } from '@aws-lambda-powertools/idempotency/cache/types
 import { Redis } from 'ioredis';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
+import { FigureSink } from '../report/figures.js';
 
 const { values } = parseArgs({
   options: {
@@ -23,6 +28,7 @@ const { values } = parseArgs({
     batch: { type: 'string', default: '1000' },
     messages: { type: 'string', default: '20000' },
     'baseline-requests': { type: 'string', default: '200000' },
+    json: { type: 'string' },
   },
 });
 const IDS = Number(values.ids);
@@ -33,6 +39,10 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const url = new URL(REDIS_URL);
 const run = randomUUID().slice(0, 8);
 const TTL_MS = 10 * 60_000;
+const sink = new FigureSink(
+  'redis',
+  `node --import tsx bench/repositories/redis.ts --ids ${IDS} --batch ${BATCH} --messages ${MESSAGES}`,
+);
 
 interface Row {
   readonly label: string;
@@ -58,6 +68,7 @@ async function timed(body: () => Promise<void>): Promise<{ seconds: number; cpuS
 
 function report(row: Row): Row {
   rows.push(row);
+  sink.figure(row.label, rate(row), `${row.unit}/s`);
   console.log(`  ${row.label}: ${fmt(rate(row))} ${row.unit}/s`);
   return row;
 }
@@ -164,6 +175,49 @@ async function batchPath(repo: RedisRepository): Promise<{ claim: Row; confirm: 
     await Promise.all(Array.from({ length: inFlight }, lane));
   });
   return { claim, confirm, both };
+}
+
+/**
+ * Lazy mode's batch path on new ids, as the consumer runs it: one `getMany` (the check), then one `markMany` of the
+ * ids found absent (the mark).
+ */
+async function lazyBatchPath(repo: RedisRepository): Promise<{ mark: Row; both: Row }> {
+  const ids = Array.from({ length: IDS }, (_, i) => `lazy-${run}-${i}`);
+  const batches = Array.from({ length: Math.ceil(IDS / BATCH) }, (_, b) =>
+    ids.slice(b * BATCH, (b + 1) * BATCH),
+  );
+  const markMany = repo.markMany.bind(repo);
+  for (let i = 0; i < 5; i++) {
+    await markMany(
+      (batches[0] ?? []).map((id) => ({ id: `warm-lazy-${i}-${id}` })),
+      { ttlMs: TTL_MS },
+    );
+  }
+  let absent = 0;
+  const check = await measure(`getMany (lazy check), batches of ${BATCH}`, 'ids', IDS, async () => {
+    for (const batch of batches) {
+      for (const r of await repo.getMany(batch)) if (r === undefined) absent++;
+    }
+  });
+  let marked = 0;
+  const mark = await measure(`markMany (lazy mark, SET PX NX), batches of ${BATCH}`, 'ids', IDS, async () => {
+    for (const batch of batches) {
+      const ok = await markMany(
+        batch.map((id) => ({ id })),
+        { ttlMs: TTL_MS },
+      );
+      for (const r of ok) if (r) marked++;
+    }
+  });
+  if (absent !== IDS || marked !== IDS) console.log(`  (!) absent ${absent}, marked ${marked} of ${IDS}`);
+  const both = report({
+    label: 'lazy check + mark (both batch calls)',
+    count: IDS,
+    unit: 'ids',
+    seconds: check.seconds + mark.seconds,
+    cpuSeconds: (check.cpuSeconds ?? 0) + (mark.cpuSeconds ?? 0),
+  });
+  return { mark, both };
 }
 
 /**
@@ -274,6 +328,7 @@ async function main(): Promise<void> {
     console.log('measuring:');
     const raw = await baseline();
     const batch = await batchPath(repo);
+    const lazy = await lazyBatchPath(repo);
     const { ours, peer } = await perMessagePaths(repo, ptRedis);
     await consumerBatchPath(repo);
 
@@ -297,6 +352,33 @@ async function main(): Promise<void> {
         `${(rate(ours) / rate(peer)).toFixed(2)}x (${rate(ours) >= 1.5 * rate(peer) ? 'met' : 'MISSED'}); ` +
         'both sequential paths make two round trips per message',
     );
+    const eagerVsRaw = sink.ratio({
+      id: 'redis.eager-claims-vs-redis-benchmark',
+      label: `Redis batch claims (addMany eager, batches of ${BATCH})`,
+      value: rate(batch.claim) / rate(raw),
+      target: 0.6,
+      kind: 'min',
+      baseline: 'redis-benchmark -P 100 SET NX PX',
+    });
+    const lazyVsEager = sink.ratio({
+      id: 'redis.lazy-vs-eager',
+      label: `Redis lazy batch (getMany + markMany) vs eager batch (addMany + confirmMany), batches of ${BATCH}`,
+      value: rate(lazy.both) / rate(batch.both),
+      kind: 'min',
+      baseline: 'eager batch, same run',
+    });
+    sink.ratio({
+      id: 'redis.mark-vs-redis-benchmark',
+      label: `Redis lazy mark (markMany, batches of ${BATCH})`,
+      value: rate(lazy.mark) / rate(raw),
+      kind: 'min',
+      baseline: 'redis-benchmark -P 100 SET NX PX',
+    });
+    console.log(
+      `batch claims vs redis-benchmark: ${eagerVsRaw.value.toFixed(2)}x (target >= 0.6: ` +
+        `${eagerVsRaw.value >= 0.6 ? 'met' : 'MISSED'}); lazy batch vs eager batch: ${lazyVsEager.value.toFixed(2)}x`,
+    );
+    sink.write(values.json);
     console.log(
       `load average (1 min) at the end: ${loadavg()[0]?.toFixed(2)} on ${availableParallelism()} cores`,
     );

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ClaimLostError, InvalidIdError } from '../errors.js';
 import { idOfKey } from '../repositories/ids.js';
-import type { AddEntry, AddResult, IdempotencyRecord } from '../repositories/types.js';
+import type { AddEntry, AddResult, IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { ConsumerStats } from './stats.js';
@@ -261,7 +261,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
         : { ...r, claimLost: true };
   }
 
-  /** Lazy mode: marks the ids whose message succeeded, in one write. */
+  /** Lazy mode: marks the ids whose message succeeded, in one `markMany`. */
   async #mark(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
     const keys: string[] = [];
     const at: number[] = [];
@@ -276,25 +276,21 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       at.push(winner);
     }
     if (keys.length === 0) return;
-    const repository = this.#options.repository;
-    const { ttlMs } = this.#options;
     const start = store.start(batch);
-    let added: AddResult[];
+    let marked: boolean[];
     try {
-      added =
-        keys.length === 1
-          ? [await repository.add(idOfKey(keys[0] as string), { ttlMs }, markEntry(batch, at[0] as number))]
-          : await repository.addMany(
-              keys.map((key, k) => ({ id: idOfKey(key), ...markEntry(batch, at[k] as number) })),
-              { ttlMs },
-            );
+      marked = await markMany(
+        this.#options.repository,
+        keys.map((key, k) => ({ id: idOfKey(key), ...markEntry(batch, at[k] as number) })),
+        this.#options.ttlMs,
+      );
       store.succeeded(batch, 'mark', start);
     } catch (error) {
       store.failed(batch, 'mark', start, error, at);
       return;
     }
-    for (let k = 0; k < added.length; k++) {
-      if ((added[k] as AddResult).added) continue;
+    for (let k = 0; k < marked.length; k++) {
+      if (marked[k]) continue;
       const i = at[k] as number;
       const result = batch.results[i];
       if (result?.outcome !== 'processed') continue;
@@ -322,3 +318,17 @@ function markEntry(batch: Batch<unknown>, winner: number): AddEntryFields | unde
 }
 
 type AddEntryFields = Omit<AddEntry, 'id'>;
+
+/**
+ * The lazy mark of a batch: the store's `markMany` (its cheapest write, possibly blind: the lookup just read these
+ * ids as absent), or `addMany` for a repository without one. False where a live record held the id (a race).
+ */
+async function markMany(
+  repository: IdempotentRepository,
+  entries: readonly AddEntry[],
+  ttlMs: number,
+): Promise<boolean[]> {
+  if (repository.markMany) return repository.markMany(entries, { ttlMs });
+  const added = await repository.addMany(entries, { ttlMs });
+  return added.map((r) => r.added);
+}

@@ -6,6 +6,7 @@ import { expiryTests } from './expiry.js';
 import { idTests } from './ids.js';
 import { leaseTests } from './leases.js';
 import { lifecycleTests } from './lifecycle.js';
+import { markTests } from './marks.js';
 import { namespaceTests } from './namespaces.js';
 import { recordTests } from './records.js';
 import { resultTests } from './results.js';
@@ -21,6 +22,7 @@ export {
   idTests,
   leaseTests,
   lifecycleTests,
+  markTests,
   namespaceTests,
   recordTests,
   resultTests,
@@ -57,6 +59,7 @@ export function repositoryContract(options: ContractOptions): void {
     describe('ids', () => idTests(suite));
     describe('records', () => recordTests(suite));
     describe('results', () => resultTests(suite));
+    describe('marks', () => markTests(suite));
     describe('namespaces', () => namespaceTests(suite));
     describe('lifecycle', () => lifecycleTests(suite));
   });

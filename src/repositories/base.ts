@@ -9,6 +9,7 @@ import type {
   ConfirmRef,
   IdempotencyRecord,
   IdempotentRepository,
+  MarkOptions,
   MessageId,
   ReadOptions,
   RepositoryCapabilities,
@@ -81,6 +82,23 @@ export abstract class BaseRepository implements IdempotentRepository {
     return result as AddResult;
   }
 
+  /**
+   * Lazy mark of unique keys (see `IdempotentRepository.markMany`). The default is an atomic add without a lease;
+   * stores with a cheaper, possibly blind, write override it.
+   */
+  protected async doMarkMany(
+    entries: readonly KeyedEntry[],
+    options: MarkOptions,
+    now: number,
+  ): Promise<boolean[]> {
+    const results = await this.doAddMany(
+      entries,
+      { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs },
+      now,
+    );
+    return results.map((r) => r.added);
+  }
+
   /** Single-claim confirm; stores with a cheaper single path override it. */
   protected async doConfirm(claim: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
     const [ok] = await this.doConfirmMany([claim], ttlMs, now);
@@ -95,14 +113,41 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.assertOpen();
     const key = toKey(id, this.maxIdBytes);
     return this.run('add', () =>
-      this.doAdd(keyedEntry(key, entry, options), options, options.now ?? this.clock()),
+      this.doAdd(keyedEntry(key, entry, options.leaseMs === undefined), options, options.now ?? this.clock()),
     );
   }
 
   async addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]> {
     this.assertOpen();
     if (entries.length === 0) return [];
-    // First occurrence wins: later copies of a key are answered with the winner's record, not sent to the store.
+    const { unique, slot } = this.#unique(entries, options.leaseMs === undefined);
+    const results = await this.run('addMany', () =>
+      this.doAddMany(unique, options, options.now ?? this.clock()),
+    );
+    return slot.map((s) => {
+      if (s >= 0) return results[s] as AddResult;
+      // A repeat inside the batch is a duplicate of whatever the first occurrence produced.
+      const first = results[-1 - s] as AddResult;
+      return { added: false, existing: first.added ? first.record : first.existing };
+    });
+  }
+
+  async markMany(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]> {
+    this.assertOpen();
+    if (entries.length === 0) return [];
+    const { unique, slot } = this.#unique(entries, true);
+    const marked = await this.run('mark', () =>
+      this.doMarkMany(unique, options, options.now ?? this.clock()),
+    );
+    // A repeat inside the batch shares the first occurrence's answer.
+    return slot.map((s) => marked[s >= 0 ? s : -1 - s] === true);
+  }
+
+  /**
+   * Validated keys, each once (first occurrence wins), and where each entry went: `slot[i]` is its index in
+   * `unique`, or `-1 - first` for a repeat of the entry at unique index `first`.
+   */
+  #unique(entries: readonly AddEntry[], keepResult: boolean): { unique: KeyedEntry[]; slot: number[] } {
     const firstIndex = new Map<string, number>();
     const unique: KeyedEntry[] = [];
     const slot = new Array<number>(entries.length);
@@ -113,20 +158,12 @@ export abstract class BaseRepository implements IdempotentRepository {
       if (seen === undefined) {
         firstIndex.set(key, unique.length);
         slot[i] = unique.length;
-        unique.push(keyedEntry(key, entry, options));
+        unique.push(keyedEntry(key, entry, keepResult));
       } else {
         slot[i] = -1 - seen;
       }
     }
-    const results = await this.run('addMany', () =>
-      this.doAddMany(unique, options, options.now ?? this.clock()),
-    );
-    return slot.map((s) => {
-      if (s >= 0) return results[s] as AddResult;
-      // A repeat inside the batch is a duplicate of whatever the first occurrence produced.
-      const first = results[-1 - s] as AddResult;
-      return { added: false, existing: first.added ? first.record : first.existing };
-    });
+    return { unique, slot };
   }
 
   async contains(id: MessageId, options: ReadOptions = {}): Promise<boolean> {
@@ -210,10 +247,10 @@ export abstract class BaseRepository implements IdempotentRepository {
 }
 
 /** The keyed form of an add entry; a result travels only with a lazy mark (a claim has no outcome yet). */
-function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, options: AddOptions): KeyedEntry {
+function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, keepResult: boolean): KeyedEntry {
   const keyed: { -readonly [K in keyof KeyedEntry]: KeyedEntry[K] } = { key };
   if (entry.eventTime !== undefined) keyed.eventTime = entry.eventTime;
   if (entry.fingerprint !== undefined) keyed.fingerprint = entry.fingerprint;
-  if (entry.result !== undefined && options.leaseMs === undefined) keyed.result = entry.result;
+  if (entry.result !== undefined && keepResult) keyed.result = entry.result;
   return keyed;
 }

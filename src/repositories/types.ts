@@ -66,6 +66,12 @@ export interface AddOptions {
   readonly minLifetimeMs?: number;
 }
 
+/**
+ * How `markMany` writes: confirmed records, kept `ttlMs` from `now`. The fields mean what they mean in
+ * {@link AddOptions}; a mark never carries a lease or an owner.
+ */
+export type MarkOptions = Pick<AddOptions, 'ttlMs' | 'now' | 'minLifetimeMs'>;
+
 /** Options of read calls. */
 export interface ReadOptions {
   /** The time liveness is judged against; defaults to the repository's clock (see {@link AddOptions.now}). */
@@ -129,6 +135,17 @@ export interface IdempotentRepository {
   add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult>;
   /** `add` for many ids; duplicates inside the list resolve to the first occurrence. */
   addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]>;
+  /**
+   * Lazy mode's mark: stores confirmed records for ids the caller has just read as absent, with the cheapest
+   * write the store offers (see each store). Unlike `add` it need not be atomic, and a store may write blind:
+   * after it resolves every id is held by a live record (it never leaves an id claimable), but it may have
+   * replaced a record that appeared since the caller's read (a concurrent worker's mark or claim of the same id:
+   * lazy mode's known race, which that worker also handled). One answer per position: false when the store saw
+   * a live record already holding the id and kept it (the race, reported as `raced`); true when this call wrote
+   * the record (a blind store always answers true). Optional, so a repository written before it still works:
+   * the consumer falls back to `addMany`.
+   */
+  markMany?(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]>;
   /** True when a live record (in-flight or confirmed) holds the id. */
   contains(id: MessageId, options?: ReadOptions): Promise<boolean>;
   /** `contains` for many ids, one answer per input position. */

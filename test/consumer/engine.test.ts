@@ -229,6 +229,9 @@ describe('one engine: the store-failure policy counts once per message', () => {
     override async add(): Promise<never> {
       throw new RepositoryError('write refused');
     }
+    override async markMany(): Promise<never> {
+      throw new RepositoryError('write refused');
+    }
   }
 
   it('a failed mark (write) counts each message, as a failed read does', async () => {

@@ -16,7 +16,13 @@ import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { checkClockSkew, offsetOf } from '../clock-skew.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { isLive, newRecord } from '../record.js';
-import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
+import type {
+  AddOptions,
+  AddResult,
+  IdempotencyRecord,
+  MarkOptions,
+  RepositoryCapabilities,
+} from '../types.js';
 import { sampleServerClock } from './clock.js';
 import { backoff, chunk } from './concurrency.js';
 import {
@@ -88,6 +94,13 @@ const CONFIRM_NAMES = {
  * Several repositories share a table through their `keyPrefix`, each an exact namespace (see `namespaceOf`).
  * Times in conditions come from each worker's clock, so `open` measures the skew to the endpoint and refuses, or
  * warns, past `maxClockSkewMs`.
+ *
+ * Lazy marks (`markMany`) are `BatchWriteItem` puts, 25 per request, `batchConcurrency` requests in flight,
+ * unprocessed items retried with backoff: no condition, so no conditional write per id. Such a put is blind: it
+ * may replace a record written since the caller's read (a concurrent worker's mark or claim of the same id, which
+ * that worker also handled: lazy mode's known race). The id stays held by a live confirmed record either way, but
+ * the race is not seen, so it is not counted as `raced`; eager mode, which needs that atomicity, keeps its
+ * conditional puts.
  *
  * Open it with {@link DynamoDbRepository.open} (or `repositoryModule.create`), which checks the table first.
  */
@@ -205,6 +218,21 @@ export class DynamoDbRepository extends BaseRepository {
         pending.map((i) => (records[i] as IdempotencyRecord).id),
       );
     }
+  }
+
+  protected override async doMarkMany(
+    entries: readonly KeyedEntry[],
+    options: MarkOptions,
+    now: number,
+  ): Promise<boolean[]> {
+    const add: AddOptions = { ttlMs: options.ttlMs };
+    const puts = entries.map((entry) => ({
+      PutRequest: {
+        Item: toItem(newRecord(entry.key, entry, add, now), this.#ns, now, options.minLifetimeMs),
+      },
+    }));
+    await mapLimit(chunk(puts, WRITE_CHUNK), this.#concurrency, (part) => this.batchWrite(part, 'mark'));
+    return entries.map(() => true);
   }
 
   /**
@@ -383,25 +411,26 @@ export class DynamoDbRepository extends BaseRepository {
         }),
       );
       const keys = (page.Items ?? []).map((item) => ({ [ATTR.id]: item[ATTR.id] as Item[string] }));
-      await mapLimit(chunk(keys, WRITE_CHUNK), this.#concurrency, (part) => this.batchDelete(part));
+      const deletes = keys.map((Key) => ({ DeleteRequest: { Key } }));
+      await mapLimit(chunk(deletes, WRITE_CHUNK), this.#concurrency, (part) =>
+        this.batchWrite(part, 'clear'),
+      );
       startKey = page.LastEvaluatedKey;
     } while (startKey !== undefined);
   }
 
-  /** Deletes up to 25 keys, retrying unprocessed ones with backoff. */
-  private async batchDelete(keys: Item[]): Promise<void> {
-    let pending = keys.map((Key) => ({ DeleteRequest: { Key } }));
+  /** Sends up to 25 puts or deletes in one BatchWriteItem, retrying what DynamoDB leaves unprocessed with backoff. */
+  private async batchWrite(requests: WriteRequest[], operation: string): Promise<void> {
+    let pending = requests;
     for (let attempt = 0; ; attempt++) {
       const { UnprocessedItems } = await this.#client.send(
         new BatchWriteItemCommand({ RequestItems: { [this.#table]: pending } }),
       );
-      pending = (UnprocessedItems?.[this.#table] ?? []).flatMap((r) =>
-        r.DeleteRequest?.Key ? [{ DeleteRequest: { Key: r.DeleteRequest.Key } }] : [],
-      );
+      pending = (UnprocessedItems?.[this.#table] ?? []) as WriteRequest[];
       if (pending.length === 0) return;
       if (attempt >= this.#maxRetries) {
         throw new RepositoryError(
-          `dynamodb clear: ${pending.length} deletes still unprocessed after ${attempt + 1} BatchWriteItem attempts`,
+          `dynamodb ${operation}: ${pending.length} writes still unprocessed after ${attempt + 1} BatchWriteItem attempts`,
         );
       }
       await backoff(attempt);
@@ -412,6 +441,11 @@ export class DynamoDbRepository extends BaseRepository {
     if (this.#ownsClient) this.#client.destroy();
   }
 }
+
+/** One request of a BatchWriteItem: a put or a delete. */
+type WriteRequest =
+  | { PutRequest: { Item: Record<string, AttributeValue> }; DeleteRequest?: undefined }
+  | { DeleteRequest: { Key: Record<string, AttributeValue> }; PutRequest?: undefined };
 
 /**
  * Measures the offset between our clock and the endpoint's (the `Date` header, whole seconds, compensated by the

@@ -1,7 +1,17 @@
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { MAX_ID_BYTES } from '../ids.js';
+import { MAX_ID_BYTES, toKey } from '../ids.js';
 import { confirmedRecord, isLive, newRecord } from '../record.js';
-import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
+import type {
+  AddEntry,
+  AddOptions,
+  AddResult,
+  ClaimRef,
+  ConfirmOptions,
+  IdempotencyRecord,
+  MessageId,
+  ReadOptions,
+  RepositoryCapabilities,
+} from '../types.js';
 import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
 
 /**
@@ -36,9 +46,45 @@ export class MemoryRepository extends BaseRepository {
     return this.#records.size;
   }
 
-  // The single-key path skips the batch arrays: it is the wrapper's hot path.
-  protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
-    return this.addOne(entry, options, now);
+  /*
+   * The single-key calls (every `wrap` call makes two) skip the base class's closure and extra async layer: this
+   * store cannot fail, so there is no client error to wrap, only the id to check. Same checks, same answers.
+   */
+  override add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
+    try {
+      this.assertOpen();
+      return Promise.resolve(
+        this.addOne(toKey(id, this.maxIdBytes), entry, options, options.now ?? this.clock()),
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  override confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
+    try {
+      this.assertOpen();
+      return Promise.resolve(
+        this.confirmOne(
+          toKey(claim.id, this.maxIdBytes),
+          claim.owner,
+          options.ttlMs,
+          this.clock(),
+          options.result,
+        ),
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  override get(id: MessageId, options: ReadOptions = {}): Promise<IdempotencyRecord | undefined> {
+    try {
+      this.assertOpen();
+      return Promise.resolve(this.getOne(toKey(id, this.maxIdBytes), options.now ?? this.clock()));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   protected async doAddMany(
@@ -46,19 +92,31 @@ export class MemoryRepository extends BaseRepository {
     options: AddOptions,
     now: number,
   ): Promise<AddResult[]> {
-    return entries.map((entry) => this.addOne(entry, options, now));
+    return entries.map((entry) => this.addOne(entry.key, entry, options, now));
   }
 
-  private addOne(entry: KeyedEntry, options: AddOptions, now: number): AddResult {
-    const existing = this.#records.get(entry.key);
+  private addOne(key: string, entry: Omit<AddEntry, 'id'>, options: AddOptions, now: number): AddResult {
+    const existing = this.#records.get(key);
     if (existing !== undefined && isLive(existing, now)) {
-      this.#touch(entry.key, existing);
+      this.#touch(key, existing);
       return { added: false, existing };
     }
-    const record = newRecord(entry.key, entry, options, now);
-    if (existing === undefined) this.#insert(entry.key, record);
-    else this.#touch(entry.key, record);
+    const record = newRecord(key, entry, options, now);
+    if (existing === undefined) this.#insert(key, record);
+    else this.#touch(key, record);
     return { added: true, record };
+  }
+
+  private getOne(key: string, now: number): IdempotencyRecord | undefined {
+    const record = this.#records.get(key);
+    return record !== undefined && isLive(record, now) ? record : undefined;
+  }
+
+  private confirmOne(key: string, owner: string, ttlMs: number, now: number, result?: string): boolean {
+    const record = this.#records.get(key);
+    if (record === undefined || record.state !== 'in-flight' || record.owner !== owner) return false;
+    this.#records.set(key, confirmedRecord(record, ttlMs, now, result));
+    return true;
   }
 
   /** Stores the record as the most recently used, evicting the least recently used past the bound. */
@@ -80,10 +138,7 @@ export class MemoryRepository extends BaseRepository {
     keys: readonly string[],
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    return keys.map((key) => {
-      const record = this.#records.get(key);
-      return record !== undefined && isLive(record, now) ? record : undefined;
-    });
+    return keys.map((key) => this.getOne(key, now));
   }
 
   protected async doConfirmMany(
@@ -91,12 +146,7 @@ export class MemoryRepository extends BaseRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]> {
-    return claims.map(({ key, owner, result }) => {
-      const record = this.#records.get(key);
-      if (record === undefined || record.state !== 'in-flight' || record.owner !== owner) return false;
-      this.#records.set(key, confirmedRecord(record, ttlMs, now, result));
-      return true;
-    });
+    return claims.map(({ key, owner, result }) => this.confirmOne(key, owner, ttlMs, now, result));
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {

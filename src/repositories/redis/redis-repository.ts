@@ -5,6 +5,7 @@ import { MAX_ID_BYTES, toKey } from '../ids.js';
 import {
   decodeRecord,
   encodeField,
+  encodeRecord,
   encodeRecordTail,
   FIELD_SEP,
   isLive,
@@ -15,6 +16,7 @@ import type {
   AddOptions,
   AddResult,
   IdempotencyRecord,
+  MarkOptions,
   MessageId,
   RepositoryCapabilities,
 } from '../types.js';
@@ -22,6 +24,7 @@ import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
 import { defineScripts, type ScriptCommands, type ScriptedClient, type ScriptedPipeline } from './scripts.js';
+import { ServerTime } from './server-time.js';
 
 /** Options for wrapping a client the caller already has. */
 export interface RedisClientRepositoryOptions {
@@ -70,6 +73,13 @@ function ownerField(options: AddOptions): string {
   return options.leaseMs === undefined ? '' : encodeField(options.owner);
 }
 
+/** True when no entry carries event time or fingerprint: their records share one encoded tail. */
+function isPlain(entries: readonly KeyedEntry[]): boolean {
+  return entries.every(
+    (e) => e.eventTime === undefined && e.fingerprint === undefined && e.result === undefined,
+  );
+}
+
 /** A script's replies, `[now, per key...]` each, flattened to one time and one value per key. */
 interface PerKey<R> {
   readonly nows: number[];
@@ -96,6 +106,14 @@ function pipelineResults(results: [Error | null, unknown][] | null): unknown[] {
  * Standalone batches are one script call per 1000 keys in one round trip; on a Cluster, where one script may
  * not span slots, a batch is one script call per key, pipelined per node by ioredis' auto-pipelining (on for
  * clients the repository creates; a borrowed Cluster should enable it too).
+ *
+ * Lazy marks (`markMany`) never overwrite a live record, so lazy races are still counted (`raced`): the write is
+ * `SET … PX … NX` per key, and a key that exists (a concurrent worker's mark or claim, or a record past its exact
+ * expiry that PX has not collected yet) is judged like a claim, kept when live (answered false), replaced when not.
+ * On a standalone server that is the claim script itself, one call per 1000 keys: measured, a pipeline of plain
+ * `SET`s costs the client about five times the CPU per id of one multi-key script call, and the script does the
+ * same `SET NX PX` per key on the server. On a Cluster, where a script runs per key anyway, the mark is a plain
+ * `SET NX PX` per key (its time from {@link ServerTime}), and only the keys that exist go through the script.
  */
 export class RedisRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -113,6 +131,7 @@ export class RedisRepository extends BaseRepository {
   /** What every key of this namespace starts with (see {@link namespaceSegment}). */
   readonly #ns: string;
   readonly #ownsClient: boolean;
+  readonly #serverTime: ServerTime;
 
   /** Wraps an existing client; see {@link RedisRepository.open} to connect from options. */
   constructor(options: RedisClientRepositoryOptions) {
@@ -125,6 +144,7 @@ export class RedisRepository extends BaseRepository {
     }
     this.#ns = namespaceSegment(this.#prefix);
     this.#ownsClient = options.closeClient ?? false;
+    this.#serverTime = new ServerTime(options.client);
   }
 
   /**
@@ -194,15 +214,36 @@ export class RedisRepository extends BaseRepository {
     now: number,
   ): Promise<AddResult[]> {
     const given = timeArg(now);
+    const { nows, values } = await this.#claim(entries, options, given);
+    // A plain batch's new records differ only in id (and, on a Cluster, in the node's time): one template per time.
+    const plain = isPlain(entries);
+    let template: IdempotencyRecord | undefined;
+    return values.map((old, i): AddResult => {
+      const entry = entries[i] as KeyedEntry;
+      if (old != null) return { added: false, existing: decodeRecord(entry.key, old) };
+      const at = given === '' ? (nows[i] as number) : now;
+      if (!plain) return { added: true, record: newRecord(entry.key, entry, options, at) };
+      if (template === undefined || template.expiresAt !== at + options.ttlMs) {
+        template = newRecord('', {}, options, at);
+      }
+      return { added: true, record: { ...template, id: entry.key } };
+    });
+  }
+
+  /** The claim script over the entries (see {@link #perKey}): per key, null when written, else the live record. */
+  #claim(
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    given: number | '',
+  ): Promise<PerKey<string | null>> {
     const px = pxFor(options);
     const lease = options.leaseMs ?? '';
     const owner = ownerField(options);
     // Ids without event time or fingerprint share one record tail: it is sent once per script call, not per key.
-    const plain = entries.every((e) => e.eventTime === undefined && e.fingerprint === undefined);
-    const tails = plain ? undefined : entries.map(encodeRecordTail);
+    const tails = isPlain(entries) ? undefined : entries.map(encodeRecordTail);
     const shared = encodeRecordTail({});
     const keys = entries.map((e) => this.#ns + e.key);
-    const { nows, values } = await this.#perKey<string | null>(
+    return this.#perKey<string | null>(
       keys,
       (target, from, to) =>
         target.idemClaim(
@@ -226,18 +267,47 @@ export class RedisRepository extends BaseRepository {
           tails ? (tails[i] as string) : shared,
         ),
     );
-    // A plain batch's new records differ only in id (and, on a Cluster, in the node's time): one template per time.
-    let template: IdempotencyRecord | undefined;
-    return values.map((old, i): AddResult => {
-      const entry = entries[i] as KeyedEntry;
-      if (old != null) return { added: false, existing: decodeRecord(entry.key, old) };
-      const at = given === '' ? (nows[i] as number) : now;
-      if (!plain) return { added: true, record: newRecord(entry.key, entry, options, at) };
-      if (template === undefined || template.expiresAt !== at + options.ttlMs) {
-        template = newRecord('', {}, options, at);
-      }
-      return { added: true, record: { ...template, id: entry.key } };
-    });
+  }
+
+  protected override async doMarkMany(
+    entries: readonly KeyedEntry[],
+    options: MarkOptions,
+    now: number,
+  ): Promise<boolean[]> {
+    const add: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
+    if (!this.#isCluster) {
+      // One claim script per 1000 keys: a plain `SET` per key costs the client several times more.
+      const { values } = await this.#claim(entries, add, timeArg(now));
+      return values.map((old) => old == null);
+    }
+    const at = Number.isNaN(now) ? await this.#serverTime.now() : now;
+    const px = pxFor(add);
+    // The encoding holds no id: ids without event time or fingerprint share one value.
+    const shared = isPlain(entries) ? encodeRecord(newRecord('', {}, add, at)) : undefined;
+    // Auto-pipelining groups these into one pipeline per node (a pipeline may not span slots).
+    const replies = await Promise.all(
+      entries.map((e) =>
+        this.#client.set(
+          this.#ns + e.key,
+          shared ?? encodeRecord(newRecord(e.key, e, add, at)),
+          'PX',
+          px,
+          'NX',
+        ),
+      ),
+    );
+    const taken: number[] = [];
+    for (let i = 0; i < replies.length; i++) if (replies[i] === null) taken.push(i);
+    const marked = replies.map((reply) => reply !== null);
+    if (taken.length === 0) return marked;
+    // Rare: the key exists. The claim script judges it (server clock) and replaces it only when no longer live.
+    const added = await this.doAddMany(
+      taken.map((i) => entries[i] as KeyedEntry),
+      add,
+      now,
+    );
+    for (let k = 0; k < taken.length; k++) marked[taken[k] as number] = (added[k] as AddResult).added;
+    return marked;
   }
 
   protected async doGetMany(

@@ -48,10 +48,11 @@ if ARGV[4] == '' then
 else
   head = 'f\1' .. expires .. '\1' .. num(now + tonumber(ARGV[4])) .. '\1' .. ARGV[5] .. '\1'
 end
-local shared = #ARGV == 6
+-- One record text for every key when they share a tail: no string is built per key on the common path.
+local shared = #ARGV == 6 and (head .. ARGV[6])
 local out = { now }
 for i, key in ipairs(KEYS) do
-  local value = head .. (shared and ARGV[6] or ARGV[5 + i])
+  local value = shared or (head .. ARGV[5 + i])
   out[i + 1] = false
   if not redis.call('SET', key, value, 'NX', 'PX', px) then
     local old = redis.call('GET', key)

@@ -1,0 +1,161 @@
+/**
+ * `npm run bench:report`: runs the benchmarks that need no server, and those whose server answers on its port,
+ * each with `--json`, then writes docs/benchmarks.md (figures, same-run ratios against their targets, load
+ * average, machine) and docs/benchmarks.svg (the ratios against their targets, drawn from the numbers).
+ * Small sizes by default so the report itself stays quick; `--full` runs each bench at its own defaults.
+ *
+ *   npm run bench:report [-- --full] [--only consumer,redis] [--out docs]
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { BenchFigures } from './figures.js';
+import { type BenchRun, renderMarkdown } from './markdown.js';
+import { ratioChart } from './svg.js';
+
+const { values } = parseArgs({
+  options: {
+    full: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    out: { type: 'string', default: 'docs' },
+  },
+});
+
+/** A bench the report can run: its file, what it needs, and its arguments at report size. */
+interface BenchSpec {
+  readonly name: string;
+  readonly file: string;
+  /** Servers that must answer first (`host:port`), and commands that must be on PATH. */
+  readonly servers: readonly string[];
+  readonly commands?: readonly string[];
+  readonly small: readonly string[];
+}
+
+const hostPort = (url: string | undefined, fallback: string) => {
+  if (url === undefined) return fallback;
+  const parsed = new URL(url.includes('://') ? url : `tcp://${url}`);
+  return `${parsed.hostname}:${parsed.port}`;
+};
+const REDIS = hostPort(process.env.REDIS_URL, '127.0.0.1:6379');
+const DYNAMODB = hostPort(process.env.DYNAMODB_ENDPOINT, '127.0.0.1:4567');
+const CASSANDRA = (process.env.CASSANDRA_CONTACT_POINTS ?? '127.0.0.1:9042').split(',')[0] as string;
+const KAFKA = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',')[0] as string;
+
+/**
+ * Every bench with a row in issue 9's table. A bench joins the report once it writes its figures with `--json`
+ * (through ./figures.ts); until then it is listed as not machine-readable rather than scraped.
+ */
+const BENCHES: readonly BenchSpec[] = [
+  {
+    name: 'consumer',
+    file: 'bench/consumer.ts',
+    servers: [],
+    small: ['--messages', '200000', '--passes', '5'],
+  },
+  { name: 'rocksdb', file: 'bench/repositories/rocksdb.ts', servers: [], small: ['--ids', '200000'] },
+  { name: 'dedup-cli', file: 'bench/dedup-cli.ts', servers: [], small: ['--lines', '300000'] },
+  {
+    name: 'redis',
+    file: 'bench/repositories/redis.ts',
+    servers: [REDIS],
+    commands: ['redis-benchmark'],
+    small: ['--ids', '30000', '--messages', '2000', '--baseline-requests', '200000'],
+  },
+  {
+    name: 'dynamodb',
+    file: 'bench/repositories/dynamodb.ts',
+    servers: [DYNAMODB],
+    small: ['--seconds', '2', '--rounds', '2', '--batch', '500'],
+  },
+  {
+    name: 'cassandra',
+    file: 'bench/repositories/cassandra.ts',
+    servers: [CASSANDRA],
+    small: ['--ids', '5000', '--sequential', '300', '--concurrency', '128'],
+  },
+  { name: 'kafka', file: 'bench/kafka.ts', servers: [KAFKA], small: ['--records', '100000'] },
+];
+
+/** True when something accepts a TCP connection at `host:port` within a second. */
+function answers(address: string): Promise<boolean> {
+  const at = address.lastIndexOf(':');
+  return new Promise((done) => {
+    const socket = connect({ host: address.slice(0, at), port: Number(address.slice(at + 1)) });
+    const finish = (ok: boolean) => {
+      socket.destroy();
+      done(ok);
+    };
+    socket.setTimeout(1_000, () => finish(false));
+    socket.once('connect', () => finish(true));
+    socket.once('error', () => finish(false));
+  });
+}
+
+const onPath = (command: string) => spawnSync('sh', ['-c', `command -v ${command}`]).status === 0;
+
+/** Why the bench cannot run here, or undefined when it can. */
+async function unavailable(spec: BenchSpec): Promise<string | undefined> {
+  if (!readFileSync(spec.file, 'utf8').includes('report/figures')) {
+    return 'does not write machine-readable figures (`--json`) yet';
+  }
+  for (const server of spec.servers) if (!(await answers(server))) return `no server answers at ${server}`;
+  for (const command of spec.commands ?? []) if (!onPath(command)) return `\`${command}\` is not on PATH`;
+  return undefined;
+}
+
+/** Runs one bench with `--json`, its output shown live, and returns its figures. */
+function runBench(spec: BenchSpec, jsonPath: string): Promise<BenchFigures> {
+  const args = ['--import', 'tsx', spec.file, ...(values.full ? [] : spec.small), '--json', jsonPath];
+  console.log(`\n===== ${spec.name}: node ${args.join(' ')}`);
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, args, { stdio: 'inherit' });
+    child.once('error', fail);
+    child.once('exit', (code) => {
+      if (code !== 0) fail(new Error(`${spec.file} exited with code ${code}`));
+      else done(JSON.parse(readFileSync(jsonPath, 'utf8')) as BenchFigures);
+    });
+  });
+}
+
+async function main(): Promise<void> {
+  const only = values.only?.split(',').map((s) => s.trim());
+  const scratch = mkdtempSync(join(tmpdir(), 'idem-bench-report-'));
+  const runs: BenchRun[] = [];
+  const started = new Date();
+  try {
+    for (const spec of BENCHES) {
+      if (only && !only.includes(spec.name)) continue;
+      const reason = await unavailable(spec);
+      if (reason !== undefined) {
+        console.log(`\n===== ${spec.name}: skipped, ${reason}`);
+        runs.push({ name: spec.name, file: spec.file, skipped: reason });
+        continue;
+      }
+      try {
+        runs.push({
+          name: spec.name,
+          file: spec.file,
+          figures: await runBench(spec, join(scratch, `${spec.name}.json`)),
+        });
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        console.log(`===== ${spec.name}: failed, ${reason}`);
+        runs.push({ name: spec.name, file: spec.file, skipped: `failed: ${reason}` });
+      }
+    }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  const out = resolve(values.out);
+  const svgPath = join(out, 'benchmarks.svg');
+  const mdPath = join(out, 'benchmarks.md');
+  const ratios = runs.flatMap((r) => r.figures?.ratios ?? []);
+  writeFileSync(svgPath, ratioChart(ratios, 'idempotent-consumer: same-run ratios against their targets'));
+  writeFileSync(mdPath, renderMarkdown({ runs, started, full: values.full, chart: 'benchmarks.svg' }));
+  console.log(`\nwrote ${relative(process.cwd(), mdPath)} and ${relative(process.cwd(), svgPath)}`);
+}
+
+await main();

@@ -1,0 +1,43 @@
+import type { Cluster, Redis } from 'ioredis';
+
+/** How long a measured offset to the server's clock is trusted before it is measured again. */
+const OFFSET_TTL_MS = 10_000;
+
+/**
+ * The Redis server's time, for the few writes that carry a time but run no script (the lazy mark's plain
+ * `SET … PX`): scripts read `TIME` themselves, a plain command cannot. The offset to the local clock is measured
+ * with one `TIME` round trip, compensated by half the round trip, and re-measured every {@link OFFSET_TTL_MS}, so
+ * the error is about half a round trip plus ten seconds of drift: far below any TTL. On a Cluster it is the clock
+ * of whichever node answers `TIME`; nodes are expected to agree as closely as with NTP.
+ */
+export class ServerTime {
+  readonly #client: Redis | Cluster;
+  #offset = 0;
+  #measuredAt = Number.NEGATIVE_INFINITY;
+  #measuring: Promise<void> | undefined;
+
+  constructor(client: Redis | Cluster) {
+    this.#client = client;
+  }
+
+  /** The server's time now, in epoch ms (one `TIME` round trip when the offset is stale). */
+  async now(): Promise<number> {
+    const local = Date.now();
+    if (local - this.#measuredAt > OFFSET_TTL_MS) {
+      this.#measuring ??= this.#measure().finally(() => {
+        this.#measuring = undefined;
+      });
+      await this.#measuring;
+    }
+    return Date.now() + this.#offset;
+  }
+
+  async #measure(): Promise<void> {
+    const sent = Date.now();
+    const [seconds, micros] = await this.#client.time();
+    const received = Date.now();
+    const server = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    this.#offset = server - (sent + received) / 2;
+    this.#measuredAt = received;
+  }
+}

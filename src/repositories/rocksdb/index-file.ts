@@ -11,6 +11,8 @@ export interface SnapshotBucket {
   /** RocksDB's last sequence number: any later write moves it. */
   readonly sequence: number;
   readonly indexed: boolean;
+  /** The highest blob number written to the bucket. */
+  readonly lastBlob: number;
 }
 
 /** A snapshot read back from disk. */
@@ -18,13 +20,15 @@ export interface IndexSnapshot {
   readonly buckets: readonly SnapshotBucket[];
   readonly hashes: Uint32Array;
   readonly slots: Uint16Array;
+  readonly blobs: Uint32Array;
   readonly live: number;
   readonly used: number;
 }
 
 /** Name of the snapshot file in the store directory. */
 export const INDEX_FILE = 'index.bin';
-const MAGIC = 'IDX1';
+// IDX1 (6-byte entries, no blob numbers) is not read: such a store is rescanned once.
+const MAGIC = 'IDX2';
 // The arrays are written in native byte order; a snapshot from another byte order is simply not used.
 const ORDER = endianness();
 
@@ -38,7 +42,7 @@ export async function writeIndexFile(
   index: KeyIndex,
   buckets: readonly SnapshotBucket[],
 ): Promise<void> {
-  const { hashes, slots, live, used } = index.snapshot();
+  const { hashes, slots, blobs, live, used } = index.snapshot();
   const header = Buffer.from(JSON.stringify({ order: ORDER, capacity: hashes.length, live, used, buckets }));
   const prefix = Buffer.alloc(8 + header.length + ((4 - (header.length % 4)) % 4));
   prefix.write(MAGIC, 0, 'latin1');
@@ -49,6 +53,7 @@ export async function writeIndexFile(
   try {
     await handle.write(prefix);
     await handle.write(Buffer.from(hashes.buffer, hashes.byteOffset, hashes.byteLength));
+    await handle.write(Buffer.from(blobs.buffer, blobs.byteOffset, blobs.byteLength));
     await handle.write(Buffer.from(slots.buffer, slots.byteOffset, slots.byteLength));
   } finally {
     await handle.close();
@@ -76,11 +81,12 @@ export async function readIndexFile(file: string): Promise<IndexSnapshot | undef
     };
     const start = 8 + headerLength + ((4 - (headerLength % 4)) % 4);
     const capacity = header.capacity;
-    if (header.order !== ORDER || data.length !== start + capacity * 6) return undefined;
+    if (header.order !== ORDER || data.length !== start + capacity * 10) return undefined;
     const at = data.byteOffset + start;
     const hashes = new Uint32Array(data.buffer.slice(at, at + capacity * 4));
-    const slots = new Uint16Array(data.buffer.slice(at + capacity * 4, at + capacity * 6));
-    return { buckets: header.buckets, hashes, slots, live: header.live, used: header.used };
+    const blobs = new Uint32Array(data.buffer.slice(at + capacity * 4, at + capacity * 8));
+    const slots = new Uint16Array(data.buffer.slice(at + capacity * 8, at + capacity * 10));
+    return { buckets: header.buckets, hashes, slots, blobs, live: header.live, used: header.used };
   } catch {
     return undefined;
   }

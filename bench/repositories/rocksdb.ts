@@ -45,7 +45,7 @@ const SPAN_MS = 20 * HOUR;
 /** Injected clock origin: fixed, so a store cached on disk never expires between runs. */
 const BASE = Date.UTC(2030, 0, 1);
 const BLOOM_IDS = 1_000_000;
-const LAYOUT = 5; // bump when the populated layout changes, to invalidate caches
+const LAYOUT = 6; // bump when the populated layout changes, to invalidate caches (6: blobs)
 const self = fileURLToPath(import.meta.url);
 const dataDir = fileURLToPath(new URL('../.data/', import.meta.url));
 const storeDir = join(dataDir, `rocksdb-${IDS}`);

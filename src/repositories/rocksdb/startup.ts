@@ -35,9 +35,7 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
 
   const index = buckets.index;
   const snapshot = index.enabled ? await readIndexFile(join(path, INDEX_FILE)) : undefined;
-  const restored =
-    snapshot !== undefined &&
-    index.restore(snapshot.hashes, snapshot.slots, snapshot.blobs, snapshot.live, snapshot.used);
+  const restored = snapshot !== undefined && index.restore(snapshot.segments);
   const known = new Map<string, SnapshotBucket>(restored ? snapshot.buckets.map((b) => [b.name, b]) : []);
   const rescan: Bucket[] = [];
   for (const bucket of found) {

@@ -280,6 +280,7 @@ class Writer {
         blob = new BlobBuilder(++bucket.lastBlob);
         writes.blob = blob;
       }
+      // Past the highest blob number the index can name, noteKey fails and the bucket stops being indexed.
       if (this.#buckets.noteKey(hash, bucket, blob.number)) {
         blob.add(hash, key, value);
         return blob.number;

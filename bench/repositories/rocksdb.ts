@@ -12,7 +12,7 @@
  *
  *   node --import tsx bench/repositories/rocksdb.ts [--ids 10000000] [--batches 300]
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
@@ -186,6 +186,41 @@ async function measure(options: Partial<RocksdbRepositoryOptions>): Promise<obje
   };
 }
 
+/**
+ * Startup times on the work copy: after a graceful close (index snapshot), after a SIGKILL that followed one
+ * batch of writes (the bucket written is rescanned, the rest come from the snapshot), and with no snapshot at
+ * all (every bucket rescanned: the worst case after a crash).
+ */
+async function startup(options: Partial<RocksdbRepositoryOptions>): Promise<object> {
+  const clock = clockFrom(BASE + SPAN_MS);
+  const time = async () => {
+    const start = performance.now();
+    const repo = await RocksdbRepository.open({ path: workDir, ...options, clock });
+    const ms = performance.now() - start;
+    return { repo, ms };
+  };
+  const graceful = await time();
+  await graceful.repo.close();
+  // A child writes a batch and is killed before it can close.
+  spawnSync(process.execPath, ['--import', 'tsx', self, '--phase', 'killed', '--ids', String(IDS)], {
+    stdio: 'ignore',
+  });
+  const killed = await time();
+  await killed.repo.close();
+  rmSync(join(workDir, 'index.bin'), { force: true });
+  const rescan = await time();
+  await rescan.repo.close();
+  return { graceful: graceful.ms, killed: killed.ms, rescan: rescan.ms };
+}
+
+/** Child of `startup`: opens the work copy, marks one batch, and SIGKILLs itself. */
+async function killed(): Promise<object> {
+  const repo = await RocksdbRepository.open({ path: workDir, clock: clockFrom(BASE + SPAN_MS) });
+  await repo.addMany(workload(`killed-${process.pid}-`, 1, IDS)[0] as AddEntry[], { ttlMs: TTL_MS });
+  process.kill(process.pid, 'SIGKILL');
+  return {};
+}
+
 /** Memory baseline: the same workload against a MemoryRepository prefilled with 1M ids. */
 async function memoryBaseline(): Promise<object> {
   const stored = 1_000_000;
@@ -288,6 +323,8 @@ async function main(): Promise<void> {
       measure: () => measure(options),
       memory: memoryBaseline,
       bloom: () => bloom(options.bloomBitsPerKey ?? 10),
+      startup: () => startup(options),
+      killed,
     };
     console.log(JSON.stringify(await (phases[args.phase] as () => Promise<object>)()));
     return;
@@ -329,6 +366,7 @@ async function main(): Promise<void> {
   const walOn = child('measure', { wal: true });
   const walOff = child('measure', { wal: false });
   const noIndex = child('measure', { wal: true, indexMaxMb: 0 });
+  const opens = child('startup');
   const blooms = args['no-bloom']
     ? []
     : [child('bloom', { bloomBitsPerKey: 10 }), child('bloom', { bloomBitsPerKey: 0 })];
@@ -354,8 +392,11 @@ async function main(): Promise<void> {
   for (const [name, r] of rows) {
     console.log(`${name.padEnd(38)} ${cell(r, 'lazy').padEnd(30)} ${cell(r, 'eager')}`);
   }
+  console.log(`key index: ${(m(walOn.indexBytes) / 2 ** 20).toFixed(0)} MiB`);
   console.log(
-    `open (index snapshot load): ${m(walOn.openMs).toFixed(0)} ms; key index: ${(m(walOn.indexBytes) / 2 ** 20).toFixed(0)} MiB`,
+    `startup: ${m(opens.graceful).toFixed(0)} ms after a graceful close (index snapshot), ` +
+      `${m(opens.killed).toFixed(0)} ms after a SIGKILL (bucket written since rescanned), ` +
+      `${m(opens.rescan).toFixed(0)} ms with no snapshot (every bucket rescanned)`,
   );
 
   console.log(

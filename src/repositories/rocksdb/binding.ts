@@ -61,6 +61,9 @@ export interface NativeOpenOptions {
   readonly optimize?: 'point-lookup';
   /** RocksDB filter policy string, e.g. `bloomfilter:10:false`; empty for none. */
   readonly filterPolicy?: string;
+  /** With `compaction: 'level'`: memtables of a quarter of this many bytes, up to six (at least two merged per flush). */
+  readonly memtableMemoryBudget?: number;
+  readonly compaction?: 'level';
 }
 
 /** A RocksDB error as thrown by the addon: `code` is e.g. LEVEL_LOCKED or LEVEL_IO_ERROR. */

@@ -11,7 +11,7 @@
  */
 
 /** Most entries per blob: a duplicate's exact check reads one whole blob, so blobs stay a few KiB. */
-export const BLOB_ENTRIES = 64;
+export const BLOB_ENTRIES = 32;
 /** First bytes of a blob's RocksDB key; no canonical id starts with them (see `toKey`: `\0` is followed by `\0` or `b`). */
 const BLOB_KEY_PREFIX = [0x00, 0x01];
 const BLOB_KEY_BYTES = 6;

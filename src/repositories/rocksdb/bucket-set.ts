@@ -32,6 +32,9 @@ export class BucketSet {
       cacheSize: settings.blockCacheMb * 1024 * 1024,
       optimize: 'point-lookup',
       filterPolicy: settings.bloomBitsPerKey > 0 ? `bloomfilter:${settings.bloomBitsPerKey}:false` : '',
+      ...(settings.memtableMb !== undefined
+        ? { compaction: 'level' as const, memtableMemoryBudget: settings.memtableMb * 1024 * 1024 }
+        : {}),
     };
   }
 

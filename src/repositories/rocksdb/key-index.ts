@@ -87,8 +87,8 @@ export interface IndexSegmentData {
  *
  * It can err only one way. Two keys with equal hashes can both match a lookup, so it can name a blob that turns
  * out not to hold the key (about n / 2^32 of new ids: a wasted read, and the blob's keys settle it). It never
- * omits a place that holds the key's newest copy: entries are added before the write, and removed only once a
- * newer copy is written (`remove`) or their whole bucket is dropped. When the tables cannot grow within the
+ * omits a place that holds the key's newest copy: entries are added before the write and removed only when
+ * their whole bucket is dropped. When the tables cannot grow within the
  * memory cap, `insert` returns false and the caller stores the key where a lookup reads it without the index.
  */
 export class KeyIndex {
@@ -148,26 +148,6 @@ export class KeyIndex {
     locations[reuse] = at;
     segment.live++;
     return true;
-  }
-
-  /** Forgets one entry (a newer copy of its key was written elsewhere); false when there is none. */
-  remove(hash: number, slot: number, blob: number): boolean {
-    if (this.#maxSegment === 0) return false;
-    const segment = this.#segments[hash >>> 28] as Segment;
-    const at = location(slot, blob);
-    const { hashes, locations, mask } = segment;
-    for (
-      let p = hash & mask, l = locations[p] as number;
-      l !== EMPTY;
-      p = (p + 1) & mask, l = locations[p] as number
-    ) {
-      if (l === at && hashes[p] === hash) {
-        locations[p] = TOMBSTONE;
-        segment.live--;
-        return true;
-      }
-    }
-    return false;
   }
 
   /**

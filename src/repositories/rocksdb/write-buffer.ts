@@ -213,6 +213,9 @@ interface BucketWrites {
  * own key when the bucket is not indexed; a superseded copy in another bucket is hidden by a tombstone there
  * (a blob entry, or a tombstone value under the key in an unindexed bucket). Records are written before
  * tombstones, so a crash in between leaves an extra copy (lookups take the best), never none.
+ *
+ * Index entries of superseded copies stay until their bucket is dropped: a lookup reads them and the newer
+ * copy wins. Removing one is not safe: two keys of one blob with equal hashes share an entry.
  */
 class Writer {
   readonly #buckets: BucketSet;
@@ -226,8 +229,6 @@ class Writer {
     const records = new Map<Bucket, BucketWrites>();
     const tombstones = new Map<Bucket, BucketWrites>();
     const placed = new Int32Array(changes.length).fill(-1);
-    /** Index entries of copies the writes supersede, as (hash, slot, blob) triples; removed after the write. */
-    const superseded: number[] = [];
     const encode = valueEncoder();
     for (let i = 0; i < changes.length; i++) {
       const key = keys[i] as string;
@@ -249,7 +250,6 @@ class Writer {
           this.#add(writesOf(tombstones, at), at, hash, key, undefined);
           if (copy.blob === 0 && at.indexed) writesOf(tombstones, at).batch.del(key);
         }
-        if (copy.blob > 0) superseded.push(hash, at.slot, copy.blob);
       }
     }
     for (const phase of [records, tombstones]) {
@@ -261,10 +261,6 @@ class Writer {
     }
     for (const writes of records.values()) writes.batch.write();
     for (const writes of tombstones.values()) writes.batch.write();
-    const index = this.#buckets.index;
-    for (let j = 0; j < superseded.length; j += 3) {
-      index.remove(superseded[j] as number, superseded[j + 1] as number, superseded[j + 2] as number);
-    }
     return placed;
   }
 

@@ -165,10 +165,13 @@ export class WriteBuffer {
       this.#claims.clear();
       throw error;
     }
+    // Everything written (the usual case): one clear instead of a delete per key.
+    const all = keys.length === this.#pending.size;
+    if (all) this.#pending.clear();
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i] as string;
       const change = changes[i] as Pending;
-      this.#pending.delete(key);
+      if (!all) this.#pending.delete(key);
       if (this.#claims.size > 0) this.#claims.delete(key);
       if (change.record?.state === 'in-flight' && change.bucket !== undefined) {
         this.#claims.set(key, { record: change.record, bucket: change.bucket, blob: placed[i] as number });

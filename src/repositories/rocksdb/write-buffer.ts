@@ -302,7 +302,10 @@ function writesOf(phase: Map<Bucket, BucketWrites>, bucket: Bucket): BucketWrite
   return writes;
 }
 
-/** Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. */
+/**
+ * Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. Every field
+ * `encodeRecord` writes must be compared here (a new record field, e.g. a stored result, included).
+ */
 function valueEncoder(): (record: IdempotencyRecord) => Buffer {
   let last: IdempotencyRecord | undefined;
   let bytes = Buffer.alloc(0);

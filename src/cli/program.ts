@@ -247,6 +247,7 @@ function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void 
   }
   if (storeFlag !== undefined) section.path = storeFlag;
   else section.path ??= dedupDefaults.storeDir;
+  section.memtableMb ??= dedupDefaults.memtableMb;
 }
 
 /** Where seen ids are kept, for the summary: a user should never wonder which store a run marked. */

@@ -76,7 +76,7 @@ describe('rocksdb store directory', { skip: skipUnlessEnabled('rocksdb') }, () =
       await repo.add('kept', { ttlMs: HOUR });
       await repo.close();
       const marker = JSON.parse(await readFile(join(path, 'IDEM-STORE'), 'utf8'));
-      assert.deepEqual(marker, { kind: 'idempotent-consumer/rocksdb', format: 1 });
+      assert.deepEqual(marker, { kind: 'idempotent-consumer/rocksdb', format: 2 });
       const reopened = await RocksdbRepository.open({ path });
       assert.equal(await reopened.contains('kept'), true);
       await reopened.close();
@@ -126,15 +126,37 @@ describe('rocksdb store directory', { skip: skipUnlessEnabled('rocksdb') }, () =
     await (await RocksdbRepository.open({ path })).close();
     await writeFile(
       join(path, 'IDEM-STORE'),
-      JSON.stringify({ kind: 'idempotent-consumer/rocksdb', format: 2 }),
+      JSON.stringify({ kind: 'idempotent-consumer/rocksdb', format: 3 }),
     );
     await assert.rejects(RocksdbRepository.open({ path }), (error: unknown) => {
       assert.ok(error instanceof ConfigError, String(error));
       assert.equal(error.key, 'repository.path');
       assert.ok(error.message.includes(path), error.message);
-      assert.match(error.message, /format 2/);
+      assert.match(error.message, /format 3/);
       return true;
     });
+  });
+
+  it('reads a format 1 store (each record under its own key) and marks it format 2', async (t) => {
+    const path = await freshDir();
+    // With the index off the store writes exactly format 1's layout: every record under its own key.
+    const old = await RocksdbRepository.open({ path, indexMaxMb: 0 });
+    await old.addMany(
+      ['v1-a', 'v1-b'].map((id) => ({ id })),
+      { ttlMs: HOUR },
+    );
+    await old.close();
+    await writeFile(
+      join(path, 'IDEM-STORE'),
+      JSON.stringify({ kind: 'idempotent-consumer/rocksdb', format: 1 }),
+    );
+    const repo = closeAfter(t, await RocksdbRepository.open({ path }));
+    assert.deepEqual(await repo.containsMany(['v1-a', 'v1-b', 'v1-c']), [true, true, false]);
+    assert.equal((await repo.addMany([{ id: 'v1-a' }, { id: 'v1-c' }], { ttlMs: HOUR }))[1]?.added, true);
+    assert.equal(await repo.remove('v1-b'), true);
+    assert.deepEqual(await repo.containsMany(['v1-a', 'v1-b', 'v1-c']), [true, false, true]);
+    const marker = JSON.parse(await readFile(join(path, 'IDEM-STORE'), 'utf8'));
+    assert.equal(marker.format, 2);
   });
 
   it('holds the one-process lock through a symlinked path', async (t) => {

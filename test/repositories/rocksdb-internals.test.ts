@@ -1,5 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import {
+  BlobBuilder,
+  blobEntries,
+  blobKey,
+  blobNumber,
+  findInBlob,
+} from '../../src/repositories/rocksdb/blob.js';
 import { bucketDeadline, bucketWidth } from '../../src/repositories/rocksdb/buckets.js';
 import { BYTES_PER_ENTRY, hashKey, KeyIndex } from '../../src/repositories/rocksdb/key-index.js';
 
@@ -9,46 +16,83 @@ describe('rocksdb key index', () => {
   it('finds every inserted key through growth, and forgets a dropped bucket', () => {
     const index = new KeyIndex(64 * 1024 * 1024);
     const keys = Array.from({ length: 200_000 }, (_, i) => `key-${i}`);
-    for (const [i, key] of keys.entries()) assert.ok(index.insert(hashKey(key), 1 + (i % 3)));
+    for (const [i, key] of keys.entries()) assert.ok(index.insert(hashKey(key), 1 + (i % 3), i));
     const out: number[] = [];
+    const blobs: number[] = [];
     keys.forEach((key, i) => {
-      const n = index.lookup(hashKey(key), out);
+      const n = index.lookup(hashKey(key), out, blobs);
       assert.ok(out.slice(0, n).includes(1 + (i % 3)), key);
+      assert.ok(blobs.slice(0, n).includes(i), key);
     });
     assert.equal(index.size, 200_000);
 
     index.removeSlot(2);
     keys.forEach((key, i) => {
-      const n = index.lookup(hashKey(key), out);
+      const n = index.lookup(hashKey(key), out, blobs);
       const slots = out.slice(0, n);
       assert.ok(!slots.includes(2), key);
       if (i % 3 !== 1) assert.ok(slots.includes(1 + (i % 3)), key);
     });
     // Tombstones are reused and probe chains survive them.
-    for (const key of keys.slice(0, 1000)) assert.ok(index.insert(hashKey(key), 4));
+    for (const key of keys.slice(0, 1000)) assert.ok(index.insert(hashKey(key), 4, 1));
     for (const key of keys.slice(0, 1000))
-      assert.ok(out.slice(0, index.lookup(hashKey(key), out)).includes(4));
+      assert.ok(out.slice(0, index.lookup(hashKey(key), out, blobs)).includes(4));
   });
 
   it('refuses inserts past its memory cap instead of growing', () => {
-    const index = new KeyIndex(1 << 16); // 64 KiB: an 8192-entry table at most, filled to 3/4
+    const index = new KeyIndex(1 << 17); // 128 KiB: 16 tables of 1024 entries at most, each filled to 3/4
     let accepted = 0;
-    while (index.insert(hashKey(`k${accepted}`), 1)) accepted++;
-    assert.equal(accepted, 6144);
-    assert.equal(index.bytes, 8192 * BYTES_PER_ENTRY);
-    assert.equal(new KeyIndex(0).insert(1, 1), false);
+    while (index.insert(hashKey(`k${accepted}`), 1, 1)) accepted++;
+    // The first table to fill refuses; the others are nearly as full, as the hashes spread evenly.
+    assert.ok(accepted <= 16 * 768 && accepted > 16 * 640, String(accepted));
+    assert.equal(index.bytes, 16 * 1024 * BYTES_PER_ENTRY);
+    assert.equal(new KeyIndex(0).insert(1, 1, 1), false);
     assert.equal(new KeyIndex(0).enabled, false);
   });
 
   it('round-trips through a snapshot', () => {
     const index = new KeyIndex(1 << 20);
-    for (let i = 0; i < 5000; i++) index.insert(hashKey(`s${i}`), 7);
-    const { hashes, slots, live, used } = index.snapshot();
+    for (let i = 0; i < 5000; i++) index.insert(hashKey(`s${i}`), 7, i + 1);
+    const segments = index.snapshot();
     const copy = new KeyIndex(1 << 20);
-    assert.ok(copy.restore(hashes.slice(), slots.slice(), live, used));
+    assert.ok(
+      copy.restore(segments.map((s) => ({ ...s, hashes: s.hashes.slice(), locations: s.locations.slice() }))),
+    );
     const out: number[] = [];
-    for (let i = 0; i < 5000; i++) assert.equal(copy.lookup(hashKey(`s${i}`), out), 1);
-    assert.equal(new KeyIndex(1 << 12).restore(hashes, slots, live, used), false, 'larger than the cap');
+    const outBlobs: number[] = [];
+    for (let i = 0; i < 5000; i++) {
+      assert.equal(copy.lookup(hashKey(`s${i}`), out, outBlobs), 1);
+      assert.equal(outBlobs[0], i + 1);
+    }
+    assert.equal(new KeyIndex(1 << 15).restore(segments), false, 'larger than the cap');
+  });
+});
+
+describe('rocksdb blobs', () => {
+  it('find exactly the key asked for, its newest entry and its deletion', () => {
+    const blob = new BlobBuilder(3);
+    blob.add(hashKey('a'), 'a', Buffer.from('c\u00011'));
+    blob.add(hashKey('b'), 'b', Buffer.from('c\u00012'));
+    // A key sharing another's hash (as in a 32-bit collision) is told apart by its bytes.
+    blob.add(hashKey('a'), 'é', Buffer.from('c\u00013'));
+    blob.add(hashKey('b'), 'b', undefined);
+    const bytes = blob.encode();
+    assert.deepEqual(findInBlob(bytes, hashKey('a'), Buffer.from('a')), { value: 'c\u00011' });
+    assert.deepEqual(findInBlob(bytes, hashKey('a'), Buffer.from('é')), { value: 'c\u00013' });
+    assert.deepEqual(findInBlob(bytes, hashKey('b'), Buffer.from('b')), { deleted: true });
+    assert.equal(findInBlob(bytes, hashKey('c'), Buffer.from('c')), undefined);
+    assert.equal(findInBlob(bytes, hashKey('a'), Buffer.from('b')), undefined);
+    assert.deepEqual(
+      blobEntries(bytes).map((e) => [e.key, e.value?.toString()]),
+      [
+        ['a', 'c\u00011'],
+        ['b', 'c\u00012'],
+        ['é', 'c\u00013'],
+        ['b', undefined],
+      ],
+    );
+    assert.equal(blobNumber(blobKey(0xfffffffe)), 0xfffffffe);
+    assert.equal(blobNumber(Buffer.from('\u0000b64:AA==')), 0);
   });
 });
 

@@ -257,6 +257,52 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     assert.equal(lost.length, 0, `${lost.length} of ${expected.length} confirmed ids lost, e.g. ${lost[0]}`);
   });
 
+  it('rebuilds exact answers from blobs after a SIGKILL, and unpacks them for an index too small to hold them', async (t) => {
+    const path = freshPath();
+    // Marks, a removal, a re-add after removal and a confirm that moves a claim: the blobs then hold several
+    // entries (and a tombstone) for some keys, and the killed run leaves no index snapshot.
+    const child = await startChild(
+      path,
+      { wal: true },
+      `
+      const marks = Array.from({ length: 3000 }, (_, i) => ({ id: 'mark-' + i }));
+      for (let i = 0; i < marks.length; i += 1000) await repo.addMany(marks.slice(i, i + 1000), { ttlMs: ${HOUR} });
+      await repo.remove('mark-5');
+      await repo.remove('mark-6');
+      await repo.add('mark-6', { ttlMs: ${HOUR} }, { fingerprint: 'again' });
+      await repo.add('moved', { ttlMs: ${HOUR}, leaseMs: 1000, owner: 'o' });
+      await repo.confirm({ id: 'moved', owner: 'o' }, { ttlMs: ${24 * HOUR} });`,
+    );
+    await kill(child);
+    const marks = ids('mark', 3000);
+    const expectFound = marks.map((id) => id !== 'mark-5');
+    const check = async (repo: RocksdbRepository, when: string) => {
+      assert.deepEqual(await repo.containsMany(marks), expectFound, when);
+      assert.equal((await repo.get('mark-6'))?.fingerprint, 'again', when);
+      assert.equal((await repo.get('moved'))?.state, 'confirmed', when);
+      assert.ok(!(await repo.containsMany(ids('absent', 500))).some(Boolean), when);
+    };
+    const rebuilt = await RocksdbRepository.open({ path });
+    await check(rebuilt, 'after the SIGKILL');
+    await rebuilt.close();
+    // Index off: the blobs are rewritten as records under their own keys.
+    const unpacked = await RocksdbRepository.open({ path, indexMaxMb: 0 });
+    await check(unpacked, 'with the index off');
+    await unpacked.close();
+    // Indexed again, over records under their own keys; new blobs are written beside them.
+    const repo = closeAfter(t, await RocksdbRepository.open({ path }));
+    await check(repo, 'indexed again');
+    assert.equal(await repo.remove('mark-7'), true);
+    assert.equal(await repo.contains('mark-7'), false);
+    assert.equal((await repo.add('mark-5', { ttlMs: HOUR })).added, true);
+    assert.equal((await repo.add('mark-5', { ttlMs: HOUR })).added, false);
+    await repo.close();
+    const last = closeAfter(t, await RocksdbRepository.open({ path }));
+    assert.equal(await last.contains('mark-7'), false);
+    assert.equal(await last.contains('mark-5'), true);
+    assert.equal(await last.contains('mark-8'), true);
+  });
+
   it('stays exact when the key index is full or off', async (t) => {
     // 1 MiB holds 2^17 entries, 3/4 of which may be used: 100k ids overflow it.
     for (const indexMaxMb of [1, 0]) {

@@ -82,7 +82,7 @@ function bindingMissing(error: unknown): ConfigError {
 
 const NO_OPTIONS = {};
 const UTF8_VALUES = { valueEncoding: 'utf8' };
-const KEYS_ONLY = { keys: true, values: false, keyEncoding: 'utf8' };
+const BUFFER_VALUES = { valueEncoding: 'buffer' };
 /**
  * Reads of up to this many keys run synchronously: the round trip through the libuv pool cost more than the
  * read itself for the ~100 duplicates of a batch (bench/repositories/binding-choice.ts). Larger reads stay
@@ -103,6 +103,9 @@ export interface NativeOpenOptions {
   readonly optimize?: 'point-lookup';
   /** RocksDB filter policy string, e.g. `bloomfilter:10:false`; empty for none. */
   readonly filterPolicy?: string;
+  /** With `compaction: 'level'`: memtables of a quarter of this many bytes, up to six (at least two merged per flush). */
+  readonly memtableMemoryBudget?: number;
+  readonly compaction?: 'level';
 }
 
 /** A RocksDB error as thrown by the addon: `code` is e.g. LEVEL_LOCKED or LEVEL_IO_ERROR. */
@@ -164,9 +167,41 @@ export class NativeDb {
     }
   }
 
-  /** Every key, in chunks, for rebuilding the in-memory index. */
-  async *keys(chunk = 16_384): AsyncGenerator<string[]> {
-    const iterator = addon.iterator_init(this.#db, KEYS_ONLY);
+  /** The values stored under `keys` as bytes (undefined where absent), read with one MultiGet. */
+  async getBuffers(keys: readonly Buffer[]): Promise<(Buffer | undefined | null)[]> {
+    if (keys.length <= SYNC_READ_MAX) {
+      return addon.db_get_many_sync(this.#db, keys, BUFFER_VALUES) as (Buffer | undefined | null)[];
+    }
+    this.#busy++;
+    try {
+      return await new Promise((resolve, reject) => {
+        addon.db_get_many(this.#db, keys as unknown as string[], BUFFER_VALUES, (error, values) =>
+          error ? reject(error) : resolve(values as unknown as (Buffer | undefined | null)[]),
+        );
+      });
+    } finally {
+      this.#done();
+    }
+  }
+
+  /**
+   * Every entry in key order (within `range`, when given), keys and values as bytes, in chunks of
+   * `[key, value]` pairs; with `reverse`, from the last. `values: false` leaves the values undefined.
+   */
+  async *entries(
+    options: { gte?: Buffer; lt?: Buffer; reverse?: boolean; limit?: number; values?: boolean } = {},
+    chunk = 1024,
+  ): AsyncGenerator<[Buffer, Buffer | undefined][]> {
+    const iterator = addon.iterator_init(this.#db, {
+      keys: true,
+      values: options.values ?? true,
+      keyEncoding: 'buffer',
+      valueEncoding: 'buffer',
+      ...(options.gte === undefined ? {} : { gte: options.gte }),
+      ...(options.lt === undefined ? {} : { lt: options.lt }),
+      ...(options.reverse ? { reverse: true } : {}),
+      ...(options.limit === undefined ? {} : { limit: options.limit }),
+    });
     this.#busy++;
     try {
       for (;;) {
@@ -176,9 +211,11 @@ export class NativeDb {
               error ? reject(error) : resolve(result),
             ),
         );
-        const keys: string[] = [];
-        for (let i = 0; i < rows.length; i += 2) keys.push(rows[i] as string);
-        if (keys.length > 0) yield keys;
+        const pairs: [Buffer, Buffer | undefined][] = [];
+        for (let i = 0; i < rows.length; i += 2) {
+          pairs.push([rows[i] as Buffer, (rows[i + 1] ?? undefined) as Buffer | undefined]);
+        }
+        if (pairs.length > 0) yield pairs;
         if (finished) return;
       }
     } finally {
@@ -260,6 +297,18 @@ export class NativeBatch {
 
   del(key: string): void {
     addon.batch_del(this.#batch, keyBytes(key), NO_OPTIONS);
+    this.#count++;
+  }
+
+  /** A put whose key is already bytes (a blob's). */
+  putBytes(key: Buffer, value: Buffer): void {
+    addon.batch_put(this.#batch, key, value, NO_OPTIONS);
+    this.#count++;
+  }
+
+  /** A delete whose key is already bytes. */
+  delBytes(key: Buffer): void {
+    addon.batch_del(this.#batch, key, NO_OPTIONS);
     this.#count++;
   }
 

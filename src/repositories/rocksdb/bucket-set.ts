@@ -20,7 +20,6 @@ export class BucketSet {
   #nextDeadline = Number.POSITIVE_INFINITY;
   /** Background deletes of dropped buckets. */
   readonly #dropping = new Set<Promise<void>>();
-  readonly #slotScratch: number[] = [];
 
   constructor(path: string, settings: RocksdbSettings) {
     this.#path = path;
@@ -33,6 +32,9 @@ export class BucketSet {
       cacheSize: settings.blockCacheMb * 1024 * 1024,
       optimize: 'point-lookup',
       filterPolicy: settings.bloomBitsPerKey > 0 ? `bloomfilter:${settings.bloomBitsPerKey}:false` : '',
+      ...(settings.memtableMb !== undefined
+        ? { compaction: 'level' as const, memtableMemoryBudget: settings.memtableMb * 1024 * 1024 }
+        : {}),
     };
   }
 
@@ -46,22 +48,20 @@ export class BucketSet {
     return this.#bySlot[slot];
   }
 
-  /** Adds `position` to the read list of every bucket that may hold the key with this hash. */
-  collectReads(hash: number, position: number, reads: Map<Bucket, number[]>): void {
-    const slots = this.#slotScratch;
-    const n = this.index.lookup(hash, slots);
-    for (let j = 0; j < n; j++) {
-      const bucket = this.#bySlot[slots[j] as number];
-      if (bucket !== undefined) addRead(reads, bucket, position);
-    }
-    for (const bucket of this.#unindexed) addRead(reads, bucket, position);
+  /** Buckets whose keys the index does not all hold: every lookup reads them by key. */
+  get unindexed(): readonly Bucket[] {
+    return this.#unindexed;
   }
 
-  /** Records that the key with this hash is (about to be) written to `bucket`; before the write, never after. */
-  noteKey(hash: number, bucket: Bucket): boolean {
+  /**
+   * Records that the key with this hash is (about to be) written to blob `blob` of `bucket`; before the write,
+   * never after. False when the bucket is not indexed, or the index is full (the bucket is then marked
+   * unindexed): the caller then stores the record under its own key.
+   */
+  noteKey(hash: number, bucket: Bucket, blob: number): boolean {
     if (!bucket.indexed) return false;
-    if (this.index.insert(hash, bucket.slot)) return true;
-    this.#markUnindexed(bucket);
+    if (this.index.insert(hash, bucket.slot, blob)) return true;
+    this.markUnindexed(bucket);
     return false;
   }
 
@@ -103,8 +103,9 @@ export class BucketSet {
     this.#register(bucket);
   }
 
-  /** Marks a bucket whose keys no longer all fit in the index: it is read on every lookup from now on. */
-  #markUnindexed(bucket: Bucket): void {
+  /** Marks a bucket whose keys the index does not all hold: it is read on every lookup from now on. */
+  markUnindexed(bucket: Bucket): void {
+    if (!bucket.indexed) return;
     bucket.indexed = false;
     this.#unindexed.push(bucket);
   }
@@ -167,10 +168,4 @@ export class BucketSet {
     for (let slot = 1; slot <= MAX_SLOT; slot++) if (this.#bySlot[slot] === undefined) return slot;
     return 0;
   }
-}
-
-function addRead(reads: Map<Bucket, number[]>, bucket: Bucket, position: number): void {
-  const positions = reads.get(bucket);
-  if (positions === undefined) reads.set(bucket, [position]);
-  else if (positions[positions.length - 1] !== position) positions.push(position);
 }

@@ -61,6 +61,8 @@ export class Bucket {
   slot = 0;
   /** False when the key index does not hold all of this bucket's keys: every lookup must then read it. */
   indexed = false;
+  /** The highest blob number written (or being written) to this bucket; the next blob is one more. */
+  lastBlob = 0;
 
   private constructor(
     readonly deadline: number,

@@ -1,6 +1,6 @@
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { endianness } from 'node:os';
-import type { KeyIndex } from './key-index.js';
+import type { IndexSegmentData, KeyIndex } from './key-index.js';
 
 /** What a snapshot remembers about each bucket, to tell whether the bucket changed since. */
 export interface SnapshotBucket {
@@ -11,20 +11,20 @@ export interface SnapshotBucket {
   /** RocksDB's last sequence number: any later write moves it. */
   readonly sequence: number;
   readonly indexed: boolean;
+  /** The highest blob number written to the bucket. */
+  readonly lastBlob: number;
 }
 
 /** A snapshot read back from disk. */
 export interface IndexSnapshot {
   readonly buckets: readonly SnapshotBucket[];
-  readonly hashes: Uint32Array;
-  readonly slots: Uint16Array;
-  readonly live: number;
-  readonly used: number;
+  readonly segments: IndexSegmentData[];
 }
 
 /** Name of the snapshot file in the store directory. */
 export const INDEX_FILE = 'index.bin';
-const MAGIC = 'IDX1';
+// IDX1 (one table of 6-byte entries, no blob numbers) is not read: such a store is rescanned once.
+const MAGIC = 'IDX3';
 // The arrays are written in native byte order; a snapshot from another byte order is simply not used.
 const ORDER = endianness();
 
@@ -38,8 +38,9 @@ export async function writeIndexFile(
   index: KeyIndex,
   buckets: readonly SnapshotBucket[],
 ): Promise<void> {
-  const { hashes, slots, live, used } = index.snapshot();
-  const header = Buffer.from(JSON.stringify({ order: ORDER, capacity: hashes.length, live, used, buckets }));
+  const segments = index.snapshot();
+  const shape = segments.map(({ hashes, live, used }) => ({ capacity: hashes.length, live, used }));
+  const header = Buffer.from(JSON.stringify({ order: ORDER, segments: shape, buckets }));
   const prefix = Buffer.alloc(8 + header.length + ((4 - (header.length % 4)) % 4));
   prefix.write(MAGIC, 0, 'latin1');
   prefix.writeUInt32LE(header.length, 4);
@@ -48,8 +49,10 @@ export async function writeIndexFile(
   const handle = await open(temp, 'w');
   try {
     await handle.write(prefix);
-    await handle.write(Buffer.from(hashes.buffer, hashes.byteOffset, hashes.byteLength));
-    await handle.write(Buffer.from(slots.buffer, slots.byteOffset, slots.byteLength));
+    for (const { hashes, locations } of segments) {
+      await handle.write(Buffer.from(hashes.buffer, hashes.byteOffset, hashes.byteLength));
+      await handle.write(Buffer.from(locations.buffer, locations.byteOffset, locations.byteLength));
+    }
   } finally {
     await handle.close();
   }
@@ -69,18 +72,22 @@ export async function readIndexFile(file: string): Promise<IndexSnapshot | undef
     const headerLength = data.readUInt32LE(4);
     const header = JSON.parse(data.toString('utf8', 8, 8 + headerLength)) as {
       order: string;
-      capacity: number;
-      live: number;
-      used: number;
+      segments: { capacity: number; live: number; used: number }[];
       buckets: SnapshotBucket[];
     };
-    const start = 8 + headerLength + ((4 - (headerLength % 4)) % 4);
-    const capacity = header.capacity;
-    if (header.order !== ORDER || data.length !== start + capacity * 6) return undefined;
-    const at = data.byteOffset + start;
-    const hashes = new Uint32Array(data.buffer.slice(at, at + capacity * 4));
-    const slots = new Uint16Array(data.buffer.slice(at + capacity * 4, at + capacity * 6));
-    return { buckets: header.buckets, hashes, slots, live: header.live, used: header.used };
+    if (header.order !== ORDER) return undefined;
+    let at = 8 + headerLength + ((4 - (headerLength % 4)) % 4);
+    const segments: IndexSegmentData[] = [];
+    for (const { capacity, live, used } of header.segments) {
+      const start = data.byteOffset + at;
+      if (at + capacity * 8 > data.length) return undefined;
+      const hashes = new Uint32Array(data.buffer.slice(start, start + capacity * 4));
+      const locations = new Uint32Array(data.buffer.slice(start + capacity * 4, start + capacity * 8));
+      segments.push({ hashes, locations, live, used });
+      at += capacity * 8;
+    }
+    if (at !== data.length) return undefined;
+    return { buckets: header.buckets, segments };
   } catch {
     return undefined;
   }

@@ -1,13 +1,18 @@
-/** Slot value of a never-used entry; a probe stops here. */
+/** Location value of a never-used entry; a probe stops here (slot 0 names no bucket, so no entry is 0). */
 const EMPTY = 0;
-/** Slot value of an entry whose bucket was dropped: probes walk past it, inserts reuse it. */
-const TOMBSTONE = 0xffff;
+/** Location value of an entry that was removed: probes walk past it, inserts reuse it. */
+const TOMBSTONE = 0xffffffff;
+const BLOB_BITS = 20;
 /** Highest bucket slot an entry can name; slots 1..MAX_SLOT identify live buckets. */
-export const MAX_SLOT = 0xfffe;
-/** A 32-bit hash plus a 16-bit bucket slot. */
-export const BYTES_PER_ENTRY = 6;
-const MIN_CAPACITY = 1 << 12;
-/** Rehash once live entries plus tombstones pass this share of the table (linear probing stays short). */
+export const MAX_SLOT = 0xffe;
+/** Highest blob number an entry can name; a bucket that needs more stores further records under their keys. */
+export const MAX_BLOB = 0xfffff;
+/** A 32-bit hash and a 32-bit location: bucket slot (12 bits) and blob number (20 bits, 0: under its own key). */
+export const BYTES_PER_ENTRY = 8;
+/** Tables, picked by the top bits of the hash, each grown on its own: growing one holds 1/16 more, not 3/2. */
+const SEGMENTS = 16;
+const MIN_SEGMENT = 1 << 8;
+/** Rehash once live entries plus tombstones pass this share of a table (linear probing stays short). */
 const MAX_LOAD = 0.75;
 
 /**
@@ -25,165 +30,207 @@ export function hashKey(key: string): number {
   return h >>> 0;
 }
 
+function location(slot: number, blob: number): number {
+  return (slot * (1 << BLOB_BITS) + blob) >>> 0;
+}
+
+/** One open-addressing table of (hash, location) pairs. */
+class Segment {
+  hashes: Uint32Array;
+  locations: Uint32Array;
+  mask: number;
+  /** Entries naming a place. */
+  live = 0;
+  /** Live entries plus tombstones. */
+  used = 0;
+
+  constructor(capacity: number) {
+    this.hashes = new Uint32Array(capacity);
+    this.locations = new Uint32Array(capacity);
+    this.mask = capacity - 1;
+  }
+
+  rehash(capacity: number): void {
+    const oldHashes = this.hashes;
+    const oldLocations = this.locations;
+    const hashes = new Uint32Array(capacity);
+    const locations = new Uint32Array(capacity);
+    const mask = capacity - 1;
+    for (let i = 0; i < oldLocations.length; i++) {
+      const at = oldLocations[i] as number;
+      if (at === EMPTY || at === TOMBSTONE) continue;
+      const hash = oldHashes[i] as number;
+      let p = hash & mask;
+      while (locations[p] !== EMPTY) p = (p + 1) & mask;
+      hashes[p] = hash;
+      locations[p] = at;
+    }
+    this.hashes = hashes;
+    this.locations = locations;
+    this.mask = mask;
+    this.used = this.live;
+  }
+}
+
+/** What a snapshot holds of the index: each segment's arrays and counters. */
+export interface IndexSegmentData {
+  readonly hashes: Uint32Array;
+  readonly locations: Uint32Array;
+  readonly live: number;
+  readonly used: number;
+}
+
 /**
- * In-memory map from key hash to the buckets that may hold the key: an open-addressing table of
- * (32-bit hash, bucket slot) pairs, 6 bytes each. It answers "definitely absent" for a new id without touching
- * RocksDB, and names the one bucket to read for a duplicate.
+ * In-memory map from key hash to where the key may be stored: open-addressing tables of (32-bit hash,
+ * bucket slot + blob number) entries, 8 bytes each. It answers "definitely absent" for a new id without
+ * touching RocksDB, and names the blob (or, for blob 0, the record under its own key) to read for a duplicate.
  *
- * It can err only one way. Two keys with equal hashes share an entry, so a lookup can name a bucket that turns
- * out not to hold the key (about n / 2^32 of new ids: a wasted read). It never omits a bucket that holds the key:
- * entries are added before the write and only removed when their whole bucket is dropped. When the table
- * cannot grow within its memory cap, `insert` returns false and the caller reads that bucket for every lookup.
+ * It can err only one way. Two keys with equal hashes can both match a lookup, so it can name a blob that turns
+ * out not to hold the key (about n / 2^32 of new ids: a wasted read, and the blob's keys settle it). It never
+ * omits a place that holds the key's newest copy: entries are added before the write and removed only when
+ * their whole bucket is dropped. When the tables cannot grow within the
+ * memory cap, `insert` returns false and the caller stores the key where a lookup reads it without the index.
  */
 export class KeyIndex {
-  #hashes: Uint32Array;
-  #slots: Uint16Array;
-  #mask: number;
-  /** Entries naming a live bucket. */
-  #live = 0;
-  /** Live entries plus tombstones. */
-  #used = 0;
-  readonly #maxCapacity: number;
+  #segments: Segment[];
+  /** Largest table of one segment. */
+  readonly #maxSegment: number;
 
-  /** An index of at most `maxBytes`; below one minimal table it is disabled and stores nothing. */
+  /** An index of at most `maxBytes`; below one minimal table per segment it is disabled and stores nothing. */
   constructor(maxBytes: number) {
     let max = 0;
-    for (let c = MIN_CAPACITY; c * BYTES_PER_ENTRY <= maxBytes; c *= 2) max = c;
-    this.#maxCapacity = max;
-    const capacity = max === 0 ? 0 : MIN_CAPACITY;
-    this.#hashes = new Uint32Array(capacity);
-    this.#slots = new Uint16Array(capacity);
-    this.#mask = capacity - 1;
+    for (let c = MIN_SEGMENT; c * BYTES_PER_ENTRY * SEGMENTS <= maxBytes; c *= 2) max = c;
+    this.#maxSegment = max;
+    this.#segments = max === 0 ? [] : Array.from({ length: SEGMENTS }, () => new Segment(MIN_SEGMENT));
   }
 
   /** False when the memory cap is too small for any table: every lookup must then read RocksDB. */
   get enabled(): boolean {
-    return this.#maxCapacity > 0;
+    return this.#maxSegment > 0;
   }
 
-  /** Entries naming a live bucket. */
+  /** Entries naming a place. */
   get size(): number {
-    return this.#live;
+    let live = 0;
+    for (const segment of this.#segments) live += segment.live;
+    return live;
   }
 
-  /** Bytes held by the table. */
+  /** Bytes held by the tables. */
   get bytes(): number {
-    return this.#hashes.length * BYTES_PER_ENTRY;
+    let bytes = 0;
+    for (const segment of this.#segments) bytes += segment.hashes.length * BYTES_PER_ENTRY;
+    return bytes;
   }
 
-  /** Records that the key with this hash may be in bucket `slot`. False when the table is full. */
-  insert(hash: number, slot: number): boolean {
-    if (this.#maxCapacity === 0) return false;
-    if (this.#used + 1 > this.#hashes.length * MAX_LOAD && !this.#makeRoom()) return false;
-    const hashes = this.#hashes;
-    const slots = this.#slots;
-    const mask = this.#mask;
+  /** Records that the key with this hash may be in blob `blob` of bucket `slot`. False when the table is full. */
+  insert(hash: number, slot: number, blob: number): boolean {
+    if (this.#maxSegment === 0 || slot < 1 || slot > MAX_SLOT || blob > MAX_BLOB) return false;
+    const segment = this.#segments[hash >>> 28] as Segment;
+    if (segment.used + 1 > segment.hashes.length * MAX_LOAD && !this.#makeRoom(segment)) return false;
+    const at = location(slot, blob);
+    const { hashes, locations, mask } = segment;
     let p = hash & mask;
     let reuse = -1;
-    for (let s = slots[p] as number; s !== EMPTY; s = slots[p] as number) {
-      if (s === TOMBSTONE) {
+    for (let l = locations[p] as number; l !== EMPTY; l = locations[p] as number) {
+      if (l === TOMBSTONE) {
         if (reuse < 0) reuse = p;
-      } else if (s === slot && hashes[p] === hash) {
+      } else if (l === at && hashes[p] === hash) {
         return true;
       }
       p = (p + 1) & mask;
     }
     if (reuse < 0) {
       reuse = p;
-      this.#used++;
+      segment.used++;
     }
     hashes[reuse] = hash;
-    slots[reuse] = slot;
-    this.#live++;
+    locations[reuse] = at;
+    segment.live++;
     return true;
   }
 
-  /** Writes the slots of the buckets that may hold the key into `out`, returns how many. */
-  lookup(hash: number, out: number[]): number {
-    const hashes = this.#hashes;
-    const slots = this.#slots;
-    const mask = this.#mask;
+  /**
+   * Writes the (slot, blob) pairs of the places that may hold the key into `slotsOut` and `blobsOut`, returns
+   * how many. A hit is usually the only one; the arrays are the caller's scratch space.
+   */
+  lookup(hash: number, slotsOut: number[], blobsOut: number[]): number {
+    if (this.#maxSegment === 0) return 0;
+    const { hashes, locations, mask } = this.#segments[hash >>> 28] as Segment;
     let n = 0;
-    if (mask < 0) return 0;
     for (
-      let p = hash & mask, s = slots[p] as number;
-      s !== EMPTY;
-      p = (p + 1) & mask, s = slots[p] as number
+      let p = hash & mask, l = locations[p] as number;
+      l !== EMPTY;
+      p = (p + 1) & mask, l = locations[p] as number
     ) {
-      if (s !== TOMBSTONE && hashes[p] === hash) out[n++] = s;
+      if (l !== TOMBSTONE && hashes[p] === hash) {
+        slotsOut[n] = l >>> BLOB_BITS;
+        blobsOut[n++] = l & MAX_BLOB;
+      }
     }
     return n;
   }
 
-  /** Forgets every entry of a dropped bucket, so its slot can be reused. One pass over the table. */
+  /** Forgets every entry of a dropped bucket, so its slot can be reused. One pass over the tables. */
   removeSlot(slot: number): void {
-    const slots = this.#slots;
-    let removed = 0;
-    for (let p = 0; p < slots.length; p++) {
-      if (slots[p] === slot) {
-        slots[p] = TOMBSTONE;
-        removed++;
+    for (const segment of this.#segments) {
+      const locations = segment.locations;
+      let removed = 0;
+      for (let p = 0; p < locations.length; p++) {
+        const l = locations[p] as number;
+        if (l !== EMPTY && l !== TOMBSTONE && l >>> BLOB_BITS === slot) {
+          locations[p] = TOMBSTONE;
+          removed++;
+        }
       }
+      segment.live -= removed;
     }
-    this.#live -= removed;
   }
 
   /** Drops every entry. */
   clear(): void {
-    this.#slots.fill(EMPTY);
-    this.#live = 0;
-    this.#used = 0;
+    for (const segment of this.#segments) {
+      segment.locations.fill(EMPTY);
+      segment.live = 0;
+      segment.used = 0;
+    }
   }
 
-  /** The table's arrays and counters, for the snapshot written on close. */
-  snapshot(): { hashes: Uint32Array; slots: Uint16Array; live: number; used: number } {
-    return { hashes: this.#hashes, slots: this.#slots, live: this.#live, used: this.#used };
+  /** The tables and their counters, for the snapshot written on close. */
+  snapshot(): IndexSegmentData[] {
+    return this.#segments.map(({ hashes, locations, live, used }) => ({ hashes, locations, live, used }));
   }
 
   /** Adopts a snapshot; false (and nothing changed) when it does not fit this index's cap. */
-  restore(hashes: Uint32Array, slots: Uint16Array, live: number, used: number): boolean {
-    const capacity = hashes.length;
-    if (capacity > this.#maxCapacity || capacity !== slots.length || (capacity & (capacity - 1)) !== 0) {
-      return false;
+  restore(data: readonly IndexSegmentData[]): boolean {
+    if (data.length !== SEGMENTS || this.#maxSegment === 0) return false;
+    for (const { hashes, locations } of data) {
+      const capacity = hashes.length;
+      if (capacity > this.#maxSegment || capacity !== locations.length || (capacity & (capacity - 1)) !== 0) {
+        return false;
+      }
     }
-    this.#hashes = hashes;
-    this.#slots = slots;
-    this.#mask = capacity - 1;
-    this.#live = live;
-    this.#used = used;
+    this.#segments = data.map((d) => {
+      const segment = new Segment(0);
+      segment.hashes = d.hashes;
+      segment.locations = d.locations;
+      segment.mask = d.hashes.length - 1;
+      segment.live = d.live;
+      segment.used = d.used;
+      return segment;
+    });
     return true;
   }
 
-  /** Rehashes without tombstones, doubling when more than half the table is live. False at the cap. */
-  #makeRoom(): boolean {
-    const capacity = this.#hashes.length;
-    let next = this.#live + 1 > capacity / 2 ? capacity * 2 : capacity;
-    if (next > this.#maxCapacity) {
-      if (this.#live + 1 > capacity * MAX_LOAD || this.#used === this.#live) return false;
+  /** Rehashes a table without tombstones, doubling when more than half of it is live. False at the cap. */
+  #makeRoom(segment: Segment): boolean {
+    const capacity = segment.hashes.length;
+    let next = segment.live + 1 > capacity / 2 ? capacity * 2 : capacity;
+    if (next > this.#maxSegment) {
+      if (segment.live + 1 > capacity * MAX_LOAD || segment.used === segment.live) return false;
       next = capacity;
     }
-    this.#rehash(next);
+    segment.rehash(next);
     return true;
-  }
-
-  #rehash(capacity: number): void {
-    const oldHashes = this.#hashes;
-    const oldSlots = this.#slots;
-    const hashes = new Uint32Array(capacity);
-    const slots = new Uint16Array(capacity);
-    const mask = capacity - 1;
-    for (let i = 0; i < oldSlots.length; i++) {
-      const s = oldSlots[i] as number;
-      if (s === EMPTY || s === TOMBSTONE) continue;
-      const hash = oldHashes[i] as number;
-      let p = hash & mask;
-      while (slots[p] !== EMPTY) p = (p + 1) & mask;
-      hashes[p] = hash;
-      slots[p] = s;
-    }
-    this.#hashes = hashes;
-    this.#slots = slots;
-    this.#mask = mask;
-    this.#used = this.#live;
   }
 }

@@ -31,6 +31,12 @@ export const rocksdbOptionsSchema = z
     bloomBitsPerKey: z.number().int().min(0).max(64).default(rocksdbDefaults.bloomBitsPerKey),
     blockCacheMb: z.number().int().min(0).max(4095).default(rocksdbDefaults.blockCacheMb),
     indexMaxMb: z.number().int().min(0).default(rocksdbDefaults.indexMaxMb),
+    /**
+     * RocksDB memtable budget per bucket written to, in MiB: memtables of a quarter of it (RocksDB's "level"
+     * preset; ~3/4 of it in use, at most 3/2). Unset: RocksDB's own 64 MiB memtables, two at most.
+     * `idem dedup` sets 32 unless the config does.
+     */
+    memtableMb: z.number().int().min(1).max(4096).optional(),
   })
   .strict();
 

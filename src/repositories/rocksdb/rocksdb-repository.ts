@@ -4,13 +4,14 @@ import { MAX_ID_BYTES } from '../ids.js';
 import { confirmedRecord, decodeRecord, forgetAt, isLive, newRecord, storeLifetimeMs } from '../record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
 import { errorMessage, loadRocksdbBinding } from './binding.js';
+import { blobKey, findInBlob } from './blob.js';
 import { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
 import { loadBuckets, removeIndex, saveIndex } from './startup.js';
 import { openStoreDirectory, type StoreDirectory } from './store-directory.js';
-import { type Located, WriteBuffer } from './write-buffer.js';
+import { type Located, type Pending, WriteBuffer } from './write-buffer.js';
 
 /** Diagnostics of an open store. */
 export interface RocksdbStats {
@@ -49,13 +50,16 @@ export class RocksdbRepository extends BaseRepository {
   readonly #buckets: BucketSet;
   readonly #buffer: WriteBuffer;
   #tail: Promise<unknown> = Promise.resolve();
+  /** Scratch space of index lookups. */
+  readonly #slotScratch: number[] = [];
+  readonly #blobScratch: number[] = [];
 
   private constructor(directory: StoreDirectory, buckets: BucketSet, wal: boolean, clock?: () => number) {
     super({ clock });
     this.path = directory.path;
     this.#directory = directory;
     this.#buckets = buckets;
-    this.#buffer = new WriteBuffer(wal, (flush) => this.#serial(async () => flush()));
+    this.#buffer = new WriteBuffer(wal, buckets, (flush) => this.#serial(async () => flush()));
   }
 
   /**
@@ -115,10 +119,15 @@ export class RocksdbRepository extends BaseRepository {
       const hashes = new Uint32Array(keys.length);
       const found = await this.#locate(keys, hashes, now);
       const results = new Array<AddResult>(entries.length);
+      // Durable records with nothing buffered are written at once, without a trip through the buffer's map.
+      const direct = this.#buffer.direct && options.leaseMs === undefined;
+      const directKeys: string[] = [];
+      const directChanges: Pending[] = [];
       let bucket: Bucket | undefined;
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i] as KeyedEntry;
-        const existing = found[i]?.[0];
+        const copies = found[i];
+        const existing = copies?.[0];
         if (existing !== undefined && isLive(existing.record, now)) {
           results[i] = { added: false, existing: existing.record };
           continue;
@@ -126,10 +135,20 @@ export class RocksdbRepository extends BaseRepository {
         const record = newRecord(entry.key, entry, options, now);
         // Every new record of one call has the same times, hence the same bucket.
         bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now, options.minLifetimeMs), wall);
-        this.#put(entry.key, hashes[i] as number, record, bucket, found[i]);
+        const hash = hashes[i] as number;
+        if (direct) {
+          directKeys.push(entry.key);
+          directChanges.push({ hash, record, bucket, copies: copies ?? NO_COPIES });
+        } else {
+          this.#buffer.put(entry.key, hash, record, bucket, copies);
+        }
         results[i] = { added: true, record };
       }
-      this.#buffer.afterWrite();
+      if (direct) {
+        if (directKeys.length > 0) this.#buffer.writeNow(directKeys, directChanges);
+      } else {
+        this.#buffer.afterWrite();
+      }
       return results;
     });
   }
@@ -162,8 +181,8 @@ export class RocksdbRepository extends BaseRepository {
         }
         const record = confirmedRecord(current, ttlMs, now, result);
         bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
-        this.#put(key, state.hash, record, bucket, state.copies);
-        state.copies = [{ record, bucket }];
+        this.#buffer.put(key, state.hash, record, bucket, state.copies);
+        state.copies = [{ record, bucket, blob: -1 }];
         results.push(true);
       }
       this.#buffer.afterWrite();
@@ -173,11 +192,12 @@ export class RocksdbRepository extends BaseRepository {
 
   protected doRemove(key: string, owner: string | undefined, now: number): Promise<boolean> {
     return this.#serial(async () => {
-      const [copies] = await this.#locate([key], new Uint32Array(1), now);
+      const hashes = new Uint32Array(1);
+      const [copies] = await this.#locate([key], hashes, now);
       const current = copies?.[0]?.record;
       if (current === undefined) return false;
       if (owner !== undefined && (current.state !== 'in-flight' || current.owner !== owner)) return false;
-      this.#buffer.delete(key, copies as Located[]);
+      this.#buffer.delete(key, hashes[0] as number, copies as Located[]);
       this.#buffer.afterWrite();
       return true;
     });
@@ -227,8 +247,8 @@ export class RocksdbRepository extends BaseRepository {
 
   /**
    * Every stored copy of each key (live or not), best first: live before dead, confirmed before in-flight,
-   * later retention first. Two copies exist only after a crash between writing a moved record and deleting
-   * its old copy. Fills `hashes` with each key's hash.
+   * later retention first. Each bucket gives at most its newest copy; two buckets hold one only after a crash
+   * between writing a moved record and hiding its old copy. Fills `hashes` with each key's hash.
    */
   async #locate(
     keys: readonly string[],
@@ -236,7 +256,12 @@ export class RocksdbRepository extends BaseRepository {
     now: number,
   ): Promise<(Located[] | undefined)[]> {
     const found = new Array<Located[] | undefined>(keys.length).fill(undefined);
-    const reads = new Map<Bucket, number[]>();
+    const buckets = this.#buckets;
+    const index = buckets.index;
+    const unindexed = buckets.unindexed;
+    const slots = this.#slotScratch;
+    const blobs = this.#blobScratch;
+    let reads: ReadPlan | undefined;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i] as string;
       const hash = hashKey(key);
@@ -245,7 +270,7 @@ export class RocksdbRepository extends BaseRepository {
       if (buffered !== undefined) {
         // Not yet written, and newer than anything on disk.
         if (buffered.record !== undefined && buffered.bucket !== undefined) {
-          found[i] = [{ record: buffered.record, bucket: buffered.bucket }];
+          found[i] = [{ record: buffered.record, bucket: buffered.bucket, blob: -1 }];
         }
         continue;
       }
@@ -255,39 +280,20 @@ export class RocksdbRepository extends BaseRepository {
         found[i] = [claim];
         continue;
       }
-      this.#buckets.collectReads(hash, i, reads);
+      const n = index.lookup(hash, slots, blobs);
+      if (n === 0 && unindexed.length === 0) continue;
+      reads ??= new ReadPlan();
+      for (let j = 0; j < n; j++) {
+        const bucket = buckets.bySlot(slots[j] as number);
+        // A bucket that is not indexed is read under the key below anyway.
+        if (bucket !== undefined && (blobs[j] !== 0 || bucket.indexed))
+          reads.want(i, bucket, blobs[j] as number);
+      }
+      for (const bucket of unindexed) reads.want(i, bucket, 0);
     }
-    if (reads.size === 0) return found;
-    await Promise.all(
-      [...reads].map(async ([bucket, positions]) => {
-        const values = await bucket.db.getMany(positions.map((i) => keys[i] as string));
-        for (let j = 0; j < positions.length; j++) {
-          const value = values[j];
-          if (value === undefined) continue;
-          if (value === null) throw new RepositoryError(`rocksdb read of ${bucket.db.location} was aborted`);
-          const i = positions[j] as number;
-          const copy = { record: decodeRecord(keys[i] as string, value), bucket };
-          const copies = found[i];
-          if (copies === undefined) found[i] = [copy];
-          else copies.push(copy);
-        }
-      }),
-    );
+    if (reads !== undefined) await reads.run(keys, hashes, found);
     for (const copies of found) if (copies !== undefined && copies.length > 1) sortBestFirst(copies, now);
     return found;
-  }
-
-  /** Buffers `record` as the key's newest state, in `bucket`; older copies elsewhere are deleted. */
-  #put(
-    key: string,
-    hash: number,
-    record: IdempotencyRecord,
-    bucket: Bucket,
-    copies: Located[] | undefined,
-  ): void {
-    this.#buffer.put(key, record, bucket, copies);
-    // Indexed before it is written, so a lookup can never miss it.
-    this.#buckets.noteKey(hash, bucket);
   }
 
   async #closeDatabases(): Promise<void> {
@@ -307,3 +313,98 @@ function rank(record: IdempotencyRecord, now: number): number {
 function sortBestFirst(copies: Located[], now: number): void {
   copies.sort((a, b) => rank(b.record, now) - rank(a.record, now) || forgetAt(b.record) - forgetAt(a.record));
 }
+
+const NO_COPIES: readonly Located[] = [];
+
+/** One RocksDB read: a blob (number > 0) or a record under its own key (0) of a bucket. */
+interface Want {
+  readonly position: number;
+  readonly bucket: Bucket;
+  readonly blob: number;
+  /** Index of the key in its bucket's read. */
+  readonly slot: number;
+}
+
+/** The reads one lookup needs, one MultiGet per bucket, each blob read once however many keys want it. */
+class ReadPlan {
+  readonly #wants: Want[] = [];
+  readonly #byBucket = new Map<Bucket, { keys: Buffer[]; blobs: Map<number, number> }>();
+
+  want(position: number, bucket: Bucket, blob: number): void {
+    let read = this.#byBucket.get(bucket);
+    if (read === undefined) {
+      read = { keys: [], blobs: new Map() };
+      this.#byBucket.set(bucket, read);
+    }
+    let slot = blob > 0 ? read.blobs.get(blob) : undefined;
+    if (slot === undefined) {
+      slot = read.keys.length;
+      // A key read's bytes are filled in by `run`, which has the key.
+      read.keys.push(blob > 0 ? blobKey(blob) : EMPTY_KEY);
+      if (blob > 0) read.blobs.set(blob, slot);
+    }
+    this.#wants.push({ position, bucket, blob, slot });
+  }
+
+  /** Reads everything wanted and adds each bucket's newest copy of each key to `found`. */
+  async run(keys: readonly string[], hashes: Uint32Array, found: (Located[] | undefined)[]): Promise<void> {
+    const wants = this.#wants;
+    const keyBytes = new Map<number, Buffer>();
+    const bytesOf = (position: number) => {
+      let bytes = keyBytes.get(position);
+      if (bytes === undefined) {
+        bytes = Buffer.from(keys[position] as string, 'utf8');
+        keyBytes.set(position, bytes);
+      }
+      return bytes;
+    };
+    for (const want of wants) {
+      if (want.blob === 0)
+        (this.#byBucket.get(want.bucket) as { keys: Buffer[] }).keys[want.slot] = bytesOf(want.position);
+    }
+    const values = new Map<Bucket, (Buffer | undefined | null)[]>();
+    await Promise.all(
+      [...this.#byBucket].map(async ([bucket, read]) => {
+        const got = await bucket.db.getBuffers(read.keys);
+        if (got.some((v) => v === null)) {
+          throw new RepositoryError(`rocksdb read of ${bucket.db.location} was aborted`);
+        }
+        values.set(bucket, got);
+      }),
+    );
+    // Wants come grouped by position; within a bucket, a record under the key beats any blob, and a later
+    // blob an earlier one.
+    let w = 0;
+    while (w < wants.length) {
+      const position = (wants[w] as Want).position;
+      const key = keys[position] as string;
+      const hash = hashes[position] as number;
+      const newest = new Map<Bucket, { rank: number; text: string | undefined; blob: number }>();
+      for (; w < wants.length && (wants[w] as Want).position === position; w++) {
+        const want = wants[w] as Want;
+        const value = (values.get(want.bucket) as (Buffer | undefined)[])[want.slot];
+        if (value === undefined) continue;
+        let text: string | undefined;
+        if (want.blob === 0) {
+          text = value.length === 0 ? undefined : value.toString('utf8');
+        } else {
+          const entry = findInBlob(value, hash, bytesOf(position));
+          if (entry === undefined) continue;
+          text = 'value' in entry ? entry.value : undefined;
+        }
+        const rank = want.blob === 0 ? Number.POSITIVE_INFINITY : want.blob;
+        const best = newest.get(want.bucket);
+        if (best === undefined || rank > best.rank) newest.set(want.bucket, { rank, text, blob: want.blob });
+      }
+      for (const [bucket, copy] of newest) {
+        if (copy.text === undefined) continue; // deleted in this bucket
+        const located = { record: decodeRecord(key, copy.text), bucket, blob: copy.blob };
+        const copies = found[position];
+        if (copies === undefined) found[position] = [located];
+        else copies.push(located);
+      }
+    }
+  }
+}
+
+const EMPTY_KEY = Buffer.alloc(0);

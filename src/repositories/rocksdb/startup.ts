@@ -1,5 +1,6 @@
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { BLOB_KEYS_FROM, BLOB_KEYS_TO, blobEntries, blobHashes, blobKey, blobNumber } from './blob.js';
 import type { BucketSet } from './bucket-set.js';
 import { type Bucket, isTrashDir, parseBucketDir, removeDir } from './buckets.js';
 import {
@@ -34,14 +35,14 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
 
   const index = buckets.index;
   const snapshot = index.enabled ? await readIndexFile(join(path, INDEX_FILE)) : undefined;
-  const restored =
-    snapshot !== undefined && index.restore(snapshot.hashes, snapshot.slots, snapshot.live, snapshot.used);
+  const restored = snapshot !== undefined && index.restore(snapshot.segments);
   const known = new Map<string, SnapshotBucket>(restored ? snapshot.buckets.map((b) => [b.name, b]) : []);
   const rescan: Bucket[] = [];
   for (const bucket of found) {
     const saved = known.get(bucket.name);
     if (saved && saved.identity === bucket.db.identity && saved.sequence === bucket.db.sequence) {
       buckets.restore(bucket, saved.slot, saved.indexed);
+      bucket.lastBlob = saved.lastBlob;
     } else {
       rescan.push(bucket);
     }
@@ -52,15 +53,74 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
   }
   for (const bucket of rescan) {
     buckets.add(bucket);
-    if (bucket.indexed) await scan(buckets, bucket);
+    await scan(buckets, bucket);
   }
 }
 
-/** Indexes every key of the bucket; if the index fills up, the bucket is read on every lookup instead. */
+/**
+ * Indexes every key of the bucket: each blob's key hashes, and records stored under their own key (blob 0).
+ * A bucket holding both kinds, or a tombstone under a key, was not indexed when it was written (the index was
+ * full): it stays so, read under the key on every lookup. Blobs the index cannot hold are rewritten as records
+ * under their keys (`unpack`), so that lookup finds them.
+ */
 async function scan(buckets: BucketSet, bucket: Bucket): Promise<void> {
-  for await (const keys of bucket.db.keys()) {
-    for (const key of keys) if (!buckets.noteKey(hashKey(key), bucket)) return;
+  let blobs = false;
+  let singles = false;
+  let tombstone = false;
+  let overflow = !bucket.indexed;
+  for await (const entries of bucket.db.entries()) {
+    for (const [key, value] of entries) {
+      const blob = blobNumber(key);
+      if (blob > 0) {
+        blobs = true;
+        bucket.lastBlob = Math.max(bucket.lastBlob, blob);
+        if (overflow) continue;
+        for (const hash of blobHashes(value as Buffer)) {
+          if (!buckets.noteKey(hash, bucket, blob)) {
+            overflow = true;
+            break;
+          }
+        }
+      } else {
+        singles = true;
+        if (value === undefined || value.length === 0) tombstone = true;
+        if (bucket.indexed) buckets.noteKey(hashKey(key.toString('utf8')), bucket, 0);
+      }
+    }
   }
+  if ((blobs && singles) || tombstone) buckets.markUnindexed(bucket);
+  if (blobs && overflow) await unpack(buckets, bucket);
+}
+
+/**
+ * Rewrites every blob of a bucket as records under their own keys, in one atomic write, and forgets the
+ * bucket's index entries: the slower exact fallback when the index cannot hold the bucket. A record already
+ * under its key is newer than any blob copy (it was written once the bucket was no longer indexed) and stays.
+ */
+async function unpack(buckets: BucketSet, bucket: Bucket): Promise<void> {
+  buckets.markUnindexed(bucket);
+  if (bucket.slot !== 0) buckets.index.removeSlot(bucket.slot);
+  const latest = new Map<string, Buffer | undefined>();
+  const numbers: number[] = [];
+  for await (const entries of bucket.db.entries({ gte: BLOB_KEYS_FROM, lt: BLOB_KEYS_TO })) {
+    for (const [key, value] of entries) {
+      numbers.push(blobNumber(key));
+      for (const entry of blobEntries(value as Buffer)) latest.set(entry.key, entry.value);
+    }
+  }
+  const keys = [...latest.keys()];
+  const batch = bucket.db.batch();
+  for (let i = 0; i < keys.length; i += 1024) {
+    const chunk = keys.slice(i, i + 1024);
+    const present = await bucket.db.getBuffers(chunk.map((k) => Buffer.from(k, 'utf8')));
+    for (let j = 0; j < chunk.length; j++) {
+      const value = latest.get(chunk[j] as string);
+      // A deleted key needs nothing once the blobs that held it are gone.
+      if (present[j] === undefined && value !== undefined) batch.put(chunk[j] as string, value);
+    }
+  }
+  for (const n of numbers) batch.delBytes(blobKey(n));
+  batch.write();
 }
 
 /** Writes the key index snapshot that the next `loadBuckets` starts from (on a graceful close). */
@@ -71,6 +131,7 @@ export async function saveIndex(buckets: BucketSet, path: string): Promise<void>
     identity: b.db.identity,
     sequence: b.db.sequence,
     indexed: b.indexed,
+    lastBlob: b.lastBlob,
   }));
   await writeIndexFile(join(path, INDEX_FILE), buckets.index, saved);
 }

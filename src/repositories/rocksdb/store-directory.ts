@@ -7,8 +7,14 @@ import { INDEX_FILE } from './index-file.js';
 
 /** The file that makes a directory a store; written when the store is created. */
 export const MARKER_FILE = 'IDEM-STORE';
-/** Layout version written in the marker; a store of a later format is refused, never guessed at. */
-export const STORE_FORMAT = 1;
+/**
+ * Layout version written in the marker; a store of a later format is refused, never guessed at. Format 2 keeps
+ * records in blobs (see blob.ts); format 1 kept each under its own key, which this version still reads (it
+ * indexes such records as they are), so it opens a format 1 store and marks it 2: a format 1 reader would not
+ * understand blobs.
+ */
+export const STORE_FORMAT = 2;
+const READABLE_FORMATS: readonly number[] = [1, 2];
 const MARKER_KIND = 'idempotent-consumer/rocksdb';
 const MARKER_TEMP = /^IDEM-STORE\.tmp-\d+$/;
 /** A small database that exists to hold RocksDB's LOCK on the store for as long as it is open. */
@@ -49,7 +55,7 @@ export async function openStoreDirectory(given: string): Promise<StoreDirectory>
     throw pathError(absolute, `cannot create the store directory: ${errorMessage(error)}`, error);
   }
   const shown = absolute === path ? path : `${absolute} (real path ${path})`;
-  const layout = await inspect(path, shown);
+  const { layout, format } = await inspect(path, shown);
 
   const holder = openHere.get(identity);
   if (holder !== undefined) {
@@ -63,7 +69,7 @@ export async function openStoreDirectory(given: string): Promise<StoreDirectory>
   try {
     if (layout === 'empty') await writeMarker(path, shown);
     meta = await openMeta(path, shown);
-    if (layout === 'legacy') await writeMarker(path, shown);
+    if (layout === 'legacy' || format !== STORE_FORMAT) await writeMarker(path, shown);
   } catch (error) {
     await meta?.close().catch(() => undefined);
     openHere.delete(identity);
@@ -86,18 +92,20 @@ export async function openStoreDirectory(given: string): Promise<StoreDirectory>
  * What the directory holds: a marked store, nothing (of ours or anyone's), or exactly the layout of a store
  * of the version before the marker. Throws a ConfigError naming the path for anything else.
  */
-async function inspect(path: string, shown: string): Promise<'store' | 'empty' | 'legacy'> {
+async function inspect(
+  path: string,
+  shown: string,
+): Promise<{ layout: 'store' | 'empty' | 'legacy'; format: number }> {
   const entries = await readdir(path, { withFileTypes: true }).catch((error: unknown) => {
     throw pathError(shown, `cannot read the store directory: ${errorMessage(error)}`, error);
   });
   if (entries.some((e) => e.name === MARKER_FILE)) {
-    await checkMarker(path, shown);
-    return 'store';
+    return { layout: 'store', format: await checkMarker(path, shown) };
   }
   // A marker write interrupted by a crash leaves only its temp file behind.
   const others = entries.filter((e) => !MARKER_TEMP.test(e.name));
-  if (others.length === 0) return 'empty';
-  if (await isLegacyStore(path, others)) return 'legacy';
+  if (others.length === 0) return { layout: 'empty', format: STORE_FORMAT };
+  if (await isLegacyStore(path, others)) return { layout: 'legacy', format: 1 };
   const listed = others
     .map((e) => e.name)
     .sort()
@@ -143,7 +151,8 @@ async function isRocksdb(dir: string): Promise<boolean> {
   }
 }
 
-async function checkMarker(path: string, shown: string): Promise<void> {
+/** The format of the store's marker; throws a ConfigError naming the path for one this version cannot read. */
+async function checkMarker(path: string, shown: string): Promise<number> {
   const file = join(path, MARKER_FILE);
   let marker: { kind?: unknown; format?: unknown };
   try {
@@ -154,12 +163,13 @@ async function checkMarker(path: string, shown: string): Promise<void> {
   if (marker?.kind !== MARKER_KIND || typeof marker.format !== 'number') {
     throw pathError(shown, `${file} is not a marker of an idempotent-consumer rocksdb store`);
   }
-  if (marker.format !== STORE_FORMAT) {
+  if (!READABLE_FORMATS.includes(marker.format)) {
     throw pathError(
       shown,
-      `the store has format ${marker.format} (${file}); this version reads format ${STORE_FORMAT}`,
+      `the store has format ${marker.format} (${file}); this version reads formats ${READABLE_FORMATS.join(' and ')}`,
     );
   }
+  return marker.format;
 }
 
 /** Writes the marker through a temp file, so a crash never leaves a half-written one. */

@@ -1,21 +1,28 @@
 import { encodeRecord } from '../record.js';
 import type { IdempotencyRecord } from '../types.js';
 import type { NativeBatch } from './binding.js';
+import { BlobBuilder, blobKey } from './blob.js';
+import type { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 
-/** A stored copy of a key's record and the bucket that holds it. */
+/**
+ * A copy of a key's record and where it is: `blob` is the blob number in `bucket`, 0 for a record stored under
+ * its own key, and -1 for a change still in the write buffer (on disk nowhere yet).
+ */
 export interface Located {
   readonly record: IdempotencyRecord;
   readonly bucket: Bucket;
+  readonly blob: number;
 }
 
 /** The newest state of a key, not yet written to RocksDB. */
 export interface Pending {
-  /** The record to put into `bucket`; undefined when the key is deleted. */
+  readonly hash: number;
+  /** The record to write into `bucket`; undefined when the key is deleted. */
   readonly record: IdempotencyRecord | undefined;
   readonly bucket: Bucket | undefined;
-  /** Buckets holding an older copy, from which the key is deleted. */
-  readonly stale: readonly Bucket[];
+  /** Copies on disk that the write supersedes (hidden by a tombstone, or replaced in their bucket). */
+  readonly copies: readonly Located[];
 }
 
 /** Buffered changes reach RocksDB after at most this long, or sooner past FLUSH_MAX_PENDING. */
@@ -23,7 +30,7 @@ const FLUSH_INTERVAL_MS = 1_000;
 const FLUSH_MAX_PENDING = 65_536;
 /** Claims remembered for a read-free confirm (~150 bytes each). */
 const MAX_CLAIMS = 100_000;
-const NO_BUCKETS: readonly Bucket[] = [];
+const NO_COPIES: readonly Located[] = [];
 
 /**
  * Changes not yet written to RocksDB, and the in-flight claims this instance wrote.
@@ -35,6 +42,7 @@ const NO_BUCKETS: readonly Bucket[] = [];
  */
 export class WriteBuffer {
   readonly #wal: boolean;
+  readonly #writer: Writer;
   /** Runs a timed flush in the repository's operation order. */
   readonly #schedule: (flush: () => void) => Promise<unknown>;
   readonly #pending = new Map<string, Pending>();
@@ -49,8 +57,9 @@ export class WriteBuffer {
   #timer: NodeJS.Timeout | undefined;
   #error: unknown;
 
-  constructor(wal: boolean, schedule: (flush: () => void) => Promise<unknown>) {
+  constructor(wal: boolean, buckets: BucketSet, schedule: (flush: () => void) => Promise<unknown>) {
     this.#wal = wal;
+    this.#writer = new Writer(buckets);
     this.#schedule = schedule;
   }
 
@@ -65,14 +74,34 @@ export class WriteBuffer {
     return claim !== undefined && !claim.bucket.dropped ? claim : undefined;
   }
 
-  /** Buffers `record` as the key's newest state, in `bucket`; older `copies` elsewhere are deleted. */
-  put(key: string, record: IdempotencyRecord, bucket: Bucket, copies: readonly Located[] | undefined): void {
-    this.#pending.set(key, { record, bucket, stale: this.#staleBuckets(key, copies, bucket) });
+  /**
+   * Whether a durable change can skip the buffer and be written at once (`writeNow`): with the WAL on and
+   * nothing buffered there is no older buffered state to merge with. The lazy mark's hot path.
+   */
+  get direct(): boolean {
+    return this.#wal && this.#pending.size === 0;
+  }
+
+  /** Writes changes at once (see `direct`), each superseding the copies it lists. */
+  writeNow(keys: readonly string[], changes: readonly Pending[]): void {
+    this.#writer.write(keys, changes);
+    if (this.#claims.size > 0) for (const key of keys) this.#claims.delete(key);
+  }
+
+  /** Buffers `record` as the key's newest state, in `bucket`; the `copies` found on disk are superseded. */
+  put(
+    key: string,
+    hash: number,
+    record: IdempotencyRecord,
+    bucket: Bucket,
+    copies: readonly Located[] | undefined,
+  ): void {
+    this.#pending.set(key, { hash, record, bucket, copies: this.#onDisk(key, copies) });
   }
 
   /** Buffers the deletion of every copy of the key. */
-  delete(key: string, copies: readonly Located[]): void {
-    this.#pending.set(key, { record: undefined, bucket: undefined, stale: this.#staleBuckets(key, copies) });
+  delete(key: string, hash: number, copies: readonly Located[]): void {
+    this.#pending.set(key, { hash, record: undefined, bucket: undefined, copies: this.#onDisk(key, copies) });
   }
 
   /** Writes what must be written now (see the class comment) and arms the timer for the rest. */
@@ -113,41 +142,39 @@ export class WriteBuffer {
   }
 
   /**
-   * Writes buffered changes, one WriteBatch per bucket; with `durableOnly` (WAL on), in-flight claims stay
-   * buffered. What a failed write did not store stays buffered.
+   * Writes buffered changes; with `durableOnly` (WAL on), in-flight claims stay buffered. What a failed write
+   * did not store stays buffered.
    */
   flush(durableOnly = false): void {
     if (this.#pending.size === 0) {
       this.#dueAt = undefined;
       return;
     }
-    const puts = new Map<Bucket, NativeBatch>();
-    const deletes = new Map<Bucket, NativeBatch>();
-    const written: [string, Pending][] = [];
-    const encode = valueEncoder();
-    for (const entry of this.#pending) {
-      const [key, change] = entry;
+    const keys: string[] = [];
+    const changes: Pending[] = [];
+    for (const [key, change] of this.#pending) {
       if (durableOnly && change.record?.state === 'in-flight') continue;
-      written.push(entry);
-      if (change.record !== undefined && change.bucket !== undefined && !change.bucket.dropped) {
-        batchOf(puts, change.bucket).put(key, encode(change.record));
-      }
-      for (const bucket of change.stale) if (!bucket.dropped) batchOf(deletes, bucket).del(key);
+      keys.push(key);
+      changes.push(change);
     }
-    // Puts first: a crash in between leaves an extra copy (lookups prefer the newest), never no copy.
+    let placed: Int32Array;
     try {
-      for (const batch of puts.values()) batch.write();
-      for (const batch of deletes.values()) batch.write();
+      placed = this.#writer.write(keys, changes);
     } catch (error) {
       // Part of it may have been written: the remembered claims can no longer be trusted.
       this.#claims.clear();
       throw error;
     }
-    for (const [key, change] of written) {
-      this.#pending.delete(key);
+    // Everything written (the usual case): one clear instead of a delete per key.
+    const all = keys.length === this.#pending.size;
+    if (all) this.#pending.clear();
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i] as string;
+      const change = changes[i] as Pending;
+      if (!all) this.#pending.delete(key);
       if (this.#claims.size > 0) this.#claims.delete(key);
       if (change.record?.state === 'in-flight' && change.bucket !== undefined) {
-        this.#claims.set(key, { record: change.record, bucket: change.bucket });
+        this.#claims.set(key, { record: change.record, bucket: change.bucket, blob: placed[i] as number });
       }
     }
     while (this.#claims.size > MAX_CLAIMS) this.#claims.delete(this.#claims.keys().next().value as string);
@@ -168,27 +195,117 @@ export class WriteBuffer {
     this.#dueAt = undefined;
   }
 
-  #staleBuckets(key: string, copies: readonly Located[] | undefined, keep?: Bucket): readonly Bucket[] {
-    const earlier = this.#pending.get(key)?.stale ?? NO_BUCKETS;
-    if (copies === undefined && earlier.length === 0) return NO_BUCKETS;
-    const stale: Bucket[] = [];
-    for (const bucket of [...(copies ?? []).map((c) => c.bucket), ...earlier]) {
-      if (bucket !== keep && !stale.includes(bucket)) stale.push(bucket);
+  /** The copies on disk a new change supersedes: those just found, and those an older buffered change had. */
+  #onDisk(key: string, copies: readonly Located[] | undefined): readonly Located[] {
+    const earlier = this.#pending.get(key)?.copies ?? NO_COPIES;
+    if ((copies === undefined || copies.length === 0) && earlier.length === 0) return NO_COPIES;
+    const all: Located[] = [...earlier];
+    for (const copy of copies ?? NO_COPIES) if (copy.blob >= 0) all.push(copy);
+    return all;
+  }
+}
+
+/** The RocksDB writes of one bucket in one phase: a write batch and the blob being filled. */
+interface BucketWrites {
+  readonly batch: NativeBatch;
+  blob: BlobBuilder | undefined;
+}
+
+/**
+ * Turns changes into RocksDB writes. A new record goes into a blob of its bucket (indexed first), or under its
+ * own key when the bucket is not indexed; a superseded copy in another bucket is hidden by a tombstone there
+ * (a blob entry, or a tombstone value under the key in an unindexed bucket). Records are written before
+ * tombstones, so a crash in between leaves an extra copy (lookups take the best), never none.
+ *
+ * Index entries of superseded copies stay until their bucket is dropped: a lookup reads them and the newer
+ * copy wins. Removing one is not safe: two keys of one blob with equal hashes share an entry.
+ */
+class Writer {
+  readonly #buckets: BucketSet;
+
+  constructor(buckets: BucketSet) {
+    this.#buckets = buckets;
+  }
+
+  /** Writes the changes; returns where each record went (blob number, 0 under its own key, -1 nowhere). */
+  write(keys: readonly string[], changes: readonly Pending[]): Int32Array {
+    const records = new Map<Bucket, BucketWrites>();
+    const tombstones = new Map<Bucket, BucketWrites>();
+    const placed = new Int32Array(changes.length).fill(-1);
+    const encode = valueEncoder();
+    for (let i = 0; i < changes.length; i++) {
+      const key = keys[i] as string;
+      const change = changes[i] as Pending;
+      const { hash, record, bucket } = change;
+      let target: Bucket | undefined;
+      if (record !== undefined && bucket !== undefined && !bucket.dropped) {
+        target = bucket;
+        placed[i] = this.#add(writesOf(records, bucket), bucket, hash, key, encode(record));
+      }
+      for (const copy of change.copies) {
+        const at = copy.bucket;
+        if (at.dropped || copy.blob < 0) continue;
+        if (at === target) {
+          // The new record is newer than any copy in its own bucket; only a copy under the key itself
+          // would win over a blob, so it goes (in the same write batch).
+          if (copy.blob === 0 && (placed[i] as number) > 0) writesOf(records, at).batch.del(key);
+        } else {
+          this.#add(writesOf(tombstones, at), at, hash, key, undefined);
+          if (copy.blob === 0 && at.indexed) writesOf(tombstones, at).batch.del(key);
+        }
+      }
     }
-    return stale.length > 0 ? stale : NO_BUCKETS;
+    for (const phase of [records, tombstones]) {
+      for (const writes of phase.values()) {
+        if (writes.blob !== undefined && writes.blob.count > 0) {
+          writes.batch.putBytes(blobKey(writes.blob.number), writes.blob.encode());
+        }
+      }
+    }
+    for (const writes of records.values()) writes.batch.write();
+    for (const writes of tombstones.values()) writes.batch.write();
+    return placed;
+  }
+
+  /**
+   * Adds a record (or a tombstone, `value` undefined) for the key to the bucket's writes: into the current
+   * blob when the index takes it, under the key otherwise. Returns the blob number, or 0 for under the key.
+   */
+  #add(writes: BucketWrites, bucket: Bucket, hash: number, key: string, value: Buffer | undefined): number {
+    if (bucket.indexed) {
+      let blob = writes.blob;
+      if (blob === undefined || blob.full) {
+        if (blob !== undefined) writes.batch.putBytes(blobKey(blob.number), blob.encode());
+        blob = new BlobBuilder(++bucket.lastBlob);
+        writes.blob = blob;
+      }
+      // Past the highest blob number the index can name, noteKey fails and the bucket stops being indexed.
+      if (this.#buckets.noteKey(hash, bucket, blob.number)) {
+        blob.add(hash, key, value);
+        return blob.number;
+      }
+    }
+    // An empty value is a tombstone: it hides copies of the key in this bucket's blobs.
+    writes.batch.put(key, value ?? EMPTY);
+    return 0;
   }
 }
 
-function batchOf(batches: Map<Bucket, NativeBatch>, bucket: Bucket): NativeBatch {
-  let batch = batches.get(bucket);
-  if (batch === undefined) {
-    batch = bucket.db.batch();
-    batches.set(bucket, batch);
+const EMPTY = Buffer.alloc(0);
+
+function writesOf(phase: Map<Bucket, BucketWrites>, bucket: Bucket): BucketWrites {
+  let writes = phase.get(bucket);
+  if (writes === undefined) {
+    writes = { batch: bucket.db.batch(), blob: undefined };
+    phase.set(bucket, writes);
   }
-  return batch;
+  return writes;
 }
 
-/** Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. */
+/**
+ * Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. Every field
+ * `encodeRecord` writes must be compared here (a new record field, e.g. a stored result, included).
+ */
 function valueEncoder(): (record: IdempotencyRecord) => Buffer {
   let last: IdempotencyRecord | undefined;
   let bytes = Buffer.alloc(0);

@@ -1,0 +1,140 @@
+/**
+ * Blobs: many records written under one RocksDB key, so a batch of new ids costs a few puts rather than one per
+ * id (each put through the binding is a native call and a memtable insert, which cost as much as everything else
+ * the memory store does per id). The key index says which blob of which bucket may hold a key; the blob itself
+ * holds the key's bytes, so every answer is checked exactly against them.
+ *
+ * Layout (little-endian):
+ *   u32 count, then count × u32 key hash, then count × u32 entry offset, then the entries;
+ *   an entry is u16 key bytes, u32 value bytes + 1 (0: a tombstone, the key deleted in this bucket),
+ *   the key (UTF-8), the value (an encoded record, `encodeRecord`).
+ */
+
+/** Most entries per blob: a duplicate's exact check reads one whole blob, so blobs stay a few KiB. */
+export const BLOB_ENTRIES = 32;
+/** First bytes of a blob's RocksDB key; no canonical id starts with them (see `toKey`: `\0` is followed by `\0` or `b`). */
+const BLOB_KEY_PREFIX = [0x00, 0x01];
+const BLOB_KEY_BYTES = 6;
+/** Lower and upper bound of every blob key, for iterators. */
+export const BLOB_KEYS_FROM = Buffer.from([0x00, 0x01]);
+export const BLOB_KEYS_TO = Buffer.from([0x00, 0x02]);
+
+/** The RocksDB key of blob `n` (n ≥ 1) of a bucket: big-endian, so blobs sort in write order. */
+export function blobKey(n: number): Buffer {
+  const key = Buffer.allocUnsafe(BLOB_KEY_BYTES);
+  key[0] = BLOB_KEY_PREFIX[0] as number;
+  key[1] = BLOB_KEY_PREFIX[1] as number;
+  key.writeUInt32BE(n, 2);
+  return key;
+}
+
+/** The blob number of a RocksDB key, or 0 when the key is a single record's (an id). */
+export function blobNumber(key: Uint8Array): number {
+  if (key.length !== BLOB_KEY_BYTES || key[0] !== 0x00 || key[1] !== 0x01) return 0;
+  return (
+    ((key[2] as number) * 0x1000000 +
+      (((key[3] as number) << 16) | ((key[4] as number) << 8) | (key[5] as number))) >>>
+    0
+  );
+}
+
+/** Collects up to BLOB_ENTRIES entries and encodes them into one buffer. */
+export class BlobBuilder {
+  readonly hashes: number[] = [];
+  readonly keys: string[] = [];
+  /** Encoded record, or undefined for a tombstone. */
+  readonly values: (Uint8Array | undefined)[] = [];
+  #bytes = 0;
+
+  constructor(readonly number: number) {}
+
+  get count(): number {
+    return this.hashes.length;
+  }
+
+  get full(): boolean {
+    return this.hashes.length >= BLOB_ENTRIES;
+  }
+
+  /** Adds an entry; `value` undefined records the key's deletion from the bucket. */
+  add(hash: number, key: string, value: Uint8Array | undefined): void {
+    this.hashes.push(hash);
+    this.keys.push(key);
+    this.values.push(value);
+    // A UTF-16 unit is at most 3 UTF-8 bytes: an upper bound, trimmed once encoded.
+    this.#bytes += 6 + key.length * 3 + (value?.length ?? 0);
+  }
+
+  /** The blob's bytes. */
+  encode(): Buffer {
+    const count = this.hashes.length;
+    const head = 4 + count * 8;
+    const out = Buffer.allocUnsafe(head + this.#bytes);
+    out.writeUInt32LE(count, 0);
+    let at = head;
+    for (let i = 0; i < count; i++) {
+      out.writeUInt32LE(this.hashes[i] as number, 4 + i * 4);
+      out.writeUInt32LE(at, 4 + count * 4 + i * 4);
+      const keyBytes = out.write(this.keys[i] as string, at + 6, 'utf8');
+      const value = this.values[i];
+      out.writeUInt16LE(keyBytes, at);
+      out.writeUInt32LE(value === undefined ? 0 : value.length + 1, at + 2);
+      at += 6 + keyBytes;
+      if (value !== undefined) {
+        out.set(value, at);
+        at += value.length;
+      }
+    }
+    return out.subarray(0, at);
+  }
+}
+
+/** What a blob says about one key: its encoded record, or that it was deleted (tombstone). */
+export type BlobEntry = { readonly value: string } | { readonly deleted: true };
+
+/**
+ * The last entry of `blob` for the key whose UTF-8 bytes are `key` and whose hash is `hash`; undefined when the
+ * blob does not hold it (a hash collision in the index).
+ */
+export function findInBlob(blob: Buffer, hash: number, key: Buffer): BlobEntry | undefined {
+  const count = blob.readUInt32LE(0);
+  let found: BlobEntry | undefined;
+  for (let i = 0; i < count; i++) {
+    if (blob.readUInt32LE(4 + i * 4) !== hash) continue;
+    const at = blob.readUInt32LE(4 + count * 4 + i * 4);
+    const keyBytes = blob.readUInt16LE(at);
+    if (keyBytes !== key.length || blob.compare(key, 0, key.length, at + 6, at + 6 + keyBytes) !== 0)
+      continue;
+    const valueBytes = blob.readUInt32LE(at + 2);
+    const start = at + 6 + keyBytes;
+    found =
+      valueBytes === 0 ? { deleted: true } : { value: blob.toString('utf8', start, start + valueBytes - 1) };
+  }
+  return found;
+}
+
+/** Every entry of a blob: its key hashes, for rebuilding the index; keys and values for migrating it. */
+export function blobEntries(blob: Buffer): { hash: number; key: string; value: Buffer | undefined }[] {
+  const count = blob.readUInt32LE(0);
+  const entries: { hash: number; key: string; value: Buffer | undefined }[] = [];
+  for (let i = 0; i < count; i++) {
+    const at = blob.readUInt32LE(4 + count * 4 + i * 4);
+    const keyBytes = blob.readUInt16LE(at);
+    const valueBytes = blob.readUInt32LE(at + 2);
+    const start = at + 6 + keyBytes;
+    entries.push({
+      hash: blob.readUInt32LE(4 + i * 4),
+      key: blob.toString('utf8', at + 6, start),
+      value: valueBytes === 0 ? undefined : blob.subarray(start, start + valueBytes - 1),
+    });
+  }
+  return entries;
+}
+
+/** The key hashes of a blob, without decoding its keys (the restart scan needs only these). */
+export function blobHashes(blob: Buffer): Uint32Array {
+  const count = blob.readUInt32LE(0);
+  const hashes = new Uint32Array(count);
+  for (let i = 0; i < count; i++) hashes[i] = blob.readUInt32LE(4 + i * 4);
+  return hashes;
+}

@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module';
 import { MissingDependencyError } from '../errors.js';
 
 /** Who needs an optional package, for the error a person reads. */
@@ -16,19 +15,6 @@ export interface OptionalModuleContext {
 export async function loadOptional<T>(name: string, context: OptionalModuleContext): Promise<T> {
   try {
     return (await import(name)) as T;
-  } catch (error) {
-    throw asMissingDependency(error, context) ?? error;
-  }
-}
-
-/** {@link loadOptional} through `require`, for CommonJS-only entry points such as a native addon's binding. */
-export function requireOptional<T>(
-  name: string,
-  context: OptionalModuleContext,
-  from: string | URL = import.meta.url,
-): T {
-  try {
-    return createRequire(from)(name) as T;
   } catch (error) {
     throw asMissingDependency(error, context) ?? error;
   }

@@ -12,6 +12,11 @@ export {
   type KeyedEntry,
 } from './repositories/base.js';
 export { MAX_ID_BYTES, toKey } from './repositories/ids.js';
+export {
+  type LocalCacheOptions,
+  LocalCacheRepository,
+  withLocalCache,
+} from './repositories/local-cache.js';
 export type { RepositoryModule } from './repositories/module.js';
 export { isLive } from './repositories/record.js';
 export type * from './repositories/types.js';

@@ -1,17 +1,10 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { describe, it, type TestContext } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { ClaimLostError, InProgressError, InvalidIdError, RepositoryError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import { RedisRepository } from '../../src/repositories/redis/index.js';
-import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
-import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+import { testStores } from './real-stores.js';
 
 // The edges where the three former copies of the dedup decision disagreed (issue 8): every path now runs
 // through one engine, and these pin the behaviour down.
@@ -22,41 +15,7 @@ interface Msg {
 }
 
 /** Stores on real servers (and the embedded one), each opened fresh per test and closed after it. */
-const stores: {
-  name: string;
-  skip: false | string;
-  open: (t: TestContext) => Promise<IdempotentRepository>;
-}[] = [
-  { name: 'memory', skip: false, open: async () => new MemoryRepository() },
-  {
-    name: 'rocksdb',
-    skip: skipUnlessEnabled('rocksdb'),
-    open: async (t) => {
-      const dir = await mkdtemp(join(tmpdir(), 'idem-engine-'));
-      const repository = await RocksdbRepository.open({ path: join(dir, 'store') });
-      t.after(async () => {
-        await repository.close();
-        await rm(dir, { recursive: true, force: true });
-      });
-      return repository;
-    },
-  },
-  {
-    name: 'redis',
-    skip: skipUnlessEnabled('redis'),
-    open: async (t) => {
-      const repository = await RedisRepository.open({
-        url: endpoints.redisUrl,
-        keyPrefix: `idem-test:engine:${randomUUID()}:`,
-      });
-      t.after(async () => {
-        await repository.clear();
-        await repository.close();
-      });
-      return repository;
-    },
-  },
-];
+const stores = testStores;
 
 describe('one engine: wrap and processBatch answer alike', () => {
   it('lazy processBatch answers in-progress from the stored record, as wrap does', async () => {

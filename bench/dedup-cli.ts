@@ -29,6 +29,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { prng } from '../test/helpers/random.js';
+import { FigureSink } from './report/figures.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DATA = join(ROOT, 'bench', '.data');
@@ -40,10 +41,12 @@ const { values } = parseArgs({
     'batch-size': { type: 'string' },
     'no-baseline': { type: 'boolean', default: false },
     'from-source': { type: 'boolean', default: false },
+    json: { type: 'string' },
   },
 });
 const lines = Number(values.lines);
 const duplicateShare = Number(values.dup);
+const sink = new FigureSink('dedup-cli', `npm run bench:cli -- --lines ${lines}`);
 
 /** Writes the input once and caches it under bench/.data; returns its path and distinct id count. */
 async function dataset(): Promise<{ path: string; distinct: number }> {
@@ -248,20 +251,48 @@ try {
   );
   console.log(`  ${cli.stderr.trim().split('\n').pop()}`);
   console.log(`  RSS at each tenth of the run (MB): ${cli.rssMb.join(' ')}`);
+  sink.figure('idem dedup', rate, 'lines/s');
+  sink.figure('idem dedup peak RSS', cli.peakRssMb, 'MB');
+  // Flat: the last tenth's RSS within 10 % of the second tenth's (issue 9).
+  const second = cli.rssMb[1];
+  const last = cli.rssMb[cli.rssMb.length - 1];
+  const growth = second !== undefined && last !== undefined && second > 0 ? last / second : undefined;
+  let throughputRatio: number | undefined;
   if (baseline) {
+    throughputRatio = rate / (lines / baseline.seconds);
+    sink.figure('baseline: read + JSON.parse + write', lines / baseline.seconds, 'lines/s');
+    sink.ratio({
+      id: 'cli.throughput-vs-baseline',
+      label: 'idem dedup throughput',
+      value: throughputRatio,
+      target: 0.6,
+      kind: 'min',
+      baseline: 'read + JSON.parse + write, same input',
+    });
     const cpuRatio =
       baseline.cpuSeconds && cli.cpuSeconds
         ? `, CPU per line ${(cli.cpuSeconds / baseline.cpuSeconds).toFixed(1)}x`
         : '';
-    console.log(
-      `  ratio idem/baseline: throughput ${(rate / (lines / baseline.seconds)).toFixed(2)}${cpuRatio}`,
-    );
+    console.log(`  ratio idem/baseline: throughput ${throughputRatio.toFixed(2)}${cpuRatio}`);
+  }
+  if (growth !== undefined) {
+    sink.ratio({
+      id: 'cli.rss-growth',
+      label: 'idem dedup RSS, last tenth / second tenth',
+      value: growth,
+      target: 1.1,
+      kind: 'max',
+      baseline: 'its own RSS at the second tenth of the run',
+    });
   }
   console.log(
-    `  targets: >= 200,000 lines/s (${rate >= 200_000 ? 'met' : 'missed'}), peak RSS <= 300 MB (${
-      cli.peakRssMb <= 300 ? 'met' : 'missed'
+    `  targets: throughput >= 0.6x the baseline (${
+      throughputRatio === undefined ? 'not measured' : throughputRatio >= 0.6 ? 'met' : 'missed'
+    }), peak RSS <= 300 MB (${cli.peakRssMb <= 300 ? 'met' : 'missed'}), flat: last tenth within 10% of the second (${
+      growth === undefined ? 'not measured' : growth <= 1.1 ? 'met' : `missed, ${growth.toFixed(2)}x`
     })`,
   );
+  sink.write(values.json);
 } finally {
   await rm(store, { recursive: true, force: true });
 }

@@ -22,6 +22,7 @@ import { parseArgs } from 'node:util';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RocksdbRepository, type RocksdbRepositoryOptions } from '../../src/repositories/rocksdb/index.js';
 import type { AddEntry, IdempotentRepository } from '../../src/repositories/types.js';
+import { FigureSink } from '../report/figures.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -31,6 +32,8 @@ const { values: args } = parseArgs({
     options: { type: 'string', default: '{}' },
     /** Skip the bloom filter evidence (two extra 1M-id stores), for a quick ratio. */
     'no-bloom': { type: 'boolean', default: false },
+    /** Write the figures and ratios as JSON (for `npm run bench:report`). */
+    json: { type: 'string' },
   },
 });
 const IDS = Number(args.ids);
@@ -414,6 +417,27 @@ async function main(): Promise<void> {
     );
   }
   rmSync(workDir, { recursive: true, force: true });
+  const sink = new FigureSink(
+    'rocksdb',
+    `node --import tsx bench/repositories/rocksdb.ts --ids ${IDS} --batches ${BATCHES}`,
+  );
+  for (const [name, r] of rows) {
+    sink.figure(`${name}, lazy mark`, m(r.lazy), 'µs/id');
+    sink.figure(`${name}, eager claim + confirm`, m(r.eager), 'µs/id');
+  }
+  sink.figure('startup after a graceful close', m(opens.graceful), 'ms');
+  sink.figure('startup after a SIGKILL', m(opens.killed), 'ms');
+  for (const key of ['lazy', 'eager'] as const) {
+    sink.ratio({
+      id: `rocksdb.${key}-vs-memory`,
+      label: `RocksDB check-and-mark (${key === 'lazy' ? 'lazy mark' : 'eager claim + confirm'}), ${IDS.toLocaleString('en')} ids stored`,
+      value: m(walOn[key]) / m(memory[key]),
+      target: 1,
+      kind: 'max',
+      baseline: 'memory store, same ids and batches',
+    });
+  }
+  sink.write(args.json);
   const load = loadavg().map((l) => l.toFixed(1));
   console.log(
     `\ntotal ${((performance.now() - started) / 1000).toFixed(0)} s; load average now ${load.join(' ')}`,

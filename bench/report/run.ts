@@ -55,7 +55,12 @@ const BENCHES: readonly BenchSpec[] = [
     servers: [],
     small: ['--messages', '200000', '--passes', '5'],
   },
-  { name: 'rocksdb', file: 'bench/repositories/rocksdb.ts', servers: [], small: ['--ids', '200000', '--no-bloom'] },
+  {
+    name: 'rocksdb',
+    file: 'bench/repositories/rocksdb.ts',
+    servers: [],
+    small: ['--ids', '200000', '--no-bloom'],
+  },
   { name: 'dedup-cli', file: 'bench/dedup-cli.ts', servers: [], small: ['--lines', '300000'] },
   {
     name: 'redis',

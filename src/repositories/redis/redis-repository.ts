@@ -23,7 +23,7 @@ import type {
 import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
-import { defineScripts, type ScriptCommands, type ScriptedClient, type ScriptedPipeline } from './scripts.js';
+import { defineScripts, type ScriptedClient } from './scripts.js';
 import { ServerTime } from './server-time.js';
 
 /** Options for wrapping a client the caller already has. */
@@ -42,7 +42,7 @@ export interface RedisClientRepositoryOptions {
 
 /**
  * Keys per script call. A script blocks the server while it runs, so a large batch is cut into calls of this
- * size, all sent in one pipeline (still one round trip).
+ * size, all sent at once (still one round trip): the server runs the first while the client encodes the next.
  */
 const KEYS_PER_SCRIPT = 1_000;
 /** Keys per SCAN page and per UNLINK in `clear()`. */
@@ -80,10 +80,40 @@ function isPlain(entries: readonly KeyedEntry[]): boolean {
   );
 }
 
-/** A script's replies, `[now, per key...]` each, flattened to one time and one value per key. */
-interface PerKey<R> {
+/** One script call's reply (`[now, ...]`, see scripts.ts) and the slice of the batch's keys it covered. */
+interface Reply {
+  readonly from: number;
+  readonly to: number;
+  readonly reply: unknown[];
+}
+
+/** Claim and confirm replies: the time used for each key, and the few keys that did not go the common way. */
+interface Sparse<R> {
   readonly nows: number[];
-  readonly values: R[];
+  /** Batch index → what the script answered for it (a claim's live record, a refused confirm's 0). */
+  readonly odd: Map<number, R>;
+}
+
+/** Decodes sparse replies `[now, i, x, j, y...]` (i 1-based within the call) into batch-wide form. */
+function sparse<R>(replies: readonly Reply[], count: number): Sparse<R> {
+  const nows = new Array<number>(count);
+  const odd = new Map<number, R>();
+  for (const { from, to, reply } of replies) {
+    nows.fill(reply[0] as number, from, to);
+    for (let j = 1; j < reply.length; j += 2) odd.set(from + (reply[j] as number) - 1, reply[j + 1] as R);
+  }
+  return { nows, odd };
+}
+
+/** Decodes dense replies `[now, per key...]` into one time and one value per key. */
+function dense<R>(replies: readonly Reply[], count: number): { nows: number[]; values: R[] } {
+  const nows = new Array<number>(count);
+  const values = new Array<R>(count);
+  for (const { from, to, reply } of replies) {
+    nows.fill(reply[0] as number, from, to);
+    for (let i = from; i < to; i++) values[i] = reply[i - from + 1] as R;
+  }
+  return { nows, values };
 }
 
 /** Unwraps `pipeline.exec()` results, rethrowing the first command error. */
@@ -195,7 +225,7 @@ export class RedisRepository extends BaseRepository {
 
   protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
     const given = timeArg(now);
-    const [at, old] = (await this.#client.idemClaimOne(
+    const [at, , old] = (await this.#client.idemClaimOne(
       this.#ns + entry.key,
       given,
       pxFor(options),
@@ -203,8 +233,8 @@ export class RedisRepository extends BaseRepository {
       options.leaseMs ?? '',
       ownerField(options),
       encodeRecordTail(entry),
-    )) as [number, string | null];
-    if (old != null) return { added: false, existing: decodeRecord(entry.key, old) };
+    )) as [number, number?, string?];
+    if (old !== undefined) return { added: false, existing: decodeRecord(entry.key, old) };
     return { added: true, record: newRecord(entry.key, entry, options, given === '' ? at : now) };
   }
 
@@ -214,13 +244,13 @@ export class RedisRepository extends BaseRepository {
     now: number,
   ): Promise<AddResult[]> {
     const given = timeArg(now);
-    const { nows, values } = await this.#claim(entries, options, given);
+    const { nows, odd } = await this.#claim(entries, options, given);
     // A plain batch's new records differ only in id (and, on a Cluster, in the node's time): one template per time.
     const plain = isPlain(entries);
     let template: IdempotencyRecord | undefined;
-    return values.map((old, i): AddResult => {
-      const entry = entries[i] as KeyedEntry;
-      if (old != null) return { added: false, existing: decodeRecord(entry.key, old) };
+    return entries.map((entry, i): AddResult => {
+      const old = odd.get(i);
+      if (old !== undefined) return { added: false, existing: decodeRecord(entry.key, old) };
       const at = given === '' ? (nows[i] as number) : now;
       if (!plain) return { added: true, record: newRecord(entry.key, entry, options, at) };
       if (template === undefined || template.expiresAt !== at + options.ttlMs) {
@@ -230,12 +260,12 @@ export class RedisRepository extends BaseRepository {
     });
   }
 
-  /** The claim script over the entries (see {@link #perKey}): per key, null when written, else the live record. */
-  #claim(
+  /** The claim script over the entries (see {@link #calls}): the keys that hold a live record, with its text. */
+  async #claim(
     entries: readonly KeyedEntry[],
     options: AddOptions,
     given: number | '',
-  ): Promise<PerKey<string | null>> {
+  ): Promise<Sparse<string>> {
     const px = pxFor(options);
     const lease = options.leaseMs ?? '';
     const owner = ownerField(options);
@@ -243,7 +273,7 @@ export class RedisRepository extends BaseRepository {
     const tails = isPlain(entries) ? undefined : entries.map(encodeRecordTail);
     const shared = encodeRecordTail({});
     const keys = entries.map((e) => this.#ns + e.key);
-    return this.#perKey<string | null>(
+    const replies = await this.#calls(
       keys,
       (target, from, to) =>
         target.idemClaim(
@@ -267,6 +297,7 @@ export class RedisRepository extends BaseRepository {
           tails ? (tails[i] as string) : shared,
         ),
     );
+    return sparse(replies, keys.length);
   }
 
   protected override async doMarkMany(
@@ -277,8 +308,8 @@ export class RedisRepository extends BaseRepository {
     const add: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
     if (!this.#isCluster) {
       // One claim script per 1000 keys: a plain `SET` per key costs the client several times more.
-      const { values } = await this.#claim(entries, add, timeArg(now));
-      return values.map((old) => old == null);
+      const { odd } = await this.#claim(entries, add, timeArg(now));
+      return entries.map((_, i) => !odd.has(i));
     }
     const at = Number.isNaN(now) ? await this.#serverTime.now() : now;
     const px = pxFor(add);
@@ -322,11 +353,12 @@ export class RedisRepository extends BaseRepository {
     };
     if (timeArg(now) === '') {
       // Judged by the server's clock, read in the same script as the records (one call per 1000 keys).
-      const { nows, values } = await this.#perKey<string | null>(
+      const replies = await this.#calls(
         full,
         (target, from, to) => target.idemRead(to - from, full.slice(from, to)),
         (client, i) => client.idemReadOne(full[i] as string),
       );
+      const { nows, values } = dense<string | null>(replies, full.length);
       return values.map((text, i) => decode(text, i, nows[i] as number));
     }
     const texts = this.#isCluster
@@ -346,7 +378,7 @@ export class RedisRepository extends BaseRepository {
     const owners = claims.map((c) => encodeField(c.owner));
     // The result is appended as the record's last field (see encodeRecordTail).
     const results = claims.map((c) => (c.result === undefined ? '' : FIELD_SEP + encodeField(c.result)));
-    const { values } = await this.#perKey<number>(
+    const replies = await this.#calls(
       keys,
       (target, from, to) =>
         target.idemConfirm(
@@ -361,7 +393,8 @@ export class RedisRepository extends BaseRepository {
       (client, i) =>
         client.idemConfirmOne(keys[i] as string, given, ttlMs, px, owners[i] as string, results[i] as string),
     );
-    return values.map((r) => r === 1);
+    const { odd } = sparse<number>(replies, keys.length);
+    return claims.map((_, i) => !odd.has(i));
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
@@ -399,42 +432,33 @@ export class RedisRepository extends BaseRepository {
   }
 
   /**
-   * Runs a script over `keys`, returning the time it used and its reply for each key, in order.
+   * Runs a script over `keys`, returning each call's reply with the slice of keys it covered.
    * - One key: one single-key call (`one`), the per-message path.
-   * - Standalone, up to KEYS_PER_SCRIPT keys: one multi-key call (`many`).
-   * - Standalone, more: one `many` call per chunk, all in one pipeline (still one round trip), so no single
-   *   script blocks the server for long.
+   * - Standalone: one multi-key call (`many`) per KEYS_PER_SCRIPT keys, all sent before the first reply is read
+   *   (one round trip), so no single script blocks the server for long.
    * - Cluster: one single-key call per key (`one`), since a script may not span slots; ioredis'
    *   auto-pipelining sends them as one pipeline per node.
    */
-  async #perKey<R>(
+  async #calls(
     keys: readonly string[],
-    many: <T extends ScriptCommands<unknown>>(target: T, from: number, to: number) => unknown,
+    many: (target: ScriptedClient, from: number, to: number) => Promise<unknown>,
     one: (client: ScriptedClient, index: number) => Promise<unknown>,
-  ): Promise<PerKey<R>> {
+  ): Promise<Reply[]> {
     const client = this.#client;
-    let replies: unknown[][];
-    if (keys.length === 1) replies = [(await one(client, 0)) as unknown[]];
-    else if (client.isCluster)
-      replies = (await Promise.all(keys.map((_, i) => one(client, i)))) as unknown[][];
-    else if (keys.length <= KEYS_PER_SCRIPT) replies = [(await many(client, 0, keys.length)) as unknown[]];
-    else {
-      const pipe = client.pipeline() as ScriptedPipeline;
-      for (let from = 0; from < keys.length; from += KEYS_PER_SCRIPT) {
-        many(pipe, from, Math.min(keys.length, from + KEYS_PER_SCRIPT));
-      }
-      replies = pipelineResults(await pipe.exec()) as unknown[][];
+    const n = keys.length;
+    if (n === 1) return [{ from: 0, to: 1, reply: (await one(client, 0)) as unknown[] }];
+    if (client.isCluster) {
+      return Promise.all(
+        keys.map(async (_, i) => ({ from: i, to: i + 1, reply: (await one(client, i)) as unknown[] })),
+      );
     }
-    const nows: number[] = [];
-    const values: R[] = [];
-    for (const reply of replies) {
-      const at = reply[0] as number;
-      for (let j = 1; j < reply.length; j++) {
-        nows.push(at);
-        values.push(reply[j] as R);
-      }
+    const calls: Promise<Reply>[] = [];
+    for (let from = 0; from < n; from += KEYS_PER_SCRIPT) {
+      const to = Math.min(n, from + KEYS_PER_SCRIPT);
+      // Each call is written to the socket as it is made, not gathered into a pipeline first.
+      calls.push(many(client, from, to).then((reply) => ({ from, to, reply: reply as unknown[] })));
     }
-    return { nows, values };
+    return Promise.all(calls);
   }
 }
 

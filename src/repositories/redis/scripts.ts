@@ -1,4 +1,4 @@
-import type { ChainableCommander, Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 
 /*
  * Lua scripts behind the Redis repository. Each runs atomically on the server, so a check and the write that
@@ -11,7 +11,10 @@ import type { ChainableCommander, Cluster, Redis } from 'ioredis';
  * clock runs ahead cannot take over a live claim, and one whose clock runs behind cannot hold an id too long.
  * On a Cluster each key is judged by the clock of the master that holds it, in every script alike.
  *
- * Every script answers `{ now, one reply per key... }`, `now` being the time it used, in epoch ms.
+ * Claims and confirms answer `{ now, i, x, j, y... }`: the time they used (epoch ms), then only the keys that did
+ * not go the common way (KEYS index, then what happened to it). A batch of new ids thus answers one number, not
+ * one nil per key, which saves the server a 1000-entry table and its reply and the client their parsing.
+ * Reads answer `{ now, one reply per key... }`.
  */
 
 /** Shared by every script: the time to judge by (ARGV value, or the server's TIME when '') and number output. */
@@ -23,20 +26,24 @@ local function clock(given)
 end
 -- %.17g writes every double exactly (and integers as plain digits), so JS reads back the number it computes.
 local function num(x) return string.format('%.17g', x) end
+local call = redis.call
 `;
 
 /**
  * Claim: for each key, write the new record unless a live one is there, and return the live one if so.
  * `SET NX PX` alone is not enough: a record past its exact expiry may still be present until Redis collects it
  * (or a lapsed lease may hold it), and it must be replaced atomically, not reported as a duplicate. So the
- * common case (a new id) is one `SET NX PX`; only when a record exists is it read and judged by `now`, and
- * overwritten when no longer live.
+ * common case (a new id) is one `SET NX PX`; only when a record exists is it judged by `now`, and overwritten
+ * when no longer live. On Redis 7 (`redis.REDIS_VERSION_NUM` is set) that one call is `SET NX PX GET`: it
+ * answers nil for a new key (a status reply would cost the script a table per key) and the old record
+ * otherwise, sparing the `GET`. Redis 6 sends `SET NX PX`, then `GET` when the key exists.
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: PX for every new record, ARGV[3]: ttlMs,
  * ARGV[4]: leaseMs, or '' for a record written confirmed, ARGV[5]: the encoded owner ('' for none),
  * ARGV[6]: the record's tail (`eventTime \1 fingerprint`) shared by all keys, or, when ARGV has one tail per key,
  * ARGV[5 + i] for KEYS[i].
- * Per key: false (nil) when written, else the live record's text.
+ * Answers `{ now, i, live record text, ... }` for each KEYS[i] that holds a live record; every other key was
+ * written.
  */
 export const CLAIM_LUA = `${PRELUDE}${String.raw`
 local now = clock(ARGV[1])
@@ -50,21 +57,26 @@ else
 end
 -- One record text for every key when they share a tail: no string is built per key on the common path.
 local shared = #ARGV == 6 and (head .. ARGV[6])
+local nxget = redis.REDIS_VERSION_NUM ~= nil
 local out = { now }
-for i, key in ipairs(KEYS) do
+local n = 1
+for i = 1, #KEYS do
+  local key = KEYS[i]
   local value = shared or (head .. ARGV[5 + i])
-  out[i + 1] = false
-  if not redis.call('SET', key, value, 'NX', 'PX', px) then
-    local old = redis.call('GET', key)
-    local live = false
-    if old then
-      local state, until_expiry, until_lease = string.match(old, '^([^\1]*)\1([^\1]*)\1([^\1]*)')
-      live = (tonumber(state == 'f' and until_lease or until_expiry) or 0) > now
-    end
-    if live then
-      out[i + 1] = old
+  local old
+  if nxget then
+    old = call('SET', key, value, 'NX', 'PX', px, 'GET')
+  elseif not call('SET', key, value, 'NX', 'PX', px) then
+    old = call('GET', key)
+  end
+  if old then
+    local state, until_expiry, until_lease = string.match(old, '^([^\1]*)\1([^\1]*)\1([^\1]*)')
+    if (tonumber(state == 'f' and until_lease or until_expiry) or 0) > now then
+      out[n + 1] = i
+      out[n + 2] = old
+      n = n + 2
     else
-      redis.call('SET', key, value, 'PX', px)
+      call('SET', key, value, 'PX', px)
     end
   end
 end
@@ -78,7 +90,8 @@ return out
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: ttlMs, ARGV[3]: PX, ARGV[3 + i]: the encoded
  * owner for KEYS[i], ARGV[3 + #KEYS + i]: the result field to append for KEYS[i] (U+0001 + the encoded result, or
- * '' for none; a claim holds no result, so appending is enough). Per key: 1 when confirmed, 0 otherwise.
+ * '' for none; a claim holds no result, so appending is enough).
+ * Answers `{ now, i, 0, ... }` for each KEYS[i] not confirmed; every other key was confirmed.
  */
 export const CONFIRM_LUA = `${PRELUDE}${String.raw`
 local now = clock(ARGV[1])
@@ -86,15 +99,20 @@ local expires = num(now + tonumber(ARGV[2]))
 local px = ARGV[3]
 local n = #KEYS
 local out = { now }
-for i, key in ipairs(KEYS) do
-  local old = redis.call('GET', key)
-  out[i + 1] = 0
+for i = 1, n do
+  local key = KEYS[i]
+  local old = call('GET', key)
+  local done = false
   if old then
     local state, owner, rest = string.match(old, '^([^\1]*)\1[^\1]*\1[^\1]*\1([^\1]*)\1(.*)$')
     if state == 'f' and owner == ARGV[3 + i] then
-      redis.call('SET', key, 'c\1' .. expires .. '\1\1\1' .. rest .. (ARGV[3 + n + i] or ''), 'PX', px)
-      out[i + 1] = 1
+      call('SET', key, 'c\1' .. expires .. '\1\1\1' .. rest .. (ARGV[3 + n + i] or ''), 'PX', px)
+      done = true
     end
+  end
+  if not done then
+    out[#out + 1] = i
+    out[#out + 1] = 0
   end
 end
 return out
@@ -127,15 +145,15 @@ type Arg = string | number | readonly (string | number)[];
 
 /** The script commands once defined on a client (ioredis sends EVALSHA, falling back to EVAL once per socket). */
 export interface ScriptCommands<R> {
-  /** `numKeys, keys, now|'', px, ttlMs, leaseMs|'', owner, tail | tails` → `[now, per key: null | live text]`. */
+  /** `numKeys, keys, now|'', px, ttlMs, leaseMs|'', owner, tail | tails` → `[now, (i, live text)...]`. */
   idemClaim(numKeys: number, ...args: Arg[]): R;
-  /** `numKeys, keys, now|'', ttlMs, px, owners` → `[now, per key: 1 | 0]`. */
+  /** `numKeys, keys, now|'', ttlMs, px, owners, results` → `[now, (i, 0)...]` for the keys not confirmed. */
   idemConfirm(numKeys: number, ...args: Arg[]): R;
   /** `numKeys, keys` → `[now, per key: text | null]`. */
   idemRead(numKeys: number, ...args: Arg[]): R;
-  /** Single-key claim: `key, now|'', px, ttlMs, leaseMs|'', owner, tail` → `[now, null | live text]`. */
+  /** Single-key claim: `key, now|'', px, ttlMs, leaseMs|'', owner, tail` → `[now]` or `[now, 1, live text]`. */
   idemClaimOne(key: string, ...args: Arg[]): R;
-  /** Single-key confirm: `key, now|'', ttlMs, px, owner, result field` → `[now, 1 | 0]`. */
+  /** Single-key confirm: `key, now|'', ttlMs, px, owner, result field` → `[now]` or `[now, 1, 0]` (refused). */
   idemConfirmOne(key: string, ...args: Arg[]): R;
   /** Single-key read: `key` → `[now, text | null]`. */
   idemReadOne(key: string): R;
@@ -145,8 +163,6 @@ export interface ScriptCommands<R> {
 
 /** A client with our scripts defined on it. */
 export type ScriptedClient = (Redis | Cluster) & ScriptCommands<Promise<unknown>>;
-/** A pipeline of a scripted client. */
-export type ScriptedPipeline = ChainableCommander & ScriptCommands<ScriptedPipeline>;
 
 /**
  * Defines the scripts on the client. Redefining on a client shared by several repositories is harmless: the

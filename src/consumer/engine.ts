@@ -48,8 +48,8 @@ export interface Batch<M> {
    */
   readonly head: number[];
   readonly winner: number[];
-  /** The positions of the keys' first occurrences: what the store is asked about. */
-  readonly heads: number[];
+  /** The positions of the keys' first occurrences: what the store is asked about (set by `findHeads`). */
+  heads: readonly number[];
   /** Payload digest per message under the `fingerprint` option (undefined when the option is off). */
   readonly fingerprints: (string | undefined)[] | undefined;
   /**
@@ -67,8 +67,11 @@ export interface Batch<M> {
 export interface DedupRule<M, S> {
   /** Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`. */
   begin(batch: Batch<M>): S;
-  /** The one store call before any handler, for the keys of the batch's first occurrences (`batch.heads`). */
-  lookup(state: S, batch: Batch<M>): Promise<void>;
+  /**
+   * The one store call before any handler, for the keys of the batch's first occurrences (`batch.heads`).
+   * Undefined when it is already done (a store that answers at once): the engine then awaits nothing.
+   */
+  lookup(state: S, batch: Batch<M>): Promise<void> | undefined;
   /** Message `i` is about to be decided (every message not failed before, with or without an id), in order. */
   receive?(state: S, batch: Batch<M>, i: number): void;
   /**
@@ -82,8 +85,11 @@ export interface DedupRule<M, S> {
    * reported `ok` when decided and again with `false` if the batch call fails them.
    */
   handled(state: S, batch: Batch<M>, i: number, ok: boolean): void;
-  /** Confirms, releases or marks, after the handlers; always called once `lookup` succeeded. */
-  settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void>;
+  /**
+   * Confirms, releases or marks, after the handlers; always called once `lookup` succeeded. Undefined when it
+   * is already done, as for `lookup`.
+   */
+  settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined;
 }
 
 /**
@@ -148,12 +154,27 @@ export class BatchEngine<M, S> {
   }
 
   /** Processes a batch; see the class comment. Rejects only under `storeFailure: 'fail'` (or a bug). */
-  async run<R>(
+  run<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
     stream: string,
   ): Promise<BatchResult<R>> {
+    return this.execute(messages, handler, options, stream, toBatchResult);
+  }
+
+  /**
+   * `run`, answering `finish(results)` instead of a BatchResult: `process` picks its one result there, so a
+   * `wrap` call is one async frame. Its only awaits are the handler's own promise and the store's answers
+   * that are promises: a store that answers at once (the memory store) costs no promise hop.
+   */
+  async execute<R, T>(
+    messages: readonly M[],
+    handler: MessageHandler<M, R> | BatchHandler<M>,
+    options: BatchOptions,
+    stream: string,
+    finish: (results: ProcessResult<R>[]) => T,
+  ): Promise<T> {
     const n = messages.length;
     // A batch of one (every `wrap` call) gets packed one-element arrays, cheaper to make than holey ones.
     const one = n === 1;
@@ -167,19 +188,21 @@ export class BatchEngine<M, S> {
       handlerThrew: false,
       head: one ? [-1] : new Array(n),
       winner: one ? [-1] : new Array(n),
-      heads: [],
+      heads: NO_HEADS,
       observe: options.onStoreCall,
       fingerprints: this.#fingerprint === undefined ? undefined : one ? [undefined] : new Array(n),
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
     };
     this.#readIds(batch);
-    const state = this.#rule.begin(batch);
+    const rule = this.#rule;
+    const state = rule.begin(batch);
 
     findHeads(batch);
     if (batch.heads.length > 0) {
       const start = this.#guard.start(batch);
       try {
-        await this.#rule.lookup(state, batch);
+        const looked = rule.lookup(state, batch);
+        if (looked !== undefined) await looked;
         this.#guard.succeeded(batch, 'lookup', start);
       } catch (error) {
         this.#guard.failed(batch, 'lookup', start, error, []);
@@ -188,17 +211,34 @@ export class BatchEngine<M, S> {
     }
 
     try {
-      if (typeof handler === 'function') await this.#runEach(state, batch, handler);
-      else await this.#runBatch(state, batch, handler);
+      if (typeof handler !== 'function') await this.#runBatch(state, batch, handler);
+      else {
+        // Per-message handler: decide, run, report, in input order. Inline, not a helper: one async frame less.
+        const { results } = batch;
+        for (let i = 0; i < n; i++) {
+          let pending = this.#decide(state, batch, i);
+          if (pending instanceof Promise) pending = await pending;
+          if (pending === undefined) continue;
+          try {
+            const out = handler(messages[i] as M, pending.context);
+            this.#succeeded(state, batch, i, pending, isThenable(out) ? await out : out);
+          } catch (error) {
+            results[i] = { outcome: 'failed', id: pending.context.id, error };
+            this.#failed(state, batch, i, pending.context, error);
+          }
+        }
+      }
     } finally {
       // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
-      await this.#rule.settle(state, batch, this.#guard);
+      const settled = rule.settle(state, batch, this.#guard);
+      if (settled !== undefined) await settled;
     }
+    const stats = this.#stats;
     for (const r of batch.results) {
-      count(this.#stats, r.outcome);
-      if (r.failOpen) this.#stats.failOpen++;
+      count(stats, r.outcome);
+      if (r.failOpen) stats.failOpen++;
     }
-    return { results: batch.results as ProcessResult<R>[] };
+    return finish(batch.results as ProcessResult<R>[]);
   }
 
   /**
@@ -342,30 +382,18 @@ export class BatchEngine<M, S> {
     return text !== undefined;
   }
 
-  /** Per-message handler: decide, run, report, in input order. */
-  async #runEach<R>(state: S, batch: Batch<M>, handler: MessageHandler<M, R>): Promise<void> {
-    const { messages, results } = batch;
-    for (let i = 0; i < messages.length; i++) {
-      let pending = this.#decide(state, batch, i);
-      if (pending instanceof Promise) pending = await pending;
-      if (pending === undefined) continue;
-      const { context } = pending;
-      try {
-        const result = await handler(messages[i] as M, context);
-        const { extra } = pending;
-        results[i] =
-          extra === undefined
-            ? { outcome: pending.outcome, id: context.id, result }
-            : { outcome: pending.outcome, id: context.id, result, ...extra };
-        if (this.#keepValues && pending.outcome === 'processed' && batch.keys[i] !== undefined) {
-          results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, result) };
-        }
-        this.#rule.handled(state, batch, i, true);
-      } catch (error) {
-        results[i] = { outcome: 'failed', id: context.id, error };
-        this.#failed(state, batch, i, context, error);
-      }
+  /** Message `i`'s handler returned `value`: its result, and its value kept under `storeResult`. */
+  #succeeded(state: S, batch: Batch<M>, i: number, pending: Pending, value: unknown): void {
+    const { extra, context, outcome } = pending;
+    const { results } = batch;
+    results[i] =
+      extra === undefined
+        ? { outcome, id: context.id, result: value }
+        : { outcome, id: context.id, result: value, ...extra };
+    if (this.#keepValues && outcome === 'processed' && batch.keys[i] !== undefined) {
+      results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, value) };
     }
+    this.#rule.handled(state, batch, i, true);
   }
 
   /** Whole-batch handler: decide every message (assuming success), one call, then report per message. */
@@ -439,16 +467,34 @@ export class BatchEngine<M, S> {
   };
 }
 
+const NO_HEADS: readonly number[] = Object.freeze([]);
+const FIRST_HEAD: readonly number[] = Object.freeze([0]);
+
+function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
+  return { results };
+}
+
+/** True for a promise or any other thenable (what `await` would wait for). */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as PromiseLike<unknown>).then === 'function'
+  );
+}
+
 /** Finds each key's first occurrence (`head`, `heads`): only those are looked up; a repeat is decided against it. */
 function findHeads(batch: Batch<unknown>): void {
-  const { keys, results, head, winner, heads } = batch;
+  const { keys, results, head, winner } = batch;
   if (keys.length === 1) {
     const present = keys[0] !== undefined && results[0] === undefined;
     head[0] = present ? 0 : -1;
     winner[0] = -1;
-    if (present) heads.push(0);
+    batch.heads = present ? FIRST_HEAD : NO_HEADS;
     return;
   }
+  const heads: number[] = [];
+  batch.heads = heads;
   const firstOf = new Map<string, number>();
   for (let i = 0; i < keys.length; i++) {
     winner[i] = -1;

@@ -8,6 +8,7 @@ import type {
   ClaimRef,
   ConfirmOptions,
   IdempotencyRecord,
+  MaybePromise,
   MessageId,
   ReadOptions,
   RepositoryCapabilities,
@@ -34,11 +35,23 @@ export class MemoryRepository extends BaseRepository {
   protected readonly storeName = 'memory';
   readonly #records = new Map<string, IdempotencyRecord>();
   readonly #maxEntries: number;
+  /**
+   * A subclass that overrides an async single-key verb (a test's outage double, a wrapper that counts calls)
+   * gets its direct verb calling that override, so the two verbs never disagree.
+   */
+  readonly #inherits: { add: boolean; get: boolean; confirm: boolean; remove: boolean };
 
   constructor(options: MemoryRepositoryOptions = {}) {
     super(options);
     const { clock: _clock, ...rest } = options;
     this.#maxEntries = parseMemoryOptions(rest).maxEntries;
+    const own = MemoryRepository.prototype;
+    this.#inherits = {
+      add: this.add === own.add,
+      get: this.get === own.get,
+      confirm: this.confirm === own.confirm,
+      remove: this.remove === own.remove,
+    };
   }
 
   /** Number of records held, live or not yet swept. */
@@ -47,15 +60,35 @@ export class MemoryRepository extends BaseRepository {
   }
 
   /*
-   * The single-key calls (every `wrap` call makes two) skip the base class's closure and extra async layer: this
-   * store cannot fail, so there is no client error to wrap, only the id to check. Same checks, same answers.
+   * The single-key calls (every `wrap` call makes two) answer at once through the direct verbs (see
+   * `IdempotentRepository.addDirect`), and the async verbs are those answers in a promise: this store cannot
+   * fail, so there is no client error to wrap, only the id to check. Same checks, same answers as the base class.
    */
-  override add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
+  override addDirect(
+    id: MessageId,
+    options: AddOptions,
+    entry?: Omit<AddEntry, 'id'>,
+  ): MaybePromise<AddResult> {
+    return this.#inherits.add ? this.#add(id, options, entry) : this.add(id, options, entry);
+  }
+
+  override getDirect(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined> {
+    return this.#inherits.get ? this.#get(id, options) : this.get(id, options);
+  }
+
+  override confirmDirect(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
+    return this.#inherits.confirm ? this.#confirm(claim, options) : this.confirm(claim, options);
+  }
+
+  override removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
+    if (!this.#inherits.remove) return this.remove(id, owner);
+    this.assertOpen();
+    return this.removeOne(toKey(id, this.maxIdBytes), owner);
+  }
+
+  override add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {
     try {
-      this.assertOpen();
-      return Promise.resolve(
-        this.addOne(toKey(id, this.maxIdBytes), entry, options, options.now ?? this.clock()),
-      );
+      return Promise.resolve(this.#add(id, options, entry));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -63,28 +96,34 @@ export class MemoryRepository extends BaseRepository {
 
   override confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
     try {
-      this.assertOpen();
-      return Promise.resolve(
-        this.confirmOne(
-          toKey(claim.id, this.maxIdBytes),
-          claim.owner,
-          options.ttlMs,
-          this.clock(),
-          options.result,
-        ),
-      );
+      return Promise.resolve(this.#confirm(claim, options));
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
-  override get(id: MessageId, options: ReadOptions = {}): Promise<IdempotencyRecord | undefined> {
+  override get(id: MessageId, options?: ReadOptions): Promise<IdempotencyRecord | undefined> {
     try {
-      this.assertOpen();
-      return Promise.resolve(this.getOne(toKey(id, this.maxIdBytes), options.now ?? this.clock()));
+      return Promise.resolve(this.#get(id, options));
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): AddResult {
+    this.assertOpen();
+    return this.addOne(toKey(id, this.maxIdBytes), entry, options, options.now ?? this.clock());
+  }
+
+  #get(id: MessageId, options: ReadOptions = {}): IdempotencyRecord | undefined {
+    this.assertOpen();
+    return this.getOne(toKey(id, this.maxIdBytes), options.now ?? this.clock());
+  }
+
+  #confirm(claim: ClaimRef, options: ConfirmOptions): boolean {
+    this.assertOpen();
+    const key = toKey(claim.id, this.maxIdBytes);
+    return this.confirmOne(key, claim.owner, options.ttlMs, this.clock(), options.result);
   }
 
   protected async doAddMany(
@@ -150,6 +189,10 @@ export class MemoryRepository extends BaseRepository {
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+    return this.removeOne(key, owner);
+  }
+
+  private removeOne(key: string, owner: string | undefined): boolean {
     const record = this.#records.get(key);
     if (record === undefined) return false;
     if (owner !== undefined && (record.state !== 'in-flight' || record.owner !== owner)) return false;

@@ -166,7 +166,8 @@ export class BatchEngine<M, S> {
   /**
    * `run`, answering `finish(results)` instead of a BatchResult: `process` picks its one result there, so a
    * `wrap` call is one async frame. Its only awaits are the handler's own promise and the store's answers
-   * that are promises: a store that answers at once (the memory store) costs no promise hop.
+   * that are promises: a store that answers at once (the memory store) costs no promise hop. The frame is kept
+   * small (the work is in synchronous helpers) because an async call allocates room for all its locals.
    */
   async execute<R, T>(
     messages: readonly M[],
@@ -175,10 +176,42 @@ export class BatchEngine<M, S> {
     stream: string,
     finish: (results: ProcessResult<R>[]) => T,
   ): Promise<T> {
+    const run = this.#open(messages, options, stream);
+    if (run.heads.length > 0) {
+      const looked = this.#lookup(run);
+      if (looked !== undefined) await looked;
+    }
+    try {
+      if (typeof handler !== 'function') await this.#runBatch(run.state, run, handler);
+      else {
+        // Per-message handler: decide, run, report, in input order. Inline, not a helper: one async frame less.
+        for (let i = 0; i < messages.length; i++) {
+          let pending = this.#decide(run.state, run, i);
+          if (pending instanceof Promise) pending = await pending;
+          if (pending === undefined) continue;
+          try {
+            const out = handler(messages[i] as M, pending.context);
+            this.#succeeded(run, i, pending, isThenable(out) ? await out : out);
+          } catch (error) {
+            this.#handlerFailed(run, i, pending.context, error);
+          }
+        }
+      }
+    } finally {
+      // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
+      const settled = this.#rule.settle(run.state, run, this.#guard);
+      if (settled !== undefined) await settled;
+    }
+    this.#count(run);
+    return finish(run.results as ProcessResult<R>[]);
+  }
+
+  /** A batch's working state: ids read, keys given by the rule, first occurrences found. */
+  #open(messages: readonly M[], options: BatchOptions, stream: string): Run<M, S> {
     const n = messages.length;
     // A batch of one (every `wrap` call) gets packed one-element arrays, cheaper to make than holey ones.
     const one = n === 1;
-    const batch: Batch<M> = {
+    const run: Run<M, S> = {
       messages,
       stream,
       ids: one ? [undefined] : new Array(n),
@@ -192,53 +225,54 @@ export class BatchEngine<M, S> {
       observe: options.onStoreCall,
       fingerprints: this.#fingerprint === undefined ? undefined : one ? [undefined] : new Array(n),
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
+      state: undefined as S,
     };
-    this.#readIds(batch);
-    const rule = this.#rule;
-    const state = rule.begin(batch);
+    this.#readIds(run);
+    run.state = this.#rule.begin(run);
+    findHeads(run);
+    return run;
+  }
 
-    findHeads(batch);
-    if (batch.heads.length > 0) {
-      const start = this.#guard.start(batch);
-      try {
-        const looked = rule.lookup(state, batch);
-        if (looked !== undefined) await looked;
-        this.#guard.succeeded(batch, 'lookup', start);
-      } catch (error) {
-        this.#guard.failed(batch, 'lookup', start, error, []);
-        batch.failOpen = true;
-      }
-    }
-
+  /**
+   * The one store call before any handler, under the store-failure policy. Undefined when it is done (the
+   * store answered at once); else a promise that settles once the policy has run.
+   */
+  #lookup(run: Run<M, S>): Promise<void> | undefined {
+    const start = this.#guard.start(run);
+    let looked: Promise<void> | undefined;
     try {
-      if (typeof handler !== 'function') await this.#runBatch(state, batch, handler);
-      else {
-        // Per-message handler: decide, run, report, in input order. Inline, not a helper: one async frame less.
-        const { results } = batch;
-        for (let i = 0; i < n; i++) {
-          let pending = this.#decide(state, batch, i);
-          if (pending instanceof Promise) pending = await pending;
-          if (pending === undefined) continue;
-          try {
-            const out = handler(messages[i] as M, pending.context);
-            this.#succeeded(state, batch, i, pending, isThenable(out) ? await out : out);
-          } catch (error) {
-            results[i] = { outcome: 'failed', id: pending.context.id, error };
-            this.#failed(state, batch, i, pending.context, error);
-          }
-        }
-      }
-    } finally {
-      // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
-      const settled = rule.settle(state, batch, this.#guard);
-      if (settled !== undefined) await settled;
+      looked = this.#rule.lookup(run.state, run);
+      if (looked === undefined) this.#guard.succeeded(run, 'lookup', start);
+    } catch (error) {
+      this.#lookupFailed(run, start, error);
+      return undefined;
     }
+    if (looked === undefined) return undefined;
+    return looked.then(
+      () => {
+        try {
+          this.#guard.succeeded(run, 'lookup', start);
+        } catch (error) {
+          this.#lookupFailed(run, start, error);
+        }
+      },
+      (error: unknown) => this.#lookupFailed(run, start, error),
+    );
+  }
+
+  /** The read failed: raised under `fail`; under `process` every id of the batch is handled as new. */
+  #lookupFailed(run: Run<M, S>, start: number, error: unknown): void {
+    this.#guard.failed(run, 'lookup', start, error, []);
+    run.failOpen = true;
+  }
+
+  /** Adds the batch's outcomes to the counters. */
+  #count(run: Run<M, S>): void {
     const stats = this.#stats;
-    for (const r of batch.results) {
+    for (const r of run.results) {
       count(stats, r.outcome);
       if (r.failOpen) stats.failOpen++;
     }
-    return finish(batch.results as ProcessResult<R>[]);
   }
 
   /**
@@ -383,7 +417,7 @@ export class BatchEngine<M, S> {
   }
 
   /** Message `i`'s handler returned `value`: its result, and its value kept under `storeResult`. */
-  #succeeded(state: S, batch: Batch<M>, i: number, pending: Pending, value: unknown): void {
+  #succeeded(batch: Run<M, S>, i: number, pending: Pending, value: unknown): void {
     const { extra, context, outcome } = pending;
     const { results } = batch;
     results[i] =
@@ -393,7 +427,13 @@ export class BatchEngine<M, S> {
     if (this.#keepValues && outcome === 'processed' && batch.keys[i] !== undefined) {
       results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, value) };
     }
-    this.#rule.handled(state, batch, i, true);
+    this.#rule.handled(batch.state, batch, i, true);
+  }
+
+  /** Message `i`'s handler threw. */
+  #handlerFailed(run: Run<M, S>, i: number, context: HandlerContext, error: unknown): void {
+    run.results[i] = { outcome: 'failed', id: context.id, error };
+    this.#failed(run.state, run, i, context, error);
   }
 
   /** Whole-batch handler: decide every message (assuming success), one call, then report per message. */
@@ -512,6 +552,11 @@ function findHeads(batch: Batch<unknown>): void {
     head[i] = i;
     heads.push(i);
   }
+}
+
+/** A batch with the rule's state for it (the engine's view; a rule sees the batch). */
+interface Run<M, S> extends Batch<M> {
+  state: S;
 }
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */

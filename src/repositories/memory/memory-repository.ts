@@ -15,6 +15,9 @@ import type {
 } from '../types.js';
 import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
 
+/** The record fields of an add that carries none (no object per call). */
+const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});
+
 /**
  * In-process store for tests and small jobs: a bounded LRU map. Expiry is checked on every read against the
  * record's own times, so a record past its TTL is absent even before the LRU drops it.
@@ -110,14 +113,14 @@ export class MemoryRepository extends BaseRepository {
     }
   }
 
-  #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): AddResult {
+  #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = NO_FIELDS): AddResult {
     this.assertOpen();
     return this.addOne(toKey(id, this.maxIdBytes), entry, options, options.now ?? this.clock());
   }
 
-  #get(id: MessageId, options: ReadOptions = {}): IdempotencyRecord | undefined {
+  #get(id: MessageId, options?: ReadOptions): IdempotencyRecord | undefined {
     this.assertOpen();
-    return this.getOne(toKey(id, this.maxIdBytes), options.now ?? this.clock());
+    return this.getOne(toKey(id, this.maxIdBytes), options?.now ?? this.clock());
   }
 
   #confirm(claim: ClaimRef, options: ConfirmOptions): boolean {

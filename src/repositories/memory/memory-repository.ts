@@ -25,6 +25,11 @@ const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});
  * The LRU is a plain Map kept in recency order (re-inserting moves a key to the end), rather than lru-cache:
  * this store is the wrapper benchmark's baseline, and the Map measured several times cheaper per message.
  * An evicted live id can repeat; size `maxEntries` above the ids seen within one TTL.
+ *
+ * A confirmed record with nothing but its expiry (no event time, fingerprint or result: the common case) is kept
+ * as that expiry, a number counted from the store's first one, not as an object: a Map of small integers is what
+ * a bare `Map` has+set costs, while a Map of fresh objects makes the garbage collector copy every record it
+ * keeps. Reads give such a record back as the same plain object the store was given.
  */
 export class MemoryRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -36,7 +41,10 @@ export class MemoryRepository extends BaseRepository {
     maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'memory';
-  readonly #records = new Map<string, IdempotencyRecord>();
+  /** Key → record, or a bare confirmed record's `expiresAt - #base` (see the class comment). */
+  readonly #records = new Map<string, IdempotencyRecord | number>();
+  /** What compact expiries count from: the first one kept, so they stay small integers for weeks. */
+  #base: number | undefined;
   readonly #maxEntries: number;
   /**
    * A subclass that overrides an async single-key verb (a test's outage double, a wrapper that counts calls)
@@ -138,38 +146,72 @@ export class MemoryRepository extends BaseRepository {
   }
 
   private addOne(key: string, entry: Omit<AddEntry, 'id'>, options: AddOptions, now: number): AddResult {
-    const existing = this.#records.get(key);
-    if (existing !== undefined && isLive(existing, now)) {
-      this.#touch(key, existing);
-      return { added: false, existing };
+    const held = this.#records.get(key);
+    if (held !== undefined && this.#live(held, now)) {
+      this.#touch(key, held);
+      return { added: false, existing: this.#record(key, held) };
     }
     const record = newRecord(key, entry, options, now);
-    if (existing === undefined) this.#insert(key, record);
-    else this.#touch(key, record);
+    const stored = this.#compact(record);
+    if (held === undefined) this.#insert(key, stored);
+    else this.#touch(key, stored);
     return { added: true, record };
   }
 
   private getOne(key: string, now: number): IdempotencyRecord | undefined {
-    const record = this.#records.get(key);
-    return record !== undefined && isLive(record, now) ? record : undefined;
+    const held = this.#records.get(key);
+    return held !== undefined && this.#live(held, now) ? this.#record(key, held) : undefined;
   }
 
   private confirmOne(key: string, owner: string, ttlMs: number, now: number, result?: string): boolean {
-    const record = this.#records.get(key);
-    if (record === undefined || record.state !== 'in-flight' || record.owner !== owner) return false;
-    this.#records.set(key, confirmedRecord(record, ttlMs, now, result));
+    const held = this.#records.get(key);
+    if (
+      held === undefined ||
+      typeof held === 'number' ||
+      held.state !== 'in-flight' ||
+      held.owner !== owner
+    ) {
+      return false;
+    }
+    this.#records.set(key, this.#compact(confirmedRecord(held, ttlMs, now, result)));
     return true;
   }
 
+  /** A bare confirmed record as its compact expiry; any other record as it is. */
+  #compact(record: IdempotencyRecord): IdempotencyRecord | number {
+    if (
+      record.state !== 'confirmed' ||
+      record.eventTime !== undefined ||
+      record.fingerprint !== undefined ||
+      record.result !== undefined
+    ) {
+      return record;
+    }
+    this.#base ??= record.expiresAt;
+    const offset = record.expiresAt - this.#base;
+    // Exact for whole milliseconds; a fractional time that would not round-trip stays an object.
+    return this.#base + offset === record.expiresAt ? offset : record;
+  }
+
+  /** The record held for `key` (a compact expiry becomes the confirmed record it stands for). */
+  #record(key: string, held: IdempotencyRecord | number): IdempotencyRecord {
+    if (typeof held !== 'number') return held;
+    return { id: key, state: 'confirmed', expiresAt: (this.#base as number) + held };
+  }
+
+  #live(held: IdempotencyRecord | number, now: number): boolean {
+    return typeof held === 'number' ? (this.#base as number) + held > now : isLive(held, now);
+  }
+
   /** Stores the record as the most recently used, evicting the least recently used past the bound. */
-  #touch(key: string, record: IdempotencyRecord): void {
+  #touch(key: string, held: IdempotencyRecord | number): void {
     this.#records.delete(key);
-    this.#insert(key, record);
+    this.#insert(key, held);
   }
 
   /** Stores a key known to be absent (no delete needed to move it to the recent end). */
-  #insert(key: string, record: IdempotencyRecord): void {
-    this.#records.set(key, record);
+  #insert(key: string, held: IdempotencyRecord | number): void {
+    this.#records.set(key, held);
     if (this.#records.size > this.#maxEntries) {
       const oldest = this.#records.keys().next().value as string;
       this.#records.delete(oldest);
@@ -196,9 +238,14 @@ export class MemoryRepository extends BaseRepository {
   }
 
   private removeOne(key: string, owner: string | undefined): boolean {
-    const record = this.#records.get(key);
-    if (record === undefined) return false;
-    if (owner !== undefined && (record.state !== 'in-flight' || record.owner !== owner)) return false;
+    const held = this.#records.get(key);
+    if (held === undefined) return false;
+    if (
+      owner !== undefined &&
+      (typeof held === 'number' || held.state !== 'in-flight' || held.owner !== owner)
+    ) {
+      return false;
+    }
     return this.#records.delete(key);
   }
 

@@ -48,8 +48,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   /** The store's single-key verbs, answered at once where it can (a batch of one: every `wrap` call). */
   readonly #one: SingleKeyVerbs;
   readonly #eager: boolean;
-  /** A lazy mark's options, the same for every mark. */
+  /** A lazy mark's options, the same for every mark; and a confirm's when it keeps no outcome. */
   readonly #markOptions: AddOptions;
+  readonly #confirmOptions: ConfirmOptions;
   // Owner tokens: one random prefix per consumer and a counter, unique without a syscall per claim.
   readonly #ownerPrefix = `${randomBytes(6).toString('base64url')}.`;
   #ownerSeq = 0;
@@ -60,6 +61,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#one = singleKeyVerbs(options.repository);
     this.#eager = options.mode === 'eager';
     this.#markOptions = { ttlMs: options.ttlMs };
+    this.#confirmOptions = { ttlMs: options.ttlMs };
   }
 
   begin(batch: Batch<M>): ProcessingTimeState {
@@ -234,7 +236,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const start = store.start(batch);
     let answer: MaybePromise<boolean>;
     try {
-      answer = this.#one.confirm({ id, owner }, { ttlMs: this.#options.ttlMs, result: batch.kept?.[winner] });
+      const result = batch.kept?.[winner];
+      const options = result === undefined ? this.#confirmOptions : { ttlMs: this.#options.ttlMs, result };
+      answer = this.#one.confirm({ id, owner }, options);
     } catch (error) {
       store.failed(batch, 'confirm', start, error, [winner]);
       return undefined;

@@ -173,7 +173,15 @@ export class MemoryRepository extends BaseRepository {
     ) {
       return false;
     }
-    this.#records.set(key, this.#compact(confirmedRecord(held, ttlMs, now, result)));
+    const bare = held.eventTime === undefined && held.fingerprint === undefined && result === undefined;
+    // A bare record goes straight to its compact form, without the object it would be compacted from.
+    const expiresAt = now + ttlMs;
+    this.#base ??= expiresAt;
+    const offset = expiresAt - this.#base;
+    this.#records.set(
+      key,
+      bare && this.#base + offset === expiresAt ? offset : confirmedRecord(held, ttlMs, now, result),
+    );
     return true;
   }
 

@@ -4,6 +4,9 @@
  *
  *   npm run bench:consumer [-- --messages 1000000] [--passes 5] [--json figures.json]
  */
+import { createHook } from 'node:async_hooks';
+import { Session } from 'node:inspector/promises';
+import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { IdempotentConsumer } from '../src/consumer/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
@@ -16,6 +19,9 @@ const { values } = parseArgs({
     json: { type: 'string' },
   },
 });
+const loadAtStart = loadavg()
+  .map((l) => l.toFixed(2))
+  .join(' ');
 const sink = new FigureSink('consumer', `npm run bench:consumer -- --messages ${values.messages}`);
 const N = Number(values.messages);
 const PASSES = Math.max(1, Number(values.passes));
@@ -102,6 +108,66 @@ const batched = await time('processBatch(1000), eager, memory repository', async
   for (let i = 0; i < N; i += 1000) await c.processBatch(messages.slice(i, i + 1000), handler);
 });
 
+/**
+ * What one message costs beyond time, which a busy machine does not blur: promises created (async_hooks counts
+ * every one; hooks also turn off V8's await shortcut, so every path counts a few more than it makes) and bytes
+ * allocated (V8's sampling heap profiler, counting objects already collected too).
+ */
+async function layers(label: string, make: () => (m: (typeof messages)[number]) => Promise<unknown>) {
+  const sample = messages.slice(0, Math.min(N, 20_000));
+  for (const m of sample) await make()(m); // warm-up
+  let promises = 0;
+  const hook = createHook({
+    init(_id, type) {
+      if (type === 'PROMISE') promises++;
+    },
+  });
+  let handle = make();
+  hook.enable();
+  for (const m of sample) await handle(m);
+  hook.disable();
+  const session = new Session();
+  session.connect();
+  handle = make();
+  await session.post('HeapProfiler.startSampling', {
+    samplingInterval: 64,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  for (const m of sample) await handle(m);
+  const { profile } = await session.post('HeapProfiler.stopSampling');
+  session.disconnect();
+  let bytes = 0;
+  const walk = (node: { selfSize: number; children: (typeof node)[] }) => {
+    bytes += node.selfSize;
+    for (const child of node.children) walk(child);
+  };
+  walk(profile.head);
+  const perPromise = promises / sample.length;
+  const perByte = bytes / sample.length;
+  console.log(`${label.padEnd(44)} ${perPromise.toFixed(1)} promises/msg, ${perByte.toFixed(0)} bytes/msg`);
+  sink.figure(`${label}: promises`, perPromise, 'promises/msg');
+  sink.figure(`${label}: allocated`, perByte, 'bytes/msg');
+}
+
+console.log('');
+await layers('layers: bare Map has+set (async fn), handler', () => {
+  const seen = new Map<string, number>();
+  return async (m) => {
+    if (seen.has(m.id)) return;
+    seen.set(m.id, m.n);
+    await handler(m);
+  };
+});
+await layers('layers: wrap(), eager, memory repository', () => fresh().wrap(handler));
+await layers('layers: wrap(), lazy, memory repository', () =>
+  new IdempotentConsumer<{ id: string; n: number }>({
+    repository: new MemoryRepository({ maxEntries: N }),
+    id: 'id',
+    mode: 'lazy',
+  }).wrap(handler),
+);
+
 console.log('');
 console.log(`overhead per message, wrap eager:   ${(wrapped - direct).toFixed(3)} µs (target ≤ 2 µs)`);
 console.log(`overhead per message, wrap lazy:    ${(lazy - direct).toFixed(3)} µs`);
@@ -133,9 +199,8 @@ sink.ratio({
 });
 sink.write(values.json);
 console.log(
-  `load average: ${(await import('node:os'))
-    .loadavg()
+  `load average: at start ${loadAtStart}, at end ${loadavg()
     .map((l) => l.toFixed(2))
-    .join(' ')}`,
+    .join(' ')} (2 cores: above ~1 the figures are disturbed; compare ratios from one run)`,
 );
 if (total === -1) console.log('');

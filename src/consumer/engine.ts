@@ -48,8 +48,8 @@ export interface Batch<M> {
    */
   readonly head: number[];
   readonly winner: number[];
-  /** The positions of the keys' first occurrences: what the store is asked about. */
-  readonly heads: number[];
+  /** The positions of the keys' first occurrences: what the store is asked about (set by `findHeads`). */
+  heads: readonly number[];
   /** Payload digest per message under the `fingerprint` option (undefined when the option is off). */
   readonly fingerprints: (string | undefined)[] | undefined;
   /**
@@ -67,8 +67,11 @@ export interface Batch<M> {
 export interface DedupRule<M, S> {
   /** Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`. */
   begin(batch: Batch<M>): S;
-  /** The one store call before any handler, for the keys of the batch's first occurrences (`batch.heads`). */
-  lookup(state: S, batch: Batch<M>): Promise<void>;
+  /**
+   * The one store call before any handler, for the keys of the batch's first occurrences (`batch.heads`).
+   * Undefined when it is already done (a store that answers at once): the engine then awaits nothing.
+   */
+  lookup(state: S, batch: Batch<M>): Promise<void> | undefined;
   /** Message `i` is about to be decided (every message not failed before, with or without an id), in order. */
   receive?(state: S, batch: Batch<M>, i: number): void;
   /**
@@ -82,8 +85,11 @@ export interface DedupRule<M, S> {
    * reported `ok` when decided and again with `false` if the batch call fails them.
    */
   handled(state: S, batch: Batch<M>, i: number, ok: boolean): void;
-  /** Confirms, releases or marks, after the handlers; always called once `lookup` succeeded. */
-  settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void>;
+  /**
+   * Confirms, releases or marks, after the handlers; always called once `lookup` succeeded. Undefined when it
+   * is already done, as for `lookup`.
+   */
+  settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined;
 }
 
 /**
@@ -148,16 +154,64 @@ export class BatchEngine<M, S> {
   }
 
   /** Processes a batch; see the class comment. Rejects only under `storeFailure: 'fail'` (or a bug). */
-  async run<R>(
+  run<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
     stream: string,
   ): Promise<BatchResult<R>> {
+    return this.execute(messages, handler, options, stream, toBatchResult);
+  }
+
+  /**
+   * `run`, answering `finish(results)` instead of a BatchResult: `process` picks its one result there, so a
+   * `wrap` call is one async frame. Its only awaits are the handler's own promise and the store's answers
+   * that are promises: a store that answers at once (the memory store) costs no promise hop. The frame is kept
+   * small (the work is in synchronous helpers) because an async call allocates room for all its locals.
+   */
+  async execute<R, T>(
+    messages: readonly M[],
+    handler: MessageHandler<M, R> | BatchHandler<M>,
+    options: BatchOptions,
+    stream: string,
+    finish: (results: ProcessResult<R>[]) => T,
+  ): Promise<T> {
+    const run = this.#open(messages, options, stream);
+    if (run.heads.length > 0) {
+      const looked = this.#lookup(run);
+      if (looked !== undefined) await looked;
+    }
+    try {
+      if (typeof handler !== 'function') await this.#runBatch(run.state, run, handler);
+      else {
+        // Per-message handler: decide, run, report, in input order. Inline, not a helper: one async frame less.
+        for (let i = 0; i < messages.length; i++) {
+          let pending = this.#decide(run.state, run, i);
+          if (pending instanceof Promise) pending = await pending;
+          if (pending === undefined) continue;
+          try {
+            const out = handler(messages[i] as M, pending.context);
+            this.#succeeded(run, i, pending, isThenable(out) ? await out : out);
+          } catch (error) {
+            this.#handlerFailed(run, i, pending.context, error);
+          }
+        }
+      }
+    } finally {
+      // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
+      const settled = this.#rule.settle(run.state, run, this.#guard);
+      if (settled !== undefined) await settled;
+    }
+    this.#count(run);
+    return finish(run.results as ProcessResult<R>[]);
+  }
+
+  /** A batch's working state: ids read, keys given by the rule, first occurrences found. */
+  #open(messages: readonly M[], options: BatchOptions, stream: string): Run<M, S> {
     const n = messages.length;
     // A batch of one (every `wrap` call) gets packed one-element arrays, cheaper to make than holey ones.
     const one = n === 1;
-    const batch: Batch<M> = {
+    const run: Run<M, S> = {
       messages,
       stream,
       ids: one ? [undefined] : new Array(n),
@@ -167,38 +221,58 @@ export class BatchEngine<M, S> {
       handlerThrew: false,
       head: one ? [-1] : new Array(n),
       winner: one ? [-1] : new Array(n),
-      heads: [],
+      heads: NO_HEADS,
       observe: options.onStoreCall,
       fingerprints: this.#fingerprint === undefined ? undefined : one ? [undefined] : new Array(n),
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
+      state: undefined as S,
     };
-    this.#readIds(batch);
-    const state = this.#rule.begin(batch);
+    this.#readIds(run);
+    run.state = this.#rule.begin(run);
+    findHeads(run);
+    return run;
+  }
 
-    findHeads(batch);
-    if (batch.heads.length > 0) {
-      const start = this.#guard.start(batch);
-      try {
-        await this.#rule.lookup(state, batch);
-        this.#guard.succeeded(batch, 'lookup', start);
-      } catch (error) {
-        this.#guard.failed(batch, 'lookup', start, error, []);
-        batch.failOpen = true;
-      }
-    }
-
+  /**
+   * The one store call before any handler, under the store-failure policy. Undefined when it is done (the
+   * store answered at once); else a promise that settles once the policy has run.
+   */
+  #lookup(run: Run<M, S>): Promise<void> | undefined {
+    const start = this.#guard.start(run);
+    let looked: Promise<void> | undefined;
     try {
-      if (typeof handler === 'function') await this.#runEach(state, batch, handler);
-      else await this.#runBatch(state, batch, handler);
-    } finally {
-      // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
-      await this.#rule.settle(state, batch, this.#guard);
+      looked = this.#rule.lookup(run.state, run);
+      if (looked === undefined) this.#guard.succeeded(run, 'lookup', start);
+    } catch (error) {
+      this.#lookupFailed(run, start, error);
+      return undefined;
     }
-    for (const r of batch.results) {
-      count(this.#stats, r.outcome);
-      if (r.failOpen) this.#stats.failOpen++;
+    if (looked === undefined) return undefined;
+    return looked.then(
+      () => {
+        try {
+          this.#guard.succeeded(run, 'lookup', start);
+        } catch (error) {
+          this.#lookupFailed(run, start, error);
+        }
+      },
+      (error: unknown) => this.#lookupFailed(run, start, error),
+    );
+  }
+
+  /** The read failed: raised under `fail`; under `process` every id of the batch is handled as new. */
+  #lookupFailed(run: Run<M, S>, start: number, error: unknown): void {
+    this.#guard.failed(run, 'lookup', start, error, []);
+    run.failOpen = true;
+  }
+
+  /** Adds the batch's outcomes to the counters. */
+  #count(run: Run<M, S>): void {
+    const stats = this.#stats;
+    for (const r of run.results) {
+      count(stats, r.outcome);
+      if (r.failOpen) stats.failOpen++;
     }
-    return { results: batch.results as ProcessResult<R>[] };
   }
 
   /**
@@ -342,30 +416,24 @@ export class BatchEngine<M, S> {
     return text !== undefined;
   }
 
-  /** Per-message handler: decide, run, report, in input order. */
-  async #runEach<R>(state: S, batch: Batch<M>, handler: MessageHandler<M, R>): Promise<void> {
-    const { messages, results } = batch;
-    for (let i = 0; i < messages.length; i++) {
-      let pending = this.#decide(state, batch, i);
-      if (pending instanceof Promise) pending = await pending;
-      if (pending === undefined) continue;
-      const { context } = pending;
-      try {
-        const result = await handler(messages[i] as M, context);
-        const { extra } = pending;
-        results[i] =
-          extra === undefined
-            ? { outcome: pending.outcome, id: context.id, result }
-            : { outcome: pending.outcome, id: context.id, result, ...extra };
-        if (this.#keepValues && pending.outcome === 'processed' && batch.keys[i] !== undefined) {
-          results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, result) };
-        }
-        this.#rule.handled(state, batch, i, true);
-      } catch (error) {
-        results[i] = { outcome: 'failed', id: context.id, error };
-        this.#failed(state, batch, i, context, error);
-      }
+  /** Message `i`'s handler returned `value`: its result, and its value kept under `storeResult`. */
+  #succeeded(batch: Run<M, S>, i: number, pending: Pending, value: unknown): void {
+    const { extra, context, outcome } = pending;
+    const { results } = batch;
+    results[i] =
+      extra === undefined
+        ? { outcome, id: context.id, result: value }
+        : { outcome, id: context.id, result: value, ...extra };
+    if (this.#keepValues && outcome === 'processed' && batch.keys[i] !== undefined) {
+      results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, value) };
     }
+    this.#rule.handled(batch.state, batch, i, true);
+  }
+
+  /** Message `i`'s handler threw. */
+  #handlerFailed(run: Run<M, S>, i: number, context: HandlerContext, error: unknown): void {
+    run.results[i] = { outcome: 'failed', id: context.id, error };
+    this.#failed(run.state, run, i, context, error);
   }
 
   /** Whole-batch handler: decide every message (assuming success), one call, then report per message. */
@@ -439,16 +507,34 @@ export class BatchEngine<M, S> {
   };
 }
 
+const NO_HEADS: readonly number[] = Object.freeze([]);
+const FIRST_HEAD: readonly number[] = Object.freeze([0]);
+
+function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
+  return { results };
+}
+
+/** True for a promise or any other thenable (what `await` would wait for). */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as PromiseLike<unknown>).then === 'function'
+  );
+}
+
 /** Finds each key's first occurrence (`head`, `heads`): only those are looked up; a repeat is decided against it. */
 function findHeads(batch: Batch<unknown>): void {
-  const { keys, results, head, winner, heads } = batch;
+  const { keys, results, head, winner } = batch;
   if (keys.length === 1) {
     const present = keys[0] !== undefined && results[0] === undefined;
     head[0] = present ? 0 : -1;
     winner[0] = -1;
-    if (present) heads.push(0);
+    batch.heads = present ? FIRST_HEAD : NO_HEADS;
     return;
   }
+  const heads: number[] = [];
+  batch.heads = heads;
   const firstOf = new Map<string, number>();
   for (let i = 0; i < keys.length; i++) {
     winner[i] = -1;
@@ -466,6 +552,11 @@ function findHeads(batch: Batch<unknown>): void {
     head[i] = i;
     heads.push(i);
   }
+}
+
+/** A batch with the rule's state for it (the engine's view; a rule sees the batch). */
+interface Run<M, S> extends Batch<M> {
+  state: S;
 }
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */

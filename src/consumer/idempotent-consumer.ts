@@ -66,18 +66,22 @@ export class IdempotentConsumer<M = unknown> {
   }
 
   /** Processes one message: the batch engine with a batch of one; see {@link wrap}. */
-  async process<R>(message: M, handler: MessageHandler<M, R>): Promise<ProcessResult<R>> {
-    const { results } = await (this.#eventTime
-      ? this.processBatch([message], handler)
-      : this.#engine.run([message], handler, NO_OPTIONS, DEFAULT_STREAM));
-    const result = results[0] as ProcessResult<R>;
+  process<R>(message: M, handler: MessageHandler<M, R>): Promise<ProcessResult<R>> {
+    const answer = this.#answer as (results: ProcessResult<R>[]) => ProcessResult<R>;
+    if (this.#eventTime) return this.processBatch([message], handler).then((batch) => answer(batch.results));
+    return this.#engine.execute([message], handler, NO_OPTIONS, DEFAULT_STREAM, answer);
+  }
+
+  /** A batch of one's result as `process` answers it: an outcome, or the error the policies raise. */
+  readonly #answer = (results: ProcessResult[]): ProcessResult => {
+    const result = results[0] as ProcessResult;
     if (result.outcome === 'failed') throw result.error;
     if (result.outcome === 'conflict' && this.options.onConflict === 'error') throw result.error;
     if (result.outcome === 'in-progress') {
       throw new InProgressError(result.id as string, result.existing?.leaseExpiresAt);
     }
     return result;
-  }
+  };
 
   /**
    * Processes a batch with one multi-key store call. Duplicates inside the batch are resolved first (the first

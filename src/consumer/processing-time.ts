@@ -1,10 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { ClaimLostError, InvalidIdError } from '../errors.js';
 import { idOfKey } from '../repositories/ids.js';
-import type { AddEntry, AddResult, IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
+import type {
+  AddEntry,
+  AddOptions,
+  AddResult,
+  ClaimRef,
+  ConfirmOptions,
+  IdempotencyRecord,
+  IdempotentRepository,
+  MaybePromise,
+  MessageId,
+  ReadOptions,
+} from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { ConsumerStats } from './stats.js';
+import type { ProcessResult } from './types.js';
 
 /** What one batch learned from the store. */
 interface ProcessingTimeState {
@@ -33,13 +45,23 @@ const EMPTY_ID = 'id is empty';
 export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> {
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
+  /** The store's single-key verbs, answered at once where it can (a batch of one: every `wrap` call). */
+  readonly #one: SingleKeyVerbs;
+  readonly #eager: boolean;
+  /** A lazy mark's options, the same for every mark; and a confirm's when it keeps no outcome. */
+  readonly #markOptions: AddOptions;
+  readonly #confirmOptions: ConfirmOptions;
   // Owner tokens: one random prefix per consumer and a counter, unique without a syscall per claim.
-  readonly #ownerPrefix = randomBytes(6).toString('base64url');
+  readonly #ownerPrefix = `${randomBytes(6).toString('base64url')}.`;
   #ownerSeq = 0;
 
   constructor(options: ResolvedConsumerOptions<M>, stats: ConsumerStats) {
     this.#options = options;
     this.#stats = stats;
+    this.#one = singleKeyVerbs(options.repository);
+    this.#eager = options.mode === 'eager';
+    this.#markOptions = { ttlMs: options.ttlMs };
+    this.#confirmOptions = { ttlMs: options.ttlMs };
   }
 
   begin(batch: Batch<M>): ProcessingTimeState {
@@ -51,12 +73,11 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       if (id === '') results[i] = { outcome: 'failed', id, error: new InvalidIdError(EMPTY_ID) };
       else keys[i] = id;
     }
-    const owner =
-      this.#options.mode === 'eager' ? `${this.#ownerPrefix}.${(this.#ownerSeq++).toString(36)}` : '';
-    return { owner, found: new Array(ids.length) };
+    const owner = this.#eager ? this.#ownerPrefix + (this.#ownerSeq++).toString(36) : '';
+    return { owner, found: ids.length === 1 ? [undefined] : new Array(ids.length) };
   }
 
-  lookup(state: ProcessingTimeState, batch: Batch<M>): Promise<void> {
+  lookup(state: ProcessingTimeState, batch: Batch<M>): Promise<void> | undefined {
     const { heads } = batch;
     return heads.length === 1
       ? this.#lookupOne(state, batch, heads[0] as number)
@@ -67,7 +88,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   async #lookupMany(state: ProcessingTimeState, batch: Batch<M>, heads: readonly number[]): Promise<void> {
     const keys = heads.map((h) => batch.keys[h] as string);
     const repository = this.#options.repository;
-    if (this.#options.mode === 'eager') {
+    if (this.#eager) {
       const { ttlMs, leaseMs } = this.#options;
       const options = { ttlMs, leaseMs, owner: state.owner };
       const { fingerprints } = batch;
@@ -87,22 +108,37 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     for (let k = 0; k < heads.length; k++) state.found[heads[k] as number] = records[k] ?? FRESH;
   }
 
-  /** `lookup` for a batch of one key (every `wrap` call): the single-key store calls, no arrays. */
-  async #lookupOne(state: ProcessingTimeState, batch: Batch<M>, head: number): Promise<void> {
-    const repository = this.#options.repository;
+  /**
+   * `lookup` for a batch of one key (every `wrap` call): the single-key store calls, no arrays, and no promise
+   * when the store answers at once.
+   */
+  #lookupOne(state: ProcessingTimeState, batch: Batch<M>, head: number): Promise<void> | undefined {
     const id = idOfKey(batch.keys[head] as string);
-    if (this.#options.mode === 'eager') {
+    const { found } = state;
+    if (this.#eager) {
       const { ttlMs, leaseMs } = this.#options;
       const fingerprint = batch.fingerprints?.[head];
-      const r = await repository.add(
+      const answer = this.#one.add(
         id,
         { ttlMs, leaseMs, owner: state.owner },
         fingerprint === undefined ? undefined : { fingerprint },
       );
-      state.found[head] = r.added ? FRESH : r.existing;
-    } else {
-      state.found[head] = (await repository.get(id)) ?? FRESH;
+      if (waits(answer)) {
+        return Promise.resolve(answer).then((r: AddResult) => {
+          found[head] = r.added ? FRESH : r.existing;
+        });
+      }
+      found[head] = answer.added ? FRESH : answer.existing;
+      return undefined;
     }
+    const answer = this.#one.get(id);
+    if (waits(answer)) {
+      return Promise.resolve(answer).then((r: IdempotencyRecord | undefined) => {
+        found[head] = r ?? FRESH;
+      });
+    }
+    found[head] = answer ?? FRESH;
+    return undefined;
   }
 
   decide(state: ProcessingTimeState, batch: Batch<M>, i: number, winner: number | undefined): Decision {
@@ -116,10 +152,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
 
   handled(): void {}
 
-  settle(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
+  settle(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined {
     // Batches of one key (every `wrap` call) take the single-key store calls, with no arrays.
     const one = batch.heads.length === 1 ? (batch.heads[0] as number) : -1;
-    if (this.#options.mode === 'eager') {
+    if (this.#eager) {
       return one === -1 ? this.#settleClaims(state, batch, store) : this.#settleOne(state, batch, store, one);
     }
     return one === -1 ? this.#mark(state, batch, store) : this.#markOne(state, batch, store, one);
@@ -184,61 +220,100 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 
   /** `#settleClaims` for a batch of one key (every `wrap` call): the single-key store calls, no arrays. */
-  async #settleOne(
+  #settleOne(
     state: ProcessingTimeState,
     batch: Batch<M>,
     store: StoreGuard,
     head: number,
-  ): Promise<void> {
-    if (state.found[head] !== FRESH) return;
-    const repository = this.#options.repository;
+  ): Promise<void> | undefined {
+    if (state.found[head] !== FRESH) return undefined;
     const id = idOfKey(batch.keys[head] as string);
     const { owner } = state;
     const winner = batch.winner[head] as number;
     if (winner === -1 || !settles(batch, winner)) {
-      if (!this.#options.removeOnFailure) return;
-      await repository.remove(id, owner).catch(() => {
-        this.#stats.releaseFailures++;
-      });
-      return;
+      return this.#options.removeOnFailure ? this.#release(id, owner) : undefined;
     }
     const start = store.start(batch);
-    let confirmed: boolean;
+    let answer: MaybePromise<boolean>;
     try {
       const result = batch.kept?.[winner];
-      confirmed = await repository.confirm({ id, owner }, { ttlMs: this.#options.ttlMs, result });
-      store.succeeded(batch, 'confirm', start);
+      const options = result === undefined ? this.#confirmOptions : { ttlMs: this.#options.ttlMs, result };
+      answer = this.#one.confirm({ id, owner }, options);
     } catch (error) {
       store.failed(batch, 'confirm', start, error, [winner]);
-      return;
+      return undefined;
     }
+    if (waits(answer)) {
+      return Promise.resolve(answer).then(
+        (confirmed: boolean) => this.#confirmed(batch, store, start, winner, confirmed),
+        (error: unknown) => store.failed(batch, 'confirm', start, error, [winner]),
+      );
+    }
+    this.#confirmed(batch, store, start, winner, answer);
+    return undefined;
+  }
+
+  /** The single confirm went through: `confirmed` false means the claim was lost. */
+  #confirmed(batch: Batch<M>, store: StoreGuard, start: number, winner: number, confirmed: boolean): void {
+    store.succeeded(batch, 'confirm', start);
     if (!confirmed) this.#lost(batch, winner);
   }
 
+  /** Releases a claim whose message failed. A release the store refuses is not an error: the claim lapses. */
+  #release(id: MessageId, owner: string): Promise<void> | undefined {
+    let answer: MaybePromise<boolean>;
+    try {
+      answer = this.#one.remove(id, owner);
+    } catch {
+      this.#stats.releaseFailures++;
+      return undefined;
+    }
+    if (!waits(answer)) return undefined;
+    return Promise.resolve(answer).then(
+      () => undefined,
+      () => {
+        this.#stats.releaseFailures++;
+      },
+    );
+  }
+
   /** `#mark` for a batch of one key (every lazy `wrap` call): one `add`, no arrays. */
-  async #markOne(
+  #markOne(
     state: ProcessingTimeState,
     batch: Batch<M>,
     store: StoreGuard,
     head: number,
-  ): Promise<void> {
-    if (state.found[head] !== FRESH) return;
+  ): Promise<void> | undefined {
+    if (state.found[head] !== FRESH) return undefined;
     const winner = batch.winner[head] as number;
     const r = winner === -1 ? undefined : batch.results[winner];
-    if (r === undefined || !settles(batch, winner) || r.failOpen) return;
+    if (r === undefined || !settles(batch, winner) || r.failOpen) return undefined;
     const start = store.start(batch);
-    let added: AddResult;
+    let answer: MaybePromise<AddResult>;
     try {
-      added = await this.#options.repository.add(
+      answer = this.#one.add(
         idOfKey(batch.keys[head] as string),
-        { ttlMs: this.#options.ttlMs },
+        this.#markOptions,
         markEntry(batch, winner),
       );
-      store.succeeded(batch, 'mark', start);
     } catch (error) {
       store.failed(batch, 'mark', start, error, [winner]);
-      return;
+      return undefined;
     }
+    if (waits(answer)) {
+      return Promise.resolve(answer).then(
+        (added: AddResult) => this.#marked(batch, store, start, winner, added),
+        (error: unknown) => store.failed(batch, 'mark', start, error, [winner]),
+      );
+    }
+    this.#marked(batch, store, start, winner, answer);
+    return undefined;
+  }
+
+  /** The single mark went through: an id already held means another worker marked it first (a race). */
+  #marked(batch: Batch<M>, store: StoreGuard, start: number, winner: number, added: AddResult): void {
+    store.succeeded(batch, 'mark', start);
+    const r = batch.results[winner] as ProcessResult;
     if (added.added || r.outcome !== 'processed') return;
     this.#stats.raced++;
     batch.results[winner] = { ...r, raced: true };
@@ -298,6 +373,33 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       batch.results[i] = { ...result, raced: true };
     }
   }
+}
+
+/** A store's single-key verbs: its direct (at once when it can) verbs, or its async ones. */
+interface SingleKeyVerbs {
+  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
+  get(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined>;
+  confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean>;
+  remove(id: MessageId, owner?: string): MaybePromise<boolean>;
+}
+
+/** True when a single-key verb answered with a promise (any thenable, as `await` would treat it). */
+function waits<T>(answer: MaybePromise<T>): answer is Promise<T> {
+  return (
+    answer !== null &&
+    (typeof answer === 'object' || typeof answer === 'function') &&
+    typeof (answer as Promise<T>).then === 'function'
+  );
+}
+
+function singleKeyVerbs(repository: IdempotentRepository): SingleKeyVerbs {
+  const r = repository;
+  return {
+    add: (r.addDirect ?? r.add).bind(r),
+    get: (r.getDirect ?? r.get).bind(r),
+    confirm: (r.confirmDirect ?? r.confirm).bind(r),
+    remove: (r.removeDirect ?? r.remove).bind(r),
+  };
 }
 
 /**

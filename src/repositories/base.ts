@@ -10,6 +10,7 @@ import type {
   IdempotencyRecord,
   IdempotentRepository,
   MarkOptions,
+  MaybePromise,
   MessageId,
   ReadOptions,
   RepositoryCapabilities,
@@ -213,6 +214,30 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.assertOpen();
     const key = toKey(id, this.maxIdBytes);
     return this.run('remove', () => this.doRemove(key, owner, this.clock()));
+  }
+
+  /*
+   * The single-key fast path (see `IdempotentRepository.addDirect`): the async verbs, for every store that has
+   * to wait. A store that can answer at once overrides these.
+   */
+  /** `add`; see {@link IdempotentRepository.addDirect}. */
+  addDirect(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
+    return this.add(id, options, entry);
+  }
+
+  /** `get`; see {@link IdempotentRepository.addDirect}. */
+  getDirect(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined> {
+    return this.get(id, options);
+  }
+
+  /** `confirm`; see {@link IdempotentRepository.addDirect}. */
+  confirmDirect(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
+    return this.confirm(claim, options);
+  }
+
+  /** `remove`; see {@link IdempotentRepository.addDirect}. */
+  removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
+    return this.remove(id, owner);
   }
 
   async clear(): Promise<void> {

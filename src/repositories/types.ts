@@ -100,6 +100,9 @@ export interface ConfirmOptions {
   readonly result?: string;
 }
 
+/** An answer given at once, or a promise of it when the store has to wait. */
+export type MaybePromise<T> = T | Promise<T>;
+
 /** What a repository can do; the contract suite and the consumer read this instead of guessing. */
 export interface RepositoryCapabilities {
   /** Ids survive `close()` and reopening the same store. */
@@ -165,6 +168,22 @@ export interface IdempotentRepository {
   remove(id: MessageId, owner?: string): Promise<boolean>;
   /** Deletes every record of this repository (its namespace only, for shared stores). */
   clear(): Promise<void>;
+  /*
+   * Optional single-key fast path, for `wrap` (one claim then one confirm or release; lazy: one read then one
+   * mark). Each is its async verb, with the same semantics and errors, except that a store that can answer at
+   * once (the memory store) returns the answer itself rather than a promise, and then throws its error rather
+   * than rejecting; a store that has to wait returns the async verb's promise. The consumer thus pays no promise
+   * hop for a store that does not wait. BaseRepository gives every store the async verbs here; a repository
+   * without them is called through the async verbs.
+   */
+  /** `add`, answered at once when the store can. */
+  addDirect?(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
+  /** `get`, answered at once when the store can. */
+  getDirect?(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined>;
+  /** `confirm`, answered at once when the store can. */
+  confirmDirect?(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean>;
+  /** `remove`, answered at once when the store can. */
+  removeDirect?(id: MessageId, owner?: string): MaybePromise<boolean>;
   /** Releases connections and flushes local state. Further calls fail with RepositoryClosedError. */
   close(): Promise<void>;
 }

@@ -8,11 +8,15 @@ import type {
   ClaimRef,
   ConfirmOptions,
   IdempotencyRecord,
+  MaybePromise,
   MessageId,
   ReadOptions,
   RepositoryCapabilities,
 } from '../types.js';
 import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
+
+/** The record fields of an add that carries none (no object per call). */
+const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});
 
 /**
  * In-process store for tests and small jobs: a bounded LRU map. Expiry is checked on every read against the
@@ -21,6 +25,11 @@ import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
  * The LRU is a plain Map kept in recency order (re-inserting moves a key to the end), rather than lru-cache:
  * this store is the wrapper benchmark's baseline, and the Map measured several times cheaper per message.
  * An evicted live id can repeat; size `maxEntries` above the ids seen within one TTL.
+ *
+ * A confirmed record with nothing but its expiry (no event time, fingerprint or result: the common case) is kept
+ * as that expiry, a number counted from the store's first one, not as an object: a Map of small integers is what
+ * a bare `Map` has+set costs, while a Map of fresh objects makes the garbage collector copy every record it
+ * keeps. Reads give such a record back as the same plain object the store was given.
  */
 export class MemoryRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -32,13 +41,28 @@ export class MemoryRepository extends BaseRepository {
     maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'memory';
-  readonly #records = new Map<string, IdempotencyRecord>();
+  /** Key → record, or a bare confirmed record's `expiresAt - #base` (see the class comment). */
+  readonly #records = new Map<string, IdempotencyRecord | number>();
+  /** What compact expiries count from: the first one kept, so they stay small integers for weeks. */
+  #base: number | undefined;
   readonly #maxEntries: number;
+  /**
+   * A subclass that overrides an async single-key verb (a test's outage double, a wrapper that counts calls)
+   * gets its direct verb calling that override, so the two verbs never disagree.
+   */
+  readonly #inherits: { add: boolean; get: boolean; confirm: boolean; remove: boolean };
 
   constructor(options: MemoryRepositoryOptions = {}) {
     super(options);
     const { clock: _clock, ...rest } = options;
     this.#maxEntries = parseMemoryOptions(rest).maxEntries;
+    const own = MemoryRepository.prototype;
+    this.#inherits = {
+      add: this.add === own.add,
+      get: this.get === own.get,
+      confirm: this.confirm === own.confirm,
+      remove: this.remove === own.remove,
+    };
   }
 
   /** Number of records held, live or not yet swept. */
@@ -47,15 +71,35 @@ export class MemoryRepository extends BaseRepository {
   }
 
   /*
-   * The single-key calls (every `wrap` call makes two) skip the base class's closure and extra async layer: this
-   * store cannot fail, so there is no client error to wrap, only the id to check. Same checks, same answers.
+   * The single-key calls (every `wrap` call makes two) answer at once through the direct verbs (see
+   * `IdempotentRepository.addDirect`), and the async verbs are those answers in a promise: this store cannot
+   * fail, so there is no client error to wrap, only the id to check. Same checks, same answers as the base class.
    */
-  override add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
+  override addDirect(
+    id: MessageId,
+    options: AddOptions,
+    entry?: Omit<AddEntry, 'id'>,
+  ): MaybePromise<AddResult> {
+    return this.#inherits.add ? this.#add(id, options, entry) : this.add(id, options, entry);
+  }
+
+  override getDirect(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined> {
+    return this.#inherits.get ? this.#get(id, options) : this.get(id, options);
+  }
+
+  override confirmDirect(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
+    return this.#inherits.confirm ? this.#confirm(claim, options) : this.confirm(claim, options);
+  }
+
+  override removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
+    if (!this.#inherits.remove) return this.remove(id, owner);
+    this.assertOpen();
+    return this.removeOne(toKey(id, this.maxIdBytes), owner);
+  }
+
+  override add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {
     try {
-      this.assertOpen();
-      return Promise.resolve(
-        this.addOne(toKey(id, this.maxIdBytes), entry, options, options.now ?? this.clock()),
-      );
+      return Promise.resolve(this.#add(id, options, entry));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -63,28 +107,34 @@ export class MemoryRepository extends BaseRepository {
 
   override confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
     try {
-      this.assertOpen();
-      return Promise.resolve(
-        this.confirmOne(
-          toKey(claim.id, this.maxIdBytes),
-          claim.owner,
-          options.ttlMs,
-          this.clock(),
-          options.result,
-        ),
-      );
+      return Promise.resolve(this.#confirm(claim, options));
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
-  override get(id: MessageId, options: ReadOptions = {}): Promise<IdempotencyRecord | undefined> {
+  override get(id: MessageId, options?: ReadOptions): Promise<IdempotencyRecord | undefined> {
     try {
-      this.assertOpen();
-      return Promise.resolve(this.getOne(toKey(id, this.maxIdBytes), options.now ?? this.clock()));
+      return Promise.resolve(this.#get(id, options));
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = NO_FIELDS): AddResult {
+    this.assertOpen();
+    return this.addOne(toKey(id, this.maxIdBytes), entry, options, options.now ?? this.clock());
+  }
+
+  #get(id: MessageId, options?: ReadOptions): IdempotencyRecord | undefined {
+    this.assertOpen();
+    return this.getOne(toKey(id, this.maxIdBytes), options?.now ?? this.clock());
+  }
+
+  #confirm(claim: ClaimRef, options: ConfirmOptions): boolean {
+    this.assertOpen();
+    const key = toKey(claim.id, this.maxIdBytes);
+    return this.confirmOne(key, claim.owner, options.ttlMs, this.clock(), options.result);
   }
 
   protected async doAddMany(
@@ -96,38 +146,80 @@ export class MemoryRepository extends BaseRepository {
   }
 
   private addOne(key: string, entry: Omit<AddEntry, 'id'>, options: AddOptions, now: number): AddResult {
-    const existing = this.#records.get(key);
-    if (existing !== undefined && isLive(existing, now)) {
-      this.#touch(key, existing);
-      return { added: false, existing };
+    const held = this.#records.get(key);
+    if (held !== undefined && this.#live(held, now)) {
+      this.#touch(key, held);
+      return { added: false, existing: this.#record(key, held) };
     }
     const record = newRecord(key, entry, options, now);
-    if (existing === undefined) this.#insert(key, record);
-    else this.#touch(key, record);
+    const stored = this.#compact(record);
+    if (held === undefined) this.#insert(key, stored);
+    else this.#touch(key, stored);
     return { added: true, record };
   }
 
   private getOne(key: string, now: number): IdempotencyRecord | undefined {
-    const record = this.#records.get(key);
-    return record !== undefined && isLive(record, now) ? record : undefined;
+    const held = this.#records.get(key);
+    return held !== undefined && this.#live(held, now) ? this.#record(key, held) : undefined;
   }
 
   private confirmOne(key: string, owner: string, ttlMs: number, now: number, result?: string): boolean {
-    const record = this.#records.get(key);
-    if (record === undefined || record.state !== 'in-flight' || record.owner !== owner) return false;
-    this.#records.set(key, confirmedRecord(record, ttlMs, now, result));
+    const held = this.#records.get(key);
+    if (
+      held === undefined ||
+      typeof held === 'number' ||
+      held.state !== 'in-flight' ||
+      held.owner !== owner
+    ) {
+      return false;
+    }
+    const bare = held.eventTime === undefined && held.fingerprint === undefined && result === undefined;
+    // A bare record goes straight to its compact form, without the object it would be compacted from.
+    const expiresAt = now + ttlMs;
+    this.#base ??= expiresAt;
+    const offset = expiresAt - this.#base;
+    this.#records.set(
+      key,
+      bare && this.#base + offset === expiresAt ? offset : confirmedRecord(held, ttlMs, now, result),
+    );
     return true;
   }
 
+  /** A bare confirmed record as its compact expiry; any other record as it is. */
+  #compact(record: IdempotencyRecord): IdempotencyRecord | number {
+    if (
+      record.state !== 'confirmed' ||
+      record.eventTime !== undefined ||
+      record.fingerprint !== undefined ||
+      record.result !== undefined
+    ) {
+      return record;
+    }
+    this.#base ??= record.expiresAt;
+    const offset = record.expiresAt - this.#base;
+    // Exact for whole milliseconds; a fractional time that would not round-trip stays an object.
+    return this.#base + offset === record.expiresAt ? offset : record;
+  }
+
+  /** The record held for `key` (a compact expiry becomes the confirmed record it stands for). */
+  #record(key: string, held: IdempotencyRecord | number): IdempotencyRecord {
+    if (typeof held !== 'number') return held;
+    return { id: key, state: 'confirmed', expiresAt: (this.#base as number) + held };
+  }
+
+  #live(held: IdempotencyRecord | number, now: number): boolean {
+    return typeof held === 'number' ? (this.#base as number) + held > now : isLive(held, now);
+  }
+
   /** Stores the record as the most recently used, evicting the least recently used past the bound. */
-  #touch(key: string, record: IdempotencyRecord): void {
+  #touch(key: string, held: IdempotencyRecord | number): void {
     this.#records.delete(key);
-    this.#insert(key, record);
+    this.#insert(key, held);
   }
 
   /** Stores a key known to be absent (no delete needed to move it to the recent end). */
-  #insert(key: string, record: IdempotencyRecord): void {
-    this.#records.set(key, record);
+  #insert(key: string, held: IdempotencyRecord | number): void {
+    this.#records.set(key, held);
     if (this.#records.size > this.#maxEntries) {
       const oldest = this.#records.keys().next().value as string;
       this.#records.delete(oldest);
@@ -150,9 +242,18 @@ export class MemoryRepository extends BaseRepository {
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    const record = this.#records.get(key);
-    if (record === undefined) return false;
-    if (owner !== undefined && (record.state !== 'in-flight' || record.owner !== owner)) return false;
+    return this.removeOne(key, owner);
+  }
+
+  private removeOne(key: string, owner: string | undefined): boolean {
+    const held = this.#records.get(key);
+    if (held === undefined) return false;
+    if (
+      owner !== undefined &&
+      (typeof held === 'number' || held.state !== 'in-flight' || held.owner !== owner)
+    ) {
+      return false;
+    }
     return this.#records.delete(key);
   }
 

@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { RepositoryError } from '../../src/errors.js';
+import { MemoryRepository } from '../../src/repositories/memory/index.js';
+
+const TTL = 10_000;
+const LEASE = 1_000;
+
+/** A clock the test steps by hand. */
+function manualClock(start = 1_700_000_000_000) {
+  let now = start;
+  return { clock: () => now, step: (ms: number) => (now += ms) };
+}
+
+describe('memory repository: compact records and the direct verbs', () => {
+  it('a bare confirmed record reads back as the record it was, and expires exactly at expiresAt', async () => {
+    const { clock, step } = manualClock();
+    const repo = new MemoryRepository({ clock });
+    const t0 = clock();
+    assert.equal((await repo.add('a', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' })).added, true);
+    assert.equal(await repo.confirm({ id: 'a', owner: 'o' }, { ttlMs: TTL }), true);
+    await repo.add('b', { ttlMs: TTL }); // a lazy mark: confirmed at once
+    assert.deepStrictEqual(await repo.get('a'), { id: 'a', state: 'confirmed', expiresAt: t0 + TTL });
+    assert.deepStrictEqual(await repo.get('b'), { id: 'b', state: 'confirmed', expiresAt: t0 + TTL });
+    const again = await repo.add('a', { ttlMs: TTL, leaseMs: LEASE, owner: 'p' });
+    assert.deepStrictEqual(again, {
+      added: false,
+      existing: { id: 'a', state: 'confirmed', expiresAt: t0 + TTL },
+    });
+    // A confirmed record is not a claim: neither a confirm nor an owner's release touches it.
+    assert.equal(await repo.confirm({ id: 'a', owner: 'o' }, { ttlMs: TTL }), false);
+    assert.equal(await repo.remove('a', 'o'), false);
+    step(TTL - 1);
+    assert.equal(await repo.contains('a'), true);
+    step(1);
+    assert.equal(await repo.contains('a'), false);
+    assert.equal((await repo.add('a', { ttlMs: TTL, leaseMs: LEASE, owner: 'q' })).added, true);
+    assert.equal(await repo.remove('b'), true);
+    assert.equal(await repo.contains('b'), false);
+  });
+
+  it('keeps fingerprints and results with a confirmed record', async () => {
+    const repo = new MemoryRepository();
+    await repo.add('f', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' }, { fingerprint: 'fp' });
+    await repo.confirm({ id: 'f', owner: 'o' }, { ttlMs: TTL, result: 'r' });
+    const record = await repo.get('f');
+    assert.equal(record?.state, 'confirmed');
+    assert.equal(record?.fingerprint, 'fp');
+    assert.equal(record?.result, 'r');
+  });
+
+  it('evicts the least recently used id past maxEntries; a duplicate counts as a use', async () => {
+    const repo = new MemoryRepository({ maxEntries: 2 });
+    await repo.add('a', { ttlMs: TTL });
+    await repo.add('b', { ttlMs: TTL });
+    assert.equal((await repo.add('a', { ttlMs: TTL })).added, false);
+    await repo.add('c', { ttlMs: TTL });
+    assert.deepEqual(await repo.containsMany(['a', 'b', 'c']), [true, false, true]);
+    assert.equal(repo.size, 2);
+  });
+
+  it('answers the direct verbs at once, as the async verbs answer', async () => {
+    const repo = new MemoryRepository();
+    const claim = repo.addDirect('d', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' });
+    assert.ok(!(claim instanceof Promise));
+    assert.equal(claim.added, true);
+    const held = repo.getDirect('d');
+    assert.ok(!(held instanceof Promise));
+    assert.equal(held?.state, 'in-flight');
+    assert.equal(repo.confirmDirect({ id: 'd', owner: 'x' }, { ttlMs: TTL }), false);
+    assert.equal(repo.confirmDirect({ id: 'd', owner: 'o' }, { ttlMs: TTL }), true);
+    assert.equal(repo.removeDirect('d', 'o'), false);
+    assert.equal(repo.removeDirect('d'), true);
+    assert.equal(await repo.contains('d'), false);
+    await repo.close();
+    assert.throws(() => repo.addDirect('d', { ttlMs: TTL }), { name: 'RepositoryClosedError' });
+  });
+
+  it('a subclass that overrides an async verb gets its direct verb calling the override', async () => {
+    class Down extends MemoryRepository {
+      override async add(): Promise<never> {
+        throw new RepositoryError('connection refused');
+      }
+    }
+    const repo = new Down();
+    const answer = repo.addDirect('e', { ttlMs: TTL });
+    assert.ok(answer instanceof Promise);
+    await assert.rejects(answer, RepositoryError);
+    // The verbs it does not override still answer at once.
+    assert.equal(repo.getDirect('e'), undefined);
+  });
+});

@@ -120,9 +120,8 @@ export async function* readBatches(
             });
           }
           if (signal.aborted) break;
-          // An exact-size copy owns its memory, so it can be moved to the worker rather than cloned.
-          const data = new Uint8Array(chunk);
-          post(input, { kind: 'chunk', data }, [data.buffer]);
+          const data = ownedBytes(chunk);
+          post(input, { kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
         }
       } catch (error) {
         if (!signal.aborted) throw error;
@@ -190,13 +189,33 @@ export async function* readBatches(
   }
 }
 
+/**
+ * The chunk's bytes in an ArrayBuffer of their own, so they can be moved to the worker rather than cloned. A file
+ * stream reads each chunk into a fresh buffer of exactly its size, which is moved as it is; a chunk that shares
+ * its buffer (stdin's pooled reads) is copied.
+ */
+function ownedBytes(chunk: Buffer): Uint8Array {
+  const whole = chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength;
+  return whole && !(chunk.buffer instanceof SharedArrayBuffer)
+    ? new Uint8Array(chunk.buffer, 0, chunk.byteLength)
+    : new Uint8Array(chunk);
+}
+
+/**
+ * The parse worker's V8 young generation, MiB. Its garbage is per line and dies young, so a small nursery
+ * suffices, while V8's default (sized for a main thread) held ~50 MB more RSS for nothing. Measured (1M lines):
+ * 4 MiB saved another ~12 MB but tripled the worker's GC time; 12 MiB kept the run as fast as the default.
+ */
+const WORKER_YOUNG_GENERATION_MB = 12;
+
 function startWorker(workerData: { idExpression: string; maxLineBytes: number }): Worker {
+  const resourceLimits = { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB };
   if (!import.meta.url.endsWith('.ts'))
-    return new Worker(new URL('./parse-worker.js', import.meta.url), { workerData });
+    return new Worker(new URL('./parse-worker.js', import.meta.url), { workerData, resourceLimits });
   // Running from source (tsx): the worker is TypeScript too, and workers do not inherit tsx's loader, so a
   // small bootstrap registers it first.
   const api = JSON.stringify(import.meta.resolve('tsx/esm/api'));
   const entry = JSON.stringify(new URL('./parse-worker.ts', import.meta.url).href);
   const bootstrap = `import(${api}).then(({ register }) => { register(); return import(${entry}); });`;
-  return new Worker(bootstrap, { eval: true, workerData });
+  return new Worker(bootstrap, { eval: true, workerData, resourceLimits });
 }

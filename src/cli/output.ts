@@ -1,4 +1,4 @@
-import { fstatSync, write as writeFd } from 'node:fs';
+import { fstatSync, writeSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import { OutputError } from '../errors.js';
 
@@ -75,15 +75,15 @@ export class Output {
     });
   }
 
-  /** Writes until every byte is out; a write that makes no progress is an error, never a silent loss. */
+  /**
+   * Writes until every byte is out; a write that makes no progress is an error, never a silent loss. The write
+   * is synchronous: a file or device write returns at once, and an asynchronous one would leave the main thread
+   * idle for a thread-pool round trip per batch (nothing else of the run can proceed before the mark anyway).
+   */
   async #toFd(fd: number, data: Uint8Array): Promise<void> {
     let at = 0;
     while (at < data.length) {
-      const n = await new Promise<number>((resolve, reject) => {
-        writeFd(fd, data, at, data.length - at, null, (error, bytes) =>
-          error ? reject(error) : resolve(bytes),
-        );
-      });
+      const n = writeSync(fd, data, at, data.length - at);
       if (n <= 0) {
         throw new OutputError(
           `writing to ${this.name} failed: wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`,

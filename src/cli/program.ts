@@ -233,6 +233,12 @@ function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void 
     // A one-shot run: whatever store the config names, nothing is kept after it.
     for (const key of Object.keys(section)) delete section[key];
     section.type = 'memory';
+    section.maxEntries = dedupDefaults.memoryMaxEntries;
+    return;
+  }
+  if (section.type === 'memory') {
+    // The memory store's own cap evicts the oldest ids, which would let their repeats through unnoticed.
+    section.maxEntries ??= dedupDefaults.memoryMaxEntries;
     return;
   }
   if (section.type !== 'rocksdb') {

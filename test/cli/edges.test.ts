@@ -5,6 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { memoryDefaults } from '../../src/repositories/memory/options.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 import { finished, idsOf, MAIN, ROOT, runCli, TSX } from './run-cli.js';
 
@@ -39,6 +40,26 @@ describe('idem dedup at the edges: ids, long lines, byte-order marks, failed wri
     assert.equal(result.code, 0, result.stderr);
     assert.equal(result.stdout, '{"id":9007199254740993}\n{"id":9007199254740992}\n');
     assert.match(result.stderr, /duplicates 1/);
+  });
+
+  test("--store memory finds every repeat of the run, past the memory store's default cap of ids", async () => {
+    // The memory store evicts its oldest ids past `maxEntries` (1M by default); the one-shot run must not.
+    // A few batches past the cap, so id 0 would be gone before its repeat is looked up.
+    const distinct = memoryDefaults.maxEntries + 5_000;
+    const parts: string[] = [];
+    for (let i = 0; i < distinct; i++) parts.push(`{"id":${i}}\n`);
+    parts.push('{"id":0,"again":true}\n');
+    const path = file('many.ndjson', parts.join(''));
+    const devNull = openSync('/dev/null', 'w');
+    try {
+      const result = await runCli(['dedup', '--id', 'id', '--store', 'memory', '--no-progress', path], {
+        stdoutFd: devNull,
+      });
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(result.stderr, new RegExp(`wrote ${distinct.toLocaleString('en-US')}, duplicates 1,`));
+    } finally {
+      closeSync(devNull);
+    }
   });
 
   test('an id that is not valid UTF-8 is an invalid line named file:line, never merged with another', async () => {

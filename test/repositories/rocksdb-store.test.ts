@@ -216,6 +216,59 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     assert.equal(await repo.contains('never-added'), false);
   });
 
+  it('after a SIGKILL, catches a snapshot up with the blobs written since, exactly (and unpacks what does not fit)', async (t) => {
+    const path = freshPath();
+    // The snapshot knows the first marks; the killed run then adds blobs to the same bucket: more marks, a
+    // removal (a tombstone entry), a re-add, and a claim confirmed into another bucket (a tombstone behind it).
+    const before = await RocksdbRepository.open({ path });
+    await before.addMany(
+      ids('old', 2000).map((id) => ({ id })),
+      { ttlMs: HOUR },
+    );
+    await before.add('moved', { ttlMs: HOUR, leaseMs: 1000, owner: 'o' });
+    await before.close();
+    const child = await startChild(
+      path,
+      { wal: true },
+      `
+      const marks = Array.from({ length: 3000 }, (_, i) => ({ id: 'new-' + i }));
+      for (let i = 0; i < marks.length; i += 1000) await repo.addMany(marks.slice(i, i + 1000), { ttlMs: ${HOUR} });
+      await repo.remove('old-5');
+      await repo.remove('new-6');
+      await repo.add('new-7', { ttlMs: ${HOUR} }, { fingerprint: 'x' });
+      await repo.remove('new-7');
+      await repo.add('new-7', { ttlMs: ${HOUR} }, { fingerprint: 'again' });
+      await repo.confirm({ id: 'moved', owner: 'o' }, { ttlMs: ${24 * HOUR} });`,
+    );
+    await kill(child);
+    const stored = [...ids('old', 2000), ...ids('new', 3000)];
+    const expected = stored.map((id) => id !== 'old-5' && id !== 'new-6');
+    const check = async (repo: RocksdbRepository, when: string) => {
+      assert.deepEqual(await repo.containsMany(stored), expected, when);
+      assert.equal((await repo.get('new-7'))?.fingerprint, 'again', when);
+      assert.equal((await repo.get('moved'))?.state, 'confirmed', when);
+      assert.ok(!(await repo.containsMany(ids('absent', 500))).some(Boolean), when);
+      assert.equal((await repo.add('new-9', { ttlMs: HOUR })).added, false, when);
+    };
+    const caughtUp = await RocksdbRepository.open({ path });
+    await check(caughtUp, 'caught up');
+    assert.ok(caughtUp.stats().buckets.every((b) => b.indexed));
+    await caughtUp.close();
+    // Killed again after more writes: the snapshot of that graceful close is caught up once more.
+    const again = await startChild(path, { wal: true }, `await repo.add('later', { ttlMs: ${HOUR} });`);
+    await kill(again);
+    const second = await RocksdbRepository.open({ path });
+    await check(second, 'caught up twice');
+    assert.equal(await second.contains('later'), true);
+    await second.close();
+    const third = await startChild(path, { wal: true }, `await repo.add('last', { ttlMs: ${HOUR} });`);
+    await kill(third);
+    // The index off: the snapshot is not used and the blobs are unpacked under their keys, still exact.
+    const unpacked = closeAfter(t, await RocksdbRepository.open({ path, indexMaxMb: 0 }));
+    await check(unpacked, 'unpacked');
+    assert.equal(await unpacked.contains('last'), true);
+  });
+
   it('with the WAL off, keeps what was confirmed a second before a SIGKILL, though the caller never yields', async (t) => {
     const path = freshPath();
     await mkdir(root, { recursive: true });

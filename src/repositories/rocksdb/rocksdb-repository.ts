@@ -165,6 +165,46 @@ export class RocksdbRepository extends BaseRepository {
 
   protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
     return this.#serial(async (wall) => {
+      const results = new Array<boolean>(claims.length);
+      // The usual case, a claim of this instance still buffered (never written): confirmed by one write of the
+      // confirmed records, with no lookup. The rest take the general path below, after that write.
+      let rest: number[] | undefined;
+      if (this.#buffer.wal) {
+        const keys: string[] = [];
+        const changes: Pending[] = [];
+        let bucket: Bucket | undefined;
+        for (let i = 0; i < claims.length; i++) {
+          const { key, owner, result } = claims[i] as KeyedClaim;
+          const claim = this.#buffer.takeClaim(key, owner);
+          if (claim === undefined) {
+            (rest ??= []).push(i);
+            continue;
+          }
+          const record = confirmedRecord(claim.record as IdempotencyRecord, ttlMs, now, result);
+          bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+          keys.push(key);
+          changes.push({ hash: claim.hash, record, bucket, copies: claim.copies });
+          results[i] = true;
+        }
+        if (keys.length > 0) this.#buffer.writeNow(keys, changes);
+        if (rest === undefined) return results;
+      }
+      const pendingClaims = rest === undefined ? claims : rest.map((i) => claims[i] as KeyedClaim);
+      const confirmed = await this.#confirmFound(pendingClaims, ttlMs, now, wall);
+      if (rest === undefined) return confirmed;
+      for (let k = 0; k < rest.length; k++) results[rest[k] as number] = confirmed[k] as boolean;
+      return results;
+    });
+  }
+
+  /** Confirms claims after looking up their records (the general path of `doConfirmMany`). */
+  async #confirmFound(
+    claims: readonly KeyedClaim[],
+    ttlMs: number,
+    now: number,
+    wall: number,
+  ): Promise<boolean[]> {
+    {
       const keys = [...new Set(claims.map((c) => c.key))];
       const hashes = new Uint32Array(keys.length);
       const found = await this.#locate(keys, hashes, now);
@@ -187,7 +227,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       this.#buffer.afterWrite();
       return results;
-    });
+    }
   }
 
   protected doRemove(key: string, owner: string | undefined, now: number): Promise<boolean> {

@@ -54,6 +54,11 @@ export class WriteBuffer {
    * timers starves it, so every operation checks it too (`flushIfDue`).
    */
   #dueAt: number | undefined;
+  /**
+   * Whether a durable change (anything but an in-flight claim) may be buffered: with the WAL on, a call that
+   * buffered only claims then skips the flush's pass over the buffer.
+   */
+  #durable = false;
   #timer: NodeJS.Timeout | undefined;
   #error: unknown;
 
@@ -82,6 +87,14 @@ export class WriteBuffer {
     return this.#wal && this.#pending.size === 0;
   }
 
+  /**
+   * True when durable changes are written before the call resolves (the `wal` option). Between calls the
+   * buffer then holds in-flight claims only.
+   */
+  get wal(): boolean {
+    return this.#wal;
+  }
+
   /** Writes changes at once (see `direct`), each superseding the copies it lists. */
   writeNow(keys: readonly string[], changes: readonly Pending[]): void {
     this.#writer.write(keys, changes);
@@ -96,23 +109,42 @@ export class WriteBuffer {
     bucket: Bucket,
     copies: readonly Located[] | undefined,
   ): void {
+    if (record.state !== 'in-flight') this.#durable = true;
     this.#pending.set(key, { hash, record, bucket, copies: this.#onDisk(key, copies) });
   }
 
   /** Buffers the deletion of every copy of the key. */
   delete(key: string, hash: number, copies: readonly Located[]): void {
+    this.#durable = true;
     this.#pending.set(key, { hash, record: undefined, bucket: undefined, copies: this.#onDisk(key, copies) });
+  }
+
+  /**
+   * Takes the key's buffered in-flight claim when `owner` holds it, for a confirmation written at once
+   * (`writeNow`): the claim leaves the buffer, so it is never written. Undefined when the key's buffered state is
+   * anything else (nothing, a change of another kind, another owner's claim).
+   */
+  takeClaim(key: string, owner: string): Pending | undefined {
+    if (this.#pending.size === 0) return undefined;
+    const pending = this.#pending.get(key);
+    if (pending?.record?.state !== 'in-flight' || pending.record.owner !== owner) return undefined;
+    this.#pending.delete(key);
+    if (this.#pending.size === 0) this.#dueAt = undefined;
+    return pending;
   }
 
   /** Writes what must be written now (see the class comment) and arms the timer for the rest. */
   afterWrite(): void {
     const full = this.#pending.size >= FLUSH_MAX_PENDING;
-    if (this.#wal || full) {
+    if ((this.#wal && this.#durable) || full) {
       try {
         this.flush(!full);
       } catch (error) {
         // The call fails, so its changes must not linger in memory as if they had been stored.
-        if (this.#wal) this.#pending.clear();
+        if (this.#wal) {
+          this.#pending.clear();
+          this.#durable = false;
+        }
         throw error;
       }
     }
@@ -148,6 +180,7 @@ export class WriteBuffer {
   flush(durableOnly = false): void {
     if (this.#pending.size === 0) {
       this.#dueAt = undefined;
+      this.#durable = false;
       return;
     }
     const keys: string[] = [];
@@ -178,6 +211,8 @@ export class WriteBuffer {
       }
     }
     while (this.#claims.size > MAX_CLAIMS) this.#claims.delete(this.#claims.keys().next().value as string);
+    // What stays buffered now is in-flight claims only (durableOnly), or nothing.
+    this.#durable = false;
     if (this.#pending.size === 0) this.#dueAt = undefined;
   }
 
@@ -193,6 +228,7 @@ export class WriteBuffer {
     this.#pending.clear();
     this.#claims.clear();
     this.#dueAt = undefined;
+    this.#durable = false;
   }
 
   /** The copies on disk a new change supersedes: those just found, and those an older buffered change had. */

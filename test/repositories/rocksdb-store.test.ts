@@ -356,6 +356,44 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     assert.equal(await last.contains('mark-8'), true);
   });
 
+  it('markMany writes new ids without a read, keeping their fields, and reads where the index knows a copy', async (t) => {
+    const path = freshPath();
+    let now = Date.UTC(2030, 0, 1);
+    const clock = () => now;
+    // A lapsed claim stored under its own key (written with the index off), in the bucket later marks go to.
+    const unindexed = await RocksdbRepository.open({ path, indexMaxMb: 0, clock });
+    await unindexed.add('lapsed', { ttlMs: HOUR, leaseMs: 1_000, owner: 'crashed' });
+    await unindexed.close();
+    const claimer = await RocksdbRepository.open({ path, clock });
+    await claimer.add('live', { ttlMs: HOUR, leaseMs: HOUR, owner: 'worker' });
+    await claimer.close();
+    // Nothing buffered now, so the ids the index does not know take the write without a read.
+    const repo = closeAfter(t, await RocksdbRepository.open({ path, clock }));
+    now += 2_000;
+    const marked = await repo.markMany(
+      [{ id: 'lapsed' }, { id: 'live' }, { id: 'timed', eventTime: 1_700_000_000_123 }, { id: 'plain' }],
+      { ttlMs: HOUR },
+    );
+    assert.deepEqual(marked, [true, false, true, true]);
+    const [lapsed, live, timed, plain] = await repo.getMany(['lapsed', 'live', 'timed', 'plain']);
+    assert.equal(lapsed?.state, 'confirmed', 'the copy under the key must not hide the mark');
+    assert.equal(lapsed?.owner, undefined);
+    assert.equal(live?.owner, 'worker');
+    assert.equal(timed?.eventTime, 1_700_000_000_123);
+    assert.equal(plain?.state, 'confirmed');
+    assert.equal(plain?.eventTime, undefined);
+    assert.equal(plain?.expiresAt, now + HOUR);
+    await repo.close();
+    const reopened = closeAfter(t, await RocksdbRepository.open({ path, clock }));
+    assert.deepEqual(await reopened.containsMany(['lapsed', 'live', 'timed', 'plain', 'never']), [
+      true,
+      true,
+      true,
+      true,
+      false,
+    ]);
+  });
+
   it('stays exact when the key index is full or off', async (t) => {
     // 1 MiB holds 2^17 entries, 3/4 of which may be used: 100k ids overflow it.
     for (const indexMaxMb of [1, 0]) {

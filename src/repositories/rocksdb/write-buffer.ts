@@ -95,10 +95,16 @@ export class WriteBuffer {
     return this.#wal;
   }
 
-  /** Writes changes at once (see `direct`), each superseding the copies it lists. */
-  writeNow(keys: readonly string[], changes: readonly Pending[]): void {
-    this.#writer.write(keys, changes);
-    if (this.#claims.size > 0) for (const key of keys) this.#claims.delete(key);
+  /**
+   * Writes changes at once (see `direct`), each superseding the copies it lists; and `fresh` records, of keys no
+   * copy of which is known anywhere (no per-key change object), in the same write.
+   */
+  writeNow(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): void {
+    this.#writer.write(keys, changes, fresh);
+    if (this.#claims.size > 0) {
+      for (const key of keys) this.#claims.delete(key);
+      if (fresh !== undefined) for (const key of fresh.keys) this.#claims.delete(key);
+    }
   }
 
   /** Buffers `record` as the key's newest state, in `bucket`; the `copies` found on disk are superseded. */
@@ -241,6 +247,18 @@ export class WriteBuffer {
   }
 }
 
+/**
+ * New records of keys of which no copy is stored or buffered anywhere (the key index knows none), all for one
+ * bucket, in parallel arrays: the write path of new ids without an object per id. `values[i]` is the encoded
+ * record of `keys[i]` (`encodeRecord`); equal records may share one buffer.
+ */
+export interface FreshRecords {
+  readonly bucket: Bucket;
+  readonly keys: readonly string[];
+  readonly hashes: readonly number[];
+  readonly values: readonly Buffer[];
+}
+
 /** The RocksDB writes of one bucket in one phase: a write batch and the blob being filled. */
 interface BucketWrites {
   readonly batch: NativeBatch;
@@ -264,11 +282,18 @@ class Writer {
   }
 
   /** Writes the changes; returns where each record went (blob number, 0 under its own key, -1 nowhere). */
-  write(keys: readonly string[], changes: readonly Pending[]): Int32Array {
+  write(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): Int32Array {
     const records = new Map<Bucket, BucketWrites>();
     const tombstones = new Map<Bucket, BucketWrites>();
     const placed = new Int32Array(changes.length).fill(-1);
     const encode = valueEncoder();
+    if (fresh !== undefined && fresh.keys.length > 0 && !fresh.bucket.dropped) {
+      const { bucket, keys: freshKeys, hashes, values } = fresh;
+      const writes = writesOf(records, bucket);
+      for (let i = 0; i < freshKeys.length; i++) {
+        this.#add(writes, bucket, hashes[i] as number, freshKeys[i] as string, values[i] as Buffer);
+      }
+    }
     for (let i = 0; i < changes.length; i++) {
       const key = keys[i] as string;
       const change = changes[i] as Pending;
@@ -342,7 +367,7 @@ function writesOf(phase: Map<Bucket, BucketWrites>, bucket: Bucket): BucketWrite
  * Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. Every field
  * `encodeRecord` writes must be compared here (a new record field, e.g. a stored result, included).
  */
-function valueEncoder(): (record: IdempotencyRecord) => Buffer {
+export function valueEncoder(): (record: IdempotencyRecord) => Buffer {
   let last: IdempotencyRecord | undefined;
   let bytes = Buffer.alloc(0);
   return (record) => {

@@ -283,8 +283,8 @@ class Writer {
 
   /** Writes the changes; returns where each record went (blob number, 0 under its own key, -1 nowhere). */
   write(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): Int32Array {
-    const records = new Map<Bucket, BucketWrites>();
-    const tombstones = new Map<Bucket, BucketWrites>();
+    const records: Phase = { number: 0, writes: new Map() };
+    const tombstones: Phase = { number: 1, writes: new Map() };
     const placed = new Int32Array(changes.length).fill(-1);
     const encode = valueEncoder();
     if (fresh !== undefined && fresh.keys.length > 0 && !fresh.bucket.dropped) {
@@ -317,14 +317,14 @@ class Writer {
       }
     }
     for (const phase of [records, tombstones]) {
-      for (const writes of phase.values()) {
+      for (const writes of phase.writes.values()) {
         if (writes.blob !== undefined && writes.blob.count > 0) {
           writes.batch.putBytes(blobKey(writes.blob.number), writes.blob.encode());
         }
       }
     }
-    for (const writes of records.values()) writes.batch.write();
-    for (const writes of tombstones.values()) writes.batch.write();
+    for (const writes of records.writes.values()) writes.batch.write();
+    for (const writes of tombstones.writes.values()) writes.batch.write();
     return placed;
   }
 
@@ -354,11 +354,24 @@ class Writer {
 
 const EMPTY = Buffer.alloc(0);
 
-function writesOf(phase: Map<Bucket, BucketWrites>, bucket: Bucket): BucketWrites {
-  let writes = phase.get(bucket);
+/** The writes of one phase (records first, then tombstones), by bucket. */
+interface Phase {
+  readonly number: number;
+  readonly writes: Map<Bucket, BucketWrites>;
+}
+
+function writesOf(phase: Phase, bucket: Bucket): BucketWrites {
+  let writes = phase.writes.get(bucket);
   if (writes === undefined) {
-    writes = { batch: bucket.db.batch(), blob: undefined };
-    phase.set(bucket, writes);
+    let batch = bucket.batches[phase.number];
+    if (batch === undefined) {
+      batch = bucket.db.batch();
+      bucket.batches[phase.number] = batch;
+    }
+    // What a failed write before left in the batch (encoding threw before it was written) must not go along.
+    if (batch.count > 0) batch.clear();
+    writes = { batch, blob: undefined };
+    phase.writes.set(bucket, writes);
   }
   return writes;
 }

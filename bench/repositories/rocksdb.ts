@@ -32,6 +32,11 @@ const { values: args } = parseArgs({
     options: { type: 'string', default: '{}' },
     /** Skip the bloom filter evidence (two extra 1M-id stores), for a quick ratio. */
     'no-bloom': { type: 'boolean', default: false },
+    /**
+     * Only the default store against memory, and startup after a graceful close and after a SIGKILL: no WAL-off
+     * or index-off rows, no full rescan, no bloom evidence (the 10M-id run for the note).
+     */
+    quick: { type: 'boolean', default: false },
     /** Write the figures and ratios as JSON (for `npm run bench:report`). */
     json: { type: 'string' },
   },
@@ -130,6 +135,9 @@ function workload(prefix: string, count: number, stored: number): AddEntry[][] {
   );
 }
 
+/** `lazy`: one addMany per batch; `consumer`: getMany then markMany, as the lazy consumer; `eager`: claims, confirms. */
+type Mode = 'lazy' | 'consumer' | 'eager';
+
 /**
  * Check-and-mark over `batches` (lazy marks, or eager claims then confirmMany of the winners): µs per id of
  * wall time, and of CPU time of this process (all its threads), which a busy shared machine distorts less.
@@ -137,13 +145,23 @@ function workload(prefix: string, count: number, stored: number): AddEntry[][] {
 async function checkAndMark(
   repo: IdempotentRepository,
   batches: AddEntry[][],
-  eager: boolean,
+  mode: Mode,
 ): Promise<{ wall: number; cpu: number }> {
   let duplicates = 0;
   const cpu = process.cpuUsage();
   const start = performance.now();
   for (const batch of batches) {
-    if (eager) {
+    if (mode === 'consumer') {
+      // What the lazy consumer does: one lookup, then one mark of the ids it found absent.
+      const found = await repo.getMany(batch.map((e) => e.id));
+      const fresh: AddEntry[] = [];
+      for (let i = 0; i < batch.length; i++) {
+        if (found[i] === undefined) fresh.push(batch[i] as AddEntry);
+        else duplicates++;
+      }
+      if (repo.markMany) await repo.markMany(fresh, { ttlMs: TTL_MS });
+      else await repo.addMany(fresh, { ttlMs: TTL_MS });
+    } else if (mode === 'eager') {
       const results = await repo.addMany(batch, { ttlMs: TTL_MS, leaseMs: LEASE_MS, owner: 'bench' });
       const claims = [];
       for (let i = 0; i < batch.length; i++) {
@@ -173,15 +191,18 @@ async function measure(options: Partial<RocksdbRepositoryOptions>): Promise<obje
   const openMs = performance.now() - opening;
   // Without the key index every lookup reads all ~21 buckets: fewer batches keep that run short.
   const batches = options.indexMaxMb === 0 ? Math.ceil(BATCHES / 5) : BATCHES;
-  await checkAndMark(repo, workload(`${run}-warm-`, 20, IDS), false);
-  const lazy = await checkAndMark(repo, workload(`${run}-lazy-`, batches, IDS), false);
-  const eager = await checkAndMark(repo, workload(`${run}-eager-`, batches, IDS), true);
+  await checkAndMark(repo, workload(`${run}-warm-`, 20, IDS), 'lazy');
+  const lazy = await checkAndMark(repo, workload(`${run}-lazy-`, batches, IDS), 'lazy');
+  const consumer = await checkAndMark(repo, workload(`${run}-consumer-`, batches, IDS), 'consumer');
+  const eager = await checkAndMark(repo, workload(`${run}-eager-`, batches, IDS), 'eager');
   const stats = repo.stats();
   await repo.close();
   return {
     openMs,
     lazy: lazy.wall,
     lazyCpu: lazy.cpu,
+    consumer: consumer.wall,
+    consumerCpu: consumer.cpu,
     eager: eager.wall,
     eagerCpu: eager.cpu,
     buckets: stats.buckets.length,
@@ -212,6 +233,7 @@ async function startup(options: Partial<RocksdbRepositoryOptions>): Promise<obje
   });
   const killed = await time();
   await killed.repo.close();
+  if (args.quick) return { graceful: graceful.ms, killed: killed.ms, rescan: Number.NaN };
   rmSync(join(workDir, 'index.bin'), { force: true });
   const rescan = await time();
   await rescan.repo.close();
@@ -236,10 +258,28 @@ async function memoryBaseline(): Promise<object> {
       { ttlMs: TTL_MS },
     );
   }
-  await checkAndMark(repo, workload('warm-', 20, stored), false);
-  const lazy = await checkAndMark(repo, workload('lazy-', BATCHES, stored), false);
-  const eager = await checkAndMark(repo, workload('eager-', BATCHES, stored), true);
-  return { lazy: lazy.wall, lazyCpu: lazy.cpu, eager: eager.wall, eagerCpu: eager.cpu };
+  await checkAndMark(repo, workload('warm-', 20, stored), 'lazy');
+  // The floor under the memory store: a bare Map's has + set over the same ids (issue 9's second baseline).
+  const map = new Map<string, number>();
+  for (let i = 0; i < stored; i++) map.set(id(i), 1);
+  const mapBatches = workload('map-', BATCHES, stored);
+  const mapStart = performance.now();
+  for (const batch of mapBatches)
+    for (const { id: key } of batch) if (!map.has(key as string)) map.set(key as string, 1);
+  const bareMap = ((performance.now() - mapStart) * 1000) / (BATCHES * BATCH);
+  map.clear();
+  const lazy = await checkAndMark(repo, workload('lazy-', BATCHES, stored), 'lazy');
+  const consumer = await checkAndMark(repo, workload('consumer-', BATCHES, stored), 'consumer');
+  const eager = await checkAndMark(repo, workload('eager-', BATCHES, stored), 'eager');
+  return {
+    bareMap,
+    lazy: lazy.wall,
+    lazyCpu: lazy.cpu,
+    consumer: consumer.wall,
+    consumerCpu: consumer.cpu,
+    eager: eager.wall,
+    eagerCpu: eager.cpu,
+  };
 }
 
 /**
@@ -300,6 +340,7 @@ function child(phase: string, options: object = {}): Record<string, number | str
       String(BATCHES),
       '--options',
       JSON.stringify(options),
+      ...(args.quick ? ['--quick'] : []),
     ],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
   );
@@ -355,7 +396,8 @@ async function main(): Promise<void> {
       `  ${Number(p.seconds).toFixed(0)} s, ${Number(p.usPerId).toFixed(2)} µs/id, ${p.buckets} buckets`,
     );
   }
-  for (const bits of args['no-bloom'] ? [] : [10, 0]) {
+  const noBloom = args['no-bloom'] || args.quick;
+  for (const bits of noBloom ? [] : [10, 0]) {
     if (!populated(bloomDir(bits), BLOOM_IDS)) {
       console.log(`populating the ${bits === 0 ? 'no-bloom' : 'bloom'} store (${BLOOM_IDS} ids, once) ...`);
       child('populate-bloom', { bloomBitsPerKey: bits });
@@ -369,10 +411,10 @@ async function main(): Promise<void> {
   cpSync(join(storeDir, 'store'), workDir, { recursive: true });
   const memory = child('memory');
   const walOn = child('measure', { wal: true });
-  const walOff = child('measure', { wal: false });
-  const noIndex = child('measure', { wal: true, indexMaxMb: 0 });
+  const walOff = args.quick ? undefined : child('measure', { wal: false });
+  const noIndex = args.quick ? undefined : child('measure', { wal: true, indexMaxMb: 0 });
   const opens = child('startup');
-  const blooms = args['no-bloom']
+  const blooms = noBloom
     ? []
     : [child('bloom', { bloomBitsPerKey: 10 }), child('bloom', { bloomBitsPerKey: 0 })];
 
@@ -380,8 +422,12 @@ async function main(): Promise<void> {
   const rows: [string, Record<string, number | string>][] = [
     ['memory (1M ids held)', memory],
     ['rocksdb, WAL on (default)', walOn],
-    ['rocksdb, WAL off', walOff],
-    ['rocksdb, WAL on, key index off', noIndex],
+    ...(walOff === undefined
+      ? []
+      : [['rocksdb, WAL off', walOff] as [string, Record<string, number | string>]]),
+    ...(noIndex === undefined
+      ? []
+      : [['rocksdb, WAL on, key index off', noIndex] as [string, Record<string, number | string>]]),
   ];
   console.log(
     `\ncheck-and-mark, ${IDS.toLocaleString('en')} ids stored in ${walOn.buckets} buckets; ` +
@@ -389,19 +435,27 @@ async function main(): Promise<void> {
   );
   console.log('µs per id, wall time / CPU time of the process (ratio to memory)');
   console.log(
-    'store                                  lazy mark (addMany)            eager claim + confirmMany',
+    'store                                  lazy mark (addMany)            lazy, consumer (getMany + markMany)  eager claim + confirmMany',
   );
   const cell = (r: Record<string, number | string>, key: string) =>
     `${m(r[key]).toFixed(2)}/${m(r[`${key}Cpu`]).toFixed(2)} ` +
     `(${(m(r[key]) / m(memory[key])).toFixed(1)}x/${(m(r[`${key}Cpu`]) / m(memory[`${key}Cpu`])).toFixed(1)}x)`;
   for (const [name, r] of rows) {
-    console.log(`${name.padEnd(38)} ${cell(r, 'lazy').padEnd(30)} ${cell(r, 'eager')}`);
+    console.log(
+      `${name.padEnd(38)} ${cell(r, 'lazy').padEnd(30)} ${cell(r, 'consumer').padEnd(36)} ${cell(r, 'eager')}`,
+    );
   }
+  console.log(
+    `bare Map has + set of the same ids: ${m(memory.bareMap).toFixed(2)} µs/id; memory store lazy mark ` +
+      `${(m(memory.lazy) / m(memory.bareMap)).toFixed(1)}x, eager ${(m(memory.eager) / m(memory.bareMap)).toFixed(1)}x it`,
+  );
   console.log(`key index: ${(m(walOn.indexBytes) / 2 ** 20).toFixed(0)} MiB`);
   console.log(
     `startup: ${m(opens.graceful).toFixed(0)} ms after a graceful close (index snapshot), ` +
-      `${m(opens.killed).toFixed(0)} ms after a SIGKILL (bucket written since rescanned), ` +
-      `${m(opens.rescan).toFixed(0)} ms with no snapshot (every bucket rescanned)`,
+      `${m(opens.killed).toFixed(0)} ms after a SIGKILL (blobs written since the snapshot scanned), ` +
+      (args.quick
+        ? 'no-snapshot rescan not run (--quick)'
+        : `${m(opens.rescan).toFixed(0)} ms with no snapshot (every bucket rescanned)`),
   );
 
   console.log(
@@ -423,8 +477,10 @@ async function main(): Promise<void> {
   );
   for (const [name, r] of rows) {
     sink.figure(`${name}, lazy mark`, m(r.lazy), 'µs/id');
+    sink.figure(`${name}, lazy as the consumer (getMany + markMany)`, m(r.consumer), 'µs/id');
     sink.figure(`${name}, eager claim + confirm`, m(r.eager), 'µs/id');
   }
+  sink.figure('bare Map has + set, same ids', m(memory.bareMap), 'µs/id');
   sink.figure('startup after a graceful close', m(opens.graceful), 'ms');
   sink.figure('startup after a SIGKILL', m(opens.killed), 'ms');
   for (const key of ['lazy', 'eager'] as const) {

@@ -216,6 +216,59 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     assert.equal(await repo.contains('never-added'), false);
   });
 
+  it('after a SIGKILL, catches a snapshot up with the blobs written since, exactly (and unpacks what does not fit)', async (t) => {
+    const path = freshPath();
+    // The snapshot knows the first marks; the killed run then adds blobs to the same bucket: more marks, a
+    // removal (a tombstone entry), a re-add, and a claim confirmed into another bucket (a tombstone behind it).
+    const before = await RocksdbRepository.open({ path });
+    await before.addMany(
+      ids('old', 2000).map((id) => ({ id })),
+      { ttlMs: HOUR },
+    );
+    await before.add('moved', { ttlMs: HOUR, leaseMs: 1000, owner: 'o' });
+    await before.close();
+    const child = await startChild(
+      path,
+      { wal: true },
+      `
+      const marks = Array.from({ length: 3000 }, (_, i) => ({ id: 'new-' + i }));
+      for (let i = 0; i < marks.length; i += 1000) await repo.addMany(marks.slice(i, i + 1000), { ttlMs: ${HOUR} });
+      await repo.remove('old-5');
+      await repo.remove('new-6');
+      await repo.add('new-7', { ttlMs: ${HOUR} }, { fingerprint: 'x' });
+      await repo.remove('new-7');
+      await repo.add('new-7', { ttlMs: ${HOUR} }, { fingerprint: 'again' });
+      await repo.confirm({ id: 'moved', owner: 'o' }, { ttlMs: ${24 * HOUR} });`,
+    );
+    await kill(child);
+    const stored = [...ids('old', 2000), ...ids('new', 3000)];
+    const expected = stored.map((id) => id !== 'old-5' && id !== 'new-6');
+    const check = async (repo: RocksdbRepository, when: string) => {
+      assert.deepEqual(await repo.containsMany(stored), expected, when);
+      assert.equal((await repo.get('new-7'))?.fingerprint, 'again', when);
+      assert.equal((await repo.get('moved'))?.state, 'confirmed', when);
+      assert.ok(!(await repo.containsMany(ids('absent', 500))).some(Boolean), when);
+      assert.equal((await repo.add('new-9', { ttlMs: HOUR })).added, false, when);
+    };
+    const caughtUp = await RocksdbRepository.open({ path });
+    await check(caughtUp, 'caught up');
+    assert.ok(caughtUp.stats().buckets.every((b) => b.indexed));
+    await caughtUp.close();
+    // Killed again after more writes: the snapshot of that graceful close is caught up once more.
+    const again = await startChild(path, { wal: true }, `await repo.add('later', { ttlMs: ${HOUR} });`);
+    await kill(again);
+    const second = await RocksdbRepository.open({ path });
+    await check(second, 'caught up twice');
+    assert.equal(await second.contains('later'), true);
+    await second.close();
+    const third = await startChild(path, { wal: true }, `await repo.add('last', { ttlMs: ${HOUR} });`);
+    await kill(third);
+    // The index off: the snapshot is not used and the blobs are unpacked under their keys, still exact.
+    const unpacked = closeAfter(t, await RocksdbRepository.open({ path, indexMaxMb: 0 }));
+    await check(unpacked, 'unpacked');
+    assert.equal(await unpacked.contains('last'), true);
+  });
+
   it('with the WAL off, keeps what was confirmed a second before a SIGKILL, though the caller never yields', async (t) => {
     const path = freshPath();
     await mkdir(root, { recursive: true });
@@ -301,6 +354,44 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     assert.equal(await last.contains('mark-7'), false);
     assert.equal(await last.contains('mark-5'), true);
     assert.equal(await last.contains('mark-8'), true);
+  });
+
+  it('markMany writes new ids without a read, keeping their fields, and reads where the index knows a copy', async (t) => {
+    const path = freshPath();
+    let now = Date.UTC(2030, 0, 1);
+    const clock = () => now;
+    // A lapsed claim stored under its own key (written with the index off), in the bucket later marks go to.
+    const unindexed = await RocksdbRepository.open({ path, indexMaxMb: 0, clock });
+    await unindexed.add('lapsed', { ttlMs: HOUR, leaseMs: 1_000, owner: 'crashed' });
+    await unindexed.close();
+    const claimer = await RocksdbRepository.open({ path, clock });
+    await claimer.add('live', { ttlMs: HOUR, leaseMs: HOUR, owner: 'worker' });
+    await claimer.close();
+    // Nothing buffered now, so the ids the index does not know take the write without a read.
+    const repo = closeAfter(t, await RocksdbRepository.open({ path, clock }));
+    now += 2_000;
+    const marked = await repo.markMany(
+      [{ id: 'lapsed' }, { id: 'live' }, { id: 'timed', eventTime: 1_700_000_000_123 }, { id: 'plain' }],
+      { ttlMs: HOUR },
+    );
+    assert.deepEqual(marked, [true, false, true, true]);
+    const [lapsed, live, timed, plain] = await repo.getMany(['lapsed', 'live', 'timed', 'plain']);
+    assert.equal(lapsed?.state, 'confirmed', 'the copy under the key must not hide the mark');
+    assert.equal(lapsed?.owner, undefined);
+    assert.equal(live?.owner, 'worker');
+    assert.equal(timed?.eventTime, 1_700_000_000_123);
+    assert.equal(plain?.state, 'confirmed');
+    assert.equal(plain?.eventTime, undefined);
+    assert.equal(plain?.expiresAt, now + HOUR);
+    await repo.close();
+    const reopened = closeAfter(t, await RocksdbRepository.open({ path, clock }));
+    assert.deepEqual(await reopened.containsMany(['lapsed', 'live', 'timed', 'plain', 'never']), [
+      true,
+      true,
+      true,
+      true,
+      false,
+    ]);
   });
 
   it('stays exact when the key index is full or off', async (t) => {

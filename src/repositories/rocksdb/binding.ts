@@ -312,10 +312,21 @@ export class NativeBatch {
     this.#count++;
   }
 
-  /** Applies the batch (through the WAL) and empties it. */
+  /**
+   * Applies the batch (through the WAL) and empties it, also when the write fails: a batch can then be reused
+   * (RocksDB keeps its buffer, so a reused batch does not grow a new one, page by page, for every write).
+   */
   write(): void {
     if (this.#count === 0) return;
-    addon.batch_write(this.#db, this.#batch, NO_OPTIONS);
+    try {
+      addon.batch_write(this.#db, this.#batch, NO_OPTIONS);
+    } finally {
+      this.clear();
+    }
+  }
+
+  /** Empties the batch without writing it. */
+  clear(): void {
     addon.batch_clear(this.#batch);
     this.#count = 0;
   }

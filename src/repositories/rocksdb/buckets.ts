@@ -1,5 +1,6 @@
 import { rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { NativeBatch } from './binding.js';
 import { NativeDb, type NativeOpenOptions } from './binding.js';
 
 /** Bucket widths a store picks from, so buckets of different widths still share their end times. */
@@ -63,6 +64,8 @@ export class Bucket {
   indexed = false;
   /** The highest blob number written (or being written) to this bucket; the next blob is one more. */
   lastBlob = 0;
+  /** Write batches reused by every write of the bucket (records, then tombstones), created on first use. */
+  readonly batches: NativeBatch[] = [];
 
   private constructor(
     readonly deadline: number,

@@ -1,8 +1,22 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
-import { confirmedRecord, decodeRecord, forgetAt, isLive, newRecord, storeLifetimeMs } from '../record.js';
-import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
+import {
+  confirmedRecord,
+  decodeRecord,
+  encodeRecord,
+  forgetAt,
+  isLive,
+  newRecord,
+  storeLifetimeMs,
+} from '../record.js';
+import type {
+  AddOptions,
+  AddResult,
+  IdempotencyRecord,
+  MarkOptions,
+  RepositoryCapabilities,
+} from '../types.js';
 import { errorMessage, loadRocksdbBinding } from './binding.js';
 import { blobKey, findInBlob } from './blob.js';
 import { BucketSet } from './bucket-set.js';
@@ -11,7 +25,7 @@ import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
 import { loadBuckets, removeIndex, saveIndex } from './startup.js';
 import { openStoreDirectory, type StoreDirectory } from './store-directory.js';
-import { type Located, type Pending, WriteBuffer } from './write-buffer.js';
+import { type Located, type Pending, valueEncoder, WriteBuffer } from './write-buffer.js';
 
 /** Diagnostics of an open store. */
 export interface RocksdbStats {
@@ -114,43 +128,128 @@ export class RocksdbRepository extends BaseRepository {
     options: AddOptions,
     now: number,
   ): Promise<AddResult[]> {
+    return this.#serial((wall) => this.#add(entries, options, now, wall));
+  }
+
+  /**
+   * The lazy mark: writes a confirmed record for each id without reading RocksDB. An id the key index knows no
+   * copy of (the usual case: the caller's lookup just found it absent) is written straight into a blob, with
+   * no record object; an id it does know (a dead copy, a concurrent write, a hash collision), or any id while a
+   * bucket is unindexed or changes are buffered, goes through `add`, which reads its copies. So the mark is
+   * never blind to a live record: false where one holds the id (the race the caller reports).
+   */
+  protected override doMarkMany(
+    entries: readonly KeyedEntry[],
+    options: MarkOptions,
+    now: number,
+  ): Promise<boolean[]> {
     return this.#serial(async (wall) => {
-      const keys = entries.map((e) => e.key);
-      const hashes = new Uint32Array(keys.length);
-      const found = await this.#locate(keys, hashes, now);
-      const results = new Array<AddResult>(entries.length);
-      // Durable records with nothing buffered are written at once, without a trip through the buffer's map.
-      const direct = this.#buffer.direct && options.leaseMs === undefined;
-      const directKeys: string[] = [];
-      const directChanges: Pending[] = [];
-      let bucket: Bucket | undefined;
+      const addOptions: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
+      const buckets = this.#buckets;
+      const index = buckets.index;
+      if (!this.#buffer.direct || !index.enabled || buckets.unindexed.length > 0) {
+        return (await this.#add(entries, addOptions, now, wall)).map((r) => r.added);
+      }
+      const results = new Array<boolean>(entries.length).fill(true);
+      const keys: string[] = [];
+      const hashes: number[] = [];
+      const values: Buffer[] = [];
+      let checked: number[] | undefined;
+      const slots = this.#slotScratch;
+      const blobs = this.#blobScratch;
+      // Every mark of one call has the same times; only an entry's own fields (fingerprint, result) differ.
+      const plain = Buffer.from(encodeRecord(newRecord('', {}, addOptions, now)));
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i] as KeyedEntry;
-        const copies = found[i];
-        const existing = copies?.[0];
-        if (existing !== undefined && isLive(existing.record, now)) {
-          results[i] = { added: false, existing: existing.record };
+        const hash = hashKey(entry.key);
+        if (index.lookup(hash, slots, blobs) > 0 || this.#buffer.claim(entry.key) !== undefined) {
+          checked ??= [];
+          checked.push(i);
           continue;
         }
-        const record = newRecord(entry.key, entry, options, now);
-        // Every new record of one call has the same times, hence the same bucket.
-        bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now, options.minLifetimeMs), wall);
-        const hash = hashes[i] as number;
-        if (direct) {
-          directKeys.push(entry.key);
-          directChanges.push({ hash, record, bucket, copies: copies ?? NO_COPIES });
-        } else {
-          this.#buffer.put(entry.key, hash, record, bucket, copies);
-        }
-        results[i] = { added: true, record };
+        keys.push(entry.key);
+        hashes.push(hash);
+        values.push(
+          entry.eventTime === undefined && entry.fingerprint === undefined && entry.result === undefined
+            ? plain
+            : Buffer.from(encodeRecord(newRecord(entry.key, entry, addOptions, now))),
+        );
       }
-      if (direct) {
-        if (directKeys.length > 0) this.#buffer.writeNow(directKeys, directChanges);
-      } else {
-        this.#buffer.afterWrite();
+      if (keys.length > 0) {
+        const lifetime = storeLifetimeMs(newRecord('', {}, addOptions, now), now, options.minLifetimeMs);
+        const bucket = await buckets.bucketFor(lifetime, wall);
+        this.#buffer.writeNow(NO_KEYS, NO_CHANGES, { bucket, keys, hashes, values });
+      }
+      if (checked !== undefined) {
+        const added = await this.#add(
+          checked.map((i) => entries[i] as KeyedEntry),
+          addOptions,
+          now,
+          wall,
+        );
+        for (let k = 0; k < checked.length; k++)
+          results[checked[k] as number] = (added[k] as AddResult).added;
       }
       return results;
     });
+  }
+
+  /** `add` of unique keys, run in the operation order (see `#serial`). */
+  async #add(
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    now: number,
+    wall: number,
+  ): Promise<AddResult[]> {
+    const keys = entries.map((e) => e.key);
+    const hashes = new Uint32Array(keys.length);
+    const found = await this.#locate(keys, hashes, now);
+    const results = new Array<AddResult>(entries.length);
+    // Durable records with nothing buffered are written at once, without a trip through the buffer's map; those
+    // of keys with no copy anywhere without a change object either.
+    const direct = this.#buffer.direct && options.leaseMs === undefined;
+    const directKeys: string[] = [];
+    const directChanges: Pending[] = [];
+    const freshKeys: string[] = [];
+    const freshHashes: number[] = [];
+    const freshValues: Buffer[] = [];
+    const encode = valueEncoder();
+    let bucket: Bucket | undefined;
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i] as KeyedEntry;
+      const copies = found[i];
+      const existing = copies?.[0];
+      if (existing !== undefined && isLive(existing.record, now)) {
+        results[i] = { added: false, existing: existing.record };
+        continue;
+      }
+      const record = newRecord(entry.key, entry, options, now);
+      // Every new record of one call has the same times, hence the same bucket.
+      bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now, options.minLifetimeMs), wall);
+      const hash = hashes[i] as number;
+      if (!direct) {
+        this.#buffer.put(entry.key, hash, record, bucket, copies);
+      } else if (copies === undefined) {
+        freshKeys.push(entry.key);
+        freshHashes.push(hash);
+        freshValues.push(encode(record));
+      } else {
+        directKeys.push(entry.key);
+        directChanges.push({ hash, record, bucket, copies });
+      }
+      results[i] = { added: true, record };
+    }
+    if (!direct) {
+      this.#buffer.afterWrite();
+    } else if (bucket !== undefined) {
+      this.#buffer.writeNow(directKeys, directChanges, {
+        bucket,
+        keys: freshKeys,
+        hashes: freshHashes,
+        values: freshValues,
+      });
+    }
+    return results;
   }
 
   protected doGetMany(keys: readonly string[], now: number): Promise<(IdempotencyRecord | undefined)[]> {
@@ -165,6 +264,47 @@ export class RocksdbRepository extends BaseRepository {
 
   protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
     return this.#serial(async (wall) => {
+      const results = new Array<boolean>(claims.length);
+      // The usual case, a claim of this instance still buffered (never written): confirmed by one write of the
+      // confirmed records, with no lookup. The rest take the general path below, after that write.
+      let rest: number[] | undefined;
+      if (this.#buffer.wal) {
+        const keys: string[] = [];
+        const changes: Pending[] = [];
+        let bucket: Bucket | undefined;
+        for (let i = 0; i < claims.length; i++) {
+          const { key, owner, result } = claims[i] as KeyedClaim;
+          const claim = this.#buffer.takeClaim(key, owner);
+          if (claim === undefined) {
+            rest ??= [];
+            rest.push(i);
+            continue;
+          }
+          const record = confirmedRecord(claim.record as IdempotencyRecord, ttlMs, now, result);
+          bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+          keys.push(key);
+          changes.push({ hash: claim.hash, record, bucket, copies: claim.copies });
+          results[i] = true;
+        }
+        if (keys.length > 0) this.#buffer.writeNow(keys, changes);
+        if (rest === undefined) return results;
+      }
+      const pendingClaims = rest === undefined ? claims : rest.map((i) => claims[i] as KeyedClaim);
+      const confirmed = await this.#confirmFound(pendingClaims, ttlMs, now, wall);
+      if (rest === undefined) return confirmed;
+      for (let k = 0; k < rest.length; k++) results[rest[k] as number] = confirmed[k] as boolean;
+      return results;
+    });
+  }
+
+  /** Confirms claims after looking up their records (the general path of `doConfirmMany`). */
+  async #confirmFound(
+    claims: readonly KeyedClaim[],
+    ttlMs: number,
+    now: number,
+    wall: number,
+  ): Promise<boolean[]> {
+    {
       const keys = [...new Set(claims.map((c) => c.key))];
       const hashes = new Uint32Array(keys.length);
       const found = await this.#locate(keys, hashes, now);
@@ -187,7 +327,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       this.#buffer.afterWrite();
       return results;
-    });
+    }
   }
 
   protected doRemove(key: string, owner: string | undefined, now: number): Promise<boolean> {
@@ -314,7 +454,8 @@ function sortBestFirst(copies: Located[], now: number): void {
   copies.sort((a, b) => rank(b.record, now) - rank(a.record, now) || forgetAt(b.record) - forgetAt(a.record));
 }
 
-const NO_COPIES: readonly Located[] = [];
+const NO_KEYS: readonly string[] = [];
+const NO_CHANGES: readonly Pending[] = [];
 
 /** One RocksDB read: a blob (number > 0) or a record under its own key (0) of a bucket. */
 interface Want {

@@ -38,14 +38,23 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
   const restored = snapshot !== undefined && index.restore(snapshot.segments);
   const known = new Map<string, SnapshotBucket>(restored ? snapshot.buckets.map((b) => [b.name, b]) : []);
   const rescan: Bucket[] = [];
+  const catchUp: Bucket[] = [];
   for (const bucket of found) {
     const saved = known.get(bucket.name);
-    if (saved && saved.identity === bucket.db.identity && saved.sequence === bucket.db.sequence) {
-      buckets.restore(bucket, saved.slot, saved.indexed);
-      bucket.lastBlob = saved.lastBlob;
-    } else {
+    if (saved === undefined || saved.identity !== bucket.db.identity) {
       rescan.push(bucket);
+      continue;
     }
+    if (saved.sequence !== bucket.db.sequence) {
+      // Written since the snapshot (a crash followed): only its later blobs are new, if it holds nothing else.
+      if (!saved.indexed || !(await onlyBlobs(bucket))) {
+        rescan.push(bucket);
+        continue;
+      }
+      catchUp.push(bucket);
+    }
+    buckets.restore(bucket, saved.slot, saved.indexed);
+    bucket.lastBlob = saved.lastBlob;
   }
   // Entries of buckets the snapshot knew but that are gone or changed are forgotten before slots are reused.
   for (const saved of known.values()) {
@@ -55,20 +64,37 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
     buckets.add(bucket);
     await scan(buckets, bucket);
   }
+  for (const bucket of catchUp) await scan(buckets, bucket, blobKey(bucket.lastBlob + 1));
 }
 
 /**
- * Indexes every key of the bucket: each blob's key hashes, and records stored under their own key (blob 0).
+ * True when the bucket holds blobs only (no record or tombstone under its own key): then every write since a
+ * snapshot that knew the bucket is a blob numbered after the snapshot's last, as blobs are never rewritten, and
+ * indexing those later blobs brings the restored index up to date. (A bucket that stopped being indexed writes
+ * under the key; one written by an older version holds records under their keys: both are rescanned whole.)
+ */
+async function onlyBlobs(bucket: Bucket): Promise<boolean> {
+  for (const range of [{ lt: BLOB_KEYS_FROM }, { gte: BLOB_KEYS_TO }]) {
+    for await (const entries of bucket.db.entries({ ...range, limit: 1, values: false })) {
+      if (entries.length > 0) return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * Indexes every key of the bucket (or, `from` a blob key on, its later blobs only): each blob's key hashes, and
+ * records stored under their own key (blob 0).
  * A bucket holding both kinds, or a tombstone under a key, was not indexed when it was written (the index was
  * full): it stays so, read under the key on every lookup. Blobs the index cannot hold are rewritten as records
  * under their keys (`unpack`), so that lookup finds them.
  */
-async function scan(buckets: BucketSet, bucket: Bucket): Promise<void> {
+async function scan(buckets: BucketSet, bucket: Bucket, from?: Buffer): Promise<void> {
   let blobs = false;
   let singles = false;
   let tombstone = false;
   let overflow = !bucket.indexed;
-  for await (const entries of bucket.db.entries()) {
+  for await (const entries of bucket.db.entries(from === undefined ? {} : { gte: from, lt: BLOB_KEYS_TO })) {
     for (const [key, value] of entries) {
       const blob = blobNumber(key);
       if (blob > 0) {

@@ -54,6 +54,11 @@ export class WriteBuffer {
    * timers starves it, so every operation checks it too (`flushIfDue`).
    */
   #dueAt: number | undefined;
+  /**
+   * Whether a durable change (anything but an in-flight claim) may be buffered: with the WAL on, a call that
+   * buffered only claims then skips the flush's pass over the buffer.
+   */
+  #durable = false;
   #timer: NodeJS.Timeout | undefined;
   #error: unknown;
 
@@ -82,10 +87,24 @@ export class WriteBuffer {
     return this.#wal && this.#pending.size === 0;
   }
 
-  /** Writes changes at once (see `direct`), each superseding the copies it lists. */
-  writeNow(keys: readonly string[], changes: readonly Pending[]): void {
-    this.#writer.write(keys, changes);
-    if (this.#claims.size > 0) for (const key of keys) this.#claims.delete(key);
+  /**
+   * True when durable changes are written before the call resolves (the `wal` option). Between calls the
+   * buffer then holds in-flight claims only.
+   */
+  get wal(): boolean {
+    return this.#wal;
+  }
+
+  /**
+   * Writes changes at once (see `direct`), each superseding the copies it lists; and `fresh` records, of keys no
+   * copy of which is known anywhere (no per-key change object), in the same write.
+   */
+  writeNow(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): void {
+    this.#writer.write(keys, changes, fresh);
+    if (this.#claims.size > 0) {
+      for (const key of keys) this.#claims.delete(key);
+      if (fresh !== undefined) for (const key of fresh.keys) this.#claims.delete(key);
+    }
   }
 
   /** Buffers `record` as the key's newest state, in `bucket`; the `copies` found on disk are superseded. */
@@ -96,23 +115,42 @@ export class WriteBuffer {
     bucket: Bucket,
     copies: readonly Located[] | undefined,
   ): void {
+    if (record.state !== 'in-flight') this.#durable = true;
     this.#pending.set(key, { hash, record, bucket, copies: this.#onDisk(key, copies) });
   }
 
   /** Buffers the deletion of every copy of the key. */
   delete(key: string, hash: number, copies: readonly Located[]): void {
+    this.#durable = true;
     this.#pending.set(key, { hash, record: undefined, bucket: undefined, copies: this.#onDisk(key, copies) });
+  }
+
+  /**
+   * Takes the key's buffered in-flight claim when `owner` holds it, for a confirmation written at once
+   * (`writeNow`): the claim leaves the buffer, so it is never written. Undefined when the key's buffered state is
+   * anything else (nothing, a change of another kind, another owner's claim).
+   */
+  takeClaim(key: string, owner: string): Pending | undefined {
+    if (this.#pending.size === 0) return undefined;
+    const pending = this.#pending.get(key);
+    if (pending?.record?.state !== 'in-flight' || pending.record.owner !== owner) return undefined;
+    this.#pending.delete(key);
+    if (this.#pending.size === 0) this.#dueAt = undefined;
+    return pending;
   }
 
   /** Writes what must be written now (see the class comment) and arms the timer for the rest. */
   afterWrite(): void {
     const full = this.#pending.size >= FLUSH_MAX_PENDING;
-    if (this.#wal || full) {
+    if ((this.#wal && this.#durable) || full) {
       try {
         this.flush(!full);
       } catch (error) {
         // The call fails, so its changes must not linger in memory as if they had been stored.
-        if (this.#wal) this.#pending.clear();
+        if (this.#wal) {
+          this.#pending.clear();
+          this.#durable = false;
+        }
         throw error;
       }
     }
@@ -148,6 +186,7 @@ export class WriteBuffer {
   flush(durableOnly = false): void {
     if (this.#pending.size === 0) {
       this.#dueAt = undefined;
+      this.#durable = false;
       return;
     }
     const keys: string[] = [];
@@ -178,6 +217,8 @@ export class WriteBuffer {
       }
     }
     while (this.#claims.size > MAX_CLAIMS) this.#claims.delete(this.#claims.keys().next().value as string);
+    // What stays buffered now is in-flight claims only (durableOnly), or nothing.
+    this.#durable = false;
     if (this.#pending.size === 0) this.#dueAt = undefined;
   }
 
@@ -193,6 +234,7 @@ export class WriteBuffer {
     this.#pending.clear();
     this.#claims.clear();
     this.#dueAt = undefined;
+    this.#durable = false;
   }
 
   /** The copies on disk a new change supersedes: those just found, and those an older buffered change had. */
@@ -203,6 +245,18 @@ export class WriteBuffer {
     for (const copy of copies ?? NO_COPIES) if (copy.blob >= 0) all.push(copy);
     return all;
   }
+}
+
+/**
+ * New records of keys of which no copy is stored or buffered anywhere (the key index knows none), all for one
+ * bucket, in parallel arrays: the write path of new ids without an object per id. `values[i]` is the encoded
+ * record of `keys[i]` (`encodeRecord`); equal records may share one buffer.
+ */
+export interface FreshRecords {
+  readonly bucket: Bucket;
+  readonly keys: readonly string[];
+  readonly hashes: readonly number[];
+  readonly values: readonly Buffer[];
 }
 
 /** The RocksDB writes of one bucket in one phase: a write batch and the blob being filled. */
@@ -228,11 +282,18 @@ class Writer {
   }
 
   /** Writes the changes; returns where each record went (blob number, 0 under its own key, -1 nowhere). */
-  write(keys: readonly string[], changes: readonly Pending[]): Int32Array {
-    const records = new Map<Bucket, BucketWrites>();
-    const tombstones = new Map<Bucket, BucketWrites>();
+  write(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): Int32Array {
+    const records: Phase = { number: 0, writes: new Map() };
+    const tombstones: Phase = { number: 1, writes: new Map() };
     const placed = new Int32Array(changes.length).fill(-1);
     const encode = valueEncoder();
+    if (fresh !== undefined && fresh.keys.length > 0 && !fresh.bucket.dropped) {
+      const { bucket, keys: freshKeys, hashes, values } = fresh;
+      const writes = writesOf(records, bucket);
+      for (let i = 0; i < freshKeys.length; i++) {
+        this.#add(writes, bucket, hashes[i] as number, freshKeys[i] as string, values[i] as Buffer);
+      }
+    }
     for (let i = 0; i < changes.length; i++) {
       const key = keys[i] as string;
       const change = changes[i] as Pending;
@@ -256,14 +317,14 @@ class Writer {
       }
     }
     for (const phase of [records, tombstones]) {
-      for (const writes of phase.values()) {
+      for (const writes of phase.writes.values()) {
         if (writes.blob !== undefined && writes.blob.count > 0) {
           writes.batch.putBytes(blobKey(writes.blob.number), writes.blob.encode());
         }
       }
     }
-    for (const writes of records.values()) writes.batch.write();
-    for (const writes of tombstones.values()) writes.batch.write();
+    for (const writes of records.writes.values()) writes.batch.write();
+    for (const writes of tombstones.writes.values()) writes.batch.write();
     return placed;
   }
 
@@ -293,11 +354,24 @@ class Writer {
 
 const EMPTY = Buffer.alloc(0);
 
-function writesOf(phase: Map<Bucket, BucketWrites>, bucket: Bucket): BucketWrites {
-  let writes = phase.get(bucket);
+/** The writes of one phase (records first, then tombstones), by bucket. */
+interface Phase {
+  readonly number: number;
+  readonly writes: Map<Bucket, BucketWrites>;
+}
+
+function writesOf(phase: Phase, bucket: Bucket): BucketWrites {
+  let writes = phase.writes.get(bucket);
   if (writes === undefined) {
-    writes = { batch: bucket.db.batch(), blob: undefined };
-    phase.set(bucket, writes);
+    let batch = bucket.batches[phase.number];
+    if (batch === undefined) {
+      batch = bucket.db.batch();
+      bucket.batches[phase.number] = batch;
+    }
+    // What a failed write before left in the batch (encoding threw before it was written) must not go along.
+    if (batch.count > 0) batch.clear();
+    writes = { batch, blob: undefined };
+    phase.writes.set(bucket, writes);
   }
   return writes;
 }
@@ -306,7 +380,7 @@ function writesOf(phase: Map<Bucket, BucketWrites>, bucket: Bucket): BucketWrite
  * Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. Every field
  * `encodeRecord` writes must be compared here (a new record field, e.g. a stored result, included).
  */
-function valueEncoder(): (record: IdempotencyRecord) => Buffer {
+export function valueEncoder(): (record: IdempotencyRecord) => Buffer {
   let last: IdempotencyRecord | undefined;
   let bytes = Buffer.alloc(0);
   return (record) => {

@@ -1,0 +1,266 @@
+import { type Admin, type Kafka, type KafkaMessage, Partitioners, type Producer } from 'kafkajs';
+import type { Logger } from 'pino';
+import { idOfKey } from '../repositories/ids.js';
+import type { AddEntry, IdempotentRepository } from '../repositories/types.js';
+import type { ChunkDeps, ChunkProcessor } from './chunk.js';
+import {
+  Checkpoints,
+  committedEnds,
+  decodeMark,
+  type ReadRange,
+  readChangelog,
+} from './exactly-once/changelog.js';
+import { stagingRepository } from './exactly-once/staged-marks.js';
+import { ChunkTransaction } from './exactly-once/transaction.js';
+import type { NodeMetrics } from './metrics.js';
+import { type NodeConfig, transactionalId } from './options.js';
+
+/** Restored marks are kept until the end of the minute they expire in: one store call per minute of expiries. */
+const RESTORE_BUCKET_MS = 60_000;
+
+/** One assigned input partition. */
+export interface PartitionState {
+  readonly partition: number;
+  /** Exactly-once: the partition's transactional producer and its own chunk processor (staged marks). */
+  readonly exactlyOnce?: {
+    readonly producer: Producer;
+    readonly chunks: ChunkProcessor;
+    readonly takeMarks: () => import('./exactly-once/staged-marks.js').StagedMark[];
+  };
+}
+
+/** What {@link PartitionLifecycle} works with. */
+export interface PartitionLifecycleDeps {
+  readonly config: NodeConfig;
+  readonly kafka: Kafka;
+  readonly admin: Admin;
+  /** The local store (the changelog's cache). */
+  readonly repository: IdempotentRepository;
+  readonly metrics: NodeMetrics;
+  readonly logger: Logger;
+  /** The changelog topic. */
+  readonly changelogTopic: string;
+  /** Where checkpoints go; undefined: every restore reads the changelog from the start. */
+  readonly checkpointDir: string | undefined;
+  /** Builds a chunk processor over the given store (exactly-once gives each partition one over staged marks). */
+  readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
+}
+
+/**
+ * The partitions this instance owns and the state that follows each of them (issue 11):
+ * - assignment (the group's join): partitions no longer assigned are closed (producer gone, checkpoint
+ *   written); new ones wait for their first batch;
+ * - before a partition's first record, `ready` restores it: under exactly-once its transactional producer is
+ *   initialised first (that fences the previous owner and aborts its open transaction, so the changelog's end
+ *   is stable), then the changelog partition is read from the local checkpoint (or the start) up to the end
+ *   captured then, into the local store;
+ * - a fenced partition (a newer owner exists) is dropped and restored again if the group gives it back.
+ */
+export class PartitionLifecycle {
+  readonly #deps: PartitionLifecycleDeps;
+  readonly #exactlyOnce: boolean;
+  readonly #checkpoints: Checkpoints | undefined;
+  /** Ready partitions. */
+  readonly #ready = new Map<number, PartitionState>();
+  /** The group's current assignment of the input topic. */
+  #assigned = new Set<number>();
+  /** Changelog offset up to which the local store holds each partition's marks, as far as this process knows. */
+  readonly #applied = new Map<number, number>();
+
+  constructor(deps: PartitionLifecycleDeps) {
+    this.#deps = deps;
+    this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
+    this.#checkpoints =
+      deps.checkpointDir === undefined ? undefined : new Checkpoints(deps.checkpointDir, deps.changelogTopic);
+  }
+
+  /** The group assigned these partitions: the ones it took away are closed. */
+  async assigned(partitions: readonly number[]): Promise<void> {
+    this.#assigned = new Set(partitions);
+    for (const partition of [...this.#ready.keys()]) {
+      if (!this.#assigned.has(partition)) await this.#close(partition, 'revoked');
+    }
+  }
+
+  /**
+   * The partition's state, restored first if needed (with every other assigned partition that waits for its
+   * restore: one changelog read for all). `heartbeat` keeps this member in the group during a long restore.
+   */
+  async ready(partition: number, heartbeat: () => Promise<void>): Promise<PartitionState> {
+    const state = this.#ready.get(partition);
+    if (state) return state;
+    const waiting = [...new Set([...this.#assigned, partition])].filter((p) => !this.#ready.has(p));
+    await this.#restore(
+      waiting.sort((a, b) => a - b),
+      heartbeat,
+    );
+    return this.#ready.get(partition) as PartitionState;
+  }
+
+  /**
+   * The partition must be restored again before its next record: it was fenced (another instance owns it now),
+   * or a committed chunk's marks could not be applied to the local store.
+   */
+  async reset(partition: number, why: string): Promise<void> {
+    await this.#close(partition, why);
+  }
+
+  /** Records that a committed chunk's marks reached the changelog up to `next` (and the store holds them). */
+  advanced(partition: number, next: number | undefined): void {
+    if (next !== undefined) this.#applied.set(partition, Math.max(this.#applied.get(partition) ?? 0, next));
+  }
+
+  /** Closes every partition (graceful stop): producers disconnected, checkpoints written. */
+  async close(): Promise<void> {
+    for (const partition of [...this.#ready.keys()]) await this.#close(partition, 'stopping');
+  }
+
+  async #close(partition: number, why: string): Promise<void> {
+    const state = this.#ready.get(partition);
+    this.#ready.delete(partition);
+    if (state?.exactlyOnce) await state.exactlyOnce.producer.disconnect().catch(() => undefined);
+    const applied = this.#applied.get(partition);
+    // Only a partition closed in good order keeps its checkpoint; a fenced one may be behind its new owner, which
+    // is fine (the checkpoint says what this store holds, not what the changelog holds).
+    if (this.#checkpoints && applied !== undefined) {
+      await this.#checkpoints.write(partition, applied).catch((error: unknown) => {
+        this.#deps.logger.warn({ err: error, partition }, 'could not write the changelog checkpoint');
+      });
+    }
+    if (state)
+      this.#deps.logger.info({ partition, reason: why, changelogOffset: applied }, 'partition closed');
+  }
+
+  async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
+    const { config, kafka, admin, metrics, logger, changelogTopic } = this.#deps;
+    const start = performance.now();
+    // 1. Exactly-once: one transactional producer per partition, initialised before the end is captured.
+    const states = new Map<number, PartitionState>();
+    try {
+      for (const partition of partitions) states.set(partition, await this.#open(partition));
+    } catch (error) {
+      for (const state of states.values())
+        await state.exactlyOnce?.producer.disconnect().catch(() => undefined);
+      throw error;
+    }
+    // 2. The end of each changelog partition, captured now.
+    const ends = await committedEnds(admin, changelogTopic);
+    const ranges: ReadRange[] = [];
+    for (const partition of partitions) {
+      const from = this.#applied.get(partition) ?? (await this.#checkpoints?.read(partition)) ?? 0;
+      ranges.push({ partition, from, to: ends.get(partition) ?? 0 });
+    }
+    for (const r of ranges)
+      metrics.restoreLag.set({ partition: String(r.partition) }, Math.max(0, r.to - r.from));
+    logger.info(
+      { changelog: changelogTopic, ranges },
+      `restoring ${partitions.length} partition(s) from the changelog: ${ranges.reduce((n, r) => n + Math.max(0, r.to - r.from), 0)} records`,
+    );
+    // 3. Read them into the local store, heartbeating between fetches.
+    let restored = 0;
+    let lastLog = performance.now();
+    await readChangelog(
+      kafka,
+      changelogTopic,
+      ranges,
+      async (partition, messages) => {
+        restored += await this.#apply(messages);
+        const range = ranges.find((r) => r.partition === partition);
+        const last = Number((messages[messages.length - 1] as KafkaMessage).offset);
+        if (range) metrics.restoreLag.set({ partition: String(partition) }, Math.max(0, range.to - last - 1));
+      },
+      async () => {
+        await heartbeat();
+        if (performance.now() - lastLog >= config.perf.interval) {
+          lastLog = performance.now();
+          const seconds = (lastLog - start) / 1000;
+          logger.info(
+            { restore: { ids: restored, seconds } },
+            `restore progress: ${restored} ids in ${seconds.toFixed(1)}s (${Math.round(restored / seconds)} ids/s)`,
+          );
+        }
+      },
+    );
+    metrics.restoredIds.inc(restored);
+    for (const r of ranges) {
+      metrics.restoreLag.set({ partition: String(r.partition) }, 0);
+      this.#applied.set(r.partition, Math.max(r.from, r.to));
+      await this.#checkpoints?.write(r.partition, Math.max(r.from, r.to));
+      this.#ready.set(r.partition, states.get(r.partition) as PartitionState);
+    }
+    const seconds = (performance.now() - start) / 1000;
+    metrics.restoreSeconds.observe(seconds);
+    logger.info(
+      { restore: { partitions, ids: restored, seconds } },
+      `restored ${restored} ids for partition(s) ${partitions.join(',')} in ${seconds.toFixed(2)}s` +
+        (seconds > 0 ? ` (${Math.round(restored / seconds)} ids/s)` : ''),
+    );
+  }
+
+  /** A partition's state; under exactly-once its producer is connected and initialised (fencing any other). */
+  async #open(partition: number): Promise<PartitionState> {
+    if (!this.#exactlyOnce) return { partition };
+    const { config, kafka } = this.#deps;
+    const producer = kafka.producer({
+      transactionalId: transactionalId(config, partition),
+      transactionTimeout: config.output.transactionTimeout,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+    await producer.connect();
+    try {
+      // kafkajs initialises the transactional id on the first transaction; an empty one sends nothing else.
+      const tx = await producer.transaction();
+      await tx.abort();
+    } catch (error) {
+      await producer.disconnect().catch(() => undefined);
+      throw error;
+    }
+    const staging = stagingRepository(this.#deps.repository);
+    const chunks = this.#deps.chunkProcessor({ repository: staging.repository });
+    return { partition, exactlyOnce: { producer, chunks, takeMarks: staging.take } };
+  }
+
+  /** Applies restored changelog records to the local store; resolves with how many were live marks. */
+  async #apply(messages: readonly KafkaMessage[]): Promise<number> {
+    const { repository } = this.#deps;
+    const now = Date.now();
+    const buckets = new Map<number, AddEntry[]>();
+    for (const m of messages) {
+      const expiresAt = decodeMark(m.value);
+      if (expiresAt === undefined || expiresAt <= now || !m.key) continue;
+      const bucket = Math.ceil(expiresAt / RESTORE_BUCKET_MS) * RESTORE_BUCKET_MS;
+      const entries = buckets.get(bucket);
+      const entry = { id: idOfKey(m.key.toString('utf8')) };
+      if (entries) entries.push(entry);
+      else buckets.set(bucket, [entry]);
+    }
+    let count = 0;
+    for (const [bucket, entries] of buckets) {
+      const ttlMs = Math.max(1, bucket - now);
+      if (repository.markMany) await repository.markMany(entries, { ttlMs });
+      else await repository.addMany(entries, { ttlMs });
+      count += entries.length;
+    }
+    return count;
+  }
+
+  /** A new chunk transaction of a ready exactly-once partition. */
+  transaction(state: PartitionState): ChunkTransaction {
+    const eos = state.exactlyOnce;
+    if (!eos) throw new TypeError(`partition ${state.partition} is not exactly-once`);
+    const { config, repository, changelogTopic } = this.#deps;
+    return new ChunkTransaction({
+      producer: eos.producer,
+      groupId: config.input.groupId,
+      inputTopic: config.input.topic,
+      partition: state.partition,
+      changelogTopic,
+      dlqTopic: config.dlq.topic,
+      store: repository,
+      takeMarks: eos.takeMarks,
+    });
+  }
+}

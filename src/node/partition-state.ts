@@ -170,7 +170,9 @@ export class PartitionLifecycle {
         if (range) metrics.restoreLag.set({ partition: String(partition) }, Math.max(0, range.to - last - 1));
       },
       async () => {
-        await heartbeat();
+        // A failed heartbeat (the group is rebalancing) must not stop the restore: the marks stay valid, and the
+        // consumer rejoins once the batch handler returns.
+        await heartbeat().catch(() => undefined);
         if (performance.now() - lastLog >= config.perf.interval) {
           lastLog = performance.now();
           const seconds = (lastLog - start) / 1000;

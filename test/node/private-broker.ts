@@ -50,11 +50,6 @@ export async function startPrivateBroker(t: TestContext, port: number): Promise<
     .replaceAll('@CONTROLLER_PORT@', String(port + 1))
     .replaceAll('@DATA@', data);
   await writeFile(join(dir, 'server.properties'), properties);
-  const log4j = (await readFile(join(ROOT, 'scripts/stack/kafka/log4j2.xml'), 'utf8')).replace(
-    '${sys:kafka.logs.dir}/kafka.log',
-    join(dir, 'kafka.log'),
-  );
-  await writeFile(join(dir, 'log4j2.xml'), log4j);
   const java = (main: string, ...args: string[]) =>
     spawn(
       'java',
@@ -62,7 +57,8 @@ export async function startPrivateBroker(t: TestContext, port: number): Promise<
         '-Xms128m',
         '-Xmx512m',
         '-XX:+UseG1GC',
-        `-Dlog4j2.configurationFile=${join(dir, 'log4j2.xml')}`,
+        `-Dlog4j2.configurationFile=${join(ROOT, 'scripts/stack/kafka/log4j2.xml')}`,
+        // The stack's logging config writes kafka.log into this directory.
         `-Dkafka.logs.dir=${dir}`,
         '-cp',
         `${lib}/*`,

@@ -47,7 +47,11 @@ export function encodeMark(mark: ChangelogMark): Buffer {
  */
 export function decodeMarkExpiry(value: Uint8Array): number {
   if (value.length < 9 || (value[0] !== V1 && value[0] !== V2)) throw unreadable(value);
-  return Buffer.from(value.buffer, value.byteOffset, value.byteLength).readDoubleBE(1);
+  // The reader hands over Buffers; a view is made only for other byte arrays (restores call this per record).
+  const buffer = Buffer.isBuffer(value)
+    ? value
+    : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  return buffer.readDoubleBE(1);
 }
 
 /** Decodes a changelog value made by {@link encodeMark}; throws an InvalidInputError for an unknown version. */

@@ -1,16 +1,9 @@
-import {
-  type Admin,
-  type Consumer,
-  type EachBatchPayload,
-  type Kafka,
-  type KafkaMessage,
-  Partitioners,
-} from 'kafkajs';
+import { type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
+import { encodeMark, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { untilAborted } from './abort.js';
 import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
-import { encodeMark, ensureChangelogTopic } from './exactly-once/changelog.js';
 import { kafkaClient } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
 import { changelogEnabled, changelogTopic, type NodeConfig } from './options.js';
@@ -69,21 +62,22 @@ export async function startDedupNode(
   const layout = await prepareTopics(kafka, config, signal);
   const exactlyOnce = config.output.guarantee === 'exactly-once';
   const changelog = changelogEnabled(config) ? changelogTopic(config) : undefined;
-  // The changelog's end offsets are read at each restore: one admin client for the node's life.
-  let admin: Admin | undefined;
   if (changelog !== undefined) {
-    const a = kafka.admin();
-    admin = a;
+    // Created with the input's partition count (changelog partition p holds input partition p's marks), or checked.
+    const admin = kafka.admin();
+    const spec = {
+      topic: changelog,
+      partitions: layout.inputPartitions,
+      retentionMs: config.dedup.window,
+      configKey: 'changelog.topic',
+    };
     try {
       await untilAborted(
-        a
-          .connect()
-          .then(() => ensureChangelogTopic(a, changelog, layout.inputPartitions, config.dedup.window)),
+        admin.connect().then(() => ensureChangelogTopic(admin, spec)),
         signal,
       );
-    } catch (error) {
-      await a.disconnect();
-      throw error;
+    } finally {
+      await admin.disconnect();
     }
   }
   const metrics = new NodeMetrics();
@@ -146,7 +140,7 @@ export async function startDedupNode(
   });
 
   const stopStarting = async () => {
-    await Promise.allSettled([consumer.disconnect(), producer.disconnect(), admin?.disconnect()]);
+    await Promise.allSettled([consumer.disconnect(), producer.disconnect()]);
   };
   const starting = async () => {
     await producer.connect();
@@ -184,7 +178,7 @@ export async function startDedupNode(
       : {}),
   };
   const writeMarks = async (partition: number, keys: readonly string[]) => {
-    const value = encodeMark(Date.now() + config.dedup.window);
+    const value = encodeMark({ expiresAt: Date.now() + config.dedup.window });
     await producer.send({
       topic: changelog as string,
       acks: -1,
@@ -192,16 +186,15 @@ export async function startDedupNode(
     });
   };
   const chunks = new ChunkProcessor(chunkDeps);
-  if (changelog !== undefined && admin !== undefined) {
+  if (changelog !== undefined) {
     partitions = new PartitionLifecycle({
       config,
       kafka,
-      admin,
       repository,
       metrics,
       logger,
       changelogTopic: changelog,
-      checkpointDir: checkpointDir(config),
+      checkpointPath: checkpointPath(config),
       chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
     });
   }
@@ -343,7 +336,6 @@ export async function startDedupNode(
           await consumer.disconnect(); // waits for the chunk in hand; the batch commits before returning
           await partitions?.close(); // transactional producers, checkpoints
           await producer.disconnect();
-          await admin?.disconnect();
         } finally {
           await repository.close(); // flushes a local store
           await metrics.close();
@@ -357,13 +349,13 @@ export async function startDedupNode(
 }
 
 /**
- * Where the changelog checkpoints go: configured, or beside a RocksDB store (a local store that survives a
+ * The changelog checkpoint file: configured, or beside a RocksDB store (a local store that survives a
  * restart). Other stores get none unless configured: a checkpoint must never claim marks the store lost.
  */
-function checkpointDir(config: NodeConfig): string | undefined {
-  if (config.changelog.checkpointDir !== undefined) return config.changelog.checkpointDir;
+function checkpointPath(config: NodeConfig): string | undefined {
+  if (config.changelog.checkpoint !== undefined) return config.changelog.checkpoint;
   const repository = config.repository as { type?: string; path?: string };
-  return repository.type === 'rocksdb' && repository.path ? `${repository.path}.changelog` : undefined;
+  return repository.type === 'rocksdb' && repository.path ? `${repository.path}.changelog.json` : undefined;
 }
 
 function nextOffset(offset: string): string {

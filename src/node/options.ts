@@ -128,10 +128,10 @@ export const nodeConfigSchema = z
         /** Default: `<group id>-<output topic>-changelog`. */
         topic: z.string().min(1).optional(),
         /**
-         * Where the per-partition checkpoint files go (the changelog offset the local store has applied). Default:
-         * beside a RocksDB store (`<path>.changelog`); none for other stores (a restore reads from the start).
+         * The checkpoint file (the changelog offset the local store has applied, per partition). Default: beside a
+         * RocksDB store (`<path>.changelog.json`); none for other stores (each restore reads from the start).
          */
-        checkpointDir: z.string().min(1).optional(),
+        checkpoint: z.string().min(1).optional(),
       })
       .strict()
       .prefault({}),

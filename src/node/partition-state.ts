@@ -1,15 +1,14 @@
-import { type Admin, type Kafka, type KafkaMessage, Partitioners, type Producer } from 'kafkajs';
+import { type Kafka, Partitioners, type Producer } from 'kafkajs';
 import type { Logger } from 'pino';
+import {
+  ChangelogCheckpoint,
+  type ChangelogEntry,
+  ChangelogReader,
+  decodeMarkExpiry,
+} from '../kafka/changelog/index.js';
 import { idOfKey } from '../repositories/ids.js';
 import type { AddEntry, IdempotentRepository } from '../repositories/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
-import {
-  Checkpoints,
-  committedEnds,
-  decodeMark,
-  type ReadRange,
-  readChangelog,
-} from './exactly-once/changelog.js';
 import { stagingRepository } from './exactly-once/staged-marks.js';
 import { ChunkTransaction } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
@@ -33,15 +32,14 @@ export interface PartitionState {
 export interface PartitionLifecycleDeps {
   readonly config: NodeConfig;
   readonly kafka: Kafka;
-  readonly admin: Admin;
   /** The local store (the changelog's cache). */
   readonly repository: IdempotentRepository;
   readonly metrics: NodeMetrics;
   readonly logger: Logger;
   /** The changelog topic. */
   readonly changelogTopic: string;
-  /** Where checkpoints go; undefined: every restore reads the changelog from the start. */
-  readonly checkpointDir: string | undefined;
+  /** The checkpoint file; undefined: every restore reads the changelog from the start. */
+  readonly checkpointPath: string | undefined;
   /** Builds a chunk processor over the given store (exactly-once gives each partition one over staged marks). */
   readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
 }
@@ -59,7 +57,8 @@ export interface PartitionLifecycleDeps {
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
   readonly #exactlyOnce: boolean;
-  readonly #checkpoints: Checkpoints | undefined;
+  readonly #reader: ChangelogReader;
+  #checkpoint: Promise<ChangelogCheckpoint> | undefined;
   /** Ready partitions. */
   readonly #ready = new Map<number, PartitionState>();
   /** The group's current assignment of the input topic. */
@@ -70,8 +69,13 @@ export class PartitionLifecycle {
   constructor(deps: PartitionLifecycleDeps) {
     this.#deps = deps;
     this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
-    this.#checkpoints =
-      deps.checkpointDir === undefined ? undefined : new Checkpoints(deps.checkpointDir, deps.changelogTopic);
+    this.#reader = new ChangelogReader(deps.kafka);
+    this.#checkpoint =
+      deps.checkpointPath === undefined
+        ? undefined
+        : ChangelogCheckpoint.load(deps.checkpointPath, deps.changelogTopic);
+    // Observed where it is awaited; a file that cannot be read fails the first restore, naming it.
+    this.#checkpoint?.catch(() => undefined);
   }
 
   /** The group assigned these partitions: the ones it took away are closed. */
@@ -113,6 +117,15 @@ export class PartitionLifecycle {
   /** Closes every partition (graceful stop): producers disconnected, checkpoints written. */
   async close(): Promise<void> {
     for (const partition of [...this.#ready.keys()]) await this.#close(partition, 'stopping');
+    await this.#reader.close();
+  }
+
+  /** Saves the offset up to which the store holds the partition's marks (no checkpoint file: nothing). */
+  async #save(partition: number, offset: number): Promise<void> {
+    if (this.#checkpoint === undefined) return;
+    const checkpoint = await this.#checkpoint;
+    checkpoint.set(partition, offset);
+    await checkpoint.save();
   }
 
   async #close(partition: number, why: string): Promise<void> {
@@ -122,8 +135,8 @@ export class PartitionLifecycle {
     const applied = this.#applied.get(partition);
     // Only a partition closed in good order keeps its checkpoint; a fenced one may be behind its new owner, which
     // is fine (the checkpoint says what this store holds, not what the changelog holds).
-    if (this.#checkpoints && applied !== undefined) {
-      await this.#checkpoints.write(partition, applied).catch((error: unknown) => {
+    if (applied !== undefined) {
+      await this.#save(partition, applied).catch((error: unknown) => {
         this.#deps.logger.warn({ err: error, partition }, 'could not write the changelog checkpoint');
       });
     }
@@ -132,7 +145,7 @@ export class PartitionLifecycle {
   }
 
   async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
-    const { config, kafka, admin, metrics, logger, changelogTopic } = this.#deps;
+    const { metrics, logger, changelogTopic, config } = this.#deps;
     const start = performance.now();
     // 1. Exactly-once: one transactional producer per partition, initialised before the end is captured.
     const states = new Map<number, PartitionState>();
@@ -143,36 +156,32 @@ export class PartitionLifecycle {
         await state.exactlyOnce?.producer.disconnect().catch(() => undefined);
       throw error;
     }
-    // 2. The end of each changelog partition, captured now.
-    const ends = await committedEnds(admin, changelogTopic);
-    const ranges: ReadRange[] = [];
-    for (const partition of partitions) {
-      const from = this.#applied.get(partition) ?? (await this.#checkpoints?.read(partition)) ?? 0;
-      ranges.push({ partition, from, to: ends.get(partition) ?? 0 });
+    // 2. From the checkpoint (or what this process applied before), up to the end offsets captured now, after
+    // the inits: no other transaction on these partitions can still commit.
+    const checkpoint = await this.#checkpoint;
+    const from = new Map(
+      partitions.map((p) => [p, this.#applied.get(p) ?? checkpoint?.get(p) ?? 0] as [number, number]),
+    );
+    const ends = await this.#reader.endOffsets(changelogTopic, partitions);
+    const lag = (p: number, at: number) => Math.max(0, (ends.get(p) ?? 0) - at);
+    let total = 0;
+    for (const [p, at] of from) {
+      metrics.restoreLag.set({ partition: String(p) }, lag(p, at));
+      total += lag(p, at);
     }
-    for (const r of ranges)
-      metrics.restoreLag.set({ partition: String(r.partition) }, Math.max(0, r.to - r.from));
     logger.info(
-      { changelog: changelogTopic, ranges },
-      `restoring ${partitions.length} partition(s) from the changelog: ${ranges.reduce((n, r) => n + Math.max(0, r.to - r.from), 0)} records`,
+      { changelog: changelogTopic, from: Object.fromEntries(from), ends: Object.fromEntries(ends) },
+      `restoring ${partitions.length} partition(s) from the changelog: ${total} records`,
     );
     // 3. Read them into the local store, heartbeating between fetches.
     let restored = 0;
     let lastLog = performance.now();
-    await readChangelog(
-      kafka,
-      changelogTopic,
-      ranges,
-      async (partition, messages) => {
-        restored += await this.#apply(messages);
-        const range = ranges.find((r) => r.partition === partition);
-        const last = Number((messages[messages.length - 1] as KafkaMessage).offset);
-        if (range) metrics.restoreLag.set({ partition: String(partition) }, Math.max(0, range.to - last - 1));
-      },
-      async () => {
-        // A failed heartbeat (the group is rebalancing) must not stop the restore: the marks stay valid, and the
-        // consumer rejoins once the batch handler returns.
-        await heartbeat().catch(() => undefined);
+    const reached = await this.#reader.read({
+      topic: changelogTopic,
+      from,
+      onBatch: async (partition, records, nextOffset) => {
+        restored += await this.#apply(records);
+        metrics.restoreLag.set({ partition: String(partition) }, lag(partition, nextOffset));
         if (performance.now() - lastLog >= config.perf.interval) {
           lastLog = performance.now();
           const seconds = (lastLog - start) / 1000;
@@ -182,13 +191,17 @@ export class PartitionLifecycle {
           );
         }
       },
-    );
+      // A failed heartbeat (the group is rebalancing) must not stop the restore: the marks stay valid, and the
+      // consumer rejoins once the batch handler returns.
+      heartbeat: () => heartbeat().catch(() => undefined),
+    });
     metrics.restoredIds.inc(restored);
-    for (const r of ranges) {
-      metrics.restoreLag.set({ partition: String(r.partition) }, 0);
-      this.#applied.set(r.partition, Math.max(r.from, r.to));
-      await this.#checkpoints?.write(r.partition, Math.max(r.from, r.to));
-      this.#ready.set(r.partition, states.get(r.partition) as PartitionState);
+    for (const partition of partitions) {
+      const offset = reached.get(partition) ?? from.get(partition) ?? 0;
+      metrics.restoreLag.set({ partition: String(partition) }, 0);
+      this.#applied.set(partition, offset);
+      await this.#save(partition, offset);
+      this.#ready.set(partition, states.get(partition) as PartitionState);
     }
     const seconds = (performance.now() - start) / 1000;
     metrics.restoreSeconds.observe(seconds);
@@ -226,16 +239,18 @@ export class PartitionLifecycle {
   }
 
   /** Applies restored changelog records to the local store; resolves with how many were live marks. */
-  async #apply(messages: readonly KafkaMessage[]): Promise<number> {
+  async #apply(records: readonly ChangelogEntry[]): Promise<number> {
     const { repository } = this.#deps;
     const now = Date.now();
     const buckets = new Map<number, AddEntry[]>();
-    for (const m of messages) {
-      const expiresAt = decodeMark(m.value);
-      if (expiresAt === undefined || expiresAt <= now || !m.key) continue;
+    for (const r of records) {
+      // A tombstone: the node never deletes marks, so there is nothing to undo in the store.
+      if (r.value === null) continue;
+      const expiresAt = decodeMarkExpiry(r.value);
+      if (expiresAt <= now) continue;
       const bucket = Math.ceil(expiresAt / RESTORE_BUCKET_MS) * RESTORE_BUCKET_MS;
       const entries = buckets.get(bucket);
-      const entry = { id: idOfKey(m.key.toString('utf8')) };
+      const entry = { id: idOfKey(r.key) };
       if (entries) entries.push(entry);
       else buckets.set(bucket, [entry]);
     }

@@ -2,8 +2,8 @@
  * Input for the exactly-once node tests that run several instances: records keyed by their dedup id, so every
  * copy of an id lands in its original's partition (the co-partitioning that partition-local state needs).
  */
-import type { Kafka, KafkaMessage, Producer } from 'kafkajs';
-import { committedEnds, readChangelog } from '../../src/node/exactly-once/changelog.js';
+import type { Kafka, Producer } from 'kafkajs';
+import { type ChangelogEntry, ChangelogReader } from '../../src/kafka/changelog/index.js';
 import { type CopyKind, type DedupInput, type InputRecord, prng } from '../helpers/node.js';
 
 /** `distinct` ids, about `duplicateShare` more records repeating them in their own partition (same or later chunk). */
@@ -78,27 +78,31 @@ export async function produceIds(
 export async function readCommitted(
   kafka: Kafka,
   topic: string,
-): Promise<{ partition: number; message: KafkaMessage }[]> {
-  const admin = kafka.admin();
-  await admin.connect();
+): Promise<{ partition: number; record: ChangelogEntry }[]> {
+  // The changelog's reader: read_committed, group-free, up to the end offsets captured at the start. It skips
+  // records without a key, which the tests never produce.
+  const reader = new ChangelogReader(kafka);
   try {
-    const ends = await committedEnds(admin, topic);
-    const records: { partition: number; message: KafkaMessage }[] = [];
-    const ranges = [...ends].map(([partition, to]) => ({ partition, from: 0, to }));
-    await readChangelog(kafka, topic, ranges, async (partition, messages) => {
-      for (const message of messages) records.push({ partition, message });
+    const partitions = await reader.partitions(topic);
+    const records: { partition: number; record: ChangelogEntry }[] = [];
+    await reader.read({
+      topic,
+      from: new Map(partitions.map((p) => [p, 0])),
+      onBatch: (partition, batch) => {
+        for (const record of batch) records.push({ partition, record });
+      },
     });
     return records;
   } finally {
-    await admin.disconnect();
+    await reader.close();
   }
 }
 
 /** The uids in the topic (read_committed), with how many records each has. */
 export async function uidCounts(kafka: Kafka, topic: string): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
-  for (const { message } of await readCommitted(kafka, topic)) {
-    const { uid } = JSON.parse(message.value?.toString() ?? '{}') as { uid: string };
+  for (const { record } of await readCommitted(kafka, topic)) {
+    const { uid } = JSON.parse(record.value?.toString() ?? '{}') as { uid: string };
     counts.set(uid, (counts.get(uid) ?? 0) + 1);
   }
   return counts;

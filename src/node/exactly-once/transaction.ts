@@ -1,9 +1,9 @@
 import type { Message, Producer, ProducerRecord, RecordMetadata, Transaction } from 'kafkajs';
+import { encodeMark } from '../../kafka/changelog/index.js';
 import { type DeadLetter, deadLetterMessage } from '../../kafka/index.js';
 import type { IdempotentRepository } from '../../repositories/types.js';
 import type { ChunkEnd, ChunkSink } from '../chunk.js';
 import { isFenced } from '../output.js';
-import { encodeMark } from './changelog.js';
 import type { StagedMark } from './staged-marks.js';
 
 /** Bytes of changelog records per request, below Kafka's default `max.message.bytes` (1 MiB). */
@@ -104,7 +104,7 @@ export class ChunkTransaction implements ChunkSink {
       for (; to < marks.length && (to === from || bytes < CHANGELOG_REQUEST_BYTES); to++) {
         const mark = marks[to] as StagedMark;
         bytes += Buffer.byteLength(mark.key) + 40;
-        messages.push({ key: mark.key, value: encodeMark(now + mark.ttlMs), partition });
+        messages.push({ key: mark.key, value: encodeMark({ expiresAt: now + mark.ttlMs }), partition });
       }
       const [meta] = await tx.send({ topic: changelogTopic, acks: -1, messages });
       next = Number(meta?.baseOffset ?? 0) + messages.length;

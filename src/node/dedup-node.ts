@@ -1,6 +1,6 @@
 import { type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
-import { encodeMark, ensureChangelogTopic } from '../kafka/changelog/index.js';
+import { checkChangelogTopic, encodeMark, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { untilAborted } from './abort.js';
 import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
@@ -73,7 +73,14 @@ export async function startDedupNode(
     };
     try {
       await untilAborted(
-        admin.connect().then(() => ensureChangelogTopic(admin, spec)),
+        // Checked when it exists: asking kafkajs to create an existing topic logs an error line.
+        admin
+          .connect()
+          .then(() => admin.listTopics())
+          .then(async (topics) => {
+            if (topics.includes(changelog)) await checkChangelogTopic(admin, spec);
+            else await ensureChangelogTopic(admin, spec);
+          }),
         signal,
       );
     } finally {

@@ -49,7 +49,12 @@ describe('exactly-once dedup node killed with SIGKILL', { skip: skipUnlessEnable
     while (kills < KILLS) {
       const node = startNodeProcess(t, path);
       // Forwarding again: a restart waits for the killed member's session to lapse, then restores.
-      await node.waitForLog((l) => ((l.perf as { rowsOut?: number } | undefined)?.rowsOut ?? 0) > 0, 90_000);
+      await node
+        .waitForLog((l) => ((l.perf as { rowsOut?: number } | undefined)?.rowsOut ?? 0) > 0, 90_000)
+        .catch((error: unknown) => {
+          const tail = node.logs.filter((l) => !l.perf).slice(-20);
+          throw new Error(`restart ${kills + 1} did not forward: ${JSON.stringify(tail)}`, { cause: error });
+        });
       await sleep(Math.floor(random() * 1500));
       if (node.child.exitCode !== null) assert.fail('the node exited by itself');
       node.child.kill('SIGKILL');

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { nodeConfigSchema } from '../../src/node/options.js';
 import { testProducer, waitForCommitted } from '../helpers/kafka.js';
 import {
   assertInputLanded,
@@ -81,5 +82,29 @@ describe('dedup node, output.guarantee = "exactly-once"', { skip: skipUnlessEnab
       'each id exactly once',
     );
     t.after(() => admin.deleteTopics({ topics: [`${groupId}-${output}-changelog`] }).catch(() => undefined));
+  });
+});
+
+describe('exactly-once config', () => {
+  const base = {
+    kafka: { brokers: ['127.0.0.1:9092'] },
+    input: { topic: 'in' },
+    output: { topic: 'out', guarantee: 'exactly-once' },
+    dlq: { topic: 'dlq' },
+    dedup: { id: 'uid' },
+  };
+
+  it('refuses changelog.enabled = false under exactly-once, naming the key', () => {
+    const result = nodeConfigSchema.safeParse({ ...base, changelog: { enabled: false } });
+    assert.equal(result.success, false);
+    assert.deepEqual(result.error?.issues[0]?.path, ['changelog', 'enabled']);
+  });
+
+  it('defaults: changelog on under exactly-once, off under at-least-once', () => {
+    const eos = nodeConfigSchema.parse(base);
+    assert.equal(eos.output.guarantee, 'exactly-once');
+    assert.equal(eos.changelog.enabled, undefined);
+    const alo = nodeConfigSchema.parse({ ...base, output: { topic: 'out' } });
+    assert.equal(alo.output.guarantee, 'at-least-once');
   });
 });

@@ -145,17 +145,29 @@ export class PartitionLifecycle {
   }
 
   async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
-    const { metrics, logger, changelogTopic, config } = this.#deps;
     const start = performance.now();
     // 1. Exactly-once: one transactional producer per partition, initialised before the end is captured.
     const states = new Map<number, PartitionState>();
     try {
       for (const partition of partitions) states.set(partition, await this.#open(partition));
+      await this.#read(partitions, states, heartbeat, start);
     } catch (error) {
-      for (const state of states.values())
+      // Nothing became ready: the producers go (a later attempt starts new ones, whose init fences these).
+      for (const state of states.values()) {
         await state.exactlyOnce?.producer.disconnect().catch(() => undefined);
+      }
       throw error;
     }
+  }
+
+  /** Steps 2–4 of a restore, for partitions whose producers are initialised. */
+  async #read(
+    partitions: readonly number[],
+    states: ReadonlyMap<number, PartitionState>,
+    heartbeat: () => Promise<void>,
+    start: number,
+  ): Promise<void> {
+    const { metrics, logger, changelogTopic, config } = this.#deps;
     // 2. From the checkpoint (or what this process applied before), up to the end offsets captured now, after
     // the inits: no other transaction on these partitions can still commit.
     const checkpoint = await this.#checkpoint;
@@ -200,7 +212,10 @@ export class PartitionLifecycle {
       const offset = reached.get(partition) ?? from.get(partition) ?? 0;
       metrics.restoreLag.set({ partition: String(partition) }, 0);
       this.#applied.set(partition, offset);
-      await this.#save(partition, offset);
+      // A checkpoint that cannot be written only makes the next restore longer.
+      await this.#save(partition, offset).catch((error: unknown) => {
+        logger.warn({ err: error, partition }, 'could not write the changelog checkpoint');
+      });
       this.#ready.set(partition, states.get(partition) as PartitionState);
     }
     const seconds = (performance.now() - start) / 1000;

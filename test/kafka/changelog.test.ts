@@ -309,6 +309,26 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     );
   });
 
+  it('reads compressed batches too (left to the kafkajs decoder), between uncompressed ones', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 1);
+    const producer = await testProducer(t, kafka);
+    await produce(producer, topic, marks('plain-a', 30, 0));
+    // 1 is CompressionTypes.GZIP (kafkajs's CommonJS enums are not named ESM exports).
+    await producer.send({ topic, acks: -1, compression: 1, messages: marks('gzip', 40, 0) });
+    await produce(producer, topic, marks('plain-b', 30, 0));
+    const { records, ends } = await readAll(kafka, topic, new Map([[0, 0]]));
+    assert.deepEqual(
+      records.get(0)?.map((r) => r.key),
+      [...marks('plain-a', 30, 0), ...marks('gzip', 40, 0), ...marks('plain-b', 30, 0)].map((m) => m.key),
+    );
+    assert.deepEqual(
+      records.get(0)?.map((r) => r.offset),
+      [...Array(100).keys()],
+    );
+    assert.deepEqual(ends, new Map([[0, 100]]));
+  });
+
   it('restarts a partition from its start when the checkpoint lies past its end (a recreated topic)', async (t) => {
     const kafka = testKafka();
     const topic = await changelogTopic(t, kafka, 1);

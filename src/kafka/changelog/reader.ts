@@ -1,6 +1,7 @@
 import type { IHeaders, Kafka } from 'kafkajs';
 import { RepositoryError } from '../../errors.js';
-import { createCluster, type RawCluster, type RawPartition, READ_COMMITTED } from './cluster.js';
+import { createCluster, fetchBatches, type RawCluster, READ_COMMITTED } from './cluster.js';
+import type { FetchedPartition } from './fetch-decoder.js';
 
 /** One committed changelog record: the id's canonical key, its encoded mark (null: a tombstone), its offset. */
 export interface ChangelogEntry {
@@ -137,7 +138,7 @@ export class ChangelogReader {
     };
     let pending = start();
     while (pending !== undefined) {
-      let round: RawPartition[];
+      let round: FetchedPartition[];
       try {
         round = await pending;
         failures = 0;
@@ -207,7 +208,7 @@ export class ChangelogReader {
     partitions: readonly number[],
     next: PartitionOffsets,
     waiting: boolean,
-  ): Promise<RawPartition[]> {
+  ): Promise<FetchedPartition[]> {
     const leaders = new Map<number, number[]>();
     const metadata = this.#cluster.findTopicPartitionMetadata(topic);
     for (const p of partitions) {
@@ -217,7 +218,7 @@ export class ChangelogReader {
     }
     const rounds = [...leaders].map(async ([leader, ps]) => {
       const broker = await this.#cluster.findBroker({ nodeId: String(leader) });
-      const response = await broker.fetch({
+      return fetchBatches(broker, {
         isolationLevel: READ_COMMITTED,
         // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
         maxWaitTime: waiting ? this.#maxWaitMs : 100,
@@ -234,7 +235,6 @@ export class ChangelogReader {
           },
         ],
       });
-      return response.responses.flatMap((r) => r.partitions);
     });
     return (await Promise.all(rounds)).flat();
   }
@@ -302,45 +302,36 @@ export async function readChangelog(
  * producer listed as aborted from its first offset on, until that producer's abort marker.
  */
 export function committedRecords(
-  part: RawPartition,
+  part: FetchedPartition,
   from: number,
   end: number,
 ): { records: ChangelogEntry[]; nextOffset: number } {
-  const aborted = (part.abortedTransactions ?? [])
-    .map((t) => ({ producerId: t.producerId, first: Number(t.firstOffset) }))
-    .sort((a, b) => a.first - b.first);
+  const aborted = [...part.abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset);
   let nextAborted = 0;
-  const abortedProducers = new Set<string>();
+  const abortedProducers = new Set<number>();
   const records: ChangelogEntry[] = [];
   let nextOffset = from;
-  let batchFirst = '';
-  let skipBatch = false;
-  for (const message of part.messages) {
-    const batch = message.batchContext;
-    if (batch.firstOffset !== batchFirst) {
-      batchFirst = batch.firstOffset;
-      const batchLast = Number(batch.firstOffset) + batch.lastOffsetDelta;
-      while (nextAborted < aborted.length && (aborted[nextAborted]?.first ?? 0) <= batchLast) {
-        abortedProducers.add((aborted[nextAborted] as { producerId: string }).producerId);
-        nextAborted++;
-      }
-      skipBatch = batch.inTransaction && !message.isControlRecord && abortedProducers.has(batch.producerId);
-      if (batchLast >= from) nextOffset = Math.max(nextOffset, Math.min(batchLast + 1, end));
+  for (const batch of part.batches) {
+    const batchLast = batch.baseOffset + batch.lastOffsetDelta;
+    while (nextAborted < aborted.length && (aborted[nextAborted]?.firstOffset ?? 0) <= batchLast) {
+      abortedProducers.add((aborted[nextAborted] as { producerId: number }).producerId);
+      nextAborted++;
     }
-    if (message.isControlRecord) {
-      if (message.key !== null && message.key.length >= 4 && message.key.readInt16BE(2) === ABORT_MARKER) {
-        abortedProducers.delete(batch.producerId);
-      }
+    if (batchLast >= from) nextOffset = Math.max(nextOffset, Math.min(batchLast + 1, end));
+    if (batch.isControl) {
+      if (batch.records.some((r) => isAbortMarker(r.key))) abortedProducers.delete(batch.producerId);
       continue;
     }
-    const offset = Number(message.offset);
-    if (skipBatch || offset < from || offset >= end || message.key === null) continue;
-    records.push({
-      key: message.key.toString('utf8'),
-      value: message.value,
-      offset,
-      headers: message.headers,
-    });
+    if (batch.inTransaction && abortedProducers.has(batch.producerId)) continue;
+    for (const record of batch.records) {
+      if (record.offset < from || record.offset >= end || record.key === null) continue;
+      records.push(record as ChangelogEntry);
+    }
   }
   return { records, nextOffset };
+}
+
+/** A control record's key is a version (int16) and a type (int16): type 0 ends an aborted transaction. */
+function isAbortMarker(key: string | null): boolean {
+  return key !== null && key.length >= 4 && key.charCodeAt(2) === 0 && key.charCodeAt(3) === ABORT_MARKER;
 }

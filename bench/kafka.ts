@@ -9,8 +9,11 @@
  * 2. Baseline: consume → produce copy without dedup, with the node's own fetch, chunk and producer settings,
  *    committing once per fetched batch as the node does.
  * 3. The node (in this process) with RocksDB, then with Redis, each from the start of the topic.
+ * 4. Issue 11: the RocksDB node at-least-once with the changelog on, and exactly-once (`eos`); then `restore`:
+ *    a new instance with an empty store restores the exactly-once run's changelog (ids/s), and the time from
+ *    its assignment to its first processed record, without and then with a local checkpoint.
  * Prints records/s, the ratio of each node run to the copy, and the node's phase split from its perf log.
- * Asserts nothing.
+ * Asserts nothing. `--only copy,rocksdb,eos,restore` picks runs.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -40,7 +43,7 @@ const BATCH_SIZE = Number(values['batch-size']);
 const PARTITIONS = 3;
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const runs = new Set((values.only ?? 'copy,rocksdb,redis').split(','));
+const runs = new Set((values.only ?? 'copy,rocksdb,redis,changelog,eos,restore').split(','));
 
 const suffix = Math.random().toString(36).slice(2, 8);
 const kafka = new Kafka({ clientId: 'idem-bench', brokers: BROKERS, logLevel: logLevel.NOTHING });
@@ -222,16 +225,85 @@ async function node(name: string, config: NodeConfig): Promise<Result> {
   return { name, recordsPerSecond: perSecond, seconds, out, cpuMicrosPerRecord, phases };
 }
 
-function nodeConfig(input: string, output: string, repository: Record<string, unknown>): NodeConfig {
+function nodeConfig(
+  input: string,
+  output: string,
+  repository: Record<string, unknown>,
+  extra: { group?: string; output?: Record<string, unknown>; changelog?: Record<string, unknown> } = {},
+): NodeConfig {
   return nodeConfigSchema.parse({
     kafka: { brokers: BROKERS, clientId: 'idem-bench-node' },
-    input: { topic: input, groupId: `idem-bench-${repository.type}-${suffix}`, batchSize: BATCH_SIZE },
-    output: { topic: output },
+    input: {
+      topic: input,
+      groupId: `idem-bench-${extra.group ?? repository.type}-${suffix}`,
+      batchSize: BATCH_SIZE,
+    },
+    output: { topic: output, ...extra.output },
+    ...(extra.changelog ? { changelog: extra.changelog } : {}),
     dlq: { topic: `idem-bench-dlq-${suffix}` },
     dedup: { id: 'uid' },
     repository,
     metrics: { enabled: false },
   });
+}
+
+/** What one restore measured. */
+interface RestoreResult {
+  readonly ids: number;
+  readonly restoreSeconds: number;
+  /** From the group's assignment (`joined the group`) to the first record handled. */
+  readonly toFirstRecordSeconds: number;
+}
+
+/**
+ * A new instance of an exactly-once group whose input is fully committed but for `fresh` new records: it restores
+ * its partitions from the changelog (from its checkpoint, if its store has one) before it handles them.
+ */
+async function restoreRun(config: NodeConfig, fresh: string, label: string): Promise<RestoreResult> {
+  const producer = kafka.producer();
+  await producer.connect();
+  await producer.send({
+    topic: config.input.topic,
+    messages: Array.from({ length: PARTITIONS }, (_, p) => ({
+      key: `${fresh}-${p}`,
+      value: JSON.stringify({ uid: `${fresh}-${p}` }),
+      partition: p,
+    })),
+  });
+  await producer.disconnect();
+  let joinedAt = 0;
+  let ids = 0;
+  let restoreSeconds = 0;
+  const logger = pino(
+    { level: 'info' },
+    {
+      write: (line: string) => {
+        const entry = JSON.parse(line) as {
+          msg: string;
+          level: number;
+          restore?: { ids: number; seconds: number };
+        };
+        if (entry.msg === 'joined the group' && joinedAt === 0) joinedAt = performance.now();
+        if (entry.restore && /^restored/.test(entry.msg)) {
+          ids += entry.restore.ids;
+          restoreSeconds += entry.restore.seconds;
+        }
+        if (entry.level >= 40) log(`  [${label}] ${entry.msg}`);
+      },
+    },
+  );
+  const repository = await openRepository(config);
+  const handle = await startDedupNode(config, repository, logger);
+  while (handle.totals().recordsIn === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+  const firstAt = performance.now();
+  while (handle.totals().recordsIn < PARTITIONS) await new Promise((resolve) => setTimeout(resolve, 20));
+  await handle.stop();
+  const result = { ids, restoreSeconds, toFirstRecordSeconds: (firstAt - joinedAt) / 1000 };
+  log(
+    `${label}: restored ${ids} ids in ${restoreSeconds.toFixed(2)} s (${rate(ids, restoreSeconds)} ids/s); ` +
+      `assignment to first record ${result.toFirstRecordSeconds.toFixed(2)} s`,
+  );
+  return result;
 }
 
 function rate(n: number, seconds: number): string {
@@ -242,7 +314,7 @@ function log(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-function table(results: readonly Result[]): void {
+function table(results: readonly Result[], restores: readonly [string, RestoreResult][] = []): void {
   const copies = results.filter((r) => r.name.startsWith('plain kafkajs copy'));
   const base = copies.length > 0 ? copies.reduce((a, r) => a + r.recordsPerSecond, 0) / copies.length : 0;
   const header = [
@@ -289,6 +361,27 @@ function table(results: readonly Result[]): void {
       baseline: 'plain kafkajs consume→produce copy, mean of two runs',
     });
   }
+  const byName = (name: string) => results.find((r) => r.name === name)?.recordsPerSecond;
+  const eos = byName('node, RocksDB, exactly-once');
+  const alo = byName('node, RocksDB');
+  const changelog = byName('node, RocksDB, at-least-once + changelog');
+  if (eos !== undefined && alo !== undefined) {
+    log(`exactly-once / at-least-once node (RocksDB): ${Math.round((eos / alo) * 100)}%`);
+    sink.ratio({
+      id: 'kafka.eos-vs-alo-node',
+      label: 'idem node exactly-once vs at-least-once (RocksDB)',
+      value: eos / alo,
+      kind: 'min',
+      baseline: 'the at-least-once node (RocksDB) in the same run',
+    });
+  }
+  if (changelog !== undefined && alo !== undefined) {
+    log(`at-least-once with changelog / without (RocksDB): ${Math.round((changelog / alo) * 100)}%`);
+  }
+  for (const [name, r] of restores) {
+    sink.figure(`${name}: restore`, r.restoreSeconds > 0 ? r.ids / r.restoreSeconds : 0, 'ids/s');
+    sink.figure(`${name}: assignment to first record`, r.toFirstRecordSeconds, 's');
+  }
   sink.write(values.json);
 }
 
@@ -300,6 +393,8 @@ async function main(): Promise<void> {
   );
   const distinct = await prefill(input);
   const results: Result[] = [];
+  const restores: [string, RestoreResult][] = [];
+  const changelogs: string[] = [];
   const dirs: string[] = [];
   try {
     if (runs.has('copy')) {
@@ -324,6 +419,59 @@ async function main(): Promise<void> {
       await cleanup.clear();
       await cleanup.close();
     }
+    if (runs.has('changelog')) {
+      const dir = await mkdtemp(join(tmpdir(), 'idem-bench-rocksdb-'));
+      dirs.push(dir);
+      const output = await createTopic(`idem-bench-out-changelog-${suffix}`);
+      const config = nodeConfig(
+        input,
+        output,
+        { type: 'rocksdb', path: join(dir, 'store') },
+        {
+          group: 'changelog',
+          changelog: { enabled: true },
+        },
+      );
+      changelogs.push(`${config.input.groupId}-${output}-changelog`);
+      results.push(await node('node, RocksDB, at-least-once + changelog', config));
+      log(`node rocksdb + changelog: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+    }
+    if (runs.has('eos')) {
+      const dir = await mkdtemp(join(tmpdir(), 'idem-bench-rocksdb-'));
+      dirs.push(dir);
+      const output = await createTopic(`idem-bench-out-eos-${suffix}`);
+      const config = nodeConfig(
+        input,
+        output,
+        { type: 'rocksdb', path: join(dir, 'store') },
+        {
+          group: 'eos',
+          output: { guarantee: 'exactly-once' },
+        },
+      );
+      changelogs.push(`${config.input.groupId}-${output}-changelog`);
+      results.push(await node('node, RocksDB, exactly-once', config));
+      log(`node rocksdb exactly-once: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+      if (runs.has('restore')) {
+        // Another instance, its own empty store: everything it knows comes from the changelog.
+        const other = await mkdtemp(join(tmpdir(), 'idem-bench-rocksdb-'));
+        dirs.push(other);
+        const again = nodeConfig(
+          input,
+          output,
+          { type: 'rocksdb', path: join(other, 'store') },
+          {
+            group: 'eos',
+            output: { guarantee: 'exactly-once' },
+          },
+        );
+        restores.push([
+          'restore, no checkpoint',
+          await restoreRun(again, 'fresh-1', 'restore, no checkpoint'),
+        ]);
+        restores.push(['restore, checkpoint', await restoreRun(again, 'fresh-2', 'restore, checkpoint')]);
+      }
+    }
     if (runs.has('copy') && (runs.has('rocksdb') || runs.has('redis'))) {
       // Again at the end: the box's load drifts, and the baseline is the mean of both copies.
       const output = await createTopic(`idem-bench-copy2-${suffix}`);
@@ -334,14 +482,16 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const dir of dirs) await rm(dir, { recursive: true, force: true });
-    await admin.deleteTopics({ topics: [...topics, `idem-bench-dlq-${suffix}`] }).catch(() => undefined);
+    await admin
+      .deleteTopics({ topics: [...topics, ...changelogs, `idem-bench-dlq-${suffix}`] })
+      .catch(() => undefined);
     await admin.disconnect();
   }
   for (const r of results) {
     if (!r.name.startsWith('plain') && r.out !== distinct)
       log(`note: ${r.name} wrote ${r.out}, expected ${distinct}`);
   }
-  table(results);
+  table(results, restores);
 }
 
 await main();

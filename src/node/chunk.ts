@@ -16,7 +16,7 @@ import { idOfKey } from '../repositories/ids.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
-import type { OutputWriter } from './output.js';
+import type { OutputWriter, RecordSender } from './output.js';
 import type { PerfLog, Phase } from './perf-log.js';
 
 /** Running counts since the node started (the metrics carry the same numbers). */
@@ -52,6 +52,31 @@ interface Survivor {
   readonly id: string | undefined;
 }
 
+/** How a chunk ended: what {@link ChunkSink.finish} is given. */
+export interface ChunkEnd {
+  readonly topic: string;
+  readonly partition: number;
+  /** Records set aside for the DLQ. */
+  readonly letters: readonly DeadLetter[];
+  /** The canonical keys the chunk forwarded and marked (in the order marked). */
+  readonly marked: readonly string[];
+  /** The input offset to commit once the chunk is done (its last offset + 1). */
+  readonly nextOffset: string;
+}
+
+/**
+ * Where one chunk's records go and how it ends. At-least-once: the producer, and the end sends the dead letters
+ * (and the changelog marks when enabled). Exactly-once: the chunk's transaction (see exactly-once/transaction.ts).
+ */
+export interface ChunkSink {
+  /** Output requests go through it. */
+  readonly sender: RecordSender;
+  /** The chunk is decided (its output acknowledged, or sent in its transaction): finish it. */
+  finish(end: ChunkEnd): Promise<void>;
+  /** The chunk failed before it finished; undo what can be undone. */
+  fail?(error: unknown): Promise<unknown>;
+}
+
 /** What {@link ChunkProcessor} works with. */
 export interface ChunkDeps {
   readonly config: NodeConfig;
@@ -63,6 +88,14 @@ export interface ChunkDeps {
   readonly perf: PerfLog;
   readonly totals: NodeTotals;
   readonly logger: Logger;
+  /**
+   * At-least-once with the changelog on: the topic the forwarded ids' marks are written to after the output
+   * acks (changelog partition = input partition).
+   */
+  readonly changelog?: {
+    readonly topic: string;
+    write(partition: number, keys: readonly string[]): Promise<void>;
+  };
 }
 
 /** The node has no `[consumer]` table: every consumer option comes from `[dedup]` (see the constructor). */
@@ -90,9 +123,20 @@ export class ChunkProcessor {
   readonly #readId: (record: RecordParts) => IdVerdict;
   readonly #missingDetail: string;
   readonly #consumer: IdempotentConsumer<Survivor>;
+  /** The at-least-once end of a chunk: dead letters (and changelog marks), acknowledged by all replicas. */
+  readonly #atLeastOnce: ChunkSink;
 
   constructor(deps: ChunkDeps) {
     this.#deps = deps;
+    const { producer, config, changelog } = deps;
+    this.#atLeastOnce = {
+      sender: producer,
+      finish: async (end) => {
+        // The marks are in the store already (the engine's mark); the changelog copy follows the output acks.
+        if (changelog && end.marked.length > 0) await changelog.write(end.partition, end.marked);
+        await sendDeadLetters(producer, config.dlq.topic, end.letters);
+      },
+    };
     this.#readId = nodeIdReader(deps.config.dedup.id);
     this.#missingDetail = `no dedup id at ${describeId(deps.config)}`;
     // Built the one way the CLI and the DI container build consumers; the node's `[dedup]` table fixes the policies.
@@ -109,9 +153,31 @@ export class ChunkProcessor {
     });
   }
 
-  /** Runs the steps for one chunk; rejects (nothing to commit) when a step fails. */
-  async handle(topic: string, partition: number, chunk: readonly KafkaMessage[]): Promise<void> {
-    const { config, output, producer, metrics, perf, totals, logger } = this.#deps;
+  /**
+   * Runs the steps for one chunk; rejects (nothing to commit) when a step fails. `sink` says where its records
+   * go and how it ends (default: at-least-once through the node's producer).
+   */
+  async handle(
+    topic: string,
+    partition: number,
+    chunk: readonly KafkaMessage[],
+    sink: ChunkSink = this.#atLeastOnce,
+  ): Promise<void> {
+    try {
+      await this.#handle(topic, partition, chunk, sink);
+    } catch (error) {
+      await sink.fail?.(error);
+      throw error;
+    }
+  }
+
+  async #handle(
+    topic: string,
+    partition: number,
+    chunk: readonly KafkaMessage[],
+    sink: ChunkSink,
+  ): Promise<void> {
+    const { config, output, metrics, perf, totals, logger } = this.#deps;
     let t = performance.now();
     const tick = (phase: Exclude<Phase, 'poll'>) => {
       const now = performance.now();
@@ -140,6 +206,9 @@ export class ChunkProcessor {
 
     // 2. lookup, produce + deliver, mark: one engine batch.
     const attempts = new Map<number, number>();
+    // The engine answers a throwing batch handler by failing its items; a failed output request (broker gone past
+    // the retries, a fenced transaction) must fail the chunk instead, never send its records to the DLQ.
+    let writeFailure: { error: unknown } | undefined;
     const produce = {
       batch: async (items: readonly BatchItem<Survivor>[]) => {
         tick('lookup'); // the engine's decisions after the store read
@@ -155,7 +224,13 @@ export class ChunkProcessor {
           };
         }
         tick('produce');
-        const refused = await output.write(partition, outgoing);
+        let refused: Awaited<ReturnType<OutputWriter['write']>>;
+        try {
+          refused = await output.write(partition, outgoing, sink.sender);
+        } catch (error) {
+          writeFailure = { error };
+          throw error;
+        }
         tick('deliver');
         if (refused.length === 0) return undefined;
         logger.warn(
@@ -185,16 +260,21 @@ export class ChunkProcessor {
       );
     };
     const { results } = await this.#consumer.processBatch(candidates, produce, { onStoreCall });
+    if (writeFailure !== undefined) throw writeFailure.error;
 
     let duplicates = 0;
     let raced = 0;
     let out = 0;
+    const marked: string[] = [];
     for (let i = 0; i < results.length; i++) {
       const r = results[i] as (typeof results)[number];
       if (r.raced) raced++;
       if (r.outcome === 'duplicate' || r.outcome === 'in-progress') duplicates++;
-      else if (r.outcome !== 'failed') out++;
-      else {
+      else if (r.outcome !== 'failed') {
+        out++;
+        const id = (candidates[i] as Survivor).id;
+        if (r.outcome === 'processed' && id !== undefined && !r.failOpen) marked.push(id);
+      } else {
         // Refused by the output (or an id no store can hold): dead-lettered, and not marked.
         const { message } = candidates[i] as Survivor;
         const refusedAttempts = attempts.get(i);
@@ -212,15 +292,23 @@ export class ChunkProcessor {
     }
 
     // 3. Dead letters last: a failure here repeats the chunk, and the marks turn its forwarded records into
-    // duplicates instead of second copies.
+    // duplicates instead of second copies. (Exactly-once: the letters, marks and offset join the transaction,
+    // which commits here.)
+    const last = chunk[chunk.length - 1] as KafkaMessage;
+    await sink.finish({
+      topic,
+      partition,
+      letters,
+      marked,
+      nextOffset: (BigInt(last.offset) + 1n).toString(),
+    });
+    tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
     if (letters.length > 0) {
-      await sendDeadLetters(producer, config.dlq.topic, letters);
       for (const l of letters) metrics.deadLetters.inc({ reason: l.reason });
       logger.warn(
         { topic, partition, count: letters.length, reasons: [...new Set(letters.map((l) => l.reason))] },
         'records sent to the DLQ',
       );
-      tick('deliver');
     }
 
     metrics.recordsIn.inc(chunk.length);

@@ -1,12 +1,14 @@
 import { type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
+import { checkChangelogTopic, encodeMark, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { untilAborted } from './abort.js';
-import { ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
+import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
 import { kafkaClient } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
-import type { NodeConfig } from './options.js';
-import { OutputWriter } from './output.js';
+import { changelogEnabled, changelogTopic, type NodeConfig } from './options.js';
+import { isFenced, OutputWriter } from './output.js';
+import { PartitionLifecycle, type PartitionState } from './partition-state.js';
 import { formatPerf, PerfLog } from './perf-log.js';
 import { prepareTopics } from './topics.js';
 
@@ -47,6 +49,9 @@ export interface DedupNodeOptions {
  * The offsets of the finished chunks are committed once per fetched batch (and before giving up on one).
  * A crash repeats at most the chunk between its produce and its mark; nothing is committed before it is
  * written somewhere. Partitions are handled one at a time, so one process never races itself. See docs/node.md.
+ * Under `output.guarantee = "exactly-once"` each chunk is one Kafka transaction (output, changelog marks, dead
+ * letters, input offset) and the marks reach the local store only after it commits; a newly assigned partition
+ * first restores its marks from the changelog (partition-state.ts).
  */
 export async function startDedupNode(
   config: NodeConfig,
@@ -58,6 +63,33 @@ export async function startDedupNode(
   const { signal } = options;
   signal?.throwIfAborted();
   const layout = await prepareTopics(kafka, config, signal);
+  const exactlyOnce = config.output.guarantee === 'exactly-once';
+  const changelog = changelogEnabled(config) ? changelogTopic(config) : undefined;
+  if (changelog !== undefined) {
+    // Created with the input's partition count (changelog partition p holds input partition p's marks), or checked.
+    const admin = kafka.admin();
+    const spec = {
+      topic: changelog,
+      partitions: layout.inputPartitions,
+      retentionMs: config.dedup.window,
+      configKey: 'changelog.topic',
+    };
+    try {
+      await untilAborted(
+        // Checked when it exists: asking kafkajs to create an existing topic logs an error line.
+        admin
+          .connect()
+          .then(() => admin.listTopics())
+          .then(async (topics) => {
+            if (topics.includes(changelog)) await checkChangelogTopic(admin, spec);
+            else await ensureChangelogTopic(admin, spec);
+          }),
+        signal,
+      );
+    } finally {
+      await admin.disconnect();
+    }
+  }
   const metrics = new NodeMetrics();
   const perf = new PerfLog();
   const totals = emptyTotals();
@@ -109,10 +141,17 @@ export async function startDedupNode(
     perf.iteration(!roundHadRecords);
     roundHadRecords = false;
   });
+  let partitions: PartitionLifecycle | undefined;
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
     logger.info({ memberId: payload.memberId, assignment: payload.memberAssignment }, 'joined the group');
+    partitions?.assigned(payload.memberAssignment[config.input.topic] ?? []).catch((error: unknown) => {
+      logger.warn({ err: error }, 'closing revoked partitions failed');
+    });
   });
 
+  const stopStarting = async () => {
+    await Promise.allSettled([consumer.disconnect(), producer.disconnect()]);
+  };
   const starting = async () => {
     await producer.connect();
     await consumer.connect();
@@ -122,7 +161,7 @@ export async function startDedupNode(
     await untilAborted(starting(), signal);
   } catch (error) {
     // Drop the clients' connection attempts; their own retries end with the disconnect.
-    await Promise.allSettled([consumer.disconnect(), producer.disconnect()]);
+    await stopStarting();
     throw error;
   }
 
@@ -134,7 +173,41 @@ export async function startDedupNode(
   }, config.perf.interval);
   perfTimer.unref();
 
-  const chunks = new ChunkProcessor({ config, repository, output, producer, metrics, perf, totals, logger });
+  const chunkDeps: ChunkDeps = {
+    config,
+    repository,
+    output,
+    producer,
+    metrics,
+    perf,
+    totals,
+    logger,
+    // At-least-once with the changelog: the marks follow the output acks, through the same producer.
+    ...(changelog !== undefined && !exactlyOnce
+      ? { changelog: { topic: changelog, write: (p, keys) => writeMarks(p, keys) } }
+      : {}),
+  };
+  const writeMarks = async (partition: number, keys: readonly string[]) => {
+    const value = encodeMark({ expiresAt: Date.now() + config.dedup.window });
+    await producer.send({
+      topic: changelog as string,
+      acks: -1,
+      messages: keys.map((key) => ({ key, value, partition })),
+    });
+  };
+  const chunks = new ChunkProcessor(chunkDeps);
+  if (changelog !== undefined) {
+    partitions = new PartitionLifecycle({
+      config,
+      kafka,
+      repository,
+      metrics,
+      logger,
+      changelogTopic: changelog,
+      checkpointPath: checkpointPath(config),
+      chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
+    });
+  }
 
   /**
    * One fetched partition batch, chunk by chunk: each chunk is parsed, looked up, produced (acked) and marked
@@ -153,10 +226,16 @@ export async function startDedupNode(
     let done: KafkaMessage | undefined;
     let failure: unknown;
     try {
+      // A newly assigned partition first gets its dedup state back from the changelog.
+      const state = partitions && (await partitions.ready(partition, payload.heartbeat));
       for (let i = 0; i < messages.length; i += batchSize) {
         if (!payload.isRunning() || payload.isStale()) break;
         const chunk = messages.slice(i, i + batchSize);
-        await chunks.handle(topic, partition, chunk);
+        if (state?.exactlyOnce) {
+          if (!(await handleTransactional(state, topic, chunk, payload))) break;
+        } else {
+          await chunks.handle(topic, partition, chunk);
+        }
         done = chunk[chunk.length - 1] as KafkaMessage;
         payload.resolveOffset(done.offset);
         // Behind the high watermark of this fetch; Number is exact below 2^53 records.
@@ -170,7 +249,8 @@ export async function startDedupNode(
       failure = error;
     }
     // Commit what is finished even when a later chunk failed, so a retry or a new owner repeats less.
-    if (done !== undefined) {
+    // (Exactly-once: each chunk's transaction committed its offset.)
+    if (done !== undefined && !exactlyOnce) {
       const commitStart = performance.now();
       try {
         await payload.commitOffsetsIfNecessary({
@@ -194,6 +274,58 @@ export async function startDedupNode(
     }
   };
 
+  /**
+   * One exactly-once chunk in its transaction. False when the partition was fenced: a newer owner holds its
+   * transactional id, so this instance drops the partition's work (nothing marked, nothing committed) and pauses
+   * it until the group has had time to move it; if the group gives it back, it is restored again first.
+   */
+  const handleTransactional = async (
+    state: PartitionState,
+    topic: string,
+    chunk: KafkaMessage[],
+    payload: EachBatchPayload,
+  ): Promise<boolean> => {
+    const lifecycle = partitions as PartitionLifecycle;
+    const eos = state.exactlyOnce as NonNullable<PartitionState['exactlyOnce']>;
+    const tx = lifecycle.transaction(state);
+    try {
+      await eos.chunks.handle(topic, state.partition, chunk, tx);
+    } catch (error) {
+      if (tx.committed) {
+        // Committed, but the local store missed the marks: restore before the next record.
+        metrics.transactions.inc({ result: 'committed' });
+        await lifecycle.reset(state.partition, 'committed marks not applied locally');
+        throw error;
+      }
+      if (isFenced(error)) {
+        metrics.transactions.inc({ result: 'fenced' });
+        logger.warn(
+          { err: error, topic, partition: state.partition },
+          'partition fenced by a newer owner: its work is dropped',
+        );
+        await lifecycle.reset(state.partition, 'fenced');
+        pauseFenced(topic, state.partition);
+        payload.heartbeat().catch(() => undefined);
+        return false;
+      }
+      metrics.transactions.inc({ result: 'aborted' });
+      // A transaction that could not be aborted leaves its producer unusable: start it again (its init aborts it).
+      if (tx.abortFailed) await lifecycle.reset(state.partition, 'transaction could not be aborted');
+      throw error;
+    }
+    metrics.transactions.inc({ result: 'committed' });
+    lifecycle.advanced(state.partition, tx.committed?.changelogNext);
+    return true;
+  };
+  /** Pauses a fenced partition for one session timeout: long enough for the group to move it if it must. */
+  const pauseFenced = (topic: string, partition: number) => {
+    consumer.pause([{ topic, partitions: [partition] }]);
+    setTimeout(
+      () => consumer.resume([{ topic, partitions: [partition] }]),
+      config.kafka.sessionTimeout,
+    ).unref();
+  };
+
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,
@@ -212,6 +344,7 @@ export async function startDedupNode(
         clearInterval(perfTimer);
         try {
           await consumer.disconnect(); // waits for the chunk in hand; the batch commits before returning
+          await partitions?.close(); // transactional producers, checkpoints
           await producer.disconnect();
         } finally {
           await repository.close(); // flushes a local store
@@ -223,6 +356,16 @@ export async function startDedupNode(
       return stopping;
     },
   };
+}
+
+/**
+ * The changelog checkpoint file: configured, or beside a RocksDB store (a local store that survives a
+ * restart). Other stores get none unless configured: a checkpoint must never claim marks the store lost.
+ */
+function checkpointPath(config: NodeConfig): string | undefined {
+  if (config.changelog.checkpoint !== undefined) return config.changelog.checkpoint;
+  const repository = config.repository as { type?: string; path?: string };
+  return repository.type === 'rocksdb' && repository.path ? `${repository.path}.changelog.json` : undefined;
 }
 
 function nextOffset(offset: string): string {

@@ -47,6 +47,28 @@ export class NodeMetrics {
     labelNames: ['topic', 'partition'] as const,
     registers: [this.registry],
   });
+  readonly restoredIds = this.counter(
+    'idem_node_restore_ids_total',
+    'Marks read back from the changelog into the local store (restores after an assignment)',
+  );
+  readonly restoreLag = new Gauge({
+    name: 'idem_node_restore_lag',
+    help: 'Changelog records still to restore before the partition processes its first record (0 when ready)',
+    labelNames: ['partition'] as const,
+    registers: [this.registry],
+  });
+  readonly restoreSeconds = new Histogram({
+    name: 'idem_node_restore_duration_seconds',
+    help: 'One restore of newly assigned partitions: producer init, changelog read and apply',
+    buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+  readonly transactions = new Counter({
+    name: 'idem_node_transactions_total',
+    help: 'Exactly-once chunk transactions, by result (committed, aborted, fenced)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
   #server: Server | undefined;
 
   private counter(name: string, help: string): Counter {

@@ -29,6 +29,8 @@ export const nodeDefaults = {
   requestTimeoutMs: 30_000,
   /** Longest graceful stop (finish the batch, commit, flush); past it the process exits with code 1. */
   shutdownTimeoutMs: 30_000,
+  /** Kafka's default `transaction.timeout.ms` for a producer: a transaction left open by a crash is aborted after it. */
+  transactionTimeoutMs: 60_000,
 } as const;
 
 const saslSchema = z
@@ -104,8 +106,35 @@ export const nodeConfigSchema = z
         sendAttempts: z.number().int().min(1).default(nodeDefaults.sendAttempts),
         /** First wait between tries, doubled each time. */
         retryBackoff: durationMs.default(nodeDefaults.retryBackoffMs),
+        /**
+         * `at-least-once` (default): a crash may repeat one chunk in the output. `exactly-once`: one Kafka
+         * transaction per chunk holds its output, its changelog marks and its input offsets.
+         */
+        guarantee: z.enum(['at-least-once', 'exactly-once']).default('at-least-once'),
+        /** Exactly-once: transactional ids are `<prefix>-<input topic>-<partition>`; the prefix defaults to the group id. */
+        transactionalIdPrefix: z.string().min(1).optional(),
+        /** Exactly-once: the broker aborts a transaction left open this long (a crashed owner's). */
+        transactionTimeout: durationMs.default(nodeDefaults.transactionTimeoutMs),
       })
       .strict(),
+    /**
+     * The changelog: a compacted topic holding each forwarded id's mark, partition p for input partition p, so
+     * the dedup state follows its partition to whichever instance owns it. See docs/node.md.
+     */
+    changelog: z
+      .object({
+        /** Required (and the default) under exactly-once; off by default under at-least-once. */
+        enabled: z.boolean().optional(),
+        /** Default: `<group id>-<output topic>-changelog`. */
+        topic: z.string().min(1).optional(),
+        /**
+         * The checkpoint file (the changelog offset the local store has applied, per partition). Default: beside a
+         * RocksDB store (`<path>.changelog.json`); none for other stores (each restore reads from the start).
+         */
+        checkpoint: z.string().min(1).optional(),
+      })
+      .strict()
+      .prefault({}),
     dlq: z.object({ topic: z.string().min(1) }).strict(),
     dedup: z
       .object({
@@ -137,10 +166,36 @@ export const nodeConfigSchema = z
       .strict()
       .prefault({}),
   })
-  .strict();
+  .strict()
+  .superRefine((config, ctx) => {
+    if (config.output.guarantee === 'exactly-once' && config.changelog.enabled === false) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['changelog', 'enabled'],
+        params: { quoteValue: false },
+        message:
+          'output.guarantee = "exactly-once" keeps its dedup state in the changelog: it cannot be disabled',
+      });
+    }
+  });
 
 /** Parsed node config. */
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
 
 /** The node config as written in a file or passed in code, before defaults. */
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
+
+/** Whether the node writes (and restores from) the changelog: always under exactly-once, opt-in otherwise. */
+export function changelogEnabled(config: NodeConfig): boolean {
+  return config.changelog.enabled ?? config.output.guarantee === 'exactly-once';
+}
+
+/** The changelog topic: configured, or `<group id>-<output topic>-changelog` (Kafka Streams' naming). */
+export function changelogTopic(config: NodeConfig): string {
+  return config.changelog.topic ?? `${config.input.groupId}-${config.output.topic}-changelog`;
+}
+
+/** The transactional id of input partition `partition`'s producer: `<prefix>-<input topic>-<partition>`. */
+export function transactionalId(config: NodeConfig, partition: number): string {
+  return `${config.output.transactionalIdPrefix ?? config.input.groupId}-${config.input.topic}-${partition}`;
+}

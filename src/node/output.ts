@@ -1,4 +1,4 @@
-import type { Message, Producer } from 'kafkajs';
+import type { Message, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 
 /** A record the output topic refused for what it is (too large, invalid), so sending it again cannot help. */
 export interface Refused {
@@ -7,6 +7,11 @@ export interface Refused {
   readonly error: unknown;
   /** Requests that carried it. */
   readonly attempts: number;
+}
+
+/** What output requests go through: the producer, or (exactly-once) the chunk's open transaction. */
+export interface RecordSender {
+  send(record: ProducerRecord): Promise<RecordMetadata[]>;
 }
 
 /** Options of {@link OutputWriter}. */
@@ -56,27 +61,35 @@ export class OutputWriter {
     this.#budget = Math.max(1, Math.floor(options.maxBatchBytes * 0.9) - BATCH_OVERHEAD);
   }
 
-  /** Writes `messages` to `partition` in order; resolves with the records the topic refused (usually none). */
-  async write(partition: number, messages: readonly Message[]): Promise<Refused[]> {
+  /**
+   * Writes `messages` to `partition` in order; resolves with the records the topic refused (usually none).
+   * `sender` is the producer unless given (exactly-once passes the chunk's transaction).
+   */
+  async write(
+    partition: number,
+    messages: readonly Message[],
+    sender: RecordSender = this.#producer,
+  ): Promise<Refused[]> {
     const refused: Refused[] = [];
     let start = 0;
     let bytes = 0;
     for (let i = 0; i < messages.length; i++) {
       const size = approxBytes(messages[i] as Message);
       if (i > start && bytes + size > this.#budget) {
-        await this.#sendOrSplit(partition, messages, start, i, 1, refused);
+        await this.#sendOrSplit(sender, partition, messages, start, i, 1, refused);
         start = i;
         bytes = 0;
       }
       bytes += size;
     }
     if (start < messages.length) {
-      await this.#sendOrSplit(partition, messages, start, messages.length, 1, refused);
+      await this.#sendOrSplit(sender, partition, messages, start, messages.length, 1, refused);
     }
     return refused;
   }
 
   async #sendOrSplit(
+    sender: RecordSender,
     partition: number,
     messages: readonly Message[],
     from: number,
@@ -85,7 +98,11 @@ export class OutputWriter {
     refused: Refused[],
   ): Promise<void> {
     try {
-      await this.#send(partition, from === 0 && to === messages.length ? messages : messages.slice(from, to));
+      await this.#send(
+        sender,
+        partition,
+        from === 0 && to === messages.length ? messages : messages.slice(from, to),
+      );
     } catch (error) {
       if (recordErrorType(error) === undefined) throw error;
       if (to - from === 1) {
@@ -93,25 +110,42 @@ export class OutputWriter {
         return;
       }
       const mid = from + ((to - from) >>> 1);
-      await this.#sendOrSplit(partition, messages, from, mid, attempt + 1, refused);
-      await this.#sendOrSplit(partition, messages, mid, to, attempt + 1, refused);
+      await this.#sendOrSplit(sender, partition, messages, from, mid, attempt + 1, refused);
+      await this.#sendOrSplit(sender, partition, messages, mid, to, attempt + 1, refused);
     }
   }
 
-  async #send(partition: number, messages: readonly Message[]): Promise<void> {
+  async #send(sender: RecordSender, partition: number, messages: readonly Message[]): Promise<void> {
     const { topic, sendAttempts, retryBackoffMs, onRetry } = this.#options;
     const batch = messages.map((m) => (m.partition === partition ? m : { ...m, partition }));
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.#producer.send({ topic, acks: -1, messages: batch });
+        await sender.send({ topic, acks: -1, messages: batch });
         return;
       } catch (error) {
-        if (recordErrorType(error) !== undefined || attempt >= sendAttempts) throw error;
+        // A fenced producer stays fenced: retrying would only delay handing the partition over.
+        if (recordErrorType(error) !== undefined || isFenced(error) || attempt >= sendAttempts) throw error;
         onRetry?.(error, attempt);
         await sleep(retryBackoffMs * 2 ** (attempt - 1));
       }
     }
   }
+}
+
+/**
+ * Broker error types telling a transactional producer that a newer one with its transactional id exists (the
+ * partition's new owner): its transaction can never commit.
+ */
+const FENCED_ERRORS = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED']);
+
+/** True when `error` (or a cause it wraps) says this transactional producer was fenced by a newer one. */
+export function isFenced(error: unknown): boolean {
+  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
+    const type = (e as { type?: unknown }).type;
+    if (typeof type === 'string' && FENCED_ERRORS.has(type)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** The broker error type that condemns the records (e.g. `MESSAGE_TOO_LARGE`), looking through wrapped causes. */

@@ -2,7 +2,7 @@ import { ConfigError } from '../errors.js';
 import type { RepositoryModule } from './module.js';
 
 /** The values of `repository.type`, default first. */
-export const repositoryTypes = ['rocksdb', 'memory', 'redis', 'dynamodb', 'cassandra'] as const;
+export const repositoryTypes = ['rocksdb', 'memory', 'redis', 'dynamodb', 'cassandra', 'kafka'] as const;
 
 /** A store that config can select. */
 export type RepositoryType = (typeof repositoryTypes)[number];
@@ -17,6 +17,7 @@ const loaders: Record<RepositoryType, () => Promise<{ repositoryModule: Reposito
   redis: () => import('./redis/index.js'),
   dynamodb: () => import('./dynamodb/index.js'),
   cassandra: () => import('./cassandra/index.js'),
+  kafka: () => import('./kafka/index.js'),
 };
 
 /** The optional npm packages each store needs (peer dependencies of this package). */
@@ -26,6 +27,7 @@ export const repositoryPackages: Record<RepositoryType, readonly string[]> = {
   redis: ['ioredis'],
   dynamodb: ['@aws-sdk/client-dynamodb'],
   cassandra: ['cassandra-driver'],
+  kafka: ['kafkajs'],
 };
 
 /** True for a known `repository.type`. */

@@ -70,6 +70,25 @@ export class MemoryRepository extends BaseRepository {
     return this.#records.size;
   }
 
+  /**
+   * The record stored under a canonical key, live or not. With {@link putRecord} and {@link deleteRecord}, this
+   * lets a store that keeps its durable copy elsewhere (the `kafka` repository) use this map as its local index:
+   * it replays records exactly as written and undoes a write its durable store refused.
+   */
+  peekRecord(key: string): IdempotencyRecord | undefined {
+    return this.#records.get(key);
+  }
+
+  /** Stores a record as it is, under its own key, replacing what the key held (see {@link peekRecord}). */
+  putRecord(record: IdempotencyRecord): void {
+    this.#touch(record.id, record);
+  }
+
+  /** Forgets a canonical key (see {@link peekRecord}). */
+  deleteRecord(key: string): boolean {
+    return this.#records.delete(key);
+  }
+
   /*
    * The single-key calls (every `wrap` call makes two) answer at once through the direct verbs (see
    * `IdempotentRepository.addDirect`), and the async verbs are those answers in a promise: this store cannot

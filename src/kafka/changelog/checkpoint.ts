@@ -1,0 +1,110 @@
+import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { RepositoryError } from '../../errors.js';
+import type { PartitionOffsets } from './reader.js';
+
+/** The file's format version; a file of another version is ignored (a full restore, never a wrong one). */
+const VERSION = 1;
+
+/**
+ * The changelog offset a local store has applied, per partition, in one small JSON file written atomically
+ * (temporary file, fsync, rename). Keep it with the store it describes and delete them together: a checkpoint
+ * ahead of its store would skip marks. A checkpoint behind its store (a crash between store write and save) only
+ * replays marks again, which is harmless.
+ */
+export class ChangelogCheckpoint {
+  readonly #offsets: PartitionOffsets;
+
+  private constructor(
+    /** The checkpoint file. */
+    readonly path: string,
+    /** The changelog topic whose offsets the file records. */
+    readonly topic: string,
+    offsets: PartitionOffsets,
+  ) {
+    this.#offsets = offsets;
+  }
+
+  /**
+   * Loads the file, or starts empty when there is none, it records another topic, or it cannot be read as a
+   * checkpoint (each of which means: restore from the start).
+   */
+  static async load(path: string, topic: string): Promise<ChangelogCheckpoint> {
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+        return new ChangelogCheckpoint(path, topic, new Map());
+      throw new RepositoryError(`cannot read changelog checkpoint ${path}`, { cause: error });
+    }
+    return new ChangelogCheckpoint(path, topic, parseCheckpoint(text, topic));
+  }
+
+  /** The offset applied for the partition, if recorded. */
+  get(partition: number): number | undefined {
+    return this.#offsets.get(partition);
+  }
+
+  /** Records the offset applied for the partition (saved by {@link save}). */
+  set(partition: number, offset: number): void {
+    this.#offsets.set(partition, offset);
+  }
+
+  /** Forgets a partition (its local state was dropped). */
+  delete(partition: number): void {
+    this.#offsets.delete(partition);
+  }
+
+  /** A copy of every recorded offset. */
+  offsets(): PartitionOffsets {
+    return new Map(this.#offsets);
+  }
+
+  /** Where to read each partition from: its recorded offset, or 0. */
+  from(partitions: readonly number[]): PartitionOffsets {
+    return new Map(partitions.map((p) => [p, this.#offsets.get(p) ?? 0]));
+  }
+
+  /** Writes the file atomically: a crash leaves the old file or the new one, never a torn one. */
+  async save(): Promise<void> {
+    const partitions: Record<string, number> = {};
+    for (const [p, offset] of [...this.#offsets].sort((a, b) => a[0] - b[0])) partitions[p] = offset;
+    const text = `${JSON.stringify({ version: VERSION, topic: this.topic, partitions })}\n`;
+    const temporary = `${this.path}.${process.pid}.tmp`;
+    try {
+      await mkdir(dirname(this.path), { recursive: true });
+      const file = await open(temporary, 'w');
+      try {
+        await file.writeFile(text, 'utf8');
+        await file.sync();
+      } finally {
+        await file.close();
+      }
+      await rename(temporary, this.path);
+    } catch (error) {
+      throw new RepositoryError(`cannot write changelog checkpoint ${this.path}`, { cause: error });
+    }
+  }
+}
+
+function parseCheckpoint(text: string, topic: string): PartitionOffsets {
+  const offsets: PartitionOffsets = new Map();
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return offsets;
+  }
+  const { version, topic: recorded, partitions } = (data ?? {}) as Record<string, unknown>;
+  if (version !== VERSION || recorded !== topic || typeof partitions !== 'object' || partitions === null) {
+    return offsets;
+  }
+  for (const [key, value] of Object.entries(partitions)) {
+    const p = Number(key);
+    if (Number.isSafeInteger(p) && p >= 0 && Number.isSafeInteger(value) && (value as number) >= 0) {
+      offsets.set(p, value as number);
+    }
+  }
+  return offsets;
+}

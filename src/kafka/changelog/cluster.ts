@@ -1,0 +1,201 @@
+import type { Kafka } from 'kafkajs';
+import { RepositoryError } from '../../errors.js';
+import { decodeFetchV11, type FetchedPartition, type RecordBatch } from './fetch-decoder.js';
+
+/*
+ * kafkajs has no manual partition assignment: its only reader is a group consumer, and a throwaway group pays a
+ * group join for every restore (3 s on a broker with the default group.initial.rebalance.delay.ms). The changelog
+ * reader instead talks to the partition leaders with the client's own cluster object, which every kafkajs
+ * producer, consumer and admin is built on: metadata, ListOffsets and Fetch, with no group at all. That object is
+ * not public API, so it is reached once, here, and checked; kafkajs is pinned at 2.x (its last line) and the
+ * changelog tests exercise every call below against a real broker.
+ */
+
+/** One decoded record of a fetch response, as kafkajs's RecordBatch decoder returns it. */
+export interface RawRecord {
+  readonly offset: string;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers: Record<string, Buffer | string | (Buffer | string)[] | undefined>;
+  readonly isControlRecord: boolean;
+  readonly batchContext: {
+    readonly firstOffset: string;
+    readonly lastOffsetDelta: number;
+    readonly producerId: string;
+    readonly inTransaction: boolean;
+  };
+}
+
+/** One partition of a fetch response. */
+export interface RawPartition {
+  readonly partition: number;
+  readonly errorCode: number;
+  readonly highWatermark: string;
+  readonly lastStableOffset?: string;
+  readonly abortedTransactions?: readonly { readonly producerId: string; readonly firstOffset: string }[];
+  readonly messages: readonly RawRecord[];
+}
+
+/** The parts of a kafkajs broker connection the reader uses. */
+export interface RawBroker {
+  fetch(request: {
+    isolationLevel: number;
+    maxWaitTime: number;
+    minBytes: number;
+    maxBytes: number;
+    topics: { topic: string; partitions: { partition: number; fetchOffset: string; maxBytes: number }[] }[];
+  }): Promise<{ responses: { topicName: string; partitions: RawPartition[] }[] } | OwnDecoded>;
+}
+
+/** A fetch response decoded by {@link decodeFetchV11} rather than by kafkajs. */
+interface OwnDecoded {
+  readonly own: FetchedPartition[];
+  readonly clientSideThrottleTime: number;
+}
+
+/** The parts of kafkajs's cluster object the reader uses. */
+export interface RawCluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  isConnected(): boolean;
+  refreshMetadata(): Promise<void>;
+  addTargetTopic(topic: string): Promise<void>;
+  findTopicPartitionMetadata(topic: string): { partitionId: number; leader: number }[];
+  findBroker(where: { nodeId: string }): Promise<RawBroker>;
+  fetchTopicsOffset(
+    topics: { topic: string; partitions: { partition: number }[]; fromBeginning: boolean }[],
+  ): Promise<{ topic: string; partitions: { partition: number; offset: string }[] }[]>;
+}
+
+/** kafkajs's read_committed isolation level. */
+export const READ_COMMITTED = 1;
+
+type CreateCluster = (options: {
+  allowAutoTopicCreation: boolean;
+  isolationLevel: number;
+  metadataMaxAge?: number;
+}) => RawCluster;
+
+/** A read_committed cluster connection built from the client's own settings (brokers, TLS, SASL, retries). */
+export function createCluster(kafka: Kafka): RawCluster {
+  const symbol = Object.getOwnPropertySymbols(kafka).find(
+    (s) => s.description === 'private:Kafka:createCluster',
+  );
+  const create = symbol === undefined ? undefined : (kafka as unknown as Record<symbol, unknown>)[symbol];
+  if (typeof create !== 'function') {
+    throw new RepositoryError(
+      'the changelog reader needs kafkajs 2.x (its cluster factory was not found on the Kafka client)',
+      { retryable: false },
+    );
+  }
+  return (create as CreateCluster)({ allowAutoTopicCreation: false, isolationLevel: READ_COMMITTED });
+}
+
+const FETCH_API_KEY = 1;
+const OFFSET_OUT_OF_RANGE = 1;
+const withOwnDecoder = new WeakSet<object>();
+
+interface ProtocolRequest {
+  readonly request?: { readonly apiKey?: number; readonly apiVersion?: number };
+  readonly response: { decode(payload: Buffer): Promise<unknown>; parse(data: unknown): Promise<unknown> };
+}
+
+/**
+ * Makes this broker connection decode Fetch v11 responses with {@link decodeFetchV11} (kafkajs still encodes the
+ * request and decodes every other response). Done once per connection object, on the reader's own cluster only.
+ */
+function useOwnFetchDecoder(broker: RawBroker): void {
+  if (withOwnDecoder.has(broker)) return;
+  withOwnDecoder.add(broker);
+  const prototype = Object.getPrototypeOf(broker) as Record<symbol, unknown>;
+  const symbol = Object.getOwnPropertySymbols(prototype).find(
+    (s) => s.description === 'private:Broker:sendRequest',
+  );
+  const send = symbol === undefined ? undefined : prototype[symbol];
+  if (symbol === undefined || typeof send !== 'function') return; // kafkajs decodes, as any consumer's would
+  (broker as unknown as Record<symbol, unknown>)[symbol] = function (this: unknown, call: ProtocolRequest) {
+    if (call.request?.apiKey !== FETCH_API_KEY || call.request.apiVersion !== 11)
+      return send.call(this, call);
+    const { response } = call;
+    return send.call(this, {
+      ...call,
+      response: {
+        decode: async (payload: Buffer) => {
+          const own = decodeFetchV11(payload);
+          return own === undefined
+            ? response.decode(payload)
+            : { own, clientSideThrottleTime: payload.readInt32BE(0) };
+        },
+        parse: async (data: unknown) => ((data as Partial<OwnDecoded>).own ? data : response.parse(data)),
+      },
+    });
+  };
+}
+
+/** The error kafkajs raises for a partition error, as the reader's recovery tells them apart. */
+function partitionError(topic: string, part: FetchedPartition): Error {
+  if (part.errorCode === OFFSET_OUT_OF_RANGE) {
+    return Object.assign(new Error(`offset out of range on ${topic}[${part.partition}]`), {
+      name: 'KafkaJSOffsetOutOfRange',
+      retriable: false,
+    });
+  }
+  // Leader moves, unknown partitions while metadata catches up, broker restarts: retried after a refresh.
+  return Object.assign(new Error(`fetch error code ${part.errorCode} on ${topic}[${part.partition}]`), {
+    name: 'KafkaJSProtocolError',
+    retriable: true,
+  });
+}
+
+/** One fetch of the given partitions from their leader, decoded into record batches. */
+export async function fetchBatches(
+  broker: RawBroker,
+  request: Parameters<RawBroker['fetch']>[0],
+): Promise<FetchedPartition[]> {
+  useOwnFetchDecoder(broker);
+  const topic = request.topics[0]?.topic ?? '';
+  const response = await broker.fetch(request);
+  if ('own' in response) {
+    const failed = response.own.find((p) => p.errorCode !== 0);
+    if (failed !== undefined) throw partitionError(topic, failed);
+    return response.own;
+  }
+  return response.responses.flatMap((r) => r.partitions.map(fromKafkajs));
+}
+
+/** A partition as kafkajs decoded it, regrouped into record batches. */
+function fromKafkajs(part: RawPartition): FetchedPartition {
+  const batches: RecordBatch[] = [];
+  let current: RecordBatch | undefined;
+  let first = '';
+  for (const message of part.messages) {
+    const context = message.batchContext;
+    if (current === undefined || context.firstOffset !== first) {
+      first = context.firstOffset;
+      current = {
+        baseOffset: Number(context.firstOffset),
+        lastOffsetDelta: context.lastOffsetDelta,
+        producerId: Number(context.producerId),
+        inTransaction: context.inTransaction,
+        isControl: message.isControlRecord,
+        records: [],
+      };
+      batches.push(current);
+    }
+    current.records.push({
+      offset: Number(message.offset),
+      key: message.key === null ? null : message.key.toString('utf8'),
+      value: message.value,
+      headers: message.headers as Record<string, Buffer>,
+    });
+  }
+  return {
+    partition: part.partition,
+    errorCode: part.errorCode,
+    abortedTransactions: (part.abortedTransactions ?? []).map((t) => ({
+      producerId: Number(t.producerId),
+      firstOffset: Number(t.firstOffset),
+    })),
+    batches,
+  };
+}

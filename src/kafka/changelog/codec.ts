@@ -1,0 +1,78 @@
+import { InvalidInputError } from '../../errors.js';
+import { decodeRecord, encodeRecord } from '../../repositories/record.js';
+import type { IdempotencyRecord } from '../../repositories/types.js';
+
+/**
+ * What a changelog record's value holds. A bare mark is `{ expiresAt }` (a confirmed id, a duplicate until then);
+ * the `kafka` repository also keeps the rest of a record (claims, owners, fingerprints, results).
+ */
+export type ChangelogMark = { readonly expiresAt: number } & Partial<
+  Omit<IdempotencyRecord, 'id' | 'expiresAt'>
+>;
+
+/** Value format 1: the version byte, then expiresAt as a float64 (exact for epoch ms). 9 bytes in all. */
+const V1 = 1;
+/** Value format 2: V1's 9 bytes, then the whole record in the text form of `encodeRecord` (UTF-8). */
+const V2 = 2;
+
+/**
+ * Encodes a mark as a changelog value: 9 bytes for a bare confirmed mark, the full record otherwise. A deleted id is
+ * a tombstone (a null value), never an encoded mark.
+ */
+export function encodeMark(mark: ChangelogMark): Buffer {
+  const bare =
+    (mark.state === undefined || mark.state === 'confirmed') &&
+    mark.leaseExpiresAt === undefined &&
+    mark.owner === undefined &&
+    mark.eventTime === undefined &&
+    mark.fingerprint === undefined &&
+    mark.result === undefined;
+  if (bare) {
+    const value = Buffer.allocUnsafe(9);
+    value[0] = V1;
+    value.writeDoubleBE(mark.expiresAt, 1);
+    return value;
+  }
+  const text = encodeRecord({ state: 'confirmed', ...mark, id: '' });
+  const value = Buffer.allocUnsafe(9 + Buffer.byteLength(text, 'utf8'));
+  value[0] = V2;
+  value.writeDoubleBE(mark.expiresAt, 1);
+  value.write(text, 9, 'utf8');
+  return value;
+}
+
+/**
+ * The expiry of an encoded mark, whatever its version: the one field a restore needs, read without decoding the
+ * rest. Throws an InvalidInputError for a value this version cannot read.
+ */
+export function decodeMarkExpiry(value: Uint8Array): number {
+  if (value.length < 9 || (value[0] !== V1 && value[0] !== V2)) throw unreadable(value);
+  // The reader hands over Buffers; a view is made only for other byte arrays (restores call this per record).
+  const buffer = Buffer.isBuffer(value)
+    ? value
+    : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  return buffer.readDoubleBE(1);
+}
+
+/** Decodes a changelog value made by {@link encodeMark}; throws an InvalidInputError for an unknown version. */
+export function decodeMark(value: Uint8Array): ChangelogMark {
+  const expiresAt = decodeMarkExpiry(value);
+  if (value[0] === V1) return { expiresAt };
+  const text = Buffer.from(value.buffer, value.byteOffset + 9, value.byteLength - 9).toString('utf8');
+  const { id: _id, ...record } = decodeRecord('', text);
+  return record;
+}
+
+/** The repository record that a changelog entry stands for: key plus mark (a bare mark is a confirmed record). */
+export function markRecord(key: string, mark: ChangelogMark): IdempotencyRecord {
+  return { state: 'confirmed', ...mark, id: key };
+}
+
+function unreadable(value: Uint8Array): InvalidInputError {
+  return new InvalidInputError(
+    'changelog value',
+    value.length === 0
+      ? 'empty value (a deleted id is a null value, not an empty one)'
+      : `unknown mark format ${value[0]} (${value.length} bytes); written by a newer version?`,
+  );
+}

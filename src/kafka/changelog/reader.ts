@@ -1,0 +1,337 @@
+import type { IHeaders, Kafka } from 'kafkajs';
+import { RepositoryError } from '../../errors.js';
+import { createCluster, fetchBatches, type RawCluster, READ_COMMITTED } from './cluster.js';
+import type { FetchedPartition } from './fetch-decoder.js';
+
+/** One committed changelog record: the id's canonical key, its encoded mark (null: a tombstone), its offset. */
+export interface ChangelogEntry {
+  readonly key: string;
+  readonly value: Buffer | null;
+  readonly offset: number;
+  readonly headers: IHeaders;
+}
+
+/** Partition → offset. */
+export type PartitionOffsets = Map<number, number>;
+
+/** Fetch sizes of a {@link ChangelogReader}. */
+export interface ChangelogReaderOptions {
+  /** Most bytes one fetch returns over all its partitions; default 16 MiB. */
+  readonly maxBytes?: number;
+  /** Most bytes one fetch returns for one partition; default 8 MiB. */
+  readonly maxBytesPerPartition?: number;
+  /** How long the broker holds a fetch while a followed partition has nothing new, in ms; default 500. */
+  readonly maxWaitMs?: number;
+  /** Tries of a failed fetch (leader moved, broker away) before the read fails; default 20, backing off to 5 s. */
+  readonly retries?: number;
+}
+
+/** What {@link ChangelogReader.read} reads and where the records go. */
+export interface ReadChangelogOptions {
+  readonly topic: string;
+  /** The partitions to read, each from the first offset it has not applied (0: from the start). */
+  readonly from: ReadonlyMap<number, number>;
+  /**
+   * Receives each fetched partition's committed records in offset order, and the offset to resume from after them
+   * (what a checkpoint saves). Called once per partition per fetch, also with no records when the fetch only moved
+   * past aborted records or transaction markers. Awaited before the next call; the next fetch is already in flight.
+   */
+  onBatch(partition: number, records: ChangelogEntry[], nextOffset: number): void | Promise<void>;
+  /**
+   * Keep reading after the end offsets captured at the start, until `signal` aborts (a tailing reader). Without it
+   * the read stops at those end offsets and does not wait for records written after it started.
+   */
+  readonly follow?: boolean;
+  /** With `follow`: called once when every partition has reached the end offsets captured at the start. */
+  readonly onCaughtUp?: (ends: PartitionOffsets) => void;
+  /** Stops the read: a bounded read rejects with the signal's reason, a followed one resolves. */
+  readonly signal?: AbortSignal;
+  /** Called after every fetch (e.g. a consumer group heartbeat during a long restore). */
+  readonly heartbeat?: () => Promise<void>;
+}
+
+const ABORT_MARKER = 0;
+
+/**
+ * A read_committed reader of changelog partitions that needs no consumer group: it fetches the given partitions
+ * straight from their leaders, in big fetches with the next one in flight while the last is applied. Keep one
+ * open for many reads; each read captures the end offsets (last stable offsets) when it starts.
+ */
+export class ChangelogReader {
+  readonly #cluster: RawCluster;
+  readonly #maxBytes: number;
+  readonly #maxBytesPerPartition: number;
+  readonly #maxWaitMs: number;
+  readonly #retries: number;
+  readonly #topics = new Set<string>();
+  #connecting: Promise<void> | undefined;
+
+  constructor(kafka: Kafka, options: ChangelogReaderOptions = {}) {
+    this.#cluster = createCluster(kafka);
+    this.#maxBytes = options.maxBytes ?? 16 * 1024 * 1024;
+    this.#maxBytesPerPartition = options.maxBytesPerPartition ?? 8 * 1024 * 1024;
+    this.#maxWaitMs = options.maxWaitMs ?? 500;
+    this.#retries = options.retries ?? 20;
+  }
+
+  /** The topic's partition ids, from fresh metadata. */
+  async partitions(topic: string): Promise<number[]> {
+    await this.#ready(topic);
+    await this.#cluster.refreshMetadata();
+    return this.#cluster
+      .findTopicPartitionMetadata(topic)
+      .map((p) => p.partitionId)
+      .sort((a, b) => a - b);
+  }
+
+  /** The end offsets a read_committed reader sees now (last stable offsets), for the given partitions or all. */
+  async endOffsets(topic: string, partitions?: readonly number[]): Promise<PartitionOffsets> {
+    return this.#offsets(topic, partitions ?? (await this.partitions(topic)), false);
+  }
+
+  /** The first offsets still in the log (after retention), for the given partitions or all. */
+  async startOffsets(topic: string, partitions?: readonly number[]): Promise<PartitionOffsets> {
+    return this.#offsets(topic, partitions ?? (await this.partitions(topic)), true);
+  }
+
+  /**
+   * Reads `from`'s partitions up to the end offsets captured now (or on, with `follow`), and resolves with the
+   * offsets reached. A start offset that retention has deleted, or that lies past the end (a recreated topic),
+   * restarts that partition from its first offset: replaying marks is idempotent, so that costs only time.
+   */
+  async read(options: ReadChangelogOptions): Promise<PartitionOffsets> {
+    const { topic, signal } = options;
+    const follow = options.follow === true;
+    await this.#ready(topic);
+    const partitions = [...options.from.keys()];
+    const next: PartitionOffsets = new Map();
+    for (const [p, offset] of options.from) next.set(p, Math.max(0, offset));
+    if (partitions.length === 0) return next;
+    const ends = await this.#offsets(topic, partitions, false);
+    if (partitions.some((p) => (next.get(p) ?? 0) > (ends.get(p) ?? 0))) {
+      // Past the end: the topic was recreated since the offset was saved. Its marks are all new to us.
+      const starts = await this.#offsets(topic, partitions, true);
+      for (const p of partitions) {
+        if ((next.get(p) ?? 0) > (ends.get(p) ?? 0)) next.set(p, starts.get(p) ?? 0);
+      }
+    }
+    const limit = (p: number) => (follow ? Number.POSITIVE_INFINITY : (ends.get(p) ?? 0));
+    const active = () => partitions.filter((p) => follow || (next.get(p) ?? 0) < limit(p));
+    let caughtUp = false;
+    const checkCaughtUp = () => {
+      if (!follow || caughtUp) return;
+      if (partitions.every((p) => (next.get(p) ?? 0) >= (ends.get(p) ?? 0))) {
+        caughtUp = true;
+        options.onCaughtUp?.(ends);
+      }
+    };
+    checkCaughtUp();
+
+    let failures = 0;
+    let stalls = 0;
+    const start = () => {
+      const wanted = active();
+      if (wanted.length === 0 || signal?.aborted) return undefined;
+      const round = this.#fetch(topic, wanted, next, follow && caughtUp);
+      round.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
+      return round;
+    };
+    let pending = start();
+    while (pending !== undefined) {
+      let round: FetchedPartition[];
+      try {
+        round = await pending;
+        failures = 0;
+      } catch (error) {
+        await this.#recover(topic, error, next, ++failures);
+        pending = start();
+        continue;
+      }
+      const batches: { partition: number; records: ChangelogEntry[]; nextOffset: number }[] = [];
+      let moved = false;
+      for (const part of round) {
+        const from = next.get(part.partition);
+        if (from === undefined) continue;
+        const { records, nextOffset } = committedRecords(part, from, limit(part.partition));
+        if (nextOffset > from) {
+          next.set(part.partition, nextOffset);
+          moved = true;
+        }
+        if (nextOffset > from || records.length > 0) {
+          batches.push({ partition: part.partition, records, nextOffset });
+        }
+      }
+      if (!moved && !(follow && caughtUp)) {
+        // Below its end a partition always has records to return; nothing at all means a log start moved.
+        if (++stalls >= 5) await this.#skipDeleted(topic, next, ends);
+      } else {
+        stalls = 0;
+      }
+      pending = start();
+      for (const batch of batches) await options.onBatch(batch.partition, batch.records, batch.nextOffset);
+      if (options.heartbeat) await options.heartbeat();
+      checkCaughtUp();
+    }
+    if (signal?.aborted && !follow) throw signal.reason;
+    return next;
+  }
+
+  /** Disconnects from the brokers. */
+  async close(): Promise<void> {
+    await this.#cluster.disconnect();
+  }
+
+  async #ready(topic: string): Promise<void> {
+    if (!this.#cluster.isConnected()) {
+      this.#connecting ??= this.#cluster.connect().finally(() => {
+        this.#connecting = undefined;
+      });
+      await this.#connecting;
+    }
+    if (!this.#topics.has(topic)) {
+      await this.#cluster.addTargetTopic(topic);
+      this.#topics.add(topic);
+    }
+  }
+
+  async #offsets(topic: string, partitions: readonly number[], earliest: boolean): Promise<PartitionOffsets> {
+    await this.#ready(topic);
+    const [result] = await this.#cluster.fetchTopicsOffset([
+      { topic, partitions: partitions.map((partition) => ({ partition })), fromBeginning: earliest },
+    ]);
+    return new Map((result?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+  }
+
+  /** One fetch per partition leader, in parallel. */
+  async #fetch(
+    topic: string,
+    partitions: readonly number[],
+    next: PartitionOffsets,
+    waiting: boolean,
+  ): Promise<FetchedPartition[]> {
+    const leaders = new Map<number, number[]>();
+    const metadata = this.#cluster.findTopicPartitionMetadata(topic);
+    for (const p of partitions) {
+      const leader = metadata.find((m) => m.partitionId === p)?.leader;
+      if (leader === undefined) throw new RepositoryError(`changelog ${topic}: partition ${p} has no leader`);
+      leaders.set(leader, [...(leaders.get(leader) ?? []), p]);
+    }
+    const rounds = [...leaders].map(async ([leader, ps]) => {
+      const broker = await this.#cluster.findBroker({ nodeId: String(leader) });
+      return fetchBatches(broker, {
+        isolationLevel: READ_COMMITTED,
+        // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
+        maxWaitTime: waiting ? this.#maxWaitMs : 100,
+        minBytes: 1,
+        maxBytes: this.#maxBytes,
+        topics: [
+          {
+            topic,
+            partitions: ps.map((partition) => ({
+              partition,
+              fetchOffset: String(next.get(partition) ?? 0),
+              maxBytes: this.#maxBytesPerPartition,
+            })),
+          },
+        ],
+      });
+    });
+    return (await Promise.all(rounds)).flat();
+  }
+
+  /** After a failed fetch: restart deleted or vanished offsets from the log start, or back off and retry. */
+  async #recover(topic: string, error: unknown, next: PartitionOffsets, failures: number): Promise<void> {
+    const { name, retriable } = (error ?? {}) as { name?: string; retriable?: boolean };
+    if (name === 'KafkaJSOffsetOutOfRange') {
+      const starts = await this.#offsets(topic, [...next.keys()], true);
+      const ends = await this.#offsets(topic, [...next.keys()], false);
+      for (const [p, offset] of next) {
+        const first = starts.get(p) ?? 0;
+        if (offset < first || offset > (ends.get(p) ?? 0)) next.set(p, first);
+      }
+      return;
+    }
+    if (failures > this.#retries || (retriable === false && name !== 'KafkaJSConnectionError')) {
+      const detail = error instanceof Error ? error.message : String(error);
+      throw new RepositoryError(`reading changelog topic ${topic} failed: ${detail}`, { cause: error });
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** failures)));
+    await this.#cluster.refreshMetadata().catch(() => undefined);
+  }
+
+  /** A partition that returns nothing below its end: its log start passed the offset (retention ran). */
+  async #skipDeleted(topic: string, next: PartitionOffsets, ends: PartitionOffsets): Promise<void> {
+    const starts = await this.#offsets(topic, [...next.keys()], true);
+    let skipped = false;
+    for (const [p, offset] of next) {
+      const first = starts.get(p) ?? 0;
+      if (offset < first) {
+        next.set(p, first);
+        skipped = true;
+      }
+    }
+    if (!skipped) {
+      const behind = [...next].filter(([p, o]) => o < (ends.get(p) ?? 0)).map(([p, o]) => `${p}@${o}`);
+      throw new RepositoryError(
+        `changelog ${topic}: no records below the end offsets for partitions ${behind.join(', ')}`,
+        { retryable: true },
+      );
+    }
+  }
+}
+
+/**
+ * Reads the partitions of `options.from` up to the end offsets captured at the start, with a reader opened for this
+ * read only, and resolves with the offsets reached. Keep a {@link ChangelogReader} to read often.
+ */
+export async function readChangelog(
+  kafka: Kafka,
+  options: ReadChangelogOptions & ChangelogReaderOptions,
+): Promise<PartitionOffsets> {
+  const reader = new ChangelogReader(kafka, options);
+  try {
+    return await reader.read(options);
+  } finally {
+    await reader.close();
+  }
+}
+
+/**
+ * The committed records of one partition's fetch from `from` (exclusive of records at or past `end`), and the offset
+ * after them. Aborted transactions are dropped as Kafka's own consumer drops them: a transactional batch of a
+ * producer listed as aborted from its first offset on, until that producer's abort marker.
+ */
+export function committedRecords(
+  part: FetchedPartition,
+  from: number,
+  end: number,
+): { records: ChangelogEntry[]; nextOffset: number } {
+  const aborted = [...part.abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset);
+  let nextAborted = 0;
+  const abortedProducers = new Set<number>();
+  const records: ChangelogEntry[] = [];
+  let nextOffset = from;
+  for (const batch of part.batches) {
+    const batchLast = batch.baseOffset + batch.lastOffsetDelta;
+    while (nextAborted < aborted.length && (aborted[nextAborted]?.firstOffset ?? 0) <= batchLast) {
+      abortedProducers.add((aborted[nextAborted] as { producerId: number }).producerId);
+      nextAborted++;
+    }
+    if (batchLast >= from) nextOffset = Math.max(nextOffset, Math.min(batchLast + 1, end));
+    if (batch.isControl) {
+      if (batch.records.some((r) => isAbortMarker(r.key))) abortedProducers.delete(batch.producerId);
+      continue;
+    }
+    if (batch.inTransaction && abortedProducers.has(batch.producerId)) continue;
+    for (const record of batch.records) {
+      if (record.offset < from || record.offset >= end || record.key === null) continue;
+      records.push(record as ChangelogEntry);
+    }
+  }
+  return { records, nextOffset };
+}
+
+/** A control record's key is a version (int16) and a type (int16): type 0 ends an aborted transaction. */
+function isAbortMarker(key: string | null): boolean {
+  return key !== null && key.length >= 4 && key.charCodeAt(2) === 0 && key.charCodeAt(3) === ABORT_MARKER;
+}

@@ -1,0 +1,87 @@
+import type { Admin, ConfigResourceTypes } from 'kafkajs';
+import { ConfigError } from '../../errors.js';
+
+/** ConfigResourceTypes.TOPIC: kafkajs's CommonJS build does not expose its enums as named ESM exports. */
+const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
+
+/** What {@link ensureChangelogTopic} creates or checks. */
+export interface ChangelogTopicSpec {
+  readonly topic: string;
+  /** The partition count it must have (for the node: the input topic's, so partition p holds input partition p's marks). */
+  readonly partitions: number;
+  /** How long marks must be kept (the dedup window); older ones are worthless and deleted by retention. */
+  readonly retentionMs: number;
+  /** The config key that names the topic (or the window), quoted in errors so the user knows what to change. */
+  readonly configKey: string;
+  /** Replication factor of a created topic; default -1, the broker's default.replication.factor. */
+  readonly replicationFactor?: number;
+}
+
+/**
+ * Creates the changelog topic (`cleanup.policy=compact,delete`, `retention.ms` from the window), or checks an
+ * existing one: a wrong partition count, a policy without `compact`, or a retention shorter than the window is a
+ * ConfigError naming the topic and `configKey`, since reading such a topic would restore the wrong marks or too few.
+ * Resolves true when it created the topic.
+ */
+export async function ensureChangelogTopic(admin: Admin, spec: ChangelogTopicSpec): Promise<boolean> {
+  const { topic, partitions, retentionMs, configKey } = spec;
+  if (!Number.isSafeInteger(partitions) || partitions < 1) {
+    throw new ConfigError(
+      configKey,
+      `changelog topic "${topic}": partition count must be a positive integer`,
+    );
+  }
+  const created = await admin.createTopics({
+    topics: [
+      {
+        topic,
+        numPartitions: partitions,
+        replicationFactor: spec.replicationFactor ?? -1,
+        configEntries: [
+          { name: 'cleanup.policy', value: 'compact,delete' },
+          { name: 'retention.ms', value: String(Math.ceil(retentionMs)) },
+        ],
+      },
+    ],
+    waitForLeaders: true,
+  });
+  if (created) return true;
+  await checkChangelogTopic(admin, spec);
+  return false;
+}
+
+/** The checks {@link ensureChangelogTopic} runs on a topic that already exists. */
+export async function checkChangelogTopic(admin: Admin, spec: ChangelogTopicSpec): Promise<void> {
+  const { topic, partitions, retentionMs, configKey } = spec;
+  const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+  const found = metadata.topics.find((t) => t.name === topic)?.partitions.length ?? 0;
+  if (found !== partitions) {
+    throw new ConfigError(
+      configKey,
+      `changelog topic "${topic}" has ${found} partitions, but it must have ${partitions} (one per input ` +
+        'partition); name another changelog topic, or delete this one so it is created again',
+    );
+  }
+  const described = await admin.describeConfigs({
+    resources: [{ type: TOPIC_RESOURCE, name: topic, configNames: ['cleanup.policy', 'retention.ms'] }],
+    includeSynonyms: false,
+  });
+  const entries = described.resources[0]?.configEntries ?? [];
+  const value = (name: string) => entries.find((e) => e.configName === name)?.configValue;
+  const policy = (value('cleanup.policy') ?? 'delete').split(',').map((s) => s.trim());
+  if (!policy.includes('compact')) {
+    throw new ConfigError(
+      configKey,
+      `changelog topic "${topic}" has cleanup.policy=${policy.join(',')}, but it must be compacted ` +
+        `(cleanup.policy=compact,delete): fix the topic's config or name another changelog topic`,
+    );
+  }
+  const retention = Number(value('retention.ms') ?? -1);
+  if (policy.includes('delete') && retention >= 0 && retention < retentionMs) {
+    throw new ConfigError(
+      configKey,
+      `changelog topic "${topic}" has retention.ms=${retention}, shorter than the ${Math.ceil(retentionMs)} ms ` +
+        "its marks must be kept: raise the topic's retention.ms or name another changelog topic",
+    );
+  }
+}

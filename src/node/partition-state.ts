@@ -1,0 +1,298 @@
+import { type Kafka, Partitioners, type Producer } from 'kafkajs';
+import type { Logger } from 'pino';
+import {
+  ChangelogCheckpoint,
+  type ChangelogEntry,
+  ChangelogReader,
+  decodeMarkExpiry,
+} from '../kafka/changelog/index.js';
+import { idOfKey } from '../repositories/ids.js';
+import type { AddEntry, IdempotentRepository } from '../repositories/types.js';
+import type { ChunkDeps, ChunkProcessor } from './chunk.js';
+import { stagingRepository } from './exactly-once/staged-marks.js';
+import { ChunkTransaction } from './exactly-once/transaction.js';
+import type { NodeMetrics } from './metrics.js';
+import { type NodeConfig, transactionalId } from './options.js';
+
+/** Restored marks are kept until the end of the minute they expire in: one store call per minute of expiries. */
+const RESTORE_BUCKET_MS = 60_000;
+
+/** One assigned input partition. */
+export interface PartitionState {
+  readonly partition: number;
+  /** Exactly-once: the partition's transactional producer and its own chunk processor (staged marks). */
+  readonly exactlyOnce?: {
+    readonly producer: Producer;
+    readonly chunks: ChunkProcessor;
+    readonly takeMarks: () => import('./exactly-once/staged-marks.js').StagedMark[];
+  };
+}
+
+/** What {@link PartitionLifecycle} works with. */
+export interface PartitionLifecycleDeps {
+  readonly config: NodeConfig;
+  readonly kafka: Kafka;
+  /** The local store (the changelog's cache). */
+  readonly repository: IdempotentRepository;
+  readonly metrics: NodeMetrics;
+  readonly logger: Logger;
+  /** The changelog topic. */
+  readonly changelogTopic: string;
+  /** The checkpoint file; undefined: every restore reads the changelog from the start. */
+  readonly checkpointPath: string | undefined;
+  /** Builds a chunk processor over the given store (exactly-once gives each partition one over staged marks). */
+  readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
+}
+
+/**
+ * The partitions this instance owns and the state that follows each of them (issue 11):
+ * - assignment (the group's join): partitions no longer assigned are closed (producer gone, checkpoint
+ *   written); new ones wait for their first batch;
+ * - before a partition's first record, `ready` restores it: under exactly-once its transactional producer is
+ *   initialised first (that fences the previous owner and aborts its open transaction, so the changelog's end
+ *   is stable), then the changelog partition is read from the local checkpoint (or the start) up to the end
+ *   captured then, into the local store;
+ * - a fenced partition (a newer owner exists) is dropped and restored again if the group gives it back.
+ */
+export class PartitionLifecycle {
+  readonly #deps: PartitionLifecycleDeps;
+  readonly #exactlyOnce: boolean;
+  readonly #reader: ChangelogReader;
+  #checkpoint: Promise<ChangelogCheckpoint> | undefined;
+  /** Ready partitions. */
+  readonly #ready = new Map<number, PartitionState>();
+  /** The group's current assignment of the input topic. */
+  #assigned = new Set<number>();
+  /** Changelog offset up to which the local store holds each partition's marks, as far as this process knows. */
+  readonly #applied = new Map<number, number>();
+
+  constructor(deps: PartitionLifecycleDeps) {
+    this.#deps = deps;
+    this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
+    this.#reader = new ChangelogReader(deps.kafka);
+    this.#checkpoint =
+      deps.checkpointPath === undefined
+        ? undefined
+        : ChangelogCheckpoint.load(deps.checkpointPath, deps.changelogTopic);
+    // Observed where it is awaited; a file that cannot be read fails the first restore, naming it.
+    this.#checkpoint?.catch(() => undefined);
+  }
+
+  /** The group assigned these partitions: the ones it took away are closed. */
+  async assigned(partitions: readonly number[]): Promise<void> {
+    this.#assigned = new Set(partitions);
+    for (const partition of [...this.#ready.keys()]) {
+      if (!this.#assigned.has(partition)) await this.#close(partition, 'revoked');
+    }
+  }
+
+  /**
+   * The partition's state, restored first if needed (with every other assigned partition that waits for its
+   * restore: one changelog read for all). `heartbeat` keeps this member in the group during a long restore.
+   */
+  async ready(partition: number, heartbeat: () => Promise<void>): Promise<PartitionState> {
+    const state = this.#ready.get(partition);
+    if (state) return state;
+    const waiting = [...new Set([...this.#assigned, partition])].filter((p) => !this.#ready.has(p));
+    await this.#restore(
+      waiting.sort((a, b) => a - b),
+      heartbeat,
+    );
+    return this.#ready.get(partition) as PartitionState;
+  }
+
+  /**
+   * The partition must be restored again before its next record: it was fenced (another instance owns it now),
+   * or a committed chunk's marks could not be applied to the local store.
+   */
+  async reset(partition: number, why: string): Promise<void> {
+    await this.#close(partition, why);
+  }
+
+  /** Records that a committed chunk's marks reached the changelog up to `next` (and the store holds them). */
+  advanced(partition: number, next: number | undefined): void {
+    if (next !== undefined) this.#applied.set(partition, Math.max(this.#applied.get(partition) ?? 0, next));
+  }
+
+  /** Closes every partition (graceful stop): producers disconnected, checkpoints written. */
+  async close(): Promise<void> {
+    for (const partition of [...this.#ready.keys()]) await this.#close(partition, 'stopping');
+    await this.#reader.close();
+  }
+
+  /** Saves the offset up to which the store holds the partition's marks (no checkpoint file: nothing). */
+  async #save(partition: number, offset: number): Promise<void> {
+    if (this.#checkpoint === undefined) return;
+    const checkpoint = await this.#checkpoint;
+    checkpoint.set(partition, offset);
+    await checkpoint.save();
+  }
+
+  async #close(partition: number, why: string): Promise<void> {
+    const state = this.#ready.get(partition);
+    this.#ready.delete(partition);
+    if (state?.exactlyOnce) await state.exactlyOnce.producer.disconnect().catch(() => undefined);
+    const applied = this.#applied.get(partition);
+    // Only a partition closed in good order keeps its checkpoint; a fenced one may be behind its new owner, which
+    // is fine (the checkpoint says what this store holds, not what the changelog holds).
+    if (applied !== undefined) {
+      await this.#save(partition, applied).catch((error: unknown) => {
+        this.#deps.logger.warn({ err: error, partition }, 'could not write the changelog checkpoint');
+      });
+    }
+    if (state)
+      this.#deps.logger.info({ partition, reason: why, changelogOffset: applied }, 'partition closed');
+  }
+
+  async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
+    const start = performance.now();
+    // 1. Exactly-once: one transactional producer per partition, initialised before the end is captured.
+    const states = new Map<number, PartitionState>();
+    try {
+      for (const partition of partitions) states.set(partition, await this.#open(partition));
+      await this.#read(partitions, states, heartbeat, start);
+    } catch (error) {
+      // Nothing became ready: the producers go (a later attempt starts new ones, whose init fences these).
+      for (const state of states.values()) {
+        await state.exactlyOnce?.producer.disconnect().catch(() => undefined);
+      }
+      throw error;
+    }
+  }
+
+  /** Steps 2–4 of a restore, for partitions whose producers are initialised. */
+  async #read(
+    partitions: readonly number[],
+    states: ReadonlyMap<number, PartitionState>,
+    heartbeat: () => Promise<void>,
+    start: number,
+  ): Promise<void> {
+    const { metrics, logger, changelogTopic, config } = this.#deps;
+    // 2. From the checkpoint (or what this process applied before), up to the end offsets captured now, after
+    // the inits: no other transaction on these partitions can still commit.
+    const checkpoint = await this.#checkpoint;
+    const from = new Map(
+      partitions.map((p) => [p, this.#applied.get(p) ?? checkpoint?.get(p) ?? 0] as [number, number]),
+    );
+    const ends = await this.#reader.endOffsets(changelogTopic, partitions);
+    const lag = (p: number, at: number) => Math.max(0, (ends.get(p) ?? 0) - at);
+    let total = 0;
+    for (const [p, at] of from) {
+      metrics.restoreLag.set({ partition: String(p) }, lag(p, at));
+      total += lag(p, at);
+    }
+    logger.info(
+      { changelog: changelogTopic, from: Object.fromEntries(from), ends: Object.fromEntries(ends) },
+      `restoring ${partitions.length} partition(s) from the changelog: ${total} records`,
+    );
+    // 3. Read them into the local store, heartbeating between fetches.
+    let restored = 0;
+    let lastLog = performance.now();
+    const reached = await this.#reader.read({
+      topic: changelogTopic,
+      from,
+      onBatch: async (partition, records, nextOffset) => {
+        restored += await this.#apply(records);
+        metrics.restoreLag.set({ partition: String(partition) }, lag(partition, nextOffset));
+        if (performance.now() - lastLog >= config.perf.interval) {
+          lastLog = performance.now();
+          const seconds = (lastLog - start) / 1000;
+          logger.info(
+            { restore: { ids: restored, seconds } },
+            `restore progress: ${restored} ids in ${seconds.toFixed(1)}s (${Math.round(restored / seconds)} ids/s)`,
+          );
+        }
+      },
+      // A failed heartbeat (the group is rebalancing) must not stop the restore: the marks stay valid, and the
+      // consumer rejoins once the batch handler returns.
+      heartbeat: () => heartbeat().catch(() => undefined),
+    });
+    metrics.restoredIds.inc(restored);
+    for (const partition of partitions) {
+      const offset = reached.get(partition) ?? from.get(partition) ?? 0;
+      metrics.restoreLag.set({ partition: String(partition) }, 0);
+      this.#applied.set(partition, offset);
+      // A checkpoint that cannot be written only makes the next restore longer.
+      await this.#save(partition, offset).catch((error: unknown) => {
+        logger.warn({ err: error, partition }, 'could not write the changelog checkpoint');
+      });
+      this.#ready.set(partition, states.get(partition) as PartitionState);
+    }
+    const seconds = (performance.now() - start) / 1000;
+    metrics.restoreSeconds.observe(seconds);
+    logger.info(
+      { restore: { partitions, ids: restored, seconds } },
+      `restored ${restored} ids for partition(s) ${partitions.join(',')} in ${seconds.toFixed(2)}s` +
+        (seconds > 0 ? ` (${Math.round(restored / seconds)} ids/s)` : ''),
+    );
+  }
+
+  /** A partition's state; under exactly-once its producer is connected and initialised (fencing any other). */
+  async #open(partition: number): Promise<PartitionState> {
+    if (!this.#exactlyOnce) return { partition };
+    const { config, kafka } = this.#deps;
+    const producer = kafka.producer({
+      transactionalId: transactionalId(config, partition),
+      transactionTimeout: config.output.transactionTimeout,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+    await producer.connect();
+    try {
+      // kafkajs initialises the transactional id on the first transaction; an empty one sends nothing else.
+      const tx = await producer.transaction();
+      await tx.abort();
+    } catch (error) {
+      await producer.disconnect().catch(() => undefined);
+      throw error;
+    }
+    const staging = stagingRepository(this.#deps.repository);
+    const chunks = this.#deps.chunkProcessor({ repository: staging.repository });
+    return { partition, exactlyOnce: { producer, chunks, takeMarks: staging.take } };
+  }
+
+  /** Applies restored changelog records to the local store; resolves with how many were live marks. */
+  async #apply(records: readonly ChangelogEntry[]): Promise<number> {
+    const { repository } = this.#deps;
+    const now = Date.now();
+    const buckets = new Map<number, AddEntry[]>();
+    for (const r of records) {
+      // A tombstone: the node never deletes marks, so there is nothing to undo in the store.
+      if (r.value === null) continue;
+      const expiresAt = decodeMarkExpiry(r.value);
+      if (expiresAt <= now) continue;
+      const bucket = Math.ceil(expiresAt / RESTORE_BUCKET_MS) * RESTORE_BUCKET_MS;
+      const entries = buckets.get(bucket);
+      const entry = { id: idOfKey(r.key) };
+      if (entries) entries.push(entry);
+      else buckets.set(bucket, [entry]);
+    }
+    let count = 0;
+    for (const [bucket, entries] of buckets) {
+      const ttlMs = Math.max(1, bucket - now);
+      if (repository.markMany) await repository.markMany(entries, { ttlMs });
+      else await repository.addMany(entries, { ttlMs });
+      count += entries.length;
+    }
+    return count;
+  }
+
+  /** A new chunk transaction of a ready exactly-once partition. */
+  transaction(state: PartitionState): ChunkTransaction {
+    const eos = state.exactlyOnce;
+    if (!eos) throw new TypeError(`partition ${state.partition} is not exactly-once`);
+    const { config, repository, changelogTopic } = this.#deps;
+    return new ChunkTransaction({
+      producer: eos.producer,
+      groupId: config.input.groupId,
+      inputTopic: config.input.topic,
+      partition: state.partition,
+      changelogTopic,
+      dlqTopic: config.dlq.topic,
+      store: repository,
+      takeMarks: eos.takeMarks,
+    });
+  }
+}

@@ -1,0 +1,19 @@
+import type { RepositoryModule } from '../module.js';
+import { KafkaRepository } from './kafka-repository.js';
+import { kafkaOptionsSchema } from './options.js';
+
+export { KafkaRepository } from './kafka-repository.js';
+export {
+  type KafkaOptions,
+  type KafkaRepositoryOptions,
+  kafkaOptionsSchema,
+  kafkaRepositoryDefaults,
+  parseKafkaOptions,
+} from './options.js';
+
+/** Selected by `repository.type = "kafka"`. */
+export const repositoryModule: RepositoryModule<typeof kafkaOptionsSchema> = {
+  type: 'kafka',
+  optionsSchema: kafkaOptionsSchema,
+  create: async (options) => KafkaRepository.open(options),
+};

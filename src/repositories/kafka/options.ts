@@ -1,0 +1,74 @@
+import { z } from 'zod';
+import { parseOptions } from '../../config/issues.js';
+import { kafkaConnectionSchema } from '../../node/options.js';
+import { durationMs } from '../../util/duration.js';
+import { memoryDefaults } from '../memory/options.js';
+
+/** Defaults of the Kafka repository, written once. */
+export const kafkaRepositoryDefaults = {
+  clientId: 'idem-repository',
+  /** One partition keeps every id's writes in one total order; raise it for write throughput. */
+  partitions: 1,
+  /** -1: the broker's default.replication.factor. */
+  replicationFactor: -1,
+  /** How long the topic keeps a mark; also the longest TTL the repository accepts (`capabilities.maxTtlMs`). */
+  retentionMs: 7 * 86_400_000,
+  /** Bound of the local index (the memory store's LRU); size it above the ids live at once. */
+  maxEntries: memoryDefaults.maxEntries,
+  connectionTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+} as const;
+
+// The connection keys mean what they mean in the node's `[kafka]` table, validated by the same schemas.
+const connection = kafkaConnectionSchema.shape;
+
+/** Config schema for `repository.type = "kafka"`. */
+export const kafkaOptionsSchema = z
+  .object({
+    brokers: connection.brokers,
+    /** The compacted topic that holds the marks; created when missing, checked when present. */
+    topic: z
+      .string()
+      .regex(
+        /^[a-zA-Z0-9._-]{1,249}$/,
+        'must be a Kafka topic name: 1 to 249 of a-z, A-Z, 0-9, ".", "_", "-"',
+      ),
+    partitions: z.number().int().positive().default(kafkaRepositoryDefaults.partitions),
+    replicationFactor: z
+      .number()
+      .int()
+      .min(-1)
+      .refine((n) => n !== 0, 'must be -1 (the broker default) or at least 1')
+      .default(kafkaRepositoryDefaults.replicationFactor),
+    retention: durationMs.default(kafkaRepositoryDefaults.retentionMs),
+    maxEntries: z.number().int().positive().default(kafkaRepositoryDefaults.maxEntries),
+    clientId: z.string().min(1).default(kafkaRepositoryDefaults.clientId),
+    ssl: connection.ssl,
+    sasl: connection.sasl,
+    connectionTimeout: durationMs.default(kafkaRepositoryDefaults.connectionTimeoutMs),
+    requestTimeout: durationMs.default(kafkaRepositoryDefaults.requestTimeoutMs),
+  })
+  .strict()
+  .superRefine((options, ctx) => {
+    if (options.sasl && options.ssl === false && !options.sasl.allowPlaintext) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sasl'],
+        params: { quoteValue: false },
+        message:
+          'SASL without TLS sends the login and every mark unencrypted; set repository.ssl = true (or a table ' +
+          'with ca = ...), or repository.sasl.allowPlaintext = true if the network is trusted',
+      });
+    }
+  });
+
+/** Parsed options of the Kafka repository. */
+export type KafkaOptions = z.output<typeof kafkaOptionsSchema>;
+
+/** Options of {@link KafkaRepository.open}: the config table plus an injectable clock. */
+export type KafkaRepositoryOptions = z.input<typeof kafkaOptionsSchema> & { clock?: () => number };
+
+/** Validates options given in code; a bad one is a ConfigError naming the option and `owner`, keyed `repository.<key>`. */
+export function parseKafkaOptions(input: unknown, owner = 'KafkaRepository.open(...)'): KafkaOptions {
+  return parseOptions(kafkaOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
+}

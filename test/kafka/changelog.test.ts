@@ -1,0 +1,429 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it, type TestContext } from 'node:test';
+import { type Kafka, type Message, Partitioners } from 'kafkajs';
+import { ConfigError, InvalidInputError } from '../../src/errors.js';
+import {
+  ChangelogCheckpoint,
+  type ChangelogEntry,
+  ChangelogReader,
+  decodeMark,
+  decodeMarkExpiry,
+  encodeMark,
+  ensureChangelogTopic,
+  markRecord,
+  type PartitionOffsets,
+  readChangelog,
+} from '../../src/kafka/changelog/index.js';
+import {
+  createTopic,
+  kafkaAdmin,
+  onCleanup,
+  produce,
+  randomName,
+  testKafka,
+  testProducer,
+} from '../helpers/kafka.js';
+import { skipUnlessEnabled } from '../helpers/stores.js';
+
+const HOUR = 3_600_000;
+
+/** Marks for `count` ids in one partition, expiring at `expiresAt`. */
+function marks(prefix: string, count: number, partition: number, expiresAt = 1_000_000): Message[] {
+  return Array.from({ length: count }, (_, i) => ({
+    key: `${prefix}-${i}`,
+    value: encodeMark({ expiresAt: expiresAt + i }),
+    partition,
+  }));
+}
+
+/** Every record read, per partition, and the offsets each batch said to resume from. */
+async function readAll(
+  kafka: Kafka,
+  topic: string,
+  from: PartitionOffsets,
+): Promise<{ records: Map<number, ChangelogEntry[]>; ends: PartitionOffsets }> {
+  const records = new Map<number, ChangelogEntry[]>();
+  const ends = await readChangelog(kafka, {
+    topic,
+    from,
+    onBatch: (partition, batch, nextOffset) => {
+      assert.ok(batch.every((r) => r.offset < nextOffset));
+      records.set(partition, [...(records.get(partition) ?? []), ...batch]);
+    },
+  });
+  return { records, ends };
+}
+
+async function changelogTopic(t: TestContext, kafka: Kafka, partitions = 3): Promise<string> {
+  const admin = await kafkaAdmin(t, kafka);
+  const topic = randomName('idem-changelog');
+  assert.equal(
+    await ensureChangelogTopic(admin, { topic, partitions, retentionMs: HOUR, configKey: 'changelog.topic' }),
+    true,
+  );
+  onCleanup(t, () => admin.deleteTopics({ topics: [topic] }).catch(() => undefined));
+  return topic;
+}
+
+describe('changelog codec', () => {
+  it('encodes a bare mark in 9 bytes and a full record in a longer, versioned form', () => {
+    const bare = encodeMark({ expiresAt: 1_764_000_000_123 });
+    assert.equal(bare.length, 9);
+    assert.deepEqual(decodeMark(bare), { expiresAt: 1_764_000_000_123 });
+    assert.deepEqual(markRecord('k', decodeMark(bare)), {
+      id: 'k',
+      state: 'confirmed',
+      expiresAt: 1_764_000_000_123,
+    });
+    const full = {
+      state: 'in-flight',
+      expiresAt: 2_000,
+      leaseExpiresAt: 1_500,
+      owner: 'w\u0001 1',
+      eventTime: 900,
+      fingerprint: 'sha:ab',
+      result: '{"ok":true}',
+    } as const;
+    const encoded = encodeMark(full);
+    assert.equal(decodeMarkExpiry(encoded), 2_000);
+    assert.deepEqual(decodeMark(encoded), full);
+  });
+
+  it('rejects a value of an unknown format with InvalidInputError', () => {
+    assert.throws(() => decodeMark(Buffer.from([9, 0, 0, 0, 0, 0, 0, 0, 0])), InvalidInputError);
+    assert.throws(() => decodeMark(Buffer.alloc(0)), /null value/);
+  });
+});
+
+describe('changelog checkpoint', () => {
+  it('saves atomically and loads per partition; another topic or a torn file means from the start', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'idem-checkpoint-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const path = join(dir, 'sub', 'changelog.checkpoint');
+    const empty = await ChangelogCheckpoint.load(path, 'topic-a');
+    assert.deepEqual(
+      empty.from([0, 1]),
+      new Map([
+        [0, 0],
+        [1, 0],
+      ]),
+    );
+    empty.set(0, 42);
+    empty.set(2, 7);
+    await empty.save();
+    const loaded = await ChangelogCheckpoint.load(path, 'topic-a');
+    assert.deepEqual(
+      loaded.offsets(),
+      new Map([
+        [0, 42],
+        [2, 7],
+      ]),
+    );
+    assert.deepEqual(
+      loaded.from([0, 1, 2]),
+      new Map([
+        [0, 42],
+        [1, 0],
+        [2, 7],
+      ]),
+    );
+    assert.equal((await ChangelogCheckpoint.load(path, 'topic-b')).offsets().size, 0);
+    await writeFile(path, '{"version":1,"topic":"topic-a","partitions":{"0":');
+    assert.equal((await ChangelogCheckpoint.load(path, 'topic-a')).offsets().size, 0);
+  });
+});
+
+describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => {
+  it('round trip: reads every partition to its end, each record in its partition and order', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka);
+    const producer = await testProducer(t, kafka);
+    await produce(producer, topic, [...marks('p0', 500, 0), ...marks('p1', 300, 1)]);
+    const { records, ends } = await readAll(
+      kafka,
+      topic,
+      new Map([
+        [0, 0],
+        [1, 0],
+        [2, 0],
+      ]),
+    );
+    assert.deepEqual(
+      ends,
+      new Map([
+        [0, 500],
+        [1, 300],
+        [2, 0],
+      ]),
+    );
+    assert.deepEqual(
+      records.get(0)?.map((r) => r.key),
+      marks('p0', 500, 0).map((m) => m.key),
+    );
+    assert.deepEqual(
+      records.get(0)?.map((r) => r.offset),
+      [...Array(500).keys()],
+    );
+    assert.equal(records.get(1)?.length, 300);
+    assert.equal(records.has(2), false);
+    assert.deepEqual(decodeMark(records.get(1)?.[299]?.value as Buffer), { expiresAt: 1_000_299 });
+  });
+
+  it('reads from a checkpoint: only what was written after the saved offsets', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 2);
+    const producer = await testProducer(t, kafka);
+    await produce(producer, topic, [...marks('old', 100, 0), ...marks('old', 50, 1)]);
+    const dir = await mkdtemp(join(tmpdir(), 'idem-checkpoint-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const path = join(dir, 'checkpoint');
+    const checkpoint = await ChangelogCheckpoint.load(path, topic);
+    await readChangelog(kafka, {
+      topic,
+      from: checkpoint.from([0, 1]),
+      onBatch: (partition, _records, nextOffset) => checkpoint.set(partition, nextOffset),
+    });
+    await checkpoint.save();
+    await produce(producer, topic, [...marks('new', 20, 0), ...marks('new', 5, 1)]);
+    const reloaded = await ChangelogCheckpoint.load(path, topic);
+    assert.deepEqual(
+      reloaded.offsets(),
+      new Map([
+        [0, 100],
+        [1, 50],
+      ]),
+    );
+    const { records, ends } = await readAll(kafka, topic, reloaded.from([0, 1]));
+    assert.deepEqual(
+      records.get(0)?.map((r) => r.key),
+      marks('new', 20, 0).map((m) => m.key),
+    );
+    assert.equal(records.get(1)?.length, 5);
+    assert.deepEqual(
+      ends,
+      new Map([
+        [0, 120],
+        [1, 55],
+      ]),
+    );
+  });
+
+  it('never reads the marks of an aborted transaction, and reads past its markers to the end', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 1);
+    const producer = kafka.producer({
+      transactionalId: randomName('idem-txn'),
+      idempotent: true,
+      maxInFlightRequests: 1,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+    await producer.connect();
+    onCleanup(t, () => producer.disconnect());
+    const committed1 = await producer.transaction();
+    await committed1.send({ topic, messages: marks('kept-a', 10, 0) });
+    await committed1.commit();
+    for (let round = 0; round < 3; round++) {
+      const aborted = await producer.transaction();
+      await aborted.send({ topic, messages: marks(`aborted-${round}`, 25, 0) });
+      await aborted.abort();
+    }
+    const committed2 = await producer.transaction();
+    await committed2.send({ topic, messages: marks('kept-b', 10, 0) });
+    await committed2.commit();
+    const last = await producer.transaction();
+    await last.send({ topic, messages: marks('aborted-last', 5, 0) });
+    await last.abort();
+
+    const { records, ends } = await readAll(kafka, topic, new Map([[0, 0]]));
+    const keys = records.get(0)?.map((r) => r.key) ?? [];
+    assert.deepEqual(
+      keys,
+      [...marks('kept-a', 10, 0), ...marks('kept-b', 10, 0)].map((m) => m.key),
+    );
+    // 10 + 75 + 10 + 5 records and 6 transaction markers: the read ends after the last marker.
+    assert.deepEqual(ends, new Map([[0, 106]]));
+    // Read again from an offset inside an aborted transaction: still none of its marks.
+    const again = await readAll(kafka, topic, new Map([[0, 20]]));
+    assert.deepEqual(
+      again.records.get(0)?.map((r) => r.key),
+      marks('kept-b', 10, 0).map((m) => m.key),
+    );
+  });
+
+  it('stops at the end offsets captured at the start: later records and open transactions are not waited for', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 1);
+    const producer = await testProducer(t, kafka);
+    await produce(producer, topic, marks('before', 200, 0));
+    // A transaction left open: its records are past the last stable offset, so the read must not wait for it.
+    const transactional = kafka.producer({
+      transactionalId: randomName('idem-txn'),
+      idempotent: true,
+      maxInFlightRequests: 1,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+    await transactional.connect();
+    onCleanup(t, () => transactional.disconnect());
+    const open = await transactional.transaction();
+    await open.send({ topic, messages: marks('open', 3, 0) });
+    onCleanup(t, () => open.abort().catch(() => undefined));
+
+    let producedDuringRead = false;
+    const records: ChangelogEntry[] = [];
+    const ends = await readChangelog(kafka, {
+      topic,
+      from: new Map([[0, 0]]),
+      maxBytesPerPartition: 1024, // several fetches, so records arrive while the read is on
+      onBatch: async (_partition, batch) => {
+        records.push(...batch);
+        if (!producedDuringRead) {
+          producedDuringRead = true;
+          await produce(producer, topic, marks('after', 50, 0));
+        }
+      },
+    });
+    assert.equal(producedDuringRead, true);
+    assert.deepEqual(ends, new Map([[0, 200]]));
+    assert.deepEqual(
+      records.map((r) => r.key),
+      marks('before', 200, 0).map((m) => m.key),
+    );
+  });
+
+  it('hands tombstones over as null values', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 1);
+    const producer = await testProducer(t, kafka);
+    await produce(producer, topic, [...marks('id', 2, 0), { key: 'id-0', value: null, partition: 0 }]);
+    const { records } = await readAll(kafka, topic, new Map([[0, 0]]));
+    assert.deepEqual(
+      records.get(0)?.map((r) => [r.key, r.value === null]),
+      [
+        ['id-0', false],
+        ['id-1', false],
+        ['id-0', true],
+      ],
+    );
+  });
+
+  it('reads compressed batches too (left to the kafkajs decoder), between uncompressed ones', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 1);
+    const producer = await testProducer(t, kafka);
+    await produce(producer, topic, marks('plain-a', 30, 0));
+    // 1 is CompressionTypes.GZIP (kafkajs's CommonJS enums are not named ESM exports).
+    await producer.send({ topic, acks: -1, compression: 1, messages: marks('gzip', 40, 0) });
+    await produce(producer, topic, marks('plain-b', 30, 0));
+    const { records, ends } = await readAll(kafka, topic, new Map([[0, 0]]));
+    assert.deepEqual(
+      records.get(0)?.map((r) => r.key),
+      [...marks('plain-a', 30, 0), ...marks('gzip', 40, 0), ...marks('plain-b', 30, 0)].map((m) => m.key),
+    );
+    assert.deepEqual(
+      records.get(0)?.map((r) => r.offset),
+      [...Array(100).keys()],
+    );
+    assert.deepEqual(ends, new Map([[0, 100]]));
+  });
+
+  it('restarts a partition from its start when the checkpoint lies past its end (a recreated topic)', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 1);
+    await produce(await testProducer(t, kafka), topic, marks('id', 10, 0));
+    const { records, ends } = await readAll(kafka, topic, new Map([[0, 5_000]]));
+    assert.equal(records.get(0)?.length, 10);
+    assert.deepEqual(ends, new Map([[0, 10]]));
+  });
+
+  it('follows the topic after catching up, until aborted', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 2);
+    const producer = await testProducer(t, kafka);
+    await produce(producer, topic, marks('early', 30, 1));
+    const reader = new ChangelogReader(kafka);
+    onCleanup(t, () => reader.close());
+    const controller = new AbortController();
+    const seen: string[] = [];
+    let caughtUpAt: PartitionOffsets | undefined;
+    const done = reader.read({
+      topic,
+      from: new Map([
+        [0, 0],
+        [1, 0],
+      ]),
+      follow: true,
+      signal: controller.signal,
+      onCaughtUp: (ends) => {
+        caughtUpAt = ends;
+        void produce(producer, topic, marks('late', 7, 0));
+      },
+      onBatch: (_p, batch) => {
+        seen.push(...batch.map((r) => r.key));
+        if (seen.length === 37) controller.abort();
+      },
+    });
+    const final = await done;
+    assert.deepEqual(
+      caughtUpAt,
+      new Map([
+        [0, 0],
+        [1, 30],
+      ]),
+    );
+    assert.deepEqual(
+      final,
+      new Map([
+        [0, 7],
+        [1, 30],
+      ]),
+    );
+    assert.equal(seen.filter((k) => k.startsWith('late-')).length, 7);
+  });
+});
+
+describe('changelog topic', { skip: skipUnlessEnabled('kafka') }, () => {
+  it('rejects an existing topic with the wrong partition count, naming the topic and the config key', async (t) => {
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const topic = await createTopic(t, admin, { partitions: 2 });
+    await assert.rejects(
+      ensureChangelogTopic(admin, {
+        topic,
+        partitions: 3,
+        retentionMs: HOUR,
+        configKey: 'output.changelogTopic',
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.key, 'output.changelogTopic');
+        assert.match(
+          error.message,
+          new RegExp(`^output\\.changelogTopic: changelog topic "${topic}" has 2 partitions`),
+        );
+        return true;
+      },
+    );
+  });
+
+  it('rejects an existing topic that is not compacted, and accepts a matching one', async (t) => {
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const topic = await createTopic(t, admin, { partitions: 2 });
+    await assert.rejects(
+      ensureChangelogTopic(admin, { topic, partitions: 2, retentionMs: HOUR, configKey: 'repository.topic' }),
+      /repository\.topic: .*cleanup\.policy=delete.*must be compacted/,
+    );
+    const good = await changelogTopic(t, kafka, 2);
+    assert.equal(
+      await ensureChangelogTopic(admin, { topic: good, partitions: 2, retentionMs: HOUR, configKey: 'x' }),
+      false,
+    );
+    await assert.rejects(
+      ensureChangelogTopic(admin, { topic: good, partitions: 2, retentionMs: 2 * HOUR, configKey: 'x' }),
+      /retention\.ms=3600000, shorter than the 7200000 ms/,
+    );
+  });
+});

@@ -1,0 +1,125 @@
+/**
+ * Input for the exactly-once node tests that run several instances: records keyed by their dedup id, so every
+ * copy of an id lands in its original's partition (the co-partitioning that partition-local state needs).
+ */
+import type { Kafka, Producer } from 'kafkajs';
+import { type ChangelogEntry, ChangelogReader } from '../../src/kafka/changelog/index.js';
+import { type CopyKind, type DedupInput, type InputRecord, prng } from '../helpers/node.js';
+
+/** `distinct` ids, about `duplicateShare` more records repeating them in their own partition (same or later chunk). */
+export function keyedDedupInput(options: {
+  records: number;
+  duplicateShare: number;
+  partitions: number;
+  batchSize: number;
+  seed?: number;
+}): DedupInput {
+  const random = prng(options.seed ?? 5);
+  const P = options.partitions;
+  const copies = Math.round(options.records * options.duplicateShare);
+  const distinct = options.records - copies;
+  const placed: { record: InputRecord; at: number }[][] = Array.from({ length: P }, () => []);
+  const originals: { record: InputRecord; at: number }[] = [];
+  let seq = 0;
+  for (let i = 0; i < distinct; i++) {
+    const uid = `u-${i}`;
+    const record: InputRecord = { seq: seq++, uid, key: uid, partition: i % P, offset: -1, kind: 'original' };
+    const entry = { record, at: Math.floor(i / P) };
+    placed[i % P]?.push(entry);
+    originals.push(entry);
+  }
+  const perPartition = distinct / P;
+  for (let j = 0; j < copies; j++) {
+    const kind: CopyKind = j % 2 === 0 ? 'same-batch' : 'later-batch';
+    const original = originals[Math.floor(random() * originals.length)] as (typeof originals)[number];
+    const o = original.record;
+    const at =
+      kind === 'same-batch'
+        ? original.at + 0.5 + random() * 5
+        : original.at + options.batchSize * 3 + random() * perPartition;
+    placed[o.partition]?.push({ record: { ...o, seq: seq++, offset: -1, kind }, at });
+  }
+  const partitions = placed.map((list) => {
+    list.sort((a, b) => a.at - b.at);
+    return list.map((entry, offset) => {
+      entry.record.offset = offset;
+      return entry.record;
+    });
+  });
+  const bySeq = new Map<number, InputRecord>();
+  for (const list of partitions) for (const r of list) bySeq.set(r.seq, r);
+  return { partitions, bySeq, distinct, total: seq };
+}
+
+/** Ids `u-<start>` … `u-<start + count - 1>`, keyed by id, sent to partition `i % partitions`, one record each. */
+export async function produceIds(
+  producer: Producer,
+  topic: string,
+  options: { start: number; count: number; partitions: number; tag: string },
+): Promise<void> {
+  const messages = [];
+  for (let i = options.start; i < options.start + options.count; i++) {
+    messages.push({
+      key: `u-${i}`,
+      value: JSON.stringify({ uid: `u-${i}`, tag: options.tag }),
+      partition: i % options.partitions,
+    });
+  }
+  for (let i = 0; i < messages.length; i += 5_000) {
+    await producer.send({ topic, acks: -1, messages: messages.slice(i, i + 5_000) });
+  }
+}
+
+/**
+ * Every committed record of the topic up to its current end, as a read_committed reader sees it. (The shared
+ * `consumeAll` waits for the record just below the end offset, which in a transactional topic is a commit marker
+ * no reader is ever given.)
+ */
+export async function readCommitted(
+  kafka: Kafka,
+  topic: string,
+): Promise<{ partition: number; record: ChangelogEntry }[]> {
+  // The changelog's reader: read_committed, group-free, up to the end offsets captured at the start. It skips
+  // records without a key, which the tests never produce.
+  const reader = new ChangelogReader(kafka);
+  try {
+    const partitions = await reader.partitions(topic);
+    const records: { partition: number; record: ChangelogEntry }[] = [];
+    await reader.read({
+      topic,
+      from: new Map(partitions.map((p) => [p, 0])),
+      onBatch: (partition, batch) => {
+        for (const record of batch) records.push({ partition, record });
+      },
+    });
+    return records;
+  } finally {
+    await reader.close();
+  }
+}
+
+/** The uids in the topic (read_committed), with how many records each has. */
+export async function uidCounts(kafka: Kafka, topic: string): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const { record } of await readCommitted(kafka, topic)) {
+    const { uid } = JSON.parse(record.value?.toString() ?? '{}') as { uid: string };
+    counts.set(uid, (counts.get(uid) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/** What the committed output holds against generated input: records, distinct uids, extra copies, missing uids. */
+export async function committedReport(
+  kafka: Kafka,
+  topic: string,
+  input: DedupInput,
+): Promise<{ records: number; distinct: number; leaked: number; missing: string[] }> {
+  const counts = await uidCounts(kafka, topic);
+  let records = 0;
+  for (const n of counts.values()) records += n;
+  const missing: string[] = [];
+  for (const list of input.partitions) {
+    for (const r of list) if (r.kind === 'original' && !counts.has(r.uid)) missing.push(r.uid);
+  }
+  return { records, distinct: counts.size, leaked: records - counts.size, missing };
+}

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { committedOffsets, endOffsets, onCleanup, randomName, waitFor } from '../helpers/kafka.js';
+import {
+  dedupInput,
+  type LogLine,
+  nodeConfig,
+  produceInput,
+  rocksdbRepository,
+  startNodeProcess,
+  writeNodeConfig,
+} from '../helpers/node.js';
+import { skipUnlessEnabled } from '../helpers/stores.js';
+import { committedReport } from './exactly-once-input.js';
+import { startPrivateBroker } from './private-broker.js';
+
+/** Ports of this test's own broker (and its controller, +1): the shared broker on 9092 keeps running. */
+const PORT = Number(process.env.IDEM_PRIVATE_KAFKA_PORT ?? 19_192);
+
+describe('exactly-once dedup node through a broker outage', { skip: skipUnlessEnabled('kafka') }, () => {
+  it('rides out 10 s without its broker: no loss, no duplicate, no restart', {
+    timeout: 480_000,
+  }, async (t) => {
+    const broker = await startPrivateBroker(t, PORT);
+    const kafka = new Kafka({
+      clientId: 'idem-test',
+      brokers: [...broker.brokers],
+      logLevel: logLevel.NOTHING,
+      retry: { retries: 10, initialRetryTime: 200 },
+    });
+    const admin = kafka.admin();
+    await admin.connect();
+    onCleanup(t, () => admin.disconnect());
+    const [topic, output, dlq, groupId] = ['in', 'out', 'dlq', 'group'].map((p) =>
+      randomName(`idem-eos-${p}`),
+    );
+    await admin.createTopics({
+      topics: [
+        { topic: topic as string, numPartitions: 3 },
+        { topic: output as string, numPartitions: 3 },
+        { topic: dlq as string, numPartitions: 1 },
+      ],
+      waitForLeaders: true,
+    });
+    const batchSize = 500;
+    const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize });
+    const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    await produceInput(producer, topic as string, data);
+    await producer.disconnect();
+
+    const config = nodeConfig({
+      topic: topic as string,
+      groupId: groupId as string,
+      output: output as string,
+      dlq: dlq as string,
+      repository: await rocksdbRepository(t),
+      batchSize,
+      perfInterval: '200ms',
+      extra: { kafka: { brokers: [...broker.brokers] }, output: { guarantee: 'exactly-once' } },
+    });
+    const node = startNodeProcess(t, await writeNodeConfig(t, config));
+    await waitFor(() => rowsIn(node.logs) >= 10_000, { timeoutMs: 120_000, what: '10,000 records read' });
+    const readBefore = rowsIn(node.logs);
+    await broker.stop();
+    await sleep(10_000);
+    await broker.start();
+
+    const after = kafka.admin();
+    await after.connect();
+    onCleanup(t, () => after.disconnect());
+    // The restarted broker answers "coordinator loading" for a while: keep asking.
+    const ends = await endOffsets(after, topic as string);
+    await waitFor(
+      async () => {
+        const committed = await committedOffsets(after, groupId as string, topic as string).catch(
+          () => undefined,
+        );
+        return committed !== undefined && [...ends].every(([p, end]) => committed.get(p) === end);
+      },
+      { timeoutMs: 300_000, intervalMs: 500, what: 'the group to commit the whole input' },
+    );
+    assert.equal(node.child.exitCode, null, 'the same process finished the topic');
+    assert.deepEqual(await node.stop('SIGTERM'), { code: 0, signal: null });
+
+    const report = await committedReport(kafka, output as string, data);
+    const warnings = new Set(node.logs.filter((l) => l.level >= 40).map((l) => l.msg));
+    t.diagnostic(
+      `${readBefore} of ${data.total} read when the broker stopped; output ${report.records}, duplicates ` +
+        `${report.leaked}; warnings: ${[...warnings].join(' | ')}`,
+    );
+    assert.ok(readBefore < data.total, 'the outage hit the node mid-run');
+    assert.deepEqual(report.missing, [], 'no uid lost');
+    assert.equal(report.distinct, data.distinct);
+    assert.equal(report.leaked, 0, 'no duplicate in the committed output');
+  });
+});
+
+/** Rows read so far, from the node's perf log lines. */
+function rowsIn(logs: readonly LogLine[]): number {
+  return logs.reduce((n, l) => n + ((l.perf as { rowsIn?: number } | undefined)?.rowsIn ?? 0), 0);
+}

@@ -1,0 +1,124 @@
+/**
+ * A Kafka broker of the test's own (single-node KRaft, on other ports, in a temporary data directory) for tests
+ * that stop the broker: stopping the shared one would break every other Kafka test running on the box. It runs
+ * the jars the test stack resolved (`.stack/kafka/lib` of this checkout, or of the checkout whose node_modules
+ * this one uses, or IDEM_STACK_DIR); without them it fails, naming the command that fetches them.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, realpathSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Kafka, logLevel } from 'kafkajs';
+import { onCleanup, waitFor } from '../helpers/kafka.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+function kafkaLib(): string {
+  const candidates = [
+    process.env.IDEM_STACK_DIR,
+    join(ROOT, '.stack'),
+    join(dirname(realpathSync(join(ROOT, 'node_modules'))), '.stack'),
+  ];
+  for (const dir of candidates)
+    if (dir && existsSync(join(dir, 'kafka', 'lib'))) return join(dir, 'kafka', 'lib');
+  throw new Error(
+    'no Kafka jars in .stack/kafka/lib: run `bash scripts/stack/up.sh kafka` once to fetch them',
+  );
+}
+
+/** The private broker: its address, and stop/start keeping its data. */
+export interface PrivateBroker {
+  readonly brokers: readonly string[];
+  /** Stops the broker process (SIGTERM, waits for the exit). */
+  stop(): Promise<void>;
+  /** Starts it again on the same data and waits until it answers. */
+  start(): Promise<void>;
+}
+
+/** Starts a private broker on `port` (controller on `port + 1`); it is killed and its data removed after the test. */
+export async function startPrivateBroker(t: TestContext, port: number): Promise<PrivateBroker> {
+  const lib = kafkaLib();
+  const dir = await mkdtemp(join(tmpdir(), 'idem-private-kafka-'));
+  const data = join(dir, 'data');
+  const template = await readFile(join(ROOT, 'scripts/stack/kafka/server.properties.in'), 'utf8');
+  const properties = template
+    .replaceAll('@HOST@', '127.0.0.1')
+    .replaceAll('@PORT@', String(port))
+    .replaceAll('@CONTROLLER_PORT@', String(port + 1))
+    .replaceAll('@DATA@', data);
+  await writeFile(join(dir, 'server.properties'), properties);
+  const java = (main: string, ...args: string[]) =>
+    spawn(
+      'java',
+      [
+        '-Xms128m',
+        '-Xmx512m',
+        '-XX:+UseG1GC',
+        `-Dlog4j2.configurationFile=${join(ROOT, 'scripts/stack/kafka/log4j2.xml')}`,
+        // The stack's logging config writes kafka.log into this directory.
+        `-Dkafka.logs.dir=${dir}`,
+        '-cp',
+        `${lib}/*`,
+        main,
+        ...args,
+      ],
+      { stdio: 'ignore' },
+    );
+  const exited = (child: ChildProcess) =>
+    new Promise<number | null>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+      else child.once('exit', (code) => resolve(code));
+    });
+
+  const clusterId = 'idemPrivateKafka0000A';
+  const format = java(
+    'kafka.tools.StorageTool',
+    'format',
+    '-t',
+    clusterId,
+    '-c',
+    join(dir, 'server.properties'),
+  );
+  if ((await exited(format)) !== 0) throw new Error(`kafka storage format failed (${dir})`);
+
+  let server: ChildProcess | undefined;
+  const brokers = [`127.0.0.1:${port}`];
+  const start = async () => {
+    server = java('kafka.Kafka', join(dir, 'server.properties'));
+    const kafka = new Kafka({ clientId: 'idem-private-probe', brokers, logLevel: logLevel.NOTHING });
+    await waitFor(
+      async () => {
+        const admin = kafka.admin({ retry: { retries: 0 } });
+        try {
+          await admin.connect();
+          await admin.describeCluster();
+          return true;
+        } catch {
+          return false;
+        } finally {
+          await admin.disconnect().catch(() => undefined);
+        }
+      },
+      { timeoutMs: 180_000, intervalMs: 500, what: `the private Kafka broker on ${brokers[0]}` },
+    );
+  };
+  const stop = async () => {
+    const s = server;
+    server = undefined;
+    if (!s || s.exitCode !== null) return;
+    s.kill('SIGTERM');
+    await exited(s);
+  };
+  onCleanup(t, async () => {
+    if (server && server.exitCode === null) {
+      server.kill('SIGKILL');
+      await exited(server);
+    }
+    await rm(dir, { recursive: true, force: true });
+  });
+  await start();
+  return { brokers, stop, start };
+}

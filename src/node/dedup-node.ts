@@ -2,6 +2,7 @@ import { type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, Pa
 import type { Logger } from 'pino';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { untilAborted } from './abort.js';
+import { CatchUp } from './catch-up.js';
 import { ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
 import { kafkaClient } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
@@ -109,7 +110,9 @@ export async function startDedupNode(
     perf.iteration(!roundHadRecords);
     roundHadRecords = false;
   });
+  const catchUp = new CatchUp(config.catchUp, batchSize, metrics.registry, logger);
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+    catchUp.reassigned();
     logger.info({ memberId: payload.memberId, assignment: payload.memberAssignment }, 'joined the group');
   });
 
@@ -131,6 +134,7 @@ export async function startDedupNode(
   const perfTimer = setInterval(() => {
     const summary = perf.flush();
     logger.info({ perf: summary }, formatPerf(summary));
+    catchUp.logProgress(logger);
   }, config.perf.interval);
   perfTimer.unref();
 
@@ -153,12 +157,16 @@ export async function startDedupNode(
     let done: KafkaMessage | undefined;
     let failure: unknown;
     try {
-      for (let i = 0; i < messages.length; i += batchSize) {
+      for (let i = 0; i < messages.length; ) {
         if (!payload.isRunning() || payload.isStale()) break;
-        const chunk = messages.slice(i, i + batchSize);
+        // Larger chunks while the partition catches up (src/node/catch-up.ts).
+        const size = catchUp.chunkSize(topic, partition, Number(messages[i]?.offset), highWatermark);
+        const chunk = messages.slice(i, i + size);
+        i += chunk.length;
         await chunks.handle(topic, partition, chunk);
         done = chunk[chunk.length - 1] as KafkaMessage;
         payload.resolveOffset(done.offset);
+        catchUp.handled(topic, partition, chunk.length, Number(done.offset) + 1, highWatermark);
         // Behind the high watermark of this fetch; Number is exact below 2^53 records.
         metrics.lag.set(
           { topic, partition: partitionLabel },

@@ -12,6 +12,9 @@
  * 3. The plain kafkajs copy of bench/kafka.ts over the topic (the baseline), then each variant restarted:
  *    `ordinary` (catchUp.enabled = false: the steady-state node's path) and `catch-up`; then the copy again
  *    (the load of a shared box drifts; the baseline is the mean of both copies).
+ * With `--only …,workers`, also a restart as two nodes on two worker threads of this process (one group, each
+ * worker its own RocksDB store and half the partitions): what processing independent partitions in parallel
+ * gains on this machine.
  * Prints, per run, the time from the restart to zero lag, records/s from the first record to the last, the
  * ratios to the ordinary node and to the copy, CPU per record and CPU use (1.0 = one core busy), and the load
  * average. Asserts nothing.
@@ -21,6 +24,7 @@ import { Session } from 'node:inspector/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { Kafka, logLevel } from 'kafkajs';
 import { pino } from 'pino';
 import { openRepository } from '../src/config/repository.js';
@@ -32,6 +36,7 @@ import { copy, measure, prefill, type Result } from './kafka.js';
 import { FigureSink } from './report/figures.js';
 
 const { values } = parseArgs({
+  ...(isMainThread ? {} : { args: [] }),
   options: {
     records: { type: 'string', default: '1000000' },
     warmup: { type: 'string', default: '10000' },
@@ -78,7 +83,7 @@ interface Restart extends Result {
 
 /** A node variant: its own group, store and output, so both restart from the same place. */
 interface Variant {
-  readonly name: 'ordinary' | 'catch-up';
+  readonly name: 'ordinary' | 'catch-up' | 'workers';
   readonly config: NodeConfig;
   readonly cleanup: () => Promise<void>;
 }
@@ -114,7 +119,7 @@ async function variant(name: Variant['name'], input: string): Promise<Variant> {
     repository,
     metrics: { enabled: false },
     catchUp: {
-      enabled: name === 'catch-up',
+      enabled: name !== 'ordinary',
       lagThreshold: LAG_THRESHOLD,
       batchSize: CATCH_UP_BATCH_SIZE,
     },
@@ -174,6 +179,69 @@ async function runNode(
     cpuUse: (m.cpuMicrosPerRecord * m.perSecond) / 1e6,
     phases,
     catchUpLines,
+  };
+}
+
+/** What the main thread hands a worker: its node's config (a store of its own). */
+interface WorkerInput {
+  readonly config: NodeConfig;
+  /** Its slot in the shared counter array. */
+  readonly slot: number;
+  readonly counts: SharedArrayBuffer;
+}
+
+/** Runs one node on a worker thread until told to stop; publishes its records-in count in shared memory. */
+async function workerMain(input: WorkerInput): Promise<void> {
+  const counts = new Float64Array(input.counts);
+  const logger = pino({ level: 'warn' });
+  const repository = await openRepository(input.config);
+  const handle = await startDedupNode(input.config, repository, logger);
+  const timer = setInterval(() => {
+    counts[input.slot] = handle.totals().recordsIn;
+  }, 10);
+  parentPort?.once('message', async () => {
+    clearInterval(timer);
+    counts[input.slot] = handle.totals().recordsIn;
+    await handle.stop();
+    parentPort?.postMessage('stopped');
+  });
+}
+
+/** The restart as `n` nodes in one group on `n` worker threads, each with its own store. */
+async function runWorkers(base: NodeConfig, n: number, total: number): Promise<Omit<Restart, 'name'>> {
+  const counts = new SharedArrayBuffer(8 * n);
+  const view = new Float64Array(counts);
+  const dirs: string[] = [];
+  const restartAt = performance.now();
+  const workers: Worker[] = [];
+  for (let slot = 0; slot < n; slot++) {
+    const dir = await mkdtemp(join(tmpdir(), 'idem-bench-cu-worker-'));
+    dirs.push(dir);
+    // A shared store (Redis) is shared; RocksDB is local to each node, as with two instances.
+    const repository = base.repository.type === 'rocksdb' ? { ...base.repository, path: dir } : base.repository;
+    const config = { ...base, repository } as NodeConfig;
+    workers.push(new Worker(new URL(import.meta.url), { workerData: { config, slot, counts } }));
+  }
+  const m = await measure(() => view.reduce((a, b) => a + b, 0), total);
+  await Promise.all(
+    workers.map(
+      (w) =>
+        new Promise<void>((resolve) => {
+          w.once('message', () => resolve());
+          w.postMessage('stop');
+        }),
+    ),
+  );
+  await Promise.all(workers.map((w) => w.terminate()));
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  return {
+    recordsPerSecond: m.perSecond,
+    seconds: m.seconds,
+    secondsToZero: (m.lastAt - restartAt) / 1000,
+    out: 0,
+    cpuMicrosPerRecord: m.cpuMicrosPerRecord,
+    cpuUse: (m.cpuMicrosPerRecord * m.perSecond) / 1e6,
+    catchUpLines: [],
   };
 }
 
@@ -267,7 +335,7 @@ async function main(): Promise<void> {
   const restarts: Restart[] = [];
   try {
     await prefill(input, WARMUP, DUPLICATE_SHARE, 0);
-    for (const name of ['ordinary', 'catch-up'] as const) {
+    for (const name of ['ordinary', 'catch-up', 'workers'] as const) {
       if (!runs.has(name)) continue;
       const v = await variant(name, input);
       variants.push(v);
@@ -293,7 +361,10 @@ async function main(): Promise<void> {
     if (runs.has('copy')) await copyOnce('plain kafkajs copy');
     for (const v of variants) {
       const profile = values['cpu-prof'] ? join(values['cpu-prof'], `${v.name}.cpuprofile`) : undefined;
-      const r = await runNode(v.config, RECORDS, v.name, profile);
+      const r =
+        v.name === 'workers'
+          ? await runWorkers(v.config, 2, RECORDS)
+          : await runNode(v.config, RECORDS, v.name, profile);
       restarts.push({ name: v.name, ...r });
       log(`${v.name}: ${r.secondsToZero.toFixed(1)} s to zero lag, ${Math.round(r.recordsPerSecond)}/s`);
       for (const l of r.catchUpLines) log(`  ${l}`);
@@ -307,4 +378,5 @@ async function main(): Promise<void> {
   report(copies, restarts);
 }
 
-await main();
+if (isMainThread) await main();
+else await workerMain(workerData as WorkerInput);

@@ -124,7 +124,8 @@ describe('fast catch-up against Kafka', { skip: skipUnlessEnabled('kafka') }, ()
     const active = metricByPartition(metrics, 'idem_node_catch_up_active');
     const caughtUp = metricByPartition(metrics, 'idem_node_catch_up_records_total');
     for (const p of [0, 1, 2]) {
-      assert.equal(started.get(p), 1, `partition ${p}: one catch-up`);
+      // More than one when the head outran the node after a catch-up ended (it starts again at the threshold).
+      assert.ok((started.get(p) ?? 0) >= 1, `partition ${p}: caught up`);
       assert.equal(lag.get(p), 0, `partition ${p}: zero lag`);
       assert.equal(active.get(p), 0, `partition ${p}: catch-up over`);
       assert.ok((caughtUp.get(p) ?? 0) >= 5_000, `partition ${p}: the backlog was handled catching up`);
@@ -141,7 +142,7 @@ describe('fast catch-up against Kafka', { skip: skipUnlessEnabled('kafka') }, ()
     assert.ok(perfLines.length > 0, 'catch-up lines in the perf log');
     assert.match(String(perfLines.at(-1)?.msg), /^catch-up: partition \d/);
     const ended = second.logs.filter((l) => /catch-up caught up/.test(l.msg)).map((l) => l.partition);
-    assert.deepEqual(ended.sort(), [0, 1, 2]);
+    assert.deepEqual([...new Set(ended)].sort(), [0, 1, 2]);
   });
 });
 

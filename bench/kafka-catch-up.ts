@@ -220,7 +220,9 @@ async function runWorkers(base: NodeConfig, n: number, total: number): Promise<O
     // A shared store (Redis) is shared; RocksDB is local to each node, as with two instances.
     const repository = base.repository.type === 'rocksdb' ? { ...base.repository, path: dir } : base.repository;
     const config = { ...base, repository } as NodeConfig;
-    workers.push(new Worker(new URL(import.meta.url), { workerData: { config, slot, counts } }));
+    // tsx's loader is per thread: the worker registers it before it imports this file.
+    const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`;
+    workers.push(new Worker(boot, { eval: true, workerData: { config, slot, counts } }));
   }
   const m = await measure(() => view.reduce((a, b) => a + b, 0), total);
   await Promise.all(

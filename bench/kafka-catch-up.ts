@@ -59,8 +59,7 @@ const DUPLICATE_SHARE = Number(values.duplicates);
 const BATCH_SIZE = Number(values['batch-size']);
 const PARTITIONS = 3;
 const LAG_THRESHOLD = Number(
-  values['lag-threshold'] ??
-    Math.min(catchUpDefaults.lagThreshold, Math.floor(RECORDS / PARTITIONS / 2)),
+  values['lag-threshold'] ?? Math.min(catchUpDefaults.lagThreshold, Math.floor(RECORDS / PARTITIONS / 2)),
 );
 const CATCH_UP_BATCH_SIZE = Number(values['catch-up-batch-size']);
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
@@ -140,7 +139,12 @@ async function runNode(
     { level: 'info' },
     {
       write: (line: string) => {
-        const entry = JSON.parse(line) as { perf?: PerfSummary; catchUp?: unknown; level: number; msg: string };
+        const entry = JSON.parse(line) as {
+          perf?: PerfSummary;
+          catchUp?: unknown;
+          level: number;
+          msg: string;
+        };
         if (entry.perf) summaries.push(entry.perf);
         else if (entry.catchUp || /catch/.test(entry.msg)) catchUpLines.push(entry.msg);
         else if (entry.level >= 40) log(`  [${label}] ${entry.msg}`);
@@ -218,7 +222,8 @@ async function runWorkers(base: NodeConfig, n: number, total: number): Promise<O
     const dir = await mkdtemp(join(tmpdir(), 'idem-bench-cu-worker-'));
     dirs.push(dir);
     // A shared store (Redis) is shared; RocksDB is local to each node, as with two instances.
-    const repository = base.repository.type === 'rocksdb' ? { ...base.repository, path: dir } : base.repository;
+    const repository =
+      base.repository.type === 'rocksdb' ? { ...base.repository, path: dir } : base.repository;
     const config = { ...base, repository } as NodeConfig;
     // tsx's loader is per thread: the worker registers it before it imports this file.
     const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`;
@@ -274,7 +279,9 @@ function report(copies: readonly Result[], restarts: readonly Restart[]): void {
       base > 0 ? `${Math.round((r.recordsPerSecond / base) * 100)}%` : '',
       r.cpuMicrosPerRecord.toFixed(1),
       restart ? restart.cpuUse.toFixed(2) : '',
-      ...PHASES.map((p) => (r.phases && r.seconds > 0 ? String(Math.round((r.phases[p] / r.seconds) * 100)) : '')),
+      ...PHASES.map((p) =>
+        r.phases && r.seconds > 0 ? String(Math.round((r.phases[p] / r.seconds) * 100)) : '',
+      ),
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
@@ -287,7 +294,9 @@ function report(copies: readonly Result[], restarts: readonly Restart[]): void {
   log('');
   log(`load average (1, 5, 15 min): ${load.join(', ')} on ${PARTITIONS} partitions, this box's cores shared`);
   log('to zero lag: from the restart call (group join included) to the last backlog record handled.');
-  log('records/s: first record to last. cpu use: CPU seconds of this process per wall second (1.0 = one core).');
+  log(
+    'records/s: first record to last. cpu use: CPU seconds of this process per wall second (1.0 = one core).',
+  );
 
   const sink = new FigureSink(
     'kafka-catch-up',
@@ -319,7 +328,9 @@ function report(copies: readonly Result[], restarts: readonly Restart[]): void {
     });
   }
   sink.note(`backlog ${RECORDS} records over ${PARTITIONS} partitions, ${DUPLICATE_SHARE * 100}% duplicates`);
-  sink.note(`chunks: ${BATCH_SIZE} ordinary, ${CATCH_UP_BATCH_SIZE} catching up; lag threshold ${LAG_THRESHOLD}`);
+  sink.note(
+    `chunks: ${BATCH_SIZE} ordinary, ${CATCH_UP_BATCH_SIZE} catching up; lag threshold ${LAG_THRESHOLD}`,
+  );
   sink.write(values.json);
 }
 

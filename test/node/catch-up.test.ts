@@ -3,9 +3,9 @@ import { describe, it } from 'node:test';
 import type { Producer } from 'kafkajs';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
+import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
 import { CatchUp, catchUpDefaults, formatCatchUp } from '../../src/node/catch-up.js';
-import { loadConfig } from '../../src/config/load.js';
 import { nodeConfigSchema } from '../../src/node/options.js';
 import { testProducer, waitFor, waitForCommitted } from '../helpers/kafka.js';
 import {
@@ -116,7 +116,10 @@ describe('fast catch-up against Kafka', { skip: skipUnlessEnabled('kafka') }, ()
     assert.equal(report.leaked, 0, 'no uid twice');
     assert.equal(report.distinct, data.distinct);
     assert.equal(second.handle.totals().recordsIn, backlog + head, 'the restart reads each record once');
-    assert.equal(first.handle.totals().duplicates + second.handle.totals().duplicates, data.total - data.distinct);
+    assert.equal(
+      first.handle.totals().duplicates + second.handle.totals().duplicates,
+      data.total - data.distinct,
+    );
 
     // Each partition caught up, and its metrics came down to zero lag.
     const started = metricByPartition(metrics, 'idem_node_catch_ups_total');

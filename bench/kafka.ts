@@ -69,7 +69,10 @@ async function createTopic(name: string): Promise<string> {
   return name;
 }
 
-/** 1M JSON values; about DUPLICATE_SHARE of them repeat an earlier uid (same key, so same partition). */
+/**
+ * `records` JSON values (1M); about `duplicateShare` of them repeat an earlier uid of the same call (same key, so
+ * same partition). Uids start at `first`, so a second call can add records that repeat none of the first's.
+ */
 export async function prefill(
   topic: string,
   records = RECORDS,

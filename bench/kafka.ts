@@ -248,6 +248,8 @@ function nodeConfig(input: string, output: string, repository: Record<string, un
     dedup: { id: 'uid' },
     repository,
     metrics: { enabled: false },
+    // The steady-state path: a pre-filled topic would otherwise start a catch-up (bench:catch-up measures that).
+    catchUp: { enabled: false },
   });
 }
 

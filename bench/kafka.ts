@@ -18,6 +18,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Kafka, type KafkaMessage, logLevel, type Message } from 'kafkajs';
 import { pino } from 'pino';
@@ -27,7 +28,10 @@ import { type NodeConfig, nodeConfigSchema, nodeDefaults } from '../src/node/opt
 import { type PerfSummary, PHASES, type Phase } from '../src/node/perf-log.js';
 import { FigureSink } from './report/figures.js';
 
+/** Run as a script (not imported by another bench, which gets the defaults and its own flags). */
+const isMain = import.meta.url === pathToFileURL(process.argv[1] ?? '').href;
 const { values } = parseArgs({
+  ...(isMain ? {} : { args: [] }),
   options: {
     records: { type: 'string', default: '1000000' },
     duplicates: { type: 'string', default: '0.1' },
@@ -51,7 +55,7 @@ const admin = kafka.admin();
 const topics: string[] = [];
 
 /** One measured run. */
-interface Result {
+export interface Result {
   readonly name: string;
   readonly recordsPerSecond: number;
   readonly seconds: number;
@@ -68,8 +72,16 @@ async function createTopic(name: string): Promise<string> {
   return name;
 }
 
-/** 1M JSON values; about DUPLICATE_SHARE of them repeat an earlier uid (same key, so same partition). */
-async function prefill(topic: string): Promise<number> {
+/**
+ * `records` JSON values (1M); about `duplicateShare` of them repeat an earlier uid of the same call (same key, so
+ * same partition). Uids start at `first`, so a second call can add records that repeat none of the first's.
+ */
+export async function prefill(
+  topic: string,
+  records = RECORDS,
+  duplicateShare = DUPLICATE_SHARE,
+  first = 0,
+): Promise<number> {
   const producer = kafka.producer();
   await producer.connect();
   let distinct = 0;
@@ -81,11 +93,11 @@ async function prefill(topic: string): Promise<number> {
   const batch = 10_000;
   const inFlight = new Set<Promise<unknown>>();
   const start = performance.now();
-  for (let i = 0; i < RECORDS; i += batch) {
+  for (let i = 0; i < records; i += batch) {
     const messages: Message[] = [];
-    for (let j = i; j < Math.min(RECORDS, i + batch); j++) {
-      const repeat = distinct > 0 && random() < DUPLICATE_SHARE;
-      const uid = repeat ? Math.floor(random() * distinct) : distinct++;
+    for (let j = i; j < Math.min(records, i + batch); j++) {
+      const repeat = distinct > 0 && random() < duplicateShare;
+      const uid = first + (repeat ? Math.floor(random() * distinct) : distinct++);
       messages.push({
         key: `k${uid}`,
         value: `{"uid":"u-${uid}","n":${j},"source":"bench","payload":"${'x'.repeat(24)}"}`,
@@ -101,13 +113,13 @@ async function prefill(topic: string): Promise<number> {
   await producer.disconnect();
   const seconds = (performance.now() - start) / 1000;
   log(
-    `prefill: ${RECORDS} records (${distinct} distinct) in ${seconds.toFixed(1)} s = ${rate(RECORDS, seconds)}/s`,
+    `prefill: ${records} records (${distinct} distinct) in ${seconds.toFixed(1)} s = ${rate(records, seconds)}/s`,
   );
   return distinct;
 }
 
 /** Polls a record counter: rate from the first record seen to the last, excluding group join and startup. */
-async function measure(
+export async function measure(
   count: () => number,
   total: number,
 ): Promise<{
@@ -138,13 +150,18 @@ async function measure(
   }
 }
 
-/** The baseline: the node's consume → produce path without parsing, store or DLQ. */
-async function copy(
+/**
+ * The baseline: the node's consume → produce path without parsing, store or DLQ, with the node's fetch sizes
+ * and chunk size (`config.input`), until `total` records are copied.
+ */
+export async function copy(
   config: NodeConfig,
   input: string,
   output: string,
   name = 'plain kafkajs copy',
+  total = RECORDS,
 ): Promise<Result> {
+  const chunkSize = config.input.batchSize;
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   const consumer = kafka.consumer({
     groupId: `idem-bench-${output}`,
@@ -162,8 +179,8 @@ async function copy(
     eachBatchAutoResolve: false,
     eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat }) => {
       let last: KafkaMessage | undefined;
-      for (let i = 0; i < batch.messages.length; i += BATCH_SIZE) {
-        const chunk = batch.messages.slice(i, i + BATCH_SIZE);
+      for (let i = 0; i < batch.messages.length; i += chunkSize) {
+        const chunk = batch.messages.slice(i, i + chunkSize);
         await producer.send({
           topic: output,
           acks: -1,
@@ -188,7 +205,7 @@ async function copy(
       }
     },
   });
-  const { seconds, perSecond, cpuMicrosPerRecord } = await measure(() => copied, RECORDS);
+  const { seconds, perSecond, cpuMicrosPerRecord } = await measure(() => copied, total);
   await consumer.disconnect();
   await producer.disconnect();
   return { name, recordsPerSecond: perSecond, seconds, out: copied, cpuMicrosPerRecord };
@@ -244,6 +261,8 @@ function nodeConfig(
     dedup: { id: 'uid' },
     repository,
     metrics: { enabled: false },
+    // The steady-state path: a pre-filled topic would otherwise start a catch-up (bench:catch-up measures that).
+    catchUp: { enabled: false },
   });
 }
 
@@ -494,4 +513,4 @@ async function main(): Promise<void> {
   table(results, restores);
 }
 
-await main();
+if (isMain) await main();

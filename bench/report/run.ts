@@ -82,6 +82,12 @@ const BENCHES: readonly BenchSpec[] = [
     small: ['--ids', '5000', '--sequential', '300', '--concurrency', '128'],
   },
   { name: 'kafka', file: 'bench/kafka.ts', servers: [KAFKA], small: ['--records', '100000'] },
+  {
+    name: 'kafka-catch-up',
+    file: 'bench/kafka-catch-up.ts',
+    servers: [KAFKA],
+    small: ['--records', '150000'],
+  },
 ];
 
 /** True when something accepts a TCP connection at `host:port` within a second. */

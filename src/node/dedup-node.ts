@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { checkChangelogTopic, encodeMark, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { untilAborted } from './abort.js';
+import { CatchUp } from './catch-up.js';
 import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
 import { kafkaClient } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
@@ -142,7 +143,9 @@ export async function startDedupNode(
     roundHadRecords = false;
   });
   let partitions: PartitionLifecycle | undefined;
+  const catchUp = new CatchUp(config.catchUp, batchSize, metrics.registry, logger);
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+    catchUp.reassigned();
     logger.info({ memberId: payload.memberId, assignment: payload.memberAssignment }, 'joined the group');
     partitions?.assigned(payload.memberAssignment[config.input.topic] ?? []).catch((error: unknown) => {
       logger.warn({ err: error }, 'closing revoked partitions failed');
@@ -170,6 +173,7 @@ export async function startDedupNode(
   const perfTimer = setInterval(() => {
     const summary = perf.flush();
     logger.info({ perf: summary }, formatPerf(summary));
+    catchUp.logProgress(logger);
   }, config.perf.interval);
   perfTimer.unref();
 
@@ -228,9 +232,12 @@ export async function startDedupNode(
     try {
       // A newly assigned partition first gets its dedup state back from the changelog.
       const state = partitions && (await partitions.ready(partition, payload.heartbeat));
-      for (let i = 0; i < messages.length; i += batchSize) {
+      for (let i = 0; i < messages.length; ) {
         if (!payload.isRunning() || payload.isStale()) break;
-        const chunk = messages.slice(i, i + batchSize);
+        // Larger chunks while the partition catches up (src/node/catch-up.ts).
+        const size = catchUp.chunkSize(topic, partition, Number(messages[i]?.offset), highWatermark);
+        const chunk = messages.slice(i, i + size);
+        i += chunk.length;
         if (state?.exactlyOnce) {
           if (!(await handleTransactional(state, topic, chunk, payload))) break;
         } else {
@@ -238,6 +245,7 @@ export async function startDedupNode(
         }
         done = chunk[chunk.length - 1] as KafkaMessage;
         payload.resolveOffset(done.offset);
+        catchUp.handled(topic, partition, chunk.length, Number(done.offset) + 1, highWatermark);
         // Behind the high watermark of this fetch; Number is exact below 2^53 records.
         metrics.lag.set(
           { topic, partition: partitionLabel },

@@ -3,6 +3,7 @@ import { configSections } from '../config/sections.js';
 import { type IdSource, idSourceSchema } from '../kafka/index.js';
 import { tlsSettingSchema } from '../repositories/shared-options.js';
 import { durationMs } from '../util/duration.js';
+import { catchUpSchema } from './catch-up.js';
 
 /** Defaults of the dedup node, written once. */
 export const nodeDefaults = {
@@ -165,6 +166,8 @@ export const nodeConfigSchema = z
       .object({ timeout: durationMs.default(nodeDefaults.shutdownTimeoutMs) })
       .strict()
       .prefault({}),
+    /** Fast catch-up of a partition found far behind (src/node/catch-up.ts). */
+    catchUp: catchUpSchema,
   })
   .strict()
   .superRefine((config, ctx) => {

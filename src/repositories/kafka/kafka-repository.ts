@@ -12,7 +12,7 @@ import {
 } from '../../kafka/changelog/index.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { idOfKey, MAX_ID_BYTES } from '../ids.js';
-import { MemoryRepository } from '../memory/memory-repository.js';
+import { type HeldRecord, MemoryRepository } from '../memory/memory-repository.js';
 import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
 import { type KafkaOptions, type KafkaRepositoryOptions, parseKafkaOptions } from './options.js';
 
@@ -26,8 +26,8 @@ const TAIL_RETRY_MS = 1_000;
 /** One write to the topic: the record a key now holds, or undefined for a tombstone. */
 interface Change {
   readonly key: string;
-  readonly before: IdempotencyRecord | undefined;
-  readonly after: IdempotencyRecord | undefined;
+  readonly before: HeldRecord | undefined;
+  readonly after: HeldRecord | undefined;
 }
 
 /**
@@ -219,7 +219,7 @@ export class KafkaRepository extends BaseRepository {
       for (const { key, before: old, after } of changes) {
         if (this.#index.peekRecord(key) !== after) continue;
         if (old === undefined) this.#index.deleteRecord(key);
-        else this.#index.putRecord(old);
+        else this.#index.putRecord(key, old);
       }
       throw error;
     }
@@ -233,7 +233,7 @@ export class KafkaRepository extends BaseRepository {
     let bytes = 0;
     try {
       for (const { key, after } of changes) {
-        const value = after === undefined ? null : encodeMark(after);
+        const value = after === undefined ? null : encodeMark(this.#index.recordOf(key, after));
         const size = Buffer.byteLength(key) + (value?.length ?? 0) + 80;
         if (chunk.length > 0 && bytes + size > MAX_REQUEST_BYTES) {
           await this.#producer.send({ topic: this.topic, acks: -1, messages: chunk });
@@ -274,7 +274,7 @@ export class KafkaRepository extends BaseRepository {
         continue;
       }
       try {
-        this.#index.putRecord(markRecord(entry.key, decodeMark(entry.value)));
+        this.#index.putRecord(entry.key, markRecord(entry.key, decodeMark(entry.value)));
       } catch (error) {
         if (!(error instanceof InvalidInputError)) throw error;
         if (this.#unreadable++ === 0) {

@@ -19,6 +19,12 @@ import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
 const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});
 
 /**
+ * A record as the memory store holds it: the record, or for a bare confirmed record only its expiry, as a small
+ * integer (see `#compact`). Opaque outside the store.
+ */
+export type HeldRecord = IdempotencyRecord | number;
+
+/**
  * In-process store for tests and small jobs: a bounded LRU map. Expiry is checked on every read against the
  * record's own times, so a record past its TTL is absent even before the LRU drops it.
  *
@@ -42,7 +48,7 @@ export class MemoryRepository extends BaseRepository {
   };
   protected readonly storeName = 'memory';
   /** Key → record, or a bare confirmed record's `expiresAt - #base` (see the class comment). */
-  readonly #records = new Map<string, IdempotencyRecord | number>();
+  readonly #records = new Map<string, HeldRecord>();
   /** What compact expiries count from: the first one kept, so they stay small integers for weeks. */
   #base: number | undefined;
   readonly #maxEntries: number;
@@ -71,17 +77,23 @@ export class MemoryRepository extends BaseRepository {
   }
 
   /**
-   * The record stored under a canonical key, live or not. With {@link putRecord} and {@link deleteRecord}, this
-   * lets a store that keeps its durable copy elsewhere (the `kafka` repository) use this map as its local index:
-   * it replays records exactly as written and undoes a write its durable store refused.
+   * What the map holds under a canonical key, live or not, as an opaque value that compares by identity (`===`)
+   * to what it held before a call. With {@link recordOf}, {@link putRecord} and {@link deleteRecord}, this lets a
+   * store that keeps its durable copy elsewhere (the `kafka` repository) use this map as its local index: it sees
+   * which keys a call changed, replays records exactly as written and undoes a write its durable store refused.
    */
-  peekRecord(key: string): IdempotencyRecord | undefined {
+  peekRecord(key: string): HeldRecord | undefined {
     return this.#records.get(key);
   }
 
-  /** Stores a record as it is, under its own key, replacing what the key held (see {@link peekRecord}). */
-  putRecord(record: IdempotencyRecord): void {
-    this.#touch(record.id, record);
+  /** The record a value from {@link peekRecord} stands for. */
+  recordOf(key: string, held: HeldRecord): IdempotencyRecord {
+    return this.#record(key, held);
+  }
+
+  /** Stores a record (or a value from {@link peekRecord}) under its key as it is, replacing what the key held. */
+  putRecord(key: string, held: HeldRecord): void {
+    this.#touch(key, typeof held === 'number' ? held : this.#compact(held));
   }
 
   /** Forgets a canonical key (see {@link peekRecord}). */

@@ -1,0 +1,273 @@
+/**
+ * Fast catch-up (KAFKA-7132's intent, within the node's ordering guarantee): a partition found far behind its
+ * high watermark is handled in larger chunks — larger store calls, larger output requests, fewer per-chunk
+ * costs — until it is back within one ordinary chunk of the head, and its progress (lag, rate, estimated time to
+ * zero) is published in `/metrics` and the perf log.
+ *
+ * The proposal's second consumer, reading the head into its own buffer while the first reads the backlog, was
+ * measured before it was built (docs/node.md, "Fast catch-up"): the node catching up keeps its one JavaScript
+ * thread busy (kafkajs decoding and encoding most of it), so a second fetch stream competes for that thread and
+ * cannot make the backlog go faster; and the head could not be handed to the output before the backlog anyway
+ * (output in input order per partition). The one consumer reads the backlog and then the head, so the hand-over
+ * has no gap and no reordering by construction; what changes during catch-up is how much work each record costs.
+ */
+import type { Logger } from 'pino';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { z } from 'zod';
+
+/** Defaults of `[catchUp]`, written once. */
+export const catchUpDefaults = {
+  enabled: true,
+  /** Records behind the high watermark that start a catch-up (about 10 s of a steady node on the test box). */
+  lagThreshold: 200_000,
+  /** Chunk size while catching up: records per store call and per output request, and the most a crash repeats. */
+  batchSize: 10_000,
+} as const;
+
+/** `[catchUp]`: when a partition catches up and how large its chunks are meanwhile. */
+export const catchUpSchema = z
+  .object({
+    enabled: z.boolean().default(catchUpDefaults.enabled),
+    /** Lag (records behind the partition's high watermark, as of a fetch) at which a catch-up starts. */
+    lagThreshold: z.number().int().min(1).default(catchUpDefaults.lagThreshold),
+    /** Records per chunk while catching up (`input.batchSize` otherwise). */
+    batchSize: z.number().int().min(1).default(catchUpDefaults.batchSize),
+  })
+  .strict()
+  .prefault({});
+
+/** Parsed `[catchUp]`. */
+export type CatchUpConfig = z.output<typeof catchUpSchema>;
+
+/** Progress of one partition's catch-up, as in the perf log's `catchUp` field. */
+export interface CatchUpProgress {
+  readonly topic: string;
+  readonly partition: number;
+  /** Records behind the high watermark of the last fetch. */
+  readonly lag: number;
+  /** Records handled per second since the catch-up started. */
+  readonly rate: number;
+  /** Seconds until the lag reaches zero at the current rate, net of the head's growth; null: not shrinking. */
+  readonly etaSeconds: number | null;
+  /** Records handled since the catch-up started. */
+  readonly handled: number;
+  /** False once the partition is back within one ordinary chunk of the head. */
+  readonly active: boolean;
+}
+
+/** One partition's catch-up in progress. */
+interface Run {
+  readonly topic: string;
+  readonly partition: number;
+  readonly label: { topic: string; partition: string };
+  readonly startedAt: number;
+  readonly startWatermark: number;
+  readonly startLag: number;
+  handled: number;
+  lag: number;
+  watermark: number;
+  at: number;
+  active: boolean;
+}
+
+/**
+ * Decides, per fetched batch and chunk, whether a partition is catching up and how large its next chunk is,
+ * and keeps the catch-up metrics. One instance per node; the batch loop calls {@link chunkSize} before each chunk
+ * and {@link handled} after it.
+ */
+export class CatchUp {
+  readonly #config: CatchUpConfig;
+  readonly #ordinary: number;
+  readonly #logger: Logger;
+  readonly #runs = new Map<string, Run>();
+  /** Partitions that caught up since start: their lag gauge follows them down to zero afterwards too. */
+  readonly #tracked = new Set<string>();
+  /** Runs that ended since the last perf line: reported once more, then forgotten. */
+  readonly #ended: Run[] = [];
+  readonly #active: Gauge;
+  readonly #lag: Gauge;
+  readonly #rate: Gauge;
+  readonly #eta: Gauge;
+  readonly #started: Counter;
+  readonly #records: Counter;
+
+  constructor(config: CatchUpConfig, ordinaryBatchSize: number, registry: Registry, logger: Logger) {
+    this.#config = config;
+    this.#ordinary = ordinaryBatchSize;
+    this.#logger = logger;
+    const labelNames = ['topic', 'partition'] as const;
+    const registers = [registry];
+    this.#active = new Gauge({
+      name: 'idem_node_catch_up_active',
+      help: 'Whether the partition is catching up (1) or not (0)',
+      labelNames,
+      registers,
+    });
+    this.#lag = new Gauge({
+      name: 'idem_node_catch_up_lag',
+      help: 'Records behind the high watermark of the last fetch, for a partition that caught up since start',
+      labelNames,
+      registers,
+    });
+    this.#rate = new Gauge({
+      name: 'idem_node_catch_up_rate',
+      help: 'Records per second handled by the current (or last) catch-up of the partition',
+      labelNames,
+      registers,
+    });
+    this.#eta = new Gauge({
+      name: 'idem_node_catch_up_eta_seconds',
+      help: 'Estimated seconds until the partition lag reaches zero (net of the head growth); +Inf if not shrinking',
+      labelNames,
+      registers,
+    });
+    this.#started = new Counter({
+      name: 'idem_node_catch_ups_total',
+      help: 'Catch-ups started (a partition found at least catchUp.lagThreshold records behind)',
+      labelNames,
+      registers,
+    });
+    this.#records = new Counter({
+      name: 'idem_node_catch_up_records_total',
+      help: 'Records handled while catching up',
+      labelNames,
+      registers,
+    });
+  }
+
+  /**
+   * The size of the next chunk of a partition whose next record is at `offset`, given the high watermark of the
+   * fetch that brought it; starts a catch-up when the lag passes `catchUp.lagThreshold`.
+   */
+  chunkSize(topic: string, partition: number, offset: number, highWatermark: number): number {
+    if (!this.#config.enabled) return this.#ordinary;
+    const key = `${topic}\u0000${partition}`;
+    let run = this.#runs.get(key);
+    const lag = Math.max(0, highWatermark - offset);
+    if (run === undefined && lag >= this.#config.lagThreshold) {
+      const now = performance.now();
+      run = {
+        topic,
+        partition,
+        label: { topic, partition: String(partition) },
+        startedAt: now,
+        startWatermark: highWatermark,
+        startLag: lag,
+        handled: 0,
+        lag,
+        watermark: highWatermark,
+        at: now,
+        active: true,
+      };
+      this.#runs.set(key, run);
+      this.#tracked.add(key);
+      this.#started.inc(run.label);
+      this.#active.set(run.label, 1);
+      this.#lag.set(run.label, lag);
+      this.#logger.info(
+        { topic, partition, lag, chunk: this.#config.batchSize },
+        `partition ${partition} is ${lag} records behind: catching up in chunks of ${this.#config.batchSize}`,
+      );
+    }
+    return run === undefined ? this.#ordinary : this.#config.batchSize;
+  }
+
+  /** After a chunk: `count` records handled, the partition's next offset and the fetch's high watermark. */
+  handled(topic: string, partition: number, count: number, nextOffset: number, highWatermark: number): void {
+    const key = `${topic}\u0000${partition}`;
+    const run = this.#runs.get(key);
+    if (run === undefined) {
+      if (this.#tracked.has(key)) {
+        this.#lag.set({ topic, partition: String(partition) }, Math.max(0, highWatermark - nextOffset));
+      }
+      return;
+    }
+    run.handled += count;
+    run.lag = Math.max(0, highWatermark - nextOffset);
+    run.watermark = highWatermark;
+    run.at = performance.now();
+    this.#records.inc(run.label, count);
+    const progress = this.#progress(run);
+    this.#lag.set(run.label, run.lag);
+    this.#rate.set(run.label, progress.rate);
+    this.#eta.set(run.label, progress.etaSeconds ?? Number.POSITIVE_INFINITY);
+    // Back within one ordinary chunk of the head: ordinary chunks again, so the crash bound is back too.
+    if (run.lag < this.#ordinary) this.#end(run, 'caught up');
+  }
+
+  /**
+   * The partitions were reassigned: a catch-up in progress ends (its partition may now be another member's);
+   * the next batch of each partition is judged afresh.
+   */
+  reassigned(): void {
+    for (const run of this.#runs.values()) this.#end(run, 'ended by a rebalance');
+  }
+
+  /** Progress of the partitions catching up now or since the last call, for the perf log; resets the latter. */
+  flush(): CatchUpProgress[] {
+    const list = [...this.#ended, ...this.#runs.values()].map((run) => this.#progress(run));
+    this.#ended.length = 0;
+    return list;
+  }
+
+  /** Logs one perf line of catch-up progress when a partition is catching up or finished one since the last. */
+  logProgress(logger: Logger): void {
+    const progress = this.flush();
+    if (progress.length > 0) logger.info({ catchUp: progress }, formatCatchUp(progress));
+  }
+
+  #end(run: Run, why: string): void {
+    const key = `${run.topic}\u0000${run.partition}`;
+    if (this.#runs.get(key) !== run) return;
+    this.#runs.delete(key);
+    run.active = false;
+    this.#ended.push(run);
+    this.#active.set(run.label, 0);
+    this.#eta.set(run.label, run.lag === 0 ? 0 : Number.POSITIVE_INFINITY);
+    const { rate } = this.#progress(run);
+    const seconds = (run.at - run.startedAt) / 1000;
+    this.#logger.info(
+      {
+        topic: run.topic,
+        partition: run.partition,
+        handled: run.handled,
+        seconds: round(seconds, 2),
+        rate,
+        lag: run.lag,
+      },
+      `partition ${run.partition} catch-up ${why}: ${run.handled} records in ${seconds.toFixed(1)} s (${rate}/s), lag ${run.lag}`,
+    );
+  }
+
+  #progress(run: Run): CatchUpProgress {
+    const seconds = (run.at - run.startedAt) / 1000;
+    const rate = seconds > 0 ? run.handled / seconds : 0;
+    const headRate = seconds > 0 ? (run.watermark - run.startWatermark) / seconds : 0;
+    const net = rate - headRate;
+    const etaSeconds = run.lag === 0 ? 0 : net > 0 ? round(run.lag / net, 1) : null;
+    return {
+      topic: run.topic,
+      partition: run.partition,
+      lag: run.lag,
+      rate: Math.round(rate),
+      etaSeconds,
+      handled: run.handled,
+      active: run.active,
+    };
+  }
+}
+
+/** `catch-up: partition 0 lag 523000 at 31000/s, ~17 s to zero; partition 1 caught up (…)`. */
+export function formatCatchUp(progress: readonly CatchUpProgress[]): string {
+  const parts = progress.map((p) =>
+    p.active
+      ? `partition ${p.partition} lag ${p.lag} at ${p.rate}/s, ${p.etaSeconds === null ? 'not shrinking' : `~${p.etaSeconds} s to zero`}`
+      : `partition ${p.partition} done (${p.handled} records at ${p.rate}/s, lag ${p.lag})`,
+  );
+  return `catch-up: ${parts.join('; ')}`;
+}
+
+function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}

@@ -338,6 +338,43 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     assert.deepEqual(ends, new Map([[0, 10]]));
   });
 
+  it('serves concurrent reads of different partitions from one reader, with a heartbeat per fetch and an abort', async (t) => {
+    const kafka = testKafka();
+    const topic = await changelogTopic(t, kafka, 2);
+    await produce(await testProducer(t, kafka), topic, [...marks('a', 400, 0), ...marks('b', 300, 1)]);
+    const reader = new ChangelogReader(kafka, { maxBytesPerPartition: 4096 });
+    onCleanup(t, () => reader.close());
+    const keys = new Map<number, string[]>();
+    let heartbeats = 0;
+    const read = (partition: number) =>
+      reader.read({
+        topic,
+        from: new Map([[partition, 0]]),
+        heartbeat: async () => {
+          heartbeats++;
+        },
+        onBatch: (p, batch) => {
+          keys.set(p, [...(keys.get(p) ?? []), ...batch.map((r) => r.key)]);
+        },
+      });
+    const [ends0, ends1] = await Promise.all([read(0), read(1)]);
+    assert.deepEqual([ends0, ends1], [new Map([[0, 400]]), new Map([[1, 300]])]);
+    assert.equal(keys.get(0)?.length, 400);
+    assert.equal(keys.get(1)?.length, 300);
+    assert.ok(heartbeats >= 2, `${heartbeats} heartbeats`);
+    const controller = new AbortController();
+    const stopped = new Error('stopped');
+    await assert.rejects(
+      reader.read({
+        topic,
+        from: new Map([[0, 0]]),
+        signal: controller.signal,
+        onBatch: () => controller.abort(stopped),
+      }),
+      (error: unknown) => error === stopped,
+    );
+  });
+
   it('follows the topic after catching up, until aborted', async (t) => {
     const kafka = testKafka();
     const topic = await changelogTopic(t, kafka, 2);

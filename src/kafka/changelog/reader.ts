@@ -65,6 +65,10 @@ export class ChangelogReader {
   readonly #retries: number;
   readonly #topics = new Set<string>();
   #connecting: Promise<void> | undefined;
+  /** The cluster calls that may open broker connections, one at a time (see {@link #exclusive}). */
+  #queue: Promise<unknown> = Promise.resolve();
+  /** Broker connections that have served a fetch, so their fetch connection is open. */
+  readonly #fetched = new WeakSet<object>();
 
   constructor(kafka: Kafka, options: ChangelogReaderOptions = {}) {
     this.#cluster = createCluster(kafka);
@@ -77,7 +81,7 @@ export class ChangelogReader {
   /** The topic's partition ids, from fresh metadata. */
   async partitions(topic: string): Promise<number[]> {
     await this.#ready(topic);
-    await this.#cluster.refreshMetadata();
+    await this.#exclusive(() => this.#cluster.refreshMetadata());
     return this.#cluster
       .findTopicPartitionMetadata(topic)
       .map((p) => p.partitionId)
@@ -189,16 +193,29 @@ export class ChangelogReader {
       await this.#connecting;
     }
     if (!this.#topics.has(topic)) {
-      await this.#cluster.addTargetTopic(topic);
+      await this.#exclusive(() => this.#cluster.addTargetTopic(topic));
       this.#topics.add(topic);
     }
   }
 
+  /**
+   * Runs a cluster call after the previous one ended. kafkajs connects a broker lazily, on first use, and two
+   * concurrent first uses of one broker open two sockets, one of which is never closed; concurrent reads on one
+   * reader would leak it. Only these short calls queue; the fetches themselves run concurrently.
+   */
+  #exclusive<T>(call: () => Promise<T>): Promise<T> {
+    const result = this.#queue.then(call);
+    this.#queue = result.catch(() => undefined);
+    return result;
+  }
+
   async #offsets(topic: string, partitions: readonly number[], earliest: boolean): Promise<PartitionOffsets> {
     await this.#ready(topic);
-    const [result] = await this.#cluster.fetchTopicsOffset([
-      { topic, partitions: partitions.map((partition) => ({ partition })), fromBeginning: earliest },
-    ]);
+    const [result] = await this.#exclusive(() =>
+      this.#cluster.fetchTopicsOffset([
+        { topic, partitions: partitions.map((partition) => ({ partition })), fromBeginning: earliest },
+      ]),
+    );
     return new Map((result?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
   }
 
@@ -217,8 +234,8 @@ export class ChangelogReader {
       leaders.set(leader, [...(leaders.get(leader) ?? []), p]);
     }
     const rounds = [...leaders].map(async ([leader, ps]) => {
-      const broker = await this.#cluster.findBroker({ nodeId: String(leader) });
-      return fetchBatches(broker, {
+      const broker = await this.#exclusive(() => this.#cluster.findBroker({ nodeId: String(leader) }));
+      const request: Parameters<typeof fetchBatches>[1] = {
         isolationLevel: READ_COMMITTED,
         // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
         maxWaitTime: waiting ? this.#maxWaitMs : 100,
@@ -234,7 +251,13 @@ export class ChangelogReader {
             })),
           },
         ],
-      });
+      };
+      // kafkajs opens a broker's fetch connection on its first fetch, and two concurrent first fetches open two
+      // sockets (one never closed): the first fetch per connection queues like the other connecting calls.
+      if (this.#fetched.has(broker)) return fetchBatches(broker, request);
+      const batches = await this.#exclusive(() => fetchBatches(broker, request));
+      this.#fetched.add(broker);
+      return batches;
     });
     return (await Promise.all(rounds)).flat();
   }
@@ -256,7 +279,7 @@ export class ChangelogReader {
       throw new RepositoryError(`reading changelog topic ${topic} failed: ${detail}`, { cause: error });
     }
     await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** failures)));
-    await this.#cluster.refreshMetadata().catch(() => undefined);
+    await this.#exclusive(() => this.#cluster.refreshMetadata()).catch(() => undefined);
   }
 
   /** A partition that returns nothing below its end: its log start passed the offset (retention ran). */

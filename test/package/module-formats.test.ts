@@ -13,13 +13,14 @@ const entryPoints = [
   'redis',
   'dynamodb',
   'cassandra',
+  'kafka-repository',
   'kafka',
   'config',
   'di',
   'contract',
 ];
 /** Entry points whose client library the probe project does not install: resolved, not loaded. */
-const resolveOnly = new Set(['dynamodb', 'cassandra', 'kafka']);
+const resolveOnly = new Set(['dynamodb', 'cassandra', 'kafka-repository', 'kafka']);
 
 const specifier = (entry: string) => (entry ? `idempotent-consumer/${entry}` : 'idempotent-consumer');
 

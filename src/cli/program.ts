@@ -236,7 +236,7 @@ function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void 
     section.maxEntries = dedupDefaults.memoryMaxEntries;
     return;
   }
-  if (section.type === 'memory') {
+  if (section.type === 'memory' && storeFlag === undefined) {
     // The memory store's own cap evicts the oldest ids, which would let their repeats through unnoticed.
     section.maxEntries ??= dedupDefaults.memoryMaxEntries;
     return;

@@ -89,7 +89,7 @@ describe('config errors as idem prints them', () => {
     const node = await idem(['node', '--config', file('node.toml')], env);
     assert.equal(
       node.stderr,
-      'idem node: env IDEM__CONSUMR__TTL: consumr: unknown key; valid keys here: repository, kafka, input, output, dlq, dedup, metrics, perf, shutdown\n',
+      'idem node: env IDEM__CONSUMR__TTL: consumr: unknown key; valid keys here: repository, kafka, input, output, changelog, dlq, dedup, metrics, perf, shutdown, catchUp\n',
     );
     assert.equal(node.code, 2);
   });

@@ -14,6 +14,9 @@ import { ChunkTransaction } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
 import { type NodeConfig, transactionalId } from './options.js';
 
+/** First backoff of a transactional producer's retries (kafkajs's default is 300 ms); see #open. */
+const TRANSACTION_RETRY_MS = 20;
+
 /** Restored marks are kept until the end of the minute they expire in: one store call per minute of expiries. */
 const RESTORE_BUCKET_MS = 60_000;
 
@@ -238,6 +241,11 @@ export class PartitionLifecycle {
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
       createPartitioner: Partitioners.DefaultPartitioner,
+      // The first request of a transaction that follows a commit often meets CONCURRENT_TRANSACTIONS (the
+      // coordinator is still writing the last one's markers, a few ms). kafkajs retries it after its default
+      // 300 ms backoff, which made each chunk wait ~0.3 s; a short first backoff retries once the markers are
+      // down. Unlimited retries as kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
+      retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: TRANSACTION_RETRY_MS },
     });
     await producer.connect();
     try {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ClaimLostError, InvalidIdError } from '../errors.js';
 import { idOfKey } from '../repositories/ids.js';
+import { markIds } from '../repositories/mark.js';
 import type {
   AddEntry,
   AddOptions,
@@ -354,7 +355,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const start = store.start(batch);
     let marked: boolean[];
     try {
-      marked = await markMany(
+      marked = await markIds(
         this.#options.repository,
         keys.map((key, k) => ({ id: idOfKey(key), ...markEntry(batch, at[k] as number) })),
         this.#options.ttlMs,
@@ -420,17 +421,3 @@ function markEntry(batch: Batch<unknown>, winner: number): AddEntryFields | unde
 }
 
 type AddEntryFields = Omit<AddEntry, 'id'>;
-
-/**
- * The lazy mark of a batch: the store's `markMany` (its cheapest write, possibly blind: the lookup just read these
- * ids as absent), or `addMany` for a repository without one. False where a live record held the id (a race).
- */
-async function markMany(
-  repository: IdempotentRepository,
-  entries: readonly AddEntry[],
-  ttlMs: number,
-): Promise<boolean[]> {
-  if (repository.markMany) return repository.markMany(entries, { ttlMs });
-  const added = await repository.addMany(entries, { ttlMs });
-  return added.map((r) => r.added);
-}

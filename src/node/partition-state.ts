@@ -7,6 +7,7 @@ import {
   decodeMarkExpiry,
 } from '../kafka/changelog/index.js';
 import { idOfKey } from '../repositories/ids.js';
+import { markIds } from '../repositories/mark.js';
 import type { AddEntry, IdempotentRepository } from '../repositories/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
 import { stagingRepository } from './exactly-once/staged-marks.js';
@@ -280,8 +281,7 @@ export class PartitionLifecycle {
     let count = 0;
     for (const [bucket, entries] of buckets) {
       const ttlMs = Math.max(1, bucket - now);
-      if (repository.markMany) await repository.markMany(entries, { ttlMs });
-      else await repository.addMany(entries, { ttlMs });
+      await markIds(repository, entries, ttlMs);
       count += entries.length;
     }
     return count;

@@ -1,6 +1,7 @@
 import type { Message, Producer, ProducerRecord, RecordMetadata, Transaction } from 'kafkajs';
 import { encodeMark } from '../../kafka/changelog/index.js';
 import { type DeadLetter, deadLetterMessage } from '../../kafka/index.js';
+import { markIds } from '../../repositories/mark.js';
 import type { IdempotentRepository } from '../../repositories/types.js';
 import type { ChunkEnd, ChunkSink } from '../chunk.js';
 import { isFenced } from '../output.js';
@@ -128,9 +129,11 @@ export async function applyMarks(store: IdempotentRepository, marks: readonly St
     else byTtl.set(mark.ttlMs, [mark]);
   }
   for (const [ttlMs, list] of byTtl) {
-    const entries = list.map((m) => ({ id: m.id }));
-    if (store.markMany) await store.markMany(entries, { ttlMs });
-    else await store.addMany(entries, { ttlMs });
+    await markIds(
+      store,
+      list.map((m) => ({ id: m.id })),
+      ttlMs,
+    );
   }
 }
 

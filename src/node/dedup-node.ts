@@ -128,9 +128,27 @@ export async function startDedupNode(
     fail = reject;
   });
   failed.catch(() => undefined); // observed by whoever awaits it; never an unhandled rejection
+  // Set once the consumer runs; the node starts it again after a crash kafkajs gives up on for lack of a broker.
+  let runConsumer: (() => Promise<void>) | undefined;
+  let restartTimer: NodeJS.Timeout | undefined;
+  let restarts = 0;
+  let stopRequested = false;
   consumer.on(consumer.events.CRASH, ({ payload }) => {
     if (payload.restart) {
       logger.warn({ err: payload.error }, 'consumer crashed; kafkajs restarts it');
+    } else if (runConsumer && !stopRequested && brokerUnreachable(payload.error) && restarts < MAX_RESTARTS) {
+      // kafkajs treats "no broker answered the coordinator lookup" as final, although a broker restart (or a
+      // leader moving) causes it: a single-broker cluster that restarts would otherwise end the process.
+      const delay = Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** restarts++);
+      logger.warn(
+        { err: payload.error, attempt: restarts, delayMs: delay },
+        'consumer crashed for lack of a broker; the node starts it again',
+      );
+      const run = runConsumer;
+      restartTimer = setTimeout(() => {
+        restartTimer = undefined;
+        if (!stopRequested) run().catch((error: unknown) => fail(asError(error)));
+      }, delay);
     } else {
       logger.error({ err: payload.error }, 'consumer crashed and will not restart');
       fail(payload.error);
@@ -145,6 +163,7 @@ export async function startDedupNode(
   let partitions: PartitionLifecycle | undefined;
   const catchUp = new CatchUp(config.catchUp, batchSize, metrics.registry, logger);
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+    restarts = 0;
     catchUp.reassigned();
     logger.info({ memberId: payload.memberId, assignment: payload.memberAssignment }, 'joined the group');
     partitions?.assigned(payload.memberAssignment[config.input.topic] ?? []).catch((error: unknown) => {
@@ -317,8 +336,10 @@ export async function startDedupNode(
         return false;
       }
       metrics.transactions.inc({ result: 'aborted' });
-      // A transaction that could not be aborted leaves its producer unusable: start it again (its init aborts it).
-      if (tx.abortFailed) await lifecycle.reset(state.partition, 'transaction could not be aborted');
+      // A transaction whose end failed leaves its producer unusable and its outcome unknown: a new producer (its
+      // init aborts what is open) and a restore (the changelog holds the marks if it did commit) before going on.
+      if (tx.needsNewProducer)
+        await lifecycle.reset(state.partition, 'transaction did not end in a known abort');
       throw error;
     }
     metrics.transactions.inc({ result: 'committed' });
@@ -334,12 +355,14 @@ export async function startDedupNode(
     ).unref();
   };
 
-  await consumer.run({
-    autoCommit: false,
-    eachBatchAutoResolve: false,
-    partitionsConsumedConcurrently: 1,
-    eachBatch: handleBatch,
-  });
+  runConsumer = () =>
+    consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 1,
+      eachBatch: handleBatch,
+    });
+  await runConsumer();
 
   let stopping: Promise<void> | undefined;
   return {
@@ -349,6 +372,8 @@ export async function startDedupNode(
     totals: () => ({ ...totals }),
     stop: () => {
       stopping ??= (async () => {
+        stopRequested = true;
+        clearTimeout(restartTimer);
         clearInterval(perfTimer);
         try {
           await consumer.disconnect(); // waits for the chunk in hand; the batch commits before returning
@@ -374,6 +399,27 @@ function checkpointPath(config: NodeConfig): string | undefined {
   if (config.changelog.checkpoint !== undefined) return config.changelog.checkpoint;
   const repository = config.repository as { type?: string; path?: string };
   return repository.type === 'rocksdb' && repository.path ? `${repository.path}.changelog.json` : undefined;
+}
+
+/** Restarts of a consumer that crashed for lack of a broker, in a row (a join resets the count): ~5 minutes. */
+const MAX_RESTARTS = 12;
+const RESTART_FIRST_MS = 1_000;
+const RESTART_MAX_MS = 30_000;
+
+/**
+ * Errors kafkajs does not retry although they only say that no broker could be reached: the group coordinator
+ * lookup found no broker answering (kafkajs bails out of it at once when every connection is refused).
+ */
+function brokerUnreachable(error: Error): boolean {
+  for (let e: unknown = error; e instanceof Error; e = (e as { cause?: unknown }).cause) {
+    if (e.name === 'KafkaJSGroupCoordinatorNotFound' || e.name === 'KafkaJSConnectionError') return true;
+    if (e.name === 'KafkaJSBrokerNotFound') return true;
+  }
+  return false;
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
 }
 
 function nextOffset(offset: string): string {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import { committedOffsets, endOffsets, onCleanup, randomName, waitFor } from '../helpers/kafka.js';
@@ -23,39 +23,19 @@ describe('exactly-once dedup node through a broker outage', { skip: skipUnlessEn
   it('rides out 10 s without its broker: no loss, no duplicate, no restart', {
     timeout: 480_000,
   }, async (t) => {
-    const broker = await startPrivateBroker(t, PORT);
-    const kafka = new Kafka({
-      clientId: 'idem-test',
-      brokers: [...broker.brokers],
-      logLevel: logLevel.NOTHING,
-      retry: { retries: 10, initialRetryTime: 200 },
-    });
-    const admin = kafka.admin();
-    await admin.connect();
-    onCleanup(t, () => admin.disconnect());
-    const [topic, output, dlq, groupId] = ['in', 'out', 'dlq', 'group'].map((p) =>
-      randomName(`idem-eos-${p}`),
-    );
-    await admin.createTopics({
-      topics: [
-        { topic: topic as string, numPartitions: 3 },
-        { topic: output as string, numPartitions: 3 },
-        { topic: dlq as string, numPartitions: 1 },
-      ],
-      waitForLeaders: true,
-    });
+    const { broker, kafka, topic, output, dlq, groupId } = await outageTestbed(t);
     const batchSize = 500;
     const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize });
     const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
     await producer.connect();
-    await produceInput(producer, topic as string, data);
+    await produceInput(producer, topic, data);
     await producer.disconnect();
 
     const config = nodeConfig({
-      topic: topic as string,
-      groupId: groupId as string,
-      output: output as string,
-      dlq: dlq as string,
+      topic: topic,
+      groupId: groupId,
+      output: output,
+      dlq: dlq,
       repository: await rocksdbRepository(t),
       batchSize,
       perfInterval: '200ms',
@@ -72,20 +52,28 @@ describe('exactly-once dedup node through a broker outage', { skip: skipUnlessEn
     await after.connect();
     onCleanup(t, () => after.disconnect());
     // The restarted broker answers "coordinator loading" for a while: keep asking.
-    const ends = await endOffsets(after, topic as string);
+    const ends = await endOffsets(after, topic);
+    let committed: Map<number, number> | undefined;
     await waitFor(
       async () => {
-        const committed = await committedOffsets(after, groupId as string, topic as string).catch(
-          () => undefined,
-        );
-        return committed !== undefined && [...ends].every(([p, end]) => committed.get(p) === end);
+        committed = await committedOffsets(after, groupId, topic).catch(() => undefined);
+        return committed !== undefined && [...ends].every(([p, end]) => committed?.get(p) === end);
       },
       { timeoutMs: 300_000, intervalMs: 500, what: 'the group to commit the whole input' },
-    );
+    ).catch((error: unknown) => {
+      // What a stall looks like from outside: where each partition stopped, and what the node said last.
+      t.diagnostic(
+        `end offsets ${JSON.stringify([...ends])}, committed ${JSON.stringify([...(committed ?? [])])}`,
+      );
+      t.diagnostic(`rows read: ${rowsIn(node.logs)}; process exit code: ${node.child.exitCode}`);
+      for (const line of node.logs.filter((l) => l.level !== 30 || l.perf === undefined).slice(-60))
+        t.diagnostic(JSON.stringify(line).slice(0, 600));
+      throw error;
+    });
     assert.equal(node.child.exitCode, null, 'the same process finished the topic');
     assert.deepEqual(await node.stop('SIGTERM'), { code: 0, signal: null });
 
-    const report = await committedReport(kafka, output as string, data);
+    const report = await committedReport(kafka, output, data);
     const warnings = new Set(node.logs.filter((l) => l.level >= 40).map((l) => l.msg));
     t.diagnostic(
       `${readBefore} of ${data.total} read when the broker stopped; output ${report.records}, duplicates ` +
@@ -101,4 +89,30 @@ describe('exactly-once dedup node through a broker outage', { skip: skipUnlessEn
 /** Rows read so far, from the node's perf log lines. */
 function rowsIn(logs: readonly LogLine[]): number {
   return logs.reduce((n, l) => n + ((l.perf as { rowsIn?: number } | undefined)?.rowsIn ?? 0), 0);
+}
+
+/** A private broker with the test's input (3 partitions), output and DLQ topics. */
+async function outageTestbed(t: TestContext) {
+  const broker = await startPrivateBroker(t, PORT);
+  const kafka = new Kafka({
+    clientId: 'idem-test',
+    brokers: [...broker.brokers],
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 10, initialRetryTime: 200 },
+  });
+  const admin = kafka.admin();
+  await admin.connect();
+  onCleanup(t, () => admin.disconnect());
+  const [topic, output, dlq, groupId] = ['in', 'out', 'dlq', 'group'].map((p) =>
+    randomName(`idem-eos-${p}`),
+  ) as [string, string, string, string];
+  await admin.createTopics({
+    topics: [
+      { topic, numPartitions: 3 },
+      { topic: output, numPartitions: 3 },
+      { topic: dlq, numPartitions: 1 },
+    ],
+    waitForLeaders: true,
+  });
+  return { broker, kafka, topic, output, dlq, groupId };
 }

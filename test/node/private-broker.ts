@@ -36,6 +36,8 @@ export interface PrivateBroker {
   stop(): Promise<void>;
   /** Starts it again on the same data and waits until it answers. */
   start(): Promise<void>;
+  /** Whether the broker process is up (started and not stopped). */
+  readonly running: boolean;
 }
 
 /** Starts a private broker on `port` (controller on `port + 1`); it is killed and its data removed after the test. */
@@ -120,5 +122,12 @@ export async function startPrivateBroker(t: TestContext, port: number): Promise<
     await rm(dir, { recursive: true, force: true });
   });
   await start();
-  return { brokers, stop, start };
+  return {
+    brokers,
+    stop,
+    start,
+    get running() {
+      return server !== undefined && server.exitCode === null;
+    },
+  };
 }

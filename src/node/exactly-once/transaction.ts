@@ -43,8 +43,11 @@ export class ChunkTransaction implements ChunkSink {
   #tx: Transaction | undefined;
   /** Set once committed. */
   committed: CommittedChunk | undefined;
-  /** The chunk failed and its transaction could not be aborted: the producer must be started again. */
-  abortFailed = false;
+  /**
+   * The chunk failed and its transaction did not end in a known abort: the producer must be started again (its
+   * init aborts whatever is still open) and the partition restored (the changelog says whether it committed).
+   */
+  needsNewProducer = false;
 
   constructor(target: TransactionTarget) {
     this.#target = target;
@@ -79,16 +82,26 @@ export class ChunkTransaction implements ChunkSink {
     await applyMarks(target.store, marks);
   }
 
-  /** The chunk failed: its marks are dropped and its transaction aborted. False when the abort itself failed. */
+  /**
+   * The chunk failed: its marks are dropped and its transaction aborted. False when that is not known to have
+   * happened ({@link needsNewProducer}).
+   */
   async fail(): Promise<boolean> {
     this.#target.takeMarks();
     const tx = this.#tx;
-    if (tx === undefined || !tx.isActive()) return true;
+    if (tx === undefined) return true;
+    if (!tx.isActive()) {
+      // Its commit (or an abort) was sent and failed: the outcome is unknown (the commit may have landed), and
+      // kafkajs leaves the producer in COMMITTING/ABORTING, from which it never begins another transaction.
+      // Seen after a broker restart: every retry of the batch failed on "Invalid transition" and the node stalled.
+      this.needsNewProducer = true;
+      return false;
+    }
     try {
       await tx.abort();
       return true;
     } catch {
-      this.abortFailed = true;
+      this.needsNewProducer = true;
       return false;
     }
   }

@@ -84,19 +84,30 @@ async function measure(label: string, unit: string, count: number, body: () => P
   return report({ label, count, unit, ...(await timed(body)) });
 }
 
+/** The issue's baseline: redis-benchmark's defaults (50 connections) with 100 commands per round trip. */
+const BASELINE = { clients: 50, pipeline: 100 };
+/**
+ * The same server work shaped like one batch call: one connection, BATCH commands per round trip, one round trip in
+ * flight. Our single-flight batch path is compared with it too, since the issue's baseline keeps 50 connections
+ * (5,000 commands) in flight at once.
+ */
+const ONE_BATCH_SHAPE = { clients: 1, pipeline: BATCH };
+
 /**
  * redis-benchmark's pipelined SET NX PX on random keys, in claims per second: what the server does with the
  * cheapest claim. Its keys expire by themselves (PX 60000).
  */
-async function redisBenchmark(): Promise<number> {
+async function redisBenchmark(shape: { clients: number; pipeline: number } = BASELINE): Promise<number> {
   const args = [
     '-h',
     url.hostname,
     '-p',
     url.port || '6379',
     '-q',
+    '-c',
+    String(shape.clients),
     '-P',
-    '100',
+    String(shape.pipeline),
     '-n',
     String(BASELINE_REQUESTS),
   ];
@@ -130,6 +141,17 @@ function baselineRow(before: number, after: number): Row {
   return report({
     label: 'redis-benchmark SET NX PX, -P 100, 50 clients (mean)',
     count: (before + after) / 2,
+    seconds: 1,
+    unit: 'claims',
+  });
+}
+
+/** redis-benchmark shaped like one batch call (one connection, BATCH per round trip), as a row of its own. */
+async function measureBaselineShape(): Promise<Row> {
+  const perSecond = await redisBenchmark(ONE_BATCH_SHAPE);
+  return report({
+    label: `redis-benchmark SET NX PX, -P ${BATCH}, 1 client`,
+    count: perSecond,
     seconds: 1,
     unit: 'claims',
   });
@@ -384,6 +406,7 @@ async function main(): Promise<void> {
     const lazy = await lazyBatchPath(repo);
     const raw = baselineRow(before, await redisBenchmark());
     rows.unshift(...rows.splice(rows.indexOf(raw), 1)); // the table lists the baseline first
+    const oneConnection = await measureBaselineShape();
     const { ours, peer } = await perMessagePaths(repo, ptRedis);
     await consumerBatchPath(repo);
 
@@ -436,6 +459,17 @@ async function main(): Promise<void> {
       kind: 'min',
       baseline: 'redis-benchmark -P 100 SET NX PX',
     });
+    const singleVsOneConnection = sink.ratio({
+      id: 'redis.eager-claims-vs-one-connection',
+      label: `Redis batch claims (addMany eager, one batch of ${BATCH} in flight) vs the same shape`,
+      value: rate(batch.claim) / rate(oneConnection),
+      kind: 'min',
+      baseline: `redis-benchmark -c 1 -P ${BATCH} SET NX PX`,
+    });
+    console.log(
+      `one batch in flight vs redis-benchmark on one connection, ${BATCH} per round trip: ` +
+        `${singleVsOneConnection.value.toFixed(2)}x`,
+    );
     console.log(
       `batch claims vs redis-benchmark: ${eagerVsRaw.value.toFixed(2)}x (target >= 0.6: ` +
         `${eagerVsRaw.value >= 0.6 ? 'met' : 'MISSED'}); 4 in flight: ${inFlightVsRaw.value.toFixed(2)}x; ` +

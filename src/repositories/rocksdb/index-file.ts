@@ -80,15 +80,17 @@ export async function readIndexFile(file: string): Promise<IndexSnapshot | undef
     };
     if (header.order !== ORDER) return undefined;
     let at = 8 + headerLength + ((4 - (headerLength % 4)) % 4);
+    const owned = data.byteOffset === 0 && data.buffer.byteLength === data.length;
     const segments: IndexSegmentData[] = [];
     for (const { capacity, live, used } of header.segments) {
       const start = data.byteOffset + at;
       if (at + capacity * 8 > data.length) return undefined;
       let entries: Uint32Array;
       if (magic === MAGIC) {
-        // readFile gives a large file its own buffer: use it in place when aligned, rather than copy it.
+        // readFile gives a file of known size a buffer of its own: the tables then live in it in place, rather
+        // than in a copy (a shared, pooled buffer is copied: the index writes into its tables).
         entries =
-          start % 4 === 0
+          owned && start % 4 === 0
             ? new Uint32Array(data.buffer, start, capacity * 2)
             : new Uint32Array(data.buffer.slice(start, start + capacity * 8));
       } else {

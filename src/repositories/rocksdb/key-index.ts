@@ -49,8 +49,8 @@ function location(slot: number, blob: number): number {
 
 /**
  * One open-addressing table of (hash, location) pairs, interleaved in one array (hash at 2p, location at
- * 2p + 1): a probe touches one cache line, not one in each of two arrays. At 10M ids the tables are far larger
- * than the CPU caches, so that halves the memory misses of every lookup and insert.
+ * 2p + 1): a probe touches one cache line and one page, not one in each of two arrays. At 10M ids the tables
+ * are far larger than the CPU caches and their TLB reach.
  */
 class Segment {
   entries: Uint32Array;

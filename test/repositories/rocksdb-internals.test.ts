@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { endianness, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   BlobBuilder,
@@ -8,6 +11,7 @@ import {
   findInBlob,
 } from '../../src/repositories/rocksdb/blob.js';
 import { bucketDeadline, bucketWidth } from '../../src/repositories/rocksdb/buckets.js';
+import { INDEX_FILE, readIndexFile, writeIndexFile } from '../../src/repositories/rocksdb/index-file.js';
 import { BYTES_PER_ENTRY, hashKey, KeyIndex } from '../../src/repositories/rocksdb/key-index.js';
 
 const HOUR = 3_600_000;
@@ -50,14 +54,36 @@ describe('rocksdb key index', () => {
     assert.equal(new KeyIndex(0).enabled, false);
   });
 
+  it('presized for expectedIds, holds them without growing a table, within its memory cap', () => {
+    const n = 300_000;
+    const index = new KeyIndex(256 * 1024 * 1024, n);
+    const presized = index.bytes;
+    for (let i = 0; i < n; i++) assert.ok(index.insert(hashKey(`id-${i}`), 1, 1 + (i >>> 5)));
+    assert.equal(index.bytes, presized, 'a table grew (rehashed) below expectedIds');
+    assert.equal(index.size, n);
+    // Growing step by step ends at the same size: presizing costs no memory beyond what the ids need.
+    const grown = new KeyIndex(256 * 1024 * 1024);
+    for (let i = 0; i < n; i++) grown.insert(hashKey(`id-${i}`), 1, 1 + (i >>> 5));
+    assert.equal(presized, grown.bytes);
+    // The cap wins over the expectation.
+    assert.equal(new KeyIndex(1 << 20, 10_000_000).bytes, 1 << 20);
+    assert.equal(new KeyIndex(0, 1000).enabled, false);
+    // A snapshot of smaller tables is brought up to the presized size on restore.
+    const small = new KeyIndex(1 << 20);
+    for (let i = 0; i < 1000; i++) small.insert(hashKey(`r${i}`), 2, 1);
+    const restored = new KeyIndex(256 * 1024 * 1024, n);
+    assert.ok(restored.restore(small.snapshot()));
+    assert.equal(restored.bytes, presized);
+    const out: number[] = [];
+    for (let i = 0; i < 1000; i++) assert.equal(restored.lookup(hashKey(`r${i}`), out, []), 1);
+  });
+
   it('round-trips through a snapshot', () => {
     const index = new KeyIndex(1 << 20);
     for (let i = 0; i < 5000; i++) index.insert(hashKey(`s${i}`), 7, i + 1);
     const segments = index.snapshot();
     const copy = new KeyIndex(1 << 20);
-    assert.ok(
-      copy.restore(segments.map((s) => ({ ...s, hashes: s.hashes.slice(), locations: s.locations.slice() }))),
-    );
+    assert.ok(copy.restore(segments.map((s) => ({ ...s, entries: s.entries.slice() }))));
     const out: number[] = [];
     const outBlobs: number[] = [];
     for (let i = 0; i < 5000; i++) {
@@ -65,6 +91,60 @@ describe('rocksdb key index', () => {
       assert.equal(outBlobs[0], i + 1);
     }
     assert.equal(new KeyIndex(1 << 15).restore(segments), false, 'larger than the cap');
+  });
+});
+
+describe('rocksdb index snapshot file', () => {
+  it('reads the previous layout (IDX3: hashes, then locations) into the interleaved tables', async () => {
+    const index = new KeyIndex(1 << 20);
+    for (let i = 0; i < 3000; i++) index.insert(hashKey(`v${i}`), 3, i + 1);
+    const segments = index.snapshot();
+    // The IDX3 file of this index, written as the previous version did.
+    const header = Buffer.from(
+      JSON.stringify({
+        order: endianness(),
+        segments: segments.map((s) => ({ capacity: s.entries.length / 2, live: s.live, used: s.used })),
+        buckets: [],
+      }),
+    );
+    const prefix = Buffer.alloc(8 + header.length + ((4 - (header.length % 4)) % 4));
+    prefix.write('IDX3', 0, 'latin1');
+    prefix.writeUInt32LE(header.length, 4);
+    header.copy(prefix, 8);
+    const parts = [prefix];
+    for (const { entries } of segments) {
+      const capacity = entries.length / 2;
+      const hashes = new Uint32Array(capacity);
+      const locations = new Uint32Array(capacity);
+      for (let p = 0; p < capacity; p++) {
+        hashes[p] = entries[2 * p] as number;
+        locations[p] = entries[2 * p + 1] as number;
+      }
+      parts.push(Buffer.from(hashes.buffer), Buffer.from(locations.buffer));
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'idem-idx3-'));
+    try {
+      await writeFile(join(dir, INDEX_FILE), Buffer.concat(parts));
+      const snapshot = await readIndexFile(join(dir, INDEX_FILE));
+      assert.ok(snapshot !== undefined);
+      const copy = new KeyIndex(1 << 20);
+      assert.ok(copy.restore(snapshot.segments));
+      const out: number[] = [];
+      const blobs: number[] = [];
+      for (let i = 0; i < 3000; i++) {
+        assert.equal(copy.lookup(hashKey(`v${i}`), out, blobs), 1);
+        assert.equal(blobs[0], i + 1);
+      }
+      // And the current layout round-trips through the file.
+      await writeIndexFile(join(dir, INDEX_FILE), copy, []);
+      const again = await readIndexFile(join(dir, INDEX_FILE));
+      assert.deepEqual(
+        again?.segments.map((s) => Array.from(s.entries)),
+        segments.map((s) => Array.from(s.entries)),
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

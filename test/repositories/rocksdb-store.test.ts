@@ -164,6 +164,71 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     });
   });
 
+  it('presizes the key index for expectedIds and names a bad value', async (t) => {
+    const plain = closeAfter(t, await RocksdbRepository.open({ path: freshPath() }));
+    const presized = closeAfter(
+      t,
+      await RocksdbRepository.open({ path: freshPath(), expectedIds: 1_000_000 }),
+    );
+    const bytes = presized.stats().index.bytes;
+    assert.ok(bytes > plain.stats().index.bytes, String(bytes));
+    await presized.addMany(
+      ids('pre', 20_000).map((id) => ({ id })),
+      { ttlMs: HOUR },
+    );
+    assert.equal(presized.stats().index.entries, 20_000);
+    assert.equal(presized.stats().index.bytes, bytes);
+    for (const expectedIds of [-1, 1.5, '10']) {
+      const options = { path: freshPath(), expectedIds } as unknown as RocksdbRepositoryOptions;
+      await assert.rejects(RocksdbRepository.open(options), (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.key, 'repository.expectedIds');
+        return true;
+      });
+    }
+  });
+
+  it('confirms new ids and re-claimed ids with a dead copy on disk in one call, and keeps both kinds', async () => {
+    const path = freshPath();
+    let now = Date.UTC(2030, 0, 1);
+    const clock = () => now;
+    const first = await RocksdbRepository.open({ path, clock });
+    const old = ids('old', 50);
+    await first.markMany(
+      old.map((id) => ({ id })),
+      { ttlMs: 60_000 },
+    );
+    now += 120_000; // the old marks expired: dead copies on disk
+    const fresh = ids('fresh', 50);
+    const all = [...old, ...fresh];
+    const claims = await first.addMany(
+      all.map((id, i) => ({ id, ...(i % 10 === 0 ? { fingerprint: `f${i}` } : {}) })),
+      { ttlMs: HOUR, leaseMs: 30_000, owner: 'me' },
+    );
+    assert.ok(claims.every((c) => c.added));
+    const confirmed = await first.confirmMany(
+      all.map((id, i) => ({ id, owner: 'me', ...(i % 7 === 0 ? { result: `r${i}` } : {}) })),
+      { ttlMs: HOUR },
+    );
+    assert.deepEqual(
+      confirmed,
+      all.map(() => true),
+    );
+    await first.close();
+    const reopened = await RocksdbRepository.open({ path, clock });
+    try {
+      const records = await reopened.getMany(all);
+      records.forEach((record, i) => {
+        assert.equal(record?.state, 'confirmed', all[i]);
+        assert.equal(record?.expiresAt, now + HOUR, all[i]);
+        assert.equal(record?.fingerprint, i % 10 === 0 ? `f${i}` : undefined, all[i]);
+        assert.equal(record?.result, i % 7 === 0 ? `r${i}` : undefined, all[i]);
+      });
+    } finally {
+      await reopened.close();
+    }
+  });
+
   it('keeps every id across a graceful close with the WAL off', async () => {
     const path = freshPath();
     const marked = ids('lazy', 500);

@@ -82,7 +82,7 @@ function bindingMissing(error: unknown): ConfigError {
 
 const NO_OPTIONS = {};
 const UTF8_VALUES = { valueEncoding: 'utf8' };
-const BUFFER_VALUES = { valueEncoding: 'buffer' };
+const BUFFER_VALUES = { valueEncoding: 'buffer', fillCache: false };
 /**
  * Reads of up to this many keys run synchronously: the round trip through the libuv pool cost more than the
  * read itself for the ~100 duplicates of a batch (bench/repositories/binding-choice.ts). Larger reads stay

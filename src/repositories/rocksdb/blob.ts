@@ -75,7 +75,7 @@ export class BlobBuilder {
     for (let i = 0; i < count; i++) {
       out.writeUInt32LE(this.hashes[i] as number, 4 + i * 4);
       out.writeUInt32LE(at, 4 + count * 4 + i * 4);
-      const keyBytes = out.write(this.keys[i] as string, at + 6, 'utf8');
+      const keyBytes = writeKey(out, this.keys[i] as string, at + 6);
       const value = this.values[i];
       out.writeUInt16LE(keyBytes, at);
       out.writeUInt32LE(value === undefined ? 0 : value.length + 1, at + 2);
@@ -87,6 +87,20 @@ export class BlobBuilder {
     }
     return out.subarray(0, at);
   }
+}
+
+/**
+ * Writes the key's UTF-8 bytes at `at`, returns how many. Ids are mostly ASCII: those are copied char by char,
+ * which is cheaper than a native `Buffer.write` call per key; anything else is rewritten by `Buffer.write`.
+ */
+function writeKey(out: Buffer, key: string, at: number): number {
+  const length = key.length;
+  for (let j = 0; j < length; j++) {
+    const c = key.charCodeAt(j);
+    if (c >= 0x80) return out.write(key, at, 'utf8');
+    out[at + j] = c;
+  }
+  return length;
 }
 
 /** What a blob says about one key: its encoded record, or that it was deleted (tombstone). */

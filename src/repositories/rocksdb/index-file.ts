@@ -23,8 +23,11 @@ export interface IndexSnapshot {
 
 /** Name of the snapshot file in the store directory. */
 export const INDEX_FILE = 'index.bin';
-// IDX1 (one table of 6-byte entries, no blob numbers) is not read: such a store is rescanned once.
-const MAGIC = 'IDX3';
+// IDX4: each table's (hash, location) pairs interleaved, as the index holds them. IDX3 (a table's hashes, then
+// its locations) is still read and interleaved on load. IDX1 (one table of 6-byte entries, no blob numbers) is
+// not read: such a store is rescanned once.
+const MAGIC = 'IDX4';
+const MAGIC_SPLIT = 'IDX3';
 // The arrays are written in native byte order; a snapshot from another byte order is simply not used.
 const ORDER = endianness();
 
@@ -39,7 +42,7 @@ export async function writeIndexFile(
   buckets: readonly SnapshotBucket[],
 ): Promise<void> {
   const segments = index.snapshot();
-  const shape = segments.map(({ hashes, live, used }) => ({ capacity: hashes.length, live, used }));
+  const shape = segments.map(({ entries, live, used }) => ({ capacity: entries.length / 2, live, used }));
   const header = Buffer.from(JSON.stringify({ order: ORDER, segments: shape, buckets }));
   const prefix = Buffer.alloc(8 + header.length + ((4 - (header.length % 4)) % 4));
   prefix.write(MAGIC, 0, 'latin1');
@@ -49,9 +52,8 @@ export async function writeIndexFile(
   const handle = await open(temp, 'w');
   try {
     await handle.write(prefix);
-    for (const { hashes, locations } of segments) {
-      await handle.write(Buffer.from(hashes.buffer, hashes.byteOffset, hashes.byteLength));
-      await handle.write(Buffer.from(locations.buffer, locations.byteOffset, locations.byteLength));
+    for (const { entries } of segments) {
+      await handle.write(Buffer.from(entries.buffer, entries.byteOffset, entries.byteLength));
     }
   } finally {
     await handle.close();
@@ -68,7 +70,8 @@ export async function readIndexFile(file: string): Promise<IndexSnapshot | undef
     return undefined;
   }
   try {
-    if (data.toString('latin1', 0, 4) !== MAGIC) return undefined;
+    const magic = data.toString('latin1', 0, 4);
+    if (magic !== MAGIC && magic !== MAGIC_SPLIT) return undefined;
     const headerLength = data.readUInt32LE(4);
     const header = JSON.parse(data.toString('utf8', 8, 8 + headerLength)) as {
       order: string;
@@ -77,13 +80,29 @@ export async function readIndexFile(file: string): Promise<IndexSnapshot | undef
     };
     if (header.order !== ORDER) return undefined;
     let at = 8 + headerLength + ((4 - (headerLength % 4)) % 4);
+    const owned = data.byteOffset === 0 && data.buffer.byteLength === data.length;
     const segments: IndexSegmentData[] = [];
     for (const { capacity, live, used } of header.segments) {
       const start = data.byteOffset + at;
       if (at + capacity * 8 > data.length) return undefined;
-      const hashes = new Uint32Array(data.buffer.slice(start, start + capacity * 4));
-      const locations = new Uint32Array(data.buffer.slice(start + capacity * 4, start + capacity * 8));
-      segments.push({ hashes, locations, live, used });
+      let entries: Uint32Array;
+      if (magic === MAGIC) {
+        // readFile gives a file of known size a buffer of its own: the tables then live in it in place, rather
+        // than in a copy (a shared, pooled buffer is copied: the index writes into its tables).
+        entries =
+          owned && start % 4 === 0
+            ? new Uint32Array(data.buffer, start, capacity * 2)
+            : new Uint32Array(data.buffer.slice(start, start + capacity * 8));
+      } else {
+        const hashes = new Uint32Array(data.buffer.slice(start, start + capacity * 4));
+        const locations = new Uint32Array(data.buffer.slice(start + capacity * 4, start + capacity * 8));
+        entries = new Uint32Array(capacity * 2);
+        for (let p = 0; p < capacity; p++) {
+          entries[2 * p] = hashes[p] as number;
+          entries[2 * p + 1] = locations[p] as number;
+        }
+      }
+      segments.push({ entries, live, used });
       at += capacity * 8;
     }
     if (at !== data.length) return undefined;

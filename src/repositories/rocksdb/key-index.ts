@@ -30,14 +30,31 @@ export function hashKey(key: string): number {
   return h >>> 0;
 }
 
+/**
+ * Smallest table (a power of two) that holds one segment's share of `expectedIds` below the load limit. The
+ * top hash bits spread ids binomially over the segments, so the share gets a margin of 5 standard deviations
+ * (10M ids: 625,000 ± ~4,000), which no realistic key set exceeds.
+ */
+function presizedSegment(expectedIds: number): number {
+  const share = expectedIds / SEGMENTS;
+  const needed = Math.ceil(share + 5 * Math.sqrt(share) + 1);
+  let capacity = MIN_SEGMENT;
+  while (capacity * MAX_LOAD < needed) capacity *= 2;
+  return capacity;
+}
+
 function location(slot: number, blob: number): number {
   return (slot * (1 << BLOB_BITS) + blob) >>> 0;
 }
 
-/** One open-addressing table of (hash, location) pairs. */
+/**
+ * One open-addressing table of (hash, location) pairs, interleaved in one array (hash at 2p, location at
+ * 2p + 1): a probe touches one cache line and one page, not one in each of two arrays. At 10M ids the tables
+ * are far larger than the CPU caches and their TLB reach.
+ */
 class Segment {
-  hashes: Uint32Array;
-  locations: Uint32Array;
+  entries: Uint32Array;
+  /** Capacity minus one (capacity is a power of two). */
   mask: number;
   /** Entries naming a place. */
   live = 0;
@@ -45,37 +62,36 @@ class Segment {
   used = 0;
 
   constructor(capacity: number) {
-    this.hashes = new Uint32Array(capacity);
-    this.locations = new Uint32Array(capacity);
+    this.entries = new Uint32Array(capacity * 2);
     this.mask = capacity - 1;
   }
 
+  get capacity(): number {
+    return this.mask + 1;
+  }
+
   rehash(capacity: number): void {
-    const oldHashes = this.hashes;
-    const oldLocations = this.locations;
-    const hashes = new Uint32Array(capacity);
-    const locations = new Uint32Array(capacity);
+    const old = this.entries;
+    const entries = new Uint32Array(capacity * 2);
     const mask = capacity - 1;
-    for (let i = 0; i < oldLocations.length; i++) {
-      const at = oldLocations[i] as number;
+    for (let i = 0; i < old.length; i += 2) {
+      const at = old[i + 1] as number;
       if (at === EMPTY || at === TOMBSTONE) continue;
-      const hash = oldHashes[i] as number;
+      const hash = old[i] as number;
       let p = hash & mask;
-      while (locations[p] !== EMPTY) p = (p + 1) & mask;
-      hashes[p] = hash;
-      locations[p] = at;
+      while (entries[2 * p + 1] !== EMPTY) p = (p + 1) & mask;
+      entries[2 * p] = hash;
+      entries[2 * p + 1] = at;
     }
-    this.hashes = hashes;
-    this.locations = locations;
+    this.entries = entries;
     this.mask = mask;
     this.used = this.live;
   }
 }
 
-/** What a snapshot holds of the index: each segment's arrays and counters. */
+/** What a snapshot holds of the index: each segment's interleaved (hash, location) pairs and counters. */
 export interface IndexSegmentData {
-  readonly hashes: Uint32Array;
-  readonly locations: Uint32Array;
+  readonly entries: Uint32Array;
   readonly live: number;
   readonly used: number;
 }
@@ -96,12 +112,21 @@ export class KeyIndex {
   /** Largest table of one segment. */
   readonly #maxSegment: number;
 
-  /** An index of at most `maxBytes`; below one minimal table per segment it is disabled and stores nothing. */
-  constructor(maxBytes: number) {
+  /** Table size every segment starts at (and is brought up to on restore): presized for `expectedIds`. */
+  readonly #initialSegment: number;
+
+  /**
+   * An index of at most `maxBytes`; below one minimal table per segment it is disabled and stores nothing.
+   * `expectedIds` presizes the tables so that holding that many entries never grows (rehashes) one, as far
+   * as `maxBytes` allows.
+   */
+  constructor(maxBytes: number, expectedIds = 0) {
     let max = 0;
     for (let c = MIN_SEGMENT; c * BYTES_PER_ENTRY * SEGMENTS <= maxBytes; c *= 2) max = c;
     this.#maxSegment = max;
-    this.#segments = max === 0 ? [] : Array.from({ length: SEGMENTS }, () => new Segment(MIN_SEGMENT));
+    this.#initialSegment = Math.min(max, presizedSegment(expectedIds));
+    this.#segments =
+      max === 0 ? [] : Array.from({ length: SEGMENTS }, () => new Segment(this.#initialSegment));
   }
 
   /** False when the memory cap is too small for any table: every lookup must then read RocksDB. */
@@ -119,7 +144,7 @@ export class KeyIndex {
   /** Bytes held by the tables. */
   get bytes(): number {
     let bytes = 0;
-    for (const segment of this.#segments) bytes += segment.hashes.length * BYTES_PER_ENTRY;
+    for (const segment of this.#segments) bytes += segment.capacity * BYTES_PER_ENTRY;
     return bytes;
   }
 
@@ -127,15 +152,15 @@ export class KeyIndex {
   insert(hash: number, slot: number, blob: number): boolean {
     if (this.#maxSegment === 0 || slot < 1 || slot > MAX_SLOT || blob > MAX_BLOB) return false;
     const segment = this.#segments[hash >>> 28] as Segment;
-    if (segment.used + 1 > segment.hashes.length * MAX_LOAD && !this.#makeRoom(segment)) return false;
+    if (segment.used + 1 > segment.capacity * MAX_LOAD && !this.#makeRoom(segment)) return false;
     const at = location(slot, blob);
-    const { hashes, locations, mask } = segment;
+    const { entries, mask } = segment;
     let p = hash & mask;
     let reuse = -1;
-    for (let l = locations[p] as number; l !== EMPTY; l = locations[p] as number) {
+    for (let l = entries[2 * p + 1] as number; l !== EMPTY; l = entries[2 * p + 1] as number) {
       if (l === TOMBSTONE) {
         if (reuse < 0) reuse = p;
-      } else if (l === at && hashes[p] === hash) {
+      } else if (l === at && entries[2 * p] === hash) {
         return true;
       }
       p = (p + 1) & mask;
@@ -144,8 +169,8 @@ export class KeyIndex {
       reuse = p;
       segment.used++;
     }
-    hashes[reuse] = hash;
-    locations[reuse] = at;
+    entries[2 * reuse] = hash;
+    entries[2 * reuse + 1] = at;
     segment.live++;
     return true;
   }
@@ -156,14 +181,14 @@ export class KeyIndex {
    */
   lookup(hash: number, slotsOut: number[], blobsOut: number[]): number {
     if (this.#maxSegment === 0) return 0;
-    const { hashes, locations, mask } = this.#segments[hash >>> 28] as Segment;
+    const { entries, mask } = this.#segments[hash >>> 28] as Segment;
     let n = 0;
     for (
-      let p = hash & mask, l = locations[p] as number;
+      let p = hash & mask, l = entries[2 * p + 1] as number;
       l !== EMPTY;
-      p = (p + 1) & mask, l = locations[p] as number
+      p = (p + 1) & mask, l = entries[2 * p + 1] as number
     ) {
-      if (l !== TOMBSTONE && hashes[p] === hash) {
+      if (l !== TOMBSTONE && entries[2 * p] === hash) {
         slotsOut[n] = l >>> BLOB_BITS;
         blobsOut[n++] = l & MAX_BLOB;
       }
@@ -174,12 +199,12 @@ export class KeyIndex {
   /** Forgets every entry of a dropped bucket, so its slot can be reused. One pass over the tables. */
   removeSlot(slot: number): void {
     for (const segment of this.#segments) {
-      const locations = segment.locations;
+      const entries = segment.entries;
       let removed = 0;
-      for (let p = 0; p < locations.length; p++) {
-        const l = locations[p] as number;
+      for (let p = 1; p < entries.length; p += 2) {
+        const l = entries[p] as number;
         if (l !== EMPTY && l !== TOMBSTONE && l >>> BLOB_BITS === slot) {
-          locations[p] = TOMBSTONE;
+          entries[p] = TOMBSTONE;
           removed++;
         }
       }
@@ -190,7 +215,7 @@ export class KeyIndex {
   /** Drops every entry. */
   clear(): void {
     for (const segment of this.#segments) {
-      segment.locations.fill(EMPTY);
+      segment.entries.fill(EMPTY);
       segment.live = 0;
       segment.used = 0;
     }
@@ -198,25 +223,25 @@ export class KeyIndex {
 
   /** The tables and their counters, for the snapshot written on close. */
   snapshot(): IndexSegmentData[] {
-    return this.#segments.map(({ hashes, locations, live, used }) => ({ hashes, locations, live, used }));
+    return this.#segments.map(({ entries, live, used }) => ({ entries, live, used }));
   }
 
   /** Adopts a snapshot; false (and nothing changed) when it does not fit this index's cap. */
   restore(data: readonly IndexSegmentData[]): boolean {
     if (data.length !== SEGMENTS || this.#maxSegment === 0) return false;
-    for (const { hashes, locations } of data) {
-      const capacity = hashes.length;
-      if (capacity > this.#maxSegment || capacity !== locations.length || (capacity & (capacity - 1)) !== 0) {
-        return false;
-      }
+    for (const { entries } of data) {
+      const capacity = entries.length / 2;
+      if (!Number.isInteger(capacity) || capacity < 1 || capacity > this.#maxSegment) return false;
+      if ((capacity & (capacity - 1)) !== 0) return false;
     }
     this.#segments = data.map((d) => {
       const segment = new Segment(0);
-      segment.hashes = d.hashes;
-      segment.locations = d.locations;
-      segment.mask = d.hashes.length - 1;
+      segment.entries = d.entries;
+      segment.mask = d.entries.length / 2 - 1;
       segment.live = d.live;
       segment.used = d.used;
+      // A snapshot taken before the store was presized: grow it once now rather than step by step later.
+      if (segment.capacity < this.#initialSegment) segment.rehash(this.#initialSegment);
       return segment;
     });
     return true;
@@ -224,7 +249,7 @@ export class KeyIndex {
 
   /** Rehashes a table without tombstones, doubling when more than half of it is live. False at the cap. */
   #makeRoom(segment: Segment): boolean {
-    const capacity = segment.hashes.length;
+    const capacity = segment.capacity;
     let next = segment.live + 1 > capacity / 2 ? capacity * 2 : capacity;
     if (next > this.#maxSegment) {
       if (segment.live + 1 > capacity * MAX_LOAD || segment.used === segment.live) return false;

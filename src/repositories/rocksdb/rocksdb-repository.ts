@@ -271,6 +271,13 @@ export class RocksdbRepository extends BaseRepository {
       if (this.#buffer.wal) {
         const keys: string[] = [];
         const changes: Pending[] = [];
+        // A claim of an id with no copy on disk (a new id: the usual case) is written as a fresh record: no
+        // record or change object, and one encoded record shared by the claims without fields of their own.
+        const freshKeys: string[] = [];
+        const freshHashes: number[] = [];
+        const freshValues: Buffer[] = [];
+        const encode = valueEncoder();
+        let plain: Buffer | undefined;
         let bucket: Bucket | undefined;
         for (let i = 0; i < claims.length; i++) {
           const { key, owner, result } = claims[i] as KeyedClaim;
@@ -280,13 +287,36 @@ export class RocksdbRepository extends BaseRepository {
             rest.push(i);
             continue;
           }
-          const record = confirmedRecord(claim.record as IdempotencyRecord, ttlMs, now, result);
-          bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
-          keys.push(key);
-          changes.push({ hash: claim.hash, record, bucket, copies: claim.copies });
+          const claimed = claim.record as IdempotencyRecord;
           results[i] = true;
+          const own =
+            claimed.eventTime !== undefined || claimed.fingerprint !== undefined || result !== undefined;
+          if (bucket === undefined || own || plain === undefined || claim.copies.length > 0) {
+            const record = confirmedRecord(claimed, ttlMs, now, result);
+            // Every confirmed record of one call has the same times, hence the same bucket.
+            bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+            if (claim.copies.length > 0) {
+              keys.push(key);
+              changes.push({ hash: claim.hash, record, bucket, copies: claim.copies });
+              continue;
+            }
+            const value = encode(record);
+            if (!own) plain = value;
+            freshValues.push(value);
+          } else {
+            freshValues.push(plain);
+          }
+          freshKeys.push(key);
+          freshHashes.push(claim.hash);
         }
-        if (keys.length > 0) this.#buffer.writeNow(keys, changes);
+        if (bucket !== undefined) {
+          this.#buffer.writeNow(keys, changes, {
+            bucket,
+            keys: freshKeys,
+            hashes: freshHashes,
+            values: freshValues,
+          });
+        }
         if (rest === undefined) return results;
       }
       const pendingClaims = rest === undefined ? claims : rest.map((i) => claims[i] as KeyedClaim);

@@ -65,8 +65,12 @@ export interface Batch<M> {
  * first-wins inside the batch, the store-failure policy, duplicate hooks, handler calls, settling and counters.
  */
 export interface DedupRule<M, S> {
-  /** Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`. */
-  begin(batch: Batch<M>): S;
+  /**
+   * Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`.
+   * `spare`: the state the rule returned for an earlier batch of one that has finished, which it may reset and
+   * return rather than allocate a new one.
+   */
+  begin(batch: Batch<M>, spare?: S): S;
   /**
    * The one store call before any handler, for the keys of the batch's first occurrences (`batch.heads`).
    * Undefined when it is already done (a store that answers at once): the engine then awaits nothing.
@@ -160,7 +164,7 @@ export class BatchEngine<M, S> {
     options: BatchOptions,
     stream: string,
   ): Promise<BatchResult<R>> {
-    return this.execute(messages, handler, options, stream, toBatchResult);
+    return this.execute(messages, handler, options, stream, toBatchResult, false);
   }
 
   /**
@@ -168,6 +172,9 @@ export class BatchEngine<M, S> {
    * `wrap` call is one async frame. Its only awaits are the handler's own promise and the store's answers
    * that are promises: a store that answers at once (the memory store) costs no promise hop. The frame is kept
    * small (the work is in synchronous helpers) because an async call allocates room for all its locals.
+   *
+   * `reuse`: the batch is one message and `finish` keeps nothing of the results array but its element (as
+   * `process` does), so the batch's working state may be recycled for the next call (see `#spare`).
    */
   async execute<R, T>(
     messages: readonly M[],
@@ -175,8 +182,9 @@ export class BatchEngine<M, S> {
     options: BatchOptions,
     stream: string,
     finish: (results: ProcessResult<R>[]) => T,
+    reuse: boolean,
   ): Promise<T> {
-    const run = this.#open(messages, options, stream);
+    const run = this.#open(messages, options, stream, reuse);
     if (run.heads.length > 0) {
       const looked = this.#lookup(run);
       if (looked !== undefined) await looked;
@@ -203,15 +211,55 @@ export class BatchEngine<M, S> {
       if (settled !== undefined) await settled;
     }
     this.#count(run);
-    return finish(run.results as ProcessResult<R>[]);
+    const answer = finish(run.results as ProcessResult<R>[]);
+    if (reuse) this.#recycle(run);
+    return answer;
+  }
+
+  /**
+   * A finished batch of one whose working state the next `process` call may take (one, not a pool: calls that
+   * overlap make their own). A `wrap` call otherwise allocates a dozen small objects that die at once, and
+   * those allocations, more than the work, are what it costs beyond a bare Map. Only a call that ran to the
+   * end gives its state back, so a state is never shared by two calls.
+   */
+  #spare: Run<M, S> | undefined;
+
+  /** Drops what a finished batch of one refers to (nothing outlives the call through it) and keeps it. */
+  #recycle(run: Run<M, S>): void {
+    run.messages = NO_MESSAGES;
+    run.ids[0] = undefined;
+    run.keys[0] = undefined;
+    run.results[0] = undefined as unknown as ProcessResult;
+    if (run.fingerprints !== undefined) run.fingerprints[0] = undefined;
+    if (run.kept !== undefined) run.kept[0] = undefined;
+    run.observe = undefined;
+    this.#spare = run;
   }
 
   /** A batch's working state: ids read, keys given by the rule, first occurrences found. */
-  #open(messages: readonly M[], options: BatchOptions, stream: string): Run<M, S> {
+  #open(messages: readonly M[], options: BatchOptions, stream: string, reuse: boolean): Run<M, S> {
+    const spare = reuse ? this.#spare : undefined;
+    const run = spare === undefined ? this.#make(messages, options, stream) : spare;
+    if (spare !== undefined) {
+      this.#spare = undefined;
+      run.messages = messages;
+      run.stream = stream;
+      run.failOpen = false;
+      run.handlerThrew = false;
+      run.observe = options.onStoreCall;
+    }
+    this.#readIds(run);
+    run.state = this.#rule.begin(run, spare?.state);
+    findHeads(run);
+    return run;
+  }
+
+  /** A fresh working state for a batch, its per-message arrays empty. */
+  #make(messages: readonly M[], options: BatchOptions, stream: string): Run<M, S> {
     const n = messages.length;
     // A batch of one (every `wrap` call) gets packed one-element arrays, cheaper to make than holey ones.
     const one = n === 1;
-    const run: Run<M, S> = {
+    return {
       messages,
       stream,
       ids: one ? [undefined] : new Array(n),
@@ -227,10 +275,6 @@ export class BatchEngine<M, S> {
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
       state: undefined as S,
     };
-    this.#readIds(run);
-    run.state = this.#rule.begin(run);
-    findHeads(run);
-    return run;
   }
 
   /**
@@ -269,7 +313,9 @@ export class BatchEngine<M, S> {
   /** Adds the batch's outcomes to the counters. */
   #count(run: Run<M, S>): void {
     const stats = this.#stats;
-    for (const r of run.results) {
+    const { results } = run;
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i] as ProcessResult;
       count(stats, r.outcome);
       if (r.failOpen) stats.failOpen++;
     }
@@ -508,6 +554,7 @@ export class BatchEngine<M, S> {
 }
 
 const NO_HEADS: readonly number[] = Object.freeze([]);
+const NO_MESSAGES: readonly never[] = Object.freeze([]);
 const FIRST_HEAD: readonly number[] = Object.freeze([0]);
 
 function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
@@ -557,6 +604,9 @@ function findHeads(batch: Batch<unknown>): void {
 /** A batch with the rule's state for it (the engine's view; a rule sees the batch). */
 interface Run<M, S> extends Batch<M> {
   state: S;
+  messages: readonly M[];
+  stream: string;
+  observe: ((call: StoreCall) => void) | undefined;
 }
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */

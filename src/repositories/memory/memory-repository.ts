@@ -182,7 +182,7 @@ export class MemoryRepository extends BaseRepository {
       this.#touch(key, held);
       return { added: false, existing: this.#record(key, held) };
     }
-    const record = newRecord(key, entry, options, now);
+    const record = entry === NO_FIELDS ? bareRecord(key, options, now) : newRecord(key, entry, options, now);
     const stored = this.#compact(record);
     if (held === undefined) this.#insert(key, stored);
     else this.#touch(key, stored);
@@ -295,4 +295,20 @@ export class MemoryRepository extends BaseRepository {
   protected async doClose(): Promise<void> {
     this.#records.clear();
   }
+}
+
+/**
+ * `newRecord` for an add that carries no fields (every `wrap` claim and lazy mark), written as one object literal:
+ * a record given its lease and owner after it was made is two objects (V8 keeps added fields apart).
+ */
+function bareRecord(key: string, options: AddOptions, now: number): IdempotencyRecord {
+  const { leaseMs } = options;
+  if (leaseMs === undefined) return { id: key, state: 'confirmed', expiresAt: now + options.ttlMs };
+  return {
+    id: key,
+    state: 'in-flight',
+    expiresAt: now + options.ttlMs,
+    leaseExpiresAt: now + leaseMs,
+    owner: options.owner,
+  };
 }

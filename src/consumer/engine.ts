@@ -211,9 +211,34 @@ export class BatchEngine<M, S> {
       if (settled !== undefined) await settled;
     }
     this.#count(run);
-    const answer = finish(run.results as ProcessResult<R>[]);
-    if (reuse) this.#recycle(run);
-    return answer;
+    if (!reuse) return finish(run.results as ProcessResult<R>[]);
+    try {
+      return finish(run.results as ProcessResult<R>[]);
+    } finally {
+      // Every store call of the batch has been answered: nothing refers to its state any more.
+      this.#recycle(run);
+    }
+  }
+
+  /**
+   * `execute` for one message whose results array `finish` does not keep (`process`): the batch's working
+   * state, and the array that holds the message, are recycled from the last call that finished.
+   */
+  executeOne<R, T>(
+    message: M,
+    handler: MessageHandler<M, R>,
+    options: BatchOptions,
+    stream: string,
+    finish: (results: ProcessResult<R>[]) => T,
+  ): Promise<T> {
+    const spare = this.#spare;
+    let messages: M[];
+    if (spare === undefined) messages = [message];
+    else {
+      messages = spare.messages as M[];
+      messages[0] = message;
+    }
+    return this.execute(messages, handler, options, stream, finish, true);
   }
 
   /**
@@ -226,7 +251,7 @@ export class BatchEngine<M, S> {
 
   /** Drops what a finished batch of one refers to (nothing outlives the call through it) and keeps it. */
   #recycle(run: Run<M, S>): void {
-    run.messages = NO_MESSAGES;
+    (run.messages as (M | undefined)[])[0] = undefined;
     run.ids[0] = undefined;
     run.keys[0] = undefined;
     run.results[0] = undefined as unknown as ProcessResult;
@@ -242,7 +267,7 @@ export class BatchEngine<M, S> {
     const run = spare === undefined ? this.#make(messages, options, stream) : spare;
     if (spare !== undefined) {
       this.#spare = undefined;
-      run.messages = messages;
+      run.messages = messages; // its own array, from `executeOne`
       run.stream = stream;
       run.failOpen = false;
       run.handlerThrew = false;
@@ -554,7 +579,6 @@ export class BatchEngine<M, S> {
 }
 
 const NO_HEADS: readonly number[] = Object.freeze([]);
-const NO_MESSAGES: readonly never[] = Object.freeze([]);
 const FIRST_HEAD: readonly number[] = Object.freeze([0]);
 
 function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {

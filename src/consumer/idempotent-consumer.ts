@@ -69,7 +69,7 @@ export class IdempotentConsumer<M = unknown> {
   process<R>(message: M, handler: MessageHandler<M, R>): Promise<ProcessResult<R>> {
     const answer = this.#answer as (results: ProcessResult<R>[]) => ProcessResult<R>;
     if (this.#eventTime) return this.processBatch([message], handler).then((batch) => answer(batch.results));
-    return this.#engine.execute([message], handler, NO_OPTIONS, DEFAULT_STREAM, answer, true);
+    return this.#engine.executeOne(message, handler, NO_OPTIONS, DEFAULT_STREAM, answer);
   }
 
   /** A batch of one's result as `process` answers it: an outcome, or the error the policies raise. */

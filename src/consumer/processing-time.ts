@@ -20,14 +20,21 @@ import type { ProcessResult } from './types.js';
 
 /** What one batch learned from the store. */
 interface ProcessingTimeState {
-  /** Eager: the owner token of this batch's claims. */
-  owner: string;
+  /** Eager: the owner token of this batch's claims (a recycled state keeps its own; see `begin`). */
+  readonly owner: string;
   /**
    * Per head (a key's first position in the batch): FRESH when this batch claimed the key (eager) or found it
    * absent (lazy), so it may handle it as new; otherwise the live record that holds it. Unset: not looked up
    * (the store read failed under `storeFailure: 'process'`).
    */
   readonly found: (IdempotencyRecord | typeof FRESH | undefined)[];
+  /**
+   * Eager, a batch of one: its claim's options and its claim (the id set per call), made once per state, since
+   * a recycled state serves call after call.
+   */
+  readonly one:
+    | { readonly claimOptions: AddOptions; readonly claim: { id: MessageId; owner: string } }
+    | undefined;
 }
 
 const FRESH = 0;
@@ -67,6 +74,13 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#confirmOptions = { ttlMs: options.ttlMs };
   }
 
+  /**
+   * A recycled state (`spare`) keeps its owner token. A token must differ between claims that can be unsettled
+   * at once, so that a confirm or release never acts on another claim of the same id: the engine recycles a
+   * state only after its call has settled every claim it made, and never gives one state to two calls. A record
+   * such a settled claim left in the store (a release the store refused) is what it was with a new token: live,
+   * it reads as in progress; lapsed, a new claim replaces it.
+   */
   begin(batch: Batch<M>, spare?: ProcessingTimeState): ProcessingTimeState {
     const { ids, keys, results } = batch;
     for (let i = 0; i < ids.length; i++) {
@@ -76,15 +90,20 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       if (id === '') results[i] = { outcome: 'failed', id, error: new InvalidIdError(EMPTY_ID) };
       else keys[i] = id;
     }
-    // Base 36, not decimal: V8 keeps each new decimal number text in its number-string cache, which outlives
-    // the young generation and makes every minor GC copy the last few thousand owner tokens.
-    const owner = this.#eager ? this.#ownerPrefix + (this.#ownerSeq++).toString(36) : '';
-    if (spare !== undefined && spare.found.length === 1 && ids.length === 1) {
-      spare.owner = owner;
+    const one = ids.length === 1;
+    if (spare !== undefined && one && spare.found.length === 1) {
       spare.found[0] = undefined;
       return spare;
     }
-    return { owner, found: ids.length === 1 ? [undefined] : new Array(ids.length) };
+    // Base 36, not decimal: V8 keeps each new decimal number text in its number-string cache, which outlives
+    // the young generation and makes every minor GC copy the last few thousand owner tokens.
+    const owner = this.#eager ? this.#ownerPrefix + (this.#ownerSeq++).toString(36) : '';
+    if (!one) return { owner, found: new Array(ids.length), one: undefined };
+    const { ttlMs, leaseMs } = this.#options;
+    const claims = this.#eager
+      ? { claimOptions: { ttlMs, leaseMs, owner }, claim: { id: '', owner } }
+      : undefined;
+    return { owner, found: [undefined], one: claims };
   }
 
   lookup(state: ProcessingTimeState, batch: Batch<M>): Promise<void> | undefined {
@@ -131,7 +150,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       const answer = addOne(
         this.#repository,
         id,
-        { ttlMs, leaseMs, owner: state.owner },
+        state.one?.claimOptions ?? { ttlMs, leaseMs, owner: state.owner },
         fingerprint === undefined ? undefined : { fingerprint },
       );
       if (waits(answer)) {
@@ -249,7 +268,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     try {
       const result = batch.kept?.[winner];
       const options = result === undefined ? this.#confirmOptions : { ttlMs: this.#options.ttlMs, result };
-      answer = confirmOne(this.#repository, { id, owner }, options);
+      let claim = state.one?.claim;
+      if (claim === undefined) claim = { id, owner };
+      else claim.id = id;
+      answer = confirmOne(this.#repository, claim, options);
     } catch (error) {
       store.failed(batch, 'confirm', start, error, [winner]);
       return undefined;

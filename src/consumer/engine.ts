@@ -210,6 +210,11 @@ export class BatchEngine<M, S> {
       const settled = this.#rule.settle(run.state, run, this.#guard);
       if (settled !== undefined) await settled;
     }
+    return this.#close(run, finish, reuse);
+  }
+
+  /** Counts a settled batch and answers it; a batch of one from `executeOne` gives its state back. */
+  #close<R, T>(run: Run<M, S>, finish: (results: ProcessResult<R>[]) => T, reuse: boolean): T {
     this.#count(run);
     if (!reuse) return finish(run.results as ProcessResult<R>[]);
     try {
@@ -258,6 +263,8 @@ export class BatchEngine<M, S> {
     if (run.fingerprints !== undefined) run.fingerprints[0] = undefined;
     if (run.kept !== undefined) run.kept[0] = undefined;
     run.observe = undefined;
+    run.pending.context = NO_ID;
+    run.pending.extra = undefined;
     this.#spare = run;
   }
 
@@ -299,6 +306,7 @@ export class BatchEngine<M, S> {
       fingerprints: this.#fingerprint === undefined ? undefined : one ? [undefined] : new Array(n),
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
       state: undefined as S,
+      pending: { context: NO_ID, outcome: 'no-id', extra: undefined },
     };
   }
 
@@ -375,13 +383,13 @@ export class BatchEngine<M, S> {
    * The decision for message `i`: a context to hand to the handler, or undefined when the result is already
    * final (skipped duplicate, in-progress, failure).
    */
-  #decide(state: S, batch: Batch<M>, i: number): Pending | undefined | Promise<Pending | undefined> {
+  #decide(state: S, batch: Run<M, S>, i: number): Pending | undefined | Promise<Pending | undefined> {
     const { results } = batch;
     if (results[i] !== undefined) return undefined;
     this.#rule.receive?.(state, batch, i);
     const id = batch.ids[i];
     const key = batch.keys[i];
-    if (id === undefined) return { context: NO_ID, outcome: 'no-id', extra: undefined };
+    if (id === undefined) return pend(batch, NO_ID, 'no-id', undefined);
     if (key === undefined) {
       // An id the rule does not look up (e.g. an invalid event timestamp): the rule forwards or fails it.
       const decision = this.#rule.decide(state, batch, i, undefined);
@@ -390,7 +398,7 @@ export class BatchEngine<M, S> {
         return undefined;
       }
       const extra = decision.kind === 'new' ? decision.extra : undefined;
-      return { context: { id, duplicate: false }, outcome: 'processed', extra };
+      return pend(batch, { id, duplicate: false }, 'processed', extra);
     }
     const head = batch.head[i] as number;
     const holder = batch.winner[head] as number;
@@ -402,7 +410,7 @@ export class BatchEngine<M, S> {
     if (decision.kind === 'new') {
       if (decision.claims) batch.winner[head] = i;
       const extra = batch.failOpen ? { ...decision.extra, failOpen: true as const } : decision.extra;
-      return { context: { id, duplicate: false }, outcome: 'processed', extra };
+      return pend(batch, { id, duplicate: false }, 'processed', extra);
     }
     const { existing } = decision;
     if (batch.fingerprints !== undefined) {
@@ -431,7 +439,7 @@ export class BatchEngine<M, S> {
   /** Calls `onDuplicate`; its failure is this message's failure, and the rest of the batch goes on. */
   async #hook(
     state: S,
-    batch: Batch<M>,
+    batch: Run<M, S>,
     i: number,
     context: HandlerContext,
     stored: string | undefined,
@@ -451,13 +459,13 @@ export class BatchEngine<M, S> {
    * is answered with the outcome kept with the id, if any: the value (`result`) or the failure (`failed`).
    */
   #duplicate(
-    batch: Batch<M>,
+    batch: Run<M, S>,
     i: number,
     context: HandlerContext,
     stored: string | undefined,
   ): Pending | undefined {
     const { existing, id } = context;
-    if (!this.#options.skipDuplicate) return { context, outcome: 'duplicate', extra: { existing } };
+    if (!this.#options.skipDuplicate) return pend(batch, context, 'duplicate', { existing });
     if (stored === undefined) {
       batch.results[i] =
         batch.kept === undefined
@@ -508,7 +516,7 @@ export class BatchEngine<M, S> {
   }
 
   /** Whole-batch handler: decide every message (assuming success), one call, then report per message. */
-  async #runBatch(state: S, batch: Batch<M>, handler: BatchHandler<M>): Promise<void> {
+  async #runBatch(state: S, batch: Run<M, S>, handler: BatchHandler<M>): Promise<void> {
     const { messages, results } = batch;
     const items: BatchItem<M>[] = [];
     const pending: Pending[] = [];
@@ -517,7 +525,7 @@ export class BatchEngine<M, S> {
       if (p instanceof Promise) p = await p;
       if (p === undefined) continue;
       items.push({ message: messages[i] as M, context: p.context, index: i });
-      pending.push(p);
+      pending.push({ context: p.context, outcome: p.outcome, extra: p.extra }); // `p` is the batch's, reused
       this.#rule.handled(state, batch, i, true);
     }
     if (items.length === 0) return;
@@ -628,6 +636,8 @@ function findHeads(batch: Batch<unknown>): void {
 /** A batch with the rule's state for it (the engine's view; a rule sees the batch). */
 interface Run<M, S> extends Batch<M> {
   state: S;
+  /** The decision `#decide` answers, one object per batch: it is used before the next message is decided. */
+  readonly pending: Pending;
   messages: readonly M[];
   stream: string;
   observe: ((call: StoreCall) => void) | undefined;
@@ -635,7 +645,21 @@ interface Run<M, S> extends Batch<M> {
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */
 interface Pending {
-  readonly context: HandlerContext;
-  readonly outcome: 'processed' | 'duplicate' | 'no-id';
-  readonly extra: Pick<ProcessResult, 'existing' | 'failOpen' | 'invalidInput'> | undefined;
+  context: HandlerContext;
+  outcome: 'processed' | 'duplicate' | 'no-id';
+  extra: Pick<ProcessResult, 'existing' | 'failOpen' | 'invalidInput'> | undefined;
+}
+
+/** Sets the batch's one decision object (see `Run.pending`) and answers it. */
+function pend(
+  run: Run<unknown, unknown>,
+  context: HandlerContext,
+  outcome: Pending['outcome'],
+  extra: Pending['extra'],
+): Pending {
+  const { pending } = run;
+  pending.context = context;
+  pending.outcome = outcome;
+  pending.extra = extra;
+  return pending;
 }

@@ -181,7 +181,7 @@ export class BatchEngine<M, S> {
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
     stream: string,
-    finish: (results: ProcessResult<R>[]) => T,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
     reuse: boolean,
   ): Promise<T> {
     const run = this.#open(messages, options, stream, reuse);
@@ -214,11 +214,15 @@ export class BatchEngine<M, S> {
   }
 
   /** Counts a settled batch and answers it; a batch of one from `executeOne` gives its state back. */
-  #close<R, T>(run: Run<M, S>, finish: (results: ProcessResult<R>[]) => T, reuse: boolean): T {
+  #close<R, T>(
+    run: Run<M, S>,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+    reuse: boolean,
+  ): T {
     this.#count(run);
-    if (!reuse) return finish(run.results as ProcessResult<R>[]);
+    if (!reuse) return finish(run.results as ProcessResult<R>[], this.#options);
     try {
-      return finish(run.results as ProcessResult<R>[]);
+      return finish(run.results as ProcessResult<R>[], this.#options);
     } finally {
       // Every store call of the batch has been answered: nothing refers to its state any more.
       this.#recycle(run);
@@ -234,7 +238,7 @@ export class BatchEngine<M, S> {
     handler: MessageHandler<M, R>,
     options: BatchOptions,
     stream: string,
-    finish: (results: ProcessResult<R>[]) => T,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
   ): Promise<T> {
     const spare = this.#spare;
     let messages: M[];
@@ -570,10 +574,9 @@ export class BatchEngine<M, S> {
 
   /** The store-failure policy, written once for every store call of every mode. */
   readonly #guard: StoreGuard = {
-    start: (batch) => (batch.observe ? performance.now() : 0),
-    succeeded: (batch, operation, start) => {
-      batch.observe?.({ operation, ms: performance.now() - start });
-    },
+    // Shared functions, not closures per engine: every store call of every consumer calls the same two.
+    start: startStoreCall,
+    succeeded: storeCallSucceeded,
     failed: (batch, operation, start, error, affected) => {
       const failure = toRepositoryError(operation, error);
       batch.observe?.({ operation, ms: performance.now() - start, error: failure });
@@ -584,6 +587,16 @@ export class BatchEngine<M, S> {
       }
     },
   };
+}
+
+/** `StoreGuard.start`: the time only when someone observes store calls. */
+function startStoreCall(batch: Batch<unknown>): number {
+  return batch.observe ? performance.now() : 0;
+}
+
+/** `StoreGuard.succeeded`. */
+function storeCallSucceeded(batch: Batch<unknown>, operation: string, start: number): void {
+  batch.observe?.({ operation, ms: performance.now() - start });
 }
 
 const NO_HEADS: readonly number[] = Object.freeze([]);

@@ -65,8 +65,12 @@ export interface Batch<M> {
  * first-wins inside the batch, the store-failure policy, duplicate hooks, handler calls, settling and counters.
  */
 export interface DedupRule<M, S> {
-  /** Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`. */
-  begin(batch: Batch<M>): S;
+  /**
+   * Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`.
+   * `spare`: the state the rule returned for an earlier batch of one that has finished, which it may reset and
+   * return rather than allocate a new one.
+   */
+  begin(batch: Batch<M>, spare?: S): S;
   /**
    * The one store call before any handler, for the keys of the batch's first occurrences (`batch.heads`).
    * Undefined when it is already done (a store that answers at once): the engine then awaits nothing.
@@ -160,7 +164,7 @@ export class BatchEngine<M, S> {
     options: BatchOptions,
     stream: string,
   ): Promise<BatchResult<R>> {
-    return this.execute(messages, handler, options, stream, toBatchResult);
+    return this.execute(messages, handler, options, stream, toBatchResult, false);
   }
 
   /**
@@ -168,15 +172,19 @@ export class BatchEngine<M, S> {
    * `wrap` call is one async frame. Its only awaits are the handler's own promise and the store's answers
    * that are promises: a store that answers at once (the memory store) costs no promise hop. The frame is kept
    * small (the work is in synchronous helpers) because an async call allocates room for all its locals.
+   *
+   * `reuse`: the batch is one message and `finish` keeps nothing of the results array but its element (as
+   * `process` does), so the batch's working state may be recycled for the next call (see `#spare`).
    */
   async execute<R, T>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
     stream: string,
-    finish: (results: ProcessResult<R>[]) => T,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+    reuse: boolean,
   ): Promise<T> {
-    const run = this.#open(messages, options, stream);
+    const run = this.#open(messages, options, stream, reuse);
     if (run.heads.length > 0) {
       const looked = this.#lookup(run);
       if (looked !== undefined) await looked;
@@ -202,16 +210,92 @@ export class BatchEngine<M, S> {
       const settled = this.#rule.settle(run.state, run, this.#guard);
       if (settled !== undefined) await settled;
     }
+    return this.#close(run, finish, reuse);
+  }
+
+  /** Counts a settled batch and answers it; a batch of one from `executeOne` gives its state back. */
+  #close<R, T>(
+    run: Run<M, S>,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+    reuse: boolean,
+  ): T {
     this.#count(run);
-    return finish(run.results as ProcessResult<R>[]);
+    if (!reuse) return finish(run.results as ProcessResult<R>[], this.#options);
+    try {
+      return finish(run.results as ProcessResult<R>[], this.#options);
+    } finally {
+      // Every store call of the batch has been answered: nothing refers to its state any more.
+      this.#recycle(run);
+    }
+  }
+
+  /**
+   * `execute` for one message whose results array `finish` does not keep (`process`): the batch's working
+   * state, and the array that holds the message, are recycled from the last call that finished.
+   */
+  executeOne<R, T>(
+    message: M,
+    handler: MessageHandler<M, R>,
+    options: BatchOptions,
+    stream: string,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+  ): Promise<T> {
+    const spare = this.#spare;
+    let messages: M[];
+    if (spare === undefined) messages = [message];
+    else {
+      messages = spare.messages as M[];
+      messages[0] = message;
+    }
+    return this.execute(messages, handler, options, stream, finish, true);
+  }
+
+  /**
+   * A finished batch of one whose working state the next `process` call may take (one, not a pool: calls that
+   * overlap make their own). A `wrap` call otherwise allocates a dozen small objects that die at once, and
+   * those allocations, more than the work, are what it costs beyond a bare Map. Only a call that ran to the
+   * end gives its state back, so a state is never shared by two calls.
+   */
+  #spare: Run<M, S> | undefined;
+
+  /** Drops what a finished batch of one refers to (nothing outlives the call through it) and keeps it. */
+  #recycle(run: Run<M, S>): void {
+    (run.messages as (M | undefined)[])[0] = undefined;
+    run.ids[0] = undefined;
+    run.keys[0] = undefined;
+    run.results[0] = undefined as unknown as ProcessResult;
+    if (run.fingerprints !== undefined) run.fingerprints[0] = undefined;
+    if (run.kept !== undefined) run.kept[0] = undefined;
+    run.observe = undefined;
+    run.pending.context = NO_ID;
+    run.pending.extra = undefined;
+    this.#spare = run;
   }
 
   /** A batch's working state: ids read, keys given by the rule, first occurrences found. */
-  #open(messages: readonly M[], options: BatchOptions, stream: string): Run<M, S> {
+  #open(messages: readonly M[], options: BatchOptions, stream: string, reuse: boolean): Run<M, S> {
+    const spare = reuse ? this.#spare : undefined;
+    const run = spare === undefined ? this.#make(messages, options, stream) : spare;
+    if (spare !== undefined) {
+      this.#spare = undefined;
+      run.messages = messages; // its own array, from `executeOne`
+      run.stream = stream;
+      run.failOpen = false;
+      run.handlerThrew = false;
+      run.observe = options.onStoreCall;
+    }
+    this.#readIds(run);
+    run.state = this.#rule.begin(run, spare?.state);
+    findHeads(run);
+    return run;
+  }
+
+  /** A fresh working state for a batch, its per-message arrays empty. */
+  #make(messages: readonly M[], options: BatchOptions, stream: string): Run<M, S> {
     const n = messages.length;
     // A batch of one (every `wrap` call) gets packed one-element arrays, cheaper to make than holey ones.
     const one = n === 1;
-    const run: Run<M, S> = {
+    return {
       messages,
       stream,
       ids: one ? [undefined] : new Array(n),
@@ -226,11 +310,8 @@ export class BatchEngine<M, S> {
       fingerprints: this.#fingerprint === undefined ? undefined : one ? [undefined] : new Array(n),
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
       state: undefined as S,
+      pending: { context: NO_ID, outcome: 'no-id', extra: undefined },
     };
-    this.#readIds(run);
-    run.state = this.#rule.begin(run);
-    findHeads(run);
-    return run;
   }
 
   /**
@@ -269,7 +350,9 @@ export class BatchEngine<M, S> {
   /** Adds the batch's outcomes to the counters. */
   #count(run: Run<M, S>): void {
     const stats = this.#stats;
-    for (const r of run.results) {
+    const { results } = run;
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i] as ProcessResult;
       count(stats, r.outcome);
       if (r.failOpen) stats.failOpen++;
     }
@@ -304,13 +387,13 @@ export class BatchEngine<M, S> {
    * The decision for message `i`: a context to hand to the handler, or undefined when the result is already
    * final (skipped duplicate, in-progress, failure).
    */
-  #decide(state: S, batch: Batch<M>, i: number): Pending | undefined | Promise<Pending | undefined> {
+  #decide(state: S, batch: Run<M, S>, i: number): Pending | undefined | Promise<Pending | undefined> {
     const { results } = batch;
     if (results[i] !== undefined) return undefined;
     this.#rule.receive?.(state, batch, i);
     const id = batch.ids[i];
     const key = batch.keys[i];
-    if (id === undefined) return { context: NO_ID, outcome: 'no-id', extra: undefined };
+    if (id === undefined) return pend(batch, NO_ID, 'no-id', undefined);
     if (key === undefined) {
       // An id the rule does not look up (e.g. an invalid event timestamp): the rule forwards or fails it.
       const decision = this.#rule.decide(state, batch, i, undefined);
@@ -319,7 +402,7 @@ export class BatchEngine<M, S> {
         return undefined;
       }
       const extra = decision.kind === 'new' ? decision.extra : undefined;
-      return { context: { id, duplicate: false }, outcome: 'processed', extra };
+      return pend(batch, { id, duplicate: false }, 'processed', extra);
     }
     const head = batch.head[i] as number;
     const holder = batch.winner[head] as number;
@@ -331,7 +414,7 @@ export class BatchEngine<M, S> {
     if (decision.kind === 'new') {
       if (decision.claims) batch.winner[head] = i;
       const extra = batch.failOpen ? { ...decision.extra, failOpen: true as const } : decision.extra;
-      return { context: { id, duplicate: false }, outcome: 'processed', extra };
+      return pend(batch, { id, duplicate: false }, 'processed', extra);
     }
     const { existing } = decision;
     if (batch.fingerprints !== undefined) {
@@ -360,7 +443,7 @@ export class BatchEngine<M, S> {
   /** Calls `onDuplicate`; its failure is this message's failure, and the rest of the batch goes on. */
   async #hook(
     state: S,
-    batch: Batch<M>,
+    batch: Run<M, S>,
     i: number,
     context: HandlerContext,
     stored: string | undefined,
@@ -380,13 +463,13 @@ export class BatchEngine<M, S> {
    * is answered with the outcome kept with the id, if any: the value (`result`) or the failure (`failed`).
    */
   #duplicate(
-    batch: Batch<M>,
+    batch: Run<M, S>,
     i: number,
     context: HandlerContext,
     stored: string | undefined,
   ): Pending | undefined {
     const { existing, id } = context;
-    if (!this.#options.skipDuplicate) return { context, outcome: 'duplicate', extra: { existing } };
+    if (!this.#options.skipDuplicate) return pend(batch, context, 'duplicate', { existing });
     if (stored === undefined) {
       batch.results[i] =
         batch.kept === undefined
@@ -437,7 +520,7 @@ export class BatchEngine<M, S> {
   }
 
   /** Whole-batch handler: decide every message (assuming success), one call, then report per message. */
-  async #runBatch(state: S, batch: Batch<M>, handler: BatchHandler<M>): Promise<void> {
+  async #runBatch(state: S, batch: Run<M, S>, handler: BatchHandler<M>): Promise<void> {
     const { messages, results } = batch;
     const items: BatchItem<M>[] = [];
     const pending: Pending[] = [];
@@ -446,7 +529,7 @@ export class BatchEngine<M, S> {
       if (p instanceof Promise) p = await p;
       if (p === undefined) continue;
       items.push({ message: messages[i] as M, context: p.context, index: i });
-      pending.push(p);
+      pending.push({ context: p.context, outcome: p.outcome, extra: p.extra }); // `p` is the batch's, reused
       this.#rule.handled(state, batch, i, true);
     }
     if (items.length === 0) return;
@@ -491,10 +574,9 @@ export class BatchEngine<M, S> {
 
   /** The store-failure policy, written once for every store call of every mode. */
   readonly #guard: StoreGuard = {
-    start: (batch) => (batch.observe ? performance.now() : 0),
-    succeeded: (batch, operation, start) => {
-      batch.observe?.({ operation, ms: performance.now() - start });
-    },
+    // Shared functions, not closures per engine: every store call of every consumer calls the same two.
+    start: startStoreCall,
+    succeeded: storeCallSucceeded,
     failed: (batch, operation, start, error, affected) => {
       const failure = toRepositoryError(operation, error);
       batch.observe?.({ operation, ms: performance.now() - start, error: failure });
@@ -505,6 +587,16 @@ export class BatchEngine<M, S> {
       }
     },
   };
+}
+
+/** `StoreGuard.start`: the time only when someone observes store calls. */
+function startStoreCall(batch: Batch<unknown>): number {
+  return batch.observe ? performance.now() : 0;
+}
+
+/** `StoreGuard.succeeded`. */
+function storeCallSucceeded(batch: Batch<unknown>, operation: string, start: number): void {
+  batch.observe?.({ operation, ms: performance.now() - start });
 }
 
 const NO_HEADS: readonly number[] = Object.freeze([]);
@@ -557,11 +649,30 @@ function findHeads(batch: Batch<unknown>): void {
 /** A batch with the rule's state for it (the engine's view; a rule sees the batch). */
 interface Run<M, S> extends Batch<M> {
   state: S;
+  /** The decision `#decide` answers, one object per batch: it is used before the next message is decided. */
+  readonly pending: Pending;
+  messages: readonly M[];
+  stream: string;
+  observe: ((call: StoreCall) => void) | undefined;
 }
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */
 interface Pending {
-  readonly context: HandlerContext;
-  readonly outcome: 'processed' | 'duplicate' | 'no-id';
-  readonly extra: Pick<ProcessResult, 'existing' | 'failOpen' | 'invalidInput'> | undefined;
+  context: HandlerContext;
+  outcome: 'processed' | 'duplicate' | 'no-id';
+  extra: Pick<ProcessResult, 'existing' | 'failOpen' | 'invalidInput'> | undefined;
+}
+
+/** Sets the batch's one decision object (see `Run.pending`) and answers it. */
+function pend(
+  run: Run<unknown, unknown>,
+  context: HandlerContext,
+  outcome: Pending['outcome'],
+  extra: Pending['extra'],
+): Pending {
+  const { pending } = run;
+  pending.context = context;
+  pending.outcome = outcome;
+  pending.extra = extra;
+  return pending;
 }

@@ -67,21 +67,15 @@ export class IdempotentConsumer<M = unknown> {
 
   /** Processes one message: the batch engine with a batch of one; see {@link wrap}. */
   process<R>(message: M, handler: MessageHandler<M, R>): Promise<ProcessResult<R>> {
-    const answer = this.#answer as (results: ProcessResult<R>[]) => ProcessResult<R>;
-    if (this.#eventTime) return this.processBatch([message], handler).then((batch) => answer(batch.results));
-    return this.#engine.execute([message], handler, NO_OPTIONS, DEFAULT_STREAM, answer);
-  }
-
-  /** A batch of one's result as `process` answers it: an outcome, or the error the policies raise. */
-  readonly #answer = (results: ProcessResult[]): ProcessResult => {
-    const result = results[0] as ProcessResult;
-    if (result.outcome === 'failed') throw result.error;
-    if (result.outcome === 'conflict' && this.options.onConflict === 'error') throw result.error;
-    if (result.outcome === 'in-progress') {
-      throw new InProgressError(result.id as string, result.existing?.leaseExpiresAt);
+    const answer = answerOne as (
+      results: ProcessResult<R>[],
+      options: ResolvedConsumerOptions<M>,
+    ) => ProcessResult<R>;
+    if (this.#eventTime) {
+      return this.processBatch([message], handler).then((batch) => answer(batch.results, this.options));
     }
-    return result;
-  };
+    return this.#engine.executeOne(message, handler, NO_OPTIONS, DEFAULT_STREAM, answer);
+  }
 
   /**
    * Processes a batch with one multi-key store call. Duplicates inside the batch are resolved first (the first
@@ -101,4 +95,18 @@ export class IdempotentConsumer<M = unknown> {
     }
     return this.#engine.run(messages, handler, options, stream);
   }
+}
+
+/**
+ * A batch of one's result as `process` answers it: an outcome, or the error the policies raise. One function
+ * for every consumer, not a closure each: the engine's call to it then always calls the same function.
+ */
+function answerOne(results: ProcessResult[], options: ResolvedConsumerOptions<unknown>): ProcessResult {
+  const result = results[0] as ProcessResult;
+  if (result.outcome === 'failed') throw result.error;
+  if (result.outcome === 'conflict' && options.onConflict === 'error') throw result.error;
+  if (result.outcome === 'in-progress') {
+    throw new InProgressError(result.id as string, result.existing?.leaseExpiresAt);
+  }
+  return result;
 }

@@ -20,18 +20,14 @@ export function readPath(value: unknown, path: readonly string[]): unknown {
  * Objects, booleans, unsafe integers and oversized ids throw InvalidIdError.
  */
 export function idExtractor<M>(selector: IdSelector<M>): (message: M) => string | undefined {
-  const raw: (message: M) => unknown =
-    typeof selector === 'function'
-      ? selector
-      : (() => {
-          const path = selector.split('.');
-          if (path.some((step) => step.length === 0))
-            throw new InvalidIdError(`bad id path ${JSON.stringify(selector)}`);
-          return path.length === 1
-            ? (m: M) => (m as Record<string, unknown>)?.[path[0] as string]
-            : (m: M) => readPath(m, path);
-        })();
-  return (message) => normalize(raw(message));
+  if (typeof selector === 'function') return (message) => normalize(selector(message));
+  const path = selector.split('.');
+  if (path.some((step) => step.length === 0))
+    throw new InvalidIdError(`bad id path ${JSON.stringify(selector)}`);
+  // One field (the usual `id: 'id'`): read in the extractor itself, one call less per message.
+  const field = path[0] as string;
+  if (path.length === 1) return (message) => normalize((message as Record<string, unknown>)?.[field]);
+  return (message) => normalize(readPath(message, path));
 }
 
 /** The key of an empty byte id: the canonical encoding of zero bytes, which `toKey` itself refuses to store. */

@@ -12,7 +12,6 @@ import type {
   IdempotentRepository,
   MaybePromise,
   MessageId,
-  ReadOptions,
 } from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
@@ -21,7 +20,7 @@ import type { ProcessResult } from './types.js';
 
 /** What one batch learned from the store. */
 interface ProcessingTimeState {
-  /** Eager: the owner token of this batch's claims. */
+  /** Eager: the owner token of this batch's claims (a recycled state keeps its own; see `begin`). */
   readonly owner: string;
   /**
    * Per head (a key's first position in the batch): FRESH when this batch claimed the key (eager) or found it
@@ -29,6 +28,13 @@ interface ProcessingTimeState {
    * (the store read failed under `storeFailure: 'process'`).
    */
   readonly found: (IdempotencyRecord | typeof FRESH | undefined)[];
+  /**
+   * Eager, a batch of one: its claim's options and its claim (the id set per call), made once per state, since
+   * a recycled state serves call after call.
+   */
+  readonly one:
+    | { readonly claimOptions: AddOptions; readonly claim: { id: MessageId; owner: string } }
+    | undefined;
 }
 
 const FRESH = 0;
@@ -46,8 +52,11 @@ const EMPTY_ID = 'id is empty';
 export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> {
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
-  /** The store's single-key verbs, answered at once where it can (a batch of one: every `wrap` call). */
-  readonly #one: SingleKeyVerbs;
+  /**
+   * The store, whose single-key verbs (a batch of one: every `wrap` call) are called as its own methods, the
+   * direct ones where it has them: a method call the compiler can inline, not a bound function.
+   */
+  readonly #repository: IdempotentRepository;
   readonly #eager: boolean;
   /** A lazy mark's options, the same for every mark; and a confirm's when it keeps no outcome. */
   readonly #markOptions: AddOptions;
@@ -59,13 +68,20 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   constructor(options: ResolvedConsumerOptions<M>, stats: ConsumerStats) {
     this.#options = options;
     this.#stats = stats;
-    this.#one = singleKeyVerbs(options.repository);
+    this.#repository = options.repository;
     this.#eager = options.mode === 'eager';
     this.#markOptions = { ttlMs: options.ttlMs };
     this.#confirmOptions = { ttlMs: options.ttlMs };
   }
 
-  begin(batch: Batch<M>): ProcessingTimeState {
+  /**
+   * A recycled state (`spare`) keeps its owner token. A token must differ between claims that can be unsettled
+   * at once, so that a confirm or release never acts on another claim of the same id: the engine recycles a
+   * state only after its call has settled every claim it made, and never gives one state to two calls. A record
+   * such a settled claim left in the store (a release the store refused) is what it was with a new token: live,
+   * it reads as in progress; lapsed, a new claim replaces it.
+   */
+  begin(batch: Batch<M>, spare?: ProcessingTimeState): ProcessingTimeState {
     const { ids, keys, results } = batch;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
@@ -74,8 +90,20 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       if (id === '') results[i] = { outcome: 'failed', id, error: new InvalidIdError(EMPTY_ID) };
       else keys[i] = id;
     }
+    const one = ids.length === 1;
+    if (spare !== undefined && one && spare.found.length === 1) {
+      spare.found[0] = undefined;
+      return spare;
+    }
+    // Base 36, not decimal: V8 keeps each new decimal number text in its number-string cache, which outlives
+    // the young generation and makes every minor GC copy the last few thousand owner tokens.
     const owner = this.#eager ? this.#ownerPrefix + (this.#ownerSeq++).toString(36) : '';
-    return { owner, found: ids.length === 1 ? [undefined] : new Array(ids.length) };
+    if (!one) return { owner, found: new Array(ids.length), one: undefined };
+    const { ttlMs, leaseMs } = this.#options;
+    const claims = this.#eager
+      ? { claimOptions: { ttlMs, leaseMs, owner }, claim: { id: '', owner } }
+      : undefined;
+    return { owner, found: [undefined], one: claims };
   }
 
   lookup(state: ProcessingTimeState, batch: Batch<M>): Promise<void> | undefined {
@@ -119,9 +147,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     if (this.#eager) {
       const { ttlMs, leaseMs } = this.#options;
       const fingerprint = batch.fingerprints?.[head];
-      const answer = this.#one.add(
+      const answer = addOne(
+        this.#repository,
         id,
-        { ttlMs, leaseMs, owner: state.owner },
+        state.one?.claimOptions ?? { ttlMs, leaseMs, owner: state.owner },
         fingerprint === undefined ? undefined : { fingerprint },
       );
       if (waits(answer)) {
@@ -132,7 +161,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       found[head] = answer.added ? FRESH : answer.existing;
       return undefined;
     }
-    const answer = this.#one.get(id);
+    const answer = getOne(this.#repository, id);
     if (waits(answer)) {
       return Promise.resolve(answer).then((r: IdempotencyRecord | undefined) => {
         found[head] = r ?? FRESH;
@@ -239,7 +268,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     try {
       const result = batch.kept?.[winner];
       const options = result === undefined ? this.#confirmOptions : { ttlMs: this.#options.ttlMs, result };
-      answer = this.#one.confirm({ id, owner }, options);
+      let claim = state.one?.claim;
+      if (claim === undefined) claim = { id, owner };
+      else claim.id = id;
+      answer = confirmOne(this.#repository, claim, options);
     } catch (error) {
       store.failed(batch, 'confirm', start, error, [winner]);
       return undefined;
@@ -264,7 +296,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   #release(id: MessageId, owner: string): Promise<void> | undefined {
     let answer: MaybePromise<boolean>;
     try {
-      answer = this.#one.remove(id, owner);
+      answer = removeOne(this.#repository, id, owner);
     } catch {
       this.#stats.releaseFailures++;
       return undefined;
@@ -292,7 +324,8 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const start = store.start(batch);
     let answer: MaybePromise<AddResult>;
     try {
-      answer = this.#one.add(
+      answer = addOne(
+        this.#repository,
         idOfKey(batch.keys[head] as string),
         this.#markOptions,
         markEntry(batch, winner),
@@ -376,14 +409,6 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 }
 
-/** A store's single-key verbs: its direct (at once when it can) verbs, or its async ones. */
-interface SingleKeyVerbs {
-  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
-  get(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined>;
-  confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean>;
-  remove(id: MessageId, owner?: string): MaybePromise<boolean>;
-}
-
 /** True when a single-key verb answered with a promise (any thenable, as `await` would treat it). */
 function waits<T>(answer: MaybePromise<T>): answer is Promise<T> {
   return (
@@ -393,14 +418,33 @@ function waits<T>(answer: MaybePromise<T>): answer is Promise<T> {
   );
 }
 
-function singleKeyVerbs(repository: IdempotentRepository): SingleKeyVerbs {
-  const r = repository;
-  return {
-    add: (r.addDirect ?? r.add).bind(r),
-    get: (r.getDirect ?? r.get).bind(r),
-    confirm: (r.confirmDirect ?? r.confirm).bind(r),
-    remove: (r.removeDirect ?? r.remove).bind(r),
-  };
+/*
+ * A store's single-key verbs: its direct (at once when it can) verbs, or its async ones for a repository
+ * without them.
+ */
+function addOne(
+  r: IdempotentRepository,
+  id: MessageId,
+  options: AddOptions,
+  entry?: Omit<AddEntry, 'id'>,
+): MaybePromise<AddResult> {
+  return r.addDirect !== undefined ? r.addDirect(id, options, entry) : r.add(id, options, entry);
+}
+
+function getOne(r: IdempotentRepository, id: MessageId): MaybePromise<IdempotencyRecord | undefined> {
+  return r.getDirect !== undefined ? r.getDirect(id) : r.get(id);
+}
+
+function confirmOne(
+  r: IdempotentRepository,
+  claim: ClaimRef,
+  options: ConfirmOptions,
+): MaybePromise<boolean> {
+  return r.confirmDirect !== undefined ? r.confirmDirect(claim, options) : r.confirm(claim, options);
+}
+
+function removeOne(r: IdempotentRepository, id: MessageId, owner: string): MaybePromise<boolean> {
+  return r.removeDirect !== undefined ? r.removeDirect(id, owner) : r.remove(id, owner);
 }
 
 /**

@@ -44,16 +44,26 @@ export function emptyStats(): ConsumerStats {
   };
 }
 
-const FIELD: Record<Outcome, keyof ConsumerStats> = {
-  processed: 'processed',
-  duplicate: 'duplicate',
-  'in-progress': 'inProgress',
-  failed: 'failed',
-  conflict: 'conflicts',
-  'no-id': 'noId',
-};
-
-/** Adds one outcome to the counters. */
+/** Adds one outcome to the counters (a switch, not a table: a named field is faster to bump than a looked-up one). */
 export function count(stats: ConsumerStats, outcome: Outcome): void {
-  stats[FIELD[outcome]]++;
+  switch (outcome) {
+    case 'processed':
+      stats.processed++;
+      return;
+    case 'duplicate':
+      stats.duplicate++;
+      return;
+    case 'in-progress':
+      stats.inProgress++;
+      return;
+    case 'failed':
+      stats.failed++;
+      return;
+    case 'conflict':
+      stats.conflicts++;
+      return;
+    case 'no-id':
+      stats.noId++;
+      return;
+  }
 }

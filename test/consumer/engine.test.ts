@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { IdempotentConsumer } from '../../src/consumer/index.js';
+import { IdempotentConsumer, type ProcessResult } from '../../src/consumer/index.js';
 import { ClaimLostError, InProgressError, InvalidIdError, RepositoryError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { testStores } from './real-stores.js';
@@ -122,6 +122,55 @@ describe('one engine: claims are never stranded', () => {
     assert.equal(effects, 1);
     assert.equal((await repository.get('a'))?.state, 'confirmed');
   });
+});
+
+describe('one engine: a wrap call recycles its working state only once it has finished', () => {
+  for (const mode of ['eager', 'lazy'] as const) {
+    it(`${mode}: overlapping, nested and failing calls each settle their own id`, async () => {
+      const repository = new MemoryRepository();
+      const consumer = new IdempotentConsumer<Msg>({ repository, id: 'id', mode });
+      const gates = new Map<string, () => void>();
+      const seen: string[] = [];
+      const handle: (m: Msg) => Promise<ProcessResult<string>> = consumer.wrap(async (m: Msg, context) => {
+        seen.push(`${m.id}:${context.id}`);
+        if (m.id.startsWith('slow')) await new Promise<void>((resolve) => gates.set(m.id, resolve));
+        if (m.id === 'boom') throw new Error('boom');
+        if (m.id === 'outer') return (await handle({ id: 'inner' })).outcome;
+        return m.id;
+      });
+      const slow1 = handle({ id: 'slow1' }); // holds its state while later calls finish and recycle theirs
+      assert.equal((await handle({ id: 'a' })).result, 'a');
+      const slow2 = handle({ id: 'slow2' }); // takes the state 'a' gave back
+      await assert.rejects(handle({ id: 'boom' }), /boom/);
+      assert.equal((await handle({ id: 'outer' })).result, 'processed'); // a call inside a call
+      assert.equal((await handle({ id: 'a' })).outcome, 'duplicate');
+      gates.get('slow2')?.();
+      assert.deepEqual(await slow2, { outcome: 'processed', id: 'slow2', result: 'slow2' });
+      gates.get('slow1')?.();
+      assert.deepEqual(await slow1, { outcome: 'processed', id: 'slow1', result: 'slow1' });
+      for (const id of ['slow1', 'slow2', 'a', 'outer', 'inner']) {
+        assert.equal((await repository.get(id))?.state, 'confirmed', id);
+      }
+      assert.equal(await repository.get('boom'), undefined);
+      assert.deepEqual(seen, [
+        'slow1:slow1',
+        'a:a',
+        'slow2:slow2',
+        'boom:boom',
+        'outer:outer',
+        'inner:inner',
+      ]);
+      assert.equal(await handle({ id: 'boom' }).catch((e: Error) => e.message), 'boom'); // released: handled again
+      assert.deepEqual(
+        {
+          processed: consumer.stats.processed,
+          duplicate: consumer.stats.duplicate,
+          failed: consumer.stats.failed,
+        },
+        { processed: 5, duplicate: 1, failed: 2 },
+      );
+    });
+  }
 });
 
 describe('one engine: a lost claim is reported', () => {

@@ -57,6 +57,8 @@ export class MemoryRepository extends BaseRepository {
    * gets its direct verb calling that override, so the two verbs never disagree.
    */
   readonly #inherits: { add: boolean; get: boolean; confirm: boolean; remove: boolean };
+  /** `capabilities.maxIdBytes`, read once: the single-key verbs check every id against it. */
+  readonly #maxIdBytes = MAX_ID_BYTES;
 
   constructor(options: MemoryRepositoryOptions = {}) {
     super(options);
@@ -125,7 +127,7 @@ export class MemoryRepository extends BaseRepository {
   override removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
     if (!this.#inherits.remove) return this.remove(id, owner);
     this.assertOpen();
-    return this.removeOne(toKey(id, this.maxIdBytes), owner);
+    return this.removeOne(toKey(id, this.#maxIdBytes), owner);
   }
 
   override add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {
@@ -154,17 +156,17 @@ export class MemoryRepository extends BaseRepository {
 
   #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = NO_FIELDS): AddResult {
     this.assertOpen();
-    return this.addOne(toKey(id, this.maxIdBytes), entry, options, options.now ?? this.clock());
+    return this.addOne(toKey(id, this.#maxIdBytes), entry, options, options.now ?? this.clock());
   }
 
   #get(id: MessageId, options?: ReadOptions): IdempotencyRecord | undefined {
     this.assertOpen();
-    return this.getOne(toKey(id, this.maxIdBytes), options?.now ?? this.clock());
+    return this.getOne(toKey(id, this.#maxIdBytes), options?.now ?? this.clock());
   }
 
   #confirm(claim: ClaimRef, options: ConfirmOptions): boolean {
     this.assertOpen();
-    const key = toKey(claim.id, this.maxIdBytes);
+    const key = toKey(claim.id, this.#maxIdBytes);
     return this.confirmOne(key, claim.owner, options.ttlMs, this.clock(), options.result);
   }
 
@@ -182,7 +184,7 @@ export class MemoryRepository extends BaseRepository {
       this.#touch(key, held);
       return { added: false, existing: this.#record(key, held) };
     }
-    const record = newRecord(key, entry, options, now);
+    const record = entry === NO_FIELDS ? bareRecord(key, options, now) : newRecord(key, entry, options, now);
     const stored = this.#compact(record);
     if (held === undefined) this.#insert(key, stored);
     else this.#touch(key, stored);
@@ -295,4 +297,20 @@ export class MemoryRepository extends BaseRepository {
   protected async doClose(): Promise<void> {
     this.#records.clear();
   }
+}
+
+/**
+ * `newRecord` for an add that carries no fields (every `wrap` claim and lazy mark), written as one object literal:
+ * a record given its lease and owner after it was made is two objects (V8 keeps added fields apart).
+ */
+function bareRecord(key: string, options: AddOptions, now: number): IdempotencyRecord {
+  const { leaseMs } = options;
+  if (leaseMs === undefined) return { id: key, state: 'confirmed', expiresAt: now + options.ttlMs };
+  return {
+    id: key,
+    state: 'in-flight',
+    expiresAt: now + options.ttlMs,
+    leaseExpiresAt: now + leaseMs,
+    owner: options.owner,
+  };
 }

@@ -5,7 +5,7 @@ import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
 import { type ConfigOverride, configSource } from '../config/sources.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
-import { type DedupEntry, dedupLines } from './dedup.js';
+import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
 import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
@@ -119,11 +119,12 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   }
 
   let setup: ConsumerSetup<DedupEntry>;
+  const ids = new BatchIds();
   try {
     compileId(idExpression); // the parse worker compiles it again; a bad expression is reported here
     // The mode is fixed: eager leases would strand ids claimed by a killed run (see docs/cli.md).
     setup = await openConsumer<DedupEntry>(config, {
-      id: (entry) => entry.id,
+      id: ids.id,
       consumer: { mode: 'lazy', skipDuplicate: true, nullId: 'forward', storeFailure: 'fail' },
       onWarning: (warning) => stderr.write(`idem dedup: ${warning}\n`),
     });
@@ -161,6 +162,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
         signal: abort.signal,
       }),
       consumer: setup.consumer,
+      ids,
       invalid: config.dedup.invalid,
       output: Output.forStdout(),
       counts,

@@ -50,6 +50,30 @@ describe('rocksdb key index', () => {
     assert.equal(new KeyIndex(0).enabled, false);
   });
 
+  it('presized for expectedIds, holds them without growing a table, within its memory cap', () => {
+    const n = 300_000;
+    const index = new KeyIndex(256 * 1024 * 1024, n);
+    const presized = index.bytes;
+    for (let i = 0; i < n; i++) assert.ok(index.insert(hashKey(`id-${i}`), 1, 1 + (i >>> 5)));
+    assert.equal(index.bytes, presized, 'a table grew (rehashed) below expectedIds');
+    assert.equal(index.size, n);
+    // Growing step by step ends at the same size: presizing costs no memory beyond what the ids need.
+    const grown = new KeyIndex(256 * 1024 * 1024);
+    for (let i = 0; i < n; i++) grown.insert(hashKey(`id-${i}`), 1, 1 + (i >>> 5));
+    assert.equal(presized, grown.bytes);
+    // The cap wins over the expectation.
+    assert.equal(new KeyIndex(1 << 20, 10_000_000).bytes, 1 << 20);
+    assert.equal(new KeyIndex(0, 1000).enabled, false);
+    // A snapshot of smaller tables is brought up to the presized size on restore.
+    const small = new KeyIndex(1 << 20);
+    for (let i = 0; i < 1000; i++) small.insert(hashKey(`r${i}`), 2, 1);
+    const restored = new KeyIndex(256 * 1024 * 1024, n);
+    assert.ok(restored.restore(small.snapshot()));
+    assert.equal(restored.bytes, presized);
+    const out: number[] = [];
+    for (let i = 0; i < 1000; i++) assert.equal(restored.lookup(hashKey(`r${i}`), out, []), 1);
+  });
+
   it('round-trips through a snapshot', () => {
     const index = new KeyIndex(1 << 20);
     for (let i = 0; i < 5000; i++) index.insert(hashKey(`s${i}`), 7, i + 1);

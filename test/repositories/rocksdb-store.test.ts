@@ -164,6 +164,30 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     });
   });
 
+  it('presizes the key index for expectedIds and names a bad value', async (t) => {
+    const plain = closeAfter(t, await RocksdbRepository.open({ path: freshPath() }));
+    const presized = closeAfter(
+      t,
+      await RocksdbRepository.open({ path: freshPath(), expectedIds: 1_000_000 }),
+    );
+    const bytes = presized.stats().index.bytes;
+    assert.ok(bytes > plain.stats().index.bytes, String(bytes));
+    await presized.addMany(
+      ids('pre', 20_000).map((id) => ({ id })),
+      { ttlMs: HOUR },
+    );
+    assert.equal(presized.stats().index.entries, 20_000);
+    assert.equal(presized.stats().index.bytes, bytes);
+    for (const expectedIds of [-1, 1.5, '10']) {
+      const options = { path: freshPath(), expectedIds } as unknown as RocksdbRepositoryOptions;
+      await assert.rejects(RocksdbRepository.open(options), (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.key, 'repository.expectedIds');
+        return true;
+      });
+    }
+  });
+
   it('keeps every id across a graceful close with the WAL off', async () => {
     const path = freshPath();
     const marked = ids('lazy', 500);

@@ -24,7 +24,7 @@ export class BucketSet {
   constructor(path: string, settings: RocksdbSettings) {
     this.#path = path;
     this.#bucketMs = settings.bucketMs;
-    this.index = new KeyIndex(settings.indexMaxMb * 1024 * 1024);
+    this.index = new KeyIndex(settings.indexMaxMb * 1024 * 1024, settings.expectedIds ?? 0);
     this.#options = {
       createIfMissing: true,
       compression: false,

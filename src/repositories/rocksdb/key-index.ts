@@ -30,6 +30,19 @@ export function hashKey(key: string): number {
   return h >>> 0;
 }
 
+/**
+ * Smallest table (a power of two) that holds one segment's share of `expectedIds` below the load limit. The
+ * top hash bits spread ids binomially over the segments, so the share gets a margin of 5 standard deviations
+ * (10M ids: 625,000 ± ~4,000), which no realistic key set exceeds.
+ */
+function presizedSegment(expectedIds: number): number {
+  const share = expectedIds / SEGMENTS;
+  const needed = Math.ceil(share + 5 * Math.sqrt(share) + 1);
+  let capacity = MIN_SEGMENT;
+  while (capacity * MAX_LOAD < needed) capacity *= 2;
+  return capacity;
+}
+
 function location(slot: number, blob: number): number {
   return (slot * (1 << BLOB_BITS) + blob) >>> 0;
 }
@@ -96,12 +109,21 @@ export class KeyIndex {
   /** Largest table of one segment. */
   readonly #maxSegment: number;
 
-  /** An index of at most `maxBytes`; below one minimal table per segment it is disabled and stores nothing. */
-  constructor(maxBytes: number) {
+  /** Table size every segment starts at (and is brought up to on restore): presized for `expectedIds`. */
+  readonly #initialSegment: number;
+
+  /**
+   * An index of at most `maxBytes`; below one minimal table per segment it is disabled and stores nothing.
+   * `expectedIds` presizes the tables so that holding that many entries never grows (rehashes) one, as far
+   * as `maxBytes` allows.
+   */
+  constructor(maxBytes: number, expectedIds = 0) {
     let max = 0;
     for (let c = MIN_SEGMENT; c * BYTES_PER_ENTRY * SEGMENTS <= maxBytes; c *= 2) max = c;
     this.#maxSegment = max;
-    this.#segments = max === 0 ? [] : Array.from({ length: SEGMENTS }, () => new Segment(MIN_SEGMENT));
+    this.#initialSegment = Math.min(max, presizedSegment(expectedIds));
+    this.#segments =
+      max === 0 ? [] : Array.from({ length: SEGMENTS }, () => new Segment(this.#initialSegment));
   }
 
   /** False when the memory cap is too small for any table: every lookup must then read RocksDB. */
@@ -217,6 +239,8 @@ export class KeyIndex {
       segment.mask = d.hashes.length - 1;
       segment.live = d.live;
       segment.used = d.used;
+      // A snapshot taken before the store was presized: grow it once now rather than step by step later.
+      if (segment.hashes.length < this.#initialSegment) segment.rehash(this.#initialSegment);
       return segment;
     });
     return true;

@@ -32,6 +32,11 @@ export const rocksdbOptionsSchema = z
     blockCacheMb: z.number().int().min(0).max(4095).default(rocksdbDefaults.blockCacheMb),
     indexMaxMb: z.number().int().min(0).default(rocksdbDefaults.indexMaxMb),
     /**
+     * Ids the store is expected to hold at once: the key index is sized for them when the store opens, so it
+     * never grows (rehashes its tables) on the hot path while holding up to that many. Capped by `indexMaxMb`.
+     */
+    expectedIds: z.number().int().min(0).optional(),
+    /**
      * RocksDB memtable budget per bucket written to, in MiB: memtables of a quarter of it (RocksDB's "level"
      * preset; ~3/4 of it in use, at most 3/2). Unset: RocksDB's own 64 MiB memtables, two at most.
      * `idem dedup` sets 32 unless the config does.

@@ -50,11 +50,19 @@ export type DedupEnd =
  */
 export async function dedupLines(job: DedupJob): Promise<DedupEnd> {
   const { counts } = job;
+  /**
+   * One output buffer for every batch: a write has been handed to the OS before the batch's marks, so before
+   * the next batch is joined into the buffer.
+   */
+  let scratch = Buffer.allocUnsafeSlow(0);
   const handler = {
     batch: (items: readonly BatchItem<DedupEntry>[]) => {
+      const batch = current as LineBatch;
       const indices = new Array<number>(items.length);
       for (let k = 0; k < items.length; k++) indices[k] = (items[k] as BatchItem<DedupEntry>).message;
-      return job.output.write((current as LineBatch).join(indices));
+      const size = batch.joinedSize(indices);
+      if (scratch.length < size) scratch = Buffer.allocUnsafeSlow(Math.max(size, 2 * scratch.length));
+      return job.output.write(batch.joinInto(indices, scratch.subarray(0, size)));
     },
   };
   let current: LineBatch | undefined;

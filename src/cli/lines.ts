@@ -1,4 +1,4 @@
-import { createReadStream } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { addAbortSignal, type Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import type { ParsedPiece, ToWorker } from './worker-protocol.js';
@@ -12,6 +12,8 @@ import type { ParsedPiece, ToWorker } from './worker-protocol.js';
 export class LineBatch {
   /** The line's id; undefined for an invalid line. */
   readonly ids: (string | undefined)[] = [];
+  /** The pooled chunk buffers the lines lie in: reused for reading once the caller is done with the batch. */
+  readonly held: ArrayBuffer[] = [];
   /** Input bytes of the batch's lines, newlines included (for the progress bar). */
   bytes = 0;
   readonly #runs: Run[] = [];
@@ -88,16 +90,20 @@ export class LineBatch {
     return !this.#dropped.has(i);
   }
 
-  /**
-   * The bytes of lines `indices` (ascending, all kept), each followed by a newline, in one buffer (one write per
-   * batch). Neighbouring lines of a piece are copied together with the newline between them, so a batch costs
-   * one copy per run of written lines rather than one per line.
-   */
-  join(indices: readonly number[]): Buffer {
-    const n = indices.length;
+  /** Bytes of lines `indices`, each with a newline: the size {@link joinInto} fills. */
+  joinedSize(indices: readonly number[]): number {
     let size = 0;
-    for (let j = 0; j < n; j++) size += this.size(indices[j] as number);
-    const out = Buffer.allocUnsafe(size);
+    for (let j = 0; j < indices.length; j++) size += this.size(indices[j] as number);
+    return size;
+  }
+
+  /**
+   * Copies lines `indices` (ascending, all kept), each followed by a newline, into `out` (of
+   * {@link joinedSize}), for one write per batch. Neighbouring lines of a piece are copied together with the
+   * newline between them, so a batch costs one copy per run of written lines rather than one per line.
+   */
+  joinInto(indices: readonly number[], out: Buffer): Buffer {
+    const n = indices.length;
     const runs = this.#runs;
     let r = 0;
     let at = 0;
@@ -153,7 +159,7 @@ export const STDIN = '-';
 
 const NEWLINE = 0x0a;
 const CHUNK_BYTES = 1 << 20;
-/** Pieces sent to the parse worker and not yet returned: enough to keep both threads busy, little memory. */
+/** Chunks sent to the parse worker and not yet taken back: enough to keep both threads busy, little memory. */
 const WINDOW = 4;
 
 /** Options of {@link readBatches}. */
@@ -185,6 +191,8 @@ export async function* readBatches(
   let pumpDone = false;
   let wake: (() => void) | undefined;
   let windowOpen: (() => void) | undefined;
+  /** Chunk buffers free to read into; each goes to the worker and back, and is reused once its lines are done. */
+  const pool: ArrayBuffer[] = [];
   const stop = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
 
@@ -201,31 +209,55 @@ export async function* readBatches(
     sent.push(input);
     worker.postMessage(message, transfer);
   };
+  /** Room for one more chunk in flight (waits while the worker is `WINDOW` chunks ahead). */
+  const room = async () => {
+    while (sent.length - received >= WINDOW && !signal.aborted) {
+      await new Promise<void>((resolve) => {
+        windowOpen = resolve;
+      });
+    }
+    return !signal.aborted;
+  };
   const pump = async () => {
     for (let input = 0; input < inputs.length && !signal.aborted; input++) {
       const name = inputs[input] as string;
-      const stream =
-        name === STDIN
-          ? (options.stdin ?? process.stdin)
-          : createReadStream(name, { highWaterMark: CHUNK_BYTES });
-      addAbortSignal(signal, stream);
-      let aborted = false;
-      try {
-        for await (const chunk of stream as AsyncIterable<Buffer>) {
-          while (sent.length - received >= WINDOW && !signal.aborted) {
-            await new Promise<void>((resolve) => {
-              windowOpen = resolve;
-            });
-          }
-          if (signal.aborted) break;
-          const data = ownedBytes(chunk);
-          post(input, { kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
+      if (name === STDIN) await pumpStream(input, options.stdin ?? process.stdin);
+      else await pumpFile(input, name);
+      post(input, { kind: 'end', aborted: signal.aborted });
+    }
+  };
+  /** A file is read into pooled buffers, which the worker moves back with the lines found in them. */
+  const pumpFile = async (input: number, name: string) => {
+    const handle = await open(name, 'r');
+    try {
+      while (await room()) {
+        const buffer = pool.pop() ?? new ArrayBuffer(CHUNK_BYTES);
+        const { bytesRead } = await handle.read(new Uint8Array(buffer), 0, CHUNK_BYTES, null);
+        if (bytesRead === 0) {
+          pool.push(buffer);
+          break;
         }
-      } catch (error) {
-        if (!signal.aborted) throw error;
+        post(input, { kind: 'chunk', data: new Uint8Array(buffer, 0, bytesRead) }, [buffer]);
       }
-      aborted = signal.aborted;
-      post(input, { kind: 'end', aborted });
+    } finally {
+      await handle.close();
+    }
+  };
+  /** A stream (stdin) hands out its own buffers: each chunk is copied into a pooled one (or its own, if larger). */
+  const pumpStream = async (input: number, stream: Readable) => {
+    addAbortSignal(signal, stream);
+    try {
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        if (!(await room())) break;
+        const data =
+          chunk.length <= CHUNK_BYTES
+            ? new Uint8Array(pool.pop() ?? new ArrayBuffer(CHUNK_BYTES), 0, chunk.length)
+            : new Uint8Array(chunk.length);
+        data.set(chunk);
+        post(input, { kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
+      }
+    } catch (error) {
+      if (!signal.aborted) throw error;
     }
   };
   pump()
@@ -237,12 +269,24 @@ export async function* readBatches(
       wake?.();
     });
 
+  /** Holds on each chunk buffer: the batches with lines in it, and the loop below while it adds its lines. */
+  const holds = new Map<ArrayBuffer, number>();
+  const hold = (buffer: ArrayBuffer) => holds.set(buffer, (holds.get(buffer) ?? 0) + 1);
+  const release = (buffer: ArrayBuffer) => {
+    const left = (holds.get(buffer) as number) - 1;
+    if (left > 0) holds.set(buffer, left);
+    else {
+      holds.delete(buffer);
+      if (buffer.byteLength === CHUNK_BYTES) pool.push(buffer);
+    }
+  };
+
   const lineNumbers = new Array<number>(inputs.length).fill(0);
   let batch = new LineBatch();
   try {
     for (;;) {
-      const piece = replies.shift();
-      if (piece === undefined) {
+      const reply = replies.shift();
+      if (reply === undefined) {
         if (failure !== undefined) throw failure;
         if (pumpDone && received === sent.length) break;
         await new Promise<void>((resolve) => {
@@ -255,35 +299,46 @@ export async function* readBatches(
       windowOpen?.();
       windowOpen = undefined;
       const source = inputs[input] === STDIN ? '<stdin>' : (inputs[input] as string);
-      const lines = {
-        data: Buffer.from(piece.data.buffer, piece.data.byteOffset, piece.data.byteLength),
-        starts: piece.starts,
-        ends: piece.ends,
-      };
-      const count = piece.ids.length;
-      let nextInvalid = 0;
-      let nextDropped = 0;
-      for (let from = 0; from < count; ) {
-        const to = Math.min(count, from + batchSize - batch.length);
-        const first = batch.length - from; // batch index of piece line 0, for this run
-        batch.add(lines, piece.ids, from, to, source, (lineNumbers[input] as number) + 1);
-        lineNumbers[input] = (lineNumbers[input] as number) + (to - from);
-        for (; nextInvalid < piece.invalid.length; nextInvalid++) {
-          const [index, reason] = piece.invalid[nextInvalid] as [number, string];
-          if (index >= to) break;
-          batch.setInvalid(first + index, reason);
-        }
-        for (; nextDropped < piece.dropped.length; nextDropped++) {
-          const [index, bytes] = piece.dropped[nextDropped] as [number, number];
-          if (index >= to) break;
-          batch.setDropped(first + index, bytes);
-        }
-        from = to;
-        if (batch.length >= batchSize) {
-          yield batch;
-          batch = new LineBatch();
+      const { chunk } = reply;
+      if (chunk) hold(chunk);
+      for (const piece of reply.pieces) {
+        const lines = {
+          data: Buffer.from(piece.data.buffer, piece.data.byteOffset, piece.data.byteLength),
+          starts: piece.starts,
+          ends: piece.ends,
+        };
+        const count = piece.ids.length;
+        let nextInvalid = 0;
+        let nextDropped = 0;
+        for (let from = 0; from < count; ) {
+          const to = Math.min(count, from + batchSize - batch.length);
+          const first = batch.length - from; // batch index of the piece's line 0
+          batch.add(lines, piece.ids, from, to, source, (lineNumbers[input] as number) + 1);
+          if (chunk && !batch.held.includes(chunk)) {
+            batch.held.push(chunk);
+            hold(chunk);
+          }
+          lineNumbers[input] = (lineNumbers[input] as number) + (to - from);
+          for (; nextInvalid < piece.invalid.length; nextInvalid++) {
+            const [index, reason] = piece.invalid[nextInvalid] as [number, string];
+            if (index >= to) break;
+            batch.setInvalid(first + index, reason);
+          }
+          for (; nextDropped < piece.dropped.length; nextDropped++) {
+            const [index, bytes] = piece.dropped[nextDropped] as [number, number];
+            if (index >= to) break;
+            batch.setDropped(first + index, bytes);
+          }
+          from = to;
+          if (batch.length >= batchSize) {
+            yield batch;
+            // The caller is done with the batch (written and marked): its chunks can be read into again.
+            for (const buffer of batch.held) release(buffer);
+            batch = new LineBatch();
+          }
         }
       }
+      if (chunk) release(chunk);
     }
     if (failure !== undefined) throw failure;
     if (batch.length > 0) yield batch;
@@ -292,18 +347,6 @@ export async function* readBatches(
     windowOpen?.();
     await worker.terminate();
   }
-}
-
-/**
- * The chunk's bytes in an ArrayBuffer of their own, so they can be moved to the worker rather than cloned. A file
- * stream reads each chunk into a fresh buffer of exactly its size, which is moved as it is; a chunk that shares
- * its buffer (stdin's pooled reads) is copied.
- */
-function ownedBytes(chunk: Buffer): Uint8Array {
-  const whole = chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength;
-  return whole && !(chunk.buffer instanceof SharedArrayBuffer)
-    ? new Uint8Array(chunk.buffer, 0, chunk.byteLength)
-    : new Uint8Array(chunk);
 }
 
 /**

@@ -20,7 +20,7 @@ export const dedupDefaults = {
    * RocksDB memtable budget of the store (`repository.memtableMb`) unless the config sets one: a run writes
    * one bucket, and RocksDB's default 2 × 64 MiB memtables would be a third of the memory target.
    */
-  memtableMb: 32,
+  memtableMb: 8,
   /** Longest line read, newline excluded (16 MiB); a longer one is an invalid line, skipped without being held. */
   maxLineBytes: 16 * 1024 * 1024,
 } as const;

@@ -1,5 +1,6 @@
 import { open } from 'node:fs/promises';
 import { addAbortSignal, type Readable } from 'node:stream';
+import { setImmediate } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type { ParsedPiece, ToWorker } from './worker-protocol.js';
 
@@ -158,7 +159,7 @@ interface Run {
 export const STDIN = '-';
 
 const NEWLINE = 0x0a;
-const CHUNK_BYTES = 1 << 20;
+const CHUNK_BYTES = 1 << 18;
 /** Chunks sent to the parse worker and not yet taken back: enough to keep both threads busy, little memory. */
 const WINDOW = 4;
 
@@ -298,6 +299,11 @@ export async function* readBatches(
       const input = sent[received++] as number;
       windowOpen?.();
       windowOpen = undefined;
+      // The caller's batches run on promises alone (the store answers most calls synchronously), so without a
+      // turn of the event loop per chunk no read would complete and no chunk reach the worker, or come back
+      // from it, until every parsed line had been used: the worker would wait for chunks, then the caller for
+      // lines. One turn per chunk taken keeps the worker a window of chunks ahead.
+      await setImmediate();
       const source = inputs[input] === STDIN ? '<stdin>' : (inputs[input] as string);
       const { chunk } = reply;
       if (chunk) hold(chunk);

@@ -5,17 +5,26 @@ import type { InvalidPolicy } from './options.js';
 import type { Output } from './output.js';
 import type { DedupCounts } from './progress.js';
 
-/** A line on its way through the consumer: its position in the batch and its id (undefined: passed through). */
-export interface DedupEntry {
-  readonly index: number;
-  readonly id: string | undefined;
+/**
+ * A line on its way through the consumer: its position in the current batch. Plain numbers rather than an
+ * object per line: the consumer reads the id through {@link BatchIds}, which points at the batch in hand.
+ */
+export type DedupEntry = number;
+
+/** The consumer's id selector for {@link DedupEntry} messages: the id of that line of the current batch. */
+export class BatchIds {
+  /** The ids of the batch being processed (undefined: passed through without id). */
+  ids: readonly (string | undefined)[] = [];
+  readonly id = (entry: DedupEntry): string | undefined => this.ids[entry];
 }
 
 /** Everything one run needs; the CLI wires it to files, stdout and the configured store. */
 export interface DedupJob {
   readonly batches: AsyncIterable<LineBatch>;
-  /** A lazy-mode consumer whose id selector is `entry.id`, skipping duplicates, forwarding id-less entries. */
+  /** A lazy-mode consumer whose id selector is `ids.id`, skipping duplicates, forwarding id-less entries. */
   readonly consumer: IdempotentConsumer<DedupEntry>;
+  /** The consumer's id selector: pointed at each batch's ids before the batch is processed. */
+  readonly ids: BatchIds;
   readonly invalid: InvalidPolicy;
   readonly output: Output;
   readonly counts: DedupCounts;
@@ -41,34 +50,52 @@ export type DedupEnd =
  */
 export async function dedupLines(job: DedupJob): Promise<DedupEnd> {
   const { counts } = job;
+  /**
+   * One output buffer for every batch: a write has been handed to the OS before the batch's marks, so before
+   * the next batch is joined into the buffer.
+   */
+  let scratch = Buffer.allocUnsafeSlow(0);
+  const handler = {
+    batch: (items: readonly BatchItem<DedupEntry>[]) => {
+      const batch = current as LineBatch;
+      const indices = new Array<number>(items.length);
+      for (let k = 0; k < items.length; k++) indices[k] = (items[k] as BatchItem<DedupEntry>).message;
+      const size = batch.joinedSize(indices);
+      if (scratch.length < size) scratch = Buffer.allocUnsafeSlow(Math.max(size, 2 * scratch.length));
+      return job.output.write(batch.joinInto(indices, scratch.subarray(0, size)));
+    },
+  };
+  let current: LineBatch | undefined;
   for await (const batch of job.batches) {
+    current = batch;
+    const { ids } = batch;
     const entries: DedupEntry[] = [];
     let stop: { location: string; reason: string } | undefined;
-    for (let i = 0; i < batch.length; i++) {
-      counts.read++;
-      counts.bytes += batch.size(i);
-      const id = batch.ids[i];
-      if (id !== undefined) {
-        entries.push({ index: i, id });
+    let read = batch.length;
+    for (let i = 0; i < ids.length; i++) {
+      if (ids[i] !== undefined) {
+        entries.push(i);
         continue;
       }
-      const reason = batch.reasons[i] ?? 'no id';
+      const reason = batch.reason(i) ?? 'no id';
       counts.invalid++;
       if (job.invalid === 'error') {
         // The lines before the bad one are still written and marked, so a re-run after the fix resumes.
         stop = { location: batch.location(i), reason };
+        read = i + 1;
         break;
       }
       // An over-long line's bytes were never kept, so even `pass` can only skip it.
       const passed = job.invalid === 'pass' && batch.kept(i);
       job.onInvalid(batch.location(i), reason, passed);
-      if (passed) entries.push({ index: i, id: undefined });
+      if (passed) entries.push(i);
     }
+    counts.read += read;
+    counts.bytes += read === batch.length ? batch.bytes : batch.bytesThrough(read - 1);
 
     if (entries.length > 0) {
-      const handler = {
-        batch: (items: readonly BatchItem<DedupEntry>[]) => job.output.write(joinLines(batch, items)),
-      };
+      // A passed-through line's id is undefined, so the consumer forwards it without deduplicating.
+      job.ids.ids = ids;
       const { results } = await job.consumer.processBatch(entries, handler);
       if (job.output.error) {
         if (job.output.closedByReader) return { kind: 'output-closed' };
@@ -85,14 +112,4 @@ export async function dedupLines(job: DedupJob): Promise<DedupEnd> {
     if (job.stopRequested()) return { kind: 'stopped' };
   }
   return { kind: 'done' };
-}
-
-/** The lines' exact bytes, each followed by a newline, in one buffer (one write per batch). */
-function joinLines(batch: LineBatch, items: readonly BatchItem<DedupEntry>[]): Buffer {
-  let size = 0;
-  for (const item of items) size += batch.size(item.message.index);
-  const out = Buffer.allocUnsafe(size);
-  let at = 0;
-  for (const item of items) at = batch.copyLine(item.message.index, out, at);
-  return out;
 }

@@ -1,61 +1,166 @@
-import { createReadStream } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { addAbortSignal, type Readable } from 'node:stream';
+import { setImmediate } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type { ParsedPiece, ToWorker } from './worker-protocol.js';
 
 /**
- * A batch of parsed input lines, kept as parallel arrays rather than an object per line: a 10M-line run would
- * otherwise spend its time allocating and collecting them. A line's bytes are `chunks[i][starts[i], ends[i])`
- * (the newline excluded), exactly as read, so writing them back reproduces the input.
+ * A batch of parsed input lines. The lines are not copied out one by one: the batch refers to runs of lines of
+ * the parsed pieces (a batch of 2,000 lines usually spans one or two pieces), and only the ids are gathered
+ * into one array, which is what the store is asked about. A line's bytes are exactly as read (the newline
+ * excluded), so writing them back reproduces the input.
  */
 export class LineBatch {
-  readonly chunks: Buffer[] = [];
-  readonly starts: number[] = [];
-  readonly ends: number[] = [];
   /** The line's id; undefined for an invalid line. */
   readonly ids: (string | undefined)[] = [];
-  /** Why an invalid line is invalid. */
-  readonly reasons: (string | undefined)[] = [];
-  /** File name, or `<stdin>`. */
-  readonly sources: string[] = [];
-  /** 1-based line numbers within their source. */
-  readonly lines: number[] = [];
+  /** The pooled chunk buffers the lines lie in: reused for reading once the caller is done with the batch. */
+  readonly held: ArrayBuffer[] = [];
+  /** Input bytes of the batch's lines, newlines included (for the progress bar). */
+  bytes = 0;
+  readonly #runs: Run[] = [];
+  /** Why an invalid line is invalid, by index (invalid lines are few). */
+  readonly #reasons = new Map<number, string>();
   /** Over-long lines (index → their byte length): reported and skipped, never written, as their bytes were not kept. */
-  readonly dropped = new Map<number, number>();
+  readonly #dropped = new Map<number, number>();
 
   get length(): number {
     return this.ids.length;
   }
 
+  /** Adds lines `from` to `to` (exclusive) of a parsed piece: line `from` is line `line` (1-based) of `source`. */
+  add(
+    piece: { readonly data: Buffer; readonly starts: Int32Array; readonly ends: Int32Array },
+    ids: readonly (string | undefined)[],
+    from: number,
+    to: number,
+    source: string,
+    line: number,
+  ): void {
+    const first = this.ids.length;
+    const run: Run = { ...piece, from, first, count: to - from, source, line };
+    this.#runs.push(run);
+    const { starts, ends } = piece;
+    let bytes = 0;
+    for (let k = from; k < to; k++) {
+      this.ids.push(ids[k]);
+      bytes += (ends[k] as number) - (starts[k] as number) + 1;
+    }
+    this.bytes += bytes;
+  }
+
+  /** Marks line `i` invalid, for `reason`. */
+  setInvalid(i: number, reason: string): void {
+    this.#reasons.set(i, reason);
+  }
+
+  /** Marks line `i` over-long: `bytes` long with its newline, none of them kept. */
+  setDropped(i: number, bytes: number): void {
+    this.#dropped.set(i, bytes);
+    this.bytes += bytes - 1; // `add` counted its empty range as one byte
+  }
+
+  /** Why line `i` has no id (undefined for a line with an id). */
+  reason(i: number): string | undefined {
+    return this.#reasons.get(i);
+  }
+
   /** `file:line` of line `i`, for messages. */
   location(i: number): string {
-    return `${this.sources[i]}:${this.lines[i]}`;
+    const run = this.#runOf(i);
+    return `${run.source}:${run.line + i - run.first}`;
   }
 
   /** Byte length of line `i` plus its newline (as read, for a dropped line). */
   size(i: number): number {
-    return this.dropped.get(i) ?? (this.ends[i] as number) - (this.starts[i] as number) + 1;
+    const dropped = this.#dropped.get(i);
+    if (dropped !== undefined) return dropped;
+    const run = this.#runOf(i);
+    const k = run.from + i - run.first;
+    return (run.ends[k] as number) - (run.starts[k] as number) + 1;
+  }
+
+  /** Input bytes of lines 0 to `i`, newlines included. */
+  bytesThrough(i: number): number {
+    let bytes = 0;
+    for (let j = 0; j <= i; j++) bytes += this.size(j);
+    return bytes;
   }
 
   /** Whether line `i`'s bytes are here to be written (an over-long line's are not). */
   kept(i: number): boolean {
-    return !this.dropped.has(i);
+    return !this.#dropped.has(i);
   }
 
-  /** Copies line `i` and a newline into `out` at `at`; returns the next offset. */
-  copyLine(i: number, out: Buffer, at: number): number {
-    const next = at + (this.chunks[i] as Buffer).copy(out, at, this.starts[i], this.ends[i]);
-    out[next] = NEWLINE;
-    return next + 1;
+  /** Bytes of lines `indices`, each with a newline: the size {@link joinInto} fills. */
+  joinedSize(indices: readonly number[]): number {
+    let size = 0;
+    for (let j = 0; j < indices.length; j++) size += this.size(indices[j] as number);
+    return size;
   }
+
+  /**
+   * Copies lines `indices` (ascending, all kept), each followed by a newline, into `out` (of
+   * {@link joinedSize}), for one write per batch. Neighbouring lines of a piece are copied together with the
+   * newline between them, so a batch costs one copy per run of written lines rather than one per line.
+   */
+  joinInto(indices: readonly number[], out: Buffer): Buffer {
+    const n = indices.length;
+    const runs = this.#runs;
+    let r = 0;
+    let at = 0;
+    let j = 0;
+    while (j < n) {
+      const i = indices[j] as number;
+      while (i >= (runs[r] as Run).first + (runs[r] as Run).count) r++;
+      const run = runs[r] as Run;
+      const { starts, ends, data } = run;
+      const offset = run.from - run.first;
+      let k = i + offset;
+      const start = starts[k] as number;
+      // Extend over the following lines while they are the next lines of the same piece, right after this one.
+      const last = run.first + run.count - 1;
+      while (
+        j + 1 < n &&
+        (indices[j + 1] as number) === k - offset + 1 &&
+        k - offset + 1 <= last &&
+        starts[k + 1] === (ends[k] as number) + 1
+      ) {
+        k++;
+        j++;
+      }
+      at += data.copy(out, at, start, ends[k]);
+      out[at++] = NEWLINE;
+      j++;
+    }
+    return out;
+  }
+
+  #runOf(i: number): Run {
+    const runs = this.#runs;
+    for (let r = runs.length - 1; r > 0; r--) if ((runs[r] as Run).first <= i) return runs[r] as Run;
+    return runs[0] as Run;
+  }
+}
+
+/** Lines `from`… of a parsed piece, as lines `first`… of a batch. */
+interface Run {
+  readonly data: Buffer;
+  readonly starts: Int32Array;
+  readonly ends: Int32Array;
+  readonly from: number;
+  readonly first: number;
+  readonly count: number;
+  readonly source: string;
+  /** Line number of the run's first line in `source`. */
+  readonly line: number;
 }
 
 /** The name `-` (or no file at all) means standard input. */
 export const STDIN = '-';
 
 const NEWLINE = 0x0a;
-const CHUNK_BYTES = 1 << 20;
-/** Pieces sent to the parse worker and not yet returned: enough to keep both threads busy, little memory. */
+const CHUNK_BYTES = 1 << 18;
+/** Chunks sent to the parse worker and not yet taken back: enough to keep both threads busy, little memory. */
 const WINDOW = 4;
 
 /** Options of {@link readBatches}. */
@@ -87,6 +192,8 @@ export async function* readBatches(
   let pumpDone = false;
   let wake: (() => void) | undefined;
   let windowOpen: (() => void) | undefined;
+  /** Chunk buffers free to read into; each goes to the worker and back, and is reused once its lines are done. */
+  const pool: ArrayBuffer[] = [];
   const stop = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
 
@@ -103,31 +210,55 @@ export async function* readBatches(
     sent.push(input);
     worker.postMessage(message, transfer);
   };
+  /** Room for one more chunk in flight (waits while the worker is `WINDOW` chunks ahead). */
+  const room = async () => {
+    while (sent.length - received >= WINDOW && !signal.aborted) {
+      await new Promise<void>((resolve) => {
+        windowOpen = resolve;
+      });
+    }
+    return !signal.aborted;
+  };
   const pump = async () => {
     for (let input = 0; input < inputs.length && !signal.aborted; input++) {
       const name = inputs[input] as string;
-      const stream =
-        name === STDIN
-          ? (options.stdin ?? process.stdin)
-          : createReadStream(name, { highWaterMark: CHUNK_BYTES });
-      addAbortSignal(signal, stream);
-      let aborted = false;
-      try {
-        for await (const chunk of stream as AsyncIterable<Buffer>) {
-          while (sent.length - received >= WINDOW && !signal.aborted) {
-            await new Promise<void>((resolve) => {
-              windowOpen = resolve;
-            });
-          }
-          if (signal.aborted) break;
-          const data = ownedBytes(chunk);
-          post(input, { kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
+      if (name === STDIN) await pumpStream(input, options.stdin ?? process.stdin);
+      else await pumpFile(input, name);
+      post(input, { kind: 'end', aborted: signal.aborted });
+    }
+  };
+  /** A file is read into pooled buffers, which the worker moves back with the lines found in them. */
+  const pumpFile = async (input: number, name: string) => {
+    const handle = await open(name, 'r');
+    try {
+      while (await room()) {
+        const buffer = pool.pop() ?? new ArrayBuffer(CHUNK_BYTES);
+        const { bytesRead } = await handle.read(new Uint8Array(buffer), 0, CHUNK_BYTES, null);
+        if (bytesRead === 0) {
+          pool.push(buffer);
+          break;
         }
-      } catch (error) {
-        if (!signal.aborted) throw error;
+        post(input, { kind: 'chunk', data: new Uint8Array(buffer, 0, bytesRead) }, [buffer]);
       }
-      aborted = signal.aborted;
-      post(input, { kind: 'end', aborted });
+    } finally {
+      await handle.close();
+    }
+  };
+  /** A stream (stdin) hands out its own buffers: each chunk is copied into a pooled one (or its own, if larger). */
+  const pumpStream = async (input: number, stream: Readable) => {
+    addAbortSignal(signal, stream);
+    try {
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        if (!(await room())) break;
+        const data =
+          chunk.length <= CHUNK_BYTES
+            ? new Uint8Array(pool.pop() ?? new ArrayBuffer(CHUNK_BYTES), 0, chunk.length)
+            : new Uint8Array(chunk.length);
+        data.set(chunk);
+        post(input, { kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
+      }
+    } catch (error) {
+      if (!signal.aborted) throw error;
     }
   };
   pump()
@@ -139,12 +270,24 @@ export async function* readBatches(
       wake?.();
     });
 
+  /** Holds on each chunk buffer: the batches with lines in it, and the loop below while it adds its lines. */
+  const holds = new Map<ArrayBuffer, number>();
+  const hold = (buffer: ArrayBuffer) => holds.set(buffer, (holds.get(buffer) ?? 0) + 1);
+  const release = (buffer: ArrayBuffer) => {
+    const left = (holds.get(buffer) as number) - 1;
+    if (left > 0) holds.set(buffer, left);
+    else {
+      holds.delete(buffer);
+      if (buffer.byteLength === CHUNK_BYTES) pool.push(buffer);
+    }
+  };
+
   const lineNumbers = new Array<number>(inputs.length).fill(0);
   let batch = new LineBatch();
   try {
     for (;;) {
-      const piece = replies.shift();
-      if (piece === undefined) {
+      const reply = replies.shift();
+      if (reply === undefined) {
         if (failure !== undefined) throw failure;
         if (pumpDone && received === sent.length) break;
         await new Promise<void>((resolve) => {
@@ -156,29 +299,52 @@ export async function* readBatches(
       const input = sent[received++] as number;
       windowOpen?.();
       windowOpen = undefined;
+      // The caller's batches run on promises alone (the store answers most calls synchronously), so without a
+      // turn of the event loop per chunk no read would complete and no chunk reach the worker, or come back
+      // from it, until every parsed line had been used: the worker would wait for chunks, then the caller for
+      // lines. One turn per chunk taken keeps the worker a window of chunks ahead.
+      await setImmediate();
       const source = inputs[input] === STDIN ? '<stdin>' : (inputs[input] as string);
-      const data = Buffer.from(piece.data.buffer, piece.data.byteOffset, piece.data.byteLength);
-      let nextInvalid = 0;
-      let nextDropped = 0;
-      for (let i = 0; i < piece.ids.length; i++) {
-        let reason: string | undefined;
-        if (piece.invalid[nextInvalid]?.[0] === i)
-          reason = (piece.invalid[nextInvalid++] as [number, string])[1];
-        if (piece.dropped[nextDropped]?.[0] === i) {
-          batch.dropped.set(batch.length, (piece.dropped[nextDropped++] as [number, number])[1]);
-        }
-        batch.chunks.push(data);
-        batch.starts.push(piece.starts[i] as number);
-        batch.ends.push(piece.ends[i] as number);
-        batch.ids.push(piece.ids[i]);
-        batch.reasons.push(reason);
-        batch.sources.push(source);
-        batch.lines.push(++(lineNumbers[input] as number));
-        if (batch.length >= batchSize) {
-          yield batch;
-          batch = new LineBatch();
+      const { chunk } = reply;
+      if (chunk) hold(chunk);
+      for (const piece of reply.pieces) {
+        const lines = {
+          data: Buffer.from(piece.data.buffer, piece.data.byteOffset, piece.data.byteLength),
+          starts: piece.starts,
+          ends: piece.ends,
+        };
+        const count = piece.ids.length;
+        let nextInvalid = 0;
+        let nextDropped = 0;
+        for (let from = 0; from < count; ) {
+          const to = Math.min(count, from + batchSize - batch.length);
+          const first = batch.length - from; // batch index of the piece's line 0
+          batch.add(lines, piece.ids, from, to, source, (lineNumbers[input] as number) + 1);
+          if (chunk && !batch.held.includes(chunk)) {
+            batch.held.push(chunk);
+            hold(chunk);
+          }
+          lineNumbers[input] = (lineNumbers[input] as number) + (to - from);
+          for (; nextInvalid < piece.invalid.length; nextInvalid++) {
+            const [index, reason] = piece.invalid[nextInvalid] as [number, string];
+            if (index >= to) break;
+            batch.setInvalid(first + index, reason);
+          }
+          for (; nextDropped < piece.dropped.length; nextDropped++) {
+            const [index, bytes] = piece.dropped[nextDropped] as [number, number];
+            if (index >= to) break;
+            batch.setDropped(first + index, bytes);
+          }
+          from = to;
+          if (batch.length >= batchSize) {
+            yield batch;
+            // The caller is done with the batch (written and marked): its chunks can be read into again.
+            for (const buffer of batch.held) release(buffer);
+            batch = new LineBatch();
+          }
         }
       }
+      if (chunk) release(chunk);
     }
     if (failure !== undefined) throw failure;
     if (batch.length > 0) yield batch;
@@ -187,18 +353,6 @@ export async function* readBatches(
     windowOpen?.();
     await worker.terminate();
   }
-}
-
-/**
- * The chunk's bytes in an ArrayBuffer of their own, so they can be moved to the worker rather than cloned. A file
- * stream reads each chunk into a fresh buffer of exactly its size, which is moved as it is; a chunk that shares
- * its buffer (stdin's pooled reads) is copied.
- */
-function ownedBytes(chunk: Buffer): Uint8Array {
-  const whole = chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength;
-  return whole && !(chunk.buffer instanceof SharedArrayBuffer)
-    ? new Uint8Array(chunk.buffer, 0, chunk.byteLength)
-    : new Uint8Array(chunk);
 }
 
 /**

@@ -18,9 +18,10 @@ export const dedupDefaults = {
   progress: true,
   /**
    * RocksDB memtable budget of the store (`repository.memtableMb`) unless the config sets one: a run writes
-   * one bucket, and RocksDB's default 2 × 64 MiB memtables would be a third of the memory target.
+   * one bucket, and RocksDB's default 2 × 64 MiB memtables would be a third of the memory target. Measured at
+   * 2M lines, 8 MiB held 13 MB less than 32 for the same CPU time; 10M lines then peak under 300 MB.
    */
-  memtableMb: 32,
+  memtableMb: 8,
   /** Longest line read, newline excluded (16 MiB); a longer one is an invalid line, skipped without being held. */
   maxLineBytes: 16 * 1024 * 1024,
 } as const;

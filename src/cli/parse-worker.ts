@@ -2,7 +2,7 @@
 // core while the main thread talks to the store and writes output. Messages are handled strictly in order.
 import { parentPort, workerData } from 'node:worker_threads';
 import { compileId } from './id.js';
-import { LineSplitter } from './parse.js';
+import { LineSplitter, type SplitPiece } from './parse.js';
 import type { ParsedPiece, ToWorker } from './worker-protocol.js';
 
 const { idExpression, maxLineBytes } = workerData as { idExpression: string; maxLineBytes: number };
@@ -16,11 +16,16 @@ port.on('message', (message: ToWorker) => {
     return;
   }
   // After an abort the last line was cut short, so it does not count.
-  const reply: ParsedPiece =
+  const pieces: SplitPiece[] =
     message.kind === 'chunk' ? splitter.push(message.data) : splitter.end(message.aborted);
-  port.postMessage(reply, [
-    reply.data.buffer as ArrayBuffer,
-    reply.starts.buffer as ArrayBuffer,
-    reply.ends.buffer as ArrayBuffer,
-  ]);
+  const chunk = message.kind === 'chunk' ? (message.data.buffer as ArrayBuffer) : undefined;
+  // Every buffer moves rather than being copied; a piece's bytes may lie in the chunk's own buffer.
+  const transfer = new Set<ArrayBuffer>(chunk ? [chunk] : []);
+  for (const piece of pieces) {
+    transfer.add(piece.data.buffer as ArrayBuffer);
+    transfer.add(piece.starts.buffer as ArrayBuffer);
+    transfer.add(piece.ends.buffer as ArrayBuffer);
+  }
+  const reply: ParsedPiece = { pieces, chunk };
+  port.postMessage(reply, [...transfer]);
 });

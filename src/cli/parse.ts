@@ -29,30 +29,41 @@ export function parseLines(
   maxLineBytes = Number.POSITIVE_INFINITY,
 ): ParsedLines {
   const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  // One pass for the line ends (into a scratch array reused across calls), then exact-size arrays.
   let count = 0;
-  for (let at = buffer.indexOf(NEWLINE); at !== -1; at = buffer.indexOf(NEWLINE, at + 1)) count++;
-  if (buffer.length > 0 && buffer[buffer.length - 1] !== NEWLINE) count++;
-  const starts = new Int32Array(count);
-  const ends = new Int32Array(count);
-  const ids: (string | undefined)[] = [];
+  let scratch = lineEnds;
+  for (let at = buffer.indexOf(NEWLINE); at !== -1; at = buffer.indexOf(NEWLINE, at + 1)) {
+    if (count === scratch.length) {
+      const grown = new Int32Array(scratch.length * 2);
+      grown.set(scratch);
+      lineEnds = scratch = grown;
+    }
+    scratch[count++] = at;
+  }
+  const unterminated = buffer.length > 0 && buffer[buffer.length - 1] !== NEWLINE;
+  const total = unterminated ? count + 1 : count;
+  const starts = new Int32Array(total);
+  const ends = new Int32Array(total);
+  const ids: (string | undefined)[] = new Array(total);
   const invalid: [number, string][] = [];
   const dropped: [number, number][] = [];
+  const base = buffer.byteOffset;
   let start = 0;
-  for (let i = 0; i < count; i++) {
-    let end = buffer.indexOf(NEWLINE, start);
-    if (end === -1) end = buffer.length;
+  for (let i = 0; i < total; i++) {
+    const end = i < count ? (scratch[i] as number) : buffer.length;
     starts[i] = start;
     ends[i] = end;
     if (end - start > maxLineBytes) {
-      ids.push(undefined);
+      ids[i] = undefined;
       invalid.push([i, tooLong(end - start, maxLineBytes)]);
       dropped.push([i, end - start + 1]);
       ends[i] = start;
     } else {
-      const outcome = idOf(buffer.subarray(start, end));
-      if ('id' in outcome) ids.push(outcome.id);
+      // A plain view, not a Buffer: cheaper to make, and the id reader only indexes bytes.
+      const outcome = idOf(new Uint8Array(buffer.buffer, base + start, end - start));
+      if ('id' in outcome) ids[i] = outcome.id;
       else {
-        ids.push(undefined);
+        ids[i] = undefined;
         invalid.push([i, outcome.reason]);
       }
     }
@@ -60,6 +71,9 @@ export function parseLines(
   }
   return { starts, ends, ids, invalid, dropped };
 }
+
+/** Newline positions of the piece being parsed (grown as needed, never shrunk). */
+let lineEnds = new Int32Array(4096);
 
 function tooLong(bytes: number, max: number): string {
   return `line is ${bytes} bytes, longer than --max-line-bytes ${max}; its bytes are not kept`;
@@ -70,23 +84,13 @@ export interface SplitPiece extends ParsedLines {
   readonly data: Uint8Array;
 }
 
-/** A fresh piece without lines (fresh: a piece's buffers are transferred to the main thread). */
-function emptyPiece(): SplitPiece {
-  return {
-    data: new Uint8Array(0),
-    starts: new Int32Array(0),
-    ends: new Int32Array(0),
-    ids: [],
-    invalid: [],
-    dropped: [],
-  };
-}
-
 /**
- * Turns one source's chunks into pieces of whole lines, in time and memory linear in the input: an unfinished
- * line is kept as a list of chunks and joined once, when its newline arrives (never re-copied per chunk), and
- * a line that grows past `maxLineBytes` stops being kept at all — its bytes are counted and skipped, and it
- * comes out as one invalid, dropped line. A UTF-8 byte-order mark at the start of a source is removed.
+ * Turns one source's chunks into pieces of whole lines, in time and memory linear in the input, without copying
+ * the chunks: the whole lines of a chunk are parsed where they lie, so the chunk's buffer can go back to the
+ * reader's pool once its lines are written. Only the line cut by a chunk's end is copied: its bytes are kept as
+ * a list of parts and joined once, when its newline arrives, as a piece of its own. A line that grows past
+ * `maxLineBytes` stops being kept at all — its bytes are counted and skipped, and it comes out as one invalid,
+ * dropped line. A UTF-8 byte-order mark at the start of a source is removed.
  */
 export class LineSplitter {
   #pending: Uint8Array[] = [];
@@ -102,15 +106,18 @@ export class LineSplitter {
     private readonly maxLineBytes: number,
   ) {}
 
-  /** The whole lines completed by `chunk`. */
-  push(chunk: Uint8Array): SplitPiece {
+  /**
+   * The whole lines completed by `chunk`, in order: the line the previous chunk left unfinished (a piece of its
+   * own), then the chunk's own whole lines, which refer to `chunk`'s bytes. No reference to `chunk` is kept.
+   */
+  push(chunk: Uint8Array): SplitPiece[] {
     let data = chunk;
     if (this.#atStart) {
       const head = this.#pending.length === 0 ? data : joinExact([...this.#pending, data]);
       if (head.length < BOM.length && startsLikeBom(head)) {
-        this.#pending = [head];
+        this.#pending = [head === chunk ? new Uint8Array(head) : head];
         this.#lineBytes = head.length;
-        return emptyPiece();
+        return [];
       }
       this.#atStart = false;
       this.#pending = [];
@@ -120,75 +127,66 @@ export class LineSplitter {
     const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     const first = buffer.indexOf(NEWLINE);
     if (first === -1) {
-      this.#grow(data);
-      return emptyPiece();
+      this.#grow(buffer);
+      return [];
     }
     const last = buffer.lastIndexOf(NEWLINE);
-    let piece: SplitPiece;
+    const pieces: SplitPiece[] = [];
+    let from = 0;
     if (this.#skipping || this.#lineBytes + first > this.maxLineBytes) {
-      const bytes = this.#lineBytes + first;
-      piece = this.#withDropped(bytes, buffer.subarray(first + 1, last + 1));
-    } else {
-      const lines =
-        this.#pending.length === 0
-          ? new Uint8Array(buffer.subarray(0, last + 1))
-          : joinExact([...this.#pending, buffer.subarray(0, last + 1)]);
-      piece = { ...parseLines(lines, this.idOf, this.maxLineBytes), data: lines };
+      pieces.push(this.#dropped(this.#lineBytes + first));
+      from = first + 1;
+    } else if (this.#pending.length > 0) {
+      const line = joinExact([...this.#pending, buffer.subarray(0, first + 1)]);
+      pieces.push(this.#parse(line));
+      from = first + 1;
     }
+    if (from <= last) pieces.push(this.#parse(buffer.subarray(from, last + 1)));
     this.#pending = [];
     this.#lineBytes = 0;
     this.#skipping = false;
     if (last + 1 < buffer.length) this.#grow(buffer.subarray(last + 1));
-    return piece;
+    return pieces;
   }
 
   /** The end of the source: its last line counts without a newline, unless reading was aborted. */
-  end(aborted: boolean): SplitPiece {
-    let piece = emptyPiece();
+  end(aborted: boolean): SplitPiece[] {
+    let pieces: SplitPiece[] = [];
     if (!aborted && this.#lineBytes > 0) {
-      if (this.#skipping) piece = this.#withDropped(this.#lineBytes, new Uint8Array(0));
-      else {
-        const lines = joinExact(this.#pending);
-        piece = { ...parseLines(lines, this.idOf, this.maxLineBytes), data: lines };
-      }
+      pieces = [this.#skipping ? this.#dropped(this.#lineBytes) : this.#parse(joinExact(this.#pending))];
     }
     this.#pending = [];
     this.#lineBytes = 0;
     this.#skipping = false;
     this.#atStart = true;
-    return piece;
+    return pieces;
   }
 
+  #parse(lines: Uint8Array): SplitPiece {
+    return { ...parseLines(lines, this.idOf, this.maxLineBytes), data: lines };
+  }
+
+  /** Keeps a copy of the unfinished line's next bytes (the chunk they are in goes back to its pool). */
   #grow(bytes: Uint8Array): void {
     this.#lineBytes += bytes.length;
     if (this.#skipping) return;
     if (this.#lineBytes > this.maxLineBytes) {
       this.#skipping = true;
       this.#pending = [];
-    } else this.#pending.push(bytes);
+    } else this.#pending.push(new Uint8Array(bytes));
   }
 
-  /** An over-long line of `bytes` bytes (newline excluded), then the whole lines in `rest`. */
-  #withDropped(bytes: number, rest: Uint8Array): SplitPiece {
-    const data = new Uint8Array(rest);
-    const after = parseLines(data, this.idOf, this.maxLineBytes);
-    const starts = new Int32Array(after.starts.length + 1);
-    const ends = new Int32Array(after.ends.length + 1);
-    starts.set(after.starts, 1);
-    ends.set(after.ends, 1);
+  /** An over-long line of `bytes` bytes (newline excluded), whose bytes were not kept. */
+  #dropped(bytes: number): SplitPiece {
     return {
-      data,
-      starts,
-      ends,
-      ids: [undefined, ...after.ids],
-      invalid: [[0, tooLong(bytes, this.maxLineBytes)], ...after.invalid.map(shift)],
-      dropped: [[0, bytes + 1], ...after.dropped.map(shift)],
+      data: new Uint8Array(0),
+      starts: new Int32Array(1),
+      ends: new Int32Array(1),
+      ids: [undefined],
+      invalid: [[0, tooLong(bytes, this.maxLineBytes)]],
+      dropped: [[0, bytes + 1]],
     };
   }
-}
-
-function shift<T>([index, value]: [number, T]): [number, T] {
-  return [index + 1, value];
 }
 
 /** The bytes agree with a byte-order mark as far as they go. */

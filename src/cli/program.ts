@@ -5,7 +5,8 @@ import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
 import { type ConfigOverride, configSource } from '../config/sources.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
-import { type DedupEntry, dedupLines } from './dedup.js';
+import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
+import { estimateLines } from './estimate.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
 import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
@@ -33,6 +34,7 @@ interface DedupFlags {
   readonly invalid?: string;
   readonly batchSize?: string;
   readonly maxLineBytes?: string;
+  readonly expectedIds?: string;
   readonly progress?: boolean;
 }
 
@@ -68,6 +70,10 @@ export async function run(argv: readonly string[]): Promise<number> {
       '--max-line-bytes <bytes>',
       `longest line, newline excluded; a longer one is an invalid line (default: ${dedupDefaults.maxLineBytes})`,
     )
+    .option(
+      '--expected-ids <ids>',
+      'ids this run adds, to size the RocksDB key index up front (default: estimated from the input files)',
+    )
     .option('--no-progress', 'no progress bar or progress lines (the summary is still printed)')
     .action(async (files: string[], flags: DedupFlags, command: Command) => {
       code = await runDedup(files, flags, command);
@@ -95,17 +101,20 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   let config: CliConfig;
   let storeNote = '';
   let inputs: string[];
-  let totalBytes: number;
+  let totalBytes = 0;
   try {
     config = await loadConfig(cliConfigSchema, {
       ...(flags.config === undefined ? {} : { path: flags.config }),
       overrides: flagOverrides(flags, command),
     });
+    const expectedIds = expectedIdsFlag(flags.expectedIds);
     chooseStoreDir(config, flags.store);
     storeNote = describeStore(config);
     warnIgnored(config);
     inputs = files.length === 0 ? [STDIN] : files;
-    totalBytes = await inputBytes(inputs);
+    const sizes = await inputSizes(inputs);
+    for (const input of sizes) totalBytes += input.bytes;
+    await sizeKeyIndex(config, expectedIds, sizes);
   } catch (error) {
     stderr.write(`idem dedup: ${message(error)}\n`);
     return error instanceof ConfigError || error instanceof InvalidIdError
@@ -119,11 +128,12 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   }
 
   let setup: ConsumerSetup<DedupEntry>;
+  const ids = new BatchIds();
   try {
     compileId(idExpression); // the parse worker compiles it again; a bad expression is reported here
     // The mode is fixed: eager leases would strand ids claimed by a killed run (see docs/cli.md).
     setup = await openConsumer<DedupEntry>(config, {
-      id: (entry) => entry.id,
+      id: ids.id,
       consumer: { mode: 'lazy', skipDuplicate: true, nullId: 'forward', storeFailure: 'fail' },
       onWarning: (warning) => stderr.write(`idem dedup: ${warning}\n`),
     });
@@ -161,6 +171,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
         signal: abort.signal,
       }),
       consumer: setup.consumer,
+      ids,
       invalid: config.dedup.invalid,
       output: Output.forStdout(),
       counts,
@@ -297,18 +308,60 @@ function warnIgnored(config: CliConfig): void {
   }
 }
 
-async function inputBytes(inputs: readonly string[]): Promise<number> {
-  let total = 0;
+/** Each input with its size in bytes (0 for stdin); an unreadable file is a usage error naming it. */
+async function inputSizes(inputs: readonly string[]): Promise<{ name: string; bytes: number }[]> {
+  const sizes: { name: string; bytes: number }[] = [];
   for (const input of inputs) {
-    if (input === STDIN) continue;
+    if (input === STDIN) {
+      sizes.push({ name: input, bytes: 0 });
+      continue;
+    }
     try {
-      total += (await stat(input)).size;
+      sizes.push({ name: input, bytes: (await stat(input)).size });
     } catch (error) {
       const reason = (error as NodeJS.ErrnoException).code ?? String(error);
       throw new ConfigError('files', `cannot read ${input} (${reason})`);
     }
   }
-  return total;
+  return sizes;
+}
+
+/** `--expected-ids`: a whole number of ids, or undefined when not given. */
+function expectedIdsFlag(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const ids = /^\s*\d+\s*$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(ids)) {
+    throw new ConfigError('repository.expectedIds', `must be a whole number of ids, got "${value}"`, {
+      source: '--expected-ids',
+    });
+  }
+  return ids;
+}
+
+/**
+ * Presizes the RocksDB key index (`repository.expectedIds`) for the ids this run adds, so it does not grow by
+ * rehashing its tables while the run fills it (a rising, then stepped, memory curve). `--expected-ids` wins,
+ * then the config's own `repository.expectedIds`, then an estimate of the file inputs' line count.
+ */
+async function sizeKeyIndex(
+  config: CliConfig,
+  flag: number | undefined,
+  inputs: readonly { name: string; bytes: number }[],
+): Promise<void> {
+  const section = config.repository as Record<string, unknown> & { type: string };
+  if (section.type !== 'rocksdb') {
+    if (flag === undefined) return;
+    throw new ConfigError(
+      'repository.type',
+      `sizes the RocksDB store's key index, but this run uses the ${section.type} store`,
+      { label: '--expected-ids' },
+    );
+  }
+  if (flag !== undefined) section.expectedIds = flag;
+  else if (section.expectedIds === undefined) {
+    const lines = await estimateLines(inputs);
+    if (lines !== undefined) section.expectedIds = lines;
+  }
 }
 
 function signalCode(signal: NodeJS.Signals): number {

@@ -1,10 +1,16 @@
 import type { SplitPiece } from './parse.js';
 
-/** Main thread to parse worker: input pieces in order, then the end of each source. */
+/** Main thread to parse worker: input chunks in order, then the end of each source. */
 export type ToWorker =
   | { readonly kind: 'chunk'; readonly data: Uint8Array }
   | { readonly kind: 'end'; readonly aborted: boolean }
   | { readonly kind: 'close' };
 
-/** Parse worker to main thread: one reply per `chunk` or `end`, in order, with the whole lines found. */
-export type ParsedPiece = SplitPiece;
+/**
+ * Parse worker to main thread: one reply per `chunk` or `end`, in order, with the whole lines found. `chunk` is
+ * the buffer of the chunk sent, moved back (some pieces' bytes lie in it), so the reader can reuse it.
+ */
+export interface ParsedPiece {
+  readonly pieces: readonly SplitPiece[];
+  readonly chunk: ArrayBuffer | undefined;
+}

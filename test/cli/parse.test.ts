@@ -16,8 +16,8 @@ function linesOf(text: string) {
 /** Every line a splitter gives for `chunks` then the end of the source: its text (or null when dropped), id and reason. */
 function split(chunks: readonly (string | Buffer)[], maxLineBytes = 1 << 20) {
   const splitter = new LineSplitter(idOf, maxLineBytes);
-  const pieces: SplitPiece[] = chunks.map((chunk) => splitter.push(Buffer.from(chunk)));
-  pieces.push(splitter.end(false));
+  const pieces: SplitPiece[] = chunks.flatMap((chunk) => splitter.push(Buffer.from(chunk)));
+  pieces.push(...splitter.end(false));
   return pieces.flatMap((piece) =>
     Array.from(piece.starts, (start, i) => {
       const dropped = piece.dropped.find(([index]) => index === i);
@@ -162,13 +162,38 @@ describe('LineSplitter', () => {
     splitter.push(Buffer.from('{"id":1}'));
     splitter.end(false);
     const second = splitter.push(Buffer.concat([bom, Buffer.from('{"id":2}\n')]));
-    assert.deepEqual(second.ids, ['2']);
+    assert.deepEqual(
+      second.flatMap((piece) => piece.ids),
+      ['2'],
+    );
   });
 
   test('after an abort the cut-short last line does not count', () => {
     const splitter = new LineSplitter(idOf, 100);
-    assert.deepEqual(splitter.push(Buffer.from('{"id":1}\n{"id":')).ids, ['1']);
-    assert.deepEqual(splitter.end(true).ids, []);
+    assert.deepEqual(
+      splitter.push(Buffer.from('{"id":1}\n{"id":')).flatMap((piece) => piece.ids),
+      ['1'],
+    );
+    assert.deepEqual(splitter.end(true), []);
+  });
+
+  test('keeps no reference to a chunk: the reader may read into it again once its whole lines are done', () => {
+    const splitter = new LineSplitter(idOf, 100);
+    const chunk = Buffer.from('{"id":1}\n{"id":"a');
+    const first = splitter.push(chunk);
+    assert.deepEqual(
+      first.flatMap((piece) => piece.ids),
+      ['1'],
+    );
+    chunk.fill(0x78); // the pool reuses the buffer for the next read
+    const second = splitter.push(Buffer.from('b"}\n{"id":2}\n'));
+    assert.deepEqual(
+      second.map((piece) => [Buffer.from(piece.data).toString(), piece.ids]),
+      [
+        ['{"id":"ab"}\n', ['ab']],
+        ['{"id":2}\n', ['2']],
+      ],
+    );
   });
 });
 

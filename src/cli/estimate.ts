@@ -1,0 +1,52 @@
+import { open } from 'node:fs/promises';
+import { STDIN } from './lines.js';
+
+/** Bytes read from the start of each sampled file to measure its line length. */
+const SAMPLE_BYTES = 64 * 1024;
+/** Files sampled at most: with more, the first ones stand for the rest (one read each, before the run). */
+const SAMPLED_FILES = 8;
+const NEWLINE = 0x0a;
+
+/**
+ * About how many lines the file inputs hold: their total size over the average line length of a sample from
+ * the start of the first few files. Used to presize the RocksDB key index (`repository.expectedIds`), so it does
+ * not grow by rehashing while the run fills it. Undefined when there is nothing to go by (stdin only).
+ * A rough figure is enough: the index still grows if the input holds more lines than estimated.
+ */
+export async function estimateLines(
+  inputs: readonly { readonly name: string; readonly bytes: number }[],
+): Promise<number | undefined> {
+  const files = inputs.filter((input) => input.name !== STDIN);
+  if (files.length === 0) return undefined;
+  let totalBytes = 0;
+  for (const file of files) totalBytes += file.bytes;
+  let sampledBytes = 0;
+  let sampledLines = 0;
+  const buffer = Buffer.allocUnsafe(SAMPLE_BYTES);
+  for (const file of files.slice(0, SAMPLED_FILES)) {
+    if (file.bytes === 0) continue;
+    const handle = await open(file.name, 'r');
+    try {
+      const { bytesRead } = await handle.read(buffer, 0, SAMPLE_BYTES, 0);
+      const sample = buffer.subarray(0, bytesRead);
+      let lines = 0;
+      for (let at = sample.indexOf(NEWLINE); at !== -1; at = sample.indexOf(NEWLINE, at + 1)) lines++;
+      const last = sample.lastIndexOf(NEWLINE);
+      if (bytesRead === file.bytes) {
+        // The whole file: its lines exactly (a last line without newline counts too).
+        sampledBytes += bytesRead;
+        sampledLines += lines + (last === bytesRead - 1 ? 0 : 1);
+      } else if (lines > 0) {
+        sampledBytes += last + 1; // whole lines only: the cut one would make lines look shorter
+        sampledLines += lines;
+      } else {
+        sampledBytes += bytesRead; // one line longer than the sample: at most this many lines
+        sampledLines += 1;
+      }
+    } finally {
+      await handle.close();
+    }
+  }
+  if (sampledLines === 0) return 0;
+  return Math.ceil((totalBytes * sampledLines) / sampledBytes);
+}

@@ -348,7 +348,7 @@ export interface NodeProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** Resolves with the first log line (past or future) matching; rejects after `timeoutMs` or on exit. */
   waitForLog(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
-  /** Sends the signal and waits for the exit. */
+  /** Sends the signal once the node has logged a line (its signal handlers are installed), and waits for the exit. */
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -410,6 +410,16 @@ export function startNodeProcess(
       return found as LogLine;
     },
     async stop(signal = 'SIGTERM') {
+      // The node installs its signal handlers before it logs anything; a signal that arrives while the process
+      // is still loading its modules kills it by default (seen in CI: a restarted node stopped at once because
+      // its predecessor had already committed the whole input).
+      if (!gone && logs.length === 0) {
+        await waitFor(() => logs.length > 0 || gone, {
+          timeoutMs: 60_000,
+          intervalMs: 50,
+          what: "the node's first log line",
+        });
+      }
       if (!gone) child.kill(signal);
       return exited;
     },

@@ -23,6 +23,7 @@ import { type DedupNodeHandle, startDedupNode } from '../../src/node/dedup-node.
 import { type NodeConfig, type NodeConfigInput, nodeConfigSchema } from '../../src/node/options.js';
 import {
   type ConsumedRecord,
+  committedOffsets,
   consumeAll,
   createTopic,
   endOffsets,
@@ -448,4 +449,31 @@ export async function startNodeInProcess(t: TestContext, input: NodeConfigInput)
   });
   onCleanup(t, () => handle.stop());
   return { handle, config, logs };
+}
+
+/**
+ * Waits until the node forwards records (a perf line with rows out), or until the group has committed the whole
+ * input, so there is nothing left to forward (a quick machine drains the input before a kill loop ends).
+ * Resolves true when drained.
+ */
+export async function forwardingOrDrained(
+  node: NodeProcess,
+  admin: Admin,
+  groupId: string,
+  topic: string,
+  timeoutMs = 90_000,
+): Promise<boolean> {
+  const ends = await endOffsets(admin, topic);
+  let drained = false;
+  await waitFor(
+    async () => {
+      if (node.logs.some((l) => ((l.perf as { rowsOut?: number } | undefined)?.rowsOut ?? 0) > 0))
+        return true;
+      const committed = await committedOffsets(admin, groupId, topic).catch(() => undefined);
+      drained = committed !== undefined && [...ends].every(([p, end]) => committed.get(p) === end);
+      return drained;
+    },
+    { timeoutMs, intervalMs: 200, what: 'the node to forward records (or the input to be committed)' },
+  );
+  return drained;
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { ClaimLostError, InvalidIdError } from '../errors.js';
 import { idOfKey } from '../repositories/ids.js';
 import { markIds } from '../repositories/mark.js';
+import { type SingleKeyVerbs, singleKeyVerbs } from '../repositories/single-key.js';
 import type {
   AddEntry,
   AddOptions,
@@ -53,10 +54,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
   /**
-   * The store, whose single-key verbs (a batch of one: every `wrap` call) are called as its own methods, the
-   * direct ones where it has them: a method call the compiler can inline, not a bound function.
+   * The store's single-key verbs (a batch of one: every `wrap` call), resolved once: its direct verbs where it
+   * has them, called as methods (a call the compiler can inline, not a bound function).
    */
-  readonly #repository: IdempotentRepository;
+  readonly #one: SingleKeyVerbs;
   readonly #eager: boolean;
   /** A lazy mark's options, the same for every mark; and a confirm's when it keeps no outcome. */
   readonly #markOptions: AddOptions;
@@ -68,7 +69,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   constructor(options: ResolvedConsumerOptions<M>, stats: ConsumerStats) {
     this.#options = options;
     this.#stats = stats;
-    this.#repository = options.repository;
+    this.#one = singleKeyVerbs(options.repository);
     this.#eager = options.mode === 'eager';
     this.#markOptions = { ttlMs: options.ttlMs };
     this.#confirmOptions = { ttlMs: options.ttlMs };
@@ -147,8 +148,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     if (this.#eager) {
       const { ttlMs, leaseMs } = this.#options;
       const fingerprint = batch.fingerprints?.[head];
-      const answer = addOne(
-        this.#repository,
+      const answer = this.#one.add(
         id,
         state.one?.claimOptions ?? { ttlMs, leaseMs, owner: state.owner },
         fingerprint === undefined ? undefined : { fingerprint },
@@ -161,7 +161,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       found[head] = answer.added ? FRESH : answer.existing;
       return undefined;
     }
-    const answer = getOne(this.#repository, id);
+    const answer = this.#one.get(id);
     if (waits(answer)) {
       return Promise.resolve(answer).then((r: IdempotencyRecord | undefined) => {
         found[head] = r ?? FRESH;
@@ -271,7 +271,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       let claim = state.one?.claim;
       if (claim === undefined) claim = { id, owner };
       else claim.id = id;
-      answer = confirmOne(this.#repository, claim, options);
+      answer = this.#one.confirm(claim, options);
     } catch (error) {
       store.failed(batch, 'confirm', start, error, [winner]);
       return undefined;
@@ -296,7 +296,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   #release(id: MessageId, owner: string): Promise<void> | undefined {
     let answer: MaybePromise<boolean>;
     try {
-      answer = removeOne(this.#repository, id, owner);
+      answer = this.#one.remove(id, owner);
     } catch {
       this.#stats.releaseFailures++;
       return undefined;
@@ -310,7 +310,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     );
   }
 
-  /** `#mark` for a batch of one key (every lazy `wrap` call): one `add`, no arrays. */
+  /** `#mark` for a batch of one key (every lazy `wrap` call): one mark, no arrays. */
   #markOne(
     state: ProcessingTimeState,
     batch: Batch<M>,
@@ -322,21 +322,18 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const r = winner === -1 ? undefined : batch.results[winner];
     if (r === undefined || !settles(batch, winner) || r.failOpen) return undefined;
     const start = store.start(batch);
-    let answer: MaybePromise<AddResult>;
+    let answer: MaybePromise<boolean>;
     try {
-      answer = addOne(
-        this.#repository,
-        idOfKey(batch.keys[head] as string),
-        this.#markOptions,
-        markEntry(batch, winner),
-      );
+      const id = idOfKey(batch.keys[head] as string);
+      const fields = markEntry(batch, winner);
+      answer = this.#one.mark(fields === undefined ? { id } : { id, ...fields }, this.#markOptions);
     } catch (error) {
       store.failed(batch, 'mark', start, error, [winner]);
       return undefined;
     }
     if (waits(answer)) {
       return Promise.resolve(answer).then(
-        (added: AddResult) => this.#marked(batch, store, start, winner, added),
+        (marked: boolean) => this.#marked(batch, store, start, winner, marked),
         (error: unknown) => store.failed(batch, 'mark', start, error, [winner]),
       );
     }
@@ -345,10 +342,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 
   /** The single mark went through: an id already held means another worker marked it first (a race). */
-  #marked(batch: Batch<M>, store: StoreGuard, start: number, winner: number, added: AddResult): void {
+  #marked(batch: Batch<M>, store: StoreGuard, start: number, winner: number, marked: boolean): void {
     store.succeeded(batch, 'mark', start);
     const r = batch.results[winner] as ProcessResult;
-    if (added.added || r.outcome !== 'processed') return;
+    if (marked || r.outcome !== 'processed') return;
     this.#stats.raced++;
     batch.results[winner] = { ...r, raced: true };
   }
@@ -416,35 +413,6 @@ function waits<T>(answer: MaybePromise<T>): answer is Promise<T> {
     (typeof answer === 'object' || typeof answer === 'function') &&
     typeof (answer as Promise<T>).then === 'function'
   );
-}
-
-/*
- * A store's single-key verbs: its direct (at once when it can) verbs, or its async ones for a repository
- * without them.
- */
-function addOne(
-  r: IdempotentRepository,
-  id: MessageId,
-  options: AddOptions,
-  entry?: Omit<AddEntry, 'id'>,
-): MaybePromise<AddResult> {
-  return r.addDirect !== undefined ? r.addDirect(id, options, entry) : r.add(id, options, entry);
-}
-
-function getOne(r: IdempotentRepository, id: MessageId): MaybePromise<IdempotencyRecord | undefined> {
-  return r.getDirect !== undefined ? r.getDirect(id) : r.get(id);
-}
-
-function confirmOne(
-  r: IdempotentRepository,
-  claim: ClaimRef,
-  options: ConfirmOptions,
-): MaybePromise<boolean> {
-  return r.confirmDirect !== undefined ? r.confirmDirect(claim, options) : r.confirm(claim, options);
-}
-
-function removeOne(r: IdempotentRepository, id: MessageId, owner: string): MaybePromise<boolean> {
-  return r.removeDirect !== undefined ? r.removeDirect(id, owner) : r.remove(id, owner);
 }
 
 /**

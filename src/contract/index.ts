@@ -11,6 +11,7 @@ import { namespaceTests } from './namespaces.js';
 import { recordTests } from './records.js';
 import { resultTests } from './results.js';
 import { resolveRunner } from './runner.js';
+import { verbTests } from './verbs.js';
 
 export type { ContractOptions, ContractSuite, RepositoryFactory } from './context.js';
 export type { ContractIt, TestBody, TestRunner } from './runner.js';
@@ -26,6 +27,7 @@ export {
   namespaceTests,
   recordTests,
   resultTests,
+  verbTests,
 };
 
 /**
@@ -62,5 +64,6 @@ export function repositoryContract(options: ContractOptions): void {
     describe('marks', () => markTests(suite));
     describe('namespaces', () => namespaceTests(suite));
     describe('lifecycle', () => lifecycleTests(suite));
+    describe('verbs', () => verbTests(suite));
   });
 }

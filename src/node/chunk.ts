@@ -65,8 +65,8 @@ export interface ChunkEnd {
 }
 
 /**
- * Where one chunk's records go and how it ends. At-least-once: the producer, and the end sends the dead letters
- * (and the changelog marks when enabled). Exactly-once: the chunk's transaction (see exactly-once/transaction.ts).
+ * Where one chunk's records go and how it ends. At-least-once: the producer, and the end sends the dead letters.
+ * Exactly-once: the chunk's transaction (see exactly-once/transaction.ts), with the staged changelog records.
  */
 export interface ChunkSink {
   /** Output requests go through it. */
@@ -88,14 +88,6 @@ export interface ChunkDeps {
   readonly perf: PerfLog;
   readonly totals: NodeTotals;
   readonly logger: Logger;
-  /**
-   * At-least-once with the changelog on: the topic the forwarded ids' marks are written to after the output
-   * acks (changelog partition = input partition).
-   */
-  readonly changelog?: {
-    readonly topic: string;
-    write(partition: number, keys: readonly string[]): Promise<void>;
-  };
 }
 
 /** The node has no `[consumer]` table: every consumer option comes from `[dedup]` (see the constructor). */
@@ -128,14 +120,12 @@ export class ChunkProcessor {
 
   constructor(deps: ChunkDeps) {
     this.#deps = deps;
-    const { producer, config, changelog } = deps;
+    const { producer, config } = deps;
     this.#atLeastOnce = {
       sender: producer,
-      finish: async (end) => {
-        // The marks are in the store already (the engine's mark); the changelog copy follows the output acks.
-        if (changelog && end.marked.length > 0) await changelog.write(end.partition, end.marked);
-        await sendDeadLetters(producer, config.dlq.topic, end.letters);
-      },
+      // The marks are in the store already (the engine's mark; a partition's logged store has also appended
+      // them to its changelog, after the output acks).
+      finish: (end) => sendDeadLetters(producer, config.dlq.topic, end.letters),
     };
     this.#readId = nodeIdReader(deps.config.dedup.id);
     this.#missingDetail = `no dedup id at ${describeId(deps.config)}`;

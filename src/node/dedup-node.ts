@@ -1,6 +1,6 @@
 import { type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
-import { checkChangelogTopic, encodeMark, ensureChangelogTopic } from '../kafka/changelog/index.js';
+import { checkChangelogTopic, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { untilAborted } from './abort.js';
 import { CatchUp } from './catch-up.js';
@@ -205,19 +205,9 @@ export async function startDedupNode(
     perf,
     totals,
     logger,
-    // At-least-once with the changelog: the marks follow the output acks, through the same producer.
-    ...(changelog !== undefined && !exactlyOnce
-      ? { changelog: { topic: changelog, write: (p, keys) => writeMarks(p, keys) } }
-      : {}),
   };
-  const writeMarks = async (partition: number, keys: readonly string[]) => {
-    const value = encodeMark({ expiresAt: Date.now() + config.dedup.window });
-    await producer.send({
-      topic: changelog as string,
-      acks: -1,
-      messages: keys.map((key) => ({ key, value, partition })),
-    });
-  };
+  // Without a changelog, one processor over the store; with one, each partition has its own processor over its
+  // logged view of the store (partition-state.ts), so every write reaches the partition's changelog.
   const chunks = new ChunkProcessor(chunkDeps);
   if (changelog !== undefined) {
     partitions = new PartitionLifecycle({
@@ -226,6 +216,7 @@ export async function startDedupNode(
       repository,
       metrics,
       logger,
+      producer,
       changelogTopic: changelog,
       checkpointPath: checkpointPath(config),
       chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
@@ -257,8 +248,11 @@ export async function startDedupNode(
         const size = catchUp.chunkSize(topic, partition, Number(messages[i]?.offset), highWatermark);
         const chunk = messages.slice(i, i + size);
         i += chunk.length;
-        if (state?.exactlyOnce) {
+        if (state?.producer) {
           if (!(await handleTransactional(state, topic, chunk, payload))) break;
+        } else if (state) {
+          await state.chunks.handle(topic, partition, chunk);
+          partitions?.advanced(partition, state.sink?.next);
         } else {
           await chunks.handle(topic, partition, chunk);
         }
@@ -313,10 +307,9 @@ export async function startDedupNode(
     payload: EachBatchPayload,
   ): Promise<boolean> => {
     const lifecycle = partitions as PartitionLifecycle;
-    const eos = state.exactlyOnce as NonNullable<PartitionState['exactlyOnce']>;
     const tx = lifecycle.transaction(state);
     try {
-      await eos.chunks.handle(topic, state.partition, chunk, tx);
+      await state.chunks.handle(topic, state.partition, chunk, tx);
     } catch (error) {
       if (tx.committed) {
         // Committed, but the local store missed the marks: restore before the next record.

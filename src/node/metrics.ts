@@ -51,6 +51,10 @@ export class NodeMetrics {
     'idem_node_restore_ids_total',
     'Marks read back from the changelog into the local store (restores after an assignment)',
   );
+  readonly changelogUnreadable = this.counter(
+    'idem_node_changelog_unreadable_total',
+    'Changelog records skipped by a restore because they could not be read (each logged with its offset)',
+  );
   readonly restoreLag = new Gauge({
     name: 'idem_node_restore_lag',
     help: 'Changelog records still to restore before the partition processes its first record (0 when ready)',

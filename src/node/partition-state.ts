@@ -2,34 +2,35 @@ import { type Kafka, Partitioners, type Producer } from 'kafkajs';
 import type { Logger } from 'pino';
 import {
   ChangelogCheckpoint,
-  type ChangelogEntry,
   ChangelogReader,
-  decodeMarkExpiry,
+  decodeChanges,
+  KafkaChangelogSink,
 } from '../kafka/changelog/index.js';
-import { idOfKey } from '../repositories/ids.js';
-import { markIds } from '../repositories/mark.js';
-import type { AddEntry, IdempotentRepository } from '../repositories/types.js';
+import { LoggedRepository } from '../repositories/logged/index.js';
+import type { IdempotentRepository } from '../repositories/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
-import { stagingRepository } from './exactly-once/staged-marks.js';
-import { ChunkTransaction } from './exactly-once/transaction.js';
+import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
 import { type NodeConfig, transactionalId } from './options.js';
 
 /** First backoff of a transactional producer's retries (kafkajs's default is 300 ms); see #open. */
 const TRANSACTION_RETRY_MS = 20;
 
-/** Restored marks are kept until the end of the minute they expire in: one store call per minute of expiries. */
-const RESTORE_BUCKET_MS = 60_000;
-
-/** One assigned input partition. */
+/**
+ * One assigned input partition: the node's processor over the partition's logged store. Every write the chunk's
+ * engine makes goes through `store` and so reaches changelog partition = input partition: at once, acknowledged
+ * (at-least-once), or staged in the chunk's transaction (exactly-once).
+ */
 export interface PartitionState {
   readonly partition: number;
-  /** Exactly-once: the partition's transactional producer and its own chunk processor (staged marks). */
-  readonly exactlyOnce?: {
-    readonly producer: Producer;
-    readonly chunks: ChunkProcessor;
-    readonly takeMarks: () => import('./exactly-once/staged-marks.js').StagedMark[];
-  };
+  /** The partition's logged view of the local store. */
+  readonly store: LoggedRepository;
+  /** The partition's chunk processor, over `store`. */
+  readonly chunks: ChunkProcessor;
+  /** At-least-once: the changelog sink (its `next` offset is what the local store holds). */
+  readonly sink?: KafkaChangelogSink;
+  /** Exactly-once: the partition's transactional producer. */
+  readonly producer?: Producer;
 }
 
 /** What {@link PartitionLifecycle} works with. */
@@ -40,11 +41,13 @@ export interface PartitionLifecycleDeps {
   readonly repository: IdempotentRepository;
   readonly metrics: NodeMetrics;
   readonly logger: Logger;
+  /** At-least-once: the node's producer, which also writes the changelog. */
+  readonly producer: Producer;
   /** The changelog topic. */
   readonly changelogTopic: string;
   /** The checkpoint file; undefined: every restore reads the changelog from the start. */
   readonly checkpointPath: string | undefined;
-  /** Builds a chunk processor over the given store (exactly-once gives each partition one over staged marks). */
+  /** Builds a chunk processor over the given store (each partition gets one over its logged store). */
   readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
 }
 
@@ -135,7 +138,8 @@ export class PartitionLifecycle {
   async #close(partition: number, why: string): Promise<void> {
     const state = this.#ready.get(partition);
     this.#ready.delete(partition);
-    if (state?.exactlyOnce) await state.exactlyOnce.producer.disconnect().catch(() => undefined);
+    if (state?.producer) await state.producer.disconnect().catch(() => undefined);
+    await state?.store.close();
     const applied = this.#applied.get(partition);
     // Only a partition closed in good order keeps its checkpoint; a fenced one may be behind its new owner, which
     // is fine (the checkpoint says what this store holds, not what the changelog holds).
@@ -158,7 +162,8 @@ export class PartitionLifecycle {
     } catch (error) {
       // Nothing became ready: the producers go (a later attempt starts new ones, whose init fences these).
       for (const state of states.values()) {
-        await state.exactlyOnce?.producer.disconnect().catch(() => undefined);
+        await state.producer?.disconnect().catch(() => undefined);
+        await state.store.close();
       }
       throw error;
     }
@@ -196,7 +201,12 @@ export class PartitionLifecycle {
       topic: changelogTopic,
       from,
       onBatch: async (partition, records, nextOffset) => {
-        restored += await this.#apply(records);
+        const changes = decodeChanges(changelogTopic, partition, records, (bad) => {
+          metrics.changelogUnreadable.inc();
+          logger.warn(bad, `skipping an unreadable changelog record: ${bad.reason}`);
+        });
+        const state = states.get(partition) as PartitionState;
+        restored += await state.store.restore(changes);
         metrics.restoreLag.set({ partition: String(partition) }, lag(partition, nextOffset));
         if (performance.now() - lastLog >= config.perf.interval) {
           lastLog = performance.now();
@@ -231,10 +241,25 @@ export class PartitionLifecycle {
     );
   }
 
-  /** A partition's state; under exactly-once its producer is connected and initialised (fencing any other). */
+  /**
+   * A partition's state: its logged view of the local store and a chunk processor over it; under exactly-once
+   * its transactional producer, connected and initialised (fencing any other).
+   */
   async #open(partition: number): Promise<PartitionState> {
-    if (!this.#exactlyOnce) return { partition };
-    const { config, kafka } = this.#deps;
+    const { config, kafka, repository, changelogTopic } = this.#deps;
+    if (!this.#exactlyOnce) {
+      const sink = new KafkaChangelogSink({
+        kafka,
+        producer: this.#deps.producer,
+        topic: changelogTopic,
+        partition,
+      });
+      const store = new LoggedRepository(repository, sink, {
+        closeInner: false,
+        name: `node partition ${partition}`,
+      });
+      return { partition, store, sink, chunks: this.#deps.chunkProcessor({ repository: store }) };
+    }
     const producer = kafka.producer({
       transactionalId: transactionalId(config, partition),
       transactionTimeout: config.output.transactionTimeout,
@@ -257,50 +282,26 @@ export class PartitionLifecycle {
       await producer.disconnect().catch(() => undefined);
       throw error;
     }
-    const staging = stagingRepository(this.#deps.repository);
-    const chunks = this.#deps.chunkProcessor({ repository: staging.repository });
-    return { partition, exactlyOnce: { producer, chunks, takeMarks: staging.take } };
-  }
-
-  /** Applies restored changelog records to the local store; resolves with how many were live marks. */
-  async #apply(records: readonly ChangelogEntry[]): Promise<number> {
-    const { repository } = this.#deps;
-    const now = Date.now();
-    const buckets = new Map<number, AddEntry[]>();
-    for (const r of records) {
-      // A tombstone: the node never deletes marks, so there is nothing to undo in the store.
-      if (r.value === null) continue;
-      const expiresAt = decodeMarkExpiry(r.value);
-      if (expiresAt <= now) continue;
-      const bucket = Math.ceil(expiresAt / RESTORE_BUCKET_MS) * RESTORE_BUCKET_MS;
-      const entries = buckets.get(bucket);
-      const entry = { id: idOfKey(r.key) };
-      if (entries) entries.push(entry);
-      else buckets.set(bucket, [entry]);
-    }
-    let count = 0;
-    for (const [bucket, entries] of buckets) {
-      const ttlMs = Math.max(1, bucket - now);
-      await markIds(repository, entries, ttlMs);
-      count += entries.length;
-    }
-    return count;
+    const store = new LoggedRepository(repository, new TransactionOnlySink(partition), {
+      closeInner: false,
+      name: `node partition ${partition}`,
+    });
+    return { partition, store, producer, chunks: this.#deps.chunkProcessor({ repository: store }) };
   }
 
   /** A new chunk transaction of a ready exactly-once partition. */
   transaction(state: PartitionState): ChunkTransaction {
-    const eos = state.exactlyOnce;
-    if (!eos) throw new TypeError(`partition ${state.partition} is not exactly-once`);
-    const { config, repository, changelogTopic } = this.#deps;
+    const producer = state.producer;
+    if (!producer) throw new TypeError(`partition ${state.partition} is not exactly-once`);
+    const { config, changelogTopic } = this.#deps;
     return new ChunkTransaction({
-      producer: eos.producer,
+      producer,
       groupId: config.input.groupId,
       inputTopic: config.input.topic,
       partition: state.partition,
       changelogTopic,
       dlqTopic: config.dlq.topic,
-      store: repository,
-      takeMarks: eos.takeMarks,
+      store: state.store,
     });
   }
 }

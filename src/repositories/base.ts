@@ -240,6 +240,11 @@ export abstract class BaseRepository implements IdempotentRepository {
     return this.remove(id, owner);
   }
 
+  /** `markMany` of one entry; see {@link IdempotentRepository.markDirect}. */
+  markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
+    return this.markMany([entry], options).then((marked) => marked[0] === true);
+  }
+
   async clear(): Promise<void> {
     this.assertOpen();
     return this.run('clear', () => this.doClear());

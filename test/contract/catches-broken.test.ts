@@ -4,6 +4,34 @@ import { it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 const suite = fileURLToPath(new URL('./broken/broken.suite.ts', import.meta.url));
+const forgetful = fileURLToPath(new URL('./broken/forgetful-wrapper.suite.ts', import.meta.url));
+
+/** Runs a suite file that must fail; answers the names of its failed tests. */
+function failedTests(file: string): string[] {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', file], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, NODE_TEST_CONTEXT: undefined },
+  });
+  assert.notEqual(run.status, 0, `the suite passed a broken store (${file})`);
+  return run.stdout
+    .split('\n')
+    .filter((line) => /^\s*not ok \d+ - /.test(line))
+    .map((line) => line.replace(/^\s*not ok \d+ - /, '').trim());
+}
+
+it('the contract suite fails against a wrapper whose fast paths skip its changelog', () => {
+  const failed = failedTests(forgetful);
+  for (const expected of [
+    'a write through addDirect is held after a reopen',
+    'a write through addDirect (lazy mark) is held after a reopen',
+    'a write through markDirect is held after a reopen',
+  ]) {
+    assert.ok(failed.includes(expected), `not caught: ${expected}\nfailed: ${failed.join(' | ')}`);
+  }
+  // The verbs it does log pass: the suite blames the forgotten verbs, not the store.
+  assert.ok(!failed.includes('a write through markMany is held after a reopen'), failed.join(' | '));
+});
 
 it('the contract suite fails against a deliberately broken repository', () => {
   const run = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', suite], {

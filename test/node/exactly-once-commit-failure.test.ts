@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Kafka, logLevel, Partitioners, type Producer, type Transaction } from 'kafkajs';
-import { ChunkTransaction } from '../../src/node/exactly-once/transaction.js';
+import { ChunkTransaction, TransactionOnlySink } from '../../src/node/exactly-once/transaction.js';
+import { LoggedRepository } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { onCleanup, randomName, waitFor } from '../helpers/kafka.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
@@ -58,7 +59,7 @@ describe('exactly-once chunk whose commit fails', { skip: skipUnlessEnabled('kaf
     });
     await producer.connect();
     onCleanup(t, () => producer.disconnect().catch(() => undefined));
-    const store = new MemoryRepository();
+    const store = new LoggedRepository(new MemoryRepository(), new TransactionOnlySink(0));
     onCleanup(t, () => store.close());
     const tx = new ChunkTransaction({
       // The commit is the real one, sent while the broker is down (the moment the CI run hit).
@@ -69,7 +70,6 @@ describe('exactly-once chunk whose commit fails', { skip: skipUnlessEnabled('kaf
       changelogTopic: changelog,
       dlqTopic: dlq,
       store,
-      takeMarks: () => [],
     });
     await tx.sender.send({ topic: output, messages: [{ value: 'forwarded', partition: 0 }] });
     let committing = false;

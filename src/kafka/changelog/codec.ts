@@ -51,7 +51,12 @@ export function decodeMarkExpiry(value: Uint8Array): number {
   const buffer = Buffer.isBuffer(value)
     ? value
     : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  return buffer.readDoubleBE(1);
+  const expiresAt = buffer.readDoubleBE(1);
+  // A mark that never expires (NaN compares false with every time, Infinity is always ahead) is never restored.
+  if (!Number.isFinite(expiresAt)) {
+    throw new InvalidInputError('changelog value', `expiry ${expiresAt} is not a time`);
+  }
+  return expiresAt;
 }
 
 /** Decodes a changelog value made by {@link encodeMark}; throws an InvalidInputError for an unknown version. */

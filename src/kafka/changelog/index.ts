@@ -11,4 +11,14 @@ export {
   type ReadChangelogOptions,
   readChangelog,
 } from './reader.js';
+export {
+  type ChangelogTarget,
+  changeValue,
+  decodeChanges,
+  KafkaChangelogSink,
+  type KafkaChangelogSinkOptions,
+  type RecordSender,
+  sendChanges,
+  type UnreadableChange,
+} from './sink.js';
 export { type ChangelogTopicSpec, checkChangelogTopic, ensureChangelogTopic } from './topic.js';

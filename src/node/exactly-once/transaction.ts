@@ -1,14 +1,9 @@
-import type { Message, Producer, ProducerRecord, RecordMetadata, Transaction } from 'kafkajs';
-import { encodeMark } from '../../kafka/changelog/index.js';
+import type { Producer, ProducerRecord, RecordMetadata, Transaction } from 'kafkajs';
+import { sendChanges } from '../../kafka/changelog/index.js';
 import { type DeadLetter, deadLetterMessage } from '../../kafka/index.js';
-import { markIds } from '../../repositories/mark.js';
-import type { IdempotentRepository } from '../../repositories/types.js';
+import type { ChangelogChange, ChangelogSink, LoggedRepository } from '../../repositories/logged/index.js';
 import type { ChunkEnd, ChunkSink } from '../chunk.js';
 import { isFenced } from '../output.js';
-import type { StagedMark } from './staged-marks.js';
-
-/** Bytes of changelog records per request, below Kafka's default `max.message.bytes` (1 MiB). */
-const CHANGELOG_REQUEST_BYTES = 512 * 1024;
 
 /** What an exactly-once chunk needs to know about its partition. */
 export interface TransactionTarget {
@@ -18,25 +13,45 @@ export interface TransactionTarget {
   readonly partition: number;
   readonly changelogTopic: string;
   readonly dlqTopic: string;
-  /** The local store the committed marks are applied to. */
-  readonly store: IdempotentRepository;
-  /** The marks the chunk's engine asked for (see stagingRepository). */
-  takeMarks(): StagedMark[];
+  /**
+   * The partition's logged view of the local store: the chunk's engine writes go to it, staged in this chunk's
+   * transaction (see LoggedRepository), and reach the local store only after the commit.
+   */
+  readonly store: LoggedRepository;
 }
 
 /** What an exactly-once chunk left behind once committed. */
 export interface CommittedChunk {
-  /** The changelog offset after this chunk's marks (undefined: it wrote none). */
+  /** The changelog offset after this chunk's changes (undefined: it wrote none). */
   readonly changelogNext: number | undefined;
+  /** How many changelog records it wrote. */
   readonly marks: number;
 }
 
 /**
+ * The changelog of an exactly-once partition's logged store: its changes go only into a chunk's transaction
+ * ({@link ChunkTransaction.finish}), never on their own. A write outside a chunk is a bug in the node, refused.
+ */
+export class TransactionOnlySink implements ChangelogSink {
+  constructor(readonly partition: number) {}
+
+  async append(_changes: readonly ChangelogChange[]): Promise<void> {
+    throw new TypeError(
+      `exactly-once partition ${this.partition}: a store write outside a chunk transaction (nothing was written)`,
+    );
+  }
+
+  async clear(): Promise<void> {
+    throw new TypeError(`exactly-once partition ${this.partition}: the changelog is not cleared by the node`);
+  }
+}
+
+/**
  * One chunk's Kafka transaction: begun by the first output request (or at the end, for a chunk that forwards
- * nothing), it carries the output records, the chunk's changelog marks (changelog partition = input partition),
- * its dead letters and its input offset, and is committed at the end. Only then are the marks applied to the
- * local store. Any failure aborts it (best effort: a new owner's or a restarted producer's init aborts it
- * anyway), and the marks are dropped.
+ * nothing), it carries the output records, the chunk's changelog records (changelog partition = input
+ * partition: whatever the logged store staged, through every write verb), its dead letters and its input offset,
+ * and is committed at the end. Only then do the staged changes reach the local store. Any failure aborts it (best
+ * effort: a new owner's or a restarted producer's init aborts it anyway), and the staged changes are dropped.
  */
 export class ChunkTransaction implements ChunkSink {
   readonly #target: TransactionTarget;
@@ -51,6 +66,9 @@ export class ChunkTransaction implements ChunkSink {
 
   constructor(target: TransactionTarget) {
     this.#target = target;
+    // A chunk that failed before its sink heard of it left its changes staged: they belong to no transaction.
+    if (target.store.inTransaction) target.store.rollback();
+    target.store.begin();
   }
 
   /** Output and dead-letter requests join the transaction. */
@@ -66,9 +84,15 @@ export class ChunkTransaction implements ChunkSink {
   async finish(end: ChunkEnd): Promise<void> {
     const target = this.#target;
     const tx = await this.#begin();
-    const marks = target.takeMarks();
+    const changes = target.store.staged();
     let changelogNext: number | undefined;
-    if (marks.length > 0) changelogNext = await this.#sendMarks(tx, marks);
+    if (changes.length > 0) {
+      changelogNext = await sendChanges(
+        tx,
+        { topic: target.changelogTopic, partition: target.partition },
+        changes,
+      );
+    }
     if (end.letters.length > 0) await sendLetters(tx, target.dlqTopic, end.letters);
     await tx.sendOffsets({
       consumerGroupId: target.groupId,
@@ -77,17 +101,17 @@ export class ChunkTransaction implements ChunkSink {
       ],
     });
     await tx.commit();
-    this.committed = { changelogNext, marks: marks.length };
-    // Committed: now the marks count. A crash before this line is repaired by the next restore.
-    await applyMarks(target.store, marks);
+    this.committed = { changelogNext, marks: changes.length };
+    // Committed: now the changes count. A crash before this line is repaired by the next restore.
+    await target.store.commit();
   }
 
   /**
-   * The chunk failed: its marks are dropped and its transaction aborted. False when that is not known to have
-   * happened ({@link needsNewProducer}).
+   * The chunk failed: its staged changes are dropped and its transaction aborted. False when that is not known
+   * to have happened ({@link needsNewProducer}).
    */
   async fail(): Promise<boolean> {
-    this.#target.takeMarks();
+    if (this.committed === undefined) this.#target.store.rollback();
     const tx = this.#tx;
     if (tx === undefined) return true;
     if (!tx.isActive()) {
@@ -105,49 +129,10 @@ export class ChunkTransaction implements ChunkSink {
       return false;
     }
   }
-
-  async #sendMarks(tx: Transaction, marks: readonly StagedMark[]): Promise<number> {
-    const { changelogTopic, partition } = this.#target;
-    const now = Date.now();
-    let next = 0;
-    let from = 0;
-    while (from < marks.length) {
-      const messages: Message[] = [];
-      let bytes = 0;
-      let to = from;
-      for (; to < marks.length && (to === from || bytes < CHANGELOG_REQUEST_BYTES); to++) {
-        const mark = marks[to] as StagedMark;
-        bytes += Buffer.byteLength(mark.key) + 40;
-        messages.push({ key: mark.key, value: encodeMark({ expiresAt: now + mark.ttlMs }), partition });
-      }
-      const [meta] = await tx.send({ topic: changelogTopic, acks: -1, messages });
-      next = Number(meta?.baseOffset ?? 0) + messages.length;
-      from = to;
-    }
-    return next;
-  }
 }
 
 async function sendLetters(tx: Transaction, topic: string, letters: readonly DeadLetter[]): Promise<void> {
   await tx.send({ topic, acks: -1, messages: letters.map(deadLetterMessage) });
-}
-
-/** Applies committed marks to the local store, grouped by lifetime (one store call in the usual case). */
-export async function applyMarks(store: IdempotentRepository, marks: readonly StagedMark[]): Promise<void> {
-  if (marks.length === 0) return;
-  const byTtl = new Map<number, StagedMark[]>();
-  for (const mark of marks) {
-    const list = byTtl.get(mark.ttlMs);
-    if (list) list.push(mark);
-    else byTtl.set(mark.ttlMs, [mark]);
-  }
-  for (const [ttlMs, list] of byTtl) {
-    await markIds(
-      store,
-      list.map((m) => ({ id: m.id })),
-      ttlMs,
-    );
-  }
 }
 
 export { isFenced };

@@ -1,57 +1,42 @@
 import { randomUUID } from 'node:crypto';
-import { type Admin, Kafka, logLevel, Partitioners, type Producer, type SASLOptions } from 'kafkajs';
-import { InvalidInputError, RepositoryError, toRepositoryError } from '../../errors.js';
+import { Kafka, logLevel, Partitioners, type Producer, type SASLOptions } from 'kafkajs';
+import { RepositoryError, toRepositoryError } from '../../errors.js';
 import {
   type ChangelogEntry,
   ChangelogReader,
-  decodeMark,
-  encodeMark,
+  decodeChanges,
   ensureChangelogTopic,
-  markRecord,
+  KafkaChangelogSink,
   type PartitionOffsets,
 } from '../../kafka/changelog/index.js';
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { idOfKey, MAX_ID_BYTES } from '../ids.js';
-import { type HeldRecord, MemoryRepository } from '../memory/memory-repository.js';
-import type { AddOptions, AddResult, IdempotencyRecord, RepositoryCapabilities } from '../types.js';
+import { MAX_ID_BYTES } from '../ids.js';
+import { type ChangelogChange, type ChangelogSink, LoggedRepository } from '../logged/index.js';
+import { MemoryRepository } from '../memory/memory-repository.js';
 import { type KafkaOptions, type KafkaRepositoryOptions, parseKafkaOptions } from './options.js';
 
 /** Header naming the repository instance that wrote a record, so it can tell its own writes when it reads them back. */
 const WRITER_HEADER = 'idem-writer';
-/** Most bytes of marks per produce request, under the broker's default 1 MiB message.max.bytes. */
-const MAX_REQUEST_BYTES = 900_000;
 /** Pause before a failed tail starts again from where it stopped. */
 const TAIL_RETRY_MS = 1_000;
-
-/** One write to the topic: the record a key now holds, or undefined for a tombstone. */
-interface Change {
-  readonly key: string;
-  readonly before: HeldRecord | undefined;
-  readonly after: HeldRecord | undefined;
-}
 
 /**
  * Ids kept in a compacted Kafka topic, with the memory store as the local index it answers from (Camel's
  * KafkaIdempotentRepository, without CAMEL-20218: `open` reads the topic up to the end offsets it captured before it
  * resolves, so a restarted consumer sees its own last marks).
  *
- * Each write is decided in the local index (atomic within this process), sent to the topic with acks from all
- * in-sync replicas, and undone locally if the topic refuses it; the call resolves only after the acks. A reader
- * follows the topic for as long as the repository is open, so the marks of other instances on the same topic
- * arrive within about a fetch. Two instances can still both claim an id that neither has read yet: the store is not
- * shared-atomic (`capabilities.shared` is false). See docs/kafka-repository.md.
+ * It is a {@link LoggedRepository} over the memory store with the topic as its changelog: each write is decided in
+ * the local index (atomic within this process), sent to the topic with acks from all in-sync replicas, and undone
+ * locally if the topic refuses it; the call resolves only after the acks. A reader follows the topic for as long
+ * as the repository is open and restores the marks of other instances on the same topic within about a fetch. Two
+ * instances can still both claim an id that neither has read yet: the store is not shared-atomic
+ * (`capabilities.shared` is false). See docs/kafka-repository.md.
  */
-export class KafkaRepository extends BaseRepository {
-  readonly capabilities: RepositoryCapabilities;
-  protected readonly storeName = 'kafka';
+export class KafkaRepository extends LoggedRepository {
   readonly #options: KafkaOptions;
-  readonly #kafka: Kafka;
-  readonly #producer: Producer;
   readonly #reader: ChangelogReader;
-  readonly #index: MemoryRepository;
-  readonly #writer = randomUUID();
+  readonly #writer: string;
   /** Own writes per key that the tail has not read back yet; older records of other writers must not undo them. */
-  readonly #unread = new Map<string, number>();
+  readonly #unread: Map<string, number>;
   /** Where the tail is, per partition, so a failed tail resumes there. */
   readonly #positions: PartitionOffsets = new Map();
   readonly #stop = new AbortController();
@@ -59,22 +44,35 @@ export class KafkaRepository extends BaseRepository {
   #unreadable = 0;
 
   private constructor(options: KafkaOptions, kafka: Kafka, producer: Producer, clock?: () => number) {
-    super(clock ? { clock } : {});
+    const index = new MemoryRepository({ maxEntries: options.maxEntries, ...(clock ? { clock } : {}) });
+    const writer = randomUUID();
+    const unread = new Map<string, number>();
+    const reader = new ChangelogReader(kafka);
+    const sink = new OwnWritesSink(
+      new KafkaChangelogSink({ kafka, producer, topic: options.topic, headers: { [WRITER_HEADER]: writer } }),
+      unread,
+      async () => {
+        await Promise.allSettled([producer.disconnect(), reader.close()]);
+      },
+    );
+    super(index, sink, {
+      name: 'kafka',
+      ...(clock ? { clock } : {}),
+      capabilities: {
+        persistent: true,
+        shared: false,
+        maxIdBytes: MAX_ID_BYTES,
+        nativeBatch: true,
+        // Marks older than the topic's retention are deleted with it.
+        maxTtlMs: options.retention,
+        // A record with its result must fit a produce request under the broker's 1 MiB default.
+        maxResultBytes: 262_144,
+      },
+    });
     this.#options = options;
-    this.#kafka = kafka;
-    this.#producer = producer;
-    this.#reader = new ChangelogReader(kafka);
-    this.#index = new MemoryRepository({ maxEntries: options.maxEntries, clock: this.clock });
-    this.capabilities = {
-      persistent: true,
-      shared: false,
-      maxIdBytes: MAX_ID_BYTES,
-      nativeBatch: true,
-      // Marks older than the topic's retention are deleted with it.
-      maxTtlMs: options.retention,
-      // A record with its result must fit a produce request under the broker's 1 MiB default.
-      maxResultBytes: 262_144,
-    };
+    this.#writer = writer;
+    this.#unread = unread;
+    this.#reader = reader;
   }
 
   /**
@@ -124,143 +122,26 @@ export class KafkaRepository extends BaseRepository {
     return this.#options.topic;
   }
 
-  /** Records of the topic this version could not read (written by a newer one); they were skipped. */
+  /** Records of the topic this version could not read (written by a newer one, or damaged); they were skipped. */
   get unreadableRecords(): number {
     return this.#unreadable;
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
-    return this.#change(
-      entries.map((e) => e.key),
-      () =>
-        this.#index.addMany(
-          entries.map(({ key, ...fields }) => ({ ...fields, id: idOfKey(key) })),
-          { ...options, now },
-        ),
-    );
-  }
-
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
-    return this.#index.getMany(keys.map(idOfKey), { now });
-  }
-
-  protected async doConfirmMany(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
-    _now: number,
-  ): Promise<boolean[]> {
-    return this.#change(
-      claims.map((c) => c.key),
-      () =>
-        this.#index.confirmMany(
-          claims.map(({ key, owner, result }) => ({
-            id: idOfKey(key),
-            owner,
-            ...(result === undefined ? {} : { result }),
-          })),
-          { ttlMs },
-        ),
-    );
-  }
-
-  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    return this.#change([key], () => this.#index.remove(idOfKey(key), owner));
-  }
-
-  /** Deletes every record of the topic (DeleteRecords up to its end) and empties the local index. */
-  protected async doClear(): Promise<void> {
-    const admin: Admin = this.#kafka.admin();
-    await admin.connect();
-    try {
-      // Also loads the topic's metadata into the admin client, which deleteTopicRecords needs.
-      const [metadata] = (await admin.fetchTopicMetadata({ topics: [this.topic] })).topics;
-      const partitions = (metadata?.partitions ?? []).map((p) => ({
-        partition: p.partitionId,
-        offset: '-1',
-      }));
-      await admin.deleteTopicRecords({ topic: this.topic, partitions });
-    } finally {
-      await admin.disconnect().catch(() => undefined);
-    }
-    await this.#index.clear();
-  }
-
-  protected async doClose(): Promise<void> {
+  /** Stops following the topic, then closes the producer, the reader and the local index. */
+  override async close(): Promise<void> {
     this.#stop.abort();
     await this.#tail;
-    await Promise.allSettled([this.#producer.disconnect(), this.#reader.close()]);
-    await this.#index.close();
+    return super.close();
   }
 
-  /**
-   * Runs a change on the local index, then writes the records it changed to the topic; if the topic refuses them,
-   * the local change is undone (where nothing changed the key since) and the call rejects.
-   */
-  async #change<T>(keys: readonly string[], local: () => Promise<T>): Promise<T> {
-    const before = keys.map((key) => this.#index.peekRecord(key));
-    const result = await local();
-    const changes: Change[] = [];
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i] as string;
-      const after = this.#index.peekRecord(key);
-      if (after !== before[i]) changes.push({ key, before: before[i], after });
-    }
-    if (changes.length === 0) return result;
-    try {
-      await this.#send(changes);
-    } catch (error) {
-      for (const { key, before: old, after } of changes) {
-        if (this.#index.peekRecord(key) !== after) continue;
-        if (old === undefined) this.#index.deleteRecord(key);
-        else this.#index.putRecord(key, old);
-      }
-      throw error;
-    }
-    return result;
-  }
-
-  async #send(changes: readonly Change[]): Promise<void> {
-    for (const { key } of changes) this.#unread.set(key, (this.#unread.get(key) ?? 0) + 1);
-    const headers = { [WRITER_HEADER]: this.#writer };
-    let chunk: { key: string; value: Buffer | null; headers: typeof headers }[] = [];
-    let bytes = 0;
-    try {
-      for (const { key, after } of changes) {
-        const value = after === undefined ? null : encodeMark(this.#index.recordOf(key, after));
-        const size = Buffer.byteLength(key) + (value?.length ?? 0) + 80;
-        if (chunk.length > 0 && bytes + size > MAX_REQUEST_BYTES) {
-          await this.#producer.send({ topic: this.topic, acks: -1, messages: chunk });
-          chunk = [];
-          bytes = 0;
-        }
-        chunk.push({ key, value, headers });
-        bytes += size;
-      }
-      await this.#producer.send({ topic: this.topic, acks: -1, messages: chunk });
-    } catch (error) {
-      for (const { key } of changes) this.#readBack(key);
-      throw new RepositoryError(`kafka write to topic ${this.topic} failed: ${(error as Error).message}`, {
-        cause: error,
-      });
-    }
-  }
-
-  /** One own write of the key is accounted for (read back, or never written). */
+  /** One own write of the key is accounted for (read back). */
   #readBack(key: string): void {
-    const count = this.#unread.get(key) ?? 0;
-    if (count <= 1) this.#unread.delete(key);
-    else this.#unread.set(key, count - 1);
+    readBack(this.#unread, key);
   }
 
-  /** Applies records read from the topic, in topic order, to the local index. */
-  #apply(records: readonly ChangelogEntry[]): void {
+  /** Applies records read from the topic, in topic order, to the local index (without logging them again). */
+  #apply(partition: number, records: readonly ChangelogEntry[]): Promise<number> {
+    const others: ChangelogEntry[] = [];
     for (const entry of records) {
       const writer = entry.headers[WRITER_HEADER];
       if (writer !== undefined && String(writer) === this.#writer) {
@@ -269,21 +150,17 @@ export class KafkaRepository extends BaseRepository {
       }
       // An own write of this key is later in the topic than this record: the index already holds the newer state.
       if (this.#unread.has(entry.key)) continue;
-      if (entry.value === null) {
-        this.#index.deleteRecord(entry.key);
-        continue;
-      }
-      try {
-        this.#index.putRecord(entry.key, markRecord(entry.key, decodeMark(entry.value)));
-      } catch (error) {
-        if (!(error instanceof InvalidInputError)) throw error;
-        if (this.#unreadable++ === 0) {
-          process.emitWarning(
-            `kafka repository: skipping unreadable records of topic ${this.topic}: ${error.message}`,
-          );
-        }
-      }
+      others.push(entry);
     }
+    const changes = decodeChanges(this.topic, partition, others, (bad) => {
+      if (this.#unreadable++ === 0) {
+        process.emitWarning(
+          `kafka repository: skipping unreadable records of topic ${bad.topic} ` +
+            `(first: partition ${bad.partition}, offset ${bad.offset}: ${bad.reason})`,
+        );
+      }
+    });
+    return changes.length === 0 ? Promise.resolve(0) : this.restore(changes);
   }
 
   /** Reads the topic to the end offsets captured now, then keeps following it until close. */
@@ -310,8 +187,8 @@ export class KafkaRepository extends BaseRepository {
       follow: true,
       signal: this.#stop.signal,
       onCaughtUp,
-      onBatch: (partition, records, nextOffset) => {
-        this.#apply(records);
+      onBatch: async (partition, records, nextOffset) => {
+        await this.#apply(partition, records);
         this.#positions.set(partition, nextOffset);
       },
     });
@@ -331,6 +208,43 @@ export class KafkaRepository extends BaseRepository {
         error = next;
       }
     }
+  }
+}
+
+/** One own write of the key is accounted for (read back, or never written). */
+function readBack(unread: Map<string, number>, key: string): void {
+  const count = unread.get(key) ?? 0;
+  if (count <= 1) unread.delete(key);
+  else unread.set(key, count - 1);
+}
+
+/**
+ * The topic sink, counting each key's own writes until the tail reads them back (so an older record of another
+ * writer, read later, does not undo a newer own write), and naming the topic in its failures.
+ */
+class OwnWritesSink implements ChangelogSink {
+  constructor(
+    readonly sink: KafkaChangelogSink,
+    readonly unread: Map<string, number>,
+    readonly onClose: () => Promise<void>,
+  ) {}
+
+  async append(changes: readonly ChangelogChange[]): Promise<void> {
+    for (const { key } of changes) this.unread.set(key, (this.unread.get(key) ?? 0) + 1);
+    try {
+      await this.sink.append(changes);
+    } catch (error) {
+      for (const { key } of changes) readBack(this.unread, key);
+      throw new RepositoryError(`kafka write to topic failed: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  clear(): Promise<void> {
+    return this.sink.clear();
+  }
+
+  close(): Promise<void> {
+    return this.onClose();
   }
 }
 

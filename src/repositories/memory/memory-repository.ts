@@ -8,6 +8,7 @@ import type {
   ClaimRef,
   ConfirmOptions,
   IdempotencyRecord,
+  MarkOptions,
   MaybePromise,
   MessageId,
   ReadOptions,
@@ -56,7 +57,7 @@ export class MemoryRepository extends BaseRepository {
    * A subclass that overrides an async single-key verb (a test's outage double, a wrapper that counts calls)
    * gets its direct verb calling that override, so the two verbs never disagree.
    */
-  readonly #inherits: { add: boolean; get: boolean; confirm: boolean; remove: boolean };
+  readonly #inherits: { add: boolean; get: boolean; confirm: boolean; remove: boolean; markMany: boolean };
   /** `capabilities.maxIdBytes`, read once: the single-key verbs check every id against it. */
   readonly #maxIdBytes = MAX_ID_BYTES;
 
@@ -70,6 +71,10 @@ export class MemoryRepository extends BaseRepository {
       get: this.get === own.get,
       confirm: this.confirm === own.confirm,
       remove: this.remove === own.remove,
+      markMany:
+        this.markMany === own.markMany &&
+        (this as unknown as { doMarkMany: unknown }).doMarkMany ===
+          (own as unknown as { doMarkMany: unknown }).doMarkMany,
     };
   }
 
@@ -128,6 +133,12 @@ export class MemoryRepository extends BaseRepository {
     if (!this.#inherits.remove) return this.remove(id, owner);
     this.assertOpen();
     return this.removeOne(toKey(id, this.#maxIdBytes), owner);
+  }
+
+  override markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
+    // This store's mark is its atomic add without a lease (BaseRepository's doMarkMany).
+    if (!this.#inherits.markMany) return super.markDirect(entry, options);
+    return this.#add(entry.id, { ttlMs: options.ttlMs, now: options.now }, entry).added;
   }
 
   override add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {

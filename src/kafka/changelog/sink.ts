@@ -1,0 +1,159 @@
+import type { IHeaders, Kafka, Message, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+import { InvalidInputError } from '../../errors.js';
+import type { ChangelogChange, ChangelogSink } from '../../repositories/logged/index.js';
+import type { IdempotencyRecord } from '../../repositories/types.js';
+import { decodeMark, encodeMark, markRecord } from './codec.js';
+import type { ChangelogEntry } from './reader.js';
+
+/** Bytes of changelog records per produce request, below Kafka's default `max.message.bytes` (1 MiB). */
+const REQUEST_BYTES = 512 * 1024;
+
+/** Anything that sends a produce request: a producer, or an open Kafka transaction. */
+export interface RecordSender {
+  send(record: ProducerRecord): Promise<RecordMetadata[]>;
+}
+
+/** Where a changelog's records go: a topic, one partition of it (or by key), with headers. */
+export interface ChangelogTarget {
+  readonly topic: string;
+  /** The partition every change goes to (the node: changelog partition = input partition); default: by key. */
+  readonly partition?: number;
+  readonly headers?: IHeaders;
+}
+
+/** The changelog value of a record: its mark (9 bytes for a bare confirmed id), or null for a deletion. */
+export function changeValue(change: ChangelogChange): Buffer | null {
+  if (change.record === undefined) return null;
+  const { id: _id, ...mark } = change.record;
+  return encodeMark(mark);
+}
+
+/**
+ * Sends changes to the changelog in requests under the broker's default size limit, acknowledged by every
+ * in-sync replica. Resolves with the offset after the last one when all went to one partition (what a checkpoint
+ * keeps), else undefined.
+ */
+export async function sendChanges(
+  sender: RecordSender,
+  target: ChangelogTarget,
+  changes: readonly ChangelogChange[],
+): Promise<number | undefined> {
+  let next: number | undefined;
+  let messages: Message[] = [];
+  let bytes = 0;
+  const flush = async () => {
+    const [meta] = await sender.send({ topic: target.topic, acks: -1, messages });
+    if (target.partition !== undefined) next = Number(meta?.baseOffset ?? 0) + messages.length;
+    messages = [];
+    bytes = 0;
+  };
+  for (const change of changes) {
+    const value = changeValue(change);
+    const size = Buffer.byteLength(change.key) + (value?.length ?? 0) + 80;
+    if (messages.length > 0 && bytes + size > REQUEST_BYTES) await flush();
+    const message: { -readonly [K in keyof Message]: Message[K] } = { key: change.key, value };
+    if (target.partition !== undefined) message.partition = target.partition;
+    if (target.headers !== undefined) message.headers = target.headers;
+    messages.push(message);
+    bytes += size;
+  }
+  if (messages.length > 0) await flush();
+  return next;
+}
+
+/** Options of a {@link KafkaChangelogSink}. */
+export interface KafkaChangelogSinkOptions extends ChangelogTarget {
+  /** The client, for `clear()` (DeleteRecords). */
+  readonly kafka: Kafka;
+  /** A connected producer, idempotent with one request in flight, owned by the caller. */
+  readonly producer: Producer;
+}
+
+/**
+ * A changelog in a Kafka topic, written outside any transaction: each append is acknowledged by every in-sync
+ * replica before the logged write resolves. (Under exactly-once the node sends a logged store's staged changes
+ * in its own transaction with {@link sendChanges} instead.)
+ */
+export class KafkaChangelogSink implements ChangelogSink {
+  readonly #options: KafkaChangelogSinkOptions;
+  /** The offset after the last change appended, when the sink writes one partition. */
+  next: number | undefined;
+
+  constructor(options: KafkaChangelogSinkOptions) {
+    this.#options = options;
+  }
+
+  async append(changes: readonly ChangelogChange[]): Promise<void> {
+    const next = await sendChanges(this.#options.producer, this.#options, changes);
+    if (next !== undefined) this.next = next;
+  }
+
+  /** Deletes the records of the sink's partition (or of every partition) up to the end (DeleteRecords). */
+  async clear(): Promise<void> {
+    const { kafka, topic, partition } = this.#options;
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      // Also loads the topic's metadata into the admin client, which deleteTopicRecords needs.
+      const [metadata] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics;
+      const partitions = (metadata?.partitions ?? [])
+        .filter((p) => partition === undefined || p.partitionId === partition)
+        .map((p) => ({ partition: p.partitionId, offset: '-1' }));
+      await admin.deleteTopicRecords({ topic, partitions });
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+}
+
+/** A changelog record that could not be read, and why; it was skipped. */
+export interface UnreadableChange {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly reason: string;
+}
+
+/**
+ * The changes that changelog records stand for, in order: a null value is a deletion, any other value a mark.
+ * One rule for every reader (the node's restore, the `kafka` repository): a record that cannot be read (an empty
+ * value, an unknown format, an expiry that is not a finite time) is skipped and reported, never restored as a mark
+ * that never expires, and never blocks the rest of the partition.
+ */
+export function decodeChanges(
+  topic: string,
+  partition: number,
+  records: readonly ChangelogEntry[],
+  onUnreadable: (unreadable: UnreadableChange) => void,
+): ChangelogChange[] {
+  const changes: ChangelogChange[] = [];
+  for (const entry of records) {
+    if (entry.value === null) {
+      changes.push({ key: entry.key, record: undefined });
+      continue;
+    }
+    let record: IdempotencyRecord;
+    try {
+      record = markRecord(entry.key, decodeMark(entry.value));
+      checkTimes(record);
+    } catch (error) {
+      if (!(error instanceof InvalidInputError)) throw error;
+      onUnreadable({ topic, partition, offset: entry.offset, reason: error.message });
+      continue;
+    }
+    changes.push({ key: entry.key, record });
+  }
+  return changes;
+}
+
+function checkTimes(record: IdempotencyRecord): void {
+  for (const field of ['expiresAt', 'leaseExpiresAt'] as const) {
+    const value = record[field];
+    if (value !== undefined && !Number.isFinite(value)) {
+      throw new InvalidInputError('changelog value', `${field} is ${value}, not a time`);
+    }
+  }
+  if (record.state !== 'confirmed' && record.state !== 'in-flight') {
+    throw new InvalidInputError('changelog value', `unknown record state ${JSON.stringify(record.state)}`);
+  }
+}

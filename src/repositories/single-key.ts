@@ -1,0 +1,94 @@
+import type {
+  AddEntry,
+  AddOptions,
+  AddResult,
+  ClaimRef,
+  ConfirmOptions,
+  IdempotencyRecord,
+  IdempotentRepository,
+  MarkOptions,
+  MaybePromise,
+  MessageId,
+} from './types.js';
+
+/**
+ * The single-key verbs the consumer calls for a batch of one (every `wrap` call), resolved once per consumer:
+ * the store's direct verbs (answered at once where the store can), or its async verbs for a repository written
+ * without them. The lazy one-key mark is a mark (`markDirect`, the `markMany` family), as the many-key path's.
+ */
+export interface SingleKeyVerbs {
+  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
+  get(id: MessageId): MaybePromise<IdempotencyRecord | undefined>;
+  confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean>;
+  remove(id: MessageId, owner: string): MaybePromise<boolean>;
+  mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean>;
+}
+
+/** The verbs of a store that has every direct verb: method calls on the store itself. */
+class DirectVerbs implements SingleKeyVerbs {
+  readonly #r: Required<Pick<IdempotentRepository, DirectVerb>>;
+  constructor(r: Required<Pick<IdempotentRepository, DirectVerb>>) {
+    this.#r = r;
+  }
+  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
+    return this.#r.addDirect(id, options, entry);
+  }
+  get(id: MessageId): MaybePromise<IdempotencyRecord | undefined> {
+    return this.#r.getDirect(id);
+  }
+  confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
+    return this.#r.confirmDirect(claim, options);
+  }
+  remove(id: MessageId, owner: string): MaybePromise<boolean> {
+    return this.#r.removeDirect(id, owner);
+  }
+  mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
+    return this.#r.markDirect(entry, options);
+  }
+}
+
+/** The verbs of a store without (some) direct verbs: its async verbs, each direct one it has preferred. */
+class AsyncVerbs implements SingleKeyVerbs {
+  readonly #r: IdempotentRepository;
+  constructor(r: IdempotentRepository) {
+    this.#r = r;
+  }
+  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
+    const r = this.#r;
+    return r.addDirect ? r.addDirect(id, options, entry) : r.add(id, options, entry);
+  }
+  get(id: MessageId): MaybePromise<IdempotencyRecord | undefined> {
+    const r = this.#r;
+    return r.getDirect ? r.getDirect(id) : r.get(id);
+  }
+  confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
+    const r = this.#r;
+    return r.confirmDirect ? r.confirmDirect(claim, options) : r.confirm(claim, options);
+  }
+  remove(id: MessageId, owner: string): MaybePromise<boolean> {
+    const r = this.#r;
+    return r.removeDirect ? r.removeDirect(id, owner) : r.remove(id, owner);
+  }
+  mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
+    const r = this.#r;
+    if (r.markDirect) return r.markDirect(entry, options);
+    if (r.markMany) return r.markMany([entry], options).then((marked) => marked[0] === true);
+    return r.addMany([entry], options).then((added) => added[0]?.added === true);
+  }
+}
+
+type DirectVerb = 'addDirect' | 'getDirect' | 'confirmDirect' | 'removeDirect' | 'markDirect';
+const DIRECT_VERBS: readonly DirectVerb[] = [
+  'addDirect',
+  'getDirect',
+  'confirmDirect',
+  'removeDirect',
+  'markDirect',
+];
+
+/** The single-key verbs of `repository` (see {@link SingleKeyVerbs}). */
+export function singleKeyVerbs(repository: IdempotentRepository): SingleKeyVerbs {
+  return DIRECT_VERBS.every((verb) => typeof repository[verb] === 'function')
+    ? new DirectVerbs(repository as Required<Pick<IdempotentRepository, DirectVerb>>)
+    : new AsyncVerbs(repository);
+}

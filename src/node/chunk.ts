@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { consumerFromConfig } from '../config/consumer.js';
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import { consumerConfigSchema } from '../consumer/options.js';
-import type { BatchItem, StoreCall } from '../consumer/types.js';
+import type { BatchItem, ProcessResult, StoreCall } from '../consumer/types.js';
 import {
   type DeadLetter,
   type DlqReason,
@@ -167,16 +167,35 @@ export class ChunkProcessor {
     chunk: readonly KafkaMessage[],
     sink: ChunkSink,
   ): Promise<void> {
-    const { config, output, metrics, perf, totals, logger } = this.#deps;
-    let t = performance.now();
-    const tick = (phase: Exclude<Phase, 'poll'>) => {
-      const now = performance.now();
-      perf.add(phase, now - t);
-      t = now;
-    };
-
+    const clock = new PhaseClock(this.#deps.perf);
     // 1. parse
-    const forwardMissing = config.dedup.missingId === 'forward';
+    const { letters, candidates, withoutId } = this.#parse(topic, partition, chunk);
+    clock.tick('parse');
+    // 2. lookup, produce + deliver, mark: one engine batch.
+    const { results, attempts } = await this.#forward(topic, partition, candidates, sink, clock);
+    const tally = this.#tally(topic, partition, candidates, results, attempts, letters);
+    // 3. Dead letters last: a failure here repeats the chunk, and the marks turn its forwarded records into
+    // duplicates instead of second copies. (Exactly-once: the letters, marks and offset join the transaction,
+    // which commits here.)
+    const last = chunk[chunk.length - 1] as KafkaMessage;
+    await sink.finish({
+      topic,
+      partition,
+      letters,
+      marked: tally.marked,
+      nextOffset: (BigInt(last.offset) + 1n).toString(),
+    });
+    clock.tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
+    this.#count(topic, partition, chunk.length, withoutId, letters, tally);
+  }
+
+  /** Step 1: each record's dedup id; unreadable records, and by default records without one, become dead letters. */
+  #parse(
+    topic: string,
+    partition: number,
+    chunk: readonly KafkaMessage[],
+  ): { letters: DeadLetter[]; candidates: Survivor[]; withoutId: number } {
+    const forwardMissing = this.#deps.config.dedup.missingId === 'forward';
     const letters: DeadLetter[] = [];
     const candidates: Survivor[] = [];
     let withoutId = 0;
@@ -192,16 +211,28 @@ export class ChunkProcessor {
         else letters.push(letter(topic, partition, message, 'no-id', this.#missingDetail));
       }
     }
-    tick('parse');
+    return { letters, candidates, withoutId };
+  }
 
-    // 2. lookup, produce + deliver, mark: one engine batch.
+  /**
+   * Step 2: the engine batch (lookup; the survivors produced to the output and acknowledged; mark). Resolves with
+   * the engine's results and, for records the output refused, how many attempts it made.
+   */
+  async #forward(
+    topic: string,
+    partition: number,
+    candidates: readonly Survivor[],
+    sink: ChunkSink,
+    clock: PhaseClock,
+  ): Promise<{ results: ProcessResult<unknown>[]; attempts: Map<number, number> }> {
+    const { output, metrics, perf, logger } = this.#deps;
     const attempts = new Map<number, number>();
     // The engine answers a throwing batch handler by failing its items; a failed output request (broker gone past
     // the retries, a fenced transaction) must fail the chunk instead, never send its records to the DLQ.
     let writeFailure: { error: unknown } | undefined;
     const produce = {
       batch: async (items: readonly BatchItem<Survivor>[]) => {
-        tick('lookup'); // the engine's decisions after the store read
+        clock.tick('lookup'); // the engine's decisions after the store read
         const outgoing: Message[] = new Array(items.length);
         for (let k = 0; k < items.length; k++) {
           const { message } = (items[k] as BatchItem<Survivor>).message;
@@ -213,7 +244,7 @@ export class ChunkProcessor {
             partition,
           };
         }
-        tick('produce');
+        clock.tick('produce');
         let refused: Awaited<ReturnType<OutputWriter['write']>>;
         try {
           refused = await output.write(partition, outgoing, sink.sender);
@@ -221,7 +252,7 @@ export class ChunkProcessor {
           writeFailure = { error };
           throw error;
         }
-        tick('deliver');
+        clock.tick('deliver');
         if (refused.length === 0) return undefined;
         logger.warn(
           { topic, partition, count: refused.length, err: refused[0]?.error },
@@ -239,7 +270,7 @@ export class ChunkProcessor {
       const phase = STORE_PHASE[call.operation] ?? 'mark';
       metrics.storeSeconds.observe({ operation: phase }, call.ms / 1000);
       perf.add(phase, call.ms);
-      t = performance.now();
+      clock.reset();
       if (call.error === undefined) return;
       metrics.storeFailures.inc({ operation: phase });
       logger.warn(
@@ -251,19 +282,27 @@ export class ChunkProcessor {
     };
     const { results } = await this.#consumer.processBatch(candidates, produce, { onStoreCall });
     if (writeFailure !== undefined) throw writeFailure.error;
+    return { results, attempts };
+  }
 
-    let duplicates = 0;
-    let raced = 0;
-    let out = 0;
-    const marked: string[] = [];
+  /** What the engine's results add up to; refused records (and ids no store can hold) join the dead letters. */
+  #tally(
+    topic: string,
+    partition: number,
+    candidates: readonly Survivor[],
+    results: readonly ProcessResult<unknown>[],
+    attempts: ReadonlyMap<number, number>,
+    letters: DeadLetter[],
+  ): ChunkTally {
+    const tally: ChunkTally = { duplicates: 0, raced: 0, out: 0, marked: [] };
     for (let i = 0; i < results.length; i++) {
-      const r = results[i] as (typeof results)[number];
-      if (r.raced) raced++;
-      if (r.outcome === 'duplicate' || r.outcome === 'in-progress') duplicates++;
+      const r = results[i] as ProcessResult<unknown>;
+      if (r.raced) tally.raced++;
+      if (r.outcome === 'duplicate' || r.outcome === 'in-progress') tally.duplicates++;
       else if (r.outcome !== 'failed') {
-        out++;
+        tally.out++;
         const id = (candidates[i] as Survivor).id;
-        if (r.outcome === 'processed' && id !== undefined && !r.failOpen) marked.push(id);
+        if (r.outcome === 'processed' && id !== undefined && !r.failOpen) tally.marked.push(id);
       } else {
         // Refused by the output (or an id no store can hold): dead-lettered, and not marked.
         const { message } = candidates[i] as Survivor;
@@ -280,19 +319,19 @@ export class ChunkProcessor {
         });
       }
     }
+    return tally;
+  }
 
-    // 3. Dead letters last: a failure here repeats the chunk, and the marks turn its forwarded records into
-    // duplicates instead of second copies. (Exactly-once: the letters, marks and offset join the transaction,
-    // which commits here.)
-    const last = chunk[chunk.length - 1] as KafkaMessage;
-    await sink.finish({
-      topic,
-      partition,
-      letters,
-      marked,
-      nextOffset: (BigInt(last.offset) + 1n).toString(),
-    });
-    tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
+  /** The finished chunk's counts: metrics, totals, the perf log, and warnings for dead letters and races. */
+  #count(
+    topic: string,
+    partition: number,
+    records: number,
+    withoutId: number,
+    letters: readonly DeadLetter[],
+    { out, duplicates, raced }: ChunkTally,
+  ): void {
+    const { metrics, perf, totals, logger } = this.#deps;
     if (letters.length > 0) {
       for (const l of letters) metrics.deadLetters.inc({ reason: l.reason });
       logger.warn(
@@ -300,12 +339,11 @@ export class ChunkProcessor {
         'records sent to the DLQ',
       );
     }
-
-    metrics.recordsIn.inc(chunk.length);
+    metrics.recordsIn.inc(records);
     metrics.recordsOut.inc(out);
     metrics.duplicates.inc(duplicates);
     metrics.noId.inc(withoutId);
-    totals.recordsIn += chunk.length;
+    totals.recordsIn += records;
     totals.recordsOut += out;
     totals.duplicates += duplicates;
     totals.withoutId += withoutId;
@@ -315,7 +353,31 @@ export class ChunkProcessor {
       totals.raced += raced;
       logger.warn({ topic, partition, raced }, 'ids marked by another worker while this node forwarded them');
     }
-    perf.rows(chunk.length, out, duplicates);
+    perf.rows(records, out, duplicates);
+  }
+}
+
+/** What one chunk's results add up to. */
+interface ChunkTally {
+  duplicates: number;
+  raced: number;
+  out: number;
+  /** The canonical keys the chunk forwarded and marked (in the order marked). */
+  readonly marked: string[];
+}
+
+/** Time spent per phase of a chunk, into the perf log: each tick charges the time since the last to a phase. */
+class PhaseClock {
+  #t = performance.now();
+  constructor(readonly perf: PerfLog) {}
+  tick(phase: Exclude<Phase, 'poll'>): void {
+    const now = performance.now();
+    this.perf.add(phase, now - this.#t);
+    this.#t = now;
+  }
+  /** Starts counting again from now (a store call's own time was charged already). */
+  reset(): void {
+    this.#t = performance.now();
   }
 }
 

@@ -1,0 +1,198 @@
+import type { Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs';
+import type { Logger } from 'pino';
+import type { CatchUp } from './catch-up.js';
+import type { ChunkProcessor, NodeTotals } from './chunk.js';
+import type { NodeMetrics } from './metrics.js';
+import type { NodeConfig } from './options.js';
+import { isFenced } from './output.js';
+import type { PartitionLifecycle, PartitionState } from './partition-state.js';
+import type { PerfLog } from './perf-log.js';
+
+/** What a {@link BatchLoop} works with. */
+export interface BatchLoopDeps {
+  readonly config: NodeConfig;
+  readonly consumer: Consumer;
+  /** The processor over the store, for a node without a changelog. */
+  readonly chunks: ChunkProcessor;
+  /** The assigned partitions and their logged stores, for a node with a changelog. */
+  readonly partitions: PartitionLifecycle | undefined;
+  readonly catchUp: CatchUp;
+  readonly metrics: NodeMetrics;
+  readonly perf: PerfLog;
+  readonly totals: NodeTotals;
+  readonly logger: Logger;
+}
+
+/**
+ * The node's batch loop: kafkajs's `eachBatch`. One fetched partition batch, chunk by chunk: each chunk is parsed,
+ * looked up, produced (acked) and marked before the next one starts, so at most one chunk is ever produced but not
+ * yet marked: a crash repeats at most that chunk. The offsets of the finished chunks are committed at the end,
+ * also when a chunk failed (exactly-once: each chunk's transaction commits its own offset). Overlapping a chunk's
+ * lookup with the previous chunk's produce measured no faster: the node is bound by its one CPU thread.
+ */
+export class BatchLoop {
+  readonly #deps: BatchLoopDeps;
+  readonly #exactlyOnce: boolean;
+  /** An iteration is one fetch round; a round that brought no records was input-starved. */
+  #roundHadRecords = true;
+
+  constructor(deps: BatchLoopDeps) {
+    this.#deps = deps;
+    this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
+    const { consumer, perf } = deps;
+    consumer.on(consumer.events.FETCH_START, () => {
+      perf.iteration(!this.#roundHadRecords);
+      this.#roundHadRecords = false;
+    });
+  }
+
+  /** Runs one fetched batch (kafkajs's `eachBatch`); rejects so kafkajs retries it from the last commit. */
+  readonly handle = async (payload: EachBatchPayload): Promise<void> => {
+    const { metrics, perf, totals, logger } = this.#deps;
+    const batchStart = performance.now();
+    perf.enter();
+    this.#roundHadRecords = true;
+    const { topic, partition } = payload.batch;
+    let done: KafkaMessage | undefined;
+    let failure: unknown;
+    try {
+      done = await this.#chunks(payload);
+    } catch (error) {
+      failure = error instanceof ChunksFailed ? error.cause : error;
+      done = error instanceof ChunksFailed ? error.done : undefined;
+    }
+    // Commit what is finished even when a later chunk failed, so a retry or a new owner repeats less.
+    if (done !== undefined && !this.#exactlyOnce) {
+      const commitStart = performance.now();
+      try {
+        await payload.commitOffsetsIfNecessary({
+          topics: [{ topic, partitions: [{ partition, offset: nextOffset(done.offset) }] }],
+        });
+        totals.commits++;
+      } catch (error) {
+        failure ??= error;
+      }
+      perf.add('commit', performance.now() - commitStart);
+    }
+    totals.batches++;
+    metrics.batchSeconds.observe((performance.now() - batchStart) / 1000);
+    perf.leave();
+    if (failure !== undefined) {
+      logger.warn(
+        { err: failure, topic, partition },
+        'batch failed; kafkajs retries it from the last commit',
+      );
+      throw failure;
+    }
+  };
+
+  /** The batch's chunks in order; resolves with the last record handled (rejects with ChunksFailed after one). */
+  async #chunks(payload: EachBatchPayload): Promise<KafkaMessage | undefined> {
+    const { partitions, chunks, catchUp, metrics } = this.#deps;
+    const { topic, partition, messages } = payload.batch;
+    const highWatermark = Number(payload.batch.highWatermark);
+    const partitionLabel = String(partition);
+    let done: KafkaMessage | undefined;
+    try {
+      // A newly assigned partition first gets its dedup state back from the changelog.
+      const state = partitions && (await partitions.ready(partition, payload.heartbeat));
+      for (let i = 0; i < messages.length; ) {
+        if (!payload.isRunning() || payload.isStale()) break;
+        // Larger chunks while the partition catches up (src/node/catch-up.ts).
+        const size = catchUp.chunkSize(topic, partition, Number(messages[i]?.offset), highWatermark);
+        const chunk = messages.slice(i, i + size);
+        i += chunk.length;
+        if (state?.producer) {
+          if (!(await this.#transactional(state, topic, chunk, payload))) break;
+        } else if (state) {
+          await state.chunks.handle(topic, partition, chunk);
+          partitions?.advanced(partition, state.sink?.next);
+        } else {
+          await chunks.handle(topic, partition, chunk);
+        }
+        done = chunk[chunk.length - 1] as KafkaMessage;
+        payload.resolveOffset(done.offset);
+        catchUp.handled(topic, partition, chunk.length, Number(done.offset) + 1, highWatermark);
+        // Behind the high watermark of this fetch; Number is exact below 2^53 records.
+        metrics.lag.set(
+          { topic, partition: partitionLabel },
+          Math.max(0, highWatermark - Number(done.offset) - 1),
+        );
+        await payload.heartbeat();
+      }
+    } catch (error) {
+      throw new ChunksFailed(error, done);
+    }
+    return done;
+  }
+
+  /**
+   * One exactly-once chunk in its transaction. False when the partition was fenced: a newer owner holds its
+   * transactional id, so this instance drops the partition's work (nothing marked, nothing committed) and pauses
+   * it until the group has had time to move it; if the group gives it back, it is restored again first.
+   */
+  async #transactional(
+    state: PartitionState,
+    topic: string,
+    chunk: KafkaMessage[],
+    payload: EachBatchPayload,
+  ): Promise<boolean> {
+    const { metrics, logger } = this.#deps;
+    const lifecycle = this.#deps.partitions as PartitionLifecycle;
+    const tx = lifecycle.transaction(state);
+    try {
+      await state.chunks.handle(topic, state.partition, chunk, tx);
+    } catch (error) {
+      if (tx.committed) {
+        // Committed, but the local store missed the marks: restore before the next record.
+        metrics.transactions.inc({ result: 'committed' });
+        await lifecycle.reset(state.partition, 'committed marks not applied locally');
+        throw error;
+      }
+      if (isFenced(error)) {
+        metrics.transactions.inc({ result: 'fenced' });
+        logger.warn(
+          { err: error, topic, partition: state.partition },
+          'partition fenced by a newer owner: its work is dropped',
+        );
+        await lifecycle.reset(state.partition, 'fenced');
+        this.#pauseFenced(topic, state.partition);
+        payload.heartbeat().catch(() => undefined);
+        return false;
+      }
+      metrics.transactions.inc({ result: 'aborted' });
+      // A transaction whose end failed leaves its producer unusable and its outcome unknown: a new producer (its
+      // init aborts what is open) and a restore (the changelog holds the marks if it did commit) before going on.
+      if (tx.needsNewProducer)
+        await lifecycle.reset(state.partition, 'transaction did not end in a known abort');
+      throw error;
+    }
+    metrics.transactions.inc({ result: 'committed' });
+    lifecycle.advanced(state.partition, tx.committed?.changelogNext);
+    return true;
+  }
+
+  /** Pauses a fenced partition for one session timeout: long enough for the group to move it if it must. */
+  #pauseFenced(topic: string, partition: number): void {
+    const { consumer, config } = this.#deps;
+    consumer.pause([{ topic, partitions: [partition] }]);
+    setTimeout(
+      () => consumer.resume([{ topic, partitions: [partition] }]),
+      config.kafka.sessionTimeout,
+    ).unref();
+  }
+}
+
+/** A chunk failed after others of the batch were done: the error, and the last record handled before it. */
+class ChunksFailed extends Error {
+  constructor(
+    override readonly cause: unknown,
+    readonly done: KafkaMessage | undefined,
+  ) {
+    super('a chunk failed');
+  }
+}
+
+function nextOffset(offset: string): string {
+  return (BigInt(offset) + 1n).toString();
+}

@@ -1,0 +1,90 @@
+import type { Consumer } from 'kafkajs';
+import type { Logger } from 'pino';
+
+/** Restarts of a consumer that crashed for lack of a broker, in a row (a join resets the count): ~5 minutes. */
+const MAX_RESTARTS = 12;
+const RESTART_FIRST_MS = 1_000;
+const RESTART_MAX_MS = 30_000;
+
+/**
+ * Keeps the node's consumer running: kafkajs restarts a consumer after most crashes itself; after one it gives up
+ * on only for lack of a broker, the supervisor starts it again (1 s doubling to 30 s, at most 12 times in a row, a
+ * group join resets the count); any other crash fails the node (`failed`).
+ */
+export class ConsumerSupervisor {
+  readonly #logger: Logger;
+  #run: (() => Promise<void>) | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #restarts = 0;
+  #stopped = false;
+  #fail: (error: Error) => void = () => undefined;
+  /** Rejects when the consumer failed for good. Observed by whoever awaits it; never an unhandled rejection. */
+  readonly failed: Promise<never>;
+
+  constructor(consumer: Consumer, logger: Logger) {
+    this.#logger = logger;
+    this.failed = new Promise<never>((_, reject) => {
+      this.#fail = reject;
+    });
+    this.failed.catch(() => undefined);
+    consumer.on(consumer.events.CRASH, ({ payload }) => this.#crashed(payload.error, payload.restart));
+  }
+
+  /** Runs the consumer (`run` is kafkajs's `consumer.run` with the node's batch handler). */
+  async start(run: () => Promise<void>): Promise<void> {
+    this.#run = run;
+    await run();
+  }
+
+  /** The consumer joined the group: it works again, so the restart count starts over. */
+  joined(): void {
+    this.#restarts = 0;
+  }
+
+  /** No more restarts (the node is stopping). */
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+  }
+
+  #crashed(error: Error, restart: boolean): void {
+    const logger = this.#logger;
+    if (restart) {
+      logger.warn({ err: error }, 'consumer crashed; kafkajs restarts it');
+      return;
+    }
+    const run = this.#run;
+    if (run && !this.#stopped && brokerUnreachable(error) && this.#restarts < MAX_RESTARTS) {
+      // kafkajs treats "no broker answered the coordinator lookup" as final, although a broker restart (or a
+      // leader moving) causes it: a single-broker cluster that restarts would otherwise end the process.
+      const delay = Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** this.#restarts++);
+      logger.warn(
+        { err: error, attempt: this.#restarts, delayMs: delay },
+        'consumer crashed for lack of a broker; the node starts it again',
+      );
+      this.#timer = setTimeout(() => {
+        this.#timer = undefined;
+        if (!this.#stopped) run().catch((next: unknown) => this.#fail(asError(next)));
+      }, delay);
+      return;
+    }
+    logger.error({ err: error }, 'consumer crashed and will not restart');
+    this.#fail(error);
+  }
+}
+
+/**
+ * Errors kafkajs does not retry although they only say that no broker could be reached: the group coordinator
+ * lookup found no broker answering (kafkajs bails out of it at once when every connection is refused).
+ */
+function brokerUnreachable(error: Error): boolean {
+  for (let e: unknown = error; e instanceof Error; e = (e as { cause?: unknown }).cause) {
+    if (e.name === 'KafkaJSGroupCoordinatorNotFound' || e.name === 'KafkaJSConnectionError') return true;
+    if (e.name === 'KafkaJSBrokerNotFound') return true;
+  }
+  return false;
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}

@@ -147,7 +147,8 @@ export class LoggedRepository implements IdempotentRepository {
     const tx = this.#tx;
     this.#tx = undefined;
     if (tx === undefined || tx.changes.length === 0) return;
-    await this.#apply(tx.changes, this.#clock());
+    // Exact expiries: a chunk's marks share one, so this is one store call in the usual case.
+    await this.#apply(tx.changes, this.#clock(), 1);
   }
 
   /** Drops the open transaction's changes (its caller's transaction aborted); the inner store never saw them. */
@@ -164,7 +165,7 @@ export class LoggedRepository implements IdempotentRepository {
    */
   async restore(changes: readonly ChangelogChange[]): Promise<number> {
     this.#assertOpen();
-    return this.#apply(changes, this.#clock());
+    return this.#apply(changes, this.#clock(), RESTORE_BUCKET_MS);
   }
 
   // ---- reads -------------------------------------------------------------------------------------------------
@@ -498,8 +499,11 @@ export class LoggedRepository implements IdempotentRepository {
 
   // ---- applying changes to the inner store (commit, restore) -------------------------------------------------
 
-  /** Writes changes to the inner store as they are, without logging; the last change per key wins. */
-  async #apply(changes: readonly ChangelogChange[], now: number): Promise<number> {
+  /**
+   * Writes changes to the inner store as they are, without logging; the last change per key wins. Through the
+   * store's verbs, confirmed records are written per `bucketMs` of expiry (kept to the bucket's end).
+   */
+  async #apply(changes: readonly ChangelogChange[], now: number, bucketMs: number): Promise<number> {
     const last = new Map<string, IdempotencyRecord | undefined>();
     for (const { key, record } of changes) last.set(key, record);
     const local = this.#local;
@@ -529,7 +533,7 @@ export class LoggedRepository implements IdempotentRepository {
         claims.push({ ...record, id: key });
         continue;
       }
-      const bucket = Math.ceil(record.expiresAt / RESTORE_BUCKET_MS) * RESTORE_BUCKET_MS;
+      const bucket = Math.ceil(record.expiresAt / bucketMs) * bucketMs;
       const entry: { -readonly [K in keyof AddEntry]: AddEntry[K] } = { id: idOfKey(key) };
       if (record.eventTime !== undefined) entry.eventTime = record.eventTime;
       if (record.fingerprint !== undefined) entry.fingerprint = record.fingerprint;

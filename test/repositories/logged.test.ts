@@ -1,12 +1,19 @@
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { Kafka, logLevel } from 'kafkajs';
+import {
+  ChangelogReader,
+  decodeChanges,
+  ensureChangelogTopic,
+  KafkaChangelogSink,
+} from '../../src/kafka/changelog/index.js';
 import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
 import { repositoryContract } from '../contract/index.js';
-import { skipUnlessEnabled } from '../helpers/stores.js';
+import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 /*
  * The logged store runs the whole contract as a persistent store whose persistence is its changelog alone: each
@@ -64,6 +71,74 @@ describe('logged over rocksdb (through the store verbs)', { skip: skipUnlessEnab
       maxIdBytes: 1024,
       nativeBatch: true,
       maxResultBytes: 1_048_576,
+    },
+  });
+});
+
+/*
+ * The node's combination: a RocksDB store whose changelog is one partition of a Kafka topic, restored by reading
+ * that partition back (read_committed) on each open.
+ */
+const kafkaRoot = join(tmpdir(), `idem-logged-kafka-contract-${process.pid}`);
+describe('logged rocksdb over a Kafka changelog partition', { skip: skipUnlessEnabled('kafka') }, () => {
+  const kafka = new Kafka({ brokers: [...endpoints.kafkaBrokers], logLevel: logLevel.NOTHING });
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  const admin = kafka.admin();
+  const topics = new Set<string>();
+  let opens = 0;
+  before(async () => {
+    await producer.connect();
+    await admin.connect();
+  });
+  after(async () => {
+    await admin.deleteTopics({ topics: [...topics] }).catch(() => undefined);
+    await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
+    await rm(kafkaRoot, { recursive: true, force: true });
+  });
+  repositoryContract({
+    name: 'logged rocksdb (kafka changelog)',
+    factory: async ({ namespace }) => {
+      const topic = `idem-logged-${namespace.replace(/[^a-zA-Z0-9._-]/g, '_')}`;
+      if (!topics.has(topic)) {
+        topics.add(topic);
+        await ensureChangelogTopic(admin, {
+          topic,
+          partitions: 2,
+          retentionMs: 86_400_000,
+          replicationFactor: 1,
+          configKey: 'test',
+        });
+      }
+      const inner = await RocksdbRepository.open({ path: join(kafkaRoot, `${namespace}-${opens++}`) });
+      // Partition 1, as the node's partition 1 would write it.
+      const sink = new KafkaChangelogSink({ kafka, producer, topic, partition: 1 });
+      const repository = new LoggedRepository(inner, sink, {
+        capabilities: { ...inner.capabilities, persistent: true, maxResultBytes: 262_144 },
+      });
+      const reader = new ChangelogReader(kafka);
+      try {
+        await reader.read({
+          topic,
+          from: new Map([[1, 0]]),
+          onBatch: async (partition, records) => {
+            await repository.restore(
+              decodeChanges(topic, partition, records, (bad) => {
+                throw new Error(`unreadable changelog record at offset ${bad.offset}: ${bad.reason}`);
+              }),
+            );
+          },
+        });
+      } finally {
+        await reader.close();
+      }
+      return repository;
+    },
+    capabilities: {
+      persistent: true,
+      shared: false,
+      maxIdBytes: 1024,
+      nativeBatch: true,
+      maxResultBytes: 262_144,
     },
   });
 });

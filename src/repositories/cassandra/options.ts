@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
-import { tlsSettingSchema } from '../shared-options.js';
+import { parseOptions } from '../../options/issues.js';
+import { tlsSettingSchema } from '../../options/tls.js';
 
 /** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
 export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;

@@ -1,6 +1,6 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
+import { parseOptions } from '../../options/issues.js';
 import { MAX_ID_BYTES } from '../ids.js';
 
 /** Defaults of the DynamoDB repository, written once. */

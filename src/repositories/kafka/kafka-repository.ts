@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type Admin, Kafka, logLevel, Partitioners, type Producer, type SASLOptions } from 'kafkajs';
+import { type Admin, type Kafka, Partitioners, type Producer } from 'kafkajs';
 import { InvalidInputError, RepositoryError, toRepositoryError } from '../../errors.js';
 import {
   type ChangelogEntry,
@@ -10,6 +10,7 @@ import {
   markRecord,
   type PartitionOffsets,
 } from '../../kafka/changelog/index.js';
+import { createKafkaClient } from '../../kafka/client.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { idOfKey, MAX_ID_BYTES } from '../ids.js';
 import { type HeldRecord, MemoryRepository } from '../memory/memory-repository.js';
@@ -85,7 +86,7 @@ export class KafkaRepository extends BaseRepository {
   static async open(options: KafkaRepositoryOptions): Promise<KafkaRepository> {
     const { clock, ...rest } = options;
     const parsed = parseKafkaOptions(rest);
-    const kafka = kafkaClient(parsed);
+    const kafka = createKafkaClient(parsed, { retries: 8 }); // quiet: failures surface as rejections
     const admin = kafka.admin();
     try {
       await admin.connect();
@@ -332,19 +333,4 @@ export class KafkaRepository extends BaseRepository {
       }
     }
   }
-}
-
-/** The repository's own kafkajs client: quiet (failures surface as rejections), bounded retries. */
-function kafkaClient(options: KafkaOptions): Kafka {
-  const { allowPlaintext: _allowPlaintext, ...sasl } = options.sasl ?? { allowPlaintext: false };
-  return new Kafka({
-    clientId: options.clientId,
-    brokers: options.brokers,
-    ssl: options.ssl,
-    ...(options.sasl ? { sasl: sasl as SASLOptions } : {}),
-    connectionTimeout: options.connectionTimeout,
-    requestTimeout: options.requestTimeout,
-    logLevel: logLevel.NOTHING,
-    retry: { retries: 8, initialRetryTime: 300, maxRetryTime: 10_000 },
-  });
 }

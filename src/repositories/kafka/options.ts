@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
-import { kafkaConnectionSchema } from '../../node/options.js';
+import { kafkaConnectionDefaults, kafkaConnectionFields, saslNeedsTls } from '../../kafka/connection.js';
+import { parseOptions } from '../../options/issues.js';
 import { durationMs } from '../../util/duration.js';
 import { memoryDefaults } from '../memory/options.js';
 
@@ -15,12 +15,12 @@ export const kafkaRepositoryDefaults = {
   retentionMs: 7 * 86_400_000,
   /** Bound of the local index (the memory store's LRU); size it above the ids live at once. */
   maxEntries: memoryDefaults.maxEntries,
-  connectionTimeoutMs: 10_000,
-  requestTimeoutMs: 30_000,
+  connectionTimeoutMs: kafkaConnectionDefaults.connectionTimeoutMs,
+  requestTimeoutMs: kafkaConnectionDefaults.requestTimeoutMs,
 } as const;
 
 // The connection keys mean what they mean in the node's `[kafka]` table, validated by the same schemas.
-const connection = kafkaConnectionSchema.shape;
+const connection = kafkaConnectionFields;
 
 /** Config schema for `repository.type = "kafka"`. */
 export const kafkaOptionsSchema = z
@@ -49,18 +49,7 @@ export const kafkaOptionsSchema = z
     requestTimeout: durationMs.default(kafkaRepositoryDefaults.requestTimeoutMs),
   })
   .strict()
-  .superRefine((options, ctx) => {
-    if (options.sasl && options.ssl === false && !options.sasl.allowPlaintext) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['sasl'],
-        params: { quoteValue: false },
-        message:
-          'SASL without TLS sends the login and every mark unencrypted; set repository.ssl = true (or a table ' +
-          'with ca = ...), or repository.sasl.allowPlaintext = true if the network is trusted',
-      });
-    }
-  });
+  .superRefine(saslNeedsTls('repository', 'mark'));
 
 /** Parsed options of the Kafka repository. */
 export type KafkaOptions = z.output<typeof kafkaOptionsSchema>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
+import { parseOptions } from '../../options/issues.js';
 
 /** Defaults of the RocksDB repository, written once. */
 export const rocksdbDefaults = {

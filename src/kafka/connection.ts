@@ -10,7 +10,7 @@ import { durationMs } from '../util/duration.js';
 
 /** Defaults of a Kafka connection, written once. */
 export const kafkaConnectionDefaults = {
-  /** The node's client id; the `kafka` repository has its own (`kafkaRepositoryDefaults.clientId`). */
+  /** The node's client id; the `kafka` repository has its own (`kafkaDefaults.clientId`). */
   clientId: 'idem-node',
   /** How long a killed or stuck group member keeps its partitions; the broker's minimum is 6 s. */
   sessionTimeoutMs: 10_000,

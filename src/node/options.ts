@@ -41,7 +41,7 @@ const dedupIdSchema = z.union(
 );
 
 /**
- * The dedup node's config file (`node src/node/bin.ts --config node.toml`). Env overrides use
+ * The dedup node's config file (`idem node --config node.toml`). Env overrides use
  * `IDEM__SECTION__KEY`, e.g. `IDEM__METRICS__ENABLED=false`, `IDEM__INPUT__TOPIC=raw`. See docs/node.md.
  */
 export const nodeConfigSchema = z

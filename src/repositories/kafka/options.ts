@@ -5,7 +5,7 @@ import { durationMs } from '../../util/duration.js';
 import { memoryDefaults } from '../memory/options.js';
 
 /** Defaults of the Kafka repository, written once. */
-export const kafkaRepositoryDefaults = {
+export const kafkaDefaults = {
   clientId: 'idem-repository',
   /** One partition keeps every id's writes in one total order; raise it for write throughput. */
   partitions: 1,
@@ -33,23 +33,26 @@ export const kafkaOptionsSchema = z
         /^[a-zA-Z0-9._-]{1,249}$/,
         'must be a Kafka topic name: 1 to 249 of a-z, A-Z, 0-9, ".", "_", "-"',
       ),
-    partitions: z.number().int().positive().default(kafkaRepositoryDefaults.partitions),
+    partitions: z.number().int().positive().default(kafkaDefaults.partitions),
     replicationFactor: z
       .number()
       .int()
       .min(-1)
       .refine((n) => n !== 0, 'must be -1 (the broker default) or at least 1')
-      .default(kafkaRepositoryDefaults.replicationFactor),
-    retention: durationMs.default(kafkaRepositoryDefaults.retentionMs),
-    maxEntries: z.number().int().positive().default(kafkaRepositoryDefaults.maxEntries),
-    clientId: z.string().min(1).default(kafkaRepositoryDefaults.clientId),
+      .default(kafkaDefaults.replicationFactor),
+    retention: durationMs.default(kafkaDefaults.retentionMs),
+    maxEntries: z.number().int().positive().default(kafkaDefaults.maxEntries),
+    clientId: z.string().min(1).default(kafkaDefaults.clientId),
     ssl: connection.ssl,
     sasl: connection.sasl,
-    connectionTimeout: durationMs.default(kafkaRepositoryDefaults.connectionTimeoutMs),
-    requestTimeout: durationMs.default(kafkaRepositoryDefaults.requestTimeoutMs),
+    connectionTimeout: durationMs.default(kafkaDefaults.connectionTimeoutMs),
+    requestTimeout: durationMs.default(kafkaDefaults.requestTimeoutMs),
   })
   .strict()
   .superRefine(saslNeedsTls('repository', 'mark'));
+
+/** @deprecated Renamed {@link kafkaDefaults} (every store's defaults are `<store>Defaults`). */
+export const kafkaRepositoryDefaults = kafkaDefaults;
 
 /** Parsed options of the Kafka repository. */
 export type KafkaOptions = z.output<typeof kafkaOptionsSchema>;

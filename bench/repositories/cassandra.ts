@@ -41,7 +41,7 @@ const sink = new FigureSink(
 const connection = { contactPoints: CONTACT_POINTS, keyspace: 'idem_bench', table: 'bench_ids' };
 const opened: CassandraRepository[] = [];
 async function open(namespace: string, batchConcurrency = cassandraDefaults.batchConcurrency as number) {
-  const repo = await CassandraRepository.connect({ ...connection, namespace, batchConcurrency });
+  const repo = await CassandraRepository.open({ ...connection, namespace, batchConcurrency });
   opened.push(repo);
   return repo;
 }
@@ -76,7 +76,7 @@ async function batchClaims(repo: CassandraRepository, list: string[]): Promise<n
 
 async function main(): Promise<void> {
   // Schema once, and a warm-up so JIT and prepared statements do not count against the first figure.
-  const setup = await CassandraRepository.connect({
+  const setup = await CassandraRepository.open({
     ...connection,
     namespace: `warm-${run}`,
     createSchema: true,

@@ -1,17 +1,9 @@
 import type { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { camelCase, matchKey, objectShape } from './schema-walk.js';
+import { camelCase, matchKey, objectShape } from '../options/schema-walk.js';
+import type { EnvOverride } from '../options/sources.js';
 
-/** One `IDEM__SECTION__KEY=value` override, mapped onto the schema's keys. */
-export interface EnvOverride {
-  /** The variable's name, used as the error source. */
-  readonly variable: string;
-  /** Schema keys (`['consumer', 'ttl']`); a guessed camelCase key where the schema does not know the shape. */
-  readonly path: readonly string[];
-  readonly raw: string;
-  /** False when the schema did not know the key; the store schema maps it later (see resolveRepository). */
-  readonly known: boolean;
-}
+export type { EnvOverride } from '../options/sources.js';
 
 const NUMBER = /^-?(?:\d+|\d*\.\d+)(?:[eE][+-]?\d+)?$/;
 

@@ -1,4 +1,7 @@
 export { type ConsumerConfig, consumerConfigSchema, consumerDefaults } from '../consumer/options.js';
+export { type OptionsOrigin, optionError, parseOptions, toConfigError } from '../options/issues.js';
+export { isSecretKey, redactValue } from '../options/redact.js';
+export { type ConfigOverride, type ConfigSourceInfo, configSource } from '../options/sources.js';
 export { type RepositoryType, repositoryTypes } from '../repositories/registry.js';
 export {
   type ConsumerCodeOptions,
@@ -9,9 +12,7 @@ export {
   openConsumer,
 } from './consumer.js';
 export { coerceEnvValue, type EnvOverride } from './env.js';
-export { type OptionsOrigin, optionError, parseOptions, toConfigError } from './issues.js';
 export { DEFAULT_ENV_PREFIX, type LoadConfigOptions, loadConfig, parseToml } from './load.js';
-export { isSecretKey, redactValue } from './redact.js';
 export {
   openRepository,
   type RepositorySection,
@@ -21,4 +22,3 @@ export {
   resolveRepository,
 } from './repository.js';
 export { configSections } from './sections.js';
-export { type ConfigOverride, type ConfigSourceInfo, configSource } from './sources.js';

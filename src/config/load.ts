@@ -2,10 +2,10 @@ import { readFile } from 'node:fs/promises';
 import { parse, TomlError } from 'smol-toml';
 import type { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { parseOptions } from '../options/issues.js';
+import { schemaAt } from '../options/schema-walk.js';
+import { type ConfigOverride, type ConfigSourceInfo, rememberSource } from '../options/sources.js';
 import { coerceEnvValue, readEnvOverrides } from './env.js';
-import { parseOptions } from './issues.js';
-import { schemaAt } from './schema-walk.js';
-import { type ConfigOverride, type ConfigSourceInfo, rememberSource } from './sources.js';
 
 /** Options of {@link loadConfig}. */
 export interface LoadConfigOptions {

@@ -1,5 +1,8 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { type OptionsOrigin, parseOptions } from '../options/issues.js';
+import { looseKey, matchKey, objectShape } from '../options/schema-walk.js';
+import { type ConfigSourceInfo, configSource, sourceOf } from '../options/sources.js';
 import type { RepositoryModule } from '../repositories/module.js';
 import {
   defaultRepositoryType,
@@ -10,9 +13,6 @@ import {
 } from '../repositories/registry.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { coerceEnvValue } from './env.js';
-import { type OptionsOrigin, parseOptions } from './issues.js';
-import { looseKey, matchKey, objectShape } from './schema-walk.js';
-import { type ConfigSourceInfo, configSource, sourceOf } from './sources.js';
 
 /**
  * The `[repository]` table: `type` picks the store; the other keys are that store's options, validated by the

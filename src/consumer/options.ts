@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type OptionsOrigin, parseOptions } from '../config/issues.js';
+import { type OptionsOrigin, parseOptions } from '../options/issues.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { durationMs, durationSchema } from '../util/duration.js';
 import type { HandlerContext, IdSelector, TimestampSelector } from './types.js';

@@ -1,5 +1,5 @@
 /**
- * Standalone entry of the dedup node until `idem node` is wired into the CLI:
+ * The dedup node without the CLI around it (what `idem node` runs), for the node tests and the benches:
  * `node --import tsx src/node/bin.ts --config node.toml` (or `IDEM_CONFIG=node.toml`).
  */
 import { parseArgs } from 'node:util';

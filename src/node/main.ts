@@ -1,8 +1,8 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
-import { logRedactPaths, REDACTED } from '../config/redact.js';
 import { openRepository } from '../config/repository.js';
 import { ConfigError, MissingDependencyError } from '../errors.js';
+import { logRedactPaths, REDACTED } from '../options/redact.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
 

@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import { configSections } from '../config/sections.js';
+import { kafkaConnectionDefaults, kafkaConnectionSchema } from '../kafka/connection.js';
 import { type IdSource, idSourceSchema } from '../kafka/index.js';
-import { tlsSettingSchema } from '../repositories/shared-options.js';
 import { durationMs } from '../util/duration.js';
 import { catchUpSchema } from './catch-up.js';
 
 /** Defaults of the dedup node, written once. */
 export const nodeDefaults = {
-  clientId: 'idem-node',
+  clientId: kafkaConnectionDefaults.clientId,
   groupId: 'idem-dedup',
   /** Records per store round trip and per output request; also the most records one crash can repeat. */
   batchSize: 1000,
@@ -25,52 +25,14 @@ export const nodeDefaults = {
   /** Loopback: the metrics page has no authentication; `metrics.host = "0.0.0.0"` opens it to the network. */
   metricsHost: '127.0.0.1',
   perfIntervalMs: 10_000,
-  sessionTimeoutMs: 10_000,
-  connectionTimeoutMs: 10_000,
-  requestTimeoutMs: 30_000,
+  sessionTimeoutMs: kafkaConnectionDefaults.sessionTimeoutMs,
+  connectionTimeoutMs: kafkaConnectionDefaults.connectionTimeoutMs,
+  requestTimeoutMs: kafkaConnectionDefaults.requestTimeoutMs,
   /** Longest graceful stop (finish the batch, commit, flush); past it the process exits with code 1. */
   shutdownTimeoutMs: 30_000,
   /** Kafka's default `transaction.timeout.ms` for a producer: a transaction left open by a crash is aborted after it. */
   transactionTimeoutMs: 60_000,
 } as const;
-
-const saslSchema = z
-  .object({
-    mechanism: z.enum(['plain', 'scram-sha-256', 'scram-sha-512']),
-    username: z.string().min(1),
-    password: z.string(),
-    /** Send SASL over a connection without TLS anyway (credentials and records unencrypted on the wire). */
-    allowPlaintext: z.boolean().default(false),
-  })
-  .strict();
-
-/** `[kafka]`: how to reach the cluster (shared by input, output and DLQ). */
-export const kafkaConnectionSchema = z
-  .object({
-    brokers: z.array(z.string().min(1)).min(1),
-    clientId: z.string().min(1).default(nodeDefaults.clientId),
-    /** `true` for TLS with the system CAs, or a table of TLS settings. */
-    ssl: tlsSettingSchema.default(false),
-    sasl: saslSchema.optional(),
-    /** How long a killed or stuck member keeps its partitions; the broker's minimum is 6 s. */
-    sessionTimeout: durationMs.default(nodeDefaults.sessionTimeoutMs),
-    connectionTimeout: durationMs.default(nodeDefaults.connectionTimeoutMs),
-    requestTimeout: durationMs.default(nodeDefaults.requestTimeoutMs),
-  })
-  .strict()
-  .superRefine((kafka, ctx) => {
-    // Safe by default: a login over plaintext is refused unless the config says it is meant.
-    if (kafka.sasl && kafka.ssl === false && !kafka.sasl.allowPlaintext) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['sasl'],
-        params: { quoteValue: false },
-        message:
-          'SASL without TLS sends the login and every record unencrypted; set kafka.ssl = true (or a table ' +
-          'with ca = ...), or kafka.sasl.allowPlaintext = true if the network is trusted',
-      });
-    }
-  });
 
 /** `id = "uid"` is short for `id = { from = "value", path = "uid" }`. */
 const dedupIdSchema = z.union(
@@ -79,7 +41,7 @@ const dedupIdSchema = z.union(
 );
 
 /**
- * The dedup node's config file (`node src/node/bin.ts --config node.toml`). Env overrides use
+ * The dedup node's config file (`idem node --config node.toml`). Env overrides use
  * `IDEM__SECTION__KEY`, e.g. `IDEM__METRICS__ENABLED=false`, `IDEM__INPUT__TOPIC=raw`. See docs/node.md.
  */
 export const nodeConfigSchema = z

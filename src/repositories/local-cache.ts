@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOptions } from '../config/issues.js';
+import { parseOptions } from '../options/issues.js';
 import { toKey } from './ids.js';
 import { isLive, newRecord } from './record.js';
 import type {

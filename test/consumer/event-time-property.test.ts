@@ -287,7 +287,7 @@ describe('event-time mode matches the KIP-655 reference model on DynamoDB and Ca
   describe('cassandra', { skip: skipUnlessEnabled('cassandra') }, () => {
     let repository: IdempotentRepository;
     before(async () => {
-      repository = await CassandraRepository.connect({
+      repository = await CassandraRepository.open({
         contactPoints: [...endpoints.cassandraContactPoints],
         keyspace: 'idem_test',
         table: 'contract_ids',

@@ -145,7 +145,7 @@ describe('a TTL or lease the store cannot keep', { skip: skipUnlessEnabled('cass
   test('Cassandra (TTL at most 20 years) refuses a longer ttlMs or leaseMs, naming the option', async (t) => {
     const repository = closeAfter(
       t,
-      await CassandraRepository.connect({
+      await CassandraRepository.open({
         contactPoints: [...endpoints.cassandraContactPoints],
         keyspace: 'idem_test',
         table: 'contract_ids',

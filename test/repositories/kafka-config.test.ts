@@ -4,7 +4,7 @@ import { openRepository } from '../../src/config/repository.js';
 import { ConfigError } from '../../src/errors.js';
 import {
   KafkaRepository,
-  kafkaRepositoryDefaults,
+  kafkaDefaults,
   parseKafkaOptions,
   repositoryModule,
 } from '../../src/repositories/kafka/index.js';
@@ -28,9 +28,9 @@ describe('kafka repository options', () => {
   it('is selected by repository.type = "kafka" and applies the defaults written once in options.ts', async () => {
     assert.equal(await loadRepositoryModule('kafka'), repositoryModule);
     const parsed = repositoryModule.optionsSchema.parse({ brokers, topic: 'marks' });
-    assert.equal(parsed.partitions, kafkaRepositoryDefaults.partitions);
-    assert.equal(parsed.retention, kafkaRepositoryDefaults.retentionMs);
-    assert.equal(parsed.clientId, kafkaRepositoryDefaults.clientId);
+    assert.equal(parsed.partitions, kafkaDefaults.partitions);
+    assert.equal(parsed.retention, kafkaDefaults.retentionMs);
+    assert.equal(parsed.clientId, kafkaDefaults.clientId);
     assert.equal(parsed.ssl, false);
     assert.equal(parseKafkaOptions({ brokers, topic: 't', retention: '3h' }).retention, 3 * 3_600_000);
   });

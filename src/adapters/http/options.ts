@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { type OptionsOrigin, parseOptions } from '../../config/issues.js';
 import { consumerDefaults } from '../../consumer/options.js';
+import { type OptionsOrigin, parseOptions } from '../../options/issues.js';
 import type { IdempotentRepository } from '../../repositories/types.js';
 
 /** Defaults of the HTTP adapter, written once; the schema, the code and docs/http.md read them here. */

@@ -1,9 +1,9 @@
 import type { Consumer, ConsumerConfig, Kafka, KafkaMessage, Producer } from 'kafkajs';
 import { z } from 'zod';
-import { type OptionsOrigin, optionError, parseOptions } from '../../config/issues.js';
 import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { MessageHandler } from '../../consumer/types.js';
 import { type IdSource, idSourceSchema } from '../../kafka/index.js';
+import { type OptionsOrigin, optionError, parseOptions } from '../../options/issues.js';
 import { durationMs } from '../../util/duration.js';
 import type { BlockInfo, DeadLetterEvent, KafkaRecord } from './types.js';
 import { kafkaRecordId } from './types.js';

@@ -6,6 +6,8 @@
  * response version, a compressed batch, an old message format) is left to kafkajs's decoder.
  */
 
+import { RepositoryError } from '../../errors.js';
+
 /** One record of a batch: where it is, its key and value bytes (null when absent), its headers. */
 export interface BatchRecord {
   readonly offset: number;
@@ -35,13 +37,42 @@ export interface FetchedPartition {
 /** Thrown inside the decoder when it meets something it leaves to kafkajs. */
 class Unsupported extends Error {}
 
+/**
+ * A Fetch response whose bytes do not hold what its lengths and counts say: a negative or overlong length, a count
+ * more items than the bytes left could hold, a field read past its record, batch or the response. Raised instead
+ * of trusting the number (which, for a record count of 2^31 or a negative record length, ran the process out of
+ * memory). `position` is the byte of the response body where the bad field starts.
+ */
+export class FetchDecodeError extends RepositoryError {
+  constructor(
+    readonly what: string,
+    readonly position: number,
+    readonly size: number,
+  ) {
+    super(`malformed Fetch v11 response: ${what} at byte ${position} of ${size}`, { retryable: false });
+  }
+}
+
 const TRANSACTIONAL = 0x10;
 const CONTROL = 0x20;
 const COMPRESSION = 0x07;
 
+/** The bytes of a v2 batch header after baseOffset and batchLength (epoch .. record count). */
+const BATCH_HEADER_REST = 4 + 1 + 4 + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4;
+/** The smallest record: length, attributes, timestamp delta, offset delta, key length, value length, header count. */
+const MIN_RECORD = 7;
+/** The smallest header: name length and value length. */
+const MIN_HEADER = 2;
+/** A topic's smallest entry: name length and partition count. */
+const MIN_TOPIC = 2 + 4;
+/** A partition's smallest entry: its fixed fields, an aborted-transaction count and a records size. */
+const MIN_PARTITION = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 4;
+const ABORTED_TRANSACTION = 8 + 8;
+
 /**
  * The partitions of a Fetch v11 response body (after the correlation id), or undefined when it holds something
- * this decoder leaves to kafkajs.
+ * this decoder leaves to kafkajs. Every length and count is checked against the bytes actually present: a
+ * response that does not add up raises a {@link FetchDecodeError}, never an allocation the bytes cannot back.
  */
 export function decodeFetchV11(body: Buffer): FetchedPartition[] | undefined {
   try {
@@ -56,33 +87,72 @@ class Reader {
   #pos = 0;
   constructor(readonly buf: Buffer) {}
 
+  fail(what: string, position = this.#pos): never {
+    throw new FetchDecodeError(what, position, this.buf.length);
+  }
+
+  /** A count of items of at least `minSize` bytes each, all before `limit`. */
+  count(value: number, what: string, minSize: number, limit: number, at: number): number {
+    if (value < 0) this.fail(`negative ${what} ${value}`, at);
+    if (value > (limit - this.#pos) / minSize) {
+      this.fail(`${what} ${value} needs more than the ${limit - this.#pos} bytes left`, at);
+    }
+    return value;
+  }
+
+  /** A length of bytes that start here and end before `limit` (-1, a null, when `nullable`). */
+  length(value: number, what: string, limit: number, at: number, nullable: boolean): number {
+    if (value < (nullable ? -1 : 0)) this.fail(`negative ${what} ${value}`, at);
+    if (value > limit - this.#pos)
+      this.fail(`${what} ${value} past its end (${limit - this.#pos} bytes left)`, at);
+    return value;
+  }
+
   response(): FetchedPartition[] {
+    const size = this.buf.length;
+    if (size < 4 + 2 + 4 + 4) this.fail(`response of ${size} bytes`, 0);
     this.#pos += 4 + 2 + 4; // throttle time, top-level error code (sessions are not used), session id
     const out: FetchedPartition[] = [];
-    for (let t = this.int32(); t > 0; t--) {
-      const nameLength = this.int16(); // the topic name: the reader fetches one topic per request
-      this.#pos += nameLength;
-      for (let p = this.int32(); p > 0; p--) out.push(this.partition());
+    let at = this.#pos;
+    for (let t = this.count(this.int32(size), 'topic count', MIN_TOPIC, size, at); t > 0; t--) {
+      at = this.#pos;
+      const nameLength = this.length(this.int16(size), 'topic name length', size, at, false);
+      this.#pos += nameLength; // the topic name: the reader fetches one topic per request
+      at = this.#pos;
+      for (let p = this.count(this.int32(size), 'partition count', MIN_PARTITION, size, at); p > 0; p--) {
+        out.push(this.partition(size));
+      }
     }
     return out;
   }
 
-  partition(): FetchedPartition {
-    const partition = this.int32();
-    const errorCode = this.int16();
-    this.#pos += 8 + 8 + 8; // high watermark, last stable offset, log start offset
+  partition(size: number): FetchedPartition {
+    const partition = this.int32(size);
+    const errorCode = this.int16(size);
+    this.skip(8 + 8 + 8, size); // high watermark, last stable offset, log start offset
     const abortedTransactions: { producerId: number; firstOffset: number }[] = [];
-    for (let a = this.int32(); a > 0; a--) {
-      abortedTransactions.push({ producerId: this.int64(), firstOffset: this.int64() });
+    let at = this.#pos;
+    const aborted = this.int32(size); // -1: a null array
+    if (aborted !== -1) {
+      for (
+        let a = this.count(aborted, 'aborted transaction count', ABORTED_TRANSACTION, size, at);
+        a > 0;
+        a--
+      ) {
+        abortedTransactions.push({ producerId: this.int64(size), firstOffset: this.int64(size) });
+      }
     }
-    this.#pos += 4; // preferred read replica
-    const size = this.int32();
-    const end = this.#pos + Math.max(0, size);
+    this.skip(4, size); // preferred read replica
+    at = this.#pos;
+    const records = this.length(this.int32(size), 'records size', size, at, true);
+    const end = this.#pos + Math.max(0, records);
     const batches: RecordBatch[] = [];
     // The last batch can be cut short by the fetch's byte limit; it comes again in the next fetch.
-    while (end - this.#pos >= 61) {
-      const baseOffset = this.int64();
-      const length = this.int32();
+    while (end - this.#pos >= 8 + 4 + BATCH_HEADER_REST) {
+      const baseOffset = this.int64(end);
+      at = this.#pos;
+      const length = this.int32(end);
+      if (length < BATCH_HEADER_REST) this.fail(`batch length ${length} below a batch header`, at);
       const batchEnd = this.#pos + length;
       if (batchEnd > end) break;
       batches.push(this.batch(baseOffset, batchEnd));
@@ -96,36 +166,50 @@ class Reader {
     this.#pos += 4; // partition leader epoch
     if (this.buf[this.#pos++] !== 2) throw new Unsupported('message format before v2');
     this.#pos += 4; // crc: the broker checked it on append
-    const attributes = this.int16();
+    const attributes = this.int16(batchEnd);
     if ((attributes & COMPRESSION) !== 0) throw new Unsupported('compressed batch');
-    const lastOffsetDelta = this.int32();
+    const lastOffsetDelta = this.int32(batchEnd);
     this.#pos += 8 + 8; // first and max timestamps
-    const producerId = this.int64();
+    const producerId = this.int64(batchEnd);
     this.#pos += 2 + 4; // producer epoch, base sequence
-    const count = this.int32();
+    let at = this.#pos;
+    const count = this.count(this.int32(batchEnd), 'record count', MIN_RECORD, batchEnd, at);
     const records: BatchRecord[] = new Array(count);
     for (let i = 0; i < count; i++) {
-      const length = this.varint();
+      at = this.#pos;
+      const length = this.varint(batchEnd);
+      if (length < MIN_RECORD - 1) this.fail(`record length ${length}`, at);
       const recordEnd = this.#pos + length;
-      if (recordEnd > batchEnd) throw new RangeError('record past the end of its batch');
+      if (recordEnd > batchEnd) this.fail(`record length ${length} past the end of its batch`, at);
       this.#pos += 1; // attributes
-      this.skipVarint(); // timestamp delta (a varlong)
-      const offset = baseOffset + this.varint();
-      const keyLength = this.varint();
+      this.skipVarint(recordEnd); // timestamp delta (a varlong)
+      const offset = baseOffset + this.varint(recordEnd);
+      at = this.#pos;
+      const keyLength = this.length(this.varint(recordEnd), 'key length', recordEnd, at, true);
       const key = keyLength < 0 ? null : this.buf.toString('utf8', this.#pos, this.#pos + keyLength);
       if (keyLength > 0) this.#pos += keyLength;
-      const valueLength = this.varint();
+      at = this.#pos;
+      const valueLength = this.length(this.varint(recordEnd), 'value length', recordEnd, at, true);
       const value = valueLength < 0 ? null : this.buf.subarray(this.#pos, this.#pos + valueLength);
       if (valueLength > 0) this.#pos += valueLength;
       let headers: Record<string, Buffer> = NO_HEADERS;
-      const headerCount = this.varint();
+      at = this.#pos;
+      const headerCount = this.count(this.varint(recordEnd), 'header count', MIN_HEADER, recordEnd, at);
       if (headerCount > 0) {
         headers = {};
         for (let h = 0; h < headerCount; h++) {
-          const nameLength = this.varint();
+          at = this.#pos;
+          const nameLength = this.length(this.varint(recordEnd), 'header name length', recordEnd, at, false);
           const name = this.buf.toString('utf8', this.#pos, this.#pos + nameLength);
           this.#pos += nameLength;
-          const headerLength = this.varint();
+          at = this.#pos;
+          const headerLength = this.length(
+            this.varint(recordEnd),
+            'header value length',
+            recordEnd,
+            at,
+            true,
+          );
           if (headerLength >= 0) {
             headers[name] = this.buf.subarray(this.#pos, this.#pos + headerLength);
             this.#pos += headerLength;
@@ -145,40 +229,58 @@ class Reader {
     };
   }
 
-  int16(): number {
+  /** Moves past `bytes` bytes that must lie before `limit`. */
+  skip(bytes: number, limit: number): void {
+    if (this.#pos + bytes > limit) this.fail(`${bytes} bytes past the end (${limit - this.#pos} left)`);
+    this.#pos += bytes;
+  }
+
+  int16(limit: number): number {
+    if (this.#pos + 2 > limit) this.fail('int16 past the end');
     const value = this.buf.readInt16BE(this.#pos);
     this.#pos += 2;
     return value;
   }
 
-  int32(): number {
+  int32(limit: number): number {
+    if (this.#pos + 4 > limit) this.fail('int32 past the end');
     const value = this.buf.readInt32BE(this.#pos);
     this.#pos += 4;
     return value;
   }
 
   /** An int64 as a Number: exact for offsets and producer ids (below 2^53), and for -1. */
-  int64(): number {
+  int64(limit: number): number {
+    if (this.#pos + 8 > limit) this.fail('int64 past the end');
     const value = this.buf.readInt32BE(this.#pos) * 4_294_967_296 + this.buf.readUInt32BE(this.#pos + 4);
     this.#pos += 8;
     return value;
   }
 
-  /** A zigzag varint (32-bit). */
-  varint(): number {
+  /** A zigzag varint (32-bit: at most 5 bytes), all of it before `limit`. */
+  varint(limit: number): number {
+    const start = this.#pos;
     let raw = 0;
     let shift = 0;
     let byte: number;
     do {
+      if (this.#pos >= limit) this.fail('varint past the end', start);
       byte = this.buf[this.#pos++] as number;
       raw |= (byte & 0x7f) << shift;
       shift += 7;
     } while (byte & 0x80 && shift < 35);
+    if (byte & 0x80) this.fail('varint longer than 5 bytes', start);
     return (raw >>> 1) ^ -(raw & 1);
   }
 
-  skipVarint(): void {
-    while ((this.buf[this.#pos++] as number) & 0x80) {}
+  /** Skips a zigzag varlong (at most 10 bytes) that ends before `limit`. */
+  skipVarint(limit: number): void {
+    const start = this.#pos;
+    for (let n = 0; n < 10; n++) {
+      if (this.#pos >= limit) this.fail('varlong past the end', start);
+      if (((this.buf[this.#pos++] as number) & 0x80) === 0) return;
+    }
+    this.fail('varlong longer than 10 bytes', start);
   }
 }
 

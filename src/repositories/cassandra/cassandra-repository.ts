@@ -11,7 +11,7 @@ import type {
   MarkOptions,
   RepositoryCapabilities,
 } from '../types.js';
-import { type CassandraLogger, openClient, processWarnings, statementOptions } from './connect.js';
+import { type CassandraLogger, openClient, processWarnings, statementOptions } from './connection.js';
 import { BUCKETS, bucketOf, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
 import { decodeRow, isSameClaim, type Row, toMs } from './row.js';
@@ -38,8 +38,8 @@ const MAX_IN = 100;
  */
 const MARK_BATCH_ROWS = 10;
 
-/** Extra arguments of {@link CassandraRepository.connect} that cannot come from a config file. */
-export interface CassandraConnectExtras extends BaseRepositoryOptions {
+/** Extra arguments of {@link CassandraRepository.open} that cannot come from a config file. */
+export interface CassandraOpenExtras extends BaseRepositoryOptions {
   /**
    * An existing, configured `cassandra-driver` Client. The repository uses it as is (its own contact points,
    * auth, policies) and does not shut it down on `close()`.
@@ -58,7 +58,7 @@ export interface CassandraConnectExtras extends BaseRepositoryOptions {
  * seconds rounded up) only garbage-collects rows, and keeps a claim's row until its retention end, past its lease.
  * A row our clock calls expired but whose TTL has not yet removed it is taken over by a compare-and-set on the exact values read, so two claimers can never both win.
  *
- * Those times come from each worker's clock (CQL conditions cannot compare with the server's time), so `connect`
+ * Those times come from each worker's clock (CQL conditions cannot compare with the server's time), so `open`
  * measures the skew to the server and refuses, or warns, past `maxClockSkewMs`.
  *
  * Lazy marks (`add` without `leaseMs`) are a read followed by a plain `INSERT … USING TTL`: lazy mode accepts
@@ -117,11 +117,23 @@ export class CassandraRepository extends BaseRepository {
    * checks the clock skew to the server (see `maxClockSkewMs`), and returns the repository. Bad settings reject
    * with a ConfigError naming `repository.<key>`.
    */
+  static async open(input: CassandraRepositoryOptions & CassandraOpenExtras): Promise<CassandraRepository> {
+    return CassandraRepository.#open(input, 'CassandraRepository.open(...)');
+  }
+
+  /** @deprecated Use {@link CassandraRepository.open} (the factory verb of every store); kept for 0.1 users. */
   static async connect(
-    input: CassandraRepositoryOptions & CassandraConnectExtras,
+    input: CassandraRepositoryOptions & CassandraOpenExtras,
+  ): Promise<CassandraRepository> {
+    return CassandraRepository.#open(input, 'CassandraRepository.connect(...)');
+  }
+
+  static async #open(
+    input: CassandraRepositoryOptions & CassandraOpenExtras,
+    owner: string,
   ): Promise<CassandraRepository> {
     const { client: given, clock, logger, ...config } = input;
-    const options = parseCassandraOptions(config);
+    const options = parseCassandraOptions(config, owner);
     // Validates keyspace and table before any connection is made.
     statements(options.keyspace, options.table);
     if (given === undefined && options.contactPoints === undefined) {
@@ -417,3 +429,6 @@ function isPaxosTimeout(error: unknown): boolean {
   if (error.code === types.responseErrorCodes.writeTimeout) return writeType === 'CAS' || serial;
   return error.code === types.responseErrorCodes.readTimeout && serial;
 }
+
+/** @deprecated Renamed {@link CassandraOpenExtras} with the factory verb `open`. */
+export type CassandraConnectExtras = CassandraOpenExtras;

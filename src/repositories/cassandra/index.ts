@@ -2,8 +2,13 @@ import type { RepositoryModule } from '../module.js';
 import { CassandraRepository } from './cassandra-repository.js';
 import { cassandraOptionsSchema } from './options.js';
 
-export { type CassandraConnectExtras, CassandraRepository } from './cassandra-repository.js';
-export type { CassandraLogger } from './connect.js';
+export {
+  /** @deprecated Use CassandraOpenExtras. */
+  type CassandraConnectExtras,
+  type CassandraOpenExtras,
+  CassandraRepository,
+} from './cassandra-repository.js';
+export type { CassandraLogger } from './connection.js';
 /** The DDL `createSchema` runs, for teams that create tables through migrations instead. */
 export { BUCKETS, schemaStatements } from './cql.js';
 export {
@@ -11,11 +16,12 @@ export {
   type CassandraRepositoryOptions,
   cassandraDefaults,
   cassandraOptionsSchema,
+  parseCassandraOptions,
 } from './options.js';
 
 /** Selected by `repository.type = "cassandra"`. */
 export const repositoryModule: RepositoryModule<typeof cassandraOptionsSchema> = {
   type: 'cassandra',
   optionsSchema: cassandraOptionsSchema,
-  create: (options) => CassandraRepository.connect(options),
+  create: (options) => CassandraRepository.open(options),
 };

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
-import { tlsSettingSchema } from '../shared-options.js';
+import { parseOptions } from '../../options/issues.js';
+import { tlsSettingSchema } from '../../options/tls.js';
 
 /** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
 export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;
@@ -66,7 +66,7 @@ const replicationSchema = z
 /** Config schema for `repository.type = "cassandra"`. */
 export const cassandraOptionsSchema = z
   .object({
-    /** `host` or `host:port`; optional only when an existing client is passed to `CassandraRepository.connect`. */
+    /** `host` or `host:port`; optional only when an existing client is passed to `CassandraRepository.open`. */
     contactPoints: z.array(z.string().min(1)).min(1).optional(),
     localDataCenter: z.string().min(1).default(cassandraDefaults.localDataCenter),
     keyspace: identifier().default(cassandraDefaults.keyspace),
@@ -101,13 +101,13 @@ export const cassandraOptionsSchema = z
 /** Parsed options, every default filled in. */
 export type CassandraOptions = z.output<typeof cassandraOptionsSchema>;
 
-/** Options of {@link CassandraRepository.connect}, as written in config. */
+/** Options of {@link CassandraRepository.open}, as written in config. */
 export type CassandraRepositoryOptions = z.input<typeof cassandraOptionsSchema>;
 
 /** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
 export function parseCassandraOptions(
   input: unknown,
-  owner = 'CassandraRepository.connect(...)',
+  owner = 'CassandraRepository.open(...)',
 ): CassandraOptions {
   return parseOptions(cassandraOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }

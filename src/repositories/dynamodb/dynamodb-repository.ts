@@ -23,7 +23,6 @@ import type {
   MarkOptions,
   RepositoryCapabilities,
 } from '../types.js';
-import { sampleServerClock } from './clock.js';
 import { backoff, chunk } from './concurrency.js';
 import {
   ATTR,
@@ -37,12 +36,13 @@ import {
   ttlSeconds,
 } from './item.js';
 import {
-  type DynamoDbConfig,
   type DynamoDbLogger,
+  type DynamoDbOptions,
   type DynamoDbRepositoryOptions,
   dynamodbDefaults,
-  parseDynamoDbConfig,
+  parseDynamoDbOptions,
 } from './options.js';
+import { sampleServerClock } from './server-time.js';
 import { ensureTable } from './table.js';
 
 /** BatchGetItem reads at most 100 keys per call, BatchWriteItem 25 requests. */
@@ -132,7 +132,7 @@ export class DynamoDbRepository extends BaseRepository {
    */
   static async open(options: DynamoDbRepositoryOptions): Promise<DynamoDbRepository> {
     const { client, logger, clock, ...rest } = options;
-    const config = parseDynamoDbConfig(rest);
+    const config = parseDynamoDbOptions(rest);
     const repo = new DynamoDbRepository(config, { client, clock });
     try {
       const region = client === undefined ? await resolveRegion(repo.#client) : undefined;
@@ -150,7 +150,7 @@ export class DynamoDbRepository extends BaseRepository {
   }
 
   private constructor(
-    config: DynamoDbConfig,
+    config: DynamoDbOptions,
     extra: { client?: DynamoDBClient | undefined; clock?: (() => number) | undefined },
   ) {
     super({ clock: extra.clock });
@@ -454,7 +454,7 @@ type WriteRequest =
  */
 async function assertClock(
   client: DynamoDBClient,
-  config: DynamoDbConfig,
+  config: DynamoDbOptions,
   clock: () => number,
   logger: DynamoDbLogger,
   where: string,
@@ -493,7 +493,7 @@ function blockedBy(record: IdempotencyRecord, existing: IdempotencyRecord): AddR
  * throttling (ProvisionedThroughputExceededException, ThrottlingException, RequestLimitExceeded) and network errors.
  * `throwOnRequestTimeout` makes the timeout an error, not just a logged warning.
  */
-function createClient(config: DynamoDbConfig): DynamoDBClient {
+function createClient(config: DynamoDbOptions): DynamoDBClient {
   const region = config.region ?? localFallbackRegion(config.endpoint);
   return new DynamoDBClient({
     ...(region !== undefined ? { region } : {}),

@@ -1,6 +1,6 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
+import { parseOptions } from '../../options/issues.js';
 import { MAX_ID_BYTES } from '../ids.js';
 
 /** Defaults of the DynamoDB repository, written once. */
@@ -72,7 +72,10 @@ export const dynamodbOptionsSchema = z
   .strict();
 
 /** Parsed config of the DynamoDB repository. */
-export type DynamoDbConfig = z.output<typeof dynamodbOptionsSchema>;
+export type DynamoDbOptions = z.output<typeof dynamodbOptionsSchema>;
+
+/** @deprecated Renamed {@link DynamoDbOptions} (every store's parsed options are `<Store>Options`). */
+export type DynamoDbConfig = DynamoDbOptions;
 
 /** Where the repository reports a degraded but working setup (e.g. an emulator without TTL). */
 export interface DynamoDbLogger {
@@ -92,6 +95,12 @@ export type DynamoDbRepositoryOptions = z.input<typeof dynamodbOptionsSchema> & 
 };
 
 /** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
-export function parseDynamoDbConfig(input: unknown, owner = 'DynamoDbRepository.open(...)'): DynamoDbConfig {
+export function parseDynamoDbOptions(
+  input: unknown,
+  owner = 'DynamoDbRepository.open(...)',
+): DynamoDbOptions {
   return parseOptions(dynamodbOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }
+
+/** @deprecated Renamed {@link parseDynamoDbOptions}. */
+export const parseDynamoDbConfig = parseDynamoDbOptions;

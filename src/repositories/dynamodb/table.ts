@@ -8,13 +8,13 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { ATTR } from './item.js';
-import type { DynamoDbConfig, DynamoDbLogger } from './options.js';
+import type { DynamoDbLogger, DynamoDbOptions } from './options.js';
 
 /** How long `createTable` waits for a new table to become ACTIVE (real DynamoDB takes seconds). */
 const ACTIVE_DEADLINE_MS = 120_000;
 
 /** The config plus how to name the endpoint in messages. */
-type Target = DynamoDbConfig & { readonly where: string };
+type Target = DynamoDbOptions & { readonly where: string };
 
 /** Error names that mean the credentials, not the endpoint, are wrong. */
 const AUTH_ERRORS = new Set([
@@ -31,7 +31,7 @@ const AUTH_ERRORS = new Set([
  */
 export async function ensureTable(
   client: DynamoDBClient,
-  config: DynamoDbConfig,
+  config: DynamoDbOptions,
   logger: DynamoDbLogger,
   endpoint: string,
 ): Promise<void> {
@@ -127,7 +127,7 @@ async function enableTtl(client: DynamoDBClient, config: Target, logger: DynamoD
   }
 }
 
-function checkKeySchema(table: TableDescription, config: DynamoDbConfig): void {
+function checkKeySchema(table: TableDescription, config: DynamoDbOptions): void {
   const hash = table.KeySchema?.find((k) => k.KeyType === 'HASH')?.AttributeName;
   const type = table.AttributeDefinitions?.find((a) => a.AttributeName === hash)?.AttributeType;
   const hasRange = table.KeySchema?.some((k) => k.KeyType === 'RANGE');

@@ -6,7 +6,9 @@ export { KafkaRepository } from './kafka-repository.js';
 export {
   type KafkaOptions,
   type KafkaRepositoryOptions,
+  kafkaDefaults,
   kafkaOptionsSchema,
+  /** @deprecated Use kafkaDefaults. */
   kafkaRepositoryDefaults,
   parseKafkaOptions,
 } from './options.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel, Partitioners, type Producer, type SASLOptions } from 'kafkajs';
+import { type Kafka, Partitioners, type Producer } from 'kafkajs';
 import { RepositoryError, toRepositoryError } from '../../errors.js';
 import {
   type ChangelogEntry,
@@ -9,6 +9,7 @@ import {
   KafkaChangelogSink,
   type PartitionOffsets,
 } from '../../kafka/changelog/index.js';
+import { createKafkaClient } from '../../kafka/client.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { type ChangelogChange, type ChangelogSink, LoggedRepository } from '../logged/index.js';
 import { MemoryRepository } from '../memory/memory-repository.js';
@@ -83,7 +84,7 @@ export class KafkaRepository extends LoggedRepository {
   static async open(options: KafkaRepositoryOptions): Promise<KafkaRepository> {
     const { clock, ...rest } = options;
     const parsed = parseKafkaOptions(rest);
-    const kafka = kafkaClient(parsed);
+    const kafka = createKafkaClient(parsed, { retries: 8 }); // quiet: failures surface as rejections
     const admin = kafka.admin();
     try {
       await admin.connect();
@@ -246,19 +247,4 @@ class OwnWritesSink implements ChangelogSink {
   close(): Promise<void> {
     return this.onClose();
   }
-}
-
-/** The repository's own kafkajs client: quiet (failures surface as rejections), bounded retries. */
-function kafkaClient(options: KafkaOptions): Kafka {
-  const { allowPlaintext: _allowPlaintext, ...sasl } = options.sasl ?? { allowPlaintext: false };
-  return new Kafka({
-    clientId: options.clientId,
-    brokers: options.brokers,
-    ssl: options.ssl,
-    ...(options.sasl ? { sasl: sasl as SASLOptions } : {}),
-    connectionTimeout: options.connectionTimeout,
-    requestTimeout: options.requestTimeout,
-    logLevel: logLevel.NOTHING,
-    retry: { retries: 8, initialRetryTime: 300, maxRetryTime: 10_000 },
-  });
 }

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
-import { kafkaConnectionSchema } from '../../node/options.js';
+import { kafkaConnectionDefaults, kafkaConnectionFields, saslNeedsTls } from '../../kafka/connection.js';
+import { parseOptions } from '../../options/issues.js';
 import { durationMs } from '../../util/duration.js';
 import { memoryDefaults } from '../memory/options.js';
 
 /** Defaults of the Kafka repository, written once. */
-export const kafkaRepositoryDefaults = {
+export const kafkaDefaults = {
   clientId: 'idem-repository',
   /** One partition keeps every id's writes in one total order; raise it for write throughput. */
   partitions: 1,
@@ -15,12 +15,12 @@ export const kafkaRepositoryDefaults = {
   retentionMs: 7 * 86_400_000,
   /** Bound of the local index (the memory store's LRU); size it above the ids live at once. */
   maxEntries: memoryDefaults.maxEntries,
-  connectionTimeoutMs: 10_000,
-  requestTimeoutMs: 30_000,
+  connectionTimeoutMs: kafkaConnectionDefaults.connectionTimeoutMs,
+  requestTimeoutMs: kafkaConnectionDefaults.requestTimeoutMs,
 } as const;
 
 // The connection keys mean what they mean in the node's `[kafka]` table, validated by the same schemas.
-const connection = kafkaConnectionSchema.shape;
+const connection = kafkaConnectionFields;
 
 /** Config schema for `repository.type = "kafka"`. */
 export const kafkaOptionsSchema = z
@@ -33,34 +33,26 @@ export const kafkaOptionsSchema = z
         /^[a-zA-Z0-9._-]{1,249}$/,
         'must be a Kafka topic name: 1 to 249 of a-z, A-Z, 0-9, ".", "_", "-"',
       ),
-    partitions: z.number().int().positive().default(kafkaRepositoryDefaults.partitions),
+    partitions: z.number().int().positive().default(kafkaDefaults.partitions),
     replicationFactor: z
       .number()
       .int()
       .min(-1)
       .refine((n) => n !== 0, 'must be -1 (the broker default) or at least 1')
-      .default(kafkaRepositoryDefaults.replicationFactor),
-    retention: durationMs.default(kafkaRepositoryDefaults.retentionMs),
-    maxEntries: z.number().int().positive().default(kafkaRepositoryDefaults.maxEntries),
-    clientId: z.string().min(1).default(kafkaRepositoryDefaults.clientId),
+      .default(kafkaDefaults.replicationFactor),
+    retention: durationMs.default(kafkaDefaults.retentionMs),
+    maxEntries: z.number().int().positive().default(kafkaDefaults.maxEntries),
+    clientId: z.string().min(1).default(kafkaDefaults.clientId),
     ssl: connection.ssl,
     sasl: connection.sasl,
-    connectionTimeout: durationMs.default(kafkaRepositoryDefaults.connectionTimeoutMs),
-    requestTimeout: durationMs.default(kafkaRepositoryDefaults.requestTimeoutMs),
+    connectionTimeout: durationMs.default(kafkaDefaults.connectionTimeoutMs),
+    requestTimeout: durationMs.default(kafkaDefaults.requestTimeoutMs),
   })
   .strict()
-  .superRefine((options, ctx) => {
-    if (options.sasl && options.ssl === false && !options.sasl.allowPlaintext) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['sasl'],
-        params: { quoteValue: false },
-        message:
-          'SASL without TLS sends the login and every mark unencrypted; set repository.ssl = true (or a table ' +
-          'with ca = ...), or repository.sasl.allowPlaintext = true if the network is trusted',
-      });
-    }
-  });
+  .superRefine(saslNeedsTls('repository', 'mark'));
+
+/** @deprecated Renamed {@link kafkaDefaults} (every store's defaults are `<store>Defaults`). */
+export const kafkaRepositoryDefaults = kafkaDefaults;
 
 /** Parsed options of the Kafka repository. */
 export type KafkaOptions = z.output<typeof kafkaOptionsSchema>;

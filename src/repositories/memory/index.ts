@@ -3,11 +3,17 @@ import { MemoryRepository } from './memory-repository.js';
 import { memoryOptionsSchema } from './options.js';
 
 export { MemoryRepository } from './memory-repository.js';
-export { type MemoryRepositoryOptions, memoryDefaults, memoryOptionsSchema } from './options.js';
+export {
+  type MemoryOptions,
+  type MemoryRepositoryOptions,
+  memoryDefaults,
+  memoryOptionsSchema,
+  parseMemoryOptions,
+} from './options.js';
 
 /** Selected by `repository.type = "memory"`. */
 export const repositoryModule: RepositoryModule<typeof memoryOptionsSchema> = {
   type: 'memory',
   optionsSchema: memoryOptionsSchema,
-  create: async (options) => new MemoryRepository(options),
+  create: (options) => MemoryRepository.open(options),
 };

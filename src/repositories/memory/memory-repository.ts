@@ -61,6 +61,14 @@ export class MemoryRepository extends BaseRepository {
   /** `capabilities.maxIdBytes`, read once: the single-key verbs check every id against it. */
   readonly #maxIdBytes = MAX_ID_BYTES;
 
+  /**
+   * Opens a memory store: the factory verb every store shares (`<Store>Repository.open`). The memory store needs no
+   * I/O, so `new MemoryRepository(options)` does the same synchronously.
+   */
+  static async open(options: MemoryRepositoryOptions = {}): Promise<MemoryRepository> {
+    return new MemoryRepository(options);
+  }
+
   constructor(options: MemoryRepositoryOptions = {}) {
     super(options);
     const { clock: _clock, ...rest } = options;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
+import { parseOptions } from '../../options/issues.js';
 
 /** Defaults of the memory repository, written once. */
 export const memoryDefaults = {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
-import { tlsSettingSchema } from '../shared-options.js';
+import { parseOptions } from '../../options/issues.js';
+import { tlsSettingSchema } from '../../options/tls.js';
 
 /** Defaults of the Redis repository, written once. */
 export const redisDefaults = {

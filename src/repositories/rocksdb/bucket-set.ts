@@ -2,7 +2,7 @@ import { ConfigError, RepositoryError } from '../../errors.js';
 import { errorMessage, type NativeOpenOptions } from './binding.js';
 import { Bucket, bucketDeadline, bucketDirName, bucketWidth } from './buckets.js';
 import { KeyIndex, MAX_SLOT } from './key-index.js';
-import type { RocksdbSettings } from './options.js';
+import type { RocksdbOptions } from './options.js';
 
 /**
  * The open time buckets of a store and the key index that says which of them may hold a key. Each bucket has a
@@ -21,7 +21,7 @@ export class BucketSet {
   /** Background deletes of dropped buckets. */
   readonly #dropping = new Set<Promise<void>>();
 
-  constructor(path: string, settings: RocksdbSettings) {
+  constructor(path: string, settings: RocksdbOptions) {
     this.#path = path;
     this.#bucketMs = settings.bucketMs;
     this.index = new KeyIndex(settings.indexMaxMb * 1024 * 1024, settings.expectedIds ?? 0);

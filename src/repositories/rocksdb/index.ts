@@ -3,7 +3,10 @@ import { rocksdbOptionsSchema } from './options.js';
 import { RocksdbRepository } from './rocksdb-repository.js';
 
 export {
+  parseRocksdbOptions,
+  type RocksdbOptions,
   type RocksdbRepositoryOptions,
+  /** @deprecated Use RocksdbOptions. */
   type RocksdbSettings,
   rocksdbDefaults,
   rocksdbOptionsSchema,

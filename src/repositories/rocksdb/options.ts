@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOptions } from '../../config/issues.js';
+import { parseOptions } from '../../options/issues.js';
 
 /** Defaults of the RocksDB repository, written once. */
 export const rocksdbDefaults = {
@@ -46,12 +46,15 @@ export const rocksdbOptionsSchema = z
   .strict();
 
 /** Options as validated, with every default filled in. */
-export type RocksdbSettings = z.output<typeof rocksdbOptionsSchema>;
+export type RocksdbOptions = z.output<typeof rocksdbOptionsSchema>;
 
 /** Options of {@link RocksdbRepository}. */
 export type RocksdbRepositoryOptions = z.input<typeof rocksdbOptionsSchema> & { clock?: () => number };
 
 /** Validates options given in code (defaults filled in); a bad one is a ConfigError naming the option. */
-export function parseRocksdbOptions(input: unknown, owner = 'RocksdbRepository.open(...)'): RocksdbSettings {
+export function parseRocksdbOptions(input: unknown, owner = 'RocksdbRepository.open(...)'): RocksdbOptions {
   return parseOptions(rocksdbOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }
+
+/** @deprecated Renamed {@link RocksdbOptions} (every store's parsed options are `<Store>Options`). */
+export type RocksdbSettings = RocksdbOptions;

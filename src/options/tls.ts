@@ -2,7 +2,8 @@ import { z } from 'zod';
 
 /**
  * TLS settings passed to Node's `tls.connect`: PEM contents, not file paths. Shared by every client that
- * speaks TLS (the Redis store, the node's Kafka connection; Cassandra next).
+ * speaks TLS: the Redis and Cassandra stores, and the Kafka connection (src/kafka/connection.ts) of the node and
+ * the `kafka` store.
  */
 export const tlsOptionsSchema = z
   .object({

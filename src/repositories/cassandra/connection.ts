@@ -1,7 +1,7 @@
 import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, RepositoryError } from '../../errors.js';
+import type { TlsOptions } from '../../options/tls.js';
 import { type ClockSample, checkClockSkew, narrowest } from '../clock-skew.js';
-import type { TlsOptions } from '../shared-options.js';
 import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements } from './cql.js';
 import type { CassandraOptions, consistencyLevels } from './options.js';
 import { toMs } from './row.js';

@@ -1,6 +1,16 @@
-import type { EnvOverride } from './env.js';
 import { locateKey } from './locate.js';
 import { looseKey } from './schema-walk.js';
+
+/** One `IDEM__SECTION__KEY=value` override, mapped onto the schema's keys. */
+export interface EnvOverride {
+  /** The variable's name, used as the error source. */
+  readonly variable: string;
+  /** Schema keys (`['consumer', 'ttl']`); a guessed camelCase key where the schema does not know the shape. */
+  readonly path: readonly string[];
+  readonly raw: string;
+  /** False when the schema did not know the key; the store schema maps it later (see resolveRepository). */
+  readonly known: boolean;
+}
 
 /** A value set by the caller (CLI flag) that wins over file and env. */
 export interface ConfigOverride {

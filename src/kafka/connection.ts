@@ -1,0 +1,79 @@
+import { z } from 'zod';
+import { tlsSettingSchema } from '../options/tls.js';
+import { durationMs } from '../util/duration.js';
+
+/*
+ * How to reach a Kafka cluster, written once for every part that opens its own client: the dedup node's
+ * `[kafka]` table and the `kafka` repository's connection keys. The client both build from it is in client.ts
+ * (kept apart so that validating a config does not load kafkajs).
+ */
+
+/** Defaults of a Kafka connection, written once. */
+export const kafkaConnectionDefaults = {
+  /** The node's client id; the `kafka` repository has its own (`kafkaDefaults.clientId`). */
+  clientId: 'idem-node',
+  /** How long a killed or stuck group member keeps its partitions; the broker's minimum is 6 s. */
+  sessionTimeoutMs: 10_000,
+  connectionTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+} as const;
+
+export const kafkaSaslSchema = z
+  .object({
+    mechanism: z.enum(['plain', 'scram-sha-256', 'scram-sha-512']),
+    username: z.string().min(1),
+    password: z.string(),
+    /** Send SASL over a connection without TLS anyway (credentials and records unencrypted on the wire). */
+    allowPlaintext: z.boolean().default(false),
+  })
+  .strict();
+
+/** Parsed {@link kafkaSaslSchema}. */
+export type KafkaSasl = z.output<typeof kafkaSaslSchema>;
+
+/** The connection keys every Kafka table shares, each validated the same way wherever it appears. */
+export const kafkaConnectionFields = {
+  brokers: z.array(z.string().min(1)).min(1),
+  /** `true` for TLS with the system CAs, or a table of TLS settings. */
+  ssl: tlsSettingSchema.default(false),
+  sasl: kafkaSaslSchema.optional(),
+  connectionTimeout: durationMs.default(kafkaConnectionDefaults.connectionTimeoutMs),
+  requestTimeout: durationMs.default(kafkaConnectionDefaults.requestTimeoutMs),
+};
+
+/**
+ * The refinement that refuses a SASL login over plaintext unless the config says it is meant: `table` is the
+ * config table the keys live in (`kafka`, `repository`), `sent` what else crosses the wire (`record`, `mark`).
+ */
+export function saslNeedsTls(table: string, sent: string) {
+  return (connection: { sasl?: KafkaSasl | undefined; ssl: unknown }, ctx: z.RefinementCtx): void => {
+    if (connection.sasl && connection.ssl === false && !connection.sasl.allowPlaintext) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sasl'],
+        params: { quoteValue: false },
+        message:
+          `SASL without TLS sends the login and every ${sent} unencrypted; set ${table}.ssl = true (or a table ` +
+          `with ca = ...), or ${table}.sasl.allowPlaintext = true if the network is trusted`,
+      });
+    }
+  };
+}
+
+/** The dedup node's `[kafka]` table: how to reach the cluster (shared by input, output and DLQ). */
+export const kafkaConnectionSchema = z
+  .object({
+    brokers: kafkaConnectionFields.brokers,
+    clientId: z.string().min(1).default(kafkaConnectionDefaults.clientId),
+    ssl: kafkaConnectionFields.ssl,
+    sasl: kafkaConnectionFields.sasl,
+    /** How long a killed or stuck member keeps its partitions; the broker's minimum is 6 s. */
+    sessionTimeout: durationMs.default(kafkaConnectionDefaults.sessionTimeoutMs),
+    connectionTimeout: kafkaConnectionFields.connectionTimeout,
+    requestTimeout: kafkaConnectionFields.requestTimeout,
+  })
+  .strict()
+  .superRefine(saslNeedsTls('kafka', 'record'));
+
+/** Parsed {@link kafkaConnectionSchema}. */
+export type KafkaConnection = z.output<typeof kafkaConnectionSchema>;

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { type OptionsOrigin, parseOptions } from '../config/issues.js';
+import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
-import { durationMs, durationSchema } from '../util/duration.js';
+import { durationSchema } from '../util/duration.js';
 import type { HandlerContext, IdSelector, TimestampSelector } from './types.js';
 
 /** Defaults of the consumer, written once; config and the constructor both read them from here. */
@@ -30,6 +31,9 @@ export const eventTimeDefaults = {
 /** A duration that may be zero (an interval of 0 still makes equal timestamps duplicates). */
 const intervalMs = durationSchema({ allowZero: true, integer: true });
 
+/** A retention or lease: positive, and within the longest any store keeps (a store may declare less). */
+const ttlDuration = durationSchema({ max: MAX_TTL_MS });
+
 /** The `[consumer.eventTime]` table: event-time deduplication (KIP-655) instead of the processing-time TTL. */
 export const eventTimeConfigSchema = z
   .object({
@@ -53,8 +57,8 @@ export const consumerConfigSchema = z
   .object({
     id: z.string().min(1).optional(),
     mode: z.enum(['eager', 'lazy']).default(consumerDefaults.mode),
-    ttl: durationMs.default(consumerDefaults.ttlMs),
-    lease: durationMs.default(consumerDefaults.leaseMs),
+    ttl: ttlDuration.default(consumerDefaults.ttlMs),
+    lease: ttlDuration.default(consumerDefaults.leaseMs),
     removeOnFailure: z.boolean().default(consumerDefaults.removeOnFailure),
     skipDuplicate: z.boolean().default(consumerDefaults.skipDuplicate),
     nullId: z.enum(['forward', 'reject']).default(consumerDefaults.nullId),
@@ -240,7 +244,8 @@ const functionSchema = z.custom<unknown>((value) => value === undefined || typeo
 
 const positiveMs = z
   .number({ error: 'must be a number of milliseconds' })
-  .positive({ error: 'must be greater than 0' });
+  .positive({ error: 'must be greater than 0' })
+  .max(MAX_TTL_MS, { error: `must be at most ${MAX_TTL_MS} ms (100 years)` });
 
 const wholeMs = z
   .number({ error: 'must be a whole number of milliseconds' })
@@ -342,8 +347,7 @@ const consumerOptionsSchema = z
       });
     }
     // A TTL or lease the store would silently cut short is a configuration error, not a surprise later.
-    const max = options.repository.capabilities?.maxTtlMs;
-    if (max === undefined) return;
+    const max = maxDurationMs(options.repository.capabilities?.maxTtlMs);
     for (const key of ['ttlMs', 'leaseMs'] as const) {
       const value = options[key] ?? consumerDefaults[key];
       if (value > max) {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { type OptionsOrigin, parseOptions } from '../../config/issues.js';
 import { consumerDefaults } from '../../consumer/options.js';
+import { MAX_TTL_MS } from '../../repositories/ttl.js';
 import type { IdempotentRepository } from '../../repositories/types.js';
 
 /** Defaults of the HTTP adapter, written once; the schema, the code and docs/http.md read them here. */
@@ -97,7 +98,10 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
 }
 
 const fn = z.custom<unknown>((value) => typeof value === 'function', { error: 'must be a function' });
-const positiveMs = z.number().positive({ error: 'must be greater than 0' });
+const positiveMs = z
+  .number()
+  .positive({ error: 'must be greater than 0' })
+  .max(MAX_TTL_MS, { error: `must be at most ${MAX_TTL_MS} ms (100 years)` });
 // An HTTP field name (RFC 9110 token).
 const fieldName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { error: 'must be an HTTP header name' });
 

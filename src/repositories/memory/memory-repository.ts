@@ -156,6 +156,7 @@ export class MemoryRepository extends BaseRepository {
 
   #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = NO_FIELDS): AddResult {
     this.assertOpen();
+    this.checkTimes(options);
     return this.addOne(toKey(id, this.#maxIdBytes), entry, options, options.now ?? this.clock());
   }
 
@@ -166,6 +167,7 @@ export class MemoryRepository extends BaseRepository {
 
   #confirm(claim: ClaimRef, options: ConfirmOptions): boolean {
     this.assertOpen();
+    this.checkTimes(options);
     const key = toKey(claim.id, this.#maxIdBytes);
     return this.confirmOne(key, claim.owner, options.ttlMs, this.clock(), options.result);
   }

@@ -152,7 +152,7 @@ export class BatchEngine<M, S> {
     this.#fingerprint = options.fingerprint === undefined ? undefined : fingerprinter(options.fingerprint);
     // A repository written before results existed declares no cap: 64 KiB is safe for any store we know.
     const maxBytes = options.repository.capabilities?.maxResultBytes ?? 65_536;
-    this.#codec = new OutcomeCodec(options.storeResult, maxBytes);
+    this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage);
     this.#keepValues = this.#codec.keepsValues;
     this.#keepFailures = !options.removeOnFailure && options.eventTime === undefined;
   }

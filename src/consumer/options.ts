@@ -17,6 +17,7 @@ export const consumerDefaults = {
   storeFailure: 'fail',
   lostClaim: 'report',
   onConflict: 'report',
+  failureMessage: 'redacted',
 } as const;
 
 /** Defaults of event-time mode (KIP-655), written once. */
@@ -130,7 +131,19 @@ export interface StoreResultOptions {
   readonly serialize?: (value: unknown) => string;
   /** Inverse of `serialize`; a throw means the duplicate gets no result (`replayed: false`). */
   readonly deserialize?: (text: string) => unknown;
+  /**
+   * Which values are kept (default: every value). A value it refuses is not kept, as if too large: the message
+   * still counts as handled, its result says `resultKept: false`, and a duplicate is a plain `duplicate`.
+   */
+  readonly storeIf?: (value: unknown) => boolean;
 }
+
+/**
+ * What a failure kept under `removeOnFailure: false` keeps of the error: `redacted` (default) its name and its
+ * message with the credentials it quotes replaced (URL passwords, `password=…`, bearer tokens); `name` only
+ * its name, for messages that may carry other secrets.
+ */
+export type FailureMessagePolicy = 'redacted' | 'name';
 
 /**
  * What the payload fingerprint is computed from: `true` the whole message, a list the named dotted fields, a
@@ -166,6 +179,8 @@ export interface IdempotentConsumerOptions<M> {
    * running the handler. `true` for the defaults, or {@link StoreResultOptions}. Off by default.
    */
   readonly storeResult?: boolean | StoreResultOptions;
+  /** What a kept failure (`removeOnFailure: false`) keeps of the error message (see {@link FailureMessagePolicy}). */
+  readonly failureMessage?: FailureMessagePolicy;
   /**
    * Store a digest of the payload with the id, and treat a later message with the same id but another digest
    * as a `conflict` (not a duplicate, not handled). `true`: the whole message in canonical JSON (sorted keys);
@@ -286,10 +301,11 @@ const storeResultSchema = z.union(
           .optional(),
         serialize: functionSchema.optional(),
         deserialize: functionSchema.optional(),
+        storeIf: functionSchema.optional(),
       })
       .strict(),
   ],
-  { error: 'must be true, false or { maxBytes?, serialize?, deserialize? }' },
+  { error: 'must be true, false or { maxBytes?, serialize?, deserialize?, storeIf? }' },
 );
 
 /** `fingerprint`: true, a non-empty list of dotted field paths, or a function. */
@@ -322,6 +338,7 @@ const consumerOptionsSchema = z
     storeFailure: z.enum(['fail', 'process']).optional(),
     lostClaim: z.enum(['report', 'error']).optional(),
     storeResult: storeResultSchema.optional(),
+    failureMessage: z.enum(['redacted', 'name']).optional(),
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),

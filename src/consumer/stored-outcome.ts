@@ -1,5 +1,6 @@
 import { StoredFailureError } from '../errors.js';
-import type { StoreResultOptions } from './options.js';
+import { redactText } from '../util/redact-text.js';
+import type { FailureMessagePolicy, StoreResultOptions } from './options.js';
 
 // The text kept in `IdempotencyRecord.result`: one tag character, then the body.
 // `v` + the serialized value (storeResult), `e` + JSON `{"name","message"}` (a kept failure).
@@ -28,19 +29,31 @@ export class OutcomeCodec {
   readonly #maxBytes: number;
   readonly #serialize: (value: unknown) => string;
   readonly #deserialize: (text: string) => unknown;
+  readonly #storeIf: ((value: unknown) => boolean) | undefined;
+  readonly #failureMessage: FailureMessagePolicy;
 
-  constructor(storeResult: boolean | StoreResultOptions | undefined, storeMaxBytes: number) {
+  constructor(
+    storeResult: boolean | StoreResultOptions | undefined,
+    storeMaxBytes: number,
+    failureMessage: FailureMessagePolicy = 'redacted',
+  ) {
     const options = typeof storeResult === 'object' ? storeResult : {};
     this.keepsValues = storeResult !== undefined && storeResult !== false;
     this.#maxBytes = Math.min(options.maxBytes ?? storeMaxBytes, storeMaxBytes);
     this.#serialize = options.serialize ?? serializeValue;
     this.#deserialize = options.deserialize ?? deserializeValue;
+    this.#storeIf = options.storeIf;
+    this.#failureMessage = failureMessage;
   }
 
-  /** The text to keep for a handler's value, or undefined when it cannot be kept (too large, not serializable). */
+  /**
+   * The text to keep for a handler's value, or undefined when it is not kept (`storeIf` said no, too large,
+   * not serializable).
+   */
   encodeValue(value: unknown): string | undefined {
     let text: string;
     try {
+      if (this.#storeIf !== undefined && !this.#storeIf(value)) return undefined;
       text = VALUE + this.#serialize(value);
     } catch {
       return undefined;
@@ -48,10 +61,18 @@ export class OutcomeCodec {
     return typeof text === 'string' && this.#fits(text) ? text : undefined;
   }
 
-  /** The text to keep for a handler's failure: its name and message (cut to fit), or undefined if even that does not. */
+  /**
+   * The text to keep for a handler's failure: its name and, under `failureMessage: 'redacted'`, its message with
+   * the credentials it quotes replaced (cut to fit); undefined if even the name does not fit. The record is
+   * read by every worker sharing the store, and its message ends in their logs.
+   */
   encodeFailure(error: unknown): string | undefined {
     const name = error instanceof Error ? error.name : 'Error';
-    let message = error instanceof Error ? error.message : String(error);
+    if (this.#failureMessage === 'name') {
+      const bare = FAILURE + JSON.stringify({ name, message: '' });
+      return this.#fits(bare) ? bare : undefined;
+    }
+    let message = redactText(error instanceof Error ? error.message : String(error));
     if (message.length > MAX_FAILURE_MESSAGE) message = `${message.slice(0, MAX_FAILURE_MESSAGE)}…`;
     const full = FAILURE + JSON.stringify({ name, message });
     if (this.#fits(full)) return full;
@@ -85,15 +106,24 @@ export class OutcomeCodec {
   }
 }
 
-// The default serializer: JSON, with the values JSON would lose tagged under a key no JSON document from
-// elsewhere uses (`\u0000t`): undefined, bigint and bytes (base64; a Buffer comes back as a Buffer).
+// The default serializer: JSON, with the values JSON would lose tagged under a key JSON documents seldom use
+// (`\u0000t`): undefined, bigint and bytes (base64; a Buffer comes back as a Buffer). A value of the handler's
+// own that has that key (an echo of user input) is wrapped as `{"\u0000t":"object","v":{…}}`, so it comes back
+// as it was rather than as a tag.
 const TAG = '\u0000t';
 
 /** JSON that keeps undefined, bigint, Uint8Array and Buffer; see {@link StoreResultOptions}. */
 export function serializeValue(value: unknown): string {
+  // Objects being wrapped: the replacer sees each twice, as itself and as the wrapper's `v`.
+  const wrapping = new Set<object>();
   return JSON.stringify(value, function (this: Record<string, unknown>, key, json: unknown) {
     const raw = this[key];
     if (raw === undefined) return { [TAG]: 'undefined' };
+    if (json !== null && typeof json === 'object' && !Array.isArray(json) && Object.hasOwn(json, TAG)) {
+      if (wrapping.delete(json)) return json;
+      wrapping.add(json);
+      return { [TAG]: 'object', v: json };
+    }
     if (typeof raw === 'bigint') return { [TAG]: 'bigint', v: raw.toString() };
     if (raw instanceof Uint8Array) {
       const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('base64');
@@ -116,9 +146,11 @@ function untag(value: unknown): unknown {
     return value;
   }
   const record = value as Record<string, unknown>;
-  if (TAG in record) {
+  if (Object.hasOwn(record, TAG)) {
     const v = record.v as string;
     switch (record[TAG]) {
+      case 'object':
+        return untagMembers(record.v as Record<string, unknown>);
       case 'undefined':
         return undefined;
       case 'bigint':
@@ -129,6 +161,18 @@ function untag(value: unknown): unknown {
         return new Uint8Array(Buffer.from(v, 'base64'));
     }
   }
-  for (const key of Object.keys(record)) record[key] = untag(record[key]);
+  return untagMembers(record);
+}
+
+function untagMembers(record: Record<string, unknown>): Record<string, unknown> {
+  for (const key of Object.keys(record)) {
+    // Defined, not assigned: assigning `__proto__` would set the prototype instead of the member.
+    Object.defineProperty(record, key, {
+      value: untag(record[key]),
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+  }
   return record;
 }

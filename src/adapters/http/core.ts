@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
-import { InProgressError, RepositoryClosedError, RepositoryError } from '../../errors.js';
+import { InProgressError, InvalidIdError, RepositoryClosedError, RepositoryError } from '../../errors.js';
+import { MAX_ID_BYTES } from '../../repositories/ids.js';
 import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
 import { requestFingerprint } from './fingerprint.js';
@@ -33,10 +34,25 @@ const NEXT: HttpVerdict = Object.freeze({ kind: 'next' });
  * The route's response said "give the key back" (a 5xx by default): thrown from the consumer's handler so the
  * engine releases the claim instead of keeping the response. Never leaves the adapter.
  */
-class ReleasedResponse extends Error {
-  constructor(readonly status: number) {
-    super(`released after status ${status}`);
-  }
+class ReleasedResponse extends Error {}
+
+let memoryWarned = false;
+
+/**
+ * Warns once per process when a store that lives in one process backs the adapter in production: each instance
+ * of the app then has its own keys, so a retry that reaches another instance runs the route again.
+ */
+function warnProcessLocalStore(repository: HttpIdempotencyOptions<unknown>['repository']): void {
+  const { capabilities } = repository;
+  if (memoryWarned || process.env.NODE_ENV !== 'production') return;
+  if (capabilities?.shared !== false || capabilities.persistent !== false) return;
+  memoryWarned = true;
+  process.emitWarning(
+    'the Idempotency-Key adapter runs on a store that holds keys in this process only (the memory store): ' +
+      'a retry that reaches another instance, or this one after a restart, runs the route again. Use a ' +
+      'shared store (Redis, DynamoDB, Cassandra) in production.',
+    { type: 'IdempotencyKeyWarning', code: 'IDEM_HTTP_PROCESS_LOCAL_STORE' },
+  );
 }
 
 /**
@@ -53,6 +69,7 @@ export class HttpIdempotency<Req> {
   constructor(options: HttpIdempotencyOptions<Req>) {
     this.options = resolveHttpIdempotencyOptions(options);
     const { repository, ttlMs, leaseMs, maxResponseBytes } = this.options;
+    warnProcessLocalStore(repository);
     this.consumer = new IdempotentConsumer<HttpMessage>({
       repository,
       id: 'key',
@@ -94,9 +111,9 @@ export class HttpIdempotency<Req> {
           'fingerprint cannot cover it: mount a body parser (e.g. express.json()) first',
       );
     }
-    const principal = options.scope ? await options.scope(view.request) : undefined;
+    const principal = await options.principal(view);
     const message: HttpMessage = {
-      key: scopedId(view.method, view.route, principal, reading.key),
+      key: scopedId(view.method, view.route, principal, reading.key, this.#maxIdBytes),
       method: view.method,
       target: view.target,
       body: view.body,
@@ -115,7 +132,10 @@ export class HttpIdempotency<Req> {
       routeMayRun();
       await capture.ended;
       const response = capture.snapshot(this.options.keptHeaders);
-      if (this.options.releaseOn(response.status)) throw new ReleasedResponse(response.status);
+      // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
+      // whole response: its key is given back, never kept with the bytes it got to write.
+      if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+      if (!this.options.storeIf(response)) throw new ReleasedResponse(`not kept: status ${response.status}`);
       return response;
     });
     const first = await Promise.race([
@@ -164,8 +184,15 @@ export class HttpIdempotency<Req> {
     );
   }
 
+  get #maxIdBytes(): number {
+    return this.options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
+  }
+
   /** The consumer refused before the route ran: another request holds the key, or the store failed. */
   #refusal(error: unknown): HttpVerdict {
+    if (error instanceof InvalidIdError) {
+      return answer('key-invalid', `the Idempotency-Key cannot be stored: ${error.message}`);
+    }
     if (error instanceof InProgressError) {
       const waitMs = error.leaseExpiresAt === undefined ? 1_000 : error.leaseExpiresAt - Date.now();
       return answer(

@@ -3,6 +3,8 @@ import { type OptionsOrigin, parseOptions } from '../../config/issues.js';
 import { consumerDefaults } from '../../consumer/options.js';
 import { MAX_TTL_MS } from '../../repositories/ttl.js';
 import type { IdempotentRepository } from '../../repositories/types.js';
+import type { CapturedResponse } from './capture.js';
+import { CREDENTIAL_HEADERS, credentialScope } from './key.js';
 
 /** Defaults of the HTTP adapter, written once; the schema, the code and docs/http.md read them here. */
 export const httpIdempotencyDefaults = {
@@ -22,6 +24,10 @@ export const httpIdempotencyDefaults = {
   leaseMs: consumerDefaults.leaseMs,
   /** Response headers kept and replayed, besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
+  /** Request headers whose digest scopes keys when no `scope` hook is set. */
+  credentialHeaders: CREDENTIAL_HEADERS,
+  /** Responses kept and replayed: every status below 500 (a 5xx gives the key back so a retry runs again). */
+  storeIf: (response: { readonly status: number }): boolean => response.status < 500,
 } as const;
 
 /** The framework-neutral view of a request the adapter needs. */
@@ -61,15 +67,28 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   /** More response headers to keep and replay, besides Content-Type, Content-Language, Content-Location, Location. */
   readonly replayHeaders?: readonly string[];
   /**
-   * Whether a response status gives the key back so a retry runs the route again (default: 5xx). A 4xx is kept
-   * and replayed unless this says otherwise, e.g. `(status) => status >= 400`.
+   * Which responses are kept and replayed; a response it refuses gives the key back, so a retry runs the route
+   * again. Default: every status below 500 (`(r) => r.status < 500`: a 4xx is replayed, a 5xx retried). Keep
+   * only successes, as Checkout.com and PPRO do: `(r) => r.status < 300`; keep errors too, as Stripe does:
+   * `() => true`.
    */
+  readonly storeIf?: (response: CapturedResponse) => boolean;
+  /** @deprecated Use `storeIf`: `releaseOn: f` is `storeIf: (r) => !f(r.status)`. */
   readonly releaseOn?: (status: number) => boolean;
   /**
-   * Scopes keys to a principal (user, API client, tenant): two principals never share a key. Return undefined
-   * for an anonymous request. Keys are always scoped per route (method and route path).
+   * Scopes keys to a principal (user, API client, tenant): two principals never share a key; return undefined
+   * for an anonymous request. Without it, the principal is a SHA-256 digest of the credentials the request
+   * carries (the `credentialHeaders`), so a stored response is never replayed to a request with other
+   * credentials; requests without any share one anonymous scope. Set it when your credentials change between
+   * retries (a rotating cookie, a refreshed token) or when one principal has several. Keys are always scoped
+   * per route (method and route path).
    */
   readonly scope?: (request: Req) => string | undefined | Promise<string | undefined>;
+  /**
+   * Request headers whose values, digested, scope keys when no `scope` hook is set (default Authorization,
+   * Proxy-Authorization, Cookie, X-Api-Key). The values are never stored, only their SHA-256.
+   */
+  readonly credentialHeaders?: readonly string[];
   /** Largest stored response, in bytes of its stored form; a larger one is sent but not kept (store default). */
   readonly maxResponseBytes?: number;
   /**
@@ -91,8 +110,10 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
   readonly maxKeyLength: number;
   /** Lower-case names of the headers kept with a response. */
   readonly keptHeaders: ReadonlySet<string>;
-  readonly releaseOn: (status: number) => boolean;
-  readonly scope: ((request: Req) => string | undefined | Promise<string | undefined>) | undefined;
+  /** Whether a response is kept (see {@link HttpIdempotencyOptions.storeIf}). */
+  readonly storeIf: (response: CapturedResponse) => boolean;
+  /** The principal of a request: the `scope` hook's answer, else the digest of its credential headers. */
+  readonly principal: (view: HttpRequestView<Req>) => string | undefined | Promise<string | undefined>;
   readonly maxResponseBytes: number | undefined;
   readonly onError: (error: unknown, request: Req) => void;
 }
@@ -119,12 +140,18 @@ const schema = z
     replayedHeader: fieldName.optional(),
     maxKeyLength: z.number().int().min(1).max(1000).optional(),
     replayHeaders: z.array(fieldName).optional(),
+    storeIf: fn.optional(),
     releaseOn: fn.optional(),
     scope: fn.optional(),
+    credentialHeaders: z.array(fieldName).optional(),
     maxResponseBytes: z.number().int().positive().optional(),
     onError: fn.optional(),
   })
-  .strict();
+  .strict()
+  .refine((options) => options.storeIf === undefined || options.releaseOn === undefined, {
+    path: ['releaseOn'],
+    error: 'cannot be given with storeIf (releaseOn is its older, inverted form)',
+  });
 
 const ORIGIN: OptionsOrigin = { kind: 'code', owner: 'idempotencyKey(...)' };
 
@@ -146,11 +173,29 @@ export function resolveHttpIdempotencyOptions<Req>(
     replayedHeader: options.replayedHeader ?? d.replayedHeader,
     maxKeyLength: options.maxKeyLength ?? d.maxKeyLength,
     keptHeaders: new Set(kept),
-    releaseOn: options.releaseOn ?? ((status) => status >= 500),
-    scope: options.scope,
+    storeIf: resolveStoreIf(options),
+    principal: resolvePrincipal(options),
     maxResponseBytes: options.maxResponseBytes,
     onError:
       options.onError ??
       ((error) => process.emitWarning(`idempotency-key adapter: ${String(error)}`, 'IdempotencyKeyWarning')),
   };
+}
+
+function resolveStoreIf<Req>(options: HttpIdempotencyOptions<Req>): (response: CapturedResponse) => boolean {
+  if (options.storeIf) return options.storeIf;
+  const { releaseOn } = options;
+  if (releaseOn) return (response) => !releaseOn(response.status);
+  return httpIdempotencyDefaults.storeIf;
+}
+
+function resolvePrincipal<Req>(
+  options: HttpIdempotencyOptions<Req>,
+): ResolvedHttpIdempotencyOptions<Req>['principal'] {
+  const { scope } = options;
+  if (scope) return (view) => scope(view.request);
+  const names = (options.credentialHeaders ?? httpIdempotencyDefaults.credentialHeaders).map((h) =>
+    h.toLowerCase(),
+  );
+  return (view) => credentialScope(view.header, names);
 }

@@ -1,6 +1,7 @@
 import { IdempotencyConflictError, NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
 import type { IdempotencyRecord } from '../repositories/types.js';
 import { fingerprinter } from './fingerprint.js';
+import { type HeldClaims, LeaseRenewer } from './lease-renewal.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
@@ -94,6 +95,11 @@ export interface DedupRule<M, S> {
    * is already done, as for `lookup`.
    */
   settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined;
+  /**
+   * The claims the batch holds while its handlers run (eager), for lease renewal; undefined when it holds none.
+   * A rule without it never has its claims renewed.
+   */
+  held?(state: S, batch: Batch<M>): HeldClaims | undefined;
 }
 
 /**
@@ -138,6 +144,8 @@ export class BatchEngine<M, S> {
   readonly #keepValues: boolean;
   /** `removeOnFailure: false` outside event-time mode: handler failures are kept with the id. */
   readonly #keepFailures: boolean;
+  /** Renews the claims of running batches (eager mode only: the rule says which claims a batch holds). */
+  readonly #renewer: LeaseRenewer<Run<M, S>> | undefined;
 
   constructor(
     options: ResolvedConsumerOptions<M>,
@@ -155,6 +163,13 @@ export class BatchEngine<M, S> {
     this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage);
     this.#keepValues = this.#codec.keepsValues;
     this.#keepFailures = !options.removeOnFailure && options.eventTime === undefined;
+    const held = rule.held?.bind(rule);
+    this.#renewer =
+      held === undefined || options.eventTime !== undefined || options.mode !== 'eager'
+        ? undefined
+        : new LeaseRenewer<Run<M, S>>(options.repository, options.leaseMs, stats, (run) =>
+            held(run.state, run),
+          );
   }
 
   /** Processes a batch; see the class comment. Rejects only under `storeFailure: 'fail'` (or a bug). */
@@ -189,6 +204,8 @@ export class BatchEngine<M, S> {
       const looked = this.#lookup(run);
       if (looked !== undefined) await looked;
     }
+    const renewing = this.#renewer !== undefined && run.heads.length > 0;
+    if (renewing) this.#renewer?.track(run, options.renewalSignal);
     try {
       if (typeof handler !== 'function') await this.#runBatch(run.state, run, handler);
       else {
@@ -206,6 +223,7 @@ export class BatchEngine<M, S> {
         }
       }
     } finally {
+      if (renewing) this.#renewer?.untrack(run);
       // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
       const settled = this.#rule.settle(run.state, run, this.#guard);
       if (settled !== undefined) await settled;

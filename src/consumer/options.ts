@@ -164,8 +164,9 @@ export interface IdempotentConsumerOptions<M> {
   /** Retention: how long a handled id stays a duplicate, in ms. */
   readonly ttlMs?: number;
   /**
-   * How long an unconfirmed claim blocks others, in ms. Longer than the slowest handler, or a slow handler's
-   * message can run twice; short enough that a crashed worker's ids come back soon.
+   * How long an unconfirmed claim blocks others, in ms. The consumer renews its claims every third of it while
+   * their handlers run, so it bounds how long a crashed worker's ids stay blocked, not how long a handler may
+   * run; keep it well above a store round trip.
    */
   readonly leaseMs?: number;
   /**

@@ -1,4 +1,4 @@
-import { RepositoryClosedError, toRepositoryError } from '../errors.js';
+import { RepositoryClosedError, RepositoryError, toRepositoryError } from '../errors.js';
 import { MAX_ID_BYTES, toKey } from './ids.js';
 import { checkDuration, maxDurationMs } from './ttl.js';
 import type {
@@ -14,6 +14,7 @@ import type {
   MaybePromise,
   MessageId,
   ReadOptions,
+  RenewOptions,
   RepositoryCapabilities,
 } from './types.js';
 
@@ -73,6 +74,16 @@ export abstract class BaseRepository implements IdempotentRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]>;
+  /**
+   * Extends the owner's in-flight claim of the key to `now + leaseMs` (see `IdempotentRepository.renew`).
+   * Every bundled store implements it atomically. The default, for a store written before it, refuses: the
+   * consumer then reports the claim as not renewed.
+   */
+  protected async doRenew(_key: string, _owner: string, _leaseMs: number, _now: number): Promise<boolean> {
+    throw new RepositoryError(
+      `${this.storeName} cannot renew a lease: the repository does not implement doRenew`,
+    );
+  }
   /** Deletes the key; with an owner, only that owner's in-flight record. */
   protected abstract doRemove(key: string, owner: string | undefined, now: number): Promise<boolean>;
   protected abstract doClear(): Promise<void>;
@@ -228,6 +239,18 @@ export abstract class BaseRepository implements IdempotentRepository {
       return c.result === undefined ? { key, owner: c.owner } : { key, owner: c.owner, result: c.result };
     });
     return this.run('confirm', () => this.doConfirmMany(keyed, options.ttlMs, this.clock()));
+  }
+
+  async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
+    this.assertOpen();
+    checkDuration(
+      'leaseMs',
+      options.leaseMs,
+      maxDurationMs(this.capabilities?.maxTtlMs),
+      `${this.storeName} repository`,
+    );
+    const key = toKey(claim.id, this.maxIdBytes);
+    return this.run('renew', () => this.doRenew(key, claim.owner, options.leaseMs, this.clock()));
   }
 
   async remove(id: MessageId, owner?: string): Promise<boolean> {

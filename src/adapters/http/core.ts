@@ -128,16 +128,25 @@ export class HttpIdempotency<Req> {
     const handlerCalled = new Promise<{ readonly run: true }>((resolve) => {
       routeMayRun = () => resolve({ run: true });
     });
-    const processing = this.consumer.process(message, async () => {
-      routeMayRun();
-      await capture.ended;
-      const response = capture.snapshot(this.options.keptHeaders);
-      // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
-      // whole response: its key is given back, never kept with the bytes it got to write.
-      if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
-      if (!this.options.storeIf(response)) throw new ReleasedResponse(`not kept: status ${response.status}`);
-      return response;
-    });
+    // The claim is renewed while the route runs; once the client is gone before an answer, it lapses at the
+    // lease end instead, as a crashed request's does (a route that never answers cannot hold its key forever).
+    const clientGone = new AbortController();
+    res.once('close', () => clientGone.abort());
+    const processing = this.consumer.process(
+      message,
+      async () => {
+        routeMayRun();
+        await capture.ended;
+        const response = capture.snapshot(this.options.keptHeaders);
+        // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
+        // whole response: its key is given back, never kept with the bytes it got to write.
+        if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+        if (!this.options.storeIf(response))
+          throw new ReleasedResponse(`not kept: status ${response.status}`);
+        return response;
+      },
+      { renewalSignal: clientGone.signal },
+    );
     const first = await Promise.race([
       handlerCalled,
       processing.then(

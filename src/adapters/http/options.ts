@@ -52,7 +52,7 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   readonly repository: IdempotentRepository;
   /** How long a key's response is replayed, in ms (default 24 h); publish it to your clients. */
   readonly ttlMs?: number;
-  /** How long a request in flight holds its key, in ms (default 60 s); above your slowest route. */
+  /** How long a request in flight holds its key without renewal, in ms (default 60 s); renewed every third while the route runs. */
   readonly leaseMs?: number;
   /** Refuse a request without the header with 400 (default). False: such a request runs without dedup. */
   readonly required?: boolean;

@@ -170,6 +170,15 @@ export class KafkaRepository extends BaseRepository {
     );
   }
 
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    _now: number,
+  ): Promise<boolean> {
+    return this.#change([key], () => this.#index.renew({ id: idOfKey(key), owner }, { leaseMs }));
+  }
+
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     return this.#change([key], () => this.#index.remove(idOfKey(key), owner));
   }

@@ -1,6 +1,6 @@
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
-import { confirmedRecord, isLive, newRecord } from '../record.js';
+import { confirmedRecord, isLive, newRecord, renewedRecord } from '../record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -274,6 +274,25 @@ export class MemoryRepository extends BaseRepository {
     now: number,
   ): Promise<boolean[]> {
     return claims.map(({ key, owner, result }) => this.confirmOne(key, owner, ttlMs, now, result));
+  }
+
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    now: number,
+  ): Promise<boolean> {
+    const held = this.#records.get(key);
+    if (
+      held === undefined ||
+      typeof held === 'number' ||
+      held.state !== 'in-flight' ||
+      held.owner !== owner
+    ) {
+      return false;
+    }
+    this.#records.set(key, renewedRecord(held, leaseMs, now));
+    return true;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {

@@ -46,6 +46,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * - `POST /bytes`: a binary body (every byte value, invalid UTF-8 included) written in several chunks;
  * - `POST /partial`: writes part of its body ({@link INJECTION}), then fails with the status in the
  *   `x-fail-status` header (500 without it), through the framework's own error handler;
+ * - `POST /slow`: a side effect, then an answer after the `x-work-ms` header's milliseconds;
  * - `POST /unscoped`: like /charges, behind an adapter without a `scope` hook (the default configuration);
  * - `GET /ping`: `pong`, outside the adapter.
  * `scope` reads the principal from the `x-user` header.
@@ -63,6 +64,7 @@ export async function startApp(
     bytes: 0,
     partial: 0,
     unscoped: 0,
+    slow: 0,
   };
   const count = (route: string) => {
     effects[route] = (effects[route] ?? 0) + 1;
@@ -87,6 +89,11 @@ export async function startApp(
       count('partial');
       res.write(INJECTION);
       next(Object.assign(new Error('failed mid-way'), { status: failStatus(req.get('x-fail-status')) }));
+    });
+    app.post('/slow', guard, async (req, res) => {
+      const n = count('slow');
+      await sleep(Number(req.get('x-work-ms') ?? 0));
+      res.status(201).json({ n });
     });
     app.post('/unscoped', unscoped, (req, res) => {
       res.status(201).json({ n: count('unscoped'), request: req.body });
@@ -148,6 +155,12 @@ export async function startApp(
     throw Object.assign(new Error('failed mid-way'), {
       statusCode: failStatus(req.headers['x-fail-status']),
     });
+  });
+  app.post('/slow', { preHandler: guard }, async (req, reply) => {
+    const n = count('slow');
+    await sleep(Number(req.headers['x-work-ms'] ?? 0));
+    reply.code(201);
+    return { n };
   });
   app.post('/unscoped', { preHandler: unscoped }, async (req, reply) => {
     reply.code(201);

@@ -212,6 +212,26 @@ for (const [storeName, store] of Object.entries(stores)) {
           assert.equal(app.effects.charges, 1);
         });
 
+        it('a route running three times its lease keeps its key: retries meanwhile get 409, one side effect', async (t) => {
+          const leaseMs = 600;
+          const app = await setup(t, { leaseMs });
+          const key = `"${randomUUID()}"`;
+          const headers = { 'x-user': 'alice', 'x-work-ms': String(3 * leaseMs) };
+          const first = post(`${app.url}/slow`, { key, headers });
+          const start = Date.now();
+          let retries = 0;
+          while (Date.now() - start < 3 * leaseMs - 250) {
+            await new Promise((resolve) => setTimeout(resolve, 150));
+            const retry = await post(`${app.url}/slow`, { key, headers });
+            assert.equal(retry.status, 409, `retry ${retries} after ${Date.now() - start} ms: ${retry.text}`);
+            retries++;
+          }
+          assert.ok(retries >= 6);
+          assert.equal((await first).status, 201);
+          assert.ok(replayed(await post(`${app.url}/slow`, { key, headers })));
+          assert.equal(app.effects.slow, 1);
+        });
+
         it('storeIf chooses what is kept: only 2xx', async (t) => {
           const app = await setup(t, { storeIf: (response) => response.status < 300 });
           const key = `"${randomUUID()}"`;

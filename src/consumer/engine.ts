@@ -1,5 +1,6 @@
 import { IdempotencyConflictError, NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
 import type { IdempotencyRecord } from '../repositories/types.js';
+import { OutcomeCipher } from './encryption.js';
 import { fingerprinter } from './fingerprint.js';
 import { type HeldClaims, LeaseRenewer } from './lease-renewal.js';
 import type { ResolvedConsumerOptions } from './options.js';
@@ -160,7 +161,11 @@ export class BatchEngine<M, S> {
     this.#fingerprint = options.fingerprint === undefined ? undefined : fingerprinter(options.fingerprint);
     // A repository written before results existed declares no cap: 64 KiB is safe for any store we know.
     const maxBytes = options.repository.capabilities?.maxResultBytes ?? 65_536;
-    this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage);
+    const cipher =
+      options.encryption === undefined
+        ? undefined
+        : new OutcomeCipher(options.encryption, 'new IdempotentConsumer(...)');
+    this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage, cipher);
     this.#keepValues = this.#codec.keepsValues;
     this.#keepFailures = !options.removeOnFailure && options.eventTime === undefined;
     const held = rule.held?.bind(rule);
@@ -500,6 +505,11 @@ export class BatchEngine<M, S> {
       batch.results[i] = { outcome: 'duplicate', id, existing, replayed: false };
       return undefined;
     }
+    if (replay.kind === 'unreadable') {
+      // Fail closed: neither the handler runs again nor an unverified outcome is replayed.
+      batch.results[i] = { outcome: 'failed', id, existing, error: replay.error };
+      return undefined;
+    }
     this.#stats.replayed++;
     batch.results[i] =
       replay.kind === 'value'
@@ -511,7 +521,7 @@ export class BatchEngine<M, S> {
   /** Keeps a processed message's value with its id (`storeResult`); answers the result's `resultKept`. */
   #keepValue(batch: Batch<M>, i: number, value: unknown): boolean {
     // Handled as new because the store read failed (`storeFailure: 'process'`): there is no claim to keep it in.
-    const text = batch.failOpen ? undefined : this.#codec.encodeValue(value);
+    const text = batch.failOpen ? undefined : this.#codec.encodeValue(value, batch.ids[i] as string);
     (batch.kept as (string | undefined)[])[i] = text;
     if (text === undefined) this.#stats.resultsNotKept++;
     return text !== undefined;
@@ -580,7 +590,7 @@ export class BatchEngine<M, S> {
     const head = batch.head[i] as number;
     const holds = !context.duplicate && head !== -1 && batch.winner[head] === i;
     if (holds && this.#keepFailures && batch.kept !== undefined) {
-      batch.kept[i] = this.#codec.encodeFailure(error);
+      batch.kept[i] = this.#codec.encodeFailure(error, batch.ids[i] as string);
       if (batch.kept[i] !== undefined) {
         this.#rule.handled(state, batch, i, false);
         return;

@@ -3,6 +3,7 @@ import { type OptionsOrigin, parseOptions } from '../config/issues.js';
 import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { durationSchema } from '../util/duration.js';
+import { OutcomeCipher, type OutcomeEncryptionOptions } from './encryption.js';
 import type { HandlerContext, IdSelector, TimestampSelector } from './types.js';
 
 /** Defaults of the consumer, written once; config and the constructor both read them from here. */
@@ -183,6 +184,13 @@ export interface IdempotentConsumerOptions<M> {
   /** What a kept failure (`removeOnFailure: false`) keeps of the error message (see {@link FailureMessagePolicy}). */
   readonly failureMessage?: FailureMessagePolicy;
   /**
+   * Encrypts every kept outcome (stored values, kept failures) with AES-256-GCM before it reaches the store;
+   * see {@link OutcomeEncryptionOptions}. A kept outcome that cannot be decrypted (unknown key id, altered) or
+   * is plaintext fails the duplicate with a StoredOutcomeError: nothing unverified is replayed, and the
+   * handler does not run again.
+   */
+  readonly encryption?: OutcomeEncryptionOptions;
+  /**
    * Store a digest of the payload with the id, and treat a later message with the same id but another digest
    * as a `conflict` (not a duplicate, not handled). `true`: the whole message in canonical JSON (sorted keys);
    * a list of dotted field paths: those fields; a function: its string or bytes. A record stored without a
@@ -219,9 +227,12 @@ export interface IdempotentConsumerOptions<M> {
 
 /** Options with every default applied. */
 export type ResolvedConsumerOptions<M> = Required<
-  Omit<IdempotentConsumerOptions<M>, 'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint'>
+  Omit<
+    IdempotentConsumerOptions<M>,
+    'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint' | 'encryption'
+  >
 > &
-  Pick<IdempotentConsumerOptions<M>, 'onDuplicate' | 'storeResult' | 'fingerprint'> & {
+  Pick<IdempotentConsumerOptions<M>, 'onDuplicate' | 'storeResult' | 'fingerprint' | 'encryption'> & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
   };
 
@@ -340,6 +351,11 @@ const consumerOptionsSchema = z
     lostClaim: z.enum(['report', 'error']).optional(),
     storeResult: storeResultSchema.optional(),
     failureMessage: z.enum(['redacted', 'name']).optional(),
+    encryption: z
+      .custom<unknown>((value) => typeof value === 'object' && value !== null, {
+        error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
+      })
+      .optional(),
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),
@@ -401,6 +417,8 @@ export function resolveConsumerOptions<M>(
   const given = stripUndefined(options);
   const eventTime = options.eventTime && stripUndefined(options.eventTime);
   parseOptions(consumerOptionsSchema, eventTime ? { ...given, eventTime } : given, origin);
+  // Checks the keys now, so a bad key is a ConfigError at construction (the engine builds its own cipher).
+  if (options.encryption !== undefined) new OutcomeCipher(options.encryption, owner);
   const resolved = { ...consumerDefaults, ...given } as ResolvedConsumerOptions<M>;
   if (options.eventTime !== undefined) {
     return { ...resolved, eventTime: resolveEventTimeOptions(options.eventTime, owner) };

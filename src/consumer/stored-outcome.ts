@@ -1,5 +1,6 @@
-import { StoredFailureError } from '../errors.js';
+import { StoredFailureError, StoredOutcomeError } from '../errors.js';
 import { redactText } from '../util/redact-text.js';
+import { type OutcomeCipher, SEALED, UnreadableOutcome } from './encryption.js';
 import type { FailureMessagePolicy, StoreResultOptions } from './options.js';
 
 // The text kept in `IdempotencyRecord.result`: one tag character, then the body.
@@ -15,7 +16,9 @@ export type StoredOutcome =
   | { readonly kind: 'value'; readonly value: unknown }
   | { readonly kind: 'failure'; readonly error: StoredFailureError }
   /** The record holds no outcome this consumer can read (none kept, or the deserializer failed). */
-  | { readonly kind: 'none' };
+  | { readonly kind: 'none' }
+  /** Under `encryption`: the outcome cannot be decrypted or is plaintext; the duplicate fails closed. */
+  | { readonly kind: 'unreadable'; readonly error: StoredOutcomeError };
 
 const NONE: StoredOutcome = Object.freeze({ kind: 'none' });
 
@@ -31,11 +34,13 @@ export class OutcomeCodec {
   readonly #deserialize: (text: string) => unknown;
   readonly #storeIf: ((value: unknown) => boolean) | undefined;
   readonly #failureMessage: FailureMessagePolicy;
+  readonly #cipher: OutcomeCipher | undefined;
 
   constructor(
     storeResult: boolean | StoreResultOptions | undefined,
     storeMaxBytes: number,
     failureMessage: FailureMessagePolicy = 'redacted',
+    cipher?: OutcomeCipher,
   ) {
     const options = typeof storeResult === 'object' ? storeResult : {};
     this.keepsValues = storeResult !== undefined && storeResult !== false;
@@ -44,13 +49,14 @@ export class OutcomeCodec {
     this.#deserialize = options.deserialize ?? deserializeValue;
     this.#storeIf = options.storeIf;
     this.#failureMessage = failureMessage;
+    this.#cipher = cipher;
   }
 
   /**
    * The text to keep for a handler's value, or undefined when it is not kept (`storeIf` said no, too large,
    * not serializable).
    */
-  encodeValue(value: unknown): string | undefined {
+  encodeValue(value: unknown, id: string): string | undefined {
     let text: string;
     try {
       if (this.#storeIf !== undefined && !this.#storeIf(value)) return undefined;
@@ -58,7 +64,14 @@ export class OutcomeCodec {
     } catch {
       return undefined;
     }
-    return typeof text === 'string' && this.#fits(text) ? text : undefined;
+    if (typeof text !== 'string') return undefined;
+    const kept = this.#seal(id, text);
+    return this.#fits(kept) ? kept : undefined;
+  }
+
+  /** The text as kept: sealed under `encryption`, else as it is. */
+  #seal(id: string, text: string): string {
+    return this.#cipher === undefined ? text : this.#cipher.seal(id, text);
   }
 
   /**
@@ -66,23 +79,38 @@ export class OutcomeCodec {
    * the credentials it quotes replaced (cut to fit); undefined if even the name does not fit. The record is
    * read by every worker sharing the store, and its message ends in their logs.
    */
-  encodeFailure(error: unknown): string | undefined {
+  encodeFailure(error: unknown, id: string): string | undefined {
     const name = error instanceof Error ? error.name : 'Error';
-    if (this.#failureMessage === 'name') {
-      const bare = FAILURE + JSON.stringify({ name, message: '' });
-      return this.#fits(bare) ? bare : undefined;
-    }
+    const bare = this.#seal(id, FAILURE + JSON.stringify({ name, message: '' }));
+    if (this.#failureMessage === 'name') return this.#fits(bare) ? bare : undefined;
     let message = redactText(error instanceof Error ? error.message : String(error));
     if (message.length > MAX_FAILURE_MESSAGE) message = `${message.slice(0, MAX_FAILURE_MESSAGE)}…`;
-    const full = FAILURE + JSON.stringify({ name, message });
+    const full = this.#seal(id, FAILURE + JSON.stringify({ name, message }));
     if (this.#fits(full)) return full;
-    const bare = FAILURE + JSON.stringify({ name, message: '' });
     return this.#fits(bare) ? bare : undefined;
   }
 
   /** Reads a stored outcome back; a value only when this consumer keeps values. */
-  decode(id: string, text: string | undefined): StoredOutcome {
-    if (text === undefined) return NONE;
+  decode(id: string, kept: string | undefined): StoredOutcome {
+    if (kept === undefined) return NONE;
+    let text = kept;
+    const cipher = this.#cipher;
+    if (text[0] === SEALED) {
+      if (cipher === undefined) {
+        return unreadable(
+          id,
+          'it is encrypted, and this consumer has no encryption keys (option encryption)',
+        );
+      }
+      const opened = cipher.open(id, text);
+      if (opened instanceof UnreadableOutcome) return unreadable(id, opened.reason);
+      text = opened;
+    } else if (cipher !== undefined && !cipher.allowPlaintext) {
+      return unreadable(
+        id,
+        'it is not encrypted, and only encrypted outcomes are accepted (encryption.allowPlaintext)',
+      );
+    }
     const tag = text[0];
     const body = text.slice(1);
     try {
@@ -104,6 +132,10 @@ export class OutcomeCodec {
     // A UTF-8 byte is at least one UTF-16 unit: short texts skip the byte count.
     return text.length * 3 <= this.#maxBytes || Buffer.byteLength(text, 'utf8') <= this.#maxBytes;
   }
+}
+
+function unreadable(id: string, reason: string): StoredOutcome {
+  return { kind: 'unreadable', error: new StoredOutcomeError(id, reason) };
 }
 
 // The default serializer: JSON, with the values JSON would lose tagged under a key JSON documents seldom use

@@ -1,6 +1,12 @@
 import type { ServerResponse } from 'node:http';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
-import { InProgressError, InvalidIdError, RepositoryClosedError, RepositoryError } from '../../errors.js';
+import {
+  InProgressError,
+  InvalidIdError,
+  RepositoryClosedError,
+  RepositoryError,
+  StoredOutcomeError,
+} from '../../errors.js';
 import { MAX_ID_BYTES } from '../../repositories/ids.js';
 import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
@@ -68,7 +74,7 @@ export class HttpIdempotency<Req> {
 
   constructor(options: HttpIdempotencyOptions<Req>) {
     this.options = resolveHttpIdempotencyOptions(options);
-    const { repository, ttlMs, leaseMs, maxResponseBytes } = this.options;
+    const { repository, ttlMs, leaseMs, maxResponseBytes, encryption } = this.options;
     warnProcessLocalStore(repository);
     this.consumer = new IdempotentConsumer<HttpMessage>({
       repository,
@@ -85,6 +91,7 @@ export class HttpIdempotency<Req> {
       },
       fingerprint: requestFingerprint,
       onConflict: 'report',
+      ...(encryption === undefined ? {} : { encryption }),
     });
   }
 
@@ -199,6 +206,13 @@ export class HttpIdempotency<Req> {
 
   /** The consumer refused before the route ran: another request holds the key, or the store failed. */
   #refusal(error: unknown): HttpVerdict {
+    if (error instanceof StoredOutcomeError) {
+      return answer(
+        'response-unreadable',
+        'a request with this Idempotency-Key was already processed, but its stored response cannot be decrypted ' +
+          'with the configured keys, so it is not replayed; the server operator must restore the key',
+      );
+    }
     if (error instanceof InvalidIdError) {
       return answer('key-invalid', `the Idempotency-Key cannot be stored: ${error.message}`);
     }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { type OptionsOrigin, parseOptions } from '../../config/issues.js';
+import { OutcomeCipher, type OutcomeEncryptionOptions } from '../../consumer/encryption.js';
 import { consumerDefaults } from '../../consumer/options.js';
 import { MAX_TTL_MS } from '../../repositories/ttl.js';
 import type { IdempotentRepository } from '../../repositories/types.js';
@@ -92,6 +93,12 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   /** Largest stored response, in bytes of its stored form; a larger one is sent but not kept (store default). */
   readonly maxResponseBytes?: number;
   /**
+   * Encrypts stored responses with AES-256-GCM, with key ids for rotation (the consumer's `encryption`). A
+   * stored response that cannot be decrypted is never replayed: the retry gets a 500 problem
+   * (`response-unreadable`) and the route does not run again.
+   */
+  readonly encryption?: OutcomeEncryptionOptions;
+  /**
    * Told about a store failure after the route ran (its response is still sent; the key frees itself at the
    * lease end). Default: a process warning.
    */
@@ -115,6 +122,7 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
   /** The principal of a request: the `scope` hook's answer, else the digest of its credential headers. */
   readonly principal: (view: HttpRequestView<Req>) => string | undefined | Promise<string | undefined>;
   readonly maxResponseBytes: number | undefined;
+  readonly encryption: OutcomeEncryptionOptions | undefined;
   readonly onError: (error: unknown, request: Req) => void;
 }
 
@@ -145,6 +153,11 @@ const schema = z
     scope: fn.optional(),
     credentialHeaders: z.array(fieldName).optional(),
     maxResponseBytes: z.number().int().positive().optional(),
+    encryption: z
+      .custom<unknown>((value) => typeof value === 'object' && value !== null, {
+        error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
+      })
+      .optional(),
     onError: fn.optional(),
   })
   .strict()
@@ -161,6 +174,8 @@ export function resolveHttpIdempotencyOptions<Req>(
 ): ResolvedHttpIdempotencyOptions<Req> {
   const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
   parseOptions(schema, given, ORIGIN);
+  // The keys are checked here, so a bad one names this adapter rather than its consumer.
+  if (options.encryption !== undefined) new OutcomeCipher(options.encryption, 'idempotencyKey(...)');
   const d = httpIdempotencyDefaults;
   const kept = [...d.keptHeaders, ...(options.replayHeaders ?? [])].map((h) => h.toLowerCase());
   return {
@@ -176,6 +191,7 @@ export function resolveHttpIdempotencyOptions<Req>(
     storeIf: resolveStoreIf(options),
     principal: resolvePrincipal(options),
     maxResponseBytes: options.maxResponseBytes,
+    encryption: options.encryption,
     onError:
       options.onError ??
       ((error) => process.emitWarning(`idempotency-key adapter: ${String(error)}`, 'IdempotencyKeyWarning')),

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it, type TestContext } from 'node:test';
 import type express from 'express';
-import { HttpIdempotency, requestFingerprint } from '../../../src/adapters/http/index.js';
+import { HttpIdempotency, requestFingerprint, scopedId } from '../../../src/adapters/http/index.js';
 import type { HttpIdempotencyOptions } from '../../../src/adapters/http/options.js';
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../../src/repositories/redis/index.js';
@@ -230,6 +230,43 @@ for (const [storeName, store] of Object.entries(stores)) {
           assert.equal((await first).status, 201);
           assert.ok(replayed(await post(`${app.url}/slow`, { key, headers })));
           assert.equal(app.effects.slow, 1);
+        });
+
+        it('encrypts stored responses at rest; a response its keys cannot read is never replayed', async (t) => {
+          const repository = await store.open();
+          t.after(async () => {
+            await repository.clear().catch(() => undefined);
+            await repository.close().catch(() => undefined);
+          });
+          const k1 = randomBytes(32);
+          const app = await startApp(framework, {
+            repository,
+            encryption: { keys: { k1 }, currentKeyId: 'k1' },
+          });
+          t.after(() => app.close());
+          const uuid = randomUUID();
+          const key = `"${uuid}"`;
+          const headers = { 'x-user': 'alice' };
+          const first = await post(`${app.url}/charges`, { key, headers, raw: '{"amount":4242}' });
+          assert.equal(first.status, 201);
+          const replay = await post(`${app.url}/charges`, { key, headers, raw: '{"amount":4242}' });
+          assert.ok(replayed(replay));
+          assert.equal(replay.text, first.text);
+          // Nothing of the response is readable in the store.
+          const stored = (await repository.get(scopedId('POST', '/charges', 'alice', uuid)))?.result ?? '';
+          assert.match(stored, /^xk1\./);
+          assert.ok(!stored.includes('4242') && !stored.includes('ch_'), stored);
+          // Another instance with only a new key: 500 problem, the route does not run again.
+          const rotated = await startApp(framework, {
+            repository,
+            encryption: { keys: { k2: randomBytes(32) }, currentKeyId: 'k2' },
+          });
+          t.after(() => rotated.close());
+          const refused = await post(`${rotated.url}/charges`, { key, headers, raw: '{"amount":4242}' });
+          assert.equal(refused.status, 500, refused.text);
+          assert.match(refused.text, /http:response-unreadable/);
+          assert.equal(rotated.effects.charges, 0);
+          assert.equal(app.effects.charges, 1);
         });
 
         it('storeIf chooses what is kept: only 2xx', async (t) => {

@@ -154,7 +154,7 @@ export class StoredFailureError extends IdempotencyError {
 }
 
 /**
- * A kept outcome that cannot be read back under the consumer's `storeResult.encryption`: its key id is unknown,
+ * A kept outcome that cannot be read back under the consumer's `encryption` option: its key id is unknown,
  * it does not authenticate (altered, or written for another id), or it is plaintext where only encrypted
  * outcomes are accepted. The duplicate fails closed with it: its handler does not run, nothing unverified is
  * replayed.

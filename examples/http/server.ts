@@ -96,6 +96,8 @@ export async function openExampleStore(env = process.env): Promise<{
   readonly ttlMs: number;
   readonly leaseMs: number;
   readonly type: string;
+  /** `[consumer.encryption]`, when the config sets it: stored responses are then encrypted. */
+  readonly encryption?: HttpIdempotencyOptions<express.Request>['encryption'];
 }> {
   // No file: a one-line config selecting the memory store, which IDEM__REPOSITORY__TYPE may still override.
   const text = env.IDEM_CONFIG ? undefined : '[repository]\ntype = "memory"\n';
@@ -106,6 +108,7 @@ export async function openExampleStore(env = process.env): Promise<{
     ttlMs: config.consumer.ttl,
     leaseMs: config.consumer.lease,
     type: config.repository.type,
+    ...(config.consumer.encryption ? { encryption: config.consumer.encryption } : {}),
   };
 }
 
@@ -117,8 +120,8 @@ function inWords(ms: number): string {
 }
 
 async function main(): Promise<Server> {
-  const { repository, ttlMs, leaseMs, type } = await openExampleStore();
-  const { app } = createExampleApp({ repository, ttlMs, leaseMs });
+  const { repository, ttlMs, leaseMs, type, encryption } = await openExampleStore();
+  const { app } = createExampleApp({ repository, ttlMs, leaseMs, ...(encryption ? { encryption } : {}) });
   const port = Number(process.env.PORT ?? 3000);
   const server = app.listen(port, () => {
     console.log(

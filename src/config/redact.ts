@@ -16,6 +16,7 @@ const SECRET_KEYS = new Set([
   'pfx',
   'sasl',
   'credentials',
+  'encryption', // [consumer.encryption]: the keys of kept outcomes
 ]);
 
 export { REDACTED, redactUrl } from '../util/redact-text.js';
@@ -71,6 +72,7 @@ const LOG_SECRET_KEYS = [
   'pfx',
   'sasl',
   'credentials',
+  'encryption',
 ];
 
 /**

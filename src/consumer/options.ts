@@ -67,6 +67,16 @@ export const consumerConfigSchema = z
     inProgress: z.enum(['duplicate', 'error']).default(consumerDefaults.inProgress),
     storeFailure: z.enum(['fail', 'process']).default(consumerDefaults.storeFailure),
     lostClaim: z.enum(['report', 'error']).default(consumerDefaults.lostClaim),
+    failureMessage: z.enum(['redacted', 'name']).default(consumerDefaults.failureMessage),
+    /** `[consumer.encryption]`: keys as base64 text by key id; the whole table is redacted in messages. */
+    encryption: z
+      .object({
+        keys: z.record(z.string(), z.string()),
+        currentKeyId: z.string(),
+        allowPlaintext: z.boolean().optional(),
+      })
+      .strict()
+      .optional(),
     eventTime: eventTimeConfigSchema.optional(),
   })
   .strict();

@@ -46,7 +46,10 @@ export function renewalTests({ it, withContext, options }: ContractSuite): void 
             (error: unknown) => error,
           );
         if (!running && !(answer instanceof InProgressError)) break;
-        assert.ok(answer instanceof InProgressError, `try ${tries}: the second worker got ${String(answer)}`);
+        assert.ok(
+          answer instanceof InProgressError,
+          `try ${tries}: the second worker got ${answer instanceof Error ? answer.name : JSON.stringify((answer as { outcome?: string }).outcome)}`,
+        );
       }
       assert.equal((await slow).outcome, 'processed');
       assert.ok(tries >= 8, `the second worker tried only ${tries} times`);

@@ -56,6 +56,33 @@ describe('stored results round-trip any JSON value', () => {
   }
 });
 
+describe('storeResult.storeIf chooses what is kept', () => {
+  for (const store of testStores) {
+    it(`${store.name}: a refused value is not kept, and its message is still handled once`, {
+      skip: store.skip,
+    }, async (t) => {
+      const repository = await store.open(t);
+      const consumer = new IdempotentConsumer<Msg>({
+        repository,
+        id: 'id',
+        storeResult: { storeIf: (value) => (value as { ok: boolean }).ok },
+      });
+      let runs = 0;
+      const first = await consumer.process({ id: 'no' }, () => {
+        runs++;
+        return { ok: false };
+      });
+      assert.equal(first.resultKept, false);
+      const again = await consumer.process({ id: 'no' }, () => runs++);
+      assert.deepEqual([again.outcome, again.replayed, again.result], ['duplicate', false, undefined]);
+      await consumer.process({ id: 'yes' }, () => ({ ok: true }));
+      assert.deepEqual((await consumer.process({ id: 'yes' }, () => runs++)).result, { ok: true });
+      assert.equal(runs, 1);
+      assert.equal(consumer.stats.resultsNotKept, 1);
+    });
+  }
+});
+
 describe('kept failures carry no credentials', () => {
   const secretError = () =>
     new Error('connect ECONNREFUSED postgres://app:pa@ss@db.internal:5432/orders (password=hunter22)');

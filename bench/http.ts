@@ -48,6 +48,7 @@ function post(port: number, key: string): Promise<number> {
           'content-type': 'application/json',
           'content-length': Buffer.byteLength(body),
           'idempotency-key': key,
+          authorization: 'Bearer alice-token',
         },
       },
       (res) => {

@@ -14,6 +14,7 @@ export const ErrorCodes = {
   claimLost: 'IDEM_ERR_CLAIM_LOST',
   conflict: 'IDEM_ERR_CONFLICT',
   storedFailure: 'IDEM_ERR_STORED_FAILURE',
+  storedOutcome: 'IDEM_ERR_STORED_OUTCOME',
   missingDependency: 'IDEM_ERR_MISSING_DEPENDENCY',
 } as const;
 
@@ -149,6 +150,22 @@ export class StoredFailureError extends IdempotencyError {
   ) {
     super(StoredFailureError.code, message);
     this.name = storedName;
+  }
+}
+
+/**
+ * A kept outcome that cannot be read back under the consumer's `encryption` option: its key id is unknown,
+ * it does not authenticate (altered, or written for another id), or it is plaintext where only encrypted
+ * outcomes are accepted. The duplicate fails closed with it: its handler does not run, nothing unverified is
+ * replayed.
+ */
+export class StoredOutcomeError extends IdempotencyError {
+  static readonly code = ErrorCodes.storedOutcome;
+  constructor(
+    readonly id: string,
+    readonly reason: string,
+  ) {
+    super(StoredOutcomeError.code, `the outcome kept for id ${JSON.stringify(id)} cannot be read: ${reason}`);
   }
 }
 

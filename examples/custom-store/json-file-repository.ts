@@ -123,6 +123,20 @@ export class JsonFileRepository extends BaseRepository {
     return confirmed;
   }
 
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    now: number,
+  ): Promise<boolean> {
+    const record = this.#records.get(key);
+    // Only the owner's claim, as for a confirm: the lease moves, nothing else does.
+    if (record === undefined || record.state !== 'in-flight' || record.owner !== owner) return false;
+    this.#records.set(key, { ...record, leaseExpiresAt: now + leaseMs });
+    this.#save(now);
+    return true;
+  }
+
   protected async doRemove(key: string, owner: string | undefined, now: number): Promise<boolean> {
     const record = this.#records.get(key);
     if (record === undefined) return false;

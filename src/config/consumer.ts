@@ -51,6 +51,8 @@ export function consumerOptionsFromConfig<M>(
     inProgress: consumer.inProgress,
     storeFailure: consumer.storeFailure,
     lostClaim: consumer.lostClaim,
+    failureMessage: consumer.failureMessage,
+    ...(consumer.encryption ? { encryption: consumer.encryption } : {}),
     ...(consumer.eventTime
       ? { eventTime: eventTimeFromConfig(consumer.eventTime) as IdempotentConsumerOptions<M>['eventTime'] }
       : {}),

@@ -1,6 +1,8 @@
 import { IdempotencyConflictError, NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
 import type { IdempotencyRecord } from '../repositories/types.js';
+import { OutcomeCipher } from './encryption.js';
 import { fingerprinter } from './fingerprint.js';
+import { type HeldClaims, LeaseRenewer } from './lease-renewal.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
@@ -94,6 +96,11 @@ export interface DedupRule<M, S> {
    * is already done, as for `lookup`.
    */
   settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined;
+  /**
+   * The claims the batch holds while its handlers run (eager), for lease renewal; undefined when it holds none.
+   * A rule without it never has its claims renewed.
+   */
+  held?(state: S, batch: Batch<M>): HeldClaims | undefined;
 }
 
 /**
@@ -138,6 +145,8 @@ export class BatchEngine<M, S> {
   readonly #keepValues: boolean;
   /** `removeOnFailure: false` outside event-time mode: handler failures are kept with the id. */
   readonly #keepFailures: boolean;
+  /** Renews the claims of running batches (eager mode only: the rule says which claims a batch holds). */
+  readonly #renewer: LeaseRenewer<Run<M, S>> | undefined;
 
   constructor(
     options: ResolvedConsumerOptions<M>,
@@ -152,9 +161,20 @@ export class BatchEngine<M, S> {
     this.#fingerprint = options.fingerprint === undefined ? undefined : fingerprinter(options.fingerprint);
     // A repository written before results existed declares no cap: 64 KiB is safe for any store we know.
     const maxBytes = options.repository.capabilities?.maxResultBytes ?? 65_536;
-    this.#codec = new OutcomeCodec(options.storeResult, maxBytes);
+    const cipher =
+      options.encryption === undefined
+        ? undefined
+        : new OutcomeCipher(options.encryption, 'new IdempotentConsumer(...)');
+    this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage, cipher);
     this.#keepValues = this.#codec.keepsValues;
     this.#keepFailures = !options.removeOnFailure && options.eventTime === undefined;
+    const held = rule.held?.bind(rule);
+    this.#renewer =
+      held === undefined || options.eventTime !== undefined || options.mode !== 'eager'
+        ? undefined
+        : new LeaseRenewer<Run<M, S>>(options.repository, options.leaseMs, stats, (run) =>
+            held(run.state, run),
+          );
   }
 
   /** Processes a batch; see the class comment. Rejects only under `storeFailure: 'fail'` (or a bug). */
@@ -189,6 +209,8 @@ export class BatchEngine<M, S> {
       const looked = this.#lookup(run);
       if (looked !== undefined) await looked;
     }
+    const renewing = this.#renewer !== undefined && run.heads.length > 0;
+    if (renewing) this.#renewer?.track(run, options.renewalSignal);
     try {
       if (typeof handler !== 'function') await this.#runBatch(run.state, run, handler);
       else {
@@ -206,6 +228,7 @@ export class BatchEngine<M, S> {
         }
       }
     } finally {
+      if (renewing) this.#renewer?.untrack(run);
       // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
       const settled = this.#rule.settle(run.state, run, this.#guard);
       if (settled !== undefined) await settled;
@@ -482,6 +505,11 @@ export class BatchEngine<M, S> {
       batch.results[i] = { outcome: 'duplicate', id, existing, replayed: false };
       return undefined;
     }
+    if (replay.kind === 'unreadable') {
+      // Fail closed: neither the handler runs again nor an unverified outcome is replayed.
+      batch.results[i] = { outcome: 'failed', id, existing, error: replay.error };
+      return undefined;
+    }
     this.#stats.replayed++;
     batch.results[i] =
       replay.kind === 'value'
@@ -493,7 +521,7 @@ export class BatchEngine<M, S> {
   /** Keeps a processed message's value with its id (`storeResult`); answers the result's `resultKept`. */
   #keepValue(batch: Batch<M>, i: number, value: unknown): boolean {
     // Handled as new because the store read failed (`storeFailure: 'process'`): there is no claim to keep it in.
-    const text = batch.failOpen ? undefined : this.#codec.encodeValue(value);
+    const text = batch.failOpen ? undefined : this.#codec.encodeValue(value, batch.ids[i] as string);
     (batch.kept as (string | undefined)[])[i] = text;
     if (text === undefined) this.#stats.resultsNotKept++;
     return text !== undefined;
@@ -562,7 +590,7 @@ export class BatchEngine<M, S> {
     const head = batch.head[i] as number;
     const holds = !context.duplicate && head !== -1 && batch.winner[head] === i;
     if (holds && this.#keepFailures && batch.kept !== undefined) {
-      batch.kept[i] = this.#codec.encodeFailure(error);
+      batch.kept[i] = this.#codec.encodeFailure(error, batch.ids[i] as string);
       if (batch.kept[i] !== undefined) {
         this.#rule.handled(state, batch, i, false);
         return;

@@ -7,7 +7,9 @@ import type { FingerprintSelector } from './options.js';
  * Canonical JSON: object keys sorted (by UTF-16 code units), so the same value gives the same text in any
  * process and whatever the key order. Bytes (Uint8Array, Buffer) become `{"$bytes":"<base64>"}`, a bigint
  * `{"$bigint":"<digits>"}`; `toJSON` is honoured (a Date is its ISO string); undefined properties are left out
- * and undefined array items are null, as in JSON. A cycle (or nesting deeper than 1000) throws.
+ * and undefined array items are null, as in JSON. A Map is `{"$map":[[key,value],…]}` and a Set
+ * `{"$set":[…]}`, their members sorted by their canonical text so insertion order does not matter. A WeakMap,
+ * WeakSet or Promise, whose contents cannot be read, throws, as does a cycle (or nesting deeper than 1000).
  */
 export function canonicalJson(value: unknown): string {
   return write(value, 0);
@@ -38,6 +40,20 @@ function write(value: unknown, depth: number): string {
   if (value instanceof Uint8Array) {
     const base64 = Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64');
     return `{"$bytes":"${base64}"}`;
+  }
+  if (value instanceof Map) {
+    const pairs = [...value].map(([k, v]) => `[${write(k, depth + 1)},${write(v, depth + 1)}]`).sort();
+    return `{"$map":[${pairs.join(',')}]}`;
+  }
+  if (value instanceof Set) {
+    const members = [...value].map((v) => write(v, depth + 1)).sort();
+    return `{"$set":[${members.join(',')}]}`;
+  }
+  if (value instanceof WeakMap || value instanceof WeakSet || value instanceof Promise) {
+    throw new TypeError(
+      `a ${value.constructor.name} cannot be fingerprinted (its contents cannot be read); ` +
+        'leave it out with a list of fields or a function',
+    );
   }
   if (Array.isArray(value)) {
     let text = '[';

@@ -66,15 +66,17 @@ export class IdempotentConsumer<M = unknown> {
   }
 
   /** Processes one message: the batch engine with a batch of one; see {@link wrap}. */
-  process<R>(message: M, handler: MessageHandler<M, R>): Promise<ProcessResult<R>> {
+  process<R>(message: M, handler: MessageHandler<M, R>, options?: BatchOptions): Promise<ProcessResult<R>> {
     const answer = answerOne as (
       results: ProcessResult<R>[],
       options: ResolvedConsumerOptions<M>,
     ) => ProcessResult<R>;
     if (this.#eventTime) {
-      return this.processBatch([message], handler).then((batch) => answer(batch.results, this.options));
+      return this.processBatch([message], handler, options).then((batch) =>
+        answer(batch.results, this.options),
+      );
     }
-    return this.#engine.executeOne(message, handler, NO_OPTIONS, DEFAULT_STREAM, answer);
+    return this.#engine.executeOne(message, handler, options ?? NO_OPTIONS, DEFAULT_STREAM, answer);
   }
 
   /**

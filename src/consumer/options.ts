@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { type OptionsOrigin, parseOptions } from '../options/issues.js';
+import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
-import { durationMs, durationSchema } from '../util/duration.js';
+import { durationSchema } from '../util/duration.js';
+import { OutcomeCipher, type OutcomeEncryptionOptions } from './encryption.js';
 import type { HandlerContext, IdSelector, TimestampSelector } from './types.js';
 
 /** Defaults of the consumer, written once; config and the constructor both read them from here. */
@@ -16,6 +18,7 @@ export const consumerDefaults = {
   storeFailure: 'fail',
   lostClaim: 'report',
   onConflict: 'report',
+  failureMessage: 'redacted',
 } as const;
 
 /** Defaults of event-time mode (KIP-655), written once. */
@@ -29,6 +32,9 @@ export const eventTimeDefaults = {
 
 /** A duration that may be zero (an interval of 0 still makes equal timestamps duplicates). */
 const intervalMs = durationSchema({ allowZero: true, integer: true });
+
+/** A retention or lease: positive, and within the longest any store keeps (a store may declare less). */
+const ttlDuration = durationSchema({ max: MAX_TTL_MS });
 
 /** The `[consumer.eventTime]` table: event-time deduplication (KIP-655) instead of the processing-time TTL. */
 export const eventTimeConfigSchema = z
@@ -53,14 +59,24 @@ export const consumerConfigSchema = z
   .object({
     id: z.string().min(1).optional(),
     mode: z.enum(['eager', 'lazy']).default(consumerDefaults.mode),
-    ttl: durationMs.default(consumerDefaults.ttlMs),
-    lease: durationMs.default(consumerDefaults.leaseMs),
+    ttl: ttlDuration.default(consumerDefaults.ttlMs),
+    lease: ttlDuration.default(consumerDefaults.leaseMs),
     removeOnFailure: z.boolean().default(consumerDefaults.removeOnFailure),
     skipDuplicate: z.boolean().default(consumerDefaults.skipDuplicate),
     nullId: z.enum(['forward', 'reject']).default(consumerDefaults.nullId),
     inProgress: z.enum(['duplicate', 'error']).default(consumerDefaults.inProgress),
     storeFailure: z.enum(['fail', 'process']).default(consumerDefaults.storeFailure),
     lostClaim: z.enum(['report', 'error']).default(consumerDefaults.lostClaim),
+    failureMessage: z.enum(['redacted', 'name']).default(consumerDefaults.failureMessage),
+    /** `[consumer.encryption]`: keys as base64 text by key id; the whole table is redacted in messages. */
+    encryption: z
+      .object({
+        keys: z.record(z.string(), z.string()),
+        currentKeyId: z.string(),
+        allowPlaintext: z.boolean().optional(),
+      })
+      .strict()
+      .optional(),
     eventTime: eventTimeConfigSchema.optional(),
   })
   .strict();
@@ -126,7 +142,19 @@ export interface StoreResultOptions {
   readonly serialize?: (value: unknown) => string;
   /** Inverse of `serialize`; a throw means the duplicate gets no result (`replayed: false`). */
   readonly deserialize?: (text: string) => unknown;
+  /**
+   * Which values are kept (default: every value). A value it refuses is not kept, as if too large: the message
+   * still counts as handled, its result says `resultKept: false`, and a duplicate is a plain `duplicate`.
+   */
+  readonly storeIf?: (value: unknown) => boolean;
 }
+
+/**
+ * What a failure kept under `removeOnFailure: false` keeps of the error: `redacted` (default) its name and its
+ * message with the credentials it quotes replaced (URL passwords, `password=…`, bearer tokens); `name` only
+ * its name, for messages that may carry other secrets.
+ */
+export type FailureMessagePolicy = 'redacted' | 'name';
 
 /**
  * What the payload fingerprint is computed from: `true` the whole message, a list the named dotted fields, a
@@ -147,8 +175,9 @@ export interface IdempotentConsumerOptions<M> {
   /** Retention: how long a handled id stays a duplicate, in ms. */
   readonly ttlMs?: number;
   /**
-   * How long an unconfirmed claim blocks others, in ms. Longer than the slowest handler, or a slow handler's
-   * message can run twice; short enough that a crashed worker's ids come back soon.
+   * How long an unconfirmed claim blocks others, in ms. The consumer renews its claims every third of it while
+   * their handlers run, so it bounds how long a crashed worker's ids stay blocked, not how long a handler may
+   * run; keep it well above a store round trip.
    */
   readonly leaseMs?: number;
   /**
@@ -162,6 +191,15 @@ export interface IdempotentConsumerOptions<M> {
    * running the handler. `true` for the defaults, or {@link StoreResultOptions}. Off by default.
    */
   readonly storeResult?: boolean | StoreResultOptions;
+  /** What a kept failure (`removeOnFailure: false`) keeps of the error message (see {@link FailureMessagePolicy}). */
+  readonly failureMessage?: FailureMessagePolicy;
+  /**
+   * Encrypts every kept outcome (stored values, kept failures) with AES-256-GCM before it reaches the store;
+   * see {@link OutcomeEncryptionOptions}. A kept outcome that cannot be decrypted (unknown key id, altered) or
+   * is plaintext fails the duplicate with a StoredOutcomeError: nothing unverified is replayed, and the
+   * handler does not run again.
+   */
+  readonly encryption?: OutcomeEncryptionOptions;
   /**
    * Store a digest of the payload with the id, and treat a later message with the same id but another digest
    * as a `conflict` (not a duplicate, not handled). `true`: the whole message in canonical JSON (sorted keys);
@@ -199,9 +237,12 @@ export interface IdempotentConsumerOptions<M> {
 
 /** Options with every default applied. */
 export type ResolvedConsumerOptions<M> = Required<
-  Omit<IdempotentConsumerOptions<M>, 'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint'>
+  Omit<
+    IdempotentConsumerOptions<M>,
+    'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint' | 'encryption'
+  >
 > &
-  Pick<IdempotentConsumerOptions<M>, 'onDuplicate' | 'storeResult' | 'fingerprint'> & {
+  Pick<IdempotentConsumerOptions<M>, 'onDuplicate' | 'storeResult' | 'fingerprint' | 'encryption'> & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
   };
 
@@ -240,7 +281,8 @@ const functionSchema = z.custom<unknown>((value) => value === undefined || typeo
 
 const positiveMs = z
   .number({ error: 'must be a number of milliseconds' })
-  .positive({ error: 'must be greater than 0' });
+  .positive({ error: 'must be greater than 0' })
+  .max(MAX_TTL_MS, { error: `must be at most ${MAX_TTL_MS} ms (100 years)` });
 
 const wholeMs = z
   .number({ error: 'must be a whole number of milliseconds' })
@@ -281,10 +323,11 @@ const storeResultSchema = z.union(
           .optional(),
         serialize: functionSchema.optional(),
         deserialize: functionSchema.optional(),
+        storeIf: functionSchema.optional(),
       })
       .strict(),
   ],
-  { error: 'must be true, false or { maxBytes?, serialize?, deserialize? }' },
+  { error: 'must be true, false or { maxBytes?, serialize?, deserialize?, storeIf? }' },
 );
 
 /** `fingerprint`: true, a non-empty list of dotted field paths, or a function. */
@@ -317,6 +360,12 @@ const consumerOptionsSchema = z
     storeFailure: z.enum(['fail', 'process']).optional(),
     lostClaim: z.enum(['report', 'error']).optional(),
     storeResult: storeResultSchema.optional(),
+    failureMessage: z.enum(['redacted', 'name']).optional(),
+    encryption: z
+      .custom<unknown>((value) => typeof value === 'object' && value !== null, {
+        error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
+      })
+      .optional(),
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),
@@ -342,8 +391,7 @@ const consumerOptionsSchema = z
       });
     }
     // A TTL or lease the store would silently cut short is a configuration error, not a surprise later.
-    const max = options.repository.capabilities?.maxTtlMs;
-    if (max === undefined) return;
+    const max = maxDurationMs(options.repository.capabilities?.maxTtlMs);
     for (const key of ['ttlMs', 'leaseMs'] as const) {
       const value = options[key] ?? consumerDefaults[key];
       if (value > max) {
@@ -379,6 +427,8 @@ export function resolveConsumerOptions<M>(
   const given = stripUndefined(options);
   const eventTime = options.eventTime && stripUndefined(options.eventTime);
   parseOptions(consumerOptionsSchema, eventTime ? { ...given, eventTime } : given, origin);
+  // Checks the keys now, so a bad key is a ConfigError at construction (the engine builds its own cipher).
+  if (options.encryption !== undefined) new OutcomeCipher(options.encryption, owner);
   const resolved = { ...consumerDefaults, ...given } as ResolvedConsumerOptions<M>;
   if (options.eventTime !== undefined) {
     return { ...resolved, eventTime: resolveEventTimeOptions(options.eventTime, owner) };

@@ -15,6 +15,7 @@ import type {
   MessageId,
 } from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
+import type { HeldClaims } from './lease-renewal.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { ConsumerStats } from './stats.js';
 import type { ProcessResult } from './types.js';
@@ -105,6 +106,15 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       ? { claimOptions: { ttlMs, leaseMs, owner }, claim: { id: '', owner } }
       : undefined;
     return { owner, found: [undefined], one: claims };
+  }
+
+  held(state: ProcessingTimeState, batch: Batch<M>): HeldClaims | undefined {
+    if (!this.#eager) return undefined;
+    const ids: MessageId[] = [];
+    for (const h of batch.heads) {
+      if (state.found[h] === FRESH) ids.push(idOfKey(batch.keys[h] as string));
+    }
+    return ids.length === 0 ? undefined : { owner: state.owner, ids };
   }
 
   lookup(state: ProcessingTimeState, batch: Batch<M>): Promise<void> | undefined {

@@ -24,6 +24,10 @@ export interface ConsumerStats {
   replayed: number;
   /** Processed messages whose value was not kept under `storeResult` (too large, or not serializable). */
   resultsNotKept: number;
+  /** Eager: claims renewed while their handler ran (every third of the lease). */
+  leaseRenewals: number;
+  /** Eager: renewals refused (the claim lapsed and was taken over) or failed (the store did not answer). */
+  leaseRenewalFailures: number;
 }
 
 /** Fresh zeroed counters. */
@@ -41,6 +45,8 @@ export function emptyStats(): ConsumerStats {
     raced: 0,
     replayed: 0,
     resultsNotKept: 0,
+    leaseRenewals: 0,
+    leaseRenewalFailures: 0,
   };
 }
 

@@ -1,5 +1,7 @@
-import { StoredFailureError } from '../errors.js';
-import type { StoreResultOptions } from './options.js';
+import { StoredFailureError, StoredOutcomeError } from '../errors.js';
+import { redactText } from '../util/redact-text.js';
+import { type OutcomeCipher, SEALED, UnreadableOutcome } from './encryption.js';
+import type { FailureMessagePolicy, StoreResultOptions } from './options.js';
 
 // The text kept in `IdempotencyRecord.result`: one tag character, then the body.
 // `v` + the serialized value (storeResult), `e` + JSON `{"name","message"}` (a kept failure).
@@ -14,7 +16,9 @@ export type StoredOutcome =
   | { readonly kind: 'value'; readonly value: unknown }
   | { readonly kind: 'failure'; readonly error: StoredFailureError }
   /** The record holds no outcome this consumer can read (none kept, or the deserializer failed). */
-  | { readonly kind: 'none' };
+  | { readonly kind: 'none' }
+  /** Under `encryption`: the outcome cannot be decrypted or is plaintext; the duplicate fails closed. */
+  | { readonly kind: 'unreadable'; readonly error: StoredOutcomeError };
 
 const NONE: StoredOutcome = Object.freeze({ kind: 'none' });
 
@@ -28,40 +32,85 @@ export class OutcomeCodec {
   readonly #maxBytes: number;
   readonly #serialize: (value: unknown) => string;
   readonly #deserialize: (text: string) => unknown;
+  readonly #storeIf: ((value: unknown) => boolean) | undefined;
+  readonly #failureMessage: FailureMessagePolicy;
+  readonly #cipher: OutcomeCipher | undefined;
 
-  constructor(storeResult: boolean | StoreResultOptions | undefined, storeMaxBytes: number) {
+  constructor(
+    storeResult: boolean | StoreResultOptions | undefined,
+    storeMaxBytes: number,
+    failureMessage: FailureMessagePolicy = 'redacted',
+    cipher?: OutcomeCipher,
+  ) {
     const options = typeof storeResult === 'object' ? storeResult : {};
     this.keepsValues = storeResult !== undefined && storeResult !== false;
     this.#maxBytes = Math.min(options.maxBytes ?? storeMaxBytes, storeMaxBytes);
     this.#serialize = options.serialize ?? serializeValue;
     this.#deserialize = options.deserialize ?? deserializeValue;
+    this.#storeIf = options.storeIf;
+    this.#failureMessage = failureMessage;
+    this.#cipher = cipher;
   }
 
-  /** The text to keep for a handler's value, or undefined when it cannot be kept (too large, not serializable). */
-  encodeValue(value: unknown): string | undefined {
+  /**
+   * The text to keep for a handler's value, or undefined when it is not kept (`storeIf` said no, too large,
+   * not serializable).
+   */
+  encodeValue(value: unknown, id: string): string | undefined {
     let text: string;
     try {
+      if (this.#storeIf !== undefined && !this.#storeIf(value)) return undefined;
       text = VALUE + this.#serialize(value);
     } catch {
       return undefined;
     }
-    return typeof text === 'string' && this.#fits(text) ? text : undefined;
+    if (typeof text !== 'string') return undefined;
+    const kept = this.#seal(id, text);
+    return this.#fits(kept) ? kept : undefined;
   }
 
-  /** The text to keep for a handler's failure: its name and message (cut to fit), or undefined if even that does not. */
-  encodeFailure(error: unknown): string | undefined {
+  /** The text as kept: sealed under `encryption`, else as it is. */
+  #seal(id: string, text: string): string {
+    return this.#cipher === undefined ? text : this.#cipher.seal(id, text);
+  }
+
+  /**
+   * The text to keep for a handler's failure: its name and, under `failureMessage: 'redacted'`, its message with
+   * the credentials it quotes replaced (cut to fit); undefined if even the name does not fit. The record is
+   * read by every worker sharing the store, and its message ends in their logs.
+   */
+  encodeFailure(error: unknown, id: string): string | undefined {
     const name = error instanceof Error ? error.name : 'Error';
-    let message = error instanceof Error ? error.message : String(error);
+    const bare = this.#seal(id, FAILURE + JSON.stringify({ name, message: '' }));
+    if (this.#failureMessage === 'name') return this.#fits(bare) ? bare : undefined;
+    let message = redactText(error instanceof Error ? error.message : String(error));
     if (message.length > MAX_FAILURE_MESSAGE) message = `${message.slice(0, MAX_FAILURE_MESSAGE)}…`;
-    const full = FAILURE + JSON.stringify({ name, message });
+    const full = this.#seal(id, FAILURE + JSON.stringify({ name, message }));
     if (this.#fits(full)) return full;
-    const bare = FAILURE + JSON.stringify({ name, message: '' });
     return this.#fits(bare) ? bare : undefined;
   }
 
   /** Reads a stored outcome back; a value only when this consumer keeps values. */
-  decode(id: string, text: string | undefined): StoredOutcome {
-    if (text === undefined) return NONE;
+  decode(id: string, kept: string | undefined): StoredOutcome {
+    if (kept === undefined) return NONE;
+    let text = kept;
+    const cipher = this.#cipher;
+    if (text[0] === SEALED) {
+      if (cipher === undefined) {
+        return unreadable(
+          id,
+          'it is encrypted, and this consumer has no encryption keys (option encryption)',
+        );
+      }
+      const opened = cipher.open(id, text);
+      if (opened instanceof UnreadableOutcome) return unreadable(id, opened.reason);
+      text = opened;
+    } else if (cipher !== undefined && !cipher.allowPlaintext) {
+      return unreadable(
+        id,
+        'it is not encrypted, and only encrypted outcomes are accepted (encryption.allowPlaintext)',
+      );
+    }
     const tag = text[0];
     const body = text.slice(1);
     try {
@@ -85,15 +134,28 @@ export class OutcomeCodec {
   }
 }
 
-// The default serializer: JSON, with the values JSON would lose tagged under a key no JSON document from
-// elsewhere uses (`\u0000t`): undefined, bigint and bytes (base64; a Buffer comes back as a Buffer).
+function unreadable(id: string, reason: string): StoredOutcome {
+  return { kind: 'unreadable', error: new StoredOutcomeError(id, reason) };
+}
+
+// The default serializer: JSON, with the values JSON would lose tagged under a key JSON documents seldom use
+// (`\u0000t`): undefined, bigint and bytes (base64; a Buffer comes back as a Buffer). A value of the handler's
+// own that has that key (an echo of user input) is wrapped as `{"\u0000t":"object","v":{…}}`, so it comes back
+// as it was rather than as a tag.
 const TAG = '\u0000t';
 
 /** JSON that keeps undefined, bigint, Uint8Array and Buffer; see {@link StoreResultOptions}. */
 export function serializeValue(value: unknown): string {
+  // Objects being wrapped: the replacer sees each twice, as itself and as the wrapper's `v`.
+  const wrapping = new Set<object>();
   return JSON.stringify(value, function (this: Record<string, unknown>, key, json: unknown) {
     const raw = this[key];
     if (raw === undefined) return { [TAG]: 'undefined' };
+    if (json !== null && typeof json === 'object' && !Array.isArray(json) && Object.hasOwn(json, TAG)) {
+      if (wrapping.delete(json)) return json;
+      wrapping.add(json);
+      return { [TAG]: 'object', v: json };
+    }
     if (typeof raw === 'bigint') return { [TAG]: 'bigint', v: raw.toString() };
     if (raw instanceof Uint8Array) {
       const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('base64');
@@ -116,9 +178,11 @@ function untag(value: unknown): unknown {
     return value;
   }
   const record = value as Record<string, unknown>;
-  if (TAG in record) {
+  if (Object.hasOwn(record, TAG)) {
     const v = record.v as string;
     switch (record[TAG]) {
+      case 'object':
+        return untagMembers(record.v as Record<string, unknown>);
       case 'undefined':
         return undefined;
       case 'bigint':
@@ -129,6 +193,18 @@ function untag(value: unknown): unknown {
         return new Uint8Array(Buffer.from(v, 'base64'));
     }
   }
-  for (const key of Object.keys(record)) record[key] = untag(record[key]);
+  return untagMembers(record);
+}
+
+function untagMembers(record: Record<string, unknown>): Record<string, unknown> {
+  for (const key of Object.keys(record)) {
+    // Defined, not assigned: assigning `__proto__` would set the prototype instead of the member.
+    Object.defineProperty(record, key, {
+      value: untag(record[key]),
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+  }
   return record;
 }

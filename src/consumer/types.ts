@@ -108,6 +108,11 @@ export interface BatchOptions {
   readonly stream?: string;
   /** Observes every store call the batch makes (metrics, tracing): operation, duration, and the error if any. */
   readonly onStoreCall?: (call: StoreCall) => void;
+  /**
+   * Eager: stops renewing this batch's claims once it aborts (the HTTP adapter aborts it when the client went
+   * away before an answer); they then lapse at their lease end, as a crashed worker's do.
+   */
+  readonly renewalSignal?: AbortSignal;
 }
 
 /** One store call made for a batch, as {@link BatchOptions.onStoreCall} sees it. */

@@ -9,6 +9,7 @@ import { lifecycleTests } from './lifecycle.js';
 import { markTests } from './marks.js';
 import { namespaceTests } from './namespaces.js';
 import { recordTests } from './records.js';
+import { renewalTests } from './renewal.js';
 import { resultTests } from './results.js';
 import { resolveRunner } from './runner.js';
 import { verbTests } from './verbs.js';
@@ -26,6 +27,7 @@ export {
   markTests,
   namespaceTests,
   recordTests,
+  renewalTests,
   resultTests,
   verbTests,
 };
@@ -57,6 +59,7 @@ export function repositoryContract(options: ContractOptions): void {
     describe('expiry', () => expiryTests(suite));
     describe('claims', () => claimTests(suite));
     describe('leases', () => leaseTests(suite));
+    describe('lease renewal', () => renewalTests(suite));
     describe('batch', () => batchTests(suite));
     describe('ids', () => idTests(suite));
     describe('records', () => recordTests(suite));

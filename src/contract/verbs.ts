@@ -13,7 +13,14 @@ import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 function shape(record: IdempotencyRecord | undefined): Record<string, unknown> | undefined {
   if (record === undefined) return undefined;
   const { id: _id, expiresAt: _e, leaseExpiresAt, ...rest } = record;
-  return { ...rest, leased: leaseExpiresAt !== undefined };
+  // A lease is compared by which one it is: none, the first (LONG_TTL_MS), or a renewed one (twice that).
+  const lease =
+    leaseExpiresAt === undefined
+      ? 'none'
+      : leaseExpiresAt > Date.now() + LONG_TTL_MS * 1.5
+        ? 'renewed'
+        : 'first';
+  return { ...rest, lease };
 }
 
 const CLAIM: AddOptions = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'owner-1' };
@@ -71,6 +78,14 @@ const WRITES: Record<
       await repo.add(id, CLAIM, { fingerprint: 'fp' });
       const [ok] = await repo.confirmMany([{ id, owner: 'owner-1', result: 'r' }], { ttlMs: LONG_TTL_MS });
       assert.equal(ok, true);
+      return { absent: false };
+    },
+  },
+  renew: {
+    has: (repo) => repo.renew !== undefined,
+    run: async (repo, id) => {
+      await repo.add(id, CLAIM, { fingerprint: 'fp' });
+      assert.equal(await repo.renew?.({ id, owner: 'owner-1' }, { leaseMs: LONG_TTL_MS * 2 }), true);
       return { absent: false };
     },
   },

@@ -1,3 +1,5 @@
+import { REDACTED, redactUrl } from '../util/redact-text.js';
+
 // Errors quote the value they reject, and the node logs what it runs with; neither may print a secret.
 
 /** Keys whose values are secrets wherever they appear (compared ignoring case, `_` and `-`). */
@@ -14,10 +16,10 @@ const SECRET_KEYS = new Set([
   'pfx',
   'sasl',
   'credentials',
+  'encryption', // [consumer.encryption]: the keys of kept outcomes
 ]);
 
-/** Shown in place of a secret. */
-export const REDACTED = '[redacted]';
+export { REDACTED, redactUrl } from '../util/redact-text.js';
 
 /** True when a setting named `key` holds a secret (a password, a TLS key, SASL or cloud credentials). */
 export function isSecretKey(key: string): boolean {
@@ -27,15 +29,6 @@ export function isSecretKey(key: string): boolean {
 /** True when any step of a dotted path is a secret key (`kafka.sasl.username` is inside a secret table). */
 export function isSecretPath(path: readonly (string | number)[]): boolean {
   return path.some((step) => typeof step === 'string' && isSecretKey(step));
-}
-
-// `scheme://user:password@host`; the password may hold `#`, `/` or `?` when the URL is malformed, so take
-// everything up to the last `@` of the authority-looking part.
-const URL_CREDENTIALS = /^([a-z][a-z0-9+.-]*:\/\/)([^:@/]*):([^@]*)@/i;
-
-/** Replaces the password inside a URL (`redis://user:pass@host` → `redis://user:[redacted]@host`). */
-export function redactUrl(text: string): string {
-  return text.replace(URL_CREDENTIALS, (_, scheme: string, user: string) => `${scheme}${user}:${REDACTED}@`);
 }
 
 /** A copy of a config value with secret keys and URL passwords replaced, safe to print. */
@@ -79,6 +72,7 @@ const LOG_SECRET_KEYS = [
   'pfx',
   'sasl',
   'credentials',
+  'encryption',
 ];
 
 /**

@@ -1,5 +1,6 @@
-import { RepositoryClosedError, toRepositoryError } from '../errors.js';
+import { RepositoryClosedError, RepositoryError, toRepositoryError } from '../errors.js';
 import { MAX_ID_BYTES, toKey } from './ids.js';
+import { checkDuration, maxDurationMs } from './ttl.js';
 import type {
   AddEntry,
   AddOptions,
@@ -13,6 +14,7 @@ import type {
   MaybePromise,
   MessageId,
   ReadOptions,
+  RenewOptions,
   RepositoryCapabilities,
 } from './types.js';
 
@@ -72,6 +74,16 @@ export abstract class BaseRepository implements IdempotentRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]>;
+  /**
+   * Extends the owner's in-flight claim of the key to `now + leaseMs` (see `IdempotentRepository.renew`).
+   * Every bundled store implements it atomically. The default, for a store written before it, refuses: the
+   * consumer then reports the claim as not renewed.
+   */
+  protected async doRenew(_key: string, _owner: string, _leaseMs: number, _now: number): Promise<boolean> {
+    throw new RepositoryError(
+      `${this.storeName} cannot renew a lease: the repository does not implement doRenew`,
+    );
+  }
   /** Deletes the key; with an owner, only that owner's in-flight record. */
   protected abstract doRemove(key: string, owner: string | undefined, now: number): Promise<boolean>;
   protected abstract doClear(): Promise<void>;
@@ -110,8 +122,23 @@ export abstract class BaseRepository implements IdempotentRepository {
     return this.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
 
+  /**
+   * Refuses a TTL, lease or lifetime that is not a finite duration above 0 within the store's maximum, before
+   * anything is written (a NaN expiry never expires in some stores and is already expired in others).
+   */
+  protected checkTimes(options: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number }): void {
+    const max = maxDurationMs(this.capabilities?.maxTtlMs);
+    const where = `${this.storeName} repository`;
+    checkDuration('ttlMs', options.ttlMs, max, where);
+    if (options.leaseMs !== undefined) checkDuration('leaseMs', options.leaseMs, max, where);
+    if (options.minLifetimeMs !== undefined) {
+      checkDuration('minLifetimeMs', options.minLifetimeMs, max, where);
+    }
+  }
+
   async add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
     this.assertOpen();
+    this.checkTimes(options);
     const key = toKey(id, this.maxIdBytes);
     return this.run('add', () =>
       this.doAdd(keyedEntry(key, entry, options.leaseMs === undefined), options, options.now ?? this.clock()),
@@ -120,6 +147,7 @@ export abstract class BaseRepository implements IdempotentRepository {
 
   async addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]> {
     this.assertOpen();
+    this.checkTimes(options);
     if (entries.length === 0) return [];
     const { unique, slot } = this.#unique(entries, options.leaseMs === undefined);
     const results = await this.run('addMany', () =>
@@ -135,6 +163,7 @@ export abstract class BaseRepository implements IdempotentRepository {
 
   async markMany(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]> {
     this.assertOpen();
+    this.checkTimes(options);
     if (entries.length === 0) return [];
     const { unique, slot } = this.#unique(entries, true);
     const marked = await this.run('mark', () =>
@@ -195,6 +224,7 @@ export abstract class BaseRepository implements IdempotentRepository {
 
   async confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
     this.assertOpen();
+    this.checkTimes(options);
     const keyed: KeyedClaim = { key: toKey(claim.id, this.maxIdBytes), owner: claim.owner };
     if (options.result !== undefined) (keyed as { result?: string }).result = options.result;
     return this.run('confirm', () => this.doConfirm(keyed, options.ttlMs, this.clock()));
@@ -202,12 +232,25 @@ export abstract class BaseRepository implements IdempotentRepository {
 
   async confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]> {
     this.assertOpen();
+    this.checkTimes(options);
     if (claims.length === 0) return [];
     const keyed = claims.map((c): KeyedClaim => {
       const key = toKey(c.id, this.maxIdBytes);
       return c.result === undefined ? { key, owner: c.owner } : { key, owner: c.owner, result: c.result };
     });
     return this.run('confirm', () => this.doConfirmMany(keyed, options.ttlMs, this.clock()));
+  }
+
+  async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
+    this.assertOpen();
+    checkDuration(
+      'leaseMs',
+      options.leaseMs,
+      maxDurationMs(this.capabilities?.maxTtlMs),
+      `${this.storeName} repository`,
+    );
+    const key = toKey(claim.id, this.maxIdBytes);
+    return this.run('renew', () => this.doRenew(key, claim.owner, options.leaseMs, this.clock()));
   }
 
   async remove(id: MessageId, owner?: string): Promise<boolean> {

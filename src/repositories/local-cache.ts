@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RepositoryError } from '../errors.js';
 import { parseOptions } from '../options/issues.js';
 import { toKey } from './ids.js';
 import { isLive, newRecord } from './record.js';
@@ -14,6 +15,7 @@ import type {
   MarkOptions,
   MessageId,
   ReadOptions,
+  RenewOptions,
   RepositoryCapabilities,
 } from './types.js';
 
@@ -158,6 +160,14 @@ export class LocalCacheRepository implements IdempotentRepository {
 
   confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]> {
     return this.#inner.confirmMany(claims, options);
+  }
+
+  /** The inner store's `renew` (the cache keeps only confirmed records, so a claim is never cached). */
+  async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
+    if (this.#inner.renew === undefined) {
+      throw new RepositoryError('the repository behind the local cache cannot renew a lease (no renew)');
+    }
+    return this.#inner.renew(claim, options);
   }
 
   async remove(id: MessageId, owner?: string): Promise<boolean> {

@@ -49,6 +49,11 @@ export function confirmedRecord(
   return confirmed;
 }
 
+/** The owner's in-flight record with its lease extended to `now + leaseMs` (see `IdempotentRepository.renew`). */
+export function renewedRecord(record: IdempotencyRecord, leaseMs: number, now: number): IdempotencyRecord {
+  return { ...record, leaseExpiresAt: now + leaseMs };
+}
+
 /**
  * The time after which the store may forget the record entirely (used for store-side TTLs and buckets).
  *

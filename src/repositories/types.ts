@@ -92,6 +92,12 @@ export interface ClaimRef {
 /** A claim to confirm, with the outcome to keep in the confirmed record (see {@link IdempotencyRecord.result}). */
 export type ConfirmRef = ClaimRef & { readonly result?: string };
 
+/** Options of `renew`. */
+export interface RenewOptions {
+  /** The new lease, in ms from now: the claim's `leaseExpiresAt` becomes now + `leaseMs`. */
+  readonly leaseMs: number;
+}
+
 /** Options of `confirm`. */
 export interface ConfirmOptions {
   /** Retention of the confirmed record, in ms from the confirmation. */
@@ -164,6 +170,14 @@ export interface IdempotentRepository {
   confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean>;
   /** `confirm` for many claims (each with its own `result`), one answer per input position. */
   confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]>;
+  /**
+   * Extends the owner's in-flight claim: its lease ends `leaseMs` from now (its retention and fields are kept).
+   * Owner-checked and atomic like `confirm`: false when the claim is gone, confirmed, or another owner's (it
+   * lapsed and was taken over). The consumer calls it every third of the lease while a handler runs, so a slow
+   * handler keeps its claim. Optional, so a repository written before it still works: its claims then hold only
+   * for their first lease (the consumer warns once).
+   */
+  renew?(claim: ClaimRef, options: RenewOptions): Promise<boolean>;
   /** Deletes the record. With an owner, only that owner's in-flight claim is deleted. */
   remove(id: MessageId, owner?: string): Promise<boolean>;
   /** Deletes every record of this repository (its namespace only, for shared stores). */

@@ -16,7 +16,9 @@ export function parseDuration(value: string | number): number | undefined {
  * unless `allowZero`; `integer` refuses fractions of a ms. Errors read `must be a duration like "5s" or a
  * number of ms` (the option funnel adds the value given).
  */
-export function durationSchema(options: { readonly allowZero?: boolean; readonly integer?: boolean } = {}) {
+export function durationSchema(
+  options: { readonly allowZero?: boolean; readonly integer?: boolean; readonly max?: number } = {},
+) {
   const expectation = `must be a duration like "5s" or a number of ms${options.allowZero ? ' (0 allowed)' : ''}`;
   return z
     .union([z.number(), z.string()], {
@@ -29,6 +31,13 @@ export function durationSchema(options: { readonly allowZero?: boolean; readonly
         ctx.addIssue({
           code: 'custom',
           message: tooSmall ? `must be ${options.allowZero ? 'at least 0' : 'longer than 0'}` : expectation,
+        });
+        return z.NEVER;
+      }
+      if (options.max !== undefined && ms > options.max) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be at most ${options.max} ms (${Math.floor(options.max / 86_400_000)} days)`,
         });
         return z.NEVER;
       }

@@ -172,6 +172,11 @@ describe('idem dedup', { skip }, () => {
         args: ['--id', 'id', '--ttl', 'forever', input],
         stderr: /--ttl: consumer\.ttl: must be a duration like "5s" or a number of ms, got "forever"/,
       },
+      {
+        // Past every store's maximum: refused up front, so a rerun cannot write the line again.
+        args: ['--id', 'id', '--store', freshStore(), '--ttl', '99999999999999d', input],
+        stderr: /--ttl: consumer\.ttl: must be at most 3153600000000 ms \(36500 days\)/,
+      },
       { args: ['--id', 'id', '--invalid', 'maybe', input], stderr: /--invalid/ },
       { args: ['--id', 'id', '--bogus', input], stderr: /unknown option/ },
       { args: ['--id', 'id', join(dir, 'missing.ndjson')], stderr: /missing\.ndjson \(ENOENT\)/ },

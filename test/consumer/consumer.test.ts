@@ -279,6 +279,8 @@ describe('IdempotentConsumer.processBatch', () => {
         raced: 0,
         replayed: 0,
         resultsNotKept: 0,
+        leaseRenewals: 0,
+        leaseRenewalFailures: 0,
       },
     );
   });

@@ -1,6 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
-import { InProgressError, RepositoryClosedError, RepositoryError } from '../../errors.js';
+import {
+  InProgressError,
+  InvalidIdError,
+  RepositoryClosedError,
+  RepositoryError,
+  StoredOutcomeError,
+} from '../../errors.js';
+import { MAX_ID_BYTES } from '../../repositories/ids.js';
 import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
 import { requestFingerprint } from './fingerprint.js';
@@ -33,10 +40,25 @@ const NEXT: HttpVerdict = Object.freeze({ kind: 'next' });
  * The route's response said "give the key back" (a 5xx by default): thrown from the consumer's handler so the
  * engine releases the claim instead of keeping the response. Never leaves the adapter.
  */
-class ReleasedResponse extends Error {
-  constructor(readonly status: number) {
-    super(`released after status ${status}`);
-  }
+class ReleasedResponse extends Error {}
+
+let memoryWarned = false;
+
+/**
+ * Warns once per process when a store that lives in one process backs the adapter in production: each instance
+ * of the app then has its own keys, so a retry that reaches another instance runs the route again.
+ */
+function warnProcessLocalStore(repository: HttpIdempotencyOptions<unknown>['repository']): void {
+  const { capabilities } = repository;
+  if (memoryWarned || process.env.NODE_ENV !== 'production') return;
+  if (capabilities?.shared !== false || capabilities.persistent !== false) return;
+  memoryWarned = true;
+  process.emitWarning(
+    'the Idempotency-Key adapter runs on a store that holds keys in this process only (the memory store): ' +
+      'a retry that reaches another instance, or this one after a restart, runs the route again. Use a ' +
+      'shared store (Redis, DynamoDB, Cassandra) in production.',
+    { type: 'IdempotencyKeyWarning', code: 'IDEM_HTTP_PROCESS_LOCAL_STORE' },
+  );
 }
 
 /**
@@ -52,7 +74,8 @@ export class HttpIdempotency<Req> {
 
   constructor(options: HttpIdempotencyOptions<Req>) {
     this.options = resolveHttpIdempotencyOptions(options);
-    const { repository, ttlMs, leaseMs, maxResponseBytes } = this.options;
+    const { repository, ttlMs, leaseMs, maxResponseBytes, encryption } = this.options;
+    warnProcessLocalStore(repository);
     this.consumer = new IdempotentConsumer<HttpMessage>({
       repository,
       id: 'key',
@@ -68,6 +91,7 @@ export class HttpIdempotency<Req> {
       },
       fingerprint: requestFingerprint,
       onConflict: 'report',
+      ...(encryption === undefined ? {} : { encryption }),
     });
   }
 
@@ -94,9 +118,9 @@ export class HttpIdempotency<Req> {
           'fingerprint cannot cover it: mount a body parser (e.g. express.json()) first',
       );
     }
-    const principal = options.scope ? await options.scope(view.request) : undefined;
+    const principal = await options.principal(view);
     const message: HttpMessage = {
-      key: scopedId(view.method, view.route, principal, reading.key),
+      key: scopedId(view.method, view.route, principal, reading.key, this.#maxIdBytes),
       method: view.method,
       target: view.target,
       body: view.body,
@@ -111,13 +135,25 @@ export class HttpIdempotency<Req> {
     const handlerCalled = new Promise<{ readonly run: true }>((resolve) => {
       routeMayRun = () => resolve({ run: true });
     });
-    const processing = this.consumer.process(message, async () => {
-      routeMayRun();
-      await capture.ended;
-      const response = capture.snapshot(this.options.keptHeaders);
-      if (this.options.releaseOn(response.status)) throw new ReleasedResponse(response.status);
-      return response;
-    });
+    // The claim is renewed while the route runs; once the client is gone before an answer, it lapses at the
+    // lease end instead, as a crashed request's does (a route that never answers cannot hold its key forever).
+    const clientGone = new AbortController();
+    res.once('close', () => clientGone.abort());
+    const processing = this.consumer.process(
+      message,
+      async () => {
+        routeMayRun();
+        await capture.ended;
+        const response = capture.snapshot(this.options.keptHeaders);
+        // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
+        // whole response: its key is given back, never kept with the bytes it got to write.
+        if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+        if (!this.options.storeIf(response))
+          throw new ReleasedResponse(`not kept: status ${response.status}`);
+        return response;
+      },
+      { renewalSignal: clientGone.signal },
+    );
     const first = await Promise.race([
       handlerCalled,
       processing.then(
@@ -164,8 +200,22 @@ export class HttpIdempotency<Req> {
     );
   }
 
+  get #maxIdBytes(): number {
+    return this.options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
+  }
+
   /** The consumer refused before the route ran: another request holds the key, or the store failed. */
   #refusal(error: unknown): HttpVerdict {
+    if (error instanceof StoredOutcomeError) {
+      return answer(
+        'response-unreadable',
+        'a request with this Idempotency-Key was already processed, but its stored response cannot be decrypted ' +
+          'with the configured keys, so it is not replayed; the server operator must restore the key',
+      );
+    }
+    if (error instanceof InvalidIdError) {
+      return answer('key-invalid', `the Idempotency-Key cannot be stored: ${error.message}`);
+    }
     if (error instanceof InProgressError) {
       const waitMs = error.leaseExpiresAt === undefined ? 1_000 : error.leaseExpiresAt - Date.now();
       return answer(

@@ -26,7 +26,9 @@ export function requestFingerprint(parts: RequestParts): string {
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => {
     if (v === null || typeof v !== 'object' || Array.isArray(v) || Buffer.isBuffer(v)) return v;
-    const sorted: Record<string, unknown> = {};
+    // Without a prototype: a body member named `__proto__` (JSON.parse keeps it as a member) must stay a
+    // member of the copy, not become its prototype, or a changed body would fingerprint alike.
+    const sorted: Record<string, unknown> = Object.create(null);
     for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
     return sorted;
   });

@@ -83,15 +83,51 @@ function invalid(problem: KeyProblem, detail: string): KeyReading {
 }
 
 /**
- * The store id of a key: the route scope (method and route path), the principal when a `scope` hook gave one,
- * and the key, encoded as a JSON array so no choice of parts can make two scopes meet. A scope too long for a
- * store id is replaced by its SHA-256 (the key stays readable at the end).
+ * The store id of a key: the route scope (method and route path), the principal (from the `scope` hook or the
+ * request's credentials) and the key, encoded as a JSON array so no choice of parts can make two scopes meet.
+ * A scope too long for a store id is replaced by its SHA-256 (the key stays readable at the end); if the key
+ * itself is still too long (a key of quotes or backslashes doubles when escaped), scope and key together are.
  */
-export function scopedId(method: string, route: string, principal: string | undefined, key: string): string {
+export function scopedId(
+  method: string,
+  route: string,
+  principal: string | undefined,
+  key: string,
+  maxBytes: number = MAX_ID_BYTES,
+): string {
   const id = JSON.stringify(['http', method, route, principal ?? null, key]);
-  if (Buffer.byteLength(id, 'utf8') <= MAX_ID_BYTES) return id;
+  if (Buffer.byteLength(id, 'utf8') <= maxBytes) return id;
   const scope = createHash('sha256')
     .update(JSON.stringify([method, route, principal ?? null]))
     .digest('base64url');
-  return JSON.stringify(['http#', scope, key]);
+  const scoped = JSON.stringify(['http#', scope, key]);
+  if (Buffer.byteLength(scoped, 'utf8') <= maxBytes) return scoped;
+  const whole = createHash('sha256').update(JSON.stringify([method, route, principal ?? null, key]));
+  return JSON.stringify(['http##', whole.digest('base64url')]);
+}
+
+/** Request headers that carry credentials by default; their digest is the principal when no `scope` hook is set. */
+export const CREDENTIAL_HEADERS: readonly string[] = [
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'x-api-key',
+];
+
+/**
+ * The principal a request's credentials stand for: the SHA-256 of the credential headers it carries (names and
+ * values), never the secret itself; undefined for a request that carries none (the shared anonymous scope).
+ * Two requests share a principal only if they send the very same credentials.
+ */
+export function credentialScope(
+  header: (name: string) => string | string[] | undefined,
+  names: readonly string[],
+): string | undefined {
+  const carried: [string, string | string[]][] = [];
+  for (const name of names) {
+    const value = header(name);
+    if (value !== undefined && value.length > 0) carried.push([name, value]);
+  }
+  if (carried.length === 0) return undefined;
+  return `credentials:${createHash('sha256').update(JSON.stringify(carried)).digest('base64url')}`;
 }

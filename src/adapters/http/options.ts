@@ -1,7 +1,11 @@
 import { z } from 'zod';
+import { OutcomeCipher, type OutcomeEncryptionOptions } from '../../consumer/encryption.js';
 import { consumerDefaults } from '../../consumer/options.js';
 import { type OptionsOrigin, parseOptions } from '../../options/issues.js';
+import { MAX_TTL_MS } from '../../repositories/ttl.js';
 import type { IdempotentRepository } from '../../repositories/types.js';
+import type { CapturedResponse } from './capture.js';
+import { CREDENTIAL_HEADERS, credentialScope } from './key.js';
 
 /** Defaults of the HTTP adapter, written once; the schema, the code and docs/http.md read them here. */
 export const httpIdempotencyDefaults = {
@@ -21,6 +25,10 @@ export const httpIdempotencyDefaults = {
   leaseMs: consumerDefaults.leaseMs,
   /** Response headers kept and replayed, besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
+  /** Request headers whose digest scopes keys when no `scope` hook is set. */
+  credentialHeaders: CREDENTIAL_HEADERS,
+  /** Responses kept and replayed: every status below 500 (a 5xx gives the key back so a retry runs again). */
+  storeIf: (response: { readonly status: number }): boolean => response.status < 500,
 } as const;
 
 /** The framework-neutral view of a request the adapter needs. */
@@ -45,7 +53,7 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   readonly repository: IdempotentRepository;
   /** How long a key's response is replayed, in ms (default 24 h); publish it to your clients. */
   readonly ttlMs?: number;
-  /** How long a request in flight holds its key, in ms (default 60 s); above your slowest route. */
+  /** How long a request in flight holds its key without renewal, in ms (default 60 s); renewed every third while the route runs. */
   readonly leaseMs?: number;
   /** Refuse a request without the header with 400 (default). False: such a request runs without dedup. */
   readonly required?: boolean;
@@ -60,17 +68,36 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   /** More response headers to keep and replay, besides Content-Type, Content-Language, Content-Location, Location. */
   readonly replayHeaders?: readonly string[];
   /**
-   * Whether a response status gives the key back so a retry runs the route again (default: 5xx). A 4xx is kept
-   * and replayed unless this says otherwise, e.g. `(status) => status >= 400`.
+   * Which responses are kept and replayed; a response it refuses gives the key back, so a retry runs the route
+   * again. Default: every status below 500 (`(r) => r.status < 500`: a 4xx is replayed, a 5xx retried). Keep
+   * only successes, as Checkout.com and PPRO do: `(r) => r.status < 300`; keep errors too, as Stripe does:
+   * `() => true`.
    */
+  readonly storeIf?: (response: CapturedResponse) => boolean;
+  /** @deprecated Use `storeIf`: `releaseOn: f` is `storeIf: (r) => !f(r.status)`. */
   readonly releaseOn?: (status: number) => boolean;
   /**
-   * Scopes keys to a principal (user, API client, tenant): two principals never share a key. Return undefined
-   * for an anonymous request. Keys are always scoped per route (method and route path).
+   * Scopes keys to a principal (user, API client, tenant): two principals never share a key; return undefined
+   * for an anonymous request. Without it, the principal is a SHA-256 digest of the credentials the request
+   * carries (the `credentialHeaders`), so a stored response is never replayed to a request with other
+   * credentials; requests without any share one anonymous scope. Set it when your credentials change between
+   * retries (a rotating cookie, a refreshed token) or when one principal has several. Keys are always scoped
+   * per route (method and route path).
    */
   readonly scope?: (request: Req) => string | undefined | Promise<string | undefined>;
+  /**
+   * Request headers whose values, digested, scope keys when no `scope` hook is set (default Authorization,
+   * Proxy-Authorization, Cookie, X-Api-Key). The values are never stored, only their SHA-256.
+   */
+  readonly credentialHeaders?: readonly string[];
   /** Largest stored response, in bytes of its stored form; a larger one is sent but not kept (store default). */
   readonly maxResponseBytes?: number;
+  /**
+   * Encrypts stored responses with AES-256-GCM, with key ids for rotation (the consumer's `encryption`). A
+   * stored response that cannot be decrypted is never replayed: the retry gets a 500 problem
+   * (`response-unreadable`) and the route does not run again.
+   */
+  readonly encryption?: OutcomeEncryptionOptions;
   /**
    * Told about a store failure after the route ran (its response is still sent; the key frees itself at the
    * lease end). Default: a process warning.
@@ -90,14 +117,20 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
   readonly maxKeyLength: number;
   /** Lower-case names of the headers kept with a response. */
   readonly keptHeaders: ReadonlySet<string>;
-  readonly releaseOn: (status: number) => boolean;
-  readonly scope: ((request: Req) => string | undefined | Promise<string | undefined>) | undefined;
+  /** Whether a response is kept (see {@link HttpIdempotencyOptions.storeIf}). */
+  readonly storeIf: (response: CapturedResponse) => boolean;
+  /** The principal of a request: the `scope` hook's answer, else the digest of its credential headers. */
+  readonly principal: (view: HttpRequestView<Req>) => string | undefined | Promise<string | undefined>;
   readonly maxResponseBytes: number | undefined;
+  readonly encryption: OutcomeEncryptionOptions | undefined;
   readonly onError: (error: unknown, request: Req) => void;
 }
 
 const fn = z.custom<unknown>((value) => typeof value === 'function', { error: 'must be a function' });
-const positiveMs = z.number().positive({ error: 'must be greater than 0' });
+const positiveMs = z
+  .number()
+  .positive({ error: 'must be greater than 0' })
+  .max(MAX_TTL_MS, { error: `must be at most ${MAX_TTL_MS} ms (100 years)` });
 // An HTTP field name (RFC 9110 token).
 const fieldName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { error: 'must be an HTTP header name' });
 
@@ -115,12 +148,23 @@ const schema = z
     replayedHeader: fieldName.optional(),
     maxKeyLength: z.number().int().min(1).max(1000).optional(),
     replayHeaders: z.array(fieldName).optional(),
+    storeIf: fn.optional(),
     releaseOn: fn.optional(),
     scope: fn.optional(),
+    credentialHeaders: z.array(fieldName).optional(),
     maxResponseBytes: z.number().int().positive().optional(),
+    encryption: z
+      .custom<unknown>((value) => typeof value === 'object' && value !== null, {
+        error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
+      })
+      .optional(),
     onError: fn.optional(),
   })
-  .strict();
+  .strict()
+  .refine((options) => options.storeIf === undefined || options.releaseOn === undefined, {
+    path: ['releaseOn'],
+    error: 'cannot be given with storeIf (releaseOn is its older, inverted form)',
+  });
 
 const ORIGIN: OptionsOrigin = { kind: 'code', owner: 'idempotencyKey(...)' };
 
@@ -130,6 +174,8 @@ export function resolveHttpIdempotencyOptions<Req>(
 ): ResolvedHttpIdempotencyOptions<Req> {
   const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
   parseOptions(schema, given, ORIGIN);
+  // The keys are checked here, so a bad one names this adapter rather than its consumer.
+  if (options.encryption !== undefined) new OutcomeCipher(options.encryption, 'idempotencyKey(...)');
   const d = httpIdempotencyDefaults;
   const kept = [...d.keptHeaders, ...(options.replayHeaders ?? [])].map((h) => h.toLowerCase());
   return {
@@ -142,11 +188,30 @@ export function resolveHttpIdempotencyOptions<Req>(
     replayedHeader: options.replayedHeader ?? d.replayedHeader,
     maxKeyLength: options.maxKeyLength ?? d.maxKeyLength,
     keptHeaders: new Set(kept),
-    releaseOn: options.releaseOn ?? ((status) => status >= 500),
-    scope: options.scope,
+    storeIf: resolveStoreIf(options),
+    principal: resolvePrincipal(options),
     maxResponseBytes: options.maxResponseBytes,
+    encryption: options.encryption,
     onError:
       options.onError ??
       ((error) => process.emitWarning(`idempotency-key adapter: ${String(error)}`, 'IdempotencyKeyWarning')),
   };
+}
+
+function resolveStoreIf<Req>(options: HttpIdempotencyOptions<Req>): (response: CapturedResponse) => boolean {
+  if (options.storeIf) return options.storeIf;
+  const { releaseOn } = options;
+  if (releaseOn) return (response) => !releaseOn(response.status);
+  return httpIdempotencyDefaults.storeIf;
+}
+
+function resolvePrincipal<Req>(
+  options: HttpIdempotencyOptions<Req>,
+): ResolvedHttpIdempotencyOptions<Req>['principal'] {
+  const { scope } = options;
+  if (scope) return (view) => scope(view.request);
+  const names = (options.credentialHeaders ?? httpIdempotencyDefaults.credentialHeaders).map((h) =>
+    h.toLowerCase(),
+  );
+  return (view) => credentialScope(view.header, names);
 }

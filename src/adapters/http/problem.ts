@@ -10,6 +10,7 @@ export const problemKinds = {
   'response-not-kept': { status: 409, title: 'The response to this Idempotency-Key was not kept' },
   'key-reused': { status: 422, title: 'Idempotency-Key reused with a different request' },
   'store-unavailable': { status: 503, title: 'Idempotency store unavailable' },
+  'response-unreadable': { status: 500, title: 'The stored response to this Idempotency-Key cannot be read' },
 } as const;
 
 /** One of the adapter's problems. */

@@ -3,7 +3,7 @@ import { ConfigError, RepositoryError } from '../../errors.js';
 import { mapLimit as mapConcurrent } from '../../util/concurrency.js';
 import { BaseRepository, type BaseRepositoryOptions, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
-import { confirmedRecord, forgetAt, isLive, newRecord, storeLifetimeMs } from '../record.js';
+import { confirmedRecord, forgetAt, isLive, newRecord, renewedRecord, storeLifetimeMs } from '../record.js';
 import type {
   AddOptions,
   AddResult,
@@ -317,6 +317,43 @@ export class CassandraRepository extends BaseRepository {
       if (current?.state !== 'in-flight' || current?.owner !== owner) return false;
     }
     throw contention('confirm', key);
+  }
+
+  /**
+   * Rewrites the owner's in-flight row with its lease moved to now + leaseMs, by the same compare-and-set as a
+   * confirm (every column is rewritten, so the row's TTL covers them all).
+   */
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    now: number,
+  ): Promise<boolean> {
+    let uncertain: IdempotencyRecord | undefined;
+    for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
+      const row = await this.#select(key);
+      const claim = decodeRow(key, row);
+      if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
+      // Our earlier round timed out but landed: the row holds the lease we wrote.
+      if (uncertain && claim.leaseExpiresAt === uncertain.leaseExpiresAt) return true;
+      const record = renewedRecord(claim, leaseMs, now);
+      const result = await this.#cas(this.#cql.confirm, [
+        ttlSeconds(forgetAt(record), now),
+        ...this.#values(record, null),
+        ...this.#where(key),
+        owner,
+        row?.lease_expires_at ?? null,
+        row?.expires_at ?? null,
+      ]);
+      if (result === UNKNOWN) {
+        uncertain = record;
+        continue;
+      }
+      if (result.wasApplied()) return true;
+      const current = result.first();
+      if (current?.state !== 'in-flight' || current?.owner !== owner) return false;
+    }
+    throw contention('renew', key);
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {

@@ -358,6 +358,33 @@ export class DynamoDbRepository extends BaseRepository {
     );
   }
 
+  /**
+   * Conditional update of the owner's in-flight claim: only its lease moves. The item's TTL attribute, set at the
+   * claim to the later of lease and retention end, is left alone: a lease renewed past the retention (a handler
+   * running longer than `ttlMs`) is still judged by the item's own times, and TTL deletion lags by hours.
+   */
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    now: number,
+  ): Promise<boolean> {
+    return this.ifOwner(
+      new UpdateItemCommand({
+        TableName: this.#table,
+        Key: keyOf(key, this.#ns),
+        UpdateExpression: 'SET #lease = :lease',
+        ConditionExpression: OWNER_CONDITION,
+        ExpressionAttributeNames: { ...OWNER_NAMES, '#lease': ATTR.lease },
+        ExpressionAttributeValues: {
+          ':inflight': STATE_VALUE.inFlight,
+          ':owner': { S: owner },
+          ':lease': { N: String(now + leaseMs) },
+        },
+      }),
+    );
+  }
+
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     if (owner !== undefined) {
       return this.ifOwner(

@@ -14,6 +14,7 @@ import type {
   MaybePromise,
   MessageId,
   ReadOptions,
+  RenewOptions,
   RepositoryCapabilities,
 } from '../types.js';
 import type { ChangelogChange, ChangelogSink } from './changelog.js';
@@ -299,6 +300,33 @@ export class LoggedRepository implements IdempotentRepository {
           };
           return { change: { key, record: { ...record, id: key } } };
         });
+      },
+    );
+  }
+
+  /** Extends the owner's in-flight claim; the renewed record reaches the changelog like any other write. */
+  async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
+    this.#assertOpen();
+    const inner = this.#inner;
+    if (inner.renew === undefined) {
+      throw new RepositoryError(`${this.#name} cannot renew a lease: its inner store has no renew()`);
+    }
+    const key = toKey(claim.id, this.#maxIdBytes);
+    const now = this.#clock();
+    if (this.#tx) {
+      const [record] = await this.#current([key], now);
+      if (record?.state !== 'in-flight' || record.owner !== claim.owner) return false;
+      this.#stage(key, { ...record, leaseExpiresAt: now + options.leaseMs });
+      return true;
+    }
+    return this.#write(
+      [key],
+      () => (inner.renew as NonNullable<IdempotentRepository['renew']>).call(inner, claim, options),
+      async (renewed): Promise<Made[]> => {
+        if (!renewed) return [];
+        // The renewed claim as the store holds it.
+        const [record] = await inner.getMany([claim.id], { now });
+        return record === undefined ? [] : [{ change: { key, record: { ...record, id: key } } }];
       },
     );
   }

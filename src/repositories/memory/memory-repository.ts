@@ -1,6 +1,6 @@
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
-import { confirmedRecord, isLive, newRecord } from '../record.js';
+import { confirmedRecord, isLive, newRecord, renewedRecord } from '../record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -175,6 +175,7 @@ export class MemoryRepository extends BaseRepository {
 
   #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = NO_FIELDS): AddResult {
     this.assertOpen();
+    this.checkTimes(options);
     return this.addOne(toKey(id, this.#maxIdBytes), entry, options, options.now ?? this.clock());
   }
 
@@ -185,6 +186,7 @@ export class MemoryRepository extends BaseRepository {
 
   #confirm(claim: ClaimRef, options: ConfirmOptions): boolean {
     this.assertOpen();
+    this.checkTimes(options);
     const key = toKey(claim.id, this.#maxIdBytes);
     return this.confirmOne(key, claim.owner, options.ttlMs, this.clock(), options.result);
   }
@@ -291,6 +293,25 @@ export class MemoryRepository extends BaseRepository {
     now: number,
   ): Promise<boolean[]> {
     return claims.map(({ key, owner, result }) => this.confirmOne(key, owner, ttlMs, now, result));
+  }
+
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    now: number,
+  ): Promise<boolean> {
+    const held = this.#records.get(key);
+    if (
+      held === undefined ||
+      typeof held === 'number' ||
+      held.state !== 'in-flight' ||
+      held.owner !== owner
+    ) {
+      return false;
+    }
+    this.#records.set(key, renewedRecord(held, leaseMs, now));
+    return true;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {

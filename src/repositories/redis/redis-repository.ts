@@ -398,6 +398,16 @@ export class RedisRepository extends BaseRepository {
     return claims.map((_, i) => !odd.has(i));
   }
 
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    now: number,
+  ): Promise<boolean> {
+    const reply = await this.#client.idemRenew(this.#ns + key, timeArg(now), leaseMs, encodeField(owner));
+    return reply === 1;
+  }
+
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     const full = this.#ns + key;
     if (owner === undefined) return (await this.#client.del(full)) > 0;

@@ -140,6 +140,25 @@ if state == 'f' and owner == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 `;
 
+/**
+ * Renew: extend the key's in-flight claim to now + leaseMs, only while the given owner holds it (any other
+ * field, and the retention end, stay as they are). The key's own expiry (PX) is raised when the new lease
+ * would outlive it, never lowered.
+ * KEYS[1]: record key. ARGV[1]: now or '' (server time), ARGV[2]: leaseMs, ARGV[3]: encoded owner.
+ * Returns 1 when renewed, 0 when the claim is gone, confirmed or another owner's.
+ */
+export const RENEW_LUA = `${PRELUDE}${String.raw`
+local now = clock(ARGV[1])
+local old = call('GET', KEYS[1])
+if not old then return 0 end
+local state, expiry, owner, rest = string.match(old, '^([^\1]*)\1([^\1]*)\1[^\1]*\1([^\1]*)\1(.*)$')
+if state ~= 'f' or owner ~= ARGV[3] then return 0 end
+local lease = tonumber(ARGV[2])
+local px = math.max(call('PTTL', KEYS[1]), math.ceil(lease), 1)
+call('SET', KEYS[1], 'f\1' .. expiry .. '\1' .. num(now + lease) .. '\1' .. owner .. '\1' .. rest, 'PX', px)
+return 1
+`}`;
+
 /** A script argument; arrays are flattened by ioredis. */
 type Arg = string | number | readonly (string | number)[];
 
@@ -157,6 +176,8 @@ export interface ScriptCommands<R> {
   idemConfirmOne(key: string, ...args: Arg[]): R;
   /** Single-key read: `key` → `[now, text | null]`. */
   idemReadOne(key: string): R;
+  /** `key, now|'', leaseMs, owner` → 1 when renewed. */
+  idemRenew(key: string, ...args: Arg[]): R;
   /** `key, owner` → 1 when deleted. */
   idemRelease(key: string, owner: string): R;
 }
@@ -180,5 +201,6 @@ export function defineScripts(client: Redis | Cluster): ScriptedClient {
   client.defineCommand('idemConfirmOne', { lua: CONFIRM_LUA, numberOfKeys: 1 });
   client.defineCommand('idemReadOne', { lua: READ_LUA, numberOfKeys: 1 });
   client.defineCommand('idemRelease', { lua: RELEASE_LUA, numberOfKeys: 1 });
+  client.defineCommand('idemRenew', { lua: RENEW_LUA, numberOfKeys: 1 });
   return client as ScriptedClient;
 }

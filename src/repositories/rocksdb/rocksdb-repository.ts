@@ -8,6 +8,7 @@ import {
   forgetAt,
   isLive,
   newRecord,
+  renewedRecord,
   storeLifetimeMs,
 } from '../record.js';
 import type {
@@ -358,6 +359,20 @@ export class RocksdbRepository extends BaseRepository {
       this.#buffer.afterWrite();
       return results;
     }
+  }
+
+  protected override doRenew(key: string, owner: string, leaseMs: number, now: number): Promise<boolean> {
+    return this.#serial(async (wall) => {
+      const hashes = new Uint32Array(1);
+      const [copies] = await this.#locate([key], hashes, now);
+      const current = copies?.[0]?.record;
+      if (current === undefined || current.state !== 'in-flight' || current.owner !== owner) return false;
+      const record = renewedRecord(current, leaseMs, now);
+      const bucket = await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+      this.#buffer.put(key, hashes[0] as number, record, bucket, copies);
+      this.#buffer.afterWrite();
+      return true;
+    });
   }
 
   protected doRemove(key: string, owner: string | undefined, now: number): Promise<boolean> {

@@ -20,6 +20,12 @@ export function binaryChunks(run: number): Buffer[] {
   return [all.subarray(0, 100), all.subarray(100), Buffer.from([0xc3, 0x28, run])];
 }
 
+/**
+ * What `POST /partial` writes before it fails: a whole HTTP response, so a client that reads past the adapter's
+ * framing would take it for the next response on the connection.
+ */
+export const INJECTION = 'HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 8\r\n\r\nINJECTED';
+
 /** The web frameworks the adapter supports. */
 export type Framework = 'express' | 'fastify';
 
@@ -37,14 +43,34 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * - `POST /rejects`: 400 (a client error, kept by default);
  * - `POST /hang`: a side effect, then never answers (a crashed request);
  * - `POST /open`: like /charges, with the key optional;
- * - `POST /bytes`: a binary body (every byte value, invalid UTF-8 included) written in several chunks.
+ * - `POST /bytes`: a binary body (every byte value, invalid UTF-8 included) written in several chunks;
+ * - `POST /partial`: writes part of its body ({@link INJECTION}), then fails with the status in the
+ *   `x-fail-status` header (500 without it), through the framework's own error handler;
+ * - `POST /slow`: a side effect, then an answer after the `x-work-ms` header's milliseconds;
+ * - `POST /unscoped`: like /charges, behind an adapter without a `scope` hook (the default configuration);
+ * - `GET /ping`: `pong`, outside the adapter.
  * `scope` reads the principal from the `x-user` header.
  */
 export async function startApp(
   framework: Framework,
   options: Omit<HttpIdempotencyOptions, 'scope'>,
 ): Promise<TestApp> {
-  const effects: Record<string, number> = { charges: 0, flaky: 0, rejects: 0, hang: 0, open: 0, bytes: 0 };
+  const effects: Record<string, number> = {
+    charges: 0,
+    flaky: 0,
+    rejects: 0,
+    hang: 0,
+    open: 0,
+    bytes: 0,
+    partial: 0,
+    unscoped: 0,
+    slow: 0,
+  };
+  const count = (route: string) => {
+    effects[route] = (effects[route] ?? 0) + 1;
+    return effects[route];
+  };
+  const failStatus = (value: unknown) => Number(value ?? 500);
   const charge = (body: unknown) => {
     effects.charges = (effects.charges ?? 0) + 1;
     return { id: `ch_${effects.charges}`, request: body, at: process.hrtime.bigint().toString() };
@@ -54,7 +80,24 @@ export async function startApp(
     const app = express();
     const guard = idempotencyKey({ ...common, scope: (req) => req.get('x-user') });
     const open = idempotencyKey({ ...common, required: false });
+    const unscoped = idempotencyKey(common);
     app.use(express.json());
+    app.get('/ping', (_req, res) => {
+      res.type('text/plain').send('pong');
+    });
+    app.post('/partial', guard, (req, res, next) => {
+      count('partial');
+      res.write(INJECTION);
+      next(Object.assign(new Error('failed mid-way'), { status: failStatus(req.get('x-fail-status')) }));
+    });
+    app.post('/slow', guard, async (req, res) => {
+      const n = count('slow');
+      await sleep(Number(req.get('x-work-ms') ?? 0));
+      res.status(201).json({ n });
+    });
+    app.post('/unscoped', unscoped, (req, res) => {
+      res.status(201).json({ n: count('unscoped'), request: req.body });
+    });
     app.post('/charges', guard, async (req, res) => {
       const body = charge(req.body);
       await sleep(WORK_MS);
@@ -94,12 +137,35 @@ export async function startApp(
       },
     };
   }
-  const app = Fastify({ forceCloseConnections: true });
+  // Proto poisoning let through, as express.json() does, so both frameworks hand the adapter the same bodies.
+  const app = Fastify({ forceCloseConnections: true, onProtoPoisoning: 'ignore' });
   const guard = fastifyIdempotencyKey({
     ...common,
     scope: (req) => req.headers['x-user'] as string | undefined,
   });
   const open = fastifyIdempotencyKey({ ...common, required: false });
+  const unscoped = fastifyIdempotencyKey(common);
+  app.get('/ping', async (_req, reply) => {
+    reply.type('text/plain');
+    return 'pong';
+  });
+  app.post('/partial', { preHandler: guard }, async (req, reply) => {
+    count('partial');
+    reply.raw.write(INJECTION);
+    throw Object.assign(new Error('failed mid-way'), {
+      statusCode: failStatus(req.headers['x-fail-status']),
+    });
+  });
+  app.post('/slow', { preHandler: guard }, async (req, reply) => {
+    const n = count('slow');
+    await sleep(Number(req.headers['x-work-ms'] ?? 0));
+    reply.code(201);
+    return { n };
+  });
+  app.post('/unscoped', { preHandler: unscoped }, async (req, reply) => {
+    reply.code(201);
+    return { n: count('unscoped'), request: req.body };
+  });
   app.post('/charges', { preHandler: guard }, async (req, reply) => {
     const body = charge(req.body);
     await sleep(WORK_MS);

@@ -1,0 +1,116 @@
+import type { ClaimRef, IdempotentRepository, MessageId } from '../repositories/types.js';
+import type { ConsumerStats } from './stats.js';
+
+/** The claims a batch holds while its handlers run: their ids and the batch's owner token. */
+export interface HeldClaims {
+  readonly owner: string;
+  readonly ids: readonly MessageId[];
+}
+
+/**
+ * Keeps the claims of running batches alive: every third of the lease, each tracked batch's claims are renewed
+ * (`repository.renew`, owner-checked), so a handler that runs longer than the lease keeps its claim and a
+ * second worker gets in-progress instead of running the message again. A renewal that fails (the store
+ * refused: the claim lapsed and was taken over, or the store did not answer) is counted in
+ * `stats.leaseRenewalFailures` and reported as a process warning; the handler goes on, and its confirm reports
+ * a lost claim as before.
+ *
+ * One timer per consumer, running only while some batch is tracked; a batch costs a Map entry, not a timer.
+ */
+export class LeaseRenewer<R extends object> {
+  readonly #repository: IdempotentRepository;
+  readonly #leaseMs: number;
+  readonly #stats: ConsumerStats;
+  readonly #heldOf: (run: R) => HeldClaims | undefined;
+  /** Running batches, each with the signal that stops its renewals early (e.g. the HTTP client went away). */
+  readonly #active = new Map<R, AbortSignal | undefined>();
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #warnedUnsupported = false;
+
+  constructor(
+    repository: IdempotentRepository,
+    leaseMs: number,
+    stats: ConsumerStats,
+    heldOf: (run: R) => HeldClaims | undefined,
+  ) {
+    this.#repository = repository;
+    this.#leaseMs = leaseMs;
+    this.#stats = stats;
+    this.#heldOf = heldOf;
+  }
+
+  /** Starts renewing the batch's claims until {@link untrack}, or until `signal` aborts. */
+  track(run: R, signal: AbortSignal | undefined): void {
+    if (this.#repository.renew === undefined) {
+      this.#unsupported();
+      return;
+    }
+    this.#active.set(run, signal);
+    if (this.#timer === undefined) {
+      this.#timer = setInterval(() => this.#tick(), Math.max(1, Math.floor(this.#leaseMs / 3)));
+      // Renewals serve running handlers; they never keep a process alive on their own.
+      this.#timer.unref();
+    }
+  }
+
+  /** Stops renewing the batch's claims (before they are confirmed or released). */
+  untrack(run: R): void {
+    this.#active.delete(run);
+  }
+
+  #tick(): void {
+    if (this.#active.size === 0) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
+    for (const [run, signal] of this.#active) {
+      if (signal?.aborted) {
+        this.#active.delete(run);
+        continue;
+      }
+      const held = this.#heldOf(run);
+      if (held === undefined) continue;
+      for (const id of held.ids) this.#renew(run, { id, owner: held.owner });
+    }
+  }
+
+  #renew(run: R, claim: ClaimRef): void {
+    const renew = this.#repository.renew as NonNullable<IdempotentRepository['renew']>;
+    renew.call(this.#repository, claim, { leaseMs: this.#leaseMs }).then(
+      (renewed) => {
+        // An answer that comes after the batch settled says nothing about a claim still held.
+        if (!this.#active.has(run)) return;
+        if (renewed) this.#stats.leaseRenewals++;
+        else this.#failed(claim, 'the claim is no longer this worker’s (it lapsed and was taken over)');
+      },
+      (error: unknown) => {
+        if (!this.#active.has(run)) return;
+        this.#failed(claim, error instanceof Error ? error.message : String(error));
+      },
+    );
+  }
+
+  #failed(claim: ClaimRef, reason: string): void {
+    this.#stats.leaseRenewalFailures++;
+    process.emitWarning(`lease renewal of id ${describeId(claim.id)} failed: ${reason}`, {
+      type: 'IdempotencyWarning',
+      code: 'IDEM_LEASE_RENEWAL_FAILED',
+    });
+  }
+
+  #unsupported(): void {
+    if (this.#warnedUnsupported) return;
+    this.#warnedUnsupported = true;
+    process.emitWarning(
+      'the repository has no renew(): a handler that runs longer than leaseMs loses its claim, and another ' +
+        'worker may run the same message; implement renew (BaseRepository: doRenew) or size the lease above ' +
+        'your slowest handler',
+      { type: 'IdempotencyWarning', code: 'IDEM_LEASE_RENEWAL_UNSUPPORTED' },
+    );
+  }
+}
+
+function describeId(id: MessageId): string {
+  return typeof id === 'string' ? JSON.stringify(id.length > 80 ? `${id.slice(0, 77)}...` : id) : 'of bytes';
+}

@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
+import { InProgressError } from '../errors.js';
+import { type ContractSuite, LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId } from './context.js';
+
+/*
+ * A lease decides when another worker may take an id over. A handler that runs longer than its lease must keep
+ * its claim: the consumer renews it (`renew`, owner-checked) every third of the lease while the handler runs.
+ */
+
+export function renewalTests({ it, withContext, options }: ContractSuite): void {
+  it(
+    'a handler running three times its lease keeps its claim: a second worker trying the id meanwhile never runs it',
+    withContext(async (ctx) => {
+      const first = await ctx.open();
+      // A second worker on its own connection where the store is shared; else the same store, as in one process.
+      const second = options.capabilities.shared ? await ctx.open() : first;
+      await first.contains(uniqueId('warm'));
+      await second.contains(uniqueId('warm'));
+      const leaseMs = SHORT_TTL_MS;
+      const worker = (repository: typeof first) =>
+        new IdempotentConsumer<{ id: string }>({ repository, id: 'id', leaseMs, ttlMs: LONG_TTL_MS });
+      const slowWorker = worker(first);
+      const otherWorker = worker(second);
+      const id = uniqueId('renewed');
+      let runs = 0;
+      let running = true;
+      const slow = slowWorker.process({ id }, async () => {
+        runs++;
+        await sleep(3 * leaseMs);
+        running = false;
+        return 'done';
+      });
+      let tries = 0;
+      while (running) {
+        await sleep(leaseMs / 4);
+        if (!running) break;
+        tries++;
+        const answer = await otherWorker
+          .process({ id }, () => {
+            runs++;
+            return 'ran twice';
+          })
+          .then(
+            (result) => result,
+            (error: unknown) => error,
+          );
+        if (!running && !(answer instanceof InProgressError)) break;
+        assert.ok(
+          answer instanceof InProgressError,
+          `try ${tries}: the second worker got ${answer instanceof Error ? answer.name : JSON.stringify((answer as { outcome?: string }).outcome)}`,
+        );
+      }
+      assert.equal((await slow).outcome, 'processed');
+      assert.ok(tries >= 8, `the second worker tried only ${tries} times`);
+      assert.equal(runs, 1, 'the message ran twice: the first claim lapsed while its handler ran');
+      assert.ok(slowWorker.stats.leaseRenewals >= 5, `renewed ${slowWorker.stats.leaseRenewals} times`);
+      assert.equal(slowWorker.stats.leaseRenewalFailures, 0);
+      assert.equal((await otherWorker.process({ id }, () => 'again')).outcome, 'duplicate');
+    }),
+  );
+
+  it(
+    'renew extends only the owner’s in-flight claim',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      assert.equal(typeof repo.renew, 'function', 'the repository has no renew()');
+      const renew = (id: string, owner: string) =>
+        (repo.renew as NonNullable<typeof repo.renew>).call(repo, { id, owner }, { leaseMs: LONG_TTL_MS });
+      const id = uniqueId('renew');
+      await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner: 'a' }, { fingerprint: 'fp' });
+      assert.equal(await renew(id, 'b'), false, 'another owner renewed the claim');
+      assert.equal(await renew(id, 'a'), true);
+      await sleep(SHORT_TTL_MS + 300);
+      const held = await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner: 'b' });
+      assert.equal(held.added, false, 'a renewed claim was taken over at its first lease end');
+      assert.equal(!held.added && held.existing.owner, 'a');
+      assert.equal(!held.added && held.existing.fingerprint, 'fp');
+      assert.equal(await repo.confirm({ id, owner: 'a' }, { ttlMs: LONG_TTL_MS }), true);
+      assert.equal(await renew(id, 'a'), false, 'a confirmed record was renewed');
+      assert.equal((await repo.get(id))?.state, 'confirmed');
+      assert.equal(await renew(uniqueId('absent'), 'a'), false);
+    }),
+  );
+}

@@ -112,12 +112,16 @@ describe('layering of src/', () => {
     assert.deepEqual(reachingUp(graph, 'kafka', ['config', 'node', 'adapters', 'cli', 'di']), []);
   });
 
-  it('the options funnel needs only the error classes', () => {
+  it('the options funnel needs only the error classes and leaf utilities', () => {
+    // A leaf utility imports nothing from src/, so the funnel stays the lowest layer above errors.ts.
+    const isLeafUtil = (t: string): boolean => t.startsWith('util/') && (graph.get(t) ?? []).length === 0;
     const outside = [...graph]
       .filter(([file]) => file.startsWith('options/'))
       .flatMap(([file, targets]) =>
-        targets.filter((t) => !t.startsWith('options/') && t !== 'errors.ts').map((t) => `${file} -> ${t}`),
+        targets
+          .filter((t) => !t.startsWith('options/') && t !== 'errors.ts' && !isLeafUtil(t))
+          .map((t) => `${file} -> ${t}`),
       );
-    assert.deepEqual(outside, []);
+    assert.deepEqual([...new Set(outside)], []);
   });
 });

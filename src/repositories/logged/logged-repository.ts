@@ -1,6 +1,7 @@
 import { RepositoryClosedError, RepositoryError } from '../../errors.js';
 import { idOfKey, MAX_ID_BYTES, toKey } from '../ids.js';
 import { confirmedRecord, isLive, newRecord } from '../record.js';
+import { checkDuration, maxDurationMs } from '../ttl.js';
 import type {
   AddEntry,
   AddOptions,
@@ -207,6 +208,7 @@ export class LoggedRepository implements IdempotentRepository {
 
   async addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]> {
     this.#assertOpen();
+    this.#checkTimes(options);
     if (entries.length === 0) return [];
     const keys = entries.map((e) => toKey(e.id, this.#maxIdBytes));
     if (this.#tx) return this.#stageAdds(entries, keys, options);
@@ -229,6 +231,7 @@ export class LoggedRepository implements IdempotentRepository {
 
   async markMany(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]> {
     this.#assertOpen();
+    this.#checkTimes(options);
     if (entries.length === 0) return [];
     const keys = entries.map((e) => toKey(e.id, this.#maxIdBytes));
     const now = options.now ?? this.#clock();
@@ -268,6 +271,7 @@ export class LoggedRepository implements IdempotentRepository {
 
   async confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]> {
     this.#assertOpen();
+    this.#checkTimes(options);
     if (claims.length === 0) return [];
     const keys = claims.map((c) => toKey(c.id, this.#maxIdBytes));
     const now = this.#clock();
@@ -307,6 +311,12 @@ export class LoggedRepository implements IdempotentRepository {
   /** Extends the owner's in-flight claim; the renewed record reaches the changelog like any other write. */
   async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
     this.#assertOpen();
+    checkDuration(
+      'leaseMs',
+      options.leaseMs,
+      maxDurationMs(this.capabilities.maxTtlMs),
+      `${this.#name} repository`,
+    );
     const inner = this.#inner;
     if (inner.renew === undefined) {
       throw new RepositoryError(`${this.#name} cannot renew a lease: its inner store has no renew()`);
@@ -412,6 +422,19 @@ export class LoggedRepository implements IdempotentRepository {
    * Runs a write on the inner store and appends what it changed. With local record access the change is read
    * off the store (before and after, so every field is as written); otherwise the verb says it (`made`).
    */
+  /**
+   * The TTL rule against this store's own maximum: a logged store may keep marks for less time than its inner
+   * store (the `kafka` repository's topic retention), and the inner store would accept what the changelog drops.
+   */
+  #checkTimes(options: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number }): void {
+    const max = maxDurationMs(this.capabilities.maxTtlMs);
+    const where = `${this.#name} repository`;
+    checkDuration('ttlMs', options.ttlMs, max, where);
+    if (options.leaseMs !== undefined) checkDuration('leaseMs', options.leaseMs, max, where);
+    if (options.minLifetimeMs !== undefined)
+      checkDuration('minLifetimeMs', options.minLifetimeMs, max, where);
+  }
+
   async #write<T>(
     keys: readonly string[],
     call: () => Promise<T>,

@@ -19,5 +19,6 @@ export {
 } from './repositories/local-cache.js';
 export type { RepositoryModule } from './repositories/module.js';
 export { isLive } from './repositories/record.js';
+export { isTransactional } from './repositories/transaction.js';
 export type * from './repositories/types.js';
 export { parseDuration } from './util/duration.js';

@@ -205,3 +205,56 @@ export interface IdempotentRepository {
   /** Releases connections and flushes local state. Further calls fail with RepositoryClosedError. */
   close(): Promise<void>;
 }
+
+/**
+ * One open database transaction of a {@link TransactionalRepository}, as the consumer drives it. `client` is
+ * what the user's handler writes its side effect with (for `pg`, the `PoolClient` inside `BEGIN`; for
+ * `mysql2`, the `PoolConnection`), handed over as `HandlerContext.transaction`.
+ */
+export interface RepositoryTransaction<Client = unknown> {
+  /** The driver's connection inside the transaction: the handler's side effect goes through it. */
+  readonly client: Client;
+  /**
+   * Opens a savepoint (one at a time): the consumer sets one around a handler whose failure must undo the
+   * handler's writes but keep the transaction (a batch transaction, or a failure kept with the id).
+   */
+  savepoint(): Promise<void>;
+  /** Drops the open savepoint, keeping what was written after it. */
+  releaseSavepoint(): Promise<void>;
+  /** Undoes what was written since the open savepoint (and drops it); the transaction goes on. */
+  rollbackToSavepoint(): Promise<void>;
+  /** Makes the end of the transaction a rollback instead of a commit (a failed handler, a busy claim). */
+  rollbackOnly(): void;
+}
+
+/** Options of {@link TransactionalRepository.transaction}. */
+export interface TransactionOptions {
+  /**
+   * How long a claim waits, in ms, for another open transaction that holds the same id (the database's lock
+   * timeout) before the claim is answered in-progress. Defaults to the store's `lockTimeoutMs` option.
+   */
+  readonly lockTimeoutMs?: number;
+}
+
+/**
+ * A repository whose records live in the same database as the user's data (PostgreSQL, MySQL), so the mark can
+ * commit in the side effect's own transaction: one commit holds both, a crash leaves neither.
+ *
+ * While `work` runs, every verb of this repository called from `work`'s async context runs on the transaction's
+ * connection (the store keeps the transaction in an AsyncLocalStorage); verbs called from elsewhere use the pool
+ * as usual. A claim made inside the transaction holds the id's row lock until the end: a concurrent claim of the
+ * same id waits for it, and when that takes longer than the lock timeout the claim answers
+ * `{ added: false, existing }` with an `in-flight` record (the id is in progress) and the waiting transaction
+ * becomes rollback-only. Never a unique-violation error, which would abort the caller's transaction.
+ */
+export interface TransactionalRepository<Client = unknown> extends IdempotentRepository {
+  /**
+   * Runs `work` in one transaction: commits when it resolves (unless made rollback-only), rolls back when it
+   * rejects, and always gives the connection back. Answers what `work` answers.
+   */
+  transaction<T>(
+    work: (transaction: RepositoryTransaction<Client>) => Promise<T>,
+    options?: TransactionOptions,
+  ): Promise<T>;
+}
+

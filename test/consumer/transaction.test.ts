@@ -5,11 +5,7 @@ import pg from 'pg';
 import { IdempotentConsumer } from '../../src/consumer/idempotent-consumer.js';
 import { ConfigError, InProgressError, StoredFailureError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import {
-  migrate,
-  PostgresRepository,
-  postgresTransaction,
-} from '../../src/repositories/postgres/index.js';
+import { migrate, PostgresRepository, postgresTransaction } from '../../src/repositories/postgres/index.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 /*
@@ -43,7 +39,10 @@ describe('consumer transaction (postgres)', { skip: skipUnlessEnabled('postgres'
   });
 
   /** A repository in its own namespace (one per test, so ids never meet). */
-  async function open(namespace: string, extra: { lockTimeoutMs?: number } = {}): Promise<PostgresRepository> {
+  async function open(
+    namespace: string,
+    extra: { lockTimeoutMs?: number } = {},
+  ): Promise<PostgresRepository> {
     const repository = await PostgresRepository.open({
       url: endpoints.postgresUrl,
       table: TABLE,
@@ -66,7 +65,9 @@ describe('consumer transaction (postgres)', { skip: skipUnlessEnabled('postgres'
   }
 
   async function rows(id: string): Promise<number> {
-    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${effects} WHERE message_id = $1`, [id]);
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${effects} WHERE message_id = $1`, [
+      id,
+    ]);
     return rows[0].n as number;
   }
 
@@ -188,10 +189,7 @@ describe('consumer transaction (postgres)', { skip: skipUnlessEnabled('postgres'
       return value;
     });
     await inHandler;
-    await assert.rejects(
-      b.process({ id }, write),
-      (error: unknown) => error instanceof InProgressError,
-    );
+    await assert.rejects(b.process({ id }, write), (error: unknown) => error instanceof InProgressError);
     const batch = await b.processBatch([{ id }], write);
     assert.equal(batch.results[0]?.outcome, 'in-progress');
     release();
@@ -326,11 +324,13 @@ describe('consumer transaction (postgres)', { skip: skipUnlessEnabled('postgres'
   it('refuses a transaction with a plain store, with storeFailure "process" and with eventTime', async () => {
     const repository = await open(newId('ns'));
     assert.throws(
-      () => new IdempotentConsumer<Msg>({ repository: new MemoryRepository(), id: 'id', transaction: 'message' }),
+      () =>
+        new IdempotentConsumer<Msg>({ repository: new MemoryRepository(), id: 'id', transaction: 'message' }),
       (error: unknown) => error instanceof ConfigError && /transaction/.test(error.message),
     );
     assert.throws(
-      () => new IdempotentConsumer<Msg>({ repository, id: 'id', transaction: 'batch', storeFailure: 'process' }),
+      () =>
+        new IdempotentConsumer<Msg>({ repository, id: 'id', transaction: 'batch', storeFailure: 'process' }),
       (error: unknown) => error instanceof ConfigError && /storeFailure/.test(error.message),
     );
     assert.throws(
@@ -348,6 +348,9 @@ describe('consumer transaction (postgres)', { skip: skipUnlessEnabled('postgres'
       new IdempotentConsumer<Msg>({ repository, id: 'id', storeFailure: 'process' }).options.transaction,
       false,
     );
-    assert.equal(new IdempotentConsumer<Msg>({ repository: new MemoryRepository(), id: 'id' }).options.transaction, false);
+    assert.equal(
+      new IdempotentConsumer<Msg>({ repository: new MemoryRepository(), id: 'id' }).options.transaction,
+      false,
+    );
   });
 });

@@ -21,14 +21,13 @@ import {
   assertTable,
   closePool,
   createPool,
-  describeAddress,
   detailOf,
   errorCode,
   migrateHint,
   openError,
 } from './connection.js';
 import { migrate } from './migration.js';
-import { type PostgresRepositoryOptions, parsePostgresOptions } from './options.js';
+import { describeAddress, type PostgresRepositoryOptions, parsePostgresOptions } from './options.js';
 import {
   decodeRow,
   encodeOptional,

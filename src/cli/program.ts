@@ -152,7 +152,14 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     // The mode is fixed: eager leases would strand ids claimed by a killed run (see docs/cli.md).
     setup = await openConsumer<DedupEntry>(config, {
       id: ids.id,
-      consumer: { mode: 'lazy', skipDuplicate: true, nullId: 'forward', storeFailure: 'fail' },
+      // The effect is the output file, not a row in the store's database: no SQL transaction per line.
+      consumer: {
+        mode: 'lazy',
+        skipDuplicate: true,
+        nullId: 'forward',
+        storeFailure: 'fail',
+        transaction: false,
+      },
       onWarning: (warning) => stderr.write(`idem dedup: ${warning}\n`),
     });
   } catch (error) {
@@ -315,6 +322,8 @@ const IGNORED_CONSUMER_KEYS = [
   'inProgress',
   'storeFailure',
   'lostClaim',
+  'transaction',
+  'lockTimeout',
 ];
 
 /** Consumer keys that make no sense for dedup are ignored, but never silently. */

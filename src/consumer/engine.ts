@@ -169,8 +169,12 @@ export class BatchEngine<M, S> {
     this.#keepValues = this.#codec.keepsValues;
     this.#keepFailures = !options.removeOnFailure && options.eventTime === undefined;
     const held = rule.held?.bind(rule);
+    // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse, so nothing renews.
     this.#renewer =
-      held === undefined || options.eventTime !== undefined || options.mode !== 'eager'
+      held === undefined ||
+      options.eventTime !== undefined ||
+      options.mode !== 'eager' ||
+      options.transaction !== false
         ? undefined
         : new LeaseRenewer<Run<M, S>>(options.repository, options.leaseMs, stats, (run) =>
             held(run.state, run),

@@ -10,6 +10,7 @@ import {
 } from './options.js';
 import { ProcessingTimeRule } from './processing-time.js';
 import { type ConsumerStats, emptyStats } from './stats.js';
+import { TransactionRunner } from './transaction.js';
 import type { BatchHandler, BatchOptions, BatchResult, MessageHandler, ProcessResult } from './types.js';
 
 export type { BatchOptions, BatchResult } from './types.js';
@@ -30,6 +31,8 @@ export class IdempotentConsumer<M = unknown> {
   readonly #eventTime: EventTimeDeduplicator<M> | undefined;
   // biome-ignore lint/suspicious/noExplicitAny: the rule's per-batch state type is private to each rule.
   readonly #engine: BatchEngine<M, any>;
+  /** Set when the mark commits in the side effect's transaction (the `transaction` option). */
+  readonly #transactions: TransactionRunner<M> | undefined;
 
   constructor(options: IdempotentConsumerOptions<M>) {
     this.options = resolveConsumerOptions(options);
@@ -43,6 +46,8 @@ export class IdempotentConsumer<M = unknown> {
       const rule = new ProcessingTimeRule(this.options, this.stats);
       this.#engine = new BatchEngine(this.options, this.stats, idExtractor(this.options.id), rule);
     }
+    this.#transactions =
+      this.options.transaction === false ? undefined : new TransactionRunner(this.options, this.#engine);
   }
 
   /** Event-time mode's stream times and counters; undefined in the default (processing-time TTL) mode. */
@@ -76,6 +81,11 @@ export class IdempotentConsumer<M = unknown> {
         answer(batch.results, this.options),
       );
     }
+    if (this.#transactions) {
+      return this.#transactions
+        .one(message, handler, options ?? NO_OPTIONS)
+        .then((results) => answer(results, this.options));
+    }
     return this.#engine.executeOne(message, handler, options ?? NO_OPTIONS, DEFAULT_STREAM, answer);
   }
 
@@ -91,6 +101,9 @@ export class IdempotentConsumer<M = unknown> {
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions = {},
   ): Promise<BatchResult<R>> {
+    if (this.#transactions) {
+      return this.#transactions.batch(messages, handler, options).then((results) => ({ results }));
+    }
     const stream = options.stream ?? DEFAULT_STREAM;
     if (this.#eventTime) {
       return this.#eventTime.serialize(stream, () => this.#engine.run(messages, handler, options, stream));

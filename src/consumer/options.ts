@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { type OptionsOrigin, parseOptions } from '../options/issues.js';
+import { isTransactional } from '../repositories/transaction.js';
 import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { durationSchema } from '../util/duration.js';
@@ -19,6 +20,7 @@ export const consumerDefaults = {
   lostClaim: 'report',
   onConflict: 'report',
   failureMessage: 'redacted',
+  lockTimeoutMs: 5_000,
 } as const;
 
 /** Defaults of event-time mode (KIP-655), written once. */
@@ -78,6 +80,13 @@ export const consumerConfigSchema = z
       .strict()
       .optional(),
     eventTime: eventTimeConfigSchema.optional(),
+    /** The mark in the side effect's transaction (PostgreSQL, MySQL); unset: on with such a store. */
+    transaction: z
+      .union([z.literal('message'), z.literal('batch'), z.literal(false)], {
+        error: 'must be "message", "batch" or false',
+      })
+      .optional(),
+    lockTimeout: durationSchema({ integer: true, max: 3_600_000 }).default(consumerDefaults.lockTimeoutMs),
   })
   .strict();
 
@@ -233,17 +242,37 @@ export interface IdempotentConsumerOptions<M> {
    * time and `mode`, `ttlMs`, `leaseMs`, `removeOnFailure` and `inProgress` do not apply (see docs/event-time.md).
    */
   readonly eventTime?: EventTimeOptions<M>;
+  /**
+   * With a transactional repository (PostgreSQL, MySQL: `repository.transaction` exists), the mark commits in
+   * the side effect's own transaction. The handler gets the open transaction's connection as
+   * `context.transaction` and writes its effect through it; claim, effect and confirm (lazy: check, effect,
+   * mark) then commit together, a failed handler rolls back its effect and its claim together, and a crash
+   * leaves neither (see docs/transactions.md).
+   * - `'message'` (the default with a transactional repository): one transaction per message; `processBatch`
+   *   runs its messages one transaction each, in order (a whole-batch handler gets one transaction).
+   * - `'batch'`: one transaction per `processBatch` call; each handler runs under a savepoint, so a failed
+   *   message undoes only its own writes; a store failure rolls the whole batch back.
+   * - `false` (the default with any other repository): the store's writes commit on their own.
+   */
+  readonly transaction?: 'message' | 'batch' | false;
+  /**
+   * In a transaction: how long a claim waits for another open transaction that holds the same id before the
+   * message is answered in-progress, in ms (the database's lock timeout). Default 5 s.
+   */
+  readonly lockTimeoutMs?: number;
 }
 
 /** Options with every default applied. */
 export type ResolvedConsumerOptions<M> = Required<
   Omit<
     IdempotentConsumerOptions<M>,
-    'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint' | 'encryption'
+    'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint' | 'encryption' | 'transaction'
   >
 > &
   Pick<IdempotentConsumerOptions<M>, 'onDuplicate' | 'storeResult' | 'fingerprint' | 'encryption'> & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
+    /** Resolved: false unless the repository is transactional and the option did not turn it off. */
+    readonly transaction: 'message' | 'batch' | false;
   };
 
 /** The constructor that takes these options, as errors name it. */
@@ -369,9 +398,43 @@ const consumerOptionsSchema = z
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),
+    transaction: z
+      .union([z.literal('message'), z.literal('batch'), z.literal(false)], {
+        error: 'must be "message", "batch" or false',
+      })
+      .optional(),
+    lockTimeoutMs: z
+      .number({ error: 'must be a whole number of milliseconds' })
+      .int({ error: 'must be a whole number of milliseconds' })
+      .positive({ error: 'must be greater than 0' })
+      .max(3_600_000, { error: 'must be at most 3600000 ms (1 hour)' })
+      .optional(),
   })
   .strict()
   .superRefine((options, ctx) => {
+    if (options.transaction === 'message' || options.transaction === 'batch') {
+      if (!isTransactional(options.repository)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['transaction'],
+          message:
+            'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
+        });
+      }
+    }
+    if (options.transaction !== undefined && options.transaction !== false) {
+      if (options.eventTime !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['transaction'], message: 'does not apply with eventTime' });
+      }
+      // A database error aborts the transaction: nothing can be handled "as new" inside it afterwards.
+      if (options.storeFailure === 'process') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['storeFailure'],
+          message: 'must be "fail" with a transaction: a failed store call aborts the transaction',
+        });
+      }
+    }
     // Event-time records are judged by timestamps; they keep neither outcomes nor digests.
     if (options.eventTime !== undefined) {
       for (const key of ['storeResult', 'fingerprint'] as const) {
@@ -429,7 +492,11 @@ export function resolveConsumerOptions<M>(
   parseOptions(consumerOptionsSchema, eventTime ? { ...given, eventTime } : given, origin);
   // Checks the keys now, so a bad key is a ConfigError at construction (the engine builds its own cipher).
   if (options.encryption !== undefined) new OutcomeCipher(options.encryption, owner);
-  const resolved = { ...consumerDefaults, ...given } as ResolvedConsumerOptions<M>;
+  const resolved = {
+    ...consumerDefaults,
+    ...given,
+    transaction: resolveTransaction(options),
+  } as ResolvedConsumerOptions<M>;
   if (options.eventTime !== undefined) {
     return { ...resolved, eventTime: resolveEventTimeOptions(options.eventTime, owner) };
   }
@@ -448,6 +515,16 @@ export function resolveEventTimeOptions<M>(
     { kind: 'code', owner },
   );
   return { ...eventTimeDefaults, ...given } as ResolvedEventTimeOptions<M>;
+}
+
+/**
+ * The transaction mode in force: what the option says, else `'message'` for a transactional repository outside
+ * event-time mode (a user who sets nothing gets the mark in the effect's transaction), else none.
+ */
+function resolveTransaction<M>(options: IdempotentConsumerOptions<M>): 'message' | 'batch' | false {
+  if (options.transaction !== undefined) return options.transaction;
+  if (options.eventTime !== undefined || options.storeFailure === 'process') return false;
+  return isTransactional(options.repository) ? 'message' : false;
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

@@ -22,6 +22,13 @@ export interface HandlerContext {
   readonly duplicate: boolean;
   /** The record that made it a duplicate. */
   readonly existing?: IdempotencyRecord;
+  /**
+   * With a transactional repository (consumer option `transaction`): the open transaction's connection (for
+   * `pg`, the `PoolClient` inside `BEGIN`; for `mysql2`, the `PoolConnection`). Write the side effect through
+   * it, and the mark commits with it. `postgresTransaction(context)` / `mysqlTransaction(context)` give it
+   * typed. Undefined outside a transaction.
+   */
+  readonly transaction?: unknown;
 }
 
 /** The user's existing per-message handler. */

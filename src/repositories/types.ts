@@ -223,8 +223,14 @@ export interface RepositoryTransaction<Client = unknown> {
   releaseSavepoint(): Promise<void>;
   /** Undoes what was written since the open savepoint (and drops it); the transaction goes on. */
   rollbackToSavepoint(): Promise<void>;
-  /** Makes the end of the transaction a rollback instead of a commit (a failed handler, a busy claim). */
+  /**
+   * Makes the end of the transaction a rollback instead of a commit (a failed handler, a busy claim). From then
+   * on `remove` in this transaction answers true without a statement: the rollback takes the claim away, and a
+   * failed statement of the handler may have aborted the transaction already.
+   */
   rollbackOnly(): void;
+  /** True once {@link rollbackOnly} was called. */
+  readonly rollingBack: boolean;
 }
 
 /** Options of {@link TransactionalRepository.transaction}. */
@@ -257,4 +263,3 @@ export interface TransactionalRepository<Client = unknown> extends IdempotentRep
     options?: TransactionOptions,
   ): Promise<T>;
 }
-

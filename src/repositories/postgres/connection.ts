@@ -20,12 +20,14 @@ function sslConfig(tls: boolean | TlsOptions | undefined): pg.PoolConfig['ssl'] 
 }
 
 /**
- * The connection string the pool gets. node-postgres lets the URL's password and TLS parameters override the
- * explicit settings, so those are taken out of it when `password` or `tls` is configured.
+ * The connection string the pool gets. node-postgres lets whatever the URL holds override the explicit settings
+ * (even a password the URL lacks), so the `password` option is written into it, and its TLS parameters are taken
+ * out when `tls` is configured.
  */
 function connectionString(options: PostgresOptions): string {
   const url = new URL(options.url as string);
-  if (options.password !== undefined) url.password = '';
+  // The URL setter percent-encodes what a password may hold (`@`, `/`, `:`).
+  if (options.password !== undefined) url.password = options.password;
   if (options.tls !== undefined) for (const name of URL_TLS_PARAMS) url.searchParams.delete(name);
   return url.href;
 }
@@ -37,7 +39,6 @@ function connectionString(options: PostgresOptions): string {
 export function createPool(options: PostgresOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString: connectionString(options),
-    ...(options.password !== undefined ? { password: options.password } : {}),
     ...(options.tls !== undefined ? { ssl: sslConfig(options.tls) } : {}),
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,

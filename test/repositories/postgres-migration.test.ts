@@ -129,6 +129,23 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     }
   });
 
+  it('idem dedup --store postgres://… keeps its seen ids in that database, and its summary hides the password', async () => {
+    const table = testTable('dedup');
+    dropped.push(table);
+    await migrate({ url, table });
+    const input = '{"id":"a"}\n{"id":"b"}\n{"id":"a"}\n';
+    const env = { IDEM__REPOSITORY__TABLE: table };
+    const first = await runCli(['dedup', '--id', 'id', '--no-progress', '--store', url], { input, env });
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(first.stdout, '{"id":"a"}\n{"id":"b"}\n');
+    assert.match(first.stderr, /store postgres \(postgres:\/\/idem:\[redacted\]@127\.0\.0\.1:\d+\/idem\)/);
+    const second = await runCli(['dedup', '--id', 'id', '--no-progress', '--store', url], { input, env });
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(second.stdout, '', 'a second run wrote ids the first one marked');
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${table}`);
+    assert.equal(rows[0].n, 2);
+  });
+
   it('idem migrate refuses an unknown store, a bad table name and wrong credentials (exit 2)', async () => {
     const noStore = await runCli(['migrate']);
     assert.equal(noStore.code, 2);

@@ -18,8 +18,17 @@ export function renewalTests({ it, withContext, options }: ContractSuite): void 
       await first.contains(uniqueId('warm'));
       await second.contains(uniqueId('warm'));
       const leaseMs = SHORT_TTL_MS;
+      // Leases are what this test is about, and they apply outside a transaction only: with a transactional
+      // store (SQL) the consumer would otherwise default to one, where the claim is a row lock held to the commit
+      // and the second worker waits on it instead of being answered at once.
       const worker = (repository: typeof first) =>
-        new IdempotentConsumer<{ id: string }>({ repository, id: 'id', leaseMs, ttlMs: LONG_TTL_MS });
+        new IdempotentConsumer<{ id: string }>({
+          repository,
+          id: 'id',
+          leaseMs,
+          ttlMs: LONG_TTL_MS,
+          transaction: false,
+        });
       const slowWorker = worker(first);
       const otherWorker = worker(second);
       const id = uniqueId('renewed');

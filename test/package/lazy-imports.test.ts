@@ -18,6 +18,7 @@ const forbidden = [
   'mysql2',
   '@aws-sdk/client-dynamodb',
   '@nxtedition/rocksdb',
+  'pg',
 ];
 
 // ESM loads go through the loader hooks (run off-thread, hence the log file); CommonJS loads, including the

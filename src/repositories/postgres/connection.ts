@@ -8,17 +8,6 @@ import { COLUMNS, quoteTable } from './sql.js';
 /** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
 const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
 
-/** Where the pool connects, without credentials (they must not reach logs or errors). */
-export function describeAddress(url: string | undefined): string {
-  if (url === undefined) return 'the given pool';
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.hostname}:${u.port || 5432}${u.pathname.length > 1 ? u.pathname : ''}`;
-  } catch {
-    return 'an unparsable URL';
-  }
-}
-
 /**
  * node-postgres' `ssl` for `repository.tls`. Certificates are verified unless the config turns that off by name.
  * Absent: the URL's own `sslmode` decides (none by default).

@@ -3,22 +3,14 @@ import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
 import { redactText } from '../../util/redact-text.js';
 import type { MySqlOptions } from './options.js';
+
+export { describeAddress } from './options.js';
+
 import { COLUMNS, quoteTable } from './sql.js';
 
 /** Whole seconds of `innodb_lock_wait_timeout` for a lock timeout in ms: rounded up, at least 1 (InnoDB's unit). */
 export function lockWaitSeconds(lockTimeoutMs: number): number {
   return Math.max(1, Math.ceil(lockTimeoutMs / 1000));
-}
-
-/** Where the pool connects, without credentials (they must not reach logs or errors). */
-export function describeAddress(url: string | undefined): string {
-  if (url === undefined) return 'the given pool';
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.hostname}:${u.port || 3306}${u.pathname.length > 1 ? u.pathname : ''}`;
-  } catch {
-    return 'an unparsable URL';
-  }
 }
 
 /**

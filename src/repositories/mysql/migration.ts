@@ -1,7 +1,12 @@
 import type { Pool } from 'mysql2/promise';
 import { ConfigError } from '../../errors.js';
-import { closePool, createPool, describeAddress, openError } from './connection.js';
-import { type MySqlRepositoryOptions, mysqlDefaults, parseMySqlOptions, TABLE_PATTERN } from './options.js';
+import {
+  describeAddress,
+  type MySqlRepositoryOptions,
+  mysqlDefaults,
+  parseMySqlOptions,
+  TABLE_PATTERN,
+} from './options.js';
 import { COLUMNS, MAX_FIELD_BYTES, quoteTable } from './sql.js';
 
 export { COLUMNS };
@@ -86,6 +91,8 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   }
   const parsed = parseMySqlOptions({ ...connection, table }, 'migrate(...)');
   if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
+  // Loaded here, so printing the DDL needs no driver (`idem migrate` without --apply).
+  const { closePool, createPool, openError } = await import('./connection.js');
   const pool = createPool(parsed);
   try {
     for (const statement of ddl) await pool.query(statement);

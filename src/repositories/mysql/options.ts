@@ -86,3 +86,14 @@ export type MySqlRepositoryOptions = z.input<typeof mysqlOptionsSchema>;
 export function parseMySqlOptions(input: unknown, owner = 'MySqlRepository.open(...)'): MySqlOptions {
   return parseOptions(mysqlOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }
+
+/** Where the pool connects, without credentials (they must not reach logs or errors). */
+export function describeAddress(url: string | undefined): string {
+  if (url === undefined) return 'the given pool';
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.hostname}:${u.port || 3306}${u.pathname.length > 1 ? u.pathname : ''}`;
+  } catch {
+    return 'an unparsable URL';
+  }
+}

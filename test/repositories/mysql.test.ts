@@ -1,27 +1,23 @@
-import { randomUUID } from 'node:crypto';
 import { after, before, describe } from 'node:test';
-import { createPool } from 'mysql2/promise';
-import { MySqlRepository, migrate } from '../../src/repositories/mysql/index.js';
+import { MySqlRepository } from '../../src/repositories/mysql/index.js';
 import { repositoryContract } from '../contract/index.js';
+import { createTestTable, testTable } from '../helpers/mysql.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
-/** One table per run: every contract test has its own namespace in it. */
-const table = `idem_contract_${randomUUID().slice(0, 8)}`;
-
 describe('mysql', { skip: skipUnlessEnabled('mysql') }, () => {
+  // One table per run; each contract test has its own namespace in it.
+  const table = testTable('contract');
+  let drop: (() => Promise<void>) | undefined;
   before(async () => {
-    await migrate({ url: endpoints.mysqlUrl, table });
+    drop = await createTestTable(table);
   });
   after(async () => {
-    const pool = createPool(endpoints.mysqlUrl);
-    await pool.query(`DROP TABLE IF EXISTS \`${table}\``);
-    await pool.end();
+    await drop?.();
   });
 
   repositoryContract({
     name: 'mysql',
-    factory: async ({ namespace }) =>
-      MySqlRepository.open({ url: endpoints.mysqlUrl, table, namespace, poolSize: 4 }),
+    factory: async ({ namespace }) => MySqlRepository.open({ url: endpoints.mysqlUrl, table, namespace }),
     capabilities: {
       persistent: true,
       shared: true,

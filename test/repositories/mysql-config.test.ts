@@ -200,6 +200,36 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
     );
   });
 
+  it('a claim of new ids is one statement; one that meets a live row adds one read-back', async (t) => {
+    // One connection: its session counters are this repository's statements (the status query is not one).
+    const single = testPool(1);
+    t.after(() => single.end());
+    const repository = await MySqlRepository.open({ pool: single, table, namespace: randomUUID() });
+    t.after(() => repository.close());
+    const executed = async () => {
+      const [rows] = await single.query("SHOW SESSION STATUS LIKE 'Com_stmt_execute'");
+      return Number((rows as { Value: string }[])[0]?.Value);
+    };
+    const claim = { ttlMs: MINUTE, leaseMs: MINUTE, owner: 'o' };
+    const ids = Array.from({ length: 37 }, () => randomUUID());
+    const counts: number[] = [];
+    for (const step of [
+      () => repository.add(ids[0] as string, claim),
+      () =>
+        repository.addMany(
+          ids.slice(1).map((id) => ({ id })),
+          claim,
+        ),
+      () => repository.markMany([{ id: randomUUID() }, { id: randomUUID() }], { ttlMs: MINUTE }),
+      () => repository.addMany([{ id: ids[5] as string }, { id: randomUUID() }], claim),
+    ]) {
+      const before = await executed();
+      await step();
+      counts.push((await executed()) - before);
+    }
+    assert.deepEqual(counts, [1, 1, 1, 2]);
+  });
+
   it('ids compare byte for byte: case, trailing spaces and NUL make different ids', async (t) => {
     const repository = await MySqlRepository.open({
       url: endpoints.mysqlUrl,

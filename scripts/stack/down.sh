@@ -50,6 +50,7 @@ if ((purge)); then
       cassandra) rm -rf "$STACK_DIR/cassandra/data" ;;
       kafka) rm -rf "$STACK_DIR/kafka/data" "$STACK_DIR/kafka/cluster.id" ;;
       postgres) rm -rf "$STACK_DIR/postgres" ;;
+      mysql) rm -rf "$STACK_DIR/mysql" ;;
     esac
     if stack_docker_available 2>/dev/null; then stack_compose rm -f -s -v "$name" >/dev/null 2>&1 || true; fi
     log "$name: data purged"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for the test stack (sourced by up.sh, down.sh, status.sh).
 #
-# Servers: redis, dynamodb (dynalite), cassandra, kafka, postgres. Each runs natively on
+# Servers: redis, dynamodb (dynalite), cassandra, kafka, postgres, mysql (MariaDB). Each runs natively on
 # loopback (or via docker-compose.test.yml when a Docker engine answers), with
 # state under .stack/ and logs under .stack/logs/. See docs/test-stack.md.
 
@@ -10,7 +10,7 @@ STACK_SCRIPTS="$STACK_ROOT/scripts/stack"
 STACK_DIR=${IDEM_STACK_DIR:-$STACK_ROOT/.stack}
 STACK_LOG_DIR="$STACK_DIR/logs"
 STACK_PID_DIR="$STACK_DIR/pids"
-STACK_ALL=(redis dynamodb cassandra kafka postgres)
+STACK_ALL=(redis dynamodb cassandra kafka postgres mysql)
 STACK_COMPOSE_FILE="$STACK_ROOT/docker-compose.test.yml"
 
 # ---- endpoints (env overridable) -------------------------------------------
@@ -19,6 +19,7 @@ export DYNAMODB_ENDPOINT=${DYNAMODB_ENDPOINT:-http://127.0.0.1:4567}
 export CASSANDRA_CONTACT_POINTS=${CASSANDRA_CONTACT_POINTS:-127.0.0.1:9042}
 export KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
 export POSTGRES_URL=${POSTGRES_URL:-postgres://idem:idem@127.0.0.1:5432/idem}
+export MYSQL_URL=${MYSQL_URL:-mysql://idem:idem@127.0.0.1:3306/idem}
 
 # _hostport URL-OR-HOSTPORT DEFAULT_PORT -> "host port" (first entry of a list)
 _hostport() {
@@ -50,6 +51,7 @@ read -r KAFKA_HOST KAFKA_PORT < <(_hostport "$KAFKA_BROKERS" 9092)
 read -r POSTGRES_HOST POSTGRES_PORT < <(_hostport "$POSTGRES_URL" 5432)
 # Debian's PostgreSQL 15 (package postgresql-15); another major with POSTGRES_BIN_DIR.
 POSTGRES_BIN_DIR=${POSTGRES_BIN_DIR:-/usr/lib/postgresql/15/bin}
+read -r MYSQL_HOST MYSQL_PORT < <(_hostport "$MYSQL_URL" 3306)
 CASSANDRA_STORAGE_PORT=${CASSANDRA_STORAGE_PORT:-7000}
 # Client TLS on Cassandra's native port (optional: plaintext still works there). The stack's
 # own CA signs the server certificate; tests trust it through CASSANDRA_TLS_CA.
@@ -57,7 +59,11 @@ CASSANDRA_TLS=${CASSANDRA_TLS:-1}
 STACK_TLS_DIR="$STACK_DIR/tls"
 export CASSANDRA_TLS_CA=${CASSANDRA_TLS_CA:-$STACK_TLS_DIR/ca.pem}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
+# TLS on MariaDB's port too (optional per client, as MySQL servers are), signed by the stack CA.
+MYSQL_TLS=${MYSQL_TLS:-1}
+export MYSQL_TLS_CA=${MYSQL_TLS_CA:-$STACK_TLS_DIR/ca.pem}
 export REDIS_PORT DYNAMODB_PORT CASSANDRA_PORT KAFKA_PORT KAFKA_CONTROLLER_PORT CASSANDRA_STORAGE_PORT POSTGRES_PORT
+export MYSQL_PORT
 
 # ---- readiness timeouts (seconds) --------------------------------------------
 STACK_TIMEOUT_REDIS=${STACK_TIMEOUT_REDIS:-30}
@@ -65,6 +71,7 @@ STACK_TIMEOUT_DYNAMODB=${STACK_TIMEOUT_DYNAMODB:-30}
 STACK_TIMEOUT_CASSANDRA=${STACK_TIMEOUT_CASSANDRA:-180}
 STACK_TIMEOUT_KAFKA=${STACK_TIMEOUT_KAFKA:-120}
 STACK_TIMEOUT_POSTGRES=${STACK_TIMEOUT_POSTGRES:-60}
+STACK_TIMEOUT_MYSQL=${STACK_TIMEOUT_MYSQL:-60}
 
 # ---- JVM sizing ----------------------------------------------------------------
 CASSANDRA_HEAP=${CASSANDRA_HEAP:-1G}
@@ -108,6 +115,7 @@ stack_canon() {
     cassandra | cql) echo cassandra ;;
     kafka) echo kafka ;;
     postgres | postgresql | pg) echo postgres ;;
+    mysql | mariadb | mariadbd) echo mysql ;;
     *) return 1 ;;
   esac
 }
@@ -137,6 +145,7 @@ stack_port_of() {
     redis) echo "$REDIS_PORT" ;; dynamodb) echo "$DYNAMODB_PORT" ;;
     cassandra) echo "$CASSANDRA_PORT" ;; kafka) echo "$KAFKA_PORT" ;;
     postgres) echo "$POSTGRES_PORT" ;;
+    mysql) echo "$MYSQL_PORT" ;;
   esac
 }
 stack_host_of() {
@@ -144,6 +153,7 @@ stack_host_of() {
     redis) echo "$REDIS_HOST" ;; dynamodb) echo "$DYNAMODB_HOST" ;;
     cassandra) echo "$CASSANDRA_HOST" ;; kafka) echo "$KAFKA_HOST" ;;
     postgres) echo "$POSTGRES_HOST" ;;
+    mysql) echo "$MYSQL_HOST" ;;
   esac
 }
 stack_timeout_of() {
@@ -151,6 +161,7 @@ stack_timeout_of() {
     redis) echo "$STACK_TIMEOUT_REDIS" ;; dynamodb) echo "$STACK_TIMEOUT_DYNAMODB" ;;
     cassandra) echo "$STACK_TIMEOUT_CASSANDRA" ;; kafka) echo "$STACK_TIMEOUT_KAFKA" ;;
     postgres) echo "$STACK_TIMEOUT_POSTGRES" ;;
+    mysql) echo "$STACK_TIMEOUT_MYSQL" ;;
   esac
 }
 stack_endpoint_of() {
@@ -158,6 +169,7 @@ stack_endpoint_of() {
     redis) echo "$REDIS_URL" ;; dynamodb) echo "$DYNAMODB_ENDPOINT" ;;
     cassandra) echo "$CASSANDRA_CONTACT_POINTS" ;; kafka) echo "$KAFKA_BROKERS" ;;
     postgres) _redact_url "$POSTGRES_URL" ;;
+    mysql) _redact_url "$MYSQL_URL" ;;
   esac
 }
 # Log files worth showing when a server fails (framework log + raw stdout/stderr).
@@ -168,6 +180,7 @@ stack_logs_of() {
     cassandra) echo "$STACK_LOG_DIR/cassandra.log $STACK_LOG_DIR/cassandra.out" ;;
     kafka) echo "$STACK_LOG_DIR/kafka.log $STACK_LOG_DIR/kafka.out" ;;
     postgres) echo "$STACK_LOG_DIR/postgres.log" ;;
+    mysql) echo "$STACK_LOG_DIR/mysql.log $STACK_LOG_DIR/mysql.out" ;;
   esac
 }
 
@@ -664,9 +677,107 @@ stack_start_native_postgres() {
   stack_spawn postgres "$STACK_LOG_DIR/postgres.log" "${STACK_AS_POSTGRES[@]}" "${args[@]}"
 }
 
+# ---- mysql (MariaDB) ---------------------------------------------------------------
+# Debian's mariadb-server, run by hand (no init here): mariadb-install-db once into
+# $STACK_DIR/mysql/data, then mariadbd as the `mysql` OS user on $MYSQL_HOST:$MYSQL_PORT
+# only, with its own socket and pid file under $STACK_DIR/mysql. The database and user
+# of MYSQL_URL (idem/idem) are (re)created by an init file on every start, so a changed
+# password in MYSQL_URL takes effect on the next start.
+stack_ensure_mariadb_binary() {
+  if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-install-db >/dev/null 2>&1; then return 0; fi
+  log "mariadbd not found: installing Debian package mariadb-server"
+  if [[ $(id -u) -ne 0 ]]; then
+    err "mariadbd missing and not root: apt-get install -y mariadb-server"
+    return 1
+  fi
+  # The package's postinst would start a system-wide server on 3306 (we run our
+  # own): policy-rc.d exit 101 = "don't start".
+  local policy=/usr/sbin/policy-rc.d created=0 rc=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created=1
+  fi
+  # The package lists may be stale or absent: update only when a plain install fails.
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server; }
+  } >>"$STACK_LOG_DIR/apt.log" 2>&1 || rc=$?
+  if ((created)); then rm -f "$policy"; fi
+  if ((rc != 0)) || ! command -v mariadbd >/dev/null 2>&1; then
+    err "apt-get install mariadb-server failed (see $STACK_LOG_DIR/apt.log)"
+    tail -n 20 "$STACK_LOG_DIR/apt.log" >&2
+    return 1
+  fi
+}
+
+# Prints "user password database" of MYSQL_URL (percent-decoded).
+stack_mysql_credentials() {
+  node -e 'const u=new URL(process.argv[1]);const d=decodeURIComponent;process.stdout.write([d(u.username)||"idem",d(u.password),d(u.pathname.slice(1))||"idem"].join("\n"))' "$MYSQL_URL"
+}
+
+stack_start_native_mysql() {
+  stack_ensure_mariadb_binary || return 1
+  local home="$STACK_DIR/mysql" data="$STACK_DIR/mysql/data" run_as=()
+  mkdir -p "$home"
+  # As root, mariadbd drops to the mysql user itself (--user); the data, socket and pid
+  # files must then belong to that user.
+  if [[ $(id -u) -eq 0 ]]; then run_as=(--user=mysql); fi
+  if [[ ! -d $data/mysql ]]; then
+    log "mysql: initialising a data directory in $data"
+    rm -rf "$data" && mkdir -p "$data"
+    if ((${#run_as[@]})); then chown mysql:mysql "$home" "$data"; fi
+    # root logs in through the socket only (unix_socket auth): no root password exists.
+    if ! mariadb-install-db --no-defaults "${run_as[@]}" --datadir="$data" --skip-test-db \
+      --auth-root-authentication-method=socket >>"$STACK_LOG_DIR/mysql.out" 2>&1; then
+      err "mysql: mariadb-install-db failed (see $STACK_LOG_DIR/mysql.out)"
+      rm -rf "$data"
+      return 1
+    fi
+  fi
+  local user pass db
+  { read -r user; read -r pass; read -r db; } < <(stack_mysql_credentials; echo)
+  if [[ ! $user =~ ^[A-Za-z0-9_]+$ || ! $db =~ ^[A-Za-z0-9_]+$ || $pass == *"'"* || $pass == *\\* ]]; then
+    err "mysql: MYSQL_URL must name a plain user and database, and a password without ' or \\"
+    return 1
+  fi
+  # Run at every start, before the server accepts connections (--init-file): idempotent,
+  # and it never leaves the password anywhere but this mode-600 file.
+  local init="$home/init.sql"
+  (
+    umask 077
+    cat >"$init" <<SQL
+CREATE DATABASE IF NOT EXISTS \`$db\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+CREATE USER IF NOT EXISTS '$user'@'$MYSQL_HOST' IDENTIFIED BY '$pass';
+ALTER USER '$user'@'$MYSQL_HOST' IDENTIFIED BY '$pass';
+GRANT ALL PRIVILEGES ON \`$db\`.* TO '$user'@'$MYSQL_HOST';
+SQL
+  )
+  local tls=()
+  if [[ $MYSQL_TLS == 1 ]]; then
+    stack_tls_certs || return 1
+    # A copy the mysql user can read (the stack's key is root's, mode 600).
+    mkdir -p "$home/tls"
+    cp -f "$STACK_TLS_DIR/ca.pem" "$STACK_TLS_DIR/server.pem" "$STACK_TLS_DIR/server.key" "$home/tls/"
+    chmod 600 "$home/tls/server.key"
+    tls=(--ssl-ca="$home/tls/ca.pem" --ssl-cert="$home/tls/server.pem" --ssl-key="$home/tls/server.key")
+  fi
+  # The error log is written by mariadbd after it dropped to the mysql user.
+  touch "$STACK_LOG_DIR/mysql.log"
+  if ((${#run_as[@]})); then chown -R mysql:mysql "$home" "$STACK_LOG_DIR/mysql.log"; fi
+  # --no-defaults: nothing from /etc/mysql (the Debian config points at /run/mysqld and
+  # /var/lib/mysql). innodb_flush_log_at_trx_commit=2 survives a SIGKILL of mariadbd (only
+  # an OS crash loses the last second), which is all a test server needs.
+  stack_spawn mysql "$STACK_LOG_DIR/mysql.out" mariadbd --no-defaults "${run_as[@]}" \
+    --datadir="$data" --socket="$home/mysqld.sock" --pid-file="$home/mysqld.pid" \
+    --bind-address="$MYSQL_HOST" --port="$MYSQL_PORT" --skip-name-resolve \
+    --log-error="$STACK_LOG_DIR/mysql.log" --init-file="$init" \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
+    --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 --max-connections=300 \
+    "${tls[@]}"
+}
+
 # ---- stopping ------------------------------------------------------------------------
 stack_stop_timeout_of() {
-  case $1 in cassandra | kafka) echo 60 ;; *) echo 15 ;; esac
+  case $1 in cassandra | kafka) echo 60 ;; mysql) echo 30 ;; *) echo 15 ;; esac
 }
 
 # Stops the server we started (native pid or docker service). Returns 0 when

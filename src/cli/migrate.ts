@@ -30,6 +30,17 @@ export const migrations: Partial<Record<RepositoryType, () => Promise<StoreMigra
       describe: describeAddress,
     };
   },
+  mysql: async () => {
+    const { describeAddress, mysqlDefaults } = await import('../repositories/mysql/options.js');
+    const { migrate, schemaScript } = await import('../repositories/mysql/migration.js');
+    return {
+      defaultTable: mysqlDefaults.table,
+      script: (table) => schemaScript(table),
+      apply: async (url, table) =>
+        (await migrate({ url, ...(table === undefined ? {} : { table }) })).statements,
+      describe: describeAddress,
+    };
+  },
 };
 
 /** Flags of `idem migrate`. */

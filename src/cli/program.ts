@@ -60,7 +60,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     )
     .option(
       '--store <dir|url>',
-      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only; a postgres:// URL: that database`,
+      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only; a postgres:// or mysql:// URL: that database`,
     )
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG); flags win over it')
     .addOption(
@@ -84,11 +84,12 @@ export async function run(argv: readonly string[]): Promise<number> {
   program
     .command('migrate')
     .description(
-      "Print the DDL of a SQL store's table, or create it with --apply (idempotent; see docs/postgres.md).",
+      "Print the DDL of a SQL store's table, or create it with --apply (idempotent; see docs/postgres.md, docs/mysql.md).",
     )
     .option(
       '--store <url>',
-      'the database: postgres://[user[:password]@]host[:port]/database (PGPASSWORD works too)',
+      'the database: postgres://[user[:password]@]host[:port]/database (PGPASSWORD works too) or ' +
+        'mysql://user[:password]@host[:port]/database',
     )
     .option('--table <name>', "table name, or schema.table (default: the store's default table)")
     .option('--apply', 'run the DDL instead of printing it')

@@ -7,6 +7,8 @@ import type { RepositoryType } from '../repositories/registry.js';
 export const storeSchemes: Readonly<Record<string, RepositoryType>> = {
   'postgres:': 'postgres',
   'postgresql:': 'postgres',
+  'mysql:': 'mysql',
+  'mariadb:': 'mysql',
 };
 
 /** The store a `--store` value names when it is a URL of a known scheme; undefined for anything else (a path). */

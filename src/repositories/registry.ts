@@ -10,6 +10,7 @@ export const repositoryTypes = [
   'cassandra',
   'kafka',
   'postgres',
+  'mysql',
 ] as const;
 
 /** A store that config can select. */
@@ -27,6 +28,7 @@ const loaders: Record<RepositoryType, () => Promise<{ repositoryModule: Reposito
   cassandra: () => import('./cassandra/index.js'),
   kafka: () => import('./kafka/index.js'),
   postgres: () => import('./postgres/index.js'),
+  mysql: () => import('./mysql/index.js'),
 };
 
 /** The optional npm packages each store needs (peer dependencies of this package). */
@@ -38,6 +40,7 @@ export const repositoryPackages: Record<RepositoryType, readonly string[]> = {
   cassandra: ['cassandra-driver'],
   kafka: ['kafkajs'],
   postgres: ['pg'],
+  mysql: ['mysql2'],
 };
 
 /** True for a known `repository.type`. */

@@ -1,13 +1,15 @@
 import type { TestContext } from 'node:test';
 
 /** Stores and servers a run may opt out of with `IDEM_SKIP_STORES=redis,cassandra` (comma separated). */
-export type StoreName = 'redis' | 'dynamodb' | 'cassandra' | 'kafka' | 'rocksdb' | 'postgres';
+export type StoreName = 'redis' | 'dynamodb' | 'cassandra' | 'kafka' | 'rocksdb' | 'postgres' | 'mysql';
 
 const skipped = new Set(
   (process.env.IDEM_SKIP_STORES ?? '')
     .split(',')
     .map((s) => s.trim().toLowerCase())
-    .filter(Boolean),
+    .filter(Boolean)
+    // The stack's aliases (scripts/test.sh passes canonical names; a direct `node --test` run may not).
+    .map((s) => (s === 'mariadb' ? 'mysql' : s)),
 );
 
 /**
@@ -25,6 +27,7 @@ export const endpoints = {
   cassandraContactPoints: (process.env.CASSANDRA_CONTACT_POINTS ?? '127.0.0.1:9042').split(','),
   kafkaBrokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
   postgresUrl: process.env.POSTGRES_URL ?? 'postgres://idem:idem@127.0.0.1:5432/idem',
+  mysqlUrl: process.env.MYSQL_URL ?? 'mysql://idem:idem@127.0.0.1:3306/idem',
 } as const;
 
 /** Registers cleanup on the test context, so a failing test still closes what it opened. */

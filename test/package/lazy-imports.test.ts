@@ -15,6 +15,7 @@ const forbidden = [
   'prom-client',
   'kafkajs',
   'cassandra-driver',
+  'mysql2',
   '@aws-sdk/client-dynamodb',
   '@nxtedition/rocksdb',
   'pg',

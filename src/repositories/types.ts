@@ -257,4 +257,3 @@ export interface TransactionalRepository<Client = unknown> extends IdempotentRep
     options?: TransactionOptions,
   ): Promise<T>;
 }
-

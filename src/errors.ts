@@ -111,7 +111,9 @@ export class ClaimLostError extends IdempotencyError {
     super(
       ClaimLostError.code,
       `the claim on message ${JSON.stringify(id)} was lost: its lease ran out before the handler finished and ` +
-        'another worker took the id over, so the message may be handled twice (raise leaseMs above the slowest handler)',
+        'another worker took the id over, so the message may be handled twice (the lease was not renewed: ' +
+        'see stats.leaseRenewalFailures and the IDEM_LEASE_RENEWAL_* warnings; a handler that blocks the ' +
+        'event loop also stops renewals)',
       { ...options, retryable: false },
     );
   }

@@ -419,10 +419,6 @@ export class LoggedRepository implements IdempotentRepository {
   // ---- the one write path ------------------------------------------------------------------------------------
 
   /**
-   * Runs a write on the inner store and appends what it changed. With local record access the change is read
-   * off the store (before and after, so every field is as written); otherwise the verb says it (`made`).
-   */
-  /**
    * The TTL rule against this store's own maximum: a logged store may keep marks for less time than its inner
    * store (the `kafka` repository's topic retention), and the inner store would accept what the changelog drops.
    */
@@ -435,6 +431,10 @@ export class LoggedRepository implements IdempotentRepository {
       checkDuration('minLifetimeMs', options.minLifetimeMs, max, where);
   }
 
+  /**
+   * Runs a write on the inner store and appends what it changed. With local record access the change is read
+   * off the store (before and after, so every field is as written); otherwise the verb says it (`made`).
+   */
   async #write<T>(
     keys: readonly string[],
     call: () => Promise<T>,

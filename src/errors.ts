@@ -89,6 +89,17 @@ export class RepositoryError extends IdempotencyError {
   }
 }
 
+/**
+ * The repository cannot renew a lease at all: a store written before `renew` (BaseRepository's default
+ * `doRenew`), or a wrapper over one. Unlike a renewal that failed, retrying cannot help: the consumer warns once
+ * (`IDEM_LEASE_RENEWAL_UNSUPPORTED`) and stops renewing, so its claims hold for one lease only.
+ */
+export class RenewUnsupportedError extends RepositoryError {
+  constructor(message: string) {
+    super(message, { retryable: false });
+  }
+}
+
 /** An operation was called on a repository after `close()`. */
 export class RepositoryClosedError extends IdempotencyError {
   static readonly code = ErrorCodes.repositoryClosed;

@@ -1,4 +1,4 @@
-import { RepositoryClosedError, RepositoryError } from '../../errors.js';
+import { RenewUnsupportedError, RepositoryClosedError, RepositoryError } from '../../errors.js';
 import { idOfKey, MAX_ID_BYTES, toKey } from '../ids.js';
 import { confirmedRecord, isLive, newRecord } from '../record.js';
 import { checkDuration, maxDurationMs } from '../ttl.js';
@@ -319,7 +319,7 @@ export class LoggedRepository implements IdempotentRepository {
     );
     const inner = this.#inner;
     if (inner.renew === undefined) {
-      throw new RepositoryError(`${this.#name} cannot renew a lease: its inner store has no renew()`);
+      throw new RenewUnsupportedError(`${this.#name} cannot renew a lease: its inner store has no renew()`);
     }
     const key = toKey(claim.id, this.#maxIdBytes);
     const now = this.#clock();

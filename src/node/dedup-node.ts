@@ -1,5 +1,7 @@
 import { type Consumer, type Kafka, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
+import { ConfigError } from '../errors.js';
+import { durationRule, isValidDuration, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';
@@ -14,6 +16,19 @@ import { PartitionLifecycle } from './partition-state.js';
 import { formatPerf, PerfLog } from './perf-log.js';
 import { ConsumerSupervisor } from './supervisor.js';
 import { prepareTopics } from './topics.js';
+
+/**
+ * The TTL rule for `dedup.window` against the store's own maximum (Cassandra's 20 years, a `kafka` store's
+ * retention), before any topic is created or checked: the config schema bounds it by the rule's 100 years only.
+ */
+function checkWindow(config: NodeConfig, repository: IdempotentRepository): void {
+  const max = maxDurationMs(repository.capabilities?.maxTtlMs);
+  if (isValidDuration(config.dedup.window, max)) return;
+  throw new ConfigError(
+    'dedup.window',
+    `${durationRule(max)} (the maximum of the ${config.repository.type} store), got ${config.dedup.window}`,
+  );
+}
 
 /** What a running node exposes. */
 export interface DedupNodeHandle {
@@ -65,6 +80,7 @@ export async function startDedupNode(
   const kafka = options.kafka ?? kafkaClient(config.kafka, logger);
   const { signal } = options;
   signal?.throwIfAborted();
+  checkWindow(config, repository);
   const layout = await prepareTopics(kafka, config, signal);
   const changelog = await prepareChangelogTopic(kafka, config, layout.inputPartitions, signal);
   const metrics = new NodeMetrics();

@@ -1,7 +1,7 @@
 import type { TestContext } from 'node:test';
 
 /** Stores and servers a run may opt out of with `IDEM_SKIP_STORES=redis,cassandra` (comma separated). */
-export type StoreName = 'redis' | 'dynamodb' | 'cassandra' | 'kafka' | 'rocksdb';
+export type StoreName = 'redis' | 'dynamodb' | 'cassandra' | 'kafka' | 'rocksdb' | 'postgres';
 
 const skipped = new Set(
   (process.env.IDEM_SKIP_STORES ?? '')
@@ -24,6 +24,7 @@ export const endpoints = {
   dynamodbEndpoint: process.env.DYNAMODB_ENDPOINT ?? 'http://127.0.0.1:4567',
   cassandraContactPoints: (process.env.CASSANDRA_CONTACT_POINTS ?? '127.0.0.1:9042').split(','),
   kafkaBrokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
+  postgresUrl: process.env.POSTGRES_URL ?? 'postgres://idem:idem@127.0.0.1:5432/idem',
 } as const;
 
 /** Registers cleanup on the test context, so a failing test still closes what it opened. */

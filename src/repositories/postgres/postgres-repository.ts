@@ -127,6 +127,11 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
     return this.#rollbackOnly;
   }
 
+  /** RepositoryTransaction's name for {@link isRollbackOnly}: the consumer reads it after the engine ran. */
+  get rollingBack(): boolean {
+    return this.#rollbackOnly;
+  }
+
   rollbackOnly(): void {
     this.#rollbackOnly = true;
   }

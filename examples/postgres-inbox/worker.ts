@@ -15,6 +15,7 @@
 import { pathToFileURL } from 'node:url';
 import { IdempotentConsumer, type IdempotentRepository } from 'idempotent-consumer';
 import {
+  type BlockInfo,
   type IdempotentKafkaConsumer,
   type KafkaRecord,
   kafkaRecordId,
@@ -170,6 +171,11 @@ export async function startWorker(config: WorkerConfig, log: (line: string) => v
       ? await PostgresRepository.open({ pool })
       : await RedisRepository.open({ url: config.redisUrl, keyPrefix: 'idem:payments:' });
     repository = store;
+    const onError = (error: unknown, info: BlockInfo) =>
+      log(
+        `${info.topic}[${info.partition}]@${info.offset} waits (${info.kind}, attempt ${info.attempts}, ` +
+          `retry in ${info.retryInMs} ms): ${redact(error instanceof Error ? error.message : String(error))}`,
+      );
     const idempotent = new IdempotentConsumer<KafkaRecord>({
       repository: store,
       id: kafkaRecordId,
@@ -192,11 +198,7 @@ export async function startWorker(config: WorkerConfig, log: (line: string) => v
       consumerConfig: { sessionTimeout: SESSION_TIMEOUT_MS, heartbeatInterval: 1_000 },
       retry: { maxMs: 5_000 },
       ...(config.dlqTopic === undefined ? {} : { dlq: { topic: config.dlqTopic } }),
-      onError: (error, info) =>
-        log(
-          `${info.topic}[${info.partition}]@${info.offset} waits (${info.kind}, attempt ${info.attempts}, ` +
-            `retry in ${info.retryInMs} ms): ${redact(error instanceof Error ? error.message : String(error))}`,
-        ),
+      onError,
       handler: async (record, context) => {
         const payment = parsePayment(record.id as string, record.message.value);
         // In a transaction the row commits with its mark; with Redis it commits on its own, before the mark.

@@ -4,14 +4,17 @@ import { Command, CommanderError, Option } from 'commander';
 import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
+import { redactUrl } from '../options/redact.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { estimateLines } from './estimate.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
+import { type MigrateFlags, runMigrate } from './migrate.js';
 import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
 import { Output } from './output.js';
 import { emptyCounts, Progress } from './progress.js';
+import { storeOfUrl } from './store-url.js';
 
 /** Exit codes of `idem`, documented in docs/cli.md. */
 export const ExitCode = {
@@ -56,8 +59,8 @@ export async function run(argv: readonly string[]): Promise<number> {
       'how long a seen id stays a duplicate, e.g. 24h, 7d (default: consumer.ttl, 24h)',
     )
     .option(
-      '--store <dir>',
-      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only`,
+      '--store <dir|url>',
+      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only; a postgres:// URL: that database`,
     )
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG); flags win over it')
     .addOption(
@@ -77,6 +80,21 @@ export async function run(argv: readonly string[]): Promise<number> {
     .option('--no-progress', 'no progress bar or progress lines (the summary is still printed)')
     .action(async (files: string[], flags: DedupFlags, command: Command) => {
       code = await runDedup(files, flags, command);
+    });
+  program
+    .command('migrate')
+    .description(
+      "Print the DDL of a SQL store's table, or create it with --apply (idempotent; see docs/postgres.md).",
+    )
+    .option(
+      '--store <url>',
+      'the database: postgres://[user[:password]@]host[:port]/database (PGPASSWORD works too)',
+    )
+    .option('--table <name>', "table name, or schema.table (default: the store's default table)")
+    .option('--apply', 'run the DDL instead of printing it')
+    .action(async (flags: MigrateFlags) => {
+      const outcome = await runMigrate(flags, { out: process.stdout, err: process.stderr });
+      code = outcome === 'ok' ? ExitCode.ok : outcome === 'usage' ? ExitCode.usage : ExitCode.failure;
     });
   program
     .command('node')
@@ -134,7 +152,14 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     // The mode is fixed: eager leases would strand ids claimed by a killed run (see docs/cli.md).
     setup = await openConsumer<DedupEntry>(config, {
       id: ids.id,
-      consumer: { mode: 'lazy', skipDuplicate: true, nullId: 'forward', storeFailure: 'fail' },
+      // The effect is the output file, not a row in the store's database: no SQL transaction per line.
+      consumer: {
+        mode: 'lazy',
+        skipDuplicate: true,
+        nullId: 'forward',
+        storeFailure: 'fail',
+        transaction: false,
+      },
       onWarning: (warning) => stderr.write(`idem dedup: ${warning}\n`),
     });
   } catch (error) {
@@ -237,7 +262,10 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
   return overrides;
 }
 
-/** `--store` (or the default directory) sets the RocksDB store's `path`; other stores refuse `--store`. */
+/**
+ * `--store` (or the default directory) sets the RocksDB store's `path`, `--store memory` the memory store, and a
+ * store URL (`postgres://…`) that store; other stores refuse a directory.
+ */
 function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void {
   const section = config.repository as Record<string, unknown> & { type: string };
   if (storeFlag === dedupDefaults.memoryStore) {
@@ -245,6 +273,14 @@ function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void 
     for (const key of Object.keys(section)) delete section[key];
     section.type = 'memory';
     section.maxEntries = dedupDefaults.memoryMaxEntries;
+    return;
+  }
+  const url = storeFlag === undefined ? undefined : storeOfUrl(storeFlag);
+  if (url !== undefined) {
+    // `--store postgres://…` selects that store; the config's other keys for it (table, namespace) still apply.
+    if (section.type !== url.type) for (const key of Object.keys(section)) delete section[key];
+    section.type = url.type;
+    section.url = url.url;
     return;
   }
   if (section.type === 'memory' && storeFlag === undefined) {
@@ -272,6 +308,8 @@ function describeStore(config: CliConfig): string {
   const section = config.repository as Record<string, unknown> & { type: string };
   if (section.type === 'memory') return 'store in memory (nothing kept after this run)';
   if (section.type === 'rocksdb') return `store ${String(section.path)} (RocksDB)`;
+  // The URL's host and database only: it may carry a password.
+  if (typeof section.url === 'string') return `store ${section.type} (${redactUrl(section.url)})`;
   return `store ${section.type}`;
 }
 
@@ -284,6 +322,8 @@ const IGNORED_CONSUMER_KEYS = [
   'inProgress',
   'storeFailure',
   'lostClaim',
+  'transaction',
+  'lockTimeout',
 ];
 
 /** Consumer keys that make no sense for dedup are ignored, but never silently. */

@@ -52,6 +52,8 @@ export function consumerOptionsFromConfig<M>(
     storeFailure: consumer.storeFailure,
     lostClaim: consumer.lostClaim,
     failureMessage: consumer.failureMessage,
+    lockTimeoutMs: consumer.lockTimeout,
+    ...(consumer.transaction === undefined ? {} : { transaction: consumer.transaction }),
     ...(consumer.encryption ? { encryption: consumer.encryption } : {}),
     ...(consumer.eventTime
       ? { eventTime: eventTimeFromConfig(consumer.eventTime) as IdempotentConsumerOptions<M>['eventTime'] }

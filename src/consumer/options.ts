@@ -80,6 +80,13 @@ export const consumerConfigSchema = z
       .strict()
       .optional(),
     eventTime: eventTimeConfigSchema.optional(),
+    /** The mark in the side effect's transaction (PostgreSQL, MySQL); unset: on with such a store. */
+    transaction: z
+      .union([z.literal('message'), z.literal('batch'), z.literal(false)], {
+        error: 'must be "message", "batch" or false',
+      })
+      .optional(),
+    lockTimeout: durationSchema({ integer: true, max: 3_600_000 }).default(consumerDefaults.lockTimeoutMs),
   })
   .strict();
 

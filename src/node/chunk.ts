@@ -139,6 +139,8 @@ export class ChunkProcessor {
         storeFailure: deps.config.dedup.storeFailure,
         // A record held by another worker's live claim (a store shared with eager consumers) is theirs to handle.
         inProgress: 'duplicate',
+        // The node's effect is its output topic, not a row in the store's database: no SQL transaction.
+        transaction: false,
       },
     });
   }

@@ -17,6 +17,7 @@ const forbidden = [
   'cassandra-driver',
   '@aws-sdk/client-dynamodb',
   '@nxtedition/rocksdb',
+  'pg',
 ];
 
 // ESM loads go through the loader hooks (run off-thread, hence the log file); CommonJS loads, including the

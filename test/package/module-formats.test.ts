@@ -13,6 +13,7 @@ const entryPoints = [
   'redis',
   'dynamodb',
   'cassandra',
+  'postgres',
   'kafka-repository',
   'kafka',
   'config',
@@ -20,7 +21,7 @@ const entryPoints = [
   'contract',
 ];
 /** Entry points whose client library the probe project does not install: resolved, not loaded. */
-const resolveOnly = new Set(['dynamodb', 'cassandra', 'kafka-repository', 'kafka']);
+const resolveOnly = new Set(['dynamodb', 'cassandra', 'postgres', 'kafka-repository', 'kafka']);
 
 const specifier = (entry: string) => (entry ? `idempotent-consumer/${entry}` : 'idempotent-consumer');
 
@@ -36,6 +37,7 @@ import type * as di from 'idempotent-consumer/di';
 import type * as dynamodb from 'idempotent-consumer/dynamodb';
 import type * as kafka from 'idempotent-consumer/kafka';
 import { MemoryRepository } from 'idempotent-consumer/memory';
+import type * as postgres from 'idempotent-consumer/postgres';
 import type * as redis from 'idempotent-consumer/redis';
 import type * as rocksdb from 'idempotent-consumer/rocksdb';
 
@@ -46,6 +48,7 @@ export type EntryPoints = [
   typeof di.buildContainer,
   typeof dynamodb.DynamoDbRepository,
   typeof kafka.runIdempotentConsumer,
+  typeof postgres.PostgresRepository,
   typeof redis.RedisRepository,
   typeof rocksdb.RocksdbRepository,
 ];

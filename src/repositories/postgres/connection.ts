@@ -8,17 +8,6 @@ import { COLUMNS, quoteTable } from './sql.js';
 /** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
 const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
 
-/** Where the pool connects, without credentials (they must not reach logs or errors). */
-export function describeAddress(url: string | undefined): string {
-  if (url === undefined) return 'the given pool';
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.hostname}:${u.port || 5432}${u.pathname.length > 1 ? u.pathname : ''}`;
-  } catch {
-    return 'an unparsable URL';
-  }
-}
-
 /**
  * node-postgres' `ssl` for `repository.tls`. Certificates are verified unless the config turns that off by name.
  * Absent: the URL's own `sslmode` decides (none by default).
@@ -31,12 +20,14 @@ function sslConfig(tls: boolean | TlsOptions | undefined): pg.PoolConfig['ssl'] 
 }
 
 /**
- * The connection string the pool gets. node-postgres lets the URL's password and TLS parameters override the
- * explicit settings, so those are taken out of it when `password` or `tls` is configured.
+ * The connection string the pool gets. node-postgres lets whatever the URL holds override the explicit settings
+ * (even a password the URL lacks), so the `password` option is written into it, and its TLS parameters are taken
+ * out when `tls` is configured.
  */
 function connectionString(options: PostgresOptions): string {
   const url = new URL(options.url as string);
-  if (options.password !== undefined) url.password = '';
+  // The URL setter percent-encodes what a password may hold (`@`, `/`, `:`).
+  if (options.password !== undefined) url.password = options.password;
   if (options.tls !== undefined) for (const name of URL_TLS_PARAMS) url.searchParams.delete(name);
   return url.href;
 }
@@ -48,7 +39,6 @@ function connectionString(options: PostgresOptions): string {
 export function createPool(options: PostgresOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString: connectionString(options),
-    ...(options.password !== undefined ? { password: options.password } : {}),
     ...(options.tls !== undefined ? { ssl: sslConfig(options.tls) } : {}),
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { ConfigError } from '../../errors.js';
-import { closePool, createPool, describeAddress, openError } from './connection.js';
 import {
+  describeAddress,
   type PostgresRepositoryOptions,
   parsePostgresOptions,
   postgresDefaults,
@@ -91,6 +91,8 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   }
   const parsed = parsePostgresOptions({ ...connection, table }, 'migrate(...)');
   if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
+  // Loaded here, so printing the DDL needs no driver (`idem migrate` without --apply).
+  const { closePool, createPool, openError } = await import('./connection.js');
   const pool = createPool(parsed);
   try {
     await runDdl(pool, ddl);

@@ -90,3 +90,14 @@ export function parsePostgresOptions(
 ): PostgresOptions {
   return parseOptions(postgresOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }
+
+/** Where the pool connects, without credentials (they must not reach logs or errors). */
+export function describeAddress(url: string | undefined): string {
+  if (url === undefined) return 'the given pool';
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.hostname}:${u.port || 5432}${u.pathname.length > 1 ? u.pathname : ''}`;
+  } catch {
+    return 'an unparsable URL';
+  }
+}

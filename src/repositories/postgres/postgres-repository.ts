@@ -21,14 +21,13 @@ import {
   assertTable,
   closePool,
   createPool,
-  describeAddress,
   detailOf,
   errorCode,
   migrateHint,
   openError,
 } from './connection.js';
 import { migrate } from './migration.js';
-import { type PostgresRepositoryOptions, parsePostgresOptions } from './options.js';
+import { describeAddress, type PostgresRepositoryOptions, parsePostgresOptions } from './options.js';
 import {
   decodeRow,
   encodeOptional,
@@ -123,11 +122,6 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
     this.lockTimeoutMs = lockTimeoutMs;
   }
 
-  get isRollbackOnly(): boolean {
-    return this.#rollbackOnly;
-  }
-
-  /** RepositoryTransaction's name for {@link isRollbackOnly}: the consumer reads it after the engine ran. */
   get rollingBack(): boolean {
     return this.#rollbackOnly;
   }
@@ -353,7 +347,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
         broken = await rollback(client);
         throw error;
       }
-      if (transaction.isRollbackOnly) {
+      if (transaction.rollingBack) {
         broken = await rollback(client);
         if (broken !== undefined) throw this.#storeError('rollback', broken);
         return result;
@@ -643,6 +637,9 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+    // The rollback takes the transaction's claim away by itself (see RepositoryTransaction.rollbackOnly), and a
+    // failed statement of the handler may have aborted the transaction already: nothing to run.
+    if (this.#scope.current()?.rollingBack) return true;
     const outcome =
       owner === undefined
         ? await this.#exec(this.#sql.remove, [this.#namespace, encodeText(key)])

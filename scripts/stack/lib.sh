@@ -584,6 +584,22 @@ stack_start_native_kafka() {
 # the Debian package). setpriv exec()s in place (unlike runuser/su, which fork to keep a PAM
 # session), so the pid stack_spawn records is the postmaster itself.
 STACK_POSTGRES_USER=${STACK_POSTGRES_USER:-postgres}
+# Where a database server run as its own OS user keeps its files: under the stack dir when that user can
+# reach it, else (a checkout under a private home such as /root) in a folder of its own under /tmp, keyed by the
+# stack dir so two checkouts never share one.
+stack_db_home() { # NAME OS-USER
+  local name=$1 user=$2
+  if [[ $(id -un) == "$user" ]] || setpriv "--reuid=$user" "--regid=$user" --init-groups --reset-env \
+    test -x "$STACK_DIR" 2>/dev/null; then
+    echo "$STACK_DIR/$name"
+    return
+  fi
+  local key
+  key=$(printf '%s' "$STACK_DIR" | sha1sum | cut -c1-12)
+  mkdir -p "/tmp/idem-stack-$key" && chmod 755 "/tmp/idem-stack-$key"
+  echo "/tmp/idem-stack-$key/$name"
+}
+
 stack_as_postgres_cmd() {
   STACK_AS_POSTGRES=()
   [[ $(id -un) == "$STACK_POSTGRES_USER" ]] ||
@@ -607,7 +623,8 @@ stack_postgres_credentials() {
 # created in single-user mode (no server, no socket, no superuser password needed).
 # `.provisioned` marks a complete cluster: a half-made one (interrupted initdb) is redone.
 stack_postgres_init() {
-  local home="$STACK_DIR/postgres" data="$STACK_DIR/postgres/data"
+  local home data
+  home=$(stack_db_home postgres "$STACK_POSTGRES_USER") data="$home/data"
   [[ -f $home/.provisioned && -f $data/PG_VERSION ]] && return 0
   local user pass db
   { read -r user; read -r pass; read -r db; } < <(stack_postgres_credentials)
@@ -655,7 +672,8 @@ stack_postgres_init() {
 stack_start_native_postgres() {
   stack_ensure_postgres_binary || return 1
   stack_postgres_init || return 1
-  local home="$STACK_DIR/postgres" data="$STACK_DIR/postgres/data"
+  local home data
+  home=$(stack_db_home postgres "$STACK_POSTGRES_USER") data="$home/data"
   local args=("$POSTGRES_BIN_DIR/postgres" -D "$data"
     -c "listen_addresses=$POSTGRES_HOST" -c "port=$POSTGRES_PORT"
     -c "unix_socket_directories=$home/run"
@@ -716,7 +734,8 @@ stack_mysql_credentials() {
 
 stack_start_native_mysql() {
   stack_ensure_mariadb_binary || return 1
-  local home="$STACK_DIR/mysql" data="$STACK_DIR/mysql/data" run_as=()
+  local home data run_as=()
+  home=$(stack_db_home mysql mysql) data="$home/data"
   mkdir -p "$home"
   # As root, mariadbd drops to the mysql user itself (--user); the data, socket and pid
   # files must then belong to that user.

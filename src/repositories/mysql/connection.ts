@@ -1,7 +1,7 @@
 import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { redactText } from '../../util/redact-text.js';
+import { connectFailure, detailOf, migrateHint } from '../sql-store.js';
 import type { MySqlOptions } from './options.js';
 
 export { describeAddress } from './options.js';
@@ -79,12 +79,6 @@ function isTlsFailure(error: unknown): boolean {
   );
 }
 
-/** The message of a driver error, first line, with any credential it might quote replaced. */
-export function detailOf(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return redactText(message.split('\n')[0] ?? '');
-}
-
 /**
  * Maps a failure while opening the store (or migrating) to the setting most likely at fault: a ConfigError for
  * what the user must fix (credentials, database name, TLS, host name), a retryable RepositoryError when the
@@ -104,30 +98,12 @@ export function openError(error: unknown, address: string): unknown {
   if (errno === 1049) {
     return new ConfigError('repository.url', `mysql at ${address}: ${detail}`, { cause: error });
   }
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-    return new ConfigError('repository.url', `cannot resolve the mysql host of ${address}: ${detail}`, {
-      cause: error,
-    });
-  }
-  if (isTlsFailure(error)) {
-    return new ConfigError(
-      'repository.tls',
-      `TLS connection to mysql at ${address} failed (${detail}); set repository.tls.ca to the PEM of the CA ` +
-        "that signed the server's certificate, or check that the server has TLS enabled (ssl_cert, ssl_key)",
-      { cause: error },
-    );
-  }
-  return new RepositoryError(`mysql: cannot connect to ${address} (repository.url): ${detail}`, {
-    cause: error,
-  });
-}
-
-/** How to create a missing table, for error messages. */
-export function migrateHint(table: string, address: string): string {
-  const flag = table === 'processed_ids' ? '' : ` --table ${table}`;
-  return (
-    `create it with \`idem migrate --store ${address}${flag} --apply\` (without --apply it prints the DDL), ` +
-    'migrate() from idempotent-consumer/mysql, or repository.createTable = true'
+  return connectFailure(
+    'mysql',
+    address,
+    error,
+    { failed: isTlsFailure(error), serverHint: 'TLS enabled (ssl_cert, ssl_key)' },
+    code,
   );
 }
 
@@ -153,7 +129,7 @@ export async function assertTable(pool: Pool, table: string, address: string): P
   if (actual.size === 0) {
     throw new ConfigError(
       'repository.table',
-      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint(table, address)}`,
+      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('mysql', table, address)}`,
     );
   }
   for (const [column, type] of Object.entries(COLUMNS)) {

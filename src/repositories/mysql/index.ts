@@ -18,7 +18,6 @@ export {
   MySqlRepository,
   type MySqlTransaction,
   mysqlTransaction,
-  type PurgeOptions,
 } from './mysql-repository.js';
 export {
   type MySqlOptions,
@@ -34,3 +33,5 @@ export const repositoryModule: RepositoryModule<typeof mysqlOptionsSchema> = {
   optionsSchema: mysqlOptionsSchema,
   create: (options) => MySqlRepository.open(options),
 };
+
+export type { PurgeOptions } from '../sql-store.js';

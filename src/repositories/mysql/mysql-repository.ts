@@ -4,6 +4,7 @@ import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { newRecord, storeLifetimeMs } from '../record.js';
+import { detailOf, migrateHint, type PurgeOptions } from '../sql-store.js';
 import { TransactionScope } from '../transaction.js';
 import { checkDuration } from '../ttl.js';
 import type {
@@ -20,10 +21,8 @@ import {
   closePool,
   createPool,
   describeAddress,
-  detailOf,
   errorNumber,
   lockWaitSeconds,
-  migrateHint,
   openError,
 } from './connection.js';
 import { schemaStatements } from './migration.js';
@@ -82,14 +81,6 @@ export interface MySqlOpenExtras {
 
 /** Options of {@link MySqlRepository.open}: the config table plus what only code can pass. */
 export type MySqlOpenOptions = MySqlRepositoryOptions & MySqlOpenExtras;
-
-/** Options of {@link MySqlRepository.purge}. */
-export interface PurgeOptions {
-  /** Rows one DELETE statement removes at most (default: the `purgeBatchSize` option). */
-  readonly batchSize?: number;
-  /** Stop after this many statements even if more rows are due (default: until a batch comes back short). */
-  readonly maxBatches?: number;
-}
 
 /** What a statement runs on: the pool (autocommit) or the open transaction's connection. */
 type Executor = Pool | PoolConnection;
@@ -433,7 +424,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
       if (errno(error) === ER_NO_SUCH_TABLE) {
         throw new RepositoryError(
           `mysql ${operation} failed: table ${this.#sql.table} does not exist in ${this.#address}; ` +
-            migrateHint(this.#table, this.#address),
+            migrateHint('mysql', this.#table, this.#address),
           { cause: error, retryable: false },
         );
       }

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { redactText } from '../../util/redact-text.js';
+import { connectFailure, detailOf, migrateHint } from '../sql-store.js';
 import type { PostgresOptions } from './options.js';
 import { COLUMNS, quoteTable } from './sql.js';
 
@@ -74,12 +74,6 @@ function isTlsFailure(error: unknown): boolean {
   );
 }
 
-/** The message of a driver error, first line, with any credential it might quote replaced. */
-export function detailOf(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return redactText(message.split('\n')[0] ?? '');
-}
-
 /**
  * Maps a failure while opening the store (or migrating) to the setting most likely at fault: a ConfigError for
  * what the user must fix (credentials, database name, TLS, host name), a retryable RepositoryError when the
@@ -101,30 +95,12 @@ export function openError(error: unknown, address: string): unknown {
   if (code === '3D000') {
     return new ConfigError('repository.url', `postgres at ${address}: ${detail}`, { cause: error });
   }
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-    return new ConfigError('repository.url', `cannot resolve the postgres host of ${address}: ${detail}`, {
-      cause: error,
-    });
-  }
-  if (isTlsFailure(error)) {
-    return new ConfigError(
-      'repository.tls',
-      `TLS connection to postgres at ${address} failed (${detail}); set repository.tls.ca to the PEM of the CA ` +
-        "that signed the server's certificate, or check that the server has ssl = on",
-      { cause: error },
-    );
-  }
-  return new RepositoryError(`postgres: cannot connect to ${address} (repository.url): ${detail}`, {
-    cause: error,
-  });
-}
-
-/** How to create a missing table, for error messages. */
-export function migrateHint(table: string, address: string): string {
-  const flag = table === 'processed_ids' ? '' : ` --table ${table}`;
-  return (
-    `create it with \`idem migrate --store ${address}${flag} --apply\` (without --apply it prints the DDL), ` +
-    'migrate() from idempotent-consumer/postgres, or repository.createTable = true'
+  return connectFailure(
+    'postgres',
+    address,
+    error,
+    { failed: isTlsFailure(error), serverHint: 'ssl = on' },
+    code,
   );
 }
 
@@ -142,7 +118,7 @@ export async function assertTable(pool: pg.Pool, table: string, address: string)
   if (rows.length === 0) {
     throw new ConfigError(
       'repository.table',
-      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint(table, address)}`,
+      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('postgres', table, address)}`,
     );
   }
   const actual = new Map(rows.map((row) => [row.name, row.type]));

@@ -23,7 +23,6 @@ export {
   type PostgresOpenExtras,
   type PostgresOpenOptions,
   PostgresRepository,
-  type PurgeOptions,
   postgresTransaction,
 } from './postgres-repository.js';
 
@@ -33,3 +32,5 @@ export const repositoryModule: RepositoryModule<typeof postgresOptionsSchema> = 
   optionsSchema: postgresOptionsSchema,
   create: (options) => PostgresRepository.open(options),
 };
+
+export type { PurgeOptions } from '../sql-store.js';

@@ -3,6 +3,7 @@ import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
 import { newRecord } from '../record.js';
+import { detailOf, migrateHint, type PurgeOptions } from '../sql-store.js';
 import { TransactionScope } from '../transaction.js';
 import { checkDuration, MAX_TTL_MS } from '../ttl.js';
 import type {
@@ -17,15 +18,7 @@ import type {
   TransactionalRepository,
   TransactionOptions,
 } from '../types.js';
-import {
-  assertTable,
-  closePool,
-  createPool,
-  detailOf,
-  errorCode,
-  migrateHint,
-  openError,
-} from './connection.js';
+import { assertTable, closePool, createPool, errorCode, openError } from './connection.js';
 import { migrate } from './migration.js';
 import { describeAddress, type PostgresRepositoryOptions, parsePostgresOptions } from './options.js';
 import {
@@ -62,14 +55,6 @@ export interface PostgresOpenExtras {
 
 /** Options of {@link PostgresRepository.open}: the config table plus what only code can pass. */
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
-
-/** Options of {@link PostgresRepository.purge}. */
-export interface PurgeOptions {
-  /** Rows one DELETE statement removes at most (default: the `purgeBatchSize` option). */
-  readonly batchSize?: number;
-  /** Stop after this many statements even if more rows are due (default: until a batch comes back short). */
-  readonly maxBatches?: number;
-}
 
 /** The savepoint `RepositoryTransaction.savepoint()` opens: one at a time, so one fixed name. */
 const SAVEPOINT = 'idempotent_consumer';
@@ -442,7 +427,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     if (errorCode(error) === UNDEFINED_TABLE) {
       return new RepositoryError(
         `postgres ${operation} failed: table ${this.#table} does not exist (dropped since the repository opened?); ` +
-          migrateHint(this.#table, this.#address),
+          migrateHint('postgres', this.#table, this.#address),
         { cause: error },
       );
     }

@@ -138,7 +138,11 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       consumer: {
         mode: 'lazy',
         skipDuplicate: true,
+        // A line without id reaches the consumer only under `--invalid pass`, reported line by line already.
         nullId: 'forward',
+        onWarning: (warning, code) => {
+          if (code !== 'IDEM_NO_ID') stderr.write(`idem dedup: ${warning}\n`);
+        },
         storeFailure: 'fail',
         transaction: false,
       },

@@ -32,6 +32,7 @@ export type {
   BatchItemFailures,
   BatchOptions,
   BatchResult,
+  ConsumerWarningCode,
   HandlerContext,
   IdSelector,
   MessageHandler,

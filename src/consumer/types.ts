@@ -14,6 +14,15 @@ import type { IdempotencyRecord, MessageId } from '../repositories/types.js';
  */
 export type Outcome = 'processed' | 'duplicate' | 'in-progress' | 'failed' | 'conflict' | 'no-id';
 
+/**
+ * Codes of the consumer's warnings (`onWarning`): `IDEM_NO_ID` a whole batch had no id where `nullId` forwards;
+ * `IDEM_LEASE_RENEWAL_FAILED` / `IDEM_LEASE_RENEWAL_UNSUPPORTED` a claim could not be kept alive.
+ */
+export type ConsumerWarningCode =
+  | 'IDEM_NO_ID'
+  | 'IDEM_LEASE_RENEWAL_FAILED'
+  | 'IDEM_LEASE_RENEWAL_UNSUPPORTED';
+
 /** What the handler learns about the message it is given. */
 export interface HandlerContext {
   /** Canonical id, or undefined for a message without one. */

@@ -5,6 +5,7 @@ import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
+import { redactUrl } from '../util/redact-text.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { estimateLines } from './estimate.js';
 import { compileId } from './id.js';
@@ -12,6 +13,7 @@ import { readBatches, STDIN } from './lines.js';
 import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
 import { Output } from './output.js';
 import { emptyCounts, Progress } from './progress.js';
+import { repositoryFromStoreUrl, storeSchemes } from './store-url.js';
 
 /** Exit codes of `idem`, documented in docs/cli.md. */
 export const ExitCode = {
@@ -41,12 +43,20 @@ interface DedupFlags {
 /** Runs the `idem` command line and resolves to the exit code. */
 export async function run(argv: readonly string[]): Promise<number> {
   let code: number = ExitCode.ok;
+  // Commander's own error output (the message, then the whole help) is replaced by one line: see usageLine.
+  let failed: Command | undefined;
+  const quiet = (command: Command) =>
+    command.configureOutput({
+      outputError: () => {
+        failed = command;
+      },
+    });
   const program = new Command('idem')
     .description('Idempotent-consumer tools: drop lines whose id was already seen, resumably.')
     .version(packageVersion())
-    .exitOverride()
-    .showHelpAfterError();
-  program
+    .exitOverride();
+  quiet(program);
+  const dedup = program
     .command('dedup')
     .description('Write each NDJSON line whose id was not seen before (in this or an earlier run) to stdout.')
     .argument('[files...]', `NDJSON files, read in order; "${STDIN}" or none reads stdin`)
@@ -56,8 +66,12 @@ export async function run(argv: readonly string[]): Promise<number> {
       'how long a seen id stays a duplicate, e.g. 24h, 7d (default: consumer.ttl, 24h)',
     )
     .option(
-      '--store <dir>',
-      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only`,
+      '--store <dir|url>',
+      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only; a URL selects its store (${Object.keys(
+        storeSchemes,
+      )
+        .map((s) => `${s}://`)
+        .join(', ')})`,
     )
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG); flags win over it')
     .addOption(
@@ -78,7 +92,8 @@ export async function run(argv: readonly string[]): Promise<number> {
     .action(async (files: string[], flags: DedupFlags, command: Command) => {
       code = await runDedup(files, flags, command);
     });
-  program
+  quiet(dedup);
+  const node = program
     .command('node')
     .description('Run the Kafka→Kafka dedup node until SIGTERM/SIGINT (see docs/node.md).')
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG)')
@@ -87,13 +102,76 @@ export async function run(argv: readonly string[]): Promise<number> {
       const { runNode } = await import('../node/main.js');
       code = await runNode(flags.config ? { configPath: flags.config } : {});
     });
+  quiet(node);
   try {
     await program.parseAsync(argv);
   } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
-    throw error;
+    if (!(error instanceof CommanderError)) throw error;
+    if (error.exitCode === 0) return ExitCode.ok;
+    if (failed !== undefined) process.stderr.write(`${usageLine(failed, error)}\n`);
+    return ExitCode.usage;
   }
   return code;
+}
+
+/**
+ * A command-line mistake in one line: what was wrong, the closest valid flag or command (always named, however
+ * far), and where the full list is. `idem dedup: unknown option '--idd' (did you mean --id?); see idem dedup --help`.
+ */
+function usageLine(command: Command, error: CommanderError): string {
+  const name = command.parent ? `idem ${command.name()}` : 'idem';
+  const quoted = /'([^']*)'/.exec(error.message)?.[1] ?? '';
+  let problem = error.message
+    .replace(/^error: /, '')
+    .replace(/\s*\(Did you mean [^)]*\)/i, '')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim()
+    .replace(/\.$/, '');
+  if (error.code === 'commander.unknownOption') {
+    const flags = command.options.flatMap((o) => (o.long ? [o.long] : [])).concat('--help');
+    const wanted = quoted.split('=')[0] ?? quoted;
+    problem += ` (did you mean ${closest(wanted, flags)}?)`;
+  } else if (error.code === 'commander.unknownCommand') {
+    problem += ` (did you mean ${closest(
+      quoted,
+      command.commands.map((c) => c.name()),
+    )}?)`;
+  }
+  return `${name}: ${problem}; see ${name} --help`;
+}
+
+/** The candidate nearest to `word` by edit distance (a swap of two neighbours counts as one edit). */
+function closest(word: string, candidates: readonly string[]): string {
+  let best = candidates[0] ?? '';
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of candidates) {
+    const d = editDistance(word, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/** Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent transpositions. */
+function editDistance(a: string, b: string): number {
+  const rows: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    const row = rows[i] as number[];
+    const above = rows[i - 1] as number[];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        d = Math.min(d, ((rows[i - 2] as number[])[j - 2] as number) + 1);
+      }
+      row[j] = d;
+    }
+  }
+  return (rows[a.length] as number[])[b.length] as number;
 }
 
 async function runDedup(files: string[], flags: DedupFlags, command: Command): Promise<number> {
@@ -248,9 +326,19 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
   return overrides;
 }
 
-/** `--store` (or the default directory) sets the RocksDB store's `path`; other stores refuse `--store`. */
+/**
+ * `--store` (or the default directory) sets the RocksDB store's `path`; a URL selects the store its scheme names
+ * (store-url.ts); other stores refuse a directory.
+ */
 function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void {
   const section = config.repository as Record<string, unknown> & { type: string };
+  const fromUrl = storeFlag === undefined ? undefined : repositoryFromStoreUrl(storeFlag, section);
+  if (fromUrl !== undefined) {
+    for (const key of Object.keys(section)) delete section[key];
+    Object.assign(section, fromUrl);
+    if (section.type === 'rocksdb') section.memtableMb ??= dedupDefaults.memtableMb;
+    return;
+  }
   if (storeFlag === dedupDefaults.memoryStore) {
     // A one-shot run: whatever store the config names, nothing is kept after it.
     for (const key of Object.keys(section)) delete section[key];
@@ -283,7 +371,9 @@ function describeStore(config: CliConfig): string {
   const section = config.repository as Record<string, unknown> & { type: string };
   if (section.type === 'memory') return 'store in memory (nothing kept after this run)';
   if (section.type === 'rocksdb') return `store ${String(section.path)} (RocksDB)`;
-  return `store ${section.type}`;
+  return typeof section.url === 'string'
+    ? `store ${section.type} at ${redactUrl(section.url)}`
+    : `store ${section.type}`;
 }
 
 const IGNORED_CONSUMER_KEYS = [

@@ -1,0 +1,73 @@
+import { fileURLToPath } from 'node:url';
+import { ConfigError } from '../errors.js';
+import type { RepositoryType } from '../repositories/registry.js';
+import { redactUrl } from '../util/redact-text.js';
+
+/** What a `--store` URL scheme selects: a store, and the `[repository]` keys the URL sets on it. */
+export interface StoreScheme {
+  /** The `repository.type` the URL selects. */
+  readonly type: RepositoryType;
+  /** The store's keys for this URL (besides `type`). */
+  readonly table: (url: string) => Record<string, unknown>;
+  /**
+   * Keys of a config table for the same store that the URL replaces (it says where the store is); the
+   * table's other keys (a key prefix, TLS) still apply. A table for another store is replaced whole.
+   */
+  readonly replaces: readonly string[];
+}
+
+/**
+ * `idem dedup --store <url>`: every URL scheme a store answers to, one entry per scheme. A `--store` value with a
+ * scheme selects that store, or is refused naming these; it never becomes a directory.
+ */
+export const storeSchemes: Readonly<Record<string, StoreScheme>> = {
+  redis: { type: 'redis', table: (url) => ({ url }), replaces: ['url', 'host', 'port', 'cluster'] },
+  rediss: { type: 'redis', table: (url) => ({ url }), replaces: ['url', 'host', 'port', 'cluster'] },
+  file: { type: 'rocksdb', table: (url) => ({ path: fileURLToPath(url) }), replaces: ['path'] },
+};
+
+// Two characters at least, so a Windows drive (`C:\ids`) stays a path.
+const SCHEME = /^([a-z][a-z0-9+.-]+):/i;
+
+/** The scheme of a `--store` value (`redis` for `redis://…`), or undefined for a path. */
+export function storeUrlScheme(value: string): string | undefined {
+  return SCHEME.exec(value)?.[1]?.toLowerCase();
+}
+
+/**
+ * The `[repository]` table a `--store` URL makes over the configured one, or undefined when the value is a path.
+ * An unknown scheme is a ConfigError listing the known ones.
+ */
+export function repositoryFromStoreUrl(
+  value: string,
+  configured: Readonly<Record<string, unknown>>,
+): Record<string, unknown> | undefined {
+  const scheme = storeUrlScheme(value);
+  if (scheme === undefined) return undefined;
+  const entry = Object.hasOwn(storeSchemes, scheme) ? storeSchemes[scheme] : undefined;
+  if (entry === undefined) {
+    const known = Object.keys(storeSchemes)
+      .map((s) => `${s}://`)
+      .join(', ');
+    throw new ConfigError(
+      'repository',
+      `${JSON.stringify(redactUrl(value))}: unknown store URL scheme "${scheme}:"; known: ${known}, ` +
+        `or a directory (one whose name has a colon: --store ./${redactUrl(value)})`,
+      { label: '--store' },
+    );
+  }
+  const kept: Record<string, unknown> = {};
+  if (configured.type === entry.type) {
+    for (const [key, v] of Object.entries(configured)) if (!entry.replaces.includes(key)) kept[key] = v;
+  }
+  let table: Record<string, unknown>;
+  try {
+    table = entry.table(value);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ConfigError('repository', `${JSON.stringify(redactUrl(value))}: ${reason}`, {
+      label: '--store',
+    });
+  }
+  return { ...kept, type: entry.type, ...table };
+}

@@ -101,6 +101,8 @@ export async function run(argv: readonly string[]): Promise<number> {
       // Imported on demand, so `idem dedup` never loads kafkajs.
       const { runNode } = await import('../node/main.js');
       code = await runNode(flags.config ? { configPath: flags.config } : {});
+      // kafkajs and store clients can leave timers behind; the node is done and its log flushed (as bin.ts).
+      process.exit(code);
     });
   quiet(node);
   try {

@@ -19,6 +19,8 @@ export interface KafkaClientBehaviour {
   readonly retries: number;
   /** Where kafkajs's warnings and errors go; without one the client is quiet (failures surface as rejections). */
   readonly logger?: Logger;
+  /** Sees each kafkajs log entry first; `false` drops it (the node's start reports connection retries once). */
+  readonly onLog?: (entry: LogEntry) => boolean;
 }
 
 /**
@@ -28,7 +30,7 @@ export interface KafkaClientBehaviour {
 export function createKafkaClient(settings: KafkaClientSettings, behaviour: KafkaClientBehaviour): Kafka {
   // allowPlaintext is ours (checked by the config schema), not a kafkajs setting.
   const { allowPlaintext: _allowPlaintext, ...sasl } = settings.sasl ?? { allowPlaintext: false };
-  const { logger } = behaviour;
+  const { logger, onLog } = behaviour;
   return new Kafka({
     clientId: settings.clientId,
     brokers: settings.brokers,
@@ -37,7 +39,12 @@ export function createKafkaClient(settings: KafkaClientSettings, behaviour: Kafk
     connectionTimeout: settings.connectionTimeout,
     requestTimeout: settings.requestTimeout,
     ...(logger
-      ? { logLevel: logLevel.WARN, logCreator: () => (entry: LogEntry) => logKafkajs(logger, entry) }
+      ? {
+          logLevel: logLevel.WARN,
+          logCreator: () => (entry: LogEntry) => {
+            if (onLog === undefined || onLog(entry)) logKafkajs(logger, entry);
+          },
+        }
       : { logLevel: logLevel.NOTHING }),
     retry: { retries: behaviour.retries, initialRetryTime: 300, maxRetryTime: 10_000 },
   });

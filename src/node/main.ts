@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
 import { openRepository } from '../config/repository.js';
-import { ConfigError, MissingDependencyError } from '../errors.js';
+import { ConfigError, MissingDependencyError, StartupTimeoutError } from '../errors.js';
 import { logRedactPaths, REDACTED } from '../options/redact.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
@@ -111,7 +111,9 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
   if ('error' in started) {
     await repository.close().catch(() => undefined);
     logger.error({ err: started.error }, 'dedup node failed to start');
-    if (started.error instanceof ConfigError) process.stderr.write(`idem node: ${started.error.message}\n`);
+    if (started.error instanceof ConfigError || started.error instanceof StartupTimeoutError) {
+      process.stderr.write(`idem node: ${started.error.message}\n`);
+    }
     return started.error instanceof ConfigError ? nodeExitCodes.config : nodeExitCodes.startup;
   }
   const node = started.value;

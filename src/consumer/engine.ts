@@ -583,10 +583,12 @@ export class BatchEngine<M, S> {
   #succeeded(batch: Run<M, S>, i: number, pending: Pending, value: unknown): void {
     const { extra, context, outcome } = pending;
     const { results } = batch;
-    results[i] =
+    // The pending outcome goes with its context (a `no-id` context has no id): the union is kept by construction.
+    results[i] = (
       extra === undefined
         ? { outcome, id: context.id, result: value }
-        : { outcome, id: context.id, result: value, ...extra };
+        : { outcome, id: context.id, result: value, ...extra }
+    ) as ProcessResult;
     if (this.#keepValues && outcome === 'processed' && batch.keys[i] !== undefined) {
       results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, value) };
     }
@@ -629,7 +631,8 @@ export class BatchEngine<M, S> {
         results[index] = { outcome: 'failed', id: context.id, error };
         this.#failed(state, batch, index, context, error);
       } else {
-        results[index] = { outcome: p.outcome, id: context.id, ...p.extra };
+        // A whole-batch handler gives no value per message: `result` is undefined (ProcessResult<unknown>).
+        results[index] = { outcome: p.outcome, id: context.id, ...p.extra } as ProcessResult;
       }
     }
   }

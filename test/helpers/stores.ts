@@ -3,11 +3,18 @@ import type { TestContext } from 'node:test';
 /** Stores and servers a run may opt out of with `IDEM_SKIP_STORES=redis,cassandra` (comma separated). */
 export type StoreName = 'redis' | 'dynamodb' | 'cassandra' | 'kafka' | 'rocksdb';
 
-const skipped = new Set(
-  (process.env.IDEM_SKIP_STORES ?? '')
-    .split(',')
+/** The servers `all` (or `*`) names, and the aliases scripts/test.sh accepts, so both read one variable alike. */
+const SERVERS: readonly StoreName[] = ['redis', 'dynamodb', 'cassandra', 'kafka'];
+const ALIASES: Record<string, StoreName> = { dynamo: 'dynamodb', ddb: 'dynamodb', dynalite: 'dynamodb' };
+
+const skipped = new Set<string>(
+  [
+    ...(process.env.IDEM_SKIP_STORES ?? '').split(/[,;\s]+/),
+    ...(/^(1|true|yes)$/i.test(process.env.IDEM_SKIP_KAFKA ?? '') ? ['kafka'] : []),
+  ]
     .map((s) => s.trim().toLowerCase())
-    .filter(Boolean),
+    .filter(Boolean)
+    .flatMap((s): readonly string[] => (s === 'all' || s === '*' ? SERVERS : [ALIASES[s] ?? s])),
 );
 
 /**

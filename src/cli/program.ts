@@ -5,6 +5,7 @@ import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
+import { asMissingDependency } from '../util/optional-module.js';
 import { redactUrl } from '../util/redact-text.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { estimateLines } from './estimate.js';
@@ -98,8 +99,16 @@ export async function run(argv: readonly string[]): Promise<number> {
     .description('Run the Kafka→Kafka dedup node until SIGTERM/SIGINT (see docs/node.md).')
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG)')
     .action(async (flags: { config?: string }) => {
-      // Imported on demand, so `idem dedup` never loads kafkajs.
-      const { runNode } = await import('../node/main.js');
+      // Imported on demand, so `idem dedup` never loads kafkajs (nor pino, prom-client: optional dependencies).
+      let runNode: typeof import('../node/main.js').runNode;
+      try {
+        ({ runNode } = await import('../node/main.js'));
+      } catch (error) {
+        const missing = asMissingDependency(error, { feature: 'idem node' });
+        if (missing === undefined) throw error;
+        process.stderr.write(`${missing.message} (an install with --omit=optional leaves it out)\n`);
+        process.exit(3);
+      }
       code = await runNode(flags.config ? { configPath: flags.config } : {});
       // kafkajs and store clients can leave timers behind; the node is done and its log flushed (as bin.ts).
       process.exit(code);

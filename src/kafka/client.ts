@@ -1,7 +1,17 @@
 import { Kafka, type LogEntry, logLevel, type SASLOptions } from 'kafkajs';
-import type { Logger } from 'pino';
 import type { TlsOptions } from '../options/tls.js';
 import type { KafkaSasl } from './connection.js';
+
+/**
+ * Where kafkajs's log goes: the part of a pino logger the client uses (the node passes its pino logger; pino is
+ * the node's optional dependency, not the library's).
+ */
+export interface KafkaLogSink {
+  error(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+  debug(fields: object, message: string): void;
+}
 
 /** What {@link createKafkaClient} needs of a parsed connection table. */
 export interface KafkaClientSettings {
@@ -18,7 +28,7 @@ export interface KafkaClientBehaviour {
   /** kafkajs's retry budget per request (backing off from 300 ms to 10 s). */
   readonly retries: number;
   /** Where kafkajs's warnings and errors go; without one the client is quiet (failures surface as rejections). */
-  readonly logger?: Logger;
+  readonly logger?: KafkaLogSink;
   /** Sees each kafkajs log entry first; `false` drops it (the node's start reports connection retries once). */
   readonly onLog?: (entry: LogEntry) => boolean;
 }
@@ -56,7 +66,7 @@ export function createKafkaClient(settings: KafkaClientSettings, behaviour: Kafk
  */
 const EXPECTED = 'Limiting retries for the idempotent producer may invalidate EoS guarantees';
 
-function logKafkajs(logger: Logger, { namespace, level, log }: LogEntry): void {
+function logKafkajs(logger: KafkaLogSink, { namespace, level, log }: LogEntry): void {
   const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
   if (message === EXPECTED) return;
   const line = { kafkajs: namespace, ...fields };

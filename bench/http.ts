@@ -3,8 +3,10 @@
  * (examples/http/server.ts) without the adapter, and with it on the memory and Redis stores, driven by a small
  * keep-alive client loop in the same process (`node:http` with a keep-alive agent: `fetch` costs several times
  * more CPU per request here, which would hide the server's own cost). Every request carries a new key (claim, route, store the
- * response); the `replay` rows send one key again and again (the stored response answers). Prints figures and
- * ratios against the baseline measured in the same run, and the load average; asserts nothing.
+ * response); the `replay` rows send one key again and again (the stored response answers). The example app sets
+ * `scope` to the signed-in user; the `default scope` rows mount the same route behind an adapter without a
+ * `scope` hook, whose default scopes keys by a SHA-256 digest of the request's credential headers. Prints figures
+ * and ratios against the baseline measured in the same run, and the load average; asserts nothing.
  *
  *   npm run bench:http [-- --seconds 3 --concurrency 16 --rounds 2 --redis redis://127.0.0.1:6379]
  */
@@ -14,7 +16,9 @@ import { Agent, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
+import express, { type Express } from 'express';
 import { createExampleApp } from '../examples/http/server.js';
+import { idempotencyKey } from '../src/adapters/http/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
 import { RedisRepository } from '../src/repositories/redis/index.js';
 import type { IdempotentRepository } from '../src/repositories/types.js';
@@ -87,20 +91,38 @@ async function drive(
   return { rps: total / ((performance.now() - start) / 1_000), statuses };
 }
 
-/** Serves the example app (with the adapter over `repository`, or bare) and measures it. */
+/**
+ * The example's `POST /charges` behind an adapter with the default scope (no `scope` hook: the digest of the
+ * credential headers), and without the example's sign-in step, which the default makes unnecessary for scoping.
+ */
+function defaultScopeApp(repository: IdempotentRepository): Express {
+  let count = 0;
+  const app = express();
+  app.post('/charges', express.json(), idempotencyKey({ repository }), (req, res) => {
+    count++;
+    const id = `ch_${count}`;
+    const { amount = 0, currency = 'eur' } = (req.body ?? {}) as { amount?: number; currency?: string };
+    res.status(201).location(`/charges/${id}`).json({ id, amount, currency });
+  });
+  return app;
+}
+
+/** Serves the app of a row (the example with the adapter over `repository`, or bare) and measures it. */
 async function measure(
   label: string,
   repository: IdempotentRepository | undefined,
   key: () => string,
+  build?: (repository: IdempotentRepository) => Express,
 ): Promise<number> {
-  const { app } = createExampleApp(repository ? { repository } : undefined);
+  const app =
+    build && repository ? build(repository) : createExampleApp(repository ? { repository } : undefined).app;
   const server = app.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   try {
     const { rps, statuses } = await drive(port, key);
     console.log(
-      `${label.padEnd(36)} ${rps.toFixed(0).padStart(7)} req/s   statuses ${JSON.stringify(statuses)}`,
+      `${label.padEnd(42)} ${rps.toFixed(0).padStart(7)} req/s   statuses ${JSON.stringify(statuses)}`,
     );
     return rps;
   } finally {
@@ -128,10 +150,27 @@ const redis = await RedisRepository.open({
   url: values.redis,
   keyPrefix: `idem-bench-http:${randomUUID()}:`,
 });
-const rows: { label: string; repository: IdempotentRepository | undefined; key: () => string }[] = [
+const rows: {
+  label: string;
+  repository: IdempotentRepository | undefined;
+  key: () => string;
+  build?: (repository: IdempotentRepository) => Express;
+}[] = [
   { label: 'baseline: no adapter', repository: undefined, key: newKey },
   { label: 'adapter, memory, new keys', repository: new MemoryRepository(), key: newKey },
   { label: 'adapter, memory, replays', repository: new MemoryRepository(), key: oneKey() },
+  {
+    label: 'adapter, memory, new keys, default scope',
+    repository: new MemoryRepository(),
+    key: newKey,
+    build: defaultScopeApp,
+  },
+  {
+    label: 'adapter, memory, replays, default scope',
+    repository: new MemoryRepository(),
+    key: oneKey(),
+    build: defaultScopeApp,
+  },
   { label: 'adapter, redis, new keys', repository: redis, key: newKey },
   { label: 'adapter, redis, replays', repository: redis, key: oneKey() },
 ];
@@ -140,7 +179,7 @@ const best = new Map<string, number>();
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const row of rows) {
-      const rps = await measure(row.label, row.repository, row.key);
+      const rps = await measure(row.label, row.repository, row.key, row.build);
       best.set(row.label, Math.max(best.get(row.label) ?? 0, rps));
     }
   }
@@ -158,7 +197,7 @@ const baseline = best.get('baseline: no adapter') ?? Number.NaN;
 for (const [label, rps] of best) {
   if (label.startsWith('baseline')) continue;
   console.log(
-    `${label.padEnd(36)} ${rps.toFixed(0).padStart(7)} req/s = ${(rps / baseline).toFixed(2)} of the baseline ` +
+    `${label.padEnd(42)} ${rps.toFixed(0).padStart(7)} req/s = ${(rps / baseline).toFixed(2)} of the baseline ` +
       `(${(baseline / rps).toFixed(2)}x the time per request)`,
   );
 }

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stores=("$@")
-((${#stores[@]})) || stores=(rocksdb redis dynamodb cassandra)
+((${#stores[@]})) || stores=(rocksdb redis dynamodb cassandra postgres mysql)
 servers=()
 for s in "${stores[@]}"; do [[ $s == rocksdb ]] || servers+=("$s"); done
 if ((${#servers[@]})); then bash scripts/stack/up.sh "${servers[@]}"; fi

@@ -90,6 +90,17 @@ export class RepositoryError extends IdempotencyError {
   }
 }
 
+/**
+ * The repository cannot renew a lease at all: a store written before `renew` (BaseRepository's default
+ * `doRenew`), or a wrapper over one. Unlike a renewal that failed, retrying cannot help: the consumer warns once
+ * (`IDEM_LEASE_RENEWAL_UNSUPPORTED`) and stops renewing, so its claims hold for one lease only.
+ */
+export class RenewUnsupportedError extends RepositoryError {
+  constructor(message: string) {
+    super(message, { retryable: false });
+  }
+}
+
 /** An operation was called on a repository after `close()`. */
 export class RepositoryClosedError extends IdempotencyError {
   static readonly code = ErrorCodes.repositoryClosed;
@@ -112,7 +123,9 @@ export class ClaimLostError extends IdempotencyError {
     super(
       ClaimLostError.code,
       `the claim on message ${JSON.stringify(id)} was lost: its lease ran out before the handler finished and ` +
-        'another worker took the id over, so the message may be handled twice (raise leaseMs above the slowest handler)',
+        'another worker took the id over, so the message may be handled twice (the lease was not renewed: ' +
+        'see stats.leaseRenewalFailures and the IDEM_LEASE_RENEWAL_* warnings; a handler that blocks the ' +
+        'event loop also stops renewals)',
       { ...options, retryable: false },
     );
   }

@@ -43,6 +43,8 @@ const REDIS = hostPort(process.env.REDIS_URL, '127.0.0.1:6379');
 const DYNAMODB = hostPort(process.env.DYNAMODB_ENDPOINT, '127.0.0.1:4567');
 const CASSANDRA = (process.env.CASSANDRA_CONTACT_POINTS ?? '127.0.0.1:9042').split(',')[0] as string;
 const KAFKA = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',')[0] as string;
+const POSTGRES = hostPort(process.env.POSTGRES_URL, '127.0.0.1:5432');
+const MYSQL = hostPort(process.env.MYSQL_URL, '127.0.0.1:3306');
 
 /**
  * Every bench with a row in issue 9's table. A bench joins the report once it writes its figures with `--json`
@@ -80,6 +82,18 @@ const BENCHES: readonly BenchSpec[] = [
     file: 'bench/repositories/cassandra.ts',
     servers: [CASSANDRA],
     small: ['--ids', '5000', '--sequential', '300', '--concurrency', '128'],
+  },
+  {
+    name: 'postgres',
+    file: 'bench/repositories/postgres.ts',
+    servers: [POSTGRES],
+    small: ['--ids', '20000', '--messages', '1000'],
+  },
+  {
+    name: 'mysql',
+    file: 'bench/repositories/mysql.ts',
+    servers: [MYSQL],
+    small: ['--ids', '20000', '--messages', '1000'],
   },
   { name: 'kafka', file: 'bench/kafka.ts', servers: [KAFKA], small: ['--records', '100000'] },
   {

@@ -49,6 +49,8 @@ if ((purge)); then
       dynamodb) rm -rf "$STACK_DIR/dynamodb/data" ;;
       cassandra) rm -rf "$STACK_DIR/cassandra/data" ;;
       kafka) rm -rf "$STACK_DIR/kafka/data" "$STACK_DIR/kafka/cluster.id" ;;
+      postgres) rm -rf "$(stack_db_home postgres "$STACK_POSTGRES_USER")" ;;
+      mysql) rm -rf "$(stack_db_home mysql mysql)" ;;
     esac
     if stack_docker_available 2>/dev/null; then stack_compose rm -f -s -v "$name" >/dev/null 2>&1 || true; fi
     log "$name: data purged"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for the test stack (sourced by up.sh, down.sh, status.sh).
 #
-# Servers: redis, dynamodb (dynalite), cassandra, kafka. Each runs natively on
+# Servers: redis, dynamodb (dynalite), cassandra, kafka, postgres, mysql (MariaDB). Each runs natively on
 # loopback (or via docker-compose.test.yml when a Docker engine answers), with
 # state under .stack/ and logs under .stack/logs/. See docs/test-stack.md.
 
@@ -10,7 +10,7 @@ STACK_SCRIPTS="$STACK_ROOT/scripts/stack"
 STACK_DIR=${IDEM_STACK_DIR:-$STACK_ROOT/.stack}
 STACK_LOG_DIR="$STACK_DIR/logs"
 STACK_PID_DIR="$STACK_DIR/pids"
-STACK_ALL=(redis dynamodb cassandra kafka)
+STACK_ALL=(redis dynamodb cassandra kafka postgres mysql)
 STACK_COMPOSE_FILE="$STACK_ROOT/docker-compose.test.yml"
 
 # ---- endpoints (env overridable) -------------------------------------------
@@ -18,6 +18,8 @@ export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 export DYNAMODB_ENDPOINT=${DYNAMODB_ENDPOINT:-http://127.0.0.1:4567}
 export CASSANDRA_CONTACT_POINTS=${CASSANDRA_CONTACT_POINTS:-127.0.0.1:9042}
 export KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
+export POSTGRES_URL=${POSTGRES_URL:-postgres://idem:idem@127.0.0.1:5432/idem}
+export MYSQL_URL=${MYSQL_URL:-mysql://idem:idem@127.0.0.1:3306/idem}
 
 # _hostport URL-OR-HOSTPORT DEFAULT_PORT -> "host port" (first entry of a list)
 _hostport() {
@@ -36,10 +38,20 @@ _hostport() {
   fi
   echo "${host:-127.0.0.1} ${port:-$def}"
 }
+# _redact_url URL -> the URL with its password replaced by *** (for logs and pid files).
+_redact_url() {
+  local u=$1
+  if [[ $u =~ ^([a-z][a-z0-9+.-]*://[^:/@]*):[^@/]*@(.*)$ ]]; then u="${BASH_REMATCH[1]}:***@${BASH_REMATCH[2]}"; fi
+  echo "$u"
+}
 read -r REDIS_HOST REDIS_PORT < <(_hostport "$REDIS_URL" 6379)
 read -r DYNAMODB_HOST DYNAMODB_PORT < <(_hostport "$DYNAMODB_ENDPOINT" 4567)
 read -r CASSANDRA_HOST CASSANDRA_PORT < <(_hostport "$CASSANDRA_CONTACT_POINTS" 9042)
 read -r KAFKA_HOST KAFKA_PORT < <(_hostport "$KAFKA_BROKERS" 9092)
+read -r POSTGRES_HOST POSTGRES_PORT < <(_hostport "$POSTGRES_URL" 5432)
+# Debian's PostgreSQL 15 (package postgresql-15); another major with POSTGRES_BIN_DIR.
+POSTGRES_BIN_DIR=${POSTGRES_BIN_DIR:-/usr/lib/postgresql/15/bin}
+read -r MYSQL_HOST MYSQL_PORT < <(_hostport "$MYSQL_URL" 3306)
 CASSANDRA_STORAGE_PORT=${CASSANDRA_STORAGE_PORT:-7000}
 # Client TLS on Cassandra's native port (optional: plaintext still works there). The stack's
 # own CA signs the server certificate; tests trust it through CASSANDRA_TLS_CA.
@@ -47,13 +59,19 @@ CASSANDRA_TLS=${CASSANDRA_TLS:-1}
 STACK_TLS_DIR="$STACK_DIR/tls"
 export CASSANDRA_TLS_CA=${CASSANDRA_TLS_CA:-$STACK_TLS_DIR/ca.pem}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
-export REDIS_PORT DYNAMODB_PORT CASSANDRA_PORT KAFKA_PORT KAFKA_CONTROLLER_PORT CASSANDRA_STORAGE_PORT
+# TLS on MariaDB's port too (optional per client, as MySQL servers are), signed by the stack CA.
+MYSQL_TLS=${MYSQL_TLS:-1}
+export MYSQL_TLS_CA=${MYSQL_TLS_CA:-$STACK_TLS_DIR/ca.pem}
+export REDIS_PORT DYNAMODB_PORT CASSANDRA_PORT KAFKA_PORT KAFKA_CONTROLLER_PORT CASSANDRA_STORAGE_PORT POSTGRES_PORT
+export MYSQL_PORT
 
 # ---- readiness timeouts (seconds) --------------------------------------------
 STACK_TIMEOUT_REDIS=${STACK_TIMEOUT_REDIS:-30}
 STACK_TIMEOUT_DYNAMODB=${STACK_TIMEOUT_DYNAMODB:-30}
 STACK_TIMEOUT_CASSANDRA=${STACK_TIMEOUT_CASSANDRA:-180}
 STACK_TIMEOUT_KAFKA=${STACK_TIMEOUT_KAFKA:-120}
+STACK_TIMEOUT_POSTGRES=${STACK_TIMEOUT_POSTGRES:-60}
+STACK_TIMEOUT_MYSQL=${STACK_TIMEOUT_MYSQL:-60}
 
 # ---- JVM sizing ----------------------------------------------------------------
 CASSANDRA_HEAP=${CASSANDRA_HEAP:-1G}
@@ -96,6 +114,8 @@ stack_canon() {
     dynamodb | dynamo | ddb | dynalite) echo dynamodb ;;
     cassandra | cql) echo cassandra ;;
     kafka) echo kafka ;;
+    postgres | postgresql | pg) echo postgres ;;
+    mysql | mariadb | mariadbd) echo mysql ;;
     *) return 1 ;;
   esac
 }
@@ -124,24 +144,32 @@ stack_port_of() {
   case $1 in
     redis) echo "$REDIS_PORT" ;; dynamodb) echo "$DYNAMODB_PORT" ;;
     cassandra) echo "$CASSANDRA_PORT" ;; kafka) echo "$KAFKA_PORT" ;;
+    postgres) echo "$POSTGRES_PORT" ;;
+    mysql) echo "$MYSQL_PORT" ;;
   esac
 }
 stack_host_of() {
   case $1 in
     redis) echo "$REDIS_HOST" ;; dynamodb) echo "$DYNAMODB_HOST" ;;
     cassandra) echo "$CASSANDRA_HOST" ;; kafka) echo "$KAFKA_HOST" ;;
+    postgres) echo "$POSTGRES_HOST" ;;
+    mysql) echo "$MYSQL_HOST" ;;
   esac
 }
 stack_timeout_of() {
   case $1 in
     redis) echo "$STACK_TIMEOUT_REDIS" ;; dynamodb) echo "$STACK_TIMEOUT_DYNAMODB" ;;
     cassandra) echo "$STACK_TIMEOUT_CASSANDRA" ;; kafka) echo "$STACK_TIMEOUT_KAFKA" ;;
+    postgres) echo "$STACK_TIMEOUT_POSTGRES" ;;
+    mysql) echo "$STACK_TIMEOUT_MYSQL" ;;
   esac
 }
 stack_endpoint_of() {
   case $1 in
     redis) echo "$REDIS_URL" ;; dynamodb) echo "$DYNAMODB_ENDPOINT" ;;
     cassandra) echo "$CASSANDRA_CONTACT_POINTS" ;; kafka) echo "$KAFKA_BROKERS" ;;
+    postgres) _redact_url "$POSTGRES_URL" ;;
+    mysql) _redact_url "$MYSQL_URL" ;;
   esac
 }
 # Log files worth showing when a server fails (framework log + raw stdout/stderr).
@@ -151,6 +179,8 @@ stack_logs_of() {
     dynamodb) echo "$STACK_LOG_DIR/dynamodb.log" ;;
     cassandra) echo "$STACK_LOG_DIR/cassandra.log $STACK_LOG_DIR/cassandra.out" ;;
     kafka) echo "$STACK_LOG_DIR/kafka.log $STACK_LOG_DIR/kafka.out" ;;
+    postgres) echo "$STACK_LOG_DIR/postgres.log" ;;
+    mysql) echo "$STACK_LOG_DIR/mysql.log $STACK_LOG_DIR/mysql.out" ;;
   esac
 }
 
@@ -286,6 +316,32 @@ stack_ensure_redis_binary() {
   if ((created)); then "${sudo[@]}" rm -f "$policy"; fi
   if ((rc != 0)) || ! command -v redis-server >/dev/null 2>&1; then
     err "apt-get install redis-server failed (see $STACK_LOG_DIR/apt.log)"
+    tail -n 20 "$STACK_LOG_DIR/apt.log" >&2
+    return 1
+  fi
+}
+
+# Debian's postgresql package (the server binaries under $POSTGRES_BIN_DIR). Its init
+# script must not start a cluster of its own (we run ours under the stack dir).
+stack_ensure_postgres_binary() {
+  [[ -x $POSTGRES_BIN_DIR/postgres && -x $POSTGRES_BIN_DIR/initdb ]] && return 0
+  log "postgres: $POSTGRES_BIN_DIR/postgres not found: installing Debian package postgresql"
+  if [[ $(id -u) -ne 0 ]]; then
+    err "postgres missing and not root: apt-get install -y postgresql"
+    return 1
+  fi
+  local policy=/usr/sbin/policy-rc.d created=0 rc=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created=1
+  fi
+  # Install from the current lists first; refresh them only when that fails (stale lists).
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; }
+  } >>"$STACK_LOG_DIR/apt.log" 2>&1 || rc=$?
+  if ((created)); then rm -f "$policy"; fi
+  if ((rc != 0)) || [[ ! -x $POSTGRES_BIN_DIR/postgres ]]; then
+    err "apt-get install postgresql failed or did not provide $POSTGRES_BIN_DIR (see $STACK_LOG_DIR/apt.log)"
     tail -n 20 "$STACK_LOG_DIR/apt.log" >&2
     return 1
   fi
@@ -524,9 +580,223 @@ stack_start_native_kafka() {
   stack_spawn kafka "$STACK_LOG_DIR/kafka.out" "${STACK_KAFKA_CMD[@]}" kafka.Kafka "$conf/server.properties"
 }
 
+# PostgreSQL refuses to run as root: the cluster belongs to the `postgres` OS user (created by
+# the Debian package). setpriv exec()s in place (unlike runuser/su, which fork to keep a PAM
+# session), so the pid stack_spawn records is the postmaster itself.
+STACK_POSTGRES_USER=${STACK_POSTGRES_USER:-postgres}
+# Where a database server run as its own OS user keeps its files: under the stack dir when that user can
+# reach it, else (a checkout under a private home such as /root) in a folder of its own under /tmp, keyed by the
+# stack dir so two checkouts never share one.
+stack_db_home() { # NAME OS-USER
+  local name=$1 user=$2
+  if [[ $(id -un) == "$user" ]] || setpriv "--reuid=$user" "--regid=$user" --init-groups --reset-env \
+    test -x "$STACK_DIR" 2>/dev/null; then
+    echo "$STACK_DIR/$name"
+    return
+  fi
+  local key
+  key=$(printf '%s' "$STACK_DIR" | sha1sum | cut -c1-12)
+  mkdir -p "/tmp/idem-stack-$key" && chmod 755 "/tmp/idem-stack-$key"
+  echo "/tmp/idem-stack-$key/$name"
+}
+
+stack_as_postgres_cmd() {
+  STACK_AS_POSTGRES=()
+  [[ $(id -un) == "$STACK_POSTGRES_USER" ]] ||
+    STACK_AS_POSTGRES=(setpriv "--reuid=$STACK_POSTGRES_USER" "--regid=$STACK_POSTGRES_USER" --init-groups --reset-env)
+}
+stack_as_postgres() {
+  stack_as_postgres_cmd
+  "${STACK_AS_POSTGRES[@]}" "$@"
+}
+
+# User, password and database of POSTGRES_URL (defaults idem/idem/idem), one per line.
+stack_postgres_credentials() {
+  node -e '
+    let u; try { u = new URL(process.argv[1]) } catch { u = new URL("postgres://x") }
+    const d = (s, def) => (s ? decodeURIComponent(s) : def);
+    process.stdout.write([d(u.username, "idem"), d(u.password, "idem"), d(u.pathname.slice(1), "idem")].join("\n"));
+  ' "$POSTGRES_URL"
+}
+
+# initdb into $STACK_DIR/postgres/data once, with the role and database of POSTGRES_URL
+# created in single-user mode (no server, no socket, no superuser password needed).
+# `.provisioned` marks a complete cluster: a half-made one (interrupted initdb) is redone.
+stack_postgres_init() {
+  local home data
+  home=$(stack_db_home postgres "$STACK_POSTGRES_USER") data="$home/data"
+  [[ -f $home/.provisioned && -f $data/PG_VERSION ]] && return 0
+  local user pass db
+  { read -r user; read -r pass; read -r db; } < <(stack_postgres_credentials)
+  if [[ ! $user =~ ^[A-Za-z_][A-Za-z0-9_]*$ || ! $db =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+    err "postgres: POSTGRES_URL user and database must be plain identifiers (got user '$user', database '$db')"
+    return 1
+  fi
+  log "postgres: initdb into $data (role and database $user/$db)"
+  rm -rf "$data" "$home/.provisioned"
+  mkdir -p "$data" "$home/run"
+  chown "$STACK_POSTGRES_USER:" "$home" "$data" "$home/run"
+  chmod 700 "$data" "$home/run"
+  # trust for the unix socket only (its directory is 0700, postgres-owned); TCP needs a
+  # password (scram-sha-256), written below over initdb's pg_hba.conf.
+  # initdb insists on a superuser password when TCP auth is password-based: a random one
+  # nobody needs (the superuser logs in through the socket).
+  (umask 077 && openssl rand -hex 24 >"$home/.pwfile") && chown "$STACK_POSTGRES_USER:" "$home/.pwfile" || return 1
+  local rc=0
+  stack_as_postgres "$POSTGRES_BIN_DIR/initdb" -D "$data" -U postgres -E UTF8 --locale=C.UTF-8 \
+    --auth-local=trust --auth-host=scram-sha-256 "--pwfile=$home/.pwfile" \
+    >>"$STACK_LOG_DIR/postgres.log" 2>&1 || rc=$?
+  rm -f "$home/.pwfile"
+  if ((rc != 0)); then
+    err "postgres: initdb failed (see $STACK_LOG_DIR/postgres.log)"
+    return 1
+  fi
+  printf '%s\n' '# Written by scripts/stack/lib.sh (stack_postgres_init).' \
+    'local all all trust' 'host all all all scram-sha-256' >"$data/pg_hba.conf"
+  chown "$STACK_POSTGRES_USER:" "$data/pg_hba.conf"
+  local sqlpass=${pass//\'/\'\'} out
+  # Single-user mode reads one statement per line and exits 0 even when one fails: its
+  # output is checked for ERROR/FATAL instead. (The password never reaches a log.)
+  out=$(printf '%s\n' \
+    "CREATE ROLE \"$user\" LOGIN PASSWORD '$sqlpass';" \
+    "CREATE DATABASE \"$db\" OWNER \"$user\";" |
+    stack_as_postgres "$POSTGRES_BIN_DIR/postgres" --single -D "$data" postgres 2>&1) || rc=$?
+  if ((rc != 0)) || [[ $out == *ERROR* || $out == *FATAL* ]]; then
+    printf '%s\n' "${out//"$sqlpass"/***}" >>"$STACK_LOG_DIR/postgres.log"
+    err "postgres: creating role/database $user/$db failed (see $STACK_LOG_DIR/postgres.log)"
+    return 1
+  fi
+  touch "$home/.provisioned"
+}
+
+stack_start_native_postgres() {
+  stack_ensure_postgres_binary || return 1
+  stack_postgres_init || return 1
+  local home data
+  home=$(stack_db_home postgres "$STACK_POSTGRES_USER") data="$home/data"
+  local args=("$POSTGRES_BIN_DIR/postgres" -D "$data"
+    -c "listen_addresses=$POSTGRES_HOST" -c "port=$POSTGRES_PORT"
+    -c "unix_socket_directories=$home/run"
+    # Throwaway test data: no fsync (a crash of the server process still loses nothing
+    # committed; only an OS crash would). Logs to stderr = $STACK_LOG_DIR/postgres.log.
+    -c fsync=off -c full_page_writes=off -c logging_collector=off
+    -c "max_connections=${POSTGRES_MAX_CONNECTIONS:-200}")
+  # TLS on the same port (clients choose; plaintext still works): the stack CA's server
+  # certificate, copied because PostgreSQL wants its key owned by itself and 0600.
+  if [[ ${POSTGRES_TLS:-1} == 1 ]]; then
+    stack_tls_certs || return 1
+    mkdir -p "$home/tls"
+    cp -f "$STACK_TLS_DIR/server.pem" "$STACK_TLS_DIR/server.key" "$home/tls/"
+    chown -R "$STACK_POSTGRES_USER:" "$home/tls"
+    chmod 600 "$home/tls/server.key"
+    args+=(-c ssl=on -c "ssl_cert_file=$home/tls/server.pem" -c "ssl_key_file=$home/tls/server.key")
+  fi
+  stack_as_postgres_cmd
+  stack_spawn postgres "$STACK_LOG_DIR/postgres.log" "${STACK_AS_POSTGRES[@]}" "${args[@]}"
+}
+
+# ---- mysql (MariaDB) ---------------------------------------------------------------
+# Debian's mariadb-server, run by hand (no init here): mariadb-install-db once into
+# $STACK_DIR/mysql/data, then mariadbd as the `mysql` OS user on $MYSQL_HOST:$MYSQL_PORT
+# only, with its own socket and pid file under $STACK_DIR/mysql. The database and user
+# of MYSQL_URL (idem/idem) are (re)created by an init file on every start, so a changed
+# password in MYSQL_URL takes effect on the next start.
+stack_ensure_mariadb_binary() {
+  if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-install-db >/dev/null 2>&1; then return 0; fi
+  log "mariadbd not found: installing Debian package mariadb-server"
+  if [[ $(id -u) -ne 0 ]]; then
+    err "mariadbd missing and not root: apt-get install -y mariadb-server"
+    return 1
+  fi
+  # The package's postinst would start a system-wide server on 3306 (we run our
+  # own): policy-rc.d exit 101 = "don't start".
+  local policy=/usr/sbin/policy-rc.d created=0 rc=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created=1
+  fi
+  # The package lists may be stale or absent: update only when a plain install fails.
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server; }
+  } >>"$STACK_LOG_DIR/apt.log" 2>&1 || rc=$?
+  if ((created)); then rm -f "$policy"; fi
+  if ((rc != 0)) || ! command -v mariadbd >/dev/null 2>&1; then
+    err "apt-get install mariadb-server failed (see $STACK_LOG_DIR/apt.log)"
+    tail -n 20 "$STACK_LOG_DIR/apt.log" >&2
+    return 1
+  fi
+}
+
+# Prints "user password database" of MYSQL_URL (percent-decoded).
+stack_mysql_credentials() {
+  node -e 'const u=new URL(process.argv[1]);const d=decodeURIComponent;process.stdout.write([d(u.username)||"idem",d(u.password),d(u.pathname.slice(1))||"idem"].join("\n"))' "$MYSQL_URL"
+}
+
+stack_start_native_mysql() {
+  stack_ensure_mariadb_binary || return 1
+  local home data run_as=()
+  home=$(stack_db_home mysql mysql) data="$home/data"
+  mkdir -p "$home"
+  # As root, mariadbd drops to the mysql user itself (--user); the data, socket and pid
+  # files must then belong to that user.
+  if [[ $(id -u) -eq 0 ]]; then run_as=(--user=mysql); fi
+  if [[ ! -d $data/mysql ]]; then
+    log "mysql: initialising a data directory in $data"
+    rm -rf "$data" && mkdir -p "$data"
+    if ((${#run_as[@]})); then chown mysql:mysql "$home" "$data"; fi
+    # root logs in through the socket only (unix_socket auth): no root password exists.
+    if ! mariadb-install-db --no-defaults "${run_as[@]}" --datadir="$data" --skip-test-db \
+      --auth-root-authentication-method=socket >>"$STACK_LOG_DIR/mysql.out" 2>&1; then
+      err "mysql: mariadb-install-db failed (see $STACK_LOG_DIR/mysql.out)"
+      rm -rf "$data"
+      return 1
+    fi
+  fi
+  local user pass db
+  { read -r user; read -r pass; read -r db; } < <(stack_mysql_credentials; echo)
+  if [[ ! $user =~ ^[A-Za-z0-9_]+$ || ! $db =~ ^[A-Za-z0-9_]+$ || $pass == *"'"* || $pass == *\\* ]]; then
+    err "mysql: MYSQL_URL must name a plain user and database, and a password without ' or \\"
+    return 1
+  fi
+  # Run at every start, before the server accepts connections (--init-file): idempotent,
+  # and it never leaves the password anywhere but this mode-600 file.
+  local init="$home/init.sql"
+  (
+    umask 077
+    cat >"$init" <<SQL
+CREATE DATABASE IF NOT EXISTS \`$db\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+CREATE USER IF NOT EXISTS '$user'@'$MYSQL_HOST' IDENTIFIED BY '$pass';
+ALTER USER '$user'@'$MYSQL_HOST' IDENTIFIED BY '$pass';
+GRANT ALL PRIVILEGES ON \`$db\`.* TO '$user'@'$MYSQL_HOST';
+SQL
+  )
+  local tls=()
+  if [[ $MYSQL_TLS == 1 ]]; then
+    stack_tls_certs || return 1
+    # A copy the mysql user can read (the stack's key is root's, mode 600).
+    mkdir -p "$home/tls"
+    cp -f "$STACK_TLS_DIR/ca.pem" "$STACK_TLS_DIR/server.pem" "$STACK_TLS_DIR/server.key" "$home/tls/"
+    chmod 600 "$home/tls/server.key"
+    tls=(--ssl-ca="$home/tls/ca.pem" --ssl-cert="$home/tls/server.pem" --ssl-key="$home/tls/server.key")
+  fi
+  # The error log is written by mariadbd after it dropped to the mysql user.
+  touch "$STACK_LOG_DIR/mysql.log"
+  if ((${#run_as[@]})); then chown -R mysql:mysql "$home" "$STACK_LOG_DIR/mysql.log"; fi
+  # --no-defaults: nothing from /etc/mysql (the Debian config points at /run/mysqld and
+  # /var/lib/mysql). innodb_flush_log_at_trx_commit=2 survives a SIGKILL of mariadbd (only
+  # an OS crash loses the last second), which is all a test server needs.
+  stack_spawn mysql "$STACK_LOG_DIR/mysql.out" mariadbd --no-defaults "${run_as[@]}" \
+    --datadir="$data" --socket="$home/mysqld.sock" --pid-file="$home/mysqld.pid" \
+    --bind-address="$MYSQL_HOST" --port="$MYSQL_PORT" --skip-name-resolve \
+    --log-error="$STACK_LOG_DIR/mysql.log" --init-file="$init" \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
+    --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 --max-connections=300 \
+    "${tls[@]}"
+}
+
 # ---- stopping ------------------------------------------------------------------------
 stack_stop_timeout_of() {
-  case $1 in cassandra | kafka) echo 60 ;; *) echo 15 ;; esac
+  case $1 in cassandra | kafka) echo 60 ;; mysql) echo 30 ;; *) echo 15 ;; esac
 }
 
 # Stops the server we started (native pid or docker service). Returns 0 when
@@ -549,6 +819,9 @@ stack_stop_one() {
   fi
   local start
   start=$(stack_proc_start "$pid" || true)
+  # PostgreSQL's SIGTERM is a "smart" shutdown that waits for every client (a test's pool) to
+  # disconnect; SIGINT is its "fast" shutdown, what everyone else calls TERM.
+  [[ $name == postgres && $signal == TERM ]] && signal=INT
   log "$name: stopping pid $pid (SIG$signal)"
   kill "-$signal" "$pid" 2>/dev/null || true
   limit=$(($(stack_stop_timeout_of "$name") * 10))

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Readiness probe for the test stack.
 //
-//   node scripts/stack/probe.mjs <redis|dynamodb|cassandra|kafka> [--wait SECONDS] [--pid PID] [--quiet]
+//   node scripts/stack/probe.mjs <redis|dynamodb|cassandra|kafka|postgres|mysql> [--wait SECONDS] [--pid PID] [--quiet]
 //
 // Without --wait: one attempt, exit 0 when the server answers, 1 otherwise.
 // With --wait: retries once a second until the server answers (exit 0), the
@@ -12,6 +12,8 @@
 //   dynamodb  ListTables                           (DYNAMODB_ENDPOINT)
 //   cassandra SELECT release_version FROM system.local (CASSANDRA_CONTACT_POINTS)
 //   kafka     admin describeCluster with >= 1 broker   (KAFKA_BROKERS)
+//   postgres  SELECT version() as the URL's role, in its database (POSTGRES_URL)
+//   mysql     SELECT VERSION() as the URL's user, in its database (MYSQL_URL)
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -25,6 +27,8 @@ const DEFAULTS = {
   DYNAMODB_ENDPOINT: 'http://127.0.0.1:4567',
   CASSANDRA_CONTACT_POINTS: '127.0.0.1:9042',
   KAFKA_BROKERS: '127.0.0.1:9092',
+  POSTGRES_URL: 'postgres://idem:idem@127.0.0.1:5432/idem',
+  MYSQL_URL: 'mysql://idem:idem@127.0.0.1:3306/idem',
 };
 const env = (name) => process.env[name] || DEFAULTS[name];
 const list = (s) =>
@@ -148,7 +152,51 @@ async function probeKafka() {
   }
 }
 
-const PROBES = { redis: probeRedis, dynamodb: probeDynamo, cassandra: probeCassandra, kafka: probeKafka };
+// Logging in as the URL's role proves the stack's provisioning (role, password, database),
+// not just a listening postmaster. The password never appears in the output.
+async function probePostgres() {
+  const { default: pg } = await import('pg');
+  const url = new URL(env('POSTGRES_URL'));
+  const where = `${url.hostname}:${url.port || 5432}${url.pathname}`;
+  const client = new pg.Client({ connectionString: url.href, connectionTimeoutMillis: 3000 });
+  // An error after connect (server shutting down) must not crash the probe.
+  client.on('error', () => {});
+  try {
+    await withTimeout(client.connect(), 5000, `postgres ${where}`);
+    const rs = await withTimeout(client.query('SELECT version() AS v'), 5000, `postgres ${where}`);
+    return `${String(rs.rows[0].v).split(' on ')[0]} at ${where}`;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+async function probeMysql() {
+  const { default: mysql } = await import('mysql2/promise');
+  const url = new URL(env('MYSQL_URL'));
+  // Named without the password: this line goes to the stack's logs.
+  const where = `${url.hostname}:${url.port || 3306}${url.pathname}`;
+  const connection = await withTimeout(
+    mysql.createConnection({ uri: url.href, connectTimeout: 3000 }),
+    5000,
+    `mysql ${where}`,
+  );
+  try {
+    const [rows] = await withTimeout(connection.query('SELECT VERSION() AS v'), 5000, `mysql ${where}`);
+    return `MySQL ${rows[0]?.v} at ${where}`;
+  } finally {
+    // A clean COM_QUIT: a dropped socket would log an "Aborted connection" warning per probe.
+    await connection.end().catch(() => connection.destroy());
+  }
+}
+
+const PROBES = {
+  redis: probeRedis,
+  dynamodb: probeDynamo,
+  cassandra: probeCassandra,
+  kafka: probeKafka,
+  postgres: probePostgres,
+  mysql: probeMysql,
+};
 
 function parseArgs(argv) {
   const opts = { name: undefined, wait: 0, pid: 0, quiet: false };

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts the test stack (or part of it) and waits until each server answers.
 #
-#   bash scripts/stack/up.sh                      # redis dynamodb cassandra kafka
+#   bash scripts/stack/up.sh                      # redis dynamodb cassandra kafka postgres mysql
 #   bash scripts/stack/up.sh redis kafka          # just those
 #
 # Native processes on loopback by default; `docker compose -f
@@ -149,5 +149,7 @@ for name in "${STACK_SELECTED[@]}"; do
     dynamodb) log "  DYNAMODB_ENDPOINT=$DYNAMODB_ENDPOINT" ;;
     cassandra) log "  CASSANDRA_CONTACT_POINTS=$CASSANDRA_CONTACT_POINTS" ;;
     kafka) log "  KAFKA_BROKERS=$KAFKA_BROKERS" ;;
+    postgres) log "  POSTGRES_URL=$(_redact_url "$POSTGRES_URL")" ;;
+    mysql) log "  MYSQL_URL=$(_redact_url "$MYSQL_URL")" ;;
   esac
 done

@@ -11,10 +11,11 @@ import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { estimateLines } from './estimate.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
+import { type MigrateFlags, runMigrate } from './migrate.js';
 import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
 import { Output } from './output.js';
 import { emptyCounts, Progress } from './progress.js';
-import { repositoryFromStoreUrl, storeSchemes } from './store-url.js';
+import { knownSchemes, repositoryFromStoreUrl } from './store-url.js';
 
 /** Exit codes of `idem`, documented in docs/cli.md. */
 export const ExitCode = {
@@ -68,11 +69,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     )
     .option(
       '--store <dir|url>',
-      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only; a URL selects its store (${Object.keys(
-        storeSchemes,
-      )
-        .map((s) => `${s}://`)
-        .join(', ')})`,
+      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only; a URL selects its store (${knownSchemes()})`,
     )
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG); flags win over it')
     .addOption(
@@ -94,6 +91,23 @@ export async function run(argv: readonly string[]): Promise<number> {
       code = await runDedup(files, flags, command);
     });
   quiet(dedup);
+  const migrate = program
+    .command('migrate')
+    .description(
+      "Print the DDL of a SQL store's table, or create it with --apply (idempotent; see docs/postgres.md, docs/mysql.md).",
+    )
+    .option(
+      '--store <url>',
+      'the database: postgres://[user[:password]@]host[:port]/database (PGPASSWORD works too) or ' +
+        'mysql://user[:password]@host[:port]/database',
+    )
+    .option('--table <name>', "table name, or schema.table (default: the store's default table)")
+    .option('--apply', 'run the DDL instead of printing it')
+    .action(async (flags: MigrateFlags) => {
+      const outcome = await runMigrate(flags, { out: process.stdout, err: process.stderr });
+      code = outcome === 'ok' ? ExitCode.ok : outcome === 'usage' ? ExitCode.usage : ExitCode.failure;
+    });
+  quiet(migrate);
   const node = program
     .command('node')
     .description('Run the Kafka→Kafka dedup node until SIGTERM/SIGINT (see docs/node.md).')

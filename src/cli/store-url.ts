@@ -11,18 +11,25 @@ export interface StoreScheme {
   readonly table: (url: string) => Record<string, unknown>;
   /**
    * Keys of a config table for the same store that the URL replaces (it says where the store is); the
-   * table's other keys (a key prefix, TLS) still apply. A table for another store is replaced whole.
+   * table's other keys (a table name, a key prefix, TLS) still apply. A table for another store is replaced whole.
    */
   readonly replaces: readonly string[];
 }
 
+const asUrl = (url: string) => ({ url });
+
 /**
- * `idem dedup --store <url>`: every URL scheme a store answers to, one entry per scheme. A `--store` value with a
- * scheme selects that store, or is refused naming these; it never becomes a directory.
+ * Every URL scheme a store answers to on the command line (`idem dedup --store`, `idem migrate --store`), one
+ * entry per scheme. A `--store` value with a scheme selects that store, or is refused naming these; it never
+ * becomes a directory. A store with a schema also needs its `idem migrate` entry (see migrate.ts).
  */
 export const storeSchemes: Readonly<Record<string, StoreScheme>> = {
-  redis: { type: 'redis', table: (url) => ({ url }), replaces: ['url', 'host', 'port', 'cluster'] },
-  rediss: { type: 'redis', table: (url) => ({ url }), replaces: ['url', 'host', 'port', 'cluster'] },
+  postgres: { type: 'postgres', table: asUrl, replaces: ['url'] },
+  postgresql: { type: 'postgres', table: asUrl, replaces: ['url'] },
+  mysql: { type: 'mysql', table: asUrl, replaces: ['url'] },
+  mariadb: { type: 'mysql', table: asUrl, replaces: ['url'] },
+  redis: { type: 'redis', table: asUrl, replaces: ['url', 'host', 'port', 'cluster'] },
+  rediss: { type: 'redis', table: asUrl, replaces: ['url', 'host', 'port', 'cluster'] },
   file: { type: 'rocksdb', table: (url) => ({ path: fileURLToPath(url) }), replaces: ['path'] },
 };
 
@@ -32,6 +39,22 @@ const SCHEME = /^([a-z][a-z0-9+.-]+):/i;
 /** The scheme of a `--store` value (`redis` for `redis://…`), or undefined for a path. */
 export function storeUrlScheme(value: string): string | undefined {
   return SCHEME.exec(value)?.[1]?.toLowerCase();
+}
+
+/** The known schemes as they are written, `postgres://, …`, for messages. */
+export function knownSchemes(filter: (scheme: StoreScheme) => boolean = () => true): string {
+  return Object.entries(storeSchemes)
+    .filter(([, scheme]) => filter(scheme))
+    .map(([name]) => `${name}://`)
+    .join(', ');
+}
+
+/** The store a `--store` value names when it is a URL of a known scheme; undefined for anything else. */
+export function storeOfUrl(value: string): { type: RepositoryType; url: string } | undefined {
+  const scheme = storeUrlScheme(value);
+  const entry =
+    scheme !== undefined && Object.hasOwn(storeSchemes, scheme) ? storeSchemes[scheme] : undefined;
+  return entry === undefined ? undefined : { type: entry.type, url: value };
 }
 
 /**
@@ -46,12 +69,9 @@ export function repositoryFromStoreUrl(
   if (scheme === undefined) return undefined;
   const entry = Object.hasOwn(storeSchemes, scheme) ? storeSchemes[scheme] : undefined;
   if (entry === undefined) {
-    const known = Object.keys(storeSchemes)
-      .map((s) => `${s}://`)
-      .join(', ');
     throw new ConfigError(
       'repository',
-      `${JSON.stringify(redactUrl(value))}: unknown store URL scheme "${scheme}:"; known: ${known}, ` +
+      `${JSON.stringify(redactUrl(value))}: unknown store URL scheme "${scheme}:"; known: ${knownSchemes()}, ` +
         `or a directory (one whose name has a colon: --store ./${redactUrl(value)})`,
       { label: '--store' },
     );

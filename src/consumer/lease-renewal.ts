@@ -1,3 +1,4 @@
+import { RenewUnsupportedError } from '../errors.js';
 import type { ClaimRef, IdempotentRepository, MessageId } from '../repositories/types.js';
 import type { ConsumerStats } from './stats.js';
 import type { ConsumerWarningCode } from './types.js';
@@ -21,7 +22,9 @@ export interface HeldClaims {
  * second worker gets in-progress instead of running the message again. A renewal that fails (the store
  * refused: the claim lapsed and was taken over, or the store did not answer) is counted in
  * `stats.leaseRenewalFailures` and reported as a process warning; the handler goes on, and its confirm reports
- * a lost claim as before.
+ * a lost claim as before. A repository that cannot renew at all (no `renew`, or one that refuses with a
+ * RenewUnsupportedError: a BaseRepository store without `doRenew`, or a wrapper over one) is warned about once
+ * and not renewed again; that is not counted as failures.
  *
  * One timer per consumer, running only while some batch is tracked; a batch costs a Map entry, not a timer.
  */
@@ -34,6 +37,8 @@ export class LeaseRenewer<R extends object> {
   /** Running batches, each with the signal that stops its renewals early (e.g. the HTTP client went away). */
   readonly #active = new Map<R, AbortSignal | undefined>();
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** False once the repository said it cannot renew at all: nothing is tracked any more. */
+  #supported = true;
   #warnedUnsupported = false;
 
   constructor(
@@ -52,7 +57,7 @@ export class LeaseRenewer<R extends object> {
 
   /** Starts renewing the batch's claims until {@link untrack}, or until `signal` aborts. */
   track(run: R, signal: AbortSignal | undefined): void {
-    if (this.#repository.renew === undefined) {
+    if (this.#repository.renew === undefined || !this.#supported) {
       this.#unsupported();
       return;
     }
@@ -96,6 +101,10 @@ export class LeaseRenewer<R extends object> {
         else this.#failed(claim, 'the claim is no longer this worker’s (it lapsed and was taken over)');
       },
       (error: unknown) => {
+        if (isRenewUnsupported(error)) {
+          this.#stopUnsupported();
+          return;
+        }
         if (!this.#active.has(run)) return;
         this.#failed(claim, error instanceof Error ? error.message : String(error));
       },
@@ -107,16 +116,36 @@ export class LeaseRenewer<R extends object> {
     this.#warn(`lease renewal of id ${describeId(claim.id)} failed: ${reason}`, 'IDEM_LEASE_RENEWAL_FAILED');
   }
 
+  /** The repository cannot renew at all: stop every renewal and say so once. */
+  #stopUnsupported(): void {
+    this.#supported = false;
+    this.#active.clear();
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#unsupported();
+  }
+
   #unsupported(): void {
     if (this.#warnedUnsupported) return;
     this.#warnedUnsupported = true;
     this.#warn(
-      'the repository has no renew(): a handler that runs longer than leaseMs loses its claim, and another ' +
-        'worker may run the same message; implement renew (BaseRepository: doRenew) or size the lease above ' +
-        'your slowest handler',
+      'the repository cannot renew a lease (it has no renew(), or no doRenew of its own): a handler that runs ' +
+        'longer than leaseMs loses its claim, and another worker may run the same message; implement renew ' +
+        '(BaseRepository: doRenew) or size the lease above your slowest handler',
       'IDEM_LEASE_RENEWAL_UNSUPPORTED',
     );
   }
+}
+
+/**
+ * True for a RenewUnsupportedError, by name as well, so a store built against the package's other module format
+ * (its own copy of the class) is recognized too.
+ */
+function isRenewUnsupported(error: unknown): boolean {
+  return (
+    error instanceof RenewUnsupportedError ||
+    (error instanceof Error && error.name === 'RenewUnsupportedError')
+  );
 }
 
 function describeId(id: MessageId): string {

@@ -7,10 +7,8 @@ import type {
   AddEntry,
   AddOptions,
   AddResult,
-  ClaimRef,
   ConfirmOptions,
   IdempotencyRecord,
-  IdempotentRepository,
   MaybePromise,
   MessageId,
 } from '../repositories/types.js';

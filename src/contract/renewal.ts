@@ -18,8 +18,16 @@ export function renewalTests({ it, withContext, options }: ContractSuite): void 
       await first.contains(uniqueId('warm'));
       await second.contains(uniqueId('warm'));
       const leaseMs = SHORT_TTL_MS;
+      // Outside a transaction even on a SQL store: renewal is for claims that commit on their own (a claim in a
+      // transaction is an uncommitted row that cannot lapse, and the consumer does not renew it).
       const worker = (repository: typeof first) =>
-        new IdempotentConsumer<{ id: string }>({ repository, id: 'id', leaseMs, ttlMs: LONG_TTL_MS });
+        new IdempotentConsumer<{ id: string }>({
+          repository,
+          id: 'id',
+          leaseMs,
+          ttlMs: LONG_TTL_MS,
+          transaction: false,
+        });
       const slowWorker = worker(first);
       const otherWorker = worker(second);
       const id = uniqueId('renewed');

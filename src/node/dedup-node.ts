@@ -1,6 +1,7 @@
 import { type Consumer, type Kafka, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
-import { StartupTimeoutError } from '../errors.js';
+import { ConfigError, StartupTimeoutError } from '../errors.js';
+import { durationRule, isValidDuration, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { formatDuration } from '../util/duration.js';
 import { untilAborted } from './abort.js';
@@ -16,6 +17,19 @@ import { PartitionLifecycle } from './partition-state.js';
 import { formatPerf, PerfLog } from './perf-log.js';
 import { ConsumerSupervisor } from './supervisor.js';
 import { prepareTopics } from './topics.js';
+
+/**
+ * The TTL rule for `dedup.window` against the store's own maximum (Cassandra's 20 years, a `kafka` store's
+ * retention), before any topic is created or checked: the config schema bounds it by the rule's 100 years only.
+ */
+function checkWindow(config: NodeConfig, repository: IdempotentRepository): void {
+  const max = maxDurationMs(repository.capabilities?.maxTtlMs);
+  if (isValidDuration(config.dedup.window, max)) return;
+  throw new ConfigError(
+    'dedup.window',
+    `${durationRule(max)} (the maximum of the ${config.repository.type} store), got ${config.dedup.window}`,
+  );
+}
 
 /** What a running node exposes. */
 export interface DedupNodeHandle {
@@ -67,6 +81,7 @@ export async function startDedupNode(
   const startup = new StartupWatch(logger, config.kafka.startupTimeout);
   const kafka = options.kafka ?? kafkaClient(config.kafka, logger, startup);
   options.signal?.throwIfAborted();
+  checkWindow(config, repository);
   // The start is bounded: past kafka.startupTimeout it gives up, as a stop asked for meanwhile does.
   const bounded = new AbortController();
   const timer = setTimeout(() => bounded.abort(startupTimeout(config, startup)), config.kafka.startupTimeout);

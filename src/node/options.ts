@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { configSections } from '../config/sections.js';
 import { kafkaConnectionDefaults, kafkaConnectionSchema } from '../kafka/connection.js';
 import { type IdSource, idSourceSchema } from '../kafka/index.js';
-import { durationMs } from '../util/duration.js';
+import { MAX_TTL_MS } from '../repositories/ttl.js';
+import { durationMs, durationSchema } from '../util/duration.js';
 import { catchUpSchema } from './catch-up.js';
 
 /** Defaults of the dedup node, written once. */
@@ -103,8 +104,12 @@ export const nodeConfigSchema = z
       .object({
         /** The dedup field: a dotted path into the JSON value (`"uid"`), or `{ from = "key" }` / a header. */
         id: dedupIdSchema,
-        /** How long an id stays a duplicate, from when the node forwarded it (processing time). */
-        window: durationMs.default(nodeDefaults.windowMs),
+        /**
+         * How long an id stays a duplicate, from when the node forwarded it (processing time): the TTL of its
+         * marks and the changelog's retention, so the TTL rule bounds it (at most 100 years; the node also checks
+         * its store's own maximum before it touches a topic).
+         */
+        window: durationSchema({ max: MAX_TTL_MS }).default(nodeDefaults.windowMs),
         /** A record without the dedup field: dead-letter it (default) or forward it undeduplicated (KIP-655). */
         missingId: z.enum(['dlq', 'forward']).default(nodeDefaults.missingId),
         /** Store down: `fail` retries the batch (nothing forwarded or committed); `process` forwards as new. */

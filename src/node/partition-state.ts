@@ -3,10 +3,10 @@ import type { Logger } from 'pino';
 import {
   ChangelogCheckpoint,
   ChangelogReader,
-  decodeChanges,
   KafkaChangelogSink,
+  KafkaChangelogSource,
 } from '../kafka/changelog/index.js';
-import { LoggedRepository } from '../repositories/logged/index.js';
+import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
@@ -58,31 +58,35 @@ export interface PartitionLifecycleDeps {
  * - before a partition's first record, `ready` restores it: under exactly-once its transactional producer is
  *   initialised first (that fences the previous owner and aborts its open transaction, so the changelog's end
  *   is stable), then the changelog partition is read from the local checkpoint (or the start) up to the end
- *   captured then, into the local store;
+ *   captured then, into the local store (the {@link ChangelogRestorer}'s work: it also keeps the checkpoint);
  * - a fenced partition (a newer owner exists) is dropped and restored again if the group gives it back.
  */
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
   readonly #exactlyOnce: boolean;
   readonly #reader: ChangelogReader;
-  #checkpoint: Promise<ChangelogCheckpoint> | undefined;
+  /** Restores each partition's logged store and keeps the checkpoint of what the local store holds. */
+  readonly #restorer: ChangelogRestorer;
   /** Ready partitions. */
   readonly #ready = new Map<number, PartitionState>();
   /** The group's current assignment of the input topic. */
   #assigned = new Set<number>();
-  /** Changelog offset up to which the local store holds each partition's marks, as far as this process knows. */
-  readonly #applied = new Map<number, number>();
 
   constructor(deps: PartitionLifecycleDeps) {
     this.#deps = deps;
     this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
     this.#reader = new ChangelogReader(deps.kafka);
-    this.#checkpoint =
-      deps.checkpointPath === undefined
-        ? undefined
-        : ChangelogCheckpoint.load(deps.checkpointPath, deps.changelogTopic);
-    // Observed where it is awaited; a file that cannot be read fails the first restore, naming it.
-    this.#checkpoint?.catch(() => undefined);
+    this.#restorer = new ChangelogRestorer({
+      source: new KafkaChangelogSource({ reader: this.#reader, topic: deps.changelogTopic }),
+      // A file that cannot be read fails the first restore, naming it.
+      ...(deps.checkpointPath === undefined
+        ? {}
+        : { checkpoints: ChangelogCheckpoint.load(deps.checkpointPath, deps.changelogTopic) }),
+      // A checkpoint that cannot be written only makes the next restore longer.
+      onCheckpointError: (error, partition) => {
+        deps.logger.warn({ err: error, partition }, 'could not write the changelog checkpoint');
+      },
+    });
   }
 
   /** The group assigned these partitions: the ones it took away are closed. */
@@ -118,7 +122,7 @@ export class PartitionLifecycle {
 
   /** Records that a committed chunk's marks reached the changelog up to `next` (and the store holds them). */
   advanced(partition: number, next: number | undefined): void {
-    if (next !== undefined) this.#applied.set(partition, Math.max(this.#applied.get(partition) ?? 0, next));
+    this.#restorer.advanced(partition, next);
   }
 
   /** Closes every partition (graceful stop): producers disconnected, checkpoints written. */
@@ -127,27 +131,14 @@ export class PartitionLifecycle {
     await this.#reader.close();
   }
 
-  /** Saves the offset up to which the store holds the partition's marks (no checkpoint file: nothing). */
-  async #save(partition: number, offset: number): Promise<void> {
-    if (this.#checkpoint === undefined) return;
-    const checkpoint = await this.#checkpoint;
-    checkpoint.set(partition, offset);
-    await checkpoint.save();
-  }
-
   async #close(partition: number, why: string): Promise<void> {
     const state = this.#ready.get(partition);
     this.#ready.delete(partition);
     if (state?.producer) await state.producer.disconnect().catch(() => undefined);
     await state?.store.close();
-    const applied = this.#applied.get(partition);
-    // Only a partition closed in good order keeps its checkpoint; a fenced one may be behind its new owner, which
-    // is fine (the checkpoint says what this store holds, not what the changelog holds).
-    if (applied !== undefined) {
-      await this.#save(partition, applied).catch((error: unknown) => {
-        this.#deps.logger.warn({ err: error, partition }, 'could not write the changelog checkpoint');
-      });
-    }
+    // A fenced partition may be behind its new owner, which is fine (the checkpoint says what this store holds,
+    // not what the changelog holds).
+    const applied = await this.#restorer.checkpoint(partition);
     if (state)
       this.#deps.logger.info({ partition, reason: why, changelogOffset: applied }, 'partition closed');
   }
@@ -177,59 +168,54 @@ export class PartitionLifecycle {
     start: number,
   ): Promise<void> {
     const { metrics, logger, changelogTopic, config } = this.#deps;
-    // 2. From the checkpoint (or what this process applied before), up to the end offsets captured now, after
-    // the inits: no other transaction on these partitions can still commit.
-    const checkpoint = await this.#checkpoint;
-    const from = new Map(
-      partitions.map((p) => [p, this.#applied.get(p) ?? checkpoint?.get(p) ?? 0] as [number, number]),
-    );
-    const ends = await this.#reader.endOffsets(changelogTopic, partitions);
+    let ends: ReadonlyMap<number, number> = new Map();
     const lag = (p: number, at: number) => Math.max(0, (ends.get(p) ?? 0) - at);
-    let total = 0;
-    for (const [p, at] of from) {
-      metrics.restoreLag.set({ partition: String(p) }, lag(p, at));
-      total += lag(p, at);
-    }
-    logger.info(
-      { changelog: changelogTopic, from: Object.fromEntries(from), ends: Object.fromEntries(ends) },
-      `restoring ${partitions.length} partition(s) from the changelog: ${total} records`,
-    );
-    // 3. Read them into the local store, heartbeating between fetches.
-    let restored = 0;
     let lastLog = performance.now();
-    const reached = await this.#reader.read({
-      topic: changelogTopic,
-      from,
-      onBatch: async (partition, records, nextOffset) => {
-        const changes = decodeChanges(changelogTopic, partition, records, (bad) => {
+    // 2. From the checkpoint (or what this process applied before), up to the end offsets captured now, after
+    // the inits: no other transaction on these partitions can still commit. 3. Read them into the local store,
+    // heartbeating between fetches. 4. The checkpoint is saved.
+    const { restored } = await this.#restorer.restore(
+      new Map(partitions.map((p) => [p, (states.get(p) as PartitionState).store])),
+      {
+        onStart: (plan) => {
+          ends = plan.ends;
+          let total = 0;
+          for (const [p, at] of plan.from) {
+            metrics.restoreLag.set({ partition: String(p) }, lag(p, at));
+            total += lag(p, at);
+          }
+          logger.info(
+            {
+              changelog: changelogTopic,
+              from: Object.fromEntries(plan.from),
+              ends: Object.fromEntries(ends),
+            },
+            `restoring ${partitions.length} partition(s) from the changelog: ${total} records`,
+          );
+        },
+        onUnreadable: (bad) => {
           metrics.changelogUnreadable.inc();
           logger.warn(bad, `skipping an unreadable changelog record: ${bad.reason}`);
-        });
-        const state = states.get(partition) as PartitionState;
-        restored += await state.store.restore(changes);
-        metrics.restoreLag.set({ partition: String(partition) }, lag(partition, nextOffset));
-        if (performance.now() - lastLog >= config.perf.interval) {
-          lastLog = performance.now();
-          const seconds = (lastLog - start) / 1000;
-          logger.info(
-            { restore: { ids: restored, seconds } },
-            `restore progress: ${restored} ids in ${seconds.toFixed(1)}s (${Math.round(restored / seconds)} ids/s)`,
-          );
-        }
+        },
+        onProgress: ({ partition, nextOffset, restored }) => {
+          metrics.restoreLag.set({ partition: String(partition) }, lag(partition, nextOffset));
+          if (performance.now() - lastLog >= config.perf.interval) {
+            lastLog = performance.now();
+            const seconds = (lastLog - start) / 1000;
+            logger.info(
+              { restore: { ids: restored, seconds } },
+              `restore progress: ${restored} ids in ${seconds.toFixed(1)}s (${Math.round(restored / seconds)} ids/s)`,
+            );
+          }
+        },
+        // A failed heartbeat (the group is rebalancing) must not stop the restore: the marks stay valid, and the
+        // consumer rejoins once the batch handler returns.
+        heartbeat: () => heartbeat().catch(() => undefined),
       },
-      // A failed heartbeat (the group is rebalancing) must not stop the restore: the marks stay valid, and the
-      // consumer rejoins once the batch handler returns.
-      heartbeat: () => heartbeat().catch(() => undefined),
-    });
+    );
     metrics.restoredIds.inc(restored);
     for (const partition of partitions) {
-      const offset = reached.get(partition) ?? from.get(partition) ?? 0;
       metrics.restoreLag.set({ partition: String(partition) }, 0);
-      this.#applied.set(partition, offset);
-      // A checkpoint that cannot be written only makes the next restore longer.
-      await this.#save(partition, offset).catch((error: unknown) => {
-        logger.warn({ err: error, partition }, 'could not write the changelog checkpoint');
-      });
       this.#ready.set(partition, states.get(partition) as PartitionState);
     }
     const seconds = (performance.now() - start) / 1000;

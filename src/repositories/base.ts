@@ -1,4 +1,4 @@
-import { RepositoryClosedError, RepositoryError, toRepositoryError } from '../errors.js';
+import { RenewUnsupportedError, RepositoryClosedError, toRepositoryError } from '../errors.js';
 import { MAX_ID_BYTES, toKey } from './ids.js';
 import { checkDuration, maxDurationMs } from './ttl.js';
 import type {
@@ -76,11 +76,11 @@ export abstract class BaseRepository implements IdempotentRepository {
   ): Promise<boolean[]>;
   /**
    * Extends the owner's in-flight claim of the key to `now + leaseMs` (see `IdempotentRepository.renew`).
-   * Every bundled store implements it atomically. The default, for a store written before it, refuses: the
-   * consumer then reports the claim as not renewed.
+   * Every bundled store implements it atomically. The default, for a store written before it, refuses with a
+   * RenewUnsupportedError: the consumer then warns once and holds its claims for one lease only.
    */
   protected async doRenew(_key: string, _owner: string, _leaseMs: number, _now: number): Promise<boolean> {
-    throw new RepositoryError(
+    throw new RenewUnsupportedError(
       `${this.storeName} cannot renew a lease: the repository does not implement doRenew`,
     );
   }

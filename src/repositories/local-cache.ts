@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RepositoryError } from '../errors.js';
+import { RenewUnsupportedError } from '../errors.js';
 import { parseOptions } from '../options/issues.js';
 import { toKey } from './ids.js';
 import { isLive, newRecord } from './record.js';
@@ -165,7 +165,9 @@ export class LocalCacheRepository implements IdempotentRepository {
   /** The inner store's `renew` (the cache keeps only confirmed records, so a claim is never cached). */
   async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
     if (this.#inner.renew === undefined) {
-      throw new RepositoryError('the repository behind the local cache cannot renew a lease (no renew)');
+      throw new RenewUnsupportedError(
+        'the repository behind the local cache cannot renew a lease (no renew)',
+      );
     }
     return this.#inner.renew(claim, options);
   }

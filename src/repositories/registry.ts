@@ -2,7 +2,16 @@ import { ConfigError } from '../errors.js';
 import type { RepositoryModule } from './module.js';
 
 /** The values of `repository.type`, default first. */
-export const repositoryTypes = ['rocksdb', 'memory', 'redis', 'dynamodb', 'cassandra', 'kafka'] as const;
+export const repositoryTypes = [
+  'rocksdb',
+  'memory',
+  'redis',
+  'dynamodb',
+  'cassandra',
+  'kafka',
+  'postgres',
+  'mysql',
+] as const;
 
 /** A store that config can select. */
 export type RepositoryType = (typeof repositoryTypes)[number];
@@ -18,6 +27,8 @@ const loaders: Record<RepositoryType, () => Promise<{ repositoryModule: Reposito
   dynamodb: () => import('./dynamodb/index.js'),
   cassandra: () => import('./cassandra/index.js'),
   kafka: () => import('./kafka/index.js'),
+  postgres: () => import('./postgres/index.js'),
+  mysql: () => import('./mysql/index.js'),
 };
 
 /** The optional npm packages each store needs (peer dependencies of this package). */
@@ -28,6 +39,8 @@ export const repositoryPackages: Record<RepositoryType, readonly string[]> = {
   dynamodb: ['@aws-sdk/client-dynamodb'],
   cassandra: ['cassandra-driver'],
   kafka: ['kafkajs'],
+  postgres: ['pg'],
+  mysql: ['mysql2'],
 };
 
 /** True for a known `repository.type`. */

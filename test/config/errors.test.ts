@@ -68,7 +68,7 @@ describe('option errors in plain words', () => {
     const error = await rejection(load('[repository]\ntype = "mongo"\n'));
     assert.equal(
       error.message,
-      'idem.toml:2: repository.type: unknown repository type; valid types: rocksdb, memory, redis, dynamodb, cassandra, kafka, got "mongo"',
+      'idem.toml:2: repository.type: unknown repository type; valid types: rocksdb, memory, redis, dynamodb, cassandra, kafka, postgres, mysql, got "mongo"',
     );
   });
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { describeProblems, type TypeProblem, typecheck } from '../helpers/typecheck.js';
@@ -51,6 +51,23 @@ describe('the TypeScript snippets of the README and docs/', () => {
   });
 
   for (const snippet of snippets) {
+    if (snippet.copiedFrom !== undefined) {
+      const from = snippet.copiedFrom;
+      it(`${snippet.where} is an excerpt of ${from}, which the compiler checks`, () => {
+        assert.ok(existsSync(join(root, from)), `${from} does not exist`);
+        assert.match(from, /\.ts$/);
+        const included = (
+          JSON.parse(readFileSync(join(root, 'tsconfig.json'), 'utf8').replace(/^\s*\/\/.*$/gm, '')) as {
+            include: string[];
+          }
+        ).include;
+        assert.ok(
+          included.some((dir) => from.startsWith(`${dir.replace(/\/\*\*.*$/, '')}/`)),
+          `${from} is outside tsconfig.json's include`,
+        );
+      });
+      continue;
+    }
     const missing = missingEntryPoints(snippet);
     const todo = missing.length > 0 ? `imports ${missing.join(', ')}, not an entry point here yet` : false;
     it(`${snippet.where}${snippet.partial ? ' (partial)' : ''} type-checks`, { todo }, () => {

@@ -12,6 +12,8 @@ export interface Snippet {
   readonly code: string;
   /** The block opens with `// partial: …`: a fragment whose free names the reader supplies. */
   readonly partial: boolean;
+  /** After a `<!-- snippet: <file> -->` line: an excerpt of that compiled file (test/examples/docs-snippets). */
+  readonly copiedFrom: string | undefined;
 }
 
 /** The markdown files whose snippets are checked: the README and every page of docs/. */
@@ -36,11 +38,13 @@ export function snippetsOf(path: string): Snippet[] {
     while (end < lines.length && !(lines[end] as string).startsWith('```')) end++;
     const code = lines.slice(start, end).join('\n');
     const where = `${path}:${start}`;
+    const marker = /^<!-- snippet: (\S+) -->$/.exec((lines[i - 1] ?? '').trim());
     snippets.push({
       where,
       file: `${path.replace(/[/.]/g, '_')}_${start}.ts`,
       code,
       partial: /^\s*\/\/ partial:/.test(code),
+      copiedFrom: marker?.[1],
     });
     i = end;
   }

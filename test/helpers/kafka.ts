@@ -86,11 +86,23 @@ export async function createTopic(
   options: { partitions?: number; prefix?: string } = {},
 ): Promise<string> {
   const topic = randomName(options.prefix ?? 'idem-test');
-  await admin.createTopics({
-    topics: [{ topic, numPartitions: options.partitions ?? 3, replicationFactor: 1 }],
-    waitForLeaders: true,
-  });
+  const partitions = options.partitions ?? 3;
+  // Not `waitForLeaders`: on a loaded broker kafkajs' wait can meet "This server does not host this
+  // topic-partition" for a topic just created, which it does not retry (seen in a CI rehearsal). Wait here.
+  await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }] });
   onCleanup(t, () => admin.deleteTopics({ topics: [topic] }).catch(() => undefined));
+  await waitFor(
+    async () => {
+      try {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+        const found = topics[0]?.partitions ?? [];
+        return found.length === partitions && found.every((p) => p.leader >= 0);
+      } catch {
+        return false; // not known to the broker yet
+      }
+    },
+    { timeoutMs: 30_000, intervalMs: 100, what: `leaders for the partitions of ${topic}` },
+  );
   return topic;
 }
 

@@ -1,11 +1,18 @@
 import type { TestContext } from 'node:test';
 
 /** Stores and servers a run may opt out of with `IDEM_SKIP_STORES=redis,cassandra` (comma separated). */
-export type StoreName = 'redis' | 'dynamodb' | 'cassandra' | 'kafka' | 'rocksdb';
+export type StoreName = 'redis' | 'dynamodb' | 'cassandra' | 'kafka' | 'rocksdb' | 'postgres' | 'mysql';
 
 /** The servers `all` (or `*`) names, and the aliases scripts/test.sh accepts, so both read one variable alike. */
-const SERVERS: readonly StoreName[] = ['redis', 'dynamodb', 'cassandra', 'kafka'];
-const ALIASES: Record<string, StoreName> = { dynamo: 'dynamodb', ddb: 'dynamodb', dynalite: 'dynamodb' };
+const SERVERS: readonly StoreName[] = ['redis', 'dynamodb', 'cassandra', 'kafka', 'postgres', 'mysql'];
+const ALIASES: Record<string, StoreName> = {
+  dynamo: 'dynamodb',
+  ddb: 'dynamodb',
+  dynalite: 'dynamodb',
+  postgresql: 'postgres',
+  pg: 'postgres',
+  mariadb: 'mysql',
+};
 
 const skipped = new Set<string>(
   [
@@ -31,6 +38,8 @@ export const endpoints = {
   dynamodbEndpoint: process.env.DYNAMODB_ENDPOINT ?? 'http://127.0.0.1:4567',
   cassandraContactPoints: (process.env.CASSANDRA_CONTACT_POINTS ?? '127.0.0.1:9042').split(','),
   kafkaBrokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
+  postgresUrl: process.env.POSTGRES_URL ?? 'postgres://idem:idem@127.0.0.1:5432/idem',
+  mysqlUrl: process.env.MYSQL_URL ?? 'mysql://idem:idem@127.0.0.1:3306/idem',
 } as const;
 
 /** Registers cleanup on the test context, so a failing test still closes what it opened. */

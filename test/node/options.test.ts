@@ -5,9 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { Kafka } from 'kafkajs';
+import pino from 'pino';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
+import { startDedupNode } from '../../src/node/dedup-node.js';
 import { nodeConfigSchema, nodeDefaults } from '../../src/node/options.js';
+import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
+import { MemoryRepository } from '../../src/repositories/memory/index.js';
 
 const EXAMPLE = fileURLToPath(new URL('../../examples/node.toml', import.meta.url));
 const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
@@ -119,6 +124,40 @@ describe('dedup node config', () => {
       loadConfig(nodeConfigSchema, { text: MINIMAL, env: { IDEM__INPUT__BATCH_SIZE: '0' } }),
       (error: unknown) => error instanceof ConfigError && /IDEM__INPUT__BATCH_SIZE/.test(error.message),
     );
+  });
+
+  it('refuses a dedup.window past the TTL rule, naming it (it was accepted, then failed on the changelog topic)', async () => {
+    for (const window of ['99999999999999d', '36501d']) {
+      await assert.rejects(
+        loadConfig(nodeConfigSchema, { text: MINIMAL, env: { IDEM__DEDUP__WINDOW: window } }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          /dedup\.window: must be at most 3153600000000 ms \(36500 days\)/.test(error.message),
+      );
+    }
+    const config = await loadConfig(nodeConfigSchema, { text: MINIMAL, env: { IDEM__DEDUP__WINDOW: '2m' } });
+    // A store that keeps marks for 1 minute only: refused before any topic is created or checked.
+    const inner = new MemoryRepository();
+    const store = new LoggedRepository(inner, new MemoryChangelog(), {
+      capabilities: { ...inner.capabilities, maxTtlMs: 60_000 },
+    });
+    const touched: string[] = [];
+    const kafka = new Proxy({} as Kafka, {
+      get: (_target, name) => () => {
+        touched.push(String(name));
+        throw new Error(`kafka.${String(name)} called`);
+      },
+    });
+    await assert.rejects(
+      startDedupNode(config, store, pino({ enabled: false }), { kafka }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        /^dedup\.window: .*at most 60000 .*the maximum of the rocksdb store\), got 120000$/.test(
+          error.message,
+        ),
+    );
+    assert.deepEqual(touched, []);
+    await store.close();
   });
 
   it('bin.ts exits 2 with one line on stderr for a bad config, before touching any server', async () => {

@@ -15,8 +15,10 @@ const forbidden = [
   'prom-client',
   'kafkajs',
   'cassandra-driver',
+  'mysql2',
   '@aws-sdk/client-dynamodb',
   '@nxtedition/rocksdb',
+  'pg',
 ];
 
 // ESM loads go through the loader hooks (run off-thread, hence the log file); CommonJS loads, including the

@@ -21,6 +21,8 @@ const entryPoints = [
   'redis',
   'dynamodb',
   'cassandra',
+  'postgres',
+  'mysql',
   'kafka-repository',
   'kafka',
   'http',
@@ -29,7 +31,7 @@ const entryPoints = [
   'contract',
 ];
 /** Entry points whose client library the probe project does not install: resolved, not loaded. */
-const resolveOnly = new Set(['dynamodb', 'cassandra', 'kafka-repository', 'kafka']);
+const resolveOnly = new Set(['dynamodb', 'cassandra', 'postgres', 'mysql', 'kafka-repository', 'kafka']);
 
 const specifier = (entry: string) => (entry ? `idempotent-consumer/${entry}` : 'idempotent-consumer');
 
@@ -46,6 +48,8 @@ import type * as dynamodb from 'idempotent-consumer/dynamodb';
 import type * as http from 'idempotent-consumer/http';
 import type * as kafka from 'idempotent-consumer/kafka';
 import { MemoryRepository } from 'idempotent-consumer/memory';
+import type * as mysql from 'idempotent-consumer/mysql';
+import type * as postgres from 'idempotent-consumer/postgres';
 import type * as redis from 'idempotent-consumer/redis';
 import type * as rocksdb from 'idempotent-consumer/rocksdb';
 
@@ -58,6 +62,8 @@ export type EntryPoints = [
   typeof http.idempotencyKey,
   typeof http.fastifyIdempotencyKey,
   typeof kafka.runIdempotentConsumer,
+  typeof mysql.MySqlRepository,
+  typeof postgres.PostgresRepository,
   typeof redis.RedisRepository,
   typeof rocksdb.RocksdbRepository,
 ];

@@ -136,6 +136,78 @@ for (const store of stores) {
       }
     });
 
+    it('the single-key fast paths, renew and minLifetimeMs follow the same rule', async (t) => {
+      const repository = await store.open(t);
+      t.after(async () => {
+        if (repository.capabilities.persistent) await repository.clear().catch(() => undefined);
+        await repository.close();
+      });
+      const max = Math.min(repository.capabilities.maxTtlMs ?? MAX_TTL_MS, MAX_TTL_MS);
+      const claim = { ttlMs: 60_000, leaseMs: 60_000, owner: 'o' };
+      for (const bad of [...BAD, max + 1]) {
+        const id = `ttl-${randomUUID()}`;
+        // A direct verb of a store that answers at once throws rather than rejects: the async wrapper takes both.
+        const refused = async (option: string, call: () => unknown, verb: string) =>
+          assert.rejects(
+            async () => call(),
+            (error: unknown) => {
+              assert.ok(error instanceof ConfigError, `${verb} with ${option} ${bad}: ${String(error)}`);
+              assert.match(error.message, new RegExp(`option ${option} of `));
+              assert.equal(error.retryable, false);
+              return true;
+            },
+            `${verb} accepted ${option} ${bad}`,
+          );
+        await refused(
+          'minLifetimeMs',
+          () => repository.add(id, { ttlMs: 60_000, minLifetimeMs: bad }),
+          'add',
+        );
+        await refused(
+          'minLifetimeMs',
+          () => repository.addMany([{ id }], { ttlMs: 60_000, minLifetimeMs: bad }),
+          'addMany',
+        );
+        if (repository.markMany) {
+          await refused(
+            'minLifetimeMs',
+            () => repository.markMany?.([{ id }], { ttlMs: 60_000, minLifetimeMs: bad }),
+            'markMany',
+          );
+        }
+        if (repository.addDirect) {
+          await refused('ttlMs', () => repository.addDirect?.(id, { ttlMs: bad }), 'addDirect');
+          await refused('leaseMs', () => repository.addDirect?.(id, { ...claim, leaseMs: bad }), 'addDirect');
+        }
+        if (repository.markDirect) {
+          await refused('ttlMs', () => repository.markDirect?.({ id }, { ttlMs: bad }), 'markDirect');
+          await refused(
+            'minLifetimeMs',
+            () => repository.markDirect?.({ id }, { ttlMs: 60_000, minLifetimeMs: bad }),
+            'markDirect',
+          );
+        }
+        assert.equal(await repository.get(id), undefined, `nothing stored for ${bad}`);
+        assert.equal((await repository.add(id, claim)).added, true);
+        if (repository.confirmDirect) {
+          await refused(
+            'ttlMs',
+            () => repository.confirmDirect?.({ id, owner: 'o' }, { ttlMs: bad }),
+            'confirmDirect',
+          );
+        }
+        if (repository.renew) {
+          await refused('leaseMs', () => repository.renew?.({ id, owner: 'o' }, { leaseMs: bad }), 'renew');
+        }
+        const held = await repository.get(id);
+        assert.equal(held?.state, 'in-flight');
+        assert.ok(
+          (held?.leaseExpiresAt ?? 0) <= Date.now() + claim.leaseMs,
+          'a refused renew moved the lease',
+        );
+      }
+    });
+
     it('the consumer refuses such a TTL when it is built', async (t) => {
       const repository = await store.open(t);
       t.after(() => repository.close());

@@ -24,6 +24,8 @@ const names: Record<string, { store: string; folder: string }> = {
   dynamodb: { store: 'DynamoDb', folder: 'dynamodb' },
   cassandra: { store: 'Cassandra', folder: 'cassandra' },
   kafka: { store: 'Kafka', folder: 'kafka' },
+  postgres: { store: 'Postgres', folder: 'postgres' },
+  mysql: { store: 'MySql', folder: 'mysql' },
 };
 
 // Type-level: the new names exist and the deprecated ones are the same types.
@@ -80,7 +82,7 @@ describe('one vocabulary across stores', () => {
   });
 
   it('a client-connecting store keeps its client code in connection.ts', () => {
-    for (const folder of ['redis', 'cassandra'])
+    for (const folder of ['redis', 'cassandra', 'postgres', 'mysql'])
       assert.ok(existsSync(join(SRC, folder, 'connection.ts')), folder);
     for (const folder of ['redis', 'dynamodb'])
       assert.ok(existsSync(join(SRC, folder, 'server-time.ts')), folder);

@@ -21,4 +21,5 @@ export {
   sendChanges,
   type UnreadableChange,
 } from './sink.js';
+export { KafkaChangelogSource, type KafkaChangelogSourceOptions } from './source.js';
 export { type ChangelogTopicSpec, checkChangelogTopic, ensureChangelogTopic } from './topic.js';

@@ -1,6 +1,6 @@
 import type { IHeaders, Kafka, Message, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 import { InvalidInputError } from '../../errors.js';
-import type { ChangelogChange, ChangelogSink } from '../../repositories/logged/index.js';
+import type { ChangelogChange, ChangelogSink, UnreadableChange } from '../../repositories/logged/index.js';
 import type { IdempotencyRecord } from '../../repositories/types.js';
 import { decodeMark, encodeMark, markRecord } from './codec.js';
 import type { ChangelogEntry } from './reader.js';
@@ -106,13 +106,7 @@ export class KafkaChangelogSink implements ChangelogSink {
   }
 }
 
-/** A changelog record that could not be read, and why; it was skipped. */
-export interface UnreadableChange {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: number;
-  readonly reason: string;
-}
+export type { UnreadableChange };
 
 /**
  * The changes that changelog records stand for, in order: a null value is a deletion, any other value a mark.

@@ -4,14 +4,19 @@ import { RepositoryError, toRepositoryError } from '../../errors.js';
 import {
   type ChangelogEntry,
   ChangelogReader,
-  decodeChanges,
   ensureChangelogTopic,
   KafkaChangelogSink,
+  KafkaChangelogSource,
   type PartitionOffsets,
 } from '../../kafka/changelog/index.js';
 import { createKafkaClient } from '../../kafka/client.js';
 import { MAX_ID_BYTES } from '../ids.js';
-import { type ChangelogChange, type ChangelogSink, LoggedRepository } from '../logged/index.js';
+import {
+  type ChangelogChange,
+  ChangelogRestorer,
+  type ChangelogSink,
+  LoggedRepository,
+} from '../logged/index.js';
 import { MemoryRepository } from '../memory/memory-repository.js';
 import { type KafkaOptions, type KafkaRepositoryOptions, parseKafkaOptions } from './options.js';
 
@@ -27,14 +32,17 @@ const TAIL_RETRY_MS = 1_000;
  *
  * It is a {@link LoggedRepository} over the memory store with the topic as its changelog: each write is decided in
  * the local index (atomic within this process), sent to the topic with acks from all in-sync replicas, and undone
- * locally if the topic refuses it; the call resolves only after the acks. A reader follows the topic for as long
- * as the repository is open and restores the marks of other instances on the same topic within about a fetch. Two
+ * locally if the topic refuses it; the call resolves only after the acks. A {@link ChangelogRestorer} follows the
+ * topic for as long as the repository is open and restores the marks of other instances on the same topic within
+ * about a fetch (its own writes, which the index already holds, are left out). Two
  * instances can still both claim an id that neither has read yet: the store is not shared-atomic
  * (`capabilities.shared` is false). See docs/kafka-repository.md.
  */
 export class KafkaRepository extends LoggedRepository {
   readonly #options: KafkaOptions;
   readonly #reader: ChangelogReader;
+  /** Reads the topic into the local index: to the end at open, then on until close. */
+  readonly #restorer: ChangelogRestorer;
   readonly #writer: string;
   /** Own writes per key that the tail has not read back yet; older records of other writers must not undo them. */
   readonly #unread: Map<string, number>;
@@ -74,6 +82,13 @@ export class KafkaRepository extends LoggedRepository {
     this.#writer = writer;
     this.#unread = unread;
     this.#reader = reader;
+    this.#restorer = new ChangelogRestorer({
+      source: new KafkaChangelogSource({
+        reader,
+        topic: options.topic,
+        accept: (entry) => this.#accept(entry),
+      }),
+    });
   }
 
   /**
@@ -140,28 +155,18 @@ export class KafkaRepository extends LoggedRepository {
     readBack(this.#unread, key);
   }
 
-  /** Applies records read from the topic, in topic order, to the local index (without logging them again). */
-  #apply(partition: number, records: readonly ChangelogEntry[]): Promise<number> {
-    const others: ChangelogEntry[] = [];
-    for (const entry of records) {
-      const writer = entry.headers[WRITER_HEADER];
-      if (writer !== undefined && String(writer) === this.#writer) {
-        this.#readBack(entry.key);
-        continue;
-      }
-      // An own write of this key is later in the topic than this record: the index already holds the newer state.
-      if (this.#unread.has(entry.key)) continue;
-      others.push(entry);
+  /**
+   * Whether a record read from the topic is a change to apply to the local index: not an own write (the index
+   * holds it; it is now read back), and not older than an own write of its key that is not read back yet.
+   */
+  #accept(entry: ChangelogEntry): boolean {
+    const writer = entry.headers[WRITER_HEADER];
+    if (writer !== undefined && String(writer) === this.#writer) {
+      this.#readBack(entry.key);
+      return false;
     }
-    const changes = decodeChanges(this.topic, partition, others, (bad) => {
-      if (this.#unreadable++ === 0) {
-        process.emitWarning(
-          `kafka repository: skipping unreadable records of topic ${bad.topic} ` +
-            `(first: partition ${bad.partition}, offset ${bad.offset}: ${bad.reason})`,
-        );
-      }
-    });
-    return changes.length === 0 ? Promise.resolve(0) : this.restore(changes);
+    // An own write of this key is later in the topic than this record: the index already holds the newer state.
+    return !this.#unread.has(entry.key);
   }
 
   /** Reads the topic to the end offsets captured now, then keeps following it until close. */
@@ -181,15 +186,21 @@ export class KafkaRepository extends LoggedRepository {
     await Promise.race([ready, first.then(() => ready)]);
   }
 
-  #follow(onCaughtUp: () => void): Promise<PartitionOffsets> {
-    return this.#reader.read({
-      topic: this.topic,
+  async #follow(onCaughtUp: () => void): Promise<void> {
+    await this.#restorer.restore(new Map([...this.#positions.keys()].map((p) => [p, this])), {
       from: this.#positions,
       follow: true,
       signal: this.#stop.signal,
       onCaughtUp,
-      onBatch: async (partition, records, nextOffset) => {
-        await this.#apply(partition, records);
+      onUnreadable: (bad) => {
+        if (this.#unreadable++ === 0) {
+          process.emitWarning(
+            `kafka repository: skipping unreadable records of topic ${bad.topic} ` +
+              `(first: partition ${bad.partition}, offset ${bad.offset}: ${bad.reason})`,
+          );
+        }
+      },
+      onProgress: ({ partition, nextOffset }) => {
         this.#positions.set(partition, nextOffset);
       },
     });

@@ -1,6 +1,23 @@
-export { type ChangelogChange, type ChangelogSink, MemoryChangelog } from './changelog.js';
+export {
+  type ChangelogChange,
+  type ChangelogCheckpoints,
+  type ChangelogOffsets,
+  type ChangelogSink,
+  type ChangelogSource,
+  type ChangelogSourceRead,
+  MemoryChangelog,
+  type UnreadableChange,
+} from './changelog.js';
 export {
   type LocalRecordAccess,
   LoggedRepository,
   type LoggedRepositoryOptions,
 } from './logged-repository.js';
+export {
+  ChangelogRestorer,
+  type ChangelogRestorerOptions,
+  type RestoreOptions,
+  type RestorePlan,
+  type RestoreProgress,
+  type RestoreResult,
+} from './restorer.js';

@@ -1,4 +1,4 @@
-import { RepositoryClosedError, RepositoryError } from '../../errors.js';
+import { RenewUnsupportedError, RepositoryClosedError, RepositoryError } from '../../errors.js';
 import { idOfKey, MAX_ID_BYTES, toKey } from '../ids.js';
 import { confirmedRecord, isLive, newRecord } from '../record.js';
 import { checkDuration, maxDurationMs } from '../ttl.js';
@@ -319,7 +319,7 @@ export class LoggedRepository implements IdempotentRepository {
     );
     const inner = this.#inner;
     if (inner.renew === undefined) {
-      throw new RepositoryError(`${this.#name} cannot renew a lease: its inner store has no renew()`);
+      throw new RenewUnsupportedError(`${this.#name} cannot renew a lease: its inner store has no renew()`);
     }
     const key = toKey(claim.id, this.#maxIdBytes);
     const now = this.#clock();
@@ -419,10 +419,6 @@ export class LoggedRepository implements IdempotentRepository {
   // ---- the one write path ------------------------------------------------------------------------------------
 
   /**
-   * Runs a write on the inner store and appends what it changed. With local record access the change is read
-   * off the store (before and after, so every field is as written); otherwise the verb says it (`made`).
-   */
-  /**
    * The TTL rule against this store's own maximum: a logged store may keep marks for less time than its inner
    * store (the `kafka` repository's topic retention), and the inner store would accept what the changelog drops.
    */
@@ -435,6 +431,10 @@ export class LoggedRepository implements IdempotentRepository {
       checkDuration('minLifetimeMs', options.minLifetimeMs, max, where);
   }
 
+  /**
+   * Runs a write on the inner store and appends what it changed. With local record access the change is read
+   * off the store (before and after, so every field is as written); otherwise the verb says it (`made`).
+   */
   async #write<T>(
     keys: readonly string[],
     call: () => Promise<T>,

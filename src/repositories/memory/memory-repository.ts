@@ -144,9 +144,11 @@ export class MemoryRepository extends BaseRepository {
   }
 
   override markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
-    // This store's mark is its atomic add without a lease (BaseRepository's doMarkMany).
+    // This store's mark is its atomic add without a lease (BaseRepository's doMarkMany). minLifetimeMs is passed
+    // on for the TTL rule only: this store forgets nothing before its expiry, so it has no use for it.
     if (!this.#inherits.markMany) return super.markDirect(entry, options);
-    return this.#add(entry.id, { ttlMs: options.ttlMs, now: options.now }, entry).added;
+    const { ttlMs, now, minLifetimeMs } = options;
+    return this.#add(entry.id, { ttlMs, now, minLifetimeMs }, entry).added;
   }
 
   override add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {

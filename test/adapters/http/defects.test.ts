@@ -6,8 +6,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it, type TestContext } from 'node:test';
 import type express from 'express';
-import { HttpIdempotency, requestFingerprint, scopedId } from '../../../src/adapters/http/index.js';
+import {
+  fastifyIdempotencyKey,
+  HttpIdempotency,
+  idempotencyKey,
+  requestFingerprint,
+  scopedId,
+} from '../../../src/adapters/http/index.js';
 import type { HttpIdempotencyOptions } from '../../../src/adapters/http/options.js';
+import { ConfigError } from '../../../src/errors.js';
+import { LoggedRepository, MemoryChangelog } from '../../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../../src/repositories/rocksdb/index.js';
@@ -293,6 +301,32 @@ describe('HTTP adapter options', () => {
     assert.notEqual(
       requestFingerprint(parts('{"__proto__":{"a":1}}')),
       requestFingerprint(parts('{"__proto__":{"a":2}}')),
+    );
+  });
+
+  it('refuses a ttlMs or leaseMs outside the TTL rule when it is built, on both frameworks', () => {
+    const factories = { express: idempotencyKey, fastify: fastifyIdempotencyKey } as const;
+    for (const [framework, factory] of Object.entries(factories)) {
+      for (const option of ['ttlMs', 'leaseMs'] as const) {
+        for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, 0, -5, 1e30]) {
+          assert.throws(
+            () => factory({ repository: new MemoryRepository(), [option]: bad }),
+            (error: unknown) =>
+              error instanceof ConfigError && new RegExp(`option ${option} of `).test(error.message),
+            `${framework} accepted ${option} ${bad}`,
+          );
+        }
+      }
+    }
+    // The store's own maximum too: a store that keeps records for a minute refuses the default day.
+    const inner = new MemoryRepository();
+    const store = new LoggedRepository(inner, new MemoryChangelog(), {
+      capabilities: { ...inner.capabilities, maxTtlMs: 60_000 },
+    });
+    assert.throws(
+      () => new HttpIdempotency({ repository: store }),
+      (error: unknown) =>
+        error instanceof ConfigError && /option ttlMs of .*at most 60000 ms/.test(error.message),
     );
   });
 

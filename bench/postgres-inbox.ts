@@ -1,0 +1,233 @@
+/**
+ * What the transactional mark costs the inbox (examples/postgres-inbox), in one run on the stack's PostgreSQL
+ * (POSTGRES_URL), and what it buys under SIGKILL (KAFKA_BROKERS, REDIS_URL):
+ *
+ *     npm run bench:inbox                            # 5,000 messages per pass, 3 passes, then the kill runs
+ *     npm run bench:inbox -- --messages 2000 --no-kill
+ *
+ * 1. Per message: the example's handler (one INSERT into `payments`) through an IdempotentConsumer on
+ *    PostgresRepository with `transaction: 'message'` (BEGIN, claim, INSERT, confirm, COMMIT), against the same
+ *    INSERT in a plain transaction without dedup (BEGIN, INSERT, COMMIT). Issue 19's target: ≥ 0.7×.
+ * 2. Per batch (`--batch`, default 100 messages a transaction): `transaction: 'batch'` with the per-message
+ *    handler (a savepoint around each), and with a whole-batch handler (one multi-row INSERT), each against a
+ *    plain transaction making the same INSERTs.
+ * 3. The SIGKILL run of the example's test (test/examples/inbox-kill-run.ts) with IDEM_STORE=postgres and then
+ *    redis: the payment rows applied twice that each leaves (`--kill-records`, `--kills`; `--no-kill` skips).
+ *
+ * Each figure is the best of `--passes` passes after a warm-up, passes of the variants interleaved, every pass
+ * on fresh ids (all new: the cost of deduplicating, not the savings on duplicates). Prints messages/s, the
+ * ratios and the load average; asserts nothing.
+ */
+import { randomBytes } from 'node:crypto';
+import { loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import {
+  createPaymentsTable,
+  insertPayment,
+  insertPayments,
+  type Payment,
+} from '../examples/postgres-inbox/payments.js';
+import { IdempotentConsumer } from '../src/consumer/index.js';
+import { migrate, PostgresRepository, postgresTransaction } from '../src/repositories/postgres/index.js';
+import { killRun } from '../test/examples/inbox-kill-run.js';
+import { FigureSink } from './report/figures.js';
+
+const { values } = parseArgs({
+  options: {
+    messages: { type: 'string', default: '5000' },
+    batch: { type: 'string', default: '100' },
+    passes: { type: 'string', default: '3' },
+    'kill-records': { type: 'string', default: '20000' },
+    kills: { type: 'string', default: '10' },
+    'no-kill': { type: 'boolean', default: false },
+    json: { type: 'string' },
+  },
+});
+const N = Number(values.messages);
+const BATCH = Number(values.batch);
+const PASSES = Math.max(1, Number(values.passes));
+const postgresUrl = process.env.POSTGRES_URL ?? 'postgres://idem:idem@127.0.0.1:5432/idem';
+const kafkaBrokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+const sink = new FigureSink(
+  'postgres-inbox',
+  `npm run bench:inbox -- --messages ${N} --batch ${BATCH} --passes ${PASSES}` +
+    (values['no-kill'] ? ' --no-kill' : ` --kill-records ${values['kill-records']} --kills ${values.kills}`),
+);
+console.log(`load average at start: ${load()} (1, 5, 15 min)`);
+
+// Everything in a schema of its own, dropped at the end; the pool puts it first on the search_path.
+const schema = `bench_inbox_${randomBytes(5).toString('hex')}`;
+const admin = new pg.Pool({ connectionString: postgresUrl, max: 1 });
+await admin.query(`CREATE SCHEMA ${schema}`);
+const url = new URL(postgresUrl);
+url.searchParams.set('options', `-c search_path=${schema}`);
+const pool = new pg.Pool({ connectionString: url.href, max: 4 });
+let pass = 0;
+/** Fresh payments for one pass: ids never seen before, so every message is new. */
+const fresh = (): Payment[] => {
+  pass++;
+  return Array.from({ length: N }, (_, i) => ({ id: `p${pass}-${i}`, amount: 1 + (i % 1000) }));
+};
+const chunks = <T>(items: readonly T[]): T[][] =>
+  Array.from({ length: Math.ceil(items.length / BATCH) }, (_, i) => items.slice(i * BATCH, (i + 1) * BATCH));
+
+/** BEGIN, `work` on the client, COMMIT: the plain transaction of the baselines. */
+async function inTransaction(work: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await work(client);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Messages/s of each variant: best of the passes, the variants' passes interleaved. */
+async function race(variants: Record<string, (payments: Payment[]) => Promise<void>>): Promise<number[]> {
+  const entries = Object.entries(variants);
+  const best = entries.map(() => 0);
+  for (let p = 0; p <= PASSES; p++) {
+    for (const [i, [, run]] of entries.entries()) {
+      const payments = fresh();
+      const start = process.hrtime.bigint();
+      await run(p === 0 ? payments.slice(0, Math.min(N, 500)) : payments); // pass 0 warms up
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      if (p > 0) best[i] = Math.max(best[i] as number, payments.length / seconds);
+    }
+  }
+  for (const [i, [label]] of entries.entries()) {
+    console.log(`  ${label.padEnd(64)} ${Math.round(best[i] as number)} msg/s`);
+    sink.figure(label, best[i] as number, 'msg/s');
+  }
+  return best;
+}
+
+function ratio(id: string, label: string, value: number, baseline: string, target?: number): void {
+  const verdict =
+    target === undefined
+      ? ''
+      : value >= target
+        ? `  (target ≥ ${target}: met)`
+        : `  (target ≥ ${target}: NOT met)`;
+  console.log(`  ${label.padEnd(64)} ${value.toFixed(2)}×${verdict}`);
+  sink.ratio({ id, label, value, kind: 'min', baseline, ...(target === undefined ? {} : { target }) });
+}
+
+try {
+  await createPaymentsTable(pool);
+  await migrate({ pool });
+  const repository = await PostgresRepository.open({ pool });
+  const perMessage = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });
+  const perBatch = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
+  const handler = (payment: Payment, context: Parameters<typeof postgresTransaction>[0]) =>
+    insertPayment(postgresTransaction(context), payment);
+
+  console.log(`\none transaction per message (${N} messages a pass, best of ${PASSES}):`);
+  const [plain, marked] = (await race({
+    'plain: BEGIN, INSERT, COMMIT': async (payments) => {
+      for (const payment of payments) await inTransaction((client) => insertPayment(client, payment));
+    },
+    "transactional mark: transaction 'message'": async (payments) => {
+      for (const chunk of chunks(payments)) await perMessage.processBatch(chunk, handler);
+    },
+  })) as [number, number];
+
+  console.log(`\none transaction per ${BATCH} messages:`);
+  const [plainBatch, markedBatch, plainMulti, markedMulti] = (await race({
+    [`plain: BEGIN, ${BATCH} INSERTs, COMMIT`]: async (payments) => {
+      for (const chunk of chunks(payments)) {
+        await inTransaction(async (client) => {
+          for (const payment of chunk) await insertPayment(client, payment);
+        });
+      }
+    },
+    "transaction 'batch', per-message handler (savepoints)": async (payments) => {
+      for (const chunk of chunks(payments)) await perBatch.processBatch(chunk, handler);
+    },
+    [`plain: BEGIN, one ${BATCH}-row INSERT, COMMIT`]: async (payments) => {
+      for (const chunk of chunks(payments)) await inTransaction((client) => insertPayments(client, chunk));
+    },
+    "transaction 'batch', whole-batch handler (one INSERT)": async (payments) => {
+      for (const chunk of chunks(payments)) {
+        await perBatch.processBatch(chunk, {
+          batch: async (items) => {
+            const first = items[0];
+            if (first === undefined) return;
+            await insertPayments(
+              postgresTransaction(first.context),
+              items.map((item) => item.message),
+            );
+          },
+        });
+      }
+    },
+  })) as [number, number, number, number];
+
+  console.log('\nratios (same run):');
+  ratio(
+    'inbox.message-vs-plain',
+    "transaction 'message' / plain transaction",
+    marked / plain,
+    'plain BEGIN/INSERT/COMMIT',
+    0.7,
+  );
+  ratio(
+    'inbox.batch-vs-plain',
+    "transaction 'batch' per-message / plain batch",
+    markedBatch / plainBatch,
+    `plain ${BATCH}-INSERT transaction`,
+  );
+  ratio(
+    'inbox.batch-multi-vs-plain',
+    "transaction 'batch' whole-batch / plain multi-row",
+    markedMulti / plainMulti,
+    `plain ${BATCH}-row INSERT transaction`,
+  );
+  ratio(
+    'inbox.batch-vs-message',
+    "transaction 'batch' per-message / 'message'",
+    markedBatch / marked,
+    "transaction 'message'",
+  );
+  // A batch transaction with the mark against a plain transaction per message: what an inbox that can take a
+  // whole sub-batch's rollback gets, measured against the per-message baseline.
+  ratio(
+    'inbox.batch-vs-plain-message',
+    "transaction 'batch' per-message / plain per-message transaction",
+    markedBatch / plain,
+    'plain BEGIN/INSERT/COMMIT',
+  );
+  await repository.close();
+} finally {
+  await pool.end();
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await admin.end();
+}
+
+if (!values['no-kill']) {
+  const records = Number(values['kill-records']);
+  const kills = Number(values.kills);
+  console.log(`\nSIGKILL runs: ${records} records, 10 % repeated ids, ${kills} kills, then drained:`);
+  for (const store of ['postgres', 'redis'] as const) {
+    const report = await killRun({ store, databaseUrl: postgresUrl, kafkaBrokers, redisUrl, records, kills });
+    console.log(
+      `  IDEM_STORE=${store.padEnd(8)} ${report.kills} kills, ${(report.elapsedMs / 1000).toFixed(1)} s: ` +
+        `${report.rows} rows for ${report.distinctIds} ids, ${report.extraRows} applied twice ` +
+        `(${report.duplicatedIdCount} ids), ${report.missingIds} missing (seed ${report.seed})`,
+    );
+    sink.figure(`SIGKILL run, ${store}: payments applied twice`, report.extraRows, 'rows');
+  }
+}
+
+console.log(`\nload average at end: ${load()} (1, 5, 15 min)`);
+sink.write(values.json);

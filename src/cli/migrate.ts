@@ -1,0 +1,104 @@
+import { ConfigError } from '../errors.js';
+import type { RepositoryType } from '../repositories/registry.js';
+import { knownSchemes, storeOfUrl } from './store-url.js';
+
+/**
+ * What `idem migrate` needs from a store with a schema. One entry per store in {@link migrations}, loaded only
+ * when its URL is given, so printing one store's DDL never loads another's driver.
+ */
+export interface StoreMigration {
+  /** The default table name, for messages. */
+  readonly defaultTable: string;
+  /** The DDL that creates the store's table (`table`, or the default), as a `;`-terminated script. */
+  script(table: string | undefined): string;
+  /** Runs that DDL against the server at `url`; answers the statements run (each a no-op when already done). */
+  apply(url: string, table: string | undefined): Promise<readonly string[]>;
+  /** Where `url` points, without credentials. */
+  describe(url: string): string;
+}
+
+/** The stores `idem migrate` knows, by `repository.type`. */
+export const migrations: Partial<Record<RepositoryType, () => Promise<StoreMigration>>> = {
+  postgres: async () => {
+    const { describeAddress, postgresDefaults } = await import('../repositories/postgres/options.js');
+    const { migrate, schemaScript } = await import('../repositories/postgres/migration.js');
+    return {
+      defaultTable: postgresDefaults.table,
+      script: (table) => schemaScript(table),
+      apply: async (url, table) =>
+        (await migrate({ url, ...(table === undefined ? {} : { table }) })).statements,
+      describe: describeAddress,
+    };
+  },
+  mysql: async () => {
+    const { describeAddress, mysqlDefaults } = await import('../repositories/mysql/options.js');
+    const { migrate, schemaScript } = await import('../repositories/mysql/migration.js');
+    return {
+      defaultTable: mysqlDefaults.table,
+      script: (table) => schemaScript(table),
+      apply: async (url, table) =>
+        (await migrate({ url, ...(table === undefined ? {} : { table }) })).statements,
+      describe: describeAddress,
+    };
+  },
+};
+
+/** Flags of `idem migrate`. */
+export interface MigrateFlags {
+  readonly store?: string;
+  readonly table?: string;
+  readonly apply?: boolean;
+}
+
+/** Where `idem migrate` writes: the DDL to `out`, what it did to `err`. */
+export interface MigrateStreams {
+  readonly out: { write(text: string): unknown };
+  readonly err: { write(text: string): unknown };
+}
+
+/**
+ * `idem migrate --store <url> [--table T] [--apply]`: prints the DDL of the store's table, or (with `--apply`)
+ * creates it. Answers how it ended: `usage` for bad flags or settings, `failure` when the server failed.
+ */
+export async function runMigrate(
+  flags: MigrateFlags,
+  streams: MigrateStreams,
+): Promise<'ok' | 'usage' | 'failure'> {
+  try {
+    const store = flags.store === undefined ? undefined : storeOfUrl(flags.store);
+    const load = store === undefined ? undefined : migrations[store.type];
+    if (store === undefined || load === undefined) {
+      const schemes = [knownSchemes((scheme) => migrations[scheme.type] !== undefined)];
+      throw new ConfigError(
+        'store',
+        flags.store === undefined
+          ? `is required: the URL of the database (${schemes.join(', ')})`
+          : `must be the URL of a store with a schema (${schemes.join(', ')})`,
+        { label: '--store' },
+      );
+    }
+    const migration = await load();
+    const table = flags.table;
+    const where = migration.describe(store.url);
+    const name = table ?? migration.defaultTable;
+    // Validates the table name before anything is run.
+    const script = migration.script(table);
+    if (!flags.apply) {
+      streams.out.write(script);
+      streams.err.write(
+        `idem migrate: the DDL of ${store.type} table ${name}; --apply runs it at ${where}\n`,
+      );
+      return 'ok';
+    }
+    const statements = await migration.apply(store.url, table);
+    streams.out.write(`${statements.join(';\n\n')};\n`);
+    streams.err.write(
+      `idem migrate: ${store.type} table ${name} is ready at ${where} (${statements.length} statements, ` +
+        'each a no-op where the object already existed)\n',
+    );
+    return 'ok';
+  } catch (error) {
+    streams.err.write(`idem migrate: ${error instanceof Error ? error.message : String(error)}\n`);
+    return error instanceof ConfigError ? 'usage' : 'failure';
+  }
+}

@@ -1,0 +1,63 @@
+import type {
+  ChangelogOffsets,
+  ChangelogSource,
+  ChangelogSourceRead,
+} from '../../repositories/logged/index.js';
+import type { ChangelogEntry, ChangelogReader } from './reader.js';
+import { decodeChanges } from './sink.js';
+
+/** Options of a {@link KafkaChangelogSource}. */
+export interface KafkaChangelogSourceOptions {
+  /** The reader (owned by the caller, who closes it). */
+  readonly reader: ChangelogReader;
+  readonly topic: string;
+  /**
+   * Which records stand for changes to apply, in topic order (default: all). The `kafka` repository leaves out
+   * its own writes, which its local index already holds.
+   */
+  readonly accept?: (entry: ChangelogEntry) => boolean;
+}
+
+/**
+ * A changelog topic as a logged store's {@link ChangelogSource}: read read_committed with a
+ * {@link ChangelogReader}, decoded with {@link decodeChanges} (an unreadable record is reported and skipped).
+ */
+export class KafkaChangelogSource implements ChangelogSource {
+  readonly topic: string;
+  readonly #reader: ChangelogReader;
+  readonly #accept: ((entry: ChangelogEntry) => boolean) | undefined;
+
+  constructor(options: KafkaChangelogSourceOptions) {
+    this.topic = options.topic;
+    this.#reader = options.reader;
+    this.#accept = options.accept;
+  }
+
+  /** The topic's partition ids, from fresh metadata. */
+  partitions(): Promise<number[]> {
+    return this.#reader.partitions(this.topic);
+  }
+
+  endOffsets(partitions: readonly number[]): Promise<ChangelogOffsets> {
+    return this.#reader.endOffsets(this.topic, partitions);
+  }
+
+  read(options: ChangelogSourceRead): Promise<ChangelogOffsets> {
+    const { topic } = this;
+    const accept = this.#accept;
+    const { onCaughtUp } = options;
+    return this.#reader.read({
+      topic,
+      from: options.from,
+      ...(options.follow !== undefined ? { follow: options.follow } : {}),
+      ...(onCaughtUp ? { onCaughtUp: () => onCaughtUp() } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.heartbeat ? { heartbeat: options.heartbeat } : {}),
+      onBatch: (partition, records, nextOffset) => {
+        const kept = accept ? records.filter(accept) : records;
+        const changes = decodeChanges(topic, partition, kept, options.onUnreadable);
+        return options.onBatch(partition, changes, nextOffset);
+      },
+    });
+  }
+}

@@ -1,0 +1,170 @@
+import type {
+  ChangelogChange,
+  ChangelogCheckpoints,
+  ChangelogOffsets,
+  ChangelogSource,
+  UnreadableChange,
+} from './changelog.js';
+import type { LoggedRepository } from './logged-repository.js';
+
+/** Options of a {@link ChangelogRestorer}. */
+export interface ChangelogRestorerOptions {
+  /** Where the changelog is read back from. */
+  readonly source: ChangelogSource;
+  /**
+   * The checkpoint of what the local store has applied (a file: `ChangelogCheckpoint`), or a promise of it; a
+   * promise that rejects fails the first restore. Without one, a restore starts from what this restorer applied
+   * before in this process, or from the start.
+   */
+  readonly checkpoints?: ChangelogCheckpoints | Promise<ChangelogCheckpoints>;
+  /** A checkpoint that could not be written (it only makes the next restore longer); default: ignored. */
+  readonly onCheckpointError?: (error: unknown, partition: number) => void;
+}
+
+/** Where a restore starts and ends, per partition: reported before the first record is read. */
+export interface RestorePlan {
+  /** The first offset each partition is read from. */
+  readonly from: ReadonlyMap<number, number>;
+  /** The end offsets captured now, which a bounded restore reads up to. */
+  readonly ends: ReadonlyMap<number, number>;
+}
+
+/** Progress of a restore, after each batch of one partition. */
+export interface RestoreProgress {
+  readonly partition: number;
+  /** The offset the partition's read resumes from after this batch. */
+  readonly nextOffset: number;
+  /** Live records written to the stores so far, over every partition of this restore. */
+  readonly restored: number;
+}
+
+/** What {@link ChangelogRestorer.restore} does besides reading. */
+export interface RestoreOptions {
+  /** Start offsets that win over the applied ones and the checkpoint (a tail resuming where it stopped). */
+  readonly from?: ReadonlyMap<number, number>;
+  /** Keep following the changelog until `signal` aborts (see {@link ChangelogSource.read}). */
+  readonly follow?: boolean;
+  /** With `follow`: called once every partition reached the end offsets captured at the start. */
+  readonly onCaughtUp?: () => void;
+  readonly signal?: AbortSignal;
+  /** Called between fetches (a consumer group heartbeat during a long restore). */
+  readonly heartbeat?: () => Promise<void>;
+  /** With it, the end offsets are captured first and reported with the start offsets. */
+  readonly onStart?: (plan: RestorePlan) => void;
+  readonly onProgress?: (progress: RestoreProgress) => void;
+  /** A changelog record that could not be read: skipped (and counted in the result), never a mark. */
+  readonly onUnreadable?: (unreadable: UnreadableChange) => void;
+}
+
+/** What a restore did. */
+export interface RestoreResult {
+  readonly from: ReadonlyMap<number, number>;
+  /** The offset each partition's store now holds the changelog up to. */
+  readonly reached: ReadonlyMap<number, number>;
+  /** Live records written to the stores. */
+  readonly restored: number;
+  /** Records skipped as unreadable. */
+  readonly unreadable: number;
+}
+
+/**
+ * Restore and checkpoints of logged stores (Kafka Streams' `StateRestoreCallback` and checkpoint file, which
+ * belong to the state store manager, not the processor): reads each changelog partition from what its store
+ * holds (what this restorer applied in this process, else the checkpoint, else the start) into the partition's
+ * {@link LoggedRepository} through its `restore`, and keeps the offset each store holds the changelog up to.
+ * The checkpoint is written when a restore ends and by {@link checkpoint} (a partition's store closing); it only
+ * ever records offsets the store holds.
+ */
+export class ChangelogRestorer {
+  readonly #source: ChangelogSource;
+  readonly #checkpoints: Promise<ChangelogCheckpoints | undefined>;
+  readonly #onCheckpointError: (error: unknown, partition: number) => void;
+  /** The offset up to which each partition's store holds the changelog, as far as this process knows. */
+  readonly #applied: ChangelogOffsets = new Map();
+
+  constructor(options: ChangelogRestorerOptions) {
+    this.#source = options.source;
+    this.#checkpoints = Promise.resolve(options.checkpoints);
+    // Observed where it is awaited; a checkpoint that cannot be loaded fails the first restore.
+    this.#checkpoints.catch(() => undefined);
+    this.#onCheckpointError = options.onCheckpointError ?? (() => undefined);
+  }
+
+  /** The changelog this restorer reads. */
+  get source(): ChangelogSource {
+    return this.#source;
+  }
+
+  /** The offset up to which the partition's store holds the changelog, if known. */
+  applied(partition: number): number | undefined {
+    return this.#applied.get(partition);
+  }
+
+  /** The partition's store now holds the changelog up to `next` (a committed write reached both). */
+  advanced(partition: number, next: number | undefined): void {
+    if (next !== undefined) this.#applied.set(partition, Math.max(this.#applied.get(partition) ?? 0, next));
+  }
+
+  /**
+   * Reads the changelog partitions of `stores` (partition → its logged store) into them, from what each holds
+   * up to the end offsets captured at the start (or on, with `follow`), then records and checkpoints the offsets
+   * reached. Changes are applied without being logged again.
+   */
+  async restore(
+    stores: ReadonlyMap<number, LoggedRepository>,
+    options: RestoreOptions = {},
+  ): Promise<RestoreResult> {
+    const checkpoints = await this.#checkpoints;
+    const partitions = [...stores.keys()];
+    const from: ChangelogOffsets = new Map(
+      partitions.map((p) => [p, options.from?.get(p) ?? this.#applied.get(p) ?? checkpoints?.get(p) ?? 0]),
+    );
+    if (options.onStart) options.onStart({ from, ends: await this.#source.endOffsets(partitions) });
+    let restored = 0;
+    let unreadable = 0;
+    const read = {
+      from,
+      onBatch: async (partition: number, changes: readonly ChangelogChange[], nextOffset: number) => {
+        const store = stores.get(partition) as LoggedRepository;
+        if (changes.length > 0) restored += await store.restore(changes);
+        options.onProgress?.({ partition, nextOffset, restored });
+      },
+      onUnreadable: (bad: UnreadableChange) => {
+        unreadable++;
+        options.onUnreadable?.(bad);
+      },
+      ...(options.follow !== undefined ? { follow: options.follow } : {}),
+      ...(options.onCaughtUp ? { onCaughtUp: options.onCaughtUp } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.heartbeat ? { heartbeat: options.heartbeat } : {}),
+    };
+    const reached = await this.#source.read(read);
+    const result: ChangelogOffsets = new Map();
+    for (const partition of partitions) {
+      const offset = reached.get(partition) ?? from.get(partition) ?? 0;
+      result.set(partition, offset);
+      this.#applied.set(partition, offset);
+      await this.checkpoint(partition);
+    }
+    return { from, reached: result, restored, unreadable };
+  }
+
+  /**
+   * Writes the partition's checkpoint: the offset its store holds the changelog up to, if known (a failure goes
+   * to `onCheckpointError`). Resolves with that offset. Call it when the partition's store closes.
+   */
+  async checkpoint(partition: number): Promise<number | undefined> {
+    const offset = this.#applied.get(partition);
+    if (offset === undefined) return undefined;
+    try {
+      const checkpoints = await this.#checkpoints;
+      if (checkpoints !== undefined) {
+        checkpoints.set(partition, offset);
+        await checkpoints.save();
+      }
+    } catch (error) {
+      this.#onCheckpointError(error, partition);
+    }
+    return offset;
+  }
+}

@@ -1,0 +1,105 @@
+import type { Pool } from 'mysql2/promise';
+import { ConfigError } from '../../errors.js';
+import {
+  describeAddress,
+  type MySqlRepositoryOptions,
+  mysqlDefaults,
+  parseMySqlOptions,
+  TABLE_PATTERN,
+} from './options.js';
+import { COLUMNS, MAX_FIELD_BYTES, quoteTable } from './sql.js';
+
+export { COLUMNS };
+
+/*
+ * The table of the MySQL repository. Nothing creates it behind the user's back: `migrate()`, `idem migrate
+ * --apply`, or the DDL below run by the team's own migration tool (`createTable: true` is the opt-in for tests
+ * and demos). The statement is idempotent (`IF NOT EXISTS`), so running the migration again changes nothing.
+ */
+
+/**
+ * The DDL of the table, one statement per entry.
+ *
+ * - `id VARBINARY(1024)`: ids are up to 1024 UTF-8 bytes (MAX_ID_BYTES), stored as those bytes and compared byte
+ *   for byte. A utf8mb4 `VARCHAR` would compare through a collation (`a` = `A`; `x` = `x ` under PAD SPACE) and
+ *   `VARCHAR(1024)` reserves 4 bytes a character, 4096 bytes, over InnoDB's 3072-byte index key limit; 1024 bytes
+ *   of id plus 255 of namespace fit it (DYNAMIC row format, the default since MySQL 5.7 and MariaDB 10.2).
+ * - `owner` and `fingerprint` are bytes too, so an owner token is compared whole and exactly.
+ * - Times are epoch ms in `BIGINT`, compared with the server's clock (`@@timestamp`) in every statement.
+ * - `forget_at`: when the row may be deleted (the later of its retention end, its lease end and its minimum
+ *   lifetime, on the server's clock). `purge()` deletes by it, through its index.
+ * - `token`: the random number of the last statement that wrote the row. A multi-row upsert tells by it which
+ *   rows it took: MariaDB has no `RETURNING` on an upsert, MySQL none at all.
+ */
+export function schemaStatements(table: string = mysqlDefaults.table): string[] {
+  if (!TABLE_PATTERN.test(table)) {
+    throw new ConfigError(
+      'repository.table',
+      `must be a table name or database.table, each 1-64 letters, digits, "_" or "$", got ${JSON.stringify(table)}`,
+    );
+  }
+  return [
+    `CREATE TABLE IF NOT EXISTS ${quoteTable(table)} (
+  namespace VARBINARY(255) NOT NULL,
+  id VARBINARY(1024) NOT NULL,
+  state ENUM('in-flight', 'confirmed') NOT NULL,
+  expires_at BIGINT NOT NULL,
+  lease_expires_at BIGINT NULL,
+  owner VARBINARY(${MAX_FIELD_BYTES}) NULL,
+  event_time BIGINT NULL,
+  fingerprint VARBINARY(${MAX_FIELD_BYTES}) NULL,
+  result MEDIUMBLOB NULL,
+  forget_at BIGINT NOT NULL,
+  token BIGINT NOT NULL,
+  PRIMARY KEY (namespace, id),
+  KEY forget_at (forget_at)
+) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+  ];
+}
+
+/** The DDL as one script, `;`-terminated, for `idem migrate` and the docs. */
+export function schemaScript(table: string = mysqlDefaults.table): string {
+  return `${schemaStatements(table).join(';\n\n')};\n`;
+}
+
+/** What {@link migrate} needs: where (a URL or a pool) and which table. */
+export type MigrateOptions = Pick<MySqlRepositoryOptions, 'url' | 'password' | 'tls' | 'connectTimeoutMs'> & {
+  readonly table?: string;
+  /** A pool to run the DDL on instead of connecting from `url`; left open. */
+  readonly pool?: Pool;
+};
+
+/** What {@link migrate} did. */
+export interface MigrateResult {
+  /** The table, as given. */
+  readonly table: string;
+  /** The statements run, in order (each a no-op when its table already existed). */
+  readonly statements: readonly string[];
+}
+
+/**
+ * Creates the table when missing; safe to run again and from several processes at once (MySQL serializes
+ * `CREATE TABLE IF NOT EXISTS` on the table's metadata lock: one creates it, the others find it). DDL is not
+ * transactional in MySQL: each statement commits on its own.
+ */
+export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
+  const { pool: given, table = mysqlDefaults.table, ...connection } = options;
+  const ddl = schemaStatements(table);
+  if (given !== undefined) {
+    for (const statement of ddl) await given.query(statement);
+    return { table, statements: ddl };
+  }
+  const parsed = parseMySqlOptions({ ...connection, table }, 'migrate(...)');
+  if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
+  // Loaded here, so printing the DDL needs no driver (`idem migrate` without --apply).
+  const { closePool, createPool, openError } = await import('./connection.js');
+  const pool = createPool(parsed);
+  try {
+    for (const statement of ddl) await pool.query(statement);
+  } catch (error) {
+    throw openError(error, describeAddress(parsed.url));
+  } finally {
+    await closePool(pool);
+  }
+  return { table, statements: ddl };
+}

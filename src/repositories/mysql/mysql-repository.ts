@@ -1,0 +1,919 @@
+import { randomInt } from 'node:crypto';
+import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
+import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
+import { MAX_ID_BYTES } from '../ids.js';
+import { newRecord, storeLifetimeMs } from '../record.js';
+import { detailOf, migrateHint, type PurgeOptions } from '../sql-store.js';
+import { TransactionScope } from '../transaction.js';
+import { checkDuration } from '../ttl.js';
+import type {
+  AddOptions,
+  AddResult,
+  IdempotencyRecord,
+  RepositoryCapabilities,
+  RepositoryTransaction,
+  TransactionalRepository,
+  TransactionOptions,
+} from '../types.js';
+import {
+  assertTable,
+  closePool,
+  createPool,
+  describeAddress,
+  errorNumber,
+  lockWaitSeconds,
+  openError,
+} from './connection.js';
+import { schemaStatements } from './migration.js';
+import { type MySqlRepositoryOptions, parseMySqlOptions } from './options.js';
+import {
+  bucket,
+  bytes,
+  decodeRow,
+  MAX_FIELD_BYTES,
+  MAX_ROWS,
+  MAX_STATEMENT_BYTES,
+  optionalBytes,
+  type Row,
+  Statements,
+} from './sql.js';
+
+/** mysql2 errnos the repository tells apart. */
+const ER_LOCK_WAIT_TIMEOUT = 1205;
+const ER_LOCK_DEADLOCK = 1213;
+const ER_NO_SUCH_TABLE = 1146;
+
+/** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
+const CLEAR_BATCH = 10_000;
+
+/**
+ * How often a claim is run again for ids whose row vanished between the claim and its read-back (a concurrent
+ * unconditional `remove` outside any transaction), and how often a statement outside any transaction is run
+ * again after the server chose it as a deadlock victim (the server rolled it back whole, so it can be rerun).
+ */
+const MAX_ROUNDS = 5;
+
+/** Where the repository reports what goes wrong in the background (a failed background purge). */
+export interface MySqlLogger {
+  warn(message: string): void;
+}
+
+/** Default warning sink: a process warning, visible and filterable, never silent. */
+const processWarnings: MySqlLogger = {
+  warn: (message) => process.emitWarning(message, { code: 'IDEM_MYSQL' }),
+};
+
+/** What {@link MySqlRepository.open} takes besides the config table. */
+export interface MySqlOpenExtras {
+  /**
+   * A mysql2/promise pool to use instead of connecting from `url` (its own host, user, TLS, limits): left open by
+   * `close()` (it stays the caller's).
+   */
+  readonly pool?: Pool;
+  /**
+   * The worker's clock, accepted like every repository's. MySQL never judges by it: leases and TTLs count on the
+   * server's clock (see {@link MySqlRepository}), so a worker whose clock is off changes nothing.
+   */
+  readonly clock?: () => number;
+  readonly logger?: MySqlLogger;
+}
+
+/** Options of {@link MySqlRepository.open}: the config table plus what only code can pass. */
+export type MySqlOpenOptions = MySqlRepositoryOptions & MySqlOpenExtras;
+
+/** What a statement runs on: the pool (autocommit) or the open transaction's connection. */
+type Executor = Pool | PoolConnection;
+
+/** The `now` the base class passes when the caller gave none: NaN, which the statements turn into the server's clock. */
+const serverClock = (): number => Number.NaN;
+
+/** The caller's time as a statement parameter, or NULL for the server's clock. */
+function timeParam(now: number): number | null {
+  return Number.isNaN(now) ? null : now;
+}
+
+/** A random token per statement: 52 bits, so the server compares it exactly (see the `token` column). */
+function newToken(): number {
+  return randomInt(2 ** 47) * 32 + randomInt(32);
+}
+
+const errno = errorNumber;
+
+/**
+ * How many rows of an `INSERT … ON DUPLICATE KEY UPDATE` of `rows` rows the statement left as they were (a live
+ * row it did not take), from the OK packet: `affectedRows` counts 1 per inserted row and 2 per updated one, plus
+ * 1 per unchanged one when the client sets CLIENT_FOUND_ROWS (mysql2's default); `Duplicates` counts updated rows,
+ * plus unchanged ones with that flag. Either way, unchanged = rows − affected + duplicates. Undefined when the
+ * server sent no counts (they come only with a statement of two rows or more).
+ */
+function unchangedRows(header: ResultSetHeader, rows: number): number | undefined {
+  const duplicates = /Duplicates:\s*(\d+)/.exec(header.info ?? '')?.[1];
+  if (duplicates === undefined) return undefined;
+  return rows - header.affectedRows + Number(duplicates);
+}
+
+/** One claim entry with its column values as bytes, for the statement and its size. */
+interface ClaimRow {
+  readonly index: number;
+  readonly key: string;
+  readonly id: Buffer;
+  readonly fingerprint: Buffer | null;
+  readonly result: Buffer | null;
+  readonly eventTime: number | null;
+  readonly size: number;
+}
+
+/**
+ * Groups items into statements of at most {@link MAX_ROWS} items and {@link MAX_STATEMENT_BYTES} bytes (a
+ * single larger item still goes alone).
+ */
+function chunks<T>(items: readonly T[], sizeOf: (item: T) => number): T[][] {
+  const groups: T[][] = [];
+  let group: T[] = [];
+  let bytesInGroup = 0;
+  for (const item of items) {
+    const size = sizeOf(item);
+    if (group.length > 0 && (group.length >= MAX_ROWS || bytesInGroup + size > MAX_STATEMENT_BYTES)) {
+      groups.push(group);
+      group = [];
+      bytesInGroup = 0;
+    }
+    group.push(item);
+    bytesInGroup += size;
+  }
+  if (group.length > 0) groups.push(group);
+  return groups;
+}
+
+/** `values` then its last element repeated up to `size` (the spare places of a bucketed statement). */
+function padded<T>(values: readonly T[], size: number): T[] {
+  const out = values.slice();
+  const last = values[values.length - 1] as T;
+  while (out.length < size) out.push(last);
+  return out;
+}
+
+/**
+ * Repository on MySQL 8 or MariaDB 10.6+ through mysql2, whose records can commit in the side effect's own
+ * transaction (see {@link MySqlRepository.transaction}).
+ *
+ * One table (see migration.ts), keyed by `(namespace, id)`. A claim or lazy mark is one multi-row
+ * `INSERT … ON DUPLICATE KEY UPDATE` that takes a row only when it is absent or no longer live, so it never raises a
+ * duplicate-key error, and writes the call's random token on the rows it takes. Its OK packet says how many rows
+ * it left alone; when none (the common case) the answer is complete in that one round trip, else a locking
+ * read-back of the batch's rows tells, by the token, which it took and what holds the others. Reads, confirms,
+ * renewals and removals are one statement each; every statement is prepared.
+ *
+ * Every time comes from the server's clock (`@@timestamp`, the same for all rows of a statement), so workers need
+ * not agree on the time; only an explicit `now` (event-time mode) replaces it. Expiry is exact: every read filters
+ * on liveness. Nothing deletes rows by itself: `purge()` (or the background purge, `purgeIntervalMs`) deletes
+ * those past their `forget_at` in bounded batches.
+ */
+export class MySqlRepository extends BaseRepository implements TransactionalRepository<PoolConnection> {
+  readonly capabilities: RepositoryCapabilities = {
+    persistent: true,
+    shared: true,
+    maxIdBytes: MAX_ID_BYTES,
+    nativeBatch: true,
+    // MEDIUMBLOB holds 16 MiB, but a statement must fit `max_allowed_packet` (16 MiB on MariaDB): 1 MiB keeps a
+    // batch of results to a few statements and a replay cheap, as on the other stores.
+    maxResultBytes: 1_048_576,
+  };
+  protected readonly storeName = 'mysql';
+  readonly #pool: Pool;
+  readonly #ownsPool: boolean;
+  readonly #sql: Statements;
+  readonly #table: string;
+  readonly #address: string;
+  readonly #namespace: Buffer;
+  readonly #lockTimeoutMs: number;
+  /** The `innodb_lock_wait_timeout` every connection of an owned pool already has; undefined for a given pool. */
+  readonly #poolLockSeconds: number | undefined;
+  /** `innodb_rollback_on_timeout`: a lock wait timeout then rolls back the whole transaction, not one statement. */
+  readonly #rollbackOnTimeout: boolean;
+  readonly #purgeBatchSize: number;
+  readonly #logger: MySqlLogger;
+  readonly #scope = new TransactionScope<MySqlTransaction>();
+  #purgeTimer: NodeJS.Timeout | undefined;
+  #purging: Promise<unknown> | undefined;
+
+  private constructor(settings: {
+    pool: Pool;
+    ownsPool: boolean;
+    table: string;
+    namespace: string;
+    address: string;
+    lockTimeoutMs: number;
+    poolLockSeconds: number | undefined;
+    rollbackOnTimeout: boolean;
+    purgeBatchSize: number;
+    purgeIntervalMs: number;
+    logger: MySqlLogger;
+  }) {
+    // Leases and TTLs count on the server's clock (see the class comment): the worker's clock is never used.
+    super({ clock: serverClock });
+    this.#pool = settings.pool;
+    this.#ownsPool = settings.ownsPool;
+    this.#table = settings.table;
+    this.#address = settings.address;
+    this.#sql = new Statements(settings.table);
+    this.#namespace = bytes(settings.namespace);
+    this.#lockTimeoutMs = settings.lockTimeoutMs;
+    this.#poolLockSeconds = settings.poolLockSeconds;
+    this.#rollbackOnTimeout = settings.rollbackOnTimeout;
+    this.#purgeBatchSize = settings.purgeBatchSize;
+    this.#logger = settings.logger;
+    if (settings.purgeIntervalMs > 0) {
+      this.#purgeTimer = setInterval(() => this.#backgroundPurge(), settings.purgeIntervalMs);
+      // A purge timer alone must not keep the process alive.
+      this.#purgeTimer.unref();
+    }
+  }
+
+  /**
+   * Connects (or takes the given pool), creates the table when `createTable` is set, otherwise checks that it
+   * exists with this layout, and returns the repository. Bad settings reject with a ConfigError naming
+   * `repository.<key>`; a missing table names the command that creates it. The URL's password is never shown.
+   */
+  static async open(input: MySqlOpenOptions): Promise<MySqlRepository> {
+    const { pool: given, clock: _clock, logger, ...config } = input;
+    const options = parseMySqlOptions(config);
+    if (given !== undefined && options.url !== undefined) {
+      throw new ConfigError('repository.url', 'set url or pass a pool, not both');
+    }
+    if (given === undefined && options.url === undefined) {
+      throw new ConfigError('repository.url', 'is required: a mysql:// URL (or pass a pool in code)');
+    }
+    // Validates the table name before any connection is made.
+    new Statements(options.table);
+    const address = describeAddress(options.url);
+    const pool = given ?? createPool(options);
+    let rollbackOnTimeout = false;
+    try {
+      if (options.createTable) {
+        for (const statement of schemaStatements(options.table)) await pool.query(statement);
+      }
+      await assertTable(pool, options.table, address);
+      const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value');
+      rollbackOnTimeout = Number((rows as { value: unknown }[])[0]?.value) === 1;
+    } catch (error) {
+      if (given === undefined) await closePool(pool);
+      throw openError(error, address);
+    }
+    return new MySqlRepository({
+      pool,
+      ownsPool: given === undefined,
+      table: options.table,
+      namespace: options.namespace,
+      address,
+      lockTimeoutMs: options.lockTimeoutMs,
+      poolLockSeconds: given === undefined ? lockWaitSeconds(options.lockTimeoutMs) : undefined,
+      rollbackOnTimeout,
+      purgeBatchSize: options.purgeBatchSize,
+      purgeIntervalMs: options.purgeIntervalMs,
+      logger: logger ?? processWarnings,
+    });
+  }
+
+  /** The mysql2 pool the repository runs on. */
+  get pool(): Pool {
+    return this.#pool;
+  }
+
+  /** The table, as configured (`table` or `database.table`). */
+  get table(): string {
+    return this.#table;
+  }
+
+  /**
+   * Runs `work` in one transaction on a connection of the pool (see `TransactionalRepository`): every verb of
+   * this repository called from `work`'s async context runs on it, and `transaction.client` is the connection
+   * for the side effect. Commits when `work` resolves (a rollback when it was made rollback-only), rolls back
+   * when it rejects; the connection always goes back to the pool (destroyed when the rollback itself failed).
+   *
+   * The lock timeout (`lockTimeoutMs`, default the repository's) is the session's `innodb_lock_wait_timeout`
+   * while the transaction runs, in whole seconds rounded up, restored afterwards on a pool that is not the
+   * repository's own. The isolation level is the session's (InnoDB's default REPEATABLE READ; READ COMMITTED works
+   * the same): claims are locking writes and their read-backs locking reads, which see the latest committed row
+   * whatever the snapshot.
+   */
+  async transaction<T>(
+    work: (transaction: RepositoryTransaction<PoolConnection>) => Promise<T>,
+    options: TransactionOptions = {},
+  ): Promise<T> {
+    this.assertOpen();
+    if (this.#scope.current() !== undefined) {
+      throw new RepositoryError(
+        'mysql transaction: a transaction of this repository is already open here; use its savepoints instead',
+        { retryable: false },
+      );
+    }
+    const lockTimeoutMs = options.lockTimeoutMs ?? this.#lockTimeoutMs;
+    checkDuration('lockTimeoutMs', lockTimeoutMs, Number.MAX_SAFE_INTEGER, 'mysql transaction');
+    const seconds = lockWaitSeconds(lockTimeoutMs);
+    const setLockWait = seconds !== this.#poolLockSeconds;
+    const connection = await this.run('transaction', () => this.#pool.getConnection());
+    const transaction = new MySqlTransaction(connection, lockTimeoutMs);
+    let healthy = true;
+    try {
+      await this.run('transaction', async () => {
+        try {
+          if (setLockWait) {
+            await connection.query(
+              `SET @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ${seconds}`,
+            );
+          }
+          await connection.query('START TRANSACTION');
+        } catch (error) {
+          healthy = false;
+          throw error;
+        }
+      });
+      let result: T;
+      try {
+        result = await this.#scope.run(transaction, () => work(transaction));
+      } catch (error) {
+        healthy = await endQuietly(connection, 'ROLLBACK');
+        throw error;
+      } finally {
+        transaction.end();
+      }
+      if (transaction.rollingBack) {
+        healthy = await endQuietly(connection, 'ROLLBACK');
+      } else {
+        await this.run('commit', async () => {
+          try {
+            await connection.query('COMMIT');
+          } catch (error) {
+            healthy = false;
+            throw error;
+          }
+        });
+      }
+      return result;
+    } finally {
+      if (healthy && setLockWait) {
+        healthy = await endQuietly(connection, 'SET SESSION innodb_lock_wait_timeout = @idem_lock_wait');
+      }
+      if (healthy) connection.release();
+      else connection.destroy();
+    }
+  }
+
+  /**
+   * Deletes the rows (of every namespace in the table) that are past their `forget_at`, `batchSize` rows per
+   * statement, and answers how many. Each statement is its own short transaction at READ COMMITTED, so it takes no
+   * gap locks and never holds a lock for long; claims go on meanwhile. A live record is never deleted:
+   * `forget_at` is at least its expiry, and with `minLifetimeMs` (event-time mode) that many ms of the server's
+   * clock after the write.
+   */
+  async purge(options: PurgeOptions = {}): Promise<number> {
+    this.assertOpen();
+    const batchSize = options.batchSize ?? this.#purgeBatchSize;
+    if (!Number.isInteger(batchSize) || batchSize < 1) {
+      throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
+        label: 'option batchSize of mysql purge',
+      });
+    }
+    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+    return this.run('purge', async () => {
+      let total = 0;
+      for (let batch = 0; batch < maxBatches; batch++) {
+        const deleted = await this.#purgeBatch(batchSize);
+        total += deleted;
+        if (deleted < batchSize) break;
+      }
+      return total;
+    });
+  }
+
+  async #purgeBatch(batchSize: number): Promise<number> {
+    for (let round = 1; ; round++) {
+      const connection = await this.#pool.getConnection();
+      try {
+        // For the next transaction only (this DELETE): no gap locks in front of claims inserting new rows.
+        await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+        const [header] = await connection.execute(this.#sql.purge(batchSize));
+        return (header as ResultSetHeader).affectedRows;
+      } catch (error) {
+        if (errno(error) !== ER_LOCK_DEADLOCK || round >= MAX_ROUNDS) throw error;
+      } finally {
+        connection.release();
+      }
+    }
+  }
+
+  #backgroundPurge(): void {
+    if (this.#purging !== undefined || this.closed) return;
+    this.#purging = this.purge()
+      .catch((error: unknown) => {
+        if (this.closed) return;
+        this.#logger.warn(`mysql: background purge failed: ${detailOf(error)}`);
+      })
+      .finally(() => {
+        this.#purging = undefined;
+      });
+  }
+
+  /** Store failures, with a missing table named as such (it was dropped, or another table was configured). */
+  protected override async run<T>(operation: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      if (errno(error) === ER_NO_SUCH_TABLE) {
+        throw new RepositoryError(
+          `mysql ${operation} failed: table ${this.#sql.table} does not exist in ${this.#address}; ` +
+            migrateHint('mysql', this.#table, this.#address),
+          { cause: error, retryable: false },
+        );
+      }
+      if (error instanceof Error && !(error instanceof RepositoryError) && !(error instanceof ConfigError)) {
+        throw new RepositoryError(`mysql ${operation} failed: ${detailOf(error)}`, { cause: error });
+      }
+      throw toRepositoryError(`${this.storeName} ${operation}`, error);
+    }
+  }
+
+  /** The open transaction of this async context (checked usable), if any. */
+  #transaction(operation: string): MySqlTransaction | undefined {
+    const transaction = this.#scope.current();
+    transaction?.assertUsable(operation);
+    return transaction;
+  }
+
+  async #execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
+    const [result] = await executor.execute(sql, params as never[]);
+    return result as T;
+  }
+
+  /**
+   * A statement outside any transaction, run again when the server rolled it back as a deadlock victim (two
+   * multi-row claims can lock shared ids in turn). In a transaction a deadlock rolled back everything before it
+   * too: the transaction is marked aborted and the error goes to the caller.
+   */
+  async #withDeadlockRetry<T>(transaction: MySqlTransaction | undefined, call: () => Promise<T>): Promise<T> {
+    for (let round = 1; ; round++) {
+      try {
+        return await call();
+      } catch (error) {
+        if (errno(error) !== ER_LOCK_DEADLOCK) throw error;
+        if (transaction !== undefined) {
+          transaction.abort('deadlock');
+          throw new RepositoryError(
+            'mysql: deadlock: the server rolled the transaction back; run it again (retryable)',
+            { cause: error },
+          );
+        }
+        if (round >= MAX_ROUNDS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, randomInt(5, 50)));
+      }
+    }
+  }
+
+  protected async doAddMany(
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    now: number,
+  ): Promise<AddResult[]> {
+    const transaction = this.#transaction('add');
+    const executor = transaction?.client ?? this.#pool;
+    const owner = options.leaseMs === undefined ? null : optionalBytes(options.owner);
+    if (owner !== null && owner.length > MAX_FIELD_BYTES) {
+      throw new RepositoryError(
+        `mysql add: owner is ${owner.length} bytes; the column holds ${MAX_FIELD_BYTES}`,
+        {
+          retryable: false,
+        },
+      );
+    }
+    const rows = entries.map((entry, index): ClaimRow => {
+      const id = bytes(entry.key);
+      const fingerprint = optionalBytes(entry.fingerprint);
+      if (fingerprint !== null && fingerprint.length > MAX_FIELD_BYTES) {
+        throw new RepositoryError(
+          `mysql add: fingerprint is ${fingerprint.length} bytes; the column holds ${MAX_FIELD_BYTES}`,
+          { retryable: false },
+        );
+      }
+      const result = optionalBytes(entry.result);
+      const size = id.length + (fingerprint?.length ?? 0) + (result?.length ?? 0) + (owner?.length ?? 0);
+      return { index, key: entry.key, id, fingerprint, result, eventTime: entry.eventTime ?? null, size };
+    });
+    // In id order: concurrent multi-row claims then lock shared rows in the same order and cannot deadlock on them.
+    rows.sort((a, b) => Buffer.compare(a.id, b.id));
+    const results = new Array<AddResult>(entries.length);
+    let pending = rows;
+    for (let round = 1; pending.length > 0; round++) {
+      if (round > MAX_ROUNDS) {
+        throw new RepositoryError(
+          `mysql add: the rows of ${pending.length} ids kept vanishing under the claim`,
+        );
+      }
+      const retry: ClaimRow[] = [];
+      const groups = chunks(pending, (row) => row.size);
+      for (let g = 0; g < groups.length; g++) {
+        const group = groups[g] as ClaimRow[];
+        try {
+          await this.#withDeadlockRetry(transaction, () =>
+            this.#claimGroup(executor, group, entries, options, owner, now, results, retry),
+          );
+        } catch (error) {
+          if (errno(error) !== ER_LOCK_WAIT_TIMEOUT) throw error;
+          // Another open transaction holds one of these ids: they are in progress. The statement was rolled back
+          // whole, so none of its ids is decided (nor any after it).
+          const undecided = [...groups.slice(g).flat(), ...retry];
+          this.#answerBusy(undecided, entries, options, now, transaction, results);
+          return results;
+        }
+      }
+      pending = retry;
+    }
+    return results;
+  }
+
+  /** One claim statement over `group`; fills `results`, and `retry` with ids whose row vanished meanwhile. */
+  async #claimGroup(
+    executor: Executor,
+    group: readonly ClaimRow[],
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    owner: Buffer | null,
+    now: number,
+    results: AddResult[],
+    retry: ClaimRow[],
+  ): Promise<void> {
+    const base = timeParam(now);
+    const token = newToken();
+    const state = options.leaseMs === undefined ? 'confirmed' : 'in-flight';
+    // The claim's own record decides how long the row is kept (see `forgetAt`), whatever clock `now` is on.
+    const lifetime = Math.ceil(storeLifetimeMs(newRecord('', {}, options, 0), 0, options.minLifetimeMs));
+    // Two rows at least: a one-row statement's OK packet has no `Duplicates` count.
+    const size = Math.max(2, bucket(group.length));
+    const params: unknown[] = [];
+    for (const row of padded(group, size)) {
+      params.push(
+        this.#namespace,
+        row.id,
+        state,
+        base,
+        options.ttlMs,
+        base,
+        options.leaseMs ?? null,
+        owner,
+        row.eventTime,
+        row.fingerprint,
+        row.result,
+        lifetime,
+        token,
+      );
+    }
+    params.push(base);
+    const header = await this.#execute<ResultSetHeader>(executor, this.#sql.claim(size), params);
+    const at = base ?? (header.insertId > 0 ? Number(header.insertId) : undefined);
+    const unchanged = unchangedRows(header, size);
+    if (at !== undefined && unchanged === size - group.length) {
+      // Every row was taken (the spare rows repeat the last one and always count as unchanged).
+      for (const row of group) {
+        const entry = entries[row.index] as KeyedEntry;
+        results[row.index] = { added: true, record: newRecord(row.key, entry, options, at) };
+      }
+      return;
+    }
+    const found = await this.#readBack(executor, group, token);
+    for (const row of group) {
+      const stored = found.get(row.key);
+      if (stored === undefined) {
+        retry.push(row);
+        continue;
+      }
+      const record = decodeRow(stored);
+      results[row.index] =
+        Number(stored.won) === 1 ? { added: true, record } : { added: false, existing: record };
+    }
+  }
+
+  /** The rows of `group` after its claim, by key (see {@link Statements.readBack}). */
+  async #readBack(executor: Executor, group: readonly ClaimRow[], token: number): Promise<Map<string, Row>> {
+    const size = bucket(group.length);
+    const rows = await this.#execute<Row[]>(executor, this.#sql.readBack(size), [
+      token,
+      this.#namespace,
+      ...padded(
+        group.map((row) => row.id),
+        size,
+      ),
+    ]);
+    return new Map(rows.map((row) => [row.id.toString('utf8'), row]));
+  }
+
+  /**
+   * The answer for ids a claim could not decide within the lock timeout: each is held by another open
+   * transaction, so it is in progress (an `in-flight` record whose lease ends when this wait would have); the
+   * transaction, if any, can only roll back.
+   */
+  #answerBusy(
+    undecided: readonly ClaimRow[],
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    now: number,
+    transaction: MySqlTransaction | undefined,
+    results: AddResult[],
+  ): void {
+    const lockTimeoutMs = transaction?.lockTimeoutMs ?? this.#lockTimeoutMs;
+    // The server's time is unknown here (the statement failed); the worker's clock is close enough for a hint.
+    const at = Number.isNaN(now) ? Date.now() : now;
+    for (const row of undecided) {
+      const entry = entries[row.index] as KeyedEntry;
+      results[row.index] = {
+        added: false,
+        existing: {
+          id: entry.key,
+          state: 'in-flight',
+          expiresAt: at + options.ttlMs,
+          leaseExpiresAt: at + lockTimeoutMs,
+        },
+      };
+    }
+    if (transaction !== undefined) {
+      // With innodb_rollback_on_timeout the server rolled back the whole transaction, not just the statement.
+      if (this.#rollbackOnTimeout) transaction.abort('lock wait timeout with innodb_rollback_on_timeout');
+      else transaction.rollbackOnly();
+    }
+  }
+
+  protected async doGetMany(
+    keys: readonly string[],
+    now: number,
+  ): Promise<(IdempotencyRecord | undefined)[]> {
+    const executor = this.#transaction('get')?.client ?? this.#pool;
+    const found = new Map<string, IdempotencyRecord>();
+    const ids = keys.map(bytes);
+    for (const group of chunks(ids, (id) => id.length)) {
+      const size = bucket(group.length);
+      const rows = await this.#execute<Row[]>(executor, this.#sql.get(size), [
+        this.#namespace,
+        ...padded(group, size),
+        timeParam(now),
+      ]);
+      for (const row of rows) {
+        const record = decodeRow(row);
+        found.set(record.id, record);
+      }
+    }
+    return keys.map((key) => found.get(key));
+  }
+
+  protected async doConfirmMany(
+    claims: readonly KeyedClaim[],
+    ttlMs: number,
+    _now: number,
+  ): Promise<boolean[]> {
+    const transaction = this.#transaction('confirm');
+    const executor = transaction?.client ?? this.#pool;
+    const rows = claims.map((claim, index) => ({
+      index,
+      id: bytes(claim.key),
+      owner: bytes(claim.owner),
+      result: optionalBytes(claim.result),
+    }));
+    rows.sort((a, b) => Buffer.compare(a.id, b.id));
+    const confirmed = new Array<boolean>(claims.length).fill(false);
+    const groups = chunks(rows, (row) => row.id.length * 3 + row.owner.length + (row.result?.length ?? 0));
+    for (const group of groups) {
+      const size = bucket(group.length);
+      const full = padded(group, size);
+      const token = newToken();
+      const params: unknown[] = [token, ttlMs, ttlMs];
+      for (const row of full) params.push(row.id, row.result);
+      params.push(this.#namespace);
+      for (const row of full) params.push(row.id);
+      for (const row of full) params.push(row.id, row.owner);
+      const header = await this.#withDeadlockRetry(transaction, () =>
+        this.#execute<ResultSetHeader>(executor, this.#sql.confirm(size), params),
+      );
+      if (header.affectedRows === group.length) {
+        for (const row of group) confirmed[row.index] = true;
+        continue;
+      }
+      if (header.affectedRows === 0) continue;
+      // Some claims were gone or another owner's: the token says which rows this statement confirmed.
+      const mine = await this.#execute<{ id: Buffer }[]>(executor, this.#sql.withToken(size), [
+        this.#namespace,
+        ...full.map((row) => row.id),
+        token,
+      ]);
+      const ids = new Set(mine.map((row) => row.id.toString('hex')));
+      for (const row of group) confirmed[row.index] = ids.has(row.id.toString('hex'));
+    }
+    return confirmed;
+  }
+
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    _now: number,
+  ): Promise<boolean> {
+    const transaction = this.#transaction('renew');
+    const executor = transaction?.client ?? this.#pool;
+    const header = await this.#withDeadlockRetry(transaction, () =>
+      this.#execute<ResultSetHeader>(executor, this.#sql.renew, [
+        newToken(),
+        leaseMs,
+        leaseMs,
+        this.#namespace,
+        bytes(key),
+        bytes(owner),
+      ]),
+    );
+    return header.affectedRows === 1;
+  }
+
+  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+    const transaction = this.#scope.current();
+    // The rollback takes the claim away (see `RepositoryTransaction.rollbackOnly`), and the transaction may be
+    // gone on the server already.
+    if (transaction?.rollingBack) return true;
+    transaction?.assertUsable('remove');
+    const executor = transaction?.client ?? this.#pool;
+    const header = await this.#withDeadlockRetry(transaction, () =>
+      owner === undefined
+        ? this.#execute<ResultSetHeader>(executor, this.#sql.remove, [this.#namespace, bytes(key)])
+        : this.#execute<ResultSetHeader>(executor, this.#sql.removeOwned, [
+            this.#namespace,
+            bytes(key),
+            bytes(owner),
+          ]),
+    );
+    return header.affectedRows > 0;
+  }
+
+  protected async doClear(): Promise<void> {
+    const transaction = this.#transaction('clear');
+    const executor = transaction?.client ?? this.#pool;
+    for (;;) {
+      const header = await this.#withDeadlockRetry(transaction, () =>
+        this.#execute<ResultSetHeader>(executor, this.#sql.clear(CLEAR_BATCH), [this.#namespace]),
+      );
+      if (header.affectedRows < CLEAR_BATCH) return;
+    }
+  }
+
+  protected async doClose(): Promise<void> {
+    if (this.#purgeTimer !== undefined) clearInterval(this.#purgeTimer);
+    this.#purgeTimer = undefined;
+    await this.#purging;
+    if (this.#ownsPool) await closePool(this.#pool);
+  }
+}
+
+/** Runs a closing statement; false when it failed (the connection is then not fit for the pool). */
+async function endQuietly(connection: PoolConnection, sql: string): Promise<boolean> {
+  try {
+    await connection.query(sql);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The one savepoint name: the consumer holds at most one savepoint at a time. */
+const SAVEPOINT = 'idempotent_consumer';
+
+/**
+ * One open MySQL transaction: the pool connection inside `START TRANSACTION`, and what the repository learned about
+ * it (made rollback-only, ended, or rolled back by the server itself).
+ */
+export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
+  readonly client: PoolConnection;
+  /** The lock timeout of this transaction, in ms, as asked for (InnoDB waits it rounded up to whole seconds). */
+  readonly lockTimeoutMs: number;
+  #rollingBack = false;
+  #ended = false;
+  /** Why the server rolled the transaction back (a deadlock), when it did. */
+  #abortedBy: string | undefined;
+
+  constructor(client: PoolConnection, lockTimeoutMs: number) {
+    this.client = client;
+    this.lockTimeoutMs = lockTimeoutMs;
+  }
+
+  get rollingBack(): boolean {
+    return this.#rollingBack;
+  }
+
+  rollbackOnly(): void {
+    this.#rollingBack = true;
+  }
+
+  /** Whether SAVEPOINT ran and nothing released or rolled back to it yet. */
+  #savepointOpen = false;
+
+  async savepoint(): Promise<void> {
+    if (this.#savepointOpen) {
+      throw new RepositoryError('mysql savepoint: one is already open (release or roll back to it first)', {
+        retryable: false,
+      });
+    }
+    await this.#statement('savepoint', `SAVEPOINT ${SAVEPOINT}`);
+    this.#savepointOpen = true;
+  }
+
+  async releaseSavepoint(): Promise<void> {
+    this.#takeSavepoint('releaseSavepoint');
+    await this.#statement('releaseSavepoint', `RELEASE SAVEPOINT ${SAVEPOINT}`);
+  }
+
+  /**
+   * MySQL keeps the savepoint after `ROLLBACK TO`; it is not released here (one round trip less): the next
+   * `SAVEPOINT` of the same name replaces it, and the transaction's end drops it.
+   */
+  async rollbackToSavepoint(): Promise<void> {
+    this.#takeSavepoint('rollbackToSavepoint');
+    await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
+  }
+
+  #takeSavepoint(operation: string): void {
+    if (!this.#savepointOpen) {
+      throw new RepositoryError(`mysql ${operation}: no savepoint is open`, { retryable: false });
+    }
+    this.#savepointOpen = false;
+  }
+
+  /**
+   * The server rolled the whole transaction back (a deadlock; a lock wait timeout with
+   * `innodb_rollback_on_timeout`). The session is then out of any transaction: a later statement on it would
+   * commit on its own, so the repository's later verbs in this transaction refuse to run.
+   */
+  abort(reason: string): void {
+    this.#abortedBy ??= reason;
+    this.#rollingBack = true;
+  }
+
+  /** Called when `transaction()` ends: a verb still running in this async context may no longer use it. */
+  end(): void {
+    this.#ended = true;
+  }
+
+  /** Throws when the transaction cannot take another statement of the repository. */
+  assertUsable(operation: string): void {
+    if (this.#ended) {
+      throw new RepositoryError(
+        `mysql ${operation}: called in a transaction that has already ended (a verb left running after its ` +
+          'transaction() callback returned)',
+        { retryable: false },
+      );
+    }
+    if (this.#abortedBy !== undefined) {
+      throw new RepositoryError(
+        `mysql ${operation}: the server rolled this transaction back (${this.#abortedBy}); nothing more runs in it`,
+      );
+    }
+  }
+
+  async #statement(operation: string, sql: string): Promise<void> {
+    this.assertUsable(operation);
+    try {
+      await this.client.query(sql);
+    } catch (error) {
+      throw toRepositoryError(`mysql ${operation}`, error);
+    }
+  }
+}
+
+/**
+ * The mysql2 connection of the transaction a handler runs in: what the consumer puts in
+ * `HandlerContext.transaction` when its `transaction` option is on with a {@link MySqlRepository}. The handler's
+ * side effect goes through it, so one COMMIT holds the effect and the mark. Throws a ConfigError when the handler
+ * runs outside a transaction.
+ */
+export function mysqlTransaction(context: { readonly transaction?: unknown }): PoolConnection {
+  const value = context?.transaction;
+  // The connection itself, or a RepositoryTransaction holding it.
+  const client = isConnection(value)
+    ? value
+    : isConnection((value as { client?: unknown } | undefined)?.client)
+      ? (value as { client: PoolConnection }).client
+      : undefined;
+  if (client === undefined) {
+    throw new ConfigError(
+      'consumer.transaction',
+      value === undefined
+        ? 'mysqlTransaction(context): the handler is not running inside a transaction; turn on the ' +
+            "consumer's transaction option with a MySqlRepository"
+        : 'mysqlTransaction(context): context.transaction is not a mysql2 connection (is the repository a MySqlRepository?)',
+    );
+  }
+  return client;
+}
+
+/** A mysql2/promise connection: `execute` (which a pg client lacks) and `release`. */
+function isConnection(value: unknown): value is PoolConnection {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { execute?: unknown }).execute === 'function' &&
+    typeof (value as { release?: unknown }).release === 'function'
+  );
+}

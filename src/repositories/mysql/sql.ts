@@ -1,0 +1,277 @@
+import { ConfigError } from '../../errors.js';
+import type { IdempotencyRecord } from '../types.js';
+import { TABLE_PATTERN } from './options.js';
+
+/** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */
+export function quoteTable(table: string): string {
+  return table
+    .split('.')
+    .map((part) => `\`${part}\``)
+    .join('.');
+}
+
+/**
+ * The columns the statements use, with the `DATA_TYPE` information_schema reports for each: the layout check at
+ * open compares against it.
+ */
+export const COLUMNS = {
+  namespace: 'varbinary',
+  id: 'varbinary',
+  state: 'enum',
+  expires_at: 'bigint',
+  lease_expires_at: 'bigint',
+  owner: 'varbinary',
+  event_time: 'bigint',
+  fingerprint: 'varbinary',
+  result: 'mediumblob',
+  forget_at: 'bigint',
+  token: 'bigint',
+} as const;
+
+/** Widest owner and fingerprint, in UTF-8 bytes (their columns). */
+export const MAX_FIELD_BYTES = 1024;
+
+/**
+ * The server's clock in epoch ms. `@@timestamp` is the statement's start time as a fraction of seconds since
+ * the epoch, whatever the session's time zone (`UNIX_TIMESTAMP(NOW(3))` goes through local time and is an hour
+ * off in a DST fold), and it is the same for every row of a statement.
+ */
+export const NOW_MS = 'FLOOR(@@timestamp * 1000)';
+
+/** Until when a row counts (see `isLive`): an in-flight row until its lease ends, a confirmed one until it expires. */
+const LIVE_UNTIL = "IF(state = 'in-flight', COALESCE(lease_expires_at, 0), expires_at)";
+
+/** The columns a record is read from, in this order. */
+const RECORD_COLUMNS = 'id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result';
+
+/**
+ * Most rows in one statement. 13 parameters a row stays far below the protocol's 65535 placeholders, and a
+ * statement of this many small rows is a few hundred KiB.
+ */
+export const MAX_ROWS = 1024;
+
+/**
+ * Most bytes of ids, owners, fingerprints and results in one statement. Far below `max_allowed_packet` (16 MiB
+ * on MariaDB, 64 MiB on MySQL 8), so a batch of large results is cut into a few statements instead of failing.
+ */
+export const MAX_STATEMENT_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The statement size used for `n` rows or ids: `n` up to 8, then the next of four steps per power of two (9 → 10,
+ * 100 → 112, 1000 → 1024). The spare places repeat the last row or id, which changes nothing. Every size is a
+ * distinct statement text that each connection prepares once and keeps; without the rounding, consumers whose
+ * batch sizes vary would prepare (and the server keep) one statement per size per connection.
+ */
+export function bucket(n: number): number {
+  if (n <= 8) return n;
+  const step = 2 ** (Math.floor(Math.log2(n)) - 2);
+  return Math.min(MAX_ROWS, Math.ceil(n / step) * step);
+}
+
+/** `?, ?, ?` */
+function marks(n: number): string {
+  return new Array<string>(n).fill('?').join(', ');
+}
+
+/** A row as mysql2 returns it: bytes as Buffers, BIGINT as numbers (or strings when they exceed 2^53). */
+export interface Row {
+  readonly id: Buffer;
+  readonly state: string;
+  readonly expires_at: number | string;
+  readonly lease_expires_at: number | string | null;
+  readonly owner: Buffer | null;
+  readonly event_time: number | string | null;
+  readonly fingerprint: Buffer | null;
+  readonly result: Buffer | null;
+  /** In the claim's read-back: 1 when this call's token is on the row (it wrote it). */
+  readonly won?: number | string | null;
+}
+
+/** Text as the bytes a column holds. */
+export function bytes(text: string): Buffer {
+  return Buffer.from(text, 'utf8');
+}
+
+/** A nullable text as bytes. */
+export function optionalBytes(text: string | undefined): Buffer | null {
+  return text === undefined ? null : Buffer.from(text, 'utf8');
+}
+
+/** The record of a row (its `id` column decoded as the canonical key). */
+export function decodeRow(row: Row): IdempotencyRecord {
+  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
+    id: row.id.toString('utf8'),
+    state: row.state === 'in-flight' ? 'in-flight' : 'confirmed',
+    expiresAt: Number(row.expires_at),
+  };
+  if (row.lease_expires_at !== null) record.leaseExpiresAt = Number(row.lease_expires_at);
+  if (row.owner !== null) record.owner = row.owner.toString('utf8');
+  if (row.event_time !== null) record.eventTime = Number(row.event_time);
+  if (row.fingerprint !== null) record.fingerprint = row.fingerprint.toString('utf8');
+  if (row.result !== null) record.result = row.result.toString('utf8');
+  return record;
+}
+
+/** Parameters per row of {@link Statements.claim}, in the order of its VALUES. */
+export const CLAIM_PARAMS = 13;
+
+/**
+ * Every statement of one table, its text built once per size. All are prepared (`execute`) and take the
+ * namespace and ids as bytes.
+ */
+export class Statements {
+  readonly table: string;
+  readonly #texts = new Map<string, string>();
+
+  constructor(table: string) {
+    if (!TABLE_PATTERN.test(table)) {
+      throw new ConfigError(
+        'repository.table',
+        `must be a table name or database.table, each 1-64 letters, digits, "_" or "$", got ${JSON.stringify(table)}`,
+      );
+    }
+    this.table = quoteTable(table);
+  }
+
+  #cached(key: string, build: () => string): string {
+    let text = this.#texts.get(key);
+    if (text === undefined) {
+      text = build();
+      this.#texts.set(key, text);
+    }
+    return text;
+  }
+
+  /**
+   * The claim (and lazy mark) of `rows` rows: an upsert that takes a row only when none is there or the one there
+   * is no longer live, and never raises a duplicate-key error (which would abort the caller's transaction).
+   *
+   * Per row: namespace, id, state, base, ttl, base, lease, owner, event time, fingerprint, result, lifetime,
+   * token ({@link CLAIM_PARAMS}); then one `now` for the liveness test. `base` and `now` are the caller's time,
+   * or NULL for the server's clock; the first time of each row goes through `LAST_INSERT_ID(…)`, so the OK
+   * packet's insert id carries the time the statement used. `forget_at` always counts on the server's clock.
+   *
+   * ON DUPLICATE KEY UPDATE assigns left to right, each assignment seeing the ones before it: the first decides
+   * (on the old row) whether this call takes the row and writes its token, the others follow the token. MariaDB
+   * has no row alias, hence `VALUES(col)` (deprecated, but still there, in MySQL 8).
+   */
+  claim(rows: number): string {
+    return this.#cached(`claim:${rows}`, () => {
+      const row = `(?, ?, ?, LAST_INSERT_ID(COALESCE(?, ${NOW_MS})) + ?, COALESCE(?, ${NOW_MS}) + ?, ?, ?, ?, ?, ${NOW_MS} + ?, ?)`;
+      const follow = (column: string) =>
+        `${column} = IF(token = VALUES(token), VALUES(${column}), ${column})`;
+      return (
+        `INSERT INTO ${this.table} (namespace, id, state, expires_at, lease_expires_at, owner, event_time, ` +
+        `fingerprint, result, forget_at, token) VALUES ${new Array<string>(rows).fill(row).join(', ')} ` +
+        `ON DUPLICATE KEY UPDATE token = IF(${LIVE_UNTIL} <= COALESCE(?, ${NOW_MS}), VALUES(token), token), ` +
+        [
+          'state',
+          'expires_at',
+          'lease_expires_at',
+          'owner',
+          'event_time',
+          'fingerprint',
+          'result',
+          'forget_at',
+        ]
+          .map(follow)
+          .join(', ')
+      );
+    });
+  }
+
+  /**
+   * The rows a claim left, with whether it wrote each (its token): a locking read, so it sees the latest
+   * committed rows whatever the transaction's snapshot (REPEATABLE READ), and rows the claim kept cannot change
+   * before it answers. Parameters: token, namespace, `ids` ids.
+   */
+  readBack(ids: number): string {
+    return this.#cached(
+      `readBack:${ids}`,
+      () =>
+        `SELECT ${RECORD_COLUMNS}, token = ? AS won FROM ${this.table} ` +
+        `WHERE namespace = ? AND id IN (${marks(ids)}) FOR UPDATE`,
+    );
+  }
+
+  /** The live rows of `ids` ids. Parameters: namespace, ids, now (NULL: the server's clock). */
+  get(ids: number): string {
+    return this.#cached(
+      `get:${ids}`,
+      () =>
+        `SELECT ${RECORD_COLUMNS} FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) ` +
+        `AND ${LIVE_UNTIL} > COALESCE(?, ${NOW_MS})`,
+    );
+  }
+
+  /**
+   * Confirms `claims` owners' in-flight claims (lapsed or not: a slow owner whose claim nobody took over still
+   * confirms it), each keeping its own result. Parameters: token, ttl, ttl, (id, result) per claim, namespace,
+   * ids, (id, owner) per claim.
+   */
+  confirm(claims: number): string {
+    return this.#cached(`confirm:${claims}`, () => {
+      const cases = new Array<string>(claims).fill('WHEN ? THEN ?').join(' ');
+      return (
+        `UPDATE ${this.table} SET token = ?, state = 'confirmed', expires_at = ${NOW_MS} + ?, ` +
+        `forget_at = ${NOW_MS} + ?, lease_expires_at = NULL, owner = NULL, result = CASE id ${cases} END ` +
+        `WHERE namespace = ? AND id IN (${marks(claims)}) AND state = 'in-flight' AND owner = CASE id ${cases} END`
+      );
+    });
+  }
+
+  /** Which of `ids` ids carry the token (a batch confirm's read-back). Parameters: namespace, ids, token. */
+  withToken(ids: number): string {
+    return this.#cached(
+      `withToken:${ids}`,
+      () => `SELECT id FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) AND token = ?`,
+    );
+  }
+
+  /**
+   * Extends the owner's in-flight claim (lapsed or not, as confirm). `forget_at` only ever moves later: the claim
+   * keeps its retention. Parameters: token, lease, lease, namespace, id, owner.
+   */
+  get renew(): string {
+    return this.#cached(
+      'renew',
+      () =>
+        `UPDATE ${this.table} SET token = ?, lease_expires_at = ${NOW_MS} + ?, ` +
+        `forget_at = GREATEST(forget_at, ${NOW_MS} + ?) ` +
+        `WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`,
+    );
+  }
+
+  /** Parameters: namespace, id. */
+  get remove(): string {
+    return this.#cached('remove', () => `DELETE FROM ${this.table} WHERE namespace = ? AND id = ?`);
+  }
+
+  /** Deletes the owner's in-flight claim only. Parameters: namespace, id, owner. */
+  get removeOwned(): string {
+    return this.#cached(
+      'removeOwned',
+      () => `DELETE FROM ${this.table} WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`,
+    );
+  }
+
+  /** Deletes up to `limit` rows of a namespace. Parameters: namespace. */
+  clear(limit: number): string {
+    return this.#cached(
+      `clear:${limit}`,
+      () => `DELETE FROM ${this.table} WHERE namespace = ? LIMIT ${Math.trunc(limit)}`,
+    );
+  }
+
+  /**
+   * Deletes up to `limit` rows of any namespace that are past their `forget_at`, oldest first (the index order, so
+   * the statement reads only what it deletes).
+   */
+  purge(limit: number): string {
+    return this.#cached(
+      `purge:${limit}`,
+      () =>
+        `DELETE FROM ${this.table} WHERE forget_at <= ${NOW_MS} ORDER BY forget_at LIMIT ${Math.trunc(limit)}`,
+    );
+  }
+}

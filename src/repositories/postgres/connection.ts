@@ -1,0 +1,135 @@
+import pg from 'pg';
+import { ConfigError, RepositoryError } from '../../errors.js';
+import type { TlsOptions } from '../../options/tls.js';
+import { connectFailure, detailOf, migrateHint } from '../sql-store.js';
+import type { PostgresOptions } from './options.js';
+import { COLUMNS, quoteTable } from './sql.js';
+
+/** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
+const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
+
+/**
+ * node-postgres' `ssl` for `repository.tls`. Certificates are verified unless the config turns that off by name.
+ * Absent: the URL's own `sslmode` decides (none by default).
+ */
+function sslConfig(tls: boolean | TlsOptions | undefined): pg.PoolConfig['ssl'] {
+  if (tls === undefined) return undefined;
+  if (tls === false) return false;
+  const settings = tls === true ? {} : tls;
+  return { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true };
+}
+
+/**
+ * The connection string the pool gets. node-postgres lets whatever the URL holds override the explicit settings
+ * (even a password the URL lacks), so the `password` option is written into it, and its TLS parameters are taken
+ * out when `tls` is configured.
+ */
+function connectionString(options: PostgresOptions): string {
+  const url = new URL(options.url as string);
+  // The URL setter percent-encodes what a password may hold (`@`, `/`, `:`).
+  if (options.password !== undefined) url.password = options.password;
+  if (options.tls !== undefined) for (const name of URL_TLS_PARAMS) url.searchParams.delete(name);
+  return url.href;
+}
+
+/**
+ * A pool for the repository. Its connections carry the repository's `lock_timeout` (a claim outside a transaction
+ * that meets a row another transaction holds is answered in-progress after it) and `statement_timeout`.
+ */
+export function createPool(options: PostgresOptions): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: connectionString(options),
+    ...(options.tls !== undefined ? { ssl: sslConfig(options.tls) } : {}),
+    max: options.poolSize,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+    ...(options.statementTimeoutMs > 0 ? { statement_timeout: options.statementTimeoutMs } : {}),
+    lock_timeout: options.lockTimeoutMs,
+    application_name: 'idempotent-consumer',
+    keepAlive: true,
+  });
+  // An idle connection that breaks (server restart) emits 'error' on the pool; unhandled, it would end the
+  // process. The pool drops that connection by itself, and the next statement opens a new one.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** Ends an owned pool; errors while closing are irrelevant to the caller. */
+export async function closePool(pool: pg.Pool): Promise<void> {
+  await pool.end().catch(() => undefined);
+}
+
+/** The SQLSTATE of a server error, or the Node error code of a socket error. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** A certificate or handshake failure from Node's TLS layer, or the server refusing TLS. */
+function isTlsFailure(error: unknown): boolean {
+  const code = errorCode(error) ?? '';
+  const message = error instanceof Error ? error.message : String(error);
+  return (
+    /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/.test(code) ||
+    /does not support SSL|SSL connection|self[- ]signed certificate/i.test(message)
+  );
+}
+
+/**
+ * Maps a failure while opening the store (or migrating) to the setting most likely at fault: a ConfigError for
+ * what the user must fix (credentials, database name, TLS, host name), a retryable RepositoryError when the
+ * server may just not be up yet.
+ */
+export function openError(error: unknown, address: string): unknown {
+  if (error instanceof ConfigError || error instanceof RepositoryError) return error;
+  const code = errorCode(error);
+  const detail = detailOf(error);
+  if (code === '28P01' || code === '28000') {
+    return new ConfigError(
+      'repository.password',
+      `authentication to postgres at ${address} failed: ${detail}`,
+      {
+        cause: error,
+      },
+    );
+  }
+  if (code === '3D000') {
+    return new ConfigError('repository.url', `postgres at ${address}: ${detail}`, { cause: error });
+  }
+  return connectFailure(
+    'postgres',
+    address,
+    error,
+    { failed: isTlsFailure(error), serverHint: 'ssl = on' },
+    code,
+  );
+}
+
+/**
+ * Checks the table exists with the columns and types the statements use. A missing table is a config problem
+ * reported at open, naming the command that creates it; a same-named table of another shape would fail every
+ * statement.
+ */
+export async function assertTable(pool: pg.Pool, table: string, address: string): Promise<void> {
+  const { rows } = await pool.query<{ name: string; type: string }>({
+    text: `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
+      FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
+    values: [quoteTable(table)],
+  });
+  if (rows.length === 0) {
+    throw new ConfigError(
+      'repository.table',
+      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('postgres', table, address)}`,
+    );
+  }
+  const actual = new Map(rows.map((row) => [row.name, row.type]));
+  for (const [name, type] of Object.entries(COLUMNS)) {
+    if (actual.get(name) !== type) {
+      throw new ConfigError(
+        'repository.table',
+        `table ${quoteTable(table)} does not have the expected layout: column ${name} should be ${type}` +
+          `${actual.has(name) ? `, not ${actual.get(name)}` : ' (missing)'}; use another table name or ` +
+          'recreate it (idem migrate prints the DDL)',
+      );
+    }
+  }
+}

@@ -1,0 +1,749 @@
+import type pg from 'pg';
+import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
+import { MAX_ID_BYTES, toKey } from '../ids.js';
+import { newRecord } from '../record.js';
+import { detailOf, migrateHint, type PurgeOptions } from '../sql-store.js';
+import { TransactionScope } from '../transaction.js';
+import { checkDuration, MAX_TTL_MS } from '../ttl.js';
+import type {
+  AddOptions,
+  AddResult,
+  IdempotencyRecord,
+  MarkOptions,
+  MessageId,
+  ReadOptions,
+  RepositoryCapabilities,
+  RepositoryTransaction,
+  TransactionalRepository,
+  TransactionOptions,
+} from '../types.js';
+import { assertTable, closePool, createPool, errorCode, openError } from './connection.js';
+import { migrate } from './migration.js';
+import { describeAddress, type PostgresRepositoryOptions, parsePostgresOptions } from './options.js';
+import {
+  decodeRow,
+  encodeOptional,
+  encodeText,
+  type RecordRow,
+  type Statement,
+  type Statements,
+  statements,
+} from './sql.js';
+
+/** Where the repository reports what goes wrong in the background (a failed background purge). */
+export interface PostgresLogger {
+  warn(message: string): void;
+}
+
+/** Default warning sink: a process warning, visible and filterable, never silent. */
+const processWarnings: PostgresLogger = {
+  warn: (message) => process.emitWarning(message, { code: 'IDEM_POSTGRES' }),
+};
+
+/** What {@link PostgresRepository.open} takes besides the config table. */
+export interface PostgresOpenExtras {
+  /** A pool to use instead of connecting from `url`: left open by `close()` (it stays the caller's). */
+  readonly pool?: pg.Pool;
+  /**
+   * The worker's clock, accepted like every repository's. PostgreSQL never judges by it: leases and TTLs count on
+   * the server's clock (see {@link PostgresRepository}), so a worker whose clock is off changes nothing.
+   */
+  readonly clock?: () => number;
+  readonly logger?: PostgresLogger;
+}
+
+/** Options of {@link PostgresRepository.open}: the config table plus what only code can pass. */
+export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
+
+/** The savepoint `RepositoryTransaction.savepoint()` opens: one at a time, so one fixed name. */
+const SAVEPOINT = 'idempotent_consumer';
+
+/** SQLSTATEs the repository answers rather than throws. */
+const LOCK_NOT_AVAILABLE = '55P03';
+const IN_FAILED_TRANSACTION = '25P02';
+const UNDEFINED_TABLE = '42P01';
+
+/** Times a claim re-reads a row that blocked it but was not in its snapshot (see {@link PostgresRepository}). */
+const CLAIM_ATTEMPTS = 3;
+
+/**
+ * The `now` the base class passes when the caller gave none: this repository's clock answers NaN, which the
+ * statements receive as NULL and replace with the server's clock. An explicit `now` (event-time mode) is passed.
+ */
+const serverClock = (): number => Number.NaN;
+
+/** A statement's time parameter: the caller's time, or NULL for the server's clock. */
+function timeParam(now: number): number | null {
+  return Number.isNaN(now) ? null : now;
+}
+
+/** The statement did not run: its transaction is aborted (see {@link PostgresTransaction.aborted}). */
+const ABORTED = Symbol('aborted');
+/** A claim outside a transaction waited `lock_timeout` for a row another open transaction holds. */
+const LOCK_TIMEOUT = Symbol('lock timeout');
+type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED | typeof LOCK_TIMEOUT;
+
+/**
+ * One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`, and what the
+ * repository knows about its state.
+ */
+class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
+  readonly client: pg.PoolClient;
+  readonly lockTimeoutMs: number;
+  /**
+   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
+   * before the failure). The repository's verbs then answer without running: reads absent, writes false, claims
+   * in-progress. That is the choice made here over a savepoint around each claim, which would cost two more
+   * round trips per message; the transaction is rollback-only anyway.
+   */
+  aborted = false;
+  #rollbackOnly = false;
+  /** `open`: SAVEPOINT ran. `skipped`: asked for while aborted, so not set (and nothing to roll back to). */
+  #savepoint: 'none' | 'open' | 'skipped' = 'none';
+
+  constructor(client: pg.PoolClient, lockTimeoutMs: number) {
+    this.client = client;
+    this.lockTimeoutMs = lockTimeoutMs;
+  }
+
+  get rollingBack(): boolean {
+    return this.#rollbackOnly;
+  }
+
+  rollbackOnly(): void {
+    this.#rollbackOnly = true;
+  }
+
+  /** Records a failed statement: PostgreSQL has aborted the transaction, so it can only roll back. */
+  abort(): void {
+    this.aborted = true;
+    this.#rollbackOnly = true;
+  }
+
+  async savepoint(): Promise<void> {
+    if (this.#savepoint !== 'none') {
+      throw new RepositoryError(
+        'postgres savepoint: one is already open (release or roll back to it first)',
+        {
+          retryable: false,
+        },
+      );
+    }
+    if (this.aborted) {
+      this.#savepoint = 'skipped';
+      return;
+    }
+    await this.#run('savepoint', `SAVEPOINT ${SAVEPOINT}`, () => {
+      this.#savepoint = 'skipped';
+    });
+    if (this.#savepoint === 'none') this.#savepoint = 'open';
+  }
+
+  async releaseSavepoint(): Promise<void> {
+    const state = this.#takeSavepoint('releaseSavepoint');
+    // In an aborted transaction RELEASE would fail too; the transaction only rolls back now anyway.
+    if (state === 'open' && !this.aborted)
+      await this.#run('releaseSavepoint', `RELEASE SAVEPOINT ${SAVEPOINT}`);
+  }
+
+  async rollbackToSavepoint(): Promise<void> {
+    const state = this.#takeSavepoint('rollbackToSavepoint');
+    if (state !== 'open') return;
+    // ROLLBACK TO also clears an abort that happened after the savepoint: the transaction goes on. One round trip.
+    await this.#run(
+      'rollbackToSavepoint',
+      `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
+    );
+    this.aborted = false;
+  }
+
+  #takeSavepoint(operation: string): 'open' | 'skipped' {
+    const state = this.#savepoint;
+    if (state === 'none') {
+      throw new RepositoryError(`postgres ${operation}: no savepoint is open`, { retryable: false });
+    }
+    this.#savepoint = 'none';
+    return state;
+  }
+
+  /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */
+  async #run(operation: string, sql: string, onAborted?: () => void): Promise<void> {
+    try {
+      await this.client.query(sql);
+    } catch (error) {
+      this.abort();
+      if (onAborted !== undefined && errorCode(error) === IN_FAILED_TRANSACTION) {
+        onAborted();
+        return;
+      }
+      throw toRepositoryError(`postgres ${operation}`, error);
+    }
+  }
+}
+
+/**
+ * Repository on PostgreSQL through node-postgres (`pg`), one table shared by any number of workers.
+ *
+ * - Claims are one `INSERT … ON CONFLICT (namespace, id) DO UPDATE … WHERE <the row is no longer live>`: a new id
+ *   is inserted, a lapsed one replaced, a live one kept and returned, and never a unique-violation error (which
+ *   would abort the caller's transaction). Batches are the same statement over `unnest` arrays: one round trip.
+ * - Liveness, leases and TTLs are judged by the server's clock (see sql.ts); only an explicit `now` (event-time
+ *   mode) replaces it. Every read filters by liveness, so an expired row is absent although it is still stored:
+ *   PostgreSQL has no TTL, and {@link PostgresRepository.purge} deletes rows past `forget_at` in bounded batches.
+ * - The existing row a claim answers is read from the statement's snapshot. Under READ COMMITTED a row that
+ *   another transaction committed after that snapshot can block the insert without being in it; the claim then
+ *   runs again for those ids (a new statement, a new snapshot), which finds it. Under REPEATABLE READ PostgreSQL
+ *   refuses such a conflict itself (SQLSTATE 40001): a retryable RepositoryError.
+ * - {@link transaction} runs the consumer's verbs and the handler's side effect on one connection inside BEGIN, so
+ *   one COMMIT holds both. A claim holds the id's row lock until then; a concurrent claim waits for it up to the
+ *   lock timeout, and is then answered in-progress.
+ */
+export class PostgresRepository extends BaseRepository implements TransactionalRepository<pg.PoolClient> {
+  readonly capabilities: RepositoryCapabilities = {
+    persistent: true,
+    shared: true,
+    maxIdBytes: MAX_ID_BYTES,
+    nativeBatch: true,
+    // A result is TOASTed out of the row (compressed, stored aside), so the table and its index stay small; 1 MiB
+    // keeps one message's round trip and a replay cheap, as in the Redis store.
+    maxResultBytes: 1_048_576,
+  };
+  protected readonly storeName = 'postgres';
+  readonly #pool: pg.Pool;
+  readonly #ownsPool: boolean;
+  readonly #table: string;
+  readonly #namespace: string;
+  readonly #address: string;
+  readonly #sql: Statements;
+  readonly #lockTimeoutMs: number;
+  readonly #purgeBatchSize: number;
+  readonly #scope = new TransactionScope<PostgresTransaction>();
+  readonly #logger: PostgresLogger;
+  #purgeTimer: NodeJS.Timeout | undefined;
+  #backgroundPurge: Promise<void> | undefined;
+
+  private constructor(settings: {
+    pool: pg.Pool;
+    ownsPool: boolean;
+    table: string;
+    namespace: string;
+    address: string;
+    lockTimeoutMs: number;
+    purgeBatchSize: number;
+    logger: PostgresLogger;
+  }) {
+    super({ clock: serverClock });
+    this.#pool = settings.pool;
+    this.#ownsPool = settings.ownsPool;
+    this.#table = settings.table;
+    this.#namespace = encodeText(settings.namespace);
+    this.#address = settings.address;
+    this.#sql = statements(settings.table);
+    this.#lockTimeoutMs = settings.lockTimeoutMs;
+    this.#purgeBatchSize = settings.purgeBatchSize;
+    this.#logger = settings.logger;
+  }
+
+  /**
+   * Connects from config options (or uses the given pool) and checks the table. Invalid options and a missing
+   * table reject with a ConfigError naming the key (a missing table also names the command that creates it); an
+   * unreachable server with a retryable RepositoryError naming the address, never the password.
+   */
+  static async open(options: PostgresOpenOptions): Promise<PostgresRepository> {
+    const { pool: given, clock: _clock, logger, ...config } = options;
+    const parsed = parsePostgresOptions(config);
+    if (given !== undefined && parsed.url !== undefined) {
+      throw new ConfigError('repository.url', 'set url or pass a pool, not both');
+    }
+    if (given === undefined && parsed.url === undefined) {
+      throw new ConfigError('repository.url', 'is required: a postgres:// URL (or pass a pool in code)');
+    }
+    const address = describeAddress(parsed.url);
+    const pool = given ?? createPool(parsed);
+    try {
+      if (parsed.createTable) await migrate({ pool, table: parsed.table });
+      await assertTable(pool, parsed.table, address);
+    } catch (error) {
+      if (given === undefined) await closePool(pool);
+      throw openError(error, address);
+    }
+    const repository = new PostgresRepository({
+      pool,
+      ownsPool: given === undefined,
+      table: parsed.table,
+      namespace: parsed.namespace,
+      address,
+      lockTimeoutMs: parsed.lockTimeoutMs,
+      purgeBatchSize: parsed.purgeBatchSize,
+      logger: logger ?? processWarnings,
+    });
+    if (parsed.purgeIntervalMs > 0) repository.#startPurging(parsed.purgeIntervalMs);
+    return repository;
+  }
+
+  /** The pool the repository runs on (its own, or the one given to `open`). */
+  get pool(): pg.Pool {
+    return this.#pool;
+  }
+
+  /** The table, as configured (`table` or `schema.table`). */
+  get table(): string {
+    return this.#table;
+  }
+
+  // ---- transactions ------------------------------------------------------------------------------------------
+
+  /**
+   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}).
+   * `lock_timeout` is set for this transaction only (`SET LOCAL`, sent with BEGIN in one round trip); the
+   * isolation level is the server's default (READ COMMITTED unless configured otherwise). COMMIT when `work`
+   * resolves, ROLLBACK when it rejects or the transaction was made rollback-only. The connection always goes back
+   * to the pool, or is destroyed when ROLLBACK itself failed (its state is then unknown).
+   */
+  async transaction<T>(
+    work: (transaction: RepositoryTransaction<pg.PoolClient>) => Promise<T>,
+    options: TransactionOptions = {},
+  ): Promise<T> {
+    this.assertOpen();
+    if (this.#scope.current() !== undefined) {
+      throw new RepositoryError(
+        'postgres transaction: already inside a transaction of this repository (use savepoint() to nest)',
+        { retryable: false },
+      );
+    }
+    const lockTimeoutMs = options.lockTimeoutMs ?? this.#lockTimeoutMs;
+    checkDuration('lockTimeoutMs', lockTimeoutMs, MAX_TTL_MS, 'postgres transaction');
+    const client = await this.run('transaction', () => this.#pool.connect());
+    const transaction = new PostgresTransaction(client, lockTimeoutMs);
+    let broken: Error | undefined;
+    try {
+      try {
+        // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
+        await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`);
+      } catch (error) {
+        broken = error as Error;
+        throw this.#storeError('transaction', error);
+      }
+      let result: T;
+      try {
+        result = await this.#scope.run(transaction, () => work(transaction));
+      } catch (error) {
+        broken = await rollback(client);
+        throw error;
+      }
+      if (transaction.rollingBack) {
+        broken = await rollback(client);
+        if (broken !== undefined) throw this.#storeError('rollback', broken);
+        return result;
+      }
+      await this.#commit(client).catch((error: unknown) => {
+        broken = error as Error;
+        throw error;
+      });
+      return result;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async #commit(client: pg.PoolClient): Promise<void> {
+    let reply: pg.QueryResult;
+    try {
+      reply = await client.query('COMMIT');
+    } catch (error) {
+      // A lost connection leaves the outcome unknown: retrying is safe, since a committed claim answers duplicate.
+      throw new RepositoryError(
+        `postgres commit failed (the transaction may or may not have committed): ${detailOf(error)}`,
+        { cause: error },
+      );
+    }
+    // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK, not an error: a statement of the work
+    // failed and its error was caught without a rollback to a savepoint. Nothing was written.
+    if (reply.command === 'ROLLBACK') {
+      throw new RepositoryError(
+        'postgres commit rolled back: a statement of the transaction failed earlier and the transaction was ' +
+          'aborted; nothing of it was written',
+      );
+    }
+  }
+
+  // ---- statements ---------------------------------------------------------------------------------------------
+
+  /**
+   * Runs a statement on the current transaction's connection, else on the pool. In an aborted transaction it
+   * does not run (ABORTED). A failure inside a transaction aborts it: recorded, so later verbs answer without
+   * running, and the transaction made rollback-only. A claim's lock timeout is answered (ABORTED in a
+   * transaction, LOCK_TIMEOUT outside one), every other failure thrown.
+   */
+  async #exec<R extends pg.QueryResultRow>(
+    statement: Statement,
+    values: unknown[],
+    claim = false,
+  ): Promise<Outcome<R>> {
+    const query = { name: statement.name, text: statement.text, values };
+    const transaction = this.#scope.current();
+    if (transaction === undefined) {
+      try {
+        return await this.#pool.query<R>(query);
+      } catch (error) {
+        if (claim && errorCode(error) === LOCK_NOT_AVAILABLE) return LOCK_TIMEOUT;
+        throw error;
+      }
+    }
+    if (transaction.aborted) return ABORTED;
+    try {
+      return await transaction.client.query<R>(query);
+    } catch (error) {
+      transaction.abort();
+      const code = errorCode(error);
+      // 25P02: the handler's own statement broke the transaction before this one.
+      if (code === IN_FAILED_TRANSACTION || (claim && code === LOCK_NOT_AVAILABLE)) return ABORTED;
+      throw error;
+    }
+  }
+
+  /** The in-progress answer for a claim that could not be decided (see {@link TransactionalRepository}). */
+  #busy(key: string, now: number): AddResult {
+    const at = Number.isNaN(now) ? Date.now() : now;
+    const lockTimeoutMs = this.#scope.current()?.lockTimeoutMs ?? this.#lockTimeoutMs;
+    // Another transaction holds the id: as far as this claim can tell, it is in progress for one more lock wait.
+    const until = at + lockTimeoutMs;
+    return {
+      added: false,
+      existing: { id: key, state: 'in-flight', expiresAt: until, leaseExpiresAt: until },
+    };
+  }
+
+  /** Store failures with PostgreSQL's wording replaced by what it means for the caller. */
+  protected override run<T>(operation: string, call: () => Promise<T>): Promise<T> {
+    return super.run(operation, () =>
+      call().catch((error: unknown) => Promise.reject(this.#storeError(operation, error))),
+    );
+  }
+
+  #storeError(operation: string, error: unknown): unknown {
+    if (error instanceof ConfigError || error instanceof RepositoryError) return error;
+    if (errorCode(error) === UNDEFINED_TABLE) {
+      return new RepositoryError(
+        `postgres ${operation} failed: table ${this.#table} does not exist (dropped since the repository opened?); ` +
+          migrateHint('postgres', this.#table, this.#address),
+        { cause: error },
+      );
+    }
+    return new RepositoryError(`postgres ${operation} failed: ${detailOf(error)}`, { cause: error });
+  }
+
+  // ---- verbs --------------------------------------------------------------------------------------------------
+
+  protected async doAddMany(
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    now: number,
+  ): Promise<AddResult[]> {
+    const results = new Array<AddResult>(entries.length);
+    let pending = entries.map((_, i) => i);
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS && pending.length > 0; attempt++) {
+      const batch = pending.map((i) => entries[i] as KeyedEntry);
+      const outcome = await this.#exec<ClaimRow>(
+        this.#sql.claim,
+        this.#writeValues(batch, options, now),
+        true,
+      );
+      if (outcome === ABORTED) {
+        for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
+        return results;
+      }
+      if (outcome === LOCK_TIMEOUT) {
+        // The statement decided none of its ids; one at a time, only the ids another transaction holds wait.
+        if (batch.length === 1) {
+          results[pending[0] as number] = this.#busy((batch[0] as KeyedEntry).key, now);
+          return results;
+        }
+        const single = await Promise.all(batch.map((entry) => this.doAddMany([entry], options, now)));
+        for (let k = 0; k < pending.length; k++) results[pending[k] as number] = single[k]?.[0] as AddResult;
+        return results;
+      }
+      const missed: number[] = [];
+      for (const row of outcome.rows) {
+        const index = pending[Number(row.n) - 1] as number;
+        const entry = entries[index] as KeyedEntry;
+        if (row.added)
+          results[index] = { added: true, record: newRecord(entry.key, entry, options, row.now) };
+        else if (row.state !== null) results[index] = { added: false, existing: decodeRow(entry.key, row) };
+        else missed.push(index);
+      }
+      pending = missed;
+    }
+    // Still blocked by rows no snapshot showed: rows that keep changing under the claim. In progress, then.
+    for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
+    return results;
+  }
+
+  protected override async doMarkMany(
+    entries: readonly KeyedEntry[],
+    options: MarkOptions,
+    now: number,
+  ): Promise<boolean[]> {
+    const add: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
+    const outcome = await this.#exec<{ id: string }>(
+      this.#sql.mark,
+      this.#writeValues(entries, add, now),
+      true,
+    );
+    if (outcome === ABORTED) return entries.map(() => false);
+    if (outcome === LOCK_TIMEOUT) {
+      if (entries.length === 1) return [false];
+      const single = await Promise.all(entries.map((entry) => this.doMarkMany([entry], options, now)));
+      return single.map((marked) => marked[0] === true);
+    }
+    const taken = new Set(outcome.rows.map((row) => row.id));
+    return entries.map((entry) => taken.has(encodeText(entry.key)));
+  }
+
+  /** Parameters of the claim and mark statements (see Statements.claim). */
+  #writeValues(entries: readonly KeyedEntry[], options: AddOptions, now: number): unknown[] {
+    const ids = entries.map((e) => encodeText(e.key));
+    // Columns no entry uses go as empty arrays (unnest pads them with NULL): a plain batch sends ids only.
+    const eventTimes = entries.some((e) => e.eventTime !== undefined)
+      ? entries.map((e) => e.eventTime ?? null)
+      : [];
+    const fingerprints = entries.some((e) => e.fingerprint !== undefined)
+      ? entries.map((e) => encodeOptional(e.fingerprint))
+      : [];
+    const claim = options.leaseMs !== undefined;
+    const results =
+      !claim && entries.some((e) => e.result !== undefined)
+        ? entries.map((e) => encodeOptional(e.result))
+        : [];
+    // Kept until the later of retention and lease end, and at least minLifetimeMs (see forgetAt).
+    const lifetime = Math.max(options.ttlMs, options.leaseMs ?? 0, options.minLifetimeMs ?? 0);
+    return [
+      this.#namespace,
+      timeParam(now),
+      ids,
+      eventTimes,
+      fingerprints,
+      results,
+      claim ? 'in-flight' : 'confirmed',
+      options.ttlMs,
+      options.leaseMs ?? null,
+      claim ? encodeOptional(options.owner) : null,
+      lifetime,
+    ];
+  }
+
+  protected async doGetMany(
+    keys: readonly string[],
+    now: number,
+  ): Promise<(IdempotencyRecord | undefined)[]> {
+    const records = new Array<IdempotencyRecord | undefined>(keys.length).fill(undefined);
+    const outcome = await this.#exec<ReadRow>(this.#sql.read, [
+      this.#namespace,
+      keys.map(encodeText),
+      timeParam(now),
+    ]);
+    if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return records;
+    for (const row of outcome.rows) {
+      const index = Number(row.n) - 1;
+      records[index] = decodeRow(keys[index] as string, row);
+    }
+    return records;
+  }
+
+  /** One statement that returns positions only: no record (and no result, up to 1 MiB each) crosses the wire. */
+  override async containsMany(ids: readonly MessageId[], options: ReadOptions = {}): Promise<boolean[]> {
+    this.assertOpen();
+    if (ids.length === 0) return [];
+    const keys = ids.map((id) => encodeText(toKey(id, this.maxIdBytes)));
+    return this.run('containsMany', async () => {
+      const found = ids.map(() => false);
+      const outcome = await this.#exec<{ n: string }>(this.#sql.contains, [
+        this.#namespace,
+        keys,
+        timeParam(options.now ?? this.clock()),
+      ]);
+      if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return found;
+      for (const row of outcome.rows) found[Number(row.n) - 1] = true;
+      return found;
+    });
+  }
+
+  override async contains(id: MessageId, options: ReadOptions = {}): Promise<boolean> {
+    const [found] = await this.containsMany([id], options);
+    return found === true;
+  }
+
+  protected async doConfirmMany(
+    claims: readonly KeyedClaim[],
+    ttlMs: number,
+    now: number,
+  ): Promise<boolean[]> {
+    // A repeated (id, owner) pair confirms once, like a second confirm after the first.
+    const seen = new Set<string>();
+    const sent: number[] = [];
+    for (let i = 0; i < claims.length; i++) {
+      const claim = claims[i] as KeyedClaim;
+      const pair = `${claim.key}\u0000${claim.owner}`;
+      if (seen.has(pair)) continue;
+      seen.add(pair);
+      sent.push(i);
+    }
+    const list = sent.map((i) => claims[i] as KeyedClaim);
+    const confirmed = claims.map(() => false);
+    const results = list.some((c) => c.result !== undefined) ? list.map((c) => encodeOptional(c.result)) : [];
+    const outcome = await this.#exec<{ n: string }>(this.#sql.confirm, [
+      this.#namespace,
+      list.map((c) => encodeText(c.key)),
+      list.map((c) => encodeText(c.owner)),
+      results,
+      ttlMs,
+      timeParam(now),
+    ]);
+    if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return confirmed;
+    for (const row of outcome.rows) confirmed[sent[Number(row.n) - 1] as number] = true;
+    return confirmed;
+  }
+
+  protected override async doRenew(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    now: number,
+  ): Promise<boolean> {
+    const outcome = await this.#exec(this.#sql.renew, [
+      this.#namespace,
+      encodeText(key),
+      encodeText(owner),
+      leaseMs,
+      timeParam(now),
+    ]);
+    return typeof outcome !== 'symbol' && (outcome.rowCount ?? 0) > 0;
+  }
+
+  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+    // The rollback takes the transaction's claim away by itself (see RepositoryTransaction.rollbackOnly), and a
+    // failed statement of the handler may have aborted the transaction already: nothing to run.
+    if (this.#scope.current()?.rollingBack) return true;
+    const outcome =
+      owner === undefined
+        ? await this.#exec(this.#sql.remove, [this.#namespace, encodeText(key)])
+        : await this.#exec(this.#sql.release, [this.#namespace, encodeText(key), encodeText(owner)]);
+    return typeof outcome !== 'symbol' && (outcome.rowCount ?? 0) > 0;
+  }
+
+  protected async doClear(): Promise<void> {
+    await this.#exec(this.#sql.clear, [this.#namespace]);
+  }
+
+  // ---- purge --------------------------------------------------------------------------------------------------
+
+  /**
+   * Deletes the rows the store may forget (past `forget_at` on the server's clock: expired retention, lapsed
+   * claims past their retention), of every namespace of the table, and answers how many. Each batch is one DELETE
+   * of at most `batchSize` rows in its own short transaction (unless called inside {@link transaction}); rows
+   * another transaction holds are skipped, never waited for. Batches run until one comes back short.
+   */
+  async purge(options: PurgeOptions = {}): Promise<number> {
+    this.assertOpen();
+    const batchSize = options.batchSize ?? this.#purgeBatchSize;
+    if (!Number.isInteger(batchSize) || batchSize < 1) {
+      throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
+        label: 'option batchSize of postgres purge',
+      });
+    }
+    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+    return this.run('purge', async () => {
+      let total = 0;
+      for (let batch = 0; batch < maxBatches; batch++) {
+        const outcome = await this.#exec(this.#sql.purge, [batchSize]);
+        if (typeof outcome === 'symbol') break;
+        const deleted = outcome.rowCount ?? 0;
+        total += deleted;
+        if (deleted < batchSize) break;
+      }
+      return total;
+    });
+  }
+
+  #startPurging(intervalMs: number): void {
+    this.#purgeTimer = setInterval(() => {
+      // One at a time: a purge that outlasts the interval is not joined by another.
+      if (this.#backgroundPurge !== undefined || this.closed) return;
+      this.#backgroundPurge = this.purge()
+        .then(
+          () => undefined,
+          (error: unknown) => {
+            if (!this.closed) this.#logger.warn(`postgres: background purge failed: ${detailOf(error)}`);
+          },
+        )
+        .finally(() => {
+          this.#backgroundPurge = undefined;
+        });
+    }, intervalMs);
+    // The purge never keeps a process alive on its own.
+    this.#purgeTimer.unref();
+  }
+
+  protected async doClose(): Promise<void> {
+    clearInterval(this.#purgeTimer);
+    await this.#backgroundPurge;
+    if (this.#ownsPool) await closePool(this.#pool);
+  }
+}
+
+/** A claim row: the input position, the time used, whether this call took the id, else the row that kept it. */
+interface ClaimRow extends RecordRow {
+  readonly n: string;
+  readonly now: number;
+  readonly added: boolean;
+}
+
+/** A read row: the input position and the live record. */
+interface ReadRow extends RecordRow {
+  readonly n: string;
+}
+
+/** ROLLBACK; answers the error when it failed (the connection is then destroyed, its state unknown). */
+async function rollback(client: pg.PoolClient): Promise<Error | undefined> {
+  try {
+    await client.query('ROLLBACK');
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}
+
+/**
+ * The `pg` client of the transaction a handler runs in: what the consumer puts in `HandlerContext.transaction`
+ * when its `transaction` option is on with a {@link PostgresRepository}. The handler's side effect goes through
+ * it, so one COMMIT holds the effect and the mark. Throws a ConfigError when the handler runs outside a transaction.
+ */
+export function postgresTransaction(context: { readonly transaction?: unknown }): pg.PoolClient {
+  const value = context?.transaction;
+  // The client itself, or a RepositoryTransaction holding it.
+  const client = isClient(value)
+    ? value
+    : isClient((value as { client?: unknown } | undefined)?.client)
+      ? (value as { client: pg.PoolClient }).client
+      : undefined;
+  if (client === undefined) {
+    throw new ConfigError(
+      'consumer.transaction',
+      value === undefined
+        ? 'postgresTransaction(context): the handler is not running inside a transaction; turn on the ' +
+            "consumer's transaction option with a PostgresRepository"
+        : 'postgresTransaction(context): context.transaction is not a pg client (is the repository a PostgresRepository?)',
+    );
+  }
+  return client;
+}
+
+function isClient(value: unknown): value is pg.PoolClient {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { query?: unknown }).query === 'function' &&
+    typeof (value as { release?: unknown }).release === 'function'
+  );
+}

@@ -1,0 +1,253 @@
+import { createHash } from 'node:crypto';
+import type { IdempotencyRecord } from '../types.js';
+
+/*
+ * Statements of the PostgreSQL repository and the codec between records and rows.
+ *
+ * Time: every statement judges liveness, and counts TTLs and leases, from the `now` it is given (event-time mode
+ * passes stream time) or, when given NULL, from the server's clock: `statement_timestamp()`, in whole epoch ms.
+ * One clock for every worker, as the Redis store does with `TIME`: a worker whose clock runs ahead cannot take
+ * over a live claim. `statement_timestamp()` rather than `now()`, which inside a transaction stands at its
+ * BEGIN. `forget_at` (what `purge()` goes by) always counts on the server's clock, like Redis' PX.
+ *
+ * Times are epoch ms in `double precision`: a TTL or a lease may be a fraction of a ms, and the server adds it
+ * exactly as JavaScript would (both IEEE binary64), so the record a claim answers is the record a read returns.
+ */
+
+/** The server's time in whole epoch ms, fixed for the whole statement. */
+const WALL = 'floor(extract(epoch FROM statement_timestamp()) * 1000)::float8';
+
+/** The time a statement judges by: the caller's (parameter `param`), else the server's. */
+const nowOf = (param: string) => `COALESCE(${param}::float8, ${WALL})`;
+
+/** The end of a row's liveness: an in-flight row counts until its lease ends, a confirmed one until it expires. */
+const LIVE_UNTIL = (r: string) =>
+  `(CASE WHEN ${r}.state = 'in-flight' THEN COALESCE(${r}.lease_expires_at, 0) ELSE ${r}.expires_at END)`;
+
+/**
+ * The columns the repository reads and writes, with the type `format_type` reports for each: checked when the
+ * repository opens, so a table of another shape fails at start, not at the first message.
+ */
+export const COLUMNS = {
+  namespace: 'text',
+  id: 'text',
+  state: 'text',
+  expires_at: 'double precision',
+  lease_expires_at: 'double precision',
+  owner: 'text',
+  event_time: 'double precision',
+  fingerprint: 'text',
+  result: 'text',
+  forget_at: 'double precision',
+} as const;
+
+/** A statement the repository runs, prepared by name on each connection the first time it is used there. */
+export interface Statement {
+  readonly name: string;
+  readonly text: string;
+}
+
+/**
+ * A prepared statement named after its text: repositories over different tables may share a pool, and
+ * node-postgres refuses one name for two texts on one connection.
+ */
+function statement(kind: string, text: string): Statement {
+  const digest = createHash('sha256').update(text).digest('hex').slice(0, 16);
+  return { name: `idem_${kind}_${digest}`, text };
+}
+
+/** `"schema"."table"` or `"table"`: parts are validated identifiers (see TABLE_PATTERN), quoted as given. */
+export function quoteTable(table: string): string {
+  return table
+    .split('.')
+    .map((part) => `"${part.replaceAll('"', '""')}"`)
+    .join('.');
+}
+
+/** The purge index's name (unqualified: an index lives in its table's schema). */
+export function forgetIndexName(table: string): string {
+  const name = table.split('.').pop() as string;
+  return `${name}_forget_at`;
+}
+
+/** Columns of a record as the reads return them. */
+const RECORD_COLUMNS = (r: string) =>
+  `${r}.state, ${r}.expires_at, ${r}.lease_expires_at, ${r}.owner, ${r}.event_time, ${r}.fingerprint, ${r}.result`;
+
+/** The statements over one table. Parameter lists are documented per statement. */
+export interface Statements {
+  /**
+   * Claim or lazy-mark each id: insert it, or replace the row that holds it when no longer live; answer per input
+   * position (`n`, 1-based) whether this call took it and, when not, the row that kept it.
+   * `$1` namespace, `$2` now|NULL, `$3` ids, `$4` event times, `$5` fingerprints, `$6` results (the last three
+   * may be empty arrays: unnest pads them with NULL), `$7` state, `$8` ttlMs, `$9` leaseMs|NULL, `$10`
+   * owner|NULL, `$11` how long the row is kept, in ms of the server's clock.
+   */
+  readonly claim: Statement;
+  /** The claim's write alone, answering the ids it took: the lazy mark. Parameters as {@link claim}'s. */
+  readonly mark: Statement;
+  /** Live records by id: `$1` namespace, `$2` ids, `$3` now|NULL. Rows `n, now, record columns`. */
+  readonly read: Statement;
+  /** Input positions of live ids: `$1` namespace, `$2` ids, `$3` now|NULL. Rows `n`. */
+  readonly contains: Statement;
+  /**
+   * Confirms each owner's in-flight claim: `$1` namespace, `$2` ids, `$3` owners, `$4` results (may be empty),
+   * `$5` ttlMs, `$6` now|NULL. Rows `n` of the claims confirmed.
+   */
+  readonly confirm: Statement;
+  /** Extends the owner's claim: `$1` namespace, `$2` id, `$3` owner, `$4` leaseMs, `$5` now|NULL. */
+  readonly renew: Statement;
+  /** `$1` namespace, `$2` id. */
+  readonly remove: Statement;
+  /** `$1` namespace, `$2` id, `$3` owner: only that owner's in-flight claim. */
+  readonly release: Statement;
+  /** `$1` namespace. */
+  readonly clear: Statement;
+  /**
+   * Deletes at most `$1` rows the store may forget (`forget_at` passed on the server's clock). Rows another
+   * transaction holds are skipped rather than waited for: a purge never stalls a claim, nor the other way round.
+   */
+  readonly purge: Statement;
+}
+
+/** Builds the statements over `table` (validated: see TABLE_PATTERN). */
+export function statements(table: string): Statements {
+  const t = quoteTable(table);
+  const now2 = nowOf('$2');
+  const write = `
+    INSERT INTO ${t} AS r
+      (namespace, id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, forget_at)
+    SELECT $1, u.id, $7, ${now2} + $8::float8, ${now2} + $9::float8, $10::text, u.event_time, u.fingerprint,
+      u.result, ${WALL} + $11::float8
+    FROM input u
+    -- Rows are locked in id order, so two batches over the same ids cannot deadlock.
+    ORDER BY u.id
+    ON CONFLICT (namespace, id) DO UPDATE SET
+      state = EXCLUDED.state, expires_at = EXCLUDED.expires_at, lease_expires_at = EXCLUDED.lease_expires_at,
+      owner = EXCLUDED.owner, event_time = EXCLUDED.event_time, fingerprint = EXCLUDED.fingerprint,
+      result = EXCLUDED.result, forget_at = EXCLUDED.forget_at
+    WHERE ${LIVE_UNTIL('r')} <= ${now2}
+    RETURNING r.id`;
+  const input = `input AS (
+      SELECT u.id, u.event_time, u.fingerprint, u.result, u.n
+      FROM unnest($3::text[], $4::float8[], $5::text[], $6::text[])
+        WITH ORDINALITY AS u(id, event_time, fingerprint, result, n)
+    )`;
+  return {
+    // The existing row comes from the statement's snapshot. A row another transaction committed after that
+    // snapshot blocks the insert but is not in it: the repository reads it again in a new statement.
+    claim: statement(
+      'claim',
+      `WITH ${input}, claimed AS (${write})
+      SELECT u.n, ${now2} AS now, c.id IS NOT NULL AS added, ${RECORD_COLUMNS('r')}
+      FROM input u
+      LEFT JOIN claimed c ON c.id = u.id
+      LEFT JOIN ${t} r ON c.id IS NULL AND r.namespace = $1 AND r.id = u.id`,
+    ),
+    mark: statement('mark', `WITH ${input} ${write}`),
+    read: statement(
+      'read',
+      `SELECT u.n, ${nowOf('$3')} AS now, ${RECORD_COLUMNS('r')}
+      FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
+      JOIN ${t} r ON r.namespace = $1 AND r.id = u.id
+      WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`,
+    ),
+    contains: statement(
+      'contains',
+      `SELECT u.n
+      FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
+      JOIN ${t} r ON r.namespace = $1 AND r.id = u.id
+      WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`,
+    ),
+    // The lease is not checked: a claim past its lease that no one took over is still its owner's to confirm
+    // (a takeover rewrites the owner, and then this refuses). Event time and fingerprint are kept.
+    confirm: statement(
+      'confirm',
+      `UPDATE ${t} AS r SET state = 'confirmed', expires_at = ${nowOf('$6')} + $5::float8,
+        lease_expires_at = NULL, owner = NULL, result = u.result, forget_at = ${WALL} + $5::float8
+      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(id, owner, result, n)
+      WHERE r.namespace = $1 AND r.id = u.id AND r.state = 'in-flight' AND r.owner = u.owner
+      RETURNING u.n`,
+    ),
+    // The row is kept at least as long as the new lease (never shortened), like the Redis store's PX.
+    renew: statement(
+      'renew',
+      `UPDATE ${t} SET lease_expires_at = ${nowOf('$5')} + $4::float8,
+        forget_at = GREATEST(forget_at, ${WALL} + $4::float8)
+      WHERE namespace = $1 AND id = $2 AND state = 'in-flight' AND owner = $3`,
+    ),
+    remove: statement('remove', `DELETE FROM ${t} WHERE namespace = $1 AND id = $2`),
+    release: statement(
+      'release',
+      `DELETE FROM ${t} WHERE namespace = $1 AND id = $2 AND state = 'in-flight' AND owner = $3`,
+    ),
+    clear: statement('clear', `DELETE FROM ${t} WHERE namespace = $1`),
+    purge: statement(
+      'purge',
+      `DELETE FROM ${t} WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM ${t} WHERE forget_at <= ${WALL} LIMIT $1 FOR UPDATE SKIP LOCKED
+      ))`,
+    ),
+  };
+}
+
+/*
+ * Text columns cannot hold U+0000, which canonical keys (binary ids are `\0b64:…`), owners, fingerprints and
+ * results may contain. The codec writes U+0000 as DLE `0` and DLE itself as DLE DLE: injective, and a string
+ * without either (nearly every id) is stored as it is, readable and queryable (`WHERE id = 'order-42'`).
+ */
+const DLE = '\u0010';
+const NUL = '\u0000';
+
+/** A string as stored in a text column (see the codec above). */
+export function encodeText(value: string): string {
+  if (!value.includes(NUL) && !value.includes(DLE)) return value;
+  return value.replaceAll(DLE, DLE + DLE).replaceAll(NUL, `${DLE}0`);
+}
+
+/** Inverse of {@link encodeText}. */
+export function decodeText(stored: string): string {
+  if (!stored.includes(DLE)) return stored;
+  let text = '';
+  for (let i = 0; i < stored.length; i++) {
+    const c = stored[i] as string;
+    if (c !== DLE) {
+      text += c;
+      continue;
+    }
+    const next = stored[++i];
+    text += next === '0' ? NUL : DLE;
+  }
+  return text;
+}
+
+/** `encodeText`, keeping absence (NULL). */
+export function encodeOptional(value: string | undefined): string | null {
+  return value === undefined ? null : encodeText(value);
+}
+
+/** The record columns of a row, as the driver returns them. */
+export interface RecordRow {
+  readonly state: string | null;
+  readonly expires_at: number | null;
+  readonly lease_expires_at: number | null;
+  readonly owner: string | null;
+  readonly event_time: number | null;
+  readonly fingerprint: string | null;
+  readonly result: string | null;
+}
+
+/** The record a row holds, under the canonical key `key`. */
+export function decodeRow(key: string, row: RecordRow): IdempotencyRecord {
+  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
+    id: key,
+    state: row.state === 'in-flight' ? 'in-flight' : 'confirmed',
+    expiresAt: Number(row.expires_at),
+  };
+  if (row.lease_expires_at !== null) record.leaseExpiresAt = Number(row.lease_expires_at);
+  if (row.owner !== null) record.owner = decodeText(row.owner);
+  if (row.event_time !== null) record.eventTime = Number(row.event_time);
+  if (row.fingerprint !== null) record.fingerprint = decodeText(row.fingerprint);
+  if (row.result !== null) record.result = decodeText(row.result);
+  return record;
+}

@@ -1,0 +1,61 @@
+import { ConfigError, RepositoryError } from '../errors.js';
+import { redactText } from '../util/redact-text.js';
+
+/*
+ * What the SQL stores (postgres/, mysql/) say and take alike: written once so the two read the same to a user.
+ * Each store keeps its own driver codes; only the shared wording and option shapes live here.
+ */
+
+/** Options of a SQL store's `purge()`. */
+export interface PurgeOptions {
+  /** Rows one DELETE statement removes at most (default: the `purgeBatchSize` option). */
+  readonly batchSize?: number;
+  /** Stop after this many statements even if more rows are due (default: until a batch comes back short). */
+  readonly maxBatches?: number;
+}
+
+/** The message of a driver error, first line, with any credential it might quote replaced. */
+export function detailOf(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return redactText(message.split('\n')[0] ?? '');
+}
+
+/** How to create a missing table, for error messages (`store`: the entry point, `postgres` or `mysql`). */
+export function migrateHint(store: string, table: string, address: string): string {
+  const flag = table === 'processed_ids' ? '' : ` --table ${table}`;
+  return (
+    `create it with \`idem migrate --store ${address}${flag} --apply\` (without --apply it prints the DDL), ` +
+    `migrate() from idempotent-consumer/${store}, or repository.createTable = true`
+  );
+}
+
+/**
+ * The end of a SQL store's open-failure mapping, once its own codes (credentials, database name) were tried: a
+ * host name that does not resolve or a TLS failure is the user's to fix (ConfigError naming the setting); anything
+ * else may be a server not up yet (retryable RepositoryError).
+ */
+export function connectFailure(
+  store: string,
+  address: string,
+  error: unknown,
+  tls: { readonly failed: boolean; readonly serverHint: string },
+  code: string | undefined,
+): ConfigError | RepositoryError {
+  const detail = detailOf(error);
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return new ConfigError('repository.url', `cannot resolve the ${store} host of ${address}: ${detail}`, {
+      cause: error,
+    });
+  }
+  if (tls.failed) {
+    return new ConfigError(
+      'repository.tls',
+      `TLS connection to ${store} at ${address} failed (${detail}); set repository.tls.ca to the PEM of the CA ` +
+        `that signed the server's certificate, or check that the server has ${tls.serverHint}`,
+      { cause: error },
+    );
+  }
+  return new RepositoryError(`${store}: cannot connect to ${address} (repository.url): ${detail}`, {
+    cause: error,
+  });
+}

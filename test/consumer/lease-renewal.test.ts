@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { describe, it, type TestContext } from 'node:test';
+import { IdempotentConsumer } from '../../src/consumer/index.js';
+import { BaseRepository } from '../../src/repositories/base.js';
+import { withLocalCache } from '../../src/repositories/local-cache.js';
+import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
+import { MemoryRepository } from '../../src/repositories/memory/index.js';
+import type { IdempotentRepository } from '../../src/repositories/types.js';
+
+// Issue 18: the lease is renewed while a handler runs; a renewal that fails is reported and counted, and a store
+// that cannot renew at all still works, warned once.
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The process warnings with `code` emitted during the test. */
+function warnings(t: TestContext, code: string): Error[] {
+  const seen: Error[] = [];
+  const listener = (warning: Error) => {
+    if ((warning as { code?: string }).code === code) seen.push(warning);
+  };
+  process.on('warning', listener);
+  t.after(() => process.off('warning', listener));
+  return seen;
+}
+
+/** Warnings are emitted on the next tick. */
+const settled = () => new Promise((resolve) => setImmediate(resolve));
+
+/** A store written before `renew` existed: it extends BaseRepository and has no doRenew of its own. */
+class StoreWithoutDoRenew extends MemoryRepository {
+  protected override doRenew(key: string, owner: string, leaseMs: number, now: number): Promise<boolean> {
+    return (BaseRepository.prototype as unknown as { doRenew: StoreWithoutDoRenew['doRenew'] }).doRenew.call(
+      this,
+      key,
+      owner,
+      leaseMs,
+      now,
+    );
+  }
+}
+
+/** A store whose renewals fail while `down` (as when it does not answer). */
+class FlakyRenewals extends MemoryRepository {
+  down = false;
+  protected override doRenew(key: string, owner: string, leaseMs: number, now: number): Promise<boolean> {
+    if (this.down) return Promise.reject(new Error('connection reset by peer'));
+    return super.doRenew(key, owner, leaseMs, now);
+  }
+}
+
+describe('lease renewal', () => {
+  const withoutDoRenew: Record<string, () => IdempotentRepository> = {
+    'a BaseRepository store without doRenew': () => new StoreWithoutDoRenew(),
+    'the local cache over it': () => withLocalCache(new StoreWithoutDoRenew()),
+    'a logged store over it': () => new LoggedRepository(new StoreWithoutDoRenew(), new MemoryChangelog()),
+  };
+  for (const [name, open] of Object.entries(withoutDoRenew)) {
+    it(`${name}: warned once, no renewal counted as failed, the messages still run`, async (t) => {
+      const unsupported = warnings(t, 'IDEM_LEASE_RENEWAL_UNSUPPORTED');
+      const failed = warnings(t, 'IDEM_LEASE_RENEWAL_FAILED');
+      const repository = open();
+      t.after(() => repository.close());
+      const leaseMs = 150;
+      const consumer = new IdempotentConsumer<{ id: string }>({
+        repository,
+        id: 'id',
+        leaseMs,
+        ttlMs: 60_000,
+      });
+      for (const batch of [['a', 'b', 'c'], ['d']]) {
+        const { results } = await consumer.processBatch(
+          batch.map((id) => ({ id })),
+          () => sleep(2 * leaseMs),
+        );
+        assert.deepEqual(
+          results.map((r) => r.outcome),
+          batch.map(() => 'processed'),
+        );
+      }
+      await settled();
+      assert.equal(unsupported.length, 1, 'one warning that the store cannot renew');
+      assert.match(unsupported[0]?.message ?? '', /no renew\(\)|cannot renew/);
+      assert.deepEqual(
+        failed.map((w) => w.message),
+        [],
+        'a store that cannot renew reported as failing renewals',
+      );
+      assert.equal(consumer.stats.leaseRenewalFailures, 0);
+      assert.equal(consumer.stats.leaseRenewals, 0);
+    });
+  }
+
+  it('a renewal the store fails is counted and reported; the claim lapses, is taken over, and the result says so', async (t) => {
+    const failed = warnings(t, 'IDEM_LEASE_RENEWAL_FAILED');
+    const repository = new FlakyRenewals();
+    t.after(() => repository.close());
+    const leaseMs = 300;
+    const worker = () =>
+      new IdempotentConsumer<{ id: string }>({ repository, id: 'id', leaseMs, ttlMs: 60_000 });
+    const first = worker();
+    const second = worker();
+    repository.down = true;
+    const slow = first.process({ id: 'x' }, async () => {
+      // Every renewal fails while the store is down, so the claim lapses at its first lease end...
+      await sleep(leaseMs + 150);
+      // ...and another worker takes the id over and handles it.
+      const other = await second.process({ id: 'x' }, () => 'second');
+      assert.equal(other.outcome, 'processed', 'the second worker could not take the lapsed claim over');
+      repository.down = false;
+      // The store answers again: the renewals now find the claim is someone else's.
+      await sleep(leaseMs);
+      return 'first';
+    });
+    const result = await slow;
+    await settled();
+    assert.equal(result.outcome, 'processed');
+    assert.equal(result.claimLost, true, 'the result did not report the lost claim');
+    assert.equal(first.stats.claimsLost, 1);
+    const reasons = failed.map((w) => w.message);
+    assert.ok(
+      reasons.some((m) => /"x" failed: .*connection reset by peer/.test(m)),
+      `no warning for the failed renewals: ${JSON.stringify(reasons)}`,
+    );
+    assert.ok(
+      reasons.some((m) => /no longer this worker’s/.test(m)),
+      `no warning for the renewal of a claim taken over: ${JSON.stringify(reasons)}`,
+    );
+    assert.equal(first.stats.leaseRenewalFailures, failed.length, 'each failure counted and reported');
+    assert.ok(first.stats.leaseRenewalFailures >= 2);
+  });
+});

@@ -1,0 +1,165 @@
+/**
+ * The PostgreSQL table is created only by an explicit, idempotent migration: `migrate()`, the exported DDL, and
+ * `idem migrate --store postgres://… [--table T] [--apply]`. A missing table (or one of another shape) fails at
+ * open, naming the table and the command that creates it.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, describe, it } from 'node:test';
+import { ConfigError } from '../../src/errors.js';
+import {
+  migrate,
+  PostgresRepository,
+  schemaScript,
+  schemaStatements,
+} from '../../src/repositories/postgres/index.js';
+import { runCli } from '../cli/run-cli.js';
+import { testPool, testTable } from '../helpers/postgres.js';
+import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+
+/** The stack's URL with its password (also its user and database name: searched as `:password@`). */
+const url = endpoints.postgresUrl;
+const password = decodeURIComponent(new URL(url).password);
+
+describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
+  const pool = testPool(2);
+  const dropped: string[] = [];
+  after(async () => {
+    for (const name of dropped) await pool.query(`DROP TABLE IF EXISTS ${name}`);
+    await pool.query(`DROP SCHEMA IF EXISTS ${schemaName} CASCADE`);
+    await pool.end();
+  });
+  const schemaName = `idem_schema_${randomUUID().replaceAll('-', '').slice(0, 8)}`;
+
+  async function exists(table: string): Promise<boolean> {
+    const { rows } = await pool.query('SELECT to_regclass($1) IS NOT NULL AS present', [table]);
+    return rows[0].present as boolean;
+  }
+
+  it('the DDL: the table, its purge index, and the schema of a qualified name; bad names refused', () => {
+    const script = schemaScript();
+    assert.match(script, /^CREATE TABLE IF NOT EXISTS "processed_ids" \(/);
+    assert.match(script, /PRIMARY KEY \(namespace, id\)/);
+    assert.match(
+      script,
+      /CREATE INDEX IF NOT EXISTS "processed_ids_forget_at" ON "processed_ids" \(forget_at\);\n$/,
+    );
+    assert.deepEqual(
+      schemaStatements('app.inbox').map((s) => s.split('\n')[0]),
+      [
+        'CREATE SCHEMA IF NOT EXISTS "app"',
+        'CREATE TABLE IF NOT EXISTS "app"."inbox" (',
+        'CREATE INDEX IF NOT EXISTS "inbox_forget_at" ON "app"."inbox" (forget_at)',
+      ],
+    );
+    for (const bad of ['x"; DROP TABLE y; --', 'a.b.c', '1abc', '', 'a'.repeat(49)]) {
+      assert.throws(() => schemaStatements(bad), ConfigError, bad);
+    }
+  });
+
+  it('migrate() creates the table once; running it again, and from several processes at once, changes nothing', async () => {
+    const table = testTable('mig');
+    dropped.push(table);
+    const first = await migrate({ url, table });
+    assert.equal(first.statements.length, 2);
+    assert.equal(await exists(table), true);
+    const repository = await PostgresRepository.open({ url, table });
+    await repository.add('kept', { ttlMs: 60_000 });
+    await Promise.all(Array.from({ length: 4 }, () => migrate({ url, table })));
+    assert.equal(await repository.contains('kept'), true, 'a second migration lost rows');
+    await repository.close();
+  });
+
+  it('a schema-qualified table: created with its schema by createTable, used like any other', async () => {
+    const table = `${schemaName}.inbox`;
+    const repository = await PostgresRepository.open({ url, table, createTable: true });
+    assert.equal(await exists(table), true);
+    assert.equal((await repository.add('a', { ttlMs: 60_000 })).added, true);
+    assert.equal((await repository.add('a', { ttlMs: 60_000 })).added, false);
+    await repository.close();
+  });
+
+  it('open() refuses a missing table, naming it and the command that creates it, and creates nothing', async () => {
+    const table = testTable('missing');
+    const error = await PostgresRepository.open({ url, table }).then(
+      () => assert.fail('opened without a table'),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof ConfigError);
+    assert.equal(error.key, 'repository.table');
+    assert.match(error.message, new RegExp(`table "${table}" does not exist`));
+    assert.match(
+      error.message,
+      new RegExp(`idem migrate --store postgres://[^ ]+/idem --table ${table} --apply`),
+    );
+    assert.ok(!error.message.includes(`:${password}@`), 'the message quotes the password');
+    assert.equal(await exists(table), false);
+  });
+
+  it('open() refuses a table of another shape', async () => {
+    const table = testTable('shape');
+    dropped.push(table);
+    await pool.query(
+      `CREATE TABLE ${table} (namespace text, id text, state text, PRIMARY KEY (namespace, id))`,
+    );
+    await assert.rejects(
+      PostgresRepository.open({ url, table }),
+      (e: unknown) => e instanceof ConfigError && /expected layout: column expires_at/.test(e.message),
+    );
+  });
+
+  it('idem migrate prints the DDL (creating nothing), --apply runs it, and neither prints the password', async () => {
+    const table = testTable('cli');
+    dropped.push(table);
+    const printed = await runCli(['migrate', '--store', url, '--table', table]);
+    assert.equal(printed.code, 0, printed.stderr);
+    assert.equal(printed.stdout, schemaScript(table));
+    assert.equal(await exists(table), false, 'printing the DDL created the table');
+    const applied = await runCli(['migrate', '--store', url, '--table', table, '--apply']);
+    assert.equal(applied.code, 0, applied.stderr);
+    assert.equal(await exists(table), true);
+    assert.match(
+      applied.stderr,
+      new RegExp(`postgres table ${table} is ready at postgres://127\\.0\\.0\\.1:\\d+/idem`),
+    );
+    const again = await runCli(['migrate', '--store', url, '--table', table, '--apply']);
+    assert.equal(again.code, 0, again.stderr);
+    for (const out of [printed, applied, again]) {
+      assert.ok(!`${out.stdout}${out.stderr}`.includes(`:${password}@`), 'the password was printed');
+    }
+  });
+
+  it('idem dedup --store postgres://… keeps its seen ids in that database, and its summary hides the password', async () => {
+    const table = testTable('dedup');
+    dropped.push(table);
+    await migrate({ url, table });
+    const input = '{"id":"a"}\n{"id":"b"}\n{"id":"a"}\n';
+    const env = { IDEM__REPOSITORY__TABLE: table };
+    const first = await runCli(['dedup', '--id', 'id', '--no-progress', '--store', url], { input, env });
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(first.stdout, '{"id":"a"}\n{"id":"b"}\n');
+    assert.match(first.stderr, /store postgres \(postgres:\/\/idem:\[redacted\]@127\.0\.0\.1:\d+\/idem\)/);
+    const second = await runCli(['dedup', '--id', 'id', '--no-progress', '--store', url], { input, env });
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(second.stdout, '', 'a second run wrote ids the first one marked');
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${table}`);
+    assert.equal(rows[0].n, 2);
+  });
+
+  it('idem migrate refuses an unknown store, a bad table name and wrong credentials (exit 2)', async () => {
+    const noStore = await runCli(['migrate']);
+    assert.equal(noStore.code, 2);
+    assert.match(noStore.stderr, /--store: is required/);
+    const redis = await runCli(['migrate', '--store', 'redis://127.0.0.1:6379']);
+    assert.equal(redis.code, 2);
+    assert.match(redis.stderr, /postgres:\/\//);
+    const badTable = await runCli(['migrate', '--store', url, '--table', 'x;drop']);
+    assert.equal(badTable.code, 2);
+    const wrong = new URL(url);
+    wrong.password = 'not-the-password-3f9a';
+    const denied = await runCli(['migrate', '--store', wrong.href, '--apply']);
+    assert.equal(denied.code, 2, denied.stderr);
+    assert.match(denied.stderr, /repository\.password: authentication/);
+    assert.ok(!denied.stderr.includes('not-the-password-3f9a'), 'the password was printed');
+  });
+});

@@ -2,7 +2,7 @@
 // says so), so `import` and `require` both load a native build without `require(esm)`. The CLI is ESM-only.
 //   node scripts/build.mjs [outDir]    (default dist; the package tests build into a temporary directory)
 import { spawn } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,22 @@ function compile(project, out) {
   });
 }
 
+/**
+ * The emitted JavaScript without its comments: the declarations keep every TSDoc for editors, the code that runs
+ * needs none, and the comments were half of the package's size (issue 20: what a library-only install weighs).
+ */
+function stripComments(dir) {
+  const ts = createRequire(import.meta.url)('typescript');
+  const printer = ts.createPrinter({ removeComments: true });
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !entry.name.endsWith('.js')) continue;
+    const file = join(entry.parentPath, entry.name);
+    const text = readFileSync(file, 'utf8');
+    const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, false, ts.ScriptKind.JS);
+    writeFileSync(file, printer.printFile(source)); // the printer keeps a `#!` line
+  }
+}
+
 rmSync(outDir, { recursive: true, force: true });
 await Promise.all([
   compile('tsconfig.build.json', outDir),
@@ -30,3 +46,12 @@ await Promise.all([
 ]);
 mkdirSync(join(outDir, 'cjs'), { recursive: true });
 writeFileSync(join(outDir, 'cjs', 'package.json'), '{ "type": "commonjs" }\n');
+stripComments(outDir);
+// scripts/prepare.mjs builds again only when an input is newer than this stamp.
+writeFileSync(join(outDir, '.built'), `${new Date().toISOString()}\n`);
+// The CLI and the node are commands, not entry points: no program imports their declarations.
+for (const dir of ['cli', 'node']) {
+  for (const entry of readdirSync(join(outDir, dir), { recursive: true, withFileTypes: true })) {
+    if (entry.isFile() && entry.name.endsWith('.d.ts')) rmSync(join(entry.parentPath, entry.name));
+  }
+}

@@ -16,6 +16,7 @@ export const ErrorCodes = {
   storedFailure: 'IDEM_ERR_STORED_FAILURE',
   storedOutcome: 'IDEM_ERR_STORED_OUTCOME',
   missingDependency: 'IDEM_ERR_MISSING_DEPENDENCY',
+  startupTimeout: 'IDEM_ERR_STARTUP_TIMEOUT',
 } as const;
 
 /** A stable code identifying the kind of failure. */
@@ -229,4 +230,15 @@ export function toRepositoryError(operation: string, error: unknown): Idempotenc
   if (error instanceof IdempotencyError) return error;
   const detail = error instanceof Error ? error.message : String(error);
   return new RepositoryError(`${operation} failed: ${detail}`, { cause: error });
+}
+
+/**
+ * A start that did not finish within its bound: the dedup node's brokers did not answer within
+ * `kafka.startupTimeout`. The message names what did not answer and the last error seen; retryable.
+ */
+export class StartupTimeoutError extends IdempotencyError {
+  static readonly code = ErrorCodes.startupTimeout;
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(StartupTimeoutError.code, message, { ...options, retryable: true });
+  }
 }

@@ -1,6 +1,6 @@
 import { ConfigError } from '../errors.js';
 import type { RepositoryType } from '../repositories/registry.js';
-import { storeOfUrl, storeSchemes } from './store-url.js';
+import { knownSchemes, storeOfUrl } from './store-url.js';
 
 /**
  * What `idem migrate` needs from a store with a schema. One entry per store in {@link migrations}, loaded only
@@ -68,9 +68,7 @@ export async function runMigrate(
     const store = flags.store === undefined ? undefined : storeOfUrl(flags.store);
     const load = store === undefined ? undefined : migrations[store.type];
     if (store === undefined || load === undefined) {
-      const schemes = Object.entries(storeSchemes)
-        .filter(([, type]) => migrations[type] !== undefined)
-        .map(([scheme]) => `${scheme}//`);
+      const schemes = [knownSchemes((scheme) => migrations[scheme.type] !== undefined)];
       throw new ConfigError(
         'store',
         flags.store === undefined

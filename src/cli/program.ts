@@ -4,8 +4,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
-import { redactUrl } from '../options/redact.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
+import { asMissingDependency } from '../util/optional-module.js';
+import { redactUrl } from '../util/redact-text.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { estimateLines } from './estimate.js';
 import { compileId } from './id.js';
@@ -14,7 +15,7 @@ import { type MigrateFlags, runMigrate } from './migrate.js';
 import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
 import { Output } from './output.js';
 import { emptyCounts, Progress } from './progress.js';
-import { storeOfUrl } from './store-url.js';
+import { knownSchemes, repositoryFromStoreUrl } from './store-url.js';
 
 /** Exit codes of `idem`, documented in docs/cli.md. */
 export const ExitCode = {
@@ -44,12 +45,20 @@ interface DedupFlags {
 /** Runs the `idem` command line and resolves to the exit code. */
 export async function run(argv: readonly string[]): Promise<number> {
   let code: number = ExitCode.ok;
+  // Commander's own error output (the message, then the whole help) is replaced by one line: see usageLine.
+  let failed: Command | undefined;
+  const quiet = (command: Command) =>
+    command.configureOutput({
+      outputError: () => {
+        failed = command;
+      },
+    });
   const program = new Command('idem')
     .description('Idempotent-consumer tools: drop lines whose id was already seen, resumably.')
     .version(packageVersion())
-    .exitOverride()
-    .showHelpAfterError();
-  program
+    .exitOverride();
+  quiet(program);
+  const dedup = program
     .command('dedup')
     .description('Write each NDJSON line whose id was not seen before (in this or an earlier run) to stdout.')
     .argument('[files...]', `NDJSON files, read in order; "${STDIN}" or none reads stdin`)
@@ -60,7 +69,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     )
     .option(
       '--store <dir|url>',
-      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only; a postgres:// or mysql:// URL: that database`,
+      `RocksDB directory of seen ids (default: ${dedupDefaults.storeDir}); "${dedupDefaults.memoryStore}": keep them in memory for this run only; a URL selects its store (${knownSchemes()})`,
     )
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG); flags win over it')
     .addOption(
@@ -81,7 +90,8 @@ export async function run(argv: readonly string[]): Promise<number> {
     .action(async (files: string[], flags: DedupFlags, command: Command) => {
       code = await runDedup(files, flags, command);
     });
-  program
+  quiet(dedup);
+  const migrate = program
     .command('migrate')
     .description(
       "Print the DDL of a SQL store's table, or create it with --apply (idempotent; see docs/postgres.md, docs/mysql.md).",
@@ -97,22 +107,96 @@ export async function run(argv: readonly string[]): Promise<number> {
       const outcome = await runMigrate(flags, { out: process.stdout, err: process.stderr });
       code = outcome === 'ok' ? ExitCode.ok : outcome === 'usage' ? ExitCode.usage : ExitCode.failure;
     });
-  program
+  quiet(migrate);
+  const node = program
     .command('node')
     .description('Run the Kafka→Kafka dedup node until SIGTERM/SIGINT (see docs/node.md).')
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG)')
     .action(async (flags: { config?: string }) => {
-      // Imported on demand, so `idem dedup` never loads kafkajs.
-      const { runNode } = await import('../node/main.js');
+      // Imported on demand, so `idem dedup` never loads kafkajs (nor pino, prom-client: optional dependencies).
+      let runNode: typeof import('../node/main.js').runNode;
+      try {
+        ({ runNode } = await import('../node/main.js'));
+      } catch (error) {
+        const missing = asMissingDependency(error, { feature: 'idem node' });
+        if (missing === undefined) throw error;
+        process.stderr.write(`${missing.message} (an install with --omit=optional leaves it out)\n`);
+        process.exit(3);
+      }
       code = await runNode(flags.config ? { configPath: flags.config } : {});
+      // kafkajs and store clients can leave timers behind; the node is done and its log flushed (as bin.ts).
+      process.exit(code);
     });
+  quiet(node);
   try {
     await program.parseAsync(argv);
   } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
-    throw error;
+    if (!(error instanceof CommanderError)) throw error;
+    if (error.exitCode === 0) return ExitCode.ok;
+    if (failed !== undefined) process.stderr.write(`${usageLine(failed, error)}\n`);
+    return ExitCode.usage;
   }
   return code;
+}
+
+/**
+ * A command-line mistake in one line: what was wrong, the closest valid flag or command (always named, however
+ * far), and where the full list is. `idem dedup: unknown option '--idd' (did you mean --id?); see idem dedup --help`.
+ */
+function usageLine(command: Command, error: CommanderError): string {
+  const name = command.parent ? `idem ${command.name()}` : 'idem';
+  const quoted = /'([^']*)'/.exec(error.message)?.[1] ?? '';
+  let problem = error.message
+    .replace(/^error: /, '')
+    .replace(/\s*\(Did you mean [^)]*\)/i, '')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim()
+    .replace(/\.$/, '');
+  if (error.code === 'commander.unknownOption') {
+    const flags = command.options.flatMap((o) => (o.long ? [o.long] : [])).concat('--help');
+    const wanted = quoted.split('=')[0] ?? quoted;
+    problem += ` (did you mean ${closest(wanted, flags)}?)`;
+  } else if (error.code === 'commander.unknownCommand') {
+    problem += ` (did you mean ${closest(
+      quoted,
+      command.commands.map((c) => c.name()),
+    )}?)`;
+  }
+  return `${name}: ${problem}; see ${name} --help`;
+}
+
+/** The candidate nearest to `word` by edit distance (a swap of two neighbours counts as one edit). */
+function closest(word: string, candidates: readonly string[]): string {
+  let best = candidates[0] ?? '';
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of candidates) {
+    const d = editDistance(word, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/** Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent transpositions. */
+function editDistance(a: string, b: string): number {
+  const rows: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    const row = rows[i] as number[];
+    const above = rows[i - 1] as number[];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        d = Math.min(d, ((rows[i - 2] as number[])[j - 2] as number) + 1);
+      }
+      row[j] = d;
+    }
+  }
+  return (rows[a.length] as number[])[b.length] as number;
 }
 
 async function runDedup(files: string[], flags: DedupFlags, command: Command): Promise<number> {
@@ -157,7 +241,11 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       consumer: {
         mode: 'lazy',
         skipDuplicate: true,
+        // A line without id reaches the consumer only under `--invalid pass`, reported line by line already.
         nullId: 'forward',
+        onWarning: (warning, code) => {
+          if (code !== 'IDEM_NO_ID') stderr.write(`idem dedup: ${warning}\n`);
+        },
         storeFailure: 'fail',
         transaction: false,
       },
@@ -264,24 +352,23 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
 }
 
 /**
- * `--store` (or the default directory) sets the RocksDB store's `path`, `--store memory` the memory store, and a
- * store URL (`postgres://…`) that store; other stores refuse a directory.
+ * `--store` (or the default directory) sets the RocksDB store's `path`; a URL selects the store its scheme names
+ * (store-url.ts); other stores refuse a directory.
  */
 function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void {
   const section = config.repository as Record<string, unknown> & { type: string };
+  const fromUrl = storeFlag === undefined ? undefined : repositoryFromStoreUrl(storeFlag, section);
+  if (fromUrl !== undefined) {
+    for (const key of Object.keys(section)) delete section[key];
+    Object.assign(section, fromUrl);
+    if (section.type === 'rocksdb') section.memtableMb ??= dedupDefaults.memtableMb;
+    return;
+  }
   if (storeFlag === dedupDefaults.memoryStore) {
     // A one-shot run: whatever store the config names, nothing is kept after it.
     for (const key of Object.keys(section)) delete section[key];
     section.type = 'memory';
     section.maxEntries = dedupDefaults.memoryMaxEntries;
-    return;
-  }
-  const url = storeFlag === undefined ? undefined : storeOfUrl(storeFlag);
-  if (url !== undefined) {
-    // `--store postgres://…` selects that store; the config's other keys for it (table, namespace) still apply.
-    if (section.type !== url.type) for (const key of Object.keys(section)) delete section[key];
-    section.type = url.type;
-    section.url = url.url;
     return;
   }
   if (section.type === 'memory' && storeFlag === undefined) {
@@ -309,9 +396,9 @@ function describeStore(config: CliConfig): string {
   const section = config.repository as Record<string, unknown> & { type: string };
   if (section.type === 'memory') return 'store in memory (nothing kept after this run)';
   if (section.type === 'rocksdb') return `store ${String(section.path)} (RocksDB)`;
-  // The URL's host and database only: it may carry a password.
-  if (typeof section.url === 'string') return `store ${section.type} (${redactUrl(section.url)})`;
-  return `store ${section.type}`;
+  return typeof section.url === 'string'
+    ? `store ${section.type} at ${redactUrl(section.url)}`
+    : `store ${section.type}`;
 }
 
 const IGNORED_CONSUMER_KEYS = [

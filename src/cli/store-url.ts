@@ -1,19 +1,93 @@
+import { fileURLToPath } from 'node:url';
+import { ConfigError } from '../errors.js';
 import type { RepositoryType } from '../repositories/registry.js';
+import { redactUrl } from '../util/redact-text.js';
+
+/** What a `--store` URL scheme selects: a store, and the `[repository]` keys the URL sets on it. */
+export interface StoreScheme {
+  /** The `repository.type` the URL selects. */
+  readonly type: RepositoryType;
+  /** The store's keys for this URL (besides `type`). */
+  readonly table: (url: string) => Record<string, unknown>;
+  /**
+   * Keys of a config table for the same store that the URL replaces (it says where the store is); the
+   * table's other keys (a table name, a key prefix, TLS) still apply. A table for another store is replaced whole.
+   */
+  readonly replaces: readonly string[];
+}
+
+const asUrl = (url: string) => ({ url });
 
 /**
- * URL schemes that name a store on the command line (`--store postgres://…`), and the `repository.type` each
- * selects. A store added here also needs its `idem migrate` entry when it has a schema (see migrate.ts).
+ * Every URL scheme a store answers to on the command line (`idem dedup --store`, `idem migrate --store`), one
+ * entry per scheme. A `--store` value with a scheme selects that store, or is refused naming these; it never
+ * becomes a directory. A store with a schema also needs its `idem migrate` entry (see migrate.ts).
  */
-export const storeSchemes: Readonly<Record<string, RepositoryType>> = {
-  'postgres:': 'postgres',
-  'postgresql:': 'postgres',
-  'mysql:': 'mysql',
-  'mariadb:': 'mysql',
+export const storeSchemes: Readonly<Record<string, StoreScheme>> = {
+  postgres: { type: 'postgres', table: asUrl, replaces: ['url'] },
+  postgresql: { type: 'postgres', table: asUrl, replaces: ['url'] },
+  mysql: { type: 'mysql', table: asUrl, replaces: ['url'] },
+  mariadb: { type: 'mysql', table: asUrl, replaces: ['url'] },
+  redis: { type: 'redis', table: asUrl, replaces: ['url', 'host', 'port', 'cluster'] },
+  rediss: { type: 'redis', table: asUrl, replaces: ['url', 'host', 'port', 'cluster'] },
+  file: { type: 'rocksdb', table: (url) => ({ path: fileURLToPath(url) }), replaces: ['path'] },
 };
 
-/** The store a `--store` value names when it is a URL of a known scheme; undefined for anything else (a path). */
+// Two characters at least, so a Windows drive (`C:\ids`) stays a path.
+const SCHEME = /^([a-z][a-z0-9+.-]+):/i;
+
+/** The scheme of a `--store` value (`redis` for `redis://…`), or undefined for a path. */
+export function storeUrlScheme(value: string): string | undefined {
+  return SCHEME.exec(value)?.[1]?.toLowerCase();
+}
+
+/** The known schemes as they are written, `postgres://, …`, for messages. */
+export function knownSchemes(filter: (scheme: StoreScheme) => boolean = () => true): string {
+  return Object.entries(storeSchemes)
+    .filter(([, scheme]) => filter(scheme))
+    .map(([name]) => `${name}://`)
+    .join(', ');
+}
+
+/** The store a `--store` value names when it is a URL of a known scheme; undefined for anything else. */
 export function storeOfUrl(value: string): { type: RepositoryType; url: string } | undefined {
-  const scheme = /^([a-z][a-z0-9+.-]*:)\/\//i.exec(value)?.[1]?.toLowerCase();
-  const type = scheme === undefined ? undefined : storeSchemes[scheme];
-  return type === undefined ? undefined : { type, url: value };
+  const scheme = storeUrlScheme(value);
+  const entry =
+    scheme !== undefined && Object.hasOwn(storeSchemes, scheme) ? storeSchemes[scheme] : undefined;
+  return entry === undefined ? undefined : { type: entry.type, url: value };
+}
+
+/**
+ * The `[repository]` table a `--store` URL makes over the configured one, or undefined when the value is a path.
+ * An unknown scheme is a ConfigError listing the known ones.
+ */
+export function repositoryFromStoreUrl(
+  value: string,
+  configured: Readonly<Record<string, unknown>>,
+): Record<string, unknown> | undefined {
+  const scheme = storeUrlScheme(value);
+  if (scheme === undefined) return undefined;
+  const entry = Object.hasOwn(storeSchemes, scheme) ? storeSchemes[scheme] : undefined;
+  if (entry === undefined) {
+    throw new ConfigError(
+      'repository',
+      `${JSON.stringify(redactUrl(value))}: unknown store URL scheme "${scheme}:"; known: ${knownSchemes()}, ` +
+        `or a directory (one whose name has a colon: --store ./${redactUrl(value)})`,
+      { label: '--store' },
+    );
+  }
+  const kept: Record<string, unknown> = {};
+  if (configured.type === entry.type) {
+    for (const [key, v] of Object.entries(configured)) if (!entry.replaces.includes(key)) kept[key] = v;
+  }
+  let table: Record<string, unknown>;
+  try {
+    table = entry.table(value);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ConfigError('repository', `${JSON.stringify(redactUrl(value))}: ${reason}`, {
+      label: '--store',
+    });
+  }
+  return { ...kept, type: entry.type, ...table };
 }

@@ -27,7 +27,7 @@ export interface IdempotentDecorator {
  * first argument, or `options.message(...args)`) runs the method once.
  *
  * The decorated method resolves to:
- * - the method's own value when the message is new (or has no id and is forwarded);
+ * - the method's own value when the message is new (or has no id and `nullId: 'forward'` forwards it);
  * - for a duplicate, the value kept with the id (consumer option `storeResult`), or `undefined` when none was
  *   kept (no `storeResult`, or the value was too large);
  * - a duplicate of a kept failure (`removeOnFailure: false`) rejects with a StoredFailureError of the same

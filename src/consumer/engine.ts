@@ -2,7 +2,7 @@ import { IdempotencyConflictError, NoMessageIdError, RepositoryError, toReposito
 import type { IdempotencyRecord } from '../repositories/types.js';
 import { OutcomeCipher } from './encryption.js';
 import { fingerprinter } from './fingerprint.js';
-import { type HeldClaims, LeaseRenewer } from './lease-renewal.js';
+import { type HeldClaims, LeaseRenewer, processWarning, type WarningSink } from './lease-renewal.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
@@ -147,6 +147,13 @@ export class BatchEngine<M, S> {
   readonly #keepFailures: boolean;
   /** Renews the claims of running batches (eager mode only: the rule says which claims a batch holds). */
   readonly #renewer: LeaseRenewer<Run<M, S>> | undefined;
+  /** `nullId: 'reject'`: a message without id fails with a NoMessageIdError naming where the id was looked for. */
+  readonly #rejectNoId: boolean;
+  /** Where the id is read, for messages: `at "order.id"`, or `from the id function`. */
+  readonly #idWhere: string;
+  readonly #warn: WarningSink;
+  /** The whole-batch-without-id warning was given (once per consumer). */
+  #warnedNoId = false;
 
   constructor(
     options: ResolvedConsumerOptions<M>,
@@ -168,6 +175,14 @@ export class BatchEngine<M, S> {
     this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage, cipher);
     this.#keepValues = this.#codec.keepsValues;
     this.#keepFailures = !options.removeOnFailure && options.eventTime === undefined;
+    this.#rejectNoId = options.nullId === 'reject';
+    this.#idWhere =
+      typeof options.id === 'string' ? `at ${JSON.stringify(options.id)}` : 'from the id function';
+    if (options.eventTime?.valueId !== undefined) {
+      const valueId = options.eventTime.valueId;
+      this.#idWhere += ` or ${typeof valueId === 'string' ? `at ${JSON.stringify(valueId)}` : 'from the valueId function'}`;
+    }
+    this.#warn = options.onWarning ?? processWarning;
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse, so nothing renews.
     this.#renewer =
@@ -176,8 +191,12 @@ export class BatchEngine<M, S> {
       options.mode !== 'eager' ||
       options.transaction !== false
         ? undefined
-        : new LeaseRenewer<Run<M, S>>(options.repository, options.leaseMs, stats, (run) =>
-            held(run.state, run),
+        : new LeaseRenewer<Run<M, S>>(
+            options.repository,
+            options.leaseMs,
+            stats,
+            (run) => held(run.state, run),
+            this.#warn,
           );
   }
 
@@ -391,13 +410,17 @@ export class BatchEngine<M, S> {
    */
   #readIds(batch: Batch<M>): void {
     const { messages, ids, results, fingerprints } = batch;
-    const reject = this.#options.nullId === 'reject';
+    const reject = this.#rejectNoId;
+    let missing = 0;
     for (let i = 0; i < messages.length; i++) {
       let id: string | undefined;
       try {
         id = this.#idOf(messages[i] as M);
         ids[i] = id;
-        if (id === undefined && reject) results[i] = { outcome: 'failed', id, error: new NoMessageIdError() };
+        if (id === undefined) {
+          if (reject) results[i] = { outcome: 'failed', id, error: this.#noIdError() };
+          else missing++;
+        }
       } catch (error) {
         results[i] = { outcome: 'failed', id: undefined, error };
       }
@@ -408,6 +431,31 @@ export class BatchEngine<M, S> {
         results[i] = { outcome: 'failed', id, error };
       }
     }
+    if (missing > 0 && missing === messages.length && !this.#warnedNoId) this.#warnNoId(missing);
+  }
+
+  #noIdError(): NoMessageIdError {
+    return new NoMessageIdError(
+      `message has no id ${this.#idWhere} (nullId: 'reject'; 'forward' handles such messages without dedup)`,
+    );
+  }
+
+  /**
+   * Forwarding was chosen and not one message of a batch had an id: most likely the id path is wrong, and
+   * nothing is being deduplicated. Said once per consumer.
+   */
+  #warnNoId(count: number): void {
+    this.#warnedNoId = true;
+    const why =
+      this.#options.eventTime === undefined
+        ? "nullId: 'forward'"
+        : 'event-time mode forwards null keys, as KIP-655 specifies';
+    const what = count === 1 ? 'a message had' : `all ${count} messages of a batch had`;
+    this.#warn(
+      `${what} no id ${this.#idWhere} and ${count === 1 ? 'was' : 'were'} handled without deduplication ` +
+        `(${why}); check the id path, or set nullId: 'reject' to refuse such messages`,
+      'IDEM_NO_ID',
+    );
   }
 
   /**
@@ -535,10 +583,12 @@ export class BatchEngine<M, S> {
   #succeeded(batch: Run<M, S>, i: number, pending: Pending, value: unknown): void {
     const { extra, context, outcome } = pending;
     const { results } = batch;
-    results[i] =
+    // The pending outcome goes with its context (a `no-id` context has no id): the union is kept by construction.
+    results[i] = (
       extra === undefined
         ? { outcome, id: context.id, result: value }
-        : { outcome, id: context.id, result: value, ...extra };
+        : { outcome, id: context.id, result: value, ...extra }
+    ) as ProcessResult;
     if (this.#keepValues && outcome === 'processed' && batch.keys[i] !== undefined) {
       results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, value) };
     }
@@ -581,7 +631,8 @@ export class BatchEngine<M, S> {
         results[index] = { outcome: 'failed', id: context.id, error };
         this.#failed(state, batch, index, context, error);
       } else {
-        results[index] = { outcome: p.outcome, id: context.id, ...p.extra };
+        // A whole-batch handler gives no value per message: `result` is undefined (ProcessResult<unknown>).
+        results[index] = { outcome: p.outcome, id: context.id, ...p.extra } as ProcessResult;
       }
     }
   }

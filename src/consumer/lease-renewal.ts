@@ -1,6 +1,14 @@
 import { RenewUnsupportedError } from '../errors.js';
 import type { ClaimRef, IdempotentRepository, MessageId } from '../repositories/types.js';
 import type { ConsumerStats } from './stats.js';
+import type { ConsumerWarningCode } from './types.js';
+
+/** Where a consumer's warnings go: its `onWarning` option, else a process warning. */
+export type WarningSink = (message: string, code: ConsumerWarningCode) => void;
+
+/** The default {@link WarningSink}: `process.emitWarning`, type `IdempotencyWarning`, with the code. */
+export const processWarning: WarningSink = (message, code) =>
+  process.emitWarning(message, { type: 'IdempotencyWarning', code });
 
 /** The claims a batch holds while its handlers run: their ids and the batch's owner token. */
 export interface HeldClaims {
@@ -25,6 +33,7 @@ export class LeaseRenewer<R extends object> {
   readonly #leaseMs: number;
   readonly #stats: ConsumerStats;
   readonly #heldOf: (run: R) => HeldClaims | undefined;
+  readonly #warn: WarningSink;
   /** Running batches, each with the signal that stops its renewals early (e.g. the HTTP client went away). */
   readonly #active = new Map<R, AbortSignal | undefined>();
   #timer: ReturnType<typeof setInterval> | undefined;
@@ -37,11 +46,13 @@ export class LeaseRenewer<R extends object> {
     leaseMs: number,
     stats: ConsumerStats,
     heldOf: (run: R) => HeldClaims | undefined,
+    warn: WarningSink = processWarning,
   ) {
     this.#repository = repository;
     this.#leaseMs = leaseMs;
     this.#stats = stats;
     this.#heldOf = heldOf;
+    this.#warn = warn;
   }
 
   /** Starts renewing the batch's claims until {@link untrack}, or until `signal` aborts. */
@@ -102,10 +113,7 @@ export class LeaseRenewer<R extends object> {
 
   #failed(claim: ClaimRef, reason: string): void {
     this.#stats.leaseRenewalFailures++;
-    process.emitWarning(`lease renewal of id ${describeId(claim.id)} failed: ${reason}`, {
-      type: 'IdempotencyWarning',
-      code: 'IDEM_LEASE_RENEWAL_FAILED',
-    });
+    this.#warn(`lease renewal of id ${describeId(claim.id)} failed: ${reason}`, 'IDEM_LEASE_RENEWAL_FAILED');
   }
 
   /** The repository cannot renew at all: stop every renewal and say so once. */
@@ -120,11 +128,11 @@ export class LeaseRenewer<R extends object> {
   #unsupported(): void {
     if (this.#warnedUnsupported) return;
     this.#warnedUnsupported = true;
-    process.emitWarning(
+    this.#warn(
       'the repository cannot renew a lease (it has no renew(), or no doRenew of its own): a handler that runs ' +
         'longer than leaseMs loses its claim, and another worker may run the same message; implement renew ' +
         '(BaseRepository: doRenew) or size the lease above your slowest handler',
-      { type: 'IdempotencyWarning', code: 'IDEM_LEASE_RENEWAL_UNSUPPORTED' },
+      'IDEM_LEASE_RENEWAL_UNSUPPORTED',
     );
   }
 }

@@ -5,7 +5,7 @@ import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { durationSchema } from '../util/duration.js';
 import { OutcomeCipher, type OutcomeEncryptionOptions } from './encryption.js';
-import type { HandlerContext, IdSelector, TimestampSelector } from './types.js';
+import type { ConsumerWarningCode, HandlerContext, IdSelector, TimestampSelector } from './types.js';
 
 /** Defaults of the consumer, written once; config and the constructor both read them from here. */
 export const consumerDefaults = {
@@ -14,7 +14,8 @@ export const consumerDefaults = {
   leaseMs: 60_000,
   removeOnFailure: true,
   skipDuplicate: true,
-  nullId: 'forward',
+  /** Camel's rule: a message without id is refused (a typo in the id path must not turn dedup off). */
+  nullId: 'reject',
   inProgress: 'error',
   storeFailure: 'fail',
   lostClaim: 'report',
@@ -30,6 +31,8 @@ export const eventTimeDefaults = {
   by: 'key',
   invalidTimestamp: 'fail',
   extraRetentionMs: 0,
+  /** KIP-655's rule: a record with a null key (or value id) is forwarded without dedup. */
+  nullId: 'forward',
 } as const;
 
 /** A duration that may be zero (an interval of 0 still makes equal timestamps duplicates). */
@@ -65,7 +68,8 @@ export const consumerConfigSchema = z
     lease: ttlDuration.default(consumerDefaults.leaseMs),
     removeOnFailure: z.boolean().default(consumerDefaults.removeOnFailure),
     skipDuplicate: z.boolean().default(consumerDefaults.skipDuplicate),
-    nullId: z.enum(['forward', 'reject']).default(consumerDefaults.nullId),
+    /** Unset: `reject` in eager and lazy mode, `forward` with `[consumer.eventTime]` (KIP-655). */
+    nullId: z.enum(['forward', 'reject']).optional(),
     inProgress: z.enum(['duplicate', 'error']).default(consumerDefaults.inProgress),
     storeFailure: z.enum(['fail', 'process']).default(consumerDefaults.storeFailure),
     lostClaim: z.enum(['report', 'error']).default(consumerDefaults.lostClaim),
@@ -225,8 +229,18 @@ export interface IdempotentConsumerOptions<M> {
   readonly skipDuplicate?: boolean;
   /** Called for every duplicate, whether or not the handler is skipped. */
   readonly onDuplicate?: (message: M, context: HandlerContext) => Promise<void> | void;
-  /** A message without id: `forward` runs the handler without dedup (KIP-655), `reject` throws NoMessageIdError. */
+  /**
+   * A message without id (`null`/`undefined` at the id path): `reject` (the default in eager and lazy mode, as
+   * Camel's idempotent consumer) fails it with a NoMessageIdError naming the path; `forward` (the default with
+   * `eventTime`, as KIP-655) runs the handler without dedup (outcome `no-id`). Where forwarding is chosen, a
+   * batch in which no message had an id is warned about once (`onWarning`, code `IDEM_NO_ID`).
+   */
   readonly nullId?: 'forward' | 'reject';
+  /**
+   * Receives the consumer's warnings (a whole batch without id under `forward`, lease renewals that failed);
+   * default `process.emitWarning` with type `IdempotencyWarning` and the code.
+   */
+  readonly onWarning?: (message: string, code: ConsumerWarningCode) => void;
   /** Another worker's live claim: report it as a `duplicate`, or as `in-progress` / InProgressError to retry. */
   readonly inProgress?: 'duplicate' | 'error';
   /** Store down: `fail` raises RepositoryError and treats nothing as new; `process` handles messages as new. */
@@ -266,10 +280,13 @@ export interface IdempotentConsumerOptions<M> {
 export type ResolvedConsumerOptions<M> = Required<
   Omit<
     IdempotentConsumerOptions<M>,
-    'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint' | 'encryption' | 'transaction'
+    'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint' | 'encryption' | 'transaction' | 'onWarning'
   >
 > &
-  Pick<IdempotentConsumerOptions<M>, 'onDuplicate' | 'storeResult' | 'fingerprint' | 'encryption'> & {
+  Pick<
+    IdempotentConsumerOptions<M>,
+    'onDuplicate' | 'storeResult' | 'fingerprint' | 'encryption' | 'onWarning'
+  > & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
     /** Resolved: false unless the repository is transactional and the option did not turn it off. */
     readonly transaction: 'message' | 'batch' | false;
@@ -384,6 +401,7 @@ const consumerOptionsSchema = z
     removeOnFailure: z.boolean().optional(),
     skipDuplicate: z.boolean().optional(),
     onDuplicate: functionSchema.optional(),
+    onWarning: functionSchema.optional(),
     nullId: z.enum(['forward', 'reject']).optional(),
     inProgress: z.enum(['duplicate', 'error']).optional(),
     storeFailure: z.enum(['fail', 'process']).optional(),
@@ -495,6 +513,7 @@ export function resolveConsumerOptions<M>(
   const resolved = {
     ...consumerDefaults,
     ...given,
+    nullId: options.nullId ?? (options.eventTime ? eventTimeDefaults.nullId : consumerDefaults.nullId),
     transaction: resolveTransaction(options),
   } as ResolvedConsumerOptions<M>;
   if (options.eventTime !== undefined) {
@@ -514,7 +533,8 @@ export function resolveEventTimeOptions<M>(
     { eventTime: given },
     { kind: 'code', owner },
   );
-  return { ...eventTimeDefaults, ...given } as ResolvedEventTimeOptions<M>;
+  const { nullId: _nullId, ...defaults } = eventTimeDefaults; // a consumer option, resolved there
+  return { ...defaults, ...given } as ResolvedEventTimeOptions<M>;
 }
 
 /**

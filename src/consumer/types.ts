@@ -1,4 +1,4 @@
-import type { InvalidInputError } from '../errors.js';
+import type { IdempotencyConflictError, InvalidInputError } from '../errors.js';
 import type { IdempotencyRecord, MessageId } from '../repositories/types.js';
 
 /**
@@ -13,6 +13,15 @@ import type { IdempotencyRecord, MessageId } from '../repositories/types.js';
  * - `no-id`: the message had no id and was forwarded without dedup.
  */
 export type Outcome = 'processed' | 'duplicate' | 'in-progress' | 'failed' | 'conflict' | 'no-id';
+
+/**
+ * Codes of the consumer's warnings (`onWarning`): `IDEM_NO_ID` a whole batch had no id where `nullId` forwards;
+ * `IDEM_LEASE_RENEWAL_FAILED` / `IDEM_LEASE_RENEWAL_UNSUPPORTED` a claim could not be kept alive.
+ */
+export type ConsumerWarningCode =
+  | 'IDEM_NO_ID'
+  | 'IDEM_LEASE_RENEWAL_FAILED'
+  | 'IDEM_LEASE_RENEWAL_UNSUPPORTED';
 
 /** What the handler learns about the message it is given. */
 export interface HandlerContext {
@@ -59,20 +68,10 @@ export interface BatchHandler<M> {
   ) => Promise<BatchItemFailures | void> | BatchItemFailures | void;
 }
 
-/** The result of processing one message. */
-export interface ProcessResult<R = unknown> {
-  readonly outcome: Outcome;
+/** What every {@link ProcessResult} may carry, whatever its outcome. */
+export interface ResultFields {
+  /** The message's canonical id; undefined when it had none (`no-id`, or a `failed` id). */
   readonly id: string | undefined;
-  /**
-   * The handler's return value, when it ran; for a duplicate with `replayed: true`, the value kept with the id
-   * (`storeResult`), deserialized.
-   */
-  readonly result?: R;
-  /**
-   * The handler's (or id extraction's) error for a `failed` outcome; a StoredFailureError for a replayed
-   * failure; the IdempotencyConflictError for a `conflict`.
-   */
-  readonly error?: unknown;
   /**
    * Set on duplicates when the consumer keeps outcomes (`storeResult`, or a kept failure): true when the
    * stored outcome was replayed (`result`, or `error` for a failure), false when the record had none to give
@@ -105,6 +104,67 @@ export interface ProcessResult<R = unknown> {
    */
   readonly invalidInput?: InvalidInputError;
 }
+
+/** `processed`: new, and the handler succeeded; `result` is its value (undefined from a whole-batch handler). */
+export interface ProcessedResult<R = unknown> extends ResultFields {
+  readonly outcome: 'processed';
+  readonly result: R;
+  readonly error?: undefined;
+}
+
+/**
+ * `duplicate`: a live record (or an earlier message of the batch) held the id. `result` is the value kept with
+ * the id when `replayed` is true, or the handler's value under `skipDuplicate: false`.
+ */
+export interface DuplicateResult<R = unknown> extends ResultFields {
+  readonly outcome: 'duplicate';
+  readonly result?: R;
+  readonly error?: undefined;
+}
+
+/** `no-id`: the message had no id and `nullId: 'forward'` handled it without dedup; `result` is the handler's value. */
+export interface NoIdResult<R = unknown> extends ResultFields {
+  readonly outcome: 'no-id';
+  readonly id: undefined;
+  readonly result: R;
+  readonly error?: undefined;
+}
+
+/** `in-progress`: another worker holds a live, unconfirmed claim on the id (`existing`). */
+export interface InProgressResult extends ResultFields {
+  readonly outcome: 'in-progress';
+  readonly result?: undefined;
+  readonly error?: undefined;
+}
+
+/**
+ * `failed`: the handler threw, or the id was unusable or missing (`nullId: 'reject'`); `error` says which. With
+ * `replayed: true`, the replay of a failure kept with the id (a StoredFailureError).
+ */
+export interface FailedResult extends ResultFields {
+  readonly outcome: 'failed';
+  readonly error: unknown;
+  readonly result?: undefined;
+}
+
+/** `conflict`: the id is held with another payload fingerprint; not handled. */
+export interface ConflictResult extends ResultFields {
+  readonly outcome: 'conflict';
+  readonly error: IdempotencyConflictError;
+  readonly result?: undefined;
+}
+
+/**
+ * The result of processing one message, discriminated by `outcome`: after `r.outcome === 'processed'`,
+ * `r.result` is the handler's value (type `R`); after `'failed'` or `'conflict'`, `r.error` is set.
+ */
+export type ProcessResult<R = unknown> =
+  | ProcessedResult<R>
+  | DuplicateResult<R>
+  | NoIdResult<R>
+  | InProgressResult
+  | FailedResult
+  | ConflictResult;
 
 /** Per-call options of {@link IdempotentConsumer.processBatch}. */
 export interface BatchOptions {

@@ -1,7 +1,17 @@
 import { Kafka, type LogEntry, logLevel, type SASLOptions } from 'kafkajs';
-import type { Logger } from 'pino';
 import type { TlsOptions } from '../options/tls.js';
 import type { KafkaSasl } from './connection.js';
+
+/**
+ * Where kafkajs's log goes: the part of a pino logger the client uses (the node passes its pino logger; pino is
+ * the node's optional dependency, not the library's).
+ */
+export interface KafkaLogSink {
+  error(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+  debug(fields: object, message: string): void;
+}
 
 /** What {@link createKafkaClient} needs of a parsed connection table. */
 export interface KafkaClientSettings {
@@ -18,7 +28,9 @@ export interface KafkaClientBehaviour {
   /** kafkajs's retry budget per request (backing off from 300 ms to 10 s). */
   readonly retries: number;
   /** Where kafkajs's warnings and errors go; without one the client is quiet (failures surface as rejections). */
-  readonly logger?: Logger;
+  readonly logger?: KafkaLogSink;
+  /** Sees each kafkajs log entry first; `false` drops it (the node's start reports connection retries once). */
+  readonly onLog?: (entry: LogEntry) => boolean;
 }
 
 /**
@@ -28,7 +40,7 @@ export interface KafkaClientBehaviour {
 export function createKafkaClient(settings: KafkaClientSettings, behaviour: KafkaClientBehaviour): Kafka {
   // allowPlaintext is ours (checked by the config schema), not a kafkajs setting.
   const { allowPlaintext: _allowPlaintext, ...sasl } = settings.sasl ?? { allowPlaintext: false };
-  const { logger } = behaviour;
+  const { logger, onLog } = behaviour;
   return new Kafka({
     clientId: settings.clientId,
     brokers: settings.brokers,
@@ -37,7 +49,12 @@ export function createKafkaClient(settings: KafkaClientSettings, behaviour: Kafk
     connectionTimeout: settings.connectionTimeout,
     requestTimeout: settings.requestTimeout,
     ...(logger
-      ? { logLevel: logLevel.WARN, logCreator: () => (entry: LogEntry) => logKafkajs(logger, entry) }
+      ? {
+          logLevel: logLevel.WARN,
+          logCreator: () => (entry: LogEntry) => {
+            if (onLog === undefined || onLog(entry)) logKafkajs(logger, entry);
+          },
+        }
       : { logLevel: logLevel.NOTHING }),
     retry: { retries: behaviour.retries, initialRetryTime: 300, maxRetryTime: 10_000 },
   });
@@ -49,7 +66,7 @@ export function createKafkaClient(settings: KafkaClientSettings, behaviour: Kafk
  */
 const EXPECTED = 'Limiting retries for the idempotent producer may invalidate EoS guarantees';
 
-function logKafkajs(logger: Logger, { namespace, level, log }: LogEntry): void {
+function logKafkajs(logger: KafkaLogSink, { namespace, level, log }: LogEntry): void {
   const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
   if (message === EXPECTED) return;
   const line = { kafkajs: namespace, ...fields };

@@ -16,6 +16,11 @@ export const kafkaConnectionDefaults = {
   sessionTimeoutMs: 10_000,
   connectionTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
+  /**
+   * The dedup node's bound on its start (brokers reached, topics checked, group joined): past it the node gives up
+   * with one line and exit code 3, rather than leave kafkajs retrying for minutes.
+   */
+  startupTimeoutMs: 30_000,
 } as const;
 
 export const kafkaSaslSchema = z
@@ -71,6 +76,8 @@ export const kafkaConnectionSchema = z
     sessionTimeout: durationMs.default(kafkaConnectionDefaults.sessionTimeoutMs),
     connectionTimeout: kafkaConnectionFields.connectionTimeout,
     requestTimeout: kafkaConnectionFields.requestTimeout,
+    /** How long the node's start may take before it gives up (exit 3). */
+    startupTimeout: durationMs.default(kafkaConnectionDefaults.startupTimeoutMs),
   })
   .strict()
   .superRefine(saslNeedsTls('kafka', 'record'));

@@ -139,6 +139,16 @@ export class ChunkProcessor {
         storeFailure: deps.config.dedup.storeFailure,
         // A record held by another worker's live claim (a store shared with eager consumers) is theirs to handle.
         inProgress: 'duplicate',
+        // Records without id reach the engine only under `dedup.missingId = "forward"` (parse letters the rest).
+        nullId: 'forward',
+        onWarning: (message, code) =>
+          code === 'IDEM_NO_ID'
+            ? deps.logger.warn(
+                { code },
+                `a whole chunk had ${this.#missingDetail} and was forwarded without dedup ` +
+                  '(dedup.missingId = "forward"); check dedup.id',
+              )
+            : deps.logger.warn({ code }, message),
         // The node's effect is its output topic, not a row in the store's database: no SQL transaction.
         transaction: false,
       },

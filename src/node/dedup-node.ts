@@ -1,14 +1,15 @@
 import { type Consumer, type Kafka, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
-import { ConfigError } from '../errors.js';
+import { ConfigError, StartupTimeoutError } from '../errors.js';
 import { durationRule, isValidDuration, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
+import { formatDuration } from '../util/duration.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';
 import { CatchUp } from './catch-up.js';
 import { prepareChangelogTopic } from './changelog-topic.js';
 import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
-import { kafkaClient } from './kafka-client.js';
+import { kafkaClient, StartupWatch } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
 import { OutputWriter } from './output.js';
@@ -77,10 +78,40 @@ export async function startDedupNode(
   logger: Logger,
   options: DedupNodeOptions = {},
 ): Promise<DedupNodeHandle> {
-  const kafka = options.kafka ?? kafkaClient(config.kafka, logger);
-  const { signal } = options;
-  signal?.throwIfAborted();
+  const startup = new StartupWatch(logger, config.kafka.startupTimeout);
+  const kafka = options.kafka ?? kafkaClient(config.kafka, logger, startup);
+  options.signal?.throwIfAborted();
   checkWindow(config, repository);
+  // The start is bounded: past kafka.startupTimeout it gives up, as a stop asked for meanwhile does.
+  const bounded = new AbortController();
+  const timer = setTimeout(() => bounded.abort(startupTimeout(config, startup)), config.kafka.startupTimeout);
+  const signal = options.signal ? AbortSignal.any([options.signal, bounded.signal]) : bounded.signal;
+  try {
+    const handle = await start(config, repository, logger, kafka, signal);
+    startup.started();
+    return handle;
+  } finally {
+    // After a failed start, kafkajs may still be winding down attempts: they stay out of the log.
+    clearTimeout(timer);
+  }
+}
+
+/** The start timed out: what did not answer, and the last error kafkajs saw. */
+function startupTimeout(config: NodeConfig, startup: StartupWatch): StartupTimeoutError {
+  const brokers = config.kafka.brokers.join(', ');
+  return new StartupTimeoutError(
+    `the Kafka brokers ${brokers} did not answer within ${formatDuration(config.kafka.startupTimeout)} ` +
+      `(kafka.startupTimeout): ${startup.lastError ?? 'the start did not finish'}`,
+  );
+}
+
+async function start(
+  config: NodeConfig,
+  repository: IdempotentRepository,
+  logger: Logger,
+  kafka: Kafka,
+  signal: AbortSignal,
+): Promise<DedupNodeHandle> {
   const layout = await prepareTopics(kafka, config, signal);
   const changelog = await prepareChangelogTopic(kafka, config, layout.inputPartitions, signal);
   const metrics = new NodeMetrics();

@@ -1,7 +1,9 @@
+import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
 import { openRepository } from '../config/repository.js';
-import { ConfigError, MissingDependencyError } from '../errors.js';
+import { ConfigError, MissingDependencyError, StartupTimeoutError } from '../errors.js';
 import { logRedactPaths, REDACTED } from '../options/redact.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
@@ -64,7 +66,7 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
       ...(options.env ? { env: options.env } : {}),
     });
   } catch (error) {
-    return startFailure(error, logger, 'cannot read the config');
+    return startFailure(noConfigGiven(error, options) ?? error, logger, 'cannot read the config');
   }
 
   let startDedupNode: typeof import('./dedup-node.js').startDedupNode;
@@ -109,7 +111,9 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
   if ('error' in started) {
     await repository.close().catch(() => undefined);
     logger.error({ err: started.error }, 'dedup node failed to start');
-    if (started.error instanceof ConfigError) process.stderr.write(`idem node: ${started.error.message}\n`);
+    if (started.error instanceof ConfigError || started.error instanceof StartupTimeoutError) {
+      process.stderr.write(`idem node: ${started.error.message}\n`);
+    }
     return started.error instanceof ConfigError ? nodeExitCodes.config : nodeExitCodes.startup;
   }
   const node = started.value;
@@ -140,6 +144,25 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
   if (stopped !== 'stopped') return nodeExitCodes.failed;
   logger.info({ totals: node.totals() }, 'stopped cleanly');
   return nodeExitCodes.ok;
+}
+
+/**
+ * A config that fails because none was given (no `--config`, no `IDEM_CONFIG`) says so, and how to write one,
+ * rather than listing every required key as a problem. With `IDEM__…` variables set, their problems follow.
+ */
+function noConfigGiven(error: unknown, options: RunNodeOptions): ConfigError | undefined {
+  const env = options.env ?? process.env;
+  if (!(error instanceof ConfigError) || options.configPath || env.IDEM_CONFIG) return undefined;
+  const file = fileURLToPath(new URL('../../examples/node.toml', import.meta.url));
+  const example = relative(process.cwd(), file).startsWith('..') ? file : relative(process.cwd(), file);
+  const fromEnv = Object.keys(env).some((key) => key.startsWith('IDEM__'));
+  return new ConfigError(
+    'config',
+    `pass --config node.toml or set IDEM_CONFIG; ${example} is a commented example ` +
+      '(kafka.brokers, input.topic, output.topic, dlq.topic and dedup.id are required; docs/node.md has every key)' +
+      (fromEnv ? `; the IDEM__ variables alone leave: ${error.message}` : ''),
+    { label: 'no config given' },
+  );
 }
 
 /**

@@ -11,6 +11,13 @@ export function parseDuration(value: string | number): number | undefined {
   return Math.round(Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
 }
 
+/** A duration as config writes it: `500ms`, `3s`, `1.5s`, `2m`, `3h`. */
+export function formatDuration(ms: number): string {
+  if (ms >= 3_600_000 && ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
+  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000}m`;
+  return ms >= 1_000 ? `${ms / 1_000}s` : `${ms}ms`;
+}
+
 /**
  * A zod schema for a duration given as ms or as a string like `24h`; the output is ms. It must be positive
  * unless `allowZero`; `integer` refuses fractions of a ms. Errors read `must be a duration like "5s" or a

@@ -52,7 +52,7 @@ describe('IdempotentConsumer.wrap', () => {
     const handle = byPath.wrap(() => 'ok');
     assert.equal((await handle({ meta: { key: 'k' } })).outcome, 'processed');
     assert.equal((await handle({ meta: { key: 'k' } })).outcome, 'duplicate');
-    assert.equal((await handle({ meta: {} })).outcome, 'no-id');
+    await assert.rejects(handle({ meta: {} }), NoMessageIdError);
     const byFn = setup({ id: (m) => m.n }).consumer.wrap(() => 'ok');
     assert.equal((await byFn({ n: 7 })).id, '7');
     assert.equal((await byFn({ n: 7 })).outcome, 'duplicate');
@@ -163,8 +163,11 @@ describe('IdempotentConsumer.wrap', () => {
     assert.deepEqual(hooked, ['d', 'e']);
   });
 
-  it('forwards a message without id by default and rejects it with the reject policy', async () => {
-    const forward = setup().consumer;
+  it("rejects a message without id by default and forwards it with nullId: 'forward'", async () => {
+    const reject = setup().consumer.wrap(() => 1);
+    await assert.rejects(reject({}), NoMessageIdError);
+    await assert.rejects(reject({ id: null }), NoMessageIdError);
+    const forward = setup({ nullId: 'forward', onWarning: () => {} }).consumer;
     let runs = 0;
     const handle = forward.wrap(() => ++runs);
     assert.equal((await handle({ id: null })).outcome, 'no-id');
@@ -175,8 +178,6 @@ describe('IdempotentConsumer.wrap', () => {
     // never forwarded undeduplicated.
     await assert.rejects(handle({ id: '' }), InvalidIdError);
     assert.equal(runs, 2);
-    const reject = setup({ nullId: 'reject' }).consumer.wrap(() => 1);
-    await assert.rejects(reject({}), NoMessageIdError);
   });
 
   it('rejects an oversized id with InvalidIdError without running the handler', async () => {
@@ -258,11 +259,12 @@ describe('IdempotentConsumer.processBatch', () => {
       return m.n;
     });
     assert.equal(addManyCalls, 1);
-    assert.deepEqual(handled, [0, 1, 4]);
+    assert.deepEqual(handled, [0, 1]);
     assert.deepEqual(
       results.map((r) => r.outcome),
-      ['processed', 'processed', 'duplicate', 'duplicate', 'no-id'],
+      ['processed', 'processed', 'duplicate', 'duplicate', 'failed'],
     );
+    assert.ok(results[4]?.error instanceof NoMessageIdError);
     assert.equal((await repository.get('a'))?.state, 'confirmed');
     assert.deepEqual(
       { ...consumer.stats },
@@ -270,9 +272,9 @@ describe('IdempotentConsumer.processBatch', () => {
         processed: 2,
         duplicate: 2,
         inProgress: 0,
-        failed: 0,
+        failed: 1,
         conflicts: 0,
-        noId: 1,
+        noId: 0,
         failOpen: 0,
         releaseFailures: 0,
         claimsLost: 0,

@@ -114,7 +114,12 @@ describe('@idempotent under experimentalDecorators (this repository’s tsconfig
     const plain = new IdempotentConsumer<Charge>({ repository, id: 'id' });
     const keeping = new IdempotentConsumer<Charge>({ repository, id: 'id', removeOnFailure: false });
     const checked = new IdempotentConsumer<Charge>({ repository, id: 'id', fingerprint: ['amount'] });
-    const lenient = new IdempotentConsumer<Partial<Charge>>({ repository, id: 'id' });
+    const lenient = new IdempotentConsumer<Partial<Charge>>({
+      repository,
+      id: 'id',
+      nullId: 'forward',
+      onWarning: () => {},
+    });
     let runs = 0;
     class Service {
       @idempotent(plain)

@@ -345,6 +345,8 @@ export interface NodeProcess {
   readonly child: ChildProcess;
   /** Every log line so far. */
   readonly logs: LogLine[];
+  /** What the process wrote to stderr so far, in chunks. */
+  readonly stderr: readonly string[];
   /** Settles with the exit code (or the signal) once the process is gone. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** Resolves with the first log line (past or future) matching; rejects after `timeoutMs` or on exit. */
@@ -395,6 +397,7 @@ export function startNodeProcess(
   return {
     child,
     logs,
+    stderr,
     exited,
     async waitForLog(match, timeoutMs = 60_000) {
       let found: LogLine | undefined;

@@ -3,13 +3,25 @@ import type { TestContext } from 'node:test';
 /** Stores and servers a run may opt out of with `IDEM_SKIP_STORES=redis,cassandra` (comma separated). */
 export type StoreName = 'redis' | 'dynamodb' | 'cassandra' | 'kafka' | 'rocksdb' | 'postgres' | 'mysql';
 
-const skipped = new Set(
-  (process.env.IDEM_SKIP_STORES ?? '')
-    .split(',')
+/** The servers `all` (or `*`) names, and the aliases scripts/test.sh accepts, so both read one variable alike. */
+const SERVERS: readonly StoreName[] = ['redis', 'dynamodb', 'cassandra', 'kafka', 'postgres', 'mysql'];
+const ALIASES: Record<string, StoreName> = {
+  dynamo: 'dynamodb',
+  ddb: 'dynamodb',
+  dynalite: 'dynamodb',
+  postgresql: 'postgres',
+  pg: 'postgres',
+  mariadb: 'mysql',
+};
+
+const skipped = new Set<string>(
+  [
+    ...(process.env.IDEM_SKIP_STORES ?? '').split(/[,;\s]+/),
+    ...(/^(1|true|yes)$/i.test(process.env.IDEM_SKIP_KAFKA ?? '') ? ['kafka'] : []),
+  ]
     .map((s) => s.trim().toLowerCase())
     .filter(Boolean)
-    // The stack's aliases (scripts/test.sh passes canonical names; a direct `node --test` run may not).
-    .map((s) => (s === 'mariadb' ? 'mysql' : s)),
+    .flatMap((s): readonly string[] => (s === 'all' || s === '*' ? SERVERS : [ALIASES[s] ?? s])),
 );
 
 /**

@@ -215,6 +215,40 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
     await waitFor(() => node.logs.some((l) => l.msg === 'output refused records'));
   });
 
+  it('dedup.missingId = "forward" writes records without the field through, and warns once when a chunk had none', {
+    timeout: 120_000,
+  }, async (t) => {
+    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t, { partitions: 1 });
+    await produce(await testProducer(t, kafka), topic, [
+      { key: 'a', value: '{"uid":"u1"}' },
+      { key: 'b', value: '{"other":1}' },
+      { key: 'c', value: '{"uid":"u1"}' },
+    ]);
+    const node = await startNodeInProcess(
+      t,
+      nodeConfig({
+        topic,
+        groupId,
+        output,
+        dlq,
+        repository: { type: 'memory' },
+        batchSize: 1,
+        extra: { dedup: { missingId: 'forward' } },
+      }),
+    );
+    await waitForCommitted(admin, groupId, topic, { timeoutMs: 90_000 });
+    const out = await consumeAll(kafka, output);
+    assert.deepEqual(
+      out.map((r) => r.key?.toString()),
+      ['a', 'b'],
+      'the record without uid is forwarded, the repeat of u1 dropped',
+    );
+    assert.equal((await consumeAll(kafka, dlq)).length, 0);
+    const warnings = node.logs.filter((l) => l.code === 'IDEM_NO_ID');
+    assert.equal(warnings.length, 1, JSON.stringify(node.logs.map((l) => l.msg)));
+    assert.match(String(warnings[0]?.msg), /no dedup id at value path uid.*missingId/);
+  });
+
   it('keeps distinct ids distinct: integers above 2^53 keep their digits, an id that is not UTF-8 is dead-lettered', {
     timeout: 120_000,
   }, async (t) => {

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { cleanEnv, installedProject, root } from './pack.js';
@@ -17,6 +25,7 @@ const entryPoints = [
   'mysql',
   'kafka-repository',
   'kafka',
+  'http',
   'config',
   'di',
   'contract',
@@ -36,6 +45,7 @@ import type * as config from 'idempotent-consumer/config';
 import type * as contract from 'idempotent-consumer/contract';
 import type * as di from 'idempotent-consumer/di';
 import type * as dynamodb from 'idempotent-consumer/dynamodb';
+import type * as http from 'idempotent-consumer/http';
 import type * as kafka from 'idempotent-consumer/kafka';
 import { MemoryRepository } from 'idempotent-consumer/memory';
 import type * as mysql from 'idempotent-consumer/mysql';
@@ -49,6 +59,8 @@ export type EntryPoints = [
   typeof contract.repositoryContract,
   typeof di.buildContainer,
   typeof dynamodb.DynamoDbRepository,
+  typeof http.idempotencyKey,
+  typeof http.fastifyIdempotencyKey,
   typeof kafka.runIdempotentConsumer,
   typeof mysql.MySqlRepository,
   typeof postgres.PostgresRepository,
@@ -60,6 +72,9 @@ export function typesAreReal(consumer: IdempotentConsumer<{ id: string }>): void
   // @ts-expect-error: not a method of IdempotentConsumer
   consumer.noSuchMethod();
 }
+
+// @ts-expect-error: the http entry point's types are real too, not any (ttlMs is a number)
+export const badHttpOptions: Partial<http.HttpIdempotencyOptions> = { ttlMs: 'soon' };
 
 const consumer = new IdempotentConsumer<{ id: string }>({ repository: new MemoryRepository(), id: 'id', ttlMs: 60_000 });
 consumer.wrap(async () => {})({ id: 'a' }).then((result) => console.log(result.outcome));
@@ -103,6 +118,27 @@ function run(dir: string, file: string): string {
   assert.equal(result.status, 0, `node ${file} failed:\n${result.stderr}`);
   return result.stdout.trim();
 }
+
+describe("package.json's entry points", () => {
+  it('are all in this matrix, each with an ES module and a CommonJS build with types, and a typesVersions entry', () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      exports: Record<string, unknown>;
+      typesVersions: { '*': Record<string, unknown> };
+    };
+    const subpaths = Object.keys(pkg.exports).filter((key) => key !== './package.json');
+    assert.deepEqual(subpaths.map((key) => key.replace(/^\.\/?/, '')).sort(), [...entryPoints].sort());
+    for (const key of subpaths) {
+      const target = pkg.exports[key] as Record<string, { types?: string; default?: string }>;
+      for (const condition of ['import', 'require']) {
+        assert.ok(
+          target[condition]?.types && target[condition]?.default,
+          `${key}: ${condition} build and types`,
+        );
+      }
+      if (key !== '.') assert.ok(pkg.typesVersions['*'][key.slice(2)], `${key}: typesVersions (node10)`);
+    }
+  });
+});
 
 describe('every entry point under every module setting (packed tarball)', () => {
   for (const setting of settings) {

@@ -45,8 +45,24 @@ describe('the RocksDB binding is optional', () => {
       assert.equal(existsSync(join(project, 'node_modules/@nxtedition/rocksdb')), false);
     });
 
-    it('idem dedup on the default store says what to install, or to use --store memory, and creates nothing', () => {
+    it('idem says in one line which of its packages the install left out', () => {
       const run = idem(installedProject('no-optional'), ['dedup', '--id', 'id', 'events.ndjson']);
+      try {
+        assert.equal(run.status, 3, run.stderr);
+        assert.equal(run.stderr.trim().split('\n').length, 1, run.stderr);
+        assert.match(
+          run.stderr,
+          /^idem needs the npm package "commander", which is not installed: npm install commander/,
+        );
+        assert.match(run.stderr, /--omit=optional/);
+        assert.equal(existsSync(join(run.dir, '.idem-store')), false);
+      } finally {
+        rmSync(run.dir, { recursive: true, force: true });
+      }
+    });
+
+    it('with the CLI installed, idem dedup on the default store says what to install, or to use --store memory', () => {
+      const run = idem(installedProject('no-optional-cli'), ['dedup', '--id', 'id', 'events.ndjson']);
       try {
         assert.notEqual(run.status, 0);
         assert.match(
@@ -62,8 +78,8 @@ describe('the RocksDB binding is optional', () => {
       }
     });
 
-    it('idem dedup --store memory works', () => {
-      const run = idem(installedProject('no-optional'), [
+    it('with the CLI installed, idem dedup --store memory works', () => {
+      const run = idem(installedProject('no-optional-cli'), [
         'dedup',
         '--store',
         'memory',

@@ -107,7 +107,7 @@ export function packedTarball(): string {
       cwd: root,
       stdio: ['ignore', 'ignore', 'inherit'],
     });
-    // --ignore-scripts: prepack would build again, into the stage's own (absent) scripts/.
+    // --ignore-scripts: prepare would build again, with the stage's own (absent) scripts/.
     const out = execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
       cwd: stage,
       encoding: 'utf8',
@@ -131,9 +131,11 @@ export function installedVersion(name: string): string {
 
 /**
  * A fresh project with the packed tarball and ioredis installed, as a Redis user has it: `full` with the optional
- * RocksDB binding, `no-optional` installed with `--omit=optional`. Created once per source state.
+ * dependencies (the RocksDB binding, the CLI's, the node's and the DI container's packages), `no-optional`
+ * installed with `--omit=optional` (a library-only install), `no-optional-cli` the same plus the CLI's two
+ * packages named explicitly (the CLI without the native binding). Created once per source state.
  */
-export function installedProject(kind: 'full' | 'no-optional'): string {
+export function installedProject(kind: 'full' | 'no-optional' | 'no-optional-cli'): string {
   const tarball = packedTarball();
   const project = join(cacheDir(), kind);
   const ready = join(project, '.ready');
@@ -148,7 +150,10 @@ export function installedProject(kind: 'full' | 'no-optional'): string {
     'install',
     tarball,
     `ioredis@${installedVersion('ioredis')}`,
-    ...(kind === 'no-optional' ? ['--omit=optional'] : []),
+    ...(kind === 'no-optional-cli'
+      ? [`commander@${installedVersion('commander')}`, `cli-progress@${installedVersion('cli-progress')}`]
+      : []),
+    ...(kind === 'full' ? [] : ['--omit=optional']),
   ]);
   writeFileSync(ready, '');
   return project;

@@ -1,0 +1,64 @@
+/** The TypeScript blocks of the README and docs/*.md, as the snippet tests read them. */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { root } from '../package/pack.js';
+
+/** One fenced ```ts block. */
+export interface Snippet {
+  /** `docs/config.md:218`: the file and the line of the opening fence. */
+  readonly where: string;
+  /** A file name for the compiler, unique per block. */
+  readonly file: string;
+  readonly code: string;
+  /** The block opens with `// partial: …`: a fragment whose free names the reader supplies. */
+  readonly partial: boolean;
+  /** After a `<!-- snippet: <file> -->` line: an excerpt of that compiled file (test/examples/docs-snippets). */
+  readonly copiedFrom: string | undefined;
+}
+
+/** The markdown files whose snippets are checked: the README and every page of docs/. */
+export function documentedFiles(): string[] {
+  const docs = readdirSync(join(root, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`);
+  return ['README.md', ...docs];
+}
+
+const FENCE = /^```(ts|typescript|tsx)\s*$/;
+
+/** Every ```ts block of the file, in order. */
+export function snippetsOf(path: string): Snippet[] {
+  const lines = readFileSync(join(root, path), 'utf8').split('\n');
+  const snippets: Snippet[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (!FENCE.test(lines[i] as string)) continue;
+    const start = i + 1;
+    let end = start;
+    while (end < lines.length && !(lines[end] as string).startsWith('```')) end++;
+    const code = lines.slice(start, end).join('\n');
+    const where = `${path}:${start}`;
+    const marker = /^<!-- snippet: (\S+) -->$/.exec((lines[i - 1] ?? '').trim());
+    snippets.push({
+      where,
+      file: `${path.replace(/[/.]/g, '_')}_${start}.ts`,
+      code,
+      partial: /^\s*\/\/ partial:/.test(code),
+      copiedFrom: marker?.[1],
+    });
+    i = end;
+  }
+  return snippets;
+}
+
+/** The package subpaths a snippet imports (`idempotent-consumer/redis` → `./redis`; the root is `.`). */
+export function importedSubpaths(code: string): string[] {
+  const found = new Set<string>();
+  for (const m of code.matchAll(/from\s+['"](idempotent-consumer(?:\/[^'"]+)?)['"]/g)) {
+    const specifier = m[1] as string;
+    found.add(
+      specifier === 'idempotent-consumer' ? '.' : `./${specifier.slice('idempotent-consumer/'.length)}`,
+    );
+  }
+  return [...found];
+}

@@ -1,0 +1,195 @@
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { cleanEnv, installedProject, installedVersion, npm, root } from './pack.js';
+
+// Issue 20, §1: how the package installs today (a packed tarball, git), what a library-only install weighs,
+// and what an unbuilt copy says.
+
+/** Bytes of the files under `dir` (apparent size, what npm's "unpacked size" counts) and their 4 KiB blocks. */
+function sizeOf(dir: string): { bytes: number; blocks: number } {
+  let bytes = 0;
+  let blocks = 0;
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    const stat = lstatSync(join(entry.parentPath, entry.name));
+    if (!stat.isFile()) continue;
+    bytes += stat.size;
+    blocks += Math.ceil(stat.size / 4096);
+  }
+  return { bytes, blocks };
+}
+
+/** The packages installed in a project's node_modules, by name. */
+function installed(project: string): string[] {
+  const modules = join(project, 'node_modules');
+  return readdirSync(modules)
+    .filter((name) => !name.startsWith('.'))
+    .flatMap((name) =>
+      name.startsWith('@') ? readdirSync(join(modules, name)).map((n) => `${name}/${n}`) : [name],
+    )
+    .sort();
+}
+
+const mb = (bytes: number) => `${(bytes / 1e6).toFixed(2)} MB`;
+
+describe('a library-only install (--omit=optional + ioredis, packed tarball)', () => {
+  it('holds the library, zod, smol-toml and ioredis only: none of the CLI, node or DI packages', (t) => {
+    const project = installedProject('no-optional');
+    for (const name of ['commander', 'cli-progress', 'pino', 'prom-client', 'tsyringe', 'reflect-metadata']) {
+      assert.equal(
+        existsSync(join(project, 'node_modules', name)),
+        false,
+        `${name} in a library-only install`,
+      );
+    }
+    // Everything installed is the library's `dependencies` or ioredis's, and what those depend on.
+    const wanted = new Set<string>();
+    const visit = (name: string) => {
+      if (wanted.has(name)) return;
+      wanted.add(name);
+      const manifest = JSON.parse(
+        readFileSync(join(project, 'node_modules', name, 'package.json'), 'utf8'),
+      ) as {
+        dependencies?: Record<string, string>;
+      };
+      for (const dep of Object.keys(manifest.dependencies ?? {})) visit(dep);
+    };
+    visit('idempotent-consumer');
+    visit('ioredis');
+    assert.deepEqual(
+      installed(project).filter((name) => !wanted.has(name)),
+      [],
+      'installed beyond the library, its dependencies and ioredis',
+    );
+    const manifest = JSON.parse(
+      readFileSync(join(project, 'node_modules/idempotent-consumer/package.json'), 'utf8'),
+    ) as { dependencies: Record<string, string> };
+    assert.deepEqual(Object.keys(manifest.dependencies).sort(), ['smol-toml', 'zod']);
+    const total = sizeOf(join(project, 'node_modules'));
+    const own = sizeOf(join(project, 'node_modules/idempotent-consumer'));
+    const zod = sizeOf(join(project, 'node_modules/zod'));
+    // Figures, not a gate: zod's and ioredis's sizes are theirs. Issue 20's target is 10 MB; main had 16.5 MB
+    // (24 MB on disk).
+    t.diagnostic(
+      `node_modules ${mb(total.bytes)} (${mb(total.blocks * 4096)} in 4 KiB blocks); idempotent-consumer ` +
+        `${mb(own.bytes)}, zod ${mb(zod.bytes)} (${mb(zod.blocks * 4096)} in blocks)`,
+    );
+    assert.ok(own.bytes < 3e6, `the package itself unpacks to ${mb(own.bytes)}`);
+  });
+
+  it('the default install has what idem dedup and idem node need, and both start', () => {
+    const project = installedProject('full');
+    for (const name of ['commander', 'cli-progress', 'pino', 'prom-client', 'tsyringe']) {
+      assert.ok(existsSync(join(project, 'node_modules', name)), `${name} in the default install`);
+    }
+    const dir = mkdtempSync(join(project, 'node-'));
+    try {
+      const run = spawnSync('npx', ['--no', '--', 'idem', 'node'], {
+        cwd: dir,
+        encoding: 'utf8',
+        env: cleanEnv({ IDEM_CONFIG: '' }),
+      });
+      // Its modules (pino, prom-client) loaded: it got as far as asking for a config.
+      assert.equal(run.status, 2, run.stderr);
+      assert.match(run.stderr, /^idem node: no config given/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('installing from git (npm runs prepare, which builds dist/)', () => {
+  it('a fresh application installs the repository from git, imports it and runs npx idem dedup', {
+    timeout: 600_000,
+  }, (t) => {
+    // The repository as a git remote: the files git tracks (and new ones not ignored), in one commit.
+    const remote = mkdtempSync(join(tmpdir(), 'idem-git-remote-'));
+    const app = mkdtempSync(join(tmpdir(), 'idem-git-app-'));
+    t.after(() => {
+      rmSync(remote, { recursive: true, force: true });
+      rmSync(app, { recursive: true, force: true });
+    });
+    const env = cleanEnv();
+    delete env.GIT_DIR;
+    delete env.GIT_WORK_TREE;
+    const git = (cwd: string, args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', env });
+    const files = git(root, ['ls-files', '--cached', '--others', '--exclude-standard'])
+      .split('\n')
+      .filter((f) => f !== '' && existsSync(join(root, f)));
+    for (const file of files) {
+      mkdirSync(join(remote, file, '..'), { recursive: true });
+      cpSync(join(root, file), join(remote, file));
+    }
+    git(remote, ['init', '-q']);
+    git(remote, ['add', '-A']);
+    git(remote, ['-c', 'user.email=test@example.com', '-c', 'user.name=test', 'commit', '-qm', 'snapshot']);
+    assert.equal(existsSync(join(remote, 'dist')), false, 'git holds no dist/');
+
+    writeFileSync(
+      join(app, 'package.json'),
+      `${JSON.stringify({ name: 'app', private: true, type: 'module' })}\n`,
+    );
+    npm(app, ['install', `git+file://${remote}`, `ioredis@${installedVersion('ioredis')}`]);
+    const pkg = join(app, 'node_modules/idempotent-consumer');
+    assert.ok(existsSync(join(pkg, 'dist/index.js')), 'the git install was built');
+    assert.equal(existsSync(join(pkg, 'src')), false, 'and ships what a tarball ships, no src/');
+
+    const imported = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        "import('idempotent-consumer').then((m) => console.log(typeof m.IdempotentConsumer))",
+      ],
+      { cwd: app, encoding: 'utf8', env: cleanEnv() },
+    );
+    assert.equal(imported.stdout.trim(), 'function', imported.stderr);
+    copyFileSync(join(root, 'examples/events.ndjson'), join(app, 'events.ndjson'));
+    const run = spawnSync('npx', ['--no', '--', 'idem', 'dedup', '--id', 'id', 'events.ndjson'], {
+      cwd: app,
+      encoding: 'utf8',
+      env: cleanEnv(),
+    });
+    assert.equal(run.status, 0, run.stderr);
+    assert.equal(run.stdout.split('\n').filter(Boolean).length, 4);
+  });
+});
+
+describe('a copy that is not built', () => {
+  it('idem says so in one line, naming the copy and the fix', () => {
+    const copy = mkdtempSync(join(tmpdir(), 'idem-unbuilt-'));
+    try {
+      for (const path of ['bin', 'package.json'])
+        cpSync(join(root, path), join(copy, path), { recursive: true });
+      const run = spawnSync(process.execPath, [join(copy, 'bin/idem.js'), 'dedup', '--id', 'id'], {
+        cwd: tmpdir(),
+        encoding: 'utf8',
+        env: cleanEnv(),
+      });
+      assert.equal(run.status, 1);
+      const lines = run.stderr.split('\n').filter(Boolean);
+      assert.equal(lines.length, 1, run.stderr);
+      assert.match(
+        lines[0] ?? '',
+        /^idem: this copy of idempotent-consumer \(.*\) is not built: it has no dist\//,
+      );
+      assert.match(lines[0] ?? '', /npm run build/);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+});

@@ -138,7 +138,7 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     const first = await runCli(['dedup', '--id', 'id', '--no-progress', '--store', url], { input, env });
     assert.equal(first.code, 0, first.stderr);
     assert.equal(first.stdout, '{"id":"a"}\n{"id":"b"}\n');
-    assert.match(first.stderr, /store postgres \(postgres:\/\/idem:\[redacted\]@127\.0\.0\.1:\d+\/idem\)/);
+    assert.match(first.stderr, /store postgres at postgres:\/\/idem:\[redacted\]@127\.0\.0\.1:\d+\/idem/);
     const second = await runCli(['dedup', '--id', 'id', '--no-progress', '--store', url], { input, env });
     assert.equal(second.code, 0, second.stderr);
     assert.equal(second.stdout, '', 'a second run wrote ids the first one marked');

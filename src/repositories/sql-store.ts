@@ -14,6 +14,34 @@ export interface PurgeOptions {
   readonly maxBatches?: number;
 }
 
+/**
+ * The batch loop of a SQL store's `purge()`: checks the batch size, then runs `deleteBatch` (one bounded DELETE)
+ * until a batch comes back short, `maxBatches` ran, or `deleteBatch` answers undefined (nothing more can run).
+ * Answers how many rows went.
+ */
+export async function purgeInBatches(
+  store: string,
+  options: PurgeOptions,
+  defaultBatchSize: number,
+  deleteBatch: (batchSize: number) => Promise<number | undefined>,
+): Promise<number> {
+  const batchSize = options.batchSize ?? defaultBatchSize;
+  if (!Number.isInteger(batchSize) || batchSize < 1) {
+    throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
+      label: `option batchSize of ${store} purge`,
+    });
+  }
+  const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+  let total = 0;
+  for (let batch = 0; batch < maxBatches; batch++) {
+    const deleted = await deleteBatch(batchSize);
+    if (deleted === undefined) break;
+    total += deleted;
+    if (deleted < batchSize) break;
+  }
+  return total;
+}
+
 /** The message of a driver error, first line, with any credential it might quote replaced. */
 export function detailOf(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);

@@ -4,7 +4,7 @@ import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { newRecord, storeLifetimeMs } from '../record.js';
-import { detailOf, migrateHint, type PurgeOptions } from '../sql-store.js';
+import { detailOf, migrateHint, type PurgeOptions, purgeInBatches } from '../sql-store.js';
 import { TransactionScope } from '../transaction.js';
 import { checkDuration } from '../ttl.js';
 import type {
@@ -370,22 +370,9 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
    */
   async purge(options: PurgeOptions = {}): Promise<number> {
     this.assertOpen();
-    const batchSize = options.batchSize ?? this.#purgeBatchSize;
-    if (!Number.isInteger(batchSize) || batchSize < 1) {
-      throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
-        label: 'option batchSize of mysql purge',
-      });
-    }
-    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
-    return this.run('purge', async () => {
-      let total = 0;
-      for (let batch = 0; batch < maxBatches; batch++) {
-        const deleted = await this.#purgeBatch(batchSize);
-        total += deleted;
-        if (deleted < batchSize) break;
-      }
-      return total;
-    });
+    return this.run('purge', () =>
+      purgeInBatches('mysql', options, this.#purgeBatchSize, (batchSize) => this.#purgeBatch(batchSize)),
+    );
   }
 
   async #purgeBatch(batchSize: number): Promise<number> {

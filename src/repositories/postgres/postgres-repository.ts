@@ -3,7 +3,7 @@ import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
 import { newRecord } from '../record.js';
-import { detailOf, migrateHint, type PurgeOptions } from '../sql-store.js';
+import { detailOf, migrateHint, type PurgeOptions, purgeInBatches } from '../sql-store.js';
 import { TransactionScope } from '../transaction.js';
 import { checkDuration, MAX_TTL_MS } from '../ttl.js';
 import type {
@@ -646,24 +646,12 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
    */
   async purge(options: PurgeOptions = {}): Promise<number> {
     this.assertOpen();
-    const batchSize = options.batchSize ?? this.#purgeBatchSize;
-    if (!Number.isInteger(batchSize) || batchSize < 1) {
-      throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
-        label: 'option batchSize of postgres purge',
-      });
-    }
-    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
-    return this.run('purge', async () => {
-      let total = 0;
-      for (let batch = 0; batch < maxBatches; batch++) {
+    return this.run('purge', () =>
+      purgeInBatches('postgres', options, this.#purgeBatchSize, async (batchSize) => {
         const outcome = await this.#exec(this.#sql.purge, [batchSize]);
-        if (typeof outcome === 'symbol') break;
-        const deleted = outcome.rowCount ?? 0;
-        total += deleted;
-        if (deleted < batchSize) break;
-      }
-      return total;
-    });
+        return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
+      }),
+    );
   }
 
   #startPurging(intervalMs: number): void {

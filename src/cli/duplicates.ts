@@ -39,6 +39,12 @@ export class DuplicateLog {
 
   /** Opens (creates, or appends to) the file; a path that cannot be opened is a usage error naming it. */
   static open(path: string): DuplicateLog {
+    if (path === '-') {
+      // Stdout carries the kept lines; mixing the audit into it would corrupt both.
+      throw new ConfigError('duplicates', 'must name a file: stdout carries the kept lines', {
+        label: '--duplicates',
+      });
+    }
     try {
       return new DuplicateLog(openSync(path, 'a'), path);
     } catch (error) {

@@ -82,5 +82,9 @@ describe('idem dedup --duplicates (issue 20 §5: what was dropped is visible)', 
       result.stderr,
       `idem dedup: --duplicates: cannot open ${JSON.stringify(bad)} for writing (ENOENT)\n`,
     );
+    const dash = await runCli(['dedup', '--id', 'id', '--store', 'memory', '--duplicates', '-', input]);
+    assert.equal(dash.code, 2);
+    assert.equal(dash.stdout, '');
+    assert.equal(dash.stderr, 'idem dedup: --duplicates: must name a file: stdout carries the kept lines\n');
   });
 });

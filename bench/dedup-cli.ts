@@ -5,7 +5,8 @@
  *
  *   npm run bench:cli                      # 10M lines
  *   npm run bench:cli -- --lines 1000000   # quicker
- *   options: --lines N, --dup 0.1, --batch-size N, --no-baseline, --from-source
+ *   options: --lines N, --dup 0.1, --batch-size N, --no-baseline, --from-source,
+ *            --duplicates (also write the audit log of dropped lines, `idem dedup --duplicates FILE`)
  *
  * The CLI measured is the compiled one, as a user of the package runs it: the bench compiles src/ with
  * tsconfig.build.json into bench/.data/dist (when src/ changed). `--from-source` runs bin/idem.js through tsx
@@ -41,6 +42,7 @@ const { values } = parseArgs({
     'batch-size': { type: 'string' },
     'no-baseline': { type: 'boolean', default: false },
     'from-source': { type: 'boolean', default: false },
+    duplicates: { type: 'boolean', default: false },
     json: { type: 'string' },
   },
 });
@@ -230,6 +232,7 @@ if (!values['no-baseline']) {
 const store = await mkdtemp(join(tmpdir(), 'idem-bench-store-'));
 try {
   const batch = values['batch-size'] ? ['--batch-size', values['batch-size']] : [];
+  const audit = values.duplicates ? ['--duplicates', `${store}-duplicates.ndjson`] : [];
   const entry = values['from-source'] ? join(ROOT, 'bin', 'idem.js') : compiledCli();
   const cli = await measure(process.execPath, [
     entry,
@@ -240,12 +243,13 @@ try {
     store,
     '--no-progress',
     ...batch,
+    ...audit,
     path,
   ]);
   if (cli.code !== 0) console.log(`  idem dedup exited ${cli.code}:\n${cli.stderr}`);
   const rate = lines / cli.seconds;
   console.log(
-    `  idem dedup (${values['from-source'] ? 'from source via tsx' : 'compiled'}, rocksdb store, wall time incl. startup): ` +
+    `  idem dedup (${values['from-source'] ? 'from source via tsx' : 'compiled'}, rocksdb store${values.duplicates ? ', --duplicates' : ''}, wall time incl. startup): ` +
       `${fmt(rate)} lines/s, ${cli.seconds.toFixed(1)} s` +
       `${cpu(cli)}, peak RSS ${cli.peakRssMb} MB`,
   );
@@ -295,4 +299,5 @@ try {
   sink.write(values.json);
 } finally {
   await rm(store, { recursive: true, force: true });
+  await rm(`${store}-duplicates.ndjson`, { force: true });
 }

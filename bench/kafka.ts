@@ -13,7 +13,8 @@
  *    a new instance with an empty store restores the exactly-once run's changelog (ids/s), and the time from
  *    its assignment to its first processed record, without and then with a local checkpoint.
  * Prints records/s, the ratio of each node run to the copy, and the node's phase split from its perf log.
- * Asserts nothing. `--only copy,rocksdb,eos,restore` picks runs.
+ * 5. `audit` (not in the default set; issue 20): the RocksDB node with `output.duplicatesTopic`.
+ * Asserts nothing. `--only copy,rocksdb,eos,restore,audit` picks runs.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -428,6 +429,22 @@ async function main(): Promise<void> {
       const output = await createTopic(`idem-bench-out-rocksdb-${suffix}`);
       results.push(await node('node, RocksDB', nodeConfig(input, output, { type: 'rocksdb', path: dir })));
       log(`node rocksdb: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+    }
+    if (runs.has('audit')) {
+      // Issue 20: the same RocksDB node writing one audit record per dropped duplicate (output.duplicatesTopic).
+      const dir = await mkdtemp(join(tmpdir(), 'idem-bench-rocksdb-'));
+      dirs.push(dir);
+      const output = await createTopic(`idem-bench-out-audit-${suffix}`);
+      const duplicatesTopic = `idem-bench-dups-${suffix}`;
+      changelogs.push(duplicatesTopic); // deleted at the end with the changelogs
+      const config = nodeConfig(
+        input,
+        output,
+        { type: 'rocksdb', path: dir },
+        { group: 'audit', output: { duplicatesTopic } },
+      );
+      results.push(await node('node, RocksDB, output.duplicatesTopic', config));
+      log(`node rocksdb + duplicates audit: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
     }
     if (runs.has('redis')) {
       const output = await createTopic(`idem-bench-out-redis-${suffix}`);

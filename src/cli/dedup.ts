@@ -1,5 +1,6 @@
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { BatchItem } from '../consumer/types.js';
+import type { DuplicateLog } from './duplicates.js';
 import type { LineBatch } from './lines.js';
 import type { InvalidPolicy } from './options.js';
 import type { Output } from './output.js';
@@ -27,6 +28,8 @@ export interface DedupJob {
   readonly ids: BatchIds;
   readonly invalid: InvalidPolicy;
   readonly output: Output;
+  /** `--duplicates`: the audit log of dropped lines (the consumer's `onDuplicate` is its `hook`). */
+  readonly duplicates?: DuplicateLog;
   readonly counts: DedupCounts;
   /** Called for each invalid line that is passed or skipped, with its `file:line`. */
   readonly onInvalid: (location: string, reason: string, passed: boolean) => void;
@@ -106,6 +109,7 @@ export async function dedupLines(job: DedupJob): Promise<DedupEnd> {
         else if (result.outcome === 'failed') throw result.error;
         else counts.written++;
       }
+      job.duplicates?.afterBatch(batch, entries, results);
     }
     job.onBatch(counts);
     if (stop) return { kind: 'invalid', ...stop };

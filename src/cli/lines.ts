@@ -70,6 +70,17 @@ export class LineBatch {
     return `${run.source}:${run.line + i - run.first}`;
   }
 
+  /** The input line `i` was read from (its name as given, `-` for stdin). */
+  source(i: number): string {
+    return this.#runOf(i).source;
+  }
+
+  /** Line number (1-based) of line `i` in its {@link source}. */
+  line(i: number): number {
+    const run = this.#runOf(i);
+    return run.line + i - run.first;
+  }
+
   /** Byte length of line `i` plus its newline (as read, for a dropped line). */
   size(i: number): number {
     const dropped = this.#dropped.get(i);

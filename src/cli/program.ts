@@ -8,6 +8,7 @@ import { type ConfigOverride, configSource } from '../options/sources.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import { redactUrl } from '../util/redact-text.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
+import { DuplicateLog } from './duplicates.js';
 import { estimateLines } from './estimate.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
@@ -40,6 +41,7 @@ interface DedupFlags {
   readonly maxLineBytes?: string;
   readonly expectedIds?: string;
   readonly progress?: boolean;
+  readonly duplicates?: string;
 }
 
 /** Runs the `idem` command line and resolves to the exit code. */
@@ -87,6 +89,10 @@ export async function run(argv: readonly string[]): Promise<number> {
       'ids this run adds, to size the RocksDB key index up front (default: estimated from the input files)',
     )
     .option('--no-progress', 'no progress bar or progress lines (the summary is still printed)')
+    .option(
+      '--duplicates <file>',
+      'append one NDJSON line per dropped line to <file>: {id, at: file:line, first: file:line or "earlier run"}',
+    )
     .action(async (files: string[], flags: DedupFlags, command: Command) => {
       code = await runDedup(files, flags, command);
     });
@@ -205,6 +211,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   let storeNote = '';
   let inputs: string[];
   let totalBytes = 0;
+  let duplicates: DuplicateLog | undefined;
   try {
     config = await loadConfig(cliConfigSchema, {
       ...(flags.config === undefined ? {} : { path: flags.config }),
@@ -218,6 +225,8 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     const sizes = await inputSizes(inputs);
     for (const input of sizes) totalBytes += input.bytes;
     await sizeKeyIndex(config, expectedIds, sizes);
+    // Opened before any line is read: a path that cannot be written stops the run before it starts.
+    if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates);
   } catch (error) {
     stderr.write(`idem dedup: ${message(error)}\n`);
     return error instanceof ConfigError || error instanceof InvalidIdError
@@ -227,6 +236,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   const idExpression = config.consumer.id;
   if (idExpression === undefined) {
     stderr.write('idem dedup: consumer.id: required: pass --id <path> or set consumer.id in the config\n');
+    duplicates?.close();
     return ExitCode.usage;
   }
 
@@ -248,11 +258,13 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
         },
         storeFailure: 'fail',
         transaction: false,
+        ...(duplicates === undefined ? {} : { onDuplicate: duplicates.hook }),
       },
       onWarning: (warning) => stderr.write(`idem dedup: ${warning}\n`),
     });
   } catch (error) {
     stderr.write(`idem dedup: ${message(error)}\n`);
+    duplicates?.close();
     return error instanceof ConfigError || error instanceof InvalidIdError
       ? ExitCode.usage
       : ExitCode.failure;
@@ -288,6 +300,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       ids,
       invalid: config.dedup.invalid,
       output: Output.forStdout(),
+      ...(duplicates === undefined ? {} : { duplicates }),
       counts,
       onInvalid: (location, reason, passed) =>
         progress.log(
@@ -316,6 +329,12 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       await setup.repository.close();
     } catch (error) {
       stderr.write(`idem dedup: closing the store: ${message(error)}\n`);
+      code = ExitCode.failure;
+    }
+    try {
+      duplicates?.close();
+    } catch (error) {
+      stderr.write(`idem dedup: ${message(error)}\n`);
       code = ExitCode.failure;
     }
     process.off('SIGINT', onSignal);

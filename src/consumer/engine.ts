@@ -11,6 +11,7 @@ import type {
   BatchItem,
   BatchOptions,
   BatchResult,
+  DuplicateRecord,
   HandlerContext,
   MessageHandler,
   ProcessResult,
@@ -313,6 +314,7 @@ export class BatchEngine<M, S> {
     if (run.fingerprints !== undefined) run.fingerprints[0] = undefined;
     if (run.kept !== undefined) run.kept[0] = undefined;
     run.observe = undefined;
+    run.placeOf = undefined;
     run.pending.context = NO_ID;
     run.pending.extra = undefined;
     this.#spare = run;
@@ -329,6 +331,7 @@ export class BatchEngine<M, S> {
       run.failOpen = false;
       run.handlerThrew = false;
       run.observe = options.onStoreCall;
+      run.placeOf = options.placeOf;
     }
     this.#readIds(run);
     run.state = this.#rule.begin(run, spare?.state);
@@ -353,6 +356,7 @@ export class BatchEngine<M, S> {
       winner: one ? [-1] : new Array(n),
       heads: NO_HEADS,
       observe: options.onStoreCall,
+      placeOf: options.placeOf,
       fingerprints: this.#fingerprint === undefined ? undefined : one ? [undefined] : new Array(n),
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
       state: undefined as S,
@@ -511,7 +515,7 @@ export class BatchEngine<M, S> {
     // What the first message left to replay: this batch's winner's outcome, or the stored record's.
     const stored = holder !== -1 ? batch.kept?.[holder] : existing?.result;
     return this.#options.onDuplicate
-      ? this.#hook(state, batch, i, context, stored)
+      ? this.#hook(state, batch, i, context, stored, holder)
       : this.#duplicate(batch, i, context, stored);
   }
 
@@ -522,15 +526,58 @@ export class BatchEngine<M, S> {
     i: number,
     context: HandlerContext,
     stored: string | undefined,
+    holder: number,
   ): Promise<Pending | undefined> {
     try {
-      await this.#options.onDuplicate?.(batch.messages[i] as M, context);
+      await this.#options.onDuplicate?.(
+        batch.messages[i] as M,
+        context,
+        this.#audit(batch, i, context, holder),
+      );
     } catch (error) {
       batch.results[i] = { outcome: 'failed', id: context.id, existing: context.existing, error };
       this.#rule.handled(state, batch, i, false);
       return undefined;
     }
     return this.#duplicate(batch, i, context, stored);
+  }
+
+  /** The duplicate's audit record for `onDuplicate`: built only when the hook is set, so it costs nothing otherwise. */
+  #audit(batch: Run<M, S>, i: number, context: HandlerContext, holder: number): DuplicateRecord {
+    const { existing } = context;
+    const place = batch.placeOf?.(i);
+    if (holder !== -1 || existing === undefined) {
+      const first = holder === -1 ? undefined : batch.placeOf?.(holder);
+      return {
+        id: context.id as string,
+        reason: 'batch',
+        place,
+        firstPlace: first,
+        firstSeen: undefined,
+        firstSeenFrom: undefined,
+        existing,
+      };
+    }
+    // No store keeps a creation time; what the record tells: the first copy's event time (event-time mode), or
+    // the confirm/mark time, which is the retention end minus the TTL it was kept for.
+    let firstSeen: number | undefined;
+    let firstSeenFrom: DuplicateRecord['firstSeenFrom'];
+    if (existing.eventTime !== undefined) {
+      firstSeen = existing.eventTime;
+      firstSeenFrom = 'event-time';
+    } else if (existing.state === 'confirmed' && this.#options.eventTime === undefined) {
+      firstSeen = existing.expiresAt - this.#options.ttlMs;
+      firstSeenFrom = 'retention';
+    }
+    return {
+      id: context.id as string,
+      reason: existing.state === 'in-flight' ? 'in-flight' : 'stored',
+      place,
+      firstPlace: undefined,
+      firstSeen,
+      firstSeenFrom,
+      existing,
+    };
   }
 
   /**
@@ -737,6 +784,8 @@ interface Run<M, S> extends Batch<M> {
   messages: readonly M[];
   stream: string;
   observe: ((call: StoreCall) => void) | undefined;
+  /** Where each message was read (`BatchOptions.placeOf`), for the duplicate audit record. */
+  placeOf: BatchOptions['placeOf'];
 }
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */

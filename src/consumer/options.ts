@@ -5,7 +5,13 @@ import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { durationSchema } from '../util/duration.js';
 import { OutcomeCipher, type OutcomeEncryptionOptions } from './encryption.js';
-import type { ConsumerWarningCode, HandlerContext, IdSelector, TimestampSelector } from './types.js';
+import type {
+  ConsumerWarningCode,
+  DuplicateRecord,
+  HandlerContext,
+  IdSelector,
+  TimestampSelector,
+} from './types.js';
 
 /** Defaults of the consumer, written once; config and the constructor both read them from here. */
 export const consumerDefaults = {
@@ -227,8 +233,16 @@ export interface IdempotentConsumerOptions<M> {
   readonly onConflict?: 'report' | 'error';
   /** Skip the handler for duplicates (default). False runs it with `context.duplicate = true`. */
   readonly skipDuplicate?: boolean;
-  /** Called for every duplicate, whether or not the handler is skipped. */
-  readonly onDuplicate?: (message: M, context: HandlerContext) => Promise<void> | void;
+  /**
+   * Called for every duplicate, whether or not the handler is skipped, with the duplicate's audit record
+   * ({@link DuplicateRecord}: id, where the copy was read, what is known of the first copy). Its failure is
+   * that message's failure.
+   */
+  readonly onDuplicate?: (
+    message: M,
+    context: HandlerContext,
+    duplicate: DuplicateRecord,
+  ) => Promise<void> | void;
   /**
    * A message without id (`null`/`undefined` at the id path): `reject` (the default in eager and lazy mode, as
    * Camel's idempotent consumer) fails it with a NoMessageIdError naming the path; `forward` (the default with

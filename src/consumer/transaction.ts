@@ -72,8 +72,11 @@ export class TransactionRunner<M> {
       return this.#attempts(messages, handler, options);
     }
     const results: ProcessResult<R>[] = [];
-    for (const message of messages) {
-      results.push((await this.#attempts([message], handler, options))[0] as ProcessResult<R>);
+    const { placeOf } = options;
+    for (let i = 0; i < messages.length; i++) {
+      // Each message is a batch of one here: its place is still its place in the caller's batch.
+      const own = placeOf === undefined ? options : { ...options, placeOf: () => placeOf(i) };
+      results.push((await this.#attempts([messages[i] as M], handler, own))[0] as ProcessResult<R>);
     }
     return results;
   }

@@ -40,6 +40,46 @@ export interface HandlerContext {
   readonly transaction?: unknown;
 }
 
+/**
+ * Where a message was read, as its source names it: the Kafka adapter gives `{ topic, partition, offset }`;
+ * a caller of `processBatch` gives what it knows through {@link BatchOptions.placeOf}.
+ */
+export type MessagePlace = Readonly<Record<string, string | number>>;
+
+/**
+ * What made a message a duplicate: `stored` a confirmed record in the store; `in-flight` another worker's live
+ * claim (reported as a duplicate under `inProgress: 'duplicate'`); `batch` an earlier message of the same batch.
+ */
+export type DuplicateReason = 'stored' | 'in-flight' | 'batch';
+
+/**
+ * The audit record of one duplicate, the third argument of `onDuplicate`: which copy was dropped, where it was
+ * read, and what is known of the first copy. Fields that cannot be known are present and undefined.
+ */
+export interface DuplicateRecord {
+  /** The canonical id. */
+  readonly id: string;
+  readonly reason: DuplicateReason;
+  /** Where this (dropped) copy was read; undefined when the caller gave no `placeOf`. */
+  readonly place: MessagePlace | undefined;
+  /** `batch`: where the first copy of this batch was read (same source as `place`); undefined otherwise. */
+  readonly firstPlace: MessagePlace | undefined;
+  /**
+   * When the first copy was seen, in epoch ms, as far as the store's record tells (no store keeps a creation
+   * time; see `firstSeenFrom`). Undefined when it cannot be told: another worker's in-flight claim (renewals
+   * move its lease), or a `batch` duplicate (the first copy is in this very batch).
+   */
+  readonly firstSeen: number | undefined;
+  /**
+   * How `firstSeen` was found: `event-time` the first copy's event time, kept with the record in event-time
+   * mode; `retention` the time the record was confirmed (eager) or marked (lazy), read as its retention end
+   * minus the consumer's `ttlMs` (exact while `ttlMs` is unchanged since). Undefined with `firstSeen`.
+   */
+  readonly firstSeenFrom: 'event-time' | 'retention' | undefined;
+  /** The record that made it a duplicate (undefined for `batch`). */
+  readonly existing: IdempotencyRecord | undefined;
+}
+
 /** The user's existing per-message handler. */
 export type MessageHandler<M, R = unknown> = (message: M, context: HandlerContext) => Promise<R> | R;
 
@@ -180,6 +220,11 @@ export interface BatchOptions {
    * away before an answer); they then lapse at their lease end, as a crashed worker's do.
    */
   readonly renewalSignal?: AbortSignal;
+  /**
+   * Where message `index` (its position in this call's messages) was read, for the duplicate audit record
+   * ({@link DuplicateRecord.place}). Called only for duplicates, and only when `onDuplicate` is set.
+   */
+  readonly placeOf?: (index: number) => MessagePlace | undefined;
 }
 
 /** One store call made for a batch, as {@link BatchOptions.onStoreCall} sees it. */

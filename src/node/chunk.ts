@@ -14,6 +14,7 @@ import {
 } from '../kafka/index.js';
 import { idOfKey } from '../repositories/ids.js';
 import type { IdempotentRepository } from '../repositories/types.js';
+import { type DuplicateAudit, duplicateAudit } from './duplicates.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
 import type { OutputWriter, RecordSender } from './output.js';
@@ -117,10 +118,13 @@ export class ChunkProcessor {
   readonly #consumer: IdempotentConsumer<Survivor>;
   /** The at-least-once end of a chunk: dead letters (and changelog marks), acknowledged by all replicas. */
   readonly #atLeastOnce: ChunkSink;
+  /** `output.duplicatesTopic`: the audit record of each dropped duplicate (undefined: off). */
+  readonly #audit: DuplicateAudit | undefined;
 
   constructor(deps: ChunkDeps) {
     this.#deps = deps;
     const { producer, config } = deps;
+    this.#audit = duplicateAudit(config, producer);
     this.#atLeastOnce = {
       sender: producer,
       // The marks are in the store already (the engine's mark; a partition's logged store has also appended
@@ -151,6 +155,7 @@ export class ChunkProcessor {
             : deps.logger.warn({ code }, message),
         // The node's effect is its output topic, not a row in the store's database: no SQL transaction.
         transaction: false,
+        ...(this.#audit === undefined ? {} : { onDuplicate: this.#audit.hook }),
       },
     });
   }
@@ -186,6 +191,8 @@ export class ChunkProcessor {
     // 2. lookup, produce + deliver, mark: one engine batch.
     const { results, attempts } = await this.#forward(topic, partition, candidates, sink, clock);
     const tally = this.#tally(topic, partition, candidates, results, attempts, letters);
+    // The audit of the dropped duplicates, through the chunk's sender: in its transaction under exactly-once.
+    await this.#audit?.send(sink.sender, topic, partition, candidates, results);
     // 3. Dead letters last: a failure here repeats the chunk, and the marks turn its forwarded records into
     // duplicates instead of second copies. (Exactly-once: the letters, marks and offset join the transaction,
     // which commits here.)
@@ -292,7 +299,10 @@ export class ChunkProcessor {
           : 'store mark failed; the chunk stays forwarded (storeFailure = process)',
       );
     };
-    const { results } = await this.#consumer.processBatch(candidates, produce, { onStoreCall });
+    const { results } = await this.#consumer.processBatch(candidates, produce, {
+      onStoreCall,
+      ...this.#audit?.batchOptions(topic, partition, candidates),
+    });
     if (writeFailure !== undefined) throw writeFailure.error;
     return { results, attempts };
   }

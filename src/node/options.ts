@@ -79,6 +79,11 @@ export const nodeConfigSchema = z
         transactionalIdPrefix: z.string().min(1).optional(),
         /** Exactly-once: the broker aborts a transaction left open this long (a crashed owner's). */
         transactionTimeout: durationMs.default(nodeDefaults.transactionTimeoutMs),
+        /**
+         * Off by default. One JSON record per suppressed duplicate (id, input topic/partition/offset, first-seen
+         * time), partition p for input partition p; created like the output topic when missing. See duplicates.ts.
+         */
+        duplicatesTopic: z.string().min(1).optional(),
       })
       .strict(),
     /**

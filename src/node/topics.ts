@@ -55,7 +55,40 @@ async function inspect(admin: Admin, config: NodeConfig): Promise<TopicLayout> {
     );
   }
   if (!existing.has(config.dlq.topic)) await create(admin, config.dlq.topic);
+  await checkDuplicatesTopic(admin, config, existing, inputPartitions);
   return { inputPartitions, outputMaxBatchBytes: await maxMessageBytes(admin, config.output.topic) };
+}
+
+/**
+ * `output.duplicatesTopic`, when set: its records go to their input partition number, as the output's do, so
+ * it is created with the input's partition count and must have at least as many.
+ */
+async function checkDuplicatesTopic(
+  admin: Admin,
+  config: NodeConfig,
+  existing: ReadonlySet<string>,
+  inputPartitions: number,
+): Promise<void> {
+  const topic = config.output.duplicatesTopic;
+  if (topic === undefined) return;
+  if (topic === config.input.topic || topic === config.output.topic || topic === config.dlq.topic) {
+    throw new ConfigError(
+      'output.duplicatesTopic',
+      `topic ${JSON.stringify(topic)} is also the input, output or DLQ topic: the audit of duplicates needs its own`,
+    );
+  }
+  if (!existing.has(topic)) {
+    await create(admin, topic, inputPartitions);
+    return;
+  }
+  const partitions = await partitionCount(admin, topic);
+  if (partitions < inputPartitions) {
+    throw new ConfigError(
+      'output.duplicatesTopic',
+      `topic ${JSON.stringify(topic)} has ${partitions} partitions, fewer than the input's ${inputPartitions}: ` +
+        'each audit record is written to its input partition number',
+    );
+  }
 }
 
 async function partitionCount(admin: Admin, topic: string): Promise<number> {

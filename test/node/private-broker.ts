@@ -2,7 +2,7 @@
  * A Kafka broker of the test's own (single-node KRaft, on other ports, in a temporary data directory) for tests
  * that stop the broker: stopping the shared one would break every other Kafka test running on the box. It runs
  * the jars the test stack resolved (`.stack/kafka/lib` of this checkout, or of the checkout whose node_modules
- * this one uses, or IDEM_STACK_DIR); without them it fails, naming the command that fetches them.
+ * this one uses, or IDEM_STACK_DIR), and fetches them itself when none has them.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
@@ -16,17 +16,47 @@ import { onCleanup, waitFor } from '../helpers/kafka.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-function kafkaLib(): string {
-  const candidates = [
+/** Where the stack keeps its jars: the dirs tried, in order (IDEM_STACK_DIR, this checkout, node_modules' owner). */
+function stackDirs(): string[] {
+  return [
     process.env.IDEM_STACK_DIR,
     join(ROOT, '.stack'),
     join(dirname(realpathSync(join(ROOT, 'node_modules'))), '.stack'),
-  ];
-  for (const dir of candidates)
-    if (dir && existsSync(join(dir, 'kafka', 'lib'))) return join(dir, 'kafka', 'lib');
-  throw new Error(
-    'no Kafka jars in .stack/kafka/lib: run `bash scripts/stack/up.sh kafka` once to fetch them',
-  );
+  ].filter((dir): dir is string => dir !== undefined && dir !== '');
+}
+
+function foundKafkaLib(dirs: readonly string[]): string | undefined {
+  for (const dir of dirs) if (existsSync(join(dir, 'kafka', 'lib'))) return join(dir, 'kafka', 'lib');
+  return undefined;
+}
+
+/**
+ * The Kafka jars, fetched when no stack dir has them: on a machine where a broker already answers at
+ * KAFKA_BROKERS, the stack reuses it and never fetches them (issue 20). `scripts/stack/jars.sh kafka` resolves
+ * them into the first of `dirs` (IDEM_STACK_DIR, else this checkout's .stack), one fetch at a time across
+ * parallel test files.
+ */
+export async function kafkaLib(dirs: readonly string[] = stackDirs()): Promise<string> {
+  const found = foundKafkaLib(dirs);
+  if (found !== undefined) return found;
+  const target = dirs[0] ?? join(ROOT, '.stack');
+  const command = `IDEM_STACK_DIR=${target} bash ${join(ROOT, 'scripts/stack/jars.sh')} kafka`;
+  const child = spawn('bash', [join(ROOT, 'scripts/stack/jars.sh'), 'kafka'], {
+    env: { ...process.env, IDEM_STACK_DIR: target },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const lib = foundKafkaLib(dirs);
+  if (code !== 0 || lib === undefined) {
+    throw new Error(
+      `no Kafka jars in .stack/kafka/lib, and fetching them failed (\`${command}\` exited ${code}):\n${stderr.trim()}`,
+    );
+  }
+  return lib;
 }
 
 /** The private broker: its address, and stop/start keeping its data. */
@@ -42,7 +72,7 @@ export interface PrivateBroker {
 
 /** Starts a private broker on `port` (controller on `port + 1`); it is killed and its data removed after the test. */
 export async function startPrivateBroker(t: TestContext, port: number): Promise<PrivateBroker> {
-  const lib = kafkaLib();
+  const lib = await kafkaLib();
   const dir = await mkdtemp(join(tmpdir(), 'idem-private-kafka-'));
   const data = join(dir, 'data');
   const template = await readFile(join(ROOT, 'scripts/stack/kafka/server.properties.in'), 'utf8');

@@ -192,4 +192,25 @@ describe('a copy that is not built', () => {
       rmSync(copy, { recursive: true, force: true });
     }
   });
+
+  it('an import fails with ERR_MODULE_NOT_FOUND naming the missing dist/ file (README: build that copy)', () => {
+    // No reasonable way to say more (see README "Install"): Node's `exports` never falls back on a missing file.
+    const app = mkdtempSync(join(tmpdir(), 'idem-unbuilt-app-'));
+    try {
+      const copy = join(app, 'node_modules', 'idempotent-consumer');
+      mkdirSync(copy, { recursive: true });
+      cpSync(join(root, 'package.json'), join(copy, 'package.json'));
+      writeFileSync(join(app, 'main.mjs'), "import { IdempotentConsumer } from 'idempotent-consumer';\n");
+      const run = spawnSync(process.execPath, [join(app, 'main.mjs')], {
+        cwd: app,
+        encoding: 'utf8',
+        env: cleanEnv(),
+      });
+      assert.equal(run.status, 1);
+      assert.match(run.stderr, /ERR_MODULE_NOT_FOUND/);
+      assert.match(run.stderr, /idempotent-consumer[/\\]dist[/\\]index\.js/);
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
+  });
 });

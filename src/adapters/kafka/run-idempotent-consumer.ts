@@ -256,7 +256,12 @@ class Runner implements IdempotentKafkaConsumer {
     let results: ProcessResult[] = [];
     if (records.length > 0) {
       try {
-        ({ results } = await this.#options.idempotent.processBatch(records, handler, { stream }));
+        // The duplicate audit record (`onDuplicate`'s third argument) names each copy by topic/partition/offset.
+        const placeOf = (j: number) => {
+          const record = records[j] as KafkaRecord;
+          return { topic, partition, offset: record.message.offset };
+        };
+        ({ results } = await this.#options.idempotent.processBatch(records, handler, { stream, placeOf }));
         this.stats.batches++;
       } catch (error) {
         // The store (or a hook) failed for the whole sub-batch: not any record's fault.

@@ -14,7 +14,11 @@ import {
   readDeadLetter,
   runIdempotentConsumer,
 } from '../../../src/adapters/kafka/index.js';
-import { type HandlerContext, IdempotentConsumer } from '../../../src/consumer/index.js';
+import {
+  type DuplicateRecord,
+  type HandlerContext,
+  IdempotentConsumer,
+} from '../../../src/consumer/index.js';
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
 import type { IdempotentRepository } from '../../../src/repositories/types.js';
 import {
@@ -371,6 +375,43 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
     });
     await waitForCommitted(admin, groupId, topic);
     assert.deepEqual(log.map((h) => `${h.id}:${h.value}`).sort(), ['e1:1', 'e2:2', 'undefined:4']);
+  });
+
+  it("names each duplicate's topic, partition and offset in onDuplicate's audit record", async (t) => {
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
+    await produce(await testProducer(t, kafka), topic, [
+      { key: 'same', value: '1', headers: { 'event-id': 'e1' } },
+      { key: 'same', value: '2', headers: { 'event-id': 'e2' } },
+      { key: 'same', value: '3', headers: { 'event-id': 'e1' } },
+    ]);
+    const audited: DuplicateRecord[] = [];
+    const idempotent = new IdempotentConsumer<KafkaRecord>({
+      repository: new MemoryRepository(),
+      id: kafkaRecordId,
+      onDuplicate: (_record, _context, duplicate) => {
+        audited.push(duplicate);
+      },
+    });
+    await start(t, {
+      kafka,
+      topics: [topic],
+      groupId,
+      id: { from: 'header', name: 'event-id' },
+      idempotent,
+      handler: () => {},
+    });
+    await waitForCommitted(admin, groupId, topic);
+    assert.equal(audited.length, 1);
+    const [duplicate] = audited as [DuplicateRecord];
+    assert.equal(duplicate.id, 'e1');
+    const partition = duplicate.place?.partition;
+    assert.equal(typeof partition, 'number');
+    assert.deepEqual(duplicate.place, { topic, partition, offset: '2' });
+    if (duplicate.reason === 'batch') {
+      assert.deepEqual(duplicate.firstPlace, { topic, partition, offset: '0' });
+    } else {
+      assert.equal(duplicate.reason, 'stored', 'the copies came in two fetches');
+    }
   });
 
   it('waits at a record another worker holds, and does not rerun the records it ran past it', async (t) => {

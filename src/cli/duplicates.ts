@@ -1,0 +1,144 @@
+import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
+import type { DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
+import { ConfigError, OutputError } from '../errors.js';
+import type { LineBatch } from './lines.js';
+
+/** A line on its way through the consumer, as dedup.ts hands it over: its index in the current batch. */
+type DedupEntry = number;
+
+/** What `first` says when the first copy was not read by this run: it was marked by an earlier one. */
+export const EARLIER_RUN = 'earlier run';
+
+/** Lines per input file a packed place can tell apart (2^32): line numbers are far below it. */
+const LINES_PER_SOURCE = 2 ** 32;
+
+/**
+ * `idem dedup --duplicates FILE`: one NDJSON line per dropped line, `{"id", "at", "first"}` — `at` the dropped
+ * copy's `file:line`, `first` the first copy's `file:line` when this run read it, else `"earlier run"` with the
+ * store's `firstSeen` time (ISO-8601) when the record tells it (see DuplicateRecord.firstSeen).
+ *
+ * To name the first copy of an id seen earlier in the run, the log keeps every id this run wrote with its place,
+ * packed into one number (input index × 2^32 + line): the memory cost of the option, paid only with it on.
+ * A batch's records are appended after the batch is written and marked, so a kill repeats at most one batch's
+ * records on a re-run (the same at-most-one-batch rule as the output). The file is fsynced at the end.
+ */
+export class DuplicateLog {
+  readonly #fd: number;
+  readonly #path: string;
+  /** Id → packed place of its first copy, for the ids this run wrote. */
+  readonly #firstAt = new Map<string, number>();
+  readonly #sources: string[] = [];
+  readonly #sourceIndex = new Map<string, number>();
+  /** The current batch's audit records, by entry (line index in the batch). */
+  readonly #pending = new Map<DedupEntry, DuplicateRecord>();
+
+  private constructor(fd: number, path: string) {
+    this.#fd = fd;
+    this.#path = path;
+  }
+
+  /** Opens (creates, or appends to) the file; a path that cannot be opened is a usage error naming it. */
+  static open(path: string): DuplicateLog {
+    if (path === '-') {
+      // Stdout carries the kept lines; mixing the audit into it would corrupt both.
+      throw new ConfigError('duplicates', 'must name a file: stdout carries the kept lines', {
+        label: '--duplicates',
+      });
+    }
+    try {
+      return new DuplicateLog(openSync(path, 'a'), path);
+    } catch (error) {
+      const { code, message } = error as NodeJS.ErrnoException;
+      throw new ConfigError(
+        'duplicates',
+        `cannot open ${JSON.stringify(path)} for writing (${code ?? message})`,
+        { label: '--duplicates' },
+      );
+    }
+  }
+
+  /** The consumer's `onDuplicate`: keeps the record until the batch is done. */
+  readonly hook = (entry: DedupEntry, _context: HandlerContext, duplicate: DuplicateRecord): void => {
+    this.#pending.set(entry, duplicate);
+  };
+
+  /**
+   * After a batch was written and marked: remembers the places of the lines it wrote, and appends one record
+   * per dropped line, in input order. Results are in input order, so an in-batch duplicate's first copy is
+   * remembered before the duplicate is reached.
+   */
+  afterBatch(batch: LineBatch, entries: readonly DedupEntry[], results: readonly ProcessResult[]): void {
+    let out = '';
+    for (let j = 0; j < results.length; j++) {
+      const result = results[j] as ProcessResult;
+      const entry = entries[j] as DedupEntry;
+      const id = result.id;
+      if (id === undefined) continue;
+      if (result.outcome === 'processed') {
+        if (!this.#firstAt.has(id)) this.#firstAt.set(id, this.#pack(batch, entry));
+        continue;
+      }
+      if (result.outcome !== 'duplicate') continue;
+      const packed = this.#firstAt.get(id);
+      const record: Record<string, string> = { id, at: batch.location(entry) };
+      if (packed !== undefined) {
+        record.first = this.#unpack(packed);
+      } else {
+        record.first = EARLIER_RUN;
+        const firstSeen = this.#pending.get(entry)?.firstSeen;
+        if (firstSeen !== undefined) record.firstSeen = new Date(firstSeen).toISOString();
+      }
+      out += `${JSON.stringify(record)}\n`;
+    }
+    this.#pending.clear();
+    if (out.length > 0) this.#write(Buffer.from(out));
+  }
+
+  /** Flushes the file to disk and closes it. */
+  close(): void {
+    try {
+      fsyncSync(this.#fd);
+    } catch (error) {
+      throw this.#fail(error);
+    } finally {
+      closeSync(this.#fd);
+    }
+  }
+
+  #pack(batch: LineBatch, entry: DedupEntry): number {
+    const source = batch.source(entry);
+    let index = this.#sourceIndex.get(source);
+    if (index === undefined) {
+      index = this.#sources.push(source) - 1;
+      this.#sourceIndex.set(source, index);
+    }
+    return index * LINES_PER_SOURCE + batch.line(entry);
+  }
+
+  #unpack(packed: number): string {
+    const index = Math.floor(packed / LINES_PER_SOURCE);
+    return `${this.#sources[index]}:${packed - index * LINES_PER_SOURCE}`;
+  }
+
+  /** Writes every byte; a short write that makes no progress is an error, never a silent loss. */
+  #write(data: Buffer): void {
+    let at = 0;
+    try {
+      while (at < data.length) {
+        const n = writeSync(this.#fd, data, at, data.length - at);
+        if (n <= 0) throw new Error(`wrote ${at} of ${data.length} bytes, then nothing`);
+        at += n;
+      }
+    } catch (error) {
+      throw this.#fail(error);
+    }
+  }
+
+  #fail(error: unknown): OutputError {
+    return new OutputError(
+      `writing the duplicates to ${this.#path} failed (${(error as Error).message}); ` +
+        'a re-run records the dropped lines of this batch again',
+      { cause: error },
+    );
+  }
+}

@@ -1,0 +1,123 @@
+import type { KafkaMessage, Message, Producer } from 'kafkajs';
+import type { BatchOptions, DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
+import { OutputError } from '../errors.js';
+import type { NodeConfig } from './options.js';
+import { OutputWriter, type RecordSender } from './output.js';
+
+/** Kafka's default `max.message.bytes`: audit records are small, so requests are cut well below any sane limit. */
+const AUDIT_MAX_BATCH_BYTES = 1_000_000;
+
+/** A record as the chunk hands it to the engine (see chunk.ts): the Kafka message and its dedup key. */
+interface Candidate {
+  readonly message: KafkaMessage;
+  readonly id: string | undefined;
+}
+
+/**
+ * The value of one record of `output.duplicatesTopic`: a suppressed duplicate, where it was read, and what is
+ * known of its first copy. JSON; keyed by the dedup id.
+ */
+export interface DuplicateAuditValue {
+  readonly id: string;
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: string;
+  /** `stored` (marked by an earlier chunk or run), `in-flight` (another worker's claim), `batch` (this chunk). */
+  readonly reason: DuplicateRecord['reason'];
+  /**
+   * When the first copy was forwarded (its mark: the record's retention end minus `dedup.window`), ISO-8601;
+   * null when the store cannot tell (a `batch` duplicate, whose first copy is `first`; an in-flight claim).
+   */
+  readonly firstSeen: string | null;
+  /** `batch`: the first copy's input offset, in this same chunk. */
+  readonly firstOffset?: string;
+}
+
+/** The audit of a node whose config sets `output.duplicatesTopic`; undefined when it is off (the default). */
+export function duplicateAudit(config: NodeConfig, producer: Producer): DuplicateAudit | undefined {
+  const topic = config.output.duplicatesTopic;
+  if (topic === undefined) return undefined;
+  return new DuplicateAudit(
+    new OutputWriter(producer, {
+      topic,
+      maxBatchBytes: AUDIT_MAX_BATCH_BYTES,
+      sendAttempts: config.output.sendAttempts,
+      retryBackoffMs: config.output.retryBackoff,
+    }),
+    topic,
+  );
+}
+
+/**
+ * `output.duplicatesTopic`: one record per duplicate the node drops, in partition p for input partition p (so
+ * in input order, as the output). The engine's `onDuplicate` hook is given each duplicate's audit record; they
+ * are written after the chunk's engine batch, through the chunk's sender — the producer under at-least-once
+ * (acknowledged before the offsets are committed, so a crash may repeat them, as it repeats the output), the
+ * chunk's transaction under exactly-once (they commit with its output, marks and offsets, or not at all).
+ */
+export class DuplicateAudit {
+  /** Per candidate (the engine hands the hook the message object it was given): its audit record. */
+  readonly #records = new WeakMap<Candidate, DuplicateRecord>();
+
+  constructor(
+    readonly writer: OutputWriter,
+    readonly topic: string,
+  ) {}
+
+  /** The consumer's `onDuplicate`. Chunks of several partitions may run at once: records are kept per candidate. */
+  readonly hook = (candidate: Candidate, _context: HandlerContext, duplicate: DuplicateRecord): void => {
+    this.#records.set(candidate, duplicate);
+  };
+
+  /** The engine batch's options that name each candidate's place, for the audit record. */
+  batchOptions(
+    topic: string,
+    partition: number,
+    candidates: readonly Candidate[],
+  ): Pick<BatchOptions, 'placeOf'> {
+    return {
+      placeOf: (i) => ({ topic, partition, offset: (candidates[i] as Candidate).message.offset }),
+    };
+  }
+
+  /**
+   * Writes one record per duplicate of the chunk, in input order; resolves with their count once they are
+   * acknowledged. A record the topic refuses fails the chunk: a dropped record must not go unrecorded.
+   */
+  async send(
+    sender: RecordSender,
+    topic: string,
+    partition: number,
+    candidates: readonly Candidate[],
+    results: readonly ProcessResult[],
+  ): Promise<number> {
+    const messages: Message[] = [];
+    for (let i = 0; i < results.length; i++) {
+      const outcome = (results[i] as ProcessResult).outcome;
+      if (outcome !== 'duplicate') continue;
+      const candidate = candidates[i] as Candidate;
+      const record = this.#records.get(candidate);
+      this.#records.delete(candidate);
+      const value: DuplicateAuditValue = {
+        id: record?.id ?? (candidate.id as string),
+        topic,
+        partition,
+        offset: candidate.message.offset,
+        reason: record?.reason ?? 'stored',
+        firstSeen: record?.firstSeen === undefined ? null : new Date(record.firstSeen).toISOString(),
+        ...(record?.firstPlace === undefined ? {} : { firstOffset: String(record.firstPlace.offset) }),
+      };
+      messages.push({ key: value.id, value: JSON.stringify(value), timestamp: candidate.message.timestamp });
+    }
+    if (messages.length === 0) return 0;
+    const refused = await this.writer.write(partition, messages, sender);
+    if (refused.length > 0) {
+      throw new OutputError(
+        `output.duplicatesTopic ${JSON.stringify(this.topic)} refused ${refused.length} audit records ` +
+          `of ${topic}[${partition}]; the chunk is retried`,
+        { cause: refused[0]?.error },
+      );
+    }
+    return messages.length;
+  }
+}

@@ -193,9 +193,12 @@ describe('one engine: every way a wrap handler can end settles its claim', () =>
         if (m.id === 'sync') return 'sync-value';
         if (m.id === 'throws') throw new Error('sync throw');
         if (m.id === 'rejects') return Promise.reject(new Error('rejection'));
-        if (m.id === 'thenable-ok')
+        if (m.id === 'thenable-ok') {
+          // biome-ignore lint/suspicious/noThenProperty: a non-native thenable is what this case is about.
           return { then: (resolve: (v: string) => void) => resolve('from thenable') };
+        }
         if (m.id === 'thenable-fails') {
+          // biome-ignore lint/suspicious/noThenProperty: a non-native thenable is what this case is about.
           return { then: (_: unknown, reject: (e: Error) => void) => reject(new Error('thenable failed')) };
         }
         return m.id;

@@ -2,7 +2,13 @@ import { IdempotencyConflictError, NoMessageIdError, RepositoryError, toReposito
 import type { IdempotencyRecord } from '../repositories/types.js';
 import { OutcomeCipher } from './encryption.js';
 import { fingerprinter } from './fingerprint.js';
-import { type HeldClaims, LeaseRenewer, processWarning, type WarningSink } from './lease-renewal.js';
+import {
+  type HeldClaims,
+  LeaseRenewer,
+  processWarning,
+  type Renewable,
+  type WarningSink,
+} from './lease-renewal.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
@@ -294,7 +300,146 @@ export class BatchEngine<M, S> {
       messages = spare.messages as M[];
       messages[0] = message;
     }
-    return this.execute(messages, handler, options, stream, finish, true);
+    let run: Run<M, S>;
+    let looked: Promise<void> | undefined;
+    try {
+      run = this.#open(messages, options, stream, true);
+      if (run.heads.length > 0) looked = this.#lookup(run);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (looked !== undefined) return looked.then(() => this.#handleOne(run, handler, options, finish));
+    return this.#handleOne(run, handler, options, finish);
+  }
+
+  /**
+   * `execute`'s handler part for a batch of one (`executeOne`), once its store call has answered, without an
+   * async frame: a `wrap` call's one wait is then its handler's promise, continued by functions made once per
+   * batch state (see `#spare`), where an async frame cost every call a few hundred bytes. Same order and
+   * guarantees as `execute`: decide, handler, settle (always, once the lookup succeeded), count. A duplicate
+   * hook that waits takes `#handleOneLater`.
+   */
+  #handleOne<R, T>(
+    run: Run<M, S>,
+    handler: MessageHandler<M, R>,
+    options: BatchOptions,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+  ): Promise<T> {
+    if (this.#renewer !== undefined && run.heads.length > 0) this.#renewer.track(run, options.renewalSignal);
+    run.finish = finish as Run<M, S>['finish'];
+    try {
+      const pending = this.#decide(run.state, run, 0);
+      if (pending instanceof Promise) return this.#handleOneLater(run, pending, handler);
+      if (pending !== undefined) {
+        let out: unknown;
+        try {
+          out = handler(run.messages[0] as M, pending.context);
+        } catch (error) {
+          this.#handlerFailed(run, 0, pending.context, error);
+          return this.#endOne(run);
+        }
+        if (isThenable(out)) {
+          run.handled ??= {
+            value: (value: unknown) => this.#handledOne(run, value, false),
+            error: (error: unknown) => this.#handledOne(run, error, true),
+          };
+          return Promise.resolve(out).then(run.handled.value, run.handled.error) as Promise<T>;
+        }
+        this.#succeededOne(run, out);
+      }
+    } catch (error) {
+      return this.#abortOne(run, error);
+    }
+    return this.#endOne(run);
+  }
+
+  /**
+   * A batch of one's handler answered (`failed`: with an error): the batch settles. Answers the call's value
+   * (a promise only when the store's settle waits) or throws, as a `then` callback may.
+   */
+  #handledOne(run: Run<M, S>, outcome: unknown, failed: boolean): unknown {
+    try {
+      if (failed) this.#handlerFailed(run, 0, run.pending.context, outcome);
+      else this.#succeededOne(run, outcome);
+    } catch (error) {
+      return this.#abort(run, error);
+    }
+    return this.#end(run);
+  }
+
+  /** `#succeeded` for a batch of one, whose failure (a bug, or a value that cannot be kept) fails the message. */
+  #succeededOne(run: Run<M, S>, value: unknown): void {
+    const { pending } = run;
+    try {
+      this.#succeeded(run, 0, pending, value);
+    } catch (error) {
+      this.#handlerFailed(run, 0, pending.context, error);
+    }
+  }
+
+  /** `#end` as a promise, for a batch of one that has waited for nothing. */
+  #endOne<T>(run: Run<M, S>): Promise<T> {
+    try {
+      return Promise.resolve(this.#end(run) as T | Promise<T>);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Settles a batch of one whose handler is done, then counts it and answers `finish` (`execute`'s end). */
+  #end(run: Run<M, S>): unknown {
+    const finish = run.finish as (results: ProcessResult[], options: ResolvedConsumerOptions<M>) => unknown;
+    this.#renewer?.untrack(run);
+    const settled = this.#rule.settle(run.state, run, this.#guard);
+    if (settled !== undefined) return settled.then(() => this.#close(run, finish, true));
+    return this.#close(run, finish, true);
+  }
+
+  /** Something threw unexpectedly: the batch still settles (no claim stranded), then the error is raised. */
+  #abort(run: Run<M, S>, error: unknown): unknown {
+    this.#renewer?.untrack(run);
+    const settled = this.#rule.settle(run.state, run, this.#guard);
+    if (settled === undefined) throw error;
+    return settled.then(() => {
+      throw error;
+    });
+  }
+
+  /** `#abort` as a promise. */
+  #abortOne<T>(run: Run<M, S>, error: unknown): Promise<T> {
+    try {
+      return Promise.resolve(this.#abort(run, error) as Promise<T>);
+    } catch (failure) {
+      return Promise.reject(failure);
+    }
+  }
+
+  /** `#handleOne` once a duplicate hook that waits has answered: `execute`'s loop body for one message. */
+  async #handleOneLater<R, T>(
+    run: Run<M, S>,
+    decided: Promise<Pending | undefined>,
+    handler: MessageHandler<M, R>,
+  ): Promise<T> {
+    try {
+      const pending = await decided;
+      if (pending !== undefined) {
+        try {
+          const out = handler(run.messages[0] as M, pending.context);
+          this.#succeeded(run, 0, pending, isThenable(out) ? await out : out);
+        } catch (error) {
+          this.#handlerFailed(run, 0, pending.context, error);
+        }
+      }
+    } finally {
+      this.#renewer?.untrack(run);
+      const settled = this.#rule.settle(run.state, run, this.#guard);
+      if (settled !== undefined) await settled;
+    }
+    return this.#close(
+      run,
+      run.finish as (results: ProcessResult[], o: ResolvedConsumerOptions<M>) => T,
+      true,
+    );
   }
 
   /**
@@ -317,6 +462,7 @@ export class BatchEngine<M, S> {
     run.placeOf = undefined;
     run.pending.context = NO_ID;
     run.pending.extra = undefined;
+    run.finish = undefined;
     this.#spare = run;
   }
 
@@ -361,6 +507,9 @@ export class BatchEngine<M, S> {
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
       state: undefined as S,
       pending: { context: NO_ID, outcome: 'no-id', extra: undefined },
+      renewalSlot: -1,
+      finish: undefined,
+      handled: undefined,
     };
   }
 
@@ -777,7 +926,7 @@ function findHeads(batch: Batch<unknown>): void {
 }
 
 /** A batch with the rule's state for it (the engine's view; a rule sees the batch). */
-interface Run<M, S> extends Batch<M> {
+interface Run<M, S> extends Batch<M>, Renewable {
   state: S;
   /** The decision `#decide` answers, one object per batch: it is used before the next message is decided. */
   readonly pending: Pending;
@@ -786,6 +935,15 @@ interface Run<M, S> extends Batch<M> {
   observe: ((call: StoreCall) => void) | undefined;
   /** Where each message was read (`BatchOptions.placeOf`), for the duplicate audit record. */
   placeOf: BatchOptions['placeOf'];
+  /** A batch of one's `finish` (`executeOne`), kept for the continuations below. */
+  finish: ((results: ProcessResult[], options: ResolvedConsumerOptions<unknown>) => unknown) | undefined;
+  /**
+   * A batch of one's continuations after its handler's promise, made on first use and kept with the recycled
+   * state, so a `wrap` call makes no closure.
+   */
+  handled:
+    | { readonly value: (value: unknown) => unknown; readonly error: (error: unknown) => unknown }
+    | undefined;
 }
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */

@@ -17,6 +17,15 @@ export interface HeldClaims {
 }
 
 /**
+ * A batch the renewer can track: its position among the tracked batches (-1: not tracked), kept on the batch so
+ * that tracking and untracking cost an array write, not a Map entry made and deleted per call (a Map that
+ * sees a delete per `wrap` call rebuilds its table every few calls).
+ */
+export interface Renewable {
+  renewalSlot: number;
+}
+
+/**
  * Keeps the claims of running batches alive: every third of the lease, each tracked batch's claims are renewed
  * (`repository.renew`, owner-checked), so a handler that runs longer than the lease keeps its claim and a
  * second worker gets in-progress instead of running the message again. A renewal that fails (the store
@@ -26,16 +35,22 @@ export interface HeldClaims {
  * RenewUnsupportedError: a BaseRepository store without `doRenew`, or a wrapper over one) is warned about once
  * and not renewed again; that is not counted as failures.
  *
- * One timer per consumer, running only while some batch is tracked; a batch costs a Map entry, not a timer.
+ * One timer per consumer, running only while some batch is tracked; a batch costs an array slot, not a timer.
  */
-export class LeaseRenewer<R extends object> {
+export class LeaseRenewer<R extends Renewable> {
   readonly #repository: IdempotentRepository;
   readonly #leaseMs: number;
   readonly #stats: ConsumerStats;
   readonly #heldOf: (run: R) => HeldClaims | undefined;
   readonly #warn: WarningSink;
-  /** Running batches, each with the signal that stops its renewals early (e.g. the HTTP client went away). */
-  readonly #active = new Map<R, AbortSignal | undefined>();
+  /**
+   * Running batches, each with the signal that stops its renewals early (e.g. the HTTP client went away), at
+   * the same position (`Renewable.renewalSlot`); unordered, an untracked batch's place taken by the last one.
+   */
+  readonly #runs: (R | undefined)[] = [];
+  readonly #signals: (AbortSignal | undefined)[] = [];
+  /** How many batches are tracked: the first `#count` places of `#runs` and `#signals`. */
+  #count = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
   /** False once the repository said it cannot renew at all: nothing is tracked any more. */
   #supported = true;
@@ -61,7 +76,13 @@ export class LeaseRenewer<R extends object> {
       this.#unsupported();
       return;
     }
-    this.#active.set(run, signal);
+    if (this.#tracks(run)) this.#signals[run.renewalSlot] = signal;
+    else {
+      run.renewalSlot = this.#count;
+      this.#runs[this.#count] = run;
+      this.#signals[this.#count] = signal;
+      this.#count++;
+    }
     if (this.#timer === undefined) {
       this.#timer = setInterval(() => this.#tick(), Math.max(1, Math.floor(this.#leaseMs / 3)));
       // Renewals serve running handlers; they never keep a process alive on their own.
@@ -71,18 +92,38 @@ export class LeaseRenewer<R extends object> {
 
   /** Stops renewing the batch's claims (before they are confirmed or released). */
   untrack(run: R): void {
-    this.#active.delete(run);
+    if (!this.#tracks(run)) return;
+    const slot = run.renewalSlot;
+    const last = --this.#count;
+    if (slot !== last) {
+      const moved = this.#runs[last] as R;
+      this.#runs[slot] = moved;
+      this.#signals[slot] = this.#signals[last];
+      moved.renewalSlot = slot;
+    }
+    // Cleared, not popped: a pop to an empty array shrinks its storage, and the next track grows it again.
+    this.#runs[last] = undefined;
+    this.#signals[last] = undefined;
+    run.renewalSlot = -1;
+  }
+
+  /** True while the batch is tracked. */
+  #tracks(run: R): boolean {
+    const slot = run.renewalSlot;
+    return slot >= 0 && slot < this.#count && this.#runs[slot] === run;
   }
 
   #tick(): void {
-    if (this.#active.size === 0) {
+    if (this.#count === 0) {
       clearInterval(this.#timer);
       this.#timer = undefined;
       return;
     }
-    for (const [run, signal] of this.#active) {
-      if (signal?.aborted) {
-        this.#active.delete(run);
+    // Backwards: untracking an aborted batch moves the last one into its place, which was already visited.
+    for (let k = this.#count - 1; k >= 0; k--) {
+      const run = this.#runs[k] as R;
+      if (this.#signals[k]?.aborted) {
+        this.untrack(run);
         continue;
       }
       const held = this.#heldOf(run);
@@ -96,7 +137,7 @@ export class LeaseRenewer<R extends object> {
     renew.call(this.#repository, claim, { leaseMs: this.#leaseMs }).then(
       (renewed) => {
         // An answer that comes after the batch settled says nothing about a claim still held.
-        if (!this.#active.has(run)) return;
+        if (!this.#tracks(run)) return;
         if (renewed) this.#stats.leaseRenewals++;
         else this.#failed(claim, 'the claim is no longer this worker’s (it lapsed and was taken over)');
       },
@@ -105,7 +146,7 @@ export class LeaseRenewer<R extends object> {
           this.#stopUnsupported();
           return;
         }
-        if (!this.#active.has(run)) return;
+        if (!this.#tracks(run)) return;
         this.#failed(claim, error instanceof Error ? error.message : String(error));
       },
     );
@@ -119,7 +160,10 @@ export class LeaseRenewer<R extends object> {
   /** The repository cannot renew at all: stop every renewal and say so once. */
   #stopUnsupported(): void {
     this.#supported = false;
-    this.#active.clear();
+    for (let k = 0; k < this.#count; k++) (this.#runs[k] as R).renewalSlot = -1;
+    this.#runs.length = 0;
+    this.#signals.length = 0;
+    this.#count = 0;
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#unsupported();

@@ -1,6 +1,6 @@
 import { RenewUnsupportedError, RepositoryClosedError, toRepositoryError } from '../errors.js';
 import { MAX_ID_BYTES, toKey } from './ids.js';
-import { checkDuration, maxDurationMs } from './ttl.js';
+import { checkDuration, isValidDuration, maxDurationMs } from './ttl.js';
 import type {
   AddEntry,
   AddOptions,
@@ -128,6 +128,15 @@ export abstract class BaseRepository implements IdempotentRepository {
    */
   protected checkTimes(options: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number }): void {
     const max = maxDurationMs(this.capabilities?.maxTtlMs);
+    const { ttlMs, leaseMs, minLifetimeMs } = options;
+    // Every call checks its times: the error's wording is built only when one is refused.
+    if (
+      isValidDuration(ttlMs, max) &&
+      (leaseMs === undefined || isValidDuration(leaseMs, max)) &&
+      (minLifetimeMs === undefined || isValidDuration(minLifetimeMs, max))
+    ) {
+      return;
+    }
     const where = `${this.storeName} repository`;
     checkDuration('ttlMs', options.ttlMs, max, where);
     if (options.leaseMs !== undefined) checkDuration('leaseMs', options.leaseMs, max, where);

@@ -173,6 +173,89 @@ describe('one engine: a wrap call recycles its working state only once it has fi
   }
 });
 
+describe('one engine: every way a wrap handler can end settles its claim', () => {
+  // A batch of one continues its handler's promise without an async frame (issue 22): each ending takes its own
+  // path there, and each must leave the id confirmed or released, the result and the counters right.
+  for (const mode of ['eager', 'lazy'] as const) {
+    it(`${mode}: sync value, sync throw, rejection, a non-native thenable, a waiting onDuplicate hook`, async () => {
+      const repository = new MemoryRepository();
+      const hooked: string[] = [];
+      const consumer = new IdempotentConsumer<Msg>({
+        repository,
+        id: 'id',
+        mode,
+        onDuplicate: async (m) => {
+          await sleep(1);
+          hooked.push(m.id);
+        },
+      });
+      const handle = consumer.wrap((m: Msg): unknown => {
+        if (m.id === 'sync') return 'sync-value';
+        if (m.id === 'throws') throw new Error('sync throw');
+        if (m.id === 'rejects') return Promise.reject(new Error('rejection'));
+        if (m.id === 'thenable-ok') {
+          // biome-ignore lint/suspicious/noThenProperty: a non-native thenable is what this case is about.
+          return { then: (resolve: (v: string) => void) => resolve('from thenable') };
+        }
+        if (m.id === 'thenable-fails') {
+          // biome-ignore lint/suspicious/noThenProperty: a non-native thenable is what this case is about.
+          return { then: (_: unknown, reject: (e: Error) => void) => reject(new Error('thenable failed')) };
+        }
+        return m.id;
+      });
+      assert.equal((await handle({ id: 'sync' })).result, 'sync-value');
+      await assert.rejects(handle({ id: 'throws' }), /sync throw/);
+      await assert.rejects(handle({ id: 'rejects' }), /rejection/);
+      assert.equal((await handle({ id: 'thenable-ok' })).result, 'from thenable');
+      await assert.rejects(handle({ id: 'thenable-fails' }), /thenable failed/);
+      // Repeats: the hook waits, then the duplicate is answered; a failed id was released and runs again.
+      assert.equal((await handle({ id: 'sync' })).outcome, 'duplicate');
+      assert.equal((await handle({ id: 'thenable-ok' })).outcome, 'duplicate');
+      await assert.rejects(handle({ id: 'rejects' }), /rejection/);
+      assert.deepEqual(hooked, ['sync', 'thenable-ok']);
+      for (const id of ['sync', 'thenable-ok'])
+        assert.equal((await repository.get(id))?.state, 'confirmed', id);
+      for (const id of ['throws', 'rejects', 'thenable-fails'])
+        assert.equal(await repository.get(id), undefined, id);
+      assert.deepEqual(
+        {
+          processed: consumer.stats.processed,
+          duplicate: consumer.stats.duplicate,
+          failed: consumer.stats.failed,
+        },
+        { processed: 2, duplicate: 2, failed: 4 },
+      );
+    });
+  }
+
+  it('a store read that fails under storeFailure: fail rejects the call and claims nothing', async () => {
+    class Down extends MemoryRepository {
+      override addDirect(): never {
+        throw new Error('store down');
+      }
+      override getDirect(): never {
+        throw new Error('store down');
+      }
+    }
+    for (const mode of ['eager', 'lazy'] as const) {
+      const consumer = new IdempotentConsumer<Msg>({
+        repository: new Down(),
+        id: 'id',
+        mode,
+        storeFailure: 'fail',
+      });
+      let ran = false;
+      await assert.rejects(
+        consumer.process({ id: 'x' }, () => {
+          ran = true;
+        }),
+        (error: Error) => error instanceof RepositoryError && /store down/.test(error.message),
+      );
+      assert.equal(ran, false, `${mode}: the handler ran although the read failed`);
+    }
+  });
+});
+
 describe('one engine: a lost claim is reported', () => {
   it('confirm after another owner took over the lapsed claim: the result and the stats say so', async () => {
     let now = 1_000_000;

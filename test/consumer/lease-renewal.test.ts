@@ -128,4 +128,48 @@ describe('lease renewal', () => {
     assert.equal(first.stats.leaseRenewalFailures, failed.length, 'each failure counted and reported');
     assert.ok(first.stats.leaseRenewalFailures >= 2);
   });
+  it('overlapping calls that finish out of order: the ones still running keep their claims, the others stop', async (t) => {
+    // The renewer keeps running calls in an array and moves the last into a finished call's place: the call
+    // moved must go on being renewed, and be untracked when it finishes (no renewal of a confirmed record).
+    const failed = warnings(t, 'IDEM_LEASE_RENEWAL_FAILED');
+    const repository = new MemoryRepository();
+    t.after(() => repository.close());
+    const leaseMs = 300;
+    const worker = () =>
+      new IdempotentConsumer<{ id: string }>({ repository, id: 'id', leaseMs, ttlMs: 60_000 });
+    const first = worker();
+    const second = worker();
+    const gates = new Map<string, () => void>();
+    const running = ['a', 'b', 'c'].map((id) =>
+      first.process({ id }, () => new Promise<string>((resolve) => gates.set(id, () => resolve(id)))),
+    );
+    // The first call tracked finishes first: the last one tracked ('c') takes its place.
+    gates.get('a')?.();
+    assert.equal((await running[0])?.outcome, 'processed');
+    await sleep(leaseMs * 3);
+    for (const id of ['b', 'c']) {
+      await assert.rejects(
+        second.process({ id }, () => 'second'),
+        (error: Error) => error.name === 'InProgressError',
+        `the claim of ${id} lapsed while its handler ran`,
+      );
+    }
+    assert.ok(first.stats.leaseRenewals >= 2, `renewals counted: ${first.stats.leaseRenewals}`);
+    gates.get('c')?.();
+    gates.get('b')?.();
+    const [, b, c] = await Promise.all(running);
+    assert.equal(b?.claimLost, undefined);
+    assert.equal(c?.claimLost, undefined);
+    // Nothing is tracked any more: no renewal reaches the confirmed records and fails.
+    const renewals = first.stats.leaseRenewals;
+    await sleep(leaseMs);
+    await settled();
+    assert.equal(first.stats.leaseRenewals, renewals, 'a finished call was still renewed');
+    assert.deepEqual(
+      failed.map((w) => w.message),
+      [],
+    );
+    assert.equal(first.stats.leaseRenewalFailures, 0);
+    assert.equal((await repository.get('c'))?.state, 'confirmed');
+  });
 });

@@ -160,13 +160,18 @@ function tableSum(repo: RocksdbRepository, field: RegExp): number {
 /** Fresh process: check-and-mark (lazy, then eager) on the store, and what it holds in memory and on disk. */
 async function measure(path: string, n: number) {
   const run = `${process.pid.toString(36)}${Date.now().toString(36)}`;
+  // The workload's ids are built first, so the RSS measured around the store leaves them out.
+  const warm = workload(`${run}-warm-`, 20, n);
+  const lazyIds = workload(`${run}-lazy-`, BATCHES, n);
+  const eagerIds = workload(`${run}-eager-`, BATCHES, n);
   global.gc?.();
   const rssBase = process.memoryUsage().rss;
   const repo = await RocksdbRepository.open({ path, ...storeOptions(n), clock: clockFrom(BASE + SPAN_MS) });
   const rssOpen = process.memoryUsage().rss;
-  await checkAndMark(repo, workload(`${run}-warm-`, 20, n), 'lazy');
-  const lazy = await checkAndMark(repo, workload(`${run}-lazy-`, BATCHES, n), 'lazy');
-  const eager = await checkAndMark(repo, workload(`${run}-eager-`, BATCHES, n), 'eager');
+  await checkAndMark(repo, warm, 'lazy');
+  const lazy = await checkAndMark(repo, lazyIds, 'lazy');
+  const eager = await checkAndMark(repo, eagerIds, 'eager');
+  global.gc?.();
   const rssEnd = process.memoryUsage().rss;
   const stats = repo.stats();
   const result = {

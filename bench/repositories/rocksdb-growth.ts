@@ -21,7 +21,7 @@
  *
  * Prints figures and ratios; asserts nothing.
  *
- *   node --import tsx bench/repositories/rocksdb-growth.ts [--sizes 1e6,1e7,5e7] [--batches 300]
+ *   node --import tsx bench/repositories/rocksdb-growth.ts [--sizes 1e6,1e7,5e7] [--batches 300] [--profile DIR]
  *   (or IDEM_GROWTH_SIZES=1e6,1e7 npm run bench:growth)
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -56,6 +56,8 @@ const { values: args } = parseArgs({
     ids: { type: 'string' },
     path: { type: 'string' },
     out: { type: 'string' },
+    /** Write a CPU profile of each size's check-and-mark process (and its startup opens) into this directory. */
+    profile: { type: 'string' },
     json: { type: 'string' },
   },
 });
@@ -207,9 +209,10 @@ type Measured = Awaited<ReturnType<typeof measure>>;
 type Opened = Awaited<ReturnType<typeof open>>;
 
 function child<T = Row>(phase: string, n: number, path: string, extra: string[] = []): T {
+  const profile = args.profile === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', args.profile];
   const out = execFileSync(
     process.execPath,
-    ['--expose-gc', '--import', 'tsx', self, '--phase', phase, '--ids', String(n), '--path', path]
+    [...profile, '--expose-gc', '--import', 'tsx', self, '--phase', phase, '--ids', String(n), '--path', path]
       .concat(['--batches', String(BATCHES)])
       .concat(extra),
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 20 },
@@ -266,8 +269,9 @@ async function runSize(n: number, root: string): Promise<SizeResult> {
   killedChild('killed-run', n, path);
   const afterRunKill = child<Opened>('open', n, path);
   console.log(`  startup after a SIGKILL that followed one batch: ${afterRunKill.ms?.toFixed(0)} ms`);
-  const diskBytes = await duSize(path);
   const measured = child<Measured>('measure', n, path);
+  // After the workload, as the other bytes per id: of the ids held then (the index's entries).
+  const diskBytes = await duSize(path);
   console.log(
     `  check-and-mark: lazy ${measured.lazy?.toFixed(2)} µs/id, eager ${measured.eager?.toFixed(2)} µs/id; ` +
       `RSS ${((Number(measured.rssEnd) - Number(measured.rssBase)) / n).toFixed(1)} B/id, ` +

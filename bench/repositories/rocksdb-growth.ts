@@ -22,6 +22,7 @@
  * Prints figures and ratios; asserts nothing.
  *
  *   node --import tsx bench/repositories/rocksdb-growth.ts [--sizes 1e6,1e7,5e7] [--batches 300] [--profile DIR]
+ *     [--options '{"blockCacheMb":64}']
  *   (or IDEM_GROWTH_SIZES=1e6,1e7 npm run bench:growth)
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -56,6 +57,8 @@ const { values: args } = parseArgs({
     ids: { type: 'string' },
     path: { type: 'string' },
     out: { type: 'string' },
+    /** Store options (JSON) over the defaults at every size, e.g. `{"blockCacheMb":64}`, to test a setting. */
+    options: { type: 'string', default: '{}' },
     /** Write a CPU profile of each size's check-and-mark process (and its startup opens) into this directory. */
     profile: { type: 'string' },
     json: { type: 'string' },
@@ -66,6 +69,7 @@ const BATCHES = Number(args.batches);
 const FILL_CHUNK = 10_000;
 const self = fileURLToPath(import.meta.url);
 const MIB = 2 ** 20;
+const extraOptions = JSON.parse(args.options as string) as Partial<RocksdbRepositoryOptions>;
 
 /** `--sizes`: comma-separated counts, `1e6` and `1_000_000` forms allowed; a bad one names the flag. */
 function parseSizes(text: string): number[] {
@@ -92,7 +96,7 @@ function storeOptions(ids: number): Partial<RocksdbRepositoryOptions> {
   let capacity = 256;
   while (capacity * 0.75 < needed) capacity *= 2;
   const indexMaxMb = Math.max(256, (capacity * 16 * 8) / MIB);
-  return { expectedIds, indexMaxMb };
+  return { expectedIds, indexMaxMb, ...extraOptions };
 }
 
 // ---- child phases ---------------------------------------------------------------------------------------
@@ -213,7 +217,7 @@ function child<T = Row>(phase: string, n: number, path: string, extra: string[] 
   const out = execFileSync(
     process.execPath,
     [...profile, '--expose-gc', '--import', 'tsx', self, '--phase', phase, '--ids', String(n), '--path', path]
-      .concat(['--batches', String(BATCHES)])
+      .concat(['--batches', String(BATCHES), '--options', args.options as string])
       .concat(extra),
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 20 },
   );
@@ -224,7 +228,9 @@ function child<T = Row>(phase: string, n: number, path: string, extra: string[] 
 function killedChild(phase: string, n: number, path: string, extra: string[] = []): void {
   const ran = spawnSync(
     process.execPath,
-    ['--import', 'tsx', self, '--phase', phase, '--ids', String(n), '--path', path, ...extra],
+    ['--import', 'tsx', self, '--phase', phase, '--ids', String(n), '--path', path]
+      .concat(['--batches', String(BATCHES), '--options', args.options as string])
+      .concat(extra),
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
   if (ran.signal !== 'SIGKILL') throw new Error(`phase ${phase} ended with ${ran.status ?? ran.signal}`);
@@ -374,7 +380,8 @@ async function main(): Promise<void> {
 
   const sink = new FigureSink(
     'rocksdb-growth',
-    `node --import tsx bench/repositories/rocksdb-growth.ts --sizes ${sizes.join(',')} --batches ${BATCHES}`,
+    `node --import tsx bench/repositories/rocksdb-growth.ts --sizes ${sizes.join(',')} --batches ${BATCHES}` +
+      (args.options === '{}' ? '' : ` --options '${args.options}'`),
   );
   const first = table[0] as (typeof table)[number];
   const last = table[table.length - 1] as (typeof table)[number];

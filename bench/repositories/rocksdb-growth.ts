@@ -415,7 +415,8 @@ async function main(): Promise<void> {
   // Startup has an absolute target (5 s at the largest size): as a ratio to it, so the chart shows it too.
   for (const [key, what] of [
     ['graceful', 'after a graceful close'],
-    ['afterFillKill', "after the filling process's SIGKILL"],
+    ['afterRunKill', 'after a SIGKILL that followed one batch'],
+    ['afterFillKill', "after the filling process's SIGKILL (no snapshot)"],
   ] as const) {
     sink.ratio({
       id: `rocksdb-growth.startup-${key}-${label(last.ids)}`,
@@ -425,6 +426,13 @@ async function main(): Promise<void> {
       kind: 'max',
       baseline: '5 s (the target itself)',
     });
+  }
+  if (table.length > 1) {
+    sink.note(
+      `Process CPU time per id (all threads), which a loaded machine distorts less than wall time: lazy ` +
+        `${(last.lazyCpu / first.lazyCpu).toFixed(2)}×, eager ${(last.eagerCpu / first.eagerCpu).toFixed(2)}× ` +
+        `at ${label(last.ids)} against ${label(first.ids)}.`,
+    );
   }
   sink.table({
     title: 'How cost grows: the RocksDB store at each size',

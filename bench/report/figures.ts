@@ -27,6 +27,29 @@ export interface Ratio {
   readonly baseline: string;
 }
 
+/** A table the report prints as it is, e.g. one row per size of a growth curve. */
+export interface FigureTable {
+  readonly title: string;
+  readonly columns: readonly string[];
+  readonly rows: readonly (readonly string[])[];
+}
+
+/** A measured curve (y against x, one line per series), drawn in the report's chart on log-log axes. */
+export interface Curve {
+  /** Stable name, e.g. `rocksdb-growth.us-per-id`. */
+  readonly id: string;
+  readonly title: string;
+  /** Axis labels, with their units. */
+  readonly x: string;
+  readonly y: string;
+  readonly series: readonly {
+    readonly name: string;
+    readonly points: readonly (readonly [number, number])[];
+  }[];
+  /** A ceiling to draw as a line (a target on y), if any. */
+  readonly limit?: number;
+}
+
 /** What a bench writes with `--json`. */
 export interface BenchFigures {
   readonly bench: string;
@@ -38,6 +61,9 @@ export interface BenchFigures {
   readonly loadavg: number[];
   readonly cores: number;
   readonly notes: string[];
+  /** Optional: benches without them write none (and older JSON files have none). */
+  readonly tables?: FigureTable[];
+  readonly curves?: Curve[];
 }
 
 /** Whether a ratio meets its target; undefined when it has none. */
@@ -51,7 +77,17 @@ export class FigureSink {
   readonly #data: BenchFigures;
 
   constructor(bench: string, command: string) {
-    this.#data = { bench, command, figures: [], ratios: [], loadavg: [], cores: 0, notes: [] };
+    this.#data = {
+      bench,
+      command,
+      figures: [],
+      ratios: [],
+      loadavg: [],
+      cores: 0,
+      notes: [],
+      tables: [],
+      curves: [],
+    };
   }
 
   figure(label: string, value: number, unit: string): void {
@@ -61,6 +97,14 @@ export class FigureSink {
   ratio(ratio: Ratio): Ratio {
     this.#data.ratios.push(ratio);
     return ratio;
+  }
+
+  table(table: FigureTable): void {
+    this.#data.tables?.push(table);
+  }
+
+  curve(curve: Curve): void {
+    this.#data.curves?.push(curve);
   }
 
   note(text: string): void {

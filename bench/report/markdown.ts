@@ -57,6 +57,23 @@ export function renderMarkdown(report: {
       );
     }
   }
+  // A bench's tables (e.g. a growth curve's rows, drawn in the chart too) each get a section of their own.
+  for (const run of ran) {
+    const figures = run.figures as BenchFigures;
+    for (const table of figures.tables ?? []) {
+      lines.push(
+        '',
+        `## ${table.title}`,
+        '',
+        `From \`${figures.command}\`, load average at the end ${figures.loadavg[0]?.toFixed(2)} (1 min); ` +
+          `the curve is in the chart above, the notes under ${run.name} below.`,
+        '',
+        `| ${table.columns.map(cell).join(' | ')} |`,
+        `|${table.columns.map(() => '---').join('|')}|`,
+        ...table.rows.map((row) => `| ${row.map(cell).join(' | ')} |`),
+      );
+    }
+  }
   lines.push('', '## Figures per bench', '');
   for (const run of runs) {
     lines.push(`### ${run.name} (\`${run.file}\`)`, '');
@@ -74,6 +91,7 @@ export function renderMarkdown(report: {
       ...f.figures.map((fig) => `| ${cell(fig.label)} | ${number(fig.value)} | ${fig.unit} |`),
       '',
     );
+
     for (const ratio of f.ratios)
       lines.push(`- ${cell(ratio.label)}: ${describeRatio(ratio)} — ${verdict(ratio)}`);
     for (const note of f.notes) lines.push(`- ${note}`);

@@ -32,7 +32,7 @@ export interface KafkaLogEntry {
   /** The client's component (kafkajs: its namespace, e.g. `Connection`). */
   readonly namespace: string;
   readonly message: string;
-  /** The entry's structured fields (broker, retry counts…). */
+  /** The fields to log with the message: the client's component (kafkajs: `{ kafkajs: namespace }`), broker… */
   readonly fields: Readonly<Record<string, unknown>>;
   /**
    * Set when the entry reports a failed attempt to reach a broker: what failed, without the client's wording

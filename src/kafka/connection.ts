@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { tlsSettingSchema } from '../options/tls.js';
 import { durationMs } from '../util/duration.js';
-import { defaultKafkaClient, kafkaClientNames } from './port/client.js';
+import { defaultKafkaClient, kafkaClientNames } from './port/names.js';
 
 /*
  * How to reach a Kafka cluster, written once for every part that opens its own client: the dedup node's

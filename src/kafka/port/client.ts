@@ -3,17 +3,11 @@ import type { KafkaSasl } from '../connection.js';
 import type { KafkaAdmin } from './admin.js';
 import type { GroupConsumer, GroupConsumerOptions } from './consumer.js';
 import type { KafkaErrorClassifier } from './errors.js';
+import type { KafkaClientName } from './names.js';
 import type { PartitionReader } from './partition-reader.js';
 import type { KafkaProducer, ProducerOptions } from './producer.js';
 
-/** The Kafka client libraries the port has an implementation for (config key `kafka.client`). */
-export const kafkaClientNames = ['kafkajs', 'platformatic'] as const;
-
-/** One of {@link kafkaClientNames}. */
-export type KafkaClientName = (typeof kafkaClientNames)[number];
-
-/** The client the package uses unless told otherwise. */
-export const defaultKafkaClient: KafkaClientName = 'kafkajs';
+export { defaultKafkaClient, type KafkaClientName, kafkaClientNames } from './names.js';
 
 /**
  * Where a client's log goes: the part of a pino logger the client uses (the node passes its pino logger; pino is

@@ -10,9 +10,9 @@ import {
 } from './client.js';
 
 /** Each implementation's module (both client libraries are optional peers of the package). */
-const IMPLEMENTATIONS: Record<KafkaClientName, string> = {
-  kafkajs: '../kafkajs/index.js',
-  platformatic: '../platformatic/index.js',
+const IMPLEMENTATIONS: Record<KafkaClientName, { readonly module: string; readonly package: string }> = {
+  kafkajs: { module: '../kafkajs/index.js', package: 'kafkajs' },
+  platformatic: { module: '../platformatic/index.js', package: '@platformatic/kafka' },
 };
 
 /** Who chose the client, for the errors that say what to do. */
@@ -35,8 +35,8 @@ export async function loadKafkaClientFactory(
 ): Promise<KafkaClientFactory> {
   const client = name ?? defaultKafkaClient;
   const configKey = choice.configKey ?? 'kafka.client';
-  const specifier: string | undefined = IMPLEMENTATIONS[client];
-  if (specifier === undefined) {
+  const implementation = IMPLEMENTATIONS[client];
+  if (implementation === undefined) {
     throw new ConfigError(
       configKey,
       `unknown Kafka client ${JSON.stringify(client)}: expected one of ${Object.keys(IMPLEMENTATIONS).join(', ')}`,
@@ -45,6 +45,7 @@ export async function loadKafkaClientFactory(
   let loaded: { createClient?: unknown };
   try {
     // A variable specifier: an implementation may be absent from a build, and is no compile-time dependency.
+    const specifier: string = implementation.module;
     loaded = (await import(specifier)) as { createClient?: unknown };
   } catch (error) {
     const feature = choice.feature ?? 'the Kafka client';
@@ -53,9 +54,11 @@ export async function loadKafkaClientFactory(
     });
     if (missing) throw missing;
     const detail = error instanceof Error ? error.message : String(error);
-    throw new ConfigError(configKey, `the ${client} Kafka client could not be loaded: ${detail}`, {
-      cause: error,
-    });
+    throw new ConfigError(
+      configKey,
+      `the ${client} Kafka client could not be loaded (it needs the npm package ${implementation.package}): ${detail}`,
+      { cause: error },
+    );
   }
   if (typeof loaded.createClient !== 'function') {
     throw new ConfigError(configKey, `the ${client} Kafka client implementation exports no createClient`);

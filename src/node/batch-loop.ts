@@ -84,7 +84,7 @@ export class BatchLoop {
     if (failure !== undefined) {
       logger.warn(
         { err: failure, topic, partition },
-        'batch failed; kafkajs retries it from the last commit',
+        'batch failed; the client retries it from the last commit',
       );
       throw failure;
     }

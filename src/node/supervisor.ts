@@ -52,7 +52,7 @@ export class ConsumerSupervisor {
   #crashed(error: Error, restart: boolean): void {
     const logger = this.#logger;
     if (restart) {
-      logger.warn({ err: error }, 'consumer crashed; kafkajs restarts it');
+      logger.warn({ err: error }, 'consumer crashed; the client restarts it');
       return;
     }
     const run = this.#run;

@@ -1,6 +1,6 @@
-import type { KafkaMessage, Message, Producer } from 'kafkajs';
 import type { BatchOptions, DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
 import { OutputError } from '../errors.js';
+import type { ConsumedMessage, KafkaErrorClassifier, OutgoingMessage } from '../kafka/port/index.js';
 import type { NodeConfig } from './options.js';
 import { OutputWriter, type RecordSender } from './output.js';
 
@@ -9,7 +9,7 @@ const AUDIT_MAX_BATCH_BYTES = 1_000_000;
 
 /** A record as the chunk hands it to the engine (see chunk.ts): the Kafka message and its dedup key. */
 interface Candidate {
-  readonly message: KafkaMessage;
+  readonly message: ConsumedMessage;
   readonly id: string | undefined;
 }
 
@@ -34,7 +34,11 @@ export interface DuplicateAuditValue {
 }
 
 /** The audit of a node whose config sets `output.duplicatesTopic`; undefined when it is off (the default). */
-export function duplicateAudit(config: NodeConfig, producer: Producer): DuplicateAudit | undefined {
+export function duplicateAudit(
+  config: NodeConfig,
+  producer: RecordSender,
+  errors: KafkaErrorClassifier,
+): DuplicateAudit | undefined {
   const topic = config.output.duplicatesTopic;
   if (topic === undefined) return undefined;
   return new DuplicateAudit(
@@ -43,6 +47,7 @@ export function duplicateAudit(config: NodeConfig, producer: Producer): Duplicat
       maxBatchBytes: AUDIT_MAX_BATCH_BYTES,
       sendAttempts: config.output.sendAttempts,
       retryBackoffMs: config.output.retryBackoff,
+      errors,
     }),
     topic,
   );
@@ -91,7 +96,7 @@ export class DuplicateAudit {
     candidates: readonly Candidate[],
     results: readonly ProcessResult[],
   ): Promise<number> {
-    const messages: Message[] = [];
+    const messages: OutgoingMessage[] = [];
     for (let i = 0; i < results.length; i++) {
       const outcome = (results[i] as ProcessResult).outcome;
       if (outcome !== 'duplicate') continue;

@@ -1,0 +1,80 @@
+import { ConfigError } from '../../errors.js';
+import { asMissingDependency } from '../../util/optional-module.js';
+import {
+  defaultKafkaClient,
+  type KafkaClient,
+  type KafkaClientBehaviour,
+  type KafkaClientFactory,
+  type KafkaClientName,
+  type KafkaClientSettings,
+} from './client.js';
+
+/** Each implementation's module (both client libraries are optional peers of the package). */
+const IMPLEMENTATIONS: Record<KafkaClientName, { readonly module: string; readonly package: string }> = {
+  kafkajs: { module: '../kafkajs/index.js', package: 'kafkajs' },
+  platformatic: { module: '../platformatic/index.js', package: '@platformatic/kafka' },
+};
+
+/** Who chose the client, for the errors that say what to do. */
+export interface KafkaClientChoice {
+  /** The config key (or option) that chose the client; default `kafka.client`. */
+  readonly configKey?: string;
+  /** What needs the client, for a missing package (`idem node`, `the kafka store`); default `the Kafka client`. */
+  readonly feature?: string;
+}
+
+/**
+ * Loads the implementation of client `name` (default kafkajs): only the chosen one is ever imported, so
+ * validating a config loads no client library and a user of one client never installs the other. A missing
+ * client library is a MissingDependencyError naming the package (and, for a client that is not the default, the
+ * config key that chose it); an implementation absent from this build, a ConfigError naming the config key.
+ */
+export async function loadKafkaClientFactory(
+  name: KafkaClientName | undefined,
+  choice: KafkaClientChoice = {},
+): Promise<KafkaClientFactory> {
+  const client = name ?? defaultKafkaClient;
+  const configKey = choice.configKey ?? 'kafka.client';
+  const implementation = IMPLEMENTATIONS[client];
+  if (implementation === undefined) {
+    throw new ConfigError(
+      configKey,
+      `unknown Kafka client ${JSON.stringify(client)}: expected one of ${Object.keys(IMPLEMENTATIONS).join(', ')}`,
+    );
+  }
+  let loaded: { createClient?: unknown };
+  try {
+    // A variable specifier: an implementation may be absent from a build, and is no compile-time dependency.
+    const specifier: string = implementation.module;
+    loaded = (await import(specifier)) as { createClient?: unknown };
+  } catch (error) {
+    const feature = choice.feature ?? 'the Kafka client';
+    const missing = asMissingDependency(error, {
+      feature: client === defaultKafkaClient ? feature : `${feature} with ${configKey} = "${client}"`,
+    });
+    if (missing) throw missing;
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new ConfigError(
+      configKey,
+      `the ${client} Kafka client could not be loaded (it needs the npm package ${implementation.package}): ${detail}`,
+      { cause: error },
+    );
+  }
+  if (typeof loaded.createClient !== 'function') {
+    throw new ConfigError(configKey, `the ${client} Kafka client implementation exports no createClient`);
+  }
+  return loaded.createClient as KafkaClientFactory;
+}
+
+/**
+ * The one place a Kafka client is made: the `client` implementation (default kafkajs) over the settings. See
+ * {@link loadKafkaClientFactory} for the errors.
+ */
+export async function openKafkaClient(
+  settings: KafkaClientSettings & { readonly client?: KafkaClientName | undefined },
+  behaviour: KafkaClientBehaviour,
+  choice: KafkaClientChoice = {},
+): Promise<KafkaClient> {
+  const create = await loadKafkaClientFactory(settings.client, choice);
+  return create(settings, behaviour);
+}

@@ -1,0 +1,155 @@
+/*
+ * Choosing the Kafka client (issue 21): `kafka.client` in the node's TOML, `client` on the Kafka adapter and the
+ * `kafka` repository, all resolved by the port's one factory (src/kafka/port/open.ts).
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Kafka } from 'kafkajs';
+import { type KafkaRecord, kafkaRecordId, runIdempotentConsumer } from '../../src/adapters/kafka/index.js';
+import { resolveKafkaAdapterOptions } from '../../src/adapters/kafka/options.js';
+import { loadConfig } from '../../src/config/load.js';
+import { IdempotentConsumer } from '../../src/consumer/index.js';
+import { ConfigError } from '../../src/errors.js';
+import { openKafkaClient } from '../../src/kafka/port/index.js';
+import { nodeConfigSchema } from '../../src/node/options.js';
+import { parseKafkaOptions } from '../../src/repositories/kafka/options.js';
+import { MemoryRepository } from '../../src/repositories/memory/index.js';
+import { kafkaTestbed, onCleanup, produce, testProducer, waitForCommitted } from '../helpers/kafka.js';
+import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const HIDE = fileURLToPath(new URL('../helpers/hide-packages/register.mjs', import.meta.url));
+const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
+
+const NODE_TOML = `[kafka]
+brokers = ["${endpoints.kafkaBrokers[0]}"]
+client = "platformatic"
+[input]
+topic = "in"
+[output]
+topic = "out"
+[dlq]
+topic = "dlq"
+[dedup]
+id = "uid"
+[repository]
+type = "memory"
+`;
+
+const idempotent = () =>
+  new IdempotentConsumer<KafkaRecord>({ repository: new MemoryRepository(), id: kafkaRecordId });
+
+describe('choosing the Kafka client', () => {
+  it('defaults to kafkajs, whose transactions are fenced per transactional id, not by the group', async () => {
+    const client = await openKafkaClient(
+      {
+        brokers: ['127.0.0.1:1'],
+        clientId: 'x',
+        ssl: false,
+        connectionTimeout: 1_000,
+        requestTimeout: 1_000,
+      },
+      { retries: 0 },
+    );
+    assert.equal(client.name, 'kafkajs');
+    assert.equal(client.capabilities.fencesByGroup, false);
+    await client.close();
+  });
+
+  it('refuses an unknown client, naming kafka.client and repository.client', async () => {
+    await assert.rejects(
+      loadConfig(nodeConfigSchema, { text: NODE_TOML.replace('"platformatic"', '"confluent"'), env: {} }),
+      (error: unknown) => error instanceof ConfigError && /kafka\.client/.test(error.message),
+    );
+    assert.throws(
+      () => parseKafkaOptions({ brokers: ['b:9092'], topic: 't', client: 'confluent' }),
+      (error: unknown) => error instanceof ConfigError && error.key === 'repository.client',
+    );
+    const config = await loadConfig(nodeConfigSchema, { text: NODE_TOML, env: {} });
+    assert.equal(config.kafka.client, 'platformatic');
+    const plain = await loadConfig(nodeConfigSchema, {
+      text: NODE_TOML.replace(/^client = .*$/m, ''),
+      env: {},
+    });
+    assert.equal(plain.kafka.client, 'kafkajs');
+  });
+
+  it('a node on platformatic without @platformatic/kafka: one line naming kafka.client and the package', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'idem-client-'));
+    onCleanup(t, () => rm(dir, { recursive: true, force: true }));
+    const path = join(dir, 'node.toml');
+    await writeFile(path, NODE_TOML);
+    const child = spawn(process.execPath, ['--import', 'tsx', '--import', HIDE, BIN, '--config', path], {
+      cwd: ROOT,
+      env: { ...process.env, IDEM_CONFIG: '', IDEM_TEST_HIDE_PACKAGES: '@platformatic/kafka' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      stderr += text;
+    });
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    // The implementation's absence from a build is a config error (2); a missing package, exit 3.
+    assert.ok(code === 2 || code === 3, `exit ${code}: ${stderr}`);
+    assert.equal(stderr.split('\n').filter(Boolean).length, 1, stderr);
+    assert.match(stderr, /^idem node: .*kafka\.client.*@platformatic\/kafka/);
+  });
+
+  it('the adapter refuses another client for a kafkajs Kafka instance, naming client', () => {
+    assert.throws(
+      () =>
+        resolveKafkaAdapterOptions({
+          kafka: new Kafka({ brokers: ['127.0.0.1:1'] }),
+          client: 'platformatic',
+          topics: ['t'],
+          groupId: 'g',
+          idempotent: idempotent(),
+          handler: () => undefined,
+        }),
+      (error: unknown) => error instanceof ConfigError && error.key === 'client',
+    );
+    assert.throws(
+      () =>
+        resolveKafkaAdapterOptions({
+          kafka: { brokers: [] },
+          topics: ['t'],
+          groupId: 'g',
+          idempotent: idempotent(),
+          handler: () => undefined,
+        }),
+      (error: unknown) => error instanceof ConfigError && error.key === 'kafka.brokers',
+    );
+  });
+
+  it('the adapter builds its own client from connection settings', {
+    skip: skipUnlessEnabled('kafka'),
+  }, async (t) => {
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t, { partitions: 1 });
+    await produce(await testProducer(t, kafka), topic, [
+      { key: 'a', value: '1' },
+      { key: 'b', value: '2' },
+      { key: 'a', value: '3' },
+    ]);
+    const handled: string[] = [];
+    const runner = await runIdempotentConsumer({
+      kafka: { brokers: [...endpoints.kafkaBrokers], clientId: 'idem-test-settings' },
+      client: 'kafkajs',
+      topics: [topic],
+      groupId,
+      fromBeginning: true,
+      idempotent: idempotent(),
+      handler: (record) => {
+        handled.push(`${record.id}@${record.message.value?.toString()}`);
+      },
+    });
+    onCleanup(t, () => runner.stop());
+    await waitForCommitted(admin, groupId, topic);
+    assert.deepEqual(handled, ['a@1', 'b@2']);
+    assert.ok(runner.consumer, 'a client built on kafkajs exposes its kafkajs consumer');
+  });
+});

@@ -1,0 +1,41 @@
+/** A topic to create. */
+export interface NewTopic {
+  readonly topic: string;
+  /** Default: the broker's `num.partitions`. */
+  readonly numPartitions?: number;
+  /** Default -1: the broker's `default.replication.factor`. */
+  readonly replicationFactor?: number;
+  readonly configEntries?: readonly { readonly name: string; readonly value: string }[];
+}
+
+/** The offsets of one partition of a topic. */
+export interface PartitionOffsetRange {
+  readonly partition: number;
+  /** The first offset still in the log. */
+  readonly low: string;
+  /** The high watermark (the offset the next record gets). */
+  readonly high: string;
+}
+
+/** The admin calls the node, the changelog and the `kafka` repository make. Connect before use. */
+export interface KafkaAdmin {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  listTopics(): Promise<string[]>;
+  /**
+   * The partition ids of an existing topic, sorted (rejects for a missing one: list first, asking for a missing
+   * topic's metadata makes kafkajs log an error).
+   */
+  topicPartitions(topic: string): Promise<number[]>;
+  /** Creates the topics and waits for their leaders; false when they all existed already. */
+  createTopics(topics: readonly NewTopic[]): Promise<boolean>;
+  /** The topic's values of these config names (a name the broker does not return is absent). */
+  describeTopicConfigs(topic: string, names: readonly string[]): Promise<Map<string, string>>;
+  /** Deletes every record of the given partitions (all partitions when omitted) up to their end (DeleteRecords). */
+  deleteRecords(topic: string, partitions?: readonly number[]): Promise<void>;
+  /** Each partition's log start and high watermark. */
+  topicOffsets(topic: string): Promise<PartitionOffsetRange[]>;
+  /** A group's committed offsets of a topic (-1 where it committed none), as decimal strings. */
+  groupOffsets(groupId: string, topic: string): Promise<{ partition: number; offset: string }[]>;
+  deleteTopics(topics: readonly string[]): Promise<void>;
+}

@@ -1,0 +1,97 @@
+import type { TlsOptions } from '../../options/tls.js';
+import type { KafkaSasl } from '../connection.js';
+import type { KafkaAdmin } from './admin.js';
+import type { GroupConsumer, GroupConsumerOptions } from './consumer.js';
+import type { KafkaErrorClassifier } from './errors.js';
+import type { PartitionReader } from './partition-reader.js';
+import type { KafkaProducer, ProducerOptions } from './producer.js';
+
+/** The Kafka client libraries the port has an implementation for (config key `kafka.client`). */
+export const kafkaClientNames = ['kafkajs', 'platformatic'] as const;
+
+/** One of {@link kafkaClientNames}. */
+export type KafkaClientName = (typeof kafkaClientNames)[number];
+
+/** The client the package uses unless told otherwise. */
+export const defaultKafkaClient: KafkaClientName = 'kafkajs';
+
+/**
+ * Where a client's log goes: the part of a pino logger the client uses (the node passes its pino logger; pino is
+ * the node's optional dependency, not the library's).
+ */
+export interface KafkaLogSink {
+  error(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+  debug(fields: object, message: string): void;
+}
+
+/** One entry of a client's own log, as {@link KafkaClientBehaviour.onLog} sees it. */
+export interface KafkaLogEntry {
+  readonly level: 'error' | 'warn' | 'info' | 'debug';
+  /** The client's component (kafkajs: its namespace, e.g. `Connection`). */
+  readonly namespace: string;
+  readonly message: string;
+  /** The entry's structured fields (broker, retry counts…). */
+  readonly fields: Readonly<Record<string, unknown>>;
+  /**
+   * Set when the entry reports a failed attempt to reach a broker: what failed, without the client's wording
+   * around it (the node's start reports these once, and names the last one when it gives up).
+   */
+  readonly connectionFailure?: string;
+}
+
+/** How to reach the cluster: what every client is built from (a parsed connection table). */
+export interface KafkaClientSettings {
+  readonly brokers: string[];
+  readonly clientId: string;
+  readonly ssl: boolean | TlsOptions;
+  readonly sasl?: KafkaSasl | undefined;
+  readonly connectionTimeout: number;
+  readonly requestTimeout: number;
+}
+
+/** How a client retries and logs. */
+export interface KafkaClientBehaviour {
+  /** Retry budget per request (backing off from 300 ms to 10 s). */
+  readonly retries: number;
+  /** Where the client's warnings and errors go; without one the client is quiet (failures surface as rejections). */
+  readonly logger?: KafkaLogSink;
+  /** Sees each log entry first; `false` drops it (the node's start reports connection retries once). */
+  readonly onLog?: (entry: KafkaLogEntry) => boolean;
+}
+
+/** What a client can do beyond the common port. */
+export interface KafkaClientCapabilities {
+  /**
+   * True when a transaction's offsets are sent with the group's generation and member id (KIP-447), so the
+   * group fences a zombie and one transactional producer per instance is safe. False (kafkajs): only the group
+   * id is sent, and a zombie is fenced only by a transactional id per input partition.
+   */
+  readonly fencesByGroup: boolean;
+}
+
+/**
+ * A Kafka client behind the port: it makes consumers, producers, admins and partition readers, each with its
+ * own connections, and says what its errors mean. `close` ends what the client itself holds (not the parts it
+ * made: each is disconnected by its owner).
+ */
+export interface KafkaClient {
+  readonly name: KafkaClientName;
+  readonly capabilities: KafkaClientCapabilities;
+  readonly errors: KafkaErrorClassifier;
+  consumer(options: GroupConsumerOptions): GroupConsumer;
+  producer(options?: ProducerOptions): KafkaProducer;
+  admin(): KafkaAdmin;
+  partitionReader(): PartitionReader;
+  close(): Promise<void>;
+}
+
+/**
+ * What an implementation module (src/kafka/kafkajs/index.ts, src/kafka/platformatic/index.ts) exports as
+ * `createClient`.
+ */
+export type KafkaClientFactory = (
+  settings: KafkaClientSettings,
+  behaviour: KafkaClientBehaviour,
+) => KafkaClient | Promise<KafkaClient>;

@@ -1,0 +1,104 @@
+import type { GroupMetadata, GroupMetadataSource } from './producer.js';
+import type { ConsumedMessage } from './records.js';
+
+/** Options of {@link KafkaClient.consumer}. Topics are never created by consuming. */
+export interface GroupConsumerOptions {
+  readonly groupId: string;
+  /** How long a killed or stuck member keeps its partitions, in ms; default the client's (kafkajs: 30 s). */
+  readonly sessionTimeoutMs?: number;
+  readonly heartbeatIntervalMs?: number;
+  /** Longest fetch long-poll, in ms. */
+  readonly maxWaitMs?: number;
+  readonly maxBytesPerPartition?: number;
+  readonly maxBytes?: number;
+  /**
+   * Client-specific settings, passed through as they are (the Kafka adapter's `consumerConfig`, which is a
+   * kafkajs `ConsumerConfig`); an implementation ignores the keys it does not know.
+   */
+  readonly extra?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * One fetched batch of one partition, handed to {@link GroupConsumer.run}'s handler. Nothing is committed or
+ * resolved for the handler: it commits what it finished.
+ */
+export interface ConsumedBatch {
+  readonly topic: string;
+  readonly partition: number;
+  /** In offset order; control records (transaction markers) are left out. */
+  readonly messages: readonly ConsumedMessage[];
+  /** The partition's high watermark when fetched (read_uncommitted) or last stable offset, decimal. */
+  readonly highWatermark: string;
+  /** The offset of the batch's last record, control records included (commit `lastOffset() + 1` at the end). */
+  lastOffset(): string;
+  /** Keeps this member in the group during a long batch; rejects when the group is rebalancing. */
+  heartbeat(): Promise<void>;
+  /** Commits the group's offset of this partition: `nextOffset` is the next record to read. */
+  commit(nextOffset: string): Promise<void>;
+  /** Tells the client the records up to `offset` are handled (where a restarted fetch of this batch resumes). */
+  resolveOffset(offset: string): void;
+  /** False once the consumer stops: the handler should finish what it has and return. */
+  isRunning(): boolean;
+  /** True when a rebalance or a seek made the rest of this batch obsolete. */
+  isStale(): boolean;
+}
+
+/** Partitions of one topic. */
+export interface TopicPartitions {
+  readonly topic: string;
+  readonly partitions: readonly number[];
+}
+
+/** The member joined the group (first join and after every rebalance). */
+export interface GroupJoin {
+  readonly memberId: string;
+  readonly generationId: number | undefined;
+  /**
+   * The member's whole assignment after this join, topic → partitions. Partitions it held before and no longer
+   * holds were revoked (there is no separate revocation event: kafkajs has none).
+   */
+  readonly assignment: Readonly<Record<string, readonly number[]>>;
+}
+
+/** The consumer crashed. */
+export interface ConsumerCrash {
+  readonly error: Error;
+  /** True when the client restarts the consumer itself; false when it stays down (the caller decides). */
+  readonly restart: boolean;
+}
+
+/** Options of {@link GroupConsumer.run}. */
+export interface RunOptions {
+  /** Partitions whose batches are handled at once; one partition's batches are always handled in order. */
+  readonly partitionsConsumedConcurrently: number;
+  /** One partition batch; a rejection makes the client fetch the partition again from its last commit. */
+  readonly eachBatch: (batch: ConsumedBatch) => Promise<void>;
+}
+
+/**
+ * A consumer group member with manual commits. Lifecycle: connect, subscribe, run (resolves once it runs; the
+ * batches come on in the background), stop or disconnect (both wait for the batch in hand).
+ */
+export interface GroupConsumer extends GroupMetadataSource {
+  readonly groupId: string;
+  connect(): Promise<void>;
+  subscribe(topics: readonly string[], fromBeginning: boolean): Promise<void>;
+  run(options: RunOptions): Promise<void>;
+  /** Stops consuming and leaves the group; stays connected (a stopped consumer can `run` again). */
+  stop(): Promise<void>;
+  disconnect(): Promise<void>;
+  /** Stops fetching these partitions until resumed (their batch in hand finishes). */
+  pause(partitions: readonly TopicPartitions[]): void;
+  /** Resumes paused partitions; does nothing when the group is gone (a restarted consumer pauses nothing). */
+  resume(partitions: readonly TopicPartitions[]): void;
+  /** The current generation; `generationId`/`memberId` are undefined before the first join (and on kafkajs). */
+  groupMetadata(): GroupMetadata;
+  /** Each join of the group. Returns a function that removes the listener. */
+  onGroupJoin(listener: (join: GroupJoin) => void): () => void;
+  /** Each crash of the consumer (see {@link ConsumerCrash.restart}). */
+  onCrash(listener: (crash: ConsumerCrash) => void): () => void;
+  /** Each fetch round's start (the node's perf log counts input-starved rounds). */
+  onFetchStart(listener: () => void): () => void;
+  /** A warning through the client's own logger (the adapter's default `onError`). */
+  warn(message: string, fields?: object): void;
+}

@@ -1,0 +1,69 @@
+/*
+ * The changelog reader's low-level reads: partition leaders, ListOffsets and Fetch of a partition range, with no
+ * consumer group (a group join per restore costs seconds). The decoded shape is the one Kafka's record batches
+ * have, so the reader drops aborted transactions itself, as Kafka's own consumer does.
+ */
+
+/** One record of a fetched batch. */
+export interface BatchRecord {
+  readonly offset: number;
+  /** The key as UTF-8 text (changelog keys are canonical ids); null for a keyless record. */
+  readonly key: string | null;
+  readonly value: Buffer | null;
+  readonly headers: Record<string, Buffer>;
+}
+
+/** One record batch as written by a producer (or a transaction marker batch). */
+export interface RecordBatch {
+  readonly baseOffset: number;
+  readonly lastOffsetDelta: number;
+  readonly producerId: number;
+  readonly inTransaction: boolean;
+  /** A control batch: its records are commit/abort markers. */
+  readonly isControl: boolean;
+  readonly records: BatchRecord[];
+}
+
+/** One partition of a fetch response: its batches, and the transactions aborted in the fetched range. */
+export interface FetchedPartition {
+  readonly partition: number;
+  readonly errorCode: number;
+  readonly abortedTransactions: readonly { readonly producerId: number; readonly firstOffset: number }[];
+  readonly batches: readonly RecordBatch[];
+}
+
+/** One read_committed fetch of some partitions of one topic. */
+export interface PartitionFetch {
+  readonly topic: string;
+  /** Where each partition's read starts. */
+  readonly partitions: readonly { readonly partition: number; readonly offset: number }[];
+  /** How long the broker may hold the fetch while nothing new is there, in ms. */
+  readonly maxWaitMs: number;
+  /** Most bytes the whole fetch returns (per leader). */
+  readonly maxBytes: number;
+  readonly maxBytesPerPartition: number;
+}
+
+/**
+ * Reads partitions straight from their leaders, read_committed. Keep one for many reads; safe for concurrent
+ * calls. Errors: a partition whose offset is out of range rejects the fetch with an error the client's
+ * {@link KafkaErrorClassifier.isOffsetOutOfRange} recognises; a leader that moved, with a retriable one.
+ */
+export interface PartitionReader {
+  /** The topic's partition ids, sorted, from fresh metadata. */
+  partitions(topic: string): Promise<number[]>;
+  /**
+   * Per partition: the first offset still in the log (`earliest`), or the end a read_committed reader sees
+   * now, the last stable offset (`latest`).
+   */
+  listOffsets(
+    topic: string,
+    partitions: readonly number[],
+    which: 'earliest' | 'latest',
+  ): Promise<Map<number, number>>;
+  /** One fetch per partition leader, in parallel; resolves with every partition's decoded batches. */
+  fetch(request: PartitionFetch): Promise<FetchedPartition[]>;
+  /** Reloads the cluster metadata (after a failed fetch: a leader may have moved). */
+  refreshMetadata(): Promise<void>;
+  close(): Promise<void>;
+}

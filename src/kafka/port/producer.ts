@@ -1,0 +1,68 @@
+import type { RecordSender } from './records.js';
+
+/** Options of {@link KafkaClient.producer}. */
+export interface ProducerOptions {
+  /**
+   * Idempotent (exactly one copy per send, in order, across the client's own retries). Every producer of the
+   * package is; a transactional producer always is.
+   */
+  readonly idempotent?: boolean;
+  /**
+   * Makes it transactional: {@link KafkaProducer.connect} then initialises the id, which fences any earlier
+   * producer of the same id and aborts its open transaction.
+   */
+  readonly transactionalId?: string;
+  /** The broker aborts a transaction open longer than this, in ms. */
+  readonly transactionTimeoutMs?: number;
+}
+
+/** The consumer group generation an exactly-once commit is bound to (KIP-447). */
+export interface GroupMetadata {
+  readonly groupId: string;
+  /** The group generation this member joined; undefined when the client does not know it (kafkajs). */
+  readonly generationId?: number;
+  readonly memberId?: string;
+  readonly groupInstanceId?: string;
+}
+
+/** Anything that can say which group generation it consumes in: a {@link GroupConsumer}, or a fixed value. */
+export interface GroupMetadataSource {
+  /** Read when the offsets are sent, so that a member that rejoined sends its new generation. */
+  groupMetadata(): GroupMetadata;
+}
+
+/** The input offsets a transaction commits with its output. */
+export interface TransactionOffsets {
+  /**
+   * The consuming group: a client whose {@link KafkaClientCapabilities.fencesByGroup} is true sends its
+   * generation and member id (the group fences a zombie); otherwise only the group id is sent.
+   */
+  readonly group: GroupMetadataSource;
+  readonly topics: readonly {
+    readonly topic: string;
+    /** `offset` is the next offset to read (last handled + 1), as a decimal string. */
+    readonly partitions: readonly { readonly partition: number; readonly offset: string }[];
+  }[];
+}
+
+/** An open Kafka transaction: its sends, its input offsets, then commit or abort. */
+export interface KafkaTransaction extends RecordSender {
+  /** Adds the consumer's offsets to the transaction (TxnOffsetCommit). */
+  sendOffsets(offsets: TransactionOffsets): Promise<void>;
+  commit(): Promise<void>;
+  abort(): Promise<void>;
+  /**
+   * False once a commit or an abort was sent, also when it failed: the outcome is then unknown and the producer
+   * must be replaced (connect a new one with the same id: its init aborts whatever is still open).
+   */
+  isActive(): boolean;
+}
+
+/** A connected producer: plain sends, or (with a `transactionalId`) transactions. */
+export interface KafkaProducer extends RecordSender {
+  /** Connects; a transactional producer also initialises its id here (fencing older ones). */
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  /** Begins a transaction (transactional producers only; one at a time). */
+  transaction(): Promise<KafkaTransaction>;
+}

@@ -1,0 +1,54 @@
+/*
+ * The records of the Kafka port (src/kafka/port): what a consumer hands over and what a producer sends, in one
+ * client-neutral shape. kafkajs's own types fit them as they are (the kafkajs implementation passes its records
+ * through), so the hot path copies nothing.
+ */
+
+/** Record headers: a value, or several values of one name, as bytes or text. */
+export interface MessageHeaders {
+  [name: string]: Buffer | string | (Buffer | string)[] | undefined;
+}
+
+/** One record as consumed. Offsets and timestamps are decimal strings (int64 on the wire). */
+export interface ConsumedMessage {
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers: MessageHeaders;
+  /** Epoch milliseconds (create or log-append time), as a decimal string. */
+  readonly timestamp: string;
+  readonly offset: string;
+  /** The record batch's attributes (compression, timestamp type, transactional, control). */
+  readonly attributes: number;
+}
+
+/** One record to produce. */
+export interface OutgoingMessage {
+  readonly key?: Buffer | string | null;
+  readonly value: Buffer | string | null;
+  /** The partition to write to; without it the client's default partitioner places the record by key. */
+  readonly partition?: number;
+  readonly headers?: MessageHeaders;
+  /** Epoch milliseconds as a decimal string; default: now. */
+  readonly timestamp?: string;
+}
+
+/** One produce request: records for one topic. */
+export interface ProduceRequest {
+  readonly topic: string;
+  readonly messages: readonly OutgoingMessage[];
+  /** -1: acknowledged by every in-sync replica (the default and what every caller here asks for). */
+  readonly acks?: -1 | 0 | 1;
+}
+
+/** What the broker answered for one partition of a produce request. */
+export interface ProduceResult {
+  readonly topic: string;
+  readonly partition: number;
+  /** The offset of the request's first record in this partition (undefined when acks = 0). */
+  readonly baseOffset: string | undefined;
+}
+
+/** Anything that sends a produce request: a producer, or an open transaction. */
+export interface RecordSender {
+  send(request: ProduceRequest): Promise<ProduceResult[]>;
+}

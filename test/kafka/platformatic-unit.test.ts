@@ -1,0 +1,134 @@
+/**
+ * The parts of the @platformatic/kafka implementation that need no broker: how its errors are classified (the
+ * node decides to retry, fence or fail on these) and how the port's settings become the library's options.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MultipleErrors, NetworkError, ProtocolError, ResponseError, UserError } from '@platformatic/kafka';
+import { platformaticErrors as errors, PartitionNotOwnedError } from '../../src/kafka/platformatic/errors.js';
+import { baseOptions, retryDelayMs } from '../../src/kafka/platformatic/options.js';
+import type { KafkaClientSettings } from '../../src/kafka/port/index.js';
+
+const settings: KafkaClientSettings = {
+  brokers: ['a:9092', 'b:9093'],
+  clientId: 'idem-unit',
+  ssl: false,
+  connectionTimeout: 4_000,
+  requestTimeout: 20_000,
+};
+
+/** A broker error as the library raises it for one partition of a response, wrapped by its retries. */
+function brokerError(name: string): Error {
+  const response = new ResponseError(0, 9, { '/responses/0/partitions/0': [errorCode(name), null] }, {});
+  return new MultipleErrors('produce failed 2 times.', [new NetworkError('Connection closed'), response]);
+}
+
+function errorCode(name: string): number {
+  const codes: Record<string, number> = {
+    PRODUCER_FENCED: 90,
+    INVALID_PRODUCER_EPOCH: 47,
+    ILLEGAL_GENERATION: 22,
+    UNKNOWN_MEMBER_ID: 25,
+    MESSAGE_TOO_LARGE: 10,
+    RECORD_LIST_TOO_LARGE: 18,
+    OFFSET_OUT_OF_RANGE: 1,
+    NOT_LEADER_OR_FOLLOWER: 6,
+    COORDINATOR_NOT_AVAILABLE: 15,
+    UNSTABLE_OFFSET_COMMIT: 88,
+  };
+  return codes[name] as number;
+}
+
+describe('@platformatic/kafka errors', () => {
+  it('fenced: by a newer producer of the id, or by the group (KIP-447), or a partition the member lost', () => {
+    for (const name of [
+      'PRODUCER_FENCED',
+      'INVALID_PRODUCER_EPOCH',
+      'ILLEGAL_GENERATION',
+      'UNKNOWN_MEMBER_ID',
+    ]) {
+      assert.equal(errors.isFenced(brokerError(name)), true, name);
+      assert.equal(errors.isFenced(new Error('wrapped', { cause: brokerError(name) })), true, name);
+    }
+    assert.equal(errors.isFenced(new PartitionNotOwnedError('lost')), true);
+    assert.equal(errors.isFenced(brokerError('NOT_LEADER_OR_FOLLOWER')), false);
+    assert.equal(errors.isFenced(new Error('other')), false);
+  });
+
+  it('record errors name the broker error; others are undefined', () => {
+    assert.equal(errors.recordErrorType(brokerError('MESSAGE_TOO_LARGE')), 'MESSAGE_TOO_LARGE');
+    assert.equal(errors.recordErrorType(brokerError('RECORD_LIST_TOO_LARGE')), 'RECORD_LIST_TOO_LARGE');
+    assert.equal(errors.recordErrorType(brokerError('NOT_LEADER_OR_FOLLOWER')), undefined);
+  });
+
+  it('an unreachable broker is never permanent; a non-retriable broker error or bad options are', () => {
+    const refused = new NetworkError('Connection to a:9092 failed.', {
+      cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+    });
+    assert.equal(errors.isBrokerUnreachable(refused), true);
+    assert.equal(errors.isPermanent(refused), false);
+    assert.equal(errors.isBrokerUnreachable(new ProtocolError('COORDINATOR_NOT_AVAILABLE')), true);
+    assert.equal(errors.isPermanent(new ProtocolError('UNSTABLE_OFFSET_COMMIT')), false);
+    assert.equal(errors.isPermanent(new ProtocolError('PRODUCER_FENCED')), true);
+    assert.equal(errors.isPermanent(new UserError('/options/foo must not be there')), true);
+    assert.equal(errors.isBrokerUnreachable(new ProtocolError('PRODUCER_FENCED')), false);
+  });
+
+  it('offset out of range, even inside a retried response error', () => {
+    assert.equal(errors.isOffsetOutOfRange(brokerError('OFFSET_OUT_OF_RANGE')), true);
+    assert.equal(errors.isOffsetOutOfRange(brokerError('NOT_LEADER_OR_FOLLOWER')), false);
+  });
+});
+
+describe('@platformatic/kafka options', () => {
+  it('maps brokers, id, timeouts and retries; no TLS or SASL unless asked', () => {
+    const options = baseOptions(settings, { retries: 7 });
+    assert.deepEqual(options.bootstrapBrokers, ['a:9092', 'b:9093']);
+    assert.equal(options.clientId, 'idem-unit');
+    assert.equal(options.connectTimeout, 4_000);
+    assert.equal(options.requestTimeout, 20_000);
+    assert.equal(options.timeout, 20_000);
+    assert.equal(options.retries, 7);
+    assert.equal(options.autocreateTopics, false);
+    assert.equal(options.tls, undefined);
+    assert.equal(options.sasl, undefined);
+  });
+
+  it('TLS: true means the system CAs with SNI; a table passes its PEMs and server name', () => {
+    assert.deepEqual(baseOptions({ ...settings, ssl: true }, { retries: 1 }).tls, {});
+    assert.equal(baseOptions({ ...settings, ssl: true }, { retries: 1 }).tlsServerName, true);
+    const custom = baseOptions(
+      {
+        ...settings,
+        ssl: { ca: 'CA', cert: 'CERT', key: 'KEY', servername: 'kafka.example', rejectUnauthorized: false },
+      },
+      { retries: 1 },
+    );
+    assert.deepEqual(custom.tls, {
+      ca: 'CA',
+      cert: 'CERT',
+      key: 'KEY',
+      servername: 'kafka.example',
+      rejectUnauthorized: false,
+    });
+    assert.equal(custom.tlsServerName, 'kafka.example');
+  });
+
+  it('SASL mechanisms in the library spelling', () => {
+    for (const [mechanism, expected] of [
+      ['plain', 'PLAIN'],
+      ['scram-sha-256', 'SCRAM-SHA-256'],
+      ['scram-sha-512', 'SCRAM-SHA-512'],
+    ] as const) {
+      const options = baseOptions(
+        { ...settings, ssl: true, sasl: { mechanism, username: 'u', password: 'p', allowPlaintext: false } },
+        { retries: 1 },
+      );
+      assert.deepEqual(options.sasl, { mechanism: expected, username: 'u', password: 'p' });
+    }
+  });
+
+  it('retries back off from 300 ms, doubling, to at most 10 s', () => {
+    assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map(retryDelayMs), [300, 600, 1200, 2400, 4800, 9600, 10_000]);
+  });
+});

@@ -5,7 +5,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { MultipleErrors, NetworkError, ProtocolError, ResponseError, UserError } from '@platformatic/kafka';
-import { platformaticErrors as errors, PartitionNotOwnedError } from '../../src/kafka/platformatic/errors.js';
+import {
+  platformaticErrors as errors,
+  PartitionNotOwnedError,
+  withBrokerDetail,
+} from '../../src/kafka/platformatic/errors.js';
 import { baseOptions, retryDelayMs } from '../../src/kafka/platformatic/options.js';
 import type { KafkaClientSettings } from '../../src/kafka/port/index.js';
 
@@ -72,6 +76,19 @@ describe('@platformatic/kafka errors', () => {
     assert.equal(errors.isPermanent(new ProtocolError('PRODUCER_FENCED')), true);
     assert.equal(errors.isPermanent(new UserError('/options/foo must not be there')), true);
     assert.equal(errors.isBrokerUnreachable(new ProtocolError('PRODUCER_FENCED')), false);
+  });
+
+  it("an error's message names the broker's reasons and keeps the original as its cause", () => {
+    const original = brokerError('MESSAGE_TOO_LARGE');
+    const wrapped = withBrokerDetail(original) as Error;
+    assert.match(
+      wrapped.message,
+      /^produce failed 2 times: MESSAGE_TOO_LARGE: .*larger than the max message size/,
+    );
+    assert.equal(wrapped.cause, original);
+    assert.equal(errors.recordErrorType(wrapped), 'MESSAGE_TOO_LARGE');
+    const plain = new Error('plain');
+    assert.equal(withBrokerDetail(plain), plain);
   });
 
   it('offset out of range, even inside a retried response error', () => {

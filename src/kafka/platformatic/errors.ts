@@ -66,6 +66,25 @@ function brokerError(error: unknown, names: ReadonlySet<string>): string | undef
   return undefined;
 }
 
+/**
+ * The library's outer messages say little ("Producing messages failed."); the broker's reasons are inside. This
+ * error says both (`outer: APIID: broker message; ...`) and keeps the original as `cause`, so the classifier still
+ * finds everything, and a dead letter's reason names what the broker said.
+ */
+export function withBrokerDetail(error: unknown): unknown {
+  if (!(error instanceof Error)) return error;
+  const reasons = new Set<string>();
+  for (const e of tree(error)) {
+    if (typeof e.apiId === 'string') reasons.add(`${e.apiId}: ${String(e.message ?? '')}`);
+  }
+  if (reasons.size === 0) return error;
+  const wrapped = new Error(`${error.message.replace(/\.$/, '')}: ${[...reasons].join('; ')}`, {
+    cause: error,
+  });
+  wrapped.name = error.name;
+  return wrapped;
+}
+
 /** True when this producer's transaction can never commit (fenced by its id or by the group). */
 export function isFenced(error: unknown): boolean {
   for (const e of tree(error)) if (e.name === NOT_OWNED) return true;

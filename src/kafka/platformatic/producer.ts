@@ -14,7 +14,7 @@ import type {
   TransactionOffsets,
 } from '../port/index.js';
 import { PlatformaticGroupConsumer } from './consumer.js';
-import { PartitionNotOwnedError } from './errors.js';
+import { PartitionNotOwnedError, withBrokerDetail } from './errors.js';
 import type { ClientContext } from './options.js';
 import { toProduce } from './records.js';
 
@@ -101,7 +101,11 @@ export class PlatformaticProducer implements KafkaProducer {
     const messages = request.messages.map((m) => toProduce(request.topic, m));
     // An idempotent producer only sends acks = all; `acks` only matters for a plain one.
     const acks = this.#settings.idempotent === false ? { acks: request.acks ?? -1 } : {};
-    return results(await producer.send({ messages, ...acks }));
+    try {
+      return results(await producer.send({ messages, ...acks }));
+    } catch (error) {
+      throw withBrokerDetail(error);
+    }
   }
 
   async transaction(): Promise<KafkaTransaction> {
@@ -126,7 +130,11 @@ class PlatformaticTransaction implements KafkaTransaction {
 
   async send(request: ProduceRequest): Promise<ProduceResult[]> {
     const messages = request.messages.map((m) => toProduce(request.topic, m));
-    return results(await this.#transaction.send({ messages }));
+    try {
+      return results(await this.#transaction.send({ messages }));
+    } catch (error) {
+      throw withBrokerDetail(error);
+    }
   }
 
   async sendOffsets(offsets: TransactionOffsets): Promise<void> {
@@ -165,19 +173,31 @@ class PlatformaticTransaction implements KafkaTransaction {
       for (const { partition, offset } of partitions) {
         // TxnOffsetCommit commits `offset + 1` of the message it is given: hand it the last handled record.
         const message = { topic, partition, offset: BigInt(offset) - 1n, metadata: { consumer } };
-        await this.#transaction.addOffset(message as unknown as Message);
+        try {
+          await this.#transaction.addOffset(message as unknown as Message);
+        } catch (error) {
+          throw withBrokerDetail(error);
+        }
       }
     }
   }
 
   async commit(): Promise<void> {
     this.#active = false;
-    await this.#transaction.commit();
+    try {
+      await this.#transaction.commit();
+    } catch (error) {
+      throw withBrokerDetail(error);
+    }
   }
 
   async abort(): Promise<void> {
     this.#active = false;
-    await this.#transaction.abort();
+    try {
+      await this.#transaction.abort();
+    } catch (error) {
+      throw withBrokerDetail(error);
+    }
   }
 
   isActive(): boolean {

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { tlsSettingSchema } from '../options/tls.js';
 import { durationMs } from '../util/duration.js';
+import { defaultKafkaClient, kafkaClientNames } from './port/names.js';
 
 /*
  * How to reach a Kafka cluster, written once for every part that opens its own client: the dedup node's
- * `[kafka]` table and the `kafka` repository's connection keys. The client both build from it is in client.ts
- * (kept apart so that validating a config does not load kafkajs).
+ * `[kafka]` table and the `kafka` repository's connection keys. The client both build from it is chosen by `client`
+ * and opened by `openKafkaClient` (port/open.ts), kept apart so that validating a config loads no client library.
  */
 
 /** Defaults of a Kafka connection, written once. */
@@ -39,6 +40,8 @@ export type KafkaSasl = z.output<typeof kafkaSaslSchema>;
 /** The connection keys every Kafka table shares, each validated the same way wherever it appears. */
 export const kafkaConnectionFields = {
   brokers: z.array(z.string().min(1)).min(1),
+  /** The client library behind the Kafka port (src/kafka/port): kafkajs, or `@platformatic/kafka`. */
+  client: z.enum(kafkaClientNames).default(defaultKafkaClient),
   /** `true` for TLS with the system CAs, or a table of TLS settings. */
   ssl: tlsSettingSchema.default(false),
   sasl: kafkaSaslSchema.optional(),
@@ -69,6 +72,7 @@ export function saslNeedsTls(table: string, sent: string) {
 export const kafkaConnectionSchema = z
   .object({
     brokers: kafkaConnectionFields.brokers,
+    client: kafkaConnectionFields.client,
     clientId: z.string().min(1).default(kafkaConnectionDefaults.clientId),
     ssl: kafkaConnectionFields.ssl,
     sasl: kafkaConnectionFields.sasl,

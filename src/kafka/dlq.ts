@@ -1,5 +1,5 @@
-import type { IHeaders, Message, Producer } from 'kafkajs';
 import type { BadIdReason } from './message-id.js';
+import type { MessageHeaders, OutgoingMessage } from './port/index.js';
 
 /** Header names a dead-letter record carries on top of the original record's own headers. */
 export const dlqHeaders = {
@@ -29,11 +29,11 @@ export type DlqReason = 'handler-failed' | 'no-id' | 'invalid-input' | BadIdReas
 /** Longest error message copied into a header; stack traces and huge messages would bloat every DLQ record. */
 export const MAX_ERROR_CHARS = 4096;
 
-/** The original record as read: kafkajs `KafkaMessage` fits as is. */
+/** The original record as read: the port's `ConsumedMessage` (and kafkajs's `KafkaMessage`) fits as is. */
 export interface SourceMessage {
   readonly key: Buffer | null;
   readonly value: Buffer | null;
-  readonly headers?: IHeaders;
+  readonly headers?: MessageHeaders;
   readonly offset: string;
   readonly timestamp: string;
 }
@@ -66,9 +66,9 @@ export interface DeadLetterInfo {
  * `idem.*` headers the original carried, e.g. when a dead letter is replayed and fails again). The partition is
  * left to the producer's partitioner, so records with one key keep their relative order in the DLQ.
  */
-export function deadLetterMessage(letter: DeadLetter): Message {
+export function deadLetterMessage(letter: DeadLetter): OutgoingMessage {
   const { message } = letter;
-  const headers: IHeaders = {
+  const headers: MessageHeaders = {
     ...message.headers,
     [dlqHeaders.reason]: letter.reason,
     [dlqHeaders.error]: errorText(letter.error),
@@ -83,12 +83,17 @@ export function deadLetterMessage(letter: DeadLetter): Message {
   return { key: message.key, value: message.value, headers };
 }
 
+/** What dead letters are sent through: the port's producer or transaction, or a kafkajs `Producer` as it is. */
+export interface DeadLetterSender {
+  send(request: { topic: string; acks?: -1; messages: OutgoingMessage[] }): Promise<unknown>;
+}
+
 /**
  * Writes dead letters in one request acknowledged by all in-sync replicas (`acks: -1`). Resolves only once the
  * broker has them, so the caller may then commit past the originals. The producer must be connected.
  */
 export async function sendDeadLetters(
-  producer: Producer,
+  producer: DeadLetterSender,
   dlqTopic: string,
   letters: readonly DeadLetter[],
 ): Promise<void> {
@@ -97,7 +102,7 @@ export async function sendDeadLetters(
 }
 
 /** Reads the `idem.*` headers back from a DLQ record; undefined when the record has none. */
-export function readDeadLetter(headers: IHeaders | undefined): DeadLetterInfo | undefined {
+export function readDeadLetter(headers: MessageHeaders | undefined): DeadLetterInfo | undefined {
   const get = (name: string): string | undefined => {
     const value = headers?.[name];
     const last = Array.isArray(value) ? value[value.length - 1] : value;

@@ -3,6 +3,7 @@
 export {
   type DeadLetter,
   type DeadLetterInfo,
+  type DeadLetterSender,
   type DlqReason,
   deadLetterMessage,
   dlqHeaders,

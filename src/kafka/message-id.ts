@@ -1,9 +1,9 @@
 import { isUtf8 } from 'node:buffer';
-import type { IHeaders } from 'kafkajs';
 import { z } from 'zod';
 import { IdempotencyError } from '../errors.js';
 import { toKey } from '../repositories/ids.js';
 import { jsonIdReader } from '../util/json-id.js';
+import type { MessageHeaders } from './port/index.js';
 
 /**
  * Where a record's message id comes from: the record key, one header, or a dotted path into the JSON value.
@@ -23,11 +23,11 @@ export const idSourceSchema = z.discriminatedUnion('from', [
 /** A parsed {@link idSourceSchema}. */
 export type IdSource = z.output<typeof idSourceSchema>;
 
-/** The parts of a Kafka record an id can come from; kafkajs `KafkaMessage` fits as is. */
+/** The parts of a Kafka record an id can come from; the port's `ConsumedMessage` (and kafkajs `KafkaMessage`) fits as is. */
 export interface RecordParts {
   readonly key?: Buffer | null;
   readonly value: Buffer | null;
-  readonly headers?: IHeaders;
+  readonly headers?: MessageHeaders;
 }
 
 /** Why a record's id cannot be used; such a record belongs in the DLQ (it would fail the same way forever). */
@@ -74,7 +74,7 @@ export function messageIdOf(record: RecordParts, source: IdSource): IdVerdict {
   return messageIdReader(source)(record);
 }
 
-function fromHeader(header: IHeaders[string]): string | undefined {
+function fromHeader(header: MessageHeaders[string]): string | undefined {
   const value = Array.isArray(header) ? header[header.length - 1] : header;
   if (value === undefined) return undefined;
   return typeof value === 'string' ? textId(value) : fromBytes(value);

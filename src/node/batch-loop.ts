@@ -1,17 +1,23 @@
-import type { Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs';
 import type { Logger } from 'pino';
+import type {
+  ConsumedBatch,
+  ConsumedMessage,
+  GroupConsumer,
+  KafkaErrorClassifier,
+} from '../kafka/port/index.js';
 import type { CatchUp } from './catch-up.js';
 import type { ChunkProcessor, NodeTotals } from './chunk.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
-import { isFenced } from './output.js';
 import type { PartitionLifecycle, PartitionState } from './partition-state.js';
 import type { PerfLog } from './perf-log.js';
 
 /** What a {@link BatchLoop} works with. */
 export interface BatchLoopDeps {
   readonly config: NodeConfig;
-  readonly consumer: Consumer;
+  readonly consumer: GroupConsumer;
+  /** The client's error classes (a fenced transaction). */
+  readonly errors: KafkaErrorClassifier;
   /** The processor over the store, for a node without a changelog. */
   readonly chunks: ChunkProcessor;
   /** The assigned partitions and their logged stores, for a node with a changelog. */
@@ -24,7 +30,7 @@ export interface BatchLoopDeps {
 }
 
 /**
- * The node's batch loop: kafkajs's `eachBatch`. One fetched partition batch, chunk by chunk: each chunk is parsed,
+ * The node's batch loop: the consumer's `eachBatch`. One fetched partition batch, chunk by chunk: each chunk is parsed,
  * looked up, produced (acked) and marked before the next one starts, so at most one chunk is ever produced but not
  * yet marked: a crash repeats at most that chunk. The offsets of the finished chunks are committed at the end,
  * also when a chunk failed (exactly-once: each chunk's transaction commits its own offset). Overlapping a chunk's
@@ -40,20 +46,20 @@ export class BatchLoop {
     this.#deps = deps;
     this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
     const { consumer, perf } = deps;
-    consumer.on(consumer.events.FETCH_START, () => {
+    consumer.onFetchStart(() => {
       perf.iteration(!this.#roundHadRecords);
       this.#roundHadRecords = false;
     });
   }
 
-  /** Runs one fetched batch (kafkajs's `eachBatch`); rejects so kafkajs retries it from the last commit. */
-  readonly handle = async (payload: EachBatchPayload): Promise<void> => {
+  /** Runs one fetched batch (the consumer's `eachBatch`); rejects so the client retries it from the last commit. */
+  readonly handle = async (payload: ConsumedBatch): Promise<void> => {
     const { metrics, perf, totals, logger } = this.#deps;
     const batchStart = performance.now();
     perf.enter();
     this.#roundHadRecords = true;
-    const { topic, partition } = payload.batch;
-    let done: KafkaMessage | undefined;
+    const { topic, partition } = payload;
+    let done: ConsumedMessage | undefined;
     let failure: unknown;
     try {
       done = await this.#chunks(payload);
@@ -65,9 +71,7 @@ export class BatchLoop {
     if (done !== undefined && !this.#exactlyOnce) {
       const commitStart = performance.now();
       try {
-        await payload.commitOffsetsIfNecessary({
-          topics: [{ topic, partitions: [{ partition, offset: nextOffset(done.offset) }] }],
-        });
+        await payload.commit(nextOffset(done.offset));
         totals.commits++;
       } catch (error) {
         failure ??= error;
@@ -87,12 +91,12 @@ export class BatchLoop {
   };
 
   /** The batch's chunks in order; resolves with the last record handled (rejects with ChunksFailed after one). */
-  async #chunks(payload: EachBatchPayload): Promise<KafkaMessage | undefined> {
+  async #chunks(payload: ConsumedBatch): Promise<ConsumedMessage | undefined> {
     const { partitions, chunks, catchUp, metrics } = this.#deps;
-    const { topic, partition, messages } = payload.batch;
-    const highWatermark = Number(payload.batch.highWatermark);
+    const { topic, partition, messages } = payload;
+    const highWatermark = Number(payload.highWatermark);
     const partitionLabel = String(partition);
-    let done: KafkaMessage | undefined;
+    let done: ConsumedMessage | undefined;
     try {
       // A newly assigned partition first gets its dedup state back from the changelog.
       const state = partitions && (await partitions.ready(partition, payload.heartbeat));
@@ -110,7 +114,7 @@ export class BatchLoop {
         } else {
           await chunks.handle(topic, partition, chunk);
         }
-        done = chunk[chunk.length - 1] as KafkaMessage;
+        done = chunk[chunk.length - 1] as ConsumedMessage;
         payload.resolveOffset(done.offset);
         catchUp.handled(topic, partition, chunk.length, Number(done.offset) + 1, highWatermark);
         // Behind the high watermark of this fetch; Number is exact below 2^53 records.
@@ -134,8 +138,8 @@ export class BatchLoop {
   async #transactional(
     state: PartitionState,
     topic: string,
-    chunk: KafkaMessage[],
-    payload: EachBatchPayload,
+    chunk: ConsumedMessage[],
+    payload: ConsumedBatch,
   ): Promise<boolean> {
     const { metrics, logger } = this.#deps;
     const lifecycle = this.#deps.partitions as PartitionLifecycle;
@@ -149,7 +153,7 @@ export class BatchLoop {
         await lifecycle.reset(state.partition, 'committed marks not applied locally');
         throw error;
       }
-      if (isFenced(error)) {
+      if (this.#deps.errors.isFenced(error)) {
         metrics.transactions.inc({ result: 'fenced' });
         logger.warn(
           { err: error, topic, partition: state.partition },
@@ -187,7 +191,7 @@ export class BatchLoop {
 class ChunksFailed extends Error {
   constructor(
     override readonly cause: unknown,
-    readonly done: KafkaMessage | undefined,
+    readonly done: ConsumedMessage | undefined,
   ) {
     super('a chunk failed');
   }

@@ -1,5 +1,5 @@
-import type { Kafka } from 'kafkajs';
 import { checkChangelogTopic, ensureChangelogTopic } from '../kafka/changelog/index.js';
+import type { KafkaClient } from '../kafka/port/index.js';
 import { untilAborted } from './abort.js';
 import { changelogEnabled, changelogTopic, type NodeConfig } from './options.js';
 
@@ -8,7 +8,7 @@ import { changelogEnabled, changelogTopic, type NodeConfig } from './options.js'
  * partition p holds input partition p's marks), or checked when it exists. Undefined when off.
  */
 export async function prepareChangelogTopic(
-  kafka: Kafka,
+  kafka: KafkaClient,
   config: NodeConfig,
   inputPartitions: number,
   signal?: AbortSignal,

@@ -1,4 +1,3 @@
-import type { KafkaMessage, Message, Producer } from 'kafkajs';
 import type { Logger } from 'pino';
 import { consumerFromConfig } from '../config/consumer.js';
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
@@ -12,6 +11,7 @@ import {
   type RecordParts,
   sendDeadLetters,
 } from '../kafka/index.js';
+import type { ConsumedMessage, OutgoingMessage } from '../kafka/port/index.js';
 import { idOfKey } from '../repositories/ids.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import type { NodeMetrics } from './metrics.js';
@@ -48,7 +48,7 @@ export function emptyTotals(): NodeTotals {
 
 /** A record the node will forward, with its dedup id (undefined: forwarded without dedup). */
 interface Survivor {
-  readonly message: KafkaMessage;
+  readonly message: ConsumedMessage;
   readonly id: string | undefined;
 }
 
@@ -83,7 +83,7 @@ export interface ChunkDeps {
   readonly repository: IdempotentRepository;
   readonly output: OutputWriter;
   /** For dead letters (the output writer has its own reference to it). */
-  readonly producer: Producer;
+  readonly producer: RecordSender;
   readonly metrics: NodeMetrics;
   readonly perf: PerfLog;
   readonly totals: NodeTotals;
@@ -162,7 +162,7 @@ export class ChunkProcessor {
   async handle(
     topic: string,
     partition: number,
-    chunk: readonly KafkaMessage[],
+    chunk: readonly ConsumedMessage[],
     sink: ChunkSink = this.#atLeastOnce,
   ): Promise<void> {
     try {
@@ -176,7 +176,7 @@ export class ChunkProcessor {
   async #handle(
     topic: string,
     partition: number,
-    chunk: readonly KafkaMessage[],
+    chunk: readonly ConsumedMessage[],
     sink: ChunkSink,
   ): Promise<void> {
     const clock = new PhaseClock(this.#deps.perf);
@@ -189,7 +189,7 @@ export class ChunkProcessor {
     // 3. Dead letters last: a failure here repeats the chunk, and the marks turn its forwarded records into
     // duplicates instead of second copies. (Exactly-once: the letters, marks and offset join the transaction,
     // which commits here.)
-    const last = chunk[chunk.length - 1] as KafkaMessage;
+    const last = chunk[chunk.length - 1] as ConsumedMessage;
     await sink.finish({
       topic,
       partition,
@@ -205,7 +205,7 @@ export class ChunkProcessor {
   #parse(
     topic: string,
     partition: number,
-    chunk: readonly KafkaMessage[],
+    chunk: readonly ConsumedMessage[],
   ): { letters: DeadLetter[]; candidates: Survivor[]; withoutId: number } {
     const forwardMissing = this.#deps.config.dedup.missingId === 'forward';
     const letters: DeadLetter[] = [];
@@ -245,7 +245,7 @@ export class ChunkProcessor {
     const produce = {
       batch: async (items: readonly BatchItem<Survivor>[]) => {
         clock.tick('lookup'); // the engine's decisions after the store read
-        const outgoing: Message[] = new Array(items.length);
+        const outgoing: OutgoingMessage[] = new Array(items.length);
         for (let k = 0; k < items.length; k++) {
           const { message } = (items[k] as BatchItem<Survivor>).message;
           outgoing[k] = {
@@ -396,7 +396,7 @@ class PhaseClock {
 function letter(
   topic: string,
   partition: number,
-  message: KafkaMessage,
+  message: ConsumedMessage,
   reason: DlqReason,
   error: unknown,
 ): DeadLetter {

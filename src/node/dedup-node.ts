@@ -1,6 +1,6 @@
-import { type Consumer, type Kafka, Partitioners } from 'kafkajs';
 import type { Logger } from 'pino';
 import { ConfigError, StartupTimeoutError } from '../errors.js';
+import type { GroupConsumer, KafkaClient } from '../kafka/port/index.js';
 import { durationRule, isValidDuration, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -36,7 +36,7 @@ export interface DedupNodeHandle {
   readonly metrics: NodeMetrics;
   /** The port `/metrics` is served on, when enabled. */
   readonly metricsPort: number | undefined;
-  /** Rejects when the node fails for good: the consumer crashed and kafkajs will not restart it. */
+  /** Rejects when the node fails for good: the consumer crashed and neither the client nor the node restarts it. */
   readonly failed: Promise<never>;
   /** Running counts since start. */
   totals(): Readonly<NodeTotals>;
@@ -46,8 +46,8 @@ export interface DedupNodeHandle {
 
 /** Options of {@link startDedupNode} that exist only in code. */
 export interface DedupNodeOptions {
-  /** A kafkajs client to use instead of one built from `config.kafka`. */
-  readonly kafka?: Kafka;
+  /** A Kafka client (the port's) to use instead of the one `config.kafka` opens; the node does not close it. */
+  readonly kafka?: KafkaClient;
   /**
    * Gives up the start: the connection attempts in progress are dropped and the start rejects with the
    * signal's reason. kafkajs retries a first connection for minutes; a stop requested meanwhile must not wait.
@@ -79,9 +79,9 @@ export async function startDedupNode(
   options: DedupNodeOptions = {},
 ): Promise<DedupNodeHandle> {
   const startup = new StartupWatch(logger, config.kafka.startupTimeout);
-  const kafka = options.kafka ?? kafkaClient(config.kafka, logger, startup);
   options.signal?.throwIfAborted();
   checkWindow(config, repository);
+  const kafka = options.kafka ?? (await kafkaClient(config.kafka, logger, startup));
   // The start is bounded: past kafka.startupTimeout it gives up, as a stop asked for meanwhile does.
   const bounded = new AbortController();
   const timer = setTimeout(() => bounded.abort(startupTimeout(config, startup)), config.kafka.startupTimeout);
@@ -89,7 +89,10 @@ export async function startDedupNode(
   try {
     const handle = await start(config, repository, logger, kafka, signal);
     startup.started();
-    return handle;
+    return options.kafka ? handle : closingClient(handle, kafka);
+  } catch (error) {
+    if (!options.kafka) await kafka.close().catch(() => undefined);
+    throw error;
   } finally {
     // After a failed start, kafkajs may still be winding down attempts: they stay out of the log.
     clearTimeout(timer);
@@ -109,7 +112,7 @@ async function start(
   config: NodeConfig,
   repository: IdempotentRepository,
   logger: Logger,
-  kafka: Kafka,
+  kafka: KafkaClient,
   signal: AbortSignal,
 ): Promise<DedupNodeHandle> {
   const layout = await prepareTopics(kafka, config, signal);
@@ -118,33 +121,28 @@ async function start(
   const perf = new PerfLog();
   const totals = emptyTotals();
 
-  const producer = kafka.producer({
-    idempotent: true,
-    maxInFlightRequests: 1,
-    allowAutoTopicCreation: false,
-    // Output records carry their partition; only dead letters are placed, by key.
-    createPartitioner: Partitioners.DefaultPartitioner,
-  });
+  // Output records carry their partition; only dead letters are placed, by key.
+  const producer = kafka.producer({ idempotent: true });
   const output = new OutputWriter(producer, {
     topic: config.output.topic,
     maxBatchBytes: layout.outputMaxBatchBytes,
     sendAttempts: config.output.sendAttempts,
     retryBackoffMs: config.output.retryBackoff,
+    errors: kafka.errors,
     onRetry: (error, attempt) => {
       metrics.outputRetries.inc();
       logger.warn({ err: error, attempt }, 'output request failed; retrying');
     },
   });
-  const consumer: Consumer = kafka.consumer({
+  const consumer: GroupConsumer = kafka.consumer({
     groupId: config.input.groupId,
-    sessionTimeout: config.kafka.sessionTimeout,
-    heartbeatInterval: Math.max(500, Math.floor(config.kafka.sessionTimeout / 5)),
-    maxWaitTimeInMs: config.input.batchTimeout,
+    sessionTimeoutMs: config.kafka.sessionTimeout,
+    heartbeatIntervalMs: Math.max(500, Math.floor(config.kafka.sessionTimeout / 5)),
+    maxWaitMs: config.input.batchTimeout,
     maxBytesPerPartition: config.input.maxBytesPerPartition,
     maxBytes: config.input.maxBytes,
-    allowAutoTopicCreation: false,
   });
-  const supervisor = new ConsumerSupervisor(consumer, logger);
+  const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
 
   const chunkDeps: ChunkDeps = { config, repository, output, producer, metrics, perf, totals, logger };
   // Without a changelog, one processor over the store; with one, each partition has its own processor over its
@@ -156,6 +154,7 @@ async function start(
       : new PartitionLifecycle({
           config,
           kafka,
+          group: consumer,
           repository,
           metrics,
           logger,
@@ -165,17 +164,18 @@ async function start(
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
         });
   const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics.registry, logger);
-  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+  consumer.onGroupJoin(({ memberId, assignment }) => {
     supervisor.joined();
     catchUp.reassigned();
-    logger.info({ memberId: payload.memberId, assignment: payload.memberAssignment }, 'joined the group');
-    partitions?.assigned(payload.memberAssignment[config.input.topic] ?? []).catch((error: unknown) => {
+    logger.info({ memberId, assignment }, 'joined the group');
+    partitions?.assigned(assignment[config.input.topic] ?? []).catch((error: unknown) => {
       logger.warn({ err: error }, 'closing revoked partitions failed');
     });
   });
   const loop = new BatchLoop({
     config,
     consumer,
+    errors: kafka.errors,
     chunks,
     partitions,
     catchUp,
@@ -190,7 +190,7 @@ async function start(
       (async () => {
         await producer.connect();
         await consumer.connect();
-        await consumer.subscribe({ topic: config.input.topic, fromBeginning: config.input.fromBeginning });
+        await consumer.subscribe([config.input.topic], config.input.fromBeginning);
       })(),
       signal,
     );
@@ -209,14 +209,7 @@ async function start(
   }, config.perf.interval);
   perfTimer.unref();
 
-  await supervisor.start(() =>
-    consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 1,
-      eachBatch: loop.handle,
-    }),
-  );
+  await supervisor.start(() => consumer.run({ partitionsConsumedConcurrently: 1, eachBatch: loop.handle }));
 
   let stopping: Promise<void> | undefined;
   return {
@@ -239,6 +232,21 @@ async function start(
           logger.info({ perf: summary }, formatPerf(summary));
         }
       })();
+      return stopping;
+    },
+  };
+}
+
+/** The handle of a node that opened its client itself: its stop also closes the client. */
+function closingClient(handle: DedupNodeHandle, kafka: KafkaClient): DedupNodeHandle {
+  let stopping: Promise<void> | undefined;
+  return {
+    metrics: handle.metrics,
+    metricsPort: handle.metricsPort,
+    failed: handle.failed,
+    totals: () => handle.totals(),
+    stop: () => {
+      stopping ??= handle.stop().finally(() => kafka.close());
       return stopping;
     },
   };

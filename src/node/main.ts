@@ -4,6 +4,7 @@ import { type DestinationStream, type Logger, pino } from 'pino';
 import { loadConfig } from '../config/load.js';
 import { openRepository } from '../config/repository.js';
 import { ConfigError, MissingDependencyError, StartupTimeoutError } from '../errors.js';
+import { loadKafkaClientFactory } from '../kafka/port/index.js';
 import { logRedactPaths, REDACTED } from '../options/redact.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
@@ -71,7 +72,7 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
 
   let startDedupNode: typeof import('./dedup-node.js').startDedupNode;
   try {
-    ({ startDedupNode } = await loadNodeModule());
+    ({ startDedupNode } = await loadNodeModule(config));
   } catch (error) {
     return startFailure(error, logger, 'cannot load the dedup node');
   }
@@ -166,12 +167,15 @@ function noConfigGiven(error: unknown, options: RunNodeOptions): ConfigError | u
 }
 
 /**
- * The node's code, imported on demand: it imports kafkajs, an optional package, so a missing kafkajs must be a
- * sentence naming the fix, not Node's resolver stack.
+ * The node's code, imported on demand, and the Kafka client it will use (`kafka.client`): both may import optional
+ * packages (kafkajs, `@platformatic/kafka`), so a missing one must be a sentence naming the fix, before the store
+ * is opened, not Node's resolver stack.
  */
-async function loadNodeModule(): Promise<typeof import('./dedup-node.js')> {
+async function loadNodeModule(config: NodeConfig): Promise<typeof import('./dedup-node.js')> {
   try {
-    return await import('./dedup-node.js');
+    const node = await import('./dedup-node.js');
+    await loadKafkaClientFactory(config.kafka.client, { configKey: 'kafka.client', feature: 'idem node' });
+    return node;
   } catch (error) {
     throw asMissingDependency(error, { feature: 'idem node' }) ?? error;
   }

@@ -1,4 +1,4 @@
-import type { Message, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+import type { KafkaErrorClassifier, OutgoingMessage, RecordSender } from '../kafka/port/index.js';
 
 /** A record the output topic refused for what it is (too large, invalid), so sending it again cannot help. */
 export interface Refused {
@@ -10,9 +10,7 @@ export interface Refused {
 }
 
 /** What output requests go through: the producer, or (exactly-once) the chunk's open transaction. */
-export interface RecordSender {
-  send(record: ProducerRecord): Promise<RecordMetadata[]>;
-}
+export type { RecordSender };
 
 /** Options of {@link OutputWriter}. */
 export interface OutputWriterOptions {
@@ -22,20 +20,11 @@ export interface OutputWriterOptions {
   /** Tries of one request that fails with a passing error (broker away) before the error is raised. */
   readonly sendAttempts: number;
   readonly retryBackoffMs: number;
+  /** The client's error classes: a request refused for its records is split, a fenced one never retried. */
+  readonly errors: KafkaErrorClassifier;
   /** Told about each failed try that will be retried. */
   readonly onRetry?: (error: unknown, attempt: number) => void;
 }
-
-/**
- * Broker error types that condemn the records of the request rather than the request: no retry can pass them,
- * so the writer splits the request to find the records at fault.
- */
-const RECORD_ERRORS = new Set([
-  'MESSAGE_TOO_LARGE',
-  'RECORD_LIST_TOO_LARGE',
-  'INVALID_RECORD',
-  'INVALID_TIMESTAMP',
-]);
 
 /**
  * Most records per request. kafkajs's producer groups a request's messages per partition by copying the
@@ -58,11 +47,11 @@ const BATCH_OVERHEAD = 61;
  * the survivors keep their relative order.
  */
 export class OutputWriter {
-  readonly #producer: Producer;
+  readonly #producer: RecordSender;
   readonly #options: OutputWriterOptions;
   readonly #budget: number;
 
-  constructor(producer: Producer, options: OutputWriterOptions) {
+  constructor(producer: RecordSender, options: OutputWriterOptions) {
     this.#producer = producer;
     this.#options = options;
     // 10% headroom: the estimate below does not count every varint byte.
@@ -75,14 +64,14 @@ export class OutputWriter {
    */
   async write(
     partition: number,
-    messages: readonly Message[],
+    messages: readonly OutgoingMessage[],
     sender: RecordSender = this.#producer,
   ): Promise<Refused[]> {
     const refused: Refused[] = [];
     let start = 0;
     let bytes = 0;
     for (let i = 0; i < messages.length; i++) {
-      const size = approxBytes(messages[i] as Message);
+      const size = approxBytes(messages[i] as OutgoingMessage);
       if (i > start && (bytes + size > this.#budget || i - start >= MAX_RECORDS_PER_REQUEST)) {
         await this.#sendOrSplit(sender, partition, messages, start, i, 1, refused);
         start = i;
@@ -99,7 +88,7 @@ export class OutputWriter {
   async #sendOrSplit(
     sender: RecordSender,
     partition: number,
-    messages: readonly Message[],
+    messages: readonly OutgoingMessage[],
     from: number,
     to: number,
     attempt: number,
@@ -112,7 +101,7 @@ export class OutputWriter {
         from === 0 && to === messages.length ? messages : messages.slice(from, to),
       );
     } catch (error) {
-      if (recordErrorType(error) === undefined) throw error;
+      if (this.#options.errors.recordErrorType(error) === undefined) throw error;
       if (to - from === 1) {
         refused.push({ index: from, error, attempts: attempt });
         return;
@@ -123,8 +112,8 @@ export class OutputWriter {
     }
   }
 
-  async #send(sender: RecordSender, partition: number, messages: readonly Message[]): Promise<void> {
-    const { topic, sendAttempts, retryBackoffMs, onRetry } = this.#options;
+  async #send(sender: RecordSender, partition: number, messages: readonly OutgoingMessage[]): Promise<void> {
+    const { topic, sendAttempts, retryBackoffMs, onRetry, errors } = this.#options;
     const batch = messages.map((m) => (m.partition === partition ? m : { ...m, partition }));
     for (let attempt = 1; ; attempt++) {
       try {
@@ -132,7 +121,8 @@ export class OutputWriter {
         return;
       } catch (error) {
         // A fenced producer stays fenced: retrying would only delay handing the partition over.
-        if (recordErrorType(error) !== undefined || isFenced(error) || attempt >= sendAttempts) throw error;
+        if (errors.recordErrorType(error) !== undefined || errors.isFenced(error) || attempt >= sendAttempts)
+          throw error;
         onRetry?.(error, attempt);
         await sleep(retryBackoffMs * 2 ** (attempt - 1));
       }
@@ -140,33 +130,7 @@ export class OutputWriter {
   }
 }
 
-/**
- * Broker error types telling a transactional producer that a newer one with its transactional id exists (the
- * partition's new owner): its transaction can never commit.
- */
-const FENCED_ERRORS = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED']);
-
-/** True when `error` (or a cause it wraps) says this transactional producer was fenced by a newer one. */
-export function isFenced(error: unknown): boolean {
-  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
-    const type = (e as { type?: unknown }).type;
-    if (typeof type === 'string' && FENCED_ERRORS.has(type)) return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
-/** The broker error type that condemns the records (e.g. `MESSAGE_TOO_LARGE`), looking through wrapped causes. */
-export function recordErrorType(error: unknown): string | undefined {
-  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
-    const type = (e as { type?: unknown }).type;
-    if (typeof type === 'string' && RECORD_ERRORS.has(type)) return type;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
-function approxBytes(message: Message): number {
+function approxBytes(message: OutgoingMessage): number {
   let size = RECORD_OVERHEAD + byteLength(message.key) + byteLength(message.value);
   const headers = message.headers;
   if (headers) {

@@ -1,4 +1,3 @@
-import { type Kafka, Partitioners, type Producer } from 'kafkajs';
 import type { Logger } from 'pino';
 import {
   ChangelogCheckpoint,
@@ -6,15 +5,13 @@ import {
   KafkaChangelogSink,
   KafkaChangelogSource,
 } from '../kafka/changelog/index.js';
+import type { GroupMetadataSource, KafkaClient, KafkaProducer } from '../kafka/port/index.js';
 import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
 import { type NodeConfig, transactionalId } from './options.js';
-
-/** First backoff of a transactional producer's retries (kafkajs's default is 300 ms); see #open. */
-const TRANSACTION_RETRY_MS = 20;
 
 /**
  * One assigned input partition: the node's processor over the partition's logged store. Every write the chunk's
@@ -30,19 +27,21 @@ export interface PartitionState {
   /** At-least-once: the changelog sink (its `next` offset is what the local store holds). */
   readonly sink?: KafkaChangelogSink;
   /** Exactly-once: the partition's transactional producer. */
-  readonly producer?: Producer;
+  readonly producer?: KafkaProducer;
 }
 
 /** What {@link PartitionLifecycle} works with. */
 export interface PartitionLifecycleDeps {
   readonly config: NodeConfig;
-  readonly kafka: Kafka;
+  readonly kafka: KafkaClient;
+  /** The input's consumer: exactly-once transactions commit its offsets (with its generation, where sent). */
+  readonly group: GroupMetadataSource;
   /** The local store (the changelog's cache). */
   readonly repository: IdempotentRepository;
   readonly metrics: NodeMetrics;
   readonly logger: Logger;
   /** At-least-once: the node's producer, which also writes the changelog. */
-  readonly producer: Producer;
+  readonly producer: KafkaProducer;
   /** The changelog topic. */
   readonly changelogTopic: string;
   /** The checkpoint file; undefined: every restore reads the changelog from the start. */
@@ -235,7 +234,7 @@ export class PartitionLifecycle {
     const { config, kafka, repository, changelogTopic } = this.#deps;
     if (!this.#exactlyOnce) {
       const sink = new KafkaChangelogSink({
-        kafka,
+        client: kafka,
         producer: this.#deps.producer,
         topic: changelogTopic,
         partition,
@@ -248,26 +247,11 @@ export class PartitionLifecycle {
     }
     const producer = kafka.producer({
       transactionalId: transactionalId(config, partition),
-      transactionTimeout: config.output.transactionTimeout,
+      transactionTimeoutMs: config.output.transactionTimeout,
       idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-      createPartitioner: Partitioners.DefaultPartitioner,
-      // The first request of a transaction that follows a commit often meets CONCURRENT_TRANSACTIONS (the
-      // coordinator is still writing the last one's markers, a few ms). kafkajs retries it after its default
-      // 300 ms backoff, which made each chunk wait ~0.3 s; a short first backoff retries once the markers are
-      // down. Unlimited retries as kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
-      retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: TRANSACTION_RETRY_MS },
     });
+    // Initialises the transactional id: fences the previous owner and aborts its open transaction.
     await producer.connect();
-    try {
-      // kafkajs initialises the transactional id on the first transaction; an empty one sends nothing else.
-      const tx = await producer.transaction();
-      await tx.abort();
-    } catch (error) {
-      await producer.disconnect().catch(() => undefined);
-      throw error;
-    }
     const store = new LoggedRepository(repository, new TransactionOnlySink(partition), {
       closeInner: false,
       name: `node partition ${partition}`,
@@ -282,7 +266,7 @@ export class PartitionLifecycle {
     const { config, changelogTopic } = this.#deps;
     return new ChunkTransaction({
       producer,
-      groupId: config.input.groupId,
+      group: this.#deps.group,
       inputTopic: config.input.topic,
       partition: state.partition,
       changelogTopic,

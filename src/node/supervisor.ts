@@ -1,5 +1,5 @@
-import type { Consumer } from 'kafkajs';
 import type { Logger } from 'pino';
+import type { GroupConsumer, KafkaErrorClassifier } from '../kafka/port/index.js';
 
 /** Restarts of a consumer that crashed for lack of a broker, in a row (a join resets the count): ~5 minutes. */
 const MAX_RESTARTS = 12;
@@ -7,12 +7,13 @@ const RESTART_FIRST_MS = 1_000;
 const RESTART_MAX_MS = 30_000;
 
 /**
- * Keeps the node's consumer running: kafkajs restarts a consumer after most crashes itself; after one it gives up
- * on only for lack of a broker, the supervisor starts it again (1 s doubling to 30 s, at most 12 times in a row, a
+ * Keeps the node's consumer running: the client (kafkajs) restarts a consumer after most crashes itself; after one
+ * it gives up on only for lack of a broker, the supervisor starts it again (1 s doubling to 30 s, at most 12 times in a row, a
  * group join resets the count); any other crash fails the node (`failed`).
  */
 export class ConsumerSupervisor {
   readonly #logger: Logger;
+  readonly #errors: KafkaErrorClassifier;
   #run: (() => Promise<void>) | undefined;
   #timer: NodeJS.Timeout | undefined;
   #restarts = 0;
@@ -21,16 +22,17 @@ export class ConsumerSupervisor {
   /** Rejects when the consumer failed for good. Observed by whoever awaits it; never an unhandled rejection. */
   readonly failed: Promise<never>;
 
-  constructor(consumer: Consumer, logger: Logger) {
+  constructor(consumer: GroupConsumer, errors: KafkaErrorClassifier, logger: Logger) {
     this.#logger = logger;
+    this.#errors = errors;
     this.failed = new Promise<never>((_, reject) => {
       this.#fail = reject;
     });
     this.failed.catch(() => undefined);
-    consumer.on(consumer.events.CRASH, ({ payload }) => this.#crashed(payload.error, payload.restart));
+    consumer.onCrash(({ error, restart }) => this.#crashed(error, restart));
   }
 
-  /** Runs the consumer (`run` is kafkajs's `consumer.run` with the node's batch handler). */
+  /** Runs the consumer (`run` is the consumer's `run` with the node's batch handler). */
   async start(run: () => Promise<void>): Promise<void> {
     this.#run = run;
     await run();
@@ -54,7 +56,7 @@ export class ConsumerSupervisor {
       return;
     }
     const run = this.#run;
-    if (run && !this.#stopped && brokerUnreachable(error) && this.#restarts < MAX_RESTARTS) {
+    if (run && !this.#stopped && this.#errors.isBrokerUnreachable(error) && this.#restarts < MAX_RESTARTS) {
       // kafkajs treats "no broker answered the coordinator lookup" as final, although a broker restart (or a
       // leader moving) causes it: a single-broker cluster that restarts would otherwise end the process.
       const delay = Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** this.#restarts++);
@@ -71,18 +73,6 @@ export class ConsumerSupervisor {
     logger.error({ err: error }, 'consumer crashed and will not restart');
     this.#fail(error);
   }
-}
-
-/**
- * Errors kafkajs does not retry although they only say that no broker could be reached: the group coordinator
- * lookup found no broker answering (kafkajs bails out of it at once when every connection is refused).
- */
-function brokerUnreachable(error: Error): boolean {
-  for (let e: unknown = error; e instanceof Error; e = (e as { cause?: unknown }).cause) {
-    if (e.name === 'KafkaJSGroupCoordinatorNotFound' || e.name === 'KafkaJSConnectionError') return true;
-    if (e.name === 'KafkaJSBrokerNotFound') return true;
-  }
-  return false;
 }
 
 function asError(error: unknown): Error {

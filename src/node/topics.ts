@@ -1,10 +1,7 @@
-import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { ConfigError } from '../errors.js';
+import type { KafkaAdmin, KafkaClient } from '../kafka/port/index.js';
 import { untilAborted } from './abort.js';
 import type { NodeConfig } from './options.js';
-
-// kafkajs is CommonJS and Node's ESM loader does not see this export by name.
-const { ConfigResourceTypes } = kafkajs;
 
 /** What the node learns about its topics before it starts. */
 export interface TopicLayout {
@@ -22,7 +19,7 @@ const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
  * partitions; a missing output is created with the input's count, a missing DLQ with the broker's default.
  */
 export async function prepareTopics(
-  kafka: Kafka,
+  kafka: KafkaClient,
   config: NodeConfig,
   signal?: AbortSignal,
 ): Promise<TopicLayout> {
@@ -35,7 +32,7 @@ export async function prepareTopics(
 }
 
 /** What {@link prepareTopics} checks and creates, through a connected admin. */
-async function inspect(admin: Admin, config: NodeConfig): Promise<TopicLayout> {
+async function inspect(admin: KafkaAdmin, config: NodeConfig): Promise<TopicLayout> {
   await admin.connect();
   // Listing first: asking for the metadata of a missing topic makes kafkajs log an error.
   const existing = new Set(await admin.listTopics());
@@ -58,26 +55,19 @@ async function inspect(admin: Admin, config: NodeConfig): Promise<TopicLayout> {
   return { inputPartitions, outputMaxBatchBytes: await maxMessageBytes(admin, config.output.topic) };
 }
 
-async function partitionCount(admin: Admin, topic: string): Promise<number> {
-  const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
-  return topics[0]?.partitions.length ?? 0;
+async function partitionCount(admin: KafkaAdmin, topic: string): Promise<number> {
+  return (await admin.topicPartitions(topic)).length;
 }
 
-async function create(admin: Admin, topic: string, numPartitions?: number): Promise<void> {
+async function create(admin: KafkaAdmin, topic: string, numPartitions?: number): Promise<void> {
   // false means it already exists: another instance created it at the same moment.
-  await admin.createTopics({
-    topics: [{ topic, ...(numPartitions ? { numPartitions } : {}) }],
-    waitForLeaders: true,
-  });
+  await admin.createTopics([{ topic, ...(numPartitions ? { numPartitions } : {}) }]);
 }
 
-async function maxMessageBytes(admin: Admin, topic: string): Promise<number> {
+async function maxMessageBytes(admin: KafkaAdmin, topic: string): Promise<number> {
   try {
-    const { resources } = await admin.describeConfigs({
-      resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['max.message.bytes'] }],
-      includeSynonyms: false,
-    });
-    const value = Number(resources[0]?.configEntries[0]?.configValue);
+    const configs = await admin.describeTopicConfigs(topic, ['max.message.bytes']);
+    const value = Number(configs.get('max.message.bytes'));
     return Number.isFinite(value) && value > 0 ? value : DEFAULT_MAX_MESSAGE_BYTES;
   } catch {
     return DEFAULT_MAX_MESSAGE_BYTES;

@@ -2,6 +2,7 @@ export {
   type BadIdReason,
   type DeadLetter,
   type DeadLetterInfo,
+  type DeadLetterSender,
   type DlqReason,
   deadLetterMessage,
   dlqHeaders,
@@ -16,9 +17,12 @@ export {
   type SourceMessage,
   sendDeadLetters,
 } from '../../kafka/index.js';
+export type { ConsumedMessage, KafkaClientName, MessageHeaders } from '../../kafka/port/index.js';
 export {
   type KafkaAdapterConfig,
+  type KafkaAdapterConnection,
   kafkaAdapterConfigSchema,
+  kafkaAdapterConnectionSchema,
   kafkaAdapterDefaults,
   type ResolvedKafkaAdapterOptions,
   type RunIdempotentConsumerOptions,

@@ -1,8 +1,10 @@
-import type { Consumer, ConsumerConfig, Kafka, KafkaMessage, Producer } from 'kafkajs';
+import type { Consumer, ConsumerConfig, Kafka, Producer } from 'kafkajs';
 import { z } from 'zod';
 import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { MessageHandler } from '../../consumer/types.js';
+import { kafkaConnectionFields, saslNeedsTls } from '../../kafka/connection.js';
 import { type IdSource, idSourceSchema } from '../../kafka/index.js';
+import type { ConsumedMessage } from '../../kafka/port/index.js';
 import { type OptionsOrigin, optionError, parseOptions } from '../../options/issues.js';
 import { durationMs } from '../../util/duration.js';
 import type { BlockInfo, DeadLetterEvent, KafkaRecord } from './types.js';
@@ -30,6 +32,10 @@ export const kafkaAdapterDefaults = {
     /** Handler attempts before a record goes to the DLQ (without a DLQ, it is retried at `maxMs` forever). */
     maxAttempts: 5,
   },
+  /** The client id of a client the adapter builds from connection settings. */
+  clientId: 'idem-consumer',
+  /** Retries per request of a client the adapter builds from connection settings (kafkajs's own default). */
+  clientRetries: 5,
 } as const;
 
 const { retry: retryDefaults } = kafkaAdapterDefaults;
@@ -56,6 +62,11 @@ export const retrySchema = z
 export const kafkaAdapterConfigSchema = z
   .object({
     topics: z.array(z.string().min(1)).min(1),
+    /**
+     * The Kafka client library: kafkajs (the default, and the only one a kafkajs `kafka` instance can be), or
+     * `platformatic` (`@platformatic/kafka`, with `kafka` given as connection settings).
+     */
+    client: kafkaConnectionFields.client.optional(),
     /** Required when the adapter creates the consumer from `kafka`. */
     groupId: z.string().min(1).optional(),
     fromBeginning: z.boolean().default(kafkaAdapterDefaults.fromBeginning),
@@ -77,14 +88,39 @@ export const kafkaAdapterConfigSchema = z
 /** Parsed {@link kafkaAdapterConfigSchema}. */
 export type KafkaAdapterConfig = z.output<typeof kafkaAdapterConfigSchema>;
 
+/**
+ * How the adapter reaches the cluster when it builds the client itself (`kafka` given as settings): the keys of
+ * the node's `[kafka]` table, validated the same way.
+ */
+export const kafkaAdapterConnectionSchema = z
+  .object({
+    brokers: kafkaConnectionFields.brokers,
+    clientId: z.string().min(1).default(kafkaAdapterDefaults.clientId),
+    ssl: kafkaConnectionFields.ssl,
+    sasl: kafkaConnectionFields.sasl,
+    connectionTimeout: kafkaConnectionFields.connectionTimeout,
+    requestTimeout: kafkaConnectionFields.requestTimeout,
+  })
+  .strict()
+  .superRefine(saslNeedsTls('kafka', 'record'));
+
+/** Connection settings the adapter builds its own client from (see {@link kafkaAdapterConnectionSchema}). */
+export type KafkaAdapterConnection = z.input<typeof kafkaAdapterConnectionSchema>;
+
 /** Options of {@link runIdempotentConsumer}. Give `kafka` (the adapter makes and owns the clients) or `consumer`. */
 export interface RunIdempotentConsumerOptions<R = unknown>
   extends Omit<z.input<typeof kafkaAdapterConfigSchema>, 'dlq'> {
-  /** The adapter creates the consumer (and the DLQ producer) from it, and disconnects them on `stop()`. */
-  readonly kafka?: Kafka;
-  /** Extra settings for the consumer the adapter creates from `kafka` (`maxWaitTimeInMs` defaults to 1 s). */
+  /**
+   * The adapter creates the consumer (and the DLQ producer) from it, and disconnects them on `stop()`: a kafkajs
+   * client, or connection settings from which the adapter builds a client of library `client` (and closes it).
+   */
+  readonly kafka?: Kafka | KafkaAdapterConnection;
+  /**
+   * Extra settings for the consumer the adapter creates from `kafka` (`maxWaitTimeInMs` defaults to 1 s): a kafkajs
+   * `ConsumerConfig`, passed to whichever client as is (another client ignores the keys it does not know).
+   */
   readonly consumerConfig?: Omit<ConsumerConfig, 'groupId'>;
-  /** Your own consumer (not yet running): `stop()` stops it but leaves it connected. */
+  /** Your own kafkajs consumer (not yet running): `stop()` stops it but leaves it connected. */
   readonly consumer?: Consumer;
   /**
    * Must take the id the adapter put on the record: `id: kafkaRecordId`, `(record) => record.id` or `'id'`.
@@ -103,7 +139,10 @@ export interface RunIdempotentConsumerOptions<R = unknown>
 
 /** Options after validation, with every default applied. */
 export interface ResolvedKafkaAdapterOptions<R> extends KafkaAdapterConfig {
+  /** A kafkajs client given as `kafka`. */
   readonly kafka: Kafka | undefined;
+  /** Connection settings given as `kafka`, parsed. */
+  readonly connection: z.output<typeof kafkaAdapterConnectionSchema> | undefined;
   readonly consumerConfig: Omit<ConsumerConfig, 'groupId'>;
   readonly consumer: Consumer | undefined;
   readonly idempotent: IdempotentConsumer<KafkaRecord>;
@@ -136,6 +175,19 @@ export function resolveKafkaAdapterOptions<R>(
   if (kafka && config.groupId === undefined) {
     throw optionError(['groupId'], 'is required when the adapter creates the consumer from kafka', ORIGIN);
   }
+  const kafkajs = kafka === undefined || isKafkajsClient(kafka) ? kafka : undefined;
+  const connection =
+    kafka === undefined || kafkajs !== undefined
+      ? undefined
+      : parseOptions(kafkaAdapterConnectionSchema, kafka, { ...ORIGIN, prefix: ['kafka'] });
+  if (kafkajs !== undefined && config.client !== undefined && config.client !== 'kafkajs') {
+    throw optionError(
+      ['client'],
+      `is ${JSON.stringify(config.client)}, but kafka is a kafkajs client: give kafka as connection settings ` +
+        '({ brokers: [...] }) for another client',
+      ORIGIN,
+    );
+  }
   if (dlq && !dlq.producer && !kafka) {
     throw optionError(['dlq', 'producer'], 'is required when the consumer is given instead of kafka', ORIGIN);
   }
@@ -143,7 +195,8 @@ export function resolveKafkaAdapterOptions<R>(
   checkConsumer(idempotent);
   return {
     ...config,
-    kafka,
+    kafka: kafkajs,
+    connection,
     consumerConfig: consumerConfig ?? {},
     consumer,
     idempotent,
@@ -168,8 +221,13 @@ const PROBE: KafkaRecord = {
     timestamp: '0',
     offset: '0',
     attributes: 0,
-  } as KafkaMessage,
+  } as ConsumedMessage,
 };
+
+/** A kafkajs `Kafka` instance (it makes consumers), as opposed to connection settings. */
+function isKafkajsClient(kafka: Kafka | KafkaAdapterConnection): kafka is Kafka {
+  return typeof (kafka as Partial<Kafka>).consumer === 'function';
+}
 
 /**
  * True when the consumer's id selector takes the id the adapter read: `kafkaRecordId` itself, the path `'id'`,

@@ -1,5 +1,4 @@
-import type { Consumer, EachBatchPayload, KafkaMessage, Producer } from 'kafkajs';
-import { Partitioners } from 'kafkajs';
+import type { Consumer } from 'kafkajs';
 import type { HandlerContext, ProcessResult } from '../../consumer/types.js';
 import { InProgressError, InvalidIdError, InvalidInputError, NoMessageIdError } from '../../errors.js';
 import {
@@ -9,6 +8,14 @@ import {
   messageIdReader,
   sendDeadLetters,
 } from '../../kafka/index.js';
+import {
+  type ConsumedBatch,
+  type ConsumedMessage,
+  type GroupConsumer,
+  type KafkaClient,
+  type KafkaProducer,
+  openKafkaClient,
+} from '../../kafka/port/index.js';
 import {
   kafkaAdapterDefaults,
   type ResolvedKafkaAdapterOptions,
@@ -20,7 +27,10 @@ import type { KafkaAdapterStats, KafkaRecord } from './types.js';
 
 /** A running adapter. */
 export interface IdempotentKafkaConsumer {
-  /** The kafkajs consumer (made from `kafka`, or the one given). */
+  /**
+   * The kafkajs consumer (made from `kafka`, or the one given). On another client (`client: 'platformatic'`)
+   * there is none: reading it throws a TypeError.
+   */
   readonly consumer: Consumer;
   /** Running counts; the IdempotentConsumer's own `stats` count outcomes. */
   readonly stats: Readonly<KafkaAdapterStats>;
@@ -33,7 +43,7 @@ export interface IdempotentKafkaConsumer {
 }
 
 /**
- * Runs a kafkajs consumer whose records go through an IdempotentConsumer: one `processBatch` per sub-batch of a
+ * Runs a Kafka consumer (kafkajs, or the client `client` names) whose records go through an IdempotentConsumer: one `processBatch` per sub-batch of a
  * partition, offsets committed only for finished records (handled, duplicate, forwarded without id, or
  * dead-lettered and acknowledged), failing records retried in order with backoff while their partition is
  * paused, then dead-lettered. Resolves once the consumer runs. See docs/kafka.md.
@@ -42,20 +52,8 @@ export async function runIdempotentConsumer<R>(
   options: RunIdempotentConsumerOptions<R>,
 ): Promise<IdempotentKafkaConsumer> {
   const resolved = resolveKafkaAdapterOptions(options);
-  const { kafka } = resolved;
-  const consumer =
-    resolved.consumer ??
-    (kafka as NonNullable<typeof kafka>).consumer({
-      maxWaitTimeInMs: kafkaAdapterDefaults.maxWaitTimeInMs,
-      ...resolved.consumerConfig,
-      groupId: resolved.groupId as string,
-    });
-  const producer = resolved.dlq
-    ? (resolved.dlqProducer ??
-      kafka?.producer({ createPartitioner: Partitioners.DefaultPartitioner }) ??
-      undefined)
-    : undefined;
-  const runner = new Runner(resolved, consumer, producer);
+  const parts = await adapterParts(resolved);
+  const runner = new Runner(resolved, parts);
   try {
     await runner.start();
   } catch (error) {
@@ -63,6 +61,60 @@ export async function runIdempotentConsumer<R>(
     throw error;
   }
   return runner;
+}
+
+/** The port's parts the adapter runs on, and which of them it owns. */
+interface AdapterParts {
+  readonly consumer: GroupConsumer;
+  /** The kafkajs consumer behind `consumer`, when the client is kafkajs. */
+  readonly kafkajsConsumer: Consumer | undefined;
+  readonly producer: KafkaProducer | undefined;
+  /** A client the adapter built from connection settings: closed on stop. */
+  readonly ownClient: KafkaClient | undefined;
+}
+
+/**
+ * The consumer (and the DLQ producer) behind the port: kafkajs objects given by the caller are wrapped (the
+ * kafkajs implementation is loaded only then), connection settings open a client of library `client`.
+ */
+async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Promise<AdapterParts> {
+  const needsKafkajs = resolved.kafka ?? resolved.consumer ?? resolved.dlqProducer;
+  const kafkajs = needsKafkajs === undefined ? undefined : await import('../../kafka/kafkajs/index.js');
+  let client: KafkaClient | undefined;
+  let ownClient: KafkaClient | undefined;
+  if (resolved.kafka && kafkajs) client = kafkajs.fromKafkajs(resolved.kafka);
+  else if (resolved.connection) {
+    ownClient = await openKafkaClient(
+      { ...resolved.connection, client: resolved.client },
+      { retries: kafkaAdapterDefaults.clientRetries },
+      { configKey: 'client', feature: 'runIdempotentConsumer(...)' },
+    );
+    client = ownClient;
+  }
+  const groupId = resolved.groupId ?? '';
+  let consumer: GroupConsumer;
+  let kafkajsConsumer: Consumer | undefined;
+  if (resolved.consumer && kafkajs) {
+    consumer = kafkajs.fromKafkajsConsumer(resolved.consumer, groupId);
+    kafkajsConsumer = resolved.consumer;
+  } else {
+    consumer = (client as KafkaClient).consumer({
+      groupId,
+      maxWaitMs: kafkaAdapterDefaults.maxWaitTimeInMs,
+      // As kafkajs's consumers do by default.
+      allowAutoTopicCreation: true,
+      extra: resolved.consumerConfig as Record<string, unknown>,
+    });
+    kafkajsConsumer = (consumer as { native?: Consumer }).native;
+  }
+  let producer: KafkaProducer | undefined;
+  if (resolved.dlq) {
+    producer =
+      resolved.dlqProducer && kafkajs
+        ? kafkajs.fromKafkajsProducer(resolved.dlqProducer)
+        : client?.producer({ allowAutoTopicCreation: true });
+  }
+  return { consumer, kafkajsConsumer, producer, ownClient };
 }
 
 /** Thrown by the wrapped handler for records it declines to run; never reaches the caller. */
@@ -85,8 +137,10 @@ interface Segment {
 class Runner implements IdempotentKafkaConsumer {
   readonly stats: KafkaAdapterStats = { batches: 0, records: 0, retries: 0, deadLettered: 0, commits: 0 };
   readonly #options: ResolvedKafkaAdapterOptions<unknown>;
-  readonly #producer: Producer | undefined;
-  readonly #readId: (message: KafkaMessage) => IdVerdict;
+  readonly #parts: AdapterParts;
+  readonly #group: GroupConsumer;
+  readonly #producer: KafkaProducer | undefined;
+  readonly #readId: (message: ConsumedMessage) => IdVerdict;
   // All three maps are keyed by `topic:partition`.
   /** The record each partition is stuck at, with its failure counts. */
   readonly #blocked = new Map<string, BlockedRecord>();
@@ -97,31 +151,37 @@ class Runner implements IdempotentKafkaConsumer {
   #stopping = false;
   #stopped: Promise<void> | undefined;
 
-  constructor(
-    options: ResolvedKafkaAdapterOptions<unknown>,
-    readonly consumer: Consumer,
-    producer: Producer | undefined,
-  ) {
+  constructor(options: ResolvedKafkaAdapterOptions<unknown>, parts: AdapterParts) {
     this.#options = options;
-    this.#producer = producer;
+    this.#parts = parts;
+    this.#group = parts.consumer;
+    this.#producer = parts.producer;
     this.#readId = messageIdReader(options.id);
   }
 
+  get consumer(): Consumer {
+    const native = this.#parts.kafkajsConsumer;
+    if (native === undefined) {
+      throw new TypeError(
+        `the Kafka adapter runs on client ${JSON.stringify(this.#options.client)}: it has no kafkajs consumer`,
+      );
+    }
+    return native;
+  }
+
   async start(): Promise<void> {
-    const { consumer } = this;
+    const consumer = this.#group;
     await consumer.connect();
     await this.#producer?.connect();
-    await consumer.subscribe({ topics: this.#options.topics, fromBeginning: this.#options.fromBeginning });
+    await consumer.subscribe(this.#options.topics, this.#options.fromBeginning);
     this.#unsubscribe.push(
-      consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => this.#onAssignment(payload.memberAssignment)),
+      consumer.onGroupJoin(({ assignment }) => this.#onAssignment(assignment)),
       // A crashed consumer restarts with fresh group state (no pauses): the timers have nothing left to resume.
-      consumer.on(consumer.events.CRASH, () => this.#clearTimers()),
+      consumer.onCrash(() => this.#clearTimers()),
     );
     await consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: this.#options.partitionsConsumedConcurrently,
-      eachBatch: (payload) => this.#onBatch(payload),
+      eachBatch: (batch) => this.#onBatch(batch),
     });
   }
 
@@ -132,20 +192,24 @@ class Runner implements IdempotentKafkaConsumer {
       for (const off of this.#unsubscribe.splice(0)) off();
       const owned = this.#options.consumer === undefined;
       try {
-        await (owned ? this.consumer.disconnect() : this.consumer.stop());
+        await (owned ? this.#group.disconnect() : this.#group.stop());
       } finally {
-        if (this.#producer && !this.#options.dlqProducer) await this.#producer.disconnect();
+        try {
+          if (this.#producer && !this.#options.dlqProducer) await this.#producer.disconnect();
+        } finally {
+          await this.#parts.ownClient?.close();
+        }
       }
     })();
     return this.#stopped;
   }
 
-  /** One kafkajs batch of one partition, taken in sub-batches of `batchSize`, in offset order. */
-  async #onBatch(payload: EachBatchPayload): Promise<void> {
-    const { batch } = payload;
+  /** One fetched batch of one partition, taken in sub-batches of `batchSize`, in offset order. */
+  async #onBatch(payload: ConsumedBatch): Promise<void> {
+    const batch = payload;
     const { topic, partition, messages } = batch;
     const stream = `${topic}:${partition}`;
-    const offsetAt = (i: number) => (messages[i] as KafkaMessage).offset;
+    const offsetAt = (i: number) => (messages[i] as ConsumedMessage).offset;
     const verdicts = messages.map(this.#readId);
     let next = 0;
     while (next < messages.length) {
@@ -210,20 +274,20 @@ class Runner implements IdempotentKafkaConsumer {
 
   /** Runs records [from, to) through the IdempotentConsumer and reports the finished prefix. */
   async #runSegment(
-    payload: EachBatchPayload,
+    payload: ConsumedBatch,
     stream: string,
     from: number,
     to: number,
     verdicts: readonly IdVerdict[],
   ): Promise<Segment> {
-    const { topic, partition, messages } = payload.batch;
+    const { topic, partition, messages } = payload;
     const segment: Segment = { done: 0, letters: [], finished: [] };
     const ahead = this.#ahead.get(stream);
     const records: KafkaRecord[] = [];
     const positions: number[] = []; // index in `messages` of each record handed to processBatch
     for (let i = from; i < to; i++) {
       const verdict = verdicts[i] as IdVerdict;
-      const message = messages[i] as KafkaMessage;
+      const message = messages[i] as ConsumedMessage;
       if (!verdict.ok || ahead?.has(message.offset)) continue;
       records.push({ topic, partition, message, id: verdict.id, timestamp: Number(message.timestamp) });
       positions.push(i);
@@ -279,7 +343,7 @@ class Runner implements IdempotentKafkaConsumer {
         const error =
           verdict.reason === 'invalid-json'
             ? new InvalidInputError(
-                `${topic}[${partition}]@${(messages[i] as KafkaMessage).offset}`,
+                `${topic}[${partition}]@${(messages[i] as ConsumedMessage).offset}`,
                 verdict.detail,
               )
             : new InvalidIdError(verdict.detail);
@@ -325,7 +389,7 @@ class Runner implements IdempotentKafkaConsumer {
   /** A record that can never be handled: a dead letter, or without a DLQ, a block. False when it blocks. */
   #refuse(
     segment: Segment,
-    payload: EachBatchPayload,
+    payload: ConsumedBatch,
     index: number,
     reason: DlqReason,
     error: unknown,
@@ -339,38 +403,38 @@ class Runner implements IdempotentKafkaConsumer {
     return true;
   }
 
-  #halted(payload: EachBatchPayload): boolean {
+  #halted(payload: ConsumedBatch): boolean {
     return this.#stopping || !payload.isRunning() || payload.isStale();
   }
 
   #letter(
-    payload: EachBatchPayload,
+    payload: ConsumedBatch,
     index: number,
     reason: DlqReason,
     error: unknown,
     attempts: number,
   ): DeadLetter {
-    const { topic, partition, messages } = payload.batch;
-    return { topic, partition, message: messages[index] as KafkaMessage, reason, error, attempts };
+    const { topic, partition, messages } = payload;
+    return { topic, partition, message: messages[index] as ConsumedMessage, reason, error, attempts };
   }
 
   /** Undefined once the DLQ acknowledged every letter; the failure otherwise. */
   async #writeLetters(letters: DeadLetter[]): Promise<{ error: unknown } | undefined> {
     try {
-      await sendDeadLetters(this.#producer as Producer, this.#options.dlq?.topic as string, letters);
+      await sendDeadLetters(this.#producer as KafkaProducer, this.#options.dlq?.topic as string, letters);
       return undefined;
     } catch (error) {
       return { error };
     }
   }
 
-  #reportLetters(payload: EachBatchPayload, letters: readonly { index: number; letter: DeadLetter }[]): void {
+  #reportLetters(payload: ConsumedBatch, letters: readonly { index: number; letter: DeadLetter }[]): void {
     for (const { index, letter } of letters) {
       this.stats.deadLettered++;
       this.#options.onDeadLetter?.({
         topic: letter.topic,
         partition: letter.partition,
-        offset: (payload.batch.messages[index] as KafkaMessage).offset,
+        offset: (payload.messages[index] as ConsumedMessage).offset,
         reason: letter.reason,
         attempts: letter.attempts,
       });
@@ -378,13 +442,11 @@ class Runner implements IdempotentKafkaConsumer {
   }
 
   /** Commits everything before `messages[upTo]` (all of the batch, control records included, at the end). */
-  async #commit(payload: EachBatchPayload, upTo: number): Promise<void> {
-    const { batch } = payload;
-    const last = batch.messages[upTo - 1] as KafkaMessage;
+  async #commit(payload: ConsumedBatch, upTo: number): Promise<void> {
+    const batch = payload;
+    const last = batch.messages[upTo - 1] as ConsumedMessage;
     const next = (BigInt(upTo === batch.messages.length ? batch.lastOffset() : last.offset) + 1n).toString();
-    await payload.commitOffsetsIfNecessary({
-      topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: next }] }],
-    });
+    await payload.commit(next);
     // Resolved after the commit, so a failed commit leaves the records to be fetched (and skipped) again.
     payload.resolveOffset(last.offset);
     this.stats.commits++;
@@ -440,10 +502,10 @@ class Runner implements IdempotentKafkaConsumer {
     if (this.#options.onError) this.#options.onError(block.error, info);
     else {
       const reason = block.error instanceof Error ? block.error.message : String(block.error);
-      this.consumer.logger().warn(`idempotent consumer: record not finished, retrying: ${reason}`, info);
+      this.#group.warn(`idempotent consumer: record not finished, retrying: ${reason}`, info);
     }
     const tp = [{ topic, partitions: [partition] }];
-    this.consumer.pause(tp);
+    this.#group.pause(tp);
     clearTimeout(this.#timers.get(stream)?.timer);
     const timer = setTimeout(() => {
       this.#timers.delete(stream);
@@ -453,7 +515,7 @@ class Runner implements IdempotentKafkaConsumer {
   }
 
   /** After a rebalance: forget partitions this member lost, and un-pause them in case they come back. */
-  #onAssignment(assignment: Record<string, number[]>): void {
+  #onAssignment(assignment: Readonly<Record<string, readonly number[]>>): void {
     const kept = new Set(
       Object.entries(assignment).flatMap(([topic, partitions]) => partitions.map((p) => `${topic}:${p}`)),
     );
@@ -467,13 +529,9 @@ class Runner implements IdempotentKafkaConsumer {
     }
   }
 
-  /** kafkajs throws when its group is gone (stopped, or restarting after a crash): then there is nothing to resume. */
+  /** When the group is gone (stopped, or restarting after a crash) there is nothing to resume: a no-op. */
   #resume(topic: string, partition: number): void {
-    try {
-      this.consumer.resume([{ topic, partitions: [partition] }]);
-    } catch {
-      // A new group starts with no partition paused.
-    }
+    this.#group.resume([{ topic, partitions: [partition] }]);
   }
 
   #clearTimers(): void {

@@ -1,12 +1,13 @@
-import type { KafkaMessage } from 'kafkajs';
 import type { DlqReason } from '../../kafka/index.js';
+import type { ConsumedMessage } from '../../kafka/port/index.js';
 import type { BlockKind } from './retry.js';
 
 /** What the handler is given: one Kafka record, where it was read, and its id as the adapter's `id` option reads it. */
 export interface KafkaRecord {
   readonly topic: string;
   readonly partition: number;
-  readonly message: KafkaMessage;
+  /** The record as consumed (the shape of a kafkajs `KafkaMessage` from a record batch, on every client). */
+  readonly message: ConsumedMessage;
   /** The record timestamp in epoch ms (event-time mode reads it by default; -1 when the record has none). */
   readonly timestamp: number;
   /** Canonical id (as the stores key it); undefined when the record has none and is forwarded (KIP-655). */

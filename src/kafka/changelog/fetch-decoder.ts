@@ -7,32 +7,10 @@
  */
 
 import { RepositoryError } from '../../errors.js';
+import type { BatchRecord, FetchedPartition, RecordBatch } from '../port/index.js';
 
-/** One record of a batch: where it is, its key and value bytes (null when absent), its headers. */
-export interface BatchRecord {
-  readonly offset: number;
-  readonly key: string | null;
-  readonly value: Buffer | null;
-  readonly headers: Record<string, Buffer>;
-}
-
-/** One record batch, with what aborted-transaction filtering needs. */
-export interface RecordBatch {
-  readonly baseOffset: number;
-  readonly lastOffsetDelta: number;
-  readonly producerId: number;
-  readonly inTransaction: boolean;
-  readonly isControl: boolean;
-  readonly records: BatchRecord[];
-}
-
-/** One partition of a fetch response. */
-export interface FetchedPartition {
-  readonly partition: number;
-  readonly errorCode: number;
-  readonly abortedTransactions: readonly { readonly producerId: number; readonly firstOffset: number }[];
-  readonly batches: RecordBatch[];
-}
+// The decoded shape is the port's (the partition reader of every client returns it).
+export type { BatchRecord, FetchedPartition, RecordBatch } from '../port/index.js';
 
 /** Thrown inside the decoder when it meets something it leaves to kafkajs. */
 class Unsupported extends Error {}

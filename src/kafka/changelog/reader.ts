@@ -1,14 +1,18 @@
-import type { IHeaders, Kafka } from 'kafkajs';
 import { RepositoryError } from '../../errors.js';
-import { createCluster, fetchBatches, type RawCluster, READ_COMMITTED } from './cluster.js';
-import type { FetchedPartition } from './fetch-decoder.js';
+import type {
+  FetchedPartition,
+  KafkaClient,
+  KafkaErrorClassifier,
+  MessageHeaders,
+  PartitionReader,
+} from '../port/index.js';
 
 /** One committed changelog record: the id's canonical key, its encoded mark (null: a tombstone), its offset. */
 export interface ChangelogEntry {
   readonly key: string;
   readonly value: Buffer | null;
   readonly offset: number;
-  readonly headers: IHeaders;
+  readonly headers: MessageHeaders;
 }
 
 /** Partition → offset. */
@@ -58,20 +62,16 @@ const ABORT_MARKER = 0;
  * open for many reads; each read captures the end offsets (last stable offsets) when it starts.
  */
 export class ChangelogReader {
-  readonly #cluster: RawCluster;
+  readonly #partitions: PartitionReader;
+  readonly #errors: KafkaErrorClassifier;
   readonly #maxBytes: number;
   readonly #maxBytesPerPartition: number;
   readonly #maxWaitMs: number;
   readonly #retries: number;
-  readonly #topics = new Set<string>();
-  #connecting: Promise<void> | undefined;
-  /** The cluster calls that may open broker connections, one at a time (see {@link #exclusive}). */
-  #queue: Promise<unknown> = Promise.resolve();
-  /** Broker connections that have served a fetch, so their fetch connection is open. */
-  readonly #fetched = new WeakSet<object>();
 
-  constructor(kafka: Kafka, options: ChangelogReaderOptions = {}) {
-    this.#cluster = createCluster(kafka);
+  constructor(client: KafkaClient, options: ChangelogReaderOptions = {}) {
+    this.#partitions = client.partitionReader();
+    this.#errors = client.errors;
     this.#maxBytes = options.maxBytes ?? 16 * 1024 * 1024;
     this.#maxBytesPerPartition = options.maxBytesPerPartition ?? 8 * 1024 * 1024;
     this.#maxWaitMs = options.maxWaitMs ?? 500;
@@ -80,12 +80,7 @@ export class ChangelogReader {
 
   /** The topic's partition ids, from fresh metadata. */
   async partitions(topic: string): Promise<number[]> {
-    await this.#ready(topic);
-    await this.#exclusive(() => this.#cluster.refreshMetadata());
-    return this.#cluster
-      .findTopicPartitionMetadata(topic)
-      .map((p) => p.partitionId)
-      .sort((a, b) => a - b);
+    return this.#partitions.partitions(topic);
   }
 
   /** The end offsets a read_committed reader sees now (last stable offsets), for the given partitions or all. */
@@ -106,7 +101,6 @@ export class ChangelogReader {
   async read(options: ReadChangelogOptions): Promise<PartitionOffsets> {
     const { topic, signal } = options;
     const follow = options.follow === true;
-    await this.#ready(topic);
     const partitions = [...options.from.keys()];
     const next: PartitionOffsets = new Map();
     for (const [p, offset] of options.from) next.set(p, Math.max(0, offset));
@@ -182,41 +176,11 @@ export class ChangelogReader {
 
   /** Disconnects from the brokers. */
   async close(): Promise<void> {
-    await this.#cluster.disconnect();
-  }
-
-  async #ready(topic: string): Promise<void> {
-    if (!this.#cluster.isConnected()) {
-      this.#connecting ??= this.#cluster.connect().finally(() => {
-        this.#connecting = undefined;
-      });
-      await this.#connecting;
-    }
-    if (!this.#topics.has(topic)) {
-      await this.#exclusive(() => this.#cluster.addTargetTopic(topic));
-      this.#topics.add(topic);
-    }
-  }
-
-  /**
-   * Runs a cluster call after the previous one ended. kafkajs connects a broker lazily, on first use, and two
-   * concurrent first uses of one broker open two sockets, one of which is never closed; concurrent reads on one
-   * reader would leak it. Only these short calls queue; the fetches themselves run concurrently.
-   */
-  #exclusive<T>(call: () => Promise<T>): Promise<T> {
-    const result = this.#queue.then(call);
-    this.#queue = result.catch(() => undefined);
-    return result;
+    await this.#partitions.close();
   }
 
   async #offsets(topic: string, partitions: readonly number[], earliest: boolean): Promise<PartitionOffsets> {
-    await this.#ready(topic);
-    const [result] = await this.#exclusive(() =>
-      this.#cluster.fetchTopicsOffset([
-        { topic, partitions: partitions.map((partition) => ({ partition })), fromBeginning: earliest },
-      ]),
-    );
-    return new Map((result?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+    return this.#partitions.listOffsets(topic, partitions, earliest ? 'earliest' : 'latest');
   }
 
   /** One fetch per partition leader, in parallel. */
@@ -226,46 +190,19 @@ export class ChangelogReader {
     next: PartitionOffsets,
     waiting: boolean,
   ): Promise<FetchedPartition[]> {
-    const leaders = new Map<number, number[]>();
-    const metadata = this.#cluster.findTopicPartitionMetadata(topic);
-    for (const p of partitions) {
-      const leader = metadata.find((m) => m.partitionId === p)?.leader;
-      if (leader === undefined) throw new RepositoryError(`changelog ${topic}: partition ${p} has no leader`);
-      leaders.set(leader, [...(leaders.get(leader) ?? []), p]);
-    }
-    const rounds = [...leaders].map(async ([leader, ps]) => {
-      const broker = await this.#exclusive(() => this.#cluster.findBroker({ nodeId: String(leader) }));
-      const request: Parameters<typeof fetchBatches>[1] = {
-        isolationLevel: READ_COMMITTED,
-        // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
-        maxWaitTime: waiting ? this.#maxWaitMs : 100,
-        minBytes: 1,
-        maxBytes: this.#maxBytes,
-        topics: [
-          {
-            topic,
-            partitions: ps.map((partition) => ({
-              partition,
-              fetchOffset: String(next.get(partition) ?? 0),
-              maxBytes: this.#maxBytesPerPartition,
-            })),
-          },
-        ],
-      };
-      // kafkajs opens a broker's fetch connection on its first fetch, and two concurrent first fetches open two
-      // sockets (one never closed): the first fetch per connection queues like the other connecting calls.
-      if (this.#fetched.has(broker)) return fetchBatches(broker, request);
-      const batches = await this.#exclusive(() => fetchBatches(broker, request));
-      this.#fetched.add(broker);
-      return batches;
+    return this.#partitions.fetch({
+      topic,
+      partitions: partitions.map((partition) => ({ partition, offset: next.get(partition) ?? 0 })),
+      // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
+      maxWaitMs: waiting ? this.#maxWaitMs : 100,
+      maxBytes: this.#maxBytes,
+      maxBytesPerPartition: this.#maxBytesPerPartition,
     });
-    return (await Promise.all(rounds)).flat();
   }
 
   /** After a failed fetch: restart deleted or vanished offsets from the log start, or back off and retry. */
   async #recover(topic: string, error: unknown, next: PartitionOffsets, failures: number): Promise<void> {
-    const { name, retriable } = (error ?? {}) as { name?: string; retriable?: boolean };
-    if (name === 'KafkaJSOffsetOutOfRange') {
+    if (this.#errors.isOffsetOutOfRange(error)) {
       const starts = await this.#offsets(topic, [...next.keys()], true);
       const ends = await this.#offsets(topic, [...next.keys()], false);
       for (const [p, offset] of next) {
@@ -274,12 +211,12 @@ export class ChangelogReader {
       }
       return;
     }
-    if (failures > this.#retries || (retriable === false && name !== 'KafkaJSConnectionError')) {
+    if (failures > this.#retries || this.#errors.isPermanent(error)) {
       const detail = error instanceof Error ? error.message : String(error);
       throw new RepositoryError(`reading changelog topic ${topic} failed: ${detail}`, { cause: error });
     }
     await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** failures)));
-    await this.#exclusive(() => this.#cluster.refreshMetadata()).catch(() => undefined);
+    await this.#partitions.refreshMetadata().catch(() => undefined);
   }
 
   /** A partition that returns nothing below its end: its log start passed the offset (retention ran). */
@@ -308,10 +245,10 @@ export class ChangelogReader {
  * read only, and resolves with the offsets reached. Keep a {@link ChangelogReader} to read often.
  */
 export async function readChangelog(
-  kafka: Kafka,
+  client: KafkaClient,
   options: ReadChangelogOptions & ChangelogReaderOptions,
 ): Promise<PartitionOffsets> {
-  const reader = new ChangelogReader(kafka, options);
+  const reader = new ChangelogReader(client, options);
   try {
     return await reader.read(options);
   } finally {

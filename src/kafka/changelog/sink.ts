@@ -1,24 +1,27 @@
-import type { IHeaders, Kafka, Message, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 import { InvalidInputError } from '../../errors.js';
 import type { ChangelogChange, ChangelogSink, UnreadableChange } from '../../repositories/logged/index.js';
 import type { IdempotencyRecord } from '../../repositories/types.js';
+import type {
+  KafkaClient,
+  KafkaProducer,
+  MessageHeaders,
+  OutgoingMessage,
+  RecordSender,
+} from '../port/index.js';
 import { decodeMark, encodeMark, markRecord } from './codec.js';
 import type { ChangelogEntry } from './reader.js';
 
 /** Bytes of changelog records per produce request, below Kafka's default `max.message.bytes` (1 MiB). */
 const REQUEST_BYTES = 512 * 1024;
 
-/** Anything that sends a produce request: a producer, or an open Kafka transaction. */
-export interface RecordSender {
-  send(record: ProducerRecord): Promise<RecordMetadata[]>;
-}
+export type { RecordSender };
 
 /** Where a changelog's records go: a topic, one partition of it (or by key), with headers. */
 export interface ChangelogTarget {
   readonly topic: string;
   /** The partition every change goes to (the node: changelog partition = input partition); default: by key. */
   readonly partition?: number;
-  readonly headers?: IHeaders;
+  readonly headers?: MessageHeaders;
 }
 
 /** The changelog value of a record: its mark (9 bytes for a bare confirmed id), or null for a deletion. */
@@ -39,7 +42,7 @@ export async function sendChanges(
   changes: readonly ChangelogChange[],
 ): Promise<number | undefined> {
   let next: number | undefined;
-  let messages: Message[] = [];
+  let messages: OutgoingMessage[] = [];
   let bytes = 0;
   const flush = async () => {
     const [meta] = await sender.send({ topic: target.topic, acks: -1, messages });
@@ -51,7 +54,10 @@ export async function sendChanges(
     const value = changeValue(change);
     const size = Buffer.byteLength(change.key) + (value?.length ?? 0) + 80;
     if (messages.length > 0 && bytes + size > REQUEST_BYTES) await flush();
-    const message: { -readonly [K in keyof Message]: Message[K] } = { key: change.key, value };
+    const message: { -readonly [K in keyof OutgoingMessage]: OutgoingMessage[K] } = {
+      key: change.key,
+      value,
+    };
     if (target.partition !== undefined) message.partition = target.partition;
     if (target.headers !== undefined) message.headers = target.headers;
     messages.push(message);
@@ -64,9 +70,9 @@ export async function sendChanges(
 /** Options of a {@link KafkaChangelogSink}. */
 export interface KafkaChangelogSinkOptions extends ChangelogTarget {
   /** The client, for `clear()` (DeleteRecords). */
-  readonly kafka: Kafka;
+  readonly client: KafkaClient;
   /** A connected producer, idempotent with one request in flight, owned by the caller. */
-  readonly producer: Producer;
+  readonly producer: KafkaProducer;
 }
 
 /**
@@ -90,16 +96,11 @@ export class KafkaChangelogSink implements ChangelogSink {
 
   /** Deletes the records of the sink's partition (or of every partition) up to the end (DeleteRecords). */
   async clear(): Promise<void> {
-    const { kafka, topic, partition } = this.#options;
-    const admin = kafka.admin();
+    const { client, topic, partition } = this.#options;
+    const admin = client.admin();
     await admin.connect();
     try {
-      // Also loads the topic's metadata into the admin client, which deleteTopicRecords needs.
-      const [metadata] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics;
-      const partitions = (metadata?.partitions ?? [])
-        .filter((p) => partition === undefined || p.partitionId === partition)
-        .map((p) => ({ partition: p.partitionId, offset: '-1' }));
-      await admin.deleteTopicRecords({ topic, partitions });
+      await admin.deleteRecords(topic, partition === undefined ? undefined : [partition]);
     } finally {
       await admin.disconnect().catch(() => undefined);
     }

@@ -1,8 +1,5 @@
-import type { Admin, ConfigResourceTypes } from 'kafkajs';
 import { ConfigError } from '../../errors.js';
-
-/** ConfigResourceTypes.TOPIC: kafkajs's CommonJS build does not expose its enums as named ESM exports. */
-const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
+import type { KafkaAdmin } from '../port/index.js';
 
 /** What {@link ensureChangelogTopic} creates or checks. */
 export interface ChangelogTopicSpec {
@@ -23,7 +20,7 @@ export interface ChangelogTopicSpec {
  * ConfigError naming the topic and `configKey`, since reading such a topic would restore the wrong marks or too few.
  * Resolves true when it created the topic.
  */
-export async function ensureChangelogTopic(admin: Admin, spec: ChangelogTopicSpec): Promise<boolean> {
+export async function ensureChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopicSpec): Promise<boolean> {
   const { topic, partitions, retentionMs, configKey } = spec;
   if (!Number.isSafeInteger(partitions) || partitions < 1) {
     throw new ConfigError(
@@ -31,30 +28,26 @@ export async function ensureChangelogTopic(admin: Admin, spec: ChangelogTopicSpe
       `changelog topic "${topic}": partition count must be a positive integer`,
     );
   }
-  const created = await admin.createTopics({
-    topics: [
-      {
-        topic,
-        numPartitions: partitions,
-        replicationFactor: spec.replicationFactor ?? -1,
-        configEntries: [
-          { name: 'cleanup.policy', value: 'compact,delete' },
-          { name: 'retention.ms', value: String(Math.ceil(retentionMs)) },
-        ],
-      },
-    ],
-    waitForLeaders: true,
-  });
+  const created = await admin.createTopics([
+    {
+      topic,
+      numPartitions: partitions,
+      replicationFactor: spec.replicationFactor ?? -1,
+      configEntries: [
+        { name: 'cleanup.policy', value: 'compact,delete' },
+        { name: 'retention.ms', value: String(Math.ceil(retentionMs)) },
+      ],
+    },
+  ]);
   if (created) return true;
   await checkChangelogTopic(admin, spec);
   return false;
 }
 
 /** The checks {@link ensureChangelogTopic} runs on a topic that already exists. */
-export async function checkChangelogTopic(admin: Admin, spec: ChangelogTopicSpec): Promise<void> {
+export async function checkChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopicSpec): Promise<void> {
   const { topic, partitions, retentionMs, configKey } = spec;
-  const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
-  const found = metadata.topics.find((t) => t.name === topic)?.partitions.length ?? 0;
+  const found = (await admin.topicPartitions(topic)).length;
   if (found !== partitions) {
     throw new ConfigError(
       configKey,
@@ -62,12 +55,8 @@ export async function checkChangelogTopic(admin: Admin, spec: ChangelogTopicSpec
         'partition); name another changelog topic, or delete this one so it is created again',
     );
   }
-  const described = await admin.describeConfigs({
-    resources: [{ type: TOPIC_RESOURCE, name: topic, configNames: ['cleanup.policy', 'retention.ms'] }],
-    includeSynonyms: false,
-  });
-  const entries = described.resources[0]?.configEntries ?? [];
-  const value = (name: string) => entries.find((e) => e.configName === name)?.configValue;
+  const entries = await admin.describeTopicConfigs(topic, ['cleanup.policy', 'retention.ms']);
+  const value = (name: string) => entries.get(name);
   const policy = (value('cleanup.policy') ?? 'delete').split(',').map((s) => s.trim());
   if (!policy.includes('compact')) {
     throw new ConfigError(

@@ -3,17 +3,11 @@ import type { KafkaSasl } from '../connection.js';
 import type { KafkaAdmin } from './admin.js';
 import type { GroupConsumer, GroupConsumerOptions } from './consumer.js';
 import type { KafkaErrorClassifier } from './errors.js';
+import type { KafkaClientName } from './names.js';
 import type { PartitionReader } from './partition-reader.js';
 import type { KafkaProducer, ProducerOptions } from './producer.js';
 
-/** The Kafka client libraries the port has an implementation for (config key `kafka.client`). */
-export const kafkaClientNames = ['kafkajs', 'platformatic'] as const;
-
-/** One of {@link kafkaClientNames}. */
-export type KafkaClientName = (typeof kafkaClientNames)[number];
-
-/** The client the package uses unless told otherwise. */
-export const defaultKafkaClient: KafkaClientName = 'kafkajs';
+export { defaultKafkaClient, type KafkaClientName, kafkaClientNames } from './names.js';
 
 /**
  * Where a client's log goes: the part of a pino logger the client uses (the node passes its pino logger; pino is
@@ -32,7 +26,7 @@ export interface KafkaLogEntry {
   /** The client's component (kafkajs: its namespace, e.g. `Connection`). */
   readonly namespace: string;
   readonly message: string;
-  /** The entry's structured fields (broker, retry counts…). */
+  /** The fields to log with the message: the client's component (kafkajs: `{ kafkajs: namespace }`), broker… */
   readonly fields: Readonly<Record<string, unknown>>;
   /**
    * Set when the entry reports a failed attempt to reach a broker: what failed, without the client's wording

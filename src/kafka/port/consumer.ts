@@ -1,7 +1,7 @@
 import type { GroupMetadata, GroupMetadataSource } from './producer.js';
 import type { ConsumedMessage } from './records.js';
 
-/** Options of {@link KafkaClient.consumer}. Topics are never created by consuming. */
+/** Options of {@link KafkaClient.consumer}. */
 export interface GroupConsumerOptions {
   readonly groupId: string;
   /** How long a killed or stuck member keeps its partitions, in ms; default the client's (kafkajs: 30 s). */
@@ -11,6 +11,11 @@ export interface GroupConsumerOptions {
   readonly maxWaitMs?: number;
   readonly maxBytesPerPartition?: number;
   readonly maxBytes?: number;
+  /**
+   * Lets subscribing to a missing topic create it (if the broker allows that); default false. The Kafka adapter
+   * sets it, as kafkajs's default did.
+   */
+  readonly allowAutoTopicCreation?: boolean;
   /**
    * Client-specific settings, passed through as they are (the Kafka adapter's `consumerConfig`, which is a
    * kafkajs `ConsumerConfig`); an implementation ignores the keys it does not know.

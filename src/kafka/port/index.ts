@@ -25,7 +25,7 @@ export type {
   TopicPartitions,
 } from './consumer.js';
 export type { KafkaErrorClassifier } from './errors.js';
-export { openKafkaClient } from './open.js';
+export { type KafkaClientChoice, loadKafkaClientFactory, openKafkaClient } from './open.js';
 export type {
   BatchRecord,
   FetchedPartition,

@@ -1,4 +1,5 @@
 import { ConfigError } from '../../errors.js';
+import { asMissingDependency } from '../../util/optional-module.js';
 import {
   defaultKafkaClient,
   type KafkaClient,
@@ -8,65 +9,69 @@ import {
   type KafkaClientSettings,
 } from './client.js';
 
-/** Each implementation's module and the package it is built on (both optional peers of the package). */
-const IMPLEMENTATIONS: Record<KafkaClientName, { readonly module: string; readonly package: string }> = {
-  kafkajs: { module: '../kafkajs/index.js', package: 'kafkajs' },
-  platformatic: { module: '../platformatic/index.js', package: '@platformatic/kafka' },
+/** Each implementation's module (both client libraries are optional peers of the package). */
+const IMPLEMENTATIONS: Record<KafkaClientName, string> = {
+  kafkajs: '../kafkajs/index.js',
+  platformatic: '../platformatic/index.js',
 };
 
-/** Where the choice of client was made, for the error that names it. */
-export interface OpenKafkaClientOptions {
+/** Who chose the client, for the errors that say what to do. */
+export interface KafkaClientChoice {
   /** The config key (or option) that chose the client; default `kafka.client`. */
   readonly configKey?: string;
+  /** What needs the client, for a missing package (`idem node`, `the kafka store`); default `the Kafka client`. */
+  readonly feature?: string;
 }
 
 /**
- * The one place a Kafka client is chosen: builds the `client` implementation (default kafkajs) over the
- * settings. Each implementation is loaded only when chosen, so validating a config loads no client library, and a
- * user of one client never installs the other. A missing library is a ConfigError naming `configKey` and the
- * package to install.
+ * Loads the implementation of client `name` (default kafkajs): only the chosen one is ever imported, so
+ * validating a config loads no client library and a user of one client never installs the other. A missing
+ * client library is a MissingDependencyError naming the package (and, for a client that is not the default, the
+ * config key that chose it); an implementation absent from this build, a ConfigError naming the config key.
+ */
+export async function loadKafkaClientFactory(
+  name: KafkaClientName | undefined,
+  choice: KafkaClientChoice = {},
+): Promise<KafkaClientFactory> {
+  const client = name ?? defaultKafkaClient;
+  const configKey = choice.configKey ?? 'kafka.client';
+  const specifier: string | undefined = IMPLEMENTATIONS[client];
+  if (specifier === undefined) {
+    throw new ConfigError(
+      configKey,
+      `unknown Kafka client ${JSON.stringify(client)}: expected one of ${Object.keys(IMPLEMENTATIONS).join(', ')}`,
+    );
+  }
+  let loaded: { createClient?: unknown };
+  try {
+    // A variable specifier: an implementation may be absent from a build, and is no compile-time dependency.
+    loaded = (await import(specifier)) as { createClient?: unknown };
+  } catch (error) {
+    const feature = choice.feature ?? 'the Kafka client';
+    const missing = asMissingDependency(error, {
+      feature: client === defaultKafkaClient ? feature : `${feature} with ${configKey} = "${client}"`,
+    });
+    if (missing) throw missing;
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new ConfigError(configKey, `the ${client} Kafka client could not be loaded: ${detail}`, {
+      cause: error,
+    });
+  }
+  if (typeof loaded.createClient !== 'function') {
+    throw new ConfigError(configKey, `the ${client} Kafka client implementation exports no createClient`);
+  }
+  return loaded.createClient as KafkaClientFactory;
+}
+
+/**
+ * The one place a Kafka client is made: the `client` implementation (default kafkajs) over the settings. See
+ * {@link loadKafkaClientFactory} for the errors.
  */
 export async function openKafkaClient(
   settings: KafkaClientSettings & { readonly client?: KafkaClientName | undefined },
   behaviour: KafkaClientBehaviour,
-  options: OpenKafkaClientOptions = {},
+  choice: KafkaClientChoice = {},
 ): Promise<KafkaClient> {
-  const name = settings.client ?? defaultKafkaClient;
-  const configKey = options.configKey ?? 'kafka.client';
-  const implementation = IMPLEMENTATIONS[name];
-  if (implementation === undefined) {
-    throw new ConfigError(
-      configKey,
-      `unknown Kafka client ${JSON.stringify(name)}: expected one of ${Object.keys(IMPLEMENTATIONS).join(', ')}`,
-    );
-  }
-  let loaded: { createClient?: KafkaClientFactory };
-  try {
-    // A variable specifier: the platformatic implementation may be absent from a build, and must not be a
-    // compile-time dependency of the port.
-    const specifier: string = implementation.module;
-    loaded = (await import(specifier)) as { createClient?: KafkaClientFactory };
-  } catch (error) {
-    throw new ConfigError(configKey, missing(name, implementation.package, error), { cause: error });
-  }
-  if (typeof loaded.createClient !== 'function') {
-    throw new ConfigError(
-      configKey,
-      `the ${name} Kafka client implementation (${implementation.module}) exports no createClient`,
-    );
-  }
-  return loaded.createClient(settings, behaviour);
-}
-
-/** What to do about an implementation that did not load. */
-function missing(name: KafkaClientName, pkg: string, error: unknown): string {
-  const code = (error as { code?: unknown })?.code;
-  const text = error instanceof Error ? error.message : String(error);
-  if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && text.includes(pkg)) {
-    return `client "${name}" needs the package ${pkg}, which is not installed: npm install ${pkg}`;
-  }
-  if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
-    return `client "${name}" is not available in this build of idempotent-consumer (${text})`;
-  }
-  return `client "${name}" could not be loaded: ${text}`;
+  const create = await loadKafkaClientFactory(settings.client, choice);
+  return create(settings, behaviour);
 }

@@ -14,6 +14,11 @@ export interface ProducerOptions {
   readonly transactionalId?: string;
   /** The broker aborts a transaction open longer than this, in ms. */
   readonly transactionTimeoutMs?: number;
+  /**
+   * Lets a send to a missing topic create it (if the broker allows that); default false. The Kafka adapter's
+   * DLQ producer sets it, as kafkajs's default did.
+   */
+  readonly allowAutoTopicCreation?: boolean;
 }
 
 /** The consumer group generation an exactly-once commit is bound to (KIP-447). */

@@ -1,14 +1,23 @@
-import type { Producer, ProducerRecord, RecordMetadata, Transaction } from 'kafkajs';
 import { sendChanges } from '../../kafka/changelog/index.js';
 import { type DeadLetter, deadLetterMessage } from '../../kafka/index.js';
+import type {
+  GroupMetadataSource,
+  KafkaProducer,
+  KafkaTransaction,
+  ProduceRequest,
+  ProduceResult,
+} from '../../kafka/port/index.js';
 import type { ChangelogChange, ChangelogSink, LoggedRepository } from '../../repositories/logged/index.js';
 import type { ChunkEnd, ChunkSink } from '../chunk.js';
-import { isFenced } from '../output.js';
 
 /** What an exactly-once chunk needs to know about its partition. */
 export interface TransactionTarget {
-  readonly producer: Producer;
-  readonly groupId: string;
+  readonly producer: KafkaProducer;
+  /**
+   * The input's consumer group (the node's consumer): its offsets join the transaction, with its generation when
+   * the client sends one (fencesByGroup).
+   */
+  readonly group: GroupMetadataSource;
   readonly inputTopic: string;
   readonly partition: number;
   readonly changelogTopic: string;
@@ -55,7 +64,7 @@ export class TransactionOnlySink implements ChangelogSink {
  */
 export class ChunkTransaction implements ChunkSink {
   readonly #target: TransactionTarget;
-  #tx: Transaction | undefined;
+  #tx: KafkaTransaction | undefined;
   /** Set once committed. */
   committed: CommittedChunk | undefined;
   /**
@@ -73,10 +82,10 @@ export class ChunkTransaction implements ChunkSink {
 
   /** Output and dead-letter requests join the transaction. */
   readonly sender = {
-    send: async (record: ProducerRecord): Promise<RecordMetadata[]> => (await this.#begin()).send(record),
+    send: async (request: ProduceRequest): Promise<ProduceResult[]> => (await this.#begin()).send(request),
   };
 
-  async #begin(): Promise<Transaction> {
+  async #begin(): Promise<KafkaTransaction> {
     this.#tx ??= await this.#target.producer.transaction();
     return this.#tx;
   }
@@ -95,7 +104,7 @@ export class ChunkTransaction implements ChunkSink {
     }
     if (end.letters.length > 0) await sendLetters(tx, target.dlqTopic, end.letters);
     await tx.sendOffsets({
-      consumerGroupId: target.groupId,
+      group: target.group,
       topics: [
         { topic: target.inputTopic, partitions: [{ partition: target.partition, offset: end.nextOffset }] },
       ],
@@ -131,8 +140,10 @@ export class ChunkTransaction implements ChunkSink {
   }
 }
 
-async function sendLetters(tx: Transaction, topic: string, letters: readonly DeadLetter[]): Promise<void> {
+async function sendLetters(
+  tx: KafkaTransaction,
+  topic: string,
+  letters: readonly DeadLetter[],
+): Promise<void> {
   await tx.send({ topic, acks: -1, messages: letters.map(deadLetterMessage) });
 }
-
-export { isFenced };

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { type Kafka, Partitioners, type Producer } from 'kafkajs';
 import { RepositoryError, toRepositoryError } from '../../errors.js';
 import {
   type ChangelogEntry,
@@ -9,7 +8,7 @@ import {
   KafkaChangelogSource,
   type PartitionOffsets,
 } from '../../kafka/changelog/index.js';
-import { createKafkaClient } from '../../kafka/client.js';
+import { type KafkaClient, type KafkaProducer, openKafkaClient } from '../../kafka/port/index.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import {
   type ChangelogChange,
@@ -52,16 +51,27 @@ export class KafkaRepository extends LoggedRepository {
   #tail: Promise<void> = Promise.resolve();
   #unreadable = 0;
 
-  private constructor(options: KafkaOptions, kafka: Kafka, producer: Producer, clock?: () => number) {
+  private constructor(
+    options: KafkaOptions,
+    kafka: KafkaClient,
+    producer: KafkaProducer,
+    clock?: () => number,
+  ) {
     const index = new MemoryRepository({ maxEntries: options.maxEntries, ...(clock ? { clock } : {}) });
     const writer = randomUUID();
     const unread = new Map<string, number>();
     const reader = new ChangelogReader(kafka);
     const sink = new OwnWritesSink(
-      new KafkaChangelogSink({ kafka, producer, topic: options.topic, headers: { [WRITER_HEADER]: writer } }),
+      new KafkaChangelogSink({
+        client: kafka,
+        producer,
+        topic: options.topic,
+        headers: { [WRITER_HEADER]: writer },
+      }),
       unread,
       async () => {
         await Promise.allSettled([producer.disconnect(), reader.close()]);
+        await kafka.close().catch(() => undefined);
       },
     );
     super(index, sink, {
@@ -99,7 +109,12 @@ export class KafkaRepository extends LoggedRepository {
   static async open(options: KafkaRepositoryOptions): Promise<KafkaRepository> {
     const { clock, ...rest } = options;
     const parsed = parseKafkaOptions(rest);
-    const kafka = createKafkaClient(parsed, { retries: 8 }); // quiet: failures surface as rejections
+    // Quiet: failures surface as rejections.
+    const kafka = await openKafkaClient(
+      parsed,
+      { retries: 8 },
+      { configKey: 'repository.client', feature: 'the kafka store' },
+    );
     const admin = kafka.admin();
     try {
       await admin.connect();
@@ -111,17 +126,14 @@ export class KafkaRepository extends LoggedRepository {
         configKey: 'repository.topic',
       });
     } catch (error) {
-      throw toRepositoryError(`kafka open (brokers ${parsed.brokers.join(',')})`, error);
-    } finally {
       await admin.disconnect().catch(() => undefined);
+      await kafka.close().catch(() => undefined);
+      throw toRepositoryError(`kafka open (brokers ${parsed.brokers.join(',')})`, error);
     }
-    const producer = kafka.producer({
-      // Idempotent with one request in flight: a retried send can neither duplicate nor reorder an id's writes,
-      // and compaction keeps the last one.
-      idempotent: true,
-      maxInFlightRequests: 1,
-      createPartitioner: Partitioners.DefaultPartitioner,
-    });
+    await admin.disconnect().catch(() => undefined);
+    // Idempotent with one request in flight: a retried send can neither duplicate nor reorder an id's writes,
+    // and compaction keeps the last one.
+    const producer = kafka.producer({ idempotent: true });
     const repository = new KafkaRepository(parsed, kafka, producer, clock);
     try {
       await producer.connect();

@@ -26,6 +26,7 @@ const connection = kafkaConnectionFields;
 export const kafkaOptionsSchema = z
   .object({
     brokers: connection.brokers,
+    client: connection.client,
     /** The compacted topic that holds the marks; created when missing, checked when present. */
     topic: z
       .string()

@@ -1,6 +1,8 @@
 import type { Kafka } from 'kafkajs';
 import { RepositoryError } from '../../errors.js';
-import { decodeFetchV11, type FetchedPartition, type RecordBatch } from './fetch-decoder.js';
+import { decodeFetchV11 } from '../changelog/fetch-decoder.js';
+import type { FetchedPartition, PartitionFetch, PartitionReader, RecordBatch } from '../port/index.js';
+import { OFFSET_OUT_OF_RANGE as OUT_OF_RANGE_NAME } from './errors.js';
 
 /*
  * kafkajs has no manual partition assignment: its only reader is a group consumer, and a throwaway group pays a
@@ -68,7 +70,7 @@ export interface RawCluster {
 }
 
 /** kafkajs's read_committed isolation level. */
-export const READ_COMMITTED = 1;
+const READ_COMMITTED = 1;
 
 type CreateCluster = (options: {
   allowAutoTopicCreation: boolean;
@@ -77,7 +79,7 @@ type CreateCluster = (options: {
 }) => RawCluster;
 
 /** A read_committed cluster connection built from the client's own settings (brokers, TLS, SASL, retries). */
-export function createCluster(kafka: Kafka): RawCluster {
+function createCluster(kafka: Kafka): RawCluster {
   const symbol = Object.getOwnPropertySymbols(kafka).find(
     (s) => s.description === 'private:Kafka:createCluster',
   );
@@ -136,7 +138,7 @@ function useOwnFetchDecoder(broker: RawBroker): void {
 function partitionError(topic: string, part: FetchedPartition): Error {
   if (part.errorCode === OFFSET_OUT_OF_RANGE) {
     return Object.assign(new Error(`offset out of range on ${topic}[${part.partition}]`), {
-      name: 'KafkaJSOffsetOutOfRange',
+      name: OUT_OF_RANGE_NAME,
       retriable: false,
     });
   }
@@ -148,7 +150,7 @@ function partitionError(topic: string, part: FetchedPartition): Error {
 }
 
 /** One fetch of the given partitions from their leader, decoded into record batches. */
-export async function fetchBatches(
+async function fetchBatches(
   broker: RawBroker,
   request: Parameters<RawBroker['fetch']>[0],
 ): Promise<FetchedPartition[]> {
@@ -198,4 +200,121 @@ function fromKafkajs(part: RawPartition): FetchedPartition {
     })),
     batches,
   };
+}
+
+/**
+ * The port's {@link PartitionReader} over a kafkajs cluster object of its own (read_committed, no group): fresh
+ * metadata, ListOffsets, and one Fetch per partition leader, decoded by {@link decodeFetchV11}.
+ */
+export class KafkajsPartitionReader implements PartitionReader {
+  readonly #cluster: RawCluster;
+  readonly #topics = new Set<string>();
+  #connecting: Promise<void> | undefined;
+  /** The cluster calls that may open broker connections, one at a time (see {@link #exclusive}). */
+  #queue: Promise<unknown> = Promise.resolve();
+  /** Broker connections that have served a fetch, so their fetch connection is open. */
+  readonly #fetched = new WeakSet<object>();
+
+  constructor(kafka: Kafka) {
+    this.#cluster = createCluster(kafka);
+  }
+
+  async partitions(topic: string): Promise<number[]> {
+    await this.#ready(topic);
+    await this.#exclusive(() => this.#cluster.refreshMetadata());
+    return this.#cluster
+      .findTopicPartitionMetadata(topic)
+      .map((p) => p.partitionId)
+      .sort((a, b) => a - b);
+  }
+
+  async listOffsets(
+    topic: string,
+    partitions: readonly number[],
+    which: 'earliest' | 'latest',
+  ): Promise<Map<number, number>> {
+    await this.#ready(topic);
+    const [result] = await this.#exclusive(() =>
+      this.#cluster.fetchTopicsOffset([
+        {
+          topic,
+          partitions: partitions.map((partition) => ({ partition })),
+          fromBeginning: which === 'earliest',
+        },
+      ]),
+    );
+    return new Map((result?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+  }
+
+  async fetch(request: PartitionFetch): Promise<FetchedPartition[]> {
+    const { topic } = request;
+    await this.#ready(topic);
+    const leaders = new Map<number, { partition: number; offset: number }[]>();
+    const metadata = this.#cluster.findTopicPartitionMetadata(topic);
+    for (const p of request.partitions) {
+      const leader = metadata.find((m) => m.partitionId === p.partition)?.leader;
+      if (leader === undefined) {
+        throw new RepositoryError(`changelog ${topic}: partition ${p.partition} has no leader`);
+      }
+      leaders.set(leader, [...(leaders.get(leader) ?? []), p]);
+    }
+    const rounds = [...leaders].map(async ([leader, ps]) => {
+      const broker = await this.#exclusive(() => this.#cluster.findBroker({ nodeId: String(leader) }));
+      const fetch: Parameters<typeof fetchBatches>[1] = {
+        isolationLevel: READ_COMMITTED,
+        maxWaitTime: request.maxWaitMs,
+        minBytes: 1,
+        maxBytes: request.maxBytes,
+        topics: [
+          {
+            topic,
+            partitions: ps.map(({ partition, offset }) => ({
+              partition,
+              fetchOffset: String(offset),
+              maxBytes: request.maxBytesPerPartition,
+            })),
+          },
+        ],
+      };
+      // kafkajs opens a broker's fetch connection on its first fetch, and two concurrent first fetches open two
+      // sockets (one never closed): the first fetch per connection queues like the other connecting calls.
+      if (this.#fetched.has(broker)) return fetchBatches(broker, fetch);
+      const batches = await this.#exclusive(() => fetchBatches(broker, fetch));
+      this.#fetched.add(broker);
+      return batches;
+    });
+    return (await Promise.all(rounds)).flat();
+  }
+
+  async refreshMetadata(): Promise<void> {
+    await this.#exclusive(() => this.#cluster.refreshMetadata());
+  }
+
+  async close(): Promise<void> {
+    await this.#cluster.disconnect();
+  }
+
+  async #ready(topic: string): Promise<void> {
+    if (!this.#cluster.isConnected()) {
+      this.#connecting ??= this.#cluster.connect().finally(() => {
+        this.#connecting = undefined;
+      });
+      await this.#connecting;
+    }
+    if (!this.#topics.has(topic)) {
+      await this.#exclusive(() => this.#cluster.addTargetTopic(topic));
+      this.#topics.add(topic);
+    }
+  }
+
+  /**
+   * Runs a cluster call after the previous one ended. kafkajs connects a broker lazily, on first use, and two
+   * concurrent first uses of one broker open two sockets, one of which is never closed; concurrent reads on one
+   * reader would leak it. Only these short calls queue; the fetches themselves run concurrently.
+   */
+  #exclusive<T>(call: () => Promise<T>): Promise<T> {
+    const result = this.#queue.then(call);
+    this.#queue = result.catch(() => undefined);
+    return result;
+  }
 }

@@ -1,43 +1,16 @@
 import { Kafka, type LogEntry, logLevel, type SASLOptions } from 'kafkajs';
-import type { TlsOptions } from '../options/tls.js';
-import type { KafkaSasl } from './connection.js';
-
-/**
- * Where kafkajs's log goes: the part of a pino logger the client uses (the node passes its pino logger; pino is
- * the node's optional dependency, not the library's).
- */
-export interface KafkaLogSink {
-  error(fields: object, message: string): void;
-  warn(fields: object, message: string): void;
-  info(fields: object, message: string): void;
-  debug(fields: object, message: string): void;
-}
-
-/** What {@link createKafkaClient} needs of a parsed connection table. */
-export interface KafkaClientSettings {
-  readonly brokers: string[];
-  readonly clientId: string;
-  readonly ssl: boolean | TlsOptions;
-  readonly sasl?: KafkaSasl | undefined;
-  readonly connectionTimeout: number;
-  readonly requestTimeout: number;
-}
-
-/** How a client built by {@link createKafkaClient} retries and logs. */
-export interface KafkaClientBehaviour {
-  /** kafkajs's retry budget per request (backing off from 300 ms to 10 s). */
-  readonly retries: number;
-  /** Where kafkajs's warnings and errors go; without one the client is quiet (failures surface as rejections). */
-  readonly logger?: KafkaLogSink;
-  /** Sees each kafkajs log entry first; `false` drops it (the node's start reports connection retries once). */
-  readonly onLog?: (entry: LogEntry) => boolean;
-}
+import type {
+  KafkaClientBehaviour,
+  KafkaClientSettings,
+  KafkaLogEntry,
+  KafkaLogSink,
+} from '../port/index.js';
 
 /**
  * The one kafkajs client builder: the dedup node (a budget of 20 tries that rides out a broker away for a minute
  * or two, logs to the node's logger) and the `kafka` repository (8 tries, quiet) both build theirs here.
  */
-export function createKafkaClient(settings: KafkaClientSettings, behaviour: KafkaClientBehaviour): Kafka {
+export function buildKafkajs(settings: KafkaClientSettings, behaviour: KafkaClientBehaviour): Kafka {
   // allowPlaintext is ours (checked by the config schema), not a kafkajs setting.
   const { allowPlaintext: _allowPlaintext, ...sasl } = settings.sasl ?? { allowPlaintext: false };
   const { logger, onLog } = behaviour;
@@ -52,7 +25,7 @@ export function createKafkaClient(settings: KafkaClientSettings, behaviour: Kafk
       ? {
           logLevel: logLevel.WARN,
           logCreator: () => (entry: LogEntry) => {
-            if (onLog === undefined || onLog(entry)) logKafkajs(logger, entry);
+            if (onLog === undefined || onLog(portEntry(entry))) logKafkajs(logger, entry);
           },
         }
       : { logLevel: logLevel.NOTHING }),
@@ -65,6 +38,32 @@ export function createKafkaClient(settings: KafkaClientSettings, behaviour: Kafk
  * it up and is sent again can be written twice. The node is at-least-once by design and counts that case in.
  */
 const EXPECTED = 'Limiting retries for the idempotent producer may invalidate EoS guarantees';
+
+/** kafkajs namespaces whose errors mean "the broker did not answer", one entry per attempt. */
+const CONNECTING = new Set(['Connection', 'BrokerPool']);
+
+const LEVELS: Record<number, KafkaLogEntry['level']> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+};
+
+/** A kafkajs log entry as the port describes it. */
+function portEntry({ namespace, level, log }: LogEntry): KafkaLogEntry {
+  const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
+  const entry = {
+    level: LEVELS[level] ?? 'debug',
+    namespace,
+    message,
+    fields: { kafkajs: namespace, ...fields },
+  };
+  if (!CONNECTING.has(namespace)) return entry;
+  const connectionFailure = message.replace(
+    /^Failed to connect to seed broker, trying another broker from the list: /,
+    '',
+  );
+  return { ...entry, connectionFailure };
+}
 
 function logKafkajs(logger: KafkaLogSink, { namespace, level, log }: LogEntry): void {
   const { message, timestamp: _timestamp, logger: _name, ...fields } = log;

@@ -1,0 +1,132 @@
+import type { Consumer, EachBatchPayload } from 'kafkajs';
+import type {
+  ConsumedBatch,
+  ConsumedMessage,
+  ConsumerCrash,
+  GroupConsumer,
+  GroupConsumerOptions,
+  GroupJoin,
+  GroupMetadata,
+  RunOptions,
+  TopicPartitions,
+} from '../port/index.js';
+
+/** The kafkajs consumer config for the port's options (`extra` last: the adapter's own kafkajs settings). */
+export function kafkajsConsumerConfig(
+  options: GroupConsumerOptions,
+): Parameters<import('kafkajs').Kafka['consumer']>[0] {
+  return {
+    ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeout: options.sessionTimeoutMs }),
+    ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
+    ...(options.maxWaitMs === undefined ? {} : { maxWaitTimeInMs: options.maxWaitMs }),
+    ...(options.maxBytesPerPartition === undefined
+      ? {}
+      : { maxBytesPerPartition: options.maxBytesPerPartition }),
+    ...(options.maxBytes === undefined ? {} : { maxBytes: options.maxBytes }),
+    allowAutoTopicCreation: options.allowAutoTopicCreation ?? false,
+    ...options.extra,
+    groupId: options.groupId,
+  };
+}
+
+/** One kafkajs `eachBatch` payload as the port's batch (kafkajs's payload functions are closures). */
+function portBatch(payload: EachBatchPayload): ConsumedBatch {
+  const { batch } = payload;
+  const { topic, partition } = batch;
+  return {
+    topic,
+    partition,
+    // Record-batch entries (the only format a Kafka 4 broker serves) always carry their headers.
+    messages: batch.messages as ConsumedMessage[],
+    highWatermark: batch.highWatermark,
+    lastOffset: () => batch.lastOffset(),
+    heartbeat: payload.heartbeat,
+    commit: (nextOffset) =>
+      payload.commitOffsetsIfNecessary({
+        topics: [{ topic, partitions: [{ partition, offset: nextOffset }] }],
+      }),
+    resolveOffset: payload.resolveOffset,
+    isRunning: payload.isRunning,
+    isStale: payload.isStale,
+  };
+}
+
+/** A kafkajs consumer behind the port. `native` is the kafkajs consumer itself. */
+export class KafkajsConsumer implements GroupConsumer {
+  #memberId: string | undefined;
+
+  constructor(
+    readonly native: Consumer,
+    readonly groupId: string,
+  ) {
+    native.on(native.events.GROUP_JOIN, ({ payload }) => {
+      this.#memberId = payload.memberId;
+    });
+  }
+
+  connect(): Promise<void> {
+    return this.native.connect();
+  }
+
+  subscribe(topics: readonly string[], fromBeginning: boolean): Promise<void> {
+    return this.native.subscribe({ topics: [...topics], fromBeginning });
+  }
+
+  run(options: RunOptions): Promise<void> {
+    const { eachBatch } = options;
+    return this.native.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: options.partitionsConsumedConcurrently,
+      eachBatch: (payload) => eachBatch(portBatch(payload)),
+    });
+  }
+
+  stop(): Promise<void> {
+    return this.native.stop();
+  }
+
+  disconnect(): Promise<void> {
+    return this.native.disconnect();
+  }
+
+  pause(partitions: readonly TopicPartitions[]): void {
+    this.native.pause(partitions.map((p) => ({ topic: p.topic, partitions: [...p.partitions] })));
+  }
+
+  /** kafkajs throws when its group is gone (stopped, or restarting after a crash): then nothing is paused. */
+  resume(partitions: readonly TopicPartitions[]): void {
+    try {
+      this.native.resume(partitions.map((p) => ({ topic: p.topic, partitions: [...p.partitions] })));
+    } catch {
+      // A new group starts with no partition paused.
+    }
+  }
+
+  /** kafkajs does not expose the generation (and sends none with a transaction's offsets). */
+  groupMetadata(): GroupMetadata {
+    return this.#memberId === undefined
+      ? { groupId: this.groupId }
+      : { groupId: this.groupId, memberId: this.#memberId };
+  }
+
+  onGroupJoin(listener: (join: GroupJoin) => void): () => void {
+    return this.native.on(this.native.events.GROUP_JOIN, ({ payload }) =>
+      listener({ memberId: payload.memberId, generationId: undefined, assignment: payload.memberAssignment }),
+    );
+  }
+
+  onCrash(listener: (crash: ConsumerCrash) => void): () => void {
+    return this.native.on(this.native.events.CRASH, ({ payload }) =>
+      listener({ error: payload.error, restart: payload.restart }),
+    );
+  }
+
+  onFetchStart(listener: () => void): () => void {
+    return this.native.on(this.native.events.FETCH_START, () => listener());
+  }
+
+  warn(message: string, fields?: object): void {
+    this.native.logger().warn(message, fields ?? {});
+  }
+}

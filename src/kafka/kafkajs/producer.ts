@@ -1,0 +1,120 @@
+import { type Message, Partitioners, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
+import type {
+  KafkaProducer,
+  KafkaTransaction,
+  ProduceRequest,
+  ProduceResult,
+  ProducerOptions,
+  TransactionOffsets,
+} from '../port/index.js';
+
+/** First backoff of a transactional producer's retries (kafkajs's default is 300 ms); see kafkajsProducerConfig. */
+const TRANSACTION_RETRY_MS = 20;
+
+/** The kafkajs producer config for the port's options. */
+export function kafkajsProducerConfig(
+  options: ProducerOptions,
+): Parameters<import('kafkajs').Kafka['producer']>[0] {
+  const idempotent = options.idempotent === true || options.transactionalId !== undefined;
+  return {
+    ...(idempotent ? { idempotent: true, maxInFlightRequests: 1 } : {}),
+    allowAutoTopicCreation: options.allowAutoTopicCreation ?? false,
+    // Dead letters and keyed sends are placed by key the way Java clients place them (murmur2).
+    createPartitioner: Partitioners.DefaultPartitioner,
+    ...(options.transactionalId === undefined
+      ? {}
+      : {
+          transactionalId: options.transactionalId,
+          ...(options.transactionTimeoutMs === undefined
+            ? {}
+            : { transactionTimeout: options.transactionTimeoutMs }),
+          // The first request of a transaction that follows a commit often meets CONCURRENT_TRANSACTIONS (the
+          // coordinator is still writing the last one's markers, a few ms). kafkajs retries it after its default
+          // 300 ms backoff, which made each chunk wait ~0.3 s; a short first backoff retries once the markers are
+          // down. Unlimited retries as kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
+          retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: TRANSACTION_RETRY_MS },
+        }),
+  };
+}
+
+/** kafkajs's answer to a produce request, as the port gives it. */
+function results(metadata: readonly RecordMetadata[]): ProduceResult[] {
+  return metadata.map((m) => ({ topic: m.topicName, partition: m.partition, baseOffset: m.baseOffset }));
+}
+
+function send(sender: Producer | Transaction, request: ProduceRequest): Promise<ProduceResult[]> {
+  return sender
+    .send({
+      topic: request.topic,
+      messages: request.messages as Message[],
+      ...(request.acks === undefined ? {} : { acks: request.acks }),
+    })
+    .then(results);
+}
+
+/** A kafkajs producer behind the port. `native` is the kafkajs producer itself. */
+export class KafkajsProducer implements KafkaProducer {
+  constructor(
+    readonly native: Producer,
+    readonly transactional = false,
+  ) {}
+
+  async connect(): Promise<void> {
+    await this.native.connect();
+    if (!this.transactional) return;
+    try {
+      // kafkajs initialises the transactional id on the first transaction; an empty one sends nothing else.
+      const tx = await this.native.transaction();
+      await tx.abort();
+    } catch (error) {
+      await this.native.disconnect().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  disconnect(): Promise<void> {
+    return this.native.disconnect();
+  }
+
+  send(request: ProduceRequest): Promise<ProduceResult[]> {
+    return send(this.native, request);
+  }
+
+  async transaction(): Promise<KafkaTransaction> {
+    return new KafkajsTransaction(await this.native.transaction());
+  }
+}
+
+/**
+ * A kafkajs transaction. kafkajs's `sendOffsets` sends the group id only (no generation, no member id: no
+ * KIP-447), so the group cannot fence a zombie: the node keeps one transactional id per input partition.
+ */
+class KafkajsTransaction implements KafkaTransaction {
+  constructor(readonly native: Transaction) {}
+
+  send(request: ProduceRequest): Promise<ProduceResult[]> {
+    return send(this.native, request);
+  }
+
+  sendOffsets(offsets: TransactionOffsets): Promise<void> {
+    return this.native.sendOffsets({
+      consumerGroupId: offsets.group.groupMetadata().groupId,
+      topics: offsets.topics.map((t) => ({
+        topic: t.topic,
+        partitions: t.partitions.map((p) => ({ partition: p.partition, offset: p.offset })),
+      })),
+    });
+  }
+
+  commit(): Promise<void> {
+    return this.native.commit();
+  }
+
+  abort(): Promise<void> {
+    return this.native.abort();
+  }
+
+  isActive(): boolean {
+    return this.native.isActive();
+  }
+}

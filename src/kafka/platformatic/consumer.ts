@@ -159,6 +159,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   async run(options: RunOptions): Promise<void> {
     const consumer = this.#need();
     this.#run = options;
+    // Already running (a supervisor's restart): this member rejoins by itself; only the handler is new.
+    if (this.#running) return;
     this.#running = true;
     this.#abort = new AbortController();
     await consumer.joinGroup({});

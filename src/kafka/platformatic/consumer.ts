@@ -345,12 +345,20 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       return this.#takeFailure();
     }
     const byLeader = new Map<number, PartitionState[]>();
+    let leaderless = false;
     for (const state of ready) {
       const leader = metadata.topics.get(state.topic)?.partitions[state.partition]?.leader;
+      if (leader === undefined || leader < 0) leaderless = true;
       if (leader === undefined || leader < 0 || this.#fetching.has(leader)) continue;
       const list = byLeader.get(leader);
       if (list) list.push(state);
       else byLeader.set(leader, [state]);
+    }
+    if (leaderless) {
+      // A partition whose leader the metadata does not know (moved, or a topic the metadata was never asked
+      // for): ask again, then try after the backoff.
+      this.#failed = true;
+      consumer.clearMetadata();
     }
     for (const [leader, states] of byLeader) {
       this.#fetching.add(leader);

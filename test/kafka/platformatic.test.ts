@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
+import { REQUIRE_STABLE } from '../../src/kafka/platformatic/consumer.js';
 import { createClient } from '../../src/kafka/platformatic/index.js';
 import type {
   ConsumedBatch,
@@ -58,8 +59,9 @@ async function member(
   c: KafkaClient,
   groupId: string,
   input: string,
+  extra: Record<string, unknown> = {},
 ): Promise<GroupConsumer> {
-  const consumer = c.consumer({ groupId, sessionTimeoutMs: 10_000, maxWaitMs: 200 });
+  const consumer = c.consumer({ groupId, sessionTimeoutMs: 10_000, maxWaitMs: 200, extra });
   await consumer.connect();
   await consumer.subscribe([input], true);
   onCleanup(t, () => consumer.disconnect());
@@ -300,6 +302,44 @@ describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('k
       (error: unknown) => c.errors.isFenced(error),
     );
     await tx.abort().catch(() => undefined);
+  });
+
+  it('with requireStable, a new member waits for an open transaction holding offsets, then starts after them', async (t) => {
+    const c = await client(t);
+    const input = await topic(t, c, 1);
+    const p = await producer(t, c);
+    await p.send({
+      topic: input,
+      messages: Array.from({ length: 10 }, (_, i) => ({ value: `v${i}`, partition: 0 })),
+    });
+    const groupId = randomName('idem-plt-group');
+    // An earlier member of the group: its transaction takes the offset to 6 and stays open for now.
+    const earlier = await member(t, c, groupId, input);
+    let joined = false;
+    earlier.onGroupJoin(() => {
+      joined = true;
+    });
+    await earlier.run({ partitionsConsumedConcurrently: 1, eachBatch: async () => undefined });
+    await until(() => joined);
+    const tp = await producer(t, c, randomName('idem-plt-txn'));
+    const open = await tp.transaction();
+    await open.sendOffsets({
+      group: earlier,
+      topics: [{ topic: input, partitions: [{ partition: 0, offset: '6' }] }],
+    });
+    await earlier.disconnect();
+    const later = await member(t, c, groupId, input, { [REQUIRE_STABLE]: true });
+    const first: string[] = [];
+    await later.run({
+      partitionsConsumedConcurrently: 1,
+      eachBatch: async (batch) => {
+        if (first.length === 0) first.push(batch.messages[0]?.offset as string);
+      },
+    });
+    // Without requireStable the position would be read now (no commit yet: the start, offset 0).
+    await open.commit();
+    await until(() => first.length > 0);
+    assert.deepEqual(first, ['6']);
   });
 
   it('a newer transactional producer of the same id fences the older one', async (t) => {

@@ -33,8 +33,8 @@ import { consumedMessages } from './records.js';
  *   rebalance can never hand the next batch to a second handler while the first still runs);
  * - every join (the library rejoins by itself, in the background: there is no revocation callback) starts a new
  *   generation: batches of the old one become stale, and each partition's position is read again from the
- *   group's committed offsets, with `requireStable` (KIP-447) so that an open transaction's offsets are waited for,
- *   once the partition's handler has returned;
+ *   group's committed offsets once the partition's handler has returned (with `requireStable`, KIP-447, when
+ *   asked: see {@link REQUIRE_STABLE});
  * - a handler that rejects makes its partition read again from the committed offset.
  */
 
@@ -58,6 +58,15 @@ interface Generation {
   /** `topic:partition` → state, for the partitions this generation assigned. */
   readonly partitions: Map<string, PartitionState>;
 }
+
+/**
+ * `extra` key: read committed offsets with requireStable (KIP-447), waiting for open transactions that hold offsets
+ * of the partition. Off by default: under the node's per-partition transactional ids the new owner's producer
+ * init is what aborts the previous owner's open transaction, and it runs after the first fetch, so waiting for
+ * stable offsets first would wait for the whole transaction timeout at each handover. One producer per instance
+ * (fenced by the group, not by the id) needs it on.
+ */
+export const REQUIRE_STABLE = 'requireStableOffsets';
 
 /** The part of an OffsetFetch answer read here. */
 interface OffsetFetchResponse {
@@ -97,6 +106,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly #options: GroupConsumerOptions;
   readonly #context: ClientContext;
   readonly #logger: KafkaLogSink | undefined;
+  readonly #requireStable: boolean;
   #consumer: LibraryConsumer | undefined;
   #topics: string[] = [];
   #fromBeginning = false;
@@ -119,6 +129,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   constructor(context: ClientContext, options: GroupConsumerOptions, logger: KafkaLogSink | undefined) {
     this.groupId = options.groupId;
+    this.#requireStable = options.extra?.[REQUIRE_STABLE] === true;
     this.#options = options;
     this.#context = context;
     this.#logger = logger;
@@ -558,10 +569,10 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   /**
-   * The group's committed offsets, read with requireStable (KIP-447): the coordinator answers
+   * The group's committed offsets. With requireStable (KIP-447, {@link REQUIRE_STABLE}) the coordinator answers
    * UNSTABLE_OFFSET_COMMIT (retried) while a transaction holding offsets of these partitions is open, so a new
    * owner never starts from an offset a zombie's transaction is about to move. The library's own
-   * `listCommittedOffsets` does not ask for stable offsets.
+   * `listCommittedOffsets` cannot ask for stable offsets.
    */
   async #committedOffsets(
     consumer: LibraryConsumer,
@@ -594,7 +605,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         },
       ];
       try {
-        const response = await call<OffsetFetchResponse>((cb) => api(connection, groups, true, cb));
+        const response = await call<OffsetFetchResponse>((cb) =>
+          api(connection, groups, this.#requireStable, cb),
+        );
         for (const group of response.groups) {
           for (const topic of group.topics) {
             for (const p of topic.partitions)

@@ -10,8 +10,9 @@ import {
   PartitionNotOwnedError,
   withBrokerDetail,
 } from '../../src/kafka/platformatic/errors.js';
+import { createClient } from '../../src/kafka/platformatic/index.js';
 import { baseOptions, retryDelayMs } from '../../src/kafka/platformatic/options.js';
-import type { KafkaClientSettings } from '../../src/kafka/port/index.js';
+import type { KafkaClientSettings, KafkaLogEntry } from '../../src/kafka/port/index.js';
 
 const settings: KafkaClientSettings = {
   brokers: ['a:9092', 'b:9093'],
@@ -147,5 +148,36 @@ describe('@platformatic/kafka options', () => {
 
   it('retries back off from 300 ms, doubling, to at most 10 s', () => {
     assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map(retryDelayMs), [300, 600, 1200, 2400, 4800, 9600, 10_000]);
+  });
+});
+
+describe('@platformatic/kafka log', () => {
+  it('a failed broker connection is one entry that says why (the socket error), and onLog can drop it', async () => {
+    const entries: KafkaLogEntry[] = [];
+    const logged: string[] = [];
+    const client = await createClient(
+      { ...settings, brokers: ['127.0.0.1:1'], connectionTimeout: 2_000, requestTimeout: 3_000 },
+      {
+        retries: 0,
+        onLog: (entry) => {
+          entries.push(entry);
+          return false;
+        },
+        logger: {
+          error: (_f, m) => logged.push(m),
+          warn: (_f, m) => logged.push(m),
+          info: (_f, m) => logged.push(m),
+          debug: (_f, m) => logged.push(m),
+        },
+      },
+    );
+    const admin = client.admin();
+    await assert.rejects(admin.connect(), (error: unknown) => client.errors.isBrokerUnreachable(error));
+    await admin.disconnect();
+    await client.close();
+    assert.ok(entries.length >= 1);
+    assert.match(entries[0]?.connectionFailure ?? '', /^connection to 127\.0\.0\.1:1 failed: .*ECONNREFUSED/);
+    assert.equal(entries[0]?.level, 'warn');
+    assert.deepEqual(logged, []);
   });
 });

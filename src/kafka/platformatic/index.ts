@@ -1,4 +1,4 @@
-import { Admin, FindCoordinatorKeyTypes } from '@platformatic/kafka';
+import { Admin, connectionsConnectsChannel, FindCoordinatorKeyTypes } from '@platformatic/kafka';
 import type {
   KafkaClient,
   KafkaClientBehaviour,
@@ -19,6 +19,27 @@ import { PlatformaticProducer } from './producer.js';
  * transaction's offsets carry the group's generation and member id (KIP-447), so the group fences a zombie.
  */
 
+/**
+ * Why each failed connection failed: the pool's `failed` event carries only the broker and the connection, the
+ * reason (`connect ECONNREFUSED ...`) goes to the library's diagnostics channel. Kept per connection object.
+ */
+const connectErrors = new WeakMap<object, Error>();
+connectionsConnectsChannel.error.subscribe((message: unknown) => {
+  const { connection, error } = message as { connection?: object; error?: Error };
+  if (connection && error) connectErrors.set(connection, error);
+});
+
+/** The innermost message of an error's cause chain (the socket's own error). */
+function rootMessage(error: Error | undefined): string | undefined {
+  let e: unknown = error;
+  let message: string | undefined;
+  for (let depth = 0; e instanceof Error && depth < 5; depth++) {
+    message = e.message;
+    e = e.cause;
+  }
+  return message;
+}
+
 /** Passes one log entry through `onLog`, then to the logger. */
 function logThrough(behaviour: KafkaClientBehaviour, entry: KafkaLogEntry): void {
   if (behaviour.onLog && behaviour.onLog(entry) === false) return;
@@ -33,14 +54,16 @@ export const createClient: KafkaClientFactory = (
   const context: ClientContext = {
     base: baseOptions(settings, behaviour),
     watch: (client: WatchedClient) => {
-      client.on('client:broker:failed', ({ broker }) => {
+      client.on('client:broker:failed', ({ broker, connection }) => {
         const where = `${broker.host}:${broker.port}`;
+        const reason = rootMessage(connectErrors.get(connection));
+        const failure = `connection to ${where} failed${reason === undefined ? '' : `: ${reason}`}`;
         logThrough(behaviour, {
           level: 'warn',
           namespace: 'connection',
-          message: `connection to the Kafka broker ${where} failed`,
+          message: `Kafka broker ${failure}`,
           fields: { kafka: 'platformatic', broker: where },
-          connectionFailure: `connection to ${where} failed`,
+          connectionFailure: failure,
         });
       });
     },

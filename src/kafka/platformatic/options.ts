@@ -57,7 +57,7 @@ export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClien
 export interface WatchedClient {
   on(
     event: 'client:broker:failed',
-    listener: (payload: { broker: { host: string; port: number } }) => void,
+    listener: (payload: { broker: { host: string; port: number }; connection: object }) => void,
   ): unknown;
 }
 

@@ -20,6 +20,7 @@ import {
   ensureChangelogTopic,
   readChangelog,
 } from '../../src/kafka/changelog/index.js';
+import { fromKafkajs, KafkajsAdmin } from '../../src/kafka/kafkajs/index.js';
 import { KafkaRepository } from '../../src/repositories/kafka/index.js';
 import { FigureSink } from '../report/figures.js';
 
@@ -105,7 +106,7 @@ async function kafkajsConsumer(): Promise<void> {
 async function main(): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
-  await ensureChangelogTopic(admin, {
+  await ensureChangelogTopic(new KafkajsAdmin(admin), {
     topic,
     partitions: PARTITIONS,
     retentionMs: 86_400_000,
@@ -124,7 +125,7 @@ async function main(): Promise<void> {
       'readChangelog into a Map of expiries',
       IDS,
       await seconds(async () => {
-        ends = await readChangelog(kafka, {
+        ends = await readChangelog(fromKafkajs(kafka), {
           topic,
           from: partitions,
           onBatch: (_p, records) => {
@@ -153,7 +154,7 @@ async function main(): Promise<void> {
     );
     await repository?.close();
 
-    const reader = new ChangelogReader(kafka);
+    const reader = new ChangelogReader(fromKafkajs(kafka));
     const resume = await seconds(async () => {
       await reader.read({ topic, from: ends, onBatch: () => undefined });
     });

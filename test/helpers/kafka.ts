@@ -23,6 +23,13 @@ import {
   Partitioners,
   type Producer,
 } from 'kafkajs';
+import {
+  type KafkaAdmin,
+  type KafkaClient,
+  type KafkaClientName,
+  kafkaClientNames,
+  openKafkaClient,
+} from '../../src/kafka/port/index.js';
 import { endpoints } from './stores.js';
 
 const cleanups = new WeakMap<TestContext, (() => unknown)[]>();
@@ -52,6 +59,61 @@ export function onCleanup(t: TestContext, fn: () => unknown): void {
     });
   }
   stack.push(fn);
+}
+
+/**
+ * The Kafka client library the package's own Kafka code runs on in this test run: `IDEM_KAFKA_CLIENT` (kafkajs or
+ * platformatic; default kafkajs), so the node, adapter, changelog and `kafka` repository suites run on either.
+ * The tests' own instrumentation (topics, input, reading the output back) stays on kafkajs.
+ */
+export function testKafkaClientName(): KafkaClientName {
+  const name = process.env.IDEM_KAFKA_CLIENT || 'kafkajs';
+  if (!(kafkaClientNames as readonly string[]).includes(name)) {
+    throw new Error(`IDEM_KAFKA_CLIENT=${name}: expected one of ${kafkaClientNames.join(', ')}`);
+  }
+  return name as KafkaClientName;
+}
+
+/** The test broker as connection settings (a `[kafka]` table's keys), for the client `testKafkaClientName()`. */
+export function testConnection(clientId = 'idem-test') {
+  return {
+    client: testKafkaClientName(),
+    brokers: [...endpoints.kafkaBrokers],
+    clientId,
+    ssl: false as const,
+    connectionTimeout: 5_000,
+    requestTimeout: 30_000,
+  };
+}
+
+/**
+ * A client of the Kafka port for the test broker, on the client `testKafkaClientName()`, quiet; closed after the
+ * test when `t` is given.
+ */
+export async function testClient(t?: TestContext, options: { clientId?: string } = {}): Promise<KafkaClient> {
+  const client = await openKafkaClient(testConnection(options.clientId), { retries: 5 });
+  if (t) onCleanup(t, () => client.close());
+  return client;
+}
+
+/**
+ * Adapter options on the test run's client: a kafkajs `kafka` instance is replaced by connection settings and
+ * `client` when `IDEM_KAFKA_CLIENT` names another client (options given a kafkajs consumer stay on kafkajs).
+ */
+export function onTestClient<O extends { readonly kafka?: unknown; readonly client?: KafkaClientName }>(
+  options: O,
+): O {
+  const name = testKafkaClientName();
+  if (name === 'kafkajs' || !(options.kafka instanceof Kafka)) return options;
+  return { ...options, kafka: { brokers: [...endpoints.kafkaBrokers], clientId: 'idem-test' }, client: name };
+}
+
+/** A connected admin of the Kafka port (client `testKafkaClientName()`), disconnected after the test. */
+export async function testPortAdmin(t: TestContext): Promise<KafkaAdmin> {
+  const admin = (await testClient(t)).admin();
+  await admin.connect();
+  onCleanup(t, () => admin.disconnect());
+  return admin;
 }
 
 /** A kafkajs client for the test broker that logs nothing (pass `logLevel.WARN` to debug a test). */

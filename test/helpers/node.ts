@@ -31,6 +31,7 @@ import {
   type KafkaTestbed,
   kafkaTestbed,
   onCleanup,
+  testKafkaClientName,
   waitFor,
 } from './kafka.js';
 import { prng } from './random.js';
@@ -278,7 +279,13 @@ export interface NodeConfigParts {
 /** A node config for tests: short session timeout (quick rejoin after a kill), metrics off unless asked. */
 export function nodeConfig(parts: NodeConfigParts): NodeConfigInput {
   const config: Record<string, Record<string, unknown>> = {
-    kafka: { brokers: [...endpoints.kafkaBrokers], clientId: 'idem-node-test', sessionTimeout: '6s' },
+    kafka: {
+      brokers: [...endpoints.kafkaBrokers],
+      // The client under test (IDEM_KAFKA_CLIENT), so every node suite runs on either.
+      client: testKafkaClientName(),
+      clientId: 'idem-node-test',
+      sessionTimeout: '6s',
+    },
     input: {
       topic: parts.topic,
       groupId: parts.groupId,

@@ -17,13 +17,16 @@ import {
   type PartitionOffsets,
   readChangelog,
 } from '../../src/kafka/changelog/index.js';
+import type { KafkaClient } from '../../src/kafka/port/index.js';
 import {
   createTopic,
   kafkaAdmin,
   onCleanup,
   produce,
   randomName,
+  testClient,
   testKafka,
+  testPortAdmin,
   testProducer,
 } from '../helpers/kafka.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
@@ -41,12 +44,12 @@ function marks(prefix: string, count: number, partition: number, expiresAt = 1_0
 
 /** Every record read, per partition, and the offsets each batch said to resume from. */
 async function readAll(
-  kafka: Kafka,
+  client: KafkaClient,
   topic: string,
   from: PartitionOffsets,
 ): Promise<{ records: Map<number, ChangelogEntry[]>; ends: PartitionOffsets }> {
   const records = new Map<number, ChangelogEntry[]>();
-  const ends = await readChangelog(kafka, {
+  const ends = await readChangelog(client, {
     topic,
     from,
     onBatch: (partition, batch, nextOffset) => {
@@ -61,7 +64,12 @@ async function changelogTopic(t: TestContext, kafka: Kafka, partitions = 3): Pro
   const admin = await kafkaAdmin(t, kafka);
   const topic = randomName('idem-changelog');
   assert.equal(
-    await ensureChangelogTopic(admin, { topic, partitions, retentionMs: HOUR, configKey: 'changelog.topic' }),
+    await ensureChangelogTopic(await testPortAdmin(t), {
+      topic,
+      partitions,
+      retentionMs: HOUR,
+      configKey: 'changelog.topic',
+    }),
     true,
   );
   onCleanup(t, () => admin.deleteTopics({ topics: [topic] }).catch(() => undefined));
@@ -143,7 +151,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     const producer = await testProducer(t, kafka);
     await produce(producer, topic, [...marks('p0', 500, 0), ...marks('p1', 300, 1)]);
     const { records, ends } = await readAll(
-      kafka,
+      await testClient(t),
       topic,
       new Map([
         [0, 0],
@@ -181,7 +189,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     t.after(() => rm(dir, { recursive: true, force: true }));
     const path = join(dir, 'checkpoint');
     const checkpoint = await ChangelogCheckpoint.load(path, topic);
-    await readChangelog(kafka, {
+    await readChangelog(await testClient(t), {
       topic,
       from: checkpoint.from([0, 1]),
       onBatch: (partition, _records, nextOffset) => checkpoint.set(partition, nextOffset),
@@ -196,7 +204,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
         [1, 50],
       ]),
     );
-    const { records, ends } = await readAll(kafka, topic, reloaded.from([0, 1]));
+    const { records, ends } = await readAll(await testClient(t), topic, reloaded.from([0, 1]));
     assert.deepEqual(
       records.get(0)?.map((r) => r.key),
       marks('new', 20, 0).map((m) => m.key),
@@ -237,7 +245,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     await last.send({ topic, messages: marks('aborted-last', 5, 0) });
     await last.abort();
 
-    const { records, ends } = await readAll(kafka, topic, new Map([[0, 0]]));
+    const { records, ends } = await readAll(await testClient(t), topic, new Map([[0, 0]]));
     const keys = records.get(0)?.map((r) => r.key) ?? [];
     assert.deepEqual(
       keys,
@@ -246,7 +254,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     // 10 + 75 + 10 + 5 records and 6 transaction markers: the read ends after the last marker.
     assert.deepEqual(ends, new Map([[0, 106]]));
     // Read again from an offset inside an aborted transaction: still none of its marks.
-    const again = await readAll(kafka, topic, new Map([[0, 20]]));
+    const again = await readAll(await testClient(t), topic, new Map([[0, 20]]));
     assert.deepEqual(
       again.records.get(0)?.map((r) => r.key),
       marks('kept-b', 10, 0).map((m) => m.key),
@@ -273,7 +281,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
 
     let producedDuringRead = false;
     const records: ChangelogEntry[] = [];
-    const ends = await readChangelog(kafka, {
+    const ends = await readChangelog(await testClient(t), {
       topic,
       from: new Map([[0, 0]]),
       maxBytesPerPartition: 1024, // several fetches, so records arrive while the read is on
@@ -298,7 +306,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     const topic = await changelogTopic(t, kafka, 1);
     const producer = await testProducer(t, kafka);
     await produce(producer, topic, [...marks('id', 2, 0), { key: 'id-0', value: null, partition: 0 }]);
-    const { records } = await readAll(kafka, topic, new Map([[0, 0]]));
+    const { records } = await readAll(await testClient(t), topic, new Map([[0, 0]]));
     assert.deepEqual(
       records.get(0)?.map((r) => [r.key, r.value === null]),
       [
@@ -317,7 +325,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     // 1 is CompressionTypes.GZIP (kafkajs's CommonJS enums are not named ESM exports).
     await producer.send({ topic, acks: -1, compression: 1, messages: marks('gzip', 40, 0) });
     await produce(producer, topic, marks('plain-b', 30, 0));
-    const { records, ends } = await readAll(kafka, topic, new Map([[0, 0]]));
+    const { records, ends } = await readAll(await testClient(t), topic, new Map([[0, 0]]));
     assert.deepEqual(
       records.get(0)?.map((r) => r.key),
       [...marks('plain-a', 30, 0), ...marks('gzip', 40, 0), ...marks('plain-b', 30, 0)].map((m) => m.key),
@@ -333,7 +341,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     const kafka = testKafka();
     const topic = await changelogTopic(t, kafka, 1);
     await produce(await testProducer(t, kafka), topic, marks('id', 10, 0));
-    const { records, ends } = await readAll(kafka, topic, new Map([[0, 5_000]]));
+    const { records, ends } = await readAll(await testClient(t), topic, new Map([[0, 5_000]]));
     assert.equal(records.get(0)?.length, 10);
     assert.deepEqual(ends, new Map([[0, 10]]));
   });
@@ -342,7 +350,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     const kafka = testKafka();
     const topic = await changelogTopic(t, kafka, 2);
     await produce(await testProducer(t, kafka), topic, [...marks('a', 400, 0), ...marks('b', 300, 1)]);
-    const reader = new ChangelogReader(kafka, { maxBytesPerPartition: 4096 });
+    const reader = new ChangelogReader(await testClient(t), { maxBytesPerPartition: 4096 });
     onCleanup(t, () => reader.close());
     const keys = new Map<number, string[]>();
     let heartbeats = 0;
@@ -380,7 +388,7 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     const topic = await changelogTopic(t, kafka, 2);
     const producer = await testProducer(t, kafka);
     await produce(producer, topic, marks('early', 30, 1));
-    const reader = new ChangelogReader(kafka);
+    const reader = new ChangelogReader(await testClient(t));
     onCleanup(t, () => reader.close());
     const controller = new AbortController();
     const seen: string[] = [];
@@ -427,7 +435,7 @@ describe('changelog topic', { skip: skipUnlessEnabled('kafka') }, () => {
     const admin = await kafkaAdmin(t, kafka);
     const topic = await createTopic(t, admin, { partitions: 2 });
     await assert.rejects(
-      ensureChangelogTopic(admin, {
+      ensureChangelogTopic(await testPortAdmin(t), {
         topic,
         partitions: 3,
         retentionMs: HOUR,
@@ -450,16 +458,31 @@ describe('changelog topic', { skip: skipUnlessEnabled('kafka') }, () => {
     const admin = await kafkaAdmin(t, kafka);
     const topic = await createTopic(t, admin, { partitions: 2 });
     await assert.rejects(
-      ensureChangelogTopic(admin, { topic, partitions: 2, retentionMs: HOUR, configKey: 'repository.topic' }),
+      ensureChangelogTopic(await testPortAdmin(t), {
+        topic,
+        partitions: 2,
+        retentionMs: HOUR,
+        configKey: 'repository.topic',
+      }),
       /repository\.topic: .*cleanup\.policy=delete.*must be compacted/,
     );
     const good = await changelogTopic(t, kafka, 2);
     assert.equal(
-      await ensureChangelogTopic(admin, { topic: good, partitions: 2, retentionMs: HOUR, configKey: 'x' }),
+      await ensureChangelogTopic(await testPortAdmin(t), {
+        topic: good,
+        partitions: 2,
+        retentionMs: HOUR,
+        configKey: 'x',
+      }),
       false,
     );
     await assert.rejects(
-      ensureChangelogTopic(admin, { topic: good, partitions: 2, retentionMs: 2 * HOUR, configKey: 'x' }),
+      ensureChangelogTopic(await testPortAdmin(t), {
+        topic: good,
+        partitions: 2,
+        retentionMs: 2 * HOUR,
+        configKey: 'x',
+      }),
       /retention\.ms=3600000, shorter than the 7200000 ms/,
     );
   });

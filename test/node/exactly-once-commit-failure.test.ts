@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Kafka, logLevel, Partitioners, type Producer, type Transaction } from 'kafkajs';
+import { KafkajsProducer } from '../../src/kafka/kafkajs/index.js';
 import { ChunkTransaction, TransactionOnlySink } from '../../src/node/exactly-once/transaction.js';
 import { LoggedRepository } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
@@ -63,8 +64,8 @@ describe('exactly-once chunk whose commit fails', { skip: skipUnlessEnabled('kaf
     onCleanup(t, () => store.close());
     const tx = new ChunkTransaction({
       // The commit is the real one, sent while the broker is down (the moment the CI run hit).
-      producer: stopBeforeCommit(producer, broker),
-      groupId,
+      producer: new KafkajsProducer(stopBeforeCommit(producer, broker), true),
+      group: { groupMetadata: () => ({ groupId }) },
       inputTopic: input,
       partition: 0,
       changelogTopic: changelog,

@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { Kafka } from 'kafkajs';
 import pino from 'pino';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
+import type { KafkaClient } from '../../src/kafka/port/index.js';
 import { startDedupNode } from '../../src/node/dedup-node.js';
 import { nodeConfigSchema, nodeDefaults } from '../../src/node/options.js';
 import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
@@ -142,7 +142,7 @@ describe('dedup node config', () => {
       capabilities: { ...inner.capabilities, maxTtlMs: 60_000 },
     });
     const touched: string[] = [];
-    const kafka = new Proxy({} as Kafka, {
+    const kafka = new Proxy({} as KafkaClient, {
       get: (_target, name) => () => {
         touched.push(String(name));
         throw new Error(`kafka.${String(name)} called`);

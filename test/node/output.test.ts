@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Message, Producer, ProducerRecord } from 'kafkajs';
-import { OutputWriter, recordErrorType } from '../../src/node/output.js';
+import { kafkajsErrors, recordErrorType } from '../../src/kafka/kafkajs/index.js';
+import type { OutgoingMessage, ProduceRequest, RecordSender } from '../../src/kafka/port/index.js';
+import { OutputWriter } from '../../src/node/output.js';
 import { formatPerf, PerfLog } from '../../src/node/perf-log.js';
 
 /** A broker error as kafkajs raises it. */
@@ -18,7 +19,7 @@ function fakeProducer(options: { maxBytes?: number; poison?: string[]; failures?
   let requests = 0;
   let failures = options.failures ?? 0;
   const producer = {
-    async send(record: ProducerRecord) {
+    async send(record: ProduceRequest) {
       requests++;
       if (failures > 0) {
         failures--;
@@ -35,11 +36,11 @@ function fakeProducer(options: { maxBytes?: number; poison?: string[]; failures?
       written.push(...values);
       return [];
     },
-  } as unknown as Producer;
+  } as RecordSender;
   return { producer, written, requests: () => requests };
 }
 
-const messages = (values: string[]): Message[] => values.map((value) => ({ value, partition: 0 }));
+const messages = (values: string[]): OutgoingMessage[] => values.map((value) => ({ value, partition: 0 }));
 
 describe('OutputWriter', () => {
   it('cuts requests to the topic limit, so a normal chunk is never refused whole', async () => {
@@ -51,6 +52,7 @@ describe('OutputWriter', () => {
       maxBatchBytes: 1000,
       sendAttempts: 1,
       retryBackoffMs: 1,
+      errors: kafkajsErrors,
     });
     assert.deepEqual(await writer.write(0, messages(values)), []);
     assert.deepEqual(fake.written, values);
@@ -65,6 +67,7 @@ describe('OutputWriter', () => {
       maxBatchBytes: 1_000_000,
       sendAttempts: 3,
       retryBackoffMs: 1,
+      errors: kafkajsErrors,
     });
     const refused = await writer.write(0, messages(values));
     assert.deepEqual(
@@ -87,6 +90,7 @@ describe('OutputWriter', () => {
       maxBatchBytes: 1_000_000,
       sendAttempts: 3,
       retryBackoffMs: 1,
+      errors: kafkajsErrors,
       onRetry: (_: unknown, attempt: number) => retried.push(attempt),
     };
     const passes = fakeProducer({ failures: 2 });

@@ -9,7 +9,7 @@ import {
   repositoryModule,
 } from '../../src/repositories/kafka/index.js';
 import { loadRepositoryModule } from '../../src/repositories/registry.js';
-import { createTopic, kafkaAdmin, randomName, testKafka } from '../helpers/kafka.js';
+import { createTopic, kafkaAdmin, randomName, testKafka, testKafkaClientName } from '../helpers/kafka.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 const brokers = [...endpoints.kafkaBrokers];
@@ -74,7 +74,9 @@ describe('kafka repository options', () => {
     const admin = await kafkaAdmin(t, testKafka());
     const topic = await createTopic(t, admin, { partitions: 2 });
     await assert.rejects(
-      openRepository({ repository: { type: 'kafka', brokers, topic, partitions: 3 } }),
+      openRepository({
+        repository: { type: 'kafka', brokers, client: testKafkaClientName(), topic, partitions: 3 },
+      }),
       configError(
         'repository.topic',
         new RegExp(`changelog topic "${topic}" has 2 partitions, but it must have 3`),
@@ -90,6 +92,7 @@ describe('kafka repository options', () => {
     t.after(() => admin.deleteTopics({ topics: [topic] }).catch(() => undefined));
     const repo = await KafkaRepository.open({
       brokers,
+      client: testKafkaClientName(),
       topic,
       partitions: 2,
       retention: '2h',

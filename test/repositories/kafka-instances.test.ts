@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { encodeMark } from '../../src/kafka/changelog/index.js';
 import { KafkaRepository } from '../../src/repositories/kafka/index.js';
-import { kafkaAdmin, randomName, testKafka, testProducer, waitFor } from '../helpers/kafka.js';
+import {
+  kafkaAdmin,
+  randomName,
+  testKafka,
+  testKafkaClientName,
+  testProducer,
+  waitFor,
+} from '../helpers/kafka.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 const TTL = { ttlMs: 600_000 };
@@ -14,6 +21,7 @@ async function sharedTopic(t: TestContext, partitions = 3, topic = randomName('i
   return async () => {
     const repo = await KafkaRepository.open({
       brokers: [...endpoints.kafkaBrokers],
+      client: testKafkaClientName(),
       topic,
       partitions,
       replicationFactor: 1,

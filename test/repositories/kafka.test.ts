@@ -2,6 +2,7 @@ import { after, describe } from 'node:test';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaRepository } from '../../src/repositories/kafka/index.js';
 import { repositoryContract } from '../contract/index.js';
+import { testKafkaClientName } from '../helpers/kafka.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 // One topic per contract namespace, so reopening a namespace reads the same marks back.
@@ -21,7 +22,12 @@ describe('kafka', { skip: skipUnlessEnabled('kafka') }, () => {
       // Topic names allow no ':' (the nested namespace test extends a namespace with ':orders').
       const topic = `idem-repo-${namespace.replace(/[^a-zA-Z0-9._-]/g, '_')}`;
       topics.add(topic);
-      return KafkaRepository.open({ brokers: [...endpoints.kafkaBrokers], topic, replicationFactor: 1 });
+      return KafkaRepository.open({
+        brokers: [...endpoints.kafkaBrokers],
+        client: testKafkaClientName(),
+        topic,
+        replicationFactor: 1,
+      });
     },
     capabilities: {
       persistent: true,

@@ -22,7 +22,16 @@ import {
   type UnreadableChange,
 } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import { kafkaAdmin, onCleanup, produce, randomName, testKafka, testProducer } from '../helpers/kafka.js';
+import {
+  kafkaAdmin,
+  onCleanup,
+  produce,
+  randomName,
+  testClient,
+  testKafka,
+  testPortAdmin,
+  testProducer,
+} from '../helpers/kafka.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
 const EXPIRES = Date.now() + 3_600_000;
@@ -201,7 +210,7 @@ describe('changelog restorer over a Kafka changelog', { skip: skipUnlessEnabled(
     const kafka = testKafka();
     const admin = await kafkaAdmin(t, kafka);
     const topic = randomName('idem-restorer');
-    await ensureChangelogTopic(admin, {
+    await ensureChangelogTopic(await testPortAdmin(t), {
       topic,
       partitions: 2,
       retentionMs: 3_600_000,
@@ -221,7 +230,7 @@ describe('changelog restorer over a Kafka changelog', { skip: skipUnlessEnabled(
     const saved = await ChangelogCheckpoint.load(path, topic);
     saved.set(0, 1);
     await saved.save();
-    const reader = new ChangelogReader(kafka);
+    const reader = new ChangelogReader(await testClient(t));
     onCleanup(t, () => reader.close());
     const inner = new MemoryRepository();
     const stores = new Map(

@@ -2,18 +2,19 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
-import { Kafka, logLevel } from 'kafkajs';
 import {
   ChangelogReader,
   decodeChanges,
   ensureChangelogTopic,
   KafkaChangelogSink,
 } from '../../src/kafka/changelog/index.js';
+import type { KafkaAdmin, KafkaClient, KafkaProducer } from '../../src/kafka/port/index.js';
 import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
 import { repositoryContract } from '../contract/index.js';
-import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+import { testClient } from '../helpers/kafka.js';
+import { skipUnlessEnabled } from '../helpers/stores.js';
 
 /*
  * The logged store runs the whole contract as a persistent store whose persistence is its changelog alone: each
@@ -81,18 +82,22 @@ describe('logged over rocksdb (through the store verbs)', { skip: skipUnlessEnab
  */
 const kafkaRoot = join(tmpdir(), `idem-logged-kafka-contract-${process.pid}`);
 describe('logged rocksdb over a Kafka changelog partition', { skip: skipUnlessEnabled('kafka') }, () => {
-  const kafka = new Kafka({ brokers: [...endpoints.kafkaBrokers], logLevel: logLevel.NOTHING });
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-  const admin = kafka.admin();
+  let kafka: KafkaClient;
+  let producer: KafkaProducer;
+  let admin: KafkaAdmin;
   const topics = new Set<string>();
   let opens = 0;
   before(async () => {
+    kafka = await testClient();
+    producer = kafka.producer({ idempotent: true });
+    admin = kafka.admin();
     await producer.connect();
     await admin.connect();
   });
   after(async () => {
-    await admin.deleteTopics({ topics: [...topics] }).catch(() => undefined);
+    await admin.deleteTopics([...topics]).catch(() => undefined);
     await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
+    await kafka.close();
     await rm(kafkaRoot, { recursive: true, force: true });
   });
   repositoryContract({
@@ -111,7 +116,7 @@ describe('logged rocksdb over a Kafka changelog partition', { skip: skipUnlessEn
       }
       const inner = await RocksdbRepository.open({ path: join(kafkaRoot, `${namespace}-${opens++}`) });
       // Partition 1, as the node's partition 1 would write it.
-      const sink = new KafkaChangelogSink({ kafka, producer, topic, partition: 1 });
+      const sink = new KafkaChangelogSink({ client: kafka, producer, topic, partition: 1 });
       const repository = new LoggedRepository(inner, sink, {
         capabilities: { ...inner.capabilities, persistent: true, maxResultBytes: 262_144 },
       });

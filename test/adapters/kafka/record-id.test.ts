@@ -10,6 +10,7 @@ import {
   endOffsets,
   kafkaTestbed,
   onCleanup,
+  onTestClient,
   produce,
   testProducer,
   waitForCommitted,
@@ -74,16 +75,18 @@ describe('the wrapped consumer’s id', () => {
     );
     const handled: string[] = [];
     const idempotent = consumer((r) => r.id);
-    const runner = await runIdempotentConsumer({
-      kafka,
-      topics: [topic],
-      groupId,
-      fromBeginning: true,
-      idempotent,
-      handler: (record) => {
-        handled.push(`${record.id}@${record.message.value?.toString()}`);
-      },
-    });
+    const runner = await runIdempotentConsumer(
+      onTestClient({
+        kafka,
+        topics: [topic],
+        groupId,
+        fromBeginning: true,
+        idempotent,
+        handler: (record: KafkaRecord) => {
+          handled.push(`${record.id}@${record.message.value?.toString()}`);
+        },
+      }),
+    );
     onCleanup(t, () => runner.stop());
     const committed = await waitForCommitted(admin, groupId, topic, { timeoutMs: 50_000 });
     assert.deepEqual(committed, await endOffsets(admin, topic));

@@ -25,6 +25,7 @@ import {
   headerText,
   kafkaTestbed,
   onCleanup,
+  onTestClient,
   produce,
   testKafka,
   testProducer,
@@ -55,7 +56,7 @@ async function start<R>(
   t: TestContext,
   options: RunIdempotentConsumerOptions<R>,
 ): Promise<IdempotentKafkaConsumer> {
-  const runner = await runIdempotentConsumer({ fromBeginning: true, ...options });
+  const runner = await runIdempotentConsumer(onTestClient({ fromBeginning: true, ...options }));
   onCleanup(t, () => runner.stop());
   return runner;
 }

@@ -4,12 +4,20 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MultipleErrors, NetworkError, ProtocolError, ResponseError, UserError } from '@platformatic/kafka';
+import {
+  MultipleErrors,
+  NetworkError,
+  ProtocolError,
+  type RecordsBatch,
+  ResponseError,
+  UserError,
+} from '@platformatic/kafka';
 import {
   platformaticErrors as errors,
   PartitionNotOwnedError,
   withBrokerDetail,
 } from '../../src/kafka/platformatic/errors.js';
+import { dropAborted } from '../../src/kafka/platformatic/fetch.js';
 import { createClient } from '../../src/kafka/platformatic/index.js';
 import { baseOptions, retryDelayMs } from '../../src/kafka/platformatic/options.js';
 import type { KafkaClientSettings, KafkaLogEntry } from '../../src/kafka/port/index.js';
@@ -179,5 +187,62 @@ describe('@platformatic/kafka log', () => {
     assert.match(entries[0]?.connectionFailure ?? '', /^connection to 127\.0\.0\.1:1 failed: .*ECONNREFUSED/);
     assert.equal(entries[0]?.level, 'warn');
     assert.deepEqual(logged, []);
+  });
+});
+
+describe('@platformatic/kafka read_committed filter', () => {
+  /** A record batch of producer `pid` at `offset`: data (transactional) or a commit/abort marker. */
+  function batch(offset: number, kind: 'data' | 'commit' | 'abort', pid = 7n): RecordsBatch {
+    const marker = Buffer.alloc(4);
+    marker.writeInt16BE(kind === 'commit' ? 1 : 0, 2);
+    return {
+      firstOffset: BigInt(offset),
+      lastOffsetDelta: 0,
+      attributes: kind === 'data' ? 0x10 : 0x30,
+      producerId: pid,
+      producerEpoch: 0,
+      records: [
+        {
+          length: 0,
+          attributes: 0,
+          timestampDelta: 0n,
+          offsetDelta: 0,
+          key: kind === 'data' ? Buffer.from(`k${offset}`) : marker,
+          value: null,
+          headers: [],
+        },
+      ],
+    } as unknown as RecordsBatch;
+  }
+
+  it('two aborted transactions of one producer id keep the committed one between them', () => {
+    // abort (0-1), commit (2-3), abort (4-5) by one producer id: a transactional id's restarts keep its id.
+    const batches = [
+      batch(0, 'data'),
+      batch(1, 'abort'),
+      batch(2, 'data'),
+      batch(3, 'commit'),
+      batch(4, 'data'),
+      batch(5, 'abort'),
+    ];
+    const aborted = [
+      { producerId: 7n, firstOffset: 0n },
+      { producerId: 7n, firstOffset: 4n },
+    ];
+    const kept = dropAborted(batches, aborted).map((b) => Number(b.firstOffset));
+    assert.deepEqual(kept, [1, 2, 3, 5]);
+  });
+
+  it('another producer interleaved inside an aborted range is kept', () => {
+    const batches = [
+      batch(0, 'data', 7n),
+      batch(1, 'data', 8n),
+      batch(2, 'abort', 7n),
+      batch(3, 'commit', 8n),
+    ];
+    const kept = dropAborted(batches, [{ producerId: 7n, firstOffset: 0n }]).map((b) =>
+      Number(b.firstOffset),
+    );
+    assert.deepEqual(kept, [1, 2, 3]);
   });
 });

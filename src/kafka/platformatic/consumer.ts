@@ -7,6 +7,7 @@ import {
   kGetApi,
   kGetConnection,
   ListOffsetTimestamps,
+  type RecordsBatch,
 } from '@platformatic/kafka';
 import type {
   ConsumedBatch,
@@ -20,6 +21,7 @@ import type {
   TopicPartitions,
 } from '../port/index.js';
 import { isBrokerUnreachable, isOffsetOutOfRange } from './errors.js';
+import { dropAborted, RawFetcher } from './fetch.js';
 import type { ClientContext } from './options.js';
 import { consumedMessages } from './records.js';
 
@@ -197,6 +199,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     await this.stop();
     const consumer = this.#consumer;
     this.#consumer = undefined;
+    await this.#rawFetcher?.close();
+    this.#rawFetcher = undefined;
     await consumer?.close(true);
   }
 
@@ -421,34 +425,40 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       if (entry) entry.partitions.push(state);
       else byTopic.set(state.topic, { topicId, partitions: [state] });
     }
+    const broker = metadata?.brokers.get(leader);
+    if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
     const asked = new Map<string, bigint>();
-    const topics = [...byTopic.values()].map(({ topicId, partitions }) => ({
-      topicId,
-      partitions: partitions.map((s) => {
-        asked.set(key(s.topic, s.partition), s.position as bigint);
-        return {
-          partition: s.partition,
-          fetchOffset: s.position as bigint,
-          partitionMaxBytes: this.#options.maxBytesPerPartition ?? 4 * 1024 * 1024,
-          currentLeaderEpoch: -1,
-          lastFetchedEpoch: -1,
+    const maxBytesPerPartition = this.#options.maxBytesPerPartition ?? 4 * 1024 * 1024;
+    const responses = await Promise.all(
+      [...byTopic].map(async ([topic, { topicId, partitions }]) => {
+        const request = partitions.map((s) => {
+          asked.set(key(s.topic, s.partition), s.position as bigint);
+          return {
+            partition: s.partition,
+            fetchOffset: s.position as bigint,
+            partitionMaxBytes: maxBytesPerPartition,
+          };
+        });
+        const limits = {
+          maxWaitMs: this.#options.maxWaitMs ?? 1_000,
+          maxBytes: this.#options.maxBytes ?? 16 << 20,
         };
+        return { topic, response: await this.#fetcher().fetch(broker, topicId, request, limits) };
       }),
-    }));
-    const topicNames = new Map([...byTopic].map(([name, { topicId }]) => [topicId, name]));
-    const response = await consumer.fetch({ node: leader, topics });
-    for (const topicResponse of response.responses) {
-      const topic = topicNames.get(topicResponse.topicId);
-      if (topic === undefined) continue;
-      for (const p of topicResponse.partitions) {
+    );
+    for (const { topic, response } of responses) {
+      for (const p of response.responses.flatMap((r) => r.partitions)) {
         const k = key(topic, p.partitionIndex);
         const state = generation.partitions.get(k);
         const from = asked.get(k);
         // A rebalance, a pause or a failure since the fetch was sent: these records are not wanted now.
         if (state === undefined || this.#generation !== generation || state.busy || state.paused) continue;
         if (from === undefined || state.position !== from || !p.records || p.records.length === 0) continue;
-        const { messages, lastOffset } = consumedMessages(p.records, from);
+        // Every fetched batch is read, aborted ones included: the position moves past them all.
+        const last = p.records[p.records.length - 1] as RecordsBatch;
+        const lastOffset = last.firstOffset + BigInt(last.lastOffsetDelta);
         if (lastOffset < from) continue;
+        const { messages } = consumedMessages(dropAborted(p.records, p.abortedTransactions), from);
         const stable = p.lastStableOffset >= 0n ? p.lastStableOffset : p.highWatermark;
         if (messages.length === 0) {
           // Only transaction markers (or aborted records): step over them.
@@ -458,6 +468,13 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         this.#handle(generation, state, messages, lastOffset, String(stable));
       }
     }
+  }
+
+  #rawFetcher: RawFetcher | undefined;
+
+  #fetcher(): RawFetcher {
+    this.#rawFetcher ??= new RawFetcher(this.#context, this.#need());
+    return this.#rawFetcher;
   }
 
   /** Hands one partition batch to the handler, within `partitionsConsumedConcurrently`. */

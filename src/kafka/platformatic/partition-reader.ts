@@ -1,5 +1,6 @@
 import { Consumer, FetchIsolationLevels, ListOffsetTimestamps, type RecordsBatch } from '@platformatic/kafka';
 import type { FetchedPartition, PartitionFetch, PartitionReader, RecordBatch } from '../port/index.js';
+import { RawFetcher } from './fetch.js';
 import type { ClientContext } from './options.js';
 import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
 
@@ -29,11 +30,13 @@ function batch(b: RecordsBatch): RecordBatch {
 
 /**
  * The changelog reader's reads over a @platformatic/kafka consumer that never joins its group: metadata,
- * ListOffsets and Fetch, read_committed. The library drops the records of aborted transactions itself (it keeps
- * the control batches, so the offsets still advance); the reader's own filter then finds nothing more to drop.
+ * ListOffsets and Fetch, read_committed. The batches come as the broker sent them, aborted ones included (see
+ * fetch.ts for why not through `Consumer.fetch`): the reader drops them itself, as the port asks.
  */
 export class PlatformaticPartitionReader implements PartitionReader {
   readonly #consumer: Consumer;
+  /** Fetch without the library's read_committed filter: the changelog reader drops aborted records itself. */
+  readonly #fetcher: RawFetcher;
 
   constructor(context: ClientContext) {
     const options = context.base;
@@ -45,6 +48,7 @@ export class PlatformaticPartitionReader implements PartitionReader {
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
     });
     context.watch(this.#consumer as never);
+    this.#fetcher = new RawFetcher(context, this.#consumer);
   }
 
   async partitions(topic: string): Promise<number[]> {
@@ -79,27 +83,20 @@ export class PlatformaticPartitionReader implements PartitionReader {
       byLeader.set(leader, [...(byLeader.get(leader) ?? []), p]);
     }
     const responses = await Promise.all(
-      [...byLeader].map(([node, partitions]) =>
-        this.#consumer.fetch({
-          node,
-          maxWaitTime: request.maxWaitMs,
-          maxBytes: request.maxBytes,
-          minBytes: 1,
-          isolationLevel: FetchIsolationLevels.READ_COMMITTED,
-          topics: [
-            {
-              topicId: topic.id,
-              partitions: partitions.map((p) => ({
-                partition: p.partition,
-                fetchOffset: BigInt(p.offset),
-                partitionMaxBytes: request.maxBytesPerPartition,
-                currentLeaderEpoch: -1,
-                lastFetchedEpoch: -1,
-              })),
-            },
-          ],
-        }),
-      ),
+      [...byLeader].map(([node, partitions]) => {
+        const broker = metadata.brokers.get(node);
+        if (broker === undefined) throw new Error(`broker ${node} is not in the metadata`);
+        return this.#fetcher.fetch(
+          broker,
+          topic.id,
+          partitions.map((p) => ({
+            partition: p.partition,
+            fetchOffset: BigInt(p.offset),
+            partitionMaxBytes: request.maxBytesPerPartition,
+          })),
+          { maxWaitMs: request.maxWaitMs, maxBytes: request.maxBytes },
+        );
+      }),
     );
     const fetched: FetchedPartition[] = [];
     for (const response of responses) {
@@ -126,6 +123,7 @@ export class PlatformaticPartitionReader implements PartitionReader {
   }
 
   async close(): Promise<void> {
+    await this.#fetcher.close();
     await this.#consumer.close(true);
   }
 }

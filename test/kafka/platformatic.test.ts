@@ -90,9 +90,18 @@ async function committedValues(c: KafkaClient, name: string): Promise<Map<number
         maxBytesPerPartition: 1 << 20,
       });
       for (const f of fetched) {
+        // The reader hands over aborted batches too (the changelog reader drops them): drop them as Kafka does.
+        const pending = [...f.abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset);
+        const aborting = new Set<number>();
         for (const b of f.batches) {
           next.set(f.partition, b.baseOffset + b.lastOffsetDelta + 1);
-          if (!b.isControl) for (const r of b.records) values.get(f.partition)?.push(String(r.value));
+          while (pending.length > 0 && (pending[0]?.firstOffset ?? 0) <= b.baseOffset + b.lastOffsetDelta) {
+            aborting.add(pending.shift()?.producerId as number);
+          }
+          if (b.isControl) aborting.delete(b.producerId);
+          else if (!(b.inTransaction && aborting.has(b.producerId))) {
+            for (const r of b.records) values.get(f.partition)?.push(String(r.value));
+          }
         }
       }
     }

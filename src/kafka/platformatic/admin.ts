@@ -1,0 +1,162 @@
+import { Admin, ConfigResourceTypes, FetchIsolationLevels, ListOffsetTimestamps } from '@platformatic/kafka';
+import type { KafkaAdmin, NewTopic, PartitionOffsetRange } from '../port/index.js';
+import type { ClientContext } from './options.js';
+
+/** How long `createTopics` waits for every new partition to have a leader. */
+const LEADERS_WAIT_MS = 30_000;
+
+/** The admin calls of the port over @platformatic/kafka's Admin. */
+export class PlatformaticAdmin implements KafkaAdmin {
+  readonly #context: ClientContext;
+  #admin: Admin | undefined;
+
+  constructor(context: ClientContext) {
+    this.#context = context;
+  }
+
+  async connect(): Promise<void> {
+    if (this.#admin) return;
+    const base = this.#context.base;
+    this.#admin = new Admin({ ...base, clientId: `${base.clientId}-admin` });
+    this.#context.watch(this.#admin as never);
+    // Reach a broker now: a wrong address fails here.
+    await this.#admin.metadata({ topics: [] });
+  }
+
+  async disconnect(): Promise<void> {
+    const admin = this.#admin;
+    this.#admin = undefined;
+    await admin?.close();
+  }
+
+  #need(): Admin {
+    if (!this.#admin) throw new Error('Kafka admin: connect() first');
+    return this.#admin;
+  }
+
+  async listTopics(): Promise<string[]> {
+    return this.#need().listTopics({ includeInternals: false });
+  }
+
+  async topicPartitions(topic: string): Promise<number[]> {
+    const metadata = await this.#need().metadata({ topics: [topic], forceUpdate: true });
+    const count = metadata.topics.get(topic)?.partitionsCount;
+    if (count === undefined) throw new Error(`topic ${topic} does not exist`);
+    return Array.from({ length: count }, (_, i) => i);
+  }
+
+  async createTopics(topics: readonly NewTopic[]): Promise<boolean> {
+    const admin = this.#need();
+    let created = false;
+    for (const t of topics) {
+      try {
+        await admin.createTopics({
+          topics: [t.topic],
+          partitions: t.numPartitions ?? -1,
+          replicas: t.replicationFactor ?? -1,
+          configs: (t.configEntries ?? []).map(({ name, value }) => ({ name, value })),
+        });
+        created = true;
+      } catch (error) {
+        if (
+          !(error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
+            'apiId',
+            'TOPIC_ALREADY_EXISTS',
+          )
+        ) {
+          throw error;
+        }
+      }
+    }
+    if (created) await this.#waitForLeaders(topics.map((t) => t.topic));
+    return created;
+  }
+
+  async #waitForLeaders(topics: string[]): Promise<void> {
+    const deadline = Date.now() + LEADERS_WAIT_MS;
+    for (;;) {
+      try {
+        const metadata = await this.#need().metadata({ topics, forceUpdate: true });
+        const ready = topics.every((name) => {
+          const t = metadata.topics.get(name);
+          return t?.partitions.every((p) => p.leader >= 0);
+        });
+        if (ready) return;
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+      }
+      if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  async describeTopicConfigs(topic: string, names: readonly string[]): Promise<Map<string, string>> {
+    const [description] = await this.#need().describeConfigs({
+      resources: [
+        { resourceType: ConfigResourceTypes.TOPIC, resourceName: topic, configurationKeys: [...names] },
+      ],
+    });
+    const result = new Map<string, string>();
+    for (const config of description?.configs ?? []) {
+      if (typeof config.value === 'string' && names.includes(config.name))
+        result.set(config.name, config.value);
+    }
+    return result;
+  }
+
+  async deleteRecords(topic: string, partitions?: readonly number[]): Promise<void> {
+    const ids = partitions ?? (await this.topicPartitions(topic));
+    const ends = await this.#offsets(topic, ids, ListOffsetTimestamps.LATEST);
+    await this.#need().deleteRecords({
+      topics: [
+        {
+          name: topic,
+          partitions: ids.map((partition) => ({ partition, offset: ends.get(partition) ?? 0n })),
+        },
+      ],
+    });
+  }
+
+  async topicOffsets(topic: string): Promise<PartitionOffsetRange[]> {
+    const ids = await this.topicPartitions(topic);
+    const [low, high] = await Promise.all([
+      this.#offsets(topic, ids, ListOffsetTimestamps.EARLIEST),
+      this.#offsets(topic, ids, ListOffsetTimestamps.LATEST),
+    ]);
+    return ids.map((partition) => ({
+      partition,
+      low: String(low.get(partition) ?? 0n),
+      high: String(high.get(partition) ?? 0n),
+    }));
+  }
+
+  async #offsets(
+    topic: string,
+    partitions: readonly number[],
+    timestamp: bigint,
+  ): Promise<Map<number, bigint>> {
+    const [listed] = await this.#need().listOffsets({
+      topics: [
+        { name: topic, partitions: partitions.map((partitionIndex) => ({ partitionIndex, timestamp })) },
+      ],
+      isolationLevel: FetchIsolationLevels.READ_UNCOMMITTED,
+    });
+    return new Map((listed?.partitions ?? []).map((p) => [p.partitionIndex, p.offset]));
+  }
+
+  async groupOffsets(groupId: string, topic: string): Promise<{ partition: number; offset: string }[]> {
+    const ids = await this.topicPartitions(topic);
+    const [group] = await this.#need().listConsumerGroupOffsets({
+      groups: [{ groupId, topics: [{ name: topic, partitionIndexes: ids }] }],
+    });
+    const committed = new Map<number, bigint>();
+    for (const t of group?.topics ?? []) {
+      for (const p of t.partitions) committed.set(p.partitionIndex, p.committedOffset);
+    }
+    return ids.map((partition) => ({ partition, offset: String(committed.get(partition) ?? -1n) }));
+  }
+
+  async deleteTopics(topics: readonly string[]): Promise<void> {
+    if (topics.length > 0) await this.#need().deleteTopics({ topics: [...topics] });
+  }
+}

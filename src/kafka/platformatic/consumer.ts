@@ -1,0 +1,645 @@
+import {
+  type CallbackWithPromise,
+  type Connection,
+  Consumer,
+  type ConsumerGroupJoinPayload,
+  FetchIsolationLevels,
+  kGetApi,
+  kGetConnection,
+  ListOffsetTimestamps,
+  type RecordsBatch,
+} from '@platformatic/kafka';
+import type {
+  ConsumedBatch,
+  ConsumerCrash,
+  GroupConsumer,
+  GroupConsumerOptions,
+  GroupJoin,
+  GroupMetadata,
+  KafkaLogSink,
+  RunOptions,
+  TopicPartitions,
+} from '../port/index.js';
+import { isBrokerUnreachable, isOffsetOutOfRange } from './errors.js';
+import { dropAborted, RawFetcher } from './fetch.js';
+import type { ClientContext } from './options.js';
+import { consumedMessages } from './records.js';
+
+/*
+ * A group member over @platformatic/kafka, driven in batches. The library's messages stream hands records one by
+ * one and can only pause as a whole, so this member keeps the library for what it does well (group membership:
+ * join, sync, heartbeats, rejoin) and runs its own fetch loop over `Consumer.fetch`:
+ *
+ * - one fetch in flight per leader, over the assigned partitions that are neither paused nor busy; a partition
+ *   with a batch in its handler is not fetched again before the handler returns (its batches stay in order and a
+ *   rebalance can never hand the next batch to a second handler while the first still runs);
+ * - every join (the library rejoins by itself, in the background: there is no revocation callback) starts a new
+ *   generation: batches of the old one become stale, and each partition's position is read again from the
+ *   group's committed offsets once the partition's handler has returned (with `requireStable`, KIP-447, when
+ *   asked: see {@link REQUIRE_STABLE});
+ * - a handler that rejects makes its partition read again from the committed offset.
+ */
+
+/** The stream-free group member the library exposes (its `assignments`, `generationId`, `memberId` are public). */
+type LibraryConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>;
+
+/** One assigned partition's state. */
+interface PartitionState {
+  readonly topic: string;
+  readonly partition: number;
+  /** Next offset to fetch; undefined until read from the committed offsets (after each join or failure). */
+  position: bigint | undefined;
+  busy: boolean;
+  paused: boolean;
+}
+
+/** A generation of the group, as this member joined it. */
+interface Generation {
+  readonly id: number;
+  readonly memberId: string;
+  /** `topic:partition` → state, for the partitions this generation assigned. */
+  readonly partitions: Map<string, PartitionState>;
+}
+
+/**
+ * `extra` key: read committed offsets with requireStable (KIP-447), waiting for open transactions that hold offsets
+ * of the partition. Off by default: under the node's per-partition transactional ids the new owner's producer
+ * init is what aborts the previous owner's open transaction, and it runs after the first fetch, so waiting for
+ * stable offsets first would wait for the whole transaction timeout at each handover. One producer per instance
+ * (fenced by the group, not by the id) needs it on.
+ */
+export const REQUIRE_STABLE = 'requireStableOffsets';
+
+/** The part of an OffsetFetch answer read here. */
+interface OffsetFetchResponse {
+  readonly groups: readonly {
+    readonly topics: readonly {
+      readonly name: string;
+      readonly partitions: readonly { readonly partitionIndex: number; readonly committedOffset: bigint }[];
+    }[];
+  }[];
+}
+
+const key = (topic: string, partition: number): string => `${topic}:${partition}`;
+
+/** Waits `ms`, or less if `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Node-style callback to promise, for the library's symbol-keyed internals. */
+function call<T>(fn: (callback: CallbackWithPromise<T>) => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    fn(((error: Error | null, value?: T) =>
+      error ? reject(error) : resolve(value as T)) as CallbackWithPromise<T>);
+  });
+}
+
+export class PlatformaticGroupConsumer implements GroupConsumer {
+  readonly groupId: string;
+  readonly #options: GroupConsumerOptions;
+  readonly #context: ClientContext;
+  readonly #logger: KafkaLogSink | undefined;
+  readonly #requireStable: boolean;
+  #consumer: LibraryConsumer | undefined;
+  #topics: string[] = [];
+  #fromBeginning = false;
+  #generation: Generation | undefined;
+  /** Paused partitions survive a rejoin (the caller paused them, not the generation). */
+  readonly #paused = new Set<string>();
+  #run: RunOptions | undefined;
+  #running = false;
+  #abort = new AbortController();
+  #loop: Promise<void> | undefined;
+  /** Handlers in progress. */
+  readonly #handlers = new Set<Promise<void>>();
+  /** Leaders with a fetch in flight. */
+  readonly #fetching = new Set<number>();
+  #refreshing = false;
+  #wake: (() => void) | undefined;
+  readonly #joinListeners = new Set<(join: GroupJoin) => void>();
+  readonly #crashListeners = new Set<(crash: ConsumerCrash) => void>();
+  readonly #fetchListeners = new Set<() => void>();
+
+  constructor(context: ClientContext, options: GroupConsumerOptions, logger: KafkaLogSink | undefined) {
+    this.groupId = options.groupId;
+    this.#requireStable = options.extra?.[REQUIRE_STABLE] === true;
+    this.#options = options;
+    this.#context = context;
+    this.#logger = logger;
+  }
+
+  async connect(): Promise<void> {
+    if (this.#consumer) return;
+    const session = this.#options.sessionTimeoutMs ?? 30_000;
+    const heartbeat = this.#options.heartbeatIntervalMs ?? Math.max(500, Math.floor(session / 10));
+    this.#consumer = new Consumer({
+      ...this.#context.base,
+      groupId: this.groupId,
+      sessionTimeout: session,
+      // Time the members have to rejoin once a rebalance starts: a member still in a batch rejoins at once here
+      // (the library does it in the background), so the session timeout is enough.
+      rebalanceTimeout: Math.max(session, 10_000),
+      heartbeatInterval: Math.min(heartbeat, session),
+      maxWaitTime: this.#options.maxWaitMs ?? 1_000,
+      maxBytes: this.#options.maxBytes ?? 16 * 1024 * 1024,
+      maxBytesPerPartition: this.#options.maxBytesPerPartition ?? 4 * 1024 * 1024,
+      minBytes: 1,
+      isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+    });
+    this.#context.watch(this.#consumer as never);
+    this.#consumer.on('consumer:group:join', (payload) => this.#joined(payload));
+    this.#consumer.on('error', (error: Error) => this.#crashed(error));
+    // Reach a broker now, so that a wrong address fails the connect rather than the first fetch.
+    await this.#consumer.metadata({ topics: [] });
+  }
+
+  async subscribe(topics: readonly string[], fromBeginning: boolean): Promise<void> {
+    const consumer = this.#need();
+    this.#topics = [...topics];
+    this.#fromBeginning = fromBeginning;
+    for (const topic of topics) consumer.topics.track(topic);
+  }
+
+  async run(options: RunOptions): Promise<void> {
+    const consumer = this.#need();
+    this.#run = options;
+    // Already running (a supervisor's restart): this member rejoins by itself; only the handler is new.
+    if (this.#running) return;
+    this.#running = true;
+    this.#abort = new AbortController();
+    await consumer.joinGroup({});
+    this.#loop = this.#fetchLoop(this.#abort.signal);
+  }
+
+  async stop(): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    this.#abort.abort();
+    this.#wake?.();
+    await this.#loop;
+    await Promise.allSettled([...this.#handlers]);
+    this.#generation = undefined;
+    try {
+      await this.#consumer?.leaveGroup(false);
+    } catch (error) {
+      this.warn('leaving the group failed', { error });
+    }
+  }
+
+  async disconnect(): Promise<void> {
+    await this.stop();
+    const consumer = this.#consumer;
+    this.#consumer = undefined;
+    await this.#rawFetcher?.close();
+    this.#rawFetcher = undefined;
+    await consumer?.close(true);
+  }
+
+  pause(partitions: readonly TopicPartitions[]): void {
+    for (const { topic, partitions: ids } of partitions) {
+      for (const p of ids) {
+        this.#paused.add(key(topic, p));
+        const state = this.#generation?.partitions.get(key(topic, p));
+        if (state) state.paused = true;
+      }
+    }
+  }
+
+  resume(partitions: readonly TopicPartitions[]): void {
+    for (const { topic, partitions: ids } of partitions) {
+      for (const p of ids) {
+        this.#paused.delete(key(topic, p));
+        const state = this.#generation?.partitions.get(key(topic, p));
+        if (state) state.paused = false;
+      }
+    }
+    this.#wake?.();
+  }
+
+  groupMetadata(): GroupMetadata {
+    const generation = this.#generation;
+    return generation === undefined
+      ? { groupId: this.groupId }
+      : { groupId: this.groupId, generationId: generation.id, memberId: generation.memberId };
+  }
+
+  /**
+   * True when this member owns the partition in its current generation (a transaction's offsets are refused
+   * otherwise: the library would send them with the new generation, which the group would accept).
+   */
+  owns(topic: string, partition: number): boolean {
+    return this.#generation?.partitions.has(key(topic, partition)) ?? false;
+  }
+
+  /** The group coordinator's node id (where a transaction's offsets go). */
+  coordinatorId(): number | undefined {
+    return this.#consumer?.coordinatorId ?? undefined;
+  }
+
+  onGroupJoin(listener: (join: GroupJoin) => void): () => void {
+    this.#joinListeners.add(listener);
+    return () => this.#joinListeners.delete(listener);
+  }
+
+  onCrash(listener: (crash: ConsumerCrash) => void): () => void {
+    this.#crashListeners.add(listener);
+    return () => this.#crashListeners.delete(listener);
+  }
+
+  onFetchStart(listener: () => void): () => void {
+    this.#fetchListeners.add(listener);
+    return () => this.#fetchListeners.delete(listener);
+  }
+
+  warn(message: string, fields: object = {}): void {
+    this.#logger?.warn({ ...fields, groupId: this.groupId }, message);
+  }
+
+  #need(): LibraryConsumer {
+    if (!this.#consumer) throw new Error(`consumer of group ${this.groupId}: connect() first`);
+    return this.#consumer;
+  }
+
+  /** A join (first or after a rebalance): a new generation; every position is read again. */
+  #joined(payload: ConsumerGroupJoinPayload): void {
+    const partitions = new Map<string, PartitionState>();
+    const assignment: Record<string, number[]> = {};
+    for (const { topic, partitions: ids } of payload.assignments ?? []) {
+      assignment[topic] = [...ids].sort((a, b) => a - b);
+      for (const partition of ids) {
+        const k = key(topic, partition);
+        const busy = this.#generation?.partitions.get(k)?.busy ?? false;
+        partitions.set(k, { topic, partition, position: undefined, busy, paused: this.#paused.has(k) });
+      }
+    }
+    this.#generation = { id: payload.generationId ?? -1, memberId: payload.memberId, partitions };
+    const join: GroupJoin = { memberId: payload.memberId, generationId: payload.generationId, assignment };
+    for (const listener of this.#joinListeners) listener(join);
+    this.#wake?.();
+  }
+
+  /** The library failed to rejoin the group (it gave up after its retries). */
+  #crashed(error: Error): void {
+    this.warn('the consumer lost its group', { error });
+    // The fetch loop keeps trying to rejoin while running; the crash is reported for the caller's information.
+    for (const listener of this.#crashListeners) listener({ error, restart: this.#running });
+    if (this.#running) this.#rejoinLater();
+  }
+
+  #rejoinLater(): void {
+    const signal = this.#abort.signal;
+    void sleep(1_000, signal).then(async () => {
+      if (signal.aborted || !this.#consumer) return;
+      try {
+        await this.#consumer.joinGroup({});
+      } catch (error) {
+        this.#crashed(error as Error);
+      }
+    });
+  }
+
+  async #fetchLoop(signal: AbortSignal): Promise<void> {
+    let failures = 0;
+    while (!signal.aborted) {
+      const started = this.#startWork(signal, () => {
+        failures = 0;
+      });
+      if (started === 'failed') {
+        failures++;
+        await sleep(Math.min(10_000, 200 * 2 ** Math.min(failures, 6)), signal);
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+    }
+  }
+
+  /**
+   * Starts what can start now: a read of the committed offsets of partitions without a position, and a fetch per
+   * leader that has none in flight. Each wakes the loop when it ends.
+   */
+  #startWork(signal: AbortSignal, succeeded: () => void): 'ok' | 'failed' {
+    const generation = this.#generation;
+    const consumer = this.#consumer;
+    if (generation === undefined || consumer === undefined) return 'ok';
+    const idle = [...generation.partitions.values()].filter((s) => !s.busy);
+    const unknown = idle.filter((s) => s.position === undefined);
+    if (unknown.length > 0 && !this.#refreshing) {
+      this.#refreshing = true;
+      this.#refreshPositions(consumer, generation, unknown)
+        .then(succeeded, (error: unknown) => {
+          if (!signal.aborted) this.warn('reading the committed offsets failed; retrying', { error });
+          this.#failed = true;
+        })
+        .finally(() => {
+          this.#refreshing = false;
+          this.#wake?.();
+        });
+    }
+    const ready = idle.filter((s) => s.position !== undefined && !s.paused);
+    if (ready.length === 0) return this.#takeFailure();
+    const metadata = consumer.currentMetadata;
+    if (metadata === undefined) {
+      consumer.metadata({ topics: this.#topics }).then(
+        () => this.#wake?.(),
+        () => {
+          this.#failed = true;
+          this.#wake?.();
+        },
+      );
+      return this.#takeFailure();
+    }
+    const byLeader = new Map<number, PartitionState[]>();
+    let leaderless = false;
+    for (const state of ready) {
+      const leader = metadata.topics.get(state.topic)?.partitions[state.partition]?.leader;
+      if (leader === undefined || leader < 0) leaderless = true;
+      if (leader === undefined || leader < 0 || this.#fetching.has(leader)) continue;
+      const list = byLeader.get(leader);
+      if (list) list.push(state);
+      else byLeader.set(leader, [state]);
+    }
+    if (leaderless) {
+      // A partition whose leader the metadata does not know (moved, or a topic the metadata was never asked
+      // for): ask again, then try after the backoff.
+      this.#failed = true;
+      consumer.clearMetadata();
+    }
+    for (const [leader, states] of byLeader) {
+      this.#fetching.add(leader);
+      for (const listener of this.#fetchListeners) listener();
+      this.#fetch(consumer, generation, leader, states)
+        .then(succeeded, (error: unknown) => {
+          if (!signal.aborted) this.#fetchFailed(error, states);
+        })
+        .finally(() => {
+          this.#fetching.delete(leader);
+          this.#wake?.();
+        });
+    }
+    return this.#takeFailure();
+  }
+
+  #failed = false;
+
+  #takeFailure(): 'ok' | 'failed' {
+    const failed = this.#failed;
+    this.#failed = false;
+    return failed ? 'failed' : 'ok';
+  }
+
+  #fetchFailed(error: unknown, states: readonly PartitionState[]): void {
+    this.#failed = true;
+    this.#consumer?.clearMetadata();
+    if (isOffsetOutOfRange(error)) {
+      // Which partition is not said in a way worth parsing: read them all again (committed, else the reset).
+      for (const state of states) state.position = undefined;
+      this.warn('a fetch asked for an offset out of range; reading the positions again', { error });
+      return;
+    }
+    if (!isBrokerUnreachable(error)) this.warn('fetch failed; retrying', { error });
+  }
+
+  async #fetch(
+    consumer: LibraryConsumer,
+    generation: Generation,
+    leader: number,
+    states: readonly PartitionState[],
+  ): Promise<void> {
+    const metadata = consumer.currentMetadata;
+    const byTopic = new Map<string, { topicId: string; partitions: PartitionState[] }>();
+    for (const state of states) {
+      const topicId = metadata?.topics.get(state.topic)?.id;
+      if (topicId === undefined) continue;
+      const entry = byTopic.get(state.topic);
+      if (entry) entry.partitions.push(state);
+      else byTopic.set(state.topic, { topicId, partitions: [state] });
+    }
+    const broker = metadata?.brokers.get(leader);
+    if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
+    const asked = new Map<string, bigint>();
+    const maxBytesPerPartition = this.#options.maxBytesPerPartition ?? 4 * 1024 * 1024;
+    const responses = await Promise.all(
+      [...byTopic].map(async ([topic, { topicId, partitions }]) => {
+        const request = partitions.map((s) => {
+          asked.set(key(s.topic, s.partition), s.position as bigint);
+          return {
+            partition: s.partition,
+            fetchOffset: s.position as bigint,
+            partitionMaxBytes: maxBytesPerPartition,
+          };
+        });
+        const limits = {
+          maxWaitMs: this.#options.maxWaitMs ?? 1_000,
+          maxBytes: this.#options.maxBytes ?? 16 << 20,
+        };
+        return { topic, response: await this.#fetcher().fetch(broker, topicId, request, limits) };
+      }),
+    );
+    for (const { topic, response } of responses) {
+      for (const p of response.responses.flatMap((r) => r.partitions)) {
+        const k = key(topic, p.partitionIndex);
+        const state = generation.partitions.get(k);
+        const from = asked.get(k);
+        // A rebalance, a pause or a failure since the fetch was sent: these records are not wanted now.
+        if (state === undefined || this.#generation !== generation || state.busy || state.paused) continue;
+        if (from === undefined || state.position !== from || !p.records || p.records.length === 0) continue;
+        // Every fetched batch is read, aborted ones included: the position moves past them all.
+        const last = p.records[p.records.length - 1] as RecordsBatch;
+        const lastOffset = last.firstOffset + BigInt(last.lastOffsetDelta);
+        if (lastOffset < from) continue;
+        const { messages } = consumedMessages(dropAborted(p.records, p.abortedTransactions), from);
+        const stable = p.lastStableOffset >= 0n ? p.lastStableOffset : p.highWatermark;
+        if (messages.length === 0) {
+          // Only transaction markers (or aborted records): step over them.
+          state.position = lastOffset + 1n;
+          continue;
+        }
+        this.#handle(generation, state, messages, lastOffset, String(stable));
+      }
+    }
+  }
+
+  #rawFetcher: RawFetcher | undefined;
+
+  #fetcher(): RawFetcher {
+    this.#rawFetcher ??= new RawFetcher(this.#context, this.#need());
+    return this.#rawFetcher;
+  }
+
+  /** Hands one partition batch to the handler, within `partitionsConsumedConcurrently`. */
+  #handle(
+    generation: Generation,
+    state: PartitionState,
+    messages: ConsumedBatch['messages'],
+    lastOffset: bigint,
+    highWatermark: string,
+  ): void {
+    const run = this.#run;
+    const consumer = this.#consumer;
+    if (run === undefined || consumer === undefined) return;
+    state.busy = true;
+    let resolved: bigint | undefined;
+    const stale = () => this.#generation !== generation || !this.#running;
+    const batch: ConsumedBatch = {
+      topic: state.topic,
+      partition: state.partition,
+      messages,
+      highWatermark,
+      lastOffset: () => String(lastOffset),
+      heartbeat: async () => {
+        // The library heartbeats by itself; a batch of an old generation learns it here.
+        if (stale()) throw new Error(`group ${this.groupId} is rebalancing`);
+      },
+      commit: async (nextOffset: string) => {
+        if (!this.owns(state.topic, state.partition)) {
+          throw new Error(`group ${this.groupId}: partition ${state.partition} was revoked; commit not sent`);
+        }
+        await consumer.commit({
+          offsets: [
+            { topic: state.topic, partition: state.partition, offset: BigInt(nextOffset), leaderEpoch: -1 },
+          ],
+        });
+      },
+      resolveOffset: (offset: string) => {
+        resolved = BigInt(offset);
+      },
+      isRunning: () => this.#running,
+      isStale: stale,
+    };
+    const handler = this.#queue(() => run.eachBatch(batch)).then(
+      () => {
+        if (this.#generation !== generation) return;
+        // As kafkajs without auto-resolve: the next fetch starts after the last resolved record (past the
+        // batch's trailing markers once its last record is resolved); nothing resolved reads the commit again.
+        const lastMessage = BigInt(messages[messages.length - 1]?.offset ?? '-1');
+        if (resolved === undefined) state.position = undefined;
+        else state.position = resolved >= lastMessage ? lastOffset + 1n : resolved + 1n;
+      },
+      (error: unknown) => {
+        if (this.#running)
+          this.warn('a batch failed; its partition is read again from the commit', { error });
+        state.position = undefined;
+      },
+    );
+    const tracked = handler.finally(() => {
+      state.busy = false;
+      // The state object of a newer generation (same partition) was created busy: free it too.
+      const current = this.#generation?.partitions.get(key(state.topic, state.partition));
+      if (current) current.busy = false;
+      this.#handlers.delete(tracked);
+      this.#wake?.();
+    });
+    this.#handlers.add(tracked);
+  }
+
+  /** Runs `task` once fewer than `partitionsConsumedConcurrently` handlers run. */
+  readonly #waiting: (() => void)[] = [];
+  #active = 0;
+  async #queue(task: () => Promise<void>): Promise<void> {
+    const limit = Math.max(1, this.#run?.partitionsConsumedConcurrently ?? 1);
+    if (this.#active >= limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    this.#active++;
+    try {
+      await task();
+    } finally {
+      this.#active--;
+      this.#waiting.shift()?.();
+    }
+  }
+
+  /** Reads the committed offsets of `states` (requireStable), falling back to the reset offset. */
+  async #refreshPositions(
+    consumer: LibraryConsumer,
+    generation: Generation,
+    states: readonly PartitionState[],
+  ): Promise<void> {
+    const byTopic = new Map<string, number[]>();
+    for (const s of states) byTopic.set(s.topic, [...(byTopic.get(s.topic) ?? []), s.partition]);
+    const committed = await this.#committedOffsets(consumer, byTopic);
+    const reset = await consumer.listOffsets({
+      topics: [...byTopic.keys()],
+      timestamp: this.#fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
+      isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+    });
+    const earliest = await consumer.listOffsets({
+      topics: [...byTopic.keys()],
+      timestamp: ListOffsetTimestamps.EARLIEST,
+    });
+    for (const s of states) {
+      if (this.#generation !== generation || s.busy) continue;
+      const offset = committed.get(key(s.topic, s.partition)) ?? -1n;
+      const low = earliest.get(s.topic)?.[s.partition] ?? 0n;
+      // A commit older than the log start (records deleted by retention) reads from the start.
+      s.position = offset >= 0n ? (offset < low ? low : offset) : (reset.get(s.topic)?.[s.partition] ?? 0n);
+    }
+  }
+
+  /**
+   * The group's committed offsets. With requireStable (KIP-447, {@link REQUIRE_STABLE}) the coordinator answers
+   * UNSTABLE_OFFSET_COMMIT (retried) while a transaction holding offsets of these partitions is open, so a new
+   * owner never starts from an offset a zombie's transaction is about to move. The library's own
+   * `listCommittedOffsets` cannot ask for stable offsets.
+   */
+  async #committedOffsets(
+    consumer: LibraryConsumer,
+    byTopic: Map<string, number[]>,
+  ): Promise<Map<string, bigint>> {
+    const result = new Map<string, bigint>();
+    const coordinator = await consumer.findGroupCoordinator();
+    const metadata = await consumer.metadata({ topics: [...byTopic.keys()] });
+    const broker = metadata.brokers.get(coordinator);
+    if (broker === undefined) throw new Error(`group coordinator ${coordinator} is not in the metadata`);
+    type OffsetFetch = (
+      connection: Connection,
+      groups: unknown[],
+      requireStable: boolean,
+      callback: CallbackWithPromise<OffsetFetchResponse>,
+    ) => void;
+    const internals = consumer as unknown as {
+      [kGetConnection](broker: unknown, callback: CallbackWithPromise<Connection>): void;
+      [kGetApi](name: string, callback: CallbackWithPromise<OffsetFetch>): void;
+    };
+    const connection = await call<Connection>((cb) => internals[kGetConnection](broker, cb));
+    const api = await call<OffsetFetch>((cb) => internals[kGetApi]('OffsetFetch', cb));
+    for (let attempt = 0; ; attempt++) {
+      const groups = [
+        {
+          groupId: this.groupId,
+          memberId: null,
+          memberEpoch: -1,
+          topics: [...byTopic].map(([name, partitionIndexes]) => ({ name, partitionIndexes })),
+        },
+      ];
+      try {
+        const response = await call<OffsetFetchResponse>((cb) =>
+          api(connection, groups, this.#requireStable, cb),
+        );
+        for (const group of response.groups) {
+          for (const topic of group.topics) {
+            for (const p of topic.partitions)
+              result.set(key(topic.name, p.partitionIndex), p.committedOffset);
+          }
+        }
+        return result;
+      } catch (error) {
+        const unstable = (error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
+          'apiId',
+          'UNSTABLE_OFFSET_COMMIT',
+        );
+        if (!unstable || attempt >= 100 || this.#abort.signal.aborted) throw error;
+        await sleep(200, this.#abort.signal);
+      }
+    }
+  }
+}

@@ -1,0 +1,158 @@
+import {
+  type CallbackWithPromise,
+  type Connection,
+  ConnectionPool,
+  type Consumer,
+  FetchIsolationLevels,
+  kGetApi,
+  type RecordsBatch,
+} from '@platformatic/kafka';
+import type { ClientContext } from './options.js';
+import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
+
+/*
+ * Fetch without the library's read_committed filter. `Consumer.fetch` drops aborted batches itself, keyed by
+ * producer id only: when one response holds two aborted transactions of one producer id (a transactional id's
+ * next producer keeps the id, with a bumped epoch, so every restart of an exactly-once node does this), the ranges
+ * collapse into one from the later abort's start to the last abort marker, and the COMMITTED batches between them
+ * are dropped too (seen as lost output in the node's 20-SIGKILL test). So the port sends Fetch itself, on its own
+ * connections (a long poll must not hold up the group's requests), and filters as Kafka's own consumer does
+ * ({@link dropAborted}).
+ */
+
+/** One partition of a Fetch answer, as read here. */
+export interface RawFetchPartition {
+  readonly partitionIndex: number;
+  readonly errorCode: number;
+  readonly highWatermark: bigint;
+  readonly lastStableOffset: bigint;
+  readonly abortedTransactions:
+    | readonly { readonly producerId: bigint; readonly firstOffset: bigint }[]
+    | null;
+  records?: RecordsBatch[];
+}
+
+/** A Fetch answer, as read here. */
+export interface RawFetchResponse {
+  readonly responses: readonly { readonly topicId: string; readonly partitions: RawFetchPartition[] }[];
+}
+
+/** One partition to fetch. */
+export interface FetchPartitionRequest {
+  readonly partition: number;
+  readonly fetchOffset: bigint;
+  readonly partitionMaxBytes: number;
+}
+
+type FetchApi = (
+  connection: Connection,
+  maxWaitMs: number,
+  minBytes: number,
+  maxBytes: number,
+  isolationLevel: number,
+  sessionId: number,
+  sessionEpoch: number,
+  topics: unknown[],
+  forgotten: unknown[],
+  rackId: string,
+  callback: CallbackWithPromise<RawFetchResponse>,
+) => void;
+
+/** Sends read_committed Fetch requests for a client, on connections of its own. */
+export class RawFetcher {
+  readonly #pool: ConnectionPool;
+  readonly #api: () => Promise<FetchApi>;
+
+  constructor(context: ClientContext, library: Consumer) {
+    const { clientId, ...connection } = context.base;
+    this.#pool = new ConnectionPool(`${clientId}-fetch`, connection);
+    const internals = library as unknown as {
+      [kGetApi](name: string, callback: CallbackWithPromise<FetchApi>): void;
+    };
+    let api: Promise<FetchApi> | undefined;
+    this.#api = () => {
+      api ??= new Promise<FetchApi>((resolve, reject) =>
+        internals[kGetApi]('Fetch', ((error: Error | null, found?: FetchApi) =>
+          error ? reject(error) : resolve(found as FetchApi)) as CallbackWithPromise<FetchApi>),
+      );
+      api.catch(() => {
+        api = undefined;
+      });
+      return api;
+    };
+  }
+
+  /** One Fetch to `broker` for partitions of one topic (by id). Partition errors reject (ResponseError). */
+  async fetch(
+    broker: { host: string; port: number },
+    topicId: string,
+    partitions: readonly FetchPartitionRequest[],
+    limits: { maxWaitMs: number; maxBytes: number },
+  ): Promise<RawFetchResponse> {
+    const api = await this.#api();
+    const connection = await this.#pool.get(broker);
+    const topics = [
+      {
+        topicId,
+        partitions: partitions.map((p) => ({ ...p, currentLeaderEpoch: -1, lastFetchedEpoch: -1 })),
+      },
+    ];
+    return new Promise<RawFetchResponse>((resolve, reject) => {
+      api(
+        connection,
+        limits.maxWaitMs,
+        1,
+        limits.maxBytes,
+        FetchIsolationLevels.READ_COMMITTED,
+        0,
+        0,
+        topics,
+        [],
+        '',
+        ((error: Error | null, response?: RawFetchResponse) =>
+          error
+            ? reject(error)
+            : resolve(response as RawFetchResponse)) as CallbackWithPromise<RawFetchResponse>,
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => this.#pool.close(() => resolve()));
+  }
+}
+
+/**
+ * The batches a read_committed reader is given, as Kafka's consumer decides: a transactional batch of a producer
+ * whose aborted transaction has started (by the answer's `abortedTransactions`, in offset order) is dropped until
+ * that producer's abort marker; control batches are kept (their offsets still count) and every other batch is kept.
+ */
+export function dropAborted(
+  batches: readonly RecordsBatch[],
+  aborted: readonly { readonly producerId: bigint; readonly firstOffset: bigint }[] | null,
+): RecordsBatch[] {
+  if (!aborted || aborted.length === 0) return [...batches];
+  const pending = [...aborted].sort((a, b) =>
+    a.firstOffset < b.firstOffset ? -1 : a.firstOffset > b.firstOffset ? 1 : 0,
+  );
+  const abortedProducers = new Set<bigint>();
+  const kept: RecordsBatch[] = [];
+  for (const batch of batches) {
+    while (
+      pending.length > 0 &&
+      (pending[0] as { firstOffset: bigint }).firstOffset <= batch.firstOffset + BigInt(batch.lastOffsetDelta)
+    ) {
+      abortedProducers.add((pending.shift() as { producerId: bigint }).producerId);
+    }
+    if ((batch.attributes & CONTROL_BATCH) !== 0) {
+      // An abort marker (control type 0) ends that producer's aborted transaction.
+      const type = batch.records[0]?.key?.readInt16BE(2);
+      if (type === 0) abortedProducers.delete(batch.producerId);
+      kept.push(batch);
+      continue;
+    }
+    if ((batch.attributes & TRANSACTIONAL_BATCH) !== 0 && abortedProducers.has(batch.producerId)) continue;
+    kept.push(batch);
+  }
+  return kept;
+}

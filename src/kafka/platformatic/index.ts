@@ -1,0 +1,93 @@
+import { Admin, connectionsConnectsChannel, FindCoordinatorKeyTypes } from '@platformatic/kafka';
+import type {
+  KafkaClient,
+  KafkaClientBehaviour,
+  KafkaClientFactory,
+  KafkaClientSettings,
+  KafkaLogEntry,
+} from '../port/index.js';
+import { PlatformaticAdmin } from './admin.js';
+import { PlatformaticGroupConsumer } from './consumer.js';
+import { platformaticErrors } from './errors.js';
+import { baseOptions, type ClientContext, type WatchedClient } from './options.js';
+import { PlatformaticPartitionReader } from './partition-reader.js';
+import { PlatformaticProducer } from './producer.js';
+
+/*
+ * The Kafka port over @platformatic/kafka (pure TypeScript, maintained; 1.x runs on Node 20.19.4+). Loaded only
+ * when `kafka.client = "platformatic"` (src/kafka/port/open.ts). Its one capability beyond kafkajs: a
+ * transaction's offsets carry the group's generation and member id (KIP-447), so the group fences a zombie.
+ */
+
+/**
+ * Why each failed connection failed: the pool's `failed` event carries only the broker and the connection, the
+ * reason (`connect ECONNREFUSED ...`) goes to the library's diagnostics channel. Kept per connection object.
+ */
+const connectErrors = new WeakMap<object, Error>();
+connectionsConnectsChannel.error.subscribe((message: unknown) => {
+  const { connection, error } = message as { connection?: object; error?: Error };
+  if (connection && error) connectErrors.set(connection, error);
+});
+
+/** The innermost message of an error's cause chain (the socket's own error). */
+function rootMessage(error: Error | undefined): string | undefined {
+  let e: unknown = error;
+  let message: string | undefined;
+  for (let depth = 0; e instanceof Error && depth < 5; depth++) {
+    message = e.message;
+    e = e.cause;
+  }
+  return message;
+}
+
+/** Passes one log entry through `onLog`, then to the logger. */
+function logThrough(behaviour: KafkaClientBehaviour, entry: KafkaLogEntry): void {
+  if (behaviour.onLog && behaviour.onLog(entry) === false) return;
+  behaviour.logger?.[entry.level]({ ...entry.fields }, entry.message);
+}
+
+/** Builds the port's client (the factory `openKafkaClient` calls). */
+export const createClient: KafkaClientFactory = (
+  settings: KafkaClientSettings,
+  behaviour: KafkaClientBehaviour,
+) => {
+  const context: ClientContext = {
+    base: baseOptions(settings, behaviour),
+    watch: (client: WatchedClient) => {
+      client.on('client:broker:failed', ({ broker, connection }) => {
+        const where = `${broker.host}:${broker.port}`;
+        const reason = rootMessage(connectErrors.get(connection));
+        const failure = `connection to ${where} failed${reason === undefined ? '' : `: ${reason}`}`;
+        logThrough(behaviour, {
+          level: 'warn',
+          namespace: 'connection',
+          message: `Kafka broker ${failure}`,
+          fields: { kafka: 'platformatic', broker: where },
+          connectionFailure: failure,
+        });
+      });
+    },
+  };
+  // For offsets sent for a group this client does not consume with: one admin, opened on first use.
+  let admin: Admin | undefined;
+  const groupCoordinator = async (groupId: string): Promise<number> => {
+    admin ??= new Admin({ ...context.base, clientId: `${settings.clientId}-coordinator` });
+    const [found] = await admin.findCoordinator({ keyType: FindCoordinatorKeyTypes.GROUP, keys: [groupId] });
+    if (found === undefined) throw new Error(`no coordinator found for group ${groupId}`);
+    return found.nodeId;
+  };
+  const client: KafkaClient = {
+    name: 'platformatic',
+    capabilities: { fencesByGroup: true },
+    errors: platformaticErrors,
+    consumer: (options) => new PlatformaticGroupConsumer(context, options, behaviour.logger),
+    producer: (options = {}) => new PlatformaticProducer(context, options, groupCoordinator),
+    admin: () => new PlatformaticAdmin(context),
+    partitionReader: () => new PlatformaticPartitionReader(context),
+    close: async () => {
+      await admin?.close();
+      admin = undefined;
+    },
+  };
+  return client;
+};

@@ -1,0 +1,69 @@
+import type { BaseOptions, SASLOptions } from '@platformatic/kafka';
+import type { KafkaClientBehaviour, KafkaClientSettings } from '../port/index.js';
+
+/*
+ * How the port's settings become @platformatic/kafka options, in one place (the unit test checks the mapping).
+ * The library validates its options itself (ajv, no unknown keys), so a mapping mistake fails at construction.
+ */
+
+/** Retry backoff, as the port asks: from 300 ms, doubling, at most 10 s. */
+export function retryDelayMs(attempt: number): number {
+  return Math.min(10_000, 300 * 2 ** Math.max(0, attempt - 1));
+}
+
+/** The SASL mechanism names the library expects (upper case). */
+const MECHANISMS = {
+  plain: 'PLAIN',
+  'scram-sha-256': 'SCRAM-SHA-256',
+  'scram-sha-512': 'SCRAM-SHA-512',
+} as const satisfies Record<string, SASLOptions['mechanism']>;
+
+/** The options every client of one port client shares: brokers, id, TLS, SASL, timeouts, retries. */
+export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClientBehaviour): BaseOptions {
+  const options: BaseOptions = {
+    clientId: settings.clientId,
+    bootstrapBrokers: [...settings.brokers],
+    connectTimeout: settings.connectionTimeout,
+    requestTimeout: settings.requestTimeout,
+    // The library's own request-level timeout (also the produce request's broker-side timeout).
+    timeout: settings.requestTimeout,
+    retries: behaviour.retries,
+    retryDelay: (_client, _operation, attempt) => retryDelayMs(attempt),
+    autocreateTopics: false,
+  };
+  if (settings.ssl !== false) {
+    const { ca, cert, key, servername, rejectUnauthorized } = settings.ssl === true ? {} : settings.ssl;
+    options.tls = {
+      ...(ca === undefined ? {} : { ca }),
+      ...(cert === undefined ? {} : { cert }),
+      ...(key === undefined ? {} : { key }),
+      ...(servername === undefined ? {} : { servername }),
+      ...(rejectUnauthorized === undefined ? {} : { rejectUnauthorized }),
+    };
+    // SNI: the configured name, else the broker's host name.
+    options.tlsServerName = servername ?? true;
+  }
+  if (settings.sasl) {
+    options.sasl = {
+      mechanism: MECHANISMS[settings.sasl.mechanism],
+      username: settings.sasl.username,
+      password: settings.sasl.password,
+    };
+  }
+  return options;
+}
+
+/** A library client, as far as the port's logging watches it. */
+export interface WatchedClient {
+  on(
+    event: 'client:broker:failed',
+    listener: (payload: { broker: { host: string; port: number }; connection: object }) => void,
+  ): unknown;
+}
+
+/** What every part of one port client is built with: the library options and the log watch. */
+export interface ClientContext {
+  readonly base: BaseOptions;
+  /** Reports the library client's failed broker connections through the port's log (see index.ts). */
+  readonly watch: (client: WatchedClient) => void;
+}

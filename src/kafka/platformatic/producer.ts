@@ -1,0 +1,206 @@
+import {
+  compatibilityPartitioner,
+  type ProduceResult as LibraryProduceResult,
+  type Message,
+  Producer,
+} from '@platformatic/kafka';
+import type {
+  GroupMetadata,
+  KafkaProducer,
+  KafkaTransaction,
+  ProduceRequest,
+  ProduceResult,
+  ProducerOptions,
+  TransactionOffsets,
+} from '../port/index.js';
+import { PlatformaticGroupConsumer } from './consumer.js';
+import { PartitionNotOwnedError, withBrokerDetail } from './errors.js';
+import type { ClientContext } from './options.js';
+import { toProduce } from './records.js';
+
+/** Finds the coordinator of a group the producer does not consume with (offsets sent for another client's group). */
+export type GroupCoordinatorLookup = (groupId: string) => Promise<number>;
+
+/**
+ * What InitProducerId is sent with: "no producer id yet" (-1/-1). The library sends 0/0 when told nothing, which
+ * the broker reads as "bump the epoch of producer 0" and answers PRODUCER_FENCED as soon as the transactional id
+ * has any state: a second producer instance (a restart, a replacement, a partition's new owner) could never init.
+ */
+const NEW_PRODUCER = { producerId: -1n, producerEpoch: -1 };
+
+/** An open transaction of the library (its class is not exported by name). */
+type Transaction = Awaited<ReturnType<Producer['beginTransaction']>>;
+
+function results(result: LibraryProduceResult): ProduceResult[] {
+  return (result.offsets ?? []).map(({ topic, partition, offset }) => ({
+    topic,
+    partition,
+    baseOffset: String(offset),
+  }));
+}
+
+/**
+ * A producer over @platformatic/kafka: idempotent (acks = all, one request in flight per broker), records placed
+ * by Java's murmur2 partitioner when they name no partition; with a transactional id, transactions whose offsets
+ * carry the group's generation and member id (KIP-447).
+ */
+export class PlatformaticProducer implements KafkaProducer {
+  readonly #context: ClientContext;
+  readonly #settings: ProducerOptions;
+  readonly #coordinator: GroupCoordinatorLookup;
+  #producer: Producer | undefined;
+
+  constructor(context: ClientContext, settings: ProducerOptions, coordinator: GroupCoordinatorLookup) {
+    this.#context = context;
+    this.#settings = settings;
+    this.#coordinator = coordinator;
+  }
+
+  async connect(): Promise<void> {
+    if (this.#producer) return;
+    const transactionalId = this.#settings.transactionalId;
+    const producer = new Producer({
+      ...this.#context.base,
+      // Every producer of the package is idempotent; a transactional one must be.
+      idempotent: this.#settings.idempotent !== false || transactionalId !== undefined,
+      partitioner: compatibilityPartitioner,
+      ...(transactionalId === undefined
+        ? {}
+        : {
+            transactionalId,
+            // The library sends its request timeout as the transaction timeout (InitProducerId).
+            timeout: this.#settings.transactionTimeoutMs ?? 60_000,
+          }),
+    });
+    this.#context.watch(producer as never);
+    if (transactionalId !== undefined) {
+      // InitProducerId now, as the port promises: fences older producers of this id and aborts their open
+      // transaction. The library does it on the first transaction; begin one and drop it locally (nothing was
+      // sent for it yet, so there is nothing to end on the broker).
+      const transaction = await producer.beginTransaction(NEW_PRODUCER);
+      await transaction.cancel();
+    } else {
+      await producer.metadata({ topics: [] });
+    }
+    this.#producer = producer;
+  }
+
+  async disconnect(): Promise<void> {
+    const producer = this.#producer;
+    this.#producer = undefined;
+    await producer?.close(true);
+  }
+
+  #need(): Producer {
+    if (!this.#producer) throw new Error('Kafka producer: connect() first');
+    return this.#producer;
+  }
+
+  async send(request: ProduceRequest): Promise<ProduceResult[]> {
+    const producer = this.#need();
+    const messages = request.messages.map((m) => toProduce(request.topic, m));
+    // An idempotent producer only sends acks = all; `acks` only matters for a plain one.
+    const acks = this.#settings.idempotent === false ? { acks: request.acks ?? -1 } : {};
+    try {
+      return results(await producer.send({ messages, ...acks }));
+    } catch (error) {
+      throw withBrokerDetail(error);
+    }
+  }
+
+  async transaction(): Promise<KafkaTransaction> {
+    if (this.#settings.transactionalId === undefined) {
+      throw new Error('Kafka producer: transaction() needs a transactionalId');
+    }
+    return new PlatformaticTransaction(await this.#need().beginTransaction(NEW_PRODUCER), this.#coordinator);
+  }
+}
+
+/** An open transaction; its offsets go one partition at a time (the library merges concurrent ones). */
+class PlatformaticTransaction implements KafkaTransaction {
+  readonly #transaction: Transaction;
+  readonly #coordinator: GroupCoordinatorLookup;
+  #active = true;
+  readonly #groups = new Set<string>();
+
+  constructor(transaction: Transaction, coordinator: GroupCoordinatorLookup) {
+    this.#transaction = transaction;
+    this.#coordinator = coordinator;
+  }
+
+  async send(request: ProduceRequest): Promise<ProduceResult[]> {
+    const messages = request.messages.map((m) => toProduce(request.topic, m));
+    try {
+      return results(await this.#transaction.send({ messages }));
+    } catch (error) {
+      throw withBrokerDetail(error);
+    }
+  }
+
+  async sendOffsets(offsets: TransactionOffsets): Promise<void> {
+    const source = offsets.group;
+    const group: GroupMetadata = source.groupMetadata();
+    let coordinatorId: number | undefined;
+    if (source instanceof PlatformaticGroupConsumer) {
+      // The generation sent is the member's current one: refuse a partition it does not own in it, which the
+      // group would otherwise accept from this zombie (the library rejoins by itself, with no revocation step).
+      for (const { topic, partitions } of offsets.topics) {
+        for (const { partition } of partitions) {
+          if (!source.owns(topic, partition)) {
+            throw new PartitionNotOwnedError(
+              `group ${group.groupId} generation ${group.generationId}: this member no longer owns ` +
+                `${topic}[${partition}]; its transaction must be aborted`,
+            );
+          }
+        }
+      }
+      coordinatorId = source.coordinatorId();
+    }
+    coordinatorId ??= await this.#coordinator(group.groupId);
+    if (!this.#groups.has(group.groupId)) {
+      // AddOffsetsToTxn: the library only reads the consumer's group id.
+      await this.#transaction.addConsumer({ groupId: group.groupId } as never);
+      this.#groups.add(group.groupId);
+    }
+    const consumer = {
+      groupId: group.groupId,
+      // -1 / '': a group source that knows no generation (offsets then checked by group id only).
+      generationId: group.generationId ?? -1,
+      memberId: group.memberId ?? '',
+      coordinatorId,
+    };
+    for (const { topic, partitions } of offsets.topics) {
+      for (const { partition, offset } of partitions) {
+        // TxnOffsetCommit commits `offset + 1` of the message it is given: hand it the last handled record.
+        const message = { topic, partition, offset: BigInt(offset) - 1n, metadata: { consumer } };
+        try {
+          await this.#transaction.addOffset(message as unknown as Message);
+        } catch (error) {
+          throw withBrokerDetail(error);
+        }
+      }
+    }
+  }
+
+  async commit(): Promise<void> {
+    this.#active = false;
+    try {
+      await this.#transaction.commit();
+    } catch (error) {
+      throw withBrokerDetail(error);
+    }
+  }
+
+  async abort(): Promise<void> {
+    this.#active = false;
+    try {
+      await this.#transaction.abort();
+    } catch (error) {
+      throw withBrokerDetail(error);
+    }
+  }
+
+  isActive(): boolean {
+    return this.#active;
+  }
+}

@@ -1,0 +1,365 @@
+/**
+ * The @platformatic/kafka implementation of the Kafka port (src/kafka/platformatic) against the test broker:
+ * what is specific to it (its own batch-driven fetch loop, pause/resume per partition, transactions whose
+ * offsets carry the group's generation), beside the suites that run the node, the adapter, the changelog and the
+ * `kafka` repository on it (IDEM_KAFKA_CLIENT=platformatic).
+ */
+import assert from 'node:assert/strict';
+import { describe, it, type TestContext } from 'node:test';
+import { REQUIRE_STABLE } from '../../src/kafka/platformatic/consumer.js';
+import { createClient } from '../../src/kafka/platformatic/index.js';
+import type {
+  ConsumedBatch,
+  GroupConsumer,
+  GroupJoin,
+  KafkaClient,
+  KafkaProducer,
+} from '../../src/kafka/port/index.js';
+import { onCleanup, randomName } from '../helpers/kafka.js';
+import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+
+async function client(t: TestContext): Promise<KafkaClient> {
+  const c = await createClient(
+    {
+      brokers: [...endpoints.kafkaBrokers],
+      clientId: 'idem-test-platformatic',
+      ssl: false,
+      connectionTimeout: 5_000,
+      requestTimeout: 30_000,
+    },
+    { retries: 5 },
+  );
+  onCleanup(t, () => c.close());
+  return c;
+}
+
+async function topic(t: TestContext, c: KafkaClient, partitions = 3): Promise<string> {
+  const admin = c.admin();
+  await admin.connect();
+  const name = randomName('idem-plt');
+  assert.equal(await admin.createTopics([{ topic: name, numPartitions: partitions }]), true);
+  onCleanup(t, async () => {
+    await admin.deleteTopics([name]);
+    await admin.disconnect();
+  });
+  return name;
+}
+
+async function producer(t: TestContext, c: KafkaClient, transactionalId?: string): Promise<KafkaProducer> {
+  const p = c.producer(
+    transactionalId === undefined ? {} : { transactionalId, transactionTimeoutMs: 30_000 },
+  );
+  await p.connect();
+  onCleanup(t, () => p.disconnect());
+  return p;
+}
+
+async function member(
+  t: TestContext,
+  c: KafkaClient,
+  groupId: string,
+  input: string,
+  extra: Record<string, unknown> = {},
+): Promise<GroupConsumer> {
+  const consumer = c.consumer({ groupId, sessionTimeoutMs: 10_000, maxWaitMs: 200, extra });
+  await consumer.connect();
+  await consumer.subscribe([input], true);
+  onCleanup(t, () => consumer.disconnect());
+  return consumer;
+}
+
+/** Resolves once `predicate` holds, checking every 20 ms (the test's own timeout bounds the wait). */
+async function until(predicate: () => boolean | Promise<boolean>): Promise<void> {
+  while (!(await predicate())) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
+/** The records of `topic` a read_committed reader sees, per partition, as values. */
+async function committedValues(c: KafkaClient, name: string): Promise<Map<number, string[]>> {
+  const reader = c.partitionReader();
+  try {
+    const partitions = await reader.partitions(name);
+    const ends = await reader.listOffsets(name, partitions, 'latest');
+    const values = new Map<number, string[]>(partitions.map((p) => [p, []]));
+    const next = new Map(partitions.map((p) => [p, 0]));
+    while (partitions.some((p) => (next.get(p) ?? 0) < (ends.get(p) ?? 0))) {
+      const fetched = await reader.fetch({
+        topic: name,
+        partitions: partitions.map((p) => ({ partition: p, offset: next.get(p) ?? 0 })),
+        maxWaitMs: 100,
+        maxBytes: 1 << 20,
+        maxBytesPerPartition: 1 << 20,
+      });
+      for (const f of fetched) {
+        // The reader hands over aborted batches too (the changelog reader drops them): drop them as Kafka does.
+        const pending = [...f.abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset);
+        const aborting = new Set<number>();
+        for (const b of f.batches) {
+          next.set(f.partition, b.baseOffset + b.lastOffsetDelta + 1);
+          while (pending.length > 0 && (pending[0]?.firstOffset ?? 0) <= b.baseOffset + b.lastOffsetDelta) {
+            aborting.add(pending.shift()?.producerId as number);
+          }
+          if (b.isControl) aborting.delete(b.producerId);
+          else if (!(b.inTransaction && aborting.has(b.producerId))) {
+            for (const r of b.records) values.get(f.partition)?.push(String(r.value));
+          }
+        }
+      }
+    }
+    return values;
+  } finally {
+    await reader.close();
+  }
+}
+
+describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('kafka') }, () => {
+  it('admin: creates once, lists partitions, offsets and a group without commits', async (t) => {
+    const c = await client(t);
+    const name = await topic(t, c);
+    const admin = c.admin();
+    await admin.connect();
+    onCleanup(t, () => admin.disconnect());
+    assert.equal(await admin.createTopics([{ topic: name, numPartitions: 3 }]), false);
+    assert.deepEqual(await admin.topicPartitions(name), [0, 1, 2]);
+    assert.ok((await admin.listTopics()).includes(name));
+    const p = await producer(t, c);
+    const sent = await p.send({
+      topic: name,
+      messages: [
+        { value: 'a', partition: 1 },
+        { value: 'b', partition: 1 },
+      ],
+    });
+    assert.deepEqual(sent, [{ topic: name, partition: 1, baseOffset: '0' }]);
+    assert.deepEqual(await admin.topicOffsets(name), [
+      { partition: 0, low: '0', high: '0' },
+      { partition: 1, low: '0', high: '2' },
+      { partition: 2, low: '0', high: '0' },
+    ]);
+    await admin.deleteRecords(name, [1]);
+    assert.equal((await admin.topicOffsets(name))[1]?.low, '2');
+    assert.deepEqual(await admin.groupOffsets(randomName('idem-plt-group'), name), [
+      { partition: 0, offset: '-1' },
+      { partition: 1, offset: '-1' },
+      { partition: 2, offset: '-1' },
+    ]);
+    const configs = await admin.describeTopicConfigs(name, ['cleanup.policy']);
+    assert.equal(configs.get('cleanup.policy'), 'delete');
+  });
+
+  it('consumes in partition batches, in order, and commits what the handler commits', async (t) => {
+    const c = await client(t);
+    const name = await topic(t, c);
+    const p = await producer(t, c);
+    for (const partition of [0, 1, 2]) {
+      await p.send({
+        topic: name,
+        messages: Array.from({ length: 50 }, (_, i) => ({
+          key: `k${i}`,
+          value: `${partition}-${i}`,
+          partition,
+          headers: { h: 'x', two: ['a', 'b'] },
+        })),
+      });
+    }
+    const groupId = randomName('idem-plt-group');
+    const consumer = await member(t, c, groupId, name);
+    const seen = new Map<number, string[]>();
+    const joins: GroupJoin[] = [];
+    consumer.onGroupJoin((join) => joins.push(join));
+    await consumer.run({
+      partitionsConsumedConcurrently: 3,
+      eachBatch: async (batch: ConsumedBatch) => {
+        const list = seen.get(batch.partition) ?? [];
+        for (const m of batch.messages) {
+          list.push(String(m.value));
+          assert.equal(String(m.headers.h), 'x');
+          assert.deepEqual(m.headers.two?.toString(), 'a,b');
+          batch.resolveOffset(m.offset);
+        }
+        seen.set(batch.partition, list);
+        await batch.commit(String(BigInt(batch.lastOffset()) + 1n));
+      },
+    });
+    await until(() => [0, 1, 2].every((partition) => (seen.get(partition)?.length ?? 0) === 50));
+    for (const partition of [0, 1, 2]) {
+      assert.deepEqual(
+        seen.get(partition),
+        Array.from({ length: 50 }, (_, i) => `${partition}-${i}`),
+      );
+    }
+    assert.deepEqual(joins[0]?.assignment, { [name]: [0, 1, 2] });
+    assert.equal(consumer.groupMetadata().generationId, joins[joins.length - 1]?.generationId);
+    const admin = c.admin();
+    await admin.connect();
+    onCleanup(t, () => admin.disconnect());
+    await until(async () => (await admin.groupOffsets(groupId, name)).every((o) => o.offset === '50'));
+  });
+
+  it('a rejected batch is read again from the commit; a paused partition waits for resume', async (t) => {
+    const c = await client(t);
+    const name = await topic(t, c, 2);
+    const p = await producer(t, c);
+    await p.send({
+      topic: name,
+      messages: [
+        { value: 'a0', partition: 0 },
+        { value: 'b0', partition: 1 },
+      ],
+    });
+    const consumer = await member(t, c, randomName('idem-plt-group'), name);
+    consumer.pause([{ topic: name, partitions: [1] }]);
+    const seen: string[] = [];
+    let failOnce = true;
+    await consumer.run({
+      partitionsConsumedConcurrently: 1,
+      eachBatch: async (batch) => {
+        if (failOnce) {
+          failOnce = false;
+          throw new Error('first try fails');
+        }
+        for (const m of batch.messages) {
+          seen.push(String(m.value));
+          batch.resolveOffset(m.offset);
+        }
+        await batch.commit(String(BigInt(batch.lastOffset()) + 1n));
+      },
+    });
+    await until(() => seen.length === 1);
+    assert.deepEqual(seen, ['a0']);
+    // Partition 1 stays paused however long partition 0 keeps fetching.
+    await p.send({ topic: name, messages: [{ value: 'a1', partition: 0 }] });
+    await until(() => seen.length === 2);
+    assert.deepEqual(seen, ['a0', 'a1']);
+    consumer.resume([{ topic: name, partitions: [1] }]);
+    await until(() => seen.length === 3);
+    assert.deepEqual(seen, ['a0', 'a1', 'b0']);
+  });
+
+  it('a transaction commits its records and its offsets together, and an abort leaves neither', async (t) => {
+    const c = await client(t);
+    const input = await topic(t, c, 1);
+    const output = await topic(t, c, 1);
+    const groupId = randomName('idem-plt-group');
+    const consumer = await member(t, c, groupId, input);
+    let joined = false;
+    consumer.onGroupJoin(() => {
+      joined = true;
+    });
+    await consumer.run({ partitionsConsumedConcurrently: 1, eachBatch: async () => undefined });
+    await until(() => joined);
+    const tp = await producer(t, c, randomName('idem-plt-txn'));
+    const aborted = await tp.transaction();
+    await aborted.send({ topic: output, messages: [{ value: 'aborted', partition: 0 }] });
+    await aborted.sendOffsets({
+      group: consumer,
+      topics: [{ topic: input, partitions: [{ partition: 0, offset: '7' }] }],
+    });
+    await aborted.abort();
+    assert.equal(aborted.isActive(), false);
+    const committed = await tp.transaction();
+    await committed.send({ topic: output, messages: [{ value: 'committed', partition: 0 }] });
+    await committed.sendOffsets({
+      group: consumer,
+      topics: [{ topic: input, partitions: [{ partition: 0, offset: '3' }] }],
+    });
+    await committed.commit();
+    assert.deepEqual((await committedValues(c, output)).get(0), ['committed']);
+    const admin = c.admin();
+    await admin.connect();
+    onCleanup(t, () => admin.disconnect());
+    assert.deepEqual(await admin.groupOffsets(groupId, input), [{ partition: 0, offset: '3' }]);
+  });
+
+  it('the group fences a zombie: offsets sent with an old generation are refused (KIP-447)', async (t) => {
+    const c = await client(t);
+    const input = await topic(t, c, 2);
+    const groupId = randomName('idem-plt-group');
+    const first = await member(t, c, groupId, input);
+    const firstJoins: GroupJoin[] = [];
+    first.onGroupJoin((join) => firstJoins.push(join));
+    await first.run({ partitionsConsumedConcurrently: 1, eachBatch: async () => undefined });
+    await until(() => firstJoins.length > 0);
+    const old = first.groupMetadata();
+    assert.equal(typeof old.generationId, 'number');
+    // A second member joins: the group moves to a newer generation; `old` is what a zombie would still send.
+    const second = await member(t, c, groupId, input);
+    const secondJoins: GroupJoin[] = [];
+    second.onGroupJoin((join) => secondJoins.push(join));
+    await second.run({ partitionsConsumedConcurrently: 1, eachBatch: async () => undefined });
+    await until(() => secondJoins.length > 0 && firstJoins.length > 1);
+    const tp = await producer(t, c, randomName('idem-plt-txn'));
+    const zombie = await tp.transaction();
+    const stale = { groupMetadata: () => old };
+    await assert.rejects(
+      zombie.sendOffsets({
+        group: stale,
+        topics: [{ topic: input, partitions: [{ partition: 0, offset: '1' }] }],
+      }),
+      (error: unknown) => c.errors.isFenced(error),
+    );
+    await zombie.abort().catch(() => undefined);
+    // The member itself refuses a partition it no longer owns in its current generation.
+    const owned = firstJoins[firstJoins.length - 1]?.assignment[input] ?? [];
+    const notOwned = [0, 1].find((partition) => !owned.includes(partition));
+    assert.notEqual(notOwned, undefined);
+    const tx = await tp.transaction();
+    await assert.rejects(
+      tx.sendOffsets({
+        group: first,
+        topics: [{ topic: input, partitions: [{ partition: notOwned as number, offset: '1' }] }],
+      }),
+      (error: unknown) => c.errors.isFenced(error),
+    );
+    await tx.abort().catch(() => undefined);
+  });
+
+  it('with requireStable, a new member waits for an open transaction holding offsets, then starts after them', async (t) => {
+    const c = await client(t);
+    const input = await topic(t, c, 1);
+    const p = await producer(t, c);
+    await p.send({
+      topic: input,
+      messages: Array.from({ length: 10 }, (_, i) => ({ value: `v${i}`, partition: 0 })),
+    });
+    const groupId = randomName('idem-plt-group');
+    // An earlier member of the group: its transaction takes the offset to 6 and stays open for now.
+    const earlier = await member(t, c, groupId, input);
+    let joined = false;
+    earlier.onGroupJoin(() => {
+      joined = true;
+    });
+    await earlier.run({ partitionsConsumedConcurrently: 1, eachBatch: async () => undefined });
+    await until(() => joined);
+    const tp = await producer(t, c, randomName('idem-plt-txn'));
+    const open = await tp.transaction();
+    await open.sendOffsets({
+      group: earlier,
+      topics: [{ topic: input, partitions: [{ partition: 0, offset: '6' }] }],
+    });
+    await earlier.disconnect();
+    const later = await member(t, c, groupId, input, { [REQUIRE_STABLE]: true });
+    const first: string[] = [];
+    await later.run({
+      partitionsConsumedConcurrently: 1,
+      eachBatch: async (batch) => {
+        if (first.length === 0) first.push(batch.messages[0]?.offset as string);
+      },
+    });
+    // Without requireStable the position would be read now (no commit yet: the start, offset 0).
+    await open.commit();
+    await until(() => first.length > 0);
+    assert.deepEqual(first, ['6']);
+  });
+
+  it('a newer transactional producer of the same id fences the older one', async (t) => {
+    const c = await client(t);
+    const output = await topic(t, c, 1);
+    const id = randomName('idem-plt-txn');
+    const older = await producer(t, c, id);
+    const tx = await older.transaction();
+    await tx.send({ topic: output, messages: [{ value: 'old', partition: 0 }] });
+    await producer(t, c, id);
+    await assert.rejects(tx.commit(), (error: unknown) => c.errors.isFenced(error));
+    assert.deepEqual((await committedValues(c, output)).get(0), []);
+  });
+});

@@ -14,7 +14,9 @@
  *    its assignment to its first processed record, without and then with a local checkpoint.
  * Prints records/s, the ratio of each node run to the copy, and the node's phase split from its perf log.
  * 5. `audit` (not in the default set; issue 20): the RocksDB node with `output.duplicatesTopic`.
- * Asserts nothing. `--only copy,rocksdb,eos,restore,audit` picks runs.
+ * Asserts nothing. `--only copy,rocksdb,eos,restore,audit` picks runs. `--client platformatic` runs the node
+ * on `@platformatic/kafka` (`kafka.client`; issue 21); the copy baseline stays the plain kafkajs copy
+ * (`npm run bench:kafka-clients` copies on each client).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -38,6 +40,8 @@ const { values } = parseArgs({
     duplicates: { type: 'string', default: '0.1' },
     'batch-size': { type: 'string', default: String(nodeDefaults.batchSize) },
     only: { type: 'string' },
+    /** The node's `kafka.client`: kafkajs (default) or platformatic. */
+    client: { type: 'string', default: 'kafkajs' },
     /** Write the figures and ratios as JSON (for `npm run bench:report`). */
     json: { type: 'string' },
   },
@@ -45,6 +49,7 @@ const { values } = parseArgs({
 const RECORDS = Number(values.records);
 const DUPLICATE_SHARE = Number(values.duplicates);
 const BATCH_SIZE = Number(values['batch-size']);
+const CLIENT = values.client;
 const PARTITIONS = 3;
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -250,7 +255,7 @@ function nodeConfig(
   extra: { group?: string; output?: Record<string, unknown>; changelog?: Record<string, unknown> } = {},
 ): NodeConfig {
   return nodeConfigSchema.parse({
-    kafka: { brokers: BROKERS, clientId: 'idem-bench-node' },
+    kafka: { brokers: BROKERS, clientId: 'idem-bench-node', client: CLIENT },
     input: {
       topic: input,
       groupId: `idem-bench-${extra.group ?? repository.type}-${suffix}`,
@@ -409,7 +414,8 @@ async function main(): Promise<void> {
   await admin.connect();
   const input = await createTopic(`idem-bench-in-${suffix}`);
   log(
-    `broker ${BROKERS.join(',')}, ${RECORDS} records, ${DUPLICATE_SHARE * 100}% duplicates, batch ${BATCH_SIZE}`,
+    `broker ${BROKERS.join(',')}, ${RECORDS} records, ${DUPLICATE_SHARE * 100}% duplicates, batch ${BATCH_SIZE}, ` +
+      `node client ${CLIENT}`,
   );
   const distinct = await prefill(input);
   const results: Result[] = [];

@@ -21,9 +21,10 @@
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Consumer as PlatformaticConsumer, Producer as PlatformaticProducer } from '@platformatic/kafka';
-import { Kafka, type KafkaMessage, logLevel, type Message } from 'kafkajs';
+import { Kafka, logLevel, type Message } from 'kafkajs';
 import { createClient } from '../src/kafka/platformatic/index.js';
 import { nodeDefaults } from '../src/node/options.js';
+import { startKafkajsCopy } from './kafkajs-copy.js';
 
 const { values } = parseArgs({
   options: {
@@ -111,51 +112,17 @@ async function measure(count: () => number): Promise<Omit<Result, 'name'>> {
 }
 
 async function copyKafkajs(input: string, output: string): Promise<Result> {
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-  const consumer = kafka.consumer({
+  const running = await startKafkajsCopy(kafka, {
     groupId: `idem-bench-kafkajs-${suffix}`,
-    maxWaitTimeInMs: FETCH.maxWaitMs,
+    input,
+    output,
+    chunkSize: CHUNK,
+    maxWaitMs: FETCH.maxWaitMs,
     maxBytesPerPartition: FETCH.maxBytesPerPartition,
     maxBytes: FETCH.maxBytes,
   });
-  await producer.connect();
-  await consumer.connect();
-  await consumer.subscribe({ topic: input, fromBeginning: true });
-  let copied = 0;
-  await consumer.run({
-    autoCommit: false,
-    eachBatchAutoResolve: false,
-    eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat }) => {
-      let last: KafkaMessage | undefined;
-      for (let i = 0; i < batch.messages.length; i += CHUNK) {
-        const chunk = batch.messages.slice(i, i + CHUNK);
-        await producer.send({
-          topic: output,
-          acks: -1,
-          messages: chunk.map((m) => ({
-            key: m.key,
-            value: m.value,
-            headers: m.headers,
-            timestamp: m.timestamp,
-            partition: batch.partition,
-          })),
-        });
-        last = chunk[chunk.length - 1] as KafkaMessage;
-        resolveOffset(last.offset);
-        copied += chunk.length;
-        await heartbeat();
-      }
-      if (last) {
-        const offset = String(Number(last.offset) + 1);
-        await commitOffsetsIfNecessary({
-          topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset }] }],
-        });
-      }
-    },
-  });
-  const figures = await measure(() => copied);
-  await consumer.disconnect();
-  await producer.disconnect();
+  const figures = await measure(running.copied);
+  await running.stop();
   return { name: 'kafkajs (eachBatch)', ...figures };
 }
 

@@ -23,12 +23,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Kafka, type KafkaMessage, logLevel, type Message } from 'kafkajs';
+import { Kafka, logLevel, type Message } from 'kafkajs';
 import { pino } from 'pino';
 import { openRepository } from '../src/config/repository.js';
 import { startDedupNode } from '../src/node/dedup-node.js';
 import { type NodeConfig, nodeConfigSchema, nodeDefaults } from '../src/node/options.js';
 import { type PerfSummary, PHASES, type Phase } from '../src/node/perf-log.js';
+import { startKafkajsCopy } from './kafkajs-copy.js';
 import { FigureSink } from './report/figures.js';
 
 /** Run as a script (not imported by another bench, which gets the defaults and its own flags). */
@@ -167,54 +168,20 @@ export async function copy(
   name = 'plain kafkajs copy',
   total = RECORDS,
 ): Promise<Result> {
-  const chunkSize = config.input.batchSize;
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-  const consumer = kafka.consumer({
+  const running = await startKafkajsCopy(kafka, {
     groupId: `idem-bench-${output}`,
+    input,
+    output,
+    chunkSize: config.input.batchSize,
     sessionTimeout: config.kafka.sessionTimeout,
-    maxWaitTimeInMs: config.input.batchTimeout,
+    maxWaitMs: config.input.batchTimeout,
     maxBytesPerPartition: config.input.maxBytesPerPartition,
     maxBytes: config.input.maxBytes,
   });
-  await producer.connect();
-  await consumer.connect();
-  await consumer.subscribe({ topic: input, fromBeginning: true });
-  let copied = 0;
-  await consumer.run({
-    autoCommit: false,
-    eachBatchAutoResolve: false,
-    eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat }) => {
-      let last: KafkaMessage | undefined;
-      for (let i = 0; i < batch.messages.length; i += chunkSize) {
-        const chunk = batch.messages.slice(i, i + chunkSize);
-        await producer.send({
-          topic: output,
-          acks: -1,
-          messages: chunk.map((m) => ({
-            key: m.key,
-            value: m.value,
-            headers: m.headers,
-            timestamp: m.timestamp,
-            partition: batch.partition,
-          })),
-        });
-        last = chunk[chunk.length - 1] as KafkaMessage;
-        resolveOffset(last.offset);
-        copied += chunk.length;
-        await heartbeat();
-      }
-      if (last) {
-        const offset = String(Number(last.offset) + 1);
-        await commitOffsetsIfNecessary({
-          topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset }] }],
-        });
-      }
-    },
-  });
-  const { seconds, perSecond, cpuMicrosPerRecord } = await measure(() => copied, total);
-  await consumer.disconnect();
-  await producer.disconnect();
-  return { name, recordsPerSecond: perSecond, seconds, out: copied, cpuMicrosPerRecord };
+  const { seconds, perSecond, cpuMicrosPerRecord } = await measure(running.copied, total);
+  const out = running.copied();
+  await running.stop();
+  return { name, recordsPerSecond: perSecond, seconds, out, cpuMicrosPerRecord };
 }
 
 /** The dedup node in this process, over the whole topic; its perf log lines give the phase split. */

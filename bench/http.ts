@@ -8,7 +8,7 @@
  * `scope` hook, whose default scopes keys by a SHA-256 digest of the request's credential headers. Prints figures
  * and ratios against the baseline measured in the same run, and the load average; asserts nothing.
  *
- *   npm run bench:http [-- --seconds 3 --concurrency 16 --rounds 2 --redis redis://127.0.0.1:6379]
+ *   npm run bench:http [-- --seconds 3 --concurrency 16 --rounds 2 --redis redis://127.0.0.1:6379] [--json FILE]
  */
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
@@ -22,6 +22,7 @@ import { idempotencyKey } from '../src/adapters/http/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
 import { RedisRepository } from '../src/repositories/redis/index.js';
 import type { IdempotentRepository } from '../src/repositories/types.js';
+import { FigureSink } from './report/figures.js';
 
 const { values } = parseArgs({
   options: {
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     rounds: { type: 'string', default: '2' },
     redis: { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+    json: { type: 'string' },
   },
 });
 const SECONDS = Number(values.seconds);
@@ -194,10 +196,32 @@ console.log(
     .join(' ')}`,
 );
 const baseline = best.get('baseline: no adapter') ?? Number.NaN;
+const sink = new FigureSink(
+  'http',
+  `npm run bench:http -- --seconds ${SECONDS} --concurrency ${CONCURRENCY} --rounds ${ROUNDS}`,
+);
+/** Issue 22's targets: new keys on the memory store ≥ 0.9× the bare route, replays ≥ 1.0×. */
+const TARGETS: Record<string, number> = {
+  'adapter, memory, new keys': 0.9,
+  'adapter, memory, replays': 1,
+};
 for (const [label, rps] of best) {
+  sink.figure(label, rps, 'req/s');
   if (label.startsWith('baseline')) continue;
   console.log(
     `${label.padEnd(42)} ${rps.toFixed(0).padStart(7)} req/s = ${(rps / baseline).toFixed(2)} of the baseline ` +
       `(${(baseline / rps).toFixed(2)}x the time per request)`,
   );
+  sink.ratio({
+    id: `http.${label
+      .replace(/^adapter, /, '')
+      .replaceAll(', ', '.')
+      .replaceAll(' ', '-')}`,
+    label: `HTTP adapter, ${label.replace(/^adapter, /, '')}`,
+    value: rps / baseline,
+    ...(TARGETS[label] === undefined ? {} : { target: TARGETS[label] }),
+    kind: 'min',
+    baseline: 'the same route without the adapter (example app), same run',
+  });
 }
+sink.write(values.json);

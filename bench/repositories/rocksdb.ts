@@ -398,7 +398,8 @@ async function main(): Promise<void> {
       id: `rocksdb.${key}-vs-memory`,
       label: `RocksDB check-and-mark (${key === 'lazy' ? 'lazy mark' : 'eager claim + confirm'}), ${IDS.toLocaleString('en')} ids stored`,
       value: m(walOn[key]) / m(memory[key]),
-      target: 1,
+      // Issue 22: eager ≤ 1.2× the memory store, lazy stays ≤ 1.0×.
+      target: key === 'lazy' ? 1 : 1.2,
       kind: 'max',
       baseline: 'memory store, same ids and batches',
     });

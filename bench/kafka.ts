@@ -340,13 +340,18 @@ function table(results: readonly Result[], restores: readonly [string, RestoreRe
   log('Phase % are shares of the measured wall time (first record to last); poll is the time outside the');
   log('batch handler (fetch wait and decoding). cpu µs/rec: this process, all threads, per input record.');
   log('Target: node with RocksDB >= 90% of the plain copy.');
-  const sink = new FigureSink('kafka', `npm run bench:kafka -- --records ${RECORDS}`);
+  // The report runs this bench once per client: the other client's ratios get ids and labels of their own.
+  const onOther = CLIENT === 'kafkajs' ? '' : `, ${CLIENT}`;
+  const sink = new FigureSink(
+    CLIENT === 'kafkajs' ? 'kafka' : `kafka-${CLIENT}`,
+    `npm run bench:kafka -- --records ${RECORDS}${CLIENT === 'kafkajs' ? '' : ` --client ${CLIENT}`}`,
+  );
   for (const r of results) sink.figure(r.name, r.recordsPerSecond, 'records/s');
   for (const r of results) {
     if (base === 0 || r.name.startsWith('plain')) continue;
     sink.ratio({
-      id: `kafka.${r.name.replace(/\W+/g, '-').toLowerCase()}-vs-copy`,
-      label: `idem node (${r.name.replace('node, ', '')})`,
+      id: `kafka${onOther.replace(', ', '-')}.${r.name.replace(/\W+/g, '-').toLowerCase()}-vs-copy`,
+      label: `idem node (${r.name.replace('node, ', '')}${onOther})`,
       value: r.recordsPerSecond / base,
       ...(r.name === 'node, RocksDB' ? { target: 0.9 } : {}),
       kind: 'min',
@@ -360,8 +365,8 @@ function table(results: readonly Result[], restores: readonly [string, RestoreRe
   if (eos !== undefined && alo !== undefined) {
     log(`exactly-once / at-least-once node (RocksDB): ${Math.round((eos / alo) * 100)}%`);
     sink.ratio({
-      id: 'kafka.eos-vs-alo-node',
-      label: 'idem node exactly-once vs at-least-once (RocksDB)',
+      id: `kafka${onOther.replace(', ', '-')}.eos-vs-alo-node`,
+      label: `idem node exactly-once vs at-least-once (RocksDB${onOther})`,
       value: eos / alo,
       kind: 'min',
       baseline: 'the at-least-once node (RocksDB) in the same run',

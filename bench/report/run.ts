@@ -106,6 +106,13 @@ const BENCHES: readonly BenchSpec[] = [
   },
   { name: 'kafka', file: 'bench/kafka.ts', servers: [KAFKA], small: ['--records', '100000'] },
   {
+    // The node on the other client (issue 21); its baseline is still the plain kafkajs copy of its own run.
+    name: 'kafka-platformatic',
+    file: 'bench/kafka.ts',
+    servers: [KAFKA],
+    small: ['--records', '100000', '--client', 'platformatic', '--only', 'copy,rocksdb,redis,eos'],
+  },
+  {
     name: 'kafka-catch-up',
     file: 'bench/kafka-catch-up.ts',
     servers: [KAFKA],

@@ -341,16 +341,18 @@ function table(results: readonly Result[], restores: readonly [string, RestoreRe
   log('batch handler (fetch wait and decoding). cpu µs/rec: this process, all threads, per input record.');
   log('Target: node with RocksDB >= 90% of the plain copy.');
   // The report runs this bench once per client: the other client's ratios get ids and labels of their own.
-  const onOther = CLIENT === 'kafkajs' ? '' : `, ${CLIENT}`;
+  const other = CLIENT !== 'kafkajs';
+  const onOther = other ? `, ${CLIENT}` : '';
+  const bench = other ? `kafka-${CLIENT}` : 'kafka';
   const sink = new FigureSink(
-    CLIENT === 'kafkajs' ? 'kafka' : `kafka-${CLIENT}`,
-    `npm run bench:kafka -- --records ${RECORDS}${CLIENT === 'kafkajs' ? '' : ` --client ${CLIENT}`}`,
+    bench,
+    `npm run bench:kafka -- --records ${RECORDS}${other ? ` --client ${CLIENT}` : ''}`,
   );
   for (const r of results) sink.figure(r.name, r.recordsPerSecond, 'records/s');
   for (const r of results) {
     if (base === 0 || r.name.startsWith('plain')) continue;
     sink.ratio({
-      id: `kafka${onOther.replace(', ', '-')}.${r.name.replace(/\W+/g, '-').toLowerCase()}-vs-copy`,
+      id: `${bench}.${r.name.replace(/\W+/g, '-').toLowerCase()}-vs-copy`,
       label: `idem node (${r.name.replace('node, ', '')}${onOther})`,
       value: r.recordsPerSecond / base,
       ...(r.name === 'node, RocksDB' ? { target: 0.9 } : {}),
@@ -365,7 +367,7 @@ function table(results: readonly Result[], restores: readonly [string, RestoreRe
   if (eos !== undefined && alo !== undefined) {
     log(`exactly-once / at-least-once node (RocksDB): ${Math.round((eos / alo) * 100)}%`);
     sink.ratio({
-      id: `kafka${onOther.replace(', ', '-')}.eos-vs-alo-node`,
+      id: `${bench}.eos-vs-alo-node`,
       label: `idem node exactly-once vs at-least-once (RocksDB${onOther})`,
       value: eos / alo,
       kind: 'min',

@@ -7,6 +7,7 @@ import type {
 } from '../kafka/port/index.js';
 import type { CatchUp } from './catch-up.js';
 import type { ChunkProcessor, NodeTotals } from './chunk.js';
+import { GenerationMovedError } from './exactly-once/producers.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
 import type { PartitionLifecycle, PartitionState } from './partition-state.js';
@@ -106,7 +107,7 @@ export class BatchLoop {
         const size = catchUp.chunkSize(topic, partition, Number(messages[i]?.offset), highWatermark);
         const chunk = messages.slice(i, i + size);
         i += chunk.length;
-        if (state?.producer) {
+        if (state?.transactional) {
           if (!(await this.#transactional(state, topic, chunk, payload))) break;
         } else if (state) {
           await state.chunks.handle(topic, partition, chunk);
@@ -143,6 +144,8 @@ export class BatchLoop {
   ): Promise<boolean> {
     const { metrics, logger } = this.#deps;
     const lifecycle = this.#deps.partitions as PartitionLifecycle;
+    // Per-instance: a producer replaced after a failure may not have started yet.
+    if (lifecycle.perInstance) await lifecycle.start();
     const tx = lifecycle.transaction(state);
     try {
       await state.chunks.handle(topic, state.partition, chunk, tx);
@@ -153,13 +156,32 @@ export class BatchLoop {
         await lifecycle.reset(state.partition, 'committed marks not applied locally');
         throw error;
       }
+      if (error instanceof GenerationMovedError) {
+        // A rebalance, not a zombie: the new generation reads the partition's position again, and the join
+        // tells the lifecycle which partitions may have had another owner meanwhile.
+        metrics.transactions.inc({ result: 'aborted' });
+        logger.info(
+          { topic, partition: state.partition, reason: error.message },
+          'the group rebalanced during a chunk: its transaction is aborted, the records are read again',
+        );
+        if (tx.needsNewProducer) await this.#afterUnknownEnd(state.partition, error);
+        return false;
+      }
       if (this.#deps.errors.isFenced(error)) {
         metrics.transactions.inc({ result: 'fenced' });
         logger.warn(
           { err: error, topic, partition: state.partition },
           'partition fenced by a newer owner: its work is dropped',
         );
-        await lifecycle.reset(state.partition, 'fenced');
+        if (lifecycle.perInstance) {
+          // Fenced by the group (this member's generation is gone: every partition may have moved) or, after the
+          // broker aborted a transaction it held open too long, by its own id: a new producer, and every
+          // partition is restored again before its next record.
+          await lifecycle.resetAll('fenced');
+          await this.#replaceInstanceProducer(error);
+        } else {
+          await lifecycle.reset(state.partition, 'fenced');
+        }
         this.#pauseFenced(topic, state.partition);
         payload.heartbeat().catch(() => undefined);
         return false;
@@ -167,13 +189,32 @@ export class BatchLoop {
       metrics.transactions.inc({ result: 'aborted' });
       // A transaction whose end failed leaves its producer unusable and its outcome unknown: a new producer (its
       // init aborts what is open) and a restore (the changelog holds the marks if it did commit) before going on.
-      if (tx.needsNewProducer)
-        await lifecycle.reset(state.partition, 'transaction did not end in a known abort');
+      if (tx.needsNewProducer) await this.#afterUnknownEnd(state.partition, error);
       throw error;
     }
     metrics.transactions.inc({ result: 'committed' });
     lifecycle.advanced(state.partition, tx.committed?.changelogNext);
     return true;
+  }
+
+  /** A transaction whose end is unknown: its partition is restored, and a per-instance producer replaced. */
+  async #afterUnknownEnd(partition: number, cause: unknown): Promise<void> {
+    const lifecycle = this.#deps.partitions as PartitionLifecycle;
+    await lifecycle.reset(partition, 'transaction did not end in a known abort');
+    if (lifecycle.perInstance) await this.#replaceInstanceProducer(cause);
+  }
+
+  /** Per-instance: the instance's producer is started again (a failure leaves none: the next chunk fails too). */
+  async #replaceInstanceProducer(cause: unknown): Promise<void> {
+    const lifecycle = this.#deps.partitions as PartitionLifecycle;
+    try {
+      await lifecycle.replaceInstanceProducer();
+    } catch (error) {
+      this.#deps.logger.warn(
+        { err: error, cause },
+        'could not start the instance transactional producer again; the next chunk tries again',
+      );
+    }
   }
 
   /** Pauses a fenced partition for one session timeout: long enough for the group to move it if it must. */

@@ -9,6 +9,7 @@ import { BatchLoop } from './batch-loop.js';
 import { CatchUp } from './catch-up.js';
 import { prepareChangelogTopic } from './changelog-topic.js';
 import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
+import { resolveInstanceId, transactionalProducerLayout } from './exactly-once/producers.js';
 import { kafkaClient, StartupWatch } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
@@ -115,6 +116,10 @@ async function start(
   kafka: KafkaClient,
   signal: AbortSignal,
 ): Promise<DedupNodeHandle> {
+  // Refused before any topic is touched; the instance id file is read (or created) once.
+  const exactlyOnce = config.output.guarantee === 'exactly-once';
+  const producers = exactlyOnce ? transactionalProducerLayout(config, kafka.capabilities) : undefined;
+  const instance = producers === 'per-instance' ? resolveInstanceId(config) : undefined;
   const layout = await prepareTopics(kafka, config, signal);
   const changelog = await prepareChangelogTopic(kafka, config, layout.inputPartitions, signal);
   const metrics = new NodeMetrics();
@@ -141,6 +146,9 @@ async function start(
     maxWaitMs: config.input.batchTimeout,
     maxBytesPerPartition: config.input.maxBytesPerPartition,
     maxBytes: config.input.maxBytes,
+    // Per-instance exactly-once: a new owner starts only once no other instance's transaction can still move the
+    // partition's offsets (the group, not a transactional id, fences that instance).
+    ...(producers === 'per-instance' ? { requireStableOffsets: true } : {}),
   });
   const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
 
@@ -161,16 +169,20 @@ async function start(
           producer,
           changelogTopic: changelog,
           checkpointPath: checkpointPath(config),
+          ...(producers ? { layout: producers } : {}),
+          ...(instance ? { instanceId: instance.id } : {}),
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
         });
   const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics.registry, logger);
-  consumer.onGroupJoin(({ memberId, assignment }) => {
+  consumer.onGroupJoin(({ memberId, generationId, assignment }) => {
     supervisor.joined();
     catchUp.reassigned();
     logger.info({ memberId, assignment }, 'joined the group');
-    partitions?.assigned(assignment[config.input.topic] ?? []).catch((error: unknown) => {
-      logger.warn({ err: error }, 'closing revoked partitions failed');
-    });
+    partitions
+      ?.assigned(assignment[config.input.topic] ?? [], { memberId, generationId })
+      .catch((error: unknown) => {
+        logger.warn({ err: error }, 'closing revoked partitions failed');
+      });
   });
   const loop = new BatchLoop({
     config,
@@ -189,6 +201,15 @@ async function start(
     await untilAborted(
       (async () => {
         await producer.connect();
+        // Per-instance: the transactional producer first, so that this instance's previous run's open
+        // transaction is aborted before the group asks for stable offsets.
+        await partitions?.start();
+        if (instance) {
+          logger.info(
+            { transactionalId: partitions?.instanceTransactionalId, instanceIdFrom: instance.source },
+            'exactly-once with one transactional producer for this instance, fenced by the group',
+          );
+        }
         await consumer.connect();
         await consumer.subscribe([config.input.topic], config.input.fromBeginning);
       })(),
@@ -196,7 +217,7 @@ async function start(
     );
   } catch (error) {
     // Drop the clients' connection attempts; their own retries end with the disconnect.
-    await Promise.allSettled([consumer.disconnect(), producer.disconnect()]);
+    await Promise.allSettled([consumer.disconnect(), producer.disconnect(), partitions?.close()]);
     throw error;
   }
 

@@ -33,6 +33,12 @@ export const nodeDefaults = {
   shutdownTimeoutMs: 30_000,
   /** Kafka's default `transaction.timeout.ms` for a producer: a transaction left open by a crash is aborted after it. */
   transactionTimeoutMs: 60_000,
+  /**
+   * Per-instance exactly-once (Kafka Streams' EOS default): nothing but this timeout ends the open transaction
+   * of an instance that crashed and does not come back, and until then it holds back the last stable offset of
+   * the output and changelog partitions it wrote to. A chunk's transaction lasts one chunk.
+   */
+  instanceTransactionTimeoutMs: 10_000,
 } as const;
 
 /** `id = "uid"` is short for `id = { from = "value", path = "uid" }`. */
@@ -75,10 +81,33 @@ export const nodeConfigSchema = z
          * transaction per chunk holds its output, its changelog marks and its input offsets.
          */
         guarantee: z.enum(['at-least-once', 'exactly-once']).default('at-least-once'),
-        /** Exactly-once: transactional ids are `<prefix>-<input topic>-<partition>`; the prefix defaults to the group id. */
+        /**
+         * Exactly-once: transactional ids are `<prefix>-<input topic>-<partition>` (one producer per partition) or
+         * `<prefix>-<input topic>-instance-<instance id>` (one per instance); the prefix defaults to the group id.
+         */
         transactionalIdPrefix: z.string().min(1).optional(),
-        /** Exactly-once: the broker aborts a transaction left open this long (a crashed owner's). */
-        transactionTimeout: durationMs.default(nodeDefaults.transactionTimeoutMs),
+        /**
+         * Exactly-once: `per-partition` (one transactional producer per owned input partition, fenced by its id)
+         * or `per-instance` (one producer per instance, fenced by the consumer group's generation: KIP-447, Kafka
+         * Streams' EOS v2; needs a client that sends the generation, `kafka.client = "platformatic"`). Default:
+         * per-instance on a client that can, per-partition otherwise.
+         */
+        transactionalProducer: z.enum(['per-partition', 'per-instance']).optional(),
+        /**
+         * Exactly-once, per-instance: this instance's name in its transactional id. It must be stable across
+         * restarts (a restarted instance then aborts its own open transaction at once) and unique in the group.
+         * Default: a random id kept in a file beside the local store (`<path>.instance-id`), or a new one per
+         * process when the store keeps nothing on disk.
+         */
+        instanceId: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]{1,100}$/, 'letters, digits, ".", "_" or "-", at most 100')
+          .optional(),
+        /**
+         * Exactly-once: the broker aborts a transaction left open this long (a crashed owner's). Default 60 s
+         * per-partition, 10 s per-instance ({@link transactionTimeoutMs}).
+         */
+        transactionTimeout: durationMs.optional(),
         /**
          * Off by default. One JSON record per suppressed duplicate (id, input topic/partition/offset, first-seen
          * time), partition p for input partition p; created like the output topic when missing. See duplicates.ts.
@@ -143,6 +172,16 @@ export const nodeConfigSchema = z
   })
   .strict()
   .superRefine((config, ctx) => {
+    if (config.output.transactionalProducer === 'per-instance' && config.kafka.client !== 'platformatic') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['output', 'transactionalProducer'],
+        params: { quoteValue: false },
+        message:
+          '"per-instance" needs kafka.client = "platformatic": kafkajs sends no group generation with a ' +
+          "transaction's offsets, so the group could not fence a zombie",
+      });
+    }
     if (config.output.guarantee === 'exactly-once' && config.changelog.enabled === false) {
       ctx.addIssue({
         code: 'custom',
@@ -172,5 +211,14 @@ export function changelogTopic(config: NodeConfig): string {
 
 /** The transactional id of input partition `partition`'s producer: `<prefix>-<input topic>-<partition>`. */
 export function transactionalId(config: NodeConfig, partition: number): string {
-  return `${config.output.transactionalIdPrefix ?? config.input.groupId}-${config.input.topic}-${partition}`;
+  return `${transactionalIdBase(config)}-${partition}`;
+}
+
+/** The transactional id of an instance's one producer: `<prefix>-<input topic>-instance-<instance id>`. */
+export function instanceTransactionalId(config: NodeConfig, instanceId: string): string {
+  return `${transactionalIdBase(config)}-instance-${instanceId}`;
+}
+
+function transactionalIdBase(config: NodeConfig): string {
+  return `${config.output.transactionalIdPrefix ?? config.input.groupId}-${config.input.topic}`;
 }

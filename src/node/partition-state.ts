@@ -9,9 +9,10 @@ import type { GroupMetadataSource, KafkaClient, KafkaProducer } from '../kafka/p
 import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
+import { type TransactionalProducerLayout, transactionTimeoutMs } from './exactly-once/producers.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
-import { type NodeConfig, transactionalId } from './options.js';
+import { instanceTransactionalId, type NodeConfig, transactionalId } from './options.js';
 
 /**
  * One assigned input partition: the node's processor over the partition's logged store. Every write the chunk's
@@ -26,7 +27,9 @@ export interface PartitionState {
   readonly chunks: ChunkProcessor;
   /** At-least-once: the changelog sink (its `next` offset is what the local store holds). */
   readonly sink?: KafkaChangelogSink;
-  /** Exactly-once: the partition's transactional producer. */
+  /** Exactly-once: each chunk is a transaction ({@link PartitionLifecycle.transaction}). */
+  readonly transactional: boolean;
+  /** Exactly-once, per-partition: the partition's own transactional producer (per-instance: the lifecycle's). */
   readonly producer?: KafkaProducer;
 }
 
@@ -46,6 +49,10 @@ export interface PartitionLifecycleDeps {
   readonly changelogTopic: string;
   /** The checkpoint file; undefined: every restore reads the changelog from the start. */
   readonly checkpointPath: string | undefined;
+  /** Exactly-once: one transactional producer per partition, or one for the instance. */
+  readonly layout?: TransactionalProducerLayout;
+  /** Exactly-once per-instance: this instance's id (in its transactional id). */
+  readonly instanceId?: string;
   /** Builds a chunk processor over the given store (each partition gets one over its logged store). */
   readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
 }
@@ -63,6 +70,9 @@ export interface PartitionLifecycleDeps {
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
   readonly #exactlyOnce: boolean;
+  /** Exactly-once with one producer for the instance ({@link start}); the group fences it (KIP-447). */
+  readonly #perInstance: boolean;
+  #instanceProducer: KafkaProducer | undefined;
   readonly #reader: ChangelogReader;
   /** Restores each partition's logged store and keeps the checkpoint of what the local store holds. */
   readonly #restorer: ChangelogRestorer;
@@ -70,10 +80,16 @@ export class PartitionLifecycle {
   readonly #ready = new Map<number, PartitionState>();
   /** The group's current assignment of the input topic. */
   #assigned = new Set<number>();
+  /** The generation this member last joined (per-instance: a gap in it means partitions may have moved). */
+  #lastJoin: { readonly memberId: string; readonly generationId: number | undefined } | undefined;
 
   constructor(deps: PartitionLifecycleDeps) {
     this.#deps = deps;
     this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
+    this.#perInstance = this.#exactlyOnce && deps.layout === 'per-instance';
+    if (this.#perInstance && deps.instanceId === undefined) {
+      throw new TypeError('a per-instance exactly-once node needs its instance id');
+    }
     this.#reader = new ChangelogReader(deps.kafka);
     this.#restorer = new ChangelogRestorer({
       source: new KafkaChangelogSource({ reader: this.#reader, topic: deps.changelogTopic }),
@@ -88,9 +104,70 @@ export class PartitionLifecycle {
     });
   }
 
+  /**
+   * Per-instance exactly-once: connects the instance's transactional producer before the consumer joins. Its init
+   * aborts whatever transaction this instance's previous run left open, which otherwise would hold its offsets
+   * (a new owner's stable offset fetch waits for it) and its output until the broker's transaction timeout.
+   */
+  async start(): Promise<void> {
+    if (this.#perInstance) this.#instanceProducer ??= await this.#connectInstanceProducer();
+  }
+
+  /** The transactional id of this instance's producer (per-instance), for the log. */
+  get instanceTransactionalId(): string | undefined {
+    return this.#perInstance
+      ? instanceTransactionalId(this.#deps.config, this.#deps.instanceId as string)
+      : undefined;
+  }
+
+  async #connectInstanceProducer(): Promise<KafkaProducer> {
+    const { config, kafka } = this.#deps;
+    const producer = kafka.producer({
+      transactionalId: this.instanceTransactionalId as string,
+      transactionTimeoutMs: transactionTimeoutMs(config, 'per-instance'),
+      idempotent: true,
+    });
+    try {
+      await producer.connect();
+    } catch (error) {
+      await producer.disconnect().catch(() => undefined);
+      throw error;
+    }
+    return producer;
+  }
+
+  /**
+   * Per-instance: the instance's producer is replaced (its transaction ended in an unknown state, or it was
+   * fenced). The new one's init aborts whatever is still open. Chunks run one at a time, so none is using it.
+   */
+  async replaceInstanceProducer(): Promise<void> {
+    if (!this.#perInstance) return;
+    const old = this.#instanceProducer;
+    this.#instanceProducer = undefined;
+    await old?.disconnect().catch(() => undefined);
+    this.#instanceProducer = await this.#connectInstanceProducer();
+  }
+
+  /** True when exactly-once runs one producer for the instance (fenced by the group). */
+  get perInstance(): boolean {
+    return this.#perInstance;
+  }
+
   /** The group assigned these partitions: the ones it took away are closed. */
-  async assigned(partitions: readonly number[]): Promise<void> {
+  async assigned(
+    partitions: readonly number[],
+    join?: { readonly memberId: string; readonly generationId?: number },
+  ): Promise<void> {
     this.#assigned = new Set(partitions);
+    const last = this.#lastJoin;
+    this.#lastJoin = join && { memberId: join.memberId, generationId: join.generationId };
+    if (this.#perInstance && !followsOn(last, join)) {
+      // Not the next generation of the same member (it was expelled, or missed one): a partition kept may have
+      // been owned and processed elsewhere meanwhile, and nothing fenced this instance's producer to say so
+      // (per-partition, the other owner's init would have). Every partition is restored again.
+      await this.resetAll('rejoined the group after a gap');
+      return;
+    }
     for (const partition of [...this.#ready.keys()]) {
       if (!this.#assigned.has(partition)) await this.#close(partition, 'revoked');
     }
@@ -103,7 +180,13 @@ export class PartitionLifecycle {
   async ready(partition: number, heartbeat: () => Promise<void>): Promise<PartitionState> {
     const state = this.#ready.get(partition);
     if (state) return state;
-    const waiting = [...new Set([...this.#assigned, partition])].filter((p) => !this.#ready.has(p));
+    // Per-instance, only the partition whose records arrived is known to be stable: its committed offset was
+    // read with requireStable, so no other instance's transaction on it can still commit (nothing but the group
+    // fences that instance). Another assigned partition may still wait for such a transaction, and a changelog
+    // end captured now could miss its marks.
+    const waiting = this.#perInstance
+      ? [partition]
+      : [...new Set([...this.#assigned, partition])].filter((p) => !this.#ready.has(p));
     await this.#restore(
       waiting.sort((a, b) => a - b),
       heartbeat,
@@ -127,7 +210,15 @@ export class PartitionLifecycle {
   /** Closes every partition (graceful stop): producers disconnected, checkpoints written. */
   async close(): Promise<void> {
     for (const partition of [...this.#ready.keys()]) await this.#close(partition, 'stopping');
+    const producer = this.#instanceProducer;
+    this.#instanceProducer = undefined;
+    await producer?.disconnect().catch(() => undefined);
     await this.#reader.close();
+  }
+
+  /** Every ready partition must be restored again before its next record (the group fenced this member). */
+  async resetAll(why: string): Promise<void> {
+    for (const partition of [...this.#ready.keys()]) await this.#close(partition, why);
   }
 
   async #close(partition: number, why: string): Promise<void> {
@@ -144,7 +235,8 @@ export class PartitionLifecycle {
 
   async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
     const start = performance.now();
-    // 1. Exactly-once: one transactional producer per partition, initialised before the end is captured.
+    // 1. Exactly-once per-partition: one transactional producer per partition, initialised before the end is
+    // captured (per-instance: the offsets were read stable, see ready()).
     const states = new Map<number, PartitionState>();
     try {
       for (const partition of partitions) states.set(partition, await this.#open(partition));
@@ -228,7 +320,7 @@ export class PartitionLifecycle {
 
   /**
    * A partition's state: its logged view of the local store and a chunk processor over it; under exactly-once
-   * its transactional producer, connected and initialised (fencing any other).
+   * per-partition its transactional producer, connected and initialised (fencing any other).
    */
   async #open(partition: number): Promise<PartitionState> {
     const { config, kafka, repository, changelogTopic } = this.#deps;
@@ -243,26 +335,41 @@ export class PartitionLifecycle {
         closeInner: false,
         name: `node partition ${partition}`,
       });
-      return { partition, store, sink, chunks: this.#deps.chunkProcessor({ repository: store }) };
+      return {
+        partition,
+        store,
+        sink,
+        transactional: false,
+        chunks: this.#deps.chunkProcessor({ repository: store }),
+      };
     }
-    const producer = kafka.producer({
-      transactionalId: transactionalId(config, partition),
-      transactionTimeoutMs: config.output.transactionTimeout,
-      idempotent: true,
-    });
-    // Initialises the transactional id: fences the previous owner and aborts its open transaction.
-    await producer.connect();
     const store = new LoggedRepository(repository, new TransactionOnlySink(partition), {
       closeInner: false,
       name: `node partition ${partition}`,
     });
-    return { partition, store, producer, chunks: this.#deps.chunkProcessor({ repository: store }) };
+    const chunks = this.#deps.chunkProcessor({ repository: store });
+    if (this.#perInstance) return { partition, store, transactional: true, chunks };
+    const producer = kafka.producer({
+      transactionalId: transactionalId(config, partition),
+      transactionTimeoutMs: transactionTimeoutMs(config, 'per-partition'),
+      idempotent: true,
+    });
+    // Initialises the transactional id: fences the previous owner and aborts its open transaction.
+    try {
+      await producer.connect();
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+    return { partition, store, producer, transactional: true, chunks };
   }
 
   /** A new chunk transaction of a ready exactly-once partition. */
   transaction(state: PartitionState): ChunkTransaction {
-    const producer = state.producer;
-    if (!producer) throw new TypeError(`partition ${state.partition} is not exactly-once`);
+    const producer = state.producer ?? this.#instanceProducer;
+    if (!state.transactional || !producer) {
+      throw new TypeError(`partition ${state.partition} is not exactly-once, or its producer is not started`);
+    }
     const { config, changelogTopic } = this.#deps;
     return new ChunkTransaction({
       producer,
@@ -274,4 +381,14 @@ export class PartitionLifecycle {
       store: state.store,
     });
   }
+}
+
+/** True when `next` is the generation right after `last`, for the same member (a first join has nothing to lose). */
+export function followsOn(
+  last: { readonly memberId: string; readonly generationId: number | undefined } | undefined,
+  next: { readonly memberId: string; readonly generationId?: number } | undefined,
+): boolean {
+  if (last === undefined) return true;
+  if (next === undefined || last.generationId === undefined || next.generationId === undefined) return false;
+  return next.memberId === last.memberId && next.generationId === last.generationId + 1;
 }

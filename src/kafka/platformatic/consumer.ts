@@ -131,7 +131,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   constructor(context: ClientContext, options: GroupConsumerOptions, logger: KafkaLogSink | undefined) {
     this.groupId = options.groupId;
-    this.#requireStable = options.extra?.[REQUIRE_STABLE] === true;
+    this.#requireStable = options.requireStableOffsets ?? options.extra?.[REQUIRE_STABLE] === true;
     this.#options = options;
     this.#context = context;
     this.#logger = logger;

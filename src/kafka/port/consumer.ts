@@ -17,6 +17,12 @@ export interface GroupConsumerOptions {
    */
   readonly allowAutoTopicCreation?: boolean;
   /**
+   * Read the group's committed offsets with requireStable (KIP-447): a partition's position waits until no open
+   * transaction holds offsets of it. A client that fences by group honours it (the exactly-once node's
+   * per-instance producer needs it); kafkajs cannot ask for it and ignores it.
+   */
+  readonly requireStableOffsets?: boolean;
+  /**
    * Client-specific settings, passed through as they are (the Kafka adapter's `consumerConfig`, which is a
    * kafkajs `ConsumerConfig`); an implementation ignores the keys it does not know.
    */

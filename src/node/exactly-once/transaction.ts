@@ -1,6 +1,7 @@
 import { sendChanges } from '../../kafka/changelog/index.js';
 import { type DeadLetter, deadLetterMessage } from '../../kafka/index.js';
 import type {
+  GroupMetadata,
   GroupMetadataSource,
   KafkaProducer,
   KafkaTransaction,
@@ -9,6 +10,7 @@ import type {
 } from '../../kafka/port/index.js';
 import type { ChangelogChange, ChangelogSink, LoggedRepository } from '../../repositories/logged/index.js';
 import type { ChunkEnd, ChunkSink } from '../chunk.js';
+import { GenerationMovedError, sameGeneration } from './producers.js';
 
 /** What an exactly-once chunk needs to know about its partition. */
 export interface TransactionTarget {
@@ -64,6 +66,8 @@ export class TransactionOnlySink implements ChangelogSink {
  */
 export class ChunkTransaction implements ChunkSink {
   readonly #target: TransactionTarget;
+  /** The group generation the chunk was read in: its offsets are only sent in that one. */
+  readonly #generation: GroupMetadata;
   #tx: KafkaTransaction | undefined;
   /** Set once committed. */
   committed: CommittedChunk | undefined;
@@ -75,6 +79,7 @@ export class ChunkTransaction implements ChunkSink {
 
   constructor(target: TransactionTarget) {
     this.#target = target;
+    this.#generation = target.group.groupMetadata();
     // A chunk that failed before its sink heard of it left its changes staged: they belong to no transaction.
     if (target.store.inTransaction) target.store.rollback();
     target.store.begin();
@@ -103,6 +108,10 @@ export class ChunkTransaction implements ChunkSink {
       );
     }
     if (end.letters.length > 0) await sendLetters(tx, target.dlqTopic, end.letters);
+    // The member rejoined while the chunk ran: in the new generation another instance may have had the
+    // partition in between, so these offsets (and the chunk's output) must not commit under it.
+    const now = target.group.groupMetadata();
+    if (!sameGeneration(this.#generation, now)) throw new GenerationMovedError(this.#generation, now);
     await tx.sendOffsets({
       group: target.group,
       topics: [

@@ -1,0 +1,127 @@
+import assert from 'node:assert/strict';
+import { describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { testProducer, waitForCommitted } from '../helpers/kafka.js';
+import {
+  assertInputLanded,
+  dedupInput,
+  forwardingOrDrained,
+  type NodeTestbed,
+  nodeConfig,
+  nodeTestbed,
+  prng,
+  produceInput,
+  rocksdbRepository,
+  startNodeProcess,
+  writeNodeConfig,
+} from '../helpers/node.js';
+import { skipUnlessEnabled } from '../helpers/stores.js';
+import { committedReport } from './exactly-once-input.js';
+
+// Exactly-once's two transactional producer layouts on @platformatic/kafka, whatever client the rest of the run
+// uses (IDEM_KAFKA_CLIENT): per-instance is the default there, and per-partition must keep working on it.
+
+const BATCH_SIZE = 500;
+const KILLS = 3;
+
+async function config(
+  t: TestContext,
+  bed: NodeTestbed,
+  repository: Record<string, unknown>,
+  output: Record<string, unknown>,
+): Promise<string> {
+  return writeNodeConfig(
+    t,
+    nodeConfig({
+      topic: bed.topic,
+      groupId: bed.groupId,
+      output: bed.output,
+      dlq: bed.dlq,
+      repository,
+      batchSize: BATCH_SIZE,
+      perfInterval: '200ms',
+      extra: { kafka: { client: 'platformatic' }, output: { guarantee: 'exactly-once', ...output } },
+    }),
+  );
+}
+
+/** Starts the node `KILLS` times and SIGKILLs it while it forwards, then lets a last run finish the topic. */
+async function killAndRestart(
+  t: TestContext,
+  bed: NodeTestbed,
+  path: string,
+): Promise<{ kills: number; logs: string[] }> {
+  const { admin, groupId, topic } = bed;
+  const random = prng(7);
+  const logs: string[] = [];
+  let kills = 0;
+  let drained = false;
+  while (kills < KILLS && !drained) {
+    const node = startNodeProcess(t, path);
+    drained = await forwardingOrDrained(node, admin, groupId, topic);
+    if (!drained) await sleep(Math.floor(random() * 300));
+    node.child.kill('SIGKILL');
+    await node.exited;
+    logs.push(...node.logs.filter((l) => !l.perf).map((l) => String(l.msg)));
+    if (!drained) kills++;
+  }
+  const last = startNodeProcess(t, path);
+  await waitForCommitted(admin, groupId, topic, { timeoutMs: 180_000 });
+  assert.deepEqual(await last.stop('SIGTERM'), { code: 0, signal: null });
+  logs.push(...last.logs.filter((l) => !l.perf).map((l) => String(l.msg)));
+  return { kills, logs };
+}
+
+describe('exactly-once on @platformatic/kafka: both producer layouts', {
+  skip: skipUnlessEnabled('kafka'),
+}, () => {
+  it('per-instance: a restarted instance aborts the transaction its killed run left open, at once', {
+    timeout: 400_000,
+  }, async (t) => {
+    const bed = await nodeTestbed(t);
+    const { kafka, admin, topic, output, groupId } = bed;
+    t.after(() => admin.deleteTopics({ topics: [`${groupId}-${output}-changelog`] }).catch(() => undefined));
+    const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize: BATCH_SIZE });
+    await produceInput(await testProducer(t, kafka), topic, data);
+    await assertInputLanded(admin, topic, data);
+    // A transaction timeout far longer than the test: only the restarted instance's own init (same instance id,
+    // kept beside its RocksDB store) can end the transaction a kill left open. Were it left open, the
+    // read_committed output would stop at it and the report below would miss every record after it.
+    const path = await config(t, bed, await rocksdbRepository(t), { transactionTimeout: '15m' });
+    const { kills, logs } = await killAndRestart(t, bed, path);
+    assert.ok(kills >= 1, 'the input was done before the first kill: the run tested nothing');
+    assert.ok(
+      logs.some(
+        (m) => m === 'exactly-once with one transactional producer for this instance, fenced by the group',
+      ),
+      'the node ran per-instance',
+    );
+    const report = await committedReport(kafka, output, data, { settleMs: 5_000 });
+    t.diagnostic(`${kills} SIGKILLs: ${report.records} committed records, ${report.leaked} duplicates`);
+    assert.deepEqual(report.missing, [], 'no uid lost or held behind an open transaction');
+    assert.equal(report.leaked, 0, 'no duplicate in the committed output');
+  });
+
+  it('per-partition still works there: SIGKILLs, 0 lost, 0 duplicates', {
+    timeout: 400_000,
+  }, async (t) => {
+    const bed = await nodeTestbed(t);
+    const { kafka, admin, topic, output, groupId } = bed;
+    t.after(() => admin.deleteTopics({ topics: [`${groupId}-${output}-changelog`] }).catch(() => undefined));
+    const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize: BATCH_SIZE });
+    await produceInput(await testProducer(t, kafka), topic, data);
+    await assertInputLanded(admin, topic, data);
+    const repository = await rocksdbRepository(t);
+    const path = await config(t, bed, repository, { transactionalProducer: 'per-partition' });
+    const { kills, logs } = await killAndRestart(t, bed, path);
+    assert.ok(kills >= 1, 'the input was done before the first kill: the run tested nothing');
+    assert.ok(
+      !logs.some((m) => m.startsWith('exactly-once with one transactional producer for this instance')),
+    );
+    const report = await committedReport(kafka, output, data);
+    t.diagnostic(`${kills} SIGKILLs: ${report.records} committed records, ${report.leaked} duplicates`);
+    assert.deepEqual(report.missing, [], 'no uid lost');
+    assert.equal(report.distinct, data.distinct);
+    assert.equal(report.leaked, 0, 'no duplicate in the committed output');
+  });
+});

@@ -23,4 +23,19 @@ describe('rocksdb', { skip: skipUnlessEnabled('rocksdb') }, () => {
       maxResultBytes: 1_048_576,
     },
   });
+
+  // The periodic key index snapshot (indexSnapshotKeys) is saved between operations; saved as often as it can
+  // be, nothing the contract asks may change.
+  repositoryContract({
+    name: 'rocksdb, key index saved after every id',
+    factory: ({ namespace }) =>
+      RocksdbRepository.open({ path: join(root, `snapshots-${namespace}`), indexSnapshotKeys: 1 }),
+    capabilities: {
+      persistent: true,
+      shared: false,
+      maxIdBytes: 1024,
+      nativeBatch: true,
+      maxResultBytes: 1_048_576,
+    },
+  });
 });

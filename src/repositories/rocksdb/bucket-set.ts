@@ -38,6 +38,12 @@ export class BucketSet {
     };
   }
 
+  /**
+   * Ids indexed since the key index was last saved (a startup's scan counts: a store that had to rescan is saved
+   * again soon). Read and reset by the periodic snapshot.
+   */
+  notedSinceSnapshot = 0;
+
   /** Open buckets, earliest end first. */
   sorted(): Bucket[] {
     return [...this.#byDeadline.values()].sort((a, b) => a.deadline - b.deadline);
@@ -60,7 +66,10 @@ export class BucketSet {
    */
   noteKey(hash: number, bucket: Bucket, blob: number): boolean {
     if (!bucket.indexed) return false;
-    if (this.index.insert(hash, bucket.slot, blob)) return true;
+    if (this.index.insert(hash, bucket.slot, blob)) {
+      this.notedSinceSnapshot++;
+      return true;
+    }
     this.markUnindexed(bucket);
     return false;
   }

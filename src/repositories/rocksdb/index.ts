@@ -12,6 +12,7 @@ export {
   rocksdbOptionsSchema,
 } from './options.js';
 export { RocksdbRepository, type RocksdbStats } from './rocksdb-repository.js';
+export type { StartupSummary as RocksdbStartupSummary } from './startup.js';
 
 /** Selected by `repository.type = "rocksdb"` (the default store). */
 export const repositoryModule: RepositoryModule<typeof rocksdbOptionsSchema> = {

@@ -19,6 +19,13 @@ export const rocksdbDefaults = {
   blockCacheMb: 8,
   /** Memory cap of the in-process key index, in MiB; 0 turns it off and every lookup reads RocksDB. */
   indexMaxMb: 256,
+  /**
+   * The key index is also saved while the store runs, once this many ids (and at least a tenth of the index) were
+   * indexed since it last was, and no sooner than 20 times the last save's duration after it (at most ~5 % of
+   * the store's time): a process killed before it ever closes restarts from that snapshot and scans only what
+   * was written since, not every bucket. 0: saved on a graceful close only.
+   */
+  indexSnapshotKeys: 1_000_000,
 } as const;
 
 /** Config schema for `repository.type = "rocksdb"`. */
@@ -31,6 +38,7 @@ export const rocksdbOptionsSchema = z
     bloomBitsPerKey: z.number().int().min(0).max(64).default(rocksdbDefaults.bloomBitsPerKey),
     blockCacheMb: z.number().int().min(0).max(4095).default(rocksdbDefaults.blockCacheMb),
     indexMaxMb: z.number().int().min(0).default(rocksdbDefaults.indexMaxMb),
+    indexSnapshotKeys: z.number().int().min(0).default(rocksdbDefaults.indexSnapshotKeys),
     /**
      * Ids the store is expected to hold at once: the key index is sized for them when the store opens, so it
      * never grows (rehashes its tables) on the hot path while holding up to that many. Capped by `indexMaxMb`.

@@ -17,7 +17,19 @@ import { hashKey } from './key-index.js';
  * index: from the snapshot of the last graceful close where a bucket is unchanged since, by scanning its
  * keys otherwise.
  */
-export async function loadBuckets(buckets: BucketSet, path: string, wall: number): Promise<void> {
+/** How a store's key index was filled at open: bucket counts by how. */
+export interface StartupSummary {
+  /** A saved index (of a graceful close or a periodic snapshot) was used. */
+  readonly snapshot: boolean;
+  /** Buckets unchanged since the snapshot. */
+  readonly fromSnapshot: number;
+  /** Buckets written since the snapshot: only their later blobs were scanned. */
+  readonly caughtUp: number;
+  /** Buckets scanned whole (no snapshot knew them, or they changed in a way a catch-up cannot follow). */
+  readonly rescanned: number;
+}
+
+export async function loadBuckets(buckets: BucketSet, path: string, wall: number): Promise<StartupSummary> {
   const deadlines: number[] = [];
   for (const name of await readdir(path)) {
     const deadline = parseBucketDir(name);
@@ -65,6 +77,12 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
     await scan(buckets, bucket);
   }
   for (const bucket of catchUp) await scan(buckets, bucket, blobKey(bucket.lastBlob + 1));
+  return {
+    snapshot: restored,
+    fromSnapshot: found.length - rescan.length - catchUp.length,
+    caughtUp: catchUp.length,
+    rescanned: rescan.length,
+  };
 }
 
 /**
@@ -149,7 +167,12 @@ async function unpack(buckets: BucketSet, bucket: Bucket): Promise<void> {
   batch.write();
 }
 
-/** Writes the key index snapshot that the next `loadBuckets` starts from (on a graceful close). */
+/**
+ * Writes the key index snapshot that the next `loadBuckets` starts from: on a graceful close, and periodically
+ * (the store's `indexSnapshotKeys`). It must run between operations, when every index entry names a blob already
+ * written and nothing writes meanwhile: the bucket sequences and last blob numbers it records then date the
+ * index exactly, and a restart after a SIGKILL catches up from them.
+ */
 export async function saveIndex(buckets: BucketSet, path: string): Promise<void> {
   const saved = buckets.sorted().map((b) => ({
     name: b.name,

@@ -25,6 +25,7 @@ import { Kafka, logLevel, type Message } from 'kafkajs';
 import { createClient } from '../src/kafka/platformatic/index.js';
 import { nodeDefaults } from '../src/node/options.js';
 import { startKafkajsCopy } from './kafkajs-copy.js';
+import { startPortCopy } from './port-copy.js';
 
 const { values } = parseArgs({
   options: {
@@ -221,42 +222,15 @@ async function copyPort(input: string, output: string): Promise<Result> {
     },
     { retries: 5 },
   );
-  const producer = client.producer({ idempotent: true });
-  const consumer = client.consumer({
+  const running = await startPortCopy(client, {
     groupId: `idem-bench-port-${suffix}`,
-    maxWaitMs: FETCH.maxWaitMs,
-    maxBytesPerPartition: FETCH.maxBytesPerPartition,
-    maxBytes: FETCH.maxBytes,
+    input,
+    output,
+    chunkSize: CHUNK,
+    ...FETCH,
   });
-  await producer.connect();
-  await consumer.connect();
-  await consumer.subscribe([input], true);
-  let copied = 0;
-  await consumer.run({
-    partitionsConsumedConcurrently: 1,
-    eachBatch: async (batch) => {
-      for (let i = 0; i < batch.messages.length; i += CHUNK) {
-        const chunk = batch.messages.slice(i, i + CHUNK);
-        await producer.send({
-          topic: output,
-          acks: -1,
-          messages: chunk.map((m) => ({
-            key: m.key,
-            value: m.value,
-            headers: m.headers,
-            timestamp: m.timestamp,
-            partition: batch.partition,
-          })),
-        });
-        batch.resolveOffset(chunk[chunk.length - 1]?.offset as string);
-        copied += chunk.length;
-      }
-      await batch.commit(String(BigInt(batch.lastOffset()) + 1n));
-    },
-  });
-  const figures = await measure(() => copied);
-  await consumer.disconnect();
-  await producer.disconnect();
+  const figures = await measure(running.copied);
+  await running.stop();
   await client.close();
   return { name: 'idem Kafka port on @platformatic/kafka (eachBatch)', ...figures };
 }

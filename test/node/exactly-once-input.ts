@@ -112,7 +112,7 @@ export async function uidCounts(kafka: Kafka, topic: string): Promise<Map<string
 /**
  * What the committed output holds against generated input: records, distinct uids, extra copies, missing uids.
  * A read_committed reader sees nothing past a transaction still open, and per-instance exactly-once leaves one
- * open when an instance is SIGKILLed and not restarted, until the broker's transaction timeout (10 s by
+ * open when an instance is SIGKILLed and not restarted, until the broker's transaction timeout (30 s by
  * default) aborts it: a report that misses uids is read again until `settleMs` has passed.
  */
 export async function committedReport(
@@ -121,7 +121,8 @@ export async function committedReport(
   input: DedupInput,
   options: { settleMs?: number } = {},
 ): Promise<{ records: number; distinct: number; leaked: number; missing: string[] }> {
-  const deadline = Date.now() + (options.settleMs ?? 45_000);
+  // The broker looks for timed-out transactions every 10 s (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+  const deadline = Date.now() + (options.settleMs ?? 75_000);
   for (;;) {
     const report = await readReport(kafka, topic, input);
     if (report.missing.length === 0 || Date.now() >= deadline) return report;

@@ -32,7 +32,7 @@ export function transactionalProducerLayout(
 /**
  * `output.transactionTimeout`, or the layout's default: per-partition a new owner's init aborts a crashed owner's
  * transaction, so the timeout only matters when nobody takes the partition; per-instance only the timeout ends
- * a crashed instance's transaction, so it is short (10 s, as Kafka Streams under exactly-once).
+ * a crashed instance's transaction, so it is shorter (30 s; see nodeDefaults.instanceTransactionTimeoutMs).
  */
 export function transactionTimeoutMs(config: NodeConfig, layout: TransactionalProducerLayout): number {
   return (

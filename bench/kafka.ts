@@ -31,7 +31,7 @@ import { type KafkaClientName, openKafkaClient } from '../src/kafka/port/index.j
 import { startDedupNode } from '../src/node/dedup-node.js';
 import { type NodeConfig, nodeConfigSchema, nodeDefaults } from '../src/node/options.js';
 import { type PerfSummary, PHASES, type Phase } from '../src/node/perf-log.js';
-import { startKafkajsCopy } from './kafkajs-copy.js';
+import { type KafkajsCopySettings, type RunningCopy, startKafkajsCopy } from './kafkajs-copy.js';
 import { startPortCopy } from './port-copy.js';
 import { FigureSink } from './report/figures.js';
 
@@ -160,6 +160,28 @@ export async function measure(
   }
 }
 
+/** A plain copy's settings: the node's fetch sizes and chunk size (`config.input`), so the baseline is like for like. */
+function copySettings(config: NodeConfig, input: string, output: string): KafkajsCopySettings {
+  return {
+    groupId: `idem-bench-${output}`,
+    input,
+    output,
+    chunkSize: config.input.batchSize,
+    sessionTimeout: config.kafka.sessionTimeout,
+    maxWaitMs: config.input.batchTimeout,
+    maxBytesPerPartition: config.input.maxBytesPerPartition,
+    maxBytes: config.input.maxBytes,
+  };
+}
+
+/** Measures a running copy until `total` records are copied, then stops it. */
+async function measured(running: RunningCopy, name: string, total: number): Promise<Result> {
+  const { seconds, perSecond, cpuMicrosPerRecord } = await measure(running.copied, total);
+  const out = running.copied();
+  await running.stop();
+  return { name, recordsPerSecond: perSecond, seconds, out, cpuMicrosPerRecord };
+}
+
 /**
  * The baseline: the node's consume → produce path without parsing, store or DLQ, with the node's fetch sizes
  * and chunk size (`config.input`), until `total` records are copied.
@@ -171,20 +193,7 @@ export async function copy(
   name = 'plain kafkajs copy',
   total = RECORDS,
 ): Promise<Result> {
-  const running = await startKafkajsCopy(kafka, {
-    groupId: `idem-bench-${output}`,
-    input,
-    output,
-    chunkSize: config.input.batchSize,
-    sessionTimeout: config.kafka.sessionTimeout,
-    maxWaitMs: config.input.batchTimeout,
-    maxBytesPerPartition: config.input.maxBytesPerPartition,
-    maxBytes: config.input.maxBytes,
-  });
-  const { seconds, perSecond, cpuMicrosPerRecord } = await measure(running.copied, total);
-  const out = running.copied();
-  await running.stop();
-  return { name, recordsPerSecond: perSecond, seconds, out, cpuMicrosPerRecord };
+  return measured(await startKafkajsCopy(kafka, copySettings(config, input, output)), name, total);
 }
 
 /**
@@ -204,20 +213,7 @@ async function portCopy(config: NodeConfig, input: string, output: string, name:
     { retries: 5 },
   );
   try {
-    const running = await startPortCopy(client, {
-      groupId: `idem-bench-${output}`,
-      input,
-      output,
-      chunkSize: config.input.batchSize,
-      sessionTimeout: config.kafka.sessionTimeout,
-      maxWaitMs: config.input.batchTimeout,
-      maxBytesPerPartition: config.input.maxBytesPerPartition,
-      maxBytes: config.input.maxBytes,
-    });
-    const { seconds, perSecond, cpuMicrosPerRecord } = await measure(running.copied, RECORDS);
-    const out = running.copied();
-    await running.stop();
-    return { name, recordsPerSecond: perSecond, seconds, out, cpuMicrosPerRecord };
+    return await measured(await startPortCopy(client, copySettings(config, input, output)), name, RECORDS);
   } finally {
     await client.close();
   }

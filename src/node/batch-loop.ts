@@ -164,7 +164,7 @@ export class BatchLoop {
           { topic, partition: state.partition, reason: error.message },
           'the group rebalanced during a chunk: its transaction is aborted, the records are read again',
         );
-        if (tx.needsNewProducer) await this.#afterUnknownEnd(state.partition, error);
+        if (tx.needsNewProducer) await lifecycle.afterUnknownEnd(state.partition, error);
         return false;
       }
       if (this.#deps.errors.isFenced(error)) {
@@ -173,15 +173,7 @@ export class BatchLoop {
           { err: error, topic, partition: state.partition },
           'partition fenced by a newer owner: its work is dropped',
         );
-        if (lifecycle.perInstance) {
-          // Fenced by the group (this member's generation is gone: every partition may have moved) or, after the
-          // broker aborted a transaction it held open too long, by its own id: a new producer, and every
-          // partition is restored again before its next record.
-          await lifecycle.resetAll('fenced');
-          await this.#replaceInstanceProducer(error);
-        } else {
-          await lifecycle.reset(state.partition, 'fenced');
-        }
+        await lifecycle.afterFenced(state.partition, error);
         this.#pauseFenced(topic, state.partition);
         payload.heartbeat().catch(() => undefined);
         return false;
@@ -189,32 +181,12 @@ export class BatchLoop {
       metrics.transactions.inc({ result: 'aborted' });
       // A transaction whose end failed leaves its producer unusable and its outcome unknown: a new producer (its
       // init aborts what is open) and a restore (the changelog holds the marks if it did commit) before going on.
-      if (tx.needsNewProducer) await this.#afterUnknownEnd(state.partition, error);
+      if (tx.needsNewProducer) await lifecycle.afterUnknownEnd(state.partition, error);
       throw error;
     }
     metrics.transactions.inc({ result: 'committed' });
     lifecycle.advanced(state.partition, tx.committed?.changelogNext);
     return true;
-  }
-
-  /** A transaction whose end is unknown: its partition is restored, and a per-instance producer replaced. */
-  async #afterUnknownEnd(partition: number, cause: unknown): Promise<void> {
-    const lifecycle = this.#deps.partitions as PartitionLifecycle;
-    await lifecycle.reset(partition, 'transaction did not end in a known abort');
-    if (lifecycle.perInstance) await this.#replaceInstanceProducer(cause);
-  }
-
-  /** Per-instance: the instance's producer is started again (a failure leaves none: the next chunk fails too). */
-  async #replaceInstanceProducer(cause: unknown): Promise<void> {
-    const lifecycle = this.#deps.partitions as PartitionLifecycle;
-    try {
-      await lifecycle.replaceInstanceProducer();
-    } catch (error) {
-      this.#deps.logger.warn(
-        { err: error, cause },
-        'could not start the instance transactional producer again; the next chunk tries again',
-      );
-    }
   }
 
   /** Pauses a fenced partition for one session timeout: long enough for the group to move it if it must. */

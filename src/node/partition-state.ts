@@ -137,15 +137,45 @@ export class PartitionLifecycle {
   }
 
   /**
-   * Per-instance: the instance's producer is replaced (its transaction ended in an unknown state, or it was
-   * fenced). The new one's init aborts whatever is still open. Chunks run one at a time, so none is using it.
+   * A chunk's transaction was fenced. Per-partition: a newer owner holds the partition's id, and the partition is
+   * restored before its next record. Per-instance: fenced by the group (this member's generation is gone, so any
+   * partition may have moved) or, after the broker aborted a transaction it held open too long, by its own id:
+   * every partition is restored and the producer replaced.
    */
-  async replaceInstanceProducer(): Promise<void> {
-    if (!this.#perInstance) return;
+  async afterFenced(partition: number, cause: unknown): Promise<void> {
+    if (!this.#perInstance) {
+      await this.reset(partition, 'fenced');
+      return;
+    }
+    await this.resetAll('fenced');
+    await this.#replaceInstanceProducer(cause);
+  }
+
+  /**
+   * A chunk's transaction ended in an unknown state (it may have committed): its partition is restored (the
+   * changelog says), and a per-instance producer replaced (a per-partition one goes with its partition).
+   */
+  async afterUnknownEnd(partition: number, cause: unknown): Promise<void> {
+    await this.reset(partition, 'transaction did not end in a known abort');
+    if (this.#perInstance) await this.#replaceInstanceProducer(cause);
+  }
+
+  /**
+   * Per-instance: the producer is replaced; the new one's init aborts whatever is still open. Chunks run one at a
+   * time, so none is using it. If the new one cannot start, the next chunk starts it ({@link start}).
+   */
+  async #replaceInstanceProducer(cause: unknown): Promise<void> {
     const old = this.#instanceProducer;
     this.#instanceProducer = undefined;
     await old?.disconnect().catch(() => undefined);
-    this.#instanceProducer = await this.#connectInstanceProducer();
+    try {
+      this.#instanceProducer = await this.#connectInstanceProducer();
+    } catch (error) {
+      this.#deps.logger.warn(
+        { err: error, cause },
+        'could not start the instance transactional producer again; the next chunk tries again',
+      );
+    }
   }
 
   /** True when exactly-once runs one producer for the instance (fenced by the group). */

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { testProducer, waitForCommitted } from '../helpers/kafka.js';
 import {
   assertInputLanded,
+  type DedupInput,
   dedupInput,
   forwardingOrDrained,
   type NodeTestbed,
@@ -45,6 +46,17 @@ async function config(
   );
 }
 
+/** A testbed whose input holds 60,000 records with 10 % duplicates; its changelog is deleted after the test. */
+async function filledTestbed(t: TestContext): Promise<{ bed: NodeTestbed; data: DedupInput }> {
+  const bed = await nodeTestbed(t);
+  const { kafka, admin, topic, output, groupId } = bed;
+  t.after(() => admin.deleteTopics({ topics: [`${groupId}-${output}-changelog`] }).catch(() => undefined));
+  const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize: BATCH_SIZE });
+  await produceInput(await testProducer(t, kafka), topic, data);
+  await assertInputLanded(admin, topic, data);
+  return { bed, data };
+}
+
 /** Starts the node `KILLS` times and SIGKILLs it while it forwards, then lets a last run finish the topic. */
 async function killAndRestart(
   t: TestContext,
@@ -78,12 +90,8 @@ describe('exactly-once on @platformatic/kafka: both producer layouts', {
   it('per-instance: a restarted instance aborts the transaction its killed run left open, at once', {
     timeout: 400_000,
   }, async (t) => {
-    const bed = await nodeTestbed(t);
-    const { kafka, admin, topic, output, groupId } = bed;
-    t.after(() => admin.deleteTopics({ topics: [`${groupId}-${output}-changelog`] }).catch(() => undefined));
-    const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize: BATCH_SIZE });
-    await produceInput(await testProducer(t, kafka), topic, data);
-    await assertInputLanded(admin, topic, data);
+    const { bed, data } = await filledTestbed(t);
+    const { kafka, output } = bed;
     // A transaction timeout far longer than the test: only the restarted instance's own init (same instance id,
     // kept beside its RocksDB store) can end the transaction a kill left open. Were it left open, the
     // read_committed output would stop at it and the report below would miss every record after it.
@@ -105,12 +113,8 @@ describe('exactly-once on @platformatic/kafka: both producer layouts', {
   it('per-partition still works there: SIGKILLs, 0 lost, 0 duplicates', {
     timeout: 400_000,
   }, async (t) => {
-    const bed = await nodeTestbed(t);
-    const { kafka, admin, topic, output, groupId } = bed;
-    t.after(() => admin.deleteTopics({ topics: [`${groupId}-${output}-changelog`] }).catch(() => undefined));
-    const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize: BATCH_SIZE });
-    await produceInput(await testProducer(t, kafka), topic, data);
-    await assertInputLanded(admin, topic, data);
+    const { bed, data } = await filledTestbed(t);
+    const { kafka, output } = bed;
     const repository = await rocksdbRepository(t);
     const path = await config(t, bed, repository, { transactionalProducer: 'per-partition' });
     const { kills, logs } = await killAndRestart(t, bed, path);

@@ -6,6 +6,14 @@ import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
 import { repositoryContract } from '../contract/index.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
+const capabilities = {
+  persistent: true,
+  shared: false,
+  maxIdBytes: 1024,
+  nativeBatch: true,
+  maxResultBytes: 1_048_576,
+};
+
 // One directory per contract namespace, so reopening a namespace reaches the same data.
 const root = join(tmpdir(), `idem-rocksdb-contract-${process.pid}`);
 
@@ -15,13 +23,7 @@ describe('rocksdb', { skip: skipUnlessEnabled('rocksdb') }, () => {
   repositoryContract({
     name: 'rocksdb',
     factory: ({ namespace }) => RocksdbRepository.open({ path: join(root, namespace) }),
-    capabilities: {
-      persistent: true,
-      shared: false,
-      maxIdBytes: 1024,
-      nativeBatch: true,
-      maxResultBytes: 1_048_576,
-    },
+    capabilities,
   });
 
   // The periodic key index snapshot (indexSnapshotKeys) is saved between operations; saved as often as it can
@@ -30,12 +32,6 @@ describe('rocksdb', { skip: skipUnlessEnabled('rocksdb') }, () => {
     name: 'rocksdb, key index saved after every id',
     factory: ({ namespace }) =>
       RocksdbRepository.open({ path: join(root, `snapshots-${namespace}`), indexSnapshotKeys: 1 }),
-    capabilities: {
-      persistent: true,
-      shared: false,
-      maxIdBytes: 1024,
-      nativeBatch: true,
-      maxResultBytes: 1_048_576,
-    },
+    capabilities,
   });
 });

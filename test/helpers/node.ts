@@ -162,7 +162,7 @@ export async function produceInput(producer: Producer, topic: string, input: Ded
       for (let i = 0; i < records.length; i += chunk) {
         await producer.send({
           topic,
-          acks: 1,
+          acks: -1, // the test producer is idempotent, which needs every in-sync replica's ack
           messages: records.slice(i, i + chunk).map((r) => ({
             key: r.key,
             value: inputValue(r),
@@ -417,7 +417,12 @@ export function startNodeProcess(
           return found !== undefined;
         },
         { timeoutMs, intervalMs: 50, what: 'a node log line' },
-      );
+      ).catch((error: Error) => {
+        // Which line was awaited is in the stack; what the node said last tells why it never came.
+        const last = logs.slice(-8).map((l) => `  ${l.msg}`);
+        error.message += `; the node's last log lines:\n${last.join('\n')}`;
+        throw error;
+      });
       return found as LogLine;
     },
     async stop(signal = 'SIGTERM') {

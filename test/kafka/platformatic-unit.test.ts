@@ -155,7 +155,29 @@ describe('@platformatic/kafka options', () => {
   });
 
   it('retries back off from 300 ms, doubling, to at most 10 s', () => {
-    assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map(retryDelayMs), [300, 600, 1200, 2400, 4800, 9600, 10_000]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7].map((attempt) => retryDelayMs(attempt)),
+      [300, 600, 1200, 2400, 4800, 9600, 10_000],
+    );
+    const other = new MultipleErrors('addPartitionsToTransaction failed 1 times.', [
+      new ProtocolError('COORDINATOR_LOAD_IN_PROGRESS'),
+    ]);
+    assert.equal(retryDelayMs(1, other), 300);
+  });
+
+  it('a transaction whose predecessor is still ending is retried from 20 ms, then as usual', () => {
+    // What the broker answers the first request of the next transaction while the last one's markers are written.
+    const concurrent = new MultipleErrors('addPartitionsToTransaction failed 1 times.', [
+      new ProtocolError('CONCURRENT_TRANSACTIONS'),
+    ]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map((attempt) => retryDelayMs(attempt, concurrent)),
+      [20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10_000, 10_000],
+    );
+    const options = baseOptions(settings, { retries: 1 });
+    const delay = options.retryDelay as (c: object, o: string, a: number, r: number, e: Error) => number;
+    assert.equal(delay({}, 'addPartitionsToTransaction', 1, 1, concurrent), 20);
+    assert.equal(delay({}, 'produce', 1, 1, new ProtocolError('NOT_LEADER_OR_FOLLOWER')), 300);
   });
 });
 

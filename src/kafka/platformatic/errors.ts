@@ -85,6 +85,16 @@ export function withBrokerDetail(error: unknown): unknown {
   return wrapped;
 }
 
+/**
+ * The transaction coordinator is still ending this producer's previous transaction (writing its markers): the
+ * next transaction's first request is answered so for a few milliseconds after every commit.
+ */
+export function isConcurrentTransactions(error: unknown): boolean {
+  return brokerError(error, CONCURRENT_TRANSACTIONS) !== undefined;
+}
+
+const CONCURRENT_TRANSACTIONS = new Set(['CONCURRENT_TRANSACTIONS']);
+
 /** True when this producer's transaction can never commit (fenced by its id or by the group). */
 export function isFenced(error: unknown): boolean {
   for (const e of tree(error)) if (e.name === NOT_OWNED) return true;

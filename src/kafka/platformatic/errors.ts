@@ -34,6 +34,9 @@ const COORDINATOR_ERRORS = new Set([
   'COORDINATOR_LOAD_IN_PROGRESS',
 ]);
 
+/** The coordinator is still ending the previous transaction of this producer (see isConcurrentTransactions). */
+const CONCURRENT_TRANSACTIONS = new Set(['CONCURRENT_TRANSACTIONS']);
+
 /** The name this implementation gives a fetch of an offset a partition no longer (or not yet) has. */
 export const OFFSET_OUT_OF_RANGE = 'OFFSET_OUT_OF_RANGE';
 
@@ -92,8 +95,6 @@ export function withBrokerDetail(error: unknown): unknown {
 export function isConcurrentTransactions(error: unknown): boolean {
   return brokerError(error, CONCURRENT_TRANSACTIONS) !== undefined;
 }
-
-const CONCURRENT_TRANSACTIONS = new Set(['CONCURRENT_TRANSACTIONS']);
 
 /** True when this producer's transaction can never commit (fenced by its id or by the group). */
 export function isFenced(error: unknown): boolean {

@@ -1,15 +1,13 @@
 import { type Message, Partitioners, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
-import type {
-  KafkaProducer,
-  KafkaTransaction,
-  ProduceRequest,
-  ProduceResult,
-  ProducerOptions,
-  TransactionOffsets,
+import {
+  CONCURRENT_TRANSACTIONS_RETRY_MS,
+  type KafkaProducer,
+  type KafkaTransaction,
+  type ProduceRequest,
+  type ProduceResult,
+  type ProducerOptions,
+  type TransactionOffsets,
 } from '../port/index.js';
-
-/** First backoff of a transactional producer's retries (kafkajs's default is 300 ms); see kafkajsProducerConfig. */
-const TRANSACTION_RETRY_MS = 20;
 
 /** The kafkajs producer config for the port's options. */
 export function kafkajsProducerConfig(
@@ -32,7 +30,7 @@ export function kafkajsProducerConfig(
           // coordinator is still writing the last one's markers, a few ms). kafkajs retries it after its default
           // 300 ms backoff, which made each chunk wait ~0.3 s; a short first backoff retries once the markers are
           // down. Unlimited retries as kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
-          retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: TRANSACTION_RETRY_MS },
+          retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: CONCURRENT_TRANSACTIONS_RETRY_MS },
         }),
   };
 }

@@ -1,5 +1,9 @@
 import type { BaseOptions, SASLOptions } from '@platformatic/kafka';
-import type { KafkaClientBehaviour, KafkaClientSettings } from '../port/index.js';
+import {
+  CONCURRENT_TRANSACTIONS_RETRY_MS,
+  type KafkaClientBehaviour,
+  type KafkaClientSettings,
+} from '../port/index.js';
 import { isConcurrentTransactions } from './errors.js';
 
 /*
@@ -10,13 +14,13 @@ import { isConcurrentTransactions } from './errors.js';
 /**
  * Retry backoff, as the port asks: from 300 ms, doubling, at most 10 s. Except CONCURRENT_TRANSACTIONS: the
  * previous transaction's markers take milliseconds, and an exactly-once node starts its next transaction right
- * after each commit, so each chunk waited ~0.3 s for it. Like Java's producer (20 ms for this error) and this
- * package's kafkajs producer (TRANSACTION_RETRY_MS), it retries from 20 ms, doubling, up to the usual curve.
+ * after each commit, so each chunk waited ~0.3 s for it. As Java's producer and the kafkajs port do, it retries
+ * from CONCURRENT_TRANSACTIONS_RETRY_MS, doubling, up to the usual curve.
  */
 export function retryDelayMs(attempt: number, error?: unknown): number {
   const usual = Math.min(10_000, 300 * 2 ** Math.max(0, attempt - 1));
   if (error === undefined || !isConcurrentTransactions(error)) return usual;
-  return Math.min(usual, 20 * 2 ** Math.max(0, attempt - 1));
+  return Math.min(usual, CONCURRENT_TRANSACTIONS_RETRY_MS * 2 ** Math.max(0, attempt - 1));
 }
 
 /** The SASL mechanism names the library expects (upper case). */

@@ -41,6 +41,7 @@ export type {
   ProducerOptions,
   TransactionOffsets,
 } from './producer.js';
+export { CONCURRENT_TRANSACTIONS_RETRY_MS } from './producer.js';
 export type {
   ConsumedMessage,
   MessageHeaders,

@@ -51,6 +51,13 @@ export interface TransactionOffsets {
 }
 
 /** An open Kafka transaction: its sends, its input offsets, then commit or abort. */
+/**
+ * First backoff after CONCURRENT_TRANSACTIONS, on either client. The coordinator answers it to the next
+ * transaction's first request while the last one's markers are written (a few ms after every commit); Java's
+ * producer retries it after 20 ms, where a general 300 ms backoff made every exactly-once chunk wait ~0.3 s.
+ */
+export const CONCURRENT_TRANSACTIONS_RETRY_MS = 20;
+
 export interface KafkaTransaction extends RecordSender {
   /** Adds the consumer's offsets to the transaction (TxnOffsetCommit). */
   sendOffsets(offsets: TransactionOffsets): Promise<void>;

@@ -47,6 +47,7 @@ export type {
   Outcome,
   ProcessedResult,
   ProcessResult,
+  RenewalSignal,
   ResultFields,
   StoreCall,
   TimestampSelector,

@@ -1,7 +1,7 @@
 import { RenewUnsupportedError } from '../errors.js';
 import type { ClaimRef, IdempotentRepository, MessageId } from '../repositories/types.js';
 import type { ConsumerStats } from './stats.js';
-import type { ConsumerWarningCode } from './types.js';
+import type { ConsumerWarningCode, RenewalSignal } from './types.js';
 
 /** Where a consumer's warnings go: its `onWarning` option, else a process warning. */
 export type WarningSink = (message: string, code: ConsumerWarningCode) => void;
@@ -48,7 +48,7 @@ export class LeaseRenewer<R extends Renewable> {
    * the same position (`Renewable.renewalSlot`); unordered, an untracked batch's place taken by the last one.
    */
   readonly #runs: (R | undefined)[] = [];
-  readonly #signals: (AbortSignal | undefined)[] = [];
+  readonly #signals: (RenewalSignal | undefined)[] = [];
   /** How many batches are tracked: the first `#count` places of `#runs` and `#signals`. */
   #count = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
@@ -71,7 +71,7 @@ export class LeaseRenewer<R extends Renewable> {
   }
 
   /** Starts renewing the batch's claims until {@link untrack}, or until `signal` aborts. */
-  track(run: R, signal: AbortSignal | undefined): void {
+  track(run: R, signal: RenewalSignal | undefined): void {
     if (this.#repository.renew === undefined || !this.#supported) {
       this.#unsupported();
       return;

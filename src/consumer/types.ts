@@ -207,6 +207,11 @@ export type ProcessResult<R = unknown> =
   | ConflictResult;
 
 /** Per-call options of {@link IdempotentConsumer.processBatch}. */
+/** What stops a batch's lease renewals: read on each renewal tick; an `AbortSignal` is one. */
+export interface RenewalSignal {
+  readonly aborted: boolean;
+}
+
 export interface BatchOptions {
   /**
    * The stream this batch belongs to (the Kafka adapter passes `topic:partition`). Event-time mode keeps one
@@ -217,9 +222,10 @@ export interface BatchOptions {
   readonly onStoreCall?: (call: StoreCall) => void;
   /**
    * Eager: stops renewing this batch's claims once it aborts (the HTTP adapter aborts it when the client went
-   * away before an answer); they then lapse at their lease end, as a crashed worker's do.
+   * away before an answer); they then lapse at their lease end, as a crashed worker's do. Only `aborted` is
+   * read (on each renewal tick), so an `AbortSignal` or any object with that flag serves.
    */
-  readonly renewalSignal?: AbortSignal;
+  readonly renewalSignal?: RenewalSignal;
   /**
    * Where message `index` (its position in this call's messages) was read, for the duplicate audit record
    * ({@link DuplicateRecord.place}). Called only for duplicates, and only when `onDuplicate` is set.

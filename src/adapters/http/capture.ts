@@ -9,8 +9,23 @@ export interface CapturedResponse {
 
 type Callback = (error?: Error | null) => void;
 
-const SHADOWED = ['headersSent', 'writableEnded'] as const;
 const HEADER_SETTERS = ['setHeader', 'removeHeader', 'appendHeader'] as const;
+
+/** The response methods a capture replaces while the route runs. */
+type ReplacedMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | (typeof HEADER_SETTERS)[number];
+
+/** The slot of a captured response that holds its capture. */
+const CAPTURE = Symbol('idempotency-key response capture');
+type Captured = ServerResponse & { [CAPTURE]?: ResponseCapture };
+
+function captureOf(res: Captured): ResponseCapture {
+  return res[CAPTURE] as ResponseCapture;
+}
+
+/** Set when the connection closed before the captured response was sent: the client went away. */
+export interface ClientGone {
+  aborted: boolean;
+}
 
 /** How a captured response finished: the route ended it, or the connection closed after it started writing. */
 export type CaptureEnd = 'ended' | 'aborted';
@@ -28,7 +43,66 @@ function headersSentError(): Error {
  * Express and Fastify both end in `writeHead`/`write`/`end`, so one capture serves both.
  */
 export class ResponseCapture {
-  readonly #res: ServerResponse;
+  /**
+   * The functions installed on a captured response. They are shared by every capture and find theirs through
+   * the response's {@link CAPTURE} slot: per-response closures (and accessor pairs) would give each response
+   * its own hidden class, and Node's own code that reads the response would then run on megamorphic paths.
+   */
+  static readonly #installed = {
+    writeHead(this: Captured, ...args: Parameters<ResponseCapture['writeHead']>): ServerResponse {
+      return captureOf(this).writeHead(...args);
+    },
+    write(this: Captured, ...args: Parameters<ResponseCapture['write']>): boolean {
+      return captureOf(this).write(...args);
+    },
+    end(this: Captured, ...args: Parameters<ResponseCapture['end']>): ServerResponse {
+      return captureOf(this).end(...args);
+    },
+    flushHeaders(): void {},
+    setHeader(this: Captured, ...args: unknown[]): unknown {
+      return captureOf(this).headerSetter('setHeader', args);
+    },
+    removeHeader(this: Captured, ...args: unknown[]): unknown {
+      return captureOf(this).headerSetter('removeHeader', args);
+    },
+    appendHeader(this: Captured, ...args: unknown[]): unknown {
+      return captureOf(this).headerSetter('appendHeader', args);
+    },
+  };
+
+  // Once the route started or ended its response, it must look sent: Fastify sends again a reply that is
+  // not `sent` after an async route that called `reply.send` returns, and Express and Fastify check
+  // `headersSent` before writing an error. Once restored, both read through to Node's.
+  static readonly #headersSent: PropertyDescriptor = {
+    configurable: true,
+    get(this: Captured): boolean {
+      const capture = captureOf(this);
+      return (!capture.#restored && (capture.#committed || capture.#ended)) || capture.#real('headersSent');
+    },
+  };
+  static readonly #writableEnded: PropertyDescriptor = {
+    configurable: true,
+    get(this: Captured): boolean {
+      const capture = captureOf(this);
+      return (!capture.#restored && capture.#ended) || capture.#real('writableEnded');
+    },
+  };
+
+  /** Listened to only until the flush (`this` is the response, as EventEmitter calls it). */
+  static readonly #onClose = function (this: Captured): void {
+    captureOf(this).#closed();
+  };
+
+  readonly #res: Captured;
+  readonly #proto: Record<string, unknown>;
+  /**
+   * The methods the response had before the capture, its own or inherited: a middleware mounted earlier may
+   * have wrapped some (`on-headers` wraps `writeHead` to set a session cookie, `compression` wraps `write` and
+   * `end`). Header setters delegate to them, and `restore` puts them back, so those wrappers still see the
+   * response that is finally sent.
+   */
+  readonly #previous: Pick<ServerResponse, ReplacedMethod>;
+  readonly #clientGone: ClientGone | undefined;
   readonly #chunks: Buffer[] = [];
   #endCallback: Callback | undefined;
   #ended = false;
@@ -43,45 +117,60 @@ export class ResponseCapture {
   #restored = false;
   readonly #done: Promise<CaptureEnd>;
   #resolveDone!: (end: CaptureEnd) => void;
-  readonly #onClose = () => {
+
+  /** `clientGone` is set when the connection closes (or had closed) before {@link flush}. */
+  constructor(res: ServerResponse, clientGone?: ClientGone) {
+    const own = res as Captured;
+    this.#res = own;
+    this.#proto = Object.getPrototypeOf(res) as Record<string, unknown>;
+    this.#previous = {
+      writeHead: res.writeHead,
+      write: res.write,
+      end: res.end,
+      flushHeaders: res.flushHeaders,
+      setHeader: res.setHeader,
+      removeHeader: res.removeHeader,
+      appendHeader: res.appendHeader,
+    };
+    this.#clientGone = clientGone;
+    if (clientGone && res.destroyed) clientGone.aborted = true;
+    this.#done = new Promise((resolve) => {
+      this.#resolveDone = resolve;
+    });
+    // Own properties shadow the prototype's methods; `restore` puts the prototype's back.
+    own[CAPTURE] = this;
+    const installed = ResponseCapture.#installed;
+    own.writeHead = installed.writeHead as ServerResponse['writeHead'];
+    own.write = installed.write as ServerResponse['write'];
+    own.end = installed.end as ServerResponse['end'];
+    own.flushHeaders = installed.flushHeaders;
+    const settable = own as unknown as Record<string, unknown>;
+    for (const name of HEADER_SETTERS) {
+      if (typeof this.#previous[name] === 'function') settable[name] = installed[name];
+    }
+    Object.defineProperty(res, 'headersSent', ResponseCapture.#headersSent);
+    Object.defineProperty(res, 'writableEnded', ResponseCapture.#writableEnded);
+    res.once('close', ResponseCapture.#onClose);
+  }
+
+  /** Node's own value of a property the capture shadows. */
+  #real(name: 'headersSent' | 'writableEnded'): boolean {
+    return Reflect.get(this.#proto, name, this.#res) as boolean;
+  }
+
+  #closed(): void {
+    // The client went away before it got an answer.
+    if (this.#clientGone) this.#clientGone.aborted = true;
     // The connection closed before the route ended a response it had started: it failed mid-response.
     if (this.#ended || !this.#committed) return;
     this.#aborted = true;
     this.#resolveDone('aborted');
-  };
+  }
 
-  constructor(res: ServerResponse) {
-    this.#res = res;
-    this.#done = new Promise((resolve) => {
-      this.#resolveDone = resolve;
-    });
-    // Own properties shadow the prototype's methods; `restore` deletes them again.
-    const own = res as unknown as Record<string, unknown>;
-    const proto = Object.getPrototypeOf(res) as Record<string, (...args: unknown[]) => unknown>;
-    own.writeHead = this.#writeHead;
-    own.write = this.#write;
-    own.end = this.#end;
-    own.flushHeaders = () => {};
-    for (const name of HEADER_SETTERS) {
-      const real = proto[name];
-      if (typeof real !== 'function') continue;
-      own[name] = (...args: unknown[]) => {
-        if (this.#committed) throw headersSentError();
-        return real.apply(res, args);
-      };
-    }
-    // Once the route started or ended its response, it must look sent: Fastify sends again a reply that is
-    // not `sent` after an async route that called `reply.send` returns, and Express and Fastify check
-    // `headersSent` before writing an error.
-    Object.defineProperty(res, 'headersSent', {
-      configurable: true,
-      get: () => this.#committed || this.#ended || Reflect.get(proto, 'headersSent', res),
-    });
-    Object.defineProperty(res, 'writableEnded', {
-      configurable: true,
-      get: () => this.#ended || Reflect.get(proto, 'writableEnded', res),
-    });
-    res.once('close', this.#onClose);
+  /** A header setter while capturing: refused once the route committed its headers, else Node's own. */
+  headerSetter(name: (typeof HEADER_SETTERS)[number], args: unknown[]): unknown {
+    if (this.#committed) throw headersSentError();
+    return (this.#previous[name] as (...a: unknown[]) => unknown).apply(this.#res, args);
   }
 
   /**
@@ -116,18 +205,23 @@ export class ResponseCapture {
     return Number(Array.isArray(declared) ? declared[0] : declared) === length;
   }
 
-  /** Puts the real methods back without writing anything (the route will not run). */
+  /**
+   * Puts back the methods the response had before the capture, without writing anything. They are assigned
+   * over the capturing ones rather than deleted: deleting own properties out of order turns the response into a dictionary-mode object, and every
+   * later property read on it (Node's own writes included) gets slower. The two shadowed getters stay; with
+   * nothing held back they read through to Node's.
+   */
   restore(): void {
     if (this.#restored) return;
     this.#restored = true;
     const own = this.#res as unknown as Record<string, unknown>;
-    this.#res.off('close', this.#onClose);
-    delete own.writeHead;
-    delete own.write;
-    delete own.end;
-    delete own.flushHeaders;
-    for (const name of HEADER_SETTERS) delete own[name];
-    for (const name of SHADOWED) delete own[name];
+    const previous = this.#previous;
+    this.#res.off('close', ResponseCapture.#onClose);
+    own.writeHead = previous.writeHead;
+    own.write = previous.write;
+    own.end = previous.end;
+    own.flushHeaders = previous.flushHeaders;
+    for (const name of HEADER_SETTERS) if (typeof previous[name] === 'function') own[name] = previous[name];
   }
 
   /**
@@ -155,11 +249,12 @@ export class ResponseCapture {
     else this.#res.end(body);
   }
 
-  readonly #writeHead = (
+  /** The route's `res.writeHead` while capturing. */
+  writeHead(
     status: number,
     reasonOrHeaders?: string | OutgoingHttpHeaders | readonly unknown[],
     maybeHeaders?: OutgoingHttpHeaders | readonly unknown[],
-  ): ServerResponse => {
+  ): ServerResponse {
     const res = this.#res;
     if (this.#committed) throw headersSentError();
     res.statusCode = status;
@@ -178,7 +273,7 @@ export class ResponseCapture {
     }
     this.#commit();
     return res;
-  };
+  }
 
   #commit(): void {
     if (this.#committed) return;
@@ -186,19 +281,17 @@ export class ResponseCapture {
     this.#status = this.#res.statusCode;
   }
 
-  readonly #write = (chunk: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): boolean => {
+  /** The route's `res.write` while capturing. */
+  write(chunk: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): boolean {
     const cb = typeof encoding === 'function' ? encoding : callback;
     this.#commit();
     this.#push(chunk, typeof encoding === 'string' ? encoding : undefined);
     if (cb) process.nextTick(cb);
     return true;
-  };
+  }
 
-  readonly #end = (
-    chunk?: unknown,
-    encoding?: BufferEncoding | Callback,
-    callback?: Callback,
-  ): ServerResponse => {
+  /** The route's `res.end` while capturing. */
+  end(chunk?: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): ServerResponse {
     if (typeof chunk === 'function') {
       callback = chunk as Callback;
       chunk = undefined;
@@ -213,7 +306,7 @@ export class ResponseCapture {
     this.#endCallback = callback;
     this.#resolveDone('ended');
     return this.#res;
-  };
+  }
 
   #push(chunk: unknown, encoding: BufferEncoding | undefined): void {
     if (chunk === undefined || chunk === null) return;

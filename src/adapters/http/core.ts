@@ -8,7 +8,7 @@ import {
   StoredOutcomeError,
 } from '../../errors.js';
 import { MAX_ID_BYTES } from '../../repositories/ids.js';
-import { type CapturedResponse, ResponseCapture } from './capture.js';
+import { type CapturedResponse, type ClientGone, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
 import { requestFingerprint } from './fingerprint.js';
 import { readIdempotencyKey, scopedId } from './key.js';
@@ -35,6 +35,9 @@ export type HttpVerdict =
   | { readonly kind: 'answer'; readonly answer: HttpAnswer };
 
 const NEXT: HttpVerdict = Object.freeze({ kind: 'next' });
+
+/** What the consumer's handler hands over when it was called: the route may run now. */
+const ROUTE_RUNS = Symbol('route runs');
 
 /**
  * The route's response said "give the key back" (a 5xx by default): thrown from the consumer's handler so the
@@ -130,21 +133,24 @@ export class HttpIdempotency<Req> {
 
   /** Claims the key through the consumer; the route runs inside the consumer's handler. */
   async #claim(message: HttpMessage, request: Req, res: ServerResponse): Promise<HttpVerdict> {
-    const capture = new ResponseCapture(res);
+    // Made only once the route may run: a replay, a conflict or a refusal never touches the response's methods.
+    let capture: ResponseCapture | undefined;
     let routeMayRun!: () => void;
-    const handlerCalled = new Promise<{ readonly run: true }>((resolve) => {
-      routeMayRun = () => resolve({ run: true });
+    const handlerCalled = new Promise<typeof ROUTE_RUNS>((resolve) => {
+      routeMayRun = () => resolve(ROUTE_RUNS);
     });
-    // The claim is renewed while the route runs; once the client is gone before an answer, it lapses at the
-    // lease end instead, as a crashed request's does (a route that never answers cannot hold its key forever).
-    const clientGone = new AbortController();
-    res.once('close', () => clientGone.abort());
+    // The claim is renewed while the route runs; once the client is gone before an answer (the capture sets
+    // the flag), it lapses at the lease end instead, as a crashed request's does: a route that never answers
+    // cannot hold its key forever.
+    const clientGone: ClientGone = { aborted: false };
     const processing = this.consumer.process(
       message,
       async () => {
+        const routeCapture = new ResponseCapture(res, clientGone);
+        capture = routeCapture;
         routeMayRun();
-        await capture.ended;
-        const response = capture.snapshot(this.options.keptHeaders);
+        await routeCapture.ended;
+        const response = routeCapture.snapshot(this.options.keptHeaders);
         // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
         // whole response: its key is given back, never kept with the bytes it got to write.
         if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
@@ -152,7 +158,7 @@ export class HttpIdempotency<Req> {
           throw new ReleasedResponse(`not kept: status ${response.status}`);
         return response;
       },
-      { renewalSignal: clientGone.signal },
+      { renewalSignal: clientGone },
     );
     const first = await Promise.race([
       handlerCalled,
@@ -161,18 +167,18 @@ export class HttpIdempotency<Req> {
         (error: unknown) => ({ error }),
       ),
     ]);
-    if ('run' in first) {
+    if (first === ROUTE_RUNS) {
+      const routeCapture = capture as unknown as ResponseCapture;
       // The route runs; its response goes out once the consumer kept (or released) it.
       processing.then(
-        () => capture.flush(),
+        () => routeCapture.flush(),
         (error: unknown) => {
-          capture.flush();
+          routeCapture.flush();
           if (!(error instanceof ReleasedResponse)) this.options.onError(error, request);
         },
       );
       return NEXT;
     }
-    capture.restore();
     if ('error' in first) return this.#refusal(first.error);
     const { result } = first;
     if (result.outcome === 'conflict') {

@@ -304,3 +304,49 @@ describe('HTTP Idempotency-Key on Express without a body parser', () => {
     assert.equal(runs, 0);
   });
 });
+
+describe('HTTP Idempotency-Key on Express behind middleware that wraps the response', () => {
+  // `on-headers` (express-session, response-time) wraps `res.writeHead` to set headers just before they go
+  // out; `compression` wraps `res.write`/`res.end`. Both are mounted before the routes, so before the adapter.
+  it("keeps an earlier middleware's writeHead and end wrappers on the response that is sent", async (t) => {
+    const repository = new MemoryRepository();
+    const app = express();
+    let ended = 0;
+    app.use((_req, res, next) => {
+      const writeHead = res.writeHead;
+      res.writeHead = function (this: typeof res, ...args: unknown[]) {
+        this.setHeader('x-session', 'set-at-write-head');
+        return (writeHead as (...a: unknown[]) => typeof res).apply(this, args);
+      } as typeof res.writeHead;
+      const end = res.end;
+      res.end = function (this: typeof res, ...args: unknown[]) {
+        ended++;
+        return (end as (...a: unknown[]) => typeof res).apply(this, args);
+      } as typeof res.end;
+      next();
+    });
+    let runs = 0;
+    app.post('/charges', express.json(), idempotencyKey({ repository }), (_req, res) => {
+      runs++;
+      res.status(201).json({ run: runs });
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => new Promise((resolve) => server.close(resolve)));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/charges`;
+    const key = randomUUID();
+
+    const first = await post(url, { key });
+    assert.equal(first.status, 201);
+    assert.deepEqual(first.json(), { run: 1 });
+    assert.equal(first.headers.get('x-session'), 'set-at-write-head', 'the earlier writeHead wrapper ran');
+    assert.equal(ended, 1, 'the earlier end wrapper sent the response');
+
+    const again = await post(url, { key });
+    assert.equal(again.status, 201);
+    assert.ok(replayed(again));
+    assert.deepEqual(again.json(), { run: 1 });
+    assert.equal(again.headers.get('x-session'), 'set-at-write-head', 'a replay goes through it too');
+    assert.equal(runs, 1);
+  });
+});

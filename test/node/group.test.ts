@@ -3,7 +3,9 @@ import { describe, it } from 'node:test';
 import { randomName, testProducer, waitFor, waitForCommitted } from '../helpers/kafka.js';
 import {
   assertInputLanded,
+  type DedupInput,
   dedupInput,
+  type LogLine,
   nodeConfig,
   nodeTestbed,
   produceInput,
@@ -23,8 +25,18 @@ describe('two dedup nodes in one group', {
     const batchSize = 500;
     const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t, { partitions });
     const data = dedupInput({ records: 60_000, duplicateShare: 0.2, partitions, batchSize });
-    await produceInput(await testProducer(t, kafka), topic, data);
-    await assertInputLanded(admin, topic, data);
+    // The input goes in in two halves, each partition's records in order (so offsets are as generated): the first
+    // before A starts, the second once B holds partitions. Produced at once, a quick A could drain the whole input
+    // before B's join completes, leaving B nothing to forward (a CI run timed out that way waiting for B).
+    const producer = await testProducer(t, kafka);
+    const half = (part: 0 | 1): DedupInput => ({
+      ...data,
+      partitions: data.partitions.map((records) => {
+        const cut = Math.floor(records.length / 2);
+        return part === 0 ? records.slice(0, cut) : records.slice(cut);
+      }),
+    });
+    await produceInput(producer, topic, half(0));
     const config = nodeConfig({
       topic,
       groupId,
@@ -38,6 +50,12 @@ describe('two dedup nodes in one group', {
     await waitFor(() => a.handle.totals().recordsOut > 0, { timeoutMs: 60_000, what: 'A to forward' });
     // Rebalance 1: B joins and takes half of the partitions while A is busy.
     const b = await startNodeInProcess(t, config);
+    await waitFor(() => b.logs.some(holdsPartitions), {
+      timeoutMs: 60_000,
+      what: 'B to be assigned partitions',
+    });
+    await produceInput(producer, topic, half(1));
+    await assertInputLanded(admin, topic, data);
     await waitFor(() => b.handle.totals().recordsOut > 0, { timeoutMs: 60_000, what: 'B to forward' });
     // Rebalance 2: A leaves gracefully; B takes everything.
     await a.handle.stop();
@@ -60,3 +78,10 @@ describe('two dedup nodes in one group', {
     assert.ok(report.leaked <= raced, `${report.leaked} leaked duplicates, only ${raced} counted as races`);
   });
 });
+
+/** A node's 'joined the group' line naming at least one partition. */
+function holdsPartitions(line: LogLine): boolean {
+  if (line.msg !== 'joined the group') return false;
+  const assignment = line.assignment as Record<string, readonly number[]> | undefined;
+  return Object.values(assignment ?? {}).some((partitions) => partitions.length > 0);
+}

@@ -184,18 +184,14 @@ const rates = new Map<string, number[]>();
 const note = (map: Map<string, number[]>, label: string, value: number) =>
   map.set(label, [...(map.get(label) ?? []), value]);
 const [baselineRow, ...adapterRows] = rows as [(typeof rows)[number], ...typeof rows];
+const run = (row: (typeof rows)[number]) => measure(row.label, row.repository, row.key, row.build);
 try {
   for (let round = 0; round < ROUNDS; round++) {
-    let before = await measure(baselineRow.label, baselineRow.repository, baselineRow.key, baselineRow.build);
+    let before = await run(baselineRow);
     note(rates, baselineRow.label, before);
     for (const row of adapterRows) {
-      const rps = await measure(row.label, row.repository, row.key, row.build);
-      const after = await measure(
-        baselineRow.label,
-        baselineRow.repository,
-        baselineRow.key,
-        baselineRow.build,
-      );
+      const rps = await run(row);
+      const after = await run(baselineRow);
       note(rates, baselineRow.label, after);
       note(rates, row.label, rps);
       note(ratios, row.label, rps / ((before + after) / 2));

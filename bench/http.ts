@@ -22,7 +22,7 @@ import { idempotencyKey } from '../src/adapters/http/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
 import { RedisRepository } from '../src/repositories/redis/index.js';
 import type { IdempotentRepository } from '../src/repositories/types.js';
-import { FigureSink } from './report/figures.js';
+import { FigureSink, median } from './report/figures.js';
 
 const { values } = parseArgs({
   options: {
@@ -208,13 +208,6 @@ console.log(
     .map((l) => l.toFixed(2))
     .join(' ')}`,
 );
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
 const sink = new FigureSink(
   'http',
   `npm run bench:http -- --seconds ${SECONDS} --concurrency ${CONCURRENCY} --rounds ${ROUNDS}`,

@@ -67,6 +67,15 @@ export interface BenchFigures {
 }
 
 /** Whether a ratio meets its target; undefined when it has none. */
+/** The median of same-run ratios taken over rounds: one disturbed round does not move it. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
 export function meetsTarget(ratio: Ratio): boolean | undefined {
   if (ratio.target === undefined) return undefined;
   return ratio.kind === 'min' ? ratio.value >= ratio.target : ratio.value <= ratio.target;

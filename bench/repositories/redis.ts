@@ -21,7 +21,7 @@ import type { CacheClient } from '@aws-lambda-powertools/idempotency/cache/types
 import { Redis } from 'ioredis';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
-import { FigureSink } from '../report/figures.js';
+import { FigureSink, median } from '../report/figures.js';
 
 const { values } = parseArgs({
   options: {
@@ -213,11 +213,10 @@ async function claimsBesideSameShape(
     cpuSeconds,
     unit: 'ids',
   });
-  const sorted = [...ratios].sort((a, b) => a - b);
   console.log(
     `  one batch in flight ÷ its neighbouring baselines, per round: ${ratios.map((r) => r.toFixed(2)).join(', ')}`,
   );
-  return { baseline, claims, ratio: sorted[Math.floor(sorted.length / 2)] as number, ratios };
+  return { baseline, claims, ratio: median(ratios), ratios };
 }
 
 async function batchPath(

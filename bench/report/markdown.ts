@@ -9,7 +9,12 @@ export interface BenchRun {
   readonly file: string;
   readonly figures?: BenchFigures;
   readonly skipped?: string;
+  /** Its figures come from a separate run of its command (`--figures`), not from this report's run. */
+  readonly measuredApart?: boolean;
 }
+
+const apartNote = (run: BenchRun) =>
+  run.measuredApart ? " Measured in a separate run of that command, not in this report's run." : '';
 
 const number = (n: number) =>
   Math.abs(n) >= 100 ? Math.round(n).toLocaleString('en-US') : n.toPrecision(3).replace(/\.?0+$/, '');
@@ -66,7 +71,7 @@ export function renderMarkdown(report: {
         `## ${table.title}`,
         '',
         `From \`${figures.command}\`, load average at the end ${figures.loadavg[0]?.toFixed(2)} (1 min); ` +
-          `the curve is in the chart above, the notes under ${run.name} below.`,
+          `the curve is in the chart above, the notes under ${run.name} below.${apartNote(run)}`,
         '',
         `| ${table.columns.map(cell).join(' | ')} |`,
         `|${table.columns.map(() => '---').join('|')}|`,
@@ -84,7 +89,7 @@ export function renderMarkdown(report: {
     const f = run.figures;
     lines.push(
       `Command: \`${f.command}\`; load average at the end ${f.loadavg.map((l) => l.toFixed(2)).join(' / ')} ` +
-        `(1 / 5 / 15 min) on ${f.cores} cores.`,
+        `(1 / 5 / 15 min) on ${f.cores} cores.${apartNote(run)}`,
       '',
       '| figure | value | unit |',
       '|---|---|---|',

@@ -4,7 +4,10 @@
  * average, machine) and docs/benchmarks.svg (the ratios against their targets, drawn from the numbers).
  * Small sizes by default so the report itself stays quick; `--full` runs each bench at its own defaults.
  *
- *   npm run bench:report [-- --full] [--only consumer,redis] [--out docs]
+ * `--figures NAME=FILE` takes a bench's figures from a JSON file its own `--json` wrote in a separate run instead
+ * of running it (e.g. the growth curve at 1M, 10M and 50M ids, ~30 min alone); the report says so under it.
+ *
+ *   npm run bench:report [-- --full] [--only consumer,redis] [--figures rocksdb-growth=FILE] [--out docs]
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +23,7 @@ const { values } = parseArgs({
   options: {
     full: { type: 'boolean', default: false },
     only: { type: 'string' },
+    figures: { type: 'string', multiple: true },
     out: { type: 'string', default: 'docs' },
   },
 });
@@ -169,14 +173,56 @@ function runBench(spec: BenchSpec, jsonPath: string): Promise<BenchFigures> {
   });
 }
 
+/** `--figures NAME=FILE`: benches whose figures a separate run wrote; a bad one names the flag and the bench. */
+function measuredApart(): Map<string, string> {
+  const apart = new Map<string, string>();
+  for (const item of values.figures ?? []) {
+    const at = item.indexOf('=');
+    const name = item.slice(0, at);
+    if (at < 1 || !BENCHES.some((spec) => spec.name === name)) {
+      throw new Error(
+        `--figures ${item}: expected NAME=FILE with NAME one of ${BENCHES.map((b) => b.name).join(', ')}`,
+      );
+    }
+    apart.set(name, resolve(item.slice(at + 1)));
+  }
+  return apart;
+}
+
+/** A separate run's figures, checked to be the named bench's. */
+function readFigures(spec: BenchSpec, file: string): BenchFigures {
+  let figures: BenchFigures;
+  try {
+    figures = JSON.parse(readFileSync(file, 'utf8')) as BenchFigures;
+  } catch (error) {
+    throw new Error(`--figures ${spec.name}=${file}: ${error instanceof Error ? error.message : error}`);
+  }
+  if (!Array.isArray(figures.figures) || !Array.isArray(figures.ratios)) {
+    throw new Error(`--figures ${spec.name}=${file}: not a bench's --json output (no figures or ratios)`);
+  }
+  return figures;
+}
+
 async function main(): Promise<void> {
   const only = values.only?.split(',').map((s) => s.trim());
+  const apart = measuredApart();
   const scratch = mkdtempSync(join(tmpdir(), 'idem-bench-report-'));
   const runs: BenchRun[] = [];
   const started = new Date();
   try {
     for (const spec of BENCHES) {
       if (only && !only.includes(spec.name)) continue;
+      const file = apart.get(spec.name);
+      if (file !== undefined) {
+        console.log(`\n===== ${spec.name}: figures from a separate run, ${relative(process.cwd(), file)}`);
+        runs.push({
+          name: spec.name,
+          file: spec.file,
+          figures: readFigures(spec, file),
+          measuredApart: true,
+        });
+        continue;
+      }
       const reason = await unavailable(spec);
       if (reason !== undefined) {
         console.log(`\n===== ${spec.name}: skipped, ${reason}`);

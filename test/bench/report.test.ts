@@ -86,6 +86,26 @@ describe('bench report: tables and curves', () => {
     assert.ok(lines.includes('| 10M | 3.72 | 900 \\| 20000 |'), md);
   });
 
+  it("says when a bench's figures come from a separate run (--figures), under its table and its figures", () => {
+    const render = (measuredApart: boolean) =>
+      renderMarkdown({
+        runs: [
+          {
+            name: 'rocksdb-growth',
+            file: 'bench/repositories/rocksdb-growth.ts',
+            figures: growth,
+            measuredApart,
+          },
+        ],
+        started: new Date(0),
+        full: false,
+        chart: 'benchmarks.svg',
+      });
+    const note = "Measured in a separate run of that command, not in this report's run.";
+    assert.equal(render(true).split(note).length - 1, 2, render(true));
+    assert.ok(!render(false).includes(note));
+  });
+
   it('draws each curve in the chart, below the bars, with a target line within range', () => {
     const svg = ratioChart(growth.ratios, 'title', growth.curves);
     const polylines = [...svg.matchAll(/<polyline points="([^"]+)"/g)].map((m) => m[1] as string);

@@ -5,7 +5,7 @@
  * Small sizes by default so the report itself stays quick; `--full` runs each bench at its own defaults.
  *
  * `--figures NAME=FILE` takes a bench's figures from a JSON file its own `--json` wrote in a separate run instead
- * of running it (e.g. the growth curve at 1M, 10M and 50M ids, ~30 min alone); the report says so under it.
+ * of running it (e.g. the growth curve at 1M, 10M and 50M ids, 6–10 min alone here); the report says so under it.
  *
  *   npm run bench:report [-- --full] [--only consumer,redis] [--figures rocksdb-growth=FILE] [--out docs]
  */
@@ -189,7 +189,7 @@ function measuredApart(): Map<string, string> {
   return apart;
 }
 
-/** A separate run's figures, checked to be the named bench's. */
+/** A separate run's figures, checked to be a bench's `--json` output (which bench wrote it is printed). */
 function readFigures(spec: BenchSpec, file: string): BenchFigures {
   let figures: BenchFigures;
   try {
@@ -214,13 +214,11 @@ async function main(): Promise<void> {
       if (only && !only.includes(spec.name)) continue;
       const file = apart.get(spec.name);
       if (file !== undefined) {
-        console.log(`\n===== ${spec.name}: figures from a separate run, ${relative(process.cwd(), file)}`);
-        runs.push({
-          name: spec.name,
-          file: spec.file,
-          figures: readFigures(spec, file),
-          measuredApart: true,
-        });
+        const figures = readFigures(spec, file);
+        console.log(
+          `\n===== ${spec.name}: figures of ${figures.bench} from a separate run, ${relative(process.cwd(), file)}`,
+        );
+        runs.push({ name: spec.name, file: spec.file, figures, measuredApart: true });
         continue;
       }
       const reason = await unavailable(spec);

@@ -63,6 +63,12 @@ const storeDir = join(dataDir, `rocksdb-${IDS}`);
 const workDir = join(storeDir, 'work');
 const bloomDir = (bits: number) => join(dataDir, `rocksdb-bloom-${bits}-${BLOOM_IDS}`);
 
+/** Replaces the work copy with a copy of the populated store. */
+function freshWorkCopy(): void {
+  rmSync(workDir, { recursive: true, force: true });
+  cpSync(join(storeDir, 'store'), workDir, { recursive: true });
+}
+
 // ---- child phases ---------------------------------------------------------------------------------------
 
 /** Writes ids 0..n-1 through the store's own addMany (WAL off: buffered, 64k-record flushes). */
@@ -317,8 +323,7 @@ async function main(): Promise<void> {
   console.log(`calibration: Map.set of 1M string keys, ${mapNs.toFixed(0)} ns per key`);
 
   console.log('measuring in fresh processes ...');
-  rmSync(workDir, { recursive: true, force: true });
-  cpSync(join(storeDir, 'store'), workDir, { recursive: true });
+  freshWorkCopy();
   const memory = child('memory');
   const walOn = child('measure', { wal: true });
   const walOff = args.quick ? undefined : child('measure', { wal: false });
@@ -326,8 +331,7 @@ async function main(): Promise<void> {
   // Startup on a fresh copy of the populated store: the key-index-off run above wrote its records under their
   // own keys, into the bucket the killed child then writes to, and a store that went through that is rescanned
   // whole after a crash (seconds here), which is not what a user of the default store sees.
-  rmSync(workDir, { recursive: true, force: true });
-  cpSync(join(storeDir, 'store'), workDir, { recursive: true });
+  freshWorkCopy();
   const opens = child('startup');
   const blooms = noBloom
     ? []

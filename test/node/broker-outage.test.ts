@@ -1,15 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { after, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { describe, it } from 'node:test';
 import { testProducer, waitFor, waitForCommitted } from '../helpers/kafka.js';
 import {
   assertInputLanded,
   dedupInput,
   type LogLine,
   nodeConfig,
-  nodeTestbed,
   produceInput,
   readOutput,
   rocksdbRepository,
@@ -17,24 +13,23 @@ import {
   writeNodeConfig,
 } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
+import { privateBrokerTestbed } from './private-broker.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const run = promisify(execFile);
-const stack = (action: 'up' | 'down') =>
-  run('bash', [`scripts/stack/${action}.sh`, 'kafka'], { cwd: ROOT, timeout: 180_000 });
+/**
+ * Ports of this test's own broker (and its controller, +1): the outage stops that broker, never the shared one, so
+ * the Kafka tests running beside this file see nothing of it.
+ */
+const PORT = Number(process.env.IDEM_PRIVATE_KAFKA_PORT_3 ?? 19_196);
 
-// Stops the shared broker: keep this file's test last among the Kafka tests of a run.
 describe('dedup node through a broker outage', { skip: skipUnlessEnabled('kafka') }, () => {
-  let brokerDown = false;
-  // Whatever happens in the test, the broker is running again afterwards.
-  after(async () => {
-    if (brokerDown) await stack('up');
-  });
-
   it('rides out 10 s without a broker and loses nothing, without a restart', {
     timeout: 300_000,
   }, async (t) => {
-    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t);
+    const { broker, kafka, admin, topic, output, dlq, groupId } = await privateBrokerTestbed(
+      t,
+      PORT,
+      'idem-outage',
+    );
     const batchSize = 500;
     const data = dedupInput({ records: 100_000, duplicateShare: 0.1, partitions: 3, batchSize });
     await produceInput(await testProducer(t, kafka), topic, data);
@@ -49,6 +44,7 @@ describe('dedup node through a broker outage', { skip: skipUnlessEnabled('kafka'
         repository: await rocksdbRepository(t),
         batchSize,
         perfInterval: '200ms',
+        extra: { kafka: { brokers: [...broker.brokers] } },
       }),
     );
 
@@ -56,11 +52,10 @@ describe('dedup node through a broker outage', { skip: skipUnlessEnabled('kafka'
     // Well into the run: some batches committed, most of the topic still to go.
     await waitFor(() => rowsIn(node.logs) >= 10_000, { timeoutMs: 90_000, what: '10,000 records read' });
     const readBefore = rowsIn(node.logs);
-    brokerDown = true;
-    await stack('down');
+    await broker.stop();
+    // The outage itself (not a wait for something): the node must ride out 10 s without its broker.
     await new Promise((resolve) => setTimeout(resolve, 10_000));
-    await stack('up');
-    brokerDown = false;
+    await broker.start();
 
     await waitForCommitted(admin, groupId, topic, { timeoutMs: 200_000 });
     assert.equal(node.child.exitCode, null, 'the same process finished the topic');

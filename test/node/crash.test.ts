@@ -24,12 +24,15 @@ import {
   startNodeProcess,
   writeNodeConfig,
 } from '../helpers/node.js';
+import { soakSize } from '../helpers/soak.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
 /** SIGKILLs per run; each lands 0-1.5 s after the restarted node first reports forwarded rows. */
 const KILLS = 5;
 const BATCH_SIZE = 500;
-const RECORDS = Number(process.env.IDEM_NODE_CRASH_RECORDS ?? 200_000);
+// CI: 60,000 records, enough for all 5 kills to land mid-run (each 0-1.5 s after forwarding resumes); the soak
+// (IDEM_SOAK=1) keeps the 200,000 CI used to run.
+const RECORDS = soakSize('NODE_CRASH_RECORDS', { ci: 60_000, soak: 200_000 });
 
 /**
  * The node as a child process, killed with SIGKILL at random points and restarted, until it has been killed

@@ -21,6 +21,7 @@ import { committedReport } from './exactly-once-input.js';
 
 // Exactly-once's two transactional producer layouts on @platformatic/kafka, whatever client the rest of the run
 // uses (IDEM_KAFKA_CLIENT): per-instance is the default there, and per-partition must keep working on it.
+// @kafka-client-pinned: the test runner runs this file once, not once per client.
 
 const BATCH_SIZE = 500;
 const KILLS = 3;

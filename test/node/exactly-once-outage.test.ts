@@ -14,7 +14,7 @@ import {
 } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 import { committedReport } from './exactly-once-input.js';
-import { startPrivateBroker } from './private-broker.js';
+import { privateBrokerTestbed } from './private-broker.js';
 
 /** Ports of this test's own broker (and its controller, +1): the shared broker on 9092 keeps running. */
 const PORT = Number(process.env.IDEM_PRIVATE_KAFKA_PORT ?? 19_192);
@@ -23,7 +23,7 @@ describe('exactly-once dedup node through a broker outage', { skip: skipUnlessEn
   it('rides out 10 s without its broker: no loss, no duplicate, no restart', {
     timeout: 480_000,
   }, async (t) => {
-    const { broker, kafka, topic, output, dlq, groupId } = await outageTestbed(t);
+    const { broker, kafka, topic, output, dlq, groupId } = await privateBrokerTestbed(t, PORT, 'idem-eos');
     const batchSize = 500;
     const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize });
     const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
@@ -89,30 +89,4 @@ describe('exactly-once dedup node through a broker outage', { skip: skipUnlessEn
 /** Rows read so far, from the node's perf log lines. */
 function rowsIn(logs: readonly LogLine[]): number {
   return logs.reduce((n, l) => n + ((l.perf as { rowsIn?: number } | undefined)?.rowsIn ?? 0), 0);
-}
-
-/** A private broker with the test's input (3 partitions), output and DLQ topics. */
-async function outageTestbed(t: TestContext) {
-  const broker = await startPrivateBroker(t, PORT);
-  const kafka = new Kafka({
-    clientId: 'idem-test',
-    brokers: [...broker.brokers],
-    logLevel: logLevel.NOTHING,
-    retry: { retries: 10, initialRetryTime: 200 },
-  });
-  const admin = kafka.admin();
-  await admin.connect();
-  onCleanup(t, () => admin.disconnect());
-  const [topic, output, dlq, groupId] = ['in', 'out', 'dlq', 'group'].map((p) =>
-    randomName(`idem-eos-${p}`),
-  ) as [string, string, string, string];
-  await admin.createTopics({
-    topics: [
-      { topic, numPartitions: 3 },
-      { topic: output, numPartitions: 3 },
-      { topic: dlq, numPartitions: 1 },
-    ],
-    waitForLeaders: true,
-  });
-  return { broker, kafka, topic, output, dlq, groupId };
 }

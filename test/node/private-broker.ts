@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
-import { onCleanup, waitFor } from '../helpers/kafka.js';
+import { onCleanup, randomName, waitFor } from '../helpers/kafka.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -160,4 +160,30 @@ export async function startPrivateBroker(t: TestContext, port: number): Promise<
       return server !== undefined && server.exitCode === null;
     },
   };
+}
+
+/** A private broker with a test's input (3 partitions), output (3) and DLQ (1) topics, named `prefix-…`. */
+export async function privateBrokerTestbed(t: TestContext, port: number, prefix: string) {
+  const broker = await startPrivateBroker(t, port);
+  const kafka = new Kafka({
+    clientId: 'idem-test',
+    brokers: [...broker.brokers],
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 10, initialRetryTime: 200 },
+  });
+  const admin = kafka.admin();
+  await admin.connect();
+  onCleanup(t, () => admin.disconnect());
+  const [topic, output, dlq, groupId] = ['in', 'out', 'dlq', 'group'].map((p) =>
+    randomName(`${prefix}-${p}`),
+  ) as [string, string, string, string];
+  await admin.createTopics({
+    topics: [
+      { topic, numPartitions: 3 },
+      { topic: output, numPartitions: 3 },
+      { topic: dlq, numPartitions: 1 },
+    ],
+    waitForLeaders: true,
+  });
+  return { broker, kafka, admin, topic, output, dlq, groupId };
 }

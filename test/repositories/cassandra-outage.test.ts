@@ -1,80 +1,48 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { IdempotentConsumer, type ProcessResult } from '../../src/consumer/index.js';
 import { RepositoryError } from '../../src/errors.js';
 import { CassandraRepository } from '../../src/repositories/cassandra/index.js';
 import { closeAfter, endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 /**
- * A Cassandra node cannot be restarted cheaply, so an outage is simulated by freezing its process (SIGSTOP):
- * connections stay open but nothing answers, which is the worst case for a client (no fast "connection refused").
- * The node is ALWAYS resumed (SIGCONT) in finally blocks, an after hook and on process exit.
+ * A Cassandra node cannot be restarted cheaply, and freezing the shared one (SIGSTOP) would stall every other test
+ * file running beside this one. So the repositories here reach the shared node through a proxy of this file's own
+ * (test/helpers/tcp-proxy.ts), and an outage freezes that proxy: connections stay open but nothing answers, which is
+ * what a frozen node looks like to the client and the worst case for it (no fast "connection refused"). The proxy
+ * is always thawed in finally blocks and closed after the file.
  */
 
-const connection = {
-  contactPoints: [...endpoints.cassandraContactPoints],
-  keyspace: 'idem_test',
-  table: 'contract_ids',
-  // Low, so a frozen node turns into prompt timeouts rather than the default 12 s wait.
-  requestTimeoutMs: 400,
-};
+const [cassandraHost = '127.0.0.1', cassandraPort = '9042'] = (
+  endpoints.cassandraContactPoints[0] ?? '127.0.0.1:9042'
+).split(':');
 
-/** Outage window: long enough for several timed-out calls, short enough not to upset the node. */
+/** Outage window: long enough for several timed-out calls. */
 const FREEZE_CALLS = 4;
 
-/** The pid of the local Cassandra: CASSANDRA_PID, the stack's pid file, or the one CassandraDaemon process. */
-function cassandraPid(): number {
-  if (process.env.CASSANDRA_PID) return Number(process.env.CASSANDRA_PID);
-  const isCassandra = (pid: number) => {
-    try {
-      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('CassandraDaemon');
-    } catch {
-      return false;
-    }
+describe('cassandra outage (node frozen: nothing answers)', { skip: skipUnlessEnabled('cassandra') }, () => {
+  let proxy: TcpProxy | undefined;
+  let connection: {
+    contactPoints: string[];
+    keyspace: string;
+    table: string;
+    requestTimeoutMs: number;
   };
-  const pidFile = '.stack/pids/cassandra.pid';
-  if (existsSync(pidFile)) {
-    const pid = Number(readFileSync(pidFile, 'utf8').trim().split(/\s+/)[0]);
-    if (isCassandra(pid)) return pid;
-  }
-  let found: number[] = [];
-  try {
-    found = execFileSync('pgrep', ['-f', 'CassandraDaemon'], { encoding: 'utf8' })
-      .split('\n')
-      .filter(Boolean)
-      .map(Number)
-      .filter(isCassandra);
-  } catch {
-    // pgrep exits 1 when nothing matches.
-  }
-  if (found.length !== 1) {
-    throw new Error(
-      `outage test needs exactly one local Cassandra process (found ${found.length}); set CASSANDRA_PID ` +
-        'or opt out with IDEM_SKIP_STORES=cassandra',
-    );
-  }
-  return found[0] as number;
-}
-
-describe('cassandra outage (node frozen with SIGSTOP)', { skip: skipUnlessEnabled('cassandra') }, () => {
-  let pid = 0;
-  let frozen = false;
-  const thaw = () => {
-    if (!frozen) return;
-    process.kill(pid, 'SIGCONT');
-    frozen = false;
-  };
-  const freeze = () => {
-    frozen = true;
-    process.kill(pid, 'SIGSTOP');
-  };
+  const thaw = () => proxy?.thaw();
+  const freeze = () => proxy?.freeze();
 
   before(async () => {
-    pid = cassandraPid();
-    process.on('exit', thaw);
+    proxy = await TcpProxy.start({ host: cassandraHost, port: Number(cassandraPort) });
+    connection = {
+      contactPoints: [proxy.address],
+      keyspace: 'idem_test',
+      // Shared with other files; each test here writes under a namespace of its own.
+      table: 'contract_ids',
+      // Low, so a frozen node turns into prompt timeouts rather than the default 12 s wait.
+      requestTimeoutMs: 400,
+    };
     // Schema first, with the default timeout: a DDL must not race the low test timeout.
     const schema = await CassandraRepository.connect({
       ...connection,
@@ -83,9 +51,9 @@ describe('cassandra outage (node frozen with SIGSTOP)', { skip: skipUnlessEnable
     });
     await schema.close();
   });
-  after(() => {
+  after(async () => {
     thaw();
-    process.off('exit', thaw);
+    await proxy?.close();
   });
 
   /**

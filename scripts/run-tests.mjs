@@ -1,0 +1,213 @@
+#!/usr/bin/env node
+// Runs test files concurrently, each in its own `node --test` process, and reports per file. scripts/test.sh calls it
+// for `npm test`. Why not `node --test --test-concurrency=N` alone: on Node 20 its TAP output loses which file a test
+// came from and how long each file took, and it starts files in name order, so the slowest file may start last and
+// set the run's length. Here the files start slowest first (times from scripts/test-timings.json), each file's
+// output is printed in one piece when it ends, and the run ends with the ten slowest files and the totals.
+//
+//   node scripts/run-tests.mjs [--concurrency N] [--save-timings] [node --test options] [files...]
+//
+// Kafka clients: a file whose tests run the package's Kafka code on the client IDEM_KAFKA_CLIENT names (it calls one
+// of the helpers in CLIENT_HELPERS below) runs once per client in IDEM_TEST_KAFKA_CLIENTS (default: both), each run
+// with IDEM_KAFKA_CLIENT set; a file that does not depend on the client, or pins one itself (the comment
+// `@kafka-client-pinned`), runs once. So every Kafka behaviour is proven on both clients in one pool, once each.
+//
+// Environment: IDEM_TEST_CONCURRENCY (default 4), IDEM_TEST_KAFKA_CLIENTS (default kafkajs,platformatic),
+// IDEM_TEST_LOG_DIR (default .test-logs: one TAP log per run of a file), IDEM_TEST_TIMEOUT_MS (per test, default
+// 900000).
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TIMINGS = join(ROOT, 'scripts/test-timings.json');
+
+const args = process.argv.slice(2);
+let concurrency = Number(process.env.IDEM_TEST_CONCURRENCY ?? 4);
+let saveTimings = false;
+const nodeOptions = [];
+const files = [];
+for (let i = 0; i < args.length; i++) {
+  const a = args[i];
+  if (a === '--concurrency') concurrency = Number(args[++i]);
+  else if (a.startsWith('--concurrency=')) concurrency = Number(a.slice('--concurrency='.length));
+  else if (a === '--save-timings') saveTimings = true;
+  else if (a.startsWith('-')) nodeOptions.push(a);
+  else files.push(a);
+}
+if (!Number.isInteger(concurrency) || concurrency < 1) {
+  console.error(
+    `run-tests: --concurrency (or IDEM_TEST_CONCURRENCY) must be a whole number ≥ 1, not ${concurrency}`,
+  );
+  process.exit(2);
+}
+
+function findTests(dir) {
+  const found = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) found.push(...findTests(path));
+    else if (entry.name.endsWith('.test.ts')) found.push(relative(ROOT, path));
+  }
+  return found;
+}
+const selected = (
+  files.length ? files.map((f) => relative(ROOT, join(process.cwd(), f))) : findTests(join(ROOT, 'test'))
+).sort();
+for (const f of selected) statSync(join(ROOT, f)); // a missing file fails here, naming it
+
+/** The test helpers that read IDEM_KAFKA_CLIENT (test/helpers/kafka.ts, test/helpers/node.ts). */
+const CLIENT_HELPERS =
+  /\b(testKafkaClientName|testConnection|testClient|onTestClient|testPortAdmin|nodeConfig)\(/;
+const clients = (process.env.IDEM_TEST_KAFKA_CLIENTS ?? 'kafkajs,platformatic').split(',').filter(Boolean);
+const kafkaSkipped =
+  /^(1|true|yes)$/i.test(process.env.IDEM_SKIP_KAFKA ?? '') ||
+  /(^|,)(kafka|all)(,|$)/.test(process.env.IDEM_SKIP_STORES ?? '');
+/** One run of one file: `{ file, client }`, client undefined for a file that runs once. */
+const runs = selected.flatMap((file) => {
+  const source = readFileSync(join(ROOT, file), 'utf8');
+  const perClient =
+    !process.env.IDEM_KAFKA_CLIENT &&
+    !kafkaSkipped &&
+    clients.length > 1 &&
+    CLIENT_HELPERS.test(source) &&
+    !source.includes('@kafka-client-pinned');
+  return perClient ? clients.map((client) => ({ file, client })) : [{ file, client: undefined }];
+});
+const label = (run) => (run.client ? `${run.file} [${run.client}]` : run.file);
+
+/** Seconds per file from earlier runs; a file not listed is assumed to take the median. */
+let known = {};
+try {
+  known = JSON.parse(readFileSync(TIMINGS, 'utf8'));
+} catch {
+  // No timings yet: name order.
+}
+const knownTimes = Object.values(known).sort((a, b) => a - b);
+const median = knownTimes[Math.floor(knownTimes.length / 2)] ?? 10;
+const estimate = (run) => known[label(run)] ?? known[run.file] ?? median;
+// Longest first: the run then ends close to total / concurrency instead of waiting on a long file started last.
+const queue = [...runs].sort((a, b) => estimate(b) - estimate(a) || label(a).localeCompare(label(b)));
+
+const logDir = join(ROOT, process.env.IDEM_TEST_LOG_DIR ?? '.test-logs');
+mkdirSync(logDir, { recursive: true });
+const timeoutMs = process.env.IDEM_TEST_TIMEOUT_MS ?? '900000';
+
+const results = [];
+const started = Date.now();
+
+/** The counts node's TAP reporter prints at its end (`# pass 12`). */
+function counts(tap) {
+  const count = (name) => {
+    const m = new RegExp(`^# ${name} (\\d+)$`, 'm').exec(tap);
+    return m ? Number(m[1]) : 0;
+  };
+  return {
+    tests: count('tests'),
+    pass: count('pass'),
+    fail: count('fail'),
+    cancelled: count('cancelled'),
+    skipped: count('skipped'),
+    todo: count('todo'),
+  };
+}
+
+function runFile(run) {
+  const { file, client } = run;
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--test',
+        '--test-reporter=tap',
+        `--test-timeout=${timeoutMs}`,
+        ...nodeOptions,
+        file,
+      ],
+      {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: client ? { ...process.env, IDEM_KAFKA_CLIENT: client } : process.env,
+      },
+    );
+    const chunks = [];
+    child.stdout.on('data', (c) => chunks.push(c));
+    child.stderr.on('data', (c) => chunks.push(c));
+    child.on('close', (code, signal) => {
+      const seconds = (Date.now() - t0) / 1000;
+      const tap = Buffer.concat(chunks).toString();
+      const logFile = join(logDir, `${file.replace(/[/\\]/g, '__')}${client ? `.${client}` : ''}.tap`);
+      writeFileSync(logFile, tap);
+      const c = counts(tap);
+      // A file that exited non-zero without a failed test (a crash, a syntax error) counts as one failure.
+      const failed = c.fail + c.cancelled > 0 || code !== 0;
+      resolve({ file: label(run), seconds, code, signal, tap, logFile, ...c, failed });
+    });
+  });
+}
+
+const pad = (s, n) => String(s).padStart(n);
+let done = 0;
+async function worker() {
+  for (let run = queue.shift(); run !== undefined; run = queue.shift()) {
+    const r = await runFile(run);
+    results.push(r);
+    done++;
+    const head = `[${pad(done, 3)}/${runs.length}] ${r.failed ? 'FAIL' : 'ok  '} ${r.file} (${r.seconds.toFixed(1)} s, ${r.pass} passed${r.skipped ? `, ${r.skipped} skipped` : ''}${r.fail + r.cancelled ? `, ${r.fail + r.cancelled} failed` : ''})`;
+    if (r.failed) {
+      // The whole file's output, so the CI log shows the failure in context.
+      process.stdout.write(`\n${head}\n${r.tap.replace(/^/gm, '  | ')}\n`);
+      if (r.code !== 0 && r.fail + r.cancelled === 0) {
+        process.stdout.write(
+          `  | the file's process exited with ${r.signal ?? `code ${r.code}`} without a failed test\n`,
+        );
+      }
+    } else {
+      process.stdout.write(`${head}\n`);
+    }
+  }
+}
+
+const twice = runs.length - selected.length;
+console.log(
+  `run-tests: ${selected.length} files${twice ? ` (${twice} of them once per Kafka client: ${clients.join(', ')})` : ''}, ` +
+    `${concurrency} at a time, slowest first; per-file TAP in ${relative(ROOT, logDir)}/`,
+);
+await Promise.all(Array.from({ length: Math.min(concurrency, runs.length) }, worker));
+
+const wall = (Date.now() - started) / 1000;
+const sum = (k) => results.reduce((n, r) => n + r[k], 0);
+const failedFiles = results.filter((r) => r.failed);
+console.log('\nslowest files:');
+for (const r of [...results].sort((a, b) => b.seconds - a.seconds).slice(0, 10)) {
+  console.log(`  ${pad(r.seconds.toFixed(1), 7)} s  ${r.file}`);
+}
+if (failedFiles.length) {
+  console.log(`\nfailed files (${failedFiles.length}):`);
+  for (const r of failedFiles) {
+    console.log(`  ${r.file} (log: ${relative(ROOT, r.logFile)})`);
+    const blocks = spawnSync(process.execPath, [join(ROOT, 'scripts/tap-failures.mjs'), r.logFile], {
+      encoding: 'utf8',
+    });
+    process.stdout.write(`${blocks.stdout}`.replace(/^/gm, '    ').trimEnd() + '\n');
+  }
+}
+if (saveTimings) {
+  const timings = { ...known };
+  for (const r of results) timings[r.file] = Math.round(r.seconds * 10) / 10;
+  const sorted = Object.fromEntries(Object.entries(timings).sort(([a], [b]) => a.localeCompare(b)));
+  writeFileSync(TIMINGS, `${JSON.stringify(sorted, null, 2)}\n`);
+  console.log(`\nrun-tests: timings saved to ${relative(ROOT, TIMINGS)}`);
+}
+const failedCount =
+  sum('fail') + sum('cancelled') + failedFiles.filter((r) => r.fail + r.cancelled === 0).length;
+console.log(
+  `\nrun-tests: ${results.length} runs of ${selected.length} files in ${wall.toFixed(0)} s (${concurrency} at a time; ${sum('seconds').toFixed(0)} s of file time)`,
+);
+// The closing line CI reads: 'N passed, N failed' alone on a line.
+console.log(`tests: ${sum('pass')} passed, ${failedCount} failed, ${sum('skipped')} skipped`);
+process.exit(failedFiles.length ? 1 : 0);

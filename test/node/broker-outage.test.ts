@@ -15,19 +15,13 @@ import {
 import { skipUnlessEnabled } from '../helpers/stores.js';
 import { privateBrokerTestbed } from './private-broker.js';
 
-/**
- * Ports of this test's own broker (and its controller, +1): the outage stops that broker, never the shared one, so
- * the Kafka tests running beside this file see nothing of it.
- */
-const PORT = Number(process.env.IDEM_PRIVATE_KAFKA_PORT_3 ?? 19_196);
-
 describe('dedup node through a broker outage', { skip: skipUnlessEnabled('kafka') }, () => {
   it('rides out 10 s without a broker and loses nothing, without a restart', {
     timeout: 300_000,
   }, async (t) => {
+    // A broker of this test's own: the outage stops it, never the shared one the other files use.
     const { broker, kafka, admin, topic, output, dlq, groupId } = await privateBrokerTestbed(
       t,
-      PORT,
       'idem-outage',
     );
     const batchSize = 500;

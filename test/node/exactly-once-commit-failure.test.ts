@@ -9,9 +9,6 @@ import { onCleanup, randomName, waitFor } from '../helpers/kafka.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 import { type PrivateBroker, startPrivateBroker } from './private-broker.js';
 
-/** This test's own broker (controller on +1), apart from the outage test's 19192. */
-const PORT = Number(process.env.IDEM_PRIVATE_KAFKA_PORT_2 ?? 19_194);
-
 /**
  * A broker restart seen in CI stalled the exactly-once node for good: a chunk's commit failed while the broker was
  * down, kafkajs left that producer in COMMITTING (it never begins another transaction from there), and the chunk's
@@ -21,7 +18,7 @@ describe('exactly-once chunk whose commit fails', { skip: skipUnlessEnabled('kaf
   it('asks for a new producer (the old one cannot begin another transaction)', {
     timeout: 300_000,
   }, async (t) => {
-    const broker = await startPrivateBroker(t, PORT);
+    const broker = await startPrivateBroker(t);
     const kafka = new Kafka({
       clientId: 'idem-test',
       brokers: [...broker.brokers],

@@ -16,14 +16,11 @@ import { skipUnlessEnabled } from '../helpers/stores.js';
 import { committedReport } from './exactly-once-input.js';
 import { privateBrokerTestbed } from './private-broker.js';
 
-/** Ports of this test's own broker (and its controller, +1): the shared broker on 9092 keeps running. */
-const PORT = Number(process.env.IDEM_PRIVATE_KAFKA_PORT ?? 19_192);
-
 describe('exactly-once dedup node through a broker outage', { skip: skipUnlessEnabled('kafka') }, () => {
   it('rides out 10 s without its broker: no loss, no duplicate, no restart', {
     timeout: 480_000,
   }, async (t) => {
-    const { broker, kafka, topic, output, dlq, groupId } = await privateBrokerTestbed(t, PORT, 'idem-eos');
+    const { broker, kafka, topic, output, dlq, groupId } = await privateBrokerTestbed(t, 'idem-eos');
     const batchSize = 500;
     const data = dedupInput({ records: 60_000, duplicateShare: 0.1, partitions: 3, batchSize });
     const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });

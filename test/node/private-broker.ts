@@ -7,12 +7,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 import { onCleanup, randomName, waitFor } from '../helpers/kafka.js';
+import { sparePort } from '../helpers/redis-server.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -71,7 +73,10 @@ export interface PrivateBroker {
 }
 
 /** Starts a private broker on `port` (controller on `port + 1`); it is killed and its data removed after the test. */
-export async function startPrivateBroker(t: TestContext, port: number): Promise<PrivateBroker> {
+export async function startPrivateBroker(t: TestContext, port?: number): Promise<PrivateBroker> {
+  // Two consecutive free ports (the broker's and its controller's, +1) unless the test names them: files (and one
+  // file's runs on the two Kafka clients) start private brokers side by side.
+  port ??= await sparePortPair();
   const lib = await kafkaLib();
   const dir = await mkdtemp(join(tmpdir(), 'idem-private-kafka-'));
   const data = join(dir, 'data');
@@ -162,8 +167,25 @@ export async function startPrivateBroker(t: TestContext, port: number): Promise<
   };
 }
 
+/** A loopback port `p` with `p + 1` free too, at the time of asking. */
+async function sparePortPair(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = await sparePort();
+    if (port < 65_535 && (await portFree(port + 1))) return port;
+  }
+  throw new Error('no two consecutive free loopback ports found for a private Kafka broker');
+}
+
+async function portFree(port: number): Promise<boolean> {
+  const server = createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
 /** A private broker with a test's input (3 partitions), output (3) and DLQ (1) topics, named `prefix-…`. */
-export async function privateBrokerTestbed(t: TestContext, port: number, prefix: string) {
+export async function privateBrokerTestbed(t: TestContext, prefix: string, port?: number) {
   const broker = await startPrivateBroker(t, port);
   const kafka = new Kafka({
     clientId: 'idem-test',

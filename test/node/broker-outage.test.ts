@@ -17,7 +17,8 @@ import { privateBrokerTestbed } from './private-broker.js';
 
 describe('dedup node through a broker outage', { skip: skipUnlessEnabled('kafka') }, () => {
   it('rides out 10 s without a broker and loses nothing, without a restart', {
-    timeout: 300_000,
+    // Two starts of a private broker (each a JVM) and 100,000 records, beside three other test files.
+    timeout: 600_000,
   }, async (t) => {
     // A broker of this test's own: the outage stops it, never the shared one the other files use.
     const { broker, kafka, admin, topic, output, dlq, groupId } = await privateBrokerTestbed(

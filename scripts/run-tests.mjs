@@ -17,7 +17,7 @@
 // 900000).
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -53,7 +53,7 @@ function findTests(dir) {
   return found;
 }
 const selected = (
-  files.length ? files.map((f) => relative(ROOT, join(process.cwd(), f))) : findTests(join(ROOT, 'test'))
+  files.length ? files.map((f) => relative(ROOT, resolve(f))) : findTests(join(ROOT, 'test'))
 ).sort();
 for (const f of selected) statSync(join(ROOT, f)); // a missing file fails here, naming it
 

@@ -231,6 +231,14 @@ export interface RepositoryTransaction<Client = unknown> {
   rollbackOnly(): void;
   /** True once {@link rollbackOnly} was called. */
   readonly rollingBack: boolean;
+  /**
+   * Why the database rolled this whole transaction back on its own while the work ran, if it did: MySQL does so
+   * to a deadlock victim, even when the deadlocked statement was the handler's own and the handler caught its
+   * error. Nothing of the transaction commits then (the end is a ROLLBACK, or `transaction()` rejects), and the
+   * consumer runs the transaction again from the start. Optional: a store whose database never does this (a
+   * failed PostgreSQL statement aborts the transaction but leaves it open) leaves it undefined.
+   */
+  readonly rolledBackBy?: string;
 }
 
 /** Options of {@link TransactionalRepository.transaction}. */

@@ -1,4 +1,4 @@
-import { RepositoryError } from '../errors.js';
+import { RepositoryError, SwallowedStatementError } from '../errors.js';
 import type { RepositoryTransaction, TransactionalRepository } from '../repositories/types.js';
 import type { BatchEngine } from './engine.js';
 import { DEFAULT_STREAM } from './event-time.js';
@@ -183,9 +183,28 @@ function perMessage<M, R>(
       await transaction.rollbackToSavepoint();
       throw error;
     }
-    await transaction.releaseSavepoint();
+    await keepWrites(transaction, `the handler of message ${JSON.stringify(context.id)}`);
     return value;
   };
+}
+
+/**
+ * Releases the savepoint of a handler that returned. When the handler had caught the error of a statement that
+ * left the transaction unusable (PostgreSQL), the store rolled back to the savepoint instead: the handler's
+ * writes are undone, so its message fails (and the rest of the transaction goes on) with an error saying why.
+ */
+async function keepWrites(transaction: RepositoryTransaction, who: string): Promise<void> {
+  try {
+    await transaction.releaseSavepoint();
+  } catch (error) {
+    if (!(error instanceof SwallowedStatementError)) throw error;
+    throw new SwallowedStatementError(
+      `${who} swallowed a statement error: a SQL statement it ran failed and it caught the error, which left the ` +
+        'transaction aborted; its writes were rolled back to the savepoint set before it and it is failed. Let ' +
+        "the error propagate, or run a statement that may fail under a savepoint of the handler's own",
+      { cause: error },
+    );
+  }
 }
 
 /**
@@ -208,7 +227,7 @@ function wholeBatch<M>(handler: BatchHandler<M>, transaction: RepositoryTransact
         await transaction.rollbackToSavepoint();
         throw error;
       }
-      await transaction.releaseSavepoint();
+      await keepWrites(transaction, 'the whole-batch handler');
       return reply;
     },
   };

@@ -219,7 +219,11 @@ export interface RepositoryTransaction<Client = unknown> {
    * handler's writes but keep the transaction (a batch transaction, or a failure kept with the id).
    */
   savepoint(): Promise<void>;
-  /** Drops the open savepoint, keeping what was written after it. */
+  /**
+   * Drops the open savepoint, keeping what was written after it. When a statement after it failed, its error was
+   * caught, and the database refuses the transaction's further statements (PostgreSQL's aborted transaction),
+   * it rolls back to the savepoint instead (the transaction goes on) and rejects with SwallowedStatementError.
+   */
   releaseSavepoint(): Promise<void>;
   /** Undoes what was written since the open savepoint (and drops it); the transaction goes on. */
   rollbackToSavepoint(): Promise<void>;

@@ -44,7 +44,8 @@ interface Opened {
  * commit. A concurrent claim of an id this transaction holds waits on its row lock, and after the lock timeout
  * the store answers it in-progress. A handler that throws rolls back its own writes with its claim: under a
  * savepoint when the transaction holds more than that message or keeps the failure, else by rolling the whole
- * transaction back (one round trip less on the common path). A crash commits nothing.
+ * transaction back (one round trip less on the common path). A crash commits nothing, and neither does a
+ * transaction the database rolled back on its own: it runs again (see {@link ATTEMPTS}).
  */
 export class TransactionRunner<M> {
   readonly #repository: TransactionalRepository;

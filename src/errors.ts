@@ -17,6 +17,7 @@ export const ErrorCodes = {
   storedOutcome: 'IDEM_ERR_STORED_OUTCOME',
   missingDependency: 'IDEM_ERR_MISSING_DEPENDENCY',
   startupTimeout: 'IDEM_ERR_STARTUP_TIMEOUT',
+  swallowedStatement: 'IDEM_ERR_SWALLOWED_STATEMENT',
 } as const;
 
 /** A stable code identifying the kind of failure. */
@@ -180,6 +181,21 @@ export class StoredOutcomeError extends IdempotencyError {
     readonly reason: string,
   ) {
     super(StoredOutcomeError.code, `the outcome kept for id ${JSON.stringify(id)} cannot be read: ${reason}`);
+  }
+}
+
+/**
+ * A SQL statement failed inside a transaction, the code that ran it caught its error and went on, and the database
+ * refuses every further statement of the transaction until it rolls back (PostgreSQL's aborted transaction,
+ * SQLSTATE 25P02). The store rolled back to the savepoint set before that code, which undoes what it wrote and
+ * lets the transaction go on. Under the consumer's `transaction: 'batch'` the message whose handler did this fails
+ * with it, and the batch goes on; let the error propagate, or run a statement that may fail under a savepoint of
+ * the handler's own. `cause` is the error the store met.
+ */
+export class SwallowedStatementError extends IdempotencyError {
+  static readonly code = ErrorCodes.swallowedStatement;
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(SwallowedStatementError.code, message, options);
   }
 }
 

@@ -1,3 +1,4 @@
+import { RepositoryError, SwallowedStatementError } from '../errors.js';
 import type { RepositoryTransaction, TransactionalRepository } from '../repositories/types.js';
 import type { BatchEngine } from './engine.js';
 import { DEFAULT_STREAM } from './event-time.js';
@@ -12,17 +13,26 @@ import type {
 } from './types.js';
 
 /**
- * How many times a transaction runs in all when its lazy mark raced: another transaction committed the same id
- * between this one's check and its mark. This one is rolled back (its effect with it) and runs again, and the
- * run after sees the committed id as a duplicate. A mark that still races then answers in-progress.
+ * How many times a transaction runs in all when it must run again:
+ * - its lazy mark raced: another transaction committed the same id between this one's check and its mark. This
+ *   one is rolled back (its effect with it) and runs again, and the run after sees the committed id as a
+ *   duplicate. A mark that still races then answers in-progress.
+ * - the database rolled it back whole on its own (`RepositoryTransaction.rolledBackBy`: a MySQL deadlock, also in
+ *   a statement of a handler's own). Nothing of it committed; every message of it runs again. When the last run
+ *   is rolled back too, the call rejects with a retryable RepositoryError, as on any store failure.
  */
-const RACE_ATTEMPTS = 3;
+const ATTEMPTS = 3;
 
 /** What one transaction answered: its results, whether a lazy mark raced, whether it was rolled back. */
 interface Attempt<R> {
   readonly results: ProcessResult<R>[];
   readonly raced: boolean;
   readonly rolledBack: boolean;
+}
+
+/** The transaction an attempt opened, kept for after `transaction()` settled (it may reject). */
+interface Opened {
+  transaction?: RepositoryTransaction;
 }
 
 /**
@@ -34,7 +44,8 @@ interface Attempt<R> {
  * commit. A concurrent claim of an id this transaction holds waits on its row lock, and after the lock timeout
  * the store answers it in-progress. A handler that throws rolls back its own writes with its claim: under a
  * savepoint when the transaction holds more than that message or keeps the failure, else by rolling the whole
- * transaction back (one round trip less on the common path). A crash commits nothing.
+ * transaction back (one round trip less on the common path). A crash commits nothing, and neither does a
+ * transaction the database rolled back on its own: it runs again (see {@link ATTEMPTS}).
  */
 export class TransactionRunner<M> {
   readonly #repository: TransactionalRepository;
@@ -81,15 +92,34 @@ export class TransactionRunner<M> {
     return results;
   }
 
-  /** Runs the transaction again while a lazy mark raced (see {@link RACE_ATTEMPTS}). */
+  /** Runs the transaction again while a lazy mark raced or the database rolled it back (see {@link ATTEMPTS}). */
   async #attempts<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
   ): Promise<ProcessResult<R>[]> {
     for (let attempt = 1; ; attempt++) {
-      const { results, raced, rolledBack } = await this.#transact(messages, handler, options);
-      if (raced && attempt < RACE_ATTEMPTS) continue;
+      const opened: Opened = {};
+      let outcome: Attempt<R> | undefined;
+      let failure: unknown;
+      try {
+        outcome = await this.#transact(messages, handler, options, opened);
+      } catch (error) {
+        failure = error;
+      }
+      // Rolled back by the database, whether `transaction()` then rejected or resolved: nothing of it committed.
+      const rolledBackBy = opened.transaction?.rolledBackBy;
+      if (rolledBackBy !== undefined) {
+        if (attempt < ATTEMPTS) continue;
+        throw new RepositoryError(
+          `the database rolled the transaction back ${ATTEMPTS} times in a row (${rolledBackBy}); nothing of ` +
+            'it was committed',
+          { cause: failure },
+        );
+      }
+      if (outcome === undefined) throw failure;
+      const { results, raced, rolledBack } = outcome;
+      if (raced && attempt < ATTEMPTS) continue;
       return rolledBack ? results.map(undone) : results;
     }
   }
@@ -99,11 +129,13 @@ export class TransactionRunner<M> {
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
+    opened: Opened,
   ): Promise<Attempt<R>> {
     // A savepoint per handler only where a failure must leave the rest of the transaction standing.
     const savepoints = this.#keepFailures || messages.length > 1;
     return this.#repository.transaction(
       async (transaction) => {
+        opened.transaction = transaction;
         const inTransaction =
           typeof handler === 'function'
             ? perMessage(handler, transaction, savepoints)
@@ -152,9 +184,28 @@ function perMessage<M, R>(
       await transaction.rollbackToSavepoint();
       throw error;
     }
-    await transaction.releaseSavepoint();
+    await keepWrites(transaction, `the handler of message ${JSON.stringify(context.id)}`);
     return value;
   };
+}
+
+/**
+ * Releases the savepoint of a handler that returned. When the handler had caught the error of a statement that
+ * left the transaction unusable (PostgreSQL), the store rolled back to the savepoint instead: the handler's
+ * writes are undone, so its message fails (and the rest of the transaction goes on) with an error saying why.
+ */
+async function keepWrites(transaction: RepositoryTransaction, who: string): Promise<void> {
+  try {
+    await transaction.releaseSavepoint();
+  } catch (error) {
+    if (!(error instanceof SwallowedStatementError)) throw error;
+    throw new SwallowedStatementError(
+      `${who} swallowed a statement error: a SQL statement it ran failed and it caught the error, which left the ` +
+        'transaction aborted; its writes were rolled back to the savepoint set before it and it is failed. Let ' +
+        "the error propagate, or run a statement that may fail under a savepoint of the handler's own",
+      { cause: error },
+    );
+  }
 }
 
 /**
@@ -170,14 +221,15 @@ function wholeBatch<M>(handler: BatchHandler<M>, transaction: RepositoryTransact
         context: withTransaction(item.context, transaction),
       }));
       await transaction.savepoint();
+      let reply: Awaited<ReturnType<BatchHandler<M>['batch']>>;
       try {
-        const reply = await handler.batch(given);
-        await transaction.releaseSavepoint();
-        return reply;
+        reply = await handler.batch(given);
       } catch (error) {
         await transaction.rollbackToSavepoint();
         throw error;
       }
+      await keepWrites(transaction, 'the whole-batch handler');
+      return reply;
     },
   };
 }

@@ -219,7 +219,11 @@ export interface RepositoryTransaction<Client = unknown> {
    * handler's writes but keep the transaction (a batch transaction, or a failure kept with the id).
    */
   savepoint(): Promise<void>;
-  /** Drops the open savepoint, keeping what was written after it. */
+  /**
+   * Drops the open savepoint, keeping what was written after it. When a statement after it failed, its error was
+   * caught, and the database refuses the transaction's further statements (PostgreSQL's aborted transaction),
+   * it rolls back to the savepoint instead (the transaction goes on) and rejects with SwallowedStatementError.
+   */
   releaseSavepoint(): Promise<void>;
   /** Undoes what was written since the open savepoint (and drops it); the transaction goes on. */
   rollbackToSavepoint(): Promise<void>;
@@ -231,6 +235,14 @@ export interface RepositoryTransaction<Client = unknown> {
   rollbackOnly(): void;
   /** True once {@link rollbackOnly} was called. */
   readonly rollingBack: boolean;
+  /**
+   * Why the database rolled this whole transaction back on its own while the work ran, if it did: MySQL does so
+   * to a deadlock victim, even when the deadlocked statement was the handler's own and the handler caught its
+   * error. Nothing of the transaction commits then (the end is a ROLLBACK, or `transaction()` rejects), and the
+   * consumer runs the transaction again from the start. Optional: a store whose database never does this (a
+   * failed PostgreSQL statement aborts the transaction but leaves it open) leaves it undefined.
+   */
+  readonly rolledBackBy?: string;
 }
 
 /** Options of {@link TransactionalRepository.transaction}. */

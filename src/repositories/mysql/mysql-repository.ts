@@ -43,6 +43,8 @@ import {
 const ER_LOCK_WAIT_TIMEOUT = 1205;
 const ER_LOCK_DEADLOCK = 1213;
 const ER_NO_SUCH_TABLE = 1146;
+/** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
+const ER_SP_DOES_NOT_EXIST = 1305;
 
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
@@ -292,11 +294,20 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
    * for the side effect. Commits when `work` resolves (a rollback when it was made rollback-only), rolls back
    * when it rejects; the connection always goes back to the pool (destroyed when the rollback itself failed).
    *
+   * The session runs with `autocommit = 0` for the transaction's life rather than inside START TRANSACTION: when
+   * InnoDB rolls the whole transaction back on its own (a deadlock victim; a lock wait timeout under
+   * `innodb_rollback_on_timeout`), a session in START TRANSACTION is back in autocommit and every later statement
+   * of the work would commit by itself, without its mark. With autocommit off they open a new transaction that
+   * only COMMIT ends. A savepoint set first ({@link TRANSACTION_SAVEPOINT}) tells the two apart: it dies with the
+   * transaction that set it, so before COMMIT `RELEASE SAVEPOINT` proves the transaction is still the one
+   * opened here. When it is not, everything since the server's rollback is rolled back too and the call rejects
+   * with a retryable RepositoryError: nothing of the work was committed.
+   *
    * The lock timeout (`lockTimeoutMs`, default the repository's) is the session's `innodb_lock_wait_timeout`
-   * while the transaction runs, in whole seconds rounded up, restored afterwards on a pool that is not the
-   * repository's own. The isolation level is the session's (InnoDB's default REPEATABLE READ; READ COMMITTED works
-   * the same): claims are locking writes and their read-backs locking reads, which see the latest committed row
-   * whatever the snapshot.
+   * while the transaction runs, in whole seconds rounded up; it and `autocommit` are restored afterwards. The
+   * isolation level is the session's (InnoDB's default REPEATABLE READ; READ COMMITTED works the same): claims
+   * are locking writes and their read-backs locking reads, which see the latest committed row whatever the
+   * snapshot.
    */
   async transaction<T>(
     work: (transaction: RepositoryTransaction<PoolConnection>) => Promise<T>,
@@ -315,16 +326,22 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     const setLockWait = seconds !== this.#poolLockSeconds;
     const connection = await this.run('transaction', () => this.#pool.getConnection());
     const transaction = new MySqlTransaction(connection, lockTimeoutMs);
+    // Once false, the session's state is unknown: the connection is destroyed, never restored or reused.
     let healthy = true;
+    // Set once `autocommit = 0` ran: from then on the session must be restored before it goes back to the pool.
+    let begun = false;
     try {
       await this.run('transaction', async () => {
         try {
-          if (setLockWait) {
-            await connection.query(
-              `SET @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ${seconds}`,
-            );
-          }
-          await connection.query('START TRANSACTION');
+          // One round trip for the session settings; the savepoint opens the transaction (autocommit is off).
+          await connection.query(
+            setLockWait
+              ? 'SET @idem_autocommit = @@SESSION.autocommit, @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, ' +
+                  `SESSION innodb_lock_wait_timeout = ${seconds}, SESSION autocommit = 0`
+              : 'SET @idem_autocommit = @@SESSION.autocommit, SESSION autocommit = 0',
+          );
+          begun = true;
+          await connection.query(`SAVEPOINT ${TRANSACTION_SAVEPOINT}`);
         } catch (error) {
           healthy = false;
           throw error;
@@ -339,8 +356,31 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
       } finally {
         transaction.end();
       }
+      if (!transaction.rollingBack) {
+        await this.run('commit', async () => {
+          try {
+            await connection.query(`RELEASE SAVEPOINT ${TRANSACTION_SAVEPOINT}`);
+          } catch (error) {
+            if (errno(error) !== ER_SP_DOES_NOT_EXIST) {
+              healthy = false;
+              throw error;
+            }
+            transaction.lost(
+              'a deadlock, or a lock wait timeout with innodb_rollback_on_timeout, in a statement whose error the ' +
+                'work caught',
+            );
+          }
+        });
+      }
       if (transaction.rollingBack) {
         healthy = await endQuietly(connection, 'ROLLBACK');
+        if (transaction.rolledBackBy !== undefined) {
+          // The work resolved, but what it did after the server's rollback was just rolled back too.
+          throw new RepositoryError(
+            `mysql transaction: the server rolled the transaction back while the work ran (${transaction.rolledBackBy}); ` +
+              'nothing of it was committed; run it again',
+          );
+        }
       } else {
         await this.run('commit', async () => {
           try {
@@ -353,8 +393,14 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
       }
       return result;
     } finally {
-      if (healthy && setLockWait) {
-        healthy = await endQuietly(connection, 'SET SESSION innodb_lock_wait_timeout = @idem_lock_wait');
+      if (healthy && begun) {
+        // After COMMIT or ROLLBACK only: turning autocommit back on would commit an open transaction.
+        healthy = await endQuietly(
+          connection,
+          setLockWait
+            ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
+            : 'SET SESSION autocommit = @idem_autocommit',
+        );
       }
       if (healthy) connection.release();
       else connection.destroy();
@@ -446,7 +492,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
       } catch (error) {
         if (errno(error) !== ER_LOCK_DEADLOCK) throw error;
         if (transaction !== undefined) {
-          transaction.abort('deadlock');
+          transaction.lost('deadlock');
           throw new RepositoryError(
             'mysql: deadlock: the server rolled the transaction back; run it again (retryable)',
             { cause: error },
@@ -769,8 +815,16 @@ async function endQuietly(connection: PoolConnection, sql: string): Promise<bool
 const SAVEPOINT = 'idempotent_consumer';
 
 /**
- * One open MySQL transaction: the pool connection inside `START TRANSACTION`, and what the repository learned about
- * it (made rollback-only, ended, or rolled back by the server itself).
+ * The savepoint `transaction()` sets before the work and releases just before COMMIT: it exists exactly as long
+ * as the transaction that set it, so its absence proves the server rolled that transaction back (see
+ * {@link MySqlRepository.transaction}). Set before {@link SAVEPOINT}, so rolling back to or releasing that one
+ * leaves it standing.
+ */
+const TRANSACTION_SAVEPOINT = 'idempotent_consumer_transaction';
+
+/**
+ * One open MySQL transaction: the pool connection with autocommit off, and what the repository learned about it
+ * (made rollback-only, ended, or rolled back by the server itself).
  */
 export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
   readonly client: PoolConnection;
@@ -780,6 +834,8 @@ export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
   #ended = false;
   /** Why the server rolled the transaction back (a deadlock), when it did. */
   #abortedBy: string | undefined;
+  /** Set when the server's rollback was not answered for by a verb (see `rolledBackBy`). */
+  #rolledBackBy: string | undefined;
 
   constructor(client: PoolConnection, lockTimeoutMs: number) {
     this.client = client;
@@ -788,6 +844,17 @@ export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
 
   get rollingBack(): boolean {
     return this.#rollingBack;
+  }
+
+  /**
+   * Why the server rolled the whole transaction back while the work ran (see `RepositoryTransaction`): a
+   * deadlock in a verb's statement, or one in the work's own found by a savepoint (or, before COMMIT, the
+   * transaction's savepoint) that the rollback took away. Nothing the work did afterwards commits (autocommit is
+   * off); the transaction can only be run again. A lock timeout under `innodb_rollback_on_timeout` in a claim
+   * does not set it: the claim answered its ids in progress, which a rerun would only wait for again.
+   */
+  get rolledBackBy(): string | undefined {
+    return this.#rolledBackBy;
   }
 
   rollbackOnly(): void {
@@ -830,12 +897,18 @@ export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
 
   /**
    * The server rolled the whole transaction back (a deadlock; a lock wait timeout with
-   * `innodb_rollback_on_timeout`). The session is then out of any transaction: a later statement on it would
-   * commit on its own, so the repository's later verbs in this transaction refuse to run.
+   * `innodb_rollback_on_timeout`). Whatever runs on the session afterwards is a new transaction that must not
+   * commit, so the repository's later verbs in this transaction refuse to run and its end is a ROLLBACK.
    */
   abort(reason: string): void {
     this.#abortedBy ??= reason;
     this.#rollingBack = true;
+  }
+
+  /** {@link abort}, for a rollback no verb answered for: the transaction is to be run again ({@link rolledBackBy}). */
+  lost(reason: string): void {
+    this.abort(reason);
+    this.#rolledBackBy ??= reason;
   }
 
   /** Called when `transaction()` ends: a verb still running in this async context may no longer use it. */
@@ -864,6 +937,20 @@ export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
     try {
       await this.client.query(sql);
     } catch (error) {
+      const code = errno(error);
+      // The savepoint went with the whole transaction: the server rolled it back (a statement of the work's own
+      // was a deadlock victim). A retryable failure of the whole transaction, never of this step alone.
+      if (code === ER_SP_DOES_NOT_EXIST || code === ER_LOCK_DEADLOCK) {
+        this.lost(
+          code === ER_LOCK_DEADLOCK
+            ? 'deadlock'
+            : 'the savepoint was gone: a deadlock, or a lock wait timeout with innodb_rollback_on_timeout',
+        );
+        throw new RepositoryError(
+          `mysql ${operation}: the server rolled the transaction back (${this.#rolledBackBy}); run it again`,
+          { cause: error },
+        );
+      }
       throw toRepositoryError(`mysql ${operation}`, error);
     }
   }

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
+import { ConfigError, RepositoryError, SwallowedStatementError, toRepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
 import { newRecord } from '../record.js';
@@ -95,9 +95,11 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
    * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
    * before the failure). The repository's verbs then answer without running: reads absent, writes false, claims
    * in-progress. That is the choice made here over a savepoint around each claim, which would cost two more
-   * round trips per message; the transaction is rollback-only anyway.
+   * round trips per message. While it holds, the transaction is rolling back; a ROLLBACK TO a savepoint set
+   * before the failure clears it.
    */
   aborted = false;
+  /** Rollback-only by decision (`rollbackOnly()`, a claim that met the lock timeout): no savepoint undoes that. */
   #rollbackOnly = false;
   /** `open`: SAVEPOINT ran. `skipped`: asked for while aborted, so not set (and nothing to roll back to). */
   #savepoint: 'none' | 'open' | 'skipped' = 'none';
@@ -108,17 +110,16 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
   }
 
   get rollingBack(): boolean {
-    return this.#rollbackOnly;
+    return this.#rollbackOnly || this.aborted;
   }
 
   rollbackOnly(): void {
     this.#rollbackOnly = true;
   }
 
-  /** Records a failed statement: PostgreSQL has aborted the transaction, so it can only roll back. */
+  /** Records a failed statement: PostgreSQL has aborted the transaction (see {@link aborted}). */
   abort(): void {
     this.aborted = true;
-    this.#rollbackOnly = true;
   }
 
   async savepoint(): Promise<void> {
@@ -140,11 +141,37 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
     if (this.#savepoint === 'none') this.#savepoint = 'open';
   }
 
+  /**
+   * RELEASE SAVEPOINT. When a statement after the savepoint failed and whoever ran it caught its error and went
+   * on, PostgreSQL has aborted the transaction: what was written after the savepoint cannot commit, and nothing
+   * else could run in the transaction either. Then this rolls back to the savepoint instead (what followed it is
+   * undone, the transaction goes on) and rejects with a SwallowedStatementError.
+   */
   async releaseSavepoint(): Promise<void> {
     const state = this.#takeSavepoint('releaseSavepoint');
-    // In an aborted transaction RELEASE would fail too; the transaction only rolls back now anyway.
-    if (state === 'open' && !this.aborted)
-      await this.#run('releaseSavepoint', `RELEASE SAVEPOINT ${SAVEPOINT}`);
+    // Skipped: the transaction was aborted before the savepoint; it only rolls back now anyway.
+    if (state !== 'open') return;
+    let failure: unknown;
+    if (!this.aborted) {
+      try {
+        await this.client.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
+        return;
+      } catch (error) {
+        if (errorCode(error) !== IN_FAILED_TRANSACTION) {
+          this.abort();
+          throw toRepositoryError('postgres releaseSavepoint', error);
+        }
+        failure = error;
+      }
+    }
+    await this.#run('releaseSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`);
+    this.aborted = false;
+    throw new SwallowedStatementError(
+      'postgres releaseSavepoint: a statement after the savepoint failed and its error was caught, so PostgreSQL ' +
+        'aborted the transaction (SQLSTATE 25P02); rolled back to the savepoint instead: what was written after ' +
+        'it is undone, and the transaction goes on',
+      { cause: failure },
+    );
   }
 
   async rollbackToSavepoint(): Promise<void> {
@@ -398,7 +425,12 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
       transaction.abort();
       const code = errorCode(error);
       // 25P02: the handler's own statement broke the transaction before this one.
-      if (code === IN_FAILED_TRANSACTION || (claim && code === LOCK_NOT_AVAILABLE)) return ABORTED;
+      if (code === IN_FAILED_TRANSACTION) return ABORTED;
+      if (claim && code === LOCK_NOT_AVAILABLE) {
+        // Its ids are answered in progress: the transaction must not commit as if they were decided.
+        transaction.rollbackOnly();
+        return ABORTED;
+      }
       throw error;
     }
   }

@@ -1,6 +1,9 @@
 import type { Admin, ConfigResourceTypes } from 'kafkajs';
 import type { KafkaAdmin, NewTopic, PartitionOffsetRange } from '../port/index.js';
 
+/** How long `createTopics` waits for every new partition to have a leader. */
+const LEADERS_WAIT_MS = 30_000;
+
 /** ConfigResourceTypes.TOPIC: kafkajs's CommonJS build does not expose its enums as named ESM exports. */
 const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
 
@@ -26,16 +29,43 @@ export class KafkajsAdmin implements KafkaAdmin {
     return (found?.partitions ?? []).map((p) => p.partitionId).sort((a, b) => a - b);
   }
 
-  createTopics(topics: readonly NewTopic[]): Promise<boolean> {
-    return this.native.createTopics({
+  async createTopics(topics: readonly NewTopic[]): Promise<boolean> {
+    const created = await this.native.createTopics({
       topics: topics.map((t) => ({
         topic: t.topic,
         ...(t.numPartitions === undefined ? {} : { numPartitions: t.numPartitions }),
         ...(t.replicationFactor === undefined ? {} : { replicationFactor: t.replicationFactor }),
         ...(t.configEntries === undefined ? {} : { configEntries: [...t.configEntries] }),
       })),
-      waitForLeaders: true,
+      // Not kafkajs's own wait: on a busy broker its metadata request for a topic just created can meet
+      // UNKNOWN_TOPIC_OR_PARTITION ("This server does not host this topic-partition"), which it does not retry.
+      waitForLeaders: false,
     });
+    if (created) await this.#waitForLeaders(topics.map((t) => t.topic));
+    return created;
+  }
+
+  async #waitForLeaders(topics: string[]): Promise<void> {
+    const deadline = Date.now() + LEADERS_WAIT_MS;
+    for (;;) {
+      try {
+        const metadata = await this.native.fetchTopicMetadata({ topics });
+        const ready = topics.every((name) => {
+          const partitions = metadata.topics.find((t) => t.name === name)?.partitions ?? [];
+          return partitions.length > 0 && partitions.every((p) => p.leader >= 0);
+        });
+        // Leaders in the metadata are not yet leaders serving the partition (NOT_LEADER_FOR_PARTITION, which
+        // kafkajs's offset calls do not retry): ready once the topic's offsets can be listed.
+        if (ready) {
+          await Promise.all(topics.map((topic) => this.native.fetchTopicOffsets(topic)));
+          return;
+        }
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+      }
+      if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
 
   async describeTopicConfigs(topic: string, names: readonly string[]): Promise<Map<string, string>> {
@@ -59,12 +89,17 @@ export class KafkajsAdmin implements KafkaAdmin {
 
   async topicOffsets(topic: string): Promise<PartitionOffsetRange[]> {
     const offsets = await this.native.fetchTopicOffsets(topic);
-    return offsets.map((o) => ({ partition: o.partition, low: o.low, high: o.high }));
+    // In partition order, as the other client's and topicPartitions are (kafkajs answers in the broker's order).
+    return offsets
+      .map((o) => ({ partition: o.partition, low: o.low, high: o.high }))
+      .sort((a, b) => a.partition - b.partition);
   }
 
   async groupOffsets(groupId: string, topic: string): Promise<{ partition: number; offset: string }[]> {
     const [entry] = await this.native.fetchOffsets({ groupId, topics: [topic] });
-    return (entry?.partitions ?? []).map((p) => ({ partition: p.partition, offset: p.offset }));
+    return (entry?.partitions ?? [])
+      .map((p) => ({ partition: p.partition, offset: p.offset }))
+      .sort((a, b) => a.partition - b.partition);
   }
 
   deleteTopics(topics: readonly string[]): Promise<void> {

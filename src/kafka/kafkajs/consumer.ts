@@ -30,7 +30,7 @@ export function kafkajsConsumerConfig(
 }
 
 /** One kafkajs `eachBatch` payload as the port's batch (kafkajs's payload functions are closures). */
-function portBatch(payload: EachBatchPayload): ConsumedBatch {
+function portBatch(payload: EachBatchPayload, commits: Map<string, string>): ConsumedBatch {
   const { batch } = payload;
   const { topic, partition } = batch;
   return {
@@ -41,19 +41,28 @@ function portBatch(payload: EachBatchPayload): ConsumedBatch {
     highWatermark: batch.highWatermark,
     lastOffset: () => batch.lastOffset(),
     heartbeat: payload.heartbeat,
-    commit: (nextOffset) =>
-      payload.commitOffsetsIfNecessary({
+    commit: async (nextOffset) => {
+      await payload.commitOffsetsIfNecessary({
         topics: [{ topic, partitions: [{ partition, offset: nextOffset }] }],
-      }),
+      });
+      commits.set(partitionKey(topic, partition), nextOffset);
+    },
     resolveOffset: payload.resolveOffset,
     isRunning: payload.isRunning,
     isStale: payload.isStale,
   };
 }
 
+const partitionKey = (topic: string, partition: number): string => `${topic}:${partition}`;
+
 /** A kafkajs consumer behind the port. `native` is the kafkajs consumer itself. */
 export class KafkajsConsumer implements GroupConsumer {
   #memberId: string | undefined;
+  /**
+   * Per partition of the current assignment, the group's committed offset as this member knows it: where its
+   * first batch was fetched (the commit, or the reset offset without one), then each commit it made.
+   */
+  readonly #commits = new Map<string, string>();
 
   constructor(
     readonly native: Consumer,
@@ -61,6 +70,8 @@ export class KafkajsConsumer implements GroupConsumer {
   ) {
     native.on(native.events.GROUP_JOIN, ({ payload }) => {
       this.#memberId = payload.memberId;
+      // A new assignment: kafkajs reads each partition's position from the group's commits again.
+      this.#commits.clear();
     });
   }
 
@@ -78,7 +89,23 @@ export class KafkajsConsumer implements GroupConsumer {
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: options.partitionsConsumedConcurrently,
-      eachBatch: (payload) => eachBatch(portBatch(payload)),
+      eachBatch: async (payload) => {
+        const { topic, partition } = payload.batch;
+        const key = partitionKey(topic, partition);
+        if (!this.#commits.has(key)) {
+          const fetched = (payload.batch as { fetchedOffset?: string }).fetchedOffset;
+          const start = fetched ?? payload.batch.messages[0]?.offset;
+          if (start !== undefined) this.#commits.set(key, start);
+        }
+        try {
+          await eachBatch(portBatch(payload, this.#commits));
+        } catch (error) {
+          // The port promises a fetch from the last commit; kafkajs would fetch on from the last resolved offset.
+          const committed = this.#commits.get(key);
+          if (committed !== undefined) payload.resolveOffset(String(BigInt(committed) - 1n));
+          throw error;
+        }
+      },
     });
   }
 

@@ -73,6 +73,9 @@ export const kafkajsErrors: KafkaErrorClassifier = {
   isBrokerUnreachable,
   isOffsetOutOfRange: (error) => (error as { name?: unknown } | null)?.name === OFFSET_OUT_OF_RANGE,
   isPermanent: (error) => {
+    // kafkajs marks an error it gave up on non-retriable (KafkaJSNumberOfRetriesExceeded, a wrapped connection
+    // error): a broker that could not be reached may be back for the next try all the same.
+    if (isBrokerUnreachable(error)) return false;
     const { name, retriable } = (error ?? {}) as { name?: string; retriable?: boolean };
     return retriable === false && name !== 'KafkaJSConnectionError';
   },

@@ -40,6 +40,24 @@ function results(result: LibraryProduceResult): ProduceResult[] {
 }
 
 /**
+ * Runs a producer's sends one after another. The library numbers an idempotent producer's records per partition
+ * but advances the number only when the broker answers, so two sends in flight at once get the same sequence
+ * numbers: the broker takes the second for a retry of the first, answers the first's offset and drops its
+ * records, and every later send fails with OUT_OF_ORDER_SEQUENCE_NUMBER (a changelog sink or a DLQ written from
+ * several partitions at once lost records so). One request at a time is what kafkajs's idempotent producer
+ * (maxInFlightRequests 1) does as well. Covered by the port contract's idempotent-producer test.
+ */
+class SendQueue {
+  #tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(send: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(send);
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/**
  * A producer over @platformatic/kafka: idempotent (acks = all, one request in flight per broker), records placed
  * by Java's murmur2 partitioner when they name no partition; with a transactional id, transactions whose offsets
  * carry the group's generation and member id (KIP-447).
@@ -49,6 +67,8 @@ export class PlatformaticProducer implements KafkaProducer {
   readonly #settings: ProducerOptions;
   readonly #coordinator: GroupCoordinatorLookup;
   #producer: Producer | undefined;
+  /** Every produce request of this producer, its transactions' included, one at a time (see {@link SendQueue}). */
+  readonly #sends = new SendQueue();
 
   constructor(context: ClientContext, settings: ProducerOptions, coordinator: GroupCoordinatorLookup) {
     this.#context = context;
@@ -102,7 +122,7 @@ export class PlatformaticProducer implements KafkaProducer {
     // An idempotent producer only sends acks = all; `acks` only matters for a plain one.
     const acks = this.#settings.idempotent === false ? { acks: request.acks ?? -1 } : {};
     try {
-      return results(await producer.send({ messages, ...acks }));
+      return results(await this.#sends.run(() => producer.send({ messages, ...acks })));
     } catch (error) {
       throw withBrokerDetail(error);
     }
@@ -112,7 +132,11 @@ export class PlatformaticProducer implements KafkaProducer {
     if (this.#settings.transactionalId === undefined) {
       throw new Error('Kafka producer: transaction() needs a transactionalId');
     }
-    return new PlatformaticTransaction(await this.#need().beginTransaction(NEW_PRODUCER), this.#coordinator);
+    return new PlatformaticTransaction(
+      await this.#need().beginTransaction(NEW_PRODUCER),
+      this.#coordinator,
+      this.#sends,
+    );
   }
 }
 
@@ -122,16 +146,18 @@ class PlatformaticTransaction implements KafkaTransaction {
   readonly #coordinator: GroupCoordinatorLookup;
   #active = true;
   readonly #groups = new Set<string>();
+  readonly #sends: SendQueue;
 
-  constructor(transaction: Transaction, coordinator: GroupCoordinatorLookup) {
+  constructor(transaction: Transaction, coordinator: GroupCoordinatorLookup, sends: SendQueue) {
     this.#transaction = transaction;
     this.#coordinator = coordinator;
+    this.#sends = sends;
   }
 
   async send(request: ProduceRequest): Promise<ProduceResult[]> {
     const messages = request.messages.map((m) => toProduce(request.topic, m));
     try {
-      return results(await this.#transaction.send({ messages }));
+      return results(await this.#sends.run(() => this.#transaction.send({ messages })));
     } catch (error) {
       throw withBrokerDetail(error);
     }

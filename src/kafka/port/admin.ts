@@ -33,9 +33,9 @@ export interface KafkaAdmin {
   describeTopicConfigs(topic: string, names: readonly string[]): Promise<Map<string, string>>;
   /** Deletes every record of the given partitions (all partitions when omitted) up to their end (DeleteRecords). */
   deleteRecords(topic: string, partitions?: readonly number[]): Promise<void>;
-  /** Each partition's log start and high watermark. */
+  /** Each partition's log start and high watermark, in partition order. */
   topicOffsets(topic: string): Promise<PartitionOffsetRange[]>;
-  /** A group's committed offsets of a topic (-1 where it committed none), as decimal strings. */
+  /** A group's committed offsets of a topic (-1 where it committed none), as decimal strings, in partition order. */
   groupOffsets(groupId: string, topic: string): Promise<{ partition: number; offset: string }[]>;
   deleteTopics(topics: readonly string[]): Promise<void>;
 }

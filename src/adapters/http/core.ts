@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import {
+  ClaimLostError,
   InProgressError,
   InvalidIdError,
   RepositoryClosedError,
@@ -8,7 +9,7 @@ import {
   StoredOutcomeError,
 } from '../../errors.js';
 import { MAX_ID_BYTES } from '../../repositories/ids.js';
-import { type CapturedResponse, type ClientGone, ResponseCapture } from './capture.js';
+import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
 import { requestFingerprint } from './fingerprint.js';
 import { readIdempotencyKey, scopedId } from './key.js';
@@ -139,27 +140,21 @@ export class HttpIdempotency<Req> {
     const handlerCalled = new Promise<typeof ROUTE_RUNS>((resolve) => {
       routeMayRun = () => resolve(ROUTE_RUNS);
     });
-    // The claim is renewed while the route runs; once the client is gone before an answer (the capture sets
-    // the flag), it lapses at the lease end instead, as a crashed request's does: a route that never answers
-    // cannot hold its key forever.
-    const clientGone: ClientGone = { aborted: false };
-    const processing = this.consumer.process(
-      message,
-      async () => {
-        const routeCapture = new ResponseCapture(res, clientGone);
-        capture = routeCapture;
-        routeMayRun();
-        await routeCapture.ended;
-        const response = routeCapture.snapshot(this.options.keptHeaders);
-        // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
-        // whole response: its key is given back, never kept with the bytes it got to write.
-        if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
-        if (!this.options.storeIf(response))
-          throw new ReleasedResponse(`not kept: status ${response.status}`);
-        return response;
-      },
-      { renewalSignal: clientGone },
-    );
+    // The claim is renewed for as long as the route runs, whether or not its client is still listening: the
+    // lease belongs to the route's work, not to the connection. A client that timed out and retries while the
+    // route still runs must get 409, not a second run. Only the process's end (a crash) stops the renewals.
+    const processing = this.consumer.process(message, async () => {
+      const routeCapture = new ResponseCapture(res);
+      capture = routeCapture;
+      routeMayRun();
+      await routeCapture.ended;
+      const response = routeCapture.snapshot(this.options.keptHeaders);
+      // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
+      // whole response: its key is given back, never kept with the bytes it got to write.
+      if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+      if (!this.options.storeIf(response)) throw new ReleasedResponse(`not kept: status ${response.status}`);
+      return response;
+    });
     const first = await Promise.race([
       handlerCalled,
       processing.then(
@@ -171,7 +166,12 @@ export class HttpIdempotency<Req> {
       const routeCapture = capture as unknown as ResponseCapture;
       // The route runs; its response goes out once the consumer kept (or released) it.
       processing.then(
-        () => routeCapture.flush(),
+        (result) => {
+          routeCapture.flush();
+          // The lease ran out before the route answered and another request took the key over, so the route may
+          // have run twice (a store that cannot renew, a blocked event loop): the operator must hear of it.
+          if (result.claimLost) this.options.onError(new ClaimLostError(message.key), request);
+        },
         (error: unknown) => {
           routeCapture.flush();
           if (!(error instanceof ReleasedResponse)) this.options.onError(error, request);

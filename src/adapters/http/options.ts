@@ -100,7 +100,8 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   readonly encryption?: OutcomeEncryptionOptions;
   /**
    * Told about a store failure after the route ran (its response is still sent; the key frees itself at the
-   * lease end). Default: a process warning.
+   * lease end), and about a lost claim: a ClaimLostError when the lease ran out before the route answered and
+   * another request took the key over, so the route may have run twice. Default: a process warning.
    */
   readonly onError?: (error: unknown, request: Req) => void;
 }

@@ -206,6 +206,16 @@ export class HttpIdempotency<Req> {
     );
   }
 
+  /**
+   * The `Retry-After` of a 409 in-progress: the `retryAfterMs` hint, but never past the claim's lease end (when
+   * the store did not say, a lease from now bounds it), in whole seconds rounded up, at least 1.
+   */
+  #retryAfterSeconds(leaseExpiresAt: number | undefined): number {
+    const { retryAfterMs, leaseMs } = this.options;
+    const remainingMs = leaseExpiresAt === undefined ? leaseMs : leaseExpiresAt - Date.now();
+    return Math.max(1, Math.ceil(Math.min(retryAfterMs, remainingMs) / 1_000));
+  }
+
   get #maxIdBytes(): number {
     return this.options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
@@ -223,11 +233,10 @@ export class HttpIdempotency<Req> {
       return answer('key-invalid', `the Idempotency-Key cannot be stored: ${error.message}`);
     }
     if (error instanceof InProgressError) {
-      const waitMs = error.leaseExpiresAt === undefined ? 1_000 : error.leaseExpiresAt - Date.now();
       return answer(
         'in-progress',
         'a request with this Idempotency-Key is still being processed; retry after it completes',
-        { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1_000))) },
+        { 'retry-after': String(this.#retryAfterSeconds(error.leaseExpiresAt)) },
       );
     }
     if (error instanceof RepositoryError || error instanceof RepositoryClosedError) {

@@ -23,6 +23,12 @@ export const httpIdempotencyDefaults = {
   ttlMs: consumerDefaults.ttlMs,
   /** How long a request in flight holds its key; a crashed request's key is free again after it. */
   leaseMs: consumerDefaults.leaseMs,
+  /**
+   * The `Retry-After` hint of a 409 in-progress, capped at the claim's remaining lease. Not the lease itself: a
+   * renewed lease always has most of its length left, so it would tell a client to wait a minute for a route
+   * that answers in a second.
+   */
+  retryAfterMs: 1_000,
   /** Response headers kept and replayed, besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
   /** Request headers whose digest scopes keys when no `scope` hook is set. */
@@ -55,6 +61,12 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   readonly ttlMs?: number;
   /** How long a request in flight holds its key without renewal, in ms (default 60 s); renewed every third while the route runs. */
   readonly leaseMs?: number;
+  /**
+   * How long a client should wait before retrying a key that is still in flight: the `Retry-After` of a 409
+   * in-progress, in ms, rounded up to whole seconds (at least 1 s), and never more than the claim's remaining
+   * lease (default 1 s). Set it near your route's usual duration.
+   */
+  readonly retryAfterMs?: number;
   /** Refuse a request without the header with 400 (default). False: such a request runs without dedup. */
   readonly required?: boolean;
   /** Methods the adapter acts on (default POST and PATCH); others pass through. */
@@ -111,6 +123,7 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
   readonly repository: IdempotentRepository;
   readonly ttlMs: number;
   readonly leaseMs: number;
+  readonly retryAfterMs: number;
   readonly required: boolean;
   readonly methods: ReadonlySet<string>;
   readonly header: string;
@@ -143,6 +156,7 @@ const schema = z
     ),
     ttlMs: positiveMs.optional(),
     leaseMs: positiveMs.optional(),
+    retryAfterMs: positiveMs.optional(),
     required: z.boolean().optional(),
     methods: z.array(z.string().regex(/^[A-Za-z]+$/, { error: 'must be an HTTP method' })).optional(),
     header: fieldName.optional(),
@@ -183,6 +197,7 @@ export function resolveHttpIdempotencyOptions<Req>(
     repository: options.repository,
     ttlMs: options.ttlMs ?? d.ttlMs,
     leaseMs: options.leaseMs ?? d.leaseMs,
+    retryAfterMs: options.retryAfterMs ?? d.retryAfterMs,
     required: options.required ?? d.required,
     methods: new Set((options.methods ?? d.methods).map((m) => m.toUpperCase())),
     header: (options.header ?? d.header).toLowerCase(),

@@ -135,6 +135,34 @@ for (const [storeName, store] of Object.entries(stores)) {
           assert.equal(app.effects.slow, 1);
           assert.deepEqual(told.errors, []);
         });
+
+        it('a 409 says to retry after the retryAfterMs hint (1 s by default), never after the remaining lease', async (t) => {
+          /** The Retry-After of a retry sent while a 1.5 s route runs, on an app with these options. */
+          const retryAfter = async (options: Omit<HttpIdempotencyOptions, 'repository' | 'scope'>) => {
+            const app = await setup(t, options);
+            const key = `"${randomUUID()}"`;
+            const headers = { 'x-work-ms': '1500' };
+            const first = post(`${app.url}/slow`, key, headers);
+            await until(() => app.effects.slow === 1, 'the route to start');
+            const retry = await post(`${app.url}/slow`, key, headers);
+            assert.equal(retry.status, 409, retry.text);
+            assert.equal((await first).status, 201);
+            return retry.headers.get('retry-after');
+          };
+          // Settled, not raced: every app is set up (and closed after the test) whichever case fails.
+          const [byDefault, hinted, pastTheLease] = (
+            await Promise.allSettled([
+              // The default lease is 60 s: the remaining lease would say 60 for a route that takes 1.5 s.
+              retryAfter({}),
+              retryAfter({ retryAfterMs: 2_500 }),
+              retryAfter({ leaseMs: 2_000, retryAfterMs: 600_000 }),
+            ])
+          ).map((settled) => (settled.status === 'fulfilled' ? settled.value : String(settled.reason)));
+          assert.equal(byDefault, '1');
+          assert.equal(hinted, '3');
+          // A hint longer than the lease is cut to the claim's remaining lease (at most 2 s, whole seconds).
+          assert.ok(['1', '2'].includes(String(pastTheLease)), `Retry-After ${pastTheLease}`);
+        });
       });
     }
   });

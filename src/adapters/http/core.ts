@@ -65,6 +65,25 @@ function warnProcessLocalStore(repository: HttpIdempotencyOptions<unknown>['repo
   );
 }
 
+let credentialScopeWarned = false;
+
+/**
+ * Warns once per process when an adapter is built without a `scope` choice: keys then follow the request's
+ * credentials, so a client's retry sent after a token refresh or a cookie change runs the route again, with no
+ * sign of it. `scope: 'credentials'` keeps that digest and says it was meant.
+ */
+function warnImplicitScope(scope: unknown): void {
+  if (credentialScopeWarned || scope !== undefined) return;
+  credentialScopeWarned = true;
+  process.emitWarning(
+    "the Idempotency-Key adapter has no scope option, so it scopes keys by a digest of the request's " +
+      'credentials (Authorization, Cookie, ...): a retry sent after an access-token refresh or a cookie change ' +
+      'runs the route again. Set scope to the signed-in user (scope: (req) => req.user?.id), or choose the ' +
+      "digest explicitly with scope: 'credentials'.",
+    { type: 'IdempotencyKeyWarning', code: 'IDEM_HTTP_CREDENTIAL_SCOPE' },
+  );
+}
+
 /**
  * The framework-neutral part of the `Idempotency-Key` adapter. Every decision goes through one
  * {@link IdempotentConsumer} (the library's engine): the key is claimed before the route runs, the route's
@@ -78,6 +97,7 @@ export class HttpIdempotency<Req> {
 
   constructor(options: HttpIdempotencyOptions<Req>) {
     this.options = resolveHttpIdempotencyOptions(options);
+    warnImplicitScope(options.scope);
     const { repository, ttlMs, leaseMs, maxResponseBytes, encryption } = this.options;
     warnProcessLocalStore(repository);
     this.consumer = new IdempotentConsumer<HttpMessage>({

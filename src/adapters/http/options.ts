@@ -31,7 +31,7 @@ export const httpIdempotencyDefaults = {
   retryAfterMs: 1_000,
   /** Response headers kept and replayed, besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
-  /** Request headers whose digest scopes keys when no `scope` hook is set. */
+  /** Request headers whose digest scopes keys under `scope: 'credentials'` (or no `scope`). */
   credentialHeaders: CREDENTIAL_HEADERS,
   /** Responses kept and replayed: every status below 500 (a 5xx gives the key back so a retry runs again). */
   storeIf: (response: { readonly status: number }): boolean => response.status < 500,
@@ -90,16 +90,19 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   readonly releaseOn?: (status: number) => boolean;
   /**
    * Scopes keys to a principal (user, API client, tenant): two principals never share a key; return undefined
-   * for an anonymous request. Without it, the principal is a SHA-256 digest of the credentials the request
-   * carries (the `credentialHeaders`), so a stored response is never replayed to a request with other
-   * credentials; requests without any share one anonymous scope. Set it when your credentials change between
-   * retries (a rotating cookie, a refreshed token) or when one principal has several. Keys are always scoped
-   * per route (method and route path).
+   * for an anonymous request. Scope by the user, not by the token: a retry sent after an access-token refresh
+   * or a cookie change is the same user's retry, and must find its key.
+   *
+   * `'credentials'` chooses the credential digest explicitly: the principal is a SHA-256 digest of the
+   * credentials the request carries (the `credentialHeaders`), so a stored response is never replayed to a
+   * request with other credentials, but a retry whose credentials changed runs the route again; requests
+   * without any share one anonymous scope. Left unset, the adapter scopes by that digest too and warns once
+   * per process (`IDEM_HTTP_CREDENTIAL_SCOPE`). Keys are always scoped per route (method and route path).
    */
-  readonly scope?: (request: Req) => string | undefined | Promise<string | undefined>;
+  readonly scope?: ((request: Req) => string | undefined | Promise<string | undefined>) | 'credentials';
   /**
-   * Request headers whose values, digested, scope keys when no `scope` hook is set (default Authorization,
-   * Proxy-Authorization, Cookie, X-Api-Key). The values are never stored, only their SHA-256.
+   * Request headers whose values, digested, scope keys under `scope: 'credentials'` or without `scope` (default
+   * Authorization, Proxy-Authorization, Cookie, X-Api-Key). The values are never stored, only their SHA-256.
    */
   readonly credentialHeaders?: readonly string[];
   /** Largest stored response, in bytes of its stored form; a larger one is sent but not kept (store default). */
@@ -165,7 +168,11 @@ const schema = z
     replayHeaders: z.array(fieldName).optional(),
     storeIf: fn.optional(),
     releaseOn: fn.optional(),
-    scope: fn.optional(),
+    scope: z
+      .custom<unknown>((value) => typeof value === 'function' || value === 'credentials', {
+        error: "must be a function (request) => principal, or 'credentials'",
+      })
+      .optional(),
     credentialHeaders: z.array(fieldName).optional(),
     maxResponseBytes: z.number().int().positive().optional(),
     encryption: z
@@ -225,7 +232,7 @@ function resolvePrincipal<Req>(
   options: HttpIdempotencyOptions<Req>,
 ): ResolvedHttpIdempotencyOptions<Req>['principal'] {
   const { scope } = options;
-  if (scope) return (view) => scope(view.request);
+  if (typeof scope === 'function') return (view) => scope(view.request);
   const names = (options.credentialHeaders ?? httpIdempotencyDefaults.credentialHeaders).map((h) =>
     h.toLowerCase(),
   );

@@ -44,7 +44,7 @@ export class LeaseRenewer<R extends Renewable> {
   readonly #heldOf: (run: R) => HeldClaims | undefined;
   readonly #warn: WarningSink;
   /**
-   * Running batches, each with the signal that stops its renewals early (e.g. the HTTP client went away), at
+   * Running batches, each with the signal that stops its renewals early (e.g. the caller gave the work up), at
    * the same position (`Renewable.renewalSlot`); unordered, an untracked batch's place taken by the last one.
    */
   readonly #runs: (R | undefined)[] = [];

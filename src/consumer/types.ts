@@ -221,9 +221,9 @@ export interface BatchOptions {
   /** Observes every store call the batch makes (metrics, tracing): operation, duration, and the error if any. */
   readonly onStoreCall?: (call: StoreCall) => void;
   /**
-   * Eager: stops renewing this batch's claims once it aborts (the HTTP adapter aborts it when the client went
-   * away before an answer); they then lapse at their lease end, as a crashed worker's do. Only `aborted` is
-   * read (on each renewal tick), so an `AbortSignal` or any object with that flag serves.
+   * Eager: stops renewing this batch's claims once it aborts (e.g. the caller gave the work up); they then
+   * lapse at their lease end, as a crashed worker's do. Only `aborted` is read (on each renewal tick), so an
+   * `AbortSignal` or any object with that flag serves.
    */
   readonly renewalSignal?: RenewalSignal;
   /**

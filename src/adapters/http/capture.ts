@@ -22,11 +22,6 @@ function captureOf(res: Captured): ResponseCapture {
   return res[CAPTURE] as ResponseCapture;
 }
 
-/** Set when the connection closed before the captured response was sent: the client went away. */
-export interface ClientGone {
-  aborted: boolean;
-}
-
 /** How a captured response finished: the route ended it, or the connection closed after it started writing. */
 export type CaptureEnd = 'ended' | 'aborted';
 
@@ -102,7 +97,6 @@ export class ResponseCapture {
    * response that is finally sent.
    */
   readonly #previous: Pick<ServerResponse, ReplacedMethod>;
-  readonly #clientGone: ClientGone | undefined;
   readonly #chunks: Buffer[] = [];
   #endCallback: Callback | undefined;
   #ended = false;
@@ -118,8 +112,7 @@ export class ResponseCapture {
   readonly #done: Promise<CaptureEnd>;
   #resolveDone!: (end: CaptureEnd) => void;
 
-  /** `clientGone` is set when the connection closes (or had closed) before {@link flush}. */
-  constructor(res: ServerResponse, clientGone?: ClientGone) {
+  constructor(res: ServerResponse) {
     const own = res as Captured;
     this.#res = own;
     this.#proto = Object.getPrototypeOf(res) as Record<string, unknown>;
@@ -132,8 +125,6 @@ export class ResponseCapture {
       removeHeader: res.removeHeader,
       appendHeader: res.appendHeader,
     };
-    this.#clientGone = clientGone;
-    if (clientGone && res.destroyed) clientGone.aborted = true;
     this.#done = new Promise((resolve) => {
       this.#resolveDone = resolve;
     });
@@ -159,9 +150,8 @@ export class ResponseCapture {
   }
 
   #closed(): void {
-    // The client went away before it got an answer.
-    if (this.#clientGone) this.#clientGone.aborted = true;
-    // The connection closed before the route ended a response it had started: it failed mid-response.
+    // A client that went away before the route started writing changes nothing: the route runs on, and its
+    // response is still kept for the retry. The connection closed before the route ended a response it had started: it failed mid-response.
     if (this.#ended || !this.#committed) return;
     this.#aborted = true;
     this.#resolveDone('aborted');

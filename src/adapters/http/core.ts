@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import {
+  ClaimLostError,
   InProgressError,
   InvalidIdError,
   RepositoryClosedError,
@@ -8,7 +9,7 @@ import {
   StoredOutcomeError,
 } from '../../errors.js';
 import { MAX_ID_BYTES } from '../../repositories/ids.js';
-import { type CapturedResponse, type ClientGone, ResponseCapture } from './capture.js';
+import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
 import { requestFingerprint } from './fingerprint.js';
 import { readIdempotencyKey, scopedId } from './key.js';
@@ -64,6 +65,25 @@ function warnProcessLocalStore(repository: HttpIdempotencyOptions<unknown>['repo
   );
 }
 
+let credentialScopeWarned = false;
+
+/**
+ * Warns once per process when an adapter is built without a `scope` choice: keys then follow the request's
+ * credentials, so a client's retry sent after a token refresh or a cookie change runs the route again, with no
+ * sign of it. `scope: 'credentials'` keeps that digest and says it was meant.
+ */
+function warnImplicitScope(scope: unknown): void {
+  if (credentialScopeWarned || scope !== undefined) return;
+  credentialScopeWarned = true;
+  process.emitWarning(
+    "the Idempotency-Key adapter has no scope option, so it scopes keys by a digest of the request's " +
+      'credentials (Authorization, Cookie, ...): a retry sent after an access-token refresh or a cookie change ' +
+      'runs the route again. Set scope to the signed-in user (scope: (req) => req.user?.id), or choose the ' +
+      "digest explicitly with scope: 'credentials'.",
+    { type: 'IdempotencyKeyWarning', code: 'IDEM_HTTP_CREDENTIAL_SCOPE' },
+  );
+}
+
 /**
  * The framework-neutral part of the `Idempotency-Key` adapter. Every decision goes through one
  * {@link IdempotentConsumer} (the library's engine): the key is claimed before the route runs, the route's
@@ -77,6 +97,7 @@ export class HttpIdempotency<Req> {
 
   constructor(options: HttpIdempotencyOptions<Req>) {
     this.options = resolveHttpIdempotencyOptions(options);
+    warnImplicitScope(options.scope);
     const { repository, ttlMs, leaseMs, maxResponseBytes, encryption } = this.options;
     warnProcessLocalStore(repository);
     this.consumer = new IdempotentConsumer<HttpMessage>({
@@ -139,27 +160,21 @@ export class HttpIdempotency<Req> {
     const handlerCalled = new Promise<typeof ROUTE_RUNS>((resolve) => {
       routeMayRun = () => resolve(ROUTE_RUNS);
     });
-    // The claim is renewed while the route runs; once the client is gone before an answer (the capture sets
-    // the flag), it lapses at the lease end instead, as a crashed request's does: a route that never answers
-    // cannot hold its key forever.
-    const clientGone: ClientGone = { aborted: false };
-    const processing = this.consumer.process(
-      message,
-      async () => {
-        const routeCapture = new ResponseCapture(res, clientGone);
-        capture = routeCapture;
-        routeMayRun();
-        await routeCapture.ended;
-        const response = routeCapture.snapshot(this.options.keptHeaders);
-        // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
-        // whole response: its key is given back, never kept with the bytes it got to write.
-        if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
-        if (!this.options.storeIf(response))
-          throw new ReleasedResponse(`not kept: status ${response.status}`);
-        return response;
-      },
-      { renewalSignal: clientGone },
-    );
+    // The claim is renewed for as long as the route runs, whether or not its client is still listening: the
+    // lease belongs to the route's work, not to the connection. A client that timed out and retries while the
+    // route still runs must get 409, not a second run. Only the process's end (a crash) stops the renewals.
+    const processing = this.consumer.process(message, async () => {
+      const routeCapture = new ResponseCapture(res);
+      capture = routeCapture;
+      routeMayRun();
+      await routeCapture.ended;
+      const response = routeCapture.snapshot(this.options.keptHeaders);
+      // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
+      // whole response: its key is given back, never kept with the bytes it got to write.
+      if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+      if (!this.options.storeIf(response)) throw new ReleasedResponse(`not kept: status ${response.status}`);
+      return response;
+    });
     const first = await Promise.race([
       handlerCalled,
       processing.then(
@@ -171,7 +186,12 @@ export class HttpIdempotency<Req> {
       const routeCapture = capture as unknown as ResponseCapture;
       // The route runs; its response goes out once the consumer kept (or released) it.
       processing.then(
-        () => routeCapture.flush(),
+        (result) => {
+          routeCapture.flush();
+          // The lease ran out before the route answered and another request took the key over, so the route may
+          // have run twice (a store that cannot renew, a blocked event loop): the operator must hear of it.
+          if (result.claimLost) this.options.onError(new ClaimLostError(message.key), request);
+        },
         (error: unknown) => {
           routeCapture.flush();
           if (!(error instanceof ReleasedResponse)) this.options.onError(error, request);
@@ -206,6 +226,16 @@ export class HttpIdempotency<Req> {
     );
   }
 
+  /**
+   * The `Retry-After` of a 409 in-progress: the `retryAfterMs` hint, but never past the claim's lease end (when
+   * the store did not say, a lease from now bounds it), in whole seconds rounded up, at least 1.
+   */
+  #retryAfterSeconds(leaseExpiresAt: number | undefined): number {
+    const { retryAfterMs, leaseMs } = this.options;
+    const remainingMs = leaseExpiresAt === undefined ? leaseMs : leaseExpiresAt - Date.now();
+    return Math.max(1, Math.ceil(Math.min(retryAfterMs, remainingMs) / 1_000));
+  }
+
   get #maxIdBytes(): number {
     return this.options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
@@ -223,11 +253,10 @@ export class HttpIdempotency<Req> {
       return answer('key-invalid', `the Idempotency-Key cannot be stored: ${error.message}`);
     }
     if (error instanceof InProgressError) {
-      const waitMs = error.leaseExpiresAt === undefined ? 1_000 : error.leaseExpiresAt - Date.now();
       return answer(
         'in-progress',
         'a request with this Idempotency-Key is still being processed; retry after it completes',
-        { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1_000))) },
+        { 'retry-after': String(this.#retryAfterSeconds(error.leaseExpiresAt)) },
       );
     }
     if (error instanceof RepositoryError || error instanceof RepositoryClosedError) {

@@ -23,9 +23,15 @@ export const httpIdempotencyDefaults = {
   ttlMs: consumerDefaults.ttlMs,
   /** How long a request in flight holds its key; a crashed request's key is free again after it. */
   leaseMs: consumerDefaults.leaseMs,
+  /**
+   * The `Retry-After` hint of a 409 in-progress, capped at the claim's remaining lease. Not the lease itself: a
+   * renewed lease always has most of its length left, so it would tell a client to wait a minute for a route
+   * that answers in a second.
+   */
+  retryAfterMs: 1_000,
   /** Response headers kept and replayed, besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
-  /** Request headers whose digest scopes keys when no `scope` hook is set. */
+  /** Request headers whose digest scopes keys under `scope: 'credentials'` (or no `scope`). */
   credentialHeaders: CREDENTIAL_HEADERS,
   /** Responses kept and replayed: every status below 500 (a 5xx gives the key back so a retry runs again). */
   storeIf: (response: { readonly status: number }): boolean => response.status < 500,
@@ -55,6 +61,12 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   readonly ttlMs?: number;
   /** How long a request in flight holds its key without renewal, in ms (default 60 s); renewed every third while the route runs. */
   readonly leaseMs?: number;
+  /**
+   * How long a client should wait before retrying a key that is still in flight: the `Retry-After` of a 409
+   * in-progress, in ms, rounded up to whole seconds (at least 1 s), and never more than the claim's remaining
+   * lease (default 1 s). Set it near your route's usual duration.
+   */
+  readonly retryAfterMs?: number;
   /** Refuse a request without the header with 400 (default). False: such a request runs without dedup. */
   readonly required?: boolean;
   /** Methods the adapter acts on (default POST and PATCH); others pass through. */
@@ -78,16 +90,19 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   readonly releaseOn?: (status: number) => boolean;
   /**
    * Scopes keys to a principal (user, API client, tenant): two principals never share a key; return undefined
-   * for an anonymous request. Without it, the principal is a SHA-256 digest of the credentials the request
-   * carries (the `credentialHeaders`), so a stored response is never replayed to a request with other
-   * credentials; requests without any share one anonymous scope. Set it when your credentials change between
-   * retries (a rotating cookie, a refreshed token) or when one principal has several. Keys are always scoped
-   * per route (method and route path).
+   * for an anonymous request. Scope by the user, not by the token: a retry sent after an access-token refresh
+   * or a cookie change is the same user's retry, and must find its key.
+   *
+   * `'credentials'` chooses the credential digest explicitly: the principal is a SHA-256 digest of the
+   * credentials the request carries (the `credentialHeaders`), so a stored response is never replayed to a
+   * request with other credentials, but a retry whose credentials changed runs the route again; requests
+   * without any share one anonymous scope. Left unset, the adapter scopes by that digest too and warns once
+   * per process (`IDEM_HTTP_CREDENTIAL_SCOPE`). Keys are always scoped per route (method and route path).
    */
-  readonly scope?: (request: Req) => string | undefined | Promise<string | undefined>;
+  readonly scope?: ((request: Req) => string | undefined | Promise<string | undefined>) | 'credentials';
   /**
-   * Request headers whose values, digested, scope keys when no `scope` hook is set (default Authorization,
-   * Proxy-Authorization, Cookie, X-Api-Key). The values are never stored, only their SHA-256.
+   * Request headers whose values, digested, scope keys under `scope: 'credentials'` or without `scope` (default
+   * Authorization, Proxy-Authorization, Cookie, X-Api-Key). The values are never stored, only their SHA-256.
    */
   readonly credentialHeaders?: readonly string[];
   /** Largest stored response, in bytes of its stored form; a larger one is sent but not kept (store default). */
@@ -100,7 +115,8 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   readonly encryption?: OutcomeEncryptionOptions;
   /**
    * Told about a store failure after the route ran (its response is still sent; the key frees itself at the
-   * lease end). Default: a process warning.
+   * lease end), and about a lost claim: a ClaimLostError when the lease ran out before the route answered and
+   * another request took the key over, so the route may have run twice. Default: a process warning.
    */
   readonly onError?: (error: unknown, request: Req) => void;
 }
@@ -110,6 +126,7 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
   readonly repository: IdempotentRepository;
   readonly ttlMs: number;
   readonly leaseMs: number;
+  readonly retryAfterMs: number;
   readonly required: boolean;
   readonly methods: ReadonlySet<string>;
   readonly header: string;
@@ -142,6 +159,7 @@ const schema = z
     ),
     ttlMs: positiveMs.optional(),
     leaseMs: positiveMs.optional(),
+    retryAfterMs: positiveMs.optional(),
     required: z.boolean().optional(),
     methods: z.array(z.string().regex(/^[A-Za-z]+$/, { error: 'must be an HTTP method' })).optional(),
     header: fieldName.optional(),
@@ -150,7 +168,11 @@ const schema = z
     replayHeaders: z.array(fieldName).optional(),
     storeIf: fn.optional(),
     releaseOn: fn.optional(),
-    scope: fn.optional(),
+    scope: z
+      .custom<unknown>((value) => typeof value === 'function' || value === 'credentials', {
+        error: "must be a function (request) => principal, or 'credentials'",
+      })
+      .optional(),
     credentialHeaders: z.array(fieldName).optional(),
     maxResponseBytes: z.number().int().positive().optional(),
     encryption: z
@@ -182,6 +204,7 @@ export function resolveHttpIdempotencyOptions<Req>(
     repository: options.repository,
     ttlMs: options.ttlMs ?? d.ttlMs,
     leaseMs: options.leaseMs ?? d.leaseMs,
+    retryAfterMs: options.retryAfterMs ?? d.retryAfterMs,
     required: options.required ?? d.required,
     methods: new Set((options.methods ?? d.methods).map((m) => m.toUpperCase())),
     header: (options.header ?? d.header).toLowerCase(),
@@ -209,7 +232,7 @@ function resolvePrincipal<Req>(
   options: HttpIdempotencyOptions<Req>,
 ): ResolvedHttpIdempotencyOptions<Req>['principal'] {
   const { scope } = options;
-  if (scope) return (view) => scope(view.request);
+  if (typeof scope === 'function') return (view) => scope(view.request);
   const names = (options.credentialHeaders ?? httpIdempotencyDefaults.credentialHeaders).map((h) =>
     h.toLowerCase(),
   );

@@ -5,6 +5,8 @@ import express from 'express';
 import Fastify from 'fastify';
 import { fastifyIdempotencyKey, idempotencyKey } from '../../../src/adapters/http/index.js';
 import type { HttpIdempotencyOptions } from '../../../src/adapters/http/options.js';
+import { RepositoryClosedError } from '../../../src/errors.js';
+import type { IdempotentRepository } from '../../../src/repositories/types.js';
 
 /** A test server on an ephemeral loopback port, and the side effects its routes made. */
 export interface TestApp {
@@ -41,7 +43,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * - `POST /charges`: one side effect, 201 with a JSON body and the `x-charge-id` header;
  * - `POST /flaky`: 500 on its first run, 201 afterwards;
  * - `POST /rejects`: 400 (a client error, kept by default);
- * - `POST /hang`: a side effect, then never answers (a crashed request);
+ * - `POST /hang`: a side effect, then no answer until the app closes (a crashed request; `close` ends it, so
+ *   no route of a closed app runs on, renewing its claim);
  * - `POST /open`: like /charges, with the key optional;
  * - `POST /bytes`: a binary body (every byte value, invalid UTF-8 included) written in several chunks;
  * - `POST /partial`: writes part of its body ({@link INJECTION}), then fails with the status in the
@@ -76,6 +79,11 @@ export async function startApp(
     return { id: `ch_${effects.charges}`, request: body, at: process.hrtime.bigint().toString() };
   };
   const common = { replayHeaders: [CHARGE_HEADER], ...options };
+  // The routes still hanging, each ended by calling it (after the server closed, so nobody gets the answer).
+  const hanging: (() => void)[] = [];
+  const endHanging = () => {
+    for (const end of hanging.splice(0)) end();
+  };
   if (framework === 'express') {
     const app = express();
     const guard = idempotencyKey({ ...common, scope: (req) => req.get('x-user') });
@@ -112,8 +120,9 @@ export async function startApp(
       effects.rejects = (effects.rejects ?? 0) + 1;
       res.status(400).json({ error: 'amount must be positive', n: effects.rejects });
     });
-    app.post('/hang', guard, () => {
+    app.post('/hang', guard, (_req, res) => {
       effects.hang = (effects.hang ?? 0) + 1;
+      hanging.push(() => res.status(200).end());
     });
     app.post('/bytes', guard, (_req, res) => {
       effects.bytes = (effects.bytes ?? 0) + 1;
@@ -134,6 +143,7 @@ export async function startApp(
       close: async () => {
         server.closeAllConnections();
         await new Promise((resolve) => server.close(resolve));
+        endHanging();
       },
     };
   }
@@ -185,7 +195,7 @@ export async function startApp(
   });
   app.post('/hang', { preHandler: guard }, () => {
     effects.hang = (effects.hang ?? 0) + 1;
-    return new Promise(() => {});
+    return new Promise((resolve) => hanging.push(() => resolve('ended at close')));
   });
   app.post('/bytes', { preHandler: guard }, async (_req, reply) => {
     effects.bytes = (effects.bytes ?? 0) + 1;
@@ -199,5 +209,47 @@ export async function startApp(
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { port } = app.server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, effects, close: () => app.close() };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    effects,
+    close: async () => {
+      await app.close();
+      endHanging();
+    },
+  };
+}
+
+/**
+ * One instance's connection to a shared store, which {@link Severed.sever} cuts as the instance's crash would:
+ * from then on every call through it fails as a closed store's does, while other instances go on using the
+ * store itself. Closing it cuts it too, and leaves the store open.
+ */
+export interface Severed {
+  readonly repository: IdempotentRepository;
+  sever(): void;
+}
+
+export function severable(store: IdempotentRepository): Severed {
+  let severed = false;
+  const repository = new Proxy(store, {
+    get(target, name) {
+      const value: unknown = Reflect.get(target, name, target);
+      if (name === 'close') {
+        return async () => {
+          severed = true;
+        };
+      }
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        if (severed) return Promise.reject(new RepositoryClosedError('a crashed instance’s'));
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return {
+    repository,
+    sever: () => {
+      severed = true;
+    },
+  };
 }

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it, type TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import type express from 'express';
 import {
   fastifyIdempotencyKey,
@@ -26,6 +28,8 @@ import { type Framework, INJECTION, startApp, type TestApp } from './apps.js';
 // The adapter tried as a new user and as an attacker would (issue 18), on real servers and real stores.
 
 const rocksRoot = join(tmpdir(), `idem-http-defects-${process.pid}`);
+const CORE = fileURLToPath(new URL('../../../src/adapters/http/core.ts', import.meta.url));
+const MEMORY = fileURLToPath(new URL('../../../src/repositories/memory/index.ts', import.meta.url));
 after(() => rm(rocksRoot, { recursive: true, force: true }));
 
 const stores: Record<string, { skip: false | string; open: () => Promise<IdempotentRepository> }> = {
@@ -314,10 +318,10 @@ describe('HTTP adapter options', () => {
     );
   });
 
-  it('refuses a ttlMs or leaseMs outside the TTL rule when it is built, on both frameworks', () => {
+  it('refuses a ttlMs, leaseMs or retryAfterMs outside the TTL rule when it is built, on both frameworks', () => {
     const factories = { express: idempotencyKey, fastify: fastifyIdempotencyKey } as const;
     for (const [framework, factory] of Object.entries(factories)) {
-      for (const option of ['ttlMs', 'leaseMs'] as const) {
+      for (const option of ['ttlMs', 'leaseMs', 'retryAfterMs'] as const) {
         for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, 0, -5, 1e30]) {
           assert.throws(
             () => factory({ repository: new MemoryRepository(), [option]: bad }),
@@ -349,6 +353,57 @@ describe('HTTP adapter options', () => {
           releaseOn: () => false,
         }),
       /option releaseOn of idempotencyKey\(\.\.\.\): cannot be given with storeIf/,
+    );
+  });
+
+  /** The IDEM_HTTP_CREDENTIAL_SCOPE warnings of a fresh process that builds an adapter per `scopes` entry. */
+  function scopeWarnings(scopes: readonly string[]): string[] {
+    const script = `
+      const { HttpIdempotency } = await import(${JSON.stringify(CORE)});
+      const { MemoryRepository } = await import(${JSON.stringify(MEMORY)});
+      const seen = [];
+      process.on('warning', (w) => { if (w.code === 'IDEM_HTTP_CREDENTIAL_SCOPE') seen.push(w.message); });
+      const scopes = { none: undefined, credentials: 'credentials', hook: (req) => req.user };
+      for (const name of ${JSON.stringify(scopes)}) new HttpIdempotency({ repository: new MemoryRepository(), scope: scopes[name] });
+      setImmediate(() => console.log(JSON.stringify(seen)));`;
+    const result = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '--no-warnings', '-e', script],
+      { encoding: 'utf8' },
+    );
+    assert.equal(result.status, 0, result.stderr);
+    return JSON.parse(result.stdout) as string[];
+  }
+
+  it('warns once per process when no scope is chosen; a hook or scope: credentials is a choice', () => {
+    const warned = scopeWarnings(['none', 'hook', 'none']);
+    assert.equal(warned.length, 1);
+    assert.match(warned[0] ?? '', /access-token refresh or a cookie change runs the route again/);
+    assert.match(warned[0] ?? '', /scope: 'credentials'/);
+    assert.deepEqual(scopeWarnings(['credentials', 'hook', 'credentials']), []);
+  });
+
+  it("scope: 'credentials' scopes by the credentials' digest, as the default does; a bad scope is refused", async () => {
+    const repository = new MemoryRepository();
+    const explicit = new HttpIdempotency({ repository, scope: 'credentials' }).options.principal;
+    const view = (authorization: string) => ({
+      request: {},
+      method: 'POST',
+      route: '/c',
+      target: '/c',
+      body: undefined,
+      hasBody: false,
+      header: (name: string) => (name === 'authorization' ? authorization : undefined),
+    });
+    const alice = await explicit(view('Bearer alice'));
+    assert.match(String(alice), /^credentials:/);
+    assert.equal(await explicit(view('Bearer alice')), alice);
+    assert.notEqual(await explicit(view('Bearer bob')), alice);
+    assert.throws(
+      () => new HttpIdempotency({ repository, scope: 'user' as never }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        /option scope of idempotencyKey\(\.\.\.\): must be a function/.test(error.message),
     );
   });
 

@@ -14,7 +14,7 @@ import { RedisRepository } from '../../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../../src/repositories/rocksdb/index.js';
 import type { IdempotentRepository } from '../../../src/repositories/types.js';
 import { endpoints, skipUnlessEnabled } from '../../helpers/stores.js';
-import { binaryChunks, CHARGE_HEADER, type Framework, startApp, type TestApp } from './apps.js';
+import { binaryChunks, CHARGE_HEADER, type Framework, severable, startApp, type TestApp } from './apps.js';
 
 // Real servers (Express and Fastify on an ephemeral port), a real client (fetch), real stores.
 
@@ -264,8 +264,11 @@ for (const [storeName, store] of Object.entries(stores)) {
         await repository.close();
       });
       const leaseMs = 600;
-      // Two instances over one store, as two processes would be: the first one's request never answers.
-      const crashed = await startApp('express', { repository, leaseMs });
+      // Two instances over one store, as two processes would be: the first one's request never answers, then
+      // its process dies (its connection to the store is cut, so nothing renews the claim any more). Its client
+      // leaving is not what frees the key: a route still running keeps renewing it.
+      const link = severable(repository);
+      const crashed = await startApp('express', { repository: link.repository, leaseMs });
       const survivor = await startApp('fastify', { repository, leaseMs });
       t.after(() => survivor.close());
       const key = randomUUID();
@@ -274,6 +277,7 @@ for (const [storeName, store] of Object.entries(stores)) {
       while (crashed.effects.hang === 0) await sleep(10);
       abort.abort();
       assert.equal(await hung, 'aborted');
+      link.sever();
       await crashed.close();
 
       assertProblem(await post(`${survivor.url}/hang`, { key }), 409, 'in-progress', /still being processed/);

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
 import { tlsSettingSchema } from '../../options/tls.js';
@@ -66,8 +67,22 @@ export const mysqlOptionsSchema = z
       })
       .default(mysqlDefaults.namespace),
     createTable: z.boolean().default(mysqlDefaults.createTable),
-    /** TLS to the server: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates are verified. */
-    tls: tlsSettingSchema.optional(),
+    /**
+     * TLS to the server: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates
+     * and the host name they name (the URL's host, or `servername`) are verified.
+     */
+    tls: tlsSettingSchema
+      // mysql2 sends no SNI for an address and checks the certificate against the host it connects to, so an
+      // address here could not be honoured: it would be dropped without a word.
+      .refine(
+        (tls) => typeof tls !== 'object' || tls.servername === undefined || isIP(tls.servername) === 0,
+        {
+          path: ['servername'],
+          message:
+            "must be a host name, not an IP address (the URL's address is what a certificate is checked against)",
+        },
+      )
+      .optional(),
     lockTimeoutMs: z.number().int().positive().default(mysqlDefaults.lockTimeoutMs),
     poolSize: z.number().int().min(1).max(1_000).default(mysqlDefaults.poolSize),
     connectTimeoutMs: z.number().int().positive().default(mysqlDefaults.connectTimeoutMs),

@@ -102,3 +102,15 @@ function isHostNameMismatch(error: unknown): boolean {
   const message = error instanceof Error ? error.message : String(error);
   return code === 'ERR_TLS_CERT_ALTNAME_INVALID' || /does not match certificate's altnames/.test(message);
 }
+
+/**
+ * A migration that gave up waiting for a lock on its table (the store's lock timeout): transactions on the table
+ * hold it. Retryable, and not a connection problem: the server answered.
+ */
+export function tableInUse(store: string, table: string, error: unknown): RepositoryError {
+  return new RepositoryError(
+    `${store}: the table ${table} is in use: the migration waited for a lock that open transactions on it hold, ` +
+      `until the lock timeout (${detailOf(error)}); run it again when they end`,
+    { cause: error },
+  );
+}

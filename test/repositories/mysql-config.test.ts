@@ -85,9 +85,23 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
     const name = testTable('migrate');
     track(t, name);
     const first = await migrate({ url: endpoints.mysqlUrl, table: name });
+    assert.deepEqual(first, {
+      table: name,
+      statements: schemaStatements(name),
+      applied: schemaStatements(name),
+    });
+    // Run again beside a transaction that wrote to the table (a worker's): it finds the table and runs nothing.
+    const writer = testPool(1);
+    t.after(() => writer.end());
+    const connection = await writer.getConnection();
+    await connection.query('BEGIN');
+    await connection.query(
+      `INSERT INTO \`${name}\` (namespace, id, state, expires_at, forget_at, token) VALUES ('w', 'w', 'confirmed', 0, 0, 0)`,
+    );
     const second = await migrate({ url: endpoints.mysqlUrl, table: name });
-    assert.deepEqual(first, { table: name, statements: schemaStatements(name) });
-    assert.deepEqual(second, first);
+    assert.deepEqual(second, { ...first, applied: [] });
+    await connection.query('ROLLBACK');
+    connection.release();
     const repository = await MySqlRepository.open({ url: endpoints.mysqlUrl, table: name });
     t.after(() => repository.close());
     assert.equal((await repository.add('a', { ttlMs: MINUTE })).added, true);

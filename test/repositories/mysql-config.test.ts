@@ -174,6 +174,30 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
     assert.match(String(refused.message), /127\.0\.0\.1:1\/idem/);
   });
 
+  it('a malformed %-escape in the URL, or a timeout above 2^31 - 1 ms, is a ConfigError naming the key', async () => {
+    const escapes: Array<[string, RegExp]> = [
+      [withPassword('50%off'), /password/],
+      [endpoints.mysqlUrl.replace(/\/[^/]*$/, '/db%zz'), /path/],
+    ];
+    for (const [url, part] of escapes) {
+      await assert.rejects(MySqlRepository.open({ url, table }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.key, 'repository.url');
+        assert.match(error.message, /malformed %-escape/);
+        assert.match(error.message, part);
+        assert.ok(!error.message.includes('50%off'), 'the password was quoted');
+        return true;
+      });
+    }
+    for (const key of ['lockTimeoutMs', 'connectTimeoutMs', 'purgeIntervalMs']) {
+      await assert.rejects(
+        MySqlRepository.open({ url: endpoints.mysqlUrl, table, [key]: 2 ** 31 }),
+        (error: unknown) => error instanceof ConfigError && error.key === `repository.${key}`,
+        key,
+      );
+    }
+  });
+
   it('a password given on its own wins over the URL', async (t) => {
     const real = decodeURIComponent(new URL(endpoints.mysqlUrl).password);
     const repository = await MySqlRepository.open({ url: withPassword(SECRET), password: real, table });

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
+import { refuseBadPercentEscapes, timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 
 /** Defaults of the MySQL/MariaDB repository, written once. */
@@ -48,7 +49,10 @@ export const mysqlOptionsSchema = z
      * `mysql://user:password@host:port/database`; optional only when an existing pool is passed to
      * `MySqlRepository.open`. The password never appears in errors or logs.
      */
-    url: z.url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' }).optional(),
+    url: z
+      .url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' })
+      .superRefine(refuseBadPercentEscapes)
+      .optional(),
     /** The password, when it is kept out of the URL (a secret store, an env variable). */
     password: z.string().optional(),
     /** `table` or `database.table`. */
@@ -83,11 +87,11 @@ export const mysqlOptionsSchema = z
         },
       )
       .optional(),
-    lockTimeoutMs: z.number().int().positive().default(mysqlDefaults.lockTimeoutMs),
+    lockTimeoutMs: timerMs().default(mysqlDefaults.lockTimeoutMs),
     poolSize: z.number().int().min(1).max(1_000).default(mysqlDefaults.poolSize),
-    connectTimeoutMs: z.number().int().positive().default(mysqlDefaults.connectTimeoutMs),
+    connectTimeoutMs: timerMs().default(mysqlDefaults.connectTimeoutMs),
     purgeBatchSize: z.number().int().min(1).max(1_000_000).default(mysqlDefaults.purgeBatchSize),
-    purgeIntervalMs: z.number().int().min(0).default(mysqlDefaults.purgeIntervalMs),
+    purgeIntervalMs: timerMs(0).default(mysqlDefaults.purgeIntervalMs),
   })
   .strict();
 

@@ -75,6 +75,14 @@ export function connectFailure(
       cause: error,
     });
   }
+  if (tls.failed && isHostNameMismatch(error)) {
+    return new ConfigError(
+      'repository.tls',
+      `TLS connection to ${store} at ${address} refused: the server's certificate is not issued for this host ` +
+        `(${detail}); connect by a name the certificate carries, or set repository.tls.servername to it`,
+      { cause: error },
+    );
+  }
   if (tls.failed) {
     return new ConfigError(
       'repository.tls',
@@ -86,4 +94,23 @@ export function connectFailure(
   return new RepositoryError(`${store}: cannot connect to ${address} (repository.url): ${detail}`, {
     cause: error,
   });
+}
+
+/** A certificate its CA vouches for, issued for another host than the one connected to. */
+function isHostNameMismatch(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  const message = error instanceof Error ? error.message : String(error);
+  return code === 'ERR_TLS_CERT_ALTNAME_INVALID' || /does not match certificate's altnames/.test(message);
+}
+
+/**
+ * A migration that gave up waiting for a lock on its table (the store's lock timeout): transactions on the table
+ * hold it. Retryable, and not a connection problem: the server answered.
+ */
+export function tableInUse(store: string, table: string, error: unknown): RepositoryError {
+  return new RepositoryError(
+    `${store}: the table ${table} is in use: the migration waited for a lock that open transactions on it hold, ` +
+      `until the lock timeout (${detailOf(error)}); run it again when they end`,
+    { cause: error },
+  );
 }

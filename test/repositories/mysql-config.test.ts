@@ -85,9 +85,23 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
     const name = testTable('migrate');
     track(t, name);
     const first = await migrate({ url: endpoints.mysqlUrl, table: name });
+    assert.deepEqual(first, {
+      table: name,
+      statements: schemaStatements(name),
+      applied: schemaStatements(name),
+    });
+    // Run again beside a transaction that wrote to the table (a worker's): it finds the table and runs nothing.
+    const writer = testPool(1);
+    t.after(() => writer.end());
+    const connection = await writer.getConnection();
+    await connection.query('BEGIN');
+    await connection.query(
+      `INSERT INTO \`${name}\` (namespace, id, state, expires_at, forget_at, token) VALUES ('w', 'w', 'confirmed', 0, 0, 0)`,
+    );
     const second = await migrate({ url: endpoints.mysqlUrl, table: name });
-    assert.deepEqual(first, { table: name, statements: schemaStatements(name) });
-    assert.deepEqual(second, first);
+    assert.deepEqual(second, { ...first, applied: [] });
+    await connection.query('ROLLBACK');
+    connection.release();
     const repository = await MySqlRepository.open({ url: endpoints.mysqlUrl, table: name });
     t.after(() => repository.close());
     assert.equal((await repository.add('a', { ttlMs: MINUTE })).added, true);
@@ -158,6 +172,30 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
     assert.equal(badLogin.key, 'repository.password');
     assert.ok(refused instanceof RepositoryError && refused.retryable, String(refused));
     assert.match(String(refused.message), /127\.0\.0\.1:1\/idem/);
+  });
+
+  it('a malformed %-escape in the URL, or a timeout above 2^31 - 1 ms, is a ConfigError naming the key', async () => {
+    const escapes: Array<[string, RegExp]> = [
+      [withPassword('50%off'), /password/],
+      [endpoints.mysqlUrl.replace(/\/[^/]*$/, '/db%zz'), /path/],
+    ];
+    for (const [url, part] of escapes) {
+      await assert.rejects(MySqlRepository.open({ url, table }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.key, 'repository.url');
+        assert.match(error.message, /malformed %-escape/);
+        assert.match(error.message, part);
+        assert.ok(!error.message.includes('50%off'), 'the password was quoted');
+        return true;
+      });
+    }
+    for (const key of ['lockTimeoutMs', 'connectTimeoutMs', 'purgeIntervalMs']) {
+      await assert.rejects(
+        MySqlRepository.open({ url: endpoints.mysqlUrl, table, [key]: 2 ** 31 }),
+        (error: unknown) => error instanceof ConfigError && error.key === `repository.${key}`,
+        key,
+      );
+    }
   });
 
   it('a password given on its own wins over the URL', async (t) => {

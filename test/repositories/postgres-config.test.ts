@@ -48,6 +48,12 @@ describe('postgres options, TLS and errors', { skip: skipUnlessEnabled('postgres
       [{ url, table, namespace: '' }, 'repository.namespace'],
       [{ url, table, lockTimeoutMs: 0 }, 'repository.lockTimeoutMs'],
       [{ url, table, purgeIntervalMs: -1 }, 'repository.purgeIntervalMs'],
+      // Above 2^31 - 1 ms: the server refuses lock_timeout and statement_timeout at the first connection (which
+      // read as "cannot connect"), and a Node timer fires after 1 ms.
+      [{ url, table, lockTimeoutMs: 2 ** 31 }, 'repository.lockTimeoutMs'],
+      [{ url, table, statementTimeoutMs: 2 ** 31 }, 'repository.statementTimeoutMs'],
+      [{ url, table, connectTimeoutMs: 2 ** 31 }, 'repository.connectTimeoutMs'],
+      [{ url, table, purgeIntervalMs: 2 ** 31 }, 'repository.purgeIntervalMs'],
       [{ url, table, keyPrefix: 'x' }, 'repository'],
     ];
     for (const [options, key] of cases) {

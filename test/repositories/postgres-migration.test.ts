@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, describe, it } from 'node:test';
-import { ConfigError } from '../../src/errors.js';
+import { ConfigError, RepositoryError } from '../../src/errors.js';
 import {
   migrate,
   PostgresRepository,
@@ -68,6 +68,66 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     await Promise.all(Array.from({ length: 4 }, () => migrate({ url, table })));
     assert.equal(await repository.contains('kept'), true, 'a second migration lost rows');
     await repository.close();
+  });
+
+  /** Opens a transaction that has written to `table` (as a worker's does) and keeps it open until `end()`. */
+  async function openWriter(table: string) {
+    const client = await pool.connect();
+    await client.query('BEGIN');
+    await client.query(
+      `INSERT INTO ${table} (namespace, id, state, expires_at, forget_at) VALUES ('w', $1, 'confirmed', 0, 0)`,
+      [randomUUID()],
+    );
+    let ended = false;
+    return {
+      async end() {
+        if (ended) return;
+        ended = true;
+        await client.query('ROLLBACK');
+        client.release();
+      },
+    };
+  }
+
+  it('running the migration again beside an open transaction on the table takes no lock and waits for none', async (t) => {
+    const table = testTable('busy');
+    dropped.push(table);
+    await migrate({ url, table });
+    const writer = await openWriter(table);
+    t.after(() => writer.end());
+    // CREATE INDEX IF NOT EXISTS would wait behind the writer for its ShareLock (the store's lock timeout, 5 s),
+    // then fail, and every other writer would queue behind it meanwhile.
+    const repository = await PostgresRepository.open({ url, table, createTable: true, lockTimeoutMs: 1_000 });
+    t.after(() => repository.close());
+    assert.equal((await repository.add(randomUUID(), { ttlMs: 60_000 })).added, true);
+    const again = await migrate({ url, table });
+    assert.deepEqual(again.applied, [], 'a statement ran on a table that had every object');
+    assert.equal(again.statements.length, 2);
+    const cli = await runCli(['migrate', '--store', url, '--table', table, '--apply']);
+    assert.equal(cli.code, 0, cli.stderr);
+  });
+
+  it('a migration that times out on a lock says the table is in use, not that it cannot connect', async (t) => {
+    const table = testTable('inuse');
+    dropped.push(table);
+    await migrate({ url, table });
+    await pool.query(`DROP INDEX ${table}_forget_at`);
+    const writer = await openWriter(table);
+    t.after(() => writer.end());
+    await assert.rejects(
+      PostgresRepository.open({ url, table, createTable: true, lockTimeoutMs: 300 }),
+      (error: unknown) => {
+        assert.ok(error instanceof RepositoryError, String(error));
+        assert.match(error.message, new RegExp(`the table ${table} is in use`));
+        assert.doesNotMatch(error.message, /cannot connect|repository\.url/);
+        return true;
+      },
+    );
+    await writer.end();
+    // Once the transaction ended, the missing index alone is created.
+    const done = await migrate({ url, table });
+    assert.equal(done.applied.length, 1);
+    assert.match(done.applied[0] as string, /^CREATE INDEX IF NOT EXISTS/);
   });
 
   it('a schema-qualified table: created with its schema by createTable, used like any other', async () => {

@@ -90,6 +90,23 @@ describe('redis options', () => {
     );
   });
 
+  it('refuses a malformed %-escape in the URL and a timeout above 2^31 - 1 ms, naming the key', () => {
+    assert.throws(
+      () => parseRedisOptions({ url: 'redis://:50%off@127.0.0.1:6379' }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        error.key === 'repository.url' &&
+        /malformed %-escape in its password/.test(error.message) &&
+        !error.message.includes('50%off'),
+    );
+    for (const key of ['connectTimeoutMs', 'commandTimeoutMs']) {
+      assert.throws(
+        () => parseRedisOptions({ url: 'redis://127.0.0.1:6379', [key]: 2 ** 31 }),
+        (error: unknown) => error instanceof ConfigError && error.key === `repository.${key}`,
+      );
+    }
+  });
+
   it('accepts url, host/port, cluster seeds and tls forms', () => {
     assert.equal(
       parseRedisOptions({ url: 'rediss://u:p@cache.example:6380/2' }).url,

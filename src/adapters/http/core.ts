@@ -115,6 +115,10 @@ export class HttpIdempotency<Req> {
       },
       fingerprint: requestFingerprint,
       onConflict: 'report',
+      // Never the SQL stores' transaction: the route cannot write through it (it does not get it), so holding it
+      // open while the route runs buys nothing, and would tie up a pool connection per route in flight (at most
+      // `poolSize` routes at once) and keep a hung route's key for as long as the request hangs.
+      transaction: false,
       ...(encryption === undefined ? {} : { encryption }),
     });
   }

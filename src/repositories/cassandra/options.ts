@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
+import { timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 
 /** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
@@ -87,8 +88,8 @@ export const cassandraOptionsSchema = z
     /** TLS to the native port: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates are verified. */
     tls: tlsSettingSchema.optional(),
     batchConcurrency: z.number().int().min(1).max(2048).default(cassandraDefaults.batchConcurrency),
-    requestTimeoutMs: z.number().int().positive().default(cassandraDefaults.requestTimeoutMs),
-    connectTimeoutMs: z.number().int().positive().default(cassandraDefaults.connectTimeoutMs),
+    requestTimeoutMs: timerMs().default(cassandraDefaults.requestTimeoutMs),
+    connectTimeoutMs: timerMs().default(cassandraDefaults.connectTimeoutMs),
     maxClockSkewMs: z.number().int().min(0).default(cassandraDefaults.maxClockSkewMs),
     onClockSkew: z.enum(['fail', 'warn']).default(cassandraDefaults.onClockSkew),
   })

@@ -1,6 +1,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
+import { timerMs } from '../../options/limits.js';
 import { MAX_ID_BYTES } from '../ids.js';
 
 /** Defaults of the DynamoDB repository, written once. */
@@ -65,7 +66,7 @@ export const dynamodbOptionsSchema = z
     batchConcurrency: z.number().int().min(1).max(1024).default(dynamodbDefaults.batchConcurrency),
     maxRetries: z.number().int().min(0).max(20).default(dynamodbDefaults.maxRetries),
     /** Per-request timeout (connect and response), so an unreachable store fails promptly. */
-    requestTimeoutMs: z.number().int().positive().default(dynamodbDefaults.requestTimeoutMs),
+    requestTimeoutMs: timerMs().default(dynamodbDefaults.requestTimeoutMs),
     maxClockSkewMs: z.number().int().min(0).default(dynamodbDefaults.maxClockSkewMs),
     onClockSkew: z.enum(['fail', 'warn']).default(dynamodbDefaults.onClockSkew),
   })

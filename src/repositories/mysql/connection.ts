@@ -1,3 +1,4 @@
+import { connect, isIP, type Socket } from 'node:net';
 import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
@@ -15,12 +16,69 @@ export function lockWaitSeconds(lockTimeoutMs: number): number {
 
 /**
  * mysql2's `ssl` for `repository.tls`. `true` is TLS with the system CAs; certificates are verified unless the
- * config turns that off by name. Absent: the URL's own `ssl` parameter decides (none by default).
+ * config turns that off by name, and so is the host name they were issued for: mysql2 checks it only with
+ * `verifyIdentity`, and without it accepts any certificate its CA signed, for any host, and sends the login
+ * through it. Absent: the URL's own `ssl` parameter decides (none by default), with the same host-name check.
  */
-function sslOptions(tls: boolean | TlsOptions | undefined): Pick<PoolOptions, 'ssl'> {
-  if (tls === undefined || tls === false) return {};
-  const settings = tls === true ? {} : tls;
-  return { ssl: { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true } };
+function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOptions['ssl'] {
+  if (tls === undefined) return urlSsl(url);
+  if (tls === false) return undefined;
+  const { servername: _checkedThroughHost, ...settings } = tls === true ? {} : tls;
+  const rejectUnauthorized = settings.rejectUnauthorized ?? true;
+  return { ...settings, rejectUnauthorized, verifyIdentity: rejectUnauthorized };
+}
+
+/**
+ * The URL's `ssl` parameter as mysql2 reads it (JSON, else the name of one of its profiles), with the host-name
+ * check on wherever the certificate is verified and the parameter does not turn the check off by name.
+ */
+function urlSsl(url: URL): PoolOptions['ssl'] {
+  const raw = url.searchParams.get('ssl');
+  if (raw === null) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    return undefined; // a profile name: mysql2 resolves it from the URL itself
+  }
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const settings = parsed as { rejectUnauthorized?: unknown; verifyIdentity?: unknown };
+  const verified = settings.rejectUnauthorized !== false;
+  return { ...settings, verifyIdentity: settings.verifyIdentity ?? verified } as PoolOptions['ssl'];
+}
+
+/**
+ * Where the pool's connections go, so that the certificate is checked against the right name. Node checks it
+ * against the TLS `servername`, else the socket's `_host`, else "localhost". mysql2 gives no `servername` for an
+ * address and takes none of its own, and Node leaves `_host` empty for an address: a URL host of 127.0.0.2 would be
+ * checked as "localhost". So for an address the pool's socket is made here, `_host` set to it; and with
+ * `repository.tls.servername` the pool is told that name as its host (which mysql2 sends as the servername) while
+ * the socket still goes to the URL's host.
+ */
+function endpointOptions(options: MySqlOptions, url: URL): Pick<PoolOptions, 'host' | 'stream'> {
+  const servername = typeof options.tls === 'object' ? options.tls.servername : undefined;
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  if (servername === undefined && isIP(host) === 0) return {};
+  const port = Number(url.port || 3306);
+  return {
+    ...(servername === undefined ? {} : { host: servername }),
+    stream: () => {
+      const socket = connect({ host, port, noDelay: true, keepAlive: true });
+      if (servername === undefined) (socket as Socket & { _host: string | null })._host = host;
+      return socket;
+    },
+  };
+}
+
+/**
+ * The URL the pool parses: without its `ssl` parameter when `repository.tls` is configured, which then decides
+ * alone (mysql2 would let the URL's win over an explicit `false`).
+ */
+function poolUri(options: MySqlOptions, url: URL): string {
+  if (options.tls === undefined) return url.href;
+  const copy = new URL(url.href);
+  copy.searchParams.delete('ssl');
+  return copy.href;
 }
 
 /**
@@ -29,8 +87,10 @@ function sslOptions(tls: boolean | TlsOptions | undefined): Pick<PoolOptions, 's
  * it, not after the server's 50 s.
  */
 export function createPool(options: MySqlOptions): Pool {
+  const url = new URL(options.url as string);
+  const ssl = sslOptions(options.tls, url);
   const pool = createMysqlPool({
-    uri: options.url,
+    uri: poolUri(options, url),
     // The URL's password unless one is configured on its own (mysql2 lets explicit options win over the URI).
     ...(options.password !== undefined ? { password: options.password } : {}),
     connectionLimit: options.poolSize,
@@ -42,7 +102,8 @@ export function createPool(options: MySqlOptions): Pool {
     // (sql.ts), so a few hundred texts at most; the bound keeps a pool far below the server's
     // max_prepared_stmt_count (16382 by default, for all clients together).
     maxPreparedStatements: 512,
-    ...sslOptions(options.tls),
+    ...(ssl === undefined ? {} : { ssl }),
+    ...endpointOptions(options, url),
   });
   const seconds = lockWaitSeconds(options.lockTimeoutMs);
   // Commands on a connection run in order, so this runs before the connection's first statement.
@@ -74,8 +135,9 @@ function isTlsFailure(error: unknown): boolean {
   const code = errorCode(error) ?? '';
   const message = error instanceof Error ? error.message : String(error);
   return (
-    /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO|HANDSHAKE_NO_SSL_SUPPORT/.test(code) ||
-    /does not support secure connection|self[- ]signed certificate/i.test(message)
+    /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR/.test(
+      code,
+    ) || /does not support secure connection|self[- ]signed certificate/i.test(message)
   );
 }
 

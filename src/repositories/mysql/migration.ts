@@ -1,5 +1,6 @@
 import type { Pool } from 'mysql2/promise';
 import { ConfigError } from '../../errors.js';
+import { tableInUse } from '../sql-store.js';
 import {
   describeAddress,
   type MySqlRepositoryOptions,
@@ -73,8 +74,10 @@ export type MigrateOptions = Pick<MySqlRepositoryOptions, 'url' | 'password' | '
 export interface MigrateResult {
   /** The table, as given. */
   readonly table: string;
-  /** The statements run, in order (each a no-op when its table already existed). */
+  /** The table's whole DDL, in order (what {@link schemaStatements} answers). */
   readonly statements: readonly string[];
+  /** The statements that ran: none when the table already existed. */
+  readonly applied: readonly string[];
 }
 
 /**
@@ -84,22 +87,45 @@ export interface MigrateResult {
  */
 export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   const { pool: given, table = mysqlDefaults.table, ...connection } = options;
-  const ddl = schemaStatements(table);
-  if (given !== undefined) {
-    for (const statement of ddl) await given.query(statement);
-    return { table, statements: ddl };
-  }
+  const statements = schemaStatements(table);
+  if (given !== undefined) return { table, statements, applied: await createMissingTable(given, table) };
   const parsed = parseMySqlOptions({ ...connection, table }, 'migrate(...)');
   if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
   // Loaded here, so printing the DDL needs no driver (`idem migrate` without --apply).
   const { closePool, createPool, openError } = await import('./connection.js');
   const pool = createPool(parsed);
   try {
-    for (const statement of ddl) await pool.query(statement);
+    return { table, statements, applied: await createMissingTable(pool, table) };
   } catch (error) {
     throw openError(error, describeAddress(parsed.url));
   } finally {
     await closePool(pool);
   }
-  return { table, statements: ddl };
+}
+
+/** ER_LOCK_WAIT_TIMEOUT: a row or metadata lock wait ran out (`innodb_lock_wait_timeout`, `lock_wait_timeout`). */
+const LOCK_WAIT_TIMEOUT = 1205;
+
+/**
+ * Runs the DDL when the table is not in the catalog; answers the statements run. On an existing table
+ * `CREATE TABLE IF NOT EXISTS` takes only a shared metadata lock, which open transactions on it do not block (the
+ * PostgreSQL store's index statement does block); the catalog is still read first, so a migration run again
+ * takes no lock on the table at all. Also what `createTable: true` runs at open.
+ */
+export async function createMissingTable(pool: Pool, table: string): Promise<string[]> {
+  const parts = table.split('.');
+  const [schema, name] = parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
+  const [rows] = await pool.execute(
+    'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
+    [schema, name],
+  );
+  if ((rows as unknown[]).length > 0) return [];
+  const ddl = schemaStatements(table);
+  try {
+    for (const statement of ddl) await pool.query(statement);
+  } catch (error) {
+    if ((error as { errno?: unknown }).errno === LOCK_WAIT_TIMEOUT) throw tableInUse('mysql', table, error);
+    throw error;
+  }
+  return ddl;
 }

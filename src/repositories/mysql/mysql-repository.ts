@@ -25,7 +25,7 @@ import {
   lockWaitSeconds,
   openError,
 } from './connection.js';
-import { schemaStatements } from './migration.js';
+import { createMissingTable } from './migration.js';
 import { type MySqlRepositoryOptions, parseMySqlOptions } from './options.js';
 import {
   bucket,
@@ -253,9 +253,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     const pool = given ?? createPool(options);
     let rollbackOnTimeout = false;
     try {
-      if (options.createTable) {
-        for (const statement of schemaStatements(options.table)) await pool.query(statement);
-      }
+      if (options.createTable) await createMissingTable(pool, options.table);
       await assertTable(pool, options.table, address);
       const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value');
       rollbackOnTimeout = Number((rows as { value: unknown }[])[0]?.value) === 1;

@@ -1,5 +1,7 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
+import { refuseBadPercentEscapes, timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 
 /** Defaults of the MySQL/MariaDB repository, written once. */
@@ -47,7 +49,10 @@ export const mysqlOptionsSchema = z
      * `mysql://user:password@host:port/database`; optional only when an existing pool is passed to
      * `MySqlRepository.open`. The password never appears in errors or logs.
      */
-    url: z.url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' }).optional(),
+    url: z
+      .url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' })
+      .superRefine(refuseBadPercentEscapes)
+      .optional(),
     /** The password, when it is kept out of the URL (a secret store, an env variable). */
     password: z.string().optional(),
     /** `table` or `database.table`. */
@@ -66,13 +71,27 @@ export const mysqlOptionsSchema = z
       })
       .default(mysqlDefaults.namespace),
     createTable: z.boolean().default(mysqlDefaults.createTable),
-    /** TLS to the server: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates are verified. */
-    tls: tlsSettingSchema.optional(),
-    lockTimeoutMs: z.number().int().positive().default(mysqlDefaults.lockTimeoutMs),
+    /**
+     * TLS to the server: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates
+     * and the host name they name (the URL's host, or `servername`) are verified.
+     */
+    tls: tlsSettingSchema
+      // mysql2 sends no SNI for an address and checks the certificate against the host it connects to, so an
+      // address here could not be honoured: it would be dropped without a word.
+      .refine(
+        (tls) => typeof tls !== 'object' || tls.servername === undefined || isIP(tls.servername) === 0,
+        {
+          path: ['servername'],
+          message:
+            "must be a host name, not an IP address (the URL's address is what a certificate is checked against)",
+        },
+      )
+      .optional(),
+    lockTimeoutMs: timerMs().default(mysqlDefaults.lockTimeoutMs),
     poolSize: z.number().int().min(1).max(1_000).default(mysqlDefaults.poolSize),
-    connectTimeoutMs: z.number().int().positive().default(mysqlDefaults.connectTimeoutMs),
+    connectTimeoutMs: timerMs().default(mysqlDefaults.connectTimeoutMs),
     purgeBatchSize: z.number().int().min(1).max(1_000_000).default(mysqlDefaults.purgeBatchSize),
-    purgeIntervalMs: z.number().int().min(0).default(mysqlDefaults.purgeIntervalMs),
+    purgeIntervalMs: timerMs(0).default(mysqlDefaults.purgeIntervalMs),
   })
   .strict();
 

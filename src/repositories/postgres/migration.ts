@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ConfigError } from '../../errors.js';
+import { tableInUse } from '../sql-store.js';
 import {
   describeAddress,
   type PostgresRepositoryOptions,
@@ -14,7 +15,8 @@ export { COLUMNS };
 /*
  * The table of the PostgreSQL repository. Nothing creates it behind the user's back: `migrate()`, `idem migrate
  * --apply`, or the DDL below run by the team's own migration tool (`createTable: true` is the opt-in for tests
- * and demos). Every statement is idempotent (`IF NOT EXISTS`), so running the migration again changes nothing.
+ * and demos). Every statement is idempotent (`IF NOT EXISTS`), and `migrate()` runs only those whose object is
+ * missing, so running the migration again changes nothing and locks nothing.
  */
 
 /**
@@ -27,6 +29,18 @@ export { COLUMNS };
  *   lifetime, on the server's clock). `purge()` deletes by it, through its index.
  */
 export function schemaStatements(table: string = postgresDefaults.table): string[] {
+  return schemaObjects(table).map((object) => object.ddl);
+}
+
+/** One object of the table's DDL, and how to find it in the catalog. */
+interface SchemaObject {
+  readonly ddl: string;
+  /** A catalog query with one row, `present`, true when the object exists. */
+  readonly lookup: { readonly text: string; readonly values: readonly string[] };
+}
+
+/** The objects {@link schemaStatements} creates, in order, each with its catalog lookup. */
+function schemaObjects(table: string): SchemaObject[] {
   if (!TABLE_PATTERN.test(table)) {
     throw new ConfigError(
       'repository.table',
@@ -35,9 +49,22 @@ export function schemaStatements(table: string = postgresDefaults.table): string
   }
   const t = quoteTable(table);
   const schema = table.includes('.') ? table.split('.')[0] : undefined;
+  const schemaObject: SchemaObject[] =
+    schema === undefined
+      ? []
+      : [
+          {
+            ddl: `CREATE SCHEMA IF NOT EXISTS ${quoteTable(schema)}`,
+            lookup: {
+              text: 'SELECT to_regnamespace($1) IS NOT NULL AS present',
+              values: [quoteTable(schema)],
+            },
+          },
+        ];
   return [
-    ...(schema === undefined ? [] : [`CREATE SCHEMA IF NOT EXISTS ${quoteTable(schema)}`]),
-    `CREATE TABLE IF NOT EXISTS ${t} (
+    ...schemaObject,
+    {
+      ddl: `CREATE TABLE IF NOT EXISTS ${t} (
   namespace text COLLATE "C" NOT NULL,
   id text COLLATE "C" NOT NULL,
   state text NOT NULL CHECK (state IN ('in-flight', 'confirmed')),
@@ -50,7 +77,17 @@ export function schemaStatements(table: string = postgresDefaults.table): string
   forget_at double precision NOT NULL,
   PRIMARY KEY (namespace, id)
 )`,
-    `CREATE INDEX IF NOT EXISTS ${quoteTable(forgetIndexName(table))} ON ${t} (forget_at)`,
+      lookup: { text: 'SELECT to_regclass($1) IS NOT NULL AS present', values: [t] },
+    },
+    {
+      ddl: `CREATE INDEX IF NOT EXISTS ${quoteTable(forgetIndexName(table))} ON ${t} (forget_at)`,
+      // What IF NOT EXISTS looks for: any relation of that name in the table's schema.
+      lookup: {
+        text: `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_class t ON c.relnamespace = t.relnamespace
+          WHERE t.oid = to_regclass($1) AND c.relname = $2) AS present`,
+        values: [t, forgetIndexName(table)],
+      },
+    },
   ];
 }
 
@@ -73,21 +110,28 @@ export type MigrateOptions = Pick<
 export interface MigrateResult {
   /** The table, as given. */
   readonly table: string;
-  /** The statements run, in order (each a no-op when its object already existed). */
+  /** The table's whole DDL, in order (what {@link schemaStatements} answers). */
   readonly statements: readonly string[];
+  /** The statements that ran: those whose object was missing (none when everything existed). */
+  readonly applied: readonly string[];
 }
 
 /**
- * Creates the table (and its schema) when missing, in one transaction; safe to run again and from several
- * processes at once (a transaction-scoped advisory lock serializes concurrent runs, which `IF NOT EXISTS`
- * alone does not: two CREATE TABLEs racing can both pass the check).
+ * Creates what is missing of the table (its schema, the table, its purge index), in one transaction; safe to run
+ * again and from several processes at once.
+ *
+ * The catalog is read first, and only the DDL of missing objects runs: `CREATE INDEX IF NOT EXISTS` takes its
+ * table lock before it finds the index exists, so running it on a table in use would wait behind any open
+ * transaction on it, and every writer would queue behind the migration. When everything exists, nothing is locked.
+ * A transaction-scoped advisory lock serializes concurrent runs that do have something to create (`IF NOT EXISTS`
+ * alone does not: two CREATE TABLEs racing can both pass the check), and the catalog is read again under it.
  */
 export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   const { pool: given, table = postgresDefaults.table, ...connection } = options;
-  const ddl = schemaStatements(table);
+  const objects = schemaObjects(table);
+  const statements = objects.map((object) => object.ddl);
   if (given !== undefined) {
-    await runDdl(given, ddl);
-    return { table, statements: ddl };
+    return { table, statements, applied: await runDdl(given, table, objects) };
   }
   const parsed = parsePostgresOptions({ ...connection, table }, 'migrate(...)');
   if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
@@ -95,30 +139,50 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   const { closePool, createPool, openError } = await import('./connection.js');
   const pool = createPool(parsed);
   try {
-    await runDdl(pool, ddl);
+    return { table, statements, applied: await runDdl(pool, table, objects) };
   } catch (error) {
     throw openError(error, describeAddress(parsed.url));
   } finally {
     await closePool(pool);
   }
-  return { table, statements: ddl };
 }
 
 /** Advisory lock key of the migration (any constant: it only has to be the same in every process). */
 const MIGRATION_LOCK = 0x1de_6_0001;
 
-async function runDdl(pool: pg.Pool, ddl: readonly string[]): Promise<void> {
+/** SQLSTATE lock_not_available: `lock_timeout` ran out. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/** The DDL of the objects not in the catalog, in order. */
+async function missing(db: pg.Pool | pg.PoolClient, objects: readonly SchemaObject[]): Promise<string[]> {
+  const ddl: string[] = [];
+  for (const object of objects) {
+    const { rows } = await db.query<{ present: boolean }>({
+      text: object.lookup.text,
+      values: [...object.lookup.values],
+    });
+    if (rows[0]?.present !== true) ddl.push(object.ddl);
+  }
+  return ddl;
+}
+
+/** Runs the DDL of what is missing; answers the statements run. */
+async function runDdl(pool: pg.Pool, table: string, objects: readonly SchemaObject[]): Promise<string[]> {
+  if ((await missing(pool, objects)).length === 0) return [];
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    const ddl = await missing(client, objects);
     for (const statement of ddl) await client.query(statement);
     await client.query('COMMIT');
+    return ddl;
   } catch (error) {
     await client.query('ROLLBACK').catch((rollbackError: Error) => {
       broken = rollbackError;
     });
+    if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw tableInUse('postgres', table, error);
     throw error;
   } finally {
     client.release(broken);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
+import { timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 
 /** Defaults of the PostgreSQL repository, written once. */
@@ -66,11 +67,11 @@ export const postgresOptionsSchema = z
     /** TLS: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates are verified. */
     tls: tlsSettingSchema.optional(),
     poolSize: z.number().int().min(1).max(1_000).default(postgresDefaults.poolSize),
-    connectTimeoutMs: z.number().int().positive().default(postgresDefaults.connectTimeoutMs),
-    statementTimeoutMs: z.number().int().min(0).default(postgresDefaults.statementTimeoutMs),
-    lockTimeoutMs: z.number().int().positive().default(postgresDefaults.lockTimeoutMs),
+    connectTimeoutMs: timerMs().default(postgresDefaults.connectTimeoutMs),
+    statementTimeoutMs: timerMs(0).default(postgresDefaults.statementTimeoutMs),
+    lockTimeoutMs: timerMs().default(postgresDefaults.lockTimeoutMs),
     purgeBatchSize: z.number().int().min(1).max(1_000_000).default(postgresDefaults.purgeBatchSize),
-    purgeIntervalMs: z.number().int().min(0).default(postgresDefaults.purgeIntervalMs),
+    purgeIntervalMs: timerMs(0).default(postgresDefaults.purgeIntervalMs),
   })
   .strict();
 

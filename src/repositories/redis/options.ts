@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
+import { refuseBadPercentEscapes, timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 
 /** Defaults of the Redis repository, written once. */
@@ -31,7 +32,10 @@ const clusterNode = z.union(
 export const redisOptionsSchema = z
   .object({
     /** `redis://[user:pass@]host:port[/db]`, or `rediss://` for TLS. */
-    url: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
+    url: z
+      .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
+      .superRefine(refuseBadPercentEscapes)
+      .optional(),
     host: z.string().min(1).optional(),
     port: port.optional(),
     /** Seed nodes of a Redis Cluster; the repository then uses ioredis `Cluster`. */
@@ -42,8 +46,8 @@ export const redisOptionsSchema = z
     tls: tlsSettingSchema.optional(),
     username: z.string().min(1).optional(),
     password: z.string().optional(),
-    connectTimeoutMs: z.number().int().positive().default(redisDefaults.connectTimeoutMs),
-    commandTimeoutMs: z.number().int().positive().default(redisDefaults.commandTimeoutMs),
+    connectTimeoutMs: timerMs().default(redisDefaults.connectTimeoutMs),
+    commandTimeoutMs: timerMs().default(redisDefaults.commandTimeoutMs),
     maxRetriesPerRequest: z.number().int().min(0).default(redisDefaults.maxRetriesPerRequest),
   })
   .strict()

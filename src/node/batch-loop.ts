@@ -99,10 +99,29 @@ export class BatchLoop {
     const partitionLabel = String(partition);
     let done: ConsumedMessage | undefined;
     try {
+      // A batch of a generation that is gone: its partition may be another member's by now.
+      if (payload.isStale()) return undefined;
+      const epoch = partitions?.epoch ?? 0;
+      let stepStart = performance.now();
       // A newly assigned partition first gets its dedup state back from the changelog.
       const state = partitions && (await partitions.ready(partition, payload.heartbeat));
+      if (partitions && state === undefined) {
+        this.#deps.logger.info(
+          { topic, partition, records: messages.length },
+          'a batch of a partition this member does not own now: its records are left to the owner',
+        );
+        return undefined;
+      }
+      if (this.#overran(stepStart, topic, partition, 'restore')) return undefined;
+      // Still a member? (At most once per heartbeat interval.) A batch fetched just before the process was frozen,
+      // or fetched after it woke but before the client noticed that the group moved on, stops here.
+      await payload.heartbeat();
       for (let i = 0; i < messages.length; ) {
         if (!payload.isRunning() || payload.isStale()) break;
+        stepStart = performance.now();
+        // A join since the batch began (revoked, or kept across a gap and restored again): stop after the chunk
+        // in hand. The records are read again from the last commit by whoever owns the partition now.
+        if (state && !partitions?.current(state, epoch)) break;
         // Larger chunks while the partition catches up (src/node/catch-up.ts).
         const size = catchUp.chunkSize(topic, partition, Number(messages[i]?.offset), highWatermark);
         const chunk = messages.slice(i, i + size);
@@ -111,7 +130,7 @@ export class BatchLoop {
           if (!(await this.#transactional(state, topic, chunk, payload))) break;
         } else if (state) {
           await state.chunks.handle(topic, partition, chunk);
-          partitions?.advanced(partition, state.sink?.next);
+          await partitions?.appended(state);
         } else {
           await chunks.handle(topic, partition, chunk);
         }
@@ -124,11 +143,29 @@ export class BatchLoop {
           Math.max(0, highWatermark - Number(done.offset) - 1),
         );
         await payload.heartbeat();
+        if (this.#overran(stepStart, topic, partition, 'chunk')) break;
       }
     } catch (error) {
       throw new ChunksFailed(error, done);
     }
     return done;
+  }
+
+  /**
+   * True when a step of the batch (the restore, or a chunk with its heartbeat) took longer than the session
+   * timeout: the process may have been frozen (SIGSTOP, a long GC, a stalled VM), and the group may have given
+   * the partition to another member, which has processed the rest of this batch by now. A heartbeat answered
+   * before the pause can still look fine after it (kafkajs then skips the next one for an interval), so the batch
+   * stops after the step in hand; the next fetch reads from the last commit, in whatever generation there is then.
+   */
+  #overran(start: number, topic: string, partition: number, step: 'restore' | 'chunk'): boolean {
+    const ms = performance.now() - start;
+    if (ms <= this.#deps.config.kafka.sessionTimeout) return false;
+    this.#deps.logger.info(
+      { topic, partition, step, ms: Math.round(ms), sessionTimeout: this.#deps.config.kafka.sessionTimeout },
+      `a ${step} took longer than the session timeout: the batch stops after it (the group may have moved the partition)`,
+    );
+    return true;
   }
 
   /**

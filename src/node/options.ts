@@ -192,7 +192,49 @@ export const nodeConfigSchema = z
           'output.guarantee = "exactly-once" keeps its dedup state in the changelog: it cannot be disabled',
       });
     }
+    refuseSharedChangelogTopic(config, ctx);
   });
+
+/**
+ * The changelog topic must be the node's alone. Its records are keyed like the marks and compacted: an audit
+ * record (`output.duplicatesTopic`, keyed by the dedup id) would replace a forwarded id's mark, and after a restore
+ * that id's next copy would be forwarded again; input, output and dead-letter records would be read back as
+ * marks, or be compacted away.
+ */
+function refuseSharedChangelogTopic(
+  config: ChangelogSettings & {
+    output: { duplicatesTopic?: string | undefined };
+    dlq: { topic: string };
+  },
+  ctx: z.RefinementCtx,
+): void {
+  if (!changelogEnabled(config)) return;
+  const topic = changelogTopic(config);
+  const others: [string, string][] = [
+    ['input.topic', config.input.topic],
+    ['output.topic', config.output.topic],
+    ['dlq.topic', config.dlq.topic],
+  ];
+  const clash = others.find(([, other]) => other === topic);
+  if (clash) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['changelog', 'topic'],
+      params: { quoteValue: false },
+      message: `topic ${JSON.stringify(topic)} is also ${clash[0]}: the changelog needs a topic of its own`,
+    });
+  }
+  if (config.output.duplicatesTopic === topic) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['output', 'duplicatesTopic'],
+      params: { quoteValue: false },
+      message:
+        `topic ${JSON.stringify(topic)} is also the changelog topic: audit records are keyed like the marks, ` +
+        "so compaction would replace a forwarded id's mark with one",
+    });
+  }
+}
 
 /** Parsed node config. */
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
@@ -200,13 +242,20 @@ export type NodeConfig = z.output<typeof nodeConfigSchema>;
 /** The node config as written in a file or passed in code, before defaults. */
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 
+/** The parts of a node config that say whether there is a changelog, and its topic. */
+interface ChangelogSettings {
+  readonly input: { readonly topic: string; readonly groupId: string };
+  readonly output: { readonly topic: string; readonly guarantee: string };
+  readonly changelog: { readonly enabled?: boolean | undefined; readonly topic?: string | undefined };
+}
+
 /** Whether the node writes (and restores from) the changelog: always under exactly-once, opt-in otherwise. */
-export function changelogEnabled(config: NodeConfig): boolean {
+export function changelogEnabled(config: ChangelogSettings): boolean {
   return config.changelog.enabled ?? config.output.guarantee === 'exactly-once';
 }
 
 /** The changelog topic: configured, or `<group id>-<output topic>-changelog` (Kafka Streams' naming). */
-export function changelogTopic(config: NodeConfig): string {
+export function changelogTopic(config: ChangelogSettings): string {
   return config.changelog.topic ?? `${config.input.groupId}-${config.output.topic}-changelog`;
 }
 

@@ -65,7 +65,10 @@ export interface PartitionLifecycleDeps {
  *   initialised first (that fences the previous owner and aborts its open transaction, so the changelog's end
  *   is stable), then the changelog partition is read from the local checkpoint (or the start) up to the end
  *   captured then, into the local store (the {@link ChangelogRestorer}'s work: it also keeps the checkpoint);
- * - a fenced partition (a newer owner exists) is dropped and restored again if the group gives it back.
+ * - a fenced partition (a newer owner exists) is dropped and restored again if the group gives it back;
+ * - after a gap in the generations (expelled, or a generation missed; on kafkajs, which does not say the
+ *   generation, every rejoin) every partition is restored again before its next record, from where its local
+ *   state left off, and so is an at-least-once partition whose changelog another writer appended to meanwhile.
  */
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
@@ -80,7 +83,9 @@ export class PartitionLifecycle {
   readonly #ready = new Map<number, PartitionState>();
   /** The group's current assignment of the input topic. */
   #assigned = new Set<number>();
-  /** The generation this member last joined (per-instance: a gap in it means partitions may have moved). */
+  /** Counts the joins: a batch begun before the latest one must not go on ({@link current}). */
+  #epoch = 0;
+  /** The generation this member last joined (a gap in it means partitions may have moved). */
   #lastJoin: { readonly memberId: string; readonly generationId: number | undefined } | undefined;
 
   constructor(deps: PartitionLifecycleDeps) {
@@ -183,45 +188,64 @@ export class PartitionLifecycle {
     return this.#perInstance;
   }
 
-  /** The group assigned these partitions: the ones it took away are closed. */
+  /**
+   * The group assigned these partitions: the ones it took away are closed. After a gap in the generations (the
+   * member was expelled and joined again, or missed a generation) every partition is closed: one it keeps may
+   * have been owned and processed elsewhere meanwhile, so it is restored from the changelog, from where its local
+   * state left off, before its next record.
+   */
   async assigned(
     partitions: readonly number[],
     join?: { readonly memberId: string; readonly generationId?: number },
   ): Promise<void> {
     this.#assigned = new Set(partitions);
+    this.#epoch++;
     const last = this.#lastJoin;
     this.#lastJoin = join && { memberId: join.memberId, generationId: join.generationId };
-    if (this.#perInstance && !followsOn(last, join)) {
-      // Not the next generation of the same member (it was expelled, or missed one): a partition kept may have
-      // been owned and processed elsewhere meanwhile, and nothing fenced this instance's producer to say so
-      // (per-partition, the other owner's init would have). Every partition is restored again.
-      await this.resetAll('rejoined the group after a gap');
-      return;
-    }
-    for (const partition of [...this.#ready.keys()]) {
-      if (!this.#assigned.has(partition)) await this.#close(partition, 'revoked');
-    }
+    // Per-partition exactly-once, the other owner's producer init would fence this instance's; per-instance and
+    // at-least-once nothing would tell. kafkajs does not say the generation: each of its rejoins counts as a gap
+    // (the restore then reads only what the changelog gained since this store's offset).
+    const gap = !followsOn(last, join);
+    const closing = [...this.#ready.keys()].filter((p) => gap || !this.#assigned.has(p));
+    await this.#closeAll(closing, (p) =>
+      this.#assigned.has(p) ? 'rejoined the group after a gap' : 'revoked',
+    );
+  }
+
+  /** The join count, to hand to {@link current}. */
+  get epoch(): number {
+    return this.#epoch;
+  }
+
+  /**
+   * True while `state` is its partition's ready state and no join happened since `epoch`: a batch begun before a
+   * rebalance (the resumed zombie's, whose partitions the group may have given to another member) stops after its
+   * chunk in hand.
+   */
+  current(state: PartitionState, epoch: number): boolean {
+    return this.#epoch === epoch && this.#ready.get(state.partition) === state;
   }
 
   /**
    * The partition's state, restored first if needed (with every other assigned partition that waits for its
    * restore: one changelog read for all). `heartbeat` keeps this member in the group during a long restore.
+   * Undefined when the group does not assign the partition to this member now, or reassigned partitions during
+   * the restore: its records must not be processed.
    */
-  async ready(partition: number, heartbeat: () => Promise<void>): Promise<PartitionState> {
+  async ready(partition: number, heartbeat: () => Promise<void>): Promise<PartitionState | undefined> {
+    if (!this.#assigned.has(partition)) return undefined;
     const state = this.#ready.get(partition);
     if (state) return state;
     // Per-instance, only the partition whose records arrived is known to be stable: its committed offset was
     // read with requireStable, so no other instance's transaction on it can still commit (nothing but the group
     // fences that instance). Another assigned partition may still wait for such a transaction, and a changelog
     // end captured now could miss its marks.
-    const waiting = this.#perInstance
-      ? [partition]
-      : [...new Set([...this.#assigned, partition])].filter((p) => !this.#ready.has(p));
+    const waiting = this.#perInstance ? [partition] : [...this.#assigned].filter((p) => !this.#ready.has(p));
     await this.#restore(
       waiting.sort((a, b) => a - b),
       heartbeat,
     );
-    return this.#ready.get(partition) as PartitionState;
+    return this.#ready.get(partition);
   }
 
   /**
@@ -237,6 +261,22 @@ export class PartitionLifecycle {
     this.#restorer.advanced(partition, next);
   }
 
+  /**
+   * At-least-once: records what the partition's sink appended to the changelog. Appends that do not follow on
+   * from the offset the store holds mean another instance wrote to the partition's changelog meanwhile (this one
+   * was frozen, and the group had moved the partition): its marks are not in the local store, so the partition
+   * is restored before its next record, from where the store left off.
+   */
+  async appended(state: PartitionState): Promise<void> {
+    for (const { first, next } of state.sink?.takeWritten() ?? []) {
+      if (this.#restorer.advanced(state.partition, next, first)) continue;
+      if (this.#ready.get(state.partition) === state) {
+        await this.reset(state.partition, 'another instance wrote to its changelog partition meanwhile');
+      }
+      return;
+    }
+  }
+
   /** Closes every partition (graceful stop): producers disconnected, checkpoints written. */
   async close(): Promise<void> {
     for (const partition of [...this.#ready.keys()]) await this.#close(partition, 'stopping');
@@ -248,19 +288,37 @@ export class PartitionLifecycle {
 
   /** Every ready partition must be restored again before its next record (the group fenced this member). */
   async resetAll(why: string): Promise<void> {
-    for (const partition of [...this.#ready.keys()]) await this.#close(partition, why);
+    await this.#closeAll([...this.#ready.keys()], () => why);
+  }
+
+  /**
+   * Closes these ready partitions. They leave the ready set at once, before anything is awaited, so that a
+   * restore running meanwhile (the batch loop, while the join handler closes) is never closed by mistake.
+   */
+  async #closeAll(partitions: readonly number[], why: (partition: number) => string): Promise<void> {
+    const states = partitions.flatMap((p) => {
+      const state = this.#ready.get(p);
+      this.#ready.delete(p);
+      return state ? [state] : [];
+    });
+    for (const state of states) await this.#closeState(state, why(state.partition));
   }
 
   async #close(partition: number, why: string): Promise<void> {
     const state = this.#ready.get(partition);
     this.#ready.delete(partition);
-    if (state?.producer) await state.producer.disconnect().catch(() => undefined);
-    await state?.store.close();
+    if (state) await this.#closeState(state, why);
+    else await this.#restorer.checkpoint(partition);
+  }
+
+  async #closeState(state: PartitionState, why: string): Promise<void> {
+    const { partition } = state;
+    if (state.producer) await state.producer.disconnect().catch(() => undefined);
+    await state.store.close();
     // A fenced partition may be behind its new owner, which is fine (the checkpoint says what this store holds,
     // not what the changelog holds).
     const applied = await this.#restorer.checkpoint(partition);
-    if (state)
-      this.#deps.logger.info({ partition, reason: why, changelogOffset: applied }, 'partition closed');
+    this.#deps.logger.info({ partition, reason: why, changelogOffset: applied }, 'partition closed');
   }
 
   async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
@@ -268,6 +326,7 @@ export class PartitionLifecycle {
     // 1. Exactly-once per-partition: one transactional producer per partition, initialised before the end is
     // captured (per-instance: the offsets were read stable, see ready()).
     const states = new Map<number, PartitionState>();
+    const epoch = this.#epoch;
     try {
       for (const partition of partitions) states.set(partition, await this.#open(partition));
       await this.#read(partitions, states, heartbeat, start);
@@ -278,6 +337,13 @@ export class PartitionLifecycle {
         await state.store.close();
       }
       throw error;
+    }
+    for (const [partition, state] of states) {
+      // The group moved partitions during the restore: this one may have had another owner meanwhile, or be
+      // another member's now. It is restored again if it comes back (from what was read here).
+      if (this.#epoch !== epoch || !this.#assigned.has(partition)) {
+        await this.#closeState(state, 'the group rebalanced during its restore');
+      } else this.#ready.set(partition, state);
     }
   }
 
@@ -335,10 +401,7 @@ export class PartitionLifecycle {
       },
     );
     metrics.restoredIds.inc(restored);
-    for (const partition of partitions) {
-      metrics.restoreLag.set({ partition: String(partition) }, 0);
-      this.#ready.set(partition, states.get(partition) as PartitionState);
-    }
+    for (const partition of partitions) metrics.restoreLag.set({ partition: String(partition) }, 0);
     const seconds = (performance.now() - start) / 1000;
     metrics.restoreSeconds.observe(seconds);
     logger.info(

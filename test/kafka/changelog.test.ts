@@ -142,6 +142,39 @@ describe('changelog checkpoint', () => {
     await writeFile(path, '{"version":1,"topic":"topic-a","partitions":{"0":');
     assert.equal((await ChangelogCheckpoint.load(path, 'topic-a')).offsets().size, 0);
   });
+
+  it('concurrent saves all succeed and leave the latest offsets, from one checkpoint or two on one file', async (t) => {
+    // The node's join handler (closing revoked partitions) can save while its batch loop restores: with one
+    // temporary file name per process, the second rename found the file gone (ENOENT).
+    const dir = await mkdtemp(join(tmpdir(), 'idem-checkpoint-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const path = join(dir, 'changelog.json');
+    const one = await ChangelogCheckpoint.load(path, 'topic-a');
+    const saves: Promise<void>[] = [];
+    for (let i = 1; i <= 40; i++) {
+      one.set(i % 4, i);
+      saves.push(one.save());
+    }
+    await Promise.all(saves);
+    const expected = new Map([
+      [0, 40],
+      [1, 37],
+      [2, 38],
+      [3, 39],
+    ]);
+    assert.deepEqual((await ChangelogCheckpoint.load(path, 'topic-a')).offsets(), expected);
+    // Two checkpoint objects of one file (two lifecycles of one process): no save fails either.
+    const other = await ChangelogCheckpoint.load(path, 'topic-a');
+    other.set(9, 1);
+    await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? one : other).save()));
+    const last = (await ChangelogCheckpoint.load(path, 'topic-a')).offsets();
+    assert.ok(
+      ['0:40,1:37,2:38,3:39', '0:40,1:37,2:38,3:39,9:1'].includes(
+        [...last].map(([p, o]) => `${p}:${o}`).join(','),
+      ),
+      `the file holds one whole save: ${JSON.stringify([...last])}`,
+    );
+  });
 });
 
 describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => {

@@ -126,6 +126,48 @@ describe('dedup node config', () => {
     );
   });
 
+  it('refuses a changelog topic shared with the input, output, DLQ or duplicates audit, naming the key', async () => {
+    const refused = async (env: Record<string, string>, key: string, message: RegExp) =>
+      assert.rejects(loadConfig(nodeConfigSchema, { text: MINIMAL, env }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.key, key);
+        assert.match(error.message, message);
+        return true;
+      });
+    // Audit records are keyed by the dedup id like the marks: compaction would replace a mark with one.
+    await refused(
+      { IDEM__CHANGELOG__ENABLED: 'true', IDEM__OUTPUT__DUPLICATES_TOPIC: 'idem-dedup-out-changelog' },
+      'output.duplicatesTopic',
+      /output\.duplicatesTopic: topic "idem-dedup-out-changelog" is also the changelog topic/,
+    );
+    await refused(
+      {
+        IDEM__OUTPUT__GUARANTEE: 'exactly-once',
+        IDEM__CHANGELOG__TOPIC: 'audit',
+        IDEM__OUTPUT__DUPLICATES_TOPIC: 'audit',
+      },
+      'output.duplicatesTopic',
+      /output\.duplicatesTopic: topic "audit" is also the changelog topic/,
+    );
+    for (const [topic, key] of [
+      ['in', 'input.topic'],
+      ['out', 'output.topic'],
+      ['dlq', 'dlq.topic'],
+    ] as const) {
+      await refused(
+        { IDEM__CHANGELOG__ENABLED: 'true', IDEM__CHANGELOG__TOPIC: topic },
+        'changelog.topic',
+        new RegExp(`changelog\\.topic: topic "${topic}" is also ${key.replace('.', '\\.')}`),
+      );
+    }
+    // Without a changelog the name is unused, so nothing clashes.
+    const off = await loadConfig(nodeConfigSchema, {
+      text: MINIMAL,
+      env: { IDEM__OUTPUT__DUPLICATES_TOPIC: 'idem-dedup-out-changelog' },
+    });
+    assert.equal(off.output.duplicatesTopic, 'idem-dedup-out-changelog');
+  });
+
   it('refuses a dedup.window past the TTL rule, naming it (it was accepted, then failed on the changelog topic)', async () => {
     for (const window of ['99999999999999d', '36501d']) {
       await assert.rejects(

@@ -1,10 +1,13 @@
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { RepositoryError } from '../../errors.js';
 import type { PartitionOffsets } from './reader.js';
 
 /** The file's format version; a file of another version is ignored (a full restore, never a wrong one). */
 const VERSION = 1;
+
+/** Numbers the temporary files of this process, so that no two saves ever share one. */
+let temporaries = 0;
 
 /**
  * The changelog offset a local store has applied, per partition, in one small JSON file written atomically
@@ -14,6 +17,8 @@ const VERSION = 1;
  */
 export class ChangelogCheckpoint {
   readonly #offsets: PartitionOffsets;
+  /** The save in progress: saves of one checkpoint run one after the other, each writing the offsets of then. */
+  #saving: Promise<void> = Promise.resolve();
 
   private constructor(
     /** The checkpoint file. */
@@ -66,12 +71,23 @@ export class ChangelogCheckpoint {
     return new Map(partitions.map((p) => [p, this.#offsets.get(p) ?? 0]));
   }
 
-  /** Writes the file atomically: a crash leaves the old file or the new one, never a torn one. */
-  async save(): Promise<void> {
+  /**
+   * Writes the file atomically: a crash leaves the old file or the new one, never a torn one. Saves of this
+   * checkpoint run one at a time (the node saves from its join handler and from its batch loop, which may
+   * overlap), and every save has a temporary file of its own, so that another checkpoint object of the same file
+   * cannot rename it away either.
+   */
+  save(): Promise<void> {
+    const next = this.#saving.then(() => this.#write());
+    this.#saving = next.catch(() => undefined);
+    return next;
+  }
+
+  async #write(): Promise<void> {
     const partitions: Record<string, number> = {};
     for (const [p, offset] of [...this.#offsets].sort((a, b) => a[0] - b[0])) partitions[p] = offset;
     const text = `${JSON.stringify({ version: VERSION, topic: this.topic, partitions })}\n`;
-    const temporary = `${this.path}.${process.pid}.tmp`;
+    const temporary = `${this.path}.${process.pid}.${++temporaries}.tmp`;
     try {
       await mkdir(dirname(this.path), { recursive: true });
       const file = await open(temporary, 'w');
@@ -83,6 +99,7 @@ export class ChangelogCheckpoint {
       }
       await rename(temporary, this.path);
     } catch (error) {
+      await rm(temporary, { force: true }).catch(() => undefined);
       throw new RepositoryError(`cannot write changelog checkpoint ${this.path}`, { cause: error });
     }
   }

@@ -12,6 +12,7 @@ export {
   readChangelog,
 } from './reader.js';
 export {
+  type ChangelogRange,
   type ChangelogTarget,
   changeValue,
   decodeChanges,

@@ -40,13 +40,18 @@ export async function sendChanges(
   sender: RecordSender,
   target: ChangelogTarget,
   changes: readonly ChangelogChange[],
+  onWritten?: (range: ChangelogRange) => void,
 ): Promise<number | undefined> {
   let next: number | undefined;
   let messages: OutgoingMessage[] = [];
   let bytes = 0;
   const flush = async () => {
     const [meta] = await sender.send({ topic: target.topic, acks: -1, messages });
-    if (target.partition !== undefined) next = Number(meta?.baseOffset ?? 0) + messages.length;
+    if (target.partition !== undefined) {
+      const first = Number(meta?.baseOffset ?? 0);
+      next = first + messages.length;
+      onWritten?.({ first, next });
+    }
     messages = [];
     bytes = 0;
   };
@@ -67,6 +72,12 @@ export async function sendChanges(
   return next;
 }
 
+/** The offsets one request wrote to the changelog partition: `first` up to `next` (exclusive). */
+export interface ChangelogRange {
+  readonly first: number;
+  readonly next: number;
+}
+
 /** Options of a {@link KafkaChangelogSink}. */
 export interface KafkaChangelogSinkOptions extends ChangelogTarget {
   /** The client, for `clear()` (DeleteRecords). */
@@ -84,14 +95,28 @@ export class KafkaChangelogSink implements ChangelogSink {
   readonly #options: KafkaChangelogSinkOptions;
   /** The offset after the last change appended, when the sink writes one partition. */
   next: number | undefined;
+  /** The ranges written since {@link takeWritten} (one partition only), in order. */
+  #written: ChangelogRange[] = [];
 
   constructor(options: KafkaChangelogSinkOptions) {
     this.#options = options;
   }
 
   async append(changes: readonly ChangelogChange[]): Promise<void> {
-    const next = await sendChanges(this.#options.producer, this.#options, changes);
+    const next = await sendChanges(this.#options.producer, this.#options, changes, (range) => {
+      this.#written.push(range);
+    });
     if (next !== undefined) this.next = next;
+  }
+
+  /**
+   * The offset ranges this sink wrote since the last call, in order (when it writes one partition). A range that
+   * does not start where the store's changelog offset stood says another writer appended in between.
+   */
+  takeWritten(): ChangelogRange[] {
+    const written = this.#written;
+    this.#written = [];
+    return written;
   }
 
   /** Deletes the records of the sink's partition (or of every partition) up to the end (DeleteRecords). */

@@ -59,6 +59,8 @@ interface Generation {
   readonly memberId: string;
   /** `topic:partition` → state, for the partitions this generation assigned. */
   readonly partitions: Map<string, PartitionState>;
+  /** The coordinator refused this generation's heartbeat: nothing more is fetched or handled in it. */
+  lost: boolean;
 }
 
 /**
@@ -237,7 +239,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
    * otherwise: the library would send them with the new generation, which the group would accept).
    */
   owns(topic: string, partition: number): boolean {
-    return this.#generation?.partitions.has(key(topic, partition)) ?? false;
+    const generation = this.#generation;
+    return generation !== undefined && !generation.lost && generation.partitions.has(key(topic, partition));
   }
 
   /** The group coordinator's node id (where a transaction's offsets go). */
@@ -281,7 +284,12 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         partitions.set(k, { topic, partition, position: undefined, busy, paused: this.#paused.has(k) });
       }
     }
-    this.#generation = { id: payload.generationId ?? -1, memberId: payload.memberId, partitions };
+    this.#generation = {
+      id: payload.generationId ?? -1,
+      memberId: payload.memberId,
+      partitions,
+      lost: false,
+    };
     const join: GroupJoin = { memberId: payload.memberId, generationId: payload.generationId, assignment };
     for (const listener of this.#joinListeners) listener(join);
     this.#wake?.();
@@ -331,7 +339,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #startWork(signal: AbortSignal, succeeded: () => void): 'ok' | 'failed' {
     const generation = this.#generation;
     const consumer = this.#consumer;
-    if (generation === undefined || consumer === undefined) return 'ok';
+    // A lost generation waits for the library's rejoin (its next join starts a new one).
+    if (generation === undefined || generation.lost || consumer === undefined) return 'ok';
     const idle = [...generation.partitions.values()].filter((s) => !s.busy);
     const unknown = idle.filter((s) => s.position === undefined);
     if (unknown.length > 0 && !this.#refreshing) {
@@ -452,7 +461,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         const state = generation.partitions.get(k);
         const from = asked.get(k);
         // A rebalance, a pause or a failure since the fetch was sent: these records are not wanted now.
-        if (state === undefined || this.#generation !== generation || state.busy || state.paused) continue;
+        if (state === undefined || this.#generation !== generation || generation.lost) continue;
+        if (state.busy || state.paused) continue;
         if (from === undefined || state.position !== from || !p.records || p.records.length === 0) continue;
         // Every fetched batch is read, aborted ones included: the position moves past them all.
         const last = p.records[p.records.length - 1] as RecordsBatch;
@@ -490,7 +500,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     if (run === undefined || consumer === undefined) return;
     state.busy = true;
     let resolved: bigint | undefined;
-    const stale = () => this.#generation !== generation || !this.#running;
+    const stale = () => this.#generation !== generation || generation.lost || !this.#running;
     const batch: ConsumedBatch = {
       topic: state.topic,
       partition: state.partition,
@@ -498,7 +508,12 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       highWatermark,
       lastOffset: () => String(lastOffset),
       heartbeat: async () => {
-        // The library heartbeats by itself; a batch of an old generation learns it here.
+        // The library heartbeats by itself, but only notices a lost membership a round trip after its timer fires,
+        // and rejoins later still: a member resumed after a long pause (SIGSTOP, GC) would go on with a batch
+        // whose partition another member has already processed. As kafkajs does, the batch's heartbeat asks the
+        // coordinator itself once per heartbeat interval.
+        if (stale()) throw new Error(`group ${this.groupId} is rebalancing`);
+        await this.#confirmMembership(generation);
         if (stale()) throw new Error(`group ${this.groupId} is rebalancing`);
       },
       commit: async (nextOffset: string) => {
@@ -541,6 +556,75 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       this.#wake?.();
     });
     this.#handlers.add(tracked);
+  }
+
+  /** When this member last sent a heartbeat that the coordinator answered without error (sent, not answered). */
+  #confirmedAt = Number.NEGATIVE_INFINITY;
+  /** The heartbeat in flight, for its generation (batches of one generation share it). */
+  #confirming: { readonly generation: Generation; readonly done: Promise<void> } | undefined;
+
+  /**
+   * Sends a Heartbeat with `generation`'s id and member id unless one was confirmed within the heartbeat interval;
+   * rejects when the coordinator refuses it (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, …) or
+   * cannot be asked: the batch in hand stops. The time counted is when the request was sent, so an answer that
+   * waited in the socket through a pause confirms nothing after it.
+   */
+  #confirmMembership(generation: Generation): Promise<void> {
+    const interval = this.#options.heartbeatIntervalMs ?? 3_000;
+    if (performance.now() - this.#confirmedAt < interval) return Promise.resolve();
+    if (this.#confirming?.generation === generation) return this.#confirming.done;
+    const done = (async () => {
+      const sent = performance.now();
+      const consumer = this.#need();
+      type Heartbeat = (
+        connection: Connection,
+        groupId: string,
+        generationId: number,
+        memberId: string,
+        groupInstanceId: string | null,
+        callback: CallbackWithPromise<unknown>,
+      ) => void;
+      const { connection, api } = await this.#coordinatorApi<Heartbeat>(consumer, 'Heartbeat', []);
+      try {
+        await call((cb) => api(connection, this.groupId, generation.id, generation.memberId, null, cb));
+      } catch (error) {
+        // Expelled, or a rebalance: nothing more is fetched or handled in this generation (the library meets the
+        // same answer at its next heartbeat and rejoins, which starts a new one). Any other failure (the
+        // coordinator away) only stops the batch in hand.
+        if ((error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.('needsRejoin', true)) {
+          generation.lost = true;
+        }
+        throw new Error(
+          `group ${this.groupId}: generation ${generation.id} of member ${generation.memberId} is over ` +
+            `(${(error as Error).message})`,
+          { cause: error },
+        );
+      }
+      if (this.#generation === generation) this.#confirmedAt = Math.max(this.#confirmedAt, sent);
+    })().finally(() => {
+      if (this.#confirming?.done === done) this.#confirming = undefined;
+    });
+    this.#confirming = { generation, done };
+    return done;
+  }
+
+  /** A connection to the group coordinator and one of the library's API functions. */
+  async #coordinatorApi<Api>(
+    consumer: LibraryConsumer,
+    name: string,
+    topics: readonly string[],
+  ): Promise<{ connection: Connection; api: Api }> {
+    const coordinator = await consumer.findGroupCoordinator();
+    const metadata = await consumer.metadata({ topics: [...topics] });
+    const broker = metadata.brokers.get(coordinator);
+    if (broker === undefined) throw new Error(`group coordinator ${coordinator} is not in the metadata`);
+    const internals = consumer as unknown as {
+      [kGetConnection](broker: unknown, callback: CallbackWithPromise<Connection>): void;
+      [kGetApi](name: string, callback: CallbackWithPromise<Api>): void;
+    };
+    const connection = await call<Connection>((cb) => internals[kGetConnection](broker, cb));
+    const api = await call<Api>((cb) => internals[kGetApi](name, cb));
+    return { connection, api };
   }
 
   /** Runs `task` once fewer than `partitionsConsumedConcurrently` handlers run. */
@@ -596,22 +680,15 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     byTopic: Map<string, number[]>,
   ): Promise<Map<string, bigint>> {
     const result = new Map<string, bigint>();
-    const coordinator = await consumer.findGroupCoordinator();
-    const metadata = await consumer.metadata({ topics: [...byTopic.keys()] });
-    const broker = metadata.brokers.get(coordinator);
-    if (broker === undefined) throw new Error(`group coordinator ${coordinator} is not in the metadata`);
     type OffsetFetch = (
       connection: Connection,
       groups: unknown[],
       requireStable: boolean,
       callback: CallbackWithPromise<OffsetFetchResponse>,
     ) => void;
-    const internals = consumer as unknown as {
-      [kGetConnection](broker: unknown, callback: CallbackWithPromise<Connection>): void;
-      [kGetApi](name: string, callback: CallbackWithPromise<OffsetFetch>): void;
-    };
-    const connection = await call<Connection>((cb) => internals[kGetConnection](broker, cb));
-    const api = await call<OffsetFetch>((cb) => internals[kGetApi]('OffsetFetch', cb));
+    const { connection, api } = await this.#coordinatorApi<OffsetFetch>(consumer, 'OffsetFetch', [
+      ...byTopic.keys(),
+    ]);
     for (let attempt = 0; ; attempt++) {
       const groups = [
         {

@@ -100,9 +100,17 @@ export class ChangelogRestorer {
     return this.#applied.get(partition);
   }
 
-  /** The partition's store now holds the changelog up to `next` (a committed write reached both). */
-  advanced(partition: number, next: number | undefined): void {
-    if (next !== undefined) this.#applied.set(partition, Math.max(this.#applied.get(partition) ?? 0, next));
+  /**
+   * The partition's store now holds the changelog up to `next` (a committed write reached both). With `first`,
+   * the write's first offset: when it lies past the offset the store holds, another writer appended in between,
+   * whose changes the store lacks. Nothing advances then and false is returned: the partition must be restored.
+   */
+  advanced(partition: number, next: number | undefined, first?: number): boolean {
+    if (next === undefined) return true;
+    const applied = this.#applied.get(partition);
+    if (first !== undefined && applied !== undefined && first > applied) return false;
+    this.#applied.set(partition, Math.max(applied ?? 0, next));
+    return true;
   }
 
   /**

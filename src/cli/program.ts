@@ -226,7 +226,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     for (const input of sizes) totalBytes += input.bytes;
     await sizeKeyIndex(config, expectedIds, sizes);
     // Opened before any line is read: a path that cannot be written stops the run before it starts.
-    if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates);
+    if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates, inputs);
   } catch (error) {
     stderr.write(`idem dedup: ${message(error)}\n`);
     return error instanceof ConfigError || error instanceof InvalidIdError

@@ -24,6 +24,8 @@ export interface CliOptions {
   readonly input?: string;
   /** Leave stdin open for the test to write to (and end). */
   readonly keepStdinOpen?: boolean;
+  /** A file descriptor to use as the child's stdin instead of a pipe (then `input` is not used). */
+  readonly stdinFd?: number;
   /** A file descriptor to use as the child's stdout instead of a pipe. */
   readonly stdoutFd?: number;
   readonly env?: Record<string, string>;
@@ -35,7 +37,7 @@ export function startCli(args: readonly string[], options: CliOptions = {}): Chi
   const child = spawn(process.execPath, ['--import', TSX, MAIN, ...args], {
     cwd: options.cwd ?? ROOT,
     env: { ...process.env, IDEM_CONFIG: '', ...options.env },
-    stdio: ['pipe', options.stdoutFd ?? 'pipe', 'pipe'],
+    stdio: [options.stdinFd ?? 'pipe', options.stdoutFd ?? 'pipe', 'pipe'],
   });
   if (!options.keepStdinOpen) child.stdin?.end(options.input ?? '');
   return child;

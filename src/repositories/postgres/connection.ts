@@ -75,6 +75,16 @@ function isTlsFailure(error: unknown): boolean {
 }
 
 /**
+ * node-postgres' own complaint when the server asks for a password and it has none (no password in the URL, no
+ * `password` option, no PGPASSWORD): a client-side error without SQLSTATE, which would otherwise read as a
+ * server that is not up.
+ */
+function missingPassword(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : '';
+  return /client password must be a (non-empty )?string|^Password must be a string/.test(message);
+}
+
+/**
  * Maps a failure while opening the store (or migrating) to the setting most likely at fault: a ConfigError for
  * what the user must fix (credentials, database name, TLS, host name), a retryable RepositoryError when the
  * server may just not be up yet.
@@ -90,6 +100,14 @@ export function openError(error: unknown, address: string): unknown {
       {
         cause: error,
       },
+    );
+  }
+  if (missingPassword(error)) {
+    return new ConfigError(
+      'repository.password',
+      `postgres at ${address} asks for a password, and none was given: put it in the URL ` +
+        '(postgres://user:password@host/database), in repository.password, or in the PGPASSWORD environment variable',
+      { cause: error },
     );
   }
   if (code === '3D000') {

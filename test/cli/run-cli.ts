@@ -90,3 +90,15 @@ export function idsOf(text: string): string[] {
     .filter((line) => line !== '')
     .map((line) => (JSON.parse(line) as { id: string }).id);
 }
+
+/**
+ * The words of the first `idem …` command quoted in backticks in `text` (an error's hint), as a POSIX shell
+ * would split them (single quotes only: what the hints use), without the leading `idem`: ready for runCli.
+ */
+export function pastedCommand(text: string): string[] {
+  const command = /`idem ([^`]*)`/.exec(text)?.[1];
+  if (command === undefined) throw new Error(`no \`idem …\` command in: ${text}`);
+  const words: string[] = [];
+  for (const match of command.matchAll(/'([^']*)'|(\S+)/g)) words.push(match[1] ?? (match[2] as string));
+  return words;
+}

@@ -13,7 +13,7 @@ import {
   schemaScript,
   schemaStatements,
 } from '../../src/repositories/postgres/index.js';
-import { runCli } from '../cli/run-cli.js';
+import { pastedCommand, runCli } from '../cli/run-cli.js';
 import { testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
@@ -195,5 +195,27 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     });
     assert.equal(viaEnv.code, 0, viaEnv.stderr);
     assert.equal(await exists(table), true);
+  });
+
+  it('the missing-table hint is a command that works when pasted: the user kept, the password left out', async () => {
+    const table = testTable('pasted');
+    dropped.push(table);
+    const error = await PostgresRepository.open({ url, table }).then(
+      () => assert.fail('opened without a table'),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof ConfigError);
+    const user = decodeURIComponent(new URL(url).username);
+    assert.match(
+      error.message,
+      new RegExp(`idem migrate --store postgres://${user}@127\\.0\\.0\\.1:\\d+/idem `),
+    );
+    assert.match(error.message, /with the password in PGPASSWORD/);
+    assert.ok(!error.message.includes(`:${password}@`), 'the message quotes the password');
+    const pasted = await runCli(pastedCommand(error.message), { env: { PGPASSWORD: password } });
+    assert.equal(pasted.code, 0, pasted.stderr);
+    assert.equal(await exists(table), true);
+    const repository = await PostgresRepository.open({ url, table });
+    await repository.close();
   });
 });

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { connectFailure, detailOf, migrateHint } from '../sql-store.js';
+import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql-store.js';
 import type { PostgresOptions } from './options.js';
 import { COLUMNS, quoteTable } from './sql.js';
 
@@ -127,7 +127,12 @@ export function openError(error: unknown, address: string): unknown {
  * reported at open, naming the command that creates it; a same-named table of another shape would fail every
  * statement.
  */
-export async function assertTable(pool: pg.Pool, table: string, address: string): Promise<void> {
+export async function assertTable(
+  pool: pg.Pool,
+  table: string,
+  address: string,
+  target: MigrateStore,
+): Promise<void> {
   const { rows } = await pool.query<{ name: string; type: string }>({
     text: `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
       FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
@@ -136,7 +141,7 @@ export async function assertTable(pool: pg.Pool, table: string, address: string)
   if (rows.length === 0) {
     throw new ConfigError(
       'repository.table',
-      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('postgres', table, address)}`,
+      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('postgres', table, target)}`,
     );
   }
   const actual = new Map(rows.map((row) => [row.name, row.type]));

@@ -134,3 +134,45 @@ describe('idem node without --config', () => {
     assert.doesNotMatch(result.stderr, /more problems/);
   });
 });
+
+describe('config file mistakes', () => {
+  it('[repository] typ = "memory": did you mean type, and that the default store applies (exit 2)', async () => {
+    const config = join(dir, 'typ.toml');
+    await writeFile(config, '[repository]\ntyp = "memory"\n');
+    const cwd = await mkdtemp(join(dir, 'cwd-'));
+    const result = await runCli(['dedup', '--id', 'id', '--config', config, input], { cwd });
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.equal(lines(result.stderr).length, 1, result.stderr);
+    assert.match(
+      result.stderr,
+      /typ\.toml:2: repository\.typ: unknown key \(did you mean type\?\); valid keys here \(repository\.type is not set, so the default store, rocksdb, is used\): type, /,
+    );
+  });
+
+  it('a file with two mistakes: both reported in one run, each naming its line (exit 2)', async () => {
+    const config = join(dir, 'two.toml');
+    await writeFile(config, '[consumer]\nttl = "forever"\n\n[dedup]\nbatchSize = 0\n');
+    const result = await runCli(['dedup', '--id', 'id', '--config', config, input]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.deepEqual(lines(result.stderr), [
+      `idem dedup: ${config}:2: consumer.ttl: must be a duration like "5s" or a number of ms, got "forever"`,
+      `  ${config}:5: dedup.batchSize: must be at least 1, got 0`,
+    ]);
+  });
+
+  it('two mistakes in [repository]: both reported', async () => {
+    const config = join(dir, 'two-store.toml');
+    await writeFile(config, '[repository]\ntype = "memory"\nmaxEntries = -1\nmaxEntrys = 5\n');
+    const result = await runCli(['dedup', '--id', 'id', '--config', config, input]);
+    assert.equal(result.code, 2, result.stderr);
+    const [first, second, ...rest] = lines(result.stderr);
+    assert.deepEqual(rest, [], result.stderr);
+    assert.match(first as string, /two-store\.toml:3: repository\.maxEntries: .*-1/);
+    assert.match(
+      second as string,
+      /^ {2}.*two-store\.toml:4: repository\.maxEntrys: unknown key \(did you mean maxEntries\?\)/,
+    );
+  });
+});

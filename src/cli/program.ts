@@ -6,6 +6,7 @@ import { loadConfig } from '../config/load.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
 import { closest } from '../options/closest.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
+import { commandLine } from '../util/command-line.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import { redactUrl } from '../util/redact-text.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
@@ -195,7 +196,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     // Opened before any line is read: a path that cannot be written stops the run before it starts.
     if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates, inputs);
   } catch (error) {
-    stderr.write(`idem dedup: ${message(error)}\n`);
+    stderr.write(`${commandLine('idem dedup', message(error))}\n`);
     return error instanceof ConfigError || error instanceof InvalidIdError
       ? ExitCode.usage
       : ExitCode.failure;
@@ -221,16 +222,16 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
         // A line without id reaches the consumer only under `--invalid pass`, reported line by line already.
         nullId: 'forward',
         onWarning: (warning, code) => {
-          if (code !== 'IDEM_NO_ID') stderr.write(`idem dedup: ${warning}\n`);
+          if (code !== 'IDEM_NO_ID') stderr.write(`${commandLine('idem dedup', warning)}\n`);
         },
         storeFailure: 'fail',
         transaction: false,
         ...(duplicates === undefined ? {} : { onDuplicate: duplicates.hook }),
       },
-      onWarning: (warning) => stderr.write(`idem dedup: ${warning}\n`),
+      onWarning: (warning) => stderr.write(`${commandLine('idem dedup', warning)}\n`),
     });
   } catch (error) {
-    stderr.write(`idem dedup: ${message(error)}\n`);
+    stderr.write(`${commandLine('idem dedup', message(error))}\n`);
     duplicates?.close();
     return error instanceof ConfigError || error instanceof InvalidIdError
       ? ExitCode.usage
@@ -288,20 +289,20 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       code = signalCode(signal);
     }
   } catch (error) {
-    progress.log(`idem dedup: ${message(error)}`);
+    progress.log(commandLine('idem dedup', message(error)));
     code = ExitCode.failure;
   } finally {
     progress.stop();
     try {
       await setup.repository.close();
     } catch (error) {
-      stderr.write(`idem dedup: closing the store: ${message(error)}\n`);
+      stderr.write(`${commandLine('idem dedup', `closing the store: ${message(error)}`)}\n`);
       code = ExitCode.failure;
     }
     try {
       duplicates?.close();
     } catch (error) {
-      stderr.write(`idem dedup: ${message(error)}\n`);
+      stderr.write(`${commandLine('idem dedup', message(error))}\n`);
       code = ExitCode.failure;
     }
     process.off('SIGINT', onSignal);

@@ -1,14 +1,17 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { storeSchemes } from '../../src/cli/store-url.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
-import { runCli } from './run-cli.js';
+import { finished, runCli, TSX } from './run-cli.js';
 
 // Issue 20, §3: misconfigurations a newcomer makes in the first hour must be said, in one line, never run silently.
 
@@ -20,6 +23,18 @@ before(async () => {
   await writeFile(input, '{"id":"a"}\n{"id":"b"}\n{"id":"a"}\n');
 });
 after(() => rm(dir, { recursive: true, force: true }));
+
+const LEFTOVERS = fileURLToPath(new URL('./leftovers.ts', import.meta.url));
+
+/** A loopback port nothing listens on: bound by the system, then closed. */
+function sparePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
+    });
+  });
+}
 
 /** The lines of a stderr, without the empty last one. */
 const lines = (text: string) => text.split('\n').filter((l) => l !== '');
@@ -49,6 +64,30 @@ describe('idem dedup --store <url>: a URL selects a store, never a directory', (
     assert.ok(!existsSync(join(cwd, 'redis:')), 'no directory named after the scheme');
     assert.deepEqual(readdirSync(cwd), []);
     assert.doesNotMatch(result.stderr, /secret/, 'the password is never printed');
+  });
+
+  it('redis:// on a closed port: the failed open leaves no timer or socket, so the run ends at once', async () => {
+    const port = await sparePort();
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        TSX,
+        LEFTOVERS,
+        'dedup',
+        '--id',
+        'id',
+        '--no-progress',
+        '--store',
+        `redis://127.0.0.1:${port}`,
+        input,
+      ],
+      { env: { ...process.env, IDEM_CONFIG: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const result = await finished(child);
+    assert.doesNotMatch(result.stderr, /leftover/);
+    assert.equal(result.code, 3, result.stderr);
+    assert.match(result.stderr, new RegExp(`redis: cannot connect to redis://127\\.0\\.0\\.1:${port}`));
   });
 
   it('redis://<stack> dedups in Redis and names the store in the summary', {

@@ -1,7 +1,8 @@
-import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, fsyncSync, openSync, type Stats, statSync, writeSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import type { DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
 import { ConfigError, OutputError } from '../errors.js';
-import type { LineBatch } from './lines.js';
+import { type LineBatch, STDIN } from './lines.js';
 
 /** A line on its way through the consumer, as dedup.ts hands it over: its index in the current batch. */
 type DedupEntry = number;
@@ -25,6 +26,8 @@ const LINES_PER_SOURCE = 2 ** 32;
 export class DuplicateLog {
   readonly #fd: number;
   readonly #path: string;
+  /** Only a regular file is fsynced: a device (/dev/null, a terminal) refuses fsync with EINVAL. */
+  readonly #durable: boolean;
   /** Id → packed place of its first copy, for the ids this run wrote. */
   readonly #firstAt = new Map<string, number>();
   readonly #sources: string[] = [];
@@ -32,21 +35,28 @@ export class DuplicateLog {
   /** The current batch's audit records, by entry (line index in the batch). */
   readonly #pending = new Map<DedupEntry, DuplicateRecord>();
 
-  private constructor(fd: number, path: string) {
+  private constructor(fd: number, path: string, durable: boolean) {
     this.#fd = fd;
+    this.#durable = durable;
     this.#path = path;
   }
 
-  /** Opens (creates, or appends to) the file; a path that cannot be opened is a usage error naming it. */
-  static open(path: string): DuplicateLog {
+  /**
+   * Opens (creates, or appends to) the file; a path that cannot be opened is a usage error naming it. So is a
+   * path that is one of `inputs` (the run would read its own records back and never end) or stdout (the
+   * records would mix into the kept lines): compared as files (device and inode), so `/dev/stdout`, a link or
+   * another spelling of the same path is caught too.
+   */
+  static open(path: string, inputs: readonly string[] = []): DuplicateLog {
     if (path === '-') {
       // Stdout carries the kept lines; mixing the audit into it would corrupt both.
       throw new ConfigError('duplicates', 'must name a file: stdout carries the kept lines', {
         label: '--duplicates',
       });
     }
+    let fd: number;
     try {
-      return new DuplicateLog(openSync(path, 'a'), path);
+      fd = openSync(path, 'a');
     } catch (error) {
       const { code, message } = error as NodeJS.ErrnoException;
       throw new ConfigError(
@@ -55,6 +65,16 @@ export class DuplicateLog {
         { label: '--duplicates' },
       );
     }
+    let log: Stats;
+    try {
+      log = fstatSync(fd);
+      // A device that is not a terminal (/dev/null) keeps nothing that could mix or be read back.
+      if (!log.isCharacterDevice() || isatty(fd)) refuseSharedFile(path, log, inputs);
+    } catch (error) {
+      closeSync(fd);
+      throw error;
+    }
+    return new DuplicateLog(fd, path, log.isFile());
   }
 
   /** The consumer's `onDuplicate`: keeps the record until the batch is done. */
@@ -97,7 +117,7 @@ export class DuplicateLog {
   /** Flushes the file to disk and closes it. */
   close(): void {
     try {
-      fsyncSync(this.#fd);
+      if (this.#durable) fsyncSync(this.#fd);
     } catch (error) {
       throw this.#fail(error);
     } finally {
@@ -140,5 +160,37 @@ export class DuplicateLog {
         'a re-run records the dropped lines of this batch again',
       { cause: error },
     );
+  }
+}
+
+/** Throws when the opened log is stdout or one of the inputs (stdin for `-`). */
+function refuseSharedFile(path: string, log: Stats, inputs: readonly string[]): void {
+  const same = (other: Stats | undefined) =>
+    other !== undefined && other.dev === log.dev && other.ino === log.ino;
+  if (same(statOf(() => fstatSync(1)))) {
+    throw new ConfigError(
+      'duplicates',
+      `${JSON.stringify(path)} is the run's stdout, which carries the kept lines: name another file`,
+      { label: '--duplicates' },
+    );
+  }
+  for (const input of inputs) {
+    const stats = statOf(() => (input === STDIN ? fstatSync(0) : statSync(input)));
+    if (!same(stats)) continue;
+    const what = input === STDIN ? 'stdin, which this run reads' : `the input ${JSON.stringify(input)}`;
+    throw new ConfigError(
+      'duplicates',
+      `${JSON.stringify(path)} is ${what}: the run would read its own records back; name another file`,
+      { label: '--duplicates' },
+    );
+  }
+}
+
+/** A file's stats, or undefined when there is none to compare (a closed descriptor, a vanished file). */
+function statOf(read: () => Stats): Stats | undefined {
+  try {
+    return read();
+  } catch {
+    return undefined;
   }
 }

@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors.js';
 import type { RepositoryType } from '../repositories/registry.js';
+import { commandLine } from '../util/command-line.js';
 import { knownSchemes, storeOfUrl } from './store-url.js';
 
 /**
@@ -98,7 +99,9 @@ export async function runMigrate(
     );
     return 'ok';
   } catch (error) {
-    streams.err.write(`idem migrate: ${error instanceof Error ? error.message : String(error)}\n`);
+    streams.err.write(
+      `${commandLine('idem migrate', error instanceof Error ? error.message : String(error))}\n`,
+    );
     return error instanceof ConfigError ? 'usage' : 'failure';
   }
 }

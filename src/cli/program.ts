@@ -4,7 +4,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
+import { closest } from '../options/closest.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
+import { commandLine } from '../util/command-line.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import { redactUrl } from '../util/redact-text.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
@@ -161,7 +163,7 @@ function usageLine(command: Command, error: CommanderError): string {
   if (error.code === 'commander.unknownOption') {
     const flags = command.options.flatMap((o) => (o.long ? [o.long] : [])).concat('--help');
     const wanted = quoted.split('=')[0] ?? quoted;
-    problem += ` (did you mean ${closest(wanted, flags)}?)`;
+    problem += ` (did you mean ${closest(wanted, flags) ?? '--help'}?)`;
   } else if (error.code === 'commander.unknownCommand') {
     problem += ` (did you mean ${closest(
       quoted,
@@ -169,40 +171,6 @@ function usageLine(command: Command, error: CommanderError): string {
     )}?)`;
   }
   return `${name}: ${problem}; see ${name} --help`;
-}
-
-/** The candidate nearest to `word` by edit distance (a swap of two neighbours counts as one edit). */
-function closest(word: string, candidates: readonly string[]): string {
-  let best = candidates[0] ?? '';
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of candidates) {
-    const d = editDistance(word, candidate);
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-/** Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent transpositions. */
-function editDistance(a: string, b: string): number {
-  const rows: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
-    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
-  );
-  for (let i = 1; i <= a.length; i++) {
-    const row = rows[i] as number[];
-    const above = rows[i - 1] as number[];
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let d = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
-        d = Math.min(d, ((rows[i - 2] as number[])[j - 2] as number) + 1);
-      }
-      row[j] = d;
-    }
-  }
-  return (rows[a.length] as number[])[b.length] as number;
 }
 
 async function runDedup(files: string[], flags: DedupFlags, command: Command): Promise<number> {
@@ -226,9 +194,9 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     for (const input of sizes) totalBytes += input.bytes;
     await sizeKeyIndex(config, expectedIds, sizes);
     // Opened before any line is read: a path that cannot be written stops the run before it starts.
-    if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates);
+    if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates, inputs);
   } catch (error) {
-    stderr.write(`idem dedup: ${message(error)}\n`);
+    stderr.write(`${commandLine('idem dedup', message(error))}\n`);
     return error instanceof ConfigError || error instanceof InvalidIdError
       ? ExitCode.usage
       : ExitCode.failure;
@@ -254,16 +222,16 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
         // A line without id reaches the consumer only under `--invalid pass`, reported line by line already.
         nullId: 'forward',
         onWarning: (warning, code) => {
-          if (code !== 'IDEM_NO_ID') stderr.write(`idem dedup: ${warning}\n`);
+          if (code !== 'IDEM_NO_ID') stderr.write(`${commandLine('idem dedup', warning)}\n`);
         },
         storeFailure: 'fail',
         transaction: false,
         ...(duplicates === undefined ? {} : { onDuplicate: duplicates.hook }),
       },
-      onWarning: (warning) => stderr.write(`idem dedup: ${warning}\n`),
+      onWarning: (warning) => stderr.write(`${commandLine('idem dedup', warning)}\n`),
     });
   } catch (error) {
-    stderr.write(`idem dedup: ${message(error)}\n`);
+    stderr.write(`${commandLine('idem dedup', message(error))}\n`);
     duplicates?.close();
     return error instanceof ConfigError || error instanceof InvalidIdError
       ? ExitCode.usage
@@ -321,20 +289,20 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       code = signalCode(signal);
     }
   } catch (error) {
-    progress.log(`idem dedup: ${message(error)}`);
+    progress.log(commandLine('idem dedup', message(error)));
     code = ExitCode.failure;
   } finally {
     progress.stop();
     try {
       await setup.repository.close();
     } catch (error) {
-      stderr.write(`idem dedup: closing the store: ${message(error)}\n`);
+      stderr.write(`${commandLine('idem dedup', `closing the store: ${message(error)}`)}\n`);
       code = ExitCode.failure;
     }
     try {
       duplicates?.close();
     } catch (error) {
-      stderr.write(`idem dedup: ${message(error)}\n`);
+      stderr.write(`${commandLine('idem dedup', message(error))}\n`);
       code = ExitCode.failure;
     }
     process.off('SIGINT', onSignal);

@@ -64,7 +64,28 @@ export async function resolveRepository(
   const { type: _type, ...raw } = section;
   let input = info ? applyStoreEnv(raw, module.optionsSchema, info) : raw;
   if (info) input = dropOtherStoreKeys(input, section.type, module.optionsSchema, info, options);
-  return { type: section.type, module, options: parseOptions(module.optionsSchema, input, origin) };
+  // `type` is checked above, so the store's schema does not know it: an unknown key may be `type` misspelt.
+  const storeOrigin: OptionsOrigin = {
+    ...origin,
+    siblingKeys: ['type'],
+    ...(typeGiven(config.repository, info)
+      ? {}
+      : {
+          validKeysNote: `valid keys here (repository.type is not set, so the default store, ${section.type}, is used)`,
+        }),
+  };
+  return { type: section.type, module, options: parseOptions(module.optionsSchema, input, storeOrigin) };
+}
+
+/** True when `repository.type` was set (file, env or flag), not filled in by the default. */
+function typeGiven(section: RepositorySection | undefined, info: ConfigSourceInfo | undefined): boolean {
+  if (info === undefined) return section?.type !== undefined;
+  const fileSection = info.fileData?.repository;
+  return (
+    (isTable(fileSection) && fileSection.type !== undefined) ||
+    info.env.some((e) => e.path[0] === 'repository' && looseKey(e.path[1] ?? '') === looseKey('type')) ||
+    info.overrides.some((o) => o.key === 'repository.type' || o.key === 'repository')
+  );
 }
 
 /**

@@ -95,7 +95,10 @@ export class OutcomeCipher {
     this.allowPlaintext = options.allowPlaintext === true;
   }
 
-  /** `x<key id>.<base64url of IV, ciphertext and tag>`, with the current key. */
+  /**
+   * `x<key id>.<base64url of IV, ciphertext and tag>`, with the current key. base64url has no `.`, so the key id
+   * is everything before the last `.`: a key id may hold dots itself (`2026.12`).
+   */
   seal(id: string, text: string): string {
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.#current, iv);
@@ -106,7 +109,8 @@ export class OutcomeCipher {
 
   /** The plain outcome text, or why it cannot be had. Never a guess: any doubt is an UnreadableOutcome. */
   open(id: string, sealed: string): string | UnreadableOutcome {
-    const dot = sealed.indexOf('.');
+    // The last dot: the body (base64url) has none, the key id may have some.
+    const dot = sealed.lastIndexOf('.');
     const keyId = dot > 1 ? sealed.slice(1, dot) : '';
     const key = this.#keys.get(keyId);
     if (key === undefined) {

@@ -3,13 +3,16 @@
  * `node --import tsx src/node/bin.ts --config node.toml` (or `IDEM_CONFIG=node.toml`).
  */
 import { parseArgs } from 'node:util';
+import { commandLine } from '../util/command-line.js';
 import { nodeExitCodes, runNode } from './main.js';
 
 let configPath: string | undefined;
 try {
   configPath = parseArgs({ options: { config: { type: 'string', short: 'c' } } }).values.config;
 } catch (error) {
-  process.stderr.write(`idem node: ${(error as Error).message}\nusage: bin.ts --config node.toml\n`);
+  process.stderr.write(
+    `${commandLine('idem node', (error as Error).message)}\nusage: bin.ts --config node.toml\n`,
+  );
   process.exit(nodeExitCodes.config);
 }
 const code = await runNode(configPath ? { configPath } : {});

@@ -6,6 +6,7 @@ import { openRepository } from '../config/repository.js';
 import { ConfigError, MissingDependencyError, StartupTimeoutError } from '../errors.js';
 import { loadKafkaClientFactory } from '../kafka/port/index.js';
 import { logRedactPaths, REDACTED } from '../options/redact.js';
+import { commandLine } from '../util/command-line.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
 
@@ -113,7 +114,7 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
     await repository.close().catch(() => undefined);
     logger.error({ err: started.error }, 'dedup node failed to start');
     if (started.error instanceof ConfigError || started.error instanceof StartupTimeoutError) {
-      process.stderr.write(`idem node: ${started.error.message}\n`);
+      process.stderr.write(`${commandLine('idem node', started.error.message)}\n`);
     }
     return started.error instanceof ConfigError ? nodeExitCodes.config : nodeExitCodes.startup;
   }
@@ -187,11 +188,11 @@ async function loadNodeModule(config: NodeConfig): Promise<typeof import('./dedu
  */
 function startFailure(error: unknown, logger: Logger, what: string): number {
   if (error instanceof ConfigError) {
-    process.stderr.write(`idem node: ${error.message}\n`);
+    process.stderr.write(`${commandLine('idem node', error.message)}\n`);
     return nodeExitCodes.config;
   }
   if (error instanceof MissingDependencyError) {
-    process.stderr.write(`idem node: ${error.message}\n`);
+    process.stderr.write(`${commandLine('idem node', error.message)}\n`);
     return nodeExitCodes.startup;
   }
   logger.error({ err: error }, what);

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { likelyMeant } from './closest.js';
 import { describeValue } from './redact.js';
 import { objectShape, schemaAt } from './schema-walk.js';
 import { type ConfigSourceInfo, sourceOf } from './sources.js';
@@ -9,7 +10,7 @@ import { type ConfigSourceInfo, sourceOf } from './sources.js';
 // expected in plain words, and the value given (secrets redacted).
 
 /** Where options came from, so an error can say where to fix them. */
-export type OptionsOrigin =
+export type OptionsOrigin = (
   | {
       /** A config loaded by loadConfig: errors name `file:line`, `env VAR` or the flag that set the key. */
       readonly kind: 'config';
@@ -24,10 +25,23 @@ export type OptionsOrigin =
       readonly owner: string;
       /** The config table these options correspond to (`['repository']`), used for `ConfigError.key` only. */
       readonly prefix?: readonly string[];
-    };
+    }
+) &
+  UnknownKeyHints;
+
+/** What an unknown top-level key's message adds, when the schema alone cannot tell. */
+export interface UnknownKeyHints {
+  /**
+   * Keys valid beside the schema's own at its top level, validated elsewhere: `type` beside a store's options.
+   * Listed first, and offered as "did you mean".
+   */
+  readonly siblingKeys?: readonly string[];
+  /** Said instead of "valid keys here" before the list (`repository.type is not set, so ...`). */
+  readonly validKeysNote?: string;
+}
 
 /**
- * Validates `input` with `schema`; the first problem becomes a {@link ConfigError} (see {@link toConfigError}).
+ * Validates `input` with `schema`; the problems become one {@link ConfigError} (see {@link toConfigError}).
  * Built-in checks are worded plainly ("is required", "must be one of ..."); a schema's own messages are kept.
  */
 export function parseOptions<S extends z.ZodType>(
@@ -42,8 +56,9 @@ export function parseOptions<S extends z.ZodType>(
 
 /**
  * Turns a zod failure into one ConfigError naming the dotted key, where it was set, what was expected and
- * the value given. The first issue is reported; the rest are counted. Prefer {@link parseOptions}, which also
- * words zod's built-in checks plainly.
+ * the value given. Every problem is reported, so one run shows all that a file gets wrong: the error's `key`
+ * and first line are the first problem's, each further one follows on a line of its own, named the same way.
+ * Prefer {@link parseOptions}, which also words zod's built-in checks plainly.
  */
 export function toConfigError(
   error: z.ZodError,
@@ -55,45 +70,76 @@ export function toConfigError(
     readonly origin: OptionsOrigin;
   },
 ): ConfigError {
-  const issue = error.issues[0] as z.core.$ZodIssue;
+  const problems = error.issues.flatMap((issue) => problemsOf(issue as z.core.$ZodIssue, context));
+  const [head, ...rest] = problems;
+  if (head === undefined) return optionError([], 'is invalid', context.origin, { cause: error });
+  const after = rest
+    .map((p) => `\n  ${optionError(p.path, p.problem, context.origin, p.extra).message}`)
+    .join('');
+  return optionError(head.path, head.problem, context.origin, { ...head.extra, cause: error, after });
+}
+
+/** One problem of a failed parse, relative to the origin's prefix. */
+interface Problem {
+  readonly path: readonly string[];
+  readonly problem: string;
+  readonly extra: { readonly given?: unknown };
+}
+
+/** The problems of one zod issue: one per unknown key, else one. */
+function problemsOf(
+  issue: z.core.$ZodIssue,
+  context: { readonly input: unknown; readonly schema: z.ZodType; readonly origin: OptionsOrigin },
+): Problem[] {
   const at = issue.path.map(String);
-  let problem: string;
-  let path = at;
-  let value: { readonly given: unknown } | undefined;
   if (issue.code === 'unrecognized_keys') {
-    path = [...at, String(issue.keys[0])];
     const shape = objectShape(schemaAt(context.schema, at) ?? context.schema);
-    const valid = shape ? Object.keys(shape.shape) : [];
-    const noun = context.origin.kind === 'code' ? 'option' : 'key';
-    const here = context.origin.kind === 'code' ? '' : ' here';
-    problem = `unknown ${noun}${valid.length ? `; valid ${noun}s${here}: ${valid.join(', ')}` : ''}`;
-  } else {
-    problem = issue.message;
-    const given = valueAt(context.input, at);
-    // A refinement about a whole table can say the value adds nothing (`params: { quoteValue: false }`).
-    const quote = !(issue.code === 'custom' && issue.params?.quoteValue === false);
-    if (given !== undefined && quote) value = { given };
+    const siblings = at.length === 0 ? (context.origin.siblingKeys ?? []) : [];
+    const valid = [...siblings, ...(shape ? Object.keys(shape.shape) : [])];
+    return issue.keys.map((key) => ({
+      path: [...at, String(key)],
+      problem: unknownKeyProblem(String(key), valid, context.origin, at.length === 0),
+      extra: {},
+    }));
   }
-  const more = error.issues.length - 1;
-  return optionError(path, problem, context.origin, { ...value, cause: error, more });
+  const given = valueAt(context.input, at);
+  // A refinement about a whole table can say the value adds nothing (`params: { quoteValue: false }`).
+  const quote = !(issue.code === 'custom' && issue.params?.quoteValue === false);
+  return [{ path: at, problem: issue.message, extra: given !== undefined && quote ? { given } : {} }];
+}
+
+/** `unknown key (did you mean type?); valid keys here: ...`, the suggestion only when one is near. */
+function unknownKeyProblem(
+  key: string,
+  valid: readonly string[],
+  origin: OptionsOrigin,
+  top: boolean,
+): string {
+  const noun = origin.kind === 'code' ? 'option' : 'key';
+  const meant = likelyMeant(key, valid);
+  let problem = `unknown ${noun}${meant === undefined ? '' : ` (did you mean ${meant}?)`}`;
+  if (valid.length === 0) return problem;
+  const note = top ? origin.validKeysNote : undefined;
+  const here = origin.kind === 'code' ? '' : ' here';
+  problem += note === undefined ? `; valid ${noun}s${here}: ` : `; ${note}: `;
+  return problem + valid.join(', ');
 }
 
 /**
  * The ConfigError for a problem with the option at `path` (relative to the origin's prefix): every option
  * error in the library is built here. With `given`, the value is quoted (`, got "x"`), secrets redacted;
- * `more` counts further problems not shown.
+ * `after` follows the message (further problems, one per line).
  */
 export function optionError(
   path: readonly string[],
   problem: string,
   origin: OptionsOrigin,
-  extra: { readonly given?: unknown; readonly cause?: unknown; readonly more?: number } = {},
+  extra: { readonly given?: unknown; readonly cause?: unknown; readonly after?: string } = {},
 ): ConfigError {
   const full = [...(origin.prefix ?? []), ...path];
   const key = full.length ? full.join('.') : '(root)';
   let message = 'given' in extra ? `${problem}, got ${describeValue(extra.given, full)}` : problem;
-  const more = extra.more ?? 0;
-  if (more > 0) message += ` (and ${more} more problem${more > 1 ? 's' : ''})`;
+  message += extra.after ?? '';
   const cause = extra.cause === undefined ? {} : { cause: extra.cause };
   if (origin.kind === 'code') {
     const label = path.length ? `option ${path.join('.')} of ${origin.owner}` : `options of ${origin.owner}`;

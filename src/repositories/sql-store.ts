@@ -48,12 +48,55 @@ export function detailOf(error: unknown): string {
   return redactText(message.split('\n')[0] ?? '');
 }
 
+/**
+ * The `--store` argument of an `idem migrate` command to paste, and what to add to it: the store's URL with its
+ * user, host, port, database and parameters, never its password. PostgreSQL takes the password from PGPASSWORD;
+ * a MySQL URL keeps a `<password>` slot to fill in. Without a URL (a borrowed pool) a template.
+ */
+export interface MigrateStore {
+  /** Shell-quoted when it holds anything a shell would read. */
+  readonly arg: string;
+  /** What the user adds when pasting it, or '' when nothing. */
+  readonly note: string;
+}
+
+/** {@link MigrateStore} for `url`; `passwordOption`: a password was configured apart from the URL. */
+export function migrateStore(
+  store: 'postgres' | 'mysql',
+  url: string | undefined,
+  passwordOption: boolean,
+): MigrateStore {
+  let u: URL;
+  try {
+    u = new URL(url ?? '');
+  } catch {
+    return {
+      arg: shellQuote(`${store}://<user>@<host>:<port>/<database>`),
+      note: "fill in your server's URL",
+    };
+  }
+  const hadPassword = u.password !== '' || u.searchParams.has('password') || passwordOption;
+  u.password = '';
+  u.searchParams.delete('password');
+  if (!hadPassword) return { arg: shellQuote(u.href), note: '' };
+  if (store === 'postgres') return { arg: shellQuote(u.href), note: 'with the password in PGPASSWORD' };
+  const userinfo = `${u.username}:<password>@`;
+  const bare = `${u.protocol}//${u.username === '' ? '' : userinfo}${u.host}${u.pathname}${u.search}`;
+  return { arg: shellQuote(bare), note: 'with the password filled in' };
+}
+
+/** `text` as one shell word: as it is when it holds only safe characters, else in single quotes. */
+function shellQuote(text: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
 /** How to create a missing table, for error messages (`store`: the entry point, `postgres` or `mysql`). */
-export function migrateHint(store: string, table: string, address: string): string {
+export function migrateHint(store: string, table: string, target: MigrateStore): string {
   const flag = table === 'processed_ids' ? '' : ` --table ${table}`;
+  const note = target.note === '' ? '' : `${target.note}; `;
   return (
-    `create it with \`idem migrate --store ${address}${flag} --apply\` (without --apply it prints the DDL), ` +
-    `migrate() from idempotent-consumer/${store}, or repository.createTable = true`
+    `create it with \`idem migrate --store ${target.arg}${flag} --apply\` (${note}without --apply it prints ` +
+    `the DDL), migrate() from idempotent-consumer/${store}, or repository.createTable = true`
   );
 }
 

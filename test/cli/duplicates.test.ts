@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { runCli } from './run-cli.js';
+import { type CliOptions, type CliResult, finished, runCli, startCli } from './run-cli.js';
 
 describe('idem dedup --duplicates (issue 20 §5: what was dropped is visible)', {
   skip: skipUnlessEnabled('rocksdb'),
@@ -86,5 +86,95 @@ describe('idem dedup --duplicates (issue 20 §5: what was dropped is visible)', 
     assert.equal(dash.code, 2);
     assert.equal(dash.stdout, '');
     assert.equal(dash.stderr, 'idem dedup: --duplicates: must name a file: stdout carries the kept lines\n');
+  });
+
+  /**
+   * Runs the CLI, killing it if it has not ended after `ms`: before the check, a log that is also the input
+   * grew without end and the run never finished, which must fail the test, not hang it.
+   */
+  const runBounded = async (args: string[], options: CliOptions, ms = 30_000): Promise<CliResult> => {
+    const child = startCli(args, options);
+    const timer = setTimeout(() => child.kill('SIGKILL'), ms);
+    try {
+      return await finished(child);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const refused = (result: CliResult, what: RegExp) => {
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(result.signal, null);
+    const lines = result.stderr.split('\n').filter(Boolean);
+    assert.equal(lines.length, 1, result.stderr);
+    assert.match(lines[0] as string, /^idem dedup: --duplicates: /);
+    assert.match(lines[0] as string, what);
+  };
+  const text = '{"id":"a"}\n{"id":"a"}\n{"id":"b"}\n';
+
+  test('a log that is an input (however spelt) is refused, exit 2, the input untouched', async () => {
+    const input = file('self.ndjson', text);
+    for (const spelling of [
+      input,
+      join(dir, '.', 'self.ndjson'),
+      join(dir, '..', basename(dir), 'self.ndjson'),
+    ]) {
+      const result = await runBounded(
+        ['dedup', '--id', 'id', '--store', 'memory', '--duplicates', spelling, input],
+        {},
+      );
+      refused(result, /is the input .*self\.ndjson.*read its own records back/);
+      assert.equal(result.stdout, '');
+      assert.equal(readFileSync(input, 'utf8'), text);
+    }
+  });
+
+  test('a log that is stdin, when stdin is the input, is refused', async () => {
+    const input = file('stdin.ndjson', text);
+    const fd = openSync(input, 'r');
+    try {
+      const result = await runBounded(['dedup', '--id', 'id', '--store', 'memory', '--duplicates', input], {
+        stdinFd: fd,
+      });
+      refused(result, /is stdin, which this run reads/);
+    } finally {
+      closeSync(fd);
+    }
+    assert.equal(readFileSync(input, 'utf8'), text);
+  });
+
+  test('a log that is stdout (/dev/stdout, or the file stdout goes to) is refused, nothing written', async () => {
+    const input = file('kept-in.ndjson', text);
+    const out = join(dir, 'kept-out.ndjson');
+    for (const spelling of ['/dev/stdout', out]) {
+      writeFileSync(out, '');
+      const fd = openSync(out, 'a');
+      let result: CliResult;
+      try {
+        result = await runBounded(
+          ['dedup', '--id', 'id', '--store', 'memory', '--duplicates', spelling, input],
+          {
+            stdoutFd: fd,
+          },
+        );
+      } finally {
+        closeSync(fd);
+      }
+      refused(result, /is the run's stdout, which carries the kept lines/);
+      assert.equal(readFileSync(out, 'utf8'), '');
+    }
+  });
+
+  test('a log on /dev/null next to a stdout on /dev/null is fine: nothing can mix there', async () => {
+    const input = file('null-in.ndjson', text);
+    const fd = openSync('/dev/null', 'w');
+    try {
+      const result = await runBounded(
+        ['dedup', '--id', 'id', '--store', 'memory', '--duplicates', '/dev/null', input],
+        { stdoutFd: fd },
+      );
+      assert.equal(result.code, 0, result.stderr);
+    } finally {
+      closeSync(fd);
+    }
   });
 });

@@ -1,14 +1,17 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { storeSchemes } from '../../src/cli/store-url.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
-import { runCli } from './run-cli.js';
+import { finished, runCli, TSX } from './run-cli.js';
 
 // Issue 20, §3: misconfigurations a newcomer makes in the first hour must be said, in one line, never run silently.
 
@@ -20,6 +23,18 @@ before(async () => {
   await writeFile(input, '{"id":"a"}\n{"id":"b"}\n{"id":"a"}\n');
 });
 after(() => rm(dir, { recursive: true, force: true }));
+
+const LEFTOVERS = fileURLToPath(new URL('./leftovers.ts', import.meta.url));
+
+/** A loopback port nothing listens on: bound by the system, then closed. */
+function sparePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
+    });
+  });
+}
 
 /** The lines of a stderr, without the empty last one. */
 const lines = (text: string) => text.split('\n').filter((l) => l !== '');
@@ -49,6 +64,30 @@ describe('idem dedup --store <url>: a URL selects a store, never a directory', (
     assert.ok(!existsSync(join(cwd, 'redis:')), 'no directory named after the scheme');
     assert.deepEqual(readdirSync(cwd), []);
     assert.doesNotMatch(result.stderr, /secret/, 'the password is never printed');
+  });
+
+  it('redis:// on a closed port: the failed open leaves no timer or socket, so the run ends at once', async () => {
+    const port = await sparePort();
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        TSX,
+        LEFTOVERS,
+        'dedup',
+        '--id',
+        'id',
+        '--no-progress',
+        '--store',
+        `redis://127.0.0.1:${port}`,
+        input,
+      ],
+      { env: { ...process.env, IDEM_CONFIG: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const result = await finished(child);
+    assert.doesNotMatch(result.stderr, /leftover/);
+    assert.equal(result.code, 3, result.stderr);
+    assert.match(result.stderr, new RegExp(`redis: cannot connect to redis://127\\.0\\.0\\.1:${port}`));
   });
 
   it('redis://<stack> dedups in Redis and names the store in the summary', {
@@ -132,5 +171,47 @@ describe('idem node without --config', () => {
     assert.match(result.stderr, /IDEM_CONFIG/);
     assert.match(result.stderr, /examples\/node\.toml/);
     assert.doesNotMatch(result.stderr, /more problems/);
+  });
+});
+
+describe('config file mistakes', () => {
+  it('[repository] typ = "memory": did you mean type, and that the default store applies (exit 2)', async () => {
+    const config = join(dir, 'typ.toml');
+    await writeFile(config, '[repository]\ntyp = "memory"\n');
+    const cwd = await mkdtemp(join(dir, 'cwd-'));
+    const result = await runCli(['dedup', '--id', 'id', '--config', config, input], { cwd });
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.equal(lines(result.stderr).length, 1, result.stderr);
+    assert.match(
+      result.stderr,
+      /typ\.toml:2: repository\.typ: unknown key \(did you mean type\?\); valid keys here \(repository\.type is not set, so the default store, rocksdb, is used\): type, /,
+    );
+  });
+
+  it('a file with two mistakes: both reported in one run, each naming its line (exit 2)', async () => {
+    const config = join(dir, 'two.toml');
+    await writeFile(config, '[consumer]\nttl = "forever"\n\n[dedup]\nbatchSize = 0\n');
+    const result = await runCli(['dedup', '--id', 'id', '--config', config, input]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.deepEqual(lines(result.stderr), [
+      `idem dedup: ${config}:2: consumer.ttl: must be a duration like "5s" or a number of ms, got "forever"`,
+      `  ${config}:5: dedup.batchSize: must be at least 1, got 0`,
+    ]);
+  });
+
+  it('two mistakes in [repository]: both reported', async () => {
+    const config = join(dir, 'two-store.toml');
+    await writeFile(config, '[repository]\ntype = "memory"\nmaxEntries = -1\nmaxEntrys = 5\n');
+    const result = await runCli(['dedup', '--id', 'id', '--config', config, input]);
+    assert.equal(result.code, 2, result.stderr);
+    const [first, second, ...rest] = lines(result.stderr);
+    assert.deepEqual(rest, [], result.stderr);
+    assert.match(first as string, /two-store\.toml:3: repository\.maxEntries: .*-1/);
+    assert.match(
+      second as string,
+      /^ {2}.*two-store\.toml:4: repository\.maxEntrys: unknown key \(did you mean maxEntries\?\)/,
+    );
   });
 });

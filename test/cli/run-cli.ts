@@ -24,6 +24,8 @@ export interface CliOptions {
   readonly input?: string;
   /** Leave stdin open for the test to write to (and end). */
   readonly keepStdinOpen?: boolean;
+  /** A file descriptor to use as the child's stdin instead of a pipe (then `input` is not used). */
+  readonly stdinFd?: number;
   /** A file descriptor to use as the child's stdout instead of a pipe. */
   readonly stdoutFd?: number;
   readonly env?: Record<string, string>;
@@ -35,7 +37,7 @@ export function startCli(args: readonly string[], options: CliOptions = {}): Chi
   const child = spawn(process.execPath, ['--import', TSX, MAIN, ...args], {
     cwd: options.cwd ?? ROOT,
     env: { ...process.env, IDEM_CONFIG: '', ...options.env },
-    stdio: ['pipe', options.stdoutFd ?? 'pipe', 'pipe'],
+    stdio: [options.stdinFd ?? 'pipe', options.stdoutFd ?? 'pipe', 'pipe'],
   });
   if (!options.keepStdinOpen) child.stdin?.end(options.input ?? '');
   return child;
@@ -87,4 +89,16 @@ export function idsOf(text: string): string[] {
     .split('\n')
     .filter((line) => line !== '')
     .map((line) => (JSON.parse(line) as { id: string }).id);
+}
+
+/**
+ * The words of the first `idem …` command quoted in backticks in `text` (an error's hint), as a POSIX shell
+ * would split them (single quotes only: what the hints use), without the leading `idem`: ready for runCli.
+ */
+export function pastedCommand(text: string): string[] {
+  const command = /`idem ([^`]*)`/.exec(text)?.[1];
+  if (command === undefined) throw new Error(`no \`idem …\` command in: ${text}`);
+  const words: string[] = [];
+  for (const match of command.matchAll(/'([^']*)'|(\S+)/g)) words.push(match[1] ?? (match[2] as string));
+  return words;
 }

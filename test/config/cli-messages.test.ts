@@ -83,7 +83,7 @@ describe('config errors as idem prints them', () => {
     const dedup = await idem(['dedup', '--id', 'id', '--config', file('ok.toml'), file('in.ndjson')], env);
     assert.equal(
       dedup.stderr,
-      'idem dedup: env IDEM__CONSUMR__TTL: consumr: unknown key; valid keys here: repository, consumer, dedup\n',
+      'idem dedup: env IDEM__CONSUMR__TTL: consumr: unknown key (did you mean consumer?); valid keys here: repository, consumer, dedup\n',
     );
     assert.equal(dedup.code, 2);
     const node = await idem(['node', '--config', file('node.toml')], env);

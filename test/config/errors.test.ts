@@ -104,7 +104,7 @@ describe('constructor options go through the same funnel', () => {
     assert.equal(error.key, 'repository.tabel');
     assert.match(
       error.message,
-      /^option tabel of DynamoDbRepository\.open\(\.\.\.\): unknown option; valid options: table, /,
+      /^option tabel of DynamoDbRepository\.open\(\.\.\.\): unknown option \(did you mean table\?\); valid options: table, /,
     );
     assert.ok(error.cause instanceof z.ZodError);
   });
@@ -168,7 +168,7 @@ describe('env variables cannot crash config loading', () => {
     const error = await rejection(load('[consumer]\nttl = "1h"\n', { IDEM__CONSUMR__TTL: '5s' }));
     assert.equal(
       error.message,
-      'env IDEM__CONSUMR__TTL: consumr: unknown key; valid keys here: repository, consumer',
+      'env IDEM__CONSUMR__TTL: consumr: unknown key (did you mean consumer?); valid keys here: repository, consumer',
     );
   });
 });
@@ -263,7 +263,7 @@ describe('switching the store from the environment', () => {
     const error = await rejection(resolveRepository(config, { onWarning: () => undefined }));
     assert.match(
       error.message,
-      /^env IDEM__REPOSITORY__URL: repository\.url: unknown key; valid keys here: maxEntries/,
+      /^env IDEM__REPOSITORY__URL: repository\.url: unknown key; valid keys here: type, maxEntries/,
     );
   });
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { z } from 'zod';
+import { cliConfigSchema } from '../../src/cli/options.js';
 import { configSections, loadConfig } from '../../src/config/index.js';
 import { ConfigError } from '../../src/errors.js';
 
@@ -76,10 +77,34 @@ describe('loadConfig', () => {
     }
   });
 
+  test('every problem of a file is reported in one error, each on its own line naming its line', async () => {
+    const text = '[consumer]\nttl = "forever"\nmodee = "lazy"\n\n[dedup]\nbatchSize = 0\n';
+    const error = await loadConfig(cliConfigSchema, { path: 'idem.toml', text, env: {} }).then(
+      () => assert.fail('loaded a config with three mistakes'),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof ConfigError);
+    assert.equal(error.key, 'consumer.ttl');
+    const lines = error.message.split('\n');
+    assert.equal(lines.length, 3, error.message);
+    assert.equal(
+      lines[0],
+      'idem.toml:2: consumer.ttl: must be a duration like "5s" or a number of ms, got "forever"',
+    );
+    assert.match(
+      lines[1] as string,
+      /^ {2}idem\.toml:3: consumer\.modee: unknown key \(did you mean mode\?\); valid keys here: id, mode, /,
+    );
+    assert.equal(lines[2], '  idem.toml:6: dedup.batchSize: must be at least 1, got 0');
+  });
+
   test('unknown keys are rejected by name, in a section and at the top', async () => {
     const inSection = await configError(load('[consumer]\nttl = "1h"\nttll = "2h"\n'));
     assert.equal(inSection.key, 'consumer.ttll');
-    assert.match(inSection.message, /^idem\.toml:3: consumer\.ttll: unknown key; valid keys here: .*\bttl\b/);
+    assert.match(
+      inSection.message,
+      /^idem\.toml:3: consumer\.ttll: unknown key \(did you mean ttl\?\); valid keys here: .*\bttl\b/,
+    );
     const section = await configError(load('[consumr]\nttl = "1h"\n'));
     assert.equal(section.key, 'consumr');
   });

@@ -37,7 +37,27 @@ describe('[repository]', () => {
     const config = await load('[repository]\ntype = "memory"\nmaxEntrys = 5\n');
     const error = await configError(resolveRepository(config));
     assert.equal(error.key, 'repository.maxEntrys');
-    assert.match(error.message, /unknown key; valid keys here: maxEntries/);
+    assert.match(
+      error.message,
+      /unknown key \(did you mean maxEntries\?\); valid keys here: type, maxEntries/,
+    );
+  });
+
+  test('a misspelt type: did you mean type, and that the default store is what the keys listed belong to', async () => {
+    const config = await load('[repository]\npath = "ids"\ntyp = "memory"\n');
+    const error = await configError(resolveRepository(config));
+    assert.equal(error.key, 'repository.typ');
+    assert.match(
+      error.message,
+      /^idem\.toml:3: repository\.typ: unknown key \(did you mean type\?\); valid keys here \(repository\.type is not set, so the default store, rocksdb, is used\): type, path, /,
+    );
+    // With type given, the plain list (type first), and no suggestion for a key near nothing.
+    const given = await load('[repository]\ntype = "memory"\nzzzzzz = 1\n');
+    const plain = await configError(resolveRepository(given));
+    assert.equal(
+      plain.message,
+      'idem.toml:3: repository.zzzzzz: unknown key; valid keys here: type, maxEntries',
+    );
   });
 
   test('env keys reach store options whatever their case, coerced by the store schema', async () => {

@@ -13,6 +13,11 @@ type Msg = { id: string };
 const k1 = randomBytes(32);
 const k2 = randomBytes(32).toString('base64');
 const SECRET = 'card 4242 4242 4242 4242';
+/** `{ note: 'written before dotted key ids' }` kept for id "legacy", sealed before key ids could hold dots. */
+const LEGACY_K1 =
+  'xk1.73CPh9jQ_-pdKrra_tb9W1ej1X5LKVYthha2gjGjmU531bqP2W48r5kAB3iCURBx7AdNeHQg7I5yMQ6sMZPq9GbLYZif';
+const LEGACY_DOTTED =
+  'x2026.12.8Up84eFxk211lToc7fFroilPHtlfGqGC3A2h3RkRpgo0UYDQUv-KeVJVxG9TA57ElclniNRz4AxKOQDn11hvgXSNWRjZ';
 
 function consumer(
   repository: IdempotentRepository,
@@ -71,6 +76,52 @@ for (const store of testStores) {
       await rotated.process({ id: 'w' }, () => 'new');
       assert.match((await repository.get('w'))?.result ?? '', /^xk2\./);
       assert.equal(runs, 2);
+    });
+
+    it('dotted key ids (2026.12, key.v2) write, read, rotate; records written before still read', async (t) => {
+      const repository = await store.open(t);
+      const dated = consumer(repository, { '2026.12': k1 }, '2026.12');
+      let runs = 0;
+      await dated.process({ id: 'v' }, () => {
+        runs++;
+        return { note: SECRET };
+      });
+      await assert.rejects(
+        dated.process({ id: 'f' }, () => {
+          runs++;
+          throw new Error(`declined: ${SECRET}`);
+        }),
+      );
+      assert.match((await repository.get('v'))?.result ?? '', /^x2026\.12\.[A-Za-z0-9_-]+$/);
+      assert.deepEqual((await dated.process({ id: 'v' }, () => 'ran again')).result, { note: SECRET });
+      // Rotation to another dotted id: the old key still reads its records, failures replay.
+      const rotated = consumer(repository, { '2026.12': k1, 'key.v2': k2 }, 'key.v2');
+      assert.deepEqual((await rotated.process({ id: 'v' }, () => 'ran again')).result, { note: SECRET });
+      await assert.rejects(
+        rotated.process({ id: 'f' }, () => 'ran again'),
+        StoredFailureError,
+      );
+      await rotated.process({ id: 'w' }, () => 'new');
+      assert.match((await repository.get('w'))?.result ?? '', /^xkey\.v2\./);
+      assert.equal((await rotated.process({ id: 'w' }, () => 'ran again')).result, 'new');
+      // A key id that is a prefix of a configured one is still unknown, not a near match.
+      await assert.rejects(
+        consumer(repository, { key: k1 }, 'key').process({ id: 'w' }, () => 'ran again'),
+        (error: unknown) => error instanceof StoredOutcomeError && /key id "key\.v2"/.test(error.message),
+      );
+      assert.equal(runs, 2);
+      // Sealed by the code before this change (fixed key of 32 bytes of 7): an undotted key id read then and
+      // still does; a dotted one was written then but could not be read, and reads now.
+      const legacyKey = Buffer.alloc(32, 7);
+      for (const [keyId, sealed] of [
+        ['k1', LEGACY_K1],
+        ['2026.12', LEGACY_DOTTED],
+      ] as const) {
+        await plant(repository, 'legacy', sealed);
+        const reader = consumer(repository, { [keyId]: legacyKey }, keyId);
+        const { result } = await reader.process({ id: 'legacy' }, () => 'ran again');
+        assert.deepEqual(result, { note: 'written before dotted key ids' });
+      }
     });
 
     it('fails closed: unknown key id, altered record, record copied to another id, plaintext', async (t) => {

@@ -69,9 +69,10 @@ describe('a missing optional package names its install command', () => {
   ] as const) {
     it(`${how} without kafkajs: one line naming npm install kafkajs, exit 3, no stack`, async () => {
       const result = await run(script, [...args, file('node.toml')], ['kafkajs']);
+      // The message names the command itself: printed once, not prefixed again ("idem node: idem node needs").
       assert.equal(
         result.stderr,
-        'idem node: idem node needs the npm package "kafkajs", which is not installed: npm install kafkajs\n',
+        'idem node needs the npm package "kafkajs", which is not installed: npm install kafkajs\n',
       );
       assert.equal(result.code, 3);
     });

@@ -17,6 +17,7 @@ import {
   schemaStatements,
 } from '../../src/repositories/mysql/index.js';
 import { bucket } from '../../src/repositories/mysql/sql.js';
+import { pastedCommand, runCli } from '../cli/run-cli.js';
 import { createTestTable, testPool, testTable } from '../helpers/mysql.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
@@ -110,16 +111,32 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
   it('a missing table is a ConfigError naming it and the command that creates it; createTable opts in', async (t) => {
     const name = testTable('missing');
     track(t, name);
+    const user = decodeURIComponent(new URL(endpoints.mysqlUrl).username);
+    const password = decodeURIComponent(new URL(endpoints.mysqlUrl).password);
+    let hint = '';
     await assert.rejects(MySqlRepository.open({ url: endpoints.mysqlUrl, table: name }), (error: unknown) => {
       assert.ok(error instanceof ConfigError, String(error));
       assert.equal(error.key, 'repository.table');
       assert.match(error.message, new RegExp(`table \`${name}\` does not exist`));
+      // The user kept, the password a slot to fill in: pasted with it filled in, the command creates the table.
       assert.match(
         error.message,
-        new RegExp(`idem migrate --store mysql://127\\.0\\.0\\.1:\\d+/\\w+ --table ${name} --apply`),
+        new RegExp(
+          `idem migrate --store 'mysql://${user}:<password>@127\\.0\\.0\\.1:\\d+/\\w+' --table ${name} --apply`,
+        ),
       );
+      assert.match(error.message, /with the password filled in/);
+      assert.ok(!error.message.includes(`:${password}@`), 'the message quotes the password');
+      hint = error.message;
       return true;
     });
+    const pasted = await runCli(
+      pastedCommand(hint).map((word) => word.replace('<password>', encodeURIComponent(password))),
+    );
+    assert.equal(pasted.code, 0, pasted.stderr);
+    const opened = await MySqlRepository.open({ url: endpoints.mysqlUrl, table: name });
+    await opened.close();
+    await pool.query(`DROP TABLE \`${name}\``);
     const created = await MySqlRepository.open({ url: endpoints.mysqlUrl, table: name, createTable: true });
     t.after(() => created.close());
     assert.equal((await created.add('a', { ttlMs: MINUTE })).added, true);

@@ -13,7 +13,7 @@ import {
   schemaScript,
   schemaStatements,
 } from '../../src/repositories/postgres/index.js';
-import { runCli } from '../cli/run-cli.js';
+import { pastedCommand, runCli } from '../cli/run-cli.js';
 import { testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
@@ -221,5 +221,61 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     assert.equal(denied.code, 2, denied.stderr);
     assert.match(denied.stderr, /repository\.password: authentication/);
     assert.ok(!denied.stderr.includes('not-the-password-3f9a'), 'the password was printed');
+  });
+
+  it('a URL without password and no PGPASSWORD: a ConfigError on repository.password saying where one goes (exit 2)', async () => {
+    const bare = new URL(url);
+    bare.password = '';
+    const table = testTable('nopass');
+    dropped.push(table);
+    const where = /repository\.password: .*asks for a password.*the URL.*repository\.password.*PGPASSWORD/;
+    const saved = process.env.PGPASSWORD;
+    delete process.env.PGPASSWORD;
+    try {
+      const error = await PostgresRepository.open({ url: bare.href, table }).then(
+        () => assert.fail('opened without a password'),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.equal(error.key, 'repository.password');
+      assert.equal(error.retryable, false);
+      assert.match(error.message, where);
+    } finally {
+      if (saved !== undefined) process.env.PGPASSWORD = saved;
+    }
+    const refused = await runCli(['migrate', '--store', bare.href, '--table', table, '--apply'], {
+      env: { PGPASSWORD: '' },
+    });
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, where);
+    assert.equal(await exists(table), false);
+    // The documented way: the password in PGPASSWORD, the URL without it.
+    const viaEnv = await runCli(['migrate', '--store', bare.href, '--table', table, '--apply'], {
+      env: { PGPASSWORD: password },
+    });
+    assert.equal(viaEnv.code, 0, viaEnv.stderr);
+    assert.equal(await exists(table), true);
+  });
+
+  it('the missing-table hint is a command that works when pasted: the user kept, the password left out', async () => {
+    const table = testTable('pasted');
+    dropped.push(table);
+    const error = await PostgresRepository.open({ url, table }).then(
+      () => assert.fail('opened without a table'),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof ConfigError);
+    const user = decodeURIComponent(new URL(url).username);
+    assert.match(
+      error.message,
+      new RegExp(`idem migrate --store postgres://${user}@127\\.0\\.0\\.1:\\d+/idem `),
+    );
+    assert.match(error.message, /with the password in PGPASSWORD/);
+    assert.ok(!error.message.includes(`:${password}@`), 'the message quotes the password');
+    const pasted = await runCli(pastedCommand(error.message), { env: { PGPASSWORD: password } });
+    assert.equal(pasted.code, 0, pasted.stderr);
+    assert.equal(await exists(table), true);
+    const repository = await PostgresRepository.open({ url, table });
+    await repository.close();
   });
 });

@@ -2,7 +2,7 @@ import { connect, isIP, type Socket } from 'node:net';
 import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { connectFailure, detailOf, migrateHint } from '../sql-store.js';
+import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql-store.js';
 import type { MySqlOptions } from './options.js';
 
 export { describeAddress } from './options.js';
@@ -174,7 +174,12 @@ export function openError(error: unknown, address: string): unknown {
  * reported at open, naming the command that creates it; a same-named table of another shape would fail every
  * statement.
  */
-export async function assertTable(pool: Pool, table: string, address: string): Promise<void> {
+export async function assertTable(
+  pool: Pool,
+  table: string,
+  address: string,
+  target: MigrateStore,
+): Promise<void> {
   const parts = table.split('.');
   const [schema, name] = parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
   const [rows] = await pool.execute(
@@ -191,7 +196,7 @@ export async function assertTable(pool: Pool, table: string, address: string): P
   if (actual.size === 0) {
     throw new ConfigError(
       'repository.table',
-      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('mysql', table, address)}`,
+      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('mysql', table, target)}`,
     );
   }
   for (const [column, type] of Object.entries(COLUMNS)) {

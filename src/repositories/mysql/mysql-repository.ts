@@ -4,7 +4,14 @@ import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES } from '../ids.js';
 import { newRecord, storeLifetimeMs } from '../record.js';
-import { detailOf, migrateHint, type PurgeOptions, purgeInBatches } from '../sql-store.js';
+import {
+  detailOf,
+  type MigrateStore,
+  migrateHint,
+  migrateStore,
+  type PurgeOptions,
+  purgeInBatches,
+} from '../sql-store.js';
 import { TransactionScope } from '../transaction.js';
 import { checkDuration } from '../ttl.js';
 import type {
@@ -188,6 +195,8 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
   readonly #sql: Statements;
   readonly #table: string;
   readonly #address: string;
+  /** The `--store` of the `idem migrate` command a missing-table error names. */
+  readonly #migrateStore: MigrateStore;
   readonly #namespace: Buffer;
   readonly #lockTimeoutMs: number;
   /** The `innodb_lock_wait_timeout` every connection of an owned pool already has; undefined for a given pool. */
@@ -206,6 +215,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     table: string;
     namespace: string;
     address: string;
+    migrateStore: MigrateStore;
     lockTimeoutMs: number;
     poolLockSeconds: number | undefined;
     rollbackOnTimeout: boolean;
@@ -219,6 +229,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     this.#ownsPool = settings.ownsPool;
     this.#table = settings.table;
     this.#address = settings.address;
+    this.#migrateStore = settings.migrateStore;
     this.#sql = new Statements(settings.table);
     this.#namespace = bytes(settings.namespace);
     this.#lockTimeoutMs = settings.lockTimeoutMs;
@@ -250,11 +261,12 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     // Validates the table name before any connection is made.
     new Statements(options.table);
     const address = describeAddress(options.url);
+    const target = migrateStore('mysql', options.url, options.password !== undefined);
     const pool = given ?? createPool(options);
     let rollbackOnTimeout = false;
     try {
       if (options.createTable) await createMissingTable(pool, options.table);
-      await assertTable(pool, options.table, address);
+      await assertTable(pool, options.table, address, target);
       const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value');
       rollbackOnTimeout = Number((rows as { value: unknown }[])[0]?.value) === 1;
     } catch (error) {
@@ -267,6 +279,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
       table: options.table,
       namespace: options.namespace,
       address,
+      migrateStore: target,
       lockTimeoutMs: options.lockTimeoutMs,
       poolLockSeconds: given === undefined ? lockWaitSeconds(options.lockTimeoutMs) : undefined,
       rollbackOnTimeout,
@@ -455,7 +468,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
       if (errno(error) === ER_NO_SUCH_TABLE) {
         throw new RepositoryError(
           `mysql ${operation} failed: table ${this.#sql.table} does not exist in ${this.#address}; ` +
-            migrateHint('mysql', this.#table, this.#address),
+            migrateHint('mysql', this.#table, this.#migrateStore),
           { cause: error, retryable: false },
         );
       }

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { connectFailure, detailOf, migrateHint } from '../sql-store.js';
+import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql-store.js';
 import type { PostgresOptions } from './options.js';
 import { COLUMNS, quoteTable } from './sql.js';
 
@@ -75,6 +75,16 @@ function isTlsFailure(error: unknown): boolean {
 }
 
 /**
+ * node-postgres' own complaint when the server asks for a password and it has none (no password in the URL, no
+ * `password` option, no PGPASSWORD): a client-side error without SQLSTATE, which would otherwise read as a
+ * server that is not up.
+ */
+function missingPassword(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : '';
+  return /client password must be a (non-empty )?string|^Password must be a string/.test(message);
+}
+
+/**
  * Maps a failure while opening the store (or migrating) to the setting most likely at fault: a ConfigError for
  * what the user must fix (credentials, database name, TLS, host name), a retryable RepositoryError when the
  * server may just not be up yet.
@@ -90,6 +100,14 @@ export function openError(error: unknown, address: string): unknown {
       {
         cause: error,
       },
+    );
+  }
+  if (missingPassword(error)) {
+    return new ConfigError(
+      'repository.password',
+      `postgres at ${address} asks for a password, and none was given: put it in the URL ` +
+        '(postgres://user:password@host/database), in repository.password, or in the PGPASSWORD environment variable',
+      { cause: error },
     );
   }
   if (code === '3D000') {
@@ -109,7 +127,12 @@ export function openError(error: unknown, address: string): unknown {
  * reported at open, naming the command that creates it; a same-named table of another shape would fail every
  * statement.
  */
-export async function assertTable(pool: pg.Pool, table: string, address: string): Promise<void> {
+export async function assertTable(
+  pool: pg.Pool,
+  table: string,
+  address: string,
+  target: MigrateStore,
+): Promise<void> {
   const { rows } = await pool.query<{ name: string; type: string }>({
     text: `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
       FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
@@ -118,7 +141,7 @@ export async function assertTable(pool: pg.Pool, table: string, address: string)
   if (rows.length === 0) {
     throw new ConfigError(
       'repository.table',
-      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('postgres', table, address)}`,
+      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('postgres', table, target)}`,
     );
   }
   const actual = new Map(rows.map((row) => [row.name, row.type]));

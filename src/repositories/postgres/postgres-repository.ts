@@ -3,7 +3,14 @@ import { ConfigError, RepositoryError, SwallowedStatementError, toRepositoryErro
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
 import { newRecord } from '../record.js';
-import { detailOf, migrateHint, type PurgeOptions, purgeInBatches } from '../sql-store.js';
+import {
+  detailOf,
+  type MigrateStore,
+  migrateHint,
+  migrateStore,
+  type PurgeOptions,
+  purgeInBatches,
+} from '../sql-store.js';
 import { TransactionScope } from '../transaction.js';
 import { checkDuration, MAX_TTL_MS } from '../ttl.js';
 import type {
@@ -242,6 +249,8 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
   readonly #table: string;
   readonly #namespace: string;
   readonly #address: string;
+  /** The `--store` of the `idem migrate` command a missing-table error names. */
+  readonly #migrateStore: MigrateStore;
   readonly #sql: Statements;
   readonly #lockTimeoutMs: number;
   readonly #purgeBatchSize: number;
@@ -256,6 +265,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     table: string;
     namespace: string;
     address: string;
+    migrateStore: MigrateStore;
     lockTimeoutMs: number;
     purgeBatchSize: number;
     logger: PostgresLogger;
@@ -266,6 +276,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     this.#table = settings.table;
     this.#namespace = encodeText(settings.namespace);
     this.#address = settings.address;
+    this.#migrateStore = settings.migrateStore;
     this.#sql = statements(settings.table);
     this.#lockTimeoutMs = settings.lockTimeoutMs;
     this.#purgeBatchSize = settings.purgeBatchSize;
@@ -287,10 +298,11 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
       throw new ConfigError('repository.url', 'is required: a postgres:// URL (or pass a pool in code)');
     }
     const address = describeAddress(parsed.url);
+    const target = migrateStore('postgres', parsed.url, parsed.password !== undefined);
     const pool = given ?? createPool(parsed);
     try {
       if (parsed.createTable) await migrate({ pool, table: parsed.table });
-      await assertTable(pool, parsed.table, address);
+      await assertTable(pool, parsed.table, address, target);
     } catch (error) {
       if (given === undefined) await closePool(pool);
       throw openError(error, address);
@@ -301,6 +313,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
       table: parsed.table,
       namespace: parsed.namespace,
       address,
+      migrateStore: target,
       lockTimeoutMs: parsed.lockTimeoutMs,
       purgeBatchSize: parsed.purgeBatchSize,
       logger: logger ?? processWarnings,
@@ -459,7 +472,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     if (errorCode(error) === UNDEFINED_TABLE) {
       return new RepositoryError(
         `postgres ${operation} failed: table ${this.#table} does not exist (dropped since the repository opened?); ` +
-          migrateHint('postgres', this.#table, this.#address),
+          migrateHint('postgres', this.#table, this.#migrateStore),
         { cause: error },
       );
     }

@@ -57,13 +57,36 @@ export function createClient(options: RedisOptions): Redis | Cluster {
       redisOptions: node,
     });
   }
-  if (options.host !== undefined)
-    return new Redis({ ...node, host: options.host, port: options.port ?? 6379 });
-  return new Redis(options.url as string, node);
+  // No reconnect before the first connect succeeded: a refused first connect then ends the client ('end')
+  // instead of leaving it 'reconnecting', whose disconnect() waits 2 s (ioredis' disconnectTimeout) for a
+  // socket that already closed, keeping the process alive after a failed open. Once connected, ioredis' own
+  // back-off (50 ms per attempt, at most 2 s) rides out a server restart.
+  let connected = false;
+  const retryStrategy = (attempt: number): number | null =>
+    connected ? Math.min(attempt * 50, 2_000) : null;
+  const client =
+    options.host !== undefined
+      ? new Redis({ ...node, retryStrategy, host: options.host, port: options.port ?? 6379 })
+      : new Redis(options.url as string, { ...node, retryStrategy });
+  client.once('ready', () => {
+    connected = true;
+  });
+  return client;
 }
 
 /**
- * Connects an owned client. Failure disconnects it (stopping ioredis' background reconnects) and rejects with
+ * Ends a client whose connect failed, leaving nothing that keeps the process alive: no reconnect timer, no
+ * socket, no timer waiting for a socket to close.
+ */
+function release(client: Redis | Cluster): void {
+  if (client.status === 'end') return; // closed already; disconnect() would start a 2 s wait for nothing
+  client.disconnect();
+  // A socket still open (a server that accepted but never answered) is destroyed now rather than after 2 s.
+  if (client instanceof Redis) client.stream?.destroy();
+}
+
+/**
+ * Connects an owned client. Failure releases it (no reconnects, no socket, no timer left) and rejects with
  * an error naming the config key and address: a ConfigError when the setting itself is wrong (unknown host,
  * bad credentials), a retryable RepositoryError when the server may just not be up yet.
  */
@@ -84,7 +107,7 @@ export async function connectClient(client: Redis | Cluster, options: RedisOptio
   try {
     await Promise.race([client.connect(), timeout]);
   } catch (error) {
-    client.disconnect();
+    release(client);
     const cause = firstError ?? error;
     const detail = cause instanceof Error ? cause.message : String(cause);
     const code = (cause as { code?: string }).code;

@@ -291,6 +291,28 @@ for (const [storeName, store] of Object.entries(stores)) {
           assert.equal(app.effects.charges, 1);
         });
 
+        it('a dotted encryption key id (2026.12) replays the stored response, not a 500', async (t) => {
+          const repository = await store.open();
+          t.after(async () => {
+            await repository.clear().catch(() => undefined);
+            await repository.close().catch(() => undefined);
+          });
+          const app = await startApp(framework, {
+            repository,
+            encryption: { keys: { '2026.12': randomBytes(32) }, currentKeyId: '2026.12' },
+          });
+          t.after(() => app.close());
+          const key = `"${randomUUID()}"`;
+          const headers = { 'x-user': 'alice' };
+          const first = await post(`${app.url}/charges`, { key, headers, raw: '{"amount":4242}' });
+          assert.equal(first.status, 201);
+          const replay = await post(`${app.url}/charges`, { key, headers, raw: '{"amount":4242}' });
+          assert.equal(replay.status, 201, replay.text);
+          assert.ok(replayed(replay));
+          assert.equal(replay.text, first.text);
+          assert.equal(app.effects.charges, 1);
+        });
+
         it('storeIf chooses what is kept: only 2xx', async (t) => {
           const app = await setup(t, { storeIf: (response) => response.status < 300 });
           const key = `"${randomUUID()}"`;

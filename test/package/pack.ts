@@ -133,9 +133,10 @@ export function installedVersion(name: string): string {
  * A fresh project with the packed tarball and ioredis installed, as a Redis user has it: `full` with the optional
  * dependencies (the RocksDB binding, the CLI's, the node's and the DI container's packages), `no-optional`
  * installed with `--omit=optional` (a library-only install), `no-optional-cli` the same plus the CLI's two
- * packages named explicitly (the CLI without the native binding). Created once per source state.
+ * packages named explicitly (the CLI without the native binding), `typed-clients` library-only with Express, pg
+ * and their `@types` (no fastify: an Express user's project). Created once per source state.
  */
-export function installedProject(kind: 'full' | 'no-optional' | 'no-optional-cli'): string {
+export function installedProject(kind: 'full' | 'no-optional' | 'no-optional-cli' | 'typed-clients'): string {
   const tarball = packedTarball();
   const project = join(cacheDir(), kind);
   const ready = join(project, '.ready');
@@ -152,6 +153,9 @@ export function installedProject(kind: 'full' | 'no-optional' | 'no-optional-cli
     `ioredis@${installedVersion('ioredis')}`,
     ...(kind === 'no-optional-cli'
       ? [`commander@${installedVersion('commander')}`, `cli-progress@${installedVersion('cli-progress')}`]
+      : []),
+    ...(kind === 'typed-clients'
+      ? ['express', '@types/express', 'pg', '@types/pg'].map((name) => `${name}@${installedVersion(name)}`)
       : []),
     ...(kind === 'full' ? [] : ['--omit=optional']),
   ]);

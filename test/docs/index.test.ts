@@ -20,11 +20,54 @@ describe('docs/README.md, the index of the documentation', () => {
     const registry = readFileSync(join(root, 'src/repositories/registry.ts'), 'utf8');
     const types = /repositoryTypes = \[([^\]]*)\]/.exec(registry)?.[1]?.match(/'([^']+)'/g) ?? [];
     assert.ok(types.length >= 6);
-    const page: Record<string, string> = { kafka: 'kafka-repository.md', memory: 'config.md' };
+    const page: Record<string, string> = { kafka: 'kafka-repository.md' };
     for (const quoted of types) {
       const type = quoted.slice(1, -1);
       const file = page[type] ?? `${type}.md`;
       assert.ok(existsSync(join(root, 'docs', file)), `no docs/${file} for the ${type} store`);
     }
+  });
+});
+
+/** The stores of src/repositories/registry.ts, by `repository.type`. */
+function storeTypes(): string[] {
+  const registry = readFileSync(join(root, 'src/repositories/registry.ts'), 'utf8');
+  return (/repositoryTypes = \[([^\]]*)\]/.exec(registry)?.[1]?.match(/'([^']+)'/g) ?? []).map((q) =>
+    q.slice(1, -1),
+  );
+}
+
+describe('the store lists outside docs/ name every store', () => {
+  /** How package.json's description names each store. */
+  const described: Record<string, RegExp> = {
+    rocksdb: /RocksDB/,
+    memory: /memory/,
+    redis: /Redis/,
+    dynamodb: /DynamoDB/,
+    cassandra: /Cassandra/,
+    kafka: /Kafka topic/,
+    postgres: /PostgreSQL/,
+    mysql: /MySQL/,
+  };
+
+  it("package.json's description and keywords", () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      description: string;
+      keywords: string[];
+    };
+    for (const type of storeTypes()) {
+      const name = described[type];
+      assert.ok(name, `no description name for the ${type} store in this test`);
+      assert.match(pkg.description, name, `the description does not name the ${type} store`);
+      if (type !== 'memory') assert.ok(pkg.keywords.includes(type), `no keyword ${type}`);
+    }
+  });
+
+  it("examples/idem.toml's list of repository types", () => {
+    const toml = readFileSync(join(root, 'examples/idem.toml'), 'utf8');
+    const listed = /^# (rocksdb \(default\)[^;]*);/m.exec(toml)?.[1];
+    assert.ok(listed, 'examples/idem.toml lists the types after [repository]');
+    const types = listed.split('|').map((t) => t.replace('(default)', '').trim());
+    assert.deepEqual([...types].sort(), storeTypes().sort());
   });
 });

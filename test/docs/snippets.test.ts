@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
+import ts from 'typescript';
 import { describeProblems, type TypeProblem, typecheck } from '../helpers/typecheck.js';
 import { root } from '../package/pack.js';
 import { documentedFiles, importedSubpaths, type Snippet, snippetsOf } from './snippets.js';
@@ -31,14 +32,36 @@ describe('the TypeScript snippets of the README and docs/', () => {
   before(() => {
     const files: Record<string, string> = {};
     // `export {}` makes each snippet a module of its own (top-level await, no shared globals).
+    // The page's given declarations come after the code, so the compiler's line numbers stay the snippet's.
     for (const s of snippets)
-      if (missingEntryPoints(s).length === 0) files[s.file] = `${s.code}\nexport {};\n`;
+      if (missingEntryPoints(s).length === 0) files[s.file] = `${s.code}\n${s.given ?? ''}\nexport {};\n`;
     problems = new Map();
     for (const problem of typecheck(files)) {
       const list = problems.get(problem.file) ?? [];
       list.push(problem);
       problems.set(problem.file, list);
     }
+  });
+
+  it("the README's snippets run in a CommonJS project (npm init -y): no top-level await", () => {
+    const found: string[] = [];
+    for (const snippet of snippets.filter((s) => s.where.startsWith('README.md:'))) {
+      const source = ts.createSourceFile(snippet.file, snippet.code, ts.ScriptTarget.Latest, true);
+      const visit = (node: ts.Node): void => {
+        if (ts.isFunctionLike(node)) return;
+        const awaits =
+          ts.isAwaitExpression(node) || (ts.isForOfStatement(node) && node.awaitModifier !== undefined);
+        if (awaits) {
+          const line = source.getLineAndCharacterOfPosition(node.getStart()).line;
+          found.push(
+            `README.md:${Number(snippet.where.split(':')[1]) + line + 1}: ${node.getText().slice(0, 60)}`,
+          );
+        }
+        ts.forEachChild(node, visit);
+      };
+      visit(source);
+    }
+    assert.deepEqual(found, [], `top-level await, a syntax error in CommonJS:\n${found.join('\n')}`);
   });
 
   it('exist: the README and the pages have snippets to check', () => {
@@ -72,11 +95,12 @@ describe('the TypeScript snippets of the README and docs/', () => {
     const todo = missing.length > 0 ? `imports ${missing.join(', ')}, not an entry point here yet` : false;
     it(`${snippet.where}${snippet.partial ? ' (partial)' : ''} type-checks`, { todo }, () => {
       const found = (problems.get(snippet.file) ?? []).filter(
-        (p) => !(snippet.partial && FREE_NAME.some((re) => re.test(p.message))),
+        (p) =>
+          !(snippet.partial && snippet.given === undefined && FREE_NAME.some((re) => re.test(p.message))),
       );
       const lines = found.map(
         (p) =>
-          `${snippet.where.replace(/:\d+$/, '')}:${Number(snippet.where.split(':')[1]) + p.line - 1}: ${p.message}`,
+          `${snippet.where.replace(/:\d+$/, '')}:${Number(snippet.where.split(':')[1]) + p.line}: ${p.message}`,
       );
       assert.deepEqual(lines, [], lines.join('\n'));
     });

@@ -14,7 +14,15 @@ export interface Snippet {
   readonly partial: boolean;
   /** After a `<!-- snippet: <file> -->` line: an excerpt of that compiled file (test/examples/docs-snippets). */
   readonly copiedFrom: string | undefined;
+  /**
+   * For a fragment on a page with a `<!-- given: … -->` comment: declarations of the names the page's fragments
+   * leave to the reader, typed as the reader's own code would be. The check compiles the fragment with them and
+   * allows no free name, so a fragment cannot hide a mistake behind a name that would otherwise be `any`.
+   */
+  readonly given: string | undefined;
 }
+
+const GIVEN = /<!-- given:[^\n]*\n([\s\S]*?)\n-->/;
 
 /** The markdown files whose snippets are checked: the README and every page of docs/. */
 export function documentedFiles(): string[] {
@@ -29,7 +37,9 @@ const FENCE = /^```(ts|typescript|tsx)\s*$/;
 
 /** Every ```ts block of the file, in order. */
 export function snippetsOf(path: string): Snippet[] {
-  const lines = readFileSync(join(root, path), 'utf8').split('\n');
+  const text = readFileSync(join(root, path), 'utf8');
+  const given = GIVEN.exec(text)?.[1];
+  const lines = text.split('\n');
   const snippets: Snippet[] = [];
   for (let i = 0; i < lines.length; i++) {
     if (!FENCE.test(lines[i] as string)) continue;
@@ -39,12 +49,14 @@ export function snippetsOf(path: string): Snippet[] {
     const code = lines.slice(start, end).join('\n');
     const where = `${path}:${start}`;
     const marker = /^<!-- snippet: (\S+) -->$/.exec((lines[i - 1] ?? '').trim());
+    const partial = /^\s*\/\/ partial:/.test(code);
     snippets.push({
       where,
       file: `${path.replace(/[/.]/g, '_')}_${start}.ts`,
       code,
-      partial: /^\s*\/\/ partial:/.test(code),
+      partial,
       copiedFrom: marker?.[1],
+      given: partial ? given : undefined,
     });
     i = end;
   }

@@ -193,6 +193,30 @@ describe('a copy that is not built', () => {
     }
   });
 
+  it('npm install ../checkout of an unbuilt checkout links .bin/idem, which says the copy is not built', (t) => {
+    // npm links a directory and runs its prepare without its dev dependencies: the build cannot run there, and
+    // a prepare that failed aborted the install before npm linked .bin/idem (npx idem then asked the registry).
+    const checkout = mkdtempSync(join(tmpdir(), 'idem-unbuilt-checkout-'));
+    const app = mkdtempSync(join(tmpdir(), 'idem-unbuilt-link-'));
+    t.after(() => {
+      rmSync(checkout, { recursive: true, force: true });
+      rmSync(app, { recursive: true, force: true });
+    });
+    for (const path of ['package.json', 'bin', 'scripts', 'src', 'tsconfig.json', 'tsconfig.build.json'])
+      cpSync(join(root, path), join(checkout, path), { recursive: true });
+    writeFileSync(join(app, 'package.json'), `${JSON.stringify({ name: 'app', private: true })}\n`);
+    npm(app, ['install', checkout]);
+    assert.ok(existsSync(join(app, 'node_modules/.bin/idem')), 'npm linked .bin/idem');
+    assert.equal(existsSync(join(checkout, 'dist')), false, 'the checkout is still unbuilt');
+    const run = spawnSync('npx', ['--no', '--', 'idem', 'dedup', '--id', 'id'], {
+      cwd: app,
+      encoding: 'utf8',
+      env: cleanEnv(),
+    });
+    assert.equal(run.status, 1, run.stderr);
+    assert.match(run.stderr, /^idem: this copy of idempotent-consumer \(.*\) is not built: it has no dist\//);
+  });
+
   it('an import fails with ERR_MODULE_NOT_FOUND naming the missing dist/ file (README: build that copy)', () => {
     // No reasonable way to say more (see README "Install"): Node's `exports` never falls back on a missing file.
     const app = mkdtempSync(join(tmpdir(), 'idem-unbuilt-app-'));

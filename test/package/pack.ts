@@ -89,11 +89,46 @@ function cacheDir(): string {
   return entry;
 }
 
+/** A lock older than this was left by a killed process (a build and an install take a few minutes). */
+const STALE_LOCK_MS = 900_000;
+
+/**
+ * Runs `fn` holding the lock `path` (a directory: mkdir is atomic), so test files running side by side build the
+ * tarball and install each project once, instead of one removing what another is installing.
+ */
+function withLock<T>(path: string, fn: () => T): T {
+  for (;;) {
+    try {
+      mkdirSync(path);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    try {
+      if (Date.now() - statSync(path).mtimeMs > STALE_LOCK_MS) rmSync(path, { recursive: true, force: true });
+    } catch {
+      // Released meanwhile: try again.
+    }
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250);
+  }
+  try {
+    return fn();
+  } finally {
+    rmSync(path, { recursive: true, force: true });
+  }
+}
+
 /** The packed tarball (`npm pack` of a fresh build), built once per source state. */
 export function packedTarball(): string {
   const dir = cacheDir();
   const done = join(dir, 'tarball.txt');
   if (existsSync(done)) return readFileSync(done, 'utf8');
+  return withLock(join(dir, 'tarball.lock'), () =>
+    existsSync(done) ? readFileSync(done, 'utf8') : buildTarball(dir, done),
+  );
+}
+
+function buildTarball(dir: string, done: string): string {
   const stage = mkdtempSync(join(tmpdir(), 'idem-stage-'));
   try {
     // What npm packs: package.json's `files` (dist built below) and the files npm always includes.
@@ -133,13 +168,19 @@ export function installedVersion(name: string): string {
  * A fresh project with the packed tarball and ioredis installed, as a Redis user has it: `full` with the optional
  * dependencies (the RocksDB binding, the CLI's, the node's and the DI container's packages), `no-optional`
  * installed with `--omit=optional` (a library-only install), `no-optional-cli` the same plus the CLI's two
- * packages named explicitly (the CLI without the native binding). Created once per source state.
+ * packages named explicitly (the CLI without the native binding), `typed-clients` library-only with Express, pg
+ * and their `@types` (no fastify: an Express user's project). Created once per source state.
  */
-export function installedProject(kind: 'full' | 'no-optional' | 'no-optional-cli'): string {
+export function installedProject(kind: 'full' | 'no-optional' | 'no-optional-cli' | 'typed-clients'): string {
   const tarball = packedTarball();
   const project = join(cacheDir(), kind);
   const ready = join(project, '.ready');
   if (existsSync(ready)) return project;
+  return withLock(`${project}.lock`, () => (existsSync(ready) ? project : install(kind, tarball, project)));
+}
+
+function install(kind: string, tarball: string, project: string): string {
+  const ready = join(project, '.ready');
   rmSync(project, { recursive: true, force: true });
   mkdirSync(project, { recursive: true });
   writeFileSync(
@@ -152,6 +193,9 @@ export function installedProject(kind: 'full' | 'no-optional' | 'no-optional-cli
     `ioredis@${installedVersion('ioredis')}`,
     ...(kind === 'no-optional-cli'
       ? [`commander@${installedVersion('commander')}`, `cli-progress@${installedVersion('cli-progress')}`]
+      : []),
+    ...(kind === 'typed-clients'
+      ? ['express', '@types/express', 'pg', '@types/pg'].map((name) => `${name}@${installedVersion(name)}`)
       : []),
     ...(kind === 'full' ? [] : ['--omit=optional']),
   ]);

@@ -1,20 +1,46 @@
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { HttpIdempotency } from './core.js';
 import type { HttpIdempotencyOptions, HttpRequestView } from './options.js';
 import type { HttpAnswer } from './problem.js';
 
+// Express's own types are not imported: a project that compiles its node_modules (`skipLibCheck: false`) would
+// then need @types/express to import this entry point, and a Fastify user would too. Express's Request and
+// Response fit these shapes, so the middleware mounts on any route; `idempotencyKey<Request>(…)` hands the hooks
+// Express's own request type.
+
+/** The parts of Express's `Request` the middleware reads (Express's Request fits). */
+export interface ExpressRequestLike extends IncomingMessage {
+  readonly method: string;
+  readonly baseUrl: string;
+  readonly path: string;
+  readonly originalUrl: string;
+  /** Express sets it to the matched route; its `path` is the route pattern (`/charges/:id`). */
+  readonly route?: { readonly path?: unknown } | undefined;
+  /** The parsed body, when a body parser ran before the middleware. */
+  readonly body?: unknown;
+}
+
+/** Express's `next`: called with nothing to go on, with an error to fail the request. */
+export type ExpressNext = (error?: unknown) => void;
+
 /** The Express middleware, with the adapter behind it (its consumer's `stats`). */
-export type IdempotencyKeyMiddleware = RequestHandler & { readonly idempotency: HttpIdempotency<Request> };
+export type IdempotencyKeyMiddleware<Req extends ExpressRequestLike = ExpressRequestLike> = ((
+  req: Req,
+  res: ServerResponse,
+  next: ExpressNext,
+) => void) & { readonly idempotency: HttpIdempotency<Req> };
 
 /**
  * Express middleware for the `Idempotency-Key` header. Mount it on a route after a body parser
  * (`app.post('/charges', express.json(), idempotencyKey({ repository }), handler)`) so keys are scoped to the
- * route pattern; mounted with `app.use` it scopes them to the request path.
+ * route pattern; mounted with `app.use` it scopes them to the request path. `Req` is the request type the
+ * `scope` and `onError` hooks receive: `idempotencyKey<Request>(…)` for Express's own (or your augmented) one.
  */
-export function idempotencyKey(options: HttpIdempotencyOptions<Request>): IdempotencyKeyMiddleware {
-  const idempotency = new HttpIdempotency<Request>(options);
-  const middleware = (req: Request, res: Response, next: NextFunction): void => {
+export function idempotencyKey<Req extends ExpressRequestLike = ExpressRequestLike>(
+  options: HttpIdempotencyOptions<Req>,
+): IdempotencyKeyMiddleware<Req> {
+  const idempotency = new HttpIdempotency<Req>(options);
+  const middleware = (req: Req, res: ServerResponse, next: ExpressNext): void => {
     idempotency.begin(expressView(req), res).then((verdict) => {
       if (verdict.kind === 'next') next();
       else writeAnswer(res, verdict.answer);
@@ -23,7 +49,7 @@ export function idempotencyKey(options: HttpIdempotencyOptions<Request>): Idempo
   return Object.assign(middleware, { idempotency });
 }
 
-function expressView(req: Request): HttpRequestView<Request> {
+function expressView<Req extends ExpressRequestLike>(req: Req): HttpRequestView<Req> {
   const routePath: unknown = req.route?.path;
   return {
     request: req,

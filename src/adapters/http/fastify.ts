@@ -1,21 +1,50 @@
-import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { HttpIdempotency } from './core.js';
 import { hasBody } from './express.js';
 import type { HttpIdempotencyOptions, HttpRequestView } from './options.js';
 
+// Fastify's own types are not imported: a project that compiles its node_modules (`skipLibCheck: false`) would
+// then need fastify installed to import this entry point, Express users included. Fastify's request and reply
+// fit these shapes; `fastifyIdempotencyKey<FastifyRequest>(…)` hands the hooks Fastify's own request type.
+
+/** The parts of Fastify's `FastifyRequest` the hook reads (FastifyRequest fits). */
+export interface FastifyRequestLike {
+  readonly method: string;
+  /** Path and query as sent. */
+  readonly url: string;
+  /** The matched route; its `url` is the route pattern (`/charges/:id`). */
+  readonly routeOptions: { readonly url?: string | undefined };
+  readonly body: unknown;
+  readonly headers: IncomingHttpHeaders;
+}
+
+/** The parts of Fastify's `FastifyReply` the hook uses (FastifyReply fits). */
+export interface FastifyReplyLike {
+  readonly raw: ServerResponse;
+  code(statusCode: number): FastifyReplyLike;
+  headers(values: Record<string, string | string[]>): FastifyReplyLike;
+  send(payload?: unknown): FastifyReplyLike;
+}
+
 /** The Fastify `preHandler` hook, with the adapter behind it (its consumer's `stats`). */
-export type IdempotencyKeyHook = preHandlerAsyncHookHandler & {
-  readonly idempotency: HttpIdempotency<FastifyRequest>;
+export type IdempotencyKeyHook<Req extends FastifyRequestLike = FastifyRequestLike> = ((
+  request: Req,
+  reply: FastifyReplyLike,
+) => Promise<FastifyReplyLike | undefined>) & {
+  readonly idempotency: HttpIdempotency<Req>;
 };
 
 /**
  * A Fastify `preHandler` hook for the `Idempotency-Key` header: on one route
  * (`app.post('/charges', { preHandler: hook }, handler)`) or on every route (`app.addHook('preHandler', hook)`).
- * Keys are scoped to the route pattern (`/charges/:id`). It runs after Fastify parsed the body.
+ * Keys are scoped to the route pattern (`/charges/:id`). It runs after Fastify parsed the body. `Req` is the
+ * request type the `scope` and `onError` hooks receive: `fastifyIdempotencyKey<FastifyRequest>(…)` for Fastify's.
  */
-export function fastifyIdempotencyKey(options: HttpIdempotencyOptions<FastifyRequest>): IdempotencyKeyHook {
-  const idempotency = new HttpIdempotency<FastifyRequest>(options);
-  const hook = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
+export function fastifyIdempotencyKey<Req extends FastifyRequestLike = FastifyRequestLike>(
+  options: HttpIdempotencyOptions<Req>,
+): IdempotencyKeyHook<Req> {
+  const idempotency = new HttpIdempotency<Req>(options);
+  const hook = async (request: Req, reply: FastifyReplyLike): Promise<FastifyReplyLike | undefined> => {
     const verdict = await idempotency.begin(fastifyView(request), reply.raw);
     if (verdict.kind === 'next') return undefined;
     const { status, headers, body } = verdict.answer;
@@ -26,10 +55,10 @@ export function fastifyIdempotencyKey(options: HttpIdempotencyOptions<FastifyReq
       .headers(headers as Record<string, string | string[]>)
       .send(body);
   };
-  return Object.assign(hook, { idempotency }) as IdempotencyKeyHook;
+  return Object.assign(hook, { idempotency });
 }
 
-function fastifyView(request: FastifyRequest): HttpRequestView<FastifyRequest> {
+function fastifyView<Req extends FastifyRequestLike>(request: Req): HttpRequestView<Req> {
   return {
     request,
     method: request.method,

@@ -1,11 +1,22 @@
 /**
  * The HTTP `Idempotency-Key` adapter (draft-ietf-httpapi-idempotency-key-header-07) for Express and Fastify,
- * both optional peer dependencies: only their types are imported here. See docs/http.md.
+ * both optional peer dependencies. Neither's types are imported (structural shapes stand for them), so a project
+ * compiled with `skipLibCheck: false` needs neither installed to import this entry point. See docs/http.md.
  */
 export type { CapturedResponse } from './capture.js';
 export { HttpIdempotency, type HttpMessage, type HttpVerdict } from './core.js';
-export { type IdempotencyKeyMiddleware, idempotencyKey } from './express.js';
-export { fastifyIdempotencyKey, type IdempotencyKeyHook } from './fastify.js';
+export {
+  type ExpressNext,
+  type ExpressRequestLike,
+  type IdempotencyKeyMiddleware,
+  idempotencyKey,
+} from './express.js';
+export {
+  type FastifyReplyLike,
+  type FastifyRequestLike,
+  fastifyIdempotencyKey,
+  type IdempotencyKeyHook,
+} from './fastify.js';
 export { canonicalJson, requestFingerprint } from './fingerprint.js';
 export { type KeyReading, readIdempotencyKey, scopedId } from './key.js';
 export {

@@ -86,7 +86,8 @@ export async function startApp(
   };
   if (framework === 'express') {
     const app = express();
-    const guard = idempotencyKey({ ...common, scope: (req) => req.get('x-user') });
+    // Express's own Request for the hook (the default is the structural shape the adapter reads).
+    const guard = idempotencyKey<express.Request>({ ...common, scope: (req) => req.get('x-user') });
     const open = idempotencyKey({ ...common, required: false });
     const unscoped = idempotencyKey(common);
     app.use(express.json());

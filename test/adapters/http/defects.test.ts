@@ -341,7 +341,10 @@ describe('HTTP adapter options', () => {
   });
 
   it('refuses a ttlMs, leaseMs or retryAfterMs outside the TTL rule when it is built, on both frameworks', () => {
-    const factories = { express: idempotencyKey, fastify: fastifyIdempotencyKey } as const;
+    const factories = {
+      express: (options: HttpIdempotencyOptions) => idempotencyKey(options),
+      fastify: (options: HttpIdempotencyOptions) => fastifyIdempotencyKey(options),
+    } as const;
     for (const [framework, factory] of Object.entries(factories)) {
       for (const option of ['ttlMs', 'leaseMs', 'retryAfterMs'] as const) {
         for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, 0, -5, 1e30]) {

@@ -46,17 +46,17 @@ export const SHORT: ChaosSizes = {
 };
 
 export const FULL: ChaosSizes = {
-  ids: 3_000,
-  workers: 4,
+  ids: 1_500,
+  workers: 3,
   leaseMs: 3_000,
   gcLeaseMs: 3_000,
   handlerMs: 25,
-  longPauses: 4,
-  gcCycles: 25,
-  restarts: 4,
-  networkRounds: 4,
+  longPauses: 3,
+  gcCycles: 15,
+  restarts: 3,
+  networkRounds: 2,
   outageMs: 1_500,
-  nodeRecords: 60_000,
+  nodeRecords: 30_000,
   runTimeoutMs: 600_000,
 };
 

@@ -52,7 +52,13 @@ export interface WorkerSpec {
 
 /** Worker → parent. */
 export type WorkerReport =
-  | { readonly type: 'progress'; readonly settled: number }
+  | {
+      readonly type: 'progress';
+      readonly settled: number;
+      readonly inProgress: number;
+      readonly storeErrors: number;
+      readonly lastError: string | undefined;
+    }
   | {
       readonly type: 'done';
       readonly deliveries: number;
@@ -130,7 +136,10 @@ async function main(): Promise<void> {
   let lastError: string | undefined;
   // Ids answered in-progress one after the other: when every id left is someone else's claim, wait a little.
   let busyInARow = 0;
-  const progress = setInterval(() => void send({ type: 'progress', settled }), 100);
+  const progress = setInterval(
+    () => void send({ type: 'progress', settled, inProgress, storeErrors, lastError }),
+    100,
+  );
   try {
     while (queue.length > 0) {
       const id = queue.shift() as string;

@@ -29,6 +29,8 @@ export class ChaosWorker {
   /** Ids this worker has settled (processed or seen as a duplicate), as it last reported. */
   settled = 0;
   done: Done | undefined;
+  /** The last progress report: its counters say why a worker that does not finish is stuck. */
+  last: WorkerReport | undefined;
   /** Time spent stopped, and how many stops, as the chaos applied them. */
   pauses = 0;
   pausedMs = 0;
@@ -48,8 +50,10 @@ export class ChaosWorker {
       this.#stderr = (this.#stderr + text).slice(-4_000);
     });
     this.child.on('message', (report: WorkerReport) => {
-      if (report.type === 'progress') this.settled = report.settled;
-      else if (report.type === 'done') {
+      if (report.type === 'progress') {
+        this.settled = report.settled;
+        this.last = report;
+      } else if (report.type === 'done') {
         this.done = report;
         this.settled = spec.count;
       } else this.#error = report.message;
@@ -174,7 +178,11 @@ export async function runStoreScenario(run: StoreRun): Promise<StoreRunResult> {
       run.timeoutMs,
       () =>
         `the ${run.workers} workers of ${run.name} to settle all ${run.ids} ids; settled so far: ` +
-        workers.map((w) => `${w.spec.worker} ${w.settled}${w.running ? '' : ' (exited)'}`).join(', ') +
+        workers
+          .map(
+            (w) => `${w.spec.worker} ${w.settled}${w.running ? '' : ' (exited)'} ${JSON.stringify(w.last)}`,
+          )
+          .join(', ') +
         `; stderr: ${workers.map((w) => w.failure()).join(' | ')}`,
     );
     const [applied] = await Promise.all([chaos, watch]);

@@ -34,7 +34,7 @@ describe('chaos: the dedup node', { skip: skipUnlessEnabled('kafka'), concurrenc
   });
 
   it('its private broker restarted mid-run: 0 lost, at most a chunk twice', {
-    timeout: 300_000,
+    timeout: 600_000,
   }, async (t) => {
     const ledger = await brokerRestart(t, client, sizes, (line) => t.diagnostic(line));
     t.diagnostic(verdict(ledger));

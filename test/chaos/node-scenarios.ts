@@ -15,7 +15,7 @@
 import type { TestContext } from 'node:test';
 import type { Kafka } from 'kafkajs';
 import type { KafkaClientName } from '../../src/kafka/port/names.js';
-import { testProducer, waitFor, waitForCommitted } from '../helpers/kafka.js';
+import { committedOffsets, endOffsets, testProducer, waitFor, waitForCommitted } from '../helpers/kafka.js';
 import {
   assertInputLanded,
   type DedupInput,
@@ -210,9 +210,32 @@ export async function brokerRestart(
     await sleep(sizes.outageMs);
     await broker.start();
     restarts++;
-    log(`${name}: broker restarted (${restarts}), ${rowsIn(node.logs)} of ${data.total} read`);
+    const readAtRestart = rowsIn(node.logs);
+    log(`${name}: broker restarted (${restarts}), ${readAtRestart} of ${data.total} read`);
+    // The next restart only once the node is reading again: restarts back to back would test the broker's start.
+    await waitFor(() => rowsIn(node.logs) > readAtRestart || readAtRestart >= data.total, {
+      timeoutMs: 120_000,
+      intervalMs: 200,
+      what: `${name}: the node to read again after restart ${restarts}`,
+    });
   }
-  await waitForCommitted(admin, groupId, topic, { timeoutMs: 240_000 });
+  // Not waitForCommitted: right after a restart the coordinator answers "loading" for a while, which the
+  // helper's one offset fetch would throw; here that only means "not yet".
+  let ends = new Map<number, number>();
+  await waitFor(
+    async () => {
+      ends = await endOffsets(admin, topic).catch(() => new Map<number, number>());
+      return ends.size > 0;
+    },
+    { timeoutMs: 120_000, intervalMs: 500, what: `the end offsets of ${topic} after the restart` },
+  );
+  await waitFor(
+    async () => {
+      const committed = await committedOffsets(admin, groupId, topic).catch(() => undefined);
+      return committed !== undefined && [...ends].every(([p, end]) => end === 0 || committed.get(p) === end);
+    },
+    { timeoutMs: 240_000, intervalMs: 500, what: `group ${groupId} to commit ${topic} to its end` },
+  );
   const stopped = await node.stop('SIGTERM');
   if (stopped.code !== 0)
     throw new Error(`${name}: the node did not stop cleanly: ${JSON.stringify(stopped)}`);

@@ -45,6 +45,11 @@ import type { ChaosSizes } from './sizes.js';
 export const NODE_AT_LEAST_ONCE_FREEZE_EXTRA_ALLOWED = Number.POSITIVE_INFINITY;
 
 const BATCH_SIZE = 500;
+/**
+ * How long a starting node waits for its brokers (default 30 s): the chaos suite starts several nodes and private
+ * brokers side by side, and on a loaded 2-core box the shared broker once took longer than 30 s to answer one.
+ */
+const STARTUP_TIMEOUT = '120s';
 const PARTITIONS = 4;
 /** The tests' node config's session timeout (test/helpers/node.ts `nodeConfig`): a freeze must outlast it. */
 const SESSION_TIMEOUT_MS = 6_000;
@@ -109,7 +114,7 @@ export async function nodeFreeze(
         batchSize: BATCH_SIZE,
         perfInterval: '200ms',
         extra: {
-          kafka: { client },
+          kafka: { client, startupTimeout: STARTUP_TIMEOUT },
           output: { guarantee },
           changelog: { enabled: true },
         },
@@ -198,7 +203,7 @@ export async function brokerRestart(
       repository: await rocksdbRepository(t),
       batchSize: BATCH_SIZE,
       perfInterval: '200ms',
-      extra: { kafka: { brokers: [...broker.brokers], client } },
+      extra: { kafka: { brokers: [...broker.brokers], client, startupTimeout: STARTUP_TIMEOUT } },
     }),
   );
   const node: NodeProcess = startNodeProcess(t, path);

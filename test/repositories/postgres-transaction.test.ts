@@ -13,8 +13,12 @@ import { PostgresRepository, postgresTransaction } from '../../src/repositories/
 import type { RepositoryTransaction } from '../../src/repositories/types.js';
 import { createTestTable, testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 const MINUTE = 60_000;
+
+/** The shared server's port, from POSTGRES_URL (default 5432). */
+const pgPort = () => Number(new URL(endpoints.postgresUrl).port || 5432);
 const CLAIM = { ttlMs: MINUTE, leaseMs: MINUTE, owner: 'first' } as const;
 
 /** A promise and its resolver: lets a test hold a transaction open until it says so. */
@@ -329,5 +333,33 @@ describe('postgres transactions', { skip: skipUnlessEnabled('postgres') }, () =>
     );
     assert.equal(repository.pool.totalCount <= 2, true);
     assert.equal(repository.pool.waitingCount, 0);
+  });
+
+  it('a connection reset while the work runs between statements rejects the transaction, never crashes the process', async (t) => {
+    // Found by the chaos rig (test/chaos, network/postgres-tx): the checked-out client had no 'error' listener, so
+    // a reset that arrived while no query ran was an unhandled 'error' event and killed the worker.
+    const proxy = await TcpProxy.start({ host: new URL(endpoints.postgresUrl).hostname, port: pgPort() }, t);
+    const url = new URL(endpoints.postgresUrl);
+    url.host = proxy.address;
+    const repository = await PostgresRepository.open({
+      url: url.href,
+      table,
+      namespace: `tx-${randomUUID().slice(0, 8)}`,
+      poolSize: 1,
+    });
+    t.after(() => repository.close());
+    const id = randomUUID();
+    await assert.rejects(
+      repository.transaction(async (tx) => {
+        await repository.add(id, CLAIM);
+        proxy.cut();
+        // The handler's own work (no statement running): the reset reaches the idle client now.
+        await sleep(300);
+        await (tx.client as { query(sql: string): Promise<unknown> }).query('SELECT 1');
+      }),
+    );
+    // The broken connection was discarded: the pool serves a fresh one, and the claim was rolled back with it.
+    assert.equal(await repository.contains(id), false);
+    assert.equal(repository.pool.totalCount <= 1, true);
   });
 });

@@ -357,6 +357,13 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     const client = await this.run('transaction', () => this.#pool.connect());
     const transaction = new PostgresTransaction(client, lockTimeoutMs);
     let broken: Error | undefined;
+    // The pool listens for errors only on idle clients: a checked-out one whose connection drops while no query
+    // runs (the handler's own work between statements) emits 'error' with no listener, which kills the process.
+    // Recorded instead: the next statement fails, and the connection is destroyed, not given back.
+    const onError = (error: Error) => {
+      broken ??= error;
+    };
+    client.on('error', onError);
     try {
       try {
         // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
@@ -383,6 +390,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
       });
       return result;
     } finally {
+      client.off('error', onError);
       client.release(broken);
     }
   }

@@ -12,7 +12,7 @@
 // with IDEM_KAFKA_CLIENT set; a file that does not depend on the client, or pins one itself (the comment
 // `@kafka-client-pinned`), runs once. So every Kafka behaviour is proven on both clients in one pool, once each.
 //
-// Environment: IDEM_TEST_CONCURRENCY (default 4), IDEM_TEST_KAFKA_CLIENTS (default kafkajs,platformatic),
+// Environment: IDEM_TEST_CONCURRENCY (default 3), IDEM_TEST_KAFKA_CLIENTS (default kafkajs,platformatic),
 // IDEM_TEST_LOG_DIR (default .test-logs: one TAP log per run of a file), IDEM_TEST_TIMEOUT_MS (per test, default
 // 900000).
 import { spawn, spawnSync } from 'node:child_process';
@@ -24,7 +24,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TIMINGS = join(ROOT, 'scripts/test-timings.json');
 
 const args = process.argv.slice(2);
-let concurrency = Number(process.env.IDEM_TEST_CONCURRENCY ?? 4);
+let concurrency = Number(process.env.IDEM_TEST_CONCURRENCY ?? 3);
 let saveTimings = false;
 const nodeOptions = [];
 const files = [];

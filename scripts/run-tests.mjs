@@ -12,12 +12,16 @@
 // with IDEM_KAFKA_CLIENT set; a file that does not depend on the client, or pins one itself (the comment
 // `@kafka-client-pinned`), runs once. So every Kafka behaviour is proven on both clients in one pool, once each.
 //
+// A second Node (CI: the suite on Node 24, and what supports Node 20 on Node 20): IDEM_TEST_SERVER_FREE_NODE names
+// another `node` binary, and every file runs on it once more in the same pool, with every server opted out
+// (IDEM_SKIP_STORES=all, endpoints that refuse), so the server-free tests run on both Nodes without a second pass.
+//
 // Environment: IDEM_TEST_CONCURRENCY (default 3), IDEM_TEST_KAFKA_CLIENTS (default kafkajs,platformatic),
-// IDEM_TEST_LOG_DIR (default .test-logs: one TAP log per run of a file), IDEM_TEST_TIMEOUT_MS (per test, default
-// 900000).
+// IDEM_TEST_SERVER_FREE_NODE (unset: none), IDEM_TEST_LOG_DIR (default .test-logs: one TAP log per run of a file),
+// IDEM_TEST_TIMEOUT_MS (per test, default 900000).
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { delimiter, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -75,7 +79,49 @@ const runs = selected.flatMap((file) => {
     !source.includes('@kafka-client-pinned');
   return perClient ? clients.map((client) => ({ file, client })) : [{ file, client: undefined }];
 });
-const label = (run) => (run.client ? `${run.file} [${run.client}]` : run.file);
+
+/** The other Node's major and its runs: every file once, no server (see the file comment). */
+const serverFreeNode = process.env.IDEM_TEST_SERVER_FREE_NODE || undefined;
+let serverFreeMajor;
+if (serverFreeNode) {
+  const version = spawnSync(serverFreeNode, ['--version'], { encoding: 'utf8' });
+  if (version.status !== 0) {
+    console.error(
+      `run-tests: IDEM_TEST_SERVER_FREE_NODE=${serverFreeNode} does not run: ${version.stderr || version.error}`,
+    );
+    process.exit(2);
+  }
+  serverFreeMajor = version.stdout.trim().replace(/^v(\d+).*$/s, '$1');
+  for (const file of selected) runs.push({ file, client: undefined, serverFree: true });
+}
+const SERVER_FREE_ENV = {
+  IDEM_SKIP_STORES: 'all',
+  IDEM_SKIP_KAFKA: '1',
+  // Nothing answers here, so a test that needs a server and ignores the opt-out fails loudly.
+  REDIS_URL: 'redis://127.0.0.1:1',
+  DYNAMODB_ENDPOINT: 'http://127.0.0.1:1',
+  CASSANDRA_CONTACT_POINTS: '127.0.0.1:1',
+  KAFKA_BROKERS: '127.0.0.1:1',
+  POSTGRES_URL: 'postgres://idem:idem@127.0.0.1:1/idem',
+  MYSQL_URL: 'mysql://idem:idem@127.0.0.1:1/idem',
+};
+const label = (run) =>
+  run.serverFree
+    ? `${run.file} [node ${serverFreeMajor}, no servers]`
+    : run.client
+      ? `${run.file} [${run.client}]`
+      : run.file;
+/** The command and environment of one run. */
+function spawnArgs(run) {
+  if (run.serverFree) {
+    const path = `${dirname(serverFreeNode)}${delimiter}${process.env.PATH ?? ''}`;
+    return { node: serverFreeNode, env: { ...process.env, ...SERVER_FREE_ENV, PATH: path } };
+  }
+  return {
+    node: process.execPath,
+    env: run.client ? { ...process.env, IDEM_KAFKA_CLIENT: run.client } : process.env,
+  };
+}
 
 /** Seconds per file from earlier runs; a file not listed is assumed to take the median. */
 let known = {};
@@ -86,7 +132,8 @@ try {
 }
 const knownTimes = Object.values(known).sort((a, b) => a - b);
 const median = knownTimes[Math.floor(knownTimes.length / 2)] ?? 10;
-const estimate = (run) => known[label(run)] ?? known[run.file] ?? median;
+// A server-free run not timed yet is assumed short: most of its file's tests are skipped.
+const estimate = (run) => known[label(run)] ?? (run.serverFree ? 5 : (known[run.file] ?? median));
 // Longest first: the run then ends close to total / concurrency instead of waiting on a long file started last.
 const queue = [...runs].sort((a, b) => estimate(b) - estimate(a) || label(a).localeCompare(label(b)));
 
@@ -115,10 +162,11 @@ function counts(tap) {
 
 function runFile(run) {
   const { file, client } = run;
+  const { node, env } = spawnArgs(run);
   return new Promise((resolve) => {
     const t0 = Date.now();
     const child = spawn(
-      process.execPath,
+      node,
       [
         '--import',
         'tsx',
@@ -131,7 +179,7 @@ function runFile(run) {
       {
         cwd: ROOT,
         stdio: ['ignore', 'pipe', 'pipe'],
-        env: client ? { ...process.env, IDEM_KAFKA_CLIENT: client } : process.env,
+        env,
       },
     );
     const chunks = [];
@@ -140,7 +188,8 @@ function runFile(run) {
     child.on('close', (code, signal) => {
       const seconds = (Date.now() - t0) / 1000;
       const tap = Buffer.concat(chunks).toString();
-      const logFile = join(logDir, `${file.replace(/[/\\]/g, '__')}${client ? `.${client}` : ''}.tap`);
+      const suffix = run.serverFree ? `.node${serverFreeMajor}` : client ? `.${client}` : '';
+      const logFile = join(logDir, `${file.replace(/[/\\]/g, '__')}${suffix}.tap`);
       writeFileSync(logFile, tap);
       const c = counts(tap);
       // A file that exited non-zero without a failed test (a crash, a syntax error) counts as one failure.
@@ -172,9 +221,12 @@ async function worker() {
   }
 }
 
-const twice = runs.length - selected.length;
+const twice =
+  runs.filter((r) => r.client !== undefined).length - runs.filter((r) => r.client === clients[0]).length;
 console.log(
-  `run-tests: ${selected.length} files${twice ? ` (${twice} of them once per Kafka client: ${clients.join(', ')})` : ''}, ` +
+  `run-tests: ${selected.length} files on Node ${process.versions.node}` +
+    `${twice ? ` (${twice} of them once per Kafka client: ${clients.join(', ')})` : ''}` +
+    `${serverFreeNode ? `, and every file again on Node ${serverFreeMajor} without servers` : ''}, ` +
     `${concurrency} at a time, slowest first; per-file TAP in ${relative(ROOT, logDir)}/`,
 );
 await Promise.all(Array.from({ length: Math.min(concurrency, runs.length) }, worker));

@@ -4,10 +4,19 @@ import { describe, it } from 'node:test';
 import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDbRepository } from '../../src/repositories/dynamodb/index.js';
 import { claimedNotOnce, runRace } from '../helpers/race.js';
+import { soakSize } from '../helpers/soak.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
+/**
+ * Ids every worker claims. Each id is contested by all four workers (each claims the whole list, in its own
+ * order), so every id is a race the conditional put must decide: 2,500 ids are 10,000 contested claims, enough
+ * for the overlap of four processes' batches to put many ids in flight at once on dynalite. The soak size is what
+ * CI ran before: dynalite is one Node process, and 10,000 ids (50,000 writes) took 247 s of a CI run.
+ */
+const IDS = soakSize('DYNAMODB_RACE_IDS', { ci: 2_500, soak: 10_000 });
+
 describe('dynamodb cross-process race', { skip: skipUnlessEnabled('dynamodb') }, () => {
-  it('4 processes claiming the same 10,000 ids in batches: each id is claimed exactly once', async (t) => {
+  it(`4 processes claiming the same ${IDS.toLocaleString('en')} ids in batches: each id is claimed exactly once`, async (t) => {
     const connection = {
       table: `idem-race-${randomUUID().slice(0, 8)}`,
       endpoint: endpoints.dynamodbEndpoint,
@@ -24,7 +33,7 @@ describe('dynamodb cross-process race', { skip: skipUnlessEnabled('dynamodb') },
       await admin.send(new DeleteTableCommand({ TableName: connection.table })).catch(() => {});
       admin.destroy();
     });
-    const ids = Array.from({ length: 10_000 }, (_, i) => `order-${i}`);
+    const ids = Array.from({ length: IDS }, (_, i) => `order-${i}`);
 
     const result = await runRace({
       store: 'dynamodb',

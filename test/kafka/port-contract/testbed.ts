@@ -202,6 +202,32 @@ export async function committed(
   return new Map(offsets.map((o) => [o.partition, Number(o.offset)]));
 }
 
+/**
+ * The group's committed offsets once they read as `expected`. A transactional commit returns when the coordinator
+ * has decided it; the offsets become visible to an offset fetch once the commit marker is written to the group's
+ * partition, a moment later, so a read right after `commit()` may still see the offsets before it.
+ */
+export async function committedEventually(
+  admin: KafkaAdmin,
+  groupId: string,
+  topic: string,
+  expected: Record<number, number>,
+): Promise<Map<number, number>> {
+  let seen = new Map<number, number>();
+  const want = JSON.stringify(expected);
+  await waitFor(
+    async () => {
+      seen = await committed(admin, groupId, topic);
+      return JSON.stringify(Object.fromEntries(seen)) === want;
+    },
+    {
+      what: () =>
+        `group ${groupId} to show ${want} for ${topic} (at ${JSON.stringify(Object.fromEntries(seen))})`,
+    },
+  );
+  return seen;
+}
+
 /** Waits until the member joined and has an assignment. */
 export async function joined(seen: Seen, what = 'the member to join'): Promise<GroupJoin> {
   await waitFor(() => seen.joins.length > 0, { what });

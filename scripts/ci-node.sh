@@ -12,4 +12,5 @@ echo "::: node $(node --version), npm $(npm --version)"
 bash scripts/first-command.sh
 # No server answers at these endpoints, so a test that needs one and ignores the opt-out fails loudly.
 IDEM_SKIP_STORES=all REDIS_URL=redis://127.0.0.1:1 DYNAMODB_ENDPOINT=http://127.0.0.1:1 \
-  CASSANDRA_CONTACT_POINTS=127.0.0.1:1 KAFKA_BROKERS=127.0.0.1:1 npm test
+  CASSANDRA_CONTACT_POINTS=127.0.0.1:1 KAFKA_BROKERS=127.0.0.1:1 \
+  POSTGRES_URL=postgres://idem:idem@127.0.0.1:1/idem MYSQL_URL=mysql://idem:idem@127.0.0.1:1/idem npm test

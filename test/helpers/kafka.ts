@@ -141,6 +141,39 @@ export async function kafkaAdmin(t: TestContext, kafka: Kafka = testKafka()): Pr
   return admin;
 }
 
+/**
+ * Creates topics and waits until each partition has a leader that serves it. Not kafkajs's `waitForLeaders` (on by
+ * default): on a loaded broker its metadata request for a topic just created can meet UNKNOWN_TOPIC_OR_PARTITION
+ * ("This server does not host this topic-partition"), which it does not retry (seen in CI runs).
+ */
+export async function createTopicsAndWait(
+  admin: Admin,
+  topics: { topic: string; numPartitions?: number; configEntries?: { name: string; value: string }[] }[],
+): Promise<void> {
+  await admin.createTopics({
+    topics: topics.map((t) => ({ replicationFactor: 1, ...t })),
+    waitForLeaders: false,
+  });
+  const names = topics.map((t) => t.topic);
+  await waitFor(
+    async () => {
+      try {
+        const metadata = await admin.fetchTopicMetadata({ topics: names });
+        const ready = topics.every(({ topic, numPartitions }) => {
+          const found = metadata.topics.find((m) => m.name === topic)?.partitions ?? [];
+          return found.length === (numPartitions ?? (found.length || 1)) && found.every((p) => p.leader >= 0);
+        });
+        // A leader in the metadata may not serve the partition yet: ready once its offsets can be listed.
+        if (ready) await Promise.all(names.map((topic) => admin.fetchTopicOffsets(topic)));
+        return ready;
+      } catch {
+        return false; // not known to the broker yet
+      }
+    },
+    { timeoutMs: 60_000, intervalMs: 100, what: `leaders for the partitions of ${names.join(', ')}` },
+  );
+}
+
 /** Creates a topic with a random name (3 partitions unless told), waits for its leaders, deletes it after the test. */
 export async function createTopic(
   t: TestContext,
@@ -148,23 +181,8 @@ export async function createTopic(
   options: { partitions?: number; prefix?: string } = {},
 ): Promise<string> {
   const topic = randomName(options.prefix ?? 'idem-test');
-  const partitions = options.partitions ?? 3;
-  // Not `waitForLeaders`: on a loaded broker kafkajs' wait can meet "This server does not host this
-  // topic-partition" for a topic just created, which it does not retry (seen in a CI rehearsal). Wait here.
-  await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }] });
   onCleanup(t, () => admin.deleteTopics({ topics: [topic] }).catch(() => undefined));
-  await waitFor(
-    async () => {
-      try {
-        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
-        const found = topics[0]?.partitions ?? [];
-        return found.length === partitions && found.every((p) => p.leader >= 0);
-      } catch {
-        return false; // not known to the broker yet
-      }
-    },
-    { timeoutMs: 30_000, intervalMs: 100, what: `leaders for the partitions of ${topic}` },
-  );
+  await createTopicsAndWait(admin, [{ topic, numPartitions: options.partitions ?? 3 }]);
   return topic;
 }
 

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admin, Kafka } from 'kafkajs';
 import {
   createTopic,
+  createTopicsAndWait,
   kafkaAdmin,
   randomGroupId,
   randomName,
@@ -97,7 +98,7 @@ describe('dedup node killed with SIGKILL mid-run', { skip: skipUnlessEnabled('ka
     admin = kafka.admin();
     await admin.connect();
     topic = randomName('idem-node-crash');
-    await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+    await createTopicsAndWait(admin, [{ topic, numPartitions: 3 }]);
     data = dedupInput({ records: RECORDS, duplicateShare: 0.1, partitions: 3, batchSize: BATCH_SIZE });
     const producer = kafka.producer();
     await producer.connect();

@@ -5,7 +5,7 @@ import { KafkajsProducer } from '../../src/kafka/kafkajs/index.js';
 import { ChunkTransaction, TransactionOnlySink } from '../../src/node/exactly-once/transaction.js';
 import { LoggedRepository } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import { onCleanup, randomName, waitFor } from '../helpers/kafka.js';
+import { createTopicsAndWait, onCleanup, randomName, waitFor } from '../helpers/kafka.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 import { type PrivateBroker, startPrivateBroker } from './private-broker.js';
 
@@ -32,10 +32,10 @@ describe('exactly-once chunk whose commit fails', { skip: skipUnlessEnabled('kaf
     const [input, output, changelog, dlq, groupId] = ['in', 'out', 'changelog', 'dlq', 'group'].map((p) =>
       randomName(`idem-commit-${p}`),
     ) as [string, string, string, string, string];
-    await admin.createTopics({
-      topics: [input, output, changelog, dlq].map((topic) => ({ topic, numPartitions: 1 })),
-      waitForLeaders: true,
-    });
+    await createTopicsAndWait(
+      admin,
+      [input, output, changelog, dlq].map((topic) => ({ topic, numPartitions: 1 })),
+    );
     // The group's coordinator (and __consumer_offsets) exist before the transaction commits offsets to it, as
     // they do for a node that joined its group; kafkajs does not retry a TxnOffsetCommit that finds none.
     await waitFor(

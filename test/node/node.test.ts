@@ -7,6 +7,7 @@ import {
   committedOffsets,
   consumeAll,
   createTopic,
+  createTopicsAndWait,
   kafkaAdmin,
   onCleanup,
   produce,
@@ -159,12 +160,9 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
     const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
     // An output that takes record batches of at most 20 kB: normal requests are cut to fit, one record is not.
     const output = randomName('idem-node-out');
-    await admin.createTopics({
-      topics: [
-        { topic: output, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '20000' }] },
-      ],
-      waitForLeaders: true,
-    });
+    await createTopicsAndWait(admin, [
+      { topic: output, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '20000' }] },
+    ]);
     onCleanup(t, () => admin.deleteTopics({ topics: [output] }).catch(() => undefined));
     const groupId = randomGroupId(t, admin);
 

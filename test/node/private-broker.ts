@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
-import { onCleanup, randomName, waitFor } from '../helpers/kafka.js';
+import { createTopicsAndWait, onCleanup, randomName, waitFor } from '../helpers/kafka.js';
 import { sparePort } from '../helpers/redis-server.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -199,13 +199,10 @@ export async function privateBrokerTestbed(t: TestContext, prefix: string, port?
   const [topic, output, dlq, groupId] = ['in', 'out', 'dlq', 'group'].map((p) =>
     randomName(`${prefix}-${p}`),
   ) as [string, string, string, string];
-  await admin.createTopics({
-    topics: [
-      { topic, numPartitions: 3 },
-      { topic: output, numPartitions: 3 },
-      { topic: dlq, numPartitions: 1 },
-    ],
-    waitForLeaders: true,
-  });
+  await createTopicsAndWait(admin, [
+    { topic, numPartitions: 3 },
+    { topic: output, numPartitions: 3 },
+    { topic: dlq, numPartitions: 1 },
+  ]);
   return { broker, kafka, admin, topic, output, dlq, groupId };
 }

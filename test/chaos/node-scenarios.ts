@@ -3,7 +3,8 @@
  *
  * 5. `node-freeze`: two instances in one group, each with its own RocksDB store and the changelog on, input keyed
  *    by id (every copy of an id in its original's partition); instance A is SIGSTOPped past the session timeout
- *    (its partitions move to B), then SIGCONT (a zombie coming back). The ledger is the output topic (as a
+ *    as soon as it logs forwarding the second third of the input (mid-work: a chunk in hand), its partitions
+ *    move to B, then SIGCONT (a zombie coming back). The ledger is the output topic (as a
  *    read_committed reader sees it) against the input: lost = input ids missing from the output, extra = output
  *    records beyond the first of their id. Exactly-once: 0 lost, 0 duplicates. At-least-once: 0 lost, the
  *    duplicates reported against {@link NODE_AT_LEAST_ONCE_FREEZE_EXTRA_ALLOWED}.
@@ -100,7 +101,7 @@ export async function nodeFreeze(
     batchSize: BATCH_SIZE,
   });
   const producer = await testProducer(t, kafka);
-  // In thirds: before the freeze, during it (the heir's work), after A is back (A's work on restored marks).
+  // In thirds: before the freeze, the one A is frozen in (the heir's work), after A is back (on restored marks).
   await produceInput(producer, topic, share(data, 0, 1 / 3));
   const instance = async () =>
     writeNodeConfig(
@@ -124,11 +125,19 @@ export async function nodeFreeze(
   await a.waitForLog(forwarding, 120_000);
   const b = startNodeProcess(t, await instance());
   const drainedEarly = await forwardingOrDrained(b, admin, groupId, topic, 120_000);
-  // Past the session timeout: the group gives A's partitions to B while A cannot answer.
+  // A is frozen while it works on the second third, as soon as it logs forwarding some of it: its chunk in hand
+  // (forwarded, not yet marked) is what a freeze can repeat. Past the session timeout: the group gives A's
+  // partitions to B while A cannot answer.
   const freezeMs = SESSION_TIMEOUT_MS + 4_000;
+  const beforeSecond = a.logs.length;
+  const producing = produceInput(producer, topic, share(data, 1 / 3, 2 / 3));
+  const midWork = await a
+    .waitForLog((l) => a.logs.indexOf(l) >= beforeSecond && forwarding(l), 60_000)
+    .then(() => true)
+    .catch(() => false);
   a.child.kill('SIGSTOP');
   const frozenAt = Date.now();
-  await produceInput(producer, topic, share(data, 1 / 3, 2 / 3));
+  await producing;
   await sleep(freezeMs - (Date.now() - frozenAt));
   const frozenLines = a.logs.length;
   a.child.kill('SIGCONT');
@@ -137,7 +146,8 @@ export async function nodeFreeze(
     .then((l) => l.msg)
     .catch(() => 'nothing');
   log(
-    `${name}: A resumed after ${freezeMs} ms and logged "${back}"${drainedEarly ? ' (first third drained before)' : ''}`,
+    `${name}: A frozen ${midWork ? 'while forwarding the second third' : 'before it forwarded any of the second third'}, ` +
+      `resumed after ${freezeMs} ms and logged "${back}"${drainedEarly ? ' (first third drained before)' : ''}`,
   );
   await produceInput(producer, topic, share(data, 2 / 3, 1));
   await waitForCommitted(admin, groupId, topic, { timeoutMs: 240_000 });

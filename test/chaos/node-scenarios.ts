@@ -55,7 +55,7 @@ const BATCH_SIZE = 500;
  *   rejoins while its batch runs and stops after its chunk in hand, whose marks may land after A's restore: A can
  *   forward that chunk again.
  * A chunk is at most `BATCH_SIZE` records of one partition (larger catch-up chunks start at a lag of 200,000 records
- * in a partition: 2.4 million records a run before the first third is behind that). Measured (docs/reliability.md): 0 or 454-468, i.e. one chunk less its repeated ids, on both clients.
+ * in a partition: 2.4 million records a run before the first third is behind that). Measured (docs/reliability.md): 0 or 454-472, i.e. one chunk less its repeated ids, on both clients.
  */
 export const NODE_AT_LEAST_ONCE_FREEZE_EXTRA_ALLOWED = 2 * BATCH_SIZE;
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { describe, it, type TestContext } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Kafka, logLevel, Partitioners } from 'kafkajs';
-import { committedOffsets, endOffsets, onCleanup, randomName, waitFor } from '../helpers/kafka.js';
+import { Partitioners } from 'kafkajs';
+import { committedOffsets, endOffsets, onCleanup, waitFor } from '../helpers/kafka.js';
 import {
   dedupInput,
   type LogLine,

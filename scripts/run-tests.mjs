@@ -13,8 +13,9 @@
 // `@kafka-client-pinned`), runs once. So every Kafka behaviour is proven on both clients in one pool, once each.
 //
 // A second Node (CI: the suite on Node 24, and what supports Node 20 on Node 20): IDEM_TEST_SERVER_FREE_NODE names
-// another `node` binary, and every file runs on it once more in the same pool, with every server opted out
-// (IDEM_SKIP_STORES=all, endpoints that refuse), so the server-free tests run on both Nodes without a second pass.
+// another `node` binary, and every file with a test that needs no server runs on it once more in the same pool,
+// with every server opted out (IDEM_SKIP_STORES=all, endpoints that refuse), so the server-free tests run on both
+// Nodes without a second pass.
 //
 // Environment: IDEM_TEST_CONCURRENCY (default 3), IDEM_TEST_KAFKA_CLIENTS (default kafkajs,platformatic),
 // IDEM_TEST_SERVER_FREE_NODE (unset: none), IDEM_TEST_LOG_DIR (default .test-logs: one TAP log per run of a file),
@@ -80,6 +81,21 @@ const runs = selected.flatMap((file) => {
   return perClient ? clients.map((client) => ({ file, client })) : [{ file, client: undefined }];
 });
 
+/**
+ * A file whose every top-level block is skipped without its server (`describe('…', { skip:
+ * skipUnlessEnabled('kafka') }, …)` and the like) would pass nothing on the server-free Node, only load its imports:
+ * it does not run there. A file with any other top-level block does (the check errs towards running).
+ */
+function serverOnly(source) {
+  const blocks = source.match(/^(describe|it|test)\(.*$/gm) ?? [];
+  return (
+    blocks.length > 0 &&
+    blocks.every((line) =>
+      /\{ skip: skipUnlessEnabled\('(kafka|postgres|cassandra|redis|mysql|dynamodb)'\)\s*[,}]/.test(line),
+    )
+  );
+}
+
 /** The other Node's major and its runs: every file once, no server (see the file comment). */
 const serverFreeNode = process.env.IDEM_TEST_SERVER_FREE_NODE || undefined;
 let serverFreeMajor;
@@ -92,7 +108,10 @@ if (serverFreeNode) {
     process.exit(2);
   }
   serverFreeMajor = version.stdout.trim().replace(/^v(\d+).*$/s, '$1');
-  for (const file of selected) runs.push({ file, client: undefined, serverFree: true });
+  for (const file of selected) {
+    if (!serverOnly(readFileSync(join(ROOT, file), 'utf8')))
+      runs.push({ file, client: undefined, serverFree: true });
+  }
 }
 const SERVER_FREE_ENV = {
   IDEM_SKIP_STORES: 'all',

@@ -63,8 +63,8 @@ export const kafkaAdapterConfigSchema = z
   .object({
     topics: z.array(z.string().min(1)).min(1),
     /**
-     * The Kafka client library: kafkajs (the default, and the only one a kafkajs `kafka` instance can be), or
-     * `platformatic` (`@platformatic/kafka`, with `kafka` given as connection settings).
+     * The Kafka client library when `kafka` is connection settings: `platformatic` (`@platformatic/kafka`, the
+     * default) or `kafkajs`. A kafkajs `kafka` instance (or `consumer`) always runs on kafkajs.
      */
     client: kafkaConnectionFields.client.optional(),
     /** Required when the adapter creates the consumer from `kafka`. */

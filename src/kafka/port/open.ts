@@ -9,7 +9,7 @@ import {
   type KafkaClientSettings,
 } from './client.js';
 
-/** Each implementation's module (both client libraries are optional peers of the package). */
+/** Each implementation's module (`@platformatic/kafka` is an optional dependency of the package, kafkajs an optional peer). */
 const IMPLEMENTATIONS: Record<KafkaClientName, { readonly module: string; readonly package: string }> = {
   kafkajs: { module: '../kafkajs/index.js', package: 'kafkajs' },
   platformatic: { module: '../platformatic/index.js', package: '@platformatic/kafka' },
@@ -24,7 +24,7 @@ export interface KafkaClientChoice {
 }
 
 /**
- * Loads the implementation of client `name` (default kafkajs): only the chosen one is ever imported, so
+ * Loads the implementation of client `name` (default platformatic): only the chosen one is ever imported, so
  * validating a config loads no client library and a user of one client never installs the other. A missing
  * client library is a MissingDependencyError naming the package (and, for a client that is not the default, the
  * config key that chose it); an implementation absent from this build, a ConfigError naming the config key.
@@ -67,7 +67,7 @@ export async function loadKafkaClientFactory(
 }
 
 /**
- * The one place a Kafka client is made: the `client` implementation (default kafkajs) over the settings. See
+ * The one place a Kafka client is made: the `client` implementation (default platformatic) over the settings. See
  * {@link loadKafkaClientFactory} for the errors.
  */
 export async function openKafkaClient(

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   copyFileSync,
   cpSync,
@@ -15,6 +15,17 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import {
+  createTopic,
+  endOffsets,
+  kafkaAdmin,
+  produce,
+  randomName,
+  testKafka,
+  testProducer,
+  waitFor,
+} from '../helpers/kafka.js';
+import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 import { cleanEnv, installedProject, installedVersion, npm, root } from './pack.js';
 
 // Issue 20, §1: how the package installs today (a packed tarball, git), what a library-only install weighs,
@@ -93,9 +104,29 @@ describe('a library-only install (--omit=optional + ioredis, packed tarball)', (
 
   it('the default install has what idem dedup and idem node need, and both start', () => {
     const project = installedProject('full');
-    for (const name of ['commander', 'cli-progress', 'pino', 'prom-client', 'tsyringe']) {
+    for (const name of [
+      'commander',
+      'cli-progress',
+      'pino',
+      'prom-client',
+      'tsyringe',
+      '@platformatic/kafka',
+    ]) {
       assert.ok(existsSync(join(project, 'node_modules', name)), `${name} in the default install`);
     }
+    // The default Kafka client comes with the package; kafkajs only when asked for.
+    assert.equal(existsSync(join(project, 'node_modules/kafkajs')), false, 'kafkajs in the default install');
+    // npm picks the line whose engines admit this Node: 2.x needs Node >= 22.22, 1.x runs on Node 20.
+    const { version } = JSON.parse(
+      readFileSync(join(project, 'node_modules/@platformatic/kafka/package.json'), 'utf8'),
+    ) as { version: string };
+    const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+    const wanted = major > 22 || (major === 22 && minor >= 22) ? '2' : '1';
+    assert.equal(
+      version.split('.')[0],
+      wanted,
+      `@platformatic/kafka ${version} on Node ${process.versions.node}`,
+    );
     const dir = mkdtempSync(join(project, 'node-'));
     try {
       const run = spawnSync('npx', ['--no', '--', 'idem', 'node'], {
@@ -109,6 +140,79 @@ describe('a library-only install (--omit=optional + ioredis, packed tarball)', (
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('idem node as installed (default install, packed tarball)', () => {
+  it('deduplicates on the default client against the broker, with no kafkajs installed', {
+    skip: skipUnlessEnabled('kafka'),
+  }, async (t) => {
+    const project = installedProject('full');
+    assert.equal(existsSync(join(project, 'node_modules/kafkajs')), false, 'kafkajs in the default install');
+    // The test's own instrumentation (topics, input, reading the end offsets) is the checkout's kafkajs.
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const input = await createTopic(t, admin, { partitions: 1, prefix: 'idem-installed-in' });
+    const output = await createTopic(t, admin, { partitions: 1, prefix: 'idem-installed-out' });
+    const dlq = await createTopic(t, admin, { partitions: 1, prefix: 'idem-installed-dlq' });
+    const groupId = randomName('idem-installed');
+    await produce(await testProducer(t, kafka), input, [
+      { value: '{"uid":"a"}' },
+      { value: '{"uid":"b"}' },
+      { value: '{"uid":"a"}' },
+    ]);
+    const dir = mkdtempSync(join(project, 'node-run-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const config = join(dir, 'node.toml');
+    writeFileSync(
+      config,
+      [
+        '[kafka]',
+        `brokers = ["${endpoints.kafkaBrokers[0]}"]`,
+        'sessionTimeout = "6s"',
+        '[input]',
+        `topic = "${input}"`,
+        `groupId = "${groupId}"`,
+        'batchTimeout = "200ms"',
+        '[output]',
+        `topic = "${output}"`,
+        '[dlq]',
+        `topic = "${dlq}"`,
+        '[dedup]',
+        'id = "uid"',
+        '[repository]',
+        'type = "memory"',
+        '[metrics]',
+        'enabled = false',
+        '',
+      ].join('\n'),
+    );
+    // The installed bin itself (not through npx, which would not pass the signals on).
+    const bin = join(project, 'node_modules/idempotent-consumer/bin/idem.js');
+    const child = spawn(process.execPath, [bin, 'node', '--config', config], {
+      cwd: dir,
+      env: cleanEnv({ IDEM_CONFIG: '' }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let log = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      log += text;
+    });
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      log += text;
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+    t.after(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    await waitFor(async () => (await endOffsets(admin, output)).get(0) === 2, {
+      timeoutMs: 60_000,
+      what: () => `the installed node to write a and b to ${output}; its log:\n${log}`,
+    });
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0, log);
+    assert.doesNotMatch(log, /kafkajs/, 'the node ran without kafkajs');
+    assert.equal((await endOffsets(admin, dlq)).get(0), 0);
   });
 });
 

@@ -16,6 +16,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { ConfigError } from '../../src/errors.js';
 import { openKafkaClient } from '../../src/kafka/port/index.js';
+import { platformaticInstallCommand } from '../../src/kafka/port/open.js';
 import { nodeConfigSchema } from '../../src/node/options.js';
 import { parseKafkaOptions } from '../../src/repositories/kafka/options.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
@@ -61,6 +62,13 @@ describe('choosing the Kafka client', () => {
     await client.close();
   });
 
+  it('names the 1.x line of @platformatic/kafka to install where npm leaves it out (Node < 22.19)', () => {
+    assert.equal(platformaticInstallCommand('20.20.2'), 'npm install @platformatic/kafka@^1.35.0');
+    assert.equal(platformaticInstallCommand('22.18.0'), 'npm install @platformatic/kafka@^1.35.0');
+    assert.equal(platformaticInstallCommand('22.22.0'), 'npm install @platformatic/kafka');
+    assert.equal(platformaticInstallCommand('24.6.0'), 'npm install @platformatic/kafka');
+  });
+
   it('refuses an unknown client, naming kafka.client and repository.client', async () => {
     await assert.rejects(
       loadConfig(nodeConfigSchema, { text: NODE_TOML.replace('"kafkajs"', '"confluent"'), env: {} }),
@@ -98,9 +106,10 @@ describe('choosing the Kafka client', () => {
     assert.ok(code === 2 || code === 3, `exit ${code}: ${stderr}`);
     assert.equal(stderr.split('\n').filter(Boolean).length, 1, stderr);
     // The message names the command itself, so it is printed once, not prefixed again ("idem node: idem node …").
-    assert.match(
+    // On Node < 22.19 the command names the 1.x line (a plain install would take 2.x, which needs Node 22.22).
+    assert.equal(
       stderr,
-      /^idem node needs the npm package "@platformatic\/kafka", which is not installed: npm install @platformatic\/kafka\n$/,
+      `idem node needs the npm package "@platformatic/kafka", which is not installed: ${platformaticInstallCommand()}\n`,
     );
   });
 

@@ -15,6 +15,17 @@ const IMPLEMENTATIONS: Record<KafkaClientName, { readonly module: string; readon
   platformatic: { module: '../platformatic/index.js', package: '@platformatic/kafka' },
 };
 
+/**
+ * The command that installs `@platformatic/kafka` on this Node. 2.x needs Node >= 22.22; 1.x's own dependencies
+ * claim Node >= 22.19 although 1.x runs on 20.19.4+, so on an older Node npm leaves the package's optional
+ * dependency out, and a plain `npm install @platformatic/kafka` would take 2.x: name the 1.x line there.
+ */
+export function platformaticInstallCommand(version: string = process.versions.node): string {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  const installsItself = major > 22 || (major === 22 && minor >= 19);
+  return installsItself ? 'npm install @platformatic/kafka' : 'npm install @platformatic/kafka@^1.35.0';
+}
+
 /** Who chose the client, for the errors that say what to do. */
 export interface KafkaClientChoice {
   /** The config key (or option) that chose the client; default `kafka.client`. */
@@ -51,6 +62,7 @@ export async function loadKafkaClientFactory(
     const feature = choice.feature ?? 'the Kafka client';
     const missing = asMissingDependency(error, {
       feature: client === defaultKafkaClient ? feature : `${feature} with ${configKey} = "${client}"`,
+      ...(client === 'platformatic' ? { install: platformaticInstallCommand() } : {}),
     });
     if (missing) throw missing;
     const detail = error instanceof Error ? error.message : String(error);

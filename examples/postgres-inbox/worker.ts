@@ -23,7 +23,7 @@ import {
 } from 'idempotent-consumer/kafka';
 import { migrate, PostgresRepository, postgresTransaction } from 'idempotent-consumer/postgres';
 import { RedisRepository } from 'idempotent-consumer/redis';
-import { Kafka, logLevel } from 'kafkajs';
+import { type Consumer, Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { createPaymentsTable, insertPayment, parsePayment } from './payments.js';
 
@@ -269,7 +269,9 @@ async function main(): Promise<void> {
   }
   // kafkajs restarts its consumer after retriable errors; any other crash ends the worker, for a supervisor
   // to restart it (the committed offsets and the marks make that safe).
-  worker.running.consumer.on(worker.running.consumer.events.CRASH, ({ payload }) => {
+  // The adapter types it as a shape (its types never import kafkajs): this worker runs on kafkajs, so cast.
+  const consumer = worker.running.consumer as Consumer;
+  consumer.on(consumer.events.CRASH, ({ payload }) => {
     if (payload.restart) return;
     say(`consumer crashed: ${redact(payload.error.message)}`);
     process.exit(1);

@@ -31,14 +31,18 @@ const loaders: Record<RepositoryType, () => Promise<{ repositoryModule: Reposito
   mysql: () => import('./mysql/index.js'),
 };
 
-/** The optional npm packages each store needs (peer dependencies of this package). */
+/**
+ * The optional npm packages each store needs (peer dependencies of this package). None for `kafka`: its default
+ * client, `@platformatic/kafka`, comes with the package (an optional dependency, as the RocksDB binding);
+ * `kafka.client = "kafkajs"` needs kafkajs, which the client loader names when it is missing.
+ */
 export const repositoryPackages: Record<RepositoryType, readonly string[]> = {
   rocksdb: [],
   memory: [],
   redis: ['ioredis'],
   dynamodb: ['@aws-sdk/client-dynamodb'],
   cassandra: ['cassandra-driver'],
-  kafka: ['kafkajs'],
+  kafka: [],
   postgres: ['pg'],
   mysql: ['mysql2'],
 };

@@ -24,6 +24,7 @@ import {
   type Producer,
 } from 'kafkajs';
 import {
+  defaultKafkaClient,
   type KafkaAdmin,
   type KafkaClient,
   type KafkaClientName,
@@ -63,11 +64,11 @@ export function onCleanup(t: TestContext, fn: () => unknown): void {
 
 /**
  * The Kafka client library the package's own Kafka code runs on in this test run: `IDEM_KAFKA_CLIENT` (kafkajs or
- * platformatic; default kafkajs), so the node, adapter, changelog and `kafka` repository suites run on either.
+ * platformatic; default the package's own default, platformatic), so the node, adapter, changelog and `kafka` repository suites run on either.
  * The tests' own instrumentation (topics, input, reading the output back) stays on kafkajs.
  */
 export function testKafkaClientName(): KafkaClientName {
-  const name = process.env.IDEM_KAFKA_CLIENT || 'kafkajs';
+  const name = process.env.IDEM_KAFKA_CLIENT || defaultKafkaClient;
   if (!(kafkaClientNames as readonly string[]).includes(name)) {
     throw new Error(`IDEM_KAFKA_CLIENT=${name}: expected one of ${kafkaClientNames.join(', ')}`);
   }
@@ -98,14 +99,23 @@ export async function testClient(t?: TestContext, options: { clientId?: string }
 
 /**
  * Adapter options on the test run's client: a kafkajs `kafka` instance is replaced by connection settings and
- * `client` when `IDEM_KAFKA_CLIENT` names another client (options given a kafkajs consumer stay on kafkajs).
+ * `client` when `IDEM_KAFKA_CLIENT` names another client, and connection settings without a `client` get the test
+ * run's (options given a kafkajs consumer stay on kafkajs).
  */
 export function onTestClient<O extends { readonly kafka?: unknown; readonly client?: KafkaClientName }>(
   options: O,
 ): O {
   const name = testKafkaClientName();
-  if (name === 'kafkajs' || !(options.kafka instanceof Kafka)) return options;
-  return { ...options, kafka: { brokers: [...endpoints.kafkaBrokers], clientId: 'idem-test' }, client: name };
+  if (options.kafka === undefined) return options;
+  if (options.kafka instanceof Kafka) {
+    if (name === 'kafkajs') return options;
+    return {
+      ...options,
+      kafka: { brokers: [...endpoints.kafkaBrokers], clientId: 'idem-test' },
+      client: name,
+    };
+  }
+  return options.client === undefined ? { ...options, client: name } : options;
 }
 
 /** A connected admin of the Kafka port (client `testKafkaClientName()`), disconnected after the test. */

@@ -16,6 +16,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { ConfigError } from '../../src/errors.js';
 import { openKafkaClient } from '../../src/kafka/port/index.js';
+import { platformaticInstallCommand } from '../../src/kafka/port/open.js';
 import { nodeConfigSchema } from '../../src/node/options.js';
 import { parseKafkaOptions } from '../../src/repositories/kafka/options.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
@@ -28,7 +29,7 @@ const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
 
 const NODE_TOML = `[kafka]
 brokers = ["${endpoints.kafkaBrokers[0]}"]
-client = "platformatic"
+client = "kafkajs"
 [input]
 topic = "in"
 [output]
@@ -45,7 +46,7 @@ const idempotent = () =>
   new IdempotentConsumer<KafkaRecord>({ repository: new MemoryRepository(), id: kafkaRecordId });
 
 describe('choosing the Kafka client', () => {
-  it('defaults to kafkajs, whose transactions are fenced per transactional id, not by the group', async () => {
+  it('defaults to platformatic, whose transactions are fenced by the group (KIP-447)', async () => {
     const client = await openKafkaClient(
       {
         brokers: ['127.0.0.1:1'],
@@ -56,14 +57,21 @@ describe('choosing the Kafka client', () => {
       },
       { retries: 0 },
     );
-    assert.equal(client.name, 'kafkajs');
-    assert.equal(client.capabilities.fencesByGroup, false);
+    assert.equal(client.name, 'platformatic');
+    assert.equal(client.capabilities.fencesByGroup, true);
     await client.close();
+  });
+
+  it('names the 1.x line of @platformatic/kafka to install where npm leaves it out (Node < 22.19)', () => {
+    assert.equal(platformaticInstallCommand('20.20.2'), 'npm install @platformatic/kafka@^1.35.0');
+    assert.equal(platformaticInstallCommand('22.18.0'), 'npm install @platformatic/kafka@^1.35.0');
+    assert.equal(platformaticInstallCommand('22.22.0'), 'npm install @platformatic/kafka');
+    assert.equal(platformaticInstallCommand('24.6.0'), 'npm install @platformatic/kafka');
   });
 
   it('refuses an unknown client, naming kafka.client and repository.client', async () => {
     await assert.rejects(
-      loadConfig(nodeConfigSchema, { text: NODE_TOML.replace('"platformatic"', '"confluent"'), env: {} }),
+      loadConfig(nodeConfigSchema, { text: NODE_TOML.replace('"kafkajs"', '"confluent"'), env: {} }),
       (error: unknown) => error instanceof ConfigError && /kafka\.client/.test(error.message),
     );
     assert.throws(
@@ -71,19 +79,19 @@ describe('choosing the Kafka client', () => {
       (error: unknown) => error instanceof ConfigError && error.key === 'repository.client',
     );
     const config = await loadConfig(nodeConfigSchema, { text: NODE_TOML, env: {} });
-    assert.equal(config.kafka.client, 'platformatic');
+    assert.equal(config.kafka.client, 'kafkajs');
     const plain = await loadConfig(nodeConfigSchema, {
       text: NODE_TOML.replace(/^client = .*$/m, ''),
       env: {},
     });
-    assert.equal(plain.kafka.client, 'kafkajs');
+    assert.equal(plain.kafka.client, 'platformatic');
   });
 
-  it('a node on platformatic without @platformatic/kafka: one line naming kafka.client and the package', async (t) => {
+  it('a node on the default client without @platformatic/kafka: one line naming the package', async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'idem-client-'));
     onCleanup(t, () => rm(dir, { recursive: true, force: true }));
     const path = join(dir, 'node.toml');
-    await writeFile(path, NODE_TOML);
+    await writeFile(path, NODE_TOML.replace(/^client = .*$/m, ''));
     const child = spawn(process.execPath, ['--import', 'tsx', '--import', HIDE, BIN, '--config', path], {
       cwd: ROOT,
       env: { ...process.env, IDEM_CONFIG: '', IDEM_TEST_HIDE_PACKAGES: '@platformatic/kafka' },
@@ -98,9 +106,10 @@ describe('choosing the Kafka client', () => {
     assert.ok(code === 2 || code === 3, `exit ${code}: ${stderr}`);
     assert.equal(stderr.split('\n').filter(Boolean).length, 1, stderr);
     // The message names the command itself, so it is printed once, not prefixed again ("idem node: idem node …").
-    assert.match(
+    // On Node < 22.19 the command names the 1.x line (a plain install would take 2.x, which needs Node 22.22).
+    assert.equal(
       stderr,
-      /^idem node with kafka\.client = "platformatic" needs the npm package "@platformatic\/kafka", which is not installed: npm install @platformatic\/kafka\n$/,
+      `idem node needs the npm package "@platformatic/kafka", which is not installed: ${platformaticInstallCommand()}\n`,
     );
   });
 

@@ -56,7 +56,10 @@ describe('a missing optional package names its install command', () => {
   const file = (name: string) => join(dir, name);
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'idem-missing-'));
-    await writeFile(file('node.toml'), `${NODE_TOML}[repository]\ntype = "memory"\n`);
+    await writeFile(
+      file('node-kafkajs.toml'),
+      `${NODE_TOML.replace('[kafka]\n', '[kafka]\nclient = "kafkajs"\n')}[repository]\ntype = "memory"\n`,
+    );
     await writeFile(file('in.ndjson'), '{"id":1}\n{"id":1}\n');
   });
   after(async () => {
@@ -67,12 +70,13 @@ describe('a missing optional package names its install command', () => {
     ['idem node', CLI, ['node', '--config']],
     ['src/node/bin.ts', BIN, ['--config']],
   ] as const) {
-    it(`${how} without kafkajs: one line naming npm install kafkajs, exit 3, no stack`, async () => {
-      const result = await run(script, [...args, file('node.toml')], ['kafkajs']);
+    it(`${how} on kafka.client = "kafkajs" without kafkajs: one line naming npm install kafkajs, exit 3, no stack`, async () => {
+      const result = await run(script, [...args, file('node-kafkajs.toml')], ['kafkajs']);
       // The message names the command itself: printed once, not prefixed again ("idem node: idem node needs").
       assert.equal(
         result.stderr,
-        'idem node needs the npm package "kafkajs", which is not installed: npm install kafkajs\n',
+        'idem node with kafka.client = "kafkajs" needs the npm package "kafkajs", which is not installed: ' +
+          'npm install kafkajs\n',
       );
       assert.equal(result.code, 3);
     });

@@ -43,6 +43,26 @@ export const notAny: number = postgresTransaction({});
 await repository.close();
 `;
 
+/**
+ * A Kafka adapter app on the default client (`@platformatic/kafka`, connection settings), as docs/kafka.md shows
+ * it: its types must not reach kafkajs, which the project does not have.
+ */
+const kafkaApp = `import { MemoryRepository } from 'idempotent-consumer/memory';
+import { IdempotentConsumer } from 'idempotent-consumer';
+import { type KafkaRecord, kafkaRecordId, runIdempotentConsumer } from 'idempotent-consumer/kafka';
+
+const idempotent = new IdempotentConsumer<KafkaRecord>({ repository: new MemoryRepository(), id: kafkaRecordId });
+export const running = await runIdempotentConsumer({
+  kafka: { brokers: ['localhost:9092'] },
+  topics: ['orders'],
+  groupId: 'billing',
+  idempotent,
+  handler: (record) => record.message.value?.toString(),
+});
+// @ts-expect-error: the options are typed, not any (topics is a list)
+runIdempotentConsumer({ kafka: { brokers: ['b:9092'] }, topics: 'orders', groupId: 'g', idempotent, handler: () => 1 });
+`;
+
 /** tsc's problems (`--pretty false`, one per entry with its continuation lines), by the file they are in. */
 let problems: string[] = [];
 
@@ -50,12 +70,14 @@ describe('each entry point needs the types of its own client only (skipLibCheck:
   before(() => {
     const project = installedProject('typed-clients');
     assert.equal(existsSync(join(project, 'node_modules/fastify')), false, 'fastify is not installed');
+    assert.equal(existsSync(join(project, 'node_modules/kafkajs')), false, 'kafkajs is not installed');
     mkdirSync(join(project, 'apps'), { recursive: true });
     const dir = mkdtempSync(join(project, 'apps', 'app-'));
     try {
       writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ type: 'module' })}\n`);
       writeFileSync(join(dir, 'express-app.ts'), expressApp);
       writeFileSync(join(dir, 'postgres-app.ts'), postgresApp);
+      writeFileSync(join(dir, 'kafka-app.ts'), kafkaApp);
       const tsconfig = {
         compilerOptions: {
           module: 'nodenext',
@@ -67,7 +89,7 @@ describe('each entry point needs the types of its own client only (skipLibCheck:
           // Only what the apps import (and what that references): no other @types of the project.
           types: [],
         },
-        files: ['express-app.ts', 'postgres-app.ts'],
+        files: ['express-app.ts', 'postgres-app.ts', 'kafka-app.ts'],
       };
       writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify(tsconfig, null, 2));
       const run = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json', '--pretty', 'false'], {
@@ -83,11 +105,12 @@ describe('each entry point needs the types of its own client only (skipLibCheck:
 
   const concerning = (mine: RegExp, theirs: RegExp) =>
     problems.filter((line) => mine.test(line) || !theirs.test(line));
+  const kafka = /^kafka-app\.ts|dist\/adapters\/kafka\/|dist\/kafka\/|kafkajs/;
 
   it('an Express app imports idempotent-consumer/http with @types/express and without fastify', () => {
     const found = concerning(
       /^express-app\.ts|dist\/adapters\/http\//,
-      /^postgres-app\.ts|repositories\/postgres\//,
+      new RegExp(`^postgres-app\\.ts|repositories\\/postgres\\/|${kafka.source}`),
     );
     assert.deepEqual(found, [], found.join('\n'));
   });
@@ -95,7 +118,15 @@ describe('each entry point needs the types of its own client only (skipLibCheck:
   it('the postgres entry point type-checks with pg and @types/pg (docs/postgres.md names @types/pg)', () => {
     const found = concerning(
       /^postgres-app\.ts|repositories\/postgres\//,
-      /^express-app\.ts|dist\/adapters\/http\//,
+      new RegExp(`^express-app\\.ts|dist\\/adapters\\/http\\/|${kafka.source}`),
+    );
+    assert.deepEqual(found, [], found.join('\n'));
+  });
+
+  it('a Kafka adapter app on the default client type-checks without kafkajs (no kafkajs type reachable)', () => {
+    const found = concerning(
+      kafka,
+      /^express-app\.ts|dist\/adapters\/http\/|^postgres-app\.ts|repositories\/postgres\//,
     );
     assert.deepEqual(found, [], found.join('\n'));
   });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   copyFileSync,
   cpSync,
@@ -15,6 +15,17 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import {
+  createTopic,
+  endOffsets,
+  kafkaAdmin,
+  produce,
+  randomName,
+  testKafka,
+  testProducer,
+  waitFor,
+} from '../helpers/kafka.js';
+import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 import { cleanEnv, installedProject, installedVersion, npm, root } from './pack.js';
 
 // Issue 20, §1: how the package installs today (a packed tarball, git), what a library-only install weighs,
@@ -96,6 +107,23 @@ describe('a library-only install (--omit=optional + ioredis, packed tarball)', (
     for (const name of ['commander', 'cli-progress', 'pino', 'prom-client', 'tsyringe']) {
       assert.ok(existsSync(join(project, 'node_modules', name)), `${name} in the default install`);
     }
+    // The default Kafka client comes with the package; kafkajs only when asked for.
+    assert.equal(existsSync(join(project, 'node_modules/kafkajs')), false, 'kafkajs in the default install');
+    // npm picks the line whose engines admit this Node: 2.x on Node >= 22.22, 1.x on 22.19-22.21. Below 22.19
+    // 1.x's own dependencies (@platformatic/dynamic-buffer, wasm-utils) claim a newer Node, and npm leaves the
+    // optional dependency out: idem node then names `npm install @platformatic/kafka@^1.35.0`.
+    const manifest = join(project, 'node_modules/@platformatic/kafka/package.json');
+    const wanted = expectedPlatformaticLine();
+    if (wanted === undefined) {
+      assert.equal(existsSync(manifest), false, `@platformatic/kafka on Node ${process.versions.node}`);
+    } else {
+      const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string };
+      assert.equal(
+        version.split('.')[0],
+        wanted,
+        `@platformatic/kafka ${version} on Node ${process.versions.node}`,
+      );
+    }
     const dir = mkdtempSync(join(project, 'node-'));
     try {
       const run = spawnSync('npx', ['--no', '--', 'idem', 'node'], {
@@ -109,6 +137,110 @@ describe('a library-only install (--omit=optional + ioredis, packed tarball)', (
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+/** The @platformatic/kafka major a default install holds on this Node; undefined where npm leaves it out. */
+function expectedPlatformaticLine(): string | undefined {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major > 22 || (major === 22 && minor >= 22)) return '2';
+  return major === 22 && minor >= 19 ? '1' : undefined;
+}
+
+describe('idem node as installed (default install, packed tarball)', () => {
+  it('deduplicates on the default client against the broker, with no kafkajs installed', {
+    skip: skipUnlessEnabled('kafka'),
+  }, async (t) => {
+    const project = installedProject('full');
+    assert.equal(existsSync(join(project, 'node_modules/kafkajs')), false, 'kafkajs in the default install');
+    const bin = join(project, 'node_modules/idempotent-consumer/bin/idem.js');
+    if (expectedPlatformaticLine() === undefined) {
+      // Node < 22.19: no default client installed; the node says which line to install, before any broker.
+      const env = {
+        IDEM_CONFIG: '',
+        IDEM__KAFKA__BROKERS: '["127.0.0.1:1"]',
+        IDEM__INPUT__TOPIC: 'in',
+        IDEM__OUTPUT__TOPIC: 'out',
+        IDEM__DLQ__TOPIC: 'dlq',
+        IDEM__DEDUP__ID: 'uid',
+        IDEM__REPOSITORY__TYPE: 'memory',
+      };
+      const run = spawnSync(process.execPath, [bin, 'node'], {
+        cwd: project,
+        encoding: 'utf8',
+        env: cleanEnv(env),
+      });
+      assert.equal(
+        run.stderr,
+        'idem node needs the npm package "@platformatic/kafka", which is not installed: ' +
+          'npm install @platformatic/kafka@^1.35.0\n',
+      );
+      assert.equal(run.status, 3);
+      return;
+    }
+    // The test's own instrumentation (topics, input, reading the end offsets) is the checkout's kafkajs.
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const input = await createTopic(t, admin, { partitions: 1, prefix: 'idem-installed-in' });
+    const output = await createTopic(t, admin, { partitions: 1, prefix: 'idem-installed-out' });
+    const dlq = await createTopic(t, admin, { partitions: 1, prefix: 'idem-installed-dlq' });
+    const groupId = randomName('idem-installed');
+    await produce(await testProducer(t, kafka), input, [
+      { value: '{"uid":"a"}' },
+      { value: '{"uid":"b"}' },
+      { value: '{"uid":"a"}' },
+    ]);
+    const dir = mkdtempSync(join(project, 'node-run-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const config = join(dir, 'node.toml');
+    writeFileSync(
+      config,
+      [
+        '[kafka]',
+        `brokers = ["${endpoints.kafkaBrokers[0]}"]`,
+        'sessionTimeout = "6s"',
+        '[input]',
+        `topic = "${input}"`,
+        `groupId = "${groupId}"`,
+        'batchTimeout = "200ms"',
+        '[output]',
+        `topic = "${output}"`,
+        '[dlq]',
+        `topic = "${dlq}"`,
+        '[dedup]',
+        'id = "uid"',
+        '[repository]',
+        'type = "memory"',
+        '[metrics]',
+        'enabled = false',
+        '',
+      ].join('\n'),
+    );
+    // The installed bin itself (not through npx, which would not pass the signals on).
+    const child = spawn(process.execPath, [bin, 'node', '--config', config], {
+      cwd: dir,
+      env: cleanEnv({ IDEM_CONFIG: '' }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let log = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      log += text;
+    });
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      log += text;
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+    t.after(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    await waitFor(async () => (await endOffsets(admin, output)).get(0) === 2, {
+      timeoutMs: 60_000,
+      what: () => `the installed node to write a and b to ${output}; its log:\n${log}`,
+    });
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0, log);
+    assert.doesNotMatch(log, /kafkajs/, 'the node ran without kafkajs');
+    assert.equal((await endOffsets(admin, dlq)).get(0), 0);
   });
 });
 

@@ -14,6 +14,7 @@ const forbidden = [
   'pino',
   'prom-client',
   'kafkajs',
+  '@platformatic/kafka',
   'cassandra-driver',
   'mysql2',
   '@aws-sdk/client-dynamodb',

@@ -61,6 +61,9 @@ function files(path: string): string[] {
 
 function inputHash(): string {
   const hash = createHash('sha256');
+  // npm picks dependency versions by the running Node (engines: @platformatic/kafka 2.x on Node >= 22.22, 1.x
+  // on Node 20), so a project installed under one Node is not the project of another.
+  hash.update(`node ${process.version}\0`);
   for (const path of inputs.flatMap(files)) {
     hash
       .update(path)

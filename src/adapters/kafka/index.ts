@@ -18,6 +18,12 @@ export {
   sendDeadLetters,
 } from '../../kafka/index.js';
 export type { ConsumedMessage, KafkaClientName, MessageHeaders } from '../../kafka/port/index.js';
+export type {
+  AdapterConsumerConfig,
+  KafkajsConsumer,
+  KafkajsKafka,
+  KafkajsProducer,
+} from './kafkajs-shapes.js';
 export {
   type KafkaAdapterConfig,
   type KafkaAdapterConnection,

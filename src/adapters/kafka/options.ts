@@ -1,12 +1,17 @@
-import type { Consumer, ConsumerConfig, Kafka, Producer } from 'kafkajs';
 import { z } from 'zod';
 import type { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { MessageHandler } from '../../consumer/types.js';
 import { kafkaConnectionFields, saslNeedsTls } from '../../kafka/connection.js';
 import { type IdSource, idSourceSchema } from '../../kafka/index.js';
-import type { ConsumedMessage } from '../../kafka/port/index.js';
+import { type ConsumedMessage, defaultKafkaClient, kafkaClientNames } from '../../kafka/port/index.js';
 import { type OptionsOrigin, optionError, parseOptions } from '../../options/issues.js';
 import { durationMs } from '../../util/duration.js';
+import type {
+  AdapterConsumerConfig,
+  KafkajsConsumer,
+  KafkajsKafka,
+  KafkajsProducer,
+} from './kafkajs-shapes.js';
 import type { BlockInfo, DeadLetterEvent, KafkaRecord } from './types.js';
 import { kafkaRecordId } from './types.js';
 
@@ -63,10 +68,11 @@ export const kafkaAdapterConfigSchema = z
   .object({
     topics: z.array(z.string().min(1)).min(1),
     /**
-     * The Kafka client library: kafkajs (the default, and the only one a kafkajs `kafka` instance can be), or
-     * `platformatic` (`@platformatic/kafka`, with `kafka` given as connection settings).
+     * The Kafka client library when `kafka` is connection settings: `platformatic` (`@platformatic/kafka`, the
+     * default) or `kafkajs`. A kafkajs `kafka` instance (or `consumer`) always runs on kafkajs.
      */
-    client: kafkaConnectionFields.client.optional(),
+    // No default here: a kafkajs `kafka` or `consumer` decides it (see resolveKafkaAdapterOptions).
+    client: z.enum(kafkaClientNames).optional(),
     /** Required when the adapter creates the consumer from `kafka`. */
     groupId: z.string().min(1).optional(),
     fromBeginning: z.boolean().default(kafkaAdapterDefaults.fromBeginning),
@@ -111,17 +117,19 @@ export type KafkaAdapterConnection = z.input<typeof kafkaAdapterConnectionSchema
 export interface RunIdempotentConsumerOptions<R = unknown>
   extends Omit<z.input<typeof kafkaAdapterConfigSchema>, 'dlq'> {
   /**
-   * The adapter creates the consumer (and the DLQ producer) from it, and disconnects them on `stop()`: a kafkajs
-   * client, or connection settings from which the adapter builds a client of library `client` (and closes it).
+   * The adapter creates the consumer (and the DLQ producer) from it, and disconnects them on `stop()`: connection
+   * settings from which the adapter builds a client of library `client` (default `@platformatic/kafka`, and
+   * closes it), or a kafkajs `Kafka` instance.
    */
-  readonly kafka?: Kafka | KafkaAdapterConnection;
+  readonly kafka?: KafkaAdapterConnection | KafkajsKafka;
   /**
-   * Extra settings for the consumer the adapter creates from `kafka` (`maxWaitTimeInMs` defaults to 1 s): a kafkajs
-   * `ConsumerConfig`, passed to whichever client as is (another client ignores the keys it does not know).
+   * Extra settings for the consumer the adapter creates from `kafka` (`maxWaitTimeInMs` defaults to 1 s): the keys
+   * of a kafkajs `ConsumerConfig`, passed to whichever client as is (another client ignores the keys it does not
+   * know).
    */
-  readonly consumerConfig?: Omit<ConsumerConfig, 'groupId'>;
+  readonly consumerConfig?: AdapterConsumerConfig;
   /** Your own kafkajs consumer (not yet running): `stop()` stops it but leaves it connected. */
-  readonly consumer?: Consumer;
+  readonly consumer?: KafkajsConsumer;
   /**
    * Must take the id the adapter put on the record: `id: kafkaRecordId`, `(record) => record.id` or `'id'`.
    * The adapter's own `id` option says where ids come from.
@@ -130,8 +138,8 @@ export interface RunIdempotentConsumerOptions<R = unknown>
   /** Your per-record handler; throwing makes the record retry, then go to the DLQ. */
   readonly handler: MessageHandler<KafkaRecord, R>;
   /** Dead-letter topic; `producer` defaults to one made from `kafka` (a given producer is connected, not owned). */
-  readonly dlq?: { readonly topic: string; readonly producer?: Producer };
-  /** Called each time a partition stops at a record (default: a warning on the consumer's kafkajs logger). */
+  readonly dlq?: { readonly topic: string; readonly producer?: KafkajsProducer };
+  /** Called each time a partition stops at a record (default: a warning on the consumer's logger). */
   readonly onError?: (error: unknown, info: BlockInfo) => void;
   /** Called after a record's dead letter is acknowledged, before its offset is committed. */
   readonly onDeadLetter?: (event: DeadLetterEvent) => void;
@@ -140,14 +148,14 @@ export interface RunIdempotentConsumerOptions<R = unknown>
 /** Options after validation, with every default applied. */
 export interface ResolvedKafkaAdapterOptions<R> extends KafkaAdapterConfig {
   /** A kafkajs client given as `kafka`. */
-  readonly kafka: Kafka | undefined;
+  readonly kafka: KafkajsKafka | undefined;
   /** Connection settings given as `kafka`, parsed. */
   readonly connection: z.output<typeof kafkaAdapterConnectionSchema> | undefined;
-  readonly consumerConfig: Omit<ConsumerConfig, 'groupId'>;
-  readonly consumer: Consumer | undefined;
+  readonly consumerConfig: AdapterConsumerConfig;
+  readonly consumer: KafkajsConsumer | undefined;
   readonly idempotent: IdempotentConsumer<KafkaRecord>;
   readonly handler: MessageHandler<KafkaRecord, R>;
-  readonly dlqProducer: Producer | undefined;
+  readonly dlqProducer: KafkajsProducer | undefined;
   readonly onError: ((error: unknown, info: BlockInfo) => void) | undefined;
   readonly onDeadLetter: ((event: DeadLetterEvent) => void) | undefined;
 }
@@ -195,6 +203,9 @@ export function resolveKafkaAdapterOptions<R>(
   checkConsumer(idempotent);
   return {
     ...config,
+    // The client the adapter runs on: kafkajs for kafkajs objects, else the one chosen or the package default.
+    client:
+      kafkajs !== undefined || consumer !== undefined ? 'kafkajs' : (config.client ?? defaultKafkaClient),
     kafka: kafkajs,
     connection,
     consumerConfig: consumerConfig ?? {},
@@ -225,8 +236,8 @@ const PROBE: KafkaRecord = {
 };
 
 /** A kafkajs `Kafka` instance (it makes consumers), as opposed to connection settings. */
-function isKafkajsClient(kafka: Kafka | KafkaAdapterConnection): kafka is Kafka {
-  return typeof (kafka as Partial<Kafka>).consumer === 'function';
+function isKafkajsClient(kafka: KafkajsKafka | KafkaAdapterConnection): kafka is KafkajsKafka {
+  return typeof (kafka as Partial<KafkajsKafka>).consumer === 'function';
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { Consumer } from 'kafkajs';
 import type { HandlerContext, ProcessResult } from '../../consumer/types.js';
 import { InProgressError, InvalidIdError, InvalidInputError, NoMessageIdError } from '../../errors.js';
 import {
@@ -16,6 +15,7 @@ import {
   type KafkaProducer,
   openKafkaClient,
 } from '../../kafka/port/index.js';
+import type { KafkajsConsumer } from './kafkajs-shapes.js';
 import {
   kafkaAdapterDefaults,
   type ResolvedKafkaAdapterOptions,
@@ -28,10 +28,11 @@ import type { KafkaAdapterStats, KafkaRecord } from './types.js';
 /** A running adapter. */
 export interface IdempotentKafkaConsumer {
   /**
-   * The kafkajs consumer (made from `kafka`, or the one given). On another client (`client: 'platformatic'`)
-   * there is none: reading it throws a TypeError.
+   * The kafkajs consumer (made from a kafkajs `kafka`, or the one given); cast it to kafkajs's `Consumer` for its
+   * own types. On another client (`@platformatic/kafka`, the default) there is none: reading it throws a
+   * TypeError.
    */
-  readonly consumer: Consumer;
+  readonly consumer: KafkajsConsumer;
   /** Running counts; the IdempotentConsumer's own `stats` count outcomes. */
   readonly stats: Readonly<KafkaAdapterStats>;
   /**
@@ -63,11 +64,16 @@ export async function runIdempotentConsumer<R>(
   return runner;
 }
 
+/** The kafkajs type the kafkajs implementation's wrapper `name` takes (kafkajs's own, never in the public types). */
+type KafkajsArgument<N extends 'fromKafkajs' | 'fromKafkajsConsumer' | 'fromKafkajsProducer'> = Parameters<
+  typeof import('../../kafka/kafkajs/index.js')[N]
+>[0];
+
 /** The port's parts the adapter runs on, and which of them it owns. */
 interface AdapterParts {
   readonly consumer: GroupConsumer;
   /** The kafkajs consumer behind `consumer`, when the client is kafkajs. */
-  readonly kafkajsConsumer: Consumer | undefined;
+  readonly kafkajsConsumer: KafkajsConsumer | undefined;
   readonly producer: KafkaProducer | undefined;
   /** A client the adapter built from connection settings: closed on stop. */
   readonly ownClient: KafkaClient | undefined;
@@ -82,7 +88,9 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
   const kafkajs = needsKafkajs === undefined ? undefined : await import('../../kafka/kafkajs/index.js');
   let client: KafkaClient | undefined;
   let ownClient: KafkaClient | undefined;
-  if (resolved.kafka && kafkajs) client = kafkajs.fromKafkajs(resolved.kafka);
+  // The shapes the options take are kafkajs's own objects (see kafkajs-shapes.ts): handed over as they came.
+  if (resolved.kafka && kafkajs)
+    client = kafkajs.fromKafkajs(resolved.kafka as KafkajsArgument<'fromKafkajs'>);
   else if (resolved.connection) {
     ownClient = await openKafkaClient(
       { ...resolved.connection, client: resolved.client },
@@ -93,9 +101,12 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
   }
   const groupId = resolved.groupId ?? '';
   let consumer: GroupConsumer;
-  let kafkajsConsumer: Consumer | undefined;
+  let kafkajsConsumer: KafkajsConsumer | undefined;
   if (resolved.consumer && kafkajs) {
-    consumer = kafkajs.fromKafkajsConsumer(resolved.consumer, groupId);
+    consumer = kafkajs.fromKafkajsConsumer(
+      resolved.consumer as KafkajsArgument<'fromKafkajsConsumer'>,
+      groupId,
+    );
     kafkajsConsumer = resolved.consumer;
   } else {
     consumer = (client as KafkaClient).consumer({
@@ -105,13 +116,13 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
       allowAutoTopicCreation: true,
       extra: resolved.consumerConfig as Record<string, unknown>,
     });
-    kafkajsConsumer = (consumer as { native?: Consumer }).native;
+    kafkajsConsumer = (consumer as { native?: KafkajsConsumer }).native;
   }
   let producer: KafkaProducer | undefined;
   if (resolved.dlq) {
     producer =
       resolved.dlqProducer && kafkajs
-        ? kafkajs.fromKafkajsProducer(resolved.dlqProducer)
+        ? kafkajs.fromKafkajsProducer(resolved.dlqProducer as KafkajsArgument<'fromKafkajsProducer'>)
         : client?.producer({ allowAutoTopicCreation: true });
   }
   return { consumer, kafkajsConsumer, producer, ownClient };
@@ -159,7 +170,7 @@ class Runner implements IdempotentKafkaConsumer {
     this.#readId = messageIdReader(options.id);
   }
 
-  get consumer(): Consumer {
+  get consumer(): KafkajsConsumer {
     const native = this.#parts.kafkajsConsumer;
     if (native === undefined) {
       throw new TypeError(

@@ -7,5 +7,9 @@ export const kafkaClientNames = ['kafkajs', 'platformatic'] as const;
 /** One of {@link kafkaClientNames}. */
 export type KafkaClientName = (typeof kafkaClientNames)[number];
 
-/** The client the package uses unless told otherwise. */
-export const defaultKafkaClient: KafkaClientName = 'kafkajs';
+/**
+ * The client the package uses unless told otherwise: `@platformatic/kafka`, an optional dependency the default
+ * install carries (maintained; fences zombies by the group, KIP-447). kafkajs (no release since February 2023)
+ * stays supported with `kafka.client = "kafkajs"`.
+ */
+export const defaultKafkaClient: KafkaClientName = 'platformatic';

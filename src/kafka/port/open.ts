@@ -9,11 +9,22 @@ import {
   type KafkaClientSettings,
 } from './client.js';
 
-/** Each implementation's module (both client libraries are optional peers of the package). */
+/** Each implementation's module (`@platformatic/kafka` is an optional dependency of the package, kafkajs an optional peer). */
 const IMPLEMENTATIONS: Record<KafkaClientName, { readonly module: string; readonly package: string }> = {
   kafkajs: { module: '../kafkajs/index.js', package: 'kafkajs' },
   platformatic: { module: '../platformatic/index.js', package: '@platformatic/kafka' },
 };
+
+/**
+ * The command that installs `@platformatic/kafka` on this Node. 2.x needs Node >= 22.22; 1.x's own dependencies
+ * claim Node >= 22.19 although 1.x runs on 20.19.4+, so on an older Node npm leaves the package's optional
+ * dependency out, and a plain `npm install @platformatic/kafka` would take 2.x: name the 1.x line there.
+ */
+export function platformaticInstallCommand(version: string = process.versions.node): string {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  const installsItself = major > 22 || (major === 22 && minor >= 19);
+  return installsItself ? 'npm install @platformatic/kafka' : 'npm install @platformatic/kafka@^1.35.0';
+}
 
 /** Who chose the client, for the errors that say what to do. */
 export interface KafkaClientChoice {
@@ -24,7 +35,7 @@ export interface KafkaClientChoice {
 }
 
 /**
- * Loads the implementation of client `name` (default kafkajs): only the chosen one is ever imported, so
+ * Loads the implementation of client `name` (default platformatic): only the chosen one is ever imported, so
  * validating a config loads no client library and a user of one client never installs the other. A missing
  * client library is a MissingDependencyError naming the package (and, for a client that is not the default, the
  * config key that chose it); an implementation absent from this build, a ConfigError naming the config key.
@@ -51,6 +62,7 @@ export async function loadKafkaClientFactory(
     const feature = choice.feature ?? 'the Kafka client';
     const missing = asMissingDependency(error, {
       feature: client === defaultKafkaClient ? feature : `${feature} with ${configKey} = "${client}"`,
+      ...(client === 'platformatic' ? { install: platformaticInstallCommand() } : {}),
     });
     if (missing) throw missing;
     const detail = error instanceof Error ? error.message : String(error);
@@ -67,7 +79,7 @@ export async function loadKafkaClientFactory(
 }
 
 /**
- * The one place a Kafka client is made: the `client` implementation (default kafkajs) over the settings. See
+ * The one place a Kafka client is made: the `client` implementation (default platformatic) over the settings. See
  * {@link loadKafkaClientFactory} for the errors.
  */
 export async function openKafkaClient(

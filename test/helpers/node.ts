@@ -10,6 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -376,7 +377,11 @@ export function startNodeProcess(
   const logs: LogLine[] = [];
   const stderr: string[] = [];
   let pending = '';
+  // IDEM_TEST_NODE_LOGS=<dir>: every node process's log lines also go to <dir>/node-<pid>.log, to read after a run.
+  const logDir = process.env.IDEM_TEST_NODE_LOGS;
+  const logFile = logDir ? join(logDir, `node-${child.pid}.log`) : undefined;
   child.stdout?.setEncoding('utf8').on('data', (text: string) => {
+    if (logFile) appendFileSync(logFile, text);
     pending += text;
     const lines = pending.split('\n');
     pending = lines.pop() ?? '';

@@ -182,7 +182,13 @@ describe('@platformatic/kafka options', () => {
 });
 
 describe('@platformatic/kafka log', () => {
-  it('a failed broker connection is one entry that says why (the socket error), and onLog can drop it', async () => {
+  it('a failed broker connection is one entry that says why (the socket error), and onLog can drop it', {
+    // The lock holds @platformatic/kafka 2.x, which needs Node 22 (it calls Promise.withResolvers): on Node 20
+    // (CI's server-free runs) only 1.x runs, which a Node 20 user installs by hand (README, Node versions).
+    skip:
+      typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function' &&
+      'the installed @platformatic/kafka 2.x needs Node 22',
+  }, async () => {
     const entries: KafkaLogEntry[] = [];
     const logged: string[] = [];
     const client = await createClient(

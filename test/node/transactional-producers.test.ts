@@ -51,6 +51,7 @@ describe('exactly-once transactional producer layout', () => {
   it('refuses per-instance on kafkajs, naming the key, in the config and against the client', () => {
     const result = nodeConfigSchema.safeParse({
       ...base,
+      kafka: { ...base.kafka, client: 'kafkajs' },
       output: { ...base.output, transactionalProducer: 'per-instance' },
     });
     assert.equal(result.success, false);

@@ -10,7 +10,8 @@ describe('idem node stops while it is still connecting', () => {
   it('SIGTERM during kafkajs connection retries exits within shutdown.timeout, saying so', async (t) => {
     const path = await writeNodeConfig(t, {
       repository: { type: 'memory' },
-      kafka: { brokers: [UNREACHABLE], connectionTimeout: '1s' },
+      // kafkajs by name: its retry loop is what once ignored SIGTERM (the default client is platformatic).
+      kafka: { client: 'kafkajs', brokers: [UNREACHABLE], connectionTimeout: '1s' },
       input: { topic: 'in' },
       output: { topic: 'out' },
       dlq: { topic: 'dlq' },
@@ -39,7 +40,13 @@ describe('idem node stops while it is still connecting', () => {
     assert.ok(node.logs.some((line) => line.msg === 'stopped before the node started'));
   });
 
-  it('an unreachable broker: gives up after kafka.startupTimeout with one line on stderr and exit 3', async (t) => {
+  it('an unreachable broker: gives up after kafka.startupTimeout with one line on stderr and exit 3', {
+    // The default client: the lock holds @platformatic/kafka 2.x, which needs Node 22 (Promise.withResolvers); a
+    // Node 20 user installs 1.x by hand (README, Node versions), which CI's server-free Node 20 runs do not have.
+    skip:
+      typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function' &&
+      'the installed @platformatic/kafka 2.x needs Node 22',
+  }, async (t) => {
     const path = await writeNodeConfig(t, {
       repository: { type: 'memory' },
       kafka: { brokers: [UNREACHABLE], connectionTimeout: '1s', startupTimeout: '3s' },

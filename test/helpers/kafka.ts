@@ -402,3 +402,14 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Pr
 function fmt(offsets: Map<number, number>): string {
   return JSON.stringify(Object.fromEntries(offsets));
 }
+
+/**
+ * Why the installed default client cannot run on this Node, or false when it can. The lock holds
+ * @platformatic/kafka 2.x, which needs Node 22 (it calls Promise.withResolvers); a Node 20 user installs 1.x by
+ * hand (README, Node versions), which CI's server-free Node 20 runs do not have.
+ */
+export function platformaticCannotRunHere(): string | false {
+  return typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function'
+    ? 'the installed @platformatic/kafka 2.x needs Node 22'
+    : false;
+}

@@ -21,6 +21,7 @@ import { dropAborted } from '../../src/kafka/platformatic/fetch.js';
 import { createClient } from '../../src/kafka/platformatic/index.js';
 import { baseOptions, retryDelayMs } from '../../src/kafka/platformatic/options.js';
 import type { KafkaClientSettings, KafkaLogEntry } from '../../src/kafka/port/index.js';
+import { platformaticCannotRunHere } from '../helpers/kafka.js';
 
 const settings: KafkaClientSettings = {
   brokers: ['a:9092', 'b:9093'],
@@ -183,11 +184,7 @@ describe('@platformatic/kafka options', () => {
 
 describe('@platformatic/kafka log', () => {
   it('a failed broker connection is one entry that says why (the socket error), and onLog can drop it', {
-    // The lock holds @platformatic/kafka 2.x, which needs Node 22 (it calls Promise.withResolvers): on Node 20
-    // (CI's server-free runs) only 1.x runs, which a Node 20 user installs by hand (README, Node versions).
-    skip:
-      typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function' &&
-      'the installed @platformatic/kafka 2.x needs Node 22',
+    skip: platformaticCannotRunHere(),
   }, async () => {
     const entries: KafkaLogEntry[] = [];
     const logged: string[] = [];

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { platformaticCannotRunHere } from '../helpers/kafka.js';
 import { startNodeProcess, writeNodeConfig } from '../helpers/node.js';
 
 // Nothing listens on port 1: kafkajs keeps retrying its first connection (20 tries, up to 10 s apart).
@@ -41,11 +42,7 @@ describe('idem node stops while it is still connecting', () => {
   });
 
   it('an unreachable broker: gives up after kafka.startupTimeout with one line on stderr and exit 3', {
-    // The default client: the lock holds @platformatic/kafka 2.x, which needs Node 22 (Promise.withResolvers); a
-    // Node 20 user installs 1.x by hand (README, Node versions), which CI's server-free Node 20 runs do not have.
-    skip:
-      typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function' &&
-      'the installed @platformatic/kafka 2.x needs Node 22',
+    skip: platformaticCannotRunHere(),
   }, async (t) => {
     const path = await writeNodeConfig(t, {
       repository: { type: 'memory' },

@@ -27,14 +27,16 @@ function compile(project, out) {
  * The emitted JavaScript without its comments: the declarations keep every TSDoc for editors, the code that runs
  * needs none, and the comments were half of the package's size (issue 20: what a library-only install weighs).
  */
-function stripComments(dir) {
+function stripComments(dir, { declarations = false } = {}) {
   const ts = createRequire(import.meta.url)('typescript');
   const printer = ts.createPrinter({ removeComments: true });
   for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile() || !entry.name.endsWith('.js')) continue;
+    const declaration = entry.name.endsWith('.d.ts');
+    if (!entry.isFile() || !(entry.name.endsWith('.js') || (declarations && declaration))) continue;
     const file = join(entry.parentPath, entry.name);
     const text = readFileSync(file, 'utf8');
-    const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, false, ts.ScriptKind.JS);
+    const kind = declaration ? ts.ScriptKind.TS : ts.ScriptKind.JS;
+    const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, false, kind);
     writeFileSync(file, printer.printFile(source)); // the printer keeps a `#!` line
   }
 }
@@ -47,6 +49,9 @@ await Promise.all([
 mkdirSync(join(outDir, 'cjs'), { recursive: true });
 writeFileSync(join(outDir, 'cjs', 'package.json'), '{ "type": "commonjs" }\n');
 stripComments(outDir);
+// The CommonJS declarations are a second copy of the ES ones (the same text); editors show the TSDoc of either, so
+// one copy keeps it and the other goes without, which keeps the package inside its size budget (test/package).
+stripComments(join(outDir, 'cjs'), { declarations: true });
 // scripts/prepare.mjs builds again only when an input is newer than this stamp.
 writeFileSync(join(outDir, '.built'), `${new Date().toISOString()}\n`);
 // The CLI and the node are commands, not entry points: no program imports their declarations.

@@ -245,7 +245,7 @@ const twice =
 console.log(
   `run-tests: ${selected.length} files on Node ${process.versions.node}` +
     `${twice ? ` (${twice} of them once per Kafka client: ${clients.join(', ')})` : ''}` +
-    `${serverFreeNode ? `, and every file again on Node ${serverFreeMajor} without servers` : ''}, ` +
+    `${serverFreeNode ? `, and ${runs.filter((r) => r.serverFree).length} of them again on Node ${serverFreeMajor} without servers` : ''}, ` +
     `${concurrency} at a time, slowest first; per-file TAP in ${relative(ROOT, logDir)}/`,
 );
 await Promise.all(Array.from({ length: Math.min(concurrency, runs.length) }, worker));

@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -379,6 +379,7 @@ export function startNodeProcess(
   let pending = '';
   // IDEM_TEST_NODE_LOGS=<dir>: every node process's log lines also go to <dir>/node-<pid>.log, to read after a run.
   const logDir = process.env.IDEM_TEST_NODE_LOGS;
+  if (logDir) mkdirSync(logDir, { recursive: true });
   const logFile = logDir ? join(logDir, `node-${child.pid}.log`) : undefined;
   child.stdout?.setEncoding('utf8').on('data', (text: string) => {
     if (logFile) appendFileSync(logFile, text);

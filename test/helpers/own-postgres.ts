@@ -10,15 +10,18 @@
  *   await server.restart();  // the same data and port
  *   await server.destroy();
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { rmSync } from 'node:fs';
 import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { sparePort } from './redis-server.js';
+
+const execFileAsync = promisify(execFile);
 
 const BIN_DIR = process.env.POSTGRES_BIN_DIR ?? '/usr/lib/postgresql/15/bin';
 const OS_USER = process.env.STACK_POSTGRES_USER ?? 'postgres';
@@ -186,17 +189,20 @@ function template(): Promise<string> {
 }
 
 async function osUser(name: string): Promise<{ uid: number; gid: number }> {
-  const child = spawn('id', ['-u', name]);
-  const gidChild = spawn('id', ['-g', name]);
-  const read = async (c: ChildProcess) => {
-    let out = '';
-    c.stdout?.setEncoding('utf8').on('data', (t: string) => {
-      out += t;
-    });
-    const [code] = (await once(c, 'exit')) as [number | null];
-    if (code !== 0)
+  // execFile resolves once the output is closed: waiting for 'exit' and then reading stdout can read nothing yet,
+  // and Number('') is 0, which chowned the cluster's directory to root ("could not access directory: Permission
+  // denied" at the cluster's start).
+  const read = async (flag: '-u' | '-g'): Promise<number> => {
+    let out: string;
+    try {
+      ({ stdout: out } = await execFileAsync('id', [flag, name]));
+    } catch {
       throw new Error(`no OS user ${name} for the PostgreSQL cluster (apt-get install postgresql)`);
-    return Number(out.trim());
+    }
+    const id = out.trim();
+    if (!/^\d+$/.test(id))
+      throw new Error(`\`id ${flag} ${name}\` printed ${JSON.stringify(id)}, not a number`);
+    return Number(id);
   };
-  return { uid: await read(child), gid: await read(gidChild) };
+  return { uid: await read('-u'), gid: await read('-g') };
 }

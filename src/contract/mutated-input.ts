@@ -119,23 +119,27 @@ export function mutatedInputTests({ it, withContext }: ContractSuite): void {
   );
 
   it(
-    'processBatch: handlers that rewrite ids to each other’s complete each claimed id with its own fingerprint',
+    'processBatch: handlers that rewrite ids (to another message’s, or a new one) complete each claimed id',
     withContext(async (ctx) => {
       const repo = await ctx.open();
       for (const run of consumerRuns(repo)) {
         const idempotent = consumer(repo, run);
         const ids = [uniqueId('b0'), uniqueId('b1'), uniqueId('b2')];
-        const next = (message: Message) => ids[(ids.indexOf(message.id) + 1) % ids.length] as string;
+        // The first takes the second's id, the others ids never claimed: a settle that read the ids again would
+        // complete the second twice and leave the first and the third in flight.
+        const rewritten = [ids[1] as string, uniqueId('new1'), uniqueId('new2')];
         const { results } = await idempotent.processBatch(
           ids.map((id) => original(id)),
-          (message) => mutate(message, next(message)),
+          (message) => mutate(message, rewritten[ids.indexOf(message.id)] as string),
         );
         assert.deepEqual(
           results.map((r) => [r.outcome, r.id]),
           ids.map((id) => ['processed', id]),
           run.label,
         );
-        for (const id of ids) await assertCompleted(repo, id, uniqueId('never'), run.label);
+        for (const [i, id] of ids.entries()) {
+          await assertCompleted(repo, id, i === 0 ? uniqueId('never') : (rewritten[i] as string), run.label);
+        }
         for (const id of ids) await assertRedelivery(idempotent, id, `${run.label}, batch`);
       }
     }),

@@ -7,9 +7,11 @@ import { idTests } from './ids.js';
 import { leaseTests } from './leases.js';
 import { lifecycleTests } from './lifecycle.js';
 import { markTests } from './marks.js';
+import { mutatedInputTests } from './mutated-input.js';
 import { namespaceTests } from './namespaces.js';
 import { recordTests } from './records.js';
 import { renewalTests } from './renewal.js';
+import { resultLimitTests } from './result-limits.js';
 import { resultTests } from './results.js';
 import { resolveRunner } from './runner.js';
 import { verbTests } from './verbs.js';
@@ -25,9 +27,11 @@ export {
   leaseTests,
   lifecycleTests,
   markTests,
+  mutatedInputTests,
   namespaceTests,
   recordTests,
   renewalTests,
+  resultLimitTests,
   resultTests,
   verbTests,
 };
@@ -64,6 +68,8 @@ export function repositoryContract(options: ContractOptions): void {
     describe('ids', () => idTests(suite));
     describe('records', () => recordTests(suite));
     describe('results', () => resultTests(suite));
+    describe('result limits', () => resultLimitTests(suite));
+    describe('mutated input', () => mutatedInputTests(suite));
     describe('marks', () => markTests(suite));
     describe('namespaces', () => namespaceTests(suite));
     describe('lifecycle', () => lifecycleTests(suite));

@@ -38,6 +38,20 @@ const MAX_IN = 100;
  */
 const MARK_BATCH_ROWS = 10;
 
+/**
+ * Bytes of ids, fingerprints and results per unlogged batch of lazy marks. Cassandra refuses a batch of several
+ * partitions over `batch_size_fail_threshold` (50 KiB by default) and logs one over `batch_size_warn_threshold`
+ * (5 KiB): marks that carry results (the consumer's `storeResult`, up to `maxResultBytes`) are batched up to this
+ * budget, and a mark larger than it is written alone, as a plain INSERT.
+ */
+const MARK_BATCH_BYTES = 4 * 1024;
+
+/** What a mark's row holds beyond its fixed columns, in UTF-8 bytes, plus those columns' share. */
+function markBytes(entry: KeyedEntry): number {
+  const text = (value: string | undefined) => (value === undefined ? 0 : Buffer.byteLength(value, 'utf8'));
+  return 64 + text(entry.key) + text(entry.fingerprint) + text(entry.result);
+}
+
 /** Extra arguments of {@link CassandraRepository.open} that cannot come from a config file. */
 export interface CassandraOpenExtras extends BaseRepositoryOptions {
   /**
@@ -237,25 +251,35 @@ export class CassandraRepository extends BaseRepository {
   ): Promise<boolean[]> {
     const add: AddOptions = { ttlMs: options.ttlMs };
     const groups: { query: string; params: unknown[] }[][] = [];
-    for (let i = 0; i < entries.length; i += MARK_BATCH_ROWS) {
-      groups.push(
-        entries.slice(i, i + MARK_BATCH_ROWS).map((entry) => {
-          const record = newRecord(entry.key, entry, add, now);
-          // Blind over whatever row may be left there (e.g. a lapsed claim's owner and lease): absent fields are
-          // written as null, never left unset, so no old value shows through the new record.
-          const params = [
-            ...this.#where(entry.key),
-            ...this.#values(record, null),
-            ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now),
-          ];
-          return { query: this.#cql.mark, params };
-        }),
-      );
+    let group: { query: string; params: unknown[] }[] = [];
+    let groupBytes = 0;
+    for (const entry of entries) {
+      const bytes = markBytes(entry);
+      if (group.length === MARK_BATCH_ROWS || (group.length > 0 && groupBytes + bytes > MARK_BATCH_BYTES)) {
+        groups.push(group);
+        group = [];
+        groupBytes = 0;
+      }
+      const record = newRecord(entry.key, entry, add, now);
+      // Blind over whatever row may be left there (e.g. a lapsed claim's owner and lease): absent fields are
+      // written as null, never left unset, so no old value shows through the new record.
+      const params = [
+        ...this.#where(entry.key),
+        ...this.#values(record, null),
+        ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now),
+      ];
+      group.push({ query: this.#cql.mark, params });
+      groupBytes += bytes;
     }
+    if (group.length > 0) groups.push(group);
     const inFlight = Math.max(1, Math.ceil(this.#concurrency / 4));
-    await mapConcurrent(groups, inFlight, (group) =>
-      this.#client.batch(group, { ...this.#write, logged: false }),
-    );
+    await mapConcurrent(groups, inFlight, (rows) => {
+      const [only] = rows;
+      // A mark alone (one over the budget) is a plain INSERT: no batch to size.
+      if (rows.length === 1 && only !== undefined)
+        return this.#client.execute(only.query, only.params, this.#write);
+      return this.#client.batch(rows, { ...this.#write, logged: false });
+    });
     return entries.map(() => true);
   }
 

@@ -14,6 +14,7 @@ import {
   readDeadLetter,
   runIdempotentConsumer,
 } from '../../../src/adapters/kafka/index.js';
+import { fingerprinter } from '../../../src/consumer/fingerprint.js';
 import {
   type DuplicateRecord,
   type HandlerContext,
@@ -376,6 +377,57 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
     });
     await waitForCommitted(admin, groupId, topic);
     assert.deepEqual(log.map((h) => `${h.id}:${h.value}`).sort(), ['e1:1', 'e2:2', 'undefined:4']);
+  });
+
+  it('a handler that rewrites the id header, key and value completes the id it was read for', async (t) => {
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
+    const producer = await testProducer(t, kafka);
+    const originals: Message[] = [
+      { key: 'k1', value: '{"amount":1}', headers: { 'event-id': 'e1' } },
+      { key: 'k2', value: '{"amount":2}', headers: { 'event-id': 'e2' } },
+    ];
+    await produce(producer, topic, originals);
+    const repository = new MemoryRepository();
+    const fingerprint = (record: KafkaRecord) => record.message.value ?? '';
+    const idempotent = new IdempotentConsumer<KafkaRecord>({
+      repository,
+      id: kafkaRecordId,
+      storeResult: true,
+      fingerprint,
+    });
+    const log: Handled[] = [];
+    await start(t, {
+      kafka,
+      topics: [topic],
+      groupId,
+      id: { from: 'header', name: 'event-id' },
+      idempotent,
+      handler: (record, context) => {
+        log.push(handledOf(record, context));
+        // Everything the id and the fingerprint were read from, rewritten in place.
+        const message = record.message as { -readonly [K in keyof typeof record.message]: unknown };
+        (message.headers as Record<string, unknown>)['event-id'] = Buffer.from('rewritten');
+        message.key = Buffer.from('rewritten-key');
+        message.value = Buffer.from('{"amount":-1}');
+        (record as { id: string | undefined }).id = 'rewritten';
+        return `charged ${context.id}`;
+      },
+    });
+    await waitForCommitted(admin, groupId, topic);
+    // The same records again, as a producer's retry sends them: duplicates of what was claimed, not conflicts.
+    await produce(producer, topic, originals);
+    await waitForCommitted(admin, groupId, topic);
+    assert.deepEqual(log.map((h) => `${h.id}:${h.value}`).sort(), ['e1:{"amount":1}', 'e2:{"amount":2}']);
+    assert.equal(idempotent.stats.processed, 2);
+    assert.equal(idempotent.stats.duplicate, 2);
+    assert.equal(idempotent.stats.conflicts, 0);
+    for (const [i, id] of ['e1', 'e2'].entries()) {
+      const record = await repository.get(id);
+      assert.equal(record?.state, 'confirmed', `${id} was not completed`);
+      const value = Buffer.from((originals[i] as Message).value as string);
+      assert.equal(record.fingerprint, fingerprinter(fingerprint)({ message: { value } } as KafkaRecord));
+    }
+    assert.equal(await repository.contains('rewritten'), false, 'the rewritten id was stored');
   });
 
   it("names each duplicate's topic, partition and offset in onDuplicate's audit record", async (t) => {

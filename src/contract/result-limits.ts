@@ -1,0 +1,183 @@
+import assert from 'node:assert/strict';
+import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
+import type { ProcessResult } from '../consumer/types.js';
+import type { IdempotentRepository } from '../repositories/types.js';
+import { type ConsumerRun, consumerRuns } from './consumer-runs.js';
+import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
+
+/*
+ * The store's declared `maxResultBytes` is a promise to the consumer's `storeResult`: a result of exactly that
+ * many bytes is kept and replayed whole, next to the largest id and a fingerprint, one message at a time and in a
+ * batch, on every write path (eager confirm, lazy mark, in a transaction or not). One byte more is not kept, and
+ * that costs nothing but the replay: the message was handled once, its result says `resultKept: false`, and a
+ * redelivery is a plain duplicate that does not run the handler again. A store whose write of an at-limit record
+ * fails (an item, row, mutation or message size limit of the server) has declared too much.
+ */
+
+/** A fingerprint as the consumer stores it: a SHA-256 digest in base64url. */
+const FINGERPRINT_CHARS = 43;
+
+interface Message {
+  readonly id: string;
+  readonly n: number;
+}
+
+/**
+ * A handler value whose kept text (the consumer's one-character tag, then the value's JSON) is exactly `bytes`
+ * UTF-8 bytes: a string, which JSON writes between two quotes, ending in multi-byte characters JSON leaves as they
+ * are, so a store that cut or re-encoded it would show.
+ */
+function valueKeptAs(bytes: number): string {
+  const tail = '日😀';
+  return 'r'.repeat(bytes - 3 - Buffer.byteLength(tail, 'utf8')) + tail;
+}
+
+/** A fresh id of exactly `bytes` UTF-8 bytes. */
+function idOfBytes(bytes: number): string {
+  const prefix = uniqueId('limit');
+  return prefix + 'x'.repeat(bytes - Buffer.byteLength(prefix, 'utf8'));
+}
+
+/** Compares a large result without printing a megabyte diff when it differs. */
+function assertSame(actual: unknown, expected: string, what: string): void {
+  if (actual === expected) return;
+  const length = typeof actual === 'string' ? `${Buffer.byteLength(actual, 'utf8')} bytes` : typeof actual;
+  assert.fail(`${what}: got ${length}, not the ${Buffer.byteLength(expected, 'utf8')}-byte value given`);
+}
+
+export function resultLimitTests({ it, withContext, options }: ContractSuite): void {
+  const { maxIdBytes } = options.capabilities;
+
+  const consumer = (repository: IdempotentRepository, run: ConsumerRun) =>
+    new IdempotentConsumer<Message>({
+      repository,
+      id: 'id',
+      ttlMs: LONG_TTL_MS,
+      leaseMs: LONG_TTL_MS,
+      storeResult: true,
+      fingerprint: true,
+      onWarning: () => {},
+      ...run.options,
+    });
+
+  /** The record of a handled id: confirmed, with a fingerprint, and with `resultBytes` of result (or none). */
+  async function assertRecord(repository: IdempotentRepository, id: string, resultBytes: number | undefined) {
+    const record = await repository.get(id);
+    assert.equal(record?.state, 'confirmed', `the record of a ${Buffer.byteLength(id)}-byte id`);
+    assert.equal(record.fingerprint?.length, FINGERPRINT_CHARS, 'the fingerprint kept with it');
+    const kept = record.result === undefined ? undefined : Buffer.byteLength(record.result, 'utf8');
+    assert.equal(kept, resultBytes, 'bytes of result kept');
+  }
+
+  it(
+    'keeps a result of exactly maxResultBytes beside a maxIdBytes id and a fingerprint, and replays it whole',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      const max = repo.capabilities.maxResultBytes;
+      const atLimit = valueKeptAs(max);
+      for (const run of consumerRuns(repo)) {
+        const idempotent = consumer(repo, run);
+        const message = { id: idOfBytes(maxIdBytes), n: 1 };
+        let runs = 0;
+        const first = await idempotent.wrap(() => {
+          runs++;
+          return atLimit;
+        })({ ...message });
+        assert.equal(first.outcome, 'processed', run.label);
+        assert.equal(first.resultKept, true, `${run.label}: resultKept`);
+        await assertRecord(repo, message.id, max);
+        const again = await idempotent.process({ ...message }, () => {
+          runs++;
+          return 'ran again';
+        });
+        assert.equal(again.outcome, 'duplicate', run.label);
+        assert.equal(again.replayed, true, `${run.label}: replayed`);
+        assertSame(again.result, atLimit, `${run.label}: the replayed result`);
+        assert.equal(runs, 1, `${run.label}: the handler ran again`);
+      }
+    }),
+  );
+
+  it(
+    'does not keep a result one byte over maxResultBytes: resultKept false, then a plain duplicate that does not run again',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      const over = valueKeptAs(repo.capabilities.maxResultBytes + 1);
+      for (const run of consumerRuns(repo)) {
+        const idempotent = consumer(repo, run);
+        const message = { id: idOfBytes(maxIdBytes), n: 2 };
+        let runs = 0;
+        const first = await idempotent.process({ ...message }, () => {
+          runs++;
+          return over;
+        });
+        assert.equal(first.outcome, 'processed', run.label);
+        assert.equal(first.resultKept, false, `${run.label}: resultKept`);
+        assertSame(first.result, over, `${run.label}: the handler's own result`);
+        await assertRecord(repo, message.id, undefined);
+        const again = await idempotent.wrap(() => {
+          runs++;
+          return 'ran again';
+        })({ ...message });
+        assert.equal(again.outcome, 'duplicate', run.label);
+        assert.notEqual(again.replayed, true, `${run.label}: replayed a result that was not kept`);
+        assert.equal(again.result, undefined, run.label);
+        assert.equal(runs, 1, `${run.label}: the handler ran again`);
+      }
+    }),
+  );
+
+  it(
+    'in a batch of three, keeps the two results of exactly maxResultBytes and not the one a byte over',
+    withContext(async (ctx) => {
+      const repo = await ctx.open();
+      const max = repo.capabilities.maxResultBytes;
+      const atLimit = valueKeptAs(max);
+      const over = valueKeptAs(max + 1);
+      for (const run of consumerRuns(repo)) {
+        const idempotent = consumer(repo, run);
+        const messages = [0, 1, 2].map((n) => ({ id: idOfBytes(maxIdBytes), n }));
+        const values = [atLimit, over, atLimit];
+        let runs = 0;
+        const handler = (message: Message) => {
+          runs++;
+          return values[message.n] as string;
+        };
+        const { results } = await idempotent.processBatch(
+          messages.map((m) => ({ ...m })),
+          handler,
+        );
+        assert.deepEqual(
+          results.map((r) => [r.outcome, r.resultKept]),
+          [
+            ['processed', true],
+            ['processed', false],
+            ['processed', true],
+          ],
+          run.label,
+        );
+        for (const [i, message] of messages.entries()) {
+          await assertRecord(repo, message.id, i === 1 ? undefined : max);
+        }
+        const again = await idempotent.processBatch(
+          messages.map((m) => ({ ...m })),
+          handler,
+        );
+        const [a, b, c] = again.results as [ProcessResult, ProcessResult, ProcessResult];
+        assert.deepEqual(
+          [a, b, c].map((r) => [r.outcome, r.replayed === true]),
+          [
+            ['duplicate', true],
+            ['duplicate', false],
+            ['duplicate', true],
+          ],
+          run.label,
+        );
+        assertSame(a.result, atLimit, `${run.label}: the first replayed result`);
+        assert.equal(b.result, undefined, run.label);
+        assertSame(c.result, atLimit, `${run.label}: the third replayed result`);
+        assert.equal(runs, 3, `${run.label}: a handler ran again`);
+      }
+    }),
+  );
+}

@@ -28,6 +28,11 @@ export interface ChaosSizes {
   readonly nodeRecords: number;
   /** Longest a store run may take. */
   readonly runTimeoutMs: number;
+  /**
+   * Longest a whole scenario may take in `npm run chaos`, setup and cleanup included: past it the scenario fails
+   * as one that never finishes, and the run goes on (a guard against a hang, far above any scenario's time).
+   */
+  readonly scenarioTimeoutMs: number;
 }
 
 export const SHORT: ChaosSizes = {
@@ -43,6 +48,7 @@ export const SHORT: ChaosSizes = {
   outageMs: 700,
   nodeRecords: 6_000,
   runTimeoutMs: 90_000,
+  scenarioTimeoutMs: 600_000,
 };
 
 export const FULL: ChaosSizes = {
@@ -58,6 +64,7 @@ export const FULL: ChaosSizes = {
   outageMs: 1_500,
   nodeRecords: 30_000,
   runTimeoutMs: 600_000,
+  scenarioTimeoutMs: 1_200_000,
 };
 
 const VARIABLES: Record<keyof ChaosSizes, string> = {
@@ -73,6 +80,7 @@ const VARIABLES: Record<keyof ChaosSizes, string> = {
   outageMs: 'OUTAGE_MS',
   nodeRecords: 'NODE_RECORDS',
   runTimeoutMs: 'RUN_TIMEOUT_MS',
+  scenarioTimeoutMs: 'SCENARIO_TIMEOUT_MS',
 };
 
 /** `--long-pauses` → `longPauses`, the flag names `npm run chaos` takes. */

@@ -13,12 +13,13 @@ import type {
   GroupConsumer,
   GroupJoin,
   KafkaClient,
+  KafkaLogSink,
   KafkaProducer,
 } from '../../src/kafka/port/index.js';
 import { onCleanup, randomName } from '../helpers/kafka.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
-async function client(t: TestContext): Promise<KafkaClient> {
+async function client(t: TestContext, logger?: KafkaLogSink): Promise<KafkaClient> {
   const c = await createClient(
     {
       brokers: [...endpoints.kafkaBrokers],
@@ -27,10 +28,25 @@ async function client(t: TestContext): Promise<KafkaClient> {
       connectionTimeout: 5_000,
       requestTimeout: 30_000,
     },
-    { retries: 5 },
+    { retries: 5, ...(logger === undefined ? {} : { logger }) },
   );
   onCleanup(t, () => c.close());
   return c;
+}
+
+/** A log sink that keeps the warnings (fields and message). */
+function warnings(): KafkaLogSink & {
+  readonly warned: { fields: Record<string, unknown>; message: string }[];
+} {
+  const warned: { fields: Record<string, unknown>; message: string }[] = [];
+  const ignore = () => undefined;
+  return {
+    warned,
+    warn: (fields, message) => warned.push({ fields: fields as Record<string, unknown>, message }),
+    error: ignore,
+    info: ignore,
+    debug: ignore,
+  };
 }
 
 async function topic(t: TestContext, c: KafkaClient, partitions = 3): Promise<string> {
@@ -195,8 +211,9 @@ describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('k
     await until(async () => (await admin.groupOffsets(groupId, name)).every((o) => o.offset === '50'));
   });
 
-  it('a rejected batch is read again from the commit; a paused partition waits for resume', async (t) => {
-    const c = await client(t);
+  it('a rejected batch is read again from the commit, with a warning; a paused partition waits for resume', async (t) => {
+    const log = warnings();
+    const c = await client(t, log);
     const name = await topic(t, c, 2);
     const p = await producer(t, c);
     await p.send({
@@ -226,6 +243,9 @@ describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('k
     });
     await until(() => seen.length === 1);
     assert.deepEqual(seen, ['a0']);
+    // The warning carries the error under pino's key (under `error` it was logged as `{}`).
+    const failed = log.warned.find((w) => w.message.startsWith('a batch failed'));
+    assert.equal((failed?.fields.err as Error | undefined)?.message, 'first try fails');
     // Partition 1 stays paused however long partition 0 keeps fetching.
     await p.send({ topic: name, messages: [{ value: 'a1', partition: 0 }] });
     await until(() => seen.length === 2);

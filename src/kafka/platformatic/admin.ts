@@ -1,5 +1,6 @@
 import { Admin, ConfigResourceTypes, FetchIsolationLevels, ListOffsetTimestamps } from '@platformatic/kafka';
 import type { KafkaAdmin, NewTopic, PartitionOffsetRange } from '../port/index.js';
+import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 
 /** How long `createTopics` waits for every new partition to have a leader. */
@@ -135,13 +136,13 @@ export class PlatformaticAdmin implements KafkaAdmin {
     partitions: readonly number[],
     timestamp: bigint,
   ): Promise<Map<number, bigint>> {
-    const [listed] = await this.#need().listOffsets({
-      topics: [
-        { name: topic, partitions: partitions.map((partitionIndex) => ({ partitionIndex, timestamp })) },
-      ],
+    const offsets = await listOffsets(this.#need(), {
+      partitions: new Map([[topic, partitions]]),
+      timestamp,
       isolationLevel: FetchIsolationLevels.READ_UNCOMMITTED,
+      retries: this.#context.retries,
     });
-    return new Map((listed?.partitions ?? []).map((p) => [p.partitionIndex, p.offset]));
+    return offsets.get(topic) ?? new Map();
   }
 
   async groupOffsets(groupId: string, topic: string): Promise<{ partition: number; offset: string }[]> {

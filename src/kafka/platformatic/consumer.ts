@@ -4,8 +4,6 @@ import {
   Consumer,
   type ConsumerGroupJoinPayload,
   FetchIsolationLevels,
-  kGetApi,
-  kGetConnection,
   ListOffsetTimestamps,
   type RecordsBatch,
 } from '@platformatic/kafka';
@@ -22,8 +20,11 @@ import type {
 } from '../port/index.js';
 import { isBrokerUnreachable, isOffsetOutOfRange } from './errors.js';
 import { dropAborted, RawFetcher } from './fetch.js';
+import { call, connectionTo, libraryApi } from './internals.js';
+import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { consumedMessages } from './records.js';
+import { StepTimeoutError, stepLimitMs, timeLimited } from './time-limit.js';
 
 /*
  * A group member over @platformatic/kafka, driven in batches. The library's messages stream hands records one by
@@ -94,14 +95,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
       resolve();
     }
     signal.addEventListener('abort', done, { once: true });
-  });
-}
-
-/** Node-style callback to promise, for the library's symbol-keyed internals. */
-function call<T>(fn: (callback: CallbackWithPromise<T>) => void): Promise<T> {
-  return new Promise((resolve, reject) => {
-    fn(((error: Error | null, value?: T) =>
-      error ? reject(error) : resolve(value as T)) as CallbackWithPromise<T>);
   });
 }
 
@@ -193,7 +186,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     try {
       await this.#consumer?.leaveGroup(false);
     } catch (error) {
-      this.warn('leaving the group failed', { error });
+      this.warn('leaving the group failed', { err: error });
     }
   }
 
@@ -297,7 +290,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   /** The library failed to rejoin the group (it gave up after its retries). */
   #crashed(error: Error): void {
-    this.warn('the consumer lost its group', { error });
+    this.warn('the consumer lost its group', { err: error });
     // The fetch loop keeps trying to rejoin while running; the crash is reported for the caller's information.
     for (const listener of this.#crashListeners) listener({ error, restart: this.#running });
     if (this.#running) this.#rejoinLater();
@@ -345,9 +338,13 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const unknown = idle.filter((s) => s.position === undefined);
     if (unknown.length > 0 && !this.#refreshing) {
       this.#refreshing = true;
-      this.#refreshPositions(consumer, generation, unknown)
+      const refresh = ++this.#refreshes;
+      this.#limited('reading the positions', this.#refreshPositions(consumer, generation, unknown, refresh))
         .then(succeeded, (error: unknown) => {
-          if (!signal.aborted) this.warn('reading the committed offsets failed; retrying', { error });
+          // A step past its time limit has said so already.
+          if (!signal.aborted && !(error instanceof StepTimeoutError)) {
+            this.warn('reading the committed offsets failed; retrying', { err: error });
+          }
           this.#failed = true;
         })
         .finally(() => {
@@ -359,7 +356,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     if (ready.length === 0) return this.#takeFailure();
     const metadata = consumer.currentMetadata;
     if (metadata === undefined) {
-      consumer.metadata({ topics: this.#topics }).then(
+      this.#limited('a metadata refresh', consumer.metadata({ topics: this.#topics })).then(
         () => this.#wake?.(),
         () => {
           this.#failed = true;
@@ -400,6 +397,16 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   #failed = false;
+  /** Reads of the positions started: a read that ran past its time limit sets nothing once a newer one started. */
+  #refreshes = 0;
+
+  /** `work` bounded by the step limit ({@link timeLimited}), warning through this consumer's log. */
+  #limited<T>(step: string, work: Promise<T>): Promise<T> {
+    return timeLimited(step, work, {
+      limitMs: stepLimitMs(this.#context.base.requestTimeout),
+      warn: (message, fields) => this.warn(message, fields),
+    });
+  }
 
   #takeFailure(): 'ok' | 'failed' {
     const failed = this.#failed;
@@ -413,10 +420,10 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     if (isOffsetOutOfRange(error)) {
       // Which partition is not said in a way worth parsing: read them all again (committed, else the reset).
       for (const state of states) state.position = undefined;
-      this.warn('a fetch asked for an offset out of range; reading the positions again', { error });
+      this.warn('a fetch asked for an offset out of range; reading the positions again', { err: error });
       return;
     }
-    if (!isBrokerUnreachable(error)) this.warn('fetch failed; retrying', { error });
+    if (!isBrokerUnreachable(error)) this.warn('fetch failed; retrying', { err: error });
   }
 
   async #fetch(
@@ -543,7 +550,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       },
       (error: unknown) => {
         if (this.#running)
-          this.warn('a batch failed; its partition is read again from the commit', { error });
+          this.warn('a batch failed; its partition is read again from the commit', { err: error });
         state.position = undefined;
       },
     );
@@ -618,13 +625,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const metadata = await consumer.metadata({ topics: [...topics] });
     const broker = metadata.brokers.get(coordinator);
     if (broker === undefined) throw new Error(`group coordinator ${coordinator} is not in the metadata`);
-    const internals = consumer as unknown as {
-      [kGetConnection](broker: unknown, callback: CallbackWithPromise<Connection>): void;
-      [kGetApi](name: string, callback: CallbackWithPromise<Api>): void;
-    };
-    const connection = await call<Connection>((cb) => internals[kGetConnection](broker, cb));
-    const api = await call<Api>((cb) => internals[kGetApi](name, cb));
-    return { connection, api };
+    return { connection: await connectionTo(consumer, broker), api: await libraryApi<Api>(consumer, name) };
   }
 
   /** Runs `task` once fewer than `partitionsConsumedConcurrently` handlers run. */
@@ -642,30 +643,38 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /** Reads the committed offsets of `states` (requireStable), falling back to the reset offset. */
+  /**
+   * Reads the committed offsets of `states` (requireStable), falling back to the reset offset. The log's ends come
+   * from the port's own ListOffsets (list-offsets.ts says why not the library's).
+   */
   async #refreshPositions(
     consumer: LibraryConsumer,
     generation: Generation,
     states: readonly PartitionState[],
+    refresh: number,
   ): Promise<void> {
     const byTopic = new Map<string, number[]>();
     for (const s of states) byTopic.set(s.topic, [...(byTopic.get(s.topic) ?? []), s.partition]);
     const committed = await this.#committedOffsets(consumer, byTopic);
-    const reset = await consumer.listOffsets({
-      topics: [...byTopic.keys()],
-      timestamp: this.#fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
-      isolationLevel: FetchIsolationLevels.READ_COMMITTED,
-    });
-    const earliest = await consumer.listOffsets({
-      topics: [...byTopic.keys()],
-      timestamp: ListOffsetTimestamps.EARLIEST,
-    });
+    const ends = (timestamp: bigint) =>
+      listOffsets(consumer, {
+        partitions: byTopic,
+        timestamp,
+        isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+        retries: this.#context.retries,
+      });
+    const reset = await ends(
+      this.#fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
+    );
+    const earliest = await ends(ListOffsetTimestamps.EARLIEST);
+    if (refresh !== this.#refreshes) return;
     for (const s of states) {
       if (this.#generation !== generation || s.busy) continue;
       const offset = committed.get(key(s.topic, s.partition)) ?? -1n;
-      const low = earliest.get(s.topic)?.[s.partition] ?? 0n;
+      const low = earliest.get(s.topic)?.get(s.partition) ?? 0n;
       // A commit older than the log start (records deleted by retention) reads from the start.
-      s.position = offset >= 0n ? (offset < low ? low : offset) : (reset.get(s.topic)?.[s.partition] ?? 0n);
+      s.position =
+        offset >= 0n ? (offset < low ? low : offset) : (reset.get(s.topic)?.get(s.partition) ?? 0n);
     }
   }
 

@@ -4,11 +4,12 @@ import {
   ConnectionPool,
   type Consumer,
   FetchIsolationLevels,
-  kGetApi,
   type RecordsBatch,
 } from '@platformatic/kafka';
+import { call, libraryApi } from './internals.js';
 import type { ClientContext } from './options.js';
 import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
+import { stepLimitMs, timeLimited } from './time-limit.js';
 
 /*
  * Fetch without the library's read_committed filter. `Consumer.fetch` drops aborted batches itself, keyed by
@@ -61,35 +62,43 @@ type FetchApi = (
 /** Sends read_committed Fetch requests for a client, on connections of its own. */
 export class RawFetcher {
   readonly #pool: ConnectionPool;
-  readonly #api: () => Promise<FetchApi>;
+  readonly #library: Consumer;
+  readonly #context: ClientContext;
 
   constructor(context: ClientContext, library: Consumer) {
     const { clientId, ...connection } = context.base;
     this.#pool = new ConnectionPool(`${clientId}-fetch`, connection);
-    const internals = library as unknown as {
-      [kGetApi](name: string, callback: CallbackWithPromise<FetchApi>): void;
-    };
-    let api: Promise<FetchApi> | undefined;
-    this.#api = () => {
-      api ??= new Promise<FetchApi>((resolve, reject) =>
-        internals[kGetApi]('Fetch', ((error: Error | null, found?: FetchApi) =>
-          error ? reject(error) : resolve(found as FetchApi)) as CallbackWithPromise<FetchApi>),
-      );
-      api.catch(() => {
-        api = undefined;
-      });
-      return api;
-    };
+    this.#library = library;
+    this.#context = context;
   }
 
-  /** One Fetch to `broker` for partitions of one topic (by id). Partition errors reject (ResponseError). */
-  async fetch(
+  /**
+   * One Fetch to `broker` for partitions of one topic (by id). Partition errors reject (ResponseError); so does a
+   * fetch past the step limit (time-limit.ts), with a warning.
+   */
+  fetch(
     broker: { host: string; port: number },
     topicId: string,
     partitions: readonly FetchPartitionRequest[],
     limits: { maxWaitMs: number; maxBytes: number },
   ): Promise<RawFetchResponse> {
-    const api = await this.#api();
+    return timeLimited(
+      `a fetch from ${broker.host}:${broker.port}`,
+      this.#fetch(broker, topicId, partitions, limits),
+      {
+        limitMs: stepLimitMs(this.#context.base.requestTimeout),
+        warn: this.#context.warn,
+      },
+    );
+  }
+
+  async #fetch(
+    broker: { host: string; port: number },
+    topicId: string,
+    partitions: readonly FetchPartitionRequest[],
+    limits: { maxWaitMs: number; maxBytes: number },
+  ): Promise<RawFetchResponse> {
+    const api = await libraryApi<FetchApi>(this.#library, 'Fetch');
     const connection = await this.#pool.get(broker);
     const topics = [
       {
@@ -97,7 +106,7 @@ export class RawFetcher {
         partitions: partitions.map((p) => ({ ...p, currentLeaderEpoch: -1, lastFetchedEpoch: -1 })),
       },
     ];
-    return new Promise<RawFetchResponse>((resolve, reject) => {
+    return call<RawFetchResponse>((cb) =>
       api(
         connection,
         limits.maxWaitMs,
@@ -109,12 +118,9 @@ export class RawFetcher {
         topics,
         [],
         '',
-        ((error: Error | null, response?: RawFetchResponse) =>
-          error
-            ? reject(error)
-            : resolve(response as RawFetchResponse)) as CallbackWithPromise<RawFetchResponse>,
-      );
-    });
+        cb,
+      ),
+    );
   }
 
   async close(): Promise<void> {

@@ -53,6 +53,14 @@ export const createClient: KafkaClientFactory = (
 ) => {
   const context: ClientContext = {
     base: baseOptions(settings, behaviour),
+    retries: behaviour.retries,
+    warn: (message, fields) =>
+      logThrough(behaviour, {
+        level: 'warn',
+        namespace: 'client',
+        message,
+        fields: { kafka: 'platformatic', ...fields },
+      }),
     watch: (client: WatchedClient) => {
       client.on('client:broker:failed', ({ broker, connection }) => {
         const where = `${broker.host}:${broker.port}`;

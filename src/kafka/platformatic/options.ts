@@ -73,9 +73,13 @@ export interface WatchedClient {
   ): unknown;
 }
 
-/** What every part of one port client is built with: the library options and the log watch. */
+/** What every part of one port client is built with: the library options, the log watch and the log. */
 export interface ClientContext {
   readonly base: BaseOptions;
+  /** The retry budget of a request (the port's `retries`), for the requests the port sends itself. */
+  readonly retries: number;
+  /** A warning through the port's log (`onLog`, then the logger). */
+  readonly warn: (message: string, fields: Record<string, unknown>) => void;
   /** Reports the library client's failed broker connections through the port's log (see index.ts). */
   readonly watch: (client: WatchedClient) => void;
 }

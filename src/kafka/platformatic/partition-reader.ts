@@ -1,8 +1,10 @@
 import { Consumer, FetchIsolationLevels, ListOffsetTimestamps, type RecordsBatch } from '@platformatic/kafka';
 import type { FetchedPartition, PartitionFetch, PartitionReader, RecordBatch } from '../port/index.js';
 import { RawFetcher } from './fetch.js';
+import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
+import { stepLimitMs, timeLimited } from './time-limit.js';
 
 /** Header pairs as the reader's header record (a repeated name keeps its last value). */
 function headerRecord(pairs: readonly (readonly [Buffer | null, Buffer | null])[]): Record<string, Buffer> {
@@ -37,6 +39,7 @@ export class PlatformaticPartitionReader implements PartitionReader {
   readonly #consumer: Consumer;
   /** Fetch without the library's read_committed filter: the changelog reader drops aborted records itself. */
   readonly #fetcher: RawFetcher;
+  readonly #context: ClientContext;
 
   constructor(context: ClientContext) {
     const options = context.base;
@@ -48,6 +51,7 @@ export class PlatformaticPartitionReader implements PartitionReader {
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
     });
     context.watch(this.#consumer as never);
+    this.#context = context;
     this.#fetcher = new RawFetcher(context, this.#consumer);
   }
 
@@ -62,14 +66,14 @@ export class PlatformaticPartitionReader implements PartitionReader {
     partitions: readonly number[],
     which: 'earliest' | 'latest',
   ): Promise<Map<number, number>> {
-    const offsets = await this.#consumer.listOffsets({
-      topics: [topic],
-      partitions: { [topic]: [...partitions] },
+    const offsets = await listOffsets(this.#consumer, {
+      partitions: new Map([[topic, partitions]]),
       timestamp: which === 'earliest' ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+      retries: this.#context.retries,
     });
-    const list = offsets.get(topic) ?? [];
-    return new Map(partitions.map((p) => [p, Number(list[p] ?? 0n)]));
+    const listed = offsets.get(topic);
+    return new Map(partitions.map((p) => [p, Number(listed?.get(p) ?? 0n)]));
   }
 
   async fetch(request: PartitionFetch): Promise<FetchedPartition[]> {
@@ -119,7 +123,10 @@ export class PlatformaticPartitionReader implements PartitionReader {
 
   async refreshMetadata(): Promise<void> {
     this.#consumer.clearMetadata();
-    await this.#consumer.metadata({ topics: [], forceUpdate: true });
+    await timeLimited('a metadata refresh', this.#consumer.metadata({ topics: [], forceUpdate: true }), {
+      limitMs: stepLimitMs(this.#context.base.requestTimeout),
+      warn: this.#context.warn,
+    });
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,41 @@
+import {
+  type Base,
+  type Broker,
+  type CallbackWithPromise,
+  type Connection,
+  kGetApi,
+  kGetConnection,
+} from '@platformatic/kafka';
+
+/*
+ * The library's symbol-keyed internals the port sends its own requests through (exported by the package, but not
+ * in its typed public surface): a connection to a broker from the client's pool, and an API function of the
+ * version the broker and the library agreed on.
+ */
+
+/** A library client (Consumer, Admin, Producer). */
+// biome-ignore lint/suspicious/noExplicitAny: the clients' option types differ; only Base's methods are used.
+export type LibraryClient = Base<any>;
+
+/** Node-style callback to promise, for the library's callback-only internals. */
+export function call<T>(fn: (callback: CallbackWithPromise<T>) => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    fn(((error: Error | null, value?: T) =>
+      error ? reject(error) : resolve(value as T)) as CallbackWithPromise<T>);
+  });
+}
+
+interface Internals {
+  [kGetConnection](broker: Broker, callback: CallbackWithPromise<Connection>): void;
+  [kGetApi]<Api>(name: string, callback: CallbackWithPromise<Api>): void;
+}
+
+/** The client's connection to `broker` (opened when it has none). */
+export function connectionTo(client: LibraryClient, broker: Broker): Promise<Connection> {
+  return call<Connection>((cb) => (client as unknown as Internals)[kGetConnection](broker, cb));
+}
+
+/** The library's function for the API `name` (e.g. `ListOffsets`), at the negotiated version. */
+export function libraryApi<Api>(client: LibraryClient, name: string): Promise<Api> {
+  return call<Api>((cb) => (client as unknown as Internals)[kGetApi]<Api>(name, cb));
+}

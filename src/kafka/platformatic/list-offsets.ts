@@ -1,0 +1,107 @@
+import { type Connection, type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
+import { call, connectionTo, type LibraryClient, libraryApi } from './internals.js';
+import { retryDelayMs } from './options.js';
+
+/*
+ * ListOffsets as the port sends it. The library's `listOffsets` (Consumer and Admin) builds each leader's request
+ * once, with the leader epoch its metadata had, and retries that same request: a call that started while the
+ * broker was stopping asks, once the broker is back, with an epoch the broker has moved past, and every retry
+ * gets FENCED_LEADER_EPOCH until the budget runs out (a node read nothing for two minutes after a broker restart,
+ * issue #32; Kafka's own client had the same bug, KAFKA-9535). Here the request carries no epoch (-1: the broker
+ * does not check it) and each retry reads fresh metadata first, so it goes to the partition's leader of now.
+ */
+
+/** One partition of a ListOffsets answer, as read here. */
+interface ListedPartition {
+  readonly partitionIndex: number;
+  readonly offset: bigint;
+}
+
+interface ListOffsetsResponse {
+  readonly topics: readonly { readonly name: string; readonly partitions: readonly ListedPartition[] }[];
+}
+
+type ListOffsetsApi = (
+  connection: Connection,
+  replicaId: number,
+  isolationLevel: number,
+  topics: unknown[],
+  callback: (error: Error | null, response?: ListOffsetsResponse) => void,
+) => void;
+
+/** What to list: partitions per topic, at one timestamp (`ListOffsetTimestamps.EARLIEST`/`LATEST` or a time). */
+export interface OffsetsQuery {
+  readonly partitions: ReadonlyMap<string, readonly number[]>;
+  readonly timestamp: bigint;
+  readonly isolationLevel: FetchIsolationLevelValue;
+  /** Attempts after the first (the port's retry budget); the delay between them is {@link retryDelayMs}. */
+  readonly retries: number;
+}
+
+/** The offsets per topic and partition, from each partition's leader; retried on fresh metadata. */
+export async function listOffsets(
+  client: LibraryClient,
+  query: OffsetsQuery,
+): Promise<Map<string, Map<number, bigint>>> {
+  const errors: Error[] = [];
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await listOnce(client, query, attempt > 0);
+    } catch (error) {
+      errors.push(error as Error);
+      const permanent = (error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
+        'canRetry',
+        false,
+      );
+      if (permanent || attempt >= query.retries) {
+        throw attempt === 0 ? error : new MultipleErrors(`listOffsets failed ${attempt + 1} times.`, errors);
+      }
+      client.clearMetadata();
+      await new Promise((resolve) => setTimeout(resolve, retryDelayMs(attempt + 1, error)));
+    }
+  }
+}
+
+async function listOnce(
+  client: LibraryClient,
+  query: OffsetsQuery,
+  fresh: boolean,
+): Promise<Map<string, Map<number, bigint>>> {
+  const metadata = await client.metadata({ topics: [...query.partitions.keys()], forceUpdate: fresh });
+  const byLeader = new Map<
+    number,
+    Map<string, { partitionIndex: number; currentLeaderEpoch: number; timestamp: bigint }[]>
+  >();
+  for (const [name, ids] of query.partitions) {
+    const topic = metadata.topics.get(name);
+    if (topic === undefined) throw new Error(`topic ${name} is not in the metadata`);
+    for (const partitionIndex of ids) {
+      const leader = topic.partitions[partitionIndex]?.leader ?? -1;
+      if (leader < 0) throw new Error(`partition ${name}[${partitionIndex}] has no leader`);
+      const topics = byLeader.get(leader) ?? new Map();
+      byLeader.set(leader, topics);
+      const list = topics.get(name) ?? [];
+      topics.set(name, list);
+      list.push({ partitionIndex, currentLeaderEpoch: -1, timestamp: query.timestamp });
+    }
+  }
+  const api = await libraryApi<ListOffsetsApi>(client, 'ListOffsets');
+  const responses = await Promise.all(
+    [...byLeader].map(async ([leader, topics]) => {
+      const broker = metadata.brokers.get(leader);
+      if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
+      const connection = await connectionTo(client, broker);
+      const request = [...topics].map(([name, partitions]) => ({ name, partitions }));
+      return call<ListOffsetsResponse>((cb) => api(connection, -1, query.isolationLevel, request, cb));
+    }),
+  );
+  const offsets = new Map<string, Map<number, bigint>>();
+  for (const response of responses) {
+    for (const topic of response.topics) {
+      const partitions = offsets.get(topic.name) ?? new Map<number, bigint>();
+      offsets.set(topic.name, partitions);
+      for (const p of topic.partitions) partitions.set(p.partitionIndex, p.offset);
+    }
+  }
+  return offsets;
+}

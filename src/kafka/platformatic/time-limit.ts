@@ -1,0 +1,56 @@
+import { TimeoutError } from '@platformatic/kafka';
+
+/*
+ * A bound on the steps of the port's own read loop. A library call retries within its budget and a request times
+ * out after `requestTimeout`, but a step made of several calls, each with its retries (reading the positions:
+ * metadata, OffsetFetch, two ListOffsets), can stay pending for minutes, and while it does the consumer reads
+ * nothing. Past its limit the step fails with a warning that names it, and the consumer's usual recovery runs
+ * (fresh metadata, the step again after a backoff). Only reads are bounded so: commit and heartbeat keep the
+ * library's whole retry budget, since giving up on them early would cost a rebalance or a batch read twice.
+ */
+
+/** The shortest limit: a loaded broker coming back can take tens of seconds to answer a first request. */
+const MIN_LIMIT_MS = 60_000;
+
+/** How long one step may take: twice the request timeout, at least 60 s. */
+export function stepLimitMs(requestTimeout: number | undefined): number {
+  return Math.max(MIN_LIMIT_MS, 2 * (requestTimeout ?? 30_000));
+}
+
+/** A step that did not finish within its limit (the library's TimeoutError: retriable, "broker unreachable"). */
+export class StepTimeoutError extends TimeoutError {
+  constructor(
+    readonly step: string,
+    readonly limitMs: number,
+  ) {
+    super(`${step} did not finish within ${limitMs / 1000} s`, { canRetry: true });
+  }
+}
+
+/**
+ * `work`, or a {@link StepTimeoutError} once `limitMs` passed, with a warning naming `step`. The work is not
+ * cancelled (the library has no way to): its late result or failure is ignored.
+ */
+export async function timeLimited<T>(
+  step: string,
+  work: Promise<T>,
+  options: {
+    readonly limitMs: number;
+    readonly warn: (message: string, fields: Record<string, unknown>) => void;
+  },
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new StepTimeoutError(step, options.limitMs);
+      options.warn(`${error.message}; giving up on it`, { step, limitMs: options.limitMs });
+      reject(error);
+    }, options.limitMs);
+  });
+  work.catch(() => undefined);
+  try {
+    return await Promise.race([work, limit]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

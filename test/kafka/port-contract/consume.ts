@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import type { ConsumedBatch, KafkaClientName } from '../../../src/kafka/port/index.js';
+import type { ConsumedBatch, KafkaAdmin, KafkaClientName } from '../../../src/kafka/port/index.js';
 import { onCleanup, randomName, waitFor } from '../../helpers/kafka.js';
 import { committed, portTestbed, runRecording, sendValues } from './testbed.js';
 
@@ -9,6 +9,21 @@ const CONTROL = 0x20;
 
 const range = (prefix: string, from: number, to: number) =>
   Array.from({ length: to - from }, (_, i) => `${prefix}${from + i}`);
+
+/** Waits until each named partition's high watermark is the given one (a transaction marker has landed). */
+async function waitForEnd(admin: KafkaAdmin, topic: string, ends: Record<number, string>): Promise<void> {
+  let high: Record<number, string> = {};
+  await waitFor(
+    async () => {
+      high = Object.fromEntries((await admin.topicOffsets(topic)).map((o) => [o.partition, o.high]));
+      return Object.entries(ends).every(([p, end]) => high[Number(p)] === end);
+    },
+    {
+      what: () =>
+        `the transaction markers of ${topic} (ends ${JSON.stringify(high)}, want ${JSON.stringify(ends)})`,
+    },
+  );
+}
 
 /** Consuming in batches: every record once, in offset order per partition, transaction markers left out. */
 export function consumeTests(name: KafkaClientName): void {
@@ -30,6 +45,9 @@ export function consumeTests(name: KafkaClientName): void {
     const aborted = await tp.transaction();
     await aborted.send({ topic, messages: range('x', 0, 3).map((value) => ({ value, partition: 2 })) });
     await aborted.abort();
+    // The markers are written after commit() and abort() return: a plain record sent before its marker lands
+    // would take the marker's offset (seen under load), so the plain records wait for both.
+    await waitForEnd(bed.admin, topic, { 1: '5', 2: '4' });
     await sendValues(producer, topic, 1, ['q0', 'q1']);
     await sendValues(producer, topic, 2, ['r0', 'r1', 'r2']);
     const high = new Map((await bed.admin.topicOffsets(topic)).map((o) => [o.partition, o.high]));
@@ -75,8 +93,8 @@ export function consumeTests(name: KafkaClientName): void {
     const tx = await tp.transaction();
     await tx.send({ topic, messages: range('t', 0, 3).map((value) => ({ value, partition: 0 })) });
     await tx.commit();
-    // Offsets 0-2 the records, 3 the commit marker: the end is 4.
-    assert.equal((await bed.admin.topicOffsets(topic))[0]?.high, '4');
+    // Offsets 0-2 the records, 3 the commit marker (written just after commit() returns): the end is 4.
+    await waitForEnd(bed.admin, topic, { 0: '4' });
     const groupId = await bed.groupId();
     const seen = await runRecording(await bed.member(groupId, [topic]));
     await waitFor(() => seen.count() >= 3, { what: 'the transaction’s records' });

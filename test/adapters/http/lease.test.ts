@@ -107,11 +107,13 @@ for (const [storeName, store] of Object.entries(stores)) {
         }
 
         it('a client that times out does not free the key of a route still running: its retry gets 409, one side effect', async (t) => {
-          const leaseMs = 1_000;
+          // A 2 s lease (renewed every 667 ms) and a route of four leases: a loaded machine that runs a timer
+          // late by a second must neither lapse a renewed claim nor end the route before the retry is sent.
+          const leaseMs = 2_000;
           const told = errorsTold();
           const app = await setup(t, { leaseMs, onError: told.onError });
           const key = `"${randomUUID()}"`;
-          const headers = { 'x-work-ms': String(3 * leaseMs) };
+          const headers = { 'x-work-ms': String(4 * leaseMs) };
           const first = postGivingUpAfter(`${app.url}/slow`, key, leaseMs / 2, headers);
           await until(() => app.effects.slow === 1, 'the route to start');
           const started = Date.now();
@@ -124,7 +126,7 @@ for (const [storeName, store] of Object.entries(stores)) {
           assert.equal(app.effects.slow, 1);
           // Once the route has answered (to nobody), its response is kept: the next retry is its replay.
           let last = retry;
-          const deadline = Date.now() + 5 * leaseMs;
+          const deadline = Date.now() + 6 * leaseMs;
           while (last.status === 409 && Date.now() < deadline) {
             await sleep(100);
             last = await post(`${app.url}/slow`, key, headers);

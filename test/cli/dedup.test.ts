@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { finished, idsOf, ndjson, ROOT, runCli, startCli } from './run-cli.js';
+import { type CliResult, finished, idsOf, ndjson, ROOT, runCli, startCli } from './run-cli.js';
 
 const skip = skipUnlessEnabled('rocksdb');
 
@@ -198,8 +198,12 @@ describe('idem dedup', { skip, concurrency: 4 }, () => {
         stderr: /typo\.toml:3: dedup\.batchsize: unknown key/,
       },
     ];
-    for (const { args, stderr } of cases) {
-      const result = await runCli(['dedup', '--store', freshStore(), ...args]);
+    // Independent runs (each its own store): side by side.
+    const results = await Promise.all(
+      cases.map(({ args }) => runCli(['dedup', '--store', freshStore(), ...args])),
+    );
+    for (const [i, { args, stderr }] of cases.entries()) {
+      const result = results[i] as CliResult;
       assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
       assert.match(result.stderr, stderr);
       assert.equal(result.stdout, '');

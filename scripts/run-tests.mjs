@@ -7,6 +7,9 @@
 //
 //   node scripts/run-tests.mjs [--concurrency N] [--save-timings] [node --test options] [files...]
 //
+// A run of the whole suite (no files, no node --test options) saves each passed file's time to
+// scripts/test-timings.json, so the next run's order follows the suite as it is; --save-timings saves a partial run's.
+//
 // Kafka clients: a file whose tests run the package's Kafka code on the client IDEM_KAFKA_CLIENT names (it calls one
 // of the helpers in CLIENT_HELPERS below) runs once per client in IDEM_TEST_KAFKA_CLIENTS (default: both), each run
 // with IDEM_KAFKA_CLIENT set; a file that does not depend on the client, or pins one itself (the comment
@@ -267,9 +270,10 @@ if (failedFiles.length) {
     process.stdout.write(`${blocks.stdout}`.replace(/^/gm, '    ').trimEnd() + '\n');
   }
 }
-if (saveTimings) {
+// A failed file's time (a crash, a hang cut short) says nothing about its next run: its earlier time stays.
+if (saveTimings || (files.length === 0 && nodeOptions.length === 0)) {
   const timings = { ...known };
-  for (const r of results) timings[r.file] = Math.round(r.seconds * 10) / 10;
+  for (const r of results) if (!r.failed) timings[r.file] = Math.round(r.seconds * 10) / 10;
   const sorted = Object.fromEntries(Object.entries(timings).sort(([a], [b]) => a.localeCompare(b)));
   writeFileSync(TIMINGS, `${JSON.stringify(sorted, null, 2)}\n`);
   console.log(`\nrun-tests: timings saved to ${relative(ROOT, TIMINGS)}`);

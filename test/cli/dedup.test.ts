@@ -6,11 +6,13 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { finished, idsOf, ndjson, ROOT, runCli, startCli } from './run-cli.js';
+import { type CliResult, finished, idsOf, ndjson, ROOT, runCli, startCli } from './run-cli.js';
 
 const skip = skipUnlessEnabled('rocksdb');
 
-describe('idem dedup', { skip }, () => {
+// Every test owns its input files and its store (freshStore), so they run side by side: most of a test's time is
+// a CLI process starting and syncing its store.
+describe('idem dedup', { skip, concurrency: 4 }, () => {
   let dir = '';
   let stores = 0;
   before(async () => {
@@ -196,8 +198,12 @@ describe('idem dedup', { skip }, () => {
         stderr: /typo\.toml:3: dedup\.batchsize: unknown key/,
       },
     ];
-    for (const { args, stderr } of cases) {
-      const result = await runCli(['dedup', '--store', freshStore(), ...args]);
+    // Independent runs (each its own store): side by side.
+    const results = await Promise.all(
+      cases.map(({ args }) => runCli(['dedup', '--store', freshStore(), ...args])),
+    );
+    for (const [i, { args, stderr }] of cases.entries()) {
+      const result = results[i] as CliResult;
       assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
       assert.match(result.stderr, stderr);
       assert.equal(result.stdout, '');
@@ -255,7 +261,25 @@ describe('idem dedup', { skip }, () => {
     await new Promise<void>((resolve) =>
       child.stdin?.write(`${lines.slice(0, 10_250).join('\n')}\n`, () => resolve()),
     );
-    // Wait until the output stops growing: every full batch is done, the last 250 lines wait for more input.
+    // Wait until every full batch is written (the first-seen lines of the first 10,000, byte for byte), then until
+    // the output stops growing: the last 250 lines wait for more input.
+    const seen = new Set<string>();
+    let fullBatches = 0;
+    for (const line of lines.slice(0, 10_000)) {
+      const [id] = idsOf(line);
+      if (id !== undefined && !seen.has(id)) {
+        seen.add(id);
+        fullBatches += Buffer.byteLength(line) + 1;
+      }
+    }
+    const deadline = Date.now() + 120_000;
+    while (statSync(out).size < fullBatches) {
+      assert.ok(
+        Date.now() < deadline,
+        `the first 20 batches (${fullBatches} bytes) were not written in 120 s`,
+      );
+      await sleep(50);
+    }
     let size = -1;
     while (size === -1 || statSync(out).size !== size) {
       size = statSync(out).size;

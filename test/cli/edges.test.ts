@@ -7,12 +7,14 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { memoryDefaults } from '../../src/repositories/memory/options.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { finished, idsOf, MAIN, ROOT, runCli, TSX } from './run-cli.js';
+import { cliMain, finished, idsOf, ROOT, runCli } from './run-cli.js';
 
 const skip = skipUnlessEnabled('rocksdb');
 
+// Every test owns its input files and its store, so they run side by side.
 describe('idem dedup at the edges: ids, long lines, byte-order marks, failed writes, first run', {
   skip,
+  concurrency: 4,
 }, () => {
   let dir = '';
   let stores = 0;
@@ -199,9 +201,7 @@ describe('idem dedup at the edges: ids, long lines, byte-order marks, failed wri
           'ulimit -f 50 && exec "$@"',
           'bash',
           process.execPath,
-          '--import',
-          TSX,
-          MAIN,
+          cliMain(),
           'dedup',
           '--id',
           'id',

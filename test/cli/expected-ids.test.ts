@@ -48,7 +48,8 @@ describe('estimateLines', () => {
  * The key index snapshot (`index.bin`, written on close) holds the index's tables whole, so its size shows the
  * size the index was given: presized for the run, or grown only as far as the distinct ids needed.
  */
-describe('idem dedup presizes the RocksDB key index for the run', { skip }, () => {
+// Each test owns its files and stores: side by side.
+describe('idem dedup presizes the RocksDB key index for the run', { skip, concurrency: 4 }, () => {
   let dir = '';
   let stores = 0;
   before(async () => {

@@ -11,9 +11,10 @@ import { fileURLToPath } from 'node:url';
 import { storeSchemes } from '../../src/cli/store-url.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
-import { finished, runCli, TSX } from './run-cli.js';
+import { cliMain, finished, runCli } from './run-cli.js';
 
 // Issue 20, §3: misconfigurations a newcomer makes in the first hour must be said, in one line, never run silently.
+// Every test owns its files and working directory, so the tests of a block run side by side.
 
 let dir: string;
 let input: string;
@@ -24,7 +25,7 @@ before(async () => {
 });
 after(() => rm(dir, { recursive: true, force: true }));
 
-const LEFTOVERS = fileURLToPath(new URL('./leftovers.ts', import.meta.url));
+const LEFTOVERS = fileURLToPath(new URL('./leftovers.mjs', import.meta.url));
 
 /** A loopback port nothing listens on: bound by the system, then closed. */
 function sparePort(): Promise<number> {
@@ -39,7 +40,7 @@ function sparePort(): Promise<number> {
 /** The lines of a stderr, without the empty last one. */
 const lines = (text: string) => text.split('\n').filter((l) => l !== '');
 
-describe('idem dedup --store <url>: a URL selects a store, never a directory', () => {
+describe('idem dedup --store <url>: a URL selects a store, never a directory', { concurrency: 4 }, () => {
   it('an unknown scheme is refused with exit 2, one line listing the known schemes, and no directory made', async () => {
     const cwd = await mkdtemp(join(dir, 'cwd-'));
     const result = await runCli(['dedup', '--id', 'id', '--store', 'mongodb://127.0.0.1/x', input], { cwd });
@@ -71,9 +72,8 @@ describe('idem dedup --store <url>: a URL selects a store, never a directory', (
     const child = spawn(
       process.execPath,
       [
-        '--import',
-        TSX,
         LEFTOVERS,
+        cliMain(),
         'dedup',
         '--id',
         'id',
@@ -128,7 +128,7 @@ describe('idem dedup --store <url>: a URL selects a store, never a directory', (
   });
 });
 
-describe('an unknown flag: one line naming it and the closest valid one', () => {
+describe('an unknown flag: one line naming it and the closest valid one', { concurrency: 4 }, () => {
   it('idem dedup --idd id', async () => {
     const result = await runCli(['dedup', '--idd', 'id', input]);
     assert.equal(result.code, 2);
@@ -174,7 +174,7 @@ describe('idem node without --config', () => {
   });
 });
 
-describe('config file mistakes', () => {
+describe('config file mistakes', { concurrency: 4 }, () => {
   it('[repository] typ = "memory": did you mean type, and that the default store applies (exit 2)', async () => {
     const config = join(dir, 'typ.toml');
     await writeFile(config, '[repository]\ntyp = "memory"\n');

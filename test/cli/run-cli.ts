@@ -1,14 +1,21 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prng } from '../helpers/random.js';
+import { builtCheckout } from '../package/pack.js';
 
 export { prng };
 
-/** The repository root, so the child resolves tsx from our node_modules wherever the test runs. */
+/** The repository root: where the CLI runs unless a test says otherwise. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-export const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
-/** tsx's loader by absolute path, so a child started in another directory still runs the TypeScript source. */
-export const TSX = fileURLToPath(import.meta.resolve('tsx'));
+
+/**
+ * The CLI's entry point in this source state's build, built on first use and shared by every test file (see
+ * builtCheckout): a plain `node` start, so a test can afford a CLI run per case.
+ */
+export function cliMain(): string {
+  return join(builtCheckout(), 'dist/cli/main.js');
+}
 
 /** What a finished CLI run produced. */
 export interface CliResult {
@@ -32,9 +39,9 @@ export interface CliOptions {
   readonly cwd?: string;
 }
 
-/** Starts the real CLI (the TypeScript source through tsx) as a child process. */
+/** Starts the real CLI (this source state's build) as a child process. */
 export function startCli(args: readonly string[], options: CliOptions = {}): ChildProcess {
-  const child = spawn(process.execPath, ['--import', TSX, MAIN, ...args], {
+  const child = spawn(process.execPath, [cliMain(), ...args], {
     cwd: options.cwd ?? ROOT,
     env: { ...process.env, IDEM_CONFIG: '', ...options.env },
     stdio: [options.stdinFd ?? 'pipe', options.stdoutFd ?? 'pipe', 'pipe'],

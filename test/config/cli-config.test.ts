@@ -9,7 +9,8 @@ import { skipUnlessEnabled } from '../helpers/stores.js';
 
 // How `idem dedup` reads its config and builds its store: the messages a person sees on stderr.
 
-describe('idem dedup config', () => {
+// Each test owns its files (its own input) and store paths, so they run side by side.
+describe('idem dedup config', { concurrency: 4 }, () => {
   let dir = '';
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'idem-cli-config-'));
@@ -22,7 +23,9 @@ describe('idem dedup config', () => {
     writeFileSync(path, text);
     return path;
   };
-  const input = () => file('in.ndjson', '{"id":1}\n{"id":2}\n{"id":1}\n');
+  let inputs = 0;
+  /** A new input file per call: a test rewriting one another test's CLI reads would race. */
+  const input = () => file(`in-${++inputs}.ndjson`, '{"id":1}\n{"id":2}\n{"id":1}\n');
 
   test('--batch-size abc names the flag and asks for a whole number', async () => {
     const result = await runCli([

@@ -1,7 +1,8 @@
 /**
- * The package as a user receives it: built into a staging directory (never the checkout's dist/), packed with
+ * The package as a user receives it: built into a cache directory (never the checkout's dist/), packed with
  * `npm pack`, and installed into fresh projects under os.tmpdir(). Building and installing take a minute, so the
- * results are cached under a hash of everything that goes into the tarball; the package tests share them.
+ * results are cached under a hash of everything that goes into the tarball; the package tests share them, and the
+ * CLI tests run the same build ({@link builtCheckout}).
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -59,11 +60,10 @@ function files(path: string): string[] {
     .sort();
 }
 
-function inputHash(): string {
+/** A hash of the inputs; `salt` first (the running Node, for what npm installs: see cacheDir). */
+function inputHash(salt = ''): string {
   const hash = createHash('sha256');
-  // npm picks dependency versions by the running Node (engines: @platformatic/kafka 2.x on Node >= 22.22, 1.x
-  // on Node 20), so a project installed under one Node is not the project of another.
-  hash.update(`node ${process.version}\0`);
+  hash.update(`${salt}\0`);
   for (const path of inputs.flatMap(files)) {
     hash
       .update(path)
@@ -78,18 +78,53 @@ let entry: string | undefined;
 
 /** This source state's cache directory; those of other states are removed after an hour. */
 function cacheDir(): string {
-  if (entry) return entry;
-  const hash = inputHash();
-  mkdirSync(cacheRoot, { recursive: true });
-  // Other source states' builds go once nobody can still be using them (another checkout may test in parallel).
-  for (const name of readdirSync(cacheRoot)) {
-    const other = join(cacheRoot, name);
-    if (name !== hash && Date.now() - statSync(other).mtimeMs > 3_600_000)
+  // npm picks dependency versions by the running Node (engines: @platformatic/kafka 2.x on Node >= 22.22, 1.x
+  // on Node 20), so a project installed under one Node is not the project of another.
+  entry ??= freshEntry(cacheRoot, inputHash(`node ${process.version}`));
+  return entry;
+}
+
+/** `parent/hash`, made; other source states' entries go once nobody can still be using them. */
+function freshEntry(parent: string, hash: string): string {
+  mkdirSync(parent, { recursive: true });
+  // Another checkout, or another test file of this one, may be testing an older state in parallel: an hour's grace.
+  for (const name of readdirSync(parent)) {
+    const other = join(parent, name);
+    if (name !== hash && !name.endsWith('.lock') && Date.now() - statSync(other).mtimeMs > 3_600_000)
       rmSync(other, { recursive: true, force: true });
   }
-  entry = join(cacheRoot, hash);
-  mkdirSync(entry, { recursive: true });
-  return entry;
+  const dir = join(parent, hash);
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+let checkout: string | undefined;
+
+/**
+ * This source state built once (`scripts/build.mjs`, as `npm run build` and the tarball build it), shared by every
+ * test file and every Node that runs them: a directory holding the build's `dist/` and the files it reads at run
+ * time (package.json, examples/). It lies inside the checkout's node_modules/, so the build resolves its
+ * dependencies from the checkout's, as dist/ does. The CLI tests run its `dist/cli/main.js`: a plain `node` start,
+ * where running the source through tsx costs every spawned CLI a loader and a compile check.
+ */
+export function builtCheckout(): string {
+  // The build does not depend on the Node that runs it: one for Node 20 and 24 alike.
+  checkout ??= freshEntry(join(root, 'node_modules/.cache/idem-build'), inputHash());
+  const dir = checkout;
+  const done = join(dir, '.ready');
+  if (existsSync(done)) return dir;
+  return withLock(`${dir}.lock`, () => {
+    if (existsSync(done)) return dir;
+    // The build runs on the Node that runs this file; a failed build (a type error) shows tsc's output here.
+    execFileSync(process.execPath, [join(root, 'scripts/build.mjs'), join(dir, 'dist')], {
+      cwd: root,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    for (const path of ['package.json', 'examples'])
+      cpSync(join(root, path), join(dir, path), { recursive: true });
+    writeFileSync(done, '');
+    return dir;
+  });
 }
 
 /** A lock older than this was left by a killed process (a build and an install take a few minutes). */
@@ -134,17 +169,14 @@ export function packedTarball(): string {
 function buildTarball(dir: string, done: string): string {
   const stage = mkdtempSync(join(tmpdir(), 'idem-stage-'));
   try {
-    // What npm packs: package.json's `files` (dist built below) and the files npm always includes.
+    // What npm packs: package.json's `files` (dist: the shared build) and the files npm always includes.
     const { files: shipped } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
       files: string[];
     };
     for (const path of ['package.json', 'README.md', 'LICENSE', ...shipped.filter((f) => f !== 'dist')]) {
       cpSync(join(root, path), join(stage, path), { recursive: true });
     }
-    execFileSync(process.execPath, [join(root, 'scripts/build.mjs'), join(stage, 'dist')], {
-      cwd: root,
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    cpSync(join(builtCheckout(), 'dist'), join(stage, 'dist'), { recursive: true });
     // --ignore-scripts: prepare would build again, with the stage's own (absent) scripts/.
     const out = execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
       cwd: stage,

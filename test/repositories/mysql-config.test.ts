@@ -187,6 +187,8 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
     const [badLogin, , refused] = failures.map((f) => (f as PromiseRejectedResult).reason);
     assert.ok(badLogin instanceof ConfigError);
     assert.equal(badLogin.key, 'repository.password');
+    // The server's own words, which the redaction keeps: a password was sent, and it was wrong.
+    assert.match(badLogin.message, /Access denied .*\(using password: YES\)$/);
     assert.ok(refused instanceof RepositoryError && refused.retryable, String(refused));
     assert.match(String(refused.message), /127\.0\.0\.1:1\/idem/);
   });

@@ -6,6 +6,7 @@ import { parseOptions } from '../options/issues.js';
 import { schemaAt } from '../options/schema-walk.js';
 import { type ConfigOverride, type ConfigSourceInfo, rememberSource } from '../options/sources.js';
 import { coerceEnvValue, readEnvOverrides } from './env.js';
+import { storeProblems } from './repository.js';
 
 /** Options of {@link loadConfig}. */
 export interface LoadConfigOptions {
@@ -60,7 +61,10 @@ export async function loadConfig<S extends z.ZodType>(
     env: envOverrides,
     overrides,
   };
-  const config = parseOptions(schema, input, { kind: 'config', info });
+  // The store's own options are checked once the store is known (resolveRepository); when the rest fails, they
+  // are checked now too, so that one run reports every problem of the file.
+  const more = schema.safeParse(input).success ? undefined : await storeProblems(schema, input, info);
+  const config = parseOptions(schema, input, { kind: 'config', info }, more);
   rememberSource(config, info);
   return config;
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { type OptionsOrigin, parseOptions } from '../options/issues.js';
-import { looseKey, matchKey, objectShape } from '../options/schema-walk.js';
+import { looseKey, matchKey, objectShape, unwrap } from '../options/schema-walk.js';
 import { type ConfigSourceInfo, configSource, sourceOf } from '../options/sources.js';
 import type { RepositoryModule } from '../repositories/module.js';
 import {
@@ -55,9 +55,42 @@ export async function resolveRepository(
   config: { readonly repository: RepositorySection },
   options: ResolveRepositoryOptions = {},
 ): Promise<ResolvedRepository> {
-  const info = configSource(config);
+  return resolveSection(config.repository, configSource(config), options);
+}
+
+/**
+ * What the store's options of a config that failed elsewhere get wrong, as a ConfigError's message, so that
+ * loadConfig reports them in the same error as the other tables' problems rather than on the next run.
+ * Undefined when `schema` has no `[repository]` table, when it sets no store key, when they are fine, or when
+ * the table's own `type` is wrong (the config's schema reports that).
+ */
+export async function storeProblems(
+  schema: z.ZodType,
+  input: Record<string, unknown>,
+  info: ConfigSourceInfo,
+): Promise<string | undefined> {
+  const table = objectShape(schema)?.shape.repository;
+  if (table === undefined || unwrap(table) !== repositorySectionSchema) return undefined;
+  const section = input.repository;
+  // Without a key of the store's (nothing written for it), nothing is the user's to fix yet: what the store
+  // needs may still be given by the caller (the CLI's --store) before the store is opened.
+  if (!isTable(section) || Object.keys(section).every((key) => key === 'type')) return undefined;
+  if (!repositorySectionSchema.safeParse(section).success) return undefined;
+  try {
+    await resolveSection(section as RepositorySection, info, { onWarning: () => {} });
+    return undefined;
+  } catch (error) {
+    return error instanceof ConfigError ? error.message : undefined;
+  }
+}
+
+async function resolveSection(
+  repository: RepositorySection | undefined,
+  info: ConfigSourceInfo | undefined,
+  options: ResolveRepositoryOptions,
+): Promise<ResolvedRepository> {
   const origin: OptionsOrigin = { kind: 'config', info, prefix: ['repository'] };
-  const section = parseOptions(repositorySectionSchema, config.repository ?? {}, origin);
+  const section = parseOptions(repositorySectionSchema, repository ?? {}, origin);
   const module = await loadRepositoryModule(section.type).catch((error: unknown) => {
     throw rekeySource(error, info);
   });
@@ -68,7 +101,7 @@ export async function resolveRepository(
   const storeOrigin: OptionsOrigin = {
     ...origin,
     siblingKeys: ['type'],
-    ...(typeGiven(config.repository, info)
+    ...(typeGiven(repository, info)
       ? {}
       : {
           validKeysNote: `valid keys here (repository.type is not set, so the default store, ${section.type}, is used)`,

@@ -48,10 +48,11 @@ export function parseOptions<S extends z.ZodType>(
   schema: S,
   input: unknown,
   origin: OptionsOrigin,
+  more?: string,
 ): z.output<S> {
   const result = schema.safeParse(input, { error: plainWords(origin.kind === 'code') });
   if (result.success) return result.data;
-  throw toConfigError(result.error, { input, schema, origin });
+  throw toConfigError(result.error, { input, schema, origin, ...(more === undefined ? {} : { more }) });
 }
 
 /**
@@ -68,14 +69,18 @@ export function toConfigError(
     /** The schema, to list valid keys for an unknown one. */
     readonly schema: z.ZodType;
     readonly origin: OptionsOrigin;
+    /** Problems found apart (a store's options), as a ConfigError's message: listed after these. */
+    readonly more?: string;
   },
 ): ConfigError {
   const problems = error.issues.flatMap((issue) => problemsOf(issue as z.core.$ZodIssue, context));
   const [head, ...rest] = problems;
-  if (head === undefined) return optionError([], 'is invalid', context.origin, { cause: error });
-  const after = rest
-    .map((p) => `\n  ${optionError(p.path, p.problem, context.origin, p.extra).message}`)
-    .join('');
+  const more = context.more === undefined ? '' : `\n  ${context.more}`;
+  if (head === undefined) {
+    return optionError([], 'is invalid', context.origin, { cause: error, after: more });
+  }
+  const after =
+    rest.map((p) => `\n  ${optionError(p.path, p.problem, context.origin, p.extra).message}`).join('') + more;
   return optionError(head.path, head.problem, context.origin, { ...head.extra, cause: error, after });
 }
 

@@ -8,6 +8,7 @@ interface Def {
   readonly in?: z.ZodType;
   readonly shape?: Record<string, z.ZodType>;
   readonly catchall?: z.ZodType;
+  readonly options?: readonly z.ZodType[];
 }
 
 function defOf(schema: z.ZodType): Def {
@@ -28,11 +29,19 @@ export function unwrap(schema: z.ZodType): z.ZodType {
   return current;
 }
 
-/** The keys of an object schema, with whether it accepts other keys; undefined when it is not an object. */
+/**
+ * The keys of an object schema, with whether it accepts other keys; undefined when it is not an object. A table
+ * that may also be written as a value (`tls = true` or `[repository.tls]`: a union with one object) has that
+ * object's keys, so a misspelt one is named and its env variables find their keys.
+ */
 export function objectShape(
   schema: z.ZodType,
 ): { shape: Record<string, z.ZodType>; open: boolean } | undefined {
   const def = defOf(unwrap(schema));
+  if (def.type === 'union' && def.options) {
+    const tables = def.options.map(objectShape).filter((shape) => shape !== undefined);
+    return tables.length === 1 ? tables[0] : undefined;
+  }
   if (def.type !== 'object' || !def.shape) return undefined;
   const catchall = def.catchall ? defOf(def.catchall).type : undefined;
   // No catchall is zod's default "strip" mode: extra keys are dropped rather than rejected.

@@ -15,9 +15,10 @@ export function redactUrl(text: string): string {
 
 // The same inside running text: the URL ends at white space, its password at the token's last `@`.
 const URL_IN_TEXT = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s:@/]*):(\S*)@/gi;
-// `password=…`, `pwd: …`, `api_key=…` in connection strings and driver messages.
+// `password=…`, `pwd: …`, `api_key=…` in connection strings and driver messages. MySQL's "Access denied …
+// (using password: YES)" says only whether one was sent, and is kept: it tells a wrong password from a missing one.
 const KEY_VALUE =
-  /\b(password|passwd|pwd|passphrase|secret|client[_-]?secret|token|access[_-]?token|api[_-]?key|access[_-]?key|secret[_-]?access[_-]?key|session[_-]?token)(\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s;,&]+)/gi;
+  /\b(?!(?<=\(using )password: (?:YES|NO)\))(password|passwd|pwd|passphrase|secret|client[_-]?secret|token|access[_-]?token|api[_-]?key|access[_-]?key|secret[_-]?access[_-]?key|session[_-]?token)(\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s;,&]+)/gi;
 // `Authorization: Bearer …`, `Basic …`.
 const AUTH_SCHEME = /\b(bearer|basic|digest)\s+[A-Za-z0-9._~+/=-]{8,}/gi;
 

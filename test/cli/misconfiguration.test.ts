@@ -90,6 +90,24 @@ describe('idem dedup --store <url>: a URL selects a store, never a directory', {
     assert.match(result.stderr, new RegExp(`redis: cannot connect to redis://127\\.0\\.0\\.1:${port}`));
   });
 
+  it('a Redis cluster on closed ports: the failed open leaves no timer or socket, so the run ends at once', async () => {
+    const seeds = [`127.0.0.1:${await sparePort()}`, `127.0.0.1:${await sparePort()}`];
+    const config = join(dir, `cluster-${randomUUID()}.toml`);
+    await writeFile(config, `[repository]\ntype = "redis"\ncluster = ${JSON.stringify(seeds)}\n`);
+    const child = spawn(
+      process.execPath,
+      ['--import', TSX, LEFTOVERS, 'dedup', '--id', 'id', '--no-progress', '--config', config, input],
+      { env: { ...process.env, IDEM_CONFIG: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const result = await finished(child);
+    assert.doesNotMatch(result.stderr, /leftover/);
+    assert.equal(result.code, 3, result.stderr);
+    assert.match(
+      result.stderr,
+      new RegExp(`redis: cannot connect to ${seeds.join(',')} \\(repository\\.cluster\\)`),
+    );
+  });
+
   it('redis://<stack> dedups in Redis and names the store in the summary', {
     skip: skipUnlessEnabled('redis'),
   }, async (t) => {

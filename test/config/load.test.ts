@@ -98,6 +98,39 @@ describe('loadConfig', () => {
     assert.equal(lines[2], '  idem.toml:6: dedup.batchSize: must be at least 1, got 0');
   });
 
+  test("the store's key mistakes come in the same error as the other tables'", async () => {
+    const text =
+      '[consumer]\nttl = "forever"\n\n[repository]\ntype = "memory"\nmaxEntrys = 5\nmaxEntries = -1\n';
+    const error = await configError(load(text));
+    assert.equal(error.key, 'consumer.ttl');
+    assert.deepEqual(error.message.split('\n'), [
+      'idem.toml:2: consumer.ttl: must be a duration like "5s" or a number of ms, got "forever"',
+      '  idem.toml:7: repository.maxEntries: must be greater than 0, got -1',
+      '  idem.toml:6: repository.maxEntrys: unknown key (did you mean maxEntries?); valid keys here: type, maxEntries',
+    ]);
+    // The default store's keys too, and a store key set by env.
+    const env = await configError(
+      load('[consumer]\nttl = "forever"\n', {
+        IDEM__REPOSITORY__TYPE: 'memory',
+        IDEM__REPOSITORY__MAXENTRIES: 'x',
+      }),
+    );
+    assert.match(env.message, /\n {2}env IDEM__REPOSITORY__MAXENTRIES: repository\.maxEntries: /);
+    const rocksdb = await configError(load('[consumer]\nttl = "forever"\n\n[repository]\npaht = "ids"\n'));
+    assert.match(
+      rocksdb.message,
+      /\n {2}idem\.toml:5: repository\.paht: unknown key \(did you mean path\?\)/,
+    );
+    // A wrong type is the config schema's own problem, said once; the store's keys cannot be checked then.
+    const type = await configError(
+      load('[consumer]\nttl = "forever"\n\n[repository]\ntype = "mongo"\nx = 1\n'),
+    );
+    const lines = type.message.split('\n');
+    assert.equal(lines.length, 2, type.message);
+    assert.match(lines[0] as string, /^idem\.toml:5: repository\.type: unknown repository type/);
+    assert.match(lines[1] as string, /^ {2}idem\.toml:2: consumer\.ttl: /);
+  });
+
   test('unknown keys are rejected by name, in a section and at the top', async () => {
     const inSection = await configError(load('[consumer]\nttl = "1h"\nttll = "2h"\n'));
     assert.equal(inSection.key, 'consumer.ttll');

@@ -28,4 +28,13 @@ describe('redactText', () => {
     assert.match(safe, /postgres:\/\/app:\[redacted\]@db\.internal:5432\/app/);
     assert.match(safe, /password=\[redacted\]/);
   });
+
+  it("keeps mysql's (using password: YES) and (using password: NO), and still hides a password after using", () => {
+    for (const used of ['YES', 'NO']) {
+      const text = `Access denied for user 'idem'@'127.0.0.1' (using password: ${used})`;
+      assert.equal(redactText(text), text);
+    }
+    assert.equal(redactText('(using password: hunter22)'), '(using password: [redacted]');
+    assert.equal(redactText('password: YES) and more'), 'password: [redacted] and more');
+  });
 });

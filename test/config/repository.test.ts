@@ -60,6 +60,24 @@ describe('[repository]', () => {
     );
   });
 
+  test('a misspelt key in a table that may also be written as a value: did you mean, and the valid keys', async () => {
+    const store = '[repository]\ntype = "redis"\nurl = "redis://127.0.0.1"\n';
+    const text = `${store}\n[repository.tls]\nca = "x"\n`;
+    const config = await load(`${text}rejectUnauthorised = false\n`);
+    const error = await configError(resolveRepository(config));
+    assert.equal(error.key, 'repository.tls.rejectUnauthorised');
+    assert.equal(
+      error.message,
+      'idem.toml:7: repository.tls.rejectUnauthorised: unknown key (did you mean rejectUnauthorized?); ' +
+        'valid keys here: ca, cert, key, servername, rejectUnauthorized',
+    );
+    // The value form and the table form are both still taken.
+    const asValue = await resolveRepository(await load(`${store}tls = true\n`));
+    assert.equal((asValue.options as { tls?: unknown }).tls, true);
+    const asTable = await resolveRepository(await load(`${text}rejectUnauthorized = false\n`));
+    assert.deepEqual((asTable.options as { tls?: unknown }).tls, { ca: 'x', rejectUnauthorized: false });
+  });
+
   test('env keys reach store options whatever their case, coerced by the store schema', async () => {
     const config = await load('[repository]\ntype = "memory"\nmaxEntries = 5\n', {
       IDEM__REPOSITORY__MAX_ENTRIES: '42',

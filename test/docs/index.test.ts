@@ -71,3 +71,49 @@ describe('the store lists outside docs/ name every store', () => {
     assert.deepEqual([...types].sort(), storeTypes().sort());
   });
 });
+
+describe("the README's test-stack lines", () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+
+  /** The README's paragraphs and list items, and each line of a code block on its own. */
+  function blocks(): string[] {
+    const out: string[] = [];
+    let current: string[] = [];
+    let code = false;
+    const flush = () => {
+      if (current.length > 0) out.push(current.join('\n'));
+      current = [];
+    };
+    for (const line of readme.split('\n')) {
+      if (line.startsWith('```')) {
+        flush();
+        code = !code;
+      } else if (code || line.trim() === '' || /^\s*[-*] /.test(line)) {
+        flush();
+        if (line.trim() !== '') current.push(line);
+        if (code) flush();
+      } else {
+        current.push(line);
+      }
+    }
+    flush();
+    return out;
+  }
+
+  it('each line saying what npm test starts names all six servers, and apt all three packages', () => {
+    const starts = blocks().filter((block) => /npm test`?\s.*\bstarts\b/s.test(block));
+    assert.ok(starts.length >= 2, `found ${starts.length} lines saying what npm test starts`);
+    for (const block of starts) {
+      for (const server of ['Redis', 'dynalite', 'Cassandra', 'Kafka', 'PostgreSQL', 'MariaDB']) {
+        assert.ok(block.includes(server), `names no ${server}: ${block}`);
+      }
+    }
+    const apt = blocks().filter((block) => /\bapt\b/.test(block));
+    assert.ok(apt.length >= 1, 'no line says what comes from apt');
+    for (const block of apt) {
+      for (const name of ['redis-server', 'postgresql', 'mariadb-server']) {
+        assert.ok(block.includes(`\`${name}\``), `names no \`${name}\`: ${block}`);
+      }
+    }
+  });
+});

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { repositoryTypes } from '../../src/repositories/registry.js';
+import { repositoryPackages, repositoryTypes } from '../../src/repositories/registry.js';
 import { root } from '../package/pack.js';
 import { importedSubpaths, snippetsOf } from './snippets.js';
 
@@ -79,5 +79,33 @@ describe('each store page opens the store and lists its options', () => {
       const heading = new RegExp(`^### \`type = "${type}"\``, 'm');
       assert.deepEqual(tableKeys(text, heading, 'docs/config.md'), await schemaKeys(type));
     });
+  }
+});
+
+/** Whether an installed package carries its own declarations (`types`/`typings` in its package.json). */
+function shipsTypes(name: string): boolean {
+  const manifest = JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')) as {
+    types?: string;
+    typings?: string;
+  };
+  return manifest.types !== undefined || manifest.typings !== undefined;
+}
+
+describe("each store page says how to get its client's types", () => {
+  for (const type of repositoryTypes) {
+    const page = `docs/${pageOf(type)}`;
+    for (const name of repositoryPackages[type]) {
+      const needed = shipsTypes(name) ? 'that it ships its own types' : `npm install -D @types/${name}`;
+      it(`${page}, before its first section: npm install ${name}, and ${needed}`, () => {
+        const text = readFileSync(join(root, page), 'utf8');
+        const intro = text.slice(0, text.search(/^## /m));
+        const install = intro.indexOf(`npm install ${name}`);
+        assert.ok(install >= 0, `${page} does not say \`npm install ${name}\` before its first section`);
+        // What follows the install command, up to the end of its sentence.
+        const sentence = intro.slice(install).split(/\.(?:\s|$)/)[0] as string;
+        if (shipsTypes(name)) assert.match(sentence, /ships its own types/, `${page}: ${sentence}`);
+        else assert.ok(sentence.includes(`npm install -D @types/${name}`), `${page}: ${sentence}`);
+      });
+    }
   }
 });

@@ -187,6 +187,8 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
     const [badLogin, , refused] = failures.map((f) => (f as PromiseRejectedResult).reason);
     assert.ok(badLogin instanceof ConfigError);
     assert.equal(badLogin.key, 'repository.password');
+    // The server's own words, which the redaction keeps: a password was sent, and it was wrong.
+    assert.match(badLogin.message, /Access denied .*\(using password: YES\)$/);
     assert.ok(refused instanceof RepositoryError && refused.retryable, String(refused));
     assert.match(String(refused.message), /127\.0\.0\.1:1\/idem/);
   });
@@ -213,6 +215,24 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
         key,
       );
     }
+  });
+
+  it('a URL without password: a ConfigError on repository.password saying where one goes (exit 2)', async () => {
+    const bare = withPassword('');
+    const where = /repository\.password: .*asks for a password.*the URL.*repository\.password/;
+    for (const attempt of [MySqlRepository.open({ url: bare, table }), migrate({ url: bare, table })]) {
+      const error = await attempt.then(
+        () => assert.fail('opened without a password'),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.equal(error.key, 'repository.password');
+      assert.equal(error.retryable, false);
+      assert.match(error.message, where);
+    }
+    const refused = await runCli(['migrate', '--store', bare, '--table', table, '--apply']);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, where);
   });
 
   it('a password given on its own wins over the URL', async (t) => {

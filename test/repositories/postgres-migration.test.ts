@@ -4,8 +4,10 @@
  * open, naming the table and the command that creates it.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { ConfigError, RepositoryError } from '../../src/errors.js';
 import {
   migrate,
@@ -13,9 +15,12 @@ import {
   schemaScript,
   schemaStatements,
 } from '../../src/repositories/postgres/index.js';
-import { pastedCommand, runCli } from '../cli/run-cli.js';
+import { finished, pastedCommand, runCli, TSX } from '../cli/run-cli.js';
 import { testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+
+/** Runs the CLI and reports the timers and sockets it left behind (`leftover: …`, exit 99). */
+const LEFTOVERS = fileURLToPath(new URL('../cli/leftovers.ts', import.meta.url));
 
 /** The stack's URL with its password (also its user and database name: searched as `:password@`). */
 const url = endpoints.postgresUrl;
@@ -255,6 +260,31 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     });
     assert.equal(viaEnv.code, 0, viaEnv.stderr);
     assert.equal(await exists(table), true);
+  });
+
+  it('a URL without password: the refused connection is hung up, so idem migrate ends at once', async () => {
+    const bare = new URL(url);
+    bare.password = '';
+    // Without the hang-up the socket stays open until the server's authentication_timeout (60 s by default).
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        TSX,
+        LEFTOVERS,
+        'migrate',
+        '--store',
+        bare.href,
+        '--table',
+        testTable('hangup'),
+        '--apply',
+      ],
+      { env: { ...process.env, IDEM_CONFIG: '', PGPASSWORD: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const result = await finished(child);
+    assert.doesNotMatch(result.stderr, /leftover/);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /repository\.password: .*asks for a password/);
   });
 
   it('the missing-table hint is a command that works when pasted: the user kept, the password left out', async () => {

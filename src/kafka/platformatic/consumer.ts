@@ -18,7 +18,7 @@ import type {
   RunOptions,
   TopicPartitions,
 } from '../port/index.js';
-import { isBrokerUnreachable, isOffsetOutOfRange } from './errors.js';
+import { isBrokerUnreachable, isOffsetOutOfRange, isPermanent } from './errors.js';
 import { dropAborted, RawFetcher } from './fetch.js';
 import { call, connectionTo, libraryApi } from './internals.js';
 import { listOffsets } from './list-offsets.js';
@@ -171,7 +171,16 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     if (this.#running) return;
     this.#running = true;
     this.#abort = new AbortController();
-    await consumer.joinGroup({});
+    try {
+      await consumer.joinGroup({});
+    } catch (error) {
+      this.#running = false;
+      // A group that refuses this member for good (a session timeout out of the broker's range, a group it may
+      // not join) is a crash without restart, as kafkajs reports it: what the node's supervisor watches.
+      if (!isPermanent(error)) throw error;
+      this.#crashed(error as Error);
+      return;
+    }
     this.#loop = this.#fetchLoop(this.#abort.signal);
   }
 

@@ -151,6 +151,15 @@ export function openError(error: unknown, address: string): unknown {
   const errno = errorNumber(error);
   const code = errorCode(error);
   const detail = detailOf(error);
+  // The server's own words when no password was sent (none in the URL nor in `password`).
+  if (errno === 1045 && /\(using password: NO\)/.test(error instanceof Error ? error.message : '')) {
+    return new ConfigError(
+      'repository.password',
+      `mysql at ${address} asks for a password, and none was given: put it in the URL ` +
+        '(mysql://user:password@host/database) or in repository.password',
+      { cause: error },
+    );
+  }
   // 1045 access denied, 1044 no access to the database, 1698 a user that logs in by socket only.
   if (errno === 1045 || errno === 1044 || errno === 1698) {
     return new ConfigError('repository.password', `authentication to mysql at ${address} failed: ${detail}`, {

@@ -33,11 +33,39 @@ function connectionString(options: PostgresOptions): string {
 }
 
 /**
+ * The pool's client. node-postgres keeps the socket of a connection that fails while authenticating (no password
+ * to send: its own "client password must be a string"), and the pool forgets the client without ending it, so the
+ * socket held the process (`idem migrate`) until the server's authentication_timeout, 60 s by default.
+ */
+class Client extends pg.Client {
+  override connect(): Promise<pg.Client>;
+  override connect(callback: (error: Error) => void): void;
+  override connect(callback?: (error: Error) => void): Promise<pg.Client> | undefined {
+    if (callback === undefined) {
+      return super.connect().catch((error: unknown) => {
+        this.#hangUp();
+        throw error;
+      });
+    }
+    super.connect((error: Error) => {
+      if (error) this.#hangUp();
+      callback(error);
+    });
+    return undefined;
+  }
+
+  #hangUp(): void {
+    this.end().catch(() => undefined);
+  }
+}
+
+/**
  * A pool for the repository. Its connections carry the repository's `lock_timeout` (a claim outside a transaction
  * that meets a row another transaction holds is answered in-progress after it) and `statement_timeout`.
  */
 export function createPool(options: PostgresOptions): pg.Pool {
   const pool = new pg.Pool({
+    Client,
     connectionString: connectionString(options),
     ...(options.tls !== undefined ? { ssl: sslConfig(options.tls) } : {}),
     max: options.poolSize,

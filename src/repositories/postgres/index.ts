@@ -23,6 +23,7 @@ export {
   type PostgresOpenExtras,
   type PostgresOpenOptions,
   PostgresRepository,
+  type PostgresTransactionClient,
   postgresTransaction,
 } from './postgres-repository.js';
 

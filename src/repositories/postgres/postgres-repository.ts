@@ -756,11 +756,20 @@ async function rollback(client: pg.PoolClient): Promise<Error | undefined> {
 }
 
 /**
+ * The `pg` client {@link postgresTransaction} answers. pg ships no types: without `@types/pg` a project with
+ * `skipLibCheck: true` would see `pg.PoolClient` as a silent `any`, so the client is then a type whose only
+ * member names the package, and its first use (`.query`) fails saying what to install.
+ */
+export type PostgresTransactionClient = unknown extends pg.PoolClient
+  ? { readonly 'pg has no types of its own: npm install -D @types/pg': never }
+  : pg.PoolClient;
+
+/**
  * The `pg` client of the transaction a handler runs in: what the consumer puts in `HandlerContext.transaction`
  * when its `transaction` option is on with a {@link PostgresRepository}. The handler's side effect goes through
  * it, so one COMMIT holds the effect and the mark. Throws a ConfigError when the handler runs outside a transaction.
  */
-export function postgresTransaction(context: { readonly transaction?: unknown }): pg.PoolClient {
+export function postgresTransaction(context: { readonly transaction?: unknown }): PostgresTransactionClient {
   const value = context?.transaction;
   // The client itself, or a RepositoryTransaction holding it.
   const client = isClient(value)

@@ -40,6 +40,9 @@ function nodeOptions(options: RedisOptions): IORedisOptions {
   };
 }
 
+/** How long a cluster node's disconnect waits for the server to close the socket before destroying it. */
+const CLUSTER_DISCONNECT_MS = 50;
+
 /** Builds an unconnected ioredis client (standalone or Cluster) from parsed options. */
 export function createClient(options: RedisOptions): Redis | Cluster {
   const node = nodeOptions(options);
@@ -54,7 +57,10 @@ export function createClient(options: RedisOptions): Redis | Cluster {
       enableOfflineQueue: false,
       // Batches send one command per key; auto-pipelining groups them into one pipeline per node.
       enableAutoPipelining: true,
-      redisOptions: node,
+      // The cluster asks a seed for its slots on a connection of its own, and disconnects it after a failure:
+      // ioredis then waits disconnectTimeout (2 s) for a 'close' that the refused socket already emitted, and
+      // that timer kept the process alive after a failed open. A disconnect loses pending replies anyway.
+      redisOptions: { ...node, disconnectTimeout: CLUSTER_DISCONNECT_MS },
     });
   }
   // No reconnect before the first connect succeeded: a refused first connect then ends the client ('end')

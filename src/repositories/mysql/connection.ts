@@ -2,7 +2,7 @@ import { connect, isIP, type Socket } from 'node:net';
 import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql-store.js';
+import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql/store.js';
 import type { MySqlOptions } from './options.js';
 
 export { describeAddress } from './options.js';

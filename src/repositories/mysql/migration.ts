@@ -1,6 +1,6 @@
 import type { Pool } from 'mysql2/promise';
 import { ConfigError } from '../../errors.js';
-import { tableInUse } from '../sql-store.js';
+import { tableInUse } from '../sql/store.js';
 import {
   describeAddress,
   type MySqlRepositoryOptions,

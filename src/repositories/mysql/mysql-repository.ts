@@ -11,7 +11,7 @@ import {
   migrateStore,
   type PurgeOptions,
   purgeInBatches,
-} from '../sql-store.js';
+} from '../sql/store.js';
 import { TransactionScope } from '../transaction.js';
 import { checkDuration } from '../ttl.js';
 import type {

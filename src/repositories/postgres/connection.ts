@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql-store.js';
+import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql/store.js';
 import type { PostgresOptions } from './options.js';
 import { COLUMNS, quoteTable } from './sql.js';
 

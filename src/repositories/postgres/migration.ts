@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { ConfigError } from '../../errors.js';
-import { tableInUse } from '../sql-store.js';
+import { tableInUse } from '../sql/store.js';
 import {
   describeAddress,
   type PostgresRepositoryOptions,

@@ -10,7 +10,7 @@ import {
   migrateStore,
   type PurgeOptions,
   purgeInBatches,
-} from '../sql-store.js';
+} from '../sql/store.js';
 import { TransactionScope } from '../transaction.js';
 import { checkDuration, MAX_TTL_MS } from '../ttl.js';
 import type {

@@ -9,6 +9,7 @@ import type {
   TransactionalRepository,
   TransactionOptions,
 } from '../types.js';
+import { closePool, type SqlPool } from './connection.js';
 import { detailOf, type MigrateStore, migrateStore, type PurgeOptions, purgeInBatches } from './store.js';
 import type { SqlTransaction } from './transaction.js';
 
@@ -21,11 +22,6 @@ import type { SqlTransaction } from './transaction.js';
 /** Where the repository reports what goes wrong in the background (a failed background purge). */
 export interface SqlLogger {
   warn(message: string): void;
-}
-
-/** A driver's pool, as far as the core uses it. */
-export interface SqlPool {
-  end(): Promise<unknown>;
 }
 
 /** What a SQL store's `open` takes besides the config table. */
@@ -115,11 +111,6 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
   };
   const settings = { pool, ownsPool: given === undefined, options, address, migrateStore: target };
   return { ...settings, logger: logger ?? warnings, probed };
-}
-
-/** Ends an owned pool; errors while closing are irrelevant to the caller. */
-export async function closePool(pool: SqlPool): Promise<void> {
-  await pool.end().catch(() => undefined);
 }
 
 /**

@@ -14,7 +14,7 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
-import { SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
+import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import type {
   AddOptions,
   AddResult,
@@ -247,7 +247,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       try {
         result = await this.scope.run(transaction, () => work(transaction));
       } catch (error) {
-        healthy = await endQuietly(connection, 'ROLLBACK');
+        healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
         throw error;
       } finally {
         transaction.end();
@@ -269,7 +269,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
         });
       }
       if (transaction.rollingBack) {
-        healthy = await endQuietly(connection, 'ROLLBACK');
+        healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
         if (transaction.rolledBackBy !== undefined) {
           // The work resolved, but what it did after the server's rollback was just rolled back too.
           throw new RepositoryError(
@@ -291,12 +291,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     } finally {
       if (healthy && begun) {
         // After COMMIT or ROLLBACK only: turning autocommit back on would commit an open transaction.
-        healthy = await endQuietly(
-          connection,
-          setLockWait
-            ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
-            : 'SET SESSION autocommit = @idem_autocommit',
-        );
+        const reset = setLockWait
+          ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
+          : 'SET SESSION autocommit = @idem_autocommit';
+        healthy = (await endQuietly(connection, reset)) === undefined;
       }
       if (healthy) connection.release();
       else connection.destroy();
@@ -657,16 +655,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       );
       if (header.affectedRows < CLEAR_BATCH) return;
     }
-  }
-}
-
-/** Runs a closing statement; false when it failed (the connection is then not fit for the pool). */
-async function endQuietly(connection: PoolConnection, sql: string): Promise<boolean> {
-  try {
-    await connection.query(sql);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -14,7 +14,7 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { detailOf, migrateHint } from '../sql/store.js';
-import { SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
+import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import { MAX_TTL_MS } from '../ttl.js';
 import type {
   AddOptions,
@@ -251,11 +251,11 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       try {
         result = await this.scope.run(transaction, () => work(transaction));
       } catch (error) {
-        broken = await rollback(client);
+        broken = await endQuietly(client, 'ROLLBACK');
         throw error;
       }
       if (transaction.rollingBack) {
-        broken = await rollback(client);
+        broken = await endQuietly(client, 'ROLLBACK');
         if (broken !== undefined) throw this.storeError('rollback', broken);
         return result;
       }
@@ -574,16 +574,6 @@ interface ClaimRow extends RecordRow {
 /** A read row: the input position and the live record. */
 interface ReadRow extends RecordRow {
   readonly n: string;
-}
-
-/** ROLLBACK; answers the error when it failed (the connection is then destroyed, its state unknown). */
-async function rollback(client: pg.PoolClient): Promise<Error | undefined> {
-  try {
-    await client.query('ROLLBACK');
-    return undefined;
-  } catch (error) {
-    return error instanceof Error ? error : new Error(String(error));
-  }
 }
 
 /**

@@ -5,6 +5,22 @@ import type { RepositoryTransaction } from '../types.js';
 export const SAVEPOINT = 'idempotent_consumer';
 
 /**
+ * Runs a statement that ends a transaction or resets its session (ROLLBACK, `SET autocommit`): the error when it
+ * failed, and the connection's state is then unknown (it is destroyed, never given back to the pool).
+ */
+export async function endQuietly(
+  client: { query(sql: string): Promise<unknown> },
+  sql: string,
+): Promise<Error | undefined> {
+  try {
+    await client.query(sql);
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}
+
+/**
  * One open transaction of a SQL store: the pooled connection it runs on, its lock timeout, and the one savepoint
  * the consumer may hold at a time. How the transaction begins, ends and learns it broke is its dialect's.
  */

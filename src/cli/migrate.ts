@@ -20,29 +20,36 @@ export interface StoreMigration {
 
 /** The stores `idem migrate` knows, by `repository.type`. */
 export const migrations: Partial<Record<RepositoryType, () => Promise<StoreMigration>>> = {
-  postgres: async () => {
-    const { describeAddress, postgresDefaults } = await import('../repositories/postgres/options.js');
-    const { migrate, schemaScript } = await import('../repositories/postgres/migration.js');
-    return {
-      defaultTable: postgresDefaults.table,
-      script: (table) => schemaScript(table),
-      apply: async (url, table) =>
-        (await migrate({ url, ...(table === undefined ? {} : { table }) })).statements,
-      describe: describeAddress,
-    };
-  },
-  mysql: async () => {
-    const { describeAddress, mysqlDefaults } = await import('../repositories/mysql/options.js');
-    const { migrate, schemaScript } = await import('../repositories/mysql/migration.js');
-    return {
-      defaultTable: mysqlDefaults.table,
-      script: (table) => schemaScript(table),
-      apply: async (url, table) =>
-        (await migrate({ url, ...(table === undefined ? {} : { table }) })).statements,
-      describe: describeAddress,
-    };
-  },
+  postgres: () =>
+    sqlMigration(
+      import('../repositories/postgres/options.js'),
+      import('../repositories/postgres/migration.js'),
+    ),
+  mysql: () =>
+    sqlMigration(import('../repositories/mysql/options.js'), import('../repositories/mysql/migration.js')),
 };
+
+/** A SQL store's entry, from its options and migration modules (neither loads the driver). */
+async function sqlMigration(
+  options: Promise<{ describeAddress(url: string): string }>,
+  migration: Promise<{
+    migrate(options: { url: string; table?: string }): Promise<{ readonly statements: readonly string[] }>;
+    schemaScript(table?: string): string;
+  }>,
+): Promise<StoreMigration> {
+  const [{ describeAddress }, { migrate, schemaScript }, { sqlDefaults }] = await Promise.all([
+    options,
+    migration,
+    import('../repositories/sql/options.js'),
+  ]);
+  return {
+    defaultTable: sqlDefaults.table,
+    script: (table) => schemaScript(table),
+    apply: async (url, table) =>
+      (await migrate({ url, ...(table === undefined ? {} : { table }) })).statements,
+    describe: describeAddress,
+  };
+}
 
 /** Flags of `idem migrate`. */
 export interface MigrateFlags {

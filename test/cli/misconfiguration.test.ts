@@ -96,7 +96,7 @@ describe('idem dedup --store <url>: a URL selects a store, never a directory', {
     await writeFile(config, `[repository]\ntype = "redis"\ncluster = ${JSON.stringify(seeds)}\n`);
     const child = spawn(
       process.execPath,
-      ['--import', TSX, LEFTOVERS, 'dedup', '--id', 'id', '--no-progress', '--config', config, input],
+      [LEFTOVERS, cliMain(), 'dedup', '--id', 'id', '--no-progress', '--config', config, input],
       { env: { ...process.env, IDEM_CONFIG: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     const result = await finished(child);

@@ -108,6 +108,12 @@ describe('layering of src/', () => {
     assert.deepEqual(reachingUp(graph, 'repositories', ['config', 'node', 'adapters', 'cli', 'di']), []);
   });
 
+  it('the SQL core imports neither dialect: postgres/ and mysql/ build on repositories/sql, not the reverse', () => {
+    assert.ok(graph.has('repositories/sql/repository.ts'));
+    const dialects = ['repositories/postgres', 'repositories/mysql'];
+    assert.deepEqual(reachingUp(graph, 'repositories/sql', dialects), []);
+  });
+
   it('the shared Kafka code imports no config/, node/, adapters/, cli/ or di/', () => {
     assert.deepEqual(reachingUp(graph, 'kafka', ['config', 'node', 'adapters', 'cli', 'di']), []);
   });

@@ -15,12 +15,12 @@ import {
   schemaScript,
   schemaStatements,
 } from '../../src/repositories/postgres/index.js';
-import { finished, pastedCommand, runCli, TSX } from '../cli/run-cli.js';
+import { cliMain, finished, pastedCommand, runCli } from '../cli/run-cli.js';
 import { testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 /** Runs the CLI and reports the timers and sockets it left behind (`leftover: …`, exit 99). */
-const LEFTOVERS = fileURLToPath(new URL('../cli/leftovers.ts', import.meta.url));
+const LEFTOVERS = fileURLToPath(new URL('../cli/leftovers.mjs', import.meta.url));
 
 /** The stack's URL with its password (also its user and database name: searched as `:password@`). */
 const url = endpoints.postgresUrl;
@@ -268,17 +268,7 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     // Without the hang-up the socket stays open until the server's authentication_timeout (60 s by default).
     const child = spawn(
       process.execPath,
-      [
-        '--import',
-        TSX,
-        LEFTOVERS,
-        'migrate',
-        '--store',
-        bare.href,
-        '--table',
-        testTable('hangup'),
-        '--apply',
-      ],
+      [LEFTOVERS, cliMain(), 'migrate', '--store', bare.href, '--table', testTable('hangup'), '--apply'],
       { env: { ...process.env, IDEM_CONFIG: '', PGPASSWORD: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     const result = await finished(child);

@@ -2,7 +2,8 @@ import { connect, isIP, type Socket } from 'node:net';
 import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql-store.js';
+import { checkLayout, errorCode, isTlsFailure as isTls } from '../sql/connection.js';
+import { connectFailure, detailOf, type MigrateStore } from '../sql/store.js';
 import type { MySqlOptions } from './options.js';
 
 export { describeAddress } from './options.js';
@@ -113,32 +114,15 @@ export function createPool(options: MySqlOptions): Pool {
   return pool;
 }
 
-/** Ends an owned pool; errors while closing are irrelevant to the caller. */
-export async function closePool(pool: Pool): Promise<void> {
-  await pool.end().catch(() => undefined);
-}
-
 /** The server's error number (`errno`) of a mysql2 error. */
 export function errorNumber(error: unknown): number | undefined {
   const errno = (error as { errno?: unknown } | undefined)?.errno;
   return typeof errno === 'number' ? errno : undefined;
 }
 
-/** The Node or mysql2 error code (`ECONNREFUSED`, `ER_ACCESS_DENIED_ERROR`). */
-function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-/** A certificate or handshake failure from Node's TLS layer, or the server refusing TLS. */
+/** A certificate or handshake failure, or the server refusing TLS. */
 function isTlsFailure(error: unknown): boolean {
-  const code = errorCode(error) ?? '';
-  const message = error instanceof Error ? error.message : String(error);
-  return (
-    /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR/.test(
-      code,
-    ) || /does not support secure connection|self[- ]signed certificate/i.test(message)
-  );
+  return isTls(error, '|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR', 'does not support secure connection');
 }
 
 /**
@@ -178,11 +162,7 @@ export function openError(error: unknown, address: string): unknown {
   );
 }
 
-/**
- * Checks the table exists with the columns and types the statements use. A missing table is a config problem
- * reported at open, naming the command that creates it; a same-named table of another shape would fail every
- * statement.
- */
+/** Checks the table exists with the columns and types the statements use (see {@link checkLayout}). */
 export async function assertTable(
   pool: Pool,
   table: string,
@@ -202,20 +182,5 @@ export async function assertTable(
       String(row.type).toLowerCase(),
     ]),
   );
-  if (actual.size === 0) {
-    throw new ConfigError(
-      'repository.table',
-      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('mysql', table, target)}`,
-    );
-  }
-  for (const [column, type] of Object.entries(COLUMNS)) {
-    if (actual.get(column) !== type) {
-      throw new ConfigError(
-        'repository.table',
-        `table ${quoteTable(table)} does not have the expected layout: column ${column} should be ${type}` +
-          `${actual.has(column) ? `, not ${actual.get(column)}` : ' (missing)'}; use another table name or ` +
-          'recreate it (idem migrate prints the DDL)',
-      );
-    }
-  }
+  checkLayout({ store: 'mysql', table, quoted: quoteTable(table), address }, actual, COLUMNS, target);
 }

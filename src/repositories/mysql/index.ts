@@ -34,4 +34,4 @@ export const repositoryModule: RepositoryModule<typeof mysqlOptionsSchema> = {
   create: (options) => MySqlRepository.open(options),
 };
 
-export type { PurgeOptions } from '../sql-store.js';
+export type { PurgeOptions } from '../sql/store.js';

@@ -1,6 +1,7 @@
 import type { Pool } from 'mysql2/promise';
 import { ConfigError } from '../../errors.js';
-import { tableInUse } from '../sql-store.js';
+import { type MigrateResult, runMigration, type SqlMigrateOptions, script } from '../sql/migration.js';
+import { tableInUse } from '../sql/store.js';
 import {
   describeAddress,
   type MySqlRepositoryOptions,
@@ -10,13 +11,9 @@ import {
 } from './options.js';
 import { COLUMNS, MAX_FIELD_BYTES, quoteTable } from './sql.js';
 
-export { COLUMNS };
+export { COLUMNS, type MigrateResult };
 
-/*
- * The table of the MySQL repository. Nothing creates it behind the user's back: `migrate()`, `idem migrate
- * --apply`, or the DDL below run by the team's own migration tool (`createTable: true` is the opt-in for tests
- * and demos). The statement is idempotent (`IF NOT EXISTS`), so running the migration again changes nothing.
- */
+/* The table of the MySQL repository, created as every SQL store's is (see ../sql/migration.ts). */
 
 /**
  * The DDL of the table, one statement per entry.
@@ -60,47 +57,29 @@ export function schemaStatements(table: string = mysqlDefaults.table): string[] 
 
 /** The DDL as one script, `;`-terminated, for `idem migrate` and the docs. */
 export function schemaScript(table: string = mysqlDefaults.table): string {
-  return `${schemaStatements(table).join(';\n\n')};\n`;
+  return script(schemaStatements(table));
 }
 
 /** What {@link migrate} needs: where (a URL or a pool) and which table. */
-export type MigrateOptions = Pick<MySqlRepositoryOptions, 'url' | 'password' | 'tls' | 'connectTimeoutMs'> & {
-  readonly table?: string;
-  /** A pool to run the DDL on instead of connecting from `url`; left open. */
-  readonly pool?: Pool;
-};
-
-/** What {@link migrate} did. */
-export interface MigrateResult {
-  /** The table, as given. */
-  readonly table: string;
-  /** The table's whole DDL, in order (what {@link schemaStatements} answers). */
-  readonly statements: readonly string[];
-  /** The statements that ran: none when the table already existed. */
-  readonly applied: readonly string[];
-}
+export type MigrateOptions = SqlMigrateOptions<MySqlRepositoryOptions, Pool>;
 
 /**
  * Creates the table when missing; safe to run again and from several processes at once (MySQL serializes
  * `CREATE TABLE IF NOT EXISTS` on the table's metadata lock: one creates it, the others find it). DDL is not
  * transactional in MySQL: each statement commits on its own.
  */
-export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
-  const { pool: given, table = mysqlDefaults.table, ...connection } = options;
-  const statements = schemaStatements(table);
-  if (given !== undefined) return { table, statements, applied: await createMissingTable(given, table) };
-  const parsed = parseMySqlOptions({ ...connection, table }, 'migrate(...)');
-  if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
-  // Loaded here, so printing the DDL needs no driver (`idem migrate` without --apply).
-  const { closePool, createPool, openError } = await import('./connection.js');
-  const pool = createPool(parsed);
-  try {
-    return { table, statements, applied: await createMissingTable(pool, table) };
-  } catch (error) {
-    throw openError(error, describeAddress(parsed.url));
-  } finally {
-    await closePool(pool);
-  }
+export function migrate(options: MigrateOptions): Promise<MigrateResult> {
+  return runMigration(
+    {
+      defaultTable: mysqlDefaults.table,
+      statements: schemaStatements,
+      apply: createMissingTable,
+      parseOptions: parseMySqlOptions,
+      describeAddress,
+      connection: () => import('./connection.js'),
+    },
+    options,
+  );
 }
 
 /** ER_LOCK_WAIT_TIMEOUT: a row or metadata lock wait ran out (`innodb_lock_wait_timeout`, `lock_wait_timeout`). */

@@ -1,31 +1,29 @@
 import { randomInt } from 'node:crypto';
 import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
-import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { MAX_ID_BYTES } from '../ids.js';
+import { RepositoryError, toRepositoryError } from '../../errors.js';
+import type { KeyedClaim, KeyedEntry } from '../base.js';
 import { newRecord, storeLifetimeMs } from '../record.js';
 import {
-  detailOf,
-  type MigrateStore,
-  migrateHint,
-  migrateStore,
-  type PurgeOptions,
-  purgeInBatches,
-} from '../sql-store.js';
-import { TransactionScope } from '../transaction.js';
-import { checkDuration } from '../ttl.js';
+  handlerClient,
+  openSql,
+  type SqlDialect,
+  type SqlLogger,
+  type SqlOpenExtras,
+  SqlRepository,
+  type SqlSettings,
+  timeParam,
+} from '../sql/repository.js';
+import { migrateHint } from '../sql/store.js';
+import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import type {
   AddOptions,
   AddResult,
   IdempotencyRecord,
-  RepositoryCapabilities,
   RepositoryTransaction,
-  TransactionalRepository,
   TransactionOptions,
 } from '../types.js';
 import {
   assertTable,
-  closePool,
   createPool,
   describeAddress,
   errorNumber,
@@ -33,7 +31,7 @@ import {
   openError,
 } from './connection.js';
 import { createMissingTable } from './migration.js';
-import { type MySqlRepositoryOptions, parseMySqlOptions } from './options.js';
+import { type MySqlOptions, type MySqlRepositoryOptions, parseMySqlOptions } from './options.js';
 import {
   bucket,
   bytes,
@@ -64,43 +62,27 @@ const CLEAR_BATCH = 10_000;
 const MAX_ROUNDS = 5;
 
 /** Where the repository reports what goes wrong in the background (a failed background purge). */
-export interface MySqlLogger {
-  warn(message: string): void;
-}
+export type MySqlLogger = SqlLogger;
 
-/** Default warning sink: a process warning, visible and filterable, never silent. */
-const processWarnings: MySqlLogger = {
-  warn: (message) => process.emitWarning(message, { code: 'IDEM_MYSQL' }),
-};
-
-/** What {@link MySqlRepository.open} takes besides the config table. */
-export interface MySqlOpenExtras {
-  /**
-   * A mysql2/promise pool to use instead of connecting from `url` (its own host, user, TLS, limits): left open by
-   * `close()` (it stays the caller's).
-   */
-  readonly pool?: Pool;
-  /**
-   * The worker's clock, accepted like every repository's. MySQL never judges by it: leases and TTLs count on the
-   * server's clock (see {@link MySqlRepository}), so a worker whose clock is off changes nothing.
-   */
-  readonly clock?: () => number;
-  readonly logger?: MySqlLogger;
-}
+/** What {@link MySqlRepository.open} takes besides the config table (a given pool is a mysql2/promise pool). */
+export type MySqlOpenExtras = SqlOpenExtras<Pool>;
 
 /** Options of {@link MySqlRepository.open}: the config table plus what only code can pass. */
 export type MySqlOpenOptions = MySqlRepositoryOptions & MySqlOpenExtras;
 
+/** What opening differs in on MySQL. */
+const dialect: SqlDialect<Pool, MySqlOptions> = {
+  store: 'mysql',
+  parseOptions: (config) => parseMySqlOptions(config),
+  describeAddress,
+  createPool,
+  createTable: createMissingTable,
+  assertTable,
+  openError,
+};
+
 /** What a statement runs on: the pool (autocommit) or the open transaction's connection. */
 type Executor = Pool | PoolConnection;
-
-/** The `now` the base class passes when the caller gave none: NaN, which the statements turn into the server's clock. */
-const serverClock = (): number => Number.NaN;
-
-/** The caller's time as a statement parameter, or NULL for the server's clock. */
-function timeParam(now: number): number | null {
-  return Number.isNaN(now) ? null : now;
-}
 
 /** A random token per statement: 52 bits, so the server compares it exactly (see the `token` column). */
 function newToken(): number {
@@ -179,69 +161,22 @@ function padded<T>(values: readonly T[], size: number): T[] {
  * on liveness. Nothing deletes rows by itself: `purge()` (or the background purge, `purgeIntervalMs`) deletes
  * those past their `forget_at` in bounded batches.
  */
-export class MySqlRepository extends BaseRepository implements TransactionalRepository<PoolConnection> {
-  readonly capabilities: RepositoryCapabilities = {
-    persistent: true,
-    shared: true,
-    maxIdBytes: MAX_ID_BYTES,
-    nativeBatch: true,
-    // MEDIUMBLOB holds 16 MiB, but a statement must fit `max_allowed_packet` (16 MiB on MariaDB): 1 MiB keeps a
-    // batch of results to a few statements and a replay cheap, as on the other stores.
-    maxResultBytes: 1_048_576,
-  };
+export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTransaction> {
   protected readonly storeName = 'mysql';
-  readonly #pool: Pool;
-  readonly #ownsPool: boolean;
   readonly #sql: Statements;
-  readonly #table: string;
-  readonly #address: string;
-  /** The `--store` of the `idem migrate` command a missing-table error names. */
-  readonly #migrateStore: MigrateStore;
   readonly #namespace: Buffer;
-  readonly #lockTimeoutMs: number;
   /** The `innodb_lock_wait_timeout` every connection of an owned pool already has; undefined for a given pool. */
   readonly #poolLockSeconds: number | undefined;
   /** `innodb_rollback_on_timeout`: a lock wait timeout then rolls back the whole transaction, not one statement. */
   readonly #rollbackOnTimeout: boolean;
-  readonly #purgeBatchSize: number;
-  readonly #logger: MySqlLogger;
-  readonly #scope = new TransactionScope<MySqlTransaction>();
-  #purgeTimer: NodeJS.Timeout | undefined;
-  #purging: Promise<unknown> | undefined;
 
-  private constructor(settings: {
-    pool: Pool;
-    ownsPool: boolean;
-    table: string;
-    namespace: string;
-    address: string;
-    migrateStore: MigrateStore;
-    lockTimeoutMs: number;
-    poolLockSeconds: number | undefined;
-    rollbackOnTimeout: boolean;
-    purgeBatchSize: number;
-    purgeIntervalMs: number;
-    logger: MySqlLogger;
-  }) {
-    // Leases and TTLs count on the server's clock (see the class comment): the worker's clock is never used.
-    super({ clock: serverClock });
-    this.#pool = settings.pool;
-    this.#ownsPool = settings.ownsPool;
-    this.#table = settings.table;
-    this.#address = settings.address;
-    this.#migrateStore = settings.migrateStore;
-    this.#sql = new Statements(settings.table);
-    this.#namespace = bytes(settings.namespace);
-    this.#lockTimeoutMs = settings.lockTimeoutMs;
-    this.#poolLockSeconds = settings.poolLockSeconds;
-    this.#rollbackOnTimeout = settings.rollbackOnTimeout;
-    this.#purgeBatchSize = settings.purgeBatchSize;
-    this.#logger = settings.logger;
-    if (settings.purgeIntervalMs > 0) {
-      this.#purgeTimer = setInterval(() => this.#backgroundPurge(), settings.purgeIntervalMs);
-      // A purge timer alone must not keep the process alive.
-      this.#purgeTimer.unref();
-    }
+  private constructor(settings: SqlSettings<Pool, MySqlOptions>, rollbackOnTimeout: boolean) {
+    super(settings);
+    const { options } = settings;
+    this.#sql = new Statements(options.table);
+    this.#namespace = bytes(options.namespace);
+    this.#poolLockSeconds = settings.ownsPool ? lockWaitSeconds(options.lockTimeoutMs) : undefined;
+    this.#rollbackOnTimeout = rollbackOnTimeout;
   }
 
   /**
@@ -250,53 +185,11 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
    * `repository.<key>`; a missing table names the command that creates it. The URL's password is never shown.
    */
   static async open(input: MySqlOpenOptions): Promise<MySqlRepository> {
-    const { pool: given, clock: _clock, logger, ...config } = input;
-    const options = parseMySqlOptions(config);
-    if (given !== undefined && options.url !== undefined) {
-      throw new ConfigError('repository.url', 'set url or pass a pool, not both');
-    }
-    if (given === undefined && options.url === undefined) {
-      throw new ConfigError('repository.url', 'is required: a mysql:// URL (or pass a pool in code)');
-    }
-    // Validates the table name before any connection is made.
-    new Statements(options.table);
-    const address = describeAddress(options.url);
-    const target = migrateStore('mysql', options.url, options.password !== undefined);
-    const pool = given ?? createPool(options);
-    let rollbackOnTimeout = false;
-    try {
-      if (options.createTable) await createMissingTable(pool, options.table);
-      await assertTable(pool, options.table, address, target);
+    const opened = await openSql(dialect, input, async (pool) => {
       const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value');
-      rollbackOnTimeout = Number((rows as { value: unknown }[])[0]?.value) === 1;
-    } catch (error) {
-      if (given === undefined) await closePool(pool);
-      throw openError(error, address);
-    }
-    return new MySqlRepository({
-      pool,
-      ownsPool: given === undefined,
-      table: options.table,
-      namespace: options.namespace,
-      address,
-      migrateStore: target,
-      lockTimeoutMs: options.lockTimeoutMs,
-      poolLockSeconds: given === undefined ? lockWaitSeconds(options.lockTimeoutMs) : undefined,
-      rollbackOnTimeout,
-      purgeBatchSize: options.purgeBatchSize,
-      purgeIntervalMs: options.purgeIntervalMs,
-      logger: logger ?? processWarnings,
+      return Number((rows as { value: unknown }[])[0]?.value) === 1;
     });
-  }
-
-  /** The mysql2 pool the repository runs on. */
-  get pool(): Pool {
-    return this.#pool;
-  }
-
-  /** The table, as configured (`table` or `database.table`). */
-  get table(): string {
-    return this.#table;
+    return new MySqlRepository(opened, opened.probed === true);
   }
 
   /**
@@ -324,19 +217,11 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     work: (transaction: RepositoryTransaction<PoolConnection>) => Promise<T>,
     options: TransactionOptions = {},
   ): Promise<T> {
-    this.assertOpen();
-    if (this.#scope.current() !== undefined) {
-      throw new RepositoryError(
-        'mysql transaction: a transaction of this repository is already open here; use its savepoints instead',
-        { retryable: false },
-      );
-    }
-    const lockTimeoutMs = options.lockTimeoutMs ?? this.#lockTimeoutMs;
-    checkDuration('lockTimeoutMs', lockTimeoutMs, Number.MAX_SAFE_INTEGER, 'mysql transaction');
+    const lockTimeoutMs = this.beginTransaction(options, Number.MAX_SAFE_INTEGER);
     const seconds = lockWaitSeconds(lockTimeoutMs);
     const setLockWait = seconds !== this.#poolLockSeconds;
-    const connection = await this.run('transaction', () => this.#pool.getConnection());
-    const transaction = new MySqlTransaction(connection, lockTimeoutMs);
+    const connection = await this.run('transaction', () => this.pool.getConnection());
+    const transaction = new MySqlTransaction('mysql', connection, lockTimeoutMs);
     // Once false, the session's state is unknown: the connection is destroyed, never restored or reused.
     let healthy = true;
     // Set once `autocommit = 0` ran: from then on the session must be restored before it goes back to the pool.
@@ -360,9 +245,9 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
       });
       let result: T;
       try {
-        result = await this.#scope.run(transaction, () => work(transaction));
+        result = await this.scope.run(transaction, () => work(transaction));
       } catch (error) {
-        healthy = await endQuietly(connection, 'ROLLBACK');
+        healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
         throw error;
       } finally {
         transaction.end();
@@ -384,7 +269,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
         });
       }
       if (transaction.rollingBack) {
-        healthy = await endQuietly(connection, 'ROLLBACK');
+        healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
         if (transaction.rolledBackBy !== undefined) {
           // The work resolved, but what it did after the server's rollback was just rolled back too.
           throw new RepositoryError(
@@ -406,12 +291,10 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     } finally {
       if (healthy && begun) {
         // After COMMIT or ROLLBACK only: turning autocommit back on would commit an open transaction.
-        healthy = await endQuietly(
-          connection,
-          setLockWait
-            ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
-            : 'SET SESSION autocommit = @idem_autocommit',
-        );
+        const reset = setLockWait
+          ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
+          : 'SET SESSION autocommit = @idem_autocommit';
+        healthy = (await endQuietly(connection, reset)) === undefined;
       }
       if (healthy) connection.release();
       else connection.destroy();
@@ -419,22 +302,13 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
   }
 
   /**
-   * Deletes the rows (of every namespace in the table) that are past their `forget_at`, `batchSize` rows per
-   * statement, and answers how many. Each statement is its own short transaction at READ COMMITTED, so it takes no
-   * gap locks and never holds a lock for long; claims go on meanwhile. A live record is never deleted:
-   * `forget_at` is at least its expiry, and with `minLifetimeMs` (event-time mode) that many ms of the server's
-   * clock after the write.
+   * Each statement is its own short transaction at READ COMMITTED, so it takes no gap locks and never holds a lock
+   * for long; claims go on meanwhile. A live record is never deleted: `forget_at` is at least its expiry, and with
+   * `minLifetimeMs` (event-time mode) that many ms of the server's clock after the write.
    */
-  async purge(options: PurgeOptions = {}): Promise<number> {
-    this.assertOpen();
-    return this.run('purge', () =>
-      purgeInBatches('mysql', options, this.#purgeBatchSize, (batchSize) => this.#purgeBatch(batchSize)),
-    );
-  }
-
-  async #purgeBatch(batchSize: number): Promise<number> {
+  protected async purgeBatch(batchSize: number): Promise<number> {
     for (let round = 1; ; round++) {
-      const connection = await this.#pool.getConnection();
+      const connection = await this.pool.getConnection();
       try {
         // For the next transaction only (this DELETE): no gap locks in front of claims inserting new rows.
         await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
@@ -448,40 +322,19 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     }
   }
 
-  #backgroundPurge(): void {
-    if (this.#purging !== undefined || this.closed) return;
-    this.#purging = this.purge()
-      .catch((error: unknown) => {
-        if (this.closed) return;
-        this.#logger.warn(`mysql: background purge failed: ${detailOf(error)}`);
-      })
-      .finally(() => {
-        this.#purging = undefined;
-      });
-  }
-
-  /** Store failures, with a missing table named as such (it was dropped, or another table was configured). */
-  protected override async run<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (error) {
-      if (errno(error) === ER_NO_SUCH_TABLE) {
-        throw new RepositoryError(
-          `mysql ${operation} failed: table ${this.#sql.table} does not exist in ${this.#address}; ` +
-            migrateHint('mysql', this.#table, this.#migrateStore),
-          { cause: error, retryable: false },
-        );
-      }
-      if (error instanceof Error && !(error instanceof RepositoryError) && !(error instanceof ConfigError)) {
-        throw new RepositoryError(`mysql ${operation} failed: ${detailOf(error)}`, { cause: error });
-      }
-      throw toRepositoryError(`${this.storeName} ${operation}`, error);
-    }
+  /** A missing table named as such (it was dropped, or another table was configured). */
+  protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
+    if (errno(error) !== ER_NO_SUCH_TABLE) return undefined;
+    return new RepositoryError(
+      `mysql ${operation} failed: table ${this.#sql.table} does not exist in ${this.address}; ` +
+        migrateHint('mysql', this.table, this.migrateStore),
+      { cause: error, retryable: false },
+    );
   }
 
   /** The open transaction of this async context (checked usable), if any. */
   #transaction(operation: string): MySqlTransaction | undefined {
-    const transaction = this.#scope.current();
+    const transaction = this.scope.current();
     transaction?.assertUsable(operation);
     return transaction;
   }
@@ -521,7 +374,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     now: number,
   ): Promise<AddResult[]> {
     const transaction = this.#transaction('add');
-    const executor = transaction?.client ?? this.#pool;
+    const executor = transaction?.client ?? this.pool;
     const owner = options.leaseMs === undefined ? null : optionalBytes(options.owner);
     if (owner !== null && owner.length > MAX_FIELD_BYTES) {
       throw new RepositoryError(
@@ -664,7 +517,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     transaction: MySqlTransaction | undefined,
     results: AddResult[],
   ): void {
-    const lockTimeoutMs = transaction?.lockTimeoutMs ?? this.#lockTimeoutMs;
+    const lockTimeoutMs = transaction?.lockTimeoutMs ?? this.lockTimeoutMs;
     // The server's time is unknown here (the statement failed); the worker's clock is close enough for a hint.
     const at = Number.isNaN(now) ? Date.now() : now;
     for (const row of undecided) {
@@ -690,7 +543,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     keys: readonly string[],
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    const executor = this.#transaction('get')?.client ?? this.#pool;
+    const executor = this.#transaction('get')?.client ?? this.pool;
     const found = new Map<string, IdempotencyRecord>();
     const ids = keys.map(bytes);
     for (const group of chunks(ids, (id) => id.length)) {
@@ -714,7 +567,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     _now: number,
   ): Promise<boolean[]> {
     const transaction = this.#transaction('confirm');
-    const executor = transaction?.client ?? this.#pool;
+    const executor = transaction?.client ?? this.pool;
     const rows = claims.map((claim, index) => ({
       index,
       id: bytes(claim.key),
@@ -760,7 +613,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
     _now: number,
   ): Promise<boolean> {
     const transaction = this.#transaction('renew');
-    const executor = transaction?.client ?? this.#pool;
+    const executor = transaction?.client ?? this.pool;
     const header = await this.#withDeadlockRetry(transaction, () =>
       this.#execute<ResultSetHeader>(executor, this.#sql.renew, [
         newToken(),
@@ -775,12 +628,12 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    const transaction = this.#scope.current();
+    const transaction = this.scope.current();
     // The rollback takes the claim away (see `RepositoryTransaction.rollbackOnly`), and the transaction may be
     // gone on the server already.
     if (transaction?.rollingBack) return true;
     transaction?.assertUsable('remove');
-    const executor = transaction?.client ?? this.#pool;
+    const executor = transaction?.client ?? this.pool;
     const header = await this.#withDeadlockRetry(transaction, () =>
       owner === undefined
         ? this.#execute<ResultSetHeader>(executor, this.#sql.remove, [this.#namespace, bytes(key)])
@@ -795,7 +648,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
 
   protected async doClear(): Promise<void> {
     const transaction = this.#transaction('clear');
-    const executor = transaction?.client ?? this.#pool;
+    const executor = transaction?.client ?? this.pool;
     for (;;) {
       const header = await this.#withDeadlockRetry(transaction, () =>
         this.#execute<ResultSetHeader>(executor, this.#sql.clear(CLEAR_BATCH), [this.#namespace]),
@@ -803,27 +656,7 @@ export class MySqlRepository extends BaseRepository implements TransactionalRepo
       if (header.affectedRows < CLEAR_BATCH) return;
     }
   }
-
-  protected async doClose(): Promise<void> {
-    if (this.#purgeTimer !== undefined) clearInterval(this.#purgeTimer);
-    this.#purgeTimer = undefined;
-    await this.#purging;
-    if (this.#ownsPool) await closePool(this.#pool);
-  }
 }
-
-/** Runs a closing statement; false when it failed (the connection is then not fit for the pool). */
-async function endQuietly(connection: PoolConnection, sql: string): Promise<boolean> {
-  try {
-    await connection.query(sql);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The one savepoint name: the consumer holds at most one savepoint at a time. */
-const SAVEPOINT = 'idempotent_consumer';
 
 /**
  * The savepoint `transaction()` sets before the work and releases just before COMMIT: it exists exactly as long
@@ -837,21 +670,13 @@ const TRANSACTION_SAVEPOINT = 'idempotent_consumer_transaction';
  * One open MySQL transaction: the pool connection with autocommit off, and what the repository learned about it
  * (made rollback-only, ended, or rolled back by the server itself).
  */
-export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
-  readonly client: PoolConnection;
-  /** The lock timeout of this transaction, in ms, as asked for (InnoDB waits it rounded up to whole seconds). */
-  readonly lockTimeoutMs: number;
+export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   #rollingBack = false;
   #ended = false;
   /** Why the server rolled the transaction back (a deadlock), when it did. */
   #abortedBy: string | undefined;
   /** Set when the server's rollback was not answered for by a verb (see `rolledBackBy`). */
   #rolledBackBy: string | undefined;
-
-  constructor(client: PoolConnection, lockTimeoutMs: number) {
-    this.client = client;
-    this.lockTimeoutMs = lockTimeoutMs;
-  }
 
   get rollingBack(): boolean {
     return this.#rollingBack;
@@ -872,21 +697,15 @@ export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
     this.#rollingBack = true;
   }
 
-  /** Whether SAVEPOINT ran and nothing released or rolled back to it yet. */
-  #savepointOpen = false;
-
-  async savepoint(): Promise<void> {
-    if (this.#savepointOpen) {
-      throw new RepositoryError('mysql savepoint: one is already open (release or roll back to it first)', {
-        retryable: false,
-      });
-    }
-    await this.#statement('savepoint', `SAVEPOINT ${SAVEPOINT}`);
-    this.#savepointOpen = true;
+  savepoint(): Promise<void> {
+    return this.openSavepoint(async () => {
+      await this.#statement('savepoint', `SAVEPOINT ${SAVEPOINT}`);
+      return 'open';
+    });
   }
 
   async releaseSavepoint(): Promise<void> {
-    this.#takeSavepoint('releaseSavepoint');
+    this.takeSavepoint('releaseSavepoint');
     await this.#statement('releaseSavepoint', `RELEASE SAVEPOINT ${SAVEPOINT}`);
   }
 
@@ -895,15 +714,8 @@ export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
    * `SAVEPOINT` of the same name replaces it, and the transaction's end drops it.
    */
   async rollbackToSavepoint(): Promise<void> {
-    this.#takeSavepoint('rollbackToSavepoint');
+    this.takeSavepoint('rollbackToSavepoint');
     await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
-  }
-
-  #takeSavepoint(operation: string): void {
-    if (!this.#savepointOpen) {
-      throw new RepositoryError(`mysql ${operation}: no savepoint is open`, { retryable: false });
-    }
-    this.#savepointOpen = false;
   }
 
   /**
@@ -974,31 +786,10 @@ export class MySqlTransaction implements RepositoryTransaction<PoolConnection> {
  * runs outside a transaction.
  */
 export function mysqlTransaction(context: { readonly transaction?: unknown }): PoolConnection {
-  const value = context?.transaction;
-  // The connection itself, or a RepositoryTransaction holding it.
-  const client = isConnection(value)
-    ? value
-    : isConnection((value as { client?: unknown } | undefined)?.client)
-      ? (value as { client: PoolConnection }).client
-      : undefined;
-  if (client === undefined) {
-    throw new ConfigError(
-      'consumer.transaction',
-      value === undefined
-        ? 'mysqlTransaction(context): the handler is not running inside a transaction; turn on the ' +
-            "consumer's transaction option with a MySqlRepository"
-        : 'mysqlTransaction(context): context.transaction is not a mysql2 connection (is the repository a MySqlRepository?)',
-    );
-  }
-  return client;
-}
-
-/** A mysql2/promise connection: `execute` (which a pg client lacks) and `release`. */
-function isConnection(value: unknown): value is PoolConnection {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as { execute?: unknown }).execute === 'function' &&
-    typeof (value as { release?: unknown }).release === 'function'
-  );
+  // A mysql2/promise connection: `execute` (which a pg client lacks) and `release`.
+  return handlerClient(context, ['execute', 'release'], {
+    fn: 'mysqlTransaction',
+    repository: 'MySqlRepository',
+    client: 'a mysql2 connection',
+  });
 }

@@ -1,34 +1,16 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
-import { refuseBadPercentEscapes, timerMs } from '../../options/limits.js';
+import { refuseBadPercentEscapes } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
+import { describeAddress as describeSqlAddress, sqlDefaults, sqlOptionFields } from '../sql/options.js';
 
-/** Defaults of the MySQL/MariaDB repository, written once. */
-export const mysqlDefaults = {
-  /** The table every record lives in; `database.table` is allowed. Created only by the migration. */
-  table: 'processed_ids',
-  /** Keeps several repositories (and test runs) apart in one table; `clear()` deletes only its own rows. */
-  namespace: 'default',
-  /**
-   * Off: the table belongs to a migration (`idem migrate`, `migrate()`), not to an application's first start.
-   * `true` runs the same idempotent DDL at open.
-   */
-  createTable: false,
-  /**
-   * How long a claim waits for another open transaction that holds the same id before it answers in-progress.
-   * InnoDB counts whole seconds (`innodb_lock_wait_timeout`), so it is rounded up to the next second, at least 1.
-   */
-  lockTimeoutMs: 5_000,
-  /** Connections of the pool the repository creates (mysql2 `connectionLimit`; a borrowed pool keeps its own). */
-  poolSize: 10,
-  /** Waiting for a TCP connection (mysql2 `connectTimeout`). */
-  connectTimeoutMs: 5_000,
-  /** Rows one `purge()` statement deletes at most: a bounded transaction, short row locks. */
-  purgeBatchSize: 10_000,
-  /** Background purge period in ms; 0 (the default) runs none, and `purge()` is the caller's to schedule. */
-  purgeIntervalMs: 0,
-} as const satisfies Record<string, unknown>;
+/**
+ * Defaults of the MySQL/MariaDB repository, written once: the SQL stores' (`table` may be `database.table`).
+ * InnoDB counts the lock timeout in whole seconds (`innodb_lock_wait_timeout`), so `lockTimeoutMs` is rounded up
+ * to the next second, at least 1; `poolSize` is mysql2's `connectionLimit`, `connectTimeoutMs` its `connectTimeout`.
+ */
+export const mysqlDefaults = { ...sqlDefaults } as const satisfies Record<string, unknown>;
 
 /**
  * One part of a table name: letters, digits, `_` and `$`, not starting with a digit, at most 64 characters
@@ -53,8 +35,6 @@ export const mysqlOptionsSchema = z
       .url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' })
       .superRefine(refuseBadPercentEscapes)
       .optional(),
-    /** The password, when it is kept out of the URL (a secret store, an env variable). */
-    password: z.string().optional(),
     /** `table` or `database.table`. */
     table: z
       .string()
@@ -70,7 +50,6 @@ export const mysqlOptionsSchema = z
         message: `must be at most ${MAX_NAMESPACE_BYTES} UTF-8 bytes`,
       })
       .default(mysqlDefaults.namespace),
-    createTable: z.boolean().default(mysqlDefaults.createTable),
     /**
      * TLS to the server: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates
      * and the host name they name (the URL's host, or `servername`) are verified.
@@ -87,11 +66,7 @@ export const mysqlOptionsSchema = z
         },
       )
       .optional(),
-    lockTimeoutMs: timerMs().default(mysqlDefaults.lockTimeoutMs),
-    poolSize: z.number().int().min(1).max(1_000).default(mysqlDefaults.poolSize),
-    connectTimeoutMs: timerMs().default(mysqlDefaults.connectTimeoutMs),
-    purgeBatchSize: z.number().int().min(1).max(1_000_000).default(mysqlDefaults.purgeBatchSize),
-    purgeIntervalMs: timerMs(0).default(mysqlDefaults.purgeIntervalMs),
+    ...sqlOptionFields(mysqlDefaults),
   })
   .strict();
 
@@ -108,11 +83,5 @@ export function parseMySqlOptions(input: unknown, owner = 'MySqlRepository.open(
 
 /** Where the pool connects, without credentials (they must not reach logs or errors). */
 export function describeAddress(url: string | undefined): string {
-  if (url === undefined) return 'the given pool';
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.hostname}:${u.port || 3306}${u.pathname.length > 1 ? u.pathname : ''}`;
-  } catch {
-    return 'an unparsable URL';
-  }
+  return describeSqlAddress(url, 3306);
 }

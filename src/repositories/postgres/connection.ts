@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { connectFailure, detailOf, type MigrateStore, migrateHint } from '../sql-store.js';
+import { checkLayout, errorCode, isTlsFailure as isTls } from '../sql/connection.js';
+import { connectFailure, detailOf, type MigrateStore } from '../sql/store.js';
 import type { PostgresOptions } from './options.js';
 import { COLUMNS, quoteTable } from './sql.js';
 
@@ -81,25 +82,11 @@ export function createPool(options: PostgresOptions): pg.Pool {
   return pool;
 }
 
-/** Ends an owned pool; errors while closing are irrelevant to the caller. */
-export async function closePool(pool: pg.Pool): Promise<void> {
-  await pool.end().catch(() => undefined);
-}
+export { errorCode };
 
-/** The SQLSTATE of a server error, or the Node error code of a socket error. */
-export function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-/** A certificate or handshake failure from Node's TLS layer, or the server refusing TLS. */
+/** A certificate or handshake failure, or the server refusing TLS. */
 function isTlsFailure(error: unknown): boolean {
-  const code = errorCode(error) ?? '';
-  const message = error instanceof Error ? error.message : String(error);
-  return (
-    /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/.test(code) ||
-    /does not support SSL|SSL connection|self[- ]signed certificate/i.test(message)
-  );
+  return isTls(error, '', 'does not support SSL|SSL connection');
 }
 
 /**
@@ -150,11 +137,7 @@ export function openError(error: unknown, address: string): unknown {
   );
 }
 
-/**
- * Checks the table exists with the columns and types the statements use. A missing table is a config problem
- * reported at open, naming the command that creates it; a same-named table of another shape would fail every
- * statement.
- */
+/** Checks the table exists with the columns and types the statements use (see {@link checkLayout}). */
 export async function assertTable(
   pool: pg.Pool,
   table: string,
@@ -166,21 +149,6 @@ export async function assertTable(
       FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
     values: [quoteTable(table)],
   });
-  if (rows.length === 0) {
-    throw new ConfigError(
-      'repository.table',
-      `table ${quoteTable(table)} does not exist in ${address}; ${migrateHint('postgres', table, target)}`,
-    );
-  }
   const actual = new Map(rows.map((row) => [row.name, row.type]));
-  for (const [name, type] of Object.entries(COLUMNS)) {
-    if (actual.get(name) !== type) {
-      throw new ConfigError(
-        'repository.table',
-        `table ${quoteTable(table)} does not have the expected layout: column ${name} should be ${type}` +
-          `${actual.has(name) ? `, not ${actual.get(name)}` : ' (missing)'}; use another table name or ` +
-          'recreate it (idem migrate prints the DDL)',
-      );
-    }
-  }
+  checkLayout({ store: 'postgres', table, quoted: quoteTable(table), address }, actual, COLUMNS, target);
 }

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { ConfigError } from '../../errors.js';
-import { tableInUse } from '../sql-store.js';
+import { type MigrateResult, runMigration, type SqlMigrateOptions, script } from '../sql/migration.js';
+import { tableInUse } from '../sql/store.js';
 import {
   describeAddress,
   type PostgresRepositoryOptions,
@@ -10,14 +11,9 @@ import {
 } from './options.js';
 import { COLUMNS, forgetIndexName, quoteTable } from './sql.js';
 
-export { COLUMNS };
+export { COLUMNS, type MigrateResult };
 
-/*
- * The table of the PostgreSQL repository. Nothing creates it behind the user's back: `migrate()`, `idem migrate
- * --apply`, or the DDL below run by the team's own migration tool (`createTable: true` is the opt-in for tests
- * and demos). Every statement is idempotent (`IF NOT EXISTS`), and `migrate()` runs only those whose object is
- * missing, so running the migration again changes nothing and locks nothing.
- */
+/* The table of the PostgreSQL repository, created as every SQL store's is (see ../sql/migration.ts). */
 
 /**
  * The DDL of the table (and its schema, when `table` is schema-qualified), one statement per entry.
@@ -93,28 +89,11 @@ function schemaObjects(table: string): SchemaObject[] {
 
 /** The DDL as one script, `;`-terminated, for `idem migrate` and the docs. */
 export function schemaScript(table: string = postgresDefaults.table): string {
-  return `${schemaStatements(table).join(';\n\n')};\n`;
+  return script(schemaStatements(table));
 }
 
 /** What {@link migrate} needs: where (a URL or a pool) and which table. */
-export type MigrateOptions = Pick<
-  PostgresRepositoryOptions,
-  'url' | 'password' | 'tls' | 'connectTimeoutMs'
-> & {
-  readonly table?: string;
-  /** A pool to run the DDL on instead of connecting from `url`; left open. */
-  readonly pool?: pg.Pool;
-};
-
-/** What {@link migrate} did. */
-export interface MigrateResult {
-  /** The table, as given. */
-  readonly table: string;
-  /** The table's whole DDL, in order (what {@link schemaStatements} answers). */
-  readonly statements: readonly string[];
-  /** The statements that ran: those whose object was missing (none when everything existed). */
-  readonly applied: readonly string[];
-}
+export type MigrateOptions = SqlMigrateOptions<PostgresRepositoryOptions, pg.Pool>;
 
 /**
  * Creates what is missing of the table (its schema, the table, its purge index), in one transaction; safe to run
@@ -126,25 +105,18 @@ export interface MigrateResult {
  * A transaction-scoped advisory lock serializes concurrent runs that do have something to create (`IF NOT EXISTS`
  * alone does not: two CREATE TABLEs racing can both pass the check), and the catalog is read again under it.
  */
-export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
-  const { pool: given, table = postgresDefaults.table, ...connection } = options;
-  const objects = schemaObjects(table);
-  const statements = objects.map((object) => object.ddl);
-  if (given !== undefined) {
-    return { table, statements, applied: await runDdl(given, table, objects) };
-  }
-  const parsed = parsePostgresOptions({ ...connection, table }, 'migrate(...)');
-  if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
-  // Loaded here, so printing the DDL needs no driver (`idem migrate` without --apply).
-  const { closePool, createPool, openError } = await import('./connection.js');
-  const pool = createPool(parsed);
-  try {
-    return { table, statements, applied: await runDdl(pool, table, objects) };
-  } catch (error) {
-    throw openError(error, describeAddress(parsed.url));
-  } finally {
-    await closePool(pool);
-  }
+export function migrate(options: MigrateOptions): Promise<MigrateResult> {
+  return runMigration(
+    {
+      defaultTable: postgresDefaults.table,
+      statements: schemaStatements,
+      apply: (pool, table) => runDdl(pool, table, schemaObjects(table)),
+      parseOptions: parsePostgresOptions,
+      describeAddress,
+      connection: () => import('./connection.js'),
+    },
+    options,
+  );
 }
 
 /** Advisory lock key of the migration (any constant: it only has to be the same in every process). */

@@ -1,18 +1,21 @@
 import type pg from 'pg';
-import { ConfigError, RepositoryError, SwallowedStatementError, toRepositoryError } from '../../errors.js';
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { MAX_ID_BYTES, toKey } from '../ids.js';
+import { RepositoryError, SwallowedStatementError, toRepositoryError } from '../../errors.js';
+import type { KeyedClaim, KeyedEntry } from '../base.js';
+import { toKey } from '../ids.js';
 import { newRecord } from '../record.js';
 import {
-  detailOf,
-  type MigrateStore,
-  migrateHint,
-  migrateStore,
-  type PurgeOptions,
-  purgeInBatches,
-} from '../sql-store.js';
-import { TransactionScope } from '../transaction.js';
-import { checkDuration, MAX_TTL_MS } from '../ttl.js';
+  handlerClient,
+  openSql,
+  type SqlDialect,
+  type SqlLogger,
+  type SqlOpenExtras,
+  SqlRepository,
+  type SqlSettings,
+  timeParam,
+} from '../sql/repository.js';
+import { detailOf, migrateHint } from '../sql/store.js';
+import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
+import { MAX_TTL_MS } from '../ttl.js';
 import type {
   AddOptions,
   AddResult,
@@ -20,14 +23,17 @@ import type {
   MarkOptions,
   MessageId,
   ReadOptions,
-  RepositoryCapabilities,
   RepositoryTransaction,
-  TransactionalRepository,
   TransactionOptions,
 } from '../types.js';
-import { assertTable, closePool, createPool, errorCode, openError } from './connection.js';
+import { assertTable, createPool, errorCode, openError } from './connection.js';
 import { migrate } from './migration.js';
-import { describeAddress, type PostgresRepositoryOptions, parsePostgresOptions } from './options.js';
+import {
+  describeAddress,
+  type PostgresOptions,
+  type PostgresRepositoryOptions,
+  parsePostgresOptions,
+} from './options.js';
 import {
   decodeRow,
   encodeOptional,
@@ -39,32 +45,24 @@ import {
 } from './sql.js';
 
 /** Where the repository reports what goes wrong in the background (a failed background purge). */
-export interface PostgresLogger {
-  warn(message: string): void;
-}
-
-/** Default warning sink: a process warning, visible and filterable, never silent. */
-const processWarnings: PostgresLogger = {
-  warn: (message) => process.emitWarning(message, { code: 'IDEM_POSTGRES' }),
-};
+export type PostgresLogger = SqlLogger;
 
 /** What {@link PostgresRepository.open} takes besides the config table. */
-export interface PostgresOpenExtras {
-  /** A pool to use instead of connecting from `url`: left open by `close()` (it stays the caller's). */
-  readonly pool?: pg.Pool;
-  /**
-   * The worker's clock, accepted like every repository's. PostgreSQL never judges by it: leases and TTLs count on
-   * the server's clock (see {@link PostgresRepository}), so a worker whose clock is off changes nothing.
-   */
-  readonly clock?: () => number;
-  readonly logger?: PostgresLogger;
-}
+export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
 
 /** Options of {@link PostgresRepository.open}: the config table plus what only code can pass. */
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
 
-/** The savepoint `RepositoryTransaction.savepoint()` opens: one at a time, so one fixed name. */
-const SAVEPOINT = 'idempotent_consumer';
+/** What opening differs in on PostgreSQL. */
+const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
+  store: 'postgres',
+  parseOptions: (config) => parsePostgresOptions(config),
+  describeAddress,
+  createPool,
+  createTable: (pool, table) => migrate({ pool, table }),
+  assertTable,
+  openError,
+};
 
 /** SQLSTATEs the repository answers rather than throws. */
 const LOCK_NOT_AVAILABLE = '55P03';
@@ -73,17 +71,6 @@ const UNDEFINED_TABLE = '42P01';
 
 /** Times a claim re-reads a row that blocked it but was not in its snapshot (see {@link PostgresRepository}). */
 const CLAIM_ATTEMPTS = 3;
-
-/**
- * The `now` the base class passes when the caller gave none: this repository's clock answers NaN, which the
- * statements receive as NULL and replace with the server's clock. An explicit `now` (event-time mode) is passed.
- */
-const serverClock = (): number => Number.NaN;
-
-/** A statement's time parameter: the caller's time, or NULL for the server's clock. */
-function timeParam(now: number): number | null {
-  return Number.isNaN(now) ? null : now;
-}
 
 /** The statement did not run: its transaction is aborted (see {@link PostgresTransaction.aborted}). */
 const ABORTED = Symbol('aborted');
@@ -95,9 +82,7 @@ type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED |
  * One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`, and what the
  * repository knows about its state.
  */
-class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
-  readonly client: pg.PoolClient;
-  readonly lockTimeoutMs: number;
+class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   /**
    * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
    * before the failure). The repository's verbs then answer without running: reads absent, writes false, claims
@@ -108,13 +93,6 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
   aborted = false;
   /** Rollback-only by decision (`rollbackOnly()`, a claim that met the lock timeout): no savepoint undoes that. */
   #rollbackOnly = false;
-  /** `open`: SAVEPOINT ran. `skipped`: asked for while aborted, so not set (and nothing to roll back to). */
-  #savepoint: 'none' | 'open' | 'skipped' = 'none';
-
-  constructor(client: pg.PoolClient, lockTimeoutMs: number) {
-    this.client = client;
-    this.lockTimeoutMs = lockTimeoutMs;
-  }
 
   get rollingBack(): boolean {
     return this.#rollbackOnly || this.aborted;
@@ -129,23 +107,16 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
     this.aborted = true;
   }
 
-  async savepoint(): Promise<void> {
-    if (this.#savepoint !== 'none') {
-      throw new RepositoryError(
-        'postgres savepoint: one is already open (release or roll back to it first)',
-        {
-          retryable: false,
-        },
-      );
-    }
-    if (this.aborted) {
-      this.#savepoint = 'skipped';
-      return;
-    }
-    await this.#run('savepoint', `SAVEPOINT ${SAVEPOINT}`, () => {
-      this.#savepoint = 'skipped';
+  /** Skipped while aborted: not set, and nothing to roll back to. */
+  savepoint(): Promise<void> {
+    return this.openSavepoint(async () => {
+      if (this.aborted) return 'skipped';
+      let state: 'open' | 'skipped' = 'open';
+      await this.#run('savepoint', `SAVEPOINT ${SAVEPOINT}`, () => {
+        state = 'skipped';
+      });
+      return state;
     });
-    if (this.#savepoint === 'none') this.#savepoint = 'open';
   }
 
   /**
@@ -155,7 +126,7 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
    * undone, the transaction goes on) and rejects with a SwallowedStatementError.
    */
   async releaseSavepoint(): Promise<void> {
-    const state = this.#takeSavepoint('releaseSavepoint');
+    const state = this.takeSavepoint('releaseSavepoint');
     // Skipped: the transaction was aborted before the savepoint; it only rolls back now anyway.
     if (state !== 'open') return;
     let failure: unknown;
@@ -182,7 +153,7 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
   }
 
   async rollbackToSavepoint(): Promise<void> {
-    const state = this.#takeSavepoint('rollbackToSavepoint');
+    const state = this.takeSavepoint('rollbackToSavepoint');
     if (state !== 'open') return;
     // ROLLBACK TO also clears an abort that happened after the savepoint: the transaction goes on. One round trip.
     await this.#run(
@@ -190,15 +161,6 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
       `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
     );
     this.aborted = false;
-  }
-
-  #takeSavepoint(operation: string): 'open' | 'skipped' {
-    const state = this.#savepoint;
-    if (state === 'none') {
-      throw new RepositoryError(`postgres ${operation}: no savepoint is open`, { retryable: false });
-    }
-    this.#savepoint = 'none';
-    return state;
   }
 
   /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */
@@ -233,54 +195,15 @@ class PostgresTransaction implements RepositoryTransaction<pg.PoolClient> {
  *   one COMMIT holds both. A claim holds the id's row lock until then; a concurrent claim waits for it up to the
  *   lock timeout, and is then answered in-progress.
  */
-export class PostgresRepository extends BaseRepository implements TransactionalRepository<pg.PoolClient> {
-  readonly capabilities: RepositoryCapabilities = {
-    persistent: true,
-    shared: true,
-    maxIdBytes: MAX_ID_BYTES,
-    nativeBatch: true,
-    // A result is TOASTed out of the row (compressed, stored aside), so the table and its index stay small; 1 MiB
-    // keeps one message's round trip and a replay cheap, as in the Redis store.
-    maxResultBytes: 1_048_576,
-  };
+export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, PostgresTransaction> {
   protected readonly storeName = 'postgres';
-  readonly #pool: pg.Pool;
-  readonly #ownsPool: boolean;
-  readonly #table: string;
   readonly #namespace: string;
-  readonly #address: string;
-  /** The `--store` of the `idem migrate` command a missing-table error names. */
-  readonly #migrateStore: MigrateStore;
   readonly #sql: Statements;
-  readonly #lockTimeoutMs: number;
-  readonly #purgeBatchSize: number;
-  readonly #scope = new TransactionScope<PostgresTransaction>();
-  readonly #logger: PostgresLogger;
-  #purgeTimer: NodeJS.Timeout | undefined;
-  #backgroundPurge: Promise<void> | undefined;
 
-  private constructor(settings: {
-    pool: pg.Pool;
-    ownsPool: boolean;
-    table: string;
-    namespace: string;
-    address: string;
-    migrateStore: MigrateStore;
-    lockTimeoutMs: number;
-    purgeBatchSize: number;
-    logger: PostgresLogger;
-  }) {
-    super({ clock: serverClock });
-    this.#pool = settings.pool;
-    this.#ownsPool = settings.ownsPool;
-    this.#table = settings.table;
-    this.#namespace = encodeText(settings.namespace);
-    this.#address = settings.address;
-    this.#migrateStore = settings.migrateStore;
-    this.#sql = statements(settings.table);
-    this.#lockTimeoutMs = settings.lockTimeoutMs;
-    this.#purgeBatchSize = settings.purgeBatchSize;
-    this.#logger = settings.logger;
+  private constructor(settings: SqlSettings<pg.Pool, PostgresOptions>) {
+    super(settings);
+    this.#namespace = encodeText(settings.options.namespace);
+    this.#sql = statements(settings.options.table);
   }
 
   /**
@@ -289,47 +212,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
    * unreachable server with a retryable RepositoryError naming the address, never the password.
    */
   static async open(options: PostgresOpenOptions): Promise<PostgresRepository> {
-    const { pool: given, clock: _clock, logger, ...config } = options;
-    const parsed = parsePostgresOptions(config);
-    if (given !== undefined && parsed.url !== undefined) {
-      throw new ConfigError('repository.url', 'set url or pass a pool, not both');
-    }
-    if (given === undefined && parsed.url === undefined) {
-      throw new ConfigError('repository.url', 'is required: a postgres:// URL (or pass a pool in code)');
-    }
-    const address = describeAddress(parsed.url);
-    const target = migrateStore('postgres', parsed.url, parsed.password !== undefined);
-    const pool = given ?? createPool(parsed);
-    try {
-      if (parsed.createTable) await migrate({ pool, table: parsed.table });
-      await assertTable(pool, parsed.table, address, target);
-    } catch (error) {
-      if (given === undefined) await closePool(pool);
-      throw openError(error, address);
-    }
-    const repository = new PostgresRepository({
-      pool,
-      ownsPool: given === undefined,
-      table: parsed.table,
-      namespace: parsed.namespace,
-      address,
-      migrateStore: target,
-      lockTimeoutMs: parsed.lockTimeoutMs,
-      purgeBatchSize: parsed.purgeBatchSize,
-      logger: logger ?? processWarnings,
-    });
-    if (parsed.purgeIntervalMs > 0) repository.#startPurging(parsed.purgeIntervalMs);
-    return repository;
-  }
-
-  /** The pool the repository runs on (its own, or the one given to `open`). */
-  get pool(): pg.Pool {
-    return this.#pool;
-  }
-
-  /** The table, as configured (`table` or `schema.table`). */
-  get table(): string {
-    return this.#table;
+    return new PostgresRepository(await openSql(dialect, options));
   }
 
   // ---- transactions ------------------------------------------------------------------------------------------
@@ -345,17 +228,9 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     work: (transaction: RepositoryTransaction<pg.PoolClient>) => Promise<T>,
     options: TransactionOptions = {},
   ): Promise<T> {
-    this.assertOpen();
-    if (this.#scope.current() !== undefined) {
-      throw new RepositoryError(
-        'postgres transaction: already inside a transaction of this repository (use savepoint() to nest)',
-        { retryable: false },
-      );
-    }
-    const lockTimeoutMs = options.lockTimeoutMs ?? this.#lockTimeoutMs;
-    checkDuration('lockTimeoutMs', lockTimeoutMs, MAX_TTL_MS, 'postgres transaction');
-    const client = await this.run('transaction', () => this.#pool.connect());
-    const transaction = new PostgresTransaction(client, lockTimeoutMs);
+    const lockTimeoutMs = this.beginTransaction(options, MAX_TTL_MS);
+    const client = await this.run('transaction', () => this.pool.connect());
+    const transaction = new PostgresTransaction('postgres', client, lockTimeoutMs);
     let broken: Error | undefined;
     // The pool listens for errors only on idle clients: a checked-out one whose connection drops while no query
     // runs (the handler's own work between statements) emits 'error' with no listener, which kills the process.
@@ -370,18 +245,18 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
         await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`);
       } catch (error) {
         broken = error as Error;
-        throw this.#storeError('transaction', error);
+        throw this.storeError('transaction', error);
       }
       let result: T;
       try {
-        result = await this.#scope.run(transaction, () => work(transaction));
+        result = await this.scope.run(transaction, () => work(transaction));
       } catch (error) {
-        broken = await rollback(client);
+        broken = await endQuietly(client, 'ROLLBACK');
         throw error;
       }
       if (transaction.rollingBack) {
-        broken = await rollback(client);
-        if (broken !== undefined) throw this.#storeError('rollback', broken);
+        broken = await endQuietly(client, 'ROLLBACK');
+        if (broken !== undefined) throw this.storeError('rollback', broken);
         return result;
       }
       await this.#commit(client).catch((error: unknown) => {
@@ -430,10 +305,10 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     claim = false,
   ): Promise<Outcome<R>> {
     const query = { name: statement.name, text: statement.text, values };
-    const transaction = this.#scope.current();
+    const transaction = this.scope.current();
     if (transaction === undefined) {
       try {
-        return await this.#pool.query<R>(query);
+        return await this.pool.query<R>(query);
       } catch (error) {
         if (claim && errorCode(error) === LOCK_NOT_AVAILABLE) return LOCK_TIMEOUT;
         throw error;
@@ -459,7 +334,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
   /** The in-progress answer for a claim that could not be decided (see {@link TransactionalRepository}). */
   #busy(key: string, now: number): AddResult {
     const at = Number.isNaN(now) ? Date.now() : now;
-    const lockTimeoutMs = this.#scope.current()?.lockTimeoutMs ?? this.#lockTimeoutMs;
+    const lockTimeoutMs = this.scope.current()?.lockTimeoutMs ?? this.lockTimeoutMs;
     // Another transaction holds the id: as far as this claim can tell, it is in progress for one more lock wait.
     const until = at + lockTimeoutMs;
     return {
@@ -468,23 +343,13 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     };
   }
 
-  /** Store failures with PostgreSQL's wording replaced by what it means for the caller. */
-  protected override run<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    return super.run(operation, () =>
-      call().catch((error: unknown) => Promise.reject(this.#storeError(operation, error))),
+  protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
+    if (errorCode(error) !== UNDEFINED_TABLE) return undefined;
+    return new RepositoryError(
+      `postgres ${operation} failed: table ${this.table} does not exist (dropped since the repository opened?); ` +
+        migrateHint('postgres', this.table, this.migrateStore),
+      { cause: error },
     );
-  }
-
-  #storeError(operation: string, error: unknown): unknown {
-    if (error instanceof ConfigError || error instanceof RepositoryError) return error;
-    if (errorCode(error) === UNDEFINED_TABLE) {
-      return new RepositoryError(
-        `postgres ${operation} failed: table ${this.#table} does not exist (dropped since the repository opened?); ` +
-          migrateHint('postgres', this.#table, this.#migrateStore),
-        { cause: error },
-      );
-    }
-    return new RepositoryError(`postgres ${operation} failed: ${detailOf(error)}`, { cause: error });
   }
 
   // ---- verbs --------------------------------------------------------------------------------------------------
@@ -677,7 +542,7 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     // The rollback takes the transaction's claim away by itself (see RepositoryTransaction.rollbackOnly), and a
     // failed statement of the handler may have aborted the transaction already: nothing to run.
-    if (this.#scope.current()?.rollingBack) return true;
+    if (this.scope.current()?.rollingBack) return true;
     const outcome =
       owner === undefined
         ? await this.#exec(this.#sql.remove, [this.#namespace, encodeText(key)])
@@ -689,47 +554,13 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
     await this.#exec(this.#sql.clear, [this.#namespace]);
   }
 
-  // ---- purge --------------------------------------------------------------------------------------------------
-
   /**
-   * Deletes the rows the store may forget (past `forget_at` on the server's clock: expired retention, lapsed
-   * claims past their retention), of every namespace of the table, and answers how many. Each batch is one DELETE
-   * of at most `batchSize` rows in its own short transaction (unless called inside {@link transaction}); rows
-   * another transaction holds are skipped, never waited for. Batches run until one comes back short.
+   * Each batch is its own short transaction (unless called inside {@link transaction}); rows another transaction
+   * holds are skipped, never waited for.
    */
-  async purge(options: PurgeOptions = {}): Promise<number> {
-    this.assertOpen();
-    return this.run('purge', () =>
-      purgeInBatches('postgres', options, this.#purgeBatchSize, async (batchSize) => {
-        const outcome = await this.#exec(this.#sql.purge, [batchSize]);
-        return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
-      }),
-    );
-  }
-
-  #startPurging(intervalMs: number): void {
-    this.#purgeTimer = setInterval(() => {
-      // One at a time: a purge that outlasts the interval is not joined by another.
-      if (this.#backgroundPurge !== undefined || this.closed) return;
-      this.#backgroundPurge = this.purge()
-        .then(
-          () => undefined,
-          (error: unknown) => {
-            if (!this.closed) this.#logger.warn(`postgres: background purge failed: ${detailOf(error)}`);
-          },
-        )
-        .finally(() => {
-          this.#backgroundPurge = undefined;
-        });
-    }, intervalMs);
-    // The purge never keeps a process alive on its own.
-    this.#purgeTimer.unref();
-  }
-
-  protected async doClose(): Promise<void> {
-    clearInterval(this.#purgeTimer);
-    await this.#backgroundPurge;
-    if (this.#ownsPool) await closePool(this.#pool);
+  protected async purgeBatch(batchSize: number): Promise<number | undefined> {
+    const outcome = await this.#exec(this.#sql.purge, [batchSize]);
+    return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
   }
 }
 
@@ -743,16 +574,6 @@ interface ClaimRow extends RecordRow {
 /** A read row: the input position and the live record. */
 interface ReadRow extends RecordRow {
   readonly n: string;
-}
-
-/** ROLLBACK; answers the error when it failed (the connection is then destroyed, its state unknown). */
-async function rollback(client: pg.PoolClient): Promise<Error | undefined> {
-  try {
-    await client.query('ROLLBACK');
-    return undefined;
-  } catch (error) {
-    return error instanceof Error ? error : new Error(String(error));
-  }
 }
 
 /**
@@ -770,30 +591,9 @@ export type PostgresTransactionClient = unknown extends pg.PoolClient
  * it, so one COMMIT holds the effect and the mark. Throws a ConfigError when the handler runs outside a transaction.
  */
 export function postgresTransaction(context: { readonly transaction?: unknown }): PostgresTransactionClient {
-  const value = context?.transaction;
-  // The client itself, or a RepositoryTransaction holding it.
-  const client = isClient(value)
-    ? value
-    : isClient((value as { client?: unknown } | undefined)?.client)
-      ? (value as { client: pg.PoolClient }).client
-      : undefined;
-  if (client === undefined) {
-    throw new ConfigError(
-      'consumer.transaction',
-      value === undefined
-        ? 'postgresTransaction(context): the handler is not running inside a transaction; turn on the ' +
-            "consumer's transaction option with a PostgresRepository"
-        : 'postgresTransaction(context): context.transaction is not a pg client (is the repository a PostgresRepository?)',
-    );
-  }
-  return client;
-}
-
-function isClient(value: unknown): value is pg.PoolClient {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as { query?: unknown }).query === 'function' &&
-    typeof (value as { release?: unknown }).release === 'function'
-  );
+  return handlerClient<pg.PoolClient>(context, ['query', 'release'], {
+    fn: 'postgresTransaction',
+    repository: 'PostgresRepository',
+    client: 'a pg client',
+  });
 }

@@ -1,5 +1,5 @@
-import { ConfigError, RepositoryError } from '../errors.js';
-import { redactText } from '../util/redact-text.js';
+import { ConfigError, RepositoryError } from '../../errors.js';
+import { redactText } from '../../util/redact-text.js';
 
 /*
  * What the SQL stores (postgres/, mysql/) say and take alike: written once so the two read the same to a user.

@@ -1,0 +1,68 @@
+import { ConfigError } from '../../errors.js';
+import { closePool, type SqlPool } from './connection.js';
+
+/*
+ * The migration flow of a SQL store. Nothing creates the table behind the user's back: `migrate()`, `idem migrate
+ * --apply`, or the store's DDL run by the team's own migration tool (`createTable: true` is the opt-in for tests
+ * and demos). Every statement is idempotent (`IF NOT EXISTS`), and only the DDL of what is missing runs, so
+ * running the migration again changes nothing and locks nothing.
+ */
+
+/** What a store's `migrate()` needs: where (a URL or a pool) and which table. */
+export type SqlMigrateOptions<O, P> = Pick<
+  O,
+  Extract<'url' | 'password' | 'tls' | 'connectTimeoutMs', keyof O>
+> & {
+  readonly table?: string;
+  /** A pool to run the DDL on instead of connecting from `url`; left open. */
+  readonly pool?: P;
+};
+
+/** What a store's `migrate()` did. */
+export interface MigrateResult {
+  /** The table, as given. */
+  readonly table: string;
+  /** The table's whole DDL, in order (what `schemaStatements` answers). */
+  readonly statements: readonly string[];
+  /** The statements that ran: those whose object was missing (none when everything existed). */
+  readonly applied: readonly string[];
+}
+
+/** A store's DDL, and how it runs the part of it that is missing. */
+export interface SqlMigration<P extends SqlPool, O extends { readonly url?: string | undefined }> {
+  readonly defaultTable: string;
+  /** The DDL of `table`, one statement per entry; a bad table name is a ConfigError. */
+  statements(table: string): string[];
+  /** Runs the DDL of what is missing of `table` on `pool`; answers the statements run. */
+  apply(pool: P, table: string): Promise<string[]>;
+  parseOptions(input: unknown, owner: string): O;
+  describeAddress(url: string | undefined): string;
+  /** The driver's side; loaded only to apply, so printing the DDL needs no driver (`idem migrate` without --apply). */
+  connection(): Promise<{ createPool(options: O): P; openError(error: unknown, address: string): unknown }>;
+}
+
+/** The DDL as one script, `;`-terminated, for `idem migrate` and the docs. */
+export function script(statements: readonly string[]): string {
+  return `${statements.join(';\n\n')};\n`;
+}
+
+/** Creates what is missing of the table on the given pool, or on one connected from the options and closed after. */
+export async function runMigration<P extends SqlPool, O extends { readonly url?: string | undefined }>(
+  migration: SqlMigration<P, O>,
+  options: { readonly pool?: P; readonly table?: string },
+): Promise<MigrateResult> {
+  const { pool: given, table = migration.defaultTable, ...connection } = options;
+  const statements = migration.statements(table);
+  if (given !== undefined) return { table, statements, applied: await migration.apply(given, table) };
+  const parsed = migration.parseOptions({ ...connection, table }, 'migrate(...)');
+  if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
+  const { createPool, openError } = await migration.connection();
+  const pool = createPool(parsed);
+  try {
+    return { table, statements, applied: await migration.apply(pool, table) };
+  } catch (error) {
+    throw openError(error, migration.describeAddress(parsed.url));
+  } finally {
+    await closePool(pool);
+  }
+}

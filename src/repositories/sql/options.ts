@@ -1,0 +1,50 @@
+import { z } from 'zod';
+import { timerMs } from '../../options/limits.js';
+
+/** Defaults both SQL stores share, written once (each store's `…Defaults` starts from them). */
+export const sqlDefaults = {
+  /** The table every record lives in, optionally qualified (schema or database). Created only by the migration. */
+  table: 'processed_ids',
+  /** Keeps several repositories (and test namespaces) apart in one table; `clear()` deletes only its own rows. */
+  namespace: 'default',
+  /**
+   * Off: the table belongs to a migration (`idem migrate`, `migrate()`), not to a worker's first start. `true`
+   * runs the same idempotent DDL at open.
+   */
+  createTable: false,
+  /** Connections of the pool the repository creates (a borrowed pool keeps its own size). */
+  poolSize: 10,
+  /** Waiting for a TCP connection. */
+  connectTimeoutMs: 5_000,
+  /** How long a claim waits for another open transaction holding the same id before it is answered in-progress. */
+  lockTimeoutMs: 5_000,
+  /** Rows one `purge()` statement deletes at most: a bounded transaction, short row locks. */
+  purgeBatchSize: 10_000,
+  /** Background purge period in ms; 0 (the default) runs none, and `purge()` is the caller's to schedule. */
+  purgeIntervalMs: 0,
+} as const satisfies Record<string, unknown>;
+
+/** The config fields both SQL stores take alike (`url`, `table`, `namespace` and `tls` are each server's). */
+export function sqlOptionFields(defaults: typeof sqlDefaults) {
+  return {
+    /** The password, when it is kept out of the URL (a secret store, an env variable). */
+    password: z.string().optional(),
+    createTable: z.boolean().default(defaults.createTable),
+    poolSize: z.number().int().min(1).max(1_000).default(defaults.poolSize),
+    connectTimeoutMs: timerMs().default(defaults.connectTimeoutMs),
+    lockTimeoutMs: timerMs().default(defaults.lockTimeoutMs),
+    purgeBatchSize: z.number().int().min(1).max(1_000_000).default(defaults.purgeBatchSize),
+    purgeIntervalMs: timerMs(0).default(defaults.purgeIntervalMs),
+  };
+}
+
+/** Where the pool connects, without credentials (they must not reach logs or errors). */
+export function describeAddress(url: string | undefined, defaultPort: number): string {
+  if (url === undefined) return 'the given pool';
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.hostname}:${u.port || defaultPort}${u.pathname.length > 1 ? u.pathname : ''}`;
+  } catch {
+    return 'an unparsable URL';
+  }
+}

@@ -1,0 +1,302 @@
+import { ConfigError, RepositoryError } from '../../errors.js';
+import { BaseRepository } from '../base.js';
+import { MAX_ID_BYTES } from '../ids.js';
+import { TransactionScope } from '../transaction.js';
+import { checkDuration } from '../ttl.js';
+import type {
+  RepositoryCapabilities,
+  RepositoryTransaction,
+  TransactionalRepository,
+  TransactionOptions,
+} from '../types.js';
+import { closePool, type SqlPool } from './connection.js';
+import { detailOf, type MigrateStore, migrateStore, type PurgeOptions, purgeInBatches } from './store.js';
+import type { SqlTransaction } from './transaction.js';
+
+/*
+ * The core of the SQL stores: a repository on one table of a SQL server, opened, purged, closed and guarded the
+ * same way whatever the server. Each dialect (postgres/, mysql/) adds its statements, its transaction and its
+ * error codes, as the Kafka clients add theirs to src/kafka/port.
+ */
+
+/** Where the repository reports what goes wrong in the background (a failed background purge). */
+export interface SqlLogger {
+  warn(message: string): void;
+}
+
+/** What a SQL store's `open` takes besides the config table. */
+export interface SqlOpenExtras<P> {
+  /** A pool to use instead of connecting from `url` (its own host, user, TLS, limits): left open by `close()`. */
+  readonly pool?: P;
+  /**
+   * The worker's clock, accepted like every repository's. A SQL store never judges by it: leases and TTLs count
+   * on the server's clock, so a worker whose clock is off changes nothing.
+   */
+  readonly clock?: () => number;
+  readonly logger?: SqlLogger;
+}
+
+/** The parsed options every SQL store has. */
+export interface SqlOptions {
+  readonly url?: string | undefined;
+  readonly password?: string | undefined;
+  readonly table: string;
+  readonly createTable: boolean;
+  readonly lockTimeoutMs: number;
+  readonly purgeBatchSize: number;
+  readonly purgeIntervalMs: number;
+}
+
+/** What opening a store needs from its server's dialect. */
+export interface SqlDialect<P extends SqlPool, O extends SqlOptions> {
+  readonly store: 'postgres' | 'mysql';
+  parseOptions(config: unknown): O;
+  /** Where the pool connects, without credentials. */
+  describeAddress(url: string | undefined): string;
+  createPool(options: O): P;
+  /** Creates what is missing of the table (`createTable: true`). */
+  createTable(pool: P, table: string): Promise<unknown>;
+  /** Checks the table exists with the expected layout. */
+  assertTable(pool: P, table: string, address: string, target: MigrateStore): Promise<void>;
+  /** A failure while opening, mapped to the setting most likely at fault. */
+  openError(error: unknown, address: string): unknown;
+}
+
+/** What {@link openSql} found: what a repository is built from. */
+export interface SqlSettings<P, O> {
+  readonly pool: P;
+  readonly ownsPool: boolean;
+  readonly options: O;
+  readonly address: string;
+  /** The `--store` of the `idem migrate` command a missing-table error names. */
+  readonly migrateStore: MigrateStore;
+  readonly logger: SqlLogger;
+}
+
+/**
+ * Connects from config options (or uses the given pool) and checks the table, then runs `probe` on the pool.
+ * Invalid options and a missing table reject with a ConfigError naming the key (a missing table also names the
+ * command that creates it); an unreachable server with a retryable RepositoryError naming the address, never the
+ * password. An owned pool is closed when opening fails.
+ */
+export async function openSql<P extends SqlPool, O extends SqlOptions, X = undefined>(
+  dialect: SqlDialect<P, O>,
+  input: SqlOpenExtras<P>,
+  probe?: (pool: P) => Promise<X>,
+): Promise<SqlSettings<P, O> & { readonly probed: X | undefined }> {
+  const { pool: given, clock: _clock, logger, ...config } = input;
+  const { store } = dialect;
+  const options = dialect.parseOptions(config);
+  if (given !== undefined && options.url !== undefined) {
+    throw new ConfigError('repository.url', 'set url or pass a pool, not both');
+  }
+  if (given === undefined && options.url === undefined) {
+    throw new ConfigError('repository.url', `is required: a ${store}:// URL (or pass a pool in code)`);
+  }
+  const address = dialect.describeAddress(options.url);
+  const target = migrateStore(store, options.url, options.password !== undefined);
+  const pool = given ?? dialect.createPool(options);
+  let probed: X | undefined;
+  try {
+    if (options.createTable) await dialect.createTable(pool, options.table);
+    await dialect.assertTable(pool, options.table, address, target);
+    probed = await probe?.(pool);
+  } catch (error) {
+    if (given === undefined) await closePool(pool);
+    throw dialect.openError(error, address);
+  }
+  // Default warning sink: a process warning, visible and filterable, never silent.
+  const warnings: SqlLogger = {
+    warn: (message) => process.emitWarning(message, { code: `IDEM_${store.toUpperCase()}` }),
+  };
+  const settings = { pool, ownsPool: given === undefined, options, address, migrateStore: target };
+  return { ...settings, logger: logger ?? warnings, probed };
+}
+
+/**
+ * The `now` the base class passes when the caller gave none: NaN, which the statements receive as NULL and
+ * replace with the server's clock. An explicit `now` (event-time mode) is passed.
+ */
+const serverClock = (): number => Number.NaN;
+
+/** A statement's time parameter: the caller's time, or NULL for the server's clock. */
+export function timeParam(now: number): number | null {
+  return Number.isNaN(now) ? null : now;
+}
+
+/**
+ * A repository on one table of a SQL server, shared by any number of workers: the pool (its own or the caller's),
+ * the table, the transaction of each async context, the purge and its background timer. Leases and TTLs count on
+ * the server's clock: the worker's clock is never used.
+ */
+export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransaction<C>>
+  extends BaseRepository
+  implements TransactionalRepository<C>
+{
+  readonly capabilities: RepositoryCapabilities = {
+    persistent: true,
+    shared: true,
+    maxIdBytes: MAX_ID_BYTES,
+    nativeBatch: true,
+    // PostgreSQL TOASTs a result out of the row (compressed, stored aside), so the table and its index stay small;
+    // a MySQL statement must fit `max_allowed_packet` (16 MiB on MariaDB). 1 MiB keeps one message's round trip, a
+    // batch of results and a replay cheap, as in the Redis store.
+    maxResultBytes: 1_048_576,
+  };
+  /** The open transaction of each async context: the verbs run on its connection, else on the pool. */
+  protected readonly scope = new TransactionScope<T>();
+  /** Where the pool connects, without credentials. */
+  protected readonly address: string;
+  /** The `--store` of the `idem migrate` command a missing-table error names. */
+  protected readonly migrateStore: MigrateStore;
+  /** The lock timeout of a transaction that sets none, and of a claim outside any transaction. */
+  protected readonly lockTimeoutMs: number;
+  readonly #pool: P;
+  readonly #ownsPool: boolean;
+  readonly #table: string;
+  readonly #purgeBatchSize: number;
+  readonly #logger: SqlLogger;
+  #purgeTimer: NodeJS.Timeout | undefined;
+  #backgroundPurge: Promise<void> | undefined;
+
+  protected constructor(settings: SqlSettings<P, SqlOptions>) {
+    super({ clock: serverClock });
+    const { options } = settings;
+    this.#pool = settings.pool;
+    this.#ownsPool = settings.ownsPool;
+    this.#table = options.table;
+    this.address = settings.address;
+    this.migrateStore = settings.migrateStore;
+    this.lockTimeoutMs = options.lockTimeoutMs;
+    this.#purgeBatchSize = options.purgeBatchSize;
+    this.#logger = settings.logger;
+    if (options.purgeIntervalMs > 0) {
+      this.#purgeTimer = setInterval(() => this.#purgeInBackground(), options.purgeIntervalMs);
+      // The purge never keeps a process alive on its own.
+      this.#purgeTimer.unref();
+    }
+  }
+
+  /** The pool the repository runs on (its own, or the one given to `open`). */
+  get pool(): P {
+    return this.#pool;
+  }
+
+  /** The table, as configured (`table`, or qualified by its schema or database). */
+  get table(): string {
+    return this.#table;
+  }
+
+  abstract transaction<R>(
+    work: (transaction: RepositoryTransaction<C>) => Promise<R>,
+    options?: TransactionOptions,
+  ): Promise<R>;
+
+  /**
+   * The checks every `transaction()` starts with: open, not nested (a savepoint nests), a valid lock timeout.
+   * Answers the transaction's lock timeout (the option, else the repository's).
+   */
+  protected beginTransaction(options: TransactionOptions, maxLockTimeoutMs: number): number {
+    this.assertOpen();
+    if (this.scope.current() !== undefined) {
+      throw new RepositoryError(
+        `${this.storeName} transaction: already inside a transaction of this repository (use savepoint() to nest)`,
+        { retryable: false },
+      );
+    }
+    const lockTimeoutMs = options.lockTimeoutMs ?? this.lockTimeoutMs;
+    checkDuration('lockTimeoutMs', lockTimeoutMs, maxLockTimeoutMs, `${this.storeName} transaction`);
+    return lockTimeoutMs;
+  }
+
+  /** Store failures with the driver's wording replaced by what it means for the caller. */
+  protected override run<R>(operation: string, call: () => Promise<R>): Promise<R> {
+    return super.run(operation, () =>
+      call().catch((error: unknown) => Promise.reject(this.storeError(operation, error))),
+    );
+  }
+
+  protected storeError(operation: string, error: unknown): unknown {
+    if (error instanceof ConfigError || error instanceof RepositoryError) return error;
+    return (
+      this.missingTable(operation, error) ??
+      new RepositoryError(`${this.storeName} ${operation} failed: ${detailOf(error)}`, { cause: error })
+    );
+  }
+
+  /** The error for a statement that failed because the table is gone, or undefined for any other failure. */
+  protected abstract missingTable(operation: string, error: unknown): RepositoryError | undefined;
+
+  /**
+   * Deletes the rows the store may forget (past `forget_at` on the server's clock: expired retention, lapsed
+   * claims past their retention), of every namespace of the table, and answers how many. Each batch is one
+   * bounded DELETE ({@link purgeBatch}); batches run until one comes back short.
+   */
+  async purge(options: PurgeOptions = {}): Promise<number> {
+    this.assertOpen();
+    return this.run('purge', () =>
+      purgeInBatches(this.storeName, options, this.#purgeBatchSize, (batchSize) =>
+        this.purgeBatch(batchSize),
+      ),
+    );
+  }
+
+  /** One DELETE of at most `batchSize` forgettable rows: how many went, or undefined when none can run. */
+  protected abstract purgeBatch(batchSize: number): Promise<number | undefined>;
+
+  #purgeInBackground(): void {
+    // One at a time: a purge that outlasts the interval is not joined by another.
+    if (this.#backgroundPurge !== undefined || this.closed) return;
+    this.#backgroundPurge = this.purge()
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          if (!this.closed)
+            this.#logger.warn(`${this.storeName}: background purge failed: ${detailOf(error)}`);
+        },
+      )
+      .finally(() => {
+        this.#backgroundPurge = undefined;
+      });
+  }
+
+  protected async doClose(): Promise<void> {
+    clearInterval(this.#purgeTimer);
+    this.#purgeTimer = undefined;
+    await this.#backgroundPurge;
+    if (this.#ownsPool) await closePool(this.#pool);
+  }
+}
+
+/**
+ * The driver's client of the transaction a handler runs in: what the consumer puts in `HandlerContext.transaction`
+ * when its `transaction` option is on with a SQL repository (`fn` names the store's helper, `repository` its
+ * class, `client` the driver's client). Throws a ConfigError when the handler runs outside a transaction.
+ */
+export function handlerClient<C>(
+  context: { readonly transaction?: unknown },
+  methods: readonly string[],
+  names: { readonly fn: string; readonly repository: string; readonly client: string },
+): C {
+  const isClient = (value: unknown): value is C =>
+    typeof value === 'object' &&
+    value !== null &&
+    methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
+  const value = context?.transaction;
+  // The client itself, or a RepositoryTransaction holding it.
+  const client = isClient(value)
+    ? value
+    : isClient((value as { client?: unknown } | undefined)?.client)
+      ? (value as { client: C }).client
+      : undefined;
+  if (client === undefined) {
+    throw new ConfigError(
+      'consumer.transaction',
+      value === undefined
+        ? `${names.fn}(context): the handler is not running inside a transaction; turn on the ` +
+            `consumer's transaction option with a ${names.repository}`
+        : `${names.fn}(context): context.transaction is not ${names.client} (is the repository a ${names.repository}?)`,
+    );
+  }
+  return client;
+}

@@ -1,0 +1,67 @@
+import { RepositoryError } from '../../errors.js';
+import type { RepositoryTransaction } from '../types.js';
+
+/** The savepoint `RepositoryTransaction.savepoint()` opens: one at a time, so one fixed name. */
+export const SAVEPOINT = 'idempotent_consumer';
+
+/**
+ * Runs a statement that ends a transaction or resets its session (ROLLBACK, `SET autocommit`): the error when it
+ * failed, and the connection's state is then unknown (it is destroyed, never given back to the pool).
+ */
+export async function endQuietly(
+  client: { query(sql: string): Promise<unknown> },
+  sql: string,
+): Promise<Error | undefined> {
+  try {
+    await client.query(sql);
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}
+
+/**
+ * One open transaction of a SQL store: the pooled connection it runs on, its lock timeout, and the one savepoint
+ * the consumer may hold at a time. How the transaction begins, ends and learns it broke is its dialect's.
+ */
+export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
+  readonly client: C;
+  /** The lock timeout of this transaction, in ms, as asked for. */
+  readonly lockTimeoutMs: number;
+  readonly #store: string;
+  /** `open`: SAVEPOINT ran. `skipped`: asked for while the dialect could set none (nothing to roll back to). */
+  #savepoint: 'none' | 'open' | 'skipped' = 'none';
+
+  constructor(store: string, client: C, lockTimeoutMs: number) {
+    this.#store = store;
+    this.client = client;
+    this.lockTimeoutMs = lockTimeoutMs;
+  }
+
+  abstract get rollingBack(): boolean;
+  abstract rollbackOnly(): void;
+  abstract savepoint(): Promise<void>;
+  abstract releaseSavepoint(): Promise<void>;
+  abstract rollbackToSavepoint(): Promise<void>;
+
+  /** Sets the savepoint through `set`, which answers whether it ran; refused while one is open. */
+  protected async openSavepoint(set: () => Promise<'open' | 'skipped'>): Promise<void> {
+    if (this.#savepoint !== 'none') {
+      throw new RepositoryError(
+        `${this.#store} savepoint: one is already open (release or roll back to it first)`,
+        { retryable: false },
+      );
+    }
+    this.#savepoint = await set();
+  }
+
+  /** Takes the open savepoint for `operation` (release or roll back): answers how it was set. */
+  protected takeSavepoint(operation: string): 'open' | 'skipped' {
+    const state = this.#savepoint;
+    if (state === 'none') {
+      throw new RepositoryError(`${this.#store} ${operation}: no savepoint is open`, { retryable: false });
+    }
+    this.#savepoint = 'none';
+    return state;
+  }
+}

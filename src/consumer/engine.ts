@@ -130,6 +130,8 @@ export interface StoreGuard {
     error: unknown,
     affected: readonly number[],
   ): void;
+  /** The call failed, and its failure changes nothing (a release: the claim lapses): observed, never raised. */
+  ignored(batch: Batch<unknown>, operation: string, start: number, error: unknown): void;
 }
 
 const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
@@ -865,6 +867,7 @@ export class BatchEngine<M, S> {
         if (r && !r.failOpen) batch.results[i] = { ...r, failOpen: true };
       }
     },
+    ignored: storeCallIgnored,
   };
 }
 
@@ -876,6 +879,11 @@ function startStoreCall(batch: Batch<unknown>): number {
 /** `StoreGuard.succeeded`. */
 function storeCallSucceeded(batch: Batch<unknown>, operation: string, start: number): void {
   batch.observe?.({ operation, ms: performance.now() - start });
+}
+
+/** `StoreGuard.ignored`. */
+function storeCallIgnored(batch: Batch<unknown>, operation: string, start: number, error: unknown): void {
+  batch.observe?.({ operation, ms: performance.now() - start, error: toRepositoryError(operation, error) });
 }
 
 const NO_HEADS: readonly number[] = Object.freeze([]);

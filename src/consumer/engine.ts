@@ -12,6 +12,7 @@ import {
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
+import { type BatchTelemetry, ConsumerTelemetry } from './telemetry/telemetry.js';
 import type {
   BatchHandler,
   BatchItem,
@@ -48,8 +49,10 @@ export interface Batch<M> {
   failOpen: boolean;
   /** A whole-batch handler threw: every message it was given failed. */
   handlerThrew: boolean;
-  /** Observes the batch's store calls (`BatchOptions.onStoreCall`). */
+  /** Observes the batch's store calls (`BatchOptions.onStoreCall`, and the telemetry's when it has one). */
   readonly observe: ((call: StoreCall) => void) | undefined;
+  /** The batch's spans and timings, when the consumer has `telemetry` or `onOutcome`. */
+  readonly trace: BatchTelemetry | undefined;
   /**
    * First received wins, by position: `head[i]` is the position of the first message with message `i`'s key
    * (-1 for a message without key), and `winner[h]` the message that holds head `h`'s key in this batch and
@@ -130,6 +133,8 @@ export interface StoreGuard {
     error: unknown,
     affected: readonly number[],
   ): void;
+  /** The call failed, and its failure changes nothing (a release: the claim lapses): observed, never raised. */
+  ignored(batch: Batch<unknown>, operation: string, start: number, error: unknown): void;
 }
 
 const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
@@ -159,6 +164,8 @@ export class BatchEngine<M, S> {
   /** Where the id is read, for messages: `at "order.id"`, or `from the id function`. */
   readonly #idWhere: string;
   readonly #warn: WarningSink;
+  /** Spans, metrics and `onOutcome` (undefined without `telemetry` and `onOutcome`: nothing to pay). */
+  readonly #telemetry: ConsumerTelemetry | undefined;
   /** The whole-batch-without-id warning was given (once per consumer). */
   #warnedNoId = false;
 
@@ -190,6 +197,13 @@ export class BatchEngine<M, S> {
       this.#idWhere += ` or ${typeof valueId === 'string' ? `at ${JSON.stringify(valueId)}` : 'from the valueId function'}`;
     }
     this.#warn = options.onWarning ?? processWarning;
+    this.#telemetry = ConsumerTelemetry.of({
+      telemetry: options.telemetry,
+      onOutcome: options.onOutcome,
+      mode: options.eventTime === undefined ? options.mode : 'event-time',
+      repository: options.repository,
+      warn: this.#warn,
+    });
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse, so nothing renews.
     this.#renewer =
@@ -250,7 +264,7 @@ export class BatchEngine<M, S> {
           if (pending instanceof Promise) pending = await pending;
           if (pending === undefined) continue;
           try {
-            const out = handler(messages[i] as M, pending.context);
+            const out = callHandler(run, i, handler, pending.context);
             this.#succeeded(run, i, pending, isThenable(out) ? await out : out);
           } catch (error) {
             this.#handlerFailed(run, i, pending.context, error);
@@ -273,6 +287,7 @@ export class BatchEngine<M, S> {
     reuse: boolean,
   ): T {
     this.#count(run);
+    run.trace?.close(run.results);
     if (!reuse) return finish(run.results as ProcessResult<R>[], this.#options);
     try {
       return finish(run.results as ProcessResult<R>[], this.#options);
@@ -333,7 +348,7 @@ export class BatchEngine<M, S> {
       if (pending !== undefined) {
         let out: unknown;
         try {
-          out = handler(run.messages[0] as M, pending.context);
+          out = callHandler(run, 0, handler, pending.context);
         } catch (error) {
           this.#handlerFailed(run, 0, pending.context, error);
           return this.#endOne(run);
@@ -424,7 +439,7 @@ export class BatchEngine<M, S> {
       const pending = await decided;
       if (pending !== undefined) {
         try {
-          const out = handler(run.messages[0] as M, pending.context);
+          const out = callHandler(run, 0, handler, pending.context);
           this.#succeeded(run, 0, pending, isThenable(out) ? await out : out);
         } catch (error) {
           this.#handlerFailed(run, 0, pending.context, error);
@@ -459,6 +474,7 @@ export class BatchEngine<M, S> {
     if (run.fingerprints !== undefined) run.fingerprints[0] = undefined;
     if (run.kept !== undefined) run.kept[0] = undefined;
     run.observe = undefined;
+    run.trace = undefined;
     run.placeOf = undefined;
     run.pending.context = NO_ID;
     run.pending.extra = undefined;
@@ -482,6 +498,10 @@ export class BatchEngine<M, S> {
     this.#readIds(run);
     run.state = this.#rule.begin(run, spare?.state);
     findHeads(run);
+    if (this.#telemetry !== undefined) {
+      run.trace = this.#telemetry.open(run.ids, options);
+      run.observe = run.trace.observe;
+    }
     return run;
   }
 
@@ -502,6 +522,7 @@ export class BatchEngine<M, S> {
       winner: one ? [-1] : new Array(n),
       heads: NO_HEADS,
       observe: options.onStoreCall,
+      trace: undefined,
       placeOf: options.placeOf,
       fingerprints: this.#fingerprint === undefined ? undefined : one ? [undefined] : new Array(n),
       kept: this.#keepValues || this.#keepFailures ? (one ? [undefined] : new Array(n)) : undefined,
@@ -777,6 +798,7 @@ export class BatchEngine<M, S> {
 
   /** Message `i`'s handler returned `value`: its result, and its value kept under `storeResult`. */
   #succeeded(batch: Run<M, S>, i: number, pending: Pending, value: unknown): void {
+    batch.trace?.handled(i);
     const { extra, context, outcome } = pending;
     const { results } = batch;
     // The pending outcome goes with its context (a `no-id` context has no id): the union is kept by construction.
@@ -793,6 +815,7 @@ export class BatchEngine<M, S> {
 
   /** Message `i`'s handler threw. */
   #handlerFailed(run: Run<M, S>, i: number, context: HandlerContext, error: unknown): void {
+    run.trace?.handled(i);
     run.results[i] = { outcome: 'failed', id: context.id, error };
     this.#failed(run.state, run, i, context, error);
   }
@@ -813,7 +836,9 @@ export class BatchEngine<M, S> {
     if (items.length === 0) return;
     let failures: ReadonlyMap<number, unknown> | undefined;
     try {
-      const reply = await handler.batch(items);
+      const reply = await (batch.trace === undefined
+        ? handler.batch(items)
+        : batch.trace.callBatch(handler, items));
       if (reply?.failed?.length) failures = new Map(reply.failed.map((f) => [f.index, f.error]));
     } catch (error) {
       batch.handlerThrew = true;
@@ -859,12 +884,16 @@ export class BatchEngine<M, S> {
     failed: (batch, operation, start, error, affected) => {
       const failure = toRepositoryError(operation, error);
       batch.observe?.({ operation, ms: performance.now() - start, error: failure });
-      if (this.#options.storeFailure === 'fail' || !(failure instanceof RepositoryError)) throw failure;
+      if (this.#options.storeFailure === 'fail' || !(failure instanceof RepositoryError)) {
+        batch.trace?.abort(failure); // the call rejects: no outcome will be reported
+        throw failure;
+      }
       for (const i of affected) {
         const r = batch.results[i];
         if (r && !r.failOpen) batch.results[i] = { ...r, failOpen: true };
       }
     },
+    ignored: storeCallIgnored,
   };
 }
 
@@ -876,6 +905,22 @@ function startStoreCall(batch: Batch<unknown>): number {
 /** `StoreGuard.succeeded`. */
 function storeCallSucceeded(batch: Batch<unknown>, operation: string, start: number): void {
   batch.observe?.({ operation, ms: performance.now() - start });
+}
+
+/** `StoreGuard.ignored`. */
+function storeCallIgnored(batch: Batch<unknown>, operation: string, start: number, error: unknown): void {
+  batch.observe?.({ operation, ms: performance.now() - start, error: toRepositoryError(operation, error) });
+}
+
+/** Calls message `i`'s handler; through the batch's telemetry (timed, in its span) when it has one. */
+function callHandler<M, R>(
+  run: Batch<M>,
+  i: number,
+  handler: MessageHandler<M, R>,
+  context: HandlerContext,
+): R | Promise<R> {
+  const message = run.messages[i] as M;
+  return run.trace === undefined ? handler(message, context) : run.trace.call(i, handler, message, context);
 }
 
 const NO_HEADS: readonly number[] = Object.freeze([]);
@@ -933,6 +978,7 @@ interface Run<M, S> extends Batch<M>, Renewable {
   messages: readonly M[];
   stream: string;
   observe: ((call: StoreCall) => void) | undefined;
+  trace: BatchTelemetry | undefined;
   /** Where each message was read (`BatchOptions.placeOf`), for the duplicate audit record. */
   placeOf: BatchOptions['placeOf'];
   /** A batch of one's `finish` (`executeOne`), kept for the continuations below. */

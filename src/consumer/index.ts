@@ -27,6 +27,14 @@ export {
 } from './options.js';
 export { type ConsumerStats, emptyStats } from './stats.js';
 export type {
+  OpenTelemetryApi,
+  TelemetryAttributes,
+  TelemetryAttributeValue,
+  TelemetryOptions,
+  TraceCarrier,
+  TraceSource,
+} from './telemetry/api.js';
+export type {
   BatchHandler,
   BatchItem,
   BatchItemFailures,
@@ -45,6 +53,7 @@ export type {
   MessagePlace,
   NoIdResult,
   Outcome,
+  OutcomeEvent,
   ProcessedResult,
   ProcessResult,
   RenewalSignal,

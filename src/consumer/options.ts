@@ -5,11 +5,13 @@ import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { durationSchema } from '../util/duration.js';
 import { OutcomeCipher, type OutcomeEncryptionOptions } from './encryption.js';
+import type { TelemetryOptions } from './telemetry/api.js';
 import type {
   ConsumerWarningCode,
   DuplicateRecord,
   HandlerContext,
   IdSelector,
+  OutcomeEvent,
   TimestampSelector,
 } from './types.js';
 
@@ -255,6 +257,19 @@ export interface IdempotentConsumerOptions<M> {
    * default `process.emitWarning` with type `IdempotencyWarning` and the code.
    */
   readonly onWarning?: (message: string, code: ConsumerWarningCode) => void;
+  /**
+   * OpenTelemetry: a span per message (its store calls and handler as events) continuing the message's trace,
+   * and the metrics `idempotency.messages`, `messaging.process.duration` and `idempotency.store.duration`. Pass
+   * the `@opentelemetry/api` module you use (an optional peer: nothing is loaded without it). See
+   * docs/telemetry.md.
+   */
+  readonly telemetry?: TelemetryOptions;
+  /**
+   * Called for each message once its batch settled, with its id, outcome and durations (see
+   * {@link OutcomeEvent}): metrics and logs without OpenTelemetry. Synchronous; a throw is warned about
+   * (`IDEM_ON_OUTCOME_FAILED`) and changes nothing.
+   */
+  readonly onOutcome?: (event: OutcomeEvent) => void;
   /** Another worker's live claim: report it as a `duplicate`, or as `in-progress` / InProgressError to retry. */
   readonly inProgress?: 'duplicate' | 'error';
   /** Store down: `fail` raises RepositoryError and treats nothing as new; `process` handles messages as new. */
@@ -294,12 +309,20 @@ export interface IdempotentConsumerOptions<M> {
 export type ResolvedConsumerOptions<M> = Required<
   Omit<
     IdempotentConsumerOptions<M>,
-    'onDuplicate' | 'eventTime' | 'storeResult' | 'fingerprint' | 'encryption' | 'transaction' | 'onWarning'
+    | 'onDuplicate'
+    | 'eventTime'
+    | 'storeResult'
+    | 'fingerprint'
+    | 'encryption'
+    | 'transaction'
+    | 'onWarning'
+    | 'telemetry'
+    | 'onOutcome'
   >
 > &
   Pick<
     IdempotentConsumerOptions<M>,
-    'onDuplicate' | 'storeResult' | 'fingerprint' | 'encryption' | 'onWarning'
+    'onDuplicate' | 'storeResult' | 'fingerprint' | 'encryption' | 'onWarning' | 'telemetry' | 'onOutcome'
   > & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
     /** Resolved: false unless the repository is transactional and the option did not turn it off. */
@@ -401,6 +424,19 @@ const fingerprintSchema = z.custom<unknown>(
   { error: 'must be true, a non-empty list of dotted field paths (["a.b"]) or a function' },
 );
 
+/** `telemetry`: the `@opentelemetry/api` module and whether ids go on spans; the HTTP adapter checks it too. */
+export const telemetrySchema = z
+  .object({
+    api: z.custom<unknown>(
+      (api) =>
+        typeof (api as { trace?: { getTracer?: unknown } } | undefined)?.trace?.getTracer === 'function' &&
+        typeof (api as { metrics?: { getMeter?: unknown } }).metrics?.getMeter === 'function',
+      { error: "must be the @opentelemetry/api module: import * as api from '@opentelemetry/api'" },
+    ),
+    recordIds: z.boolean().optional(),
+  })
+  .strict();
+
 /** Every option of {@link IdempotentConsumerOptions}, checked as strictly as a config file. */
 const consumerOptionsSchema = z
   .object({
@@ -416,6 +452,8 @@ const consumerOptionsSchema = z
     skipDuplicate: z.boolean().optional(),
     onDuplicate: functionSchema.optional(),
     onWarning: functionSchema.optional(),
+    telemetry: telemetrySchema.optional(),
+    onOutcome: functionSchema.optional(),
     nullId: z.enum(['forward', 'reject']).optional(),
     inProgress: z.enum(['duplicate', 'error']).optional(),
     storeFailure: z.enum(['fail', 'process']).optional(),

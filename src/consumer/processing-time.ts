@@ -218,13 +218,14 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     }
     const { owner } = state;
     if (release.length > 0 && this.#options.removeOnFailure) {
-      // A release the store refuses is not an error: the claim lapses with its lease.
       await Promise.all(
-        release.map((key) =>
-          repository.remove(idOfKey(key), owner).catch(() => {
-            this.#stats.releaseFailures++;
-          }),
-        ),
+        release.map((key) => {
+          const start = store.start(batch);
+          return repository.remove(idOfKey(key), owner).then(
+            () => store.succeeded(batch, 'release', start),
+            (error: unknown) => this.#releaseFailed(batch, store, start, error),
+          );
+        }),
       );
     }
     if (confirmKeys.length === 0) return;
@@ -269,7 +270,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const { owner } = state;
     const winner = batch.winner[head] as number;
     if (winner === -1 || !settles(batch, winner)) {
-      return this.#options.removeOnFailure ? this.#release(id, owner) : undefined;
+      return this.#options.removeOnFailure ? this.#release(batch, store, id, owner) : undefined;
     }
     const start = store.start(batch);
     let answer: MaybePromise<boolean>;
@@ -300,22 +301,30 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     if (!confirmed) this.#lost(batch, winner);
   }
 
-  /** Releases a claim whose message failed. A release the store refuses is not an error: the claim lapses. */
-  #release(id: MessageId, owner: string): Promise<void> | undefined {
+  /** Releases a claim whose message failed. */
+  #release(batch: Batch<M>, store: StoreGuard, id: MessageId, owner: string): Promise<void> | undefined {
+    const start = store.start(batch);
     let answer: MaybePromise<boolean>;
     try {
       answer = this.#one.remove(id, owner);
-    } catch {
-      this.#stats.releaseFailures++;
+    } catch (error) {
+      this.#releaseFailed(batch, store, start, error);
       return undefined;
     }
-    if (!waits(answer)) return undefined;
+    if (!waits(answer)) {
+      store.succeeded(batch, 'release', start);
+      return undefined;
+    }
     return Promise.resolve(answer).then(
-      () => undefined,
-      () => {
-        this.#stats.releaseFailures++;
-      },
+      () => store.succeeded(batch, 'release', start),
+      (error: unknown) => this.#releaseFailed(batch, store, start, error),
     );
+  }
+
+  /** A release the store refused is not the message's failure: the claim lapses with its lease. */
+  #releaseFailed(batch: Batch<M>, store: StoreGuard, start: number, error: unknown): void {
+    this.#stats.releaseFailures++;
+    store.ignored(batch, 'release', start, error);
   }
 
   /** `#mark` for a batch of one key (every lazy `wrap` call): one mark, no arrays. */

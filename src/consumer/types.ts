@@ -1,5 +1,6 @@
 import type { IdempotencyConflictError, InvalidInputError } from '../errors.js';
 import type { IdempotencyRecord, MessageId } from '../repositories/types.js';
+import type { TraceSource } from './telemetry/api.js';
 
 /**
  * What happened to one message:
@@ -16,12 +17,14 @@ export type Outcome = 'processed' | 'duplicate' | 'in-progress' | 'failed' | 'co
 
 /**
  * Codes of the consumer's warnings (`onWarning`): `IDEM_NO_ID` a whole batch had no id where `nullId` forwards;
- * `IDEM_LEASE_RENEWAL_FAILED` / `IDEM_LEASE_RENEWAL_UNSUPPORTED` a claim could not be kept alive.
+ * `IDEM_LEASE_RENEWAL_FAILED` / `IDEM_LEASE_RENEWAL_UNSUPPORTED` a claim could not be kept alive;
+ * `IDEM_ON_OUTCOME_FAILED` the `onOutcome` hook threw (the message's outcome stands).
  */
 export type ConsumerWarningCode =
   | 'IDEM_NO_ID'
   | 'IDEM_LEASE_RENEWAL_FAILED'
-  | 'IDEM_LEASE_RENEWAL_UNSUPPORTED';
+  | 'IDEM_LEASE_RENEWAL_UNSUPPORTED'
+  | 'IDEM_ON_OUTCOME_FAILED';
 
 /** What the handler learns about the message it is given. */
 export interface HandlerContext {
@@ -231,6 +234,31 @@ export interface BatchOptions {
    * ({@link DuplicateRecord.place}). Called only for duplicates, and only when `onDuplicate` is set.
    */
   readonly placeOf?: (index: number) => MessagePlace | undefined;
+  /**
+   * Where the batch's messages came from, for the spans and metrics of the consumer's `telemetry` option: their
+   * incoming trace context, span kind and attributes (the Kafka and HTTP adapters fill it in).
+   */
+  readonly trace?: TraceSource;
+}
+
+/**
+ * What the consumer's `onOutcome` hook is told of each message once its batch has settled (its claim confirmed
+ * or released, its mark written): one event per message, in input order.
+ */
+export interface OutcomeEvent {
+  /** The canonical id; undefined when the message had none. */
+  readonly id: string | undefined;
+  readonly outcome: Outcome;
+  /** The message's result as the call answers it: `error`, `replayed`, `failOpen`, `claimLost`, ... */
+  readonly result: ProcessResult;
+  /** Where it was read (`BatchOptions.placeOf`: the Kafka adapter gives topic, partition and offset). */
+  readonly place: MessagePlace | undefined;
+  /** Milliseconds from the start of its batch until the batch settled. */
+  readonly durationMs: number;
+  /** Milliseconds its handler ran (a whole-batch handler: the whole call); undefined when none ran for it. */
+  readonly handlerMs: number | undefined;
+  /** Milliseconds of its batch's store calls (lookup, then confirm, release, mark or keep), shared by the batch. */
+  readonly storeMs: number;
 }
 
 /** One store call made for a batch, as {@link BatchOptions.onStoreCall} sees it. */

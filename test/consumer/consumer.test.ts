@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { IdempotentConsumer } from '../../src/consumer/index.js';
+import { IdempotentConsumer, type StoreCall } from '../../src/consumer/index.js';
 import {
   InProgressError,
   InvalidIdError,
@@ -9,6 +9,7 @@ import {
   StoredFailureError,
 } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
+import type { IdempotentRepository } from '../../src/repositories/types.js';
 
 interface Msg {
   id?: string | null;
@@ -347,5 +348,56 @@ describe('IdempotentConsumer.processBatch', () => {
     assert.equal((await repository.get('l1'))?.state, 'confirmed');
     const again = await consumer.processBatch([{ id: 'l2' }], () => 1);
     assert.equal(again.results[0]?.outcome, 'duplicate');
+  });
+});
+
+/** A memory store whose `remove` fails, as a store that is down when a claim is released. */
+function failingRelease(): IdempotentRepository {
+  const repository = new MemoryRepository();
+  const fail = () => Promise.reject(new Error('store down'));
+  repository.remove = fail;
+  (repository as { removeDirect?: unknown }).removeDirect = undefined;
+  return repository;
+}
+
+describe('onStoreCall (eager)', () => {
+  it('reports the release of a failed claim in eager mode, one message or a batch', async () => {
+    const seen: StoreCall[] = [];
+    const onStoreCall = (call: StoreCall) => seen.push(call);
+    const c = new IdempotentConsumer<Msg>({ repository: new MemoryRepository(), id: 'id' });
+    const fail = () => {
+      throw new Error('no');
+    };
+    await assert.rejects(c.process({ id: 'a' }, fail, { onStoreCall }));
+    assert.deepEqual(
+      seen.map((s) => s.operation),
+      ['lookup', 'release'],
+    );
+    seen.length = 0;
+    await c.processBatch([{ id: 'b' }, { id: 'c' }], (m) => (m.id === 'b' ? fail() : 'ok'), { onStoreCall });
+    assert.deepEqual(seen.map((s) => s.operation).sort(), ['confirm', 'lookup', 'release']);
+  });
+
+  it('reports a release the store refused with its error, and the message still fails as its handler did', async () => {
+    const seen: StoreCall[] = [];
+    const c = new IdempotentConsumer<Msg>({ repository: failingRelease(), id: 'id' });
+    await assert.rejects(
+      c.process({ id: 'a' }, () => Promise.reject(new Error('handler')), {
+        onStoreCall: (s) => seen.push(s),
+      }),
+      /handler/,
+    );
+    const release = seen.find((s) => s.operation === 'release');
+    assert.ok(release?.error instanceof RepositoryError, String(release?.error));
+    assert.equal(c.stats.releaseFailures, 1);
+    const results = await c.processBatch([{ id: 'b' }, { id: 'c' }], () => Promise.reject(new Error('x')), {
+      onStoreCall: (s) => seen.push(s),
+    });
+    assert.deepEqual(
+      results.results.map((r) => r.outcome),
+      ['failed', 'failed'],
+    );
+    assert.equal(seen.filter((s) => s.operation === 'release' && s.error !== undefined).length, 3);
+    assert.equal(c.stats.releaseFailures, 3);
   });
 });

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
+import type { BatchOptions } from '../../consumer/types.js';
 import {
   ClaimLostError,
   InProgressError,
@@ -98,7 +99,7 @@ export class HttpIdempotency<Req> {
   constructor(options: HttpIdempotencyOptions<Req>) {
     this.options = resolveHttpIdempotencyOptions(options);
     warnImplicitScope(options.scope);
-    const { repository, ttlMs, leaseMs, maxResponseBytes, encryption } = this.options;
+    const { repository, ttlMs, leaseMs, maxResponseBytes, encryption, telemetry, onOutcome } = this.options;
     warnProcessLocalStore(repository);
     this.consumer = new IdempotentConsumer<HttpMessage>({
       repository,
@@ -120,6 +121,8 @@ export class HttpIdempotency<Req> {
       // `poolSize` routes at once) and keep a hung route's key for as long as the request hangs.
       transaction: false,
       ...(encryption === undefined ? {} : { encryption }),
+      ...(telemetry === undefined ? {} : { telemetry }),
+      ...(onOutcome === undefined ? {} : { onOutcome }),
     });
   }
 
@@ -153,11 +156,12 @@ export class HttpIdempotency<Req> {
       target: view.target,
       body: view.body,
     };
-    return this.#claim(message, view.request, res);
+    return this.#claim(message, view, res);
   }
 
   /** Claims the key through the consumer; the route runs inside the consumer's handler. */
-  async #claim(message: HttpMessage, request: Req, res: ServerResponse): Promise<HttpVerdict> {
+  async #claim(message: HttpMessage, view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
+    const { request } = view;
     // Made only once the route may run: a replay, a conflict or a refusal never touches the response's methods.
     let capture: ResponseCapture | undefined;
     let routeMayRun!: () => void;
@@ -167,18 +171,23 @@ export class HttpIdempotency<Req> {
     // The claim is renewed for as long as the route runs, whether or not its client is still listening: the
     // lease belongs to the route's work, not to the connection. A client that timed out and retries while the
     // route still runs must get 409, not a second run. Only the process's end (a crash) stops the renewals.
-    const processing = this.consumer.process(message, async () => {
-      const routeCapture = new ResponseCapture(res);
-      capture = routeCapture;
-      routeMayRun();
-      await routeCapture.ended;
-      const response = routeCapture.snapshot(this.options.keptHeaders);
-      // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
-      // whole response: its key is given back, never kept with the bytes it got to write.
-      if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
-      if (!this.options.storeIf(response)) throw new ReleasedResponse(`not kept: status ${response.status}`);
-      return response;
-    });
+    const processing = this.consumer.process(
+      message,
+      async () => {
+        const routeCapture = new ResponseCapture(res);
+        capture = routeCapture;
+        routeMayRun();
+        await routeCapture.ended;
+        const response = routeCapture.snapshot(this.options.keptHeaders);
+        // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
+        // whole response: its key is given back, never kept with the bytes it got to write.
+        if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+        if (!this.options.storeIf(response))
+          throw new ReleasedResponse(`not kept: status ${response.status}`);
+        return response;
+      },
+      this.#traceOptions(view),
+    );
     const first = await Promise.race([
       handlerCalled,
       processing.then(
@@ -238,6 +247,12 @@ export class HttpIdempotency<Req> {
     const { retryAfterMs, leaseMs } = this.options;
     const remainingMs = leaseExpiresAt === undefined ? leaseMs : leaseExpiresAt - Date.now();
     return Math.max(1, Math.ceil(Math.min(retryAfterMs, remainingMs) / 1_000));
+  }
+
+  /** The request's trace context and method for the consumer's telemetry (no options without telemetry). */
+  #traceOptions(view: HttpRequestView<Req>): BatchOptions | undefined {
+    if (this.options.telemetry === undefined && this.options.onOutcome === undefined) return undefined;
+    return { trace: { headersOf: () => view.header, attributes: { 'http.request.method': view.method } } };
   }
 
   get #maxIdBytes(): number {

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { OutcomeCipher, type OutcomeEncryptionOptions } from '../../consumer/encryption.js';
-import { consumerDefaults } from '../../consumer/options.js';
+import { consumerDefaults, telemetrySchema } from '../../consumer/options.js';
+import type { TelemetryOptions } from '../../consumer/telemetry/api.js';
+import type { OutcomeEvent } from '../../consumer/types.js';
 import { type OptionsOrigin, parseOptions } from '../../options/issues.js';
 import { MAX_TTL_MS } from '../../repositories/ttl.js';
 import type { IdempotentRepository } from '../../repositories/types.js';
@@ -119,6 +121,13 @@ export interface HttpIdempotencyOptions<Req = unknown> {
    * another request took the key over, so the route may have run twice. Default: a process warning.
    */
   readonly onError?: (error: unknown, request: Req) => void;
+  /**
+   * OpenTelemetry (the consumer's `telemetry`): a span per request with a key, the child of the active server
+   * span or else of the request's `traceparent`, and the consumer's metrics. See docs/telemetry.md.
+   */
+  readonly telemetry?: TelemetryOptions;
+  /** Told each request's outcome and durations once its key is settled (the consumer's `onOutcome`). */
+  readonly onOutcome?: (event: OutcomeEvent) => void;
 }
 
 /** Options with every default applied. */
@@ -141,6 +150,8 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
   readonly maxResponseBytes: number | undefined;
   readonly encryption: OutcomeEncryptionOptions | undefined;
   readonly onError: (error: unknown, request: Req) => void;
+  readonly telemetry: TelemetryOptions | undefined;
+  readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
 }
 
 const fn = z.custom<unknown>((value) => typeof value === 'function', { error: 'must be a function' });
@@ -181,6 +192,8 @@ const schema = z
       })
       .optional(),
     onError: fn.optional(),
+    telemetry: telemetrySchema.optional(),
+    onOutcome: fn.optional(),
   })
   .strict()
   .refine((options) => options.storeIf === undefined || options.releaseOn === undefined, {
@@ -218,6 +231,8 @@ export function resolveHttpIdempotencyOptions<Req>(
     onError:
       options.onError ??
       ((error) => process.emitWarning(`idempotency-key adapter: ${String(error)}`, 'IdempotencyKeyWarning')),
+    telemetry: options.telemetry,
+    onOutcome: options.onOutcome,
   };
 }
 

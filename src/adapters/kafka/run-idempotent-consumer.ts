@@ -1,3 +1,4 @@
+import type { TelemetryAttributes, TraceSource } from '../../consumer/telemetry/api.js';
 import type { HandlerContext, ProcessResult } from '../../consumer/types.js';
 import { InProgressError, InvalidIdError, InvalidInputError, NoMessageIdError } from '../../errors.js';
 import {
@@ -305,10 +306,13 @@ class Runner implements IdempotentKafkaConsumer {
     }
 
     const invoked = new WeakSet<KafkaRecord>();
+    /** Records the handler declined (DEFERRED): read again later, so the telemetry reports no outcome. */
+    const declined = new WeakSet<KafkaRecord>();
     let halted = false;
     const handler = async (record: KafkaRecord, context: HandlerContext): Promise<unknown> => {
       if (halted || this.#halted(payload)) {
         halted = true;
+        declined.add(record);
         throw DEFERRED;
       }
       try {
@@ -316,6 +320,7 @@ class Runner implements IdempotentKafkaConsumer {
       } catch (error) {
         halted = true;
         segment.interrupt = error;
+        declined.add(record);
         throw DEFERRED;
       }
       invoked.add(record);
@@ -336,7 +341,21 @@ class Runner implements IdempotentKafkaConsumer {
           const record = records[j] as KafkaRecord;
           return { topic, partition, offset: record.message.offset };
         };
-        ({ results } = await this.#options.idempotent.processBatch(records, handler, { stream, placeOf }));
+        // The consumer's telemetry (if it has any): a consumer span per record, continuing its `traceparent`.
+        const trace: TraceSource = {
+          kind: 'consumer',
+          attributes: this.#traceAttributes(topic, partition),
+          attributesOf: (j) => ({
+            'messaging.kafka.offset': Number((records[j] as KafkaRecord).message.offset),
+          }),
+          headersOf: (j) => (records[j] as KafkaRecord).message.headers,
+          declined: (j) => declined.has(records[j] as KafkaRecord),
+        };
+        ({ results } = await this.#options.idempotent.processBatch(records, handler, {
+          stream,
+          placeOf,
+          trace,
+        }));
         this.stats.batches++;
       } catch (error) {
         // The store (or a hook) failed for the whole sub-batch: not any record's fault.
@@ -400,6 +419,20 @@ class Runner implements IdempotentKafkaConsumer {
       }
     }
     return segment;
+  }
+
+  /** The messaging conventions' attributes of a partition's spans and measurements. */
+  #traceAttributes(topic: string, partition: number): TelemetryAttributes {
+    const { groupId } = this.#options;
+    return {
+      'messaging.system': 'kafka',
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.destination.name': topic,
+      'messaging.destination.partition.id': String(partition),
+      // Unknown for a consumer given by the caller.
+      ...(groupId === undefined ? undefined : { 'messaging.consumer.group.name': groupId }),
+    };
   }
 
   /** A record that can never be handled: a dead letter, or without a DLQ, a block. False when it blocks. */

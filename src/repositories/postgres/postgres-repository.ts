@@ -30,6 +30,7 @@ import { migrate } from './migration.js';
 import { describeAddress, type PostgresRepositoryOptions, parsePostgresOptions } from './options.js';
 import {
   decodeRow,
+  decodeText,
   encodeOptional,
   encodeText,
   type RecordRow,
@@ -73,6 +74,8 @@ const UNDEFINED_TABLE = '42P01';
 
 /** Times a claim re-reads a row that blocked it but was not in its snapshot (see {@link PostgresRepository}). */
 const CLAIM_ATTEMPTS = 3;
+/** Rows per `scan` page. */
+const SCAN_PAGE = 1000;
 
 /**
  * The `now` the base class passes when the caller gave none: this repository's clock answers NaN, which the
@@ -687,6 +690,21 @@ export class PostgresRepository extends BaseRepository implements TransactionalR
 
   protected async doClear(): Promise<void> {
     await this.#exec(this.#sql.clear, [this.#namespace]);
+  }
+
+  /** The namespace's rows a page at a time, by id (keyset paging on the primary key); see `IdempotentRepository.scan`. */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    let after = '';
+    for (;;) {
+      const outcome = await this.run('scan', () =>
+        this.#exec<RecordRow & { id: string }>(this.#sql.scan, [this.#namespace, after, SCAN_PAGE]),
+      );
+      if (outcome === ABORTED || outcome === LOCK_TIMEOUT || outcome.rows.length === 0) return;
+      await onPage(outcome.rows.map((row) => decodeRow(decodeText(row.id), row)));
+      if (outcome.rows.length < SCAN_PAGE) return;
+      after = (outcome.rows.at(-1) as { id: string }).id;
+    }
   }
 
   // ---- purge --------------------------------------------------------------------------------------------------

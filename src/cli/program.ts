@@ -143,6 +143,18 @@ export async function run(argv: readonly string[]): Promise<number> {
       code = await runRecords('forget', ids, flags, { out: process.stdout, err: process.stderr });
     });
   quiet(forget);
+  const stats = program
+    .command('stats')
+    .description(
+      'Count the ids a store holds, by state, with the oldest and newest expiry (docs/operations.md).',
+    )
+    .option('--store <dir|url>', storeHelp)
+    .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
+    .option('--json', 'one JSON object instead of text')
+    .action(async (flags: RecordsFlags) => {
+      code = await runRecords('stats', [], flags, { out: process.stdout, err: process.stderr });
+    });
+  quiet(stats);
   const node = program
     .command('node')
     .description('Run the Kafka→Kafka dedup node until SIGTERM/SIGINT (see docs/node.md).')

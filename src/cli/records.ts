@@ -5,6 +5,7 @@ import { storedOutcomeKind } from '../consumer/stored-outcome.js';
 import { ConfigError, InvalidIdError } from '../errors.js';
 import { configSource } from '../options/sources.js';
 import { toKey } from '../repositories/ids.js';
+import { isLive } from '../repositories/record.js';
 import type { IdempotencyRecord, IdempotentRepository, MessageId } from '../repositories/types.js';
 import { commandLine } from '../util/command-line.js';
 import { ExitCode } from './exit-code.js';
@@ -204,7 +205,53 @@ export async function forgetRecords(
   return reports;
 }
 
-/** Flags of `idem inspect` and `idem forget`. */
+/** What `idem stats` counts: the live records by state, the dead ones not yet forgotten, and the expiry range. */
+export interface StoreStats {
+  /** Live records (ids whose next copy would be a duplicate or wait for a claim). */
+  readonly held: number;
+  readonly byState: Record<Exclude<RecordStatus, 'absent'>, number>;
+  /** Records past their expiry (or lapsed claims) that the store has not removed yet: they count for nothing. */
+  readonly expired: number;
+  /** Earliest and latest `expiresAt` of the live records (epoch ms). */
+  readonly oldestExpiry?: number;
+  readonly newestExpiry?: number;
+}
+
+/**
+ * Counts what the store holds through its optional `scan`; a store without one is a ConfigError naming `--store`
+ * (`idem inspect` still answers for given ids). Judged at `now`, like every read.
+ */
+export async function storeStats(repository: IdempotentRepository, now = Date.now()): Promise<StoreStats> {
+  if (repository.scan === undefined) {
+    throw new ConfigError(
+      'store',
+      'this store cannot list its ids (its repository has no scan); idem inspect looks up given ids',
+      { label: '--store' },
+    );
+  }
+  const byState = { 'in-flight': 0, confirmed: 0, 'failed-kept': 0 };
+  let held = 0;
+  let expired = 0;
+  let oldest = Number.POSITIVE_INFINITY;
+  let newest = Number.NEGATIVE_INFINITY;
+  await repository.scan((page) => {
+    for (const record of page) {
+      if (!isLive(record, now)) {
+        expired++;
+        continue;
+      }
+      held++;
+      byState[report(record.id, record, false).state as keyof typeof byState]++;
+      if (record.expiresAt < oldest) oldest = record.expiresAt;
+      if (record.expiresAt > newest) newest = record.expiresAt;
+    }
+  });
+  return held === 0
+    ? { held, byState, expired }
+    : { held, byState, expired, oldestExpiry: oldest, newestExpiry: newest };
+}
+
+/** Flags of `idem inspect`, `idem forget` and `idem stats`. */
 export interface RecordsFlags {
   readonly store?: string;
   readonly config?: string;
@@ -255,9 +302,9 @@ export async function openNamedStore(
   return { repository: await openRepository(config, { onWarning }), where: describeStore(config) };
 }
 
-/** `idem inspect` and `idem forget`: resolves to the exit code (docs/operations.md). */
+/** `idem inspect`, `idem forget` and `idem stats`: resolves to the exit code (docs/operations.md). */
 export async function runRecords(
-  command: 'inspect' | 'forget',
+  command: 'inspect' | 'forget' | 'stats',
   args: readonly string[],
   flags: RecordsFlags,
   streams: RecordsStreams,
@@ -271,13 +318,7 @@ export async function runRecords(
   };
   let ids: GivenId[];
   try {
-    const texts = [...args, ...(flags.ids === undefined ? [] : readIdsFile(flags.ids))];
-    if (texts.length === 0) {
-      throw new ConfigError('ids', 'no ids: give them as arguments or one a line in --ids <file>', {
-        label: '--ids',
-      });
-    }
-    ids = parseIds(texts, flags.idFormat);
+    ids = command === 'stats' ? [] : givenIds(args, flags);
   } catch (error) {
     return fail(error);
   }
@@ -289,7 +330,11 @@ export async function runRecords(
   }
   let code: number = ExitCode.ok;
   try {
-    if (command === 'inspect') {
+    if (command === 'stats') {
+      const stats = await storeStats(opened.repository);
+      streams.out.write(flags.json ? `${JSON.stringify(jsonStats(stats))}\n` : humanStats(stats));
+      streams.err.write(`${name}: ${opened.where}\n`);
+    } else if (command === 'inspect') {
       const reports = await inspectRecords(opened.repository, ids, { showResult: flags.showResult === true });
       for (const r of reports)
         streams.out.write(`${flags.json ? JSON.stringify(jsonReport(r)) : humanReport(r)}\n`);
@@ -318,6 +363,17 @@ export async function runRecords(
   return code;
 }
 
+/** The ids of the arguments and `--ids`, parsed; none at all is a usage error naming `--ids`. */
+function givenIds(args: readonly string[], flags: RecordsFlags): GivenId[] {
+  const texts = [...args, ...(flags.ids === undefined ? [] : readIdsFile(flags.ids))];
+  if (texts.length === 0) {
+    throw new ConfigError('ids', 'no ids: give them as arguments or one a line in --ids <file>', {
+      label: '--ids',
+    });
+  }
+  return parseIds(texts, flags.idFormat);
+}
+
 /** `3 confirmed, 1 absent`, in the order first met. */
 function countsLine(values: readonly string[]): string {
   const counts = new Map<string, number>();
@@ -330,6 +386,24 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /** An id as printed in human output: as it is, or JSON-quoted when it has spaces or control characters. */
 function shownId(id: string): string {
   return /^[^\s"\\\p{Cc}]+$/u.test(id) ? id : JSON.stringify(id);
+}
+
+function jsonStats(stats: StoreStats): Record<string, unknown> {
+  const { oldestExpiry, newestExpiry, ...counts } = stats;
+  return {
+    ...counts,
+    ...(oldestExpiry === undefined ? {} : { oldestExpiry: iso(oldestExpiry) }),
+    ...(newestExpiry === undefined ? {} : { newestExpiry: iso(newestExpiry) }),
+  };
+}
+
+function humanStats(stats: StoreStats): string {
+  const lines = [`ids held: ${stats.held}`];
+  for (const [state, n] of Object.entries(stats.byState)) lines.push(`  ${state.padEnd(12)} ${n}`);
+  lines.push(`expired, not yet removed: ${stats.expired}`);
+  if (stats.oldestExpiry !== undefined) lines.push(`oldest expiry: ${iso(stats.oldestExpiry)}`);
+  if (stats.newestExpiry !== undefined) lines.push(`newest expiry: ${iso(stats.newestExpiry)}`);
+  return `${lines.join('\n')}\n`;
 }
 
 /** The NDJSON form of a report: times as ISO 8601 text. */

@@ -14,6 +14,7 @@ import {
   inspectRecords,
   parseIds,
   type RecordReport,
+  storeStats,
 } from '../../src/cli/records.js';
 import { CassandraRepository } from '../../src/repositories/cassandra/index.js';
 import { DynamoDbRepository } from '../../src/repositories/dynamodb/index.js';
@@ -78,6 +79,15 @@ async function story(repository: IdempotentRepository): Promise<void> {
   assert.equal(seen.fail?.owner, undefined, 'a confirmed record has no owner');
   assert.deepEqual(seen.never, { id: 'never', state: 'absent', resultKept: false });
   assert.equal(seen['0102ff']?.state, 'confirmed', 'a binary id is found by its hex bytes');
+
+  // idem stats: every store here lists its ids (the optional scan); later, all of them have expired.
+  const stats = await storeStats(repository);
+  assert.equal(stats.held, 5);
+  assert.deepEqual(stats.byState, { 'in-flight': 1, confirmed: 3, 'failed-kept': 1 });
+  assert.equal(stats.expired, 0);
+  assert.ok((stats.oldestExpiry ?? 0) > before && (stats.oldestExpiry ?? 0) <= (stats.newestExpiry ?? 0));
+  const later = await storeStats(repository, Date.now() + 2 * DAY);
+  assert.deepEqual([later.held, later.expired, later.oldestExpiry], [0, 5, undefined]);
 
   const shown = byId<RecordReport>(await inspectRecords(repository, IDS, { showResult: true }));
   assert.equal(shown.val?.result, VALUE);
@@ -280,6 +290,12 @@ describe('idem inspect / idem forget through the binary (RocksDB)', {
     await writeFile(input, '{"id":"a"}\n{"id":"c"}\n');
     const dedup = await runCli(['dedup', '--id', 'id', '--store', store, '--no-progress', input]);
     assert.equal(dedup.stdout, '{"id":"a"}\n');
+  });
+
+  it('stats on RocksDB says the store cannot list its ids (exit 2), naming --store', async () => {
+    const result = await runCli(['stats', '--store', store]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /^idem stats: --store: this store cannot list its ids/);
   });
 
   it('bad input is a usage error (exit 2) naming the flag', async () => {

@@ -8,30 +8,21 @@ import { closest } from '../options/closest.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
 import { commandLine } from '../util/command-line.js';
 import { asMissingDependency } from '../util/optional-module.js';
-import { redactUrl } from '../util/redact-text.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { DuplicateLog } from './duplicates.js';
 import { estimateLines } from './estimate.js';
+import { ExitCode } from './exit-code.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
 import { type MigrateFlags, runMigrate } from './migrate.js';
 import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
 import { Output } from './output.js';
 import { emptyCounts, Progress } from './progress.js';
-import { knownSchemes, repositoryFromStoreUrl } from './store-url.js';
+import { idFormats, type RecordsFlags, runRecords } from './records.js';
+import { chooseStore, describeStore } from './store.js';
+import { knownSchemes } from './store-url.js';
 
-/** Exit codes of `idem`, documented in docs/cli.md. */
-export const ExitCode = {
-  ok: 0,
-  /** `--invalid error` stopped at a malformed line or a line without id. */
-  invalidInput: 1,
-  /** Bad flags or config. */
-  usage: 2,
-  /** The store or an input/output file failed. */
-  failure: 3,
-  sigint: 130,
-  sigterm: 143,
-} as const;
+export { ExitCode };
 
 interface DedupFlags {
   readonly id?: string;
@@ -116,6 +107,54 @@ export async function run(argv: readonly string[]): Promise<number> {
       code = outcome === 'ok' ? ExitCode.ok : outcome === 'usage' ? ExitCode.usage : ExitCode.failure;
     });
   quiet(migrate);
+  const storeHelp = `the store: a RocksDB directory or a URL (${knownSchemes()}); or name it in --config`;
+  const idsHelp = 'a file of ids, one a line ("-" reads stdin); with or instead of ids as arguments';
+  const idFormat = () =>
+    new Option('--id-format <format>', 'how ids are written: text, or the bytes of a binary id (a Kafka key)')
+      .choices(idFormats)
+      .default('text');
+  const inspect = program
+    .command('inspect')
+    .description(
+      'Show what the store holds for each id: state, owner, lease, expiry, fingerprint (docs/operations.md).',
+    )
+    .argument('[ids...]', 'ids to look up')
+    .option('--store <dir|url>', storeHelp)
+    .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
+    .option('--ids <file>', idsHelp)
+    .addOption(idFormat())
+    .option('--json', 'one JSON object per id (NDJSON) instead of text')
+    .option('--show-result', 'print the kept result itself (it can hold personal data)')
+    .action(async (ids: string[], flags: RecordsFlags) => {
+      code = await runRecords('inspect', ids, flags, { out: process.stdout, err: process.stderr });
+    });
+  quiet(inspect);
+  const forget = program
+    .command('forget')
+    .description('Remove ids from the store so their next copies are processed again (docs/operations.md).')
+    .argument('[ids...]', 'ids to remove')
+    .option('--store <dir|url>', storeHelp)
+    .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
+    .option('--ids <file>', idsHelp)
+    .addOption(idFormat())
+    .option('--force', 'remove in-flight claims too (their handlers may still be running)')
+    .option('--json', 'one JSON object per id (NDJSON) instead of text')
+    .action(async (ids: string[], flags: RecordsFlags) => {
+      code = await runRecords('forget', ids, flags, { out: process.stdout, err: process.stderr });
+    });
+  quiet(forget);
+  const stats = program
+    .command('stats')
+    .description(
+      'Count the ids a store holds, by state, with the oldest and newest expiry (docs/operations.md).',
+    )
+    .option('--store <dir|url>', storeHelp)
+    .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
+    .option('--json', 'one JSON object instead of text')
+    .action(async (flags: RecordsFlags) => {
+      code = await runRecords('stats', [], flags, { out: process.stdout, err: process.stderr });
+    });
+  quiet(stats);
   const node = program
     .command('node')
     .description('Run the Kafka→Kafka dedup node until SIGTERM/SIGINT (see docs/node.md).')
@@ -186,7 +225,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       overrides: flagOverrides(flags, command),
     });
     const expectedIds = expectedIdsFlag(flags.expectedIds);
-    chooseStoreDir(config, flags.store);
+    chooseStore(config, flags.store);
     storeNote = describeStore(config);
     warnIgnored(config);
     inputs = files.length === 0 ? [STDIN] : files;
@@ -336,56 +375,6 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
   if (given('progress'))
     overrides.push({ key: 'dedup.progress', value: flags.progress, source: '--no-progress' });
   return overrides;
-}
-
-/**
- * `--store` (or the default directory) sets the RocksDB store's `path`; a URL selects the store its scheme names
- * (store-url.ts); other stores refuse a directory.
- */
-function chooseStoreDir(config: CliConfig, storeFlag: string | undefined): void {
-  const section = config.repository as Record<string, unknown> & { type: string };
-  const fromUrl = storeFlag === undefined ? undefined : repositoryFromStoreUrl(storeFlag, section);
-  if (fromUrl !== undefined) {
-    for (const key of Object.keys(section)) delete section[key];
-    Object.assign(section, fromUrl);
-    if (section.type === 'rocksdb') section.memtableMb ??= dedupDefaults.memtableMb;
-    return;
-  }
-  if (storeFlag === dedupDefaults.memoryStore) {
-    // A one-shot run: whatever store the config names, nothing is kept after it.
-    for (const key of Object.keys(section)) delete section[key];
-    section.type = 'memory';
-    section.maxEntries = dedupDefaults.memoryMaxEntries;
-    return;
-  }
-  if (section.type === 'memory' && storeFlag === undefined) {
-    // The memory store's own cap evicts the oldest ids, which would let their repeats through unnoticed.
-    section.maxEntries ??= dedupDefaults.memoryMaxEntries;
-    return;
-  }
-  if (section.type !== 'rocksdb') {
-    if (storeFlag !== undefined) {
-      throw new ConfigError(
-        'repository.type',
-        `--store needs the rocksdb store, but the config selects ${section.type}`,
-        { source: '--store' },
-      );
-    }
-    return;
-  }
-  if (storeFlag !== undefined) section.path = storeFlag;
-  else section.path ??= dedupDefaults.storeDir;
-  section.memtableMb ??= dedupDefaults.memtableMb;
-}
-
-/** Where seen ids are kept, for the summary: a user should never wonder which store a run marked. */
-function describeStore(config: CliConfig): string {
-  const section = config.repository as Record<string, unknown> & { type: string };
-  if (section.type === 'memory') return 'store in memory (nothing kept after this run)';
-  if (section.type === 'rocksdb') return `store ${String(section.path)} (RocksDB)`;
-  return typeof section.url === 'string'
-    ? `store ${section.type} at ${redactUrl(section.url)}`
-    : `store ${section.type}`;
 }
 
 const IGNORED_CONSUMER_KEYS = [

@@ -23,6 +23,18 @@ export type StoredOutcome =
 const NONE: StoredOutcome = Object.freeze({ kind: 'none' });
 
 /**
+ * What a kept `result` text is, without decoding it (no consumer options needed): a handler's value, a kept
+ * failure, an encrypted outcome (either; only its keys tell), or text this codec did not write. For tools
+ * that look into a store (`idem inspect`).
+ */
+export function storedOutcomeKind(kept: string): 'value' | 'failure' | 'encrypted' | 'unknown' {
+  const tag = kept[0];
+  if (tag === VALUE) return 'value';
+  if (tag === FAILURE) return 'failure';
+  return tag === SEALED ? 'encrypted' : 'unknown';
+}
+
+/**
  * Encodes handler outcomes for the record and decodes them for duplicates, under the consumer's `storeResult`
  * option and the store's `maxResultBytes`. Encoding never throws: a value that cannot be kept is `undefined`.
  */

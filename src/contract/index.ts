@@ -14,6 +14,7 @@ import { renewalTests } from './renewal.js';
 import { resultLimitTests } from './result-limits.js';
 import { resultTests } from './results.js';
 import { resolveRunner } from './runner.js';
+import { scanTests } from './scan.js';
 import { verbTests } from './verbs.js';
 
 export type { ContractOptions, ContractSuite, RepositoryFactory } from './context.js';
@@ -33,6 +34,7 @@ export {
   renewalTests,
   resultLimitTests,
   resultTests,
+  scanTests,
   verbTests,
 };
 
@@ -73,6 +75,7 @@ export function repositoryContract(options: ContractOptions): void {
     describe('marks', () => markTests(suite));
     describe('namespaces', () => namespaceTests(suite));
     describe('lifecycle', () => lifecycleTests(suite));
+    describe('scan', () => scanTests(suite));
     describe('verbs', () => verbTests(suite));
   });
 }

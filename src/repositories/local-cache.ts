@@ -46,6 +46,8 @@ const localCacheSchema = z.strictObject({
 export class LocalCacheRepository implements IdempotentRepository {
   readonly capabilities: RepositoryCapabilities;
   readonly #inner: IdempotentRepository;
+  /** The inner store's `scan`, when it has one (see `IdempotentRepository.scan`). */
+  readonly scan?: IdempotentRepository['scan'];
   readonly #maxEntries: number;
   readonly #clock: () => number;
   /** Canonical key → confirmed record; Map order is recency (oldest first). */
@@ -59,6 +61,13 @@ export class LocalCacheRepository implements IdempotentRepository {
       owner: 'withLocalCache(...)',
     }) as LocalCacheOptions;
     this.#inner = inner;
+    // A read of the inner store's records: nothing to log or cache. Present only where the inner store has it.
+    if (inner.scan !== undefined) {
+      const scan = inner.scan.bind(inner);
+      this.scan = async (onPage) => {
+        return scan(onPage);
+      };
+    }
     this.capabilities = inner.capabilities;
     this.#maxEntries = parsed.maxEntries ?? 10_000;
     this.#clock = parsed.clock ?? Date.now;

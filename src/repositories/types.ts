@@ -182,6 +182,15 @@ export interface IdempotentRepository {
   remove(id: MessageId, owner?: string): Promise<boolean>;
   /** Deletes every record of this repository (its namespace only, for shared stores). */
   clear(): Promise<void>;
+  /**
+   * Calls `onPage` with every record this repository holds (its namespace only, for shared stores), a page at a
+   * time, and resolves after the last page: for tools that look at a whole store (`idem stats`), never for the
+   * message path. It includes records that are no longer live but not yet forgotten: judge them with their
+   * times (`isLive`). Not a snapshot: a record written or removed while it runs may be seen or missed, and a
+   * store may report a record twice if it moved. Optional, declared by its presence like `markMany` and
+   * `renew`: a store that cannot list its ids cheaply leaves it out, and tools say so.
+   */
+  scan?(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void>;
   /*
    * Optional single-key fast path, for `wrap` (one claim then one confirm or release; lazy: one read then one
    * mark). A wrapper over a repository (a decorator) must route these through its own write path like the

@@ -30,6 +30,8 @@ const UNKNOWN = Symbol('unknown outcome');
 
 /** Ids per `IN` query: enough to save round trips, few enough not to make one slow request. */
 const MAX_IN = 100;
+/** Rows per `scan` page. */
+const SCAN_PAGE = 1000;
 
 /**
  * Rows per unlogged batch of lazy marks. Ten rows of different partitions stay under Cassandra's default
@@ -420,6 +422,33 @@ export class CassandraRepository extends BaseRepository {
     await mapConcurrent(buckets, this.#concurrency, (bucket) =>
       this.#client.execute(this.#cql.removeBucket, [this.#ns, bucket], this.#write),
     );
+  }
+
+  /**
+   * Reads the namespace's {@link BUCKETS} partitions one after the other, each a page at a time (the driver's
+   * paging state); see `IdempotentRepository.scan`. A row whose cells have all expired is left out.
+   */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    for (let bucket = 0; bucket < BUCKETS; bucket++) {
+      let pageState: string | undefined;
+      do {
+        const result = await this.run('scan', () =>
+          this.#client.execute(this.#cql.scanBucket, [this.#ns, bucket], {
+            ...this.#read,
+            fetchSize: SCAN_PAGE,
+            ...(pageState === undefined ? {} : { pageState }),
+          }),
+        );
+        const records: IdempotencyRecord[] = [];
+        for (const row of result.rows) {
+          const record = decodeRow(row.id as string, row);
+          if (record !== undefined) records.push(record);
+        }
+        if (records.length > 0) await onPage(records);
+        pageState = result.pageState ?? undefined;
+      } while (pageState !== undefined);
+    }
   }
 
   protected async doClose(): Promise<void> {

@@ -129,6 +129,8 @@ export interface Statements {
   readonly remove: string;
   /** One bucket of a namespace, for clear(). */
   readonly removeBucket: string;
+  /** Every row of one bucket of a namespace (paged by the driver): `ns`, `bucket`. */
+  readonly scanBucket: string;
 }
 
 /** Builds the statements for one table. */
@@ -153,6 +155,7 @@ export function statements(keyspace: string, table: string): Statements {
     removeOwned: `DELETE FROM ${t} ${row} IF state = 'in-flight' AND owner = ?`,
     remove: `DELETE FROM ${t} ${row}`,
     removeBucket: `DELETE FROM ${t} WHERE ns = ? AND bucket = ?`,
+    scanBucket: `SELECT id, ${RECORD_COLUMNS} FROM ${t} WHERE ns = ? AND bucket = ?`,
   };
 }
 

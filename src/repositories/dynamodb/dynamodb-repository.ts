@@ -446,6 +446,29 @@ export class DynamoDbRepository extends BaseRepository {
     } while (startKey !== undefined);
   }
 
+  /** A `Scan` of the table filtered to the namespace, as clear() does; see `IdempotentRepository.scan`. */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    let startKey: Item | undefined;
+    do {
+      const page = await this.run('scan', () =>
+        this.#client.send(
+          new ScanCommand({
+            TableName: this.#table,
+            ConsistentRead: true,
+            ExpressionAttributeNames: { '#id': ATTR.id },
+            FilterExpression: 'begins_with(#id, :ns)',
+            ExpressionAttributeValues: { ':ns': { S: this.#ns } },
+            ExclusiveStartKey: startKey,
+          }),
+        ),
+      );
+      const items = page.Items ?? [];
+      if (items.length > 0) await onPage(items.map((item) => fromItem(item, this.#ns)));
+      startKey = page.LastEvaluatedKey;
+    } while (startKey !== undefined);
+  }
+
   /** Sends up to 25 puts or deletes in one BatchWriteItem, retrying what DynamoDB leaves unprocessed with backoff. */
   private async batchWrite(requests: WriteRequest[], operation: string): Promise<void> {
     let pending = requests;

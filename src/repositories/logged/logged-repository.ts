@@ -87,6 +87,8 @@ interface Made {
 export class LoggedRepository implements IdempotentRepository {
   readonly capabilities: RepositoryCapabilities;
   readonly #inner: IdempotentRepository;
+  /** The inner store's `scan`, when it has one (see `IdempotentRepository.scan`). */
+  readonly scan?: IdempotentRepository['scan'];
   readonly #sink: ChangelogSink;
   readonly #clock: () => number;
   readonly #local: LocalRecordAccess | undefined;
@@ -102,6 +104,14 @@ export class LoggedRepository implements IdempotentRepository {
 
   constructor(inner: IdempotentRepository, sink: ChangelogSink, options: LoggedRepositoryOptions = {}) {
     this.#inner = inner;
+    // A read of the inner store's records: nothing to log or cache. Present only where the inner store has it.
+    if (inner.scan !== undefined) {
+      const scan = inner.scan.bind(inner);
+      this.scan = async (onPage) => {
+        this.#assertOpen();
+        return scan(onPage);
+      };
+    }
     this.#sink = sink;
     this.#clock = options.clock ?? Date.now;
     this.#local = localAccess(inner);

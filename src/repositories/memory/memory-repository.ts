@@ -16,6 +16,9 @@ import type {
 } from '../types.js';
 import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
 
+/** Records per `scan` page. */
+const SCAN_PAGE = 1000;
+
 /** The record fields of an add that carries none (no object per call). */
 const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});
 
@@ -330,6 +333,20 @@ export class MemoryRepository extends BaseRepository {
       return false;
     }
     return this.#records.delete(key);
+  }
+
+  /** Every record held, live or not yet swept (see `IdempotentRepository.scan`), from a copy of the map. */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    let page: IdempotencyRecord[] = [];
+    for (const [key, held] of [...this.#records]) {
+      page.push(this.#record(key, held));
+      if (page.length === SCAN_PAGE) {
+        await onPage(page);
+        page = [];
+      }
+    }
+    if (page.length > 0) await onPage(page);
   }
 
   protected async doClear(): Promise<void> {

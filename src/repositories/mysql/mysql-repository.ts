@@ -53,6 +53,8 @@ const ER_SP_DOES_NOT_EXIST = 1305;
 
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
+/** Rows per `scan` page. */
+const SCAN_PAGE = 1000;
 
 /**
  * How often a claim is run again for ids whose row vanished between the claim and its read-back (a concurrent
@@ -654,6 +656,21 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
         this.#execute<ResultSetHeader>(executor, this.#sql.clear(CLEAR_BATCH), [this.#namespace]),
       );
       if (header.affectedRows < CLEAR_BATCH) return;
+    }
+  }
+
+  /** The namespace's rows a page at a time, by id (keyset paging on the primary key); see `IdempotentRepository.scan`. */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    let after: Buffer = Buffer.alloc(0);
+    for (;;) {
+      const rows = await this.run('scan', () =>
+        this.#execute<Row[]>(this.pool, this.#sql.scan(SCAN_PAGE), [this.#namespace, after]),
+      );
+      if (rows.length === 0) return;
+      await onPage(rows.map(decodeRow));
+      if (rows.length < SCAN_PAGE) return;
+      after = (rows.at(-1) as Row).id;
     }
   }
 }

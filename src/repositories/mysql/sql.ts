@@ -255,6 +255,16 @@ export class Statements {
     );
   }
 
+  /** One page of a namespace's rows in id order (live or not). Parameters: namespace, last id seen. */
+  scan(limit: number): string {
+    return this.#cached(
+      `scan:${limit}`,
+      () =>
+        `SELECT ${RECORD_COLUMNS} FROM ${this.table} WHERE namespace = ? AND id > ? ORDER BY id ` +
+        `LIMIT ${Math.trunc(limit)}`,
+    );
+  }
+
   /** Deletes up to `limit` rows of a namespace. Parameters: namespace. */
   clear(limit: number): string {
     return this.#cached(

@@ -36,6 +36,7 @@ import {
 } from './options.js';
 import {
   decodeRow,
+  decodeText,
   encodeOptional,
   encodeText,
   type RecordRow,
@@ -71,6 +72,8 @@ const UNDEFINED_TABLE = '42P01';
 
 /** Times a claim re-reads a row that blocked it but was not in its snapshot (see {@link PostgresRepository}). */
 const CLAIM_ATTEMPTS = 3;
+/** Rows per `scan` page. */
+const SCAN_PAGE = 1000;
 
 /** The statement did not run: its transaction is aborted (see {@link PostgresTransaction.aborted}). */
 const ABORTED = Symbol('aborted');
@@ -552,6 +555,21 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
 
   protected async doClear(): Promise<void> {
     await this.#exec(this.#sql.clear, [this.#namespace]);
+  }
+
+  /** The namespace's rows a page at a time, by id (keyset paging on the primary key); see `IdempotentRepository.scan`. */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    let after = '';
+    for (;;) {
+      const outcome = await this.run('scan', () =>
+        this.#exec<RecordRow & { id: string }>(this.#sql.scan, [this.#namespace, after, SCAN_PAGE]),
+      );
+      if (outcome === ABORTED || outcome === LOCK_TIMEOUT || outcome.rows.length === 0) return;
+      await onPage(outcome.rows.map((row) => decodeRow(decodeText(row.id), row)));
+      if (outcome.rows.length < SCAN_PAGE) return;
+      after = (outcome.rows.at(-1) as { id: string }).id;
+    }
   }
 
   /**

@@ -103,6 +103,8 @@ export interface Statements {
   readonly release: Statement;
   /** `$1` namespace. */
   readonly clear: Statement;
+  /** One page of the namespace's rows in id order (live or not): `$1` namespace, `$2` last id seen, `$3` limit. */
+  readonly scan: Statement;
   /**
    * Deletes at most `$1` rows the store may forget (`forget_at` passed on the server's clock). Rows another
    * transaction holds are skipped rather than waited for: a purge never stalls a claim, nor the other way round.
@@ -182,6 +184,10 @@ export function statements(table: string): Statements {
       `DELETE FROM ${t} WHERE namespace = $1 AND id = $2 AND state = 'in-flight' AND owner = $3`,
     ),
     clear: statement('clear', `DELETE FROM ${t} WHERE namespace = $1`),
+    scan: statement(
+      'scan',
+      `SELECT r.id, ${RECORD_COLUMNS('r')} FROM ${t} r WHERE r.namespace = $1 AND r.id > $2 ORDER BY r.id LIMIT $3`,
+    ),
     purge: statement(
       'purge',
       `DELETE FROM ${t} WHERE ctid = ANY (ARRAY(

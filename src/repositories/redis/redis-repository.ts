@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
 import {
@@ -434,6 +434,37 @@ export class RedisRepository extends BaseRepository {
     } else {
       await scanAll(this.#client as Redis, pattern, async (found) => {
         await this.#client.unlink(...found.map((k) => k.subarray(clientPrefix.length)));
+      });
+    }
+  }
+
+  /**
+   * SCAN over the namespace's keys (each master of a cluster in turn), then their values; a key that expired
+   * between the two is left out. See `IdempotentRepository.scan`.
+   */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    // As in doClear: SCAN sees the client-level keyPrefix, the other commands add it themselves.
+    const clientPrefix = Buffer.from(this.#client.options.keyPrefix ?? '');
+    const keyStart = clientPrefix.length + Buffer.byteLength(this.#ns);
+    const pattern = `${globEscape(clientPrefix.toString() + this.#ns)}*`;
+    const nodes = this.#isCluster ? (this.#client as Cluster).nodes('master') : [this.#client as Redis];
+    for (const node of nodes) {
+      await scanAll(node, pattern, async (found) => {
+        const keys = found.map((k) => k.subarray(clientPrefix.length));
+        // A multi-key MGET must stay in one slot: one GET per key on a cluster.
+        const texts = await this.run('scan', () =>
+          this.#isCluster ? Promise.all(keys.map((k) => this.#client.get(k))) : this.#client.mget(...keys),
+        );
+        const records: IdempotencyRecord[] = [];
+        for (let i = 0; i < texts.length; i++) {
+          const text = texts[i];
+          if (text == null) continue;
+          records.push(decodeRecord((found[i] as Buffer).subarray(keyStart).toString('utf8'), text));
+        }
+        if (records.length > 0) await onPage(records);
+      }).catch((error: unknown) => {
+        throw error instanceof RepositoryError ? error : toRepositoryError('redis scan', error);
       });
     }
   }

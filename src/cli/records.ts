@@ -1,0 +1,444 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { loadConfig } from '../config/load.js';
+import { openRepository } from '../config/repository.js';
+import { storedOutcomeKind } from '../consumer/stored-outcome.js';
+import { ConfigError, InvalidIdError } from '../errors.js';
+import { configSource } from '../options/sources.js';
+import { toKey } from '../repositories/ids.js';
+import { isLive } from '../repositories/record.js';
+import type { IdempotencyRecord, IdempotentRepository, MessageId } from '../repositories/types.js';
+import { commandLine } from '../util/command-line.js';
+import { ExitCode } from './exit-code.js';
+import { STDIN } from './lines.js';
+import { cliConfigSchema, dedupDefaults } from './options.js';
+import { chooseStore, describeStore } from './store.js';
+
+// `idem inspect` and `idem forget`: what the store holds for given ids, and removing ids so that they are
+// processed again. Everything goes through the repository interface, so every store answers alike.
+
+/** How an id is written on the command line or in an `--ids` file. */
+export const idFormats = ['text', 'hex', 'base64'] as const;
+/** `text`: the id itself; `hex`/`base64`: the bytes of a binary id (a Kafka key). */
+export type IdFormat = (typeof idFormats)[number];
+
+/** Ids per store round trip. */
+const CHUNK = 500;
+
+/** An id as the operator wrote it, and the id the store is asked about. */
+export interface GivenId {
+  readonly text: string;
+  readonly id: MessageId;
+}
+
+/**
+ * Parses ids as written in `format`. An id that the format does not allow, or that no store could hold (empty,
+ * too long), is an InvalidIdError naming the id and the flag, before any store is opened.
+ */
+export function parseIds(texts: readonly string[], format: IdFormat = 'text'): GivenId[] {
+  return texts.map((text) => {
+    let id: MessageId = text;
+    if (format === 'hex') {
+      if (!/^(?:[0-9a-fA-F]{2})+$/.test(text)) throw badId(text, 'is not hex (pairs of 0-9a-f)', format);
+      id = Buffer.from(text, 'hex');
+    } else if (format === 'base64') {
+      if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) throw badId(text, 'is not base64', format);
+      id = Buffer.from(text, 'base64');
+    }
+    try {
+      toKey(id);
+    } catch (error) {
+      throw badId(text, error instanceof Error ? error.message : String(error), format);
+    }
+    return { text, id };
+  });
+}
+
+function badId(text: string, reason: string, format: IdFormat): InvalidIdError {
+  const flag = format === 'text' ? '' : ` (--id-format ${format})`;
+  return new InvalidIdError(`id ${JSON.stringify(text)}: ${reason}${flag}`);
+}
+
+/**
+ * The ids of an `--ids` file, one a line ("-" reads stdin): a line is the id as it is (spaces kept), blank
+ * lines and a final CR are dropped. An unreadable file is a ConfigError naming `--ids`.
+ */
+export function readIdsFile(path: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(path === STDIN ? 0 : path, 'utf8');
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new ConfigError('ids', `cannot read ${path} (${reason})`, { label: '--ids' });
+  }
+  return text
+    .split('\n')
+    .map((line) => (line.endsWith('\r') ? line.slice(0, -1) : line))
+    .filter((line) => line !== '');
+}
+
+/** What `idem inspect` says of one id. */
+export type RecordStatus = 'absent' | 'in-flight' | 'confirmed' | 'failed-kept';
+
+/** One id's record as `idem inspect` reports it. Times are epoch ms; the result only when asked for. */
+export interface RecordReport {
+  readonly id: string;
+  readonly state: RecordStatus;
+  readonly owner?: string;
+  readonly leaseExpiresAt?: number;
+  readonly expiresAt?: number;
+  readonly eventTime?: number;
+  readonly fingerprint?: string;
+  readonly resultKept: boolean;
+  /** What the kept result is (a value, a failure, encrypted), when one is kept. */
+  readonly resultKind?: ReturnType<typeof storedOutcomeKind>;
+  readonly resultBytes?: number;
+  /** The kept result as stored (its content can be personal data): only with `showResult`. */
+  readonly result?: string;
+}
+
+/** The live record of each id, in the order given; `getMany` in chunks, so a long list is a few round trips. */
+async function readRecords(
+  repository: IdempotentRepository,
+  ids: readonly GivenId[],
+): Promise<(IdempotencyRecord | undefined)[]> {
+  const records: (IdempotencyRecord | undefined)[] = [];
+  for (let i = 0; i < ids.length; i += CHUNK) {
+    records.push(...(await repository.getMany(ids.slice(i, i + CHUNK).map((g) => g.id))));
+  }
+  return records;
+}
+
+/**
+ * What the store holds for each id. An id whose record expired (or whose claim's lease lapsed) is `absent`: the
+ * next copy of it would be processed. No store keeps when an id was first seen, so that is not reported.
+ */
+export async function inspectRecords(
+  repository: IdempotentRepository,
+  ids: readonly GivenId[],
+  options: { readonly showResult?: boolean } = {},
+): Promise<RecordReport[]> {
+  const records = await readRecords(repository, ids);
+  return ids.map((given, i) => report(given.text, records[i], options.showResult === true));
+}
+
+function report(id: string, record: IdempotencyRecord | undefined, showResult: boolean): RecordReport {
+  if (record === undefined) return { id, state: 'absent', resultKept: false };
+  const kind = record.result === undefined ? undefined : storedOutcomeKind(record.result);
+  const out: { -readonly [K in keyof RecordReport]: RecordReport[K] } = {
+    id,
+    state: record.state === 'in-flight' ? 'in-flight' : kind === 'failure' ? 'failed-kept' : 'confirmed',
+    resultKept: record.result !== undefined,
+  };
+  if (record.owner !== undefined && record.state === 'in-flight') out.owner = record.owner;
+  if (record.leaseExpiresAt !== undefined && record.state === 'in-flight') {
+    out.leaseExpiresAt = record.leaseExpiresAt;
+  }
+  out.expiresAt = record.expiresAt;
+  if (record.eventTime !== undefined) out.eventTime = record.eventTime;
+  if (record.fingerprint !== undefined) out.fingerprint = record.fingerprint;
+  if (record.result !== undefined) {
+    out.resultKind = kind;
+    out.resultBytes = Buffer.byteLength(record.result, 'utf8');
+    if (showResult) out.result = record.result;
+  }
+  return out;
+}
+
+/** How `idem forget` ended for one id. */
+export type ForgetOutcome =
+  /** The record was removed: the next copy of the id is processed. */
+  | 'removed'
+  /** Nothing held the id (never seen, expired, a lapsed claim). */
+  | 'absent'
+  /** An in-flight claim, left alone without `force`: its handler may still be running. */
+  | 'in-flight'
+  /** The record changed between the read and the remove (its claim was confirmed or taken over): kept. */
+  | 'changed';
+
+/** One id's outcome of {@link forgetRecords}, with the state it was read in. */
+export interface ForgetReport {
+  readonly id: string;
+  readonly outcome: ForgetOutcome;
+  readonly was?: RecordStatus;
+}
+
+/**
+ * Removes each id's record so that its next copy is processed again. An in-flight claim is removed only with
+ * `force`, and then only under the owner that was read (`remove(id, owner)`, the store's compare-and-delete): a
+ * claim confirmed or taken over since the read is kept and reported `changed`. A confirmed record is removed
+ * with `remove(id)`; the interface has no compare-and-delete for it, but a live confirmed record cannot be
+ * replaced, so only one that expired in the instant between read and remove and was claimed again in that
+ * instant would lose that new claim (docs/operations.md).
+ */
+export async function forgetRecords(
+  repository: IdempotentRepository,
+  ids: readonly GivenId[],
+  options: { readonly force?: boolean } = {},
+): Promise<ForgetReport[]> {
+  const records = await readRecords(repository, ids);
+  const reports: ForgetReport[] = [];
+  const done = new Set<string>();
+  for (let i = 0; i < ids.length; i++) {
+    const given = ids[i] as GivenId;
+    const record = records[i];
+    const key = toKey(given.id);
+    // An id listed twice is answered once; the second would read as absent after the first removed it.
+    if (done.has(key)) continue;
+    done.add(key);
+    if (record === undefined) {
+      reports.push({ id: given.text, outcome: 'absent' });
+      continue;
+    }
+    const was = report(given.text, record, false).state;
+    if (record.state === 'in-flight') {
+      if (!options.force || record.owner === undefined) {
+        reports.push({ id: given.text, outcome: 'in-flight', was });
+        continue;
+      }
+      const removed = await repository.remove(given.id, record.owner);
+      reports.push({ id: given.text, outcome: removed ? 'removed' : 'changed', was });
+      continue;
+    }
+    const removed = await repository.remove(given.id);
+    reports.push({ id: given.text, outcome: removed ? 'removed' : 'absent', was });
+  }
+  return reports;
+}
+
+/** What `idem stats` counts: the live records by state, the dead ones not yet forgotten, and the expiry range. */
+export interface StoreStats {
+  /** Live records (ids whose next copy would be a duplicate or wait for a claim). */
+  readonly held: number;
+  readonly byState: Record<Exclude<RecordStatus, 'absent'>, number>;
+  /** Records past their expiry (or lapsed claims) that the store has not removed yet: they count for nothing. */
+  readonly expired: number;
+  /** Earliest and latest `expiresAt` of the live records (epoch ms). */
+  readonly oldestExpiry?: number;
+  readonly newestExpiry?: number;
+}
+
+/**
+ * Counts what the store holds through its optional `scan`; a store without one is a ConfigError naming `--store`
+ * (`idem inspect` still answers for given ids). Judged at `now`, like every read.
+ */
+export async function storeStats(repository: IdempotentRepository, now = Date.now()): Promise<StoreStats> {
+  if (repository.scan === undefined) {
+    throw new ConfigError(
+      'store',
+      'this store cannot list its ids (its repository has no scan); idem inspect looks up given ids',
+      { label: '--store' },
+    );
+  }
+  const byState = { 'in-flight': 0, confirmed: 0, 'failed-kept': 0 };
+  let held = 0;
+  let expired = 0;
+  let oldest = Number.POSITIVE_INFINITY;
+  let newest = Number.NEGATIVE_INFINITY;
+  await repository.scan((page) => {
+    for (const record of page) {
+      if (!isLive(record, now)) {
+        expired++;
+        continue;
+      }
+      held++;
+      byState[report(record.id, record, false).state as keyof typeof byState]++;
+      if (record.expiresAt < oldest) oldest = record.expiresAt;
+      if (record.expiresAt > newest) newest = record.expiresAt;
+    }
+  });
+  return held === 0
+    ? { held, byState, expired }
+    : { held, byState, expired, oldestExpiry: oldest, newestExpiry: newest };
+}
+
+/** Flags of `idem inspect`, `idem forget` and `idem stats`. */
+export interface RecordsFlags {
+  readonly store?: string;
+  readonly config?: string;
+  readonly ids?: string;
+  readonly idFormat?: IdFormat;
+  readonly json?: boolean;
+  readonly showResult?: boolean;
+  readonly force?: boolean;
+}
+
+/** Where the commands write: reports to `out`, what went wrong and summaries to `err`. */
+export interface RecordsStreams {
+  readonly out: { write(text: string): unknown };
+  readonly err: { write(text: string): unknown };
+}
+
+/**
+ * Opens the store `--store` or the config names. Unlike `idem dedup`, nothing is assumed: with no `--store`,
+ * no config file and no `IDEM__REPOSITORY__*` variable, it is a usage error naming `--store`, so an operator
+ * never inspects (or forgets in) an empty default directory by mistake; a RocksDB directory must exist.
+ */
+export async function openNamedStore(
+  flags: Pick<RecordsFlags, 'store' | 'config'>,
+  onWarning: (message: string) => void,
+): Promise<{ repository: IdempotentRepository; where: string }> {
+  const config = await loadConfig(cliConfigSchema, flags.config === undefined ? {} : { path: flags.config });
+  const info = configSource(config);
+  const fromEnv = info?.env.some((entry) => entry.path[0] === 'repository') === true;
+  if (flags.store === undefined && info?.file === undefined && !fromEnv) {
+    throw new ConfigError(
+      'store',
+      'is required: the store to read, a RocksDB directory or a URL (or --config <file> naming it)',
+      { label: '--store' },
+    );
+  }
+  if (flags.store === dedupDefaults.memoryStore) {
+    throw new ConfigError('store', '"memory" holds nothing outside the run that filled it', {
+      label: '--store',
+    });
+  }
+  chooseStore(config, flags.store);
+  const section = config.repository as Record<string, unknown>;
+  if (section.type === 'rocksdb' && !existsSync(String(section.path))) {
+    throw new ConfigError('store', `no RocksDB store at ${String(section.path)}`, {
+      label: flags.store === undefined ? 'repository.path' : '--store',
+    });
+  }
+  return { repository: await openRepository(config, { onWarning }), where: describeStore(config) };
+}
+
+/** `idem inspect`, `idem forget` and `idem stats`: resolves to the exit code (docs/operations.md). */
+export async function runRecords(
+  command: 'inspect' | 'forget' | 'stats',
+  args: readonly string[],
+  flags: RecordsFlags,
+  streams: RecordsStreams,
+): Promise<number> {
+  const name = `idem ${command}`;
+  const fail = (error: unknown) => {
+    streams.err.write(`${commandLine(name, error instanceof Error ? error.message : String(error))}\n`);
+    return error instanceof ConfigError || error instanceof InvalidIdError
+      ? ExitCode.usage
+      : ExitCode.failure;
+  };
+  let ids: GivenId[];
+  try {
+    ids = command === 'stats' ? [] : givenIds(args, flags);
+  } catch (error) {
+    return fail(error);
+  }
+  let opened: { repository: IdempotentRepository; where: string };
+  try {
+    opened = await openNamedStore(flags, (warning) => streams.err.write(`${commandLine(name, warning)}\n`));
+  } catch (error) {
+    return fail(error);
+  }
+  let code: number = ExitCode.ok;
+  try {
+    if (command === 'stats') {
+      const stats = await storeStats(opened.repository);
+      streams.out.write(flags.json ? `${JSON.stringify(jsonStats(stats))}\n` : humanStats(stats));
+      streams.err.write(`${name}: ${opened.where}\n`);
+    } else if (command === 'inspect') {
+      const reports = await inspectRecords(opened.repository, ids, { showResult: flags.showResult === true });
+      for (const r of reports)
+        streams.out.write(`${flags.json ? JSON.stringify(jsonReport(r)) : humanReport(r)}\n`);
+      streams.err.write(`${name}: ${countsLine(reports.map((r) => r.state))}; ${opened.where}\n`);
+    } else {
+      const reports = await forgetRecords(opened.repository, ids, { force: flags.force === true });
+      for (const r of reports) streams.out.write(`${flags.json ? JSON.stringify(r) : humanForget(r)}\n`);
+      const kept = reports.filter((r) => r.outcome === 'in-flight' || r.outcome === 'changed').length;
+      streams.err.write(
+        `${name}: ${countsLine(reports.map((r) => r.outcome))}` +
+          `${kept > 0 ? ` (in-flight ids are kept unless --force)` : ''}; ${opened.where}\n`,
+      );
+      // Some ids are still held: a script must not take the forget as done.
+      if (kept > 0) code = ExitCode.invalidInput;
+    }
+  } catch (error) {
+    code = fail(error);
+  } finally {
+    try {
+      await opened.repository.close();
+    } catch (error) {
+      streams.err.write(`${commandLine(name, `closing the store: ${String(error)}`)}\n`);
+      code = ExitCode.failure;
+    }
+  }
+  return code;
+}
+
+/** The ids of the arguments and `--ids`, parsed; none at all is a usage error naming `--ids`. */
+function givenIds(args: readonly string[], flags: RecordsFlags): GivenId[] {
+  const texts = [...args, ...(flags.ids === undefined ? [] : readIdsFile(flags.ids))];
+  if (texts.length === 0) {
+    throw new ConfigError('ids', 'no ids: give them as arguments or one a line in --ids <file>', {
+      label: '--ids',
+    });
+  }
+  return parseIds(texts, flags.idFormat);
+}
+
+/** `3 confirmed, 1 absent`, in the order first met. */
+function countsLine(values: readonly string[]): string {
+  const counts = new Map<string, number>();
+  for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+  return [...counts].map(([v, n]) => `${n} ${v}`).join(', ');
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** An id as printed in human output: as it is, or JSON-quoted when it has spaces or control characters. */
+function shownId(id: string): string {
+  return /^[^\s"\\\p{Cc}]+$/u.test(id) ? id : JSON.stringify(id);
+}
+
+function jsonStats(stats: StoreStats): Record<string, unknown> {
+  const { oldestExpiry, newestExpiry, ...counts } = stats;
+  return {
+    ...counts,
+    ...(oldestExpiry === undefined ? {} : { oldestExpiry: iso(oldestExpiry) }),
+    ...(newestExpiry === undefined ? {} : { newestExpiry: iso(newestExpiry) }),
+  };
+}
+
+function humanStats(stats: StoreStats): string {
+  const lines = [`ids held: ${stats.held}`];
+  for (const [state, n] of Object.entries(stats.byState)) lines.push(`  ${state.padEnd(12)} ${n}`);
+  lines.push(`expired, not yet removed: ${stats.expired}`);
+  if (stats.oldestExpiry !== undefined) lines.push(`oldest expiry: ${iso(stats.oldestExpiry)}`);
+  if (stats.newestExpiry !== undefined) lines.push(`newest expiry: ${iso(stats.newestExpiry)}`);
+  return `${lines.join('\n')}\n`;
+}
+
+/** The NDJSON form of a report: times as ISO 8601 text. */
+function jsonReport(r: RecordReport): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...r };
+  for (const key of ['leaseExpiresAt', 'expiresAt', 'eventTime'] as const) {
+    const value = r[key];
+    if (value !== undefined) out[key] = iso(value);
+  }
+  return out;
+}
+
+function humanReport(r: RecordReport): string {
+  const parts: string[] = [r.state];
+  if (r.owner !== undefined) parts.push(`owner ${r.owner}`);
+  if (r.leaseExpiresAt !== undefined) parts.push(`lease until ${iso(r.leaseExpiresAt)}`);
+  if (r.expiresAt !== undefined) parts.push(`expires ${iso(r.expiresAt)}`);
+  if (r.eventTime !== undefined) parts.push(`event time ${iso(r.eventTime)}`);
+  if (r.fingerprint !== undefined) parts.push(`fingerprint ${r.fingerprint}`);
+  if (r.resultKept) parts.push(`result kept (${r.resultKind}, ${r.resultBytes} bytes)`);
+  else if (r.state !== 'absent') parts.push('no result kept');
+  if (r.result !== undefined) parts.push(`result ${JSON.stringify(r.result)}`);
+  return `${shownId(r.id)}  ${parts.join('; ')}`;
+}
+
+function humanForget(r: ForgetReport): string {
+  const id = shownId(r.id);
+  switch (r.outcome) {
+    case 'removed':
+      return `${id}  removed (was ${r.was})`;
+    case 'absent':
+      return `${id}  absent (nothing to remove)`;
+    case 'in-flight':
+      return `${id}  kept: in-flight, its handler may still run (--force removes the claim)`;
+    case 'changed':
+      return `${id}  kept: its claim was confirmed or taken over since it was read`;
+  }
+}

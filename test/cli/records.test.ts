@@ -292,10 +292,30 @@ describe('idem inspect / idem forget through the binary (RocksDB)', {
     assert.equal(dedup.stdout, '{"id":"a"}\n');
   });
 
-  it('stats on RocksDB says the store cannot list its ids (exit 2), naming --store', async () => {
-    const result = await runCli(['stats', '--store', store]);
-    assert.equal(result.code, 2, result.stderr);
-    assert.match(result.stderr, /^idem stats: --store: this store cannot list its ids/);
+  it('stats counts a RocksDB store by state, leaving removed ids out (exit 0), and --json', async () => {
+    // A store of its own: the tests above change theirs. Every state, a removed id, and a binary id.
+    const path = join(dir, 'stats-store');
+    const repository = await RocksdbRepository.open({ path });
+    await fill(repository);
+    await repository.add('gone', { ttlMs: DAY });
+    assert.equal(await repository.remove('gone'), true);
+    await repository.close();
+
+    const text = await runCli(['stats', '--store', path]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(
+      text.stdout,
+      /^ids held: 5\n {2}in-flight {4}1\n {2}confirmed {4}3\n {2}failed-kept {2}1\nexpired, not yet removed: 0\n/,
+    );
+    assert.match(text.stdout, /^oldest expiry: \d{4}-.*Z\nnewest expiry: \d{4}-.*Z\n$/m);
+    assert.match(text.stderr, /^idem stats: store .*stats-store \(RocksDB\)/m);
+
+    const json = await runCli(['stats', '--store', path, '--json']);
+    assert.equal(json.code, 0, json.stderr);
+    const parsed = JSON.parse(json.stdout);
+    assert.equal(parsed.held, 5);
+    assert.deepEqual(parsed.byState, { 'in-flight': 1, confirmed: 3, 'failed-kept': 1 });
+    assert.equal(parsed.expired, 0);
   });
 
   it('bad input is a usage error (exit 2) naming the flag', async () => {

@@ -6,7 +6,7 @@ import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { ConfigError, RepositoryError } from '../../src/errors.js';
+import { ConfigError, RepositoryClosedError, RepositoryError } from '../../src/errors.js';
 import { RocksdbRepository, type RocksdbRepositoryOptions } from '../../src/repositories/rocksdb/index.js';
 import { closeAfter, skipUnlessEnabled } from '../helpers/stores.js';
 
@@ -501,6 +501,98 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
       true,
       false,
     ]);
+  });
+
+  it('scan reports each stored id once, as get does: from blobs, moved copies and the write buffer, by pages', async (t) => {
+    const path = freshPath();
+    let now = Date.UTC(2030, 0, 1);
+    const clock = () => now;
+    const many = ids('many', 2_500);
+    const claimed = ids('claim', 40);
+    const first = await RocksdbRepository.open({ path, bucketMs: 10_000, clock });
+    for (let i = 0; i < many.length; i += 500) {
+      await first.addMany(
+        many.slice(i, i + 500).map((id) => ({ id })),
+        { ttlMs: HOUR },
+      );
+    }
+    await first.addMany(
+      claimed.map((id) => ({ id })),
+      { ttlMs: 20_000, leaseMs: 20_000, owner: 'w' },
+    );
+    await first.close();
+
+    // With the WAL off every change below stays buffered (for up to 1 s): confirmed claims move to the hour
+    // bucket, removals hide stored ids, and new claims exist nowhere on disk yet.
+    const second = await RocksdbRepository.open({ path, bucketMs: 10_000, clock, wal: false });
+    const moved = claimed.slice(0, 20);
+    assert.ok(
+      (
+        await second.confirmMany(
+          moved.map((id) => ({ id, owner: 'w' })),
+          { ttlMs: HOUR },
+        )
+      ).every(Boolean),
+    );
+    const removed = many.slice(100, 110);
+    for (const id of removed) assert.ok(await second.remove(id));
+    await second.add('short-lived', { ttlMs: HOUR });
+    assert.ok(await second.remove('short-lived'));
+    const fresh = ids('fresh', 30);
+    await second.addMany(
+      fresh.map((id) => ({ id })),
+      { ttlMs: 20_000, leaseMs: 20_000, owner: 'v' },
+    );
+
+    const expectScan = async (repo: RocksdbRepository, expected: string[]) => {
+      assert.ok(repo.scan, 'the rocksdb store lists its ids');
+      const counts = new Map<string, number>();
+      const seen = new Map<string, unknown>();
+      const pages: number[] = [];
+      await repo.scan((page) => {
+        pages.push(page.length);
+        for (const record of page) {
+          counts.set(record.id as string, (counts.get(record.id as string) ?? 0) + 1);
+          seen.set(record.id as string, record);
+        }
+      });
+      const twice = [...counts].filter(([, n]) => n > 1).map(([id]) => id);
+      assert.deepEqual(twice, [], 'no id reported twice');
+      assert.deepEqual([...counts.keys()].sort(), [...expected].sort());
+      assert.ok(pages.length >= 3 && pages.every((n) => n > 0 && n <= 1_000 + 32), `pages ${pages}`);
+      const stored = await repo.getMany(expected);
+      for (let i = 0; i < expected.length; i++) {
+        assert.deepEqual(seen.get(expected[i] as string), stored[i], `${expected[i]} as get answers it`);
+      }
+    };
+    const live = [...many.filter((id) => !removed.includes(id)), ...claimed, ...fresh];
+    await expectScan(second, live);
+    await second.close();
+
+    // Written out: each moved claim now has a copy hidden by a tombstone in the claims' bucket.
+    const third = closeAfter(t, await RocksdbRepository.open({ path, bucketMs: 10_000, clock }));
+    await expectScan(third, live);
+    now += 30_001; // the claims' bucket is dropped; the confirmed ones live on in the hour bucket
+    await expectScan(third, [...many.filter((id) => !removed.includes(id)), ...moved]);
+  });
+
+  it('a close during a scan ends it at the next page, and the close does not wait for the scan', async () => {
+    const repo = await RocksdbRepository.open({ path: freshPath() });
+    await repo.addMany(
+      ids('page', 3_000).map((id) => ({ id })),
+      { ttlMs: HOUR },
+    );
+    let closing: Promise<void> | undefined;
+    let pages = 0;
+    await assert.rejects(
+      repo.scan(() => {
+        pages++;
+        closing ??= repo.close();
+      }),
+      RepositoryClosedError,
+    );
+    assert.equal(pages, 1);
+    await closing;
   });
 
   it('stays exact when the key index is full or off', async (t) => {

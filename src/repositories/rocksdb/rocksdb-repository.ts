@@ -19,7 +19,7 @@ import type {
   RepositoryCapabilities,
 } from '../types.js';
 import { errorMessage, loadRocksdbBinding } from './binding.js';
-import { blobKey, findInBlob } from './blob.js';
+import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
 import { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 import { hashKey } from './key-index.js';
@@ -454,6 +454,96 @@ export class RocksdbRepository extends BaseRepository {
     });
   }
 
+  /**
+   * Every record a `get` finds, live or not (see `IdempotentRepository.scan`): the buffered changes, then each
+   * bucket's keys in key order. A key is reported only from the copy its lookup picks (the buffer, or one blob or
+   * own key of one bucket), so a record rewritten in a later blob or moved to another bucket is reported once, and
+   * a removed one not at all. Each page is one operation with its own short-lived iterator: writes go on between
+   * pages, and a close or clear never waits for the scan (the next page then fails, or finds the bucket gone).
+   */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    const page = <T>(read: (wall: number) => Promise<T>) =>
+      this.run('scan', () =>
+        this.#serial((wall) => {
+          this.assertOpen();
+          return read(wall);
+        }),
+      );
+    // At most FLUSH_MAX_PENDING keys; a change flushed meanwhile is found on disk below (reported twice at worst).
+    const buffered = await page(async () => this.#buffer.keys());
+    for (let i = 0; i < buffered.length; i += SCAN_PAGE) {
+      const keys = buffered.slice(i, i + SCAN_PAGE);
+      const records = await page((wall) =>
+        this.#pick(
+          keys.map((key) => ({ key, blob: -1 })),
+          wall,
+        ),
+      );
+      if (records.length > 0) await onPage(records);
+    }
+    for (const bucket of await page(async () => this.#buckets.sorted())) {
+      let from: Buffer | undefined = Buffer.alloc(0);
+      while (from !== undefined) {
+        const start: Buffer = from;
+        const read = await page((wall) => this.#scanBucket(bucket, start, wall));
+        if (read.records.length > 0) await onPage(read.records);
+        from = read.next;
+      }
+    }
+  }
+
+  /**
+   * One page of a bucket's scan: the records of about SCAN_PAGE ids stored in it from key `from` on, and the key
+   * to go on from (undefined at the end, or when the bucket was dropped).
+   */
+  async #scanBucket(
+    bucket: Bucket,
+    from: Buffer,
+    now: number,
+  ): Promise<{ records: IdempotencyRecord[]; next: Buffer | undefined }> {
+    if (bucket.dropped) return { records: [], next: undefined };
+    const found: ScanCandidate[] = [];
+    let next: Buffer | undefined;
+    rows: for await (const entries of bucket.db.entries({ gte: from }, SCAN_ROWS)) {
+      for (const [key, value] of entries) {
+        const blob = blobNumber(key);
+        if (blob > 0) {
+          for (const entry of blobEntries(value as Buffer)) {
+            if (entry.value !== undefined) found.push({ key: entry.key, bucket, blob });
+          }
+        } else if (value !== undefined && value.length > 0) {
+          // An empty value is a tombstone.
+          found.push({ key: key.toString('utf8'), bucket, blob: 0 });
+        }
+        if (found.length >= SCAN_PAGE) {
+          // The key right after this one: keys sort bytewise, so a zero byte appended is its successor.
+          next = Buffer.concat([key, ZERO_BYTE]);
+          break rows;
+        }
+      }
+    }
+    return { records: await this.#pick(found, now), next };
+  }
+
+  /**
+   * The record of each candidate whose copy is the one a lookup of its key picks (blob -1: the buffered change),
+   * each key once.
+   */
+  async #pick(candidates: readonly ScanCandidate[], now: number): Promise<IdempotencyRecord[]> {
+    const keys = [...new Set(candidates.map((c) => c.key))];
+    const found = await this.#locate(keys, new Uint32Array(keys.length), now);
+    const best = new Map(keys.map((key, i) => [key, found[i]?.[0]]));
+    const records: IdempotencyRecord[] = [];
+    for (const { key, bucket, blob } of candidates) {
+      const copy = best.get(key);
+      if (copy === undefined || copy.blob !== blob || (blob >= 0 && copy.bucket !== bucket)) continue;
+      records.push(copy.record);
+      best.delete(key);
+    }
+    return records;
+  }
+
   protected doClear(): Promise<void> {
     return this.#serial(async () => {
       this.#buffer.discard();
@@ -572,6 +662,19 @@ const SNAPSHOT_CHECK_MS = 5_000;
 const SNAPSHOT_SPACING = 20;
 /** After a failed periodic save, the next try waits this long. */
 const SNAPSHOT_RETRY_MS = 60_000;
+
+/** Ids per `scan` page, as the other stores page. */
+const SCAN_PAGE = 1000;
+/** Rows per iterator read of a scan: a row is one record or a blob of up to BLOB_ENTRIES. */
+const SCAN_ROWS = 128;
+const ZERO_BYTE = Buffer.from([0]);
+
+/** Where a scan found a copy of a key: a blob (> 0) or the key itself (0) of a bucket, or the buffer (-1). */
+interface ScanCandidate {
+  readonly key: string;
+  readonly bucket?: Bucket;
+  readonly blob: number;
+}
 
 function rank(record: IdempotencyRecord, now: number): number {
   return (isLive(record, now) ? 2 : 0) + (record.state === 'confirmed' ? 1 : 0);

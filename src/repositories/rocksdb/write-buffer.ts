@@ -73,6 +73,13 @@ export class WriteBuffer {
     return this.#pending.size > 0 ? this.#pending.get(key) : undefined;
   }
 
+  /** The keys whose buffered change is a record (not a deletion), for a scan. */
+  keys(): string[] {
+    const keys: string[] = [];
+    for (const [key, change] of this.#pending) if (change.record !== undefined) keys.push(key);
+    return keys;
+  }
+
   /** The claim this instance wrote for the key and has not changed since: then the only copy. */
   claim(key: string): Located | undefined {
     const claim = this.#claims.size > 0 ? this.#claims.get(key) : undefined;

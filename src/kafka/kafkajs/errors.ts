@@ -58,6 +58,8 @@ export function isBrokerUnreachable(error: unknown): boolean {
   for (const e of causes(error)) {
     if (!(e instanceof Error)) return false;
     if (e.name === 'KafkaJSGroupCoordinatorNotFound' || e.name === 'KafkaJSConnectionError') return true;
+    // A request whose connection closed under it (the broker stopping): as unreachable as a refused connect.
+    if (e.name === 'KafkaJSConnectionClosedError') return true;
     if (e.name === 'KafkaJSBrokerNotFound') return true;
   }
   return false;

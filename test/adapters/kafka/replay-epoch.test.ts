@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it, type TestContext } from 'node:test';
-import type { Admin, Message } from 'kafkajs';
+import type { Message } from 'kafkajs';
 import { type KafkaRecord, kafkaRecordId, runIdempotentConsumer } from '../../../src/adapters/kafka/index.js';
 import { IdempotentConsumer } from '../../../src/consumer/index.js';
 import { RedisRepository } from '../../../src/repositories/redis/index.js';
@@ -10,8 +10,8 @@ import {
   onCleanup,
   onTestClient,
   produce,
+  resetGroupToStart,
   testProducer,
-  waitFor,
   waitForCommitted,
 } from '../../helpers/kafka.js';
 import { endpoints, skipUnlessEnabled } from '../../helpers/stores.js';
@@ -34,18 +34,6 @@ function input(): Message[] {
     }
   }
   return [...messages, ...late];
-}
-
-/** Moves the group back to the start of the topic; the broker refuses while a member is still leaving. */
-async function resetToStart(admin: Admin, groupId: string, topic: string): Promise<void> {
-  await waitFor(
-    () =>
-      admin
-        .resetOffsets({ groupId, topic, earliest: true })
-        .then(() => true)
-        .catch(() => false),
-    { timeoutMs: 60_000, intervalMs: 250, what: `group ${groupId} to be empty, so its offsets can be reset` },
-  );
 }
 
 describe('replayEpoch on the Kafka adapter', {
@@ -99,17 +87,17 @@ describe('replayEpoch on the Kafka adapter', {
     assert.deepEqual([...first.handled].sort(), all, 'no epoch: each id once');
     assert.equal(first.duplicates, 20);
 
-    await resetToStart(admin, groupId, topic);
+    await resetGroupToStart(admin, groupId, topic);
     const again = await run();
     assert.deepEqual(again.handled, [], 'the same (no) epoch over reset offsets: nothing runs again');
     assert.equal(again.duplicates, messages.length);
 
-    await resetToStart(admin, groupId, topic);
+    await resetGroupToStart(admin, groupId, topic);
     const replay = await run('fix-1');
     assert.deepEqual([...replay.handled].sort(), all, 'a new epoch: each id exactly once more');
     assert.equal(replay.duplicates, 20, 'duplicates within the replay are still dropped');
 
-    await resetToStart(admin, groupId, topic);
+    await resetGroupToStart(admin, groupId, topic);
     const replayAgain = await run('fix-1');
     assert.deepEqual(replayAgain.handled, [], 'the replay epoch again: nothing runs');
   });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { z } from 'zod';
+import { forgetRecords, inspectRecords, parseIds } from '../../src/cli/records.js';
 import { consumerOptionsFromConfig } from '../../src/config/consumer.js';
 import { loadConfig } from '../../src/config/load.js';
 import { consumerConfigSchema } from '../../src/consumer/options.js';
@@ -187,5 +188,34 @@ describe('replayEpoch', () => {
     assert.equal(consumerOptionsFromConfig(fromFile.consumer, repository, { id: 'id' }).replayEpoch, '007');
     const unset = consumerOptionsFromConfig(consumerConfigSchema.parse({}), repository, { id: 'id' });
     assert.equal(unset.replayEpoch, undefined, 'unset: ids stored as before');
+  });
+});
+
+describe('idem inspect / forget --replay-epoch', () => {
+  it("names an epoch's ids: inspect finds them, forget removes them so they run again", async () => {
+    const repository = new MemoryRepository();
+    const c = consumer(repository, { replayEpoch: 'fix-1' });
+    const bytes = Buffer.from([0, 0xff]);
+    assert.equal((await ran(c, ['o-1', bytes])).length, 2);
+
+    const [plain] = await inspectRecords(repository, parseIds(['o-1']));
+    assert.equal(plain?.state, 'absent', 'without the epoch: not the id stored');
+    const reports = await inspectRecords(repository, [
+      ...parseIds(['o-1'], 'text', 'fix-1'),
+      ...parseIds(['00ff'], 'hex', 'fix-1'),
+      ...parseIds(['o-1'], 'text', 'fix-2'),
+    ]);
+    assert.deepEqual(
+      reports.map((r) => [r.id, r.state]),
+      [
+        ['o-1', 'confirmed'],
+        ['00ff', 'confirmed'],
+        ['o-1', 'absent'],
+      ],
+    );
+    const forgotten = await forgetRecords(repository, parseIds(['o-1'], 'text', 'fix-1'));
+    assert.deepEqual(forgotten, [{ id: 'o-1', outcome: 'removed', was: 'confirmed' }]);
+    assert.deepEqual(await ran(c, ['o-1', bytes]), ['o-1'], 'forgotten in its epoch: runs once more');
+    assert.throws(() => parseIds(['o-1'], 'text', 'a b'), /--replay-epoch/);
   });
 });

@@ -113,6 +113,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     new Option('--id-format <format>', 'how ids are written: text, or the bytes of a binary id (a Kafka key)')
       .choices(idFormats)
       .default('text');
+  const replayEpoch = "the ids of this replay epoch (the consumer's replayEpoch; docs/operations.md)";
   const inspect = program
     .command('inspect')
     .description(
@@ -123,6 +124,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
     .option('--ids <file>', idsHelp)
     .addOption(idFormat())
+    .option('--replay-epoch <epoch>', replayEpoch)
     .option('--json', 'one JSON object per id (NDJSON) instead of text')
     .option('--show-result', 'print the kept result itself (it can hold personal data)')
     .action(async (ids: string[], flags: RecordsFlags) => {
@@ -137,6 +139,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
     .option('--ids <file>', idsHelp)
     .addOption(idFormat())
+    .option('--replay-epoch <epoch>', replayEpoch)
     .option('--force', 'remove in-flight claims too (their handlers may still be running)')
     .option('--json', 'one JSON object per id (NDJSON) instead of text')
     .action(async (ids: string[], flags: RecordsFlags) => {

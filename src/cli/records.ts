@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { loadConfig } from '../config/load.js';
 import { openRepository } from '../config/repository.js';
+import { REPLAY_EPOCH, replayEpochPrefix } from '../consumer/message-id.js';
 import { storedOutcomeKind } from '../consumer/stored-outcome.js';
 import { ConfigError, InvalidIdError } from '../errors.js';
 import { configSource } from '../options/sources.js';
@@ -34,7 +35,17 @@ export interface GivenId {
  * Parses ids as written in `format`. An id that the format does not allow, or that no store could hold (empty,
  * too long), is an InvalidIdError naming the id and the flag, before any store is opened.
  */
-export function parseIds(texts: readonly string[], format: IdFormat = 'text'): GivenId[] {
+export function parseIds(
+  texts: readonly string[],
+  format: IdFormat = 'text',
+  replayEpoch?: string,
+): GivenId[] {
+  if (replayEpoch !== undefined && !REPLAY_EPOCH.test(replayEpoch)) {
+    throw new ConfigError('replayEpoch', 'must be letters, digits, ".", "_", ":" or "-" (at most 64)', {
+      label: '--replay-epoch',
+    });
+  }
+  const epoch = replayEpochPrefix(replayEpoch);
   return texts.map((text) => {
     let id: MessageId = text;
     if (format === 'hex') {
@@ -45,6 +56,8 @@ export function parseIds(texts: readonly string[], format: IdFormat = 'text'): G
       id = Buffer.from(text, 'base64');
     }
     try {
+      // In an epoch the store holds the id as the consumer wrote it: the epoch's text before the canonical key.
+      if (epoch !== undefined) id = epoch + toKey(id);
       toKey(id);
     } catch (error) {
       throw badId(text, error instanceof Error ? error.message : String(error), format);
@@ -257,6 +270,7 @@ export interface RecordsFlags {
   readonly config?: string;
   readonly ids?: string;
   readonly idFormat?: IdFormat;
+  readonly replayEpoch?: string;
   readonly json?: boolean;
   readonly showResult?: boolean;
   readonly force?: boolean;
@@ -371,7 +385,7 @@ function givenIds(args: readonly string[], flags: RecordsFlags): GivenId[] {
       label: '--ids',
     });
   }
-  return parseIds(texts, flags.idFormat);
+  return parseIds(texts, flags.idFormat, flags.replayEpoch);
 }
 
 /** `3 confirmed, 1 absent`, in the order first met. */

@@ -54,6 +54,7 @@ export function consumerOptionsFromConfig<M>(
     failureMessage: consumer.failureMessage,
     lockTimeoutMs: consumer.lockTimeout,
     ...(consumer.transaction === undefined ? {} : { transaction: consumer.transaction }),
+    ...(consumer.replayEpoch === undefined ? {} : { replayEpoch: consumer.replayEpoch }),
     ...(consumer.encryption ? { encryption: consumer.encryption } : {}),
     ...(consumer.eventTime
       ? { eventTime: eventTimeFromConfig(consumer.eventTime) as IdempotentConsumerOptions<M>['eventTime'] }

@@ -3,7 +3,7 @@ import { toKey } from '../repositories/ids.js';
 import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import { timestampReader, toEpochMs } from './event-timestamp.js';
-import { idExtractor } from './message-id.js';
+import { idExtractor, replayEpochPrefix } from './message-id.js';
 import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
 import { purgedAt, retained, StreamTimes, within } from './stream-time.js';
 
@@ -77,11 +77,14 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   readonly #times = new StreamTimes();
   // The last queued batch per stream, so batches (and wrapped calls) of one stream run one after another.
   readonly #tails = new Map<string, Promise<unknown>>();
+  /** `replayEpoch`'s prefix of every key (undefined: none). */
+  readonly #epoch: string | undefined;
 
   constructor(options: ResolvedConsumerOptions<M>, eventTime: ResolvedEventTimeOptions<M>) {
     this.#intervalMs = eventTime.intervalMs;
     this.#extraRetentionMs = eventTime.extraRetentionMs;
     this.#forwardInvalid = eventTime.invalidTimestamp === 'forward';
+    this.#epoch = replayEpochPrefix(options.replayEpoch);
     this.#repository = options.repository;
     this.#timeOf = timestampReader(eventTime.timestamp);
   }
@@ -156,8 +159,10 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
       lastDecided: -1,
       lifted: Number.NEGATIVE_INFINITY,
     };
-    const prefix = eventTimeKey(batch.stream, '');
-    const { maxIdBytes } = this.#repository.capabilities;
+    // A replay epoch goes first: plain event-time keys start with `"`, epoch ones with NUL (see message-id.ts).
+    const prefix = (this.#epoch ?? '') + eventTimeKey(batch.stream, '');
+    // Keys go to the store as ids, and the store doubles an epoch key's leading NUL: one byte less for it.
+    const maxIdBytes = this.#repository.capabilities.maxIdBytes - (this.#epoch === undefined ? 0 : 1);
     for (let i = 0; i < n; i++) {
       const time = this.#timeOf(messages[i] as M);
       state.times[i] = time;

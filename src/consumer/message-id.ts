@@ -52,3 +52,35 @@ function normalize(value: unknown): string | undefined {
     `id must be a string, number or bytes, got ${Array.isArray(value) ? 'array' : typeof value}`,
   );
 }
+
+/**
+ * Replay epochs. Without one, an id's store key is its canonical key `k` (`toKey`). In epoch `e` it is the key
+ * of the text id `EPOCH_MARK + e + NUL + k`, i.e. `NUL NUL "epoch:" e NUL k` (toKey doubles a leading NUL). This
+ * is injective over (epoch or none, k):
+ * - one epoch: a fixed prefix before k;
+ * - two epochs: `e` holds no NUL (replayEpochSchema), so the first NUL after the mark ends it;
+ * - an epoch and none: a plain key starts with `NUL NUL "epoch:"` only as the key of a text id starting with
+ *   `NUL "epoch:"`, and the consumer refuses those ids (`reservedKey`), with or without an epoch, so switching
+ *   an epoch on or off never changes which ids are valid.
+ * Event-time keys start with the stream's JSON string (`"`), so their epoch form (a NUL first) is distinct too.
+ */
+const EPOCH_MARK = '\u0000epoch:';
+const RESERVED_KEY = `\u0000${EPOCH_MARK}`;
+
+/** Epoch names: the characters an operator types in a TOML file or an env var, and never NUL. */
+export const REPLAY_EPOCH = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** The text every id of replay epoch `epoch` starts with before canonicalization; undefined without an epoch. */
+export function replayEpochPrefix(epoch: string | number | undefined): string | undefined {
+  return epoch === undefined ? undefined : `${EPOCH_MARK}${epoch}\u0000`;
+}
+
+/** A canonical key the consumer refuses: a text id starting with NUL "epoch:" (see replay epochs above). */
+export function reservedKey(key: string): boolean {
+  return key.charCodeAt(0) === 0 && key.startsWith(RESERVED_KEY);
+}
+
+/** The refusal of such an id. */
+export function reservedKeyError(): InvalidIdError {
+  return new InvalidIdError('ids that start with NUL "epoch:" are reserved for replay epochs');
+}

@@ -5,6 +5,7 @@ import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
 import type { IdempotentRepository } from '../repositories/types.js';
 import { durationSchema } from '../util/duration.js';
 import { OutcomeCipher, type OutcomeEncryptionOptions } from './encryption.js';
+import { REPLAY_EPOCH } from './message-id.js';
 import type { TelemetryOptions } from './telemetry/api.js';
 import type {
   ConsumerWarningCode,
@@ -42,6 +43,23 @@ export const eventTimeDefaults = {
   /** KIP-655's rule: a record with a null key (or value id) is forwarded without dedup. */
   nullId: 'forward',
 } as const;
+
+/**
+ * A replay epoch in a config file: text only, so that an env var (`IDEM__CONSUMER__REPLAY_EPOCH=007`) and the
+ * file (`replayEpoch = "007"`) name the same epoch; env values that look like numbers would otherwise be read as
+ * numbers (`7`).
+ */
+export const replayEpochConfigSchema = z
+  .string({ error: 'must be a text such as "2" or "2026-12-06-fix"' })
+  .regex(REPLAY_EPOCH, {
+    error: 'must be letters, digits, ".", "_", ":" or "-" (at most 64)',
+  });
+
+/** A replay epoch in code: such a text, or a whole number >= 0 (`3` and `"3"` are the same epoch). */
+const replayEpochSchema = z.union(
+  [replayEpochConfigSchema, z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)],
+  { error: 'must be letters, digits, ".", "_", ":" or "-" (at most 64), or a whole number >= 0' },
+);
 
 /** A duration that may be zero (an interval of 0 still makes equal timestamps duplicates). */
 const intervalMs = durationSchema({ allowZero: true, integer: true });
@@ -99,6 +117,7 @@ export const consumerConfigSchema = z
       })
       .optional(),
     lockTimeout: durationSchema({ integer: true, max: 3_600_000 }).default(consumerDefaults.lockTimeoutMs),
+    replayEpoch: replayEpochConfigSchema.optional(),
   })
   .strict();
 
@@ -303,6 +322,14 @@ export interface IdempotentConsumerOptions<M> {
    * message is answered in-progress, in ms (the database's lock timeout). Default 5 s.
    */
   readonly lockTimeoutMs?: number;
+  /**
+   * Deliberate replays (docs/operations.md): ids are kept per epoch, so after offsets are reset on purpose a new
+   * epoch handles each re-read id once more, duplicates within the replay still dropped, while the old epoch's
+   * ids expire by their TTL. Unset (default): ids are stored as they always were. Every stored id of an epoch is
+   * longer by up to the epoch's length + 10 bytes. Ids reported (results, `onDuplicate`, `onOutcome`) stay yours;
+   * a stored record's own `id` (`existing.id`) carries the epoch.
+   */
+  readonly replayEpoch?: string | number;
 }
 
 /** Options with every default applied. */
@@ -318,11 +345,19 @@ export type ResolvedConsumerOptions<M> = Required<
     | 'onWarning'
     | 'telemetry'
     | 'onOutcome'
+    | 'replayEpoch'
   >
 > &
   Pick<
     IdempotentConsumerOptions<M>,
-    'onDuplicate' | 'storeResult' | 'fingerprint' | 'encryption' | 'onWarning' | 'telemetry' | 'onOutcome'
+    | 'onDuplicate'
+    | 'storeResult'
+    | 'fingerprint'
+    | 'encryption'
+    | 'onWarning'
+    | 'telemetry'
+    | 'onOutcome'
+    | 'replayEpoch'
   > & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
     /** Resolved: false unless the repository is transactional and the option did not turn it off. */
@@ -479,6 +514,7 @@ const consumerOptionsSchema = z
       .positive({ error: 'must be greater than 0' })
       .max(3_600_000, { error: 'must be at most 3600000 ms (1 hour)' })
       .optional(),
+    replayEpoch: replayEpochSchema.optional(),
   })
   .strict()
   .superRefine((options, ctx) => {

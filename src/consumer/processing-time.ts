@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ClaimLostError, InvalidIdError } from '../errors.js';
-import { idOfKey } from '../repositories/ids.js';
+import { idOfKey, MAX_ID_BYTES, toKey } from '../repositories/ids.js';
 import { markIds } from '../repositories/mark.js';
 import { type SingleKeyVerbs, singleKeyVerbs } from '../repositories/single-key.js';
 import type {
@@ -14,6 +14,7 @@ import type {
 } from '../repositories/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import type { HeldClaims } from './lease-renewal.js';
+import { replayEpochPrefix, reservedKey, reservedKeyError } from './message-id.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { ConsumerStats } from './stats.js';
 import type { ProcessResult } from './types.js';
@@ -61,6 +62,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   /** A lazy mark's options, the same for every mark; and a confirm's when it keeps no outcome. */
   readonly #markOptions: AddOptions;
   readonly #confirmOptions: ConfirmOptions;
+  /** `replayEpoch`'s prefix of every store id (undefined: ids stored as read). */
+  readonly #epoch: string | undefined;
+  readonly #maxIdBytes: number;
   // Owner tokens: one random prefix per consumer and a counter, unique without a syscall per claim.
   readonly #ownerPrefix = `${randomBytes(6).toString('base64url')}.`;
   #ownerSeq = 0;
@@ -72,6 +76,8 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#eager = options.mode === 'eager';
     this.#markOptions = { ttlMs: options.ttlMs };
     this.#confirmOptions = { ttlMs: options.ttlMs };
+    this.#epoch = replayEpochPrefix(options.replayEpoch);
+    this.#maxIdBytes = options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
 
   /**
@@ -88,7 +94,16 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       if (id === undefined || results[i] !== undefined) continue;
       // An empty id is a value, not a missing id (only null/undefined are), and no store can hold it.
       if (id === '') results[i] = { outcome: 'failed', id, error: new InvalidIdError(EMPTY_ID) };
-      else keys[i] = id;
+      else if (reservedKey(id)) results[i] = { outcome: 'failed', id, error: reservedKeyError() };
+      else if (this.#epoch === undefined) keys[i] = id;
+      else {
+        // The epoch makes the id longer: one too long for the store fails alone, not the batch's store call.
+        try {
+          keys[i] = toKey(this.#epoch + id, this.#maxIdBytes);
+        } catch (error) {
+          results[i] = { outcome: 'failed', id, error };
+        }
+      }
     }
     const one = ids.length === 1;
     if (spare !== undefined && one && spare.found.length === 1) {

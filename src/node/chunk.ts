@@ -155,6 +155,10 @@ export class ChunkProcessor {
             : deps.logger.warn({ code }, message),
         // The node's effect is its output topic, not a row in the store's database: no SQL transaction.
         transaction: false,
+        // `dedup.replayEpoch`: the marks (and so the changelog) carry the epoch's ids.
+        ...(deps.config.dedup.replayEpoch === undefined
+          ? {}
+          : { replayEpoch: deps.config.dedup.replayEpoch }),
         ...(this.#audit === undefined ? {} : { onDuplicate: this.#audit.hook }),
       },
     });

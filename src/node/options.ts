@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { configSections } from '../config/sections.js';
+import { replayEpochConfigSchema } from '../consumer/options.js';
 import { kafkaConnectionDefaults, kafkaConnectionSchema } from '../kafka/connection.js';
 import { type IdSource, idSourceSchema } from '../kafka/index.js';
 import { MAX_TTL_MS } from '../repositories/ttl.js';
@@ -149,6 +150,8 @@ export const nodeConfigSchema = z
         missingId: z.enum(['dlq', 'forward']).default(nodeDefaults.missingId),
         /** Store down: `fail` retries the batch (nothing forwarded or committed); `process` forwards as new. */
         storeFailure: z.enum(['fail', 'process']).default(nodeDefaults.storeFailure),
+        /** A deliberate replay: ids are kept per epoch (the consumer's `replayEpoch`; docs/operations.md). */
+        replayEpoch: replayEpochConfigSchema.optional(),
       })
       .strict(),
     metrics: z

@@ -337,6 +337,21 @@ export async function committedOffsets(
   return new Map((entry?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
 }
 
+/**
+ * Moves the group's offsets back to the start of the topic (a deliberate replay); retried while the broker still
+ * counts a member that is leaving, as it refuses to reset a group that is not empty.
+ */
+export async function resetGroupToStart(admin: Admin, groupId: string, topic: string): Promise<void> {
+  await waitFor(
+    () =>
+      admin
+        .resetOffsets({ groupId, topic, earliest: true })
+        .then(() => true)
+        .catch(() => false),
+    { timeoutMs: 60_000, intervalMs: 250, what: `group ${groupId} to be empty, so its offsets can be reset` },
+  );
+}
+
 /** Waits until the group has committed every partition of the topic up to its end offset. */
 export async function waitForCommitted(
   admin: Admin,

@@ -228,7 +228,9 @@ function packagesReached(entry: string): Set<string> {
   for (let file = todo.pop(); file !== undefined; file = todo.pop()) {
     if (seen.has(file)) continue;
     seen.add(file);
-    for (const match of readFileSync(file, 'utf8').matchAll(specifier)) {
+    // Without block comments: TSDoc may show an import (`import * as api from '…'`), which imports nothing.
+    const code = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');
+    for (const match of code.matchAll(specifier)) {
       const spec = match.slice(1).find((group) => group !== undefined);
       if (spec === undefined) continue;
       if (spec.startsWith('.')) todo.push(join(dirname(file), spec.replace(/\.(c?)js$/, '.d.$1ts')));

@@ -1,6 +1,8 @@
+import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { IdempotentConsumerOptions } from '../consumer/options.js';
 import { isTransactional } from '../repositories/transaction.js';
 import type { IdempotentRepository } from '../repositories/types.js';
+import { LONG_TTL_MS } from './context.js';
 
 /** One way the consumer drives a store: its mode and, on a transactional store, where the mark commits. */
 export interface ConsumerRun {
@@ -27,4 +29,24 @@ export function consumerRuns(repository: IdempotentRepository): ConsumerRun[] {
     );
   }
   return runs;
+}
+
+/**
+ * A consumer of messages with an `id` field over `repository` in one of its {@link consumerRuns}, keeping results
+ * and fingerprints, with leases and retention long enough that nothing lapses during a test.
+ */
+export function storingConsumer<M>(
+  repository: IdempotentRepository,
+  run: ConsumerRun,
+): IdempotentConsumer<M> {
+  return new IdempotentConsumer<M>({
+    repository,
+    id: 'id',
+    ttlMs: LONG_TTL_MS,
+    leaseMs: LONG_TTL_MS,
+    storeResult: true,
+    fingerprint: true,
+    onWarning: () => {},
+    ...run.options,
+  } as IdempotentConsumerOptions<M>);
 }

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { fingerprinter } from '../consumer/fingerprint.js';
-import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
+import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { BatchItem } from '../consumer/types.js';
 import type { IdempotentRepository } from '../repositories/types.js';
-import { type ConsumerRun, consumerRuns } from './consumer-runs.js';
-import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
+import { type ConsumerRun, consumerRuns, storingConsumer } from './consumer-runs.js';
+import { type ContractSuite, uniqueId } from './context.js';
 
 /*
  * A handler may change the message it was given: reassign its id field, delete or change payload fields. The
@@ -35,16 +35,7 @@ function mutate(message: Message, newId: string): { amount: number } {
 
 export function mutatedInputTests({ it, withContext }: ContractSuite): void {
   const consumer = (repository: IdempotentRepository, run: ConsumerRun) =>
-    new IdempotentConsumer<Message>({
-      repository,
-      id: 'id',
-      ttlMs: LONG_TTL_MS,
-      leaseMs: LONG_TTL_MS,
-      storeResult: true,
-      fingerprint: true,
-      onWarning: () => {},
-      ...run.options,
-    });
+    storingConsumer<Message>(repository, run);
 
   /** The original id is confirmed with the original's fingerprint; the id the handler wrote was never stored. */
   async function assertCompleted(repo: IdempotentRepository, id: string, rewritten: string, what: string) {

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { ProcessResult } from '../consumer/types.js';
 import type { IdempotentRepository } from '../repositories/types.js';
-import { type ConsumerRun, consumerRuns } from './consumer-runs.js';
-import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
+import { type ConsumerRun, consumerRuns, storingConsumer } from './consumer-runs.js';
+import { type ContractSuite, uniqueId } from './context.js';
 
 /*
  * The store's declared `maxResultBytes` is a promise to the consumer's `storeResult`: a result of exactly that
@@ -49,16 +48,7 @@ export function resultLimitTests({ it, withContext, options }: ContractSuite): v
   const { maxIdBytes } = options.capabilities;
 
   const consumer = (repository: IdempotentRepository, run: ConsumerRun) =>
-    new IdempotentConsumer<Message>({
-      repository,
-      id: 'id',
-      ttlMs: LONG_TTL_MS,
-      leaseMs: LONG_TTL_MS,
-      storeResult: true,
-      fingerprint: true,
-      onWarning: () => {},
-      ...run.options,
-    });
+    storingConsumer<Message>(repository, run);
 
   /** The record of a handled id: confirmed, with a fingerprint, and with `resultBytes` of result (or none). */
   async function assertRecord(repository: IdempotentRepository, id: string, resultBytes: number | undefined) {

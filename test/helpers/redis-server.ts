@@ -7,15 +7,31 @@ import { Redis } from 'ioredis';
 
 const REDIS_SERVER = process.env.REDIS_SERVER_BIN ?? 'redis-server';
 
-/** A loopback port nobody listens on right now. */
+/**
+ * Ports for the servers tests start and restart: below Linux's ephemeral range (32768-60999), from which the
+ * kernel picks every outgoing connection's local port. While a private server is stopped, its clients keep
+ * reconnecting to its port, and one of them can be given that very port (a TCP self-connect) or its neighbour:
+ * the restarted server then cannot bind and the test waits it out (a private broker's restart timed out in CI so).
+ */
+const FIRST_PORT = 20_000;
+const LAST_PORT = 32_000;
+
+/** A loopback port nobody listens on right now, outside the ephemeral range (see {@link FIRST_PORT}). */
 export async function sparePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = FIRST_PORT + Math.floor(Math.random() * (LAST_PORT - FIRST_PORT));
+    if (await portFree(port)) return port;
+  }
+  throw new Error(`no free loopback port found between ${FIRST_PORT} and ${LAST_PORT}`);
+}
+
+/** Whether a loopback listener can take `port` now. */
+export async function portFree(port: number): Promise<boolean> {
   const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
 }
 
 /**

@@ -7,14 +7,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 import { createTopicsAndWait, onCleanup, randomName, waitFor } from '../helpers/kafka.js';
-import { sparePort } from '../helpers/redis-server.js';
+import { portFree, sparePort } from '../helpers/redis-server.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -124,10 +123,18 @@ export async function startPrivateBroker(t: TestContext, port?: number): Promise
   let server: ChildProcess | undefined;
   const brokers = [`127.0.0.1:${port}`];
   const start = async () => {
-    server = java('kafka.Kafka', join(dir, 'server.properties'));
+    const started = java('kafka.Kafka', join(dir, 'server.properties'));
+    server = started;
     const kafka = new Kafka({ clientId: 'idem-private-probe', brokers, logLevel: logLevel.NOTHING });
     await waitFor(
       async () => {
+        // A broker that exited (a port taken, say) never answers: say so now, not after the whole wait.
+        if (started.exitCode !== null || started.signalCode !== null) {
+          throw new Error(
+            `the private Kafka broker on ${brokers[0]} exited (${started.exitCode ?? started.signalCode}) ` +
+              `while starting; its log: ${join(dir, 'kafka.log')}`,
+          );
+        }
         const admin = kafka.admin({ retry: { retries: 0 } });
         try {
           await admin.connect();
@@ -171,17 +178,9 @@ export async function startPrivateBroker(t: TestContext, port?: number): Promise
 async function sparePortPair(): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const port = await sparePort();
-    if (port < 65_535 && (await portFree(port + 1))) return port;
+    if (await portFree(port + 1)) return port;
   }
   throw new Error('no two consecutive free loopback ports found for a private Kafka broker');
-}
-
-async function portFree(port: number): Promise<boolean> {
-  const server = createServer();
-  return new Promise((resolve) => {
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
 }
 
 /** A private broker with a test's input (3 partitions), output (3) and DLQ (1) topics, named `prefix-…`. */

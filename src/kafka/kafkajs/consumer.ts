@@ -9,6 +9,7 @@ import type {
   GroupMetadata,
   RunOptions,
   TopicPartitions,
+  TransactionOffsets,
 } from '../port/index.js';
 
 /** The kafkajs consumer config for the port's options (`extra` last: the adapter's own kafkajs settings). */
@@ -73,6 +74,21 @@ export class KafkajsConsumer implements GroupConsumer {
       // A new assignment: kafkajs reads each partition's position from the group's commits again.
       this.#commits.clear();
     });
+  }
+
+  /**
+   * A transaction committed these offsets of this group (KafkajsTransaction.commit). A batch that fails after
+   * it is fetched again from there: from the batch's start, a range the transaction committed was read again
+   * (an exactly-once node dropped it all as duplicates, wasted work that hid the failure). Only partitions with a
+   * batch in this assignment: a new one starts from the group's commits anyway.
+   */
+  transactionCommitted(topics: TransactionOffsets['topics']): void {
+    for (const { topic, partitions } of topics) {
+      for (const { partition, offset } of partitions) {
+        const key = partitionKey(topic, partition);
+        if (this.#commits.has(key)) this.#commits.set(key, offset);
+      }
+    }
   }
 
   connect(): Promise<void> {

@@ -12,6 +12,8 @@ import type { KafkaErrorClassifier } from '../port/index.js';
  */
 const FENCED_ERRORS = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED']);
 
+const CONCURRENT_TRANSACTIONS = new Set(['CONCURRENT_TRANSACTIONS']);
+
 /**
  * Broker error types that condemn the records of the request rather than the request: no retry can pass them,
  * so the writer splits the request to find the records at fault.
@@ -38,6 +40,11 @@ function brokerType(error: unknown, types: ReadonlySet<string>): string | undefi
     if (typeof type === 'string' && types.has(type)) return type;
   }
   return undefined;
+}
+
+/** True when `error` (or a cause it wraps) is the coordinator's CONCURRENT_TRANSACTIONS (the last one still ending). */
+export function isConcurrentTransactions(error: unknown): boolean {
+  return brokerType(error, CONCURRENT_TRANSACTIONS) !== undefined;
 }
 
 /** True when `error` (or a cause it wraps) says this transactional producer was fenced by a newer one. */

@@ -8,6 +8,14 @@ import {
   type ProducerOptions,
   type TransactionOffsets,
 } from '../port/index.js';
+import { KafkajsConsumer } from './consumer.js';
+import { isConcurrentTransactions } from './errors.js';
+
+/**
+ * Attempts of a transaction's offsets that meet CONCURRENT_TRANSACTIONS, backing off from
+ * CONCURRENT_TRANSACTIONS_RETRY_MS (doubling, at most 1 s: about 4 s in all); then the error is the caller's.
+ */
+const OFFSETS_ATTEMPTS = 10;
 
 /** The kafkajs producer config for the port's options. */
 export function kafkajsProducerConfig(
@@ -88,24 +96,45 @@ export class KafkajsProducer implements KafkaProducer {
  * KIP-447), so the group cannot fence a zombie: the node keeps one transactional id per input partition.
  */
 class KafkajsTransaction implements KafkaTransaction {
+  /** The offsets sent in this transaction: their group's member learns them once it commits. */
+  readonly #offsets: TransactionOffsets[] = [];
+
   constructor(readonly native: Transaction) {}
 
   send(request: ProduceRequest): Promise<ProduceResult[]> {
     return send(this.native, request);
   }
 
-  sendOffsets(offsets: TransactionOffsets): Promise<void> {
-    return this.native.sendOffsets({
-      consumerGroupId: offsets.group.groupMetadata().groupId,
-      topics: offsets.topics.map((t) => ({
-        topic: t.topic,
-        partitions: t.partitions.map((p) => ({ partition: p.partition, offset: p.offset })),
-      })),
-    });
+  /**
+   * kafkajs retries CONCURRENT_TRANSACTIONS on a send (its retry config, see kafkajsProducerConfig) but not on the
+   * AddOffsetsToTxn of `sendOffsets`, which then rejected whenever the offsets were a transaction's first request
+   * right after a commit (an exactly-once chunk of duplicates only): the chunk was aborted and read again. Retried
+   * here: the request that failed added nothing to the transaction.
+   */
+  async sendOffsets(offsets: TransactionOffsets): Promise<void> {
+    const topics = offsets.topics.map((t) => ({
+      topic: t.topic,
+      partitions: t.partitions.map((p) => ({ partition: p.partition, offset: p.offset })),
+    }));
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.native.sendOffsets({ consumerGroupId: offsets.group.groupMetadata().groupId, topics });
+        break;
+      } catch (error) {
+        if (attempt >= OFFSETS_ATTEMPTS || !isConcurrentTransactions(error)) throw error;
+        const backoff = Math.min(1_000, CONCURRENT_TRANSACTIONS_RETRY_MS * 2 ** (attempt - 1));
+        await new Promise((resolve) => setTimeout(resolve, backoff));
+      }
+    }
+    this.#offsets.push(offsets);
   }
 
-  commit(): Promise<void> {
-    return this.native.commit();
+  async commit(): Promise<void> {
+    await this.native.commit();
+    // The group's offsets moved with the commit; kafkajs's consumer never hears of it (see transactionCommitted).
+    for (const { group, topics } of this.#offsets) {
+      if (group instanceof KafkajsConsumer) group.transactionCommitted(topics);
+    }
   }
 
   abort(): Promise<void> {

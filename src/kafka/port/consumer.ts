@@ -82,7 +82,11 @@ export interface ConsumerCrash {
 export interface RunOptions {
   /** Partitions whose batches are handled at once; one partition's batches are always handled in order. */
   readonly partitionsConsumedConcurrently: number;
-  /** One partition batch; a rejection makes the client fetch the partition again from its last commit. */
+  /**
+   * One partition batch; a rejection makes the client fetch the partition again from its last commit, also one a
+   * transaction made for this member's group (on a client that reads the group's offsets again for it, with
+   * {@link GroupConsumerOptions.requireStableOffsets}: read unstable, the commit's markers may not be down yet).
+   */
   readonly eachBatch: (batch: ConsumedBatch) => Promise<void>;
 }
 

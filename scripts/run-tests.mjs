@@ -78,9 +78,9 @@ const runs = selected.flatMap((file) => {
   const perClient =
     !process.env.IDEM_KAFKA_CLIENT &&
     !kafkaSkipped &&
-    clients.length > 1 &&
     CLIENT_HELPERS.test(source) &&
     !source.includes('@kafka-client-pinned');
+  // One client named is still a choice: its runs get IDEM_KAFKA_CLIENT, and say so, like each of two would.
   return perClient ? clients.map((client) => ({ file, client })) : [{ file, client: undefined }];
 });
 

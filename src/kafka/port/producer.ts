@@ -50,7 +50,6 @@ export interface TransactionOffsets {
   }[];
 }
 
-/** An open Kafka transaction: its sends, its input offsets, then commit or abort. */
 /**
  * First backoff after CONCURRENT_TRANSACTIONS, on either client. The coordinator answers it to the next
  * transaction's first request while the last one's markers are written (a few ms after every commit); Java's
@@ -58,6 +57,7 @@ export interface TransactionOffsets {
  */
 export const CONCURRENT_TRANSACTIONS_RETRY_MS = 20;
 
+/** An open Kafka transaction: its sends, its input offsets, then commit or abort. */
 export interface KafkaTransaction extends RecordSender {
   /** Adds the consumer's offsets to the transaction (TxnOffsetCommit). */
   sendOffsets(offsets: TransactionOffsets): Promise<void>;

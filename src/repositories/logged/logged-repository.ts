@@ -586,12 +586,14 @@ export class LoggedRepository implements IdempotentRepository {
     const removals: MessageId[] = [];
     const marks = new Map<string, { at: number; bucket: number; entries: AddEntry[] }>();
     const claims: IdempotencyRecord[] = [];
+    const dated: MessageId[] = [];
     for (const [key, record] of last) {
       if (record === undefined || !isLive(record, now)) {
         removals.push(idOfKey(key));
         continue;
       }
       live++;
+      if (record.firstSeenAt !== undefined) dated.push(idOfKey(key));
       if (record.state === 'in-flight') {
         claims.push({ ...record, id: key });
         continue;
@@ -606,6 +608,11 @@ export class LoggedRepository implements IdempotentRepository {
       if (group) group.entries.push(entry);
       else marks.set(`${bucket}:${at}`, { at, bucket, entries: [entry] });
     }
+    // Judged at its earlier first-seen time, an older state of a record that the store still holds (a claim the
+    // changelog has confirmed since) would count as live and keep the write out: the changelog has the last word,
+    // so whatever the store holds for those keys, live or not (a read at time 0), is removed first.
+    const held = dated.length === 0 ? [] : await inner.getMany(dated, { now: 0 });
+    for (let i = 0; i < held.length; i++) if (held[i] !== undefined) removals.push(dated[i] as MessageId);
     for (const id of removals) await inner.remove(id);
     for (const { at, bucket, entries } of marks.values()) {
       const ttlMs = Math.max(1, bucket - at);

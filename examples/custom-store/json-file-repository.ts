@@ -77,6 +77,8 @@ export class JsonFileRepository extends BaseRepository {
         id: entry.key,
         state: 'confirmed',
         expiresAt: now + options.ttlMs,
+        // When the id was first seen (`idem inspect` reports it); confirm and renew keep it.
+        firstSeenAt: now,
       };
       if (options.leaseMs !== undefined) {
         record.state = 'in-flight';

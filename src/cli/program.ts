@@ -117,7 +117,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const inspect = program
     .command('inspect')
     .description(
-      'Show what the store holds for each id: state, owner, lease, expiry, fingerprint (docs/operations.md).',
+      'Show what the store holds for each id: state, owner, lease, expiry, first seen, fingerprint (docs/operations.md).',
     )
     .argument('[ids...]', 'ids to look up')
     .option('--store <dir|url>', storeHelp)
@@ -149,7 +149,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const stats = program
     .command('stats')
     .description(
-      'Count the ids a store holds, by state, with the oldest and newest expiry (docs/operations.md).',
+      'Count the ids a store holds, by state, with the oldest and newest expiry and first-seen time (docs/operations.md).',
     )
     .option('--store <dir|url>', storeHelp)
     .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')

@@ -99,6 +99,11 @@ export interface RecordReport {
   readonly owner?: string;
   readonly leaseExpiresAt?: number;
   readonly expiresAt?: number;
+  /**
+   * When the id was first seen (the claim or lazy mark that made the record). Undefined for an absent id, null
+   * for a record written by a version that did not keep it (0.1.0).
+   */
+  readonly firstSeenAt?: number | null;
   readonly eventTime?: number;
   readonly fingerprint?: string;
   readonly resultKept: boolean;
@@ -123,7 +128,7 @@ async function readRecords(
 
 /**
  * What the store holds for each id. An id whose record expired (or whose claim's lease lapsed) is `absent`: the
- * next copy of it would be processed. No store keeps when an id was first seen, so that is not reported.
+ * next copy of it would be processed.
  */
 export async function inspectRecords(
   repository: IdempotentRepository,
@@ -147,6 +152,7 @@ function report(id: string, record: IdempotencyRecord | undefined, showResult: b
     out.leaseExpiresAt = record.leaseExpiresAt;
   }
   out.expiresAt = record.expiresAt;
+  out.firstSeenAt = record.firstSeenAt ?? null;
   if (record.eventTime !== undefined) out.eventTime = record.eventTime;
   if (record.fingerprint !== undefined) out.fingerprint = record.fingerprint;
   if (record.result !== undefined) {
@@ -228,6 +234,11 @@ export interface StoreStats {
   /** Earliest and latest `expiresAt` of the live records (epoch ms). */
   readonly oldestExpiry?: number;
   readonly newestExpiry?: number;
+  /** Earliest and latest `firstSeenAt` of the live records that have one (epoch ms): how old the held ids are. */
+  readonly oldestFirstSeen?: number;
+  readonly newestFirstSeen?: number;
+  /** Live records without a first-seen time (written by a version that did not keep it); left out when none. */
+  readonly firstSeenUnknown?: number;
 }
 
 /**
@@ -247,6 +258,9 @@ export async function storeStats(repository: IdempotentRepository, now = Date.no
   let expired = 0;
   let oldest = Number.POSITIVE_INFINITY;
   let newest = Number.NEGATIVE_INFINITY;
+  let firstOldest = Number.POSITIVE_INFINITY;
+  let firstNewest = Number.NEGATIVE_INFINITY;
+  let unknown = 0;
   await repository.scan((page) => {
     for (const record of page) {
       if (!isLive(record, now)) {
@@ -257,11 +271,24 @@ export async function storeStats(repository: IdempotentRepository, now = Date.no
       byState[report(record.id, record, false).state as keyof typeof byState]++;
       if (record.expiresAt < oldest) oldest = record.expiresAt;
       if (record.expiresAt > newest) newest = record.expiresAt;
+      const seen = record.firstSeenAt;
+      if (seen === undefined) unknown++;
+      else {
+        if (seen < firstOldest) firstOldest = seen;
+        if (seen > firstNewest) firstNewest = seen;
+      }
     }
   });
-  return held === 0
-    ? { held, byState, expired }
-    : { held, byState, expired, oldestExpiry: oldest, newestExpiry: newest };
+  if (held === 0) return { held, byState, expired };
+  return {
+    held,
+    byState,
+    expired,
+    oldestExpiry: oldest,
+    newestExpiry: newest,
+    ...(unknown === held ? {} : { oldestFirstSeen: firstOldest, newestFirstSeen: firstNewest }),
+    ...(unknown === 0 ? {} : { firstSeenUnknown: unknown }),
+  };
 }
 
 /** Flags of `idem inspect`, `idem forget` and `idem stats`. */
@@ -403,12 +430,12 @@ function shownId(id: string): string {
 }
 
 function jsonStats(stats: StoreStats): Record<string, unknown> {
-  const { oldestExpiry, newestExpiry, ...counts } = stats;
-  return {
-    ...counts,
-    ...(oldestExpiry === undefined ? {} : { oldestExpiry: iso(oldestExpiry) }),
-    ...(newestExpiry === undefined ? {} : { newestExpiry: iso(newestExpiry) }),
-  };
+  const out: Record<string, unknown> = { ...stats };
+  for (const key of ['oldestExpiry', 'newestExpiry', 'oldestFirstSeen', 'newestFirstSeen'] as const) {
+    const value = stats[key];
+    if (value !== undefined) out[key] = iso(value);
+  }
+  return out;
 }
 
 function humanStats(stats: StoreStats): string {
@@ -417,15 +444,20 @@ function humanStats(stats: StoreStats): string {
   lines.push(`expired, not yet removed: ${stats.expired}`);
   if (stats.oldestExpiry !== undefined) lines.push(`oldest expiry: ${iso(stats.oldestExpiry)}`);
   if (stats.newestExpiry !== undefined) lines.push(`newest expiry: ${iso(stats.newestExpiry)}`);
+  if (stats.oldestFirstSeen !== undefined) lines.push(`oldest first seen: ${iso(stats.oldestFirstSeen)}`);
+  if (stats.newestFirstSeen !== undefined) lines.push(`newest first seen: ${iso(stats.newestFirstSeen)}`);
+  if (stats.firstSeenUnknown !== undefined) {
+    lines.push(`first seen unknown (written by an older version): ${stats.firstSeenUnknown}`);
+  }
   return `${lines.join('\n')}\n`;
 }
 
 /** The NDJSON form of a report: times as ISO 8601 text. */
 function jsonReport(r: RecordReport): Record<string, unknown> {
   const out: Record<string, unknown> = { ...r };
-  for (const key of ['leaseExpiresAt', 'expiresAt', 'eventTime'] as const) {
+  for (const key of ['leaseExpiresAt', 'expiresAt', 'firstSeenAt', 'eventTime'] as const) {
     const value = r[key];
-    if (value !== undefined) out[key] = iso(value);
+    if (value !== undefined && value !== null) out[key] = iso(value);
   }
   return out;
 }
@@ -435,6 +467,11 @@ function humanReport(r: RecordReport): string {
   if (r.owner !== undefined) parts.push(`owner ${r.owner}`);
   if (r.leaseExpiresAt !== undefined) parts.push(`lease until ${iso(r.leaseExpiresAt)}`);
   if (r.expiresAt !== undefined) parts.push(`expires ${iso(r.expiresAt)}`);
+  if (r.firstSeenAt !== undefined) {
+    parts.push(
+      `first seen ${r.firstSeenAt === null ? 'unknown (written by an older version)' : iso(r.firstSeenAt)}`,
+    );
+  }
   if (r.eventTime !== undefined) parts.push(`event time ${iso(r.eventTime)}`);
   if (r.fingerprint !== undefined) parts.push(`fingerprint ${r.fingerprint}`);
   if (r.resultKept) parts.push(`result kept (${r.resultKind}, ${r.resultBytes} bytes)`);

@@ -728,11 +728,15 @@ export class BatchEngine<M, S> {
         existing,
       };
     }
-    // No store keeps a creation time; what the record tells: the first copy's event time (event-time mode), or
-    // the confirm/mark time, which is the retention end minus the TTL it was kept for.
+    // The record's own first-seen time; a record of an older version has none, and then what it tells: the first
+    // copy's event time (event-time mode), or the confirm/mark time, the retention end minus the TTL it was kept
+    // for.
     let firstSeen: number | undefined;
     let firstSeenFrom: DuplicateRecord['firstSeenFrom'];
-    if (existing.eventTime !== undefined) {
+    if (existing.firstSeenAt !== undefined) {
+      firstSeen = existing.firstSeenAt;
+      firstSeenFrom = 'record';
+    } else if (existing.eventTime !== undefined) {
       firstSeen = existing.eventTime;
       firstSeenFrom = 'event-time';
     } else if (existing.state === 'confirmed' && this.#options.eventTime === undefined) {

@@ -68,17 +68,20 @@ export interface DuplicateRecord {
   /** `batch`: where the first copy of this batch was read (same source as `place`); undefined otherwise. */
   readonly firstPlace: MessagePlace | undefined;
   /**
-   * When the first copy was seen, in epoch ms, as far as the store's record tells (no store keeps a creation
-   * time; see `firstSeenFrom`). Undefined when it cannot be told: another worker's in-flight claim (renewals
-   * move its lease), or a `batch` duplicate (the first copy is in this very batch).
+   * When the first copy was seen, in epoch ms, as far as the store's record tells (see `firstSeenFrom`).
+   * Undefined when it cannot be told: a `batch` duplicate (the first copy is in this very batch), or a record
+   * written by a version that kept no first-seen time and is another worker's in-flight claim (renewals move its
+   * lease).
    */
   readonly firstSeen: number | undefined;
   /**
-   * How `firstSeen` was found: `event-time` the first copy's event time, kept with the record in event-time
-   * mode; `retention` the time the record was confirmed (eager) or marked (lazy), read as its retention end
-   * minus the consumer's `ttlMs` (exact while `ttlMs` is unchanged since). Undefined with `firstSeen`.
+   * How `firstSeen` was found: `record` the record's own `firstSeenAt` (the time of the claim or mark that made
+   * it; every store keeps it). For a record of a version that did not keep it: `event-time` the first copy's
+   * event time, kept with the record in event-time mode; `retention` the time the record was confirmed (eager)
+   * or marked (lazy), read as its retention end minus the consumer's `ttlMs` (exact while `ttlMs` is unchanged
+   * since). Undefined with `firstSeen`.
    */
-  readonly firstSeenFrom: 'event-time' | 'retention' | undefined;
+  readonly firstSeenFrom: 'record' | 'event-time' | 'retention' | undefined;
   /** The record that made it a duplicate (undefined for `batch`). */
   readonly existing: IdempotencyRecord | undefined;
 }

@@ -3,6 +3,7 @@ import { batchTests } from './batch.js';
 import { claimTests } from './claims.js';
 import { ContractContext, type ContractOptions, type ContractSuite } from './context.js';
 import { expiryTests } from './expiry.js';
+import { firstSeenTests } from './first-seen.js';
 import { idTests } from './ids.js';
 import { leaseTests } from './leases.js';
 import { lifecycleTests } from './lifecycle.js';
@@ -24,6 +25,7 @@ export {
   batchTests,
   claimTests,
   expiryTests,
+  firstSeenTests,
   idTests,
   leaseTests,
   lifecycleTests,
@@ -69,6 +71,7 @@ export function repositoryContract(options: ContractOptions): void {
     describe('batch', () => batchTests(suite));
     describe('ids', () => idTests(suite));
     describe('records', () => recordTests(suite));
+    describe('first seen', () => firstSeenTests(suite));
     describe('results', () => resultTests(suite));
     describe('result limits', () => resultLimitTests(suite));
     describe('mutated input', () => mutatedInputTests(suite));

@@ -12,7 +12,7 @@ import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 /** What a test compares of a record: everything but its id and its times (two calls never share a clock tick). */
 function shape(record: IdempotencyRecord | undefined): Record<string, unknown> | undefined {
   if (record === undefined) return undefined;
-  const { id: _id, expiresAt: _e, leaseExpiresAt, ...rest } = record;
+  const { id: _id, expiresAt: _e, leaseExpiresAt, firstSeenAt, ...rest } = record;
   // A lease is compared by which one it is: none, the first (LONG_TTL_MS), or a renewed one (twice that).
   const lease =
     leaseExpiresAt === undefined
@@ -20,7 +20,8 @@ function shape(record: IdempotencyRecord | undefined): Record<string, unknown> |
       : leaseExpiresAt > Date.now() + LONG_TTL_MS * 1.5
         ? 'renewed'
         : 'first';
-  return { ...rest, lease };
+  // First seen is compared by presence (the first-seen contract checks its value).
+  return { ...rest, lease, firstSeen: firstSeenAt !== undefined };
 }
 
 const CLAIM: AddOptions = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'owner-1' };

@@ -25,8 +25,9 @@ export interface DuplicateAuditValue {
   /** `stored` (marked by an earlier chunk or run), `in-flight` (another worker's claim), `batch` (this chunk). */
   readonly reason: DuplicateRecord['reason'];
   /**
-   * When the first copy was forwarded (its mark: the record's retention end minus `dedup.window`), ISO-8601;
-   * null when the store cannot tell (a `batch` duplicate, whose first copy is `first`; an in-flight claim).
+   * When the first copy was seen (its mark's time, which the record keeps; for a record of an older version, the
+   * retention end minus `dedup.window`), ISO-8601; null when the store cannot tell (a `batch` duplicate, whose
+   * first copy is `first`; an older version's in-flight claim).
    */
   readonly firstSeen: string | null;
   /** `batch`: the first copy's input offset, in this same chunk. */

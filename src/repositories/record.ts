@@ -20,6 +20,7 @@ export function newRecord(
     id: key,
     state: claim ? 'in-flight' : 'confirmed',
     expiresAt: now + options.ttlMs,
+    firstSeenAt: now,
   };
   if (claim) {
     record.leaseExpiresAt = now + (options.leaseMs as number);
@@ -46,6 +47,7 @@ export function confirmedRecord(
   if (record.eventTime !== undefined) confirmed.eventTime = record.eventTime;
   if (record.fingerprint !== undefined) confirmed.fingerprint = record.fingerprint;
   if (result !== undefined) confirmed.result = result;
+  if (record.firstSeenAt !== undefined) confirmed.firstSeenAt = record.firstSeenAt;
   return confirmed;
 }
 
@@ -112,9 +114,10 @@ export function decodeField(field: string | undefined): string | undefined {
 /**
  * Compact text form for key-value stores (Redis, RocksDB): fields joined by U+0001, strings through
  * {@link encodeField} so any owner or fingerprint round-trips.
- * Order: state (`f` in-flight, `c` confirmed), expiresAt, leaseExpiresAt, owner, eventTime, fingerprint, result.
- * Records written before strings were escaped decode the same, unless a string held U+0001 or U+0002; records
- * written before results existed have no seventh field and decode without one.
+ * Order: state (`f` in-flight, `c` confirmed), expiresAt, leaseExpiresAt, owner, eventTime, fingerprint, result,
+ * firstSeenAt. Records written before strings were escaped decode the same, unless a string held U+0001 or U+0002;
+ * records written before results or first-seen times existed have no seventh or eighth field and decode without
+ * them (and a version that knows only seven fields reads a record of eight, ignoring the last).
  */
 export function encodeRecord(record: IdempotencyRecord): string {
   return (
@@ -131,22 +134,40 @@ export function encodeRecord(record: IdempotencyRecord): string {
 }
 
 /**
- * The last fields of {@link encodeRecord} (eventTime, fingerprint, result), for a store that writes the leading
- * fields itself (the Redis scripts fill in the times from the server's clock). The result field is left out
- * when there is none, so records without results keep their old, shorter form.
+ * The last fields of {@link encodeRecord} (eventTime, fingerprint, result, firstSeenAt). The result field is left
+ * out when there is neither a result nor a first-seen time (a record of an older version), so such records keep
+ * their old, shorter form.
  */
-export function encodeRecordTail(entry: {
+function encodeRecordTail(record: IdempotencyRecord): string {
+  const head = (record.eventTime ?? '') + FIELD_SEP + encodeField(record.fingerprint);
+  if (record.firstSeenAt !== undefined) {
+    return head + FIELD_SEP + encodeField(record.result) + FIELD_SEP + record.firstSeenAt;
+  }
+  return record.result === undefined ? head : head + FIELD_SEP + encodeField(record.result);
+}
+
+/**
+ * An add entry's fields of {@link encodeRecord} (eventTime, fingerprint, result), for a store that writes the
+ * other fields itself: the Redis claim script fills in the times from the server's clock and appends the
+ * first-seen time as the last field.
+ */
+export function encodeEntryTail(entry: {
   readonly eventTime?: number;
   readonly fingerprint?: string;
   readonly result?: string;
 }): string {
-  const head = (entry.eventTime ?? '') + FIELD_SEP + encodeField(entry.fingerprint);
-  return entry.result === undefined ? head : head + FIELD_SEP + encodeField(entry.result);
+  return (
+    (entry.eventTime ?? '') +
+    FIELD_SEP +
+    encodeField(entry.fingerprint) +
+    FIELD_SEP +
+    encodeField(entry.result)
+  );
 }
 
 /** Inverse of {@link encodeRecord}. */
 export function decodeRecord(key: string, text: string): IdempotencyRecord {
-  const [state, expiresAt, lease, owner, eventTime, fingerprint, result] = text.split(FIELD_SEP);
+  const [state, expiresAt, lease, owner, eventTime, fingerprint, result, firstSeenAt] = text.split(FIELD_SEP);
   const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
     id: key,
     state: state === 'f' ? 'in-flight' : 'confirmed',
@@ -160,5 +181,6 @@ export function decodeRecord(key: string, text: string): IdempotencyRecord {
   if (fingerprintText !== undefined) record.fingerprint = fingerprintText;
   const resultText = decodeField(result);
   if (resultText !== undefined) record.result = resultText;
+  if (firstSeenAt) record.firstSeenAt = Number(firstSeenAt);
   return record;
 }

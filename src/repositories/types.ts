@@ -30,6 +30,13 @@ export interface IdempotencyRecord {
    * return it, up to `capabilities.maxResultBytes` UTF-8 bytes.
    */
   readonly result?: string;
+  /**
+   * Epoch ms when the id was first seen: the `now` of the `add` (claim or lazy mark) that created this record, on
+   * the clock liveness is judged by (`AddOptions.now`, or the repository's). Kept through confirm, renew and a
+   * stored result; a record written after an old one lapsed, expired or was removed has its own. Absent on a
+   * record written by a version that did not keep it (0.1.0): its first-seen time is unknown.
+   */
+  readonly firstSeenAt?: number;
 }
 
 /** One id to add, with the optional record fields that travel with it. */

@@ -60,6 +60,7 @@ const byId = <T extends { id: string }>(reports: readonly T[]) =>
 
 /** The whole inspect/forget story on one store. */
 async function story(repository: IdempotentRepository): Promise<void> {
+  const filled = Date.now();
   await fill(repository);
   const before = Date.now();
   const seen = byId<RecordReport>(await inspectRecords(repository, IDS));
@@ -70,6 +71,13 @@ async function story(repository: IdempotentRepository): Promise<void> {
   assert.equal(seen.fly?.state, 'in-flight');
   assert.equal(seen.fly?.owner, 'worker-1');
   assert.ok((seen.fly?.leaseExpiresAt ?? 0) > before, 'the lease end is reported');
+  for (const id of ['conf', 'fly'] as const) {
+    const at = seen[id]?.firstSeenAt ?? 0;
+    assert.ok(
+      at >= filled - 10 * MINUTE && at <= before + MINUTE,
+      `the first-seen time of ${id} is reported`,
+    );
+  }
   assert.equal(seen.fail?.state, 'failed-kept');
   assert.equal(seen.fail?.resultKind, 'failure');
   assert.equal(seen.val?.state, 'confirmed');
@@ -86,6 +94,12 @@ async function story(repository: IdempotentRepository): Promise<void> {
   assert.deepEqual(stats.byState, { 'in-flight': 1, confirmed: 3, 'failed-kept': 1 });
   assert.equal(stats.expired, 0);
   assert.ok((stats.oldestExpiry ?? 0) > before && (stats.oldestExpiry ?? 0) <= (stats.newestExpiry ?? 0));
+  assert.ok((stats.oldestFirstSeen ?? 0) >= filled - 10 * MINUTE, 'the oldest first-seen time');
+  assert.ok(
+    (stats.oldestFirstSeen ?? 0) <= (stats.newestFirstSeen ?? 0) &&
+      (stats.newestFirstSeen ?? 0) <= before + MINUTE,
+  );
+  assert.equal(stats.firstSeenUnknown, undefined, 'every record has its first-seen time');
   const later = await storeStats(repository, Date.now() + 2 * DAY);
   assert.deepEqual([later.held, later.expired, later.oldestExpiry], [0, 5, undefined]);
 
@@ -179,6 +193,19 @@ describe('inspect and forget, every store through the repository interface', () 
     await repository.close();
   });
 
+  it('a record of an older version has no first-seen time: inspect says null, stats counts it unknown', async () => {
+    const repository = new MemoryRepository();
+    repository.putRecord('old', { id: 'old', state: 'confirmed', expiresAt: Date.now() + DAY });
+    await repository.add('new', { ttlMs: DAY });
+    const [old, fresh] = await inspectRecords(repository, parseIds(['old', 'new']));
+    assert.equal(old?.firstSeenAt, null);
+    assert.equal(typeof fresh?.firstSeenAt, 'number');
+    const stats = await storeStats(repository);
+    assert.equal(stats.firstSeenUnknown, 1);
+    assert.equal(stats.oldestFirstSeen, fresh?.firstSeenAt);
+    await repository.close();
+  });
+
   for (const store of stores) {
     it(store.name, { skip: store.skip }, async () => {
       const repository = await store.open();
@@ -246,7 +273,10 @@ describe('idem inspect / idem forget through the binary (RocksDB)', {
     assert.equal(text.code, 0, text.stderr);
     const lines = text.stdout.trimEnd().split('\n');
     assert.equal(lines.length, 3);
-    assert.match(lines[0] as string, /^a {2}confirmed; expires \d{4}-\d\d-\d\dT.*Z; no result kept$/);
+    assert.match(
+      lines[0] as string,
+      /^a {2}confirmed; expires \d{4}-\d\d-\d\dT.*Z; first seen \d{4}-.*Z; no result kept$/,
+    );
     assert.match(lines[1] as string, /^busy {2}in-flight; owner worker-9; lease until .*Z; expires/);
     assert.equal(lines[2], 'zzz  absent');
     assert.match(text.stderr, /1 confirmed, 1 in-flight, 1 absent; store .* \(RocksDB\)/);
@@ -259,6 +289,7 @@ describe('idem inspect / idem forget through the binary (RocksDB)', {
       .map((l) => JSON.parse(l));
     assert.equal(a.state, 'confirmed');
     assert.ok(!Number.isNaN(Date.parse(a.expiresAt)), 'times are ISO 8601');
+    assert.equal(new Date(a.firstSeenAt).toISOString(), a.firstSeenAt, 'first seen is ISO 8601');
     assert.deepEqual(zzz, { id: 'zzz', state: 'absent', resultKept: false });
   });
 
@@ -307,7 +338,10 @@ describe('idem inspect / idem forget through the binary (RocksDB)', {
       text.stdout,
       /^ids held: 5\n {2}in-flight {4}1\n {2}confirmed {4}3\n {2}failed-kept {2}1\nexpired, not yet removed: 0\n/,
     );
-    assert.match(text.stdout, /^oldest expiry: \d{4}-.*Z\nnewest expiry: \d{4}-.*Z\n$/m);
+    assert.match(
+      text.stdout,
+      /^oldest expiry: \d{4}-.*Z\nnewest expiry: \d{4}-.*Z\noldest first seen: \d{4}-.*Z\nnewest first seen: \d{4}-.*Z\n$/m,
+    );
     assert.match(text.stderr, /^idem stats: store .*stats-store \(RocksDB\)/m);
 
     const json = await runCli(['stats', '--store', path, '--json']);
@@ -316,6 +350,8 @@ describe('idem inspect / idem forget through the binary (RocksDB)', {
     assert.equal(parsed.held, 5);
     assert.deepEqual(parsed.byState, { 'in-flight': 1, confirmed: 3, 'failed-kept': 1 });
     assert.equal(parsed.expired, 0);
+    assert.ok(parsed.oldestFirstSeen <= parsed.newestFirstSeen, 'first-seen range as ISO 8601 text');
+    assert.equal(parsed.firstSeenUnknown, undefined);
   });
 
   it('bad input is a usage error (exit 2) naming the flag', async () => {

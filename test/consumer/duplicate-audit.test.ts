@@ -101,8 +101,8 @@ describe('onDuplicate gets the duplicate audit record (issue 20 §5)', () => {
           reason: 'stored',
           place: { topic: 'in', partition: 0, offset: '8' },
           firstPlace: undefined,
-          firstSeen: existing.expiresAt - TTL,
-          firstSeenFrom: 'retention',
+          firstSeen: existing.firstSeenAt,
+          firstSeenFrom: 'record',
           existing,
         });
         assert.ok(Number.isFinite(stored.duplicate.firstSeen));
@@ -117,8 +117,8 @@ describe('onDuplicate gets the duplicate audit record (issue 20 §5)', () => {
             reason: 'stored',
             place: { topic: 'in', partition: 0, offset: '9' },
             firstPlace: undefined,
-            firstSeen: existingB.expiresAt - TTL,
-            firstSeenFrom: 'retention',
+            firstSeen: existingB.firstSeenAt,
+            firstSeenFrom: 'record',
             existing: existingB,
           });
           return;
@@ -136,9 +136,53 @@ describe('onDuplicate gets the duplicate audit record (issue 20 §5)', () => {
     }
   }
 
-  it("another worker's live claim is an in-flight duplicate whose first-seen time cannot be told", async () => {
+  it("another worker's live claim is an in-flight duplicate with the claim's first-seen time", async () => {
     const repository = new MemoryRepository();
-    await repository.add('c', { ttlMs: TTL, leaseMs: 60_000, owner: 'another worker' });
+    const claimedAt = Date.now() - 1_000;
+    await repository.add('c', { ttlMs: TTL, leaseMs: 60_000, owner: 'another worker', now: claimedAt });
+    const seen: DuplicateRecord[] = [];
+    const consumer = new IdempotentConsumer<Msg>({
+      repository,
+      id: 'id',
+      inProgress: 'duplicate',
+      onDuplicate: (_message, _context, duplicate) => {
+        seen.push(duplicate);
+      },
+    });
+    await consumer.process({ id: 'c', offset: 3 }, () => 'ok');
+    assert.equal(seen[0]?.reason, 'in-flight');
+    assert.equal(seen[0]?.firstSeen, claimedAt);
+    assert.equal(seen[0]?.firstSeenFrom, 'record');
+  });
+
+  it('a record of an older version (no firstSeenAt): retention end minus ttlMs when confirmed', async () => {
+    const repository = new MemoryRepository();
+    const expiresAt = Date.now() + TTL / 2;
+    repository.putRecord('old', { id: 'old', state: 'confirmed', expiresAt });
+    const seen: DuplicateRecord[] = [];
+    const consumer = new IdempotentConsumer<Msg>({
+      repository,
+      id: 'id',
+      ttlMs: TTL,
+      onDuplicate: (_message, _context, duplicate) => {
+        seen.push(duplicate);
+      },
+    });
+    await consumer.process({ id: 'old', offset: 3 }, () => 'ok');
+    assert.equal(seen[0]?.firstSeen, expiresAt - TTL);
+    assert.equal(seen[0]?.firstSeenFrom, 'retention');
+  });
+
+  it("an older version's in-flight claim is a duplicate whose first-seen time cannot be told", async () => {
+    const repository = new MemoryRepository();
+    const until = Date.now() + 60_000;
+    repository.putRecord('c', {
+      id: 'c',
+      state: 'in-flight',
+      expiresAt: until,
+      leaseExpiresAt: until,
+      owner: 'another worker',
+    });
     const seen: { duplicate: DuplicateRecord }[] = [];
     const consumer = new IdempotentConsumer<Msg>({
       repository,

@@ -53,6 +53,7 @@ it('the contract suite fails against a deliberately broken repository', () => {
     'a namespace never sees the ids of a namespace it is a prefix of, nor the other way round',
     'clear() of a namespace leaves the ids of a namespace it is a prefix of, and the other way round',
     'keeps the result given to confirm and returns it from get, add and getMany',
+    'batch adds, marks and confirms keep each id’s first-seen time',
   ]) {
     assert.ok(failed.includes(expected), `not caught: ${expected}\nfailed: ${failed.join(' | ')}`);
   }

@@ -98,11 +98,29 @@ describe('changelog codec', () => {
     const encoded = encodeMark(full);
     assert.equal(decodeMarkExpiry(encoded), 2_000);
     assert.deepEqual(decodeMark(encoded), full);
+    // With its first-seen time: a bare mark in 17 bytes (format 3), a full record with it in the text form.
+    const seen = encodeMark({ expiresAt: 1_764_000_000_123, firstSeenAt: 1_763_000_000_456 });
+    assert.equal(seen.length, 17);
+    assert.equal(decodeMarkExpiry(seen), 1_764_000_000_123);
+    assert.deepEqual(decodeMark(seen), { expiresAt: 1_764_000_000_123, firstSeenAt: 1_763_000_000_456 });
+    assert.deepEqual(decodeMark(encodeMark({ ...full, firstSeenAt: 800 })), { ...full, firstSeenAt: 800 });
+    // A V2 value written before first-seen times existed (no eighth field) still reads, without one.
+    const old = Buffer.concat([
+      encoded.subarray(0, 9),
+      Buffer.from('f\u00012000\u00011500\u0001o\u0001\u0001', 'utf8'),
+    ]);
+    assert.deepEqual(decodeMark(old), {
+      state: 'in-flight',
+      expiresAt: 2_000,
+      leaseExpiresAt: 1_500,
+      owner: 'o',
+    });
   });
 
   it('rejects a value of an unknown format with InvalidInputError', () => {
     assert.throws(() => decodeMark(Buffer.from([9, 0, 0, 0, 0, 0, 0, 0, 0])), InvalidInputError);
     assert.throws(() => decodeMark(Buffer.alloc(0)), /null value/);
+    assert.throws(() => decodeMark(Buffer.from([3, 0, 0, 0, 0, 0, 0, 0, 0])), InvalidInputError);
   });
 });
 

@@ -163,6 +163,42 @@ describe('cassandra bad config (server)', { skip: skipUnlessEnabled('cassandra')
     );
   });
 
+  it('a table of an older version (no first_seen_at): createSchema adds the column, without it the error says how', async () => {
+    const table = `older_${randomUUID().replaceAll('-', '').slice(0, 8)}`;
+    const options = { contactPoints, keyspace: 'idem_test', table };
+    const created = await CassandraRepository.connect({ ...options, createSchema: true });
+    await created.add('old', { ttlMs: 600_000 });
+    await created.close();
+    const client = new Client({ contactPoints, localDataCenter: 'datacenter1' });
+    try {
+      await client.connect();
+      // The table as 0.1.0 made it: its rows keep no first-seen time.
+      await client.execute(`ALTER TABLE idem_test.${table} DROP first_seen_at`);
+      await assert.rejects(
+        CassandraRepository.connect(options),
+        (error: unknown) =>
+          configError('repository.table')(error) &&
+          /predates column first_seen_at: run `ALTER TABLE "idem_test"."older_\w+" ADD first_seen_at bigint`/.test(
+            String(error),
+          ),
+      );
+      const upgraded = await CassandraRepository.connect({ ...options, createSchema: true });
+      try {
+        const old = await upgraded.get('old');
+        assert.equal(old?.state, 'confirmed');
+        assert.equal(old?.firstSeenAt, undefined, "an older version's row has no first-seen time");
+        const added = await upgraded.add('new', { ttlMs: 600_000, now: Date.now() - 1_000 });
+        assert.ok(added.added && added.record.firstSeenAt !== undefined);
+        assert.equal((await upgraded.get('new'))?.firstSeenAt, added.added ? added.record.firstSeenAt : -1);
+      } finally {
+        await upgraded.close();
+      }
+    } finally {
+      await client.execute(`DROP TABLE IF EXISTS idem_test.${table}`).catch(() => undefined);
+      await client.shutdown();
+    }
+  });
+
   it('a wrong local datacenter names repository.localDataCenter', async () => {
     await assert.rejects(
       CassandraRepository.connect({ contactPoints, localDataCenter: 'no-such-dc' }),

@@ -1,7 +1,8 @@
+import assert from 'node:assert/strict';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import {
   ChangelogReader,
   decodeChanges,
@@ -73,6 +74,32 @@ describe('logged over rocksdb (through the store verbs)', { skip: skipUnlessEnab
       nativeBatch: true,
       maxResultBytes: 1_048_576,
     },
+  });
+});
+
+describe('logged restore through the store verbs', { skip: skipUnlessEnabled('rocksdb') }, () => {
+  it('replaces an older state the store still holds (a claim confirmed since), keeping the first-seen time', async () => {
+    const path = join(tmpdir(), `idem-logged-older-state-${process.pid}`);
+    const inner = await RocksdbRepository.open({ path });
+    try {
+      const t = Date.now() - 5_000;
+      // What the store held when it last left off (a checkpoint): the id's claim, live at its own first-seen time.
+      await inner.add('x', { ttlMs: 600_000, leaseMs: 600_000, owner: 'w', now: t });
+      const logged = new LoggedRepository(inner, new MemoryChangelog(), { closeInner: false });
+      const confirmed = {
+        id: 'x',
+        state: 'confirmed',
+        expiresAt: Date.now() + 600_000,
+        firstSeenAt: t,
+      } as const;
+      await logged.restore([{ key: 'x', record: confirmed }]);
+      const record = await inner.get('x');
+      assert.equal(record?.state, 'confirmed', 'the claim the changelog confirmed since is still in-flight');
+      assert.equal(record?.firstSeenAt, t);
+    } finally {
+      await inner.close();
+      await rm(path, { recursive: true, force: true });
+    }
   });
 });
 

@@ -20,13 +20,23 @@ describe('memory repository: compact records and the direct verbs', () => {
     assert.equal((await repo.add('a', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' })).added, true);
     assert.equal(await repo.confirm({ id: 'a', owner: 'o' }, { ttlMs: TTL }), true);
     await repo.add('b', { ttlMs: TTL }); // a lazy mark: confirmed at once
-    assert.deepStrictEqual(await repo.get('a'), { id: 'a', state: 'confirmed', expiresAt: t0 + TTL });
-    assert.deepStrictEqual(await repo.get('b'), { id: 'b', state: 'confirmed', expiresAt: t0 + TTL });
+    const bare = { state: 'confirmed', expiresAt: t0 + TTL, firstSeenAt: t0 } as const;
+    assert.deepStrictEqual(await repo.get('a'), { id: 'a', ...bare });
+    assert.deepStrictEqual(await repo.get('b'), { id: 'b', ...bare });
     const again = await repo.add('a', { ttlMs: TTL, leaseMs: LEASE, owner: 'p' });
-    assert.deepStrictEqual(again, {
-      added: false,
-      existing: { id: 'a', state: 'confirmed', expiresAt: t0 + TTL },
+    assert.deepStrictEqual(again, { added: false, existing: { id: 'a', ...bare } });
+    // A claim confirmed a millisecond after it was made has another retention gap: it keeps its own first-seen
+    // time (an object, not the compact form).
+    await repo.add('c', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' });
+    step(1);
+    assert.equal(await repo.confirm({ id: 'c', owner: 'o' }, { ttlMs: TTL }), true);
+    assert.deepStrictEqual(await repo.get('c'), {
+      id: 'c',
+      state: 'confirmed',
+      expiresAt: t0 + 1 + TTL,
+      firstSeenAt: t0,
     });
+    step(-1);
     // A confirmed record is not a claim: neither a confirm nor an owner's release touches it.
     assert.equal(await repo.confirm({ id: 'a', owner: 'o' }, { ttlMs: TTL }), false);
     assert.equal(await repo.remove('a', 'o'), false);

@@ -142,6 +142,36 @@ describe('mysql open', { skip: skipUnlessEnabled('mysql') }, () => {
     assert.equal((await created.add('a', { ttlMs: MINUTE })).added, true);
   });
 
+  it('a table of an older version (no first_seen_at): open() says to migrate, createTable adds the column', async (t) => {
+    const name = testTable('older');
+    track(t, name);
+    await migrate({ url: endpoints.mysqlUrl, table: name });
+    // The table as 0.1.0 made it, with one of its rows.
+    await pool.query(`ALTER TABLE \`${name}\` DROP COLUMN first_seen_at`);
+    await pool.query(
+      `INSERT INTO \`${name}\` (namespace, id, state, expires_at, forget_at, token) VALUES ('default', 'old', 'confirmed', ?, ?, 0)`,
+      [Date.now() + MINUTE, Date.now() + MINUTE],
+    );
+    await assert.rejects(MySqlRepository.open({ url: endpoints.mysqlUrl, table: name }), (error: unknown) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.match(error.message, /predates column first_seen_at; add it with `idem migrate --store /);
+      return true;
+    });
+    const repository = await MySqlRepository.open({
+      url: endpoints.mysqlUrl,
+      table: name,
+      createTable: true,
+    });
+    t.after(() => repository.close());
+    const old = await repository.get('old');
+    assert.equal(old?.state, 'confirmed');
+    assert.equal(old?.firstSeenAt, undefined, "an older version's row has no first-seen time");
+    const added = await repository.add('new', { ttlMs: MINUTE, now: 1_700_000_000_000 });
+    assert.equal(added.added && added.record.firstSeenAt, 1_700_000_000_000);
+    const again = await migrate({ url: endpoints.mysqlUrl, table: name });
+    assert.deepEqual(again.applied, [], 'the column is there: nothing runs');
+  });
+
   it('a same-named table of another layout is refused', async (t) => {
     const name = testTable('layout');
     track(t, name);

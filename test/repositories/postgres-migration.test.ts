@@ -47,7 +47,7 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     assert.match(script, /PRIMARY KEY \(namespace, id\)/);
     assert.match(
       script,
-      /CREATE INDEX IF NOT EXISTS "processed_ids_forget_at" ON "processed_ids" \(forget_at\);\n$/,
+      /CREATE INDEX IF NOT EXISTS "processed_ids_forget_at" ON "processed_ids" \(forget_at\);\n\n/,
     );
     assert.deepEqual(
       schemaStatements('app.inbox').map((s) => s.split('\n')[0]),
@@ -55,6 +55,7 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
         'CREATE SCHEMA IF NOT EXISTS "app"',
         'CREATE TABLE IF NOT EXISTS "app"."inbox" (',
         'CREATE INDEX IF NOT EXISTS "inbox_forget_at" ON "app"."inbox" (forget_at)',
+        'ALTER TABLE "app"."inbox" ADD COLUMN IF NOT EXISTS first_seen_at double precision',
       ],
     );
     for (const bad of ['x"; DROP TABLE y; --', 'a.b.c', '1abc', '', 'a'.repeat(49)]) {
@@ -66,7 +67,7 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     const table = testTable('mig');
     dropped.push(table);
     const first = await migrate({ url, table });
-    assert.equal(first.statements.length, 2);
+    assert.equal(first.statements.length, 3);
     assert.equal(await exists(table), true);
     const repository = await PostgresRepository.open({ url, table });
     await repository.add('kept', { ttlMs: 60_000 });
@@ -107,7 +108,7 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     assert.equal((await repository.add(randomUUID(), { ttlMs: 60_000 })).added, true);
     const again = await migrate({ url, table });
     assert.deepEqual(again.applied, [], 'a statement ran on a table that had every object');
-    assert.equal(again.statements.length, 2);
+    assert.equal(again.statements.length, 3);
     const cli = await runCli(['migrate', '--store', url, '--table', table, '--apply']);
     assert.equal(cli.code, 0, cli.stderr);
   });
@@ -159,6 +160,37 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     );
     assert.ok(!error.message.includes(`:${password}@`), 'the message quotes the password');
     assert.equal(await exists(table), false);
+  });
+
+  it('a table of an older version (no first_seen_at): open() says to migrate, migrate() adds the column', async () => {
+    const table = testTable('older');
+    dropped.push(table);
+    await migrate({ url, table });
+    // The table as 0.1.0 made it, with one of its rows.
+    await pool.query(`ALTER TABLE ${table} DROP COLUMN first_seen_at`);
+    await pool.query(
+      `INSERT INTO ${table} (namespace, id, state, expires_at, forget_at) VALUES ('default', 'old', 'confirmed', $1, $1)`,
+      [Date.now() + 60_000],
+    );
+    await assert.rejects(PostgresRepository.open({ url, table }), (e: unknown) => {
+      assert.ok(e instanceof ConfigError, String(e));
+      assert.match(e.message, /predates column first_seen_at; add it with `idem migrate --store /);
+      return true;
+    });
+    const upgraded = await migrate({ url, table });
+    assert.deepEqual(upgraded.applied, [
+      `ALTER TABLE "${table}" ADD COLUMN IF NOT EXISTS first_seen_at double precision`,
+    ]);
+    const repository = await PostgresRepository.open({ url, table });
+    try {
+      const old = await repository.get('old');
+      assert.equal(old?.state, 'confirmed');
+      assert.equal(old?.firstSeenAt, undefined, "an older version's row has no first-seen time");
+      const added = await repository.add('new', { ttlMs: 60_000, now: 1_700_000_000_000 });
+      assert.equal(added.added && added.record.firstSeenAt, 1_700_000_000_000);
+    } finally {
+      await repository.close();
+    }
   });
 
   it('open() refuses a table of another shape', async () => {

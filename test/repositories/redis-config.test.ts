@@ -230,6 +230,45 @@ describe('redis repository details', { skip: skipUnlessEnabled('redis') }, () =>
     );
   });
 
+  it('reads, confirms and renews records of an older version, which have no first-seen time', async (t) => {
+    const repo = await scratch(t, `it:${randomUUID().slice(0, 8)}:`);
+    const client = repo.client as Redis;
+    const until = Date.now() + 600_000;
+    // 0.1.0's claim (six fields) and mark with a result (seven fields).
+    await client.set(
+      repo.redisKey('claim'),
+      `f\u0001${until}\u0001${until}\u0001o\u0001\u0001fp`,
+      'PX',
+      600_000,
+    );
+    await client.set(repo.redisKey('mark'), `c\u0001${until}\u0001\u0001\u0001\u0001\u0001r`, 'PX', 600_000);
+    assert.deepEqual(await repo.get('mark'), {
+      id: 'mark',
+      state: 'confirmed',
+      expiresAt: until,
+      result: 'r',
+    });
+    assert.equal(await repo.renew({ id: 'claim', owner: 'o' }, { leaseMs: 60_000 }), true);
+    assert.equal(await repo.confirm({ id: 'claim', owner: 'o' }, { ttlMs: 60_000, result: 'done' }), true);
+    const confirmed = await repo.get('claim');
+    assert.equal(confirmed?.state, 'confirmed');
+    assert.equal(confirmed?.fingerprint, 'fp');
+    assert.equal(confirmed?.result, 'done');
+    assert.equal(confirmed?.firstSeenAt, undefined);
+    // A claim of this version keeps its first-seen time through a confirm with a result.
+    const added = await repo.add('new', {
+      ttlMs: 60_000,
+      leaseMs: 60_000,
+      owner: 'o',
+      now: Date.now() - 1_000,
+    });
+    assert.equal(await repo.confirm({ id: 'new', owner: 'o' }, { ttlMs: 60_000, result: 'x' }), true);
+    assert.deepEqual(
+      [(await repo.get('new'))?.result, (await repo.get('new'))?.firstSeenAt],
+      ['x', added.added ? added.record.firstSeenAt : -1],
+    );
+  });
+
   it('keys a namespace so that no prefix reads or clears another it is a prefix of', async (t) => {
     const run = `it:${randomUUID().slice(0, 8)}`;
     const app = await scratch(t, `${run}:app:`);

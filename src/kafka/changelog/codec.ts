@@ -14,10 +14,15 @@ export type ChangelogMark = { readonly expiresAt: number } & Partial<
 const V1 = 1;
 /** Value format 2: V1's 9 bytes, then the whole record in the text form of `encodeRecord` (UTF-8). */
 const V2 = 2;
+/**
+ * Value format 3: V1's 9 bytes, then firstSeenAt as a float64: a bare mark with its first-seen time, 17 bytes
+ * (the text form of V2 would be about 45). A version before it cannot read it.
+ */
+const V3 = 3;
 
 /**
- * Encodes a mark as a changelog value: 9 bytes for a bare confirmed mark, the full record otherwise. A deleted id is
- * a tombstone (a null value), never an encoded mark.
+ * Encodes a mark as a changelog value: 17 bytes for a bare confirmed mark (9 when it has no first-seen time), the
+ * full record otherwise. A deleted id is a tombstone (a null value), never an encoded mark.
  */
 export function encodeMark(mark: ChangelogMark): Buffer {
   const bare =
@@ -28,9 +33,10 @@ export function encodeMark(mark: ChangelogMark): Buffer {
     mark.fingerprint === undefined &&
     mark.result === undefined;
   if (bare) {
-    const value = Buffer.allocUnsafe(9);
-    value[0] = V1;
+    const value = Buffer.allocUnsafe(mark.firstSeenAt === undefined ? 9 : 17);
+    value[0] = mark.firstSeenAt === undefined ? V1 : V3;
     value.writeDoubleBE(mark.expiresAt, 1);
+    if (mark.firstSeenAt !== undefined) value.writeDoubleBE(mark.firstSeenAt, 9);
     return value;
   }
   const text = encodeRecord({ state: 'confirmed', ...mark, id: '' });
@@ -46,7 +52,9 @@ export function encodeMark(mark: ChangelogMark): Buffer {
  * rest. Throws an InvalidInputError for a value this version cannot read.
  */
 export function decodeMarkExpiry(value: Uint8Array): number {
-  if (value.length < 9 || (value[0] !== V1 && value[0] !== V2)) throw unreadable(value);
+  if (value.length < (value[0] === V3 ? 17 : 9) || (value[0] !== V1 && value[0] !== V2 && value[0] !== V3)) {
+    throw unreadable(value);
+  }
   // The reader hands over Buffers; a view is made only for other byte arrays (restores call this per record).
   const buffer = Buffer.isBuffer(value)
     ? value
@@ -63,6 +71,10 @@ export function decodeMarkExpiry(value: Uint8Array): number {
 export function decodeMark(value: Uint8Array): ChangelogMark {
   const expiresAt = decodeMarkExpiry(value);
   if (value[0] === V1) return { expiresAt };
+  if (value[0] === V3) {
+    const view = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+    return { expiresAt, firstSeenAt: view.readDoubleBE(9) };
+  }
   const text = Buffer.from(value.buffer, value.byteOffset + 9, value.byteLength - 9).toString('utf8');
   const { id: _id, ...record } = decodeRecord('', text);
   return record;

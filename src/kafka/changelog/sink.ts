@@ -24,7 +24,7 @@ export interface ChangelogTarget {
   readonly headers?: MessageHeaders;
 }
 
-/** The changelog value of a record: its mark (9 bytes for a bare confirmed id), or null for a deletion. */
+/** The changelog value of a record: its mark (17 bytes for a bare confirmed id), or null for a deletion. */
 export function changeValue(change: ChangelogChange): Buffer | null {
   if (change.record === undefined) return null;
   const { id: _id, ...mark } = change.record;

@@ -497,6 +497,7 @@ export class CassandraRepository extends BaseRepository {
       long(record.eventTime),
       record.fingerprint ?? absent,
       record.result ?? absent,
+      long(record.firstSeenAt),
     ];
   }
 }

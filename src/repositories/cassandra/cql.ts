@@ -29,7 +29,8 @@ import { IDENTIFIER_PATTERN } from './options.js';
 export const BUCKETS = 1024;
 
 /** Columns after the primary key, in the order every statement binds them. */
-export const RECORD_COLUMNS = 'state, expires_at, lease_expires_at, owner, event_time, fingerprint, result';
+export const RECORD_COLUMNS =
+  'state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, first_seen_at';
 
 /** Every column with its CQL type and role, as `createSchema` makes it and as an existing table must have it. */
 export const COLUMNS = {
@@ -43,13 +44,14 @@ export const COLUMNS = {
   event_time: { type: 'bigint', kind: 'regular' },
   fingerprint: { type: 'text', kind: 'regular' },
   result: { type: 'text', kind: 'regular' },
+  first_seen_at: { type: 'bigint', kind: 'regular' },
 } as const;
 
 /**
  * Columns added after the first release: `createSchema` adds them to an older table (ALTER TABLE ADD), and
  * without it the layout check says which statement to run.
  */
-export const ADDED_COLUMNS: readonly (keyof typeof COLUMNS)[] = ['result'];
+export const ADDED_COLUMNS: readonly (keyof typeof COLUMNS)[] = ['result', 'first_seen_at'];
 
 /** The DDL that adds an {@link ADDED_COLUMNS} column to an existing table. */
 export function addColumnStatement(keyspace: string, table: string, column: keyof typeof COLUMNS): string {
@@ -138,8 +140,9 @@ export function statements(keyspace: string, table: string): Statements {
   const t = `${quoteIdentifier(keyspace, 'repository.keyspace')}.${quoteIdentifier(table, 'repository.table')}`;
   const row = 'WHERE ns = ? AND bucket = ? AND id = ?';
   const setAll =
-    'state = ?, expires_at = ?, lease_expires_at = ?, owner = ?, event_time = ?, fingerprint = ?, result = ?';
-  const insert = `INSERT INTO ${t} (ns, bucket, id, ${RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+    'state = ?, expires_at = ?, lease_expires_at = ?, owner = ?, event_time = ?, fingerprint = ?, result = ?, ' +
+    'first_seen_at = ?';
+  const insert = `INSERT INTO ${t} (ns, bucket, id, ${RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
   return {
     select: `SELECT ${RECORD_COLUMNS} FROM ${t} ${row}`,
     selectIn: `SELECT id, ${RECORD_COLUMNS} FROM ${t} WHERE ns = ? AND bucket = ? AND id IN ?`,

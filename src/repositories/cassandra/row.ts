@@ -9,6 +9,8 @@ export function decodeRow(key: string, row: Row | null | undefined): Idempotency
   if (!row || (row.state !== 'in-flight' && row.state !== 'confirmed')) return undefined;
   const lease = toMs(row.lease_expires_at);
   const eventTime = toMs(row.event_time);
+  // Null on a row written by a version that did not keep it.
+  const firstSeenAt = toMs(row.first_seen_at);
   return {
     id: key,
     state: row.state,
@@ -18,6 +20,7 @@ export function decodeRow(key: string, row: Row | null | undefined): Idempotency
     ...(eventTime !== undefined ? { eventTime } : {}),
     ...(row.fingerprint != null ? { fingerprint: row.fingerprint as string } : {}),
     ...(row.result != null ? { result: row.result as string } : {}),
+    ...(firstSeenAt !== undefined ? { firstSeenAt } : {}),
   };
 }
 

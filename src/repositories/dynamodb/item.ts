@@ -18,6 +18,7 @@ export const ATTR = {
   eventTime: 'eventTime',
   fingerprint: 'fingerprint',
   result: 'result',
+  firstSeenAt: 'firstSeenAt',
   ttl: 'ttl',
 } as const;
 
@@ -79,6 +80,7 @@ export function toItem(record: IdempotencyRecord, namespace: string, now: number
   if (record.eventTime !== undefined) item[ATTR.eventTime] = { N: String(record.eventTime) };
   if (record.fingerprint !== undefined) item[ATTR.fingerprint] = { S: record.fingerprint };
   if (record.result !== undefined) item[ATTR.result] = resultValue(record.result);
+  if (record.firstSeenAt !== undefined) item[ATTR.firstSeenAt] = { N: String(record.firstSeenAt) };
   return item;
 }
 
@@ -89,6 +91,8 @@ export function fromItem(item: Item, namespace: string): IdempotencyRecord {
   const eventTime = item[ATTR.eventTime]?.N;
   const fingerprint = item[ATTR.fingerprint]?.S;
   const result = item[ATTR.result]?.S?.slice(RESULT_LEAD.length);
+  // Absent on an item written by a version that did not keep it.
+  const firstSeenAt = item[ATTR.firstSeenAt]?.N;
   return {
     id: (item[ATTR.id]?.S ?? '').slice(namespace.length),
     state: item[ATTR.state]?.S === STATE_VALUE.inFlight.S ? 'in-flight' : 'confirmed',
@@ -98,6 +102,7 @@ export function fromItem(item: Item, namespace: string): IdempotencyRecord {
     ...(eventTime !== undefined ? { eventTime: Number(eventTime) } : {}),
     ...(fingerprint !== undefined ? { fingerprint } : {}),
     ...(result !== undefined ? { result } : {}),
+    ...(firstSeenAt !== undefined ? { firstSeenAt: Number(firstSeenAt) } : {}),
   };
 }
 

@@ -579,17 +579,21 @@ export class LoggedRepository implements IdempotentRepository {
       }
       return live;
     }
-    // Through the store's verbs: deletions, confirmed records by minute of expiry, claims one by one.
+    // Through the store's verbs: deletions, confirmed records by minute of expiry and first-seen time, claims one
+    // by one. A record is written with its first-seen time as the verb's `now` (the time the store keeps as
+    // first seen), so it is kept; a batch's marks share it, so the groups stay large.
     const inner = this.#inner;
     const removals: MessageId[] = [];
-    const marks = new Map<number, AddEntry[]>();
+    const marks = new Map<string, { at: number; bucket: number; entries: AddEntry[] }>();
     const claims: IdempotencyRecord[] = [];
+    const dated: MessageId[] = [];
     for (const [key, record] of last) {
       if (record === undefined || !isLive(record, now)) {
         removals.push(idOfKey(key));
         continue;
       }
       live++;
+      if (record.firstSeenAt !== undefined) dated.push(idOfKey(key));
       if (record.state === 'in-flight') {
         claims.push({ ...record, id: key });
         continue;
@@ -599,24 +603,31 @@ export class LoggedRepository implements IdempotentRepository {
       if (record.eventTime !== undefined) entry.eventTime = record.eventTime;
       if (record.fingerprint !== undefined) entry.fingerprint = record.fingerprint;
       if (record.result !== undefined) entry.result = record.result;
-      const list = marks.get(bucket);
-      if (list) list.push(entry);
-      else marks.set(bucket, [entry]);
+      const at = record.firstSeenAt ?? now;
+      const group = marks.get(`${bucket}:${at}`);
+      if (group) group.entries.push(entry);
+      else marks.set(`${bucket}:${at}`, { at, bucket, entries: [entry] });
     }
+    // Judged at its earlier first-seen time, an older state of a record that the store still holds (a claim the
+    // changelog has confirmed since) would count as live and keep the write out: the changelog has the last word,
+    // so whatever the store holds for those keys, live or not (a read at time 0), is removed first.
+    const held = dated.length === 0 ? [] : await inner.getMany(dated, { now: 0 });
+    for (let i = 0; i < held.length; i++) if (held[i] !== undefined) removals.push(dated[i] as MessageId);
     for (const id of removals) await inner.remove(id);
-    for (const [bucket, entries] of marks) {
-      const ttlMs = Math.max(1, bucket - now);
-      if (inner.markMany) await inner.markMany(entries, { ttlMs, now });
-      else await inner.addMany(entries, { ttlMs, now });
+    for (const { at, bucket, entries } of marks.values()) {
+      const ttlMs = Math.max(1, bucket - at);
+      if (inner.markMany) await inner.markMany(entries, { ttlMs, now: at });
+      else await inner.addMany(entries, { ttlMs, now: at });
     }
     for (const claim of claims) {
+      const at = claim.firstSeenAt ?? now;
       await inner.add(
         idOfKey(claim.id),
         {
-          ttlMs: Math.max(1, claim.expiresAt - now),
-          leaseMs: Math.max(1, (claim.leaseExpiresAt ?? now) - now),
+          ttlMs: Math.max(1, claim.expiresAt - at),
+          leaseMs: Math.max(1, (claim.leaseExpiresAt ?? now) - at),
           owner: claim.owner ?? '',
-          now,
+          now: at,
         },
         {
           ...(claim.eventTime === undefined ? {} : { eventTime: claim.eventTime }),

@@ -36,10 +36,13 @@ export type HeldRecord = IdempotencyRecord | number;
  * this store is the wrapper benchmark's baseline, and the Map measured several times cheaper per message.
  * An evicted live id can repeat; size `maxEntries` above the ids seen within one TTL.
  *
- * A confirmed record with nothing but its expiry (no event time, fingerprint or result: the common case) is kept
- * as that expiry, a number counted from the store's first one, not as an object: a Map of small integers is what
+ * A confirmed record with nothing but its times (no event time, fingerprint or result: the common case) is kept
+ * as its expiry, a number counted from the store's first one, not as an object: a Map of small integers is what
  * a bare `Map` has+set costs, while a Map of fresh objects makes the garbage collector copy every record it
- * keeps. Reads give such a record back as the same plain object the store was given.
+ * keeps. Its first-seen time is the expiry less the store's one retention gap (`#gap`: the first such record's
+ * `expiresAt - firstSeenAt`, a lazy mark's TTL), so only a record whose gap is that one is kept compact; a
+ * claim confirmed in a later millisecond than it was made stays an object. Reads give such a record back as the
+ * same plain object the store was given.
  */
 export class MemoryRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -55,6 +58,8 @@ export class MemoryRepository extends BaseRepository {
   readonly #records = new Map<string, HeldRecord>();
   /** What compact expiries count from: the first one kept, so they stay small integers for weeks. */
   #base: number | undefined;
+  /** `expiresAt - firstSeenAt` of every compact record: the first one's (see the class comment). */
+  #gap: number | undefined;
   readonly #maxEntries: number;
   /**
    * A subclass that overrides an async single-key verb (a test's outage double, a wrapper that counts calls)
@@ -235,12 +240,8 @@ export class MemoryRepository extends BaseRepository {
     const bare = held.eventTime === undefined && held.fingerprint === undefined && result === undefined;
     // A bare record goes straight to its compact form, without the object it would be compacted from.
     const expiresAt = now + ttlMs;
-    this.#base ??= expiresAt;
-    const offset = expiresAt - this.#base;
-    this.#records.set(
-      key,
-      bare && this.#base + offset === expiresAt ? offset : confirmedRecord(held, ttlMs, now, result),
-    );
+    const offset = bare ? this.#offset(expiresAt, held.firstSeenAt) : undefined;
+    this.#records.set(key, offset ?? confirmedRecord(held, ttlMs, now, result));
     return true;
   }
 
@@ -254,16 +255,27 @@ export class MemoryRepository extends BaseRepository {
     ) {
       return record;
     }
-    this.#base ??= record.expiresAt;
-    const offset = record.expiresAt - this.#base;
-    // Exact for whole milliseconds; a fractional time that would not round-trip stays an object.
-    return this.#base + offset === record.expiresAt ? offset : record;
+    return this.#offset(record.expiresAt, record.firstSeenAt) ?? record;
+  }
+
+  /**
+   * The compact form of a bare confirmed record with these times, or undefined when they cannot be one: no
+   * first-seen time (a record of an older version, replayed), another retention gap than the store's, or a
+   * fractional time that would not round-trip (exact for whole milliseconds).
+   */
+  #offset(expiresAt: number, firstSeenAt: number | undefined): number | undefined {
+    if (firstSeenAt === undefined) return undefined;
+    this.#gap ??= expiresAt - firstSeenAt;
+    this.#base ??= expiresAt;
+    const offset = expiresAt - this.#base;
+    return this.#base + offset === expiresAt && expiresAt - this.#gap === firstSeenAt ? offset : undefined;
   }
 
   /** The record held for `key` (a compact expiry becomes the confirmed record it stands for). */
   #record(key: string, held: IdempotencyRecord | number): IdempotencyRecord {
     if (typeof held !== 'number') return held;
-    return { id: key, state: 'confirmed', expiresAt: (this.#base as number) + held };
+    const expiresAt = (this.#base as number) + held;
+    return { id: key, state: 'confirmed', expiresAt, firstSeenAt: expiresAt - (this.#gap as number) };
   }
 
   #live(held: IdempotencyRecord | number, now: number): boolean {
@@ -364,12 +376,15 @@ export class MemoryRepository extends BaseRepository {
  */
 function bareRecord(key: string, options: AddOptions, now: number): IdempotencyRecord {
   const { leaseMs } = options;
-  if (leaseMs === undefined) return { id: key, state: 'confirmed', expiresAt: now + options.ttlMs };
+  if (leaseMs === undefined) {
+    return { id: key, state: 'confirmed', expiresAt: now + options.ttlMs, firstSeenAt: now };
+  }
   return {
     id: key,
     state: 'in-flight',
     expiresAt: now + options.ttlMs,
     leaseExpiresAt: now + leaseMs,
     owner: options.owner,
+    firstSeenAt: now,
   };
 }

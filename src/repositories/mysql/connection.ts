@@ -8,7 +8,7 @@ import type { MySqlOptions } from './options.js';
 
 export { describeAddress } from './options.js';
 
-import { COLUMNS, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, quoteTable } from './sql.js';
 
 /** Whole seconds of `innodb_lock_wait_timeout` for a lock timeout in ms: rounded up, at least 1 (InnoDB's unit). */
 export function lockWaitSeconds(lockTimeoutMs: number): number {
@@ -182,5 +182,11 @@ export async function assertTable(
       String(row.type).toLowerCase(),
     ]),
   );
-  checkLayout({ store: 'mysql', table, quoted: quoteTable(table), address }, actual, COLUMNS, target);
+  checkLayout(
+    { store: 'mysql', table, quoted: quoteTable(table), address },
+    actual,
+    COLUMNS,
+    target,
+    ADDED_COLUMNS,
+  );
 }

@@ -9,7 +9,7 @@ import {
   parseMySqlOptions,
   TABLE_PATTERN,
 } from './options.js';
-import { COLUMNS, MAX_FIELD_BYTES, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, MAX_FIELD_BYTES, quoteTable } from './sql.js';
 
 export { COLUMNS, type MigrateResult };
 
@@ -49,6 +49,7 @@ export function schemaStatements(table: string = mysqlDefaults.table): string[] 
   result MEDIUMBLOB NULL,
   forget_at BIGINT NOT NULL,
   token BIGINT NOT NULL,
+  first_seen_at BIGINT NULL,
   PRIMARY KEY (namespace, id),
   KEY forget_at (forget_at)
 ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
@@ -84,9 +85,17 @@ export function migrate(options: MigrateOptions): Promise<MigrateResult> {
 
 /** ER_LOCK_WAIT_TIMEOUT: a row or metadata lock wait ran out (`innodb_lock_wait_timeout`, `lock_wait_timeout`). */
 const LOCK_WAIT_TIMEOUT = 1205;
+/** ER_DUP_FIELDNAME: the column exists already. */
+const DUPLICATE_COLUMN = 1060;
+
+/** The DDL that adds a column of an older table's missing {@link ADDED_COLUMNS} (nullable: its rows have none). */
+function addColumnStatement(table: string, column: keyof typeof ADDED_COLUMNS): string {
+  return `ALTER TABLE ${quoteTable(table)} ADD COLUMN ${column} ${ADDED_COLUMNS[column].toUpperCase()} NULL`;
+}
 
 /**
- * Runs the DDL when the table is not in the catalog; answers the statements run. On an existing table
+ * Runs the DDL when the table is not in the catalog, or adds the columns an older table lacks (MySQL has no
+ * `ADD COLUMN IF NOT EXISTS`, so they are looked up first); answers the statements run. On an existing table
  * `CREATE TABLE IF NOT EXISTS` takes only a shared metadata lock, which open transactions on it do not block (the
  * PostgreSQL store's index statement does block); the catalog is still read first, so a migration run again
  * takes no lock on the table at all. Also what `createTable: true` runs at open.
@@ -98,10 +107,26 @@ export async function createMissingTable(pool: Pool, table: string): Promise<str
     'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
     [schema, name],
   );
-  if ((rows as unknown[]).length > 0) return [];
-  const ddl = schemaStatements(table);
+  let ddl = schemaStatements(table);
+  if ((rows as unknown[]).length > 0) {
+    const [columns] = await pool.execute(
+      'SELECT COLUMN_NAME AS name FROM information_schema.COLUMNS ' +
+        'WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
+      [schema, name],
+    );
+    const present = new Set((columns as { name: string }[]).map((c) => c.name));
+    ddl = (Object.keys(ADDED_COLUMNS) as (keyof typeof ADDED_COLUMNS)[])
+      .filter((column) => !present.has(column))
+      .map((column) => addColumnStatement(table, column));
+    if (ddl.length === 0) return [];
+  }
   try {
-    for (const statement of ddl) await pool.query(statement);
+    for (const statement of ddl) {
+      await pool.query(statement).catch((error: unknown) => {
+        // Another process added the column first.
+        if ((error as { errno?: unknown }).errno !== DUPLICATE_COLUMN) throw error;
+      });
+    }
   } catch (error) {
     if ((error as { errno?: unknown }).errno === LOCK_WAIT_TIMEOUT) throw tableInUse('mysql', table, error);
     throw error;

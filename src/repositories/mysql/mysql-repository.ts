@@ -465,6 +465,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
         row.result,
         lifetime,
         token,
+        base,
       );
     }
     params.push(base);

@@ -26,7 +26,11 @@ export const COLUMNS = {
   result: 'mediumblob',
   forget_at: 'bigint',
   token: 'bigint',
+  first_seen_at: 'bigint',
 } as const;
+
+/** Columns added after the first release: the migration adds them to an older table (see migration.ts). */
+export const ADDED_COLUMNS = { first_seen_at: 'bigint' } as const;
 
 /** Widest owner and fingerprint, in UTF-8 bytes (their columns). */
 export const MAX_FIELD_BYTES = 1024;
@@ -42,10 +46,11 @@ export const NOW_MS = 'FLOOR(@@timestamp * 1000)';
 const LIVE_UNTIL = "IF(state = 'in-flight', COALESCE(lease_expires_at, 0), expires_at)";
 
 /** The columns a record is read from, in this order. */
-const RECORD_COLUMNS = 'id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result';
+const RECORD_COLUMNS =
+  'id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, first_seen_at';
 
 /**
- * Most rows in one statement. 13 parameters a row stays far below the protocol's 65535 placeholders, and a
+ * Most rows in one statement. 14 parameters a row stays far below the protocol's 65535 placeholders, and a
  * statement of this many small rows is a few hundred KiB.
  */
 export const MAX_ROWS = 1024;
@@ -83,6 +88,8 @@ export interface Row {
   readonly event_time: number | string | null;
   readonly fingerprint: Buffer | null;
   readonly result: Buffer | null;
+  /** Null on a row written by a version that did not keep it. */
+  readonly first_seen_at: number | string | null;
   /** In the claim's read-back: 1 when this call's token is on the row (it wrote it). */
   readonly won?: number | string | null;
 }
@@ -109,11 +116,12 @@ export function decodeRow(row: Row): IdempotencyRecord {
   if (row.event_time !== null) record.eventTime = Number(row.event_time);
   if (row.fingerprint !== null) record.fingerprint = row.fingerprint.toString('utf8');
   if (row.result !== null) record.result = row.result.toString('utf8');
+  if (row.first_seen_at != null) record.firstSeenAt = Number(row.first_seen_at);
   return record;
 }
 
 /** Parameters per row of {@link Statements.claim}, in the order of its VALUES. */
-export const CLAIM_PARAMS = 13;
+export const CLAIM_PARAMS = 14;
 
 /**
  * Every statement of one table, its text built once per size. All are prepared (`execute`) and take the
@@ -147,7 +155,7 @@ export class Statements {
    * is no longer live, and never raises a duplicate-key error (which would abort the caller's transaction).
    *
    * Per row: namespace, id, state, base, ttl, base, lease, owner, event time, fingerprint, result, lifetime,
-   * token ({@link CLAIM_PARAMS}); then one `now` for the liveness test. `base` and `now` are the caller's time,
+   * token, base (the first-seen time) ({@link CLAIM_PARAMS}); then one `now` for the liveness test. `base` and `now` are the caller's time,
    * or NULL for the server's clock; the first time of each row goes through `LAST_INSERT_ID(…)`, so the OK
    * packet's insert id carries the time the statement used. `forget_at` always counts on the server's clock.
    *
@@ -157,12 +165,12 @@ export class Statements {
    */
   claim(rows: number): string {
     return this.#cached(`claim:${rows}`, () => {
-      const row = `(?, ?, ?, LAST_INSERT_ID(COALESCE(?, ${NOW_MS})) + ?, COALESCE(?, ${NOW_MS}) + ?, ?, ?, ?, ?, ${NOW_MS} + ?, ?)`;
+      const row = `(?, ?, ?, LAST_INSERT_ID(COALESCE(?, ${NOW_MS})) + ?, COALESCE(?, ${NOW_MS}) + ?, ?, ?, ?, ?, ${NOW_MS} + ?, ?, COALESCE(?, ${NOW_MS}))`;
       const follow = (column: string) =>
         `${column} = IF(token = VALUES(token), VALUES(${column}), ${column})`;
       return (
         `INSERT INTO ${this.table} (namespace, id, state, expires_at, lease_expires_at, owner, event_time, ` +
-        `fingerprint, result, forget_at, token) VALUES ${new Array<string>(rows).fill(row).join(', ')} ` +
+        `fingerprint, result, forget_at, token, first_seen_at) VALUES ${new Array<string>(rows).fill(row).join(', ')} ` +
         `ON DUPLICATE KEY UPDATE token = IF(${LIVE_UNTIL} <= COALESCE(?, ${NOW_MS}), VALUES(token), token), ` +
         [
           'state',
@@ -173,6 +181,7 @@ export class Statements {
           'fingerprint',
           'result',
           'forget_at',
+          'first_seen_at',
         ]
           .map(follow)
           .join(', ')

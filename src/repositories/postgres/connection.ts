@@ -4,7 +4,7 @@ import type { TlsOptions } from '../../options/tls.js';
 import { checkLayout, errorCode, isTlsFailure as isTls } from '../sql/connection.js';
 import { connectFailure, detailOf, type MigrateStore } from '../sql/store.js';
 import type { PostgresOptions } from './options.js';
-import { COLUMNS, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, quoteTable } from './sql.js';
 
 /** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
 const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
@@ -150,5 +150,11 @@ export async function assertTable(
     values: [quoteTable(table)],
   });
   const actual = new Map(rows.map((row) => [row.name, row.type]));
-  checkLayout({ store: 'postgres', table, quoted: quoteTable(table), address }, actual, COLUMNS, target);
+  checkLayout(
+    { store: 'postgres', table, quoted: quoteTable(table), address },
+    actual,
+    COLUMNS,
+    target,
+    ADDED_COLUMNS,
+  );
 }

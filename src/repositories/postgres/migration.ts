@@ -9,7 +9,7 @@ import {
   postgresDefaults,
   TABLE_PATTERN,
 } from './options.js';
-import { COLUMNS, forgetIndexName, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, forgetIndexName, quoteTable } from './sql.js';
 
 export { COLUMNS, type MigrateResult };
 
@@ -71,6 +71,7 @@ function schemaObjects(table: string): SchemaObject[] {
   fingerprint text COLLATE "C",
   result text,
   forget_at double precision NOT NULL,
+  first_seen_at double precision,
   PRIMARY KEY (namespace, id)
 )`,
       lookup: { text: 'SELECT to_regclass($1) IS NOT NULL AS present', values: [t] },
@@ -84,6 +85,18 @@ function schemaObjects(table: string): SchemaObject[] {
         values: [t, forgetIndexName(table)],
       },
     },
+    // A table of an older version gets the columns added since (nullable: its rows have none); a no-op on a
+    // table created above.
+    ...Object.entries(ADDED_COLUMNS).map(
+      ([column, type]): SchemaObject => ({
+        ddl: `ALTER TABLE ${t} ADD COLUMN IF NOT EXISTS ${column} ${type}`,
+        lookup: {
+          text: `SELECT EXISTS (SELECT 1 FROM pg_attribute
+            WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped) AS present`,
+          values: [t, column],
+        },
+      }),
+    ),
   ];
 }
 

@@ -39,7 +39,11 @@ export const COLUMNS = {
   fingerprint: 'text',
   result: 'text',
   forget_at: 'double precision',
+  first_seen_at: 'double precision',
 } as const;
+
+/** Columns added after the first release: the migration adds them to an older table (see migration.ts). */
+export const ADDED_COLUMNS = { first_seen_at: 'double precision' } as const;
 
 /** A statement the repository runs, prepared by name on each connection the first time it is used there. */
 export interface Statement {
@@ -72,7 +76,8 @@ export function forgetIndexName(table: string): string {
 
 /** Columns of a record as the reads return them. */
 const RECORD_COLUMNS = (r: string) =>
-  `${r}.state, ${r}.expires_at, ${r}.lease_expires_at, ${r}.owner, ${r}.event_time, ${r}.fingerprint, ${r}.result`;
+  `${r}.state, ${r}.expires_at, ${r}.lease_expires_at, ${r}.owner, ${r}.event_time, ${r}.fingerprint, ${r}.result, ` +
+  `${r}.first_seen_at`;
 
 /** The statements over one table. Parameter lists are documented per statement. */
 export interface Statements {
@@ -118,16 +123,17 @@ export function statements(table: string): Statements {
   const now2 = nowOf('$2');
   const write = `
     INSERT INTO ${t} AS r
-      (namespace, id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, forget_at)
+      (namespace, id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, forget_at,
+        first_seen_at)
     SELECT $1, u.id, $7, ${now2} + $8::float8, ${now2} + $9::float8, $10::text, u.event_time, u.fingerprint,
-      u.result, ${WALL} + $11::float8
+      u.result, ${WALL} + $11::float8, ${now2}
     FROM input u
     -- Rows are locked in id order, so two batches over the same ids cannot deadlock.
     ORDER BY u.id
     ON CONFLICT (namespace, id) DO UPDATE SET
       state = EXCLUDED.state, expires_at = EXCLUDED.expires_at, lease_expires_at = EXCLUDED.lease_expires_at,
       owner = EXCLUDED.owner, event_time = EXCLUDED.event_time, fingerprint = EXCLUDED.fingerprint,
-      result = EXCLUDED.result, forget_at = EXCLUDED.forget_at
+      result = EXCLUDED.result, forget_at = EXCLUDED.forget_at, first_seen_at = EXCLUDED.first_seen_at
     WHERE ${LIVE_UNTIL('r')} <= ${now2}
     RETURNING r.id`;
   const input = `input AS (
@@ -241,6 +247,8 @@ export interface RecordRow {
   readonly event_time: number | null;
   readonly fingerprint: string | null;
   readonly result: string | null;
+  /** Null on a row written by a version that did not keep it. */
+  readonly first_seen_at: number | null;
 }
 
 /** The record a row holds, under the canonical key `key`. */
@@ -255,5 +263,6 @@ export function decodeRow(key: string, row: RecordRow): IdempotencyRecord {
   if (row.event_time !== null) record.eventTime = Number(row.event_time);
   if (row.fingerprint !== null) record.fingerprint = decodeText(row.fingerprint);
   if (row.result !== null) record.result = decodeText(row.result);
+  if (row.first_seen_at != null) record.firstSeenAt = Number(row.first_seen_at);
   return record;
 }

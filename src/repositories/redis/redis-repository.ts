@@ -4,10 +4,9 @@ import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
 import { MAX_ID_BYTES, toKey } from '../ids.js';
 import {
   decodeRecord,
+  encodeEntryTail,
   encodeField,
   encodeRecord,
-  encodeRecordTail,
-  FIELD_SEP,
   isLive,
   newRecord,
   storeLifetimeMs,
@@ -233,7 +232,7 @@ export class RedisRepository extends BaseRepository {
       options.ttlMs,
       options.leaseMs ?? '',
       ownerField(options),
-      encodeRecordTail(entry),
+      encodeEntryTail(entry),
     )) as [number, number?, string?];
     if (old !== undefined) return { added: false, existing: decodeRecord(entry.key, old) };
     return { added: true, record: newRecord(entry.key, entry, options, given === '' ? at : now) };
@@ -271,8 +270,8 @@ export class RedisRepository extends BaseRepository {
     const lease = options.leaseMs ?? '';
     const owner = ownerField(options);
     // Ids without event time or fingerprint share one record tail: it is sent once per script call, not per key.
-    const tails = isPlain(entries) ? undefined : entries.map(encodeRecordTail);
-    const shared = encodeRecordTail({});
+    const tails = isPlain(entries) ? undefined : entries.map(encodeEntryTail);
+    const shared = encodeEntryTail({});
     const keys = entries.map((e) => this.#ns + e.key);
     const replies = await this.#calls(
       keys,
@@ -377,8 +376,8 @@ export class RedisRepository extends BaseRepository {
     const px = Math.max(1, Math.ceil(ttlMs));
     const keys = claims.map((c) => this.#ns + c.key);
     const owners = claims.map((c) => encodeField(c.owner));
-    // The result is appended as the record's last field (see encodeRecordTail).
-    const results = claims.map((c) => (c.result === undefined ? '' : FIELD_SEP + encodeField(c.result)));
+    // The script puts the result between the fingerprint and the first-seen time (see CONFIRM_LUA).
+    const results = claims.map((c) => (c.result === undefined ? '' : encodeField(c.result)));
     const replies = await this.#calls(
       keys,
       (target, from, to) =>

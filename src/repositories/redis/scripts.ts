@@ -3,8 +3,8 @@ import type { Cluster, Redis } from 'ioredis';
 /*
  * Lua scripts behind the Redis repository. Each runs atomically on the server, so a check and the write that
  * depends on it can never interleave with another client's. Records use the text form of `encodeRecord`:
- * `state \1 expiresAt \1 leaseExpiresAt \1 owner \1 eventTime \1 fingerprint`, strings escaped so that no field
- * holds a \1.
+ * `state \1 expiresAt \1 leaseExpiresAt \1 owner \1 eventTime \1 fingerprint \1 result \1 firstSeenAt`, strings
+ * escaped so that no field holds a \1 (records of older versions end after the fingerprint or the result).
  *
  * Time: a script judges liveness, and counts TTLs and leases, from the `now` it is given (event-time mode passes
  * stream time) or, when given '', from the server's own `TIME`. One clock for every worker means a worker whose
@@ -40,8 +40,8 @@ local call = redis.call
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: PX for every new record, ARGV[3]: ttlMs,
  * ARGV[4]: leaseMs, or '' for a record written confirmed, ARGV[5]: the encoded owner ('' for none),
- * ARGV[6]: the record's tail (`eventTime \1 fingerprint`) shared by all keys, or, when ARGV has one tail per key,
- * ARGV[5 + i] for KEYS[i].
+ * ARGV[6]: the record's tail (`eventTime \1 fingerprint \1 result`, see `encodeEntryTail`) shared by all keys, or,
+ * when ARGV has one tail per key, ARGV[5 + i] for KEYS[i]. The script appends `now` as the first-seen time.
  * Answers `{ now, i, live record text, ... }` for each KEYS[i] that holds a live record; every other key was
  * written.
  */
@@ -55,14 +55,15 @@ if ARGV[4] == '' then
 else
   head = 'f\1' .. expires .. '\1' .. num(now + tonumber(ARGV[4])) .. '\1' .. ARGV[5] .. '\1'
 end
+local seen = '\1' .. num(now)
 -- One record text for every key when they share a tail: no string is built per key on the common path.
-local shared = #ARGV == 6 and (head .. ARGV[6])
+local shared = #ARGV == 6 and (head .. ARGV[6] .. seen)
 local nxget = redis.REDIS_VERSION_NUM ~= nil
 local out = { now }
 local n = 1
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local value = shared or (head .. ARGV[5 + i])
+  local value = shared or (head .. ARGV[5 + i] .. seen)
   local old
   if nxget then
     old = call('SET', key, value, 'NX', 'PX', px, 'GET')
@@ -86,11 +87,11 @@ return out
 /**
  * Confirm: turn each key's in-flight record into a confirmed one, only if it is still held by the given owner.
  * The lease is not checked: a claim past its lease that no one took over is still the owner's to confirm (a
- * takeover rewrites the owner, and then this refuses). Event time and fingerprint are kept.
+ * takeover rewrites the owner, and then this refuses). Event time, fingerprint and first-seen time are kept.
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: ttlMs, ARGV[3]: PX, ARGV[3 + i]: the encoded
- * owner for KEYS[i], ARGV[3 + #KEYS + i]: the result field to append for KEYS[i] (U+0001 + the encoded result, or
- * '' for none; a claim holds no result, so appending is enough).
+ * owner for KEYS[i], ARGV[3 + #KEYS + i]: the encoded result for KEYS[i], or '' for none (a claim holds none: it
+ * goes between the fingerprint and the first-seen time; a claim of an older version has neither).
  * Answers `{ now, i, 0, ... }` for each KEYS[i] not confirmed; every other key was confirmed.
  */
 export const CONFIRM_LUA = `${PRELUDE}${String.raw`
@@ -104,9 +105,17 @@ for i = 1, n do
   local old = call('GET', key)
   local done = false
   if old then
-    local state, owner, rest = string.match(old, '^([^\1]*)\1[^\1]*\1[^\1]*\1([^\1]*)\1(.*)$')
+    local state, owner, kept, rest =
+      string.match(old, '^([^\1]*)\1[^\1]*\1[^\1]*\1([^\1]*)\1([^\1]*\1[^\1]*)(.*)$')
     if state == 'f' and owner == ARGV[3 + i] then
-      call('SET', key, 'c\1' .. expires .. '\1\1\1' .. rest .. (ARGV[3 + n + i] or ''), 'PX', px)
+      local result = ARGV[3 + n + i] or ''
+      local seen = string.match(rest, '^\1[^\1]*\1([^\1]+)$')
+      if seen then
+        kept = kept .. '\1' .. result .. '\1' .. seen
+      elseif result ~= '' then
+        kept = kept .. '\1' .. result
+      end
+      call('SET', key, 'c\1' .. expires .. '\1\1\1' .. kept, 'PX', px)
       done = true
     end
   end

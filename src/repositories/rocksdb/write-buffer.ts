@@ -399,7 +399,8 @@ export function valueEncoder(): (record: IdempotencyRecord) => Buffer {
       record.owner !== last.owner ||
       record.eventTime !== last.eventTime ||
       record.fingerprint !== last.fingerprint ||
-      record.result !== last.result
+      record.result !== last.result ||
+      record.firstSeenAt !== last.firstSeenAt
     ) {
       last = record;
       bytes = Buffer.from(encodeRecord(record));

@@ -33,7 +33,8 @@ export function isTlsFailure(error: unknown, codes: string, messages: string): b
 /**
  * Checks the table's columns as the catalog lists them (`actual`, name → type; empty when there is no table)
  * against the ones the statements use. A missing table is a config problem reported at open, naming the command
- * that creates it; a same-named table of another shape would fail every statement.
+ * that creates it; a same-named table of another shape would fail every statement. A table of an older version
+ * that lacks a column of `added` (added since, nullable) is told to run the migration, which adds it.
  */
 export function checkLayout(
   where: {
@@ -45,6 +46,7 @@ export function checkLayout(
   actual: ReadonlyMap<string, string>,
   columns: Readonly<Record<string, string>>,
   target: MigrateStore,
+  added: Readonly<Record<string, string>> = {},
 ): void {
   const { store, table, quoted, address } = where;
   if (actual.size === 0) {
@@ -54,6 +56,12 @@ export function checkLayout(
     );
   }
   for (const [name, type] of Object.entries(columns)) {
+    if (!actual.has(name) && name in added) {
+      throw new ConfigError(
+        'repository.table',
+        `table ${quoted} predates column ${name}; ${migrateHint(store, table, target, 'add it')}`,
+      );
+    }
     if (actual.get(name) !== type) {
       throw new ConfigError(
         'repository.table',

@@ -91,11 +91,11 @@ function shellQuote(text: string): string {
 }
 
 /** How to create a missing table, for error messages (`store`: the entry point, `postgres` or `mysql`). */
-export function migrateHint(store: string, table: string, target: MigrateStore): string {
+export function migrateHint(store: string, table: string, target: MigrateStore, verb = 'create it'): string {
   const flag = table === 'processed_ids' ? '' : ` --table ${table}`;
   const note = target.note === '' ? '' : `${target.note}; `;
   return (
-    `create it with \`idem migrate --store ${target.arg}${flag} --apply\` (${note}without --apply it prints ` +
+    `${verb} with \`idem migrate --store ${target.arg}${flag} --apply\` (${note}without --apply it prints ` +
     `the DDL), migrate() from idempotent-consumer/${store}, or repository.createTable = true`
   );
 }

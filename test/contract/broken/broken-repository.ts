@@ -13,8 +13,8 @@ const server = new Map<string, IdempotencyRecord>();
 /**
  * A deliberately wrong store, to prove the contract suite catches bad implementations:
  * its add is check-then-act across an await (not atomic), it never expires anything,
- * confirm/remove ignore the owner (and confirm drops the result), and its namespace is a bare key prefix
- * (so `ns` sees and clears `ns:orders`).
+ * confirm/remove ignore the owner (and confirm drops the result and takes its own time for the first-seen
+ * time), and its namespace is a bare key prefix (so `ns` sees and clears `ns:orders`).
  */
 export class BrokenRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -64,7 +64,12 @@ export class BrokenRepository extends BaseRepository {
     return claims.map(({ key }) => {
       const record = server.get(this.#prefix + key);
       if (!record) return false;
-      server.set(this.#prefix + key, { ...record, state: 'confirmed', expiresAt: now + ttlMs });
+      server.set(this.#prefix + key, {
+        ...record,
+        state: 'confirmed',
+        expiresAt: now + ttlMs,
+        firstSeenAt: now,
+      });
       return true;
     });
   }

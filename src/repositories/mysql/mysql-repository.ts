@@ -775,7 +775,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   async #statement(operation: string, sql: string): Promise<void> {
     this.assertUsable(operation);
     try {
-      await this.client.query(sql);
+      await this.connection.query(sql);
     } catch (error) {
       const code = errno(error);
       // The savepoint went with the whole transaction: the server rolled it back (a statement of the work's own

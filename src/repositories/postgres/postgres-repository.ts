@@ -93,6 +93,11 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   #lead: readonly string[] | undefined;
   /** BEGIN sent alone, not yet answered; its failure is kept for {@link begun}. */
   #began: Promise<unknown> | undefined;
+  /**
+   * A released savepoint whose RELEASE has not gone yet: it goes with the next SAVEPOINT, in its round trip,
+   * and COMMIT (or ROLLBACK) ends it with the transaction. See {@link releaseSavepoint}.
+   */
+  #releasePending = false;
 
   constructor(client: pg.PoolClient, lockTimeoutMs: number) {
     super('postgres', client, lockTimeoutMs);
@@ -165,7 +170,10 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     return this.openSavepoint(async () => {
       if (this.aborted) return 'skipped';
       let state: 'open' | 'skipped' = 'open';
-      await this.#run('savepoint', `SAVEPOINT ${SAVEPOINT}`, () => {
+      // The last savepoint's RELEASE first, in the same simple query: savepoints never nest.
+      const release = this.#releasePending ? `RELEASE SAVEPOINT ${SAVEPOINT}; ` : '';
+      this.#releasePending = false;
+      await this.#run('savepoint', `${release}SAVEPOINT ${SAVEPOINT}`, () => {
         state = 'skipped';
       });
       return state;
@@ -183,6 +191,12 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     // Skipped: the transaction was aborted before the savepoint; it only rolls back now anyway.
     if (state !== 'open') return;
     let failure: unknown;
+    if (!this.aborted && this.#idleInTransaction()) {
+      // Every statement sent since the savepoint was answered and the last answer says the transaction is
+      // sound, so RELEASE cannot fail: it waits for the next SAVEPOINT or the end of the transaction.
+      this.#releasePending = true;
+      return;
+    }
     if (!this.aborted) {
       try {
         await this.connection.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
@@ -214,6 +228,18 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
       `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
     );
     this.aborted = false;
+  }
+
+  /**
+   * True when the connection has no statement in flight and its last ReadyForQuery said "in a transaction
+   * block", not "in a failed one" (node-postgres 8.8+; false where it cannot tell).
+   */
+  #idleInTransaction(): boolean {
+    const client = this.connection as unknown as {
+      readonly readyForQuery?: boolean;
+      getTransactionStatus?(): string | null;
+    };
+    return client.readyForQuery === true && client.getTransactionStatus?.() === 'T';
   }
 
   /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */

@@ -4,13 +4,15 @@
  * own transaction costs what the plain transaction does (BEGIN with the claim, the handler's INSERT, COMMIT),
  * and a batch transaction one round trip for BEGIN and every claim, per handler its savepoint and its own
  * statements (a savepoint's RELEASE rides with the next SAVEPOINT or ends with COMMIT), and COMMIT: no confirm
- * where no outcome is kept, since the claim is written confirmed.
+ * where no outcome is kept, since the claim is written confirmed. And the claim's cached generic plan, made on a
+ * young table, does not scan the table once it has grown.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { PostgresRepository, postgresTransaction } from '../../src/repositories/postgres/index.js';
+import { quoteTable, statements } from '../../src/repositories/postgres/sql.js';
 import { createTestTable, testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
@@ -137,5 +139,38 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     // The failed one is new again: a redelivery handles it.
     const again = await batch.processBatch([bad], insert);
     assert.equal(again.results[0]?.outcome, 'processed');
+  });
+
+  it("a claim's generic plan made on a young table does not scan the grown table for new ids", async (t) => {
+    const young = testTable('plans');
+    t.after(await createTestTable(young));
+    const quoted = quoteTable(young);
+    const client = await pool.connect();
+    t.after(() => client.release());
+    const fill = (from: number, n: number) =>
+      client.query(
+        `INSERT INTO ${quoted} (namespace, id, state, expires_at, forget_at)
+          SELECT 'plans', 'old-' || g, 'confirmed', 1e13, 1e13 FROM generate_series($1::int, $2::int) g`,
+        [from, from + n - 1],
+      );
+    // The plan a connection caches on a table that autoanalyze saw with a handful of rows.
+    await fill(1, 8);
+    await client.query(`ANALYZE ${quoted}`);
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    t.after(() => client.query('RESET plan_cache_mode; DEALLOCATE plan_claim'));
+    await client.query(`PREPARE plan_claim AS ${statements(young).claim.text}`);
+    await fill(100, 5_000);
+    const ids = Array.from({ length: 50 }, () => `'${randomUUID()}'`).join(', ');
+    await client.query('BEGIN');
+    const { rows } = await client.query(
+      `EXPLAIN (ANALYZE, COSTS OFF) EXECUTE plan_claim('plans', NULL, ARRAY[${ids}]::text[], '{}', '{}', '{}', ` +
+        `'in-flight', 60000, 1000, 'o', 60000)`,
+    );
+    await client.query('ROLLBACK');
+    const plan = rows.map((row) => row['QUERY PLAN'] as string);
+    // New ids: the write goes through its arbiter index, and the lookup of rows it did not take never runs.
+    const scans = plan.filter((line) => /Scan .* on /.test(line) && line.includes(young));
+    assert.ok(scans.length > 0, plan.join('\n'));
+    for (const line of scans) assert.match(line, /never executed/, plan.join('\n'));
   });
 });

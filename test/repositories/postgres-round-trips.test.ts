@@ -141,7 +141,7 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     assert.equal(again.results[0]?.outcome, 'processed');
   });
 
-  it("a claim's generic plan made on a young table does not scan the grown table for new ids", async (t) => {
+  it('generic plans made on a young table do not scan the grown table: the claim, a read', async (t) => {
     const young = testTable('plans');
     t.after(await createTestTable(young));
     const quoted = quoteTable(young);
@@ -157,8 +157,9 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     await fill(1, 8);
     await client.query(`ANALYZE ${quoted}`);
     await client.query('SET plan_cache_mode = force_generic_plan');
-    t.after(() => client.query('RESET plan_cache_mode; DEALLOCATE plan_claim'));
+    t.after(() => client.query('RESET plan_cache_mode; DEALLOCATE plan_claim; DEALLOCATE plan_read'));
     await client.query(`PREPARE plan_claim AS ${statements(young).claim.text}`);
+    await client.query(`PREPARE plan_read AS ${statements(young).read.text}`);
     await fill(100, 5_000);
     const ids = Array.from({ length: 50 }, () => `'${randomUUID()}'`).join(', ');
     await client.query('BEGIN');
@@ -172,5 +173,12 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     const scans = plan.filter((line) => /Scan .* on /.test(line) && line.includes(young));
     assert.ok(scans.length > 0, plan.join('\n'));
     for (const line of scans) assert.match(line, /never executed/, plan.join('\n'));
+    // A read (lazy mode's check, `get`): one primary-key lookup per id, never a scan of the namespace.
+    const read = await client.query(
+      `EXPLAIN (ANALYZE, COSTS OFF) EXECUTE plan_read('plans', ARRAY['old-1', 'old-4000', 'new']::text[], NULL)`,
+    );
+    const readPlan = read.rows.map((row) => row['QUERY PLAN'] as string).join('\n');
+    assert.match(readPlan, /Index Cond: \(\(namespace = \$1\) AND \(id = u\.id\)\)/, readPlan);
+    assert.doesNotMatch(readPlan, /Seq Scan|Rows Removed by Filter/, readPlan);
   });
 });

@@ -11,7 +11,10 @@
  * 2. Per batch (`--batch`, default 100 messages a transaction): `transaction: 'batch'` with the per-message
  *    handler (a savepoint around each), and with a whole-batch handler (one multi-row INSERT), each against a
  *    plain transaction making the same INSERTs.
- * 3. The SIGKILL run of the example's test (test/examples/inbox-kill-run.ts) with IDEM_STORE=postgres and then
+ * 3. MariaDB/MySQL (MYSQL_URL; `--no-mysql` skips): the same two rows on MySqlRepository, a handler making one
+ *    INSERT on `mysqlTransaction(ctx)` against getConnection + BEGIN + the same INSERT + COMMIT, and a batch of
+ *    `--batch` in one transaction against one plain transaction of as many INSERTs. Targets ≥ 0.7× and ≥ 0.8×.
+ * 4. The SIGKILL run of the example's test (test/examples/inbox-kill-run.ts) with IDEM_STORE=postgres and then
  *    redis: the payment rows applied twice that each leaves (`--kill-records`, `--kills`; `--no-kill` skips).
  *
  * Each figure is the best of `--passes` passes after a warm-up, passes of the variants interleaved, every pass
@@ -21,6 +24,7 @@
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
+import { createPool as createMySqlPool, type PoolConnection } from 'mysql2/promise';
 import pg from 'pg';
 import {
   createPaymentsTable,
@@ -29,6 +33,11 @@ import {
   type Payment,
 } from '../examples/postgres-inbox/payments.js';
 import { IdempotentConsumer } from '../src/consumer/index.js';
+import {
+  MySqlRepository,
+  migrate as migrateMySql,
+  mysqlTransaction,
+} from '../src/repositories/mysql/index.js';
 import { migrate, PostgresRepository, postgresTransaction } from '../src/repositories/postgres/index.js';
 import { killRun } from '../test/examples/inbox-kill-run.js';
 import { FigureSink } from './report/figures.js';
@@ -41,6 +50,7 @@ const { values } = parseArgs({
     'kill-records': { type: 'string', default: '20000' },
     kills: { type: 'string', default: '10' },
     'no-kill': { type: 'boolean', default: false },
+    'no-mysql': { type: 'boolean', default: false },
     json: { type: 'string' },
   },
 });
@@ -50,6 +60,7 @@ const PASSES = Math.max(1, Number(values.passes));
 const postgresUrl = process.env.POSTGRES_URL ?? 'postgres://idem:idem@127.0.0.1:5432/idem';
 const kafkaBrokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const mysqlUrl = process.env.MYSQL_URL ?? 'mysql://idem:idem@127.0.0.1:3306/idem';
 const load = () =>
   loadavg()
     .map((l) => l.toFixed(2))
@@ -57,7 +68,8 @@ const load = () =>
 const sink = new FigureSink(
   'postgres-inbox',
   `npm run bench:inbox -- --messages ${N} --batch ${BATCH} --passes ${PASSES}` +
-    (values['no-kill'] ? ' --no-kill' : ` --kill-records ${values['kill-records']} --kills ${values.kills}`),
+    (values['no-kill'] ? ' --no-kill' : ` --kill-records ${values['kill-records']} --kills ${values.kills}`) +
+    (values['no-mysql'] ? ' --no-mysql' : ''),
 );
 console.log(`load average at start: ${load()} (1, 5, 15 min)`);
 
@@ -186,6 +198,7 @@ try {
     "transaction 'batch' per-message / plain batch",
     markedBatch / plainBatch,
     `plain ${BATCH}-INSERT transaction`,
+    0.8,
   );
   ratio(
     'inbox.batch-multi-vs-plain',
@@ -212,6 +225,88 @@ try {
   await pool.end();
   await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   await admin.end();
+}
+
+if (!values['no-mysql']) {
+  // Tables of their own, dropped at the end.
+  const suffix = randomBytes(5).toString('hex');
+  const table = `bench_inbox_${suffix}`;
+  const payments = `bench_payments_${suffix}`;
+  const mysqlPool = createMySqlPool({ uri: mysqlUrl, connectionLimit: 4 });
+  const insert = (connection: PoolConnection, payment: Payment) =>
+    connection.execute(`INSERT INTO ${payments} (message_id, amount) VALUES (?, ?)`, [
+      payment.id,
+      payment.amount,
+    ]);
+  /** getConnection, BEGIN, `work`, COMMIT: the plain transaction of the MySQL baselines. */
+  const plainMySql = async (work: (connection: PoolConnection) => Promise<void>) => {
+    const connection = await mysqlPool.getConnection();
+    try {
+      await connection.query('BEGIN');
+      await work(connection);
+      await connection.query('COMMIT');
+    } catch (error) {
+      await connection.query('ROLLBACK');
+      throw error;
+    } finally {
+      connection.release();
+    }
+  };
+  try {
+    await mysqlPool.query(
+      `CREATE TABLE ${payments} (id bigint AUTO_INCREMENT PRIMARY KEY, message_id varchar(255) NOT NULL, ` +
+        'amount bigint NOT NULL) ENGINE=InnoDB',
+    );
+    await migrateMySql({ url: mysqlUrl, table });
+    const repository = await MySqlRepository.open({ url: mysqlUrl, table, poolSize: 4 });
+    const perMessage = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });
+    const perBatch = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
+    const handler = (payment: Payment, context: Parameters<typeof mysqlTransaction>[0]) =>
+      insert(mysqlTransaction(context), payment);
+    console.log(`\nMariaDB/MySQL, one transaction per message (${N} messages a pass, best of ${PASSES}):`);
+    const [plain, marked] = (await race({
+      'mysql plain: BEGIN, INSERT, COMMIT': async (items) => {
+        for (const payment of items)
+          await plainMySql((connection) => insert(connection, payment).then(() => {}));
+      },
+      "mysql transactional mark: transaction 'message'": async (items) => {
+        for (const chunk of chunks(items)) await perMessage.processBatch(chunk, handler);
+      },
+    })) as [number, number];
+    console.log(`\nMariaDB/MySQL, one transaction per ${BATCH} messages:`);
+    const [plainBatch, markedBatch] = (await race({
+      [`mysql plain: BEGIN, ${BATCH} INSERTs, COMMIT`]: async (items) => {
+        for (const chunk of chunks(items)) {
+          await plainMySql(async (connection) => {
+            for (const payment of chunk) await insert(connection, payment);
+          });
+        }
+      },
+      "mysql transaction 'batch', per-message handler (savepoints)": async (items) => {
+        for (const chunk of chunks(items)) await perBatch.processBatch(chunk, handler);
+      },
+    })) as [number, number];
+    console.log('\nratios (same run):');
+    ratio(
+      'inbox.mysql.message-vs-plain',
+      "mysql transaction 'message' / plain transaction",
+      marked / plain,
+      'plain BEGIN/INSERT/COMMIT',
+      0.7,
+    );
+    ratio(
+      'inbox.mysql.batch-vs-plain',
+      "mysql transaction 'batch' per-message / plain batch",
+      markedBatch / plainBatch,
+      `plain ${BATCH}-INSERT transaction`,
+      0.8,
+    );
+    await repository.close();
+  } finally {
+    await mysqlPool.query(`DROP TABLE IF EXISTS ${payments}`);
+    await mysqlPool.query(`DROP TABLE IF EXISTS ${table}`);
+    await mysqlPool.end();
+  }
 }
 
 if (!values['no-kill']) {

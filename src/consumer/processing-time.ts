@@ -59,6 +59,8 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
    */
   readonly #one: SingleKeyVerbs;
   readonly #eager: boolean;
+  /** The consumer's `transaction` option is on: every batch runs inside one of the repository's transactions. */
+  readonly #transactional: boolean;
   /** A lazy mark's options, the same for every mark; and a confirm's when it keeps no outcome. */
   readonly #markOptions: AddOptions;
   readonly #confirmOptions: ConfirmOptions;
@@ -74,6 +76,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#stats = stats;
     this.#one = singleKeyVerbs(options.repository);
     this.#eager = options.mode === 'eager';
+    this.#transactional = options.transaction !== false;
     this.#markOptions = { ttlMs: options.ttlMs };
     this.#confirmOptions = { ttlMs: options.ttlMs };
     this.#epoch = replayEpochPrefix(options.replayEpoch);
@@ -114,11 +117,28 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     // the young generation and makes every minor GC copy the last few thousand owner tokens.
     const owner = this.#eager ? this.#ownerPrefix + (this.#ownerSeq++).toString(36) : '';
     if (!one) return { owner, found: new Array(ids.length), one: undefined };
-    const { ttlMs, leaseMs } = this.#options;
     const claims = this.#eager
-      ? { claimOptions: { ttlMs, leaseMs, owner }, claim: { id: '', owner } }
+      ? { claimOptions: this.#claimOptions(batch, owner), claim: { id: '', owner } }
       : undefined;
     return { owner, found: [undefined], one: claims };
+  }
+
+  /**
+   * Whether this batch's claims are written confirmed: inside a transaction, where no outcome is kept with the
+   * id (`batch.kept` unset). An in-flight claim that a later statement confirms tells nobody anything there: no
+   * other transaction sees either row before COMMIT, and the claim's row lock holds a concurrent claim of the id
+   * until then, as an in-flight row would. So the claim writes the confirmed record at once and the confirm
+   * statement is not needed; a failed handler's claim goes with the rollback, or (a savepoint kept the rest of
+   * the transaction) is removed by id, owner or not.
+   */
+  #claimsConfirmed(batch: Batch<M>): boolean {
+    return this.#transactional && batch.kept === undefined;
+  }
+
+  /** An eager claim's options: a lease and an owner, or none for a claim written confirmed. */
+  #claimOptions(batch: Batch<M>, owner: string): AddOptions {
+    const { ttlMs, leaseMs } = this.#options;
+    return this.#claimsConfirmed(batch) ? { ttlMs } : { ttlMs, leaseMs, owner };
   }
 
   held(state: ProcessingTimeState, batch: Batch<M>): HeldClaims | undefined {
@@ -142,8 +162,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const keys = heads.map((h) => batch.keys[h] as string);
     const repository = this.#options.repository;
     if (this.#eager) {
-      const { ttlMs, leaseMs } = this.#options;
-      const options = { ttlMs, leaseMs, owner: state.owner };
+      const options = this.#claimOptions(batch, state.owner);
       const { fingerprints } = batch;
       const added = await repository.addMany(
         fingerprints === undefined
@@ -169,11 +188,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const id = idOfKey(batch.keys[head] as string);
     const { found } = state;
     if (this.#eager) {
-      const { ttlMs, leaseMs } = this.#options;
       const fingerprint = batch.fingerprints?.[head];
       const answer = this.#one.add(
         id,
-        state.one?.claimOptions ?? { ttlMs, leaseMs, owner: state.owner },
+        state.one?.claimOptions ?? this.#claimOptions(batch, state.owner),
         fingerprint === undefined ? undefined : { fingerprint },
       );
       if (waits(answer)) {
@@ -231,7 +249,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
         release.push(key);
       }
     }
-    const { owner } = state;
+    const confirmedClaims = this.#claimsConfirmed(batch);
+    // A claim written confirmed has no owner: removed by id (this transaction holds its row).
+    const owner = confirmedClaims ? undefined : state.owner;
     if (release.length > 0 && this.#options.removeOnFailure) {
       await Promise.all(
         release.map((key) => {
@@ -243,7 +263,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
         }),
       );
     }
-    if (confirmKeys.length === 0) return;
+    if (confirmKeys.length === 0 || confirmedClaims) return;
     const { ttlMs } = this.#options;
     const start = store.start(batch);
     let confirmed: boolean[];
@@ -253,14 +273,14 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
         confirmKeys.length === 1
           ? [
               await repository.confirm(
-                { id: idOfKey(confirmKeys[0] as string), owner },
+                { id: idOfKey(confirmKeys[0] as string), owner: state.owner },
                 { ttlMs, result: kept?.[confirmAt[0] as number] },
               ),
             ]
           : await repository.confirmMany(
               confirmKeys.map((key, k) => ({
                 id: idOfKey(key),
-                owner,
+                owner: state.owner,
                 result: kept?.[confirmAt[k] as number],
               })),
               { ttlMs },
@@ -284,9 +304,12 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const id = idOfKey(batch.keys[head] as string);
     const { owner } = state;
     const winner = batch.winner[head] as number;
+    const confirmedClaim = this.#claimsConfirmed(batch);
     if (winner === -1 || !settles(batch, winner)) {
-      return this.#options.removeOnFailure ? this.#release(batch, store, id, owner) : undefined;
+      if (!this.#options.removeOnFailure) return undefined;
+      return this.#release(batch, store, id, confirmedClaim ? undefined : owner);
     }
+    if (confirmedClaim) return undefined;
     const start = store.start(batch);
     let answer: MaybePromise<boolean>;
     try {
@@ -317,7 +340,12 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 
   /** Releases a claim whose message failed. */
-  #release(batch: Batch<M>, store: StoreGuard, id: MessageId, owner: string): Promise<void> | undefined {
+  #release(
+    batch: Batch<M>,
+    store: StoreGuard,
+    id: MessageId,
+    owner: string | undefined,
+  ): Promise<void> | undefined {
     const start = store.start(batch);
     let answer: MaybePromise<boolean>;
     try {

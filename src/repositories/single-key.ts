@@ -20,7 +20,7 @@ export interface SingleKeyVerbs {
   add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
   get(id: MessageId): MaybePromise<IdempotencyRecord | undefined>;
   confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean>;
-  remove(id: MessageId, owner: string): MaybePromise<boolean>;
+  remove(id: MessageId, owner?: string): MaybePromise<boolean>;
   mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean>;
 }
 
@@ -39,7 +39,7 @@ class DirectVerbs implements SingleKeyVerbs {
   confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
     return this.#r.confirmDirect(claim, options);
   }
-  remove(id: MessageId, owner: string): MaybePromise<boolean> {
+  remove(id: MessageId, owner?: string): MaybePromise<boolean> {
     return this.#r.removeDirect(id, owner);
   }
   mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
@@ -65,7 +65,7 @@ class AsyncVerbs implements SingleKeyVerbs {
     const r = this.#r;
     return r.confirmDirect ? r.confirmDirect(claim, options) : r.confirm(claim, options);
   }
-  remove(id: MessageId, owner: string): MaybePromise<boolean> {
+  remove(id: MessageId, owner?: string): MaybePromise<boolean> {
     const r = this.#r;
     return r.removeDirect ? r.removeDirect(id, owner) : r.remove(id, owner);
   }

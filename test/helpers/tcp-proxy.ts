@@ -9,6 +9,8 @@
  * - `delay(ms)`: every chunk is held `ms` before it is passed on (a slow network); `delay(0)` ends it.
  * - `cut()`: every open connection is reset (a dropped network or a restarted server); new ones are served.
  * - `refuse(true)`: new connections are closed at once (a server that is down).
+ * - `exchanges`: round trips so far, every connection's: a client's bytes that follow the server's answer (or
+ *   open the connection) start one; bytes it sends before the server answered ride in the same one.
  *
  * Suitable for protocols whose clients keep using the address they were given (Redis, PostgreSQL, MySQL, a single
  * Cassandra contact point), not for Kafka, whose clients reconnect to the addresses the broker advertises.
@@ -23,6 +25,8 @@ interface Pair {
   /** Chunks held while frozen, per direction. */
   readonly toUpstream: Buffer[];
   readonly toClient: Buffer[];
+  /** Who sent the last chunk. */
+  last: 'client' | 'server' | undefined;
 }
 
 export class TcpProxy {
@@ -33,6 +37,8 @@ export class TcpProxy {
   #delayMs = 0;
   /** Connections accepted in all. */
   accepted = 0;
+  /** Round trips in all (see the file comment). */
+  exchanges = 0;
 
   private constructor(
     readonly targetHost: string,
@@ -110,7 +116,7 @@ export class TcpProxy {
       client.resetAndDestroy();
       return;
     }
-    const pair: Pair = { client, upstream: undefined, toUpstream: [], toClient: [] };
+    const pair: Pair = { client, upstream: undefined, toUpstream: [], toClient: [], last: undefined };
     this.#pairs.add(pair);
     client.setNoDelay(true);
     client.on('data', (chunk) => this.#pass(pair, 'toUpstream', chunk));
@@ -130,6 +136,9 @@ export class TcpProxy {
   }
 
   #pass(pair: Pair, direction: 'toUpstream' | 'toClient', chunk: Buffer): void {
+    const from = direction === 'toUpstream' ? 'client' : 'server';
+    if (from === 'client' && pair.last !== 'client') this.exchanges++;
+    pair.last = from;
     if (this.#frozen || pair.upstream === undefined) {
       pair[direction].push(chunk);
       return;

@@ -51,6 +51,9 @@ const ER_NO_SUCH_TABLE = 1146;
 /** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
 const ER_SP_DOES_NOT_EXIST = 1305;
 
+/** The OK packet's status flag: a transaction is open on the session. */
+const SERVER_STATUS_IN_TRANS = 0x0001;
+
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
 /** Rows per `scan` page. */
@@ -228,6 +231,11 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     let healthy = true;
     // Set once `autocommit = 0` ran: from then on the session must be restored before it goes back to the pool.
     let begun = false;
+    // The session settings as they were: after COMMIT or ROLLBACK only, since turning autocommit back on would
+    // commit an open transaction.
+    const reset = setLockWait
+      ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
+      : 'SET SESSION autocommit = @idem_autocommit';
     try {
       await this.run('transaction', async () => {
         try {
@@ -282,7 +290,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       } else {
         await this.run('commit', async () => {
           try {
-            await connection.query('COMMIT');
+            // The session's own setting back: turning autocommit on (the usual session) commits the open
+            // transaction, in the same round trip. A session that had autocommit off is still in the
+            // transaction (the OK packet says so), and COMMIT ends it.
+            const [header] = await connection.query<ResultSetHeader>(reset);
+            begun = false;
+            if ((header.serverStatus & SERVER_STATUS_IN_TRANS) !== 0) await connection.query('COMMIT');
           } catch (error) {
             healthy = false;
             throw error;
@@ -291,13 +304,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       }
       return result;
     } finally {
-      if (healthy && begun) {
-        // After COMMIT or ROLLBACK only: turning autocommit back on would commit an open transaction.
-        const reset = setLockWait
-          ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
-          : 'SET SESSION autocommit = @idem_autocommit';
-        healthy = (await endQuietly(connection, reset)) === undefined;
-      }
+      if (healthy && begun) healthy = (await endQuietly(connection, reset)) === undefined;
       if (healthy) connection.release();
       else connection.destroy();
     }
@@ -776,7 +783,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   async #statement(operation: string, sql: string): Promise<void> {
     this.assertUsable(operation);
     try {
-      await this.client.query(sql);
+      await this.connection.query(sql);
     } catch (error) {
       const code = errno(error);
       // The savepoint went with the whole transaction: the server rolled it back (a statement of the work's own

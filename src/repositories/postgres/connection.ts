@@ -158,3 +158,58 @@ export async function assertTable(
     ADDED_COLUMNS,
   );
 }
+
+/** What {@link sendWithLead} uses of node-postgres' connection: its protocol writers and prepared names. */
+interface Protocol {
+  parse(config: { text: string }): void;
+  bind(config: object): void;
+  execute(config: object): void;
+  readonly parsedStatements?: Record<string, string>;
+}
+
+/**
+ * node-postgres' Query writing parameterless `lead` statements (BEGIN, SET LOCAL) ahead of its own, in the
+ * extended protocol before its one Sync: one round trip for all, and an error in any makes the server skip the
+ * rest up to the Sync, so the query never runs when its BEGIN did not. Each lead statement adds a result
+ * (its CommandComplete) in front of the query's.
+ */
+class LeadQuery extends pg.Query {
+  lead: readonly string[] = [];
+
+  prepare(connection: Protocol): void {
+    for (const text of this.lead) {
+      connection.parse({ text });
+      connection.bind({});
+      connection.execute({});
+    }
+    (pg.Query.prototype as unknown as { prepare(connection: Protocol): void }).prepare.call(this, connection);
+  }
+}
+
+/**
+ * Runs `query` (a named prepared statement) with `lead` in the same round trip when the connection has
+ * prepared the statement already; otherwise (the statement's first use on the connection, or a node-postgres
+ * without the internals this relies on) the lead goes as one simple query first, and the statement after it.
+ * Answers the statement's own result. Only on a prepared statement: every lead statement's ParseComplete makes
+ * node-postgres note the query's name as parsed, true only when it was before.
+ */
+export async function sendWithLead<R extends pg.QueryResultRow>(
+  client: pg.PoolClient,
+  lead: readonly string[],
+  query: { readonly name: string; readonly text: string; readonly values: unknown[] },
+): Promise<pg.QueryResult<R>> {
+  const protocol = (client as unknown as { connection?: Protocol }).connection;
+  const prepared = protocol?.parsedStatements?.[query.name] === query.text;
+  if (!prepared || typeof (pg.Query.prototype as { prepare?: unknown }).prepare !== 'function') {
+    await client.query(lead.join('; '));
+    return client.query<R>(query);
+  }
+  const results = await new Promise<pg.QueryResult<R> | pg.QueryResult<R>[]>((resolve, reject) => {
+    const submitted = new LeadQuery(query, (error: Error | undefined, result: unknown) =>
+      error ? reject(error) : resolve(result as pg.QueryResult<R> | pg.QueryResult<R>[]),
+    );
+    submitted.lead = lead;
+    client.query(submitted);
+  });
+  return Array.isArray(results) ? (results.at(-1) as pg.QueryResult<R>) : results;
+}

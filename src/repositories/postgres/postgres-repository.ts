@@ -26,7 +26,7 @@ import type {
   RepositoryTransaction,
   TransactionOptions,
 } from '../types.js';
-import { assertTable, createPool, errorCode, openError } from './connection.js';
+import { assertTable, createPool, errorCode, openError, sendWithLead } from './connection.js';
 import { migrate } from './migration.js';
 import {
   describeAddress,
@@ -87,6 +87,61 @@ type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED |
  */
 class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   /**
+   * BEGIN and the lock timeout, until they go: with the transaction's first statement, in its round trip (see
+   * {@link send}), or alone as soon as the caller is handed the connection ({@link handOut}). Undefined once sent.
+   */
+  #lead: readonly string[] | undefined;
+  /** BEGIN sent alone, not yet answered; its failure is kept for {@link begun}. */
+  #began: Promise<unknown> | undefined;
+  /**
+   * A released savepoint whose RELEASE has not gone yet: it goes with the next SAVEPOINT, in its round trip,
+   * and COMMIT (or ROLLBACK) ends it with the transaction. See {@link releaseSavepoint}.
+   */
+  #releasePending = false;
+
+  constructor(client: pg.PoolClient, lockTimeoutMs: number) {
+    super('postgres', client, lockTimeoutMs);
+    // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
+    this.#lead = ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
+  }
+
+  /** Whether any statement went to the server: a transaction that sent none has nothing to end. */
+  get started(): boolean {
+    return this.#lead === undefined;
+  }
+
+  protected override handOut(): void {
+    const lead = this.#lead;
+    if (lead === undefined) return;
+    this.#lead = undefined;
+    // Not awaited: node-postgres sends the caller's statements after it, in order.
+    this.#began = this.connection.query(lead.join('; '));
+    this.#began.catch(() => this.abort());
+  }
+
+  /** Settles once BEGIN sent alone was answered; rejects with its error. */
+  async begun(): Promise<void> {
+    await this.#began;
+  }
+
+  /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
+  send<R extends pg.QueryResultRow>(query: {
+    readonly name: string;
+    readonly text: string;
+    readonly values: unknown[];
+  }): Promise<pg.QueryResult<R>> {
+    const lead = this.#lead;
+    if (lead === undefined) return this.connection.query<R>(query);
+    this.#lead = undefined;
+    return sendWithLead<R>(this.connection, lead, query);
+  }
+
+  /** ROLLBACK, unless nothing was sent: the error when it failed (see `endQuietly`). */
+  rollback(): Promise<Error | undefined> {
+    return this.started ? endQuietly(this.connection, 'ROLLBACK') : Promise.resolve(undefined);
+  }
+
+  /**
    * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
    * before the failure). The repository's verbs then answer without running: reads absent, writes false, claims
    * in-progress. That is the choice made here over a savepoint around each claim, which would cost two more
@@ -115,7 +170,10 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     return this.openSavepoint(async () => {
       if (this.aborted) return 'skipped';
       let state: 'open' | 'skipped' = 'open';
-      await this.#run('savepoint', `SAVEPOINT ${SAVEPOINT}`, () => {
+      // The last savepoint's RELEASE first, in the same simple query: savepoints never nest.
+      const release = this.#releasePending ? `RELEASE SAVEPOINT ${SAVEPOINT}; ` : '';
+      this.#releasePending = false;
+      await this.#run('savepoint', `${release}SAVEPOINT ${SAVEPOINT}`, () => {
         state = 'skipped';
       });
       return state;
@@ -133,9 +191,15 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     // Skipped: the transaction was aborted before the savepoint; it only rolls back now anyway.
     if (state !== 'open') return;
     let failure: unknown;
+    if (!this.aborted && this.#idleInTransaction()) {
+      // Every statement sent since the savepoint was answered and the last answer says the transaction is
+      // sound, so RELEASE cannot fail: it waits for the next SAVEPOINT or the end of the transaction.
+      this.#releasePending = true;
+      return;
+    }
     if (!this.aborted) {
       try {
-        await this.client.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
+        await this.connection.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
         return;
       } catch (error) {
         if (errorCode(error) !== IN_FAILED_TRANSACTION) {
@@ -166,10 +230,25 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     this.aborted = false;
   }
 
+  /**
+   * True when the connection has no statement in flight and its last ReadyForQuery said "in a transaction
+   * block", not "in a failed one" (node-postgres 8.8+; false where it cannot tell).
+   */
+  #idleInTransaction(): boolean {
+    const client = this.connection as unknown as {
+      readonly readyForQuery?: boolean;
+      getTransactionStatus?(): string | null;
+    };
+    return client.readyForQuery === true && client.getTransactionStatus?.() === 'T';
+  }
+
   /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */
   async #run(operation: string, sql: string, onAborted?: () => void): Promise<void> {
+    const lead = this.#lead;
+    this.#lead = undefined;
     try {
-      await this.client.query(sql);
+      // The transaction's first statement: BEGIN goes in the same simple query.
+      await this.connection.query(lead === undefined ? sql : `${lead.join('; ')}; ${sql}`);
     } catch (error) {
       this.abort();
       if (onAborted !== undefined && errorCode(error) === IN_FAILED_TRANSACTION) {
@@ -233,7 +312,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   ): Promise<T> {
     const lockTimeoutMs = this.beginTransaction(options, MAX_TTL_MS);
     const client = await this.run('transaction', () => this.pool.connect());
-    const transaction = new PostgresTransaction('postgres', client, lockTimeoutMs);
+    const transaction = new PostgresTransaction(client, lockTimeoutMs);
     let broken: Error | undefined;
     // The pool listens for errors only on idle clients: a checked-out one whose connection drops while no query
     // runs (the handler's own work between statements) emits 'error' with no listener, which kills the process.
@@ -243,25 +322,26 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     };
     client.on('error', onError);
     try {
-      try {
-        // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
-        await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`);
-      } catch (error) {
-        broken = error as Error;
-        throw this.storeError('transaction', error);
-      }
       let result: T;
       try {
         result = await this.scope.run(transaction, () => work(transaction));
       } catch (error) {
-        broken = await endQuietly(client, 'ROLLBACK');
+        broken = await transaction.rollback();
         throw error;
       }
+      try {
+        await transaction.begun();
+      } catch (error) {
+        broken = error as Error;
+        throw this.storeError('transaction', error);
+      }
       if (transaction.rollingBack) {
-        broken = await endQuietly(client, 'ROLLBACK');
+        broken = await transaction.rollback();
         if (broken !== undefined) throw this.storeError('rollback', broken);
         return result;
       }
+      // Nothing was sent (the work ran no statement): nothing to commit.
+      if (!transaction.started) return result;
       await this.#commit(client).catch((error: unknown) => {
         broken = error as Error;
         throw error;
@@ -319,7 +399,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
     if (transaction.aborted) return ABORTED;
     try {
-      return await transaction.client.query<R>(query);
+      return await transaction.send<R>(query);
     } catch (error) {
       transaction.abort();
       const code = errorCode(error);

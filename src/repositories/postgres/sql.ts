@@ -144,27 +144,36 @@ export function statements(table: string): Statements {
   return {
     // The existing row comes from the statement's snapshot. A row another transaction committed after that
     // snapshot blocks the insert but is not in it: the repository reads it again in a new statement.
+    // Only the ids the write did not take are read (`c.id IS NULL` gates the lookup, OFFSET 0 keeps it a
+    // subquery of its own): a batch of new ids touches the table through the write's arbiter index alone,
+    // whatever plan the statement's cached generic plan chose for the lookup (on a table still small, a
+    // sequential scan).
     claim: statement(
       'claim',
       `WITH ${input}, claimed AS (${write})
       SELECT u.n, ${now2} AS now, c.id IS NOT NULL AS added, ${RECORD_COLUMNS('r')}
       FROM input u
       LEFT JOIN claimed c ON c.id = u.id
-      LEFT JOIN ${t} r ON c.id IS NULL AND r.namespace = $1 AND r.id = u.id`,
+      LEFT JOIN LATERAL (
+        SELECT ${RECORD_COLUMNS('x')} FROM ${t} x
+        WHERE c.id IS NULL AND x.namespace = $1 AND x.id = u.id OFFSET 0
+      ) r ON true`,
     ),
     mark: statement('mark', `WITH ${input} ${write}`),
+    // One lookup per id on the primary key (a LATERAL subquery kept apart by OFFSET 0): a join would let a
+    // generic plan cached on a young table scan the whole namespace once it has grown.
     read: statement(
       'read',
       `SELECT u.n, ${nowOf('$3')} AS now, ${RECORD_COLUMNS('r')}
       FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
-      JOIN ${t} r ON r.namespace = $1 AND r.id = u.id
+      CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
       WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`,
     ),
     contains: statement(
       'contains',
       `SELECT u.n
       FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
-      JOIN ${t} r ON r.namespace = $1 AND r.id = u.id
+      CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
       WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`,
     ),
     // The lease is not checked: a claim past its lease that no one took over is still its owner's to confirm
@@ -174,7 +183,8 @@ export function statements(table: string): Statements {
       `UPDATE ${t} AS r SET state = 'confirmed', expires_at = ${nowOf('$6')} + $5::float8,
         lease_expires_at = NULL, owner = NULL, result = u.result, forget_at = ${WALL} + $5::float8
       FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(id, owner, result, n)
-      WHERE r.namespace = $1 AND r.id = u.id AND r.state = 'in-flight' AND r.owner = u.owner
+      WHERE r.namespace = $1 AND r.id = u.id AND r.id = ANY ($2::text[]) AND r.state = 'in-flight'
+        AND r.owner = u.owner
       RETURNING u.n`,
     ),
     // The row is kept at least as long as the new lease (never shortened), like the Redis store's PX.

@@ -25,7 +25,8 @@ export async function endQuietly(
  * the consumer may hold at a time. How the transaction begins, ends and learns it broke is its dialect's.
  */
 export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
-  readonly client: C;
+  /** The pooled connection, for the dialect's own statements (see {@link client}). */
+  protected readonly connection: C;
   /** The lock timeout of this transaction, in ms, as asked for. */
   readonly lockTimeoutMs: number;
   readonly #store: string;
@@ -34,9 +35,24 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
 
   constructor(store: string, client: C, lockTimeoutMs: number) {
     this.#store = store;
-    this.client = client;
+    this.connection = client;
     this.lockTimeoutMs = lockTimeoutMs;
   }
+
+  /**
+   * The driver's connection inside the transaction, for the caller's own statements: the transaction has begun
+   * on it by the time the caller's first statement runs (see {@link handOut}).
+   */
+  get client(): C {
+    this.handOut();
+    return this.connection;
+  }
+
+  /**
+   * Called whenever the connection is handed out: a dialect that sends its BEGIN with its first statement
+   * (PostgreSQL) sends it now if none went yet, ahead of whatever the caller sends.
+   */
+  protected handOut(): void {}
 
   abstract get rollingBack(): boolean;
   abstract rollbackOnly(): void;

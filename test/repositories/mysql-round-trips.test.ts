@@ -1,0 +1,120 @@
+/**
+ * What the transactional mark costs in round trips on MySQL/MariaDB, counted on the wire (a proxy of the test's
+ * own between the repository's pool and the server), so the count cannot creep back. One message in its own
+ * transaction: the session settings, the transaction's savepoint, the claim (written confirmed: no confirm),
+ * the handler's INSERT, the savepoint's release (it proves the server did not roll the transaction back), and
+ * the settings back, whose return to autocommit commits. A batch: the same around one claim for every id and
+ * each handler under its savepoint.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { IdempotentConsumer } from '../../src/consumer/index.js';
+import { MySqlRepository, mysqlTransaction } from '../../src/repositories/mysql/index.js';
+import { createTestTable, testPool, testTable } from '../helpers/mysql.js';
+import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
+
+interface Payment {
+  readonly id: string;
+}
+
+describe('mysql transactional mark: round trips', { skip: skipUnlessEnabled('mysql') }, () => {
+  const table = testTable('trips');
+  const payments = testTable('payments');
+  const pool = testPool(1);
+  let drop: (() => Promise<void>) | undefined;
+  before(async () => {
+    drop = await createTestTable(table);
+    await pool.query(`CREATE TABLE \`${payments}\` (id varchar(64) PRIMARY KEY) ENGINE=InnoDB`);
+  });
+  after(async () => {
+    await pool.query(`DROP TABLE IF EXISTS \`${payments}\``);
+    await pool.end();
+    await drop?.();
+  });
+
+  /** A repository whose one connection goes through a proxy that counts round trips. */
+  async function open(t: TestContext): Promise<{ repository: MySqlRepository; proxy: TcpProxy }> {
+    const server = new URL(endpoints.mysqlUrl);
+    const proxy = await TcpProxy.start({ host: server.hostname, port: Number(server.port || 3306) }, t);
+    const url = new URL(endpoints.mysqlUrl);
+    url.host = proxy.address;
+    const repository = await MySqlRepository.open({
+      url: url.href,
+      table,
+      namespace: `trips-${randomUUID().slice(0, 8)}`,
+      poolSize: 1,
+    });
+    t.after(() => repository.close());
+    return { repository, proxy };
+  }
+
+  const insert = (payment: Payment, context: { readonly transaction?: unknown }) =>
+    mysqlTransaction(context).execute(`INSERT INTO \`${payments}\` (id) VALUES (?)`, [payment.id]);
+
+  /** Round trips `work` makes, after one run of it that prepared the statements on the connection. */
+  async function trips(proxy: TcpProxy, work: () => Promise<unknown>): Promise<number> {
+    await work();
+    const before = proxy.exchanges;
+    await work();
+    return proxy.exchanges - before;
+  }
+
+  const fresh = (n: number): Payment[] => Array.from({ length: n }, () => ({ id: randomUUID() }));
+
+  it("one message, transaction 'message': no confirm, and COMMIT with the session's settings", async (t) => {
+    const { repository, proxy } = await open(t);
+    const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });
+    const count = await trips(proxy, async () => {
+      assert.equal((await consumer.process(fresh(1)[0] as Payment, insert)).outcome, 'processed');
+    });
+    assert.equal(count, 6);
+  });
+
+  it("a batch, transaction 'batch': one claim for every id, none to confirm", async (t) => {
+    const { repository, proxy } = await open(t);
+    const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
+    const size = 10;
+    const count = await trips(proxy, async () => {
+      const { results } = await consumer.processBatch(fresh(size), insert);
+      assert.deepEqual(new Set(results.map((r) => r.outcome)), new Set(['processed']));
+    });
+    // Settings, savepoint, claim; per message its savepoint, its INSERT, the release; release, settings back.
+    assert.equal(count, 3 + 3 * size + 2);
+  });
+
+  it('a failed handler leaves no mark and no effect; the rest of its batch commits', async (t) => {
+    const { repository } = await open(t);
+    const stored = async (ids: readonly string[]) => {
+      const [rows] = await pool.query(
+        `SELECT (SELECT count(*) FROM \`${table}\` WHERE id IN (?)) AS marks,
+          (SELECT count(*) FROM \`${payments}\` WHERE id IN (?)) AS effects`,
+        [ids, ids],
+      );
+      const row = (rows as { marks: number; effects: number }[])[0];
+      return { marks: Number(row?.marks), effects: Number(row?.effects) };
+    };
+    const failing = async (payment: Payment, context: { readonly transaction?: unknown }) => {
+      await insert(payment, context);
+      if (payment.id.startsWith('fail')) throw new Error('boom');
+    };
+    const message = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });
+    const one = { id: `fail-${randomUUID()}` };
+    await assert.rejects(message.process(one, failing), /boom/);
+    assert.deepEqual(await stored([one.id]), { marks: 0, effects: 0 });
+
+    const batch = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
+    const ok = fresh(2);
+    const bad = { id: `fail-${randomUUID()}` };
+    const { results } = await batch.processBatch([ok[0] as Payment, bad, ok[1] as Payment], failing);
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['processed', 'failed', 'processed'],
+    );
+    assert.deepEqual(await stored([bad.id]), { marks: 0, effects: 0 });
+    assert.deepEqual(await stored(ok.map((p) => p.id)), { marks: 2, effects: 2 });
+    const again = await batch.processBatch([bad], insert);
+    assert.equal(again.results[0]?.outcome, 'processed');
+  });
+});

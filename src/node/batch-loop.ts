@@ -35,7 +35,8 @@ export interface BatchLoopDeps {
  * The node's batch loop: the consumer's `eachBatch`. One fetched partition batch, chunk by chunk: each chunk is parsed,
  * looked up, produced (acked) and marked before the next one starts, so at most one chunk is ever produced but not
  * yet marked: a crash repeats at most that chunk. The offsets of the finished chunks are committed at the end,
- * also when a chunk failed (exactly-once: each chunk's transaction commits its own offset). Overlapping a chunk's
+ * also when a chunk failed (exactly-once: a transaction over consecutive chunks commits their offset, see
+ * {@link Span}). Overlapping a chunk's
  * lookup with the previous chunk's produce measured no faster: the node is bound by its one CPU thread.
  */
 export class BatchLoop {

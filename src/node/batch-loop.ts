@@ -8,6 +8,7 @@ import type {
 import type { CatchUp } from './catch-up.js';
 import type { ChunkProcessor, NodeTotals } from './chunk.js';
 import { GenerationMovedError } from './exactly-once/producers.js';
+import type { ChunkTransaction } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
 import type { PartitionLifecycle, PartitionState } from './partition-state.js';
@@ -34,18 +35,22 @@ export interface BatchLoopDeps {
  * The node's batch loop: the consumer's `eachBatch`. One fetched partition batch, chunk by chunk: each chunk is parsed,
  * looked up, produced (acked) and marked before the next one starts, so at most one chunk is ever produced but not
  * yet marked: a crash repeats at most that chunk. The offsets of the finished chunks are committed at the end,
- * also when a chunk failed (exactly-once: each chunk's transaction commits its own offset). Overlapping a chunk's
+ * also when a chunk failed (exactly-once: a transaction over consecutive chunks commits their offset, see
+ * {@link Span}). Overlapping a chunk's
  * lookup with the previous chunk's produce measured no faster: the node is bound by its one CPU thread.
  */
 export class BatchLoop {
   readonly #deps: BatchLoopDeps;
   readonly #exactlyOnce: boolean;
+  /** Records after which an exactly-once span commits (see {@link Span}). */
+  readonly #spanRecords: number;
   /** An iteration is one fetch round; a round that brought no records was input-starved. */
   #roundHadRecords = true;
 
   constructor(deps: BatchLoopDeps) {
     this.#deps = deps;
     this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
+    this.#spanRecords = SPAN_CHUNKS * deps.config.input.batchSize;
     const { consumer, perf } = deps;
     consumer.onFetchStart(() => {
       perf.iteration(!this.#roundHadRecords);
@@ -98,13 +103,16 @@ export class BatchLoop {
     const highWatermark = Number(payload.highWatermark);
     const partitionLabel = String(partition);
     let done: ConsumedMessage | undefined;
+    let state: PartitionState | undefined;
+    // Exactly-once: the open transaction, over the chunks since its first (committed at the span's end).
+    let span: Span | undefined;
     try {
       // A batch of a generation that is gone: its partition may be another member's by now.
       if (payload.isStale()) return undefined;
       const epoch = partitions?.epoch ?? 0;
       let stepStart = performance.now();
       // A newly assigned partition first gets its dedup state back from the changelog.
-      const state = partitions && (await partitions.ready(partition, payload.heartbeat));
+      state = partitions && (await partitions.ready(partition, payload.heartbeat));
       if (partitions && state === undefined) {
         this.#deps.logger.info(
           { topic, partition, records: messages.length },
@@ -116,36 +124,74 @@ export class BatchLoop {
       // Still a member? (At most once per heartbeat interval.) A batch fetched just before the process was frozen,
       // or fetched after it woke but before the client noticed that the group moved on, stops here.
       await payload.heartbeat();
+      // The batch's generation is gone, or the partition rejoined: an open transaction is aborted, not committed.
+      let moved = false;
       for (let i = 0; i < messages.length; ) {
-        if (!payload.isRunning() || payload.isStale()) break;
-        stepStart = performance.now();
+        if (!payload.isRunning()) break;
+        moved = payload.isStale();
         // A join since the batch began (revoked, or kept across a gap and restored again): stop after the chunk
         // in hand. The records are read again from the last commit by whoever owns the partition now.
-        if (state && !partitions?.current(state, epoch)) break;
+        moved ||= state !== undefined && !partitions?.current(state, epoch);
+        if (moved) break;
+        stepStart = performance.now();
         // Larger chunks while the partition catches up (src/node/catch-up.ts).
         const size = catchUp.chunkSize(topic, partition, Number(messages[i]?.offset), highWatermark);
         const chunk = messages.slice(i, i + size);
         i += chunk.length;
+        const last = chunk[chunk.length - 1] as ConsumedMessage;
         if (state?.transactional) {
-          if (!(await this.#transactional(state, topic, chunk, payload))) break;
-        } else if (state) {
-          await state.chunks.handle(topic, partition, chunk);
-          await partitions?.appended(state);
+          span ??= await this.#openSpan(state);
+          const { tx } = span;
+          span.records += chunk.length;
+          // The span's last chunk commits it as it finishes, as a transaction per chunk did.
+          tx.hold(i < messages.length && !span.full(this.#spanRecords));
+          const { chunks: processor } = state;
+          const handled = await this.#transactional(state, topic, payload, tx, () =>
+            processor.handle(topic, partition, chunk, tx),
+          );
+          if (!handled) {
+            span = undefined;
+            break;
+          }
+          span.last = last;
+          if (tx.committed) {
+            span = undefined;
+            this.#committed(state, tx);
+            done = last;
+            payload.resolveOffset(done.offset);
+          }
         } else {
-          await chunks.handle(topic, partition, chunk);
+          if (state) {
+            await state.chunks.handle(topic, partition, chunk);
+            await partitions?.appended(state);
+          } else {
+            await chunks.handle(topic, partition, chunk);
+          }
+          done = last;
+          payload.resolveOffset(done.offset);
         }
-        done = chunk[chunk.length - 1] as ConsumedMessage;
-        payload.resolveOffset(done.offset);
-        catchUp.handled(topic, partition, chunk.length, Number(done.offset) + 1, highWatermark);
+        catchUp.handled(topic, partition, chunk.length, Number(last.offset) + 1, highWatermark);
         // Behind the high watermark of this fetch; Number is exact below 2^53 records.
         metrics.lag.set(
           { topic, partition: partitionLabel },
-          Math.max(0, highWatermark - Number(done.offset) - 1),
+          Math.max(0, highWatermark - Number(last.offset) - 1),
         );
         await payload.heartbeat();
         if (this.#overran(stepStart, topic, partition, 'chunk')) break;
       }
+      // Stopped early with chunks in an open transaction: committed now (stopping, or a step overran), where a
+      // transaction per chunk would have committed the last of them, and the commit refuses a moved generation
+      // as a chunk's always did; aborted when the batch's generation or the partition's state is gone.
+      if (span?.last !== undefined) {
+        if (moved) await this.#abortSpan(state as PartitionState, span);
+        else if (await this.#commitSpan(state as PartitionState, topic, payload, span)) {
+          done = span.last;
+          payload.resolveOffset(done.offset);
+        }
+      }
     } catch (error) {
+      // A failure between chunks (a heartbeat) leaves the span open: it is aborted, its records read again.
+      if (state !== undefined && span?.tx.open) await this.#abortSpan(state, span).catch(() => undefined);
       throw new ChunksFailed(error, done);
     }
     return done;
@@ -168,24 +214,69 @@ export class BatchLoop {
     return true;
   }
 
+  /** A new transaction for the partition's next chunks. */
+  async #openSpan(state: PartitionState): Promise<Span> {
+    const lifecycle = this.#deps.partitions as PartitionLifecycle;
+    // Per-instance: a producer replaced after a failure may not have started yet.
+    if (lifecycle.perInstance) await lifecycle.start();
+    return new Span(lifecycle.transaction(state));
+  }
+
+  /** Commits a span's transaction; false when the partition's work was dropped (see {@link #transactional}). */
+  async #commitSpan(
+    state: PartitionState,
+    topic: string,
+    payload: ConsumedBatch,
+    span: Span,
+  ): Promise<boolean> {
+    const { tx } = span;
+    const committed = await this.#transactional(state, topic, payload, tx, async () => {
+      try {
+        await tx.commit();
+      } catch (error) {
+        await tx.fail();
+        throw error;
+      }
+    });
+    if (committed) this.#committed(state, tx);
+    return committed;
+  }
+
+  /** A span's transaction committed: its changelog end is the partition's. */
+  #committed(state: PartitionState, tx: ChunkTransaction): void {
+    this.#deps.metrics.transactions.inc({ result: 'committed' });
+    (this.#deps.partitions as PartitionLifecycle).advanced(state.partition, tx.committed?.changelogNext);
+  }
+
+  /** Aborts a span whose partition moved; a producer left in an unknown state is replaced, as after any failure. */
+  async #abortSpan(state: PartitionState, span: Span): Promise<void> {
+    this.#deps.metrics.transactions.inc({ result: 'aborted' });
+    if (await span.tx.fail()) return;
+    const lifecycle = this.#deps.partitions as PartitionLifecycle;
+    await lifecycle.afterUnknownEnd(
+      state.partition,
+      new Error('aborting the transaction of a moved partition failed'),
+    );
+  }
+
   /**
-   * One exactly-once chunk in its transaction. False when the partition was fenced: a newer owner holds its
-   * transactional id, so this instance drops the partition's work (nothing marked, nothing committed) and pauses
-   * it until the group has had time to move it; if the group gives it back, it is restored again first.
+   * One step of an exactly-once transaction: a chunk handled in it, or its commit. False when the partition's
+   * work was dropped: the group rebalanced (the records are read again), or the partition was fenced (a newer
+   * owner holds its transactional id, so this instance drops the partition's work, nothing marked, nothing
+   * committed, and pauses it until the group has had time to move it; if the group gives it back, it is restored
+   * again first).
    */
   async #transactional(
     state: PartitionState,
     topic: string,
-    chunk: ConsumedMessage[],
     payload: ConsumedBatch,
+    tx: ChunkTransaction,
+    step: () => Promise<void>,
   ): Promise<boolean> {
     const { metrics, logger } = this.#deps;
     const lifecycle = this.#deps.partitions as PartitionLifecycle;
-    // Per-instance: a producer replaced after a failure may not have started yet.
-    if (lifecycle.perInstance) await lifecycle.start();
-    const tx = lifecycle.transaction(state);
     try {
-      await state.chunks.handle(topic, state.partition, chunk, tx);
+      await step();
     } catch (error) {
       if (tx.committed) {
         // Committed, but the local store missed the marks: restore before the next record.
@@ -221,8 +312,6 @@ export class BatchLoop {
       if (tx.needsNewProducer) await lifecycle.afterUnknownEnd(state.partition, error);
       throw error;
     }
-    metrics.transactions.inc({ result: 'committed' });
-    lifecycle.advanced(state.partition, tx.committed?.changelogNext);
     return true;
   }
 
@@ -236,6 +325,29 @@ export class BatchLoop {
     ).unref();
   }
 }
+
+/**
+ * Exactly-once: one transaction over consecutive chunks of a batch, committed by the chunk that brings it to
+ * `spanRecords` records or starts once it has been open SPAN_MS, by the batch's last chunk, or when the batch
+ * stops early. A transaction per chunk spent most of the
+ * node's time in the commit's round trips (offsets, end, markers); Kafka Streams likewise commits per
+ * `commit.interval` (100 ms under exactly-once). A crash or a failure repeats the whole span, never more.
+ */
+class Span {
+  records = 0;
+  last: ConsumedMessage | undefined;
+  readonly #openedAt = performance.now();
+  constructor(readonly tx: ChunkTransaction) {}
+
+  full(records: number): boolean {
+    return this.records >= records || performance.now() - this.#openedAt >= SPAN_MS;
+  }
+}
+
+/** At most this long between an exactly-once span's first chunk and its commit (see {@link Span}). */
+const SPAN_MS = 100;
+/** At most this many input chunks' worth of records (`input.batchSize`) in one exactly-once span. */
+const SPAN_CHUNKS = 10;
 
 /** A chunk failed after others of the batch were done: the error, and the last record handled before it. */
 class ChunksFailed extends Error {

@@ -76,6 +76,11 @@ export interface ChunkSink {
   finish(end: ChunkEnd): Promise<void>;
   /** The chunk failed before it finished; undo what can be undone. */
   fail?(error: unknown): Promise<unknown>;
+  /**
+   * Takes a finished chunk's counts to run once its output is committed (exactly-once: a transaction may span
+   * several chunks); without it they run when the chunk finishes.
+   */
+  onCommitted?(count: () => void): void;
 }
 
 /** What {@link ChunkProcessor} works with. */
@@ -198,8 +203,8 @@ export class ChunkProcessor {
     // The audit of the dropped duplicates, through the chunk's sender: in its transaction under exactly-once.
     await this.#audit?.send(sink.sender, topic, partition, candidates, results);
     // 3. Dead letters last: a failure here repeats the chunk, and the marks turn its forwarded records into
-    // duplicates instead of second copies. (Exactly-once: the letters, marks and offset join the transaction,
-    // which commits here.)
+    // duplicates instead of second copies. (Exactly-once: the letters and offset join the transaction, which
+    // the batch loop commits with the marks after this chunk or a later one.)
     const last = chunk[chunk.length - 1] as ConsumedMessage;
     await sink.finish({
       topic,
@@ -209,7 +214,9 @@ export class ChunkProcessor {
       nextOffset: (BigInt(last.offset) + 1n).toString(),
     });
     clock.tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
-    this.#count(topic, partition, chunk.length, withoutId, letters, tally);
+    if (sink.onCommitted === undefined)
+      this.#count(topic, partition, chunk.length, withoutId, letters, tally);
+    else sink.onCommitted(() => this.#count(topic, partition, chunk.length, withoutId, letters, tally));
   }
 
   /** Step 1: each record's dedup id; unreadable records, and by default records without one, become dead letters. */

@@ -69,8 +69,8 @@ export interface DedupNodeOptions {
  * The offsets of the finished chunks are committed once per fetched batch (and before giving up on one).
  * A crash repeats at most the chunk between its produce and its mark; nothing is committed before it is
  * written somewhere. Partitions are handled one at a time, so one process never races itself. See docs/node.md.
- * Under `output.guarantee = "exactly-once"` each chunk is one Kafka transaction (output, changelog marks, dead
- * letters, input offset) and the marks reach the local store only after it commits; a newly assigned partition
+ * Under `output.guarantee = "exactly-once"` consecutive chunks (up to 10) share one Kafka transaction (output,
+ * changelog marks, dead letters, input offset) and the marks reach the local store only after it commits; a newly assigned partition
  * first restores its marks from the changelog (partition-state.ts).
  */
 export async function startDedupNode(

@@ -80,7 +80,7 @@ export const nodeConfigSchema = z
         retryBackoff: durationMs.default(nodeDefaults.retryBackoffMs),
         /**
          * `at-least-once` (default): a crash may repeat one chunk in the output. `exactly-once`: one Kafka
-         * transaction per chunk holds its output, its changelog marks and its input offsets.
+         * transaction per span of up to 10 chunks holds their output, changelog marks and input offset.
          */
         guarantee: z.enum(['at-least-once', 'exactly-once']).default('at-least-once'),
         /**

@@ -25,15 +25,15 @@ export interface TransactionTarget {
   readonly changelogTopic: string;
   readonly dlqTopic: string;
   /**
-   * The partition's logged view of the local store: the chunk's engine writes go to it, staged in this chunk's
+   * The partition's logged view of the local store: the chunk's engine writes go to it, staged in the chunks'
    * transaction (see LoggedRepository), and reach the local store only after the commit.
    */
   readonly store: LoggedRepository;
 }
 
-/** What an exactly-once chunk left behind once committed. */
+/** What an exactly-once transaction left behind once committed. */
 export interface CommittedChunk {
-  /** The changelog offset after this chunk's changes (undefined: it wrote none). */
+  /** The changelog offset after its changes (undefined: it wrote none). */
   readonly changelogNext: number | undefined;
   /** How many changelog records it wrote. */
   readonly marks: number;
@@ -41,7 +41,7 @@ export interface CommittedChunk {
 
 /**
  * The changelog of an exactly-once partition's logged store: its changes go only into a chunk's transaction
- * ({@link ChunkTransaction.finish}), never on their own. A write outside a chunk is a bug in the node, refused.
+ * ({@link ChunkTransaction.commit}), never on their own. A write outside a chunk is a bug in the node, refused.
  */
 export class TransactionOnlySink implements ChangelogSink {
   constructor(readonly partition: number) {}
@@ -58,24 +58,39 @@ export class TransactionOnlySink implements ChangelogSink {
 }
 
 /**
- * One chunk's Kafka transaction: begun by the first output request (or at the end, for a chunk that forwards
- * nothing), it carries the output records, the chunk's changelog records (changelog partition = input
- * partition: whatever the logged store staged, through every write verb), its dead letters and its input offset,
- * and is committed at the end. Only then do the staged changes reach the local store. Any failure aborts it (best
- * effort: a new owner's or a restarted producer's init aborts it anyway), and the staged changes are dropped.
+ * One Kafka transaction over one or more consecutive chunks of one partition (as Kafka Streams commits once per
+ * `commit.interval`, not per record): begun by the first output request (or at the commit, for chunks that forward
+ * nothing), it carries their output records, their changelog records (changelog partition = input partition:
+ * whatever the logged store staged, through every write verb; a later chunk's lookups see an earlier chunk's
+ * staged marks), their dead letters and the input offset after the last of them, and is committed by
+ * {@link commit}. Only then do the staged changes reach the local store, and the chunks count in the totals. Any
+ * failure aborts it (best effort: a new owner's or a restarted producer's init aborts it anyway), and the staged
+ * changes of all its chunks are dropped.
  */
 export class ChunkTransaction implements ChunkSink {
   readonly #target: TransactionTarget;
-  /** The group generation the chunk was read in: its offsets are only sent in that one. */
+  /** The group generation the first chunk was read in: the offsets are only sent in that one. */
   readonly #generation: GroupMetadata;
   #tx: KafkaTransaction | undefined;
+  /** The input offset after the last finished chunk (undefined: none finished yet). */
+  #nextOffset: string | undefined;
+  /** Chunks finish without committing (see {@link hold}). */
+  #holding = false;
+  /** The finished chunks' counts, taken at the commit. */
+  readonly #counts: (() => void)[] = [];
   /** Set once committed. */
   committed: CommittedChunk | undefined;
   /**
-   * The chunk failed and its transaction did not end in a known abort: the producer must be started again (its
+   * A chunk or the commit failed and the transaction did not end in a known abort: the producer must be started again (its
    * init aborts whatever is still open) and the partition restored (the changelog says whether it committed).
    */
   needsNewProducer = false;
+  #failed = false;
+
+  /** Neither committed nor failed: chunks may still join it, and it must still be committed or aborted. */
+  get open(): boolean {
+    return this.committed === undefined && !this.#failed;
+  }
 
   constructor(target: TransactionTarget) {
     this.#target = target;
@@ -95,8 +110,45 @@ export class ChunkTransaction implements ChunkSink {
     return this.#tx;
   }
 
+  /**
+   * Chunks finished from now on leave the transaction open for the next one (true), or the next one to finish
+   * commits it (false, the default: a transaction per chunk).
+   */
+  hold(open: boolean): void {
+    this.#holding = open;
+  }
+
+  /**
+   * One chunk is decided: its dead letters join the transaction, and its offset is the one to commit so far;
+   * unless the transaction is held open, it commits (see {@link commit}).
+   */
   async finish(end: ChunkEnd): Promise<void> {
+    if (end.letters.length > 0) await sendLetters(await this.#begin(), this.#target.dlqTopic, end.letters);
+    this.#nextOffset = end.nextOffset;
+    if (!this.#holding) await this.commit();
+  }
+
+  /** A finished chunk's counts, taken once the transaction has committed (an aborted chunk is read again). */
+  onCommitted(count: () => void): void {
+    if (this.committed) count();
+    else this.#counts.push(count);
+  }
+
+  /**
+   * Commits the transaction: the staged changelog records and the input offset after its last finished chunk
+   * join it, then the staged changes reach the local store. On a failure the caller aborts it ({@link fail}).
+   */
+  async commit(): Promise<void> {
+    await this.#commit();
+    for (const count of this.#counts) count();
+    this.#counts.length = 0;
+  }
+
+  async #commit(): Promise<void> {
     const target = this.#target;
+    const nextOffset = this.#nextOffset;
+    if (nextOffset === undefined)
+      throw new TypeError('a chunk transaction committed before any chunk finished');
     const tx = await this.#begin();
     const changes = target.store.staged();
     let changelogNext: number | undefined;
@@ -107,15 +159,14 @@ export class ChunkTransaction implements ChunkSink {
         changes,
       );
     }
-    if (end.letters.length > 0) await sendLetters(tx, target.dlqTopic, end.letters);
-    // The member rejoined while the chunk ran: in the new generation another instance may have had the
-    // partition in between, so these offsets (and the chunk's output) must not commit under it.
+    // The member rejoined while the chunks ran: in the new generation another instance may have had the
+    // partition in between, so these offsets (and the chunks' output) must not commit under it.
     const now = target.group.groupMetadata();
     if (!sameGeneration(this.#generation, now)) throw new GenerationMovedError(this.#generation, now);
     await tx.sendOffsets({
       group: target.group,
       topics: [
-        { topic: target.inputTopic, partitions: [{ partition: target.partition, offset: end.nextOffset }] },
+        { topic: target.inputTopic, partitions: [{ partition: target.partition, offset: nextOffset }] },
       ],
     });
     await tx.commit();
@@ -125,10 +176,11 @@ export class ChunkTransaction implements ChunkSink {
   }
 
   /**
-   * The chunk failed: its staged changes are dropped and its transaction aborted. False when that is not known
-   * to have happened ({@link needsNewProducer}).
+   * A chunk (or the commit) failed: the staged changes of every chunk are dropped and the transaction aborted. False
+   * when that is not known to have happened ({@link needsNewProducer}).
    */
   async fail(): Promise<boolean> {
+    this.#failed = true;
     if (this.committed === undefined) this.#target.store.rollback();
     const tx = this.#tx;
     if (tx === undefined) return true;

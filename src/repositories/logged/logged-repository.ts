@@ -247,8 +247,16 @@ export class LoggedRepository implements IdempotentRepository {
     const now = options.now ?? this.#clock();
     if (this.#tx) {
       const added = await this.#stageAdds(entries, keys, { ...options, now });
-      // A repeat inside the call shares its first occurrence's answer, as every store answers it.
-      return keys.map((key) => (added[keys.indexOf(key)] as AddResult).added);
+      // A repeat inside the call shares its first occurrence's answer, as every store answers it. (A map, not
+      // `keys.indexOf` per key: that was quadratic in the chunk, most of an exactly-once chunk's store time.)
+      const first = new Map<string, boolean>();
+      return keys.map((key, i) => {
+        const earlier = first.get(key);
+        if (earlier !== undefined) return earlier;
+        const answer = (added[i] as AddResult).added;
+        first.set(key, answer);
+        return answer;
+      });
     }
     const inner = this.#inner;
     return this.#write(

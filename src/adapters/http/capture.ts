@@ -98,6 +98,8 @@ export class ResponseCapture {
    */
   readonly #previous: Pick<ServerResponse, ReplacedMethod>;
   readonly #chunks: Buffer[] = [];
+  /** The body as one buffer, once the route ended it (made by the first of `snapshot` and `flush` to need it). */
+  #body: Buffer | undefined;
   #endCallback: Callback | undefined;
   #ended = false;
   /**
@@ -141,7 +143,8 @@ export class ResponseCapture {
     }
     Object.defineProperty(res, 'headersSent', ResponseCapture.#headersSent);
     Object.defineProperty(res, 'writableEnded', ResponseCapture.#writableEnded);
-    res.once('close', ResponseCapture.#onClose);
+    // `on`, not `once` (no wrapper per response): `restore` removes it, and #closed runs at most once anyway.
+    res.on('close', ResponseCapture.#onClose);
   }
 
   /** Node's own value of a property the capture shadows. */
@@ -178,14 +181,27 @@ export class ResponseCapture {
    */
   snapshot(keep: ReadonlySet<string>): CapturedResponse | undefined {
     if (!this.#ended || this.#aborted) return undefined;
-    const body = Buffer.concat(this.#chunks);
+    const body = this.#wholeBody();
     if (!this.#framed(body.length)) return undefined;
+    const res = this.#res;
     const headers: Record<string, string | readonly string[]> = {};
-    for (const [name, value] of Object.entries(this.#res.getHeaders())) {
-      if (value === undefined || !keep.has(name)) continue;
+    // Only the kept names are read (a handful), not a copy of every header the route set.
+    for (const name of keep) {
+      const value = res.getHeader(name);
+      if (value === undefined) continue;
       headers[name] = Array.isArray(value) ? value.map(String) : String(value);
     }
-    return { status: this.#status ?? this.#res.statusCode, headers, body };
+    return { status: this.#status ?? res.statusCode, headers, body };
+  }
+
+  /** The body the route ended: its one chunk as it is, or the chunks joined (once). */
+  #wholeBody(): Buffer {
+    if (this.#body === undefined) {
+      const chunks = this.#chunks;
+      this.#body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+      chunks.length = 0;
+    }
+    return this.#body;
   }
 
   /** True when the body length agrees with the response's Content-Length (or it has none). */
@@ -223,18 +239,22 @@ export class ResponseCapture {
   flush(): void {
     this.restore();
     const callback = this.#endCallback;
-    if (this.#aborted || (this.#ended && !this.#framed(this.#chunks.reduce((n, c) => n + c.length, 0)))) {
-      this.#chunks.length = 0;
-      this.#res.destroy();
-      return;
-    }
     if (!this.#ended) {
+      if (this.#aborted) {
+        this.#chunks.length = 0;
+        this.#res.destroy();
+        return;
+      }
       // The route is still writing (the store answered first): hand over what it wrote so far.
       for (const chunk of this.#chunks.splice(0)) this.#res.write(chunk);
       return;
     }
-    const body = Buffer.concat(this.#chunks);
-    this.#chunks.length = 0;
+    const body = this.#wholeBody();
+    this.#body = undefined;
+    if (this.#aborted || !this.#framed(body.length)) {
+      this.#res.destroy();
+      return;
+    }
     if (callback) this.#res.end(body, callback);
     else this.#res.end(body);
   }

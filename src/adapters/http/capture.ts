@@ -32,6 +32,19 @@ function headersSentError(): Error {
   });
 }
 
+/** Bodies up to this size are sent as text with the headers (see {@link endWith}). */
+const ONE_WRITE_BYTES = 16_384;
+
+/**
+ * Ends a response with `body`. Node sends the headers and a body given as text in one socket write, but a
+ * Buffer body as a second chunk (a writev, measurably dearer per response): so a small body goes as latin1
+ * text, which maps each byte to one character and back, so the bytes sent are exactly the body's.
+ */
+export function endWith(res: ServerResponse, body: Buffer, callback?: Callback): void {
+  if (body.length > ONE_WRITE_BYTES) res.end(body, callback);
+  else res.end(body.toString('latin1'), 'latin1', callback);
+}
+
 /**
  * Holds back what a route writes to a Node `ServerResponse` until {@link ResponseCapture.flush}. The response is
  * stored before the client sees it, so a client that got an answer never finds its key still in flight.
@@ -98,6 +111,8 @@ export class ResponseCapture {
    */
   readonly #previous: Pick<ServerResponse, ReplacedMethod>;
   readonly #chunks: Buffer[] = [];
+  /** The body as one buffer, once the route ended it (made by the first of `snapshot` and `flush` to need it). */
+  #body: Buffer | undefined;
   #endCallback: Callback | undefined;
   #ended = false;
   /**
@@ -141,7 +156,8 @@ export class ResponseCapture {
     }
     Object.defineProperty(res, 'headersSent', ResponseCapture.#headersSent);
     Object.defineProperty(res, 'writableEnded', ResponseCapture.#writableEnded);
-    res.once('close', ResponseCapture.#onClose);
+    // `on`, not `once` (no wrapper per response): `restore` removes it, and #closed runs at most once anyway.
+    res.on('close', ResponseCapture.#onClose);
   }
 
   /** Node's own value of a property the capture shadows. */
@@ -178,14 +194,27 @@ export class ResponseCapture {
    */
   snapshot(keep: ReadonlySet<string>): CapturedResponse | undefined {
     if (!this.#ended || this.#aborted) return undefined;
-    const body = Buffer.concat(this.#chunks);
+    const body = this.#wholeBody();
     if (!this.#framed(body.length)) return undefined;
+    const res = this.#res;
     const headers: Record<string, string | readonly string[]> = {};
-    for (const [name, value] of Object.entries(this.#res.getHeaders())) {
-      if (value === undefined || !keep.has(name)) continue;
+    // Only the kept names are read (a handful), not a copy of every header the route set.
+    for (const name of keep) {
+      const value = res.getHeader(name);
+      if (value === undefined) continue;
       headers[name] = Array.isArray(value) ? value.map(String) : String(value);
     }
-    return { status: this.#status ?? this.#res.statusCode, headers, body };
+    return { status: this.#status ?? res.statusCode, headers, body };
+  }
+
+  /** The body the route ended: its one chunk as it is, or the chunks joined (once). */
+  #wholeBody(): Buffer {
+    if (this.#body === undefined) {
+      const chunks = this.#chunks;
+      this.#body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+      chunks.length = 0;
+    }
+    return this.#body;
   }
 
   /** True when the body length agrees with the response's Content-Length (or it has none). */
@@ -223,20 +252,23 @@ export class ResponseCapture {
   flush(): void {
     this.restore();
     const callback = this.#endCallback;
-    if (this.#aborted || (this.#ended && !this.#framed(this.#chunks.reduce((n, c) => n + c.length, 0)))) {
-      this.#chunks.length = 0;
-      this.#res.destroy();
-      return;
-    }
     if (!this.#ended) {
+      if (this.#aborted) {
+        this.#chunks.length = 0;
+        this.#res.destroy();
+        return;
+      }
       // The route is still writing (the store answered first): hand over what it wrote so far.
       for (const chunk of this.#chunks.splice(0)) this.#res.write(chunk);
       return;
     }
-    const body = Buffer.concat(this.#chunks);
-    this.#chunks.length = 0;
-    if (callback) this.#res.end(body, callback);
-    else this.#res.end(body);
+    const body = this.#wholeBody();
+    this.#body = undefined;
+    if (this.#aborted || !this.#framed(body.length)) {
+      this.#res.destroy();
+      return;
+    }
+    endWith(this.#res, body, callback);
   }
 
   /** The route's `res.writeHead` while capturing. */

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
-import type { BatchOptions } from '../../consumer/types.js';
+import type { BatchOptions, ProcessResult } from '../../consumer/types.js';
 import {
   ClaimLostError,
   InProgressError,
@@ -37,9 +37,6 @@ export type HttpVerdict =
   | { readonly kind: 'answer'; readonly answer: HttpAnswer };
 
 const NEXT: HttpVerdict = Object.freeze({ kind: 'next' });
-
-/** What the consumer's handler hands over when it was called: the route may run now. */
-const ROUTE_RUNS = Symbol('route runs');
 
 /**
  * The route's response said "give the key back" (a 5xx by default): thrown from the consumer's handler so the
@@ -130,90 +127,112 @@ export class HttpIdempotency<Req> {
    * Decides a request. For a new key the route may run: its response is held back (on `res`) until it is
    * stored, then sent. A replay, a conflict or a refused header is answered here instead.
    */
-  async begin(view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
-    const { options } = this;
-    if (!options.methods.has(view.method)) return NEXT;
-    const reading = readIdempotencyKey(view.header(options.header), options.maxKeyLength);
-    if (reading.kind === 'absent') {
-      if (!options.required) return NEXT;
-      return answer(
-        'key-missing',
-        `${view.method} ${view.route} requires an Idempotency-Key header, e.g. Idempotency-Key: "<a UUID>"`,
-      );
+  begin(view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
+    try {
+      const { options } = this;
+      if (!options.methods.has(view.method)) return Promise.resolve(NEXT);
+      const reading = readIdempotencyKey(view.header(options.header), options.maxKeyLength);
+      if (reading.kind === 'absent') {
+        if (!options.required) return Promise.resolve(NEXT);
+        return Promise.resolve(
+          answer(
+            'key-missing',
+            `${view.method} ${view.route} requires an Idempotency-Key header, e.g. Idempotency-Key: "<a UUID>"`,
+          ),
+        );
+      }
+      if (reading.kind === 'invalid') return Promise.resolve(answer('key-invalid', reading.detail));
+      if (view.body === undefined && view.hasBody) {
+        return Promise.resolve(
+          answer(
+            'body-not-parsed',
+            'the request has a body but no body parser ran before the idempotency-key adapter, so its ' +
+              'fingerprint cannot cover it: mount a body parser (e.g. express.json()) first',
+          ),
+        );
+      }
+      const { key } = reading;
+      const principal = options.principal(view);
+      // A `scope` hook that answers at once costs no promise hop.
+      if (isPromiseLike(principal)) {
+        return Promise.resolve(principal).then((p) => this.#claim(this.#message(view, p, key), view, res));
+      }
+      return this.#claim(this.#message(view, principal, key), view, res);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    if (reading.kind === 'invalid') return answer('key-invalid', reading.detail);
-    if (view.body === undefined && view.hasBody) {
-      return answer(
-        'body-not-parsed',
-        'the request has a body but no body parser ran before the idempotency-key adapter, so its ' +
-          'fingerprint cannot cover it: mount a body parser (e.g. express.json()) first',
-      );
-    }
-    const principal = await options.principal(view);
-    const message: HttpMessage = {
-      key: scopedId(view.method, view.route, principal, reading.key, this.#maxIdBytes),
+  }
+
+  #message(view: HttpRequestView<Req>, principal: string | undefined, key: string): HttpMessage {
+    return {
+      key: scopedId(view.method, view.route, principal, key, this.#maxIdBytes),
       method: view.method,
       target: view.target,
       body: view.body,
     };
-    return this.#claim(message, view, res);
   }
 
-  /** Claims the key through the consumer; the route runs inside the consumer's handler. */
-  async #claim(message: HttpMessage, view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
-    const { request } = view;
-    // Made only once the route may run: a replay, a conflict or a refusal never touches the response's methods.
-    let capture: ResponseCapture | undefined;
-    let routeMayRun!: () => void;
-    const handlerCalled = new Promise<typeof ROUTE_RUNS>((resolve) => {
-      routeMayRun = () => resolve(ROUTE_RUNS);
+  /**
+   * Claims the key through the consumer; the route runs inside the consumer's handler. The verdict is `next`
+   * as soon as the handler is called; else the consumer's answer (a replay, a conflict, a refusal) decides it.
+   */
+  #claim(message: HttpMessage, view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
+    return new Promise<HttpVerdict>((resolve, reject) => {
+      // Made only once the route may run: a replay, a conflict or a refusal never touches the response's methods.
+      let capture: ResponseCapture | undefined;
+      const { options } = this;
+      // The claim is renewed for as long as the route runs, whether or not its client is still listening: the
+      // lease belongs to the route's work, not to the connection. A client that timed out and retries while the
+      // route still runs must get 409, not a second run. Only the process's end (a crash) stops the renewals.
+      this.consumer
+        .process(
+          message,
+          (): Promise<CapturedResponse> => {
+            const routeCapture = new ResponseCapture(res);
+            capture = routeCapture;
+            resolve(NEXT);
+            return routeCapture.ended.then(() => {
+              const response = routeCapture.snapshot(options.keptHeaders);
+              // A route that failed after it started writing (or wrote a body its framing disagrees with) sent
+              // no whole response: its key is given back, never kept with the bytes it got to write.
+              if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+              if (!options.storeIf(response))
+                throw new ReleasedResponse(`not kept: status ${response.status}`);
+              return response;
+            });
+          },
+          this.#traceOptions(view),
+        )
+        .then(
+          (result) => {
+            if (capture === undefined) {
+              resolve(this.#answer(result));
+              return;
+            }
+            // The route ran; its response goes out now that the consumer kept (or released) it.
+            capture.flush();
+            // The lease ran out before the route answered and another request took the key over, so the route
+            // may have run twice (a store that cannot renew, a blocked event loop): the operator must hear of it.
+            if (result.claimLost) options.onError(new ClaimLostError(message.key), view.request);
+          },
+          (error: unknown) => {
+            if (capture === undefined) {
+              try {
+                resolve(this.#refusal(error));
+              } catch (unexpected) {
+                reject(unexpected);
+              }
+              return;
+            }
+            capture.flush();
+            if (!(error instanceof ReleasedResponse)) options.onError(error, view.request);
+          },
+        );
     });
-    // The claim is renewed for as long as the route runs, whether or not its client is still listening: the
-    // lease belongs to the route's work, not to the connection. A client that timed out and retries while the
-    // route still runs must get 409, not a second run. Only the process's end (a crash) stops the renewals.
-    const processing = this.consumer.process(
-      message,
-      async () => {
-        const routeCapture = new ResponseCapture(res);
-        capture = routeCapture;
-        routeMayRun();
-        await routeCapture.ended;
-        const response = routeCapture.snapshot(this.options.keptHeaders);
-        // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no
-        // whole response: its key is given back, never kept with the bytes it got to write.
-        if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
-        if (!this.options.storeIf(response))
-          throw new ReleasedResponse(`not kept: status ${response.status}`);
-        return response;
-      },
-      this.#traceOptions(view),
-    );
-    const first = await Promise.race([
-      handlerCalled,
-      processing.then(
-        (result) => ({ result }),
-        (error: unknown) => ({ error }),
-      ),
-    ]);
-    if (first === ROUTE_RUNS) {
-      const routeCapture = capture as unknown as ResponseCapture;
-      // The route runs; its response goes out once the consumer kept (or released) it.
-      processing.then(
-        (result) => {
-          routeCapture.flush();
-          // The lease ran out before the route answered and another request took the key over, so the route may
-          // have run twice (a store that cannot renew, a blocked event loop): the operator must hear of it.
-          if (result.claimLost) this.options.onError(new ClaimLostError(message.key), request);
-        },
-        (error: unknown) => {
-          routeCapture.flush();
-          if (!(error instanceof ReleasedResponse)) this.options.onError(error, request);
-        },
-      );
-      return NEXT;
-    }
-    if ('error' in first) return this.#refusal(first.error);
-    const { result } = first;
+  }
+
+  /** The consumer answered without running the route: a conflict, a replay, or a response not kept. */
+  #answer(result: ProcessResult<unknown>): HttpVerdict {
     if (result.outcome === 'conflict') {
       return answer(
         'key-reused',
@@ -285,6 +304,10 @@ export class HttpIdempotency<Req> {
     }
     throw error;
   }
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | undefined)?.then === 'function';
 }
 
 function answer(kind: Parameters<typeof problemAnswer>[0], detail: string, headers?: Record<string, string>) {

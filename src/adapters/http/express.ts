@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { endWith } from './capture.js';
 import { HttpIdempotency } from './core.js';
 import type { HttpIdempotencyOptions, HttpRequestView } from './options.js';
 import type { HttpAnswer } from './problem.js';
@@ -72,5 +73,5 @@ export function hasBody(headers: IncomingHttpHeaders): boolean {
 export function writeAnswer(res: ServerResponse, answer: HttpAnswer): void {
   res.statusCode = answer.status;
   for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
-  res.end(answer.body);
+  endWith(res, answer.body);
 }

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { digest } from '../../consumer/fingerprint.js';
 
 /** What a request's fingerprint covers: method, target (path and query) and body. */
 export interface RequestParts {
@@ -11,19 +12,48 @@ export interface RequestParts {
  * SHA-256 of the method, the request target and the body: a retry must send the same three to be a replay
  * (the draft's "request payload" check, widened to the target so a key moved to another resource is caught).
  * Bytes and text are hashed as sent; a parsed body (JSON) in a canonical form, so key order does not matter.
+ *
+ * The digest is of `method \0 target \0 tag payload`, the tag `n` (no body), `s` (text), `b` (bytes) or `j`
+ * (canonical JSON). Text is hashed in one call over one string: the NUL and the tag keep the parts apart, so
+ * the bytes are those of hashing the parts one by one, and fingerprints kept by earlier versions still match.
  */
 export function requestFingerprint(parts: RequestParts): string {
-  const hash = createHash('sha256').update(parts.method).update('\0').update(parts.target).update('\0');
-  const { body } = parts;
-  if (body === undefined || body === null) hash.update('n');
-  else if (typeof body === 'string') hash.update('s').update(body);
-  else if (body instanceof Uint8Array) hash.update('b').update(body);
-  else hash.update('j').update(canonicalJson(body));
-  return hash.digest('base64url');
+  const { method, target, body } = parts;
+  if (body instanceof Uint8Array) {
+    return createHash('sha256').update(`${method}\0${target}\0b`).update(body).digest('base64url');
+  }
+  const payload =
+    body === undefined || body === null
+      ? 'n'
+      : typeof body === 'string'
+        ? `s${body}`
+        : `j${canonicalJson(body)}`;
+  return digest(`${method}\0${target}\0${payload}`);
 }
 
-/** JSON with object keys sorted at every depth: equal values give equal text. */
+/** Thrown inside {@link plainJson} for anything it does not write the way `JSON.stringify` would. */
+const NOT_PLAIN = Symbol('not plain JSON');
+
+/** Deeper than this, {@link plainJson} leaves the value to `JSON.stringify` (which reports a cycle). */
+const MAX_PLAIN_DEPTH = 200;
+
+/**
+ * JSON with object keys sorted at every depth: equal values give equal text. The text is that of
+ * `JSON.stringify` over a copy with sorted keys, so an integer-like key (`"2"`, `"10"`) comes first in
+ * numeric order, as JavaScript enumerates it. A parsed body (plain objects, arrays, strings, numbers,
+ * booleans, null) is written directly; anything else (`toJSON`, class instances, bigint, a cycle) goes through
+ * `JSON.stringify` with a sorting replacer, which gives the same text for plain values.
+ */
 export function canonicalJson(value: unknown): string {
+  try {
+    return plainJson(value, 0);
+  } catch (error) {
+    if (error !== NOT_PLAIN) throw error;
+    return sortedStringify(value);
+  }
+}
+
+function sortedStringify(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => {
     if (v === null || typeof v !== 'object' || Array.isArray(v) || Buffer.isBuffer(v)) return v;
     // Without a prototype: a body member named `__proto__` (JSON.parse keeps it as a member) must stay a
@@ -32,4 +62,61 @@ export function canonicalJson(value: unknown): string {
     for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
     return sorted;
   });
+}
+
+/** `JSON.stringify`'s text of a value that is plain JSON (top level: never undefined); throws NOT_PLAIN else. */
+function plainJson(value: unknown, depth: number): string {
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      return Number.isFinite(value) ? String(value) : 'null';
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'object':
+      break;
+    default:
+      throw NOT_PLAIN;
+  }
+  if (value === null) return 'null';
+  if (depth > MAX_PLAIN_DEPTH) throw NOT_PLAIN;
+  const proto = Object.getPrototypeOf(value);
+  if (Array.isArray(value)) {
+    if (proto !== Array.prototype || typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+      throw NOT_PLAIN;
+    }
+    let text = '[';
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      const skipped = item === undefined || typeof item === 'function' || typeof item === 'symbol';
+      text += (i === 0 ? '' : ',') + (skipped ? 'null' : plainJson(item, depth + 1));
+    }
+    return `${text}]`;
+  }
+  const object = value as Record<string, unknown>;
+  if ((proto !== Object.prototype && proto !== null) || typeof object.toJSON === 'function') throw NOT_PLAIN;
+  const keys = Object.keys(object);
+  // Object.keys lists integer-like keys first, in numeric order, then the others as inserted; a copy with
+  // sorted keys enumerates the same way, so only the others are sorted.
+  let named = 0;
+  while (named < keys.length && isArrayIndex(keys[named] as string)) named++;
+  const ordered = named === 0 ? keys.sort() : keys.slice(0, named).concat(keys.slice(named).sort());
+  let text = '{';
+  for (const key of ordered) {
+    const item = object[key];
+    if (item === undefined || typeof item === 'function' || typeof item === 'symbol') continue;
+    text += `${text.length === 1 ? '' : ','}${JSON.stringify(key)}:${plainJson(item, depth + 1)}`;
+  }
+  return `${text}}`;
+}
+
+/** True for a canonical array index (`0` … `4294967294`), the keys JavaScript enumerates first. */
+function isArrayIndex(key: string): boolean {
+  const first = key.charCodeAt(0);
+  if (first < 48 || first > 57 || (first === 48 && key.length > 1) || key.length > 10) return false;
+  for (let i = 1; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return Number(key) < 4_294_967_295;
 }

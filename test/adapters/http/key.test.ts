@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { decodeResponse, encodeResponse } from '../../../src/adapters/http/codec.js';
 import { HttpIdempotency } from '../../../src/adapters/http/core.js';
 import { canonicalJson, requestFingerprint } from '../../../src/adapters/http/fingerprint.js';
@@ -91,6 +93,88 @@ describe('request fingerprints', () => {
       requestFingerprint({ ...base, body: 'a' }),
     );
     assert.equal(canonicalJson({ b: 1, a: { d: 1, c: 2 } }), '{"a":{"c":2,"d":1},"b":1}');
+  });
+});
+
+/** The fingerprint as the adapter computed it before its one-call digest: every stored fingerprint is this. */
+function fingerprintBefore(parts: { method: string; target: string; body: unknown }): string {
+  const hash = createHash('sha256').update(parts.method).update('\0').update(parts.target).update('\0');
+  const { body } = parts;
+  if (body === undefined || body === null) hash.update('n');
+  else if (typeof body === 'string') hash.update('s').update(body);
+  else if (body instanceof Uint8Array) hash.update('b').update(body);
+  else hash.update('j').update(canonicalJsonBefore(body));
+  return hash.digest('base64url');
+}
+
+function canonicalJsonBefore(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v === null || typeof v !== 'object' || Array.isArray(v) || Buffer.isBuffer(v)) return v;
+    const sorted: Record<string, unknown> = Object.create(null);
+    for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
+    return sorted;
+  });
+}
+
+describe('request fingerprints are those earlier versions stored', () => {
+  it('for any JSON body, text, bytes or none, any method and target (a retry across an upgrade still replays)', () => {
+    // Keys that enumerate before the others (integer-like) and keys that sort apart from insertion order.
+    const key = fc.oneof(
+      fc.string(),
+      fc.constantFrom('0', '2', '10', '01', '4294967294', '4294967295', '__proto__', 'toJSON'),
+    );
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small' },
+        fc.oneof(fc.string(), fc.double(), fc.integer(), fc.boolean(), fc.constant(null)),
+        fc.array(tie('value')),
+        fc.dictionary(key, tie('value')),
+      ),
+    })).value;
+    const body = fc.oneof(
+      json.map((text) => JSON.parse(JSON.stringify(text)) as unknown),
+      json,
+      fc.string(),
+      fc.uint8Array().map((b) => Buffer.from(b)),
+      fc.constantFrom(undefined, null),
+    );
+    fc.assert(
+      fc.property(fc.string(), fc.string(), body, (method, target, b) => {
+        const parts = { method, target, body: b };
+        assert.equal(requestFingerprint(parts), fingerprintBefore(parts));
+        if (b !== undefined && typeof b === 'object') assert.equal(canonicalJson(b), canonicalJsonBefore(b));
+      }),
+      { numRuns: 3_000, seed: 34 },
+    );
+  });
+
+  it('for values a parsed body never holds: toJSON, dates, class instances, undefined and function members', () => {
+    class Money {
+      constructor(readonly amount: number) {}
+    }
+    const values: unknown[] = [
+      { at: new Date(0), b: undefined, a: () => 1, c: Symbol('s') },
+      [undefined, () => 1, Symbol('s'), new Money(5)],
+      { toJSON: () => ({ z: 1, y: 2 }) },
+      { nested: { toJSON: 'not a function', b: 1, a: 2 } },
+      Object.assign(Object.create(null), { b: 1, a: { d: [1, { f: 1, e: 2 }] } }),
+      { n: Number.NaN, i: Number.POSITIVE_INFINITY, z: -0, big: 1e21, small: 1e-7 },
+      { s: 'lone \ud800 surrogate', '\u2028': 'line separator' },
+      { 10: 'a', 2: 'b', x: 1, '-1': 2, 1.5: 3 },
+      new Money(7),
+      [new Uint8Array([1, 2])],
+    ];
+    for (const value of values) {
+      assert.equal(canonicalJson(value), canonicalJsonBefore(value));
+      const parts = { method: 'POST', target: '/x', body: value };
+      assert.equal(requestFingerprint(parts), fingerprintBefore(parts));
+    }
+    // A bigint or a cycle is refused as JSON.stringify refuses it.
+    assert.throws(() => canonicalJson({ a: 1n }), TypeError);
+    const cycle: Record<string, unknown> = { a: 1 };
+    cycle.self = { back: cycle };
+    assert.throws(() => canonicalJson(cycle), RangeError);
+    assert.throws(() => canonicalJsonBefore(cycle), RangeError);
   });
 });
 

@@ -69,6 +69,17 @@ describe('memory repository: compact records and the direct verbs', () => {
     assert.equal(repo.size, 2);
   });
 
+  it('a key used again and again is spared by eviction, and maxEntries bounds putRecord too', async () => {
+    const repo = new MemoryRepository({ maxEntries: 3 });
+    for (const id of ['hot', 'b', 'c']) await repo.add(id, { ttlMs: TTL });
+    for (let i = 0; i < 1_000; i++) assert.equal((await repo.add('hot', { ttlMs: TTL })).added, false);
+    await repo.add('d', { ttlMs: TTL });
+    assert.deepEqual(await repo.containsMany(['hot', 'b', 'c', 'd']), [true, false, true, true]);
+    repo.putRecord('e', 1);
+    assert.equal(repo.size, 3);
+    assert.deepEqual(await repo.containsMany(['hot', 'c', 'd']), [true, false, true]);
+  });
+
   it('answers the direct verbs at once, as the async verbs answer', async () => {
     const repo = new MemoryRepository();
     const claim = repo.addDirect('d', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' });

@@ -83,18 +83,11 @@ describe('offset reads across a broker restart', { skip: skipUnlessEnabled('kafk
       `${inFlight} of ${READS} reads in flight when the broker had stopped; all ended ` +
         `${Math.round((Date.now() - back) / 1000)} s after it was back`,
     );
+    // Each read answers, with the right offsets: a read whose connection closed under it (the broker stopping) is
+    // retried by the client like one sent while the broker was away, as any read of the port is.
     for (const [i, r] of reads.entries()) {
-      if (r.error !== undefined) {
-        // kafkajs answers a read that met the shutdown with "Closed connection" (seen under CI load): it ended,
-        // with an error its caller retries (the node's restore and recovery do). Anything else is a failure.
-        assert.ok(client.errors.isBrokerUnreachable(r.error), `read ${i} failed: ${r.error}`);
-        continue;
-      }
+      assert.equal(r.error, undefined, `read ${i} failed: ${r.error}`);
       assert.equal(r.value, r.expected, `read ${i}`);
     }
-    assert.ok(
-      reads.filter((r) => r.error === undefined).length >= READS / 2,
-      `most reads answered: ${reads.map((r) => (r.error === undefined ? 'ok' : String(r.error))).join(', ')}`,
-    );
   });
 });

@@ -14,6 +14,7 @@ import {
 } from '@platformatic/kafka';
 import {
   platformaticErrors as errors,
+  GroupRebalancingError,
   PartitionNotOwnedError,
   withBrokerDetail,
 } from '../../src/kafka/platformatic/errors.js';
@@ -67,6 +68,17 @@ describe('@platformatic/kafka errors', () => {
     assert.equal(errors.isFenced(new PartitionNotOwnedError('lost')), true);
     assert.equal(errors.isFenced(brokerError('NOT_LEADER_OR_FOLLOWER')), false);
     assert.equal(errors.isFenced(new Error('other')), false);
+  });
+
+  it('a batch heartbeat refused in a rebalance is not fenced, whatever group error the coordinator gave', () => {
+    for (const name of ['ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID']) {
+      // As the library answers a Heartbeat (API 12) that the coordinator refused.
+      const answer = new ResponseError(12, 4, { '': [errorCode(name), null] }, {});
+      const refused = new GroupRebalancingError('generation 1 is over', { cause: answer });
+      assert.equal(errors.isFenced(refused), false, name);
+      assert.equal(errors.isFenced(new Error('wrapped', { cause: refused })), false, name);
+      assert.equal(errors.isBrokerUnreachable(refused), false, name);
+    }
   });
 
   it('record errors name the broker error; others are undefined', () => {

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
+import { Consumer as LibraryConsumer } from '@platformatic/kafka';
 import { REQUIRE_STABLE } from '../../src/kafka/platformatic/consumer.js';
 import { createClient } from '../../src/kafka/platformatic/index.js';
 import type {
@@ -16,7 +17,7 @@ import type {
   KafkaLogSink,
   KafkaProducer,
 } from '../../src/kafka/port/index.js';
-import { onCleanup, randomName } from '../helpers/kafka.js';
+import { onCleanup, randomName, waitFor } from '../helpers/kafka.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 async function client(t: TestContext, logger?: KafkaLogSink): Promise<KafkaClient> {
@@ -82,6 +83,20 @@ async function member(
   await consumer.subscribe([input], true);
   onCleanup(t, () => consumer.disconnect());
   return consumer;
+}
+
+/** The broker error names (`apiId`) in an error's causes and aggregated errors. */
+function brokerErrorNames(error: unknown): string[] {
+  const names: string[] = [];
+  const queue = [error];
+  for (let e = queue.shift(); e !== undefined; e = queue.shift()) {
+    if (e === null || typeof e !== 'object') continue;
+    const { apiId, errors, cause } = e as { apiId?: unknown; errors?: unknown; cause?: unknown };
+    if (typeof apiId === 'string') names.push(apiId);
+    if (Array.isArray(errors)) queue.push(...errors);
+    if (cause !== undefined) queue.push(cause);
+  }
+  return names;
 }
 
 /** Resolves once `predicate` holds, checking every 20 ms (the test's own timeout bounds the wait). */
@@ -331,6 +346,78 @@ describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('k
       (error: unknown) => c.errors.isFenced(error),
     );
     await tx.abort().catch(() => undefined);
+  });
+
+  it('a heartbeat sent with the generation the group just left is a rebalance, not a fence', async (t) => {
+    // The library has joined the next generation (JoinGroup and SyncGroup answered) but the port has not heard of
+    // it yet: a batch of the old generation heartbeats with the old id, and the coordinator answers
+    // ILLEGAL_GENERATION. Under load that window is real (a heartbeat sent a few ms before the join event); here
+    // the member's join event is held back so the heartbeat always falls in it.
+    const c = await client(t);
+    const input = await topic(t, c, 2);
+    const p = await producer(t, c);
+    for (const partition of [0, 1]) await p.send({ topic: input, messages: [{ value: 'v', partition }] });
+    const groupId = randomName('idem-plt-group');
+    const first = await member(t, c, groupId, input);
+    let batchInHand: ConsumedBatch | undefined;
+    let finish = () => {};
+    const finished = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    onCleanup(t, () => finish());
+    await first.run({
+      partitionsConsumedConcurrently: 1,
+      eachBatch: async (batch) => {
+        batchInHand ??= batch;
+        if (batchInHand === batch) await finished;
+      },
+    });
+    await waitFor(() => batchInHand !== undefined, { what: 'the first member in a batch' });
+    const { memberId, generationId } = first.groupMetadata();
+
+    const held: (() => void)[] = [];
+    const emit = LibraryConsumer.prototype.emit;
+    LibraryConsumer.prototype.emit = function (
+      this: LibraryConsumer,
+      event: string | symbol,
+      ...args: unknown[]
+    ) {
+      if (event === 'consumer:group:join' && (args[0] as { memberId?: string }).memberId === memberId) {
+        held.push(() => emit.call(this, event, ...args));
+        return true;
+      }
+      return emit.call(this, event, ...args);
+    };
+    const release = () => {
+      LibraryConsumer.prototype.emit = emit;
+      for (const join of held.splice(0)) join();
+    };
+    onCleanup(t, release);
+    const second = await member(t, c, groupId, input);
+    await second.run({ partitionsConsumedConcurrently: 1, eachBatch: async () => undefined });
+    await waitFor(() => held.length > 0, { what: 'the first member to join the next generation' });
+    assert.equal(first.groupMetadata().generationId, generationId, 'the port has not heard of the join');
+
+    let rejection: unknown;
+    await waitFor(
+      async () => {
+        // At most one Heartbeat per interval: the ones between resolve at once.
+        rejection = await batchInHand?.heartbeat().then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        return rejection !== undefined;
+      },
+      { what: 'the batch heartbeat to be refused' },
+    );
+    release();
+    const said = String((rejection as Error).message);
+    assert.deepEqual(brokerErrorNames(rejection), ['ILLEGAL_GENERATION'], said);
+    assert.equal(c.errors.isFenced(rejection), false, said);
+    assert.equal(c.errors.isBrokerUnreachable(rejection), false, said);
+    // The log names what the coordinator said.
+    assert.match(said, /ILLEGAL_GENERATION/);
+    assert.equal(batchInHand?.isStale(), true);
   });
 
   it('with requireStable, a new member waits for an open transaction holding offsets, then starts after them', async (t) => {

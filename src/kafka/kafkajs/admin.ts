@@ -1,5 +1,6 @@
 import type { Admin, ConfigResourceTypes } from 'kafkajs';
 import type { KafkaAdmin, NewTopic, PartitionOffsetRange } from '../port/index.js';
+import { KAFKAJS_DEFAULT_RETRIES, retryUnreachable } from './retry.js';
 
 /** How long `createTopics` waits for every new partition to have a leader. */
 const LEADERS_WAIT_MS = 30_000;
@@ -9,7 +10,11 @@ const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
 
 /** A kafkajs admin behind the port. */
 export class KafkajsAdmin implements KafkaAdmin {
-  constructor(readonly native: Admin) {}
+  constructor(
+    readonly native: Admin,
+    /** The budget of {@link topicOffsets}'s own retries (retry.ts). */
+    readonly retries: number = KAFKAJS_DEFAULT_RETRIES,
+  ) {}
 
   connect(): Promise<void> {
     return this.native.connect();
@@ -88,7 +93,7 @@ export class KafkajsAdmin implements KafkaAdmin {
   }
 
   async topicOffsets(topic: string): Promise<PartitionOffsetRange[]> {
-    const offsets = await this.native.fetchTopicOffsets(topic);
+    const offsets = await retryUnreachable(this.retries, () => this.native.fetchTopicOffsets(topic));
     // In partition order, as the other client's and topicPartitions are (kafkajs answers in the broker's order).
     return offsets
       .map((o) => ({ partition: o.partition, low: o.low, high: o.high }))

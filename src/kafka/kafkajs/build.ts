@@ -5,6 +5,7 @@ import type {
   KafkaLogEntry,
   KafkaLogSink,
 } from '../port/index.js';
+import { RETRY_TIME_MS } from './retry.js';
 
 /**
  * The one kafkajs client builder: the dedup node (a budget of 20 tries that rides out a broker away for a minute
@@ -29,7 +30,11 @@ export function buildKafkajs(settings: KafkaClientSettings, behaviour: KafkaClie
           },
         }
       : { logLevel: logLevel.NOTHING }),
-    retry: { retries: behaviour.retries, initialRetryTime: 300, maxRetryTime: 10_000 },
+    retry: {
+      retries: behaviour.retries,
+      initialRetryTime: RETRY_TIME_MS.initial,
+      maxRetryTime: RETRY_TIME_MS.max,
+    },
   });
 }
 

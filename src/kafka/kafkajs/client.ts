@@ -14,6 +14,7 @@ import { KafkajsConsumer, kafkajsConsumerConfig } from './consumer.js';
 import { kafkajsErrors } from './errors.js';
 import { KafkajsPartitionReader } from './partition-reader.js';
 import { KafkajsProducer, kafkajsProducerConfig } from './producer.js';
+import { KAFKAJS_DEFAULT_RETRIES } from './retry.js';
 
 /**
  * The port over a kafkajs client (`native`). Every part it makes is a kafkajs consumer, producer or admin of
@@ -25,7 +26,11 @@ export class KafkajsClient implements KafkaClient {
   readonly capabilities: KafkaClientCapabilities = { fencesByGroup: false };
   readonly errors: KafkaErrorClassifier = kafkajsErrors;
 
-  constructor(readonly native: Kafka) {}
+  /** @param retries the client's retry budget (its reads are retried with it too, see retry.ts). */
+  constructor(
+    readonly native: Kafka,
+    readonly retries: number = KAFKAJS_DEFAULT_RETRIES,
+  ) {}
 
   consumer(options: GroupConsumerOptions): KafkajsConsumer {
     return new KafkajsConsumer(this.native.consumer(kafkajsConsumerConfig(options)), options.groupId);
@@ -39,11 +44,11 @@ export class KafkajsClient implements KafkaClient {
   }
 
   admin(): KafkaAdmin {
-    return new KafkajsAdmin(this.native.admin());
+    return new KafkajsAdmin(this.native.admin(), this.retries);
   }
 
   partitionReader(): PartitionReader {
-    return new KafkajsPartitionReader(this.native);
+    return new KafkajsPartitionReader(this.native, this.retries);
   }
 
   /** A kafkajs client holds no connection of its own: each consumer, producer and admin has its own. */

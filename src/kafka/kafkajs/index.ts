@@ -19,7 +19,7 @@ export { KafkajsProducer } from './producer.js';
 export const createClient: KafkaClientFactory = (
   settings: KafkaClientSettings,
   behaviour: KafkaClientBehaviour,
-): KafkajsClient => new KafkajsClient(buildKafkajs(settings, behaviour));
+): KafkajsClient => new KafkajsClient(buildKafkajs(settings, behaviour), behaviour.retries);
 
 /** An existing kafkajs client behind the port (the adapter's `kafka` option, a node's injected client, tests). */
 export function fromKafkajs(kafka: Kafka): KafkajsClient {

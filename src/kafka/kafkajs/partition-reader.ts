@@ -3,6 +3,7 @@ import { RepositoryError } from '../../errors.js';
 import { decodeFetchV11 } from '../changelog/fetch-decoder.js';
 import type { FetchedPartition, PartitionFetch, PartitionReader, RecordBatch } from '../port/index.js';
 import { OFFSET_OUT_OF_RANGE as OUT_OF_RANGE_NAME } from './errors.js';
+import { KAFKAJS_DEFAULT_RETRIES, retryUnreachable } from './retry.js';
 
 /*
  * kafkajs has no manual partition assignment: its only reader is a group consumer, and a throwaway group pays a
@@ -215,7 +216,11 @@ export class KafkajsPartitionReader implements PartitionReader {
   /** Broker connections that have served a fetch, so their fetch connection is open. */
   readonly #fetched = new WeakSet<object>();
 
-  constructor(kafka: Kafka) {
+  /** @param retries the budget of {@link listOffsets}'s own retries (retry.ts). */
+  constructor(
+    kafka: Kafka,
+    readonly retries: number = KAFKAJS_DEFAULT_RETRIES,
+  ) {
     this.#cluster = createCluster(kafka);
   }
 
@@ -228,7 +233,15 @@ export class KafkajsPartitionReader implements PartitionReader {
       .sort((a, b) => a - b);
   }
 
-  async listOffsets(
+  listOffsets(
+    topic: string,
+    partitions: readonly number[],
+    which: 'earliest' | 'latest',
+  ): Promise<Map<number, number>> {
+    return retryUnreachable(this.retries, () => this.#listOffsets(topic, partitions, which));
+  }
+
+  async #listOffsets(
     topic: string,
     partitions: readonly number[],
     which: 'earliest' | 'latest',

@@ -18,7 +18,13 @@ import type {
   RunOptions,
   TopicPartitions,
 } from '../port/index.js';
-import { isBrokerUnreachable, isOffsetOutOfRange, isPermanent } from './errors.js';
+import {
+  GroupRebalancingError,
+  isBrokerUnreachable,
+  isOffsetOutOfRange,
+  isPermanent,
+  withBrokerDetail,
+} from './errors.js';
 import { dropAborted, RawFetcher } from './fetch.js';
 import { call, connectionTo, libraryApi } from './internals.js';
 import { listOffsets } from './list-offsets.js';
@@ -528,9 +534,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         // and rejoins later still: a member resumed after a long pause (SIGSTOP, GC) would go on with a batch
         // whose partition another member has already processed. As kafkajs does, the batch's heartbeat asks the
         // coordinator itself once per heartbeat interval.
-        if (stale()) throw new Error(`group ${this.groupId} is rebalancing`);
+        if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
         await this.#confirmMembership(generation);
-        if (stale()) throw new Error(`group ${this.groupId} is rebalancing`);
+        if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
       },
       commit: async (nextOffset: string) => {
         if (!this.owns(state.topic, state.partition)) {
@@ -607,14 +613,18 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         // Expelled, or a rebalance: nothing more is fetched or handled in this generation (the library meets the
         // same answer at its next heartbeat and rejoins, which starts a new one). Any other failure (the
         // coordinator away) only stops the batch in hand.
-        if ((error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.('needsRejoin', true)) {
-          generation.lost = true;
-        }
-        throw new Error(
-          `group ${this.groupId}: generation ${generation.id} of member ${generation.memberId} is over ` +
-            `(${(error as Error).message})`,
-          { cause: error },
+        const rejoin = (error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
+          'needsRejoin',
+          true,
         );
+        if (rejoin) generation.lost = true;
+        const detailed = withBrokerDetail(error);
+        const message =
+          `group ${this.groupId}: generation ${generation.id} of member ${generation.memberId} is over ` +
+          `(${(detailed as Error).message})`;
+        throw rejoin
+          ? new GroupRebalancingError(message, { cause: detailed })
+          : new Error(message, { cause: detailed });
       }
       if (this.#generation === generation) this.#confirmedAt = Math.max(this.#confirmedAt, sent);
     })().finally(() => {

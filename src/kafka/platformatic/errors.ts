@@ -48,6 +48,17 @@ export class PartitionNotOwnedError extends Error {
   override readonly name = NOT_OWNED;
 }
 
+/** The name of the error a batch's heartbeat rejects with when the group moves on (see isFenced). */
+export const REBALANCING = 'GroupRebalancingError';
+
+/**
+ * A batch's heartbeat learned that the group rebalances or has moved to a newer generation: the member rejoins
+ * and goes on. Its cause may hold ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, which are no fence here.
+ */
+export class GroupRebalancingError extends Error {
+  override readonly name = REBALANCING;
+}
+
 /** Every error in the tree under `error` (causes and aggregated errors), at most 50 nodes. */
 function* tree(error: unknown): Generator<Record<string, unknown>> {
   const queue: unknown[] = [error];
@@ -96,9 +107,17 @@ export function isConcurrentTransactions(error: unknown): boolean {
   return brokerError(error, CONCURRENT_TRANSACTIONS) !== undefined;
 }
 
-/** True when this producer's transaction can never commit (fenced by its id or by the group). */
+/**
+ * True when this producer's transaction can never commit (fenced by its id or by the group). The group's errors
+ * fence a transaction's offsets (KIP-447); a heartbeat gets the same ones in every rebalance: one sent with the
+ * old generation after the coordinator completed the join, a few ms before this member hears of it, is answered
+ * ILLEGAL_GENERATION, and the member is in the new generation all the same.
+ */
 export function isFenced(error: unknown): boolean {
-  for (const e of tree(error)) if (e.name === NOT_OWNED) return true;
+  for (const e of tree(error)) {
+    if (e.name === NOT_OWNED) return true;
+    if (e.name === REBALANCING) return false;
+  }
   return brokerError(error, FENCED_ERRORS) !== undefined;
 }
 

@@ -828,13 +828,16 @@ export class BatchEngine<M, S> {
   async #runBatch(state: S, batch: Run<M, S>, handler: BatchHandler<M>): Promise<void> {
     const { messages, results } = batch;
     const items: BatchItem<M>[] = [];
-    const pending: Pending[] = [];
+    // Item k's pending outcome, kept apart from `p` (the batch's one decision object, reused): no object per item.
+    const outcomes: Pending['outcome'][] = [];
+    const extras: Pending['extra'][] = [];
     for (let i = 0; i < messages.length; i++) {
       let p = this.#decide(state, batch, i);
       if (p instanceof Promise) p = await p;
       if (p === undefined) continue;
       items.push({ message: messages[i] as M, context: p.context, index: i });
-      pending.push({ context: p.context, outcome: p.outcome, extra: p.extra }); // `p` is the batch's, reused
+      outcomes.push(p.outcome);
+      extras.push(p.extra);
       this.#rule.handled(state, batch, i, true);
     }
     if (items.length === 0) return;
@@ -850,14 +853,17 @@ export class BatchEngine<M, S> {
     }
     for (let k = 0; k < items.length; k++) {
       const { index, context } = items[k] as BatchItem<M>;
-      const p = pending[k] as Pending;
       if (failures?.has(index)) {
         const error = failures.get(index);
         results[index] = { outcome: 'failed', id: context.id, error };
         this.#failed(state, batch, index, context, error);
       } else {
         // A whole-batch handler gives no value per message: `result` is undefined (ProcessResult<unknown>).
-        results[index] = { outcome: p.outcome, id: context.id, ...p.extra } as ProcessResult;
+        const outcome = outcomes[k] as Pending['outcome'];
+        const extra = extras[k];
+        results[index] = (
+          extra === undefined ? { outcome, id: context.id } : { outcome, id: context.id, ...extra }
+        ) as ProcessResult;
       }
     }
   }

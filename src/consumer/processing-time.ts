@@ -447,7 +447,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     try {
       marked = await markIds(
         this.#options.repository,
-        keys.map((key, k) => ({ id: idOfKey(key), ...markEntry(batch, at[k] as number) })),
+        keys.map((key, k) => {
+          const fields = markEntry(batch, at[k] as number);
+          return fields === undefined ? { id: idOfKey(key) } : { id: idOfKey(key), ...fields };
+        }),
         this.#options.ttlMs,
       );
       store.succeeded(batch, 'mark', start);

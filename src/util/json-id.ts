@@ -47,18 +47,24 @@ export function jsonIdReader(path: string | readonly string[]): (bytes: Uint8Arr
 }
 
 function idOfSpan(bytes: Uint8Array, span: FieldSpan, name: string): string | undefined {
-  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  // Kafka hands the value as a Buffer already: a view of it would be one more object per record.
+  const buffer = Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   switch (span.kind) {
     case 'number':
       return canonicalJsonNumber(buffer.toString('latin1', span.start, span.end));
     case 'string': {
-      if (span.start === span.end) return undefined;
-      if (!isUtf8(buffer.subarray(span.start, span.end))) {
+      const { start, end } = span;
+      if (start === end) return undefined;
+      // ASCII bytes (the usual id) are valid UTF-8 and decode as Latin-1 does: no view for `isUtf8`, no decoder.
+      const ascii = isAscii(bytes, start, end);
+      if (!ascii && !isUtf8(buffer.subarray(start, end))) {
         throw new InvalidIdError(`id field "${name}" is not valid UTF-8`);
       }
       const text = span.escaped
-        ? (JSON.parse(buffer.toString('utf8', span.start - 1, span.end + 1)) as string)
-        : buffer.toString('utf8', span.start, span.end);
+        ? (JSON.parse(buffer.toString('utf8', start - 1, end + 1)) as string)
+        : buffer.toString(ascii ? 'latin1' : 'utf8', start, end);
       return text === '' ? undefined : toKey(text);
     }
     default:
@@ -66,6 +72,12 @@ function idOfSpan(bytes: Uint8Array, span: FieldSpan, name: string): string | un
         `id field "${name}" must be a string or a number, got ${span.kind === 'boolean' ? 'a' : 'an'} ${span.kind}`,
       );
   }
+}
+
+/** True when every byte of `[start, end)` is below 0x80. */
+function isAscii(bytes: Uint8Array, start: number, end: number): boolean {
+  for (let k = start; k < end; k++) if ((bytes[k] as number) >= 0x80) return false;
+  return true;
 }
 
 function invalidJson(bytes: Uint8Array): JsonIdVerdict {

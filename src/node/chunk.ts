@@ -59,8 +59,6 @@ export interface ChunkEnd {
   readonly partition: number;
   /** Records set aside for the DLQ. */
   readonly letters: readonly DeadLetter[];
-  /** The canonical keys the chunk forwarded and marked (in the order marked). */
-  readonly marked: readonly string[];
   /** The input offset to commit once the chunk is done (its last offset + 1). */
   readonly nextOffset: string;
 }
@@ -210,7 +208,6 @@ export class ChunkProcessor {
       topic,
       partition,
       letters,
-      marked: tally.marked,
       nextOffset: (BigInt(last.offset) + 1n).toString(),
     });
     clock.tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
@@ -327,15 +324,13 @@ export class ChunkProcessor {
     attempts: ReadonlyMap<number, number>,
     letters: DeadLetter[],
   ): ChunkTally {
-    const tally: ChunkTally = { duplicates: 0, raced: 0, out: 0, marked: [] };
+    const tally: ChunkTally = { duplicates: 0, raced: 0, out: 0 };
     for (let i = 0; i < results.length; i++) {
       const r = results[i] as ProcessResult<unknown>;
       if (r.raced) tally.raced++;
       if (r.outcome === 'duplicate' || r.outcome === 'in-progress') tally.duplicates++;
       else if (r.outcome !== 'failed') {
         tally.out++;
-        const id = (candidates[i] as Survivor).id;
-        if (r.outcome === 'processed' && id !== undefined && !r.failOpen) tally.marked.push(id);
       } else {
         // Refused by the output (or an id no store can hold): dead-lettered, and not marked.
         const { message } = candidates[i] as Survivor;
@@ -395,8 +390,6 @@ interface ChunkTally {
   duplicates: number;
   raced: number;
   out: number;
-  /** The canonical keys the chunk forwarded and marked (in the order marked). */
-  readonly marked: string[];
 }
 
 /** Time spent per phase of a chunk, into the perf log: each tick charges the time since the last to a phase. */

@@ -72,7 +72,7 @@ describe('exactly-once chunk whose commit fails', { skip: skipUnlessEnabled('kaf
     await tx.sender.send({ topic: output, messages: [{ value: 'forwarded', partition: 0 }] });
     let committing = false;
     await assert.rejects(
-      tx.finish({ topic: input, partition: 0, letters: [], marked: [], nextOffset: '1' }).finally(() => {
+      tx.finish({ topic: input, partition: 0, letters: [], nextOffset: '1' }).finally(() => {
         committing = !broker.running;
       }),
     );

@@ -83,8 +83,9 @@ export const eventTimeConfigSchema = z
 export type EventTimeConfig = z.output<typeof eventTimeConfigSchema>;
 
 /**
- * The `[consumer]` table of a config file. Function-valued options (id function, hooks) exist only in code;
- * config names the id by a dotted field path.
+ * The `[consumer]` table of a config file, and the one place the options it shares with code are written: code's
+ * schema picks them from here. Config names durations apart (`ttl` for `ttlMs`, text such as "1h"); function-valued
+ * options (id function, hooks) exist only in code, and config names the id by a dotted field path.
  */
 export const consumerConfigSchema = z
   .object({
@@ -412,9 +413,8 @@ const eventTimeOptionsSchema = z
   .object({
     intervalMs: wholeMs,
     timestamp: selectorSchema(false).optional(),
-    by: z.enum(['key', 'keyValue']).optional(),
+    ...eventTimeConfigSchema.pick({ by: true, invalidTimestamp: true }).shape,
     valueId: selectorSchema(false).optional(),
-    invalidTimestamp: z.enum(['fail', 'forward']).optional(),
     extraRetentionMs: wholeMs.optional(),
   })
   .strict()
@@ -472,6 +472,19 @@ export const telemetrySchema = z
   })
   .strict();
 
+/** The options code and a `[consumer]` table take under the same name and in the same form. */
+const sharedWithConfig = {
+  mode: true,
+  removeOnFailure: true,
+  skipDuplicate: true,
+  nullId: true,
+  inProgress: true,
+  storeFailure: true,
+  lostClaim: true,
+  failureMessage: true,
+  transaction: true,
+} as const;
+
 /** Every option of {@link IdempotentConsumerOptions}, checked as strictly as a config file. */
 const consumerOptionsSchema = z
   .object({
@@ -480,21 +493,15 @@ const consumerOptionsSchema = z
         issue.input === undefined ? 'is required' : 'must be a repository (an IdempotentRepository)',
     }),
     id: selectorSchema(true),
-    mode: z.enum(['eager', 'lazy']).optional(),
+    // Their defaults only fill the checked copy; resolveConsumerOptions applies consumerDefaults itself.
+    ...consumerConfigSchema.pick(sharedWithConfig).shape,
     ttlMs: positiveMs.optional(),
     leaseMs: positiveMs.optional(),
-    removeOnFailure: z.boolean().optional(),
-    skipDuplicate: z.boolean().optional(),
     onDuplicate: functionSchema.optional(),
     onWarning: functionSchema.optional(),
     telemetry: telemetrySchema.optional(),
     onOutcome: functionSchema.optional(),
-    nullId: z.enum(['forward', 'reject']).optional(),
-    inProgress: z.enum(['duplicate', 'error']).optional(),
-    storeFailure: z.enum(['fail', 'process']).optional(),
-    lostClaim: z.enum(['report', 'error']).optional(),
     storeResult: storeResultSchema.optional(),
-    failureMessage: z.enum(['redacted', 'name']).optional(),
     encryption: z
       .custom<unknown>((value) => typeof value === 'object' && value !== null, {
         error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
@@ -503,11 +510,6 @@ const consumerOptionsSchema = z
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),
-    transaction: z
-      .union([z.literal('message'), z.literal('batch'), z.literal(false)], {
-        error: 'must be "message", "batch" or false',
-      })
-      .optional(),
     lockTimeoutMs: z
       .number({ error: 'must be a whole number of milliseconds' })
       .int({ error: 'must be a whole number of milliseconds' })

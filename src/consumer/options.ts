@@ -84,7 +84,7 @@ export type EventTimeConfig = z.output<typeof eventTimeConfigSchema>;
 
 /**
  * The `[consumer]` table of a config file, and the one place the options it shares with code are written: code's
- * schema picks them from here. Config names durations apart (`ttl` for `ttlMs`, text such as "1h"); function-valued
+ * schema takes them from here. Config names durations apart (`ttl` for `ttlMs`, text such as "1h"); function-valued
  * options (id function, hooks) exist only in code, and config names the id by a dotted field path.
  */
 export const consumerConfigSchema = z
@@ -413,8 +413,9 @@ const eventTimeOptionsSchema = z
   .object({
     intervalMs: wholeMs,
     timestamp: selectorSchema(false).optional(),
-    ...eventTimeConfigSchema.pick({ by: true, invalidTimestamp: true }).shape,
+    by: eventTimeConfigSchema.shape.by,
     valueId: selectorSchema(false).optional(),
+    invalidTimestamp: eventTimeConfigSchema.shape.invalidTimestamp,
     extraRetentionMs: wholeMs.optional(),
   })
   .strict()
@@ -472,18 +473,11 @@ export const telemetrySchema = z
   })
   .strict();
 
-/** The options code and a `[consumer]` table take under the same name and in the same form. */
-const sharedWithConfig = {
-  mode: true,
-  removeOnFailure: true,
-  skipDuplicate: true,
-  nullId: true,
-  inProgress: true,
-  storeFailure: true,
-  lostClaim: true,
-  failureMessage: true,
-  transaction: true,
-} as const;
+/**
+ * The options code names as a `[consumer]` table does, checked by the table's schema. Its defaults only fill the
+ * checked copy: resolveConsumerOptions applies consumerDefaults itself.
+ */
+const asInConfig = consumerConfigSchema.shape;
 
 /** Every option of {@link IdempotentConsumerOptions}, checked as strictly as a config file. */
 const consumerOptionsSchema = z
@@ -493,15 +487,21 @@ const consumerOptionsSchema = z
         issue.input === undefined ? 'is required' : 'must be a repository (an IdempotentRepository)',
     }),
     id: selectorSchema(true),
-    // Their defaults only fill the checked copy; resolveConsumerOptions applies consumerDefaults itself.
-    ...consumerConfigSchema.pick(sharedWithConfig).shape,
+    mode: asInConfig.mode,
     ttlMs: positiveMs.optional(),
     leaseMs: positiveMs.optional(),
+    removeOnFailure: asInConfig.removeOnFailure,
+    skipDuplicate: asInConfig.skipDuplicate,
     onDuplicate: functionSchema.optional(),
     onWarning: functionSchema.optional(),
     telemetry: telemetrySchema.optional(),
     onOutcome: functionSchema.optional(),
+    nullId: asInConfig.nullId,
+    inProgress: asInConfig.inProgress,
+    storeFailure: asInConfig.storeFailure,
+    lostClaim: asInConfig.lostClaim,
     storeResult: storeResultSchema.optional(),
+    failureMessage: asInConfig.failureMessage,
     encryption: z
       .custom<unknown>((value) => typeof value === 'object' && value !== null, {
         error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
@@ -510,6 +510,7 @@ const consumerOptionsSchema = z
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),
+    transaction: asInConfig.transaction,
     lockTimeoutMs: z
       .number({ error: 'must be a whole number of milliseconds' })
       .int({ error: 'must be a whole number of milliseconds' })

@@ -114,38 +114,36 @@ export async function run(argv: readonly string[]): Promise<number> {
       .choices(idFormats)
       .default('text');
   const replayEpoch = "the ids of this replay epoch (the consumer's replayEpoch; docs/operations.md)";
-  const inspect = program
-    .command('inspect')
-    .description(
-      'Show what the store holds for each id: state, owner, lease, expiry, first seen, fingerprint (docs/operations.md).',
-    )
-    .argument('[ids...]', 'ids to look up')
-    .option('--store <dir|url>', storeHelp)
-    .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
-    .option('--ids <file>', idsHelp)
-    .addOption(idFormat())
-    .option('--replay-epoch <epoch>', replayEpoch)
+  /** `inspect` and `forget`: ids as arguments or in a file (`--ids`), in a store `--store` or `--config` names. */
+  const idsCommand = (name: 'inspect' | 'forget', description: string, idsArgument: string) =>
+    quiet(
+      program
+        .command(name)
+        .description(description)
+        .argument('[ids...]', idsArgument)
+        .option('--store <dir|url>', storeHelp)
+        .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
+        .option('--ids <file>', idsHelp)
+        .addOption(idFormat())
+        .option('--replay-epoch <epoch>', replayEpoch)
+        .action(async (ids: string[], flags: RecordsFlags) => {
+          code = await runRecords(name, ids, flags, { out: process.stdout, err: process.stderr });
+        }),
+    );
+  idsCommand(
+    'inspect',
+    'Show what the store holds for each id: state, owner, lease, expiry, first seen, fingerprint (docs/operations.md).',
+    'ids to look up',
+  )
     .option('--json', 'one JSON object per id (NDJSON) instead of text')
-    .option('--show-result', 'print the kept result itself (it can hold personal data)')
-    .action(async (ids: string[], flags: RecordsFlags) => {
-      code = await runRecords('inspect', ids, flags, { out: process.stdout, err: process.stderr });
-    });
-  quiet(inspect);
-  const forget = program
-    .command('forget')
-    .description('Remove ids from the store so their next copies are processed again (docs/operations.md).')
-    .argument('[ids...]', 'ids to remove')
-    .option('--store <dir|url>', storeHelp)
-    .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
-    .option('--ids <file>', idsHelp)
-    .addOption(idFormat())
-    .option('--replay-epoch <epoch>', replayEpoch)
+    .option('--show-result', 'print the kept result itself (it can hold personal data)');
+  idsCommand(
+    'forget',
+    'Remove ids from the store so their next copies are processed again (docs/operations.md).',
+    'ids to remove',
+  )
     .option('--force', 'remove in-flight claims too (their handlers may still be running)')
-    .option('--json', 'one JSON object per id (NDJSON) instead of text')
-    .action(async (ids: string[], flags: RecordsFlags) => {
-      code = await runRecords('forget', ids, flags, { out: process.stdout, err: process.stderr });
-    });
-  quiet(forget);
+    .option('--json', 'one JSON object per id (NDJSON) instead of text');
   const stats = program
     .command('stats')
     .description(

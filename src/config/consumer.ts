@@ -39,25 +39,18 @@ export function consumerOptionsFromConfig<M>(
       'is required: the dotted field path of the message id (or pass an id in code)',
     );
   }
+  // The table is code's options under config names: only the durations are renamed (and eventTime reshaped).
+  const { id: _id, ttl, lease, lockTimeout, eventTime, encryption, ...same } = consumer;
   return {
     repository,
     id,
-    mode: consumer.mode,
-    ttlMs: consumer.ttl,
-    leaseMs: consumer.lease,
-    removeOnFailure: consumer.removeOnFailure,
-    skipDuplicate: consumer.skipDuplicate,
-    nullId: consumer.nullId,
-    inProgress: consumer.inProgress,
-    storeFailure: consumer.storeFailure,
-    lostClaim: consumer.lostClaim,
-    failureMessage: consumer.failureMessage,
-    lockTimeoutMs: consumer.lockTimeout,
-    ...(consumer.transaction === undefined ? {} : { transaction: consumer.transaction }),
-    ...(consumer.replayEpoch === undefined ? {} : { replayEpoch: consumer.replayEpoch }),
-    ...(consumer.encryption ? { encryption: consumer.encryption } : {}),
-    ...(consumer.eventTime
-      ? { eventTime: eventTimeFromConfig(consumer.eventTime) as IdempotentConsumerOptions<M>['eventTime'] }
+    ...same,
+    ttlMs: ttl,
+    leaseMs: lease,
+    lockTimeoutMs: lockTimeout,
+    ...(encryption ? { encryption } : {}),
+    ...(eventTime
+      ? { eventTime: eventTimeFromConfig(eventTime) as IdempotentConsumerOptions<M>['eventTime'] }
       : {}),
     ...code.consumer,
   };

@@ -95,44 +95,29 @@ export class CatchUp {
     this.#config = config;
     this.#ordinary = ordinaryBatchSize;
     this.#logger = logger;
-    const labelNames = ['topic', 'partition'] as const;
-    const registers = [registry];
-    this.#active = new Gauge({
-      name: 'idem_node_catch_up_active',
-      help: 'Whether the partition is catching up (1) or not (0)',
-      labelNames,
-      registers,
-    });
-    this.#lag = new Gauge({
-      name: 'idem_node_catch_up_lag',
-      help: 'Records behind the high watermark of the last fetch, for a partition that caught up since start',
-      labelNames,
-      registers,
-    });
-    this.#rate = new Gauge({
-      name: 'idem_node_catch_up_rate',
-      help: 'Records per second handled by the current (or last) catch-up of the partition',
-      labelNames,
-      registers,
-    });
-    this.#eta = new Gauge({
-      name: 'idem_node_catch_up_eta_seconds',
-      help: 'Estimated seconds until the partition lag reaches zero (net of the head growth); +Inf if not shrinking',
-      labelNames,
-      registers,
-    });
-    this.#started = new Counter({
-      name: 'idem_node_catch_ups_total',
-      help: 'Catch-ups started (a partition found at least catchUp.lagThreshold records behind)',
-      labelNames,
-      registers,
-    });
-    this.#records = new Counter({
-      name: 'idem_node_catch_up_records_total',
-      help: 'Records handled while catching up',
-      labelNames,
-      registers,
-    });
+    const labelNames = ['topic', 'partition'];
+    const gauge = (name: string, help: string) =>
+      new Gauge({ name, help, labelNames, registers: [registry] });
+    const counter = (name: string, help: string) =>
+      new Counter({ name, help, labelNames, registers: [registry] });
+    this.#active = gauge('idem_node_catch_up_active', 'Whether the partition is catching up (1) or not (0)');
+    this.#lag = gauge(
+      'idem_node_catch_up_lag',
+      'Records behind the high watermark of the last fetch, for a partition that caught up since start',
+    );
+    this.#rate = gauge(
+      'idem_node_catch_up_rate',
+      'Records per second handled by the current (or last) catch-up of the partition',
+    );
+    this.#eta = gauge(
+      'idem_node_catch_up_eta_seconds',
+      'Estimated seconds until the partition lag reaches zero (net of the head growth); +Inf if not shrinking',
+    );
+    this.#started = counter(
+      'idem_node_catch_ups_total',
+      'Catch-ups started (a partition found at least catchUp.lagThreshold records behind)',
+    );
+    this.#records = counter('idem_node_catch_up_records_total', 'Records handled while catching up');
   }
 
   /**

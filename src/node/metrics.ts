@@ -8,12 +8,9 @@ export class NodeMetrics {
   readonly recordsOut = this.counter('idem_node_records_out_total', 'Records written to the output topic');
   readonly duplicates = this.counter('idem_node_duplicates_dropped_total', 'Records dropped as duplicates');
   readonly noId = this.counter('idem_node_records_without_id_total', 'Records without a dedup id');
-  readonly deadLetters = new Counter({
-    name: 'idem_node_dlq_records_total',
-    help: 'Records sent to the DLQ, by reason',
-    labelNames: ['reason'] as const,
-    registers: [this.registry],
-  });
+  readonly deadLetters = this.counter('idem_node_dlq_records_total', 'Records sent to the DLQ, by reason', [
+    'reason',
+  ]);
   readonly raced = this.counter(
     'idem_node_duplicates_raced_total',
     "Records forwarded although another worker marked their id between this node's lookup and its mark",
@@ -22,31 +19,27 @@ export class NodeMetrics {
     'idem_node_output_retries_total',
     'Output requests retried after an error that may pass',
   );
-  readonly storeFailures = new Counter({
-    name: 'idem_node_store_failures_total',
-    help: 'Store calls that failed and were passed over (storeFailure = process), by operation',
-    labelNames: ['operation'] as const,
-    registers: [this.registry],
-  });
-  readonly batchSeconds = new Histogram({
-    name: 'idem_node_batch_duration_seconds',
-    help: 'Wall time to handle one fetched partition batch, from hand-over to offsets committed',
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
-  readonly storeSeconds = new Histogram({
-    name: 'idem_node_store_operation_duration_seconds',
-    help: 'Latency of dedup store calls, by operation',
-    labelNames: ['operation'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
-    registers: [this.registry],
-  });
-  readonly lag = new Gauge({
-    name: 'idem_node_consumer_lag',
-    help: 'Records between the last handled offset and the partition high watermark',
-    labelNames: ['topic', 'partition'] as const,
-    registers: [this.registry],
-  });
+  readonly storeFailures = this.counter(
+    'idem_node_store_failures_total',
+    'Store calls that failed and were passed over (storeFailure = process), by operation',
+    ['operation'],
+  );
+  readonly batchSeconds = this.histogram(
+    'idem_node_batch_duration_seconds',
+    'Wall time to handle one fetched partition batch, from hand-over to offsets committed',
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  );
+  readonly storeSeconds = this.histogram(
+    'idem_node_store_operation_duration_seconds',
+    'Latency of dedup store calls, by operation',
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    ['operation'],
+  );
+  readonly lag = this.gauge(
+    'idem_node_consumer_lag',
+    'Records between the last handled offset and the partition high watermark',
+    ['topic', 'partition'],
+  );
   readonly restoredIds = this.counter(
     'idem_node_restore_ids_total',
     'Marks read back from the changelog into the local store (restores after an assignment)',
@@ -55,28 +48,38 @@ export class NodeMetrics {
     'idem_node_changelog_unreadable_total',
     'Changelog records skipped by a restore because they could not be read (each logged with its offset)',
   );
-  readonly restoreLag = new Gauge({
-    name: 'idem_node_restore_lag',
-    help: 'Changelog records still to restore before the partition processes its first record (0 when ready)',
-    labelNames: ['partition'] as const,
-    registers: [this.registry],
-  });
-  readonly restoreSeconds = new Histogram({
-    name: 'idem_node_restore_duration_seconds',
-    help: 'One restore of newly assigned partitions: producer init, changelog read and apply',
-    buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
-    registers: [this.registry],
-  });
-  readonly transactions = new Counter({
-    name: 'idem_node_transactions_total',
-    help: 'Exactly-once chunk transactions, by result (committed, aborted, fenced)',
-    labelNames: ['result'] as const,
-    registers: [this.registry],
-  });
+  readonly restoreLag = this.gauge(
+    'idem_node_restore_lag',
+    'Changelog records still to restore before the partition processes its first record (0 when ready)',
+    ['partition'],
+  );
+  readonly restoreSeconds = this.histogram(
+    'idem_node_restore_duration_seconds',
+    'One restore of newly assigned partitions: producer init, changelog read and apply',
+    [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+  );
+  readonly transactions = this.counter(
+    'idem_node_transactions_total',
+    'Exactly-once chunk transactions, by result (committed, aborted, fenced)',
+    ['result'],
+  );
   #server: Server | undefined;
 
-  private counter(name: string, help: string): Counter {
-    return new Counter({ name, help, registers: [this.registry] });
+  private counter<L extends string = never>(name: string, help: string, labelNames: L[] = []): Counter<L> {
+    return new Counter({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  private gauge<L extends string>(name: string, help: string, labelNames: L[]): Gauge<L> {
+    return new Gauge({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  private histogram<L extends string = never>(
+    name: string,
+    help: string,
+    buckets: number[],
+    labelNames: L[] = [],
+  ): Histogram<L> {
+    return new Histogram({ name, help, buckets, labelNames, registers: [this.registry] });
   }
 
   /** Serves `/metrics`; resolves with the bound port (0 picks a free one). */

@@ -235,16 +235,15 @@ export class MemoryRepository extends BaseRepository {
     return held !== undefined && this.#live(held, now) ? this.#record(key, held) : undefined;
   }
 
-  private confirmOne(key: string, owner: string, ttlMs: number, now: number, result?: string): boolean {
+  /** The owner's in-flight claim on `key`, if it holds one (what confirm and renew may rewrite). */
+  #claimOf(key: string, owner: string): IdempotencyRecord | undefined {
     const held = this.#records.get(key);
-    if (
-      held === undefined ||
-      typeof held === 'number' ||
-      held.state !== 'in-flight' ||
-      held.owner !== owner
-    ) {
-      return false;
-    }
+    return typeof held === 'object' && held.state === 'in-flight' && held.owner === owner ? held : undefined;
+  }
+
+  private confirmOne(key: string, owner: string, ttlMs: number, now: number, result?: string): boolean {
+    const held = this.#claimOf(key, owner);
+    if (held === undefined) return false;
     const bare = held.eventTime === undefined && held.fingerprint === undefined && result === undefined;
     // A bare record goes straight to its compact form, without the object it would be compacted from.
     const expiresAt = now + ttlMs;
@@ -334,15 +333,8 @@ export class MemoryRepository extends BaseRepository {
     leaseMs: number,
     now: number,
   ): Promise<boolean> {
-    const held = this.#records.get(key);
-    if (
-      held === undefined ||
-      typeof held === 'number' ||
-      held.state !== 'in-flight' ||
-      held.owner !== owner
-    ) {
-      return false;
-    }
+    const held = this.#claimOf(key, owner);
+    if (held === undefined) return false;
     this.#records.set(key, renewedRecord(held, leaseMs, now));
     return true;
   }

@@ -10,7 +10,7 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { IdempotentConsumer } from '../src/consumer/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
-import type { AddResult, ClaimRef, MessageId } from '../src/repositories/types.js';
+import type { AddResult, ClaimRef, MessageId } from '../src/store/types.js';
 import { FigureSink } from './report/figures.js';
 
 const { values } = parseArgs({

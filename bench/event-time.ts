@@ -23,7 +23,7 @@ import { runInNewContext } from 'node:vm';
 import { IdempotentConsumer } from '../src/consumer/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
 import { RocksdbRepository } from '../src/repositories/rocksdb/index.js';
-import type { IdempotentRepository } from '../src/repositories/types.js';
+import type { IdempotentRepository } from '../src/store/types.js';
 import { prng as rng } from '../test/helpers/random.js';
 
 const { values } = parseArgs({

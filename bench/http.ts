@@ -21,7 +21,7 @@ import { createExampleApp } from '../examples/http/server.js';
 import { idempotencyKey } from '../src/adapters/http/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
 import { RedisRepository } from '../src/repositories/redis/index.js';
-import type { IdempotentRepository } from '../src/repositories/types.js';
+import type { IdempotentRepository } from '../src/store/types.js';
 import { FigureSink, median } from './report/figures.js';
 
 const { values } = parseArgs({

@@ -6,19 +6,19 @@
 export * from './consumer/index.js';
 export * from './errors.js';
 export {
-  BaseRepository,
-  type BaseRepositoryOptions,
-  type KeyedClaim,
-  type KeyedEntry,
-} from './repositories/base.js';
-export { MAX_ID_BYTES, toKey } from './repositories/ids.js';
-export {
   type LocalCacheOptions,
   LocalCacheRepository,
   withLocalCache,
 } from './repositories/local-cache.js';
 export type { RepositoryModule } from './repositories/module.js';
-export { isLive } from './repositories/record.js';
-export { isTransactional } from './repositories/transaction.js';
-export type * from './repositories/types.js';
+export {
+  BaseRepository,
+  type BaseRepositoryOptions,
+  type KeyedClaim,
+  type KeyedEntry,
+} from './store/base.js';
+export { MAX_ID_BYTES, toKey } from './store/ids.js';
+export { isLive } from './store/record.js';
+export { isTransactional } from './store/transaction.js';
+export type * from './store/types.js';
 export { parseDuration } from './util/duration.js';

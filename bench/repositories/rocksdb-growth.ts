@@ -31,9 +31,9 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { encodeRecord, newRecord } from '../../src/repositories/record.js';
 import { RocksdbRepository, type RocksdbRepositoryOptions } from '../../src/repositories/rocksdb/index.js';
-import type { AddEntry } from '../../src/repositories/types.js';
+import { encodeRecord, newRecord } from '../../src/store/record.js';
+import type { AddEntry } from '../../src/store/types.js';
 import { FigureSink } from '../report/figures.js';
 import {
   BASE,

@@ -6,7 +6,7 @@
 import { statSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { AddEntry, IdempotentRepository } from '../../src/repositories/types.js';
+import type { AddEntry, IdempotentRepository } from '../../src/store/types.js';
 
 export const BATCH = 1000;
 export const DUPLICATES = 0.1;

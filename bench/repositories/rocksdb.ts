@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RocksdbRepository, type RocksdbRepositoryOptions } from '../../src/repositories/rocksdb/index.js';
-import type { AddEntry } from '../../src/repositories/types.js';
+import type { AddEntry } from '../../src/store/types.js';
 import { FigureSink } from '../report/figures.js';
 import {
   BASE,

@@ -1,5 +1,5 @@
 import { InvalidIdError } from '../errors.js';
-import { toKey } from '../repositories/ids.js';
+import { toKey } from '../store/ids.js';
 import { jsonIdReader } from '../util/json-id.js';
 
 /** The id of one input line, or why it has none. */

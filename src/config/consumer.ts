@@ -6,7 +6,7 @@ import {
 } from '../consumer/options.js';
 import type { IdSelector } from '../consumer/types.js';
 import { ConfigError } from '../errors.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { openRepository, type RepositorySection, type ResolveRepositoryOptions } from './repository.js';
 
 // The one way config becomes a store and a consumer: the CLI, the dedup node and the DI container all build

@@ -11,7 +11,7 @@ import {
   repositoryTypes,
   validTypes,
 } from '../repositories/registry.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { coerceEnvValue } from './env.js';
 
 /**

@@ -1,5 +1,5 @@
 import { IdempotencyConflictError, NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
-import type { IdempotencyRecord } from '../repositories/types.js';
+import type { IdempotencyRecord } from '../store/types.js';
 import { OutcomeCipher } from './encryption.js';
 import { fingerprinter } from './fingerprint.js';
 import {

@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
-import { toKey } from '../repositories/ids.js';
-import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
+import { toKey } from '../store/ids.js';
+import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../store/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import { timestampReader, toEpochMs } from './event-timestamp.js';
 import { idExtractor, replayEpochPrefix } from './message-id.js';

@@ -1,5 +1,5 @@
 import { InProgressError } from '../errors.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { BatchEngine } from './engine.js';
 import { DEFAULT_STREAM, EventTimeDeduplicator } from './event-time.js';
 import { idExtractor } from './message-id.js';

@@ -1,5 +1,5 @@
 import { RenewUnsupportedError } from '../errors.js';
-import type { ClaimRef, IdempotentRepository, MessageId } from '../repositories/types.js';
+import type { ClaimRef, IdempotentRepository, MessageId } from '../store/types.js';
 import type { ConsumerStats } from './stats.js';
 import type { ConsumerWarningCode, RenewalSignal } from './types.js';
 

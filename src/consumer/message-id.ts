@@ -1,6 +1,6 @@
 import { InvalidIdError } from '../errors.js';
-import { toKey } from '../repositories/ids.js';
-import type { MessageId } from '../repositories/types.js';
+import { toKey } from '../store/ids.js';
+import type { MessageId } from '../store/types.js';
 import type { IdSelector } from './types.js';
 
 /** Reads `a.b.c` out of a plain object; undefined as soon as a step is missing. */

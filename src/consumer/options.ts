@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { type OptionsOrigin, parseOptions } from '../options/issues.js';
-import { isTransactional } from '../repositories/transaction.js';
-import { MAX_TTL_MS, maxDurationMs } from '../repositories/ttl.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import { isTransactional } from '../store/transaction.js';
+import { MAX_TTL_MS, maxDurationMs } from '../store/ttl.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { durationSchema } from '../util/duration.js';
 import { OutcomeCipher, type OutcomeEncryptionOptions } from './encryption.js';
 import { REPLAY_EPOCH } from './message-id.js';

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { ClaimLostError, InvalidIdError } from '../errors.js';
-import { idOfKey, MAX_ID_BYTES, toKey } from '../repositories/ids.js';
-import { markIds } from '../repositories/mark.js';
-import { type SingleKeyVerbs, singleKeyVerbs } from '../repositories/single-key.js';
+import { idOfKey, MAX_ID_BYTES, toKey } from '../store/ids.js';
+import { markIds } from '../store/mark.js';
+import { type SingleKeyVerbs, singleKeyVerbs } from '../store/single-key.js';
 import type {
   AddEntry,
   AddOptions,
@@ -11,7 +11,7 @@ import type {
   IdempotencyRecord,
   MaybePromise,
   MessageId,
-} from '../repositories/types.js';
+} from '../store/types.js';
 import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
 import type { HeldClaims } from './lease-renewal.js';
 import { replayEpochPrefix, reservedKey, reservedKeyError } from './message-id.js';

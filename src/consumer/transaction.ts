@@ -1,5 +1,5 @@
 import { RepositoryError, SwallowedStatementError } from '../errors.js';
-import type { RepositoryTransaction, TransactionalRepository } from '../repositories/types.js';
+import type { RepositoryTransaction, TransactionalRepository } from '../store/types.js';
 import type { BatchEngine } from './engine.js';
 import { DEFAULT_STREAM } from './event-time.js';
 import type { ResolvedConsumerOptions } from './options.js';

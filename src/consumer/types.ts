@@ -1,5 +1,5 @@
 import type { IdempotencyConflictError, InvalidInputError } from '../errors.js';
-import type { IdempotencyRecord, MessageId } from '../repositories/types.js';
+import type { IdempotencyRecord, MessageId } from '../store/types.js';
 import type { TraceSource } from './telemetry/api.js';
 
 /**

@@ -1,7 +1,7 @@
 import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { IdempotentConsumerOptions } from '../consumer/options.js';
-import { isTransactional } from '../repositories/transaction.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import { isTransactional } from '../store/transaction.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { LONG_TTL_MS } from './context.js';
 
 /** One way the consumer drives a store: its mode and, on a transactional store, where the mark commits. */

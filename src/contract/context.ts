@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { IdempotentRepository, RepositoryCapabilities } from '../repositories/types.js';
+import type { IdempotentRepository, RepositoryCapabilities } from '../store/types.js';
 import type { ContractIt, TestRunner } from './runner.js';
 
 /**

@@ -1,10 +1,5 @@
 import assert from 'node:assert/strict';
-import type {
-  AddEntry,
-  IdempotencyRecord,
-  IdempotentRepository,
-  MarkOptions,
-} from '../repositories/types.js';
+import type { AddEntry, IdempotencyRecord, IdempotentRepository, MarkOptions } from '../store/types.js';
 import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 /** Every record `scan` reports, by id; undefined for a store without `scan`. */

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { AddEntry, IdempotentRepository, MarkOptions } from '../repositories/types.js';
+import type { AddEntry, IdempotentRepository, MarkOptions } from '../store/types.js';
 import { type ContractSuite, LONG_TTL_MS, SHORT_TTL_MS, sleep, uniqueId, withinWindow } from './context.js';
 
 /** What the lazy consumer calls: the store's `markMany`, or `addMany` for a store without one. */

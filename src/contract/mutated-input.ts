@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { fingerprinter } from '../consumer/fingerprint.js';
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { BatchItem } from '../consumer/types.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { type ConsumerRun, consumerRuns, storingConsumer } from './consumer-runs.js';
 import { type ContractSuite, uniqueId } from './context.js';
 

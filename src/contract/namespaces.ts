@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { IdempotentRepository } from '../repositories/types.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { type ContractContext, type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 /*

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { ProcessResult } from '../consumer/types.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { type ConsumerRun, consumerRuns, storingConsumer } from './consumer-runs.js';
 import { type ContractSuite, uniqueId } from './context.js';
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { IdempotencyRecord, IdempotentRepository } from '../repositories/types.js';
+import type { IdempotencyRecord, IdempotentRepository } from '../store/types.js';
 import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 /** Every record `scan` reports, by id (a record reported twice keeps its last copy). */

@@ -6,7 +6,7 @@ import type {
   IdempotencyRecord,
   IdempotentRepository,
   MarkOptions,
-} from '../repositories/types.js';
+} from '../store/types.js';
 import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 /** What a test compares of a record: everything but its id and its times (two calls never share a clock tick). */

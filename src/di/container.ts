@@ -8,7 +8,7 @@ import {
 } from '../config/consumer.js';
 import { openRepository, type ResolveRepositoryOptions } from '../config/repository.js';
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { CONFIG, CONSUMER, REPOSITORY } from './tokens.js';
 
 /** The part of a loaded config the container reads: `[repository]` and `[consumer]`. */

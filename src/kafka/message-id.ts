@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { z } from 'zod';
 import { IdempotencyError } from '../errors.js';
-import { toKey } from '../repositories/ids.js';
+import { toKey } from '../store/ids.js';
 import { jsonIdReader } from '../util/json-id.js';
 import type { MessageHeaders } from './port/index.js';
 

@@ -12,8 +12,8 @@ import {
   sendDeadLetters,
 } from '../kafka/index.js';
 import type { ConsumedMessage, OutgoingMessage } from '../kafka/port/index.js';
-import { idOfKey } from '../repositories/ids.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import { idOfKey } from '../store/ids.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { type DuplicateAudit, duplicateAudit } from './duplicates.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { ConfigError, StartupTimeoutError } from '../errors.js';
 import type { GroupConsumer, KafkaClient } from '../kafka/port/index.js';
-import { durationRule, isValidDuration, maxDurationMs } from '../repositories/ttl.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import { durationRule, isValidDuration, maxDurationMs } from '../store/ttl.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';

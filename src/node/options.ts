@@ -3,7 +3,7 @@ import { configSections } from '../config/sections.js';
 import { replayEpochConfigSchema } from '../consumer/options.js';
 import { kafkaConnectionDefaults, kafkaConnectionSchema } from '../kafka/connection.js';
 import { type IdSource, idSourceSchema } from '../kafka/index.js';
-import { MAX_TTL_MS } from '../repositories/ttl.js';
+import { MAX_TTL_MS } from '../store/ttl.js';
 import { durationMs, durationSchema } from '../util/duration.js';
 import { catchUpSchema } from './catch-up.js';
 

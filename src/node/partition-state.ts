@@ -7,7 +7,7 @@ import {
 } from '../kafka/changelog/index.js';
 import type { GroupMetadataSource, KafkaClient, KafkaProducer } from '../kafka/port/index.js';
 import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
-import type { IdempotentRepository } from '../repositories/types.js';
+import type { IdempotentRepository } from '../store/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
 import { type TransactionalProducerLayout, transactionTimeoutMs } from './exactly-once/producers.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';

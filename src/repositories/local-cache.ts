@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { RenewUnsupportedError } from '../errors.js';
 import { parseOptions } from '../options/issues.js';
-import { toKey } from './ids.js';
-import { isLive, newRecord } from './record.js';
+import { toKey } from '../store/ids.js';
+import { isLive, newRecord } from '../store/record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -17,7 +17,7 @@ import type {
   ReadOptions,
   RenewOptions,
   RepositoryCapabilities,
-} from './types.js';
+} from '../store/types.js';
 
 /** Options of {@link withLocalCache}. */
 export interface LocalCacheOptions {

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { IdempotentRepository } from './types.js';
+import type { IdempotentRepository } from '../store/types.js';
 
 /**
  * What each store folder exports as `repositoryModule`, so config can pick a store by `repository.type`

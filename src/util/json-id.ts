@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { IdempotencyError, InvalidIdError } from '../errors.js';
-import { MAX_ID_BYTES, toKey } from '../repositories/ids.js';
+import { MAX_ID_BYTES, toKey } from '../store/ids.js';
 
 /**
  * Reading an id out of raw JSON bytes, shared by `idem dedup` and the Kafka id reader (the dedup node and the

@@ -22,7 +22,7 @@ import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { InProgressError } from '../../src/errors.js';
 import { PostgresRepository, postgresTransaction } from '../../src/repositories/postgres/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { prng, seedOf, shuffle } from '../helpers/random.js';
 
 /** Which store, and where the effect goes. */

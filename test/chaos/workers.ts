@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { migrate, PostgresRepository } from '../../src/repositories/postgres/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { countEffects, type Ledger } from './ledger.js';
 import type { ChaosStore, WorkerReport, WorkerSpec } from './worker.js';
 

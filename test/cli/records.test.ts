@@ -24,7 +24,7 @@ import { MySqlRepository } from '../../src/repositories/mysql/index.js';
 import { PostgresRepository } from '../../src/repositories/postgres/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { createTestTable as createMysqlTable, testTable as mysqlTable } from '../helpers/mysql.js';
 import { createTestTable as createPostgresTable, testTable as postgresTable } from '../helpers/postgres.js';
 import { endpoints, type StoreName, skipUnlessEnabled } from '../helpers/stores.js';

@@ -17,7 +17,7 @@ import {
 } from '../../src/di/index.js';
 import { ConfigError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
 const schema = z.object(configSections).strict();

@@ -9,7 +9,7 @@ import {
   StoredFailureError,
 } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 
 interface Msg {
   id?: string | null;

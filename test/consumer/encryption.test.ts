@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { ConfigError, StoredFailureError, StoredOutcomeError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { testStores } from './real-stores.js';
 
 // Kept outcomes encrypted at rest (AES-256-GCM), with key ids for rotation, failing closed.

@@ -13,7 +13,7 @@ import { DynamoDbRepository } from '../../src/repositories/dynamodb/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 // The consumer's event-time mode against a small reference model of KIP-655, on random sequences: a few ids,

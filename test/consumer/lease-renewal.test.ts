@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
-import { BaseRepository } from '../../src/repositories/base.js';
 import { withLocalCache } from '../../src/repositories/local-cache.js';
 import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import { BaseRepository } from '../../src/store/base.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 
 // Issue 18: the lease is renewed while a handler runs; a renewal that fails is reported and counted, and a store
 // that cannot renew at all still works, warned once.

@@ -6,7 +6,7 @@ import type { TestContext } from 'node:test';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 /** A store for consumer tests, opened fresh per test and closed (and emptied) after it. */

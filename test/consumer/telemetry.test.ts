@@ -7,7 +7,7 @@ import {
 } from '../../src/consumer/index.js';
 import { ConfigError } from '../../src/errors.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { api, remoteParent, spanText, takeMetrics, takeSpans } from '../helpers/otel.js';
 
 interface Msg {

@@ -9,7 +9,7 @@
  * the ids it won. Any failure is reported as `error`, and the process exits non-zero.
  */
 import type { RepositoryModule } from '../../src/repositories/module.js';
-import type { AddOptions, IdempotentRepository } from '../../src/repositories/types.js';
+import type { AddOptions, IdempotentRepository } from '../../src/store/types.js';
 import { prng, seedOf, shuffle } from './random.js';
 
 /** Parent → worker: what to claim and how. */

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { readPath } from '../../src/consumer/message-id.js';
 import { type IdSource, type IdVerdict, messageIdReader } from '../../src/kafka/index.js';
-import { toKey } from '../../src/repositories/ids.js';
+import { toKey } from '../../src/store/ids.js';
 import { ABSENT, canonicalJsonNumber, jsonFieldScanner } from '../../src/util/json-id.js';
 
 /**

@@ -114,6 +114,24 @@ describe('layering of src/', () => {
     assert.deepEqual(reachingUp(graph, 'repositories/sql', dialects), []);
   });
 
+  it('the store port (src/store) imports nothing but the error classes', () => {
+    assert.ok(graph.has('store/types.ts'));
+    const outside = [...graph]
+      .filter(([file]) => file.startsWith('store/'))
+      .flatMap(([file, targets]) =>
+        targets.filter((t) => !t.startsWith('store/') && t !== 'errors.ts').map((t) => `${file} -> ${t}`),
+      );
+    assert.deepEqual(outside, []);
+  });
+
+  it('the shared Kafka code builds on the store port, never on a store (src/repositories)', () => {
+    assert.deepEqual(reachingUp(graph, 'kafka', ['repositories']), []);
+  });
+
+  it('the leaf utilities (src/util) import no store, consumer or Kafka code', () => {
+    assert.deepEqual(reachingUp(graph, 'util', ['repositories', 'consumer', 'kafka', 'contract']), []);
+  });
+
   it('the shared Kafka code imports no config/, node/, adapters/, cli/ or di/', () => {
     assert.deepEqual(reachingUp(graph, 'kafka', ['config', 'node', 'adapters', 'cli', 'di']), []);
   });

@@ -7,7 +7,7 @@ import { RepositoryError } from '../../src/errors.js';
 import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
-import type { IdempotentRepository } from '../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../src/store/types.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
 const TTL = { ttlMs: 60_000 };

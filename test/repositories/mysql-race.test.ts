@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { MySqlRepository } from '../../src/repositories/mysql/index.js';
-import type { AddResult } from '../../src/repositories/types.js';
+import type { AddResult } from '../../src/store/types.js';
 import { createTestTable, testTable } from '../helpers/mysql.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 

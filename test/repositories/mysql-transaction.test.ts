@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { PoolConnection } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../src/errors.js';
 import { MySqlRepository, mysqlTransaction } from '../../src/repositories/mysql/index.js';
-import type { RepositoryTransaction } from '../../src/repositories/types.js';
+import type { RepositoryTransaction } from '../../src/store/types.js';
 import { createTestTable, testPool, testTable } from '../helpers/mysql.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 

@@ -10,7 +10,7 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, RepositoryError } from '../../src/errors.js';
 import { PostgresRepository, postgresTransaction } from '../../src/repositories/postgres/index.js';
-import type { RepositoryTransaction } from '../../src/repositories/types.js';
+import type { RepositoryTransaction } from '../../src/store/types.js';
 import { createTestTable, testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';

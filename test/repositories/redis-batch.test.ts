@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { decodeRecord } from '../../src/repositories/record.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { CLAIM_LUA } from '../../src/repositories/redis/scripts.js';
+import { decodeRecord } from '../../src/store/record.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 const HOUR = 3_600_000;

@@ -9,7 +9,7 @@ import {
   RepositoryError,
   StoredOutcomeError,
 } from '../../errors.js';
-import { MAX_ID_BYTES } from '../../repositories/ids.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
 import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
 import { requestFingerprint } from './fingerprint.js';

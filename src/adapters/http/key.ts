@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { MAX_ID_BYTES } from '../../repositories/ids.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
 
 /** Why an `Idempotency-Key` header value was refused; each becomes a 400 problem. */
 export type KeyProblem = 'empty' | 'too-long' | 'malformed' | 'repeated';

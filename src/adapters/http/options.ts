@@ -4,8 +4,8 @@ import { consumerDefaults, telemetrySchema } from '../../consumer/options.js';
 import type { TelemetryOptions } from '../../consumer/telemetry/api.js';
 import type { OutcomeEvent } from '../../consumer/types.js';
 import { type OptionsOrigin, parseOptions } from '../../options/issues.js';
-import { MAX_TTL_MS } from '../../repositories/ttl.js';
-import type { IdempotentRepository } from '../../repositories/types.js';
+import { MAX_TTL_MS } from '../../store/ttl.js';
+import type { IdempotentRepository } from '../../store/types.js';
 import type { CapturedResponse } from './capture.js';
 import { CREDENTIAL_HEADERS, credentialScope } from './key.js';
 

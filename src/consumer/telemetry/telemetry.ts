@@ -1,4 +1,4 @@
-import type { IdempotentRepository } from '../../repositories/types.js';
+import type { IdempotentRepository } from '../../store/types.js';
 import type {
   BatchHandler,
   BatchItem,

@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../../errors.js';
-import { decodeRecord, encodeRecord } from '../../repositories/record.js';
-import type { IdempotencyRecord } from '../../repositories/types.js';
+import { decodeRecord, encodeRecord } from '../../store/record.js';
+import type { IdempotencyRecord } from '../../store/types.js';
 
 /**
  * What a changelog record's value holds. A bare mark is `{ expiresAt }` (a confirmed id, a duplicate until then);

@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../../errors.js';
-import type { ChangelogChange, ChangelogSink, UnreadableChange } from '../../repositories/logged/index.js';
-import type { IdempotencyRecord } from '../../repositories/types.js';
+import type { ChangelogChange, ChangelogSink, UnreadableChange } from '../../store/changelog.js';
+import type { IdempotencyRecord } from '../../store/types.js';
 import type {
   KafkaClient,
   KafkaProducer,

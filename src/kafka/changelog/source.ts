@@ -1,8 +1,4 @@
-import type {
-  ChangelogOffsets,
-  ChangelogSource,
-  ChangelogSourceRead,
-} from '../../repositories/logged/index.js';
+import type { ChangelogOffsets, ChangelogSource, ChangelogSourceRead } from '../../store/changelog.js';
 import type { ChangelogEntry, ChangelogReader } from './reader.js';
 import { decodeChanges } from './sink.js';
 

@@ -1,16 +1,28 @@
 import { type Client, errors, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, RepositoryError } from '../../errors.js';
-import { mapLimit as mapConcurrent } from '../../util/concurrency.js';
-import { BaseRepository, type BaseRepositoryOptions, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { MAX_ID_BYTES } from '../ids.js';
-import { confirmedRecord, forgetAt, isLive, newRecord, renewedRecord, storeLifetimeMs } from '../record.js';
+import {
+  BaseRepository,
+  type BaseRepositoryOptions,
+  type KeyedClaim,
+  type KeyedEntry,
+} from '../../store/base.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
+import {
+  confirmedRecord,
+  forgetAt,
+  isLive,
+  newRecord,
+  renewedRecord,
+  storeLifetimeMs,
+} from '../../store/record.js';
 import type {
   AddOptions,
   AddResult,
   IdempotencyRecord,
   MarkOptions,
   RepositoryCapabilities,
-} from '../types.js';
+} from '../../store/types.js';
+import { mapLimit as mapConcurrent } from '../../util/concurrency.js';
 import { type CassandraLogger, openClient, processWarnings, statementOptions } from './connection.js';
 import { BUCKETS, bucketOf, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';

@@ -1,5 +1,5 @@
 import type { types } from 'cassandra-driver';
-import type { IdempotencyRecord } from '../types.js';
+import type { IdempotencyRecord } from '../../store/types.js';
 
 /** A row as the driver returns it. */
 export type Row = types.Row;

@@ -11,18 +11,18 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { ConfigError, RepositoryError } from '../../errors.js';
-import { mapLimit } from '../../util/concurrency.js';
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { checkClockSkew, offsetOf } from '../clock-skew.js';
-import { MAX_ID_BYTES } from '../ids.js';
-import { isLive, newRecord } from '../record.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
+import { isLive, newRecord } from '../../store/record.js';
 import type {
   AddOptions,
   AddResult,
   IdempotencyRecord,
   MarkOptions,
   RepositoryCapabilities,
-} from '../types.js';
+} from '../../store/types.js';
+import { mapLimit } from '../../util/concurrency.js';
+import { checkClockSkew, offsetOf } from '../clock-skew.js';
 import { backoff, chunk } from './concurrency.js';
 import {
   ATTR,

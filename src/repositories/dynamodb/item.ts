@@ -1,6 +1,6 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
-import { forgetAt } from '../record.js';
-import type { IdempotencyRecord, RecordState } from '../types.js';
+import { forgetAt } from '../../store/record.js';
+import type { IdempotencyRecord, RecordState } from '../../store/types.js';
 
 /** A DynamoDB item as the low-level client sees it. */
 export type Item = Record<string, AttributeValue>;

@@ -2,7 +2,7 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
 import { parseOptions } from '../../options/issues.js';
 import { timerMs } from '../../options/limits.js';
-import { MAX_ID_BYTES } from '../ids.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
 
 /** Defaults of the DynamoDB repository, written once. */
 export const dynamodbDefaults = {

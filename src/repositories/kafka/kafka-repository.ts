@@ -9,7 +9,7 @@ import {
   type PartitionOffsets,
 } from '../../kafka/changelog/index.js';
 import { type KafkaClient, type KafkaProducer, openKafkaClient } from '../../kafka/port/index.js';
-import { MAX_ID_BYTES } from '../ids.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
 import {
   type ChangelogChange,
   ChangelogRestorer,

@@ -1,25 +1,14 @@
-import type { IdempotencyRecord } from '../types.js';
+import type { ChangelogChange, ChangelogSink } from '../../store/changelog.js';
 
-/** One write as a changelog keeps it: the record a key holds after the write, or undefined once deleted. */
-export interface ChangelogChange {
-  /** The canonical key (see `toKey`). */
-  readonly key: string;
-  /** The record the key now holds; undefined for a deletion (a tombstone). */
-  readonly record: IdempotencyRecord | undefined;
-}
-
-/**
- * Where a {@link LoggedRepository} appends its changes, in the order they were decided. A Kafka topic partition
- * in the node and the `kafka` repository; an in-memory list in tests ({@link MemoryChangelog}).
- */
-export interface ChangelogSink {
-  /** Appends the changes; resolves once they are durable (acknowledged), rejects when they may not be. */
-  append(changes: readonly ChangelogChange[]): Promise<void>;
-  /** Forgets every change (the repository's `clear()`). */
-  clear(): Promise<void>;
-  /** Releases the sink's own resources; the repository calls it from `close()`. */
-  close?(): Promise<void>;
-}
+export type {
+  ChangelogChange,
+  ChangelogCheckpoints,
+  ChangelogOffsets,
+  ChangelogSink,
+  ChangelogSource,
+  ChangelogSourceRead,
+  UnreadableChange,
+} from '../../store/changelog.js';
 
 /**
  * A changelog held in memory, for tests and the contract suite: what a store rebuilt from it (a new inner store
@@ -43,62 +32,4 @@ export class MemoryChangelog implements ChangelogSink {
   async clear(): Promise<void> {
     this.#changes = [];
   }
-}
-
-/** Changelog offset per partition: the first offset not yet applied, or the end of a partition. */
-export type ChangelogOffsets = Map<number, number>;
-
-/** A changelog record that could not be read, and why; it was skipped. */
-export interface UnreadableChange {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: number;
-  readonly reason: string;
-}
-
-/** What {@link ChangelogSource.read} reads and where the changes go. */
-export interface ChangelogSourceRead {
-  /** The partitions to read, each from the first offset not applied yet (0: from the start). */
-  readonly from: ReadonlyMap<number, number>;
-  /**
-   * Receives each fetched partition's changes in offset order (unreadable records already left out), and the
-   * offset to resume from after them. Awaited before the next call.
-   */
-  onBatch(partition: number, changes: readonly ChangelogChange[], nextOffset: number): Promise<void>;
-  /** A record that could not be read; it is skipped, and the read goes on. */
-  onUnreadable(unreadable: UnreadableChange): void;
-  /** Keep reading past the end offsets captured at the start, until `signal` aborts (a tail). */
-  readonly follow?: boolean;
-  /** With `follow`: called once when every partition has reached the end offsets captured at the start. */
-  readonly onCaughtUp?: () => void;
-  /** Stops the read: a bounded read rejects with the signal's reason, a followed one resolves. */
-  readonly signal?: AbortSignal;
-  /** Called between fetches (a consumer group heartbeat during a long restore). */
-  readonly heartbeat?: () => Promise<void>;
-}
-
-/**
- * Where a logged store's changes are read back from (the port a {@link ChangelogRestorer} reads through): a
- * Kafka topic read read_committed in the node and the `kafka` repository, a list in tests.
- */
-export interface ChangelogSource {
-  /** The changelog's name (a topic), for logs and warnings. */
-  readonly topic: string;
-  /** The end offsets a restore reads up to, captured now (a Kafka topic: its last stable offsets). */
-  endOffsets(partitions: readonly number[]): Promise<ChangelogOffsets>;
-  /** Reads `from`'s partitions up to the end offsets captured when it starts (or on, with `follow`). */
-  read(options: ChangelogSourceRead): Promise<ChangelogOffsets>;
-}
-
-/**
- * The changelog offsets a local store has applied, kept across restarts (a checkpoint file:
- * `ChangelogCheckpoint`). It must never be ahead of the store it describes.
- */
-export interface ChangelogCheckpoints {
-  /** The offset applied for the partition, if recorded. */
-  get(partition: number): number | undefined;
-  /** Records the offset applied for the partition (kept by {@link save}). */
-  set(partition: number, offset: number): void;
-  /** Makes the recorded offsets durable. */
-  save(): Promise<void>;
 }

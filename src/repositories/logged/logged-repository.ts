@@ -1,7 +1,7 @@
 import { RenewUnsupportedError, RepositoryClosedError, RepositoryError } from '../../errors.js';
-import { idOfKey, MAX_ID_BYTES, toKey } from '../ids.js';
-import { confirmedRecord, isLive, newRecord } from '../record.js';
-import { checkDuration, maxDurationMs } from '../ttl.js';
+import { idOfKey, MAX_ID_BYTES, toKey } from '../../store/ids.js';
+import { confirmedRecord, isLive, newRecord } from '../../store/record.js';
+import { checkDuration, maxDurationMs } from '../../store/ttl.js';
 import type {
   AddEntry,
   AddOptions,
@@ -17,7 +17,7 @@ import type {
   ReadOptions,
   RenewOptions,
   RepositoryCapabilities,
-} from '../types.js';
+} from '../../store/types.js';
 import type { ChangelogChange, ChangelogSink } from './changelog.js';
 
 /**

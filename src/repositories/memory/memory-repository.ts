@@ -1,6 +1,6 @@
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { MAX_ID_BYTES, toKey } from '../ids.js';
-import { confirmedRecord, isLive, newRecord, renewedRecord } from '../record.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { MAX_ID_BYTES, toKey } from '../../store/ids.js';
+import { confirmedRecord, isLive, newRecord, renewedRecord } from '../../store/record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -13,7 +13,7 @@ import type {
   MessageId,
   ReadOptions,
   RepositoryCapabilities,
-} from '../types.js';
+} from '../../store/types.js';
 import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
 
 /** Records per `scan` page. */

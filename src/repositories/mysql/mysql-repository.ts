@@ -1,8 +1,15 @@
 import { randomInt } from 'node:crypto';
 import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
 import { RepositoryError, toRepositoryError } from '../../errors.js';
-import type { KeyedClaim, KeyedEntry } from '../base.js';
-import { newRecord, storeLifetimeMs } from '../record.js';
+import type { KeyedClaim, KeyedEntry } from '../../store/base.js';
+import { newRecord, storeLifetimeMs } from '../../store/record.js';
+import type {
+  AddOptions,
+  AddResult,
+  IdempotencyRecord,
+  RepositoryTransaction,
+  TransactionOptions,
+} from '../../store/types.js';
 import {
   handlerClient,
   openSql,
@@ -15,13 +22,6 @@ import {
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
 import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
-import type {
-  AddOptions,
-  AddResult,
-  IdempotencyRecord,
-  RepositoryTransaction,
-  TransactionOptions,
-} from '../types.js';
 import {
   assertTable,
   createPool,

@@ -1,5 +1,5 @@
 import { ConfigError } from '../../errors.js';
-import type { IdempotencyRecord } from '../types.js';
+import type { IdempotencyRecord } from '../../store/types.js';
 import { TABLE_PATTERN } from './options.js';
 
 /** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */

@@ -1,8 +1,19 @@
 import type pg from 'pg';
 import { RepositoryError, SwallowedStatementError, toRepositoryError } from '../../errors.js';
-import type { KeyedClaim, KeyedEntry } from '../base.js';
-import { toKey } from '../ids.js';
-import { newRecord } from '../record.js';
+import type { KeyedClaim, KeyedEntry } from '../../store/base.js';
+import { toKey } from '../../store/ids.js';
+import { newRecord } from '../../store/record.js';
+import { MAX_TTL_MS } from '../../store/ttl.js';
+import type {
+  AddOptions,
+  AddResult,
+  IdempotencyRecord,
+  MarkOptions,
+  MessageId,
+  ReadOptions,
+  RepositoryTransaction,
+  TransactionOptions,
+} from '../../store/types.js';
 import {
   handlerClient,
   openSql,
@@ -15,17 +26,6 @@ import {
 } from '../sql/repository.js';
 import { detailOf, migrateHint } from '../sql/store.js';
 import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
-import { MAX_TTL_MS } from '../ttl.js';
-import type {
-  AddOptions,
-  AddResult,
-  IdempotencyRecord,
-  MarkOptions,
-  MessageId,
-  ReadOptions,
-  RepositoryTransaction,
-  TransactionOptions,
-} from '../types.js';
 import { assertTable, createPool, errorCode, openError, sendWithLead } from './connection.js';
 import { migrate } from './migration.js';
 import {

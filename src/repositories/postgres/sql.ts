@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { IdempotencyRecord } from '../types.js';
+import type { IdempotencyRecord } from '../../store/types.js';
 
 /*
  * Statements of the PostgreSQL repository and the codec between records and rows.

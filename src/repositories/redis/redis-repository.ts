@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { MAX_ID_BYTES, toKey } from '../ids.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { MAX_ID_BYTES, toKey } from '../../store/ids.js';
 import {
   decodeRecord,
   encodeEntryTail,
@@ -10,7 +10,7 @@ import {
   isLive,
   newRecord,
   storeLifetimeMs,
-} from '../record.js';
+} from '../../store/record.js';
 import type {
   AddOptions,
   AddResult,
@@ -18,7 +18,7 @@ import type {
   MarkOptions,
   MessageId,
   RepositoryCapabilities,
-} from '../types.js';
+} from '../../store/types.js';
 import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';

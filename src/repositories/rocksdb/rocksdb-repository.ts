@@ -1,6 +1,6 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../base.js';
-import { MAX_ID_BYTES } from '../ids.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
 import {
   confirmedRecord,
   decodeRecord,
@@ -10,14 +10,14 @@ import {
   newRecord,
   renewedRecord,
   storeLifetimeMs,
-} from '../record.js';
+} from '../../store/record.js';
 import type {
   AddOptions,
   AddResult,
   IdempotencyRecord,
   MarkOptions,
   RepositoryCapabilities,
-} from '../types.js';
+} from '../../store/types.js';
 import { errorMessage, loadRocksdbBinding } from './binding.js';
 import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
 import { BucketSet } from './bucket-set.js';

@@ -1,5 +1,5 @@
-import { encodeRecord } from '../record.js';
-import type { IdempotencyRecord } from '../types.js';
+import { encodeRecord } from '../../store/record.js';
+import type { IdempotencyRecord } from '../../store/types.js';
 import type { NativeBatch } from './binding.js';
 import { BlobBuilder, blobKey } from './blob.js';
 import type { BucketSet } from './bucket-set.js';

@@ -1,14 +1,14 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
-import { BaseRepository } from '../base.js';
-import { MAX_ID_BYTES } from '../ids.js';
-import { TransactionScope } from '../transaction.js';
-import { checkDuration } from '../ttl.js';
+import { BaseRepository } from '../../store/base.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
+import { TransactionScope } from '../../store/transaction.js';
+import { checkDuration } from '../../store/ttl.js';
 import type {
   RepositoryCapabilities,
   RepositoryTransaction,
   TransactionalRepository,
   TransactionOptions,
-} from '../types.js';
+} from '../../store/types.js';
 import { closePool, type SqlPool } from './connection.js';
 import { detailOf, type MigrateStore, migrateStore, type PurgeOptions, purgeInBatches } from './store.js';
 import type { SqlTransaction } from './transaction.js';

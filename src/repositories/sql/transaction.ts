@@ -1,5 +1,5 @@
 import { RepositoryError } from '../../errors.js';
-import type { RepositoryTransaction } from '../types.js';
+import type { RepositoryTransaction } from '../../store/types.js';
 
 /** The savepoint `RepositoryTransaction.savepoint()` opens: one at a time, so one fixed name. */
 export const SAVEPOINT = 'idempotent_consumer';

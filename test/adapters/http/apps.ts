@@ -6,7 +6,7 @@ import Fastify from 'fastify';
 import { fastifyIdempotencyKey, idempotencyKey } from '../../../src/adapters/http/index.js';
 import type { HttpIdempotencyOptions } from '../../../src/adapters/http/options.js';
 import { RepositoryClosedError } from '../../../src/errors.js';
-import type { IdempotentRepository } from '../../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../../src/store/types.js';
 
 /** A test server on an ephemeral loopback port, and the side effects its routes made. */
 export interface TestApp {

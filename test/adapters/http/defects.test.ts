@@ -21,7 +21,7 @@ import { LoggedRepository, MemoryChangelog } from '../../../src/repositories/log
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../../src/repositories/rocksdb/index.js';
-import type { IdempotentRepository } from '../../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../../src/store/types.js';
 import { endpoints, skipUnlessEnabled } from '../../helpers/stores.js';
 import { type Framework, INJECTION, startApp, type TestApp } from './apps.js';
 

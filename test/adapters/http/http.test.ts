@@ -12,7 +12,7 @@ import type { HttpIdempotencyOptions } from '../../../src/adapters/http/options.
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../../src/repositories/rocksdb/index.js';
-import type { IdempotentRepository } from '../../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../../src/store/types.js';
 import { endpoints, skipUnlessEnabled } from '../../helpers/stores.js';
 import { binaryChunks, CHARGE_HEADER, type Framework, severable, startApp, type TestApp } from './apps.js';
 

@@ -8,8 +8,8 @@ import { canonicalJson, requestFingerprint } from '../../../src/adapters/http/fi
 import { readIdempotencyKey, scopedId } from '../../../src/adapters/http/key.js';
 import { problemAnswer } from '../../../src/adapters/http/problem.js';
 import { ConfigError, InvalidInputError } from '../../../src/errors.js';
-import { MAX_ID_BYTES } from '../../../src/repositories/ids.js';
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
+import { MAX_ID_BYTES } from '../../../src/store/ids.js';
 
 describe('Idempotency-Key header', () => {
   it('reads the draft form, an sf-string, with its escapes', () => {

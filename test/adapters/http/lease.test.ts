@@ -4,10 +4,10 @@ import { request as httpRequest } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import type { HttpIdempotencyOptions } from '../../../src/adapters/http/options.js';
 import { ClaimLostError } from '../../../src/errors.js';
-import { BaseRepository } from '../../../src/repositories/base.js';
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../../src/repositories/redis/index.js';
-import type { IdempotentRepository } from '../../../src/repositories/types.js';
+import { BaseRepository } from '../../../src/store/base.js';
+import type { IdempotentRepository } from '../../../src/store/types.js';
 import { endpoints, skipUnlessEnabled } from '../../helpers/stores.js';
 import { startApp, type TestApp } from './apps.js';
 

@@ -17,7 +17,7 @@ import { encodeResponse } from '../../../src/adapters/http/codec.js';
 import { fastifyIdempotencyKey, idempotencyKey } from '../../../src/adapters/http/index.js';
 import { repositoryModule as dynamodb } from '../../../src/repositories/dynamodb/index.js';
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
-import type { IdempotentRepository } from '../../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../../src/store/types.js';
 import { endpoints, skipUnlessEnabled } from '../../helpers/stores.js';
 
 const table = `idem-http-limits-${randomUUID().slice(0, 8)}`;

@@ -11,7 +11,7 @@ import express from 'express';
 import { idempotencyKey } from '../../../src/adapters/http/index.js';
 import { MySqlRepository } from '../../../src/repositories/mysql/index.js';
 import { PostgresRepository } from '../../../src/repositories/postgres/index.js';
-import type { IdempotentRepository } from '../../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../../src/store/types.js';
 import * as mysql from '../../helpers/mysql.js';
 import * as postgres from '../../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../../helpers/stores.js';

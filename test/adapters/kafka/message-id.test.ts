@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { idSourceSchema, messageIdOf, messageIdReader } from '../../../src/kafka/index.js';
-import { toKey } from '../../../src/repositories/ids.js';
+import { toKey } from '../../../src/store/ids.js';
 
 const json = (value: unknown) => Buffer.from(JSON.stringify(value));
 

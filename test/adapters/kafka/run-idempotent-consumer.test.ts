@@ -21,7 +21,7 @@ import {
   IdempotentConsumer,
 } from '../../../src/consumer/index.js';
 import { MemoryRepository } from '../../../src/repositories/memory/index.js';
-import type { IdempotentRepository } from '../../../src/repositories/types.js';
+import type { IdempotentRepository } from '../../../src/store/types.js';
 import {
   committedOffsets,
   consumeAll,

@@ -1,11 +1,11 @@
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../../src/repositories/base.js';
-import { newRecord } from '../../../src/repositories/record.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../../src/store/base.js';
+import { newRecord } from '../../../src/store/record.js';
 import type {
   AddOptions,
   AddResult,
   IdempotencyRecord,
   RepositoryCapabilities,
-} from '../../../src/repositories/types.js';
+} from '../../../src/store/types.js';
 
 /** Every broken repository's records, as on one shared server. */
 const server = new Map<string, IdempotencyRecord>();

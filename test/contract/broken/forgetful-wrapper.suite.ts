@@ -8,7 +8,7 @@ import type {
   MarkOptions,
   MaybePromise,
   MessageId,
-} from '../../../src/repositories/types.js';
+} from '../../../src/store/types.js';
 import { repositoryContract } from '../index.js';
 
 /**

@@ -115,6 +115,13 @@ const BENCHES: readonly BenchSpec[] = [
     servers: [MYSQL],
     small: ['--ids', '20000', '--messages', '1000'],
   },
+  {
+    // The SQL inbox (issue 34): the transactional mark against a plain transaction, PostgreSQL and MariaDB.
+    name: 'inbox',
+    file: 'bench/postgres-inbox.ts',
+    servers: [POSTGRES, MYSQL],
+    small: ['--messages', '2000', '--no-kill'],
+  },
   { name: 'kafka', file: 'bench/kafka.ts', servers: [KAFKA], small: ['--records', '100000'] },
   {
     // The node on the other client (issue 21): judged against the port's own copy on that client (same run),

@@ -28,6 +28,7 @@ import {
   testKafka,
   testPortAdmin,
   testProducer,
+  waitFor,
 } from '../helpers/kafka.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
@@ -295,6 +296,17 @@ describe('changelog on the broker', { skip: skipUnlessEnabled('kafka') }, () => 
     const last = await producer.transaction();
     await last.send({ topic, messages: marks('aborted-last', 5, 0) });
     await last.abort();
+    // EndTxn answers before the coordinator has written the markers; the read captures its end offsets when it
+    // starts, so it waits for the last marker to be down (offset 105: the end is 106).
+    const admin = await kafkaAdmin(t, kafka);
+    let high = '';
+    await waitFor(
+      async () => {
+        high = (await admin.fetchTopicOffsets(topic))[0]?.high ?? '';
+        return high === '106';
+      },
+      { what: () => `the abort marker of ${topic} (end ${high}, want 106)` },
+    );
 
     const { records, ends } = await readAll(await testClient(t), topic, new Map([[0, 0]]));
     const keys = records.get(0)?.map((r) => r.key) ?? [];

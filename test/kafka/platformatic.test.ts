@@ -109,7 +109,23 @@ async function committedValues(c: KafkaClient, name: string): Promise<Map<number
   const reader = c.partitionReader();
   try {
     const partitions = await reader.partitions(name);
-    const ends = await reader.listOffsets(name, partitions, 'latest');
+    // A commit or abort returns before the coordinator wrote its markers: wait until no transaction holds the
+    // stable end below the high watermark, as the port contract's committedValues does.
+    const admin = c.admin();
+    await admin.connect();
+    let ends = new Map<number, number>();
+    try {
+      await waitFor(
+        async () => {
+          ends = await reader.listOffsets(name, partitions, 'latest');
+          const high = await admin.topicOffsets(name);
+          return high.every((o) => ends.get(o.partition) === Number(o.high));
+        },
+        { what: `the transaction markers of ${name}` },
+      );
+    } finally {
+      await admin.disconnect();
+    }
     const values = new Map<number, string[]>(partitions.map((p) => [p, []]));
     const next = new Map(partitions.map((p) => [p, 0]));
     while (partitions.some((p) => (next.get(p) ?? 0) < (ends.get(p) ?? 0))) {

@@ -19,6 +19,7 @@ import type {
 } from '../../src/kafka/port/index.js';
 import { onCleanup, randomName, waitFor } from '../helpers/kafka.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
+import { committedValues as readCommittedValues } from './port-contract/testbed.js';
 
 async function client(t: TestContext, logger?: KafkaLogSink): Promise<KafkaClient> {
   const c = await createClient(
@@ -104,56 +105,15 @@ async function until(predicate: () => boolean | Promise<boolean>): Promise<void>
   while (!(await predicate())) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
-/** The records of `topic` a read_committed reader sees, per partition, as values. */
+/** The records of `topic` a read_committed reader sees, per partition, as values (the port contract's reader). */
 async function committedValues(c: KafkaClient, name: string): Promise<Map<number, string[]>> {
   const reader = c.partitionReader();
+  const admin = c.admin();
+  await admin.connect();
   try {
-    const partitions = await reader.partitions(name);
-    // A commit or abort returns before the coordinator wrote its markers: wait until no transaction holds the
-    // stable end below the high watermark, as the port contract's committedValues does.
-    const admin = c.admin();
-    await admin.connect();
-    let ends = new Map<number, number>();
-    try {
-      await waitFor(
-        async () => {
-          ends = await reader.listOffsets(name, partitions, 'latest');
-          const high = await admin.topicOffsets(name);
-          return high.every((o) => ends.get(o.partition) === Number(o.high));
-        },
-        { what: `the transaction markers of ${name}` },
-      );
-    } finally {
-      await admin.disconnect();
-    }
-    const values = new Map<number, string[]>(partitions.map((p) => [p, []]));
-    const next = new Map(partitions.map((p) => [p, 0]));
-    while (partitions.some((p) => (next.get(p) ?? 0) < (ends.get(p) ?? 0))) {
-      const fetched = await reader.fetch({
-        topic: name,
-        partitions: partitions.map((p) => ({ partition: p, offset: next.get(p) ?? 0 })),
-        maxWaitMs: 100,
-        maxBytes: 1 << 20,
-        maxBytesPerPartition: 1 << 20,
-      });
-      for (const f of fetched) {
-        // The reader hands over aborted batches too (the changelog reader drops them): drop them as Kafka does.
-        const pending = [...f.abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset);
-        const aborting = new Set<number>();
-        for (const b of f.batches) {
-          next.set(f.partition, b.baseOffset + b.lastOffsetDelta + 1);
-          while (pending.length > 0 && (pending[0]?.firstOffset ?? 0) <= b.baseOffset + b.lastOffsetDelta) {
-            aborting.add(pending.shift()?.producerId as number);
-          }
-          if (b.isControl) aborting.delete(b.producerId);
-          else if (!(b.inTransaction && aborting.has(b.producerId))) {
-            for (const r of b.records) values.get(f.partition)?.push(String(r.value));
-          }
-        }
-      }
-    }
-    return values;
+    return await readCommittedValues(reader, admin, name);
   } finally {
+    await admin.disconnect();
     await reader.close();
   }
 }

@@ -1,32 +1,15 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { runSource, SOURCE_CLI } from '../helpers/source-run.js';
 
 // The config errors of issue 12 as a person sees them: the whole stderr of `idem dedup` / `idem node`, exit 2.
 // (The same messages at the loadConfig level: test/config/errors.test.ts; --batch-size abc: cli-config.test.ts.)
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
-
-function idem(
-  args: readonly string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, IDEM_CONFIG: '', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (text: string) => {
-    stderr += text;
-  });
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stderr })));
-}
+const idem = (args: readonly string[], env: Record<string, string> = {}) =>
+  runSource(SOURCE_CLI, args, { env });
 
 const NODE = `[kafka]
 brokers = ["127.0.0.1:9092"]

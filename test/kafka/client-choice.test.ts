@@ -3,12 +3,10 @@
  * `kafka` repository, all resolved by the port's one factory (src/kafka/port/open.ts).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { Kafka } from 'kafkajs';
 import { type KafkaRecord, kafkaRecordId, runIdempotentConsumer } from '../../src/adapters/kafka/index.js';
 import { resolveKafkaAdapterOptions } from '../../src/adapters/kafka/options.js';
@@ -21,11 +19,8 @@ import { nodeConfigSchema } from '../../src/node/options.js';
 import { parseKafkaOptions } from '../../src/repositories/kafka/options.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { kafkaTestbed, onCleanup, produce, testProducer, waitForCommitted } from '../helpers/kafka.js';
+import { runSource, SOURCE_NODE_BIN } from '../helpers/source-run.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const HIDE = fileURLToPath(new URL('../helpers/hide-packages/register.mjs', import.meta.url));
-const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
 
 const NODE_TOML = `[kafka]
 brokers = ["${endpoints.kafkaBrokers[0]}"]
@@ -92,16 +87,9 @@ describe('choosing the Kafka client', () => {
     onCleanup(t, () => rm(dir, { recursive: true, force: true }));
     const path = join(dir, 'node.toml');
     await writeFile(path, NODE_TOML.replace(/^client = .*$/m, ''));
-    const child = spawn(process.execPath, ['--import', 'tsx', '--import', HIDE, BIN, '--config', path], {
-      cwd: ROOT,
-      env: { ...process.env, IDEM_CONFIG: '', IDEM_TEST_HIDE_PACKAGES: '@platformatic/kafka' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const { code, stderr } = await runSource(SOURCE_NODE_BIN, ['--config', path], {
+      hidden: ['@platformatic/kafka'],
     });
-    let stderr = '';
-    child.stderr.setEncoding('utf8').on('data', (text: string) => {
-      stderr += text;
-    });
-    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
     // The implementation's absence from a build is a config error (2); a missing package, exit 3.
     assert.ok(code === 2 || code === 3, `exit ${code}: ${stderr}`);
     assert.equal(stderr.split('\n').filter(Boolean).length, 1, stderr);

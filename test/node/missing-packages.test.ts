@@ -1,43 +1,20 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { MissingDependencyError } from '../../src/errors.js';
 import { asMissingDependency, loadOptional, packageName } from '../../src/util/optional-module.js';
+import { runSource, SOURCE_CLI, SOURCE_NODE_BIN } from '../helpers/source-run.js';
 import { endpoints } from '../helpers/stores.js';
 
 // The optional packages are really missing in the child: a resolve hook (test/helpers/hide-packages) makes
 // Node's resolver fail for them with its own error, as on a machine where they were never installed.
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const HIDE = fileURLToPath(new URL('../helpers/hide-packages/register.mjs', import.meta.url));
-const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
-const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
+const CLI = SOURCE_CLI;
+const BIN = SOURCE_NODE_BIN;
 
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function run(script: string, args: readonly string[], hidden: readonly string[]): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--import', HIDE, script, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, IDEM_CONFIG: '', IDEM_TEST_HIDE_PACKAGES: hidden.join(',') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (text: string) => {
-    stdout += text;
-  });
-  child.stderr.setEncoding('utf8').on('data', (text: string) => {
-    stderr += text;
-  });
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
-}
+const run = (script: string, args: readonly string[], hidden: readonly string[]) =>
+  runSource(script, args, { hidden });
 
 const NODE_TOML = `[kafka]
 brokers = ["${endpoints.kafkaBrokers[0]}"]

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,9 +12,9 @@ import { startDedupNode } from '../../src/node/dedup-node.js';
 import { nodeConfigSchema, nodeDefaults } from '../../src/node/options.js';
 import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
+import { runSource, SOURCE_NODE_BIN } from '../helpers/source-run.js';
 
 const EXAMPLE = fileURLToPath(new URL('../../examples/node.toml', import.meta.url));
-const BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
 const MINIMAL = `
 [kafka]
 brokers = ["127.0.0.1:9092"]
@@ -207,15 +206,7 @@ describe('dedup node config', () => {
     try {
       const path = join(dir, 'node.toml');
       await writeFile(path, MINIMAL.replace('batchSize', 'x').replace('[dlq]\ntopic = "dlq"', ''));
-      const child = spawn(process.execPath, ['--import', 'tsx', BIN, '--config', path], {
-        env: { ...process.env, IDEM_CONFIG: '' },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr.setEncoding('utf8').on('data', (text: string) => {
-        stderr += text;
-      });
-      const code = await new Promise((resolve) => child.once('exit', resolve));
+      const { code, stderr } = await runSource(SOURCE_NODE_BIN, ['--config', path]);
       assert.equal(code, 2);
       assert.match(stderr, /^idem node: .*dlq/);
       assert.equal(stderr.trim().split('\n').length, 1, stderr);

@@ -57,6 +57,11 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.clock = options.clock ?? Date.now;
   }
 
+  /** The clock of a repository built on this class, for a wrapper that judges times as its inner store does. */
+  protected static clockOf(repository: IdempotentRepository): (() => number) | undefined {
+    return repository instanceof BaseRepository ? repository.clock : undefined;
+  }
+
   /** Inserts each key if absent or no longer live; keys are unique. */
   protected abstract doAddMany(
     entries: readonly KeyedEntry[],

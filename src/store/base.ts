@@ -1,5 +1,5 @@
 import { RenewUnsupportedError, RepositoryClosedError, toRepositoryError } from '../errors.js';
-import { MAX_ID_BYTES, toKey } from './ids.js';
+import { idOfKey, MAX_ID_BYTES, toKey } from './ids.js';
 import { checkDuration, isValidDuration, maxDurationMs } from './ttl.js';
 import type {
   AddEntry,
@@ -340,4 +340,9 @@ function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, keepResult: boolea
   if (entry.fingerprint !== undefined) keyed.fingerprint = entry.fingerprint;
   if (entry.result !== undefined && keepResult) keyed.result = entry.result;
   return keyed;
+}
+
+/** The add entry of a keyed one, for a wrapper that hands its keys on to a store taking ids. */
+export function entryOf({ key, ...fields }: KeyedEntry): AddEntry {
+  return { id: idOfKey(key), ...fields };
 }

@@ -1,5 +1,5 @@
 import { RenewUnsupportedError, RepositoryError } from '../../errors.js';
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { BaseRepository, entryOf, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
 import { idOfKey } from '../../store/ids.js';
 import { markIds } from '../../store/mark.js';
 import { confirmedRecord, isLive, newRecord } from '../../store/record.js';
@@ -523,9 +523,4 @@ export class LoggedRepository extends BaseRepository {
     }
     return live;
   }
-}
-
-/** The add entry of a keyed one (the inner store takes ids). */
-function entryOf({ key, ...fields }: KeyedEntry): AddEntry {
-  return { id: idOfKey(key), ...fields };
 }

@@ -1,3 +1,4 @@
+import type { BaseRepository } from './base.js';
 import type {
   AddEntry,
   AddOptions,
@@ -13,8 +14,8 @@ import type {
 
 /**
  * The single-key verbs the consumer calls for a batch of one (every `wrap` call), resolved once per consumer:
- * the store's direct verbs (answered at once where the store can), or its async verbs for a repository written
- * without them. The lazy one-key mark is a mark (`markDirect`, the `markMany` family), as the many-key path's.
+ * the store's direct verbs (see `BaseRepository.addDirect`: answered at once where the store can), or its async
+ * verbs for a repository written without them. The lazy one-key mark is a mark (`markDirect`, the `markMany` family), as the many-key path's.
  */
 export interface SingleKeyVerbs {
   add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
@@ -26,8 +27,8 @@ export interface SingleKeyVerbs {
 
 /** The verbs of a store that has every direct verb: method calls on the store itself. */
 class DirectVerbs implements SingleKeyVerbs {
-  readonly #r: Required<Pick<IdempotentRepository, DirectVerb>>;
-  constructor(r: Required<Pick<IdempotentRepository, DirectVerb>>) {
+  readonly #r: Pick<BaseRepository, DirectVerb>;
+  constructor(r: Pick<BaseRepository, DirectVerb>) {
     this.#r = r;
   }
   add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
@@ -49,8 +50,8 @@ class DirectVerbs implements SingleKeyVerbs {
 
 /** The verbs of a store without (some) direct verbs: its async verbs, each direct one it has preferred. */
 class AsyncVerbs implements SingleKeyVerbs {
-  readonly #r: IdempotentRepository;
-  constructor(r: IdempotentRepository) {
+  readonly #r: FastPath;
+  constructor(r: FastPath) {
     this.#r = r;
   }
   add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
@@ -77,6 +78,9 @@ class AsyncVerbs implements SingleKeyVerbs {
   }
 }
 
+/** A repository, with the single-key fast path where it has one (every BaseRepository does). */
+export type FastPath = IdempotentRepository & Partial<Pick<BaseRepository, DirectVerb>>;
+
 type DirectVerb = 'addDirect' | 'getDirect' | 'confirmDirect' | 'removeDirect' | 'markDirect';
 const DIRECT_VERBS: readonly DirectVerb[] = [
   'addDirect',
@@ -87,8 +91,8 @@ const DIRECT_VERBS: readonly DirectVerb[] = [
 ];
 
 /** The single-key verbs of `repository` (see {@link SingleKeyVerbs}). */
-export function singleKeyVerbs(repository: IdempotentRepository): SingleKeyVerbs {
+export function singleKeyVerbs(repository: FastPath): SingleKeyVerbs {
   return DIRECT_VERBS.every((verb) => typeof repository[verb] === 'function')
-    ? new DirectVerbs(repository as Required<Pick<IdempotentRepository, DirectVerb>>)
+    ? new DirectVerbs(repository as Pick<BaseRepository, DirectVerb>)
     : new AsyncVerbs(repository);
 }

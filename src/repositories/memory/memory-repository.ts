@@ -134,7 +134,7 @@ export class MemoryRepository extends BaseRepository {
 
   /*
    * The single-key calls (every `wrap` call makes two) answer at once through the direct verbs (see
-   * `IdempotentRepository.addDirect`), and the async verbs are those answers in a promise: this store cannot
+   * `BaseRepository.addDirect`), and the async verbs are those answers in a promise: this store cannot
    * fail, so there is no client error to wrap, only the id to check. Same checks, same answers as the base class.
    */
   override addDirect(

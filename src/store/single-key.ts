@@ -1,4 +1,5 @@
 import type { BaseRepository } from './base.js';
+import { markIds } from './mark.js';
 import type {
   AddEntry,
   AddOptions,
@@ -48,33 +49,26 @@ class DirectVerbs implements SingleKeyVerbs {
   }
 }
 
-/** The verbs of a store without (some) direct verbs: its async verbs, each direct one it has preferred. */
+/** The verbs of a store without (the whole) fast path: its async verbs. */
 class AsyncVerbs implements SingleKeyVerbs {
-  readonly #r: FastPath;
-  constructor(r: FastPath) {
+  readonly #r: IdempotentRepository;
+  constructor(r: IdempotentRepository) {
     this.#r = r;
   }
-  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
-    const r = this.#r;
-    return r.addDirect ? r.addDirect(id, options, entry) : r.add(id, options, entry);
+  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {
+    return this.#r.add(id, options, entry);
   }
-  get(id: MessageId): MaybePromise<IdempotencyRecord | undefined> {
-    const r = this.#r;
-    return r.getDirect ? r.getDirect(id) : r.get(id);
+  get(id: MessageId): Promise<IdempotencyRecord | undefined> {
+    return this.#r.get(id);
   }
-  confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
-    const r = this.#r;
-    return r.confirmDirect ? r.confirmDirect(claim, options) : r.confirm(claim, options);
+  confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
+    return this.#r.confirm(claim, options);
   }
-  remove(id: MessageId, owner?: string): MaybePromise<boolean> {
-    const r = this.#r;
-    return r.removeDirect ? r.removeDirect(id, owner) : r.remove(id, owner);
+  remove(id: MessageId, owner?: string): Promise<boolean> {
+    return this.#r.remove(id, owner);
   }
-  mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
-    const r = this.#r;
-    if (r.markDirect) return r.markDirect(entry, options);
-    if (r.markMany) return r.markMany([entry], options).then((marked) => marked[0] === true);
-    return r.addMany([entry], options).then((added) => added[0]?.added === true);
+  async mark(entry: AddEntry, options: MarkOptions): Promise<boolean> {
+    return (await markIds(this.#r, [entry], options))[0] === true;
   }
 }
 

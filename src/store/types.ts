@@ -139,6 +139,23 @@ export interface RepositoryCapabilities {
 }
 
 /**
+ * Direct access to the records a store holds in this process, declared by the memory store as its `localRecords`:
+ * a store that keeps its durable copy elsewhere (a logged store over it: the `kafka` repository) uses the map as
+ * its local index, to see which keys a call changed, replay records exactly as written and undo a write its
+ * durable store refused. `Held` is the store's own form of a record, opaque outside it, compared by identity.
+ */
+export interface LocalRecords<Held = unknown> {
+  /** What the store holds under a canonical key, live or not. */
+  peek(key: string): Held | undefined;
+  /** The record a held value stands for. */
+  recordOf(key: string, held: Held): IdempotencyRecord;
+  /** Stores a record (or a held value) under its key as it is, replacing what the key held. */
+  put(key: string, held: Held | IdempotencyRecord): void;
+  /** Forgets a canonical key. */
+  delete(key: string): boolean;
+}
+
+/**
  * A store of message ids, with Apache Camel's verbs.
  *
  * Every method rejects with a {@link RepositoryClosedError} after `close()`, with an

@@ -10,33 +10,12 @@ import type {
   ConfirmRef,
   IdempotencyRecord,
   IdempotentRepository,
+  LocalRecords,
   MarkOptions,
   MessageId,
   RepositoryCapabilities,
 } from '../../store/types.js';
 import type { ChangelogChange, ChangelogSink } from './changelog.js';
-
-/**
- * Direct access to the records of a store held in this process (the memory store has it). With it a logged
- * store undoes a refused write exactly and restores records as they were written; without it, it goes through
- * the store's verbs (see {@link LoggedRepository.restore}).
- */
-export interface LocalRecordAccess {
-  peekRecord(key: string): unknown;
-  recordOf(key: string, held: never): IdempotencyRecord;
-  putRecord(key: string, record: IdempotencyRecord): void;
-  deleteRecord(key: string): boolean;
-}
-
-function localAccess(store: IdempotentRepository): LocalRecordAccess | undefined {
-  const s = store as Partial<LocalRecordAccess>;
-  return typeof s.peekRecord === 'function' &&
-    typeof s.recordOf === 'function' &&
-    typeof s.putRecord === 'function' &&
-    typeof s.deleteRecord === 'function'
-    ? (s as LocalRecordAccess)
-    : undefined;
-}
 
 /** Options of a {@link LoggedRepository}. */
 export interface LoggedRepositoryOptions {
@@ -70,7 +49,7 @@ interface Made {
  *
  * Outside a transaction a write is decided and applied by the inner store (its atomicity is the store's), then
  * appended; the call resolves after the append. If the changelog refuses it, the local write is undone (a new
- * record is removed; with {@link LocalRecordAccess}, whatever the key held is put back) and the call rejects
+ * record is removed; with the inner store's `localRecords`, whatever the key held is put back) and the call rejects
  * with a RepositoryError.
  *
  * Inside a transaction ({@link begin}) the inner store is not written: each write is decided against the inner
@@ -87,7 +66,7 @@ export class LoggedRepository extends BaseRepository {
   /** The inner store's `scan`, when it has one (see `IdempotentRepository.scan`). */
   readonly scan?: IdempotentRepository['scan'];
   readonly #sink: ChangelogSink;
-  readonly #local: LocalRecordAccess | undefined;
+  readonly #local: LocalRecords | undefined;
   readonly #closeInner: boolean;
   /** In a transaction: the staged record of each key it changed (null: deleted), and the changes in order. */
   #tx:
@@ -107,7 +86,7 @@ export class LoggedRepository extends BaseRepository {
       };
     }
     this.#sink = sink;
-    this.#local = localAccess(inner);
+    this.#local = (inner as { localRecords?: LocalRecords }).localRecords;
     this.#closeInner = options.closeInner ?? true;
     this.storeName = options.name ?? `logged ${(inner as { storeName?: string }).storeName ?? 'store'}`;
     this.capabilities = options.capabilities ?? inner.capabilities;
@@ -358,23 +337,23 @@ export class LoggedRepository extends BaseRepository {
     let result: T;
     if (local) {
       const unique = [...new Set(keys)];
-      const before = unique.map((key) => local.peekRecord(key));
+      const before = unique.map((key) => local.peek(key));
       result = await call();
       changes = [];
       const changed: { key: string; before: unknown; after: unknown }[] = [];
       for (let i = 0; i < unique.length; i++) {
         const key = unique[i] as string;
-        const held = local.peekRecord(key);
+        const held = local.peek(key);
         if (held === before[i]) continue;
         changed.push({ key, before: before[i], after: held });
-        changes.push({ key, record: held === undefined ? undefined : local.recordOf(key, held as never) });
+        changes.push({ key, record: held === undefined ? undefined : local.recordOf(key, held) });
       }
       undo = async () => {
         for (const { key, before: old, after } of changed) {
           // Only where nothing changed the key since this write.
-          if (local.peekRecord(key) !== after) continue;
-          if (old === undefined) local.deleteRecord(key);
-          else local.putRecord(key, local.recordOf(key, old as never));
+          if (local.peek(key) !== after) continue;
+          if (old === undefined) local.delete(key);
+          else local.put(key, local.recordOf(key, old));
         }
       };
     } else {
@@ -458,9 +437,9 @@ export class LoggedRepository extends BaseRepository {
     let live = 0;
     if (local) {
       for (const [key, record] of last) {
-        if (record === undefined || !isLive(record, now)) local.deleteRecord(key);
+        if (record === undefined || !isLive(record, now)) local.delete(key);
         else {
-          local.putRecord(key, { ...record, id: key });
+          local.put(key, { ...record, id: key });
           live++;
         }
       }

@@ -16,7 +16,8 @@ import type {
 /**
  * The single-key verbs the consumer calls for a batch of one (every `wrap` call), resolved once per consumer:
  * the store's direct verbs (see `BaseRepository.addDirect`: answered at once where the store can), or its async
- * verbs for a repository written without them. The lazy one-key mark is a mark (`markDirect`, the `markMany` family), as the many-key path's.
+ * verbs for a repository written without them. The lazy one-key mark is a mark (`markDirect`, the `markMany`
+ * family), as the many-key path's.
  */
 export interface SingleKeyVerbs {
   add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
@@ -26,7 +27,7 @@ export interface SingleKeyVerbs {
   mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean>;
 }
 
-/** The verbs of a store that has every direct verb: method calls on the store itself. */
+/** The verbs as method calls on the store's direct verbs. */
 class DirectVerbs implements SingleKeyVerbs {
   readonly #r: Pick<BaseRepository, DirectVerb>;
   constructor(r: Pick<BaseRepository, DirectVerb>) {
@@ -49,29 +50,6 @@ class DirectVerbs implements SingleKeyVerbs {
   }
 }
 
-/** The verbs of a store without (the whole) fast path: its async verbs. */
-class AsyncVerbs implements SingleKeyVerbs {
-  readonly #r: IdempotentRepository;
-  constructor(r: IdempotentRepository) {
-    this.#r = r;
-  }
-  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {
-    return this.#r.add(id, options, entry);
-  }
-  get(id: MessageId): Promise<IdempotencyRecord | undefined> {
-    return this.#r.get(id);
-  }
-  confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
-    return this.#r.confirm(claim, options);
-  }
-  remove(id: MessageId, owner?: string): Promise<boolean> {
-    return this.#r.remove(id, owner);
-  }
-  async mark(entry: AddEntry, options: MarkOptions): Promise<boolean> {
-    return (await markIds(this.#r, [entry], options))[0] === true;
-  }
-}
-
 /** A repository, with the single-key fast path where it has one (every BaseRepository does). */
 export type FastPath = IdempotentRepository & Partial<Pick<BaseRepository, DirectVerb>>;
 
@@ -85,8 +63,16 @@ const DIRECT_VERBS: readonly DirectVerb[] = [
 ];
 
 /** The single-key verbs of `repository` (see {@link SingleKeyVerbs}). */
-export function singleKeyVerbs(repository: FastPath): SingleKeyVerbs {
-  return DIRECT_VERBS.every((verb) => typeof repository[verb] === 'function')
-    ? new DirectVerbs(repository as Pick<BaseRepository, DirectVerb>)
-    : new AsyncVerbs(repository);
+export function singleKeyVerbs(r: FastPath): SingleKeyVerbs {
+  if (DIRECT_VERBS.every((verb) => typeof r[verb] === 'function')) {
+    return new DirectVerbs(r as Pick<BaseRepository, DirectVerb>);
+  }
+  // A repository written without (the whole) fast path: its async verbs.
+  return new DirectVerbs({
+    addDirect: (id, options, entry) => r.add(id, options, entry),
+    getDirect: (id) => r.get(id),
+    confirmDirect: (claim, options) => r.confirm(claim, options),
+    removeDirect: (id, owner) => r.remove(id, owner),
+    markDirect: async (entry, options) => (await markIds(r, [entry], options))[0] === true,
+  });
 }

@@ -200,11 +200,7 @@ export class LoggedRepository extends BaseRepository {
     );
   }
 
-  protected async doConfirmMany(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
-    now: number,
-  ): Promise<boolean[]> {
+  protected async doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number) {
     const keys = claims.map((c) => c.key);
     if (this.#tx) {
       const current = await this.#current(keys, now);
@@ -240,12 +236,7 @@ export class LoggedRepository extends BaseRepository {
   }
 
   /** Extends the owner's in-flight claim; the renewed record reaches the changelog like any other write. */
-  protected override async doRenew(
-    key: string,
-    owner: string,
-    leaseMs: number,
-    now: number,
-  ): Promise<boolean> {
+  protected override async doRenew(key: string, owner: string, leaseMs: number, now: number) {
     const inner = this.#inner;
     if (inner.renew === undefined) {
       throw new RenewUnsupportedError(

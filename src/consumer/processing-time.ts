@@ -451,7 +451,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
           const fields = markEntry(batch, at[k] as number);
           return fields === undefined ? { id: idOfKey(key) } : { id: idOfKey(key), ...fields };
         }),
-        this.#options.ttlMs,
+        { ttlMs: this.#options.ttlMs },
       );
       store.succeeded(batch, 'mark', start);
     } catch (error) {

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import type { AddEntry, IdempotencyRecord, IdempotentRepository, MarkOptions } from '../store/types.js';
+import { markIds } from '../store/mark.js';
+import type { FastPath } from '../store/single-key.js';
+import type { IdempotencyRecord, IdempotentRepository } from '../store/types.js';
 import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
 
 /** Every record `scan` reports, by id; undefined for a store without `scan`. */
@@ -12,12 +14,6 @@ async function scanned(repo: IdempotentRepository): Promise<Map<string, Idempote
   return seen;
 }
 
-/** The lazy consumer's mark: the store's `markMany`, or `addMany` for a store without one. */
-async function mark(repo: IdempotentRepository, entries: readonly AddEntry[], options: MarkOptions) {
-  if (repo.markMany) return repo.markMany(entries, options);
-  return (await repo.addMany(entries, options)).map((r) => r.added);
-}
-
 /**
  * `firstSeenAt`: the `now` of the add that created the record (its claim or lazy mark), kept through confirm,
  * renew and a stored result, and new when a new record replaces one that lapsed or was removed. Each add below
@@ -28,7 +24,7 @@ export function firstSeenTests({ it, withContext, options }: ContractSuite): voi
   it(
     'keeps the time a claim or a mark first saw the id, through confirm, renew and a result',
     withContext(async (ctx) => {
-      const repo = await ctx.open();
+      const repo: FastPath = await ctx.open();
       const t = Date.now() - 20_000;
       const [claimed, marked, direct, directMark] = ['fs-claim', 'fs-mark', 'fs-direct', 'fs-dmark'].map(
         uniqueId,
@@ -81,7 +77,7 @@ export function firstSeenTests({ it, withContext, options }: ContractSuite): voi
           true,
         );
       } else {
-        await mark(repo, [{ id: directMark as string }], { ttlMs: LONG_TTL_MS, now: t + 4_000 });
+        await markIds(repo, [{ id: directMark as string }], { ttlMs: LONG_TTL_MS, now: t + 4_000 });
       }
 
       const expected = new Map<string, number>([
@@ -90,7 +86,7 @@ export function firstSeenTests({ it, withContext, options }: ContractSuite): voi
         [direct as string, t + 3_000],
         [directMark as string, t + 4_000],
       ]);
-      const check = async (where: string, r: IdempotentRepository) => {
+      const check = async (where: string, r: FastPath) => {
         const ids = [...expected.keys()];
         const records = await r.getMany(ids);
         assert.deepEqual(
@@ -178,7 +174,7 @@ export function firstSeenTests({ it, withContext, options }: ContractSuite): voi
         lazy.map((r) => r.added && r.record.firstSeenAt),
         [t + 1_000, t + 1_000],
       );
-      await mark(
+      await markIds(
         repo,
         marks.map((id, i) => (i === 0 ? { id } : { id, fingerprint: 'fp' })),
         { ttlMs: LONG_TTL_MS, now: t + 2_000 },

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
+import { markIds } from '../store/mark.js';
+import type { FastPath } from '../store/single-key.js';
 import type {
   AddEntry,
   AddOptions,
@@ -29,8 +31,7 @@ const MARK: MarkOptions = { ttlMs: LONG_TTL_MS };
 
 /** The lazy mark as the consumer calls it: `markMany`, or `addMany` for a store written before it. */
 async function markAsync(repo: IdempotentRepository, entry: AddEntry): Promise<boolean> {
-  if (repo.markMany) return (await repo.markMany([entry], MARK))[0] === true;
-  return (await repo.addMany([entry], MARK))[0]?.added === true;
+  return (await markIds(repo, [entry], MARK))[0] === true;
 }
 
 /** The write verbs of the interface, each on fresh ids (an eager claim first where the verb needs one). */
@@ -38,9 +39,9 @@ const WRITES: Record<
   string,
   {
     /** Writes through the verb; `absent` true when the id must be gone afterwards. */
-    run(repo: IdempotentRepository, id: string): Promise<{ absent: boolean }>;
+    run(repo: FastPath, id: string): Promise<{ absent: boolean }>;
     /** Skipped where the store does not have the verb. */
-    has?(repo: IdempotentRepository): boolean;
+    has?(repo: FastPath): boolean;
   }
 > = {
   add: {
@@ -155,7 +156,7 @@ export function verbTests({ it, withContext, options }: ContractSuite): void {
   it(
     'every single-key fast path answers what its async verb answers',
     withContext(async (ctx) => {
-      const repo = await ctx.open();
+      const repo: FastPath = await ctx.open();
       const [a, b] = [uniqueId('async'), uniqueId('direct')];
       // add / addDirect: a claim, then a duplicate of it.
       if (repo.addDirect) {

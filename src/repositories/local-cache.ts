@@ -1,21 +1,16 @@
 import { z } from 'zod';
 import { RenewUnsupportedError } from '../errors.js';
 import { parseOptions } from '../options/issues.js';
-import { toKey } from '../store/ids.js';
+import { BaseRepository, entryOf, type KeyedClaim, type KeyedEntry } from '../store/base.js';
+import { idOfKey } from '../store/ids.js';
+import { markIds } from '../store/mark.js';
 import { isLive, newRecord } from '../store/record.js';
 import type {
-  AddEntry,
   AddOptions,
   AddResult,
-  ClaimRef,
-  ConfirmOptions,
-  ConfirmRef,
   IdempotencyRecord,
   IdempotentRepository,
   MarkOptions,
-  MessageId,
-  ReadOptions,
-  RenewOptions,
   RepositoryCapabilities,
 } from '../store/types.js';
 
@@ -43,13 +38,13 @@ const localCacheSchema = z.strictObject({
  * "duplicate" for it until the record expires or falls out of the cache. `remove` and `clear` through this
  * wrapper drop the cached entries.
  */
-export class LocalCacheRepository implements IdempotentRepository {
+export class LocalCacheRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities;
+  protected readonly storeName: string;
   readonly #inner: IdempotentRepository;
   /** The inner store's `scan`, when it has one (see `IdempotentRepository.scan`). */
   readonly scan?: IdempotentRepository['scan'];
   readonly #maxEntries: number;
-  readonly #clock: () => number;
   /** Canonical key → confirmed record; Map order is recency (oldest first). */
   readonly #records = new Map<string, IdempotencyRecord>();
   /** Cache hits and store lookups avoided, for tests and metrics. */
@@ -60,152 +55,127 @@ export class LocalCacheRepository implements IdempotentRepository {
       kind: 'code',
       owner: 'withLocalCache(...)',
     }) as LocalCacheOptions;
+    // The inner store's clock by default: a read passes the time it is judged at on to the inner store.
+    super({ clock: parsed.clock ?? BaseRepository.clockOf(inner) });
     this.#inner = inner;
     // A read of the inner store's records: nothing to log or cache. Present only where the inner store has it.
-    if (inner.scan !== undefined) {
-      const scan = inner.scan.bind(inner);
-      this.scan = async (onPage) => {
-        return scan(onPage);
-      };
-    }
+    if (inner.scan !== undefined) this.scan = inner.scan.bind(inner);
     this.capabilities = inner.capabilities;
+    this.storeName = (inner as { storeName?: string }).storeName ?? 'local cache';
     this.#maxEntries = parsed.maxEntries ?? 10_000;
-    this.#clock = parsed.clock ?? Date.now;
   }
 
-  async add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {
-    const cached = this.#lookup(this.#key(id), options.now);
+  protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
+    const cached = this.#lookup(entry.key, now);
     if (cached !== undefined) return { added: false, existing: cached };
-    const result = await this.#inner.add(id, options, entry);
+    const { key, ...fields } = entry;
+    const result = await this.#inner.add(idOfKey(key), options, fields);
     if (!result.added) this.#remember(result.existing);
     return result;
   }
 
-  async addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]> {
-    const answers = new Array<AddResult | undefined>(entries.length);
-    const misses: AddEntry[] = [];
-    const at: number[] = [];
-    for (let i = 0; i < entries.length; i++) {
-      const entry = entries[i] as AddEntry;
-      const cached = this.#lookup(this.#key(entry.id), options.now);
-      if (cached !== undefined) answers[i] = { added: false, existing: cached };
-      else {
-        misses.push(entry);
-        at.push(i);
-      }
-    }
-    if (misses.length > 0) {
-      const results = await this.#inner.addMany(misses, options);
-      for (let k = 0; k < results.length; k++) {
-        const result = results[k] as AddResult;
-        if (!result.added) this.#remember(result.existing);
-        answers[at[k] as number] = result;
-      }
-    }
+  protected async doAddMany(
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    now: number,
+  ): Promise<AddResult[]> {
+    const answers = entries.map((e): AddResult | undefined => {
+      const cached = this.#lookup(e.key, now);
+      return cached === undefined ? undefined : { added: false, existing: cached };
+    });
+    const at = answers.flatMap((cached, i) => (cached === undefined ? [i] : []));
+    const results =
+      at.length === 0
+        ? []
+        : await this.#inner.addMany(
+            at.map((i) => entryOf(entries[i] as KeyedEntry)),
+            options,
+          );
+    results.forEach((result, k) => {
+      if (!result.added) this.#remember(result.existing);
+      answers[at[k] as number] = result;
+    });
     return answers as AddResult[];
   }
 
-  async markMany(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]> {
-    const marked = this.#inner.markMany
-      ? await this.#inner.markMany(entries, options)
-      : (await this.#inner.addMany(entries, options)).map((r) => r.added);
-    const now = options.now ?? this.#clock();
-    const seen = new Set<string>();
-    for (let i = 0; i < entries.length; i++) {
-      const entry = entries[i] as AddEntry;
-      const key = this.#key(entry.id);
-      // A repeat inside the list shares the first occurrence's record, as the store resolved it.
-      if (seen.has(key)) continue;
-      seen.add(key);
-      // The record this process just wrote, confirmed: the store holds the same until it expires.
-      if (marked[i]) this.#remember(newRecord(key, entry, { ttlMs: options.ttlMs }, now));
-    }
+  protected override async doMarkMany(
+    entries: readonly KeyedEntry[],
+    options: MarkOptions,
+    now: number,
+  ): Promise<boolean[]> {
+    const marked = await markIds(this.#inner, entries.map(entryOf), options);
+    // The record this process just wrote, confirmed: the store holds the same until it expires.
+    entries.forEach((entry, i) => {
+      if (marked[i]) this.#remember(newRecord(entry.key, entry, { ttlMs: options.ttlMs }, now));
+    });
     return marked;
   }
 
-  async contains(id: MessageId, options?: ReadOptions): Promise<boolean> {
-    return (await this.get(id, options)) !== undefined;
-  }
-
-  async containsMany(ids: readonly MessageId[], options?: ReadOptions): Promise<boolean[]> {
-    return (await this.getMany(ids, options)).map((record) => record !== undefined);
-  }
-
-  async get(id: MessageId, options?: ReadOptions): Promise<IdempotencyRecord | undefined> {
-    const [record] = await this.getMany([id], options);
-    return record;
-  }
-
-  async getMany(
-    ids: readonly MessageId[],
-    options?: ReadOptions,
+  protected async doGetMany(
+    keys: readonly string[],
+    now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    const answers = new Array<IdempotencyRecord | undefined>(ids.length);
-    const misses: MessageId[] = [];
-    const at: number[] = [];
-    for (let i = 0; i < ids.length; i++) {
-      const cached = this.#lookup(this.#key(ids[i] as MessageId), options?.now);
-      if (cached !== undefined) answers[i] = cached;
-      else {
-        misses.push(ids[i] as MessageId);
-        at.push(i);
-      }
-    }
-    if (misses.length > 0) {
-      const records = await this.#inner.getMany(misses, options);
-      for (let k = 0; k < records.length; k++) {
-        const record = records[k];
-        if (record !== undefined) this.#remember(record);
-        answers[at[k] as number] = record;
-      }
-    }
+    const answers = keys.map((key) => this.#lookup(key, now));
+    const at = answers.flatMap((cached, i) => (cached === undefined ? [i] : []));
+    if (at.length === 0) return answers;
+    const records = await this.#inner.getMany(
+      at.map((i) => idOfKey(keys[i] as string)),
+      { now },
+    );
+    records.forEach((record, k) => {
+      if (record !== undefined) this.#remember(record);
+      answers[at[k] as number] = record;
+    });
     return answers;
   }
 
   // A confirm is not cached here: the confirmed record's times are the store's; the next read caches it.
-  confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
-    return this.#inner.confirm(claim, options);
+  protected override doConfirm(claim: KeyedClaim, ttlMs: number): Promise<boolean> {
+    const { key, owner, result } = claim;
+    return this.#inner.confirm(
+      { id: idOfKey(key), owner },
+      result === undefined ? { ttlMs } : { ttlMs, result },
+    );
   }
 
-  confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]> {
-    return this.#inner.confirmMany(claims, options);
+  protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number): Promise<boolean[]> {
+    return this.#inner.confirmMany(
+      claims.map(({ key, ...rest }) => ({ id: idOfKey(key), ...rest })),
+      { ttlMs },
+    );
   }
 
   /** The inner store's `renew` (the cache keeps only confirmed records, so a claim is never cached). */
-  async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
+  protected override async doRenew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     if (this.#inner.renew === undefined) {
       throw new RenewUnsupportedError(
         'the repository behind the local cache cannot renew a lease (no renew)',
       );
     }
-    return this.#inner.renew(claim, options);
+    return this.#inner.renew({ id: idOfKey(key), owner }, { leaseMs });
   }
 
-  async remove(id: MessageId, owner?: string): Promise<boolean> {
-    if (owner === undefined) this.#records.delete(this.#key(id));
-    return this.#inner.remove(id, owner);
+  protected async doRemove(key: string, owner: string | undefined): Promise<boolean> {
+    if (owner === undefined) this.#records.delete(key);
+    return this.#inner.remove(idOfKey(key), owner);
   }
 
-  async clear(): Promise<void> {
+  protected async doClear(): Promise<void> {
     this.#records.clear();
     await this.#inner.clear();
   }
 
-  async close(): Promise<void> {
+  protected async doClose(): Promise<void> {
     this.#records.clear();
     await this.#inner.close();
   }
 
-  #key(id: MessageId): string {
-    return toKey(id, this.capabilities.maxIdBytes);
-  }
-
   /** The cached confirmed record, when it is still live at `now`; a dead one is dropped. */
-  #lookup(key: string, now: number | undefined): IdempotencyRecord | undefined {
+  #lookup(key: string, now: number): IdempotencyRecord | undefined {
     const record = this.#records.get(key);
     if (record === undefined) return undefined;
     this.#records.delete(key);
-    if (!isLive(record, now ?? this.#clock())) return undefined;
+    if (!isLive(record, now)) return undefined;
     this.#records.set(key, record);
     this.hits++;
     return record;

@@ -1,5 +1,5 @@
 import { RenewUnsupportedError, RepositoryClosedError, toRepositoryError } from '../errors.js';
-import { MAX_ID_BYTES, toKey } from './ids.js';
+import { idOfKey, MAX_ID_BYTES, toKey } from './ids.js';
 import { checkDuration, isValidDuration, maxDurationMs } from './ttl.js';
 import type {
   AddEntry,
@@ -55,6 +55,11 @@ export abstract class BaseRepository implements IdempotentRepository {
 
   constructor(options: BaseRepositoryOptions = {}) {
     this.clock = options.clock ?? Date.now;
+  }
+
+  /** The clock of a repository built on this class, for a wrapper that judges times as its inner store does. */
+  protected static clockOf(repository: IdempotentRepository): (() => number) | undefined {
+    return repository instanceof BaseRepository ? repository.clock : undefined;
   }
 
   /** Inserts each key if absent or no longer live; keys are unique. */
@@ -269,30 +274,35 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   /*
-   * The single-key fast path (see `IdempotentRepository.addDirect`): the async verbs, for every store that has
-   * to wait. A store that can answer at once overrides these.
+   * The single-key fast path, for `wrap` (one claim then one confirm or release; lazy: one read then one mark).
+   * Each is its async verb, with the same semantics and errors, except that a store that can answer at once (the
+   * memory store overrides these) returns the answer itself rather than a promise, and then throws its error
+   * rather than rejecting: the consumer pays no promise hop for a store that does not wait. They are not part of
+   * the port (`IdempotentRepository`): a repository written without them is called through its async verbs, and a
+   * wrapper built on this class gets them routed through its own storage calls. The contract suite checks that
+   * each answers what its async verb answers, and that a persistent store holds a write made through any of them.
    */
-  /** `add`; see {@link IdempotentRepository.addDirect}. */
+  /** `add`, answered at once when the store can. */
   addDirect(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
     return this.add(id, options, entry);
   }
 
-  /** `get`; see {@link IdempotentRepository.addDirect}. */
+  /** `get`, answered at once when the store can. */
   getDirect(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined> {
     return this.get(id, options);
   }
 
-  /** `confirm`; see {@link IdempotentRepository.addDirect}. */
+  /** `confirm`, answered at once when the store can. */
   confirmDirect(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
     return this.confirm(claim, options);
   }
 
-  /** `remove`; see {@link IdempotentRepository.addDirect}. */
+  /** `remove`, answered at once when the store can. */
   removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
     return this.remove(id, owner);
   }
 
-  /** `markMany` of one entry; see {@link IdempotentRepository.markDirect}. */
+  /** `markMany` of one entry (lazy mode's one-key mark), answered at once when the store can. */
   markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
     return this.markMany([entry], options).then((marked) => marked[0] === true);
   }
@@ -335,4 +345,9 @@ function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, keepResult: boolea
   if (entry.fingerprint !== undefined) keyed.fingerprint = entry.fingerprint;
   if (entry.result !== undefined && keepResult) keyed.result = entry.result;
   return keyed;
+}
+
+/** The add entry of a keyed one, for a wrapper that hands its keys on to a store taking ids. */
+export function entryOf({ key, ...fields }: KeyedEntry): AddEntry {
+  return { id: idOfKey(key), ...fields };
 }

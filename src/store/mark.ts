@@ -1,4 +1,4 @@
-import type { AddEntry, IdempotentRepository } from './types.js';
+import type { AddEntry, IdempotentRepository, MarkOptions } from './types.js';
 
 /**
  * The lazy mark of ids just read as absent: the store's `markMany` (its cheapest write, possibly blind), or
@@ -7,9 +7,9 @@ import type { AddEntry, IdempotentRepository } from './types.js';
 export async function markIds(
   repository: IdempotentRepository,
   entries: readonly AddEntry[],
-  ttlMs: number,
+  options: MarkOptions,
 ): Promise<boolean[]> {
-  if (repository.markMany) return repository.markMany(entries, { ttlMs });
-  const added = await repository.addMany(entries, { ttlMs });
+  if (repository.markMany) return repository.markMany(entries, options);
+  const added = await repository.addMany(entries, options);
   return added.map((r) => r.added);
 }

@@ -1,3 +1,5 @@
+import type { BaseRepository } from './base.js';
+import { markIds } from './mark.js';
 import type {
   AddEntry,
   AddOptions,
@@ -13,8 +15,9 @@ import type {
 
 /**
  * The single-key verbs the consumer calls for a batch of one (every `wrap` call), resolved once per consumer:
- * the store's direct verbs (answered at once where the store can), or its async verbs for a repository written
- * without them. The lazy one-key mark is a mark (`markDirect`, the `markMany` family), as the many-key path's.
+ * the store's direct verbs (see `BaseRepository.addDirect`: answered at once where the store can), or its async
+ * verbs for a repository written without them. The lazy one-key mark is a mark (`markDirect`, the `markMany`
+ * family), as the many-key path's.
  */
 export interface SingleKeyVerbs {
   add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
@@ -24,10 +27,10 @@ export interface SingleKeyVerbs {
   mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean>;
 }
 
-/** The verbs of a store that has every direct verb: method calls on the store itself. */
+/** The verbs as method calls on the store's direct verbs. */
 class DirectVerbs implements SingleKeyVerbs {
-  readonly #r: Required<Pick<IdempotentRepository, DirectVerb>>;
-  constructor(r: Required<Pick<IdempotentRepository, DirectVerb>>) {
+  readonly #r: Pick<BaseRepository, DirectVerb>;
+  constructor(r: Pick<BaseRepository, DirectVerb>) {
     this.#r = r;
   }
   add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
@@ -47,35 +50,8 @@ class DirectVerbs implements SingleKeyVerbs {
   }
 }
 
-/** The verbs of a store without (some) direct verbs: its async verbs, each direct one it has preferred. */
-class AsyncVerbs implements SingleKeyVerbs {
-  readonly #r: IdempotentRepository;
-  constructor(r: IdempotentRepository) {
-    this.#r = r;
-  }
-  add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
-    const r = this.#r;
-    return r.addDirect ? r.addDirect(id, options, entry) : r.add(id, options, entry);
-  }
-  get(id: MessageId): MaybePromise<IdempotencyRecord | undefined> {
-    const r = this.#r;
-    return r.getDirect ? r.getDirect(id) : r.get(id);
-  }
-  confirm(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
-    const r = this.#r;
-    return r.confirmDirect ? r.confirmDirect(claim, options) : r.confirm(claim, options);
-  }
-  remove(id: MessageId, owner?: string): MaybePromise<boolean> {
-    const r = this.#r;
-    return r.removeDirect ? r.removeDirect(id, owner) : r.remove(id, owner);
-  }
-  mark(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
-    const r = this.#r;
-    if (r.markDirect) return r.markDirect(entry, options);
-    if (r.markMany) return r.markMany([entry], options).then((marked) => marked[0] === true);
-    return r.addMany([entry], options).then((added) => added[0]?.added === true);
-  }
-}
+/** A repository, with the single-key fast path where it has one (every BaseRepository does). */
+export type FastPath = IdempotentRepository & Partial<Pick<BaseRepository, DirectVerb>>;
 
 type DirectVerb = 'addDirect' | 'getDirect' | 'confirmDirect' | 'removeDirect' | 'markDirect';
 const DIRECT_VERBS: readonly DirectVerb[] = [
@@ -87,8 +63,16 @@ const DIRECT_VERBS: readonly DirectVerb[] = [
 ];
 
 /** The single-key verbs of `repository` (see {@link SingleKeyVerbs}). */
-export function singleKeyVerbs(repository: IdempotentRepository): SingleKeyVerbs {
-  return DIRECT_VERBS.every((verb) => typeof repository[verb] === 'function')
-    ? new DirectVerbs(repository as Required<Pick<IdempotentRepository, DirectVerb>>)
-    : new AsyncVerbs(repository);
+export function singleKeyVerbs(r: FastPath): SingleKeyVerbs {
+  if (DIRECT_VERBS.every((verb) => typeof r[verb] === 'function')) {
+    return new DirectVerbs(r as Pick<BaseRepository, DirectVerb>);
+  }
+  // A repository written without (the whole) fast path: its async verbs.
+  return new DirectVerbs({
+    addDirect: (id, options, entry) => r.add(id, options, entry),
+    getDirect: (id) => r.get(id),
+    confirmDirect: (claim, options) => r.confirm(claim, options),
+    removeDirect: (id, owner) => r.remove(id, owner),
+    markDirect: async (entry, options) => (await markIds(r, [entry], options))[0] === true,
+  });
 }

@@ -139,6 +139,23 @@ export interface RepositoryCapabilities {
 }
 
 /**
+ * Direct access to the records a store holds in this process, declared by the memory store as its `localRecords`:
+ * a store that keeps its durable copy elsewhere (a logged store over it: the `kafka` repository) uses the map as
+ * its local index, to see which keys a call changed, replay records exactly as written and undo a write its
+ * durable store refused. `Held` is the store's own form of a record, opaque outside it, compared by identity.
+ */
+export interface LocalRecords<Held = unknown> {
+  /** What the store holds under a canonical key, live or not. */
+  peek(key: string): Held | undefined;
+  /** The record a held value stands for. */
+  recordOf(key: string, held: Held): IdempotencyRecord;
+  /** Stores a record (or a held value) under its key as it is, replacing what the key held. */
+  put(key: string, held: Held | IdempotencyRecord): void;
+  /** Forgets a canonical key. */
+  delete(key: string): boolean;
+}
+
+/**
  * A store of message ids, with Apache Camel's verbs.
  *
  * Every method rejects with a {@link RepositoryClosedError} after `close()`, with an
@@ -198,26 +215,6 @@ export interface IdempotentRepository {
    * `renew`: a store that cannot list its ids cheaply leaves it out, and tools say so.
    */
   scan?(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void>;
-  /*
-   * Optional single-key fast path, for `wrap` (one claim then one confirm or release; lazy: one read then one
-   * mark). A wrapper over a repository (a decorator) must route these through its own write path like the
-   * async verbs: the contract suite checks that each answers what its async verb answers, and that a persistent
-   * store holds a write made through any of them after a reopen. Each is its async verb, with the same semantics and errors, except that a store that can answer at
-   * once (the memory store) returns the answer itself rather than a promise, and then throws its error rather
-   * than rejecting; a store that has to wait returns the async verb's promise. The consumer thus pays no promise
-   * hop for a store that does not wait. BaseRepository gives every store the async verbs here; a repository
-   * without them is called through the async verbs.
-   */
-  /** `add`, answered at once when the store can. */
-  addDirect?(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult>;
-  /** `get`, answered at once when the store can. */
-  getDirect?(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined>;
-  /** `confirm`, answered at once when the store can. */
-  confirmDirect?(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean>;
-  /** `remove`, answered at once when the store can. */
-  removeDirect?(id: MessageId, owner?: string): MaybePromise<boolean>;
-  /** `markMany` of one entry (lazy mode's one-key mark), answered at once when the store can. */
-  markDirect?(entry: AddEntry, options: MarkOptions): MaybePromise<boolean>;
   /** Releases connections and flushes local state. Further calls fail with RepositoryClosedError. */
   close(): Promise<void>;
 }

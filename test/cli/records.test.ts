@@ -195,7 +195,7 @@ describe('inspect and forget, every store through the repository interface', () 
 
   it('a record of an older version has no first-seen time: inspect says null, stats counts it unknown', async () => {
     const repository = new MemoryRepository();
-    repository.putRecord('old', { id: 'old', state: 'confirmed', expiresAt: Date.now() + DAY });
+    repository.localRecords.put('old', { id: 'old', state: 'confirmed', expiresAt: Date.now() + DAY });
     await repository.add('new', { ttlMs: DAY });
     const [old, fresh] = await inspectRecords(repository, parseIds(['old', 'new']));
     assert.equal(old?.firstSeenAt, null);

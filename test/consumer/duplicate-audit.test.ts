@@ -158,7 +158,7 @@ describe('onDuplicate gets the duplicate audit record (issue 20 §5)', () => {
   it('a record of an older version (no firstSeenAt): retention end minus ttlMs when confirmed', async () => {
     const repository = new MemoryRepository();
     const expiresAt = Date.now() + TTL / 2;
-    repository.putRecord('old', { id: 'old', state: 'confirmed', expiresAt });
+    repository.localRecords.put('old', { id: 'old', state: 'confirmed', expiresAt });
     const seen: DuplicateRecord[] = [];
     const consumer = new IdempotentConsumer<Msg>({
       repository,
@@ -176,7 +176,7 @@ describe('onDuplicate gets the duplicate audit record (issue 20 §5)', () => {
   it("an older version's in-flight claim is a duplicate whose first-seen time cannot be told", async () => {
     const repository = new MemoryRepository();
     const until = Date.now() + 60_000;
-    repository.putRecord('c', {
+    repository.localRecords.put('c', {
       id: 'c',
       state: 'in-flight',
       expiresAt: until,

@@ -75,7 +75,7 @@ describe('memory repository: compact records and the direct verbs', () => {
     for (let i = 0; i < 1_000; i++) assert.equal((await repo.add('hot', { ttlMs: TTL })).added, false);
     await repo.add('d', { ttlMs: TTL });
     assert.deepEqual(await repo.containsMany(['hot', 'b', 'c', 'd']), [true, false, true, true]);
-    repo.putRecord('e', 1);
+    repo.localRecords.put('e', 1);
     assert.equal(repo.size, 3);
     assert.deepEqual(await repo.containsMany(['hot', 'c', 'd']), [true, false, true]);
   });

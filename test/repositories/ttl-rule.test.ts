@@ -13,8 +13,8 @@ import { KafkaRepository } from '../../src/repositories/kafka/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
+import type { FastPath } from '../../src/store/single-key.js';
 import { MAX_TTL_MS } from '../../src/store/ttl.js';
-import type { IdempotentRepository } from '../../src/store/types.js';
 import { endpoints, type StoreName, skipUnlessEnabled } from '../helpers/stores.js';
 
 // One rule for every store and entry point: a TTL or lease that is not a finite duration above 0 within the
@@ -37,7 +37,7 @@ after(async () => {
 const stores: {
   name: string;
   skip: false | string;
-  open: (t: TestContext) => Promise<IdempotentRepository>;
+  open: (t: TestContext) => Promise<FastPath>;
 }[] = [
   { name: 'memory', skip: false, open: async () => new MemoryRepository() },
   {

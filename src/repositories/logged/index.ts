@@ -8,11 +8,7 @@ export {
   MemoryChangelog,
   type UnreadableChange,
 } from './changelog.js';
-export {
-  type LocalRecordAccess,
-  LoggedRepository,
-  type LoggedRepositoryOptions,
-} from './logged-repository.js';
+export { LoggedRepository, type LoggedRepositoryOptions } from './logged-repository.js';
 export {
   ChangelogRestorer,
   type ChangelogRestorerOptions,

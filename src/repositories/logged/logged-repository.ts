@@ -1,46 +1,21 @@
-import { RenewUnsupportedError, RepositoryClosedError, RepositoryError } from '../../errors.js';
-import { idOfKey, MAX_ID_BYTES, toKey } from '../../store/ids.js';
+import { RenewUnsupportedError, RepositoryError } from '../../errors.js';
+import { BaseRepository, entryOf, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { idOfKey } from '../../store/ids.js';
+import { markIds } from '../../store/mark.js';
 import { confirmedRecord, isLive, newRecord } from '../../store/record.js';
-import { checkDuration, maxDurationMs } from '../../store/ttl.js';
 import type {
   AddEntry,
   AddOptions,
   AddResult,
-  ClaimRef,
-  ConfirmOptions,
   ConfirmRef,
   IdempotencyRecord,
   IdempotentRepository,
+  LocalRecords,
   MarkOptions,
-  MaybePromise,
   MessageId,
-  ReadOptions,
-  RenewOptions,
   RepositoryCapabilities,
 } from '../../store/types.js';
 import type { ChangelogChange, ChangelogSink } from './changelog.js';
-
-/**
- * Direct access to the records of a store held in this process (the memory store has it). With it a logged
- * store undoes a refused write exactly and restores records as they were written; without it, it goes through
- * the store's verbs (see {@link LoggedRepository.restore}).
- */
-export interface LocalRecordAccess {
-  peekRecord(key: string): unknown;
-  recordOf(key: string, held: never): IdempotencyRecord;
-  putRecord(key: string, record: IdempotencyRecord): void;
-  deleteRecord(key: string): boolean;
-}
-
-function localAccess(store: IdempotentRepository): LocalRecordAccess | undefined {
-  const s = store as Partial<LocalRecordAccess>;
-  return typeof s.peekRecord === 'function' &&
-    typeof s.recordOf === 'function' &&
-    typeof s.putRecord === 'function' &&
-    typeof s.deleteRecord === 'function'
-    ? (s as LocalRecordAccess)
-    : undefined;
-}
 
 /** Options of a {@link LoggedRepository}. */
 export interface LoggedRepositoryOptions {
@@ -74,7 +49,7 @@ interface Made {
  *
  * Outside a transaction a write is decided and applied by the inner store (its atomicity is the store's), then
  * appended; the call resolves after the append. If the changelog refuses it, the local write is undone (a new
- * record is removed; with {@link LocalRecordAccess}, whatever the key held is put back) and the call rejects
+ * record is removed; with the inner store's `localRecords`, whatever the key held is put back) and the call rejects
  * with a RepositoryError.
  *
  * Inside a transaction ({@link begin}) the inner store is not written: each write is decided against the inner
@@ -84,41 +59,37 @@ interface Made {
  * the store never holds a change whose transaction did not commit, and the changelog is what a restore repairs
  * it from. This is how the exactly-once node keeps its local store a cache of its changelog.
  */
-export class LoggedRepository implements IdempotentRepository {
+export class LoggedRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities;
+  protected readonly storeName: string;
   readonly #inner: IdempotentRepository;
   /** The inner store's `scan`, when it has one (see `IdempotentRepository.scan`). */
   readonly scan?: IdempotentRepository['scan'];
   readonly #sink: ChangelogSink;
-  readonly #clock: () => number;
-  readonly #local: LocalRecordAccess | undefined;
+  readonly #local: LocalRecords | undefined;
   readonly #closeInner: boolean;
-  readonly #name: string;
-  readonly #maxIdBytes: number;
-  #closed = false;
-  #closing: Promise<void> | undefined;
   /** In a transaction: the staged record of each key it changed (null: deleted), and the changes in order. */
   #tx:
     | { readonly records: Map<string, IdempotencyRecord | null>; readonly changes: ChangelogChange[] }
     | undefined;
 
   constructor(inner: IdempotentRepository, sink: ChangelogSink, options: LoggedRepositoryOptions = {}) {
+    // The inner store's clock by default: a read passes the time it is judged at on to the inner store.
+    super({ clock: options.clock ?? BaseRepository.clockOf(inner) });
     this.#inner = inner;
     // A read of the inner store's records: nothing to log or cache. Present only where the inner store has it.
     if (inner.scan !== undefined) {
       const scan = inner.scan.bind(inner);
       this.scan = async (onPage) => {
-        this.#assertOpen();
+        this.assertOpen();
         return scan(onPage);
       };
     }
     this.#sink = sink;
-    this.#clock = options.clock ?? Date.now;
-    this.#local = localAccess(inner);
+    this.#local = (inner as { localRecords?: LocalRecords }).localRecords;
     this.#closeInner = options.closeInner ?? true;
-    this.#name = options.name ?? `logged ${(inner as { storeName?: string }).storeName ?? 'store'}`;
+    this.storeName = options.name ?? `logged ${(inner as { storeName?: string }).storeName ?? 'store'}`;
     this.capabilities = options.capabilities ?? inner.capabilities;
-    this.#maxIdBytes = inner.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
 
   /** The store the changes are applied to. */
@@ -126,17 +97,12 @@ export class LoggedRepository implements IdempotentRepository {
     return this.#inner;
   }
 
-  /** True once `close()` has been called. */
-  get closed(): boolean {
-    return this.#closed;
-  }
-
   // ---- transactions ------------------------------------------------------------------------------------------
 
   /** Starts staging writes (see the class comment). One transaction at a time. */
   begin(): void {
-    this.#assertOpen();
-    if (this.#tx) throw new TypeError(`${this.#name}: a transaction is already open`);
+    this.assertOpen();
+    if (this.#tx) throw new TypeError(`${this.storeName}: a transaction is already open`);
     this.#tx = { records: new Map(), changes: [] };
   }
 
@@ -160,7 +126,7 @@ export class LoggedRepository implements IdempotentRepository {
     this.#tx = undefined;
     if (tx === undefined || tx.changes.length === 0) return;
     // Exact expiries: a chunk's marks share one, so this is one store call in the usual case.
-    await this.#apply(tx.changes, this.#clock(), 1);
+    await this.#apply(tx.changes, this.clock(), 1);
   }
 
   /** Drops the open transaction's changes (its caller's transaction aborted); the inner store never saw them. */
@@ -176,149 +142,92 @@ export class LoggedRepository implements IdempotentRepository {
    * a record no longer live is not written (its key is deleted). Resolves with how many live records it wrote.
    */
   async restore(changes: readonly ChangelogChange[]): Promise<number> {
-    this.#assertOpen();
-    return this.#apply(changes, this.#clock(), RESTORE_BUCKET_MS);
+    this.assertOpen();
+    return this.#apply(changes, this.clock(), RESTORE_BUCKET_MS);
   }
 
-  // ---- reads -------------------------------------------------------------------------------------------------
+  // ---- the storage calls: BaseRepository derives every public verb (the fast paths too) from these ---------
 
-  async get(id: MessageId, options?: ReadOptions): Promise<IdempotencyRecord | undefined> {
-    this.#assertOpen();
-    if (!this.#tx) return this.#inner.get(id, options);
-    const [record] = await this.#current([toKey(id, this.#maxIdBytes)], options?.now ?? this.#clock());
-    return record;
-  }
-
-  async getMany(
-    ids: readonly MessageId[],
-    options?: ReadOptions,
+  protected async doGetMany(
+    keys: readonly string[],
+    now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    this.#assertOpen();
-    if (!this.#tx) return this.#inner.getMany(ids, options);
-    return this.#current(
-      ids.map((id) => toKey(id, this.#maxIdBytes)),
-      options?.now ?? this.#clock(),
-    );
+    if (this.#tx) return this.#current(keys, now);
+    return this.#inner.getMany(keys.map(idOfKey), { now });
   }
 
-  async contains(id: MessageId, options?: ReadOptions): Promise<boolean> {
-    return (await this.get(id, options)) !== undefined;
-  }
-
-  async containsMany(ids: readonly MessageId[], options?: ReadOptions): Promise<boolean[]> {
-    return (await this.getMany(ids, options)).map((r) => r !== undefined);
-  }
-
-  // ---- writes: each verb says what it changed, and #write logs it -------------------------------------------
-
-  async add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
-    const [result] = await this.addMany([{ ...entry, id }], options);
-    return result as AddResult;
-  }
-
-  async addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]> {
-    this.#assertOpen();
-    this.#checkTimes(options);
-    if (entries.length === 0) return [];
-    const keys = entries.map((e) => toKey(e.id, this.#maxIdBytes));
-    if (this.#tx) return this.#stageAdds(entries, keys, options);
+  protected async doAddMany(
+    entries: readonly KeyedEntry[],
+    options: AddOptions,
+    now: number,
+  ): Promise<AddResult[]> {
+    const keys = entries.map((e) => e.key);
+    if (this.#tx) return this.#stageAdds(entries, keys, { ...options, now });
     return this.#write(
       keys,
-      () => this.#inner.addMany(entries, options),
+      () => this.#inner.addMany(entries.map(entryOf), options),
       (results) =>
         results.flatMap((r, i): Made[] => {
           if (!r.added) return [];
-          const id = (entries[i] as AddEntry).id;
           const key = keys[i] as string;
-          const undo =
-            options.leaseMs === undefined
-              ? () => this.#inner.remove(id)
-              : () => this.#inner.remove(id, options.owner);
-          return [{ change: { key, record: { ...r.record, id: key } }, undo }];
+          const owner = options.leaseMs === undefined ? undefined : options.owner;
+          return [
+            {
+              change: { key, record: { ...r.record, id: key } },
+              undo: () => this.#inner.remove(idOfKey(key), owner),
+            },
+          ];
         }),
     );
   }
 
-  async markMany(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]> {
-    this.#assertOpen();
-    this.#checkTimes(options);
-    if (entries.length === 0) return [];
-    const keys = entries.map((e) => toKey(e.id, this.#maxIdBytes));
-    const now = options.now ?? this.#clock();
-    if (this.#tx) {
-      const added = await this.#stageAdds(entries, keys, { ...options, now });
-      // A repeat inside the call shares its first occurrence's answer, as every store answers it. (A map, not
-      // `keys.indexOf` per key: that was quadratic in the chunk, most of an exactly-once chunk's store time.)
-      const first = new Map<string, boolean>();
-      return keys.map((key, i) => {
-        const earlier = first.get(key);
-        if (earlier !== undefined) return earlier;
-        const answer = (added[i] as AddResult).added;
-        first.set(key, answer);
-        return answer;
-      });
-    }
-    const inner = this.#inner;
+  protected override async doMarkMany(
+    entries: readonly KeyedEntry[],
+    options: MarkOptions,
+    now: number,
+  ): Promise<boolean[]> {
+    const keys = entries.map((e) => e.key);
+    if (this.#tx) return (await this.#stageAdds(entries, keys, { ...options, now })).map((r) => r.added);
     return this.#write(
       keys,
-      () =>
-        inner.markMany
-          ? inner.markMany(entries, options)
-          : inner.addMany(entries, { ...options }).then((rs) => rs.map((r) => r.added)),
-      (marked) => {
-        const made: Made[] = [];
-        const seen = new Set<string>();
-        for (let i = 0; i < marked.length; i++) {
-          const key = keys[i] as string;
-          if (!marked[i] || seen.has(key)) continue;
-          seen.add(key);
-          const entry = entries[i] as AddEntry;
-          const record = newRecord(key, entry, { ttlMs: options.ttlMs }, now);
-          made.push({ change: { key, record }, undo: () => inner.remove(entry.id) });
-        }
-        return made;
-      },
+      () => markIds(this.#inner, entries.map(entryOf), options),
+      (marked) =>
+        entries.flatMap((entry, i): Made[] => {
+          if (!marked[i]) return [];
+          const record = newRecord(entry.key, entry, { ttlMs: options.ttlMs }, now);
+          return [{ change: { key: entry.key, record }, undo: () => this.#inner.remove(idOfKey(entry.key)) }];
+        }),
     );
   }
 
-  async confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
-    const ref: ConfirmRef = options.result === undefined ? claim : { ...claim, result: options.result };
-    const [ok] = await this.confirmMany([ref], { ttlMs: options.ttlMs });
-    return ok === true;
-  }
-
-  async confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]> {
-    this.#assertOpen();
-    this.#checkTimes(options);
-    if (claims.length === 0) return [];
-    const keys = claims.map((c) => toKey(c.id, this.#maxIdBytes));
-    const now = this.#clock();
+  protected async doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number) {
+    const keys = claims.map((c) => c.key);
     if (this.#tx) {
       const current = await this.#current(keys, now);
       return claims.map((claim, i) => {
         const record = current[i];
         if (record?.state !== 'in-flight' || record.owner !== claim.owner) return false;
-        this.#stage(keys[i] as string, confirmedRecord(record, options.ttlMs, now, claim.result));
+        this.#stage(claim.key, confirmedRecord(record, ttlMs, now, claim.result));
         current[i] = undefined; // a second confirm of the same claim in one call finds it confirmed
         return true;
       });
     }
+    const refs = claims.map(({ key, ...rest }): ConfirmRef => ({ id: idOfKey(key), ...rest }));
     return this.#write(
       keys,
-      () => this.#inner.confirmMany(claims, options),
+      () => this.#inner.confirmMany(refs, { ttlMs }),
       async (confirmed) => {
         const at = confirmed.flatMap((ok, i) => (ok ? [i] : []));
         if (at.length === 0) return [];
         // The confirmed record as the store holds it (with the claim's fingerprint and event time).
-        const held = await this.#inner.getMany(at.map((i) => (claims[i] as ConfirmRef).id));
+        const held = await this.#inner.getMany(at.map((i) => (refs[i] as ConfirmRef).id));
         return at.map((i, k): Made => {
-          const key = keys[i] as string;
-          const claim = claims[i] as ConfirmRef;
+          const { key, result } = claims[i] as KeyedClaim;
           const record = held[k] ?? {
             id: key,
             state: 'confirmed' as const,
-            expiresAt: now + options.ttlMs,
-            ...(claim.result === undefined ? {} : { result: claim.result }),
+            expiresAt: now + ttlMs,
+            ...(result === undefined ? {} : { result }),
           };
           return { change: { key, record: { ...record, id: key } } };
         });
@@ -327,47 +236,40 @@ export class LoggedRepository implements IdempotentRepository {
   }
 
   /** Extends the owner's in-flight claim; the renewed record reaches the changelog like any other write. */
-  async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
-    this.#assertOpen();
-    checkDuration(
-      'leaseMs',
-      options.leaseMs,
-      maxDurationMs(this.capabilities.maxTtlMs),
-      `${this.#name} repository`,
-    );
+  protected override async doRenew(key: string, owner: string, leaseMs: number, now: number) {
     const inner = this.#inner;
     if (inner.renew === undefined) {
-      throw new RenewUnsupportedError(`${this.#name} cannot renew a lease: its inner store has no renew()`);
+      throw new RenewUnsupportedError(
+        `${this.storeName} cannot renew a lease: its inner store has no renew()`,
+      );
     }
-    const key = toKey(claim.id, this.#maxIdBytes);
-    const now = this.#clock();
     if (this.#tx) {
       const [record] = await this.#current([key], now);
-      if (record?.state !== 'in-flight' || record.owner !== claim.owner) return false;
-      this.#stage(key, { ...record, leaseExpiresAt: now + options.leaseMs });
+      if (record?.state !== 'in-flight' || record.owner !== owner) return false;
+      this.#stage(key, { ...record, leaseExpiresAt: now + leaseMs });
       return true;
     }
+    const id = idOfKey(key);
     return this.#write(
       [key],
-      () => (inner.renew as NonNullable<IdempotentRepository['renew']>).call(inner, claim, options),
+      () =>
+        (inner.renew as NonNullable<IdempotentRepository['renew']>).call(inner, { id, owner }, { leaseMs }),
       async (renewed): Promise<Made[]> => {
         if (!renewed) return [];
         // The renewed claim as the store holds it.
-        const [record] = await inner.getMany([claim.id], { now });
+        const [record] = await inner.getMany([id], { now });
         return record === undefined ? [] : [{ change: { key, record: { ...record, id: key } } }];
       },
     );
   }
 
-  async remove(id: MessageId, owner?: string): Promise<boolean> {
-    this.#assertOpen();
-    const key = toKey(id, this.#maxIdBytes);
-    if (this.#tx) {
-      const tx = this.#tx;
+  protected async doRemove(key: string, owner: string | undefined): Promise<boolean> {
+    const tx = this.#tx;
+    if (tx) {
       const staged = tx.records.get(key);
       // Read as of time 0, so a record past its time still counts: `remove` deletes whatever the key holds.
       const record =
-        staged === null ? undefined : (staged ?? (await this.#inner.getMany([id], { now: 0 }))[0]);
+        staged === null ? undefined : (staged ?? (await this.#inner.getMany([idOfKey(key)], { now: 0 }))[0]);
       if (record === undefined) return false;
       if (owner !== undefined && (record.state !== 'in-flight' || record.owner !== owner)) return false;
       this.#stage(key, undefined);
@@ -375,20 +277,23 @@ export class LoggedRepository implements IdempotentRepository {
     }
     return this.#write(
       [key],
-      () => this.#inner.remove(id, owner),
+      () => this.#inner.remove(idOfKey(key), owner),
       (removed): Made[] => (removed ? [{ change: { key, record: undefined } }] : []),
     );
   }
 
   /** Deletes every record of the inner store and the changelog. Not inside a transaction. */
-  async clear(): Promise<void> {
-    this.#assertOpen();
-    if (this.#tx) throw new TypeError(`${this.#name}: clear() inside a transaction`);
+  override async clear(): Promise<void> {
+    if (this.#tx) throw new TypeError(`${this.storeName}: clear() inside a transaction`);
+    return super.clear();
+  }
+
+  protected async doClear(): Promise<void> {
     try {
       await this.#sink.clear();
     } catch (error) {
       throw new RepositoryError(
-        `${this.#name} changelog clear failed: ${(error as Error)?.message ?? error}`,
+        `${this.storeName} changelog clear failed: ${(error as Error)?.message ?? error}`,
         {
           cause: error,
         },
@@ -397,57 +302,16 @@ export class LoggedRepository implements IdempotentRepository {
     await this.#inner.clear();
   }
 
-  /*
-   * The single-key fast paths are the verbs above: a logged write waits for its changelog anyway, and a fast path
-   * that went to the inner store directly is exactly the write a changelog would miss.
-   */
-  addDirect(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
-    return this.add(id, options, entry);
-  }
-
-  getDirect(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined> {
-    return this.get(id, options);
-  }
-
-  confirmDirect(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
-    return this.confirm(claim, options);
-  }
-
-  removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
-    return this.remove(id, owner);
-  }
-
-  markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
-    return this.markMany([entry], options).then((marked) => marked[0] === true);
-  }
-
-  async close(): Promise<void> {
-    this.#closing ??= (async () => {
-      this.#closed = true;
-      this.#tx = undefined;
-      try {
-        await this.#sink.close?.();
-      } finally {
-        if (this.#closeInner) await this.#inner.close();
-      }
-    })();
-    return this.#closing;
+  protected async doClose(): Promise<void> {
+    this.#tx = undefined;
+    try {
+      await this.#sink.close?.();
+    } finally {
+      if (this.#closeInner) await this.#inner.close();
+    }
   }
 
   // ---- the one write path ------------------------------------------------------------------------------------
-
-  /**
-   * The TTL rule against this store's own maximum: a logged store may keep marks for less time than its inner
-   * store (the `kafka` repository's topic retention), and the inner store would accept what the changelog drops.
-   */
-  #checkTimes(options: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number }): void {
-    const max = maxDurationMs(this.capabilities.maxTtlMs);
-    const where = `${this.#name} repository`;
-    checkDuration('ttlMs', options.ttlMs, max, where);
-    if (options.leaseMs !== undefined) checkDuration('leaseMs', options.leaseMs, max, where);
-    if (options.minLifetimeMs !== undefined)
-      checkDuration('minLifetimeMs', options.minLifetimeMs, max, where);
-  }
 
   /**
    * Runs a write on the inner store and appends what it changed. With local record access the change is read
@@ -464,23 +328,23 @@ export class LoggedRepository implements IdempotentRepository {
     let result: T;
     if (local) {
       const unique = [...new Set(keys)];
-      const before = unique.map((key) => local.peekRecord(key));
+      const before = unique.map((key) => local.peek(key));
       result = await call();
       changes = [];
       const changed: { key: string; before: unknown; after: unknown }[] = [];
       for (let i = 0; i < unique.length; i++) {
         const key = unique[i] as string;
-        const held = local.peekRecord(key);
+        const held = local.peek(key);
         if (held === before[i]) continue;
         changed.push({ key, before: before[i], after: held });
-        changes.push({ key, record: held === undefined ? undefined : local.recordOf(key, held as never) });
+        changes.push({ key, record: held === undefined ? undefined : local.recordOf(key, held) });
       }
       undo = async () => {
         for (const { key, before: old, after } of changed) {
           // Only where nothing changed the key since this write.
-          if (local.peekRecord(key) !== after) continue;
-          if (old === undefined) local.deleteRecord(key);
-          else local.putRecord(key, local.recordOf(key, old as never));
+          if (local.peek(key) !== after) continue;
+          if (old === undefined) local.delete(key);
+          else local.put(key, local.recordOf(key, old));
         }
       };
     } else {
@@ -497,7 +361,7 @@ export class LoggedRepository implements IdempotentRepository {
     } catch (error) {
       await undo();
       throw new RepositoryError(
-        `${this.#name} changelog append failed: ${(error as Error)?.message ?? error}`,
+        `${this.storeName} changelog append failed: ${(error as Error)?.message ?? error}`,
         {
           cause: error,
         },
@@ -528,40 +392,25 @@ export class LoggedRepository implements IdempotentRepository {
     return out;
   }
 
+  /** Stages a new record for each key (unique: BaseRepository resolves repeats) that no live record holds. */
   async #stageAdds(
-    entries: readonly AddEntry[],
+    entries: readonly KeyedEntry[],
     keys: readonly string[],
-    options: AddOptions,
+    options: AddOptions & { now: number },
   ): Promise<AddResult[]> {
-    const now = options.now ?? this.#clock();
-    const current = await this.#current(keys, now);
-    const results: AddResult[] = [];
-    const first = new Map<string, AddResult>();
-    for (let i = 0; i < entries.length; i++) {
-      const key = keys[i] as string;
-      const earlier = first.get(key);
-      if (earlier) {
-        results.push({ added: false, existing: earlier.added ? earlier.record : earlier.existing });
-        continue;
-      }
+    const current = await this.#current(keys, options.now);
+    return entries.map((entry, i): AddResult => {
       const existing = current[i];
-      let result: AddResult;
-      if (existing !== undefined) {
-        result = { added: false, existing };
-      } else {
-        const record = newRecord(key, entries[i] as AddEntry, options, now);
-        this.#stage(key, record);
-        result = { added: true, record };
-      }
-      first.set(key, result);
-      results.push(result);
-    }
-    return results;
+      if (existing !== undefined) return { added: false, existing };
+      const record = newRecord(entry.key, entry, options, options.now);
+      this.#stage(entry.key, record);
+      return { added: true, record };
+    });
   }
 
   #stage(key: string, record: IdempotencyRecord | undefined): void {
     const tx = this.#tx;
-    if (tx === undefined) throw new TypeError(`${this.#name}: no transaction is open`);
+    if (tx === undefined) throw new TypeError(`${this.storeName}: no transaction is open`);
     tx.records.set(key, record ?? null);
     tx.changes.push({ key, record });
   }
@@ -579,9 +428,9 @@ export class LoggedRepository implements IdempotentRepository {
     let live = 0;
     if (local) {
       for (const [key, record] of last) {
-        if (record === undefined || !isLive(record, now)) local.deleteRecord(key);
+        if (record === undefined || !isLive(record, now)) local.delete(key);
         else {
-          local.putRecord(key, { ...record, id: key });
+          local.put(key, { ...record, id: key });
           live++;
         }
       }
@@ -624,8 +473,7 @@ export class LoggedRepository implements IdempotentRepository {
     for (const id of removals) await inner.remove(id);
     for (const { at, bucket, entries } of marks.values()) {
       const ttlMs = Math.max(1, bucket - at);
-      if (inner.markMany) await inner.markMany(entries, { ttlMs, now: at });
-      else await inner.addMany(entries, { ttlMs, now: at });
+      await markIds(inner, entries, { ttlMs, now: at });
     }
     for (const claim of claims) {
       const at = claim.firstSeenAt ?? now;
@@ -644,9 +492,5 @@ export class LoggedRepository implements IdempotentRepository {
       );
     }
     return live;
-  }
-
-  #assertOpen(): void {
-    if (this.#closed) throw new RepositoryClosedError(this.#name);
   }
 }

@@ -8,6 +8,7 @@ import type {
   ClaimRef,
   ConfirmOptions,
   IdempotencyRecord,
+  LocalRecords,
   MarkOptions,
   MaybePromise,
   MessageId,
@@ -73,6 +74,20 @@ export class MemoryRepository extends BaseRepository {
   readonly #inherits: { add: boolean; get: boolean; confirm: boolean; remove: boolean; markMany: boolean };
   /** `capabilities.maxIdBytes`, read once: the single-key verbs check every id against it. */
   readonly #maxIdBytes = MAX_ID_BYTES;
+  /** This map as a local index (see `LocalRecords`): the `kafka` repository's. */
+  readonly localRecords: LocalRecords<HeldRecord> = {
+    peek: (key) => this.#records.get(key),
+    recordOf: (key, held) => this.#record(key, held),
+    put: (key, held) => {
+      const stored = typeof held === 'number' ? held : this.#compact(held);
+      if (this.#records.has(key)) this.#touch(key, stored);
+      else this.#insert(key, stored);
+    },
+    delete: (key) => {
+      this.#used.delete(key);
+      return this.#records.delete(key);
+    },
+  };
 
   /**
    * Opens a memory store: the factory verb every store shares (`<Store>Repository.open`). The memory store needs no
@@ -104,37 +119,9 @@ export class MemoryRepository extends BaseRepository {
     return this.#records.size;
   }
 
-  /**
-   * What the map holds under a canonical key, live or not, as an opaque value that compares by identity (`===`)
-   * to what it held before a call. With {@link recordOf}, {@link putRecord} and {@link deleteRecord}, this lets a
-   * store that keeps its durable copy elsewhere (the `kafka` repository) use this map as its local index: it sees
-   * which keys a call changed, replays records exactly as written and undoes a write its durable store refused.
-   */
-  peekRecord(key: string): HeldRecord | undefined {
-    return this.#records.get(key);
-  }
-
-  /** The record a value from {@link peekRecord} stands for. */
-  recordOf(key: string, held: HeldRecord): IdempotencyRecord {
-    return this.#record(key, held);
-  }
-
-  /** Stores a record (or a value from {@link peekRecord}) under its key as it is, replacing what the key held. */
-  putRecord(key: string, held: HeldRecord): void {
-    const stored = typeof held === 'number' ? held : this.#compact(held);
-    if (this.#records.has(key)) this.#touch(key, stored);
-    else this.#insert(key, stored);
-  }
-
-  /** Forgets a canonical key (see {@link peekRecord}). */
-  deleteRecord(key: string): boolean {
-    this.#used.delete(key);
-    return this.#records.delete(key);
-  }
-
   /*
    * The single-key calls (every `wrap` call makes two) answer at once through the direct verbs (see
-   * `IdempotentRepository.addDirect`), and the async verbs are those answers in a promise: this store cannot
+   * `BaseRepository.addDirect`), and the async verbs are those answers in a promise: this store cannot
    * fail, so there is no client error to wrap, only the id to check. Same checks, same answers as the base class.
    */
   override addDirect(

@@ -107,6 +107,23 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     assert.equal(wholeBatch, 4);
   });
 
+  it('a one-id claim runs on the plan the connection cached, not a plan made again per message', async (t) => {
+    const { repository } = await open(t);
+    const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });
+    for (const payment of fresh(12)) await consumer.process(payment, insert);
+    // Asked on the repository's one connection, where its statements are prepared.
+    const { rows } = await repository.transaction((transaction) =>
+      postgresTransaction({ transaction: transaction.client }).query<{ generic: number; custom: number }>(
+        `SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements
+          WHERE name LIKE 'idem\\_claim%'`,
+      ),
+    );
+    // PostgreSQL makes five custom plans before it weighs the generic one (more if autoanalyze invalidates it).
+    assert.equal(rows.length, 1);
+    const [{ generic, custom }] = rows as [{ generic: number; custom: number }];
+    assert.ok(generic > custom, `generic plans ${generic}, custom plans ${custom}`);
+  });
+
   it('a failed handler leaves no mark and no effect, in a message or a batch transaction', async (t) => {
     const { repository } = await open(t);
     const stored = async (ids: readonly string[]) => {
@@ -157,9 +174,14 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     await fill(1, 8);
     await client.query(`ANALYZE ${quoted}`);
     await client.query('SET plan_cache_mode = force_generic_plan');
-    t.after(() => client.query('RESET plan_cache_mode; DEALLOCATE plan_claim; DEALLOCATE plan_read'));
+    t.after(() =>
+      client.query(
+        'RESET plan_cache_mode; DEALLOCATE plan_claim; DEALLOCATE plan_read; DEALLOCATE plan_claim_one',
+      ),
+    );
     await client.query(`PREPARE plan_claim AS ${statements(young).claim.text}`);
     await client.query(`PREPARE plan_read AS ${statements(young).read.text}`);
+    await client.query(`PREPARE plan_claim_one AS ${statements(young).claimOne.text}`);
     await fill(100, 5_000);
     const ids = Array.from({ length: 50 }, () => `'${randomUUID()}'`).join(', ');
     await client.query('BEGIN');
@@ -167,12 +189,30 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
       `EXPLAIN (ANALYZE, COSTS OFF) EXECUTE plan_claim('plans', NULL, ARRAY[${ids}]::text[], '{}', '{}', '{}', ` +
         `'in-flight', 60000, 1000, 'o', 60000)`,
     );
+    const one = await client.query(
+      `EXPLAIN (ANALYZE, COSTS OFF) EXECUTE plan_claim_one('plans', NULL, '${randomUUID()}', NULL, NULL, NULL, ` +
+        `'in-flight', 60000, 1000, 'o', 60000)`,
+    );
+    // An id the table holds: the lookup finds its row by the primary key, never by a scan.
+    const held = await client.query(
+      `EXPLAIN (ANALYZE, COSTS OFF) EXECUTE plan_claim_one('plans', NULL, 'old-4000', NULL, NULL, NULL, ` +
+        `'in-flight', 60000, 1000, 'o', 60000)`,
+    );
     await client.query('ROLLBACK');
-    const plan = rows.map((row) => row['QUERY PLAN'] as string);
+    const heldPlan = held.rows.map((row) => row['QUERY PLAN'] as string).join('\n');
+    assert.match(
+      heldPlan,
+      /Index Scan .* on .*\n.*Index Cond: \(\(namespace = \$1\) AND \(id = u\.id\)\)/,
+      heldPlan,
+    );
+    assert.doesNotMatch(heldPlan, /Seq Scan|Rows Removed by Filter/, heldPlan);
     // New ids: the write goes through its arbiter index, and the lookup of rows it did not take never runs.
-    const scans = plan.filter((line) => /Scan .* on /.test(line) && line.includes(young));
-    assert.ok(scans.length > 0, plan.join('\n'));
-    for (const line of scans) assert.match(line, /never executed/, plan.join('\n'));
+    for (const explained of [rows, one.rows]) {
+      const plan = explained.map((row) => row['QUERY PLAN'] as string);
+      const scans = plan.filter((line) => /Scan .* on /.test(line) && line.includes(young));
+      assert.ok(scans.length > 0, plan.join('\n'));
+      for (const line of scans) assert.match(line, /never executed/, plan.join('\n'));
+    }
     // A read (lazy mode's check, `get`): one primary-key lookup per id, never a scan of the namespace.
     const read = await client.query(
       `EXPLAIN (ANALYZE, COSTS OFF) EXECUTE plan_read('plans', ARRAY['old-1', 'old-4000', 'new']::text[], NULL)`,

@@ -446,11 +446,12 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     let pending = entries.map((_, i) => i);
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS && pending.length > 0; attempt++) {
       const batch = pending.map((i) => entries[i] as KeyedEntry);
-      const outcome = await this.#exec<ClaimRow>(
-        this.#sql.claim,
-        this.#writeValues(batch, options, now),
-        true,
-      );
+      const values = this.#writeValues(batch, options, now);
+      // One id: its own statement, whose generic plan the connection keeps (see Statements.claimOne).
+      const outcome =
+        batch.length === 1
+          ? await this.#exec<ClaimRow>(this.#sql.claimOne, values.map(onlyElement), true)
+          : await this.#exec<ClaimRow>(this.#sql.claim, values, true);
       if (outcome === ABORTED) {
         for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
         return results;
@@ -660,6 +661,11 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     const outcome = await this.#exec(this.#sql.purge, [batchSize]);
     return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
   }
+}
+
+/** The claim's per-id arrays as claimOne's scalars (an empty array: NULL); other parameters as they are. */
+function onlyElement(value: unknown): unknown {
+  return Array.isArray(value) ? (value[0] ?? null) : value;
 }
 
 /** A claim row: the input position, the time used, whether this call took the id, else the row that kept it. */

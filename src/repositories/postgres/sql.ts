@@ -89,6 +89,14 @@ export interface Statements {
    * owner|NULL, `$11` how long the row is kept, in ms of the server's clock.
    */
   readonly claim: Statement;
+  /**
+   * {@link claim} for one id: `$3` to `$6` are that id's values (scalars, NULL for none), the rest as claim's.
+   * A statement of its own because PostgreSQL cannot know how many ids an array parameter holds: the generic
+   * plan of {@link claim} counts on several, costs more than a custom plan for one and is never chosen, so
+   * every one-id claim (a message in its own transaction) was planned again, which cost more than running it.
+   * With scalars the generic plan is the custom plan, and the connection plans it once.
+   */
+  readonly claimOne: Statement;
   /** The claim's write alone, answering the ids it took: the lazy mark. Parameters as {@link claim}'s. */
   readonly mark: Statement;
   /** Live records by id: `$1` namespace, `$2` ids, `$3` now|NULL. Rows `n, now, record columns`. */
@@ -141,23 +149,28 @@ export function statements(table: string): Statements {
       FROM unnest($3::text[], $4::float8[], $5::text[], $6::text[])
         WITH ORDINALITY AS u(id, event_time, fingerprint, result, n)
     )`;
-  return {
-    // The existing row comes from the statement's snapshot. A row another transaction committed after that
-    // snapshot blocks the insert but is not in it: the repository reads it again in a new statement.
-    // Only the ids the write did not take are read (`c.id IS NULL` gates the lookup, OFFSET 0 keeps it a
-    // subquery of its own): a batch of new ids touches the table through the write's arbiter index alone,
-    // whatever plan the statement's cached generic plan chose for the lookup (on a table still small, a
-    // sequential scan).
-    claim: statement(
-      'claim',
-      `WITH ${input}, claimed AS (${write})
+  // The existing row comes from the statement's snapshot. A row another transaction committed after that
+  // snapshot blocks the insert but is not in it: the repository reads it again in a new statement.
+  // Only the ids the write did not take are read (`c.id IS NULL` gates the lookup, OFFSET 0 keeps it a
+  // subquery of its own): a batch of new ids touches the table through the write's arbiter index alone,
+  // whatever plan the statement's cached generic plan chose for the lookup (on a table still small, a
+  // sequential scan).
+  const claim = (input: string) => `WITH ${input}, claimed AS (${write})
       SELECT u.n, ${now2} AS now, c.id IS NOT NULL AS added, ${RECORD_COLUMNS('r')}
       FROM input u
       LEFT JOIN claimed c ON c.id = u.id
       LEFT JOIN LATERAL (
         SELECT ${RECORD_COLUMNS('x')} FROM ${t} x
         WHERE c.id IS NULL AND x.namespace = $1 AND x.id = u.id OFFSET 0
-      ) r ON true`,
+      ) r ON true`;
+  return {
+    claim: statement('claim', claim(input)),
+    claimOne: statement(
+      'claim_one',
+      claim(
+        'input AS (SELECT $3::text AS id, $4::float8 AS event_time, $5::text AS fingerprint, ' +
+          '$6::text AS result, 1::bigint AS n)',
+      ),
     ),
     mark: statement('mark', `WITH ${input} ${write}`),
     // One lookup per id on the primary key (a LATERAL subquery kept apart by OFFSET 0): a join would let a

@@ -1,10 +1,12 @@
 /**
- * What the transactional mark costs in round trips on MySQL/MariaDB, counted on the wire (a proxy of the test's
- * own between the repository's pool and the server), so the count cannot creep back. One message in its own
- * transaction: the session settings, the transaction's savepoint, the claim (written confirmed: no confirm),
- * the handler's INSERT, the savepoint's release (it proves the server did not roll the transaction back), and
- * the settings back, whose return to autocommit commits. A batch: the same around one claim for every id and
- * each handler under its savepoint.
+ * What the transactional mark costs in round trips on MariaDB (the test stack's server), counted on the wire (a
+ * proxy of the test's own between the repository's pool and the server), so the count cannot creep back. One
+ * message in its own transaction costs what a plain BEGIN, INSERT, COMMIT costs: the session settings, the
+ * transaction's savepoint and the claim (written confirmed: no confirm) in one compound statement; the handler's
+ * INSERT; the savepoint's release (it proves the server did not roll the transaction back) and the settings back,
+ * whose return to autocommit commits, in another. A batch: the settings and savepoint, one claim for every id,
+ * each handler under its savepoint (never released: the next one replaces it), and the end. MySQL has no
+ * compound statement outside stored programs: there the start and the end take two round trips each.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -24,7 +26,11 @@ describe('mysql transactional mark: round trips', { skip: skipUnlessEnabled('mys
   const payments = testTable('payments');
   const pool = testPool(1);
   let drop: (() => Promise<void>) | undefined;
+  /** Round trips the start and the end each take beyond one: none on MariaDB. */
+  let extra = 0;
   before(async () => {
+    const [rows] = await pool.query('SELECT @@version AS version');
+    extra = /mariadb/i.test(String((rows as { version: unknown }[])[0]?.version)) ? 0 : 1;
     drop = await createTestTable(table);
     await pool.query(`CREATE TABLE \`${payments}\` (id varchar(64) PRIMARY KEY) ENGINE=InnoDB`);
   });
@@ -63,13 +69,14 @@ describe('mysql transactional mark: round trips', { skip: skipUnlessEnabled('mys
 
   const fresh = (n: number): Payment[] => Array.from({ length: n }, () => ({ id: randomUUID() }));
 
-  it("one message, transaction 'message': no confirm, and COMMIT with the session's settings", async (t) => {
+  it("one message, transaction 'message': the round trips of a plain transaction", async (t) => {
     const { repository, proxy } = await open(t);
     const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });
     const count = await trips(proxy, async () => {
       assert.equal((await consumer.process(fresh(1)[0] as Payment, insert)).outcome, 'processed');
     });
-    assert.equal(count, 6);
+    // The claim goes with the start on MariaDB; on MySQL it needs a round trip of its own.
+    assert.equal(count, 3 + 3 * extra);
   });
 
   it("a batch, transaction 'batch': one claim for every id, none to confirm", async (t) => {
@@ -80,8 +87,8 @@ describe('mysql transactional mark: round trips', { skip: skipUnlessEnabled('mys
       const { results } = await consumer.processBatch(fresh(size), insert);
       assert.deepEqual(new Set(results.map((r) => r.outcome)), new Set(['processed']));
     });
-    // Settings, savepoint, claim; per message its savepoint, its INSERT, the release; release, settings back.
-    assert.equal(count, 3 + 3 * size + 2);
+    // Settings with the savepoint, the claim; per message its savepoint and its INSERT; the end.
+    assert.equal(count, 3 + 2 * extra + 2 * size);
   });
 
   it('a failed handler leaves no mark and no effect; the rest of its batch commits', async (t) => {

@@ -86,6 +86,52 @@ const dialect: SqlDialect<Pool, MySqlOptions> = {
   openError,
 };
 
+/** What {@link MySqlRepository.open} learns of the server. */
+interface ServerTraits {
+  /** `innodb_rollback_on_timeout`: a lock wait timeout then rolls back the whole transaction, not one statement. */
+  readonly rollbackOnTimeout: boolean;
+  /** MariaDB rather than MySQL (`@@version` says so). */
+  readonly mariadb: boolean;
+}
+
+/**
+ * Runs parameterless `statements` on `connection` in order, stopping at the first that fails (its error is the
+ * call's), and answers the last one's OK packet: in one round trip as one anonymous compound statement where the
+ * server has them (`compound`, MariaDB's `BEGIN NOT ATOMIC … END`, which needs no multi-statement client flag, so
+ * a handler's own SQL on the connection can never stack statements), else one each.
+ */
+async function inOrder(
+  connection: PoolConnection,
+  statements: readonly string[],
+  compound: boolean,
+): Promise<ResultSetHeader> {
+  if (compound) {
+    // Prepared, like every statement of the repository's: the server compiles the block once per connection.
+    const [header] = await connection.execute<ResultSetHeader>(
+      `BEGIN NOT ATOMIC ${statements.join('; ')}; END`,
+    );
+    return header;
+  }
+  let header: ResultSetHeader | undefined;
+  for (const sql of statements) [header] = await connection.query<ResultSetHeader>(sql);
+  return header as ResultSetHeader;
+}
+
+/** A transaction's lead, taken to go ahead of a claim in its round trip. */
+interface Lead {
+  readonly transaction: MySqlTransaction;
+  readonly connection: PoolConnection;
+  readonly statements: readonly string[];
+}
+
+/** The lead of `transaction` when it has not gone yet. */
+function leadOf(transaction: MySqlTransaction): Lead | undefined {
+  const statements = transaction.takeLead();
+  return statements === undefined
+    ? undefined
+    : { transaction, connection: transaction.rawConnection, statements };
+}
+
 /** What a statement runs on: the pool (autocommit) or the open transaction's connection. */
 type Executor = Pool | PoolConnection;
 
@@ -174,14 +220,17 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   readonly #poolLockSeconds: number | undefined;
   /** `innodb_rollback_on_timeout`: a lock wait timeout then rolls back the whole transaction, not one statement. */
   readonly #rollbackOnTimeout: boolean;
+  /** MariaDB: several statements go in one round trip as one anonymous compound statement (see {@link inOrder}). */
+  readonly #compound: boolean;
 
-  private constructor(settings: SqlSettings<Pool, MySqlOptions>, rollbackOnTimeout: boolean) {
+  private constructor(settings: SqlSettings<Pool, MySqlOptions>, server: ServerTraits) {
     super(settings);
     const { options } = settings;
     this.#sql = new Statements(options.table);
     this.#namespace = bytes(options.namespace);
     this.#poolLockSeconds = settings.ownsPool ? lockWaitSeconds(options.lockTimeoutMs) : undefined;
-    this.#rollbackOnTimeout = rollbackOnTimeout;
+    this.#rollbackOnTimeout = server.rollbackOnTimeout;
+    this.#compound = server.mariadb;
   }
 
   /**
@@ -190,11 +239,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    * `repository.<key>`; a missing table names the command that creates it. The URL's password is never shown.
    */
   static async open(input: MySqlOpenOptions): Promise<MySqlRepository> {
-    const opened = await openSql(dialect, input, async (pool) => {
-      const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value');
-      return Number((rows as { value: unknown }[])[0]?.value) === 1;
+    const opened = await openSql(dialect, input, async (pool): Promise<ServerTraits> => {
+      const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value, @@version AS version');
+      const row = (rows as { value: unknown; version: unknown }[])[0];
+      return { rollbackOnTimeout: Number(row?.value) === 1, mariadb: /mariadb/i.test(String(row?.version)) };
     });
-    return new MySqlRepository(opened, opened.probed === true);
+    return new MySqlRepository(opened, opened.probed ?? { rollbackOnTimeout: false, mariadb: false });
   }
 
   /**
@@ -212,6 +262,11 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    * opened here. When it is not, everything since the server's rollback is rolled back too and the call rejects
    * with a retryable RepositoryError: nothing of the work was committed.
    *
+   * The session settings and the savepoint go with the work's first statement: on MariaDB in its round trip when
+   * that is a claim of one id (see `#claimAfter`), and at the end the savepoint's release and the settings' return
+   * (which commits) go in one, so one message in its own transaction costs the round trips of a plain BEGIN,
+   * INSERT, COMMIT. A work that sends nothing leaves nothing to end.
+   *
    * The lock timeout (`lockTimeoutMs`, default the repository's) is the session's `innodb_lock_wait_timeout`
    * while the transaction runs, in whole seconds rounded up; it and `autocommit` are restored afterwards. The
    * isolation level is the session's (InnoDB's default REPEATABLE READ; READ COMMITTED works the same): claims
@@ -226,46 +281,47 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     const seconds = lockWaitSeconds(lockTimeoutMs);
     const setLockWait = seconds !== this.#poolLockSeconds;
     const connection = await this.run('transaction', () => this.pool.getConnection());
-    const transaction = new MySqlTransaction('mysql', connection, lockTimeoutMs);
+    // The session settings, then the savepoint, which opens the transaction (autocommit is off): sent with the
+    // work's first statement (see MySqlTransaction).
+    const transaction = new MySqlTransaction(connection, lockTimeoutMs, this.#compound, [
+      setLockWait
+        ? 'SET @idem_autocommit = @@SESSION.autocommit, @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, ' +
+          `SESSION innodb_lock_wait_timeout = ${seconds}, SESSION autocommit = 0`
+        : 'SET @idem_autocommit = @@SESSION.autocommit, SESSION autocommit = 0',
+      `SAVEPOINT ${TRANSACTION_SAVEPOINT}`,
+    ]);
     // Once false, the session's state is unknown: the connection is destroyed, never restored or reused.
     let healthy = true;
-    // Set once `autocommit = 0` ran: from then on the session must be restored before it goes back to the pool.
-    let begun = false;
+    // Set once the session's settings are back (which ended the transaction).
+    let restored = false;
     // The session settings as they were: after COMMIT or ROLLBACK only, since turning autocommit back on would
     // commit an open transaction.
     const reset = setLockWait
       ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
       : 'SET SESSION autocommit = @idem_autocommit';
     try {
-      await this.run('transaction', async () => {
-        try {
-          // One round trip for the session settings; the savepoint opens the transaction (autocommit is off).
-          await connection.query(
-            setLockWait
-              ? 'SET @idem_autocommit = @@SESSION.autocommit, @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, ' +
-                  `SESSION innodb_lock_wait_timeout = ${seconds}, SESSION autocommit = 0`
-              : 'SET @idem_autocommit = @@SESSION.autocommit, SESSION autocommit = 0',
-          );
-          begun = true;
-          await connection.query(`SAVEPOINT ${TRANSACTION_SAVEPOINT}`);
-        } catch (error) {
-          healthy = false;
-          throw error;
-        }
-      });
       let result: T;
       try {
         result = await this.scope.run(transaction, () => work(transaction));
       } catch (error) {
-        healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
+        await transaction.begun();
+        healthy = !transaction.started || (await endQuietly(connection, 'ROLLBACK')) === undefined;
         throw error;
       } finally {
         transaction.end();
       }
-      if (!transaction.rollingBack) {
+      await transaction.begun();
+      if (transaction.started && !transaction.rollingBack) {
         await this.run('commit', async () => {
+          let header: ResultSetHeader;
           try {
-            await connection.query(`RELEASE SAVEPOINT ${TRANSACTION_SAVEPOINT}`);
+            // The savepoint's release, then the session's own setting back: turning autocommit on (the usual
+            // session) commits the open transaction. The release failing stops the commit.
+            header = await inOrder(
+              connection,
+              [`RELEASE SAVEPOINT ${TRANSACTION_SAVEPOINT}`, reset],
+              this.#compound,
+            );
           } catch (error) {
             if (errno(error) !== ER_SP_DOES_NOT_EXIST) {
               healthy = false;
@@ -275,26 +331,11 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
               'a deadlock, or a lock wait timeout with innodb_rollback_on_timeout, in a statement whose error the ' +
                 'work caught',
             );
+            return;
           }
-        });
-      }
-      if (transaction.rollingBack) {
-        healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
-        if (transaction.rolledBackBy !== undefined) {
-          // The work resolved, but what it did after the server's rollback was just rolled back too.
-          throw new RepositoryError(
-            `mysql transaction: the server rolled the transaction back while the work ran (${transaction.rolledBackBy}); ` +
-              'nothing of it was committed; run it again',
-          );
-        }
-      } else {
-        await this.run('commit', async () => {
+          restored = true;
           try {
-            // The session's own setting back: turning autocommit on (the usual session) commits the open
-            // transaction, in the same round trip. A session that had autocommit off is still in the
-            // transaction (the OK packet says so), and COMMIT ends it.
-            const [header] = await connection.query<ResultSetHeader>(reset);
-            begun = false;
+            // A session that had autocommit off is still in the transaction (the OK packet says so): COMMIT ends it.
             if ((header.serverStatus & SERVER_STATUS_IN_TRANS) !== 0) await connection.query('COMMIT');
           } catch (error) {
             healthy = false;
@@ -302,9 +343,23 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
           }
         });
       }
+      if (transaction.rollingBack) {
+        if (transaction.started) healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
+        if (transaction.rolledBackBy !== undefined) {
+          // The work resolved, but what it did after the server's rollback was just rolled back too.
+          throw new RepositoryError(
+            `mysql transaction: the server rolled the transaction back while the work ran (${transaction.rolledBackBy}); ` +
+              'nothing of it was committed; run it again',
+          );
+        }
+      }
       return result;
     } finally {
-      if (healthy && begun) healthy = (await endQuietly(connection, reset)) === undefined;
+      // A start that failed left the session's settings unknown.
+      if (transaction.broken) healthy = false;
+      if (healthy && transaction.started && !restored) {
+        healthy = (await endQuietly(connection, reset)) === undefined;
+      }
       if (healthy) connection.release();
       else connection.destroy();
     }
@@ -339,6 +394,11 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
         migrateHint('mysql', this.table, this.migrateStore),
       { cause: error, retryable: false },
     );
+  }
+
+  /** Where a statement of `transaction` runs: its connection once it began, else the pool. */
+  async #executor(transaction: MySqlTransaction | undefined): Promise<Executor> {
+    return transaction === undefined ? this.pool : transaction.session();
   }
 
   /** The open transaction of this async context (checked usable), if any. */
@@ -383,7 +443,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     now: number,
   ): Promise<AddResult[]> {
     const transaction = this.#transaction('add');
-    const executor = transaction?.client ?? this.pool;
     const owner = options.leaseMs === undefined ? null : optionalBytes(options.owner);
     if (owner !== null && owner.length > MAX_FIELD_BYTES) {
       throw new RepositoryError(
@@ -408,6 +467,11 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     });
     // In id order: concurrent multi-row claims then lock shared rows in the same order and cannot deadlock on them.
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
+    // A transaction's start goes with its first claim when that is of one id (one message a transaction), in
+    // the claim's round trip; before a larger one it goes alone (a batch's one round trip more is little).
+    let lead =
+      transaction !== undefined && this.#compound && rows.length === 1 ? leadOf(transaction) : undefined;
+    const executor = await this.#executor(transaction);
     const results = new Array<AddResult>(entries.length);
     let pending = rows;
     for (let round = 1; pending.length > 0; round++) {
@@ -420,9 +484,11 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       const groups = chunks(pending, (row) => row.size);
       for (let g = 0; g < groups.length; g++) {
         const group = groups[g] as ClaimRow[];
+        const carried = lead;
+        lead = undefined;
         try {
           await this.#withDeadlockRetry(transaction, () =>
-            this.#claimGroup(executor, group, entries, options, owner, now, results, retry),
+            this.#claimGroup(executor, group, entries, options, owner, now, results, retry, carried),
           );
         } catch (error) {
           if (errno(error) !== ER_LOCK_WAIT_TIMEOUT) throw error;
@@ -438,7 +504,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return results;
   }
 
-  /** One claim statement over `group`; fills `results`, and `retry` with ids whose row vanished meanwhile. */
+  /**
+   * One claim statement over `group`, after the transaction's `lead` when given; fills `results`, and `retry`
+   * with ids whose row vanished meanwhile.
+   */
   async #claimGroup(
     executor: Executor,
     group: readonly ClaimRow[],
@@ -448,14 +517,15 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     now: number,
     results: AddResult[],
     retry: ClaimRow[],
+    lead?: Lead,
   ): Promise<void> {
     const base = timeParam(now);
     const token = newToken();
     const state = options.leaseMs === undefined ? 'confirmed' : 'in-flight';
     // The claim's own record decides how long the row is kept (see `forgetAt`), whatever clock `now` is on.
     const lifetime = Math.ceil(storeLifetimeMs(newRecord('', {}, options, 0), 0, options.minLifetimeMs));
-    // Two rows at least: a one-row statement's OK packet has no `Duplicates` count.
-    const size = Math.max(2, bucket(group.length));
+    // Alone, two rows at least: a one-row statement's OK packet has no `Duplicates` count.
+    const size = lead === undefined ? Math.max(2, bucket(group.length)) : 1;
     const params: unknown[] = [];
     for (const row of padded(group, size)) {
       params.push(
@@ -476,11 +546,21 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       );
     }
     params.push(base);
-    const header = await this.#execute<ResultSetHeader>(executor, this.#sql.claim(size), params);
-    const at = base ?? (header.insertId > 0 ? Number(header.insertId) : undefined);
-    const unchanged = unchangedRows(header, size);
-    if (at !== undefined && unchanged === size - group.length) {
-      // Every row was taken (the spare rows repeat the last one and always count as unchanged).
+    let taken: boolean;
+    let at: number | undefined;
+    if (lead === undefined) {
+      const header = await this.#execute<ResultSetHeader>(executor, this.#sql.claim(size), params);
+      at = base ?? (header.insertId > 0 ? Number(header.insertId) : undefined);
+      // The spare rows repeat the last one and always count as unchanged.
+      taken = unchangedRows(header, size) === size - group.length;
+    } else {
+      // The insert id is the claim's time when it took the row, 0 when it left it (see `Statements.claim`).
+      const insertId = await this.#claimAfter(lead, params);
+      taken = insertId > 0;
+      at = base ?? (taken ? insertId : undefined);
+    }
+    if (at !== undefined && taken) {
+      // Every row was taken.
       for (const row of group) {
         const entry = entries[row.index] as KeyedEntry;
         results[row.index] = { added: true, record: newRecord(row.key, entry, options, at) };
@@ -497,6 +577,26 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       const record = decodeRow(stored);
       results[row.index] =
         Number(stored.won) === 1 ? { added: true, record } : { added: false, existing: record };
+    }
+  }
+
+  /**
+   * The transaction's lead and a one-row claim as one compound statement, prepared like any other: one round
+   * trip, which stops at the first statement that fails, so the claim never runs outside the transaction. Its OK
+   * packet carries no insert id, so a SELECT answers it. Parameters: the claim's.
+   */
+  async #claimAfter(lead: Lead, params: unknown[]): Promise<number> {
+    const sql =
+      `BEGIN NOT ATOMIC ${lead.statements.join('; ')}; ${this.#sql.claim(1, true)}; ` +
+      'SELECT LAST_INSERT_ID() AS at; END';
+    try {
+      const sets = await this.#execute<{ at: unknown }[][]>(lead.connection, sql, params);
+      return Number(sets[0]?.[0]?.at);
+    } catch (error) {
+      // A claim's own failures leave the lead done; any other may have stopped it part way.
+      const code = errno(error);
+      if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.failedToBegin();
+      throw error;
     }
   }
 
@@ -553,7 +653,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     keys: readonly string[],
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    const executor = this.#transaction('get')?.client ?? this.pool;
+    const executor = await this.#executor(this.#transaction('get'));
     const found = new Map<string, IdempotencyRecord>();
     const ids = keys.map(bytes);
     for (const group of chunks(ids, (id) => id.length)) {
@@ -577,7 +677,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     _now: number,
   ): Promise<boolean[]> {
     const transaction = this.#transaction('confirm');
-    const executor = transaction?.client ?? this.pool;
+    const executor = await this.#executor(transaction);
     const rows = claims.map((claim, index) => ({
       index,
       id: bytes(claim.key),
@@ -623,7 +723,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     _now: number,
   ): Promise<boolean> {
     const transaction = this.#transaction('renew');
-    const executor = transaction?.client ?? this.pool;
+    const executor = await this.#executor(transaction);
     const header = await this.#withDeadlockRetry(transaction, () =>
       this.#execute<ResultSetHeader>(executor, this.#sql.renew, [
         newToken(),
@@ -643,7 +743,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     // gone on the server already.
     if (transaction?.rollingBack) return true;
     transaction?.assertUsable('remove');
-    const executor = transaction?.client ?? this.pool;
+    const executor = await this.#executor(transaction);
     const header = await this.#withDeadlockRetry(transaction, () =>
       owner === undefined
         ? this.#execute<ResultSetHeader>(executor, this.#sql.remove, [this.#namespace, bytes(key)])
@@ -658,7 +758,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 
   protected async doClear(): Promise<void> {
     const transaction = this.#transaction('clear');
-    const executor = transaction?.client ?? this.pool;
+    const executor = await this.#executor(transaction);
     for (;;) {
       const header = await this.#withDeadlockRetry(transaction, () =>
         this.#execute<ResultSetHeader>(executor, this.#sql.clear(CLEAR_BATCH), [this.#namespace]),
@@ -702,6 +802,90 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   #abortedBy: string | undefined;
   /** Set when the server's rollback was not answered for by a verb (see `rolledBackBy`). */
   #rolledBackBy: string | undefined;
+  /** Whether the server runs several statements in one round trip (see {@link inOrder}). */
+  readonly #compound: boolean;
+  /**
+   * The statements that start the transaction, until they go: with its first claim, in that round trip (see
+   * {@link takeLead}); alone, before any other statement of the repository's ({@link session}); or as soon as
+   * the caller is handed the connection ({@link handOut}). Undefined once sent.
+   */
+  #lead: readonly string[] | undefined;
+  /** The lead sent alone, not yet answered. */
+  #began: Promise<unknown> | undefined;
+  /** The lead failed: the session's settings are unknown, so the connection is not reused. */
+  #broken = false;
+
+  constructor(connection: PoolConnection, lockTimeoutMs: number, compound: boolean, lead: readonly string[]) {
+    super('mysql', connection, lockTimeoutMs);
+    this.#compound = compound;
+    this.#lead = lead;
+  }
+
+  /** Whether any statement went to the server: a transaction that sent none has nothing to end. */
+  get started(): boolean {
+    return this.#lead === undefined;
+  }
+
+  /** The connection, without handing it out (see {@link handOut}): for a statement that carries the lead. */
+  get rawConnection(): PoolConnection {
+    return this.connection;
+  }
+
+  /** Whether the lead failed (see {@link failedToBegin}). */
+  get broken(): boolean {
+    return this.#broken;
+  }
+
+  protected override handOut(): void {
+    if (this.#lead === undefined) return;
+    // Not awaited: mysql2 sends the caller's statements after it, in order. Its failure ends the transaction.
+    this.#sendLead().catch((error: unknown) => {
+      this.failedToBegin();
+      this.abort(`its start failed: ${error instanceof Error ? error.message : String(error)}`);
+    });
+  }
+
+  /** The connection for a statement of the repository's, once the lead went (alone, when it had not). */
+  async session(): Promise<PoolConnection> {
+    if (this.#lead !== undefined) void this.#sendLead().catch(() => {});
+    try {
+      await this.#began;
+    } catch (error) {
+      this.failedToBegin();
+      throw error;
+    }
+    return this.connection;
+  }
+
+  /** Settles once the lead sent alone was answered, failed or not. */
+  async begun(): Promise<void> {
+    await this.#began?.catch(() => {});
+  }
+
+  /**
+   * The lead, for a statement that sends it ahead of its own in one round trip (then the transaction counts as
+   * started); undefined once it went. A failure of that round trip other than the statement's own goes to
+   * {@link failedToBegin}.
+   */
+  takeLead(): readonly string[] | undefined {
+    const lead = this.#lead;
+    this.#lead = undefined;
+    return lead;
+  }
+
+  /** The lead failed, or a round trip carrying it: the session's settings are unknown. */
+  failedToBegin(): void {
+    this.#broken = true;
+  }
+
+  #sendLead(): Promise<unknown> {
+    const lead = this.takeLead() as readonly string[];
+    // Without a compound statement, each is queued at once, so that nothing of the caller's goes between them.
+    this.#began = this.#compound
+      ? inOrder(this.connection, lead, true)
+      : Promise.all(lead.map((sql) => this.connection.query(sql)));
+    return this.#began;
+  }
 
   get rollingBack(): boolean {
     return this.#rollingBack;
@@ -729,9 +913,14 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     });
   }
 
+  /**
+   * Sends nothing (one round trip less per handler): the next `SAVEPOINT` of the same name replaces this one, and
+   * the transaction's end drops it. What a release would prove, that the server did not roll the transaction
+   * back meanwhile, the transaction's own savepoint proves before COMMIT (see {@link MySqlRepository.transaction}).
+   */
   async releaseSavepoint(): Promise<void> {
     this.takeSavepoint('releaseSavepoint');
-    await this.#statement('releaseSavepoint', `RELEASE SAVEPOINT ${SAVEPOINT}`);
+    this.assertUsable('releaseSavepoint');
   }
 
   /**
@@ -783,7 +972,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   async #statement(operation: string, sql: string): Promise<void> {
     this.assertUsable(operation);
     try {
-      await this.connection.query(sql);
+      await (await this.session()).query(sql);
     } catch (error) {
       const code = errno(error);
       // The savepoint went with the whole transaction: the server rolled it back (a statement of the work's own

@@ -162,16 +162,20 @@ export class Statements {
    * ON DUPLICATE KEY UPDATE assigns left to right, each assignment seeing the ones before it: the first decides
    * (on the old row) whether this call takes the row and writes its token, the others follow the token. MariaDB
    * has no row alias, hence `VALUES(col)` (deprecated, but still there, in MySQL 8).
+   *
+   * `signalKept`: a row left as it was sets the insert id to 0, so `LAST_INSERT_ID()` after a one-row claim says
+   * whether it took the row where the OK packet cannot (see `MySqlRepository.#claimAfter`).
    */
-  claim(rows: number): string {
-    return this.#cached(`claim:${rows}`, () => {
+  claim(rows: number, signalKept = false): string {
+    return this.#cached(`claim:${rows}:${signalKept}`, () => {
       const row = `(?, ?, ?, LAST_INSERT_ID(COALESCE(?, ${NOW_MS})) + ?, COALESCE(?, ${NOW_MS}) + ?, ?, ?, ?, ?, ${NOW_MS} + ?, ?, COALESCE(?, ${NOW_MS}))`;
       const follow = (column: string) =>
         `${column} = IF(token = VALUES(token), VALUES(${column}), ${column})`;
       return (
         `INSERT INTO ${this.table} (namespace, id, state, expires_at, lease_expires_at, owner, event_time, ` +
         `fingerprint, result, forget_at, token, first_seen_at) VALUES ${new Array<string>(rows).fill(row).join(', ')} ` +
-        `ON DUPLICATE KEY UPDATE token = IF(${LIVE_UNTIL} <= COALESCE(?, ${NOW_MS}), VALUES(token), token), ` +
+        `ON DUPLICATE KEY UPDATE token = IF(${LIVE_UNTIL} <= COALESCE(?, ${NOW_MS}), VALUES(token), ` +
+        `${signalKept ? 'IF(LAST_INSERT_ID(0) = 0, token, token)' : 'token'}), ` +
         [
           'state',
           'expires_at',

@@ -360,15 +360,25 @@ export async function waitForCommitted(
   options: { timeoutMs?: number } = {},
 ): Promise<Map<number, number>> {
   let committed = new Map<number, number>();
+  let lastError = '';
   const ends = await endOffsets(admin, topic);
   await waitFor(
     async () => {
-      committed = await committedOffsets(admin, groupId, topic);
+      try {
+        committed = await committedOffsets(admin, groupId, topic);
+      } catch (error) {
+        // Just after a broker (re)start the group coordinator answers "loading" for a while, past kafkajs's own
+        // retries (which then wrap the error as its cause): not yet, as long as the error says a retry may pass.
+        const { retriable, cause } = error as { retriable?: boolean; cause?: { retriable?: boolean } };
+        if (retriable !== true && cause?.retriable !== true) throw error;
+        lastError = `; last read: ${(error as Error).message}`;
+        return false;
+      }
       return [...ends].every(([p, end]) => end === 0 || committed.get(p) === end);
     },
     {
       timeoutMs: options.timeoutMs,
-      what: () => `group ${groupId} to commit ${topic} to ${fmt(ends)} (at ${fmt(committed)})`,
+      what: () => `group ${groupId} to commit ${topic} to ${fmt(ends)} (at ${fmt(committed)}${lastError})`,
     },
   );
   return committed;

@@ -18,7 +18,12 @@ export function canonicalJson(value: unknown): string {
 /** Deeper than this is taken for a cycle: cheaper than remembering every object on the path. */
 const MAX_DEPTH = 1000;
 
-function write(value: unknown, depth: number): string {
+/**
+ * The JSON text of a string, number or boolean, as `JSON.stringify` writes it (a number that is not finite is
+ * `null`); undefined for any other value. The scalar cases of every canonical JSON writer (this one and the
+ * HTTP adapter's), so they cannot drift apart.
+ */
+export function scalarJson(value: unknown): string | undefined {
   switch (typeof value) {
     case 'string':
       return JSON.stringify(value);
@@ -26,14 +31,16 @@ function write(value: unknown, depth: number): string {
       return Number.isFinite(value) ? String(value) : 'null';
     case 'boolean':
       return value ? 'true' : 'false';
-    case 'bigint':
-      return `{"$bigint":"${value.toString()}"}`;
-    case 'object':
-      break;
     default:
-      return 'null';
+      return undefined;
   }
-  if (value === null) return 'null';
+}
+
+function write(value: unknown, depth: number): string {
+  const scalar = scalarJson(value);
+  if (scalar !== undefined) return scalar;
+  if (typeof value === 'bigint') return `{"$bigint":"${value.toString()}"}`;
+  if (typeof value !== 'object' || value === null) return 'null';
   if (depth > MAX_DEPTH) {
     throw new TypeError(`the message is nested deeper than ${MAX_DEPTH} levels or has a cycle`);
   }

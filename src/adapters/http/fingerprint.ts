@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { digest } from '../../consumer/fingerprint.js';
+import { digest, scalarJson } from '../../consumer/fingerprint.js';
 
 /** What a request's fingerprint covers: method, target (path and query) and body. */
 export interface RequestParts {
@@ -66,18 +66,9 @@ function sortedStringify(value: unknown): string {
 
 /** `JSON.stringify`'s text of a value that is plain JSON (top level: never undefined); throws NOT_PLAIN else. */
 function plainJson(value: unknown, depth: number): string {
-  switch (typeof value) {
-    case 'string':
-      return JSON.stringify(value);
-    case 'number':
-      return Number.isFinite(value) ? String(value) : 'null';
-    case 'boolean':
-      return value ? 'true' : 'false';
-    case 'object':
-      break;
-    default:
-      throw NOT_PLAIN;
-  }
+  const scalar = scalarJson(value);
+  if (scalar !== undefined) return scalar;
+  if (typeof value !== 'object') throw NOT_PLAIN;
   if (value === null) return 'null';
   if (depth > MAX_PLAIN_DEPTH) throw NOT_PLAIN;
   const proto = Object.getPrototypeOf(value);

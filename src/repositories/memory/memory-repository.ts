@@ -220,7 +220,7 @@ export class MemoryRepository extends BaseRepository {
   private addOne(key: string, entry: Omit<AddEntry, 'id'>, options: AddOptions, now: number): AddResult {
     const held = this.#records.get(key);
     if (held !== undefined && this.#live(held, now)) {
-      this.#touch(key, held);
+      this.#markUsed(key);
       return { added: false, existing: this.#record(key, held) };
     }
     const record = entry === NO_FIELDS ? bareRecord(key, options, now) : newRecord(key, entry, options, now);
@@ -292,6 +292,11 @@ export class MemoryRepository extends BaseRepository {
   /** Stores the record of a key that is held, and marks the key used (it stays where it is in the map). */
   #touch(key: string, held: IdempotencyRecord | number): void {
     if (this.#records.get(key) !== held) this.#records.set(key, held);
+    this.#markUsed(key);
+  }
+
+  /** Marks a held key used, its record unchanged (a duplicate: the caller already has the entry). */
+  #markUsed(key: string): void {
     this.#used.add(key);
   }
 

@@ -345,13 +345,14 @@ export class BatchEngine<M, S> implements Runner<M> {
     return run.next ?? this.#continue(run);
   }
 
-  /** Makes `#next`'s continuations (apart: a function that makes closures allocates their context on every call). */
+  /** `#next`'s continuations, made apart: a function that makes closures allocates their context on each entry. */
   #continue(run: Run<M, S>): Continuations {
     run.next = {
       value: (value) => this.#resume(run, value, false),
       error: (error) => this.#resume(run, error, true),
       decided: (pending) => this.#steps(run, run.at, (pending as Pending | undefined) ?? null),
       end: () => this.#end(run),
+      close: () => this.#close(run),
       abort: (error) => this.#abort(run, error),
     };
     return run.next;
@@ -368,7 +369,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.#steps(run, run.at + 1, undefined);
   }
 
-  /** Message `run.at`'s handler returned `value`; a failure to record it (a value that cannot be kept) fails it. */
+  /** Message `run.at`'s handler returned `value`; a failure to record it (a value not kept) fails the message. */
   #took(run: Run<M, S>, value: unknown): void {
     const { pending, at } = run;
     try {
@@ -382,8 +383,7 @@ export class BatchEngine<M, S> implements Runner<M> {
   #end(run: Run<M, S>): unknown {
     this.#renewer?.untrack(run);
     const settled = this.#rule.settle(run.state, run, this.#guard);
-    if (settled !== undefined) return settled.then(() => this.#close(run));
-    return this.#close(run);
+    return settled === undefined ? this.#close(run) : settled.then(this.#next(run).close);
   }
 
   /** Something threw unexpectedly: the batch still settles (no claim stranded), then the error is raised. */
@@ -978,6 +978,7 @@ interface Continuations {
   readonly error: (error: unknown) => unknown;
   readonly decided: (pending: unknown) => unknown;
   readonly end: () => unknown;
+  readonly close: () => unknown;
   readonly abort: (error: unknown) => unknown;
 }
 

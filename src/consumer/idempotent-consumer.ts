@@ -28,7 +28,7 @@ export class IdempotentConsumer<M = unknown> {
   readonly options: ResolvedConsumerOptions<M>;
   readonly stats: ConsumerStats = emptyStats();
   readonly #eventTime: EventTimeDeduplicator<M> | undefined;
-  /** The engine, or a behaviour around it (event-time's stream order, the `transaction` option): chosen here once. */
+  /** The engine, or a behaviour around it (event-time's stream order, the `transaction` option): chosen once. */
   readonly #runner: Runner<M>;
 
   constructor(options: IdempotentConsumerOptions<M>) {

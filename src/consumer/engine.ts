@@ -1,4 +1,10 @@
-import { IdempotencyConflictError, NoMessageIdError, RepositoryError, toRepositoryError } from '../errors.js';
+import {
+  IdempotencyConflictError,
+  InProgressError,
+  NoMessageIdError,
+  RepositoryError,
+  toRepositoryError,
+} from '../errors.js';
 import type { IdempotencyRecord } from '../store/types.js';
 import { OutcomeCipher } from './encryption.js';
 import { fingerprinter } from './fingerprint.js';
@@ -137,7 +143,23 @@ export interface StoreGuard {
   ignored(batch: Batch<unknown>, operation: string, start: number, error: unknown): void;
 }
 
+/** The stream of `process`/`wrap` calls and of batches that name none. */
+export const DEFAULT_STREAM = 'default';
+
 const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
+
+/**
+ * How the consumer runs `process` and `processBatch`: the engine itself, or a behaviour around it (event-time's
+ * per-stream order, the `transaction` option), chosen once when the consumer is made.
+ */
+export interface Runner<M> {
+  one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>>;
+  batch<R>(
+    messages: readonly M[],
+    handler: MessageHandler<M, R> | BatchHandler<M>,
+    options: BatchOptions,
+  ): Promise<BatchResult<R>>;
+}
 
 /**
  * The one batch engine behind every path of the library: `wrap`/`process` (a batch of one), `processBatch`,
@@ -145,7 +167,7 @@ const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false })
  * call → a decision per message → handlers → settle (confirm, release or mark) → counters. A claim made by the
  * batch is always confirmed or released, whatever a hook or a handler throws.
  */
-export class BatchEngine<M, S> {
+export class BatchEngine<M, S> implements Runner<M> {
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
   readonly #idOf: (message: M) => string | undefined;
@@ -166,6 +188,10 @@ export class BatchEngine<M, S> {
   readonly #warn: WarningSink;
   /** Spans, metrics and `onOutcome` (undefined without `telemetry` and `onOutcome`: nothing to pay). */
   readonly #telemetry: ConsumerTelemetry | undefined;
+  /** Why a message without id was handled (the whole-batch-without-id warning). */
+  readonly #forwardsNoId: string;
+  /** A confirmed record's first-seen time is its expiry less the TTL (not in event-time mode). */
+  readonly #retentionTells: boolean;
   /** The whole-batch-without-id warning was given (once per consumer). */
   #warnedNoId = false;
 
@@ -188,29 +214,33 @@ export class BatchEngine<M, S> {
         : new OutcomeCipher(options.encryption, 'new IdempotentConsumer(...)');
     this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage, cipher);
     this.#keepValues = this.#codec.keepsValues;
-    this.#keepFailures = !options.removeOnFailure && options.eventTime === undefined;
     this.#rejectNoId = options.nullId === 'reject';
     this.#idWhere =
       typeof options.id === 'string' ? `at ${JSON.stringify(options.id)}` : 'from the id function';
-    if (options.eventTime?.valueId !== undefined) {
-      const valueId = options.eventTime.valueId;
+    this.#warn = options.onWarning ?? processWarning;
+    // What differs in event-time mode, read once. Its rule holds no claims (no `held`): nothing renews.
+    const { eventTime } = options;
+    this.#keepFailures = !options.removeOnFailure && eventTime === undefined;
+    this.#retentionTells = eventTime === undefined;
+    this.#forwardsNoId =
+      eventTime === undefined
+        ? "nullId: 'forward'"
+        : 'event-time mode forwards null keys, as KIP-655 specifies';
+    const valueId = eventTime?.valueId;
+    if (valueId !== undefined) {
       this.#idWhere += ` or ${typeof valueId === 'string' ? `at ${JSON.stringify(valueId)}` : 'from the valueId function'}`;
     }
-    this.#warn = options.onWarning ?? processWarning;
     this.#telemetry = ConsumerTelemetry.of({
       telemetry: options.telemetry,
       onOutcome: options.onOutcome,
-      mode: options.eventTime === undefined ? options.mode : 'event-time',
+      mode: eventTime === undefined ? options.mode : 'event-time',
       repository: options.repository,
       warn: this.#warn,
     });
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse, so nothing renews.
     this.#renewer =
-      held === undefined ||
-      options.eventTime !== undefined ||
-      options.mode !== 'eager' ||
-      options.transaction !== false
+      held === undefined || options.mode !== 'eager' || options.transaction !== false
         ? undefined
         : new LeaseRenewer<Run<M, S>>(
             options.repository,
@@ -221,193 +251,139 @@ export class BatchEngine<M, S> {
           );
   }
 
-  /** Processes a batch; see the class comment. Rejects only under `storeFailure: 'fail'` (or a bug). */
-  run<R>(
+  /** `processBatch`: the batch's results. Rejects only under `storeFailure: 'fail'` (or a bug). */
+  batch<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
-    stream: string,
   ): Promise<BatchResult<R>> {
-    return this.execute(messages, handler, options, stream, toBatchResult, false);
+    return this.#start(messages, handler, options, toBatchResult, false);
   }
 
   /**
-   * `run`, answering `finish(results)` instead of a BatchResult: `process` picks its one result there, so a
-   * `wrap` call is one async frame. Its only awaits are the handler's own promise and the store's answers
-   * that are promises: a store that answers at once (the memory store) costs no promise hop. The frame is kept
-   * small (the work is in synchronous helpers) because an async call allocates room for all its locals.
-   *
-   * `reuse`: the batch is one message and `finish` keeps nothing of the results array but its element (as
-   * `process` does), so the batch's working state may be recycled for the next call (see `#spare`).
+   * `process`: one message's result, or the error the policies raise (`answerOne`). Nothing of the batch
+   * outlives the call but its result, so its working state, and the array that holds the message, are
+   * recycled from the last call that finished (see `#spare`).
    */
-  async execute<R, T>(
+  one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>> {
+    const messages = (this.#spare?.messages as M[] | undefined) ?? [];
+    messages[0] = message;
+    return this.#start(messages, handler, options, answerOne, true);
+  }
+
+  /**
+   * Every call's one sequence of steps (see the class comment), synchronous while nothing waits: a step that
+   * waits (the store, a duplicate hook, a handler's promise) goes on through the run's continuations (`#next`),
+   * made once per working state. So a `wrap` call is no async frame (an async call allocates room for all its
+   * locals), and a store that answers at once (the memory store) costs no promise hop.
+   */
+  #start<R, T>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
-    stream: string,
     finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
-    reuse: boolean,
+    recycle: boolean,
   ): Promise<T> {
-    const run = this.#open(messages, options, stream, reuse);
-    if (run.heads.length > 0) {
-      const looked = this.#lookup(run);
-      if (looked !== undefined) await looked;
-    }
-    const renewing = this.#renewer !== undefined && run.heads.length > 0;
-    if (renewing) this.#renewer?.track(run, options.renewalSignal);
     try {
-      if (typeof handler !== 'function') await this.#runBatch(run.state, run, handler);
-      else {
-        // Per-message handler: decide, run, report, in input order. Inline, not a helper: one async frame less.
-        for (let i = 0; i < messages.length; i++) {
-          let pending = this.#decide(run.state, run, i);
-          if (pending instanceof Promise) pending = await pending;
-          if (pending === undefined) continue;
-          try {
-            const out = callHandler(run, i, handler, pending.context);
-            this.#succeeded(run, i, pending, isThenable(out) ? await out : out);
-          } catch (error) {
-            this.#handlerFailed(run, i, pending.context, error);
-          }
-        }
-      }
-    } finally {
-      if (renewing) this.#renewer?.untrack(run);
-      // Runs even if something above threw unexpectedly, so no claim of this batch is stranded in flight.
-      const settled = this.#rule.settle(run.state, run, this.#guard);
-      if (settled !== undefined) await settled;
-    }
-    return this.#close(run, finish, reuse);
-  }
-
-  /** Counts a settled batch and answers it; a batch of one from `executeOne` gives its state back. */
-  #close<R, T>(
-    run: Run<M, S>,
-    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
-    reuse: boolean,
-  ): T {
-    this.#count(run);
-    run.trace?.close(run.results);
-    if (!reuse) return finish(run.results as ProcessResult<R>[], this.#options);
-    try {
-      return finish(run.results as ProcessResult<R>[], this.#options);
-    } finally {
-      // Every store call of the batch has been answered: nothing refers to its state any more.
-      this.#recycle(run);
-    }
-  }
-
-  /**
-   * `execute` for one message whose results array `finish` does not keep (`process`): the batch's working
-   * state, and the array that holds the message, are recycled from the last call that finished.
-   */
-  executeOne<R, T>(
-    message: M,
-    handler: MessageHandler<M, R>,
-    options: BatchOptions,
-    stream: string,
-    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
-  ): Promise<T> {
-    const spare = this.#spare;
-    let messages: M[];
-    if (spare === undefined) messages = [message];
-    else {
-      messages = spare.messages as M[];
-      messages[0] = message;
-    }
-    let run: Run<M, S>;
-    let looked: Promise<void> | undefined;
-    try {
-      run = this.#open(messages, options, stream, true);
-      if (run.heads.length > 0) looked = this.#lookup(run);
+      const run = this.#open(messages, options, recycle);
+      run.handler = handler as Run<M, S>['handler'];
+      run.finish = finish as Run<M, S>['finish'];
+      const looked = run.heads.length > 0 ? this.#lookup(run) : undefined;
+      if (looked !== undefined) return looked.then(() => this.#handle(run, options)) as Promise<T>;
+      return Promise.resolve(this.#handle(run, options) as T);
     } catch (error) {
       return Promise.reject(error);
     }
-    if (looked !== undefined) return looked.then(() => this.#handleOne(run, handler, options, finish));
-    return this.#handleOne(run, handler, options, finish);
+  }
+
+  /** The handlers, once the store call answered, with the batch's claims renewed while they run. */
+  #handle(run: Run<M, S>, options: BatchOptions): unknown {
+    if (this.#renewer !== undefined && run.heads.length > 0) this.#renewer.track(run, options.renewalSignal);
+    const { handler } = run;
+    if (typeof handler === 'function') return this.#steps(run, 0, undefined);
+    const next = this.#next(run);
+    return this.#runBatch(run.state, run, handler as BatchHandler<M>).then(next.end, next.abort);
   }
 
   /**
-   * `execute`'s handler part for a batch of one (`executeOne`), once its store call has answered, without an
-   * async frame: a `wrap` call's one wait is then its handler's promise, continued by functions made once per
-   * batch state (see `#spare`), where an async frame cost every call a few hundred bytes. Same order and
-   * guarantees as `execute`: decide, handler, settle (always, once the lookup succeeded), count. A duplicate
-   * hook that waits takes `#handleOneLater`.
+   * The per-message handler over messages `from` on, in input order: decide, call, report; then `#end`.
+   * `decided`: message `from`'s decision, when a duplicate hook's wait gave it (null: nothing to run).
+   * Answers `#end`'s value, or a promise of it when a step waits.
    */
-  #handleOne<R, T>(
-    run: Run<M, S>,
-    handler: MessageHandler<M, R>,
-    options: BatchOptions,
-    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
-  ): Promise<T> {
-    if (this.#renewer !== undefined && run.heads.length > 0) this.#renewer.track(run, options.renewalSignal);
-    run.finish = finish as Run<M, S>['finish'];
+  #steps(run: Run<M, S>, from: number, decided: Pending | null | undefined): unknown {
     try {
-      const pending = this.#decide(run.state, run, 0);
-      if (pending instanceof Promise) return this.#handleOneLater(run, pending, handler);
-      if (pending !== undefined) {
+      for (let i = from; i < run.messages.length; i++) {
+        const pending = decided === undefined ? this.#decide(run.state, run, i) : decided;
+        decided = undefined;
+        if (pending === undefined || pending === null) continue;
+        run.at = i;
+        if (pending instanceof Promise) {
+          const next = this.#next(run);
+          return pending.then(next.decided, next.abort);
+        }
         let out: unknown;
         try {
-          out = callHandler(run, 0, handler, pending.context);
+          out = callHandler(run, i, run.handler as MessageHandler<M, unknown>, pending.context);
         } catch (error) {
-          this.#handlerFailed(run, 0, pending.context, error);
-          return this.#endOne(run);
+          this.#handlerFailed(run, i, pending.context, error);
+          continue;
         }
         if (isThenable(out)) {
-          run.handled ??= {
-            value: (value: unknown) => this.#handledOne(run, value, false),
-            error: (error: unknown) => this.#handledOne(run, error, true),
-          };
-          return Promise.resolve(out).then(run.handled.value, run.handled.error) as Promise<T>;
+          const next = this.#next(run);
+          return Promise.resolve(out).then(next.value, next.error);
         }
-        this.#succeededOne(run, out);
+        this.#took(run, out);
       }
-    } catch (error) {
-      return this.#abortOne(run, error);
-    }
-    return this.#endOne(run);
-  }
-
-  /**
-   * A batch of one's handler answered (`failed`: with an error): the batch settles. Answers the call's value
-   * (a promise only when the store's settle waits) or throws, as a `then` callback may.
-   */
-  #handledOne(run: Run<M, S>, outcome: unknown, failed: boolean): unknown {
-    try {
-      if (failed) this.#handlerFailed(run, 0, run.pending.context, outcome);
-      else this.#succeededOne(run, outcome);
     } catch (error) {
       return this.#abort(run, error);
     }
     return this.#end(run);
   }
 
-  /** `#succeeded` for a batch of one, whose failure (a bug, or a value that cannot be kept) fails the message. */
-  #succeededOne(run: Run<M, S>, value: unknown): void {
-    const { pending } = run;
+  /** The run's continuations, made on first use and kept with a recycled state: a `wrap` call makes no closure. */
+  #next(run: Run<M, S>): Continuations {
+    return run.next ?? this.#continue(run);
+  }
+
+  /** `#next`'s continuations, made apart: a function that makes closures allocates their context on each entry. */
+  #continue(run: Run<M, S>): Continuations {
+    run.next = {
+      value: (value) => this.#resume(run, value, false),
+      error: (error) => this.#resume(run, error, true),
+      decided: (pending) => this.#steps(run, run.at, (pending as Pending | undefined) ?? null),
+      end: () => this.#end(run),
+      close: () => this.#close(run),
+      abort: (error) => this.#abort(run, error),
+    };
+    return run.next;
+  }
+
+  /** Message `run.at`'s handler answered (`failed`: with an error); the steps go on after it. */
+  #resume(run: Run<M, S>, outcome: unknown, failed: boolean): unknown {
     try {
-      this.#succeeded(run, 0, pending, value);
+      if (failed) this.#handlerFailed(run, run.at, run.pending.context, outcome);
+      else this.#took(run, outcome);
     } catch (error) {
-      this.#handlerFailed(run, 0, pending.context, error);
+      return this.#abort(run, error);
+    }
+    return this.#steps(run, run.at + 1, undefined);
+  }
+
+  /** Message `run.at`'s handler returned `value`; a failure to record it (a value not kept) fails the message. */
+  #took(run: Run<M, S>, value: unknown): void {
+    const { pending, at } = run;
+    try {
+      this.#succeeded(run, at, pending, value);
+    } catch (error) {
+      this.#handlerFailed(run, at, pending.context, error);
     }
   }
 
-  /** `#end` as a promise, for a batch of one that has waited for nothing. */
-  #endOne<T>(run: Run<M, S>): Promise<T> {
-    try {
-      return Promise.resolve(this.#end(run) as T | Promise<T>);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
-
-  /** Settles a batch of one whose handler is done, then counts it and answers `finish` (`execute`'s end). */
+  /** Settles a batch whose handlers are done (confirm, release or mark), then counts it and answers `finish`. */
   #end(run: Run<M, S>): unknown {
-    const finish = run.finish as (results: ProcessResult[], options: ResolvedConsumerOptions<M>) => unknown;
     this.#renewer?.untrack(run);
     const settled = this.#rule.settle(run.state, run, this.#guard);
-    if (settled !== undefined) return settled.then(() => this.#close(run, finish, true));
-    return this.#close(run, finish, true);
+    return settled === undefined ? this.#close(run) : settled.then(this.#next(run).close);
   }
 
   /** Something threw unexpectedly: the batch still settles (no claim stranded), then the error is raised. */
@@ -420,45 +396,22 @@ export class BatchEngine<M, S> {
     });
   }
 
-  /** `#abort` as a promise. */
-  #abortOne<T>(run: Run<M, S>, error: unknown): Promise<T> {
+  /** Counts a settled batch and answers it; a batch of one from `one` then gives its state back. */
+  #close(run: Run<M, S>): unknown {
+    this.#count(run);
+    run.trace?.close(run.results);
+    const finish = run.finish as NonNullable<Run<M, S>['finish']>;
+    if (!run.recycle) return finish(run.results, this.#options);
     try {
-      return Promise.resolve(this.#abort(run, error) as Promise<T>);
-    } catch (failure) {
-      return Promise.reject(failure);
-    }
-  }
-
-  /** `#handleOne` once a duplicate hook that waits has answered: `execute`'s loop body for one message. */
-  async #handleOneLater<R, T>(
-    run: Run<M, S>,
-    decided: Promise<Pending | undefined>,
-    handler: MessageHandler<M, R>,
-  ): Promise<T> {
-    try {
-      const pending = await decided;
-      if (pending !== undefined) {
-        try {
-          const out = callHandler(run, 0, handler, pending.context);
-          this.#succeeded(run, 0, pending, isThenable(out) ? await out : out);
-        } catch (error) {
-          this.#handlerFailed(run, 0, pending.context, error);
-        }
-      }
+      return finish(run.results, this.#options);
     } finally {
-      this.#renewer?.untrack(run);
-      const settled = this.#rule.settle(run.state, run, this.#guard);
-      if (settled !== undefined) await settled;
+      // Every store call of the batch has been answered: nothing refers to its state any more.
+      this.#recycle(run);
     }
-    return this.#close(
-      run,
-      run.finish as (results: ProcessResult[], o: ResolvedConsumerOptions<M>) => T,
-      true,
-    );
   }
 
   /**
-   * A finished batch of one whose working state the next `process` call may take (one, not a pool: calls that
+   * A finished batch of one whose working state the next `one` call may take (one, not a pool: calls that
    * overlap make their own). A `wrap` call otherwise allocates a dozen small objects that die at once, and
    * those allocations, more than the work, are what it costs beyond a bare Map. Only a call that ran to the
    * end gives its state back, so a state is never shared by two calls.
@@ -476,19 +429,20 @@ export class BatchEngine<M, S> {
     run.observe = undefined;
     run.trace = undefined;
     run.placeOf = undefined;
+    run.handler = undefined;
     run.pending.context = NO_ID;
     run.pending.extra = undefined;
-    run.finish = undefined;
     this.#spare = run;
   }
 
   /** A batch's working state: ids read, keys given by the rule, first occurrences found. */
-  #open(messages: readonly M[], options: BatchOptions, stream: string, reuse: boolean): Run<M, S> {
-    const spare = reuse ? this.#spare : undefined;
-    const run = spare === undefined ? this.#make(messages, options, stream) : spare;
+  #open(messages: readonly M[], options: BatchOptions, recycle: boolean): Run<M, S> {
+    const stream = options.stream ?? DEFAULT_STREAM;
+    const spare = recycle ? this.#spare : undefined;
+    const run = spare === undefined ? this.#make(messages, options, stream, recycle) : spare;
     if (spare !== undefined) {
       this.#spare = undefined;
-      run.messages = messages; // its own array, from `executeOne`
+      run.messages = messages; // its own array, from `one`
       run.stream = stream;
       run.failOpen = false;
       run.handlerThrew = false;
@@ -506,7 +460,7 @@ export class BatchEngine<M, S> {
   }
 
   /** A fresh working state for a batch, its per-message arrays empty. */
-  #make(messages: readonly M[], options: BatchOptions, stream: string): Run<M, S> {
+  #make(messages: readonly M[], options: BatchOptions, stream: string, recycle: boolean): Run<M, S> {
     const n = messages.length;
     // A batch of one (every `wrap` call) gets packed one-element arrays, cheaper to make than holey ones.
     const one = n === 1;
@@ -529,8 +483,11 @@ export class BatchEngine<M, S> {
       state: undefined as S,
       pending: { context: NO_ID, outcome: 'no-id', extra: undefined },
       renewalSlot: -1,
+      recycle,
+      handler: undefined,
       finish: undefined,
-      handled: undefined,
+      at: 0,
+      next: undefined,
     };
   }
 
@@ -620,10 +577,7 @@ export class BatchEngine<M, S> {
    */
   #warnNoId(count: number): void {
     this.#warnedNoId = true;
-    const why =
-      this.#options.eventTime === undefined
-        ? "nullId: 'forward'"
-        : 'event-time mode forwards null keys, as KIP-655 specifies';
+    const why = this.#forwardsNoId;
     const what = count === 1 ? 'a message had' : `all ${count} messages of a batch had`;
     this.#warn(
       `${what} no id ${this.#idWhere} and ${count === 1 ? 'was' : 'were'} handled without deduplication ` +
@@ -739,7 +693,7 @@ export class BatchEngine<M, S> {
     } else if (existing.eventTime !== undefined) {
       firstSeen = existing.eventTime;
       firstSeenFrom = 'event-time';
-    } else if (existing.state === 'confirmed' && this.#options.eventTime === undefined) {
+    } else if (existing.state === 'confirmed' && this.#retentionTells) {
       firstSeen = existing.expiresAt - this.#options.ttlMs;
       firstSeenFrom = 'retention';
     }
@@ -940,6 +894,23 @@ function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
   return { results };
 }
 
+/**
+ * A batch of one's result as `process` answers it: an outcome, or the error the policies raise. One function
+ * for every consumer, not a closure each: the engine's call to it then always calls the same function.
+ */
+export function answerOne<R>(
+  results: ProcessResult<R>[],
+  options: Pick<ResolvedConsumerOptions<unknown>, 'onConflict'>,
+): ProcessResult<R> {
+  const result = results[0] as ProcessResult<R>;
+  if (result.outcome === 'failed') throw result.error;
+  if (result.outcome === 'conflict' && options.onConflict === 'error') throw result.error;
+  if (result.outcome === 'in-progress') {
+    throw new InProgressError(result.id as string, result.existing?.leaseExpiresAt);
+  }
+  return result;
+}
+
 /** True for a promise or any other thenable (what `await` would wait for). */
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
@@ -991,15 +962,24 @@ interface Run<M, S> extends Batch<M>, Renewable {
   trace: BatchTelemetry | undefined;
   /** Where each message was read (`BatchOptions.placeOf`), for the duplicate audit record. */
   placeOf: BatchOptions['placeOf'];
-  /** A batch of one's `finish` (`executeOne`), kept for the continuations below. */
-  finish: ((results: ProcessResult[], options: ResolvedConsumerOptions<unknown>) => unknown) | undefined;
-  /**
-   * A batch of one's continuations after its handler's promise, made on first use and kept with the recycled
-   * state, so a `wrap` call makes no closure.
-   */
-  handled:
-    | { readonly value: (value: unknown) => unknown; readonly error: (error: unknown) => unknown }
-    | undefined;
+  /** Made by `one`: its working state is recycled once the call has finished (see `#spare`). */
+  readonly recycle: boolean;
+  handler: MessageHandler<M, unknown> | BatchHandler<M> | undefined;
+  /** Answers the finished batch: its BatchResult (`batch`) or its one result (`one`). */
+  finish: ((results: ProcessResult[], options: ResolvedConsumerOptions<M>) => unknown) | undefined;
+  /** The message whose decision or handler a continuation waits for. */
+  at: number;
+  next: Continuations | undefined;
+}
+
+/** A run's continuations after a wait (see `BatchEngine.#next`). */
+interface Continuations {
+  readonly value: (value: unknown) => unknown;
+  readonly error: (error: unknown) => unknown;
+  readonly decided: (pending: unknown) => unknown;
+  readonly end: () => unknown;
+  readonly close: () => unknown;
+  readonly abort: (error: unknown) => unknown;
 }
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */
@@ -1011,7 +991,7 @@ interface Pending {
 
 /** Sets the batch's one decision object (see `Run.pending`) and answers it. */
 function pend(
-  run: Run<unknown, unknown>,
+  run: { readonly pending: Pending },
   context: HandlerContext,
   outcome: Pending['outcome'],
   extra: Pending['extra'],

@@ -1,14 +1,20 @@
 import { InvalidInputError } from '../errors.js';
 import { toKey } from '../store/ids.js';
 import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../store/types.js';
-import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
+import {
+  type Batch,
+  DEFAULT_STREAM,
+  type Decision,
+  type DedupRule,
+  type Runner,
+  type StoreGuard,
+} from './engine.js';
 import { timestampReader, toEpochMs } from './event-timestamp.js';
 import { idExtractor, replayEpochPrefix } from './message-id.js';
 import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
 import { purgedAt, retained, StreamTimes, within } from './stream-time.js';
 
-/** The stream of `process`/`wrap` calls and of batches that name none. */
-export const DEFAULT_STREAM = 'default';
+export { DEFAULT_STREAM };
 
 /**
  * The store key of an id on a stream. Ids are per stream, as Kafka Streams keeps one store per partition;
@@ -126,6 +132,16 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     if (toEpochMs(time) === undefined)
       throw new InvalidInputError('streamTime', `invalid time ${String(time)}`);
     this.#times.advance(stream, time);
+  }
+
+  /** `engine` with each stream's calls run one after another (see {@link serialize}): the consumer's runner. */
+  serialized(engine: Runner<M>): Runner<M> {
+    return {
+      one: (message, handler, options) =>
+        this.serialize(options.stream ?? DEFAULT_STREAM, () => engine.one(message, handler, options)),
+      batch: (messages, handler, options) =>
+        this.serialize(options.stream ?? DEFAULT_STREAM, () => engine.batch(messages, handler, options)),
+    };
   }
 
   /** Runs `work` after every earlier batch of the same stream has finished. */

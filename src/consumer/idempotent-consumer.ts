@@ -1,7 +1,6 @@
-import { InProgressError } from '../errors.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { BatchEngine } from './engine.js';
-import { DEFAULT_STREAM, EventTimeDeduplicator } from './event-time.js';
+import { BatchEngine, type Runner } from './engine.js';
+import { EventTimeDeduplicator } from './event-time.js';
 import { idExtractor } from './message-id.js';
 import {
   type IdempotentConsumerOptions,
@@ -29,10 +28,8 @@ export class IdempotentConsumer<M = unknown> {
   readonly options: ResolvedConsumerOptions<M>;
   readonly stats: ConsumerStats = emptyStats();
   readonly #eventTime: EventTimeDeduplicator<M> | undefined;
-  // biome-ignore lint/suspicious/noExplicitAny: the rule's per-batch state type is private to each rule.
-  readonly #engine: BatchEngine<M, any>;
-  /** Set when the mark commits in the side effect's transaction (the `transaction` option). */
-  readonly #transactions: TransactionRunner<M> | undefined;
+  /** The engine, or a behaviour around it (event-time's stream order, the `transaction` option): chosen once. */
+  readonly #runner: Runner<M>;
 
   constructor(options: IdempotentConsumerOptions<M>) {
     this.options = resolveConsumerOptions(options);
@@ -41,13 +38,13 @@ export class IdempotentConsumer<M = unknown> {
       const rule = new EventTimeDeduplicator(this.options, eventTime);
       this.#eventTime = rule;
       const idOf = EventTimeDeduplicator.idReader(this.options, eventTime);
-      this.#engine = new BatchEngine(this.options, this.stats, idOf, rule);
+      this.#runner = rule.serialized(new BatchEngine(this.options, this.stats, idOf, rule));
     } else {
       const rule = new ProcessingTimeRule(this.options, this.stats);
-      this.#engine = new BatchEngine(this.options, this.stats, idExtractor(this.options.id), rule);
+      const engine = new BatchEngine(this.options, this.stats, idExtractor(this.options.id), rule);
+      this.#runner =
+        this.options.transaction === false ? engine : new TransactionRunner(this.options, engine);
     }
-    this.#transactions =
-      this.options.transaction === false ? undefined : new TransactionRunner(this.options, this.#engine);
   }
 
   /** Event-time mode's stream times and counters; undefined in the default (processing-time TTL) mode. */
@@ -67,26 +64,12 @@ export class IdempotentConsumer<M = unknown> {
    * RepositoryError as the policies say.
    */
   wrap<R>(handler: MessageHandler<M, R>): (message: M) => Promise<ProcessResult<R>> {
-    return (message) => this.process(message, handler);
+    return (message) => this.#runner.one(message, handler, NO_OPTIONS);
   }
 
   /** Processes one message: the batch engine with a batch of one; see {@link wrap}. */
   process<R>(message: M, handler: MessageHandler<M, R>, options?: BatchOptions): Promise<ProcessResult<R>> {
-    const answer = answerOne as (
-      results: ProcessResult<R>[],
-      options: ResolvedConsumerOptions<M>,
-    ) => ProcessResult<R>;
-    if (this.#eventTime) {
-      return this.processBatch([message], handler, options).then((batch) =>
-        answer(batch.results, this.options),
-      );
-    }
-    if (this.#transactions) {
-      return this.#transactions
-        .one(message, handler, options ?? NO_OPTIONS)
-        .then((results) => answer(results, this.options));
-    }
-    return this.#engine.executeOne(message, handler, options ?? NO_OPTIONS, DEFAULT_STREAM, answer);
+    return this.#runner.one(message, handler, options ?? NO_OPTIONS);
   }
 
   /**
@@ -99,29 +82,8 @@ export class IdempotentConsumer<M = unknown> {
   processBatch<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
-    options: BatchOptions = {},
+    options: BatchOptions = NO_OPTIONS,
   ): Promise<BatchResult<R>> {
-    if (this.#transactions) {
-      return this.#transactions.batch(messages, handler, options).then((results) => ({ results }));
-    }
-    const stream = options.stream ?? DEFAULT_STREAM;
-    if (this.#eventTime) {
-      return this.#eventTime.serialize(stream, () => this.#engine.run(messages, handler, options, stream));
-    }
-    return this.#engine.run(messages, handler, options, stream);
+    return this.#runner.batch(messages, handler, options);
   }
-}
-
-/**
- * A batch of one's result as `process` answers it: an outcome, or the error the policies raise. One function
- * for every consumer, not a closure each: the engine's call to it then always calls the same function.
- */
-function answerOne(results: ProcessResult[], options: ResolvedConsumerOptions<unknown>): ProcessResult {
-  const result = results[0] as ProcessResult;
-  if (result.outcome === 'failed') throw result.error;
-  if (result.outcome === 'conflict' && options.onConflict === 'error') throw result.error;
-  if (result.outcome === 'in-progress') {
-    throw new InProgressError(result.id as string, result.existing?.leaseExpiresAt);
-  }
-  return result;
 }

@@ -83,11 +83,14 @@ export class LeaseRenewer<R extends Renewable> {
       this.#signals[this.#count] = signal;
       this.#count++;
     }
-    if (this.#timer === undefined) {
-      this.#timer = setInterval(() => this.#tick(), Math.max(1, Math.floor(this.#leaseMs / 3)));
-      // Renewals serve running handlers; they never keep a process alive on their own.
-      this.#timer.unref();
-    }
+    if (this.#timer === undefined) this.#startTimer();
+  }
+
+  /** Apart from `track`: a function that makes a closure allocates its context on every call (every `wrap`). */
+  #startTimer(): void {
+    this.#timer = setInterval(() => this.#tick(), Math.max(1, Math.floor(this.#leaseMs / 3)));
+    // Renewals serve running handlers; they never keep a process alive on their own.
+    this.#timer.unref();
   }
 
   /** Stops renewing the batch's claims (before they are confirmed or released). */

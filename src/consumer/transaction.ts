@@ -1,12 +1,12 @@
 import { RepositoryError, SwallowedStatementError } from '../errors.js';
 import type { RepositoryTransaction, TransactionalRepository } from '../store/types.js';
-import type { BatchEngine } from './engine.js';
-import { DEFAULT_STREAM } from './event-time.js';
+import { answerOne, type BatchEngine, type Runner } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type {
   BatchHandler,
   BatchItem,
   BatchOptions,
+  BatchResult,
   HandlerContext,
   MessageHandler,
   ProcessResult,
@@ -47,7 +47,8 @@ interface Opened {
  * transaction back (one round trip less on the common path). A crash commits nothing, and neither does a
  * transaction the database rolled back on its own: it runs again (see {@link ATTEMPTS}).
  */
-export class TransactionRunner<M> {
+export class TransactionRunner<M> implements Runner<M> {
+  readonly #options: ResolvedConsumerOptions<M>;
   readonly #repository: TransactionalRepository;
   // biome-ignore lint/suspicious/noExplicitAny: the rule's per-batch state type is private to each rule.
   readonly #engine: BatchEngine<M, any>;
@@ -58,6 +59,7 @@ export class TransactionRunner<M> {
 
   // biome-ignore lint/suspicious/noExplicitAny: see #engine.
   constructor(options: ResolvedConsumerOptions<M>, engine: BatchEngine<M, any>) {
+    this.#options = options;
     this.#repository = options.repository as TransactionalRepository;
     this.#engine = engine;
     this.#perBatch = options.transaction === 'batch';
@@ -65,9 +67,9 @@ export class TransactionRunner<M> {
     this.#lockTimeoutMs = options.lockTimeoutMs;
   }
 
-  /** One message in its own transaction (`process`, `wrap`): its results, a batch of one. */
-  one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>[]> {
-    return this.#attempts([message], handler, options);
+  /** One message in its own transaction (`process`, `wrap`). */
+  one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>> {
+    return this.#attempts([message], handler, options).then((results) => answerOne(results, this.#options));
   }
 
   /**
@@ -78,9 +80,9 @@ export class TransactionRunner<M> {
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
-  ): Promise<ProcessResult<R>[]> {
+  ): Promise<BatchResult<R>> {
     if (this.#perBatch || typeof handler !== 'function' || messages.length <= 1) {
-      return this.#attempts(messages, handler, options);
+      return { results: await this.#attempts(messages, handler, options) };
     }
     const results: ProcessResult<R>[] = [];
     const { placeOf } = options;
@@ -89,7 +91,7 @@ export class TransactionRunner<M> {
       const own = placeOf === undefined ? options : { ...options, placeOf: () => placeOf(i) };
       results.push((await this.#attempts([messages[i] as M], handler, own))[0] as ProcessResult<R>);
     }
-    return results;
+    return { results };
   }
 
   /** Runs the transaction again while a lazy mark raced or the database rolled it back (see {@link ATTEMPTS}). */
@@ -140,7 +142,7 @@ export class TransactionRunner<M> {
           typeof handler === 'function'
             ? perMessage(handler, transaction, savepoints)
             : wholeBatch(handler, transaction);
-        const { results } = await this.#engine.run(messages, inTransaction, options, DEFAULT_STREAM);
+        const { results } = await this.#engine.batch(messages, inTransaction, options);
         const raced = results.some((r) => r.raced === true);
         // Another transaction committed an id first: this one's effect for it must not commit.
         if (raced) transaction.rollbackOnly();

@@ -13,6 +13,25 @@ function manualClock(start = 1_700_000_000_000) {
 }
 
 describe('memory repository: compact records and the direct verbs', () => {
+  it('a first claim confirmed a millisecond late does not leave every later confirmed record an object', async () => {
+    const { clock, step } = manualClock();
+    const repo = new MemoryRepository({ clock });
+    await repo.add('late', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' });
+    step(1); // a busy machine: the first confirm lands in the next millisecond
+    assert.equal(await repo.confirm({ id: 'late', owner: 'o' }, { ttlMs: TTL }), true);
+    assert.equal(typeof repo.localRecords.peek('late'), 'object');
+    await repo.add('prompt', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' });
+    assert.equal(await repo.confirm({ id: 'prompt', owner: 'o' }, { ttlMs: TTL }), true);
+    // Confirmed in the millisecond it was claimed: kept as its compact expiry, and read back as the record.
+    assert.equal(typeof repo.localRecords.peek('prompt'), 'number');
+    assert.deepStrictEqual(await repo.get('prompt'), {
+      id: 'prompt',
+      state: 'confirmed',
+      expiresAt: clock() + TTL,
+      firstSeenAt: clock(),
+    });
+  });
+
   it('a bare confirmed record reads back as the record it was, and expires exactly at expiresAt', async () => {
     const { clock, step } = manualClock();
     const repo = new MemoryRepository({ clock });

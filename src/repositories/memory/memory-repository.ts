@@ -43,10 +43,10 @@ export type HeldRecord = IdempotencyRecord | number;
  * A confirmed record with nothing but its times (no event time, fingerprint or result: the common case) is kept
  * as its expiry, a number counted from the store's first one, not as an object: a Map of small integers is what
  * a bare `Map` has+set costs, while a Map of fresh objects makes the garbage collector copy every record it
- * keeps. Its first-seen time is the expiry less the store's one retention gap (`#gap`: the first such record's
- * `expiresAt - firstSeenAt`, a lazy mark's TTL), so only a record whose gap is that one is kept compact; a
- * claim confirmed in a later millisecond than it was made stays an object. Reads give such a record back as the
- * same plain object the store was given.
+ * keeps. Its first-seen time is the expiry less the store's one retention gap (`#gap`: the first confirm's TTL,
+ * or the first such record's `expiresAt - firstSeenAt`, a lazy mark's TTL), so only a record whose gap is that
+ * one is kept compact; a claim confirmed in a later millisecond than it was made stays an object. Reads give
+ * such a record back as the same plain object the store was given.
  */
 export class MemoryRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -207,7 +207,7 @@ export class MemoryRepository extends BaseRepository {
   private addOne(key: string, entry: Omit<AddEntry, 'id'>, options: AddOptions, now: number): AddResult {
     const held = this.#records.get(key);
     if (held !== undefined && this.#live(held, now)) {
-      this.#touch(key, held);
+      this.#markUsed(key);
       return { added: false, existing: this.#record(key, held) };
     }
     const record = entry === NO_FIELDS ? bareRecord(key, options, now) : newRecord(key, entry, options, now);
@@ -234,7 +234,7 @@ export class MemoryRepository extends BaseRepository {
     const bare = held.eventTime === undefined && held.fingerprint === undefined && result === undefined;
     // A bare record goes straight to its compact form, without the object it would be compacted from.
     const expiresAt = now + ttlMs;
-    const offset = bare ? this.#offset(expiresAt, held.firstSeenAt) : undefined;
+    const offset = bare ? this.#offset(expiresAt, held.firstSeenAt, ttlMs) : undefined;
     this.#records.set(key, offset ?? confirmedRecord(held, ttlMs, now, result));
     return true;
   }
@@ -255,11 +255,14 @@ export class MemoryRepository extends BaseRepository {
   /**
    * The compact form of a bare confirmed record with these times, or undefined when they cannot be one: no
    * first-seen time (a record of an older version, replayed), another retention gap than the store's, or a
-   * fractional time that would not round-trip (exact for whole milliseconds).
+   * fractional time that would not round-trip (exact for whole milliseconds). `gap`: the store's gap if it has
+   * none yet. A confirm passes its TTL, the gap of a claim confirmed in the millisecond it was made (and of every
+   * lazy mark), not its record's own: a first claim confirmed a millisecond later would leave every later one an
+   * object.
    */
-  #offset(expiresAt: number, firstSeenAt: number | undefined): number | undefined {
+  #offset(expiresAt: number, firstSeenAt: number | undefined, gap?: number): number | undefined {
     if (firstSeenAt === undefined) return undefined;
-    this.#gap ??= expiresAt - firstSeenAt;
+    this.#gap ??= gap ?? expiresAt - firstSeenAt;
     this.#base ??= expiresAt;
     const offset = expiresAt - this.#base;
     return this.#base + offset === expiresAt && expiresAt - this.#gap === firstSeenAt ? offset : undefined;
@@ -279,6 +282,11 @@ export class MemoryRepository extends BaseRepository {
   /** Stores the record of a key that is held, and marks the key used (it stays where it is in the map). */
   #touch(key: string, held: IdempotencyRecord | number): void {
     if (this.#records.get(key) !== held) this.#records.set(key, held);
+    this.#markUsed(key);
+  }
+
+  /** Marks a held key used, its record unchanged (a duplicate: the caller already has the entry). */
+  #markUsed(key: string): void {
     this.#used.add(key);
   }
 

@@ -2,9 +2,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prng } from '../helpers/random.js';
+import { type ChildResult, finished } from '../helpers/source-run.js';
 import { builtCheckout } from '../package/pack.js';
 
-export { prng };
+export { finished, prng };
 
 /** The repository root: where the CLI runs unless a test says otherwise. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -18,12 +19,7 @@ export function cliMain(): string {
 }
 
 /** What a finished CLI run produced. */
-export interface CliResult {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
+export type CliResult = ChildResult;
 
 /** Options of {@link startCli}. */
 export interface CliOptions {
@@ -48,25 +44,6 @@ export function startCli(args: readonly string[], options: CliOptions = {}): Chi
   });
   if (!options.keepStdinOpen) child.stdin?.end(options.input ?? '');
   return child;
-}
-
-/** Collects a started child's output until it exits. */
-export function finished(child: ChildProcess): Promise<CliResult> {
-  const stdout: Buffer[] = [];
-  const stderr: Buffer[] = [];
-  child.stdout?.on('data', (d: Buffer) => stdout.push(d));
-  child.stderr?.on('data', (d: Buffer) => stderr.push(d));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code, signal) =>
-      resolve({
-        code,
-        signal,
-        stdout: Buffer.concat(stdout).toString('utf8'),
-        stderr: Buffer.concat(stderr).toString('utf8'),
-      }),
-    );
-  });
 }
 
 /** Runs the CLI to completion. */

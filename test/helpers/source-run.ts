@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root: where a source run starts. */
@@ -9,11 +9,31 @@ const HIDE = fileURLToPath(new URL('./hide-packages/register.mjs', import.meta.u
 export const SOURCE_CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 export const SOURCE_NODE_BIN = fileURLToPath(new URL('../../src/node/bin.ts', import.meta.url));
 
-/** What a finished source run printed. */
-export interface SourceRun {
+/** What a finished child (the CLI, the node) printed, and how it ended. */
+export interface ChildResult {
   readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
   readonly stdout: string;
   readonly stderr: string;
+}
+
+/** Collects a started child's output until it exits. */
+export function finished(child: ChildProcess): Promise<ChildResult> {
+  const stdout: Buffer[] = [];
+  const stderr: Buffer[] = [];
+  child.stdout?.on('data', (d: Buffer) => stdout.push(d));
+  child.stderr?.on('data', (d: Buffer) => stderr.push(d));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) =>
+      resolve({
+        code,
+        signal,
+        stdout: Buffer.concat(stdout).toString('utf8'),
+        stderr: Buffer.concat(stderr).toString('utf8'),
+      }),
+    );
+  });
 }
 
 /**
@@ -26,7 +46,7 @@ export function runSource(
   script: string,
   args: readonly string[],
   options: { readonly env?: Record<string, string>; readonly hidden?: readonly string[] } = {},
-): Promise<SourceRun> {
+): Promise<ChildResult> {
   const hide = options.hidden === undefined ? [] : ['--import', HIDE];
   const child = spawn(process.execPath, ['--import', 'tsx', ...hide, script, ...args], {
     cwd: ROOT,
@@ -38,16 +58,5 @@ export function runSource(
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (text: string) => {
-    stdout += text;
-  });
-  child.stderr.setEncoding('utf8').on('data', (text: string) => {
-    stderr += text;
-  });
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return finished(child);
 }

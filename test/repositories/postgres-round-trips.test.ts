@@ -2,14 +2,15 @@
  * What the transactional mark costs in round trips on the real server, counted on the wire (a proxy of the
  * test's own between the repository's pool and PostgreSQL), so the count cannot creep back: one message in its
  * own transaction costs what the plain transaction does (BEGIN with the claim, the handler's INSERT, COMMIT),
- * and a batch transaction one round trip for BEGIN and every claim, per handler its savepoint and its own
- * statements (a savepoint's RELEASE rides with the next SAVEPOINT or ends with COMMIT), and COMMIT: no confirm
+ * and a batch transaction one round trip for BEGIN and every claim, per handler its own statements (its
+ * SAVEPOINT, with the last one's RELEASE, rides in its first statement's round trip), and COMMIT: no confirm
  * where no outcome is kept, since the claim is written confirmed. And the claim's cached generic plan, made on a
  * young table, does not scan the table once it has grown.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
+import type pg from 'pg';
 import { IdempotentConsumer } from '../../src/consumer/index.js';
 import { PostgresRepository, postgresTransaction } from '../../src/repositories/postgres/index.js';
 import { quoteTable, statements } from '../../src/repositories/postgres/sql.js';
@@ -85,14 +86,14 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     const { repository, proxy } = await open(t);
     const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
     const size = 10;
-    // Per message its savepoint (with the last one's release) and its INSERT; then COMMIT, which releases the
-    // last savepoint.
+    // Per message its INSERT, its savepoint (with the last one's release) pipelined ahead of it in its round
+    // trip; then COMMIT, which releases the last savepoint.
     const perMessage = await trips(proxy, async () => {
       const { results } = await consumer.processBatch(fresh(size), insert);
       assert.deepEqual(new Set(results.map((r) => r.outcome)), new Set(['processed']));
     });
-    assert.equal(perMessage, 1 + 2 * size + 1);
-    // A whole-batch handler: BEGIN with the claims, its savepoint, its one INSERT, COMMIT.
+    assert.equal(perMessage, 1 + size + 1);
+    // A whole-batch handler: BEGIN with the claims, its one INSERT with its savepoint, COMMIT.
     const wholeBatch = await trips(proxy, async () => {
       const { results } = await consumer.processBatch(fresh(size), {
         batch: async (items) => {
@@ -104,7 +105,46 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
       });
       assert.deepEqual(new Set(results.map((r) => r.outcome)), new Set(['processed']));
     });
-    assert.equal(wholeBatch, 4);
+    assert.equal(wholeBatch, 3);
+  });
+
+  it("a batch's handlers as they come: a first statement keeping a portal, two at once, none", async (t) => {
+    const { repository, proxy } = await open(t);
+    const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
+    const [portal, twice, none] = fresh(3) as [Payment, Payment, Payment];
+    const seen: number[] = [];
+    const { results } = await consumer.processBatch([portal, twice, none], async (payment, context) => {
+      const client = postgresTransaction(context);
+      if (payment === portal) {
+        // `rows` keeps a portal open across round trips, which pipeline mode refuses: it goes after the savepoint.
+        const config = { text: 'SELECT g FROM generate_series(1, 3) g', rows: 1 } as pg.QueryConfig;
+        const read = await client.query(config);
+        seen.push(read.rows.length);
+        await insert(payment, context);
+      } else if (payment === twice) {
+        // Two statements sent at once, before either was answered: both go, in order.
+        const [read] = await Promise.all([client.query('SELECT 2 AS two'), insert(payment, context)]);
+        seen.push(read.rows.length);
+      }
+    });
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['processed', 'processed', 'processed'],
+    );
+    assert.deepEqual(seen, [3, 1]);
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${payments}" WHERE id = ANY ($1)`, [
+      [portal.id, twice.id],
+    ]);
+    assert.equal(rows[0]?.n, 2);
+    // The connection went back to the pool as it came: its own query method, out of pipeline mode.
+    await repository.transaction(async (transaction) => {
+      const client = transaction.client as unknown as { pipeline: boolean; query: unknown };
+      assert.equal(client.pipeline, false);
+      assert.equal(Object.hasOwn(client, 'query'), false);
+    });
+    // A handler that sends nothing costs no savepoint: BEGIN with the claims, COMMIT.
+    const idle = await trips(proxy, () => consumer.processBatch(fresh(5), async () => {}));
+    assert.equal(idle, 2);
   });
 
   it('a one-id claim runs on the plan the connection cached, not a plan made again per message', async (t) => {

@@ -773,6 +773,7 @@ export class BatchEngine<M, S> implements Runner<M> {
 
   /** Message `i`'s handler threw. */
   #handlerFailed(run: Run<M, S>, i: number, context: HandlerContext, error: unknown): void {
+    if (error instanceof RunAgain) throw error;
     run.trace?.handled(i);
     run.results[i] = { outcome: 'failed', id: context.id, error };
     this.#failed(run.state, run, i, context, error);
@@ -867,6 +868,17 @@ function startStoreCall(batch: Batch<unknown>): number {
 }
 
 /** `StoreGuard.succeeded`. */
+/**
+ * Thrown by a runner's handler wrapper to end a batch's run at once: the engine settles it and rejects with this,
+ * reporting and counting nothing, since the runner discards the run and runs the batch again (the `transaction`
+ * runner, when an optimistic savepoint could not stand in for a real one).
+ */
+export class RunAgain extends Error {
+  constructor() {
+    super('the run is discarded and runs again');
+  }
+}
+
 function storeCallSucceeded(batch: Batch<unknown>, operation: string, start: number): void {
   batch.observe?.({ operation, ms: performance.now() - start });
 }

@@ -1,6 +1,6 @@
 import { RepositoryError, SwallowedStatementError } from '../errors.js';
 import type { RepositoryTransaction, TransactionalRepository } from '../store/types.js';
-import { answerOne, type BatchEngine, type Runner } from './engine.js';
+import { answerOne, type BatchEngine, RunAgain, type Runner } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type {
   BatchHandler,
@@ -23,12 +23,26 @@ import type {
  */
 const ATTEMPTS = 3;
 
-/** What one transaction answered: its results, whether a lazy mark raced, whether it was rolled back. */
+/**
+ * What one transaction answered: its results, whether a lazy mark raced, whether it was rolled back, and whether
+ * an optimistic savepoint could not stand in for a real one (`needsSavepoints`: it runs again with real ones).
+ */
 interface Attempt<R> {
   readonly results: ProcessResult<R>[];
   readonly raced: boolean;
   readonly rolledBack: boolean;
+  readonly needsSavepoints: boolean;
 }
+
+/**
+ * The handlers' savepoints in one transaction: `optimistic`, none set where the store can do without (see
+ * `RepositoryTransaction.savepoint`; a handler that throws before it sent a statement needs none, and one that
+ * wrote and then threw makes the transaction run again with `real` ones), `real`, or `none` (a transaction of one
+ * message whose failure is not kept: a failure rolls it back whole).
+ */
+type Savepoints = 'none' | 'optimistic' | 'real';
+
+const OPTIMISTIC = { optimistic: true } as const;
 
 /** The transaction an attempt opened, kept for after `transaction()` settled (it may reject). */
 interface Opened {
@@ -100,14 +114,24 @@ export class TransactionRunner<M> implements Runner<M> {
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
   ): Promise<ProcessResult<R>[]> {
+    // A savepoint per handler only where a failure must leave the rest of the transaction standing.
+    let savepoints: Savepoints =
+      typeof handler === 'function' && (this.#keepFailures || messages.length > 1) ? 'optimistic' : 'none';
     for (let attempt = 1; ; attempt++) {
       const opened: Opened = {};
       let outcome: Attempt<R> | undefined;
       let failure: unknown;
       try {
-        outcome = await this.#transact(messages, handler, options, opened);
+        outcome = await this.#transact(messages, handler, options, opened, savepoints);
       } catch (error) {
         failure = error;
+      }
+      if (opened.transaction?.needsSavepoints === true) {
+        // Rolled back, nothing of it committed: once more, every handler, with real savepoints; not counted as an
+        // attempt.
+        savepoints = 'real';
+        attempt--;
+        continue;
       }
       // Rolled back by the database, whether `transaction()` then rejected or resolved: nothing of it committed.
       const rolledBackBy = opened.transaction?.rolledBackBy;
@@ -132,9 +156,8 @@ export class TransactionRunner<M> implements Runner<M> {
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
     opened: Opened,
+    savepoints: Savepoints,
   ): Promise<Attempt<R>> {
-    // A savepoint per handler only where a failure must leave the rest of the transaction standing.
-    const savepoints = this.#keepFailures || messages.length > 1;
     return this.#repository.transaction(
       async (transaction) => {
         opened.transaction = transaction;
@@ -146,7 +169,12 @@ export class TransactionRunner<M> implements Runner<M> {
         const raced = results.some((r) => r.raced === true);
         // Another transaction committed an id first: this one's effect for it must not commit.
         if (raced) transaction.rollbackOnly();
-        return { results: results as ProcessResult<R>[], raced, rolledBack: transaction.rollingBack };
+        return {
+          results: results as ProcessResult<R>[],
+          raced,
+          rolledBack: transaction.rollingBack,
+          needsSavepoints: transaction.needsSavepoints === true,
+        };
       },
       { lockTimeoutMs: this.#lockTimeoutMs },
     );
@@ -165,9 +193,9 @@ function withTransaction(context: HandlerContext, transaction: RepositoryTransac
 function perMessage<M, R>(
   handler: MessageHandler<M, R>,
   transaction: RepositoryTransaction,
-  savepoints: boolean,
+  savepoints: Savepoints,
 ): MessageHandler<M, R> {
-  if (!savepoints) {
+  if (savepoints === 'none') {
     return async (message, context) => {
       try {
         return await handler(message, withTransaction(context, transaction));
@@ -177,16 +205,21 @@ function perMessage<M, R>(
       }
     };
   }
+  const how = savepoints === 'optimistic' ? OPTIMISTIC : undefined;
   return async (message, context) => {
-    await transaction.savepoint();
+    await transaction.savepoint(how);
     let value: R;
     try {
       value = await handler(message, withTransaction(context, transaction));
     } catch (error) {
       await transaction.rollbackToSavepoint();
+      // It wrote before it failed, and no savepoint was set to undo that: the run ends here, and runs again.
+      if (transaction.needsSavepoints === true) throw new RunAgain();
       throw error;
     }
     await keepWrites(transaction, `the handler of message ${JSON.stringify(context.id)}`);
+    // It wrote, and left the transaction unsound (a statement error it caught): only a savepoint can single it out.
+    if (transaction.needsSavepoints === true) throw new RunAgain();
     return value;
   };
 }

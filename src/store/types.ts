@@ -230,8 +230,14 @@ export interface RepositoryTransaction<Client = unknown> {
   /**
    * Opens a savepoint (one at a time): the consumer sets one around a handler whose failure must undo the
    * handler's writes but keep the transaction (a batch transaction, or a failure kept with the id).
+   *
+   * `optimistic`: a store may set none and only note the place. Its release then keeps the writes as a real
+   * savepoint's would, and a rollback to it works while nothing was sent since. When it cannot stand in for a real
+   * one (something was sent since and must be undone, or the transaction broke), the store makes the transaction
+   * rollback-only and sets {@link needsSavepoints}: the caller runs the transaction again with real ones. A store
+   * may always set a real savepoint instead.
    */
-  savepoint(): Promise<void>;
+  savepoint(options?: { readonly optimistic?: boolean }): Promise<void>;
   /**
    * Drops the open savepoint, keeping what was written after it. When a statement after it failed, its error was
    * caught, and the database refuses the transaction's further statements (PostgreSQL's aborted transaction),
@@ -248,6 +254,11 @@ export interface RepositoryTransaction<Client = unknown> {
   rollbackOnly(): void;
   /** True once {@link rollbackOnly} was called. */
   readonly rollingBack: boolean;
+  /**
+   * True once an optimistic savepoint could not stand in for a real one (see {@link savepoint}): the transaction
+   * is rollback-only, and only a run with real savepoints can keep its other writes. Optional: false when absent.
+   */
+  readonly needsSavepoints?: boolean;
   /**
    * Why the database rolled this whole transaction back on its own while the work ran, if it did: MySQL does so
    * to a deadlock victim, even when the deadlocked statement was the handler's own and the handler caught its

@@ -5,7 +5,8 @@
  * transaction's savepoint and the claim (written confirmed: no confirm) in one compound statement; the handler's
  * INSERT; the savepoint's release (it proves the server did not roll the transaction back) and the settings back,
  * whose return to autocommit commits, in another. A batch: the settings and savepoint, one claim for every id,
- * each handler under its savepoint (never released: the next one replaces it), and the end. MySQL has no
+ * each handler's own statements (no savepoint per handler until a handler that wrote fails: then the batch runs
+ * again with one each, never released: the next one replaces it), and the end. MySQL has no
  * compound statement outside stored programs: there the start and the end take two round trips each.
  */
 import assert from 'node:assert/strict';
@@ -87,8 +88,56 @@ describe('mysql transactional mark: round trips', { skip: skipUnlessEnabled('mys
       const { results } = await consumer.processBatch(fresh(size), insert);
       assert.deepEqual(new Set(results.map((r) => r.outcome)), new Set(['processed']));
     });
-    // Settings with the savepoint, the claim; per message its savepoint and its INSERT; the end.
-    assert.equal(count, 3 + 2 * extra + 2 * size);
+    // Settings with the savepoint, the claim; per message its INSERT (no savepoint until a handler that wrote
+    // fails); the end.
+    assert.equal(count, 3 + 2 * extra + size);
+  });
+
+  it('a batch sets no savepoint until a handler that wrote fails; then it runs again with them', async (t) => {
+    const { repository, proxy } = await open(t);
+    const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
+    const calls = new Map<string, number>();
+    const failing =
+      (when: 'before' | 'after') => async (payment: Payment, context: { transaction?: unknown }) => {
+        calls.set(payment.id, (calls.get(payment.id) ?? 0) + 1);
+        if (payment.id.startsWith('fail') && when === 'before') throw new Error('refused before writing');
+        await insert(payment, context);
+        if (payment.id.startsWith('fail')) throw new Error('failed after writing');
+      };
+    const batch = () => [...fresh(2), { id: `fail-${randomUUID()}` }, ...fresh(2)];
+    // A handler that fails before it sends a statement needs no savepoint: one run, each handler called once.
+    await consumer.processBatch(batch(), failing('before'));
+    const early = batch();
+    calls.clear();
+    const start = proxy.exchanges;
+    const first = await consumer.processBatch(early, failing('before'));
+    // The start, the claim, four INSERTs, the failed one's claim released, the end.
+    assert.equal(proxy.exchanges - start, 3 + 2 * extra + 4 + 1);
+    assert.deepEqual(
+      first.results.map((r) => r.outcome),
+      ['processed', 'processed', 'failed', 'processed', 'processed'],
+    );
+    assert.deepEqual([...calls.values()], [1, 1, 1, 1, 1]);
+    // One that wrote and then failed: rolled back, and run again from the start with a savepoint per handler.
+    const late = batch();
+    calls.clear();
+    const stats = { ...consumer.stats };
+    const second = await consumer.processBatch(late, failing('after'));
+    assert.deepEqual(
+      second.results.map((r) => r.outcome),
+      ['processed', 'processed', 'failed', 'processed', 'processed'],
+    );
+    assert.deepEqual([...calls.values()], [2, 2, 2, 1, 1]);
+    assert.equal(consumer.stats.processed - stats.processed, 4);
+    assert.equal(consumer.stats.failed - stats.failed, 1);
+    const ids = late.map((p) => p.id);
+    const [rows] = await pool.query(
+      `SELECT (SELECT count(*) FROM \`${table}\` WHERE id IN (?)) AS marks,
+        (SELECT count(*) FROM \`${payments}\` WHERE id IN (?)) AS effects`,
+      [ids, ids],
+    );
+    const row = (rows as { marks: unknown; effects: unknown }[])[0];
+    assert.deepEqual({ marks: Number(row?.marks), effects: Number(row?.effects) }, { marks: 4, effects: 4 });
   });
 
   it('a failed handler leaves no mark and no effect; the rest of its batch commits', async (t) => {

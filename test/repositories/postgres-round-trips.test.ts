@@ -147,6 +147,54 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     assert.equal(idle, 2);
   });
 
+  it('a batch sets no savepoint until a handler that wrote fails; then it runs again with them', async (t) => {
+    const { repository, proxy } = await open(t);
+    const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
+    const calls = new Map<string, number>();
+    const failing =
+      (when: 'before' | 'after') => async (payment: Payment, context: { transaction?: unknown }) => {
+        calls.set(payment.id, (calls.get(payment.id) ?? 0) + 1);
+        if (payment.id.startsWith('fail') && when === 'before') throw new Error('refused before writing');
+        await insert(payment, context);
+        if (payment.id.startsWith('fail')) throw new Error('failed after writing');
+      };
+    // A handler that fails before it sends a statement needs no savepoint: one run, no savepoint at all.
+    const early = () => [...fresh(2), { id: `fail-${randomUUID()}` }, ...fresh(2)];
+    await consumer.processBatch(early(), failing('before'));
+    const batch = early();
+    calls.clear();
+    const before = proxy.exchanges;
+    const { results } = await consumer.processBatch(batch, failing('before'));
+    // BEGIN with the claims, four INSERTs, the failed one's claim released, COMMIT.
+    assert.equal(proxy.exchanges - before, 1 + 4 + 1 + 1);
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['processed', 'processed', 'failed', 'processed', 'processed'],
+    );
+    assert.deepEqual([...calls.values()], [1, 1, 1, 1, 1]);
+
+    // One that wrote and then failed: the batch is rolled back and runs again from the start with a savepoint per
+    // handler. The handlers up to it run twice; each outcome is counted once.
+    const late = [...fresh(2), { id: `fail-${randomUUID()}` }, ...fresh(2)];
+    calls.clear();
+    const stats = { ...consumer.stats };
+    const second = await consumer.processBatch(late, failing('after'));
+    assert.deepEqual(
+      second.results.map((r) => r.outcome),
+      ['processed', 'processed', 'failed', 'processed', 'processed'],
+    );
+    assert.match(String((second.results[2] as { error?: unknown }).error), /failed after writing/);
+    assert.deepEqual([...calls.values()], [2, 2, 2, 1, 1]);
+    assert.equal(consumer.stats.processed - stats.processed, 4);
+    assert.equal(consumer.stats.failed - stats.failed, 1);
+    const { rows } = await pool.query(
+      `SELECT (SELECT count(*)::int FROM "${table}" WHERE id = ANY ($1)) AS marks,
+        (SELECT count(*)::int FROM "${payments}" WHERE id = ANY ($1)) AS effects`,
+      [late.map((p) => p.id)],
+    );
+    assert.deepEqual(rows[0], { marks: 4, effects: 4 });
+  });
+
   it('a one-id claim runs on the plan the connection cached, not a plan made again per message', async (t) => {
     const { repository } = await open(t);
     const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });

@@ -21,7 +21,7 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
-import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
+import { endQuietly, SAVEPOINT, SqlTransaction, StatementWatch } from '../sql/transaction.js';
 import {
   assertTable,
   createPool,
@@ -814,6 +814,11 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   #began: Promise<unknown> | undefined;
   /** The lead failed: the session's settings are unknown, so the connection is not reused. */
   #broken = false;
+  /** Counts the statements sent, for optimistic savepoints (made at the first one). */
+  #watch: StatementWatch | undefined;
+  /** The open savepoint is optimistic (none set): the count of statements sent when it was asked for. */
+  #markedAt: number | undefined;
+  needsSavepoints = false;
 
   constructor(connection: PoolConnection, lockTimeoutMs: number, compound: boolean, lead: readonly string[]) {
     super('mysql', connection, lockTimeoutMs);
@@ -906,8 +911,18 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     this.#rollingBack = true;
   }
 
-  savepoint(): Promise<void> {
+  /**
+   * Optimistic (see `RepositoryTransaction.savepoint`): sets none, and notes how many statements the connection
+   * has sent. A rollback to it then works while none was sent since; otherwise the transaction needs savepoints.
+   */
+  savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
     return this.openSavepoint(async () => {
+      if (options.optimistic === true) {
+        this.assertUsable('savepoint');
+        this.#watch ??= new StatementWatch(this.connection, ['query', 'execute']);
+        this.#markedAt = this.#watch.sent;
+        return 'open';
+      }
       await this.#statement('savepoint', `SAVEPOINT ${SAVEPOINT}`);
       return 'open';
     });
@@ -917,9 +932,11 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
    * Sends nothing (one round trip less per handler): the next `SAVEPOINT` of the same name replaces this one, and
    * the transaction's end drops it. What a release would prove, that the server did not roll the transaction
    * back meanwhile, the transaction's own savepoint proves before COMMIT (see {@link MySqlRepository.transaction}).
+   * A failed statement of the handler's rolled back alone, so an optimistic savepoint keeps the writes as well.
    */
   async releaseSavepoint(): Promise<void> {
     this.takeSavepoint('releaseSavepoint');
+    this.#markedAt = undefined;
     this.assertUsable('releaseSavepoint');
   }
 
@@ -929,6 +946,17 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
    */
   async rollbackToSavepoint(): Promise<void> {
     this.takeSavepoint('rollbackToSavepoint');
+    const markedAt = this.#markedAt;
+    if (markedAt !== undefined) {
+      this.#markedAt = undefined;
+      if (this.#watch?.sent === markedAt) return;
+      // Back to the transaction's own savepoint: it is rolled back in any case, and this finds out whether the
+      // server rolled it back already (a deadlock in the handler's statement: run again as it is).
+      await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${TRANSACTION_SAVEPOINT}`);
+      this.needsSavepoints = true;
+      this.rollbackOnly();
+      return;
+    }
     await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
   }
 
@@ -951,6 +979,8 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   /** Called when `transaction()` ends: a verb still running in this async context may no longer use it. */
   end(): void {
     this.#ended = true;
+    this.#watch?.dispose();
+    this.#watch = undefined;
   }
 
   /** Throws when the transaction cannot take another statement of the repository. */

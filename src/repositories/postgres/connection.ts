@@ -3,6 +3,7 @@ import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
 import { checkLayout, errorCode, isTlsFailure as isTls } from '../sql/connection.js';
 import { connectFailure, detailOf, type MigrateStore } from '../sql/store.js';
+import { StatementWatch } from '../sql/transaction.js';
 import type { PostgresOptions } from './options.js';
 import { ADDED_COLUMNS, COLUMNS, quoteTable } from './sql.js';
 
@@ -226,7 +227,7 @@ interface PipelineClient {
  * A parameterless statement (a SAVEPOINT) held back until the next statement anyone sends on the connection (a
  * handler's own, or the repository's), then written in that statement's round trip: node-postgres' pipeline mode
  * is on for the two, and off again once both were answered (its 'drain'), before the sender's code goes on. Held
- * back, it costs nothing when no statement follows it.
+ * back, it costs nothing when no statement follows it. It also counts the statements sent (`sent`).
  *
  * It is sent first and waited for instead (one round trip more, the same order) when the connection is busy, when
  * the next statement keeps a portal open across round trips (pg-cursor, pg-query-stream, `rows`: pipeline mode
@@ -234,9 +235,7 @@ interface PipelineClient {
  */
 export class DeferredStatement {
   readonly #client: pg.PoolClient;
-  readonly #query: pg.PoolClient['query'];
-  /** The connection's own `query` property before this one (another library's), if it had one. */
-  readonly #own: pg.PoolClient['query'] | undefined;
+  readonly #watch: StatementWatch;
   #text: (() => string) | undefined;
   #answered: ((answer: Promise<unknown>) => void) | undefined;
   readonly #drained = () => {
@@ -245,21 +244,17 @@ export class DeferredStatement {
 
   constructor(client: pg.PoolClient) {
     this.#client = client;
-    this.#query = client.query;
-    this.#own = Object.hasOwn(client, 'query') ? client.query : undefined;
-    // An own property over the prototype's method, for this transaction only (see dispose).
-    client.query = ((...args: Parameters<pg.PoolClient['query']>) => {
-      const query = () => (this.#query as (...a: unknown[]) => unknown).apply(client, args);
-      if (this.#text === undefined) return query();
+    this.#watch = new StatementWatch(client, ['query'], (args) => {
+      if (this.#text === undefined) return undefined;
       const stream = this.#send(args[0]);
-      if (stream === undefined) return query();
       // Pipelined: the two statements leave in one write, as one query's messages do (node-postgres corks each).
-      try {
-        return query();
-      } finally {
-        stream.uncork();
-      }
-    }) as pg.PoolClient['query'];
+      return stream === undefined ? undefined : () => stream.uncork();
+    });
+  }
+
+  /** Statements sent on the connection since this was made, the held-back one not counted. */
+  get sent(): number {
+    return this.#watch.sent;
   }
 
   /** Whether a statement is held back, not sent yet. */
@@ -285,8 +280,7 @@ export class DeferredStatement {
    */
   dispose(): void {
     this.cancel();
-    if (this.#own !== undefined) this.#client.query = this.#own;
-    else delete (this.#client as Partial<pg.PoolClient>).query;
+    this.#watch.dispose();
   }
 
   /** Sends the held-back statement; answers the corked stream when it is pipelined with `next`. */
@@ -307,7 +301,8 @@ export class DeferredStatement {
       this.#client.once('drain', this.#drained);
       stream.cork();
     }
-    answered((this.#query as (text: string) => Promise<unknown>).call(this.#client, text));
+    // Not counted: the watch counts the statement it is sent ahead of.
+    answered(this.#watch.unwatched('query', text) as Promise<unknown>);
     return pipeline ? stream : undefined;
   }
 }

@@ -109,6 +109,9 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   #deferred: DeferredStatement | undefined;
   /** How the last SAVEPOINT was answered, once it went (see {@link savepointSet}). */
   #savepointAnswer: Promise<'open' | 'skipped'> | undefined;
+  /** The open savepoint is optimistic (none set): the count of statements sent when it was asked for. */
+  #markedAt: number | undefined;
+  needsSavepoints = false;
 
   constructor(client: pg.PoolClient, lockTimeoutMs: number) {
     super('postgres', client, lockTimeoutMs);
@@ -189,9 +192,14 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
    * (see {@link DeferredStatement}): per handler one round trip less, and none at all for a handler that sends
    * nothing. The server sees the same statements in the same order.
    */
-  savepoint(): Promise<void> {
+  savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
     return this.openSavepoint(async () => {
       if (this.aborted) return 'skipped';
+      if (options.optimistic === true && this.#lead === undefined) {
+        this.#deferred ??= new DeferredStatement(this.connection);
+        this.#markedAt = this.#deferred.sent;
+        return 'open';
+      }
       if (this.#lead !== undefined) {
         // BEGIN has not gone: it goes now, with the savepoint, in one simple query.
         let state: 'open' | 'skipped' = 'open';
@@ -230,6 +238,24 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   }
 
   /**
+   * Ends an optimistic savepoint (see `RepositoryTransaction.savepoint`): when `undo` and something was sent since
+   * it, or the transaction is not sound (a caught statement error aborted it, a statement is still in flight), it
+   * could not stand in for a real one: the transaction rolls back, and the consumer runs it again with real ones.
+   * Answers false when no optimistic savepoint was open.
+   */
+  #endMark(undo: boolean): boolean {
+    const markedAt = this.#markedAt;
+    if (markedAt === undefined) return false;
+    this.#markedAt = undefined;
+    const untouched = this.#deferred?.sent === markedAt;
+    if (!untouched && (undo || this.aborted || !this.#idleInTransaction())) {
+      this.needsSavepoints = true;
+      this.rollbackOnly();
+    }
+    return true;
+  }
+
+  /**
    * How the open savepoint stands, for its release or the rollback to it: `unsent` when no statement followed it
    * (it is dropped: nothing to release or undo), `skipped` when the transaction was aborted before it, else
    * `open`. Rejects when sending it failed otherwise.
@@ -251,7 +277,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   async releaseSavepoint(): Promise<void> {
     const state = this.takeSavepoint('releaseSavepoint');
     // Skipped: the transaction was aborted before the savepoint; it only rolls back now anyway.
-    if (state !== 'open' || (await this.#savepointSet()) !== 'open') return;
+    if (state !== 'open' || this.#endMark(false) || (await this.#savepointSet()) !== 'open') return;
     let failure: unknown;
     if (!this.aborted && this.#idleInTransaction()) {
       // Every statement sent since the savepoint was answered and the last answer says the transaction is
@@ -283,7 +309,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 
   async rollbackToSavepoint(): Promise<void> {
     const state = this.takeSavepoint('rollbackToSavepoint');
-    if (state !== 'open' || (await this.#savepointSet()) !== 'open') return;
+    if (state !== 'open' || this.#endMark(true) || (await this.#savepointSet()) !== 'open') return;
     // ROLLBACK TO also clears an abort that happened after the savepoint: the transaction goes on. One round trip.
     await this.#run(
       'rollbackToSavepoint',

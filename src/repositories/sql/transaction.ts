@@ -21,6 +21,60 @@ export async function endQuietly(
 }
 
 /**
+ * A driver connection's statement methods (`query`, `execute`), watched for one transaction: what is sent through
+ * them is counted (an optimistic savepoint asks whether anything was sent since it), and `ahead` runs before each
+ * (PostgreSQL sends a held-back SAVEPOINT there) and may answer what to do once the method returned. Own
+ * properties over the prototype's methods, for this transaction only: {@link dispose} removes them.
+ */
+export class StatementWatch {
+  /** Statements sent through the watched methods so far. */
+  sent = 0;
+  readonly #client: Record<string, unknown>;
+  /** The connection's own properties the watch covers (another library's), given back by dispose. */
+  readonly #own = new Map<string, unknown>();
+  readonly #methods: readonly string[];
+  /** The methods as they were, by name. */
+  readonly #originals = new Map<string, (...args: unknown[]) => unknown>();
+
+  constructor(
+    client: object,
+    methods: readonly string[],
+    ahead?: (args: unknown[]) => (() => void) | undefined,
+  ) {
+    const target = client as Record<string, unknown>;
+    this.#client = target;
+    this.#methods = methods;
+    for (const name of methods) {
+      const method = target[name] as (...args: unknown[]) => unknown;
+      if (Object.hasOwn(target, name)) this.#own.set(name, method);
+      this.#originals.set(name, method);
+      target[name] = (...args: unknown[]) => {
+        this.sent++;
+        const after = ahead?.(args);
+        try {
+          return method.apply(client, args);
+        } finally {
+          after?.();
+        }
+      };
+    }
+  }
+
+  /** Calls method `name` as it was, neither counted nor preceded by `ahead`. */
+  unwatched(name: string, ...args: unknown[]): unknown {
+    return (this.#originals.get(name) as (...args: unknown[]) => unknown).apply(this.#client, args);
+  }
+
+  /** Gives the connection its methods back: before it returns to the pool. */
+  dispose(): void {
+    for (const name of this.#methods) {
+      if (this.#own.has(name)) this.#client[name] = this.#own.get(name);
+      else delete this.#client[name];
+    }
+  }
+}
+
+/**
  * One open transaction of a SQL store: the pooled connection it runs on, its lock timeout, and the one savepoint
  * the consumer may hold at a time. How the transaction begins, ends and learns it broke is its dialect's.
  */
@@ -56,7 +110,7 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
 
   abstract get rollingBack(): boolean;
   abstract rollbackOnly(): void;
-  abstract savepoint(): Promise<void>;
+  abstract savepoint(options?: { readonly optimistic?: boolean }): Promise<void>;
   abstract releaseSavepoint(): Promise<void>;
   abstract rollbackToSavepoint(): Promise<void>;
 

@@ -16,6 +16,7 @@ import { resultLimitTests } from './result-limits.js';
 import { resultTests } from './results.js';
 import { resolveRunner } from './runner.js';
 import { scanTests } from './scan.js';
+import { transactionTests } from './transactions.js';
 import { verbTests } from './verbs.js';
 
 export type { ContractOptions, ContractSuite, RepositoryFactory } from './context.js';
@@ -37,6 +38,7 @@ export {
   resultLimitTests,
   resultTests,
   scanTests,
+  transactionTests,
   verbTests,
 };
 
@@ -80,5 +82,6 @@ export function repositoryContract(options: ContractOptions): void {
     describe('lifecycle', () => lifecycleTests(suite));
     describe('scan', () => scanTests(suite));
     describe('verbs', () => verbTests(suite));
+    describe('transactions', () => transactionTests(suite));
   });
 }

@@ -9,6 +9,7 @@ import {
   type IdVerdict,
   messageIdReader as nodeIdReader,
   type RecordParts,
+  recordFate,
   sendDeadLetters,
 } from '../kafka/index.js';
 import type { ConsumedMessage, OutgoingMessage } from '../kafka/port/index.js';
@@ -328,23 +329,17 @@ export class ChunkProcessor {
     for (let i = 0; i < results.length; i++) {
       const r = results[i] as ProcessResult<unknown>;
       if (r.raced) tally.raced++;
+      const refusedAttempts = attempts.get(i);
+      const fate = recordFate(r, refusedAttempts !== undefined);
+      // Another worker's live claim (not reported under `inProgress: 'duplicate'`) is theirs to forward.
       if (r.outcome === 'duplicate' || r.outcome === 'in-progress') tally.duplicates++;
-      else if (r.outcome !== 'failed') {
-        tally.out++;
-      } else {
-        // Refused by the output (or an id no store can hold): dead-lettered, and not marked.
+      else if (fate.fate === 'ack') tally.out++;
+      else {
+        // Refused by the engine (an id no store can hold), or by the output after its own retries: dead-lettered,
+        // and not marked.
+        const reason = fate.fate === 'dead-letter' ? fate.reason : 'handler-failed';
         const { message } = candidates[i] as Survivor;
-        const refusedAttempts = attempts.get(i);
-        letters.push({
-          ...letter(
-            topic,
-            partition,
-            message,
-            refusedAttempts === undefined ? 'invalid-id' : 'handler-failed',
-            r.error,
-          ),
-          attempts: refusedAttempts ?? 0,
-        });
+        letters.push(letter(topic, partition, message, reason, fate.error, refusedAttempts));
       }
     }
     return tally;
@@ -413,8 +408,9 @@ function letter(
   message: ConsumedMessage,
   reason: DlqReason,
   error: unknown,
+  attempts = 0,
 ): DeadLetter {
-  return { topic, partition, message, reason, error, attempts: 0 };
+  return { topic, partition, message, reason, error, attempts };
 }
 
 function describeId(config: NodeConfig): string {

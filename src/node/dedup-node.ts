@@ -94,7 +94,10 @@ export async function startDedupNode(
   try {
     const handle = await start(config, repository, logger, kafka, signal);
     startup.started();
-    return options.kafka ? handle : closingClient(handle, kafka);
+    if (options.kafka) return handle;
+    // A client the node opened itself: its stop also closes the client.
+    let closing: Promise<void> | undefined;
+    return { ...handle, stop: () => (closing ??= handle.stop().finally(() => kafka.close())) };
   } catch (error) {
     if (!options.kafka) await kafka.close().catch(() => undefined);
     throw error;
@@ -279,21 +282,6 @@ async function start(
           logger.info({ perf: summary }, formatPerf(summary));
         }
       })();
-      return stopping;
-    },
-  };
-}
-
-/** The handle of a node that opened its client itself: its stop also closes the client. */
-function closingClient(handle: DedupNodeHandle, kafka: KafkaClient): DedupNodeHandle {
-  let stopping: Promise<void> | undefined;
-  return {
-    metrics: handle.metrics,
-    metricsPort: handle.metricsPort,
-    failed: handle.failed,
-    totals: () => handle.totals(),
-    stop: () => {
-      stopping ??= handle.stop().finally(() => kafka.close());
       return stopping;
     },
   };

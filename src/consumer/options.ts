@@ -474,10 +474,18 @@ export const telemetrySchema = z
   .strict();
 
 /**
- * The options code names as a `[consumer]` table does, checked by the table's schema. Its defaults only fill the
- * checked copy: resolveConsumerOptions applies consumerDefaults itself.
+ * The `[consumer]` keys code takes as they are, checked by the table's own schema (a new table key is a code option
+ * too); code renames the durations (`ttlMs`) and takes more for the rest. The defaults only fill the checked copy.
  */
-const asInConfig = consumerConfigSchema.shape;
+const asInConfig = consumerConfigSchema.omit({
+  id: true,
+  ttl: true,
+  lease: true,
+  lockTimeout: true,
+  eventTime: true,
+  encryption: true,
+  replayEpoch: true,
+}).shape;
 
 /** Every option of {@link IdempotentConsumerOptions}, checked as strictly as a config file. */
 const consumerOptionsSchema = z
@@ -486,22 +494,15 @@ const consumerOptionsSchema = z
       error: (issue) =>
         issue.input === undefined ? 'is required' : 'must be a repository (an IdempotentRepository)',
     }),
+    ...asInConfig,
     id: selectorSchema(true),
-    mode: asInConfig.mode,
     ttlMs: positiveMs.optional(),
     leaseMs: positiveMs.optional(),
-    removeOnFailure: asInConfig.removeOnFailure,
-    skipDuplicate: asInConfig.skipDuplicate,
     onDuplicate: functionSchema.optional(),
     onWarning: functionSchema.optional(),
     telemetry: telemetrySchema.optional(),
     onOutcome: functionSchema.optional(),
-    nullId: asInConfig.nullId,
-    inProgress: asInConfig.inProgress,
-    storeFailure: asInConfig.storeFailure,
-    lostClaim: asInConfig.lostClaim,
     storeResult: storeResultSchema.optional(),
-    failureMessage: asInConfig.failureMessage,
     encryption: z
       .custom<unknown>((value) => typeof value === 'object' && value !== null, {
         error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
@@ -510,7 +511,6 @@ const consumerOptionsSchema = z
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),
-    transaction: asInConfig.transaction,
     lockTimeoutMs: z
       .number({ error: 'must be a whole number of milliseconds' })
       .int({ error: 'must be a whole number of milliseconds' })

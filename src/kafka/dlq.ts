@@ -1,3 +1,5 @@
+import type { ProcessResult } from '../consumer/types.js';
+import { InvalidIdError, InvalidInputError, NoMessageIdError } from '../errors.js';
 import type { BadIdReason } from './message-id.js';
 import type { MessageHeaders, OutgoingMessage } from './port/index.js';
 
@@ -47,6 +49,35 @@ export interface DeadLetter {
   /** An Error (its message and code/name are copied) or a plain description. */
   readonly error: unknown;
   readonly attempts: number;
+}
+
+/**
+ * What a Kafka consumer does with a record once the engine decided (the adapter and the node both ask here): `ack`
+ * it (finished: its offset may be committed), `retry` it (another worker holds the id, or the handler failed), or
+ * `dead-letter` it (it can never be handled). `handled`: the handler ran, so a failure is the handler's.
+ */
+export type RecordFate =
+  | { readonly fate: 'ack' }
+  | { readonly fate: 'retry'; readonly kind: 'in-progress' | 'handler'; readonly error: unknown }
+  | { readonly fate: 'dead-letter'; readonly reason: DlqReason; readonly error: unknown };
+
+const ACK: RecordFate = Object.freeze({ fate: 'ack' });
+
+export function recordFate(result: ProcessResult, handled: boolean): RecordFate {
+  const { outcome, error } = result;
+  if (outcome === 'processed' || outcome === 'duplicate' || outcome === 'no-id') return ACK;
+  if (outcome === 'in-progress') return { fate: 'retry', kind: 'in-progress', error };
+  // Same id, another payload (the consumer's `fingerprint` option): it can never be handled.
+  if (outcome === 'conflict') return { fate: 'dead-letter', reason: 'invalid-input', error };
+  // Refused before any handler ran (no id under `reject`, an id no store can hold, a bad event timestamp): forever.
+  const reason = handled ? undefined : refusalReason(error);
+  return reason ? { fate: 'dead-letter', reason, error } : { fate: 'retry', kind: 'handler', error };
+}
+
+function refusalReason(error: unknown): DlqReason | undefined {
+  if (error instanceof NoMessageIdError) return 'no-id';
+  if (error instanceof InvalidIdError) return 'invalid-id';
+  return error instanceof InvalidInputError ? 'invalid-input' : undefined;
 }
 
 /** What {@link readDeadLetter} finds in a DLQ record's headers. */

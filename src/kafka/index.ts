@@ -1,5 +1,5 @@
-// The Kafka vocabulary shared by the adapter (src/adapters/kafka) and the dedup node (src/node): where a record's
-// id comes from and how it is read, and what a dead letter carries. Both import it from here, never from each other.
+// The Kafka vocabulary shared by the adapter (src/adapters/kafka) and the dedup node (src/node): how a record's id
+// is read, which records are acked, retried or dead-lettered, and how. Both import it here, never from each other.
 export {
   type DeadLetter,
   type DeadLetterInfo,
@@ -8,7 +8,9 @@ export {
   deadLetterMessage,
   dlqHeaders,
   MAX_ERROR_CHARS,
+  type RecordFate,
   readDeadLetter,
+  recordFate,
   type SourceMessage,
   sendDeadLetters,
 } from './dlq.js';

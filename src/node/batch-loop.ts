@@ -10,13 +10,17 @@ import type { ChunkProcessor, NodeTotals } from './chunk.js';
 import { GenerationMovedError } from './exactly-once/producers.js';
 import type { ChunkTransaction } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
-import type { NodeConfig } from './options.js';
 import type { PartitionLifecycle, PartitionState } from './partition-state.js';
 import type { PerfLog } from './perf-log.js';
 
 /** What a {@link BatchLoop} works with. */
 export interface BatchLoopDeps {
-  readonly config: NodeConfig;
+  /** `output.guarantee = "exactly-once"`: consecutive chunks share a transaction ({@link Span}). */
+  readonly exactlyOnce: boolean;
+  /** `input.batchSize`, the records of a chunk: a span commits after {@link SPAN_CHUNKS} of them. */
+  readonly batchSize: number;
+  /** `kafka.sessionTimeout`: a longer step may have lost the partition; a fenced one pauses this long. */
+  readonly sessionTimeoutMs: number;
   readonly consumer: GroupConsumer;
   /** The client's error classes (a fenced transaction). */
   readonly errors: KafkaErrorClassifier;
@@ -41,16 +45,11 @@ export interface BatchLoopDeps {
  */
 export class BatchLoop {
   readonly #deps: BatchLoopDeps;
-  readonly #exactlyOnce: boolean;
-  /** Records after which an exactly-once span commits (see {@link Span}). */
-  readonly #spanRecords: number;
   /** An iteration is one fetch round; a round that brought no records was input-starved. */
   #roundHadRecords = true;
 
   constructor(deps: BatchLoopDeps) {
     this.#deps = deps;
-    this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
-    this.#spanRecords = SPAN_CHUNKS * deps.config.input.batchSize;
     const { consumer, perf } = deps;
     consumer.onFetchStart(() => {
       perf.iteration(!this.#roundHadRecords);
@@ -74,7 +73,7 @@ export class BatchLoop {
       done = error instanceof ChunksFailed ? error.done : undefined;
     }
     // Commit what is finished even when a later chunk failed, so a retry or a new owner repeats less.
-    if (done !== undefined && !this.#exactlyOnce) {
+    if (done !== undefined && !this.#deps.exactlyOnce) {
       const commitStart = performance.now();
       try {
         await payload.commit(nextOffset(done.offset));
@@ -144,7 +143,7 @@ export class BatchLoop {
           const { tx } = span;
           span.records += chunk.length;
           // The span's last chunk commits it as it finishes, as a transaction per chunk did.
-          tx.hold(i < messages.length && !span.full(this.#spanRecords));
+          tx.hold(i < messages.length && !span.full(SPAN_CHUNKS * this.#deps.batchSize));
           const { chunks: processor } = state;
           const handled = await this.#transactional(state, topic, payload, tx, () =>
             processor.handle(topic, partition, chunk, tx),
@@ -206,9 +205,10 @@ export class BatchLoop {
    */
   #overran(start: number, topic: string, partition: number, step: 'restore' | 'chunk'): boolean {
     const ms = performance.now() - start;
-    if (ms <= this.#deps.config.kafka.sessionTimeout) return false;
+    const sessionTimeout = this.#deps.sessionTimeoutMs;
+    if (ms <= sessionTimeout) return false;
     this.#deps.logger.info(
-      { topic, partition, step, ms: Math.round(ms), sessionTimeout: this.#deps.config.kafka.sessionTimeout },
+      { topic, partition, step, ms: Math.round(ms), sessionTimeout },
       `a ${step} took longer than the session timeout: the batch stops after it (the group may have moved the partition)`,
     );
     return true;
@@ -317,12 +317,9 @@ export class BatchLoop {
 
   /** Pauses a fenced partition for one session timeout: long enough for the group to move it if it must. */
   #pauseFenced(topic: string, partition: number): void {
-    const { consumer, config } = this.#deps;
+    const { consumer, sessionTimeoutMs } = this.#deps;
     consumer.pause([{ topic, partitions: [partition] }]);
-    setTimeout(
-      () => consumer.resume([{ topic, partitions: [partition] }]),
-      config.kafka.sessionTimeout,
-    ).unref();
+    setTimeout(() => consumer.resume([{ topic, partitions: [partition] }]), sessionTimeoutMs).unref();
   }
 }
 

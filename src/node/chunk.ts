@@ -9,12 +9,13 @@ import {
   type IdVerdict,
   messageIdReader as nodeIdReader,
   type RecordParts,
+  recordFate,
   sendDeadLetters,
 } from '../kafka/index.js';
 import type { ConsumedMessage, OutgoingMessage } from '../kafka/port/index.js';
 import { idOfKey } from '../store/ids.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { type DuplicateAudit, duplicateAudit } from './duplicates.js';
+import type { DuplicateAudit } from './duplicates.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
 import type { OutputWriter, RecordSender } from './output.js';
@@ -83,7 +84,11 @@ export interface ChunkSink {
 
 /** What {@link ChunkProcessor} works with. */
 export interface ChunkDeps {
-  readonly config: NodeConfig;
+  /** The `[dedup]` table: the id, the window and the policies. */
+  readonly dedup: NodeConfig['dedup'];
+  readonly dlqTopic: string;
+  /** `output.duplicatesTopic`: the audit record of each dropped duplicate (undefined: off). */
+  readonly audit: DuplicateAudit | undefined;
   readonly repository: IdempotentRepository;
   readonly output: OutputWriter;
   /** For dead letters (the output writer has its own reference to it). */
@@ -121,29 +126,26 @@ export class ChunkProcessor {
   readonly #consumer: IdempotentConsumer<Survivor>;
   /** The at-least-once end of a chunk: dead letters (and changelog marks), acknowledged by all replicas. */
   readonly #atLeastOnce: ChunkSink;
-  /** `output.duplicatesTopic`: the audit record of each dropped duplicate (undefined: off). */
-  readonly #audit: DuplicateAudit | undefined;
 
   constructor(deps: ChunkDeps) {
     this.#deps = deps;
-    const { producer, config } = deps;
-    this.#audit = duplicateAudit(config, producer, deps.output.errors);
+    const { producer, dedup, audit } = deps;
     this.#atLeastOnce = {
       sender: producer,
       // The marks are in the store already (the engine's mark; a partition's logged store has also appended
       // them to its changelog, after the output acks).
-      finish: (end) => sendDeadLetters(producer, config.dlq.topic, end.letters),
+      finish: (end) => sendDeadLetters(producer, deps.dlqTopic, end.letters),
     };
-    this.#readId = nodeIdReader(deps.config.dedup.id);
-    this.#missingDetail = `no dedup id at ${describeId(deps.config)}`;
+    this.#readId = nodeIdReader(dedup.id);
+    this.#missingDetail = `no dedup id at ${describeId(dedup.id)}`;
     // Built the one way the CLI and the DI container build consumers; the node's `[dedup]` table fixes the policies.
     this.#consumer = consumerFromConfig<Survivor>(NODE_CONSUMER_TABLE, deps.repository, {
       // The fast reader gives canonical keys; the consumer canonicalizes ids itself, so hand it the id back.
       id: (survivor) => (survivor.id === undefined ? undefined : idOfKey(survivor.id)),
       consumer: {
         mode: 'lazy',
-        ttlMs: deps.config.dedup.window,
-        storeFailure: deps.config.dedup.storeFailure,
+        ttlMs: dedup.window,
+        storeFailure: dedup.storeFailure,
         // A record held by another worker's live claim (a store shared with eager consumers) is theirs to handle.
         inProgress: 'duplicate',
         // Records without id reach the engine only under `dedup.missingId = "forward"` (parse letters the rest).
@@ -159,10 +161,8 @@ export class ChunkProcessor {
         // The node's effect is its output topic, not a row in the store's database: no SQL transaction.
         transaction: false,
         // `dedup.replayEpoch`: the marks (and so the changelog) carry the epoch's ids.
-        ...(deps.config.dedup.replayEpoch === undefined
-          ? {}
-          : { replayEpoch: deps.config.dedup.replayEpoch }),
-        ...(this.#audit === undefined ? {} : { onDuplicate: this.#audit.hook }),
+        ...(dedup.replayEpoch === undefined ? {} : { replayEpoch: dedup.replayEpoch }),
+        ...(audit === undefined ? {} : { onDuplicate: audit.hook }),
       },
     });
   }
@@ -199,7 +199,7 @@ export class ChunkProcessor {
     const { results, attempts } = await this.#forward(topic, partition, candidates, sink, clock);
     const tally = this.#tally(topic, partition, candidates, results, attempts, letters);
     // The audit of the dropped duplicates, through the chunk's sender: in its transaction under exactly-once.
-    await this.#audit?.send(sink.sender, topic, partition, candidates, results);
+    await this.#deps.audit?.send(sink.sender, topic, partition, candidates, results);
     // 3. Dead letters last: a failure here repeats the chunk, and the marks turn its forwarded records into
     // duplicates instead of second copies. (Exactly-once: the letters and offset join the transaction, which
     // the batch loop commits with the marks after this chunk or a later one.)
@@ -222,7 +222,7 @@ export class ChunkProcessor {
     partition: number,
     chunk: readonly ConsumedMessage[],
   ): { letters: DeadLetter[]; candidates: Survivor[]; withoutId: number } {
-    const forwardMissing = this.#deps.config.dedup.missingId === 'forward';
+    const forwardMissing = this.#deps.dedup.missingId === 'forward';
     const letters: DeadLetter[] = [];
     const candidates: Survivor[] = [];
     let withoutId = 0;
@@ -309,7 +309,7 @@ export class ChunkProcessor {
     };
     const { results } = await this.#consumer.processBatch(candidates, produce, {
       onStoreCall,
-      ...this.#audit?.batchOptions(topic, partition, candidates),
+      ...this.#deps.audit?.batchOptions(topic, partition, candidates),
     });
     if (writeFailure !== undefined) throw writeFailure.error;
     return { results, attempts };
@@ -328,23 +328,17 @@ export class ChunkProcessor {
     for (let i = 0; i < results.length; i++) {
       const r = results[i] as ProcessResult<unknown>;
       if (r.raced) tally.raced++;
+      const refusedAttempts = attempts.get(i);
+      const fate = recordFate(r, refusedAttempts !== undefined);
+      // Another worker's live claim (not reported under `inProgress: 'duplicate'`) is theirs to forward.
       if (r.outcome === 'duplicate' || r.outcome === 'in-progress') tally.duplicates++;
-      else if (r.outcome !== 'failed') {
-        tally.out++;
-      } else {
-        // Refused by the output (or an id no store can hold): dead-lettered, and not marked.
+      else if (fate.fate === 'ack') tally.out++;
+      else {
+        // Refused by the engine (an id no store can hold), or by the output after its own retries: dead-lettered,
+        // and not marked.
+        const reason = fate.fate === 'dead-letter' ? fate.reason : 'handler-failed';
         const { message } = candidates[i] as Survivor;
-        const refusedAttempts = attempts.get(i);
-        letters.push({
-          ...letter(
-            topic,
-            partition,
-            message,
-            refusedAttempts === undefined ? 'invalid-id' : 'handler-failed',
-            r.error,
-          ),
-          attempts: refusedAttempts ?? 0,
-        });
+        letters.push(letter(topic, partition, message, reason, fate.error, refusedAttempts));
       }
     }
     return tally;
@@ -413,12 +407,12 @@ function letter(
   message: ConsumedMessage,
   reason: DlqReason,
   error: unknown,
+  attempts = 0,
 ): DeadLetter {
-  return { topic, partition, message, reason, error, attempts: 0 };
+  return { topic, partition, message, reason, error, attempts };
 }
 
-function describeId(config: NodeConfig): string {
-  const id = config.dedup.id;
+function describeId(id: NodeConfig['dedup']['id']): string {
   return id.from === 'value'
     ? `value path ${id.path}`
     : id.from === 'header'

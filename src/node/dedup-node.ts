@@ -7,12 +7,16 @@ import { formatDuration } from '../util/duration.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';
 import { CatchUp } from './catch-up.js';
-import { prepareChangelogTopic } from './changelog-topic.js';
 import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
-import { resolveInstanceId, transactionalProducerLayout } from './exactly-once/producers.js';
+import { duplicateAudit } from './duplicates.js';
+import {
+  resolveInstanceId,
+  transactionalProducerLayout,
+  transactionTimeoutMs,
+} from './exactly-once/producers.js';
 import { kafkaClient, StartupWatch } from './kafka-client.js';
 import { NodeMetrics } from './metrics.js';
-import type { NodeConfig } from './options.js';
+import { instanceTransactionalId, type NodeConfig, transactionalId } from './options.js';
 import { OutputWriter } from './output.js';
 import { PartitionLifecycle } from './partition-state.js';
 import { formatPerf, PerfLog } from './perf-log.js';
@@ -79,9 +83,9 @@ export async function startDedupNode(
   logger: Logger,
   options: DedupNodeOptions = {},
 ): Promise<DedupNodeHandle> {
-  const startup = new StartupWatch(logger, config.kafka.startupTimeout);
   options.signal?.throwIfAborted();
   checkWindow(config, repository);
+  const startup = new StartupWatch(logger, config.kafka.startupTimeout);
   const kafka = options.kafka ?? (await kafkaClient(config.kafka, logger, startup));
   // The start is bounded: past kafka.startupTimeout it gives up, as a stop asked for meanwhile does.
   const bounded = new AbortController();
@@ -90,7 +94,10 @@ export async function startDedupNode(
   try {
     const handle = await start(config, repository, logger, kafka, signal);
     startup.started();
-    return options.kafka ? handle : closingClient(handle, kafka);
+    if (options.kafka) return handle;
+    // A client the node opened itself: its stop also closes the client.
+    let closing: Promise<void> | undefined;
+    return { ...handle, stop: () => (closing ??= handle.stop().finally(() => kafka.close())) };
   } catch (error) {
     if (!options.kafka) await kafka.close().catch(() => undefined);
     throw error;
@@ -116,18 +123,25 @@ async function start(
   kafka: KafkaClient,
   signal: AbortSignal,
 ): Promise<DedupNodeHandle> {
+  const checkpoint = checkpointPath(config);
   // Refused before any topic is touched; the instance id file is read (or created) once.
   const exactlyOnce = config.output.guarantee === 'exactly-once';
   const producers = exactlyOnce ? transactionalProducerLayout(config, kafka.capabilities) : undefined;
   const instance = producers === 'per-instance' ? resolveInstanceId(config) : undefined;
+  const transactions = producers && {
+    instanceId: instance && instanceTransactionalId(config, instance.id),
+    partitionId: (partition: number) => transactionalId(config, partition),
+    timeoutMs: transactionTimeoutMs(config, producers),
+  };
   const layout = await prepareTopics(kafka, config, signal);
-  const changelog = await prepareChangelogTopic(kafka, config, layout.inputPartitions, signal);
+  const changelog = layout.changelogTopic;
   const metrics = new NodeMetrics();
   const perf = new PerfLog();
   const totals = emptyTotals();
 
   // Output records carry their partition; only dead letters are placed, by key.
   const producer = kafka.producer({ idempotent: true });
+  const audit = duplicateAudit(config.output, producer, kafka.errors);
   const output = new OutputWriter(producer, {
     topic: config.output.topic,
     maxBatchBytes: layout.outputMaxBatchBytes,
@@ -152,7 +166,20 @@ async function start(
   });
   const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
 
-  const chunkDeps: ChunkDeps = { config, repository, output, producer, metrics, perf, totals, logger };
+  const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics.registry, logger);
+  // Each part gets the settings it uses, read from the config here, once.
+  const chunkDeps: ChunkDeps = {
+    dedup: config.dedup,
+    dlqTopic: config.dlq.topic,
+    audit,
+    repository,
+    output,
+    producer,
+    metrics,
+    perf,
+    totals,
+    logger,
+  };
   // Without a changelog, one processor over the store; with one, each partition has its own processor over its
   // logged view of the store (partition-state.ts), so every write reaches the partition's changelog.
   const chunks = new ChunkProcessor(chunkDeps);
@@ -160,20 +187,20 @@ async function start(
     changelog === undefined
       ? undefined
       : new PartitionLifecycle({
-          config,
           kafka,
+          inputTopic: config.input.topic,
+          dlqTopic: config.dlq.topic,
+          progressIntervalMs: config.perf.interval,
           group: consumer,
           repository,
           metrics,
           logger,
           producer,
           changelogTopic: changelog,
-          checkpointPath: checkpointPath(config),
-          ...(producers ? { layout: producers } : {}),
-          ...(instance ? { instanceId: instance.id } : {}),
+          checkpointPath: checkpoint,
+          transactions,
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
         });
-  const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics.registry, logger);
   consumer.onGroupJoin(({ memberId, generationId, assignment }) => {
     supervisor.joined();
     catchUp.reassigned();
@@ -185,7 +212,9 @@ async function start(
       });
   });
   const loop = new BatchLoop({
-    config,
+    exactlyOnce,
+    batchSize: config.input.batchSize,
+    sessionTimeoutMs: config.kafka.sessionTimeout,
     consumer,
     errors: kafka.errors,
     chunks,
@@ -206,7 +235,7 @@ async function start(
         await partitions?.start();
         if (instance) {
           logger.info(
-            { transactionalId: partitions?.instanceTransactionalId, instanceIdFrom: instance.source },
+            { transactionalId: transactions?.instanceId, instanceIdFrom: instance.source },
             'exactly-once with one transactional producer for this instance, fenced by the group',
           );
         }
@@ -253,21 +282,6 @@ async function start(
           logger.info({ perf: summary }, formatPerf(summary));
         }
       })();
-      return stopping;
-    },
-  };
-}
-
-/** The handle of a node that opened its client itself: its stop also closes the client. */
-function closingClient(handle: DedupNodeHandle, kafka: KafkaClient): DedupNodeHandle {
-  let stopping: Promise<void> | undefined;
-  return {
-    metrics: handle.metrics,
-    metricsPort: handle.metricsPort,
-    failed: handle.failed,
-    totals: () => handle.totals(),
-    stop: () => {
-      stopping ??= handle.stop().finally(() => kafka.close());
       return stopping;
     },
   };

@@ -36,18 +36,18 @@ export interface DuplicateAuditValue {
 
 /** The audit of a node whose config sets `output.duplicatesTopic`; undefined when it is off (the default). */
 export function duplicateAudit(
-  config: NodeConfig,
+  output: NodeConfig['output'],
   producer: RecordSender,
   errors: KafkaErrorClassifier,
 ): DuplicateAudit | undefined {
-  const topic = config.output.duplicatesTopic;
+  const topic = output.duplicatesTopic;
   if (topic === undefined) return undefined;
   return new DuplicateAudit(
     new OutputWriter(producer, {
       topic,
       maxBatchBytes: AUDIT_MAX_BATCH_BYTES,
-      sendAttempts: config.output.sendAttempts,
-      retryBackoffMs: config.output.retryBackoff,
+      sendAttempts: output.sendAttempts,
+      retryBackoffMs: output.retryBackoff,
       errors,
     }),
     topic,

@@ -9,10 +9,8 @@ import type { GroupMetadataSource, KafkaClient, KafkaProducer } from '../kafka/p
 import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
 import type { IdempotentRepository } from '../store/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
-import { type TransactionalProducerLayout, transactionTimeoutMs } from './exactly-once/producers.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
-import { instanceTransactionalId, type NodeConfig, transactionalId } from './options.js';
 
 /**
  * One assigned input partition: the node's processor over the partition's logged store. Every write the chunk's
@@ -35,8 +33,12 @@ export interface PartitionState {
 
 /** What {@link PartitionLifecycle} works with. */
 export interface PartitionLifecycleDeps {
-  readonly config: NodeConfig;
   readonly kafka: KafkaClient;
+  /** A transaction commits the input topic's offsets, and its dead letters go to the DLQ topic. */
+  readonly inputTopic: string;
+  readonly dlqTopic: string;
+  /** `perf.interval`: how often a long restore logs its progress. */
+  readonly progressIntervalMs: number;
   /** The input's consumer: exactly-once transactions commit its offsets (with its generation, where sent). */
   readonly group: GroupMetadataSource;
   /** The local store (the changelog's cache). */
@@ -49,12 +51,19 @@ export interface PartitionLifecycleDeps {
   readonly changelogTopic: string;
   /** The checkpoint file; undefined: every restore reads the changelog from the start. */
   readonly checkpointPath: string | undefined;
-  /** Exactly-once: one transactional producer per partition, or one for the instance. */
-  readonly layout?: TransactionalProducerLayout;
-  /** Exactly-once per-instance: this instance's id (in its transactional id). */
-  readonly instanceId?: string;
+  /** Exactly-once: its transactional producers; undefined under at-least-once. */
+  readonly transactions: TransactionalProducers | undefined;
   /** Builds a chunk processor over the given store (each partition gets one over its logged store). */
   readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
+}
+
+/** Exactly-once: one transactional producer per partition, or one for the instance (`output.transactionalProducer`). */
+export interface TransactionalProducers {
+  /** Per-instance: the transactional id of the instance's one producer; undefined: one per partition. */
+  readonly instanceId: string | undefined;
+  /** Per-partition: the transactional id of a partition's producer. */
+  readonly partitionId: (partition: number) => string;
+  readonly timeoutMs: number;
 }
 
 /**
@@ -72,7 +81,6 @@ export interface PartitionLifecycleDeps {
  */
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
-  readonly #exactlyOnce: boolean;
   /** Exactly-once with one producer for the instance ({@link start}); the group fences it (KIP-447). */
   readonly #perInstance: boolean;
   #instanceProducer: KafkaProducer | undefined;
@@ -90,11 +98,7 @@ export class PartitionLifecycle {
 
   constructor(deps: PartitionLifecycleDeps) {
     this.#deps = deps;
-    this.#exactlyOnce = deps.config.output.guarantee === 'exactly-once';
-    this.#perInstance = this.#exactlyOnce && deps.layout === 'per-instance';
-    if (this.#perInstance && deps.instanceId === undefined) {
-      throw new TypeError('a per-instance exactly-once node needs its instance id');
-    }
+    this.#perInstance = deps.transactions?.instanceId !== undefined;
     this.#reader = new ChangelogReader(deps.kafka);
     this.#restorer = new ChangelogRestorer({
       source: new KafkaChangelogSource({ reader: this.#reader, topic: deps.changelogTopic }),
@@ -118,18 +122,11 @@ export class PartitionLifecycle {
     if (this.#perInstance) this.#instanceProducer ??= await this.#connectInstanceProducer();
   }
 
-  /** The transactional id of this instance's producer (per-instance), for the log. */
-  get instanceTransactionalId(): string | undefined {
-    return this.#perInstance
-      ? instanceTransactionalId(this.#deps.config, this.#deps.instanceId as string)
-      : undefined;
-  }
-
   async #connectInstanceProducer(): Promise<KafkaProducer> {
-    const { config, kafka } = this.#deps;
-    const producer = kafka.producer({
-      transactionalId: this.instanceTransactionalId as string,
-      transactionTimeoutMs: transactionTimeoutMs(config, 'per-instance'),
+    const { instanceId, timeoutMs } = this.#deps.transactions as TransactionalProducers;
+    const producer = this.#deps.kafka.producer({
+      transactionalId: instanceId as string,
+      transactionTimeoutMs: timeoutMs,
       idempotent: true,
     });
     try {
@@ -354,7 +351,7 @@ export class PartitionLifecycle {
     heartbeat: () => Promise<void>,
     start: number,
   ): Promise<void> {
-    const { metrics, logger, changelogTopic, config } = this.#deps;
+    const { metrics, logger, changelogTopic, progressIntervalMs } = this.#deps;
     let ends: ReadonlyMap<number, number> = new Map();
     const lag = (p: number, at: number) => Math.max(0, (ends.get(p) ?? 0) - at);
     let lastLog = performance.now();
@@ -386,7 +383,7 @@ export class PartitionLifecycle {
         },
         onProgress: ({ partition, nextOffset, restored }) => {
           metrics.restoreLag.set({ partition: String(partition) }, lag(partition, nextOffset));
-          if (performance.now() - lastLog >= config.perf.interval) {
+          if (performance.now() - lastLog >= progressIntervalMs) {
             lastLog = performance.now();
             const seconds = (lastLog - start) / 1000;
             logger.info(
@@ -416,8 +413,8 @@ export class PartitionLifecycle {
    * per-partition its transactional producer, connected and initialised (fencing any other).
    */
   async #open(partition: number): Promise<PartitionState> {
-    const { config, kafka, repository, changelogTopic } = this.#deps;
-    if (!this.#exactlyOnce) {
+    const { kafka, repository, changelogTopic, transactions } = this.#deps;
+    if (transactions === undefined) {
       const sink = new KafkaChangelogSink({
         client: kafka,
         producer: this.#deps.producer,
@@ -443,8 +440,8 @@ export class PartitionLifecycle {
     const chunks = this.#deps.chunkProcessor({ repository: store });
     if (this.#perInstance) return { partition, store, transactional: true, chunks };
     const producer = kafka.producer({
-      transactionalId: transactionalId(config, partition),
-      transactionTimeoutMs: transactionTimeoutMs(config, 'per-partition'),
+      transactionalId: transactions.partitionId(partition),
+      transactionTimeoutMs: transactions.timeoutMs,
       idempotent: true,
     });
     // Initialises the transactional id: fences the previous owner and aborts its open transaction.
@@ -463,14 +460,14 @@ export class PartitionLifecycle {
     if (!state.transactional || !producer) {
       throw new TypeError(`partition ${state.partition} is not exactly-once, or its producer is not started`);
     }
-    const { config, changelogTopic } = this.#deps;
+    const { group, inputTopic, changelogTopic, dlqTopic } = this.#deps;
     return new ChunkTransaction({
       producer,
-      group: this.#deps.group,
-      inputTopic: config.input.topic,
+      group,
+      inputTopic,
       partition: state.partition,
       changelogTopic,
-      dlqTopic: config.dlq.topic,
+      dlqTopic,
       store: state.store,
     });
   }

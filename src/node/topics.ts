@@ -1,13 +1,16 @@
 import { ConfigError } from '../errors.js';
+import { checkChangelogTopic, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { KafkaAdmin, KafkaClient } from '../kafka/port/index.js';
 import { untilAborted } from './abort.js';
-import type { NodeConfig } from './options.js';
+import { changelogEnabled, changelogTopic, type NodeConfig } from './options.js';
 
 /** What the node learns about its topics before it starts. */
 export interface TopicLayout {
   readonly inputPartitions: number;
   /** The output topic's `max.message.bytes`: the largest record batch one request may carry. */
   readonly outputMaxBatchBytes: number;
+  /** The changelog topic, when the config turns it on. */
+  readonly changelogTopic: string | undefined;
 }
 
 /** Kafka's default `max.message.bytes`, assumed when the topic config cannot be read (no describe ACL). */
@@ -17,6 +20,8 @@ const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
  * Checks the topics before the node consumes anything. The input must exist (a typo must not create an empty
  * topic and wait forever). The output keeps each record in its input partition, so it needs at least as many
  * partitions; a missing output is created with the input's count, a missing DLQ with the broker's default.
+ * The changelog (when on) is created with the input's count too (changelog partition p holds input partition p's
+ * marks), or checked when it exists.
  */
 export async function prepareTopics(
   kafka: KafkaClient,
@@ -53,7 +58,16 @@ async function inspect(admin: KafkaAdmin, config: NodeConfig): Promise<TopicLayo
   }
   if (!existing.has(config.dlq.topic)) await create(admin, config.dlq.topic);
   await checkDuplicatesTopic(admin, config, existing, inputPartitions);
-  return { inputPartitions, outputMaxBatchBytes: await maxMessageBytes(admin, config.output.topic) };
+  const changelog = changelogEnabled(config) ? changelogTopic(config) : undefined;
+  if (changelog !== undefined) {
+    const retentionMs = config.dedup.window;
+    const spec = { topic: changelog, partitions: inputPartitions, retentionMs, configKey: 'changelog.topic' };
+    // Checked when it exists: asking kafkajs to create an existing topic logs an error line.
+    if (existing.has(changelog)) await checkChangelogTopic(admin, spec);
+    else await ensureChangelogTopic(admin, spec);
+  }
+  const outputMaxBatchBytes = await maxMessageBytes(admin, config.output.topic);
+  return { inputPartitions, outputMaxBatchBytes, changelogTopic: changelog };
 }
 
 /**

@@ -148,4 +148,22 @@ describe('layering of src/', () => {
       );
     assert.deepEqual([...new Set(outside)], []);
   });
+
+  it("the node's running parts get their own settings, never the whole node config", () => {
+    // Its start (dedup-node.ts, main.ts) and the start-time helpers it calls read NodeConfig; a part that runs per
+    // batch names only the table it uses (`NodeConfig['dedup']`) or gets plain values.
+    const parts = [
+      'batch-loop',
+      'catch-up',
+      'chunk',
+      'duplicates',
+      'output',
+      'partition-state',
+      'supervisor',
+    ];
+    const whole = [...parts.map((p) => `node/${p}.ts`), 'node/exactly-once/transaction.ts'].filter((file) =>
+      /\bNodeConfig\b(?!\[)/.test(readFileSync(join(SRC, file), 'utf8').replace(/^import [^;]*;$/gm, '')),
+    );
+    assert.deepEqual(whole, []);
+  });
 });

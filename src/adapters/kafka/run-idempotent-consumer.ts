@@ -1,11 +1,12 @@
 import type { TelemetryAttributes, TraceSource } from '../../consumer/telemetry/api.js';
 import type { HandlerContext, ProcessResult } from '../../consumer/types.js';
-import { InProgressError, InvalidIdError, InvalidInputError, NoMessageIdError } from '../../errors.js';
+import { InProgressError, InvalidIdError, InvalidInputError } from '../../errors.js';
 import {
   type DeadLetter,
   type DlqReason,
   type IdVerdict,
   messageIdReader,
+  recordFate,
   sendDeadLetters,
 } from '../../kafka/index.js';
 import {
@@ -364,10 +365,8 @@ class Runner implements IdempotentKafkaConsumer {
       }
     }
     records.forEach((record, j) => {
-      const outcome = results[j]?.outcome;
-      if (outcome === 'processed' || outcome === 'duplicate' || outcome === 'no-id') {
-        segment.finished.push(record.message.offset);
-      }
+      const result = results[j];
+      if (result && recordFate(result, true).fate === 'ack') segment.finished.push(record.message.offset);
     });
 
     // Walk in offset order; the finished prefix ends at the first record that is not finished.
@@ -392,30 +391,17 @@ class Runner implements IdempotentKafkaConsumer {
       const result = results[k] as ProcessResult;
       const record = records[k] as KafkaRecord;
       k++;
-      switch (result.outcome) {
-        case 'processed':
-        case 'duplicate':
-        case 'no-id':
-          segment.done++;
-          continue;
-        case 'conflict':
-          // Same id, another payload (the consumer's `fingerprint` option): it can never be handled.
-          if (!this.#refuse(segment, payload, i, 'invalid-input', result.error)) return segment;
-          continue;
-        case 'in-progress':
-          segment.block = {
-            kind: 'in-progress',
-            error: new InProgressError(result.id ?? '', result.existing?.leaseExpiresAt),
-          };
-          return segment;
-        case 'failed':
-          if (result.error === DEFERRED) return segment;
-          if (invoked.has(record) || !isRefusal(result.error)) {
-            segment.block = { kind: 'handler', error: result.error };
-            return segment;
-          }
-          // Refused before any handler ran (no id under `reject`, a bad event timestamp): it would fail forever.
-          if (!this.#refuse(segment, payload, i, refusalReason(result.error), result.error)) return segment;
+      if (result.error === DEFERRED) return segment;
+      const fate = recordFate(result, invoked.has(record));
+      if (fate.fate === 'ack') segment.done++;
+      else if (fate.fate === 'dead-letter') {
+        if (!this.#refuse(segment, payload, i, fate.reason, fate.error)) return segment;
+      } else {
+        const { id, existing } = result;
+        const error =
+          fate.kind === 'handler' ? fate.error : new InProgressError(id ?? '', existing?.leaseExpiresAt);
+        segment.block = { kind: fate.kind, error };
+        return segment;
       }
     }
     return segment;
@@ -587,18 +573,4 @@ class Runner implements IdempotentKafkaConsumer {
     for (const { timer } of this.#timers.values()) clearTimeout(timer);
     this.#timers.clear();
   }
-}
-
-/** Errors by which the consumer refuses a record before any handler runs; the same record is refused forever. */
-function isRefusal(error: unknown): boolean {
-  return (
-    error instanceof NoMessageIdError || error instanceof InvalidIdError || error instanceof InvalidInputError
-  );
-}
-
-/** The DLQ reason of a record the consumer refused. */
-function refusalReason(error: unknown): DlqReason {
-  if (error instanceof NoMessageIdError) return 'no-id';
-  if (error instanceof InvalidIdError) return 'invalid-id';
-  return 'invalid-input';
 }

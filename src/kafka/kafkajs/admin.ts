@@ -1,9 +1,6 @@
 import type { Admin, ConfigResourceTypes } from 'kafkajs';
-import type { KafkaAdmin, NewTopic, PartitionOffsetRange } from '../port/index.js';
+import { type KafkaAdmin, type NewTopic, type PartitionOffsetRange, waitForLeaders } from '../port/index.js';
 import { KAFKAJS_DEFAULT_RETRIES, retryUnreachable } from './retry.js';
-
-/** How long `createTopics` waits for every new partition to have a leader. */
-const LEADERS_WAIT_MS = 30_000;
 
 /** ConfigResourceTypes.TOPIC: kafkajs's CommonJS build does not expose its enums as named ESM exports. */
 const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
@@ -46,31 +43,21 @@ export class KafkajsAdmin implements KafkaAdmin {
       // UNKNOWN_TOPIC_OR_PARTITION ("This server does not host this topic-partition"), which it does not retry.
       waitForLeaders: false,
     });
-    if (created) await this.#waitForLeaders(topics.map((t) => t.topic));
+    const names = topics.map((t) => t.topic);
+    if (created) await waitForLeaders(names, () => this.#leadersServe(names));
     return created;
   }
 
-  async #waitForLeaders(topics: string[]): Promise<void> {
-    const deadline = Date.now() + LEADERS_WAIT_MS;
-    for (;;) {
-      try {
-        const metadata = await this.native.fetchTopicMetadata({ topics });
-        const ready = topics.every((name) => {
-          const partitions = metadata.topics.find((t) => t.name === name)?.partitions ?? [];
-          return partitions.length > 0 && partitions.every((p) => p.leader >= 0);
-        });
-        // Leaders in the metadata are not yet leaders serving the partition (NOT_LEADER_FOR_PARTITION, which
-        // kafkajs's offset calls do not retry): ready once the topic's offsets can be listed.
-        if (ready) {
-          await Promise.all(topics.map((topic) => this.native.fetchTopicOffsets(topic)));
-          return;
-        }
-      } catch (error) {
-        if (Date.now() > deadline) throw error;
-      }
-      if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after 30 s`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  async #leadersServe(topics: string[]): Promise<boolean> {
+    const metadata = await this.native.fetchTopicMetadata({ topics });
+    const ready = topics.every((name) => {
+      const partitions = metadata.topics.find((t) => t.name === name)?.partitions ?? [];
+      return partitions.length > 0 && partitions.every((p) => p.leader >= 0);
+    });
+    // Leaders in the metadata are not yet leaders serving the partition (NOT_LEADER_FOR_PARTITION, which
+    // kafkajs's offset calls do not retry): ready once the topic's offsets can be listed.
+    if (ready) await Promise.all(topics.map((topic) => this.native.fetchTopicOffsets(topic)));
+    return ready;
   }
 
   async describeTopicConfigs(topic: string, names: readonly string[]): Promise<Map<string, string>> {

@@ -1,10 +1,7 @@
 import { Admin, ConfigResourceTypes, FetchIsolationLevels, ListOffsetTimestamps } from '@platformatic/kafka';
-import type { KafkaAdmin, NewTopic, PartitionOffsetRange } from '../port/index.js';
+import { type KafkaAdmin, type NewTopic, type PartitionOffsetRange, waitForLeaders } from '../port/index.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
-
-/** How long `createTopics` waits for every new partition to have a leader. */
-const LEADERS_WAIT_MS = 30_000;
 
 /** The admin calls of the port over @platformatic/kafka's Admin. */
 export class PlatformaticAdmin implements KafkaAdmin {
@@ -69,26 +66,14 @@ export class PlatformaticAdmin implements KafkaAdmin {
         }
       }
     }
-    if (created) await this.#waitForLeaders(topics.map((t) => t.topic));
+    const names = topics.map((t) => t.topic);
+    if (created) await waitForLeaders(names, () => this.#leadersKnown(names));
     return created;
   }
 
-  async #waitForLeaders(topics: string[]): Promise<void> {
-    const deadline = Date.now() + LEADERS_WAIT_MS;
-    for (;;) {
-      try {
-        const metadata = await this.#need().metadata({ topics, forceUpdate: true });
-        const ready = topics.every((name) => {
-          const t = metadata.topics.get(name);
-          return t?.partitions.every((p) => p.leader >= 0);
-        });
-        if (ready) return;
-      } catch (error) {
-        if (Date.now() > deadline) throw error;
-      }
-      if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after 30 s`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  async #leadersKnown(topics: string[]): Promise<boolean> {
+    const metadata = await this.#need().metadata({ topics, forceUpdate: true });
+    return topics.every((name) => metadata.topics.get(name)?.partitions.every((p) => p.leader >= 0) === true);
   }
 
   async describeTopicConfigs(topic: string, names: readonly string[]): Promise<Map<string, string>> {

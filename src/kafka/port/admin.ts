@@ -17,6 +17,26 @@ export interface PartitionOffsetRange {
   readonly high: string;
 }
 
+/**
+ * What `createTopics` does after creating: polls `ready` (the new topics' leaders serve them) every 100 ms, for up
+ * to 30 s; past that its last error, or a timeout, rejects.
+ */
+export async function waitForLeaders(
+  topics: readonly string[],
+  ready: () => Promise<boolean>,
+): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      if (await ready()) return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after 30 s`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /** The admin calls the node, the changelog and the `kafka` repository make. Connect before use. */
 export interface KafkaAdmin {
   connect(): Promise<void>;

@@ -2,7 +2,7 @@
 // adapter, the changelog, the `kafka` repository) works through. Implementations: src/kafka/kafkajs/ and
 // src/kafka/platformatic/, chosen by `openKafkaClient` (config key `kafka.client`). Types only, but for the
 // factory and the client names.
-export type { KafkaAdmin, NewTopic, PartitionOffsetRange } from './admin.js';
+export { type KafkaAdmin, type NewTopic, type PartitionOffsetRange, waitForLeaders } from './admin.js';
 export {
   defaultKafkaClient,
   type KafkaClient,

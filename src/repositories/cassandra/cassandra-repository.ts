@@ -333,14 +333,7 @@ export class CassandraRepository extends BaseRepository {
       if (uncertain && claim?.state === 'confirmed' && claim.expiresAt === uncertain.expiresAt) return true;
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
       const record = confirmedRecord(claim, ttlMs, now, kept);
-      const result = await this.#cas(this.#cql.confirm, [
-        ttlSeconds(forgetAt(record), now),
-        ...this.#values(record, null),
-        ...this.#where(key),
-        owner,
-        row?.lease_expires_at ?? null,
-        row?.expires_at ?? null,
-      ]);
+      const result = await this.#rewrite(key, owner, row, record, now);
       if (result === UNKNOWN) {
         uncertain = record;
         continue;
@@ -375,14 +368,7 @@ export class CassandraRepository extends BaseRepository {
       // Our earlier round timed out but landed: the row holds the lease we wrote.
       if (uncertain && claim.leaseExpiresAt === uncertain.leaseExpiresAt) return true;
       const record = renewedRecord(claim, leaseMs, now);
-      const result = await this.#cas(this.#cql.confirm, [
-        ttlSeconds(forgetAt(record), now),
-        ...this.#values(record, null),
-        ...this.#where(key),
-        owner,
-        row?.lease_expires_at ?? null,
-        row?.expires_at ?? null,
-      ]);
+      const result = await this.#rewrite(key, owner, row, record, now);
       if (result === UNKNOWN) {
         uncertain = record;
         continue;
@@ -418,6 +404,18 @@ export class CassandraRepository extends BaseRepository {
    * Runs an LWT. A server timeout inside the Paxos round leaves its outcome unknown (it may still be applied);
    * that returns {@link UNKNOWN} after a short random pause, and the caller reads back to find out.
    */
+  /** Rewrites the owner's in-flight row, read as `row`, as `record` (confirm and renew): applied if unchanged. */
+  #rewrite(key: string, owner: string, row: Row | undefined, record: IdempotencyRecord, now: number) {
+    return this.#cas(this.#cql.confirm, [
+      ttlSeconds(forgetAt(record), now),
+      ...this.#values(record, null),
+      ...this.#where(key),
+      owner,
+      row?.lease_expires_at ?? null,
+      row?.expires_at ?? null,
+    ]);
+  }
+
   async #cas(query: string, params: unknown[]): Promise<types.ResultSet | typeof UNKNOWN> {
     try {
       return await this.#client.execute(query, params, this.#lwt);

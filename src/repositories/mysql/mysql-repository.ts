@@ -816,9 +816,6 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   #broken = false;
   /** Counts the statements sent, for optimistic savepoints (made at the first one). */
   #watch: StatementWatch | undefined;
-  /** The open savepoint is optimistic (none set): the count of statements sent when it was asked for. */
-  #markedAt: number | undefined;
-  needsSavepoints = false;
 
   constructor(connection: PoolConnection, lockTimeoutMs: number, compound: boolean, lead: readonly string[]) {
     super('mysql', connection, lockTimeoutMs);
@@ -920,8 +917,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
       if (options.optimistic === true) {
         this.assertUsable('savepoint');
         this.#watch ??= new StatementWatch(this.connection, ['query', 'execute']);
-        this.#markedAt = this.#watch.sent;
-        return 'open';
+        return this.mark();
       }
       await this.#statement('savepoint', `SAVEPOINT ${SAVEPOINT}`);
       return 'open';
@@ -936,7 +932,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
    */
   async releaseSavepoint(): Promise<void> {
     this.takeSavepoint('releaseSavepoint');
-    this.#markedAt = undefined;
+    this.takeMark();
     this.assertUsable('releaseSavepoint');
   }
 
@@ -946,15 +942,13 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
    */
   async rollbackToSavepoint(): Promise<void> {
     this.takeSavepoint('rollbackToSavepoint');
-    const markedAt = this.#markedAt;
-    if (markedAt !== undefined) {
-      this.#markedAt = undefined;
-      if (this.#watch?.sent === markedAt) return;
+    const mark = this.takeMark();
+    if (mark !== undefined) {
+      if (!mark.touched) return;
       // Back to the transaction's own savepoint: it is rolled back in any case, and this finds out whether the
       // server rolled it back already (a deadlock in the handler's statement: run again as it is).
       await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${TRANSACTION_SAVEPOINT}`);
-      this.needsSavepoints = true;
-      this.rollbackOnly();
+      this.needSavepoints();
       return;
     }
     await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
@@ -974,6 +968,10 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   lost(reason: string): void {
     this.abort(reason);
     this.#rolledBackBy ??= reason;
+  }
+
+  protected statementsSent(): number {
+    return this.#watch?.sent ?? 0;
   }
 
   /** Called when `transaction()` ends: a verb still running in this async context may no longer use it. */

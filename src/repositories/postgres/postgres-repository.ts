@@ -109,9 +109,6 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   #deferred: DeferredStatement | undefined;
   /** How the last SAVEPOINT was answered, once it went (see {@link savepointSet}). */
   #savepointAnswer: Promise<'open' | 'skipped'> | undefined;
-  /** The open savepoint is optimistic (none set): the count of statements sent when it was asked for. */
-  #markedAt: number | undefined;
-  needsSavepoints = false;
 
   constructor(client: pg.PoolClient, lockTimeoutMs: number) {
     super('postgres', client, lockTimeoutMs);
@@ -197,8 +194,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
       if (this.aborted) return 'skipped';
       if (options.optimistic === true && this.#lead === undefined) {
         this.#deferred ??= new DeferredStatement(this.connection);
-        this.#markedAt = this.#deferred.sent;
-        return 'open';
+        return this.mark();
       }
       if (this.#lead !== undefined) {
         // BEGIN has not gone: it goes now, with the savepoint, in one simple query.
@@ -244,15 +240,14 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
    * Answers false when no optimistic savepoint was open.
    */
   #endMark(undo: boolean): boolean {
-    const markedAt = this.#markedAt;
-    if (markedAt === undefined) return false;
-    this.#markedAt = undefined;
-    const untouched = this.#deferred?.sent === markedAt;
-    if (!untouched && (undo || this.aborted || !this.#idleInTransaction())) {
-      this.needsSavepoints = true;
-      this.rollbackOnly();
-    }
+    const mark = this.takeMark();
+    if (mark === undefined) return false;
+    if (mark.touched && (undo || this.aborted || !this.#idleInTransaction())) this.needSavepoints();
     return true;
+  }
+
+  protected statementsSent(): number {
+    return this.#deferred?.sent ?? 0;
   }
 
   /**

@@ -86,6 +86,9 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
   readonly #store: string;
   /** `open`: SAVEPOINT ran. `skipped`: asked for while the dialect could set none (nothing to roll back to). */
   #savepoint: 'none' | 'open' | 'skipped' = 'none';
+  /** The open savepoint is optimistic (none set): {@link statementsSent} when it was asked for. */
+  #markedAt: number | undefined;
+  needsSavepoints = false;
 
   constructor(store: string, client: C, lockTimeoutMs: number) {
     this.#store = store;
@@ -123,6 +126,32 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
       );
     }
     this.#savepoint = await set();
+  }
+
+  /** Statements sent on the connection so far (the dialect counts them), for optimistic savepoints. */
+  protected abstract statementsSent(): number;
+
+  /** Opens an optimistic savepoint: none is set, the count of statements sent so far is noted. */
+  protected mark(): 'open' {
+    this.#markedAt = this.statementsSent();
+    return 'open';
+  }
+
+  /**
+   * Ends the open savepoint if it is optimistic: whether a statement was sent since it (`touched`), or undefined
+   * when the open savepoint is a real one.
+   */
+  protected takeMark(): { readonly touched: boolean } | undefined {
+    const markedAt = this.#markedAt;
+    if (markedAt === undefined) return undefined;
+    this.#markedAt = undefined;
+    return { touched: this.statementsSent() !== markedAt };
+  }
+
+  /** An optimistic savepoint could not stand in for a real one: roll back, and run again with real ones. */
+  protected needSavepoints(): void {
+    this.needsSavepoints = true;
+    this.rollbackOnly();
   }
 
   /** Takes the open savepoint for `operation` (release or roll back): answers how it was set. */

@@ -867,7 +867,6 @@ function startStoreCall(batch: Batch<unknown>): number {
   return batch.observe ? performance.now() : 0;
 }
 
-/** `StoreGuard.succeeded`. */
 /**
  * Thrown by a runner's handler wrapper to end a batch's run at once: the engine settles it and rejects with this,
  * reporting and counting nothing, since the runner discards the run and runs the batch again (the `transaction`
@@ -879,6 +878,7 @@ export class RunAgain extends Error {
   }
 }
 
+/** `StoreGuard.succeeded`. */
 function storeCallSucceeded(batch: Batch<unknown>, operation: string, start: number): void {
   batch.observe?.({ operation, ms: performance.now() - start });
 }

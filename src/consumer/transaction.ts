@@ -126,7 +126,7 @@ export class TransactionRunner<M> implements Runner<M> {
       } catch (error) {
         failure = error;
       }
-      if (opened.transaction?.needsSavepoints === true) {
+      if (savepoints === 'optimistic' && opened.transaction?.needsSavepoints === true) {
         // Rolled back, nothing of it committed: once more, every handler, with real savepoints; not counted as an
         // attempt.
         savepoints = 'real';

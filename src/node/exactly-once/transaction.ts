@@ -66,6 +66,12 @@ export class TransactionOnlySink implements ChangelogSink {
  * {@link commit}. Only then do the staged changes reach the local store, and the chunks count in the totals. Any
  * failure aborts it (best effort: a new owner's or a restarted producer's init aborts it anyway), and the staged
  * changes of all its chunks are dropped.
+ *
+ * Each chunk's changelog records join the transaction as the chunk finishes, without waiting for the broker: the
+ * next chunk is parsed and looked up while they are written (sent all at the commit, they were a serial wait as
+ * long as the chunks' own output). Nothing is visible before the commit, and the commit waits for every one of
+ * them (and fails on the first that failed), so what commits is what it did before: all of the span's output,
+ * marks and offset, or none.
  */
 export class ChunkTransaction implements ChunkSink {
   readonly #target: TransactionTarget;
@@ -78,6 +84,17 @@ export class ChunkTransaction implements ChunkSink {
   #holding = false;
   /** The finished chunks' counts, taken at the commit. */
   readonly #counts: (() => void)[] = [];
+  /** The staged changes before this index are in the transaction (sent, or queued in {@link #sends}). */
+  #logged = 0;
+  /** The changelog offset after the records sent so far (undefined: none). */
+  #changelogNext: number | undefined;
+  /**
+   * The transaction's requests, one after another (as the producers run them anyway): a chunk's output waits only
+   * for what is ahead of it, its caller for its own acks. Never rejects; see {@link #sendFailure}.
+   */
+  #sends: Promise<void> = Promise.resolve();
+  /** A changelog request that failed: the transaction cannot commit, the next chunk or the commit raises it. */
+  #sendFailure: { error: unknown } | undefined;
   /** Set once committed. */
   committed: CommittedChunk | undefined;
   /**
@@ -100,10 +117,49 @@ export class ChunkTransaction implements ChunkSink {
     target.store.begin();
   }
 
-  /** Output and dead-letter requests join the transaction. */
+  /** Output and dead-letter requests join the transaction (after its requests in flight). */
   readonly sender = {
-    send: async (request: ProduceRequest): Promise<ProduceResult[]> => (await this.#begin()).send(request),
+    send: (request: ProduceRequest): Promise<ProduceResult[]> =>
+      this.#enqueue(async () => (await this.#begin()).send(request)),
   };
+
+  /** Runs `send` after the transaction's requests already queued; resolves or rejects with it. */
+  #enqueue<T>(send: () => Promise<T>): Promise<T> {
+    const result = this.#sends.then(send);
+    this.#sends = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  /**
+   * The changes staged since the last call join the transaction, queued without waiting for their acks (see the
+   * class comment); a failure is kept for {@link #throwIfFailed}.
+   */
+  #log(): void {
+    const target = this.#target;
+    const changes = target.store.staged();
+    if (changes.length === this.#logged) return;
+    const batch = changes.slice(this.#logged);
+    this.#logged = changes.length;
+    const log = async () => {
+      const next = await sendChanges(
+        await this.#begin(),
+        { topic: target.changelogTopic, partition: target.partition },
+        batch,
+      );
+      this.#changelogNext = next ?? this.#changelogNext;
+    };
+    this.#enqueue(log).catch((error: unknown) => {
+      this.#sendFailure ??= { error };
+    });
+  }
+
+  /** A changelog request of this transaction failed: raises its error. */
+  #throwIfFailed(): void {
+    if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
+  }
 
   async #begin(): Promise<KafkaTransaction> {
     this.#tx ??= await this.#target.producer.transaction();
@@ -123,8 +179,10 @@ export class ChunkTransaction implements ChunkSink {
    * unless the transaction is held open, it commits (see {@link commit}).
    */
   async finish(end: ChunkEnd): Promise<void> {
-    if (end.letters.length > 0) await sendLetters(await this.#begin(), this.#target.dlqTopic, end.letters);
+    this.#throwIfFailed();
+    if (end.letters.length > 0) await sendLetters(this.sender, this.#target.dlqTopic, end.letters);
     this.#nextOffset = end.nextOffset;
+    this.#log();
     if (!this.#holding) await this.commit();
   }
 
@@ -149,16 +207,13 @@ export class ChunkTransaction implements ChunkSink {
     const nextOffset = this.#nextOffset;
     if (nextOffset === undefined)
       throw new TypeError('a chunk transaction committed before any chunk finished');
+    // Whatever was staged since the last chunk (nothing, as a rule), then every request acknowledged.
+    this.#log();
+    await this.#sends;
+    this.#throwIfFailed();
+    const marks = target.store.staged().length;
+    // Begun here when its chunks sent nothing (nothing is in flight now to begin it at the same time).
     const tx = await this.#begin();
-    const changes = target.store.staged();
-    let changelogNext: number | undefined;
-    if (changes.length > 0) {
-      changelogNext = await sendChanges(
-        tx,
-        { topic: target.changelogTopic, partition: target.partition },
-        changes,
-      );
-    }
     // The member rejoined while the chunks ran: in the new generation another instance may have had the
     // partition in between, so these offsets (and the chunks' output) must not commit under it.
     const now = target.group.groupMetadata();
@@ -170,7 +225,7 @@ export class ChunkTransaction implements ChunkSink {
       ],
     });
     await tx.commit();
-    this.committed = { changelogNext, marks: changes.length };
+    this.committed = { changelogNext: this.#changelogNext, marks };
     // Committed: now the changes count. A crash before this line is repaired by the next restore.
     await target.store.commit();
   }
@@ -182,6 +237,8 @@ export class ChunkTransaction implements ChunkSink {
   async fail(): Promise<boolean> {
     this.#failed = true;
     if (this.committed === undefined) this.#target.store.rollback();
+    // Its requests in flight end first: an abort must not overtake them (they fail or land in the aborted one).
+    await this.#sends;
     const tx = this.#tx;
     if (tx === undefined) return true;
     if (!tx.isActive()) {
@@ -202,9 +259,9 @@ export class ChunkTransaction implements ChunkSink {
 }
 
 async function sendLetters(
-  tx: KafkaTransaction,
+  sender: ChunkTransaction['sender'],
   topic: string,
   letters: readonly DeadLetter[],
 ): Promise<void> {
-  await tx.send({ topic, acks: -1, messages: letters.map(deadLetterMessage) });
+  await sender.send({ topic, acks: -1, messages: letters.map(deadLetterMessage) });
 }

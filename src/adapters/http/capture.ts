@@ -12,11 +12,18 @@ type Callback = (error?: Error | null) => void;
 const HEADER_SETTERS = ['setHeader', 'removeHeader', 'appendHeader'] as const;
 
 /** The response methods a capture replaces while the route runs. */
-type ReplacedMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | (typeof HEADER_SETTERS)[number];
+type ReplacedMethod =
+  | 'writeHead'
+  | 'writeHeader'
+  | 'write'
+  | 'end'
+  | 'flushHeaders'
+  | (typeof HEADER_SETTERS)[number];
 
 /** The slot of a captured response that holds its capture. */
 const CAPTURE = Symbol('idempotency-key response capture');
-type Captured = ServerResponse & { [CAPTURE]?: ResponseCapture };
+/** A captured response; `writeHeader` is Node's alias of `writeHead` (the same function), untyped by @types/node. */
+type Captured = ServerResponse & { [CAPTURE]?: ResponseCapture; writeHeader?: ServerResponse['writeHead'] };
 
 function captureOf(res: Captured): ResponseCapture {
   return res[CAPTURE] as ResponseCapture;
@@ -58,6 +65,11 @@ export class ResponseCapture {
    */
   static readonly #installed = {
     writeHead(this: Captured, ...args: Parameters<ResponseCapture['writeHead']>): ServerResponse {
+      return captureOf(this).writeHead(...args);
+    },
+    // Node's alias refers to its own writeHead, not to the response's: replaced too, or it would set the
+    // status and headers past the capture.
+    writeHeader(this: Captured, ...args: Parameters<ResponseCapture['writeHead']>): ServerResponse {
       return captureOf(this).writeHead(...args);
     },
     write(this: Captured, ...args: Parameters<ResponseCapture['write']>): boolean {
@@ -109,7 +121,7 @@ export class ResponseCapture {
    * `end`). Header setters delegate to them, and `restore` puts them back, so those wrappers still see the
    * response that is finally sent.
    */
-  readonly #previous: Pick<ServerResponse, ReplacedMethod>;
+  readonly #previous: Pick<Captured, ReplacedMethod>;
   readonly #chunks: Buffer[] = [];
   /** The body as one buffer, once the route ended it (made by the first of `snapshot` and `flush` to need it). */
   #body: Buffer | undefined;
@@ -122,6 +134,8 @@ export class ResponseCapture {
    */
   #committed = false;
   #status: number | undefined;
+  /** The close listener is on (see {@link ResponseCapture.#started}). */
+  #listening = false;
   #aborted = false;
   #restored = false;
   readonly #done: Promise<CaptureEnd>;
@@ -133,6 +147,7 @@ export class ResponseCapture {
     this.#proto = Object.getPrototypeOf(res) as Record<string, unknown>;
     this.#previous = {
       writeHead: res.writeHead,
+      writeHeader: own.writeHeader,
       write: res.write,
       end: res.end,
       flushHeaders: res.flushHeaders,
@@ -147,6 +162,7 @@ export class ResponseCapture {
     own[CAPTURE] = this;
     const installed = ResponseCapture.#installed;
     own.writeHead = installed.writeHead as ServerResponse['writeHead'];
+    own.writeHeader = installed.writeHeader as ServerResponse['writeHead'];
     own.write = installed.write as ServerResponse['write'];
     own.end = installed.end as ServerResponse['end'];
     own.flushHeaders = installed.flushHeaders;
@@ -156,8 +172,6 @@ export class ResponseCapture {
     }
     Object.defineProperty(res, 'headersSent', ResponseCapture.#headersSent);
     Object.defineProperty(res, 'writableEnded', ResponseCapture.#writableEnded);
-    // `on`, not `once` (no wrapper per response): `restore` removes it, and #closed runs at most once anyway.
-    res.on('close', ResponseCapture.#onClose);
   }
 
   /** Node's own value of a property the capture shadows. */
@@ -235,8 +249,9 @@ export class ResponseCapture {
     this.#restored = true;
     const own = this.#res as unknown as Record<string, unknown>;
     const previous = this.#previous;
-    this.#res.off('close', ResponseCapture.#onClose);
+    if (this.#listening) this.#res.off('close', ResponseCapture.#onClose);
     own.writeHead = previous.writeHead;
+    own.writeHeader = previous.writeHeader;
     own.write = previous.write;
     own.end = previous.end;
     own.flushHeaders = previous.flushHeaders;
@@ -294,6 +309,7 @@ export class ResponseCapture {
       }
     }
     this.#commit();
+    this.#started();
     return res;
   }
 
@@ -303,10 +319,23 @@ export class ResponseCapture {
     this.#status = this.#res.statusCode;
   }
 
+  /**
+   * The route started a response it has not ended (`writeHead` or `write`): from now on a closed connection
+   * means it failed mid-response. Listened to only from here: a close before the route writes changes
+   * nothing, and a route that ends its response in one call (the common case) never pays for a listener.
+   */
+  #started(): void {
+    if (this.#listening || this.#ended) return;
+    this.#listening = true;
+    // `on`, not `once` (no wrapper per response): `restore` removes it, and #closed runs at most once anyway.
+    this.#res.on('close', ResponseCapture.#onClose);
+  }
+
   /** The route's `res.write` while capturing. */
   write(chunk: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): boolean {
     const cb = typeof encoding === 'function' ? encoding : callback;
     this.#commit();
+    this.#started();
     this.#push(chunk, typeof encoding === 'string' ? encoding : undefined);
     if (cb) process.nextTick(cb);
     return true;

@@ -400,3 +400,52 @@ describe('HTTP Idempotency-Key on a route that calls res.writeHeader', () => {
     assert.equal(runs, 1);
   });
 });
+
+describe('HTTP Idempotency-Key across Express sub-apps', () => {
+  // Express sets a response's prototype to the app's `response` on the way into a mounted sub-app (inheriting
+  // from its parent's), and back on the way out. A capture must hold across both swaps.
+  async function serve(t: TestContext, app: express.Express): Promise<string> {
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => new Promise((resolve) => server.close(resolve)));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  async function assertOneRunReplayed(url: string, runs: () => number): Promise<void> {
+    const key = randomUUID();
+    const first = await post(url, { key });
+    assert.equal(first.status, 201);
+    assert.deepEqual(first.json(), { run: 1 });
+    const again = await post(url, { key });
+    assert.equal(again.status, 201);
+    assert.ok(replayed(again), 'the retry is a replay');
+    assert.deepEqual(again.json(), { run: 1 });
+    assert.equal(runs(), 1);
+  }
+
+  it('captures a response the route writes inside a sub-app mounted after the adapter', async (t) => {
+    const app = express();
+    const billing = express();
+    let runs = 0;
+    billing.post('/charges', (_req, res) => {
+      runs++;
+      res.status(201).json({ run: runs });
+    });
+    app.use(express.json(), idempotencyKey({ repository: new MemoryRepository() }));
+    app.use('/billing', billing);
+    await assertOneRunReplayed(`${await serve(t, app)}/billing/charges`, () => runs);
+  });
+
+  it('captures a response written in the parent app after a sub-app with the adapter fell through', async (t) => {
+    const app = express();
+    const guarded = express();
+    guarded.use(express.json(), idempotencyKey({ repository: new MemoryRepository() }));
+    let runs = 0;
+    app.use(guarded);
+    app.post('/charges', (_req, res) => {
+      runs++;
+      res.status(201).json({ run: runs });
+    });
+    await assertOneRunReplayed(`${await serve(t, app)}/charges`, () => runs);
+  });
+});

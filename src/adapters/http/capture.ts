@@ -394,6 +394,11 @@ export class ResponseCapture {
     return this.#done;
   }
 
+  /** True once {@link ended} has resolved or is about to: the route ended its response, or it was aborted. */
+  get finished(): boolean {
+    return this.#ended || this.#aborted;
+  }
+
   /**
    * The response as written, with only the headers whose lower-case names are in `keep`; undefined when it
    * cannot be sent as a whole: the route did not end it, or its body disagrees with its own Content-Length.

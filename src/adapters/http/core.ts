@@ -228,20 +228,15 @@ export class HttpIdempotency<Req> {
     this.consumer
       .process(
         message,
-        (): Promise<CapturedResponse> => {
+        (): CapturedResponse | Promise<CapturedResponse> => {
           const routeCapture = new ResponseCapture(res);
           capture = routeCapture;
           // The route runs now (on Express, before this returns): whatever it throws out of the framework
           // fails this handler, so the claim is given back.
           verdict(NEXT);
-          return routeCapture.ended.then(() => {
-            const response = routeCapture.snapshot(options.keptHeaders);
-            // A route that failed after it started writing (or wrote a body its framing disagrees with) sent
-            // no whole response: its key is given back, never kept with the bytes it got to write.
-            if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
-            if (!options.storeIf(response)) throw new ReleasedResponse(`not kept: status ${response.status}`);
-            return response;
-          });
+          // A route that answered at once is kept at once: no promise between its end and the store's confirm.
+          if (routeCapture.finished) return this.#kept(routeCapture);
+          return routeCapture.ended.then(() => this.#kept(routeCapture));
         },
         this.#traceOptions(view),
       )
@@ -273,6 +268,17 @@ export class HttpIdempotency<Req> {
           if (!(error instanceof ReleasedResponse)) options.onError(error, view.request);
         },
       );
+  }
+
+  /** What the route wrote, to keep with its key; throws ReleasedResponse for a response not to keep. */
+  #kept(capture: ResponseCapture): CapturedResponse {
+    const { options } = this;
+    const response = capture.snapshot(options.keptHeaders);
+    // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no whole
+    // response: its key is given back, never kept with the bytes it got to write.
+    if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+    if (!options.storeIf(response)) throw new ReleasedResponse(`not kept: status ${response.status}`);
+    return response;
   }
 
   /** The consumer answered without running the route: a conflict, a replay, or a response not kept. */

@@ -148,6 +148,9 @@ export const DEFAULT_STREAM = 'default';
 
 const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
 
+/** How many finished working states of `one` a consumer keeps for later calls (see `#spares`). */
+const MAX_SPARES = 64;
+
 /**
  * How the consumer runs `process` and `processBatch`: the engine itself, or a behaviour around it (event-time's
  * per-stream order, the `transaction` option), chosen once when the consumer is made.
@@ -263,12 +266,13 @@ export class BatchEngine<M, S> implements Runner<M> {
   /**
    * `process`: one message's result, or the error the policies raise (`answerOne`). Nothing of the batch
    * outlives the call but its result, so its working state, and the array that holds the message, are
-   * recycled from the last call that finished (see `#spare`).
+   * recycled from a call that finished (see `#spares`).
    */
   one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>> {
-    const messages = (this.#spare?.messages as M[] | undefined) ?? [];
+    const spare = this.#spareCount > 0 ? this.#takeSpare() : undefined;
+    const messages = (spare?.messages as M[] | undefined) ?? [];
     messages[0] = message;
-    return this.#start(messages, handler, options, answerOne, true);
+    return this.#start(messages, handler, options, answerOne, true, spare);
   }
 
   /**
@@ -283,9 +287,10 @@ export class BatchEngine<M, S> implements Runner<M> {
     options: BatchOptions,
     finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
     recycle: boolean,
+    spare?: Run<M, S>,
   ): Promise<T> {
     try {
-      const run = this.#open(messages, options, recycle);
+      const run = this.#open(messages, options, recycle, spare);
       run.handler = handler as Run<M, S>['handler'];
       run.finish = finish as Run<M, S>['finish'];
       const looked = run.heads.length > 0 ? this.#lookup(run) : undefined;
@@ -411,12 +416,22 @@ export class BatchEngine<M, S> implements Runner<M> {
   }
 
   /**
-   * A finished batch of one whose working state the next `one` call may take (one, not a pool: calls that
-   * overlap make their own). A `wrap` call otherwise allocates a dozen small objects that die at once, and
-   * those allocations, more than the work, are what it costs beyond a bare Map. Only a call that ran to the
-   * end gives its state back, so a state is never shared by two calls.
+   * Finished batches of one whose working states later `one` calls take, up to {@link MAX_SPARES}: a `wrap`
+   * call otherwise allocates a dozen small objects and six continuations that die at once, and those
+   * allocations, more than the work, are what it costs beyond a bare Map. Several, not one: calls that overlap
+   * (an HTTP route's requests in flight, a handler that awaits) each take one. Only a call that ran to the end
+   * gives its state back, so a state is never shared by two calls.
    */
-  #spare: Run<M, S> | undefined;
+  readonly #spares: (Run<M, S> | undefined)[] = [];
+  #spareCount = 0;
+
+  #takeSpare(): Run<M, S> {
+    const at = --this.#spareCount;
+    const spare = this.#spares[at] as Run<M, S>;
+    // Cleared, not popped: popping to empty shrinks the array's storage, and the next give grows it again.
+    this.#spares[at] = undefined;
+    return spare;
+  }
 
   /** Drops what a finished batch of one refers to (nothing outlives the call through it) and keeps it. */
   #recycle(run: Run<M, S>): void {
@@ -432,16 +447,19 @@ export class BatchEngine<M, S> implements Runner<M> {
     run.handler = undefined;
     run.pending.context = NO_ID;
     run.pending.extra = undefined;
-    this.#spare = run;
+    if (this.#spareCount < MAX_SPARES) this.#spares[this.#spareCount++] = run;
   }
 
   /** A batch's working state: ids read, keys given by the rule, first occurrences found. */
-  #open(messages: readonly M[], options: BatchOptions, recycle: boolean): Run<M, S> {
+  #open(
+    messages: readonly M[],
+    options: BatchOptions,
+    recycle: boolean,
+    spare: Run<M, S> | undefined,
+  ): Run<M, S> {
     const stream = options.stream ?? DEFAULT_STREAM;
-    const spare = recycle ? this.#spare : undefined;
     const run = spare === undefined ? this.#make(messages, options, stream, recycle) : spare;
     if (spare !== undefined) {
-      this.#spare = undefined;
       run.messages = messages; // its own array, from `one`
       run.stream = stream;
       run.failOpen = false;
@@ -974,7 +992,7 @@ interface Run<M, S> extends Batch<M>, Renewable {
   trace: BatchTelemetry | undefined;
   /** Where each message was read (`BatchOptions.placeOf`), for the duplicate audit record. */
   placeOf: BatchOptions['placeOf'];
-  /** Made by `one`: its working state is recycled once the call has finished (see `#spare`). */
+  /** Made by `one`: its working state is recycled once the call has finished (see `#spares`). */
   readonly recycle: boolean;
   handler: MessageHandler<M, unknown> | BatchHandler<M> | undefined;
   /** Answers the finished batch: its BatchResult (`batch`) or its one result (`one`). */

@@ -1,4 +1,4 @@
-import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { type OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 /** A route's response as the adapter keeps it: status, the chosen headers, and the body bytes. */
 export interface CapturedResponse {
@@ -12,14 +12,49 @@ type Callback = (error?: Error | null) => void;
 const HEADER_SETTERS = ['setHeader', 'removeHeader', 'appendHeader'] as const;
 
 /** The response methods a capture replaces while the route runs. */
-type ReplacedMethod = 'writeHead' | 'write' | 'end' | 'flushHeaders' | (typeof HEADER_SETTERS)[number];
+type ReplacedMethod =
+  | 'writeHead'
+  | 'writeHeader'
+  | 'write'
+  | 'end'
+  | 'flushHeaders'
+  | (typeof HEADER_SETTERS)[number];
 
 /** The slot of a captured response that holds its capture. */
 const CAPTURE = Symbol('idempotency-key response capture');
-type Captured = ServerResponse & { [CAPTURE]?: ResponseCapture };
+/** A captured response; `writeHeader` is Node's alias of `writeHead` (the same function), untyped by @types/node. */
+type Captured = ServerResponse & { [CAPTURE]?: ResponseCapture; writeHeader?: ServerResponse['writeHead'] };
 
 function captureOf(res: Captured): ResponseCapture {
   return res[CAPTURE] as ResponseCapture;
+}
+
+/** Every property a capture takes over: the replaced methods and the two state getters. */
+const TAKEN: readonly string[] = [
+  'writeHead',
+  'writeHeader',
+  'write',
+  'end',
+  'flushHeaders',
+  ...HEADER_SETTERS,
+  'headersSent',
+  'writableEnded',
+];
+
+/** True when `target` has a property of its own that a capture takes over. */
+function ownsTaken(target: object): boolean {
+  for (const name of TAKEN) if (Object.hasOwn(target, name)) return true;
+  return false;
+}
+
+/**
+ * The capture's functions for the response prototypes above one shared base (see `ResponseCapture.#patchFor`),
+ * and what they fall back to: the base's own methods and getters, read through from it.
+ */
+interface Patch {
+  readonly base: object;
+  readonly inherited: Pick<Captured, ReplacedMethod>;
+  readonly descriptors: PropertyDescriptorMap;
 }
 
 /** How a captured response finished: the route ended it, or the connection closed after it started writing. */
@@ -60,6 +95,11 @@ export class ResponseCapture {
     writeHead(this: Captured, ...args: Parameters<ResponseCapture['writeHead']>): ServerResponse {
       return captureOf(this).writeHead(...args);
     },
+    // Node's alias refers to its own writeHead, not to the response's: replaced too, or it would set the
+    // status and headers past the capture.
+    writeHeader(this: Captured, ...args: Parameters<ResponseCapture['writeHead']>): ServerResponse {
+      return captureOf(this).writeHead(...args);
+    },
     write(this: Captured, ...args: Parameters<ResponseCapture['write']>): boolean {
       return captureOf(this).write(...args);
     },
@@ -85,16 +125,156 @@ export class ResponseCapture {
     configurable: true,
     get(this: Captured): boolean {
       const capture = captureOf(this);
-      return (!capture.#restored && (capture.#committed || capture.#ended)) || capture.#real('headersSent');
+      return capture.#restored ? capture.#real('headersSent') : capture.#looksSent();
     },
   };
   static readonly #writableEnded: PropertyDescriptor = {
     configurable: true,
     get(this: Captured): boolean {
       const capture = captureOf(this);
-      return (!capture.#restored && capture.#ended) || capture.#real('writableEnded');
+      return capture.#restored ? capture.#real('writableEnded') : capture.#looksEnded();
     },
   };
+
+  /**
+   * The capture of a response that goes through a patched prototype and still holds it back; undefined when
+   * the prototype's functions must act as the base's (no capture, one that was restored, or one that took
+   * over the response's own properties instead).
+   */
+  static #holding(res: Captured): ResponseCapture | undefined {
+    const capture = res[CAPTURE];
+    if (capture === undefined) return undefined;
+    return capture.#shared && !capture.#restored ? capture : undefined;
+  }
+
+  /** The patches made, by the base they fall back to; and the prototypes known not to take one (null). */
+  static readonly #patches = new WeakMap<object, Patch>();
+  static readonly #patchOf = new WeakMap<object, Patch | null>();
+  /** The prototypes that carry a patch. */
+  static readonly #patched = new WeakSet<object>();
+
+  /**
+   * The patch covering a response prototype, made on first use. Express gives every response its own hidden
+   * class (it sets each one's prototype to its app's `response`), so properties stored on the response itself
+   * cost a slow map transition each, twice per request (capture and restore). Instead, the capture's functions
+   * are put once on every prototype between the response and Express's shared base `response` (the app's, and
+   * those of the apps it is mounted in), and each finds its response's capture through the {@link CAPTURE}
+   * slot, acting as the base's own when there is none. A sub-app sets the response's prototype to its own
+   * `response`, which inherits from its parent's, and sets it back on the way out: every prototype the response
+   * may get inherits the patch. The base itself (every Express app's) and Node's ServerResponse.prototype are
+   * never touched; a raw Node response (Fastify's), or a chain where a prototype defines one of the methods
+   * itself, has no patch and takes the response's own properties.
+   */
+  static #patchFor(proto: object): Patch | undefined {
+    const known = ResponseCapture.#patchOf.get(proto);
+    if (known !== undefined) return known ?? undefined;
+    const chain: object[] = [];
+    let at: object | null = proto;
+    while (at !== null && at !== ServerResponse.prototype) {
+      chain.push(at);
+      at = Object.getPrototypeOf(at) as object | null;
+    }
+    const base = chain.pop();
+    let patch: Patch | null = null;
+    if (
+      at !== null &&
+      base !== undefined &&
+      chain.length > 0 &&
+      chain.every((p) => ResponseCapture.#patched.has(p) || (Object.isExtensible(p) && !ownsTaken(p)))
+    ) {
+      patch = ResponseCapture.#patches.get(base) ?? ResponseCapture.#makePatch(base);
+      for (const p of chain) {
+        if (ResponseCapture.#patched.has(p)) continue;
+        Object.defineProperties(p, patch.descriptors);
+        ResponseCapture.#patched.add(p);
+      }
+    }
+    ResponseCapture.#patchOf.set(proto, patch);
+    return patch ?? undefined;
+  }
+
+  static #makePatch(base: object): Patch {
+    const from = base as Captured;
+    const inherited: Pick<Captured, ReplacedMethod> = {
+      writeHead: from.writeHead,
+      writeHeader: from.writeHeader,
+      write: from.write,
+      end: from.end,
+      flushHeaders: from.flushHeaders,
+      setHeader: from.setHeader,
+      removeHeader: from.removeHeader,
+      appendHeader: from.appendHeader,
+    };
+    type Method = (this: Captured, ...args: unknown[]) => unknown;
+    const call = (name: ReplacedMethod, res: Captured, args: unknown[]) =>
+      (inherited[name] as unknown as Method).apply(res, args);
+    const holding = ResponseCapture.#holding;
+    const methods: Record<ReplacedMethod, Method> = {
+      writeHead(...args) {
+        const capture = holding(this);
+        return capture
+          ? capture.writeHead(...(args as Parameters<ResponseCapture['writeHead']>))
+          : call('writeHead', this, args);
+      },
+      writeHeader(...args) {
+        const capture = holding(this);
+        return capture
+          ? capture.writeHead(...(args as Parameters<ResponseCapture['writeHead']>))
+          : call('writeHeader', this, args);
+      },
+      write(...args) {
+        const capture = holding(this);
+        return capture
+          ? capture.write(...(args as Parameters<ResponseCapture['write']>))
+          : call('write', this, args);
+      },
+      end(...args) {
+        const capture = holding(this);
+        return capture
+          ? capture.end(...(args as Parameters<ResponseCapture['end']>))
+          : call('end', this, args);
+      },
+      flushHeaders(...args) {
+        return holding(this) ? undefined : call('flushHeaders', this, args);
+      },
+      setHeader(...args) {
+        const capture = holding(this);
+        return capture ? capture.headerSetter('setHeader', args) : call('setHeader', this, args);
+      },
+      removeHeader(...args) {
+        const capture = holding(this);
+        return capture ? capture.headerSetter('removeHeader', args) : call('removeHeader', this, args);
+      },
+      appendHeader(...args) {
+        const capture = holding(this);
+        return capture ? capture.headerSetter('appendHeader', args) : call('appendHeader', this, args);
+      },
+    };
+    const descriptors: PropertyDescriptorMap = {
+      headersSent: {
+        configurable: true,
+        get(this: Captured): boolean {
+          const capture = holding(this);
+          return capture ? capture.#looksSent() : (Reflect.get(base, 'headersSent', this) as boolean);
+        },
+      },
+      writableEnded: {
+        configurable: true,
+        get(this: Captured): boolean {
+          const capture = holding(this);
+          return capture ? capture.#looksEnded() : (Reflect.get(base, 'writableEnded', this) as boolean);
+        },
+      },
+    };
+    for (const [name, value] of Object.entries(methods)) {
+      if (typeof inherited[name as ReplacedMethod] === 'function') {
+        descriptors[name] = { configurable: true, writable: true, value };
+      }
+    }
+    const patch = { base, inherited, descriptors };
+    ResponseCapture.#patches.set(base, patch);
+    return patch;
+  }
 
   /** Listened to only until the flush (`this` is the response, as EventEmitter calls it). */
   static readonly #onClose = function (this: Captured): void {
@@ -102,14 +282,17 @@ export class ResponseCapture {
   };
 
   readonly #res: Captured;
-  readonly #proto: Record<string, unknown>;
+  /** Where Node's own `headersSent` and `writableEnded` are read from (past any patch). */
+  readonly #proto: object;
+  /** The response goes through a patched prototype, not through properties of its own. */
+  readonly #shared: boolean;
   /**
    * The methods the response had before the capture, its own or inherited: a middleware mounted earlier may
    * have wrapped some (`on-headers` wraps `writeHead` to set a session cookie, `compression` wraps `write` and
    * `end`). Header setters delegate to them, and `restore` puts them back, so those wrappers still see the
    * response that is finally sent.
    */
-  readonly #previous: Pick<ServerResponse, ReplacedMethod>;
+  readonly #previous: Pick<Captured, ReplacedMethod>;
   readonly #chunks: Buffer[] = [];
   /** The body as one buffer, once the route ended it (made by the first of `snapshot` and `flush` to need it). */
   #body: Buffer | undefined;
@@ -122,6 +305,8 @@ export class ResponseCapture {
    */
   #committed = false;
   #status: number | undefined;
+  /** The close listener is on (see {@link ResponseCapture.#started}). */
+  #listening = false;
   #aborted = false;
   #restored = false;
   readonly #done: Promise<CaptureEnd>;
@@ -130,9 +315,24 @@ export class ResponseCapture {
   constructor(res: ServerResponse) {
     const own = res as Captured;
     this.#res = own;
-    this.#proto = Object.getPrototypeOf(res) as Record<string, unknown>;
+    const proto = Object.getPrototypeOf(res) as object;
+    const patch = ResponseCapture.#patchFor(proto);
+    this.#done = new Promise((resolve) => {
+      this.#resolveDone = resolve;
+    });
+    // The response's own methods (an earlier middleware's wrappers) would shadow a patched prototype's.
+    if (patch !== undefined && !ownsTaken(res)) {
+      this.#shared = true;
+      this.#proto = patch.base;
+      this.#previous = patch.inherited;
+      own[CAPTURE] = this;
+      return;
+    }
+    this.#shared = false;
+    this.#proto = proto;
     this.#previous = {
       writeHead: res.writeHead,
+      writeHeader: own.writeHeader,
       write: res.write,
       end: res.end,
       flushHeaders: res.flushHeaders,
@@ -140,13 +340,11 @@ export class ResponseCapture {
       removeHeader: res.removeHeader,
       appendHeader: res.appendHeader,
     };
-    this.#done = new Promise((resolve) => {
-      this.#resolveDone = resolve;
-    });
     // Own properties shadow the prototype's methods; `restore` puts the prototype's back.
     own[CAPTURE] = this;
     const installed = ResponseCapture.#installed;
     own.writeHead = installed.writeHead as ServerResponse['writeHead'];
+    own.writeHeader = installed.writeHeader as ServerResponse['writeHead'];
     own.write = installed.write as ServerResponse['write'];
     own.end = installed.end as ServerResponse['end'];
     own.flushHeaders = installed.flushHeaders;
@@ -156,8 +354,16 @@ export class ResponseCapture {
     }
     Object.defineProperty(res, 'headersSent', ResponseCapture.#headersSent);
     Object.defineProperty(res, 'writableEnded', ResponseCapture.#writableEnded);
-    // `on`, not `once` (no wrapper per response): `restore` removes it, and #closed runs at most once anyway.
-    res.on('close', ResponseCapture.#onClose);
+  }
+
+  /** `headersSent` while holding the response: once the route started or ended it, or when Node says so. */
+  #looksSent(): boolean {
+    return this.#committed || this.#ended || this.#real('headersSent');
+  }
+
+  /** `writableEnded` while holding the response. */
+  #looksEnded(): boolean {
+    return this.#ended || this.#real('writableEnded');
   }
 
   /** Node's own value of a property the capture shadows. */
@@ -186,6 +392,11 @@ export class ResponseCapture {
    */
   get ended(): Promise<CaptureEnd> {
     return this.#done;
+  }
+
+  /** True once {@link ended} has resolved or is about to: the route ended its response, or it was aborted. */
+  get finished(): boolean {
+    return this.#ended || this.#aborted;
   }
 
   /**
@@ -233,10 +444,13 @@ export class ResponseCapture {
   restore(): void {
     if (this.#restored) return;
     this.#restored = true;
+    if (this.#listening) this.#res.off('close', ResponseCapture.#onClose);
+    // A patched prototype acts as the base's once the capture is restored: nothing to put back.
+    if (this.#shared) return;
     const own = this.#res as unknown as Record<string, unknown>;
     const previous = this.#previous;
-    this.#res.off('close', ResponseCapture.#onClose);
     own.writeHead = previous.writeHead;
+    own.writeHeader = previous.writeHeader;
     own.write = previous.write;
     own.end = previous.end;
     own.flushHeaders = previous.flushHeaders;
@@ -294,6 +508,7 @@ export class ResponseCapture {
       }
     }
     this.#commit();
+    this.#started();
     return res;
   }
 
@@ -303,10 +518,23 @@ export class ResponseCapture {
     this.#status = this.#res.statusCode;
   }
 
+  /**
+   * The route started a response it has not ended (`writeHead` or `write`): from now on a closed connection
+   * means it failed mid-response. Listened to only from here: a close before the route writes changes
+   * nothing, and a route that ends its response in one call (the common case) never pays for a listener.
+   */
+  #started(): void {
+    if (this.#listening || this.#ended) return;
+    this.#listening = true;
+    // `on`, not `once` (no wrapper per response): `restore` removes it, and #closed runs at most once anyway.
+    this.#res.on('close', ResponseCapture.#onClose);
+  }
+
   /** The route's `res.write` while capturing. */
   write(chunk: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): boolean {
     const cb = typeof encoding === 'function' ? encoding : callback;
     this.#commit();
+    this.#started();
     this.#push(chunk, typeof encoding === 'string' ? encoding : undefined);
     if (cb) process.nextTick(cb);
     return true;

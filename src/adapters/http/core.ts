@@ -128,39 +128,75 @@ export class HttpIdempotency<Req> {
    * stored, then sent. A replay, a conflict or a refused header is answered here instead.
    */
   begin(view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
+    return new Promise((resolve, reject) => this.decide(view, res, resolve, reject));
+  }
+
+  /**
+   * {@link begin} without a promise: `verdict` is called once with the verdict, or `fail` with an unexpected
+   * error. A verdict known at once (a refused header, a new key on a store that answers at once) is given
+   * before `decide` returns, so the Express glue runs the route in the same tick, with no promise in between;
+   * `next` is the route's start, called as soon as the consumer's handler runs.
+   */
+  decide(
+    view: HttpRequestView<Req>,
+    res: ServerResponse,
+    verdict: (verdict: HttpVerdict) => void,
+    fail: (error: unknown) => void,
+  ): void {
+    // The verdict of a request refused (or let through) without a claim, or the message to claim.
+    let decided: HttpVerdict | HttpMessage;
     try {
-      const { options } = this;
-      if (!options.methods.has(view.method)) return Promise.resolve(NEXT);
-      const reading = readIdempotencyKey(view.header(options.header), options.maxKeyLength);
-      if (reading.kind === 'absent') {
-        if (!options.required) return Promise.resolve(NEXT);
-        return Promise.resolve(
-          answer(
-            'key-missing',
-            `${view.method} ${view.route} requires an Idempotency-Key header, e.g. Idempotency-Key: "<a UUID>"`,
-          ),
-        );
+      const key = this.#keyOf(view);
+      if (typeof key !== 'string') {
+        decided = key;
+      } else {
+        const principal = this.options.principal(view);
+        // A `scope` hook that answers at once costs no promise hop.
+        if (isPromiseLike(principal)) {
+          Promise.resolve(principal).then((p) => {
+            let message: HttpMessage;
+            try {
+              message = this.#message(view, p as string | undefined, key);
+            } catch (error) {
+              fail(error);
+              return;
+            }
+            this.#claim(message, view, res, verdict, fail);
+          }, fail);
+          return;
+        }
+        decided = this.#message(view, principal, key);
       }
-      if (reading.kind === 'invalid') return Promise.resolve(answer('key-invalid', reading.detail));
-      if (view.body === undefined && view.hasBody) {
-        return Promise.resolve(
-          answer(
-            'body-not-parsed',
-            'the request has a body but no body parser ran before the idempotency-key adapter, so its ' +
-              'fingerprint cannot cover it: mount a body parser (e.g. express.json()) first',
-          ),
-        );
-      }
-      const { key } = reading;
-      const principal = options.principal(view);
-      // A `scope` hook that answers at once costs no promise hop.
-      if (isPromiseLike(principal)) {
-        return Promise.resolve(principal).then((p) => this.#claim(this.#message(view, p, key), view, res));
-      }
-      return this.#claim(this.#message(view, principal, key), view, res);
     } catch (error) {
-      return Promise.reject(error);
+      fail(error);
+      return;
     }
+    // Outside the try: what the glue does with a verdict is not the adapter's failure.
+    if ('kind' in decided) verdict(decided);
+    else this.#claim(decided, view, res, verdict, fail);
+  }
+
+  /** The request's key, or the verdict of a request let through or refused without a claim. */
+  #keyOf(view: HttpRequestView<Req>): string | HttpVerdict {
+    const { options } = this;
+    if (!options.methods.has(view.method)) return NEXT;
+    const reading = readIdempotencyKey(view.header(options.header), options.maxKeyLength);
+    if (reading.kind === 'absent') {
+      if (!options.required) return NEXT;
+      return answer(
+        'key-missing',
+        `${view.method} ${view.route} requires an Idempotency-Key header, e.g. Idempotency-Key: "<a UUID>"`,
+      );
+    }
+    if (reading.kind === 'invalid') return answer('key-invalid', reading.detail);
+    if (view.body === undefined && view.hasBody) {
+      return answer(
+        'body-not-parsed',
+        'the request has a body but no body parser ran before the idempotency-key adapter, so its ' +
+          'fingerprint cannot cover it: mount a body parser (e.g. express.json()) first',
+      );
+    }
+    return reading.key;
   }
 
   #message(view: HttpRequestView<Req>, principal: string | undefined, key: string): HttpMessage {
@@ -176,59 +212,73 @@ export class HttpIdempotency<Req> {
    * Claims the key through the consumer; the route runs inside the consumer's handler. The verdict is `next`
    * as soon as the handler is called; else the consumer's answer (a replay, a conflict, a refusal) decides it.
    */
-  #claim(message: HttpMessage, view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
-    return new Promise<HttpVerdict>((resolve, reject) => {
-      // Made only once the route may run: a replay, a conflict or a refusal never touches the response's methods.
-      let capture: ResponseCapture | undefined;
-      const { options } = this;
-      // The claim is renewed for as long as the route runs, whether or not its client is still listening: the
-      // lease belongs to the route's work, not to the connection. A client that timed out and retries while the
-      // route still runs must get 409, not a second run. Only the process's end (a crash) stops the renewals.
-      this.consumer
-        .process(
-          message,
-          (): Promise<CapturedResponse> => {
-            const routeCapture = new ResponseCapture(res);
-            capture = routeCapture;
-            resolve(NEXT);
-            return routeCapture.ended.then(() => {
-              const response = routeCapture.snapshot(options.keptHeaders);
-              // A route that failed after it started writing (or wrote a body its framing disagrees with) sent
-              // no whole response: its key is given back, never kept with the bytes it got to write.
-              if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
-              if (!options.storeIf(response))
-                throw new ReleasedResponse(`not kept: status ${response.status}`);
-              return response;
-            });
-          },
-          this.#traceOptions(view),
-        )
-        .then(
-          (result) => {
-            if (capture === undefined) {
-              resolve(this.#answer(result));
+  #claim(
+    message: HttpMessage,
+    view: HttpRequestView<Req>,
+    res: ServerResponse,
+    verdict: (verdict: HttpVerdict) => void,
+    fail: (error: unknown) => void,
+  ): void {
+    // Made only once the route may run: a replay, a conflict or a refusal never touches the response's methods.
+    let capture: ResponseCapture | undefined;
+    const { options } = this;
+    // The claim is renewed for as long as the route runs, whether or not its client is still listening: the
+    // lease belongs to the route's work, not to the connection. A client that timed out and retries while the
+    // route still runs must get 409, not a second run. Only the process's end (a crash) stops the renewals.
+    this.consumer
+      .process(
+        message,
+        (): CapturedResponse | Promise<CapturedResponse> => {
+          const routeCapture = new ResponseCapture(res);
+          capture = routeCapture;
+          // The route runs now (on Express, before this returns): whatever it throws out of the framework
+          // fails this handler, so the claim is given back.
+          verdict(NEXT);
+          // A route that answered at once is kept at once: no promise between its end and the store's confirm.
+          if (routeCapture.finished) return this.#kept(routeCapture);
+          return routeCapture.ended.then(() => this.#kept(routeCapture));
+        },
+        this.#traceOptions(view),
+      )
+      .then(
+        (result) => {
+          if (capture === undefined) {
+            verdict(this.#answer(result));
+            return;
+          }
+          // The route ran; its response goes out now that the consumer kept (or released) it.
+          capture.flush();
+          // The lease ran out before the route answered and another request took the key over, so the route
+          // may have run twice (a store that cannot renew, a blocked event loop): the operator must hear of it.
+          if (result.claimLost) options.onError(new ClaimLostError(message.key), view.request);
+        },
+        (error: unknown) => {
+          if (capture === undefined) {
+            let refusal: HttpVerdict;
+            try {
+              refusal = this.#refusal(error);
+            } catch (unexpected) {
+              fail(unexpected);
               return;
             }
-            // The route ran; its response goes out now that the consumer kept (or released) it.
-            capture.flush();
-            // The lease ran out before the route answered and another request took the key over, so the route
-            // may have run twice (a store that cannot renew, a blocked event loop): the operator must hear of it.
-            if (result.claimLost) options.onError(new ClaimLostError(message.key), view.request);
-          },
-          (error: unknown) => {
-            if (capture === undefined) {
-              try {
-                resolve(this.#refusal(error));
-              } catch (unexpected) {
-                reject(unexpected);
-              }
-              return;
-            }
-            capture.flush();
-            if (!(error instanceof ReleasedResponse)) options.onError(error, view.request);
-          },
-        );
-    });
+            verdict(refusal);
+            return;
+          }
+          capture.flush();
+          if (!(error instanceof ReleasedResponse)) options.onError(error, view.request);
+        },
+      );
+  }
+
+  /** What the route wrote, to keep with its key; throws ReleasedResponse for a response not to keep. */
+  #kept(capture: ResponseCapture): CapturedResponse {
+    const { options } = this;
+    const response = capture.snapshot(options.keptHeaders);
+    // A route that failed after it started writing (or wrote a body its framing disagrees with) sent no whole
+    // response: its key is given back, never kept with the bytes it got to write.
+    if (response === undefined) throw new ReleasedResponse('the route failed mid-response');
+    if (!options.storeIf(response)) throw new ReleasedResponse(`not kept: status ${response.status}`);
+    return response;
   }
 
   /** The consumer answered without running the route: a conflict, a replay, or a response not kept. */
@@ -271,7 +321,8 @@ export class HttpIdempotency<Req> {
   /** The request's trace context and method for the consumer's telemetry (no options without telemetry). */
   #traceOptions(view: HttpRequestView<Req>): BatchOptions | undefined {
     if (this.options.telemetry === undefined && this.options.onOutcome === undefined) return undefined;
-    return { trace: { headersOf: () => view.header, attributes: { 'http.request.method': view.method } } };
+    const header = (name: string) => view.header(name);
+    return { trace: { headersOf: () => header, attributes: { 'http.request.method': view.method } } };
   }
 
   get #maxIdBytes(): number {

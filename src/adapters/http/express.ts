@@ -42,25 +42,43 @@ export function idempotencyKey<Req extends ExpressRequestLike = ExpressRequestLi
 ): IdempotencyKeyMiddleware<Req> {
   const idempotency = new HttpIdempotency<Req>(options);
   const middleware = (req: Req, res: ServerResponse, next: ExpressNext): void => {
-    idempotency.begin(expressView(req), res).then((verdict) => {
-      if (verdict.kind === 'next') next();
-      else writeAnswer(res, verdict.answer);
-    }, next);
+    // Callbacks, not a promise: a new key on a store that answers at once runs the route in this tick.
+    idempotency.decide(
+      new ExpressView(req),
+      res,
+      (verdict) => {
+        if (verdict.kind === 'next') next();
+        else writeAnswer(res, verdict.answer);
+      },
+      next,
+    );
   };
   return Object.assign(middleware, { idempotency });
 }
 
-function expressView<Req extends ExpressRequestLike>(req: Req): HttpRequestView<Req> {
-  const routePath: unknown = req.route?.path;
-  return {
-    request: req,
-    method: req.method,
-    route: req.baseUrl + (typeof routePath === 'string' ? routePath : req.path),
-    target: req.originalUrl,
-    body: req.body,
-    hasBody: hasBody(req.headers),
-    header: (name) => req.headers[name],
-  };
+/**
+ * What the adapter reads of an Express request. A class, not an object literal: `header` is then one shared
+ * method rather than a closure made per request.
+ */
+class ExpressView<Req extends ExpressRequestLike> implements HttpRequestView<Req> {
+  readonly method: string;
+  readonly route: string;
+  readonly target: string;
+  readonly body: unknown;
+  readonly hasBody: boolean;
+
+  constructor(readonly request: Req) {
+    const routePath: unknown = request.route?.path;
+    this.method = request.method;
+    this.route = request.baseUrl + (typeof routePath === 'string' ? routePath : request.path);
+    this.target = request.originalUrl;
+    this.body = request.body;
+    this.hasBody = hasBody(request.headers);
+  }
+
+  header(name: string): string | string[] | undefined {
+    return this.request.headers[name];
+  }
 }
 
 /** True when the request carries a body, by its framing headers (RFC 9112 §6.3). */

@@ -45,7 +45,7 @@ export function fastifyIdempotencyKey<Req extends FastifyRequestLike = FastifyRe
 ): IdempotencyKeyHook<Req> {
   const idempotency = new HttpIdempotency<Req>(options);
   const hook = async (request: Req, reply: FastifyReplyLike): Promise<FastifyReplyLike | undefined> => {
-    const verdict = await idempotency.begin(fastifyView(request), reply.raw);
+    const verdict = await idempotency.begin(new FastifyView(request), reply.raw);
     if (verdict.kind === 'next') return undefined;
     const { status, headers, body } = verdict.answer;
     // A Buffer payload is sent as is: no serializer touches the stored bytes. Returning the reply ends the
@@ -58,14 +58,23 @@ export function fastifyIdempotencyKey<Req extends FastifyRequestLike = FastifyRe
   return Object.assign(hook, { idempotency });
 }
 
-function fastifyView<Req extends FastifyRequestLike>(request: Req): HttpRequestView<Req> {
-  return {
-    request,
-    method: request.method,
-    route: request.routeOptions.url ?? request.url.split('?')[0] ?? request.url,
-    target: request.url,
-    body: request.body,
-    hasBody: hasBody(request.headers),
-    header: (name) => request.headers[name],
-  };
+/** What the adapter reads of a Fastify request (a class: `header` is one shared method, not a closure per request). */
+class FastifyView<Req extends FastifyRequestLike> implements HttpRequestView<Req> {
+  readonly method: string;
+  readonly route: string;
+  readonly target: string;
+  readonly body: unknown;
+  readonly hasBody: boolean;
+
+  constructor(readonly request: Req) {
+    this.method = request.method;
+    this.route = request.routeOptions.url ?? request.url.split('?')[0] ?? request.url;
+    this.target = request.url;
+    this.body = request.body;
+    this.hasBody = hasBody(request.headers);
+  }
+
+  header(name: string): string | string[] | undefined {
+    return this.request.headers[name];
+  }
 }

@@ -120,12 +120,12 @@ export const CREDENTIAL_HEADERS: readonly string[] = [
  * Two requests share a principal only if they send the very same credentials.
  */
 export function credentialScope(
-  header: (name: string) => string | string[] | undefined,
+  request: { header(name: string): string | string[] | undefined },
   names: readonly string[],
 ): string | undefined {
   const carried: [string, string | string[]][] = [];
   for (const name of names) {
-    const value = header(name);
+    const value = request.header(name);
     if (value !== undefined && value.length > 0) carried.push([name, value]);
   }
   if (carried.length === 0) return undefined;

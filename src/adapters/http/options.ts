@@ -251,5 +251,5 @@ function resolvePrincipal<Req>(
   const names = (options.credentialHeaders ?? httpIdempotencyDefaults.credentialHeaders).map((h) =>
     h.toLowerCase(),
   );
-  return (view) => credentialScope(view.header, names);
+  return (view) => credentialScope(view, names);
 }

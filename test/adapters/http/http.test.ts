@@ -354,3 +354,98 @@ describe('HTTP Idempotency-Key on Express behind middleware that wraps the respo
     assert.equal(runs, 1);
   });
 });
+
+describe('HTTP Idempotency-Key on a route that calls res.writeHeader', () => {
+  // Node's `writeHeader` is its own alias of `writeHead` (the same function, not a call through `writeHead`):
+  // a capture that replaced only `writeHead` let it set the status and headers past the capture.
+  it('holds back and keeps what writeHeader sets, as it does for writeHead', async (t) => {
+    const repository = new MemoryRepository();
+    const app = express();
+    // No header set before writeHeader (Express's X-Powered-By would be one): Node's writeHead then writes the
+    // headers it is given straight into the header block, where a capture that missed it cannot read them.
+    app.disable('x-powered-by');
+    let runs = 0;
+    let refused = '';
+    const guard = idempotencyKey({ repository, replayHeaders: ['x-run'] });
+    app.post('/charges', express.json(), guard, (_req, res) => {
+      runs++;
+      const writeHeader = (res as unknown as { writeHeader: typeof res.writeHead }).writeHeader;
+      writeHeader.call(res, 202, { 'content-type': 'text/plain; charset=utf-8', 'x-run': String(runs) });
+      try {
+        res.setHeader('x-late', 'no');
+      } catch (error) {
+        refused = (error as { code?: string }).code ?? 'thrown';
+      }
+      res.write('accepted ');
+      res.end(`run ${runs}`);
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => new Promise((resolve) => server.close(resolve)));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/charges`;
+    const key = randomUUID();
+
+    const first = await post(url, { key });
+    assert.equal(first.status, 202);
+    assert.equal(first.bytes.toString(), 'accepted run 1');
+    assert.equal(first.headers.get('x-run'), '1');
+    assert.equal(refused, 'ERR_HTTP_HEADERS_SENT', 'headers are committed once writeHeader ran');
+
+    const again = await post(url, { key });
+    assert.ok(replayed(again));
+    assert.equal(again.status, 202);
+    assert.equal(again.bytes.toString(), 'accepted run 1');
+    assert.equal(again.headers.get('content-type'), 'text/plain; charset=utf-8');
+    assert.equal(again.headers.get('x-run'), '1');
+    assert.equal(runs, 1);
+  });
+});
+
+describe('HTTP Idempotency-Key across Express sub-apps', () => {
+  // Express sets a response's prototype to the app's `response` on the way into a mounted sub-app (inheriting
+  // from its parent's), and back on the way out. A capture must hold across both swaps.
+  async function serve(t: TestContext, app: express.Express): Promise<string> {
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => new Promise((resolve) => server.close(resolve)));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  async function assertOneRunReplayed(url: string, runs: () => number): Promise<void> {
+    const key = randomUUID();
+    const first = await post(url, { key });
+    assert.equal(first.status, 201);
+    assert.deepEqual(first.json(), { run: 1 });
+    const again = await post(url, { key });
+    assert.equal(again.status, 201);
+    assert.ok(replayed(again), 'the retry is a replay');
+    assert.deepEqual(again.json(), { run: 1 });
+    assert.equal(runs(), 1);
+  }
+
+  it('captures a response the route writes inside a sub-app mounted after the adapter', async (t) => {
+    const app = express();
+    const billing = express();
+    let runs = 0;
+    billing.post('/charges', (_req, res) => {
+      runs++;
+      res.status(201).json({ run: runs });
+    });
+    app.use(express.json(), idempotencyKey({ repository: new MemoryRepository() }));
+    app.use('/billing', billing);
+    await assertOneRunReplayed(`${await serve(t, app)}/billing/charges`, () => runs);
+  });
+
+  it('captures a response written in the parent app after a sub-app with the adapter fell through', async (t) => {
+    const app = express();
+    const guarded = express();
+    guarded.use(express.json(), idempotencyKey({ repository: new MemoryRepository() }));
+    let runs = 0;
+    app.use(guarded);
+    app.post('/charges', (_req, res) => {
+      runs++;
+      res.status(201).json({ run: runs });
+    });
+    await assertOneRunReplayed(`${await serve(t, app)}/charges`, () => runs);
+  });
+});

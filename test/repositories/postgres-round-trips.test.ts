@@ -2,8 +2,8 @@
  * What the transactional mark costs in round trips on the real server, counted on the wire (a proxy of the
  * test's own between the repository's pool and PostgreSQL), so the count cannot creep back: one message in its
  * own transaction costs what the plain transaction does (BEGIN with the claim, the handler's INSERT, COMMIT),
- * and a batch transaction one round trip for BEGIN and every claim, per handler its own statements (its
- * SAVEPOINT, with the last one's RELEASE, rides in its first statement's round trip), and COMMIT: no confirm
+ * and a batch transaction one round trip for BEGIN and every claim, per handler its own statements (no
+ * savepoint until a handler that wrote fails: then the batch runs again with one per handler), and COMMIT: no confirm
  * where no outcome is kept, since the claim is written confirmed. And the claim's cached generic plan, made on a
  * young table, does not scan the table once it has grown.
  */
@@ -86,14 +86,13 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     const { repository, proxy } = await open(t);
     const consumer = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
     const size = 10;
-    // Per message its INSERT, its savepoint (with the last one's release) pipelined ahead of it in its round
-    // trip; then COMMIT, which releases the last savepoint.
+    // Per message its INSERT (no savepoint while no handler that wrote fails); then COMMIT.
     const perMessage = await trips(proxy, async () => {
       const { results } = await consumer.processBatch(fresh(size), insert);
       assert.deepEqual(new Set(results.map((r) => r.outcome)), new Set(['processed']));
     });
     assert.equal(perMessage, 1 + size + 1);
-    // A whole-batch handler: BEGIN with the claims, its one INSERT with its savepoint, COMMIT.
+    // A whole-batch handler: BEGIN with the claims, its savepoint, its one INSERT, COMMIT.
     const wholeBatch = await trips(proxy, async () => {
       const { results } = await consumer.processBatch(fresh(size), {
         batch: async (items) => {
@@ -105,7 +104,7 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
       });
       assert.deepEqual(new Set(results.map((r) => r.outcome)), new Set(['processed']));
     });
-    assert.equal(wholeBatch, 3);
+    assert.equal(wholeBatch, 4);
   });
 
   it("a batch's handlers as they come: a first statement keeping a portal, two at once, none", async (t) => {
@@ -116,7 +115,7 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
     const { results } = await consumer.processBatch([portal, twice, none], async (payment, context) => {
       const client = postgresTransaction(context);
       if (payment === portal) {
-        // `rows` keeps a portal open across round trips, which pipeline mode refuses: it goes after the savepoint.
+        // `rows` keeps a portal open across round trips (the statement watch must pass it through as it is).
         const config = { text: 'SELECT g FROM generate_series(1, 3) g', rows: 1 } as pg.QueryConfig;
         const read = await client.query(config);
         seen.push(read.rows.length);
@@ -136,10 +135,9 @@ describe('postgres transactional mark: round trips', { skip: skipUnlessEnabled('
       [portal.id, twice.id],
     ]);
     assert.equal(rows[0]?.n, 2);
-    // The connection went back to the pool as it came: its own query method, out of pipeline mode.
+    // The connection went back to the pool as it came: its own query method (the statement count's is gone).
     await repository.transaction(async (transaction) => {
-      const client = transaction.client as unknown as { pipeline: boolean; query: unknown };
-      assert.equal(client.pipeline, false);
+      const client = transaction.client as unknown as { query: unknown };
       assert.equal(Object.hasOwn(client, 'query'), false);
     });
     // A handler that sends nothing costs no savepoint: BEGIN with the claims, COMMIT.

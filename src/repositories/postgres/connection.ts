@@ -3,7 +3,6 @@ import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
 import { checkLayout, errorCode, isTlsFailure as isTls } from '../sql/connection.js';
 import { connectFailure, detailOf, type MigrateStore } from '../sql/store.js';
-import { StatementWatch } from '../sql/transaction.js';
 import type { PostgresOptions } from './options.js';
 import { ADDED_COLUMNS, COLUMNS, quoteTable } from './sql.js';
 
@@ -213,105 +212,4 @@ export async function sendWithLead<R extends pg.QueryResultRow>(
     client.query(submitted);
   });
   return Array.isArray(results) ? (results.at(-1) as pg.QueryResult<R>) : results;
-}
-
-/** What {@link DeferredStatement} uses of node-postgres' client: its pipeline mode (8.23+) and its state. */
-interface PipelineClient {
-  pipeline?: boolean;
-  readonly readyForQuery?: boolean;
-  readonly _queryQueue?: readonly unknown[];
-  readonly connection?: { readonly stream?: { cork(): void; uncork(): void } };
-}
-
-/**
- * A parameterless statement (a SAVEPOINT) held back until the next statement anyone sends on the connection (a
- * handler's own, or the repository's), then written in that statement's round trip: node-postgres' pipeline mode
- * is on for the two, and off again once both were answered (its 'drain'), before the sender's code goes on. Held
- * back, it costs nothing when no statement follows it. It also counts the statements sent (`sent`).
- *
- * It is sent first and waited for instead (one round trip more, the same order) when the connection is busy, when
- * the next statement keeps a portal open across round trips (pg-cursor, pg-query-stream, `rows`: pipeline mode
- * refuses those) or when the driver has no pipeline mode.
- */
-export class DeferredStatement {
-  readonly #client: pg.PoolClient;
-  readonly #watch: StatementWatch;
-  #text: (() => string) | undefined;
-  #answered: ((answer: Promise<unknown>) => void) | undefined;
-  readonly #drained = () => {
-    (this.#client as unknown as PipelineClient).pipeline = false;
-  };
-
-  constructor(client: pg.PoolClient) {
-    this.#client = client;
-    this.#watch = new StatementWatch(client, ['query'], (args) => {
-      if (this.#text === undefined) return undefined;
-      const stream = this.#send(args[0]);
-      // Pipelined: the two statements leave in one write, as one query's messages do (node-postgres corks each).
-      return stream === undefined ? undefined : () => stream.uncork();
-    });
-  }
-
-  /** Statements sent on the connection since this was made, the held-back one not counted. */
-  get sent(): number {
-    return this.#watch.sent;
-  }
-
-  /** Whether a statement is held back, not sent yet. */
-  get pending(): boolean {
-    return this.#text !== undefined;
-  }
-
-  /** Holds back the statement `text` makes when it goes; `answered` gets its answer. Replaces a held-back one. */
-  defer(text: () => string, answered: (answer: Promise<unknown>) => void): void {
-    this.#text = text;
-    this.#answered = answered;
-  }
-
-  /** Drops the held-back statement unsent. */
-  cancel(): void {
-    this.#text = undefined;
-    this.#answered = undefined;
-  }
-
-  /**
-   * Drops the held-back statement and gives the connection its own `query` back, before the transaction ends.
-   * Pipeline mode, if on, goes off at 'drain' as always: statements still in flight are answered in order.
-   */
-  dispose(): void {
-    this.cancel();
-    this.#watch.dispose();
-  }
-
-  /** Sends the held-back statement; answers the corked stream when it is pipelined with `next`. */
-  #send(next: unknown): { uncork(): void } | undefined {
-    const text = (this.#text as () => string)();
-    const answered = this.#answered as (answer: Promise<unknown>) => void;
-    this.cancel();
-    const client = this.#client as unknown as PipelineClient;
-    const stream = client.connection?.stream;
-    const pipeline =
-      client.pipeline === false &&
-      client.readyForQuery === true &&
-      client._queryQueue?.length === 0 &&
-      typeof stream?.cork === 'function' &&
-      pipelines(next);
-    if (pipeline) {
-      client.pipeline = true;
-      this.#client.once('drain', this.#drained);
-      stream.cork();
-    }
-    // Not counted: the watch counts the statement it is sent ahead of.
-    answered(this.#watch.unwatched('query', text) as Promise<unknown>);
-    return pipeline ? stream : undefined;
-  }
-}
-
-/** Whether pipeline mode takes `query` (a query config, a text, or a submittable): not one that keeps a portal. */
-function pipelines(query: unknown): boolean {
-  if (typeof query === 'string') return true;
-  if (typeof query !== 'object' || query === null) return false;
-  const { submit, rows } = query as { submit?: unknown; rows?: unknown };
-  if (rows !== undefined) return false;
-  return typeof submit !== 'function' || query instanceof pg.Query;
 }

@@ -25,15 +25,8 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { detailOf, migrateHint } from '../sql/store.js';
-import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
-import {
-  assertTable,
-  createPool,
-  DeferredStatement,
-  errorCode,
-  openError,
-  sendWithLead,
-} from './connection.js';
+import { endQuietly, SAVEPOINT, SqlTransaction, StatementWatch } from '../sql/transaction.js';
+import { assertTable, createPool, errorCode, openError, sendWithLead } from './connection.js';
 import { migrate } from './migration.js';
 import {
   describeAddress,
@@ -105,10 +98,8 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
    * and COMMIT (or ROLLBACK) ends it with the transaction. See {@link releaseSavepoint}.
    */
   #releasePending = false;
-  /** Holds each SAVEPOINT back until the next statement, to go in its round trip (made at the first one). */
-  #deferred: DeferredStatement | undefined;
-  /** How the last SAVEPOINT was answered, once it went (see {@link savepointSet}). */
-  #savepointAnswer: Promise<'open' | 'skipped'> | undefined;
+  /** Counts the statements sent, for optimistic savepoints (made at the first one). */
+  #watch: StatementWatch | undefined;
 
   constructor(client: pg.PoolClient, lockTimeoutMs: number) {
     super('postgres', client, lockTimeoutMs);
@@ -147,10 +138,10 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     return sendWithLead<R>(this.connection, lead, query);
   }
 
-  /** Ends the savepoints' interception: before COMMIT or ROLLBACK, and before the connection goes back. */
+  /** Gives the connection its own `query` back (see StatementWatch): before it returns to the pool. */
   dispose(): void {
-    this.#deferred?.dispose();
-    this.#deferred = undefined;
+    this.#watch?.dispose();
+    this.#watch = undefined;
   }
 
   /** ROLLBACK, unless nothing was sent: the error when it failed (see `endQuietly`). */
@@ -184,53 +175,25 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   }
 
   /**
-   * Skipped while aborted: not set, and nothing to roll back to. Otherwise held back until the next statement on
-   * the connection (the handler's first, as a rule) and sent in its round trip, with the last savepoint's RELEASE
-   * (see {@link DeferredStatement}): per handler one round trip less, and none at all for a handler that sends
-   * nothing. The server sees the same statements in the same order.
+   * Skipped while aborted: not set, and nothing to roll back to. Optimistic (see `RepositoryTransaction.savepoint`):
+   * none is set, the statements sent on the connection are counted from here.
    */
   savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
     return this.openSavepoint(async () => {
       if (this.aborted) return 'skipped';
-      if (options.optimistic === true && this.#lead === undefined) {
-        this.#deferred ??= new DeferredStatement(this.connection);
+      if (options.optimistic === true) {
+        this.#watch ??= new StatementWatch(this.connection, ['query']);
         return this.mark();
       }
-      if (this.#lead !== undefined) {
-        // BEGIN has not gone: it goes now, with the savepoint, in one simple query.
-        let state: 'open' | 'skipped' = 'open';
-        await this.#run('savepoint', this.#savepointText(), () => {
-          state = 'skipped';
-        });
-        return state;
-      }
-      this.#deferred ??= new DeferredStatement(this.connection);
-      this.#savepointAnswer = undefined;
-      this.#deferred.defer(
-        () => this.#savepointText(),
-        (answer) => {
-          this.#savepointAnswer = answer.then(
-            () => 'open' as const,
-            (error: unknown) => {
-              this.abort();
-              // A statement before it broke the transaction (and its error was caught): as when it is skipped.
-              if (errorCode(error) === IN_FAILED_TRANSACTION) return 'skipped' as const;
-              throw toRepositoryError('postgres savepoint', error);
-            },
-          );
-          // Read by the release or the rollback to it; a rejection before then is not unhandled.
-          this.#savepointAnswer.catch(() => {});
-        },
-      );
-      return 'open';
+      let state: 'open' | 'skipped' = 'open';
+      // The last savepoint's RELEASE first, in the same simple query: savepoints never nest.
+      const release = this.#releasePending ? `RELEASE SAVEPOINT ${SAVEPOINT}; ` : '';
+      this.#releasePending = false;
+      await this.#run('savepoint', `${release}SAVEPOINT ${SAVEPOINT}`, () => {
+        state = 'skipped';
+      });
+      return state;
     });
-  }
-
-  /** SAVEPOINT, after the last savepoint's pending RELEASE, in the same simple query: savepoints never nest. */
-  #savepointText(): string {
-    const release = this.#releasePending ? `RELEASE SAVEPOINT ${SAVEPOINT}; ` : '';
-    this.#releasePending = false;
-    return `${release}SAVEPOINT ${SAVEPOINT}`;
   }
 
   /**
@@ -247,20 +210,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   }
 
   protected statementsSent(): number {
-    return this.#deferred?.sent ?? 0;
-  }
-
-  /**
-   * How the open savepoint stands, for its release or the rollback to it: `unsent` when no statement followed it
-   * (it is dropped: nothing to release or undo), `skipped` when the transaction was aborted before it, else
-   * `open`. Rejects when sending it failed otherwise.
-   */
-  async #savepointSet(): Promise<'open' | 'skipped' | 'unsent'> {
-    if (this.#deferred?.pending === true) {
-      this.#deferred.cancel();
-      return 'unsent';
-    }
-    return (await this.#savepointAnswer) ?? 'open';
+    return this.#watch?.sent ?? 0;
   }
 
   /**
@@ -272,7 +222,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   async releaseSavepoint(): Promise<void> {
     const state = this.takeSavepoint('releaseSavepoint');
     // Skipped: the transaction was aborted before the savepoint; it only rolls back now anyway.
-    if (state !== 'open' || this.#endMark(false) || (await this.#savepointSet()) !== 'open') return;
+    if (state !== 'open' || this.#endMark(false)) return;
     let failure: unknown;
     if (!this.aborted && this.#idleInTransaction()) {
       // Every statement sent since the savepoint was answered and the last answer says the transaction is
@@ -304,7 +254,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 
   async rollbackToSavepoint(): Promise<void> {
     const state = this.takeSavepoint('rollbackToSavepoint');
-    if (state !== 'open' || this.#endMark(true) || (await this.#savepointSet()) !== 'open') return;
+    if (state !== 'open' || this.#endMark(true)) return;
     // ROLLBACK TO also clears an abort that happened after the savepoint: the transaction goes on. One round trip.
     await this.#run(
       'rollbackToSavepoint',

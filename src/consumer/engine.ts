@@ -890,7 +890,7 @@ function callHandler<M, R>(
 const NO_HEADS: readonly number[] = Object.freeze([]);
 const FIRST_HEAD: readonly number[] = Object.freeze([0]);
 
-function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
+export function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
   return { results };
 }
 

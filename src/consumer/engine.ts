@@ -266,9 +266,23 @@ export class BatchEngine<M, S> implements Runner<M> {
    * recycled from the last call that finished (see `#spare`).
    */
   one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>> {
+    return this.single(message, handler, options, answerOne);
+  }
+
+  /**
+   * A batch of one answered by `finish`, with `one`'s recycled working state (the transaction runner's message:
+   * a fresh state costs a dozen objects and, once it waits, six continuations). `finish` must not keep the
+   * results array, which is recycled with the state.
+   */
+  single<R, T>(
+    message: M,
+    handler: MessageHandler<M, R>,
+    options: BatchOptions,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+  ): Promise<T> {
     const messages = (this.#spare?.messages as M[] | undefined) ?? [];
     messages[0] = message;
-    return this.#start(messages, handler, options, answerOne, true);
+    return this.#start(messages, handler, options, finish, true);
   }
 
   /**

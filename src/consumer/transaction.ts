@@ -146,7 +146,11 @@ export class TransactionRunner<M> implements Runner<M> {
         typeof handler === 'function'
           ? perMessage(handler, transaction, savepoints)
           : wholeBatch(handler, transaction);
-      const { results } = await this.#engine.batch(messages, inTransaction, options);
+      // A message alone takes the engine's recycled working state.
+      const results =
+        messages.length === 1 && typeof inTransaction === 'function'
+          ? await this.#engine.single(messages[0] as M, inTransaction, options, ownResults)
+          : (await this.#engine.batch(messages, inTransaction, options)).results;
       const raced = anyRaced(results);
       // Another transaction committed an id first: this one's effect for it must not commit.
       if (raced) transaction.rollbackOnly();
@@ -159,6 +163,11 @@ export class TransactionRunner<M> implements Runner<M> {
 function anyRaced(results: readonly ProcessResult[]): boolean {
   for (const r of results) if (r.raced === true) return true;
   return false;
+}
+
+/** The results of a recycled batch of one, in an array of their own (the engine's is cleared for reuse). */
+function ownResults<R>(results: ProcessResult<R>[]): ProcessResult<R>[] {
+  return [results[0] as ProcessResult<R>];
 }
 
 function firstResult<R>(results: ProcessResult<R>[]): ProcessResult<R> {

@@ -103,6 +103,26 @@ const floor = await time('wrap(), eager, a bare Map as the store', async () => {
   for (const m of messages) await handle(m);
 });
 
+/**
+ * The bound of the memory store row: what the store's own claim and confirm cost in the thinnest async function
+ * that answers a result, with no engine at all (claim options and ClaimRef made once, as the engine's are). The
+ * eager row cannot go below it; its ratio to the bare Map says how far the store alone is from the target.
+ */
+const storeOnly = await time('memory store claim+confirm, no engine', async () => {
+  const repository = new MemoryRepository({ maxEntries: N });
+  const claimOptions = { ttlMs: 86_400_000, leaseMs: 30_000, owner: 'bench.0' };
+  const confirmOptions = { ttlMs: 86_400_000 };
+  const claim = { id: '', owner: 'bench.0' };
+  const handle = async (m: { id: string; n: number }) => {
+    if (!(repository.addDirect(m.id, claimOptions) as AddResult).added) return { outcome: 'duplicate' };
+    await handler(m);
+    claim.id = m.id;
+    repository.confirmDirect(claim, confirmOptions);
+    return { outcome: 'processed', result: undefined };
+  };
+  for (const m of messages) await handle(m);
+});
+
 const lazy = await time('wrap(), lazy, memory repository', async () => {
   const c = new IdempotentConsumer<{ id: string; n: number }>({
     repository: new MemoryRepository({ maxEntries: N }),
@@ -211,6 +231,10 @@ console.log(
   `ratio wrap eager over a bare-Map store / bare Map: ${(floor / bareMap).toFixed(2)}x (the engine's floor; ` +
     `the memory store adds ${(wrapped - floor).toFixed(3)} µs)`,
 );
+console.log(
+  `ratio memory store claim+confirm without engine / bare Map: ${(storeOnly / bareMap).toFixed(2)}x (the bound ` +
+    `of the eager row; the engine adds ${(wrapped - storeOnly).toFixed(3)} µs)`,
+);
 console.log(`ratio batch eager / bare Map: ${(batched / bareMap).toFixed(2)}x`);
 console.log(`ratio fingerprint / wrap eager: ${(fingerprinted / wrapped).toFixed(2)}x`);
 console.log(`ratio storeResult / wrap eager: ${(withResult / wrapped).toFixed(2)}x`);
@@ -230,6 +254,13 @@ sink.ratio({
   id: 'consumer.wrap-eager-floor-vs-map',
   label: 'wrap() eager over a store that is a bare Map (the engine alone), per message',
   value: floor / bareMap,
+  kind: 'max',
+  baseline: 'bare Map has+set, then handler',
+});
+sink.ratio({
+  id: 'consumer.memory-store-vs-map',
+  label: "the memory store's claim and confirm without the engine (the eager row's bound), per message",
+  value: storeOnly / bareMap,
   kind: 'max',
   baseline: 'bare Map has+set, then handler',
 });

@@ -269,10 +269,24 @@ export class BatchEngine<M, S> implements Runner<M> {
    * recycled from a call that finished (see `#spares`).
    */
   one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>> {
+    return this.single(message, handler, options, answerOne);
+  }
+
+  /**
+   * A batch of one answered by `finish`, with `one`'s recycled working state (the transaction runner's message:
+   * a fresh state costs a dozen objects and, once it waits, six continuations). `finish` must not keep the
+   * results array, which is recycled with the state.
+   */
+  single<R, T>(
+    message: M,
+    handler: MessageHandler<M, R>,
+    options: BatchOptions,
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+  ): Promise<T> {
     const spare = this.#spareCount > 0 ? this.#takeSpare() : undefined;
     const messages = (spare?.messages as M[] | undefined) ?? [];
     messages[0] = message;
-    return this.#start(messages, handler, options, answerOne, true, spare);
+    return this.#start(messages, handler, options, finish, true, spare);
   }
 
   /**
@@ -920,7 +934,7 @@ function callHandler<M, R>(
 const NO_HEADS: readonly number[] = Object.freeze([]);
 const FIRST_HEAD: readonly number[] = Object.freeze([0]);
 
-function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
+export function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
   return { results };
 }
 

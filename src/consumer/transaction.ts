@@ -1,6 +1,6 @@
 import { RepositoryError, SwallowedStatementError } from '../errors.js';
-import type { RepositoryTransaction, TransactionalRepository } from '../store/types.js';
-import { answerOne, type BatchEngine, RunAgain, type Runner } from './engine.js';
+import type { RepositoryTransaction, TransactionalRepository, TransactionOptions } from '../store/types.js';
+import { answerOne, type BatchEngine, RunAgain, type Runner, toBatchResult } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type {
   BatchHandler,
@@ -69,7 +69,8 @@ export class TransactionRunner<M> implements Runner<M> {
   readonly #perBatch: boolean;
   /** A failed handler's failure is kept with its id (`removeOnFailure: false`): its transaction commits. */
   readonly #keepFailures: boolean;
-  readonly #lockTimeoutMs: number;
+  /** Every transaction's options: one object, not one per message. */
+  readonly #transactionOptions: TransactionOptions;
 
   // biome-ignore lint/suspicious/noExplicitAny: see #engine.
   constructor(options: ResolvedConsumerOptions<M>, engine: BatchEngine<M, any>) {
@@ -78,12 +79,12 @@ export class TransactionRunner<M> implements Runner<M> {
     this.#engine = engine;
     this.#perBatch = options.transaction === 'batch';
     this.#keepFailures = !options.removeOnFailure;
-    this.#lockTimeoutMs = options.lockTimeoutMs;
+    this.#transactionOptions = { lockTimeoutMs: options.lockTimeoutMs };
   }
 
   /** One message in its own transaction (`process`, `wrap`). */
   one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>> {
-    return this.#attempts([message], handler, options).then((results) => answerOne(results, this.#options));
+    return this.#attempts([message], handler, options, answerOne);
   }
 
   /**
@@ -96,24 +97,28 @@ export class TransactionRunner<M> implements Runner<M> {
     options: BatchOptions,
   ): Promise<BatchResult<R>> {
     if (this.#perBatch || typeof handler !== 'function' || messages.length <= 1) {
-      return { results: await this.#attempts(messages, handler, options) };
+      return this.#attempts(messages, handler, options, toBatchResult);
     }
     const results: ProcessResult<R>[] = [];
     const { placeOf } = options;
     for (let i = 0; i < messages.length; i++) {
       // Each message is a batch of one here: its place is still its place in the caller's batch.
       const own = placeOf === undefined ? options : { ...options, placeOf: () => placeOf(i) };
-      results.push((await this.#attempts([messages[i] as M], handler, own))[0] as ProcessResult<R>);
+      results.push(await this.#attempts([messages[i] as M], handler, own, firstResult));
     }
     return { results };
   }
 
-  /** Runs the transaction again while a lazy mark raced or the database rolled it back (see {@link ATTEMPTS}). */
-  async #attempts<R>(
+  /**
+   * Runs the transaction again while a lazy mark raced or the database rolled it back (see {@link ATTEMPTS});
+   * answers `finish` of the last run's results (a shared function, not a closure per call).
+   */
+  async #attempts<R, T>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
-  ): Promise<ProcessResult<R>[]> {
+    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+  ): Promise<T> {
     // A savepoint per handler only where a failure must leave the rest of the transaction standing.
     let savepoints: Savepoints =
       typeof handler === 'function' && (this.#keepFailures || messages.length > 1) ? 'optimistic' : 'none';
@@ -146,7 +151,7 @@ export class TransactionRunner<M> implements Runner<M> {
       if (outcome === undefined) throw failure;
       const { results, raced, rolledBack } = outcome;
       if (raced && attempt < ATTEMPTS) continue;
-      return rolledBack ? results.map(undone) : results;
+      return finish(rolledBack ? results.map(undone) : results, this.#options);
     }
   }
 
@@ -158,27 +163,43 @@ export class TransactionRunner<M> implements Runner<M> {
     opened: Opened,
     savepoints: Savepoints,
   ): Promise<Attempt<R>> {
-    return this.#repository.transaction(
-      async (transaction) => {
-        opened.transaction = transaction;
-        const inTransaction =
-          typeof handler === 'function'
-            ? perMessage(handler, transaction, savepoints)
-            : wholeBatch(handler, transaction);
-        const { results } = await this.#engine.batch(messages, inTransaction, options);
-        const raced = results.some((r) => r.raced === true);
-        // Another transaction committed an id first: this one's effect for it must not commit.
-        if (raced) transaction.rollbackOnly();
-        return {
-          results: results as ProcessResult<R>[],
-          raced,
-          rolledBack: transaction.rollingBack,
-          needsSavepoints: transaction.needsSavepoints === true,
-        };
-      },
-      { lockTimeoutMs: this.#lockTimeoutMs },
-    );
+    return this.#repository.transaction(async (transaction) => {
+      opened.transaction = transaction;
+      const inTransaction =
+        typeof handler === 'function'
+          ? perMessage(handler, transaction, savepoints)
+          : wholeBatch(handler, transaction);
+      // A message alone takes the engine's recycled working state.
+      const results =
+        messages.length === 1 && typeof inTransaction === 'function'
+          ? await this.#engine.single(messages[0] as M, inTransaction, options, ownResults)
+          : (await this.#engine.batch(messages, inTransaction, options)).results;
+      const raced = anyRaced(results);
+      // Another transaction committed an id first: this one's effect for it must not commit.
+      if (raced) transaction.rollbackOnly();
+      return {
+        results: results as ProcessResult<R>[],
+        raced,
+        rolledBack: transaction.rollingBack,
+        needsSavepoints: transaction.needsSavepoints === true,
+      };
+    }, this.#transactionOptions);
   }
+}
+
+/** True when a lazy mark of the batch raced (a loop, not a closure per transaction). */
+function anyRaced(results: readonly ProcessResult[]): boolean {
+  for (const r of results) if (r.raced === true) return true;
+  return false;
+}
+
+/** The results of a recycled batch of one, in an array of their own (the engine's is cleared for reuse). */
+function ownResults<R>(results: ProcessResult<R>[]): ProcessResult<R>[] {
+  return [results[0] as ProcessResult<R>];
+}
+
+function firstResult<R>(results: ProcessResult<R>[]): ProcessResult<R> {
+  return results[0] as ProcessResult<R>;
 }
 
 /** The handler's context with the open transaction's connection. */

@@ -18,6 +18,10 @@ export const MAX_ID_BYTES = 1024;
 const MARK = '\u0000';
 const BINARY_PREFIX = `${MARK}b64:`;
 
+/** The last text id `toKey` took as its own key, and the limit it was checked against (see `toKey`). */
+let lastKey: string | undefined;
+let lastMaxBytes = 0;
+
 /**
  * Turns a message id into the string key every repository stores. The mapping is injective over text and bytes
  * together: two different ids never share a key.
@@ -25,6 +29,9 @@ const BINARY_PREFIX = `${MARK}b64:`;
  * so two different ids could collide).
  */
 export function toKey(id: MessageId, maxBytes: number = MAX_ID_BYTES): string {
+  // The id accepted last, under a limit no larger: a consumer hands each id on two or three times (read, claim,
+  // confirm), and its checks give the same answer for the same text.
+  if (id === lastKey && maxBytes >= lastMaxBytes) return id;
   let key: string;
   if (typeof id === 'string') {
     if (id.length === 0) throw new InvalidIdError('id is empty');
@@ -39,6 +46,10 @@ export function toKey(id: MessageId, maxBytes: number = MAX_ID_BYTES): string {
   // Byte length is only computed when the UTF-16 length could exceed the limit.
   if (key.length * 3 > maxBytes && Buffer.byteLength(key, 'utf8') > maxBytes) {
     throw new InvalidIdError(`id is ${Buffer.byteLength(key, 'utf8')} bytes, the limit is ${maxBytes}`);
+  }
+  if (key === id) {
+    lastKey = key;
+    lastMaxBytes = maxBytes;
   }
   return key;
 }

@@ -146,7 +146,6 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 
   /** ROLLBACK, unless nothing was sent: the error when it failed (see `endQuietly`). */
   rollback(): Promise<Error | undefined> {
-    this.dispose();
     return this.started ? endQuietly(this.connection, 'ROLLBACK') : Promise.resolve(undefined);
   }
 
@@ -375,7 +374,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       }
       // Nothing was sent (the work ran no statement): nothing to commit.
       if (!transaction.started) return result;
-      transaction.dispose();
       await this.#commit(client).catch((error: unknown) => {
         broken = error as Error;
         throw error;

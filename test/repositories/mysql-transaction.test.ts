@@ -279,6 +279,69 @@ describe('mysql transactions', { skip: skipUnlessEnabled('mysql') }, () => {
     assert.equal(await stored(after), 1);
   });
 
+  /** The stored row of `id`, seen from outside any transaction. */
+  async function row(id: string): Promise<Record<string, unknown> | undefined> {
+    const [rows] = await pool.execute(
+      `SELECT state, expires_at, lease_expires_at, owner, first_seen_at FROM \`${table}\` WHERE id = ?`,
+      [Buffer.from(id)],
+    );
+    return (rows as Record<string, unknown>[])[0];
+  }
+
+  /** Waits until the in-flight claim on `id` has lapsed on the server's clock (get answers no live record). */
+  async function lapsed(repository: MySqlRepository, id: string): Promise<void> {
+    while ((await repository.get(id)) !== undefined) await sleep(5);
+  }
+
+  it('a one-id claim that opens a transaction takes a lapsed row over whole and answers its time', async (t) => {
+    const repository = await open(t);
+    const id = randomUUID();
+    assert.equal((await repository.add(id, { ttlMs: MINUTE, leaseMs: 1, owner: 'gone' })).added, true);
+    await lapsed(repository, id);
+    const taken = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
+    assert.ok(taken.added);
+    assert.equal(taken.record.state, 'confirmed');
+    const stored = await row(id);
+    assert.equal(stored?.state, 'confirmed');
+    assert.equal(stored?.owner, null);
+    assert.equal(stored?.lease_expires_at, null);
+    // The record's times are the row's, on the server's clock.
+    assert.equal(taken.record.expiresAt, Number(stored?.expires_at));
+    assert.equal(taken.record.firstSeenAt, Number(stored?.first_seen_at));
+    // A live row is left as it was, and answered.
+    const kept = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
+    assert.equal(kept.added, false);
+    assert.equal(!kept.added && kept.existing.expiresAt, taken.record.expiresAt);
+    // A new id: the row as the record says.
+    const fresh = randomUUID();
+    const added = await repository.transaction(() => repository.add(fresh, { ttlMs: MINUTE }));
+    assert.ok(added.added);
+    assert.equal(added.record.expiresAt, Number((await row(fresh))?.expires_at));
+  });
+
+  it("a session whose OK packets no longer carry the claim's time still answers its claims (read back)", async (t) => {
+    const borrowed = testPool(1);
+    t.after(() => borrowed.end());
+    const repository = await MySqlRepository.open({
+      pool: borrowed,
+      table,
+      namespace: `untracked-${randomUUID()}`,
+    });
+    t.after(() => repository.close());
+    const first = randomUUID();
+    assert.ok((await repository.transaction(() => repository.add(first, { ttlMs: MINUTE }))).added);
+    // The handler turns the session's state tracking off on the pool's one connection.
+    await repository.transaction(async (tx) => {
+      await tx.client.query("SET SESSION session_track_system_variables = ''");
+    });
+    const id = randomUUID();
+    const added = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
+    assert.ok(added.added);
+    assert.equal(added.record.expiresAt, Number((await row(id))?.expires_at));
+    const again = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
+    assert.equal(again.added, false);
+  });
+
   it('the lock timeout of a transaction is restored on a borrowed pool', async (t) => {
     const borrowed = testPool(1);
     t.after(() => borrowed.end());

@@ -8,7 +8,15 @@ import type { MySqlOptions } from './options.js';
 
 export { describeAddress } from './options.js';
 
-import { ADDED_COLUMNS, COLUMNS, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, quoteTable, TRACK_LAST_INSERT_ID } from './sql.js';
+
+/**
+ * The sessions (mysql2's connection, under the wrapper each checkout makes anew) whose OK packets carry
+ * `last_insert_id` (see {@link TRACK_LAST_INSERT_ID}): an owned pool's from the start, a given pool's from their
+ * first one-row claim in a transaction. A session whose tracking failed or was changed later only costs a claim
+ * its read-back.
+ */
+export const trackedSessions = new WeakSet<object>();
 
 /** Whole seconds of `innodb_lock_wait_timeout` for a lock timeout in ms: rounded up, at least 1 (InnoDB's unit). */
 export function lockWaitSeconds(lockTimeoutMs: number): number {
@@ -110,6 +118,9 @@ export function createPool(options: MySqlOptions): Pool {
   // Commands on a connection run in order, so this runs before the connection's first statement.
   pool.pool.on('connection', (connection) => {
     connection.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`, () => {});
+    // On its own: a server without the variable (MySQL) fails it alone.
+    connection.query(TRACK_LAST_INSERT_ID, () => {});
+    trackedSessions.add(connection);
   });
   return pool;
 }

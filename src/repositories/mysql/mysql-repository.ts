@@ -29,6 +29,7 @@ import {
   errorNumber,
   lockWaitSeconds,
   openError,
+  trackedSessions,
 } from './connection.js';
 import { createMissingTable } from './migration.js';
 import { type MySqlOptions, type MySqlRepositoryOptions, parseMySqlOptions } from './options.js';
@@ -42,6 +43,7 @@ import {
   optionalBytes,
   type Row,
   Statements,
+  TRACK_LAST_INSERT_ID,
 } from './sql.js';
 
 /** mysql2 errnos the repository tells apart. */
@@ -115,6 +117,11 @@ async function inOrder(
   let header: ResultSetHeader | undefined;
   for (const sql of statements) [header] = await connection.query<ResultSetHeader>(sql);
   return header as ResultSetHeader;
+}
+
+/** An OK packet with the session state changes mysql2 parses (its types leave them out). */
+interface TrackedHeader extends ResultSetHeader {
+  readonly stateChanges?: { readonly systemVariables?: Readonly<Record<string, string>> };
 }
 
 /** A transaction's lead, taken to go ahead of a claim in its round trip. */
@@ -554,9 +561,9 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       // The spare rows repeat the last one and always count as unchanged.
       taken = unchangedRows(header, size) === size - group.length;
     } else {
-      // The insert id is the claim's time when it took the row, 0 when it left it (see `Statements.claim`).
+      // The claim's time when it took the row, 0 when it left it, undefined when unknown (the read-back tells).
       const insertId = await this.#claimAfter(lead, params);
-      taken = insertId > 0;
+      taken = insertId !== undefined && insertId > 0;
       at = base ?? (taken ? insertId : undefined);
     }
     if (at !== undefined && taken) {
@@ -583,15 +590,20 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   /**
    * The transaction's lead and a one-row claim as one compound statement, prepared like any other: one round
    * trip, which stops at the first statement that fails, so the claim never runs outside the transaction. Its OK
-   * packet carries no insert id, so a SELECT answers it. Parameters: the claim's.
+   * packet carries no insert id; the session's `last_insert_id`, tracked, carries the claim's time when it took
+   * the row and 0 when it left it (see `Statements.claimInBlock`). Undefined when the packet does not say (the
+   * session's tracking was changed): the read-back tells. Parameters: the claim's.
    */
-  async #claimAfter(lead: Lead, params: unknown[]): Promise<number> {
-    const sql =
-      `BEGIN NOT ATOMIC ${lead.statements.join('; ')}; ${this.#sql.claim(1, true)}; ` +
-      'SELECT LAST_INSERT_ID() AS at; END';
+  async #claimAfter(lead: Lead, params: unknown[]): Promise<number | undefined> {
+    // The tracking goes once per connection of a given pool, first (an owned pool's have it from the start).
+    const session = lead.connection.connection;
+    const track = trackedSessions.has(session) ? [] : [TRACK_LAST_INSERT_ID];
+    const sql = `BEGIN NOT ATOMIC ${[...track, ...lead.statements].join('; ')}; ${this.#sql.claimInBlock}; END`;
     try {
-      const sets = await this.#execute<{ at: unknown }[][]>(lead.connection, sql, params);
-      return Number(sets[0]?.[0]?.at);
+      const header = await this.#execute<ResultSetHeader>(lead.connection, sql, [...params, ...params]);
+      trackedSessions.add(session);
+      const at = (header as TrackedHeader).stateChanges?.systemVariables?.last_insert_id;
+      return at === undefined ? undefined : Number(at);
     } catch (error) {
       // A claim's own failures leave the lead done; any other may have stopped it part way.
       const code = errno(error);

@@ -120,6 +120,15 @@ export function decodeRow(row: Row): IdempotencyRecord {
   return record;
 }
 
+/**
+ * Adds the session's `last_insert_id` to what the server reports changed in each OK packet (session state
+ * tracking, MariaDB 10.2+, which mysql2 asks for and parses): set once per connection, before its first
+ * {@link Statements.claimInBlock}.
+ */
+export const TRACK_LAST_INSERT_ID =
+  'SET SESSION session_track_system_variables = ' +
+  "CONCAT_WS(',', NULLIF(@@SESSION.session_track_system_variables, ''), 'last_insert_id')";
+
 /** Parameters per row of {@link Statements.claim}, in the order of its VALUES. */
 export const CLAIM_PARAMS = 14;
 
@@ -164,18 +173,14 @@ export class Statements {
    * has no row alias, hence `VALUES(col)` (deprecated, but still there, in MySQL 8).
    *
    * `signalKept`: a row left as it was sets the insert id to 0, so `LAST_INSERT_ID()` after a one-row claim says
-   * whether it took the row where the OK packet cannot (see `MySqlRepository.#claimAfter`).
+   * whether it took the row where the OK packet's insert id cannot (in a compound block: see {@link claimInBlock}).
    */
   claim(rows: number, signalKept = false): string {
     return this.#cached(`claim:${rows}:${signalKept}`, () => {
-      const row = `(?, ?, ?, LAST_INSERT_ID(COALESCE(?, ${NOW_MS})) + ?, COALESCE(?, ${NOW_MS}) + ?, ?, ?, ?, ?, ${NOW_MS} + ?, ?, COALESCE(?, ${NOW_MS}))`;
       const follow = (column: string) =>
         `${column} = IF(token = VALUES(token), VALUES(${column}), ${column})`;
       return (
-        `INSERT INTO ${this.table} (namespace, id, state, expires_at, lease_expires_at, owner, event_time, ` +
-        `fingerprint, result, forget_at, token, first_seen_at) VALUES ${new Array<string>(rows).fill(row).join(', ')} ` +
-        `ON DUPLICATE KEY UPDATE token = IF(${LIVE_UNTIL} <= COALESCE(?, ${NOW_MS}), VALUES(token), ` +
-        `${signalKept ? 'IF(LAST_INSERT_ID(0) = 0, token, token)' : 'token'}), ` +
+        `${this.#claimInsert(rows, signalKept)}, ` +
         [
           'state',
           'expires_at',
@@ -191,6 +196,37 @@ export class Statements {
           .join(', ')
       );
     });
+  }
+
+  /**
+   * The claim up to its first assignment, which takes the row (its token) when none is there or the one there is
+   * no longer live: on a new id, the whole claim.
+   */
+  #claimInsert(rows: number, signalKept: boolean): string {
+    const row = `(?, ?, ?, LAST_INSERT_ID(COALESCE(?, ${NOW_MS})) + ?, COALESCE(?, ${NOW_MS}) + ?, ?, ?, ?, ?, ${NOW_MS} + ?, ?, COALESCE(?, ${NOW_MS}))`;
+    return (
+      `INSERT INTO ${this.table} (namespace, id, state, expires_at, lease_expires_at, owner, event_time, ` +
+      `fingerprint, result, forget_at, token, first_seen_at) VALUES ${new Array<string>(rows).fill(row).join(', ')} ` +
+      `ON DUPLICATE KEY UPDATE token = IF(${LIVE_UNTIL} <= COALESCE(?, ${NOW_MS}), VALUES(token), ` +
+      `${signalKept ? 'IF(LAST_INSERT_ID(0) = 0, token, token)' : 'token'})`
+    );
+  }
+
+  /**
+   * A one-row claim as the statements of a compound block (MariaDB), after which the session's `last_insert_id`
+   * is the claim's time when it took the row and 0 when it left it, set so that the OK packet carries it (see
+   * {@link TRACK_LAST_INSERT_ID}): no result set. On a new id the server runs only the claim's insert, without its
+   * nine other assignments (which the server prepares at every run of a statement it runs); a row it took over
+   * (the token written: two rows affected) gets the rest from the whole claim run again, which the row's lock,
+   * already this transaction's, lets through at once. Parameters: the claim's, twice.
+   */
+  get claimInBlock(): string {
+    return this.#cached(
+      'claimInBlock',
+      () =>
+        `${this.#claimInsert(1, true)}; IF ROW_COUNT() = 2 THEN ${this.claim(1, true)}; END IF; ` +
+        'SET SESSION last_insert_id = LAST_INSERT_ID()',
+    );
   }
 
   /**

@@ -342,6 +342,22 @@ describe('mysql transactions', { skip: skipUnlessEnabled('mysql') }, () => {
     assert.equal(again.added, false);
   });
 
+  it('a borrowed connection that tracks every session variable (`*`) claims as well', async (t) => {
+    const borrowed = testPool(1);
+    t.after(() => borrowed.end());
+    await borrowed.query("SET SESSION session_track_system_variables = '*'");
+    const repository = await MySqlRepository.open({
+      pool: borrowed,
+      table,
+      namespace: `all-${randomUUID()}`,
+    });
+    t.after(() => repository.close());
+    const id = randomUUID();
+    const added = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
+    assert.ok(added.added);
+    assert.equal(added.record.expiresAt, Number((await row(id))?.expires_at));
+  });
+
   it('the lock timeout of a transaction is restored on a borrowed pool', async (t) => {
     const borrowed = testPool(1);
     t.after(() => borrowed.end());

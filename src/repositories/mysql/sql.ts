@@ -123,11 +123,11 @@ export function decodeRow(row: Row): IdempotencyRecord {
 /**
  * Adds the session's `last_insert_id` to what the server reports changed in each OK packet (session state
  * tracking, MariaDB 10.2+, which mysql2 asks for and parses): set once per connection, before its first
- * {@link Statements.claimInBlock}.
+ * {@link Statements.claimInBlock}. A list of `*` (every variable) already has it, and takes no other name.
  */
 export const TRACK_LAST_INSERT_ID =
-  'SET SESSION session_track_system_variables = ' +
-  "CONCAT_WS(',', NULLIF(@@SESSION.session_track_system_variables, ''), 'last_insert_id')";
+  'SET SESSION session_track_system_variables = IF(@@SESSION.session_track_system_variables = ' +
+  "'*', '*', CONCAT_WS(',', NULLIF(@@SESSION.session_track_system_variables, ''), 'last_insert_id'))";
 
 /** Parameters per row of {@link Statements.claim}, in the order of its VALUES. */
 export const CLAIM_PARAMS = 14;

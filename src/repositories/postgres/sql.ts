@@ -130,7 +130,8 @@ export function statements(table: string): Statements {
   // The claim is the write alone: a new id (the common case) costs one INSERT through the primary key, no CTE, no
   // join back, no lookup. Ids it did not take are held by a live row, which the repository reads in a statement
   // of its own (`read`): a new snapshot, so it also finds a row committed after this statement's began.
-  const write = (source: string) => `
+  // Every row a claim takes has `first_seen_at` = the `now` it judged by: RETURNING reads it, computing nothing.
+  const write = (source: string, now: string) => `
     INSERT INTO ${t} AS r
       (namespace, id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, forget_at,
         first_seen_at)
@@ -139,22 +140,35 @@ export function statements(table: string): Statements {
       state = EXCLUDED.state, expires_at = EXCLUDED.expires_at, lease_expires_at = EXCLUDED.lease_expires_at,
       owner = EXCLUDED.owner, event_time = EXCLUDED.event_time, fingerprint = EXCLUDED.fingerprint,
       result = EXCLUDED.result, forget_at = EXCLUDED.forget_at, first_seen_at = EXCLUDED.first_seen_at
-    WHERE ${LIVE_UNTIL('r')} <= ${now2}
-    RETURNING r.id, ${now2} AS now`;
-  const row = (id: string, eventTime: string, fingerprint: string, result: string) =>
-    `$1, ${id}, $7, ${now2} + $8::float8, ${now2} + $9::float8, $10::text, ${eventTime}, ${fingerprint}, ` +
-    `${result}, ${WALL} + $11::float8, ${now2}`;
+    WHERE ${LIVE_UNTIL('r')} <= ${now}
+    RETURNING r.id, r.first_seen_at AS now`;
+  const row = (
+    now: string,
+    wall: string,
+    id: string,
+    eventTime: string,
+    fingerprint: string,
+    result: string,
+  ) =>
+    `$1, ${id}, $7, ${now} + $8::float8, ${now} + $9::float8, $10::text, ${eventTime}, ${fingerprint}, ` +
+    `${result}, ${wall} + $11::float8, ${now}`;
+  // A batch's times as uncorrelated subqueries: each an InitPlan, computed once per statement rather than once per
+  // row (~15 % of a 100-id claim's server time). One id computes them once anyway, and cheaper without the plans.
+  const nowOnce = `(SELECT ${now2})`;
   return {
     claim: statement(
       'claim',
-      write(`SELECT ${row('u.id', 'u.event_time', 'u.fingerprint', 'u.result')}
+      write(
+        `SELECT ${row(nowOnce, `(SELECT ${WALL})`, 'u.id', 'u.event_time', 'u.fingerprint', 'u.result')}
     FROM unnest($3::text[], $4::float8[], $5::text[], $6::text[]) AS u(id, event_time, fingerprint, result)
     -- Rows are locked in id order, so two batches over the same ids cannot deadlock.
-    ORDER BY u.id`),
+    ORDER BY u.id`,
+        nowOnce,
+      ),
     ),
     claimOne: statement(
       'claim_one',
-      write(`VALUES (${row('$3::text', '$4::float8', '$5::text', '$6::text')})`),
+      write(`VALUES (${row(now2, WALL, '$3::text', '$4::float8', '$5::text', '$6::text')})`, now2),
     ),
     // One lookup per id on the primary key (a LATERAL subquery kept apart by OFFSET 0): a join would let a
     // generic plan cached on a young table scan the whole namespace once it has grown.

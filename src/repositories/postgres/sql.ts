@@ -47,6 +47,7 @@ export const ADDED_COLUMNS = { first_seen_at: 'double precision' } as const;
 
 /** A statement the repository runs, prepared by name on each connection the first time it is used there. */
 export interface Statement {
+  /** Empty: not prepared, planned at each run (see Statements.purge). */
   readonly name: string;
   readonly text: string;
 }
@@ -214,12 +215,19 @@ export function statements(table: string): Statements {
       'scan',
       `SELECT r.id, ${RECORD_COLUMNS('r')} FROM ${t} r WHERE r.namespace = $1 AND r.id > $2 ORDER BY r.id LIMIT $3`,
     ),
-    purge: statement(
-      'purge',
-      `DELETE FROM ${t} WHERE ctid = ANY (ARRAY(
-        SELECT ctid FROM ${t} WHERE forget_at <= ${WALL} LIMIT $1 FOR UPDATE SKIP LOCKED
+    // Not prepared (no name): planned at each run, on the table as it is then. A generic plan made while the
+    // table was small (a new deployment's first purges) scans it whole twice per batch (a Seq Scan for the rows
+    // due, another for `ctid = ANY`) until autoanalyze replaces the plan; a plan made per batch picks the
+    // forget_at index and a Tid Scan as soon as the table has grown, stale statistics or not. A purge batch
+    // runs seldom, so its planning costs nothing that shows. Oldest first (ORDER BY forget_at): the index gives
+    // that order, where without it the planner, which guesses that a third of the rows are due, may scan the
+    // table from its start for them.
+    purge: {
+      name: '',
+      text: `DELETE FROM ${t} WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM ${t} WHERE forget_at <= ${WALL} ORDER BY forget_at LIMIT $1 FOR UPDATE SKIP LOCKED
       ))`,
-    ),
+    },
   };
 }
 

@@ -11,7 +11,12 @@
  * - markNoConflict: a plain INSERT into the store's table (`migrate()`), BEGIN in its round trip;
  * - simple / simpleLead: the least claim that never raises a unique violation, INSERT … ON CONFLICT DO NOTHING
  *   RETURNING into the store's table, alone or with BEGIN;
- * - ours / oursLead: the store's one-id claim statement (`claimOne`), alone or with BEGIN (as the store sends it).
+ * - ours / oursLead: the store's one-id claim statement (`claimOne`), alone or with BEGIN (as the store sends it);
+ * - oursBeginOnly: the claim with BEGIN but without the lock timeout's SET LOCAL (what that statement costs);
+ * - oursBrin / oursNoIndex: the claim into the store's table with its purge index as BRIN, and with none;
+ * - batch*: transactions of 100 payment INSERTs (batchPlain) with every id claimed in one statement sent with
+ *   BEGIN: a plain multi-row INSERT of the ids (batchBound), the store's claim (batchOurs; batchOursBrin with
+ *   the BRIN index). Their ratios are to batchPlain.
  * Prints messages/s and the ratio to plain, and the load average. Asserts nothing.
  */
 import { randomUUID } from 'node:crypto';

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PostgresRepository } from '../../src/repositories/postgres/index.js';
+import { PostgresRepository, postgresTransaction } from '../../src/repositories/postgres/index.js';
+import { statements } from '../../src/repositories/postgres/sql.js';
 import { createTestTable, testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
@@ -124,5 +125,51 @@ describe('postgres purge', { skip: skipUnlessEnabled('postgres') }, () => {
     const repository = await open(t);
     await assert.rejects(repository.purge({ batchSize: 0 }), /batchSize/);
     await assert.rejects(repository.purge({ batchSize: 1.5 }), /batchSize/);
+  });
+
+  it('is planned at each run: a table grown after the first purges is not scanned whole', async (t) => {
+    // A table of its own, young: the purges of a new deployment's first minute.
+    const young = testTable('purge_plan');
+    t.after(await createTestTable(young));
+    const repository = await PostgresRepository.open({
+      url: endpoints.postgresUrl,
+      table: young,
+      poolSize: 1,
+    });
+    t.after(() => repository.close());
+    // More runs than PostgreSQL makes custom plans for before it would cache a generic one.
+    for (let i = 0; i < 8; i++) assert.equal(await repository.purge(), 0);
+    const prepared = await repository.transaction((transaction) =>
+      postgresTransaction({ transaction: transaction.client }).query<{ statement: string }>(
+        'SELECT statement FROM pg_prepared_statements',
+      ),
+    );
+    assert.deepEqual(
+      prepared.rows.filter((row) => row.statement.includes('forget_at <=')),
+      [],
+      'the purge is not a prepared statement with a plan cached on the empty table',
+    );
+    // The table grows by a burst autoanalyze has not seen yet; a few rows are due.
+    await pool.query(
+      `INSERT INTO "${young}" (namespace, id, state, expires_at, forget_at)
+        SELECT 'grown', 'live-' || g, 'confirmed', 1e13, 1e13 + g FROM generate_series(1, 200000) g`,
+    );
+    await pool.query(
+      `INSERT INTO "${young}" (namespace, id, state, expires_at, forget_at)
+        SELECT 'grown', 'due-' || g, 'confirmed', 0, g FROM generate_series(1, 50) g`,
+    );
+    const client = await pool.connect();
+    t.after(() => client.release());
+    await client.query('BEGIN');
+    const plan = await client.query({
+      text: `EXPLAIN (COSTS OFF) ${statements(young).purge.text}`,
+      values: [1000],
+    });
+    await client.query('ROLLBACK');
+    const text = plan.rows.map((row) => row['QUERY PLAN'] as string).join('\n');
+    assert.match(text, /Index Scan using .*_forget_at/, text);
+    assert.match(text, /Tid Scan/, text);
+    assert.doesNotMatch(text, /Seq Scan/, text);
+    assert.equal(await repository.purge(), 50);
   });
 });

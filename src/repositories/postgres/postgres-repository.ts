@@ -70,7 +70,7 @@ const LOCK_NOT_AVAILABLE = '55P03';
 const IN_FAILED_TRANSACTION = '25P02';
 const UNDEFINED_TABLE = '42P01';
 
-/** Times a claim re-reads a row that blocked it but was not in its snapshot (see {@link PostgresRepository}). */
+/** Times a claim runs again for ids whose live row was gone or lapsed when read (see {@link PostgresRepository}). */
 const CLAIM_ATTEMPTS = 3;
 /** Rows per `scan` page. */
 const SCAN_PAGE = 1000;
@@ -296,15 +296,18 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
  * Repository on PostgreSQL through node-postgres (`pg`), one table shared by any number of workers.
  *
  * - Claims are one `INSERT … ON CONFLICT (namespace, id) DO UPDATE … WHERE <the row is no longer live>`: a new id
- *   is inserted, a lapsed one replaced, a live one kept and returned, and never a unique-violation error (which
- *   would abort the caller's transaction). Batches are the same statement over `unnest` arrays: one round trip.
+ *   is inserted, a lapsed one replaced, a live one kept, and never a unique-violation error (which would abort the
+ *   caller's transaction). Batches are the same statement over `unnest` arrays: one round trip. It answers only
+ *   the ids it took: a new id costs that one statement, as lean as the write can be.
  * - Liveness, leases and TTLs are judged by the server's clock (see sql.ts); only an explicit `now` (event-time
  *   mode) replaces it. Every read filters by liveness, so an expired row is absent although it is still stored:
  *   PostgreSQL has no TTL, and {@link PostgresRepository.purge} deletes rows past `forget_at` in bounded batches.
- * - The existing row a claim answers is read from the statement's snapshot. Under READ COMMITTED a row that
- *   another transaction committed after that snapshot can block the insert without being in it; the claim then
- *   runs again for those ids (a new statement, a new snapshot), which finds it. Under REPEATABLE READ PostgreSQL
- *   refuses such a conflict itself (SQLSTATE 40001): a retryable RepositoryError.
+ * - The live rows that kept the other ids are read in a second statement (a duplicate costs one more round trip).
+ *   Its snapshot is newer than the claim's, so it also shows a row another transaction committed after the claim
+ *   began (under READ COMMITTED such a row can block the insert without being in the claim's snapshot). Inside a
+ *   transaction the claim locked those rows, so they cannot change in between; outside one, a row deleted or
+ *   lapsed in between is claimed again. Under REPEATABLE READ PostgreSQL refuses a conflict with a row its
+ *   snapshot does not show (SQLSTATE 40001): a retryable RepositoryError.
  * - {@link transaction} runs the consumer's verbs and the handler's side effect on one connection inside BEGIN, so
  *   one COMMIT holds both. A claim holds the id's row lock until then; a concurrent claim waits for it up to the
  *   lock timeout, and is then answered in-progress.
@@ -479,12 +482,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     let pending = entries.map((_, i) => i);
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS && pending.length > 0; attempt++) {
       const batch = pending.map((i) => entries[i] as KeyedEntry);
-      const values = this.#writeValues(batch, options, now);
-      // One id: its own statement, whose generic plan the connection keeps (see Statements.claimOne).
-      const outcome =
-        batch.length === 1
-          ? await this.#exec<ClaimRow>(this.#sql.claimOne, values.map(onlyElement), true)
-          : await this.#exec<ClaimRow>(this.#sql.claim, values, true);
+      const outcome = await this.#write(batch, options, now);
       if (outcome === ABORTED) {
         for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
         return results;
@@ -499,20 +497,42 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         for (let k = 0; k < pending.length; k++) results[pending[k] as number] = single[k]?.[0] as AddResult;
         return results;
       }
-      const missed: number[] = [];
-      for (const row of outcome.rows) {
-        const index = pending[Number(row.n) - 1] as number;
-        const entry = entries[index] as KeyedEntry;
-        if (row.added)
-          results[index] = { added: true, record: newRecord(entry.key, entry, options, row.now) };
-        else if (row.state !== null) results[index] = { added: false, existing: decodeRow(entry.key, row) };
-        else missed.push(index);
+      const taken = new Map(outcome.rows.map((row) => [row.id, row.now]));
+      const kept: number[] = [];
+      for (const i of pending) {
+        const entry = entries[i] as KeyedEntry;
+        const at = taken.get(encodeText(entry.key));
+        if (at === undefined) kept.push(i);
+        else results[i] = { added: true, record: newRecord(entry.key, entry, options, at) };
       }
-      pending = missed;
+      if (kept.length === 0) return results;
+      // Held by a live row: read in a statement of its own, whose snapshot shows a row committed after the
+      // claim's began. A row gone or lapsed since (outside a transaction nothing holds it) is claimed again.
+      const existing = await this.doGetMany(
+        kept.map((i) => (entries[i] as KeyedEntry).key),
+        now,
+      );
+      pending = [];
+      for (const [k, i] of kept.entries()) {
+        const record = existing[k];
+        if (record === undefined) pending.push(i);
+        else results[i] = { added: false, existing: record };
+      }
     }
-    // Still blocked by rows no snapshot showed: rows that keep changing under the claim. In progress, then.
+    // Still not decided: rows that keep changing under the claim. In progress, then.
     for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
     return results;
+  }
+
+  /**
+   * The claim (or lazy mark) of `entries`: rows of the ids it took. One id has its own statement, whose generic
+   * plan the connection keeps (see Statements.claimOne).
+   */
+  #write(entries: readonly KeyedEntry[], options: AddOptions, now: number): Promise<Outcome<WriteRow>> {
+    const values = this.#writeValues(entries, options, now);
+    return entries.length === 1
+      ? this.#exec<WriteRow>(this.#sql.claimOne, values.map(onlyElement), true)
+      : this.#exec<WriteRow>(this.#sql.claim, values, true);
   }
 
   protected override async doMarkMany(
@@ -521,11 +541,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     now: number,
   ): Promise<boolean[]> {
     const add: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
-    const outcome = await this.#exec<{ id: string }>(
-      this.#sql.mark,
-      this.#writeValues(entries, add, now),
-      true,
-    );
+    const outcome = await this.#write(entries, add, now);
     if (outcome === ABORTED) return entries.map(() => false);
     if (outcome === LOCK_TIMEOUT) {
       if (entries.length === 1) return [false];
@@ -536,7 +552,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return entries.map((entry) => taken.has(encodeText(entry.key)));
   }
 
-  /** Parameters of the claim and mark statements (see Statements.claim). */
+  /** Parameters of the claim statements (see Statements.claim). */
   #writeValues(entries: readonly KeyedEntry[], options: AddOptions, now: number): unknown[] {
     const ids = entries.map((e) => encodeText(e.key));
     // Columns no entry uses go as empty arrays (unnest pads them with NULL): a plain batch sends ids only.
@@ -701,11 +717,10 @@ function onlyElement(value: unknown): unknown {
   return Array.isArray(value) ? (value[0] ?? null) : value;
 }
 
-/** A claim row: the input position, the time used, whether this call took the id, else the row that kept it. */
-interface ClaimRow extends RecordRow {
-  readonly n: string;
+/** A row of the claim: an id it took (as stored) and the time it judged by. */
+interface WriteRow {
+  readonly id: string;
   readonly now: number;
-  readonly added: boolean;
 }
 
 /** A read row: the input position and the live record. */

@@ -40,17 +40,26 @@ function decodeText(text: string): CapturedResponse {
   const lines = end === -1 ? [] : text.slice(2, end).split('\n');
   const status = Number(lines[0]);
   if (!Number.isInteger(status)) throw notAResponse();
-  // Without a prototype: a header named `__proto__` stays a header.
-  const headers: Record<string, string | string[]> = Object.create(null);
+  // A plain object, as JSON.parse makes (one without a prototype is a slow dictionary to read and copy); own
+  // properties only, so a header named `__proto__` or `constructor` stays a header.
+  const headers: Record<string, string | string[]> = {};
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i] as string;
     const colon = line.indexOf(':');
     if (colon < 1) throw notAResponse();
     const name = line.slice(0, colon);
     const value = line.slice(colon + 1);
-    const seen = headers[name];
+    const seen = Object.hasOwn(headers, name) ? headers[name] : undefined;
     // A name on several lines was a list of values (Set-Cookie).
-    headers[name] = seen === undefined ? value : typeof seen === 'string' ? [seen, value] : [...seen, value];
+    const values = seen === undefined ? value : typeof seen === 'string' ? [seen, value] : [...seen, value];
+    if (name !== '__proto__') headers[name] = values;
+    else
+      Object.defineProperty(headers, name, {
+        value: values,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
   }
   return { status, headers, body: Buffer.from(text.slice(end + 2), 'utf8') };
 }

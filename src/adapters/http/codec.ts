@@ -21,13 +21,16 @@ export function encodeResponse(response: CapturedResponse): string {
   if (typeof type !== 'string' || !TEXTUAL.test(type) || body.includes(0) || !isUtf8(body)) {
     return JSON.stringify({ v: 1, status, headers, body: body.toString('base64') });
   }
-  let head = `2 ${status}\n`;
+  // Joined, not concatenated: `+` makes a tree of string pieces, which the store would keep (and the garbage
+  // collector copy) piece by piece; `join` makes one flat string.
+  const parts = [`2 ${status}`];
   for (const name in headers) {
     const value = headers[name] as string | readonly string[];
-    if (typeof value === 'string') head += `${name}:${value}\n`;
-    else for (const item of value) head += `${name}:${item}\n`;
+    if (typeof value === 'string') parts.push(`${name}:${value}`);
+    else for (const item of value) parts.push(`${name}:${item}`);
   }
-  return `${head}\n${body.toString('utf8')}`;
+  parts.push('', body.toString('utf8'));
+  return parts.join('\n');
 }
 
 /** Reads a stored response back; a record that is not one (another writer, a newer format) is refused. */

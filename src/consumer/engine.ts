@@ -7,7 +7,7 @@ import {
 } from '../errors.js';
 import type { IdempotencyRecord } from '../store/types.js';
 import { OutcomeCipher } from './encryption.js';
-import { fingerprinter } from './fingerprint.js';
+import { fingerprinter, fingerprintMatches } from './fingerprint.js';
 import {
   type HeldClaims,
   LeaseRenewer,
@@ -657,7 +657,11 @@ export class BatchEngine<M, S> implements Runner<M> {
       // without a fingerprint (before the option was set) matches any message.
       const actual = batch.fingerprints[i];
       const expected = holder !== -1 ? batch.fingerprints[holder] : existing?.fingerprint;
-      if (actual !== undefined && expected !== undefined && actual !== expected) {
+      if (
+        actual !== undefined &&
+        expected !== undefined &&
+        !fingerprintMatches(this.#options.fingerprint, actual, expected)
+      ) {
         const error = new IdempotencyConflictError(id, expected, actual);
         results[i] = { outcome: 'conflict', id, existing, error };
         return undefined;

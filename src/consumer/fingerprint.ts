@@ -88,6 +88,39 @@ export function digest(data: string | Uint8Array): string {
   return crypto.createHash('sha256').update(data).digest('base64url');
 }
 
+/** Marks a fingerprint function whose value is already a digest (see {@link preDigested}). */
+const PRE_DIGESTED = Symbol('idempotent-consumer pre-digested fingerprint');
+
+type PreDigested<M> = ((message: M) => string) & { readonly [PRE_DIGESTED]: true };
+
+/**
+ * A `fingerprint` function whose value is itself a digest (the HTTP adapter's request digest), kept as it is
+ * rather than digested once more. Records written before kept the digest of that digest, so
+ * {@link fingerprintMatches} also accepts it: a key claimed by an earlier version still replays.
+ */
+export function preDigested<M>(fingerprint: (message: M) => string): (message: M) => string {
+  return Object.assign((message: M) => fingerprint(message), { [PRE_DIGESTED]: true as const });
+}
+
+function isPreDigested<M>(selector: FingerprintSelector<M>): selector is PreDigested<M> {
+  return typeof selector === 'function' && (selector as Partial<PreDigested<M>>)[PRE_DIGESTED] === true;
+}
+
+/**
+ * Whether a kept fingerprint `expected` is that of a message whose fingerprint is `actual` under `selector`:
+ * the same text, or, for a {@link preDigested} selector, the digest of it (the form earlier versions kept).
+ * The second digest is only computed for fingerprints that differ, a conflict or a record of an earlier version.
+ */
+export function fingerprintMatches<M>(
+  selector: FingerprintSelector<M> | undefined,
+  actual: string,
+  expected: string,
+): boolean {
+  return (
+    actual === expected || (selector !== undefined && isPreDigested(selector) && digest(actual) === expected)
+  );
+}
+
 /**
  * The function that computes a message's fingerprint under the `fingerprint` option. A message whose
  * fingerprint cannot be computed (a cycle, a function that throws or returns something else) fails with an
@@ -95,6 +128,7 @@ export function digest(data: string | Uint8Array): string {
  */
 export function fingerprinter<M>(selector: FingerprintSelector<M>): (message: M) => string {
   const source = sourceOf(selector);
+  const digested = isPreDigested(selector);
   return (message) => {
     let data: unknown;
     try {
@@ -108,7 +142,7 @@ export function fingerprinter<M>(selector: FingerprintSelector<M>): (message: M)
         `the function must return a string or a Uint8Array, got ${data === null ? 'null' : typeof data}`,
       );
     }
-    return digest(data);
+    return digested ? (data as string) : digest(data);
   };
 }
 

@@ -309,17 +309,19 @@ export class ResponseCapture {
   #listening = false;
   #aborted = false;
   #restored = false;
-  readonly #done: Promise<CaptureEnd>;
-  #resolveDone!: (end: CaptureEnd) => void;
+  /**
+   * How the response finished, once it did; and the promise of it, made only when {@link ended} is read before
+   * then (a route that ends its response at once, the common case, never needs one).
+   */
+  #end: CaptureEnd | undefined;
+  #done: Promise<CaptureEnd> | undefined;
+  #resolveDone: ((end: CaptureEnd) => void) | undefined;
 
   constructor(res: ServerResponse) {
     const own = res as Captured;
     this.#res = own;
     const proto = Object.getPrototypeOf(res) as object;
     const patch = ResponseCapture.#patchFor(proto);
-    this.#done = new Promise((resolve) => {
-      this.#resolveDone = resolve;
-    });
     // The response's own methods (an earlier middleware's wrappers) would shadow a patched prototype's.
     if (patch !== undefined && !ownsTaken(res)) {
       this.#shared = true;
@@ -376,7 +378,7 @@ export class ResponseCapture {
     // response is still kept for the retry. The connection closed before the route ended a response it had started: it failed mid-response.
     if (this.#ended || !this.#committed) return;
     this.#aborted = true;
-    this.#resolveDone('aborted');
+    this.#finish('aborted');
   }
 
   /** A header setter while capturing: refused once the route committed its headers, else Node's own. */
@@ -391,7 +393,22 @@ export class ResponseCapture {
    * before writing.
    */
   get ended(): Promise<CaptureEnd> {
+    if (this.#done === undefined) {
+      const end = this.#end;
+      this.#done =
+        end !== undefined
+          ? Promise.resolve(end)
+          : new Promise((resolve) => {
+              this.#resolveDone = resolve;
+            });
+    }
     return this.#done;
+  }
+
+  #finish(end: CaptureEnd): void {
+    if (this.#end !== undefined) return;
+    this.#end = end;
+    this.#resolveDone?.(end);
   }
 
   /** True once {@link ended} has resolved or is about to: the route ended its response, or it was aborted. */
@@ -554,7 +571,7 @@ export class ResponseCapture {
     this.#commit();
     this.#ended = true;
     this.#endCallback = callback;
-    this.#resolveDone('ended');
+    this.#finish('ended');
     return this.#res;
   }
 

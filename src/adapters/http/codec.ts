@@ -1,21 +1,73 @@
+import { isUtf8 } from 'node:buffer';
 import { InvalidInputError } from '../../errors.js';
 import type { CapturedResponse } from './capture.js';
 
-// A stored response is JSON with the body in base64, so any bytes (images, gzip, invalid UTF-8) survive every
-// store's string field and replay byte for byte.
+// Two stored forms. A textual response (JSON, text, XML: nearly every API response) whose body is UTF-8 without
+// NUL is kept as text: a head of `2 <status>` and one `name:value` line per header value, a blank line, then the
+// body. No escaping, no base64: storing and replaying it is a few string operations. Any other response (images,
+// gzip, no content type, invalid UTF-8, NUL, which PostgreSQL's text refuses) is kept as JSON with the body in
+// base64, the form earlier versions kept for every response, so any bytes survive every store's string field
+// and replay byte for byte. Header values cannot hold a line break (Node refuses one) and names no colon, so the
+// text form's lines cannot be misread.
+
+/** Media types kept in the text form (when their body is UTF-8 without NUL). */
+const TEXTUAL =
+  /^(?:text\/|application\/(?:[\w.-]+\+)?(?:json|xml)(?![\w.+-])|application\/(?:javascript|x-www-form-urlencoded)(?![\w.+-]))/i;
 
 /** Turns a captured response into the string kept with the record. */
 export function encodeResponse(response: CapturedResponse): string {
-  return JSON.stringify({
-    v: 1,
-    status: response.status,
-    headers: response.headers,
-    body: response.body.toString('base64'),
-  });
+  const { status, headers, body } = response;
+  const type = headers['content-type'];
+  if (typeof type !== 'string' || !TEXTUAL.test(type) || body.includes(0) || !isUtf8(body)) {
+    return JSON.stringify({ v: 1, status, headers, body: body.toString('base64') });
+  }
+  // Joined, not concatenated: `+` makes a tree of string pieces, which the store would keep (and the garbage
+  // collector copy) piece by piece; `join` makes one flat string.
+  const parts = [`2 ${status}`];
+  for (const name in headers) {
+    const value = headers[name] as string | readonly string[];
+    if (typeof value === 'string') parts.push(`${name}:${value}`);
+    else for (const item of value) parts.push(`${name}:${item}`);
+  }
+  parts.push('', body.toString('utf8'));
+  return parts.join('\n');
 }
 
 /** Reads a stored response back; a record that is not one (another writer, a newer format) is refused. */
 export function decodeResponse(text: string): CapturedResponse {
+  return text.startsWith('2 ') ? decodeText(text) : decodeJson(text);
+}
+
+function decodeText(text: string): CapturedResponse {
+  const end = text.indexOf('\n\n');
+  const lines = end === -1 ? [] : text.slice(2, end).split('\n');
+  const status = Number(lines[0]);
+  if (!Number.isInteger(status)) throw notAResponse();
+  // A plain object, as JSON.parse makes (one without a prototype is a slow dictionary to read and copy); own
+  // properties only, so a header named `__proto__` or `constructor` stays a header.
+  const headers: Record<string, string | string[]> = {};
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const colon = line.indexOf(':');
+    if (colon < 1) throw notAResponse();
+    const name = line.slice(0, colon);
+    const value = line.slice(colon + 1);
+    const seen = Object.hasOwn(headers, name) ? headers[name] : undefined;
+    // A name on several lines was a list of values (Set-Cookie).
+    const values = seen === undefined ? value : typeof seen === 'string' ? [seen, value] : [...seen, value];
+    if (name !== '__proto__') headers[name] = values;
+    else
+      Object.defineProperty(headers, name, {
+        value: values,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+  }
+  return { status, headers, body: Buffer.from(text.slice(end + 2), 'utf8') };
+}
+
+function decodeJson(text: string): CapturedResponse {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -30,11 +82,15 @@ export function decodeResponse(text: string): CapturedResponse {
     typeof stored.headers !== 'object' ||
     stored.headers === null
   ) {
-    throw new InvalidInputError('stored HTTP response', 'is not a response stored by the HTTP adapter');
+    throw notAResponse();
   }
   return {
     status: stored.status,
     headers: stored.headers as CapturedResponse['headers'],
     body: Buffer.from(stored.body, 'base64'),
   };
+}
+
+function notAResponse(): InvalidInputError {
+  return new InvalidInputError('stored HTTP response', 'is not a response stored by the HTTP adapter');
 }

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { preDigested } from '../../consumer/fingerprint.js';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { BatchOptions, ProcessResult } from '../../consumer/types.js';
 import {
@@ -111,7 +112,8 @@ export class HttpIdempotency<Req> {
         serialize: (value: unknown) => encodeResponse(value as CapturedResponse),
         deserialize: decodeResponse,
       },
-      fingerprint: requestFingerprint,
+      // Already a SHA-256: kept as it is, not digested again (records of earlier versions still match).
+      fingerprint: preDigested(requestFingerprint),
       onConflict: 'report',
       // Never the SQL stores' transaction: the route cannot write through it (it does not get it), so holding it
       // open while the route runs buys nothing, and would tie up a pool connection per route in flight (at most

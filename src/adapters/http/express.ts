@@ -90,6 +90,7 @@ export function hasBody(headers: IncomingHttpHeaders): boolean {
 /** Writes a replay or a problem straight to Node's response (Node sets Content-Length from the body). */
 export function writeAnswer(res: ServerResponse, answer: HttpAnswer): void {
   res.statusCode = answer.status;
-  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
+  const { headers } = answer;
+  for (const name in headers) res.setHeader(name, headers[name] as string | readonly string[]);
   endWith(res, answer.body);
 }

@@ -96,7 +96,8 @@ export function scopedId(
   maxBytes: number = MAX_ID_BYTES,
 ): string {
   const id = JSON.stringify(['http', method, route, principal ?? null, key]);
-  if (Buffer.byteLength(id, 'utf8') <= maxBytes) return id;
+  // A UTF-16 unit is at most three UTF-8 bytes: a short id skips the byte count.
+  if (id.length * 3 <= maxBytes || Buffer.byteLength(id, 'utf8') <= maxBytes) return id;
   const scope = createHash('sha256')
     .update(JSON.stringify([method, route, principal ?? null]))
     .digest('base64url');

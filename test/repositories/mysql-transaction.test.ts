@@ -279,6 +279,25 @@ describe('mysql transactions', { skip: skipUnlessEnabled('mysql') }, () => {
     assert.equal(await stored(after), 1);
   });
 
+  it("an optimistic savepoint counts the repository's own statements, not only the handed-out client's", async (t) => {
+    // The repository sends its statements under mysql2's promise wrapper, past the watched methods: a verb run
+    // after an optimistic savepoint must still make rolling back to it ask for real savepoints.
+    const repository = await open(t);
+    const [before, inside] = [randomUUID(), randomUUID()];
+    let needsSavepoints: boolean | undefined;
+    await repository.transaction(async (tx: RepositoryTransaction<PoolConnection>) => {
+      await repository.add(before, CLAIM);
+      await tx.savepoint({ optimistic: true });
+      await repository.add(inside, CLAIM);
+      await tx.rollbackToSavepoint();
+      needsSavepoints = tx.needsSavepoints;
+    });
+    assert.equal(needsSavepoints, true);
+    // The transaction rolled back whole: nothing of it stands.
+    assert.equal(await stored(before), 0);
+    assert.equal(await stored(inside), 0);
+  });
+
   /** The stored row of `id`, seen from outside any transaction. */
   async function row(id: string): Promise<Record<string, unknown> | undefined> {
     const [rows] = await pool.execute(

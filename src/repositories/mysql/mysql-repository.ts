@@ -107,21 +107,64 @@ async function inOrder(
   statements: readonly string[],
   compound: boolean,
 ): Promise<ResultSetHeader> {
-  if (compound) {
-    // Prepared, like every statement of the repository's: the server compiles the block once per connection.
-    const [header] = await connection.execute<ResultSetHeader>(
-      `BEGIN NOT ATOMIC ${statements.join('; ')}; END`,
-    );
-    return header;
-  }
+  // Prepared, like every statement of the repository's: the server compiles the block once per connection.
+  if (compound) return execute<ResultSetHeader>(connection, blockOf(statements), NO_PARAMS);
   let header: ResultSetHeader | undefined;
   for (const sql of statements) [header] = await connection.query<ResultSetHeader>(sql);
   return header as ResultSetHeader;
 }
 
+const NO_PARAMS: unknown[] = [];
+
+/** The compound statement of each list of statements the repository keeps (see {@link SessionStatements}). */
+const blocks = new WeakMap<readonly string[], string>();
+
+/** `statements` as one anonymous compound statement (MariaDB), its text built once per list. */
+function blockOf(statements: readonly string[]): string {
+  let block = blocks.get(statements);
+  if (block === undefined) {
+    block = `BEGIN NOT ATOMIC ${statements.join('; ')}; END`;
+    blocks.set(statements, block);
+  }
+  return block;
+}
+
+/** mysql2's callback API under its promise wrapper (`pool.pool`, `connection.connection`). */
+interface CoreExecutor {
+  execute(sql: string, values: unknown[], done: (error: Error | null, result?: unknown) => void): void;
+}
+
+/**
+ * Runs a statement of the repository's own and answers its result: through mysql2's callback API under the
+ * promise wrapper, which for every call captures a stack trace (its `trace` option) and pairs the result with its
+ * fields, neither of which the repository reads (a failure becomes a RepositoryError with the driver's error as
+ * its cause). An executor without that core (an instrumented pool given to `open`) is called as it is.
+ */
+function execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
+  const core = ((executor as { pool?: unknown }).pool ?? (executor as { connection?: unknown }).connection) as
+    | CoreExecutor
+    | undefined;
+  if (typeof core?.execute !== 'function') {
+    return executor.execute(sql, params as never[]).then(([result]) => result as T);
+  }
+  return new Promise<T>((resolve, reject) => {
+    core.execute(sql, params, (error, result) => (error ? reject(error) : resolve(result as T)));
+  });
+}
+
 /** An OK packet with the session state changes mysql2 parses (its types leave them out). */
 interface TrackedHeader extends ResultSetHeader {
   readonly stateChanges?: { readonly systemVariables?: Readonly<Record<string, string>> };
+}
+
+/** What a transaction runs on its session besides its work, for one lock wait (see `MySqlRepository.transaction`). */
+interface SessionStatements {
+  /** The session settings, then the transaction's savepoint: sent with the work's first statement. */
+  readonly lead: readonly string[];
+  /** The session's settings back: after COMMIT or ROLLBACK only. */
+  readonly reset: string;
+  /** Before COMMIT: the savepoint's release, then {@link reset}. */
+  readonly end: readonly string[];
 }
 
 /** A transaction's lead, taken to go ahead of a claim in its round trip. */
@@ -229,6 +272,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   readonly #rollbackOnTimeout: boolean;
   /** MariaDB: several statements go in one round trip as one anonymous compound statement (see {@link inOrder}). */
   readonly #compound: boolean;
+  /** The session statements of a transaction, by its lock wait in seconds (see {@link #session}). */
+  readonly #sessions = new Map<number, SessionStatements>();
+  /** {@link #claimBlock}'s texts by lead list: untracked, then tracked. */
+  readonly #claimBlocks = new WeakMap<readonly string[], readonly [string, string]>();
 
   private constructor(settings: SqlSettings<Pool, MySqlOptions>, server: ServerTraits) {
     super(settings);
@@ -285,27 +332,16 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     options: TransactionOptions = {},
   ): Promise<T> {
     const lockTimeoutMs = this.beginTransaction(options, Number.MAX_SAFE_INTEGER);
-    const seconds = lockWaitSeconds(lockTimeoutMs);
-    const setLockWait = seconds !== this.#poolLockSeconds;
+    const session = this.#session(lockWaitSeconds(lockTimeoutMs));
     const connection = await this.run('transaction', () => this.pool.getConnection());
     // The session settings, then the savepoint, which opens the transaction (autocommit is off): sent with the
     // work's first statement (see MySqlTransaction).
-    const transaction = new MySqlTransaction(connection, lockTimeoutMs, this.#compound, [
-      setLockWait
-        ? 'SET @idem_autocommit = @@SESSION.autocommit, @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, ' +
-          `SESSION innodb_lock_wait_timeout = ${seconds}, SESSION autocommit = 0`
-        : 'SET @idem_autocommit = @@SESSION.autocommit, SESSION autocommit = 0',
-      `SAVEPOINT ${TRANSACTION_SAVEPOINT}`,
-    ]);
+    const transaction = new MySqlTransaction(connection, lockTimeoutMs, this.#compound, session.lead);
     // Once false, the session's state is unknown: the connection is destroyed, never restored or reused.
     let healthy = true;
     // Set once the session's settings are back (which ended the transaction).
     let restored = false;
-    // The session settings as they were: after COMMIT or ROLLBACK only, since turning autocommit back on would
-    // commit an open transaction.
-    const reset = setLockWait
-      ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
-      : 'SET SESSION autocommit = @idem_autocommit';
+    const { reset } = session;
     try {
       let result: T;
       try {
@@ -324,11 +360,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
           try {
             // The savepoint's release, then the session's own setting back: turning autocommit on (the usual
             // session) commits the open transaction. The release failing stops the commit.
-            header = await inOrder(
-              connection,
-              [`RELEASE SAVEPOINT ${TRANSACTION_SAVEPOINT}`, reset],
-              this.#compound,
-            );
+            header = await inOrder(connection, session.end, this.#compound);
           } catch (error) {
             if (errno(error) !== ER_SP_DOES_NOT_EXIST) {
               healthy = false;
@@ -370,6 +402,35 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       if (healthy) connection.release();
       else connection.destroy();
     }
+  }
+
+  /**
+   * The session statements of a transaction whose lock wait is `seconds`, made once per setting: the same lists
+   * each time, so their compound statements are built once (see {@link blockOf}).
+   */
+  #session(seconds: number): SessionStatements {
+    let session = this.#sessions.get(seconds);
+    if (session !== undefined) return session;
+    const setLockWait = seconds !== this.#poolLockSeconds;
+    // The session settings as they were: after COMMIT or ROLLBACK only, since turning autocommit back on would
+    // commit an open transaction.
+    const reset = setLockWait
+      ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
+      : 'SET SESSION autocommit = @idem_autocommit';
+    session = {
+      lead: [
+        setLockWait
+          ? 'SET @idem_autocommit = @@SESSION.autocommit, @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, ' +
+            `SESSION innodb_lock_wait_timeout = ${seconds}, SESSION autocommit = 0`
+          : 'SET @idem_autocommit = @@SESSION.autocommit, SESSION autocommit = 0',
+        `SAVEPOINT ${TRANSACTION_SAVEPOINT}`,
+      ],
+      reset,
+      end: [`RELEASE SAVEPOINT ${TRANSACTION_SAVEPOINT}`, reset],
+    };
+    // A lock timeout per transaction takes few values; past that they are made anew each time.
+    if (this.#sessions.size < 16) this.#sessions.set(seconds, session);
+    return session;
   }
 
   /**
@@ -415,9 +476,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return transaction;
   }
 
-  async #execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
-    const [result] = await executor.execute(sql, params as never[]);
-    return result as T;
+  #execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
+    return execute<T>(executor, sql, params);
   }
 
   /**
@@ -597,8 +657,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   async #claimAfter(lead: Lead, params: unknown[]): Promise<number | undefined> {
     // The tracking goes once per connection of a given pool, first (an owned pool's have it from the start).
     const session = lead.connection.connection;
-    const track = trackedSessions.has(session) ? [] : [TRACK_LAST_INSERT_ID];
-    const sql = `BEGIN NOT ATOMIC ${[...track, ...lead.statements].join('; ')}; ${this.#sql.claimInBlock}; END`;
+    const sql = this.#claimBlock(lead.statements, !trackedSessions.has(session));
     try {
       const header = await this.#execute<ResultSetHeader>(lead.connection, sql, [...params, ...params]);
       trackedSessions.add(session);
@@ -610,6 +669,23 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.failedToBegin();
       throw error;
     }
+  }
+
+  /**
+   * The compound statement of `lead` then a one-row claim (see {@link #claimAfter}), with the tracking first when
+   * `track`: built once per lead list (see {@link #session}).
+   */
+  #claimBlock(lead: readonly string[], track: boolean): string {
+    let texts = this.#claimBlocks.get(lead);
+    if (texts === undefined) {
+      const claim = this.#sql.claimInBlock;
+      texts = [
+        `BEGIN NOT ATOMIC ${lead.join('; ')}; ${claim}; END`,
+        `BEGIN NOT ATOMIC ${[TRACK_LAST_INSERT_ID, ...lead].join('; ')}; ${claim}; END`,
+      ];
+      this.#claimBlocks.set(lead, texts);
+    }
+    return texts[track ? 1 : 0];
   }
 
   /** The rows of `group` after its claim, by key (see {@link Statements.readBack}). */
@@ -861,6 +937,8 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
 
   /** The connection for a statement of the repository's, once the lead went (alone, when it had not). */
   async session(): Promise<PoolConnection> {
+    // The repository's statements go under the watched methods (see `execute`): counted here instead.
+    if (this.#watch !== undefined) this.#watch.sent++;
     if (this.#lead !== undefined) void this.#sendLead().catch(() => {});
     try {
       await this.#began;

@@ -1,4 +1,4 @@
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
 import { BaseRepository } from '../../store/base.js';
 import { MAX_ID_BYTES } from '../../store/ids.js';
 import { TransactionScope } from '../../store/transaction.js';
@@ -210,10 +210,13 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   }
 
   /** Store failures with the driver's wording replaced by what it means for the caller. */
-  protected override run<R>(operation: string, call: () => Promise<R>): Promise<R> {
-    return super.run(operation, () =>
-      call().catch((error: unknown) => Promise.reject(this.storeError(operation, error))),
-    );
+  protected override async run<R>(operation: string, call: () => Promise<R>): Promise<R> {
+    // The base class's wrapping, over the mapped error: one async frame a call, no closure.
+    try {
+      return await call();
+    } catch (error) {
+      throw toRepositoryError(`${this.storeName} ${operation}`, this.storeError(operation, error));
+    }
   }
 
   protected storeError(operation: string, error: unknown): unknown {

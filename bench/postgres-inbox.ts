@@ -17,6 +17,11 @@
  * 4. The SIGKILL run of the example's test (test/examples/inbox-kill-run.ts) with IDEM_STORE=postgres and then
  *    redis: the payment rows applied twice that each leaves (`--kill-records`, `--kills`; `--no-kill` skips).
  *
+ * `--durable`: the servers keep every commit (PostgreSQL fsync on, MariaDB innodb_flush_log_at_trx_commit=1; the
+ * bench checks and fails otherwise), and every figure and ratio is named "(fsync on)" so the report shows them next
+ * to the stack's rows (fsync off, flush every second). `npm run bench:report` starts such servers for it
+ * (scripts/stack/lib.sh: POSTGRES_FSYNC=on, MYSQL_DURABLE=1). Either way the servers' settings are noted.
+ *
  * Each figure is the best of `--passes` passes after a warm-up, passes of the variants interleaved, every pass
  * on fresh ids (all new: the cost of deduplicating, not the savings on duplicates). Prints messages/s, the
  * ratios and the load average; asserts nothing.
@@ -52,6 +57,7 @@ const { values } = parseArgs({
     kills: { type: 'string', default: '10' },
     'no-kill': { type: 'boolean', default: false },
     'no-mysql': { type: 'boolean', default: false },
+    durable: { type: 'boolean', default: false },
     json: { type: 'string' },
   },
 });
@@ -66,17 +72,50 @@ const load = () =>
   loadavg()
     .map((l) => l.toFixed(2))
     .join(' ');
+const durable = values.durable;
+// What names the durable run's figures and ratios apart from the stack's (fsync off) ones.
+const tag = durable ? ' (fsync on)' : '';
 const sink = new FigureSink(
-  'postgres-inbox',
+  durable ? 'postgres-inbox-fsync-on' : 'postgres-inbox',
   `npm run bench:inbox -- --messages ${N} --batch ${BATCH} --passes ${PASSES}` +
     (values['no-kill'] ? ' --no-kill' : ` --kill-records ${values['kill-records']} --kills ${values.kills}`) +
-    (values['no-mysql'] ? ' --no-mysql' : ''),
+    (values['no-mysql'] ? ' --no-mysql' : '') +
+    (durable ? ' --durable' : ''),
 );
+/** Notes a server's durability settings; with `--durable`, fails unless each is what a durable server has. */
+function durability(
+  server: string,
+  settings: Record<string, string>,
+  expected: Record<string, string>,
+): void {
+  const text = Object.entries(settings)
+    .map(([name, value]) => `${name}=${value}`)
+    .join(', ');
+  console.log(`${server}: ${text}`);
+  sink.note(`${server}: ${text}`);
+  const wrong = Object.entries(expected).filter(([name, value]) => settings[name] !== value);
+  if (durable && wrong.length > 0) {
+    throw new Error(
+      `--durable, but ${server} has ${wrong.map(([name]) => `${name}=${settings[name]}`).join(', ')}`,
+    );
+  }
+}
 console.log(`load average at start: ${load()} (1, 5, 15 min)`);
 
 // Everything in a schema of its own, dropped at the end; the pool puts it first on the search_path.
 const schema = `bench_inbox_${randomBytes(5).toString('hex')}`;
 const admin = new pg.Pool({ connectionString: postgresUrl, max: 1 });
+const pgSetting = async (name: string) =>
+  ((await admin.query<Record<string, string>>(`SHOW ${name}`)).rows[0]?.[name] ?? '?') as string;
+durability(
+  'PostgreSQL',
+  {
+    fsync: await pgSetting('fsync'),
+    full_page_writes: await pgSetting('full_page_writes'),
+    synchronous_commit: await pgSetting('synchronous_commit'),
+  },
+  { fsync: 'on', full_page_writes: 'on', synchronous_commit: 'on' },
+);
 await admin.query(`CREATE SCHEMA ${schema}`);
 const url = new URL(postgresUrl);
 url.searchParams.set('options', `-c search_path=${schema}`);
@@ -120,7 +159,7 @@ async function race(variants: Record<string, (payments: Payment[]) => Promise<vo
   }
   for (const [i, [label]] of entries.entries()) {
     console.log(`  ${label.padEnd(64)} ${Math.round(best[i] as number)} msg/s`);
-    sink.figure(label, best[i] as number, 'msg/s');
+    sink.figure(label + tag, best[i] as number, 'msg/s');
   }
   return best;
 }
@@ -133,7 +172,14 @@ function ratio(id: string, label: string, value: number, baseline: string, targe
         ? `  (target ≥ ${target}: met)`
         : `  (target ≥ ${target}: NOT met)`;
   console.log(`  ${label.padEnd(64)} ${value.toFixed(2)}×${verdict}`);
-  sink.ratio({ id, label, value, kind: 'min', baseline, ...(target === undefined ? {} : { target }) });
+  sink.ratio({
+    id: durable ? `${id}.fsync-on` : id,
+    label: label + tag,
+    value,
+    kind: 'min',
+    baseline,
+    ...(target === undefined ? {} : { target }),
+  });
 }
 
 try {
@@ -296,6 +342,14 @@ if (!values['no-mysql']) {
     }
   };
   try {
+    const [[flush]] = (await mysqlPool.query(
+      'SELECT @@innodb_flush_log_at_trx_commit AS flush',
+    )) as unknown as [[{ flush: number }]];
+    durability(
+      'MariaDB/MySQL',
+      { innodb_flush_log_at_trx_commit: String(flush.flush) },
+      { innodb_flush_log_at_trx_commit: '1' },
+    );
     await mysqlPool.query(
       `CREATE TABLE ${payments} (id bigint AUTO_INCREMENT PRIMARY KEY, message_id varchar(255) NOT NULL, ` +
         'amount bigint NOT NULL) ENGINE=InnoDB',

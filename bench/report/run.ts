@@ -7,13 +7,17 @@
  * `--figures NAME=FILE` takes a bench's figures from a JSON file its own `--json` wrote in a separate run instead
  * of running it (e.g. the growth curve at 1M, 10M and 50M ids, 6–10 min alone here); the report says so under it.
  *
+ * `inbox-durable` starts a PostgreSQL and a MariaDB of its own that keep every commit (fsync on; the stack's run
+ * without), in a stack dir under IDEM_BENCH_DURABLE_DIR (else the OS temp dir; not a tmpfs, where an fsync is not
+ * one) on free ports, and stops them after.
+ *
  *   npm run bench:report [-- --full] [--only consumer,redis] [--figures rocksdb-growth=FILE] [--out docs]
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { delimiter, dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { BenchFigures } from './figures.js';
 import { type BenchRun, renderMarkdown } from './markdown.js';
@@ -36,6 +40,10 @@ interface BenchSpec {
   readonly servers: readonly string[];
   readonly commands?: readonly string[];
   readonly small: readonly string[];
+  /** Arguments at every size (a mode, not a size). */
+  readonly args?: readonly string[];
+  /** Servers the report starts for this bench alone, durable, and points it at (see `durableStack`). */
+  readonly durable?: readonly ('postgres' | 'mysql')[];
 }
 
 const hostPort = (url: string | undefined, fallback: string) => {
@@ -122,6 +130,15 @@ const BENCHES: readonly BenchSpec[] = [
     servers: [POSTGRES, MYSQL],
     small: ['--messages', '2000', '--no-kill'],
   },
+  {
+    // The same rows with every commit kept (issue 34: "report fsync on too"), named "(fsync on)" by `--durable`.
+    name: 'inbox-durable',
+    file: 'bench/postgres-inbox.ts',
+    servers: [],
+    durable: ['postgres', 'mysql'],
+    args: ['--durable', '--no-kill'],
+    small: ['--messages', '2000'],
+  },
   { name: 'kafka', file: 'bench/kafka.ts', servers: [KAFKA], small: ['--records', '100000'] },
   {
     // The node on the other client (issue 21): judged against the port's own copy on that client (same run),
@@ -166,12 +183,86 @@ async function unavailable(spec: BenchSpec): Promise<string | undefined> {
   return undefined;
 }
 
+/** A port nothing listens on just now. */
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => done(port));
+    });
+  });
+}
+
+/** Servers the report started for one bench: the environment that points the bench at them, and how to stop them. */
+interface DurableStack {
+  readonly env: NodeJS.ProcessEnv;
+  stop(): void;
+}
+
+/**
+ * Starts `servers` with scripts/stack/up.sh as a second, durable stack (POSTGRES_FSYNC=on, MYSQL_DURABLE=1) in a
+ * stack dir and on ports of its own, so the shared servers are never touched. Returns why not when it cannot.
+ */
+async function durableStack(servers: readonly ('postgres' | 'mysql')[]): Promise<DurableStack | string> {
+  const postgresBin = join(process.env.POSTGRES_BIN_DIR ?? '/usr/lib/postgresql/15/bin', 'postgres');
+  // up.sh would apt-get install a missing server: a report does not.
+  if (servers.includes('postgres') && !existsSync(postgresBin))
+    return `no PostgreSQL server at ${postgresBin}`;
+  if (servers.includes('mysql') && !onPath('mariadbd')) return '`mariadbd` is not on PATH';
+  const base = process.env.IDEM_BENCH_DURABLE_DIR ?? tmpdir();
+  const fsType = spawnSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).stdout.trim();
+  if (fsType === 'tmpfs' || fsType === 'ramfs') {
+    return `${base} is a ${fsType}, where an fsync is not one (set IDEM_BENCH_DURABLE_DIR to a dir on a disk)`;
+  }
+  const dir = mkdtempSync(join(base, 'idem-durable-'));
+  // The servers run as their own OS users, who must reach their data under it (mkdtemp makes it 0700).
+  chmodSync(dir, 0o755);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`,
+    IDEM_STACK_DIR: dir,
+    IDEM_STACK_MODE: 'native',
+    IDEM_STACK_STARTED_FILE: '',
+    POSTGRES_URL: `postgres://idem:idem@127.0.0.1:${await freePort()}/idem`,
+    MYSQL_URL: `mysql://idem:idem@127.0.0.1:${await freePort()}/idem`,
+    POSTGRES_FSYNC: 'on',
+    MYSQL_DURABLE: '1',
+    POSTGRES_TLS: '0',
+    MYSQL_TLS: '0',
+  };
+  const stack = (script: string) =>
+    spawnSync('bash', [join('scripts/stack', script), ...servers], { env, stdio: 'inherit' }).status;
+  const stop = () => {
+    stack('down.sh');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  console.log(
+    `\n===== starting durable ${servers.join(' and ')} in ${dir} (data on ${fsType || 'unknown fs'})`,
+  );
+  const status = stack('up.sh');
+  if (status !== 0) {
+    stop();
+    return `the durable servers did not start (scripts/stack/up.sh exited with ${status})`;
+  }
+  return { env, stop };
+}
+
 /** Runs one bench with `--json`, its output shown live, and returns its figures. */
-function runBench(spec: BenchSpec, jsonPath: string): Promise<BenchFigures> {
-  const args = ['--import', 'tsx', spec.file, ...(values.full ? [] : spec.small), '--json', jsonPath];
+function runBench(spec: BenchSpec, jsonPath: string, env?: NodeJS.ProcessEnv): Promise<BenchFigures> {
+  const args = [
+    '--import',
+    'tsx',
+    spec.file,
+    ...(spec.args ?? []),
+    ...(values.full ? [] : spec.small),
+    '--json',
+    jsonPath,
+  ];
   console.log(`\n===== ${spec.name}: node ${args.join(' ')}`);
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, args, { stdio: 'inherit' });
+    const child = spawn(process.execPath, args, { stdio: 'inherit', env: env ?? process.env });
     child.once('error', fail);
     child.once('exit', (code) => {
       if (code !== 0) fail(new Error(`${spec.file} exited with code ${code}`));
@@ -234,16 +325,24 @@ async function main(): Promise<void> {
         runs.push({ name: spec.name, file: spec.file, skipped: reason });
         continue;
       }
+      const servers = spec.durable === undefined ? undefined : await durableStack(spec.durable);
+      if (typeof servers === 'string') {
+        console.log(`\n===== ${spec.name}: skipped, ${servers}`);
+        runs.push({ name: spec.name, file: spec.file, skipped: servers });
+        continue;
+      }
       try {
         runs.push({
           name: spec.name,
           file: spec.file,
-          figures: await runBench(spec, join(scratch, `${spec.name}.json`)),
+          figures: await runBench(spec, join(scratch, `${spec.name}.json`), servers?.env),
         });
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
         console.log(`===== ${spec.name}: failed, ${reason}`);
         runs.push({ name: spec.name, file: spec.file, skipped: `failed: ${reason}` });
+      } finally {
+        servers?.stop();
       }
     }
   } finally {

@@ -59,6 +59,16 @@ CASSANDRA_TLS=${CASSANDRA_TLS:-1}
 STACK_TLS_DIR="$STACK_DIR/tls"
 export CASSANDRA_TLS_CA=${CASSANDRA_TLS_CA:-$STACK_TLS_DIR/ca.pem}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
+# Durable servers (issue 34: the SQL inbox rows with fsync on too), for a second stack in a dir and on ports of its
+# own (IDEM_STACK_DIR, POSTGRES_URL, MYSQL_URL): POSTGRES_FSYNC=on keeps PostgreSQL's fsync and full_page_writes
+# (off by default: throwaway data), MYSQL_DURABLE=1 flushes InnoDB's log at every commit (2 by default). The mode is
+# part of the endpoint the pid file records, so up.sh will not reuse a server started in the other mode.
+POSTGRES_FSYNC=${POSTGRES_FSYNC:-off}
+MYSQL_DURABLE=${MYSQL_DURABLE:-0}
+STACK_POSTGRES_MODE=
+[[ $POSTGRES_FSYNC == on ]] && STACK_POSTGRES_MODE=' (fsync on)'
+STACK_MYSQL_MODE=
+[[ $MYSQL_DURABLE == 1 ]] && STACK_MYSQL_MODE=' (durable)'
 # TLS on MariaDB's port too (optional per client, as MySQL servers are), signed by the stack CA.
 MYSQL_TLS=${MYSQL_TLS:-1}
 export MYSQL_TLS_CA=${MYSQL_TLS_CA:-$STACK_TLS_DIR/ca.pem}
@@ -168,8 +178,8 @@ stack_endpoint_of() {
   case $1 in
     redis) echo "$REDIS_URL" ;; dynamodb) echo "$DYNAMODB_ENDPOINT" ;;
     cassandra) echo "$CASSANDRA_CONTACT_POINTS" ;; kafka) echo "$KAFKA_BROKERS" ;;
-    postgres) _redact_url "$POSTGRES_URL" ;;
-    mysql) _redact_url "$MYSQL_URL" ;;
+    postgres) echo "$(_redact_url "$POSTGRES_URL")$STACK_POSTGRES_MODE" ;;
+    mysql) echo "$(_redact_url "$MYSQL_URL")$STACK_MYSQL_MODE" ;;
   esac
 }
 # Log files worth showing when a server fails (framework log + raw stdout/stderr).
@@ -677,10 +687,16 @@ stack_start_native_postgres() {
   local args=("$POSTGRES_BIN_DIR/postgres" -D "$data"
     -c "listen_addresses=$POSTGRES_HOST" -c "port=$POSTGRES_PORT"
     -c "unix_socket_directories=$home/run"
+    # Logs to stderr = $STACK_LOG_DIR/postgres.log.
+    -c logging_collector=off -c "max_connections=${POSTGRES_MAX_CONNECTIONS:-200}")
+  if [[ $POSTGRES_FSYNC == on ]]; then
+    # Durable: every COMMIT waits for its WAL flush (the settings' defaults, stated so no conf overrides them).
+    args+=(-c fsync=on -c full_page_writes=on -c synchronous_commit=on)
+  else
     # Throwaway test data: no fsync (a crash of the server process still loses nothing
-    # committed; only an OS crash would). Logs to stderr = $STACK_LOG_DIR/postgres.log.
-    -c fsync=off -c full_page_writes=off -c logging_collector=off
-    -c "max_connections=${POSTGRES_MAX_CONNECTIONS:-200}")
+    # committed; only an OS crash would).
+    args+=(-c fsync=off -c full_page_writes=off)
+  fi
   # TLS on the same port (clients choose; plaintext still works): the stack CA's server
   # certificate, copied because PostgreSQL wants its key owned by itself and 0600.
   if [[ ${POSTGRES_TLS:-1} == 1 ]]; then
@@ -784,13 +800,16 @@ SQL
   if ((${#run_as[@]})); then chown -R mysql:mysql "$home" "$STACK_LOG_DIR/mysql.log"; fi
   # --no-defaults: nothing from /etc/mysql (the Debian config points at /run/mysqld and
   # /var/lib/mysql). innodb_flush_log_at_trx_commit=2 survives a SIGKILL of mariadbd (only
-  # an OS crash loses the last second), which is all a test server needs.
+  # an OS crash loses the last second), which is all a test server needs. MYSQL_DURABLE=1:
+  # 1, the log flushed at every COMMIT (no binary log runs here, so sync_binlog has nothing to sync).
+  local flush=2
+  [[ $MYSQL_DURABLE == 1 ]] && flush=1
   stack_spawn mysql "$STACK_LOG_DIR/mysql.out" mariadbd --no-defaults "${run_as[@]}" \
     --datadir="$data" --socket="$home/mysqld.sock" --pid-file="$home/mysqld.pid" \
     --bind-address="$MYSQL_HOST" --port="$MYSQL_PORT" --skip-name-resolve \
     --log-error="$STACK_LOG_DIR/mysql.log" --init-file="$init" \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
-    --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 --max-connections=300 \
+    --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit="$flush" --max-connections=300 \
     "${tls[@]}"
 }
 

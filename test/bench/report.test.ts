@@ -1,4 +1,8 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { BenchFigures } from '../../bench/report/figures.js';
 import { renderMarkdown } from '../../bench/report/markdown.js';
@@ -127,5 +131,55 @@ describe('bench report: tables and curves', () => {
       height > Math.max(...polylines.flatMap((l) => l.split(' ').map((p) => Number(p.split(',')[1])))),
     );
     assert.equal(ratioChart(growth.ratios, 'title').includes('<polyline'), false);
+  });
+});
+
+/**
+ * The command line scripts/stack/lib.sh would start `server` with, and the endpoint its pid file would record:
+ * nothing is installed, initialised or started (stack_spawn prints instead).
+ */
+function stackCommand(server: 'postgres' | 'mysql', env: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-stack-args-'));
+  try {
+    mkdirSync(join(dir, 'mysql', 'data', 'mysql'), { recursive: true });
+    const script = [
+      'source scripts/stack/lib.sh',
+      'stack_init_dirs',
+      'stack_ensure_postgres_binary() { :; }; stack_postgres_init() { :; }; stack_ensure_mariadb_binary() { :; }',
+      'stack_db_home() { echo "$STACK_DIR/$1"; }; stack_as_postgres_cmd() { STACK_AS_POSTGRES=(); }',
+      'stack_spawn() { shift 2; echo "$*"; }',
+      `stack_start_native_${server}`,
+      `stack_endpoint_of ${server}`,
+    ].join('\n');
+    const { POSTGRES_FSYNC: _fsync, MYSQL_DURABLE: _durable, ...inherited } = process.env;
+    return execFileSync('bash', ['-c', script], {
+      env: { ...inherited, IDEM_STACK_DIR: dir, POSTGRES_TLS: '0', MYSQL_TLS: '0', ...env },
+      encoding: 'utf8',
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// Issue 34: the inbox rows with fsync on too, from a second stack the report starts durable (bench/report/run.ts).
+describe("bench report: the inbox-durable spec's servers", () => {
+  it('starts PostgreSQL without fsync by default, and with fsync, full page writes and synchronous commit on', () => {
+    const stack = stackCommand('postgres', {});
+    assert.match(stack, / -c fsync=off -c full_page_writes=off/);
+    assert.doesNotMatch(stack, /fsync=on|\(fsync on\)/);
+    const durable = stackCommand('postgres', { POSTGRES_FSYNC: 'on' });
+    assert.match(durable, / -c fsync=on -c full_page_writes=on -c synchronous_commit=on/);
+    assert.doesNotMatch(durable, /fsync=off|full_page_writes=off/);
+    // The mode is part of the recorded endpoint: up.sh does not reuse a server started in the other mode.
+    assert.match(durable, /\(fsync on\)\n$/);
+  });
+
+  it('starts MariaDB flushing its log every second by default, and at every commit with MYSQL_DURABLE=1', () => {
+    const stack = stackCommand('mysql', {});
+    assert.match(stack, /--innodb-flush-log-at-trx-commit=2 /);
+    assert.doesNotMatch(stack, /\(durable\)/);
+    const durable = stackCommand('mysql', { MYSQL_DURABLE: '1' });
+    assert.match(durable, /--innodb-flush-log-at-trx-commit=1 /);
+    assert.match(durable, /\(durable\)\n$/);
   });
 });

@@ -152,3 +152,74 @@ export function blobHashes(blob: Buffer): Uint32Array {
   for (let i = 0; i < count; i++) hashes[i] = blob.readUInt32LE(4 + i * 4);
   return hashes;
 }
+
+/** Bytes of blobs {@link RecentBlobs} keeps: the last ~150,000 ids written, at about 50 bytes an entry. */
+export const RECENT_BLOB_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The blobs this process wrote last, by bucket and blob number, up to `maxBytes` (the oldest dropped first). A
+ * duplicate is mostly a recent id (a redelivery, a producer's retry), and its exact check then needs no RocksDB
+ * read: reading a blob back costs a native MultiGet and a copy of the whole blob, the largest part of a lookup
+ * that finds duplicates (issue 34). Blobs never change once written (a later change goes into a newer blob), so a
+ * kept one is what a read would return, as long as its bucket is not dropped. Only blobs whose write succeeded
+ * are kept.
+ */
+export class RecentBlobs<B extends { readonly dropped: boolean }> {
+  readonly #maxBytes: number;
+  readonly #byBucket = new Map<B, Map<number, Buffer>>();
+  /** Oldest first, from `#head` on (consumed entries are cut off in one splice once they are half of it). */
+  #order: { readonly bucket: B; readonly number: number }[] = [];
+  #head = 0;
+  #bytes = 0;
+
+  constructor(maxBytes: number) {
+    this.#maxBytes = maxBytes;
+  }
+
+  /** Keeps a blob just written. */
+  add(bucket: B, number: number, blob: Buffer): void {
+    if (this.#maxBytes <= 0) return;
+    let blobs = this.#byBucket.get(bucket);
+    if (blobs === undefined) {
+      blobs = new Map();
+      this.#byBucket.set(bucket, blobs);
+    }
+    blobs.set(number, blob);
+    this.#order.push({ bucket, number });
+    this.#bytes += blob.length;
+    while (this.#bytes > this.#maxBytes && this.#head < this.#order.length) {
+      const { bucket: b, number: n } = this.#order[this.#head++] as { bucket: B; number: number };
+      const kept = this.#byBucket.get(b);
+      const old = kept?.get(n);
+      if (kept === undefined || old === undefined) continue; // its bucket was forgotten
+      kept.delete(n);
+      this.#bytes -= old.length;
+      if (kept.size === 0) this.#byBucket.delete(b);
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#order.length) {
+      this.#order = this.#order.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /** The kept bytes of blob `number` of `bucket`, or undefined (not kept, or the bucket was dropped). */
+  get(bucket: B, number: number): Buffer | undefined {
+    return bucket.dropped ? undefined : this.#byBucket.get(bucket)?.get(number);
+  }
+
+  /** Drops what is kept of a bucket (dropped or closed). */
+  forget(bucket: B): void {
+    const blobs = this.#byBucket.get(bucket);
+    if (blobs === undefined) return;
+    for (const blob of blobs.values()) this.#bytes -= blob.length;
+    this.#byBucket.delete(bucket);
+  }
+
+  /** Drops everything kept. */
+  clear(): void {
+    this.#byBucket.clear();
+    this.#order = [];
+    this.#head = 0;
+    this.#bytes = 0;
+  }
+}

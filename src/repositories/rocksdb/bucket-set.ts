@@ -1,5 +1,6 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { errorMessage, type NativeOpenOptions } from './binding.js';
+import { RECENT_BLOB_BYTES, RecentBlobs } from './blob.js';
 import { Bucket, bucketDeadline, bucketDirName, bucketWidth } from './buckets.js';
 import { KeyIndex, MAX_SLOT } from './key-index.js';
 import type { RocksdbOptions } from './options.js';
@@ -11,6 +12,8 @@ import type { RocksdbOptions } from './options.js';
  */
 export class BucketSet {
   readonly index: KeyIndex;
+  /** The blobs written last, read back without RocksDB (see {@link RecentBlobs}). */
+  readonly recent = new RecentBlobs<Bucket>(RECENT_BLOB_BYTES);
   readonly #path: string;
   readonly #bucketMs: number;
   readonly #options: NativeOpenOptions;
@@ -144,6 +147,7 @@ export class BucketSet {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) this.#unregister(bucket);
     this.index.clear();
+    this.recent.clear();
     await Promise.all([...buckets.map((b) => b.destroy(this.#path)), ...this.#dropping]);
   }
 
@@ -151,6 +155,7 @@ export class BucketSet {
   async closeAll(): Promise<PromiseSettledResult<void>[]> {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) bucket.dropped = true;
+    this.recent.clear();
     return Promise.allSettled(buckets.map((b) => b.db.close()));
   }
 
@@ -163,6 +168,7 @@ export class BucketSet {
 
   #unregister(bucket: Bucket): void {
     bucket.dropped = true;
+    this.recent.forget(bucket);
     this.#byDeadline.delete(bucket.deadline);
     if (bucket.slot !== 0) {
       this.#bySlot[bucket.slot] = undefined;

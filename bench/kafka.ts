@@ -6,8 +6,12 @@
  *     npm run bench:kafka -- --records 200000  # quicker
  *
  * 1. Pre-fills one 3-partition topic (JSON values with a `uid`; batches of 10k, acks 1, no compression).
+ * 0. A warm-up (`--warmup`, 20k records on a topic of its own): the copies and the RocksDB node run over it
+ *    unmeasured first, so each is timed with its code compiled.
  * 2. Baseline: consume → produce copy without dedup, with the node's own fetch, chunk and producer settings,
- *    committing once per fetched batch as the node does.
+ *    committing once per fetched batch as the node does. On another client than kafkajs, also the bound of the
+ *    node's row: that client's copy reading each id with the node's reader and dropping repeats through a bare
+ *    Set (no store, no DLQ, nothing durable).
  * 3. The node (in this process) with RocksDB, then with Redis, each from the start of the topic.
  * 4. Issue 11: the RocksDB node at-least-once with the changelog on, and exactly-once (`eos`); then `restore`:
  *    a new instance with an empty store restores the exactly-once run's changelog (ids/s), and the time from
@@ -41,6 +45,11 @@ const { values } = parseArgs({
   ...(isMain ? {} : { args: [] }),
   options: {
     records: { type: 'string', default: '1000000' },
+    /**
+     * Records of an unmeasured warm-up topic that the copy and the RocksDB node each run over first (0: none), so
+     * the JIT has compiled both before either is timed: cold, the node's first 10k records took 3× its pace.
+     */
+    warmup: { type: 'string', default: '20000' },
     duplicates: { type: 'string', default: '0.1' },
     'batch-size': { type: 'string', default: String(nodeDefaults.batchSize) },
     only: { type: 'string' },
@@ -51,6 +60,12 @@ const { values } = parseArgs({
   },
 });
 const RECORDS = Number(values.records);
+const WARMUP = Number(values.warmup);
+/**
+ * The port copy that also reads each record's id with the node's reader and drops repeats through a bare Set: the
+ * least any deduplication adds to the copy on this machine, the bound of the node's ≥ 0.9× row.
+ */
+const BOUND = 'bound: port copy + id read + bare Set';
 const DUPLICATE_SHARE = Number(values.duplicates);
 const BATCH_SIZE = Number(values['batch-size']);
 const CLIENT = values.client;
@@ -200,7 +215,14 @@ export async function copy(
  * The node's own client's baseline (`--client platformatic`): the same copy through the package's Kafka port on
  * that client, so the node's ≥ 0.9× target is judged against what its client can do (issue 21).
  */
-async function portCopy(config: NodeConfig, input: string, output: string, name: string): Promise<Result> {
+async function portCopy(
+  config: NodeConfig,
+  input: string,
+  output: string,
+  name: string,
+  total = RECORDS,
+  dedupField?: string,
+): Promise<Result> {
   const client = await openKafkaClient(
     {
       brokers: BROKERS,
@@ -213,14 +235,15 @@ async function portCopy(config: NodeConfig, input: string, output: string, name:
     { retries: 5 },
   );
   try {
-    return await measured(await startPortCopy(client, copySettings(config, input, output)), name, RECORDS);
+    const running = await startPortCopy(client, copySettings(config, input, output), dedupField);
+    return await measured(running, name, total);
   } finally {
     await client.close();
   }
 }
 
 /** The dedup node in this process, over the whole topic; its perf log lines give the phase split. */
-async function node(name: string, config: NodeConfig): Promise<Result> {
+async function node(name: string, config: NodeConfig, total = RECORDS): Promise<Result> {
   const summaries: PerfSummary[] = [];
   const logger = pino(
     { level: 'info' },
@@ -237,7 +260,7 @@ async function node(name: string, config: NodeConfig): Promise<Result> {
   const handle = await startDedupNode(config, repository, logger);
   const { seconds, perSecond, firstAt, lastAt, cpuMicrosPerRecord } = await measure(
     () => handle.totals().recordsIn,
-    RECORDS,
+    total,
   );
   const out = handle.totals().recordsOut;
   const stopAt = performance.now();
@@ -248,6 +271,25 @@ async function node(name: string, config: NodeConfig): Promise<Result> {
   // stretch, from the first record to the last, is wanted.
   phases.poll = Math.max(0, phases.poll - (firstAt - started + (stopAt - lastAt)) / 1000);
   return { name, recordsPerSecond: perSecond, seconds, out, cpuMicrosPerRecord, phases };
+}
+
+/**
+ * The unmeasured warm-up: the copies and the RocksDB node over a topic of their own (uids apart from the measured
+ * topic's), each with its own group, output and store, so nothing of it reaches a measured run but compiled code.
+ */
+async function warmUp(dirs: string[]): Promise<void> {
+  const input = await createTopic(`idem-bench-warm-${suffix}`);
+  await prefill(input, WARMUP, DUPLICATE_SHARE, 1_000_000_000);
+  const config = nodeConfig(input, await createTopic(`idem-bench-warm-copy-${suffix}`), { type: 'memory' });
+  await copy(config, input, config.output.topic, 'warm-up copy', WARMUP);
+  if (CLIENT !== 'kafkajs') {
+    await portCopy(config, input, await createTopic(`idem-bench-warm-port-${suffix}`), 'warm-up', WARMUP);
+  }
+  const dir = await mkdtemp(join(tmpdir(), 'idem-bench-rocksdb-'));
+  dirs.push(dir);
+  const output = await createTopic(`idem-bench-warm-out-${suffix}`);
+  await node('warm-up', nodeConfig(input, output, { type: 'rocksdb', path: dir }, { group: 'warm' }), WARMUP);
+  log(`warm-up: ${WARMUP} records through the copy and the RocksDB node, not measured`);
 }
 
 function nodeConfig(
@@ -388,8 +430,18 @@ function table(results: readonly Result[], restores: readonly [string, RestoreRe
   // to the kafkajs copy says how the fastest node compares across clients.
   const own = results.filter((r) => r.name.startsWith('plain port copy'));
   const ownBase = own.length > 0 ? own.reduce((a, r) => a + r.recordsPerSecond, 0) / own.length : 0;
+  const bound = results.find((r) => r.name === BOUND);
+  if (bound !== undefined && ownBase > 0) {
+    sink.ratio({
+      id: `${bench}.bound-vs-own-copy`,
+      label: `the bound: ${CLIENT}'s copy with an id read and a bare Set, vs its own client's copy`,
+      value: bound.recordsPerSecond / ownBase,
+      kind: 'min',
+      baseline: `plain consume→produce copy through the package's Kafka port on ${CLIENT}, mean of two runs`,
+    });
+  }
   for (const r of results) {
-    if (r.name.startsWith('plain')) continue;
+    if (r.name.startsWith('plain') || r === bound) continue;
     const id = `${bench}.${r.name.replace(/\W+/g, '-').toLowerCase()}`;
     const label = `idem node (${r.name.replace('node, ', '')}${onOther})`;
     const target = r.name === 'node, RocksDB' ? { target: 0.9 } : {};
@@ -451,6 +503,7 @@ async function main(): Promise<void> {
   const changelogs: string[] = [];
   const dirs: string[] = [];
   try {
+    if (WARMUP > 0) await warmUp(dirs);
     if (runs.has('copy')) {
       const output = await createTopic(`idem-bench-copy-${suffix}`);
       const config = nodeConfig(input, output, { type: 'memory' });
@@ -460,6 +513,10 @@ async function main(): Promise<void> {
         const own = await createTopic(`idem-bench-copy-port-${suffix}`);
         results.push(await portCopy(config, input, own, `plain port copy on ${CLIENT}`));
         log(`port copy on ${CLIENT}: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+        // The bound of the node's row: the same copy deduplicating as cheaply as anything can (see BOUND).
+        const bound = await createTopic(`idem-bench-copy-bound-${suffix}`);
+        results.push(await portCopy(config, input, bound, BOUND, RECORDS, 'uid'));
+        log(`${BOUND}: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
       }
     }
     if (runs.has('rocksdb')) {

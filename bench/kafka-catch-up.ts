@@ -309,6 +309,15 @@ function report(copies: readonly Result[], restarts: readonly Restart[]): void {
   }
   const catchUp = restarts.find((r) => r.name === 'catch-up');
   if (catchUp && ordinary) {
+    // Issue 34's row: how many times shorter the way back to zero lag is with catch-up on.
+    sink.ratio({
+      id: 'kafka-catch-up.time-to-zero-lag',
+      label: 'time to zero lag, catch-up off / on',
+      value: ordinary.secondsToZero / catchUp.secondsToZero,
+      target: 1.5,
+      kind: 'min',
+      baseline: 'the same node restarted with catchUp.enabled = false, same run',
+    });
     sink.ratio({
       id: 'kafka-catch-up.catch-up-vs-ordinary',
       label: 'catch-up rate vs the ordinary node',

@@ -153,7 +153,7 @@ const BENCHES: readonly BenchSpec[] = [
     name: 'kafka-catch-up',
     file: 'bench/kafka-catch-up.ts',
     servers: [KAFKA],
-    small: ['--records', '150000'],
+    small: ['--records', '600000'],
   },
 ];
 

@@ -26,7 +26,15 @@ import {
 } from '../sql/repository.js';
 import { detailOf, migrateHint } from '../sql/store.js';
 import { endQuietly, SAVEPOINT, SqlTransaction, StatementWatch } from '../sql/transaction.js';
-import { assertTable, createPool, errorCode, openError, sendWithLead } from './connection.js';
+import {
+  assertTable,
+  type BoundStatement,
+  createPool,
+  errorCode,
+  openError,
+  send,
+  sendWithLead,
+} from './connection.js';
 import { migrate } from './migration.js';
 import {
   describeAddress,
@@ -65,6 +73,9 @@ const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   openError,
 };
 
+/** A transaction's lead when its connection has the lock timeout already. */
+const BEGIN_ONLY: readonly string[] = ['BEGIN'];
+
 /** SQLSTATEs the repository answers rather than throws. */
 const LOCK_NOT_AVAILABLE = '55P03';
 const IN_FAILED_TRANSACTION = '25P02';
@@ -101,10 +112,11 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   /** Counts the statements sent, for optimistic savepoints (made at the first one). */
   #watch: StatementWatch | undefined;
 
-  constructor(client: pg.PoolClient, lockTimeoutMs: number) {
+  /** `setsTimeout` false: the connection's session has this lock timeout already (see `transaction`). */
+  constructor(client: pg.PoolClient, lockTimeoutMs: number, setsTimeout: boolean) {
     super('postgres', client, lockTimeoutMs);
     // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
-    this.#lead = ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
+    this.#lead = setsTimeout ? ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] : BEGIN_ONLY;
   }
 
   /** Whether any statement went to the server: a transaction that sent none has nothing to end. */
@@ -127,13 +139,9 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   }
 
   /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
-  send<R extends pg.QueryResultRow>(query: {
-    readonly name: string;
-    readonly text: string;
-    readonly values: unknown[];
-  }): Promise<pg.QueryResult<R>> {
+  send<R extends pg.QueryResultRow>(query: BoundStatement): Promise<pg.QueryResult<R>> {
     const lead = this.#lead;
-    if (lead === undefined) return this.connection.query<R>(query);
+    if (lead === undefined) return send<R>(this.connection, query);
     this.#lead = undefined;
     return sendWithLead<R>(this.connection, lead, query);
   }
@@ -347,7 +355,11 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   ): Promise<T> {
     const lockTimeoutMs = this.beginTransaction(options, MAX_TTL_MS);
     const client = await this.run('transaction', () => this.pool.connect());
-    const transaction = new PostgresTransaction(client, lockTimeoutMs);
+    // The repository's own pool opens its connections with its lock timeout (createPool): a transaction that
+    // keeps it needs no SET LOCAL. A pool given to `open` has the user's settings, so the timeout is set there.
+    const setsTimeout =
+      !this.ownsPool || lockTimeoutMs !== this.lockTimeoutMs || !Number.isInteger(lockTimeoutMs);
+    const transaction = new PostgresTransaction(client, lockTimeoutMs, setsTimeout);
     let broken: Error | undefined;
     // The pool listens for errors only on idle clients: a checked-out one whose connection drops while no query
     // runs (the handler's own work between statements) emits 'error' with no listener, which kills the process.

@@ -76,6 +76,19 @@ const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
 /** A transaction's lead when its connection has the lock timeout already. */
 const BEGIN_ONLY: readonly string[] = ['BEGIN'];
 
+/**
+ * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
+ * the server's, the database's and the role's defaults): then a transaction keeping that timeout needs no SET
+ * LOCAL, a statement of its own on the server. The repository's own pool opens every connection so (createPool);
+ * a pool given to `open` may too. node-postgres sends the parameter truncated to an integer and leaves it out when
+ * 0, so only a positive integer counts.
+ */
+function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
+  const parameters = (client as { readonly connectionParameters?: { readonly lock_timeout?: unknown } })
+    .connectionParameters;
+  return Number.isInteger(lockTimeoutMs) && lockTimeoutMs > 0 && parameters?.lock_timeout === lockTimeoutMs;
+}
+
 /** SQLSTATEs the repository answers rather than throws. */
 const LOCK_NOT_AVAILABLE = '55P03';
 const IN_FAILED_TRANSACTION = '25P02';
@@ -112,7 +125,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   /** Counts the statements sent, for optimistic savepoints (made at the first one). */
   #watch: StatementWatch | undefined;
 
-  /** `setsTimeout` false: the connection's session has this lock timeout already (see `transaction`). */
+  /** `setsTimeout` false: the connection was opened with this lock timeout (see {@link opensWith}). */
   constructor(client: pg.PoolClient, lockTimeoutMs: number, setsTimeout: boolean) {
     super('postgres', client, lockTimeoutMs);
     // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
@@ -355,11 +368,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   ): Promise<T> {
     const lockTimeoutMs = this.beginTransaction(options, MAX_TTL_MS);
     const client = await this.run('transaction', () => this.pool.connect());
-    // The repository's own pool opens its connections with its lock timeout (createPool): a transaction that
-    // keeps it needs no SET LOCAL. A pool given to `open` has the user's settings, so the timeout is set there.
-    const setsTimeout =
-      !this.ownsPool || lockTimeoutMs !== this.lockTimeoutMs || !Number.isInteger(lockTimeoutMs);
-    const transaction = new PostgresTransaction(client, lockTimeoutMs, setsTimeout);
+    const transaction = new PostgresTransaction(client, lockTimeoutMs, !opensWith(client, lockTimeoutMs));
     let broken: Error | undefined;
     // The pool listens for errors only on idle clients: a checked-out one whose connection drops while no query
     // runs (the handler's own work between statements) emits 'error' with no listener, which kills the process.

@@ -182,11 +182,6 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     return this.#pool;
   }
 
-  /** Whether the pool is the repository's own (opened from its options), not one given to `open`. */
-  protected get ownsPool(): boolean {
-    return this.#ownsPool;
-  }
-
   /** The table, as configured (`table`, or qualified by its schema or database). */
   get table(): string {
     return this.#table;

@@ -307,6 +307,31 @@ describe('postgres transactions', { skip: skipUnlessEnabled('postgres') }, () =>
     assert.throws(() => postgresTransaction({ transaction: {} }), /not a pg client/);
   });
 
+  it("the lock timeout in force: the own pool's (no SET LOCAL), a transaction's own, a given pool's", async (t) => {
+    const own = await open(t, 4_000);
+    const given = await PostgresRepository.open({
+      pool,
+      table,
+      namespace: `tx-${randomUUID().slice(0, 8)}`,
+      lockTimeoutMs: 3_000,
+    });
+    t.after(() => given.close());
+    const inForce = (repository: PostgresRepository, options?: { lockTimeoutMs: number }) =>
+      repository.transaction(async (tx) => {
+        await repository.add(randomUUID(), CLAIM);
+        const { rows } = await tx.client.query<{ lock_timeout: string }>('SHOW lock_timeout');
+        return rows[0]?.lock_timeout;
+      }, options);
+    // Twice each: the first claim on a connection prepares it, the next sends BEGIN in its round trip.
+    for (let round = 0; round < 2; round++) {
+      assert.equal(await inForce(own), '4s');
+      assert.equal(await inForce(own, { lockTimeoutMs: 1_500 }), '1500ms');
+      assert.equal(await inForce(given), '3s');
+    }
+    // SET LOCAL ends with its transaction: the connection is back at its own.
+    assert.equal(await inForce(own), '4s');
+  });
+
   it('gives every connection back: many transactions on a pool of two', async (t) => {
     const repository = await PostgresRepository.open({
       url: endpoints.postgresUrl,

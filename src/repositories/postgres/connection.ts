@@ -159,7 +159,7 @@ export async function assertTable(
   );
 }
 
-/** What {@link sendWithLead} uses of node-postgres' connection: its protocol writers and prepared names. */
+/** What {@link StatementQuery} uses of node-postgres' connection: its protocol writers and prepared names. */
 interface Protocol {
   parse(config: { text: string }): void;
   bind(config: object): void;
@@ -167,23 +167,74 @@ interface Protocol {
   readonly parsedStatements?: Record<string, string>;
 }
 
+/** A statement of the repository's: a named prepared statement and its parameters. */
+export interface BoundStatement {
+  readonly name: string;
+  readonly text: string;
+  readonly values: unknown[];
+}
+
+const NO_LEAD: readonly string[] = [];
+
 /**
- * node-postgres' Query writing parameterless `lead` statements (BEGIN, SET LOCAL) ahead of its own, in the
- * extended protocol before its one Sync: one round trip for all, and an error in any makes the server skip the
- * rest up to the Sync, so the query never runs when its BEGIN did not. Each lead statement adds a result
- * (its CommandComplete) in front of the query's.
+ * node-postgres' Query for one of the repository's statements, submitted as it is: a config object passed to
+ * `query` is copied property by property first (its `normalizeQueryConfig`, the top JS item of a message's
+ * profile), a Query built from the bare text is not. It may write parameterless `lead` statements (BEGIN, SET
+ * LOCAL) ahead of its own, in the extended protocol before its one Sync: one round trip for all, and an error in
+ * any makes the server skip the rest up to the Sync, so the statement never runs when its BEGIN did not. Each
+ * lead statement adds a result (its CommandComplete) in front of the statement's.
  */
-class LeadQuery extends pg.Query {
-  lead: readonly string[] = [];
+class StatementQuery extends pg.Query {
+  readonly #lead: readonly string[];
+
+  constructor(
+    statement: BoundStatement,
+    lead: readonly string[],
+    callback: (error: Error | undefined, result: unknown) => void,
+  ) {
+    super(statement.text);
+    const fields = this as unknown as { name: string; values: unknown[]; callback: typeof callback };
+    fields.name = statement.name;
+    fields.values = statement.values;
+    fields.callback = callback;
+    this.#lead = lead;
+  }
 
   prepare(connection: Protocol): void {
-    for (const text of this.lead) {
+    for (const text of this.#lead) {
       connection.parse({ text });
       connection.bind({});
       connection.execute({});
     }
     (pg.Query.prototype as unknown as { prepare(connection: Protocol): void }).prepare.call(this, connection);
   }
+}
+
+/** Whether this node-postgres has the Query internals {@link StatementQuery} relies on. */
+const SUBMITS = typeof (pg.Query.prototype as { prepare?: unknown }).prepare === 'function';
+
+/** Runs `query` on `client` through a {@link StatementQuery}: the statement's own result (the last one). */
+function submit<R extends pg.QueryResultRow>(
+  client: pg.PoolClient,
+  lead: readonly string[],
+  query: BoundStatement,
+): Promise<pg.QueryResult<R>> {
+  return new Promise((resolve, reject) => {
+    client.query(
+      new StatementQuery(query, lead, (error, result) => {
+        if (error) reject(error);
+        else resolve((Array.isArray(result) ? result.at(-1) : result) as pg.QueryResult<R>);
+      }),
+    );
+  });
+}
+
+/** Runs one of the repository's statements on a client it holds (see {@link StatementQuery}). */
+export function send<R extends pg.QueryResultRow>(
+  client: pg.PoolClient,
+  query: BoundStatement,
+): Promise<pg.QueryResult<R>> {
+  return SUBMITS ? submit<R>(client, NO_LEAD, query) : client.query<R>(query);
 }
 
 /**
@@ -196,20 +247,12 @@ class LeadQuery extends pg.Query {
 export async function sendWithLead<R extends pg.QueryResultRow>(
   client: pg.PoolClient,
   lead: readonly string[],
-  query: { readonly name: string; readonly text: string; readonly values: unknown[] },
+  query: BoundStatement,
 ): Promise<pg.QueryResult<R>> {
   const protocol = (client as unknown as { connection?: Protocol }).connection;
-  const prepared = protocol?.parsedStatements?.[query.name] === query.text;
-  if (!prepared || typeof (pg.Query.prototype as { prepare?: unknown }).prepare !== 'function') {
+  if (!SUBMITS || protocol?.parsedStatements?.[query.name] !== query.text) {
     await client.query(lead.join('; '));
-    return client.query<R>(query);
+    return send<R>(client, query);
   }
-  const results = await new Promise<pg.QueryResult<R> | pg.QueryResult<R>[]>((resolve, reject) => {
-    const submitted = new LeadQuery(query, (error: Error | undefined, result: unknown) =>
-      error ? reject(error) : resolve(result as pg.QueryResult<R> | pg.QueryResult<R>[]),
-    );
-    submitted.lead = lead;
-    client.query(submitted);
-  });
-  return Array.isArray(results) ? (results.at(-1) as pg.QueryResult<R>) : results;
+  return submit<R>(client, lead, query);
 }

@@ -26,7 +26,15 @@ import {
 } from '../sql/repository.js';
 import { detailOf, migrateHint } from '../sql/store.js';
 import { endQuietly, SAVEPOINT, SqlTransaction, StatementWatch } from '../sql/transaction.js';
-import { assertTable, createPool, errorCode, openError, sendWithLead } from './connection.js';
+import {
+  assertTable,
+  type BoundStatement,
+  createPool,
+  errorCode,
+  openError,
+  send,
+  sendWithLead,
+} from './connection.js';
 import { migrate } from './migration.js';
 import {
   describeAddress,
@@ -65,6 +73,22 @@ const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   openError,
 };
 
+/** A transaction's lead when its connection has the lock timeout already. */
+const BEGIN_ONLY: readonly string[] = ['BEGIN'];
+
+/**
+ * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
+ * the server's, the database's and the role's defaults): then a transaction keeping that timeout needs no SET
+ * LOCAL, a statement of its own on the server. The repository's own pool opens every connection so (createPool);
+ * a pool given to `open` may too. node-postgres sends the parameter truncated to an integer and leaves it out when
+ * 0, so only a positive integer counts.
+ */
+function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
+  const parameters = (client as { readonly connectionParameters?: { readonly lock_timeout?: unknown } })
+    .connectionParameters;
+  return Number.isInteger(lockTimeoutMs) && lockTimeoutMs > 0 && parameters?.lock_timeout === lockTimeoutMs;
+}
+
 /** SQLSTATEs the repository answers rather than throws. */
 const LOCK_NOT_AVAILABLE = '55P03';
 const IN_FAILED_TRANSACTION = '25P02';
@@ -101,10 +125,11 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   /** Counts the statements sent, for optimistic savepoints (made at the first one). */
   #watch: StatementWatch | undefined;
 
-  constructor(client: pg.PoolClient, lockTimeoutMs: number) {
+  /** `setsTimeout` false: the connection was opened with this lock timeout (see {@link opensWith}). */
+  constructor(client: pg.PoolClient, lockTimeoutMs: number, setsTimeout: boolean) {
     super('postgres', client, lockTimeoutMs);
     // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
-    this.#lead = ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
+    this.#lead = setsTimeout ? ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] : BEGIN_ONLY;
   }
 
   /** Whether any statement went to the server: a transaction that sent none has nothing to end. */
@@ -127,13 +152,9 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   }
 
   /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
-  send<R extends pg.QueryResultRow>(query: {
-    readonly name: string;
-    readonly text: string;
-    readonly values: unknown[];
-  }): Promise<pg.QueryResult<R>> {
+  send<R extends pg.QueryResultRow>(query: BoundStatement): Promise<pg.QueryResult<R>> {
     const lead = this.#lead;
-    if (lead === undefined) return this.connection.query<R>(query);
+    if (lead === undefined) return send<R>(this.connection, query);
     this.#lead = undefined;
     return sendWithLead<R>(this.connection, lead, query);
   }
@@ -347,7 +368,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   ): Promise<T> {
     const lockTimeoutMs = this.beginTransaction(options, MAX_TTL_MS);
     const client = await this.run('transaction', () => this.pool.connect());
-    const transaction = new PostgresTransaction(client, lockTimeoutMs);
+    const transaction = new PostgresTransaction(client, lockTimeoutMs, !opensWith(client, lockTimeoutMs));
     let broken: Error | undefined;
     // The pool listens for errors only on idle clients: a checked-out one whose connection drops while no query
     // runs (the handler's own work between statements) emits 'error' with no listener, which kills the process.

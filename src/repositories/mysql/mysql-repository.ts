@@ -43,6 +43,7 @@ import {
   optionalBytes,
   type Row,
   Statements,
+  TAKEN_OVER,
   TRACK_LAST_INSERT_ID,
 } from './sql.js';
 
@@ -651,24 +652,29 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    * The transaction's lead and a one-row claim as one compound statement, prepared like any other: one round
    * trip, which stops at the first statement that fails, so the claim never runs outside the transaction. Its OK
    * packet carries no insert id; the session's `last_insert_id`, tracked, carries the claim's time when it took
-   * the row and 0 when it left it (see `Statements.claimInBlock`). Undefined when the packet does not say (the
-   * session's tracking was changed): the read-back tells. Parameters: the claim's.
+   * the row and 0 when it left it (see `Statements.claimInBlock`; a lapsed row it took over gets the rest of the
+   * claim in a second statement). Undefined when the packet does not say (the session's tracking was changed): the
+   * read-back tells. Parameters: the claim's.
    */
   async #claimAfter(lead: Lead, params: unknown[]): Promise<number | undefined> {
     // The tracking goes once per connection of a given pool, first (an owned pool's have it from the start).
     const session = lead.connection.connection;
     const sql = this.#claimBlock(lead.statements, !trackedSessions.has(session));
     try {
-      const header = await this.#execute<ResultSetHeader>(lead.connection, sql, [...params, ...params]);
+      const header = await this.#execute<ResultSetHeader>(lead.connection, sql, params);
       trackedSessions.add(session);
       const at = (header as TrackedHeader).stateChanges?.systemVariables?.last_insert_id;
-      return at === undefined ? undefined : Number(at);
+      if (at === undefined) return undefined;
+      if (Number(at) !== TAKEN_OVER) return Number(at);
     } catch (error) {
       // A claim's own failures leave the lead done; any other may have stopped it part way.
       const code = errno(error);
       if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.failedToBegin();
       throw error;
     }
+    // A lapsed row whose token the block took: the whole claim writes the rest, its insert id the claim's time.
+    const header = await this.#execute<ResultSetHeader>(lead.connection, this.#sql.claim(1), params);
+    return header.insertId > 0 ? Number(header.insertId) : undefined;
   }
 
   /**

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { PoolConnection } from 'mysql2/promise';
+import { createPool, type PoolConnection } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../src/errors.js';
 import { MySqlRepository, mysqlTransaction } from '../../src/repositories/mysql/index.js';
 import type { RepositoryTransaction } from '../../src/store/types.js';
@@ -359,6 +359,26 @@ describe('mysql transactions', { skip: skipUnlessEnabled('mysql') }, () => {
     assert.equal(added.record.expiresAt, Number((await row(id))?.expires_at));
     const again = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
     assert.equal(again.added, false);
+  });
+
+  it("statements mysql2's cache closed meanwhile are prepared anew (a borrowed pool that keeps one)", async (t) => {
+    // Each statement text evicts the one before: the claim block the next transaction runs again is closed.
+    const borrowed = createPool({ uri: endpoints.mysqlUrl, connectionLimit: 1, maxPreparedStatements: 1 });
+    t.after(() => borrowed.end());
+    const repository = await MySqlRepository.open({
+      pool: borrowed,
+      table,
+      namespace: `evicted-${randomUUID()}`,
+    });
+    t.after(() => repository.close());
+    for (let i = 0; i < 3; i++) {
+      const id = randomUUID();
+      const added = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
+      assert.ok(added.added);
+      assert.equal(added.record.expiresAt, Number((await row(id))?.expires_at));
+      const again = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
+      assert.equal(again.added, false);
+    }
   });
 
   it('a borrowed connection that tracks every session variable (`*`) claims as well', async (t) => {

@@ -43,6 +43,7 @@ import {
   optionalBytes,
   type Row,
   Statements,
+  TAKEN_OVER,
   TRACK_LAST_INSERT_ID,
 } from './sql.js';
 
@@ -129,26 +130,82 @@ function blockOf(statements: readonly string[]): string {
   return block;
 }
 
+/** A mysql2 callback. */
+type Done = (error: Error | null, result?: unknown) => void;
+
 /** mysql2's callback API under its promise wrapper (`pool.pool`, `connection.connection`). */
 interface CoreExecutor {
-  execute(sql: string, values: unknown[], done: (error: Error | null, result?: unknown) => void): void;
+  execute(sql: string, values: unknown[], done: Done): void;
+  prepare?(sql: string, done: (error: Error | null, statement?: PreparedStatement) => void): void;
 }
+
+/** A statement mysql2 prepared on a connection (and keeps in its statement cache). */
+interface PreparedStatement {
+  execute(values: unknown[], done: Done): void;
+}
+
+/** `Unknown prepared statement handler`: mysql2 closed the statement (its cache evicted it). */
+const ER_UNKNOWN_STMT_HANDLER = 1243;
+
+/**
+ * The statements of the repository's own that went on a connection (mysql2's, under the wrapper each checkout
+ * makes anew), by text: executed as they are, without mysql2 looking the text up in its statement cache on every
+ * call (it hashes the whole text, a few KB for a claim block) nor queueing a prepare step before each execute.
+ */
+const preparedOn = new WeakMap<object, Map<string, PreparedStatement>>();
 
 /**
  * Runs a statement of the repository's own and answers its result: through mysql2's callback API under the
  * promise wrapper, which for every call captures a stack trace (its `trace` option) and pairs the result with its
  * fields, neither of which the repository reads (a failure becomes a RepositoryError with the driver's error as
- * its cause). An executor without that core (an instrumented pool given to `open`) is called as it is.
+ * its cause). On a connection, a text run before goes as the statement prepared then ({@link preparedOn}). An
+ * executor without that core (an instrumented pool given to `open`) is called as it is.
  */
 function execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
-  const core = ((executor as { pool?: unknown }).pool ?? (executor as { connection?: unknown }).connection) as
-    | CoreExecutor
-    | undefined;
+  const connection = (executor as { connection?: CoreExecutor }).connection;
+  const core = ((executor as { pool?: unknown }).pool ?? connection) as CoreExecutor | undefined;
   if (typeof core?.execute !== 'function') {
     return executor.execute(sql, params as never[]).then(([result]) => result as T);
   }
   return new Promise<T>((resolve, reject) => {
-    core.execute(sql, params, (error, result) => (error ? reject(error) : resolve(result as T)));
+    const done: Done = (error, result) => (error ? reject(error) : resolve(result as T));
+    if (connection === undefined || typeof connection.prepare !== 'function') {
+      core.execute(sql, params, done);
+      return;
+    }
+    executeOn(connection, sql, params, done);
+  });
+}
+
+/** {@link execute} on one connection: the statement prepared before, else prepared now and kept. */
+function executeOn(connection: CoreExecutor, sql: string, params: unknown[], done: Done): void {
+  let statements = preparedOn.get(connection);
+  const statement = statements?.get(sql);
+  if (statement !== undefined) {
+    statement.execute(params, (error, result) => {
+      // Closed by mysql2 meanwhile: the server ran nothing; prepared anew.
+      if (error && errorNumber(error) === ER_UNKNOWN_STMT_HANDLER) {
+        statements?.delete(sql);
+        executeOn(connection, sql, params, done);
+        return;
+      }
+      done(error, result);
+    });
+    return;
+  }
+  connection.execute(sql, params, (error, result) => {
+    if (!error) {
+      // Now in mysql2's statement cache: answered from it at once, without a round trip.
+      connection.prepare?.(sql, (failure, prepared) => {
+        if (failure || prepared === undefined) return;
+        if (statements === undefined) {
+          statements = new Map();
+          preparedOn.set(connection, statements);
+        }
+        statements.set(sql, prepared);
+      });
+    }
+    done(error, result);
   });
 }
 
@@ -651,24 +708,29 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    * The transaction's lead and a one-row claim as one compound statement, prepared like any other: one round
    * trip, which stops at the first statement that fails, so the claim never runs outside the transaction. Its OK
    * packet carries no insert id; the session's `last_insert_id`, tracked, carries the claim's time when it took
-   * the row and 0 when it left it (see `Statements.claimInBlock`). Undefined when the packet does not say (the
-   * session's tracking was changed): the read-back tells. Parameters: the claim's.
+   * the row and 0 when it left it (see `Statements.claimInBlock`; a lapsed row it took over gets the rest of the
+   * claim in a second statement). Undefined when the packet does not say (the session's tracking was changed): the
+   * read-back tells. Parameters: the claim's.
    */
   async #claimAfter(lead: Lead, params: unknown[]): Promise<number | undefined> {
     // The tracking goes once per connection of a given pool, first (an owned pool's have it from the start).
     const session = lead.connection.connection;
     const sql = this.#claimBlock(lead.statements, !trackedSessions.has(session));
     try {
-      const header = await this.#execute<ResultSetHeader>(lead.connection, sql, [...params, ...params]);
+      const header = await this.#execute<ResultSetHeader>(lead.connection, sql, params);
       trackedSessions.add(session);
       const at = (header as TrackedHeader).stateChanges?.systemVariables?.last_insert_id;
-      return at === undefined ? undefined : Number(at);
+      if (at === undefined) return undefined;
+      if (Number(at) !== TAKEN_OVER) return Number(at);
     } catch (error) {
       // A claim's own failures leave the lead done; any other may have stopped it part way.
       const code = errno(error);
       if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.failedToBegin();
       throw error;
     }
+    // A lapsed row whose token the block took: the whole claim writes the rest, its insert id the claim's time.
+    const header = await this.#execute<ResultSetHeader>(lead.connection, this.#sql.claim(1), params);
+    return header.insertId > 0 ? Number(header.insertId) : undefined;
   }
 
   /**

@@ -129,6 +129,13 @@ export const TRACK_LAST_INSERT_ID =
   'SET SESSION session_track_system_variables = IF(@@SESSION.session_track_system_variables = ' +
   "'*', '*', CONCAT_WS(',', NULLIF(@@SESSION.session_track_system_variables, ''), 'last_insert_id'))";
 
+/**
+ * What {@link Statements.claimInBlock} leaves in `last_insert_id` when it took a lapsed row over (its token only):
+ * the whole claim then follows. A claim's own time of 1 ms (an explicit `now`) reads the same, and costs only that
+ * statement, which on a row of the claim's token writes the same values again.
+ */
+export const TAKEN_OVER = 1;
+
 /** Parameters per row of {@link Statements.claim}, in the order of its VALUES. */
 export const CLAIM_PARAMS = 14;
 
@@ -214,18 +221,18 @@ export class Statements {
 
   /**
    * A one-row claim as the statements of a compound block (MariaDB), after which the session's `last_insert_id`
-   * is the claim's time when it took the row and 0 when it left it, set so that the OK packet carries it (see
-   * {@link TRACK_LAST_INSERT_ID}): no result set. On a new id the server runs only the claim's insert, without its
-   * nine other assignments (which the server prepares at every run of a statement it runs); a row it took over
-   * (the token written: two rows affected) gets the rest from the whole claim run again, which the row's lock,
-   * already this transaction's, lets through at once. Parameters: the claim's, twice.
+   * is the claim's time when it took a new id, 0 when it left the row, and {@link TAKEN_OVER} when it wrote its
+   * token on a row no longer live, set so that the OK packet carries it (see {@link TRACK_LAST_INSERT_ID}): no
+   * result set. The server runs only the claim's insert, without its nine other assignments (which it prepares at
+   * every run of a statement it runs); a row taken over gets the rest from the whole claim ({@link claim}) sent
+   * next, which the row's lock, already this transaction's, lets through at once. Parameters: the claim's, once.
    */
   get claimInBlock(): string {
     return this.#cached(
       'claimInBlock',
       () =>
-        `${this.#claimInsert(1, true)}; IF ROW_COUNT() = 2 THEN ${this.claim(1, true)}; END IF; ` +
-        'SET SESSION last_insert_id = LAST_INSERT_ID()',
+        `${this.#claimInsert(1, true)}; ` +
+        `SET SESSION last_insert_id = IF(ROW_COUNT() = 2, ${TAKEN_OVER}, LAST_INSERT_ID())`,
     );
   }
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createPool, type PoolConnection } from 'mysql2/promise';
+import { createPool, type Pool, type PoolConnection } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../src/errors.js';
 import { MySqlRepository, mysqlTransaction } from '../../src/repositories/mysql/index.js';
 import type { RepositoryTransaction } from '../../src/store/types.js';
@@ -338,25 +338,36 @@ describe('mysql transactions', { skip: skipUnlessEnabled('mysql') }, () => {
     assert.equal(added.record.expiresAt, Number((await row(fresh))?.expires_at));
   });
 
-  it("a session whose OK packets no longer carry the claim's time still answers its claims (read back)", async (t) => {
-    const borrowed = testPool(1);
+  /** A repository on `borrowed`, in a namespace of its own; both closed after the test. */
+  async function openOn(t: TestContext, borrowed: Pool, prefix: string): Promise<MySqlRepository> {
     t.after(() => borrowed.end());
     const repository = await MySqlRepository.open({
       pool: borrowed,
       table,
-      namespace: `untracked-${randomUUID()}`,
+      namespace: `${prefix}-${randomUUID()}`,
     });
     t.after(() => repository.close());
+    return repository;
+  }
+
+  /** Claims a new id in a transaction: taken, with the row's expiry as the record's. */
+  async function claimsNew(repository: MySqlRepository): Promise<string> {
+    const id = randomUUID();
+    const added = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
+    assert.ok(added.added);
+    assert.equal(added.record.expiresAt, Number((await row(id))?.expires_at));
+    return id;
+  }
+
+  it("a session whose OK packets no longer carry the claim's time still answers its claims (read back)", async (t) => {
+    const repository = await openOn(t, testPool(1), 'untracked');
     const first = randomUUID();
     assert.ok((await repository.transaction(() => repository.add(first, { ttlMs: MINUTE }))).added);
     // The handler turns the session's state tracking off on the pool's one connection.
     await repository.transaction(async (tx) => {
       await tx.client.query("SET SESSION session_track_system_variables = ''");
     });
-    const id = randomUUID();
-    const added = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
-    assert.ok(added.added);
-    assert.equal(added.record.expiresAt, Number((await row(id))?.expires_at));
+    const id = await claimsNew(repository);
     const again = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
     assert.equal(again.added, false);
   });
@@ -364,18 +375,9 @@ describe('mysql transactions', { skip: skipUnlessEnabled('mysql') }, () => {
   it("statements mysql2's cache closed meanwhile are prepared anew (a borrowed pool that keeps one)", async (t) => {
     // Each statement text evicts the one before: the claim block the next transaction runs again is closed.
     const borrowed = createPool({ uri: endpoints.mysqlUrl, connectionLimit: 1, maxPreparedStatements: 1 });
-    t.after(() => borrowed.end());
-    const repository = await MySqlRepository.open({
-      pool: borrowed,
-      table,
-      namespace: `evicted-${randomUUID()}`,
-    });
-    t.after(() => repository.close());
+    const repository = await openOn(t, borrowed, 'evicted');
     for (let i = 0; i < 3; i++) {
-      const id = randomUUID();
-      const added = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
-      assert.ok(added.added);
-      assert.equal(added.record.expiresAt, Number((await row(id))?.expires_at));
+      const id = await claimsNew(repository);
       const again = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
       assert.equal(again.added, false);
     }
@@ -383,18 +385,8 @@ describe('mysql transactions', { skip: skipUnlessEnabled('mysql') }, () => {
 
   it('a borrowed connection that tracks every session variable (`*`) claims as well', async (t) => {
     const borrowed = testPool(1);
-    t.after(() => borrowed.end());
     await borrowed.query("SET SESSION session_track_system_variables = '*'");
-    const repository = await MySqlRepository.open({
-      pool: borrowed,
-      table,
-      namespace: `all-${randomUUID()}`,
-    });
-    t.after(() => repository.close());
-    const id = randomUUID();
-    const added = await repository.transaction(() => repository.add(id, { ttlMs: MINUTE }));
-    assert.ok(added.added);
-    assert.equal(added.record.expiresAt, Number((await row(id))?.expires_at));
+    await claimsNew(await openOn(t, borrowed, 'all'));
   });
 
   it('the lock timeout of a transaction is restored on a borrowed pool', async (t) => {

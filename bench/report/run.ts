@@ -14,7 +14,7 @@
  *   npm run bench:report [-- --full] [--only consumer,redis] [--figures rocksdb-growth=FILE] [--out docs]
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, relative, resolve } from 'node:path';
@@ -350,6 +350,7 @@ async function main(): Promise<void> {
     rmSync(scratch, { recursive: true, force: true });
   }
   const out = resolve(values.out);
+  mkdirSync(out, { recursive: true }); // --out may name a directory that does not exist yet
   const svgPath = join(out, 'benchmarks.svg');
   const mdPath = join(out, 'benchmarks.md');
   const ratios = runs.flatMap((r) => r.figures?.ratios ?? []);

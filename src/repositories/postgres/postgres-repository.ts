@@ -25,7 +25,7 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { detailOf, migrateHint } from '../sql/store.js';
-import { endQuietly, SAVEPOINT, SqlTransaction, StatementWatch } from '../sql/transaction.js';
+import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import {
   assertTable,
   type BoundStatement,
@@ -78,10 +78,9 @@ const BEGIN_ONLY: readonly string[] = ['BEGIN'];
 
 /**
  * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
- * the server's, the database's and the role's defaults): then a transaction keeping that timeout needs no SET
- * LOCAL, a statement of its own on the server. The repository's own pool opens every connection so (createPool);
- * a pool given to `open` may too. node-postgres sends the parameter truncated to an integer and leaves it out when
- * 0, so only a positive integer counts.
+ * the server's, database's and role's defaults): then the transaction needs no SET LOCAL. The repository's own
+ * pool opens every connection so; a given pool may too. node-postgres sends the parameter truncated to an
+ * integer and leaves it out when 0, so only a positive integer counts.
  */
 function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
   const parameters = (client as { readonly connectionParameters?: { readonly lock_timeout?: unknown } })
@@ -94,53 +93,39 @@ const LOCK_NOT_AVAILABLE = '55P03';
 const IN_FAILED_TRANSACTION = '25P02';
 const UNDEFINED_TABLE = '42P01';
 
-/** Times a claim runs again for ids whose live row was gone or lapsed when read (see {@link PostgresRepository}). */
+/** Times a claim runs again for ids whose live row was gone or lapsed when read. */
 const CLAIM_ATTEMPTS = 3;
-/** Rows per `scan` page. */
 const SCAN_PAGE = 1000;
 
-/** The statement did not run: its transaction is aborted (see {@link PostgresTransaction.aborted}). */
+/** The statement did not run: its transaction is aborted. */
 const ABORTED = Symbol('aborted');
 /** A claim outside a transaction waited `lock_timeout` for a row another open transaction holds. */
 const LOCK_TIMEOUT = Symbol('lock timeout');
 type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED | typeof LOCK_TIMEOUT;
 
-/**
- * One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`, and what the
- * repository knows about its state.
- */
+/** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */
 class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
-  /**
-   * BEGIN and the lock timeout, until they go: with the transaction's first statement, in its round trip (see
-   * {@link send}), or alone as soon as the caller is handed the connection ({@link handOut}). Undefined once sent.
-   */
-  #lead: readonly string[] | undefined;
   /** BEGIN sent alone, not yet answered; its failure is kept for {@link begun}. */
   #began: Promise<unknown> | undefined;
-  /**
-   * A released savepoint whose RELEASE has not gone yet: it goes with the next SAVEPOINT, in its round trip,
-   * and COMMIT (or ROLLBACK) ends it with the transaction. See {@link releaseSavepoint}.
-   */
+  /** A released savepoint whose RELEASE goes with the next SAVEPOINT, or ends with the transaction. */
   #releasePending = false;
-  /** Counts the statements sent, for optimistic savepoints (made at the first one). */
-  #watch: StatementWatch | undefined;
+  /**
+   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
+   * before the failure, which clears this). The verbs then answer without running: reads absent, writes false,
+   * claims in progress (rather than a savepoint around each claim, two more round trips per message).
+   */
+  aborted = false;
 
   /** `setsTimeout` false: the connection was opened with this lock timeout (see {@link opensWith}). */
   constructor(client: pg.PoolClient, lockTimeoutMs: number, setsTimeout: boolean) {
-    super('postgres', client, lockTimeoutMs);
     // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
-    this.#lead = setsTimeout ? ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] : BEGIN_ONLY;
+    const lead = setsTimeout ? ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] : BEGIN_ONLY;
+    super('postgres', client, lockTimeoutMs, lead);
   }
 
-  /** Whether any statement went to the server: a transaction that sent none has nothing to end. */
-  get started(): boolean {
-    return this.#lead === undefined;
-  }
-
-  protected override handOut(): void {
-    const lead = this.#lead;
+  protected handOut(): void {
+    const lead = this.takeLead();
     if (lead === undefined) return;
-    this.#lead = undefined;
     // Not awaited: node-postgres sends the caller's statements after it, in order.
     this.#began = this.connection.query(lead.join('; '));
     this.#began.catch(() => this.abort());
@@ -153,58 +138,30 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 
   /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
   send<R extends pg.QueryResultRow>(query: BoundStatement): Promise<pg.QueryResult<R>> {
-    const lead = this.#lead;
-    if (lead === undefined) return send<R>(this.connection, query);
-    this.#lead = undefined;
-    return sendWithLead<R>(this.connection, lead, query);
+    const lead = this.takeLead();
+    return lead === undefined
+      ? send<R>(this.connection, query)
+      : sendWithLead<R>(this.connection, lead, query);
   }
 
-  /** Gives the connection its own `query` back (see StatementWatch): before it returns to the pool. */
-  dispose(): void {
-    this.#watch?.dispose();
-    this.#watch = undefined;
-  }
-
-  /** ROLLBACK, unless nothing was sent: the error when it failed (see `endQuietly`). */
+  /** ROLLBACK, unless nothing was sent: the error when it failed. */
   rollback(): Promise<Error | undefined> {
     return this.started ? endQuietly(this.connection, 'ROLLBACK') : Promise.resolve(undefined);
   }
 
-  /**
-   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
-   * before the failure). The repository's verbs then answer without running: reads absent, writes false, claims
-   * in-progress. That is the choice made here over a savepoint around each claim, which would cost two more
-   * round trips per message. While it holds, the transaction is rolling back; a ROLLBACK TO a savepoint set
-   * before the failure clears it.
-   */
-  aborted = false;
-  /** Rollback-only by decision (`rollbackOnly()`, a claim that met the lock timeout): no savepoint undoes that. */
-  #rollbackOnly = false;
-
-  get rollingBack(): boolean {
-    return this.#rollbackOnly || this.aborted;
+  override get rollingBack(): boolean {
+    return this.doomed || this.aborted;
   }
 
-  rollbackOnly(): void {
-    this.#rollbackOnly = true;
-  }
-
-  /** Records a failed statement: PostgreSQL has aborted the transaction (see {@link aborted}). */
   abort(): void {
     this.aborted = true;
   }
 
-  /**
-   * Skipped while aborted: not set, and nothing to roll back to. Optimistic (see `RepositoryTransaction.savepoint`):
-   * none is set, the statements sent on the connection are counted from here.
-   */
+  /** Skipped while aborted: nothing to roll back to. Optimistic: none is set (see `RepositoryTransaction`). */
   savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
     return this.openSavepoint(async () => {
       if (this.aborted) return 'skipped';
-      if (options.optimistic === true) {
-        this.#watch ??= new StatementWatch(this.connection, ['query']);
-        return this.mark();
-      }
+      if (options.optimistic === true) return this.mark(['query']);
       let state: 'open' | 'skipped' = 'open';
       // The last savepoint's RELEASE first, in the same simple query: savepoints never nest.
       const release = this.#releasePending ? `RELEASE SAVEPOINT ${SAVEPOINT}; ` : '';
@@ -217,10 +174,9 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   }
 
   /**
-   * Ends an optimistic savepoint (see `RepositoryTransaction.savepoint`): when `undo` and something was sent since
-   * it, or the transaction is not sound (a caught statement error aborted it, a statement is still in flight), it
-   * could not stand in for a real one: the transaction rolls back, and the consumer runs it again with real ones.
-   * Answers false when no optimistic savepoint was open.
+   * Ends an optimistic savepoint: when something was sent since it and `undo`, or the transaction is not sound
+   * (aborted, a statement in flight), it could not stand in for a real one: the transaction rolls back and runs
+   * again with real ones. False when no optimistic savepoint was open.
    */
   #endMark(undo: boolean): boolean {
     const mark = this.takeMark();
@@ -229,24 +185,18 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     return true;
   }
 
-  protected statementsSent(): number {
-    return this.#watch?.sent ?? 0;
-  }
-
   /**
-   * RELEASE SAVEPOINT. When a statement after the savepoint failed and whoever ran it caught its error and went
-   * on, PostgreSQL has aborted the transaction: what was written after the savepoint cannot commit, and nothing
-   * else could run in the transaction either. Then this rolls back to the savepoint instead (what followed it is
-   * undone, the transaction goes on) and rejects with a SwallowedStatementError.
+   * RELEASE SAVEPOINT. When a statement after the savepoint failed and its error was caught, PostgreSQL has
+   * aborted the transaction: this rolls back to the savepoint instead (the transaction goes on without what
+   * followed it) and rejects with a SwallowedStatementError.
    */
   async releaseSavepoint(): Promise<void> {
     const state = this.takeSavepoint('releaseSavepoint');
-    // Skipped: the transaction was aborted before the savepoint; it only rolls back now anyway.
     if (state !== 'open' || this.#endMark(false)) return;
     let failure: unknown;
     if (!this.aborted && this.#idleInTransaction()) {
-      // Every statement sent since the savepoint was answered and the last answer says the transaction is
-      // sound, so RELEASE cannot fail: it waits for the next SAVEPOINT or the end of the transaction.
+      // Every statement since was answered and the transaction is sound, so RELEASE cannot fail: it goes with
+      // the next SAVEPOINT or ends with the transaction.
       this.#releasePending = true;
       return;
     }
@@ -275,7 +225,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   async rollbackToSavepoint(): Promise<void> {
     const state = this.takeSavepoint('rollbackToSavepoint');
     if (state !== 'open' || this.#endMark(true)) return;
-    // ROLLBACK TO also clears an abort that happened after the savepoint: the transaction goes on. One round trip.
+    // Also clears an abort that happened after the savepoint. One round trip.
     await this.#run(
       'rollbackToSavepoint',
       `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
@@ -283,10 +233,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     this.aborted = false;
   }
 
-  /**
-   * True when the connection has no statement in flight and its last ReadyForQuery said "in a transaction
-   * block", not "in a failed one" (node-postgres 8.8+; false where it cannot tell).
-   */
+  /** No statement in flight, and the last ReadyForQuery said "in a transaction block" (node-postgres 8.8+). */
   #idleInTransaction(): boolean {
     const client = this.connection as unknown as {
       readonly readyForQuery?: boolean;
@@ -297,8 +244,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 
   /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */
   async #run(operation: string, sql: string, onAborted?: () => void): Promise<void> {
-    const lead = this.#lead;
-    this.#lead = undefined;
+    const lead = this.takeLead();
     try {
       // The transaction's first statement: BEGIN goes in the same simple query.
       await this.connection.query(lead === undefined ? sql : `${lead.join('; ')}; ${sql}`);

@@ -53,16 +53,12 @@ import {
   statements,
 } from './sql.js';
 
-/** Where the repository reports what goes wrong in the background (a failed background purge). */
 export type PostgresLogger = SqlLogger;
 
 /** What {@link PostgresRepository.open} takes besides the config table. */
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
-
-/** Options of {@link PostgresRepository.open}: the config table plus what only code can pass. */
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
 
-/** What opening differs in on PostgreSQL. */
 const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   store: 'postgres',
   parseOptions: (config) => parsePostgresOptions(config),
@@ -262,22 +258,16 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 /**
  * Repository on PostgreSQL through node-postgres (`pg`), one table shared by any number of workers.
  *
- * - Claims are one `INSERT … ON CONFLICT (namespace, id) DO UPDATE … WHERE <the row is no longer live>`: a new id
- *   is inserted, a lapsed one replaced, a live one kept, and never a unique-violation error (which would abort the
- *   caller's transaction). Batches are the same statement over `unnest` arrays: one round trip. It answers only
- *   the ids it took: a new id costs that one statement, as lean as the write can be.
- * - Liveness, leases and TTLs are judged by the server's clock (see sql.ts); only an explicit `now` (event-time
- *   mode) replaces it. Every read filters by liveness, so an expired row is absent although it is still stored:
- *   PostgreSQL has no TTL, and {@link PostgresRepository.purge} deletes rows past `forget_at` in bounded batches.
- * - The live rows that kept the other ids are read in a second statement (a duplicate costs one more round trip).
- *   Its snapshot is newer than the claim's, so it also shows a row another transaction committed after the claim
- *   began (under READ COMMITTED such a row can block the insert without being in the claim's snapshot). Inside a
- *   transaction the claim locked those rows, so they cannot change in between; outside one, a row deleted or
- *   lapsed in between is claimed again. Under REPEATABLE READ PostgreSQL refuses a conflict with a row its
- *   snapshot does not show (SQLSTATE 40001): a retryable RepositoryError.
- * - {@link transaction} runs the consumer's verbs and the handler's side effect on one connection inside BEGIN, so
- *   one COMMIT holds both. A claim holds the id's row lock until then; a concurrent claim waits for it up to the
- *   lock timeout, and is then answered in-progress.
+ * - A claim is one `INSERT … ON CONFLICT (namespace, id) DO UPDATE … WHERE <the row is no longer live>` over
+ *   `unnest` arrays, answering the ids it took: never a unique-violation error (which would abort the caller's
+ *   transaction), and a new id costs that one statement.
+ * - The live rows that kept the other ids are read in a second statement, whose newer snapshot also shows a row
+ *   committed after the claim began. Inside a transaction the claim locked those rows; outside one, a row gone or
+ *   lapsed in between is claimed again. Under REPEATABLE READ such a conflict is SQLSTATE 40001, retryable.
+ * - Times are the server's clock (see sql.ts) unless an explicit `now` replaces it; reads filter by liveness,
+ *   and {@link PostgresRepository.purge} deletes rows past `forget_at`.
+ * - {@link transaction} runs the verbs and the handler's side effect on one connection inside BEGIN, so one
+ *   COMMIT holds both; a concurrent claim of a held id waits up to the lock timeout and is answered in progress.
  */
 export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, PostgresTransaction> {
   protected readonly storeName = 'postgres';
@@ -290,23 +280,15 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     this.#sql = statements(settings.options.table);
   }
 
-  /**
-   * Connects from config options (or uses the given pool) and checks the table. Invalid options and a missing
-   * table reject with a ConfigError naming the key (a missing table also names the command that creates it); an
-   * unreachable server with a retryable RepositoryError naming the address, never the password.
-   */
+  /** Connects from config options (or uses the given pool) and checks the table (see `openSql`). */
   static async open(options: PostgresOpenOptions): Promise<PostgresRepository> {
     return new PostgresRepository(await openSql(dialect, options));
   }
 
-  // ---- transactions ------------------------------------------------------------------------------------------
-
   /**
-   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}).
-   * `lock_timeout` is set for this transaction only (`SET LOCAL`, sent with BEGIN in one round trip); the
-   * isolation level is the server's default (READ COMMITTED unless configured otherwise). COMMIT when `work`
-   * resolves, ROLLBACK when it rejects or the transaction was made rollback-only. The connection always goes back
-   * to the pool, or is destroyed when ROLLBACK itself failed (its state is then unknown).
+   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}),
+   * at the server's isolation level, `lock_timeout` set with BEGIN in one round trip unless the connection has
+   * it. The connection is destroyed when its state is unknown (a failed ROLLBACK), else given back.
    */
   async transaction<T>(
     work: (transaction: RepositoryTransaction<pg.PoolClient>) => Promise<T>,
@@ -316,9 +298,8 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     const client = await this.run('transaction', () => this.pool.connect());
     const transaction = new PostgresTransaction(client, lockTimeoutMs, !opensWith(client, lockTimeoutMs));
     let broken: Error | undefined;
-    // The pool listens for errors only on idle clients: a checked-out one whose connection drops while no query
-    // runs (the handler's own work between statements) emits 'error' with no listener, which kills the process.
-    // Recorded instead: the next statement fails, and the connection is destroyed, not given back.
+    // The pool listens only on idle clients: a checked-out one whose connection drops between statements would
+    // emit 'error' with no listener and kill the process. Recorded instead; the connection is destroyed.
     const onError = (error: Error) => {
       broken ??= error;
     };
@@ -342,7 +323,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         if (broken !== undefined) throw this.storeError('rollback', broken);
         return result;
       }
-      // Nothing was sent (the work ran no statement): nothing to commit.
       if (!transaction.started) return result;
       await this.#commit(client).catch((error: unknown) => {
         broken = error as Error;
@@ -367,8 +347,8 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         { cause: error },
       );
     }
-    // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK, not an error: a statement of the work
-    // failed and its error was caught without a rollback to a savepoint. Nothing was written.
+    // COMMIT of an aborted transaction (a statement's error caught without a rollback to a savepoint) answers
+    // ROLLBACK, not an error.
     if (reply.command === 'ROLLBACK') {
       throw new RepositoryError(
         'postgres commit rolled back: a statement of the transaction failed earlier and the transaction was ' +
@@ -377,13 +357,10 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
-  // ---- statements ---------------------------------------------------------------------------------------------
-
   /**
-   * Runs a statement on the current transaction's connection, else on the pool. In an aborted transaction it
-   * does not run (ABORTED). A failure inside a transaction aborts it: recorded, so later verbs answer without
-   * running, and the transaction made rollback-only. A claim's lock timeout is answered (ABORTED in a
-   * transaction, LOCK_TIMEOUT outside one), every other failure thrown.
+   * Runs a statement on the current transaction's connection, else on the pool; in an aborted transaction it
+   * does not run. A failure inside a transaction aborts it. A claim's lock timeout is answered (ABORTED in a
+   * transaction, which becomes rollback-only; LOCK_TIMEOUT outside one), every other failure thrown.
    */
   async #exec<R extends pg.QueryResultRow>(
     statement: Statement,
@@ -409,7 +386,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       // 25P02: the handler's own statement broke the transaction before this one.
       if (code === IN_FAILED_TRANSACTION) return ABORTED;
       if (claim && code === LOCK_NOT_AVAILABLE) {
-        // Its ids are answered in progress: the transaction must not commit as if they were decided.
         transaction.rollbackOnly();
         return ABORTED;
       }
@@ -421,7 +397,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   #busy(key: string, now: number): AddResult {
     const at = Number.isNaN(now) ? Date.now() : now;
     const lockTimeoutMs = this.scope.current()?.lockTimeoutMs ?? this.lockTimeoutMs;
-    // Another transaction holds the id: as far as this claim can tell, it is in progress for one more lock wait.
     const until = at + lockTimeoutMs;
     return {
       added: false,
@@ -437,8 +412,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       { cause: error },
     );
   }
-
-  // ---- verbs --------------------------------------------------------------------------------------------------
 
   protected async doAddMany(
     entries: readonly KeyedEntry[],
@@ -473,8 +446,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         else results[i] = { added: true, record: newRecord(entry.key, entry, options, at) };
       }
       if (kept.length === 0) return results;
-      // Held by a live row: read in a statement of its own, whose snapshot shows a row committed after the
-      // claim's began. A row gone or lapsed since (outside a transaction nothing holds it) is claimed again.
+      // Held by a live row: read in a statement of its own (a newer snapshot). A row gone since is claimed again.
       const existing = await this.doGetMany(
         kept.map((i) => (entries[i] as KeyedEntry).key),
         now,
@@ -486,15 +458,11 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         else results[i] = { added: false, existing: record };
       }
     }
-    // Still not decided: rows that keep changing under the claim. In progress, then.
     for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
     return results;
   }
 
-  /**
-   * The claim (or lazy mark) of `entries`: rows of the ids it took. One id has its own statement, whose generic
-   * plan the connection keeps (see Statements.claimOne).
-   */
+  /** The claim (or lazy mark) of `entries`: rows of the ids it took. One id has its own statement (claimOne). */
   #write(entries: readonly KeyedEntry[], options: AddOptions, now: number): Promise<Outcome<WriteRow>> {
     const values = this.#writeValues(entries, options, now);
     return entries.length === 1
@@ -534,7 +502,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       !claim && entries.some((e) => e.result !== undefined)
         ? entries.map((e) => encodeOptional(e.result))
         : [];
-    // Kept until the later of retention and lease end, and at least minLifetimeMs (see forgetAt).
+    // Kept until the later of retention and lease end, and at least minLifetimeMs.
     const lifetime = Math.max(options.ttlMs, options.leaseMs ?? 0, options.minLifetimeMs ?? 0);
     return [
       this.#namespace,
@@ -569,7 +537,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return records;
   }
 
-  /** One statement that returns positions only: no record (and no result, up to 1 MiB each) crosses the wire. */
+  /** One statement that returns positions only: no record (nor its result) crosses the wire. */
   override async containsMany(ids: readonly MessageId[], options: ReadOptions = {}): Promise<boolean[]> {
     this.assertOpen();
     if (ids.length === 0) return [];
@@ -640,8 +608,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    // The rollback takes the transaction's claim away by itself (see RepositoryTransaction.rollbackOnly), and a
-    // failed statement of the handler may have aborted the transaction already: nothing to run.
+    // The rollback takes the claim away, and the transaction may be aborted already: nothing to run.
     if (this.scope.current()?.rollingBack) return true;
     const outcome =
       owner === undefined
@@ -654,7 +621,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     await this.#exec(this.#sql.clear, [this.#namespace]);
   }
 
-  /** The namespace's rows a page at a time, by id (keyset paging on the primary key); see `IdempotentRepository.scan`. */
+  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
     let after = '';
@@ -669,10 +636,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
-  /**
-   * Each batch is its own short transaction (unless called inside {@link transaction}); rows another transaction
-   * holds are skipped, never waited for.
-   */
+  /** Each batch is its own short transaction (unless inside {@link transaction}); held rows are skipped. */
   protected async purgeBatch(batchSize: number): Promise<number | undefined> {
     const outcome = await this.#exec(this.#sql.purge, [batchSize]);
     return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
@@ -696,18 +660,17 @@ interface ReadRow extends RecordRow {
 }
 
 /**
- * The `pg` client {@link postgresTransaction} answers. pg ships no types: without `@types/pg` a project with
- * `skipLibCheck: true` would see `pg.PoolClient` as a silent `any`, so the client is then a type whose only
- * member names the package, and its first use (`.query`) fails saying what to install.
+ * The `pg` client {@link postgresTransaction} answers. pg ships no types: without `@types/pg` it would be a
+ * silent `any`, so it is then a type whose only member names the package to install.
  */
 export type PostgresTransactionClient = unknown extends pg.PoolClient
   ? { readonly 'pg has no types of its own: npm install -D @types/pg': never }
   : pg.PoolClient;
 
 /**
- * The `pg` client of the transaction a handler runs in: what the consumer puts in `HandlerContext.transaction`
- * when its `transaction` option is on with a {@link PostgresRepository}. The handler's side effect goes through
- * it, so one COMMIT holds the effect and the mark. Throws a ConfigError when the handler runs outside a transaction.
+ * The `pg` client of the transaction a handler runs in (`HandlerContext.transaction` when the consumer's
+ * `transaction` option is on with a {@link PostgresRepository}): the side effect goes through it, so one COMMIT
+ * holds the effect and the mark. Throws a ConfigError outside a transaction.
  */
 export function postgresTransaction(context: { readonly transaction?: unknown }): PostgresTransactionClient {
   return handlerClient<pg.PoolClient>(context, ['query', 'release'], {

@@ -1,6 +1,5 @@
-import { ConfigError } from '../../errors.js';
 import type { IdempotencyRecord } from '../../store/types.js';
-import { TABLE_PATTERN } from './options.js';
+import { checkTable } from './options.js';
 
 /** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */
 export function quoteTable(table: string): string {
@@ -131,13 +130,7 @@ export class Statements {
   readonly removeOwned: string;
 
   constructor(table: string) {
-    if (!TABLE_PATTERN.test(table)) {
-      throw new ConfigError(
-        'repository.table',
-        `must be a table name or database.table, each 1-64 letters, digits, "_" or "$", got ${JSON.stringify(table)}`,
-      );
-    }
-    const t = quoteTable(table);
+    const t = quoteTable(checkTable(table));
     this.table = t;
     this.renew =
       `UPDATE ${t} SET token = ?, lease_expires_at = ${NOW_MS} + ?, forget_at = GREATEST(forget_at, ${NOW_MS} + ?) ` +

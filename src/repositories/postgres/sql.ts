@@ -99,6 +99,12 @@ export function statements(table: string) {
   ) =>
     `$1, ${id}, $7, ${now} + $8::float8, ${now} + $9::float8, $10::text, ${eventTime}, ${fingerprint}, ` +
     `${result}, ${wall} + $11::float8, ${now}`;
+  // The live rows of ids `$2` at `$3`: one primary-key lookup per id (a LATERAL kept apart by OFFSET 0), where a
+  // join's generic plan cached on a young table would scan it once grown.
+  const liveIds = `
+      FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
+      CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
+      WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`;
   // A batch's times as uncorrelated subqueries (InitPlans): computed once per statement, not once per row.
   const nowOnce = `(SELECT ${now2})`;
   return {
@@ -126,23 +132,10 @@ export function statements(table: string) {
       'claim_one',
       write(`VALUES (${row(now2, WALL, '$3::text', '$4::float8', '$5::text', '$6::text')})`, now2),
     ),
-    // `$1` namespace, `$2` ids, `$3` now|NULL; rows `n, now, record columns`. One primary-key lookup per id (a
-    // LATERAL kept apart by OFFSET 0): a join's generic plan cached on a young table would scan it once grown.
-    read: statement(
-      'read',
-      `SELECT u.n, ${nowOf('$3')} AS now, ${RECORD_COLUMNS('r')}
-      FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
-      CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
-      WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`,
-    ),
+    // `$1` namespace, `$2` ids, `$3` now|NULL; rows `n, now, record columns`.
+    read: statement('read', `SELECT u.n, ${nowOf('$3')} AS now, ${RECORD_COLUMNS('r')}${liveIds}`),
     // As read; rows `n` only.
-    contains: statement(
-      'contains',
-      `SELECT u.n
-      FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
-      CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
-      WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`,
-    ),
+    contains: statement('contains', `SELECT u.n${liveIds}`),
     // `$1` namespace, `$2` ids, `$3` owners, `$4` results (may be empty), `$5` ttlMs, `$6` now|NULL; rows `n`.
     // The lease is not checked: a lapsed claim no one took over (which rewrites the owner) is still its owner's.
     confirm: statement(

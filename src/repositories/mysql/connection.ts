@@ -2,19 +2,17 @@ import { connect, isIP, type Socket } from 'node:net';
 import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { checkLayout, errorCode, isTlsFailure as isTls } from '../sql/connection.js';
-import { connectFailure, detailOf, type MigrateStore } from '../sql/store.js';
+import { checkLayout, connectFailure } from '../sql/connection.js';
+import { detailOf, type MigrateStore } from '../sql/store.js';
 import type { MySqlOptions } from './options.js';
+import { ADDED_COLUMNS, COLUMNS, quoteTable, TRACK_LAST_INSERT_ID } from './sql.js';
 
 export { describeAddress } from './options.js';
 
-import { ADDED_COLUMNS, COLUMNS, quoteTable, TRACK_LAST_INSERT_ID } from './sql.js';
-
 /**
- * The sessions (mysql2's connection, under the wrapper each checkout makes anew) whose OK packets carry
- * `last_insert_id` (see {@link TRACK_LAST_INSERT_ID}): an owned pool's from the start, a given pool's from their
- * first one-row claim in a transaction. A session whose tracking failed or was changed later only costs a claim
- * its read-back.
+ * The sessions (mysql2's connections, under the wrapper each checkout makes anew) whose OK packets carry
+ * `last_insert_id` ({@link TRACK_LAST_INSERT_ID}): an owned pool's from the start, a given pool's from their
+ * first one-row claim in a transaction. Tracking that failed only costs a claim its read-back.
  */
 export const trackedSessions = new WeakSet<object>();
 
@@ -24,10 +22,9 @@ export function lockWaitSeconds(lockTimeoutMs: number): number {
 }
 
 /**
- * mysql2's `ssl` for `repository.tls`. `true` is TLS with the system CAs; certificates are verified unless the
- * config turns that off by name, and so is the host name they were issued for: mysql2 checks it only with
- * `verifyIdentity`, and without it accepts any certificate its CA signed, for any host, and sends the login
- * through it. Absent: the URL's own `ssl` parameter decides (none by default), with the same host-name check.
+ * mysql2's `ssl` for `repository.tls`: certificates verified unless turned off by name, and so is the host name
+ * (mysql2 checks it only with `verifyIdentity`, else accepts any certificate its CA signed). Absent: the URL's
+ * `ssl` parameter decides, with the same host-name check.
  */
 function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOptions['ssl'] {
   if (tls === undefined) return urlSsl(url);
@@ -37,10 +34,7 @@ function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOption
   return { ...settings, rejectUnauthorized, verifyIdentity: rejectUnauthorized };
 }
 
-/**
- * The URL's `ssl` parameter as mysql2 reads it (JSON, else the name of one of its profiles), with the host-name
- * check on wherever the certificate is verified and the parameter does not turn the check off by name.
- */
+/** The URL's `ssl` parameter as mysql2 reads it (JSON, else a profile name), the host-name check on where verified. */
 function urlSsl(url: URL): PoolOptions['ssl'] {
   const raw = url.searchParams.get('ssl');
   if (raw === null) return undefined;
@@ -57,12 +51,10 @@ function urlSsl(url: URL): PoolOptions['ssl'] {
 }
 
 /**
- * Where the pool's connections go, so that the certificate is checked against the right name. Node checks it
- * against the TLS `servername`, else the socket's `_host`, else "localhost". mysql2 gives no `servername` for an
- * address and takes none of its own, and Node leaves `_host` empty for an address: a URL host of 127.0.0.2 would be
- * checked as "localhost". So for an address the pool's socket is made here, `_host` set to it; and with
- * `repository.tls.servername` the pool is told that name as its host (which mysql2 sends as the servername) while
- * the socket still goes to the URL's host.
+ * Where the pool's connections go, so that the certificate is checked against the right name: Node checks the TLS
+ * `servername`, else the socket's `_host`, else "localhost", and for an address mysql2 gives no servername and
+ * Node no `_host`. So for an address the socket is made here with `_host` set; with `repository.tls.servername`
+ * the pool takes that name as its host (mysql2 sends it as the servername) while the socket goes to the URL's.
  */
 function endpointOptions(options: MySqlOptions, url: URL): Pick<PoolOptions, 'host' | 'stream'> {
   const servername = typeof options.tls === 'object' ? options.tls.servername : undefined;
@@ -79,10 +71,7 @@ function endpointOptions(options: MySqlOptions, url: URL): Pick<PoolOptions, 'ho
   };
 }
 
-/**
- * The URL the pool parses: without its `ssl` parameter when `repository.tls` is configured, which then decides
- * alone (mysql2 would let the URL's win over an explicit `false`).
- */
+/** The URL the pool parses, without `ssl` when `repository.tls` decides (mysql2 would let the URL's win). */
 function poolUri(options: MySqlOptions, url: URL): string {
   if (options.tls === undefined) return url.href;
   const copy = new URL(url.href);
@@ -90,26 +79,21 @@ function poolUri(options: MySqlOptions, url: URL): string {
   return copy.href;
 }
 
-/**
- * A pool for the repository. Its connections carry the repository's lock timeout as `innodb_lock_wait_timeout`,
- * so a claim outside any transaction that meets a row another transaction holds is answered in-progress after
- * it, not after the server's 50 s.
- */
+/** A pool whose connections carry the repository's lock timeout as `innodb_lock_wait_timeout`. */
 export function createPool(options: MySqlOptions): Pool {
   const url = new URL(options.url as string);
   const ssl = sslOptions(options.tls, url);
   const pool = createMysqlPool({
     uri: poolUri(options, url),
-    // The URL's password unless one is configured on its own (mysql2 lets explicit options win over the URI).
+    // Explicit options win over the URI.
     ...(options.password !== undefined ? { password: options.password } : {}),
     connectionLimit: options.poolSize,
     connectTimeout: options.connectTimeoutMs,
     // BIGINT columns hold epoch ms (< 2^53): numbers; anything larger comes back as a string, never rounded.
     supportBigNumbers: true,
     bigNumberStrings: false,
-    // Each statement text is prepared once per connection and kept. Batch sizes are rounded to a few buckets
-    // (sql.ts), so a few hundred texts at most; the bound keeps a pool far below the server's
-    // max_prepared_stmt_count (16382 by default, for all clients together).
+    // Each statement text is prepared once per connection and kept: a few hundred at most (sizes are bucketed),
+    // far below the server's max_prepared_stmt_count (16382 by default, for all clients together).
     maxPreparedStatements: 512,
     ...(ssl === undefined ? {} : { ssl }),
     ...endpointOptions(options, url),
@@ -131,20 +115,10 @@ export function errorNumber(error: unknown): number | undefined {
   return typeof errno === 'number' ? errno : undefined;
 }
 
-/** A certificate or handshake failure, or the server refusing TLS. */
-function isTlsFailure(error: unknown): boolean {
-  return isTls(error, '|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR', 'does not support secure connection');
-}
-
-/**
- * Maps a failure while opening the store (or migrating) to the setting most likely at fault: a ConfigError for
- * what the user must fix (credentials, database name, TLS, host name), a retryable RepositoryError when the
- * server may just not be up yet.
- */
+/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see connectFailure). */
 export function openError(error: unknown, address: string): unknown {
   if (error instanceof ConfigError || error instanceof RepositoryError) return error;
   const errno = errorNumber(error);
-  const code = errorCode(error);
   const detail = detailOf(error);
   // The server's own words when no password was sent (none in the URL nor in `password`).
   if (errno === 1045 && /\(using password: NO\)/.test(error instanceof Error ? error.message : '')) {
@@ -164,13 +138,11 @@ export function openError(error: unknown, address: string): unknown {
   if (errno === 1049) {
     return new ConfigError('repository.url', `mysql at ${address}: ${detail}`, { cause: error });
   }
-  return connectFailure(
-    'mysql',
-    address,
-    error,
-    { failed: isTlsFailure(error), serverHint: 'TLS enabled (ssl_cert, ssl_key)' },
-    code,
-  );
+  return connectFailure('mysql', address, error, {
+    codes: '|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR',
+    messages: 'does not support secure connection',
+    serverHint: 'TLS enabled (ssl_cert, ssl_key)',
+  });
 }
 
 /** Checks the table exists with the columns and types the statements use (see {@link checkLayout}). */

@@ -21,12 +21,12 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
-import { endQuietly, SAVEPOINT, SqlTransaction, StatementWatch } from '../sql/transaction.js';
+import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import {
   assertTable,
   createPool,
   describeAddress,
-  errorNumber,
+  errorNumber as errno,
   lockWaitSeconds,
   openError,
   trackedSessions,
@@ -53,32 +53,24 @@ const ER_LOCK_DEADLOCK = 1213;
 const ER_NO_SUCH_TABLE = 1146;
 /** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
 const ER_SP_DOES_NOT_EXIST = 1305;
-
+/** `Unknown prepared statement handler`: mysql2 closed the statement (its cache evicted it). */
+const ER_UNKNOWN_STMT_HANDLER = 1243;
 /** The OK packet's status flag: a transaction is open on the session. */
 const SERVER_STATUS_IN_TRANS = 0x0001;
-
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
-/** Rows per `scan` page. */
 const SCAN_PAGE = 1000;
-
 /**
- * How often a claim is run again for ids whose row vanished between the claim and its read-back (a concurrent
- * unconditional `remove` outside any transaction), and how often a statement outside any transaction is run
- * again after the server chose it as a deadlock victim (the server rolled it back whole, so it can be rerun).
+ * Rounds of a claim whose rows vanished before their read-back (an unconditional `remove` outside any
+ * transaction), and of a statement outside any transaction that the server chose as a deadlock victim.
  */
 const MAX_ROUNDS = 5;
 
-/** Where the repository reports what goes wrong in the background (a failed background purge). */
 export type MySqlLogger = SqlLogger;
-
 /** What {@link MySqlRepository.open} takes besides the config table (a given pool is a mysql2/promise pool). */
 export type MySqlOpenExtras = SqlOpenExtras<Pool>;
-
-/** Options of {@link MySqlRepository.open}: the config table plus what only code can pass. */
 export type MySqlOpenOptions = MySqlRepositoryOptions & MySqlOpenExtras;
 
-/** What opening differs in on MySQL. */
 const dialect: SqlDialect<Pool, MySqlOptions> = {
   store: 'mysql',
   parseOptions: (config) => parseMySqlOptions(config),
@@ -89,26 +81,22 @@ const dialect: SqlDialect<Pool, MySqlOptions> = {
   openError,
 };
 
-/** What {@link MySqlRepository.open} learns of the server. */
 interface ServerTraits {
   /** `innodb_rollback_on_timeout`: a lock wait timeout then rolls back the whole transaction, not one statement. */
   readonly rollbackOnTimeout: boolean;
-  /** MariaDB rather than MySQL (`@@version` says so). */
   readonly mariadb: boolean;
 }
 
 /**
- * Runs parameterless `statements` on `connection` in order, stopping at the first that fails (its error is the
- * call's), and answers the last one's OK packet: in one round trip as one anonymous compound statement where the
- * server has them (`compound`, MariaDB's `BEGIN NOT ATOMIC … END`, which needs no multi-statement client flag, so
- * a handler's own SQL on the connection can never stack statements), else one each.
+ * Runs parameterless `statements` in order, stopping at the first that fails, and answers the last one's OK
+ * packet: in one round trip as one anonymous compound statement where the server has them (`compound`:
+ * MariaDB's `BEGIN NOT ATOMIC … END`, which needs no multi-statement client flag), else one each.
  */
 async function inOrder(
   connection: PoolConnection,
   statements: readonly string[],
   compound: boolean,
 ): Promise<ResultSetHeader> {
-  // Prepared, like every statement of the repository's: the server compiles the block once per connection.
   if (compound) return execute<ResultSetHeader>(connection, blockOf(statements), NO_PARAMS);
   let header: ResultSetHeader | undefined;
   for (const sql of statements) [header] = await connection.query<ResultSetHeader>(sql);
@@ -120,7 +108,6 @@ const NO_PARAMS: unknown[] = [];
 /** The compound statement of each list of statements the repository keeps (see {@link SessionStatements}). */
 const blocks = new WeakMap<readonly string[], string>();
 
-/** `statements` as one anonymous compound statement (MariaDB), its text built once per list. */
 function blockOf(statements: readonly string[]): string {
   let block = blocks.get(statements);
   if (block === undefined) {
@@ -130,7 +117,6 @@ function blockOf(statements: readonly string[]): string {
   return block;
 }
 
-/** A mysql2 callback. */
 type Done = (error: Error | null, result?: unknown) => void;
 
 /** mysql2's callback API under its promise wrapper (`pool.pool`, `connection.connection`). */
@@ -139,26 +125,19 @@ interface CoreExecutor {
   prepare?(sql: string, done: (error: Error | null, statement?: PreparedStatement) => void): void;
 }
 
-/** A statement mysql2 prepared on a connection (and keeps in its statement cache). */
 interface PreparedStatement {
   execute(values: unknown[], done: Done): void;
 }
 
-/** `Unknown prepared statement handler`: mysql2 closed the statement (its cache evicted it). */
-const ER_UNKNOWN_STMT_HANDLER = 1243;
-
 /**
- * The statements of the repository's own that went on a connection (mysql2's, under the wrapper each checkout
- * makes anew), by text: executed as they are, without mysql2 looking the text up in its statement cache on every
- * call (it hashes the whole text, a few KB for a claim block) nor queueing a prepare step before each execute.
+ * The repository's statements prepared on each connection (mysql2's, under the wrapper each checkout makes anew),
+ * by text: run without mysql2 hashing the whole text (a few KB for a claim block) on every call.
  */
 const preparedOn = new WeakMap<object, Map<string, PreparedStatement>>();
 
 /**
- * Runs a statement of the repository's own and answers its result: through mysql2's callback API under the
- * promise wrapper, which for every call captures a stack trace (its `trace` option) and pairs the result with its
- * fields, neither of which the repository reads (a failure becomes a RepositoryError with the driver's error as
- * its cause). On a connection, a text run before goes as the statement prepared then ({@link preparedOn}). An
+ * Runs a statement of the repository's through mysql2's callback API, skipping the promise wrapper's stack
+ * trace and field pairing, which nothing reads; on a connection, as the statement prepared there before. An
  * executor without that core (an instrumented pool given to `open`) is called as it is.
  */
 function execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
@@ -177,14 +156,13 @@ function execute<T>(executor: Executor, sql: string, params: unknown[]): Promise
   });
 }
 
-/** {@link execute} on one connection: the statement prepared before, else prepared now and kept. */
 function executeOn(connection: CoreExecutor, sql: string, params: unknown[], done: Done): void {
   let statements = preparedOn.get(connection);
   const statement = statements?.get(sql);
   if (statement !== undefined) {
     statement.execute(params, (error, result) => {
       // Closed by mysql2 meanwhile: the server ran nothing; prepared anew.
-      if (error && errorNumber(error) === ER_UNKNOWN_STMT_HANDLER) {
+      if (error && errno(error) === ER_UNKNOWN_STMT_HANDLER) {
         statements?.delete(sql);
         executeOn(connection, sql, params, done);
         return;
@@ -214,7 +192,7 @@ interface TrackedHeader extends ResultSetHeader {
   readonly stateChanges?: { readonly systemVariables?: Readonly<Record<string, string>> };
 }
 
-/** What a transaction runs on its session besides its work, for one lock wait (see `MySqlRepository.transaction`). */
+/** What a transaction runs on its session besides its work, for one lock wait. */
 interface SessionStatements {
   /** The session settings, then the transaction's savepoint: sent with the work's first statement. */
   readonly lead: readonly string[];
@@ -231,15 +209,13 @@ interface Lead {
   readonly statements: readonly string[];
 }
 
-/** The lead of `transaction` when it has not gone yet. */
 function leadOf(transaction: MySqlTransaction): Lead | undefined {
   const statements = transaction.takeLead();
   return statements === undefined
     ? undefined
-    : { transaction, connection: transaction.rawConnection, statements };
+    : { transaction, connection: transaction.connection, statements };
 }
 
-/** What a statement runs on: the pool (autocommit) or the open transaction's connection. */
 type Executor = Pool | PoolConnection;
 
 /** A random token per statement: 52 bits, so the server compares it exactly (see the `token` column). */
@@ -247,14 +223,11 @@ function newToken(): number {
   return randomInt(2 ** 47) * 32 + randomInt(32);
 }
 
-const errno = errorNumber;
-
 /**
- * How many rows of an `INSERT … ON DUPLICATE KEY UPDATE` of `rows` rows the statement left as they were (a live
- * row it did not take), from the OK packet: `affectedRows` counts 1 per inserted row and 2 per updated one, plus
- * 1 per unchanged one when the client sets CLIENT_FOUND_ROWS (mysql2's default); `Duplicates` counts updated rows,
- * plus unchanged ones with that flag. Either way, unchanged = rows − affected + duplicates. Undefined when the
- * server sent no counts (they come only with a statement of two rows or more).
+ * How many rows of an `INSERT … ON DUPLICATE KEY UPDATE` of `rows` rows it left as they were: `affectedRows`
+ * counts 1 per inserted row and 2 per updated one (plus 1 per unchanged one under CLIENT_FOUND_ROWS, mysql2's
+ * default), `Duplicates` counts updated rows (plus unchanged ones under that flag), so unchanged = rows −
+ * affected + duplicates. Undefined when the server sent no counts (a one-row statement).
  */
 function unchangedRows(header: ResultSetHeader, rows: number): number | undefined {
   const duplicates = /Duplicates:\s*(\d+)/.exec(header.info ?? '')?.[1];
@@ -262,7 +235,7 @@ function unchangedRows(header: ResultSetHeader, rows: number): number | undefine
   return rows - header.affectedRows + Number(duplicates);
 }
 
-/** One claim entry with its column values as bytes, for the statement and its size. */
+/** One claim entry with its column values as bytes. */
 interface ClaimRow {
   readonly index: number;
   readonly key: string;
@@ -273,10 +246,19 @@ interface ClaimRow {
   readonly size: number;
 }
 
-/**
- * Groups items into statements of at most {@link MAX_ROWS} items and {@link MAX_STATEMENT_BYTES} bytes (a
- * single larger item still goes alone).
- */
+/** Throws when an owner or fingerprint is wider than its column. */
+function checkWidth(name: string, value: Buffer | null): void {
+  if (value !== null && value.length > MAX_FIELD_BYTES) {
+    throw new RepositoryError(
+      `mysql add: ${name} is ${value.length} bytes; the column holds ${MAX_FIELD_BYTES}`,
+      {
+        retryable: false,
+      },
+    );
+  }
+}
+
+/** Groups items into statements of at most {@link MAX_ROWS} items and {@link MAX_STATEMENT_BYTES} bytes. */
 function chunks<T>(items: readonly T[], sizeOf: (item: T) => number): T[][] {
   const groups: T[][] = [];
   let group: T[] = [];
@@ -307,17 +289,12 @@ function padded<T>(values: readonly T[], size: number): T[] {
  * Repository on MySQL 8 or MariaDB 10.6+ through mysql2, whose records can commit in the side effect's own
  * transaction (see {@link MySqlRepository.transaction}).
  *
- * One table (see migration.ts), keyed by `(namespace, id)`. A claim or lazy mark is one multi-row
- * `INSERT … ON DUPLICATE KEY UPDATE` that takes a row only when it is absent or no longer live, so it never raises a
- * duplicate-key error, and writes the call's random token on the rows it takes. Its OK packet says how many rows
- * it left alone; when none (the common case) the answer is complete in that one round trip, else a locking
- * read-back of the batch's rows tells, by the token, which it took and what holds the others. Reads, confirms,
- * renewals and removals are one statement each; every statement is prepared.
- *
- * Every time comes from the server's clock (`@@timestamp`, the same for all rows of a statement), so workers need
- * not agree on the time; only an explicit `now` (event-time mode) replaces it. Expiry is exact: every read filters
- * on liveness. Nothing deletes rows by itself: `purge()` (or the background purge, `purgeIntervalMs`) deletes
- * those past their `forget_at` in bounded batches.
+ * One table keyed by `(namespace, id)`. A claim or lazy mark is one multi-row `INSERT … ON DUPLICATE KEY UPDATE`
+ * that takes a row only when it is absent or no longer live (never a duplicate-key error) and writes the call's
+ * random token on the rows it takes. Its OK packet says how many rows it left alone; when none (the common case)
+ * that one round trip answers, else a locking read-back tells by the token which it took and what holds the
+ * others. Every statement is prepared. Times come from the server's clock (`@@timestamp`) unless an explicit
+ * `now` (event-time mode) replaces it; `purge()` deletes rows past their `forget_at` in bounded batches.
  */
 export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTransaction> {
   protected readonly storeName = 'mysql';
@@ -325,11 +302,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   readonly #namespace: Buffer;
   /** The `innodb_lock_wait_timeout` every connection of an owned pool already has; undefined for a given pool. */
   readonly #poolLockSeconds: number | undefined;
-  /** `innodb_rollback_on_timeout`: a lock wait timeout then rolls back the whole transaction, not one statement. */
   readonly #rollbackOnTimeout: boolean;
-  /** MariaDB: several statements go in one round trip as one anonymous compound statement (see {@link inOrder}). */
+  /** MariaDB: several statements go in one round trip (see {@link inOrder}). */
   readonly #compound: boolean;
-  /** The session statements of a transaction, by its lock wait in seconds (see {@link #session}). */
+  /** The session statements of a transaction, by its lock wait in seconds. */
   readonly #sessions = new Map<number, SessionStatements>();
   /** {@link #claimBlock}'s texts by lead list: untracked, then tracked. */
   readonly #claimBlocks = new WeakMap<readonly string[], readonly [string, string]>();
@@ -345,9 +321,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   }
 
   /**
-   * Connects (or takes the given pool), creates the table when `createTable` is set, otherwise checks that it
-   * exists with this layout, and returns the repository. Bad settings reject with a ConfigError naming
-   * `repository.<key>`; a missing table names the command that creates it. The URL's password is never shown.
+   * Connects (or takes the given pool), creates the table when `createTable` is set, otherwise checks its layout.
+   * Bad settings reject with a ConfigError naming `repository.<key>`; the URL's password is never shown.
    */
   static async open(input: MySqlOpenOptions): Promise<MySqlRepository> {
     const opened = await openSql(dialect, input, async (pool): Promise<ServerTraits> => {
@@ -359,30 +334,21 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   }
 
   /**
-   * Runs `work` in one transaction on a connection of the pool (see `TransactionalRepository`): every verb of
-   * this repository called from `work`'s async context runs on it, and `transaction.client` is the connection
-   * for the side effect. Commits when `work` resolves (a rollback when it was made rollback-only), rolls back
-   * when it rejects; the connection always goes back to the pool (destroyed when the rollback itself failed).
+   * Runs `work` in one transaction on a pooled connection (see `TransactionalRepository`); the connection goes
+   * back to the pool, or is destroyed when its state is unknown.
    *
-   * The session runs with `autocommit = 0` for the transaction's life rather than inside START TRANSACTION: when
-   * InnoDB rolls the whole transaction back on its own (a deadlock victim; a lock wait timeout under
-   * `innodb_rollback_on_timeout`), a session in START TRANSACTION is back in autocommit and every later statement
-   * of the work would commit by itself, without its mark. With autocommit off they open a new transaction that
-   * only COMMIT ends. A savepoint set first ({@link TRANSACTION_SAVEPOINT}) tells the two apart: it dies with the
-   * transaction that set it, so before COMMIT `RELEASE SAVEPOINT` proves the transaction is still the one
-   * opened here. When it is not, everything since the server's rollback is rolled back too and the call rejects
-   * with a retryable RepositoryError: nothing of the work was committed.
+   * The session runs with `autocommit = 0` rather than inside START TRANSACTION: when InnoDB rolls the whole
+   * transaction back on its own (a deadlock victim; a lock wait timeout under `innodb_rollback_on_timeout`), a
+   * session in START TRANSACTION is back in autocommit and the work's later statements would commit without its
+   * mark; with autocommit off they open a new transaction that only COMMIT ends. The savepoint set first
+   * ({@link TRANSACTION_SAVEPOINT}) dies with the transaction, so `RELEASE SAVEPOINT` before COMMIT proves it is
+   * still the one opened here; when not, everything is rolled back and the call rejects, retryable.
    *
-   * The session settings and the savepoint go with the work's first statement: on MariaDB in its round trip when
-   * that is a claim of one id (see `#claimAfter`), and at the end the savepoint's release and the settings' return
-   * (which commits) go in one, so one message in its own transaction costs the round trips of a plain BEGIN,
-   * INSERT, COMMIT. A work that sends nothing leaves nothing to end.
-   *
-   * The lock timeout (`lockTimeoutMs`, default the repository's) is the session's `innodb_lock_wait_timeout`
-   * while the transaction runs, in whole seconds rounded up; it and `autocommit` are restored afterwards. The
-   * isolation level is the session's (InnoDB's default REPEATABLE READ; READ COMMITTED works the same): claims
-   * are locking writes and their read-backs locking reads, which see the latest committed row whatever the
-   * snapshot.
+   * The settings and the savepoint go with the work's first statement (on MariaDB in a one-id claim's round
+   * trip), and the release and the settings' return (which commits) in one: one message in its own transaction
+   * costs the round trips of BEGIN, INSERT, COMMIT. `lockTimeoutMs` is the session's `innodb_lock_wait_timeout`
+   * meanwhile, in whole seconds rounded up. The isolation level is the session's: claims are locking writes and
+   * their read-backs locking reads, which see the latest committed row whatever the snapshot.
    */
   async transaction<T>(
     work: (transaction: RepositoryTransaction<PoolConnection>) => Promise<T>,
@@ -391,8 +357,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     const lockTimeoutMs = this.beginTransaction(options, Number.MAX_SAFE_INTEGER);
     const session = this.#session(lockWaitSeconds(lockTimeoutMs));
     const connection = await this.run('transaction', () => this.pool.getConnection());
-    // The session settings, then the savepoint, which opens the transaction (autocommit is off): sent with the
-    // work's first statement (see MySqlTransaction).
     const transaction = new MySqlTransaction(connection, lockTimeoutMs, this.#compound, session.lead);
     // Once false, the session's state is unknown: the connection is destroyed, never restored or reused.
     let healthy = true;
@@ -415,8 +379,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
         await this.run('commit', async () => {
           let header: ResultSetHeader;
           try {
-            // The savepoint's release, then the session's own setting back: turning autocommit on (the usual
-            // session) commits the open transaction. The release failing stops the commit.
+            // Turning autocommit back on commits; the release failing stops the commit.
             header = await inOrder(connection, session.end, this.#compound);
           } catch (error) {
             if (errno(error) !== ER_SP_DOES_NOT_EXIST) {
@@ -442,7 +405,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       if (transaction.rollingBack) {
         if (transaction.started) healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
         if (transaction.rolledBackBy !== undefined) {
-          // The work resolved, but what it did after the server's rollback was just rolled back too.
           throw new RepositoryError(
             `mysql transaction: the server rolled the transaction back while the work ran (${transaction.rolledBackBy}); ` +
               'nothing of it was committed; run it again',
@@ -451,7 +413,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       }
       return result;
     } finally {
-      // A start that failed left the session's settings unknown.
       if (transaction.broken) healthy = false;
       if (healthy && transaction.started && !restored) {
         healthy = (await endQuietly(connection, reset)) === undefined;
@@ -461,16 +422,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     }
   }
 
-  /**
-   * The session statements of a transaction whose lock wait is `seconds`, made once per setting: the same lists
-   * each time, so their compound statements are built once (see {@link blockOf}).
-   */
+  /** The session statements for a lock wait of `seconds`: the same lists each time, so their blocks are built once. */
   #session(seconds: number): SessionStatements {
     let session = this.#sessions.get(seconds);
     if (session !== undefined) return session;
     const setLockWait = seconds !== this.#poolLockSeconds;
-    // The session settings as they were: after COMMIT or ROLLBACK only, since turning autocommit back on would
-    // commit an open transaction.
+    // After COMMIT or ROLLBACK only: turning autocommit back on would commit an open transaction.
     const reset = setLockWait
       ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
       : 'SET SESSION autocommit = @idem_autocommit';
@@ -491,15 +448,13 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   }
 
   /**
-   * Each statement is its own short transaction at READ COMMITTED, so it takes no gap locks and never holds a lock
-   * for long; claims go on meanwhile. A live record is never deleted: `forget_at` is at least its expiry, and with
-   * `minLifetimeMs` (event-time mode) that many ms of the server's clock after the write.
+   * Each batch is its own short transaction at READ COMMITTED: no gap locks, no lock held for long. A live
+   * record is never deleted: `forget_at` is at least its expiry.
    */
   protected async purgeBatch(batchSize: number): Promise<number> {
     for (let round = 1; ; round++) {
       const connection = await this.pool.getConnection();
       try {
-        // For the next transaction only (this DELETE): no gap locks in front of claims inserting new rows.
         await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
         const [header] = await connection.execute(this.#sql.purge(batchSize));
         return (header as ResultSetHeader).affectedRows;
@@ -511,7 +466,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     }
   }
 
-  /** A missing table named as such (it was dropped, or another table was configured). */
   protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
     if (errno(error) !== ER_NO_SUCH_TABLE) return undefined;
     return new RepositoryError(
@@ -521,7 +475,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     );
   }
 
-  /** Where a statement of `transaction` runs: its connection once it began, else the pool. */
   async #executor(transaction: MySqlTransaction | undefined): Promise<Executor> {
     return transaction === undefined ? this.pool : transaction.session();
   }
@@ -533,14 +486,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return transaction;
   }
 
-  #execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
-    return execute<T>(executor, sql, params);
-  }
-
   /**
-   * A statement outside any transaction, run again when the server rolled it back as a deadlock victim (two
-   * multi-row claims can lock shared ids in turn). In a transaction a deadlock rolled back everything before it
-   * too: the transaction is marked aborted and the error goes to the caller.
+   * Runs a statement outside any transaction again when the server rolled it back as a deadlock victim (two
+   * multi-row claims can lock shared ids in turn). In a transaction the deadlock rolled back everything before
+   * it: the transaction is lost and the error goes to the caller.
    */
   async #withDeadlockRetry<T>(transaction: MySqlTransaction | undefined, call: () => Promise<T>): Promise<T> {
     for (let round = 1; ; round++) {
@@ -568,31 +517,19 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   ): Promise<AddResult[]> {
     const transaction = this.#transaction('add');
     const owner = options.leaseMs === undefined ? null : optionalBytes(options.owner);
-    if (owner !== null && owner.length > MAX_FIELD_BYTES) {
-      throw new RepositoryError(
-        `mysql add: owner is ${owner.length} bytes; the column holds ${MAX_FIELD_BYTES}`,
-        {
-          retryable: false,
-        },
-      );
-    }
+    checkWidth('owner', owner);
     const rows = entries.map((entry, index): ClaimRow => {
       const id = bytes(entry.key);
       const fingerprint = optionalBytes(entry.fingerprint);
-      if (fingerprint !== null && fingerprint.length > MAX_FIELD_BYTES) {
-        throw new RepositoryError(
-          `mysql add: fingerprint is ${fingerprint.length} bytes; the column holds ${MAX_FIELD_BYTES}`,
-          { retryable: false },
-        );
-      }
+      checkWidth('fingerprint', fingerprint);
       const result = optionalBytes(entry.result);
       const size = id.length + (fingerprint?.length ?? 0) + (result?.length ?? 0) + (owner?.length ?? 0);
       return { index, key: entry.key, id, fingerprint, result, eventTime: entry.eventTime ?? null, size };
     });
-    // In id order: concurrent multi-row claims then lock shared rows in the same order and cannot deadlock on them.
+    // In id order: concurrent multi-row claims lock shared rows in the same order and cannot deadlock on them.
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
-    // A transaction's start goes with its first claim when that is of one id (one message a transaction), in
-    // the claim's round trip; before a larger one it goes alone (a batch's one round trip more is little).
+    // A transaction's start goes in its first claim's round trip when that is of one id (one message a
+    // transaction); before a larger one it goes alone.
     let lead =
       transaction !== undefined && this.#compound && rows.length === 1 ? leadOf(transaction) : undefined;
     const executor = await this.#executor(transaction);
@@ -616,8 +553,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
           );
         } catch (error) {
           if (errno(error) !== ER_LOCK_WAIT_TIMEOUT) throw error;
-          // Another open transaction holds one of these ids: they are in progress. The statement was rolled back
-          // whole, so none of its ids is decided (nor any after it).
+          // Another open transaction holds one of these ids. The statement was rolled back whole, so none of its
+          // ids is decided (nor any after it).
           const undecided = [...groups.slice(g).flat(), ...retry];
           this.#answerBusy(undecided, entries, options, now, transaction, results);
           return results;
@@ -628,10 +565,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return results;
   }
 
-  /**
-   * One claim statement over `group`, after the transaction's `lead` when given; fills `results`, and `retry`
-   * with ids whose row vanished meanwhile.
-   */
+  /** One claim statement over `group`, after `lead` when given; fills `results`, and `retry` with vanished rows. */
   async #claimGroup(
     executor: Executor,
     group: readonly ClaimRow[],
@@ -673,18 +607,16 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     let taken: boolean;
     let at: number | undefined;
     if (lead === undefined) {
-      const header = await this.#execute<ResultSetHeader>(executor, this.#sql.claim(size), params);
+      const header = await execute<ResultSetHeader>(executor, this.#sql.claim(size), params);
       at = base ?? (header.insertId > 0 ? Number(header.insertId) : undefined);
       // The spare rows repeat the last one and always count as unchanged.
       taken = unchangedRows(header, size) === size - group.length;
     } else {
-      // The claim's time when it took the row, 0 when it left it, undefined when unknown (the read-back tells).
       const insertId = await this.#claimAfter(lead, params);
       taken = insertId !== undefined && insertId > 0;
       at = base ?? (taken ? insertId : undefined);
     }
     if (at !== undefined && taken) {
-      // Every row was taken.
       for (const row of group) {
         const entry = entries[row.index] as KeyedEntry;
         results[row.index] = { added: true, record: newRecord(row.key, entry, options, at) };
@@ -705,19 +637,18 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   }
 
   /**
-   * The transaction's lead and a one-row claim as one compound statement, prepared like any other: one round
-   * trip, which stops at the first statement that fails, so the claim never runs outside the transaction. Its OK
-   * packet carries no insert id; the session's `last_insert_id`, tracked, carries the claim's time when it took
-   * the row and 0 when it left it (see `Statements.claimInBlock`; a lapsed row it took over gets the rest of the
-   * claim in a second statement). Undefined when the packet does not say (the session's tracking was changed): the
-   * read-back tells. Parameters: the claim's.
+   * The transaction's lead and a one-row claim as one prepared compound statement: one round trip, which stops
+   * at the first failure, so the claim never runs outside the transaction. The session's tracked
+   * `last_insert_id` answers the claim's time when it took the row, 0 when it left it (a lapsed row taken over
+   * gets the rest of the claim in a second statement), and undefined when the packet does not say (the read-back
+   * tells).
    */
   async #claimAfter(lead: Lead, params: unknown[]): Promise<number | undefined> {
     // The tracking goes once per connection of a given pool, first (an owned pool's have it from the start).
     const session = lead.connection.connection;
     const sql = this.#claimBlock(lead.statements, !trackedSessions.has(session));
     try {
-      const header = await this.#execute<ResultSetHeader>(lead.connection, sql, params);
+      const header = await execute<ResultSetHeader>(lead.connection, sql, params);
       trackedSessions.add(session);
       const at = (header as TrackedHeader).stateChanges?.systemVariables?.last_insert_id;
       if (at === undefined) return undefined;
@@ -725,18 +656,14 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     } catch (error) {
       // A claim's own failures leave the lead done; any other may have stopped it part way.
       const code = errno(error);
-      if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.failedToBegin();
+      if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.broken = true;
       throw error;
     }
-    // A lapsed row whose token the block took: the whole claim writes the rest, its insert id the claim's time.
-    const header = await this.#execute<ResultSetHeader>(lead.connection, this.#sql.claim(1), params);
+    const header = await execute<ResultSetHeader>(lead.connection, this.#sql.claim(1), params);
     return header.insertId > 0 ? Number(header.insertId) : undefined;
   }
 
-  /**
-   * The compound statement of `lead` then a one-row claim (see {@link #claimAfter}), with the tracking first when
-   * `track`: built once per lead list (see {@link #session}).
-   */
+  /** The block of `lead` then a one-row claim, the tracking first when `track`: built once per lead list. */
   #claimBlock(lead: readonly string[], track: boolean): string {
     let texts = this.#claimBlocks.get(lead);
     if (texts === undefined) {
@@ -750,24 +677,19 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return texts[track ? 1 : 0];
   }
 
-  /** The rows of `group` after its claim, by key (see {@link Statements.readBack}). */
   async #readBack(executor: Executor, group: readonly ClaimRow[], token: number): Promise<Map<string, Row>> {
     const size = bucket(group.length);
-    const rows = await this.#execute<Row[]>(executor, this.#sql.readBack(size), [
-      token,
-      this.#namespace,
-      ...padded(
-        group.map((row) => row.id),
-        size,
-      ),
-    ]);
+    const ids = padded(
+      group.map((row) => row.id),
+      size,
+    );
+    const rows = await execute<Row[]>(executor, this.#sql.readBack(size), [token, this.#namespace, ...ids]);
     return new Map(rows.map((row) => [row.id.toString('utf8'), row]));
   }
 
   /**
-   * The answer for ids a claim could not decide within the lock timeout: each is held by another open
-   * transaction, so it is in progress (an `in-flight` record whose lease ends when this wait would have); the
-   * transaction, if any, can only roll back.
+   * Ids a claim could not decide within the lock timeout are held by another open transaction: in progress, their
+   * lease ending when this wait would have. The transaction, if any, can only roll back.
    */
   #answerBusy(
     undecided: readonly ClaimRow[],
@@ -793,7 +715,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       };
     }
     if (transaction !== undefined) {
-      // With innodb_rollback_on_timeout the server rolled back the whole transaction, not just the statement.
       if (this.#rollbackOnTimeout) transaction.abort('lock wait timeout with innodb_rollback_on_timeout');
       else transaction.rollbackOnly();
     }
@@ -808,7 +729,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     const ids = keys.map(bytes);
     for (const group of chunks(ids, (id) => id.length)) {
       const size = bucket(group.length);
-      const rows = await this.#execute<Row[]>(executor, this.#sql.get(size), [
+      const rows = await execute<Row[]>(executor, this.#sql.get(size), [
         this.#namespace,
         ...padded(group, size),
         timeParam(now),
@@ -847,7 +768,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       for (const row of full) params.push(row.id);
       for (const row of full) params.push(row.id, row.owner);
       const header = await this.#withDeadlockRetry(transaction, () =>
-        this.#execute<ResultSetHeader>(executor, this.#sql.confirm(size), params),
+        execute<ResultSetHeader>(executor, this.#sql.confirm(size), params),
       );
       if (header.affectedRows === group.length) {
         for (const row of group) confirmed[row.index] = true;
@@ -855,7 +776,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       }
       if (header.affectedRows === 0) continue;
       // Some claims were gone or another owner's: the token says which rows this statement confirmed.
-      const mine = await this.#execute<{ id: Buffer }[]>(executor, this.#sql.withToken(size), [
+      const mine = await execute<{ id: Buffer }[]>(executor, this.#sql.withToken(size), [
         this.#namespace,
         ...full.map((row) => row.id),
         token,
@@ -874,34 +795,25 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   ): Promise<boolean> {
     const transaction = this.#transaction('renew');
     const executor = await this.#executor(transaction);
+    const params = [newToken(), leaseMs, leaseMs, this.#namespace, bytes(key), bytes(owner)];
     const header = await this.#withDeadlockRetry(transaction, () =>
-      this.#execute<ResultSetHeader>(executor, this.#sql.renew, [
-        newToken(),
-        leaseMs,
-        leaseMs,
-        this.#namespace,
-        bytes(key),
-        bytes(owner),
-      ]),
+      execute<ResultSetHeader>(executor, this.#sql.renew, params),
     );
     return header.affectedRows === 1;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     const transaction = this.scope.current();
-    // The rollback takes the claim away (see `RepositoryTransaction.rollbackOnly`), and the transaction may be
-    // gone on the server already.
+    // The rollback takes the claim away, and the transaction may be gone on the server already.
     if (transaction?.rollingBack) return true;
     transaction?.assertUsable('remove');
     const executor = await this.#executor(transaction);
-    const header = await this.#withDeadlockRetry(transaction, () =>
+    const [sql, params] =
       owner === undefined
-        ? this.#execute<ResultSetHeader>(executor, this.#sql.remove, [this.#namespace, bytes(key)])
-        : this.#execute<ResultSetHeader>(executor, this.#sql.removeOwned, [
-            this.#namespace,
-            bytes(key),
-            bytes(owner),
-          ]),
+        ? [this.#sql.remove, [this.#namespace, bytes(key)]]
+        : [this.#sql.removeOwned, [this.#namespace, bytes(key), bytes(owner)]];
+    const header = await this.#withDeadlockRetry(transaction, () =>
+      execute<ResultSetHeader>(executor, sql, params),
     );
     return header.affectedRows > 0;
   }
@@ -911,19 +823,19 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     const executor = await this.#executor(transaction);
     for (;;) {
       const header = await this.#withDeadlockRetry(transaction, () =>
-        this.#execute<ResultSetHeader>(executor, this.#sql.clear(CLEAR_BATCH), [this.#namespace]),
+        execute<ResultSetHeader>(executor, this.#sql.clear(CLEAR_BATCH), [this.#namespace]),
       );
       if (header.affectedRows < CLEAR_BATCH) return;
     }
   }
 
-  /** The namespace's rows a page at a time, by id (keyset paging on the primary key); see `IdempotentRepository.scan`. */
+  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
     let after: Buffer = Buffer.alloc(0);
     for (;;) {
       const rows = await this.run('scan', () =>
-        this.#execute<Row[]>(this.pool, this.#sql.scan(SCAN_PAGE), [this.#namespace, after]),
+        execute<Row[]>(this.pool, this.#sql.scan(SCAN_PAGE), [this.#namespace, after]),
       );
       if (rows.length === 0) return;
       await onPage(rows.map(decodeRow));
@@ -934,78 +846,49 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 }
 
 /**
- * The savepoint `transaction()` sets before the work and releases just before COMMIT: it exists exactly as long
- * as the transaction that set it, so its absence proves the server rolled that transaction back (see
- * {@link MySqlRepository.transaction}). Set before {@link SAVEPOINT}, so rolling back to or releasing that one
- * leaves it standing.
+ * The savepoint `transaction()` sets first and releases just before COMMIT: it dies with the transaction that set
+ * it, so its absence proves the server rolled that transaction back. Set before {@link SAVEPOINT}, so rolling
+ * back to or releasing that one leaves it standing.
  */
 const TRANSACTION_SAVEPOINT = 'idempotent_consumer_transaction';
 
-/**
- * One open MySQL transaction: the pool connection with autocommit off, and what the repository learned about it
- * (made rollback-only, ended, or rolled back by the server itself).
- */
+/** One open MySQL transaction: a pool connection with autocommit off, and what the repository learned of it. */
 export class MySqlTransaction extends SqlTransaction<PoolConnection> {
-  #rollingBack = false;
+  /** The lead failed, or a round trip carrying it: the session's settings are unknown, the connection not reused. */
+  broken = false;
   #ended = false;
   /** Why the server rolled the transaction back (a deadlock), when it did. */
   #abortedBy: string | undefined;
   /** Set when the server's rollback was not answered for by a verb (see `rolledBackBy`). */
   #rolledBackBy: string | undefined;
-  /** Whether the server runs several statements in one round trip (see {@link inOrder}). */
   readonly #compound: boolean;
-  /**
-   * The statements that start the transaction, until they go: with its first claim, in that round trip (see
-   * {@link takeLead}); alone, before any other statement of the repository's ({@link session}); or as soon as
-   * the caller is handed the connection ({@link handOut}). Undefined once sent.
-   */
-  #lead: readonly string[] | undefined;
   /** The lead sent alone, not yet answered. */
   #began: Promise<unknown> | undefined;
-  /** The lead failed: the session's settings are unknown, so the connection is not reused. */
-  #broken = false;
-  /** Counts the statements sent, for optimistic savepoints (made at the first one). */
-  #watch: StatementWatch | undefined;
 
+  /** `lead`: sent with the first claim in its round trip, else alone before any other statement. */
   constructor(connection: PoolConnection, lockTimeoutMs: number, compound: boolean, lead: readonly string[]) {
-    super('mysql', connection, lockTimeoutMs);
+    super('mysql', connection, lockTimeoutMs, lead);
     this.#compound = compound;
-    this.#lead = lead;
   }
 
-  /** Whether any statement went to the server: a transaction that sent none has nothing to end. */
-  get started(): boolean {
-    return this.#lead === undefined;
-  }
-
-  /** The connection, without handing it out (see {@link handOut}): for a statement that carries the lead. */
-  get rawConnection(): PoolConnection {
-    return this.connection;
-  }
-
-  /** Whether the lead failed (see {@link failedToBegin}). */
-  get broken(): boolean {
-    return this.#broken;
-  }
-
-  protected override handOut(): void {
-    if (this.#lead === undefined) return;
+  protected handOut(): void {
+    if (this.started) return;
     // Not awaited: mysql2 sends the caller's statements after it, in order. Its failure ends the transaction.
     this.#sendLead().catch((error: unknown) => {
-      this.failedToBegin();
+      this.broken = true;
       this.abort(`its start failed: ${error instanceof Error ? error.message : String(error)}`);
     });
   }
 
   /** The connection for a statement of the repository's, once the lead went (alone, when it had not). */
   async session(): Promise<PoolConnection> {
-    // The repository's statements go under the watched methods (see `execute`): counted here instead.
-    if (this.#watch !== undefined) this.#watch.sent++;
-    if (this.#lead !== undefined) void this.#sendLead().catch(() => {});
+    // The repository's statements bypass the watched methods (see `execute`).
+    this.counted();
+    if (!this.started) void this.#sendLead().catch(() => {});
     try {
       await this.#began;
     } catch (error) {
-      this.failedToBegin();
+      this.broken = true;
       throw error;
     }
     return this.connection;
@@ -1014,22 +897,6 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   /** Settles once the lead sent alone was answered, failed or not. */
   async begun(): Promise<void> {
     await this.#began?.catch(() => {});
-  }
-
-  /**
-   * The lead, for a statement that sends it ahead of its own in one round trip (then the transaction counts as
-   * started); undefined once it went. A failure of that round trip other than the statement's own goes to
-   * {@link failedToBegin}.
-   */
-  takeLead(): readonly string[] | undefined {
-    const lead = this.#lead;
-    this.#lead = undefined;
-    return lead;
-  }
-
-  /** The lead failed, or a round trip carrying it: the session's settings are unknown. */
-  failedToBegin(): void {
-    this.#broken = true;
   }
 
   #sendLead(): Promise<unknown> {
@@ -1041,35 +908,21 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     return this.#began;
   }
 
-  get rollingBack(): boolean {
-    return this.#rollingBack;
-  }
-
   /**
-   * Why the server rolled the whole transaction back while the work ran (see `RepositoryTransaction`): a
-   * deadlock in a verb's statement, or one in the work's own found by a savepoint (or, before COMMIT, the
-   * transaction's savepoint) that the rollback took away. Nothing the work did afterwards commits (autocommit is
-   * off); the transaction can only be run again. A lock timeout under `innodb_rollback_on_timeout` in a claim
-   * does not set it: the claim answered its ids in progress, which a rerun would only wait for again.
+   * Why the server rolled the whole transaction back while the work ran: a deadlock in a verb's statement, or in
+   * the work's own, found by a savepoint that the rollback took away. The transaction can only run again. A
+   * claim's lock timeout under `innodb_rollback_on_timeout` does not set it: its ids were answered in progress.
    */
   get rolledBackBy(): string | undefined {
     return this.#rolledBackBy;
   }
 
-  rollbackOnly(): void {
-    this.#rollingBack = true;
-  }
-
-  /**
-   * Optimistic (see `RepositoryTransaction.savepoint`): sets none, and notes how many statements the connection
-   * has sent. A rollback to it then works while none was sent since; otherwise the transaction needs savepoints.
-   */
+  /** Optimistic: sets none, and rolling back to it works while no statement was sent since. */
   savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
     return this.openSavepoint(async () => {
       if (options.optimistic === true) {
         this.assertUsable('savepoint');
-        this.#watch ??= new StatementWatch(this.connection, ['query', 'execute']);
-        return this.mark();
+        return this.mark(['query', 'execute']);
       }
       await this.#statement('savepoint', `SAVEPOINT ${SAVEPOINT}`);
       return 'open';
@@ -1077,10 +930,8 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   }
 
   /**
-   * Sends nothing (one round trip less per handler): the next `SAVEPOINT` of the same name replaces this one, and
-   * the transaction's end drops it. What a release would prove, that the server did not roll the transaction
-   * back meanwhile, the transaction's own savepoint proves before COMMIT (see {@link MySqlRepository.transaction}).
-   * A failed statement of the handler's rolled back alone, so an optimistic savepoint keeps the writes as well.
+   * Sends nothing: the next `SAVEPOINT` of the same name replaces this one, and the transaction's end drops it.
+   * That the server did not roll the transaction back meanwhile, {@link TRANSACTION_SAVEPOINT} proves before COMMIT.
    */
   async releaseSavepoint(): Promise<void> {
     this.takeSavepoint('releaseSavepoint');
@@ -1088,17 +939,13 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     this.assertUsable('releaseSavepoint');
   }
 
-  /**
-   * MySQL keeps the savepoint after `ROLLBACK TO`; it is not released here (one round trip less): the next
-   * `SAVEPOINT` of the same name replaces it, and the transaction's end drops it.
-   */
+  /** MySQL keeps the savepoint after `ROLLBACK TO`; the next `SAVEPOINT` of the same name replaces it. */
   async rollbackToSavepoint(): Promise<void> {
     this.takeSavepoint('rollbackToSavepoint');
     const mark = this.takeMark();
     if (mark !== undefined) {
       if (!mark.touched) return;
-      // Back to the transaction's own savepoint: it is rolled back in any case, and this finds out whether the
-      // server rolled it back already (a deadlock in the handler's statement: run again as it is).
+      // Back to the transaction's own savepoint, which also finds out whether the server rolled it back already.
       await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${TRANSACTION_SAVEPOINT}`);
       this.needSavepoints();
       return;
@@ -1108,12 +955,12 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
 
   /**
    * The server rolled the whole transaction back (a deadlock; a lock wait timeout with
-   * `innodb_rollback_on_timeout`). Whatever runs on the session afterwards is a new transaction that must not
-   * commit, so the repository's later verbs in this transaction refuse to run and its end is a ROLLBACK.
+   * `innodb_rollback_on_timeout`): what runs on the session afterwards is a new transaction that must not commit,
+   * so later verbs refuse to run and the end is a ROLLBACK.
    */
   abort(reason: string): void {
     this.#abortedBy ??= reason;
-    this.#rollingBack = true;
+    this.doomed = true;
   }
 
   /** {@link abort}, for a rollback no verb answered for: the transaction is to be run again ({@link rolledBackBy}). */
@@ -1122,15 +969,10 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     this.#rolledBackBy ??= reason;
   }
 
-  protected statementsSent(): number {
-    return this.#watch?.sent ?? 0;
-  }
-
   /** Called when `transaction()` ends: a verb still running in this async context may no longer use it. */
   end(): void {
     this.#ended = true;
-    this.#watch?.dispose();
-    this.#watch = undefined;
+    this.dispose();
   }
 
   /** Throws when the transaction cannot take another statement of the repository. */
@@ -1155,8 +997,8 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
       await (await this.session()).query(sql);
     } catch (error) {
       const code = errno(error);
-      // The savepoint went with the whole transaction: the server rolled it back (a statement of the work's own
-      // was a deadlock victim). A retryable failure of the whole transaction, never of this step alone.
+      // The savepoint went with the whole transaction (a statement of the work's was a deadlock victim): a
+      // retryable failure of the whole transaction, never of this step alone.
       if (code === ER_SP_DOES_NOT_EXIST || code === ER_LOCK_DEADLOCK) {
         this.lost(
           code === ER_LOCK_DEADLOCK
@@ -1174,13 +1016,12 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
 }
 
 /**
- * The mysql2 connection of the transaction a handler runs in: what the consumer puts in
- * `HandlerContext.transaction` when its `transaction` option is on with a {@link MySqlRepository}. The handler's
- * side effect goes through it, so one COMMIT holds the effect and the mark. Throws a ConfigError when the handler
- * runs outside a transaction.
+ * The mysql2 connection of the transaction a handler runs in (`HandlerContext.transaction` when the consumer's
+ * `transaction` option is on with a {@link MySqlRepository}): the side effect goes through it, so one COMMIT holds
+ * the effect and the mark. Throws a ConfigError outside a transaction.
  */
 export function mysqlTransaction(context: { readonly transaction?: unknown }): PoolConnection {
-  // A mysql2/promise connection: `execute` (which a pg client lacks) and `release`.
+  // `execute`, which a pg client lacks, and `release`.
   return handlerClient(context, ['execute', 'release'], {
     fn: 'mysqlTransaction',
     repository: 'MySqlRepository',

@@ -1,41 +1,45 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { ConfigError } from '../../errors.js';
 import { parseOptions } from '../../options/issues.js';
 import { refuseBadPercentEscapes } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 import { describeAddress as describeSqlAddress, sqlDefaults, sqlOptionFields } from '../sql/options.js';
 
 /**
- * Defaults of the MySQL/MariaDB repository, written once: the SQL stores' (`table` may be `database.table`).
- * InnoDB counts the lock timeout in whole seconds (`innodb_lock_wait_timeout`), so `lockTimeoutMs` is rounded up
- * to the next second, at least 1; `poolSize` is mysql2's `connectionLimit`, `connectTimeoutMs` its `connectTimeout`.
+ * Defaults of the MySQL/MariaDB repository: the SQL stores' (`table` may be `database.table`). `lockTimeoutMs` is
+ * rounded up to whole seconds (`innodb_lock_wait_timeout`), at least 1; `poolSize` is mysql2's `connectionLimit`.
  */
 export const mysqlDefaults = { ...sqlDefaults } as const satisfies Record<string, unknown>;
 
 /**
- * One part of a table name: letters, digits, `_` and `$`, not starting with a digit, at most 64 characters
- * (MySQL's identifier limit). Stricter than MySQL, so a name never needs more than backquotes.
+ * `table` or `database.table`, each part letters, digits, `_` and `$`, not starting with a digit, at most 64
+ * characters: stricter than MySQL, so a name never needs more than backquotes.
  */
-export const IDENTIFIER_PATTERN = /^[A-Za-z_][A-Za-z0-9_$]{0,63}$/;
-
-/** `table` or `database.table`, each part an {@link IDENTIFIER_PATTERN}. */
 export const TABLE_PATTERN = /^(?:[A-Za-z_][A-Za-z0-9_$]{0,63}\.)?[A-Za-z_][A-Za-z0-9_$]{0,63}$/;
 
-/** Longest namespace, in UTF-8 bytes: the width of the `namespace` column (see migration.ts). */
-export const MAX_NAMESPACE_BYTES = 255;
+/** `table`, checked against {@link TABLE_PATTERN} (a ConfigError when it fails). */
+export function checkTable(table: string): string {
+  if (!TABLE_PATTERN.test(table)) {
+    throw new ConfigError(
+      'repository.table',
+      `must be a table name or database.table, each 1-64 letters, digits, "_" or "$", got ${JSON.stringify(table)}`,
+    );
+  }
+  return table;
+}
+
+/** Longest namespace, in UTF-8 bytes: the width of the `namespace` column. */
+const MAX_NAMESPACE_BYTES = 255;
 
 /** Config schema for `repository.type = "mysql"`. */
 export const mysqlOptionsSchema = z
   .object({
-    /**
-     * `mysql://user:password@host:port/database`; optional only when an existing pool is passed to
-     * `MySqlRepository.open`. The password never appears in errors or logs.
-     */
+    /** `mysql://user:password@host:port/database`; optional only when a pool is passed. */
     url: z
       .url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' })
       .superRefine(refuseBadPercentEscapes)
       .optional(),
-    /** `table` or `database.table`. */
     table: z
       .string()
       .regex(
@@ -51,12 +55,12 @@ export const mysqlOptionsSchema = z
       })
       .default(mysqlDefaults.namespace),
     /**
-     * TLS to the server: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates
-     * and the host name they name (the URL's host, or `servername`) are verified.
+     * TLS: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates and the host
+     * name they name (the URL's host, or `servername`) are verified.
      */
     tls: tlsSettingSchema
-      // mysql2 sends no SNI for an address and checks the certificate against the host it connects to, so an
-      // address here could not be honoured: it would be dropped without a word.
+      // mysql2 sends no SNI for an address and checks the certificate against the host it connects to: an address
+      // here could not be honoured.
       .refine(
         (tls) => typeof tls !== 'object' || tls.servername === undefined || isIP(tls.servername) === 0,
         {
@@ -76,12 +80,12 @@ export type MySqlOptions = z.output<typeof mysqlOptionsSchema>;
 /** Options of {@link MySqlRepository.open}, as written in config. */
 export type MySqlRepositoryOptions = z.input<typeof mysqlOptionsSchema>;
 
-/** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
+/** Validates options given in code; a bad one is a ConfigError naming `repository.<key>` and `owner`. */
 export function parseMySqlOptions(input: unknown, owner = 'MySqlRepository.open(...)'): MySqlOptions {
   return parseOptions(mysqlOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }
 
-/** Where the pool connects, without credentials (they must not reach logs or errors). */
+/** Where the pool connects, without credentials. */
 export function describeAddress(url: string | undefined): string {
   return describeSqlAddress(url, 3306);
 }

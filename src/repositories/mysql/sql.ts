@@ -1,6 +1,5 @@
-import { ConfigError } from '../../errors.js';
 import type { IdempotencyRecord } from '../../store/types.js';
-import { TABLE_PATTERN } from './options.js';
+import { checkTable } from './options.js';
 
 /** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */
 export function quoteTable(table: string): string {
@@ -10,10 +9,7 @@ export function quoteTable(table: string): string {
     .join('.');
 }
 
-/**
- * The columns the statements use, with the `DATA_TYPE` information_schema reports for each: the layout check at
- * open compares against it.
- */
+/** The columns the statements use, with the `DATA_TYPE` information_schema reports for each (checked at open). */
 export const COLUMNS = {
   namespace: 'varbinary',
   id: 'varbinary',
@@ -36,36 +32,27 @@ export const ADDED_COLUMNS = { first_seen_at: 'bigint' } as const;
 export const MAX_FIELD_BYTES = 1024;
 
 /**
- * The server's clock in epoch ms. `@@timestamp` is the statement's start time as a fraction of seconds since
- * the epoch, whatever the session's time zone (`UNIX_TIMESTAMP(NOW(3))` goes through local time and is an hour
- * off in a DST fold), and it is the same for every row of a statement.
+ * The server's clock in epoch ms: the statement's start, the same for every row, whatever the session's time
+ * zone (`UNIX_TIMESTAMP(NOW(3))` goes through local time and is an hour off in a DST fold).
  */
 export const NOW_MS = 'FLOOR(@@timestamp * 1000)';
 
-/** Until when a row counts (see `isLive`): an in-flight row until its lease ends, a confirmed one until it expires. */
+/** Until when a row counts: an in-flight row until its lease ends, a confirmed one until it expires. */
 const LIVE_UNTIL = "IF(state = 'in-flight', COALESCE(lease_expires_at, 0), expires_at)";
 
-/** The columns a record is read from, in this order. */
 const RECORD_COLUMNS =
   'id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, first_seen_at';
 
-/**
- * Most rows in one statement. 14 parameters a row stays far below the protocol's 65535 placeholders, and a
- * statement of this many small rows is a few hundred KiB.
- */
+/** Most rows in one statement: 14 parameters a row stays far below the protocol's 65535 placeholders. */
 export const MAX_ROWS = 1024;
 
-/**
- * Most bytes of ids, owners, fingerprints and results in one statement. Far below `max_allowed_packet` (16 MiB
- * on MariaDB, 64 MiB on MySQL 8), so a batch of large results is cut into a few statements instead of failing.
- */
+/** Most bytes of ids and strings in one statement: far below `max_allowed_packet` (16 MiB on MariaDB). */
 export const MAX_STATEMENT_BYTES = 4 * 1024 * 1024;
 
 /**
  * The statement size used for `n` rows or ids: `n` up to 8, then the next of four steps per power of two (9 → 10,
- * 100 → 112, 1000 → 1024). The spare places repeat the last row or id, which changes nothing. Every size is a
- * distinct statement text that each connection prepares once and keeps; without the rounding, consumers whose
- * batch sizes vary would prepare (and the server keep) one statement per size per connection.
+ * 100 → 112, 1000 → 1024), the spare places repeating the last. Each size is a text every connection prepares and
+ * keeps, so varying batch sizes prepare a few statements, not one per size.
  */
 export function bucket(n: number): number {
   if (n <= 8) return n;
@@ -73,12 +60,11 @@ export function bucket(n: number): number {
   return Math.min(MAX_ROWS, Math.ceil(n / step) * step);
 }
 
-/** `?, ?, ?` */
 function marks(n: number): string {
   return new Array<string>(n).fill('?').join(', ');
 }
 
-/** A row as mysql2 returns it: bytes as Buffers, BIGINT as numbers (or strings when they exceed 2^53). */
+/** A row as mysql2 returns it: bytes as Buffers, BIGINT as numbers (strings past 2^53). */
 export interface Row {
   readonly id: Buffer;
   readonly state: string;
@@ -90,16 +76,14 @@ export interface Row {
   readonly result: Buffer | null;
   /** Null on a row written by a version that did not keep it. */
   readonly first_seen_at: number | string | null;
-  /** In the claim's read-back: 1 when this call's token is on the row (it wrote it). */
+  /** In the claim's read-back: 1 when this call's token is on the row. */
   readonly won?: number | string | null;
 }
 
-/** Text as the bytes a column holds. */
 export function bytes(text: string): Buffer {
   return Buffer.from(text, 'utf8');
 }
 
-/** A nullable text as bytes. */
 export function optionalBytes(text: string | undefined): Buffer | null {
   return text === undefined ? null : Buffer.from(text, 'utf8');
 }
@@ -121,9 +105,8 @@ export function decodeRow(row: Row): IdempotencyRecord {
 }
 
 /**
- * Adds the session's `last_insert_id` to what the server reports changed in each OK packet (session state
- * tracking, MariaDB 10.2+, which mysql2 asks for and parses): set once per connection, before its first
- * {@link Statements.claimInBlock}. A list of `*` (every variable) already has it, and takes no other name.
+ * Adds `last_insert_id` to the session variables each OK packet reports (session state tracking, MariaDB 10.2+,
+ * parsed by mysql2): once per connection, before its first {@link Statements.claimInBlock}. `*` already has it.
  */
 export const TRACK_LAST_INSERT_ID =
   'SET SESSION session_track_system_variables = IF(@@SESSION.session_track_system_variables = ' +
@@ -131,30 +114,29 @@ export const TRACK_LAST_INSERT_ID =
 
 /**
  * What {@link Statements.claimInBlock} leaves in `last_insert_id` when it took a lapsed row over (its token only):
- * the whole claim then follows. A claim's own time of 1 ms (an explicit `now`) reads the same, and costs only that
- * statement, which on a row of the claim's token writes the same values again.
+ * the whole claim follows. A claim's own time of 1 ms reads the same and only costs that statement.
  */
 export const TAKEN_OVER = 1;
 
-/** Parameters per row of {@link Statements.claim}, in the order of its VALUES. */
-export const CLAIM_PARAMS = 14;
-
-/**
- * Every statement of one table, its text built once per size. All are prepared (`execute`) and take the
- * namespace and ids as bytes.
- */
+/** Every statement of one table, its text built once per size; all prepared, namespace and ids as bytes. */
 export class Statements {
   readonly table: string;
   readonly #texts = new Map<string, string>();
+  /** Parameters: token, lease, lease, namespace, id, owner. `forget_at` only moves later. */
+  readonly renew: string;
+  /** Parameters: namespace, id. */
+  readonly remove: string;
+  /** Deletes the owner's in-flight claim only. Parameters: namespace, id, owner. */
+  readonly removeOwned: string;
 
   constructor(table: string) {
-    if (!TABLE_PATTERN.test(table)) {
-      throw new ConfigError(
-        'repository.table',
-        `must be a table name or database.table, each 1-64 letters, digits, "_" or "$", got ${JSON.stringify(table)}`,
-      );
-    }
-    this.table = quoteTable(table);
+    const t = quoteTable(checkTable(table));
+    this.table = t;
+    this.renew =
+      `UPDATE ${t} SET token = ?, lease_expires_at = ${NOW_MS} + ?, forget_at = GREATEST(forget_at, ${NOW_MS} + ?) ` +
+      `WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`;
+    this.remove = `DELETE FROM ${t} WHERE namespace = ? AND id = ?`;
+    this.removeOwned = `DELETE FROM ${t} WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`;
   }
 
   #cached(key: string, build: () => string): string {
@@ -168,19 +150,16 @@ export class Statements {
 
   /**
    * The claim (and lazy mark) of `rows` rows: an upsert that takes a row only when none is there or the one there
-   * is no longer live, and never raises a duplicate-key error (which would abort the caller's transaction).
+   * is no longer live, never raising a duplicate-key error.
    *
    * Per row: namespace, id, state, base, ttl, base, lease, owner, event time, fingerprint, result, lifetime,
-   * token, base (the first-seen time) ({@link CLAIM_PARAMS}); then one `now` for the liveness test. `base` and `now` are the caller's time,
-   * or NULL for the server's clock; the first time of each row goes through `LAST_INSERT_ID(…)`, so the OK
-   * packet's insert id carries the time the statement used. `forget_at` always counts on the server's clock.
+   * token, base (first seen); then one `now` for the liveness test. `base` and `now` are the caller's time or NULL
+   * for the server's clock; the first time of each row goes through `LAST_INSERT_ID(…)`, so the OK packet's
+   * insert id carries the time used.
    *
-   * ON DUPLICATE KEY UPDATE assigns left to right, each assignment seeing the ones before it: the first decides
-   * (on the old row) whether this call takes the row and writes its token, the others follow the token. MariaDB
-   * has no row alias, hence `VALUES(col)` (deprecated, but still there, in MySQL 8).
-   *
-   * `signalKept`: a row left as it was sets the insert id to 0, so `LAST_INSERT_ID()` after a one-row claim says
-   * whether it took the row where the OK packet's insert id cannot (in a compound block: see {@link claimInBlock}).
+   * ON DUPLICATE KEY UPDATE assigns left to right: the first decides on the old row whether this call takes it
+   * and writes its token, the others follow the token. MariaDB has no row alias, hence `VALUES(col)`.
+   * `signalKept`: a row left as it was sets the insert id to 0 (for {@link claimInBlock}).
    */
   claim(rows: number, signalKept = false): string {
     return this.#cached(`claim:${rows}:${signalKept}`, () => {
@@ -205,10 +184,7 @@ export class Statements {
     });
   }
 
-  /**
-   * The claim up to its first assignment, which takes the row (its token) when none is there or the one there is
-   * no longer live: on a new id, the whole claim.
-   */
+  /** The claim up to its first assignment, which takes the row (its token): on a new id, the whole claim. */
   #claimInsert(rows: number, signalKept: boolean): string {
     const row = `(?, ?, ?, LAST_INSERT_ID(COALESCE(?, ${NOW_MS})) + ?, COALESCE(?, ${NOW_MS}) + ?, ?, ?, ?, ?, ${NOW_MS} + ?, ?, COALESCE(?, ${NOW_MS}))`;
     return (
@@ -220,12 +196,10 @@ export class Statements {
   }
 
   /**
-   * A one-row claim as the statements of a compound block (MariaDB), after which the session's `last_insert_id`
-   * is the claim's time when it took a new id, 0 when it left the row, and {@link TAKEN_OVER} when it wrote its
-   * token on a row no longer live, set so that the OK packet carries it (see {@link TRACK_LAST_INSERT_ID}): no
-   * result set. The server runs only the claim's insert, without its nine other assignments (which it prepares at
-   * every run of a statement it runs); a row taken over gets the rest from the whole claim ({@link claim}) sent
-   * next, which the row's lock, already this transaction's, lets through at once. Parameters: the claim's, once.
+   * A one-row claim as statements of a compound block (MariaDB), after which the session's `last_insert_id` is
+   * the claim's time when it took a new id, 0 when it left the row, and {@link TAKEN_OVER} when it wrote its token
+   * on a lapsed row, which the whole claim ({@link claim}) sent next completes. Only the insert runs, not the nine
+   * other assignments the server prepares at every run. Parameters: the claim's.
    */
   get claimInBlock(): string {
     return this.#cached(
@@ -237,9 +211,8 @@ export class Statements {
   }
 
   /**
-   * The rows a claim left, with whether it wrote each (its token): a locking read, so it sees the latest
-   * committed rows whatever the transaction's snapshot (REPEATABLE READ), and rows the claim kept cannot change
-   * before it answers. Parameters: token, namespace, `ids` ids.
+   * The rows a claim left, with whether it wrote each (its token): a locking read, which sees the latest committed
+   * rows whatever the snapshot, and holds them. Parameters: token, namespace, `ids` ids.
    */
   readBack(ids: number): string {
     return this.#cached(
@@ -261,9 +234,8 @@ export class Statements {
   }
 
   /**
-   * Confirms `claims` owners' in-flight claims (lapsed or not: a slow owner whose claim nobody took over still
-   * confirms it), each keeping its own result. Parameters: token, ttl, ttl, (id, result) per claim, namespace,
-   * ids, (id, owner) per claim.
+   * Confirms the owners' in-flight claims (lapsed or not: one nobody took over is still its owner's), each with
+   * its own result. Parameters: token, ttl, ttl, (id, result) per claim, namespace, ids, (id, owner) per claim.
    */
   confirm(claims: number): string {
     return this.#cached(`confirm:${claims}`, () => {
@@ -281,33 +253,6 @@ export class Statements {
     return this.#cached(
       `withToken:${ids}`,
       () => `SELECT id FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) AND token = ?`,
-    );
-  }
-
-  /**
-   * Extends the owner's in-flight claim (lapsed or not, as confirm). `forget_at` only ever moves later: the claim
-   * keeps its retention. Parameters: token, lease, lease, namespace, id, owner.
-   */
-  get renew(): string {
-    return this.#cached(
-      'renew',
-      () =>
-        `UPDATE ${this.table} SET token = ?, lease_expires_at = ${NOW_MS} + ?, ` +
-        `forget_at = GREATEST(forget_at, ${NOW_MS} + ?) ` +
-        `WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`,
-    );
-  }
-
-  /** Parameters: namespace, id. */
-  get remove(): string {
-    return this.#cached('remove', () => `DELETE FROM ${this.table} WHERE namespace = ? AND id = ?`);
-  }
-
-  /** Deletes the owner's in-flight claim only. Parameters: namespace, id, owner. */
-  get removeOwned(): string {
-    return this.#cached(
-      'removeOwned',
-      () => `DELETE FROM ${this.table} WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`,
     );
   }
 
@@ -329,10 +274,7 @@ export class Statements {
     );
   }
 
-  /**
-   * Deletes up to `limit` rows of any namespace that are past their `forget_at`, oldest first (the index order, so
-   * the statement reads only what it deletes).
-   */
+  /** Deletes up to `limit` rows past their `forget_at`, oldest first (the index's order: it reads what it deletes). */
   purge(limit: number): string {
     return this.#cached(
       `purge:${limit}`,

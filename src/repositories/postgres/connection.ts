@@ -1,18 +1,15 @@
 import pg from 'pg';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { checkLayout, errorCode, isTlsFailure as isTls } from '../sql/connection.js';
-import { connectFailure, detailOf, type MigrateStore } from '../sql/store.js';
+import { checkLayout, connectFailure, errorCode } from '../sql/connection.js';
+import { detailOf, type MigrateStore } from '../sql/store.js';
 import type { PostgresOptions } from './options.js';
 import { ADDED_COLUMNS, COLUMNS, quoteTable } from './sql.js';
 
 /** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
 const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
 
-/**
- * node-postgres' `ssl` for `repository.tls`. Certificates are verified unless the config turns that off by name.
- * Absent: the URL's own `sslmode` decides (none by default).
- */
+/** node-postgres' `ssl` for `repository.tls`, verified unless turned off by name; absent, the URL's `sslmode` decides. */
 function sslConfig(tls: boolean | TlsOptions | undefined): pg.PoolConfig['ssl'] {
   if (tls === undefined) return undefined;
   if (tls === false) return false;
@@ -21,9 +18,8 @@ function sslConfig(tls: boolean | TlsOptions | undefined): pg.PoolConfig['ssl'] 
 }
 
 /**
- * The connection string the pool gets. node-postgres lets whatever the URL holds override the explicit settings
- * (even a password the URL lacks), so the `password` option is written into it, and its TLS parameters are taken
- * out when `tls` is configured.
+ * The pool's connection string. node-postgres lets the URL override explicit settings, so the `password` option
+ * is written into it, and its TLS parameters are taken out when `tls` is configured.
  */
 function connectionString(options: PostgresOptions): string {
   const url = new URL(options.url as string);
@@ -34,9 +30,9 @@ function connectionString(options: PostgresOptions): string {
 }
 
 /**
- * The pool's client. node-postgres keeps the socket of a connection that fails while authenticating (no password
- * to send: its own "client password must be a string"), and the pool forgets the client without ending it, so the
- * socket held the process (`idem migrate`) until the server's authentication_timeout, 60 s by default.
+ * The pool's client, ending its socket when connecting fails: node-postgres keeps the socket of a connection that
+ * fails while authenticating (no password to send), and the pool forgets the client, so the socket would hold the
+ * process (`idem migrate`) until the server's authentication_timeout.
  */
 class Client extends pg.Client {
   override connect(): Promise<pg.Client>;
@@ -60,10 +56,7 @@ class Client extends pg.Client {
   }
 }
 
-/**
- * A pool for the repository. Its connections carry the repository's `lock_timeout` (a claim outside a transaction
- * that meets a row another transaction holds is answered in-progress after it) and `statement_timeout`.
- */
+/** A pool whose connections carry the repository's `lock_timeout` and `statement_timeout`. */
 export function createPool(options: PostgresOptions): pg.Pool {
   const pool = new pg.Pool({
     Client,
@@ -76,34 +69,20 @@ export function createPool(options: PostgresOptions): pg.Pool {
     application_name: 'idempotent-consumer',
     keepAlive: true,
   });
-  // An idle connection that breaks (server restart) emits 'error' on the pool; unhandled, it would end the
-  // process. The pool drops that connection by itself, and the next statement opens a new one.
+  // An idle connection that breaks emits 'error' on the pool, which would end the process; the pool drops it.
   pool.on('error', () => {});
   return pool;
 }
 
 export { errorCode };
 
-/** A certificate or handshake failure, or the server refusing TLS. */
-function isTlsFailure(error: unknown): boolean {
-  return isTls(error, '', 'does not support SSL|SSL connection');
-}
-
-/**
- * node-postgres' own complaint when the server asks for a password and it has none (no password in the URL, no
- * `password` option, no PGPASSWORD): a client-side error without SQLSTATE, which would otherwise read as a
- * server that is not up.
- */
+/** node-postgres' own complaint when the server asks for a password and none was given (no SQLSTATE). */
 function missingPassword(error: unknown): boolean {
   const message = error instanceof Error ? error.message : '';
   return /client password must be a (non-empty )?string|^Password must be a string/.test(message);
 }
 
-/**
- * Maps a failure while opening the store (or migrating) to the setting most likely at fault: a ConfigError for
- * what the user must fix (credentials, database name, TLS, host name), a retryable RepositoryError when the
- * server may just not be up yet.
- */
+/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see connectFailure). */
 export function openError(error: unknown, address: string): unknown {
   if (error instanceof ConfigError || error instanceof RepositoryError) return error;
   const code = errorCode(error);
@@ -128,13 +107,11 @@ export function openError(error: unknown, address: string): unknown {
   if (code === '3D000') {
     return new ConfigError('repository.url', `postgres at ${address}: ${detail}`, { cause: error });
   }
-  return connectFailure(
-    'postgres',
-    address,
-    error,
-    { failed: isTlsFailure(error), serverHint: 'ssl = on' },
-    code,
-  );
+  return connectFailure('postgres', address, error, {
+    codes: '',
+    messages: 'does not support SSL|SSL connection',
+    serverHint: 'ssl = on',
+  });
 }
 
 /** Checks the table exists with the columns and types the statements use (see {@link checkLayout}). */
@@ -159,7 +136,7 @@ export async function assertTable(
   );
 }
 
-/** What {@link StatementQuery} uses of node-postgres' connection: its protocol writers and prepared names. */
+/** What {@link StatementQuery} uses of node-postgres' connection. */
 interface Protocol {
   parse(config: { text: string }): void;
   bind(config: object): void;
@@ -177,12 +154,11 @@ export interface BoundStatement {
 const NO_LEAD: readonly string[] = [];
 
 /**
- * node-postgres' Query for one of the repository's statements, submitted as it is: a config object passed to
- * `query` is copied property by property first (its `normalizeQueryConfig`, the top JS item of a message's
- * profile), a Query built from the bare text is not. It may write parameterless `lead` statements (BEGIN, SET
- * LOCAL) ahead of its own, in the extended protocol before its one Sync: one round trip for all, and an error in
- * any makes the server skip the rest up to the Sync, so the statement never runs when its BEGIN did not. Each
- * lead statement adds a result (its CommandComplete) in front of the statement's.
+ * node-postgres' Query for one of the repository's statements, submitted as it is (a config object passed to
+ * `query` is first copied property by property, the top JS item of a message's profile). It may write
+ * parameterless `lead` statements (BEGIN, SET LOCAL) ahead of its own before the one Sync: one round trip, and an
+ * error in any makes the server skip the rest, so the statement never runs when its BEGIN did not. Each lead
+ * statement adds a result in front of the statement's.
  */
 class StatementQuery extends pg.Query {
   readonly #lead: readonly string[];
@@ -213,7 +189,7 @@ class StatementQuery extends pg.Query {
 /** Whether this node-postgres has the Query internals {@link StatementQuery} relies on. */
 const SUBMITS = typeof (pg.Query.prototype as { prepare?: unknown }).prepare === 'function';
 
-/** Runs `query` on `client` through a {@link StatementQuery}: the statement's own result (the last one). */
+/** Runs `query` through a {@link StatementQuery}: the statement's own result (the last one). */
 function submit<R extends pg.QueryResultRow>(
   client: pg.PoolClient,
   lead: readonly string[],
@@ -238,11 +214,9 @@ export function send<R extends pg.QueryResultRow>(
 }
 
 /**
- * Runs `query` (a named prepared statement) with `lead` in the same round trip when the connection has
- * prepared the statement already; otherwise (the statement's first use on the connection, or a node-postgres
- * without the internals this relies on) the lead goes as one simple query first, and the statement after it.
- * Answers the statement's own result. Only on a prepared statement: every lead statement's ParseComplete makes
- * node-postgres note the query's name as parsed, true only when it was before.
+ * Runs `query` with `lead` in one round trip when the connection has prepared the statement already (each lead
+ * statement's ParseComplete makes node-postgres note the query's name as parsed); otherwise the lead goes first
+ * as one simple query. Answers the statement's own result.
  */
 export async function sendWithLead<R extends pg.QueryResultRow>(
   client: pg.PoolClient,

@@ -13,16 +13,12 @@ import { ADDED_COLUMNS, COLUMNS, forgetIndexName, quoteTable } from './sql.js';
 
 export { COLUMNS, type MigrateResult };
 
-/* The table of the PostgreSQL repository, created as every SQL store's is (see ../sql/migration.ts). */
-
 /**
- * The DDL of the table (and its schema, when `table` is schema-qualified), one statement per entry.
+ * The DDL of the table and its schema, if qualified (see ../sql/migration.ts), one statement per entry.
  *
- * - `namespace`, `id` and the strings are `text COLLATE "C"`: compared byte for byte (what an id is), and the
- *   primary key's B-tree skips the locale's collation rules. Stored strings never hold U+0000 (see sql.ts).
- * - Times are epoch ms in `double precision` (`to_timestamp(expires_at / 1000)` shows them as dates).
- * - `forget_at`: when the row may be deleted (the later of its retention end, its lease end and its minimum
- *   lifetime, on the server's clock). `purge()` deletes by it, through its index.
+ * - Ids and strings are `text COLLATE "C"`: compared byte for byte, without the locale's collation rules.
+ * - Times are epoch ms in `double precision`; `forget_at` is when the row may be deleted (by `purge()`, through
+ *   its index).
  */
 export function schemaStatements(table: string = postgresDefaults.table): string[] {
   return schemaObjects(table).map((object) => object.ddl);
@@ -35,7 +31,7 @@ interface SchemaObject {
   readonly lookup: { readonly text: string; readonly values: readonly string[] };
 }
 
-/** The objects {@link schemaStatements} creates, in order, each with its catalog lookup. */
+/** The objects {@link schemaStatements} creates, in order. */
 function schemaObjects(table: string): SchemaObject[] {
   if (!TABLE_PATTERN.test(table)) {
     throw new ConfigError(
@@ -85,8 +81,7 @@ function schemaObjects(table: string): SchemaObject[] {
         values: [t, forgetIndexName(table)],
       },
     },
-    // A table of an older version gets the columns added since (nullable: its rows have none); a no-op on a
-    // table created above.
+    // The (nullable) columns an older table lacks; a no-op on a table created above.
     ...Object.entries(ADDED_COLUMNS).map(
       ([column, type]): SchemaObject => ({
         ddl: `ALTER TABLE ${t} ADD COLUMN IF NOT EXISTS ${column} ${type}`,
@@ -100,7 +95,7 @@ function schemaObjects(table: string): SchemaObject[] {
   ];
 }
 
-/** The DDL as one script, `;`-terminated, for `idem migrate` and the docs. */
+/** The DDL as one `;`-terminated script, for `idem migrate` and the docs. */
 export function schemaScript(table: string = postgresDefaults.table): string {
   return script(schemaStatements(table));
 }
@@ -109,14 +104,11 @@ export function schemaScript(table: string = postgresDefaults.table): string {
 export type MigrateOptions = SqlMigrateOptions<PostgresRepositoryOptions, pg.Pool>;
 
 /**
- * Creates what is missing of the table (its schema, the table, its purge index), in one transaction; safe to run
- * again and from several processes at once.
- *
- * The catalog is read first, and only the DDL of missing objects runs: `CREATE INDEX IF NOT EXISTS` takes its
- * table lock before it finds the index exists, so running it on a table in use would wait behind any open
- * transaction on it, and every writer would queue behind the migration. When everything exists, nothing is locked.
- * A transaction-scoped advisory lock serializes concurrent runs that do have something to create (`IF NOT EXISTS`
- * alone does not: two CREATE TABLEs racing can both pass the check), and the catalog is read again under it.
+ * Creates what is missing of the table (its schema, the table, its purge index) in one transaction; safe to run
+ * again and from several processes at once. Only the DDL of objects missing from the catalog runs:
+ * `CREATE INDEX IF NOT EXISTS` takes its table lock before it finds the index, so on a table in use it would queue
+ * every writer behind the migration. An advisory lock serializes runs that do create something (two racing
+ * CREATE TABLEs can both pass `IF NOT EXISTS`), and the catalog is read again under it.
  */
 export function migrate(options: MigrateOptions): Promise<MigrateResult> {
   return runMigration(
@@ -132,10 +124,10 @@ export function migrate(options: MigrateOptions): Promise<MigrateResult> {
   );
 }
 
-/** Advisory lock key of the migration (any constant: it only has to be the same in every process). */
+/** Advisory lock key of the migration: any constant the same in every process. */
 const MIGRATION_LOCK = 0x1de_6_0001;
 
-/** SQLSTATE lock_not_available: `lock_timeout` ran out. */
+/** SQLSTATE lock_not_available. */
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /** The DDL of the objects not in the catalog, in order. */

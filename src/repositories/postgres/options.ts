@@ -4,32 +4,25 @@ import { timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 import { describeAddress as describeSqlAddress, sqlDefaults, sqlOptionFields } from '../sql/options.js';
 
-/** Defaults of the PostgreSQL repository, written once: the SQL stores' (`table` may be `schema.table`). */
+/** Defaults of the PostgreSQL repository: the SQL stores' (`table` may be `schema.table`), and one more. */
 export const postgresDefaults = {
   ...sqlDefaults,
   /**
-   * Server-side `statement_timeout` of the connections the repository creates: a statement that runs longer is
-   * cancelled, so a hung server or a runaway statement cannot stall the consumer. It also bounds the handler's
-   * own statements inside `transaction()`, which run on the same connection. 0 turns it off. (`lockTimeoutMs` is
-   * `lock_timeout`: per transaction in `transaction()`, per connection for the pool the repository creates;
-   * `connectTimeoutMs` also bounds the wait for a free pooled connection.)
+   * Server-side `statement_timeout` of the connections the repository creates, so a hung server or a runaway
+   * statement cannot stall the consumer; it also bounds the handler's own statements inside `transaction()`.
+   * 0 turns it off. (`lockTimeoutMs` is `lock_timeout`; `connectTimeoutMs` also bounds the wait for a free
+   * pooled connection.)
    */
   statementTimeoutMs: 10_000,
 } as const satisfies Record<string, unknown>;
 
-/** One identifier part: what PostgreSQL accepts unquoted, minus the length left for the index name suffix. */
-export const IDENTIFIER_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
-
-/** `table` or `schema.table`, each part an {@link IDENTIFIER_PATTERN}. */
+/** `table` or `schema.table`: what PostgreSQL accepts unquoted, minus the length the index name's suffix needs. */
 export const TABLE_PATTERN = /^(?:[A-Za-z_][A-Za-z0-9_]{0,47}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 
 /** Config schema for `repository.type = "postgres"`. */
 export const postgresOptionsSchema = z
   .object({
-    /**
-     * `postgres://[user[:password]@]host[:port]/database[?sslmode=…]`; optional only when a pool is passed to
-     * `PostgresRepository.open`.
-     */
+    /** `postgres://[user[:password]@]host[:port]/database[?sslmode=…]`; optional only when a pool is passed. */
     url: z
       .url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// or postgresql:// URL' })
       .optional(),
@@ -59,10 +52,7 @@ export type PostgresOptions = z.output<typeof postgresOptionsSchema>;
 /** Options of {@link PostgresRepository.open}, as written in config. */
 export type PostgresRepositoryOptions = z.input<typeof postgresOptionsSchema>;
 
-/**
- * Validates options given in code (the config path validates through the same funnel); a bad one is a
- * ConfigError naming the option and `owner`, keyed `repository.<key>`.
- */
+/** Validates options given in code; a bad one is a ConfigError naming `repository.<key>` and `owner`. */
 export function parsePostgresOptions(
   input: unknown,
   owner = 'PostgresRepository.open(...)',
@@ -70,7 +60,7 @@ export function parsePostgresOptions(
   return parseOptions(postgresOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
 }
 
-/** Where the pool connects, without credentials (they must not reach logs or errors). */
+/** Where the pool connects, without credentials. */
 export function describeAddress(url: string | undefined): string {
   return describeSqlAddress(url, 5432);
 }

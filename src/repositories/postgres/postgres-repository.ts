@@ -25,7 +25,7 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { detailOf, migrateHint } from '../sql/store.js';
-import { endQuietly, SAVEPOINT, SqlTransaction, StatementWatch } from '../sql/transaction.js';
+import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import {
   assertTable,
   type BoundStatement,
@@ -53,16 +53,12 @@ import {
   statements,
 } from './sql.js';
 
-/** Where the repository reports what goes wrong in the background (a failed background purge). */
 export type PostgresLogger = SqlLogger;
 
 /** What {@link PostgresRepository.open} takes besides the config table. */
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
-
-/** Options of {@link PostgresRepository.open}: the config table plus what only code can pass. */
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
 
-/** What opening differs in on PostgreSQL. */
 const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   store: 'postgres',
   parseOptions: (config) => parsePostgresOptions(config),
@@ -78,10 +74,9 @@ const BEGIN_ONLY: readonly string[] = ['BEGIN'];
 
 /**
  * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
- * the server's, the database's and the role's defaults): then a transaction keeping that timeout needs no SET
- * LOCAL, a statement of its own on the server. The repository's own pool opens every connection so (createPool);
- * a pool given to `open` may too. node-postgres sends the parameter truncated to an integer and leaves it out when
- * 0, so only a positive integer counts.
+ * the server's, database's and role's defaults): then the transaction needs no SET LOCAL. The repository's own
+ * pool opens every connection so; a given pool may too. node-postgres sends the parameter truncated to an
+ * integer and leaves it out when 0, so only a positive integer counts.
  */
 function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
   const parameters = (client as { readonly connectionParameters?: { readonly lock_timeout?: unknown } })
@@ -94,53 +89,39 @@ const LOCK_NOT_AVAILABLE = '55P03';
 const IN_FAILED_TRANSACTION = '25P02';
 const UNDEFINED_TABLE = '42P01';
 
-/** Times a claim runs again for ids whose live row was gone or lapsed when read (see {@link PostgresRepository}). */
+/** Times a claim runs again for ids whose live row was gone or lapsed when read. */
 const CLAIM_ATTEMPTS = 3;
-/** Rows per `scan` page. */
 const SCAN_PAGE = 1000;
 
-/** The statement did not run: its transaction is aborted (see {@link PostgresTransaction.aborted}). */
+/** The statement did not run: its transaction is aborted. */
 const ABORTED = Symbol('aborted');
 /** A claim outside a transaction waited `lock_timeout` for a row another open transaction holds. */
 const LOCK_TIMEOUT = Symbol('lock timeout');
 type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED | typeof LOCK_TIMEOUT;
 
-/**
- * One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`, and what the
- * repository knows about its state.
- */
+/** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */
 class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
-  /**
-   * BEGIN and the lock timeout, until they go: with the transaction's first statement, in its round trip (see
-   * {@link send}), or alone as soon as the caller is handed the connection ({@link handOut}). Undefined once sent.
-   */
-  #lead: readonly string[] | undefined;
   /** BEGIN sent alone, not yet answered; its failure is kept for {@link begun}. */
   #began: Promise<unknown> | undefined;
-  /**
-   * A released savepoint whose RELEASE has not gone yet: it goes with the next SAVEPOINT, in its round trip,
-   * and COMMIT (or ROLLBACK) ends it with the transaction. See {@link releaseSavepoint}.
-   */
+  /** A released savepoint whose RELEASE goes with the next SAVEPOINT, or ends with the transaction. */
   #releasePending = false;
-  /** Counts the statements sent, for optimistic savepoints (made at the first one). */
-  #watch: StatementWatch | undefined;
+  /**
+   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
+   * before the failure, which clears this). The verbs then answer without running: reads absent, writes false,
+   * claims in progress (rather than a savepoint around each claim, two more round trips per message).
+   */
+  aborted = false;
 
   /** `setsTimeout` false: the connection was opened with this lock timeout (see {@link opensWith}). */
   constructor(client: pg.PoolClient, lockTimeoutMs: number, setsTimeout: boolean) {
-    super('postgres', client, lockTimeoutMs);
     // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
-    this.#lead = setsTimeout ? ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] : BEGIN_ONLY;
+    const lead = setsTimeout ? ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] : BEGIN_ONLY;
+    super('postgres', client, lockTimeoutMs, lead);
   }
 
-  /** Whether any statement went to the server: a transaction that sent none has nothing to end. */
-  get started(): boolean {
-    return this.#lead === undefined;
-  }
-
-  protected override handOut(): void {
-    const lead = this.#lead;
+  protected handOut(): void {
+    const lead = this.takeLead();
     if (lead === undefined) return;
-    this.#lead = undefined;
     // Not awaited: node-postgres sends the caller's statements after it, in order.
     this.#began = this.connection.query(lead.join('; '));
     this.#began.catch(() => this.abort());
@@ -153,58 +134,30 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 
   /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
   send<R extends pg.QueryResultRow>(query: BoundStatement): Promise<pg.QueryResult<R>> {
-    const lead = this.#lead;
-    if (lead === undefined) return send<R>(this.connection, query);
-    this.#lead = undefined;
-    return sendWithLead<R>(this.connection, lead, query);
+    const lead = this.takeLead();
+    return lead === undefined
+      ? send<R>(this.connection, query)
+      : sendWithLead<R>(this.connection, lead, query);
   }
 
-  /** Gives the connection its own `query` back (see StatementWatch): before it returns to the pool. */
-  dispose(): void {
-    this.#watch?.dispose();
-    this.#watch = undefined;
-  }
-
-  /** ROLLBACK, unless nothing was sent: the error when it failed (see `endQuietly`). */
+  /** ROLLBACK, unless nothing was sent: the error when it failed. */
   rollback(): Promise<Error | undefined> {
     return this.started ? endQuietly(this.connection, 'ROLLBACK') : Promise.resolve(undefined);
   }
 
-  /**
-   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
-   * before the failure). The repository's verbs then answer without running: reads absent, writes false, claims
-   * in-progress. That is the choice made here over a savepoint around each claim, which would cost two more
-   * round trips per message. While it holds, the transaction is rolling back; a ROLLBACK TO a savepoint set
-   * before the failure clears it.
-   */
-  aborted = false;
-  /** Rollback-only by decision (`rollbackOnly()`, a claim that met the lock timeout): no savepoint undoes that. */
-  #rollbackOnly = false;
-
-  get rollingBack(): boolean {
-    return this.#rollbackOnly || this.aborted;
+  override get rollingBack(): boolean {
+    return this.doomed || this.aborted;
   }
 
-  rollbackOnly(): void {
-    this.#rollbackOnly = true;
-  }
-
-  /** Records a failed statement: PostgreSQL has aborted the transaction (see {@link aborted}). */
   abort(): void {
     this.aborted = true;
   }
 
-  /**
-   * Skipped while aborted: not set, and nothing to roll back to. Optimistic (see `RepositoryTransaction.savepoint`):
-   * none is set, the statements sent on the connection are counted from here.
-   */
+  /** Skipped while aborted: nothing to roll back to. Optimistic: none is set (see `RepositoryTransaction`). */
   savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
     return this.openSavepoint(async () => {
       if (this.aborted) return 'skipped';
-      if (options.optimistic === true) {
-        this.#watch ??= new StatementWatch(this.connection, ['query']);
-        return this.mark();
-      }
+      if (options.optimistic === true) return this.mark(['query']);
       let state: 'open' | 'skipped' = 'open';
       // The last savepoint's RELEASE first, in the same simple query: savepoints never nest.
       const release = this.#releasePending ? `RELEASE SAVEPOINT ${SAVEPOINT}; ` : '';
@@ -217,10 +170,9 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   }
 
   /**
-   * Ends an optimistic savepoint (see `RepositoryTransaction.savepoint`): when `undo` and something was sent since
-   * it, or the transaction is not sound (a caught statement error aborted it, a statement is still in flight), it
-   * could not stand in for a real one: the transaction rolls back, and the consumer runs it again with real ones.
-   * Answers false when no optimistic savepoint was open.
+   * Ends an optimistic savepoint: when something was sent since it and `undo`, or the transaction is not sound
+   * (aborted, a statement in flight), it could not stand in for a real one: the transaction rolls back and runs
+   * again with real ones. False when no optimistic savepoint was open.
    */
   #endMark(undo: boolean): boolean {
     const mark = this.takeMark();
@@ -229,24 +181,18 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     return true;
   }
 
-  protected statementsSent(): number {
-    return this.#watch?.sent ?? 0;
-  }
-
   /**
-   * RELEASE SAVEPOINT. When a statement after the savepoint failed and whoever ran it caught its error and went
-   * on, PostgreSQL has aborted the transaction: what was written after the savepoint cannot commit, and nothing
-   * else could run in the transaction either. Then this rolls back to the savepoint instead (what followed it is
-   * undone, the transaction goes on) and rejects with a SwallowedStatementError.
+   * RELEASE SAVEPOINT. When a statement after the savepoint failed and its error was caught, PostgreSQL has
+   * aborted the transaction: this rolls back to the savepoint instead (the transaction goes on without what
+   * followed it) and rejects with a SwallowedStatementError.
    */
   async releaseSavepoint(): Promise<void> {
     const state = this.takeSavepoint('releaseSavepoint');
-    // Skipped: the transaction was aborted before the savepoint; it only rolls back now anyway.
     if (state !== 'open' || this.#endMark(false)) return;
     let failure: unknown;
     if (!this.aborted && this.#idleInTransaction()) {
-      // Every statement sent since the savepoint was answered and the last answer says the transaction is
-      // sound, so RELEASE cannot fail: it waits for the next SAVEPOINT or the end of the transaction.
+      // Every statement since was answered and the transaction is sound, so RELEASE cannot fail: it goes with
+      // the next SAVEPOINT or ends with the transaction.
       this.#releasePending = true;
       return;
     }
@@ -275,7 +221,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   async rollbackToSavepoint(): Promise<void> {
     const state = this.takeSavepoint('rollbackToSavepoint');
     if (state !== 'open' || this.#endMark(true)) return;
-    // ROLLBACK TO also clears an abort that happened after the savepoint: the transaction goes on. One round trip.
+    // Also clears an abort that happened after the savepoint. One round trip.
     await this.#run(
       'rollbackToSavepoint',
       `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
@@ -283,10 +229,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     this.aborted = false;
   }
 
-  /**
-   * True when the connection has no statement in flight and its last ReadyForQuery said "in a transaction
-   * block", not "in a failed one" (node-postgres 8.8+; false where it cannot tell).
-   */
+  /** No statement in flight, and the last ReadyForQuery said "in a transaction block" (node-postgres 8.8+). */
   #idleInTransaction(): boolean {
     const client = this.connection as unknown as {
       readonly readyForQuery?: boolean;
@@ -297,8 +240,7 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 
   /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */
   async #run(operation: string, sql: string, onAborted?: () => void): Promise<void> {
-    const lead = this.#lead;
-    this.#lead = undefined;
+    const lead = this.takeLead();
     try {
       // The transaction's first statement: BEGIN goes in the same simple query.
       await this.connection.query(lead === undefined ? sql : `${lead.join('; ')}; ${sql}`);
@@ -316,22 +258,16 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
 /**
  * Repository on PostgreSQL through node-postgres (`pg`), one table shared by any number of workers.
  *
- * - Claims are one `INSERT … ON CONFLICT (namespace, id) DO UPDATE … WHERE <the row is no longer live>`: a new id
- *   is inserted, a lapsed one replaced, a live one kept, and never a unique-violation error (which would abort the
- *   caller's transaction). Batches are the same statement over `unnest` arrays: one round trip. It answers only
- *   the ids it took: a new id costs that one statement, as lean as the write can be.
- * - Liveness, leases and TTLs are judged by the server's clock (see sql.ts); only an explicit `now` (event-time
- *   mode) replaces it. Every read filters by liveness, so an expired row is absent although it is still stored:
- *   PostgreSQL has no TTL, and {@link PostgresRepository.purge} deletes rows past `forget_at` in bounded batches.
- * - The live rows that kept the other ids are read in a second statement (a duplicate costs one more round trip).
- *   Its snapshot is newer than the claim's, so it also shows a row another transaction committed after the claim
- *   began (under READ COMMITTED such a row can block the insert without being in the claim's snapshot). Inside a
- *   transaction the claim locked those rows, so they cannot change in between; outside one, a row deleted or
- *   lapsed in between is claimed again. Under REPEATABLE READ PostgreSQL refuses a conflict with a row its
- *   snapshot does not show (SQLSTATE 40001): a retryable RepositoryError.
- * - {@link transaction} runs the consumer's verbs and the handler's side effect on one connection inside BEGIN, so
- *   one COMMIT holds both. A claim holds the id's row lock until then; a concurrent claim waits for it up to the
- *   lock timeout, and is then answered in-progress.
+ * - A claim is one `INSERT … ON CONFLICT (namespace, id) DO UPDATE … WHERE <the row is no longer live>` over
+ *   `unnest` arrays, answering the ids it took: never a unique-violation error (which would abort the caller's
+ *   transaction), and a new id costs that one statement.
+ * - The live rows that kept the other ids are read in a second statement, whose newer snapshot also shows a row
+ *   committed after the claim began. Inside a transaction the claim locked those rows; outside one, a row gone or
+ *   lapsed in between is claimed again. Under REPEATABLE READ such a conflict is SQLSTATE 40001, retryable.
+ * - Times are the server's clock (see sql.ts) unless an explicit `now` replaces it; reads filter by liveness,
+ *   and {@link PostgresRepository.purge} deletes rows past `forget_at`.
+ * - {@link transaction} runs the verbs and the handler's side effect on one connection inside BEGIN, so one
+ *   COMMIT holds both; a concurrent claim of a held id waits up to the lock timeout and is answered in progress.
  */
 export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, PostgresTransaction> {
   protected readonly storeName = 'postgres';
@@ -344,23 +280,15 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     this.#sql = statements(settings.options.table);
   }
 
-  /**
-   * Connects from config options (or uses the given pool) and checks the table. Invalid options and a missing
-   * table reject with a ConfigError naming the key (a missing table also names the command that creates it); an
-   * unreachable server with a retryable RepositoryError naming the address, never the password.
-   */
+  /** Connects from config options (or uses the given pool) and checks the table (see `openSql`). */
   static async open(options: PostgresOpenOptions): Promise<PostgresRepository> {
     return new PostgresRepository(await openSql(dialect, options));
   }
 
-  // ---- transactions ------------------------------------------------------------------------------------------
-
   /**
-   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}).
-   * `lock_timeout` is set for this transaction only (`SET LOCAL`, sent with BEGIN in one round trip); the
-   * isolation level is the server's default (READ COMMITTED unless configured otherwise). COMMIT when `work`
-   * resolves, ROLLBACK when it rejects or the transaction was made rollback-only. The connection always goes back
-   * to the pool, or is destroyed when ROLLBACK itself failed (its state is then unknown).
+   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}),
+   * at the server's isolation level, `lock_timeout` set with BEGIN in one round trip unless the connection has
+   * it. The connection is destroyed when its state is unknown (a failed ROLLBACK), else given back.
    */
   async transaction<T>(
     work: (transaction: RepositoryTransaction<pg.PoolClient>) => Promise<T>,
@@ -370,9 +298,8 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     const client = await this.run('transaction', () => this.pool.connect());
     const transaction = new PostgresTransaction(client, lockTimeoutMs, !opensWith(client, lockTimeoutMs));
     let broken: Error | undefined;
-    // The pool listens for errors only on idle clients: a checked-out one whose connection drops while no query
-    // runs (the handler's own work between statements) emits 'error' with no listener, which kills the process.
-    // Recorded instead: the next statement fails, and the connection is destroyed, not given back.
+    // The pool listens only on idle clients: a checked-out one whose connection drops between statements would
+    // emit 'error' with no listener and kill the process. Recorded instead; the connection is destroyed.
     const onError = (error: Error) => {
       broken ??= error;
     };
@@ -396,7 +323,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         if (broken !== undefined) throw this.storeError('rollback', broken);
         return result;
       }
-      // Nothing was sent (the work ran no statement): nothing to commit.
       if (!transaction.started) return result;
       await this.#commit(client).catch((error: unknown) => {
         broken = error as Error;
@@ -421,8 +347,8 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         { cause: error },
       );
     }
-    // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK, not an error: a statement of the work
-    // failed and its error was caught without a rollback to a savepoint. Nothing was written.
+    // COMMIT of an aborted transaction (a statement's error caught without a rollback to a savepoint) answers
+    // ROLLBACK, not an error.
     if (reply.command === 'ROLLBACK') {
       throw new RepositoryError(
         'postgres commit rolled back: a statement of the transaction failed earlier and the transaction was ' +
@@ -431,13 +357,10 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
-  // ---- statements ---------------------------------------------------------------------------------------------
-
   /**
-   * Runs a statement on the current transaction's connection, else on the pool. In an aborted transaction it
-   * does not run (ABORTED). A failure inside a transaction aborts it: recorded, so later verbs answer without
-   * running, and the transaction made rollback-only. A claim's lock timeout is answered (ABORTED in a
-   * transaction, LOCK_TIMEOUT outside one), every other failure thrown.
+   * Runs a statement on the current transaction's connection, else on the pool; in an aborted transaction it
+   * does not run. A failure inside a transaction aborts it. A claim's lock timeout is answered (ABORTED in a
+   * transaction, which becomes rollback-only; LOCK_TIMEOUT outside one), every other failure thrown.
    */
   async #exec<R extends pg.QueryResultRow>(
     statement: Statement,
@@ -463,7 +386,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       // 25P02: the handler's own statement broke the transaction before this one.
       if (code === IN_FAILED_TRANSACTION) return ABORTED;
       if (claim && code === LOCK_NOT_AVAILABLE) {
-        // Its ids are answered in progress: the transaction must not commit as if they were decided.
         transaction.rollbackOnly();
         return ABORTED;
       }
@@ -475,7 +397,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   #busy(key: string, now: number): AddResult {
     const at = Number.isNaN(now) ? Date.now() : now;
     const lockTimeoutMs = this.scope.current()?.lockTimeoutMs ?? this.lockTimeoutMs;
-    // Another transaction holds the id: as far as this claim can tell, it is in progress for one more lock wait.
     const until = at + lockTimeoutMs;
     return {
       added: false,
@@ -491,8 +412,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       { cause: error },
     );
   }
-
-  // ---- verbs --------------------------------------------------------------------------------------------------
 
   protected async doAddMany(
     entries: readonly KeyedEntry[],
@@ -527,8 +446,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         else results[i] = { added: true, record: newRecord(entry.key, entry, options, at) };
       }
       if (kept.length === 0) return results;
-      // Held by a live row: read in a statement of its own, whose snapshot shows a row committed after the
-      // claim's began. A row gone or lapsed since (outside a transaction nothing holds it) is claimed again.
+      // Held by a live row: read in a statement of its own (a newer snapshot). A row gone since is claimed again.
       const existing = await this.doGetMany(
         kept.map((i) => (entries[i] as KeyedEntry).key),
         now,
@@ -540,15 +458,11 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         else results[i] = { added: false, existing: record };
       }
     }
-    // Still not decided: rows that keep changing under the claim. In progress, then.
     for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
     return results;
   }
 
-  /**
-   * The claim (or lazy mark) of `entries`: rows of the ids it took. One id has its own statement, whose generic
-   * plan the connection keeps (see Statements.claimOne).
-   */
+  /** The claim (or lazy mark) of `entries`: rows of the ids it took. One id has its own statement (claimOne). */
   #write(entries: readonly KeyedEntry[], options: AddOptions, now: number): Promise<Outcome<WriteRow>> {
     const values = this.#writeValues(entries, options, now);
     return entries.length === 1
@@ -588,7 +502,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       !claim && entries.some((e) => e.result !== undefined)
         ? entries.map((e) => encodeOptional(e.result))
         : [];
-    // Kept until the later of retention and lease end, and at least minLifetimeMs (see forgetAt).
+    // Kept until the later of retention and lease end, and at least minLifetimeMs.
     const lifetime = Math.max(options.ttlMs, options.leaseMs ?? 0, options.minLifetimeMs ?? 0);
     return [
       this.#namespace,
@@ -623,7 +537,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return records;
   }
 
-  /** One statement that returns positions only: no record (and no result, up to 1 MiB each) crosses the wire. */
+  /** One statement that returns positions only: no record (nor its result) crosses the wire. */
   override async containsMany(ids: readonly MessageId[], options: ReadOptions = {}): Promise<boolean[]> {
     this.assertOpen();
     if (ids.length === 0) return [];
@@ -694,8 +608,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    // The rollback takes the transaction's claim away by itself (see RepositoryTransaction.rollbackOnly), and a
-    // failed statement of the handler may have aborted the transaction already: nothing to run.
+    // The rollback takes the claim away, and the transaction may be aborted already: nothing to run.
     if (this.scope.current()?.rollingBack) return true;
     const outcome =
       owner === undefined
@@ -708,7 +621,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     await this.#exec(this.#sql.clear, [this.#namespace]);
   }
 
-  /** The namespace's rows a page at a time, by id (keyset paging on the primary key); see `IdempotentRepository.scan`. */
+  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
     let after = '';
@@ -723,10 +636,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
-  /**
-   * Each batch is its own short transaction (unless called inside {@link transaction}); rows another transaction
-   * holds are skipped, never waited for.
-   */
+  /** Each batch is its own short transaction (unless inside {@link transaction}); held rows are skipped. */
   protected async purgeBatch(batchSize: number): Promise<number | undefined> {
     const outcome = await this.#exec(this.#sql.purge, [batchSize]);
     return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
@@ -750,18 +660,17 @@ interface ReadRow extends RecordRow {
 }
 
 /**
- * The `pg` client {@link postgresTransaction} answers. pg ships no types: without `@types/pg` a project with
- * `skipLibCheck: true` would see `pg.PoolClient` as a silent `any`, so the client is then a type whose only
- * member names the package, and its first use (`.query`) fails saying what to install.
+ * The `pg` client {@link postgresTransaction} answers. pg ships no types: without `@types/pg` it would be a
+ * silent `any`, so it is then a type whose only member names the package to install.
  */
 export type PostgresTransactionClient = unknown extends pg.PoolClient
   ? { readonly 'pg has no types of its own: npm install -D @types/pg': never }
   : pg.PoolClient;
 
 /**
- * The `pg` client of the transaction a handler runs in: what the consumer puts in `HandlerContext.transaction`
- * when its `transaction` option is on with a {@link PostgresRepository}. The handler's side effect goes through
- * it, so one COMMIT holds the effect and the mark. Throws a ConfigError when the handler runs outside a transaction.
+ * The `pg` client of the transaction a handler runs in (`HandlerContext.transaction` when the consumer's
+ * `transaction` option is on with a {@link PostgresRepository}): the side effect goes through it, so one COMMIT
+ * holds the effect and the mark. Throws a ConfigError outside a transaction.
  */
 export function postgresTransaction(context: { readonly transaction?: unknown }): PostgresTransactionClient {
   return handlerClient<pg.PoolClient>(context, ['query', 'release'], {

@@ -4,17 +4,12 @@ import type { IdempotencyRecord } from '../../store/types.js';
 /*
  * Statements of the PostgreSQL repository and the codec between records and rows.
  *
- * Time: every statement judges liveness, and counts TTLs and leases, from the `now` it is given (event-time mode
- * passes stream time) or, when given NULL, from the server's clock: `statement_timestamp()`, in whole epoch ms.
- * One clock for every worker, as the Redis store does with `TIME`: a worker whose clock runs ahead cannot take
- * over a live claim. `statement_timestamp()` rather than `now()`, which inside a transaction stands at its
- * BEGIN. `forget_at` (what `purge()` goes by) always counts on the server's clock, like Redis' PX.
- *
- * Times are epoch ms in `double precision`: a TTL or a lease may be a fraction of a ms, and the server adds it
- * exactly as JavaScript would (both IEEE binary64), so the record a claim answers is the record a read returns.
+ * Every statement judges by the `now` it is given (event-time mode) or, given NULL, by the server's clock, so a
+ * worker whose clock runs ahead cannot take over a live claim; `forget_at` always counts on the server's clock.
+ * Times are epoch ms in `double precision`, added exactly as JavaScript adds them (both IEEE binary64).
  */
 
-/** The server's time in whole epoch ms, fixed for the whole statement. */
+/** The server's time in whole epoch ms, fixed for the statement (`now()` would stand at the transaction's BEGIN). */
 const WALL = 'floor(extract(epoch FROM statement_timestamp()) * 1000)::float8';
 
 /** The time a statement judges by: the caller's (parameter `param`), else the server's. */
@@ -24,10 +19,7 @@ const nowOf = (param: string) => `COALESCE(${param}::float8, ${WALL})`;
 const LIVE_UNTIL = (r: string) =>
   `(CASE WHEN ${r}.state = 'in-flight' THEN COALESCE(${r}.lease_expires_at, 0) ELSE ${r}.expires_at END)`;
 
-/**
- * The columns the repository reads and writes, with the type `format_type` reports for each: checked when the
- * repository opens, so a table of another shape fails at start, not at the first message.
- */
+/** The columns the statements use, with the type `format_type` reports for each (checked at open). */
 export const COLUMNS = {
   namespace: 'text',
   id: 'text',
@@ -45,17 +37,14 @@ export const COLUMNS = {
 /** Columns added after the first release: the migration adds them to an older table (see migration.ts). */
 export const ADDED_COLUMNS = { first_seen_at: 'double precision' } as const;
 
-/** A statement the repository runs, prepared by name on each connection the first time it is used there. */
+/** A statement, prepared by name on each connection the first time it is used there. */
 export interface Statement {
-  /** Empty: not prepared, planned at each run (see Statements.purge). */
+  /** Empty: not prepared, planned at each run (see purge). */
   readonly name: string;
   readonly text: string;
 }
 
-/**
- * A prepared statement named after its text: repositories over different tables may share a pool, and
- * node-postgres refuses one name for two texts on one connection.
- */
+/** Named after its text: repositories over different tables may share a pool, and a name holds one text. */
 function statement(kind: string, text: string): Statement {
   const digest = createHash('sha256').update(text).digest('hex').slice(0, 16);
   return { name: `idem_${kind}_${digest}`, text };
@@ -80,58 +69,15 @@ const RECORD_COLUMNS = (r: string) =>
   `${r}.state, ${r}.expires_at, ${r}.lease_expires_at, ${r}.owner, ${r}.event_time, ${r}.fingerprint, ${r}.result, ` +
   `${r}.first_seen_at`;
 
-/** The statements over one table. Parameter lists are documented per statement. */
-export interface Statements {
-  /**
-   * Claim or lazy-mark each id: insert it, or replace the row that holds it when no longer live; rows `id, now`
-   * of the ids this call took (the stored id, the time it judged by). An id not answered is held by a live row.
-   * `$1` namespace, `$2` now|NULL, `$3` ids (distinct), `$4` event times, `$5` fingerprints, `$6` results (the
-   * last three may be empty arrays: unnest pads them with NULL), `$7` state, `$8` ttlMs, `$9` leaseMs|NULL,
-   * `$10` owner|NULL, `$11` how long the row is kept, in ms of the server's clock.
-   */
-  readonly claim: Statement;
-  /**
-   * {@link claim} for one id: `$3` to `$6` are that id's values (scalars, NULL for none), the rest as claim's.
-   * A statement of its own because PostgreSQL cannot know how many ids an array parameter holds: the generic
-   * plan of {@link claim} counts on several, costs more than a custom plan for one and is never chosen, so
-   * every one-id claim (a message in its own transaction) was planned again, which cost more than running it.
-   * With scalars the generic plan is the custom plan, and the connection plans it once.
-   */
-  readonly claimOne: Statement;
-  /** Live records by id: `$1` namespace, `$2` ids, `$3` now|NULL. Rows `n, now, record columns`. */
-  readonly read: Statement;
-  /** Input positions of live ids: `$1` namespace, `$2` ids, `$3` now|NULL. Rows `n`. */
-  readonly contains: Statement;
-  /**
-   * Confirms each owner's in-flight claim: `$1` namespace, `$2` ids, `$3` owners, `$4` results (may be empty),
-   * `$5` ttlMs, `$6` now|NULL. Rows `n` of the claims confirmed.
-   */
-  readonly confirm: Statement;
-  /** Extends the owner's claim: `$1` namespace, `$2` id, `$3` owner, `$4` leaseMs, `$5` now|NULL. */
-  readonly renew: Statement;
-  /** `$1` namespace, `$2` id. */
-  readonly remove: Statement;
-  /** `$1` namespace, `$2` id, `$3` owner: only that owner's in-flight claim. */
-  readonly release: Statement;
-  /** `$1` namespace. */
-  readonly clear: Statement;
-  /** One page of the namespace's rows in id order (live or not): `$1` namespace, `$2` last id seen, `$3` limit. */
-  readonly scan: Statement;
-  /**
-   * Deletes at most `$1` rows the store may forget (`forget_at` passed on the server's clock). Rows another
-   * transaction holds are skipped rather than waited for: a purge never stalls a claim, nor the other way round.
-   */
-  readonly purge: Statement;
-}
+/** The statements over one table. */
+export type Statements = ReturnType<typeof statements>;
 
-/** Builds the statements over `table` (validated: see TABLE_PATTERN). */
-export function statements(table: string): Statements {
+/** Builds the statements over `table` (validated: see TABLE_PATTERN). Parameters are listed per statement. */
+export function statements(table: string) {
   const t = quoteTable(table);
   const now2 = nowOf('$2');
-  // The claim is the write alone: a new id (the common case) costs one INSERT through the primary key, no CTE, no
-  // join back, no lookup. Ids it did not take are held by a live row, which the repository reads in a statement
-  // of its own (`read`): a new snapshot, so it also finds a row committed after this statement's began.
-  // Every row a claim takes has `first_seen_at` = the `now` it judged by: RETURNING reads it, computing nothing.
+  // The claim is the write alone: a new id costs one INSERT through the primary key. Ids it did not take are
+  // read in a statement of its own (`read`). A taken row's `first_seen_at` is the `now` it judged by.
   const write = (source: string, now: string) => `
     INSERT INTO ${t} AS r
       (namespace, id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, forget_at,
@@ -153,10 +99,21 @@ export function statements(table: string): Statements {
   ) =>
     `$1, ${id}, $7, ${now} + $8::float8, ${now} + $9::float8, $10::text, ${eventTime}, ${fingerprint}, ` +
     `${result}, ${wall} + $11::float8, ${now}`;
-  // A batch's times as uncorrelated subqueries: each an InitPlan, computed once per statement rather than once per
-  // row (~15 % of a 100-id claim's server time). One id computes them once anyway, and cheaper without the plans.
+  // The live rows of ids `$2` at `$3`: one primary-key lookup per id (a LATERAL kept apart by OFFSET 0), where a
+  // join's generic plan cached on a young table would scan it once grown.
+  const liveIds = `
+      FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
+      CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
+      WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`;
+  // A batch's times as uncorrelated subqueries (InitPlans): computed once per statement, not once per row.
   const nowOnce = `(SELECT ${now2})`;
   return {
+    /**
+     * Claims or lazy-marks each id: inserts it, or replaces a row no longer live; rows `id, now` of the ids it
+     * took. `$1` namespace, `$2` now|NULL, `$3` ids (distinct), `$4` event times, `$5` fingerprints, `$6`
+     * results (`$4`-`$6` may be empty: unnest pads them with NULL), `$7` state, `$8` ttlMs, `$9` leaseMs|NULL,
+     * `$10` owner|NULL, `$11` how long the row is kept, in ms of the server's clock.
+     */
     claim: statement(
       'claim',
       write(
@@ -167,28 +124,20 @@ export function statements(table: string): Statements {
         nowOnce,
       ),
     ),
+    /**
+     * {@link claim} for one id, `$3`-`$6` scalars: the generic plan of an array claim counts on several ids and is
+     * never chosen for one, so each one-id claim was planned again; with scalars the connection plans it once.
+     */
     claimOne: statement(
       'claim_one',
       write(`VALUES (${row(now2, WALL, '$3::text', '$4::float8', '$5::text', '$6::text')})`, now2),
     ),
-    // One lookup per id on the primary key (a LATERAL subquery kept apart by OFFSET 0): a join would let a
-    // generic plan cached on a young table scan the whole namespace once it has grown.
-    read: statement(
-      'read',
-      `SELECT u.n, ${nowOf('$3')} AS now, ${RECORD_COLUMNS('r')}
-      FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
-      CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
-      WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`,
-    ),
-    contains: statement(
-      'contains',
-      `SELECT u.n
-      FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
-      CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
-      WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`,
-    ),
-    // The lease is not checked: a claim past its lease that no one took over is still its owner's to confirm
-    // (a takeover rewrites the owner, and then this refuses). Event time and fingerprint are kept.
+    // `$1` namespace, `$2` ids, `$3` now|NULL; rows `n, now, record columns`.
+    read: statement('read', `SELECT u.n, ${nowOf('$3')} AS now, ${RECORD_COLUMNS('r')}${liveIds}`),
+    // As read; rows `n` only.
+    contains: statement('contains', `SELECT u.n${liveIds}`),
+    // `$1` namespace, `$2` ids, `$3` owners, `$4` results (may be empty), `$5` ttlMs, `$6` now|NULL; rows `n`.
+    // The lease is not checked: a lapsed claim no one took over (which rewrites the owner) is still its owner's.
     confirm: statement(
       'confirm',
       `UPDATE ${t} AS r SET state = 'confirmed', expires_at = ${nowOf('$6')} + $5::float8,
@@ -198,7 +147,7 @@ export function statements(table: string): Statements {
         AND r.owner = u.owner
       RETURNING u.n`,
     ),
-    // The row is kept at least as long as the new lease (never shortened), like the Redis store's PX.
+    // `$1` namespace, `$2` id, `$3` owner, `$4` leaseMs, `$5` now|NULL. The row is kept at least as long.
     renew: statement(
       'renew',
       `UPDATE ${t} SET lease_expires_at = ${nowOf('$5')} + $4::float8,
@@ -211,17 +160,14 @@ export function statements(table: string): Statements {
       `DELETE FROM ${t} WHERE namespace = $1 AND id = $2 AND state = 'in-flight' AND owner = $3`,
     ),
     clear: statement('clear', `DELETE FROM ${t} WHERE namespace = $1`),
+    // `$1` namespace, `$2` last id seen, `$3` limit.
     scan: statement(
       'scan',
       `SELECT r.id, ${RECORD_COLUMNS('r')} FROM ${t} r WHERE r.namespace = $1 AND r.id > $2 ORDER BY r.id LIMIT $3`,
     ),
-    // Not prepared (no name): planned at each run, on the table as it is then. A generic plan made while the
-    // table was small (a new deployment's first purges) scans it whole twice per batch (a Seq Scan for the rows
-    // due, another for `ctid = ANY`) until autoanalyze replaces the plan; a plan made per batch picks the
-    // forget_at index and a Tid Scan as soon as the table has grown, stale statistics or not. A purge batch
-    // runs seldom, so its planning costs nothing that shows. Oldest first (ORDER BY forget_at): the index gives
-    // that order, where without it the planner, which guesses that a third of the rows are due, may scan the
-    // table from its start for them.
+    // At most `$1` rows past `forget_at`, oldest first (the index's order); rows another transaction holds are
+    // skipped. Not prepared: a generic plan made while the table was small would scan it whole twice per batch
+    // until autoanalyze; planned per batch, it takes the forget_at index and a Tid Scan once the table has grown.
     purge: {
       name: '',
       text: `DELETE FROM ${t} WHERE ctid = ANY (ARRAY(
@@ -232,14 +178,13 @@ export function statements(table: string): Statements {
 }
 
 /*
- * Text columns cannot hold U+0000, which canonical keys (binary ids are `\0b64:…`), owners, fingerprints and
- * results may contain. The codec writes U+0000 as DLE `0` and DLE itself as DLE DLE: injective, and a string
- * without either (nearly every id) is stored as it is, readable and queryable (`WHERE id = 'order-42'`).
+ * Text columns cannot hold U+0000, which keys (binary ids are `\0b64:…`) and strings may contain: written as
+ * DLE `0`, and DLE itself as DLE DLE. A string without either (nearly every id) is stored as it is.
  */
 const DLE = '\u0010';
 const NUL = '\u0000';
 
-/** A string as stored in a text column (see the codec above). */
+/** A string as stored in a text column. */
 export function encodeText(value: string): string {
   if (!value.includes(NUL) && !value.includes(DLE)) return value;
   return value.replaceAll(DLE, DLE + DLE).replaceAll(NUL, `${DLE}0`);
@@ -266,7 +211,7 @@ export function encodeOptional(value: string | undefined): string | null {
   return value === undefined ? null : encodeText(value);
 }
 
-/** The record columns of a row, as the driver returns them. */
+/** The record columns of a row. */
 export interface RecordRow {
   readonly state: string | null;
   readonly expires_at: number | null;

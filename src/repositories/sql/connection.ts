@@ -1,5 +1,5 @@
-import { ConfigError } from '../../errors.js';
-import { type MigrateStore, migrateHint } from './store.js';
+import { ConfigError, RepositoryError } from '../../errors.js';
+import { detailOf, type MigrateStore, migrateHint } from './store.js';
 
 /** A driver's pool, as far as the core uses it. */
 export interface SqlPool {
@@ -17,10 +17,7 @@ export function errorCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-/**
- * A certificate or handshake failure from Node's TLS layer, or the server refusing TLS: `codes` and `messages`
- * add the driver's own words for it.
- */
+/** A certificate or handshake failure, or the server refusing TLS; `codes` and `messages` add the driver's words. */
 export function isTlsFailure(error: unknown, codes: string, messages: string): boolean {
   const code = errorCode(error) ?? '';
   const message = error instanceof Error ? error.message : String(error);
@@ -31,10 +28,8 @@ export function isTlsFailure(error: unknown, codes: string, messages: string): b
 }
 
 /**
- * Checks the table's columns as the catalog lists them (`actual`, name → type; empty when there is no table)
- * against the ones the statements use. A missing table is a config problem reported at open, naming the command
- * that creates it; a same-named table of another shape would fail every statement. A table of an older version
- * that lacks a column of `added` (added since, nullable) is told to run the migration, which adds it.
+ * Checks the table's columns as the catalog lists them (`actual`, name → type; empty: no table) against the ones
+ * the statements use. A missing table, or an older one lacking a column of `added`, names the migration.
  */
 export function checkLayout(
   where: {
@@ -71,4 +66,54 @@ export function checkLayout(
       );
     }
   }
+}
+
+/**
+ * The end of a SQL store's open-failure mapping, once its own codes (credentials, database name) were tried: a
+ * host name that does not resolve or a TLS failure (`tls`: the driver's own codes and words for one, see
+ * isTlsFailure) is the user's to fix (ConfigError naming the setting); anything else may be a server not up yet
+ * (retryable RepositoryError).
+ */
+export function connectFailure(
+  store: string,
+  address: string,
+  error: unknown,
+  tls: { readonly codes: string; readonly messages: string; readonly serverHint: string },
+): ConfigError | RepositoryError {
+  const detail = detailOf(error);
+  const code = errorCode(error);
+  const tlsFailed = isTlsFailure(error, tls.codes, tls.messages);
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return new ConfigError('repository.url', `cannot resolve the ${store} host of ${address}: ${detail}`, {
+      cause: error,
+    });
+  }
+  if (tlsFailed && isHostNameMismatch(error)) {
+    return new ConfigError(
+      'repository.tls',
+      `TLS connection to ${store} at ${address} refused: the server's certificate is not issued for this host ` +
+        `(${detail}); connect by a name the certificate carries, or set repository.tls.servername to it`,
+      { cause: error },
+    );
+  }
+  if (tlsFailed) {
+    return new ConfigError(
+      'repository.tls',
+      `TLS connection to ${store} at ${address} failed (${detail}); set repository.tls.ca to the PEM of the CA ` +
+        `that signed the server's certificate, or check that the server has ${tls.serverHint}`,
+      { cause: error },
+    );
+  }
+  return new RepositoryError(`${store}: cannot connect to ${address} (repository.url): ${detail}`, {
+    cause: error,
+  });
+}
+
+/** A certificate its CA vouches for, issued for another host than the one connected to. */
+function isHostNameMismatch(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return (
+    errorCode(error) === 'ERR_TLS_CERT_ALTNAME_INVALID' ||
+    /does not match certificate's altnames/.test(message)
+  );
 }

@@ -2,10 +2,9 @@ import { ConfigError } from '../../errors.js';
 import { closePool, type SqlPool } from './connection.js';
 
 /*
- * The migration flow of a SQL store. Nothing creates the table behind the user's back: `migrate()`, `idem migrate
- * --apply`, or the store's DDL run by the team's own migration tool (`createTable: true` is the opt-in for tests
- * and demos). Every statement is idempotent (`IF NOT EXISTS`), and only the DDL of what is missing runs, so
- * running the migration again changes nothing and locks nothing.
+ * Nothing creates a SQL store's table behind the user's back: `migrate()`, `idem migrate --apply`, or the DDL run
+ * by the team's own tool (`createTable: true` opts in at open). Only the DDL of what is missing runs, so running
+ * the migration again changes nothing and locks nothing.
  */
 
 /** What a store's `migrate()` needs: where (a URL or a pool) and which table. */
@@ -33,15 +32,15 @@ export interface SqlMigration<P extends SqlPool, O extends { readonly url?: stri
   readonly defaultTable: string;
   /** The DDL of `table`, one statement per entry; a bad table name is a ConfigError. */
   statements(table: string): string[];
-  /** Runs the DDL of what is missing of `table` on `pool`; answers the statements run. */
+  /** Runs the DDL of what is missing; answers the statements run. */
   apply(pool: P, table: string): Promise<string[]>;
   parseOptions(input: unknown, owner: string): O;
   describeAddress(url: string | undefined): string;
-  /** The driver's side; loaded only to apply, so printing the DDL needs no driver (`idem migrate` without --apply). */
+  /** The driver's side, loaded only to apply: printing the DDL needs no driver. */
   connection(): Promise<{ createPool(options: O): P; openError(error: unknown, address: string): unknown }>;
 }
 
-/** The DDL as one script, `;`-terminated, for `idem migrate` and the docs. */
+/** The DDL as one `;`-terminated script. */
 export function script(statements: readonly string[]): string {
   return `${statements.join(';\n\n')};\n`;
 }

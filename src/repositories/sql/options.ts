@@ -1,26 +1,23 @@
 import { z } from 'zod';
 import { timerMs } from '../../options/limits.js';
 
-/** Defaults both SQL stores share, written once (each store's `…Defaults` starts from them). */
+/** Defaults both SQL stores share (each store's `…Defaults` starts from them). */
 export const sqlDefaults = {
-  /** The table every record lives in, optionally qualified (schema or database). Created only by the migration. */
+  /** The table every record lives in, optionally qualified (schema or database). */
   table: 'processed_ids',
   /** Keeps several repositories (and test namespaces) apart in one table; `clear()` deletes only its own rows. */
   namespace: 'default',
-  /**
-   * Off: the table belongs to a migration (`idem migrate`, `migrate()`), not to a worker's first start. `true`
-   * runs the same idempotent DDL at open.
-   */
+  /** Off: the table belongs to a migration (`idem migrate`, `migrate()`); `true` runs the same DDL at open. */
   createTable: false,
   /** Connections of the pool the repository creates (a borrowed pool keeps its own size). */
   poolSize: 10,
   /** Waiting for a TCP connection. */
   connectTimeoutMs: 5_000,
-  /** How long a claim waits for another open transaction holding the same id before it is answered in-progress. */
+  /** How long a claim waits for another transaction holding the id before it is answered in progress. */
   lockTimeoutMs: 5_000,
-  /** Rows one `purge()` statement deletes at most: a bounded transaction, short row locks. */
+  /** Rows one `purge()` statement deletes at most: short transactions and row locks. */
   purgeBatchSize: 10_000,
-  /** Background purge period in ms; 0 (the default) runs none, and `purge()` is the caller's to schedule. */
+  /** Background purge period in ms; 0 runs none (`purge()` is the caller's to schedule). */
   purgeIntervalMs: 0,
 } as const satisfies Record<string, unknown>;
 

@@ -14,24 +14,20 @@ import { detailOf, type MigrateStore, migrateStore, type PurgeOptions, purgeInBa
 import type { SqlTransaction } from './transaction.js';
 
 /*
- * The core of the SQL stores: a repository on one table of a SQL server, opened, purged, closed and guarded the
- * same way whatever the server. Each dialect (postgres/, mysql/) adds its statements, its transaction and its
- * error codes, as the Kafka clients add theirs to src/kafka/port.
+ * The core of the SQL stores: a repository on one table, opened, purged, closed and guarded the same way whatever
+ * the server. Each dialect (postgres/, mysql/) adds its statements, transaction and error codes.
  */
 
-/** Where the repository reports what goes wrong in the background (a failed background purge). */
+/** Where the repository reports a failed background purge. */
 export interface SqlLogger {
   warn(message: string): void;
 }
 
 /** What a SQL store's `open` takes besides the config table. */
 export interface SqlOpenExtras<P> {
-  /** A pool to use instead of connecting from `url` (its own host, user, TLS, limits): left open by `close()`. */
+  /** A pool to use instead of connecting from `url`: left open by `close()`. */
   readonly pool?: P;
-  /**
-   * The worker's clock, accepted like every repository's. A SQL store never judges by it: leases and TTLs count
-   * on the server's clock, so a worker whose clock is off changes nothing.
-   */
+  /** Accepted like every repository's, never used: leases and TTLs count on the server's clock. */
   readonly clock?: () => number;
   readonly logger?: SqlLogger;
 }
@@ -51,18 +47,15 @@ export interface SqlOptions {
 export interface SqlDialect<P extends SqlPool, O extends SqlOptions> {
   readonly store: 'postgres' | 'mysql';
   parseOptions(config: unknown): O;
-  /** Where the pool connects, without credentials. */
   describeAddress(url: string | undefined): string;
   createPool(options: O): P;
   /** Creates what is missing of the table (`createTable: true`). */
   createTable(pool: P, table: string): Promise<unknown>;
-  /** Checks the table exists with the expected layout. */
   assertTable(pool: P, table: string, address: string, target: MigrateStore): Promise<void>;
-  /** A failure while opening, mapped to the setting most likely at fault. */
   openError(error: unknown, address: string): unknown;
 }
 
-/** What {@link openSql} found: what a repository is built from. */
+/** What a repository is built from. */
 export interface SqlSettings<P, O> {
   readonly pool: P;
   readonly ownsPool: boolean;
@@ -74,10 +67,9 @@ export interface SqlSettings<P, O> {
 }
 
 /**
- * Connects from config options (or uses the given pool) and checks the table, then runs `probe` on the pool.
- * Invalid options and a missing table reject with a ConfigError naming the key (a missing table also names the
- * command that creates it); an unreachable server with a retryable RepositoryError naming the address, never the
- * password. An owned pool is closed when opening fails.
+ * Connects from config options (or uses the given pool), checks the table, then runs `probe` on the pool. Invalid
+ * options and a missing table reject with a ConfigError naming the key (and the command that creates the table);
+ * an unreachable server with a retryable RepositoryError naming the address, never the password.
  */
 export async function openSql<P extends SqlPool, O extends SqlOptions, X = undefined>(
   dialect: SqlDialect<P, O>,
@@ -105,7 +97,6 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
     if (given === undefined) await closePool(pool);
     throw dialect.openError(error, address);
   }
-  // Default warning sink: a process warning, visible and filterable, never silent.
   const warnings: SqlLogger = {
     warn: (message) => process.emitWarning(message, { code: `IDEM_${store.toUpperCase()}` }),
   };
@@ -113,10 +104,7 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
   return { ...settings, logger: logger ?? warnings, probed };
 }
 
-/**
- * The `now` the base class passes when the caller gave none: NaN, which the statements receive as NULL and
- * replace with the server's clock. An explicit `now` (event-time mode) is passed.
- */
+/** The `now` the base class passes when the caller gave none: NaN, sent as NULL for the server's clock. */
 const serverClock = (): number => Number.NaN;
 
 /** A statement's time parameter: the caller's time, or NULL for the server's clock. */
@@ -125,9 +113,8 @@ export function timeParam(now: number): number | null {
 }
 
 /**
- * A repository on one table of a SQL server, shared by any number of workers: the pool (its own or the caller's),
- * the table, the transaction of each async context, the purge and its background timer. Leases and TTLs count on
- * the server's clock: the worker's clock is never used.
+ * A repository on one table of a SQL server, shared by any number of workers: the pool, the table, the
+ * transaction of each async context, the purge and its background timer.
  */
 export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransaction<C>>
   extends BaseRepository
@@ -138,16 +125,13 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     shared: true,
     maxIdBytes: MAX_ID_BYTES,
     nativeBatch: true,
-    // PostgreSQL TOASTs a result out of the row (compressed, stored aside), so the table and its index stay small;
-    // a MySQL statement must fit `max_allowed_packet` (16 MiB on MariaDB). 1 MiB keeps one message's round trip, a
-    // batch of results and a replay cheap, as in the Redis store.
+    // 1 MiB keeps a message's round trip, a batch of results and a replay cheap (a MySQL statement must fit
+    // `max_allowed_packet`), as in the Redis store.
     maxResultBytes: 1_048_576,
   };
   /** The open transaction of each async context: the verbs run on its connection, else on the pool. */
   protected readonly scope = new TransactionScope<T>();
-  /** Where the pool connects, without credentials. */
   protected readonly address: string;
-  /** The `--store` of the `idem migrate` command a missing-table error names. */
   protected readonly migrateStore: MigrateStore;
   /** The lock timeout of a transaction that sets none, and of a claim outside any transaction. */
   protected readonly lockTimeoutMs: number;
@@ -172,7 +156,6 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     this.#logger = settings.logger;
     if (options.purgeIntervalMs > 0) {
       this.#purgeTimer = setInterval(() => this.#purgeInBackground(), options.purgeIntervalMs);
-      // The purge never keeps a process alive on its own.
       this.#purgeTimer.unref();
     }
   }
@@ -182,7 +165,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     return this.#pool;
   }
 
-  /** The table, as configured (`table`, or qualified by its schema or database). */
+  /** The table, as configured. */
   get table(): string {
     return this.#table;
   }
@@ -192,10 +175,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     options?: TransactionOptions,
   ): Promise<R>;
 
-  /**
-   * The checks every `transaction()` starts with: open, not nested (a savepoint nests), a valid lock timeout.
-   * Answers the transaction's lock timeout (the option, else the repository's).
-   */
+  /** Checks a `transaction()` may start (open, not nested) and answers its lock timeout. */
   protected beginTransaction(options: TransactionOptions, maxLockTimeoutMs: number): number {
     this.assertOpen();
     if (this.scope.current() !== undefined) {
@@ -211,7 +191,6 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
 
   /** Store failures with the driver's wording replaced by what it means for the caller. */
   protected override async run<R>(operation: string, call: () => Promise<R>): Promise<R> {
-    // The base class's wrapping, over the mapped error: one async frame a call, no closure.
     try {
       return await call();
     } catch (error) {
@@ -231,9 +210,8 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   protected abstract missingTable(operation: string, error: unknown): RepositoryError | undefined;
 
   /**
-   * Deletes the rows the store may forget (past `forget_at` on the server's clock: expired retention, lapsed
-   * claims past their retention), of every namespace of the table, and answers how many. Each batch is one
-   * bounded DELETE ({@link purgeBatch}); batches run until one comes back short.
+   * Deletes the rows of every namespace past `forget_at` on the server's clock, in bounded DELETEs until one comes
+   * back short, and answers how many.
    */
   async purge(options: PurgeOptions = {}): Promise<number> {
     this.assertOpen();
@@ -272,9 +250,8 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
 }
 
 /**
- * The driver's client of the transaction a handler runs in: what the consumer puts in `HandlerContext.transaction`
- * when its `transaction` option is on with a SQL repository (`fn` names the store's helper, `repository` its
- * class, `client` the driver's client). Throws a ConfigError when the handler runs outside a transaction.
+ * The driver's client of the transaction a handler runs in, found in `HandlerContext.transaction` by its
+ * `methods` (`names` name the store's helper, class and client for the error outside a transaction).
  */
 export function handlerClient<C>(
   context: { readonly transaction?: unknown },

@@ -1,10 +1,7 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { redactText } from '../../util/redact-text.js';
 
-/*
- * What the SQL stores (postgres/, mysql/) say and take alike: written once so the two read the same to a user.
- * Each store keeps its own driver codes; only the shared wording and option shapes live here.
- */
+/* What the SQL stores say and take alike, so the two read the same to a user. */
 
 /** Options of a SQL store's `purge()`. */
 export interface PurgeOptions {
@@ -15,9 +12,8 @@ export interface PurgeOptions {
 }
 
 /**
- * The batch loop of a SQL store's `purge()`: checks the batch size, then runs `deleteBatch` (one bounded DELETE)
- * until a batch comes back short, `maxBatches` ran, or `deleteBatch` answers undefined (nothing more can run).
- * Answers how many rows went.
+ * The batch loop of `purge()`: runs `deleteBatch` (one bounded DELETE) until a batch comes back short,
+ * `maxBatches` ran, or it answers undefined (nothing more can run). Answers how many rows went.
  */
 export async function purgeInBatches(
   store: string,
@@ -49,9 +45,8 @@ export function detailOf(error: unknown): string {
 }
 
 /**
- * The `--store` argument of an `idem migrate` command to paste, and what to add to it: the store's URL with its
- * user, host, port, database and parameters, never its password. PostgreSQL takes the password from PGPASSWORD;
- * a MySQL URL keeps a `<password>` slot to fill in. Without a URL (a borrowed pool) a template.
+ * The `--store` argument of an `idem migrate` command to paste, and what to add to it: the store's URL without
+ * its password (PostgreSQL's from PGPASSWORD, a MySQL URL's a `<password>` slot), or a template.
  */
 export interface MigrateStore {
   /** Shell-quoted when it holds anything a shell would read. */
@@ -90,7 +85,7 @@ function shellQuote(text: string): string {
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
-/** How to create a missing table, for error messages (`store`: the entry point, `postgres` or `mysql`). */
+/** How to create a missing table, for error messages. */
 export function migrateHint(store: string, table: string, target: MigrateStore, verb = 'create it'): string {
   const flag = table === 'processed_ids' ? '' : ` --table ${table}`;
   const note = target.note === '' ? '' : `${target.note}; `;
@@ -100,56 +95,7 @@ export function migrateHint(store: string, table: string, target: MigrateStore, 
   );
 }
 
-/**
- * The end of a SQL store's open-failure mapping, once its own codes (credentials, database name) were tried: a
- * host name that does not resolve or a TLS failure is the user's to fix (ConfigError naming the setting); anything
- * else may be a server not up yet (retryable RepositoryError).
- */
-export function connectFailure(
-  store: string,
-  address: string,
-  error: unknown,
-  tls: { readonly failed: boolean; readonly serverHint: string },
-  code: string | undefined,
-): ConfigError | RepositoryError {
-  const detail = detailOf(error);
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-    return new ConfigError('repository.url', `cannot resolve the ${store} host of ${address}: ${detail}`, {
-      cause: error,
-    });
-  }
-  if (tls.failed && isHostNameMismatch(error)) {
-    return new ConfigError(
-      'repository.tls',
-      `TLS connection to ${store} at ${address} refused: the server's certificate is not issued for this host ` +
-        `(${detail}); connect by a name the certificate carries, or set repository.tls.servername to it`,
-      { cause: error },
-    );
-  }
-  if (tls.failed) {
-    return new ConfigError(
-      'repository.tls',
-      `TLS connection to ${store} at ${address} failed (${detail}); set repository.tls.ca to the PEM of the CA ` +
-        `that signed the server's certificate, or check that the server has ${tls.serverHint}`,
-      { cause: error },
-    );
-  }
-  return new RepositoryError(`${store}: cannot connect to ${address} (repository.url): ${detail}`, {
-    cause: error,
-  });
-}
-
-/** A certificate its CA vouches for, issued for another host than the one connected to. */
-function isHostNameMismatch(error: unknown): boolean {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  const message = error instanceof Error ? error.message : String(error);
-  return code === 'ERR_TLS_CERT_ALTNAME_INVALID' || /does not match certificate's altnames/.test(message);
-}
-
-/**
- * A migration that gave up waiting for a lock on its table (the store's lock timeout): transactions on the table
- * hold it. Retryable, and not a connection problem: the server answered.
- */
+/** A migration that gave up waiting for a lock open transactions on its table hold: retryable. */
 export function tableInUse(store: string, table: string, error: unknown): RepositoryError {
   return new RepositoryError(
     `${store}: the table ${table} is in use: the migration waited for a lock that open transactions on it hold, ` +

@@ -21,51 +21,31 @@ export async function endQuietly(
 }
 
 /**
- * A driver connection's statement methods (`query`, `execute`), watched for one transaction: what is sent through
- * them is counted (an optimistic savepoint asks whether anything was sent since it), and `ahead` runs before each
- * (PostgreSQL sends a held-back SAVEPOINT there) and may answer what to do once the method returned. Own
- * properties over the prototype's methods, for this transaction only: {@link dispose} removes them.
+ * Counts what is sent through a connection's statement methods (`query`, `execute`) for one transaction, so an
+ * optimistic savepoint can tell whether anything was sent since it. Own properties over the prototype's
+ * methods: {@link dispose} removes them before the connection returns to the pool.
  */
 export class StatementWatch {
-  /** Statements sent through the watched methods so far. */
   sent = 0;
   readonly #client: Record<string, unknown>;
-  /** The connection's own properties the watch covers (another library's), given back by dispose. */
+  /** Own properties the watch covers (another library's), given back by dispose. */
   readonly #own = new Map<string, unknown>();
   readonly #methods: readonly string[];
-  /** The methods as they were, by name. */
-  readonly #originals = new Map<string, (...args: unknown[]) => unknown>();
 
-  constructor(
-    client: object,
-    methods: readonly string[],
-    ahead?: (args: unknown[]) => (() => void) | undefined,
-  ) {
+  constructor(client: object, methods: readonly string[]) {
     const target = client as Record<string, unknown>;
     this.#client = target;
     this.#methods = methods;
     for (const name of methods) {
       const method = target[name] as (...args: unknown[]) => unknown;
       if (Object.hasOwn(target, name)) this.#own.set(name, method);
-      this.#originals.set(name, method);
       target[name] = (...args: unknown[]) => {
         this.sent++;
-        const after = ahead?.(args);
-        try {
-          return method.apply(client, args);
-        } finally {
-          after?.();
-        }
+        return method.apply(client, args);
       };
     }
   }
 
-  /** Calls method `name` as it was, neither counted nor preceded by `ahead`. */
-  unwatched(name: string, ...args: unknown[]): unknown {
-    return (this.#originals.get(name) as (...args: unknown[]) => unknown).apply(this.#client, args);
-  }
-
-  /** Gives the connection its methods back: before it returns to the pool. */
   dispose(): void {
     for (const name of this.#methods) {
       if (this.#own.has(name)) this.#client[name] = this.#own.get(name);
@@ -75,44 +55,62 @@ export class StatementWatch {
 }
 
 /**
- * One open transaction of a SQL store: the pooled connection it runs on, its lock timeout, and the one savepoint
- * the consumer may hold at a time. How the transaction begins, ends and learns it broke is its dialect's.
+ * One open transaction of a SQL store: the pooled connection, its lock timeout, the statements that start it
+ * (its lead, sent with its first statement) and the one savepoint the consumer may hold at a time. How it
+ * begins, ends and learns it broke is its dialect's.
  */
 export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
-  /** The pooled connection, for the dialect's own statements (see {@link client}). */
-  protected readonly connection: C;
-  /** The lock timeout of this transaction, in ms, as asked for. */
+  readonly connection: C;
   readonly lockTimeoutMs: number;
-  readonly #store: string;
-  /** `open`: SAVEPOINT ran. `skipped`: asked for while the dialect could set none (nothing to roll back to). */
-  #savepoint: 'none' | 'open' | 'skipped' = 'none';
-  /** The open savepoint is optimistic (none set): {@link statementsSent} when it was asked for. */
-  #markedAt: number | undefined;
   needsSavepoints = false;
+  /** Made rollback-only by decision (`rollbackOnly()`, a claim answered in progress). */
+  protected doomed = false;
+  readonly #store: string;
+  /** Undefined once sent: a transaction whose lead never went has nothing to end. */
+  #lead: readonly string[] | undefined;
+  /** `skipped`: asked for while the dialect could set none (nothing to roll back to). */
+  #savepoint: 'none' | 'open' | 'skipped' = 'none';
+  /** The open savepoint is optimistic (none set): statements sent when it was asked for. */
+  #markedAt: number | undefined;
+  /** Counts the statements sent, for optimistic savepoints (made at the first one). */
+  #watch: StatementWatch | undefined;
 
-  constructor(store: string, client: C, lockTimeoutMs: number) {
+  constructor(store: string, client: C, lockTimeoutMs: number, lead: readonly string[]) {
     this.#store = store;
     this.connection = client;
     this.lockTimeoutMs = lockTimeoutMs;
+    this.#lead = lead;
   }
 
-  /**
-   * The driver's connection inside the transaction, for the caller's own statements: the transaction has begun
-   * on it by the time the caller's first statement runs (see {@link handOut}).
-   */
+  /** The connection for the caller's own statements: the lead goes first (see {@link handOut}). */
   get client(): C {
     this.handOut();
     return this.connection;
   }
 
-  /**
-   * Called whenever the connection is handed out: a dialect that sends its BEGIN with its first statement
-   * (PostgreSQL) sends it now if none went yet, ahead of whatever the caller sends.
-   */
-  protected handOut(): void {}
+  /** Whether any statement went to the server. */
+  get started(): boolean {
+    return this.#lead === undefined;
+  }
 
-  abstract get rollingBack(): boolean;
-  abstract rollbackOnly(): void;
+  /** The lead, for a statement that sends it ahead of its own in one round trip; undefined once it went. */
+  takeLead(): readonly string[] | undefined {
+    const lead = this.#lead;
+    this.#lead = undefined;
+    return lead;
+  }
+
+  /** Sends the lead alone, if it has not gone, ahead of whatever the caller sends on the connection. */
+  protected abstract handOut(): void;
+
+  get rollingBack(): boolean {
+    return this.doomed;
+  }
+
+  rollbackOnly(): void {
+    this.doomed = true;
+  }
+
   abstract savepoint(options?: { readonly optimistic?: boolean }): Promise<void>;
   abstract releaseSavepoint(): Promise<void>;
   abstract rollbackToSavepoint(): Promise<void>;
@@ -128,24 +126,24 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     this.#savepoint = await set();
   }
 
-  /** Statements sent on the connection so far (the dialect counts them), for optimistic savepoints. */
-  protected abstract statementsSent(): number;
-
-  /** Opens an optimistic savepoint: none is set, the count of statements sent so far is noted. */
-  protected mark(): 'open' {
-    this.#markedAt = this.statementsSent();
+  /** Opens an optimistic savepoint: none is set, the statements sent through `methods` are counted from here. */
+  protected mark(methods: readonly string[]): 'open' {
+    this.#watch ??= new StatementWatch(this.connection as object, methods);
+    this.#markedAt = this.#watch.sent;
     return 'open';
   }
 
-  /**
-   * Ends the open savepoint if it is optimistic: whether a statement was sent since it (`touched`), or undefined
-   * when the open savepoint is a real one.
-   */
+  /** Counts a statement of the repository's that bypasses the watched methods. */
+  protected counted(): void {
+    if (this.#watch !== undefined) this.#watch.sent++;
+  }
+
+  /** Ends an optimistic savepoint: whether anything was sent since it, or undefined for a real savepoint. */
   protected takeMark(): { readonly touched: boolean } | undefined {
     const markedAt = this.#markedAt;
     if (markedAt === undefined) return undefined;
     this.#markedAt = undefined;
-    return { touched: this.statementsSent() !== markedAt };
+    return { touched: (this.#watch?.sent ?? 0) !== markedAt };
   }
 
   /** An optimistic savepoint could not stand in for a real one: roll back, and run again with real ones. */
@@ -162,5 +160,11 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     }
     this.#savepoint = 'none';
     return state;
+  }
+
+  /** Gives the connection its own methods back: before it returns to the pool. */
+  dispose(): void {
+    this.#watch?.dispose();
+    this.#watch = undefined;
   }
 }

@@ -62,9 +62,8 @@ const OWNER_CONDITION = '#state = :inflight AND #owner = :owner';
 const OWNER_NAMES = { '#state': ATTR.state, '#owner': ATTR.owner };
 
 const CONFIRM_UPDATE = 'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl = :ttl REMOVE #lease, #owner';
-/** CONFIRM_UPDATE that also keeps the outcome the consumer gives (`confirm`'s `result`). */
-const CONFIRM_RESULT_UPDATE =
-  'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl = :ttl, #result = :result REMOVE #lease, #owner';
+/** CONFIRM_UPDATE that also keeps `confirm`'s `result`. */
+const CONFIRM_RESULT_UPDATE = CONFIRM_UPDATE.replace(' REMOVE', ', #result = :result REMOVE');
 const CONFIRM_NAMES = {
   ...OWNER_NAMES,
   '#expiresAt': ATTR.expiresAt,
@@ -277,28 +276,22 @@ export class DynamoDbRepository extends BaseRepository {
   private async batchGet(keys: readonly string[]): Promise<Item[]> {
     const items: Item[] = [];
     const keyItems = keys.map((key) => keyOf(key, this.#ns));
-    await this.untilProcessed(
-      keyItems,
-      (n) => `get: ${n} keys`,
-      'BatchGetItem',
-      async (pending) => {
-        const { Responses, UnprocessedKeys } = await this.#client.send(
-          new BatchGetItemCommand({
-            RequestItems: { [this.#table]: { Keys: pending, ConsistentRead: true } },
-          }),
-        );
-        items.push(...(Responses?.[this.#table] ?? []));
-        return UnprocessedKeys?.[this.#table]?.Keys ?? [];
-      },
-    );
+    await this.untilProcessed('get', 'keys', 'BatchGetItem', keyItems, async (Keys) => {
+      const out = await this.#client.send(
+        new BatchGetItemCommand({ RequestItems: { [this.#table]: { Keys, ConsistentRead: true } } }),
+      );
+      items.push(...(out.Responses?.[this.#table] ?? []));
+      return out.UnprocessedKeys?.[this.#table]?.Keys ?? [];
+    });
     return items;
   }
 
   /** Sends a batch call until DynamoDB leaves nothing unprocessed, with backoff, at most `maxRetries` times more. */
   private async untilProcessed<T>(
-    requests: T[],
-    what: (left: number) => string,
+    operation: string,
+    unit: string,
     command: string,
+    requests: T[],
     send: (pending: T[]) => Promise<T[]>,
   ): Promise<void> {
     let pending = requests;
@@ -306,9 +299,8 @@ export class DynamoDbRepository extends BaseRepository {
       pending = await send(pending);
       if (pending.length === 0) return;
       if (attempt >= this.#maxRetries) {
-        const left = what(pending.length);
         throw new RepositoryError(
-          `dynamodb ${left} still unprocessed after ${attempt + 1} ${command} attempts`,
+          `dynamodb ${operation}: ${pending.length} ${unit} still unprocessed after ${attempt + 1} ${command} attempts`,
         );
       }
       await backoff(attempt);
@@ -454,17 +446,12 @@ export class DynamoDbRepository extends BaseRepository {
 
   /** Sends up to 25 puts or deletes in one BatchWriteItem. */
   private async batchWrite(requests: WriteRequest[], operation: string): Promise<void> {
-    await this.untilProcessed(
-      requests,
-      (n) => `${operation}: ${n} writes`,
-      'BatchWriteItem',
-      async (pending) => {
-        const { UnprocessedItems } = await this.#client.send(
-          new BatchWriteItemCommand({ RequestItems: { [this.#table]: pending } }),
-        );
-        return UnprocessedItems?.[this.#table] ?? [];
-      },
-    );
+    await this.untilProcessed(operation, 'writes', 'BatchWriteItem', requests, async (pending) => {
+      const out = await this.#client.send(
+        new BatchWriteItemCommand({ RequestItems: { [this.#table]: pending } }),
+      );
+      return out.UnprocessedItems?.[this.#table] ?? [];
+    });
   }
 
   protected async doClose(): Promise<void> {

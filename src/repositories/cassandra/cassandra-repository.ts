@@ -58,17 +58,13 @@ export interface CassandraOpenExtras extends BaseRepositoryOptions {
 }
 
 /**
- * Cassandra store. Rows live in `((ns, bucket), id)` (see cql.ts for why); eager claims are lightweight
- * transactions (`INSERT … IF NOT EXISTS`), confirm and owned removal are compare-and-set; every statement is
- * prepared. Liveness is judged from `expires_at`/`lease_expires_at`: `USING TTL` only collects rows, and a row our
- * clock calls expired is taken over by a compare-and-set on the values read, so two claimers never both win.
- * Those times come from each worker's clock (CQL conditions cannot read the server's), so `open` checks the skew.
+ * Cassandra store (docs/cassandra.md): claims are lightweight transactions, confirm and owned removal
+ * compare-and-set, and a row our clock calls expired is taken over by a compare-and-set on the values read.
+ * Liveness is judged from the rows' times, written by each worker's clock, so `open` checks the skew.
  *
- * Lazy marks skip Paxos (four round trips): a read, then a plain `INSERT … USING TTL`, so concurrent lazy adds of
- * one id may both report `added: true`. `markMany` skips the read too (the lazy consumer has just read the ids):
- * unlogged batches of {@link MARK_BATCH_ROWS} rows, `batchConcurrency / 4` in flight (on one node about twice the
- * rate of single INSERTs, five times that of LWTs). Such a blind write may replace a row written since that read
- * (lazy mode's known race), so the race is not counted as `raced`; the id stays held by a live confirmed row.
+ * Lazy marks skip Paxos: a read, then a plain INSERT, so concurrent lazy adds of one id may both be added.
+ * `markMany` skips the read too (unlogged batches, `batchConcurrency / 4` in flight: about twice the rate of single
+ * INSERTs), so a lazy race there is not counted as `raced`.
  */
 export class CassandraRepository extends BaseRepository {
   // Single-partition statements, a bounded number in flight; Cassandra's TTL ceiling is 630720000 s (20 years),

@@ -3,19 +3,9 @@ import { ConfigError } from '../../errors.js';
 import { IDENTIFIER_PATTERN } from './options.js';
 
 /**
- * Every CQL statement the repository runs. Values are bind markers of prepared statements; the only text spliced
- * in is the keyspace and table name and `createSchema`'s replication map, checked so they cannot carry a quote.
- *
- * Layout: `PRIMARY KEY ((ns, bucket), id)`, `bucket` a stable hash of the id into {@link BUCKETS}:
- * - clear() is BUCKETS partition deletes, no read: a scan would fail past `tombstone_failure_threshold` (100k
- *   dead cells), which a busy table with TTLs reaches quickly.
- * - 1024 partitions spread a namespace over any cluster and keep them small (100 M ids ≈ 100k rows each).
- * - Batch reads group ids by bucket into `id IN ?` queries.
- * - The cost: two LWTs of different ids in one bucket at once contend (a few percent of claims at 128 in flight).
- *
- * Every write carries `USING TTL` (`storeLifetimeMs`, whole seconds rounded up), so a row goes about when it stops
- * mattering; tombstones are purged after an hour, not ten days, as this table churns. A replica that misses a
- * delete longer than that may bring a row back, which lives no longer than its own TTL and `expires_at` allow.
+ * Every CQL statement the repository runs, and its layout (docs/cassandra.md): `PRIMARY KEY ((ns, bucket), id)`,
+ * `bucket` a stable hash of the id, so clear() is {@link BUCKETS} partition deletes instead of a scan that fails on
+ * tombstones. Values are bind markers; only the checked keyspace, table and replication map are spliced in.
  */
 
 /** Buckets per namespace. Part of the table's data layout: changing it would hide every existing row. */

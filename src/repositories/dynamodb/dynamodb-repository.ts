@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type AttributeValue,
   BatchGetItemCommand,
@@ -18,7 +19,6 @@ import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions } from '../.
 import { mapLimit } from '../../util/concurrency.js';
 import { checkClockSkew, offsetOf } from '../clock-skew.js';
 import { isSameClaim, processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
-import { backoff, chunk } from './concurrency.js';
 import {
   ATTR,
   fromItem,
@@ -42,6 +42,9 @@ import { ensureTable } from './table.js';
 /** BatchGetItem reads at most 100 keys per call, BatchWriteItem 25 requests. */
 const GET_CHUNK = 100;
 const WRITE_CHUNK = 25;
+/** Backoff between batch retries: exponential with full jitter, as AWS recommends. */
+const BACKOFF_BASE_MS = 25;
+const BACKOFF_CAP_MS = 2_000;
 /** Claim attempts when the record changes between a failed put and the emulator's fallback read (`tryClaim`). */
 const CLAIM_ATTEMPTS = 5;
 /** A failed claim whose blocking record the endpoint did not return. */
@@ -72,18 +75,11 @@ const CONFIRM_NAMES = {
 };
 
 /**
- * Idempotent repository on a DynamoDB table (partition key `id`, string), in the manner of Powertools: a claim is
- * ONE conditional PutItem that also returns the blocking record (`ReturnValuesOnConditionCheckFailure: ALL_OLD`),
- * confirm/remove-by-owner are conditional writes, and every read checks expiry itself because TTL deletion lags by
- * up to 48 hours. No transactions and no TTL API at run time, so dynalite works too; where an emulator returns no
- * old item (dynalite 4), that case alone falls back to a consistent read ({@link returnsItemOnConditionFailure}).
- *
- * Each `keyPrefix` is an exact namespace of the table (see `namespaceOf`). Conditions compare times of each
- * worker's clock, so `open` checks the skew to the endpoint against `maxClockSkewMs`.
- *
- * Lazy marks are blind `BatchWriteItem` puts (25 per request, `batchConcurrency` in flight): one may replace a
- * record written since the caller's read (lazy mode's known race), so such a race is not counted as `raced`. The
- * id stays held by a live confirmed record either way; eager mode keeps its conditional puts.
+ * Repository on a DynamoDB table (partition key `id`, string), in the manner of Powertools (docs/dynamodb.md): a
+ * claim is ONE conditional PutItem that returns the blocking record (ALL_OLD); an emulator that does not (dynalite)
+ * falls back to a consistent read. Every read checks expiry itself: TTL deletion lags by up to 48 hours.
+ * Conditions compare times of each worker's clock, so `open` checks the skew. Lazy marks are blind
+ * `BatchWriteItem` puts, so a lazy race there is not counted as `raced`.
  */
 export class DynamoDbRepository extends BaseRepository {
   // Claims are one conditional put per id: DynamoDB has no conditional batch write. An item is at most 400 KB
@@ -303,7 +299,7 @@ export class DynamoDbRepository extends BaseRepository {
           `dynamodb ${operation}: ${pending.length} ${unit} still unprocessed after ${attempt + 1} ${command} attempts`,
         );
       }
-      await backoff(attempt);
+      await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt));
     }
   }
 
@@ -457,6 +453,12 @@ export class DynamoDbRepository extends BaseRepository {
   protected async doClose(): Promise<void> {
     if (this.#ownsClient) this.#client.destroy();
   }
+}
+
+function chunk<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
+  return chunks;
 }
 
 /** Checks the skew to the endpoint's clock (its `Date` header): conditions compare times of each worker's clock. */

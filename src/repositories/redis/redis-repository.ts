@@ -94,17 +94,10 @@ function dense<R>(replies: readonly Reply[], count: number): { nows: number[]; v
 }
 
 /**
- * Repository on Redis (standalone or Cluster) through ioredis.
- *
- * Every state change is one atomic Lua script (scripts.ts) judged by the server's own clock unless the caller
- * gives `now` (event-time mode); PX only collects garbage, so a slow owner can still confirm a lapsed claim. Keys
- * are `namespaceSegment(keyPrefix) + canonical key`. Standalone batches are one script call per 1000 keys in one
- * round trip; on a Cluster, where a script may not span slots, one call per key, pipelined per node by ioredis'
- * auto-pipelining (on for clients the repository creates; a borrowed Cluster should enable it too).
- *
- * Lazy marks never overwrite a live record, so their races are still counted (`raced`). Standalone, a mark is the
- * claim script: a pipeline of plain `SET`s costs the client five to ten times the CPU per id (docs/redis.md). On a
- * Cluster it is a plain `SET NX PX` per key (time from {@link ServerTime}); only keys that exist go to the script.
+ * Repository on Redis (standalone or Cluster) through ioredis; see docs/redis.md. Every state change is one atomic
+ * Lua script judged by the server's clock (unless the caller gives `now`); PX only collects garbage. A borrowed
+ * Cluster should enable auto-pipelining, which batches route by. Lazy marks never overwrite a live record, so
+ * their races are still counted (`raced`).
  */
 export class RedisRepository extends BaseRepository {
   // Strings hold up to 512 MB, but a large value blocks the single-threaded server while it is copied.

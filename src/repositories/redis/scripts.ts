@@ -1,16 +1,10 @@
 import type { Cluster, Redis } from 'ioredis';
 
 /*
- * Lua scripts behind the Redis repository: each runs atomically, so a check and the write that depends on it never
- * interleave with another client's. Records are `encodeRecord`'s text (`state \1 expiresAt \1 leaseExpiresAt \1
- * owner \1 eventTime \1 fingerprint \1 result \1 firstSeenAt`; older records end after fingerprint or result).
- *
- * Time is the `now` given (event-time mode), or with '' the server's `TIME` (on a Cluster, the key's master's):
- * one clock for every worker, so none can take over a live claim or hold an id too long by its own clock.
- *
- * Claims and confirms answer `{ now, i, x, j, y... }`: the time used, then only the keys that did not go the common
- * way (KEYS index, what happened), so a batch of new ids answers one number, not a 1000-entry table.
- * Reads answer `{ now, one reply per key... }`.
+ * Lua scripts behind the Redis repository (docs/redis.md). Records are `encodeRecord`'s text (older records end
+ * after the fingerprint or the result). Time is the `now` given, or with '' the server's `TIME`: one clock for
+ * every worker. Claims and confirms answer `{ now, i, x, j, y... }`, only the keys that did not go the common way,
+ * so a batch of new ids answers one number; reads answer `{ now, one reply per key... }`.
  */
 
 /** Shared by every script: the time to judge by (ARGV value, or the server's TIME when '') and number output. */

@@ -7,9 +7,6 @@ import { ConfigError } from '../errors.js';
  * Such stores measure the offset to the server once at open and refuse (or warn) past a bound.
  */
 
-/** What to do when the measured skew is beyond `maxClockSkewMs`: refuse to open, or warn and open. */
-export type ClockSkewPolicy = 'fail' | 'warn';
-
 /** Defaults of the check's options, shared by the stores that run it. */
 export const clockSkewDefaults = { maxClockSkewMs: 2_000, onClockSkew: 'fail' } as const;
 
@@ -59,7 +56,8 @@ export interface ClockSkewCheck {
   readonly store: string;
   readonly where: string;
   readonly maxClockSkewMs: number;
-  readonly onClockSkew: ClockSkewPolicy;
+  /** Past the bound: refuse to open, or warn and open. */
+  readonly onClockSkew: 'fail' | 'warn';
   readonly warn: (message: string) => void;
 }
 

@@ -131,11 +131,8 @@ export class CassandraRepository extends BaseRepository {
     if (given === undefined && options.contactPoints === undefined) {
       throw new ConfigError('repository.contactPoints', 'is required (or pass an existing client)');
     }
-    const client = await openClient(options, {
-      given,
-      clock: clock ?? Date.now,
-      logger: logger ?? processWarnings('IDEM_CASSANDRA'),
-    });
+    const warnings = logger ?? processWarnings('IDEM_CASSANDRA');
+    const client = await openClient(options, given, clock ?? Date.now, warnings);
     return new CassandraRepository(client, given === undefined, options, cql, { clock });
   }
 

@@ -38,18 +38,17 @@ export function statementOptions(options: CassandraOptions): Record<'read' | 'wr
   };
 }
 
-/** What {@link openClient} needs besides the config. */
-export interface OpenContext {
-  /** An existing client to use as is; otherwise one is built from the config and shut down on failure. */
-  readonly given: Client | undefined;
-  /** The clock leases are judged by: the one whose skew to the server is checked. */
-  readonly clock: () => number;
-  readonly logger: StoreLogger;
-}
-
-/** Connects, creates the schema with `createSchema`, checks the table's layout and the clock skew to the server. */
-export async function openClient(options: CassandraOptions, context: OpenContext): Promise<Client> {
-  const client = context.given ?? newClient(options);
+/**
+ * Connects (a `given` client is used as is; one of ours is shut down on failure), creates the schema with
+ * `createSchema`, checks the table's layout and the skew of `clock`, which leases are judged by, to the server's.
+ */
+export async function openClient(
+  options: CassandraOptions,
+  given: Client | undefined,
+  clock: () => number,
+  logger: StoreLogger,
+): Promise<Client> {
+  const client = given ?? newClient(options);
   try {
     await client.connect();
     if (options.createSchema) {
@@ -60,9 +59,9 @@ export async function openClient(options: CassandraOptions, context: OpenContext
       await addMissingColumns(client, options, ddlOptions);
     }
     await assertTable(client, options);
-    await assertClock(client, options, context);
+    await assertClock(client, options, clock, logger);
   } catch (error) {
-    if (context.given === undefined) await shutdownAfterFailure(client);
+    if (given === undefined) await shutdownAfterFailure(client);
     throw connectError(error);
   }
   return client;
@@ -76,10 +75,7 @@ function newClient(options: CassandraOptions): Client {
       ? { authProvider: new auth.PlainTextAuthProvider(options.username, options.password ?? '') }
       : {}),
     ...sslOptions(options.tls),
-    socketOptions: {
-      connectTimeout: options.connectTimeoutMs,
-      readTimeout: options.requestTimeoutMs,
-    },
+    socketOptions: { connectTimeout: options.connectTimeoutMs, readTimeout: options.requestTimeoutMs },
     // Reconnect within seconds, not the default ten minutes, after a node comes back.
     policies: { reconnection: new policies.reconnection.ExponentialReconnectionPolicy(500, 10_000, false) },
   });
@@ -182,16 +178,21 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
  * Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote, and the
  * driver stamps plain writes with our clock too.
  */
-async function assertClock(client: Client, options: CassandraOptions, context: OpenContext): Promise<void> {
+async function assertClock(
+  client: Client,
+  options: CassandraOptions,
+  clock: () => number,
+  logger: StoreLogger,
+): Promise<void> {
   const samples: ClockSample[] = [];
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
-    const localBefore = context.clock();
+    const localBefore = clock();
     const result = await client.execute(
       'SELECT toUnixTimestamp(now()) AS server_ms FROM system.local',
       [],
       localOptions(options),
     );
-    const localAfter = context.clock();
+    const localAfter = clock();
     // `toUnixTimestamp` gives epoch ms as a bigint (a Long, or a BigInt with useBigIntAsLong).
     const serverMs = toMs(result.first()?.server_ms);
     if (serverMs === undefined) continue;
@@ -199,11 +200,11 @@ async function assertClock(client: Client, options: CassandraOptions, context: O
   }
   const offset = narrowest(samples);
   if (offset === undefined) {
-    context.logger.warn('cassandra: could not read the server clock; the clock skew to it is not checked');
+    logger.warn('cassandra: could not read the server clock; the clock skew to it is not checked');
     return;
   }
   const where = (client.getState().getConnectedHosts()[0]?.address as string | undefined) ?? 'the cluster';
-  checkClockSkew(offset, { ...options, store: 'cassandra', where, warn: context.logger.warn });
+  checkClockSkew(offset, { ...options, store: 'cassandra', where, warn: logger.warn });
 }
 
 /** Maps a failure while opening the store to the setting most likely at fault. */

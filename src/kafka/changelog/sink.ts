@@ -14,8 +14,6 @@ import type { ChangelogEntry } from './reader.js';
 /** Bytes of changelog records per produce request, below Kafka's default `max.message.bytes` (1 MiB). */
 const REQUEST_BYTES = 512 * 1024;
 
-export type { RecordSender };
-
 /** Where a changelog's records go: a topic, one partition of it (or by key), with headers. */
 export interface ChangelogTarget {
   readonly topic: string;
@@ -32,9 +30,8 @@ export function changeValue(change: ChangelogChange): Buffer | null {
 }
 
 /**
- * Sends changes to the changelog in requests under the broker's default size limit, acknowledged by every
- * in-sync replica. Resolves with the offset after the last one when all went to one partition (what a checkpoint
- * keeps), else undefined.
+ * Sends changes in requests under the broker's default size limit, acknowledged by every in-sync replica.
+ * Resolves with the offset after the last one when all went to one partition, else undefined.
  */
 export async function sendChanges(
   sender: RecordSender,
@@ -88,14 +85,10 @@ export interface KafkaChangelogSinkOptions extends ChangelogTarget {
 
 /**
  * A changelog in a Kafka topic, written outside any transaction: each append is acknowledged by every in-sync
- * replica before the logged write resolves. (Under exactly-once the node sends a logged store's staged changes
- * in its own transaction with {@link sendChanges} instead.)
+ * replica before the logged write resolves. (Under exactly-once the node uses {@link sendChanges} in its own.)
  */
 export class KafkaChangelogSink implements ChangelogSink {
   readonly #options: KafkaChangelogSinkOptions;
-  /** The offset after the last change appended, when the sink writes one partition. */
-  next: number | undefined;
-  /** The ranges written since {@link takeWritten} (one partition only), in order. */
   #written: ChangelogRange[] = [];
 
   constructor(options: KafkaChangelogSinkOptions) {
@@ -103,15 +96,12 @@ export class KafkaChangelogSink implements ChangelogSink {
   }
 
   async append(changes: readonly ChangelogChange[]): Promise<void> {
-    const next = await sendChanges(this.#options.producer, this.#options, changes, (range) => {
-      this.#written.push(range);
-    });
-    if (next !== undefined) this.next = next;
+    await sendChanges(this.#options.producer, this.#options, changes, (range) => this.#written.push(range));
   }
 
   /**
-   * The offset ranges this sink wrote since the last call, in order (when it writes one partition). A range that
-   * does not start where the store's changelog offset stood says another writer appended in between.
+   * The ranges this sink wrote (one partition only) since the last call, in order: one that does not start where
+   * the store's changelog offset stood says another writer appended in between.
    */
   takeWritten(): ChangelogRange[] {
     const written = this.#written;
@@ -132,13 +122,10 @@ export class KafkaChangelogSink implements ChangelogSink {
   }
 }
 
-export type { UnreadableChange };
-
 /**
- * The changes that changelog records stand for, in order: a null value is a deletion, any other value a mark.
- * One rule for every reader (the node's restore, the `kafka` repository): a record that cannot be read (an empty
- * value, an unknown format, an expiry that is not a finite time) is skipped and reported, never restored as a mark
- * that never expires, and never blocks the rest of the partition.
+ * The changes that changelog records stand for, in order: a null value is a deletion, any other a mark. A record
+ * that cannot be read (empty, an unknown format, a time that is not finite) is skipped and reported, never restored
+ * as a mark that never expires, and never blocks the rest of the partition.
  */
 export function decodeChanges(
   topic: string,

@@ -1,5 +1,6 @@
 import { Admin, ConfigResourceTypes, FetchIsolationLevels, ListOffsetTimestamps } from '@platformatic/kafka';
 import { type KafkaAdmin, type NewTopic, type PartitionOffsetRange, waitForLeaders } from '../port/index.js';
+import { findBy } from './errors.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 
@@ -56,14 +57,7 @@ export class PlatformaticAdmin implements KafkaAdmin {
         });
         created = true;
       } catch (error) {
-        if (
-          !(error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
-            'apiId',
-            'TOPIC_ALREADY_EXISTS',
-          )
-        ) {
-          throw error;
-        }
+        if (!findBy(error, 'apiId', 'TOPIC_ALREADY_EXISTS')) throw error;
       }
     }
     const names = topics.map((t) => t.topic);

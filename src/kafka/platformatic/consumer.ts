@@ -19,6 +19,7 @@ import type {
   TopicPartitions,
 } from '../port/index.js';
 import {
+  findBy,
   GroupRebalancingError,
   isBrokerUnreachable,
   isOffsetOutOfRange,
@@ -33,21 +34,18 @@ import { consumedMessages } from './records.js';
 import { StepTimeoutError, stepLimitMs, timeLimited } from './time-limit.js';
 
 /*
- * A group member over @platformatic/kafka, driven in batches. The library's messages stream hands records one by
- * one and can only pause as a whole, so this member keeps the library for what it does well (group membership:
- * join, sync, heartbeats, rejoin) and runs its own fetch loop over `Consumer.fetch`:
- *
- * - one fetch in flight per leader, over the assigned partitions that are neither paused nor busy; a partition
- *   with a batch in its handler is not fetched again before the handler returns (its batches stay in order and a
- *   rebalance can never hand the next batch to a second handler while the first still runs);
- * - every join (the library rejoins by itself, in the background: there is no revocation callback) starts a new
- *   generation: batches of the old one become stale, and each partition's position is read again from the
- *   group's committed offsets once the partition's handler has returned (with `requireStable`, KIP-447, when
- *   asked: see {@link REQUIRE_STABLE});
+ * A group member over @platformatic/kafka, driven in batches. The library's message stream hands records one by
+ * one and pauses only as a whole, so the library keeps the membership (join, sync, heartbeats, rejoin) and this
+ * member runs its own fetch loop:
+ * - one fetch in flight per leader, over assigned partitions neither paused nor busy: a partition is not fetched
+ *   again before its handler returns, so its batches stay in order and never reach two handlers;
+ * - every join (the library rejoins by itself: there is no revocation callback) starts a new generation: the old
+ *   one's batches are stale, and each partition's position is read again from the group's commits once its
+ *   handler returned (with requireStable when asked: {@link REQUIRE_STABLE});
  * - a handler that rejects makes its partition read again from the committed offset.
  */
 
-/** The stream-free group member the library exposes (its `assignments`, `generationId`, `memberId` are public). */
+/** The stream-free group member of the library. */
 type LibraryConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>;
 
 /** One assigned partition's state. */
@@ -71,11 +69,10 @@ interface Generation {
 }
 
 /**
- * `extra` key: read committed offsets with requireStable (KIP-447), waiting for open transactions that hold offsets
- * of the partition. Off by default: under the node's per-partition transactional ids the new owner's producer
- * init is what aborts the previous owner's open transaction, and it runs after the first fetch, so waiting for
- * stable offsets first would wait for the whole transaction timeout at each handover. One producer per instance
- * (fenced by the group, not by the id) needs it on.
+ * `extra` key: read committed offsets with requireStable (KIP-447), waiting for open transactions holding offsets
+ * of the partition. Off by default: with per-partition transactional ids the new owner's producer init, after the
+ * first fetch, aborts the old owner's transaction, so waiting first would take the transaction timeout at each
+ * handover. One producer per instance (fenced by the group) needs it on.
  */
 export const REQUIRE_STABLE = 'requireStableOffsets';
 
@@ -90,6 +87,11 @@ interface OffsetFetchResponse {
 }
 
 const key = (topic: string, partition: number): string => `${topic}:${partition}`;
+
+function listen<L>(listeners: Set<L>, listener: L): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
 
 /** Waits `ms`, or less if `signal` aborts. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -122,6 +124,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #loop: Promise<void> | undefined;
   /** Handlers in progress. */
   readonly #handlers = new Set<Promise<void>>();
+  /** Fetches on connections of their own (fetch.ts), made on the first. */
+  #fetcher: RawFetcher | undefined;
   /** Leaders with a fetch in flight. */
   readonly #fetching = new Set<number>();
   #refreshing = false;
@@ -209,30 +213,30 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     await this.stop();
     const consumer = this.#consumer;
     this.#consumer = undefined;
-    await this.#rawFetcher?.close();
-    this.#rawFetcher = undefined;
+    await this.#fetcher?.close();
+    this.#fetcher = undefined;
     await consumer?.close(true);
   }
 
   pause(partitions: readonly TopicPartitions[]): void {
-    for (const { topic, partitions: ids } of partitions) {
-      for (const p of ids) {
-        this.#paused.add(key(topic, p));
-        const state = this.#generation?.partitions.get(key(topic, p));
-        if (state) state.paused = true;
-      }
-    }
+    this.#setPaused(partitions, true);
   }
 
   resume(partitions: readonly TopicPartitions[]): void {
+    this.#setPaused(partitions, false);
+    this.#wake?.();
+  }
+
+  #setPaused(partitions: readonly TopicPartitions[], paused: boolean): void {
     for (const { topic, partitions: ids } of partitions) {
       for (const p of ids) {
-        this.#paused.delete(key(topic, p));
-        const state = this.#generation?.partitions.get(key(topic, p));
-        if (state) state.paused = false;
+        const k = key(topic, p);
+        if (paused) this.#paused.add(k);
+        else this.#paused.delete(k);
+        const state = this.#generation?.partitions.get(k);
+        if (state) state.paused = paused;
       }
     }
-    this.#wake?.();
   }
 
   groupMetadata(): GroupMetadata {
@@ -242,10 +246,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       : { groupId: this.groupId, generationId: generation.id, memberId: generation.memberId };
   }
 
-  /**
-   * True when this member owns the partition in its current generation (a transaction's offsets are refused
-   * otherwise: the library would send them with the new generation, which the group would accept).
-   */
+  /** This member owns the partition in its current generation (else a transaction refuses its offsets). */
   owns(topic: string, partition: number): boolean {
     const generation = this.#generation;
     return generation !== undefined && !generation.lost && generation.partitions.has(key(topic, partition));
@@ -257,18 +258,15 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   onGroupJoin(listener: (join: GroupJoin) => void): () => void {
-    this.#joinListeners.add(listener);
-    return () => this.#joinListeners.delete(listener);
+    return listen(this.#joinListeners, listener);
   }
 
   onCrash(listener: (crash: ConsumerCrash) => void): () => void {
-    this.#crashListeners.add(listener);
-    return () => this.#crashListeners.delete(listener);
+    return listen(this.#crashListeners, listener);
   }
 
   onFetchStart(listener: () => void): () => void {
-    this.#fetchListeners.add(listener);
-    return () => this.#fetchListeners.delete(listener);
+    return listen(this.#fetchListeners, listener);
   }
 
   warn(message: string, fields: object = {}): void {
@@ -306,7 +304,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   /** The library failed to rejoin the group (it gave up after its retries). */
   #crashed(error: Error): void {
     this.warn('the consumer lost its group', { err: error });
-    // The fetch loop keeps trying to rejoin while running; the crash is reported for the caller's information.
+    // While running, this member keeps trying to rejoin: the crash is only reported.
     for (const listener of this.#crashListeners) listener({ error, restart: this.#running });
     if (this.#running) this.#rejoinLater();
   }
@@ -474,7 +472,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
           maxWaitMs: this.#options.maxWaitMs ?? 1_000,
           maxBytes: this.#options.maxBytes ?? 16 << 20,
         };
-        return { topic, response: await this.#fetcher().fetch(broker, topicId, request, limits) };
+        this.#fetcher ??= new RawFetcher(this.#context, consumer);
+        return { topic, response: await this.#fetcher.fetch(broker, topicId, request, limits) };
       }),
     );
     for (const { topic, response } of responses) {
@@ -490,7 +489,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         const last = p.records[p.records.length - 1] as RecordsBatch;
         const lastOffset = last.firstOffset + BigInt(last.lastOffsetDelta);
         if (lastOffset < from) continue;
-        const { messages } = consumedMessages(dropAborted(p.records, p.abortedTransactions), from);
+        const messages = consumedMessages(dropAborted(p.records, p.abortedTransactions), from);
         const stable = p.lastStableOffset >= 0n ? p.lastStableOffset : p.highWatermark;
         if (messages.length === 0) {
           // Only transaction markers (or aborted records): step over them.
@@ -500,13 +499,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         this.#handle(generation, state, messages, lastOffset, String(stable));
       }
     }
-  }
-
-  #rawFetcher: RawFetcher | undefined;
-
-  #fetcher(): RawFetcher {
-    this.#rawFetcher ??= new RawFetcher(this.#context, this.#need());
-    return this.#rawFetcher;
   }
 
   /** Hands one partition batch to the handler, within `partitionsConsumedConcurrently`. */
@@ -530,10 +522,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       highWatermark,
       lastOffset: () => String(lastOffset),
       heartbeat: async () => {
-        // The library heartbeats by itself, but only notices a lost membership a round trip after its timer fires,
-        // and rejoins later still: a member resumed after a long pause (SIGSTOP, GC) would go on with a batch
-        // whose partition another member has already processed. As kafkajs does, the batch's heartbeat asks the
-        // coordinator itself once per heartbeat interval.
+        // The library notices a lost membership only after its next heartbeat: a member resumed after a long
+        // pause (SIGSTOP, GC) would go on with a batch another member already processed. As kafkajs, the batch's
+        // heartbeat asks the coordinator itself, once per heartbeat interval.
         if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
         await this.#confirmMembership(generation);
         if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
@@ -586,10 +577,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #confirming: { readonly generation: Generation; readonly done: Promise<void> } | undefined;
 
   /**
-   * Sends a Heartbeat with `generation`'s id and member id unless one was confirmed within the heartbeat interval;
-   * rejects when the coordinator refuses it (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, …) or
-   * cannot be asked: the batch in hand stops. The time counted is when the request was sent, so an answer that
-   * waited in the socket through a pause confirms nothing after it.
+   * Sends a Heartbeat of `generation` unless one was confirmed within the heartbeat interval; rejects when the
+   * coordinator refuses it or cannot be asked (the batch in hand stops). The time counted is the request's send,
+   * so an answer that waited in the socket through a pause confirms nothing after it.
    */
   #confirmMembership(generation: Generation): Promise<void> {
     const interval = this.#options.heartbeatIntervalMs ?? 3_000;
@@ -610,13 +600,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       try {
         await call((cb) => api(connection, this.groupId, generation.id, generation.memberId, null, cb));
       } catch (error) {
-        // Expelled, or a rebalance: nothing more is fetched or handled in this generation (the library meets the
-        // same answer at its next heartbeat and rejoins, which starts a new one). Any other failure (the
-        // coordinator away) only stops the batch in hand.
-        const rejoin = (error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
-          'needsRejoin',
-          true,
-        );
+        // Expelled, or a rebalance: this generation is over (the library rejoins on the same answer). Any other
+        // failure (the coordinator away) only stops the batch in hand.
+        const rejoin = findBy(error, 'needsRejoin', true);
         if (rejoin) generation.lost = true;
         const detailed = withBrokerDetail(error);
         const message =
@@ -662,10 +648,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /**
-   * Reads the committed offsets of `states` (requireStable), falling back to the reset offset. The log's ends come
-   * from the port's own ListOffsets (list-offsets.ts says why not the library's).
-   */
+  /** Reads the committed offsets of `states`, else the reset offset (the log's ends: list-offsets.ts). */
   async #refreshPositions(
     consumer: LibraryConsumer,
     generation: Generation,
@@ -698,10 +681,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   /**
-   * The group's committed offsets. With requireStable (KIP-447, {@link REQUIRE_STABLE}) the coordinator answers
-   * UNSTABLE_OFFSET_COMMIT (retried) while a transaction holding offsets of these partitions is open, so a new
-   * owner never starts from an offset a zombie's transaction is about to move. The library's own
-   * `listCommittedOffsets` cannot ask for stable offsets.
+   * The group's committed offsets, by OffsetFetch: the library's `listCommittedOffsets` cannot ask requireStable
+   * ({@link REQUIRE_STABLE}), under which an open transaction holding offsets of these partitions is answered
+   * UNSTABLE_OFFSET_COMMIT (retried), so a new owner never starts where a zombie's transaction is moving.
    */
   async #committedOffsets(
     consumer: LibraryConsumer,
@@ -738,10 +720,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         }
         return result;
       } catch (error) {
-        const unstable = (error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
-          'apiId',
-          'UNSTABLE_OFFSET_COMMIT',
-        );
+        const unstable = findBy(error, 'apiId', 'UNSTABLE_OFFSET_COMMIT');
         if (!unstable || attempt >= 100 || this.#abort.signal.aborted) throw error;
         await sleep(200, this.#abort.signal);
       }

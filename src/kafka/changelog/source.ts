@@ -7,17 +7,11 @@ export interface KafkaChangelogSourceOptions {
   /** The reader (owned by the caller, who closes it). */
   readonly reader: ChangelogReader;
   readonly topic: string;
-  /**
-   * Which records stand for changes to apply, in topic order (default: all). The `kafka` repository leaves out
-   * its own writes, which its local index already holds.
-   */
+  /** Which records to apply (default: all; the `kafka` repository leaves out its own writes). */
   readonly accept?: (entry: ChangelogEntry) => boolean;
 }
 
-/**
- * A changelog topic as a logged store's {@link ChangelogSource}: read read_committed with a
- * {@link ChangelogReader}, decoded with {@link decodeChanges} (an unreadable record is reported and skipped).
- */
+/** A changelog topic as a logged store's {@link ChangelogSource}, decoded by {@link decodeChanges}. */
 export class KafkaChangelogSource implements ChangelogSource {
   readonly topic: string;
   readonly #reader: ChangelogReader;
@@ -29,7 +23,6 @@ export class KafkaChangelogSource implements ChangelogSource {
     this.#accept = options.accept;
   }
 
-  /** The topic's partition ids, from fresh metadata. */
   partitions(): Promise<number[]> {
     return this.#reader.partitions(this.topic);
   }

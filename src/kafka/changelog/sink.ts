@@ -56,13 +56,8 @@ export async function sendChanges(
     const value = changeValue(change);
     const size = Buffer.byteLength(change.key) + (value?.length ?? 0) + 80;
     if (messages.length > 0 && bytes + size > REQUEST_BYTES) await flush();
-    const message: { -readonly [K in keyof OutgoingMessage]: OutgoingMessage[K] } = {
-      key: change.key,
-      value,
-    };
-    if (target.partition !== undefined) message.partition = target.partition;
-    if (target.headers !== undefined) message.headers = target.headers;
-    messages.push(message);
+    // Both clients take an undefined partition (by key) and headers (none) as absent.
+    messages.push({ key: change.key, value, partition: target.partition, headers: target.headers });
     bytes += size;
   }
   if (messages.length > 0) await flush();

@@ -7,6 +7,7 @@ import {
   type PartitionFetch,
   type PartitionReader,
   type RecordBatch,
+  SerialQueue,
 } from '../port/index.js';
 import { sortedIds } from './admin.js';
 import { OFFSET_OUT_OF_RANGE as OUT_OF_RANGE_NAME, retryUnreachable } from './errors.js';
@@ -210,8 +211,11 @@ export class KafkajsPartitionReader implements PartitionReader {
   readonly #cluster: RawCluster;
   readonly #topics = new Set<string>();
   #connecting: Promise<void> | undefined;
-  /** The cluster calls that may open broker connections, one at a time (see {@link #exclusive}). */
-  #queue: Promise<unknown> = Promise.resolve();
+  /**
+   * The cluster calls that may open broker connections, one at a time: kafkajs connects a broker on first use,
+   * and two concurrent first uses open two sockets, one never closed. Fetches themselves run concurrently.
+   */
+  readonly #queue = new SerialQueue();
   /** Broker connections that have served a fetch, so their fetch connection is open. */
   readonly #fetched = new WeakSet<object>();
 
@@ -225,33 +229,26 @@ export class KafkajsPartitionReader implements PartitionReader {
 
   async partitions(topic: string): Promise<number[]> {
     await this.#ready(topic);
-    await this.#exclusive(() => this.#cluster.refreshMetadata());
+    await this.#queue.run(() => this.#cluster.refreshMetadata());
     return sortedIds(this.#cluster.findTopicPartitionMetadata(topic));
   }
 
-  listOffsets(
+  async listOffsets(
     topic: string,
     partitions: readonly number[],
     which: 'earliest' | 'latest',
   ): Promise<Map<number, number>> {
-    return retryUnreachable(this.retries, () => this.#listOffsets(topic, partitions, which));
-  }
-
-  async #listOffsets(
-    topic: string,
-    partitions: readonly number[],
-    which: 'earliest' | 'latest',
-  ): Promise<Map<number, number>> {
-    await this.#ready(topic);
-    const [result] = await this.#exclusive(() =>
-      this.#cluster.fetchTopicsOffset([
-        {
-          topic,
-          partitions: partitions.map((partition) => ({ partition })),
-          fromBeginning: which === 'earliest',
-        },
-      ]),
-    );
+    const asked = [
+      {
+        topic,
+        partitions: partitions.map((partition) => ({ partition })),
+        fromBeginning: which === 'earliest',
+      },
+    ];
+    const [result] = await retryUnreachable(this.retries, async () => {
+      await this.#ready(topic);
+      return this.#queue.run(() => this.#cluster.fetchTopicsOffset(asked));
+    });
     return new Map((result?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
   }
 
@@ -265,7 +262,7 @@ export class KafkajsPartitionReader implements PartitionReader {
       (p) => metadata.find((m) => m.partitionId === p)?.leader,
     );
     const rounds = [...leaders].map(async ([leader, ps]) => {
-      const broker = await this.#exclusive(() => this.#cluster.findBroker({ nodeId: String(leader) }));
+      const broker = await this.#queue.run(() => this.#cluster.findBroker({ nodeId: String(leader) }));
       const fetch: Parameters<typeof fetchBatches>[1] = {
         isolationLevel: READ_COMMITTED,
         maxWaitTime: request.maxWaitMs,
@@ -284,7 +281,7 @@ export class KafkajsPartitionReader implements PartitionReader {
       };
       // A broker's first fetch opens its fetch connection: it queues like the other connecting calls.
       if (this.#fetched.has(broker)) return fetchBatches(broker, fetch);
-      const batches = await this.#exclusive(() => fetchBatches(broker, fetch));
+      const batches = await this.#queue.run(() => fetchBatches(broker, fetch));
       this.#fetched.add(broker);
       return batches;
     });
@@ -292,7 +289,7 @@ export class KafkajsPartitionReader implements PartitionReader {
   }
 
   async refreshMetadata(): Promise<void> {
-    await this.#exclusive(() => this.#cluster.refreshMetadata());
+    await this.#queue.run(() => this.#cluster.refreshMetadata());
   }
 
   async close(): Promise<void> {
@@ -307,18 +304,8 @@ export class KafkajsPartitionReader implements PartitionReader {
       await this.#connecting;
     }
     if (!this.#topics.has(topic)) {
-      await this.#exclusive(() => this.#cluster.addTargetTopic(topic));
+      await this.#queue.run(() => this.#cluster.addTargetTopic(topic));
       this.#topics.add(topic);
     }
-  }
-
-  /**
-   * Runs a cluster call after the previous one ended: kafkajs connects a broker on first use, and two concurrent
-   * first uses open two sockets, one never closed. Only these short calls queue; fetches run concurrently.
-   */
-  #exclusive<T>(call: () => Promise<T>): Promise<T> {
-    const result = this.#queue.then(call);
-    this.#queue = result.catch(() => undefined);
-    return result;
   }
 }

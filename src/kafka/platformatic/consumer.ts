@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import {
   type CallbackWithPromise,
   type Connection,
@@ -35,20 +36,15 @@ import { StepTimeoutError, stepLimitMs, timeLimited } from './time-limit.js';
 
 /*
  * A group member over @platformatic/kafka, driven in batches. The library's message stream hands records one by
- * one and pauses only as a whole, so the library keeps the membership (join, sync, heartbeats, rejoin) and this
- * member runs its own fetch loop:
- * - one fetch in flight per leader, over assigned partitions neither paused nor busy: a partition is not fetched
- *   again before its handler returns, so its batches stay in order and never reach two handlers;
- * - every join (the library rejoins by itself: there is no revocation callback) starts a new generation: the old
- *   one's batches are stale, and each partition's position is read again from the group's commits once its
- *   handler returned (with requireStable when asked: {@link REQUIRE_STABLE});
- * - a handler that rejects makes its partition read again from the committed offset.
+ * one and pauses only as a whole, so the library keeps the membership (join, heartbeats, rejoin) and this member
+ * runs its own fetch loop: one fetch in flight per leader, over partitions neither paused nor busy (a partition's
+ * batches stay in order and never reach two handlers); every join starts a new generation (the library rejoins
+ * by itself, with no revocation callback), whose positions are read again from the group's commits; a handler
+ * that rejects makes its partition read again from the committed offset.
  */
 
-/** The stream-free group member of the library. */
 type LibraryConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>;
 
-/** One assigned partition's state. */
 interface PartitionState {
   readonly topic: string;
   readonly partition: number;
@@ -58,11 +54,9 @@ interface PartitionState {
   paused: boolean;
 }
 
-/** A generation of the group, as this member joined it. */
 interface Generation {
   readonly id: number;
   readonly memberId: string;
-  /** `topic:partition` → state, for the partitions this generation assigned. */
   readonly partitions: Map<string, PartitionState>;
   /** The coordinator refused this generation's heartbeat: nothing more is fetched or handled in it. */
   lost: boolean;
@@ -76,7 +70,6 @@ interface Generation {
  */
 export const REQUIRE_STABLE = 'requireStableOffsets';
 
-/** The part of an OffsetFetch answer read here. */
 interface OffsetFetchResponse {
   readonly groups: readonly {
     readonly topics: readonly {
@@ -94,17 +87,8 @@ function listen<L>(listeners: Set<L>, listener: L): () => void {
 }
 
 /** Waits `ms`, or less if `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
+const sleep = (ms: number, signal: AbortSignal): Promise<unknown> =>
+  delay(ms, undefined, { signal }).catch(() => undefined);
 
 export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly groupId: string;
@@ -112,6 +96,12 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly #context: ClientContext;
   readonly #logger: KafkaLogSink | undefined;
   readonly #requireStable: boolean;
+  /** What each fetch asks for (the library consumer is given the same). */
+  readonly #limits: {
+    readonly maxWaitMs: number;
+    readonly maxBytes: number;
+    readonly maxBytesPerPartition: number;
+  };
   #consumer: LibraryConsumer | undefined;
   #topics: string[] = [];
   #fromBeginning = false;
@@ -122,9 +112,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #running = false;
   #abort = new AbortController();
   #loop: Promise<void> | undefined;
-  /** Handlers in progress. */
   readonly #handlers = new Set<Promise<void>>();
-  /** Fetches on connections of their own (fetch.ts), made on the first. */
   #fetcher: RawFetcher | undefined;
   /** Leaders with a fetch in flight. */
   readonly #fetching = new Set<number>();
@@ -137,6 +125,11 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   constructor(context: ClientContext, options: GroupConsumerOptions, logger: KafkaLogSink | undefined) {
     this.groupId = options.groupId;
     this.#requireStable = options.requireStableOffsets ?? options.extra?.[REQUIRE_STABLE] === true;
+    this.#limits = {
+      maxWaitMs: options.maxWaitMs ?? 1_000,
+      maxBytes: options.maxBytes ?? 16 * 1024 * 1024,
+      maxBytesPerPartition: options.maxBytesPerPartition ?? 4 * 1024 * 1024,
+    };
     this.#options = options;
     this.#context = context;
     this.#logger = logger;
@@ -154,9 +147,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       // (the library does it in the background), so the session timeout is enough.
       rebalanceTimeout: Math.max(session, 10_000),
       heartbeatInterval: Math.min(heartbeat, session),
-      maxWaitTime: this.#options.maxWaitMs ?? 1_000,
-      maxBytes: this.#options.maxBytes ?? 16 * 1024 * 1024,
-      maxBytesPerPartition: this.#options.maxBytesPerPartition ?? 4 * 1024 * 1024,
+      maxWaitTime: this.#limits.maxWaitMs,
+      maxBytes: this.#limits.maxBytes,
+      maxBytesPerPartition: this.#limits.maxBytesPerPartition,
       minBytes: 1,
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
     });
@@ -252,7 +245,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     return generation !== undefined && !generation.lost && generation.partitions.has(key(topic, partition));
   }
 
-  /** The group coordinator's node id (where a transaction's offsets go). */
+  /** Where a transaction's offsets go. */
   coordinatorId(): number | undefined {
     return this.#consumer?.coordinatorId ?? undefined;
   }
@@ -278,7 +271,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     return this.#consumer;
   }
 
-  /** A join (first or after a rebalance): a new generation; every position is read again. */
   #joined(payload: ConsumerGroupJoinPayload): void {
     const partitions = new Map<string, PartitionState>();
     const assignment: Record<string, number[]> = {};
@@ -301,10 +293,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.#wake?.();
   }
 
-  /** The library failed to rejoin the group (it gave up after its retries). */
+  /** The library gave up rejoining the group: while running, this member keeps trying; the crash is reported. */
   #crashed(error: Error): void {
     this.warn('the consumer lost its group', { err: error });
-    // While running, this member keeps trying to rejoin: the crash is only reported.
     for (const listener of this.#crashListeners) listener({ error, restart: this.#running });
     if (this.#running) this.#rejoinLater();
   }
@@ -338,10 +329,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /**
-   * Starts what can start now: a read of the committed offsets of partitions without a position, and a fetch per
-   * leader that has none in flight. Each wakes the loop when it ends.
-   */
+  /** Starts a read of the positions not known and a fetch per leader with none in flight; each wakes the loop. */
   #startWork(signal: AbortSignal, succeeded: () => void): 'ok' | 'failed' {
     const generation = this.#generation;
     const consumer = this.#consumer;
@@ -389,8 +377,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       else byLeader.set(leader, [state]);
     }
     if (leaderless) {
-      // A partition whose leader the metadata does not know (moved, or a topic the metadata was never asked
-      // for): ask again, then try after the backoff.
+      // A leader the metadata does not know (moved, or a topic never asked for): ask again after the backoff.
       this.#failed = true;
       consumer.clearMetadata();
     }
@@ -413,7 +400,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   /** Reads of the positions started: a read that ran past its time limit sets nothing once a newer one started. */
   #refreshes = 0;
 
-  /** `work` bounded by the step limit ({@link timeLimited}), warning through this consumer's log. */
   #limited<T>(step: string, work: Promise<T>): Promise<T> {
     return timeLimited(step, work, {
       limitMs: stepLimitMs(this.#context.base.requestTimeout),
@@ -431,7 +417,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.#failed = true;
     this.#consumer?.clearMetadata();
     if (isOffsetOutOfRange(error)) {
-      // Which partition is not said in a way worth parsing: read them all again (committed, else the reset).
+      // Which partition is not said in a way worth parsing: read them all again.
       for (const state of states) state.position = undefined;
       this.warn('a fetch asked for an offset out of range; reading the positions again', { err: error });
       return;
@@ -457,7 +443,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const broker = metadata?.brokers.get(leader);
     if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
     const asked = new Map<string, bigint>();
-    const maxBytesPerPartition = this.#options.maxBytesPerPartition ?? 4 * 1024 * 1024;
+    const { maxBytesPerPartition } = this.#limits;
     const responses = await Promise.all(
       [...byTopic].map(async ([topic, { topicId, partitions }]) => {
         const request = partitions.map((s) => {
@@ -468,12 +454,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
             partitionMaxBytes: maxBytesPerPartition,
           };
         });
-        const limits = {
-          maxWaitMs: this.#options.maxWaitMs ?? 1_000,
-          maxBytes: this.#options.maxBytes ?? 16 << 20,
-        };
         this.#fetcher ??= new RawFetcher(this.#context, consumer);
-        return { topic, response: await this.#fetcher.fetch(broker, topicId, request, limits) };
+        return { topic, response: await this.#fetcher.fetch(broker, topicId, request, this.#limits) };
       }),
     );
     for (const { topic, response } of responses) {
@@ -501,7 +483,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /** Hands one partition batch to the handler, within `partitionsConsumedConcurrently`. */
   #handle(
     generation: Generation,
     state: PartitionState,
@@ -571,7 +552,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.#handlers.add(tracked);
   }
 
-  /** When this member last sent a heartbeat that the coordinator answered without error (sent, not answered). */
+  /** When this member sent its last heartbeat the coordinator accepted. */
   #confirmedAt = Number.NEGATIVE_INFINITY;
   /** The heartbeat in flight, for its generation (batches of one generation share it). */
   #confirming: { readonly generation: Generation; readonly done: Promise<void> } | undefined;
@@ -620,7 +601,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     return done;
   }
 
-  /** A connection to the group coordinator and one of the library's API functions. */
   async #coordinatorApi<Api>(
     consumer: LibraryConsumer,
     name: string,

@@ -5,13 +5,12 @@ import { lastHeader, type MessageHeaders, type OutgoingMessage } from './port/in
 
 /** Header names a dead-letter record carries on top of the original record's own headers. */
 export const dlqHeaders = {
-  /** Why the record is here: a {@link DlqReason}. */
+  /** A {@link DlqReason}. */
   reason: 'idem.reason',
-  /** The error message (truncated to {@link MAX_ERROR_CHARS}). */
+  /** The error message (at most {@link MAX_ERROR_CHARS}). */
   error: 'idem.error',
   /** The error's `code` if it has one, else its class name. */
   errorType: 'idem.error.type',
-  /** Where the record was read: topic, partition and offset. */
   topic: 'idem.topic',
   partition: 'idem.partition',
   offset: 'idem.offset',
@@ -31,7 +30,7 @@ export type DlqReason = 'handler-failed' | 'no-id' | 'invalid-input' | BadIdReas
 /** Longest error message copied into a header (huge messages would bloat every DLQ record). */
 export const MAX_ERROR_CHARS = 4096;
 
-/** The original record as read: the port's `ConsumedMessage` (and kafkajs's `KafkaMessage`) fits as is. */
+/** The original record as read (the port's `ConsumedMessage` and kafkajs's `KafkaMessage` fit). */
 export interface SourceMessage {
   readonly key: Buffer | null;
   readonly value: Buffer | null;

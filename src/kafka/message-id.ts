@@ -76,16 +76,13 @@ export function messageIdOf(record: RecordParts, source: IdSource): IdVerdict {
 function fromHeader(header: MessageHeaders[string]): string | undefined {
   const value = lastHeader(header);
   if (value === undefined) return undefined;
-  return typeof value === 'string' ? textId(value) : fromBytes(value);
+  if (typeof value === 'string') return value === '' ? undefined : toKey(value);
+  return fromBytes(value);
 }
 
 function fromBytes(bytes: Buffer | null | undefined): string | undefined {
   if (!bytes || bytes.byteLength === 0) return undefined;
   return isUtf8(bytes) ? toKey(bytes.toString('utf8')) : toKey(bytes);
-}
-
-function textId(text: string): string | undefined {
-  return text === '' ? undefined : toKey(text);
 }
 
 function fromValue(value: Buffer | null, read: ReturnType<typeof jsonIdReader>): IdVerdict {

@@ -41,9 +41,8 @@ const MIN_PARTITION = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 4;
 const ABORTED_TRANSACTION = 8 + 8;
 
 /**
- * The partitions of a Fetch v11 response body (after the correlation id), or undefined when it holds something
- * this decoder leaves to kafkajs. Every length and count is checked against the bytes actually present: a
- * response that does not add up raises a {@link FetchDecodeError}, never an allocation the bytes cannot back.
+ * The partitions of a Fetch v11 response body (after the correlation id), or undefined for what it leaves to
+ * kafkajs. Every length and count is checked against the bytes present ({@link FetchDecodeError}).
  */
 export function decodeFetchV11(body: Buffer): FetchedPartition[] | undefined {
   try {

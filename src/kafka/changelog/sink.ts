@@ -22,13 +22,6 @@ export interface ChangelogTarget {
   readonly headers?: MessageHeaders;
 }
 
-/** The changelog value of a record: its mark (17 bytes for a bare confirmed id), or null for a deletion. */
-export function changeValue(change: ChangelogChange): Buffer | null {
-  if (change.record === undefined) return null;
-  const { id: _id, ...mark } = change.record;
-  return encodeMark(mark);
-}
-
 /**
  * Sends changes in requests under the broker's default size limit, acknowledged by every in-sync replica.
  * Resolves with the offset after the last one when all went to one partition, else undefined.
@@ -53,7 +46,8 @@ export async function sendChanges(
     bytes = 0;
   };
   for (const change of changes) {
-    const value = changeValue(change);
+    // A deletion is a null value; encodeMark leaves the record's id out.
+    const value = change.record === undefined ? null : encodeMark(change.record);
     const size = Buffer.byteLength(change.key) + (value?.length ?? 0) + 80;
     if (messages.length > 0 && bytes + size > REQUEST_BYTES) await flush();
     // Both clients take an undefined partition (by key) and headers (none) as absent.
@@ -72,9 +66,9 @@ export interface ChangelogRange {
 
 /** Options of a {@link KafkaChangelogSink}. */
 export interface KafkaChangelogSinkOptions extends ChangelogTarget {
-  /** The client, for `clear()` (DeleteRecords). */
+  /** For `clear()` (DeleteRecords). */
   readonly client: KafkaClient;
-  /** A connected producer, idempotent with one request in flight, owned by the caller. */
+  /** A connected idempotent producer, owned by the caller. */
   readonly producer: KafkaProducer;
 }
 

@@ -36,12 +36,9 @@ export class KafkaChangelogSource implements ChangelogSource {
     const accept = this.#accept;
     const { onCaughtUp } = options;
     return this.#reader.read({
+      ...options,
       topic,
-      from: options.from,
-      ...(options.follow !== undefined ? { follow: options.follow } : {}),
-      ...(onCaughtUp ? { onCaughtUp: () => onCaughtUp() } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-      ...(options.heartbeat ? { heartbeat: options.heartbeat } : {}),
+      onCaughtUp: onCaughtUp && (() => onCaughtUp()),
       onBatch: (partition, records, nextOffset) => {
         const kept = accept ? records.filter(accept) : records;
         const changes = decodeChanges(topic, partition, kept, options.onUnreadable);

@@ -39,8 +39,6 @@ interface RawRecord {
 interface RawPartition {
   readonly partition: number;
   readonly errorCode: number;
-  readonly highWatermark: string;
-  readonly lastStableOffset?: string;
   readonly abortedTransactions?: readonly { readonly producerId: string; readonly firstOffset: string }[];
   readonly messages: readonly RawRecord[];
 }
@@ -79,11 +77,7 @@ interface RawCluster {
 /** kafkajs's read_committed isolation level. */
 const READ_COMMITTED = 1;
 
-type CreateCluster = (options: {
-  allowAutoTopicCreation: boolean;
-  isolationLevel: number;
-  metadataMaxAge?: number;
-}) => RawCluster;
+type CreateCluster = (options: { allowAutoTopicCreation: boolean; isolationLevel: number }) => RawCluster;
 
 /** A read_committed cluster connection built from the client's own settings (brokers, TLS, SASL, retries). */
 function createCluster(kafka: Kafka): RawCluster {

@@ -16,8 +16,7 @@ export class PlatformaticAdmin implements KafkaAdmin {
   async connect(): Promise<void> {
     if (this.#admin) return;
     const base = this.#context.base;
-    this.#admin = new Admin({ ...base, clientId: `${base.clientId}-admin` });
-    this.#context.watch(this.#admin as never);
+    this.#admin = this.#context.watch(new Admin({ ...base, clientId: `${base.clientId}-admin` }));
     // Reach a broker now: a wrong address fails here.
     await this.#admin.metadata({ topics: [] });
   }

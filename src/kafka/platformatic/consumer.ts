@@ -153,7 +153,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       minBytes: 1,
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
     });
-    this.#context.watch(this.#consumer as never);
+    this.#context.watch(this.#consumer);
     this.#consumer.on('consumer:group:join', (payload) => this.#joined(payload));
     this.#consumer.on('error', (error: Error) => this.#crashed(error));
     // Reach a broker now, so that a wrong address fails the connect rather than the first fetch.

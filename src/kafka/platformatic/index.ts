@@ -53,8 +53,8 @@ export const createClient: KafkaClientFactory = (
         message,
         fields: { kafka: 'platformatic', ...fields },
       }),
-    watch: (client: WatchedClient) => {
-      client.on('client:broker:failed', ({ broker, connection }) => {
+    watch: (client) => {
+      (client as WatchedClient).on('client:broker:failed', ({ broker, connection }) => {
         const where = `${broker.host}:${broker.port}`;
         const reason = rootMessage(connectErrors.get(connection));
         const failure = `connection to ${where} failed${reason === undefined ? '' : `: ${reason}`}`;
@@ -66,6 +66,7 @@ export const createClient: KafkaClientFactory = (
           connectionFailure: failure,
         });
       });
+      return client;
     },
   };
   // For offsets sent for a group this client does not consume with: one admin, opened on first use.

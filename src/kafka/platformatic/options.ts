@@ -76,6 +76,6 @@ export interface ClientContext {
   readonly retries: number;
   /** A warning through the port's log (`onLog`, then the logger). */
   readonly warn: (message: string, fields: Record<string, unknown>) => void;
-  /** Reports the library client's failed broker connections through the port's log (see index.ts). */
-  readonly watch: (client: WatchedClient) => void;
+  /** Reports a library client's failed broker connections through the port's log (see index.ts); returns it. */
+  readonly watch: <T>(client: T) => T;
 }

@@ -24,7 +24,7 @@ export class PlatformaticPartitionReader implements PartitionReader {
       groupId: `${options.clientId}-reader-unused`,
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
     });
-    context.watch(this.#consumer as never);
+    context.watch(this.#consumer);
     this.#context = context;
     this.#fetcher = new RawFetcher(context, this.#consumer);
   }

@@ -39,21 +39,16 @@ function results(result: LibraryProduceResult): ProduceResult[] {
   }));
 }
 
-/**
- * A producer over @platformatic/kafka: idempotent (acks = all, one request in flight per broker), records placed
- * by Java's murmur2 partitioner when they name no partition; with a transactional id, transactions whose offsets
- * carry the group's generation and member id (KIP-447).
- */
+/** An idempotent producer (Java's murmur2 partitioner); with a transactional id, KIP-447 transactions. */
 export class PlatformaticProducer implements KafkaProducer {
   readonly #context: ClientContext;
   readonly #settings: ProducerOptions;
   readonly #coordinator: GroupCoordinatorLookup;
   #producer: Producer | undefined;
   /**
-   * Every produce request of this producer, its transactions' included, one at a time (as kafkajs's idempotent
-   * producer, maxInFlightRequests 1): the library advances a partition's sequence number only when the broker
-   * answers, so a second send in flight reuses it, is taken for a retry and its records dropped. Covered by the
-   * port contract's idempotent-producer test.
+   * Every produce request, its transactions' included, one at a time (as kafkajs's maxInFlightRequests 1): the
+   * library advances a partition's sequence number only when the broker answers, so a second send in flight
+   * reuses it and its records are dropped as a retry's (the port contract's idempotent-producer test).
    */
   readonly #sends = new SerialQueue();
 
@@ -79,7 +74,7 @@ export class PlatformaticProducer implements KafkaProducer {
             timeout: this.#settings.transactionTimeoutMs ?? 60_000,
           }),
     });
-    this.#context.watch(producer as never);
+    this.#context.watch(producer);
     if (transactionalId !== undefined) {
       // InitProducerId now, as the port promises (fencing older producers of this id): the library does it on
       // the first transaction, so begin one and drop it locally (nothing was sent for it).
@@ -154,8 +149,8 @@ class PlatformaticTransaction implements KafkaTransaction {
     const group: GroupMetadata = source.groupMetadata();
     let coordinatorId: number | undefined;
     if (source instanceof PlatformaticGroupConsumer) {
-      // The generation sent is the member's current one: refuse a partition it does not own in it, which the
-      // group would otherwise accept from this zombie (the library rejoins by itself, with no revocation step).
+      // The member's current generation is sent: refuse a partition it no longer owns, which the group would
+      // otherwise accept from this zombie (the library rejoins by itself, with no revocation step).
       for (const { topic, partitions } of offsets.topics) {
         for (const { partition } of partitions) {
           if (!source.owns(topic, partition)) {

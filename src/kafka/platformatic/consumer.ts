@@ -1,6 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import {
-  type CallbackWithPromise,
   type Connection,
   Consumer,
   type ConsumerGroupJoinPayload,
@@ -28,7 +27,7 @@ import {
   withBrokerDetail,
 } from './errors.js';
 import { dropAborted, RawFetcher } from './fetch.js';
-import { call, connectionTo, libraryApi } from './internals.js';
+import { call, connectionTo, type LibraryApi, libraryApi } from './internals.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { consumedMessages } from './records.js';
@@ -569,15 +568,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const done = (async () => {
       const sent = performance.now();
       const consumer = this.#need();
-      type Heartbeat = (
-        connection: Connection,
-        groupId: string,
-        generationId: number,
-        memberId: string,
-        groupInstanceId: string | null,
-        callback: CallbackWithPromise<unknown>,
-      ) => void;
-      const { connection, api } = await this.#coordinatorApi<Heartbeat>(consumer, 'Heartbeat', []);
+      const { connection, api } = await this.#coordinatorApi(consumer, 'Heartbeat', []);
       try {
         await call((cb) => api(connection, this.groupId, generation.id, generation.memberId, null, cb));
       } catch (error) {
@@ -601,16 +592,19 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     return done;
   }
 
-  async #coordinatorApi<Api>(
+  async #coordinatorApi(
     consumer: LibraryConsumer,
     name: string,
     topics: readonly string[],
-  ): Promise<{ connection: Connection; api: Api }> {
+  ): Promise<{ connection: Connection; api: LibraryApi }> {
     const coordinator = await consumer.findGroupCoordinator();
     const metadata = await consumer.metadata({ topics: [...topics] });
     const broker = metadata.brokers.get(coordinator);
     if (broker === undefined) throw new Error(`group coordinator ${coordinator} is not in the metadata`);
-    return { connection: await connectionTo(consumer, broker), api: await libraryApi<Api>(consumer, name) };
+    return {
+      connection: await connectionTo(consumer, broker),
+      api: await libraryApi<LibraryApi>(consumer, name),
+    };
   }
 
   /** Runs `task` once fewer than `partitionsConsumedConcurrently` handlers run. */
@@ -670,15 +664,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     byTopic: Map<string, number[]>,
   ): Promise<Map<string, bigint>> {
     const result = new Map<string, bigint>();
-    type OffsetFetch = (
-      connection: Connection,
-      groups: unknown[],
-      requireStable: boolean,
-      callback: CallbackWithPromise<OffsetFetchResponse>,
-    ) => void;
-    const { connection, api } = await this.#coordinatorApi<OffsetFetch>(consumer, 'OffsetFetch', [
-      ...byTopic.keys(),
-    ]);
+    const { connection, api } = await this.#coordinatorApi(consumer, 'OffsetFetch', [...byTopic.keys()]);
     for (let attempt = 0; ; attempt++) {
       const groups = [
         {

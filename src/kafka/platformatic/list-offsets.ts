@@ -1,6 +1,6 @@
-import { type Connection, type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
+import { type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
 import { findBy } from './errors.js';
-import { call, connectionTo, type LibraryClient, libraryApi } from './internals.js';
+import { call, connectionTo, type LibraryApi, type LibraryClient, libraryApi } from './internals.js';
 import { retryDelayMs } from './options.js';
 
 /*
@@ -19,14 +19,6 @@ interface ListedPartition {
 interface ListOffsetsResponse {
   readonly topics: readonly { readonly name: string; readonly partitions: readonly ListedPartition[] }[];
 }
-
-type ListOffsetsApi = (
-  connection: Connection,
-  replicaId: number,
-  isolationLevel: number,
-  topics: unknown[],
-  callback: (error: Error | null, response?: ListOffsetsResponse) => void,
-) => void;
 
 /** What to list: partitions per topic, at one timestamp (`ListOffsetTimestamps.EARLIEST`/`LATEST` or a time). */
 interface OffsetsQuery {
@@ -80,7 +72,7 @@ async function listOnce(
       list.push({ partitionIndex, currentLeaderEpoch: -1, timestamp: query.timestamp });
     }
   }
-  const api = await libraryApi<ListOffsetsApi>(client, 'ListOffsets');
+  const api = await libraryApi<LibraryApi>(client, 'ListOffsets');
   const responses = await Promise.all(
     [...byLeader].map(async ([leader, topics]) => {
       const broker = metadata.brokers.get(leader);

@@ -29,7 +29,7 @@ export function kafkajsConsumerConfig(
   };
 }
 
-/** One kafkajs `eachBatch` payload as the port's batch (kafkajs's payload functions are closures). */
+/** A kafkajs `eachBatch` payload as the port's batch (its functions are closures: passed as they are). */
 function portBatch(payload: EachBatchPayload, commits: Map<string, string>): ConsumedBatch {
   const { batch } = payload;
   const { topic, partition } = batch;
@@ -58,7 +58,7 @@ const partitionKey = (topic: string, partition: number): string => `${topic}:${p
 const mutable = (partitions: readonly TopicPartitions[]) =>
   partitions.map((p) => ({ topic: p.topic, partitions: [...p.partitions] }));
 
-/** A kafkajs consumer behind the port. `native` is the kafkajs consumer itself. */
+/** A kafkajs consumer (`native`) behind the port. */
 export class KafkajsConsumer implements GroupConsumer {
   #memberId: string | undefined;
   /**

@@ -52,7 +52,7 @@ function send(sender: Producer | Transaction, request: ProduceRequest): Promise<
     );
 }
 
-/** A kafkajs producer behind the port. `native` is the kafkajs producer itself. */
+/** A kafkajs producer (`native`) behind the port. */
 export class KafkajsProducer implements KafkaProducer {
   constructor(
     readonly native: Producer,

@@ -58,9 +58,8 @@ export function retryBackoffMs(attempt: number): number {
 /** What a client can do beyond the common port. */
 export interface KafkaClientCapabilities {
   /**
-   * True when a transaction's offsets are sent with the group's generation and member id (KIP-447), so the
-   * group fences a zombie and one transactional producer per instance is safe. False (kafkajs): only the group
-   * id is sent, and a zombie is fenced only by a transactional id per input partition.
+   * A transaction's offsets carry the group's generation and member id (KIP-447): the group fences a zombie, so
+   * one producer per instance is safe. Else (kafkajs) only a transactional id per input partition fences it.
    */
   readonly fencesByGroup: boolean;
 }

@@ -3,13 +3,10 @@ import { tlsSettingSchema } from '../options/tls.js';
 import { durationMs } from '../util/duration.js';
 import { defaultKafkaClient, kafkaClientNames } from './port/names.js';
 
-/*
- * How to reach a Kafka cluster, written once for every part that opens its own client: the dedup node's
- * `[kafka]` table and the `kafka` repository's connection keys. The client both build from it is chosen by `client`
- * and opened by `openKafkaClient` (port/open.ts), kept apart so that validating a config loads no client library.
- */
+// How to reach a Kafka cluster: the node's `[kafka]` table and the `kafka` repository's connection keys. Apart
+// from `openKafkaClient` (port/open.ts), so that validating a config loads no client library.
 
-/** Defaults of a Kafka connection, written once. */
+/** Defaults of a Kafka connection. */
 export const kafkaConnectionDefaults = {
   /** The node's client id; the `kafka` repository has its own (`kafkaDefaults.clientId`). */
   clientId: 'idem-node',
@@ -17,10 +14,7 @@ export const kafkaConnectionDefaults = {
   sessionTimeoutMs: 10_000,
   connectionTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
-  /**
-   * The dedup node's bound on its start (brokers reached, topics checked, group joined): past it the node gives up
-   * with one line and exit code 3, rather than leave kafkajs retrying for minutes.
-   */
+  /** The node's bound on its start (brokers reached, topics checked, group joined): past it, exit code 3. */
   startupTimeoutMs: 30_000,
 } as const;
 
@@ -50,8 +44,8 @@ export const kafkaConnectionFields = {
 };
 
 /**
- * The refinement that refuses a SASL login over plaintext unless the config says it is meant: `table` is the
- * config table the keys live in (`kafka`, `repository`), `sent` what else crosses the wire (`record`, `mark`).
+ * Refuses a SASL login over plaintext unless the config says it is meant: `table` is the config table of the keys
+ * (`kafka`, `repository`), `sent` what else crosses the wire (`record`, `mark`).
  */
 export function saslNeedsTls(table: string, sent: string) {
   return (connection: { sasl?: KafkaSasl | undefined; ssl: unknown }, ctx: z.RefinementCtx): void => {
@@ -76,11 +70,9 @@ export const kafkaConnectionSchema = z
     clientId: z.string().min(1).default(kafkaConnectionDefaults.clientId),
     ssl: kafkaConnectionFields.ssl,
     sasl: kafkaConnectionFields.sasl,
-    /** How long a killed or stuck member keeps its partitions; the broker's minimum is 6 s. */
     sessionTimeout: durationMs.default(kafkaConnectionDefaults.sessionTimeoutMs),
     connectionTimeout: kafkaConnectionFields.connectionTimeout,
     requestTimeout: kafkaConnectionFields.requestTimeout,
-    /** How long the node's start may take before it gives up (exit 3). */
     startupTimeout: durationMs.default(kafkaConnectionDefaults.startupTimeoutMs),
   })
   .strict()

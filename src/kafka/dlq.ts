@@ -1,17 +1,16 @@
 import type { ProcessResult } from '../consumer/types.js';
 import { InvalidIdError, InvalidInputError, NoMessageIdError } from '../errors.js';
 import type { BadIdReason } from './message-id.js';
-import type { MessageHeaders, OutgoingMessage } from './port/index.js';
+import { lastHeader, type MessageHeaders, type OutgoingMessage } from './port/index.js';
 
 /** Header names a dead-letter record carries on top of the original record's own headers. */
 export const dlqHeaders = {
-  /** Why the record is here: a {@link DlqReason}. */
+  /** A {@link DlqReason}. */
   reason: 'idem.reason',
-  /** The error message (truncated to {@link MAX_ERROR_CHARS}). */
+  /** The error message (at most {@link MAX_ERROR_CHARS}). */
   error: 'idem.error',
   /** The error's `code` if it has one, else its class name. */
   errorType: 'idem.error.type',
-  /** Where the record was read: topic, partition and offset. */
   topic: 'idem.topic',
   partition: 'idem.partition',
   offset: 'idem.offset',
@@ -22,16 +21,16 @@ export const dlqHeaders = {
 } as const;
 
 /**
- * Why a record was dead-lettered: the handler kept failing (`handler-failed`); the adapter could not read its id
- * (`invalid-json`, `invalid-id`); or the consumer refused it before any handler ran: no id under
- * `nullId: 'reject'` (`no-id`), or input it cannot judge such as a bad event timestamp (`invalid-input`).
+ * Why a record was dead-lettered: the handler kept failing (`handler-failed`); its id could not be read
+ * (`invalid-json`, `invalid-id`); or the consumer refused it: no id under `nullId: 'reject'` (`no-id`), or input
+ * it cannot judge such as a bad event timestamp (`invalid-input`).
  */
 export type DlqReason = 'handler-failed' | 'no-id' | 'invalid-input' | BadIdReason;
 
-/** Longest error message copied into a header; stack traces and huge messages would bloat every DLQ record. */
+/** Longest error message copied into a header (huge messages would bloat every DLQ record). */
 export const MAX_ERROR_CHARS = 4096;
 
-/** The original record as read: the port's `ConsumedMessage` (and kafkajs's `KafkaMessage`) fits as is. */
+/** The original record as read (the port's `ConsumedMessage` and kafkajs's `KafkaMessage` fit). */
 export interface SourceMessage {
   readonly key: Buffer | null;
   readonly value: Buffer | null;
@@ -52,9 +51,8 @@ export interface DeadLetter {
 }
 
 /**
- * What a Kafka consumer does with a record once the engine decided (the adapter and the node both ask here): `ack`
- * it (finished: its offset may be committed), `retry` it (another worker holds the id, or the handler failed), or
- * `dead-letter` it (it can never be handled). `handled`: the handler ran, so a failure is the handler's.
+ * What the adapter and the node do with a record once the engine decided: `ack` it (its offset may be committed),
+ * `retry` it (another worker holds the id, or the handler failed), or `dead-letter` it (it can never be handled).
  */
 export type RecordFate =
   | { readonly fate: 'ack' }
@@ -63,6 +61,7 @@ export type RecordFate =
 
 const ACK: RecordFate = Object.freeze({ fate: 'ack' });
 
+/** `handled`: the handler ran, so a failure is the handler's. */
 export function recordFate(result: ProcessResult, handled: boolean): RecordFate {
   const { outcome, error } = result;
   if (outcome === 'processed' || outcome === 'duplicate' || outcome === 'no-id') return ACK;
@@ -93,9 +92,8 @@ export interface DeadLetterInfo {
 }
 
 /**
- * Builds the DLQ record: the original key, value and headers, plus the `idem.*` headers (which replace any
- * `idem.*` headers the original carried, e.g. when a dead letter is replayed and fails again). The partition is
- * left to the producer's partitioner, so records with one key keep their relative order in the DLQ.
+ * The DLQ record: the original key, value and headers, plus the `idem.*` headers (replacing any the original
+ * carried, e.g. a replayed dead letter). Placed by key, so records of one key keep their order in the DLQ.
  */
 export function deadLetterMessage(letter: DeadLetter): OutgoingMessage {
   const { message } = letter;
@@ -119,10 +117,7 @@ export interface DeadLetterSender {
   send(request: { topic: string; acks?: -1; messages: OutgoingMessage[] }): Promise<unknown>;
 }
 
-/**
- * Writes dead letters in one request acknowledged by all in-sync replicas (`acks: -1`). Resolves only once the
- * broker has them, so the caller may then commit past the originals. The producer must be connected.
- */
+/** Writes dead letters in one request (`acks: -1`): once it resolves, the caller may commit past the originals. */
 export async function sendDeadLetters(
   producer: DeadLetterSender,
   dlqTopic: string,
@@ -134,11 +129,7 @@ export async function sendDeadLetters(
 
 /** Reads the `idem.*` headers back from a DLQ record; undefined when the record has none. */
 export function readDeadLetter(headers: MessageHeaders | undefined): DeadLetterInfo | undefined {
-  const get = (name: string): string | undefined => {
-    const value = headers?.[name];
-    const last = Array.isArray(value) ? value[value.length - 1] : value;
-    return last === undefined ? undefined : last.toString();
-  };
+  const get = (name: string): string | undefined => lastHeader(headers?.[name])?.toString();
   const reason = get(dlqHeaders.reason);
   if (reason === undefined) return undefined;
   return {

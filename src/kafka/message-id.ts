@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { IdempotencyError } from '../errors.js';
 import { toKey } from '../store/ids.js';
 import { jsonIdReader } from '../util/json-id.js';
-import type { MessageHeaders } from './port/index.js';
+import { lastHeader, type MessageHeaders } from './port/index.js';
 
 /**
  * Where a record's message id comes from: the record key, one header, or a dotted path into the JSON value.
@@ -23,7 +23,7 @@ export const idSourceSchema = z.discriminatedUnion('from', [
 /** A parsed {@link idSourceSchema}. */
 export type IdSource = z.output<typeof idSourceSchema>;
 
-/** The parts of a Kafka record an id can come from; the port's `ConsumedMessage` (and kafkajs `KafkaMessage`) fits as is. */
+/** The parts of a record an id can come from (the port's `ConsumedMessage` and kafkajs's `KafkaMessage` fit). */
 export interface RecordParts {
   readonly key?: Buffer | null;
   readonly value: Buffer | null;
@@ -34,8 +34,8 @@ export interface RecordParts {
 export type BadIdReason = 'invalid-json' | 'invalid-id';
 
 /**
- * The id of one record: `ok` with the canonical key (the string every repository stores) or `undefined` when
- * the record has no id (KIP-655: forwarded without dedup); or not `ok`, with the reason and a readable detail.
+ * The id of one record: `ok` with the canonical key (what every repository stores), or `undefined` when it has
+ * none (KIP-655: forwarded without dedup); or not `ok`, with the reason and a readable detail.
  */
 export type IdVerdict =
   | { readonly ok: true; readonly id: string | undefined }
@@ -44,15 +44,14 @@ export type IdVerdict =
 const NO_ID: IdVerdict = Object.freeze({ ok: true, id: undefined });
 
 /**
- * Compiles an id source into a reader, so the path is split once. The reader never throws:
- * - key / header bytes that are valid UTF-8 become a text id, other bytes a binary id (`toKey`);
- *   a header given more than once counts by its last value, as Java's `headers.lastHeader(name)` does;
- * - a value path is read from the JSON bytes themselves (`jsonIdReader`, a byte scanner: no `JSON.parse`):
- *   a string whose bytes are valid UTF-8, or a number as its exact plain decimal (`1.0` is `1`, an integer above
- *   2^53 keeps every digit); a decimal step indexes an array (`items.0.id`);
- * - a missing or empty key / header / field, a JSON `null`, or a null value (tombstone) means "no id";
- * - a value that is not JSON is `invalid-json`; an id that is an object, array or boolean, a string that is not
- *   valid UTF-8, or longer than the stores accept (1024 bytes), is `invalid-id`.
+ * Compiles an id source into a reader (the path is split once) that never throws:
+ * - key / header bytes that are valid UTF-8 become a text id, others a binary id (`toKey`); a repeated header
+ *   counts by its last value, as Java's `headers.lastHeader(name)`;
+ * - a value path is read from the JSON bytes (`jsonIdReader`, no `JSON.parse`): a valid UTF-8 string, or a
+ *   number as its exact plain decimal (`1.0` is `1`); a decimal step indexes an array (`items.0.id`);
+ * - a missing or empty key / header / field, a JSON `null`, or a tombstone means "no id";
+ * - a value that is not JSON is `invalid-json`; an object, array or boolean, a string that is not valid UTF-8 or
+ *   longer than the stores accept (1024 bytes), is `invalid-id`.
  */
 export function messageIdReader(source: IdSource): (record: RecordParts) => IdVerdict {
   switch (source.from) {
@@ -75,18 +74,15 @@ export function messageIdOf(record: RecordParts, source: IdSource): IdVerdict {
 }
 
 function fromHeader(header: MessageHeaders[string]): string | undefined {
-  const value = Array.isArray(header) ? header[header.length - 1] : header;
+  const value = lastHeader(header);
   if (value === undefined) return undefined;
-  return typeof value === 'string' ? textId(value) : fromBytes(value);
+  if (typeof value === 'string') return value === '' ? undefined : toKey(value);
+  return fromBytes(value);
 }
 
 function fromBytes(bytes: Buffer | null | undefined): string | undefined {
   if (!bytes || bytes.byteLength === 0) return undefined;
   return isUtf8(bytes) ? toKey(bytes.toString('utf8')) : toKey(bytes);
-}
-
-function textId(text: string): string | undefined {
-  return text === '' ? undefined : toKey(text);
 }
 
 function fromValue(value: Buffer | null, read: ReturnType<typeof jsonIdReader>): IdVerdict {

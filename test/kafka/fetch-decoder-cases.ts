@@ -6,11 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import {
-  type BatchRecord,
-  decodeFetchV11,
-  FetchDecodeError,
-} from '../../src/kafka/changelog/fetch-decoder.js';
+import { decodeFetchV11, FetchDecodeError } from '../../src/kafka/changelog/fetch-decoder.js';
+import type { BatchRecord } from '../../src/kafka/port/index.js';
 
 /** Fixed, so a failure replays; fast-check prints the path of a shrunk counterexample. */
 const SEED = 0x17_fe7c;

@@ -1,6 +1,7 @@
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { RepositoryError } from '../../errors.js';
+import { SerialQueue } from '../port/index.js';
 import type { PartitionOffsets } from './reader.js';
 
 /** The file's format version; a file of another version is ignored (a full restore, never a wrong one). */
@@ -10,15 +11,12 @@ const VERSION = 1;
 let temporaries = 0;
 
 /**
- * The changelog offset a local store has applied, per partition, in one small JSON file written atomically
- * (temporary file, fsync, rename). Keep it with the store it describes and delete them together: a checkpoint
- * ahead of its store would skip marks. A checkpoint behind its store (a crash between store write and save) only
- * replays marks again, which is harmless.
+ * The changelog offset a local store has applied, per partition, in a JSON file written atomically. Keep and
+ * delete it with its store: ahead of the store it would skip marks; behind it (a crash) it only replays some.
  */
 export class ChangelogCheckpoint {
   readonly #offsets: PartitionOffsets;
-  /** The save in progress: saves of one checkpoint run one after the other, each writing the offsets of then. */
-  #saving: Promise<void> = Promise.resolve();
+  readonly #saving = new SerialQueue();
 
   private constructor(
     /** The checkpoint file. */
@@ -30,10 +28,7 @@ export class ChangelogCheckpoint {
     this.#offsets = offsets;
   }
 
-  /**
-   * Loads the file, or starts empty when there is none, it records another topic, or it cannot be read as a
-   * checkpoint (each of which means: restore from the start).
-   */
+  /** Loads the file; empty (restore from the start) when there is none, or it is another topic's or unreadable. */
   static async load(path: string, topic: string): Promise<ChangelogCheckpoint> {
     let text: string;
     try {
@@ -56,11 +51,6 @@ export class ChangelogCheckpoint {
     this.#offsets.set(partition, offset);
   }
 
-  /** Forgets a partition (its local state was dropped). */
-  delete(partition: number): void {
-    this.#offsets.delete(partition);
-  }
-
   /** A copy of every recorded offset. */
   offsets(): PartitionOffsets {
     return new Map(this.#offsets);
@@ -72,15 +62,11 @@ export class ChangelogCheckpoint {
   }
 
   /**
-   * Writes the file atomically: a crash leaves the old file or the new one, never a torn one. Saves of this
-   * checkpoint run one at a time (the node saves from its join handler and from its batch loop, which may
-   * overlap), and every save has a temporary file of its own, so that another checkpoint object of the same file
-   * cannot rename it away either.
+   * Writes the file atomically (temporary file, fsync, rename). Saves run one at a time (the node saves from its
+   * join handler and its batch loop), each with a temporary file of its own, which no other object renames away.
    */
   save(): Promise<void> {
-    const next = this.#saving.then(() => this.#write());
-    this.#saving = next.catch(() => undefined);
-    return next;
+    return this.#saving.run(() => this.#write());
   }
 
   async #write(): Promise<void> {

@@ -2,10 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import { decodeRecord, encodeRecord } from '../../store/record.js';
 import type { IdempotencyRecord } from '../../store/types.js';
 
-/**
- * What a changelog record's value holds. A bare mark is `{ expiresAt }` (a confirmed id, a duplicate until then);
- * the `kafka` repository also keeps the rest of a record (claims, owners, fingerprints, results).
- */
+/** A changelog value: a bare mark `{ expiresAt }` (a confirmed id), or (the `kafka` repository) a whole record. */
 export type ChangelogMark = { readonly expiresAt: number } & Partial<
   Omit<IdempotencyRecord, 'id' | 'expiresAt'>
 >;
@@ -14,16 +11,10 @@ export type ChangelogMark = { readonly expiresAt: number } & Partial<
 const V1 = 1;
 /** Value format 2: V1's 9 bytes, then the whole record in the text form of `encodeRecord` (UTF-8). */
 const V2 = 2;
-/**
- * Value format 3: V1's 9 bytes, then firstSeenAt as a float64: a bare mark with its first-seen time, 17 bytes
- * (the text form of V2 would be about 45). A version before it cannot read it.
- */
+/** Value format 3: V1's 9 bytes, then firstSeenAt as a float64 (17 bytes, where V2's text would be ~45). */
 const V3 = 3;
 
-/**
- * Encodes a mark as a changelog value: 17 bytes for a bare confirmed mark (9 when it has no first-seen time), the
- * full record otherwise. A deleted id is a tombstone (a null value), never an encoded mark.
- */
+/** Encodes a mark: V3 (V1 without a first-seen time) for a bare one, V2 otherwise. A deletion is a null value. */
 export function encodeMark(mark: ChangelogMark): Buffer {
   const bare =
     (mark.state === undefined || mark.state === 'confirmed') &&
@@ -47,10 +38,7 @@ export function encodeMark(mark: ChangelogMark): Buffer {
   return value;
 }
 
-/**
- * The expiry of an encoded mark, whatever its version: the one field a restore needs, read without decoding the
- * rest. Throws an InvalidInputError for a value this version cannot read.
- */
+/** The expiry of an encoded mark (all a restore needs), decoding nothing else; InvalidInputError if unreadable. */
 export function decodeMarkExpiry(value: Uint8Array): number {
   if (value.length < (value[0] === V3 ? 17 : 9) || (value[0] !== V1 && value[0] !== V2 && value[0] !== V3)) {
     throw unreadable(value);

@@ -1,25 +1,18 @@
 /*
- * A decoder of Fetch v11 responses for the changelog reader. kafkajs's own decoder builds, per record, a decoder
- * object, 64-bit Long arithmetic on decimal strings for the offset and the timestamp, and a headers object; on a
- * restore of a million marks that, and the garbage it leaves, is most of the time. This one reads the record
- * batches straight from the response bytes into what the reader needs. Anything it does not handle (another
- * response version, a compressed batch, an old message format) is left to kafkajs's decoder.
+ * A Fetch v11 decoder for the kafkajs changelog reader: kafkajs's own builds, per record, a decoder object, Long
+ * arithmetic on decimal strings and a headers object, most of a restore's time. This one reads the batches
+ * straight from the bytes; what it does not handle (another version, compression, an old format) is kafkajs's.
  */
 
 import { RepositoryError } from '../../errors.js';
 import type { BatchRecord, FetchedPartition, RecordBatch } from '../port/index.js';
 
-// The decoded shape is the port's (the partition reader of every client returns it).
-export type { BatchRecord, FetchedPartition, RecordBatch } from '../port/index.js';
-
 /** Thrown inside the decoder when it meets something it leaves to kafkajs. */
 class Unsupported extends Error {}
 
 /**
- * A Fetch response whose bytes do not hold what its lengths and counts say: a negative or overlong length, a count
- * more items than the bytes left could hold, a field read past its record, batch or the response. Raised instead
- * of trusting the number (which, for a record count of 2^31 or a negative record length, ran the process out of
- * memory). `position` is the byte of the response body where the bad field starts.
+ * A Fetch response whose bytes do not hold what its lengths and counts say (trusting a record count of 2^31 ran
+ * the process out of memory). `position` is the byte of the response body where the bad field starts.
  */
 export class FetchDecodeError extends RepositoryError {
   constructor(
@@ -48,9 +41,8 @@ const MIN_PARTITION = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 4;
 const ABORTED_TRANSACTION = 8 + 8;
 
 /**
- * The partitions of a Fetch v11 response body (after the correlation id), or undefined when it holds something
- * this decoder leaves to kafkajs. Every length and count is checked against the bytes actually present: a
- * response that does not add up raises a {@link FetchDecodeError}, never an allocation the bytes cannot back.
+ * The partitions of a Fetch v11 response body (after the correlation id), or undefined for what it leaves to
+ * kafkajs. Every length and count is checked against the bytes present ({@link FetchDecodeError}).
  */
 export function decodeFetchV11(body: Buffer): FetchedPartition[] | undefined {
   try {

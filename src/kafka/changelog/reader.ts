@@ -36,15 +36,12 @@ export interface ReadChangelogOptions {
   /** The partitions to read, each from the first offset it has not applied (0: from the start). */
   readonly from: ReadonlyMap<number, number>;
   /**
-   * Receives each fetched partition's committed records in offset order, and the offset to resume from after them
-   * (what a checkpoint saves). Called once per partition per fetch, also with no records when the fetch only moved
-   * past aborted records or transaction markers. Awaited before the next call; the next fetch is already in flight.
+   * Receives each fetched partition's committed records in offset order and the offset to resume from (what a
+   * checkpoint saves); also with no records when a fetch only moved past aborted records or markers. Awaited; the
+   * next fetch is already in flight.
    */
   onBatch(partition: number, records: ChangelogEntry[], nextOffset: number): void | Promise<void>;
-  /**
-   * Keep reading after the end offsets captured at the start, until `signal` aborts (a tailing reader). Without it
-   * the read stops at those end offsets and does not wait for records written after it started.
-   */
+  /** Keep reading past the end offsets captured at the start, until `signal` aborts (else stop at them). */
   readonly follow?: boolean;
   /** With `follow`: called once when every partition has reached the end offsets captured at the start. */
   readonly onCaughtUp?: (ends: PartitionOffsets) => void;
@@ -57,9 +54,8 @@ export interface ReadChangelogOptions {
 const ABORT_MARKER = 0;
 
 /**
- * A read_committed reader of changelog partitions that needs no consumer group: it fetches the given partitions
- * straight from their leaders, in big fetches with the next one in flight while the last is applied. Keep one
- * open for many reads; each read captures the end offsets (last stable offsets) when it starts.
+ * A read_committed reader of changelog partitions with no consumer group: big fetches straight from the leaders,
+ * the next in flight while the last is applied. Keep one for many reads; each captures the end offsets at start.
  */
 export class ChangelogReader {
   readonly #partitions: PartitionReader;
@@ -85,12 +81,7 @@ export class ChangelogReader {
 
   /** The end offsets a read_committed reader sees now (last stable offsets), for the given partitions or all. */
   async endOffsets(topic: string, partitions?: readonly number[]): Promise<PartitionOffsets> {
-    return this.#offsets(topic, partitions ?? (await this.partitions(topic)), false);
-  }
-
-  /** The first offsets still in the log (after retention), for the given partitions or all. */
-  async startOffsets(topic: string, partitions?: readonly number[]): Promise<PartitionOffsets> {
-    return this.#offsets(topic, partitions ?? (await this.partitions(topic)), true);
+    return this.#partitions.listOffsets(topic, partitions ?? (await this.partitions(topic)), 'latest');
   }
 
   /**
@@ -105,10 +96,10 @@ export class ChangelogReader {
     const next: PartitionOffsets = new Map();
     for (const [p, offset] of options.from) next.set(p, Math.max(0, offset));
     if (partitions.length === 0) return next;
-    const ends = await this.#offsets(topic, partitions, false);
+    const ends = await this.#partitions.listOffsets(topic, partitions, 'latest');
     if (partitions.some((p) => (next.get(p) ?? 0) > (ends.get(p) ?? 0))) {
       // Past the end: the topic was recreated since the offset was saved. Its marks are all new to us.
-      const starts = await this.#offsets(topic, partitions, true);
+      const starts = await this.#partitions.listOffsets(topic, partitions, 'earliest');
       for (const p of partitions) {
         if ((next.get(p) ?? 0) > (ends.get(p) ?? 0)) next.set(p, starts.get(p) ?? 0);
       }
@@ -179,12 +170,7 @@ export class ChangelogReader {
     await this.#partitions.close();
   }
 
-  async #offsets(topic: string, partitions: readonly number[], earliest: boolean): Promise<PartitionOffsets> {
-    return this.#partitions.listOffsets(topic, partitions, earliest ? 'earliest' : 'latest');
-  }
-
-  /** One fetch per partition leader, in parallel. */
-  async #fetch(
+  #fetch(
     topic: string,
     partitions: readonly number[],
     next: PartitionOffsets,
@@ -203,8 +189,8 @@ export class ChangelogReader {
   /** After a failed fetch: restart deleted or vanished offsets from the log start, or back off and retry. */
   async #recover(topic: string, error: unknown, next: PartitionOffsets, failures: number): Promise<void> {
     if (this.#errors.isOffsetOutOfRange(error)) {
-      const starts = await this.#offsets(topic, [...next.keys()], true);
-      const ends = await this.#offsets(topic, [...next.keys()], false);
+      const starts = await this.#partitions.listOffsets(topic, [...next.keys()], 'earliest');
+      const ends = await this.#partitions.listOffsets(topic, [...next.keys()], 'latest');
       for (const [p, offset] of next) {
         const first = starts.get(p) ?? 0;
         if (offset < first || offset > (ends.get(p) ?? 0)) next.set(p, first);
@@ -221,7 +207,7 @@ export class ChangelogReader {
 
   /** A partition that returns nothing below its end: its log start passed the offset (retention ran). */
   async #skipDeleted(topic: string, next: PartitionOffsets, ends: PartitionOffsets): Promise<void> {
-    const starts = await this.#offsets(topic, [...next.keys()], true);
+    const starts = await this.#partitions.listOffsets(topic, [...next.keys()], 'earliest');
     let skipped = false;
     for (const [p, offset] of next) {
       const first = starts.get(p) ?? 0;
@@ -261,7 +247,7 @@ export async function readChangelog(
  * after them. Aborted transactions are dropped as Kafka's own consumer drops them: a transactional batch of a
  * producer listed as aborted from its first offset on, until that producer's abort marker.
  */
-export function committedRecords(
+function committedRecords(
   part: FetchedPartition,
   from: number,
   end: number,

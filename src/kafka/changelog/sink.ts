@@ -14,8 +14,6 @@ import type { ChangelogEntry } from './reader.js';
 /** Bytes of changelog records per produce request, below Kafka's default `max.message.bytes` (1 MiB). */
 const REQUEST_BYTES = 512 * 1024;
 
-export type { RecordSender };
-
 /** Where a changelog's records go: a topic, one partition of it (or by key), with headers. */
 export interface ChangelogTarget {
   readonly topic: string;
@@ -24,17 +22,9 @@ export interface ChangelogTarget {
   readonly headers?: MessageHeaders;
 }
 
-/** The changelog value of a record: its mark (17 bytes for a bare confirmed id), or null for a deletion. */
-export function changeValue(change: ChangelogChange): Buffer | null {
-  if (change.record === undefined) return null;
-  const { id: _id, ...mark } = change.record;
-  return encodeMark(mark);
-}
-
 /**
- * Sends changes to the changelog in requests under the broker's default size limit, acknowledged by every
- * in-sync replica. Resolves with the offset after the last one when all went to one partition (what a checkpoint
- * keeps), else undefined.
+ * Sends changes in requests under the broker's default size limit, acknowledged by every in-sync replica.
+ * Resolves with the offset after the last one when all went to one partition, else undefined.
  */
 export async function sendChanges(
   sender: RecordSender,
@@ -56,16 +46,12 @@ export async function sendChanges(
     bytes = 0;
   };
   for (const change of changes) {
-    const value = changeValue(change);
+    // A deletion is a null value; encodeMark leaves the record's id out.
+    const value = change.record === undefined ? null : encodeMark(change.record);
     const size = Buffer.byteLength(change.key) + (value?.length ?? 0) + 80;
     if (messages.length > 0 && bytes + size > REQUEST_BYTES) await flush();
-    const message: { -readonly [K in keyof OutgoingMessage]: OutgoingMessage[K] } = {
-      key: change.key,
-      value,
-    };
-    if (target.partition !== undefined) message.partition = target.partition;
-    if (target.headers !== undefined) message.headers = target.headers;
-    messages.push(message);
+    // Both clients take an undefined partition (by key) and headers (none) as absent.
+    messages.push({ key: change.key, value, partition: target.partition, headers: target.headers });
     bytes += size;
   }
   if (messages.length > 0) await flush();
@@ -80,22 +66,18 @@ export interface ChangelogRange {
 
 /** Options of a {@link KafkaChangelogSink}. */
 export interface KafkaChangelogSinkOptions extends ChangelogTarget {
-  /** The client, for `clear()` (DeleteRecords). */
+  /** For `clear()` (DeleteRecords). */
   readonly client: KafkaClient;
-  /** A connected producer, idempotent with one request in flight, owned by the caller. */
+  /** A connected idempotent producer, owned by the caller. */
   readonly producer: KafkaProducer;
 }
 
 /**
  * A changelog in a Kafka topic, written outside any transaction: each append is acknowledged by every in-sync
- * replica before the logged write resolves. (Under exactly-once the node sends a logged store's staged changes
- * in its own transaction with {@link sendChanges} instead.)
+ * replica before the logged write resolves. (Under exactly-once the node uses {@link sendChanges} in its own.)
  */
 export class KafkaChangelogSink implements ChangelogSink {
   readonly #options: KafkaChangelogSinkOptions;
-  /** The offset after the last change appended, when the sink writes one partition. */
-  next: number | undefined;
-  /** The ranges written since {@link takeWritten} (one partition only), in order. */
   #written: ChangelogRange[] = [];
 
   constructor(options: KafkaChangelogSinkOptions) {
@@ -103,15 +85,12 @@ export class KafkaChangelogSink implements ChangelogSink {
   }
 
   async append(changes: readonly ChangelogChange[]): Promise<void> {
-    const next = await sendChanges(this.#options.producer, this.#options, changes, (range) => {
-      this.#written.push(range);
-    });
-    if (next !== undefined) this.next = next;
+    await sendChanges(this.#options.producer, this.#options, changes, (range) => this.#written.push(range));
   }
 
   /**
-   * The offset ranges this sink wrote since the last call, in order (when it writes one partition). A range that
-   * does not start where the store's changelog offset stood says another writer appended in between.
+   * The ranges this sink wrote (one partition only) since the last call, in order: one that does not start where
+   * the store's changelog offset stood says another writer appended in between.
    */
   takeWritten(): ChangelogRange[] {
     const written = this.#written;
@@ -132,13 +111,10 @@ export class KafkaChangelogSink implements ChangelogSink {
   }
 }
 
-export type { UnreadableChange };
-
 /**
- * The changes that changelog records stand for, in order: a null value is a deletion, any other value a mark.
- * One rule for every reader (the node's restore, the `kafka` repository): a record that cannot be read (an empty
- * value, an unknown format, an expiry that is not a finite time) is skipped and reported, never restored as a mark
- * that never expires, and never blocks the rest of the partition.
+ * The changes that changelog records stand for, in order: a null value is a deletion, any other a mark. A record
+ * that cannot be read (empty, an unknown format, a time that is not finite) is skipped and reported, never restored
+ * as a mark that never expires, and never blocks the rest of the partition.
  */
 export function decodeChanges(
   topic: string,

@@ -7,17 +7,11 @@ export interface KafkaChangelogSourceOptions {
   /** The reader (owned by the caller, who closes it). */
   readonly reader: ChangelogReader;
   readonly topic: string;
-  /**
-   * Which records stand for changes to apply, in topic order (default: all). The `kafka` repository leaves out
-   * its own writes, which its local index already holds.
-   */
+  /** Which records to apply (default: all; the `kafka` repository leaves out its own writes). */
   readonly accept?: (entry: ChangelogEntry) => boolean;
 }
 
-/**
- * A changelog topic as a logged store's {@link ChangelogSource}: read read_committed with a
- * {@link ChangelogReader}, decoded with {@link decodeChanges} (an unreadable record is reported and skipped).
- */
+/** A changelog topic as a logged store's {@link ChangelogSource}, decoded by {@link decodeChanges}. */
 export class KafkaChangelogSource implements ChangelogSource {
   readonly topic: string;
   readonly #reader: ChangelogReader;
@@ -29,7 +23,6 @@ export class KafkaChangelogSource implements ChangelogSource {
     this.#accept = options.accept;
   }
 
-  /** The topic's partition ids, from fresh metadata. */
   partitions(): Promise<number[]> {
     return this.#reader.partitions(this.topic);
   }
@@ -43,12 +36,9 @@ export class KafkaChangelogSource implements ChangelogSource {
     const accept = this.#accept;
     const { onCaughtUp } = options;
     return this.#reader.read({
+      ...options,
       topic,
-      from: options.from,
-      ...(options.follow !== undefined ? { follow: options.follow } : {}),
-      ...(onCaughtUp ? { onCaughtUp: () => onCaughtUp() } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-      ...(options.heartbeat ? { heartbeat: options.heartbeat } : {}),
+      onCaughtUp: onCaughtUp && (() => onCaughtUp()),
       onBatch: (partition, records, nextOffset) => {
         const kept = accept ? records.filter(accept) : records;
         const changes = decodeChanges(topic, partition, kept, options.onUnreadable);

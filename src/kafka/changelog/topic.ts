@@ -4,11 +4,11 @@ import type { KafkaAdmin } from '../port/index.js';
 /** What {@link ensureChangelogTopic} creates or checks. */
 export interface ChangelogTopicSpec {
   readonly topic: string;
-  /** The partition count it must have (for the node: the input topic's, so partition p holds input partition p's marks). */
+  /** The partition count it must have (the node's: the input topic's, partition p for input partition p). */
   readonly partitions: number;
-  /** How long marks must be kept (the dedup window); older ones are worthless and deleted by retention. */
+  /** How long marks must be kept (the dedup window). */
   readonly retentionMs: number;
-  /** The config key that names the topic (or the window), quoted in errors so the user knows what to change. */
+  /** The config key that names the topic (or the window), quoted in errors. */
   readonly configKey: string;
   /** Replication factor of a created topic; default -1, the broker's default.replication.factor. */
   readonly replicationFactor?: number;
@@ -16,9 +16,7 @@ export interface ChangelogTopicSpec {
 
 /**
  * Creates the changelog topic (`cleanup.policy=compact,delete`, `retention.ms` from the window), or checks an
- * existing one: a wrong partition count, a policy without `compact`, or a retention shorter than the window is a
- * ConfigError naming the topic and `configKey`, since reading such a topic would restore the wrong marks or too few.
- * Resolves true when it created the topic.
+ * existing one ({@link checkChangelogTopic}). Resolves true when it created the topic.
  */
 export async function ensureChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopicSpec): Promise<boolean> {
   const { topic, partitions, retentionMs, configKey } = spec;
@@ -44,7 +42,10 @@ export async function ensureChangelogTopic(admin: KafkaAdmin, spec: ChangelogTop
   return false;
 }
 
-/** The checks {@link ensureChangelogTopic} runs on a topic that already exists. */
+/**
+ * A wrong partition count, a policy without `compact` or a retention below the window is a ConfigError naming the
+ * topic and `configKey`: reading such a topic would restore the wrong marks or too few.
+ */
 export async function checkChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopicSpec): Promise<void> {
   const { topic, partitions, retentionMs, configKey } = spec;
   const found = (await admin.topicPartitions(topic)).length;
@@ -56,8 +57,7 @@ export async function checkChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopi
     );
   }
   const entries = await admin.describeTopicConfigs(topic, ['cleanup.policy', 'retention.ms']);
-  const value = (name: string) => entries.get(name);
-  const policy = (value('cleanup.policy') ?? 'delete').split(',').map((s) => s.trim());
+  const policy = (entries.get('cleanup.policy') ?? 'delete').split(',').map((s) => s.trim());
   if (!policy.includes('compact')) {
     throw new ConfigError(
       configKey,
@@ -65,7 +65,7 @@ export async function checkChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopi
         `(cleanup.policy=compact,delete): fix the topic's config or name another changelog topic`,
     );
   }
-  const retention = Number(value('retention.ms') ?? -1);
+  const retention = Number(entries.get('retention.ms') ?? -1);
   if (policy.includes('delete') && retention >= 0 && retention < retentionMs) {
     throw new ConfigError(
       configKey,

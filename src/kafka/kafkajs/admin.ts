@@ -1,6 +1,14 @@
 import type { Admin, ConfigResourceTypes } from 'kafkajs';
 import { type KafkaAdmin, type NewTopic, type PartitionOffsetRange, waitForLeaders } from '../port/index.js';
-import { KAFKAJS_DEFAULT_RETRIES, retryUnreachable } from './retry.js';
+import { retryUnreachable } from './errors.js';
+import { KAFKAJS_DEFAULT_RETRIES } from './options.js';
+
+/** Partition ids of kafkajs metadata, sorted (kafkajs keeps the broker's order; the port's is the ids'). */
+export const sortedIds = (partitions: readonly { partitionId: number }[]): number[] =>
+  partitions.map((p) => p.partitionId).sort((a, b) => a - b);
+
+const byPartition = <T extends { partition: number }>(entries: T[]): T[] =>
+  entries.sort((a, b) => a.partition - b.partition);
 
 /** ConfigResourceTypes.TOPIC: kafkajs's CommonJS build does not expose its enums as named ESM exports. */
 const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
@@ -9,7 +17,7 @@ const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
 export class KafkajsAdmin implements KafkaAdmin {
   constructor(
     readonly native: Admin,
-    /** The budget of {@link topicOffsets}'s own retries (retry.ts). */
+    /** The budget of {@link topicOffsets}'s own retries. */
     readonly retries: number = KAFKAJS_DEFAULT_RETRIES,
   ) {}
 
@@ -28,7 +36,7 @@ export class KafkajsAdmin implements KafkaAdmin {
   async topicPartitions(topic: string): Promise<number[]> {
     const { topics } = await this.native.fetchTopicMetadata({ topics: [topic] });
     const found = topics.find((t) => t.name === topic) ?? topics[0];
-    return (found?.partitions ?? []).map((p) => p.partitionId).sort((a, b) => a - b);
+    return sortedIds(found?.partitions ?? []);
   }
 
   async createTopics(topics: readonly NewTopic[]): Promise<boolean> {
@@ -81,17 +89,12 @@ export class KafkajsAdmin implements KafkaAdmin {
 
   async topicOffsets(topic: string): Promise<PartitionOffsetRange[]> {
     const offsets = await retryUnreachable(this.retries, () => this.native.fetchTopicOffsets(topic));
-    // In partition order, as the other client's and topicPartitions are (kafkajs answers in the broker's order).
-    return offsets
-      .map((o) => ({ partition: o.partition, low: o.low, high: o.high }))
-      .sort((a, b) => a.partition - b.partition);
+    return byPartition(offsets.map((o) => ({ partition: o.partition, low: o.low, high: o.high })));
   }
 
   async groupOffsets(groupId: string, topic: string): Promise<{ partition: number; offset: string }[]> {
     const [entry] = await this.native.fetchOffsets({ groupId, topics: [topic] });
-    return (entry?.partitions ?? [])
-      .map((p) => ({ partition: p.partition, offset: p.offset }))
-      .sort((a, b) => a.partition - b.partition);
+    return byPartition((entry?.partitions ?? []).map((p) => ({ partition: p.partition, offset: p.offset })));
   }
 
   deleteTopics(topics: readonly string[]): Promise<void> {

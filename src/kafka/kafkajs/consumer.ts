@@ -16,21 +16,20 @@ import type {
 export function kafkajsConsumerConfig(
   options: GroupConsumerOptions,
 ): Parameters<import('kafkajs').Kafka['consumer']>[0] {
+  // kafkajs takes its default for an undefined setting.
   return {
-    ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeout: options.sessionTimeoutMs }),
-    ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
-    ...(options.maxWaitMs === undefined ? {} : { maxWaitTimeInMs: options.maxWaitMs }),
-    ...(options.maxBytesPerPartition === undefined
-      ? {}
-      : { maxBytesPerPartition: options.maxBytesPerPartition }),
-    ...(options.maxBytes === undefined ? {} : { maxBytes: options.maxBytes }),
+    sessionTimeout: options.sessionTimeoutMs,
+    heartbeatInterval: options.heartbeatIntervalMs,
+    maxWaitTimeInMs: options.maxWaitMs,
+    maxBytesPerPartition: options.maxBytesPerPartition,
+    maxBytes: options.maxBytes,
     allowAutoTopicCreation: options.allowAutoTopicCreation ?? false,
     ...options.extra,
     groupId: options.groupId,
   };
 }
 
-/** One kafkajs `eachBatch` payload as the port's batch (kafkajs's payload functions are closures). */
+/** A kafkajs `eachBatch` payload as the port's batch (its functions are closures: passed as they are). */
 function portBatch(payload: EachBatchPayload, commits: Map<string, string>): ConsumedBatch {
   const { batch } = payload;
   const { topic, partition } = batch;
@@ -56,7 +55,10 @@ function portBatch(payload: EachBatchPayload, commits: Map<string, string>): Con
 
 const partitionKey = (topic: string, partition: number): string => `${topic}:${partition}`;
 
-/** A kafkajs consumer behind the port. `native` is the kafkajs consumer itself. */
+const mutable = (partitions: readonly TopicPartitions[]) =>
+  partitions.map((p) => ({ topic: p.topic, partitions: [...p.partitions] }));
+
+/** A kafkajs consumer (`native`) behind the port. */
 export class KafkajsConsumer implements GroupConsumer {
   #memberId: string | undefined;
   /**
@@ -77,10 +79,9 @@ export class KafkajsConsumer implements GroupConsumer {
   }
 
   /**
-   * A transaction committed these offsets of this group (KafkajsTransaction.commit). A batch that fails after
-   * it is fetched again from there: from the batch's start, a range the transaction committed was read again
-   * (an exactly-once node dropped it all as duplicates, wasted work that hid the failure). Only partitions with a
-   * batch in this assignment: a new one starts from the group's commits anyway.
+   * A transaction committed these offsets of this group (KafkajsTransaction.commit): a batch that fails after it
+   * is fetched again from there, not from the batch's start. Only partitions with a batch in this assignment: a
+   * new one starts from the group's commits anyway.
    */
   transactionCommitted(topics: TransactionOffsets['topics']): void {
     for (const { topic, partitions } of topics) {
@@ -134,15 +135,14 @@ export class KafkajsConsumer implements GroupConsumer {
   }
 
   pause(partitions: readonly TopicPartitions[]): void {
-    this.native.pause(partitions.map((p) => ({ topic: p.topic, partitions: [...p.partitions] })));
+    this.native.pause(mutable(partitions));
   }
 
-  /** kafkajs throws when its group is gone (stopped, or restarting after a crash): then nothing is paused. */
   resume(partitions: readonly TopicPartitions[]): void {
     try {
-      this.native.resume(partitions.map((p) => ({ topic: p.topic, partitions: [...p.partitions] })));
+      this.native.resume(mutable(partitions));
     } catch {
-      // A new group starts with no partition paused.
+      // kafkajs throws when its group is gone (stopped, or restarting): a new group starts with nothing paused.
     }
   }
 

@@ -1,21 +1,27 @@
 import type { Kafka } from 'kafkajs';
 import { RepositoryError } from '../../errors.js';
 import { decodeFetchV11 } from '../changelog/fetch-decoder.js';
-import type { FetchedPartition, PartitionFetch, PartitionReader, RecordBatch } from '../port/index.js';
-import { OFFSET_OUT_OF_RANGE as OUT_OF_RANGE_NAME } from './errors.js';
-import { KAFKAJS_DEFAULT_RETRIES, retryUnreachable } from './retry.js';
+import {
+  byLeader,
+  type FetchedPartition,
+  type PartitionFetch,
+  type PartitionReader,
+  type RecordBatch,
+  SerialQueue,
+} from '../port/index.js';
+import { sortedIds } from './admin.js';
+import { OFFSET_OUT_OF_RANGE as OUT_OF_RANGE_NAME, retryUnreachable } from './errors.js';
+import { KAFKAJS_DEFAULT_RETRIES } from './options.js';
 
 /*
- * kafkajs has no manual partition assignment: its only reader is a group consumer, and a throwaway group pays a
- * group join for every restore (3 s on a broker with the default group.initial.rebalance.delay.ms). The changelog
- * reader instead talks to the partition leaders with the client's own cluster object, which every kafkajs
- * producer, consumer and admin is built on: metadata, ListOffsets and Fetch, with no group at all. That object is
- * not public API, so it is reached once, here, and checked; kafkajs is pinned at 2.x (its last line) and the
- * changelog tests exercise every call below against a real broker.
+ * kafkajs's only reader is a group consumer, and a throwaway group pays a group join per restore (3 s with the
+ * default group.initial.rebalance.delay.ms). So the reader talks to the partition leaders through the client's
+ * own cluster object (metadata, ListOffsets, Fetch): not public API, so reached once, here, and checked; kafkajs
+ * is pinned at 2.x (its last line) and the changelog tests run every call below against a real broker.
  */
 
 /** One decoded record of a fetch response, as kafkajs's RecordBatch decoder returns it. */
-export interface RawRecord {
+interface RawRecord {
   readonly offset: string;
   readonly key: Buffer | null;
   readonly value: Buffer | null;
@@ -30,17 +36,15 @@ export interface RawRecord {
 }
 
 /** One partition of a fetch response. */
-export interface RawPartition {
+interface RawPartition {
   readonly partition: number;
   readonly errorCode: number;
-  readonly highWatermark: string;
-  readonly lastStableOffset?: string;
   readonly abortedTransactions?: readonly { readonly producerId: string; readonly firstOffset: string }[];
   readonly messages: readonly RawRecord[];
 }
 
 /** The parts of a kafkajs broker connection the reader uses. */
-export interface RawBroker {
+interface RawBroker {
   fetch(request: {
     isolationLevel: number;
     maxWaitTime: number;
@@ -57,7 +61,7 @@ interface OwnDecoded {
 }
 
 /** The parts of kafkajs's cluster object the reader uses. */
-export interface RawCluster {
+interface RawCluster {
   connect(): Promise<void>;
   disconnect(): Promise<void>;
   isConnected(): boolean;
@@ -73,11 +77,7 @@ export interface RawCluster {
 /** kafkajs's read_committed isolation level. */
 const READ_COMMITTED = 1;
 
-type CreateCluster = (options: {
-  allowAutoTopicCreation: boolean;
-  isolationLevel: number;
-  metadataMaxAge?: number;
-}) => RawCluster;
+type CreateCluster = (options: { allowAutoTopicCreation: boolean; isolationLevel: number }) => RawCluster;
 
 /** A read_committed cluster connection built from the client's own settings (brokers, TLS, SASL, retries). */
 function createCluster(kafka: Kafka): RawCluster {
@@ -103,10 +103,7 @@ interface ProtocolRequest {
   readonly response: { decode(payload: Buffer): Promise<unknown>; parse(data: unknown): Promise<unknown> };
 }
 
-/**
- * Makes this broker connection decode Fetch v11 responses with {@link decodeFetchV11} (kafkajs still encodes the
- * request and decodes every other response). Done once per connection object, on the reader's own cluster only.
- */
+/** Makes this broker connection of the reader's own cluster decode Fetch v11 with {@link decodeFetchV11}. */
 function useOwnFetchDecoder(broker: RawBroker): void {
   if (withOwnDecoder.has(broker)) return;
   withOwnDecoder.add(broker);
@@ -135,7 +132,7 @@ function useOwnFetchDecoder(broker: RawBroker): void {
   };
 }
 
-/** The error kafkajs raises for a partition error, as the reader's recovery tells them apart. */
+/** A partition error as kafkajs would raise it, for the reader's recovery. */
 function partitionError(topic: string, part: FetchedPartition): Error {
   if (part.errorCode === OFFSET_OUT_OF_RANGE) {
     return Object.assign(new Error(`offset out of range on ${topic}[${part.partition}]`), {
@@ -203,20 +200,20 @@ function fromKafkajs(part: RawPartition): FetchedPartition {
   };
 }
 
-/**
- * The port's {@link PartitionReader} over a kafkajs cluster object of its own (read_committed, no group): fresh
- * metadata, ListOffsets, and one Fetch per partition leader, decoded by {@link decodeFetchV11}.
- */
+/** The port's {@link PartitionReader} over a read_committed kafkajs cluster object of its own. */
 export class KafkajsPartitionReader implements PartitionReader {
   readonly #cluster: RawCluster;
   readonly #topics = new Set<string>();
   #connecting: Promise<void> | undefined;
-  /** The cluster calls that may open broker connections, one at a time (see {@link #exclusive}). */
-  #queue: Promise<unknown> = Promise.resolve();
+  /**
+   * The cluster calls that may open broker connections, one at a time: kafkajs connects a broker on first use,
+   * and two concurrent first uses open two sockets, one never closed. Fetches themselves run concurrently.
+   */
+  readonly #queue = new SerialQueue();
   /** Broker connections that have served a fetch, so their fetch connection is open. */
   readonly #fetched = new WeakSet<object>();
 
-  /** @param retries the budget of {@link listOffsets}'s own retries (retry.ts). */
+  /** @param retries the budget of {@link listOffsets}'s own retries. */
   constructor(
     kafka: Kafka,
     readonly retries: number = KAFKAJS_DEFAULT_RETRIES,
@@ -226,53 +223,40 @@ export class KafkajsPartitionReader implements PartitionReader {
 
   async partitions(topic: string): Promise<number[]> {
     await this.#ready(topic);
-    await this.#exclusive(() => this.#cluster.refreshMetadata());
-    return this.#cluster
-      .findTopicPartitionMetadata(topic)
-      .map((p) => p.partitionId)
-      .sort((a, b) => a - b);
+    await this.#queue.run(() => this.#cluster.refreshMetadata());
+    return sortedIds(this.#cluster.findTopicPartitionMetadata(topic));
   }
 
-  listOffsets(
+  async listOffsets(
     topic: string,
     partitions: readonly number[],
     which: 'earliest' | 'latest',
   ): Promise<Map<number, number>> {
-    return retryUnreachable(this.retries, () => this.#listOffsets(topic, partitions, which));
-  }
-
-  async #listOffsets(
-    topic: string,
-    partitions: readonly number[],
-    which: 'earliest' | 'latest',
-  ): Promise<Map<number, number>> {
-    await this.#ready(topic);
-    const [result] = await this.#exclusive(() =>
-      this.#cluster.fetchTopicsOffset([
-        {
-          topic,
-          partitions: partitions.map((partition) => ({ partition })),
-          fromBeginning: which === 'earliest',
-        },
-      ]),
-    );
+    const asked = [
+      {
+        topic,
+        partitions: partitions.map((partition) => ({ partition })),
+        fromBeginning: which === 'earliest',
+      },
+    ];
+    const [result] = await retryUnreachable(this.retries, async () => {
+      await this.#ready(topic);
+      return this.#queue.run(() => this.#cluster.fetchTopicsOffset(asked));
+    });
     return new Map((result?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
   }
 
   async fetch(request: PartitionFetch): Promise<FetchedPartition[]> {
     const { topic } = request;
     await this.#ready(topic);
-    const leaders = new Map<number, { partition: number; offset: number }[]>();
     const metadata = this.#cluster.findTopicPartitionMetadata(topic);
-    for (const p of request.partitions) {
-      const leader = metadata.find((m) => m.partitionId === p.partition)?.leader;
-      if (leader === undefined) {
-        throw new RepositoryError(`changelog ${topic}: partition ${p.partition} has no leader`);
-      }
-      leaders.set(leader, [...(leaders.get(leader) ?? []), p]);
-    }
+    const leaders = byLeader(
+      topic,
+      request.partitions,
+      (p) => metadata.find((m) => m.partitionId === p)?.leader,
+    );
     const rounds = [...leaders].map(async ([leader, ps]) => {
-      const broker = await this.#exclusive(() => this.#cluster.findBroker({ nodeId: String(leader) }));
+      const broker = await this.#queue.run(() => this.#cluster.findBroker({ nodeId: String(leader) }));
       const fetch: Parameters<typeof fetchBatches>[1] = {
         isolationLevel: READ_COMMITTED,
         maxWaitTime: request.maxWaitMs,
@@ -289,10 +273,9 @@ export class KafkajsPartitionReader implements PartitionReader {
           },
         ],
       };
-      // kafkajs opens a broker's fetch connection on its first fetch, and two concurrent first fetches open two
-      // sockets (one never closed): the first fetch per connection queues like the other connecting calls.
+      // A broker's first fetch opens its fetch connection: it queues like the other connecting calls.
       if (this.#fetched.has(broker)) return fetchBatches(broker, fetch);
-      const batches = await this.#exclusive(() => fetchBatches(broker, fetch));
+      const batches = await this.#queue.run(() => fetchBatches(broker, fetch));
       this.#fetched.add(broker);
       return batches;
     });
@@ -300,7 +283,7 @@ export class KafkajsPartitionReader implements PartitionReader {
   }
 
   async refreshMetadata(): Promise<void> {
-    await this.#exclusive(() => this.#cluster.refreshMetadata());
+    await this.#queue.run(() => this.#cluster.refreshMetadata());
   }
 
   async close(): Promise<void> {
@@ -315,19 +298,8 @@ export class KafkajsPartitionReader implements PartitionReader {
       await this.#connecting;
     }
     if (!this.#topics.has(topic)) {
-      await this.#exclusive(() => this.#cluster.addTargetTopic(topic));
+      await this.#queue.run(() => this.#cluster.addTargetTopic(topic));
       this.#topics.add(topic);
     }
-  }
-
-  /**
-   * Runs a cluster call after the previous one ended. kafkajs connects a broker lazily, on first use, and two
-   * concurrent first uses of one broker open two sockets, one of which is never closed; concurrent reads on one
-   * reader would leak it. Only these short calls queue; the fetches themselves run concurrently.
-   */
-  #exclusive<T>(call: () => Promise<T>): Promise<T> {
-    const result = this.#queue.then(call);
-    this.#queue = result.catch(() => undefined);
-    return result;
   }
 }

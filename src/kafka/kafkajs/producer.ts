@@ -25,27 +25,19 @@ export function kafkajsProducerConfig(
   return {
     ...(idempotent ? { idempotent: true, maxInFlightRequests: 1 } : {}),
     allowAutoTopicCreation: options.allowAutoTopicCreation ?? false,
-    // Dead letters and keyed sends are placed by key the way Java clients place them (murmur2).
+    // Keyed sends are placed the way Java clients place them (murmur2).
     createPartitioner: Partitioners.DefaultPartitioner,
     ...(options.transactionalId === undefined
       ? {}
       : {
           transactionalId: options.transactionalId,
-          ...(options.transactionTimeoutMs === undefined
-            ? {}
-            : { transactionTimeout: options.transactionTimeoutMs }),
-          // The first request of a transaction that follows a commit often meets CONCURRENT_TRANSACTIONS (the
-          // coordinator is still writing the last one's markers, a few ms). kafkajs retries it after its default
-          // 300 ms backoff, which made each chunk wait ~0.3 s; a short first backoff retries once the markers are
-          // down. Unlimited retries as kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
+          transactionTimeout: options.transactionTimeoutMs,
+          // A transaction's first request right after a commit often meets CONCURRENT_TRANSACTIONS for a few ms:
+          // retried from a short first backoff, not kafkajs's 300 ms (which each chunk waited). Unlimited, as
+          // kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
           retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: CONCURRENT_TRANSACTIONS_RETRY_MS },
         }),
   };
-}
-
-/** kafkajs's answer to a produce request, as the port gives it. */
-function results(metadata: readonly RecordMetadata[]): ProduceResult[] {
-  return metadata.map((m) => ({ topic: m.topicName, partition: m.partition, baseOffset: m.baseOffset }));
 }
 
 function send(sender: Producer | Transaction, request: ProduceRequest): Promise<ProduceResult[]> {
@@ -55,10 +47,12 @@ function send(sender: Producer | Transaction, request: ProduceRequest): Promise<
       messages: request.messages as Message[],
       ...(request.acks === undefined ? {} : { acks: request.acks }),
     })
-    .then(results);
+    .then((metadata: RecordMetadata[]) =>
+      metadata.map((m) => ({ topic: m.topicName, partition: m.partition, baseOffset: m.baseOffset })),
+    );
 }
 
-/** A kafkajs producer behind the port. `native` is the kafkajs producer itself. */
+/** A kafkajs producer (`native`) behind the port. */
 export class KafkajsProducer implements KafkaProducer {
   constructor(
     readonly native: Producer,
@@ -91,10 +85,7 @@ export class KafkajsProducer implements KafkaProducer {
   }
 }
 
-/**
- * A kafkajs transaction. kafkajs's `sendOffsets` sends the group id only (no generation, no member id: no
- * KIP-447), so the group cannot fence a zombie: the node keeps one transactional id per input partition.
- */
+/** A kafkajs transaction: its offsets carry the group id only (no KIP-447), so a zombie is fenced by its id. */
 class KafkajsTransaction implements KafkaTransaction {
   /** The offsets sent in this transaction: their group's member learns them once it commits. */
   readonly #offsets: TransactionOffsets[] = [];
@@ -106,10 +97,8 @@ class KafkajsTransaction implements KafkaTransaction {
   }
 
   /**
-   * kafkajs retries CONCURRENT_TRANSACTIONS on a send (its retry config, see kafkajsProducerConfig) but not on the
-   * AddOffsetsToTxn of `sendOffsets`, which then rejected whenever the offsets were a transaction's first request
-   * right after a commit (an exactly-once chunk of duplicates only): the chunk was aborted and read again. Retried
-   * here: the request that failed added nothing to the transaction.
+   * kafkajs retries CONCURRENT_TRANSACTIONS on a send but not on `sendOffsets`' AddOffsetsToTxn, the first request
+   * of a transaction of duplicates only: retried here (the request that failed added nothing to the transaction).
    */
   async sendOffsets(offsets: TransactionOffsets): Promise<void> {
     const topics = offsets.topics.map((t) => ({
@@ -131,7 +120,7 @@ class KafkajsTransaction implements KafkaTransaction {
 
   async commit(): Promise<void> {
     await this.native.commit();
-    // The group's offsets moved with the commit; kafkajs's consumer never hears of it (see transactionCommitted).
+    // kafkajs's consumer never hears that the group's offsets moved with the commit.
     for (const { group, topics } of this.#offsets) {
       if (group instanceof KafkajsConsumer) group.transactionCommitted(topics);
     }

@@ -1,5 +1,6 @@
 import { Admin, ConfigResourceTypes, FetchIsolationLevels, ListOffsetTimestamps } from '@platformatic/kafka';
 import { type KafkaAdmin, type NewTopic, type PartitionOffsetRange, waitForLeaders } from '../port/index.js';
+import { findBy } from './errors.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 
@@ -15,8 +16,7 @@ export class PlatformaticAdmin implements KafkaAdmin {
   async connect(): Promise<void> {
     if (this.#admin) return;
     const base = this.#context.base;
-    this.#admin = new Admin({ ...base, clientId: `${base.clientId}-admin` });
-    this.#context.watch(this.#admin as never);
+    this.#admin = this.#context.watch(new Admin({ ...base, clientId: `${base.clientId}-admin` }));
     // Reach a broker now: a wrong address fails here.
     await this.#admin.metadata({ topics: [] });
   }
@@ -56,14 +56,7 @@ export class PlatformaticAdmin implements KafkaAdmin {
         });
         created = true;
       } catch (error) {
-        if (
-          !(error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
-            'apiId',
-            'TOPIC_ALREADY_EXISTS',
-          )
-        ) {
-          throw error;
-        }
+        if (!findBy(error, 'apiId', 'TOPIC_ALREADY_EXISTS')) throw error;
       }
     }
     const names = topics.map((t) => t.topic);

@@ -1,5 +1,5 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import {
-  type CallbackWithPromise,
   type Connection,
   Consumer,
   type ConsumerGroupJoinPayload,
@@ -19,6 +19,7 @@ import type {
   TopicPartitions,
 } from '../port/index.js';
 import {
+  findBy,
   GroupRebalancingError,
   isBrokerUnreachable,
   isOffsetOutOfRange,
@@ -26,31 +27,23 @@ import {
   withBrokerDetail,
 } from './errors.js';
 import { dropAborted, RawFetcher } from './fetch.js';
-import { call, connectionTo, libraryApi } from './internals.js';
+import { call, connectionTo, type LibraryApi, libraryApi } from './internals.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { consumedMessages } from './records.js';
 import { StepTimeoutError, stepLimitMs, timeLimited } from './time-limit.js';
 
 /*
- * A group member over @platformatic/kafka, driven in batches. The library's messages stream hands records one by
- * one and can only pause as a whole, so this member keeps the library for what it does well (group membership:
- * join, sync, heartbeats, rejoin) and runs its own fetch loop over `Consumer.fetch`:
- *
- * - one fetch in flight per leader, over the assigned partitions that are neither paused nor busy; a partition
- *   with a batch in its handler is not fetched again before the handler returns (its batches stay in order and a
- *   rebalance can never hand the next batch to a second handler while the first still runs);
- * - every join (the library rejoins by itself, in the background: there is no revocation callback) starts a new
- *   generation: batches of the old one become stale, and each partition's position is read again from the
- *   group's committed offsets once the partition's handler has returned (with `requireStable`, KIP-447, when
- *   asked: see {@link REQUIRE_STABLE});
- * - a handler that rejects makes its partition read again from the committed offset.
+ * A group member over @platformatic/kafka, driven in batches. The library's message stream hands records one by
+ * one and pauses only as a whole, so the library keeps the membership (join, heartbeats, rejoin) and this member
+ * runs its own fetch loop: one fetch in flight per leader, over partitions neither paused nor busy (a partition's
+ * batches stay in order and never reach two handlers); every join starts a new generation (the library rejoins
+ * by itself, with no revocation callback), whose positions are read again from the group's commits; a handler
+ * that rejects makes its partition read again from the committed offset.
  */
 
-/** The stream-free group member the library exposes (its `assignments`, `generationId`, `memberId` are public). */
 type LibraryConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>;
 
-/** One assigned partition's state. */
 interface PartitionState {
   readonly topic: string;
   readonly partition: number;
@@ -60,26 +53,22 @@ interface PartitionState {
   paused: boolean;
 }
 
-/** A generation of the group, as this member joined it. */
 interface Generation {
   readonly id: number;
   readonly memberId: string;
-  /** `topic:partition` → state, for the partitions this generation assigned. */
   readonly partitions: Map<string, PartitionState>;
   /** The coordinator refused this generation's heartbeat: nothing more is fetched or handled in it. */
   lost: boolean;
 }
 
 /**
- * `extra` key: read committed offsets with requireStable (KIP-447), waiting for open transactions that hold offsets
- * of the partition. Off by default: under the node's per-partition transactional ids the new owner's producer
- * init is what aborts the previous owner's open transaction, and it runs after the first fetch, so waiting for
- * stable offsets first would wait for the whole transaction timeout at each handover. One producer per instance
- * (fenced by the group, not by the id) needs it on.
+ * `extra` key: read committed offsets with requireStable (KIP-447), waiting for open transactions holding offsets
+ * of the partition. Off by default: with per-partition transactional ids the new owner's producer init, after the
+ * first fetch, aborts the old owner's transaction, so waiting first would take the transaction timeout at each
+ * handover. One producer per instance (fenced by the group) needs it on.
  */
 export const REQUIRE_STABLE = 'requireStableOffsets';
 
-/** The part of an OffsetFetch answer read here. */
 interface OffsetFetchResponse {
   readonly groups: readonly {
     readonly topics: readonly {
@@ -91,18 +80,14 @@ interface OffsetFetchResponse {
 
 const key = (topic: string, partition: number): string => `${topic}:${partition}`;
 
-/** Waits `ms`, or less if `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
+function listen<L>(listeners: Set<L>, listener: L): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
 }
+
+/** Waits `ms`, or less if `signal` aborts. */
+const sleep = (ms: number, signal: AbortSignal): Promise<unknown> =>
+  delay(ms, undefined, { signal }).catch(() => undefined);
 
 export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly groupId: string;
@@ -110,6 +95,12 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly #context: ClientContext;
   readonly #logger: KafkaLogSink | undefined;
   readonly #requireStable: boolean;
+  /** What each fetch asks for (the library consumer is given the same). */
+  readonly #limits: {
+    readonly maxWaitMs: number;
+    readonly maxBytes: number;
+    readonly maxBytesPerPartition: number;
+  };
   #consumer: LibraryConsumer | undefined;
   #topics: string[] = [];
   #fromBeginning = false;
@@ -120,8 +111,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #running = false;
   #abort = new AbortController();
   #loop: Promise<void> | undefined;
-  /** Handlers in progress. */
   readonly #handlers = new Set<Promise<void>>();
+  #fetcher: RawFetcher | undefined;
   /** Leaders with a fetch in flight. */
   readonly #fetching = new Set<number>();
   #refreshing = false;
@@ -133,6 +124,11 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   constructor(context: ClientContext, options: GroupConsumerOptions, logger: KafkaLogSink | undefined) {
     this.groupId = options.groupId;
     this.#requireStable = options.requireStableOffsets ?? options.extra?.[REQUIRE_STABLE] === true;
+    this.#limits = {
+      maxWaitMs: options.maxWaitMs ?? 1_000,
+      maxBytes: options.maxBytes ?? 16 * 1024 * 1024,
+      maxBytesPerPartition: options.maxBytesPerPartition ?? 4 * 1024 * 1024,
+    };
     this.#options = options;
     this.#context = context;
     this.#logger = logger;
@@ -150,13 +146,13 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       // (the library does it in the background), so the session timeout is enough.
       rebalanceTimeout: Math.max(session, 10_000),
       heartbeatInterval: Math.min(heartbeat, session),
-      maxWaitTime: this.#options.maxWaitMs ?? 1_000,
-      maxBytes: this.#options.maxBytes ?? 16 * 1024 * 1024,
-      maxBytesPerPartition: this.#options.maxBytesPerPartition ?? 4 * 1024 * 1024,
+      maxWaitTime: this.#limits.maxWaitMs,
+      maxBytes: this.#limits.maxBytes,
+      maxBytesPerPartition: this.#limits.maxBytesPerPartition,
       minBytes: 1,
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
     });
-    this.#context.watch(this.#consumer as never);
+    this.#context.watch(this.#consumer);
     this.#consumer.on('consumer:group:join', (payload) => this.#joined(payload));
     this.#consumer.on('error', (error: Error) => this.#crashed(error));
     // Reach a broker now, so that a wrong address fails the connect rather than the first fetch.
@@ -209,30 +205,30 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     await this.stop();
     const consumer = this.#consumer;
     this.#consumer = undefined;
-    await this.#rawFetcher?.close();
-    this.#rawFetcher = undefined;
+    await this.#fetcher?.close();
+    this.#fetcher = undefined;
     await consumer?.close(true);
   }
 
   pause(partitions: readonly TopicPartitions[]): void {
-    for (const { topic, partitions: ids } of partitions) {
-      for (const p of ids) {
-        this.#paused.add(key(topic, p));
-        const state = this.#generation?.partitions.get(key(topic, p));
-        if (state) state.paused = true;
-      }
-    }
+    this.#setPaused(partitions, true);
   }
 
   resume(partitions: readonly TopicPartitions[]): void {
+    this.#setPaused(partitions, false);
+    this.#wake?.();
+  }
+
+  #setPaused(partitions: readonly TopicPartitions[], paused: boolean): void {
     for (const { topic, partitions: ids } of partitions) {
       for (const p of ids) {
-        this.#paused.delete(key(topic, p));
-        const state = this.#generation?.partitions.get(key(topic, p));
-        if (state) state.paused = false;
+        const k = key(topic, p);
+        if (paused) this.#paused.add(k);
+        else this.#paused.delete(k);
+        const state = this.#generation?.partitions.get(k);
+        if (state) state.paused = paused;
       }
     }
-    this.#wake?.();
   }
 
   groupMetadata(): GroupMetadata {
@@ -242,33 +238,27 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       : { groupId: this.groupId, generationId: generation.id, memberId: generation.memberId };
   }
 
-  /**
-   * True when this member owns the partition in its current generation (a transaction's offsets are refused
-   * otherwise: the library would send them with the new generation, which the group would accept).
-   */
+  /** This member owns the partition in its current generation (else a transaction refuses its offsets). */
   owns(topic: string, partition: number): boolean {
     const generation = this.#generation;
     return generation !== undefined && !generation.lost && generation.partitions.has(key(topic, partition));
   }
 
-  /** The group coordinator's node id (where a transaction's offsets go). */
+  /** Where a transaction's offsets go. */
   coordinatorId(): number | undefined {
     return this.#consumer?.coordinatorId ?? undefined;
   }
 
   onGroupJoin(listener: (join: GroupJoin) => void): () => void {
-    this.#joinListeners.add(listener);
-    return () => this.#joinListeners.delete(listener);
+    return listen(this.#joinListeners, listener);
   }
 
   onCrash(listener: (crash: ConsumerCrash) => void): () => void {
-    this.#crashListeners.add(listener);
-    return () => this.#crashListeners.delete(listener);
+    return listen(this.#crashListeners, listener);
   }
 
   onFetchStart(listener: () => void): () => void {
-    this.#fetchListeners.add(listener);
-    return () => this.#fetchListeners.delete(listener);
+    return listen(this.#fetchListeners, listener);
   }
 
   warn(message: string, fields: object = {}): void {
@@ -280,7 +270,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     return this.#consumer;
   }
 
-  /** A join (first or after a rebalance): a new generation; every position is read again. */
   #joined(payload: ConsumerGroupJoinPayload): void {
     const partitions = new Map<string, PartitionState>();
     const assignment: Record<string, number[]> = {};
@@ -303,10 +292,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.#wake?.();
   }
 
-  /** The library failed to rejoin the group (it gave up after its retries). */
+  /** The library gave up rejoining the group: while running, this member keeps trying; the crash is reported. */
   #crashed(error: Error): void {
     this.warn('the consumer lost its group', { err: error });
-    // The fetch loop keeps trying to rejoin while running; the crash is reported for the caller's information.
     for (const listener of this.#crashListeners) listener({ error, restart: this.#running });
     if (this.#running) this.#rejoinLater();
   }
@@ -340,10 +328,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /**
-   * Starts what can start now: a read of the committed offsets of partitions without a position, and a fetch per
-   * leader that has none in flight. Each wakes the loop when it ends.
-   */
+  /** Starts a read of the positions not known and a fetch per leader with none in flight; each wakes the loop. */
   #startWork(signal: AbortSignal, succeeded: () => void): 'ok' | 'failed' {
     const generation = this.#generation;
     const consumer = this.#consumer;
@@ -391,8 +376,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       else byLeader.set(leader, [state]);
     }
     if (leaderless) {
-      // A partition whose leader the metadata does not know (moved, or a topic the metadata was never asked
-      // for): ask again, then try after the backoff.
+      // A leader the metadata does not know (moved, or a topic never asked for): ask again after the backoff.
       this.#failed = true;
       consumer.clearMetadata();
     }
@@ -415,7 +399,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   /** Reads of the positions started: a read that ran past its time limit sets nothing once a newer one started. */
   #refreshes = 0;
 
-  /** `work` bounded by the step limit ({@link timeLimited}), warning through this consumer's log. */
   #limited<T>(step: string, work: Promise<T>): Promise<T> {
     return timeLimited(step, work, {
       limitMs: stepLimitMs(this.#context.base.requestTimeout),
@@ -433,7 +416,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.#failed = true;
     this.#consumer?.clearMetadata();
     if (isOffsetOutOfRange(error)) {
-      // Which partition is not said in a way worth parsing: read them all again (committed, else the reset).
+      // Which partition is not said in a way worth parsing: read them all again.
       for (const state of states) state.position = undefined;
       this.warn('a fetch asked for an offset out of range; reading the positions again', { err: error });
       return;
@@ -459,7 +442,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const broker = metadata?.brokers.get(leader);
     if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
     const asked = new Map<string, bigint>();
-    const maxBytesPerPartition = this.#options.maxBytesPerPartition ?? 4 * 1024 * 1024;
+    const { maxBytesPerPartition } = this.#limits;
     const responses = await Promise.all(
       [...byTopic].map(async ([topic, { topicId, partitions }]) => {
         const request = partitions.map((s) => {
@@ -470,11 +453,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
             partitionMaxBytes: maxBytesPerPartition,
           };
         });
-        const limits = {
-          maxWaitMs: this.#options.maxWaitMs ?? 1_000,
-          maxBytes: this.#options.maxBytes ?? 16 << 20,
-        };
-        return { topic, response: await this.#fetcher().fetch(broker, topicId, request, limits) };
+        this.#fetcher ??= new RawFetcher(this.#context, consumer);
+        return { topic, response: await this.#fetcher.fetch(broker, topicId, request, this.#limits) };
       }),
     );
     for (const { topic, response } of responses) {
@@ -490,7 +470,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         const last = p.records[p.records.length - 1] as RecordsBatch;
         const lastOffset = last.firstOffset + BigInt(last.lastOffsetDelta);
         if (lastOffset < from) continue;
-        const { messages } = consumedMessages(dropAborted(p.records, p.abortedTransactions), from);
+        const messages = consumedMessages(dropAborted(p.records, p.abortedTransactions), from);
         const stable = p.lastStableOffset >= 0n ? p.lastStableOffset : p.highWatermark;
         if (messages.length === 0) {
           // Only transaction markers (or aborted records): step over them.
@@ -502,14 +482,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  #rawFetcher: RawFetcher | undefined;
-
-  #fetcher(): RawFetcher {
-    this.#rawFetcher ??= new RawFetcher(this.#context, this.#need());
-    return this.#rawFetcher;
-  }
-
-  /** Hands one partition batch to the handler, within `partitionsConsumedConcurrently`. */
   #handle(
     generation: Generation,
     state: PartitionState,
@@ -530,10 +502,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       highWatermark,
       lastOffset: () => String(lastOffset),
       heartbeat: async () => {
-        // The library heartbeats by itself, but only notices a lost membership a round trip after its timer fires,
-        // and rejoins later still: a member resumed after a long pause (SIGSTOP, GC) would go on with a batch
-        // whose partition another member has already processed. As kafkajs does, the batch's heartbeat asks the
-        // coordinator itself once per heartbeat interval.
+        // The library notices a lost membership only after its next heartbeat: a member resumed after a long
+        // pause (SIGSTOP, GC) would go on with a batch another member already processed. As kafkajs, the batch's
+        // heartbeat asks the coordinator itself, once per heartbeat interval.
         if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
         await this.#confirmMembership(generation);
         if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
@@ -580,16 +551,15 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.#handlers.add(tracked);
   }
 
-  /** When this member last sent a heartbeat that the coordinator answered without error (sent, not answered). */
+  /** When this member sent its last heartbeat the coordinator accepted. */
   #confirmedAt = Number.NEGATIVE_INFINITY;
   /** The heartbeat in flight, for its generation (batches of one generation share it). */
   #confirming: { readonly generation: Generation; readonly done: Promise<void> } | undefined;
 
   /**
-   * Sends a Heartbeat with `generation`'s id and member id unless one was confirmed within the heartbeat interval;
-   * rejects when the coordinator refuses it (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, …) or
-   * cannot be asked: the batch in hand stops. The time counted is when the request was sent, so an answer that
-   * waited in the socket through a pause confirms nothing after it.
+   * Sends a Heartbeat of `generation` unless one was confirmed within the heartbeat interval; rejects when the
+   * coordinator refuses it or cannot be asked (the batch in hand stops). The time counted is the request's send,
+   * so an answer that waited in the socket through a pause confirms nothing after it.
    */
   #confirmMembership(generation: Generation): Promise<void> {
     const interval = this.#options.heartbeatIntervalMs ?? 3_000;
@@ -598,25 +568,13 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const done = (async () => {
       const sent = performance.now();
       const consumer = this.#need();
-      type Heartbeat = (
-        connection: Connection,
-        groupId: string,
-        generationId: number,
-        memberId: string,
-        groupInstanceId: string | null,
-        callback: CallbackWithPromise<unknown>,
-      ) => void;
-      const { connection, api } = await this.#coordinatorApi<Heartbeat>(consumer, 'Heartbeat', []);
+      const { connection, api } = await this.#coordinatorApi(consumer, 'Heartbeat', []);
       try {
         await call((cb) => api(connection, this.groupId, generation.id, generation.memberId, null, cb));
       } catch (error) {
-        // Expelled, or a rebalance: nothing more is fetched or handled in this generation (the library meets the
-        // same answer at its next heartbeat and rejoins, which starts a new one). Any other failure (the
-        // coordinator away) only stops the batch in hand.
-        const rejoin = (error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
-          'needsRejoin',
-          true,
-        );
+        // Expelled, or a rebalance: this generation is over (the library rejoins on the same answer). Any other
+        // failure (the coordinator away) only stops the batch in hand.
+        const rejoin = findBy(error, 'needsRejoin', true);
         if (rejoin) generation.lost = true;
         const detailed = withBrokerDetail(error);
         const message =
@@ -634,17 +592,19 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     return done;
   }
 
-  /** A connection to the group coordinator and one of the library's API functions. */
-  async #coordinatorApi<Api>(
+  async #coordinatorApi(
     consumer: LibraryConsumer,
     name: string,
     topics: readonly string[],
-  ): Promise<{ connection: Connection; api: Api }> {
+  ): Promise<{ connection: Connection; api: LibraryApi }> {
     const coordinator = await consumer.findGroupCoordinator();
     const metadata = await consumer.metadata({ topics: [...topics] });
     const broker = metadata.brokers.get(coordinator);
     if (broker === undefined) throw new Error(`group coordinator ${coordinator} is not in the metadata`);
-    return { connection: await connectionTo(consumer, broker), api: await libraryApi<Api>(consumer, name) };
+    return {
+      connection: await connectionTo(consumer, broker),
+      api: await libraryApi<LibraryApi>(consumer, name),
+    };
   }
 
   /** Runs `task` once fewer than `partitionsConsumedConcurrently` handlers run. */
@@ -662,10 +622,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /**
-   * Reads the committed offsets of `states` (requireStable), falling back to the reset offset. The log's ends come
-   * from the port's own ListOffsets (list-offsets.ts says why not the library's).
-   */
+  /** Reads the committed offsets of `states`, else the reset offset (the log's ends: list-offsets.ts). */
   async #refreshPositions(
     consumer: LibraryConsumer,
     generation: Generation,
@@ -698,25 +655,16 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   /**
-   * The group's committed offsets. With requireStable (KIP-447, {@link REQUIRE_STABLE}) the coordinator answers
-   * UNSTABLE_OFFSET_COMMIT (retried) while a transaction holding offsets of these partitions is open, so a new
-   * owner never starts from an offset a zombie's transaction is about to move. The library's own
-   * `listCommittedOffsets` cannot ask for stable offsets.
+   * The group's committed offsets, by OffsetFetch: the library's `listCommittedOffsets` cannot ask requireStable
+   * ({@link REQUIRE_STABLE}), under which an open transaction holding offsets of these partitions is answered
+   * UNSTABLE_OFFSET_COMMIT (retried), so a new owner never starts where a zombie's transaction is moving.
    */
   async #committedOffsets(
     consumer: LibraryConsumer,
     byTopic: Map<string, number[]>,
   ): Promise<Map<string, bigint>> {
     const result = new Map<string, bigint>();
-    type OffsetFetch = (
-      connection: Connection,
-      groups: unknown[],
-      requireStable: boolean,
-      callback: CallbackWithPromise<OffsetFetchResponse>,
-    ) => void;
-    const { connection, api } = await this.#coordinatorApi<OffsetFetch>(consumer, 'OffsetFetch', [
-      ...byTopic.keys(),
-    ]);
+    const { connection, api } = await this.#coordinatorApi(consumer, 'OffsetFetch', [...byTopic.keys()]);
     for (let attempt = 0; ; attempt++) {
       const groups = [
         {
@@ -738,10 +686,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         }
         return result;
       } catch (error) {
-        const unstable = (error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
-          'apiId',
-          'UNSTABLE_OFFSET_COMMIT',
-        );
+        const unstable = findBy(error, 'apiId', 'UNSTABLE_OFFSET_COMMIT');
         if (!unstable || attempt >= 100 || this.#abort.signal.aborted) throw error;
         await sleep(200, this.#abort.signal);
       }

@@ -12,17 +12,15 @@ import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
 import { stepLimitMs, timeLimited } from './time-limit.js';
 
 /*
- * Fetch without the library's read_committed filter. `Consumer.fetch` drops aborted batches itself, keyed by
- * producer id only: when one response holds two aborted transactions of one producer id (a transactional id's
- * next producer keeps the id, with a bumped epoch, so every restart of an exactly-once node does this), the ranges
- * collapse into one from the later abort's start to the last abort marker, and the COMMITTED batches between them
- * are dropped too (seen as lost output in the node's 20-SIGKILL test). So the port sends Fetch itself, on its own
- * connections (a long poll must not hold up the group's requests), and filters as Kafka's own consumer does
- * ({@link dropAborted}).
+ * Fetch without the library's read_committed filter: `Consumer.fetch` keys aborted ranges by producer id only,
+ * so two aborted transactions of one producer id in one response (every restart of an exactly-once node: the
+ * next producer keeps the id) collapse into one range and the COMMITTED batches between them are dropped too
+ * (lost output in the node's SIGKILL test). So the port sends Fetch itself, on connections of its own (a long
+ * poll must not hold up the group's requests), and filters as Kafka's own consumer does ({@link dropAborted}).
  */
 
 /** One partition of a Fetch answer, as read here. */
-export interface RawFetchPartition {
+interface RawFetchPartition {
   readonly partitionIndex: number;
   readonly errorCode: number;
   readonly highWatermark: bigint;
@@ -34,12 +32,12 @@ export interface RawFetchPartition {
 }
 
 /** A Fetch answer, as read here. */
-export interface RawFetchResponse {
+interface RawFetchResponse {
   readonly responses: readonly { readonly topicId: string; readonly partitions: RawFetchPartition[] }[];
 }
 
 /** One partition to fetch. */
-export interface FetchPartitionRequest {
+interface FetchPartitionRequest {
   readonly partition: number;
   readonly fetchOffset: bigint;
   readonly partitionMaxBytes: number;
@@ -72,10 +70,7 @@ export class RawFetcher {
     this.#context = context;
   }
 
-  /**
-   * One Fetch to `broker` for partitions of one topic (by id). Partition errors reject (ResponseError); so does a
-   * fetch past the step limit (time-limit.ts), with a warning.
-   */
+  /** One Fetch to `broker` for partitions of one topic (by id); partition errors and the step limit reject. */
   fetch(
     broker: { host: string; port: number },
     topicId: string,
@@ -130,8 +125,8 @@ export class RawFetcher {
 
 /**
  * The batches a read_committed reader is given, as Kafka's consumer decides: a transactional batch of a producer
- * whose aborted transaction has started (by the answer's `abortedTransactions`, in offset order) is dropped until
- * that producer's abort marker; control batches are kept (their offsets still count) and every other batch is kept.
+ * whose aborted transaction has started (by `abortedTransactions`) is dropped until its abort marker; control
+ * batches are kept (their offsets still count).
  */
 export function dropAborted(
   batches: readonly RecordsBatch[],

@@ -13,16 +13,10 @@ import { baseOptions, type ClientContext, type WatchedClient } from './options.j
 import { PlatformaticPartitionReader } from './partition-reader.js';
 import { PlatformaticProducer } from './producer.js';
 
-/*
- * The Kafka port over @platformatic/kafka (pure TypeScript, maintained; 1.x runs on Node 20.19.4+). Loaded only
- * when `kafka.client = "platformatic"` (src/kafka/port/open.ts). Its one capability beyond kafkajs: a
- * transaction's offsets carry the group's generation and member id (KIP-447), so the group fences a zombie.
- */
+// The Kafka port over @platformatic/kafka, loaded by `openKafkaClient` for `kafka.client = "platformatic"`.
+// Beyond kafkajs: a transaction's offsets carry the group's generation and member id (KIP-447).
 
-/**
- * Why each failed connection failed: the pool's `failed` event carries only the broker and the connection, the
- * reason (`connect ECONNREFUSED ...`) goes to the library's diagnostics channel. Kept per connection object.
- */
+/** Why each connection failed: the pool's `failed` event has no reason, the diagnostics channel has. */
 const connectErrors = new WeakMap<object, Error>();
 connectionsConnectsChannel.error.subscribe((message: unknown) => {
   const { connection, error } = message as { connection?: object; error?: Error };
@@ -40,13 +34,11 @@ function rootMessage(error: Error | undefined): string | undefined {
   return message;
 }
 
-/** Passes one log entry through `onLog`, then to the logger. */
 function logThrough(behaviour: KafkaClientBehaviour, entry: KafkaLogEntry): void {
   if (behaviour.onLog && behaviour.onLog(entry) === false) return;
   behaviour.logger?.[entry.level]({ ...entry.fields }, entry.message);
 }
 
-/** Builds the port's client (the factory `openKafkaClient` calls). */
 export const createClient: KafkaClientFactory = (
   settings: KafkaClientSettings,
   behaviour: KafkaClientBehaviour,
@@ -61,8 +53,8 @@ export const createClient: KafkaClientFactory = (
         message,
         fields: { kafka: 'platformatic', ...fields },
       }),
-    watch: (client: WatchedClient) => {
-      client.on('client:broker:failed', ({ broker, connection }) => {
+    watch: (client) => {
+      (client as WatchedClient).on('client:broker:failed', ({ broker, connection }) => {
         const where = `${broker.host}:${broker.port}`;
         const reason = rootMessage(connectErrors.get(connection));
         const failure = `connection to ${where} failed${reason === undefined ? '' : `: ${reason}`}`;
@@ -74,6 +66,7 @@ export const createClient: KafkaClientFactory = (
           connectionFailure: failure,
         });
       });
+      return client;
     },
   };
   // For offsets sent for a group this client does not consume with: one admin, opened on first use.

@@ -30,6 +30,9 @@ interface Internals {
   [kGetApi]<Api>(name: string, callback: CallbackWithPromise<Api>): void;
 }
 
+/** One of the library's API functions: a connection, the request's fields in order, then a callback. */
+export type LibraryApi = (connection: Connection, ...fields: unknown[]) => void;
+
 /** The client's connection to `broker` (opened when it has none). */
 export function connectionTo(client: LibraryClient, broker: Broker): Promise<Connection> {
   return call<Connection>((cb) => (client as unknown as Internals)[kGetConnection](broker, cb));

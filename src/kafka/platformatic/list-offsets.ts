@@ -1,14 +1,13 @@
-import { type Connection, type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
-import { call, connectionTo, type LibraryClient, libraryApi } from './internals.js';
+import { type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
+import { findBy } from './errors.js';
+import { call, connectionTo, type LibraryApi, type LibraryClient, libraryApi } from './internals.js';
 import { retryDelayMs } from './options.js';
 
 /*
- * ListOffsets as the port sends it. The library's `listOffsets` (Consumer and Admin) builds each leader's request
- * once, with the leader epoch its metadata had, and retries that same request: a call that started while the
- * broker was stopping asks, once the broker is back, with an epoch the broker has moved past, and every retry
- * gets FENCED_LEADER_EPOCH until the budget runs out (a node read nothing for two minutes after a broker restart,
- * issue #32; Kafka's own client had the same bug, KAFKA-9535). Here the request carries no epoch (-1: the broker
- * does not check it) and each retry reads fresh metadata first, so it goes to the partition's leader of now.
+ * ListOffsets as the port sends it. The library's `listOffsets` retries one request built with its metadata's
+ * leader epoch: begun while a broker stopped, every retry gets FENCED_LEADER_EPOCH once it is back (a node read
+ * nothing for two minutes, issue #32; Kafka's KAFKA-9535). Here the request carries no epoch (-1: unchecked) and
+ * each retry reads fresh metadata first, so it goes to the partition's leader of now.
  */
 
 /** One partition of a ListOffsets answer, as read here. */
@@ -21,16 +20,8 @@ interface ListOffsetsResponse {
   readonly topics: readonly { readonly name: string; readonly partitions: readonly ListedPartition[] }[];
 }
 
-type ListOffsetsApi = (
-  connection: Connection,
-  replicaId: number,
-  isolationLevel: number,
-  topics: unknown[],
-  callback: (error: Error | null, response?: ListOffsetsResponse) => void,
-) => void;
-
 /** What to list: partitions per topic, at one timestamp (`ListOffsetTimestamps.EARLIEST`/`LATEST` or a time). */
-export interface OffsetsQuery {
+interface OffsetsQuery {
   readonly partitions: ReadonlyMap<string, readonly number[]>;
   readonly timestamp: bigint;
   readonly isolationLevel: FetchIsolationLevelValue;
@@ -49,11 +40,7 @@ export async function listOffsets(
       return await listOnce(client, query, attempt > 0);
     } catch (error) {
       errors.push(error as Error);
-      const permanent = (error as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
-        'canRetry',
-        false,
-      );
-      if (permanent || attempt >= query.retries) {
+      if (findBy(error, 'canRetry', false) || attempt >= query.retries) {
         throw attempt === 0 ? error : new MultipleErrors(`listOffsets failed ${attempt + 1} times.`, errors);
       }
       client.clearMetadata();
@@ -85,7 +72,7 @@ async function listOnce(
       list.push({ partitionIndex, currentLeaderEpoch: -1, timestamp: query.timestamp });
     }
   }
-  const api = await libraryApi<ListOffsetsApi>(client, 'ListOffsets');
+  const api = await libraryApi<LibraryApi>(client, 'ListOffsets');
   const responses = await Promise.all(
     [...byLeader].map(async ([leader, topics]) => {
       const broker = metadata.brokers.get(leader);

@@ -3,22 +3,18 @@ import {
   CONCURRENT_TRANSACTIONS_RETRY_MS,
   type KafkaClientBehaviour,
   type KafkaClientSettings,
+  retryBackoffMs,
 } from '../port/index.js';
 import { isConcurrentTransactions } from './errors.js';
 
-/*
- * How the port's settings become @platformatic/kafka options, in one place (the unit test checks the mapping).
- * The library validates its options itself (ajv, no unknown keys), so a mapping mistake fails at construction.
- */
+// How the port's settings become @platformatic/kafka options (the library rejects unknown or wrong ones itself).
 
 /**
- * Retry backoff, as the port asks: from 300 ms, doubling, at most 10 s. Except CONCURRENT_TRANSACTIONS: the
- * previous transaction's markers take milliseconds, and an exactly-once node starts its next transaction right
- * after each commit, so each chunk waited ~0.3 s for it. As Java's producer and the kafkajs port do, it retries
- * from CONCURRENT_TRANSACTIONS_RETRY_MS, doubling, up to the usual curve.
+ * The wait before retry `attempt` (1 first): {@link retryBackoffMs}, but from CONCURRENT_TRANSACTIONS_RETRY_MS for
+ * CONCURRENT_TRANSACTIONS (the last transaction's markers take ms; an exactly-once chunk waited ~0.3 s on it).
  */
 export function retryDelayMs(attempt: number, error?: unknown): number {
-  const usual = Math.min(10_000, 300 * 2 ** Math.max(0, attempt - 1));
+  const usual = retryBackoffMs(Math.max(0, attempt - 1));
   if (error === undefined || !isConcurrentTransactions(error)) return usual;
   return Math.min(usual, CONCURRENT_TRANSACTIONS_RETRY_MS * 2 ** Math.max(0, attempt - 1));
 }
@@ -30,7 +26,7 @@ const MECHANISMS = {
   'scram-sha-512': 'SCRAM-SHA-512',
 } as const satisfies Record<string, SASLOptions['mechanism']>;
 
-/** The options every client of one port client shares: brokers, id, TLS, SASL, timeouts, retries. */
+/** The options every library client of one port client shares. */
 export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClientBehaviour): BaseOptions {
   const options: BaseOptions = {
     clientId: settings.clientId,
@@ -73,13 +69,13 @@ export interface WatchedClient {
   ): unknown;
 }
 
-/** What every part of one port client is built with: the library options, the log watch and the log. */
+/** What every part of one port client is built with. */
 export interface ClientContext {
   readonly base: BaseOptions;
-  /** The retry budget of a request (the port's `retries`), for the requests the port sends itself. */
+  /** The port's `retries`, for the requests the port sends itself. */
   readonly retries: number;
   /** A warning through the port's log (`onLog`, then the logger). */
   readonly warn: (message: string, fields: Record<string, unknown>) => void;
-  /** Reports the library client's failed broker connections through the port's log (see index.ts). */
-  readonly watch: (client: WatchedClient) => void;
+  /** Reports a library client's failed broker connections through the port's log (see index.ts); returns it. */
+  readonly watch: <T>(client: T) => T;
 }

@@ -4,27 +4,27 @@ import {
   type Message,
   Producer,
 } from '@platformatic/kafka';
-import type {
-  GroupMetadata,
-  KafkaProducer,
-  KafkaTransaction,
-  ProduceRequest,
-  ProduceResult,
-  ProducerOptions,
-  TransactionOffsets,
+import {
+  type GroupMetadata,
+  type KafkaProducer,
+  type KafkaTransaction,
+  type ProduceRequest,
+  type ProduceResult,
+  type ProducerOptions,
+  SerialQueue,
+  type TransactionOffsets,
 } from '../port/index.js';
 import { PlatformaticGroupConsumer } from './consumer.js';
-import { PartitionNotOwnedError, withBrokerDetail } from './errors.js';
+import { PartitionNotOwnedError, rethrowWithDetail, withBrokerDetail } from './errors.js';
 import type { ClientContext } from './options.js';
 import { toProduce } from './records.js';
 
-/** Finds the coordinator of a group the producer does not consume with (offsets sent for another client's group). */
-export type GroupCoordinatorLookup = (groupId: string) => Promise<number>;
+/** Finds the coordinator of a group the producer does not consume with. */
+type GroupCoordinatorLookup = (groupId: string) => Promise<number>;
 
 /**
- * What InitProducerId is sent with: "no producer id yet" (-1/-1). The library sends 0/0 when told nothing, which
- * the broker reads as "bump the epoch of producer 0" and answers PRODUCER_FENCED as soon as the transactional id
- * has any state: a second producer instance (a restart, a replacement, a partition's new owner) could never init.
+ * InitProducerId's "no producer id yet" (-1/-1). The library's default 0/0 reads as "bump producer 0's epoch",
+ * answered PRODUCER_FENCED once the transactional id has state: a restarted producer could never init.
  */
 const NEW_PRODUCER = { producerId: -1n, producerEpoch: -1 };
 
@@ -39,36 +39,18 @@ function results(result: LibraryProduceResult): ProduceResult[] {
   }));
 }
 
-/**
- * Runs a producer's sends one after another. The library numbers an idempotent producer's records per partition
- * but advances the number only when the broker answers, so two sends in flight at once get the same sequence
- * numbers: the broker takes the second for a retry of the first, answers the first's offset and drops its
- * records, and every later send fails with OUT_OF_ORDER_SEQUENCE_NUMBER (a changelog sink or a DLQ written from
- * several partitions at once lost records so). One request at a time is what kafkajs's idempotent producer
- * (maxInFlightRequests 1) does as well. Covered by the port contract's idempotent-producer test.
- */
-class SendQueue {
-  #tail: Promise<unknown> = Promise.resolve();
-
-  run<T>(send: () => Promise<T>): Promise<T> {
-    const result = this.#tail.then(send);
-    this.#tail = result.catch(() => undefined);
-    return result;
-  }
-}
-
-/**
- * A producer over @platformatic/kafka: idempotent (acks = all, one request in flight per broker), records placed
- * by Java's murmur2 partitioner when they name no partition; with a transactional id, transactions whose offsets
- * carry the group's generation and member id (KIP-447).
- */
+/** An idempotent producer (Java's murmur2 partitioner); with a transactional id, KIP-447 transactions. */
 export class PlatformaticProducer implements KafkaProducer {
   readonly #context: ClientContext;
   readonly #settings: ProducerOptions;
   readonly #coordinator: GroupCoordinatorLookup;
   #producer: Producer | undefined;
-  /** Every produce request of this producer, its transactions' included, one at a time (see {@link SendQueue}). */
-  readonly #sends = new SendQueue();
+  /**
+   * Every produce request, its transactions' included, one at a time (as kafkajs's maxInFlightRequests 1): the
+   * library advances a partition's sequence number only when the broker answers, so a second send in flight
+   * reuses it and its records are dropped as a retry's (the port contract's idempotent-producer test).
+   */
+  readonly #sends = new SerialQueue();
 
   constructor(context: ClientContext, settings: ProducerOptions, coordinator: GroupCoordinatorLookup) {
     this.#context = context;
@@ -92,11 +74,10 @@ export class PlatformaticProducer implements KafkaProducer {
             timeout: this.#settings.transactionTimeoutMs ?? 60_000,
           }),
     });
-    this.#context.watch(producer as never);
+    this.#context.watch(producer);
     if (transactionalId !== undefined) {
-      // InitProducerId now, as the port promises: fences older producers of this id and aborts their open
-      // transaction. The library does it on the first transaction; begin one and drop it locally (nothing was
-      // sent for it yet, so there is nothing to end on the broker).
+      // InitProducerId now, as the port promises (fencing older producers of this id): the library does it on
+      // the first transaction, so begin one and drop it locally (nothing was sent for it).
       const transaction = await producer.beginTransaction(NEW_PRODUCER);
       await transaction.cancel();
     } else {
@@ -146,9 +127,9 @@ class PlatformaticTransaction implements KafkaTransaction {
   readonly #coordinator: GroupCoordinatorLookup;
   #active = true;
   readonly #groups = new Set<string>();
-  readonly #sends: SendQueue;
+  readonly #sends: SerialQueue;
 
-  constructor(transaction: Transaction, coordinator: GroupCoordinatorLookup, sends: SendQueue) {
+  constructor(transaction: Transaction, coordinator: GroupCoordinatorLookup, sends: SerialQueue) {
     this.#transaction = transaction;
     this.#coordinator = coordinator;
     this.#sends = sends;
@@ -168,8 +149,8 @@ class PlatformaticTransaction implements KafkaTransaction {
     const group: GroupMetadata = source.groupMetadata();
     let coordinatorId: number | undefined;
     if (source instanceof PlatformaticGroupConsumer) {
-      // The generation sent is the member's current one: refuse a partition it does not own in it, which the
-      // group would otherwise accept from this zombie (the library rejoins by itself, with no revocation step).
+      // The member's current generation is sent: refuse a partition it no longer owns, which the group would
+      // otherwise accept from this zombie (the library rejoins by itself, with no revocation step).
       for (const { topic, partitions } of offsets.topics) {
         for (const { partition } of partitions) {
           if (!source.owns(topic, partition)) {
@@ -199,31 +180,19 @@ class PlatformaticTransaction implements KafkaTransaction {
       for (const { partition, offset } of partitions) {
         // TxnOffsetCommit commits `offset + 1` of the message it is given: hand it the last handled record.
         const message = { topic, partition, offset: BigInt(offset) - 1n, metadata: { consumer } };
-        try {
-          await this.#transaction.addOffset(message as unknown as Message);
-        } catch (error) {
-          throw withBrokerDetail(error);
-        }
+        await this.#transaction.addOffset(message as unknown as Message).catch(rethrowWithDetail);
       }
     }
   }
 
   async commit(): Promise<void> {
     this.#active = false;
-    try {
-      await this.#transaction.commit();
-    } catch (error) {
-      throw withBrokerDetail(error);
-    }
+    await this.#transaction.commit().catch(rethrowWithDetail);
   }
 
   async abort(): Promise<void> {
     this.#active = false;
-    try {
-      await this.#transaction.abort();
-    } catch (error) {
-      throw withBrokerDetail(error);
-    }
+    await this.#transaction.abort().catch(rethrowWithDetail);
   }
 
   isActive(): boolean {

@@ -1,10 +1,8 @@
 import type { MessageToProduce, RecordsBatch } from '@platformatic/kafka';
-import type { ConsumedMessage, MessageHeaders, OutgoingMessage } from '../port/index.js';
+import type { ConsumedMessage, MessageHeaders, OutgoingMessage, RecordBatch } from '../port/index.js';
 
-/*
- * Records between the port's shape (decimal-string offsets and timestamps, header objects, as kafkajs has them)
- * and @platformatic/kafka's (bigints, header pairs or Maps). Done once per record on the hot path, so plain loops.
- */
+// Records between the port's shape (decimal strings, header objects, as kafkajs has them) and the library's
+// (bigints, header pairs or Maps): once per record on the hot path, so plain loops.
 
 /** The attributes bit of a control batch (transaction markers). */
 export const CONTROL_BATCH = 0x20;
@@ -12,7 +10,7 @@ export const CONTROL_BATCH = 0x20;
 export const TRANSACTIONAL_BATCH = 0x10;
 
 /** Header pairs as the port's header object: a name seen twice becomes an array, as kafkajs does. */
-export function headersObject(pairs: readonly (readonly [Buffer | null, Buffer | null])[]): MessageHeaders {
+function headersObject(pairs: readonly (readonly [Buffer | null, Buffer | null])[]): MessageHeaders {
   const headers: MessageHeaders = {};
   for (const [name, value] of pairs) {
     if (name === null) continue;
@@ -26,18 +24,10 @@ export function headersObject(pairs: readonly (readonly [Buffer | null, Buffer |
   return headers;
 }
 
-/**
- * The records of `batches` from `from` on, control batches left out, in offset order. Returns them and the last
- * offset of the last batch (control batches included), or -1n when there was no batch.
- */
-export function consumedMessages(
-  batches: readonly RecordsBatch[],
-  from: bigint,
-): { messages: ConsumedMessage[]; lastOffset: bigint } {
+/** The records of `batches` from `from` on, control batches left out, in offset order. */
+export function consumedMessages(batches: readonly RecordsBatch[], from: bigint): ConsumedMessage[] {
   const messages: ConsumedMessage[] = [];
-  let lastOffset = -1n;
   for (const batch of batches) {
-    lastOffset = batch.firstOffset + BigInt(batch.lastOffsetDelta);
     if ((batch.attributes & CONTROL_BATCH) !== 0) continue;
     for (const record of batch.records) {
       const offset = batch.firstOffset + BigInt(record.offsetDelta);
@@ -53,7 +43,7 @@ export function consumedMessages(
       });
     }
   }
-  return { messages, lastOffset };
+  return messages;
 }
 
 function bytes(value: Buffer | string): Buffer {
@@ -81,4 +71,27 @@ export function toProduce(topic: string, message: OutgoingMessage): MessageToPro
   if (message.headers !== undefined) record.headers = headerMap(message.headers);
   if (message.timestamp !== undefined) record.timestamp = BigInt(message.timestamp);
   return record;
+}
+
+/** A library batch as the partition reader's (its headers keep a repeated name's last value). */
+export function recordBatch(b: RecordsBatch): RecordBatch {
+  const base = Number(b.firstOffset);
+  return {
+    baseOffset: base,
+    lastOffsetDelta: b.lastOffsetDelta,
+    producerId: Number(b.producerId),
+    inTransaction: (b.attributes & TRANSACTIONAL_BATCH) !== 0,
+    isControl: (b.attributes & CONTROL_BATCH) !== 0,
+    records: b.records.map((r) => {
+      const headers: Record<string, Buffer> = {};
+      for (const [name, value] of r.headers)
+        if (name !== null) headers[name.toString()] = value ?? Buffer.alloc(0);
+      return {
+        offset: base + r.offsetDelta,
+        key: r.key === null ? null : r.key.toString(),
+        value: r.value,
+        headers,
+      };
+    }),
+  };
 }

@@ -1,12 +1,10 @@
 import { TimeoutError } from '@platformatic/kafka';
 
 /*
- * A bound on the steps of the port's own read loop. A library call retries within its budget and a request times
- * out after `requestTimeout`, but a step made of several calls, each with its retries (reading the positions:
- * metadata, OffsetFetch, two ListOffsets), can stay pending for minutes, and while it does the consumer reads
- * nothing. Past its limit the step fails with a warning that names it, and the consumer's usual recovery runs
- * (fresh metadata, the step again after a backoff). Only reads are bounded so: commit and heartbeat keep the
- * library's whole retry budget, since giving up on them early would cost a rebalance or a batch read twice.
+ * A bound on the steps of the port's own read loop: a step of several calls, each with its retries (reading the
+ * positions: metadata, OffsetFetch, two ListOffsets), can stay pending for minutes while the consumer reads
+ * nothing. Past its limit it fails with a warning naming it, and the usual recovery runs. Only reads: giving up
+ * early on a commit or a heartbeat would cost a rebalance or a batch read twice.
  */
 
 /** The shortest limit: a loaded broker coming back can take tens of seconds to answer a first request. */

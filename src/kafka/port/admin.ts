@@ -17,10 +17,7 @@ export interface PartitionOffsetRange {
   readonly high: string;
 }
 
-/**
- * What `createTopics` does after creating: polls `ready` (the new topics' leaders serve them) every 100 ms, for up
- * to 30 s; past that its last error, or a timeout, rejects.
- */
+/** Polls `ready` (the new topics' leaders serve them) every 100 ms for up to 30 s, then rejects. */
 export async function waitForLeaders(
   topics: readonly string[],
   ready: () => Promise<boolean>,
@@ -42,10 +39,7 @@ export interface KafkaAdmin {
   connect(): Promise<void>;
   disconnect(): Promise<void>;
   listTopics(): Promise<string[]>;
-  /**
-   * The partition ids of an existing topic, sorted (rejects for a missing one: list first, asking for a missing
-   * topic's metadata makes kafkajs log an error).
-   */
+  /** The partition ids of an existing topic, sorted (list first: a missing one makes kafkajs log an error). */
   topicPartitions(topic: string): Promise<number[]>;
   /** Creates the topics and waits for their leaders; false when they all existed already. */
   createTopics(topics: readonly NewTopic[]): Promise<boolean>;

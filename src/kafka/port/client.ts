@@ -7,12 +7,7 @@ import type { KafkaClientName } from './names.js';
 import type { PartitionReader } from './partition-reader.js';
 import type { KafkaProducer, ProducerOptions } from './producer.js';
 
-export { defaultKafkaClient, type KafkaClientName, kafkaClientNames } from './names.js';
-
-/**
- * Where a client's log goes: the part of a pino logger the client uses (the node passes its pino logger; pino is
- * the node's optional dependency, not the library's).
- */
+/** Where a client's log goes: the part of a pino logger it uses (pino is the node's dependency, not the library's). */
 export interface KafkaLogSink {
   error(fields: object, message: string): void;
   warn(fields: object, message: string): void;
@@ -26,16 +21,13 @@ export interface KafkaLogEntry {
   /** The client's component (kafkajs: its namespace, e.g. `Connection`). */
   readonly namespace: string;
   readonly message: string;
-  /** The fields to log with the message: the client's component (kafkajs: `{ kafkajs: namespace }`), broker… */
+  /** The fields to log with the message (kafkajs: `{ kafkajs: namespace, ... }`). */
   readonly fields: Readonly<Record<string, unknown>>;
-  /**
-   * Set when the entry reports a failed attempt to reach a broker: what failed, without the client's wording
-   * around it (the node's start reports these once, and names the last one when it gives up).
-   */
+  /** Set on a failed attempt to reach a broker: what failed, unwrapped (the node's start reports these once). */
   readonly connectionFailure?: string;
 }
 
-/** How to reach the cluster: what every client is built from (a parsed connection table). */
+/** How to reach the cluster (a parsed connection table). */
 export interface KafkaClientSettings {
   readonly brokers: string[];
   readonly clientId: string;
@@ -47,28 +39,34 @@ export interface KafkaClientSettings {
 
 /** How a client retries and logs. */
 export interface KafkaClientBehaviour {
-  /** Retry budget per request (backing off from 300 ms to 10 s). */
+  /** Retry budget per request (backing off by {@link retryBackoffMs}). */
   readonly retries: number;
-  /** Where the client's warnings and errors go; without one the client is quiet (failures surface as rejections). */
+  /** Where the client's warnings and errors go; without one it is quiet (failures surface as rejections). */
   readonly logger?: KafkaLogSink;
   /** Sees each log entry first; `false` drops it (the node's start reports connection retries once). */
   readonly onLog?: (entry: KafkaLogEntry) => boolean;
 }
 
+/** Both clients' retry backoff: from 300 ms, doubling, at most 10 s. */
+export const RETRY_BACKOFF_MS = { initial: 300, max: 10_000 } as const;
+
+/** The wait before retry `attempt` (0 first) by {@link RETRY_BACKOFF_MS}. */
+export function retryBackoffMs(attempt: number): number {
+  return Math.min(RETRY_BACKOFF_MS.max, RETRY_BACKOFF_MS.initial * 2 ** attempt);
+}
+
 /** What a client can do beyond the common port. */
 export interface KafkaClientCapabilities {
   /**
-   * True when a transaction's offsets are sent with the group's generation and member id (KIP-447), so the
-   * group fences a zombie and one transactional producer per instance is safe. False (kafkajs): only the group
-   * id is sent, and a zombie is fenced only by a transactional id per input partition.
+   * A transaction's offsets carry the group's generation and member id (KIP-447): the group fences a zombie, so
+   * one producer per instance is safe. Else (kafkajs) only a transactional id per input partition fences it.
    */
   readonly fencesByGroup: boolean;
 }
 
 /**
- * A Kafka client behind the port: it makes consumers, producers, admins and partition readers, each with its
- * own connections, and says what its errors mean. `close` ends what the client itself holds (not the parts it
- * made: each is disconnected by its owner).
+ * A Kafka client behind the port: it makes consumers, producers, admins and partition readers (each with its own
+ * connections, disconnected by its owner) and says what its errors mean. `close` ends what the client holds.
  */
 export interface KafkaClient {
   readonly name: KafkaClientName;
@@ -81,10 +79,7 @@ export interface KafkaClient {
   close(): Promise<void>;
 }
 
-/**
- * What an implementation module (src/kafka/kafkajs/index.ts, src/kafka/platformatic/index.ts) exports as
- * `createClient`.
- */
+/** What an implementation module (kafkajs/index.ts, platformatic/index.ts) exports as `createClient`. */
 export type KafkaClientFactory = (
   settings: KafkaClientSettings,
   behaviour: KafkaClientBehaviour,

@@ -11,28 +11,18 @@ export interface GroupConsumerOptions {
   readonly maxWaitMs?: number;
   readonly maxBytesPerPartition?: number;
   readonly maxBytes?: number;
-  /**
-   * Lets subscribing to a missing topic create it (if the broker allows that); default false. The Kafka adapter
-   * sets it, as kafkajs's default did.
-   */
+  /** Lets subscribing to a missing topic create it (if the broker allows); default false (the adapter sets it). */
   readonly allowAutoTopicCreation?: boolean;
   /**
-   * Read the group's committed offsets with requireStable (KIP-447): a partition's position waits until no open
-   * transaction holds offsets of it. A client that fences by group honours it (the exactly-once node's
-   * per-instance producer needs it); kafkajs cannot ask for it and ignores it.
+   * Read the group's committed offsets with requireStable (KIP-447): a position waits until no open transaction
+   * holds offsets of it (needed by a per-instance producer). kafkajs cannot ask for it and ignores it.
    */
   readonly requireStableOffsets?: boolean;
-  /**
-   * Client-specific settings, passed through as they are (the Kafka adapter's `consumerConfig`, which is a
-   * kafkajs `ConsumerConfig`); an implementation ignores the keys it does not know.
-   */
+  /** Client-specific settings passed through (the adapter's kafkajs `consumerConfig`); unknown keys are ignored. */
   readonly extra?: Readonly<Record<string, unknown>>;
 }
 
-/**
- * One fetched batch of one partition, handed to {@link GroupConsumer.run}'s handler. Nothing is committed or
- * resolved for the handler: it commits what it finished.
- */
+/** One fetched batch of one partition, for {@link GroupConsumer.run}'s handler, which commits what it finished. */
 export interface ConsumedBatch {
   readonly topic: string;
   readonly partition: number;
@@ -64,10 +54,7 @@ export interface TopicPartitions {
 export interface GroupJoin {
   readonly memberId: string;
   readonly generationId: number | undefined;
-  /**
-   * The member's whole assignment after this join, topic → partitions. Partitions it held before and no longer
-   * holds were revoked (there is no separate revocation event: kafkajs has none).
-   */
+  /** The member's whole assignment after this join; partitions it no longer holds were revoked (no other event). */
   readonly assignment: Readonly<Record<string, readonly number[]>>;
 }
 
@@ -84,15 +71,14 @@ export interface RunOptions {
   readonly partitionsConsumedConcurrently: number;
   /**
    * One partition batch; a rejection makes the client fetch the partition again from its last commit, also one a
-   * transaction made for this member's group (on a client that reads the group's offsets again for it, with
-   * {@link GroupConsumerOptions.requireStableOffsets}: read unstable, the commit's markers may not be down yet).
+   * transaction made (read with {@link GroupConsumerOptions.requireStableOffsets}: its markers may not be down yet).
    */
   readonly eachBatch: (batch: ConsumedBatch) => Promise<void>;
 }
 
 /**
- * A consumer group member with manual commits. Lifecycle: connect, subscribe, run (resolves once it runs; the
- * batches come on in the background), stop or disconnect (both wait for the batch in hand).
+ * A consumer group member with manual commits: connect, subscribe, run (resolves once running; batches come in
+ * the background), stop or disconnect (both wait for the batch in hand).
  */
 export interface GroupConsumer extends GroupMetadataSource {
   readonly groupId: string;

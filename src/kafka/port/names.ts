@@ -1,5 +1,4 @@
-// The client names, apart from the rest of the port: the connection schema (src/kafka/connection.ts) validates
-// `kafka.client` with them, and the port's types import that schema's types.
+// Apart from the port's types, which import the connection schema (connection.ts) that validates these names.
 
 /** The Kafka client libraries the port has an implementation for (config key `kafka.client`). */
 export const kafkaClientNames = ['kafkajs', 'platformatic'] as const;
@@ -8,8 +7,7 @@ export const kafkaClientNames = ['kafkajs', 'platformatic'] as const;
 export type KafkaClientName = (typeof kafkaClientNames)[number];
 
 /**
- * The client the package uses unless told otherwise: `@platformatic/kafka`, an optional dependency the default
- * install carries (maintained; fences zombies by the group, KIP-447). kafkajs (no release since February 2023)
- * stays supported with `kafka.client = "kafkajs"`.
+ * The default: `@platformatic/kafka`, an optional dependency the default install carries (maintained; fences
+ * zombies by the group, KIP-447). kafkajs (no release since February 2023) stays supported.
  */
 export const defaultKafkaClient: KafkaClientName = 'platformatic';

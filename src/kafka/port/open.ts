@@ -1,24 +1,17 @@
 import { ConfigError } from '../../errors.js';
 import { asMissingDependency } from '../../util/optional-module.js';
-import {
-  defaultKafkaClient,
-  type KafkaClient,
-  type KafkaClientBehaviour,
-  type KafkaClientFactory,
-  type KafkaClientName,
-  type KafkaClientSettings,
-} from './client.js';
+import type { KafkaClient, KafkaClientBehaviour, KafkaClientFactory, KafkaClientSettings } from './client.js';
+import { defaultKafkaClient, type KafkaClientName } from './names.js';
 
-/** Each implementation's module (`@platformatic/kafka` is an optional dependency of the package, kafkajs an optional peer). */
+/** Each implementation's module (`@platformatic/kafka` an optional dependency, kafkajs an optional peer). */
 const IMPLEMENTATIONS: Record<KafkaClientName, { readonly module: string; readonly package: string }> = {
   kafkajs: { module: '../kafkajs/index.js', package: 'kafkajs' },
   platformatic: { module: '../platformatic/index.js', package: '@platformatic/kafka' },
 };
 
 /**
- * The command that installs `@platformatic/kafka` on this Node. 2.x needs Node >= 22.22; 1.x's own dependencies
- * claim Node >= 22.19 although 1.x runs on 20.19.4+, so on an older Node npm leaves the package's optional
- * dependency out, and a plain `npm install @platformatic/kafka` would take 2.x: name the 1.x line there.
+ * The command that installs `@platformatic/kafka` on this Node: 2.x needs Node >= 22.22, and below 22.19 npm
+ * leaves the optional dependency out (1.x's dependencies claim 22.19, though 1.x runs on 20.19.4+): name 1.x there.
  */
 export function platformaticInstallCommand(version: string = process.versions.node): string {
   const [major = 0, minor = 0] = version.split('.').map(Number);
@@ -35,10 +28,9 @@ export interface KafkaClientChoice {
 }
 
 /**
- * Loads the implementation of client `name` (default platformatic): only the chosen one is ever imported, so
- * validating a config loads no client library and a user of one client never installs the other. A missing
- * client library is a MissingDependencyError naming the package (and, for a client that is not the default, the
- * config key that chose it); an implementation absent from this build, a ConfigError naming the config key.
+ * Loads the implementation of client `name` (default platformatic), only the chosen one, so a user of one client
+ * never installs the other. A missing client library is a MissingDependencyError naming the package (and the
+ * config key, for a client not the default); an implementation absent from this build, a ConfigError.
  */
 export async function loadKafkaClientFactory(
   name: KafkaClientName | undefined,
@@ -78,10 +70,7 @@ export async function loadKafkaClientFactory(
   return loaded.createClient as KafkaClientFactory;
 }
 
-/**
- * The one place a Kafka client is made: the `client` implementation (default platformatic) over the settings. See
- * {@link loadKafkaClientFactory} for the errors.
- */
+/** The one place a Kafka client is made (errors: {@link loadKafkaClientFactory}). */
 export async function openKafkaClient(
   settings: KafkaClientSettings & { readonly client?: KafkaClientName | undefined },
   behaviour: KafkaClientBehaviour,

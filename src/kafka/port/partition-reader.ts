@@ -1,8 +1,6 @@
-/*
- * The changelog reader's low-level reads: partition leaders, ListOffsets and Fetch of a partition range, with no
- * consumer group (a group join per restore costs seconds). The decoded shape is the one Kafka's record batches
- * have, so the reader drops aborted transactions itself, as Kafka's own consumer does.
- */
+// The changelog reader's reads: partition leaders, ListOffsets and Fetch of a partition range, with no consumer
+// group (a group join per restore costs seconds). Batches come as Kafka writes them: the reader drops aborted
+// transactions itself, as Kafka's own consumer does.
 
 /** One record of a fetched batch. */
 export interface BatchRecord {
@@ -45,17 +43,14 @@ export interface PartitionFetch {
 }
 
 /**
- * Reads partitions straight from their leaders, read_committed. Keep one for many reads; safe for concurrent
- * calls. Errors: a partition whose offset is out of range rejects the fetch with an error the client's
- * {@link KafkaErrorClassifier.isOffsetOutOfRange} recognises; a leader that moved, with a retriable one.
+ * Reads partitions straight from their leaders, read_committed; safe for concurrent calls. A fetch of an offset
+ * out of range rejects with an error {@link KafkaErrorClassifier.isOffsetOutOfRange} recognises; a moved leader,
+ * with a retriable one.
  */
 export interface PartitionReader {
   /** The topic's partition ids, sorted, from fresh metadata. */
   partitions(topic: string): Promise<number[]>;
-  /**
-   * Per partition: the first offset still in the log (`earliest`), or the end a read_committed reader sees
-   * now, the last stable offset (`latest`).
-   */
+  /** Per partition: the log start (`earliest`), or the last stable offset (`latest`). */
   listOffsets(
     topic: string,
     partitions: readonly number[],
@@ -66,4 +61,21 @@ export interface PartitionReader {
   /** Reloads the cluster metadata (after a failed fetch: a leader may have moved). */
   refreshMetadata(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A fetch's partitions by their leader's node id; a partition without a leader rejects (retried on new metadata). */
+export function byLeader<P extends { readonly partition: number }>(
+  topic: string,
+  partitions: readonly P[],
+  leaderOf: (partition: number) => number | undefined,
+): Map<number, P[]> {
+  const leaders = new Map<number, P[]>();
+  for (const p of partitions) {
+    const leader = leaderOf(p.partition) ?? -1;
+    if (leader < 0) throw new Error(`partition ${topic}[${p.partition}] has no leader`);
+    const list = leaders.get(leader);
+    if (list) list.push(p);
+    else leaders.set(leader, [p]);
+  }
+  return leaders;
 }

@@ -2,22 +2,13 @@ import type { RecordSender } from './records.js';
 
 /** Options of {@link KafkaClient.producer}. */
 export interface ProducerOptions {
-  /**
-   * Idempotent (exactly one copy per send, in order, across the client's own retries). Every producer of the
-   * package is; a transactional producer always is.
-   */
+  /** Idempotent (one copy per send, in order, across the client's retries); a transactional one always is. */
   readonly idempotent?: boolean;
-  /**
-   * Makes it transactional: {@link KafkaProducer.connect} then initialises the id, which fences any earlier
-   * producer of the same id and aborts its open transaction.
-   */
+  /** Makes it transactional: {@link KafkaProducer.connect} initialises the id, fencing earlier producers of it. */
   readonly transactionalId?: string;
   /** The broker aborts a transaction open longer than this, in ms. */
   readonly transactionTimeoutMs?: number;
-  /**
-   * Lets a send to a missing topic create it (if the broker allows that); default false. The Kafka adapter's
-   * DLQ producer sets it, as kafkajs's default did.
-   */
+  /** Lets a send to a missing topic create it (if the broker allows); default false (the adapter's DLQ sets it). */
   readonly allowAutoTopicCreation?: boolean;
 }
 
@@ -38,10 +29,7 @@ export interface GroupMetadataSource {
 
 /** The input offsets a transaction commits with its output. */
 export interface TransactionOffsets {
-  /**
-   * The consuming group: a client whose {@link KafkaClientCapabilities.fencesByGroup} is true sends its
-   * generation and member id (the group fences a zombie); otherwise only the group id is sent.
-   */
+  /** The consuming group (its generation too where {@link KafkaClientCapabilities.fencesByGroup}). */
   readonly group: GroupMetadataSource;
   readonly topics: readonly {
     readonly topic: string;
@@ -51,9 +39,8 @@ export interface TransactionOffsets {
 }
 
 /**
- * First backoff after CONCURRENT_TRANSACTIONS, on either client. The coordinator answers it to the next
- * transaction's first request while the last one's markers are written (a few ms after every commit); Java's
- * producer retries it after 20 ms, where a general 300 ms backoff made every exactly-once chunk wait ~0.3 s.
+ * First backoff after CONCURRENT_TRANSACTIONS, the answer to a transaction's first request while the last one's
+ * markers are written (a few ms after every commit): 20 ms as Java's producer, where 300 ms slowed every chunk.
  */
 export const CONCURRENT_TRANSACTIONS_RETRY_MS = 20;
 
@@ -63,10 +50,7 @@ export interface KafkaTransaction extends RecordSender {
   sendOffsets(offsets: TransactionOffsets): Promise<void>;
   commit(): Promise<void>;
   abort(): Promise<void>;
-  /**
-   * False once a commit or an abort was sent, also when it failed: the outcome is then unknown and the producer
-   * must be replaced (connect a new one with the same id: its init aborts whatever is still open).
-   */
+  /** False once a commit or abort was sent, even a failed one (then replace the producer: its init aborts). */
   isActive(): boolean;
 }
 

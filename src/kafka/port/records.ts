@@ -1,12 +1,13 @@
-/*
- * The records of the Kafka port (src/kafka/port): what a consumer hands over and what a producer sends, in one
- * client-neutral shape. kafkajs's own types fit them as they are (the kafkajs implementation passes its records
- * through), so the hot path copies nothing.
- */
+// The port's records, consumed and produced. kafkajs's own types fit them, so its hot path copies nothing.
 
 /** Record headers: a value, or several values of one name, as bytes or text. */
 export interface MessageHeaders {
   [name: string]: Buffer | string | (Buffer | string)[] | undefined;
+}
+
+/** A header's value, the last one of a repeated name (as Java's `headers.lastHeader(name)`). */
+export function lastHeader(value: MessageHeaders[string]): Buffer | string | undefined {
+  return Array.isArray(value) ? value[value.length - 1] : value;
 }
 
 /** One record as consumed. Offsets and timestamps are decimal strings (int64 on the wire). */
@@ -36,7 +37,7 @@ export interface OutgoingMessage {
 export interface ProduceRequest {
   readonly topic: string;
   readonly messages: readonly OutgoingMessage[];
-  /** -1: acknowledged by every in-sync replica (the default and what every caller here asks for). */
+  /** -1 (the default): acknowledged by every in-sync replica. */
   readonly acks?: -1 | 0 | 1;
 }
 

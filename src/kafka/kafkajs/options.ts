@@ -1,16 +1,15 @@
 import { Kafka, type LogEntry, logLevel, type SASLOptions } from 'kafkajs';
-import type {
-  KafkaClientBehaviour,
-  KafkaClientSettings,
-  KafkaLogEntry,
-  KafkaLogSink,
+import {
+  type KafkaClientBehaviour,
+  type KafkaClientSettings,
+  type KafkaLogEntry,
+  RETRY_BACKOFF_MS,
 } from '../port/index.js';
-import { RETRY_TIME_MS } from './retry.js';
 
-/**
- * The one kafkajs client builder: the dedup node (a budget of 20 tries that rides out a broker away for a minute
- * or two, logs to the node's logger) and the `kafka` repository (8 tries, quiet) both build theirs here.
- */
+/** kafkajs's own default budget, given to a client the package did not build (`fromKafkajs`). */
+export const KAFKAJS_DEFAULT_RETRIES = 5;
+
+/** The one kafkajs client builder: the node's (logs to its logger) and the `kafka` repository's (quiet). */
 export function buildKafkajs(settings: KafkaClientSettings, behaviour: KafkaClientBehaviour): Kafka {
   // allowPlaintext is ours (checked by the config schema), not a kafkajs setting.
   const { allowPlaintext: _allowPlaintext, ...sasl } = settings.sasl ?? { allowPlaintext: false };
@@ -26,14 +25,17 @@ export function buildKafkajs(settings: KafkaClientSettings, behaviour: KafkaClie
       ? {
           logLevel: logLevel.WARN,
           logCreator: () => (entry: LogEntry) => {
-            if (onLog === undefined || onLog(portEntry(entry))) logKafkajs(logger, entry);
+            const port = portEntry(entry);
+            if ((onLog === undefined || onLog(port)) && port.message !== EXPECTED) {
+              logger[port.level](port.fields, port.message);
+            }
           },
         }
       : { logLevel: logLevel.NOTHING }),
     retry: {
       retries: behaviour.retries,
-      initialRetryTime: RETRY_TIME_MS.initial,
-      maxRetryTime: RETRY_TIME_MS.max,
+      initialRetryTime: RETRY_BACKOFF_MS.initial,
+      maxRetryTime: RETRY_BACKOFF_MS.max,
     },
   });
 }
@@ -53,7 +55,6 @@ const LEVELS: Record<number, KafkaLogEntry['level']> = {
   [logLevel.INFO]: 'info',
 };
 
-/** A kafkajs log entry as the port describes it. */
 function portEntry({ namespace, level, log }: LogEntry): KafkaLogEntry {
   const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
   const entry = {
@@ -68,14 +69,4 @@ function portEntry({ namespace, level, log }: LogEntry): KafkaLogEntry {
     '',
   );
   return { ...entry, connectionFailure };
-}
-
-function logKafkajs(logger: KafkaLogSink, { namespace, level, log }: LogEntry): void {
-  const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
-  if (message === EXPECTED) return;
-  const line = { kafkajs: namespace, ...fields };
-  if (level === logLevel.ERROR) logger.error(line, message);
-  else if (level === logLevel.WARN) logger.warn(line, message);
-  else if (level === logLevel.INFO) logger.info(line, message);
-  else logger.debug(line, message);
 }

@@ -1,0 +1,10 @@
+/** Runs calls one after another: each starts once the previous one settled. */
+export class SerialQueue {
+  #tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(call: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(call);
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+}

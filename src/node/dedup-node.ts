@@ -1,9 +1,8 @@
 import type { Logger } from 'pino';
-import { ConfigError, StartupTimeoutError } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import type { GroupConsumer, KafkaClient } from '../kafka/port/index.js';
 import { durationRule, isValidDuration, maxDurationMs } from '../store/ttl.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { formatDuration } from '../util/duration.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';
 import { CatchUp } from './catch-up.js';
@@ -62,20 +61,17 @@ export interface DedupNodeOptions {
 
 /**
  * The Kafka→Kafka dedup node. Each partition batch is cut into chunks of `input.batchSize` records; per chunk:
- *   1. parse: read each record's dedup id (unreadable records and, by default, records without one are set
- *      aside for the DLQ);
+ *   1. parse: read each record's dedup id (unreadable records and, by default, records without one go to the DLQ);
  *   2. lookup: one store call for the chunk's ids; a duplicate of a stored id or of an earlier record in the
  *      chunk is dropped (first received wins);
  *   3. produce + deliver: write the survivors to the output topic, in their input partition with their key,
  *      headers and timestamp, in order, and wait for the acks (records the output refuses go to the DLQ);
  *   4. mark: one store call records the forwarded ids, kept for `dedup.window`;
  *   5. dead letters, then the chunk's offset is resolved.
- * The offsets of the finished chunks are committed once per fetched batch (and before giving up on one).
- * A crash repeats at most the chunk between its produce and its mark; nothing is committed before it is
- * written somewhere. Partitions are handled one at a time, so one process never races itself. See docs/node.md.
- * Under `output.guarantee = "exactly-once"` consecutive chunks (up to 10) share one Kafka transaction (output,
- * changelog marks, dead letters, input offset) and the marks reach the local store only after it commits; a newly assigned partition
- * first restores its marks from the changelog (partition-state.ts).
+ * The finished chunks' offsets are committed once per fetched batch. A crash repeats at most the chunk between
+ * its produce and its mark. Partitions are handled one at a time, so one process never races itself. Under
+ * exactly-once, consecutive chunks share one Kafka transaction (output, changelog marks, dead letters, offset),
+ * and a newly assigned partition first restores its marks from the changelog. See docs/node.md.
  */
 export async function startDedupNode(
   config: NodeConfig,
@@ -89,7 +85,10 @@ export async function startDedupNode(
   const kafka = options.kafka ?? (await kafkaClient(config.kafka, logger, startup));
   // The start is bounded: past kafka.startupTimeout it gives up, as a stop asked for meanwhile does.
   const bounded = new AbortController();
-  const timer = setTimeout(() => bounded.abort(startupTimeout(config, startup)), config.kafka.startupTimeout);
+  const timer = setTimeout(
+    () => bounded.abort(startup.timedOut(config.kafka.brokers)),
+    config.kafka.startupTimeout,
+  );
   const signal = options.signal ? AbortSignal.any([options.signal, bounded.signal]) : bounded.signal;
   try {
     const handle = await start(config, repository, logger, kafka, signal);
@@ -107,15 +106,6 @@ export async function startDedupNode(
   }
 }
 
-/** The start timed out: what did not answer, and the last error kafkajs saw. */
-function startupTimeout(config: NodeConfig, startup: StartupWatch): StartupTimeoutError {
-  const brokers = config.kafka.brokers.join(', ');
-  return new StartupTimeoutError(
-    `the Kafka brokers ${brokers} did not answer within ${formatDuration(config.kafka.startupTimeout)} ` +
-      `(kafka.startupTimeout): ${startup.lastError ?? 'the start did not finish'}`,
-  );
-}
-
 async function start(
   config: NodeConfig,
   repository: IdempotentRepository,
@@ -123,7 +113,6 @@ async function start(
   kafka: KafkaClient,
   signal: AbortSignal,
 ): Promise<DedupNodeHandle> {
-  const checkpoint = checkpointPath(config);
   // Refused before any topic is touched; the instance id file is read (or created) once.
   const exactlyOnce = config.output.guarantee === 'exactly-once';
   const producers = exactlyOnce ? transactionalProducerLayout(config, kafka.capabilities) : undefined;
@@ -197,7 +186,7 @@ async function start(
           logger,
           producer,
           changelogTopic: changelog,
-          checkpointPath: checkpoint,
+          checkpointPath: checkpointPath(config),
           transactions,
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
         });
@@ -250,11 +239,15 @@ async function start(
     throw error;
   }
 
-  let metricsPort: number | undefined;
-  if (config.metrics.enabled) metricsPort = await metrics.listen(config.metrics.port, config.metrics.host);
-  const perfTimer = setInterval(() => {
+  const metricsPort = config.metrics.enabled
+    ? await metrics.listen(config.metrics.port, config.metrics.host)
+    : undefined;
+  const logPerf = () => {
     const summary = perf.flush();
     logger.info({ perf: summary }, formatPerf(summary));
+  };
+  const perfTimer = setInterval(() => {
+    logPerf();
     catchUp.logProgress(logger);
   }, config.perf.interval);
   perfTimer.unref();
@@ -278,8 +271,7 @@ async function start(
         } finally {
           await repository.close(); // flushes a local store
           await metrics.close();
-          const summary = perf.flush();
-          logger.info({ perf: summary }, formatPerf(summary));
+          logPerf();
         }
       })();
       return stopping;

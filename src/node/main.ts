@@ -37,9 +37,13 @@ export interface RunNodeOptions {
  */
 export async function runNode(options: RunNodeOptions = {}): Promise<number> {
   const logger = nodeLogger(pino.destination({ fd: 1, sync: false }));
+  // Listen from the first moment: a stop asked for while the store or the brokers are still being reached
+  // must not wait for their retries (kafkajs retries a first connection for minutes).
+  const signals = new SignalWatch();
   try {
-    return await run(options, logger);
+    return await run(options, logger, signals);
   } finally {
+    signals.dispose();
     await new Promise<void>((resolve) => logger.flush(() => resolve()));
   }
 }
@@ -49,18 +53,7 @@ export function nodeLogger(destination: DestinationStream): Logger {
   return pino({ name: 'idem-node', redact: { paths: [...logRedactPaths], censor: REDACTED } }, destination);
 }
 
-async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
-  // Listen from the first moment: a stop asked for while the store or the brokers are still being reached
-  // must not wait for their retries (kafkajs retries a first connection for minutes).
-  const signals = new SignalWatch();
-  try {
-    return await runWatched(options, logger, signals);
-  } finally {
-    signals.dispose();
-  }
-}
-
-async function runWatched(options: RunNodeOptions, logger: Logger, signals: SignalWatch): Promise<number> {
+async function run(options: RunNodeOptions, logger: Logger, signals: SignalWatch): Promise<number> {
   let config: NodeConfig;
   try {
     config = await loadConfig(nodeConfigSchema, {
@@ -182,18 +175,11 @@ async function loadNodeModule(config: NodeConfig): Promise<typeof import('./dedu
   }
 }
 
-/**
- * The exit code of a failed start: a config problem or a missing package is one line on stderr, anything else
- * a log entry.
- */
+/** The exit code of a failed start: a config problem or a missing package is one line on stderr, else a log entry. */
 function startFailure(error: unknown, logger: Logger, what: string): number {
-  if (error instanceof ConfigError) {
+  if (error instanceof ConfigError || error instanceof MissingDependencyError) {
     process.stderr.write(`${commandLine('idem node', error.message)}\n`);
-    return nodeExitCodes.config;
-  }
-  if (error instanceof MissingDependencyError) {
-    process.stderr.write(`${commandLine('idem node', error.message)}\n`);
-    return nodeExitCodes.startup;
+    return error instanceof ConfigError ? nodeExitCodes.config : nodeExitCodes.startup;
   }
   logger.error({ err: error }, what);
   return nodeExitCodes.startup;

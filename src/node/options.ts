@@ -43,6 +43,9 @@ export const nodeDefaults = {
   instanceTransactionTimeoutMs: 30_000,
 } as const;
 
+/** What an instance id may be: it is part of a transactional id, and of a file's contents. */
+export const INSTANCE_ID = /^[A-Za-z0-9._-]{1,100}$/;
+
 /** `id = "uid"` is short for `id = { from = "value", path = "uid" }`. */
 const dedupIdSchema = z.union(
   [z.string().transform((path): IdSource => ({ from: 'value', path })), idSourceSchema],
@@ -101,10 +104,7 @@ export const nodeConfigSchema = z
          * Default: a random id kept in a file beside the local store (`<path>.instance-id`), or a new one per
          * process when the store keeps nothing on disk.
          */
-        instanceId: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]{1,100}$/, 'letters, digits, ".", "_" or "-", at most 100')
-          .optional(),
+        instanceId: z.string().regex(INSTANCE_ID, 'letters, digits, ".", "_" or "-", at most 100').optional(),
         /**
          * Exactly-once: the broker aborts a transaction left open this long (a crashed owner's). Default 60 s
          * per-partition, 30 s per-instance ({@link transactionTimeoutMs}).
@@ -199,10 +199,8 @@ export const nodeConfigSchema = z
   });
 
 /**
- * The changelog topic must be the node's alone. Its records are keyed like the marks and compacted: an audit
- * record (`output.duplicatesTopic`, keyed by the dedup id) would replace a forwarded id's mark, and after a restore
- * that id's next copy would be forwarded again; input, output and dead-letter records would be read back as
- * marks, or be compacted away.
+ * The changelog topic must be the node's alone: it is compacted and keyed like the marks, so an audit record
+ * (keyed by the dedup id) would replace a forwarded id's mark, and other records would be read back as marks.
  */
 function refuseSharedChangelogTopic(
   config: ChangelogSettings & {
@@ -263,15 +261,18 @@ export function changelogTopic(config: ChangelogSettings): string {
 }
 
 /** The transactional id of input partition `partition`'s producer: `<prefix>-<input topic>-<partition>`. */
-export function transactionalId(config: NodeConfig, partition: number): string {
+export function transactionalId(config: TransactionalIdSettings, partition: number): string {
   return `${transactionalIdBase(config)}-${partition}`;
 }
 
 /** The transactional id of an instance's one producer: `<prefix>-<input topic>-instance-<instance id>`. */
-export function instanceTransactionalId(config: NodeConfig, instanceId: string): string {
+export function instanceTransactionalId(config: TransactionalIdSettings, instanceId: string): string {
   return `${transactionalIdBase(config)}-instance-${instanceId}`;
 }
 
-function transactionalIdBase(config: NodeConfig): string {
+/** What names a transactional id: the prefix (default: the group id) and the input topic. */
+export type TransactionalIdSettings = Pick<NodeConfig, 'input' | 'output'>;
+
+function transactionalIdBase(config: TransactionalIdSettings): string {
   return `${config.output.transactionalIdPrefix ?? config.input.groupId}-${config.input.topic}`;
 }

@@ -22,10 +22,7 @@ import { formatPerf, PerfLog } from './perf-log.js';
 import { ConsumerSupervisor } from './supervisor.js';
 import { prepareTopics } from './topics.js';
 
-/**
- * The TTL rule for `dedup.window` against the store's own maximum (Cassandra's 20 years, a `kafka` store's
- * retention), before any topic is created or checked: the config schema bounds it by the rule's 100 years only.
- */
+/** `dedup.window` against the store's own maximum TTL (the schema knows only the rule's 100 years). */
 function checkWindow(config: NodeConfig, repository: IdempotentRepository): void {
   const max = maxDurationMs(repository.capabilities?.maxTtlMs);
   if (isValidDuration(config.dedup.window, max)) return;
@@ -52,10 +49,7 @@ export interface DedupNodeHandle {
 export interface DedupNodeOptions {
   /** A Kafka client (the port's) to use instead of the one `config.kafka` opens; the node does not close it. */
   readonly kafka?: KafkaClient;
-  /**
-   * Gives up the start: the connection attempts in progress are dropped and the start rejects with the
-   * signal's reason. kafkajs retries a first connection for minutes; a stop requested meanwhile must not wait.
-   */
+  /** Gives up the start: the connection attempts are dropped and the start rejects with the signal's reason. */
   readonly signal?: AbortSignal;
 }
 
@@ -83,7 +77,6 @@ export async function startDedupNode(
   checkWindow(config, repository);
   const startup = new StartupWatch(logger, config.kafka.startupTimeout);
   const kafka = options.kafka ?? (await kafkaClient(config.kafka, logger, startup));
-  // The start is bounded: past kafka.startupTimeout it gives up, as a stop asked for meanwhile does.
   const bounded = new AbortController();
   const timer = setTimeout(
     () => bounded.abort(startup.timedOut(config.kafka.brokers)),
@@ -149,8 +142,7 @@ async function start(
     maxWaitMs: config.input.batchTimeout,
     maxBytesPerPartition: config.input.maxBytesPerPartition,
     maxBytes: config.input.maxBytes,
-    // Per-instance exactly-once: a new owner starts only once no other instance's transaction can still move the
-    // partition's offsets (the group, not a transactional id, fences that instance).
+    // Per-instance: a new owner starts once no other instance's transaction can still move the offsets.
     ...(producers === 'per-instance' ? { requireStableOffsets: true } : {}),
   });
   const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
@@ -169,8 +161,7 @@ async function start(
     totals,
     logger,
   };
-  // Without a changelog, one processor over the store; with one, each partition has its own processor over its
-  // logged view of the store (partition-state.ts), so every write reaches the partition's changelog.
+  // With a changelog, each partition has its own processor over its logged view of the store.
   const chunks = new ChunkProcessor(chunkDeps);
   const partitions =
     changelog === undefined
@@ -219,8 +210,7 @@ async function start(
     await untilAborted(
       (async () => {
         await producer.connect();
-        // Per-instance: the transactional producer first, so that this instance's previous run's open
-        // transaction is aborted before the group asks for stable offsets.
+        // Per-instance: the previous run's open transaction is aborted before the group asks for stable offsets.
         await partitions?.start();
         if (instance) {
           logger.info(
@@ -279,10 +269,7 @@ async function start(
   };
 }
 
-/**
- * The changelog checkpoint file: configured, or beside a RocksDB store (a local store that survives a
- * restart). Other stores get none unless configured: a checkpoint must never claim marks the store lost.
- */
+/** The checkpoint file: configured, or beside a RocksDB store (it must never claim marks a store lost). */
 function checkpointPath(config: NodeConfig): string | undefined {
   if (config.changelog.checkpoint !== undefined) return config.changelog.checkpoint;
   const repository = config.repository as { type?: string; path?: string };

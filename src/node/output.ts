@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaErrorClassifier, OutgoingMessage, RecordSender } from '../kafka/port/index.js';
 
 /** A record the output topic refused for what it is (too large, invalid), so sending it again cannot help. */
@@ -139,8 +140,4 @@ function approxBytes(message: OutgoingMessage): number {
 function byteLength(value: Buffer | string | null | undefined): number {
   if (value === null || value === undefined) return 0;
   return typeof value === 'string' ? Buffer.byteLength(value) : value.length;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

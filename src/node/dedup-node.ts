@@ -23,7 +23,10 @@ import { ConsumerSupervisor } from './supervisor.js';
 import { prepareTopics } from './topics.js';
 
 /** `dedup.window` against the store's own maximum TTL (the schema knows only the rule's 100 years). */
-function checkWindow(config: NodeConfig, repository: IdempotentRepository): void {
+function checkWindow(
+  config: Pick<NodeConfig, 'dedup' | 'repository'>,
+  repository: IdempotentRepository,
+): void {
   const max = maxDurationMs(repository.capabilities?.maxTtlMs);
   if (isValidDuration(config.dedup.window, max)) return;
   throw new ConfigError(
@@ -270,7 +273,7 @@ async function start(
 }
 
 /** The checkpoint file: configured, or beside a RocksDB store (it must never claim marks a store lost). */
-function checkpointPath(config: NodeConfig): string | undefined {
+function checkpointPath(config: Pick<NodeConfig, 'changelog' | 'repository'>): string | undefined {
   if (config.changelog.checkpoint !== undefined) return config.changelog.checkpoint;
   const repository = config.repository as { type?: string; path?: string };
   return repository.type === 'rocksdb' && repository.path ? `${repository.path}.changelog.json` : undefined;

@@ -29,7 +29,7 @@ export interface DuplicateAuditValue {
 
 /** The audit of a node whose config sets `output.duplicatesTopic`; undefined when it is off (the default). */
 export function duplicateAudit(
-  output: NodeConfig['output'],
+  output: Pick<NodeConfig['output'], 'duplicatesTopic' | 'sendAttempts' | 'retryBackoff'>,
   producer: RecordSender,
   errors: KafkaErrorClassifier,
 ): DuplicateAudit | undefined {

@@ -239,24 +239,18 @@ class Runner implements IdempotentKafkaConsumer {
         }
       }
       if (segment.letters.length > 0) {
-        let failure: { error: unknown } | undefined;
-        try {
-          const dlq = this.#options.dlq?.topic as string;
-          await sendDeadLetters(
-            this.#producer as KafkaProducer,
-            dlq,
-            segment.letters.map((l) => l.letter),
-          );
-        } catch (error) {
-          failure = { error };
-        }
-        if (failure) {
-          // Nothing from the first unwritten letter on may be committed: stop there and retry it later.
-          finished = (segment.letters[0] as { index: number }).index - next;
-          block = { kind: 'infra', error: failure.error };
-        } else {
-          this.#reportLetters(payload, segment.letters);
-        }
+        const dlq = this.#options.dlq?.topic as string;
+        const letters = segment.letters.map((l) => l.letter);
+        const sent = await sendDeadLetters(this.#producer as KafkaProducer, dlq, letters).then(
+          () => true,
+          (error: unknown) => {
+            // Nothing from the first unwritten letter on may be committed: stop there and retry it later.
+            finished = (segment.letters[0] as { index: number }).index - next;
+            block = { kind: 'infra', error };
+            return false;
+          },
+        );
+        if (sent) this.#reportLetters(payload, segment.letters);
       }
       // The next offset to read. Records past it that are finished (their handler may have run) are skipped
       // when the partition is read from it again.

@@ -1,15 +1,8 @@
 /**
- * Fast catch-up (KAFKA-7132's intent, within the node's ordering guarantee): a partition found far behind its
- * high watermark is handled in larger chunks — larger store calls, larger output requests, fewer per-chunk
- * costs — until it is back within one ordinary chunk of the head, and its progress (lag, rate, estimated time to
- * zero) is published in `/metrics` and the perf log.
- *
- * The proposal's second consumer, reading the head into its own buffer while the first reads the backlog, was
- * measured before it was built (docs/node.md, "Fast catch-up"): the node catching up keeps its one JavaScript
- * thread busy (kafkajs decoding and encoding most of it), so a second fetch stream competes for that thread and
- * cannot make the backlog go faster; and the head could not be handed to the output before the backlog anyway
- * (output in input order per partition). The one consumer reads the backlog and then the head, so the hand-over
- * has no gap and no reordering by construction; what changes during catch-up is how much work each record costs.
+ * Fast catch-up (KAFKA-7132's intent, within the node's ordering guarantee): a partition found far behind its high
+ * watermark is handled in larger chunks until it is back within one ordinary chunk of the head, and its progress
+ * is published in `/metrics` and the perf log. A second consumer reading the head was measured no faster: the one
+ * JavaScript thread is the bound (docs/node.md, "Fast catch-up").
  */
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -116,10 +109,7 @@ export class CatchUp {
     this.#records = counter('idem_node_catch_up_records_total', 'Records handled while catching up');
   }
 
-  /**
-   * The size of the next chunk of a partition whose next record is at `offset`, given the high watermark of the
-   * fetch that brought it; starts a catch-up when the lag passes `catchUp.lagThreshold`.
-   */
+  /** The size of a partition's next chunk, starting at `offset`; starts a catch-up past `catchUp.lagThreshold`. */
   chunkSize(topic: string, partition: number, offset: number, highWatermark: number): number {
     if (!this.#config.enabled) return this.#ordinary;
     const key = runKey(topic, partition);

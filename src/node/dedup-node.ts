@@ -109,6 +109,7 @@ async function start(
   kafka: KafkaClient,
   signal: AbortSignal,
 ): Promise<DedupNodeHandle> {
+  const checkpoint = checkpointPath(config);
   // Refused before any topic is touched; the instance id file is read (or created) once.
   const exactlyOnce = config.output.guarantee === 'exactly-once';
   const producers = exactlyOnce ? transactionalProducerLayout(config, kafka.capabilities) : undefined;
@@ -180,7 +181,7 @@ async function start(
           logger,
           producer,
           changelogTopic: changelog,
-          checkpointPath: checkpointPath(config),
+          checkpointPath: checkpoint,
           transactions,
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
         });

@@ -142,19 +142,13 @@ export class PartitionLifecycle {
     await this.#replaceInstanceProducer(cause);
   }
 
-  /**
-   * A chunk's transaction ended in an unknown state (it may have committed): its partition is restored (the
-   * changelog says), and a per-instance producer replaced (a per-partition one goes with its partition).
-   */
+  /** A chunk's transaction may have committed: its partition is restored, a per-instance producer replaced. */
   async afterUnknownEnd(partition: number, cause: unknown): Promise<void> {
     await this.reset(partition, 'transaction did not end in a known abort');
     if (this.#perInstance) await this.#replaceInstanceProducer(cause);
   }
 
-  /**
-   * Per-instance: the producer is replaced; the new one's init aborts whatever is still open. Chunks run one at a
-   * time, so none is using it. If the new one cannot start, the next chunk starts it ({@link start}).
-   */
+  /** Per-instance: a new producer, whose init aborts what is still open; if it cannot start, the next chunk's does. */
   async #replaceInstanceProducer(cause: unknown): Promise<void> {
     const old = this.#instanceProducer;
     this.#instanceProducer = undefined;
@@ -220,10 +214,7 @@ export class PartitionLifecycle {
     return this.#ready.get(partition);
   }
 
-  /**
-   * The partition must be restored again before its next record: it was fenced (another instance owns it now),
-   * or a committed chunk's marks could not be applied to the local store.
-   */
+  /** The partition must be restored again before its next record. */
   async reset(partition: number, why: string): Promise<void> {
     const state = this.#ready.get(partition);
     this.#ready.delete(partition);
@@ -237,10 +228,8 @@ export class PartitionLifecycle {
   }
 
   /**
-   * At-least-once: records what the partition's sink appended to the changelog. Appends that do not follow on
-   * from the offset the store holds mean another instance wrote to the partition's changelog meanwhile (this one
-   * was frozen, and the group had moved the partition): its marks are not in the local store, so the partition
-   * is restored before its next record, from where the store left off.
+   * At-least-once: records what the partition's sink appended to the changelog. Appends that do not follow on from
+   * the store's offset mean another instance wrote to it meanwhile: the partition is restored before its next record.
    */
   async appended(state: PartitionState): Promise<void> {
     for (const { first, next } of state.sink?.takeWritten() ?? []) {
@@ -261,10 +250,7 @@ export class PartitionLifecycle {
     await this.#reader.close();
   }
 
-  /**
-   * Closes these ready partitions. They leave the ready set at once, before anything is awaited, so that a
-   * restore running meanwhile (the batch loop, while the join handler closes) is never closed by mistake.
-   */
+  /** Closes these ready partitions; they leave the ready set before anything is awaited, so a restore is never closed. */
   async #closeAll(partitions: readonly number[], why: (partition: number) => string): Promise<void> {
     const states = partitions.flatMap((p) => {
       const state = this.#ready.get(p);
@@ -278,23 +264,20 @@ export class PartitionLifecycle {
     const { partition } = state;
     if (state.producer) await state.producer.disconnect().catch(() => undefined);
     await state.store.close();
-    // A fenced partition may be behind its new owner, which is fine (the checkpoint says what this store holds,
-    // not what the changelog holds).
     const applied = await this.#restorer.checkpoint(partition);
     this.#deps.logger.info({ partition, reason: why, changelogOffset: applied }, 'partition closed');
   }
 
   async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
     const start = performance.now();
-    // 1. Exactly-once per-partition: one transactional producer per partition, initialised before the end is
-    // captured (per-instance: the offsets were read stable, see ready()).
+    // 1. Per-partition exactly-once: the producers are initialised before the end is captured.
     const states = new Map<number, PartitionState>();
     const epoch = this.#epoch;
     try {
       for (const partition of partitions) states.set(partition, await this.#open(partition));
       await this.#read(partitions, states, heartbeat, start);
     } catch (error) {
-      // Nothing became ready: the producers go (a later attempt starts new ones, whose init fences these).
+      // Nothing became ready: a later attempt starts new producers.
       for (const state of states.values()) {
         await state.producer?.disconnect().catch(() => undefined);
         await state.store.close();
@@ -321,9 +304,7 @@ export class PartitionLifecycle {
     let ends: ReadonlyMap<number, number> = new Map();
     const lag = (p: number, at: number) => Math.max(0, (ends.get(p) ?? 0) - at);
     let lastLog = performance.now();
-    // 2. From the checkpoint (or what this process applied before), up to the end offsets captured now, after
-    // the inits: no other transaction on these partitions can still commit. 3. Read them into the local store,
-    // heartbeating between fetches. 4. The checkpoint is saved.
+    // 2. From the checkpoint up to the ends captured now, after the inits; 3. into the local store; 4. checkpoint.
     const { restored } = await this.#restorer.restore(
       new Map(partitions.map((p) => [p, (states.get(p) as PartitionState).store])),
       {
@@ -358,8 +339,7 @@ export class PartitionLifecycle {
             );
           }
         },
-        // A failed heartbeat (the group is rebalancing) must not stop the restore: the marks stay valid, and the
-        // consumer rejoins once the batch handler returns.
+        // A failed heartbeat (a rebalance) must not stop the restore: the marks stay valid.
         heartbeat: () => heartbeat().catch(() => undefined),
       },
     );
@@ -374,10 +354,7 @@ export class PartitionLifecycle {
     );
   }
 
-  /**
-   * A partition's state: its logged view of the local store and a chunk processor over it; under exactly-once
-   * per-partition its transactional producer, connected and initialised (fencing any other).
-   */
+  /** A partition's logged store and chunk processor; per-partition exactly-once, its initialised producer. */
   async #open(partition: number): Promise<PartitionState> {
     const { kafka, repository, changelogTopic, transactions } = this.#deps;
     const sink =

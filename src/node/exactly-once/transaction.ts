@@ -47,14 +47,10 @@ export class TransactionOnlySink implements ChangelogSink {
 }
 
 /**
- * One Kafka transaction over consecutive chunks of one partition: begun by the first request (or at the commit),
- * it carries their output, their changelog records (whatever the logged store staged; a later chunk's lookups see
- * an earlier chunk's staged marks), their dead letters and the input offset after the last of them. Only after
- * {@link commit} do the staged changes reach the local store and the chunks count. Any failure aborts it and drops
- * the staged changes of all its chunks (a new owner's or a new producer's init aborts it anyway).
- *
- * Each chunk's changelog records are sent as it finishes, without waiting for their acks: the next chunk runs
- * meanwhile, and the commit waits for all of them and fails on the first that failed.
+ * One Kafka transaction over consecutive chunks of one partition: their output, their changelog records (what the
+ * logged store staged), their dead letters and the input offset after the last. Only after {@link commit} do the
+ * staged changes reach the local store and the chunks count; a failure aborts it and drops them. Each chunk's
+ * changelog records are sent as it finishes, unacked: the commit waits for them and fails on the first that failed.
  */
 export class ChunkTransaction implements ChunkSink {
   readonly #target: TransactionTarget;

@@ -34,7 +34,6 @@ export interface NodeTotals {
   commits: number;
 }
 
-/** A new, zeroed {@link NodeTotals}. */
 export function emptyTotals(): NodeTotals {
   return {
     recordsIn: 0,
@@ -62,10 +61,7 @@ export interface ChunkEnd {
   readonly nextOffset: string;
 }
 
-/**
- * Where one chunk's records go and how it ends. At-least-once: the producer, and the end sends the dead letters.
- * Exactly-once: the chunk's transaction (see exactly-once/transaction.ts), with the staged changelog records.
- */
+/** Where one chunk's records go and how it ends: the producer (at-least-once), or its transaction (exactly-once). */
 export interface ChunkSink {
   readonly sender: RecordSender;
   /** The chunk is decided (its output acknowledged, or sent in its transaction). */

@@ -59,16 +59,13 @@ export interface DedupNodeOptions {
 /**
  * The Kafka→Kafka dedup node. Each partition batch is cut into chunks of `input.batchSize` records; per chunk:
  *   1. parse: read each record's dedup id (unreadable records and, by default, records without one go to the DLQ);
- *   2. lookup: one store call for the chunk's ids; a duplicate of a stored id or of an earlier record in the
- *      chunk is dropped (first received wins);
- *   3. produce + deliver: write the survivors to the output topic, in their input partition with their key,
- *      headers and timestamp, in order, and wait for the acks (records the output refuses go to the DLQ);
+ *   2. lookup: one store call; a duplicate of a stored id or of an earlier record in the chunk is dropped;
+ *   3. produce + deliver: the survivors to the output topic, in their input partition, in order, acked;
  *   4. mark: one store call records the forwarded ids, kept for `dedup.window`;
  *   5. dead letters, then the chunk's offset is resolved.
- * The finished chunks' offsets are committed once per fetched batch. A crash repeats at most the chunk between
- * its produce and its mark. Partitions are handled one at a time, so one process never races itself. Under
- * exactly-once, consecutive chunks share one Kafka transaction (output, changelog marks, dead letters, offset),
- * and a newly assigned partition first restores its marks from the changelog. See docs/node.md.
+ * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its mark.
+ * Partitions are handled one at a time. Under exactly-once, consecutive chunks share one Kafka transaction, and a
+ * newly assigned partition first restores its marks from the changelog. See docs/node.md.
  */
 export async function startDedupNode(
   config: NodeConfig,

@@ -22,11 +22,10 @@ export interface BatchLoopDeps {
   /** `kafka.sessionTimeout`: a longer step may have lost the partition; a fenced one pauses this long. */
   readonly sessionTimeoutMs: number;
   readonly consumer: GroupConsumer;
-  /** The client's error classes (a fenced transaction). */
   readonly errors: KafkaErrorClassifier;
-  /** The processor over the store, for a node without a changelog. */
+  /** Without a changelog: the processor over the store. */
   readonly chunks: ChunkProcessor;
-  /** The assigned partitions and their logged stores, for a node with a changelog. */
+  /** With a changelog: the assigned partitions and their logged stores. */
   readonly partitions: PartitionLifecycle | undefined;
   readonly catchUp: CatchUp;
   readonly metrics: NodeMetrics;
@@ -36,12 +35,10 @@ export interface BatchLoopDeps {
 }
 
 /**
- * The node's batch loop: the consumer's `eachBatch`. One fetched partition batch, chunk by chunk: each chunk is parsed,
- * looked up, produced (acked) and marked before the next one starts, so at most one chunk is ever produced but not
- * yet marked: a crash repeats at most that chunk. The offsets of the finished chunks are committed at the end,
- * also when a chunk failed (exactly-once: a transaction over consecutive chunks commits their offset, see
- * {@link Span}). Overlapping a chunk's
- * lookup with the previous chunk's produce measured no faster: the node is bound by its one CPU thread.
+ * The consumer's `eachBatch`: one fetched partition batch, chunk by chunk, each finished (marked) before the next
+ * starts, so a crash repeats at most one chunk. The finished chunks' offset is committed at the end, also when a
+ * chunk failed (exactly-once: by the transaction over consecutive chunks, {@link Span}). Overlapping a chunk's
+ * lookup with the previous one's produce measured no faster: the node is bound by its one CPU thread.
  */
 export class BatchLoop {
   readonly #deps: BatchLoopDeps;
@@ -76,7 +73,7 @@ export class BatchLoop {
     if (done !== undefined && !this.#deps.exactlyOnce) {
       const commitStart = performance.now();
       try {
-        await payload.commit(nextOffset(done.offset));
+        await payload.commit((BigInt(done.offset) + 1n).toString());
         totals.commits++;
       } catch (error) {
         failure ??= error;
@@ -103,7 +100,6 @@ export class BatchLoop {
     const partitionLabel = String(partition);
     let done: ConsumedMessage | undefined;
     let state: PartitionState | undefined;
-    // Exactly-once: the open transaction, over the chunks since its first (committed at the span's end).
     let span: Span | undefined;
     try {
       // A batch of a generation that is gone: its partition may be another member's by now.
@@ -120,20 +116,18 @@ export class BatchLoop {
         return undefined;
       }
       if (this.#overran(stepStart, topic, partition, 'restore')) return undefined;
-      // Still a member? (At most once per heartbeat interval.) A batch fetched just before the process was frozen,
-      // or fetched after it woke but before the client noticed that the group moved on, stops here.
+      // Still a member? A batch fetched just before the process froze, or before the client noticed that the
+      // group moved on, stops here.
       await payload.heartbeat();
       // The batch's generation is gone, or the partition rejoined: an open transaction is aborted, not committed.
       let moved = false;
       for (let i = 0; i < messages.length; ) {
         if (!payload.isRunning()) break;
         moved = payload.isStale();
-        // A join since the batch began (revoked, or kept across a gap and restored again): stop after the chunk
-        // in hand. The records are read again from the last commit by whoever owns the partition now.
+        // A join since the batch began: whoever owns the partition now reads the records again.
         moved ||= state !== undefined && !partitions?.current(state, epoch);
         if (moved) break;
         stepStart = performance.now();
-        // Larger chunks while the partition catches up (src/node/catch-up.ts).
         const size = catchUp.chunkSize(topic, partition, Number(messages[i]?.offset), highWatermark);
         const chunk = messages.slice(i, i + size);
         i += chunk.length;
@@ -142,7 +136,7 @@ export class BatchLoop {
           span ??= await this.#openSpan(state);
           const { tx } = span;
           span.records += chunk.length;
-          // The span's last chunk commits it as it finishes, as a transaction per chunk did.
+          // The span's last chunk commits it as it finishes.
           tx.hold(i < messages.length && !span.full(SPAN_CHUNKS * this.#deps.batchSize));
           const { chunks: processor } = state;
           const handled = await this.#transactional(state, topic, payload, tx, () =>
@@ -170,7 +164,6 @@ export class BatchLoop {
           payload.resolveOffset(done.offset);
         }
         catchUp.handled(topic, partition, chunk.length, Number(last.offset) + 1, highWatermark);
-        // Behind the high watermark of this fetch; Number is exact below 2^53 records.
         metrics.lag.set(
           { topic, partition: partitionLabel },
           Math.max(0, highWatermark - Number(last.offset) - 1),
@@ -178,9 +171,8 @@ export class BatchLoop {
         await payload.heartbeat();
         if (this.#overran(stepStart, topic, partition, 'chunk')) break;
       }
-      // Stopped early with chunks in an open transaction: committed now (stopping, or a step overran), where a
-      // transaction per chunk would have committed the last of them, and the commit refuses a moved generation
-      // as a chunk's always did; aborted when the batch's generation or the partition's state is gone.
+      // Stopped early with chunks in an open transaction: committed (stopping, or a step overran), or aborted when
+      // the batch's generation or the partition's state is gone.
       if (span?.last !== undefined) {
         if (moved) await this.#abortSpan(state as PartitionState, span);
         else if (await this.#commitSpan(state as PartitionState, topic, payload, span)) {
@@ -197,11 +189,9 @@ export class BatchLoop {
   }
 
   /**
-   * True when a step of the batch (the restore, or a chunk with its heartbeat) took longer than the session
-   * timeout: the process may have been frozen (SIGSTOP, a long GC, a stalled VM), and the group may have given
-   * the partition to another member, which has processed the rest of this batch by now. A heartbeat answered
-   * before the pause can still look fine after it (kafkajs then skips the next one for an interval), so the batch
-   * stops after the step in hand; the next fetch reads from the last commit, in whatever generation there is then.
+   * True when a step (the restore, or a chunk with its heartbeat) took longer than the session timeout: the
+   * process may have been frozen and the partition given to another member. A heartbeat answered before the pause
+   * can look fine after it, so the batch stops after the step; the next fetch reads from the last commit.
    */
   #overran(start: number, topic: string, partition: number, step: 'restore' | 'chunk'): boolean {
     const ms = performance.now() - start;
@@ -214,7 +204,6 @@ export class BatchLoop {
     return true;
   }
 
-  /** A new transaction for the partition's next chunks. */
   async #openSpan(state: PartitionState): Promise<Span> {
     const lifecycle = this.#deps.partitions as PartitionLifecycle;
     // Per-instance: a producer replaced after a failure may not have started yet.
@@ -242,7 +231,6 @@ export class BatchLoop {
     return committed;
   }
 
-  /** A span's transaction committed: its changelog end is the partition's. */
   #committed(state: PartitionState, tx: ChunkTransaction): void {
     this.#deps.metrics.transactions.inc({ result: 'committed' });
     (this.#deps.partitions as PartitionLifecycle).advanced(state.partition, tx.committed?.changelogNext);
@@ -260,11 +248,9 @@ export class BatchLoop {
   }
 
   /**
-   * One step of an exactly-once transaction: a chunk handled in it, or its commit. False when the partition's
-   * work was dropped: the group rebalanced (the records are read again), or the partition was fenced (a newer
-   * owner holds its transactional id, so this instance drops the partition's work, nothing marked, nothing
-   * committed, and pauses it until the group has had time to move it; if the group gives it back, it is restored
-   * again first).
+   * One step of an exactly-once transaction: a chunk handled in it, or its commit. False when the partition's work
+   * was dropped: the group rebalanced (the records are read again), or the partition was fenced (nothing marked or
+   * committed; paused until the group has had time to move it, and restored first if it comes back).
    */
   async #transactional(
     state: PartitionState,
@@ -285,8 +271,7 @@ export class BatchLoop {
         throw error;
       }
       if (error instanceof GenerationMovedError) {
-        // A rebalance, not a zombie: the new generation reads the partition's position again, and the join
-        // tells the lifecycle which partitions may have had another owner meanwhile.
+        // A rebalance, not a zombie: the join tells the lifecycle which partitions may have moved.
         metrics.transactions.inc({ result: 'aborted' });
         logger.info(
           { topic, partition: state.partition, reason: error.message },
@@ -307,8 +292,7 @@ export class BatchLoop {
         return false;
       }
       metrics.transactions.inc({ result: 'aborted' });
-      // A transaction whose end failed leaves its producer unusable and its outcome unknown: a new producer (its
-      // init aborts what is open) and a restore (the changelog holds the marks if it did commit) before going on.
+      // An end that failed leaves the producer unusable and the outcome unknown: a new producer and a restore.
       if (tx.needsNewProducer) await lifecycle.afterUnknownEnd(state.partition, error);
       throw error;
     }
@@ -324,11 +308,9 @@ export class BatchLoop {
 }
 
 /**
- * Exactly-once: one transaction over consecutive chunks of a batch, committed by the chunk that brings it to
- * `spanRecords` records or starts once it has been open SPAN_MS, by the batch's last chunk, or when the batch
- * stops early. A transaction per chunk spent most of the
- * node's time in the commit's round trips (offsets, end, markers); Kafka Streams likewise commits per
- * `commit.interval` (100 ms under exactly-once). A crash or a failure repeats the whole span, never more.
+ * Exactly-once: one transaction over consecutive chunks of a batch, committed by the chunk that fills it (records
+ * or SPAN_MS), by the batch's last chunk, or when the batch stops early. A transaction per chunk spent most of the
+ * node's time in commit round trips; Kafka Streams likewise commits per `commit.interval`. A crash repeats the span.
  */
 class Span {
   records = 0;
@@ -341,12 +323,11 @@ class Span {
   }
 }
 
-/** At most this long between an exactly-once span's first chunk and its commit (see {@link Span}). */
+/** An exactly-once span's longest time open, and most records in `input.batchSize` chunks. */
 const SPAN_MS = 100;
-/** At most this many input chunks' worth of records (`input.batchSize`) in one exactly-once span. */
 const SPAN_CHUNKS = 10;
 
-/** A chunk failed after others of the batch were done: the error, and the last record handled before it. */
+/** A chunk failed: the error, and the last record handled before it. */
 class ChunksFailed extends Error {
   constructor(
     override readonly cause: unknown,
@@ -354,8 +335,4 @@ class ChunksFailed extends Error {
   ) {
     super('a chunk failed');
   }
-}
-
-function nextOffset(offset: string): string {
-  return (BigInt(offset) + 1n).toString();
 }

@@ -1,7 +1,4 @@
-/**
- * The dedup node without the CLI around it (what `idem node` runs), for the node tests and the benches:
- * `node --import tsx src/node/bin.ts --config node.toml` (or `IDEM_CONFIG=node.toml`).
- */
+/** The dedup node without the CLI (for the tests and benches): `node --import tsx src/node/bin.ts --config node.toml`. */
 import { parseArgs } from 'node:util';
 import { commandLine } from '../util/command-line.js';
 import { nodeExitCodes, runNode } from './main.js';

@@ -1,19 +1,13 @@
 /**
- * Fast catch-up (KAFKA-7132's intent, within the node's ordering guarantee): a partition found far behind its
- * high watermark is handled in larger chunks — larger store calls, larger output requests, fewer per-chunk
- * costs — until it is back within one ordinary chunk of the head, and its progress (lag, rate, estimated time to
- * zero) is published in `/metrics` and the perf log.
- *
- * The proposal's second consumer, reading the head into its own buffer while the first reads the backlog, was
- * measured before it was built (docs/node.md, "Fast catch-up"): the node catching up keeps its one JavaScript
- * thread busy (kafkajs decoding and encoding most of it), so a second fetch stream competes for that thread and
- * cannot make the backlog go faster; and the head could not be handed to the output before the backlog anyway
- * (output in input order per partition). The one consumer reads the backlog and then the head, so the hand-over
- * has no gap and no reordering by construction; what changes during catch-up is how much work each record costs.
+ * Fast catch-up (KAFKA-7132's intent, within the node's ordering guarantee): a partition found far behind its high
+ * watermark is handled in larger chunks until it is back within one ordinary chunk of the head, and its progress
+ * is published in `/metrics` and the perf log. A second consumer reading the head was measured no faster: the one
+ * JavaScript thread is the bound (docs/node.md, "Fast catch-up").
  */
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
+import { round } from './perf-log.js';
 
 /** Defaults of `[catchUp]`, written once. */
 export const catchUpDefaults = {
@@ -28,9 +22,7 @@ export const catchUpDefaults = {
 export const catchUpSchema = z
   .object({
     enabled: z.boolean().default(catchUpDefaults.enabled),
-    /** Lag (records behind the partition's high watermark, as of a fetch) at which a catch-up starts. */
     lagThreshold: z.number().int().min(1).default(catchUpDefaults.lagThreshold),
-    /** Records per chunk while catching up (`input.batchSize` otherwise). */
     batchSize: z.number().int().min(1).default(catchUpDefaults.batchSize),
   })
   .strict()
@@ -49,7 +41,6 @@ export interface CatchUpProgress {
   readonly rate: number;
   /** Seconds until the lag reaches zero at the current rate, net of the head's growth; null: not shrinking. */
   readonly etaSeconds: number | null;
-  /** Records handled since the catch-up started. */
   readonly handled: number;
   /** False once the partition is back within one ordinary chunk of the head. */
   readonly active: boolean;
@@ -62,7 +53,6 @@ interface Run {
   readonly label: { topic: string; partition: string };
   readonly startedAt: number;
   readonly startWatermark: number;
-  readonly startLag: number;
   handled: number;
   lag: number;
   watermark: number;
@@ -71,9 +61,8 @@ interface Run {
 }
 
 /**
- * Decides, per fetched batch and chunk, whether a partition is catching up and how large its next chunk is,
- * and keeps the catch-up metrics. One instance per node; the batch loop calls {@link chunkSize} before each chunk
- * and {@link handled} after it.
+ * Decides whether a partition is catching up and how large its next chunk is, and keeps the catch-up metrics:
+ * the batch loop calls {@link chunkSize} before each chunk and {@link handled} after it.
  */
 export class CatchUp {
   readonly #config: CatchUpConfig;
@@ -120,13 +109,10 @@ export class CatchUp {
     this.#records = counter('idem_node_catch_up_records_total', 'Records handled while catching up');
   }
 
-  /**
-   * The size of the next chunk of a partition whose next record is at `offset`, given the high watermark of the
-   * fetch that brought it; starts a catch-up when the lag passes `catchUp.lagThreshold`.
-   */
+  /** The size of a partition's next chunk, starting at `offset`; starts a catch-up past `catchUp.lagThreshold`. */
   chunkSize(topic: string, partition: number, offset: number, highWatermark: number): number {
     if (!this.#config.enabled) return this.#ordinary;
-    const key = `${topic}\u0000${partition}`;
+    const key = runKey(topic, partition);
     let run = this.#runs.get(key);
     const lag = Math.max(0, highWatermark - offset);
     if (run === undefined && lag >= this.#config.lagThreshold) {
@@ -137,7 +123,6 @@ export class CatchUp {
         label: { topic, partition: String(partition) },
         startedAt: now,
         startWatermark: highWatermark,
-        startLag: lag,
         handled: 0,
         lag,
         watermark: highWatermark,
@@ -159,7 +144,7 @@ export class CatchUp {
 
   /** After a chunk: `count` records handled, the partition's next offset and the fetch's high watermark. */
   handled(topic: string, partition: number, count: number, nextOffset: number, highWatermark: number): void {
-    const key = `${topic}\u0000${partition}`;
+    const key = runKey(topic, partition);
     const run = this.#runs.get(key);
     if (run === undefined) {
       if (this.#tracked.has(key)) {
@@ -180,10 +165,7 @@ export class CatchUp {
     if (run.lag < this.#ordinary) this.#end(run, 'caught up');
   }
 
-  /**
-   * The partitions were reassigned: a catch-up in progress ends (its partition may now be another member's);
-   * the next batch of each partition is judged afresh.
-   */
+  /** The partitions were reassigned: a catch-up in progress ends (its partition may be another member's now). */
   reassigned(): void {
     for (const run of this.#runs.values()) this.#end(run, 'ended by a rebalance');
   }
@@ -202,7 +184,7 @@ export class CatchUp {
   }
 
   #end(run: Run, why: string): void {
-    const key = `${run.topic}\u0000${run.partition}`;
+    const key = runKey(run.topic, run.partition);
     if (this.#runs.get(key) !== run) return;
     this.#runs.delete(key);
     run.active = false;
@@ -252,7 +234,6 @@ export function formatCatchUp(progress: readonly CatchUpProgress[]): string {
   return `catch-up: ${parts.join('; ')}`;
 }
 
-function round(value: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(value * f) / f;
+function runKey(topic: string, partition: number): string {
+  return `${topic}\u0000${partition}`;
 }

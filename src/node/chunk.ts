@@ -34,7 +34,6 @@ export interface NodeTotals {
   commits: number;
 }
 
-/** A new, zeroed {@link NodeTotals}. */
 export function emptyTotals(): NodeTotals {
   return {
     recordsIn: 0,
@@ -54,31 +53,22 @@ interface Survivor {
   readonly id: string | undefined;
 }
 
-/** How a chunk ended: what {@link ChunkSink.finish} is given. */
+/** How a chunk ended: its dead letters, and the input offset to commit once it is done. */
 export interface ChunkEnd {
   readonly topic: string;
   readonly partition: number;
-  /** Records set aside for the DLQ. */
   readonly letters: readonly DeadLetter[];
-  /** The input offset to commit once the chunk is done (its last offset + 1). */
   readonly nextOffset: string;
 }
 
-/**
- * Where one chunk's records go and how it ends. At-least-once: the producer, and the end sends the dead letters.
- * Exactly-once: the chunk's transaction (see exactly-once/transaction.ts), with the staged changelog records.
- */
+/** Where one chunk's records go and how it ends: the producer (at-least-once), or its transaction (exactly-once). */
 export interface ChunkSink {
-  /** Output requests go through it. */
   readonly sender: RecordSender;
-  /** The chunk is decided (its output acknowledged, or sent in its transaction): finish it. */
+  /** The chunk is decided (its output acknowledged, or sent in its transaction). */
   finish(end: ChunkEnd): Promise<void>;
-  /** The chunk failed before it finished; undo what can be undone. */
+  /** The chunk failed before it finished. */
   fail?(error: unknown): Promise<unknown>;
-  /**
-   * Takes a finished chunk's counts to run once its output is committed (exactly-once: a transaction may span
-   * several chunks); without it they run when the chunk finishes.
-   */
+  /** Runs a finished chunk's counts once its output commits (default: when it finishes). */
   onCommitted?(count: () => void): void;
 }
 
@@ -87,7 +77,7 @@ export interface ChunkDeps {
   /** The `[dedup]` table: the id, the window and the policies. */
   readonly dedup: NodeConfig['dedup'];
   readonly dlqTopic: string;
-  /** `output.duplicatesTopic`: the audit record of each dropped duplicate (undefined: off). */
+  /** `output.duplicatesTopic` (undefined: off). */
   readonly audit: DuplicateAudit | undefined;
   readonly repository: IdempotentRepository;
   readonly output: OutputWriter;
@@ -106,25 +96,16 @@ const NODE_CONSUMER_TABLE = consumerConfigSchema.parse({});
 const STORE_PHASE: Record<string, 'lookup' | 'mark'> = { lookup: 'lookup', mark: 'mark' };
 
 /**
- * The node's steps for one chunk of one partition, in order:
- * 1. parse: read each record's dedup id with the fast id reader; unreadable records, and by default records
- *    without one, are set aside for the DLQ;
- * 2. the library's batch engine (lazy mode), exactly as a library user's `processBatch` runs:
- *    lookup: one store call for the chunk's distinct ids; a record whose id is stored, or taken by an earlier
- *    record of the chunk, is a duplicate and dropped (first received wins);
- *    produce + deliver (the batch handler): write the survivors to the output, same partition, key, headers and
- *    timestamp, in order, and wait for the acks; records the output refuses are answered as failed items, so
- *    they join the dead letters and their ids stay unmarked;
- *    mark: one store call records the forwarded ids for `dedup.window`;
- * 3. send the dead letters.
- * When it resolves, the chunk's offsets may be committed.
+ * The node's steps for one chunk of one partition (see startDedupNode): parse the dedup ids; the library's batch
+ * engine in lazy mode (lookup; the survivors written to the output, acked, the refused ones dead-lettered and
+ * unmarked; mark); the dead letters. When it resolves, the chunk's offsets may be committed.
  */
 export class ChunkProcessor {
   readonly #deps: ChunkDeps;
   readonly #readId: (record: RecordParts) => IdVerdict;
   readonly #missingDetail: string;
   readonly #consumer: IdempotentConsumer<Survivor>;
-  /** The at-least-once end of a chunk: dead letters (and changelog marks), acknowledged by all replicas. */
+  /** The at-least-once end of a chunk: the marks are in the store already, the dead letters follow. */
   readonly #atLeastOnce: ChunkSink;
 
   constructor(deps: ChunkDeps) {
@@ -132,13 +113,11 @@ export class ChunkProcessor {
     const { producer, dedup, audit } = deps;
     this.#atLeastOnce = {
       sender: producer,
-      // The marks are in the store already (the engine's mark; a partition's logged store has also appended
-      // them to its changelog, after the output acks).
       finish: (end) => sendDeadLetters(producer, deps.dlqTopic, end.letters),
     };
     this.#readId = nodeIdReader(dedup.id);
     this.#missingDetail = `no dedup id at ${describeId(dedup.id)}`;
-    // Built the one way the CLI and the DI container build consumers; the node's `[dedup]` table fixes the policies.
+    // Built as the CLI and the DI container build consumers; the node's `[dedup]` table fixes the policies.
     this.#consumer = consumerFromConfig<Survivor>(NODE_CONSUMER_TABLE, deps.repository, {
       // The fast reader gives canonical keys; the consumer canonicalizes ids itself, so hand it the id back.
       id: (survivor) => (survivor.id === undefined ? undefined : idOfKey(survivor.id)),
@@ -167,10 +146,7 @@ export class ChunkProcessor {
     });
   }
 
-  /**
-   * Runs the steps for one chunk; rejects (nothing to commit) when a step fails. `sink` says where its records
-   * go and how it ends (default: at-least-once through the node's producer).
-   */
+  /** Runs one chunk through `sink` (default: at-least-once); rejects, nothing to commit, when a step fails. */
   async handle(
     topic: string,
     partition: number,
@@ -192,17 +168,13 @@ export class ChunkProcessor {
     sink: ChunkSink,
   ): Promise<void> {
     const clock = new PhaseClock(this.#deps.perf);
-    // 1. parse
     const { letters, candidates, withoutId } = this.#parse(topic, partition, chunk);
     clock.tick('parse');
-    // 2. lookup, produce + deliver, mark: one engine batch.
     const { results, attempts } = await this.#forward(topic, partition, candidates, sink, clock);
     const tally = this.#tally(topic, partition, candidates, results, attempts, letters);
     // The audit of the dropped duplicates, through the chunk's sender: in its transaction under exactly-once.
     await this.#deps.audit?.send(sink.sender, topic, partition, candidates, results);
-    // 3. Dead letters last: a failure here repeats the chunk, and the marks turn its forwarded records into
-    // duplicates instead of second copies. (Exactly-once: the letters and offset join the transaction, which
-    // the batch loop commits with the marks after this chunk or a later one.)
+    // Dead letters last: a failure here repeats the chunk, and the marks make its forwarded records duplicates.
     const last = chunk[chunk.length - 1] as ConsumedMessage;
     await sink.finish({
       topic,
@@ -216,7 +188,7 @@ export class ChunkProcessor {
     else sink.onCommitted(() => this.#count(topic, partition, chunk.length, withoutId, letters, tally));
   }
 
-  /** Step 1: each record's dedup id; unreadable records, and by default records without one, become dead letters. */
+  /** Each record's dedup id; unreadable records, and by default records without one, become dead letters. */
   #parse(
     topic: string,
     partition: number,
@@ -241,10 +213,7 @@ export class ChunkProcessor {
     return { letters, candidates, withoutId };
   }
 
-  /**
-   * Step 2: the engine batch (lookup; the survivors produced to the output and acknowledged; mark). Resolves with
-   * the engine's results and, for records the output refused, how many attempts it made.
-   */
+  /** The engine batch; resolves with its results and, for records the output refused, their attempts. */
   async #forward(
     topic: string,
     partition: number,
@@ -254,8 +223,8 @@ export class ChunkProcessor {
   ): Promise<{ results: ProcessResult<unknown>[]; attempts: Map<number, number> }> {
     const { output, metrics, perf, logger } = this.#deps;
     const attempts = new Map<number, number>();
-    // The engine answers a throwing batch handler by failing its items; a failed output request (broker gone past
-    // the retries, a fenced transaction) must fail the chunk instead, never send its records to the DLQ.
+    // The engine answers a throwing batch handler by failing its items; a failed output request must fail the
+    // chunk instead, never send its records to the DLQ.
     let writeFailure: { error: unknown } | undefined;
     const produce = {
       batch: async (items: readonly BatchItem<Survivor>[]) => {
@@ -334,8 +303,7 @@ export class ChunkProcessor {
       if (r.outcome === 'duplicate' || r.outcome === 'in-progress') tally.duplicates++;
       else if (fate.fate === 'ack') tally.out++;
       else {
-        // Refused by the engine (an id no store can hold), or by the output after its own retries: dead-lettered,
-        // and not marked.
+        // Refused by the engine (an id no store can hold), or by the output: dead-lettered, not marked.
         const reason = fate.fate === 'dead-letter' ? fate.reason : 'handler-failed';
         const { message } = candidates[i] as Survivor;
         letters.push(letter(topic, partition, message, reason, fate.error, refusedAttempts));
@@ -379,14 +347,13 @@ export class ChunkProcessor {
   }
 }
 
-/** What one chunk's results add up to. */
 interface ChunkTally {
   duplicates: number;
   raced: number;
   out: number;
 }
 
-/** Time spent per phase of a chunk, into the perf log: each tick charges the time since the last to a phase. */
+/** Each tick charges the time since the last to a phase of the perf log. */
 class PhaseClock {
   #t = performance.now();
   constructor(readonly perf: PerfLog) {}

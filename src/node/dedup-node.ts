@@ -1,9 +1,8 @@
 import type { Logger } from 'pino';
-import { ConfigError, StartupTimeoutError } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import type { GroupConsumer, KafkaClient } from '../kafka/port/index.js';
 import { durationRule, isValidDuration, maxDurationMs } from '../store/ttl.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { formatDuration } from '../util/duration.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';
 import { CatchUp } from './catch-up.js';
@@ -23,11 +22,11 @@ import { formatPerf, PerfLog } from './perf-log.js';
 import { ConsumerSupervisor } from './supervisor.js';
 import { prepareTopics } from './topics.js';
 
-/**
- * The TTL rule for `dedup.window` against the store's own maximum (Cassandra's 20 years, a `kafka` store's
- * retention), before any topic is created or checked: the config schema bounds it by the rule's 100 years only.
- */
-function checkWindow(config: NodeConfig, repository: IdempotentRepository): void {
+/** `dedup.window` against the store's own maximum TTL (the schema knows only the rule's 100 years). */
+function checkWindow(
+  config: Pick<NodeConfig, 'dedup' | 'repository'>,
+  repository: IdempotentRepository,
+): void {
   const max = maxDurationMs(repository.capabilities?.maxTtlMs);
   if (isValidDuration(config.dedup.window, max)) return;
   throw new ConfigError(
@@ -53,29 +52,20 @@ export interface DedupNodeHandle {
 export interface DedupNodeOptions {
   /** A Kafka client (the port's) to use instead of the one `config.kafka` opens; the node does not close it. */
   readonly kafka?: KafkaClient;
-  /**
-   * Gives up the start: the connection attempts in progress are dropped and the start rejects with the
-   * signal's reason. kafkajs retries a first connection for minutes; a stop requested meanwhile must not wait.
-   */
+  /** Gives up the start: the connection attempts are dropped and the start rejects with the signal's reason. */
   readonly signal?: AbortSignal;
 }
 
 /**
  * The Kafka→Kafka dedup node. Each partition batch is cut into chunks of `input.batchSize` records; per chunk:
- *   1. parse: read each record's dedup id (unreadable records and, by default, records without one are set
- *      aside for the DLQ);
- *   2. lookup: one store call for the chunk's ids; a duplicate of a stored id or of an earlier record in the
- *      chunk is dropped (first received wins);
- *   3. produce + deliver: write the survivors to the output topic, in their input partition with their key,
- *      headers and timestamp, in order, and wait for the acks (records the output refuses go to the DLQ);
+ *   1. parse: read each record's dedup id (unreadable records and, by default, records without one go to the DLQ);
+ *   2. lookup: one store call; a duplicate of a stored id or of an earlier record in the chunk is dropped;
+ *   3. produce + deliver: the survivors to the output topic, in their input partition, in order, acked;
  *   4. mark: one store call records the forwarded ids, kept for `dedup.window`;
  *   5. dead letters, then the chunk's offset is resolved.
- * The offsets of the finished chunks are committed once per fetched batch (and before giving up on one).
- * A crash repeats at most the chunk between its produce and its mark; nothing is committed before it is
- * written somewhere. Partitions are handled one at a time, so one process never races itself. See docs/node.md.
- * Under `output.guarantee = "exactly-once"` consecutive chunks (up to 10) share one Kafka transaction (output,
- * changelog marks, dead letters, input offset) and the marks reach the local store only after it commits; a newly assigned partition
- * first restores its marks from the changelog (partition-state.ts).
+ * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its mark.
+ * Partitions are handled one at a time. Under exactly-once, consecutive chunks share one Kafka transaction, and a
+ * newly assigned partition first restores its marks from the changelog. See docs/node.md.
  */
 export async function startDedupNode(
   config: NodeConfig,
@@ -87,9 +77,11 @@ export async function startDedupNode(
   checkWindow(config, repository);
   const startup = new StartupWatch(logger, config.kafka.startupTimeout);
   const kafka = options.kafka ?? (await kafkaClient(config.kafka, logger, startup));
-  // The start is bounded: past kafka.startupTimeout it gives up, as a stop asked for meanwhile does.
   const bounded = new AbortController();
-  const timer = setTimeout(() => bounded.abort(startupTimeout(config, startup)), config.kafka.startupTimeout);
+  const timer = setTimeout(
+    () => bounded.abort(startup.timedOut(config.kafka.brokers)),
+    config.kafka.startupTimeout,
+  );
   const signal = options.signal ? AbortSignal.any([options.signal, bounded.signal]) : bounded.signal;
   try {
     const handle = await start(config, repository, logger, kafka, signal);
@@ -105,15 +97,6 @@ export async function startDedupNode(
     // After a failed start, kafkajs may still be winding down attempts: they stay out of the log.
     clearTimeout(timer);
   }
-}
-
-/** The start timed out: what did not answer, and the last error kafkajs saw. */
-function startupTimeout(config: NodeConfig, startup: StartupWatch): StartupTimeoutError {
-  const brokers = config.kafka.brokers.join(', ');
-  return new StartupTimeoutError(
-    `the Kafka brokers ${brokers} did not answer within ${formatDuration(config.kafka.startupTimeout)} ` +
-      `(kafka.startupTimeout): ${startup.lastError ?? 'the start did not finish'}`,
-  );
 }
 
 async function start(
@@ -160,8 +143,7 @@ async function start(
     maxWaitMs: config.input.batchTimeout,
     maxBytesPerPartition: config.input.maxBytesPerPartition,
     maxBytes: config.input.maxBytes,
-    // Per-instance exactly-once: a new owner starts only once no other instance's transaction can still move the
-    // partition's offsets (the group, not a transactional id, fences that instance).
+    // Per-instance: a new owner starts once no other instance's transaction can still move the offsets.
     ...(producers === 'per-instance' ? { requireStableOffsets: true } : {}),
   });
   const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
@@ -180,8 +162,7 @@ async function start(
     totals,
     logger,
   };
-  // Without a changelog, one processor over the store; with one, each partition has its own processor over its
-  // logged view of the store (partition-state.ts), so every write reaches the partition's changelog.
+  // With a changelog, each partition has its own processor over its logged view of the store.
   const chunks = new ChunkProcessor(chunkDeps);
   const partitions =
     changelog === undefined
@@ -230,8 +211,7 @@ async function start(
     await untilAborted(
       (async () => {
         await producer.connect();
-        // Per-instance: the transactional producer first, so that this instance's previous run's open
-        // transaction is aborted before the group asks for stable offsets.
+        // Per-instance: the previous run's open transaction is aborted before the group asks for stable offsets.
         await partitions?.start();
         if (instance) {
           logger.info(
@@ -250,11 +230,15 @@ async function start(
     throw error;
   }
 
-  let metricsPort: number | undefined;
-  if (config.metrics.enabled) metricsPort = await metrics.listen(config.metrics.port, config.metrics.host);
-  const perfTimer = setInterval(() => {
+  const metricsPort = config.metrics.enabled
+    ? await metrics.listen(config.metrics.port, config.metrics.host)
+    : undefined;
+  const logPerf = () => {
     const summary = perf.flush();
     logger.info({ perf: summary }, formatPerf(summary));
+  };
+  const perfTimer = setInterval(() => {
+    logPerf();
     catchUp.logProgress(logger);
   }, config.perf.interval);
   perfTimer.unref();
@@ -278,8 +262,7 @@ async function start(
         } finally {
           await repository.close(); // flushes a local store
           await metrics.close();
-          const summary = perf.flush();
-          logger.info({ perf: summary }, formatPerf(summary));
+          logPerf();
         }
       })();
       return stopping;
@@ -287,11 +270,8 @@ async function start(
   };
 }
 
-/**
- * The changelog checkpoint file: configured, or beside a RocksDB store (a local store that survives a
- * restart). Other stores get none unless configured: a checkpoint must never claim marks the store lost.
- */
-function checkpointPath(config: NodeConfig): string | undefined {
+/** The checkpoint file: configured, or beside a RocksDB store (it must never claim marks a store lost). */
+function checkpointPath(config: Pick<NodeConfig, 'changelog' | 'repository'>): string | undefined {
   if (config.changelog.checkpoint !== undefined) return config.changelog.checkpoint;
   const repository = config.repository as { type?: string; path?: string };
   return repository.type === 'rocksdb' && repository.path ? `${repository.path}.changelog.json` : undefined;

@@ -4,7 +4,7 @@ import type { ConsumedMessage, KafkaErrorClassifier, OutgoingMessage } from '../
 import type { NodeConfig } from './options.js';
 import { OutputWriter, type RecordSender } from './output.js';
 
-/** Kafka's default `max.message.bytes`: audit records are small, so requests are cut well below any sane limit. */
+/** Kafka's default `max.message.bytes`: audit records are small. */
 const AUDIT_MAX_BATCH_BYTES = 1_000_000;
 
 /** A record as the chunk hands it to the engine (see chunk.ts): the Kafka message and its dedup key. */
@@ -13,10 +13,7 @@ interface Candidate {
   readonly id: string | undefined;
 }
 
-/**
- * The value of one record of `output.duplicatesTopic`: a suppressed duplicate, where it was read, and what is
- * known of its first copy. JSON; keyed by the dedup id.
- */
+/** One JSON record of `output.duplicatesTopic`, keyed by the dedup id: a suppressed duplicate and its first copy. */
 export interface DuplicateAuditValue {
   readonly id: string;
   readonly topic: string;
@@ -24,11 +21,7 @@ export interface DuplicateAuditValue {
   readonly offset: string;
   /** `stored` (marked by an earlier chunk or run), `in-flight` (another worker's claim), `batch` (this chunk). */
   readonly reason: DuplicateRecord['reason'];
-  /**
-   * When the first copy was seen (its mark's time, which the record keeps; for a record of an older version, the
-   * retention end minus `dedup.window`), ISO-8601; null when the store cannot tell (a `batch` duplicate, whose
-   * first copy is `first`; an older version's in-flight claim).
-   */
+  /** When the first copy was seen (its mark's time), ISO-8601; null when the store cannot tell. */
   readonly firstSeen: string | null;
   /** `batch`: the first copy's input offset, in this same chunk. */
   readonly firstOffset?: string;
@@ -36,7 +29,7 @@ export interface DuplicateAuditValue {
 
 /** The audit of a node whose config sets `output.duplicatesTopic`; undefined when it is off (the default). */
 export function duplicateAudit(
-  output: NodeConfig['output'],
+  output: Pick<NodeConfig['output'], 'duplicatesTopic' | 'sendAttempts' | 'retryBackoff'>,
   producer: RecordSender,
   errors: KafkaErrorClassifier,
 ): DuplicateAudit | undefined {
@@ -55,14 +48,11 @@ export function duplicateAudit(
 }
 
 /**
- * `output.duplicatesTopic`: one record per duplicate the node drops, in partition p for input partition p (so
- * in input order, as the output). The engine's `onDuplicate` hook is given each duplicate's audit record; they
- * are written after the chunk's engine batch, through the chunk's sender — the producer under at-least-once
- * (acknowledged before the offsets are committed, so a crash may repeat them, as it repeats the output), the
- * chunk's transaction under exactly-once (they commit with its output, marks and offsets, or not at all).
+ * `output.duplicatesTopic`: one record per dropped duplicate, partition p for input partition p, written after the
+ * chunk's engine batch through the chunk's sender (so in its transaction under exactly-once).
  */
 export class DuplicateAudit {
-  /** Per candidate (the engine hands the hook the message object it was given): its audit record. */
+  /** Per candidate (the engine hands the hook the object it was given): its audit record. */
   readonly #records = new WeakMap<Candidate, DuplicateRecord>();
 
   constructor(
@@ -86,10 +76,7 @@ export class DuplicateAudit {
     };
   }
 
-  /**
-   * Writes one record per duplicate of the chunk, in input order; resolves with their count once they are
-   * acknowledged. A record the topic refuses fails the chunk: a dropped record must not go unrecorded.
-   */
+  /** Writes one record per duplicate of the chunk, in order; a refused one fails the chunk. Resolves with the count. */
   async send(
     sender: RecordSender,
     topic: string,

@@ -1,13 +1,12 @@
 import type { Logger } from 'pino';
+import { StartupTimeoutError } from '../errors.js';
 import type { KafkaConnection } from '../kafka/connection.js';
 import { type KafkaClient, type KafkaLogEntry, openKafkaClient } from '../kafka/port/index.js';
 import { formatDuration } from '../util/duration.js';
 
 /**
- * The node's Kafka client (`kafka.client`), opened by the port's one factory. Its retry budget rides out a broker
- * away for a minute or two (a restart, a leader election) instead of failing the batch: 20 tries, backing off to
- * 10 s. The client's log goes to the node's logger; while the node starts, `startup` reports connection retries
- * once.
+ * The node's Kafka client (`kafka.client`). Its retry budget (20 tries, backing off to 10 s) rides out a broker
+ * away for a minute or two instead of failing the batch. While the node starts, `startup` sees the client's log.
  */
 export function kafkaClient(
   config: KafkaConnection,
@@ -32,8 +31,7 @@ export function kafkaClient(
 export class StartupWatch {
   #starting = true;
   #told = false;
-  /** The last connection error the client reported during the start. */
-  lastError: string | undefined;
+  #lastError: string | undefined;
 
   constructor(
     private readonly logger: Logger,
@@ -45,10 +43,18 @@ export class StartupWatch {
     this.#starting = false;
   }
 
+  /** The start timed out: what did not answer, and the last connection error the client reported. */
+  timedOut(brokers: readonly string[]): StartupTimeoutError {
+    return new StartupTimeoutError(
+      `the Kafka brokers ${brokers.join(', ')} did not answer within ${formatDuration(this.timeoutMs)} ` +
+        `(kafka.startupTimeout): ${this.#lastError ?? 'the start did not finish'}`,
+    );
+  }
+
   /** Whether the client's entry is logged as it is. */
   sees(entry: KafkaLogEntry): boolean {
     if (!this.#starting || entry.connectionFailure === undefined) return true;
-    this.lastError = entry.connectionFailure;
+    this.#lastError = entry.connectionFailure;
     if (this.#told) {
       this.logger.debug(entry.fields, entry.message);
       return false;

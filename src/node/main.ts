@@ -32,14 +32,16 @@ export interface RunNodeOptions {
 
 /**
  * `idem node --config node.toml`: runs the dedup node until SIGTERM or SIGINT, then finishes the chunk in hand,
- * commits, flushes the store and resolves to 0. A second signal during the stop gives up at once (code 1).
- * Resolves to one of {@link nodeExitCodes}; the caller exits with it.
+ * commits, flushes the store and resolves to 0 ({@link nodeExitCodes}). A second signal gives up at once (1).
  */
 export async function runNode(options: RunNodeOptions = {}): Promise<number> {
   const logger = nodeLogger(pino.destination({ fd: 1, sync: false }));
+  // Listen from the first moment: a stop must not wait for the first connection's retries.
+  const signals = new SignalWatch();
   try {
-    return await run(options, logger);
+    return await run(options, logger, signals);
   } finally {
+    signals.dispose();
     await new Promise<void>((resolve) => logger.flush(() => resolve()));
   }
 }
@@ -49,18 +51,7 @@ export function nodeLogger(destination: DestinationStream): Logger {
   return pino({ name: 'idem-node', redact: { paths: [...logRedactPaths], censor: REDACTED } }, destination);
 }
 
-async function run(options: RunNodeOptions, logger: Logger): Promise<number> {
-  // Listen from the first moment: a stop asked for while the store or the brokers are still being reached
-  // must not wait for their retries (kafkajs retries a first connection for minutes).
-  const signals = new SignalWatch();
-  try {
-    return await runWatched(options, logger, signals);
-  } finally {
-    signals.dispose();
-  }
-}
-
-async function runWatched(options: RunNodeOptions, logger: Logger, signals: SignalWatch): Promise<number> {
+async function run(options: RunNodeOptions, logger: Logger, signals: SignalWatch): Promise<number> {
   let config: NodeConfig;
   try {
     config = await loadConfig(nodeConfigSchema, {
@@ -148,10 +139,7 @@ async function runWatched(options: RunNodeOptions, logger: Logger, signals: Sign
   return nodeExitCodes.ok;
 }
 
-/**
- * A config that fails because none was given (no `--config`, no `IDEM_CONFIG`) says so, and how to write one,
- * rather than listing every required key as a problem. With `IDEM__…` variables set, their problems follow.
- */
+/** No config given: says so, and how to write one, rather than listing every required key as a problem. */
 function noConfigGiven(error: unknown, options: RunNodeOptions): ConfigError | undefined {
   const env = options.env ?? process.env;
   if (!(error instanceof ConfigError) || options.configPath || env.IDEM_CONFIG) return undefined;
@@ -167,11 +155,7 @@ function noConfigGiven(error: unknown, options: RunNodeOptions): ConfigError | u
   );
 }
 
-/**
- * The node's code, imported on demand, and the Kafka client it will use (`kafka.client`): both may import optional
- * packages (kafkajs, `@platformatic/kafka`), so a missing one must be a sentence naming the fix, before the store
- * is opened, not Node's resolver stack.
- */
+/** The node's code and its Kafka client, imported on demand: a missing optional package is a sentence naming the fix. */
 async function loadNodeModule(config: NodeConfig): Promise<typeof import('./dedup-node.js')> {
   try {
     const node = await import('./dedup-node.js');
@@ -182,18 +166,11 @@ async function loadNodeModule(config: NodeConfig): Promise<typeof import('./dedu
   }
 }
 
-/**
- * The exit code of a failed start: a config problem or a missing package is one line on stderr, anything else
- * a log entry.
- */
+/** The exit code of a failed start: a config problem or a missing package is one line on stderr, else a log entry. */
 function startFailure(error: unknown, logger: Logger, what: string): number {
-  if (error instanceof ConfigError) {
+  if (error instanceof ConfigError || error instanceof MissingDependencyError) {
     process.stderr.write(`${commandLine('idem node', error.message)}\n`);
-    return nodeExitCodes.config;
-  }
-  if (error instanceof MissingDependencyError) {
-    process.stderr.write(`${commandLine('idem node', error.message)}\n`);
-    return nodeExitCodes.startup;
+    return error instanceof ConfigError ? nodeExitCodes.config : nodeExitCodes.startup;
   }
   logger.error({ err: error }, what);
   return nodeExitCodes.startup;
@@ -231,10 +208,7 @@ class SignalWatch {
     process.on('SIGINT', this.#handler);
   }
 
-  /**
-   * The next signal received (or one already queued). Callers waiting at the same time share one promise, so
-   * a race that is abandoned never swallows a signal meant for the next wait.
-   */
+  /** The next signal. Callers waiting at once share one promise, so an abandoned race never swallows a signal. */
   next(): Promise<NodeJS.Signals> {
     const queued = this.#queue.shift();
     if (queued) return Promise.resolve(queued);
@@ -250,10 +224,7 @@ class SignalWatch {
   }
 }
 
-/**
- * Waits for a stop (`work`) for at most `ms`, or until a second signal. Resolves to `'stopped'`, or to what
- * cut it short, after logging it; the stop's own error is logged and counts as `'failed'`.
- */
+/** Waits for a stop for at most `ms`, or until a second signal; logs what cut it short, or its error. */
 async function settleWithin(
   work: Promise<unknown>,
   ms: number,

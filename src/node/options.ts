@@ -32,16 +32,18 @@ export const nodeDefaults = {
   requestTimeoutMs: kafkaConnectionDefaults.requestTimeoutMs,
   /** Longest graceful stop (finish the batch, commit, flush); past it the process exits with code 1. */
   shutdownTimeoutMs: 30_000,
-  /** Kafka's default `transaction.timeout.ms` for a producer: a transaction left open by a crash is aborted after it. */
+  /** Kafka's default `transaction.timeout.ms`. */
   transactionTimeoutMs: 60_000,
   /**
-   * Per-instance exactly-once: nothing but this timeout ends the open transaction of an instance that crashed
-   * and does not come back, and until then it holds back the last stable offset of the output and changelog
-   * partitions it wrote to. Kafka Streams uses 10 s; on @platformatic/kafka 10–15 s measured 0.6–0.76× the
-   * records/s of 30–60 s (the library also sends it as its request timeout), so 30 s.
+   * Per-instance: only this timeout ends a crashed instance's open transaction, which holds back the stable offset
+   * of what it wrote to. On @platformatic/kafka (which also sends it as its request timeout) 10–15 s measured
+   * 0.6–0.76× the records/s of 30–60 s.
    */
   instanceTransactionTimeoutMs: 30_000,
 } as const;
+
+/** What an instance id may be: it is part of a transactional id, and of a file's contents. */
+export const INSTANCE_ID = /^[A-Za-z0-9._-]{1,100}$/;
 
 /** `id = "uid"` is short for `id = { from = "value", path = "uid" }`. */
 const dedupIdSchema = z.union(
@@ -49,10 +51,7 @@ const dedupIdSchema = z.union(
   { error: 'must be a field path ("uid") or a table such as { from = "key" }' },
 );
 
-/**
- * The dedup node's config file (`idem node --config node.toml`). Env overrides use
- * `IDEM__SECTION__KEY`, e.g. `IDEM__METRICS__ENABLED=false`, `IDEM__INPUT__TOPIC=raw`. See docs/node.md.
- */
+/** The dedup node's config file (`idem node --config node.toml`; `IDEM__SECTION__KEY` overrides). See docs/node.md. */
 export const nodeConfigSchema = z
   .object({
     repository: configSections.repository,
@@ -61,7 +60,6 @@ export const nodeConfigSchema = z
       .object({
         topic: z.string().min(1),
         groupId: z.string().min(1).default(nodeDefaults.groupId),
-        /** Most records handled per store round trip and per output request. */
         batchSize: z.number().int().min(1).default(nodeDefaults.batchSize),
         /** Longest wait of one fetch on a drained topic before the node polls again. */
         batchTimeout: durationMs.default(nodeDefaults.batchTimeoutMs),
@@ -74,63 +72,33 @@ export const nodeConfigSchema = z
     output: z
       .object({
         topic: z.string().min(1),
-        /** Tries of one request that fails with a passing error, before the fetched batch is retried from scratch. */
         sendAttempts: z.number().int().min(1).default(nodeDefaults.sendAttempts),
-        /** First wait between tries, doubled each time. */
         retryBackoff: durationMs.default(nodeDefaults.retryBackoffMs),
-        /**
-         * `at-least-once` (default): a crash may repeat one chunk in the output. `exactly-once`: one Kafka
-         * transaction per span of up to 10 chunks holds their output, changelog marks and input offset.
-         */
+        /** `at-least-once`: a crash may repeat one chunk in the output. `exactly-once`: Kafka transactions. */
         guarantee: z.enum(['at-least-once', 'exactly-once']).default('at-least-once'),
-        /**
-         * Exactly-once: transactional ids are `<prefix>-<input topic>-<partition>` (one producer per partition) or
-         * `<prefix>-<input topic>-instance-<instance id>` (one per instance); the prefix defaults to the group id.
-         */
+        /** Exactly-once: the transactional ids' prefix (default: the group id; see {@link transactionalId}). */
         transactionalIdPrefix: z.string().min(1).optional(),
         /**
-         * Exactly-once: `per-partition` (one transactional producer per owned input partition, fenced by its id)
-         * or `per-instance` (one producer per instance, fenced by the consumer group's generation: KIP-447, Kafka
-         * Streams' EOS v2; needs a client that sends the generation, `kafka.client = "platformatic"`). Default:
-         * per-instance on a client that can, per-partition otherwise.
+         * Exactly-once: one transactional producer per owned partition (fenced by its id) or per instance (fenced
+         * by the group's generation, KIP-447; platformatic only). Default: per-instance where the client can.
          */
         transactionalProducer: z.enum(['per-partition', 'per-instance']).optional(),
-        /**
-         * Exactly-once, per-instance: this instance's name in its transactional id. It must be stable across
-         * restarts (a restarted instance then aborts its own open transaction at once) and unique in the group.
-         * Default: a random id kept in a file beside the local store (`<path>.instance-id`), or a new one per
-         * process when the store keeps nothing on disk.
-         */
-        instanceId: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]{1,100}$/, 'letters, digits, ".", "_" or "-", at most 100')
-          .optional(),
-        /**
-         * Exactly-once: the broker aborts a transaction left open this long (a crashed owner's). Default 60 s
-         * per-partition, 30 s per-instance ({@link transactionTimeoutMs}).
-         */
+        /** Per-instance: this instance's name, stable across restarts and unique in the group (see resolveInstanceId). */
+        instanceId: z.string().regex(INSTANCE_ID, 'letters, digits, ".", "_" or "-", at most 100').optional(),
+        /** Exactly-once: the broker aborts a transaction left open this long ({@link nodeDefaults}). */
         transactionTimeout: durationMs.optional(),
-        /**
-         * Off by default. One JSON record per suppressed duplicate (id, input topic/partition/offset, first-seen
-         * time), partition p for input partition p; created like the output topic when missing. See duplicates.ts.
-         */
+        /** One JSON record per suppressed duplicate, partition p for input partition p (duplicates.ts). Off by default. */
         duplicatesTopic: z.string().min(1).optional(),
       })
       .strict(),
-    /**
-     * The changelog: a compacted topic holding each forwarded id's mark, partition p for input partition p, so
-     * the dedup state follows its partition to whichever instance owns it. See docs/node.md.
-     */
+    /** A compacted topic of the forwarded ids' marks, partition p for input partition p: the state follows it. */
     changelog: z
       .object({
         /** Required (and the default) under exactly-once; off by default under at-least-once. */
         enabled: z.boolean().optional(),
         /** Default: `<group id>-<output topic>-changelog`. */
         topic: z.string().min(1).optional(),
-        /**
-         * The checkpoint file (the changelog offset the local store has applied, per partition). Default: beside a
-         * RocksDB store (`<path>.changelog.json`); none for other stores (each restore reads from the start).
-         */
+        /** The file of the changelog offsets the local store has applied (default: beside a RocksDB store). */
         checkpoint: z.string().min(1).optional(),
       })
       .strict()
@@ -140,11 +108,7 @@ export const nodeConfigSchema = z
       .object({
         /** The dedup field: a dotted path into the JSON value (`"uid"`), or `{ from = "key" }` / a header. */
         id: dedupIdSchema,
-        /**
-         * How long an id stays a duplicate, from when the node forwarded it (processing time): the TTL of its
-         * marks and the changelog's retention, so the TTL rule bounds it (at most 100 years; the node also checks
-         * its store's own maximum before it touches a topic).
-         */
+        /** How long an id stays a duplicate after it was forwarded: the marks' TTL and the changelog's retention. */
         window: durationSchema({ max: MAX_TTL_MS }).default(nodeDefaults.windowMs),
         /** A record without the dedup field: dead-letter it (default) or forward it undeduplicated (KIP-655). */
         missingId: z.enum(['dlq', 'forward']).default(nodeDefaults.missingId),
@@ -171,7 +135,6 @@ export const nodeConfigSchema = z
       .object({ timeout: durationMs.default(nodeDefaults.shutdownTimeoutMs) })
       .strict()
       .prefault({}),
-    /** Fast catch-up of a partition found far behind (src/node/catch-up.ts). */
     catchUp: catchUpSchema,
   })
   .strict()
@@ -199,10 +162,8 @@ export const nodeConfigSchema = z
   });
 
 /**
- * The changelog topic must be the node's alone. Its records are keyed like the marks and compacted: an audit
- * record (`output.duplicatesTopic`, keyed by the dedup id) would replace a forwarded id's mark, and after a restore
- * that id's next copy would be forwarded again; input, output and dead-letter records would be read back as
- * marks, or be compacted away.
+ * The changelog topic must be the node's alone: it is compacted and keyed like the marks, so an audit record
+ * (keyed by the dedup id) would replace a forwarded id's mark, and other records would be read back as marks.
  */
 function refuseSharedChangelogTopic(
   config: ChangelogSettings & {
@@ -263,15 +224,18 @@ export function changelogTopic(config: ChangelogSettings): string {
 }
 
 /** The transactional id of input partition `partition`'s producer: `<prefix>-<input topic>-<partition>`. */
-export function transactionalId(config: NodeConfig, partition: number): string {
+export function transactionalId(config: TransactionalIdSettings, partition: number): string {
   return `${transactionalIdBase(config)}-${partition}`;
 }
 
 /** The transactional id of an instance's one producer: `<prefix>-<input topic>-instance-<instance id>`. */
-export function instanceTransactionalId(config: NodeConfig, instanceId: string): string {
+export function instanceTransactionalId(config: TransactionalIdSettings, instanceId: string): string {
   return `${transactionalIdBase(config)}-instance-${instanceId}`;
 }
 
-function transactionalIdBase(config: NodeConfig): string {
+/** What names a transactional id: the prefix (default: the group id) and the input topic. */
+export type TransactionalIdSettings = Pick<NodeConfig, 'input' | 'output'>;
+
+function transactionalIdBase(config: TransactionalIdSettings): string {
   return `${config.output.transactionalIdPrefix ?? config.input.groupId}-${config.input.topic}`;
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaErrorClassifier, OutgoingMessage, RecordSender } from '../kafka/port/index.js';
 
 /** A record the output topic refused for what it is (too large, invalid), so sending it again cannot help. */
@@ -9,7 +10,6 @@ export interface Refused {
   readonly attempts: number;
 }
 
-/** What output requests go through: the producer, or (exactly-once) the chunk's open transaction. */
 export type { RecordSender };
 
 /** Options of {@link OutputWriter}. */
@@ -27,12 +27,10 @@ export interface OutputWriterOptions {
 }
 
 /**
- * Most records per request. kafkajs's producer groups a request's messages per partition by copying the
- * partition's list at every message (`[...current, message]`), a cost quadratic in the request's size: past about
- * a thousand records a larger request costs more than the round trip it saves (profiled with chunks of 10,000
- * during catch-up, docs/node.md "Fast catch-up").
+ * Most records per request: kafkajs's producer copies a partition's list at every message, quadratic in the
+ * request's size, so past about a thousand records a larger request costs more than the round trip it saves.
  */
-export const MAX_RECORDS_PER_REQUEST = 1_000;
+const MAX_RECORDS_PER_REQUEST = 1_000;
 
 /** Bytes a record adds to a batch beyond its key, value and headers (length varints, deltas, attributes). */
 const RECORD_OVERHEAD = 24;
@@ -40,11 +38,9 @@ const RECORD_OVERHEAD = 24;
 const BATCH_OVERHEAD = 61;
 
 /**
- * Writes records to one partition of the output topic, in order, each request acknowledged by all in-sync
- * replicas. A request that fails with an error that may pass is retried a bounded number of times and then
- * raised (nothing is dead-lettered for a broker outage). A request refused for its records is split in halves,
- * recursively, until each refused record stands alone: those are returned, every other record is written, and
- * the survivors keep their relative order.
+ * Writes records to one partition of a topic, in order, acks from all in-sync replicas. A passing error is retried
+ * a bounded number of times, then raised (a broker outage dead-letters nothing). A request refused for its records
+ * is split in halves until each refused record stands alone: those are returned, the rest written in order.
  */
 export class OutputWriter {
   readonly #producer: RecordSender;
@@ -58,15 +54,7 @@ export class OutputWriter {
     this.#budget = Math.max(1, Math.floor(options.maxBatchBytes * 0.9) - BATCH_OVERHEAD);
   }
 
-  /** The client's error classes this writer retries and splits by (an audit writer beside it shares them). */
-  get errors(): KafkaErrorClassifier {
-    return this.#options.errors;
-  }
-
-  /**
-   * Writes `messages` to `partition` in order; resolves with the records the topic refused (usually none).
-   * `sender` is the producer unless given (exactly-once passes the chunk's transaction).
-   */
+  /** Writes `messages` to `partition` in order through `sender`; resolves with the records the topic refused. */
   async write(
     partition: number,
     messages: readonly OutgoingMessage[],
@@ -152,8 +140,4 @@ function approxBytes(message: OutgoingMessage): number {
 function byteLength(value: Buffer | string | null | undefined): number {
   if (value === null || value === undefined) return 0;
   return typeof value === 'string' ? Buffer.byteLength(value) : value.length;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

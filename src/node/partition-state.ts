@@ -13,19 +13,15 @@ import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transactio
 import type { NodeMetrics } from './metrics.js';
 
 /**
- * One assigned input partition: the node's processor over the partition's logged store. Every write the chunk's
- * engine makes goes through `store` and so reaches changelog partition = input partition: at once, acknowledged
- * (at-least-once), or staged in the chunk's transaction (exactly-once).
+ * One assigned input partition: its chunk processor writes through `store`, so every write reaches changelog
+ * partition = input partition, acknowledged at once (at-least-once) or staged in the chunk's transaction.
  */
 export interface PartitionState {
   readonly partition: number;
-  /** The partition's logged view of the local store. */
   readonly store: LoggedRepository;
-  /** The partition's chunk processor, over `store`. */
   readonly chunks: ChunkProcessor;
   /** At-least-once: the changelog sink (its `next` offset is what the local store holds). */
   readonly sink?: KafkaChangelogSink;
-  /** Exactly-once: each chunk is a transaction ({@link PartitionLifecycle.transaction}). */
   readonly transactional: boolean;
   /** Exactly-once, per-partition: the partition's own transactional producer (per-instance: the lifecycle's). */
   readonly producer?: KafkaProducer;
@@ -34,7 +30,6 @@ export interface PartitionState {
 /** What {@link PartitionLifecycle} works with. */
 export interface PartitionLifecycleDeps {
   readonly kafka: KafkaClient;
-  /** A transaction commits the input topic's offsets, and its dead letters go to the DLQ topic. */
   readonly inputTopic: string;
   readonly dlqTopic: string;
   /** `perf.interval`: how often a long restore logs its progress. */
@@ -47,13 +42,12 @@ export interface PartitionLifecycleDeps {
   readonly logger: Logger;
   /** At-least-once: the node's producer, which also writes the changelog. */
   readonly producer: KafkaProducer;
-  /** The changelog topic. */
   readonly changelogTopic: string;
   /** The checkpoint file; undefined: every restore reads the changelog from the start. */
   readonly checkpointPath: string | undefined;
   /** Exactly-once: its transactional producers; undefined under at-least-once. */
   readonly transactions: TransactionalProducers | undefined;
-  /** Builds a chunk processor over the given store (each partition gets one over its logged store). */
+  /** A chunk processor over a partition's logged store. */
   readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
 }
 
@@ -67,27 +61,21 @@ export interface TransactionalProducers {
 }
 
 /**
- * The partitions this instance owns and the state that follows each of them (issue 11):
- * - assignment (the group's join): partitions no longer assigned are closed (producer gone, checkpoint
- *   written); new ones wait for their first batch;
- * - before a partition's first record, `ready` restores it: under exactly-once its transactional producer is
- *   initialised first (that fences the previous owner and aborts its open transaction, so the changelog's end
- *   is stable), then the changelog partition is read from the local checkpoint (or the start) up to the end
- *   captured then, into the local store (the {@link ChangelogRestorer}'s work: it also keeps the checkpoint);
- * - a fenced partition (a newer owner exists) is dropped and restored again if the group gives it back;
- * - after a gap in the generations (expelled, or a generation missed; on kafkajs, which does not say the
- *   generation, every rejoin) every partition is restored again before its next record, from where its local
- *   state left off, and so is an at-least-once partition whose changelog another writer appended to meanwhile.
+ * The partitions this instance owns and the state that follows each of them. A partition no longer assigned is
+ * closed (producer gone, checkpoint written). Before its first record, `ready` restores a partition: under
+ * exactly-once its transactional producer is initialised first (fencing the previous owner, so the changelog's
+ * end is stable), then the changelog is read from the checkpoint up to that end into the local store. A fenced
+ * partition, every partition after a gap in the generations (every kafkajs rejoin), and an at-least-once
+ * partition whose changelog another writer appended to, are restored again before their next record.
  */
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
-  /** Exactly-once with one producer for the instance ({@link start}); the group fences it (KIP-447). */
+  /** Exactly-once with one producer for the instance, fenced by the group (KIP-447). */
   readonly #perInstance: boolean;
   #instanceProducer: KafkaProducer | undefined;
+  readonly #instanceId: string | undefined;
   readonly #reader: ChangelogReader;
-  /** Restores each partition's logged store and keeps the checkpoint of what the local store holds. */
   readonly #restorer: ChangelogRestorer;
-  /** Ready partitions. */
   readonly #ready = new Map<number, PartitionState>();
   /** The group's current assignment of the input topic. */
   #assigned = new Set<number>();
@@ -98,7 +86,8 @@ export class PartitionLifecycle {
 
   constructor(deps: PartitionLifecycleDeps) {
     this.#deps = deps;
-    this.#perInstance = deps.transactions?.instanceId !== undefined;
+    this.#instanceId = deps.transactions?.instanceId;
+    this.#perInstance = this.#instanceId !== undefined;
     this.#reader = new ChangelogReader(deps.kafka);
     this.#restorer = new ChangelogRestorer({
       source: new KafkaChangelogSource({ reader: this.#reader, topic: deps.changelogTopic }),
@@ -114,19 +103,20 @@ export class PartitionLifecycle {
   }
 
   /**
-   * Per-instance exactly-once: connects the instance's transactional producer before the consumer joins. Its init
-   * aborts whatever transaction this instance's previous run left open, which otherwise would hold its offsets
-   * (a new owner's stable offset fetch waits for it) and its output until the broker's transaction timeout.
+   * Per-instance: connects the instance's producer before the consumer joins. Its init aborts what this instance's
+   * previous run left open, which would otherwise hold its offsets and output until the transaction timeout.
    */
   async start(): Promise<void> {
-    if (this.#perInstance) this.#instanceProducer ??= await this.#connectInstanceProducer();
+    if (this.#perInstance)
+      this.#instanceProducer ??= await this.#transactionalProducer(this.#instanceId as string);
   }
 
-  async #connectInstanceProducer(): Promise<KafkaProducer> {
-    const { instanceId, timeoutMs } = this.#deps.transactions as TransactionalProducers;
-    const producer = this.#deps.kafka.producer({
-      transactionalId: instanceId as string,
-      transactionTimeoutMs: timeoutMs,
+  /** A connected transactional producer: its init fences the id's previous owner and aborts its open transaction. */
+  async #transactionalProducer(transactionalId: string): Promise<KafkaProducer> {
+    const { kafka, transactions } = this.#deps;
+    const producer = kafka.producer({
+      transactionalId,
+      transactionTimeoutMs: (transactions as TransactionalProducers).timeoutMs,
       idempotent: true,
     });
     try {
@@ -139,39 +129,32 @@ export class PartitionLifecycle {
   }
 
   /**
-   * A chunk's transaction was fenced. Per-partition: a newer owner holds the partition's id, and the partition is
-   * restored before its next record. Per-instance: fenced by the group (this member's generation is gone, so any
-   * partition may have moved) or, after the broker aborted a transaction it held open too long, by its own id:
-   * every partition is restored and the producer replaced.
+   * A chunk's transaction was fenced. Per-partition: a newer owner holds the partition's id; it is restored before
+   * its next record. Per-instance (the group fenced this member, or the broker aborted a transaction open too
+   * long): every partition is restored and the producer replaced.
    */
   async afterFenced(partition: number, cause: unknown): Promise<void> {
     if (!this.#perInstance) {
       await this.reset(partition, 'fenced');
       return;
     }
-    await this.resetAll('fenced');
+    await this.#closeAll([...this.#ready.keys()], () => 'fenced');
     await this.#replaceInstanceProducer(cause);
   }
 
-  /**
-   * A chunk's transaction ended in an unknown state (it may have committed): its partition is restored (the
-   * changelog says), and a per-instance producer replaced (a per-partition one goes with its partition).
-   */
+  /** A chunk's transaction may have committed: its partition is restored, a per-instance producer replaced. */
   async afterUnknownEnd(partition: number, cause: unknown): Promise<void> {
     await this.reset(partition, 'transaction did not end in a known abort');
     if (this.#perInstance) await this.#replaceInstanceProducer(cause);
   }
 
-  /**
-   * Per-instance: the producer is replaced; the new one's init aborts whatever is still open. Chunks run one at a
-   * time, so none is using it. If the new one cannot start, the next chunk starts it ({@link start}).
-   */
+  /** Per-instance: a new producer, whose init aborts what is still open; if it cannot start, the next chunk's does. */
   async #replaceInstanceProducer(cause: unknown): Promise<void> {
     const old = this.#instanceProducer;
     this.#instanceProducer = undefined;
     await old?.disconnect().catch(() => undefined);
     try {
-      this.#instanceProducer = await this.#connectInstanceProducer();
+      this.#instanceProducer = await this.#transactionalProducer(this.#instanceId as string);
     } catch (error) {
       this.#deps.logger.warn(
         { err: error, cause },
@@ -180,16 +163,13 @@ export class PartitionLifecycle {
     }
   }
 
-  /** True when exactly-once runs one producer for the instance (fenced by the group). */
   get perInstance(): boolean {
     return this.#perInstance;
   }
 
   /**
-   * The group assigned these partitions: the ones it took away are closed. After a gap in the generations (the
-   * member was expelled and joined again, or missed a generation) every partition is closed: one it keeps may
-   * have been owned and processed elsewhere meanwhile, so it is restored from the changelog, from where its local
-   * state left off, before its next record.
+   * The group assigned these partitions: the ones it took away are closed, and after a gap in the generations
+   * every one (a kept one may have been processed elsewhere meanwhile, so it is restored before its next record).
    */
   async assigned(
     partitions: readonly number[],
@@ -199,9 +179,7 @@ export class PartitionLifecycle {
     this.#epoch++;
     const last = this.#lastJoin;
     this.#lastJoin = join && { memberId: join.memberId, generationId: join.generationId };
-    // Per-partition exactly-once, the other owner's producer init would fence this instance's; per-instance and
-    // at-least-once nothing would tell. kafkajs does not say the generation: each of its rejoins counts as a gap
-    // (the restore then reads only what the changelog gained since this store's offset).
+    // kafkajs does not say the generation: each of its rejoins counts as a gap.
     const gap = !followsOn(last, join);
     const closing = [...this.#ready.keys()].filter((p) => gap || !this.#assigned.has(p));
     await this.#closeAll(closing, (p) =>
@@ -209,34 +187,25 @@ export class PartitionLifecycle {
     );
   }
 
-  /** The join count, to hand to {@link current}. */
   get epoch(): number {
     return this.#epoch;
   }
 
-  /**
-   * True while `state` is its partition's ready state and no join happened since `epoch`: a batch begun before a
-   * rebalance (the resumed zombie's, whose partitions the group may have given to another member) stops after its
-   * chunk in hand.
-   */
+  /** True while `state` is its partition's ready state and no join happened since `epoch`. */
   current(state: PartitionState, epoch: number): boolean {
     return this.#epoch === epoch && this.#ready.get(state.partition) === state;
   }
 
   /**
-   * The partition's state, restored first if needed (with every other assigned partition that waits for its
-   * restore: one changelog read for all). `heartbeat` keeps this member in the group during a long restore.
-   * Undefined when the group does not assign the partition to this member now, or reassigned partitions during
-   * the restore: its records must not be processed.
+   * The partition's state, restored first if needed (with the other assigned partitions that wait: one changelog
+   * read for all). Undefined when the partition is not this member's now, or was reassigned during the restore.
    */
   async ready(partition: number, heartbeat: () => Promise<void>): Promise<PartitionState | undefined> {
     if (!this.#assigned.has(partition)) return undefined;
     const state = this.#ready.get(partition);
     if (state) return state;
-    // Per-instance, only the partition whose records arrived is known to be stable: its committed offset was
-    // read with requireStable, so no other instance's transaction on it can still commit (nothing but the group
-    // fences that instance). Another assigned partition may still wait for such a transaction, and a changelog
-    // end captured now could miss its marks.
+    // Per-instance, only the partition whose records arrived is known stable (its offset was read with
+    // requireStable): another may still wait for another instance's transaction, whose marks a restore would miss.
     const waiting = this.#perInstance ? [partition] : [...this.#assigned].filter((p) => !this.#ready.has(p));
     await this.#restore(
       waiting.sort((a, b) => a - b),
@@ -245,12 +214,12 @@ export class PartitionLifecycle {
     return this.#ready.get(partition);
   }
 
-  /**
-   * The partition must be restored again before its next record: it was fenced (another instance owns it now),
-   * or a committed chunk's marks could not be applied to the local store.
-   */
+  /** The partition must be restored again before its next record. */
   async reset(partition: number, why: string): Promise<void> {
-    await this.#close(partition, why);
+    const state = this.#ready.get(partition);
+    this.#ready.delete(partition);
+    if (state) await this.#closeState(state, why);
+    else await this.#restorer.checkpoint(partition);
   }
 
   /** Records that a committed chunk's marks reached the changelog up to `next` (and the store holds them). */
@@ -259,10 +228,8 @@ export class PartitionLifecycle {
   }
 
   /**
-   * At-least-once: records what the partition's sink appended to the changelog. Appends that do not follow on
-   * from the offset the store holds mean another instance wrote to the partition's changelog meanwhile (this one
-   * was frozen, and the group had moved the partition): its marks are not in the local store, so the partition
-   * is restored before its next record, from where the store left off.
+   * At-least-once: records what the partition's sink appended to the changelog. Appends that do not follow on from
+   * the store's offset mean another instance wrote to it meanwhile: the partition is restored before its next record.
    */
   async appended(state: PartitionState): Promise<void> {
     for (const { first, next } of state.sink?.takeWritten() ?? []) {
@@ -276,22 +243,14 @@ export class PartitionLifecycle {
 
   /** Closes every partition (graceful stop): producers disconnected, checkpoints written. */
   async close(): Promise<void> {
-    for (const partition of [...this.#ready.keys()]) await this.#close(partition, 'stopping');
+    for (const partition of [...this.#ready.keys()]) await this.reset(partition, 'stopping');
     const producer = this.#instanceProducer;
     this.#instanceProducer = undefined;
     await producer?.disconnect().catch(() => undefined);
     await this.#reader.close();
   }
 
-  /** Every ready partition must be restored again before its next record (the group fenced this member). */
-  async resetAll(why: string): Promise<void> {
-    await this.#closeAll([...this.#ready.keys()], () => why);
-  }
-
-  /**
-   * Closes these ready partitions. They leave the ready set at once, before anything is awaited, so that a
-   * restore running meanwhile (the batch loop, while the join handler closes) is never closed by mistake.
-   */
+  /** Closes these ready partitions; they leave the ready set before anything is awaited, so a restore is never closed. */
   async #closeAll(partitions: readonly number[], why: (partition: number) => string): Promise<void> {
     const states = partitions.flatMap((p) => {
       const state = this.#ready.get(p);
@@ -301,34 +260,24 @@ export class PartitionLifecycle {
     for (const state of states) await this.#closeState(state, why(state.partition));
   }
 
-  async #close(partition: number, why: string): Promise<void> {
-    const state = this.#ready.get(partition);
-    this.#ready.delete(partition);
-    if (state) await this.#closeState(state, why);
-    else await this.#restorer.checkpoint(partition);
-  }
-
   async #closeState(state: PartitionState, why: string): Promise<void> {
     const { partition } = state;
     if (state.producer) await state.producer.disconnect().catch(() => undefined);
     await state.store.close();
-    // A fenced partition may be behind its new owner, which is fine (the checkpoint says what this store holds,
-    // not what the changelog holds).
     const applied = await this.#restorer.checkpoint(partition);
     this.#deps.logger.info({ partition, reason: why, changelogOffset: applied }, 'partition closed');
   }
 
   async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
     const start = performance.now();
-    // 1. Exactly-once per-partition: one transactional producer per partition, initialised before the end is
-    // captured (per-instance: the offsets were read stable, see ready()).
+    // 1. Per-partition exactly-once: the producers are initialised before the end is captured.
     const states = new Map<number, PartitionState>();
     const epoch = this.#epoch;
     try {
       for (const partition of partitions) states.set(partition, await this.#open(partition));
       await this.#read(partitions, states, heartbeat, start);
     } catch (error) {
-      // Nothing became ready: the producers go (a later attempt starts new ones, whose init fences these).
+      // Nothing became ready: a later attempt starts new producers.
       for (const state of states.values()) {
         await state.producer?.disconnect().catch(() => undefined);
         await state.store.close();
@@ -355,9 +304,7 @@ export class PartitionLifecycle {
     let ends: ReadonlyMap<number, number> = new Map();
     const lag = (p: number, at: number) => Math.max(0, (ends.get(p) ?? 0) - at);
     let lastLog = performance.now();
-    // 2. From the checkpoint (or what this process applied before), up to the end offsets captured now, after
-    // the inits: no other transaction on these partitions can still commit. 3. Read them into the local store,
-    // heartbeating between fetches. 4. The checkpoint is saved.
+    // 2. From the checkpoint up to the ends captured now, after the inits; 3. into the local store; 4. checkpoint.
     const { restored } = await this.#restorer.restore(
       new Map(partitions.map((p) => [p, (states.get(p) as PartitionState).store])),
       {
@@ -392,8 +339,7 @@ export class PartitionLifecycle {
             );
           }
         },
-        // A failed heartbeat (the group is rebalancing) must not stop the restore: the marks stay valid, and the
-        // consumer rejoins once the batch handler returns.
+        // A failed heartbeat (a rebalance) must not stop the restore: the marks stay valid.
         heartbeat: () => heartbeat().catch(() => undefined),
       },
     );
@@ -408,50 +354,32 @@ export class PartitionLifecycle {
     );
   }
 
-  /**
-   * A partition's state: its logged view of the local store and a chunk processor over it; under exactly-once
-   * per-partition its transactional producer, connected and initialised (fencing any other).
-   */
+  /** A partition's logged store and chunk processor; per-partition exactly-once, its initialised producer. */
   async #open(partition: number): Promise<PartitionState> {
     const { kafka, repository, changelogTopic, transactions } = this.#deps;
-    if (transactions === undefined) {
-      const sink = new KafkaChangelogSink({
-        client: kafka,
-        producer: this.#deps.producer,
-        topic: changelogTopic,
-        partition,
-      });
-      const store = new LoggedRepository(repository, sink, {
-        closeInner: false,
-        name: `node partition ${partition}`,
-      });
-      return {
-        partition,
-        store,
-        sink,
-        transactional: false,
-        chunks: this.#deps.chunkProcessor({ repository: store }),
-      };
-    }
-    const store = new LoggedRepository(repository, new TransactionOnlySink(partition), {
+    const sink =
+      transactions === undefined
+        ? new KafkaChangelogSink({
+            client: kafka,
+            producer: this.#deps.producer,
+            topic: changelogTopic,
+            partition,
+          })
+        : undefined;
+    const store = new LoggedRepository(repository, sink ?? new TransactionOnlySink(partition), {
       closeInner: false,
       name: `node partition ${partition}`,
     });
     const chunks = this.#deps.chunkProcessor({ repository: store });
+    if (transactions === undefined) return { partition, store, sink, transactional: false, chunks };
     if (this.#perInstance) return { partition, store, transactional: true, chunks };
-    const producer = kafka.producer({
-      transactionalId: transactions.partitionId(partition),
-      transactionTimeoutMs: transactions.timeoutMs,
-      idempotent: true,
-    });
-    // Initialises the transactional id: fences the previous owner and aborts its open transaction.
     try {
-      await producer.connect();
+      const producer = await this.#transactionalProducer(transactions.partitionId(partition));
+      return { partition, store, producer, transactional: true, chunks };
     } catch (error) {
       await store.close();
       throw error;
     }
-    return { partition, store, producer, transactional: true, chunks };
   }
 
   /** A new chunk transaction of a ready exactly-once partition. */

@@ -1,8 +1,6 @@
 /**
- * The phases the perf log splits wall time into, in the order a chunk passes through them: `poll` (waiting for
- * and decoding fetches: all time outside the batch handler), `parse` (reading dedup ids), `lookup` (store read),
- * `produce` (building output records), `deliver` (output and DLQ requests, kafkajs encoding included, until
- * acked), `mark` (store write), `commit` (offset commit).
+ * The phases of the node's wall time, in a chunk's order: `poll` (all time outside the batch handler), `parse`,
+ * `lookup` (store read), `produce` (building output records), `deliver` (requests until acked), `mark`, `commit`.
  */
 export const PHASES = ['poll', 'parse', 'lookup', 'produce', 'deliver', 'mark', 'commit'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -19,10 +17,7 @@ export interface PerfSummary {
   readonly phases: Record<Phase, { seconds: number; percent: number }>;
 }
 
-/**
- * Accumulates where the node's wall clock goes, as the seed tkati node's `LoopStats` does, so a slow node says
- * whether the broker, the store or the output is to blame.
- */
+/** Where the node's wall clock goes, so a slow node says whether the broker, the store or the output is to blame. */
 export class PerfLog {
   #start = performance.now();
   #phases = zeroPhases();
@@ -109,7 +104,8 @@ function zeroPhases(): Record<Phase, number> {
   return { poll: 0, parse: 0, lookup: 0, produce: 0, deliver: 0, mark: 0, commit: 0 };
 }
 
-function round(value: number, digits: number): number {
+/** `value` rounded to `digits` decimals. */
+export function round(value: number, digits: number): number {
   const f = 10 ** digits;
   return Math.round(value * f) / f;
 }

@@ -7,9 +7,8 @@ const RESTART_FIRST_MS = 1_000;
 const RESTART_MAX_MS = 30_000;
 
 /**
- * Keeps the node's consumer running: the client (kafkajs) restarts a consumer after most crashes itself; after one
- * it gives up on only for lack of a broker, the supervisor starts it again (1 s doubling to 30 s, at most 12 times in a row, a
- * group join resets the count); any other crash fails the node (`failed`).
+ * Keeps the node's consumer running: the client restarts it after most crashes; after one it gives up on only for
+ * lack of a broker, the supervisor starts it again (with backoff); any other crash fails the node (`failed`).
  */
 export class ConsumerSupervisor {
   readonly #logger: Logger;
@@ -32,7 +31,7 @@ export class ConsumerSupervisor {
     consumer.onCrash(({ error, restart }) => this.#crashed(error, restart));
   }
 
-  /** Runs the consumer (`run` is the consumer's `run` with the node's batch handler). */
+  /** Runs the consumer (its `run` with the node's batch handler). */
   async start(run: () => Promise<void>): Promise<void> {
     this.#run = run;
     await run();

@@ -16,16 +16,18 @@ export interface TopicLayout {
 /** Kafka's default `max.message.bytes`, assumed when the topic config cannot be read (no describe ACL). */
 const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
 
+/** What {@link prepareTopics} reads of the config. */
+export type TopicSettings = Pick<NodeConfig, 'input' | 'output' | 'dlq' | 'changelog' | 'dedup'>;
+
 /**
  * Checks the topics before the node consumes anything. The input must exist (a typo must not create an empty
- * topic and wait forever). The output keeps each record in its input partition, so it needs at least as many
- * partitions; a missing output is created with the input's count, a missing DLQ with the broker's default.
- * The changelog (when on) is created with the input's count too (changelog partition p holds input partition p's
- * marks), or checked when it exists.
+ * topic and wait forever). The output (and the audit topic) keeps each record in its input partition, so it needs
+ * at least as many partitions; a missing one is created with the input's count, a missing DLQ with the broker's
+ * default. The changelog (when on) is created with the input's count too, or checked when it exists.
  */
 export async function prepareTopics(
   kafka: KafkaClient,
-  config: NodeConfig,
+  config: TopicSettings,
   signal?: AbortSignal,
 ): Promise<TopicLayout> {
   const admin = kafka.admin();
@@ -36,28 +38,45 @@ export async function prepareTopics(
   }
 }
 
-/** What {@link prepareTopics} checks and creates, through a connected admin. */
-async function inspect(admin: KafkaAdmin, config: NodeConfig): Promise<TopicLayout> {
+async function inspect(admin: KafkaAdmin, config: TopicSettings): Promise<TopicLayout> {
   await admin.connect();
   // Listing first: asking for the metadata of a missing topic makes kafkajs log an error.
   const existing = new Set(await admin.listTopics());
-  const count = (topic: string) => (existing.has(topic) ? partitionCount(admin, topic) : undefined);
-  const inputPartitions = await count(config.input.topic);
-  if (inputPartitions === undefined) {
-    throw new ConfigError('input.topic', `topic ${JSON.stringify(config.input.topic)} does not exist`);
+  const { input, output, dlq } = config;
+  if (!existing.has(input.topic)) {
+    throw new ConfigError('input.topic', `topic ${JSON.stringify(input.topic)} does not exist`);
   }
-  const outputPartitions = await count(config.output.topic);
-  if (outputPartitions === undefined) {
-    await create(admin, config.output.topic, inputPartitions);
-  } else if (outputPartitions < inputPartitions) {
+  const inputPartitions = await partitionCount(admin, input.topic);
+  const partitioned = async (key: string, topic: string, why: string) => {
+    if (!existing.has(topic)) return create(admin, topic, inputPartitions);
+    const partitions = await partitionCount(admin, topic);
+    if (partitions >= inputPartitions) return;
     throw new ConfigError(
-      'output.topic',
-      `topic ${JSON.stringify(config.output.topic)} has ${outputPartitions} partitions, fewer than the ` +
-        `input's ${inputPartitions}: each record is written to its input partition number, to keep its order`,
+      key,
+      `topic ${JSON.stringify(topic)} has ${partitions} partitions, fewer than the input's ${inputPartitions}: ` +
+        why,
+    );
+  };
+  await partitioned(
+    'output.topic',
+    output.topic,
+    'each record is written to its input partition number, to keep its order',
+  );
+  if (!existing.has(dlq.topic)) await create(admin, dlq.topic);
+  const audit = output.duplicatesTopic;
+  if (audit !== undefined) {
+    if (audit === input.topic || audit === output.topic || audit === dlq.topic) {
+      throw new ConfigError(
+        'output.duplicatesTopic',
+        `topic ${JSON.stringify(audit)} is also the input, output or DLQ topic: the audit of duplicates needs its own`,
+      );
+    }
+    await partitioned(
+      'output.duplicatesTopic',
+      audit,
+      'each audit record is written to its input partition number',
     );
   }
-  if (!existing.has(config.dlq.topic)) await create(admin, config.dlq.topic);
-  await checkDuplicatesTopic(admin, config, existing, inputPartitions);
   const changelog = changelogEnabled(config) ? changelogTopic(config) : undefined;
   if (changelog !== undefined) {
     const retentionMs = config.dedup.window;
@@ -66,40 +85,8 @@ async function inspect(admin: KafkaAdmin, config: NodeConfig): Promise<TopicLayo
     if (existing.has(changelog)) await checkChangelogTopic(admin, spec);
     else await ensureChangelogTopic(admin, spec);
   }
-  const outputMaxBatchBytes = await maxMessageBytes(admin, config.output.topic);
+  const outputMaxBatchBytes = await maxMessageBytes(admin, output.topic);
   return { inputPartitions, outputMaxBatchBytes, changelogTopic: changelog };
-}
-
-/**
- * `output.duplicatesTopic`, when set: its records go to their input partition number, as the output's do, so
- * it is created with the input's partition count and must have at least as many.
- */
-async function checkDuplicatesTopic(
-  admin: KafkaAdmin,
-  config: NodeConfig,
-  existing: ReadonlySet<string>,
-  inputPartitions: number,
-): Promise<void> {
-  const topic = config.output.duplicatesTopic;
-  if (topic === undefined) return;
-  if (topic === config.input.topic || topic === config.output.topic || topic === config.dlq.topic) {
-    throw new ConfigError(
-      'output.duplicatesTopic',
-      `topic ${JSON.stringify(topic)} is also the input, output or DLQ topic: the audit of duplicates needs its own`,
-    );
-  }
-  if (!existing.has(topic)) {
-    await create(admin, topic, inputPartitions);
-    return;
-  }
-  const partitions = await partitionCount(admin, topic);
-  if (partitions < inputPartitions) {
-    throw new ConfigError(
-      'output.duplicatesTopic',
-      `topic ${JSON.stringify(topic)} has ${partitions} partitions, fewer than the input's ${inputPartitions}: ` +
-        'each audit record is written to its input partition number',
-    );
-  }
 }
 
 async function partitionCount(admin: KafkaAdmin, topic: string): Promise<number> {

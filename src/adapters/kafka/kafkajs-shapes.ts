@@ -1,9 +1,6 @@
-// kafkajs's objects as the adapter's options take them: structural shapes, so that the adapter's types (and the
-// .d.ts files of the `idempotent-consumer/kafka` entry) never import kafkajs. A user of the default client
-// (`@platformatic/kafka`, given as connection settings) needs no kafkajs, not even its types; a kafkajs `Kafka`,
-// `Consumer` or `Producer` fits these shapes as it is. The parameters are `never` on purpose: the adapter only
-// hands these objects to its kafkajs implementation (src/kafka/kafkajs), which uses kafkajs's own types; cast
-// `running.consumer` to kafkajs's `Consumer` to call it with them.
+// kafkajs's objects as the adapter's options take them: structural shapes, so the adapter's types never import
+// kafkajs (a user of the default client needs not even its types). The parameters are `never` on purpose: the
+// adapter only hands these objects to its kafkajs implementation, which uses kafkajs's own types.
 
 /** A kafkajs `Kafka` instance, as the adapter's `kafka` option takes it (it makes consumers and producers). */
 export interface KafkajsKafka {

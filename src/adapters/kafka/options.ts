@@ -22,10 +22,7 @@ export const kafkaAdapterDefaults = {
   fromBeginning: false,
   /** Most records per `processBatch` call: one store round trip per sub-batch, a heartbeat and a commit after it. */
   batchSize: 500,
-  /**
-   * Longest fetch long-poll of a consumer the adapter creates (kafkajs' own default is 5 s). A paused partition
-   * is fetched again only when the poll in flight returns, so this also bounds how late a retry starts.
-   */
+  /** Longest fetch long-poll of a consumer the adapter creates: it also bounds how late a retry starts. */
   maxWaitTimeInMs: 1_000,
   /** Partitions handled at once; one partition's records are always handled in order. */
   partitionsConsumedConcurrently: 1,
@@ -67,11 +64,7 @@ export const retrySchema = z
 export const kafkaAdapterConfigSchema = z
   .object({
     topics: z.array(z.string().min(1)).min(1),
-    /**
-     * The Kafka client library when `kafka` is connection settings: `platformatic` (`@platformatic/kafka`, the
-     * default) or `kafkajs`. A kafkajs `kafka` instance (or `consumer`) always runs on kafkajs.
-     */
-    // No default here: a kafkajs `kafka` or `consumer` decides it (see resolveKafkaAdapterOptions).
+    /** The client library for connection settings (default `platformatic`); kafkajs objects run on kafkajs. */
     client: z.enum(kafkaClientNames).optional(),
     /** Required when the adapter creates the consumer from `kafka`. */
     groupId: z.string().min(1).optional(),
@@ -94,10 +87,7 @@ export const kafkaAdapterConfigSchema = z
 /** Parsed {@link kafkaAdapterConfigSchema}. */
 export type KafkaAdapterConfig = z.output<typeof kafkaAdapterConfigSchema>;
 
-/**
- * How the adapter reaches the cluster when it builds the client itself (`kafka` given as settings): the keys of
- * the node's `[kafka]` table, validated the same way.
- */
+/** Connection settings for a client the adapter builds itself: the keys of the node's `[kafka]` table. */
 export const kafkaAdapterConnectionSchema = z
   .object({
     brokers: kafkaConnectionFields.brokers,
@@ -117,23 +107,15 @@ export type KafkaAdapterConnection = z.input<typeof kafkaAdapterConnectionSchema
 export interface RunIdempotentConsumerOptions<R = unknown>
   extends Omit<z.input<typeof kafkaAdapterConfigSchema>, 'dlq'> {
   /**
-   * The adapter creates the consumer (and the DLQ producer) from it, and disconnects them on `stop()`: connection
-   * settings from which the adapter builds a client of library `client` (default `@platformatic/kafka`, and
-   * closes it), or a kafkajs `Kafka` instance.
+   * Connection settings (the adapter builds a client of library `client` and closes it), or a kafkajs `Kafka`: the
+   * adapter creates the consumer and the DLQ producer from it, and disconnects them on `stop()`.
    */
   readonly kafka?: KafkaAdapterConnection | KafkajsKafka;
-  /**
-   * Extra settings for the consumer the adapter creates from `kafka` (`maxWaitTimeInMs` defaults to 1 s): the keys
-   * of a kafkajs `ConsumerConfig`, passed to whichever client as is (another client ignores the keys it does not
-   * know).
-   */
+  /** Extra settings of the consumer made from `kafka`: a kafkajs `ConsumerConfig`'s keys, passed to any client. */
   readonly consumerConfig?: AdapterConsumerConfig;
   /** Your own kafkajs consumer (not yet running): `stop()` stops it but leaves it connected. */
   readonly consumer?: KafkajsConsumer;
-  /**
-   * Must take the id the adapter put on the record: `id: kafkaRecordId`, `(record) => record.id` or `'id'`.
-   * The adapter's own `id` option says where ids come from.
-   */
+  /** Must take the id the adapter put on the record (`id: kafkaRecordId`); the adapter's `id` says where it is. */
   readonly idempotent: IdempotentConsumer<KafkaRecord>;
   /** Your per-record handler; throwing makes the record retry, then go to the DLQ. */
   readonly handler: MessageHandler<KafkaRecord, R>;
@@ -241,9 +223,8 @@ function isKafkajsClient(kafka: KafkajsKafka | KafkaAdapterConnection): kafka is
 }
 
 /**
- * True when the consumer's id selector takes the id the adapter read: `kafkaRecordId` itself, the path `'id'`,
- * or any function that returns `record.id` (`(r) => r.id`, `({ id }) => id`), recognised by calling it once on a
- * probe record. Reading the id anywhere else would bypass the adapter's handling of missing and unreadable ids.
+ * True when the consumer's id selector takes the id the adapter read: `kafkaRecordId`, `'id'`, or a function that
+ * returns `record.id` on a probe record. Reading it elsewhere would bypass the adapter's handling of bad ids.
  */
 function readsRecordId(id: unknown): boolean {
   if (id === kafkaRecordId || id === 'id') return true;

@@ -29,27 +29,22 @@ import type { KafkaAdapterStats, KafkaRecord } from './types.js';
 
 /** A running adapter. */
 export interface IdempotentKafkaConsumer {
-  /**
-   * The kafkajs consumer (made from a kafkajs `kafka`, or the one given); cast it to kafkajs's `Consumer` for its
-   * own types. On another client (`@platformatic/kafka`, the default) there is none: reading it throws a
-   * TypeError.
-   */
+  /** The kafkajs consumer (cast it to kafkajs's `Consumer`); on another client reading it throws a TypeError. */
   readonly consumer: KafkajsConsumer;
   /** Running counts; the IdempotentConsumer's own `stats` count outcomes. */
   readonly stats: Readonly<KafkaAdapterStats>;
   /**
-   * Stops consuming. The batch in flight hands no further record to the handler, settles its claims (confirm
-   * or release), commits what was finished and returns; pending retries are dropped (their records are read
-   * again from the committed offset). Waits for a handler that is running. Safe to call twice.
+   * Stops consuming: the batch in flight runs no further handler, settles its claims and commits what was
+   * finished; pending retries are dropped (read again from the committed offset). Safe to call twice.
    */
   stop(): Promise<void>;
 }
 
 /**
- * Runs a Kafka consumer (kafkajs, or the client `client` names) whose records go through an IdempotentConsumer: one `processBatch` per sub-batch of a
- * partition, offsets committed only for finished records (handled, duplicate, forwarded without id, or
- * dead-lettered and acknowledged), failing records retried in order with backoff while their partition is
- * paused, then dead-lettered. Resolves once the consumer runs. See docs/kafka.md.
+ * Runs a Kafka consumer (kafkajs, or the client `client` names) whose records go through an IdempotentConsumer:
+ * one `processBatch` per sub-batch of a partition, offsets committed only for finished records (handled,
+ * duplicate, forwarded without id, or dead-lettered and acknowledged), failing records retried in order with
+ * backoff while their partition is paused, then dead-lettered. Resolves once the consumer runs. See docs/kafka.md.
  */
 export async function runIdempotentConsumer<R>(
   options: RunIdempotentConsumerOptions<R>,
@@ -71,26 +66,20 @@ type KafkajsArgument<N extends 'fromKafkajs' | 'fromKafkajsConsumer' | 'fromKafk
   typeof import('../../kafka/kafkajs/index.js')[N]
 >[0];
 
-/** The port's parts the adapter runs on, and which of them it owns. */
+/** The port's parts the adapter runs on; `ownClient` was built from connection settings, closed on stop. */
 interface AdapterParts {
   readonly consumer: GroupConsumer;
-  /** The kafkajs consumer behind `consumer`, when the client is kafkajs. */
   readonly kafkajsConsumer: KafkajsConsumer | undefined;
   readonly producer: KafkaProducer | undefined;
-  /** A client the adapter built from connection settings: closed on stop. */
   readonly ownClient: KafkaClient | undefined;
 }
 
-/**
- * The consumer (and the DLQ producer) behind the port: kafkajs objects given by the caller are wrapped (the
- * kafkajs implementation is loaded only then), connection settings open a client of library `client`.
- */
+/** kafkajs objects given by the caller are wrapped (kafkajs is loaded only then); settings open a client. */
 async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Promise<AdapterParts> {
   const needsKafkajs = resolved.kafka ?? resolved.consumer ?? resolved.dlqProducer;
   const kafkajs = needsKafkajs === undefined ? undefined : await import('../../kafka/kafkajs/index.js');
   let client: KafkaClient | undefined;
   let ownClient: KafkaClient | undefined;
-  // The shapes the options take are kafkajs's own objects (see kafkajs-shapes.ts): handed over as they came.
   if (resolved.kafka && kafkajs)
     client = kafkajs.fromKafkajs(resolved.kafka as KafkajsArgument<'fromKafkajs'>);
   else if (resolved.connection) {
@@ -137,7 +126,6 @@ const DEFERRED = Object.freeze({ deferred: 'the record was not handled; it is re
 interface Segment {
   /** Records from the start of the sub-batch that are finished, letters included. */
   done: number;
-  /** Dead letters among the finished records, to write before the commit. */
   letters: { index: number; letter: DeadLetter }[];
   /** Why the partition stopped at the record after the finished prefix, when it did. */
   block?: { kind: BlockKind; error: unknown };
@@ -154,8 +142,7 @@ class Runner implements IdempotentKafkaConsumer {
   readonly #group: GroupConsumer;
   readonly #producer: KafkaProducer | undefined;
   readonly #readId: (message: ConsumedMessage) => IdVerdict;
-  // All three maps are keyed by `topic:partition`.
-  /** The record each partition is stuck at, with its failure counts. */
+  // Keyed by `topic:partition`.
   readonly #blocked = new Map<string, BlockedRecord>();
   /** Offsets past the committed one that are already finished (a record before them was not). */
   readonly #ahead = new Map<string, Set<string>>();
@@ -219,8 +206,7 @@ class Runner implements IdempotentKafkaConsumer {
 
   /** One fetched batch of one partition, taken in sub-batches of `batchSize`, in offset order. */
   async #onBatch(payload: ConsumedBatch): Promise<void> {
-    const batch = payload;
-    const { topic, partition, messages } = batch;
+    const { topic, partition, messages } = payload;
     const stream = `${topic}:${partition}`;
     const offsetAt = (i: number) => (messages[i] as ConsumedMessage).offset;
     const verdicts = messages.map(this.#readId);
@@ -253,21 +239,25 @@ class Runner implements IdempotentKafkaConsumer {
         }
       }
       if (segment.letters.length > 0) {
-        const failure = await this.#writeLetters(segment.letters.map((l) => l.letter));
-        if (failure) {
-          // Nothing from the first unwritten letter on may be committed: stop there and retry it later.
-          finished = (segment.letters[0] as { index: number }).index - next;
-          block = { kind: 'infra', error: failure.error };
-        } else {
-          this.#reportLetters(payload, segment.letters);
-        }
+        const dlq = this.#options.dlq?.topic as string;
+        const letters = segment.letters.map((l) => l.letter);
+        const sent = await sendDeadLetters(this.#producer as KafkaProducer, dlq, letters).then(
+          () => true,
+          (error: unknown) => {
+            // Nothing from the first unwritten letter on may be committed: stop there and retry it later.
+            finished = (segment.letters[0] as { index: number }).index - next;
+            block = { kind: 'infra', error };
+            return false;
+          },
+        );
+        if (sent) this.#reportLetters(payload, segment.letters);
       }
       // The next offset to read. Records past it that are finished (their handler may have run) are skipped
       // when the partition is read from it again.
       const cut =
         next + finished < messages.length
           ? BigInt(offsetAt(next + finished))
-          : BigInt(batch.lastOffset()) + 1n;
+          : BigInt(payload.lastOffset()) + 1n;
       for (const offset of segment.finished) if (BigInt(offset) > cut) this.#aheadOf(stream).add(offset);
       if (finished > 0) {
         next += finished;
@@ -297,7 +287,7 @@ class Runner implements IdempotentKafkaConsumer {
     const segment: Segment = { done: 0, letters: [], finished: [] };
     const ahead = this.#ahead.get(stream);
     const records: KafkaRecord[] = [];
-    const positions: number[] = []; // index in `messages` of each record handed to processBatch
+    const positions: number[] = []; // index in `messages` of each record in `records`
     for (let i = from; i < to; i++) {
       const verdict = verdicts[i] as IdVerdict;
       const message = messages[i] as ConsumedMessage;
@@ -369,7 +359,7 @@ class Runner implements IdempotentKafkaConsumer {
       if (result && recordFate(result, true).fate === 'ack') segment.finished.push(record.message.offset);
     });
 
-    // Walk in offset order; the finished prefix ends at the first record that is not finished.
+    // The finished prefix ends at the first record that is not finished.
     let k = 0;
     for (let i = from; i < to; i++) {
       const verdict = verdicts[i] as IdVerdict;
@@ -407,7 +397,7 @@ class Runner implements IdempotentKafkaConsumer {
     return segment;
   }
 
-  /** The messaging conventions' attributes of a partition's spans and measurements. */
+  /** The messaging conventions' attributes of a partition's spans. */
   #traceAttributes(topic: string, partition: number): TelemetryAttributes {
     const { groupId } = this.#options;
     return {
@@ -453,16 +443,6 @@ class Runner implements IdempotentKafkaConsumer {
     return { topic, partition, message: messages[index] as ConsumedMessage, reason, error, attempts };
   }
 
-  /** Undefined once the DLQ acknowledged every letter; the failure otherwise. */
-  async #writeLetters(letters: DeadLetter[]): Promise<{ error: unknown } | undefined> {
-    try {
-      await sendDeadLetters(this.#producer as KafkaProducer, this.#options.dlq?.topic as string, letters);
-      return undefined;
-    } catch (error) {
-      return { error };
-    }
-  }
-
   #reportLetters(payload: ConsumedBatch, letters: readonly { index: number; letter: DeadLetter }[]): void {
     for (const { index, letter } of letters) {
       this.stats.deadLettered++;
@@ -478,9 +458,10 @@ class Runner implements IdempotentKafkaConsumer {
 
   /** Commits everything before `messages[upTo]` (all of the batch, control records included, at the end). */
   async #commit(payload: ConsumedBatch, upTo: number): Promise<void> {
-    const batch = payload;
-    const last = batch.messages[upTo - 1] as ConsumedMessage;
-    const next = (BigInt(upTo === batch.messages.length ? batch.lastOffset() : last.offset) + 1n).toString();
+    const last = payload.messages[upTo - 1] as ConsumedMessage;
+    const next = (
+      BigInt(upTo === payload.messages.length ? payload.lastOffset() : last.offset) + 1n
+    ).toString();
     await payload.commit(next);
     // Resolved after the commit, so a failed commit leaves the records to be fetched (and skipped) again.
     payload.resolveOffset(last.offset);
@@ -544,7 +525,8 @@ class Runner implements IdempotentKafkaConsumer {
     clearTimeout(this.#timers.get(stream)?.timer);
     const timer = setTimeout(() => {
       this.#timers.delete(stream);
-      if (!this.#stopping) this.#resume(topic, partition);
+      // When the group is gone (stopped, or restarting after a crash) there is nothing to resume: a no-op.
+      if (!this.#stopping) this.#group.resume(tp);
     }, delay);
     this.#timers.set(stream, { timer, topic, partition });
   }
@@ -560,13 +542,8 @@ class Runner implements IdempotentKafkaConsumer {
       if (kept.has(stream)) continue;
       clearTimeout(timer);
       this.#timers.delete(stream);
-      this.#resume(topic, partition);
+      this.#group.resume([{ topic, partitions: [partition] }]);
     }
-  }
-
-  /** When the group is gone (stopped, or restarting after a crash) there is nothing to resume: a no-op. */
-  #resume(topic: string, partition: number): void {
-    this.#group.resume([{ topic, partitions: [partition] }]);
   }
 
   #clearTimers(): void {

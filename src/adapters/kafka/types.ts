@@ -14,11 +14,7 @@ export interface KafkaRecord {
   readonly id: string | undefined;
 }
 
-/**
- * The id selector the wrapped `IdempotentConsumer` must be built with:
- * `new IdempotentConsumer<KafkaRecord>({ repository, id: kafkaRecordId })`. The adapter reads the id once (from
- * key, header or JSON value, per its `id` option) and the consumer takes it from the record.
- */
+/** The id selector of the wrapped consumer: `new IdempotentConsumer<KafkaRecord>({ repository, id: kafkaRecordId })`. */
 export const kafkaRecordId = (record: KafkaRecord): string | undefined => record.id;
 
 /** Where and why a partition stopped, as passed to `onError`. */

@@ -3,18 +3,20 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ConfigError } from '../../errors.js';
 import type { GroupMetadata, KafkaClientCapabilities } from '../../kafka/port/index.js';
-import { type NodeConfig, nodeDefaults } from '../options.js';
+import { INSTANCE_ID, type NodeConfig, nodeDefaults } from '../options.js';
 
 /** How an exactly-once node's transactional producers are laid out (see docs/node.md). */
 export type TransactionalProducerLayout = 'per-partition' | 'per-instance';
 
+/** What names and keeps this instance's id: `output.instanceId`, or a file beside a local store or checkpoint. */
+export type InstanceIdSettings = Pick<NodeConfig, 'output' | 'repository' | 'changelog'>;
+
 /**
- * `output.transactionalProducer`, resolved against the client: per-instance needs a client that sends the
- * consumer group's generation with a transaction's offsets (KIP-447), since the group, not the transactional id,
- * then fences a zombie. kafkajs does not, so per-instance is refused there rather than run without fencing.
+ * `output.transactionalProducer`, resolved against the client: per-instance needs a client that sends the group's
+ * generation with a transaction's offsets (KIP-447), since the group then fences a zombie. kafkajs does not.
  */
 export function transactionalProducerLayout(
-  config: NodeConfig,
+  config: Pick<NodeConfig, 'output' | 'kafka'>,
   capabilities: KafkaClientCapabilities,
 ): TransactionalProducerLayout {
   const asked = config.output.transactionalProducer;
@@ -30,11 +32,13 @@ export function transactionalProducerLayout(
 }
 
 /**
- * `output.transactionTimeout`, or the layout's default: per-partition a new owner's init aborts a crashed owner's
- * transaction, so the timeout only matters when nobody takes the partition; per-instance only the timeout ends
- * a crashed instance's transaction, so it is shorter (30 s; see nodeDefaults.instanceTransactionTimeoutMs).
+ * `output.transactionTimeout`, or the layout's default: per-instance only the timeout ends a crashed instance's
+ * transaction, so it is shorter (see nodeDefaults.instanceTransactionTimeoutMs).
  */
-export function transactionTimeoutMs(config: NodeConfig, layout: TransactionalProducerLayout): number {
+export function transactionTimeoutMs(
+  config: Pick<NodeConfig, 'output'>,
+  layout: TransactionalProducerLayout,
+): number {
   return (
     config.output.transactionTimeout ??
     (layout === 'per-instance'
@@ -44,25 +48,21 @@ export function transactionTimeoutMs(config: NodeConfig, layout: TransactionalPr
 }
 
 /**
- * The file that keeps this instance's id across restarts: beside a RocksDB store (`<path>.instance-id`) or beside
- * a configured changelog checkpoint. Undefined when nothing local survives a restart (the id is then new per
- * process, and a crashed process's open transaction holds its partitions' output until the broker aborts it).
+ * The file that keeps this instance's id across restarts: beside a RocksDB store or a configured changelog
+ * checkpoint. Undefined when nothing local survives a restart (the id is then new per process).
  */
-export function instanceIdFile(config: NodeConfig): string | undefined {
+export function instanceIdFile(config: InstanceIdSettings): string | undefined {
   const repository = config.repository as { type?: string; path?: string };
   if (repository.type === 'rocksdb' && repository.path) return `${repository.path}.instance-id`;
   if (config.changelog.checkpoint !== undefined) return `${config.changelog.checkpoint}.instance-id`;
   return undefined;
 }
 
-const INSTANCE_ID = /^[A-Za-z0-9._-]{1,100}$/;
-
 /**
  * This instance's id: `output.instanceId`, else the one kept in {@link instanceIdFile} (created on first use),
- * else a new random one. A file that cannot be read or holds something else fails naming it: a silently new id
- * would leave the previous run's open transaction in place until the broker's timeout.
+ * else a new one. A file that cannot be read fails naming it: a new id would leave the previous run's transaction open.
  */
-export function resolveInstanceId(config: NodeConfig): { id: string; source: string } {
+export function resolveInstanceId(config: InstanceIdSettings): { id: string; source: string } {
   if (config.output.instanceId !== undefined)
     return { id: config.output.instanceId, source: 'output.instanceId' };
   const file = instanceIdFile(config);
@@ -96,9 +96,8 @@ export function resolveInstanceId(config: NodeConfig): { id: string; source: str
 }
 
 /**
- * Raised by a chunk's transaction when the consumer group moved to another generation (or member id) while the
- * chunk ran: its offsets would be sent with a generation it was not read in, so it is aborted and the records
- * are read again under the new one. The node treats it as fenced.
+ * Raised by a chunk's transaction when the group moved to another generation (or member id) while it ran: it is
+ * aborted, and the records are read again under the new one.
  */
 export class GenerationMovedError extends Error {
   override readonly name = 'GenerationMovedError';

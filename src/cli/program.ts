@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
-import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
+import { ConfigError, InvalidInputError } from '../errors.js';
 import { closest } from '../options/closest.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
 import { commandLine } from '../util/command-line.js';
@@ -11,7 +11,7 @@ import { asMissingDependency } from '../util/optional-module.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { DuplicateLog } from './duplicates.js';
 import { estimateLines } from './estimate.js';
-import { ExitCode } from './exit-code.js';
+import { ExitCode, failWith } from './exit-code.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
 import { type MigrateFlags, runMigrate } from './migrate.js';
@@ -103,8 +103,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     .option('--table <name>', "table name, or schema.table (default: the store's default table)")
     .option('--apply', 'run the DDL instead of printing it')
     .action(async (flags: MigrateFlags) => {
-      const outcome = await runMigrate(flags, { out: process.stdout, err: process.stderr });
-      code = outcome === 'ok' ? ExitCode.ok : outcome === 'usage' ? ExitCode.usage : ExitCode.failure;
+      code = await runMigrate(flags, { out: process.stdout, err: process.stderr });
     });
   quiet(migrate);
   const storeHelp = `the store: a RocksDB directory or a URL (${knownSchemes()}); or name it in --config`;
@@ -236,10 +235,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     // Opened before any line is read: a path that cannot be written stops the run before it starts.
     if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates, inputs);
   } catch (error) {
-    stderr.write(`${commandLine('idem dedup', message(error))}\n`);
-    return error instanceof ConfigError || error instanceof InvalidIdError
-      ? ExitCode.usage
-      : ExitCode.failure;
+    return failWith('idem dedup', error, stderr);
   }
   const idExpression = config.consumer.id;
   if (idExpression === undefined) {
@@ -271,11 +267,9 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       onWarning: (warning) => stderr.write(`${commandLine('idem dedup', warning)}\n`),
     });
   } catch (error) {
-    stderr.write(`${commandLine('idem dedup', message(error))}\n`);
+    const code = failWith('idem dedup', error, stderr);
     duplicates?.close();
-    return error instanceof ConfigError || error instanceof InvalidIdError
-      ? ExitCode.usage
-      : ExitCode.failure;
+    return code;
   }
 
   const progress = new Progress({

@@ -9,7 +9,7 @@ import { toKey } from '../store/ids.js';
 import { isLive } from '../store/record.js';
 import type { IdempotencyRecord, IdempotentRepository, MessageId } from '../store/types.js';
 import { commandLine } from '../util/command-line.js';
-import { ExitCode } from './exit-code.js';
+import { type CliStreams, ExitCode, failWith } from './exit-code.js';
 import { STDIN } from './lines.js';
 import { cliConfigSchema, dedupDefaults } from './options.js';
 import { chooseStore, describeStore } from './store.js';
@@ -303,12 +303,6 @@ export interface RecordsFlags {
   readonly force?: boolean;
 }
 
-/** Where the commands write: reports to `out`, what went wrong and summaries to `err`. */
-export interface RecordsStreams {
-  readonly out: { write(text: string): unknown };
-  readonly err: { write(text: string): unknown };
-}
-
 /**
  * Opens the store `--store` or the config names. Unlike `idem dedup`, nothing is assumed: with no `--store`,
  * no config file and no `IDEM__REPOSITORY__*` variable, it is a usage error naming `--store`, so an operator
@@ -348,15 +342,10 @@ export async function runRecords(
   command: 'inspect' | 'forget' | 'stats',
   args: readonly string[],
   flags: RecordsFlags,
-  streams: RecordsStreams,
+  streams: CliStreams,
 ): Promise<number> {
   const name = `idem ${command}`;
-  const fail = (error: unknown) => {
-    streams.err.write(`${commandLine(name, error instanceof Error ? error.message : String(error))}\n`);
-    return error instanceof ConfigError || error instanceof InvalidIdError
-      ? ExitCode.usage
-      : ExitCode.failure;
-  };
+  const fail = (error: unknown) => failWith(name, error, streams.err);
   let ids: GivenId[];
   try {
     ids = command === 'stats' ? [] : givenIds(args, flags);

@@ -224,6 +224,9 @@ export async function forgetRecords(
   return reports;
 }
 
+/** A usage error naming `--store`. */
+const storeError = (message: string) => new ConfigError('store', message, { label: '--store' });
+
 /** What `idem stats` counts: the live records by state, the dead ones not yet forgotten, and the expiry range. */
 export interface StoreStats {
   /** Live records (ids whose next copy would be a duplicate or wait for a claim). */
@@ -247,10 +250,8 @@ export interface StoreStats {
  */
 export async function storeStats(repository: IdempotentRepository, now = Date.now()): Promise<StoreStats> {
   if (repository.scan === undefined) {
-    throw new ConfigError(
-      'store',
+    throw storeError(
       'this store cannot list its ids (its repository has no scan); idem inspect looks up given ids',
-      { label: '--store' },
     );
   }
   const byState = { 'in-flight': 0, confirmed: 0, 'failed-kept': 0 };
@@ -316,16 +317,12 @@ export async function openNamedStore(
   const info = configSource(config);
   const fromEnv = info?.env.some((entry) => entry.path[0] === 'repository') === true;
   if (flags.store === undefined && info?.file === undefined && !fromEnv) {
-    throw new ConfigError(
-      'store',
+    throw storeError(
       'is required: the store to read, a RocksDB directory or a URL (or --config <file> naming it)',
-      { label: '--store' },
     );
   }
   if (flags.store === dedupDefaults.memoryStore) {
-    throw new ConfigError('store', '"memory" holds nothing outside the run that filled it', {
-      label: '--store',
-    });
+    throw storeError('"memory" holds nothing outside the run that filled it');
   }
   chooseStore(config, flags.store);
   const section = config.repository as Record<string, unknown>;

@@ -21,100 +21,92 @@ async function scanned(repo: IdempotentRepository): Promise<Map<string, Idempote
  * is caught; leases and TTLs are long enough that every record is still live by the repository's clock.
  */
 export function firstSeenTests(suite: ContractSuite): void {
-  const { it, withContext, options } = suite;
+  const { options } = suite;
   const test = repoTest(suite);
-  it(
-    'keeps the time a claim or a mark first saw the id, through confirm, renew and a result',
-    withContext(async (ctx) => {
-      const repo: FastPath = await ctx.open();
-      const t = Date.now() - 20_000;
-      const [claimed, marked, direct, directMark] = ['fs-claim', 'fs-mark', 'fs-direct', 'fs-dmark'].map(
-        uniqueId,
-      );
-      const claim = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'fs-owner' };
+  test('keeps the time a claim or a mark first saw the id, through confirm, renew and a result', async (repo: FastPath, ctx) => {
+    const t = Date.now() - 20_000;
+    const [claimed, marked, direct, directMark] = ['fs-claim', 'fs-mark', 'fs-direct', 'fs-dmark'].map(
+      uniqueId,
+    );
+    const claim = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'fs-owner' };
 
-      const added = await repo.add(claimed as string, { ...claim, now: t }, { fingerprint: 'fp' });
-      assert.equal(added.added && added.record.firstSeenAt, t, "a claim's record carries its add's now");
-      const blocked = await repo.add(claimed as string, { ...claim, owner: 'other', now: t + 1_000 });
-      assert.equal(!blocked.added && blocked.existing.firstSeenAt, t, 'a blocked add reports the first time');
-      if (repo.renew) {
-        assert.equal(
-          await repo.renew({ id: claimed as string, owner: 'fs-owner' }, { leaseMs: LONG_TTL_MS }),
-          true,
-        );
-        assert.equal((await repo.get(claimed as string))?.firstSeenAt, t, 'renew keeps firstSeenAt');
-      }
+    const added = await repo.add(claimed as string, { ...claim, now: t }, { fingerprint: 'fp' });
+    assert.equal(added.added && added.record.firstSeenAt, t, "a claim's record carries its add's now");
+    const blocked = await repo.add(claimed as string, { ...claim, owner: 'other', now: t + 1_000 });
+    assert.equal(!blocked.added && blocked.existing.firstSeenAt, t, 'a blocked add reports the first time');
+    if (repo.renew) {
       assert.equal(
-        await repo.confirm({ id: claimed as string, owner: 'fs-owner' }, { ttlMs: LONG_TTL_MS, result: 'r' }),
+        await repo.renew({ id: claimed as string, owner: 'fs-owner' }, { leaseMs: LONG_TTL_MS }),
         true,
       );
-      const confirmed = await repo.get(claimed as string);
-      assert.equal(confirmed?.state, 'confirmed');
-      assert.equal(confirmed?.result, 'r');
-      assert.equal(confirmed?.firstSeenAt, t, 'confirm with a result keeps firstSeenAt');
+      assert.equal((await repo.get(claimed as string))?.firstSeenAt, t, 'renew keeps firstSeenAt');
+    }
+    assert.equal(
+      await repo.confirm({ id: claimed as string, owner: 'fs-owner' }, { ttlMs: LONG_TTL_MS, result: 'r' }),
+      true,
+    );
+    const confirmed = await repo.get(claimed as string);
+    assert.equal(confirmed?.state, 'confirmed');
+    assert.equal(confirmed?.result, 'r');
+    assert.equal(confirmed?.firstSeenAt, t, 'confirm with a result keeps firstSeenAt');
 
-      const lazy = await repo.add(
-        marked as string,
-        { ttlMs: LONG_TTL_MS, now: t + 2_000 },
-        { result: 'kept' },
-      );
-      assert.equal(lazy.added && lazy.record.firstSeenAt, t + 2_000, "a lazy mark's record carries its now");
+    const lazy = await repo.add(marked as string, { ttlMs: LONG_TTL_MS, now: t + 2_000 }, { result: 'kept' });
+    assert.equal(lazy.added && lazy.record.firstSeenAt, t + 2_000, "a lazy mark's record carries its now");
 
-      const viaDirect = await (repo.addDirect ?? repo.add).call(repo, direct as string, {
-        ...claim,
-        now: t + 3_000,
-      });
-      assert.equal(viaDirect.added && viaDirect.record.firstSeenAt, t + 3_000, 'addDirect');
+    const viaDirect = await (repo.addDirect ?? repo.add).call(repo, direct as string, {
+      ...claim,
+      now: t + 3_000,
+    });
+    assert.equal(viaDirect.added && viaDirect.record.firstSeenAt, t + 3_000, 'addDirect');
+    assert.equal(
+      await (repo.confirmDirect ?? repo.confirm).call(
+        repo,
+        { id: direct as string, owner: 'fs-owner' },
+        { ttlMs: LONG_TTL_MS },
+      ),
+      true,
+    );
+    if (repo.markDirect) {
       assert.equal(
-        await (repo.confirmDirect ?? repo.confirm).call(
-          repo,
-          { id: direct as string, owner: 'fs-owner' },
-          { ttlMs: LONG_TTL_MS },
-        ),
+        await repo.markDirect({ id: directMark as string }, { ttlMs: LONG_TTL_MS, now: t + 4_000 }),
         true,
       );
-      if (repo.markDirect) {
-        assert.equal(
-          await repo.markDirect({ id: directMark as string }, { ttlMs: LONG_TTL_MS, now: t + 4_000 }),
-          true,
-        );
-      } else {
-        await markIds(repo, [{ id: directMark as string }], { ttlMs: LONG_TTL_MS, now: t + 4_000 });
-      }
+    } else {
+      await markIds(repo, [{ id: directMark as string }], { ttlMs: LONG_TTL_MS, now: t + 4_000 });
+    }
 
-      const expected = new Map<string, number>([
-        [claimed as string, t],
-        [marked as string, t + 2_000],
-        [direct as string, t + 3_000],
-        [directMark as string, t + 4_000],
-      ]);
-      const check = async (where: string, r: FastPath) => {
-        const ids = [...expected.keys()];
-        const records = await r.getMany(ids);
-        assert.deepEqual(
-          records.map((rec) => rec?.firstSeenAt),
-          [...expected.values()],
-          `getMany ${where}`,
+    const expected = new Map<string, number>([
+      [claimed as string, t],
+      [marked as string, t + 2_000],
+      [direct as string, t + 3_000],
+      [directMark as string, t + 4_000],
+    ]);
+    const check = async (where: string, r: FastPath) => {
+      const ids = [...expected.keys()];
+      const records = await r.getMany(ids);
+      assert.deepEqual(
+        records.map((rec) => rec?.firstSeenAt),
+        [...expected.values()],
+        `getMany ${where}`,
+      );
+      for (const id of ids) {
+        assert.equal(
+          (await (r.getDirect ?? r.get).call(r, id))?.firstSeenAt,
+          expected.get(id),
+          `get ${where}`,
         );
-        for (const id of ids) {
-          assert.equal(
-            (await (r.getDirect ?? r.get).call(r, id))?.firstSeenAt,
-            expected.get(id),
-            `get ${where}`,
-          );
-        }
-        const seen = await scanned(r);
-        if (seen) {
-          for (const id of ids) assert.equal(seen.get(id)?.firstSeenAt, expected.get(id), `scan ${where}`);
-        }
-      };
-      await check('after the writes', repo);
-      if (options.capabilities.persistent) {
-        await repo.close();
-        await check('after a reopen', await ctx.open());
       }
-    }),
-  );
+      const seen = await scanned(r);
+      if (seen) {
+        for (const id of ids) assert.equal(seen.get(id)?.firstSeenAt, expected.get(id), `scan ${where}`);
+      }
+    };
+    await check('after the writes', repo);
+    if (options.capabilities.persistent) {
+      await repo.close();
+      await check('after a reopen', await ctx.open());
+    }
+  });
 
   test('a new record after the old one lapsed, expired or was removed gets its own first-seen time', async (repo) => {
     const t = Date.now() - 20_000;

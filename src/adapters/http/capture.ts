@@ -54,6 +54,20 @@ interface Patch {
   readonly descriptors: PropertyDescriptorMap;
 }
 
+/** The methods a capture replaces, as `from` has them (its own or inherited). */
+function methodsOf(from: Captured): Pick<Captured, ReplacedMethod> {
+  return {
+    writeHead: from.writeHead,
+    writeHeader: from.writeHeader,
+    write: from.write,
+    end: from.end,
+    flushHeaders: from.flushHeaders,
+    setHeader: from.setHeader,
+    removeHeader: from.removeHeader,
+    appendHeader: from.appendHeader,
+  };
+}
+
 /** How a captured response finished: the route ended it, or the connection closed after it started writing. */
 export type CaptureEnd = 'ended' | 'aborted';
 
@@ -186,17 +200,7 @@ export class ResponseCapture {
   }
 
   static #makePatch(base: object): Patch {
-    const from = base as Captured;
-    const inherited: Pick<Captured, ReplacedMethod> = {
-      writeHead: from.writeHead,
-      writeHeader: from.writeHeader,
-      write: from.write,
-      end: from.end,
-      flushHeaders: from.flushHeaders,
-      setHeader: from.setHeader,
-      removeHeader: from.removeHeader,
-      appendHeader: from.appendHeader,
-    };
+    const inherited = methodsOf(base as Captured);
     type Method = (this: Captured, ...args: unknown[]) => unknown;
     const call = (name: ReplacedMethod, res: Captured, args: unknown[]) =>
       (inherited[name] as unknown as Method).apply(res, args);
@@ -324,16 +328,7 @@ export class ResponseCapture {
     }
     this.#shared = false;
     this.#proto = proto;
-    this.#previous = {
-      writeHead: res.writeHead,
-      writeHeader: own.writeHeader,
-      write: res.write,
-      end: res.end,
-      flushHeaders: res.flushHeaders,
-      setHeader: res.setHeader,
-      removeHeader: res.removeHeader,
-      appendHeader: res.appendHeader,
-    };
+    this.#previous = methodsOf(own);
     // Own properties shadow the prototype's methods; `restore` puts the prototype's back.
     own[CAPTURE] = this;
     const installed = ResponseCapture.#installed;

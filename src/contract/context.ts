@@ -86,6 +86,11 @@ export async function withinWindow<T>(windowMs: number, what: string, run: () =>
 }
 export const LONG_TTL_MS = 60_000;
 
+/** The skip option of a test that needs a store declared `persistent`. */
+export const whenPersistent = ({ capabilities }: ContractOptions): { skip: string | false } => ({
+  skip: capabilities.persistent ? false : 'the store declares persistent: false',
+});
+
 /** A test body that starts from the repository of the test's namespace. */
 export type RepoTestBody = (repo: IdempotentRepository, ctx: ContractContext) => Promise<void>;
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { RepositoryClosedError } from '../errors.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
 
 export function lifecycleTests(suite: ContractSuite): void {
   const { options } = suite;
@@ -32,7 +32,7 @@ export function lifecycleTests(suite: ContractSuite): void {
 
   test(
     'keeps its ids across close and reopen when persistent',
-    { skip: options.capabilities.persistent ? false : 'the store declares persistent: false' },
+    whenPersistent(options),
     async (first, ctx) => {
       const confirmed = uniqueId('kept');
       const claimed = uniqueId('claimed');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
 
 /** Every byte value 0..255 as one character each, the way a binary payload read as latin1 looks. */
 const ALL_BYTES = String.fromCharCode(...Array.from({ length: 256 }, (_, i) => i));
@@ -143,7 +143,7 @@ export function resultTests(suite: ContractSuite): void {
 
   test(
     'keeps results and fingerprints across close and reopen when persistent',
-    { skip: options.capabilities.persistent ? false : 'the store declares persistent: false' },
+    whenPersistent(options),
     async (first, ctx) => {
       const eager = uniqueId('pe');
       const lazy = uniqueId('pl');

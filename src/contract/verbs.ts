@@ -9,7 +9,7 @@ import type {
   IdempotentRepository,
   MarkOptions,
 } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
 
 /** What a test compares of a record: everything but its id and its times (two calls never share a clock tick). */
 function shape(record: IdempotencyRecord | undefined): Record<string, unknown> | undefined {
@@ -217,7 +217,7 @@ export function verbTests(suite: ContractSuite): void {
 
   test(
     'a write through every verb, fast paths included, is held after a reopen',
-    { skip: options.capabilities.persistent ? false : 'the store declares persistent: false' },
+    whenPersistent(options),
     async (first, ctx) => {
       const written: { verb: string; id: string; expected: Record<string, unknown> | undefined }[] = [];
       for (const [verb, write] of Object.entries(WRITES)) {

@@ -92,9 +92,8 @@ export class RepositoryError extends IdempotencyError {
 }
 
 /**
- * The repository cannot renew a lease at all: a store written before `renew` (BaseRepository's default
- * `doRenew`), or a wrapper over one. Unlike a renewal that failed, retrying cannot help: the consumer warns once
- * (`IDEM_LEASE_RENEWAL_UNSUPPORTED`) and stops renewing, so its claims hold for one lease only.
+ * The repository cannot renew a lease at all (a store written before `renew`, or a wrapper over one): the
+ * consumer warns once (`IDEM_LEASE_RENEWAL_UNSUPPORTED`) and stops renewing, so its claims hold for one lease.
  */
 export class RenewUnsupportedError extends RepositoryError {
   constructor(message: string) {
@@ -133,9 +132,8 @@ export class ClaimLostError extends IdempotencyError {
 }
 
 /**
- * A message reused an id with a different payload: its fingerprint differs from the one stored with the id
- * (consumer option `fingerprint`). Not a duplicate, and not handled. `expected` is the stored digest, `actual`
- * the message's; both are digests, never the payload. Retrying the same message cannot succeed.
+ * A message reused an id with a different payload: its fingerprint (consumer option `fingerprint`) differs from
+ * the stored one. Not handled. `expected` is the stored digest, `actual` the message's, never the payload.
  */
 export class IdempotencyConflictError extends IdempotencyError {
   static readonly code = ErrorCodes.conflict;
@@ -169,10 +167,9 @@ export class StoredFailureError extends IdempotencyError {
 }
 
 /**
- * A kept outcome that cannot be read back under the consumer's `encryption` option: its key id is unknown,
- * it does not authenticate (altered, or written for another id), or it is plaintext where only encrypted
- * outcomes are accepted. The duplicate fails closed with it: its handler does not run, nothing unverified is
- * replayed.
+ * A kept outcome that cannot be read back under the consumer's `encryption` option (unknown key id, fails to
+ * authenticate, or plaintext where only encrypted is accepted). The duplicate fails closed: its handler does not
+ * run, nothing unverified is replayed.
  */
 export class StoredOutcomeError extends IdempotencyError {
   static readonly code = ErrorCodes.storedOutcome;
@@ -185,12 +182,10 @@ export class StoredOutcomeError extends IdempotencyError {
 }
 
 /**
- * A SQL statement failed inside a transaction, the code that ran it caught its error and went on, and the database
- * refuses every further statement of the transaction until it rolls back (PostgreSQL's aborted transaction,
- * SQLSTATE 25P02). The store rolled back to the savepoint set before that code, which undoes what it wrote and
- * lets the transaction go on. Under the consumer's `transaction: 'batch'` the message whose handler did this fails
- * with it, and the batch goes on; let the error propagate, or run a statement that may fail under a savepoint of
- * the handler's own. `cause` is the error the store met.
+ * A handler caught a failed SQL statement and went on, so the database refused the rest of the transaction
+ * (PostgreSQL's SQLSTATE 25P02). The store rolled back to the savepoint set before the handler; under
+ * `transaction: 'batch'` that message fails with this error and the batch goes on. Let the error propagate, or
+ * run a statement that may fail under a savepoint of the handler's own. `cause` is the error the store met.
  */
 export class SwallowedStatementError extends IdempotencyError {
   static readonly code = ErrorCodes.swallowedStatement;
@@ -248,10 +243,7 @@ export function toRepositoryError(operation: string, error: unknown): Idempotenc
   return new RepositoryError(`${operation} failed: ${detail}`, { cause: error });
 }
 
-/**
- * A start that did not finish within its bound: the dedup node's brokers did not answer within
- * `kafka.startupTimeout`. The message names what did not answer and the last error seen; retryable.
- */
+/** The dedup node's brokers did not answer within `kafka.startupTimeout`; names the last error seen. */
 export class StartupTimeoutError extends IdempotencyError {
   static readonly code = ErrorCodes.startupTimeout;
   constructor(message: string, options: { cause?: unknown } = {}) {

@@ -50,20 +50,14 @@ export class DuplicateLog {
   static open(path: string, inputs: readonly string[] = []): DuplicateLog {
     if (path === '-') {
       // Stdout carries the kept lines; mixing the audit into it would corrupt both.
-      throw new ConfigError('duplicates', 'must name a file: stdout carries the kept lines', {
-        label: '--duplicates',
-      });
+      throw refused('must name a file: stdout carries the kept lines');
     }
     let fd: number;
     try {
       fd = openSync(path, 'a');
     } catch (error) {
       const { code, message } = error as NodeJS.ErrnoException;
-      throw new ConfigError(
-        'duplicates',
-        `cannot open ${JSON.stringify(path)} for writing (${code ?? message})`,
-        { label: '--duplicates' },
-      );
+      throw refused(`cannot open ${JSON.stringify(path)} for writing (${code ?? message})`);
     }
     let log: Stats;
     try {
@@ -163,25 +157,24 @@ export class DuplicateLog {
   }
 }
 
+/** A usage error naming `--duplicates`. */
+const refused = (message: string) => new ConfigError('duplicates', message, { label: '--duplicates' });
+
 /** Throws when the opened log is stdout or one of the inputs (stdin for `-`). */
 function refuseSharedFile(path: string, log: Stats, inputs: readonly string[]): void {
   const same = (other: Stats | undefined) =>
     other !== undefined && other.dev === log.dev && other.ino === log.ino;
   if (same(statOf(() => fstatSync(1)))) {
-    throw new ConfigError(
-      'duplicates',
+    throw refused(
       `${JSON.stringify(path)} is the run's stdout, which carries the kept lines: name another file`,
-      { label: '--duplicates' },
     );
   }
   for (const input of inputs) {
     const stats = statOf(() => (input === STDIN ? fstatSync(0) : statSync(input)));
     if (!same(stats)) continue;
     const what = input === STDIN ? 'stdin, which this run reads' : `the input ${JSON.stringify(input)}`;
-    throw new ConfigError(
-      'duplicates',
+    throw refused(
       `${JSON.stringify(path)} is ${what}: the run would read its own records back; name another file`,
-      { label: '--duplicates' },
     );
   }
 }

@@ -1,3 +1,6 @@
+import { ConfigError, InvalidIdError } from '../errors.js';
+import { commandLine } from '../util/command-line.js';
+
 /** Exit codes of `idem`, documented in docs/cli.md. */
 export const ExitCode = {
   ok: 0,
@@ -10,3 +13,15 @@ export const ExitCode = {
   sigint: 130,
   sigterm: 143,
 } as const;
+
+/** Where a command writes: its output to `out`, what went wrong and summaries to `err`. */
+export interface CliStreams {
+  readonly out: { write(text: string): unknown };
+  readonly err: { write(text: string): unknown };
+}
+
+/** Writes `error` as one `<command>: …` line; answers `usage` for a bad flag, setting or id, else `failure`. */
+export function failWith(command: string, error: unknown, err: CliStreams['err']): number {
+  err.write(`${commandLine(command, error instanceof Error ? error.message : String(error))}\n`);
+  return error instanceof ConfigError || error instanceof InvalidIdError ? ExitCode.usage : ExitCode.failure;
+}

@@ -8,11 +8,8 @@ export type IdOutcome = { readonly id: string } | { readonly reason: string };
 /**
  * Compiles `--id`: one dotted path (`event.id`), or several separated by commas (`user.id,type`) whose values
  * together form the id. Paths only, never code. A composite id is the JSON array of its parts' canonical
- * strings, so `["a,b","c"]` and `["a","b,c"]` stay distinct.
- *
- * The id is read from the line's bytes, never from `JSON.parse`'s result (see `src/util/json-id.ts`): a number
- * keeps every digit (`9007199254740993` is not `…992`; `1.0` and `1` are one id), and an id string whose bytes
- * are not valid UTF-8 makes the line invalid instead of being replaced by U+FFFD.
+ * strings, so `["a,b","c"]` and `["a","b,c"]` stay distinct. The id is read from the
+ * line's bytes, not from `JSON.parse`'s result (see `src/util/json-id.ts`).
  */
 export function compileId(expression: string): (line: Uint8Array) => IdOutcome {
   const paths = expression.split(',').map((p) => p.trim());

@@ -66,8 +66,7 @@ export class LineBatch {
 
   /** `file:line` of line `i`, for messages. */
   location(i: number): string {
-    const run = this.#runOf(i);
-    return `${run.source}:${run.line + i - run.first}`;
+    return `${this.source(i)}:${this.line(i)}`;
   }
 
   /** The input line `i` was read from (its name as given, `-` for stdin). */

@@ -1,6 +1,6 @@
 import { ConfigError } from '../errors.js';
 import type { RepositoryType } from '../repositories/registry.js';
-import { commandLine } from '../util/command-line.js';
+import { type CliStreams, ExitCode, failWith } from './exit-code.js';
 import { knownSchemes, storeOfUrl } from './store-url.js';
 
 /**
@@ -58,20 +58,11 @@ export interface MigrateFlags {
   readonly apply?: boolean;
 }
 
-/** Where `idem migrate` writes: the DDL to `out`, what it did to `err`. */
-export interface MigrateStreams {
-  readonly out: { write(text: string): unknown };
-  readonly err: { write(text: string): unknown };
-}
-
 /**
- * `idem migrate --store <url> [--table T] [--apply]`: prints the DDL of the store's table, or (with `--apply`)
- * creates it. Answers how it ended: `usage` for bad flags or settings, `failure` when the server failed.
+ * `idem migrate --store <url> [--table T] [--apply]`: prints the DDL of the store's table to `out`, or (with
+ * `--apply`) creates it. Resolves to the exit code.
  */
-export async function runMigrate(
-  flags: MigrateFlags,
-  streams: MigrateStreams,
-): Promise<'ok' | 'usage' | 'failure'> {
+export async function runMigrate(flags: MigrateFlags, streams: CliStreams): Promise<number> {
   try {
     const store = flags.store === undefined ? undefined : storeOfUrl(flags.store);
     const load = store === undefined ? undefined : migrations[store.type];
@@ -96,7 +87,7 @@ export async function runMigrate(
       streams.err.write(
         `idem migrate: the DDL of ${store.type} table ${name}; --apply runs it at ${where}\n`,
       );
-      return 'ok';
+      return ExitCode.ok;
     }
     const statements = await migration.apply(store.url, table);
     streams.out.write(`${statements.join(';\n\n')};\n`);
@@ -104,11 +95,8 @@ export async function runMigrate(
       `idem migrate: ${store.type} table ${name} is ready at ${where} (${statements.length} statements, ` +
         'each a no-op where the object already existed)\n',
     );
-    return 'ok';
+    return ExitCode.ok;
   } catch (error) {
-    streams.err.write(
-      `${commandLine('idem migrate', error instanceof Error ? error.message : String(error))}\n`,
-    );
-    return error instanceof ConfigError ? 'usage' : 'failure';
+    return failWith('idem migrate', error, streams.err);
   }
 }

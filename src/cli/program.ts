@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
-import { ConfigError, InvalidIdError, InvalidInputError } from '../errors.js';
+import { ConfigError, InvalidInputError } from '../errors.js';
 import { closest } from '../options/closest.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
 import { commandLine } from '../util/command-line.js';
@@ -11,7 +11,7 @@ import { asMissingDependency } from '../util/optional-module.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { DuplicateLog } from './duplicates.js';
 import { estimateLines } from './estimate.js';
-import { ExitCode } from './exit-code.js';
+import { ExitCode, failWith } from './exit-code.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
 import { type MigrateFlags, runMigrate } from './migrate.js';
@@ -53,8 +53,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     .version(packageVersion())
     .exitOverride();
   quiet(program);
-  const dedup = program
-    .command('dedup')
+  quiet(program.command('dedup'))
     .description('Write each NDJSON line whose id was not seen before (in this or an earlier run) to stdout.')
     .argument('[files...]', `NDJSON files, read in order; "${STDIN}" or none reads stdin`)
     .option('--id <paths>', 'dotted path of the id field; comma-separated paths form a composite id (a.b,c)')
@@ -89,9 +88,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     .action(async (files: string[], flags: DedupFlags, command: Command) => {
       code = await runDedup(files, flags, command);
     });
-  quiet(dedup);
-  const migrate = program
-    .command('migrate')
+  quiet(program.command('migrate'))
     .description(
       "Print the DDL of a SQL store's table, or create it with --apply (idempotent; see docs/postgres.md, docs/mysql.md).",
     )
@@ -103,10 +100,8 @@ export async function run(argv: readonly string[]): Promise<number> {
     .option('--table <name>', "table name, or schema.table (default: the store's default table)")
     .option('--apply', 'run the DDL instead of printing it')
     .action(async (flags: MigrateFlags) => {
-      const outcome = await runMigrate(flags, { out: process.stdout, err: process.stderr });
-      code = outcome === 'ok' ? ExitCode.ok : outcome === 'usage' ? ExitCode.usage : ExitCode.failure;
+      code = await runMigrate(flags, { out: process.stdout, err: process.stderr });
     });
-  quiet(migrate);
   const storeHelp = `the store: a RocksDB directory or a URL (${knownSchemes()}); or name it in --config`;
   const idsHelp = 'a file of ids, one a line ("-" reads stdin); with or instead of ids as arguments';
   const idFormat = () =>
@@ -114,22 +109,21 @@ export async function run(argv: readonly string[]): Promise<number> {
       .choices(idFormats)
       .default('text');
   const replayEpoch = "the ids of this replay epoch (the consumer's replayEpoch; docs/operations.md)";
-  /** `inspect` and `forget`: ids as arguments or in a file (`--ids`), in a store `--store` or `--config` names. */
+  /** A command on the store that `--store` or `--config` names. */
+  const storeCommand = (name: string, description: string) =>
+    quiet(program.command(name).description(description))
+      .option('--store <dir|url>', storeHelp)
+      .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)');
+  /** `inspect` and `forget`: ids as arguments or in a file (`--ids`). */
   const idsCommand = (name: 'inspect' | 'forget', description: string, idsArgument: string) =>
-    quiet(
-      program
-        .command(name)
-        .description(description)
-        .argument('[ids...]', idsArgument)
-        .option('--store <dir|url>', storeHelp)
-        .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
-        .option('--ids <file>', idsHelp)
-        .addOption(idFormat())
-        .option('--replay-epoch <epoch>', replayEpoch)
-        .action(async (ids: string[], flags: RecordsFlags) => {
-          code = await runRecords(name, ids, flags, { out: process.stdout, err: process.stderr });
-        }),
-    );
+    storeCommand(name, description)
+      .argument('[ids...]', idsArgument)
+      .option('--ids <file>', idsHelp)
+      .addOption(idFormat())
+      .option('--replay-epoch <epoch>', replayEpoch)
+      .action(async (ids: string[], flags: RecordsFlags) => {
+        code = await runRecords(name, ids, flags, { out: process.stdout, err: process.stderr });
+      });
   idsCommand(
     'inspect',
     'Show what the store holds for each id: state, owner, lease, expiry, first seen, fingerprint (docs/operations.md).',
@@ -144,20 +138,15 @@ export async function run(argv: readonly string[]): Promise<number> {
   )
     .option('--force', 'remove in-flight claims too (their handlers may still be running)')
     .option('--json', 'one JSON object per id (NDJSON) instead of text');
-  const stats = program
-    .command('stats')
-    .description(
-      'Count the ids a store holds, by state, with the oldest and newest expiry and first-seen time (docs/operations.md).',
-    )
-    .option('--store <dir|url>', storeHelp)
-    .option('--config <file>', 'TOML config file naming the store (default: $IDEM_CONFIG)')
+  storeCommand(
+    'stats',
+    'Count the ids a store holds, by state, with the oldest and newest expiry and first-seen time (docs/operations.md).',
+  )
     .option('--json', 'one JSON object instead of text')
     .action(async (flags: RecordsFlags) => {
       code = await runRecords('stats', [], flags, { out: process.stdout, err: process.stderr });
     });
-  quiet(stats);
-  const node = program
-    .command('node')
+  quiet(program.command('node'))
     .description('Run the Kafka→Kafka dedup node until SIGTERM/SIGINT (see docs/node.md).')
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG)')
     .action(async (flags: { config?: string }) => {
@@ -175,7 +164,6 @@ export async function run(argv: readonly string[]): Promise<number> {
       // kafkajs and store clients can leave timers behind; the node is done and its log flushed (as bin.ts).
       process.exit(code);
     });
-  quiet(node);
   try {
     await program.parseAsync(argv);
   } catch (error) {
@@ -236,10 +224,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     // Opened before any line is read: a path that cannot be written stops the run before it starts.
     if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates, inputs);
   } catch (error) {
-    stderr.write(`${commandLine('idem dedup', message(error))}\n`);
-    return error instanceof ConfigError || error instanceof InvalidIdError
-      ? ExitCode.usage
-      : ExitCode.failure;
+    return failWith('idem dedup', error, stderr);
   }
   const idExpression = config.consumer.id;
   if (idExpression === undefined) {
@@ -271,11 +256,9 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       onWarning: (warning) => stderr.write(`${commandLine('idem dedup', warning)}\n`),
     });
   } catch (error) {
-    stderr.write(`${commandLine('idem dedup', message(error))}\n`);
+    const code = failWith('idem dedup', error, stderr);
     duplicates?.close();
-    return error instanceof ConfigError || error instanceof InvalidIdError
-      ? ExitCode.usage
-      : ExitCode.failure;
+    return code;
   }
 
   const progress = new Progress({

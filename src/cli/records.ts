@@ -9,7 +9,7 @@ import { toKey } from '../store/ids.js';
 import { isLive } from '../store/record.js';
 import type { IdempotencyRecord, IdempotentRepository, MessageId } from '../store/types.js';
 import { commandLine } from '../util/command-line.js';
-import { ExitCode } from './exit-code.js';
+import { type CliStreams, ExitCode, failWith } from './exit-code.js';
 import { STDIN } from './lines.js';
 import { cliConfigSchema, dedupDefaults } from './options.js';
 import { chooseStore, describeStore } from './store.js';
@@ -224,6 +224,9 @@ export async function forgetRecords(
   return reports;
 }
 
+/** A usage error naming `--store`. */
+const storeError = (message: string) => new ConfigError('store', message, { label: '--store' });
+
 /** What `idem stats` counts: the live records by state, the dead ones not yet forgotten, and the expiry range. */
 export interface StoreStats {
   /** Live records (ids whose next copy would be a duplicate or wait for a claim). */
@@ -247,10 +250,8 @@ export interface StoreStats {
  */
 export async function storeStats(repository: IdempotentRepository, now = Date.now()): Promise<StoreStats> {
   if (repository.scan === undefined) {
-    throw new ConfigError(
-      'store',
+    throw storeError(
       'this store cannot list its ids (its repository has no scan); idem inspect looks up given ids',
-      { label: '--store' },
     );
   }
   const byState = { 'in-flight': 0, confirmed: 0, 'failed-kept': 0 };
@@ -303,12 +304,6 @@ export interface RecordsFlags {
   readonly force?: boolean;
 }
 
-/** Where the commands write: reports to `out`, what went wrong and summaries to `err`. */
-export interface RecordsStreams {
-  readonly out: { write(text: string): unknown };
-  readonly err: { write(text: string): unknown };
-}
-
 /**
  * Opens the store `--store` or the config names. Unlike `idem dedup`, nothing is assumed: with no `--store`,
  * no config file and no `IDEM__REPOSITORY__*` variable, it is a usage error naming `--store`, so an operator
@@ -322,16 +317,12 @@ export async function openNamedStore(
   const info = configSource(config);
   const fromEnv = info?.env.some((entry) => entry.path[0] === 'repository') === true;
   if (flags.store === undefined && info?.file === undefined && !fromEnv) {
-    throw new ConfigError(
-      'store',
+    throw storeError(
       'is required: the store to read, a RocksDB directory or a URL (or --config <file> naming it)',
-      { label: '--store' },
     );
   }
   if (flags.store === dedupDefaults.memoryStore) {
-    throw new ConfigError('store', '"memory" holds nothing outside the run that filled it', {
-      label: '--store',
-    });
+    throw storeError('"memory" holds nothing outside the run that filled it');
   }
   chooseStore(config, flags.store);
   const section = config.repository as Record<string, unknown>;
@@ -348,15 +339,10 @@ export async function runRecords(
   command: 'inspect' | 'forget' | 'stats',
   args: readonly string[],
   flags: RecordsFlags,
-  streams: RecordsStreams,
+  streams: CliStreams,
 ): Promise<number> {
   const name = `idem ${command}`;
-  const fail = (error: unknown) => {
-    streams.err.write(`${commandLine(name, error instanceof Error ? error.message : String(error))}\n`);
-    return error instanceof ConfigError || error instanceof InvalidIdError
-      ? ExitCode.usage
-      : ExitCode.failure;
-  };
+  const fail = (error: unknown) => failWith(name, error, streams.err);
   let ids: GivenId[];
   try {
     ids = command === 'stats' ? [] : givenIds(args, flags);

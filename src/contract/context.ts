@@ -85,3 +85,24 @@ export async function withinWindow<T>(windowMs: number, what: string, run: () =>
   );
 }
 export const LONG_TTL_MS = 60_000;
+
+/** The skip option of a test that needs a store declared `persistent`. */
+export const whenPersistent = ({ capabilities }: ContractOptions): { skip: string | false } => ({
+  skip: capabilities.persistent ? false : 'the store declares persistent: false',
+});
+
+/** A test body that starts from the repository of the test's namespace. */
+export type RepoTestBody = (repo: IdempotentRepository, ctx: ContractContext) => Promise<void>;
+
+/** The suite's `it` for a test that starts from its namespace's repository, closed after it. */
+export function repoTest({ it, withContext }: Pick<ContractSuite, 'it' | 'withContext'>) {
+  function test(name: string, fn: RepoTestBody): void;
+  function test(name: string, options: { skip: string | false }, fn: RepoTestBody): void;
+  function test(name: string, a: RepoTestBody | { skip: string | false }, b?: RepoTestBody): void {
+    const fn = typeof a === 'function' ? a : (b as RepoTestBody);
+    const body = withContext(async (ctx) => fn(await ctx.open(), ctx));
+    if (typeof a === 'function') it(name, body);
+    else it(name, a, body);
+  }
+  return test;
+}

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { markIds } from '../store/mark.js';
 import type { FastPath } from '../store/single-key.js';
 import type { IdempotencyRecord, IdempotentRepository } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 /** Every record `scan` reports, by id; undefined for a store without `scan`. */
 async function scanned(repo: IdempotentRepository): Promise<Map<string, IdempotencyRecord> | undefined> {
@@ -20,188 +20,174 @@ async function scanned(repo: IdempotentRepository): Promise<Map<string, Idempote
  * passes `now` a little in the past (distinct per step), so a store that stamps its own clock, or the confirm's,
  * is caught; leases and TTLs are long enough that every record is still live by the repository's clock.
  */
-export function firstSeenTests({ it, withContext, options }: ContractSuite): void {
-  it(
-    'keeps the time a claim or a mark first saw the id, through confirm, renew and a result',
-    withContext(async (ctx) => {
-      const repo: FastPath = await ctx.open();
-      const t = Date.now() - 20_000;
-      const [claimed, marked, direct, directMark] = ['fs-claim', 'fs-mark', 'fs-direct', 'fs-dmark'].map(
-        uniqueId,
-      );
-      const claim = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'fs-owner' };
+export function firstSeenTests(suite: ContractSuite): void {
+  const { options } = suite;
+  const test = repoTest(suite);
+  test('keeps the time a claim or a mark first saw the id, through confirm, renew and a result', async (repo: FastPath, ctx) => {
+    const t = Date.now() - 20_000;
+    const [claimed, marked, direct, directMark] = ['fs-claim', 'fs-mark', 'fs-direct', 'fs-dmark'].map(
+      uniqueId,
+    );
+    const claim = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'fs-owner' };
 
-      const added = await repo.add(claimed as string, { ...claim, now: t }, { fingerprint: 'fp' });
-      assert.equal(added.added && added.record.firstSeenAt, t, "a claim's record carries its add's now");
-      const blocked = await repo.add(claimed as string, { ...claim, owner: 'other', now: t + 1_000 });
-      assert.equal(!blocked.added && blocked.existing.firstSeenAt, t, 'a blocked add reports the first time');
-      if (repo.renew) {
-        assert.equal(
-          await repo.renew({ id: claimed as string, owner: 'fs-owner' }, { leaseMs: LONG_TTL_MS }),
-          true,
-        );
-        assert.equal((await repo.get(claimed as string))?.firstSeenAt, t, 'renew keeps firstSeenAt');
-      }
+    const added = await repo.add(claimed as string, { ...claim, now: t }, { fingerprint: 'fp' });
+    assert.equal(added.added && added.record.firstSeenAt, t, "a claim's record carries its add's now");
+    const blocked = await repo.add(claimed as string, { ...claim, owner: 'other', now: t + 1_000 });
+    assert.equal(!blocked.added && blocked.existing.firstSeenAt, t, 'a blocked add reports the first time');
+    if (repo.renew) {
       assert.equal(
-        await repo.confirm({ id: claimed as string, owner: 'fs-owner' }, { ttlMs: LONG_TTL_MS, result: 'r' }),
+        await repo.renew({ id: claimed as string, owner: 'fs-owner' }, { leaseMs: LONG_TTL_MS }),
         true,
       );
-      const confirmed = await repo.get(claimed as string);
-      assert.equal(confirmed?.state, 'confirmed');
-      assert.equal(confirmed?.result, 'r');
-      assert.equal(confirmed?.firstSeenAt, t, 'confirm with a result keeps firstSeenAt');
+      assert.equal((await repo.get(claimed as string))?.firstSeenAt, t, 'renew keeps firstSeenAt');
+    }
+    assert.equal(
+      await repo.confirm({ id: claimed as string, owner: 'fs-owner' }, { ttlMs: LONG_TTL_MS, result: 'r' }),
+      true,
+    );
+    const confirmed = await repo.get(claimed as string);
+    assert.equal(confirmed?.state, 'confirmed');
+    assert.equal(confirmed?.result, 'r');
+    assert.equal(confirmed?.firstSeenAt, t, 'confirm with a result keeps firstSeenAt');
 
-      const lazy = await repo.add(
-        marked as string,
-        { ttlMs: LONG_TTL_MS, now: t + 2_000 },
-        { result: 'kept' },
-      );
-      assert.equal(lazy.added && lazy.record.firstSeenAt, t + 2_000, "a lazy mark's record carries its now");
+    const lazy = await repo.add(marked as string, { ttlMs: LONG_TTL_MS, now: t + 2_000 }, { result: 'kept' });
+    assert.equal(lazy.added && lazy.record.firstSeenAt, t + 2_000, "a lazy mark's record carries its now");
 
-      const viaDirect = await (repo.addDirect ?? repo.add).call(repo, direct as string, {
-        ...claim,
-        now: t + 3_000,
-      });
-      assert.equal(viaDirect.added && viaDirect.record.firstSeenAt, t + 3_000, 'addDirect');
-      assert.equal(
-        await (repo.confirmDirect ?? repo.confirm).call(
-          repo,
-          { id: direct as string, owner: 'fs-owner' },
-          { ttlMs: LONG_TTL_MS },
-        ),
-        true,
-      );
-      if (repo.markDirect) {
-        assert.equal(
-          await repo.markDirect({ id: directMark as string }, { ttlMs: LONG_TTL_MS, now: t + 4_000 }),
-          true,
-        );
-      } else {
-        await markIds(repo, [{ id: directMark as string }], { ttlMs: LONG_TTL_MS, now: t + 4_000 });
-      }
-
-      const expected = new Map<string, number>([
-        [claimed as string, t],
-        [marked as string, t + 2_000],
-        [direct as string, t + 3_000],
-        [directMark as string, t + 4_000],
-      ]);
-      const check = async (where: string, r: FastPath) => {
-        const ids = [...expected.keys()];
-        const records = await r.getMany(ids);
-        assert.deepEqual(
-          records.map((rec) => rec?.firstSeenAt),
-          [...expected.values()],
-          `getMany ${where}`,
-        );
-        for (const id of ids) {
-          assert.equal(
-            (await (r.getDirect ?? r.get).call(r, id))?.firstSeenAt,
-            expected.get(id),
-            `get ${where}`,
-          );
-        }
-        const seen = await scanned(r);
-        if (seen) {
-          for (const id of ids) assert.equal(seen.get(id)?.firstSeenAt, expected.get(id), `scan ${where}`);
-        }
-      };
-      await check('after the writes', repo);
-      if (options.capabilities.persistent) {
-        await repo.close();
-        await check('after a reopen', await ctx.open());
-      }
-    }),
-  );
-
-  it(
-    'a new record after the old one lapsed, expired or was removed gets its own first-seen time',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      const t = Date.now() - 20_000;
-      const [lapsed, expired, removed] = ['fs-lapsed', 'fs-expired', 'fs-removed'].map(uniqueId);
-
-      await repo.add(lapsed as string, { ttlMs: LONG_TTL_MS, leaseMs: 1_000, owner: 'a', now: t });
-      const taken = await repo.add(lapsed as string, {
-        ttlMs: LONG_TTL_MS,
-        leaseMs: LONG_TTL_MS,
-        owner: 'b',
-        now: t + 2_000,
-      });
-      assert.equal(taken.added && taken.record.firstSeenAt, t + 2_000, 'a takeover of a lapsed claim');
-      assert.equal((await repo.get(lapsed as string))?.firstSeenAt, t + 2_000);
-
-      await repo.add(expired as string, { ttlMs: 1_000, now: t });
-      const again = await repo.add(expired as string, { ttlMs: LONG_TTL_MS, now: t + 3_000 });
-      assert.equal(again.added && again.record.firstSeenAt, t + 3_000, 'a mark after the old one expired');
-      assert.equal((await repo.get(expired as string))?.firstSeenAt, t + 3_000);
-
-      await repo.add(removed as string, { ttlMs: LONG_TTL_MS, now: t });
-      assert.equal(await repo.remove(removed as string), true);
-      const fresh = await repo.add(removed as string, {
-        ttlMs: LONG_TTL_MS,
-        leaseMs: LONG_TTL_MS,
-        owner: 'c',
-        now: t + 4_000,
-      });
-      assert.equal(fresh.added && fresh.record.firstSeenAt, t + 4_000, 'a claim after a remove');
-      assert.equal((await repo.get(removed as string))?.firstSeenAt, t + 4_000);
-    }),
-  );
-
-  it(
-    'batch adds, marks and confirms keep each id’s first-seen time',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      const t = Date.now() - 20_000;
-      const claims = [uniqueId('fs-bc'), uniqueId('fs-bc'), uniqueId('fs-bc')];
-      const lazies = [uniqueId('fs-bl'), uniqueId('fs-bl')];
-      const marks = [uniqueId('fs-bm'), uniqueId('fs-bm')];
-
-      const claimed = await repo.addMany(
-        claims.map((id, i) => (i === 1 ? { id, fingerprint: 'fp', eventTime: 1_700_000_000_000 } : { id })),
-        { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'fs-batch', now: t },
-      );
-      assert.deepEqual(
-        claimed.map((r) => r.added && r.record.firstSeenAt),
-        [t, t, t],
-      );
-      const lazy = await repo.addMany(
-        lazies.map((id) => ({ id, result: 'x' })),
-        { ttlMs: LONG_TTL_MS, now: t + 1_000 },
-      );
-      assert.deepEqual(
-        lazy.map((r) => r.added && r.record.firstSeenAt),
-        [t + 1_000, t + 1_000],
-      );
-      await markIds(
+    const viaDirect = await (repo.addDirect ?? repo.add).call(repo, direct as string, {
+      ...claim,
+      now: t + 3_000,
+    });
+    assert.equal(viaDirect.added && viaDirect.record.firstSeenAt, t + 3_000, 'addDirect');
+    assert.equal(
+      await (repo.confirmDirect ?? repo.confirm).call(
         repo,
-        marks.map((id, i) => (i === 0 ? { id } : { id, fingerprint: 'fp' })),
-        { ttlMs: LONG_TTL_MS, now: t + 2_000 },
+        { id: direct as string, owner: 'fs-owner' },
+        { ttlMs: LONG_TTL_MS },
+      ),
+      true,
+    );
+    if (repo.markDirect) {
+      assert.equal(
+        await repo.markDirect({ id: directMark as string }, { ttlMs: LONG_TTL_MS, now: t + 4_000 }),
+        true,
       );
+    } else {
+      await markIds(repo, [{ id: directMark as string }], { ttlMs: LONG_TTL_MS, now: t + 4_000 });
+    }
+
+    const expected = new Map<string, number>([
+      [claimed as string, t],
+      [marked as string, t + 2_000],
+      [direct as string, t + 3_000],
+      [directMark as string, t + 4_000],
+    ]);
+    const check = async (where: string, r: FastPath) => {
+      const ids = [...expected.keys()];
+      const records = await r.getMany(ids);
       assert.deepEqual(
-        await repo.confirmMany(
-          claims.map((id, i) =>
-            i === 2 ? { id, owner: 'fs-batch', result: 'done' } : { id, owner: 'fs-batch' },
-          ),
-          { ttlMs: LONG_TTL_MS },
+        records.map((rec) => rec?.firstSeenAt),
+        [...expected.values()],
+        `getMany ${where}`,
+      );
+      for (const id of ids) {
+        assert.equal(
+          (await (r.getDirect ?? r.get).call(r, id))?.firstSeenAt,
+          expected.get(id),
+          `get ${where}`,
+        );
+      }
+      const seen = await scanned(r);
+      if (seen) {
+        for (const id of ids) assert.equal(seen.get(id)?.firstSeenAt, expected.get(id), `scan ${where}`);
+      }
+    };
+    await check('after the writes', repo);
+    if (options.capabilities.persistent) {
+      await repo.close();
+      await check('after a reopen', await ctx.open());
+    }
+  });
+
+  test('a new record after the old one lapsed, expired or was removed gets its own first-seen time', async (repo) => {
+    const t = Date.now() - 20_000;
+    const [lapsed, expired, removed] = ['fs-lapsed', 'fs-expired', 'fs-removed'].map(uniqueId);
+
+    await repo.add(lapsed as string, { ttlMs: LONG_TTL_MS, leaseMs: 1_000, owner: 'a', now: t });
+    const taken = await repo.add(lapsed as string, {
+      ttlMs: LONG_TTL_MS,
+      leaseMs: LONG_TTL_MS,
+      owner: 'b',
+      now: t + 2_000,
+    });
+    assert.equal(taken.added && taken.record.firstSeenAt, t + 2_000, 'a takeover of a lapsed claim');
+    assert.equal((await repo.get(lapsed as string))?.firstSeenAt, t + 2_000);
+
+    await repo.add(expired as string, { ttlMs: 1_000, now: t });
+    const again = await repo.add(expired as string, { ttlMs: LONG_TTL_MS, now: t + 3_000 });
+    assert.equal(again.added && again.record.firstSeenAt, t + 3_000, 'a mark after the old one expired');
+    assert.equal((await repo.get(expired as string))?.firstSeenAt, t + 3_000);
+
+    await repo.add(removed as string, { ttlMs: LONG_TTL_MS, now: t });
+    assert.equal(await repo.remove(removed as string), true);
+    const fresh = await repo.add(removed as string, {
+      ttlMs: LONG_TTL_MS,
+      leaseMs: LONG_TTL_MS,
+      owner: 'c',
+      now: t + 4_000,
+    });
+    assert.equal(fresh.added && fresh.record.firstSeenAt, t + 4_000, 'a claim after a remove');
+    assert.equal((await repo.get(removed as string))?.firstSeenAt, t + 4_000);
+  });
+
+  test('batch adds, marks and confirms keep each id’s first-seen time', async (repo) => {
+    const t = Date.now() - 20_000;
+    const claims = [uniqueId('fs-bc'), uniqueId('fs-bc'), uniqueId('fs-bc')];
+    const lazies = [uniqueId('fs-bl'), uniqueId('fs-bl')];
+    const marks = [uniqueId('fs-bm'), uniqueId('fs-bm')];
+
+    const claimed = await repo.addMany(
+      claims.map((id, i) => (i === 1 ? { id, fingerprint: 'fp', eventTime: 1_700_000_000_000 } : { id })),
+      { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'fs-batch', now: t },
+    );
+    assert.deepEqual(
+      claimed.map((r) => r.added && r.record.firstSeenAt),
+      [t, t, t],
+    );
+    const lazy = await repo.addMany(
+      lazies.map((id) => ({ id, result: 'x' })),
+      { ttlMs: LONG_TTL_MS, now: t + 1_000 },
+    );
+    assert.deepEqual(
+      lazy.map((r) => r.added && r.record.firstSeenAt),
+      [t + 1_000, t + 1_000],
+    );
+    await markIds(
+      repo,
+      marks.map((id, i) => (i === 0 ? { id } : { id, fingerprint: 'fp' })),
+      { ttlMs: LONG_TTL_MS, now: t + 2_000 },
+    );
+    assert.deepEqual(
+      await repo.confirmMany(
+        claims.map((id, i) =>
+          i === 2 ? { id, owner: 'fs-batch', result: 'done' } : { id, owner: 'fs-batch' },
         ),
-        [true, true, true],
-      );
-      const records = await repo.getMany([...claims, ...lazies, ...marks]);
-      assert.deepEqual(
-        records.map((r) => r?.firstSeenAt),
-        [t, t, t, t + 1_000, t + 1_000, t + 2_000, t + 2_000],
-      );
-      const again = await repo.addMany(
-        [...claims, ...marks].map((id) => ({ id })),
-        { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'late', now: t + 5_000 },
-      );
-      assert.deepEqual(
-        again.map((r) => !r.added && r.existing.firstSeenAt),
-        [t, t, t, t + 2_000, t + 2_000],
-        'a blocked batch add reports each first time',
-      );
-    }),
-  );
+        { ttlMs: LONG_TTL_MS },
+      ),
+      [true, true, true],
+    );
+    const records = await repo.getMany([...claims, ...lazies, ...marks]);
+    assert.deepEqual(
+      records.map((r) => r?.firstSeenAt),
+      [t, t, t, t + 1_000, t + 1_000, t + 2_000, t + 2_000],
+    );
+    const again = await repo.addMany(
+      [...claims, ...marks].map((id) => ({ id })),
+      { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'late', now: t + 5_000 },
+    );
+    assert.deepEqual(
+      again.map((r) => !r.added && r.existing.firstSeenAt),
+      [t, t, t, t + 2_000, t + 2_000],
+      'a blocked batch add reports each first time',
+    );
+  });
 }

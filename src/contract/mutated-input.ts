@@ -4,7 +4,7 @@ import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { BatchItem } from '../consumer/types.js';
 import type { IdempotentRepository } from '../store/types.js';
 import { type ConsumerRun, consumerRuns, storingConsumer } from './consumer-runs.js';
-import { type ContractSuite, uniqueId } from './context.js';
+import { type ContractSuite, repoTest, uniqueId } from './context.js';
 
 /*
  * A handler may change the message it was given: reassign its id field, delete or change payload fields. The
@@ -33,7 +33,8 @@ function mutate(message: Message, newId: string): { amount: number } {
   return { amount };
 }
 
-export function mutatedInputTests({ it, withContext }: ContractSuite): void {
+export function mutatedInputTests(suite: ContractSuite): void {
+  const test = repoTest(suite);
   const consumer = (repository: IdempotentRepository, run: ConsumerRun) =>
     storingConsumer<Message>(repository, run);
 
@@ -58,120 +59,104 @@ export function mutatedInputTests({ it, withContext }: ContractSuite): void {
     assert.equal(changed.outcome, 'conflict', `${what}: a changed payload under the same id`);
   }
 
-  it(
-    'a handler that rewrites the id and the payload completes the claimed id (wrap and process)',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      for (const run of consumerRuns(repo)) {
-        const idempotent = consumer(repo, run);
-        for (const entry of ['wrap', 'process'] as const) {
-          const what = `${run.label}, ${entry}`;
-          const id = uniqueId('orig');
-          const rewritten = uniqueId('rewritten');
-          const handler = (message: Message) => mutate(message, rewritten);
-          const first =
-            entry === 'wrap'
-              ? await idempotent.wrap(handler)(original(id))
-              : await idempotent.process(original(id), handler);
-          assert.equal(first.outcome, 'processed', what);
-          assert.equal(first.id, id, `${what}: the result names the original id`);
-          assert.equal(first.resultKept, true, what);
-          await assertCompleted(repo, id, rewritten, what);
-          await assertRedelivery(idempotent, id, what);
-        }
-      }
-    }),
-  );
-
-  it(
-    'a handler that rewrites the id and then fails releases the claimed id, so the original runs again',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      for (const run of consumerRuns(repo)) {
-        const idempotent = consumer(repo, run);
+  test('a handler that rewrites the id and the payload completes the claimed id (wrap and process)', async (repo) => {
+    for (const run of consumerRuns(repo)) {
+      const idempotent = consumer(repo, run);
+      for (const entry of ['wrap', 'process'] as const) {
+        const what = `${run.label}, ${entry}`;
         const id = uniqueId('orig');
         const rewritten = uniqueId('rewritten');
-        await assert.rejects(
-          idempotent.process(original(id), (message) => {
-            mutate(message, rewritten);
-            throw new Error('failed after rewriting its input');
-          }),
-          /failed after rewriting/,
-        );
-        assert.equal(await repo.contains(id), false, `${run.label}: the claimed id was left held`);
-        assert.equal(await repo.contains(rewritten), false, `${run.label}: the rewritten id was stored`);
-        const retry = await idempotent.process(original(id), (message) => ({
-          amount: message.payload.amount,
-        }));
-        assert.equal(retry.outcome, 'processed', run.label);
-        await assertCompleted(repo, id, rewritten, run.label);
+        const handler = (message: Message) => mutate(message, rewritten);
+        const first =
+          entry === 'wrap'
+            ? await idempotent.wrap(handler)(original(id))
+            : await idempotent.process(original(id), handler);
+        assert.equal(first.outcome, 'processed', what);
+        assert.equal(first.id, id, `${what}: the result names the original id`);
+        assert.equal(first.resultKept, true, what);
+        await assertCompleted(repo, id, rewritten, what);
+        await assertRedelivery(idempotent, id, what);
       }
-    }),
-  );
+    }
+  });
 
-  it(
-    'processBatch: handlers that rewrite ids (to another message’s, or a new one) complete each claimed id',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      for (const run of consumerRuns(repo)) {
-        const idempotent = consumer(repo, run);
-        const ids = [uniqueId('b0'), uniqueId('b1'), uniqueId('b2')];
-        // The first takes the second's id, the others ids never claimed: a settle that read the ids again would
-        // complete the second twice and leave the first and the third in flight.
-        const rewritten = [ids[1] as string, uniqueId('new1'), uniqueId('new2')];
-        const { results } = await idempotent.processBatch(
-          ids.map((id) => original(id)),
-          (message) => mutate(message, rewritten[ids.indexOf(message.id)] as string),
-        );
-        assert.deepEqual(
-          results.map((r) => [r.outcome, r.id]),
-          ids.map((id) => ['processed', id]),
-          run.label,
-        );
-        for (const [i, id] of ids.entries()) {
-          await assertCompleted(repo, id, i === 0 ? uniqueId('never') : (rewritten[i] as string), run.label);
-        }
-        for (const id of ids) await assertRedelivery(idempotent, id, `${run.label}, batch`);
+  test('a handler that rewrites the id and then fails releases the claimed id, so the original runs again', async (repo) => {
+    for (const run of consumerRuns(repo)) {
+      const idempotent = consumer(repo, run);
+      const id = uniqueId('orig');
+      const rewritten = uniqueId('rewritten');
+      await assert.rejects(
+        idempotent.process(original(id), (message) => {
+          mutate(message, rewritten);
+          throw new Error('failed after rewriting its input');
+        }),
+        /failed after rewriting/,
+      );
+      assert.equal(await repo.contains(id), false, `${run.label}: the claimed id was left held`);
+      assert.equal(await repo.contains(rewritten), false, `${run.label}: the rewritten id was stored`);
+      const retry = await idempotent.process(original(id), (message) => ({
+        amount: message.payload.amount,
+      }));
+      assert.equal(retry.outcome, 'processed', run.label);
+      await assertCompleted(repo, id, rewritten, run.label);
+    }
+  });
+
+  test('processBatch: handlers that rewrite ids (to another message’s, or a new one) complete each claimed id', async (repo) => {
+    for (const run of consumerRuns(repo)) {
+      const idempotent = consumer(repo, run);
+      const ids = [uniqueId('b0'), uniqueId('b1'), uniqueId('b2')];
+      // The first takes the second's id, the others ids never claimed: a settle that read the ids again would
+      // complete the second twice and leave the first and the third in flight.
+      const rewritten = [ids[1] as string, uniqueId('new1'), uniqueId('new2')];
+      const { results } = await idempotent.processBatch(
+        ids.map((id) => original(id)),
+        (message) => mutate(message, rewritten[ids.indexOf(message.id)] as string),
+      );
+      assert.deepEqual(
+        results.map((r) => [r.outcome, r.id]),
+        ids.map((id) => ['processed', id]),
+        run.label,
+      );
+      for (const [i, id] of ids.entries()) {
+        await assertCompleted(repo, id, i === 0 ? uniqueId('never') : (rewritten[i] as string), run.label);
       }
-    }),
-  );
+      for (const id of ids) await assertRedelivery(idempotent, id, `${run.label}, batch`);
+    }
+  });
 
-  it(
-    'processBatch with a whole-batch handler: rewritten ids do not move a failure or a completion to another id',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      for (const run of consumerRuns(repo)) {
-        const idempotent = consumer(repo, run);
-        const ids = [uniqueId('w0'), uniqueId('w1'), uniqueId('w2')];
-        const { results } = await idempotent.processBatch(
-          ids.map((id) => original(id)),
-          {
-            batch: (items: readonly BatchItem<Message>[]) => {
-              // Each message takes the next one's id; the middle one fails.
-              for (const item of items) mutate(item.message, ids[(item.index + 1) % ids.length] as string);
-              return { failed: [{ index: 1, error: new Error('the middle one failed') }] };
-            },
+  test('processBatch with a whole-batch handler: rewritten ids do not move a failure or a completion to another id', async (repo) => {
+    for (const run of consumerRuns(repo)) {
+      const idempotent = consumer(repo, run);
+      const ids = [uniqueId('w0'), uniqueId('w1'), uniqueId('w2')];
+      const { results } = await idempotent.processBatch(
+        ids.map((id) => original(id)),
+        {
+          batch: (items: readonly BatchItem<Message>[]) => {
+            // Each message takes the next one's id; the middle one fails.
+            for (const item of items) mutate(item.message, ids[(item.index + 1) % ids.length] as string);
+            return { failed: [{ index: 1, error: new Error('the middle one failed') }] };
           },
-        );
-        assert.deepEqual(
-          results.map((r) => [r.outcome, r.id]),
-          [
-            ['processed', ids[0]],
-            ['failed', ids[1]],
-            ['processed', ids[2]],
-          ],
-          run.label,
-        );
-        const [first, failed, third] = (await repo.getMany(ids)).map((r) => r?.state);
-        assert.deepEqual([first, failed, third], ['confirmed', undefined, 'confirmed'], run.label);
-        for (const id of [ids[0], ids[2]] as string[]) {
-          assert.equal((await repo.get(id))?.fingerprint, fingerprintOf(original(id)), run.label);
-          const again = await idempotent.process(original(id), () => assert.fail('ran again'));
-          assert.equal(again.outcome, 'duplicate', run.label);
-        }
-        const retry = await idempotent.process(original(ids[1] as string), () => 'second try');
-        assert.equal(retry.outcome, 'processed', `${run.label}: the failed message is handled on redelivery`);
+        },
+      );
+      assert.deepEqual(
+        results.map((r) => [r.outcome, r.id]),
+        [
+          ['processed', ids[0]],
+          ['failed', ids[1]],
+          ['processed', ids[2]],
+        ],
+        run.label,
+      );
+      const [first, failed, third] = (await repo.getMany(ids)).map((r) => r?.state);
+      assert.deepEqual([first, failed, third], ['confirmed', undefined, 'confirmed'], run.label);
+      for (const id of [ids[0], ids[2]] as string[]) {
+        assert.equal((await repo.get(id))?.fingerprint, fingerprintOf(original(id)), run.label);
+        const again = await idempotent.process(original(id), () => assert.fail('ran again'));
+        assert.equal(again.outcome, 'duplicate', run.label);
       }
-    }),
-  );
+      const retry = await idempotent.process(original(ids[1] as string), () => 'second try');
+      assert.equal(retry.outcome, 'processed', `${run.label}: the failed message is handled on redelivery`);
+    }
+  });
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { ProcessResult } from '../consumer/types.js';
 import type { IdempotentRepository } from '../store/types.js';
 import { type ConsumerRun, consumerRuns, storingConsumer } from './consumer-runs.js';
-import { type ContractSuite, uniqueId } from './context.js';
+import { type ContractSuite, repoTest, uniqueId } from './context.js';
 
 /*
  * The store's declared `maxResultBytes` is a promise to the consumer's `storeResult`: a result of exactly that
@@ -44,7 +44,9 @@ function assertSame(actual: unknown, expected: string, what: string): void {
   assert.fail(`${what}: got ${length}, not the ${Buffer.byteLength(expected, 'utf8')}-byte value given`);
 }
 
-export function resultLimitTests({ it, withContext, options }: ContractSuite): void {
+export function resultLimitTests(suite: ContractSuite): void {
+  const { options } = suite;
+  const test = repoTest(suite);
   const { maxIdBytes } = options.capabilities;
 
   const consumer = (repository: IdempotentRepository, run: ConsumerRun) =>
@@ -59,115 +61,103 @@ export function resultLimitTests({ it, withContext, options }: ContractSuite): v
     assert.equal(kept, resultBytes, 'bytes of result kept');
   }
 
-  it(
-    'keeps a result of exactly maxResultBytes beside a maxIdBytes id and a fingerprint, and replays it whole',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      const max = repo.capabilities.maxResultBytes;
-      const atLimit = valueKeptAs(max);
-      for (const run of consumerRuns(repo)) {
-        const idempotent = consumer(repo, run);
-        const message = { id: idOfBytes(maxIdBytes), n: 1 };
-        let runs = 0;
-        const first = await idempotent.wrap(() => {
-          runs++;
-          return atLimit;
-        })({ ...message });
-        assert.equal(first.outcome, 'processed', run.label);
-        assert.equal(first.resultKept, true, `${run.label}: resultKept`);
-        await assertRecord(repo, message.id, max);
-        const again = await idempotent.process({ ...message }, () => {
-          runs++;
-          return 'ran again';
-        });
-        assert.equal(again.outcome, 'duplicate', run.label);
-        assert.equal(again.replayed, true, `${run.label}: replayed`);
-        assertSame(again.result, atLimit, `${run.label}: the replayed result`);
-        assert.equal(runs, 1, `${run.label}: the handler ran again`);
-      }
-    }),
-  );
+  test('keeps a result of exactly maxResultBytes beside a maxIdBytes id and a fingerprint, and replays it whole', async (repo) => {
+    const max = repo.capabilities.maxResultBytes;
+    const atLimit = valueKeptAs(max);
+    for (const run of consumerRuns(repo)) {
+      const idempotent = consumer(repo, run);
+      const message = { id: idOfBytes(maxIdBytes), n: 1 };
+      let runs = 0;
+      const first = await idempotent.wrap(() => {
+        runs++;
+        return atLimit;
+      })({ ...message });
+      assert.equal(first.outcome, 'processed', run.label);
+      assert.equal(first.resultKept, true, `${run.label}: resultKept`);
+      await assertRecord(repo, message.id, max);
+      const again = await idempotent.process({ ...message }, () => {
+        runs++;
+        return 'ran again';
+      });
+      assert.equal(again.outcome, 'duplicate', run.label);
+      assert.equal(again.replayed, true, `${run.label}: replayed`);
+      assertSame(again.result, atLimit, `${run.label}: the replayed result`);
+      assert.equal(runs, 1, `${run.label}: the handler ran again`);
+    }
+  });
 
-  it(
-    'does not keep a result one byte over maxResultBytes: resultKept false, then a plain duplicate that does not run again',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      const over = valueKeptAs(repo.capabilities.maxResultBytes + 1);
-      for (const run of consumerRuns(repo)) {
-        const idempotent = consumer(repo, run);
-        const message = { id: idOfBytes(maxIdBytes), n: 2 };
-        let runs = 0;
-        const first = await idempotent.process({ ...message }, () => {
-          runs++;
-          return over;
-        });
-        assert.equal(first.outcome, 'processed', run.label);
-        assert.equal(first.resultKept, false, `${run.label}: resultKept`);
-        assertSame(first.result, over, `${run.label}: the handler's own result`);
-        await assertRecord(repo, message.id, undefined);
-        const again = await idempotent.wrap(() => {
-          runs++;
-          return 'ran again';
-        })({ ...message });
-        assert.equal(again.outcome, 'duplicate', run.label);
-        assert.notEqual(again.replayed, true, `${run.label}: replayed a result that was not kept`);
-        assert.equal(again.result, undefined, run.label);
-        assert.equal(runs, 1, `${run.label}: the handler ran again`);
-      }
-    }),
-  );
+  test('does not keep a result one byte over maxResultBytes: resultKept false, then a plain duplicate that does not run again', async (repo) => {
+    const over = valueKeptAs(repo.capabilities.maxResultBytes + 1);
+    for (const run of consumerRuns(repo)) {
+      const idempotent = consumer(repo, run);
+      const message = { id: idOfBytes(maxIdBytes), n: 2 };
+      let runs = 0;
+      const first = await idempotent.process({ ...message }, () => {
+        runs++;
+        return over;
+      });
+      assert.equal(first.outcome, 'processed', run.label);
+      assert.equal(first.resultKept, false, `${run.label}: resultKept`);
+      assertSame(first.result, over, `${run.label}: the handler's own result`);
+      await assertRecord(repo, message.id, undefined);
+      const again = await idempotent.wrap(() => {
+        runs++;
+        return 'ran again';
+      })({ ...message });
+      assert.equal(again.outcome, 'duplicate', run.label);
+      assert.notEqual(again.replayed, true, `${run.label}: replayed a result that was not kept`);
+      assert.equal(again.result, undefined, run.label);
+      assert.equal(runs, 1, `${run.label}: the handler ran again`);
+    }
+  });
 
-  it(
-    'in a batch of three, keeps the two results of exactly maxResultBytes and not the one a byte over',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      const max = repo.capabilities.maxResultBytes;
-      const atLimit = valueKeptAs(max);
-      const over = valueKeptAs(max + 1);
-      for (const run of consumerRuns(repo)) {
-        const idempotent = consumer(repo, run);
-        const messages = [0, 1, 2].map((n) => ({ id: idOfBytes(maxIdBytes), n }));
-        const values = [atLimit, over, atLimit];
-        let runs = 0;
-        const handler = (message: Message) => {
-          runs++;
-          return values[message.n] as string;
-        };
-        const { results } = await idempotent.processBatch(
-          messages.map((m) => ({ ...m })),
-          handler,
-        );
-        assert.deepEqual(
-          results.map((r) => [r.outcome, r.resultKept]),
-          [
-            ['processed', true],
-            ['processed', false],
-            ['processed', true],
-          ],
-          run.label,
-        );
-        for (const [i, message] of messages.entries()) {
-          await assertRecord(repo, message.id, i === 1 ? undefined : max);
-        }
-        const again = await idempotent.processBatch(
-          messages.map((m) => ({ ...m })),
-          handler,
-        );
-        const [a, b, c] = again.results as [ProcessResult, ProcessResult, ProcessResult];
-        assert.deepEqual(
-          [a, b, c].map((r) => [r.outcome, r.replayed === true]),
-          [
-            ['duplicate', true],
-            ['duplicate', false],
-            ['duplicate', true],
-          ],
-          run.label,
-        );
-        assertSame(a.result, atLimit, `${run.label}: the first replayed result`);
-        assert.equal(b.result, undefined, run.label);
-        assertSame(c.result, atLimit, `${run.label}: the third replayed result`);
-        assert.equal(runs, 3, `${run.label}: a handler ran again`);
+  test('in a batch of three, keeps the two results of exactly maxResultBytes and not the one a byte over', async (repo) => {
+    const max = repo.capabilities.maxResultBytes;
+    const atLimit = valueKeptAs(max);
+    const over = valueKeptAs(max + 1);
+    for (const run of consumerRuns(repo)) {
+      const idempotent = consumer(repo, run);
+      const messages = [0, 1, 2].map((n) => ({ id: idOfBytes(maxIdBytes), n }));
+      const values = [atLimit, over, atLimit];
+      let runs = 0;
+      const handler = (message: Message) => {
+        runs++;
+        return values[message.n] as string;
+      };
+      const { results } = await idempotent.processBatch(
+        messages.map((m) => ({ ...m })),
+        handler,
+      );
+      assert.deepEqual(
+        results.map((r) => [r.outcome, r.resultKept]),
+        [
+          ['processed', true],
+          ['processed', false],
+          ['processed', true],
+        ],
+        run.label,
+      );
+      for (const [i, message] of messages.entries()) {
+        await assertRecord(repo, message.id, i === 1 ? undefined : max);
       }
-    }),
-  );
+      const again = await idempotent.processBatch(
+        messages.map((m) => ({ ...m })),
+        handler,
+      );
+      const [a, b, c] = again.results as [ProcessResult, ProcessResult, ProcessResult];
+      assert.deepEqual(
+        [a, b, c].map((r) => [r.outcome, r.replayed === true]),
+        [
+          ['duplicate', true],
+          ['duplicate', false],
+          ['duplicate', true],
+        ],
+        run.label,
+      );
+      assertSame(a.result, atLimit, `${run.label}: the first replayed result`);
+      assert.equal(b.result, undefined, run.label);
+      assertSame(c.result, atLimit, `${run.label}: the third replayed result`);
+      assert.equal(runs, 3, `${run.label}: a handler ran again`);
+    }
+  });
 }

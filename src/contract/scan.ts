@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { IdempotencyRecord, IdempotentRepository } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 /** Every record `scan` reports, by id (a record reported twice keeps its last copy). */
 async function scanned(repo: IdempotentRepository): Promise<Map<string, IdempotencyRecord>> {
@@ -15,48 +15,37 @@ async function scanned(repo: IdempotentRepository): Promise<Map<string, Idempote
  * `scan` (optional, declared by its presence like `renew`): a store without it has nothing to check here; one
  * with it must report every record of its namespace, with its fields, and nothing of another namespace.
  */
-export function scanTests({ it, withContext }: ContractSuite): void {
-  it(
-    'scan reports each record of the namespace with its state and fields, and no other namespace’s',
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      if (repo.scan === undefined) return;
-      const inner = await ctx.open(`${ctx.namespace}:orders`);
-      const [claim, mark, done, removed, binary] = ['claim', 'mark', 'done', 'gone', 'bin'].map(uniqueId);
-      const bytes = Buffer.from(`\u00ff${binary}`, 'latin1');
-      await repo.add(claim as string, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'o-1' });
-      await repo.add(
-        mark as string,
-        { ttlMs: LONG_TTL_MS },
-        { fingerprint: 'fp', eventTime: 1_700_000_000_000 },
-      );
-      await repo.add(done as string, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'o-2' });
-      await repo.confirm({ id: done as string, owner: 'o-2' }, { ttlMs: LONG_TTL_MS, result: 'r' });
-      await repo.add(removed as string, { ttlMs: LONG_TTL_MS });
-      await repo.remove(removed as string);
-      await repo.add(bytes, { ttlMs: LONG_TTL_MS });
-      await inner.add(uniqueId('inner'), { ttlMs: LONG_TTL_MS });
+export function scanTests(suite: ContractSuite): void {
+  const test = repoTest(suite);
+  test('scan reports each record of the namespace with its state and fields, and no other namespace’s', async (repo, ctx) => {
+    if (repo.scan === undefined) return;
+    const inner = await ctx.open(`${ctx.namespace}:orders`);
+    const [claim, mark, done, removed, binary] = ['claim', 'mark', 'done', 'gone', 'bin'].map(uniqueId);
+    const bytes = Buffer.from(`\u00ff${binary}`, 'latin1');
+    await repo.add(claim as string, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'o-1' });
+    await repo.add(
+      mark as string,
+      { ttlMs: LONG_TTL_MS },
+      { fingerprint: 'fp', eventTime: 1_700_000_000_000 },
+    );
+    await repo.add(done as string, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'o-2' });
+    await repo.confirm({ id: done as string, owner: 'o-2' }, { ttlMs: LONG_TTL_MS, result: 'r' });
+    await repo.add(removed as string, { ttlMs: LONG_TTL_MS });
+    await repo.remove(removed as string);
+    await repo.add(bytes, { ttlMs: LONG_TTL_MS });
+    await inner.add(uniqueId('inner'), { ttlMs: LONG_TTL_MS });
 
-      const seen = await scanned(repo);
-      assert.equal(
-        seen.size,
-        4,
-        `scan reported ${[...seen.keys()].map((k) => JSON.stringify(k)).join(', ')}`,
-      );
-      for (const id of [claim as string, mark as string, done as string, bytes]) {
-        const stored = await repo.get(id);
-        assert.ok(stored, `${String(id)} is stored`);
-        assert.deepEqual(
-          seen.get(stored.id),
-          stored,
-          `scan reports ${JSON.stringify(stored.id)} as get does`,
-        );
-      }
-      assert.equal(seen.get(claim as string)?.state, 'in-flight');
-      assert.equal(seen.get(claim as string)?.owner, 'o-1');
-      assert.equal(seen.get(done as string)?.result, 'r');
-      const innerSeen = await scanned(inner);
-      assert.equal(innerSeen.size, 1, 'the nested namespace reports only its own record');
-    }),
-  );
+    const seen = await scanned(repo);
+    assert.equal(seen.size, 4, `scan reported ${[...seen.keys()].map((k) => JSON.stringify(k)).join(', ')}`);
+    for (const id of [claim as string, mark as string, done as string, bytes]) {
+      const stored = await repo.get(id);
+      assert.ok(stored, `${String(id)} is stored`);
+      assert.deepEqual(seen.get(stored.id), stored, `scan reports ${JSON.stringify(stored.id)} as get does`);
+    }
+    assert.equal(seen.get(claim as string)?.state, 'in-flight');
+    assert.equal(seen.get(claim as string)?.owner, 'o-1');
+    assert.equal(seen.get(done as string)?.result, 'r');
+    const innerSeen = await scanned(inner);
+    assert.equal(innerSeen.size, 1, 'the nested namespace reports only its own record');
+  });
 }

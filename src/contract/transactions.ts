@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import { isTransactional } from '../store/transaction.js';
-import { type ContractSuite, LONG_TTL_MS, uniqueId } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 interface Message {
   readonly id: string;
@@ -13,49 +13,46 @@ interface Message {
  * runs again with them). The handlers' writes here are the store's own verbs, which run on the transaction's
  * connection: a side id marked per message.
  */
-export function transactionTests({ it, withContext }: ContractSuite): void {
-  it(
-    "transaction 'batch': a handler that wrote and failed leaves none of its writes; the others commit once",
-    withContext(async (ctx) => {
-      const repo = await ctx.open();
-      if (!isTransactional(repo)) return;
-      const consumer = new IdempotentConsumer<Message>({
-        repository: repo,
-        id: 'id',
-        ttlMs: LONG_TTL_MS,
-        transaction: 'batch',
-        onWarning: () => {},
-      });
-      const batch = [uniqueId('a'), uniqueId('fail'), uniqueId('c'), uniqueId('refused')].map((id) => ({
-        id,
-      }));
-      const side = (message: Message) => `${message.id}-side`;
-      const runs = new Map<string, number>();
-      const { results } = await consumer.processBatch(batch, async (message) => {
-        runs.set(message.id, (runs.get(message.id) ?? 0) + 1);
-        if (message.id.startsWith('refused')) throw new Error('refused before writing');
-        await repo.add(side(message), { ttlMs: LONG_TTL_MS });
-        if (message.id.startsWith('fail')) throw new Error('failed after writing');
-      });
-      assert.deepEqual(
-        results.map((r) => r.outcome),
-        ['processed', 'failed', 'processed', 'failed'],
-      );
-      assert.match(String(results[1]?.error), /failed after writing/);
-      assert.match(String(results[3]?.error), /refused before writing/);
-      for (const [i, present] of [true, false, true, false].entries()) {
-        const message = batch[i] as Message;
-        assert.equal(await repo.contains(message.id), present, `the mark of ${message.id}`);
-        assert.equal(await repo.contains(side(message)), present, `the write of ${message.id}'s handler`);
-      }
-      // Whether the store reran the batch or not, each handler that wrote ran at least once, and the one that
-      // failed after the last write ran once.
-      assert.equal(runs.get((batch[3] as Message).id), 1);
-      const again = await consumer.processBatch(batch.slice(0, 3), async () => {});
-      assert.deepEqual(
-        again.results.map((r) => r.outcome),
-        ['duplicate', 'processed', 'duplicate'],
-      );
-    }),
-  );
+export function transactionTests(suite: ContractSuite): void {
+  const test = repoTest(suite);
+  test("transaction 'batch': a handler that wrote and failed leaves none of its writes; the others commit once", async (repo) => {
+    if (!isTransactional(repo)) return;
+    const consumer = new IdempotentConsumer<Message>({
+      repository: repo,
+      id: 'id',
+      ttlMs: LONG_TTL_MS,
+      transaction: 'batch',
+      onWarning: () => {},
+    });
+    const batch = [uniqueId('a'), uniqueId('fail'), uniqueId('c'), uniqueId('refused')].map((id) => ({
+      id,
+    }));
+    const side = (message: Message) => `${message.id}-side`;
+    const runs = new Map<string, number>();
+    const { results } = await consumer.processBatch(batch, async (message) => {
+      runs.set(message.id, (runs.get(message.id) ?? 0) + 1);
+      if (message.id.startsWith('refused')) throw new Error('refused before writing');
+      await repo.add(side(message), { ttlMs: LONG_TTL_MS });
+      if (message.id.startsWith('fail')) throw new Error('failed after writing');
+    });
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['processed', 'failed', 'processed', 'failed'],
+    );
+    assert.match(String(results[1]?.error), /failed after writing/);
+    assert.match(String(results[3]?.error), /refused before writing/);
+    for (const [i, present] of [true, false, true, false].entries()) {
+      const message = batch[i] as Message;
+      assert.equal(await repo.contains(message.id), present, `the mark of ${message.id}`);
+      assert.equal(await repo.contains(side(message)), present, `the write of ${message.id}'s handler`);
+    }
+    // Whether the store reran the batch or not, each handler that wrote ran at least once, and the one that
+    // failed after the last write ran once.
+    assert.equal(runs.get((batch[3] as Message).id), 1);
+    const again = await consumer.processBatch(batch.slice(0, 3), async () => {});
+    assert.deepEqual(
+      again.results.map((r) => r.outcome),
+      ['duplicate', 'processed', 'duplicate'],
+    );
+  });
 }

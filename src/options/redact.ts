@@ -2,22 +2,24 @@ import { REDACTED, redactUrl } from '../util/redact-text.js';
 
 // Errors quote the value they reject, and the node logs what it runs with; neither may print a secret.
 
-/** Keys whose values are secrets wherever they appear (compared ignoring case, `_` and `-`). */
-const SECRET_KEYS = new Set([
+/** Secret keys as spelled in config and client objects (pino's `redact` paths are case-sensitive). */
+const SECRET_NAMES = [
   'password',
   'passphrase',
   'secret',
-  'secretaccesskey',
-  'sessiontoken',
+  'secretAccessKey',
+  'sessionToken',
   'token',
-  'apikey',
-  'key', // a TLS private key (PEM)
-  'privatekey',
+  'apiKey',
+  'privateKey',
   'pfx',
   'sasl',
   'credentials',
   'encryption', // [consumer.encryption]: the keys of kept outcomes
-]);
+];
+
+/** Keys whose values are secrets wherever they appear, compared ignoring case, `_` and `-`; `key` is a TLS key. */
+const SECRET_KEYS = new Set([...SECRET_NAMES.map((name) => name.toLowerCase()), 'key']);
 
 export { REDACTED, redactUrl } from '../util/redact-text.js';
 
@@ -59,27 +61,11 @@ export function describeValue(value: unknown, path: readonly (string | number)[]
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
-/** Secret keys as they are spelled in config and client objects, for pino's case-sensitive `redact` paths. */
-const LOG_SECRET_KEYS = [
-  'password',
-  'passphrase',
-  'secret',
-  'secretAccessKey',
-  'sessionToken',
-  'token',
-  'apiKey',
-  'privateKey',
-  'pfx',
-  'sasl',
-  'credentials',
-  'encryption',
-];
-
 /**
  * pino `redact` paths for the node's logs: secret keys at the depths a logged object or error can carry them.
  * A bare `key` is a Kafka message key in logs, so TLS keys are matched under `ssl`/`tls` only.
  */
 export const logRedactPaths: readonly string[] = [
-  ...LOG_SECRET_KEYS.flatMap((name) => [name, `*.${name}`, `*.*.${name}`, `*.*.*.${name}`]),
+  ...SECRET_NAMES.flatMap((name) => [name, `*.${name}`, `*.*.${name}`, `*.*.*.${name}`]),
   ...['ssl', 'tls'].flatMap((table) => [`${table}.key`, `*.${table}.key`, `*.*.${table}.key`]),
 ];

@@ -349,11 +349,8 @@ describe('idem dedup', { skip, concurrency: 4 }, () => {
   });
 
   test('bin/idem.js runs the CLI', async () => {
-    const { spawnSync } = await import('node:child_process');
-    const result = spawnSync(process.execPath, [join(ROOT, 'bin/idem.js'), '--version'], {
-      encoding: 'utf8',
-    });
-    assert.equal(result.status, 0, result.stderr);
+    const result = await runCli(['--version'], { main: join(ROOT, 'bin/idem.js') });
+    assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /^\d+\.\d+\.\d+/);
   });
 });

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -7,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { memoryDefaults } from '../../src/repositories/memory/options.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { cliMain, finished, idsOf, ROOT, runCli } from './run-cli.js';
+import { finished, idsOf, ROOT, runCli, startCli } from './run-cli.js';
 
 const skip = skipUnlessEnabled('rocksdb');
 
@@ -194,25 +193,10 @@ describe('idem dedup at the edges: ids, long lines, byte-order marks, failed wri
     try {
       // bash's `ulimit -f` counts 1024-byte blocks: the file may grow to 50 KiB, so the second batch of 500
       // lines (~30 KiB each) is cut short: the kernel accepts part of the write, then refuses the rest (EFBIG).
-      const child = spawn(
-        'bash',
-        [
-          '-c',
-          'ulimit -f 50 && exec "$@"',
-          'bash',
-          process.execPath,
-          cliMain(),
-          'dedup',
-          '--id',
-          'id',
-          '--batch-size',
-          '500',
-          '--store',
-          store,
-          path,
-        ],
-        { cwd: ROOT, env: { ...process.env, IDEM_CONFIG: '' }, stdio: ['ignore', fd, 'pipe'] },
-      );
+      const child = startCli(['dedup', '--id', 'id', '--batch-size', '500', '--store', store, path], {
+        shell: 'ulimit -f 50',
+        stdoutFd: fd,
+      });
       ({ code, stderr } = await finished(child));
     } finally {
       closeSync(fd);

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -7,11 +6,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { storeSchemes } from '../../src/cli/store-url.js';
 import { RedisRepository } from '../../src/repositories/redis/index.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
-import { cliMain, finished, runCli } from './run-cli.js';
+import { runCli } from './run-cli.js';
 
 // Issue 20, §3: misconfigurations a newcomer makes in the first hour must be said, in one line, never run silently.
 // Every test owns its files and working directory, so the tests of a block run side by side.
@@ -24,8 +22,6 @@ before(async () => {
   await writeFile(input, '{"id":"a"}\n{"id":"b"}\n{"id":"a"}\n');
 });
 after(() => rm(dir, { recursive: true, force: true }));
-
-const LEFTOVERS = fileURLToPath(new URL('./leftovers.mjs', import.meta.url));
 
 /** A loopback port nothing listens on: bound by the system, then closed. */
 function sparePort(): Promise<number> {
@@ -69,22 +65,10 @@ describe('idem dedup --store <url>: a URL selects a store, never a directory', {
 
   it('redis:// on a closed port: the failed open leaves no timer or socket, so the run ends at once', async () => {
     const port = await sparePort();
-    const child = spawn(
-      process.execPath,
-      [
-        LEFTOVERS,
-        cliMain(),
-        'dedup',
-        '--id',
-        'id',
-        '--no-progress',
-        '--store',
-        `redis://127.0.0.1:${port}`,
-        input,
-      ],
-      { env: { ...process.env, IDEM_CONFIG: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    const result = await runCli(
+      ['dedup', '--id', 'id', '--no-progress', '--store', `redis://127.0.0.1:${port}`, input],
+      { leftovers: true },
     );
-    const result = await finished(child);
     assert.doesNotMatch(result.stderr, /leftover/);
     assert.equal(result.code, 3, result.stderr);
     assert.match(result.stderr, new RegExp(`redis: cannot connect to redis://127\\.0\\.0\\.1:${port}`));
@@ -94,12 +78,9 @@ describe('idem dedup --store <url>: a URL selects a store, never a directory', {
     const seeds = [`127.0.0.1:${await sparePort()}`, `127.0.0.1:${await sparePort()}`];
     const config = join(dir, `cluster-${randomUUID()}.toml`);
     await writeFile(config, `[repository]\ntype = "redis"\ncluster = ${JSON.stringify(seeds)}\n`);
-    const child = spawn(
-      process.execPath,
-      [LEFTOVERS, cliMain(), 'dedup', '--id', 'id', '--no-progress', '--config', config, input],
-      { env: { ...process.env, IDEM_CONFIG: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    const result = await finished(child);
+    const result = await runCli(['dedup', '--id', 'id', '--no-progress', '--config', config, input], {
+      leftovers: true,
+    });
     assert.doesNotMatch(result.stderr, /leftover/);
     assert.equal(result.code, 3, result.stderr);
     assert.match(

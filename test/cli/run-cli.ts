@@ -33,11 +33,24 @@ export interface CliOptions {
   readonly stdoutFd?: number;
   readonly env?: Record<string, string>;
   readonly cwd?: string;
+  /** Run under leftovers.mjs, which fails the run when a timer or socket outlives its exit. */
+  readonly leftovers?: boolean;
+  /** A bash command run first in the CLI's own shell (e.g. `ulimit -f 50`). */
+  readonly shell?: string;
+  /** The entry point to run instead of the build's (e.g. `bin/idem.js`). */
+  readonly main?: string;
 }
+
+const LEFTOVERS = fileURLToPath(new URL('./leftovers.mjs', import.meta.url));
 
 /** Starts the real CLI (this source state's build) as a child process. */
 export function startCli(args: readonly string[], options: CliOptions = {}): ChildProcess {
-  const child = spawn(process.execPath, [cliMain(), ...args], {
+  const argv = [...(options.leftovers ? [LEFTOVERS] : []), options.main ?? cliMain(), ...args];
+  const [file, fileArgs] =
+    options.shell === undefined
+      ? [process.execPath, argv]
+      : ['bash', ['-c', `${options.shell} && exec "$@"`, 'bash', process.execPath, ...argv]];
+  const child = spawn(file, fileArgs, {
     cwd: options.cwd ?? ROOT,
     env: { ...process.env, IDEM_CONFIG: '', ...options.env },
     stdio: [options.stdinFd ?? 'pipe', options.stdoutFd ?? 'pipe', 'pipe'],

@@ -4,10 +4,8 @@
  * open, naming the table and the command that creates it.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { after, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { ConfigError, RepositoryError } from '../../src/errors.js';
 import {
   migrate,
@@ -15,12 +13,11 @@ import {
   schemaScript,
   schemaStatements,
 } from '../../src/repositories/postgres/index.js';
-import { cliMain, finished, pastedCommand, runCli } from '../cli/run-cli.js';
+import { pastedCommand, runCli } from '../cli/run-cli.js';
 import { testPool, testTable } from '../helpers/postgres.js';
 import { endpoints, skipUnlessEnabled } from '../helpers/stores.js';
 
 /** Runs the CLI and reports the timers and sockets it left behind (`leftover: …`, exit 99). */
-const LEFTOVERS = fileURLToPath(new URL('../cli/leftovers.mjs', import.meta.url));
 
 /** The stack's URL with its password (also its user and database name: searched as `:password@`). */
 const url = endpoints.postgresUrl;
@@ -298,12 +295,10 @@ describe('postgres migration', { skip: skipUnlessEnabled('postgres') }, () => {
     const bare = new URL(url);
     bare.password = '';
     // Without the hang-up the socket stays open until the server's authentication_timeout (60 s by default).
-    const child = spawn(
-      process.execPath,
-      [LEFTOVERS, cliMain(), 'migrate', '--store', bare.href, '--table', testTable('hangup'), '--apply'],
-      { env: { ...process.env, IDEM_CONFIG: '', PGPASSWORD: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    const result = await runCli(
+      ['migrate', '--store', bare.href, '--table', testTable('hangup'), '--apply'],
+      { env: { PGPASSWORD: '' }, leftovers: true },
     );
-    const result = await finished(child);
     assert.doesNotMatch(result.stderr, /leftover/);
     assert.equal(result.code, 2, result.stderr);
     assert.match(result.stderr, /repository\.password: .*asks for a password/);

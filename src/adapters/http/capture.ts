@@ -47,14 +47,25 @@ function ownsTaken(target: object): boolean {
   return false;
 }
 
-/**
- * The capture's functions for the response prototypes above one shared base (see `ResponseCapture.#patchFor`),
- * and what they fall back to: the base's own methods and getters, read through from it.
- */
+/** The capture's functions for the prototypes above one shared base (see `#patchFor`), and the base's own. */
 interface Patch {
   readonly base: object;
   readonly inherited: Pick<Captured, ReplacedMethod>;
   readonly descriptors: PropertyDescriptorMap;
+}
+
+/** The methods a capture replaces, as `from` has them (its own or inherited). */
+function methodsOf(from: Captured): Pick<Captured, ReplacedMethod> {
+  return {
+    writeHead: from.writeHead,
+    writeHeader: from.writeHeader,
+    write: from.write,
+    end: from.end,
+    flushHeaders: from.flushHeaders,
+    setHeader: from.setHeader,
+    removeHeader: from.removeHeader,
+    appendHeader: from.appendHeader,
+  };
 }
 
 /** How a captured response finished: the route ended it, or the connection closed after it started writing. */
@@ -87,9 +98,8 @@ export function endWith(res: ServerResponse, body: Buffer, callback?: Callback):
  */
 export class ResponseCapture {
   /**
-   * The functions installed on a captured response. They are shared by every capture and find theirs through
-   * the response's {@link CAPTURE} slot: per-response closures (and accessor pairs) would give each response
-   * its own hidden class, and Node's own code that reads the response would then run on megamorphic paths.
+   * The functions installed on a captured response, shared by every capture (each finds its own through the
+   * {@link CAPTURE} slot): per-response closures would give each response its own hidden class.
    */
   static readonly #installed = {
     writeHead(this: Captured, ...args: Parameters<ResponseCapture['writeHead']>): ServerResponse {
@@ -138,8 +148,7 @@ export class ResponseCapture {
 
   /**
    * The capture of a response that goes through a patched prototype and still holds it back; undefined when
-   * the prototype's functions must act as the base's (no capture, one that was restored, or one that took
-   * over the response's own properties instead).
+   * the prototype's functions must act as the base's (no capture, restored, or on own properties).
    */
   static #holding(res: Captured): ResponseCapture | undefined {
     const capture = res[CAPTURE];
@@ -154,16 +163,13 @@ export class ResponseCapture {
   static readonly #patched = new WeakSet<object>();
 
   /**
-   * The patch covering a response prototype, made on first use. Express gives every response its own hidden
-   * class (it sets each one's prototype to its app's `response`), so properties stored on the response itself
-   * cost a slow map transition each, twice per request (capture and restore). Instead, the capture's functions
-   * are put once on every prototype between the response and Express's shared base `response` (the app's, and
-   * those of the apps it is mounted in), and each finds its response's capture through the {@link CAPTURE}
-   * slot, acting as the base's own when there is none. A sub-app sets the response's prototype to its own
-   * `response`, which inherits from its parent's, and sets it back on the way out: every prototype the response
-   * may get inherits the patch. The base itself (every Express app's) and Node's ServerResponse.prototype are
-   * never touched; a raw Node response (Fastify's), or a chain where a prototype defines one of the methods
-   * itself, has no patch and takes the response's own properties.
+   * The patch covering a response prototype, made on first use. Express sets each response's prototype to its
+   * app's `response`, so own properties on the response would cost a slow map transition each, twice per
+   * request. Instead the capture's functions go once on every prototype between the response and Express's
+   * shared base `response` (sub-apps' prototypes inherit from their parent's, so all get it), and find the
+   * capture through the {@link CAPTURE} slot, acting as the base's own when there is none. The base and Node's
+   * ServerResponse.prototype are never touched; a raw Node response (Fastify's), or a chain where a prototype
+   * defines one of the methods itself, gets no patch and takes own properties.
    */
   static #patchFor(proto: object): Patch | undefined {
     const known = ResponseCapture.#patchOf.get(proto);
@@ -194,17 +200,7 @@ export class ResponseCapture {
   }
 
   static #makePatch(base: object): Patch {
-    const from = base as Captured;
-    const inherited: Pick<Captured, ReplacedMethod> = {
-      writeHead: from.writeHead,
-      writeHeader: from.writeHeader,
-      write: from.write,
-      end: from.end,
-      flushHeaders: from.flushHeaders,
-      setHeader: from.setHeader,
-      removeHeader: from.removeHeader,
-      appendHeader: from.appendHeader,
-    };
+    const inherited = methodsOf(base as Captured);
     type Method = (this: Captured, ...args: unknown[]) => unknown;
     const call = (name: ReplacedMethod, res: Captured, args: unknown[]) =>
       (inherited[name] as unknown as Method).apply(res, args);
@@ -332,16 +328,7 @@ export class ResponseCapture {
     }
     this.#shared = false;
     this.#proto = proto;
-    this.#previous = {
-      writeHead: res.writeHead,
-      writeHeader: own.writeHeader,
-      write: res.write,
-      end: res.end,
-      flushHeaders: res.flushHeaders,
-      setHeader: res.setHeader,
-      removeHeader: res.removeHeader,
-      appendHeader: res.appendHeader,
-    };
+    this.#previous = methodsOf(own);
     // Own properties shadow the prototype's methods; `restore` puts the prototype's back.
     own[CAPTURE] = this;
     const installed = ResponseCapture.#installed;
@@ -374,8 +361,8 @@ export class ResponseCapture {
   }
 
   #closed(): void {
-    // A client that went away before the route started writing changes nothing: the route runs on, and its
-    // response is still kept for the retry. The connection closed before the route ended a response it had started: it failed mid-response.
+    // A client gone before the route started writing changes nothing: the route runs on and its response is
+    // kept for the retry. Gone after it started, before it ended: the route failed mid-response.
     if (this.#ended || !this.#committed) return;
     this.#aborted = true;
     this.#finish('aborted');
@@ -453,10 +440,9 @@ export class ResponseCapture {
   }
 
   /**
-   * Puts back the methods the response had before the capture, without writing anything. They are assigned
-   * over the capturing ones rather than deleted: deleting own properties out of order turns the response into a dictionary-mode object, and every
-   * later property read on it (Node's own writes included) gets slower. The two shadowed getters stay; with
-   * nothing held back they read through to Node's.
+   * Puts back the methods the response had before the capture, without writing anything. Assigned, not deleted:
+   * deleting own properties out of order makes the response a dictionary-mode object, slow for every later
+   * read. The two shadowed getters stay; once restored they read through to Node's.
    */
   restore(): void {
     if (this.#restored) return;
@@ -536,9 +522,8 @@ export class ResponseCapture {
   }
 
   /**
-   * The route started a response it has not ended (`writeHead` or `write`): from now on a closed connection
-   * means it failed mid-response. Listened to only from here: a close before the route writes changes
-   * nothing, and a route that ends its response in one call (the common case) never pays for a listener.
+   * The route started a response it has not ended: from now on a closed connection means it failed
+   * mid-response. A route that ends its response in one call (the common case) never pays for a listener.
    */
   #started(): void {
     if (this.#listening || this.#ended) return;

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { preDigested } from '../../consumer/fingerprint.js';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
 import type { BatchOptions, ProcessResult } from '../../consumer/types.js';
@@ -45,42 +45,77 @@ const NEXT: HttpVerdict = Object.freeze({ kind: 'next' });
  */
 class ReleasedResponse extends Error {}
 
-let memoryWarned = false;
+const warned = new Set<string>();
+
+/** Warns once per process for each `code`. */
+function warnOnce(code: string, message: string): void {
+  if (warned.has(code)) return;
+  warned.add(code);
+  process.emitWarning(message, { type: 'IdempotencyKeyWarning', code });
+}
 
 /**
- * Warns once per process when a store that lives in one process backs the adapter in production: each instance
- * of the app then has its own keys, so a retry that reaches another instance runs the route again.
+ * Warns when a store that lives in one process backs the adapter in production: each instance of the app then
+ * has its own keys, so a retry that reaches another instance runs the route again.
  */
-function warnProcessLocalStore(repository: HttpIdempotencyOptions<unknown>['repository']): void {
-  const { capabilities } = repository;
-  if (memoryWarned || process.env.NODE_ENV !== 'production') return;
+function warnProcessLocalStore({ capabilities }: HttpIdempotencyOptions<unknown>['repository']): void {
+  if (process.env.NODE_ENV !== 'production') return;
   if (capabilities?.shared !== false || capabilities.persistent !== false) return;
-  memoryWarned = true;
-  process.emitWarning(
+  warnOnce(
+    'IDEM_HTTP_PROCESS_LOCAL_STORE',
     'the Idempotency-Key adapter runs on a store that holds keys in this process only (the memory store): ' +
       'a retry that reaches another instance, or this one after a restart, runs the route again. Use a ' +
       'shared store (Redis, DynamoDB, Cassandra) in production.',
-    { type: 'IdempotencyKeyWarning', code: 'IDEM_HTTP_PROCESS_LOCAL_STORE' },
   );
 }
 
-let credentialScopeWarned = false;
-
 /**
- * Warns once per process when an adapter is built without a `scope` choice: keys then follow the request's
- * credentials, so a client's retry sent after a token refresh or a cookie change runs the route again, with no
- * sign of it. `scope: 'credentials'` keeps that digest and says it was meant.
+ * Warns when an adapter is built without a `scope` choice: keys then follow the request's credentials, so a
+ * retry sent after a token refresh or a cookie change runs the route again, with no sign of it.
  */
 function warnImplicitScope(scope: unknown): void {
-  if (credentialScopeWarned || scope !== undefined) return;
-  credentialScopeWarned = true;
-  process.emitWarning(
+  if (scope !== undefined) return;
+  warnOnce(
+    'IDEM_HTTP_CREDENTIAL_SCOPE',
     "the Idempotency-Key adapter has no scope option, so it scopes keys by a digest of the request's " +
       'credentials (Authorization, Cookie, ...): a retry sent after an access-token refresh or a cookie change ' +
       'runs the route again. Set scope to the signed-in user (scope: (req) => req.user?.id), or choose the ' +
       "digest explicitly with scope: 'credentials'.",
-    { type: 'IdempotencyKeyWarning', code: 'IDEM_HTTP_CREDENTIAL_SCOPE' },
   );
+}
+
+/** The parts of a framework's request that {@link RequestView} reads. */
+interface NodeRequestLike {
+  readonly method: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly body?: unknown;
+}
+
+/**
+ * What the adapter reads of an Express or Fastify request. A class, not an object literal: `header` is then one
+ * shared method rather than a closure made per request.
+ */
+export class RequestView<Req extends NodeRequestLike> implements HttpRequestView<Req> {
+  readonly method: string;
+  readonly body: unknown;
+  readonly hasBody: boolean;
+
+  constructor(
+    readonly request: Req,
+    readonly route: string,
+    readonly target: string,
+  ) {
+    this.method = request.method;
+    this.body = request.body;
+    // By the framing headers (RFC 9112 §6.3).
+    const length = request.headers['content-length'];
+    this.hasBody =
+      request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  }
+
+  header(name: string): string | string[] | undefined {
+    return this.request.headers[name];
+  }
 }
 
 /**

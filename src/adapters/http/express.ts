@@ -1,13 +1,11 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { endWith } from './capture.js';
-import { HttpIdempotency } from './core.js';
-import type { HttpIdempotencyOptions, HttpRequestView } from './options.js';
+import { HttpIdempotency, RequestView } from './core.js';
+import type { HttpIdempotencyOptions } from './options.js';
 import type { HttpAnswer } from './problem.js';
 
-// Express's own types are not imported: a project that compiles its node_modules (`skipLibCheck: false`) would
-// then need @types/express to import this entry point, and a Fastify user would too. Express's Request and
-// Response fit these shapes, so the middleware mounts on any route; `idempotencyKey<Request>(…)` hands the hooks
-// Express's own request type.
+// Structural shapes, not Express's types: with `skipLibCheck: false` a project (a Fastify user too) would
+// otherwise need @types/express to import this entry point.
 
 /** The parts of Express's `Request` the middleware reads (Express's Request fits). */
 export interface ExpressRequestLike extends IncomingMessage {
@@ -42,9 +40,11 @@ export function idempotencyKey<Req extends ExpressRequestLike = ExpressRequestLi
 ): IdempotencyKeyMiddleware<Req> {
   const idempotency = new HttpIdempotency<Req>(options);
   const middleware = (req: Req, res: ServerResponse, next: ExpressNext): void => {
+    const routePath: unknown = req.route?.path;
+    const route = req.baseUrl + (typeof routePath === 'string' ? routePath : req.path);
     // Callbacks, not a promise: a new key on a store that answers at once runs the route in this tick.
     idempotency.decide(
-      new ExpressView(req),
+      new RequestView(req, route, req.originalUrl),
       res,
       (verdict) => {
         if (verdict.kind === 'next') next();
@@ -56,39 +56,8 @@ export function idempotencyKey<Req extends ExpressRequestLike = ExpressRequestLi
   return Object.assign(middleware, { idempotency });
 }
 
-/**
- * What the adapter reads of an Express request. A class, not an object literal: `header` is then one shared
- * method rather than a closure made per request.
- */
-class ExpressView<Req extends ExpressRequestLike> implements HttpRequestView<Req> {
-  readonly method: string;
-  readonly route: string;
-  readonly target: string;
-  readonly body: unknown;
-  readonly hasBody: boolean;
-
-  constructor(readonly request: Req) {
-    const routePath: unknown = request.route?.path;
-    this.method = request.method;
-    this.route = request.baseUrl + (typeof routePath === 'string' ? routePath : request.path);
-    this.target = request.originalUrl;
-    this.body = request.body;
-    this.hasBody = hasBody(request.headers);
-  }
-
-  header(name: string): string | string[] | undefined {
-    return this.request.headers[name];
-  }
-}
-
-/** True when the request carries a body, by its framing headers (RFC 9112 §6.3). */
-export function hasBody(headers: IncomingHttpHeaders): boolean {
-  const length = headers['content-length'];
-  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
 /** Writes a replay or a problem straight to Node's response (Node sets Content-Length from the body). */
-export function writeAnswer(res: ServerResponse, answer: HttpAnswer): void {
+function writeAnswer(res: ServerResponse, answer: HttpAnswer): void {
   res.statusCode = answer.status;
   const { headers } = answer;
   for (const name in headers) res.setHeader(name, headers[name] as string | readonly string[]);

@@ -1,11 +1,8 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { HttpIdempotency } from './core.js';
-import { hasBody } from './express.js';
-import type { HttpIdempotencyOptions, HttpRequestView } from './options.js';
+import { HttpIdempotency, RequestView } from './core.js';
+import type { HttpIdempotencyOptions } from './options.js';
 
-// Fastify's own types are not imported: a project that compiles its node_modules (`skipLibCheck: false`) would
-// then need fastify installed to import this entry point, Express users included. Fastify's request and reply
-// fit these shapes; `fastifyIdempotencyKey<FastifyRequest>(…)` hands the hooks Fastify's own request type.
+// Structural shapes, not Fastify's types: see express.ts.
 
 /** The parts of Fastify's `FastifyRequest` the hook reads (FastifyRequest fits). */
 export interface FastifyRequestLike {
@@ -45,7 +42,14 @@ export function fastifyIdempotencyKey<Req extends FastifyRequestLike = FastifyRe
 ): IdempotencyKeyHook<Req> {
   const idempotency = new HttpIdempotency<Req>(options);
   const hook = async (request: Req, reply: FastifyReplyLike): Promise<FastifyReplyLike | undefined> => {
-    const verdict = await idempotency.begin(new FastifyView(request), reply.raw);
+    const verdict = await idempotency.begin(
+      new RequestView(
+        request,
+        request.routeOptions.url ?? request.url.split('?')[0] ?? request.url,
+        request.url,
+      ),
+      reply.raw,
+    );
     if (verdict.kind === 'next') return undefined;
     const { status, headers, body } = verdict.answer;
     // A Buffer payload is sent as is: no serializer touches the stored bytes. Returning the reply ends the
@@ -56,25 +60,4 @@ export function fastifyIdempotencyKey<Req extends FastifyRequestLike = FastifyRe
       .send(body);
   };
   return Object.assign(hook, { idempotency });
-}
-
-/** What the adapter reads of a Fastify request (a class: `header` is one shared method, not a closure per request). */
-class FastifyView<Req extends FastifyRequestLike> implements HttpRequestView<Req> {
-  readonly method: string;
-  readonly route: string;
-  readonly target: string;
-  readonly body: unknown;
-  readonly hasBody: boolean;
-
-  constructor(readonly request: Req) {
-    this.method = request.method;
-    this.route = request.routeOptions.url ?? request.url.split('?')[0] ?? request.url;
-    this.target = request.url;
-    this.body = request.body;
-    this.hasBody = hasBody(request.headers);
-  }
-
-  header(name: string): string | string[] | undefined {
-    return this.request.headers[name];
-  }
 }

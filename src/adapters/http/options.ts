@@ -9,33 +9,26 @@ import type { IdempotentRepository } from '../../store/types.js';
 import type { CapturedResponse } from './capture.js';
 import { CREDENTIAL_HEADERS, credentialScope } from './key.js';
 
-/** Defaults of the HTTP adapter, written once; the schema, the code and docs/http.md read them here. */
+/** Defaults of the HTTP adapter (see {@link HttpIdempotencyOptions}), written once. */
 export const httpIdempotencyDefaults = {
-  /** The draft's field name. */
   header: 'Idempotency-Key',
-  /** Set to `true` on a replayed response. */
   replayedHeader: 'Idempotent-Replayed',
-  /** A request without the header is refused with 400; false lets it through without dedup. */
   required: true,
-  /** The methods the draft calls non-idempotent; other methods pass through untouched. */
+  /** The methods the draft calls non-idempotent. */
   methods: ['POST', 'PATCH'] as readonly string[],
-  /** Longest key, in characters (the draft sets no limit; 255 fits a UUID with room to spare). */
+  /** The draft sets no limit; 255 fits a UUID with room to spare. */
   maxKeyLength: 255,
-  /** How long a key's response is kept and replayed (the consumer's retention, 24 h). */
   ttlMs: consumerDefaults.ttlMs,
-  /** How long a request in flight holds its key; a crashed request's key is free again after it. */
   leaseMs: consumerDefaults.leaseMs,
   /**
-   * The `Retry-After` hint of a 409 in-progress, capped at the claim's remaining lease. Not the lease itself: a
-   * renewed lease always has most of its length left, so it would tell a client to wait a minute for a route
-   * that answers in a second.
+   * Not the lease: a renewed lease always has most of its length left, so it would tell a client to wait a
+   * minute for a route that answers in a second.
    */
   retryAfterMs: 1_000,
-  /** Response headers kept and replayed, besides those in `replayHeaders`. */
+  /** Besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
-  /** Request headers whose digest scopes keys under `scope: 'credentials'` (or no `scope`). */
   credentialHeaders: CREDENTIAL_HEADERS,
-  /** Responses kept and replayed: every status below 500 (a 5xx gives the key back so a retry runs again). */
+  /** A 5xx gives the key back, so a retry runs again. */
   storeIf: (response: { readonly status: number }): boolean => response.status < 500,
 } as const;
 

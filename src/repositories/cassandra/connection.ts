@@ -22,9 +22,17 @@ const CLOCK_SAMPLES = 3;
 /** Where the repository reports a degraded but working setup (e.g. a clock skew allowed by `onClockSkew: "warn"`). */
 export type CassandraLogger = StoreLogger;
 
+/**
+ * `timestamp: null` (the driver reads null as "none"; its types say undefined, which means "use the client's
+ * generator") has the coordinator stamp plain writes as it stamps LWTs, from one clock. A plain delete or mark
+ * stamped by ours could outrank the claim that follows it (a clock ahead, or just the same millisecond): the claim
+ * would be written yet unseen, and a second worker could claim the id too.
+ */
+const SERVER_TIMESTAMP = { timestamp: null } as unknown as Pick<QueryOptions, 'timestamp'>;
+
 /** The driver options of plain reads, plain writes and LWTs: prepared, with the configured levels and timeout. */
 export function statementOptions(options: CassandraOptions): Record<'read' | 'write' | 'lwt', QueryOptions> {
-  const common = { prepare: true, readTimeout: options.requestTimeoutMs };
+  const common = { prepare: true, readTimeout: options.requestTimeoutMs, ...SERVER_TIMESTAMP };
   return {
     read: { ...common, consistency: consistency(options.consistency.read), isIdempotent: true },
     write: { ...common, consistency: consistency(options.consistency.write), isIdempotent: true },
@@ -175,8 +183,7 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
 }
 
 /**
- * Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote, and the
- * driver stamps plain writes with our clock too.
+ * Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote.
  */
 async function assertClock(
   client: Client,

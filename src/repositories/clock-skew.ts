@@ -1,19 +1,24 @@
+import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 
-/**
- * Clock skew between this process and a shared store, for stores whose conditions cannot use the server's own time
- * (DynamoDB, Cassandra). Leases and retention there are judged by each worker's clock, so workers must agree:
- * a worker whose clock runs 61 s ahead sees a live 60 s claim of another worker as lapsed and takes it over.
- * Such stores measure the offset to the server once at connect and refuse (or warn) past a bound.
+/*
+ * Clock skew to a shared store whose conditions cannot use the server's own time (DynamoDB, Cassandra): leases and
+ * retention are judged by each worker's clock, so a worker 61 s ahead sees another's live 60 s claim as lapsed.
+ * Such stores measure the offset to the server once at open and refuse (or warn) past a bound.
  */
 
-/** What to do when the measured skew is beyond `maxClockSkewMs`: refuse to open, or warn and open. */
-export type ClockSkewPolicy = 'fail' | 'warn';
+/** Defaults of the check's options, shared by the stores that run it. */
+export const clockSkewDefaults = { maxClockSkewMs: 2_000, onClockSkew: 'fail' } as const;
+
+/** The check's config keys, for a store's options schema. */
+export const clockSkewFields = {
+  maxClockSkewMs: z.number().int().min(0).default(clockSkewDefaults.maxClockSkewMs),
+  onClockSkew: z.enum(['fail', 'warn']).default(clockSkewDefaults.onClockSkew),
+};
 
 /**
- * One reading of the server's clock. The server read its clock somewhere between `localBefore` and `localAfter`
- * (our clock, around the round trip) and its answer places its time in `[serverEarliest, serverLatest]` (equal for a
- * millisecond clock; a 1 s wide range for an HTTP `Date` header).
+ * One reading of the server's clock: it read its clock between `localBefore` and `localAfter` (our clock), and its
+ * answer places its time in `[serverEarliest, serverLatest]` (equal for a ms clock, 1 s wide for an HTTP `Date`).
  */
 export interface ClockSample {
   readonly localBefore: number;
@@ -22,7 +27,7 @@ export interface ClockSample {
   readonly serverLatest: number;
 }
 
-/** The range the offset `server − local` lies in, in ms, given what one sample can tell. */
+/** The range the offset `server − local` lies in, in ms. */
 export interface ClockOffset {
   readonly minMs: number;
   readonly maxMs: number;
@@ -46,21 +51,19 @@ export function narrowest(samples: readonly ClockSample[]): ClockOffset | undefi
   return best;
 }
 
-/** Settings of the check, as the store's options spell them. */
+/** Settings of the check: the store's options, its name and where the server is (for messages). */
 export interface ClockSkewCheck {
-  /** Store name for messages, e.g. `cassandra`. */
   readonly store: string;
-  /** Where the server is, for messages. */
   readonly where: string;
   readonly maxClockSkewMs: number;
-  readonly onClockSkew: ClockSkewPolicy;
+  /** Past the bound: refuse to open, or warn and open. */
+  readonly onClockSkew: 'fail' | 'warn';
   readonly warn: (message: string) => void;
 }
 
 /**
- * Judges a measured offset. Only a skew that is beyond the bound whatever the measurement's uncertainty counts
- * (the smallest skew the range allows): a slow round trip or a coarse server clock never refuses a good clock.
- * Past the bound it throws a ConfigError naming `repository.maxClockSkewMs`, or warns with `onClockSkew: "warn"`.
+ * Judges a measured offset by the smallest skew its range allows, so a slow round trip or a coarse server clock
+ * never refuses a good clock. Past the bound: a ConfigError on `repository.maxClockSkewMs`, or a warning.
  */
 export function checkClockSkew(offset: ClockOffset, check: ClockSkewCheck): void {
   const skew = offset.minMs > 0 ? offset.minMs : offset.maxMs < 0 ? -offset.maxMs : 0;

@@ -28,21 +28,15 @@ const localCacheSchema = z.strictObject({
 });
 
 /**
- * A store with an in-process cache of confirmed records in front of it, as Powertools' `useLocalCache`: a
- * duplicate seen recently is answered without a store round trip.
- *
- * Only confirmed records are cached, and only as the store returned them (or as this process marked them), so a
- * cached answer is one the store gave: the id stays a duplicate until the record's `expiresAt`, judged by this
- * process's clock. Claims (in-flight records) always go to the store, so the atomic claim is untouched. What the
- * cache cannot see is another process removing or clearing a confirmed id; this process keeps answering
- * "duplicate" for it until the record expires or falls out of the cache. `remove` and `clear` through this
- * wrapper drop the cached entries.
+ * A store with an in-process cache of confirmed records in front of it, as Powertools' `useLocalCache`: a recent
+ * duplicate is answered without a round trip. Only confirmed records are cached, as the store returned them (or
+ * this process marked them), until their `expiresAt`; claims always go to the store. The cache cannot see another
+ * process remove or clear a confirmed id: it answers "duplicate" until the record expires or is evicted.
  */
 export class LocalCacheRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities;
   protected readonly storeName: string;
   readonly #inner: IdempotentRepository;
-  /** The inner store's `scan`, when it has one (see `IdempotentRepository.scan`). */
   readonly scan?: IdempotentRepository['scan'];
   readonly #maxEntries: number;
   /** Canonical key → confirmed record; Map order is recency (oldest first). */
@@ -58,7 +52,6 @@ export class LocalCacheRepository extends BaseRepository {
     // The inner store's clock by default: a read passes the time it is judged at on to the inner store.
     super({ clock: parsed.clock ?? BaseRepository.clockOf(inner) });
     this.#inner = inner;
-    // A read of the inner store's records: nothing to log or cache. Present only where the inner store has it.
     if (inner.scan !== undefined) this.scan = inner.scan.bind(inner);
     this.capabilities = inner.capabilities;
     this.storeName = (inner as { storeName?: string }).storeName ?? 'local cache';
@@ -145,7 +138,7 @@ export class LocalCacheRepository extends BaseRepository {
     );
   }
 
-  /** The inner store's `renew` (the cache keeps only confirmed records, so a claim is never cached). */
+  /** The inner store's `renew` (a claim is never cached). */
   protected override async doRenew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     if (this.#inner.renew === undefined) {
       throw new RenewUnsupportedError(

@@ -32,9 +32,8 @@ const loaders: Record<RepositoryType, () => Promise<{ repositoryModule: Reposito
 };
 
 /**
- * The optional npm packages each store needs (peer dependencies of this package). None for `kafka`: its default
- * client, `@platformatic/kafka`, comes with the package (an optional dependency, as the RocksDB binding);
- * `kafka.client = "kafkajs"` needs kafkajs, which the client loader names when it is missing.
+ * The optional npm packages (peer dependencies) each store needs. None for `kafka`: its default client comes with
+ * the package; `kafka.client = "kafkajs"` needs kafkajs, which the client loader names when it is missing.
  */
 export const repositoryPackages: Record<RepositoryType, readonly string[]> = {
   rocksdb: [],
@@ -52,10 +51,7 @@ export function isRepositoryType(value: unknown): value is RepositoryType {
   return typeof value === 'string' && (repositoryTypes as readonly string[]).includes(value);
 }
 
-/**
- * Imports the store's module. A missing optional client library becomes a ConfigError on `repository.type`
- * saying which npm package to install.
- */
+/** Imports the store's module; a failure is a ConfigError on `repository.type` (see {@link loadFailure}). */
 export async function loadRepositoryModule(type: RepositoryType): Promise<RepositoryModule> {
   const load = loaders[type];
   if (!load) {

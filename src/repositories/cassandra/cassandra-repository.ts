@@ -6,7 +6,6 @@ import {
   type KeyedClaim,
   type KeyedEntry,
 } from '../../store/base.js';
-import { MAX_ID_BYTES } from '../../store/ids.js';
 import {
   confirmedRecord,
   forgetAt,
@@ -15,23 +14,15 @@ import {
   renewedRecord,
   storeLifetimeMs,
 } from '../../store/record.js';
-import type {
-  AddOptions,
-  AddResult,
-  IdempotencyRecord,
-  MarkOptions,
-  RepositoryCapabilities,
-} from '../../store/types.js';
+import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions } from '../../store/types.js';
 import { mapLimit as mapConcurrent } from '../../util/concurrency.js';
-import { type CassandraLogger, openClient, processWarnings, statementOptions } from './connection.js';
+import { isSameClaim, processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
+import { openClient, statementOptions } from './connection.js';
 import { BUCKETS, bucketOf, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
-import { decodeRow, isSameClaim, type Row, toMs } from './row.js';
+import { decodeRow, type Row } from './row.js';
 
-/**
- * How often one id retries claim-then-takeover (or confirm) when the row keeps changing under it. Each round
- * means another writer won a Paxos round on this very id, so a few rounds settle any real contention.
- */
+/** Rounds of one id's claim-then-takeover (or confirm) while other writers keep winning Paxos rounds on it. */
 const MAX_CAS_ROUNDS = 5;
 
 /** Longest random pause before reading back after a Paxos timeout, to let an overloaded node catch up. */
@@ -46,18 +37,10 @@ const MAX_IN = 100;
 const SCAN_PAGE = 1000;
 
 /**
- * Rows per unlogged batch of lazy marks. Ten rows of different partitions stay under Cassandra's default
- * `unlogged_batch_across_partitions_warn_threshold` (10) and far under `batch_size_warn_threshold` (5 KiB), so
- * the server logs no warning, while one request carries ten writes.
+ * Rows and bytes per unlogged batch of lazy marks: under the server's default warn thresholds for batches across
+ * partitions (10 partitions, 5 KiB; it refuses over 50 KiB). A mark larger than the budget is a plain INSERT.
  */
 const MARK_BATCH_ROWS = 10;
-
-/**
- * Bytes of ids, fingerprints and results per unlogged batch of lazy marks. Cassandra refuses a batch of several
- * partitions over `batch_size_fail_threshold` (50 KiB by default) and logs one over `batch_size_warn_threshold`
- * (5 KiB): marks that carry results (the consumer's `storeResult`, up to `maxResultBytes`) are batched up to this
- * budget, and a mark larger than it is written alone, as a plain INSERT.
- */
 const MARK_BATCH_BYTES = 4 * 1024;
 
 /** What a mark's row holds beyond its fixed columns, in UTF-8 bytes, plus those columns' share. */
@@ -68,48 +51,29 @@ function markBytes(entry: KeyedEntry): number {
 
 /** Extra arguments of {@link CassandraRepository.open} that cannot come from a config file. */
 export interface CassandraOpenExtras extends BaseRepositoryOptions {
-  /**
-   * An existing, configured `cassandra-driver` Client. The repository uses it as is (its own contact points,
-   * auth, policies) and does not shut it down on `close()`.
-   */
+  /** A configured `cassandra-driver` Client, used as is and not shut down on `close()`. */
   readonly client?: Client;
   /** Receives one-line warnings (e.g. a clock skew allowed by `onClockSkew: "warn"`); default `process.emitWarning`. */
-  readonly logger?: CassandraLogger;
+  readonly logger?: StoreLogger;
 }
 
 /**
- * Cassandra store. Rows live in `((ns, bucket), id)` (see cql.ts for why); eager claims are lightweight
- * transactions (`INSERT … IF NOT EXISTS`), confirm and owned removal are compare-and-set, and every statement
- * is prepared.
+ * Cassandra store (docs/cassandra.md): claims are lightweight transactions, confirm and owned removal
+ * compare-and-set, and a row our clock calls expired is taken over by a compare-and-set on the values read.
+ * Liveness is judged from the rows' times, written by each worker's clock, so `open` checks the skew.
  *
- * Liveness is decided from `expires_at`/`lease_expires_at` by this code: `USING TTL` (from `storeLifetimeMs`, in whole
- * seconds rounded up) only garbage-collects rows, and keeps a claim's row until its retention end, past its lease.
- * A row our clock calls expired but whose TTL has not yet removed it is taken over by a compare-and-set on the exact values read, so two claimers can never both win.
- *
- * Those times come from each worker's clock (CQL conditions cannot compare with the server's time), so `open`
- * measures the skew to the server and refuses, or warns, past `maxClockSkewMs`.
- *
- * Lazy marks (`add` without `leaseMs`) are a read followed by a plain `INSERT … USING TTL`: lazy mode accepts
- * concurrent duplicates by design, so it skips the four-round-trip Paxos of an LWT. Concurrent lazy adds of one
- * id may therefore both report `added: true`; eager claims never do. The lazy consumer's `markMany` skips the read
- * too (its lookup has just read the ids): plain INSERTs in unlogged batches of {@link MARK_BATCH_ROWS} rows,
- * `batchConcurrency / 4` batches in flight (measured on one node: about twice the rate of single INSERTs at
- * `batchConcurrency`, and well over five times that of LWT claims). Such a write is
- * blind: it may replace a row written since that read (a concurrent worker's mark or claim of the same id, which
- * that worker also handled: lazy mode's known race); the id stays held by a live confirmed row, but the race is
- * not seen, so it is not counted as `raced`.
+ * Lazy marks skip Paxos: a read, then a plain INSERT, so concurrent lazy adds of one id may both be added.
+ * `markMany` skips the read too (unlogged batches, `batchConcurrency / 4` in flight: about twice the rate of single
+ * INSERTs), so a lazy race there is not counted as `raced`.
  */
 export class CassandraRepository extends BaseRepository {
-  readonly capabilities: RepositoryCapabilities = {
-    persistent: true,
-    shared: true,
-    maxIdBytes: MAX_ID_BYTES,
-    // Bounded-concurrency single-partition statements, not one round trip.
+  // Single-partition statements, a bounded number in flight; Cassandra's TTL ceiling is 630720000 s (20 years),
+  // and it advises against cells above 1 MiB.
+  readonly capabilities = sharedStoreCapabilities({
     nativeBatch: false,
-    maxTtlMs: 630_720_000_000, // Cassandra's TTL ceiling: 630720000 s, 20 years
-    // Cassandra takes cells up to `max_value_size` (256 MiB) but advises against cells above 1 MiB.
+    maxTtlMs: 630_720_000_000,
     maxResultBytes: 1_048_576,
-  };
+  });
   protected readonly storeName = 'cassandra';
   readonly #client: Client;
   readonly #ownsClient: boolean;
@@ -126,12 +90,13 @@ export class CassandraRepository extends BaseRepository {
     client: Client,
     ownsClient: boolean,
     options: CassandraOptions,
+    cql: Statements,
     extras: BaseRepositoryOptions,
   ) {
     super(extras);
     this.#client = client;
     this.#ownsClient = ownsClient;
-    this.#cql = statements(options.keyspace, options.table);
+    this.#cql = cql;
     this.#ns = options.namespace;
     this.#concurrency = options.batchConcurrency;
     ({ read: this.#read, write: this.#write, lwt: this.#lwt } = statementOptions(options));
@@ -141,9 +106,8 @@ export class CassandraRepository extends BaseRepository {
   }
 
   /**
-   * Connects, creates the keyspace and table when `createSchema` is set (otherwise checks the table exists),
-   * checks the clock skew to the server (see `maxClockSkewMs`), and returns the repository. Bad settings reject
-   * with a ConfigError naming `repository.<key>`.
+   * Connects, creates the schema with `createSchema` (else checks the table), checks the clock skew to the server.
+   * Bad settings reject with a ConfigError naming `repository.<key>`.
    */
   static async open(input: CassandraRepositoryOptions & CassandraOpenExtras): Promise<CassandraRepository> {
     return CassandraRepository.#open(input, 'CassandraRepository.open(...)');
@@ -163,16 +127,13 @@ export class CassandraRepository extends BaseRepository {
     const { client: given, clock, logger, ...config } = input;
     const options = parseCassandraOptions(config, owner);
     // Validates keyspace and table before any connection is made.
-    statements(options.keyspace, options.table);
+    const cql = statements(options.keyspace, options.table);
     if (given === undefined && options.contactPoints === undefined) {
       throw new ConfigError('repository.contactPoints', 'is required (or pass an existing client)');
     }
-    const client = await openClient(options, {
-      given,
-      clock: clock ?? Date.now,
-      logger: logger ?? processWarnings,
-    });
-    return new CassandraRepository(client, given === undefined, options, { clock });
+    const warnings = logger ?? processWarnings('IDEM_CASSANDRA');
+    const client = await openClient(options, given, clock ?? Date.now, warnings);
+    return new CassandraRepository(client, given === undefined, options, cql, { clock });
   }
 
   protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
@@ -196,8 +157,8 @@ export class CassandraRepository extends BaseRepository {
   }
 
   /**
-   * Eager claim: insert-if-absent, else take over a row that is no longer live, else report the live one.
-   * After a Paxos timeout (outcome unknown) the next round's read-back tells whether our own write landed.
+   * Eager claim: insert-if-absent, else take over a row that is no longer live, else report the live one. After a
+   * Paxos timeout the next round's answer tells whether our own write landed.
    */
   async #claim(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
     const record = newRecord(entry.key, entry, options, now);
@@ -239,22 +200,18 @@ export class CassandraRepository extends BaseRepository {
     throw contention('claim', entry.key);
   }
 
-  /** Lazy mark over the row read just before: a plain write if nothing live holds the id (see the class comment). */
+  /** Lazy mark over the row read just before: a plain write if nothing live holds the id. */
   async #mark(entry: KeyedEntry, row: Row | undefined, options: AddOptions, now: number): Promise<AddResult> {
     const existing = decodeRow(entry.key, row);
     if (existing !== undefined && isLive(existing, now)) return { added: false, existing };
     const record = newRecord(entry.key, entry, options, now);
-    // Over a leftover row, absent fields must be written as null so its old values do not show through.
-    const absent = row === undefined ? types.unset : null;
-    await this.#client.execute(
-      this.#cql.mark,
-      [
-        ...this.#where(entry.key),
-        ...this.#values(record, absent),
-        ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now),
-      ],
-      this.#write,
+    const params = this.#markParams(
+      record,
+      row === undefined ? types.unset : null,
+      now,
+      options.minLifetimeMs,
     );
+    await this.#client.execute(this.#cql.mark, params, this.#write);
     return { added: true, record };
   }
 
@@ -274,14 +231,13 @@ export class CassandraRepository extends BaseRepository {
         group = [];
         groupBytes = 0;
       }
-      const record = newRecord(entry.key, entry, add, now);
-      // Blind over whatever row may be left there (e.g. a lapsed claim's owner and lease): absent fields are
-      // written as null, never left unset, so no old value shows through the new record.
-      const params = [
-        ...this.#where(entry.key),
-        ...this.#values(record, null),
-        ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now),
-      ];
+      // Blind over whatever row is left there: null, not unset, for absent fields.
+      const params = this.#markParams(
+        newRecord(entry.key, entry, add, now),
+        null,
+        now,
+        options.minLifetimeMs,
+      );
       group.push({ query: this.#cql.mark, params });
       groupBytes += bytes;
     }
@@ -316,68 +272,55 @@ export class CassandraRepository extends BaseRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]> {
-    return mapConcurrent(claims, this.#concurrency, (claim) => this.#confirm(claim, ttlMs, now));
+    return mapConcurrent(claims, this.#concurrency, ({ key, owner, result }) =>
+      this.#rewriteClaim(key, owner, now, true, ttlMs, result),
+    );
+  }
+
+  protected override doRenew(key: string, owner: string, leaseMs: number, now: number): Promise<boolean> {
+    return this.#rewriteClaim(key, owner, now, false, leaseMs);
   }
 
   /**
-   * Reads the claim, then rewrites the whole row with the confirmed record's TTL. Every column is rewritten
-   * because an UPDATE's TTL covers only the cells it sets: the claim's event time and fingerprint would
-   * otherwise vanish with the short lease TTL.
+   * Confirms the owner's in-flight claim for `ms` (keeping `result`), or renews its lease for `ms`: reads it, then
+   * rewrites its whole row by compare-and-set, since an UPDATE's TTL covers only the cells it sets. After a Paxos
+   * timeout, a row that is exactly the record that round wrote says it applied.
    */
-  async #confirm({ key, owner, result: kept }: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
-    let uncertain: IdempotencyRecord | undefined;
-    for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const row = await this.#select(key);
-      const claim = decodeRow(key, row);
-      // Our earlier round timed out but landed: the row is exactly the confirmed record we wrote.
-      if (uncertain && claim?.state === 'confirmed' && claim.expiresAt === uncertain.expiresAt) return true;
-      if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
-      const record = confirmedRecord(claim, ttlMs, now, kept);
-      const result = await this.#rewrite(key, owner, row, record, now);
-      if (result === UNKNOWN) {
-        uncertain = record;
-        continue;
-      }
-      if (result.wasApplied()) return true;
-      // Not applied: the returned condition columns tell what happened to the claim.
-      const current = result.first();
-      if (uncertain && current?.state === 'confirmed' && toMs(current.expires_at) === uncertain.expiresAt) {
-        return true;
-      }
-      // Still the same owner's in-flight claim (re-claimed, so its lease changed): read again.
-      if (current?.state !== 'in-flight' || current?.owner !== owner) return false;
-    }
-    throw contention('confirm', key);
-  }
-
-  /**
-   * Rewrites the owner's in-flight row with its lease moved to now + leaseMs, by the same compare-and-set as a
-   * confirm (every column is rewritten, so the row's TTL covers them all).
-   */
-  protected override async doRenew(
+  async #rewriteClaim(
     key: string,
     owner: string,
-    leaseMs: number,
     now: number,
+    confirm: boolean,
+    ms: number,
+    result?: string,
   ): Promise<boolean> {
     let uncertain: IdempotencyRecord | undefined;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const row = await this.#select(key);
       const claim = decodeRow(key, row);
+      if (uncertain && claim !== undefined && isSameClaim(claim, uncertain)) return true;
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
-      // Our earlier round timed out but landed: the row holds the lease we wrote.
-      if (uncertain && claim.leaseExpiresAt === uncertain.leaseExpiresAt) return true;
-      const record = renewedRecord(claim, leaseMs, now);
-      const result = await this.#rewrite(key, owner, row, record, now);
-      if (result === UNKNOWN) {
+      const record = confirm ? confirmedRecord(claim, ms, now, result) : renewedRecord(claim, ms, now);
+      const answer = await this.#cas(this.#cql.confirm, [
+        ttlSeconds(forgetAt(record), now),
+        ...this.#values(record, null),
+        ...this.#where(key),
+        owner,
+        row?.lease_expires_at ?? null,
+        row?.expires_at ?? null,
+      ]);
+      if (answer === UNKNOWN) {
         uncertain = record;
         continue;
       }
-      if (result.wasApplied()) return true;
-      const current = result.first();
-      if (current?.state !== 'in-flight' || current?.owner !== owner) return false;
+      if (answer.wasApplied()) return true;
+      // Not applied: the returned condition columns tell what happened to the claim.
+      const current = decodeRow(key, answer.first());
+      if (uncertain && current !== undefined && isSameClaim(current, uncertain)) return true;
+      // Still the owner's in-flight claim (re-claimed, so its lease changed): read again.
+      if (current?.state !== 'in-flight' || current.owner !== owner) return false;
     }
-    throw contention('renew', key);
+    throw contention(confirm ? 'confirm' : 'renew', key);
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
@@ -401,21 +344,9 @@ export class CassandraRepository extends BaseRepository {
   }
 
   /**
-   * Runs an LWT. A server timeout inside the Paxos round leaves its outcome unknown (it may still be applied);
-   * that returns {@link UNKNOWN} after a short random pause, and the caller reads back to find out.
+   * Runs an LWT. A server timeout inside the Paxos round leaves its outcome unknown (it may still apply): that
+   * returns {@link UNKNOWN} after a short random pause, and the caller reads back to find out.
    */
-  /** Rewrites the owner's in-flight row, read as `row`, as `record` (confirm and renew): applied if unchanged. */
-  #rewrite(key: string, owner: string, row: Row | undefined, record: IdempotencyRecord, now: number) {
-    return this.#cas(this.#cql.confirm, [
-      ttlSeconds(forgetAt(record), now),
-      ...this.#values(record, null),
-      ...this.#where(key),
-      owner,
-      row?.lease_expires_at ?? null,
-      row?.expires_at ?? null,
-    ]);
-  }
-
   async #cas(query: string, params: unknown[]): Promise<types.ResultSet | typeof UNKNOWN> {
     try {
       return await this.#client.execute(query, params, this.#lwt);
@@ -494,6 +425,15 @@ export class CassandraRepository extends BaseRepository {
       for (const row of result.rows) rows.set(row.id as string, row);
     });
     return rows;
+  }
+
+  /**
+   * A lazy mark's bind values. Over a row that may be there, `absent` must be null, not unset, so none of its old
+   * values shows through the new record.
+   */
+  #markParams(record: IdempotencyRecord, absent: unknown, now: number, minLifetimeMs?: number): unknown[] {
+    const ttl = ttlSeconds(now + storeLifetimeMs(record, now, minLifetimeMs), now);
+    return [...this.#where(record.id), ...this.#values(record, absent), ttl];
   }
 
   /** The record's columns in {@link RECORD_COLUMNS} order; `absent` fills the missing optional fields. */

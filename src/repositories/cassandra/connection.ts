@@ -2,27 +2,16 @@ import { auth, Client, errors, policies, type QueryOptions, types } from 'cassan
 import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
 import { type ClockSample, checkClockSkew, narrowest } from '../clock-skew.js';
+import type { StoreLogger } from '../shared.js';
 import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements } from './cql.js';
-import type { CassandraOptions, consistencyLevels } from './options.js';
+import type { CassandraOptions } from './options.js';
 import { toMs } from './row.js';
 
-/** Config names of consistency levels mapped to the driver's enum. */
-const CONSISTENCY: Record<
-  (typeof consistencyLevels)[number] | 'SERIAL' | 'LOCAL_SERIAL',
-  types.consistencies
-> = {
-  ANY: types.consistencies.any,
-  ONE: types.consistencies.one,
-  TWO: types.consistencies.two,
-  THREE: types.consistencies.three,
-  QUORUM: types.consistencies.quorum,
-  ALL: types.consistencies.all,
-  LOCAL_QUORUM: types.consistencies.localQuorum,
-  EACH_QUORUM: types.consistencies.eachQuorum,
-  LOCAL_ONE: types.consistencies.localOne,
-  SERIAL: types.consistencies.serial,
-  LOCAL_SERIAL: types.consistencies.localSerial,
-};
+/** The driver's consistency level of a config name: `LOCAL_QUORUM` → `types.consistencies.localQuorum`. */
+function consistency(name: string): types.consistencies {
+  const key = name.toLowerCase().replace(/_(.)/g, (_, letter: string) => letter.toUpperCase());
+  return types.consistencies[key as keyof typeof types.consistencies];
+}
 
 /** DDL waits for schema agreement; give it more room than a data request. */
 const MIN_DDL_TIMEOUT_MS = 30_000;
@@ -31,53 +20,35 @@ const MIN_DDL_TIMEOUT_MS = 30_000;
 const CLOCK_SAMPLES = 3;
 
 /** Where the repository reports a degraded but working setup (e.g. a clock skew allowed by `onClockSkew: "warn"`). */
-export interface CassandraLogger {
-  warn(message: string): void;
-}
+export type CassandraLogger = StoreLogger;
 
-/** Default warning sink: a process warning, visible and filterable, never silent. */
-export const processWarnings: CassandraLogger = {
-  warn: (message) => process.emitWarning(message, { code: 'IDEM_CASSANDRA' }),
-};
-
-/** The driver options of each kind of statement: plain reads, plain writes and lightweight transactions. */
-export interface StatementOptions {
-  readonly read: QueryOptions;
-  readonly write: QueryOptions;
-  readonly lwt: QueryOptions;
-}
-
-/** Statement options from config: prepared, with the configured consistency levels and timeout. */
-export function statementOptions(options: CassandraOptions): StatementOptions {
+/** The driver options of plain reads, plain writes and LWTs: prepared, with the configured levels and timeout. */
+export function statementOptions(options: CassandraOptions): Record<'read' | 'write' | 'lwt', QueryOptions> {
   const common = { prepare: true, readTimeout: options.requestTimeoutMs };
   return {
-    read: { ...common, consistency: CONSISTENCY[options.consistency.read], isIdempotent: true },
-    write: { ...common, consistency: CONSISTENCY[options.consistency.write], isIdempotent: true },
+    read: { ...common, consistency: consistency(options.consistency.read), isIdempotent: true },
+    write: { ...common, consistency: consistency(options.consistency.write), isIdempotent: true },
     lwt: {
       ...common,
-      consistency: CONSISTENCY[options.consistency.write],
-      serialConsistency: CONSISTENCY[options.serialConsistency],
+      consistency: consistency(options.consistency.write),
+      serialConsistency: consistency(options.serialConsistency),
       // A retried LWT could apply twice or report its own write as someone else's: never retry silently.
       isIdempotent: false,
     },
   };
 }
 
-/** What {@link openClient} needs besides the config. */
-export interface OpenContext {
-  /** An existing client to use as is; otherwise one is built from the config and shut down on failure. */
-  readonly given: Client | undefined;
-  /** The clock leases are judged by: the one whose skew to the server is checked. */
-  readonly clock: () => number;
-  readonly logger: CassandraLogger;
-}
-
 /**
- * Connects, creates the keyspace and table when `createSchema` is set, checks the table's layout and the clock
- * skew to the server. Bad settings reject with a ConfigError naming `repository.<key>`.
+ * Connects (a `given` client is used as is; one of ours is shut down on failure), creates the schema with
+ * `createSchema`, checks the table's layout and the skew of `clock`, which leases are judged by, to the server's.
  */
-export async function openClient(options: CassandraOptions, context: OpenContext): Promise<Client> {
-  const client = context.given ?? newClient(options);
+export async function openClient(
+  options: CassandraOptions,
+  given: Client | undefined,
+  clock: () => number,
+  logger: StoreLogger,
+): Promise<Client> {
+  const client = given ?? newClient(options);
   try {
     await client.connect();
     if (options.createSchema) {
@@ -88,9 +59,9 @@ export async function openClient(options: CassandraOptions, context: OpenContext
       await addMissingColumns(client, options, ddlOptions);
     }
     await assertTable(client, options);
-    await assertClock(client, options, context);
+    await assertClock(client, options, clock, logger);
   } catch (error) {
-    if (context.given === undefined) await shutdownAfterFailure(client);
+    if (given === undefined) await shutdownAfterFailure(client);
     throw connectError(error);
   }
   return client;
@@ -104,19 +75,13 @@ function newClient(options: CassandraOptions): Client {
       ? { authProvider: new auth.PlainTextAuthProvider(options.username, options.password ?? '') }
       : {}),
     ...sslOptions(options.tls),
-    socketOptions: {
-      connectTimeout: options.connectTimeoutMs,
-      readTimeout: options.requestTimeoutMs,
-    },
+    socketOptions: { connectTimeout: options.connectTimeoutMs, readTimeout: options.requestTimeoutMs },
     // Reconnect within seconds, not the default ten minutes, after a node comes back.
     policies: { reconnection: new policies.reconnection.ExponentialReconnectionPolicy(500, 10_000, false) },
   });
 }
 
-/**
- * The driver's `sslOptions` for `repository.tls`. The driver itself defaults to `rejectUnauthorized: false`, which
- * would accept any certificate, so verification is turned on here unless the config turns it off by name.
- */
+/** The driver's `sslOptions`: it defaults to accepting any certificate, so verification is on unless turned off. */
 function sslOptions(tls: boolean | TlsOptions | undefined): { sslOptions?: TlsOptions } {
   if (tls === undefined || tls === false) return {};
   const settings = tls === true ? {} : tls;
@@ -124,9 +89,8 @@ function sslOptions(tls: boolean | TlsOptions | undefined): { sslOptions?: TlsOp
 }
 
 /**
- * Shuts down a client of ours whose start failed. cassandra-driver 4.10 keeps the control connection's socket
- * open when `connect()` fails after that socket opened (a wrong localDataCenter does it), and `shutdown()` of a
- * never-connected client skips it; the open socket would keep the process alive, so it is closed here.
+ * Shuts down a client of ours whose start failed. cassandra-driver 4.10 keeps the control connection's socket open
+ * when `connect()` fails after it opened (a wrong localDataCenter), and `shutdown()` skips it: it is closed here.
  */
 async function shutdownAfterFailure(client: Client): Promise<void> {
   const internal = client as unknown as {
@@ -142,10 +106,7 @@ function localOptions(options: CassandraOptions): QueryOptions {
   return { prepare: true, consistency: types.consistencies.localOne, readTimeout: options.requestTimeoutMs };
 }
 
-/**
- * Adds the {@link ADDED_COLUMNS} an older table lacks. Several workers may start at once: an ALTER that finds
- * the column already added by another is fine, and the layout check that follows has the last word.
- */
+/** Adds the {@link ADDED_COLUMNS} an older table lacks; another worker's concurrent ALTER is fine. */
 async function addMissingColumns(
   client: Client,
   options: CassandraOptions,
@@ -167,10 +128,7 @@ async function addMissingColumns(
   }
 }
 
-/**
- * Checks the table has this layout. With `createSchema` off, a missing keyspace or table is a config problem
- * reported before any message; with it on, a same-named table of another shape would fail every statement.
- */
+/** Checks the table exists with this layout, so a missing or foreign table fails at open, not on a message. */
 async function assertTable(client: Client, options: CassandraOptions): Promise<void> {
   const local = localOptions(options);
   const where = `table "${options.keyspace}"."${options.table}"`;
@@ -217,20 +175,24 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
 }
 
 /**
- * Measures the offset between our clock and the coordinator's (`now()` in ms, compensated by the round trip) and
- * refuses or warns past `maxClockSkewMs`. Conditions here compare times our clock wrote, and the driver stamps
- * plain writes with our clock too, so every worker's clock must agree with the cluster's.
+ * Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote, and the
+ * driver stamps plain writes with our clock too.
  */
-async function assertClock(client: Client, options: CassandraOptions, context: OpenContext): Promise<void> {
+async function assertClock(
+  client: Client,
+  options: CassandraOptions,
+  clock: () => number,
+  logger: StoreLogger,
+): Promise<void> {
   const samples: ClockSample[] = [];
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
-    const localBefore = context.clock();
+    const localBefore = clock();
     const result = await client.execute(
       'SELECT toUnixTimestamp(now()) AS server_ms FROM system.local',
       [],
       localOptions(options),
     );
-    const localAfter = context.clock();
+    const localAfter = clock();
     // `toUnixTimestamp` gives epoch ms as a bigint (a Long, or a BigInt with useBigIntAsLong).
     const serverMs = toMs(result.first()?.server_ms);
     if (serverMs === undefined) continue;
@@ -238,16 +200,11 @@ async function assertClock(client: Client, options: CassandraOptions, context: O
   }
   const offset = narrowest(samples);
   if (offset === undefined) {
-    context.logger.warn('cassandra: could not read the server clock; the clock skew to it is not checked');
+    logger.warn('cassandra: could not read the server clock; the clock skew to it is not checked');
     return;
   }
-  checkClockSkew(offset, {
-    store: 'cassandra',
-    where: (client.getState().getConnectedHosts()[0]?.address as string | undefined) ?? 'the cluster',
-    maxClockSkewMs: options.maxClockSkewMs,
-    onClockSkew: options.onClockSkew,
-    warn: context.logger.warn,
-  });
+  const where = (client.getState().getConnectedHosts()[0]?.address as string | undefined) ?? 'the cluster';
+  checkClockSkew(offset, { ...options, store: 'cassandra', where, warn: logger.warn });
 }
 
 /** Maps a failure while opening the store to the setting most likely at fault. */

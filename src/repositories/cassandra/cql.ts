@@ -3,34 +3,13 @@ import { ConfigError } from '../../errors.js';
 import { IDENTIFIER_PATTERN } from './options.js';
 
 /**
- * Every CQL statement the repository runs. Values always travel as bind markers of prepared statements; the only
- * text spliced into CQL is the keyspace and table name (checked against {@link IDENTIFIER_PATTERN}, so they
- * cannot carry a quote) and, for `createSchema`, the replication map (checked the same way).
- *
- * Layout: `PRIMARY KEY ((ns, bucket), id)`, with `bucket` a stable hash of the id into {@link BUCKETS}.
- * - clear() deletes a namespace with BUCKETS partition deletes and never reads: a scan (the alternative with
- *   `(ns, id)` partitions) walks every expired row of every namespace and fails once it meets more than
- *   `tombstone_failure_threshold` (100k) dead cells, which a busy table with TTLs reaches quickly.
- * - 1024 partitions per namespace spread a namespace over any cluster, and keep partitions small
- *   (100 M live ids per namespace ≈ 100k rows per partition).
- * - Batch reads group ids by bucket into `id IN ?` queries on the clustering column.
- * - The cost: Paxos runs per partition, so two LWTs of different ids in the same bucket at the same moment
- *   contend; with 1024 buckets and 128 LWTs in flight that is a few percent of claims.
- *
- * TTLs and tombstones: the table has no `default_time_to_live`; every write carries `USING TTL` =
- * `storeLifetimeMs(record)` (record.ts) in whole seconds, rounded up (at least 1), so a row disappears about when its record
- * stops mattering. Expired cells and deletes become tombstones that compaction may purge after
- * `gc_grace_seconds`, set to an hour instead of ten days because this table churns. On a multi-node cluster,
- * a replica that misses a delete for longer than that can bring the row back; every row still carries its own
- * TTL and `expires_at`, so such a row lives no longer than it would have anyway.
+ * Every CQL statement the repository runs, and its layout (docs/cassandra.md): `PRIMARY KEY ((ns, bucket), id)`,
+ * `bucket` a stable hash of the id, so clear() is {@link BUCKETS} partition deletes instead of a scan that fails on
+ * tombstones. Values are bind markers; only the checked keyspace, table and replication map are spliced in.
  */
 
 /** Buckets per namespace. Part of the table's data layout: changing it would hide every existing row. */
 export const BUCKETS = 1024;
-
-/** Columns after the primary key, in the order every statement binds them. */
-export const RECORD_COLUMNS =
-  'state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, first_seen_at';
 
 /** Every column with its CQL type and role, as `createSchema` makes it and as an existing table must have it. */
 export const COLUMNS = {
@@ -47,10 +26,7 @@ export const COLUMNS = {
   first_seen_at: { type: 'bigint', kind: 'regular' },
 } as const;
 
-/**
- * Columns added after the first release: `createSchema` adds them to an older table (ALTER TABLE ADD), and
- * without it the layout check says which statement to run.
- */
+/** Columns an older table lacks: `createSchema` adds them, else the layout check names the ALTER to run. */
 export const ADDED_COLUMNS: readonly (keyof typeof COLUMNS)[] = ['result', 'first_seen_at'];
 
 /** The DDL that adds an {@link ADDED_COLUMNS} column to an existing table. */
@@ -59,14 +35,14 @@ export function addColumnStatement(keyspace: string, table: string, column: keyo
   return `ALTER TABLE ${t} ADD ${column} ${COLUMNS[column].type}`;
 }
 
-/** Tombstones (deletes, expired TTLs) are purged after an hour instead of ten days: this table churns. */
-export const GC_GRACE_SECONDS = 3600;
+/** Columns after the primary key, in the order every statement binds them. */
+export const RECORD_COLUMNS = Object.keys(COLUMNS).slice(3).join(', ');
 
-/**
- * Store-side TTLs are capped at ten years: older SSTable formats reject expirations past 2038.
- * The record's own `expires_at` stays exact; only the row's physical removal is capped.
- */
-export const MAX_TTL_SECONDS = 10 * 365 * 24 * 3600;
+/** Tombstones (deletes, expired TTLs) are purged after an hour instead of ten days: this table churns. */
+const GC_GRACE_SECONDS = 3600;
+
+/** Row TTLs are capped at ten years (older SSTable formats reject expirations past 2038); `expires_at` stays exact. */
+const MAX_TTL_SECONDS = 10 * 365 * 24 * 3600;
 
 /** The bucket of a key: the first 32 bits of its MD5, so any client in any language finds the same row. */
 export function bucketOf(key: string): number {
@@ -82,7 +58,7 @@ export function quoteIdentifier(name: string, key: string): string {
 }
 
 /** The `{...}` literal of a replication map; keys and values are re-checked because they are spliced into DDL. */
-export function replicationLiteral(replication: Readonly<Record<string, string | number>>): string {
+function replicationLiteral(replication: Readonly<Record<string, string | number>>): string {
   if (typeof replication.class !== 'string')
     throw new ConfigError('repository.replication', 'needs a "class"');
   return `{${Object.entries(replication)
@@ -139,10 +115,11 @@ export interface Statements {
 export function statements(keyspace: string, table: string): Statements {
   const t = `${quoteIdentifier(keyspace, 'repository.keyspace')}.${quoteIdentifier(table, 'repository.table')}`;
   const row = 'WHERE ns = ? AND bucket = ? AND id = ?';
-  const setAll =
-    'state = ?, expires_at = ?, lease_expires_at = ?, owner = ?, event_time = ?, fingerprint = ?, result = ?, ' +
-    'first_seen_at = ?';
-  const insert = `INSERT INTO ${t} (ns, bucket, id, ${RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  const setAll = RECORD_COLUMNS.replaceAll(',', ' = ?,') + ' = ?';
+  const marks = Object.keys(COLUMNS)
+    .map(() => '?')
+    .join(', ');
+  const insert = `INSERT INTO ${t} (ns, bucket, id, ${RECORD_COLUMNS}) VALUES (${marks})`;
   return {
     select: `SELECT ${RECORD_COLUMNS} FROM ${t} ${row}`,
     selectIn: `SELECT id, ${RECORD_COLUMNS} FROM ${t} WHERE ns = ? AND bucket = ? AND id IN ?`,

@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { parseOptions } from '../../options/issues.js';
 import { timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
+import { clockSkewDefaults, clockSkewFields } from '../clock-skew.js';
+import { storeOptionsParser } from '../shared.js';
 
 /** Keyspace and table names: letters, digits and `_`, starting with a letter, at most 48 characters (Cassandra's own limit). */
 export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;
@@ -37,10 +38,7 @@ export const cassandraDefaults = {
   /** Client-side timeout per request; above the server's own 2–5 s timeouts so those surface first. */
   requestTimeoutMs: 12_000,
   connectTimeoutMs: 5_000,
-  /** Largest clock skew to the server, measured at connect, that workers' leases tolerate. */
-  maxClockSkewMs: 2_000,
-  /** Past `maxClockSkewMs`: refuse to connect (`fail`) or warn and connect (`warn`). */
-  onClockSkew: 'fail',
+  ...clockSkewDefaults,
 } as const satisfies Record<string, unknown>;
 
 const identifier = () =>
@@ -90,8 +88,7 @@ export const cassandraOptionsSchema = z
     batchConcurrency: z.number().int().min(1).max(2048).default(cassandraDefaults.batchConcurrency),
     requestTimeoutMs: timerMs().default(cassandraDefaults.requestTimeoutMs),
     connectTimeoutMs: timerMs().default(cassandraDefaults.connectTimeoutMs),
-    maxClockSkewMs: z.number().int().min(0).default(cassandraDefaults.maxClockSkewMs),
-    onClockSkew: z.enum(['fail', 'warn']).default(cassandraDefaults.onClockSkew),
+    ...clockSkewFields,
   })
   .strict()
   .refine((o) => (o.username === undefined) === (o.password === undefined), {
@@ -106,9 +103,7 @@ export type CassandraOptions = z.output<typeof cassandraOptionsSchema>;
 export type CassandraRepositoryOptions = z.input<typeof cassandraOptionsSchema>;
 
 /** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
-export function parseCassandraOptions(
-  input: unknown,
-  owner = 'CassandraRepository.open(...)',
-): CassandraOptions {
-  return parseOptions(cassandraOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
-}
+export const parseCassandraOptions = storeOptionsParser(
+  cassandraOptionsSchema,
+  'CassandraRepository.open(...)',
+);

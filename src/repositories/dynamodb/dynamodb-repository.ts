@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type AttributeValue,
   BatchGetItemCommand,
@@ -9,21 +10,15 @@ import {
   PutItemCommand,
   ScanCommand,
   UpdateItemCommand,
+  type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
-import { MAX_ID_BYTES } from '../../store/ids.js';
 import { isLive, newRecord } from '../../store/record.js';
-import type {
-  AddOptions,
-  AddResult,
-  IdempotencyRecord,
-  MarkOptions,
-  RepositoryCapabilities,
-} from '../../store/types.js';
+import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions } from '../../store/types.js';
 import { mapLimit } from '../../util/concurrency.js';
 import { checkClockSkew, offsetOf } from '../clock-skew.js';
-import { backoff, chunk } from './concurrency.js';
+import { isSameClaim, processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
 import {
   ATTR,
   fromItem,
@@ -36,7 +31,6 @@ import {
   ttlSeconds,
 } from './item.js';
 import {
-  type DynamoDbLogger,
   type DynamoDbOptions,
   type DynamoDbRepositoryOptions,
   dynamodbDefaults,
@@ -48,15 +42,15 @@ import { ensureTable } from './table.js';
 /** BatchGetItem reads at most 100 keys per call, BatchWriteItem 25 requests. */
 const GET_CHUNK = 100;
 const WRITE_CHUNK = 25;
-/** Claim attempts when the record changes between a failed put and the emulator fallback read (see `tryClaim`). */
+/** Backoff between batch retries: exponential with full jitter, as AWS recommends. */
+const BACKOFF_BASE_MS = 25;
+const BACKOFF_CAP_MS = 2_000;
+/** Claim attempts when the record changes between a failed put and the emulator's fallback read (`tryClaim`). */
 const CLAIM_ATTEMPTS = 5;
 /** A failed claim whose blocking record the endpoint did not return. */
 const BLOCKED = Symbol('blocked');
 
-/**
- * A claim succeeds when the id is absent or its record is no longer live. Live means `> now`, so the
- * negation is `<= now`, matching {@link isLive} exactly.
- */
+/** A claim succeeds when the id is absent or its record is no longer live (`<= now`, as {@link isLive}). */
 const CLAIM_CONDITION =
   'attribute_not_exists(#id) OR (#state = :confirmed AND #expiresAt <= :now) OR (#state = :inflight AND #lease <= :now)';
 const CLAIM_NAMES = {
@@ -71,9 +65,8 @@ const OWNER_CONDITION = '#state = :inflight AND #owner = :owner';
 const OWNER_NAMES = { '#state': ATTR.state, '#owner': ATTR.owner };
 
 const CONFIRM_UPDATE = 'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl = :ttl REMOVE #lease, #owner';
-/** CONFIRM_UPDATE that also keeps the outcome the consumer gives (`confirm`'s `result`). */
-const CONFIRM_RESULT_UPDATE =
-  'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl = :ttl, #result = :result REMOVE #lease, #owner';
+/** CONFIRM_UPDATE that also keeps `confirm`'s `result`. */
+const CONFIRM_RESULT_UPDATE = CONFIRM_UPDATE.replace(' REMOVE', ', #result = :result REMOVE');
 const CONFIRM_NAMES = {
   ...OWNER_NAMES,
   '#expiresAt': ATTR.expiresAt,
@@ -82,39 +75,16 @@ const CONFIRM_NAMES = {
 };
 
 /**
- * Idempotent repository on a DynamoDB table (partition key `id`, string), in the manner of Powertools:
- * a claim is ONE conditional PutItem that also returns the blocking record (`ReturnValuesOnConditionCheckFailure:
- * ALL_OLD`), confirm/remove-by-owner are conditional writes, and every read checks expiry itself because DynamoDB
- * TTL deletion lags by up to 48 hours. Uses no transactions and no TTL API at run time, so dynalite works too.
- *
- * Emulators that do not return the old item on a failed condition (dynalite 4 ignores
- * ReturnValuesOnConditionCheckFailure) are detected per call: that case alone falls back to a consistent read, one
- * GetItem for `add` and one BatchGetItem per 100 blocked ids for `addMany`. See {@link DynamoDbRepository.returnsItemOnConditionFailure}.
- *
- * Several repositories share a table through their `keyPrefix`, each an exact namespace (see `namespaceOf`).
- * Times in conditions come from each worker's clock, so `open` measures the skew to the endpoint and refuses, or
- * warns, past `maxClockSkewMs`.
- *
- * Lazy marks (`markMany`) are `BatchWriteItem` puts, 25 per request, `batchConcurrency` requests in flight,
- * unprocessed items retried with backoff: no condition, so no conditional write per id. Such a put is blind: it
- * may replace a record written since the caller's read (a concurrent worker's mark or claim of the same id, which
- * that worker also handled: lazy mode's known race). The id stays held by a live confirmed record either way, but
- * the race is not seen, so it is not counted as `raced`; eager mode, which needs that atomicity, keeps its
- * conditional puts.
- *
- * Open it with {@link DynamoDbRepository.open} (or `repositoryModule.create`), which checks the table first.
+ * Repository on a DynamoDB table (partition key `id`, string), in the manner of Powertools (docs/dynamodb.md): a
+ * claim is ONE conditional PutItem that returns the blocking record (ALL_OLD); an emulator that does not (dynalite)
+ * falls back to a consistent read. Every read checks expiry itself: TTL deletion lags by up to 48 hours.
+ * Conditions compare times of each worker's clock, so `open` checks the skew. Lazy marks are blind
+ * `BatchWriteItem` puts, so a lazy race there is not counted as `raced`.
  */
 export class DynamoDbRepository extends BaseRepository {
-  readonly capabilities: RepositoryCapabilities = {
-    persistent: true,
-    shared: true,
-    maxIdBytes: MAX_ID_BYTES,
-    // Reads batch natively, but claims are one conditional put per id: DynamoDB has no conditional batch write.
-    nativeBatch: false,
-    // An item is at most 400 KB (409600 bytes) counting every attribute name and value; the rest of the item
-    // (a key of up to 1 KB plus times, owner and fingerprint) fits in the remaining 9600 bytes.
-    maxResultBytes: 400_000,
-  };
+  // Claims are one conditional put per id: DynamoDB has no conditional batch write. An item is at most 400 KB
+  // (409600 bytes) with every attribute name and value; the key, times, owner and fingerprint fit in the rest.
+  readonly capabilities = sharedStoreCapabilities({ nativeBatch: false, maxResultBytes: 400_000 });
   protected readonly storeName = 'dynamodb';
   readonly #client: DynamoDBClient;
   readonly #ownsClient: boolean;
@@ -126,10 +96,7 @@ export class DynamoDbRepository extends BaseRepository {
   /** Whether the endpoint returned the old item on a failed claim: undefined until the first duplicate. */
   #returnsOldItem: boolean | undefined;
 
-  /**
-   * Validates the options, connects and checks (or creates) the table. Rejects with a ConfigError naming the key
-   * (`repository.table`, `repository.endpoint`, ...) when the setup cannot work.
-   */
+  /** Connects and checks (or creates) the table; a setup that cannot work rejects with a ConfigError. */
   static async open(options: DynamoDbRepositoryOptions): Promise<DynamoDbRepository> {
     const { client, logger, clock, ...rest } = options;
     const config = parseDynamoDbOptions(rest);
@@ -140,8 +107,9 @@ export class DynamoDbRepository extends BaseRepository {
         client !== undefined
           ? 'the endpoint of the given client'
           : (config.endpoint ?? `the AWS endpoint of region ${region}`);
-      await ensureTable(repo.#client, config, logger ?? processWarnings, endpoint);
-      await assertClock(repo.#client, config, clock ?? Date.now, logger ?? processWarnings, endpoint);
+      const warnings = logger ?? processWarnings('IDEM_DYNAMODB');
+      await ensureTable(repo.#client, config, warnings, endpoint);
+      await assertClock(repo.#client, config, clock ?? Date.now, warnings, endpoint);
     } catch (error) {
       await repo.close();
       throw error;
@@ -162,10 +130,7 @@ export class DynamoDbRepository extends BaseRepository {
     this.#maxRetries = config.maxRetries;
   }
 
-  /**
-   * Whether the endpoint returns the blocking item with a failed conditional put (real DynamoDB does; dynalite
-   * does not). Undefined until the first duplicate claim has shown it.
-   */
+  /** Whether a failed conditional put returns the blocking item (DynamoDB: yes, dynalite: no); undefined until seen. */
   get returnsItemOnConditionFailure(): boolean | undefined {
     return this.#returnsOldItem;
   }
@@ -236,9 +201,8 @@ export class DynamoDbRepository extends BaseRepository {
   }
 
   /**
-   * One conditional put decides the claim. When the condition fails, real DynamoDB hands back the live record
-   * that blocked it (ALL_OLD). An endpoint that does not (dynalite) yields BLOCKED, and the caller reads the record
-   * with a consistent read; should it have vanished or lapsed in between, the claim is simply tried again.
+   * One conditional put decides the claim; a failed one returns the live record that blocked it (ALL_OLD), or
+   * BLOCKED from an endpoint that does not (dynalite): the caller then reads it, and claims again if it is gone.
    */
   private async tryClaim(
     record: IdempotencyRecord,
@@ -304,25 +268,38 @@ export class DynamoDbRepository extends BaseRepository {
     return Item === undefined ? undefined : fromItem(Item, this.#ns);
   }
 
-  /** Reads up to 100 keys, retrying what DynamoDB leaves unprocessed with backoff. */
+  /** Reads up to 100 keys in one BatchGetItem. */
   private async batchGet(keys: readonly string[]): Promise<Item[]> {
     const items: Item[] = [];
-    let pending: Item[] = keys.map((key) => keyOf(key, this.#ns));
-    for (let attempt = 0; ; attempt++) {
-      const { Responses, UnprocessedKeys } = await this.#client.send(
-        new BatchGetItemCommand({
-          RequestItems: { [this.#table]: { Keys: pending, ConsistentRead: true } },
-        }),
+    const keyItems = keys.map((key) => keyOf(key, this.#ns));
+    await this.untilProcessed('get', 'keys', 'BatchGetItem', keyItems, async (Keys) => {
+      const out = await this.#client.send(
+        new BatchGetItemCommand({ RequestItems: { [this.#table]: { Keys, ConsistentRead: true } } }),
       );
-      items.push(...(Responses?.[this.#table] ?? []));
-      pending = UnprocessedKeys?.[this.#table]?.Keys ?? [];
-      if (pending.length === 0) return items;
+      items.push(...(out.Responses?.[this.#table] ?? []));
+      return out.UnprocessedKeys?.[this.#table]?.Keys ?? [];
+    });
+    return items;
+  }
+
+  /** Sends a batch call until DynamoDB leaves nothing unprocessed, with backoff, at most `maxRetries` times more. */
+  private async untilProcessed<T>(
+    operation: string,
+    unit: string,
+    command: string,
+    requests: T[],
+    send: (pending: T[]) => Promise<T[]>,
+  ): Promise<void> {
+    let pending = requests;
+    for (let attempt = 0; ; attempt++) {
+      pending = await send(pending);
+      if (pending.length === 0) return;
       if (attempt >= this.#maxRetries) {
         throw new RepositoryError(
-          `dynamodb get: ${pending.length} keys still unprocessed after ${attempt + 1} BatchGetItem attempts`,
+          `dynamodb ${operation}: ${pending.length} ${unit} still unprocessed after ${attempt + 1} ${command} attempts`,
         );
       }
-      await backoff(attempt);
+      await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt));
     }
   }
 
@@ -359,9 +336,8 @@ export class DynamoDbRepository extends BaseRepository {
   }
 
   /**
-   * Conditional update of the owner's in-flight claim: only its lease moves. The item's TTL attribute, set at the
-   * claim to the later of lease and retention end, is left alone: a lease renewed past the retention (a handler
-   * running longer than `ttlMs`) is still judged by the item's own times, and TTL deletion lags by hours.
+   * Conditional update of the owner's in-flight claim: only its lease moves. The TTL attribute stays: a lease
+   * renewed past the retention is still judged by the item's own times, and TTL deletion lags by hours.
    */
   protected override async doRenew(
     key: string,
@@ -419,43 +395,38 @@ export class DynamoDbRepository extends BaseRepository {
     }
   }
 
-  /**
-   * Deletes this namespace's items, and only them: a consistent Scan filtered on the namespace, deleted 25 at a time. It reads the whole
-   * table, so it suits tests and maintenance rather than hot paths.
-   */
+  /** Deletes this namespace's items, and only them, 25 per BatchWriteItem (a Scan of the whole table). */
   protected async doClear(): Promise<void> {
-    let startKey: Item | undefined;
-    do {
-      const page = await this.#client.send(
-        new ScanCommand({
-          TableName: this.#table,
-          ConsistentRead: true,
-          ProjectionExpression: '#id',
-          ExpressionAttributeNames: { '#id': ATTR.id },
-          FilterExpression: 'begins_with(#id, :ns)',
-          ExpressionAttributeValues: { ':ns': { S: this.#ns } },
-          ExclusiveStartKey: startKey,
-        }),
-      );
-      const keys = (page.Items ?? []).map((item) => ({ [ATTR.id]: item[ATTR.id] as Item[string] }));
-      const deletes = keys.map((Key) => ({ DeleteRequest: { Key } }));
+    await this.scanNamespace('clear', true, async (items) => {
+      const deletes = items.map((item) => ({
+        DeleteRequest: { Key: { [ATTR.id]: item[ATTR.id] as Item[string] } },
+      }));
       await mapLimit(chunk(deletes, WRITE_CHUNK), this.#concurrency, (part) =>
         this.batchWrite(part, 'clear'),
       );
-      startKey = page.LastEvaluatedKey;
-    } while (startKey !== undefined);
+    });
   }
 
-  /** A `Scan` of the table filtered to the namespace, as clear() does; see `IdempotentRepository.scan`. */
+  /** See `IdempotentRepository.scan`. */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
+    await this.scanNamespace('scan', false, (items) => onPage(items.map((item) => fromItem(item, this.#ns))));
+  }
+
+  /** The pages of a consistent Scan of the table filtered to this namespace (only ids with `idsOnly`). */
+  private async scanNamespace(
+    operation: string,
+    idsOnly: boolean,
+    onItems: (items: Item[]) => void | Promise<void>,
+  ): Promise<void> {
     let startKey: Item | undefined;
     do {
-      const page = await this.run('scan', () =>
+      const page = await this.run(operation, () =>
         this.#client.send(
           new ScanCommand({
             TableName: this.#table,
             ConsistentRead: true,
+            ...(idsOnly ? { ProjectionExpression: '#id' } : {}),
             ExpressionAttributeNames: { '#id': ATTR.id },
             FilterExpression: 'begins_with(#id, :ns)',
             ExpressionAttributeValues: { ':ns': { S: this.#ns } },
@@ -464,27 +435,19 @@ export class DynamoDbRepository extends BaseRepository {
         ),
       );
       const items = page.Items ?? [];
-      if (items.length > 0) await onPage(items.map((item) => fromItem(item, this.#ns)));
+      if (items.length > 0) await onItems(items);
       startKey = page.LastEvaluatedKey;
     } while (startKey !== undefined);
   }
 
-  /** Sends up to 25 puts or deletes in one BatchWriteItem, retrying what DynamoDB leaves unprocessed with backoff. */
+  /** Sends up to 25 puts or deletes in one BatchWriteItem. */
   private async batchWrite(requests: WriteRequest[], operation: string): Promise<void> {
-    let pending = requests;
-    for (let attempt = 0; ; attempt++) {
-      const { UnprocessedItems } = await this.#client.send(
+    await this.untilProcessed(operation, 'writes', 'BatchWriteItem', requests, async (pending) => {
+      const out = await this.#client.send(
         new BatchWriteItemCommand({ RequestItems: { [this.#table]: pending } }),
       );
-      pending = (UnprocessedItems?.[this.#table] ?? []) as WriteRequest[];
-      if (pending.length === 0) return;
-      if (attempt >= this.#maxRetries) {
-        throw new RepositoryError(
-          `dynamodb ${operation}: ${pending.length} writes still unprocessed after ${attempt + 1} BatchWriteItem attempts`,
-        );
-      }
-      await backoff(attempt);
-    }
+      return out.UnprocessedItems?.[this.#table] ?? [];
+    });
   }
 
   protected async doClose(): Promise<void> {
@@ -492,21 +455,18 @@ export class DynamoDbRepository extends BaseRepository {
   }
 }
 
-/** One request of a BatchWriteItem: a put or a delete. */
-type WriteRequest =
-  | { PutRequest: { Item: Record<string, AttributeValue> }; DeleteRequest?: undefined }
-  | { DeleteRequest: { Key: Record<string, AttributeValue> }; PutRequest?: undefined };
+function chunk<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
+  return chunks;
+}
 
-/**
- * Measures the offset between our clock and the endpoint's (the `Date` header, whole seconds, compensated by the
- * round trip) and refuses or warns past `maxClockSkewMs`: claims compare times our clock wrote, since a DynamoDB
- * condition cannot read the server's time, so every worker's clock must agree with it.
- */
+/** Checks the skew to the endpoint's clock (its `Date` header): conditions compare times of each worker's clock. */
 async function assertClock(
   client: DynamoDBClient,
   config: DynamoDbOptions,
   clock: () => number,
-  logger: DynamoDbLogger,
+  logger: StoreLogger,
   where: string,
 ): Promise<void> {
   const sample = await sampleServerClock(client, config.table, clock);
@@ -514,34 +474,22 @@ async function assertClock(
     logger.warn(`dynamodb: ${where} sent no Date header; the clock skew to it is not checked`);
     return;
   }
-  checkClockSkew(offsetOf(sample), {
-    store: 'dynamodb',
-    where,
-    maxClockSkewMs: config.maxClockSkewMs,
-    onClockSkew: config.onClockSkew,
-    warn: (message) => logger.warn(message),
-  });
+  checkClockSkew(offsetOf(sample), { ...config, store: 'dynamodb', where, warn: (m) => logger.warn(m) });
 }
 
 /**
- * The answer to a claim that met a live record. That record is usually someone else's; but when an earlier attempt
- * of this very put landed and only its answer was lost (a timeout, then the SDK's retry), the blocker is our own
- * claim: same owner token and same times. It is reported as added, so the caller does not wait out its own lease.
+ * The answer to a claim that met a live record: usually someone else's, but our own claim when an earlier attempt
+ * of this put landed and only its answer was lost (the SDK's retry), reported as added so the caller does not
+ * wait out its own lease.
  */
 function blockedBy(record: IdempotencyRecord, existing: IdempotencyRecord): AddResult {
-  const own =
-    record.owner !== undefined &&
-    existing.owner === record.owner &&
-    existing.state === record.state &&
-    existing.leaseExpiresAt === record.leaseExpiresAt &&
-    existing.expiresAt === record.expiresAt;
+  const own = record.owner !== undefined && isSameClaim(existing, record);
   return own ? { added: true, record } : { added: false, existing };
 }
 
 /**
- * The client built from config. `maxRetries` feeds the SDK's standard retry strategy, which already backs off on
- * throttling (ProvisionedThroughputExceededException, ThrottlingException, RequestLimitExceeded) and network errors.
- * `throwOnRequestTimeout` makes the timeout an error, not just a logged warning.
+ * The client built from config: the SDK's standard retries back off on throttling and network errors, and
+ * `throwOnRequestTimeout` makes a timeout an error, not just a logged warning.
  */
 function createClient(config: DynamoDbOptions): DynamoDBClient {
   const region = config.region ?? localFallbackRegion(config.endpoint);
@@ -561,10 +509,7 @@ function createClient(config: DynamoDbOptions): DynamoDBClient {
   });
 }
 
-/**
- * For a loopback endpoint (an emulator) without a configured region: the SDK's own chain, else a fixed region,
- * since the emulator needs one to sign with but ignores which. Undefined elsewhere: the SDK's chain alone decides.
- */
+/** For a loopback endpoint (an emulator, which ignores the region it needs to sign): the SDK's chain, else a fixed one. */
 function localFallbackRegion(endpoint: string | undefined): (() => Promise<string>) | undefined {
   if (endpoint === undefined || !isLoopback(new URL(endpoint).hostname)) return undefined;
   return async () => {
@@ -596,8 +541,3 @@ async function resolveRegion(client: DynamoDBClient): Promise<string> {
     );
   }
 }
-
-/** Default warning sink when no logger is given: a process warning, visible and filterable, never silent. */
-const processWarnings: DynamoDbLogger = {
-  warn: (message) => process.emitWarning(message, { code: 'IDEM_DYNAMODB' }),
-};

@@ -1,14 +1,12 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { forgetAt } from '../../store/record.js';
 import type { IdempotencyRecord, RecordState } from '../../store/types.js';
+import { recordOf } from '../shared.js';
 
 /** A DynamoDB item as the low-level client sees it. */
 export type Item = Record<string, AttributeValue>;
 
-/**
- * Attribute names of a record item. `ttl` is epoch SECONDS for DynamoDB's TTL sweeper; it only
- * garbage-collects, liveness is always decided from `expiresAt`/`leaseExpiresAt` (ms).
- */
+/** Attribute names of a record item. `ttl` (epoch seconds) only lets the sweeper collect; liveness is by the ms times. */
 export const ATTR = {
   id: 'id',
   state: 'state',
@@ -22,13 +20,10 @@ export const ATTR = {
   ttl: 'ttl',
 } as const;
 
-/**
- * The `result` attribute is the result behind this one character, so an empty result is a non-empty string
- * (DynamoDB Local and dynalite refuse empty strings that DynamoDB itself now accepts).
- */
+/** Put in front of a stored `result`: DynamoDB Local and dynalite refuse an empty string. */
 const RESULT_LEAD = '=';
 
-/** The stored form of a result (see {@link ATTR}). */
+/** The stored form of a result. */
 export function resultValue(result: string): AttributeValue {
   return { S: RESULT_LEAD + result };
 }
@@ -40,9 +35,8 @@ export const STATE_VALUE = {
 } as const;
 
 /**
- * Epoch seconds after which DynamoDB's sweeper may delete the item, rounded up so it never goes early. The sweeper
- * runs on the wall clock, so when liveness is judged in another time (`now`, e.g. stream time in event-time mode)
- * the record is kept at least as long in wall time as it stays live in that time.
+ * Epoch seconds after which the sweeper may delete the item, rounded up. The sweeper runs on the wall clock, so a
+ * record judged in another time (`now`: event time) is kept at least as long in wall time as it stays live.
  */
 export function ttlSeconds(
   forget: number,
@@ -54,19 +48,17 @@ export function ttlSeconds(
 }
 
 /**
- * The key text of a namespace: the prefix behind its UTF-8 byte length, `"app:"` → `"4:app:"`. Stored keys are
- * `namespace + id`; reading the length first splits any key back into one prefix and one id, so two namespaces
- * never share a key (plain `prefix + id` would merge `"app:"` + `"orders:42"` with `"app:orders:"` + `"42"`), and
- * `begins_with(namespace)` matches exactly one prefix's keys, so clear() never reaches another namespace.
+ * The key text of a namespace: the prefix behind its UTF-8 byte length, `"app:"` → `"4:app:"`. Unlike a plain
+ * `prefix + id` (`"app:"` + `"orders:42"` = `"app:orders:"` + `"42"`), every key splits back into one prefix and
+ * one id, so `begins_with(namespace)` matches one namespace's keys alone.
  */
 export function namespaceOf(keyPrefix: string): string {
   return `${Buffer.byteLength(keyPrefix, 'utf8')}:${keyPrefix}`;
 }
 
 /**
- * The full item for a record written at `now`, its id stored behind the repository's namespace. The sweeper may
- * delete it after `forgetAt(record)` (for a claim: its retention end, so a slow owner can still confirm it), and
- * never within `minLifetimeMs` of wall time (see `AddOptions.minLifetimeMs`).
+ * The item of a record written at `now`, its id behind the namespace. The sweeper may delete it after
+ * `forgetAt(record)` (a claim's retention end, so a slow owner can still confirm), never within `minLifetimeMs`.
  */
 export function toItem(record: IdempotencyRecord, namespace: string, now: number, minLifetimeMs = 0): Item {
   const item: Item = {
@@ -86,24 +78,25 @@ export function toItem(record: IdempotencyRecord, namespace: string, now: number
 
 /** The record an item holds, with the namespace taken off its id. */
 export function fromItem(item: Item, namespace: string): IdempotencyRecord {
-  const lease = item[ATTR.lease]?.N;
-  const owner = item[ATTR.owner]?.S;
-  const eventTime = item[ATTR.eventTime]?.N;
-  const fingerprint = item[ATTR.fingerprint]?.S;
-  const result = item[ATTR.result]?.S?.slice(RESULT_LEAD.length);
-  // Absent on an item written by a version that did not keep it.
-  const firstSeenAt = item[ATTR.firstSeenAt]?.N;
-  return {
-    id: (item[ATTR.id]?.S ?? '').slice(namespace.length),
-    state: item[ATTR.state]?.S === STATE_VALUE.inFlight.S ? 'in-flight' : 'confirmed',
-    expiresAt: Number(item[ATTR.expiresAt]?.N ?? 0),
-    ...(lease !== undefined ? { leaseExpiresAt: Number(lease) } : {}),
-    ...(owner !== undefined ? { owner } : {}),
-    ...(eventTime !== undefined ? { eventTime: Number(eventTime) } : {}),
-    ...(fingerprint !== undefined ? { fingerprint } : {}),
-    ...(result !== undefined ? { result } : {}),
-    ...(firstSeenAt !== undefined ? { firstSeenAt: Number(firstSeenAt) } : {}),
-  };
+  return recordOf(
+    (item[ATTR.id]?.S ?? '').slice(namespace.length),
+    item[ATTR.state]?.S === STATE_VALUE.inFlight.S ? 'in-flight' : 'confirmed',
+    numberOf(item, ATTR.expiresAt) ?? 0,
+    {
+      leaseExpiresAt: numberOf(item, ATTR.lease),
+      owner: item[ATTR.owner]?.S,
+      eventTime: numberOf(item, ATTR.eventTime),
+      fingerprint: item[ATTR.fingerprint]?.S,
+      result: item[ATTR.result]?.S?.slice(RESULT_LEAD.length),
+      // Absent on an item written by a version that did not keep it.
+      firstSeenAt: numberOf(item, ATTR.firstSeenAt),
+    },
+  );
+}
+
+function numberOf(item: Item, name: string): number | undefined {
+  const text = item[name]?.N;
+  return text === undefined ? undefined : Number(text);
 }
 
 /** The primary key of an id in a namespace (see {@link namespaceOf}). */

@@ -1,15 +1,13 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
-import { parseOptions } from '../../options/issues.js';
 import { timerMs } from '../../options/limits.js';
 import { MAX_ID_BYTES } from '../../store/ids.js';
+import { clockSkewDefaults, clockSkewFields } from '../clock-skew.js';
+import { type StoreLogger, storeOptionsParser } from '../shared.js';
 
 /** Defaults of the DynamoDB repository, written once. */
 export const dynamodbDefaults = {
-  /**
-   * Region used only when config names none, the SDK's own chain (AWS_REGION, the profile) finds none either, and
-   * the endpoint is a local emulator, which needs some region to sign with but ignores which.
-   */
+  /** Region of a local emulator's endpoint when neither config nor the SDK's chain names one. */
   localEndpointRegion: 'us-east-1',
   /** No prefix: the default namespace, exact like any other (its keys start with `0:`). */
   keyPrefix: '',
@@ -19,10 +17,7 @@ export const dynamodbDefaults = {
   /** Retries after the first attempt, for throttling, network errors and unprocessed batch items. */
   maxRetries: 4,
   requestTimeoutMs: 5_000,
-  /** Largest clock skew to the server, measured at open, that workers' leases tolerate. */
-  maxClockSkewMs: 2_000,
-  /** Past `maxClockSkewMs`: refuse to open (`fail`) or warn and open (`warn`). */
-  onClockSkew: 'fail',
+  ...clockSkewDefaults,
 } as const;
 
 // DynamoDB caps a string partition key at 2048 bytes; ids may take MAX_ID_BYTES, the prefix gets the rest but the
@@ -51,10 +46,7 @@ export const dynamodbOptionsSchema = z
         sessionToken: z.string().min(1).optional(),
       })
       .optional(),
-    /**
-     * The repository's namespace, so several repositories share one table. Namespaces are exact: `"app:"` never
-     * sees nor clears the ids of `"app:orders:"` (keys are `<prefix bytes>:<prefix><id>`, see item.ts).
-     */
+    /** The repository's namespace in the table; exact: `"app:"` never sees the ids of `"app:orders:"` (item.ts). */
     keyPrefix: z
       .string()
       .refine((p) => Buffer.byteLength(p, 'utf8') <= MAX_PREFIX_BYTES, {
@@ -67,8 +59,7 @@ export const dynamodbOptionsSchema = z
     maxRetries: z.number().int().min(0).max(20).default(dynamodbDefaults.maxRetries),
     /** Per-request timeout (connect and response), so an unreachable store fails promptly. */
     requestTimeoutMs: timerMs().default(dynamodbDefaults.requestTimeoutMs),
-    maxClockSkewMs: z.number().int().min(0).default(dynamodbDefaults.maxClockSkewMs),
-    onClockSkew: z.enum(['fail', 'warn']).default(dynamodbDefaults.onClockSkew),
+    ...clockSkewFields,
   })
   .strict();
 
@@ -79,14 +70,11 @@ export type DynamoDbOptions = z.output<typeof dynamodbOptionsSchema>;
 export type DynamoDbConfig = DynamoDbOptions;
 
 /** Where the repository reports a degraded but working setup (e.g. an emulator without TTL). */
-export interface DynamoDbLogger {
-  warn(message: string): void;
-}
+export type DynamoDbLogger = StoreLogger;
 
 /**
- * Options of {@link DynamoDbRepository.open}: the config keys plus what cannot come from a file.
- * With `client`, the repository uses it as is (its region, endpoint, credentials, retries and timeouts) and does
- * not destroy it on close.
+ * Options of {@link DynamoDbRepository.open}: the config keys plus what cannot come from a file. A `client` is used
+ * as is (region, endpoint, credentials, retries, timeouts) and not destroyed on close.
  */
 export type DynamoDbRepositoryOptions = z.input<typeof dynamodbOptionsSchema> & {
   client?: DynamoDBClient;
@@ -96,12 +84,7 @@ export type DynamoDbRepositoryOptions = z.input<typeof dynamodbOptionsSchema> & 
 };
 
 /** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
-export function parseDynamoDbOptions(
-  input: unknown,
-  owner = 'DynamoDbRepository.open(...)',
-): DynamoDbOptions {
-  return parseOptions(dynamodbOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
-}
+export const parseDynamoDbOptions = storeOptionsParser(dynamodbOptionsSchema, 'DynamoDbRepository.open(...)');
 
 /** @deprecated Renamed {@link parseDynamoDbOptions}. */
 export const parseDynamoDbConfig = parseDynamoDbOptions;

@@ -5,9 +5,8 @@ import type { ClockSample } from '../clock-skew.js';
 const DATE_RESOLUTION_MS = 999;
 
 /**
- * Reads the server's clock from the `Date` header of a DescribeTable response (DynamoDB has no server time usable
- * in a condition, and no call that returns it), timed with `clock` around the HTTP exchange alone, inside the SDK's
- * retries and signing. Undefined when the endpoint sends no `Date` header (or a client that is not the SDK's).
+ * Reads the server's clock from the `Date` header of a DescribeTable response (DynamoDB has no call that returns
+ * it), timed with `clock` around the HTTP exchange alone. Undefined when the endpoint sends no `Date` header.
  */
 export async function sampleServerClock(
   client: DynamoDBClient,

@@ -25,10 +25,7 @@ const AUTH_ERRORS = new Set([
   'ExpiredTokenException',
 ]);
 
-/**
- * Checks at open time that the table is usable, creating it when `createTable` is set, so a wrong table name or an
- * unreachable endpoint fails at startup with a ConfigError naming the key, not on the first message.
- */
+/** Checks at open that the table is usable (creating it with `createTable`): a bad setup fails at startup. */
 export async function ensureTable(
   client: DynamoDBClient,
   config: DynamoDbOptions,
@@ -98,9 +95,8 @@ async function waitActive(client: DynamoDBClient, config: Target): Promise<Table
 }
 
 /**
- * Turns on DynamoDB TTL for the `ttl` attribute of a table we just created. Emulators without UpdateTimeToLive
- * (dynalite) get one warning: records still expire exactly, because reads check the times themselves, but nothing
- * deletes old items.
+ * Turns on TTL for a table we just created. An emulator without UpdateTimeToLive (dynalite) gets one warning:
+ * reads still judge expiry themselves, but nothing deletes old items.
  */
 async function enableTtl(client: DynamoDBClient, config: Target, logger: DynamoDbLogger): Promise<void> {
   try {
@@ -162,7 +158,7 @@ function startupError(error: unknown, config: Target): Error {
   });
 }
 
-/** The SDK's error name (`ConditionalCheckFailedException`, ...), or '' for a non-error. */
-export function errorName(error: unknown): string {
+/** The SDK's error name (`ResourceNotFoundException`, ...), or '' for a non-error. */
+function errorName(error: unknown): string {
   return error instanceof Error ? error.name : '';
 }

@@ -19,10 +19,7 @@ export function describeAddress(options: RedisOptions): string {
   return `${url.protocol}//${url.hostname}:${url.port || 6379}${url.pathname.length > 1 ? url.pathname : ''}`;
 }
 
-/**
- * ioredis settings shared by standalone and cluster nodes. The offline queue is off: while the connection is
- * down a command rejects at once with a retryable error instead of waiting for a reconnect that may never come.
- */
+/** ioredis settings of every node. No offline queue: while disconnected a command rejects at once, retryable. */
 function nodeOptions(options: RedisOptions): IORedisOptions {
   const tlsFromUrl = options.url?.startsWith('rediss:') ? {} : undefined;
   const tls = options.tls === true ? {} : options.tls === false ? undefined : (options.tls ?? tlsFromUrl);
@@ -32,7 +29,7 @@ function nodeOptions(options: RedisOptions): IORedisOptions {
     connectTimeout: options.connectTimeoutMs,
     commandTimeout: options.commandTimeoutMs,
     maxRetriesPerRequest: options.maxRetriesPerRequest,
-    // A reply lost with the connection is an unknown outcome; the caller decides, not a silent resend.
+    // A reply lost with the connection is an unknown outcome: the caller decides, not a silent resend.
     autoResendUnfulfilledCommands: false,
     ...(options.username !== undefined ? { username: options.username } : {}),
     ...(options.password !== undefined ? { password: options.password } : {}),
@@ -57,16 +54,14 @@ export function createClient(options: RedisOptions): Redis | Cluster {
       enableOfflineQueue: false,
       // Batches send one command per key; auto-pipelining groups them into one pipeline per node.
       enableAutoPipelining: true,
-      // The cluster asks a seed for its slots on a connection of its own, and disconnects it after a failure:
-      // ioredis then waits disconnectTimeout (2 s) for a 'close' that the refused socket already emitted, and
-      // that timer kept the process alive after a failed open. A disconnect loses pending replies anyway.
+      // After a failed slots query ioredis waits disconnectTimeout (2 s) for a 'close' the refused seed socket
+      // already emitted, keeping the process alive after a failed open. A disconnect loses pending replies anyway.
       redisOptions: { ...node, disconnectTimeout: CLUSTER_DISCONNECT_MS },
     });
   }
-  // No reconnect before the first connect succeeded: a refused first connect then ends the client ('end')
-  // instead of leaving it 'reconnecting', whose disconnect() waits 2 s (ioredis' disconnectTimeout) for a
-  // socket that already closed, keeping the process alive after a failed open. Once connected, ioredis' own
-  // back-off (50 ms per attempt, at most 2 s) rides out a server restart.
+  // No reconnect before the first connect succeeded: a refused first connect ends the client instead of leaving
+  // it 'reconnecting', whose disconnect() waits 2 s for a closed socket. Once connected, back off 50 ms per
+  // attempt, at most 2 s, to ride out a server restart.
   let connected = false;
   const retryStrategy = (attempt: number): number | null =>
     connected ? Math.min(attempt * 50, 2_000) : null;
@@ -80,10 +75,7 @@ export function createClient(options: RedisOptions): Redis | Cluster {
   return client;
 }
 
-/**
- * Ends a client whose connect failed, leaving nothing that keeps the process alive: no reconnect timer, no
- * socket, no timer waiting for a socket to close.
- */
+/** Ends a client whose connect failed, leaving no reconnect timer, socket or close timer alive. */
 function release(client: Redis | Cluster): void {
   if (client.status === 'end') return; // closed already; disconnect() would start a 2 s wait for nothing
   client.disconnect();
@@ -92,15 +84,15 @@ function release(client: Redis | Cluster): void {
 }
 
 /**
- * Connects an owned client. Failure releases it (no reconnects, no socket, no timer left) and rejects with
- * an error naming the config key and address: a ConfigError when the setting itself is wrong (unknown host,
- * bad credentials), a retryable RepositoryError when the server may just not be up yet.
+ * Connects an owned client. A failure releases it and rejects naming the config key and address: a ConfigError
+ * when the setting is wrong (unknown host, bad credentials), a retryable RepositoryError when the server may just
+ * not be up yet.
  */
 export async function connectClient(client: Redis | Cluster, options: RedisOptions): Promise<void> {
   const key = addressKey(options);
   const address = describeAddress(options);
-  // Later failures surface through rejected commands; without a listener ioredis would print every reconnect
-  // error. During connect the first error (the socket's ECONNREFUSED...) says more than what follows it.
+  // Without a listener ioredis prints every reconnect error; later failures surface as rejected commands. The
+  // first error (ECONNREFUSED...) says more than what follows it.
   let firstError: unknown;
   client.on('error', (error) => {
     firstError ??= error;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { parseOptions } from '../../options/issues.js';
 import { refuseBadPercentEscapes, timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
+import { storeOptionsParser } from '../shared.js';
 
 /** Defaults of the Redis repository, written once. */
 export const redisDefaults = {
@@ -70,10 +70,5 @@ export type RedisOptions = z.output<typeof redisOptionsSchema>;
 /** Options of {@link RedisRepository.open}: the config table plus an injectable clock. */
 export type RedisRepositoryOptions = z.input<typeof redisOptionsSchema> & { clock?: () => number };
 
-/**
- * Validates options given in code (the config path validates through the same funnel); a bad one is a
- * ConfigError naming the option and `owner`, keyed `repository.<key>`.
- */
-export function parseRedisOptions(input: unknown, owner = 'RedisRepository.open(...)'): RedisOptions {
-  return parseOptions(redisOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
-}
+/** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
+export const parseRedisOptions = storeOptionsParser(redisOptionsSchema, 'RedisRepository.open(...)');

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
-import { MAX_ID_BYTES, toKey } from '../../store/ids.js';
+import { toKey } from '../../store/ids.js';
 import {
   decodeRecord,
   encodeEntryTail,
@@ -11,14 +11,8 @@ import {
   newRecord,
   storeLifetimeMs,
 } from '../../store/record.js';
-import type {
-  AddOptions,
-  AddResult,
-  IdempotencyRecord,
-  MarkOptions,
-  MessageId,
-  RepositoryCapabilities,
-} from '../../store/types.js';
+import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions, MessageId } from '../../store/types.js';
+import { sharedStoreCapabilities } from '../shared.js';
 import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
@@ -32,25 +26,17 @@ export interface RedisClientRepositoryOptions {
   readonly keyPrefix?: string;
   /** Close the client on `close()`. Default false: a borrowed client stays the caller's to close. */
   readonly closeClient?: boolean;
-  /**
-   * The worker's clock, accepted like every repository's. Redis never judges by it: leases and TTLs count on the
-   * server's own clock (see {@link RedisRepository}), so a worker whose clock is off changes nothing.
-   */
+  /** Accepted like every repository's, never judged by: leases and TTLs count on the server's clock. */
   readonly clock?: () => number;
 }
 
 /**
- * Keys per script call. A script blocks the server while it runs, so a large batch is cut into calls of this
- * size, all sent at once (still one round trip): the server runs the first while the client encodes the next.
+ * Keys per script call: a script blocks the server while it runs, so a large batch is cut into calls of this size,
+ * all sent at once (one round trip). Also the SCAN page size of `clear()` and `scan()`.
  */
 const KEYS_PER_SCRIPT = 1_000;
-/** Keys per SCAN page and per UNLINK in `clear()`. */
-const CLEAR_CHUNK = 1_000;
 
-/**
- * The `now` the base class passes when the caller gave none: this repository's clock answers NaN, which the
- * scripts receive as '' and replace with the server's TIME. An explicit `now` (event-time mode) is passed through.
- */
+/** The base class's `now` when the caller gave none: NaN, sent to the scripts as '' for the server's TIME. */
 const serverClock = (): number => Number.NaN;
 
 /** The scripts' time argument: the caller's time, or '' for the server's clock. */
@@ -58,11 +44,7 @@ function timeArg(now: number): number | '' {
   return Number.isNaN(now) ? '' : now;
 }
 
-/**
- * PX for the records `add` writes with these options: until the store may forget them (see `forgetAt`: for a
- * claim, the later of lease end and retention end), rounded up, at least 1 ms (PX 0 is an error). It is the same
- * whichever clock `now` comes from, since it counts from `now`.
- */
+/** PX of the records `add` writes: until the store may forget them (`forgetAt`), at least 1 ms (PX 0 is an error). */
 function pxFor(options: AddOptions): number {
   return Math.max(1, Math.ceil(storeLifetimeMs(newRecord('', {}, options, 0), 0, options.minLifetimeMs)));
 }
@@ -72,7 +54,7 @@ function ownerField(options: AddOptions): string {
   return options.leaseMs === undefined ? '' : encodeField(options.owner);
 }
 
-/** True when no entry carries event time or fingerprint: their records share one encoded tail. */
+/** True when no entry carries event time, fingerprint or result: their records share one encoded tail. */
 function isPlain(entries: readonly KeyedEntry[]): boolean {
   return entries.every(
     (e) => e.eventTime === undefined && e.fingerprint === undefined && e.result === undefined,
@@ -86,15 +68,11 @@ interface Reply {
   readonly reply: unknown[];
 }
 
-/** Claim and confirm replies: the time used for each key, and the few keys that did not go the common way. */
-interface Sparse<R> {
-  readonly nows: number[];
-  /** Batch index → what the script answered for it (a claim's live record, a refused confirm's 0). */
-  readonly odd: Map<number, R>;
-}
-
-/** Decodes sparse replies `[now, i, x, j, y...]` (i 1-based within the call) into batch-wide form. */
-function sparse<R>(replies: readonly Reply[], count: number): Sparse<R> {
+/**
+ * Decodes claim and confirm replies `[now, i, x, j, y...]` (i 1-based within the call): the time used for each
+ * key, and batch index → what the script answered for the few keys that did not go the common way.
+ */
+function sparse<R>(replies: readonly Reply[], count: number): { nows: number[]; odd: Map<number, R> } {
   const nows = new Array<number>(count);
   const odd = new Map<number, R>();
   for (const { from, to, reply } of replies) {
@@ -115,46 +93,15 @@ function dense<R>(replies: readonly Reply[], count: number): { nows: number[]; v
   return { nows, values };
 }
 
-/** Unwraps `pipeline.exec()` results, rethrowing the first command error. */
-function pipelineResults(results: [Error | null, unknown][] | null): unknown[] {
-  if (results === null) throw new RepositoryError('redis pipeline was discarded');
-  return results.map(([error, value]) => {
-    if (error) throw error;
-    return value;
-  });
-}
-
 /**
- * Repository on Redis (standalone or Cluster) through ioredis.
- *
- * Every state change is one atomic Lua script that compares state and owner on the server. Liveness, leases and
- * TTLs are judged by the server's own clock (`TIME` inside the scripts, reads included), so workers need not
- * agree on the time; only an explicit `now` (event-time mode passes stream time) replaces it. Redis' own PX
- * (from `forgetAt`) only collects garbage: an in-flight record outlives its lease, so a slow owner can still
- * confirm it. Keys are `namespaceSegment(keyPrefix) + canonical key`, so no namespace reads or clears another's.
- * Standalone batches are one script call per 1000 keys in one round trip; on a Cluster, where one script may
- * not span slots, a batch is one script call per key, pipelined per node by ioredis' auto-pipelining (on for
- * clients the repository creates; a borrowed Cluster should enable it too).
- *
- * Lazy marks (`markMany`) never overwrite a live record, so lazy races are still counted (`raced`): the write is
- * `SET … PX … NX` per key, and a key that exists (a concurrent worker's mark or claim, or a record past its exact
- * expiry that PX has not collected yet) is judged like a claim, kept when live (answered false), replaced when not.
- * On a standalone server that is the claim script itself, one call per 1000 keys: measured (docs/redis.md), a
- * pipeline of plain `SET`s costs the client five to ten times the CPU per id of one multi-key script call (an
- * ioredis command, reply and promise per id), while the server spends about the same on either. On a Cluster,
- * where a script runs per key anyway, the mark is a plain `SET NX PX` per key (its time from {@link ServerTime}),
- * and only the keys that exist go through the script.
+ * Repository on Redis (standalone or Cluster) through ioredis; see docs/redis.md. Every state change is one atomic
+ * Lua script judged by the server's clock (unless the caller gives `now`); PX only collects garbage. A borrowed
+ * Cluster should enable auto-pipelining, which batches route by. Lazy marks never overwrite a live record, so
+ * their races are still counted (`raced`).
  */
 export class RedisRepository extends BaseRepository {
-  readonly capabilities: RepositoryCapabilities = {
-    persistent: true,
-    shared: true,
-    maxIdBytes: MAX_ID_BYTES,
-    nativeBatch: true,
-    // Redis strings hold up to 512 MB, but one large value blocks the single-threaded server while it is
-    // copied; 1 MiB keeps a replay cheap.
-    maxResultBytes: 1_048_576,
-  };
+  // Strings hold up to 512 MB, but a large value blocks the single-threaded server while it is copied.
+  readonly capabilities = sharedStoreCapabilities({ nativeBatch: true, maxResultBytes: 1_048_576 });
   protected readonly storeName = 'redis';
   readonly #client: ScriptedClient;
   readonly #prefix: string;
@@ -177,10 +124,7 @@ export class RedisRepository extends BaseRepository {
     this.#serverTime = new ServerTime(options.client);
   }
 
-  /**
-   * Connects from config options and returns a repository that owns (and closes) its client. Invalid options
-   * reject with a ConfigError naming the key; an unreachable server with an error naming the address.
-   */
+  /** Connects from config options; the repository owns (and closes) its client. Bad options: a ConfigError. */
   static async open(options: RedisRepositoryOptions): Promise<RedisRepository> {
     const { clock, ...config } = options;
     const parsed = parseRedisOptions(config);
@@ -217,10 +161,6 @@ export class RedisRepository extends BaseRepository {
         );
       }),
     );
-  }
-
-  get #isCluster(): boolean {
-    return this.#client.isCluster;
   }
 
   protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
@@ -265,37 +205,17 @@ export class RedisRepository extends BaseRepository {
     entries: readonly KeyedEntry[],
     options: AddOptions,
     given: number | '',
-  ): Promise<Sparse<string>> {
-    const px = pxFor(options);
-    const lease = options.leaseMs ?? '';
-    const owner = ownerField(options);
-    // Ids without event time or fingerprint share one record tail: it is sent once per script call, not per key.
+  ): Promise<{ nows: number[]; odd: Map<number, string> }> {
+    const args = [given, pxFor(options), options.ttlMs, options.leaseMs ?? '', ownerField(options)];
+    // Plain ids share one record tail, sent once per script call rather than per key.
     const tails = isPlain(entries) ? undefined : entries.map(encodeEntryTail);
     const shared = encodeEntryTail({});
     const keys = entries.map((e) => this.#ns + e.key);
     const replies = await this.#calls(
       keys,
       (target, from, to) =>
-        target.idemClaim(
-          to - from,
-          keys.slice(from, to),
-          given,
-          px,
-          options.ttlMs,
-          lease,
-          owner,
-          tails ? tails.slice(from, to) : shared,
-        ),
-      (client, i) =>
-        client.idemClaimOne(
-          keys[i] as string,
-          given,
-          px,
-          options.ttlMs,
-          lease,
-          owner,
-          tails ? (tails[i] as string) : shared,
-        ),
+        target.idemClaim(to - from, keys.slice(from, to), ...args, tails ? tails.slice(from, to) : shared),
+      (client, i) => client.idemClaimOne(keys[i] as string, ...args, tails ? (tails[i] as string) : shared),
     );
     return sparse(replies, keys.length);
   }
@@ -306,8 +226,7 @@ export class RedisRepository extends BaseRepository {
     now: number,
   ): Promise<boolean[]> {
     const add: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
-    if (!this.#isCluster) {
-      // One claim script per 1000 keys: a plain `SET` per key costs the client several times more.
+    if (!this.#client.isCluster) {
       const { odd } = await this.#claim(entries, add, timeArg(now));
       return entries.map((_, i) => !odd.has(i));
     }
@@ -361,7 +280,7 @@ export class RedisRepository extends BaseRepository {
       const { nows, values } = dense<string | null>(replies, full.length);
       return values.map((text, i) => decode(text, i, nows[i] as number));
     }
-    const texts = this.#isCluster
+    const texts = this.#client.isCluster
       ? await Promise.all(full.map((k) => this.#client.get(k)))
       : await this.#client.mget(full);
     return texts.map((text, i) => decode(text, i, now));
@@ -414,25 +333,23 @@ export class RedisRepository extends BaseRepository {
   }
 
   protected async doClear(): Promise<void> {
-    // A client-level keyPrefix (ioredis option) is added to every key argument but not to SCAN's pattern or
-    // results, so it is added to the pattern and stripped from the keys found.
-    const clientPrefix = Buffer.from(this.#client.options.keyPrefix ?? '');
-    const pattern = `${globEscape(clientPrefix.toString() + this.#ns)}*`;
-    if (this.#isCluster) {
-      const masters = (this.#client as Cluster).nodes('master');
+    const { nodes, pattern, strip } = this.#scanTarget();
+    if (this.#client.isCluster) {
       // Keys on one node span many slots, and a multi-key UNLINK must stay in one slot: unlink per key.
       await Promise.all(
-        masters.map((node) =>
+        nodes.map((node) =>
           scanAll(node, pattern, async (found) => {
             const pipe = node.pipeline();
-            for (const key of found) pipe.unlink(key.subarray(clientPrefix.length));
-            pipelineResults(await pipe.exec());
+            for (const key of found) pipe.unlink(key.subarray(strip));
+            const results = await pipe.exec();
+            if (results === null) throw new RepositoryError('redis pipeline was discarded');
+            for (const [error] of results) if (error) throw error;
           }),
         ),
       );
     } else {
-      await scanAll(this.#client as Redis, pattern, async (found) => {
-        await this.#client.unlink(...found.map((k) => k.subarray(clientPrefix.length)));
+      await scanAll(nodes[0] as Redis, pattern, async (found) => {
+        await this.#client.unlink(...found.map((k) => k.subarray(strip)));
       });
     }
   }
@@ -443,17 +360,16 @@ export class RedisRepository extends BaseRepository {
    */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
-    // As in doClear: SCAN sees the client-level keyPrefix, the other commands add it themselves.
-    const clientPrefix = Buffer.from(this.#client.options.keyPrefix ?? '');
-    const keyStart = clientPrefix.length + Buffer.byteLength(this.#ns);
-    const pattern = `${globEscape(clientPrefix.toString() + this.#ns)}*`;
-    const nodes = this.#isCluster ? (this.#client as Cluster).nodes('master') : [this.#client as Redis];
+    const { nodes, pattern, strip } = this.#scanTarget();
+    const keyStart = strip + Buffer.byteLength(this.#ns);
     for (const node of nodes) {
       await scanAll(node, pattern, async (found) => {
-        const keys = found.map((k) => k.subarray(clientPrefix.length));
+        const keys = found.map((k) => k.subarray(strip));
         // A multi-key MGET must stay in one slot: one GET per key on a cluster.
         const texts = await this.run('scan', () =>
-          this.#isCluster ? Promise.all(keys.map((k) => this.#client.get(k))) : this.#client.mget(...keys),
+          this.#client.isCluster
+            ? Promise.all(keys.map((k) => this.#client.get(k)))
+            : this.#client.mget(...keys),
         );
         const records: IdempotencyRecord[] = [];
         for (let i = 0; i < texts.length; i++) {
@@ -473,12 +389,22 @@ export class RedisRepository extends BaseRepository {
   }
 
   /**
-   * Runs a script over `keys`, returning each call's reply with the slice of keys it covered.
-   * - One key: one single-key call (`one`), the per-message path.
-   * - Standalone: one multi-key call (`many`) per KEYS_PER_SCRIPT keys, all sent before the first reply is read
-   *   (one round trip), so no single script blocks the server for long.
-   * - Cluster: one single-key call per key (`one`), since a script may not span slots; ioredis'
-   *   auto-pipelining sends them as one pipeline per node.
+   * The nodes to SCAN (every master of a cluster) and this namespace's pattern. A client-level keyPrefix (ioredis
+   * option) is added to every key argument but not to SCAN's pattern or results: it is added to the pattern, and
+   * found keys lose their first `strip` bytes.
+   */
+  #scanTarget(): { nodes: Redis[]; pattern: string; strip: number } {
+    const clientPrefix = this.#client.options.keyPrefix ?? '';
+    return {
+      nodes: this.#client.isCluster ? (this.#client as Cluster).nodes('master') : [this.#client as Redis],
+      pattern: `${globEscape(clientPrefix + this.#ns)}*`,
+      strip: Buffer.byteLength(clientPrefix),
+    };
+  }
+
+  /**
+   * Runs a script over `keys`, returning each call's reply with the slice of keys it covered: one single-key call
+   * (`one`) for one key or per key on a Cluster, else one multi-key call (`many`) per KEYS_PER_SCRIPT keys.
    */
   async #calls(
     keys: readonly string[],
@@ -511,7 +437,7 @@ async function scanAll(
 ): Promise<void> {
   let cursor = '0';
   do {
-    const [next, keys] = await node.scanBuffer(cursor, 'MATCH', pattern, 'COUNT', CLEAR_CHUNK);
+    const [next, keys] = await node.scanBuffer(cursor, 'MATCH', pattern, 'COUNT', KEYS_PER_SCRIPT);
     cursor = next.toString();
     if (keys.length > 0) await onPage(keys);
   } while (cursor !== '0');

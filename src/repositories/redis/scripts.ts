@@ -1,20 +1,10 @@
 import type { Cluster, Redis } from 'ioredis';
 
 /*
- * Lua scripts behind the Redis repository. Each runs atomically on the server, so a check and the write that
- * depends on it can never interleave with another client's. Records use the text form of `encodeRecord`:
- * `state \1 expiresAt \1 leaseExpiresAt \1 owner \1 eventTime \1 fingerprint \1 result \1 firstSeenAt`, strings
- * escaped so that no field holds a \1 (records of older versions end after the fingerprint or the result).
- *
- * Time: a script judges liveness, and counts TTLs and leases, from the `now` it is given (event-time mode passes
- * stream time) or, when given '', from the server's own `TIME`. One clock for every worker means a worker whose
- * clock runs ahead cannot take over a live claim, and one whose clock runs behind cannot hold an id too long.
- * On a Cluster each key is judged by the clock of the master that holds it, in every script alike.
- *
- * Claims and confirms answer `{ now, i, x, j, y... }`: the time they used (epoch ms), then only the keys that did
- * not go the common way (KEYS index, then what happened to it). A batch of new ids thus answers one number, not
- * one nil per key, which saves the server a 1000-entry table and its reply and the client their parsing.
- * Reads answer `{ now, one reply per key... }`.
+ * Lua scripts behind the Redis repository (docs/redis.md). Records are `encodeRecord`'s text (older records end
+ * after the fingerprint or the result). Time is the `now` given, or with '' the server's `TIME`: one clock for
+ * every worker. Claims and confirms answer `{ now, i, x, j, y... }`, only the keys that did not go the common way,
+ * so a batch of new ids answers one number; reads answer `{ now, one reply per key... }`.
  */
 
 /** Shared by every script: the time to judge by (ARGV value, or the server's TIME when '') and number output. */
@@ -30,13 +20,10 @@ local call = redis.call
 `;
 
 /**
- * Claim: for each key, write the new record unless a live one is there, and return the live one if so.
- * `SET NX PX` alone is not enough: a record past its exact expiry may still be present until Redis collects it
- * (or a lapsed lease may hold it), and it must be replaced atomically, not reported as a duplicate. So the
- * common case (a new id) is one `SET NX PX`; only when a record exists is it judged by `now`, and overwritten
- * when no longer live. On Redis 7 (`redis.REDIS_VERSION_NUM` is set) that one call is `SET NX PX GET`: it
- * answers nil for a new key (a status reply would cost the script a table per key) and the old record
- * otherwise, sparing the `GET`. Redis 6 sends `SET NX PX`, then `GET` when the key exists.
+ * Claim: for each key, write the new record unless a live one is there, and return the live one if so. A record
+ * past its expiry (or lease) may still be present until Redis collects it, so an existing key is judged by `now`
+ * and overwritten when no longer live. The common case (a new id) is one `SET NX PX GET` on Redis 7 (nil for a new
+ * key, the old record otherwise; a status reply would cost a table per key); Redis 6 sends `SET NX PX`, then `GET`.
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: PX for every new record, ARGV[3]: ttlMs,
  * ARGV[4]: leaseMs, or '' for a record written confirmed, ARGV[5]: the encoded owner ('' for none),
@@ -85,9 +72,9 @@ return out
 `}`;
 
 /**
- * Confirm: turn each key's in-flight record into a confirmed one, only if it is still held by the given owner.
- * The lease is not checked: a claim past its lease that no one took over is still the owner's to confirm (a
- * takeover rewrites the owner, and then this refuses). Event time, fingerprint and first-seen time are kept.
+ * Confirm: turn each key's in-flight record into a confirmed one while the given owner holds it. The lease is not
+ * checked: a lapsed claim no one took over is still the owner's (a takeover rewrites the owner). Event time,
+ * fingerprint and first-seen time are kept.
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: ttlMs, ARGV[3]: PX, ARGV[3 + i]: the encoded
  * owner for KEYS[i], ARGV[3 + #KEYS + i]: the encoded result for KEYS[i], or '' for none (a claim holds none: it
@@ -168,48 +155,30 @@ call('SET', KEYS[1], 'f\1' .. expiry .. '\1' .. num(now + lease) .. '\1' .. owne
 return 1
 `}`;
 
-/** A script argument; arrays are flattened by ioredis. */
-type Arg = string | number | readonly (string | number)[];
-
-/** The script commands once defined on a client (ioredis sends EVALSHA, falling back to EVAL once per socket). */
-export interface ScriptCommands<R> {
-  /** `numKeys, keys, now|'', px, ttlMs, leaseMs|'', owner, tail | tails` → `[now, (i, live text)...]`. */
-  idemClaim(numKeys: number, ...args: Arg[]): R;
-  /** `numKeys, keys, now|'', ttlMs, px, owners, results` → `[now, (i, 0)...]` for the keys not confirmed. */
-  idemConfirm(numKeys: number, ...args: Arg[]): R;
-  /** `numKeys, keys` → `[now, per key: text | null]`. */
-  idemRead(numKeys: number, ...args: Arg[]): R;
-  /** Single-key claim: `key, now|'', px, ttlMs, leaseMs|'', owner, tail` → `[now]` or `[now, 1, live text]`. */
-  idemClaimOne(key: string, ...args: Arg[]): R;
-  /** Single-key confirm: `key, now|'', ttlMs, px, owner, result field` → `[now]` or `[now, 1, 0]` (refused). */
-  idemConfirmOne(key: string, ...args: Arg[]): R;
-  /** Single-key read: `key` → `[now, text | null]`. */
-  idemReadOne(key: string): R;
-  /** `key, now|'', leaseMs, owner` → 1 when renewed. */
-  idemRenew(key: string, ...args: Arg[]): R;
-  /** `key, owner` → 1 when deleted. */
-  idemRelease(key: string, owner: string): R;
-}
-
-/** A client with our scripts defined on it. */
-export type ScriptedClient = (Redis | Cluster) & ScriptCommands<Promise<unknown>>;
-
+/** Commands taking `numKeys, keys...` first: ARGV as each script's comment says. */
+const MULTI_KEY = { idemClaim: CLAIM_LUA, idemConfirm: CONFIRM_LUA, idemRead: READ_LUA };
 /**
- * Defines the scripts on the client. Redefining on a client shared by several repositories is harmless: the
- * script bodies are identical.
- *
- * The `One` variants declare their single key, so the key is their first argument: ioredis' Cluster
- * auto-pipelining picks the node from a command's first argument, and routes them per node.
+ * Commands of one declared key, passed first: ioredis' Cluster auto-pipelining routes a command by its first
+ * argument, so these go one pipeline per node.
  */
+const ONE_KEY = {
+  idemClaimOne: CLAIM_LUA,
+  idemConfirmOne: CONFIRM_LUA,
+  idemReadOne: READ_LUA,
+  idemRelease: RELEASE_LUA,
+  idemRenew: RENEW_LUA,
+};
+
+/** A client with the scripts defined (ioredis sends EVALSHA, falling back to EVAL); arrays are flattened. */
+export type ScriptedClient = (Redis | Cluster) &
+  Record<
+    keyof typeof MULTI_KEY | keyof typeof ONE_KEY,
+    (...args: (string | number | readonly (string | number)[])[]) => Promise<unknown>
+  >;
+
+/** Defines the scripts on the client; harmless on a client shared by several repositories (same bodies). */
 export function defineScripts(client: Redis | Cluster): ScriptedClient {
-  // numberOfKeys is left out: these take a variable number of keys, passed first.
-  client.defineCommand('idemClaim', { lua: CLAIM_LUA });
-  client.defineCommand('idemConfirm', { lua: CONFIRM_LUA });
-  client.defineCommand('idemRead', { lua: READ_LUA });
-  client.defineCommand('idemClaimOne', { lua: CLAIM_LUA, numberOfKeys: 1 });
-  client.defineCommand('idemConfirmOne', { lua: CONFIRM_LUA, numberOfKeys: 1 });
-  client.defineCommand('idemReadOne', { lua: READ_LUA, numberOfKeys: 1 });
-  client.defineCommand('idemRelease', { lua: RELEASE_LUA, numberOfKeys: 1 });
-  client.defineCommand('idemRenew', { lua: RENEW_LUA, numberOfKeys: 1 });
+  for (const [name, lua] of Object.entries(MULTI_KEY)) client.defineCommand(name, { lua });
+  for (const [name, lua] of Object.entries(ONE_KEY)) client.defineCommand(name, { lua, numberOfKeys: 1 });
   return client as ScriptedClient;
 }

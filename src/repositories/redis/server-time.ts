@@ -4,11 +4,9 @@ import type { Cluster, Redis } from 'ioredis';
 const OFFSET_TTL_MS = 10_000;
 
 /**
- * The Redis server's time, for the few writes that carry a time but run no script (the lazy mark's plain
- * `SET … PX`): scripts read `TIME` themselves, a plain command cannot. The offset to the local clock is measured
- * with one `TIME` round trip, compensated by half the round trip, and re-measured every {@link OFFSET_TTL_MS}, so
- * the error is about half a round trip plus ten seconds of drift: far below any TTL. On a Cluster it is the clock
- * of whichever node answers `TIME`; nodes are expected to agree as closely as with NTP.
+ * The server's time for the writes that carry a time but run no script (a Cluster's lazy mark, a plain `SET … PX`).
+ * One `TIME` round trip, compensated by half of it, every {@link OFFSET_TTL_MS}: an error of about half a round
+ * trip plus ten seconds of drift, far below any TTL. On a Cluster, the clock of whichever node answers.
  */
 export class ServerTime {
   readonly #client: Redis | Cluster;

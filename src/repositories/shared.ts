@@ -1,0 +1,62 @@
+import type { z } from 'zod';
+import { parseOptions } from '../options/issues.js';
+import { MAX_ID_BYTES } from '../store/ids.js';
+import type { IdempotencyRecord, RecordState, RepositoryCapabilities } from '../store/types.js';
+
+/** Where a store reports a degraded but working setup (an emulator without TTL, a clock skew allowed by "warn"). */
+export interface StoreLogger {
+  warn(message: string): void;
+}
+
+/** The default {@link StoreLogger}: a process warning with `code`, visible and filterable, never silent. */
+export function processWarnings(code: string): StoreLogger {
+  return { warn: (message) => process.emitWarning(message, { code }) };
+}
+
+/** `parse<Store>Options(input, owner?)`: options given in code, a bad one a ConfigError keyed `repository.<key>`. */
+export function storeOptionsParser<Schema extends z.ZodType>(
+  schema: Schema,
+  defaultOwner: string,
+): (input: unknown, owner?: string) => z.output<Schema> {
+  return (input, owner = defaultOwner) =>
+    parseOptions(schema, input, { kind: 'code', owner, prefix: ['repository'] });
+}
+
+/** The capabilities of a persistent store that several processes share: what remains to say is `more`. */
+export function sharedStoreCapabilities(
+  more: Pick<RepositoryCapabilities, 'nativeBatch' | 'maxResultBytes' | 'maxTtlMs'>,
+): RepositoryCapabilities {
+  return { persistent: true, shared: true, maxIdBytes: MAX_ID_BYTES, ...more };
+}
+
+type OptionalFields = Omit<IdempotencyRecord, 'id' | 'state' | 'expiresAt'>;
+
+/** A record from a stored row's cells; a null or undefined cell leaves its field out. */
+export function recordOf(
+  id: string,
+  state: RecordState,
+  expiresAt: number,
+  cells: { readonly [K in keyof OptionalFields]?: OptionalFields[K] | null | undefined },
+): IdempotencyRecord {
+  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = { id, state, expiresAt };
+  if (cells.leaseExpiresAt != null) record.leaseExpiresAt = cells.leaseExpiresAt;
+  if (cells.owner != null) record.owner = cells.owner;
+  if (cells.eventTime != null) record.eventTime = cells.eventTime;
+  if (cells.fingerprint != null) record.fingerprint = cells.fingerprint;
+  if (cells.result != null) record.result = cells.result;
+  if (cells.firstSeenAt != null) record.firstSeenAt = cells.firstSeenAt;
+  return record;
+}
+
+/**
+ * True when a stored record is exactly the claim `ours` (same owner, state and times): an earlier attempt of this
+ * very write landed and only its answer was lost (a timeout, a retry), so the caller reports it as its own.
+ */
+export function isSameClaim(stored: IdempotencyRecord, ours: IdempotencyRecord): boolean {
+  return (
+    stored.state === ours.state &&
+    stored.owner === ours.owner &&
+    stored.expiresAt === ours.expiresAt &&
+    stored.leaseExpiresAt === ours.leaseExpiresAt
+  );
+}

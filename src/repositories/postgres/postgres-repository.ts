@@ -14,11 +14,11 @@ import type {
   RepositoryTransaction,
   TransactionOptions,
 } from '../../store/types.js';
+import type { StoreLogger } from '../shared.js';
 import {
   handlerClient,
   openSql,
   type SqlDialect,
-  type SqlLogger,
   type SqlOpenExtras,
   SqlRepository,
   type SqlSettings,
@@ -53,7 +53,7 @@ import {
   statements,
 } from './sql.js';
 
-export type PostgresLogger = SqlLogger;
+export type PostgresLogger = StoreLogger;
 
 /** What {@link PostgresRepository.open} takes besides the config table. */
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
@@ -61,7 +61,7 @@ export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras
 
 const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   store: 'postgres',
-  parseOptions: (config) => parsePostgresOptions(config),
+  parseOptions: parsePostgresOptions,
   describeAddress,
   createPool,
   createTable: (pool, table) => migrate({ pool, table }),
@@ -91,7 +91,6 @@ const UNDEFINED_TABLE = '42P01';
 
 /** Times a claim runs again for ids whose live row was gone or lapsed when read. */
 const CLAIM_ATTEMPTS = 3;
-const SCAN_PAGE = 1000;
 
 /** The statement did not run: its transaction is aborted. */
 const ABORTED = Symbol('aborted');
@@ -621,19 +620,14 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     await this.#exec(this.#sql.clear, [this.#namespace]);
   }
 
-  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
-  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
-    this.assertOpen();
-    let after = '';
-    for (;;) {
-      const outcome = await this.run('scan', () =>
-        this.#exec<RecordRow & { id: string }>(this.#sql.scan, [this.#namespace, after, SCAN_PAGE]),
-      );
-      if (outcome === ABORTED || outcome === LOCK_TIMEOUT || outcome.rows.length === 0) return;
-      await onPage(outcome.rows.map((row) => decodeRow(decodeText(row.id), row)));
-      if (outcome.rows.length < SCAN_PAGE) return;
-      after = (outcome.rows.at(-1) as { id: string }).id;
-    }
+  protected async scanPage(after: unknown, size: number) {
+    const outcome = await this.#exec<RecordRow & { id: string }>(this.#sql.scan, [
+      this.#namespace,
+      after ?? '',
+      size,
+    ]);
+    const rows = typeof outcome === 'symbol' ? [] : outcome.rows;
+    return { records: rows.map((row) => decodeRow(decodeText(row.id), row)), last: rows.at(-1)?.id };
   }
 
   /** Each batch is its own short transaction (unless inside {@link transaction}); held rows are skipped. */

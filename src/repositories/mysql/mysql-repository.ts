@@ -551,7 +551,11 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
           // Another open transaction holds one of these ids. The statement was rolled back whole, so none of its
           // ids is decided (nor any after it).
           const undecided = [...groups.slice(g).flat(), ...retry];
-          this.#answerBusy(undecided, entries, options, now, transaction, results);
+          for (const row of undecided) results[row.index] = this.busy(row.key, now, options.ttlMs);
+          // The transaction, if any, can only roll back.
+          if (this.#rollbackOnTimeout)
+            transaction?.abort('lock wait timeout with innodb_rollback_on_timeout');
+          else transaction?.rollbackOnly();
           return results;
         }
       }
@@ -680,39 +684,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     );
     const rows = await execute<Row[]>(executor, this.#sql.readBack(size), [token, this.#namespace, ...ids]);
     return new Map(rows.map((row) => [row.id.toString('utf8'), row]));
-  }
-
-  /**
-   * Ids a claim could not decide within the lock timeout are held by another open transaction: in progress, their
-   * lease ending when this wait would have. The transaction, if any, can only roll back.
-   */
-  #answerBusy(
-    undecided: readonly ClaimRow[],
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-    transaction: MySqlTransaction | undefined,
-    results: AddResult[],
-  ): void {
-    const lockTimeoutMs = transaction?.lockTimeoutMs ?? this.lockTimeoutMs;
-    // The server's time is unknown here (the statement failed); the worker's clock is close enough for a hint.
-    const at = Number.isNaN(now) ? Date.now() : now;
-    for (const row of undecided) {
-      const entry = entries[row.index] as KeyedEntry;
-      results[row.index] = {
-        added: false,
-        existing: {
-          id: entry.key,
-          state: 'in-flight',
-          expiresAt: at + options.ttlMs,
-          leaseExpiresAt: at + lockTimeoutMs,
-        },
-      };
-    }
-    if (transaction !== undefined) {
-      if (this.#rollbackOnTimeout) transaction.abort('lock wait timeout with innodb_rollback_on_timeout');
-      else transaction.rollbackOnly();
-    }
   }
 
   protected async doGetMany(

@@ -392,17 +392,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
-  /** The in-progress answer for a claim that could not be decided (see {@link TransactionalRepository}). */
-  #busy(key: string, now: number): AddResult {
-    const at = Number.isNaN(now) ? Date.now() : now;
-    const lockTimeoutMs = this.scope.current()?.lockTimeoutMs ?? this.lockTimeoutMs;
-    const until = at + lockTimeoutMs;
-    return {
-      added: false,
-      existing: { id: key, state: 'in-flight', expiresAt: until, leaseExpiresAt: until },
-    };
-  }
-
   protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
     if (errorCode(error) !== UNDEFINED_TABLE) return undefined;
     return new RepositoryError(
@@ -423,13 +412,13 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       const batch = pending.map((i) => entries[i] as KeyedEntry);
       const outcome = await this.#write(batch, options, now);
       if (outcome === ABORTED) {
-        for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
+        for (const i of pending) results[i] = this.busy((entries[i] as KeyedEntry).key, now);
         return results;
       }
       if (outcome === LOCK_TIMEOUT) {
         // The statement decided none of its ids; one at a time, only the ids another transaction holds wait.
         if (batch.length === 1) {
-          results[pending[0] as number] = this.#busy((batch[0] as KeyedEntry).key, now);
+          results[pending[0] as number] = this.busy((batch[0] as KeyedEntry).key, now);
           return results;
         }
         const single = await Promise.all(batch.map((entry) => this.doAddMany([entry], options, now)));
@@ -457,7 +446,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         else results[i] = { added: false, existing: record };
       }
     }
-    for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
+    for (const i of pending) results[i] = this.busy((entries[i] as KeyedEntry).key, now);
     return results;
   }
 

@@ -3,6 +3,7 @@ import { BaseRepository } from '../../store/base.js';
 import { TransactionScope } from '../../store/transaction.js';
 import { checkDuration } from '../../store/ttl.js';
 import type {
+  AddResult,
   IdempotencyRecord,
   RepositoryCapabilities,
   RepositoryTransaction,
@@ -179,6 +180,18 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     const lockTimeoutMs = options.lockTimeoutMs ?? this.lockTimeoutMs;
     checkDuration('lockTimeoutMs', lockTimeoutMs, maxLockTimeoutMs, `${this.storeName} transaction`);
     return lockTimeoutMs;
+  }
+
+  /**
+   * The answer for an id a claim could not decide within the lock timeout (another open transaction holds it): in
+   * progress, its lease ending when this wait would have, and it expires then too unless `ttlMs` is given.
+   */
+  protected busy(key: string, now: number, ttlMs?: number): AddResult {
+    // The server's time is unknown here (the statement failed); the worker's clock is close enough for a hint.
+    const at = Number.isNaN(now) ? Date.now() : now;
+    const until = at + (this.scope.current()?.lockTimeoutMs ?? this.lockTimeoutMs);
+    const expiresAt = ttlMs === undefined ? until : at + ttlMs;
+    return { added: false, existing: { id: key, state: 'in-flight', expiresAt, leaseExpiresAt: until } };
   }
 
   /** Store failures with the driver's wording replaced by what it means for the caller. */

@@ -10,11 +10,11 @@ import type {
   RepositoryTransaction,
   TransactionOptions,
 } from '../../store/types.js';
+import type { StoreLogger } from '../shared.js';
 import {
   handlerClient,
   openSql,
   type SqlDialect,
-  type SqlLogger,
   type SqlOpenExtras,
   SqlRepository,
   type SqlSettings,
@@ -59,21 +59,20 @@ const ER_UNKNOWN_STMT_HANDLER = 1243;
 const SERVER_STATUS_IN_TRANS = 0x0001;
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
-const SCAN_PAGE = 1000;
 /**
  * Rounds of a claim whose rows vanished before their read-back (an unconditional `remove` outside any
  * transaction), and of a statement outside any transaction that the server chose as a deadlock victim.
  */
 const MAX_ROUNDS = 5;
 
-export type MySqlLogger = SqlLogger;
+export type MySqlLogger = StoreLogger;
 /** What {@link MySqlRepository.open} takes besides the config table (a given pool is a mysql2/promise pool). */
 export type MySqlOpenExtras = SqlOpenExtras<Pool>;
 export type MySqlOpenOptions = MySqlRepositoryOptions & MySqlOpenExtras;
 
 const dialect: SqlDialect<Pool, MySqlOptions> = {
   store: 'mysql',
-  parseOptions: (config) => parseMySqlOptions(config),
+  parseOptions: parseMySqlOptions,
   describeAddress,
   createPool,
   createTable: createMissingTable,
@@ -249,12 +248,8 @@ interface ClaimRow {
 /** Throws when an owner or fingerprint is wider than its column. */
 function checkWidth(name: string, value: Buffer | null): void {
   if (value !== null && value.length > MAX_FIELD_BYTES) {
-    throw new RepositoryError(
-      `mysql add: ${name} is ${value.length} bytes; the column holds ${MAX_FIELD_BYTES}`,
-      {
-        retryable: false,
-      },
-    );
+    const message = `mysql add: ${name} is ${value.length} bytes; the column holds ${MAX_FIELD_BYTES}`;
+    throw new RepositoryError(message, { retryable: false });
   }
 }
 
@@ -556,7 +551,11 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
           // Another open transaction holds one of these ids. The statement was rolled back whole, so none of its
           // ids is decided (nor any after it).
           const undecided = [...groups.slice(g).flat(), ...retry];
-          this.#answerBusy(undecided, entries, options, now, transaction, results);
+          for (const row of undecided) results[row.index] = this.busy(row.key, now, options.ttlMs);
+          // The transaction, if any, can only roll back.
+          if (this.#rollbackOnTimeout)
+            transaction?.abort('lock wait timeout with innodb_rollback_on_timeout');
+          else transaction?.rollbackOnly();
           return results;
         }
       }
@@ -687,39 +686,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return new Map(rows.map((row) => [row.id.toString('utf8'), row]));
   }
 
-  /**
-   * Ids a claim could not decide within the lock timeout are held by another open transaction: in progress, their
-   * lease ending when this wait would have. The transaction, if any, can only roll back.
-   */
-  #answerBusy(
-    undecided: readonly ClaimRow[],
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-    transaction: MySqlTransaction | undefined,
-    results: AddResult[],
-  ): void {
-    const lockTimeoutMs = transaction?.lockTimeoutMs ?? this.lockTimeoutMs;
-    // The server's time is unknown here (the statement failed); the worker's clock is close enough for a hint.
-    const at = Number.isNaN(now) ? Date.now() : now;
-    for (const row of undecided) {
-      const entry = entries[row.index] as KeyedEntry;
-      results[row.index] = {
-        added: false,
-        existing: {
-          id: entry.key,
-          state: 'in-flight',
-          expiresAt: at + options.ttlMs,
-          leaseExpiresAt: at + lockTimeoutMs,
-        },
-      };
-    }
-    if (transaction !== undefined) {
-      if (this.#rollbackOnTimeout) transaction.abort('lock wait timeout with innodb_rollback_on_timeout');
-      else transaction.rollbackOnly();
-    }
-  }
-
   protected async doGetMany(
     keys: readonly string[],
     now: number,
@@ -829,19 +795,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     }
   }
 
-  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
-  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
-    this.assertOpen();
-    let after: Buffer = Buffer.alloc(0);
-    for (;;) {
-      const rows = await this.run('scan', () =>
-        execute<Row[]>(this.pool, this.#sql.scan(SCAN_PAGE), [this.#namespace, after]),
-      );
-      if (rows.length === 0) return;
-      await onPage(rows.map(decodeRow));
-      if (rows.length < SCAN_PAGE) return;
-      after = (rows.at(-1) as Row).id;
-    }
+  protected async scanPage(after: unknown, size: number) {
+    const rows = await execute<Row[]>(this.pool, this.#sql.scan(size), [
+      this.#namespace,
+      after ?? Buffer.alloc(0),
+    ]);
+    return { records: rows.map(decodeRow), last: rows.at(-1)?.id };
   }
 }
 

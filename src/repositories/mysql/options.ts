@@ -1,9 +1,9 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
-import { parseOptions } from '../../options/issues.js';
 import { refuseBadPercentEscapes } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
+import { storeOptionsParser } from '../shared.js';
 import { describeAddress as describeSqlAddress, sqlDefaults, sqlOptionFields } from '../sql/options.js';
 
 /**
@@ -81,9 +81,7 @@ export type MySqlOptions = z.output<typeof mysqlOptionsSchema>;
 export type MySqlRepositoryOptions = z.input<typeof mysqlOptionsSchema>;
 
 /** Validates options given in code; a bad one is a ConfigError naming `repository.<key>` and `owner`. */
-export function parseMySqlOptions(input: unknown, owner = 'MySqlRepository.open(...)'): MySqlOptions {
-  return parseOptions(mysqlOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
-}
+export const parseMySqlOptions = storeOptionsParser(mysqlOptionsSchema, 'MySqlRepository.open(...)');
 
 /** Where the pool connects, without credentials. */
 export function describeAddress(url: string | undefined): string {

@@ -1,4 +1,5 @@
 import type { IdempotencyRecord } from '../../store/types.js';
+import { decodeRecord, type SqlRecordRow } from '../sql/store.js';
 import { checkTable } from './options.js';
 
 /** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */
@@ -65,17 +66,8 @@ function marks(n: number): string {
 }
 
 /** A row as mysql2 returns it: bytes as Buffers, BIGINT as numbers (strings past 2^53). */
-export interface Row {
+export interface Row extends SqlRecordRow<Buffer> {
   readonly id: Buffer;
-  readonly state: string;
-  readonly expires_at: number | string;
-  readonly lease_expires_at: number | string | null;
-  readonly owner: Buffer | null;
-  readonly event_time: number | string | null;
-  readonly fingerprint: Buffer | null;
-  readonly result: Buffer | null;
-  /** Null on a row written by a version that did not keep it. */
-  readonly first_seen_at: number | string | null;
   /** In the claim's read-back: 1 when this call's token is on the row. */
   readonly won?: number | string | null;
 }
@@ -90,19 +82,10 @@ export function optionalBytes(text: string | undefined): Buffer | null {
 
 /** The record of a row (its `id` column decoded as the canonical key). */
 export function decodeRow(row: Row): IdempotencyRecord {
-  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
-    id: row.id.toString('utf8'),
-    state: row.state === 'in-flight' ? 'in-flight' : 'confirmed',
-    expiresAt: Number(row.expires_at),
-  };
-  if (row.lease_expires_at !== null) record.leaseExpiresAt = Number(row.lease_expires_at);
-  if (row.owner !== null) record.owner = row.owner.toString('utf8');
-  if (row.event_time !== null) record.eventTime = Number(row.event_time);
-  if (row.fingerprint !== null) record.fingerprint = row.fingerprint.toString('utf8');
-  if (row.result !== null) record.result = row.result.toString('utf8');
-  if (row.first_seen_at != null) record.firstSeenAt = Number(row.first_seen_at);
-  return record;
+  return decodeRecord(row.id.toString('utf8'), row, utf8);
 }
+
+const utf8 = (stored: Buffer): string => stored.toString('utf8');
 
 /**
  * Adds `last_insert_id` to the session variables each OK packet reports (session state tracking, MariaDB 10.2+,

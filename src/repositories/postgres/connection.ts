@@ -88,13 +88,8 @@ export function openError(error: unknown, address: string): unknown {
   const code = errorCode(error);
   const detail = detailOf(error);
   if (code === '28P01' || code === '28000') {
-    return new ConfigError(
-      'repository.password',
-      `authentication to postgres at ${address} failed: ${detail}`,
-      {
-        cause: error,
-      },
-    );
+    const message = `authentication to postgres at ${address} failed: ${detail}`;
+    return new ConfigError('repository.password', message, { cause: error });
   }
   if (missingPassword(error)) {
     return new ConfigError(

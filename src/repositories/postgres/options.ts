@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { parseOptions } from '../../options/issues.js';
 import { timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
+import { storeOptionsParser } from '../shared.js';
 import { describeAddress as describeSqlAddress, sqlDefaults, sqlOptionFields } from '../sql/options.js';
 
 /** Defaults of the PostgreSQL repository: the SQL stores' (`table` may be `schema.table`), and one more. */
@@ -53,12 +53,7 @@ export type PostgresOptions = z.output<typeof postgresOptionsSchema>;
 export type PostgresRepositoryOptions = z.input<typeof postgresOptionsSchema>;
 
 /** Validates options given in code; a bad one is a ConfigError naming `repository.<key>` and `owner`. */
-export function parsePostgresOptions(
-  input: unknown,
-  owner = 'PostgresRepository.open(...)',
-): PostgresOptions {
-  return parseOptions(postgresOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
-}
+export const parsePostgresOptions = storeOptionsParser(postgresOptionsSchema, 'PostgresRepository.open(...)');
 
 /** Where the pool connects, without credentials. */
 export function describeAddress(url: string | undefined): string {

@@ -14,11 +14,11 @@ import type {
   RepositoryTransaction,
   TransactionOptions,
 } from '../../store/types.js';
+import type { StoreLogger } from '../shared.js';
 import {
   handlerClient,
   openSql,
   type SqlDialect,
-  type SqlLogger,
   type SqlOpenExtras,
   SqlRepository,
   type SqlSettings,
@@ -53,7 +53,7 @@ import {
   statements,
 } from './sql.js';
 
-export type PostgresLogger = SqlLogger;
+export type PostgresLogger = StoreLogger;
 
 /** What {@link PostgresRepository.open} takes besides the config table. */
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
@@ -61,7 +61,7 @@ export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras
 
 const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   store: 'postgres',
-  parseOptions: (config) => parsePostgresOptions(config),
+  parseOptions: parsePostgresOptions,
   describeAddress,
   createPool,
   createTable: (pool, table) => migrate({ pool, table }),
@@ -91,7 +91,6 @@ const UNDEFINED_TABLE = '42P01';
 
 /** Times a claim runs again for ids whose live row was gone or lapsed when read. */
 const CLAIM_ATTEMPTS = 3;
-const SCAN_PAGE = 1000;
 
 /** The statement did not run: its transaction is aborted. */
 const ABORTED = Symbol('aborted');
@@ -393,17 +392,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
-  /** The in-progress answer for a claim that could not be decided (see {@link TransactionalRepository}). */
-  #busy(key: string, now: number): AddResult {
-    const at = Number.isNaN(now) ? Date.now() : now;
-    const lockTimeoutMs = this.scope.current()?.lockTimeoutMs ?? this.lockTimeoutMs;
-    const until = at + lockTimeoutMs;
-    return {
-      added: false,
-      existing: { id: key, state: 'in-flight', expiresAt: until, leaseExpiresAt: until },
-    };
-  }
-
   protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
     if (errorCode(error) !== UNDEFINED_TABLE) return undefined;
     return new RepositoryError(
@@ -424,13 +412,13 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       const batch = pending.map((i) => entries[i] as KeyedEntry);
       const outcome = await this.#write(batch, options, now);
       if (outcome === ABORTED) {
-        for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
+        for (const i of pending) results[i] = this.busy((entries[i] as KeyedEntry).key, now);
         return results;
       }
       if (outcome === LOCK_TIMEOUT) {
         // The statement decided none of its ids; one at a time, only the ids another transaction holds wait.
         if (batch.length === 1) {
-          results[pending[0] as number] = this.#busy((batch[0] as KeyedEntry).key, now);
+          results[pending[0] as number] = this.busy((batch[0] as KeyedEntry).key, now);
           return results;
         }
         const single = await Promise.all(batch.map((entry) => this.doAddMany([entry], options, now)));
@@ -458,7 +446,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
         else results[i] = { added: false, existing: record };
       }
     }
-    for (const i of pending) results[i] = this.#busy((entries[i] as KeyedEntry).key, now);
+    for (const i of pending) results[i] = this.busy((entries[i] as KeyedEntry).key, now);
     return results;
   }
 
@@ -621,19 +609,14 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     await this.#exec(this.#sql.clear, [this.#namespace]);
   }
 
-  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
-  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
-    this.assertOpen();
-    let after = '';
-    for (;;) {
-      const outcome = await this.run('scan', () =>
-        this.#exec<RecordRow & { id: string }>(this.#sql.scan, [this.#namespace, after, SCAN_PAGE]),
-      );
-      if (outcome === ABORTED || outcome === LOCK_TIMEOUT || outcome.rows.length === 0) return;
-      await onPage(outcome.rows.map((row) => decodeRow(decodeText(row.id), row)));
-      if (outcome.rows.length < SCAN_PAGE) return;
-      after = (outcome.rows.at(-1) as { id: string }).id;
-    }
+  protected async scanPage(after: unknown, size: number) {
+    const outcome = await this.#exec<RecordRow & { id: string }>(this.#sql.scan, [
+      this.#namespace,
+      after ?? '',
+      size,
+    ]);
+    const rows = typeof outcome === 'symbol' ? [] : outcome.rows;
+    return { records: rows.map((row) => decodeRow(decodeText(row.id), row)), last: rows.at(-1)?.id };
   }
 
   /** Each batch is its own short transaction (unless inside {@link transaction}); held rows are skipped. */

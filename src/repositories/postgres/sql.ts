@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { IdempotencyRecord } from '../../store/types.js';
+import { decodeRecord, type SqlRecordRow } from '../sql/store.js';
 
 /*
  * Statements of the PostgreSQL repository and the codec between records and rows.
@@ -212,30 +213,9 @@ export function encodeOptional(value: string | undefined): string | null {
 }
 
 /** The record columns of a row. */
-export interface RecordRow {
-  readonly state: string | null;
-  readonly expires_at: number | null;
-  readonly lease_expires_at: number | null;
-  readonly owner: string | null;
-  readonly event_time: number | null;
-  readonly fingerprint: string | null;
-  readonly result: string | null;
-  /** Null on a row written by a version that did not keep it. */
-  readonly first_seen_at: number | null;
-}
+export type RecordRow = SqlRecordRow<string>;
 
 /** The record a row holds, under the canonical key `key`. */
 export function decodeRow(key: string, row: RecordRow): IdempotencyRecord {
-  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
-    id: key,
-    state: row.state === 'in-flight' ? 'in-flight' : 'confirmed',
-    expiresAt: Number(row.expires_at),
-  };
-  if (row.lease_expires_at !== null) record.leaseExpiresAt = Number(row.lease_expires_at);
-  if (row.owner !== null) record.owner = decodeText(row.owner);
-  if (row.event_time !== null) record.eventTime = Number(row.event_time);
-  if (row.fingerprint !== null) record.fingerprint = decodeText(row.fingerprint);
-  if (row.result !== null) record.result = decodeText(row.result);
-  if (row.first_seen_at != null) record.firstSeenAt = Number(row.first_seen_at);
-  return record;
+  return decodeRecord(key, row, decodeText);
 }

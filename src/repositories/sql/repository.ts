@@ -1,14 +1,16 @@
 import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
 import { BaseRepository } from '../../store/base.js';
-import { MAX_ID_BYTES } from '../../store/ids.js';
 import { TransactionScope } from '../../store/transaction.js';
 import { checkDuration } from '../../store/ttl.js';
 import type {
+  AddResult,
+  IdempotencyRecord,
   RepositoryCapabilities,
   RepositoryTransaction,
   TransactionalRepository,
   TransactionOptions,
 } from '../../store/types.js';
+import { processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
 import { closePool, type SqlPool } from './connection.js';
 import { detailOf, type MigrateStore, migrateStore, type PurgeOptions, purgeInBatches } from './store.js';
 import type { SqlTransaction } from './transaction.js';
@@ -18,18 +20,13 @@ import type { SqlTransaction } from './transaction.js';
  * the server. Each dialect (postgres/, mysql/) adds its statements, transaction and error codes.
  */
 
-/** Where the repository reports a failed background purge. */
-export interface SqlLogger {
-  warn(message: string): void;
-}
-
 /** What a SQL store's `open` takes besides the config table. */
 export interface SqlOpenExtras<P> {
   /** A pool to use instead of connecting from `url`: left open by `close()`. */
   readonly pool?: P;
   /** Accepted like every repository's, never used: leases and TTLs count on the server's clock. */
   readonly clock?: () => number;
-  readonly logger?: SqlLogger;
+  readonly logger?: StoreLogger;
 }
 
 /** The parsed options every SQL store has. */
@@ -63,7 +60,7 @@ export interface SqlSettings<P, O> {
   readonly address: string;
   /** The `--store` of the `idem migrate` command a missing-table error names. */
   readonly migrateStore: MigrateStore;
-  readonly logger: SqlLogger;
+  readonly logger: StoreLogger;
 }
 
 /**
@@ -97,12 +94,11 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
     if (given === undefined) await closePool(pool);
     throw dialect.openError(error, address);
   }
-  const warnings: SqlLogger = {
-    warn: (message) => process.emitWarning(message, { code: `IDEM_${store.toUpperCase()}` }),
-  };
   const settings = { pool, ownsPool: given === undefined, options, address, migrateStore: target };
-  return { ...settings, logger: logger ?? warnings, probed };
+  return { ...settings, logger: logger ?? processWarnings(`IDEM_${store.toUpperCase()}`), probed };
 }
+
+const SCAN_PAGE = 1000;
 
 /** The `now` the base class passes when the caller gave none: NaN, sent as NULL for the server's clock. */
 const serverClock = (): number => Number.NaN;
@@ -120,15 +116,12 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   extends BaseRepository
   implements TransactionalRepository<C>
 {
-  readonly capabilities: RepositoryCapabilities = {
-    persistent: true,
-    shared: true,
-    maxIdBytes: MAX_ID_BYTES,
+  readonly capabilities: RepositoryCapabilities = sharedStoreCapabilities({
     nativeBatch: true,
     // 1 MiB keeps a message's round trip, a batch of results and a replay cheap (a MySQL statement must fit
     // `max_allowed_packet`), as in the Redis store.
     maxResultBytes: 1_048_576,
-  };
+  });
   /** The open transaction of each async context: the verbs run on its connection, else on the pool. */
   protected readonly scope = new TransactionScope<T>();
   protected readonly address: string;
@@ -139,7 +132,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   readonly #ownsPool: boolean;
   readonly #table: string;
   readonly #purgeBatchSize: number;
-  readonly #logger: SqlLogger;
+  readonly #logger: StoreLogger;
   #purgeTimer: NodeJS.Timeout | undefined;
   #backgroundPurge: Promise<void> | undefined;
 
@@ -189,6 +182,18 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     return lockTimeoutMs;
   }
 
+  /**
+   * The answer for an id a claim could not decide within the lock timeout (another open transaction holds it): in
+   * progress, its lease ending when this wait would have, and it expires then too unless `ttlMs` is given.
+   */
+  protected busy(key: string, now: number, ttlMs?: number): AddResult {
+    // The server's time is unknown here (the statement failed); the worker's clock is close enough for a hint.
+    const at = Number.isNaN(now) ? Date.now() : now;
+    const until = at + (this.scope.current()?.lockTimeoutMs ?? this.lockTimeoutMs);
+    const expiresAt = ttlMs === undefined ? until : at + ttlMs;
+    return { added: false, existing: { id: key, state: 'in-flight', expiresAt, leaseExpiresAt: until } };
+  }
+
   /** Store failures with the driver's wording replaced by what it means for the caller. */
   protected override async run<R>(operation: string, call: () => Promise<R>): Promise<R> {
     try {
@@ -221,6 +226,25 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
       ),
     );
   }
+
+  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
+  async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
+    this.assertOpen();
+    let after: unknown;
+    for (;;) {
+      const page = await this.run('scan', () => this.scanPage(after, SCAN_PAGE));
+      if (page.records.length === 0) return;
+      await onPage(page.records);
+      if (page.records.length < SCAN_PAGE) return;
+      after = page.last;
+    }
+  }
+
+  /** Up to `size` records with ids after `after` (the last page's `last`; undefined at first), and the last id. */
+  protected abstract scanPage(
+    after: unknown,
+    size: number,
+  ): Promise<{ readonly records: readonly IdempotencyRecord[]; readonly last: unknown }>;
 
   /** One DELETE of at most `batchSize` forgettable rows: how many went, or undefined when none can run. */
   protected abstract purgeBatch(batchSize: number): Promise<number | undefined>;

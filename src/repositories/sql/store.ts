@@ -1,4 +1,5 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
+import type { IdempotencyRecord } from '../../store/types.js';
 import { redactText } from '../../util/redact-text.js';
 
 /* What the SQL stores say and take alike, so the two read the same to a user. */
@@ -36,6 +37,39 @@ export async function purgeInBatches(
     if (deleted < batchSize) break;
   }
   return total;
+}
+
+/** The record columns of a row as the driver returns them, `Text` its type for text (string, Buffer). */
+export interface SqlRecordRow<Text> {
+  readonly state: string | null;
+  readonly expires_at: number | string | null;
+  readonly lease_expires_at: number | string | null;
+  readonly owner: Text | null;
+  readonly event_time: number | string | null;
+  readonly fingerprint: Text | null;
+  readonly result: Text | null;
+  /** Null on a row written by a version that did not keep it. */
+  readonly first_seen_at: number | string | null;
+}
+
+/** The record a row holds under the key `id`, its text cells read by `text`. */
+export function decodeRecord<Text>(
+  id: string,
+  row: SqlRecordRow<Text>,
+  text: (stored: Text) => string,
+): IdempotencyRecord {
+  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
+    id,
+    state: row.state === 'in-flight' ? 'in-flight' : 'confirmed',
+    expiresAt: Number(row.expires_at),
+  };
+  if (row.lease_expires_at !== null) record.leaseExpiresAt = Number(row.lease_expires_at);
+  if (row.owner !== null) record.owner = text(row.owner);
+  if (row.event_time !== null) record.eventTime = Number(row.event_time);
+  if (row.fingerprint !== null) record.fingerprint = text(row.fingerprint);
+  if (row.result !== null) record.result = text(row.result);
+  if (row.first_seen_at != null) record.firstSeenAt = Number(row.first_seen_at);
+  return record;
 }
 
 /** The message of a driver error, first line, with any credential it might quote replaced. */

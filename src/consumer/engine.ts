@@ -960,7 +960,7 @@ export function answerOne<R>(
 }
 
 /** True for a promise or any other thenable (what `await` would wait for). */
-function isThenable(value: unknown): value is PromiseLike<unknown> {
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
     value !== null &&
     (typeof value === 'object' || typeof value === 'function') &&

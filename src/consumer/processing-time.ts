@@ -7,17 +7,15 @@ import type {
   AddEntry,
   AddOptions,
   AddResult,
-  ConfirmOptions,
   IdempotencyRecord,
   MaybePromise,
   MessageId,
 } from '../store/types.js';
-import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
+import { type Batch, type Decision, type DedupRule, isThenable, type StoreGuard } from './engine.js';
 import type { HeldClaims } from './lease-renewal.js';
 import { replayEpochPrefix, reservedKey, reservedKeyError } from './message-id.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { ConsumerStats } from './stats.js';
-import type { ProcessResult } from './types.js';
 
 /** What one batch learned from the store. */
 interface ProcessingTimeState {
@@ -25,14 +23,10 @@ interface ProcessingTimeState {
   readonly owner: string;
   /**
    * Per head (a key's first position in the batch): FRESH when this batch claimed the key (eager) or found it
-   * absent (lazy), so it may handle it as new; otherwise the live record that holds it. Unset: not looked up
-   * (the store read failed under `storeFailure: 'process'`).
+   * absent (lazy); else the live record that holds it. Unset: the store read failed (`storeFailure: 'process'`).
    */
   readonly found: (IdempotencyRecord | typeof FRESH | undefined)[];
-  /**
-   * Eager, a batch of one: its claim's options and its claim (the id set per call), made once per state, since
-   * a recycled state serves call after call.
-   */
+  /** Eager, a batch of one: its claim's options and its claim, made once since a recycled state serves many calls. */
   readonly one:
     | { readonly claimOptions: AddOptions; readonly claim: { id: MessageId; owner: string } }
     | undefined;
@@ -53,17 +47,13 @@ const EMPTY_ID = 'id is empty';
 export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> {
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
-  /**
-   * The store's single-key verbs (a batch of one: every `wrap` call), resolved once: its direct verbs where it
-   * has them, called as methods (a call the compiler can inline, not a bound function).
-   */
+  /** The store's single-key verbs for batches of one (every `wrap` call), resolved once. */
   readonly #one: SingleKeyVerbs;
   readonly #eager: boolean;
   /** The consumer's `transaction` option is on: every batch runs inside one of the repository's transactions. */
   readonly #transactional: boolean;
-  /** A lazy mark's options, the same for every mark; and a confirm's when it keeps no outcome. */
-  readonly #markOptions: AddOptions;
-  readonly #confirmOptions: ConfirmOptions;
+  /** Every lazy mark's options, and a confirm's when it keeps no outcome. */
+  readonly #ttl: { readonly ttlMs: number };
   /** `replayEpoch`'s prefix of every store id (undefined: ids stored as read). */
   readonly #epoch: string | undefined;
   readonly #maxIdBytes: number;
@@ -77,8 +67,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#one = singleKeyVerbs(options.repository);
     this.#eager = options.mode === 'eager';
     this.#transactional = options.transaction !== false;
-    this.#markOptions = { ttlMs: options.ttlMs };
-    this.#confirmOptions = { ttlMs: options.ttlMs };
+    this.#ttl = { ttlMs: options.ttlMs };
     this.#epoch = replayEpochPrefix(options.replayEpoch);
     this.#maxIdBytes = options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
@@ -157,58 +146,47 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       : this.#lookupMany(state, batch, heads);
   }
 
-  /** `lookup` for several keys: one multi-key store call. */
+  /** What a claim (eager) or a read (lazy) found for a key: FRESH, or the live record that holds it. */
+  #found(answer: AddResult | IdempotencyRecord | undefined): IdempotencyRecord | typeof FRESH {
+    if (!this.#eager) return (answer as IdempotencyRecord | undefined) ?? FRESH;
+    const r = answer as AddResult;
+    return r.added ? FRESH : r.existing;
+  }
+
   async #lookupMany(state: ProcessingTimeState, batch: Batch<M>, heads: readonly number[]): Promise<void> {
     const keys = heads.map((h) => batch.keys[h] as string);
     const repository = this.#options.repository;
-    if (this.#eager) {
-      const options = this.#claimOptions(batch, state.owner);
-      const { fingerprints } = batch;
-      const added = await repository.addMany(
-        fingerprints === undefined
-          ? keys.map((key) => ({ id: idOfKey(key) }))
-          : keys.map((key, k) => ({ id: idOfKey(key), fingerprint: fingerprints[heads[k] as number] })),
-        options,
-      );
-      for (let k = 0; k < heads.length; k++) {
-        const r = added[k] as AddResult;
-        state.found[heads[k] as number] = r.added ? FRESH : r.existing;
-      }
-      return;
-    }
-    const records = await repository.getMany(keys.map(idOfKey));
-    for (let k = 0; k < heads.length; k++) state.found[heads[k] as number] = records[k] ?? FRESH;
+    const { fingerprints } = batch;
+    const answers = this.#eager
+      ? await repository.addMany(
+          fingerprints === undefined
+            ? keys.map((key) => ({ id: idOfKey(key) }))
+            : keys.map((key, k) => ({ id: idOfKey(key), fingerprint: fingerprints[heads[k] as number] })),
+          this.#claimOptions(batch, state.owner),
+        )
+      : await repository.getMany(keys.map(idOfKey));
+    for (let k = 0; k < heads.length; k++) state.found[heads[k] as number] = this.#found(answers[k]);
   }
 
-  /**
-   * `lookup` for a batch of one key (every `wrap` call): the single-key store calls, no arrays, and no promise
-   * when the store answers at once.
-   */
+  /** `lookup` for one key (every `wrap` call): no arrays, and no promise when the store answers at once. */
   #lookupOne(state: ProcessingTimeState, batch: Batch<M>, head: number): Promise<void> | undefined {
     const id = idOfKey(batch.keys[head] as string);
     const { found } = state;
+    let answer: MaybePromise<AddResult | IdempotencyRecord | undefined>;
     if (this.#eager) {
       const fingerprint = batch.fingerprints?.[head];
-      const answer = this.#one.add(
+      answer = this.#one.add(
         id,
         state.one?.claimOptions ?? this.#claimOptions(batch, state.owner),
         fingerprint === undefined ? undefined : { fingerprint },
       );
-      if (waits(answer)) {
-        return Promise.resolve(answer).then((r: AddResult) => {
-          found[head] = r.added ? FRESH : r.existing;
-        });
-      }
-      found[head] = answer.added ? FRESH : answer.existing;
-      return undefined;
-    }
-    const answer = this.#one.get(id);
-    if (waits(answer)) {
-      return Promise.resolve(answer).then((r: IdempotencyRecord | undefined) => {
-        found[head] = r ?? FRESH;
+    } else answer = this.#one.get(id);
+    if (isThenable(answer)) {
+      return Promise.resolve(answer).then((r) => {
+        found[head] = this.#found(r);
       });
     }
-    found[head] = answer ?? FRESH;
+    found[head] = this.#found(answer);
     return undefined;
   }
 
@@ -224,12 +202,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   handled(): void {}
 
   settle(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined {
-    // Batches of one key (every `wrap` call) take the single-key store calls, with no arrays.
-    const one = batch.heads.length === 1 ? (batch.heads[0] as number) : -1;
-    if (this.#eager) {
-      return one === -1 ? this.#settleClaims(state, batch, store) : this.#settleOne(state, batch, store, one);
-    }
-    return one === -1 ? this.#mark(state, batch, store) : this.#markOne(state, batch, store, one);
+    const { heads } = batch;
+    if (heads.length === 1) return this.#settleOne(state, batch, store, heads[0] as number);
+    return this.#eager ? this.#settleClaims(state, batch, store) : this.#mark(state, batch, store);
   }
 
   /** Confirms each claim whose message succeeded and releases every other claim of the batch. */
@@ -293,7 +268,10 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     for (let k = 0; k < confirmed.length; k++) if (!confirmed[k]) this.#lost(batch, confirmAt[k] as number);
   }
 
-  /** `#settleClaims` for a batch of one key (every `wrap` call): the single-key store calls, no arrays. */
+  /**
+   * `settle` for a batch of one key (every `wrap` call), with the single-key store calls: eager confirms or
+   * releases the claim, lazy marks the id.
+   */
   #settleOne(
     state: ProcessingTimeState,
     batch: Batch<M>,
@@ -302,41 +280,66 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   ): Promise<void> | undefined {
     if (state.found[head] !== FRESH) return undefined;
     const id = idOfKey(batch.keys[head] as string);
-    const { owner } = state;
     const winner = batch.winner[head] as number;
-    const confirmedClaim = this.#claimsConfirmed(batch);
+    const eager = this.#eager;
     if (winner === -1 || !settles(batch, winner)) {
-      if (!this.#options.removeOnFailure) return undefined;
-      return this.#release(batch, store, id, confirmedClaim ? undefined : owner);
+      if (!eager || !this.#options.removeOnFailure) return undefined;
+      return this.#release(batch, store, id, this.#claimsConfirmed(batch) ? undefined : state.owner);
     }
-    if (confirmedClaim) return undefined;
+    // Nothing to confirm for a claim written confirmed; nothing to mark for a message handled fail-open.
+    if (eager ? this.#claimsConfirmed(batch) : batch.results[winner]?.failOpen) return undefined;
+    const operation = eager ? 'confirm' : 'mark';
     const start = store.start(batch);
     let answer: MaybePromise<boolean>;
     try {
-      const result = batch.kept?.[winner];
-      const options = result === undefined ? this.#confirmOptions : { ttlMs: this.#options.ttlMs, result };
-      let claim = state.one?.claim;
-      if (claim === undefined) claim = { id, owner };
-      else claim.id = id;
-      answer = this.#one.confirm(claim, options);
+      answer = eager ? this.#confirmOne(state, batch, id, winner) : this.#markOne(batch, id, winner);
     } catch (error) {
-      store.failed(batch, 'confirm', start, error, [winner]);
+      store.failed(batch, operation, start, error, [winner]);
       return undefined;
     }
-    if (waits(answer)) {
+    if (isThenable(answer)) {
       return Promise.resolve(answer).then(
-        (confirmed: boolean) => this.#confirmed(batch, store, start, winner, confirmed),
-        (error: unknown) => store.failed(batch, 'confirm', start, error, [winner]),
+        (written: boolean) => this.#wrote(batch, store, operation, start, winner, written),
+        (error: unknown) => store.failed(batch, operation, start, error, [winner]),
       );
     }
-    this.#confirmed(batch, store, start, winner, answer);
+    this.#wrote(batch, store, operation, start, winner, answer);
     return undefined;
   }
 
-  /** The single confirm went through: `confirmed` false means the claim was lost. */
-  #confirmed(batch: Batch<M>, store: StoreGuard, start: number, winner: number, confirmed: boolean): void {
-    store.succeeded(batch, 'confirm', start);
-    if (!confirmed) this.#lost(batch, winner);
+  #confirmOne(
+    state: ProcessingTimeState,
+    batch: Batch<M>,
+    id: MessageId,
+    winner: number,
+  ): MaybePromise<boolean> {
+    const result = batch.kept?.[winner];
+    const options = result === undefined ? this.#ttl : { ttlMs: this.#options.ttlMs, result };
+    // A recycled state's claim object, its id set per call.
+    let claim = state.one?.claim;
+    if (claim === undefined) claim = { id, owner: state.owner };
+    else claim.id = id;
+    return this.#one.confirm(claim, options);
+  }
+
+  #markOne(batch: Batch<M>, id: MessageId, winner: number): MaybePromise<boolean> {
+    const fields = markEntry(batch, winner);
+    return this.#one.mark(fields === undefined ? { id } : { id, ...fields }, this.#ttl);
+  }
+
+  /** A single confirm or mark went through; `written` false: the claim was lost, or the mark raced. */
+  #wrote(
+    batch: Batch<M>,
+    store: StoreGuard,
+    operation: 'confirm' | 'mark',
+    start: number,
+    winner: number,
+    written: boolean,
+  ): void {
+    store.succeeded(batch, operation, start);
+    if (written) return;
+    if (operation === 'confirm') this.#lost(batch, winner);
+    else this.#raced(batch, winner);
   }
 
   /** Releases a claim whose message failed. */
@@ -354,7 +357,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       this.#releaseFailed(batch, store, start, error);
       return undefined;
     }
-    if (!waits(answer)) {
+    if (!isThenable(answer)) {
       store.succeeded(batch, 'release', start);
       return undefined;
     }
@@ -368,46 +371,6 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   #releaseFailed(batch: Batch<M>, store: StoreGuard, start: number, error: unknown): void {
     this.#stats.releaseFailures++;
     store.ignored(batch, 'release', start, error);
-  }
-
-  /** `#mark` for a batch of one key (every lazy `wrap` call): one mark, no arrays. */
-  #markOne(
-    state: ProcessingTimeState,
-    batch: Batch<M>,
-    store: StoreGuard,
-    head: number,
-  ): Promise<void> | undefined {
-    if (state.found[head] !== FRESH) return undefined;
-    const winner = batch.winner[head] as number;
-    const r = winner === -1 ? undefined : batch.results[winner];
-    if (r === undefined || !settles(batch, winner) || r.failOpen) return undefined;
-    const start = store.start(batch);
-    let answer: MaybePromise<boolean>;
-    try {
-      const id = idOfKey(batch.keys[head] as string);
-      const fields = markEntry(batch, winner);
-      answer = this.#one.mark(fields === undefined ? { id } : { id, ...fields }, this.#markOptions);
-    } catch (error) {
-      store.failed(batch, 'mark', start, error, [winner]);
-      return undefined;
-    }
-    if (waits(answer)) {
-      return Promise.resolve(answer).then(
-        (marked: boolean) => this.#marked(batch, store, start, winner, marked),
-        (error: unknown) => store.failed(batch, 'mark', start, error, [winner]),
-      );
-    }
-    this.#marked(batch, store, start, winner, answer);
-    return undefined;
-  }
-
-  /** The single mark went through: an id already held means another worker marked it first (a race). */
-  #marked(batch: Batch<M>, store: StoreGuard, start: number, winner: number, marked: boolean): void {
-    store.succeeded(batch, 'mark', start);
-    const r = batch.results[winner] as ProcessResult;
-    if (marked || r.outcome !== 'processed') return;
-    this.#stats.raced++;
-    batch.results[winner] = { ...r, raced: true };
   }
 
   /**
@@ -427,18 +390,23 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
         : { ...r, claimLost: true };
   }
 
+  /** A lazy mark found the id marked by another worker since the check (lazy mode's known race). */
+  #raced(batch: Batch<M>, i: number): void {
+    const r = batch.results[i];
+    if (r?.outcome !== 'processed') return;
+    this.#stats.raced++;
+    batch.results[i] = { ...r, raced: true };
+  }
+
   /** Lazy mode: marks the ids whose message succeeded, in one `markMany`. */
   async #mark(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
     const keys: string[] = [];
     const at: number[] = [];
     for (const h of batch.heads) {
-      if (state.found[h] !== FRESH) continue;
       const winner = batch.winner[h] as number;
-      if (winner === -1) continue;
-      const key = batch.keys[h] as string;
-      const r = batch.results[winner];
-      if (r === undefined || !settles(batch, winner) || r.failOpen) continue;
-      keys.push(key);
+      if (state.found[h] !== FRESH || winner === -1) continue;
+      if (!settles(batch, winner) || batch.results[winner]?.failOpen) continue;
+      keys.push(batch.keys[h] as string);
       at.push(winner);
     }
     if (keys.length === 0) return;
@@ -451,31 +419,15 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
           const fields = markEntry(batch, at[k] as number);
           return fields === undefined ? { id: idOfKey(key) } : { id: idOfKey(key), ...fields };
         }),
-        { ttlMs: this.#options.ttlMs },
+        this.#ttl,
       );
       store.succeeded(batch, 'mark', start);
     } catch (error) {
       store.failed(batch, 'mark', start, error, at);
       return;
     }
-    for (let k = 0; k < marked.length; k++) {
-      if (marked[k]) continue;
-      const i = at[k] as number;
-      const result = batch.results[i];
-      if (result?.outcome !== 'processed') continue;
-      this.#stats.raced++;
-      batch.results[i] = { ...result, raced: true };
-    }
+    for (let k = 0; k < marked.length; k++) if (!marked[k]) this.#raced(batch, at[k] as number);
   }
-}
-
-/** True when a single-key verb answered with a promise (any thenable, as `await` would treat it). */
-function waits<T>(answer: MaybePromise<T>): answer is Promise<T> {
-  return (
-    answer !== null &&
-    (typeof answer === 'object' || typeof answer === 'function') &&
-    typeof (answer as Promise<T>).then === 'function'
-  );
 }
 
 /**

@@ -18,7 +18,7 @@ import {
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
-import { type BatchTelemetry, ConsumerTelemetry } from './telemetry/telemetry.js';
+import { BatchTelemetry, ConsumerTelemetry } from './telemetry/telemetry.js';
 import type {
   BatchHandler,
   BatchItem,
@@ -469,7 +469,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     run.state = this.#rule.begin(run, spare?.state);
     findHeads(run);
     if (this.#telemetry !== undefined) {
-      run.trace = this.#telemetry.open(run.ids, options);
+      run.trace = new BatchTelemetry(this.#telemetry, run.ids, options);
       run.observe = run.trace.observe;
     }
     return run;

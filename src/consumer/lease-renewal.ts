@@ -16,26 +16,16 @@ export interface HeldClaims {
   readonly ids: readonly MessageId[];
 }
 
-/**
- * A batch the renewer can track: its position among the tracked batches (-1: not tracked), kept on the batch so
- * that tracking and untracking cost an array write, not a Map entry made and deleted per call (a Map that
- * sees a delete per `wrap` call rebuilds its table every few calls).
- */
+/** A batch the renewer can track: its slot among the tracked batches (-1: none), an array slot, not a Map entry. */
 export interface Renewable {
   renewalSlot: number;
 }
 
 /**
  * Keeps the claims of running batches alive: every third of the lease, each tracked batch's claims are renewed
- * (`repository.renew`, owner-checked), so a handler that runs longer than the lease keeps its claim and a
- * second worker gets in-progress instead of running the message again. A renewal that fails (the store
- * refused: the claim lapsed and was taken over, or the store did not answer) is counted in
- * `stats.leaseRenewalFailures` and reported as a process warning; the handler goes on, and its confirm reports
- * a lost claim as before. A repository that cannot renew at all (no `renew`, or one that refuses with a
- * RenewUnsupportedError: a BaseRepository store without `doRenew`, or a wrapper over one) is warned about once
- * and not renewed again; that is not counted as failures.
- *
- * One timer per consumer, running only while some batch is tracked; a batch costs an array slot, not a timer.
+ * (owner-checked), so a handler that outlives the lease keeps its claim. A failed renewal is counted and warned
+ * about, and the handler goes on; a repository that cannot renew at all is warned about once. One timer per
+ * consumer, running only while some batch is tracked.
  */
 export class LeaseRenewer<R extends Renewable> {
   readonly #repository: IdempotentRepository;
@@ -43,16 +33,13 @@ export class LeaseRenewer<R extends Renewable> {
   readonly #stats: ConsumerStats;
   readonly #heldOf: (run: R) => HeldClaims | undefined;
   readonly #warn: WarningSink;
-  /**
-   * Running batches, each with the signal that stops its renewals early (e.g. the caller gave the work up), at
-   * the same position (`Renewable.renewalSlot`); unordered, an untracked batch's place taken by the last one.
-   */
+  /** Running batches and their stop signals, unordered: an untracked batch's slot goes to the last one. */
   readonly #runs: (R | undefined)[] = [];
   readonly #signals: (RenewalSignal | undefined)[] = [];
-  /** How many batches are tracked: the first `#count` places of `#runs` and `#signals`. */
+  /** How many batches are tracked: the first `#count` slots. */
   #count = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
-  /** False once the repository said it cannot renew at all: nothing is tracked any more. */
+  /** False once the repository said it cannot renew at all. */
   #supported = true;
   #warnedUnsupported = false;
 
@@ -86,7 +73,7 @@ export class LeaseRenewer<R extends Renewable> {
     if (this.#timer === undefined) this.#startTimer();
   }
 
-  /** Apart from `track`: a function that makes a closure allocates its context on every call (every `wrap`). */
+  /** Apart from `track`: a function that makes a closure allocates its context on every call. */
   #startTimer(): void {
     this.#timer = setInterval(() => this.#tick(), Math.max(1, Math.floor(this.#leaseMs / 3)));
     // Renewals serve running handlers; they never keep a process alive on their own.
@@ -110,7 +97,6 @@ export class LeaseRenewer<R extends Renewable> {
     run.renewalSlot = -1;
   }
 
-  /** True while the batch is tracked. */
   #tracks(run: R): boolean {
     const slot = run.renewalSlot;
     return slot >= 0 && slot < this.#count && this.#runs[slot] === run;
@@ -184,10 +170,7 @@ export class LeaseRenewer<R extends Renewable> {
   }
 }
 
-/**
- * True for a RenewUnsupportedError, by name as well, so a store built against the package's other module format
- * (its own copy of the class) is recognized too.
- */
+/** By name as well: a store built against the package's other module format has its own copy of the class. */
 function isRenewUnsupported(error: unknown): boolean {
   return (
     error instanceof RenewUnsupportedError ||

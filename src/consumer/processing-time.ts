@@ -203,69 +203,74 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
 
   settle(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined {
     const { heads } = batch;
-    if (heads.length === 1) return this.#settleOne(state, batch, store, heads[0] as number);
-    return this.#eager ? this.#settleClaims(state, batch, store) : this.#mark(state, batch, store);
+    return heads.length === 1
+      ? this.#settleOne(state, batch, store, heads[0] as number)
+      : this.#settleMany(state, batch, store);
   }
 
-  /** Confirms each claim whose message succeeded and releases every other claim of the batch. */
-  async #settleClaims(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
-    const repository = this.#options.repository;
-    const confirmKeys: string[] = [];
-    const confirmAt: number[] = [];
+  /**
+   * Eager: releases the claims of failed messages, then confirms the others in one call. Lazy: marks the ids of
+   * the messages that succeeded in one call (not those handled fail-open).
+   */
+  async #settleMany(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
+    const eager = this.#eager;
+    const at: number[] = [];
     const release: string[] = [];
     for (const h of batch.heads) {
       if (state.found[h] !== FRESH) continue;
-      const key = batch.keys[h] as string;
       const winner = batch.winner[h] as number;
-      if (winner !== -1 && settles(batch, winner)) {
-        confirmKeys.push(key);
-        confirmAt.push(winner);
-      } else {
-        release.push(key);
-      }
+      if (winner !== -1 && settles(batch, winner) && (eager || !batch.results[winner]?.failOpen))
+        at.push(winner);
+      else if (eager) release.push(batch.keys[h] as string);
     }
     const confirmedClaims = this.#claimsConfirmed(batch);
-    // A claim written confirmed has no owner: removed by id (this transaction holds its row).
-    const owner = confirmedClaims ? undefined : state.owner;
     if (release.length > 0 && this.#options.removeOnFailure) {
+      // A claim written confirmed has no owner: removed by id (this transaction holds its row).
+      const owner = confirmedClaims ? undefined : state.owner;
       await Promise.all(
         release.map((key) => {
           const start = store.start(batch);
-          return repository.remove(idOfKey(key), owner).then(
+          return this.#options.repository.remove(idOfKey(key), owner).then(
             () => store.succeeded(batch, 'release', start),
             (error: unknown) => this.#releaseFailed(batch, store, start, error),
           );
         }),
       );
     }
-    if (confirmKeys.length === 0 || confirmedClaims) return;
-    const { ttlMs } = this.#options;
+    if (at.length === 0 || (eager && confirmedClaims)) return;
+    const operation = eager ? 'confirm' : 'mark';
     const start = store.start(batch);
-    let confirmed: boolean[];
+    let written: boolean[];
     try {
-      const { kept } = batch;
-      confirmed =
-        confirmKeys.length === 1
-          ? [
-              await repository.confirm(
-                { id: idOfKey(confirmKeys[0] as string), owner: state.owner },
-                { ttlMs, result: kept?.[confirmAt[0] as number] },
-              ),
-            ]
-          : await repository.confirmMany(
-              confirmKeys.map((key, k) => ({
-                id: idOfKey(key),
-                owner: state.owner,
-                result: kept?.[confirmAt[k] as number],
-              })),
-              { ttlMs },
-            );
-      store.succeeded(batch, 'confirm', start);
+      written = await (eager ? this.#confirmMany(state, batch, at) : this.#markMany(batch, at));
+      store.succeeded(batch, operation, start);
     } catch (error) {
-      store.failed(batch, 'confirm', start, error, confirmAt);
+      store.failed(batch, operation, start, error, at);
       return;
     }
-    for (let k = 0; k < confirmed.length; k++) if (!confirmed[k]) this.#lost(batch, confirmAt[k] as number);
+    for (let k = 0; k < written.length; k++)
+      if (!written[k]) this.#unwritten(operation, batch, at[k] as number);
+  }
+
+  async #confirmMany(state: ProcessingTimeState, batch: Batch<M>, at: readonly number[]): Promise<boolean[]> {
+    const { repository, ttlMs } = this.#options;
+    const { keys, kept } = batch;
+    const { owner } = state;
+    if (at.length === 1) {
+      const i = at[0] as number;
+      return [
+        await repository.confirm({ id: idOfKey(keys[i] as string), owner }, { ttlMs, result: kept?.[i] }),
+      ];
+    }
+    return repository.confirmMany(
+      at.map((i) => ({ id: idOfKey(keys[i] as string), owner, result: kept?.[i] })),
+      { ttlMs },
+    );
+  }
+
+  #markMany(batch: Batch<M>, at: readonly number[]): Promise<boolean[]> {
+    const entries = at.map((i) => markEntry(batch, idOfKey(batch.keys[i] as string), i));
+    return markIds(this.#options.repository, entries, this.#ttl);
   }
 
   /**
@@ -292,7 +297,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const start = store.start(batch);
     let answer: MaybePromise<boolean>;
     try {
-      answer = eager ? this.#confirmOne(state, batch, id, winner) : this.#markOne(batch, id, winner);
+      answer = eager
+        ? this.#confirmOne(state, batch, id, winner)
+        : this.#one.mark(markEntry(batch, id, winner), this.#ttl);
     } catch (error) {
       store.failed(batch, operation, start, error, [winner]);
       return undefined;
@@ -322,12 +329,6 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     return this.#one.confirm(claim, options);
   }
 
-  #markOne(batch: Batch<M>, id: MessageId, winner: number): MaybePromise<boolean> {
-    const fields = markEntry(batch, winner);
-    return this.#one.mark(fields === undefined ? { id } : { id, ...fields }, this.#ttl);
-  }
-
-  /** A single confirm or mark went through; `written` false: the claim was lost, or the mark raced. */
   #wrote(
     batch: Batch<M>,
     store: StoreGuard,
@@ -337,9 +338,30 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     written: boolean,
   ): void {
     store.succeeded(batch, operation, start);
-    if (written) return;
-    if (operation === 'confirm') this.#lost(batch, winner);
-    else this.#raced(batch, winner);
+    if (!written) this.#unwritten(operation, batch, winner);
+  }
+
+  /**
+   * A confirm refused: the claim lapsed and another owner took the id. Under `lostClaim: 'error'` the message
+   * fails with ClaimLostError, so a caller that retries finds the other owner's claim. A mark refused: another
+   * worker marked the id since the check (lazy mode's known race).
+   */
+  #unwritten(operation: 'confirm' | 'mark', batch: Batch<M>, i: number): void {
+    const r = batch.results[i];
+    if (operation === 'mark') {
+      if (r?.outcome !== 'processed') return;
+      this.#stats.raced++;
+      batch.results[i] = { ...r, raced: true };
+      return;
+    }
+    // A kept failure whose claim lapsed: nothing happened twice that the caller does not already know.
+    if (r?.outcome === 'failed') return;
+    this.#stats.claimsLost++;
+    if (!r) return;
+    batch.results[i] =
+      this.#options.lostClaim === 'error'
+        ? { outcome: 'failed', id: r.id, error: new ClaimLostError(r.id as string), claimLost: true }
+        : { ...r, claimLost: true };
   }
 
   /** Releases a claim whose message failed. */
@@ -372,79 +394,17 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#stats.releaseFailures++;
     store.ignored(batch, 'release', start, error);
   }
-
-  /**
-   * The claim lapsed and another owner took the id before our confirm: the caller must learn it. Under
-   * `lostClaim: 'error'` the message fails with ClaimLostError (`wrap` throws it; a batch reports it), so a
-   * caller that retries finds the other owner's claim instead of handling the message a third time.
-   */
-  #lost(batch: Batch<M>, i: number): void {
-    const r = batch.results[i];
-    // A kept failure whose claim lapsed: nothing happened twice that the caller does not already know.
-    if (r?.outcome === 'failed') return;
-    this.#stats.claimsLost++;
-    if (!r) return;
-    batch.results[i] =
-      this.#options.lostClaim === 'error'
-        ? { outcome: 'failed', id: r.id, error: new ClaimLostError(r.id as string), claimLost: true }
-        : { ...r, claimLost: true };
-  }
-
-  /** A lazy mark found the id marked by another worker since the check (lazy mode's known race). */
-  #raced(batch: Batch<M>, i: number): void {
-    const r = batch.results[i];
-    if (r?.outcome !== 'processed') return;
-    this.#stats.raced++;
-    batch.results[i] = { ...r, raced: true };
-  }
-
-  /** Lazy mode: marks the ids whose message succeeded, in one `markMany`. */
-  async #mark(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
-    const keys: string[] = [];
-    const at: number[] = [];
-    for (const h of batch.heads) {
-      const winner = batch.winner[h] as number;
-      if (state.found[h] !== FRESH || winner === -1) continue;
-      if (!settles(batch, winner) || batch.results[winner]?.failOpen) continue;
-      keys.push(batch.keys[h] as string);
-      at.push(winner);
-    }
-    if (keys.length === 0) return;
-    const start = store.start(batch);
-    let marked: boolean[];
-    try {
-      marked = await markIds(
-        this.#options.repository,
-        keys.map((key, k) => {
-          const fields = markEntry(batch, at[k] as number);
-          return fields === undefined ? { id: idOfKey(key) } : { id: idOfKey(key), ...fields };
-        }),
-        this.#ttl,
-      );
-      store.succeeded(batch, 'mark', start);
-    } catch (error) {
-      store.failed(batch, 'mark', start, error, at);
-      return;
-    }
-    for (let k = 0; k < marked.length; k++) if (!marked[k]) this.#raced(batch, at[k] as number);
-  }
 }
 
-/**
- * True when the winner's record is to be confirmed (eager) or marked (lazy): it was processed, or it failed
- * and its failure is kept with the id (`removeOnFailure: false`).
- */
+/** True when the winner's record is to be confirmed or marked: it was processed, or its failure is kept. */
 function settles(batch: Batch<unknown>, winner: number): boolean {
   const outcome = batch.results[winner]?.outcome;
   return outcome === 'processed' || (outcome === 'failed' && batch.kept?.[winner] !== undefined);
 }
 
-/** The fields a lazy mark writes with the id: the message's fingerprint and the outcome kept, if any. */
-function markEntry(batch: Batch<unknown>, winner: number): AddEntryFields | undefined {
+/** A lazy mark's entry: the id, with the message's fingerprint and kept outcome if any. */
+function markEntry(batch: Batch<unknown>, id: MessageId, winner: number): AddEntry {
   const fingerprint = batch.fingerprints?.[winner];
   const result = batch.kept?.[winner];
-  if (fingerprint === undefined && result === undefined) return undefined;
-  return { fingerprint, result };
+  return fingerprint === undefined && result === undefined ? { id } : { id, fingerprint, result };
 }
-
-type AddEntryFields = Omit<AddEntry, 'id'>;

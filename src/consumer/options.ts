@@ -277,15 +277,14 @@ export type ResolvedConsumerOptions<M> = Required<
 /** The constructor that takes these options, as errors name it. */
 const CONSUMER_OWNER = 'new IdempotentConsumer(...)';
 
-const HUMAN_DURATIONS: readonly [number, string][] = [
-  [365 * 86_400_000, 'years'],
-  [86_400_000, 'days'],
-  [3_600_000, 'hours'],
-];
-
 /** `630720000000 ms (20 years)`. */
 function msInWords(ms: number): string {
-  const unit = HUMAN_DURATIONS.find(([size]) => ms >= 2 * size);
+  const units: [number, string][] = [
+    [365 * 86_400_000, 'years'],
+    [86_400_000, 'days'],
+    [3_600_000, 'hours'],
+  ];
+  const unit = units.find(([size]) => ms >= 2 * size);
   return unit ? `${ms} ms (${Math.floor(ms / unit[0])} ${unit[1]})` : `${ms} ms`;
 }
 
@@ -329,12 +328,10 @@ const eventTimeOptionsSchema = z
   })
   .strict()
   .superRefine((options, ctx) => {
-    const by = options.by ?? eventTimeDefaults.by;
-    if (by === 'keyValue' && options.valueId === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['valueId'], message: 'is required with by = "keyValue"' });
-    }
-    if (by === 'key' && options.valueId !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['valueId'], message: 'is only used with by = "keyValue"' });
+    const keyValue = (options.by ?? eventTimeDefaults.by) === 'keyValue';
+    if (keyValue === (options.valueId === undefined)) {
+      const message = keyValue ? 'is required with by = "keyValue"' : 'is only used with by = "keyValue"';
+      ctx.addIssue({ code: 'custom', path: ['valueId'], message });
     }
   });
 
@@ -427,57 +424,45 @@ const consumerOptionsSchema = z
   })
   .strict()
   .superRefine((options, ctx) => {
-    if (options.transaction === 'message' || options.transaction === 'batch') {
-      if (!isTransactional(options.repository)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['transaction'],
-          message:
-            'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
-        });
-      }
+    const issue = (path: string[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+    const { transaction, eventTime, repository } = options;
+    if ((transaction === 'message' || transaction === 'batch') && !isTransactional(repository)) {
+      issue(
+        ['transaction'],
+        'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
+      );
     }
-    if (options.transaction !== undefined && options.transaction !== false) {
-      if (options.eventTime !== undefined) {
-        ctx.addIssue({ code: 'custom', path: ['transaction'], message: 'does not apply with eventTime' });
-      }
+    if (transaction !== undefined && transaction !== false) {
+      if (eventTime !== undefined) issue(['transaction'], 'does not apply with eventTime');
       // A database error aborts the transaction: nothing can be handled "as new" inside it afterwards.
       if (options.storeFailure === 'process') {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['storeFailure'],
-          message: 'must be "fail" with a transaction: a failed store call aborts the transaction',
-        });
+        issue(
+          ['storeFailure'],
+          'must be "fail" with a transaction: a failed store call aborts the transaction',
+        );
       }
     }
     // Event-time records are judged by timestamps; they keep neither outcomes nor digests.
-    if (options.eventTime !== undefined) {
-      for (const key of ['storeResult', 'fingerprint'] as const) {
-        if (options[key] !== undefined && options[key] !== false) {
-          ctx.addIssue({ code: 'custom', path: [key], message: 'does not apply with eventTime' });
-        }
+    for (const key of ['storeResult', 'fingerprint'] as const) {
+      const value = options[key];
+      if (eventTime !== undefined && value !== undefined && value !== false) {
+        issue([key], 'does not apply with eventTime');
       }
     }
     // A cap above what the store keeps would fail the write after the side effect: refuse it up front.
-    const maxResult = options.repository.capabilities?.maxResultBytes;
+    const maxResult = repository.capabilities?.maxResultBytes;
     const maxBytes = typeof options.storeResult === 'object' ? options.storeResult.maxBytes : undefined;
     if (maxBytes !== undefined && maxResult !== undefined && maxBytes > maxResult) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['storeResult', 'maxBytes'],
-        message: `must be at most ${maxResult} bytes, the largest result the store keeps`,
-      });
+      issue(
+        ['storeResult', 'maxBytes'],
+        `must be at most ${maxResult} bytes, the largest result the store keeps`,
+      );
     }
     // A TTL or lease the store would silently cut short is a configuration error, not a surprise later.
-    const max = maxDurationMs(options.repository.capabilities?.maxTtlMs);
+    const max = maxDurationMs(repository.capabilities?.maxTtlMs);
     for (const key of ['ttlMs', 'leaseMs'] as const) {
-      const value = options[key] ?? consumerDefaults[key];
-      if (value > max) {
-        ctx.addIssue({
-          code: 'custom',
-          path: [key],
-          message: `must be at most ${msInWords(max)}, the longest the store can keep`,
-        });
+      if ((options[key] ?? consumerDefaults[key]) > max) {
+        issue([key], `must be at most ${msInWords(max)}, the longest the store can keep`);
       }
     }
   });

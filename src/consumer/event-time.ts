@@ -59,11 +59,9 @@ interface EventTimeState {
 }
 
 /**
- * Event-time deduplication (KIP-655), the engine's rule under the `eventTime` option. Each stream (a Kafka
- * partition) has its own stream time and ids. A batch costs one `getMany` before the handlers and one `addMany`
- * after, for the records whose handler succeeded. Each message is judged against the stream time at its own
- * position, so the answers do not depend on how the stream is cut into batches. Batches of one stream run one
- * after another in this instance; two instances must never process the same stream at once.
+ * Event-time deduplication (KIP-655), the engine's rule under the `eventTime` option (docs/event-time.md). Each
+ * stream has its own stream time and ids; each message is judged at its own position, so batching changes no
+ * answer. Batches of one stream run one after another; two instances must never share a stream.
  */
 export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   /** Event-time counters (late records, invalid timestamps, rewrites). */
@@ -115,10 +113,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     return new Map(this.#times);
   }
 
-  /**
-   * Raises a stream's time, e.g. to the value saved with the last committed offset, so a restarted consumer
-   * judges late records as the previous one would have. A time earlier than the current one changes nothing.
-   */
+  /** Raises a stream's time (e.g. to the one saved with the last committed offset); never lowers it. */
   restoreStreamTime(stream: string, time: number): void {
     if (toEpochMs(time) === undefined)
       throw new InvalidInputError('streamTime', `invalid time ${String(time)}`);
@@ -178,8 +173,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
       const id = ids[i];
       if (id === undefined || results[i] !== undefined) continue;
       try {
-        // KIP-655: an empty key is a key (only a null key is forwarded undeduplicated); the stream prefix
-        // keeps it storable.
+        // KIP-655: an empty key is a key; the stream prefix keeps it storable.
         const key = toKey(prefix + id, maxIdBytes);
         if (typeof time !== 'number') continue;
         keys[i] = key;
@@ -220,8 +214,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     const interval = this.#intervalMs;
     const key = batch.keys[i] as string;
     const previous = state.kept.get(key);
-    // A kept record was written at a stream time at least its own timestamp; after a restart this lifts a
-    // stream time rebuilt from scratch towards the one that wrote it.
+    // A kept record was written at a stream time at least its own: after a restart it lifts the stream time.
     if (previous !== undefined && previous > state.streamTime) {
       state.streamTime = previous;
       if (previous > state.lifted) state.lifted = previous;
@@ -252,16 +245,14 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     }
     state.keep.delete(i);
     if (key !== undefined && state.written.get(key) === i) state.written.delete(key);
-    // A failed record counts as not received (it is retried or dead-lettered): it does not move stream time,
-    // so a retry is judged as the first attempt was.
+    // A failed record counts as not received: it does not move stream time, so its retry is judged the same.
     if (i === state.lastDecided) state.streamTime = state.before;
   }
 
   /** Moves stream time on by the received (not failed) records, then keeps the forwarded ones in one `addMany`. */
   async settle(state: EventTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
     let streamTime = Math.max(state.start, state.lifted);
-    // A whole-batch handler that threw leaves stream time where the batch found it: the batch is redelivered,
-    // duplicates included, and must be judged as it was the first time.
+    // A whole-batch handler that threw leaves stream time as it was: the redelivered batch is judged the same.
     if (batch.handlerThrew) streamTime = state.start;
     else
       batch.results.forEach((r, i) => {

@@ -21,10 +21,7 @@ import type { ConsumerStats } from './stats.js';
 interface ProcessingTimeState {
   /** Eager: the owner token of this batch's claims (a recycled state keeps its own; see `begin`). */
   readonly owner: string;
-  /**
-   * Per head (a key's first position in the batch): FRESH when this batch claimed the key (eager) or found it
-   * absent (lazy); else the live record that holds it. Unset: the store read failed (`storeFailure: 'process'`).
-   */
+  /** Per head: FRESH when this batch claimed (eager) or found absent (lazy) its key, else the record holding it. */
   readonly found: (IdempotencyRecord | typeof FRESH | undefined)[];
   /** Eager, a batch of one: its claim's options and its claim, made once since a recycled state serves many calls. */
   readonly one:
@@ -38,11 +35,8 @@ const NEW: Decision = Object.freeze({ kind: 'new', claims: true });
 const EMPTY_ID = 'id is empty';
 
 /**
- * Processing-time deduplication (the default mode), in Apache Camel's two flavours:
- * - eager: one atomic claim per key before the handler (an in-flight record with a lease), confirmed after
- *   success, released after failure;
- * - lazy: one read before the handler, one mark after success.
- * Both answer from the stored record, so `in-progress` is reported the same way in either mode.
+ * Processing-time deduplication (the default), in Apache Camel's two flavours: eager claims each key before the
+ * handler and confirms or releases it after; lazy reads before the handler and marks after success.
  */
 export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> {
   readonly #options: ResolvedConsumerOptions<M>;
@@ -50,7 +44,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   /** The store's single-key verbs for batches of one (every `wrap` call), resolved once. */
   readonly #one: SingleKeyVerbs;
   readonly #eager: boolean;
-  /** The consumer's `transaction` option is on: every batch runs inside one of the repository's transactions. */
+  /** Every batch runs inside one of the repository's transactions (the `transaction` option). */
   readonly #transactional: boolean;
   /** Every lazy mark's options, and a confirm's when it keeps no outcome. */
   readonly #ttl: { readonly ttlMs: number };
@@ -72,13 +66,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#maxIdBytes = options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
 
-  /**
-   * A recycled state (`spare`) keeps its owner token. A token must differ between claims that can be unsettled
-   * at once, so that a confirm or release never acts on another claim of the same id: the engine recycles a
-   * state only after its call has settled every claim it made, and never gives one state to two calls. A record
-   * such a settled claim left in the store (a release the store refused) is what it was with a new token: live,
-   * it reads as in progress; lapsed, a new claim replaces it.
-   */
+  /** A recycled state (`spare`) keeps its owner token: its call settled every claim it made (docs/engine.md). */
   begin(batch: Batch<M>, spare?: ProcessingTimeState): ProcessingTimeState {
     const { ids, keys, results } = batch;
     for (let i = 0; i < ids.length; i++) {
@@ -102,8 +90,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       spare.found[0] = undefined;
       return spare;
     }
-    // Base 36, not decimal: V8 keeps each new decimal number text in its number-string cache, which outlives
-    // the young generation and makes every minor GC copy the last few thousand owner tokens.
+    // Base 36: V8 caches decimal number texts, which then outlive the young generation (docs/engine.md).
     const owner = this.#eager ? this.#ownerPrefix + (this.#ownerSeq++).toString(36) : '';
     if (!one) return { owner, found: new Array(ids.length), one: undefined };
     const claims = this.#eager
@@ -113,12 +100,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 
   /**
-   * Whether this batch's claims are written confirmed: inside a transaction, where no outcome is kept with the
-   * id (`batch.kept` unset). An in-flight claim that a later statement confirms tells nobody anything there: no
-   * other transaction sees either row before COMMIT, and the claim's row lock holds a concurrent claim of the id
-   * until then, as an in-flight row would. So the claim writes the confirmed record at once and the confirm
-   * statement is not needed; a failed handler's claim goes with the rollback, or (a savepoint kept the rest of
-   * the transaction) is removed by id, owner or not.
+   * Whether this batch's claims are written confirmed: in a transaction that keeps no outcome, nobody sees the
+   * claim before COMMIT and its row lock holds a concurrent claim, so no confirm is needed; a failed handler's
+   * claim goes with the rollback, or is removed by id.
    */
   #claimsConfirmed(batch: Batch<M>): boolean {
     return this.#transactional && batch.kept === undefined;
@@ -342,9 +326,8 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 
   /**
-   * A confirm refused: the claim lapsed and another owner took the id. Under `lostClaim: 'error'` the message
-   * fails with ClaimLostError, so a caller that retries finds the other owner's claim. A mark refused: another
-   * worker marked the id since the check (lazy mode's known race).
+   * A confirm refused: the claim lapsed and another owner took the id (`lostClaim: 'error'`: a ClaimLostError).
+   * A mark refused: another worker marked the id since the check (lazy mode's known race).
    */
   #unwritten(operation: 'confirm' | 'mark', batch: Batch<M>, i: number): void {
     const r = batch.results[i];

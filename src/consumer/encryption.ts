@@ -33,26 +33,17 @@ export class OutcomeCipher {
   readonly #current: Buffer;
 
   constructor(options: OutcomeEncryptionOptions, owner: string) {
-    const label = 'encryption';
-    const keys = new Map<string, Buffer>();
-    const where = (key: string) => ({ label: `option ${label}.${key} of ${owner}` });
-    if (
-      options === null ||
-      typeof options !== 'object' ||
-      typeof options.keys !== 'object' ||
-      options.keys === null
-    ) {
-      throw new ConfigError(label, 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }', {
-        label: `option ${label}`,
+    const fail = (key: string, message: string) =>
+      new ConfigError(`encryption${key}`, message, { label: `option encryption${key} of ${owner}` });
+    if (typeof options?.keys !== 'object' || options.keys === null) {
+      throw new ConfigError('encryption', 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }', {
+        label: 'option encryption',
       });
     }
+    const keys = new Map<string, Buffer>();
     for (const [id, value] of Object.entries(options.keys)) {
       if (!KEY_ID.test(id)) {
-        throw new ConfigError(
-          `${label}.keys`,
-          `key id ${JSON.stringify(id)} must be 1 to 64 characters of A-Z a-z 0-9 . _ -`,
-          where('keys'),
-        );
+        throw fail('.keys', `key id ${JSON.stringify(id)} must be 1 to 64 characters of A-Z a-z 0-9 . _ -`);
       }
       const bytes =
         typeof value === 'string'
@@ -62,20 +53,16 @@ export class OutcomeCipher {
             : undefined;
       if (bytes === undefined || bytes.length !== 32) {
         // The key itself is never quoted: only its length.
-        throw new ConfigError(
-          `${label}.keys.${id}`,
-          `must be 32 bytes (AES-256), as a Uint8Array or base64 text; got ${bytes === undefined ? typeof value : `${bytes.length} bytes`}`,
-          where(`keys.${id}`),
-        );
+        const got = bytes === undefined ? typeof value : `${bytes.length} bytes`;
+        throw fail(`.keys.${id}`, `must be 32 bytes (AES-256), as a Uint8Array or base64 text; got ${got}`);
       }
       keys.set(id, bytes);
     }
     const current = keys.get(options.currentKeyId);
     if (current === undefined) {
-      throw new ConfigError(
-        `${label}.currentKeyId`,
+      throw fail(
+        '.currentKeyId',
         `must name one of the keys (${[...keys.keys()].join(', ') || 'none given'})`,
-        where('currentKeyId'),
       );
     }
     this.#keys = keys;

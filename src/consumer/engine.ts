@@ -498,6 +498,7 @@ export class BatchEngine<M, S> implements Runner<M> {
       state: undefined as S,
       pending: { context: NO_ID, outcome: 'no-id', extra: undefined },
       renewalSlot: -1,
+      renewalSignal: undefined,
       recycle,
       handler: undefined,
       finish: undefined,

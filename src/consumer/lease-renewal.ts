@@ -16,9 +16,11 @@ export interface HeldClaims {
   readonly ids: readonly MessageId[];
 }
 
-/** A batch the renewer can track: its slot among the tracked batches (-1: none), an array slot, not a Map entry. */
+/** A batch the renewer can track: its slot among the tracked batches (-1: none; a slot, not a Map entry). */
 export interface Renewable {
   renewalSlot: number;
+  /** Stops its renewals early once aborted (e.g. the caller gave the work up). */
+  renewalSignal: RenewalSignal | undefined;
 }
 
 /**
@@ -33,9 +35,8 @@ export class LeaseRenewer<R extends Renewable> {
   readonly #stats: ConsumerStats;
   readonly #heldOf: (run: R) => HeldClaims | undefined;
   readonly #warn: WarningSink;
-  /** Running batches and their stop signals, unordered: an untracked batch's slot goes to the last one. */
+  /** Running batches, unordered: an untracked batch's slot goes to the last one. */
   readonly #runs: (R | undefined)[] = [];
-  readonly #signals: (RenewalSignal | undefined)[] = [];
   /** How many batches are tracked: the first `#count` slots. */
   #count = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
@@ -63,12 +64,10 @@ export class LeaseRenewer<R extends Renewable> {
       this.#unsupported();
       return;
     }
-    if (this.#tracks(run)) this.#signals[run.renewalSlot] = signal;
-    else {
+    run.renewalSignal = signal;
+    if (!this.#tracks(run)) {
       run.renewalSlot = this.#count;
-      this.#runs[this.#count] = run;
-      this.#signals[this.#count] = signal;
-      this.#count++;
+      this.#runs[this.#count++] = run;
     }
     if (this.#timer === undefined) this.#startTimer();
   }
@@ -88,13 +87,12 @@ export class LeaseRenewer<R extends Renewable> {
     if (slot !== last) {
       const moved = this.#runs[last] as R;
       this.#runs[slot] = moved;
-      this.#signals[slot] = this.#signals[last];
       moved.renewalSlot = slot;
     }
     // Cleared, not popped: a pop to an empty array shrinks its storage, and the next track grows it again.
     this.#runs[last] = undefined;
-    this.#signals[last] = undefined;
     run.renewalSlot = -1;
+    run.renewalSignal = undefined;
   }
 
   #tracks(run: R): boolean {
@@ -111,7 +109,7 @@ export class LeaseRenewer<R extends Renewable> {
     // Backwards: untracking an aborted batch moves the last one into its place, which was already visited.
     for (let k = this.#count - 1; k >= 0; k--) {
       const run = this.#runs[k] as R;
-      if (this.#signals[k]?.aborted) {
+      if (run.renewalSignal?.aborted) {
         this.untrack(run);
         continue;
       }
@@ -151,7 +149,6 @@ export class LeaseRenewer<R extends Renewable> {
     this.#supported = false;
     for (let k = 0; k < this.#count; k++) (this.#runs[k] as R).renewalSlot = -1;
     this.#runs.length = 0;
-    this.#signals.length = 0;
     this.#count = 0;
     clearInterval(this.#timer);
     this.#timer = undefined;

@@ -59,9 +59,8 @@ export interface Batch<M> {
   /** The batch's spans and timings, when the consumer has `telemetry` or `onOutcome`. */
   readonly trace: BatchTelemetry | undefined;
   /**
-   * First received wins, by position: `head[i]` is the position of the first message with message `i`'s key
-   * (-1 for a message without key), and `winner[h]` the message that holds head `h`'s key in this batch and
-   * whose handler has not failed (-1: none). Arrays, not maps: a `wrap` call is a batch of one.
+   * First received wins: `head[i]` is the first position of message `i`'s key (-1: no key), `winner[h]` the
+   * message holding head `h`'s key whose handler has not failed (-1: none).
    */
   readonly head: number[];
   readonly winner: number[];
@@ -69,23 +68,13 @@ export interface Batch<M> {
   heads: readonly number[];
   /** Payload digest per message under the `fingerprint` option. */
   readonly fingerprints: (string | undefined)[] | undefined;
-  /**
-   * The outcome to keep with message `i`'s record: its encoded value under `storeResult`, or its encoded failure
-   * under `removeOnFailure: false`. Undefined when the consumer keeps no outcomes. A rule confirms or marks a
-   * failed winner only when its failure is kept here.
-   */
+  /** The encoded outcome to keep with message `i`'s record (a value, or a kept failure); undefined: none kept. */
   readonly kept: (string | undefined)[] | undefined;
 }
 
-/**
- * The part of deduplication that differs between modes. The engine owns everything else: reading ids,
- * first-wins inside the batch, the store-failure policy, duplicate hooks, handler calls, settling and counters.
- */
+/** The part of deduplication that differs between modes; the engine owns everything else. */
 export interface DedupRule<M, S> {
-  /**
-   * Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`.
-   * `spare`: the state it returned for an earlier, finished batch of one, which it may reset and return.
-   */
+  /** Sets `batch.keys`, may fail messages; `spare`: its state of a finished batch of one, to reuse. */
   begin(batch: Batch<M>, spare?: S): S;
   /** The one store call before any handler, for `batch.heads`. Undefined when already done (nothing to await). */
   lookup(state: S, batch: Batch<M>): Promise<void> | undefined;
@@ -93,10 +82,7 @@ export interface DedupRule<M, S> {
   receive?(state: S, batch: Batch<M>, i: number): void;
   /** Decides message `i`, in input order; `winner` is the earlier message of this batch that holds its key. */
   decide(state: S, batch: Batch<M>, i: number, winner: number | undefined): Decision;
-  /**
-   * Message `i`'s handler finished (`ok`) or failed (a failed message counts as not received). A whole-batch
-   * handler's messages are reported `ok` when decided, and again with `false` if the batch call fails them.
-   */
+  /** Message `i`'s handler finished (`ok`) or failed; a whole-batch handler's are `ok` when decided. */
   handled(state: S, batch: Batch<M>, i: number, ok: boolean): void;
   /** Confirms, releases or marks after the handlers; always called once `lookup` succeeded. As `lookup`. */
   settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined;
@@ -104,18 +90,12 @@ export interface DedupRule<M, S> {
   held?(state: S, batch: Batch<M>): HeldClaims | undefined;
 }
 
-/**
- * The store-failure policy for the rules' store calls: a rule times a call with `start` and reports it with
- * `succeeded` or `failed` (no closures per call: this sits on every message's path).
- */
+/** The store-failure policy for the rules' store calls, timed with `start` (no closures per call). */
 export interface StoreGuard {
   /** The start time of a store call (0 when nobody observes store calls). */
   start(batch: Batch<unknown>): number;
   succeeded(batch: Batch<unknown>, operation: string, start: number): void;
-  /**
-   * Raises under `storeFailure: 'fail'` (as a RepositoryError); under `'process'` marks each message in
-   * `affected` `failOpen` and returns.
-   */
+  /** Raises under `storeFailure: 'fail'`; under `'process'` marks the `affected` messages `failOpen`. */
   failed(
     batch: Batch<unknown>,
     operation: string,
@@ -135,10 +115,7 @@ const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false })
 /** How many finished working states of `one` a consumer keeps for later calls (see `#spares`). */
 const MAX_SPARES = 64;
 
-/**
- * How the consumer runs `process` and `processBatch`: the engine itself, or a behaviour around it (event-time's
- * per-stream order, the `transaction` option), chosen once when the consumer is made.
- */
+/** How the consumer runs `process` and `processBatch`: the engine, or a behaviour around it, chosen once. */
 export interface Runner<M> {
   one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>>;
   batch<R>(
@@ -152,9 +129,8 @@ export interface Runner<M> {
 export type Finish<M, R, T> = (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T;
 
 /**
- * The one batch engine behind every path of the library (docs/engine.md): ids → first-wins inside the batch →
- * one store call → a decision per message → handlers → settle (confirm, release or mark) → counters. A claim
- * made by the batch is always confirmed or released, whatever a hook or a handler throws.
+ * The one batch engine behind every path (docs/engine.md): ids → first-wins → one store call → decisions →
+ * handlers → settle → counters. A claim is always confirmed or released, whatever a hook or a handler throws.
  */
 export class BatchEngine<M, S> implements Runner<M> {
   readonly #options: ResolvedConsumerOptions<M>;
@@ -251,10 +227,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.single(message, handler, options, answerOne);
   }
 
-  /**
-   * A batch of one answered by `finish`, on a recycled working state (see `#spares`). `finish` must not keep
-   * the results array, which is recycled with the state.
-   */
+  /** A batch of one answered by `finish` (which must not keep the results array), on a recycled state. */
   single<R, T>(
     message: M,
     handler: MessageHandler<M, R>,
@@ -268,9 +241,8 @@ export class BatchEngine<M, S> implements Runner<M> {
   }
 
   /**
-   * Every call's one sequence of steps, synchronous while nothing waits: a step that waits (the store, a
-   * duplicate hook, a handler's promise) goes on through the run's continuations (`#next`). So a `wrap` call is
-   * no async frame, and a store that answers at once costs no promise hop.
+   * Every call's one sequence of steps, synchronous while nothing waits; a step that waits goes on through the
+   * run's continuations (`#next`), so a `wrap` call is no async frame.
    */
   #start<R, T>(
     messages: readonly M[],
@@ -301,10 +273,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.#runBatch(run.state, run, handler as BatchHandler<M>).then(next.end, next.abort);
   }
 
-  /**
-   * The per-message handler over messages `from` on, in order: decide, call, report; then `#end`. `decided`:
-   * message `from`'s decision, when a duplicate hook's wait gave it (null: nothing to run).
-   */
+  /** Decide, call, report for messages `from` on, then `#end`; `decided`: message `from`'s awaited decision. */
   #steps(run: Run<M, S>, from: number, decided: Pending | null | undefined): unknown {
     try {
       for (let i = from; i < run.messages.length; i++) {
@@ -416,9 +385,8 @@ export class BatchEngine<M, S> implements Runner<M> {
   }
 
   /**
-   * Finished batches of one whose working states later calls take, up to {@link MAX_SPARES}: their allocations,
-   * more than their work, are what a `wrap` call costs beyond a bare Map. Several, for calls that overlap; only a
-   * call that ran to its end gives its state back, so a state is never shared by two calls.
+   * Working states of finished batches of one, for later calls (their allocations are most of a `wrap` call's
+   * cost); only a call that ran to its end gives its state back, so no two calls share one.
    */
   readonly #spares: (Run<M, S> | undefined)[] = [];
   #spareCount = 0;
@@ -541,10 +509,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     run.failOpen = true;
   }
 
-  /**
-   * Reads each message's id (and fingerprint); an unusable id or a fingerprint that cannot be computed fails
-   * the message, a missing id follows `nullId`.
-   */
+  /** Reads each message's id and fingerprint; an unusable one fails the message, a missing id follows `nullId`. */
   #readIds(batch: Batch<M>): void {
     const { messages, ids, results, fingerprints } = batch;
     const reject = this.#rejectNoId;
@@ -588,10 +553,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     );
   }
 
-  /**
-   * The decision for message `i`: a context to hand to the handler, or undefined when the result is already
-   * final (skipped duplicate, in-progress, failure).
-   */
+  /** The decision for message `i`: its handler's context, or undefined when its result is already final. */
   #decide(state: S, batch: Run<M, S>, i: number): Pending | undefined | Promise<Pending | undefined> {
     const { results } = batch;
     if (results[i] !== undefined) return undefined;
@@ -621,8 +583,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     }
     const { existing } = decision;
     if (batch.fingerprints !== undefined) {
-      // A different payload under the same id is a conflict, whatever state the record is in. A record kept
-      // without a fingerprint (before the option was set) matches any message.
+      // Another payload under the same id is a conflict; a record kept without a fingerprint matches any.
       const actual = batch.fingerprints[i];
       const expected = holder !== -1 ? batch.fingerprints[holder] : existing?.fingerprint;
       if (
@@ -704,10 +665,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return { id, reason, place, firstPlace: undefined, firstSeen, firstSeenFrom, existing };
   }
 
-  /**
-   * A duplicate skips the handler, or reaches it marked (`skipDuplicate: false`, as in Camel). A skipped one
-   * is answered with the outcome kept with the id, if any: the value (`result`) or the failure (`failed`).
-   */
+  /** A duplicate skips the handler (answered with the outcome kept, if any), or reaches it marked. */
   #duplicate(
     batch: Run<M, S>,
     i: number,
@@ -812,10 +770,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     }
   }
 
-  /**
-   * A failed handler: the message no longer holds its key, so a later copy in the batch is judged afresh;
-   * unless its failure is kept with the id (`removeOnFailure: false`), when later copies replay the failure.
-   */
+  /** A failed message gives up its key, so a later copy is judged afresh; unless its failure is kept. */
   #failed(state: S, batch: Batch<M>, i: number, context: HandlerContext, error: unknown): void {
     const head = batch.head[i] as number;
     if (!context.duplicate && head !== -1 && batch.winner[head] === i) {
@@ -859,11 +814,7 @@ function storeCallIgnored(batch: Batch<unknown>, operation: string, start: numbe
   batch.observe?.({ operation, ms: performance.now() - start, error: toRepositoryError(operation, error) });
 }
 
-/**
- * Thrown by a runner's handler wrapper to end a run at once: the engine settles it and rejects with this,
- * counting nothing, and the runner runs the batch again (the `transaction` runner, when an optimistic
- * savepoint could not stand in for a real one).
- */
+/** Thrown by a runner's handler wrapper to end a run: settled, counted nothing, and run again by the runner. */
 export class RunAgain extends Error {
   constructor() {
     super('the run is discarded and runs again');

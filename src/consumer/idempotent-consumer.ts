@@ -12,8 +12,6 @@ import { type ConsumerStats, emptyStats } from './stats.js';
 import { TransactionRunner } from './transaction.js';
 import type { BatchHandler, BatchOptions, BatchResult, MessageHandler, ProcessResult } from './types.js';
 
-export type { BatchOptions, BatchResult } from './types.js';
-
 const NO_OPTIONS: BatchOptions = Object.freeze({});
 
 /**

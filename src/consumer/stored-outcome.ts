@@ -3,8 +3,7 @@ import { redactText } from '../util/redact-text.js';
 import { type OutcomeCipher, SEALED, UnreadableOutcome } from './encryption.js';
 import type { FailureMessagePolicy, StoreResultOptions } from './options.js';
 
-// The text kept in `IdempotencyRecord.result`: one tag character, then the body.
-// `v` + the serialized value (storeResult), `e` + JSON `{"name","message"}` (a kept failure).
+// The text kept in `IdempotencyRecord.result`: `v` + the serialized value, or `e` + JSON `{"name","message"}`.
 const VALUE = 'v';
 const FAILURE = 'e';
 
@@ -75,10 +74,7 @@ export class OutcomeCodec {
     return this.#cipher === undefined ? text : this.#cipher.seal(id, text);
   }
 
-  /**
-   * The text to keep for a handler's failure: its name and, unless `failureMessage: 'name'`, its redacted message
-   * (cut to fit); undefined if even the name does not fit. Every worker sharing the store logs it.
-   */
+  /** The text to keep for a failure: its name and, unless `failureMessage: 'name'`, its redacted message. */
   encodeFailure(error: unknown, id: string): string | undefined {
     const name = error instanceof Error ? error.name : 'Error';
     const bare = this.#seal(id, FAILURE + JSON.stringify({ name, message: '' }));

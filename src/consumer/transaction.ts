@@ -12,11 +12,7 @@ import type {
   ProcessResult,
 } from './types.js';
 
-/**
- * How many times a transaction runs in all when its lazy mark raced (another transaction committed the id
- * between check and mark: the next run sees a duplicate), or the database rolled it back on its own
- * (`rolledBackBy`, a MySQL deadlock): then the call rejects with a retryable RepositoryError.
- */
+/** How many times a transaction runs when its lazy mark raced, or the database rolled it back on its own. */
 const ATTEMPTS = 3;
 
 /** What one transaction answered. */
@@ -26,10 +22,7 @@ interface Attempt<R> {
   readonly rolledBack: boolean;
 }
 
-/**
- * The handlers' savepoints: `optimistic` (set only where a handler wrote, see `RepositoryTransaction.savepoint`),
- * `real`, or `none` (a transaction of one message whose failure is not kept: a failure rolls it back whole).
- */
+/** The handlers' savepoints (`optimistic`: see `RepositoryTransaction.savepoint`; `none`: a failure rolls back all). */
 type Savepoints = 'none' | 'optimistic' | 'real';
 
 const OPTIMISTIC = { optimistic: true } as const;
@@ -40,10 +33,8 @@ interface Opened {
 }
 
 /**
- * The consumer's `transaction` option: the engine's lookup, handlers (given `context.transaction`) and settle in
- * one of the repository's transactions, so the mark commits with the side effect (docs/transactions.md). A
- * failed handler's writes and claim roll back under a savepoint, or with the whole transaction when it holds that
- * message alone; a crash commits nothing.
+ * The consumer's `transaction` option: the engine's lookup, handlers and settle in one of the repository's
+ * transactions, so the mark commits with the side effect (docs/transactions.md).
  */
 export class TransactionRunner<M> implements Runner<M> {
   readonly #options: ResolvedConsumerOptions<M>;
@@ -109,8 +100,7 @@ export class TransactionRunner<M> implements Runner<M> {
         failure = error;
       }
       if (savepoints === 'optimistic' && opened.transaction?.needsSavepoints === true) {
-        // An optimistic savepoint could not stand in for a real one; nothing of it committed: once more with real
-        // savepoints, not counted as an attempt.
+        // An optimistic savepoint could not stand in for a real one: once more with real ones, not counted.
         savepoints = 'real';
         attempt--;
         continue;
@@ -213,10 +203,7 @@ function perMessage<M, R>(
   };
 }
 
-/**
- * Releases the savepoint of a handler that returned. When the handler had caught a statement error that left
- * the transaction aborted (PostgreSQL), the store rolled back to the savepoint instead: its message fails.
- */
+/** Releases a returned handler's savepoint; one that swallowed a statement error (PostgreSQL) fails instead. */
 async function keepWrites(transaction: RepositoryTransaction, who: string): Promise<void> {
   try {
     await transaction.releaseSavepoint();
@@ -231,10 +218,7 @@ async function keepWrites(transaction: RepositoryTransaction, who: string): Prom
   }
 }
 
-/**
- * A whole-batch handler in the transaction, under a savepoint: when it throws, its writes are undone. Items it
- * answers as failed keep what it wrote for them (it must undo those itself).
- */
+/** A whole-batch handler under a savepoint: a throw undoes its writes (items it answers failed keep theirs). */
 function wholeBatch<M>(handler: BatchHandler<M>, transaction: RepositoryTransaction): BatchHandler<M> {
   return {
     batch: async (items) => {

@@ -96,10 +96,7 @@ export class ConsumerTelemetry {
   }
 }
 
-/**
- * One batch's spans and timings (`ids[i]` undefined: message `i` has none); the engine tells it of handlers, store
- * calls and the settled results.
- */
+/** One batch's spans and timings; the engine tells it of handlers, store calls and the settled results. */
 export class BatchTelemetry {
   readonly #owner: ConsumerTelemetry;
   readonly #options: BatchOptions;
@@ -133,8 +130,7 @@ export class BatchTelemetry {
     const spans: OtelSpan[] = [];
     const contexts: OtelContext[] = [];
     for (let i = 0; i < ids.length; i++) {
-      // Under an active span (an HTTP server's) the span is its child, linked to the message's own trace;
-      // else the message's headers (a Kafka record's `traceparent`) are its parent.
+      // A child of the active span (an HTTP server's), linked to the message's trace; else the headers' child.
       const carrier = source?.headersOf?.(i);
       let parent = active;
       let links: { context: OtelSpanContext }[] | undefined;

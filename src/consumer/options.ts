@@ -78,10 +78,7 @@ export const eventTimeConfigSchema = z
 /** Parsed `[consumer.eventTime]` config. */
 export type EventTimeConfig = z.output<typeof eventTimeConfigSchema>;
 
-/**
- * The `[consumer]` table of a config file, and the one place the options it shares with code are written (code's
- * schema takes them from here). Config names durations apart (`ttl` for `ttlMs`, text such as "1h").
- */
+/** The `[consumer]` table, and the one place the options it shares with code are written (but durations' names). */
 export const consumerConfigSchema = z
   .object({
     id: z.string().min(1).optional(),
@@ -124,11 +121,7 @@ export function eventTimeFromConfig(config: EventTimeConfig): EventTimeOptions<u
   return { intervalMs: interval, extraRetentionMs: extraRetention, ...rest };
 }
 
-/**
- * Event-time deduplication as Kafka Streams' `deduplicateByKey`/`deduplicateByKeyValue` (KIP-655): records of
- * one id within `intervalMs` of a forwarded record's timestamp are duplicates, judged against stream time, not
- * the wall clock. See docs/event-time.md.
- */
+/** Event-time deduplication as Kafka Streams' `deduplicateByKey` (KIP-655; docs/event-time.md). */
 export interface EventTimeOptions<M> {
   /** KIP-655's `deduplicationInterval`, in ms (an integer, 0 allowed). */
   readonly intervalMs: number;
@@ -140,10 +133,7 @@ export interface EventTimeOptions<M> {
   readonly valueId?: IdSelector<M>;
   /** A missing or invalid timestamp: `fail` (default, an InvalidInputError) or `forward` without dedup. */
   readonly invalidTimestamp?: 'fail' | 'forward';
-  /**
-   * How long, in ms of stream time, the store keeps a record past its purge (default 0): raise it on stores whose
-   * TTL runs on the wall clock (Redis, Cassandra, DynamoDB) to cover pauses, when stream time stands still.
-   */
+  /** How long, in ms of stream time, a store keeps a record past its purge (default 0; docs/event-time.md). */
   readonly extraRetentionMs?: number;
 }
 
@@ -151,10 +141,7 @@ export interface EventTimeOptions<M> {
 export type ResolvedEventTimeOptions<M> = Required<Omit<EventTimeOptions<M>, 'valueId'>> &
   Pick<EventTimeOptions<M>, 'valueId'>;
 
-/**
- * How the consumer keeps each handler's value with its id (`storeResult: true` takes every default): by default
- * JSON that also keeps `undefined`, bigint and bytes. See docs/results.md.
- */
+/** How the consumer keeps each handler's value with its id (docs/results.md). */
 export interface StoreResultOptions {
   /** Largest serialized value kept, in UTF-8 bytes (at most the store's `maxResultBytes`); else `resultKept: false`. */
   readonly maxBytes?: number;
@@ -166,10 +153,7 @@ export interface StoreResultOptions {
   readonly storeIf?: (value: unknown) => boolean;
 }
 
-/**
- * What a kept failure keeps of the error: `redacted` (default) its name and its message with quoted credentials
- * replaced; `name` only its name.
- */
+/** What a kept failure keeps of the error: its name and redacted message (default), or its `name` only. */
 export type FailureMessagePolicy = 'redacted' | 'name';
 
 /** What the payload fingerprint (SHA-256) is computed from: the whole message, the named fields, or a function's value. */
@@ -184,29 +168,17 @@ export interface IdempotentConsumerOptions<M> {
   readonly mode?: 'eager' | 'lazy';
   /** Retention: how long a handled id stays a duplicate, in ms. */
   readonly ttlMs?: number;
-  /**
-   * How long an unconfirmed claim blocks others, in ms; renewed every third of it while the handler runs, so it
-   * bounds how long a crashed worker's ids stay blocked.
-   */
+  /** How long an unconfirmed claim blocks others, in ms (renewed while its handler runs). */
   readonly leaseMs?: number;
-  /**
-   * Release the claim when the handler throws (default). False keeps the failure with the id: at-most-once, a
-   * duplicate gets a StoredFailureError (outcome `failed`, `replayed: true`).
-   */
+  /** Release the claim when the handler throws (default); false keeps the failure, replayed to duplicates. */
   readonly removeOnFailure?: boolean;
   /** Keep each handler's value with its id, replayed to duplicates as `result` (see {@link StoreResultOptions}). */
   readonly storeResult?: boolean | StoreResultOptions;
   /** What a kept failure (`removeOnFailure: false`) keeps of the error message (see {@link FailureMessagePolicy}). */
   readonly failureMessage?: FailureMessagePolicy;
-  /**
-   * Encrypts every kept outcome with AES-256-GCM (see {@link OutcomeEncryptionOptions}); one that cannot be
-   * decrypted fails its duplicate with a StoredOutcomeError.
-   */
+  /** Encrypts every kept outcome with AES-256-GCM (see {@link OutcomeEncryptionOptions}). */
   readonly encryption?: OutcomeEncryptionOptions;
-  /**
-   * Store a digest of the payload with the id; a later message with the same id and another digest is a
-   * `conflict`, not handled. A record stored without one matches any message.
-   */
+  /** Keep a payload digest with the id: a later message with the id and another digest is a `conflict`. */
   readonly fingerprint?: FingerprintSelector<M>;
   /** A `conflict`: `report` (default) returns it; `error` makes `process`/`wrap` reject with it. */
   readonly onConflict?: 'report' | 'error';
@@ -218,10 +190,7 @@ export interface IdempotentConsumerOptions<M> {
     context: HandlerContext,
     duplicate: DuplicateRecord,
   ) => Promise<void> | void;
-  /**
-   * A message without id: `reject` (default, as Camel) fails it with a NoMessageIdError; `forward` (default with
-   * `eventTime`, as KIP-655) handles it without dedup (outcome `no-id`).
-   */
+  /** A message without id: `reject` (default) fails it; `forward` (default with `eventTime`) handles it as `no-id`. */
   readonly nullId?: 'forward' | 'reject';
   /** Receives the consumer's warnings; default `process.emitWarning` (type `IdempotencyWarning`). */
   readonly onWarning?: (message: string, code: ConsumerWarningCode) => void;
@@ -233,25 +202,18 @@ export interface IdempotentConsumerOptions<M> {
   readonly inProgress?: 'duplicate' | 'error';
   /** Store down: `fail` raises RepositoryError and treats nothing as new; `process` handles messages as new. */
   readonly storeFailure?: 'fail' | 'process';
-  /**
-   * A confirm that found the claim lost (the handler outlived its lease and another owner took the id):
-   * `report` (default) says so in the result; `error` rejects with a ClaimLostError.
-   */
+  /** A confirm that found its claim taken over: `report` (default) in the result, or `error` (ClaimLostError). */
   readonly lostClaim?: 'report' | 'error';
   /** Event-time deduplication (KIP-655); `mode`, `ttlMs`, `leaseMs`, `removeOnFailure` and `inProgress` then do not apply. */
   readonly eventTime?: EventTimeOptions<M>;
   /**
-   * With a transactional repository (PostgreSQL, MySQL), the mark commits in the side effect's own transaction,
-   * given to the handler as `context.transaction` (docs/transactions.md). `'message'` (default with such a
-   * store): one per message; `'batch'`: one per `processBatch`, a savepoint per handler; `false`: none.
+   * With a transactional repository, the mark commits in the side effect's transaction (`context.transaction`):
+   * one per message (default with such a store), per `processBatch` (`'batch'`), or none (docs/transactions.md).
    */
   readonly transaction?: 'message' | 'batch' | false;
   /** In a transaction: how long a claim waits for another one that holds the id, in ms (default 5 s). */
   readonly lockTimeoutMs?: number;
-  /**
-   * Deliberate replays (docs/operations.md): ids are kept per epoch, so a new epoch handles each re-read id once
-   * more. Unset (default): ids are stored as they are.
-   */
+  /** Deliberate replays: ids are kept per epoch, so a new epoch handles each id once more (docs/operations.md). */
   readonly replayEpoch?: string | number;
 }
 
@@ -501,10 +463,7 @@ export function resolveConsumerOptions<M>(
   } as ResolvedConsumerOptions<M>;
 }
 
-/**
- * The transaction mode in force: what the option says, else `'message'` for a transactional repository outside
- * event-time mode (a user who sets nothing gets the mark in the effect's transaction), else none.
- */
+/** The transaction mode in force: the option, else `'message'` for a transactional repository (not event-time). */
 function resolveTransaction<M>(options: IdempotentConsumerOptions<M>): 'message' | 'batch' | false {
   if (options.transaction !== undefined) return options.transaction;
   if (options.eventTime !== undefined || options.storeFailure === 'process') return false;

@@ -9,9 +9,6 @@ import { ConfigError } from '../errors.js';
 import type { IdempotentRepository } from '../store/types.js';
 import { openRepository, type RepositorySection, type ResolveRepositoryOptions } from './repository.js';
 
-// The one way config becomes a store and a consumer: the CLI, the dedup node and the DI container all build
-// through this module, so a `[consumer]` key means the same thing everywhere.
-
 /** The part of a loaded config that builds a consumer: `[repository]` and `[consumer]`. */
 export interface ConsumerSetupConfig {
   readonly repository: RepositorySection;
@@ -26,7 +23,10 @@ export interface ConsumerCodeOptions<M> {
   readonly consumer?: Partial<Omit<IdempotentConsumerOptions<M>, 'repository' | 'id'>>;
 }
 
-/** The consumer options a `[consumer]` table and code options describe, over `repository`. */
+/**
+ * The consumer options a `[consumer]` table and code options describe, over `repository`: the one way config
+ * becomes a consumer (the CLI, the dedup node and the DI container), so a key means the same everywhere.
+ */
 export function consumerOptionsFromConfig<M>(
   consumer: ConsumerConfig,
   repository: IdempotentRepository,
@@ -39,7 +39,7 @@ export function consumerOptionsFromConfig<M>(
       'is required: the dotted field path of the message id (or pass an id in code)',
     );
   }
-  // The table is code's options under config names: only the durations are renamed (and eventTime reshaped).
+  // The table is code's options but for the durations' names (and eventTime's shape).
   const { id: _id, ttl, lease, lockTimeout, eventTime, encryption, ...same } = consumer;
   return {
     repository,
@@ -71,10 +71,7 @@ export interface ConsumerSetup<M> {
   readonly consumer: IdempotentConsumer<M>;
 }
 
-/**
- * Opens the configured store and builds the consumer over it. If the consumer options are refused (a
- * ConfigError), the store is closed again before the error is thrown.
- */
+/** Opens the configured store and builds the consumer over it; the store is closed again if the options are refused. */
 export async function openConsumer<M>(
   config: ConsumerSetupConfig,
   code: ConsumerCodeOptions<M> & ResolveRepositoryOptions = {},

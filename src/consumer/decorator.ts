@@ -11,10 +11,7 @@ export interface IdempotentMethodOptions<M> {
 // biome-ignore lint/suspicious/noExplicitAny: a decorator accepts any method signature.
 type AnyMethod = (this: any, ...args: any[]) => any;
 
-/**
- * The decorator {@link idempotent} returns: usable as a TC39 standard method decorator and as a legacy
- * (`experimentalDecorators`) one.
- */
+/** The decorator {@link idempotent} returns: a TC39 standard method decorator, or a legacy one. */
 export interface IdempotentDecorator {
   /** TC39 (stage 3) standard decorator: `(method, context)`. */
   <F extends AnyMethod>(method: F, context: ClassMethodDecoratorContext): F;
@@ -23,18 +20,10 @@ export interface IdempotentDecorator {
 }
 
 /**
- * Makes a class method idempotent through `consumer`, as Powertools' `@idempotent` does: each message (the
- * first argument, or `options.message(...args)`) runs the method once.
- *
- * The decorated method resolves to:
- * - the method's own value when the message is new (or has no id and `nullId: 'forward'` forwards it);
- * - for a duplicate, the value kept with the id (consumer option `storeResult`), or `undefined` when none was
- *   kept (no `storeResult`, or the value was too large);
- * - a duplicate of a kept failure (`removeOnFailure: false`) rejects with a StoredFailureError of the same
- *   name and message; the method's own error is rethrown as is.
- * It rejects with an InProgressError while another worker holds the id (unless the consumer's `inProgress`
- * is `duplicate`), and with an IdempotencyConflictError for a fingerprint conflict, whatever `onConflict` says:
- * a method call has no outcome to report it in. The method always returns a promise.
+ * Makes a class method idempotent through `consumer`, as Powertools' `@idempotent`: each message (the first
+ * argument, or `options.message(...args)`) runs the method once. A duplicate resolves to the value kept with the
+ * id (`storeResult`) or undefined; it rejects as `process` does, and with the IdempotencyConflictError for any
+ * conflict (a method call has no outcome to report it in).
  */
 export function idempotent<M>(
   consumer: IdempotentConsumer<M>,

@@ -2,23 +2,15 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 
 /**
- * AES-256-GCM encryption of kept outcomes (stored results, kept failures, the HTTP adapter's responses).
- *
- * Each record names the key it was written with, so keys rotate without a migration: add the new key, make it
- * `currentKeyId`, and keep the old ones in `keys` until every record they wrote has expired (`ttlMs`).
+ * AES-256-GCM encryption of kept outcomes. Each record names its key, so keys rotate without a migration: add
+ * the new key as `currentKeyId`, and keep the old ones until their records have expired.
  */
 export interface OutcomeEncryptionOptions {
-  /**
-   * The keys, by key id (1 to 64 characters of `A-Z a-z 0-9 . _ -`): each 32 bytes, as a Uint8Array or base64
-   * text (`openssl rand -base64 32`). Load them from your secret store; they are never printed.
-   */
+  /** The keys by key id (`A-Z a-z 0-9 . _ -`, at most 64): 32 bytes each, as bytes or base64 text. */
   readonly keys: Readonly<Record<string, string | Uint8Array>>;
   /** The key new records are written with; one of `keys`. */
   readonly currentKeyId: string;
-  /**
-   * Read outcomes kept before encryption was turned on (plaintext) instead of refusing them (default false:
-   * fail closed). Turn it on for one `ttlMs` while migrating, then off.
-   */
+  /** Read plaintext outcomes kept before encryption was on, instead of refusing them (for one `ttlMs`). */
   readonly allowPlaintext?: boolean;
 }
 
@@ -33,10 +25,7 @@ export class UnreadableOutcome {
   constructor(readonly reason: string) {}
 }
 
-/**
- * Seals and opens kept outcomes. The record's id is the additional authenticated data: an outcome copied to
- * another id does not authenticate there.
- */
+/** Seals and opens kept outcomes, with the record's id as authenticated data (a copy to another id fails). */
 export class OutcomeCipher {
   readonly allowPlaintext: boolean;
   readonly #keys: ReadonlyMap<string, Buffer>;
@@ -44,26 +33,17 @@ export class OutcomeCipher {
   readonly #current: Buffer;
 
   constructor(options: OutcomeEncryptionOptions, owner: string) {
-    const label = 'encryption';
-    const keys = new Map<string, Buffer>();
-    const where = (key: string) => ({ label: `option ${label}.${key} of ${owner}` });
-    if (
-      options === null ||
-      typeof options !== 'object' ||
-      typeof options.keys !== 'object' ||
-      options.keys === null
-    ) {
-      throw new ConfigError(label, 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }', {
-        label: `option ${label}`,
+    const fail = (key: string, message: string) =>
+      new ConfigError(`encryption${key}`, message, { label: `option encryption${key} of ${owner}` });
+    if (typeof options?.keys !== 'object' || options.keys === null) {
+      throw new ConfigError('encryption', 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }', {
+        label: 'option encryption',
       });
     }
+    const keys = new Map<string, Buffer>();
     for (const [id, value] of Object.entries(options.keys)) {
       if (!KEY_ID.test(id)) {
-        throw new ConfigError(
-          `${label}.keys`,
-          `key id ${JSON.stringify(id)} must be 1 to 64 characters of A-Z a-z 0-9 . _ -`,
-          where('keys'),
-        );
+        throw fail('.keys', `key id ${JSON.stringify(id)} must be 1 to 64 characters of A-Z a-z 0-9 . _ -`);
       }
       const bytes =
         typeof value === 'string'
@@ -73,20 +53,16 @@ export class OutcomeCipher {
             : undefined;
       if (bytes === undefined || bytes.length !== 32) {
         // The key itself is never quoted: only its length.
-        throw new ConfigError(
-          `${label}.keys.${id}`,
-          `must be 32 bytes (AES-256), as a Uint8Array or base64 text; got ${bytes === undefined ? typeof value : `${bytes.length} bytes`}`,
-          where(`keys.${id}`),
-        );
+        const got = bytes === undefined ? typeof value : `${bytes.length} bytes`;
+        throw fail(`.keys.${id}`, `must be 32 bytes (AES-256), as a Uint8Array or base64 text; got ${got}`);
       }
       keys.set(id, bytes);
     }
     const current = keys.get(options.currentKeyId);
     if (current === undefined) {
-      throw new ConfigError(
-        `${label}.currentKeyId`,
+      throw fail(
+        '.currentKeyId',
         `must name one of the keys (${[...keys.keys()].join(', ') || 'none given'})`,
-        where('currentKeyId'),
       );
     }
     this.#keys = keys;
@@ -95,10 +71,7 @@ export class OutcomeCipher {
     this.allowPlaintext = options.allowPlaintext === true;
   }
 
-  /**
-   * `x<key id>.<base64url of IV, ciphertext and tag>`, with the current key. base64url has no `.`, so the key id
-   * is everything before the last `.`: a key id may hold dots itself (`2026.12`).
-   */
+  /** `x<key id>.<base64url of IV, ciphertext and tag>` (base64url has no `.`: the key id may). */
   seal(id: string, text: string): string {
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.#current, iv);
@@ -109,7 +82,6 @@ export class OutcomeCipher {
 
   /** The plain outcome text, or why it cannot be had. Never a guess: any doubt is an UnreadableOutcome. */
   open(id: string, sealed: string): string | UnreadableOutcome {
-    // The last dot: the body (base64url) has none, the key id may have some.
     const dot = sealed.lastIndexOf('.');
     const keyId = dot > 1 ? sealed.slice(1, dot) : '';
     const key = this.#keys.get(keyId);

@@ -18,7 +18,7 @@ import {
 import type { ResolvedConsumerOptions } from './options.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
-import { type BatchTelemetry, ConsumerTelemetry } from './telemetry/telemetry.js';
+import { BatchTelemetry, ConsumerTelemetry } from './telemetry/telemetry.js';
 import type {
   BatchHandler,
   BatchItem,
@@ -43,95 +43,59 @@ export type Decision =
 /** The working state of one batch, shared by the engine and its rule. */
 export interface Batch<M> {
   readonly messages: readonly M[];
-  /** The stream the batch belongs to (`BatchOptions.stream`, or the default stream). */
+  /** `BatchOptions.stream`, or the default stream. */
   readonly stream: string;
   /** Canonical id per message; undefined when it has none (or its id was unusable: then `results[i]` is set). */
   readonly ids: (string | undefined)[];
   /** Store key per message, set by the rule's `begin` (undefined: not deduplicated). */
   readonly keys: (string | undefined)[];
-  /** One result per message; set as messages are decided and handled. */
   readonly results: ProcessResult[];
   /** The store read failed and the `process` policy handles every id as new. */
   failOpen: boolean;
   /** A whole-batch handler threw: every message it was given failed. */
   handlerThrew: boolean;
-  /** Observes the batch's store calls (`BatchOptions.onStoreCall`, and the telemetry's when it has one). */
+  /** Observes the batch's store calls (`BatchOptions.onStoreCall`, and the telemetry's). */
   readonly observe: ((call: StoreCall) => void) | undefined;
   /** The batch's spans and timings, when the consumer has `telemetry` or `onOutcome`. */
   readonly trace: BatchTelemetry | undefined;
   /**
-   * First received wins, by position: `head[i]` is the position of the first message with message `i`'s key
-   * (-1 for a message without key), and `winner[h]` the message that holds head `h`'s key in this batch and
-   * whose handler has not failed (-1: none). Arrays, not maps: a `wrap` call is a batch of one.
+   * First received wins: `head[i]` is the first position of message `i`'s key (-1: no key), `winner[h]` the
+   * message holding head `h`'s key whose handler has not failed (-1: none).
    */
   readonly head: number[];
   readonly winner: number[];
-  /** The positions of the keys' first occurrences: what the store is asked about (set by `findHeads`). */
+  /** The positions of the keys' first occurrences: what the store is asked about. */
   heads: readonly number[];
-  /** Payload digest per message under the `fingerprint` option (undefined when the option is off). */
+  /** Payload digest per message under the `fingerprint` option. */
   readonly fingerprints: (string | undefined)[] | undefined;
-  /**
-   * The outcome to keep with message `i`'s record (`IdempotencyRecord.result`): its encoded value under
-   * `storeResult`, or its encoded failure under `removeOnFailure: false`. Undefined when the consumer keeps
-   * no outcomes. A rule confirms or marks a failed winner only when its failure is kept here.
-   */
+  /** The encoded outcome to keep with message `i`'s record (a value, or a kept failure); undefined: none kept. */
   readonly kept: (string | undefined)[] | undefined;
 }
 
-/**
- * The part of deduplication that differs between modes. The engine owns everything else: reading ids,
- * first-wins inside the batch, the store-failure policy, duplicate hooks, handler calls, settling and counters.
- */
+/** The part of deduplication that differs between modes; the engine owns everything else. */
 export interface DedupRule<M, S> {
-  /**
-   * Sets `batch.keys` (and the rule's own per-message state); may fail single messages via `batch.results`.
-   * `spare`: the state the rule returned for an earlier batch of one that has finished, which it may reset and
-   * return rather than allocate a new one.
-   */
+  /** Sets `batch.keys`, may fail messages; `spare`: its state of a finished batch of one, to reuse. */
   begin(batch: Batch<M>, spare?: S): S;
-  /**
-   * The one store call before any handler, for the keys of the batch's first occurrences (`batch.heads`).
-   * Undefined when it is already done (a store that answers at once): the engine then awaits nothing.
-   */
+  /** The one store call before any handler, for `batch.heads`. Undefined when already done (nothing to await). */
   lookup(state: S, batch: Batch<M>): Promise<void> | undefined;
   /** Message `i` is about to be decided (every message not failed before, with or without an id), in order. */
   receive?(state: S, batch: Batch<M>, i: number): void;
-  /**
-   * Decides message `i`, in input order. `winner` is the earlier message of this batch that holds the same
-   * key, if any; the rule says whether it still covers message `i`.
-   */
+  /** Decides message `i`, in input order; `winner` is the earlier message of this batch that holds its key. */
   decide(state: S, batch: Batch<M>, i: number, winner: number | undefined): Decision;
-  /**
-   * Message `i`'s handler finished (`ok`) or failed (a failed message counts as not received: it is retried or
-   * dead-lettered). Per-message handlers report right after each call; a whole-batch handler's messages are
-   * reported `ok` when decided and again with `false` if the batch call fails them.
-   */
+  /** Message `i`'s handler finished (`ok`) or failed; a whole-batch handler's are `ok` when decided. */
   handled(state: S, batch: Batch<M>, i: number, ok: boolean): void;
-  /**
-   * Confirms, releases or marks, after the handlers; always called once `lookup` succeeded. Undefined when it
-   * is already done, as for `lookup`.
-   */
+  /** Confirms, releases or marks after the handlers; always called once `lookup` succeeded. As `lookup`. */
   settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined;
-  /**
-   * The claims the batch holds while its handlers run (eager), for lease renewal; undefined when it holds none.
-   * A rule without it never has its claims renewed.
-   */
+  /** The claims the batch holds while its handlers run (eager), for lease renewal; none without it. */
   held?(state: S, batch: Batch<M>): HeldClaims | undefined;
 }
 
-/**
- * The store-failure policy, for the rules' store calls. A rule times a call with `start`, and reports it with
- * `succeeded` or `failed` (no closures per call: this sits on every message's path).
- */
+/** The store-failure policy for the rules' store calls, timed with `start` (no closures per call). */
 export interface StoreGuard {
   /** The start time of a store call (0 when nobody observes store calls). */
   start(batch: Batch<unknown>): number;
-  /** The call went through. */
   succeeded(batch: Batch<unknown>, operation: string, start: number): void;
-  /**
-   * The call failed. Raises under `storeFailure: 'fail'` (as a RepositoryError); under `'process'` marks each
-   * message in `affected` `failOpen` (counted once per message) and returns, and the batch goes on.
-   */
+  /** Raises under `storeFailure: 'fail'`; under `'process'` marks the `affected` messages `failOpen`. */
   failed(
     batch: Batch<unknown>,
     operation: string,
@@ -139,7 +103,7 @@ export interface StoreGuard {
     error: unknown,
     affected: readonly number[],
   ): void;
-  /** The call failed, and its failure changes nothing (a release: the claim lapses): observed, never raised. */
+  /** A failure that changes nothing (a release: the claim lapses): observed, never raised. */
   ignored(batch: Batch<unknown>, operation: string, start: number, error: unknown): void;
 }
 
@@ -151,10 +115,7 @@ const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false })
 /** How many finished working states of `one` a consumer keeps for later calls (see `#spares`). */
 const MAX_SPARES = 64;
 
-/**
- * How the consumer runs `process` and `processBatch`: the engine itself, or a behaviour around it (event-time's
- * per-stream order, the `transaction` option), chosen once when the consumer is made.
- */
+/** How the consumer runs `process` and `processBatch`: the engine, or a behaviour around it, chosen once. */
 export interface Runner<M> {
   one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>>;
   batch<R>(
@@ -164,11 +125,12 @@ export interface Runner<M> {
   ): Promise<BatchResult<R>>;
 }
 
+/** Answers a finished batch: its BatchResult (`batch`), its one result (`one`), ... */
+export type Finish<M, R, T> = (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T;
+
 /**
- * The one batch engine behind every path of the library: `wrap`/`process` (a batch of one), `processBatch`,
- * the Kafka adapter, the dedup node and `idem dedup`. For a batch: ids → first-wins inside the batch → one store
- * call → a decision per message → handlers → settle (confirm, release or mark) → counters. A claim made by the
- * batch is always confirmed or released, whatever a hook or a handler throws.
+ * The one batch engine behind every path (docs/engine.md): ids → first-wins → one store call → decisions →
+ * handlers → settle → counters. A claim is always confirmed or released, whatever a hook or a handler throws.
  */
 export class BatchEngine<M, S> implements Runner<M> {
   readonly #options: ResolvedConsumerOptions<M>;
@@ -176,26 +138,23 @@ export class BatchEngine<M, S> implements Runner<M> {
   readonly #idOf: (message: M) => string | undefined;
   readonly #rule: DedupRule<M, S>;
   readonly #fingerprint: ((message: M) => string) | undefined;
-  /** Encodes outcomes for records and decodes them for duplicates. */
   readonly #codec: OutcomeCodec;
-  /** `storeResult` is on: processed values are kept. */
+  /** `storeResult` is on. */
   readonly #keepValues: boolean;
   /** `removeOnFailure: false` outside event-time mode: handler failures are kept with the id. */
   readonly #keepFailures: boolean;
-  /** Renews the claims of running batches (eager mode only: the rule says which claims a batch holds). */
+  /** Renews the claims of running batches (eager only). */
   readonly #renewer: LeaseRenewer<Run<M, S>> | undefined;
-  /** `nullId: 'reject'`: a message without id fails with a NoMessageIdError naming where the id was looked for. */
   readonly #rejectNoId: boolean;
   /** Where the id is read, for messages: `at "order.id"`, or `from the id function`. */
   readonly #idWhere: string;
   readonly #warn: WarningSink;
-  /** Spans, metrics and `onOutcome` (undefined without `telemetry` and `onOutcome`: nothing to pay). */
+  /** Spans, metrics and `onOutcome`; undefined without `telemetry` and `onOutcome`. */
   readonly #telemetry: ConsumerTelemetry | undefined;
   /** Why a message without id was handled (the whole-batch-without-id warning). */
   readonly #forwardsNoId: string;
   /** A confirmed record's first-seen time is its expiry less the TTL (not in event-time mode). */
   readonly #retentionTells: boolean;
-  /** The whole-batch-without-id warning was given (once per consumer). */
   #warnedNoId = false;
 
   constructor(
@@ -221,7 +180,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#idWhere =
       typeof options.id === 'string' ? `at ${JSON.stringify(options.id)}` : 'from the id function';
     this.#warn = options.onWarning ?? processWarning;
-    // What differs in event-time mode, read once. Its rule holds no claims (no `held`): nothing renews.
+    // What differs in event-time mode, read once here.
     const { eventTime } = options;
     this.#keepFailures = !options.removeOnFailure && eventTime === undefined;
     this.#retentionTells = eventTime === undefined;
@@ -241,7 +200,7 @@ export class BatchEngine<M, S> implements Runner<M> {
       warn: this.#warn,
     });
     const held = rule.held?.bind(rule);
-    // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse, so nothing renews.
+    // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse.
     this.#renewer =
       held === undefined || options.mode !== 'eager' || options.transaction !== false
         ? undefined
@@ -263,25 +222,17 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.#start(messages, handler, options, toBatchResult, false);
   }
 
-  /**
-   * `process`: one message's result, or the error the policies raise (`answerOne`). Nothing of the batch
-   * outlives the call but its result, so its working state, and the array that holds the message, are
-   * recycled from a call that finished (see `#spares`).
-   */
+  /** `process`: one message's result, or the error the policies raise (`answerOne`). */
   one<R>(message: M, handler: MessageHandler<M, R>, options: BatchOptions): Promise<ProcessResult<R>> {
     return this.single(message, handler, options, answerOne);
   }
 
-  /**
-   * A batch of one answered by `finish`, with `one`'s recycled working state (the transaction runner's message:
-   * a fresh state costs a dozen objects and, once it waits, six continuations). `finish` must not keep the
-   * results array, which is recycled with the state.
-   */
+  /** A batch of one answered by `finish` (which must not keep the results array), on a recycled state. */
   single<R, T>(
     message: M,
     handler: MessageHandler<M, R>,
     options: BatchOptions,
-    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+    finish: Finish<M, R, T>,
   ): Promise<T> {
     const spare = this.#spareCount > 0 ? this.#takeSpare() : undefined;
     const messages = (spare?.messages as M[] | undefined) ?? [];
@@ -290,16 +241,14 @@ export class BatchEngine<M, S> implements Runner<M> {
   }
 
   /**
-   * Every call's one sequence of steps (see the class comment), synchronous while nothing waits: a step that
-   * waits (the store, a duplicate hook, a handler's promise) goes on through the run's continuations (`#next`),
-   * made once per working state. So a `wrap` call is no async frame (an async call allocates room for all its
-   * locals), and a store that answers at once (the memory store) costs no promise hop.
+   * Every call's one sequence of steps, synchronous while nothing waits; a step that waits goes on through the
+   * run's continuations (`#next`), so a `wrap` call is no async frame.
    */
   #start<R, T>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
-    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+    finish: Finish<M, R, T>,
     recycle: boolean,
     spare?: Run<M, S>,
   ): Promise<T> {
@@ -324,11 +273,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.#runBatch(run.state, run, handler as BatchHandler<M>).then(next.end, next.abort);
   }
 
-  /**
-   * The per-message handler over messages `from` on, in input order: decide, call, report; then `#end`.
-   * `decided`: message `from`'s decision, when a duplicate hook's wait gave it (null: nothing to run).
-   * Answers `#end`'s value, or a promise of it when a step waits.
-   */
+  /** Decide, call, report for messages `from` on, then `#end`; `decided`: message `from`'s awaited decision. */
   #steps(run: Run<M, S>, from: number, decided: Pending | null | undefined): unknown {
     try {
       for (let i = from; i < run.messages.length; i++) {
@@ -340,9 +285,14 @@ export class BatchEngine<M, S> implements Runner<M> {
           const next = this.#next(run);
           return pending.then(next.decided, next.abort);
         }
+        const handler = run.handler as MessageHandler<M, unknown>;
+        const message = run.messages[i] as M;
         let out: unknown;
         try {
-          out = callHandler(run, i, run.handler as MessageHandler<M, unknown>, pending.context);
+          out =
+            run.trace === undefined
+              ? handler(message, pending.context)
+              : run.trace.call(i, handler, message, pending.context);
         } catch (error) {
           this.#handlerFailed(run, i, pending.context, error);
           continue;
@@ -364,7 +314,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return run.next ?? this.#continue(run);
   }
 
-  /** `#next`'s continuations, made apart: a function that makes closures allocates their context on each entry. */
+  /** Apart from `#next`: a function that makes closures allocates their context on each entry. */
   #continue(run: Run<M, S>): Continuations {
     run.next = {
       value: (value) => this.#resume(run, value, false),
@@ -388,7 +338,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.#steps(run, run.at + 1, undefined);
   }
 
-  /** Message `run.at`'s handler returned `value`; a failure to record it (a value not kept) fails the message. */
+  /** Message `run.at`'s handler returned `value`; a failure to record it fails the message. */
   #took(run: Run<M, S>, value: unknown): void {
     const { pending, at } = run;
     try {
@@ -398,7 +348,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     }
   }
 
-  /** Settles a batch whose handlers are done (confirm, release or mark), then counts it and answers `finish`. */
+  /** Settles a batch whose handlers are done, then counts it and answers `finish`. */
   #end(run: Run<M, S>): unknown {
     this.#renewer?.untrack(run);
     const settled = this.#rule.settle(run.state, run, this.#guard);
@@ -415,14 +365,19 @@ export class BatchEngine<M, S> implements Runner<M> {
     });
   }
 
-  /** Counts a settled batch and answers it; a batch of one from `one` then gives its state back. */
+  /** Counts a settled batch and answers it; a batch of one from `single` then gives its state back. */
   #close(run: Run<M, S>): unknown {
-    this.#count(run);
-    run.trace?.close(run.results);
+    const { results } = run;
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i] as ProcessResult;
+      count(this.#stats, r.outcome);
+      if (r.failOpen) this.#stats.failOpen++;
+    }
+    run.trace?.close(results);
     const finish = run.finish as NonNullable<Run<M, S>['finish']>;
-    if (!run.recycle) return finish(run.results, this.#options);
+    if (!run.recycle) return finish(results, this.#options);
     try {
-      return finish(run.results, this.#options);
+      return finish(results, this.#options);
     } finally {
       // Every store call of the batch has been answered: nothing refers to its state any more.
       this.#recycle(run);
@@ -430,11 +385,8 @@ export class BatchEngine<M, S> implements Runner<M> {
   }
 
   /**
-   * Finished batches of one whose working states later `one` calls take, up to {@link MAX_SPARES}: a `wrap`
-   * call otherwise allocates a dozen small objects and six continuations that die at once, and those
-   * allocations, more than the work, are what it costs beyond a bare Map. Several, not one: calls that overlap
-   * (an HTTP route's requests in flight, a handler that awaits) each take one. Only a call that ran to the end
-   * gives its state back, so a state is never shared by two calls.
+   * Working states of finished batches of one, for later calls (their allocations are most of a `wrap` call's
+   * cost); only a call that ran to its end gives its state back, so no two calls share one.
    */
   readonly #spares: (Run<M, S> | undefined)[] = [];
   #spareCount = 0;
@@ -447,7 +399,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return spare;
   }
 
-  /** Drops what a finished batch of one refers to (nothing outlives the call through it) and keeps it. */
+  /** Drops what a finished batch of one refers to and keeps it. */
   #recycle(run: Run<M, S>): void {
     (run.messages as (M | undefined)[])[0] = undefined;
     run.ids[0] = undefined;
@@ -474,7 +426,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     const stream = options.stream ?? DEFAULT_STREAM;
     const run = spare === undefined ? this.#make(messages, options, stream, recycle) : spare;
     if (spare !== undefined) {
-      run.messages = messages; // its own array, from `one`
+      run.messages = messages;
       run.stream = stream;
       run.failOpen = false;
       run.handlerThrew = false;
@@ -485,16 +437,15 @@ export class BatchEngine<M, S> implements Runner<M> {
     run.state = this.#rule.begin(run, spare?.state);
     findHeads(run);
     if (this.#telemetry !== undefined) {
-      run.trace = this.#telemetry.open(run.ids, options);
+      run.trace = new BatchTelemetry(this.#telemetry, run.ids, options);
       run.observe = run.trace.observe;
     }
     return run;
   }
 
-  /** A fresh working state for a batch, its per-message arrays empty. */
+  /** A fresh working state; a batch of one gets packed one-element arrays, cheaper than holey ones. */
   #make(messages: readonly M[], options: BatchOptions, stream: string, recycle: boolean): Run<M, S> {
     const n = messages.length;
-    // A batch of one (every `wrap` call) gets packed one-element arrays, cheaper to make than holey ones.
     const one = n === 1;
     return {
       messages,
@@ -515,6 +466,7 @@ export class BatchEngine<M, S> implements Runner<M> {
       state: undefined as S,
       pending: { context: NO_ID, outcome: 'no-id', extra: undefined },
       renewalSlot: -1,
+      renewalSignal: undefined,
       recycle,
       handler: undefined,
       finish: undefined,
@@ -523,31 +475,32 @@ export class BatchEngine<M, S> implements Runner<M> {
     };
   }
 
-  /**
-   * The one store call before any handler, under the store-failure policy. Undefined when it is done (the
-   * store answered at once); else a promise that settles once the policy has run.
-   */
+  /** The store call before any handler, under the store-failure policy; undefined when it is done. */
   #lookup(run: Run<M, S>): Promise<void> | undefined {
     const start = this.#guard.start(run);
     let looked: Promise<void> | undefined;
     try {
       looked = this.#rule.lookup(run.state, run);
-      if (looked === undefined) this.#guard.succeeded(run, 'lookup', start);
     } catch (error) {
       this.#lookupFailed(run, start, error);
       return undefined;
     }
-    if (looked === undefined) return undefined;
+    if (looked === undefined) {
+      this.#lookedUp(run, start);
+      return undefined;
+    }
     return looked.then(
-      () => {
-        try {
-          this.#guard.succeeded(run, 'lookup', start);
-        } catch (error) {
-          this.#lookupFailed(run, start, error);
-        }
-      },
+      () => this.#lookedUp(run, start),
       (error: unknown) => this.#lookupFailed(run, start, error),
     );
+  }
+
+  #lookedUp(run: Run<M, S>, start: number): void {
+    try {
+      this.#guard.succeeded(run, 'lookup', start);
+    } catch (error) {
+      this.#lookupFailed(run, start, error);
+    }
   }
 
   /** The read failed: raised under `fail`; under `process` every id of the batch is handled as new. */
@@ -556,21 +509,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     run.failOpen = true;
   }
 
-  /** Adds the batch's outcomes to the counters. */
-  #count(run: Run<M, S>): void {
-    const stats = this.#stats;
-    const { results } = run;
-    for (let i = 0; i < results.length; i++) {
-      const r = results[i] as ProcessResult;
-      count(stats, r.outcome);
-      if (r.failOpen) stats.failOpen++;
-    }
-  }
-
-  /**
-   * Reads each message's id (and fingerprint); an unusable id or a fingerprint that cannot be computed fails
-   * the message, a missing id follows `nullId`.
-   */
+  /** Reads each message's id and fingerprint; an unusable one fails the message, a missing id follows `nullId`. */
   #readIds(batch: Batch<M>): void {
     const { messages, ids, results, fingerprints } = batch;
     const reject = this.#rejectNoId;
@@ -603,48 +542,39 @@ export class BatchEngine<M, S> implements Runner<M> {
     );
   }
 
-  /**
-   * Forwarding was chosen and not one message of a batch had an id: most likely the id path is wrong, and
-   * nothing is being deduplicated. Said once per consumer.
-   */
+  /** Not one message of a batch had an id: most likely the id path is wrong. Said once per consumer. */
   #warnNoId(count: number): void {
     this.#warnedNoId = true;
-    const why = this.#forwardsNoId;
     const what = count === 1 ? 'a message had' : `all ${count} messages of a batch had`;
     this.#warn(
       `${what} no id ${this.#idWhere} and ${count === 1 ? 'was' : 'were'} handled without deduplication ` +
-        `(${why}); check the id path, or set nullId: 'reject' to refuse such messages`,
+        `(${this.#forwardsNoId}); check the id path, or set nullId: 'reject' to refuse such messages`,
       'IDEM_NO_ID',
     );
   }
 
-  /**
-   * The decision for message `i`: a context to hand to the handler, or undefined when the result is already
-   * final (skipped duplicate, in-progress, failure).
-   */
+  /** The decision for message `i`: its handler's context, or undefined when its result is already final. */
   #decide(state: S, batch: Run<M, S>, i: number): Pending | undefined | Promise<Pending | undefined> {
     const { results } = batch;
     if (results[i] !== undefined) return undefined;
     this.#rule.receive?.(state, batch, i);
     const id = batch.ids[i];
-    const key = batch.keys[i];
     if (id === undefined) return pend(batch, NO_ID, 'no-id', undefined);
-    if (key === undefined) {
-      // An id the rule does not look up (e.g. an invalid event timestamp): the rule forwards or fails it.
-      const decision = this.#rule.decide(state, batch, i, undefined);
-      if (decision.kind === 'fail') {
-        results[i] = { outcome: 'failed', id, error: decision.error };
-        return undefined;
-      }
-      const extra = decision.kind === 'new' ? decision.extra : undefined;
-      return pend(batch, { id, duplicate: false }, 'processed', extra);
-    }
+    // -1 for an id the rule does not look up (e.g. an invalid event timestamp): it forwards or fails it.
     const head = batch.head[i] as number;
-    const holder = batch.winner[head] as number;
+    const holder = head === -1 ? -1 : (batch.winner[head] as number);
     const decision = this.#rule.decide(state, batch, i, holder === -1 ? undefined : holder);
     if (decision.kind === 'fail') {
       results[i] = { outcome: 'failed', id, error: decision.error };
       return undefined;
+    }
+    if (batch.keys[i] === undefined) {
+      return pend(
+        batch,
+        { id, duplicate: false },
+        'processed',
+        decision.kind === 'new' ? decision.extra : undefined,
+      );
     }
     if (decision.kind === 'new') {
       if (decision.claims) batch.winner[head] = i;
@@ -653,8 +583,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     }
     const { existing } = decision;
     if (batch.fingerprints !== undefined) {
-      // A different payload under the same id is a conflict, whatever state the record is in. A record kept
-      // without a fingerprint (before the option was set) matches any message.
+      // Another payload under the same id is a conflict; a record kept without a fingerprint matches any.
       const actual = batch.fingerprints[i];
       const expected = holder !== -1 ? batch.fingerprints[holder] : existing?.fingerprint;
       if (
@@ -702,25 +631,24 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.#duplicate(batch, i, context, stored);
   }
 
-  /** The duplicate's audit record for `onDuplicate`: built only when the hook is set, so it costs nothing otherwise. */
+  /** The duplicate's audit record for `onDuplicate` (docs/engine.md). */
   #audit(batch: Run<M, S>, i: number, context: HandlerContext, holder: number): DuplicateRecord {
     const { existing } = context;
+    const id = context.id as string;
     const place = batch.placeOf?.(i);
     if (holder !== -1 || existing === undefined) {
-      const first = holder === -1 ? undefined : batch.placeOf?.(holder);
+      const firstPlace = holder === -1 ? undefined : batch.placeOf?.(holder);
       return {
-        id: context.id as string,
+        id,
         reason: 'batch',
         place,
-        firstPlace: first,
+        firstPlace,
         firstSeen: undefined,
         firstSeenFrom: undefined,
         existing,
       };
     }
-    // The record's own first-seen time; a record of an older version has none, and then what it tells: the first
-    // copy's event time (event-time mode), or the confirm/mark time, the retention end minus the TTL it was kept
-    // for.
+    // A record of an older version has no first-seen time: then its event time, or its retention end less the TTL.
     let firstSeen: number | undefined;
     let firstSeenFrom: DuplicateRecord['firstSeenFrom'];
     if (existing.firstSeenAt !== undefined) {
@@ -733,21 +661,11 @@ export class BatchEngine<M, S> implements Runner<M> {
       firstSeen = existing.expiresAt - this.#options.ttlMs;
       firstSeenFrom = 'retention';
     }
-    return {
-      id: context.id as string,
-      reason: existing.state === 'in-flight' ? 'in-flight' : 'stored',
-      place,
-      firstPlace: undefined,
-      firstSeen,
-      firstSeenFrom,
-      existing,
-    };
+    const reason = existing.state === 'in-flight' ? 'in-flight' : 'stored';
+    return { id, reason, place, firstPlace: undefined, firstSeen, firstSeenFrom, existing };
   }
 
-  /**
-   * A duplicate skips the handler, or reaches it marked (`skipDuplicate: false`, as in Camel). A skipped one
-   * is answered with the outcome kept with the id, if any: the value (`result`) or the failure (`failed`).
-   */
+  /** A duplicate skips the handler (answered with the outcome kept, if any), or reaches it marked. */
   #duplicate(
     batch: Run<M, S>,
     i: number,
@@ -766,44 +684,37 @@ export class BatchEngine<M, S> implements Runner<M> {
     const replay = this.#codec.decode(id as string, stored);
     if (replay.kind === 'none') {
       batch.results[i] = { outcome: 'duplicate', id, existing, replayed: false };
-      return undefined;
-    }
-    if (replay.kind === 'unreadable') {
+    } else if (replay.kind === 'unreadable') {
       // Fail closed: neither the handler runs again nor an unverified outcome is replayed.
       batch.results[i] = { outcome: 'failed', id, existing, error: replay.error };
-      return undefined;
+    } else {
+      this.#stats.replayed++;
+      batch.results[i] =
+        replay.kind === 'value'
+          ? { outcome: 'duplicate', id, existing, result: replay.value, replayed: true }
+          : { outcome: 'failed', id, existing, error: replay.error, replayed: true };
     }
-    this.#stats.replayed++;
-    batch.results[i] =
-      replay.kind === 'value'
-        ? { outcome: 'duplicate', id, existing, result: replay.value, replayed: true }
-        : { outcome: 'failed', id, existing, error: replay.error, replayed: true };
     return undefined;
-  }
-
-  /** Keeps a processed message's value with its id (`storeResult`); answers the result's `resultKept`. */
-  #keepValue(batch: Batch<M>, i: number, value: unknown): boolean {
-    // Handled as new because the store read failed (`storeFailure: 'process'`): there is no claim to keep it in.
-    const text = batch.failOpen ? undefined : this.#codec.encodeValue(value, batch.ids[i] as string);
-    (batch.kept as (string | undefined)[])[i] = text;
-    if (text === undefined) this.#stats.resultsNotKept++;
-    return text !== undefined;
   }
 
   /** Message `i`'s handler returned `value`: its result, and its value kept under `storeResult`. */
   #succeeded(batch: Run<M, S>, i: number, pending: Pending, value: unknown): void {
     batch.trace?.handled(i);
     const { extra, context, outcome } = pending;
-    const { results } = batch;
     // The pending outcome goes with its context (a `no-id` context has no id): the union is kept by construction.
-    results[i] = (
+    let result = (
       extra === undefined
         ? { outcome, id: context.id, result: value }
         : { outcome, id: context.id, result: value, ...extra }
     ) as ProcessResult;
     if (this.#keepValues && outcome === 'processed' && batch.keys[i] !== undefined) {
-      results[i] = { ...(results[i] as ProcessResult), resultKept: this.#keepValue(batch, i, value) };
+      // Handled as new after a failed store read (`storeFailure: 'process'`): no claim to keep the value in.
+      const text = batch.failOpen ? undefined : this.#codec.encodeValue(value, batch.ids[i] as string);
+      (batch.kept as (string | undefined)[])[i] = text;
+      if (text === undefined) this.#stats.resultsNotKept++;
+      result = { ...result, resultKept: text !== undefined };
     }
+    batch.results[i] = result;
     this.#rule.handled(batch.state, batch, i, true);
   }
 
@@ -819,7 +730,7 @@ export class BatchEngine<M, S> implements Runner<M> {
   async #runBatch(state: S, batch: Run<M, S>, handler: BatchHandler<M>): Promise<void> {
     const { messages, results } = batch;
     const items: BatchItem<M>[] = [];
-    // Item k's pending outcome, kept apart from `p` (the batch's one decision object, reused): no object per item.
+    // Item k's pending outcome, apart from `p` (the batch's one decision object, reused).
     const outcomes: Pending['outcome'][] = [];
     const extras: Pending['extra'][] = [];
     for (let i = 0; i < messages.length; i++) {
@@ -849,7 +760,7 @@ export class BatchEngine<M, S> implements Runner<M> {
         results[index] = { outcome: 'failed', id: context.id, error };
         this.#failed(state, batch, index, context, error);
       } else {
-        // A whole-batch handler gives no value per message: `result` is undefined (ProcessResult<unknown>).
+        // A whole-batch handler gives no value per message: `result` is undefined.
         const outcome = outcomes[k] as Pending['outcome'];
         const extra = extras[k];
         results[index] = (
@@ -859,27 +770,20 @@ export class BatchEngine<M, S> implements Runner<M> {
     }
   }
 
-  /**
-   * A failed handler: the message no longer holds its key, so a later copy in the batch is judged afresh;
-   * unless its failure is kept with the id (`removeOnFailure: false`), when later copies replay the failure.
-   */
+  /** A failed message gives up its key, so a later copy is judged afresh; unless its failure is kept. */
   #failed(state: S, batch: Batch<M>, i: number, context: HandlerContext, error: unknown): void {
     const head = batch.head[i] as number;
-    const holds = !context.duplicate && head !== -1 && batch.winner[head] === i;
-    if (holds && this.#keepFailures && batch.kept !== undefined) {
-      batch.kept[i] = this.#codec.encodeFailure(error, batch.ids[i] as string);
-      if (batch.kept[i] !== undefined) {
-        this.#rule.handled(state, batch, i, false);
-        return;
-      }
+    if (!context.duplicate && head !== -1 && batch.winner[head] === i) {
+      const kept = this.#keepFailures ? batch.kept : undefined;
+      if (kept !== undefined) kept[i] = this.#codec.encodeFailure(error, batch.ids[i] as string);
+      if (kept?.[i] === undefined) batch.winner[head] = -1;
     }
-    if (holds) batch.winner[head] = -1;
     this.#rule.handled(state, batch, i, false);
   }
 
   /** The store-failure policy, written once for every store call of every mode. */
   readonly #guard: StoreGuard = {
-    // Shared functions, not closures per engine: every store call of every consumer calls the same two.
+    // Shared functions, not closures per engine: every store call of every consumer calls the same ones.
     start: startStoreCall,
     succeeded: storeCallSucceeded,
     failed: (batch, operation, start, error, affected) => {
@@ -898,41 +802,23 @@ export class BatchEngine<M, S> implements Runner<M> {
   };
 }
 
-/** `StoreGuard.start`: the time only when someone observes store calls. */
 function startStoreCall(batch: Batch<unknown>): number {
   return batch.observe ? performance.now() : 0;
 }
 
-/**
- * Thrown by a runner's handler wrapper to end a batch's run at once: the engine settles it and rejects with this,
- * reporting and counting nothing, since the runner discards the run and runs the batch again (the `transaction`
- * runner, when an optimistic savepoint could not stand in for a real one).
- */
-export class RunAgain extends Error {
-  constructor() {
-    super('the run is discarded and runs again');
-  }
-}
-
-/** `StoreGuard.succeeded`. */
 function storeCallSucceeded(batch: Batch<unknown>, operation: string, start: number): void {
   batch.observe?.({ operation, ms: performance.now() - start });
 }
 
-/** `StoreGuard.ignored`. */
 function storeCallIgnored(batch: Batch<unknown>, operation: string, start: number, error: unknown): void {
   batch.observe?.({ operation, ms: performance.now() - start, error: toRepositoryError(operation, error) });
 }
 
-/** Calls message `i`'s handler; through the batch's telemetry (timed, in its span) when it has one. */
-function callHandler<M, R>(
-  run: Batch<M>,
-  i: number,
-  handler: MessageHandler<M, R>,
-  context: HandlerContext,
-): R | Promise<R> {
-  const message = run.messages[i] as M;
-  return run.trace === undefined ? handler(message, context) : run.trace.call(i, handler, message, context);
+/** Thrown by a runner's handler wrapper to end a run: settled, counted nothing, and run again by the runner. */
+export class RunAgain extends Error {
+  constructor() {
+    super('the run is discarded and runs again');
+  }
 }
 
 const NO_HEADS: readonly number[] = Object.freeze([]);
@@ -942,10 +828,7 @@ export function toBatchResult<R>(results: ProcessResult<R>[]): BatchResult<R> {
   return { results };
 }
 
-/**
- * A batch of one's result as `process` answers it: an outcome, or the error the policies raise. One function
- * for every consumer, not a closure each: the engine's call to it then always calls the same function.
- */
+/** A batch of one's result as `process` answers it: an outcome, or the error the policies raise. */
 export function answerOne<R>(
   results: ProcessResult<R>[],
   options: Pick<ResolvedConsumerOptions<unknown>, 'onConflict'>,
@@ -960,7 +843,7 @@ export function answerOne<R>(
 }
 
 /** True for a promise or any other thenable (what `await` would wait for). */
-function isThenable(value: unknown): value is PromiseLike<unknown> {
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
     value !== null &&
     (typeof value === 'object' || typeof value === 'function') &&
@@ -1002,25 +885,22 @@ function findHeads(batch: Batch<unknown>): void {
 /** A batch with the rule's state for it (the engine's view; a rule sees the batch). */
 interface Run<M, S> extends Batch<M>, Renewable {
   state: S;
-  /** The decision `#decide` answers, one object per batch: it is used before the next message is decided. */
+  /** The decision `#decide` answers, one object per batch: used before the next message is decided. */
   readonly pending: Pending;
   messages: readonly M[];
   stream: string;
   observe: ((call: StoreCall) => void) | undefined;
   trace: BatchTelemetry | undefined;
-  /** Where each message was read (`BatchOptions.placeOf`), for the duplicate audit record. */
   placeOf: BatchOptions['placeOf'];
-  /** Made by `one`: its working state is recycled once the call has finished (see `#spares`). */
+  /** Made by `single`: its working state is recycled once the call has finished. */
   readonly recycle: boolean;
   handler: MessageHandler<M, unknown> | BatchHandler<M> | undefined;
-  /** Answers the finished batch: its BatchResult (`batch`) or its one result (`one`). */
-  finish: ((results: ProcessResult[], options: ResolvedConsumerOptions<M>) => unknown) | undefined;
+  finish: Finish<M, unknown, unknown> | undefined;
   /** The message whose decision or handler a continuation waits for. */
   at: number;
   next: Continuations | undefined;
 }
 
-/** A run's continuations after a wait (see `BatchEngine.#next`). */
 interface Continuations {
   readonly value: (value: unknown) => unknown;
   readonly error: (error: unknown) => unknown;

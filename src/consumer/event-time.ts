@@ -12,22 +12,17 @@ import {
 import { timestampReader, toEpochMs } from './event-timestamp.js';
 import { idExtractor, replayEpochPrefix } from './message-id.js';
 import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
-import { purgedAt, retained, StreamTimes, within } from './stream-time.js';
 
 export { DEFAULT_STREAM };
 
-/**
- * The store key of an id on a stream. Ids are per stream, as Kafka Streams keeps one store per partition;
- * the stream's JSON string delimits itself, so no two (stream, id) pairs share a key.
- */
+/** The store key of an id on a stream (ids are per stream); the stream's JSON string delimits itself. */
 export function eventTimeKey(stream: string, id: string): string {
   return JSON.stringify(stream) + id;
 }
 
 /**
- * The shortest wall-clock life a kept record gets in a store (plus `extraRetentionMs`). Short intervals (0–3 ms
- * are legal) would otherwise give records a life shorter than the gap between two polls; liveness is judged
- * from the event time either way, so a longer life costs only storage.
+ * The shortest wall-clock life a kept record gets in a store (plus `extraRetentionMs`), so a short interval does
+ * not give records a life shorter than the gap between two polls. Liveness is judged from event time anyway.
  */
 export const MIN_STORE_LIFETIME_MS = 60_000;
 
@@ -49,7 +44,7 @@ interface EventTimeState {
   readAt: number;
   /** Event time of the record kept for each key: from the store, then as this batch forwards. */
   readonly kept: Map<string, number>;
-  /** Keys forwarded (and kept) by this batch, with the position that wrote them: written once handlers are done. */
+  /** Keys this batch forwards and keeps, with the position that wrote them. */
   readonly written: Map<string, number>;
   /** Forwarded messages that will be kept if their handler succeeds. */
   readonly keep: Set<number>;
@@ -64,13 +59,9 @@ interface EventTimeState {
 }
 
 /**
- * Event-time deduplication (KIP-655), plugged into the batch engine when the `eventTime` option is set.
- *
- * Each stream (a Kafka partition) has its own stream time and its own ids. A batch costs one `getMany` before
- * any handler runs and one `addMany` after: records are written only once their handler succeeded, so a
- * failed record is not kept. Messages are decided one by one in input order, each against the stream time
- * at its own position, which gives the same answers however the stream is cut into batches. Batches of one
- * stream are serialized inside this instance; two instances must never process the same stream at once.
+ * Event-time deduplication (KIP-655), the engine's rule under the `eventTime` option (docs/event-time.md). Each
+ * stream has its own stream time and ids; each message is judged at its own position, so batching changes no
+ * answer. Batches of one stream run one after another; two instances must never share a stream.
  */
 export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   /** Event-time counters (late records, invalid timestamps, rewrites). */
@@ -80,8 +71,9 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   readonly #forwardInvalid: boolean;
   readonly #repository: IdempotentRepository;
   readonly #timeOf: (message: M) => number | InvalidInputError;
-  readonly #times = new StreamTimes();
-  // The last queued batch per stream, so batches (and wrapped calls) of one stream run one after another.
+  /** Stream time per stream; it only moves forward (`#advance`). */
+  readonly #times = new Map<string, number>();
+  /** The last queued batch per stream. */
   readonly #tails = new Map<string, Promise<unknown>>();
   /** `replayEpoch`'s prefix of every key (undefined: none). */
   readonly #epoch: string | undefined;
@@ -95,10 +87,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     this.#timeOf = timestampReader(eventTime.timestamp);
   }
 
-  /**
-   * The dedup id reader: the key, or the key and the value id together (`by: 'keyValue'`; both must be
-   * present, or the record has no id and is forwarded).
-   */
+  /** The dedup id: the key, or the key and the value id (`by: 'keyValue'`; a missing one: no id). */
   static idReader<M>(
     options: ResolvedConsumerOptions<M>,
     eventTime: ResolvedEventTimeOptions<M>,
@@ -121,20 +110,22 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
 
   /** Every stream's time, e.g. to save with committed offsets (Kafka Streams keeps it in commit metadata). */
   streamTimes(): Map<string, number> {
-    return new Map(this.#times.entries());
+    return new Map(this.#times);
   }
 
-  /**
-   * Raises a stream's time, e.g. to the value saved with the last committed offset, so a restarted consumer
-   * judges late records as the previous one would have. A time earlier than the current one changes nothing.
-   */
+  /** Raises a stream's time (e.g. to the one saved with the last committed offset); never lowers it. */
   restoreStreamTime(stream: string, time: number): void {
     if (toEpochMs(time) === undefined)
       throw new InvalidInputError('streamTime', `invalid time ${String(time)}`);
-    this.#times.advance(stream, time);
+    this.#advance(stream, time);
   }
 
-  /** `engine` with each stream's calls run one after another (see {@link serialize}): the consumer's runner. */
+  #advance(stream: string, time: number): void {
+    const current = this.#times.get(stream);
+    if (current === undefined || time > current) this.#times.set(stream, time);
+  }
+
+  /** The consumer's runner: `engine` with each stream's calls run one after another. */
   serialized(engine: Runner<M>): Runner<M> {
     return {
       one: (message, handler, options) =>
@@ -148,10 +139,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   serialize<T>(stream: string, work: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(stream);
     const run = previous ? previous.then(work) : work();
-    const tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
+    const tail = run.then(ignore, ignore);
     this.#tails.set(stream, tail);
     void tail.then(() => {
       if (this.#tails.get(stream) === tail) this.#tails.delete(stream);
@@ -185,8 +173,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
       const id = ids[i];
       if (id === undefined || results[i] !== undefined) continue;
       try {
-        // KIP-655: an empty key is a key (only a null key is forwarded undeduplicated); the stream prefix
-        // keeps it storable.
+        // KIP-655: an empty key is a key; the stream prefix keeps it storable.
         const key = toKey(prefix + id, maxIdBytes);
         if (typeof time !== 'number') continue;
         keys[i] = key;
@@ -200,10 +187,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     return state;
   }
 
-  /**
-   * One `getMany` for the batch, judged at a lower bound of every stream time the batch will see, so a record
-   * still kept at any position is returned.
-   */
+  /** One `getMany`, judged at a lower bound of every stream time the batch will see. */
   async lookup(state: EventTimeState, batch: Batch<M>): Promise<void> {
     const keys = batch.heads.map((h) => batch.keys[h] as string);
     const records = await this.#repository.getMany(keys, { now: state.readAt });
@@ -230,8 +214,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     const interval = this.#intervalMs;
     const key = batch.keys[i] as string;
     const previous = state.kept.get(key);
-    // A kept record was written at a stream time at least its own timestamp; after a restart this lifts a
-    // stream time rebuilt from scratch towards the one that wrote it.
+    // A kept record was written at a stream time at least its own: after a restart it lifts the stream time.
     if (previous !== undefined && previous > state.streamTime) {
       state.streamTime = previous;
       if (previous > state.lifted) state.lifted = previous;
@@ -262,19 +245,14 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     }
     state.keep.delete(i);
     if (key !== undefined && state.written.get(key) === i) state.written.delete(key);
-    // A failed record counts as not received (it is retried or dead-lettered): it does not move stream time,
-    // so a retry is judged as the first attempt was.
+    // A failed record counts as not received: it does not move stream time, so its retry is judged the same.
     if (i === state.lastDecided) state.streamTime = state.before;
   }
 
-  /**
-   * Moves the stream time to what the batch's received (not failed) records say, then writes the records
-   * forwarded in this batch that are still kept at that time, in one `addMany` judged at that stream time.
-   */
+  /** Moves stream time on by the received (not failed) records, then keeps the forwarded ones in one `addMany`. */
   async settle(state: EventTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
     let streamTime = Math.max(state.start, state.lifted);
-    // A whole-batch handler that threw leaves stream time where the batch found it: the batch is redelivered,
-    // duplicates included, and must be judged as it was the first time.
+    // A whole-batch handler that threw leaves stream time as it was: the redelivered batch is judged the same.
     if (batch.handlerThrew) streamTime = state.start;
     else
       batch.results.forEach((r, i) => {
@@ -282,7 +260,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
         if (r !== undefined && r.outcome !== 'failed' && typeof time === 'number' && time > streamTime)
           streamTime = time;
       });
-    if (streamTime > Number.NEGATIVE_INFINITY) this.#times.advance(batch.stream, streamTime);
+    if (streamTime > Number.NEGATIVE_INFINITY) this.#advance(batch.stream, streamTime);
     const written: [string, number][] = [];
     const at: number[] = [];
     for (const [key, i] of state.written) {
@@ -301,15 +279,11 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   }
 
   /**
-   * `addMany` takes one TTL, so the records share the expiry of the latest one: an earlier record stays in the
-   * store up to one interval (plus `extraRetentionMs`) longer than KIP-655 keeps it. Liveness is still judged
-   * exactly, from `eventTime`; the only cost is that a store may refuse to replace such a record after this
-   * stream purged it, and then it is removed and written again (single writer per stream).
-   *
-   * Stores whose own expiry runs on the wall clock (Redis, RocksDB buckets, Cassandra, DynamoDB's TTL) are
-   * also told a wall-clock lifetime floor (`minLifetimeMs`): while a stream stands still its stream time does
-   * not move, but their clocks do, and a record at the edge of the window would otherwise get 1 ms of life.
-   * Only a pause longer than that floor (plus the store's bucket width) can lose a record the stream still keeps.
+   * `addMany` takes one TTL, so the records share the latest one's expiry: an earlier record stays up to one
+   * interval longer than KIP-655 keeps it (liveness is still judged from `eventTime`), and a store that refuses
+   * to replace it after this stream purged it gets a remove and a rewrite (single writer per stream).
+   * `minLifetimeMs` floors the wall-clock life for stores whose expiry runs on their own clock, since stream
+   * time stands still while the stream does.
    */
   async #keep(written: readonly [string, number][], streamTime: number): Promise<void> {
     const interval = this.#intervalMs;
@@ -344,4 +318,26 @@ function keptRecord(id: string, eventTime: number, intervalMs: number): Idempote
 /** True when a record the store refused to replace is one this stream still keeps (another writer's). */
 function stillKept(record: IdempotencyRecord, streamTime: number, intervalMs: number): boolean {
   return record.eventTime !== undefined && retained(record.eventTime, streamTime, intervalMs);
+}
+
+function ignore(): undefined {
+  return undefined;
+}
+
+// KIP-655's interval arithmetic, in epoch ms. Stream time is the largest valid event timestamp seen on a stream;
+// a forwarded record is kept while its timestamp is not older than `streamTime − interval`, and purged after.
+
+/** True while a forwarded record at `eventTime` is kept at `streamTime` (the bound itself is kept). */
+function retained(eventTime: number, streamTime: number, intervalMs: number): boolean {
+  return eventTime >= streamTime - intervalMs;
+}
+
+/** True when two timestamps are within the interval of each other, both bounds inclusive. */
+function within(a: number, b: number, intervalMs: number): boolean {
+  return Math.abs(a - b) <= intervalMs;
+}
+
+/** The first stream time at which a record at `eventTime` is purged: its `expiresAt` in stream time. */
+function purgedAt(eventTime: number, intervalMs: number): number {
+  return eventTime + intervalMs + 1;
 }

@@ -8,10 +8,7 @@ const DIGITS = /^\d{1,16}$/;
 // Only ISO-8601 dates are parsed: Date.parse accepts other formats differently on each engine.
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
 
-/**
- * Builds the function that reads a record's event timestamp as epoch ms. It returns an InvalidInputError
- * (naming the field) instead of throwing, so a bad record costs no stack unwinding in a batch of good ones.
- */
+/** Reads a record's event timestamp as epoch ms, or answers (not throws) an InvalidInputError naming the field. */
 export function timestampReader<M>(
   selector: TimestampSelector<M>,
 ): (message: M) => number | InvalidInputError {

@@ -4,12 +4,9 @@ import { readPath } from './message-id.js';
 import type { FingerprintSelector } from './options.js';
 
 /**
- * Canonical JSON: object keys sorted (by UTF-16 code units), so the same value gives the same text in any
- * process and whatever the key order. Bytes (Uint8Array, Buffer) become `{"$bytes":"<base64>"}`, a bigint
- * `{"$bigint":"<digits>"}`; `toJSON` is honoured (a Date is its ISO string); undefined properties are left out
- * and undefined array items are null, as in JSON. A Map is `{"$map":[[key,value],…]}` and a Set
- * `{"$set":[…]}`, their members sorted by their canonical text so insertion order does not matter. A WeakMap,
- * WeakSet or Promise, whose contents cannot be read, throws, as does a cycle (or nesting deeper than 1000).
+ * Canonical JSON: object keys sorted, so a value gives the same text whatever its key order. Bytes, bigints,
+ * Maps and Sets (members sorted) are tagged (`{"$bytes":…}`, `{"$bigint":…}`, `{"$map":…}`, `{"$set":…}`);
+ * `toJSON` is honoured. A WeakMap, WeakSet, Promise, cycle or nesting deeper than 1000 throws.
  */
 export function canonicalJson(value: unknown): string {
   return write(value, 0);
@@ -18,11 +15,7 @@ export function canonicalJson(value: unknown): string {
 /** Deeper than this is taken for a cycle: cheaper than remembering every object on the path. */
 const MAX_DEPTH = 1000;
 
-/**
- * The JSON text of a string, number or boolean, as `JSON.stringify` writes it (a number that is not finite is
- * `null`); undefined for any other value. The scalar cases of every canonical JSON writer (this one and the
- * HTTP adapter's), so they cannot drift apart.
- */
+/** A string, number or boolean as `JSON.stringify` writes it; undefined for other values. Shared with the HTTP adapter. */
 export function scalarJson(value: unknown): string | undefined {
   switch (typeof value) {
     case 'string':
@@ -94,9 +87,8 @@ const PRE_DIGESTED = Symbol('idempotent-consumer pre-digested fingerprint');
 type PreDigested<M> = ((message: M) => string) & { readonly [PRE_DIGESTED]: true };
 
 /**
- * A `fingerprint` function whose value is itself a digest (the HTTP adapter's request digest), kept as it is
- * rather than digested once more. Records written before kept the digest of that digest, so
- * {@link fingerprintMatches} also accepts it: a key claimed by an earlier version still replays.
+ * A `fingerprint` function whose value is already a digest (the HTTP adapter's), kept as it is; records of
+ * earlier versions kept its digest, which {@link fingerprintMatches} accepts too.
  */
 export function preDigested<M>(fingerprint: (message: M) => string): (message: M) => string {
   return Object.assign((message: M) => fingerprint(message), { [PRE_DIGESTED]: true as const });
@@ -106,11 +98,7 @@ function isPreDigested<M>(selector: FingerprintSelector<M>): selector is PreDige
   return typeof selector === 'function' && (selector as Partial<PreDigested<M>>)[PRE_DIGESTED] === true;
 }
 
-/**
- * Whether a kept fingerprint `expected` is that of a message whose fingerprint is `actual` under `selector`:
- * the same text, or, for a {@link preDigested} selector, the digest of it (the form earlier versions kept).
- * The second digest is only computed for fingerprints that differ, a conflict or a record of an earlier version.
- */
+/** Whether kept fingerprint `expected` matches `actual`: the same, or for a {@link preDigested} selector its digest. */
 export function fingerprintMatches<M>(
   selector: FingerprintSelector<M> | undefined,
   actual: string,
@@ -121,11 +109,7 @@ export function fingerprintMatches<M>(
   );
 }
 
-/**
- * The function that computes a message's fingerprint under the `fingerprint` option. A message whose
- * fingerprint cannot be computed (a cycle, a function that throws or returns something else) fails with an
- * InvalidInputError naming the option.
- */
+/** A message's fingerprint under the `fingerprint` option; one that cannot be computed is an InvalidInputError. */
 export function fingerprinter<M>(selector: FingerprintSelector<M>): (message: M) => string {
   const source = sourceOf(selector);
   const digested = isPreDigested(selector);

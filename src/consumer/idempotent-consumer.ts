@@ -12,23 +12,18 @@ import { type ConsumerStats, emptyStats } from './stats.js';
 import { TransactionRunner } from './transaction.js';
 import type { BatchHandler, BatchOptions, BatchResult, MessageHandler, ProcessResult } from './types.js';
 
-export type { BatchOptions, BatchResult } from './types.js';
-
 const NO_OPTIONS: BatchOptions = Object.freeze({});
 
 /**
- * Wraps an async handler so each message id is handled once, in the manner of Apache Camel's idempotent consumer.
- *
- * Eager mode claims the id (an in-flight record with a lease) before the handler runs, confirms it after success
- * and releases it after failure. Lazy mode checks, runs, then marks. See the README for the exact guarantees.
- * With the `eventTime` option, event-time deduplication (KIP-655) decides instead; see docs/event-time.md.
- * Every path (`wrap`, `process`, `processBatch`) runs through the same batch engine (`./engine.ts`).
+ * Wraps a handler so each message id is handled once, as Apache Camel's idempotent consumer: eager mode claims
+ * the id before the handler and confirms or releases it after; lazy mode checks, runs, then marks; `eventTime`
+ * deduplicates by event time (KIP-655). Every call runs through the one batch engine (docs/engine.md).
  */
 export class IdempotentConsumer<M = unknown> {
   readonly options: ResolvedConsumerOptions<M>;
   readonly stats: ConsumerStats = emptyStats();
   readonly #eventTime: EventTimeDeduplicator<M> | undefined;
-  /** The engine, or a behaviour around it (event-time's stream order, the `transaction` option): chosen once. */
+  /** The engine, or a behaviour around it (event-time's stream order, the `transaction` option). */
   readonly #runner: Runner<M>;
 
   constructor(options: IdempotentConsumerOptions<M>) {
@@ -58,10 +53,8 @@ export class IdempotentConsumer<M = unknown> {
   }
 
   /**
-   * Returns a function with the handler's shape that processes each message once. It resolves to the outcome,
-   * rethrows the handler's own error (after releasing the claim), rethrows a replayed failure as a
-   * StoredFailureError, and throws InProgressError, IdempotencyConflictError, NoMessageIdError or
-   * RepositoryError as the policies say.
+   * The handler, processing each message once: resolves to the outcome, or rejects with the handler's error, a
+   * replayed StoredFailureError, or what the policies raise (InProgressError, NoMessageIdError, ...).
    */
   wrap<R>(handler: MessageHandler<M, R>): (message: M) => Promise<ProcessResult<R>> {
     return (message) => this.#runner.one(message, handler, NO_OPTIONS);
@@ -73,11 +66,9 @@ export class IdempotentConsumer<M = unknown> {
   }
 
   /**
-   * Processes a batch with one multi-key store call. Duplicates inside the batch are resolved first (the first
-   * message by position wins), then one store call covers the rest: `addMany` (eager), `getMany` (lazy and
-   * event-time). The handler runs per message in order, or once with every message that needs handling
-   * (`{ batch }`, which may answer the items that failed). A failed message releases only its own claim. Store
-   * failure under `fail` rejects the whole batch, before any handler runs when it is the read that failed.
+   * Processes a batch with one multi-key store call (the first message of each id wins inside the batch). The
+   * handler runs per message in order, or once for the whole batch (`{ batch }`). A store failure under
+   * `storeFailure: 'fail'` rejects the whole batch.
    */
   processBatch<R>(
     messages: readonly M[],

@@ -16,26 +16,18 @@ export interface HeldClaims {
   readonly ids: readonly MessageId[];
 }
 
-/**
- * A batch the renewer can track: its position among the tracked batches (-1: not tracked), kept on the batch so
- * that tracking and untracking cost an array write, not a Map entry made and deleted per call (a Map that
- * sees a delete per `wrap` call rebuilds its table every few calls).
- */
+/** A batch the renewer can track: its slot among the tracked batches (-1: none; a slot, not a Map entry). */
 export interface Renewable {
   renewalSlot: number;
+  /** Stops its renewals early once aborted (e.g. the caller gave the work up). */
+  renewalSignal: RenewalSignal | undefined;
 }
 
 /**
  * Keeps the claims of running batches alive: every third of the lease, each tracked batch's claims are renewed
- * (`repository.renew`, owner-checked), so a handler that runs longer than the lease keeps its claim and a
- * second worker gets in-progress instead of running the message again. A renewal that fails (the store
- * refused: the claim lapsed and was taken over, or the store did not answer) is counted in
- * `stats.leaseRenewalFailures` and reported as a process warning; the handler goes on, and its confirm reports
- * a lost claim as before. A repository that cannot renew at all (no `renew`, or one that refuses with a
- * RenewUnsupportedError: a BaseRepository store without `doRenew`, or a wrapper over one) is warned about once
- * and not renewed again; that is not counted as failures.
- *
- * One timer per consumer, running only while some batch is tracked; a batch costs an array slot, not a timer.
+ * (owner-checked), so a handler that outlives the lease keeps its claim. A failed renewal is counted and warned
+ * about, and the handler goes on; a repository that cannot renew at all is warned about once. One timer per
+ * consumer, running only while some batch is tracked.
  */
 export class LeaseRenewer<R extends Renewable> {
   readonly #repository: IdempotentRepository;
@@ -43,16 +35,12 @@ export class LeaseRenewer<R extends Renewable> {
   readonly #stats: ConsumerStats;
   readonly #heldOf: (run: R) => HeldClaims | undefined;
   readonly #warn: WarningSink;
-  /**
-   * Running batches, each with the signal that stops its renewals early (e.g. the caller gave the work up), at
-   * the same position (`Renewable.renewalSlot`); unordered, an untracked batch's place taken by the last one.
-   */
+  /** Running batches, unordered: an untracked batch's slot goes to the last one. */
   readonly #runs: (R | undefined)[] = [];
-  readonly #signals: (RenewalSignal | undefined)[] = [];
-  /** How many batches are tracked: the first `#count` places of `#runs` and `#signals`. */
+  /** How many batches are tracked: the first `#count` slots. */
   #count = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
-  /** False once the repository said it cannot renew at all: nothing is tracked any more. */
+  /** False once the repository said it cannot renew at all. */
   #supported = true;
   #warnedUnsupported = false;
 
@@ -76,17 +64,15 @@ export class LeaseRenewer<R extends Renewable> {
       this.#unsupported();
       return;
     }
-    if (this.#tracks(run)) this.#signals[run.renewalSlot] = signal;
-    else {
+    run.renewalSignal = signal;
+    if (!this.#tracks(run)) {
       run.renewalSlot = this.#count;
-      this.#runs[this.#count] = run;
-      this.#signals[this.#count] = signal;
-      this.#count++;
+      this.#runs[this.#count++] = run;
     }
     if (this.#timer === undefined) this.#startTimer();
   }
 
-  /** Apart from `track`: a function that makes a closure allocates its context on every call (every `wrap`). */
+  /** Apart from `track`: a function that makes a closure allocates its context on every call. */
   #startTimer(): void {
     this.#timer = setInterval(() => this.#tick(), Math.max(1, Math.floor(this.#leaseMs / 3)));
     // Renewals serve running handlers; they never keep a process alive on their own.
@@ -101,16 +87,14 @@ export class LeaseRenewer<R extends Renewable> {
     if (slot !== last) {
       const moved = this.#runs[last] as R;
       this.#runs[slot] = moved;
-      this.#signals[slot] = this.#signals[last];
       moved.renewalSlot = slot;
     }
     // Cleared, not popped: a pop to an empty array shrinks its storage, and the next track grows it again.
     this.#runs[last] = undefined;
-    this.#signals[last] = undefined;
     run.renewalSlot = -1;
+    run.renewalSignal = undefined;
   }
 
-  /** True while the batch is tracked. */
   #tracks(run: R): boolean {
     const slot = run.renewalSlot;
     return slot >= 0 && slot < this.#count && this.#runs[slot] === run;
@@ -125,7 +109,7 @@ export class LeaseRenewer<R extends Renewable> {
     // Backwards: untracking an aborted batch moves the last one into its place, which was already visited.
     for (let k = this.#count - 1; k >= 0; k--) {
       const run = this.#runs[k] as R;
-      if (this.#signals[k]?.aborted) {
+      if (run.renewalSignal?.aborted) {
         this.untrack(run);
         continue;
       }
@@ -165,7 +149,6 @@ export class LeaseRenewer<R extends Renewable> {
     this.#supported = false;
     for (let k = 0; k < this.#count; k++) (this.#runs[k] as R).renewalSlot = -1;
     this.#runs.length = 0;
-    this.#signals.length = 0;
     this.#count = 0;
     clearInterval(this.#timer);
     this.#timer = undefined;
@@ -184,10 +167,7 @@ export class LeaseRenewer<R extends Renewable> {
   }
 }
 
-/**
- * True for a RenewUnsupportedError, by name as well, so a store built against the package's other module format
- * (its own copy of the class) is recognized too.
- */
+/** By name as well: a store built against the package's other module format has its own copy of the class. */
 function isRenewUnsupported(error: unknown): boolean {
   return (
     error instanceof RenewUnsupportedError ||

@@ -14,10 +14,8 @@ export function readPath(value: unknown, path: readonly string[]): unknown {
 }
 
 /**
- * Builds the function that turns a message into its canonical key: `undefined` for "no id" (null or undefined
- * only), a string key otherwise. An empty string or empty bytes is an id, not a missing one (as KIP-655 treats an
- * empty key): processing-time mode rejects it as InvalidIdError, event-time mode deduplicates it like any key.
- * Objects, booleans, unsafe integers and oversized ids throw InvalidIdError.
+ * The function from a message to its canonical key; `undefined` only for a null or undefined id (an empty one is
+ * an id, as KIP-655 says). Objects, booleans, unsafe integers and oversized ids throw InvalidIdError.
  */
 export function idExtractor<M>(selector: IdSelector<M>): (message: M) => string | undefined {
   if (typeof selector === 'function') return (message) => normalize(selector(message));
@@ -54,15 +52,9 @@ function normalize(value: unknown): string | undefined {
 }
 
 /**
- * Replay epochs. Without one, an id's store key is its canonical key `k` (`toKey`). In epoch `e` it is the key
- * of the text id `EPOCH_MARK + e + NUL + k`, i.e. `NUL NUL "epoch:" e NUL k` (toKey doubles a leading NUL). This
- * is injective over (epoch or none, k):
- * - one epoch: a fixed prefix before k;
- * - two epochs: `e` holds no NUL (replayEpochSchema), so the first NUL after the mark ends it;
- * - an epoch and none: a plain key starts with `NUL NUL "epoch:"` only as the key of a text id starting with
- *   `NUL "epoch:"`, and the consumer refuses those ids (`reservedKey`), with or without an epoch, so switching
- *   an epoch on or off never changes which ids are valid.
- * Event-time keys start with the stream's JSON string (`"`), so their epoch form (a NUL first) is distinct too.
+ * Replay epochs: in epoch `e` an id's store key is that of the text `NUL "epoch:" e NUL k`, `k` its canonical key.
+ * `e` holds no NUL, and ids that start with `NUL "epoch:"` are refused with or without an epoch (`reservedKey`),
+ * so no two (epoch or none, k) share a key. Event-time keys start with `"`, so theirs stay distinct too.
  */
 const EPOCH_MARK = '\u0000epoch:';
 const RESERVED_KEY = `\u0000${EPOCH_MARK}`;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type OptionsOrigin, parseOptions } from '../options/issues.js';
+import { parseOptions } from '../options/issues.js';
 import { isTransactional } from '../store/transaction.js';
 import { MAX_TTL_MS, maxDurationMs } from '../store/ttl.js';
 import type { IdempotentRepository } from '../store/types.js';
@@ -44,11 +44,7 @@ export const eventTimeDefaults = {
   nullId: 'forward',
 } as const;
 
-/**
- * A replay epoch in a config file: text only, so that an env var (`IDEM__CONSUMER__REPLAY_EPOCH=007`) and the
- * file (`replayEpoch = "007"`) name the same epoch; env values that look like numbers would otherwise be read as
- * numbers (`7`).
- */
+/** A replay epoch in a config file: text only, so that an env var `007` is not read as the number 7. */
 export const replayEpochConfigSchema = z
   .string({ error: 'must be a text such as "2" or "2026-12-06-fix"' })
   .regex(REPLAY_EPOCH, {
@@ -61,10 +57,10 @@ const replayEpochSchema = z.union(
   { error: 'must be letters, digits, ".", "_", ":" or "-" (at most 64), or a whole number >= 0' },
 );
 
-/** A duration that may be zero (an interval of 0 still makes equal timestamps duplicates). */
+/** An interval of 0 still makes equal timestamps duplicates. */
 const intervalMs = durationSchema({ allowZero: true, integer: true });
 
-/** A retention or lease: positive, and within the longest any store keeps (a store may declare less). */
+/** A retention or lease, within the longest any store keeps (a store may declare less). */
 const ttlDuration = durationSchema({ max: MAX_TTL_MS });
 
 /** The `[consumer.eventTime]` table: event-time deduplication (KIP-655) instead of the processing-time TTL. */
@@ -82,11 +78,7 @@ export const eventTimeConfigSchema = z
 /** Parsed `[consumer.eventTime]` config. */
 export type EventTimeConfig = z.output<typeof eventTimeConfigSchema>;
 
-/**
- * The `[consumer]` table of a config file, and the one place the options it shares with code are written: code's
- * schema takes them from here. Config names durations apart (`ttl` for `ttlMs`, text such as "1h"); function-valued
- * options (id function, hooks) exist only in code, and config names the id by a dotted field path.
- */
+/** The `[consumer]` table, and the one place the options it shares with code are written (but durations' names). */
 export const consumerConfigSchema = z
   .object({
     id: z.string().min(1).optional(),
@@ -95,13 +87,12 @@ export const consumerConfigSchema = z
     lease: ttlDuration.default(consumerDefaults.leaseMs),
     removeOnFailure: z.boolean().default(consumerDefaults.removeOnFailure),
     skipDuplicate: z.boolean().default(consumerDefaults.skipDuplicate),
-    /** Unset: `reject` in eager and lazy mode, `forward` with `[consumer.eventTime]` (KIP-655). */
     nullId: z.enum(['forward', 'reject']).optional(),
     inProgress: z.enum(['duplicate', 'error']).default(consumerDefaults.inProgress),
     storeFailure: z.enum(['fail', 'process']).default(consumerDefaults.storeFailure),
     lostClaim: z.enum(['report', 'error']).default(consumerDefaults.lostClaim),
     failureMessage: z.enum(['redacted', 'name']).default(consumerDefaults.failureMessage),
-    /** `[consumer.encryption]`: keys as base64 text by key id; the whole table is redacted in messages. */
+    /** Keys as base64 text by key id; the whole table is redacted in messages. */
     encryption: z
       .object({
         keys: z.record(z.string(), z.string()),
@@ -111,7 +102,6 @@ export const consumerConfigSchema = z
       .strict()
       .optional(),
     eventTime: eventTimeConfigSchema.optional(),
-    /** The mark in the side effect's transaction (PostgreSQL, MySQL); unset: on with such a store. */
     transaction: z
       .union([z.literal('message'), z.literal('batch'), z.literal(false)], {
         error: 'must be "message", "batch" or false',
@@ -131,35 +121,19 @@ export function eventTimeFromConfig(config: EventTimeConfig): EventTimeOptions<u
   return { intervalMs: interval, extraRetentionMs: extraRetention, ...rest };
 }
 
-/**
- * Event-time deduplication in the manner of Kafka Streams' `deduplicateByKey`/`deduplicateByKeyValue`
- * (KIP-655). Records of one id whose event timestamps lie within `intervalMs` of a forwarded record's, both
- * bounds inclusive, are duplicates, judged against a stream time (the largest timestamp seen on the stream)
- * rather than the wall clock. See docs/event-time.md for the rules, late records and storage.
- */
+/** Event-time deduplication as Kafka Streams' `deduplicateByKey` (KIP-655; docs/event-time.md). */
 export interface EventTimeOptions<M> {
   /** KIP-655's `deduplicationInterval`, in ms (an integer, 0 allowed). */
   readonly intervalMs: number;
   /** Where the event timestamp comes from: a dotted field path (default `timestamp`) or a function. */
   readonly timestamp?: TimestampSelector<M>;
-  /**
-   * `key` (default, `deduplicateByKey`): the consumer's `id` is the record key and the deduplication id.
-   * `keyValue` (`deduplicateByKeyValue`): duplicates share the key (`id`) and the `valueId`.
-   */
+  /** `key` (default): the consumer's `id` is the dedup id; `keyValue`: duplicates share `id` and `valueId`. */
   readonly by?: 'key' | 'keyValue';
   /** With `by: 'keyValue'`: the id computed from the value. A null id forwards the record without dedup. */
   readonly valueId?: IdSelector<M>;
-  /**
-   * A record whose timestamp is missing or invalid: `fail` (default) gives the outcome `failed` with an
-   * InvalidInputError naming the field; `forward` handles it without dedup. Never dropped silently.
-   */
+  /** A missing or invalid timestamp: `fail` (default, an InvalidInputError) or `forward` without dedup. */
   readonly invalidTimestamp?: 'fail' | 'forward';
-  /**
-   * How long, in ms of stream time, the store keeps a record past the point where event-time mode stops
-   * counting it (default 0). Duplicates are judged from the stored event time either way; this only delays
-   * garbage collection. Raise it on stores whose own TTL runs on the wall clock (Redis, Cassandra, DynamoDB) to
-   * cover pauses and lag: while a stream is idle its stream time stands still, but those TTLs keep running.
-   */
+  /** How long, in ms of stream time, a store keeps a record past its purge (default 0; docs/event-time.md). */
   readonly extraRetentionMs?: number;
 }
 
@@ -167,40 +141,22 @@ export interface EventTimeOptions<M> {
 export type ResolvedEventTimeOptions<M> = Required<Omit<EventTimeOptions<M>, 'valueId'>> &
   Pick<EventTimeOptions<M>, 'valueId'>;
 
-/**
- * How the consumer keeps each handler's value with its id (`storeResult: true` takes every default). The
- * default serializer is JSON that also keeps `undefined`, bigint and Uint8Array/Buffer (tagged, base64); a
- * Date comes back as its ISO string, as JSON gives it. See docs/results.md.
- */
+/** How the consumer keeps each handler's value with its id (docs/results.md). */
 export interface StoreResultOptions {
-  /**
-   * Largest serialized value kept, in UTF-8 bytes; at most, and by default, the store's
-   * `capabilities.maxResultBytes`. A larger value is not kept: the message is still handled once, and its
-   * result says `resultKept: false`.
-   */
+  /** Largest serialized value kept, in UTF-8 bytes (at most the store's `maxResultBytes`); else `resultKept: false`. */
   readonly maxBytes?: number;
   /** Turns a handler's value into text; a throw means "not kept" (never a failure of the message). */
   readonly serialize?: (value: unknown) => string;
   /** Inverse of `serialize`; a throw means the duplicate gets no result (`replayed: false`). */
   readonly deserialize?: (text: string) => unknown;
-  /**
-   * Which values are kept (default: every value). A value it refuses is not kept, as if too large: the message
-   * still counts as handled, its result says `resultKept: false`, and a duplicate is a plain `duplicate`.
-   */
+  /** Which values are kept (default: all); one refused is not kept, as if too large. */
   readonly storeIf?: (value: unknown) => boolean;
 }
 
-/**
- * What a failure kept under `removeOnFailure: false` keeps of the error: `redacted` (default) its name and its
- * message with the credentials it quotes replaced (URL passwords, `password=…`, bearer tokens); `name` only
- * its name, for messages that may carry other secrets.
- */
+/** What a kept failure keeps of the error: its name and redacted message (default), or its `name` only. */
 export type FailureMessagePolicy = 'redacted' | 'name';
 
-/**
- * What the payload fingerprint is computed from: `true` the whole message, a list the named dotted fields, a
- * function its own string or bytes. Either way the stored value is the SHA-256 of it, base64url.
- */
+/** What the payload fingerprint (SHA-256) is computed from: the whole message, the named fields, or a function's value. */
 export type FingerprintSelector<M> = true | readonly string[] | ((message: M) => string | Uint8Array);
 
 /** Options of {@link IdempotentConsumer}. */
@@ -208,175 +164,89 @@ export interface IdempotentConsumerOptions<M> {
   readonly repository: IdempotentRepository;
   /** Where the message id comes from: a dotted field path or a function. */
   readonly id: IdSelector<M>;
-  /**
-   * `eager` (default) claims the id atomically before the handler runs, so concurrent duplicates run once.
-   * `lazy` checks, runs the handler, then marks: concurrent duplicates can both run.
-   */
+  /** `eager` (default) claims the id before the handler; `lazy` checks, runs, then marks (duplicates may race). */
   readonly mode?: 'eager' | 'lazy';
   /** Retention: how long a handled id stays a duplicate, in ms. */
   readonly ttlMs?: number;
-  /**
-   * How long an unconfirmed claim blocks others, in ms. The consumer renews its claims every third of it while
-   * their handlers run, so it bounds how long a crashed worker's ids stay blocked, not how long a handler may
-   * run; keep it well above a store round trip.
-   */
+  /** How long an unconfirmed claim blocks others, in ms (renewed while its handler runs). */
   readonly leaseMs?: number;
-  /**
-   * Release the claim when the handler throws, so a retry can succeed (default). False keeps the failure
-   * with the id (error name and message) for `ttlMs`: at-most-once, and a duplicate is answered with a
-   * StoredFailureError of the same name and message (outcome `failed`, `replayed: true`).
-   */
+  /** Release the claim when the handler throws (default); false keeps the failure, replayed to duplicates. */
   readonly removeOnFailure?: boolean;
-  /**
-   * Keep each handler's value with its id, so a duplicate gets it back as `result` (`replayed: true`) without
-   * running the handler. `true` for the defaults, or {@link StoreResultOptions}. Off by default.
-   */
+  /** Keep each handler's value with its id, replayed to duplicates as `result` (see {@link StoreResultOptions}). */
   readonly storeResult?: boolean | StoreResultOptions;
   /** What a kept failure (`removeOnFailure: false`) keeps of the error message (see {@link FailureMessagePolicy}). */
   readonly failureMessage?: FailureMessagePolicy;
-  /**
-   * Encrypts every kept outcome (stored values, kept failures) with AES-256-GCM before it reaches the store;
-   * see {@link OutcomeEncryptionOptions}. A kept outcome that cannot be decrypted (unknown key id, altered) or
-   * is plaintext fails the duplicate with a StoredOutcomeError: nothing unverified is replayed, and the
-   * handler does not run again.
-   */
+  /** Encrypts every kept outcome with AES-256-GCM (see {@link OutcomeEncryptionOptions}). */
   readonly encryption?: OutcomeEncryptionOptions;
-  /**
-   * Store a digest of the payload with the id, and treat a later message with the same id but another digest
-   * as a `conflict` (not a duplicate, not handled). `true`: the whole message in canonical JSON (sorted keys);
-   * a list of dotted field paths: those fields; a function: its string or bytes. A record stored without a
-   * fingerprint matches any message.
-   */
+  /** Keep a payload digest with the id: a later message with the id and another digest is a `conflict`. */
   readonly fingerprint?: FingerprintSelector<M>;
-  /**
-   * A `conflict`: `report` (default) returns it as the outcome; `error` makes `process`/`wrap` reject with the
-   * IdempotencyConflictError (a batch reports it as the result's `error` either way).
-   */
+  /** A `conflict`: `report` (default) returns it; `error` makes `process`/`wrap` reject with it. */
   readonly onConflict?: 'report' | 'error';
   /** Skip the handler for duplicates (default). False runs it with `context.duplicate = true`. */
   readonly skipDuplicate?: boolean;
-  /**
-   * Called for every duplicate, whether or not the handler is skipped, with the duplicate's audit record
-   * ({@link DuplicateRecord}: id, where the copy was read, what is known of the first copy). Its failure is
-   * that message's failure.
-   */
+  /** Called for every duplicate with its audit record ({@link DuplicateRecord}); its failure fails the message. */
   readonly onDuplicate?: (
     message: M,
     context: HandlerContext,
     duplicate: DuplicateRecord,
   ) => Promise<void> | void;
-  /**
-   * A message without id (`null`/`undefined` at the id path): `reject` (the default in eager and lazy mode, as
-   * Camel's idempotent consumer) fails it with a NoMessageIdError naming the path; `forward` (the default with
-   * `eventTime`, as KIP-655) runs the handler without dedup (outcome `no-id`). Where forwarding is chosen, a
-   * batch in which no message had an id is warned about once (`onWarning`, code `IDEM_NO_ID`).
-   */
+  /** A message without id: `reject` (default) fails it; `forward` (default with `eventTime`) handles it as `no-id`. */
   readonly nullId?: 'forward' | 'reject';
-  /**
-   * Receives the consumer's warnings (a whole batch without id under `forward`, lease renewals that failed);
-   * default `process.emitWarning` with type `IdempotencyWarning` and the code.
-   */
+  /** Receives the consumer's warnings; default `process.emitWarning` (type `IdempotencyWarning`). */
   readonly onWarning?: (message: string, code: ConsumerWarningCode) => void;
-  /**
-   * OpenTelemetry: a span per message (its store calls and handler as events) continuing the message's trace,
-   * and the metrics `idempotency.messages`, `messaging.process.duration` and `idempotency.store.duration`. Pass
-   * the `@opentelemetry/api` module you use (an optional peer: nothing is loaded without it). See
-   * docs/telemetry.md.
-   */
+  /** OpenTelemetry spans and metrics, from the `@opentelemetry/api` module you pass (docs/telemetry.md). */
   readonly telemetry?: TelemetryOptions;
-  /**
-   * Called for each message once its batch settled, with its id, outcome and durations (see
-   * {@link OutcomeEvent}): metrics and logs without OpenTelemetry. Synchronous; a throw is warned about
-   * (`IDEM_ON_OUTCOME_FAILED`) and changes nothing.
-   */
+  /** Called for each message once its batch settled ({@link OutcomeEvent}); a throw is only warned about. */
   readonly onOutcome?: (event: OutcomeEvent) => void;
   /** Another worker's live claim: report it as a `duplicate`, or as `in-progress` / InProgressError to retry. */
   readonly inProgress?: 'duplicate' | 'error';
   /** Store down: `fail` raises RepositoryError and treats nothing as new; `process` handles messages as new. */
   readonly storeFailure?: 'fail' | 'process';
-  /**
-   * A confirm that fails because the claim was lost: the handler outlived its lease and another owner took the
-   * id over, so the effect may happen twice. `report` (default): the result says so and the stats count it.
-   * `error`: the call rejects with a {@link ClaimLostError}. Either way, the id is the other owner's now.
-   */
+  /** A confirm that found its claim taken over: `report` (default) in the result, or `error` (ClaimLostError). */
   readonly lostClaim?: 'report' | 'error';
-  /**
-   * Event-time deduplication (KIP-655) for this consumer. When set, the forwarding decision follows event
-   * time and `mode`, `ttlMs`, `leaseMs`, `removeOnFailure` and `inProgress` do not apply (see docs/event-time.md).
-   */
+  /** Event-time deduplication (KIP-655); `mode`, `ttlMs`, `leaseMs`, `removeOnFailure` and `inProgress` then do not apply. */
   readonly eventTime?: EventTimeOptions<M>;
   /**
-   * With a transactional repository (PostgreSQL, MySQL: `repository.transaction` exists), the mark commits in
-   * the side effect's own transaction. The handler gets the open transaction's connection as
-   * `context.transaction` and writes its effect through it; claim, effect and confirm (lazy: check, effect,
-   * mark) then commit together, a failed handler rolls back its effect and its claim together, and a crash
-   * leaves neither (see docs/transactions.md).
-   * - `'message'` (the default with a transactional repository): one transaction per message; `processBatch`
-   *   runs its messages one transaction each, in order (a whole-batch handler gets one transaction).
-   * - `'batch'`: one transaction per `processBatch` call; each handler runs under a savepoint, so a failed
-   *   message undoes only its own writes; a store failure rolls the whole batch back.
-   * - `false` (the default with any other repository): the store's writes commit on their own.
+   * With a transactional repository, the mark commits in the side effect's transaction (`context.transaction`):
+   * one per message (default with such a store), per `processBatch` (`'batch'`), or none (docs/transactions.md).
    */
   readonly transaction?: 'message' | 'batch' | false;
-  /**
-   * In a transaction: how long a claim waits for another open transaction that holds the same id before the
-   * message is answered in-progress, in ms (the database's lock timeout). Default 5 s.
-   */
+  /** In a transaction: how long a claim waits for another one that holds the id, in ms (default 5 s). */
   readonly lockTimeoutMs?: number;
-  /**
-   * Deliberate replays (docs/operations.md): ids are kept per epoch, so after offsets are reset on purpose a new
-   * epoch handles each re-read id once more, duplicates within the replay still dropped, while the old epoch's
-   * ids expire by their TTL. Unset (default): ids are stored as they always were. Every stored id of an epoch is
-   * longer by up to the epoch's length + 10 bytes. Ids reported (results, `onDuplicate`, `onOutcome`) stay yours;
-   * a stored record's own `id` (`existing.id`) carries the epoch.
-   */
+  /** Deliberate replays: ids are kept per epoch, so a new epoch handles each id once more (docs/operations.md). */
   readonly replayEpoch?: string | number;
 }
 
+/** The options without a default. */
+type Unset =
+  | 'onDuplicate'
+  | 'storeResult'
+  | 'fingerprint'
+  | 'encryption'
+  | 'onWarning'
+  | 'telemetry'
+  | 'onOutcome';
+
 /** Options with every default applied. */
 export type ResolvedConsumerOptions<M> = Required<
-  Omit<
-    IdempotentConsumerOptions<M>,
-    | 'onDuplicate'
-    | 'eventTime'
-    | 'storeResult'
-    | 'fingerprint'
-    | 'encryption'
-    | 'transaction'
-    | 'onWarning'
-    | 'telemetry'
-    | 'onOutcome'
-    | 'replayEpoch'
-  >
+  Omit<IdempotentConsumerOptions<M>, Unset | 'eventTime' | 'transaction' | 'replayEpoch'>
 > &
-  Pick<
-    IdempotentConsumerOptions<M>,
-    | 'onDuplicate'
-    | 'storeResult'
-    | 'fingerprint'
-    | 'encryption'
-    | 'onWarning'
-    | 'telemetry'
-    | 'onOutcome'
-    | 'replayEpoch'
-  > & {
+  Pick<IdempotentConsumerOptions<M>, Unset | 'replayEpoch'> & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
-    /** Resolved: false unless the repository is transactional and the option did not turn it off. */
     readonly transaction: 'message' | 'batch' | false;
   };
 
 /** The constructor that takes these options, as errors name it. */
 const CONSUMER_OWNER = 'new IdempotentConsumer(...)';
 
-const HUMAN_DURATIONS: readonly [number, string][] = [
-  [365 * 86_400_000, 'years'],
-  [86_400_000, 'days'],
-  [3_600_000, 'hours'],
-];
-
-/** `630720000000 ms (20 years)`: a large limit in words a person can check. */
+/** `630720000000 ms (20 years)`. */
 function msInWords(ms: number): string {
-  const unit = HUMAN_DURATIONS.find(([size]) => ms >= 2 * size);
+  const units: [number, string][] = [
+    [365 * 86_400_000, 'years'],
+    [86_400_000, 'days'],
+    [3_600_000, 'hours'],
+  ];
+  const unit = units.find(([size]) => ms >= 2 * size);
   return unit ? `${ms} ms (${Math.floor(ms / unit[0])} ${unit[1]})` : `${ms} ms`;
 }
 
@@ -420,12 +290,10 @@ const eventTimeOptionsSchema = z
   })
   .strict()
   .superRefine((options, ctx) => {
-    const by = options.by ?? eventTimeDefaults.by;
-    if (by === 'keyValue' && options.valueId === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['valueId'], message: 'is required with by = "keyValue"' });
-    }
-    if (by === 'key' && options.valueId !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['valueId'], message: 'is only used with by = "keyValue"' });
+    const keyValue = (options.by ?? eventTimeDefaults.by) === 'keyValue';
+    if (keyValue === (options.valueId === undefined)) {
+      const message = keyValue ? 'is required with by = "keyValue"' : 'is only used with by = "keyValue"';
+      ctx.addIssue({ code: 'custom', path: ['valueId'], message });
     }
   });
 
@@ -460,7 +328,7 @@ const fingerprintSchema = z.custom<unknown>(
   { error: 'must be true, a non-empty list of dotted field paths (["a.b"]) or a function' },
 );
 
-/** `telemetry`: the `@opentelemetry/api` module and whether ids go on spans; the HTTP adapter checks it too. */
+/** `telemetry`; the HTTP adapter checks it too. */
 export const telemetrySchema = z
   .object({
     api: z.custom<unknown>(
@@ -473,10 +341,7 @@ export const telemetrySchema = z
   })
   .strict();
 
-/**
- * The `[consumer]` keys code takes as they are, checked by the table's own schema (a new table key is a code option
- * too); code renames the durations (`ttlMs`) and takes more for the rest. The defaults only fill the checked copy.
- */
+/** The `[consumer]` keys code takes as they are (the defaults only fill the checked copy). */
 const asInConfig = consumerConfigSchema.omit({
   id: true,
   ttl: true,
@@ -521,57 +386,45 @@ const consumerOptionsSchema = z
   })
   .strict()
   .superRefine((options, ctx) => {
-    if (options.transaction === 'message' || options.transaction === 'batch') {
-      if (!isTransactional(options.repository)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['transaction'],
-          message:
-            'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
-        });
-      }
+    const issue = (path: string[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+    const { transaction, eventTime, repository } = options;
+    if ((transaction === 'message' || transaction === 'batch') && !isTransactional(repository)) {
+      issue(
+        ['transaction'],
+        'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
+      );
     }
-    if (options.transaction !== undefined && options.transaction !== false) {
-      if (options.eventTime !== undefined) {
-        ctx.addIssue({ code: 'custom', path: ['transaction'], message: 'does not apply with eventTime' });
-      }
+    if (transaction !== undefined && transaction !== false) {
+      if (eventTime !== undefined) issue(['transaction'], 'does not apply with eventTime');
       // A database error aborts the transaction: nothing can be handled "as new" inside it afterwards.
       if (options.storeFailure === 'process') {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['storeFailure'],
-          message: 'must be "fail" with a transaction: a failed store call aborts the transaction',
-        });
+        issue(
+          ['storeFailure'],
+          'must be "fail" with a transaction: a failed store call aborts the transaction',
+        );
       }
     }
     // Event-time records are judged by timestamps; they keep neither outcomes nor digests.
-    if (options.eventTime !== undefined) {
-      for (const key of ['storeResult', 'fingerprint'] as const) {
-        if (options[key] !== undefined && options[key] !== false) {
-          ctx.addIssue({ code: 'custom', path: [key], message: 'does not apply with eventTime' });
-        }
+    for (const key of ['storeResult', 'fingerprint'] as const) {
+      const value = options[key];
+      if (eventTime !== undefined && value !== undefined && value !== false) {
+        issue([key], 'does not apply with eventTime');
       }
     }
     // A cap above what the store keeps would fail the write after the side effect: refuse it up front.
-    const maxResult = options.repository.capabilities?.maxResultBytes;
+    const maxResult = repository.capabilities?.maxResultBytes;
     const maxBytes = typeof options.storeResult === 'object' ? options.storeResult.maxBytes : undefined;
     if (maxBytes !== undefined && maxResult !== undefined && maxBytes > maxResult) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['storeResult', 'maxBytes'],
-        message: `must be at most ${maxResult} bytes, the largest result the store keeps`,
-      });
+      issue(
+        ['storeResult', 'maxBytes'],
+        `must be at most ${maxResult} bytes, the largest result the store keeps`,
+      );
     }
     // A TTL or lease the store would silently cut short is a configuration error, not a surprise later.
-    const max = maxDurationMs(options.repository.capabilities?.maxTtlMs);
+    const max = maxDurationMs(repository.capabilities?.maxTtlMs);
     for (const key of ['ttlMs', 'leaseMs'] as const) {
-      const value = options[key] ?? consumerDefaults[key];
-      if (value > max) {
-        ctx.addIssue({
-          code: 'custom',
-          path: [key],
-          message: `must be at most ${msInWords(max)}, the longest the store can keep`,
-        });
+      if ((options[key] ?? consumerDefaults[key]) > max) {
+        issue([key], `must be at most ${msInWords(max)}, the longest the store can keep`);
       }
     }
   });
@@ -595,43 +448,22 @@ export function resolveConsumerOptions<M>(
   options: IdempotentConsumerOptions<M>,
   owner = CONSUMER_OWNER,
 ): ResolvedConsumerOptions<M> {
-  const origin: OptionsOrigin = { kind: 'code', owner };
   const given = stripUndefined(options);
   const eventTime = options.eventTime && stripUndefined(options.eventTime);
-  parseOptions(consumerOptionsSchema, eventTime ? { ...given, eventTime } : given, origin);
+  parseOptions(consumerOptionsSchema, eventTime ? { ...given, eventTime } : given, { kind: 'code', owner });
   // Checks the keys now, so a bad key is a ConfigError at construction (the engine builds its own cipher).
   if (options.encryption !== undefined) new OutcomeCipher(options.encryption, owner);
-  const resolved = {
+  const { nullId: forward, ...eventTimeRest } = eventTimeDefaults; // nullId is a consumer option
+  return {
     ...consumerDefaults,
     ...given,
-    nullId: options.nullId ?? (options.eventTime ? eventTimeDefaults.nullId : consumerDefaults.nullId),
+    nullId: options.nullId ?? (eventTime ? forward : consumerDefaults.nullId),
     transaction: resolveTransaction(options),
+    ...(eventTime ? { eventTime: { ...eventTimeRest, ...eventTime } } : {}),
   } as ResolvedConsumerOptions<M>;
-  if (options.eventTime !== undefined) {
-    return { ...resolved, eventTime: resolveEventTimeOptions(options.eventTime, owner) };
-  }
-  return resolved;
 }
 
-/** Applies the event-time defaults after checking the options like config (errors name `eventTime.<key>`). */
-export function resolveEventTimeOptions<M>(
-  options: EventTimeOptions<M>,
-  owner = CONSUMER_OWNER,
-): ResolvedEventTimeOptions<M> {
-  const given = stripUndefined(options);
-  parseOptions(
-    z.object({ eventTime: eventTimeOptionsSchema }),
-    { eventTime: given },
-    { kind: 'code', owner },
-  );
-  const { nullId: _nullId, ...defaults } = eventTimeDefaults; // a consumer option, resolved there
-  return { ...defaults, ...given } as ResolvedEventTimeOptions<M>;
-}
-
-/**
- * The transaction mode in force: what the option says, else `'message'` for a transactional repository outside
- * event-time mode (a user who sets nothing gets the mark in the effect's transaction), else none.
- */
+/** The transaction mode in force: the option, else `'message'` for a transactional repository (not event-time). */
 function resolveTransaction<M>(options: IdempotentConsumerOptions<M>): 'message' | 'batch' | false {
   if (options.transaction !== undefined) return options.transaction;
   if (options.eventTime !== undefined || options.storeFailure === 'process') return false;

@@ -7,32 +7,23 @@ import type {
   AddEntry,
   AddOptions,
   AddResult,
-  ConfirmOptions,
   IdempotencyRecord,
   MaybePromise,
   MessageId,
 } from '../store/types.js';
-import type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
+import { type Batch, type Decision, type DedupRule, isThenable, type StoreGuard } from './engine.js';
 import type { HeldClaims } from './lease-renewal.js';
 import { replayEpochPrefix, reservedKey, reservedKeyError } from './message-id.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { ConsumerStats } from './stats.js';
-import type { ProcessResult } from './types.js';
 
 /** What one batch learned from the store. */
 interface ProcessingTimeState {
   /** Eager: the owner token of this batch's claims (a recycled state keeps its own; see `begin`). */
   readonly owner: string;
-  /**
-   * Per head (a key's first position in the batch): FRESH when this batch claimed the key (eager) or found it
-   * absent (lazy), so it may handle it as new; otherwise the live record that holds it. Unset: not looked up
-   * (the store read failed under `storeFailure: 'process'`).
-   */
+  /** Per head: FRESH when this batch claimed (eager) or found absent (lazy) its key, else the record holding it. */
   readonly found: (IdempotencyRecord | typeof FRESH | undefined)[];
-  /**
-   * Eager, a batch of one: its claim's options and its claim (the id set per call), made once per state, since
-   * a recycled state serves call after call.
-   */
+  /** Eager, a batch of one: its claim's options and its claim, made once since a recycled state serves many calls. */
   readonly one:
     | { readonly claimOptions: AddOptions; readonly claim: { id: MessageId; owner: string } }
     | undefined;
@@ -44,26 +35,19 @@ const NEW: Decision = Object.freeze({ kind: 'new', claims: true });
 const EMPTY_ID = 'id is empty';
 
 /**
- * Processing-time deduplication (the default mode), in Apache Camel's two flavours:
- * - eager: one atomic claim per key before the handler (an in-flight record with a lease), confirmed after
- *   success, released after failure;
- * - lazy: one read before the handler, one mark after success.
- * Both answer from the stored record, so `in-progress` is reported the same way in either mode.
+ * Processing-time deduplication (the default), in Apache Camel's two flavours: eager claims each key before the
+ * handler and confirms or releases it after; lazy reads before the handler and marks after success.
  */
 export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> {
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
-  /**
-   * The store's single-key verbs (a batch of one: every `wrap` call), resolved once: its direct verbs where it
-   * has them, called as methods (a call the compiler can inline, not a bound function).
-   */
+  /** The store's single-key verbs for batches of one (every `wrap` call), resolved once. */
   readonly #one: SingleKeyVerbs;
   readonly #eager: boolean;
-  /** The consumer's `transaction` option is on: every batch runs inside one of the repository's transactions. */
+  /** Every batch runs inside one of the repository's transactions (the `transaction` option). */
   readonly #transactional: boolean;
-  /** A lazy mark's options, the same for every mark; and a confirm's when it keeps no outcome. */
-  readonly #markOptions: AddOptions;
-  readonly #confirmOptions: ConfirmOptions;
+  /** Every lazy mark's options, and a confirm's when it keeps no outcome. */
+  readonly #ttl: { readonly ttlMs: number };
   /** `replayEpoch`'s prefix of every store id (undefined: ids stored as read). */
   readonly #epoch: string | undefined;
   readonly #maxIdBytes: number;
@@ -77,19 +61,12 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#one = singleKeyVerbs(options.repository);
     this.#eager = options.mode === 'eager';
     this.#transactional = options.transaction !== false;
-    this.#markOptions = { ttlMs: options.ttlMs };
-    this.#confirmOptions = { ttlMs: options.ttlMs };
+    this.#ttl = { ttlMs: options.ttlMs };
     this.#epoch = replayEpochPrefix(options.replayEpoch);
     this.#maxIdBytes = options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
 
-  /**
-   * A recycled state (`spare`) keeps its owner token. A token must differ between claims that can be unsettled
-   * at once, so that a confirm or release never acts on another claim of the same id: the engine recycles a
-   * state only after its call has settled every claim it made, and never gives one state to two calls. A record
-   * such a settled claim left in the store (a release the store refused) is what it was with a new token: live,
-   * it reads as in progress; lapsed, a new claim replaces it.
-   */
+  /** A recycled state (`spare`) keeps its owner token: its call settled every claim it made (docs/engine.md). */
   begin(batch: Batch<M>, spare?: ProcessingTimeState): ProcessingTimeState {
     const { ids, keys, results } = batch;
     for (let i = 0; i < ids.length; i++) {
@@ -113,8 +90,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       spare.found[0] = undefined;
       return spare;
     }
-    // Base 36, not decimal: V8 keeps each new decimal number text in its number-string cache, which outlives
-    // the young generation and makes every minor GC copy the last few thousand owner tokens.
+    // Base 36: V8 caches decimal number texts, which then outlive the young generation (docs/engine.md).
     const owner = this.#eager ? this.#ownerPrefix + (this.#ownerSeq++).toString(36) : '';
     if (!one) return { owner, found: new Array(ids.length), one: undefined };
     const claims = this.#eager
@@ -124,12 +100,9 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 
   /**
-   * Whether this batch's claims are written confirmed: inside a transaction, where no outcome is kept with the
-   * id (`batch.kept` unset). An in-flight claim that a later statement confirms tells nobody anything there: no
-   * other transaction sees either row before COMMIT, and the claim's row lock holds a concurrent claim of the id
-   * until then, as an in-flight row would. So the claim writes the confirmed record at once and the confirm
-   * statement is not needed; a failed handler's claim goes with the rollback, or (a savepoint kept the rest of
-   * the transaction) is removed by id, owner or not.
+   * Whether this batch's claims are written confirmed: in a transaction that keeps no outcome, nobody sees the
+   * claim before COMMIT and its row lock holds a concurrent claim, so no confirm is needed; a failed handler's
+   * claim goes with the rollback, or is removed by id.
    */
   #claimsConfirmed(batch: Batch<M>): boolean {
     return this.#transactional && batch.kept === undefined;
@@ -157,58 +130,47 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       : this.#lookupMany(state, batch, heads);
   }
 
-  /** `lookup` for several keys: one multi-key store call. */
+  /** What a claim (eager) or a read (lazy) found for a key: FRESH, or the live record that holds it. */
+  #found(answer: AddResult | IdempotencyRecord | undefined): IdempotencyRecord | typeof FRESH {
+    if (!this.#eager) return (answer as IdempotencyRecord | undefined) ?? FRESH;
+    const r = answer as AddResult;
+    return r.added ? FRESH : r.existing;
+  }
+
   async #lookupMany(state: ProcessingTimeState, batch: Batch<M>, heads: readonly number[]): Promise<void> {
     const keys = heads.map((h) => batch.keys[h] as string);
     const repository = this.#options.repository;
-    if (this.#eager) {
-      const options = this.#claimOptions(batch, state.owner);
-      const { fingerprints } = batch;
-      const added = await repository.addMany(
-        fingerprints === undefined
-          ? keys.map((key) => ({ id: idOfKey(key) }))
-          : keys.map((key, k) => ({ id: idOfKey(key), fingerprint: fingerprints[heads[k] as number] })),
-        options,
-      );
-      for (let k = 0; k < heads.length; k++) {
-        const r = added[k] as AddResult;
-        state.found[heads[k] as number] = r.added ? FRESH : r.existing;
-      }
-      return;
-    }
-    const records = await repository.getMany(keys.map(idOfKey));
-    for (let k = 0; k < heads.length; k++) state.found[heads[k] as number] = records[k] ?? FRESH;
+    const { fingerprints } = batch;
+    const answers = this.#eager
+      ? await repository.addMany(
+          fingerprints === undefined
+            ? keys.map((key) => ({ id: idOfKey(key) }))
+            : keys.map((key, k) => ({ id: idOfKey(key), fingerprint: fingerprints[heads[k] as number] })),
+          this.#claimOptions(batch, state.owner),
+        )
+      : await repository.getMany(keys.map(idOfKey));
+    for (let k = 0; k < heads.length; k++) state.found[heads[k] as number] = this.#found(answers[k]);
   }
 
-  /**
-   * `lookup` for a batch of one key (every `wrap` call): the single-key store calls, no arrays, and no promise
-   * when the store answers at once.
-   */
+  /** `lookup` for one key (every `wrap` call): no arrays, and no promise when the store answers at once. */
   #lookupOne(state: ProcessingTimeState, batch: Batch<M>, head: number): Promise<void> | undefined {
     const id = idOfKey(batch.keys[head] as string);
     const { found } = state;
+    let answer: MaybePromise<AddResult | IdempotencyRecord | undefined>;
     if (this.#eager) {
       const fingerprint = batch.fingerprints?.[head];
-      const answer = this.#one.add(
+      answer = this.#one.add(
         id,
         state.one?.claimOptions ?? this.#claimOptions(batch, state.owner),
         fingerprint === undefined ? undefined : { fingerprint },
       );
-      if (waits(answer)) {
-        return Promise.resolve(answer).then((r: AddResult) => {
-          found[head] = r.added ? FRESH : r.existing;
-        });
-      }
-      found[head] = answer.added ? FRESH : answer.existing;
-      return undefined;
-    }
-    const answer = this.#one.get(id);
-    if (waits(answer)) {
-      return Promise.resolve(answer).then((r: IdempotencyRecord | undefined) => {
-        found[head] = r ?? FRESH;
+    } else answer = this.#one.get(id);
+    if (isThenable(answer)) {
+      return Promise.resolve(answer).then((r) => {
+        found[head] = this.#found(r);
       });
     }
-    found[head] = answer ?? FRESH;
+    found[head] = this.#found(answer);
     return undefined;
   }
 
@@ -224,76 +186,81 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   handled(): void {}
 
   settle(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined {
-    // Batches of one key (every `wrap` call) take the single-key store calls, with no arrays.
-    const one = batch.heads.length === 1 ? (batch.heads[0] as number) : -1;
-    if (this.#eager) {
-      return one === -1 ? this.#settleClaims(state, batch, store) : this.#settleOne(state, batch, store, one);
-    }
-    return one === -1 ? this.#mark(state, batch, store) : this.#markOne(state, batch, store, one);
+    const { heads } = batch;
+    return heads.length === 1
+      ? this.#settleOne(state, batch, store, heads[0] as number)
+      : this.#settleMany(state, batch, store);
   }
 
-  /** Confirms each claim whose message succeeded and releases every other claim of the batch. */
-  async #settleClaims(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
-    const repository = this.#options.repository;
-    const confirmKeys: string[] = [];
-    const confirmAt: number[] = [];
+  /**
+   * Eager: releases the claims of failed messages, then confirms the others in one call. Lazy: marks the ids of
+   * the messages that succeeded in one call (not those handled fail-open).
+   */
+  async #settleMany(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
+    const eager = this.#eager;
+    const at: number[] = [];
     const release: string[] = [];
     for (const h of batch.heads) {
       if (state.found[h] !== FRESH) continue;
-      const key = batch.keys[h] as string;
       const winner = batch.winner[h] as number;
-      if (winner !== -1 && settles(batch, winner)) {
-        confirmKeys.push(key);
-        confirmAt.push(winner);
-      } else {
-        release.push(key);
-      }
+      if (winner !== -1 && settles(batch, winner) && (eager || !batch.results[winner]?.failOpen))
+        at.push(winner);
+      else if (eager) release.push(batch.keys[h] as string);
     }
     const confirmedClaims = this.#claimsConfirmed(batch);
-    // A claim written confirmed has no owner: removed by id (this transaction holds its row).
-    const owner = confirmedClaims ? undefined : state.owner;
     if (release.length > 0 && this.#options.removeOnFailure) {
+      // A claim written confirmed has no owner: removed by id (this transaction holds its row).
+      const owner = confirmedClaims ? undefined : state.owner;
       await Promise.all(
         release.map((key) => {
           const start = store.start(batch);
-          return repository.remove(idOfKey(key), owner).then(
+          return this.#options.repository.remove(idOfKey(key), owner).then(
             () => store.succeeded(batch, 'release', start),
             (error: unknown) => this.#releaseFailed(batch, store, start, error),
           );
         }),
       );
     }
-    if (confirmKeys.length === 0 || confirmedClaims) return;
-    const { ttlMs } = this.#options;
+    if (at.length === 0 || (eager && confirmedClaims)) return;
+    const operation = eager ? 'confirm' : 'mark';
     const start = store.start(batch);
-    let confirmed: boolean[];
+    let written: boolean[];
     try {
-      const { kept } = batch;
-      confirmed =
-        confirmKeys.length === 1
-          ? [
-              await repository.confirm(
-                { id: idOfKey(confirmKeys[0] as string), owner: state.owner },
-                { ttlMs, result: kept?.[confirmAt[0] as number] },
-              ),
-            ]
-          : await repository.confirmMany(
-              confirmKeys.map((key, k) => ({
-                id: idOfKey(key),
-                owner: state.owner,
-                result: kept?.[confirmAt[k] as number],
-              })),
-              { ttlMs },
-            );
-      store.succeeded(batch, 'confirm', start);
+      written = await (eager ? this.#confirmMany(state, batch, at) : this.#markMany(batch, at));
+      store.succeeded(batch, operation, start);
     } catch (error) {
-      store.failed(batch, 'confirm', start, error, confirmAt);
+      store.failed(batch, operation, start, error, at);
       return;
     }
-    for (let k = 0; k < confirmed.length; k++) if (!confirmed[k]) this.#lost(batch, confirmAt[k] as number);
+    for (let k = 0; k < written.length; k++)
+      if (!written[k]) this.#unwritten(operation, batch, at[k] as number);
   }
 
-  /** `#settleClaims` for a batch of one key (every `wrap` call): the single-key store calls, no arrays. */
+  async #confirmMany(state: ProcessingTimeState, batch: Batch<M>, at: readonly number[]): Promise<boolean[]> {
+    const { repository, ttlMs } = this.#options;
+    const { keys, kept } = batch;
+    const { owner } = state;
+    if (at.length === 1) {
+      const i = at[0] as number;
+      return [
+        await repository.confirm({ id: idOfKey(keys[i] as string), owner }, { ttlMs, result: kept?.[i] }),
+      ];
+    }
+    return repository.confirmMany(
+      at.map((i) => ({ id: idOfKey(keys[i] as string), owner, result: kept?.[i] })),
+      { ttlMs },
+    );
+  }
+
+  #markMany(batch: Batch<M>, at: readonly number[]): Promise<boolean[]> {
+    const entries = at.map((i) => markEntry(batch, idOfKey(batch.keys[i] as string), i));
+    return markIds(this.#options.repository, entries, this.#ttl);
+  }
+
+  /**
+   * `settle` for a batch of one key (every `wrap` call), with the single-key store calls: eager confirms or
+   * releases the claim, lazy marks the id.
+   */
   #settleOne(
     state: ProcessingTimeState,
     batch: Batch<M>,
@@ -302,41 +269,82 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   ): Promise<void> | undefined {
     if (state.found[head] !== FRESH) return undefined;
     const id = idOfKey(batch.keys[head] as string);
-    const { owner } = state;
     const winner = batch.winner[head] as number;
-    const confirmedClaim = this.#claimsConfirmed(batch);
+    const eager = this.#eager;
     if (winner === -1 || !settles(batch, winner)) {
-      if (!this.#options.removeOnFailure) return undefined;
-      return this.#release(batch, store, id, confirmedClaim ? undefined : owner);
+      if (!eager || !this.#options.removeOnFailure) return undefined;
+      return this.#release(batch, store, id, this.#claimsConfirmed(batch) ? undefined : state.owner);
     }
-    if (confirmedClaim) return undefined;
+    // Nothing to confirm for a claim written confirmed; nothing to mark for a message handled fail-open.
+    if (eager ? this.#claimsConfirmed(batch) : batch.results[winner]?.failOpen) return undefined;
+    const operation = eager ? 'confirm' : 'mark';
     const start = store.start(batch);
     let answer: MaybePromise<boolean>;
     try {
-      const result = batch.kept?.[winner];
-      const options = result === undefined ? this.#confirmOptions : { ttlMs: this.#options.ttlMs, result };
-      let claim = state.one?.claim;
-      if (claim === undefined) claim = { id, owner };
-      else claim.id = id;
-      answer = this.#one.confirm(claim, options);
+      answer = eager
+        ? this.#confirmOne(state, batch, id, winner)
+        : this.#one.mark(markEntry(batch, id, winner), this.#ttl);
     } catch (error) {
-      store.failed(batch, 'confirm', start, error, [winner]);
+      store.failed(batch, operation, start, error, [winner]);
       return undefined;
     }
-    if (waits(answer)) {
+    if (isThenable(answer)) {
       return Promise.resolve(answer).then(
-        (confirmed: boolean) => this.#confirmed(batch, store, start, winner, confirmed),
-        (error: unknown) => store.failed(batch, 'confirm', start, error, [winner]),
+        (written: boolean) => this.#wrote(batch, store, operation, start, winner, written),
+        (error: unknown) => store.failed(batch, operation, start, error, [winner]),
       );
     }
-    this.#confirmed(batch, store, start, winner, answer);
+    this.#wrote(batch, store, operation, start, winner, answer);
     return undefined;
   }
 
-  /** The single confirm went through: `confirmed` false means the claim was lost. */
-  #confirmed(batch: Batch<M>, store: StoreGuard, start: number, winner: number, confirmed: boolean): void {
-    store.succeeded(batch, 'confirm', start);
-    if (!confirmed) this.#lost(batch, winner);
+  #confirmOne(
+    state: ProcessingTimeState,
+    batch: Batch<M>,
+    id: MessageId,
+    winner: number,
+  ): MaybePromise<boolean> {
+    const result = batch.kept?.[winner];
+    const options = result === undefined ? this.#ttl : { ttlMs: this.#options.ttlMs, result };
+    // A recycled state's claim object, its id set per call.
+    let claim = state.one?.claim;
+    if (claim === undefined) claim = { id, owner: state.owner };
+    else claim.id = id;
+    return this.#one.confirm(claim, options);
+  }
+
+  #wrote(
+    batch: Batch<M>,
+    store: StoreGuard,
+    operation: 'confirm' | 'mark',
+    start: number,
+    winner: number,
+    written: boolean,
+  ): void {
+    store.succeeded(batch, operation, start);
+    if (!written) this.#unwritten(operation, batch, winner);
+  }
+
+  /**
+   * A confirm refused: the claim lapsed and another owner took the id (`lostClaim: 'error'`: a ClaimLostError).
+   * A mark refused: another worker marked the id since the check (lazy mode's known race).
+   */
+  #unwritten(operation: 'confirm' | 'mark', batch: Batch<M>, i: number): void {
+    const r = batch.results[i];
+    if (operation === 'mark') {
+      if (r?.outcome !== 'processed') return;
+      this.#stats.raced++;
+      batch.results[i] = { ...r, raced: true };
+      return;
+    }
+    // A kept failure whose claim lapsed: nothing happened twice that the caller does not already know.
+    if (r?.outcome === 'failed') return;
+    this.#stats.claimsLost++;
+    if (!r) return;
+    batch.results[i] =
+      this.#options.lostClaim === 'error'
+        ? { outcome: 'failed', id: r.id, error: new ClaimLostError(r.id as string), claimLost: true }
+        : { ...r, claimLost: true };
   }
 
   /** Releases a claim whose message failed. */
@@ -354,7 +362,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       this.#releaseFailed(batch, store, start, error);
       return undefined;
     }
-    if (!waits(answer)) {
+    if (!isThenable(answer)) {
       store.succeeded(batch, 'release', start);
       return undefined;
     }
@@ -369,130 +377,17 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#stats.releaseFailures++;
     store.ignored(batch, 'release', start, error);
   }
-
-  /** `#mark` for a batch of one key (every lazy `wrap` call): one mark, no arrays. */
-  #markOne(
-    state: ProcessingTimeState,
-    batch: Batch<M>,
-    store: StoreGuard,
-    head: number,
-  ): Promise<void> | undefined {
-    if (state.found[head] !== FRESH) return undefined;
-    const winner = batch.winner[head] as number;
-    const r = winner === -1 ? undefined : batch.results[winner];
-    if (r === undefined || !settles(batch, winner) || r.failOpen) return undefined;
-    const start = store.start(batch);
-    let answer: MaybePromise<boolean>;
-    try {
-      const id = idOfKey(batch.keys[head] as string);
-      const fields = markEntry(batch, winner);
-      answer = this.#one.mark(fields === undefined ? { id } : { id, ...fields }, this.#markOptions);
-    } catch (error) {
-      store.failed(batch, 'mark', start, error, [winner]);
-      return undefined;
-    }
-    if (waits(answer)) {
-      return Promise.resolve(answer).then(
-        (marked: boolean) => this.#marked(batch, store, start, winner, marked),
-        (error: unknown) => store.failed(batch, 'mark', start, error, [winner]),
-      );
-    }
-    this.#marked(batch, store, start, winner, answer);
-    return undefined;
-  }
-
-  /** The single mark went through: an id already held means another worker marked it first (a race). */
-  #marked(batch: Batch<M>, store: StoreGuard, start: number, winner: number, marked: boolean): void {
-    store.succeeded(batch, 'mark', start);
-    const r = batch.results[winner] as ProcessResult;
-    if (marked || r.outcome !== 'processed') return;
-    this.#stats.raced++;
-    batch.results[winner] = { ...r, raced: true };
-  }
-
-  /**
-   * The claim lapsed and another owner took the id before our confirm: the caller must learn it. Under
-   * `lostClaim: 'error'` the message fails with ClaimLostError (`wrap` throws it; a batch reports it), so a
-   * caller that retries finds the other owner's claim instead of handling the message a third time.
-   */
-  #lost(batch: Batch<M>, i: number): void {
-    const r = batch.results[i];
-    // A kept failure whose claim lapsed: nothing happened twice that the caller does not already know.
-    if (r?.outcome === 'failed') return;
-    this.#stats.claimsLost++;
-    if (!r) return;
-    batch.results[i] =
-      this.#options.lostClaim === 'error'
-        ? { outcome: 'failed', id: r.id, error: new ClaimLostError(r.id as string), claimLost: true }
-        : { ...r, claimLost: true };
-  }
-
-  /** Lazy mode: marks the ids whose message succeeded, in one `markMany`. */
-  async #mark(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
-    const keys: string[] = [];
-    const at: number[] = [];
-    for (const h of batch.heads) {
-      if (state.found[h] !== FRESH) continue;
-      const winner = batch.winner[h] as number;
-      if (winner === -1) continue;
-      const key = batch.keys[h] as string;
-      const r = batch.results[winner];
-      if (r === undefined || !settles(batch, winner) || r.failOpen) continue;
-      keys.push(key);
-      at.push(winner);
-    }
-    if (keys.length === 0) return;
-    const start = store.start(batch);
-    let marked: boolean[];
-    try {
-      marked = await markIds(
-        this.#options.repository,
-        keys.map((key, k) => {
-          const fields = markEntry(batch, at[k] as number);
-          return fields === undefined ? { id: idOfKey(key) } : { id: idOfKey(key), ...fields };
-        }),
-        { ttlMs: this.#options.ttlMs },
-      );
-      store.succeeded(batch, 'mark', start);
-    } catch (error) {
-      store.failed(batch, 'mark', start, error, at);
-      return;
-    }
-    for (let k = 0; k < marked.length; k++) {
-      if (marked[k]) continue;
-      const i = at[k] as number;
-      const result = batch.results[i];
-      if (result?.outcome !== 'processed') continue;
-      this.#stats.raced++;
-      batch.results[i] = { ...result, raced: true };
-    }
-  }
 }
 
-/** True when a single-key verb answered with a promise (any thenable, as `await` would treat it). */
-function waits<T>(answer: MaybePromise<T>): answer is Promise<T> {
-  return (
-    answer !== null &&
-    (typeof answer === 'object' || typeof answer === 'function') &&
-    typeof (answer as Promise<T>).then === 'function'
-  );
-}
-
-/**
- * True when the winner's record is to be confirmed (eager) or marked (lazy): it was processed, or it failed
- * and its failure is kept with the id (`removeOnFailure: false`).
- */
+/** True when the winner's record is to be confirmed or marked: it was processed, or its failure is kept. */
 function settles(batch: Batch<unknown>, winner: number): boolean {
   const outcome = batch.results[winner]?.outcome;
   return outcome === 'processed' || (outcome === 'failed' && batch.kept?.[winner] !== undefined);
 }
 
-/** The fields a lazy mark writes with the id: the message's fingerprint and the outcome kept, if any. */
-function markEntry(batch: Batch<unknown>, winner: number): AddEntryFields | undefined {
+/** A lazy mark's entry: the id, with the message's fingerprint and kept outcome if any. */
+function markEntry(batch: Batch<unknown>, id: MessageId, winner: number): AddEntry {
   const fingerprint = batch.fingerprints?.[winner];
   const result = batch.kept?.[winner];
-  if (fingerprint === undefined && result === undefined) return undefined;
-  return { fingerprint, result };
+  return fingerprint === undefined && result === undefined ? { id } : { id, fingerprint, result };
 }
-
-type AddEntryFields = Omit<AddEntry, 'id'>;

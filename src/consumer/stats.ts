@@ -9,10 +9,7 @@ export interface ConsumerStats {
   /** Messages that reused an id with a different payload fingerprint (outcome `conflict`). */
   conflicts: number;
   noId: number;
-  /**
-   * Messages handled as new, or left unrecorded, because a store call failed under the `process` policy:
-   * one per message affected, whether the read before the handler or the write after it failed.
-   */
+  /** Messages handled as new, or left unrecorded, because a store call failed under the `process` policy. */
   failOpen: number;
   /** Claims that could not be released after a handler failure (they lapse with their lease). */
   releaseFailures: number;

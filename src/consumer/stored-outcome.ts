@@ -3,8 +3,7 @@ import { redactText } from '../util/redact-text.js';
 import { type OutcomeCipher, SEALED, UnreadableOutcome } from './encryption.js';
 import type { FailureMessagePolicy, StoreResultOptions } from './options.js';
 
-// The text kept in `IdempotencyRecord.result`: one tag character, then the body.
-// `v` + the serialized value (storeResult), `e` + JSON `{"name","message"}` (a kept failure).
+// The text kept in `IdempotencyRecord.result`: `v` + the serialized value, or `e` + JSON `{"name","message"}`.
 const VALUE = 'v';
 const FAILURE = 'e';
 
@@ -22,11 +21,7 @@ export type StoredOutcome =
 
 const NONE: StoredOutcome = Object.freeze({ kind: 'none' });
 
-/**
- * What a kept `result` text is, without decoding it (no consumer options needed): a handler's value, a kept
- * failure, an encrypted outcome (either; only its keys tell), or text this codec did not write. For tools
- * that look into a store (`idem inspect`).
- */
+/** What a kept `result` text is, without decoding it (for `idem inspect`). */
 export function storedOutcomeKind(kept: string): 'value' | 'failure' | 'encrypted' | 'unknown' {
   const tag = kept[0];
   if (tag === VALUE) return 'value';
@@ -34,12 +29,9 @@ export function storedOutcomeKind(kept: string): 'value' | 'failure' | 'encrypte
   return tag === SEALED ? 'encrypted' : 'unknown';
 }
 
-/**
- * Encodes handler outcomes for the record and decodes them for duplicates, under the consumer's `storeResult`
- * option and the store's `maxResultBytes`. Encoding never throws: a value that cannot be kept is `undefined`.
- */
+/** Encodes outcomes for records and decodes them for duplicates; encoding never throws (undefined: not kept). */
 export class OutcomeCodec {
-  /** True when values are kept (`storeResult`); failures are kept whenever `removeOnFailure` is false. */
+  /** `storeResult` is on. */
   readonly keepsValues: boolean;
   readonly #maxBytes: number;
   readonly #serialize: (value: unknown) => string;
@@ -64,10 +56,7 @@ export class OutcomeCodec {
     this.#cipher = cipher;
   }
 
-  /**
-   * The text to keep for a handler's value, or undefined when it is not kept (`storeIf` said no, too large,
-   * not serializable).
-   */
+  /** The text to keep for a handler's value; undefined when refused, too large, or not serializable. */
   encodeValue(value: unknown, id: string): string | undefined {
     let text: string;
     try {
@@ -81,16 +70,11 @@ export class OutcomeCodec {
     return this.#fits(kept) ? kept : undefined;
   }
 
-  /** The text as kept: sealed under `encryption`, else as it is. */
   #seal(id: string, text: string): string {
     return this.#cipher === undefined ? text : this.#cipher.seal(id, text);
   }
 
-  /**
-   * The text to keep for a handler's failure: its name and, under `failureMessage: 'redacted'`, its message with
-   * the credentials it quotes replaced (cut to fit); undefined if even the name does not fit. The record is
-   * read by every worker sharing the store, and its message ends in their logs.
-   */
+  /** The text to keep for a failure: its name and, unless `failureMessage: 'name'`, its redacted message. */
   encodeFailure(error: unknown, id: string): string | undefined {
     const name = error instanceof Error ? error.name : 'Error';
     const bare = this.#seal(id, FAILURE + JSON.stringify({ name, message: '' }));
@@ -150,10 +134,8 @@ function unreadable(id: string, reason: string): StoredOutcome {
   return { kind: 'unreadable', error: new StoredOutcomeError(id, reason) };
 }
 
-// The default serializer: JSON, with the values JSON would lose tagged under a key JSON documents seldom use
-// (`\u0000t`): undefined, bigint and bytes (base64; a Buffer comes back as a Buffer). A value of the handler's
-// own that has that key (an echo of user input) is wrapped as `{"\u0000t":"object","v":{…}}`, so it comes back
-// as it was rather than as a tag.
+// The default serializer: JSON, with undefined, bigint and bytes tagged under a key JSON seldom uses (`\u0000t`);
+// an object of the handler's own with that key is wrapped (`{"\u0000t":"object","v":{…}}`) to come back as it was.
 const TAG = '\u0000t';
 
 /** JSON that keeps undefined, bigint, Uint8Array and Buffer; see {@link StoreResultOptions}. */

@@ -1,6 +1,6 @@
 import { RepositoryError, SwallowedStatementError } from '../errors.js';
 import type { RepositoryTransaction, TransactionalRepository, TransactionOptions } from '../store/types.js';
-import { answerOne, type BatchEngine, RunAgain, type Runner, toBatchResult } from './engine.js';
+import { answerOne, type BatchEngine, type Finish, RunAgain, type Runner, toBatchResult } from './engine.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type {
   BatchHandler,
@@ -12,34 +12,17 @@ import type {
   ProcessResult,
 } from './types.js';
 
-/**
- * How many times a transaction runs in all when it must run again:
- * - its lazy mark raced: another transaction committed the same id between this one's check and its mark. This
- *   one is rolled back (its effect with it) and runs again, and the run after sees the committed id as a
- *   duplicate. A mark that still races then answers in-progress.
- * - the database rolled it back whole on its own (`RepositoryTransaction.rolledBackBy`: a MySQL deadlock, also in
- *   a statement of a handler's own). Nothing of it committed; every message of it runs again. When the last run
- *   is rolled back too, the call rejects with a retryable RepositoryError, as on any store failure.
- */
+/** How many times a transaction runs when its lazy mark raced, or the database rolled it back on its own. */
 const ATTEMPTS = 3;
 
-/**
- * What one transaction answered: its results, whether a lazy mark raced, whether it was rolled back, and whether
- * an optimistic savepoint could not stand in for a real one (`needsSavepoints`: it runs again with real ones).
- */
+/** What one transaction answered. */
 interface Attempt<R> {
   readonly results: ProcessResult<R>[];
   readonly raced: boolean;
   readonly rolledBack: boolean;
-  readonly needsSavepoints: boolean;
 }
 
-/**
- * The handlers' savepoints in one transaction: `optimistic`, none set where the store can do without (see
- * `RepositoryTransaction.savepoint`; a handler that throws before it sent a statement needs none, and one that
- * wrote and then threw makes the transaction run again with `real` ones), `real`, or `none` (a transaction of one
- * message whose failure is not kept: a failure rolls it back whole).
- */
+/** The handlers' savepoints (`optimistic`: see `RepositoryTransaction.savepoint`; `none`: a failure rolls back all). */
 type Savepoints = 'none' | 'optimistic' | 'real';
 
 const OPTIMISTIC = { optimistic: true } as const;
@@ -50,16 +33,8 @@ interface Opened {
 }
 
 /**
- * The consumer's `transaction` option: runs the batch engine inside the repository's transactions, so the mark
- * commits in the side effect's own transaction.
- *
- * In one transaction: the engine's lookup (the claim, or the lazy check), the handlers (each given the
- * transaction's connection as `context.transaction`), then the settle (confirm, release or mark), then one
- * commit. A concurrent claim of an id this transaction holds waits on its row lock, and after the lock timeout
- * the store answers it in-progress. A handler that throws rolls back its own writes with its claim: under a
- * savepoint when the transaction holds more than that message or keeps the failure, else by rolling the whole
- * transaction back (one round trip less on the common path). A crash commits nothing, and neither does a
- * transaction the database rolled back on its own: it runs again (see {@link ATTEMPTS}).
+ * The consumer's `transaction` option: the engine's lookup, handlers and settle in one of the repository's
+ * transactions, so the mark commits with the side effect (docs/transactions.md).
  */
 export class TransactionRunner<M> implements Runner<M> {
   readonly #options: ResolvedConsumerOptions<M>;
@@ -67,9 +42,8 @@ export class TransactionRunner<M> implements Runner<M> {
   // biome-ignore lint/suspicious/noExplicitAny: the rule's per-batch state type is private to each rule.
   readonly #engine: BatchEngine<M, any>;
   readonly #perBatch: boolean;
-  /** A failed handler's failure is kept with its id (`removeOnFailure: false`): its transaction commits. */
+  /** `removeOnFailure: false`: a failed handler's transaction commits its kept failure. */
   readonly #keepFailures: boolean;
-  /** Every transaction's options: one object, not one per message. */
   readonly #transactionOptions: TransactionOptions;
 
   // biome-ignore lint/suspicious/noExplicitAny: see #engine.
@@ -87,10 +61,7 @@ export class TransactionRunner<M> implements Runner<M> {
     return this.#attempts([message], handler, options, answerOne);
   }
 
-  /**
-   * `processBatch`: one transaction per message, in order, or one for the whole batch (`transaction: 'batch'`,
-   * or a whole-batch handler, which writes every message's effect in one call).
-   */
+  /** `processBatch`: a transaction per message, in order, or one for the batch (`'batch'`, a whole-batch handler). */
   async batch<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
@@ -102,22 +73,19 @@ export class TransactionRunner<M> implements Runner<M> {
     const results: ProcessResult<R>[] = [];
     const { placeOf } = options;
     for (let i = 0; i < messages.length; i++) {
-      // Each message is a batch of one here: its place is still its place in the caller's batch.
+      // Its place is still its place in the caller's batch.
       const own = placeOf === undefined ? options : { ...options, placeOf: () => placeOf(i) };
       results.push(await this.#attempts([messages[i] as M], handler, own, firstResult));
     }
     return { results };
   }
 
-  /**
-   * Runs the transaction again while a lazy mark raced or the database rolled it back (see {@link ATTEMPTS});
-   * answers `finish` of the last run's results (a shared function, not a closure per call).
-   */
+  /** Runs the transaction again while it must (see {@link ATTEMPTS}); answers `finish` of the last run's results. */
   async #attempts<R, T>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
-    finish: (results: ProcessResult<R>[], options: ResolvedConsumerOptions<M>) => T,
+    finish: Finish<M, R, T>,
   ): Promise<T> {
     // A savepoint per handler only where a failure must leave the rest of the transaction standing.
     let savepoints: Savepoints =
@@ -132,8 +100,7 @@ export class TransactionRunner<M> implements Runner<M> {
         failure = error;
       }
       if (savepoints === 'optimistic' && opened.transaction?.needsSavepoints === true) {
-        // Rolled back, nothing of it committed: once more, every handler, with real savepoints; not counted as an
-        // attempt.
+        // An optimistic savepoint could not stand in for a real one: once more with real ones, not counted.
         savepoints = 'real';
         attempt--;
         continue;
@@ -155,7 +122,6 @@ export class TransactionRunner<M> implements Runner<M> {
     }
   }
 
-  /** One transaction over the engine; see the class comment. */
   #transact<R>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
@@ -177,12 +143,7 @@ export class TransactionRunner<M> implements Runner<M> {
       const raced = anyRaced(results);
       // Another transaction committed an id first: this one's effect for it must not commit.
       if (raced) transaction.rollbackOnly();
-      return {
-        results: results as ProcessResult<R>[],
-        raced,
-        rolledBack: transaction.rollingBack,
-        needsSavepoints: transaction.needsSavepoints === true,
-      };
+      return { results: results as ProcessResult<R>[], raced, rolledBack: transaction.rollingBack };
     }, this.#transactionOptions);
   }
 }
@@ -193,7 +154,7 @@ function anyRaced(results: readonly ProcessResult[]): boolean {
   return false;
 }
 
-/** The results of a recycled batch of one, in an array of their own (the engine's is cleared for reuse). */
+/** The results of a recycled batch of one, in an array of their own (the engine's is reused). */
 function ownResults<R>(results: ProcessResult<R>[]): ProcessResult<R>[] {
   return [results[0] as ProcessResult<R>];
 }
@@ -207,10 +168,7 @@ function withTransaction(context: HandlerContext, transaction: RepositoryTransac
   return { ...context, transaction: transaction.client };
 }
 
-/**
- * A per-message handler run in the transaction. Its failure undoes its own writes: back to its savepoint, or
- * (a transaction of this message alone, nothing kept) by making the transaction roll back.
- */
+/** A per-message handler in the transaction; its failure undoes its writes (to its savepoint, or all of them). */
 function perMessage<M, R>(
   handler: MessageHandler<M, R>,
   transaction: RepositoryTransaction,
@@ -245,11 +203,7 @@ function perMessage<M, R>(
   };
 }
 
-/**
- * Releases the savepoint of a handler that returned. When the handler had caught the error of a statement that
- * left the transaction unusable (PostgreSQL), the store rolled back to the savepoint instead: the handler's
- * writes are undone, so its message fails (and the rest of the transaction goes on) with an error saying why.
- */
+/** Releases a returned handler's savepoint; one that swallowed a statement error (PostgreSQL) fails instead. */
 async function keepWrites(transaction: RepositoryTransaction, who: string): Promise<void> {
   try {
     await transaction.releaseSavepoint();
@@ -264,11 +218,7 @@ async function keepWrites(transaction: RepositoryTransaction, who: string): Prom
   }
 }
 
-/**
- * A whole-batch handler run in the transaction, under a savepoint: when it throws, every message failed and its
- * writes are undone. Items it answers as failed keep whatever it wrote for them: in a transaction, a handler
- * that reports single items failed must not have written their effects (or undo them with its own savepoints).
- */
+/** A whole-batch handler under a savepoint: a throw undoes its writes (items it answers failed keep theirs). */
 function wholeBatch<M>(handler: BatchHandler<M>, transaction: RepositoryTransaction): BatchHandler<M> {
   return {
     batch: async (items) => {
@@ -290,11 +240,7 @@ function wholeBatch<M>(handler: BatchHandler<M>, transaction: RepositoryTransact
   };
 }
 
-/**
- * A result of a transaction that was rolled back (a busy claim, a mark that still raced, a failed handler): a
- * message it reported handled did not commit, so it is in-progress (another worker holds or just committed its
- * id; a redelivery decides it again), never `processed`.
- */
+/** A result of a rolled-back transaction: a message it reported handled did not commit, so it is in-progress. */
 function undone<R>(result: ProcessResult<R>): ProcessResult<R> {
   if (result.outcome !== 'processed' && result.raced !== true) return result;
   return { outcome: 'in-progress', id: result.id };

@@ -2,24 +2,10 @@ import type { IdempotencyConflictError, InvalidInputError } from '../errors.js';
 import type { IdempotencyRecord, MessageId } from '../store/types.js';
 import type { TraceSource } from './telemetry/api.js';
 
-/**
- * What happened to one message:
- * - `processed`: new, the handler ran and succeeded;
- * - `duplicate`: a live record already held the id (or an earlier message in the same batch);
- * - `in-progress`: another worker holds a live, unconfirmed claim on the id;
- * - `failed`: the handler threw (or the id was unusable); the error is in `error`. A duplicate of a message
- *   whose failure was kept (`removeOnFailure: false`) is `failed` too, with `replayed: true`;
- * - `conflict`: a live record holds the id with a different payload fingerprint (`fingerprint` option): not
- *   handled; `error` is the IdempotencyConflictError;
- * - `no-id`: the message had no id and was forwarded without dedup.
- */
+/** What happened to one message (see each {@link ProcessResult} variant). */
 export type Outcome = 'processed' | 'duplicate' | 'in-progress' | 'failed' | 'conflict' | 'no-id';
 
-/**
- * Codes of the consumer's warnings (`onWarning`): `IDEM_NO_ID` a whole batch had no id where `nullId` forwards;
- * `IDEM_LEASE_RENEWAL_FAILED` / `IDEM_LEASE_RENEWAL_UNSUPPORTED` a claim could not be kept alive;
- * `IDEM_ON_OUTCOME_FAILED` the `onOutcome` hook threw (the message's outcome stands).
- */
+/** Codes of the consumer's warnings (`onWarning`). */
 export type ConsumerWarningCode =
   | 'IDEM_NO_ID'
   | 'IDEM_LEASE_RENEWAL_FAILED'
@@ -35,52 +21,29 @@ export interface HandlerContext {
   /** The record that made it a duplicate. */
   readonly existing?: IdempotencyRecord;
   /**
-   * With a transactional repository (consumer option `transaction`): the open transaction's connection (for
-   * `pg`, the `PoolClient` inside `BEGIN`; for `mysql2`, the `PoolConnection`). Write the side effect through
-   * it, and the mark commits with it. `postgresTransaction(context)` / `mysqlTransaction(context)` give it
-   * typed. Undefined outside a transaction.
+   * Under the `transaction` option: the open transaction's connection (`pg` PoolClient, `mysql2` PoolConnection),
+   * typed by `postgresTransaction(context)` / `mysqlTransaction(context)`. Write the side effect through it.
    */
   readonly transaction?: unknown;
 }
 
-/**
- * Where a message was read, as its source names it: the Kafka adapter gives `{ topic, partition, offset }`;
- * a caller of `processBatch` gives what it knows through {@link BatchOptions.placeOf}.
- */
+/** Where a message was read, as its source names it (the Kafka adapter: `{ topic, partition, offset }`). */
 export type MessagePlace = Readonly<Record<string, string | number>>;
 
-/**
- * What made a message a duplicate: `stored` a confirmed record in the store; `in-flight` another worker's live
- * claim (reported as a duplicate under `inProgress: 'duplicate'`); `batch` an earlier message of the same batch.
- */
+/** What made a message a duplicate: a `stored` record, another worker's `in-flight` claim, or its `batch`. */
 export type DuplicateReason = 'stored' | 'in-flight' | 'batch';
 
-/**
- * The audit record of one duplicate, the third argument of `onDuplicate`: which copy was dropped, where it was
- * read, and what is known of the first copy. Fields that cannot be known are present and undefined.
- */
+/** The audit record of one duplicate, for `onDuplicate` (docs/engine.md); unknown fields are undefined. */
 export interface DuplicateRecord {
-  /** The canonical id. */
   readonly id: string;
   readonly reason: DuplicateReason;
-  /** Where this (dropped) copy was read; undefined when the caller gave no `placeOf`. */
+  /** Where this copy was read (`placeOf`). */
   readonly place: MessagePlace | undefined;
-  /** `batch`: where the first copy of this batch was read (same source as `place`); undefined otherwise. */
+  /** `batch`: where the first copy was read. */
   readonly firstPlace: MessagePlace | undefined;
-  /**
-   * When the first copy was seen, in epoch ms, as far as the store's record tells (see `firstSeenFrom`).
-   * Undefined when it cannot be told: a `batch` duplicate (the first copy is in this very batch), or a record
-   * written by a version that kept no first-seen time and is another worker's in-flight claim (renewals move its
-   * lease).
-   */
+  /** When the first copy was seen, in epoch ms, as far as the record tells. */
   readonly firstSeen: number | undefined;
-  /**
-   * How `firstSeen` was found: `record` the record's own `firstSeenAt` (the time of the claim or mark that made
-   * it; every store keeps it). For a record of a version that did not keep it: `event-time` the first copy's
-   * event time, kept with the record in event-time mode; `retention` the time the record was confirmed (eager)
-   * or marked (lazy), read as its retention end minus the consumer's `ttlMs` (exact while `ttlMs` is unchanged
-   * since). Undefined with `firstSeen`.
-   */
+  /** How `firstSeen` was found: the record's `firstSeenAt`, its event time, or its retention end less `ttlMs`. */
   readonly firstSeenFrom: 'record' | 'event-time' | 'retention' | undefined;
   /** The record that made it a duplicate (undefined for `batch`). */
   readonly existing: IdempotencyRecord | undefined;
@@ -97,11 +60,7 @@ export interface BatchItem<M> {
   readonly index: number;
 }
 
-/**
- * What a whole-batch handler may answer: the items that failed (by `BatchItem.index`), as Lambda's
- * `batchItemFailures`. Those get the outcome `failed`: their claims are released and their ids are not marked,
- * so a redelivery handles them again (the dedup node leaves dead-lettered records unmarked this way).
- */
+/** What a whole-batch handler may answer: the items that failed, as Lambda's `batchItemFailures`. */
 export interface BatchItemFailures {
   readonly failed: readonly { readonly index: number; readonly error: unknown }[];
 }
@@ -118,36 +77,19 @@ export interface BatchHandler<M> {
 export interface ResultFields {
   /** The message's canonical id; undefined when it had none (`no-id`, or a `failed` id). */
   readonly id: string | undefined;
-  /**
-   * Set on duplicates when the consumer keeps outcomes (`storeResult`, or a kept failure): true when the
-   * stored outcome was replayed (`result`, or `error` for a failure), false when the record had none to give
-   * (kept before `storeResult`, too large, or not serializable).
-   */
+  /** On duplicates when the consumer keeps outcomes: whether the kept outcome was replayed. */
   readonly replayed?: boolean;
-  /**
-   * Set on processed messages under `storeResult`: false when the value was not kept with the id (larger than
-   * the cap, or the serializer failed), so duplicates will not get it back. Counted in `stats.resultsNotKept`.
-   */
+  /** On processed messages under `storeResult`: false when the value was not kept (too large, not serializable). */
   readonly resultKept?: boolean;
   /** The record that made it a duplicate or in-progress. */
   readonly existing?: IdempotencyRecord;
   /** The store failed and the `process` policy handled the message as new. */
   readonly failOpen?: boolean;
-  /**
-   * Eager mode: the handler succeeded, but its claim had lapsed and another worker took the id over before the
-   * confirm (a handler slower than `leaseMs`). The other worker may run the message too. Counted in
-   * `stats.claimsLost`; `lostClaim: 'error'` turns it into a ClaimLostError.
-   */
+  /** Eager: the handler succeeded, but its claim had lapsed and another worker took the id over. */
   readonly claimLost?: boolean;
-  /**
-   * Lazy mode: another worker marked the id between this consumer's check and its mark, so both handled it
-   * (lazy mode's known race). Counted in `stats.raced`.
-   */
+  /** Lazy: another worker marked the id between this one's check and mark, so both handled it. */
   readonly raced?: boolean;
-  /**
-   * Event-time mode only: the record's timestamp was missing or invalid and the `forward` policy handled it
-   * without dedup. The error names the field.
-   */
+  /** Event-time mode: the timestamp was missing or invalid and `forward` handled it without dedup. */
   readonly invalidInput?: InvalidInputError;
 }
 
@@ -158,10 +100,7 @@ export interface ProcessedResult<R = unknown> extends ResultFields {
   readonly error?: undefined;
 }
 
-/**
- * `duplicate`: a live record (or an earlier message of the batch) held the id. `result` is the value kept with
- * the id when `replayed` is true, or the handler's value under `skipDuplicate: false`.
- */
+/** `duplicate`: a live record held the id; `result` is the kept value (`replayed`), or the handler's. */
 export interface DuplicateResult<R = unknown> extends ResultFields {
   readonly outcome: 'duplicate';
   readonly result?: R;
@@ -183,10 +122,7 @@ export interface InProgressResult extends ResultFields {
   readonly error?: undefined;
 }
 
-/**
- * `failed`: the handler threw, or the id was unusable or missing (`nullId: 'reject'`); `error` says which. With
- * `replayed: true`, the replay of a failure kept with the id (a StoredFailureError).
- */
+/** `failed`: the handler threw, or the id was unusable or missing; `replayed`: a kept failure's replay. */
 export interface FailedResult extends ResultFields {
   readonly outcome: 'failed';
   readonly error: unknown;
@@ -200,10 +136,7 @@ export interface ConflictResult extends ResultFields {
   readonly result?: undefined;
 }
 
-/**
- * The result of processing one message, discriminated by `outcome`: after `r.outcome === 'processed'`,
- * `r.result` is the handler's value (type `R`); after `'failed'` or `'conflict'`, `r.error` is set.
- */
+/** The result of processing one message, discriminated by `outcome`. */
 export type ProcessResult<R = unknown> =
   | ProcessedResult<R>
   | DuplicateResult<R>
@@ -212,55 +145,38 @@ export type ProcessResult<R = unknown> =
   | FailedResult
   | ConflictResult;
 
-/** Per-call options of {@link IdempotentConsumer.processBatch}. */
 /** What stops a batch's lease renewals: read on each renewal tick; an `AbortSignal` is one. */
 export interface RenewalSignal {
   readonly aborted: boolean;
 }
 
+/** Per-call options of {@link IdempotentConsumer.processBatch}. */
 export interface BatchOptions {
-  /**
-   * The stream this batch belongs to (the Kafka adapter passes `topic:partition`). Event-time mode keeps one
-   * stream time, and one id space, per stream; other modes ignore it.
-   */
+  /** The stream of the batch (Kafka: `topic:partition`): event-time mode keeps a stream time and ids per stream. */
   readonly stream?: string;
-  /** Observes every store call the batch makes (metrics, tracing): operation, duration, and the error if any. */
+  /** Observes every store call the batch makes. */
   readonly onStoreCall?: (call: StoreCall) => void;
-  /**
-   * Eager: stops renewing this batch's claims once it aborts (e.g. the caller gave the work up); they then
-   * lapse at their lease end, as a crashed worker's do. Only `aborted` is read (on each renewal tick), so an
-   * `AbortSignal` or any object with that flag serves.
-   */
+  /** Eager: stops renewing this batch's claims once it aborts; they then lapse as a crashed worker's do. */
   readonly renewalSignal?: RenewalSignal;
-  /**
-   * Where message `index` (its position in this call's messages) was read, for the duplicate audit record
-   * ({@link DuplicateRecord.place}). Called only for duplicates, and only when `onDuplicate` is set.
-   */
+  /** Where message `index` was read, for {@link DuplicateRecord.place} and `onOutcome`. */
   readonly placeOf?: (index: number) => MessagePlace | undefined;
-  /**
-   * Where the batch's messages came from, for the spans and metrics of the consumer's `telemetry` option: their
-   * incoming trace context, span kind and attributes (the Kafka and HTTP adapters fill it in).
-   */
+  /** Where the batch's messages came from, for the consumer's telemetry. */
   readonly trace?: TraceSource;
 }
 
-/**
- * What the consumer's `onOutcome` hook is told of each message once its batch has settled (its claim confirmed
- * or released, its mark written): one event per message, in input order.
- */
+/** What `onOutcome` is told of each message once its batch has settled, in input order. */
 export interface OutcomeEvent {
-  /** The canonical id; undefined when the message had none. */
   readonly id: string | undefined;
   readonly outcome: Outcome;
-  /** The message's result as the call answers it: `error`, `replayed`, `failOpen`, `claimLost`, ... */
+  /** The message's result as the call answers it. */
   readonly result: ProcessResult;
-  /** Where it was read (`BatchOptions.placeOf`: the Kafka adapter gives topic, partition and offset). */
+  /** Where it was read (`BatchOptions.placeOf`). */
   readonly place: MessagePlace | undefined;
   /** Milliseconds from the start of its batch until the batch settled. */
   readonly durationMs: number;
-  /** Milliseconds its handler ran (a whole-batch handler: the whole call); undefined when none ran for it. */
+  /** Milliseconds its handler ran; undefined when none ran for it. */
   readonly handlerMs: number | undefined;
-  /** Milliseconds of its batch's store calls (lookup, then confirm, release, mark or keep), shared by the batch. */
+  /** Milliseconds of its batch's store calls. */
   readonly storeMs: number;
 }
 
@@ -280,10 +196,7 @@ export interface BatchResult<R = unknown> {
 /** How the id is found: a dotted field path (`"meta.id"`) or a function. Null/undefined means "no id". */
 export type IdSelector<M> = string | ((message: M) => MessageId | number | bigint | null | undefined);
 
-/**
- * How the event timestamp is found: a dotted field path or a function. Accepted values: epoch ms as a whole
- * number >= 0, a bigint or a string of digits (kafkajs gives `"1700000000000"`), a Date, or an ISO-8601 string.
- */
+/** How the event timestamp is found: epoch ms (number, bigint or digits), a Date, or an ISO-8601 string. */
 export type TimestampSelector<M> =
   | string
   | ((message: M) => number | bigint | string | Date | null | undefined);

@@ -1,8 +1,5 @@
-/**
- * The parts of `@opentelemetry/api` the consumer calls, as structural types: the package is an optional peer
- * that is never imported (neither at run time nor by the emitted `.d.ts`). The user passes the module object,
- * `import * as api from '@opentelemetry/api'`, which these types accept as it is.
- */
+// The parts of `@opentelemetry/api` the consumer calls, as structural types: the optional peer is never imported,
+// and the module object the user passes (`import * as api from '@opentelemetry/api'`) fits them as it is.
 
 /** A value an attribute may hold here (a subset of the API's `AttributeValue`). */
 export type TelemetryAttributeValue = string | number | boolean;
@@ -93,38 +90,23 @@ export interface OpenTelemetryApi {
 export interface TelemetryOptions {
   /** The `@opentelemetry/api` module: `import * as api from '@opentelemetry/api'`. Nothing is loaded without it. */
   readonly api: OpenTelemetryApi;
-  /**
-   * Put each message's id on its span (`idempotency.id`), and the handler's error message (an exception event).
-   * Off by default: ids and error messages can be personal data.
-   */
+  /** Put ids and error messages on spans (off by default: they can be personal data). */
   readonly recordIds?: boolean;
 }
 
-/**
- * Where a message's trace context is read: its headers (a Kafka record's, an HTTP request's) as an object, or a
- * function from a header name to its value. Values may be text, bytes, or a list of either.
- */
+/** A message's headers, where its trace context is read: an object, or a function of a header's name. */
 export type TraceCarrier = Readonly<Record<string, unknown>> | ((name: string) => unknown);
 
-/**
- * What a caller of `processBatch` tells the consumer's telemetry about a batch's messages (the Kafka and HTTP
- * adapters fill it in). Read only when the consumer has `telemetry` or `onOutcome`.
- */
+/** What a caller of `processBatch` tells the consumer's telemetry about a batch's messages. */
 export interface TraceSource {
   /** `consumer` for messages read from a broker, as the messaging conventions say; default `internal`. */
   readonly kind?: 'consumer' | 'internal';
-  /**
-   * Attributes of every span and measurement of the batch (`messaging.system`, `messaging.destination.name`):
-   * keep them few-valued, they split the metrics.
-   */
+  /** Attributes of every span and measurement of the batch: keep them few-valued, they split the metrics. */
   readonly attributes?: TelemetryAttributes;
   /** Attributes of message `index`'s span only (many-valued ones: an offset). */
   readonly attributesOf?: (index: number) => TelemetryAttributes | undefined;
   /** Message `index`'s headers, where its incoming trace context (`traceparent`) is read. */
   readonly headersOf?: (index: number) => TraceCarrier | undefined;
-  /**
-   * True for a message the caller's handler declined to run (it threw without running it, to read it again
-   * later; the Kafka adapter does so after a failure in the batch): no outcome is reported for it.
-   */
+  /** True for a message the caller declined to run, to read it again later: no outcome is reported for it. */
   readonly declined?: (index: number) => boolean;
 }

@@ -13,13 +13,16 @@ import type {
 import type {
   OpenTelemetryApi,
   OtelContext,
+  OtelGetter,
+  OtelMeter,
   OtelSpan,
   OtelSpanContext,
+  OtelTracer,
   TelemetryAttributes,
   TelemetryOptions,
+  TraceCarrier,
   TraceSource,
 } from './api.js';
-import { carrierGetter } from './carrier.js';
 
 const SCOPE = 'idempotent-consumer';
 
@@ -42,16 +45,13 @@ export interface TelemetrySettings {
 interface Otel {
   readonly api: OpenTelemetryApi;
   readonly recordIds: boolean;
-  readonly tracer: ReturnType<OpenTelemetryApi['trace']['getTracer']>;
-  readonly messages: ReturnType<ReturnType<OpenTelemetryApi['metrics']['getMeter']>['createCounter']>;
-  readonly processSeconds: ReturnType<ReturnType<OpenTelemetryApi['metrics']['getMeter']>['createHistogram']>;
-  readonly storeSeconds: ReturnType<ReturnType<OpenTelemetryApi['metrics']['getMeter']>['createHistogram']>;
+  readonly tracer: OtelTracer;
+  readonly messages: ReturnType<OtelMeter['createCounter']>;
+  readonly processSeconds: ReturnType<OtelMeter['createHistogram']>;
+  readonly storeSeconds: ReturnType<OtelMeter['createHistogram']>;
 }
 
-/**
- * A consumer's spans, metrics and `onOutcome` hook: made only when one of `telemetry` and `onOutcome` is set,
- * so a consumer without them pays nothing but a check per batch.
- */
+/** A consumer's spans, metrics and `onOutcome` hook: made only when `telemetry` or `onOutcome` is set. */
 export class ConsumerTelemetry {
   readonly otel: Otel | undefined;
   readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
@@ -94,11 +94,6 @@ export class ConsumerTelemetry {
       }),
     };
   }
-
-  /** The telemetry of a batch whose ids are read (`ids[i]` undefined: message `i` has none). */
-  open(ids: readonly (string | undefined)[], options: BatchOptions): BatchTelemetry {
-    return new BatchTelemetry(this, ids, options);
-  }
 }
 
 /** One batch's spans and timings; the engine tells it of handlers, store calls and the settled results. */
@@ -110,7 +105,7 @@ export class BatchTelemetry {
   #storeMs = 0;
   readonly #handlerStart: (number | undefined)[] = [];
   readonly #handlerMs: (number | undefined)[] = [];
-  /** One span per message, and the context it is active in while its handler runs (with `telemetry`). */
+  /** One span per message, and the context its handler runs in (with `telemetry`). */
   readonly #spans: OtelSpan[] | undefined;
   readonly #contexts: OtelContext[] | undefined;
   #ended = false;
@@ -135,8 +130,7 @@ export class BatchTelemetry {
     const spans: OtelSpan[] = [];
     const contexts: OtelContext[] = [];
     for (let i = 0; i < ids.length; i++) {
-      // An instrumentation's active span (an HTTP server span) already continues the request's trace: the span
-      // is its child. Otherwise the message's own headers carry the trace (a Kafka record's `traceparent`).
+      // A child of the active span (an HTTP server's), linked to the message's trace; else the headers' child.
       const carrier = source?.headersOf?.(i);
       let parent = active;
       let links: { context: OtelSpanContext }[] | undefined;
@@ -170,7 +164,7 @@ export class BatchTelemetry {
     this.#contexts = contexts;
   }
 
-  /** Runs message `i`'s handler, timed, in its span's context (so the handler's own spans are its children). */
+  /** Runs message `i`'s handler, timed, in its span's context. */
   call<M, R>(
     i: number,
     handler: (message: M, context: HandlerContext) => R,
@@ -193,7 +187,7 @@ export class BatchTelemetry {
     this.#spans?.[i]?.addEvent('handler', { 'idempotency.duration_ms': ms }, start);
   }
 
-  /** Runs a whole-batch handler, timed: each of its messages spent the whole call in it. */
+  /** Runs a whole-batch handler, timed for each of its messages. */
   async callBatch<M>(
     handler: BatchHandler<M>,
     items: readonly BatchItem<M>[],
@@ -290,7 +284,7 @@ export class BatchTelemetry {
     if (error instanceof Error || typeof error === 'string') span.recordException(error);
   }
 
-  /** The call rejected (a store failure under `storeFailure: 'fail'`): every span ends as failed, unreported. */
+  /** The call rejected (`storeFailure: 'fail'`): every span ends as failed, unreported. */
   abort(error: unknown): void {
     if (this.#ended) return;
     this.#ended = true;
@@ -321,4 +315,18 @@ function storeType(repository: IdempotentRepository): string {
   const name = (repository as { constructor?: { name?: string } }).constructor?.name;
   if (!name || name === 'Object') return 'custom';
   return name.replace(/Repository$/, '').toLowerCase() || 'custom';
+}
+
+/** Reads trace headers as text: Kafka header values come as bytes (or lists of them), HTTP ones as text or lists. */
+const carrierGetter: OtelGetter<TraceCarrier> = {
+  keys: (carrier) => (typeof carrier === 'function' ? [] : Object.keys(carrier)),
+  get: (carrier, key) => text(typeof carrier === 'function' ? carrier(key) : carrier[key]),
+};
+
+function text(value: unknown): string | string[] | undefined {
+  if (typeof value === 'string') return value;
+  if (value instanceof Uint8Array)
+    return Buffer.from(value.buffer, value.byteOffset, value.length).toString();
+  if (Array.isArray(value)) return value.map(text).filter((v): v is string => typeof v === 'string');
+  return undefined;
 }

@@ -36,14 +36,13 @@ export interface KeyedClaim {
 
 /** Options every repository accepts. */
 export interface BaseRepositoryOptions {
-  /** Clock in epoch ms; tests inject one to step over TTLs. Defaults to `Date.now`. */
+  /** Clock in epoch ms (tests inject one to step over TTLs); defaults to `Date.now`. */
   readonly clock?: () => number;
 }
 
 /**
- * Shared work for every store, in the manner of Powertools' BasePersistenceLayer: id validation, in-batch
- * duplicate resolution, the closed state and error wrapping. A store implements only the `do*` storage calls,
- * and receives unique, validated keys plus the current time.
+ * The shared work of every store (Powertools' BasePersistenceLayer): id and time validation, in-batch repeats,
+ * the closed state and error wrapping. A store implements the `do*` calls, given unique keys and the time.
  */
 export abstract class BaseRepository implements IdempotentRepository {
   abstract readonly capabilities: RepositoryCapabilities;
@@ -57,9 +56,14 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.clock = options.clock ?? Date.now;
   }
 
-  /** The clock of a repository built on this class, for a wrapper that judges times as its inner store does. */
+  /** The clock of a repository built on this class: a wrapper judges times as its inner store does. */
   protected static clockOf(repository: IdempotentRepository): (() => number) | undefined {
     return repository instanceof BaseRepository ? repository.clock : undefined;
+  }
+
+  /** The store name of a repository built on this class, for a wrapper's messages. */
+  protected static nameOf(repository: IdempotentRepository): string | undefined {
+    return repository instanceof BaseRepository ? repository.storeName : undefined;
   }
 
   /** Inserts each key if absent or no longer live; keys are unique. */
@@ -80,9 +84,8 @@ export abstract class BaseRepository implements IdempotentRepository {
     now: number,
   ): Promise<boolean[]>;
   /**
-   * Extends the owner's in-flight claim of the key to `now + leaseMs` (see `IdempotentRepository.renew`).
-   * Every bundled store implements it atomically. The default, for a store written before it, refuses with a
-   * RenewUnsupportedError: the consumer then warns once and holds its claims for one lease only.
+   * Extends the owner's in-flight claim to `now + leaseMs` (see `IdempotentRepository.renew`). The default, for
+   * a store written before it, throws RenewUnsupportedError: the consumer then warns once.
    */
   protected async doRenew(_key: string, _owner: string, _leaseMs: number, _now: number): Promise<boolean> {
     throw new RenewUnsupportedError(
@@ -100,10 +103,7 @@ export abstract class BaseRepository implements IdempotentRepository {
     return result as AddResult;
   }
 
-  /**
-   * Lazy mark of unique keys (see `IdempotentRepository.markMany`). The default is an atomic add without a lease;
-   * stores with a cheaper, possibly blind, write override it.
-   */
+  /** Lazy mark of unique keys (see `IdempotentRepository.markMany`); by default an add without a lease. */
   protected async doMarkMany(
     entries: readonly KeyedEntry[],
     options: MarkOptions,
@@ -128,13 +128,12 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   /**
-   * Refuses a TTL, lease or lifetime that is not a finite duration above 0 within the store's maximum, before
-   * anything is written (a NaN expiry never expires in some stores and is already expired in others).
+   * Refuses a TTL, lease or lifetime that is not a duration above 0 within the store's maximum, before anything
+   * is written (a NaN expiry never expires in some stores and has expired in others). Cheap when all are valid.
    */
   protected checkTimes(options: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number }): void {
     const max = maxDurationMs(this.capabilities?.maxTtlMs);
     const { ttlMs, leaseMs, minLifetimeMs } = options;
-    // Every call checks its times: the error's wording is built only when one is refused.
     if (
       isValidDuration(ttlMs, max) &&
       (leaseMs === undefined || isValidDuration(leaseMs, max)) &&
@@ -143,11 +142,9 @@ export abstract class BaseRepository implements IdempotentRepository {
       return;
     }
     const where = `${this.storeName} repository`;
-    checkDuration('ttlMs', options.ttlMs, max, where);
-    if (options.leaseMs !== undefined) checkDuration('leaseMs', options.leaseMs, max, where);
-    if (options.minLifetimeMs !== undefined) {
-      checkDuration('minLifetimeMs', options.minLifetimeMs, max, where);
-    }
+    checkDuration('ttlMs', ttlMs, max, where);
+    if (leaseMs !== undefined) checkDuration('leaseMs', leaseMs, max, where);
+    if (minLifetimeMs !== undefined) checkDuration('minLifetimeMs', minLifetimeMs, max, where);
   }
 
   async add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
@@ -239,8 +236,7 @@ export abstract class BaseRepository implements IdempotentRepository {
   async confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
     this.assertOpen();
     this.checkTimes(options);
-    const keyed: KeyedClaim = { key: toKey(claim.id, this.maxIdBytes), owner: claim.owner };
-    if (options.result !== undefined) (keyed as { result?: string }).result = options.result;
+    const keyed = keyedClaim(toKey(claim.id, this.maxIdBytes), claim.owner, options.result);
     return this.run('confirm', () => this.doConfirm(keyed, options.ttlMs, this.clock()));
   }
 
@@ -248,10 +244,7 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.assertOpen();
     this.checkTimes(options);
     if (claims.length === 0) return [];
-    const keyed = claims.map((c): KeyedClaim => {
-      const key = toKey(c.id, this.maxIdBytes);
-      return c.result === undefined ? { key, owner: c.owner } : { key, owner: c.owner, result: c.result };
-    });
+    const keyed = claims.map((c) => keyedClaim(toKey(c.id, this.maxIdBytes), c.owner, c.result));
     return this.run('confirm', () => this.doConfirmMany(keyed, options.ttlMs, this.clock()));
   }
 
@@ -274,13 +267,9 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   /*
-   * The single-key fast path, for `wrap` (one claim then one confirm or release; lazy: one read then one mark).
-   * Each is its async verb, with the same semantics and errors, except that a store that can answer at once (the
-   * memory store overrides these) returns the answer itself rather than a promise, and then throws its error
-   * rather than rejecting: the consumer pays no promise hop for a store that does not wait. They are not part of
-   * the port (`IdempotentRepository`): a repository written without them is called through its async verbs, and a
-   * wrapper built on this class gets them routed through its own storage calls. The contract suite checks that
-   * each answers what its async verb answers, and that a persistent store holds a write made through any of them.
+   * The single-key fast path of `wrap` (see `singleKeyVerbs`): each is its async verb, except that a store that
+   * can answer at once (the memory store) returns the answer, or throws, instead of a promise. Not part of the
+   * port: a wrapper built on this class gets them routed through its own storage calls.
    */
   /** `add`, answered at once when the store can. */
   addDirect(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
@@ -338,8 +327,13 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 }
 
-/** The keyed form of an add entry; a result travels only with a lazy mark (a claim has no outcome yet). */
-function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, keepResult: boolean): KeyedEntry {
+/** A claim with its canonical key; `result` only when there is one. */
+function keyedClaim(key: string, owner: string, result: string | undefined): KeyedClaim {
+  return result === undefined ? { key, owner } : { key, owner, result };
+}
+
+/** The keyed form of an add entry (or a record's fields); a result travels only with a lazy mark. */
+export function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, keepResult: boolean): KeyedEntry {
   const keyed: { -readonly [K in keyof KeyedEntry]: KeyedEntry[K] } = { key };
   if (entry.eventTime !== undefined) keyed.eventTime = entry.eventTime;
   if (entry.fingerprint !== undefined) keyed.fingerprint = entry.fingerprint;

@@ -25,16 +25,13 @@ const WRITER_HEADER = 'idem-writer';
 const TAIL_RETRY_MS = 1_000;
 
 /**
- * Ids kept in a compacted Kafka topic, with the memory store as the local index it answers from (Camel's
- * KafkaIdempotentRepository, without CAMEL-20218: `open` reads the topic up to the end offsets it captured before it
- * resolves, so a restarted consumer sees its own last marks).
+ * Ids kept in a compacted Kafka topic (Camel's KafkaIdempotentRepository, without CAMEL-20218: `open` reads the
+ * topic to the end offsets it captured before it resolves, so a restarted consumer sees its own last marks).
  *
- * It is a {@link LoggedRepository} over the memory store with the topic as its changelog: each write is decided in
- * the local index (atomic within this process), sent to the topic with acks from all in-sync replicas, and undone
- * locally if the topic refuses it; the call resolves only after the acks. A {@link ChangelogRestorer} follows the
- * topic for as long as the repository is open and restores the marks of other instances on the same topic within
- * about a fetch (its own writes, which the index already holds, are left out). Two
- * instances can still both claim an id that neither has read yet: the store is not shared-atomic
+ * A {@link LoggedRepository} over the memory store with the topic as its changelog: a write is decided in the
+ * local index, resolves once all in-sync replicas acknowledged it, and is undone locally if the topic refuses
+ * it. A {@link ChangelogRestorer} follows the topic while the repository is open, restoring other instances'
+ * marks within about a fetch. Two instances can still both claim an id neither has read yet
  * (`capabilities.shared` is false). See docs/kafka-repository.md.
  */
 export class KafkaRepository extends LoggedRepository {
@@ -162,22 +159,16 @@ export class KafkaRepository extends LoggedRepository {
     return super.close();
   }
 
-  /** One own write of the key is accounted for (read back). */
-  #readBack(key: string): void {
-    readBack(this.#unread, key);
-  }
-
   /**
-   * Whether a record read from the topic is a change to apply to the local index: not an own write (the index
-   * holds it; it is now read back), and not older than an own write of its key that is not read back yet.
+   * Whether a record read from the topic is a change to apply: not an own write (the index holds it; it is now
+   * read back), and not older than an own write of its key not read back yet (the index holds a newer state).
    */
   #accept(entry: ChangelogEntry): boolean {
     const writer = entry.headers[WRITER_HEADER];
     if (writer !== undefined && String(writer) === this.#writer) {
-      this.#readBack(entry.key);
+      readBack(this.#unread, entry.key);
       return false;
     }
-    // An own write of this key is later in the topic than this record: the index already holds the newer state.
     return !this.#unread.has(entry.key);
   }
 

@@ -6,6 +6,7 @@ import {
   decodeRecord,
   encodeRecord,
   forgetAt,
+  isClaimOf,
   isLive,
   newRecord,
   renewedRecord,
@@ -26,7 +27,7 @@ import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
 import { loadBuckets, removeIndex, type StartupSummary, saveIndex } from './startup.js';
 import { openStoreDirectory, type StoreDirectory } from './store-directory.js';
-import { type Located, type Pending, valueEncoder, WriteBuffer } from './write-buffer.js';
+import { DirectWrite, type Located, valueEncoder, WriteBuffer } from './write-buffer.js';
 
 /** Diagnostics of an open store. */
 export interface RocksdbStats {
@@ -218,34 +219,27 @@ export class RocksdbRepository extends BaseRepository {
         return (await this.#add(entries, addOptions, now, wall)).map((r) => r.added);
       }
       const results = new Array<boolean>(entries.length).fill(true);
-      const keys: string[] = [];
-      const hashes: number[] = [];
-      const values: Buffer[] = [];
+      const write = new DirectWrite();
       let checked: number[] | undefined;
-      const slots = this.#slotScratch;
-      const blobs = this.#blobScratch;
       // Every mark of one call has the same times; only an entry's own fields (fingerprint, result) differ.
-      const plain = Buffer.from(encodeRecord(newRecord('', {}, addOptions, now)));
+      const bare = newRecord('', {}, addOptions, now);
+      const plain = Buffer.from(encodeRecord(bare));
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i] as KeyedEntry;
         const hash = hashKey(entry.key);
-        if (index.lookup(hash, slots, blobs) > 0 || this.#buffer.claim(entry.key) !== undefined) {
+        if (index.lookup(hash, this.#slotScratch, this.#blobScratch) > 0 || this.#buffer.claim(entry.key)) {
           checked ??= [];
           checked.push(i);
           continue;
         }
-        keys.push(entry.key);
-        hashes.push(hash);
-        values.push(
-          entry.eventTime === undefined && entry.fingerprint === undefined && entry.result === undefined
-            ? plain
-            : Buffer.from(encodeRecord(newRecord(entry.key, entry, addOptions, now))),
-        );
+        const own =
+          entry.eventTime !== undefined || entry.fingerprint !== undefined || entry.result !== undefined;
+        const value = own ? Buffer.from(encodeRecord(newRecord(entry.key, entry, addOptions, now))) : plain;
+        write.fresh(entry.key, hash, value);
       }
-      if (keys.length > 0) {
-        const lifetime = storeLifetimeMs(newRecord('', {}, addOptions, now), now, options.minLifetimeMs);
-        const bucket = await buckets.bucketFor(lifetime, wall);
-        this.#buffer.writeNow(NO_KEYS, NO_CHANGES, { bucket, keys, hashes, values });
+      if (write.freshKeys.length > 0) {
+        write.bucket = await buckets.bucketFor(storeLifetimeMs(bare, now, options.minLifetimeMs), wall);
+        this.#buffer.writeNow(write);
       }
       if (checked !== undefined) {
         const added = await this.#add(
@@ -272,14 +266,8 @@ export class RocksdbRepository extends BaseRepository {
     const hashes = new Uint32Array(keys.length);
     const found = await this.#locate(keys, hashes, now);
     const results = new Array<AddResult>(entries.length);
-    // Durable records with nothing buffered are written at once, without a trip through the buffer's map; those
-    // of keys with no copy anywhere without a change object either.
-    const direct = this.#buffer.direct && options.leaseMs === undefined;
-    const directKeys: string[] = [];
-    const directChanges: Pending[] = [];
-    const freshKeys: string[] = [];
-    const freshHashes: number[] = [];
-    const freshValues: Buffer[] = [];
+    // Durable records with nothing buffered are written at once, without a trip through the buffer's map.
+    const write = this.#buffer.direct && options.leaseMs === undefined ? new DirectWrite() : undefined;
     const encode = valueEncoder();
     let bucket: Bucket | undefined;
     for (let i = 0; i < entries.length; i++) {
@@ -294,27 +282,16 @@ export class RocksdbRepository extends BaseRepository {
       // Every new record of one call has the same times, hence the same bucket.
       bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now, options.minLifetimeMs), wall);
       const hash = hashes[i] as number;
-      if (!direct) {
-        this.#buffer.put(entry.key, hash, record, bucket, copies);
-      } else if (copies === undefined) {
-        freshKeys.push(entry.key);
-        freshHashes.push(hash);
-        freshValues.push(encode(record));
-      } else {
-        directKeys.push(entry.key);
-        directChanges.push({ hash, record, bucket, copies });
-      }
+      if (write === undefined) this.#buffer.put(entry.key, hash, record, bucket, copies);
+      else if (copies === undefined) write.fresh(entry.key, hash, encode(record));
+      else write.change(entry.key, { hash, record, bucket, copies });
       results[i] = { added: true, record };
     }
-    if (!direct) {
+    if (write === undefined) {
       this.#buffer.afterWrite();
     } else if (bucket !== undefined) {
-      this.#buffer.writeNow(directKeys, directChanges, {
-        bucket,
-        keys: freshKeys,
-        hashes: freshHashes,
-        values: freshValues,
-      });
+      write.bucket = bucket;
+      this.#buffer.writeNow(write);
     }
     return results;
   }
@@ -332,20 +309,13 @@ export class RocksdbRepository extends BaseRepository {
   protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
     return this.#serial(async (wall) => {
       const results = new Array<boolean>(claims.length);
-      // The usual case, a claim of this instance still buffered (never written): confirmed by one write of the
-      // confirmed records, with no lookup. The rest take the general path below, after that write.
+      // The usual case, a claim of this instance still buffered (never written): confirmed by one write, with no
+      // lookup; a new id's as a fresh record, bare ones sharing one encoded record. The rest take the general path.
       let rest: number[] | undefined;
       if (this.#buffer.wal) {
-        const keys: string[] = [];
-        const changes: Pending[] = [];
-        // A claim of an id with no copy on disk (a new id: the usual case) is written as a fresh record: no
-        // record or change object, and one encoded record shared by the claims without fields of their own.
-        const freshKeys: string[] = [];
-        const freshHashes: number[] = [];
-        const freshValues: Buffer[] = [];
+        const write = new DirectWrite();
         const encode = valueEncoder();
         let plain: Buffer | undefined;
-        let bucket: Bucket | undefined;
         for (let i = 0; i < claims.length; i++) {
           const { key, owner, result } = claims[i] as KeyedClaim;
           const claim = this.#buffer.takeClaim(key, owner);
@@ -358,32 +328,22 @@ export class RocksdbRepository extends BaseRepository {
           results[i] = true;
           const own =
             claimed.eventTime !== undefined || claimed.fingerprint !== undefined || result !== undefined;
-          if (bucket === undefined || own || plain === undefined || claim.copies.length > 0) {
-            const record = confirmedRecord(claimed, ttlMs, now, result);
-            // Every confirmed record of one call has the same times, hence the same bucket.
-            bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
-            if (claim.copies.length > 0) {
-              keys.push(key);
-              changes.push({ hash: claim.hash, record, bucket, copies: claim.copies });
-              continue;
-            }
-            const value = encode(record);
-            if (!own) plain = value;
-            freshValues.push(value);
-          } else {
-            freshValues.push(plain);
+          if (!own && plain !== undefined && claim.copies.length === 0) {
+            write.fresh(key, claim.hash, plain);
+            continue;
           }
-          freshKeys.push(key);
-          freshHashes.push(claim.hash);
+          const record = confirmedRecord(claimed, ttlMs, now, result);
+          // Every confirmed record of one call has the same times, hence the same bucket.
+          write.bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+          if (claim.copies.length > 0) {
+            write.change(key, { hash: claim.hash, record, bucket: write.bucket, copies: claim.copies });
+            continue;
+          }
+          const value = encode(record);
+          if (!own) plain = value;
+          write.fresh(key, claim.hash, value);
         }
-        if (bucket !== undefined) {
-          this.#buffer.writeNow(keys, changes, {
-            bucket,
-            keys: freshKeys,
-            hashes: freshHashes,
-            values: freshValues,
-          });
-        }
+        if (write.bucket !== undefined) this.#buffer.writeNow(write);
         if (rest === undefined) return results;
       }
       const pendingClaims = rest === undefined ? claims : rest.map((i) => claims[i] as KeyedClaim);
@@ -401,30 +361,28 @@ export class RocksdbRepository extends BaseRepository {
     now: number,
     wall: number,
   ): Promise<boolean[]> {
-    {
-      const keys = [...new Set(claims.map((c) => c.key))];
-      const hashes = new Uint32Array(keys.length);
-      const found = await this.#locate(keys, hashes, now);
-      const view = new Map(keys.map((key, i) => [key, { hash: hashes[i] as number, copies: found[i] }]));
-      const results: boolean[] = [];
-      let bucket: Bucket | undefined;
-      for (const { key, owner, result } of claims) {
-        const state = view.get(key) as { hash: number; copies: Located[] | undefined };
-        const current = state.copies?.[0]?.record;
-        // Like the other stores, a claim whose lease lapsed can still be confirmed while nobody retook it.
-        if (current === undefined || current.state !== 'in-flight' || current.owner !== owner) {
-          results.push(false);
-          continue;
-        }
-        const record = confirmedRecord(current, ttlMs, now, result);
-        bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
-        this.#buffer.put(key, state.hash, record, bucket, state.copies);
-        state.copies = [{ record, bucket, blob: -1 }];
-        results.push(true);
+    const keys = [...new Set(claims.map((c) => c.key))];
+    const hashes = new Uint32Array(keys.length);
+    const found = await this.#locate(keys, hashes, now);
+    const view = new Map(keys.map((key, i) => [key, { hash: hashes[i] as number, copies: found[i] }]));
+    const results: boolean[] = [];
+    let bucket: Bucket | undefined;
+    for (const { key, owner, result } of claims) {
+      const state = view.get(key) as { hash: number; copies: Located[] | undefined };
+      const current = state.copies?.[0]?.record;
+      // Like the other stores, a claim whose lease lapsed can still be confirmed while nobody retook it.
+      if (!isClaimOf(current, owner)) {
+        results.push(false);
+        continue;
       }
-      this.#buffer.afterWrite();
-      return results;
+      const record = confirmedRecord(current, ttlMs, now, result);
+      bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+      this.#buffer.put(key, state.hash, record, bucket, state.copies);
+      state.copies = [{ record, bucket, blob: -1 }];
+      results.push(true);
     }
+    this.#buffer.afterWrite();
+    return results;
   }
 
   protected override doRenew(key: string, owner: string, leaseMs: number, now: number): Promise<boolean> {
@@ -432,7 +390,7 @@ export class RocksdbRepository extends BaseRepository {
       const hashes = new Uint32Array(1);
       const [copies] = await this.#locate([key], hashes, now);
       const current = copies?.[0]?.record;
-      if (current === undefined || current.state !== 'in-flight' || current.owner !== owner) return false;
+      if (!isClaimOf(current, owner)) return false;
       const record = renewedRecord(current, leaseMs, now);
       const bucket = await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
       this.#buffer.put(key, hashes[0] as number, record, bucket, copies);
@@ -447,7 +405,7 @@ export class RocksdbRepository extends BaseRepository {
       const [copies] = await this.#locate([key], hashes, now);
       const current = copies?.[0]?.record;
       if (current === undefined) return false;
-      if (owner !== undefined && (current.state !== 'in-flight' || current.owner !== owner)) return false;
+      if (owner !== undefined && !isClaimOf(current, owner)) return false;
       this.#buffer.delete(key, hashes[0] as number, copies as Located[]);
       this.#buffer.afterWrite();
       return true;
@@ -683,9 +641,6 @@ function rank(record: IdempotencyRecord, now: number): number {
 function sortBestFirst(copies: Located[], now: number): void {
   copies.sort((a, b) => rank(b.record, now) - rank(a.record, now) || forgetAt(b.record) - forgetAt(a.record));
 }
-
-const NO_KEYS: readonly string[] = [];
-const NO_CHANGES: readonly Pending[] = [];
 
 /** One RocksDB read: a blob (number > 0) or a record under its own key (0) of a bucket. */
 interface Want {

@@ -102,15 +102,12 @@ export class WriteBuffer {
     return this.#wal;
   }
 
-  /**
-   * Writes changes at once (see `direct`), each superseding the copies it lists; and `fresh` records, of keys no
-   * copy of which is known anywhere (no per-key change object), in the same write.
-   */
-  writeNow(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): void {
-    this.#writer.write(keys, changes, fresh);
+  /** Writes a call's changes at once (see `direct`). */
+  writeNow(write: DirectWrite): void {
+    this.#writer.write(write.keys, write.changes, write);
     if (this.#claims.size > 0) {
-      for (const key of keys) this.#claims.delete(key);
-      if (fresh !== undefined) for (const key of fresh.keys) this.#claims.delete(key);
+      for (const key of write.keys) this.#claims.delete(key);
+      for (const key of write.freshKeys) this.#claims.delete(key);
     }
   }
 
@@ -255,15 +252,28 @@ export class WriteBuffer {
 }
 
 /**
- * New records of keys of which no copy is stored or buffered anywhere (the key index knows none), all for one
- * bucket, in parallel arrays: the write path of new ids without an object per id. `values[i]` is the encoded
- * record of `keys[i]` (`encodeRecord`); equal records may share one buffer.
+ * What one call writes at once (`writeNow`): changes, each superseding the copies it lists, and fresh records
+ * into `bucket`, of keys no copy of which is stored or buffered anywhere: parallel arrays, no object per id
+ * (equal encoded records may share one buffer).
  */
-export interface FreshRecords {
-  readonly bucket: Bucket;
-  readonly keys: readonly string[];
-  readonly hashes: readonly number[];
-  readonly values: readonly Buffer[];
+export class DirectWrite {
+  bucket: Bucket | undefined;
+  readonly keys: string[] = [];
+  readonly changes: Pending[] = [];
+  readonly freshKeys: string[] = [];
+  readonly freshHashes: number[] = [];
+  readonly freshValues: Buffer[] = [];
+
+  change(key: string, change: Pending): void {
+    this.keys.push(key);
+    this.changes.push(change);
+  }
+
+  fresh(key: string, hash: number, value: Buffer): void {
+    this.freshKeys.push(key);
+    this.freshHashes.push(hash);
+    this.freshValues.push(value);
+  }
 }
 
 /** The RocksDB writes of one bucket in one phase: a write batch, the blob being filled, the blobs put. */
@@ -292,16 +302,17 @@ class Writer {
   }
 
   /** Writes the changes; returns where each record went (blob number, 0 under its own key, -1 nowhere). */
-  write(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): Int32Array {
+  write(keys: readonly string[], changes: readonly Pending[], fresh?: DirectWrite): Int32Array {
     const records: Phase = { number: 0, writes: new Map() };
     const tombstones: Phase = { number: 1, writes: new Map() };
     const placed = new Int32Array(changes.length).fill(-1);
     const encode = valueEncoder();
-    if (fresh !== undefined && fresh.keys.length > 0 && !fresh.bucket.dropped) {
-      const { bucket, keys: freshKeys, hashes, values } = fresh;
-      const writes = writesOf(records, bucket);
+    const into = fresh?.bucket;
+    if (fresh !== undefined && into !== undefined && fresh.freshKeys.length > 0 && !into.dropped) {
+      const { freshKeys, freshHashes, freshValues } = fresh;
+      const writes = writesOf(records, into);
       for (let i = 0; i < freshKeys.length; i++) {
-        this.#add(writes, bucket, hashes[i] as number, freshKeys[i] as string, values[i] as Buffer);
+        this.#add(writes, into, freshHashes[i] as number, freshKeys[i] as string, freshValues[i] as Buffer);
       }
     }
     for (let i = 0; i < changes.length; i++) {

@@ -151,18 +151,14 @@ export class LoggedRepository extends BaseRepository {
     return this.#write(
       keys,
       () => this.#inner.addMany(entries.map(entryOf), options),
-      (results) =>
-        results.flatMap((r, i): Made[] => {
-          if (!r.added) return [];
+      (results) => {
+        const owner = options.leaseMs === undefined ? undefined : options.owner;
+        return results.flatMap((r, i): Made[] => {
           const key = keys[i] as string;
-          const owner = options.leaseMs === undefined ? undefined : options.owner;
-          return [
-            {
-              change: { key, record: { ...r.record, id: key } },
-              undo: () => this.#inner.remove(idOfKey(key), owner),
-            },
-          ];
-        }),
+          const undo = () => this.#inner.remove(idOfKey(key), owner);
+          return r.added ? [{ change: { key, record: { ...r.record, id: key } }, undo }] : [];
+        });
+      },
     );
   }
 

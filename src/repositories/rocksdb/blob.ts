@@ -1,10 +1,7 @@
 /**
- * Blobs: many records written under one RocksDB key, so a batch of new ids costs a few puts rather than one per
- * id (each put through the binding is a native call and a memtable insert, which cost as much as everything else
- * the memory store does per id). The key index says which blob of which bucket may hold a key; the blob itself
- * holds the key's bytes, so every answer is checked exactly against them.
- *
- * Layout (little-endian):
+ * Blobs: many records under one RocksDB key, so a batch of new ids costs a few puts rather than one per id (a
+ * put is a native call and a memtable insert). The key index names the blob that may hold a key; the blob holds
+ * the key's bytes, so every answer is exact. Layout (little-endian):
  *   u32 count, then count × u32 key hash, then count × u32 entry offset, then the entries;
  *   an entry is u16 key bytes, u32 value bytes + 1 (0: a tombstone, the key deleted in this bucket),
  *   the key (UTF-8), the value (an encoded record, `encodeRecord`).
@@ -12,7 +9,7 @@
 
 /** Most entries per blob: a duplicate's exact check reads one whole blob, so blobs stay a few KiB. */
 export const BLOB_ENTRIES = 32;
-/** First bytes of a blob's RocksDB key; no canonical id starts with them (see `toKey`: `\0` is followed by `\0` or `b`). */
+/** First bytes of a blob's RocksDB key; no canonical id starts with them (`toKey`: `\0` is followed by `\0` or `b`). */
 const BLOB_KEY_PREFIX = [0x00, 0x01];
 const BLOB_KEY_BYTES = 6;
 /** Lower and upper bound of every blob key, for iterators. */
@@ -89,10 +86,7 @@ export class BlobBuilder {
   }
 }
 
-/**
- * Writes the key's UTF-8 bytes at `at`, returns how many. Ids are mostly ASCII: those are copied char by char,
- * which is cheaper than a native `Buffer.write` call per key; anything else is rewritten by `Buffer.write`.
- */
+/** Writes the key's UTF-8 bytes at `at`, returns how many: ASCII char by char (cheaper than `Buffer.write`). */
 function writeKey(out: Buffer, key: string, at: number): number {
   const length = key.length;
   for (let j = 0; j < length; j++) {
@@ -106,10 +100,7 @@ function writeKey(out: Buffer, key: string, at: number): number {
 /** What a blob says about one key: its encoded record, or that it was deleted (tombstone). */
 export type BlobEntry = { readonly value: string } | { readonly deleted: true };
 
-/**
- * The last entry of `blob` for the key whose UTF-8 bytes are `key` and whose hash is `hash`; undefined when the
- * blob does not hold it (a hash collision in the index).
- */
+/** The last entry of `blob` for the key (UTF-8 bytes `key`, hash `hash`); undefined for an index collision. */
 export function findInBlob(blob: Buffer, hash: number, key: Buffer): BlobEntry | undefined {
   const count = blob.readUInt32LE(0);
   let found: BlobEntry | undefined;

@@ -45,13 +45,10 @@ export interface RocksdbStats {
 }
 
 /**
- * The embedded default store: RocksDB on local disk, one process at a time.
- *
- * Records are filed in time buckets, one RocksDB database per bucket, by when they may be forgotten; a bucket
- * whose end has passed is deleted as a directory, never key by key. An in-memory key index (hash -> bucket)
- * answers most lookups of new ids without a disk read. All operations of one instance run one after another,
- * which makes check-and-insert atomic within the process; the RocksDB lock keeps other processes out.
- * See docs/rocksdb.md.
+ * The embedded default store: RocksDB on local disk, one process at a time (see docs/rocksdb.md). Records are
+ * filed in time buckets (one database each) by when they may be forgotten; a bucket past its end is deleted as
+ * a directory. An in-memory key index answers most lookups of new ids without a read. Operations run one after
+ * another (`#serial`), which makes check-and-insert atomic.
  */
 export class RocksdbRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -59,8 +56,7 @@ export class RocksdbRepository extends BaseRepository {
     shared: false,
     maxIdBytes: MAX_ID_BYTES,
     nativeBatch: true,
-    // RocksDB values may reach 4 GiB, but every record passes through the write buffer and the bucket
-    // compactions; 1 MiB keeps those cheap.
+    // Every record passes through the write buffer and the compactions: 1 MiB keeps those cheap.
     maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'rocksdb';
@@ -70,19 +66,15 @@ export class RocksdbRepository extends BaseRepository {
   readonly #buckets: BucketSet;
   readonly #buffer: WriteBuffer;
   #tail: Promise<unknown> = Promise.resolve();
-  /** How the key index was filled at open. */
   #startup: StartupSummary = { snapshot: false, fromSnapshot: 0, caughtUp: 0, rescanned: 0 };
   /** `indexSnapshotKeys`: 0 saves the index on close only. */
   #snapshotKeys = 0;
-  /** Looks every few seconds whether a snapshot is due while no operation comes (see {@link #snapshotDue}). */
   #snapshotTimer: NodeJS.Timeout | undefined;
-  /** A failed periodic save is tried again only after this time (performance.now()). */
+  // performance.now() times: the next try after a failed save, the end and duration of the last save.
   #snapshotRetryAt = 0;
-  /** Periodic snapshots written since open (diagnostics). */
-  #snapshots = 0;
-  /** When the last periodic snapshot ended, and how long it took (performance.now() ms). */
   #snapshotEndedAt = 0;
   #snapshotTook = 0;
+  #snapshots = 0;
   /** Scratch space of index lookups. */
   readonly #slotScratch: number[] = [];
   readonly #blobScratch: number[] = [];
@@ -97,14 +89,12 @@ export class RocksdbRepository extends BaseRepository {
 
   /**
    * Opens the store at `options.path`, creating it if the directory is missing or empty. Rejects with a
-   * ConfigError naming the path when the directory cannot be used or is not a store (see `openStoreDirectory`),
-   * and with a RepositoryError naming it when another process (or another instance in this one) has it open.
+   * ConfigError naming the path when it cannot be used, a RepositoryError when another instance has it open.
    */
   static async open(options: RocksdbRepositoryOptions): Promise<RocksdbRepository> {
     const { clock, ...rest } = options;
     const settings = parseRocksdbOptions(rest);
-    // Before anything touches the disk: without the optional binding, nothing is created.
-    await loadRocksdbBinding();
+    await loadRocksdbBinding(); // before anything touches the disk
     const directory = await openStoreDirectory(settings.path);
     const { path } = directory;
     const buckets = new BucketSet(path, settings);
@@ -123,9 +113,8 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * The periodic key index snapshot: checked before every operation, and every few seconds by a timer (a store
-   * that filled and then idles is saved too). Without it, a process killed before its first graceful close
-   * rescans every bucket at the next open (30 s at 50M ids, docs/rocksdb.md).
+   * The periodic key index snapshot, checked before every operation and by a timer (an idle store is saved too):
+   * a process killed before it ever closes otherwise rescans every bucket at the next open.
    */
   #startSnapshots(keys: number): void {
     if (keys === 0 || !this.#buckets.index.enabled) return;
@@ -137,9 +126,8 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * Enough ids were indexed since the last save: `indexSnapshotKeys`, and a tenth of the index; and the store
-   * has run at least SNAPSHOT_SPACING times as long as the last save took, so that saving (the whole index, ~1 s
-   * at 50M ids) costs it at most about 5 % of its time however fast ids arrive.
+   * `indexSnapshotKeys` ids, and a tenth of the index, were indexed since the last save, and SNAPSHOT_SPACING
+   * times its duration has passed since: saving costs at most ~5 % of the store's time.
    */
   #snapshotDue(): boolean {
     if (this.#snapshotKeys === 0) return false;
@@ -200,11 +188,9 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * The lazy mark: writes a confirmed record for each id without reading RocksDB. An id the key index knows no
-   * copy of (the usual case: the caller's lookup just found it absent) is written straight into a blob, with
-   * no record object; an id it does know (a dead copy, a concurrent write, a hash collision), or any id while a
-   * bucket is unindexed or changes are buffered, goes through `add`, which reads its copies. So the mark is
-   * never blind to a live record: false where one holds the id (the race the caller reports).
+   * The lazy mark, without reading RocksDB: an id the key index knows no copy of (the usual case) is written
+   * straight into a blob; any other (or every id while a bucket is unindexed or changes are buffered) goes
+   * through `add`. So it is never blind: false where a live record holds the id.
    */
   protected override doMarkMany(
     entries: readonly KeyedEntry[],
@@ -413,11 +399,9 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * Every record a `get` finds, live or not (see `IdempotentRepository.scan`): the buffered changes, then each
-   * bucket's keys in key order. A key is reported only from the copy its lookup picks (the buffer, or one blob or
-   * own key of one bucket), so a record rewritten in a later blob or moved to another bucket is reported once, and
-   * a removed one not at all. Each page is one operation with its own short-lived iterator: writes go on between
-   * pages, and a close or clear never waits for the scan (the next page then fails, or finds the bucket gone).
+   * Every record a `get` finds, live or not: the buffered changes, then each bucket's keys in key order, each
+   * reported only from the copy its lookup picks. Each page is one operation with its own iterator: writes go on
+   * between pages, and a close or clear never waits for the scan.
    */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
@@ -428,7 +412,7 @@ export class RocksdbRepository extends BaseRepository {
           return read(wall);
         }),
       );
-    // At most FLUSH_MAX_PENDING keys; a change flushed meanwhile is found on disk below (reported twice at worst).
+    // A change flushed meanwhile is found on disk below too (reported twice at worst).
     const buffered = await page(async () => this.#buffer.keys());
     for (let i = 0; i < buffered.length; i += SCAN_PAGE) {
       const keys = buffered.slice(i, i + SCAN_PAGE);
@@ -451,10 +435,7 @@ export class RocksdbRepository extends BaseRepository {
     }
   }
 
-  /**
-   * One page of a bucket's scan: the records of about SCAN_PAGE ids stored in it from key `from` on, and the key
-   * to go on from (undefined at the end, or when the bucket was dropped).
-   */
+  /** The records of about SCAN_PAGE ids of a bucket from key `from` on, and the key to go on from. */
   async #scanBucket(
     bucket: Bucket,
     from: Buffer,
@@ -484,10 +465,7 @@ export class RocksdbRepository extends BaseRepository {
     return { records: await this.#pick(found, now), next };
   }
 
-  /**
-   * The record of each candidate whose copy is the one a lookup of its key picks (blob -1: the buffered change),
-   * each key once.
-   */
+  /** The record of each candidate whose copy is the one a lookup picks (blob -1: buffered), each key once. */
   async #pick(candidates: readonly ScanCandidate[], now: number): Promise<IdempotencyRecord[]> {
     const keys = [...new Set(candidates.map((c) => c.key))];
     const found = await this.#locate(keys, new Uint32Array(keys.length), now);
@@ -525,9 +503,8 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * Runs operations one at a time, in call order: a lookup and the write that depends on it cannot interleave
-   * with another operation, which is what makes `add` atomic. Buffered changes that are due are written and
-   * expired buckets dropped first.
+   * Runs operations one at a time, in call order (what makes `add` atomic), after writing buffered changes that
+   * are due and dropping expired buckets.
    */
   #serial<T>(operation: (wall: number) => Promise<T>, closing = false): Promise<T> {
     const run = this.#tail.then(() => {
@@ -537,26 +514,23 @@ export class RocksdbRepository extends BaseRepository {
         if (error !== undefined) throw error;
         this.#buffer.flushIfDue();
       }
-      if (!closing && this.#snapshotDue()) {
-        // Before the operation, so that the snapshot sees no write half done.
-        return this.#saveSnapshot().then(() => {
-          const wall = this.clock();
-          this.#buckets.dropExpired(wall);
-          return operation(wall);
-        });
-      }
-      const wall = this.clock();
-      this.#buckets.dropExpired(wall);
-      return operation(wall);
+      // Before the operation, so that the snapshot sees no write half done.
+      if (!closing && this.#snapshotDue()) return this.#saveSnapshot().then(() => this.#start(operation));
+      return this.#start(operation);
     });
     this.#tail = run.catch(() => undefined);
     return run;
   }
 
+  #start<T>(operation: (wall: number) => Promise<T>): Promise<T> {
+    const wall = this.clock();
+    this.#buckets.dropExpired(wall);
+    return operation(wall);
+  }
+
   /**
-   * Every stored copy of each key (live or not), best first: live before dead, confirmed before in-flight,
-   * later retention first. Each bucket gives at most its newest copy; two buckets hold one only after a crash
-   * between writing a moved record and hiding its old copy. Fills `hashes` with each key's hash.
+   * Every stored copy of each key (live or not), best first: live, confirmed, later retention. Each bucket gives
+   * its newest copy (two hold one only after a crash mid-move). Fills `hashes` with each key's hash.
    */
   async #locate(
     keys: readonly string[],
@@ -614,14 +588,11 @@ export class RocksdbRepository extends BaseRepository {
   }
 }
 
-/** How often an idle store looks whether its key index snapshot is due. */
 const SNAPSHOT_CHECK_MS = 5_000;
 /** A periodic snapshot waits at least this many times as long as the last one took. */
 const SNAPSHOT_SPACING = 20;
-/** After a failed periodic save, the next try waits this long. */
 const SNAPSHOT_RETRY_MS = 60_000;
 
-/** Ids per `scan` page, as the other stores page. */
 const SCAN_PAGE = 1000;
 /** Rows per iterator read of a scan: a row is one record or a blob of up to BLOB_ENTRIES. */
 const SCAN_ROWS = 128;

@@ -5,10 +5,7 @@ import { BlobBuilder, blobKey } from './blob.js';
 import type { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 
-/**
- * A copy of a key's record and where it is: `blob` is the blob number in `bucket`, 0 for a record stored under
- * its own key, and -1 for a change still in the write buffer (on disk nowhere yet).
- */
+/** A copy of a key's record: in blob `blob` of `bucket`, under its own key (0), or still buffered (-1). */
 export interface Located {
   readonly record: IdempotencyRecord;
   readonly bucket: Bucket;
@@ -33,12 +30,10 @@ const MAX_CLAIMS = 100_000;
 const NO_COPIES: readonly Located[] = [];
 
 /**
- * Changes not yet written to RocksDB, and the in-flight claims this instance wrote.
- *
- * With the WAL on, confirmed records and deletions reach RocksDB before the call resolves. In-flight claims
- * (and, with the WAL off, every change) are buffered and written within FLUSH_INTERVAL_MS (by a timer, or by
- * the first operation past that time), on close, or never when confirmed first: a claim dies with its owner's
- * process anyway, and a crash that forgets it frees the id at once rather than at the end of its lease.
+ * Changes not yet written to RocksDB, and the in-flight claims this instance wrote. With the WAL on, confirmed
+ * records and deletions reach RocksDB before the call resolves; claims (with the WAL off, every change) are
+ * written within FLUSH_INTERVAL_MS, on close, or never when confirmed first: a crash that forgets a claim frees
+ * the id at once rather than at the end of its lease.
  */
 export class WriteBuffer {
   readonly #wal: boolean;
@@ -49,15 +44,11 @@ export class WriteBuffer {
   /** In-flight claims this instance wrote, so `confirm` needs no read; oldest dropped past MAX_CLAIMS. */
   readonly #claims = new Map<string, Located>();
   /**
-   * When the oldest buffered change must be written, on `performance.now()`; undefined when nothing is
-   * buffered. The timer alone cannot keep that bound: a caller whose loop of awaited calls never yields to
-   * timers starves it, so every operation checks it too (`flushIfDue`).
+   * When the oldest buffered change must be written (`performance.now()`). Every operation checks it too
+   * (`flushIfDue`): a loop of awaited calls that never yields to timers starves the timer.
    */
   #dueAt: number | undefined;
-  /**
-   * Whether a durable change (anything but an in-flight claim) may be buffered: with the WAL on, a call that
-   * buffered only claims then skips the flush's pass over the buffer.
-   */
+  /** Whether a durable change (not a claim) may be buffered: else a WAL-on call skips the flush's pass. */
   #durable = false;
   #timer: NodeJS.Timeout | undefined;
   #error: unknown;
@@ -86,18 +77,12 @@ export class WriteBuffer {
     return claim !== undefined && !claim.bucket.dropped ? claim : undefined;
   }
 
-  /**
-   * Whether a durable change can skip the buffer and be written at once (`writeNow`): with the WAL on and
-   * nothing buffered there is no older buffered state to merge with. The lazy mark's hot path.
-   */
+  /** Whether a durable change can skip the buffer (`writeNow`): WAL on and nothing buffered to merge with. */
   get direct(): boolean {
     return this.#wal && this.#pending.size === 0;
   }
 
-  /**
-   * True when durable changes are written before the call resolves (the `wal` option). Between calls the
-   * buffer then holds in-flight claims only.
-   */
+  /** True when durable changes are written before the call resolves (the `wal` option). */
   get wal(): boolean {
     return this.#wal;
   }
@@ -129,11 +114,7 @@ export class WriteBuffer {
     this.#pending.set(key, { hash, record: undefined, bucket: undefined, copies: this.#onDisk(key, copies) });
   }
 
-  /**
-   * Takes the key's buffered in-flight claim when `owner` holds it, for a confirmation written at once
-   * (`writeNow`): the claim leaves the buffer, so it is never written. Undefined when the key's buffered state is
-   * anything else (nothing, a change of another kind, another owner's claim).
-   */
+  /** Takes the key's buffered claim when `owner` holds it, for a confirmation written at once: never written. */
   takeClaim(key: string, owner: string): Pending | undefined {
     if (this.#pending.size === 0) return undefined;
     const pending = this.#pending.get(key);
@@ -183,10 +164,7 @@ export class WriteBuffer {
     return error;
   }
 
-  /**
-   * Writes buffered changes; with `durableOnly` (WAL on), in-flight claims stay buffered. What a failed write
-   * did not store stays buffered.
-   */
+  /** Writes buffered changes (with `durableOnly`, not the claims); what a failed write did not store stays. */
   flush(durableOnly = false): void {
     if (this.#pending.size === 0) {
       this.#dueAt = undefined;
@@ -286,13 +264,10 @@ interface BucketWrites {
 }
 
 /**
- * Turns changes into RocksDB writes. A new record goes into a blob of its bucket (indexed first), or under its
- * own key when the bucket is not indexed; a superseded copy in another bucket is hidden by a tombstone there
- * (a blob entry, or a tombstone value under the key in an unindexed bucket). Records are written before
- * tombstones, so a crash in between leaves an extra copy (lookups take the best), never none.
- *
- * Index entries of superseded copies stay until their bucket is dropped: a lookup reads them and the newer
- * copy wins. Removing one is not safe: two keys of one blob with equal hashes share an entry.
+ * Turns changes into RocksDB writes: a new record into a blob of its bucket (under its own key when the bucket is
+ * not indexed); a superseded copy in another bucket is hidden by a tombstone there. Records are written before
+ * tombstones, so a crash in between leaves an extra copy (lookups take the best), never none. Index entries of
+ * superseded copies stay until their bucket is dropped (two keys of a blob with equal hashes share an entry).
  */
 class Writer {
   readonly #buckets: BucketSet;
@@ -351,10 +326,7 @@ class Writer {
     return placed;
   }
 
-  /**
-   * Adds a record (or a tombstone, `value` undefined) for the key to the bucket's writes: into the current
-   * blob when the index takes it, under the key otherwise. Returns the blob number, or 0 for under the key.
-   */
+  /** Adds a record (a tombstone: `value` undefined) to the current blob, or under the key (0); returns where. */
   #add(writes: BucketWrites, bucket: Bucket, hash: number, key: string, value: Buffer | undefined): number {
     if (bucket.indexed) {
       let blob = writes.blob;
@@ -406,10 +378,7 @@ function writesOf(phase: Phase, bucket: Bucket): BucketWrites {
   return writes;
 }
 
-/**
- * Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. Every field
- * `encodeRecord` writes must be compared here (a new record field, e.g. a stored result, included).
- */
+/** Encodes records, reusing the previous bytes when equal (compare every field `encodeRecord` writes). */
 export function valueEncoder(): (record: IdempotencyRecord) => Buffer {
   let last: IdempotencyRecord | undefined;
   let bytes = Buffer.alloc(0);

@@ -1,6 +1,5 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { errorMessage, type NativeOpenOptions } from './binding.js';
-import { RECENT_BLOB_BYTES, RecentBlobs } from './blob.js';
 import { Bucket, bucketDeadline, bucketDirName, bucketWidth } from './buckets.js';
 import { KeyIndex, MAX_SLOT } from './key-index.js';
 import type { RocksdbOptions } from './options.js';
@@ -11,8 +10,6 @@ import type { RocksdbOptions } from './options.js';
  */
 export class BucketSet {
   readonly index: KeyIndex;
-  /** The blobs written last, read back without RocksDB (see {@link RecentBlobs}). */
-  readonly recent = new RecentBlobs<Bucket>(RECENT_BLOB_BYTES);
   readonly #path: string;
   readonly #bucketMs: number;
   readonly #options: NativeOpenOptions;
@@ -142,7 +139,6 @@ export class BucketSet {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) this.#unregister(bucket);
     this.index.clear();
-    this.recent.clear();
     await Promise.all([...buckets.map((b) => b.destroy(this.#path)), ...this.#dropping]);
   }
 
@@ -150,7 +146,6 @@ export class BucketSet {
   async closeAll(): Promise<PromiseSettledResult<void>[]> {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) bucket.dropped = true;
-    this.recent.clear();
     return Promise.allSettled(buckets.map((b) => b.db.close()));
   }
 
@@ -163,7 +158,6 @@ export class BucketSet {
 
   #unregister(bucket: Bucket): void {
     bucket.dropped = true;
-    this.recent.forget(bucket);
     this.#byDeadline.delete(bucket.deadline);
     if (bucket.slot !== 0) {
       this.#bySlot[bucket.slot] = undefined;

@@ -20,7 +20,7 @@ import type {
   RepositoryCapabilities,
 } from '../../store/types.js';
 import { errorMessage, loadRocksdbBinding } from './binding.js';
-import { blobEntries, blobKey, blobNumber, findInBlob, type RecentBlobs } from './blob.js';
+import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
 import { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 import { hashKey } from './key-index.js';
@@ -564,7 +564,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       const n = index.lookup(hash, slots, blobs);
       if (n === 0 && unindexed.length === 0) continue;
-      reads ??= new ReadPlan(buckets.recent);
+      reads ??= new ReadPlan();
       for (let j = 0; j < n; j++) {
         const bucket = buckets.bySlot(slots[j] as number);
         // A bucket that is not indexed is read under the key below anyway.
@@ -622,18 +622,10 @@ interface Want {
   readonly slot: number;
 }
 
-/**
- * The reads one lookup needs, one MultiGet per bucket, each blob read once however many keys want it, and none
- * for a blob this process wrote lately ({@link RecentBlobs}).
- */
+/** The reads one lookup needs, one MultiGet per bucket, each blob read once however many keys want it. */
 class ReadPlan {
   readonly #wants: Want[] = [];
   readonly #byBucket = new Map<Bucket, { keys: Buffer[]; blobs: Map<number, number> }>();
-  readonly #recent: RecentBlobs<Bucket>;
-
-  constructor(recent: RecentBlobs<Bucket>) {
-    this.#recent = recent;
-  }
 
   want(position: number, bucket: Bucket, blob: number): void {
     let read = this.#byBucket.get(bucket);
@@ -670,28 +662,9 @@ class ReadPlan {
     const values = new Map<Bucket, (Buffer | undefined | null)[]>();
     await Promise.all(
       [...this.#byBucket].map(async ([bucket, read]) => {
-        const got = new Array<Buffer | undefined>(read.keys.length);
-        let kept = 0;
-        for (const [number, slot] of read.blobs) {
-          const blob = this.#recent.get(bucket, number);
-          if (blob !== undefined) {
-            got[slot] = blob;
-            kept++;
-          }
-        }
-        if (kept < read.keys.length) {
-          const slots: number[] = [];
-          const keys: Buffer[] = [];
-          for (let s = 0; s < read.keys.length; s++) {
-            if (got[s] !== undefined) continue;
-            slots.push(s);
-            keys.push(read.keys[s] as Buffer);
-          }
-          const fetched = await bucket.db.getBuffers(keys);
-          if (fetched.some((v) => v === null)) {
-            throw new RepositoryError(`rocksdb read of ${bucket.db.location} was aborted`);
-          }
-          for (let k = 0; k < slots.length; k++) got[slots[k] as number] = fetched[k] ?? undefined;
+        const got = await bucket.db.getBuffers(read.keys);
+        if (got.some((v) => v === null)) {
+          throw new RepositoryError(`rocksdb read of ${bucket.db.location} was aborted`);
         }
         values.set(bucket, got);
       }),

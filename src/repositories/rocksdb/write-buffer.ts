@@ -254,13 +254,10 @@ export class DirectWrite {
   }
 }
 
-/** The RocksDB writes of one bucket in one phase: a write batch, the blob being filled, the blobs put. */
+/** The RocksDB writes of one bucket in one phase: a write batch and the blob being filled. */
 interface BucketWrites {
-  readonly bucket: Bucket;
   readonly batch: NativeBatch;
   blob: BlobBuilder | undefined;
-  /** Blob numbers and bytes put into `batch`, kept as recent blobs once it is written. */
-  readonly blobs: [number, Buffer][];
 }
 
 /**
@@ -314,15 +311,13 @@ class Writer {
     }
     for (const phase of [records, tombstones]) {
       for (const writes of phase.writes.values()) {
-        if (writes.blob !== undefined && writes.blob.count > 0) putBlob(writes, writes.blob);
+        if (writes.blob !== undefined && writes.blob.count > 0) {
+          writes.batch.putBytes(blobKey(writes.blob.number), writes.blob.encode());
+        }
       }
     }
-    for (const phase of [records, tombstones]) {
-      for (const writes of phase.writes.values()) {
-        writes.batch.write();
-        for (const [number, bytes] of writes.blobs) this.#buckets.recent.add(writes.bucket, number, bytes);
-      }
-    }
+    for (const writes of records.writes.values()) writes.batch.write();
+    for (const writes of tombstones.writes.values()) writes.batch.write();
     return placed;
   }
 
@@ -331,7 +326,7 @@ class Writer {
     if (bucket.indexed) {
       let blob = writes.blob;
       if (blob === undefined || blob.full) {
-        if (blob !== undefined) putBlob(writes, blob);
+        if (blob !== undefined) writes.batch.putBytes(blobKey(blob.number), blob.encode());
         blob = new BlobBuilder(++bucket.lastBlob);
         writes.blob = blob;
       }
@@ -349,13 +344,6 @@ class Writer {
 
 const EMPTY = Buffer.alloc(0);
 
-/** Puts a filled blob into its bucket's write batch. */
-function putBlob(writes: BucketWrites, blob: BlobBuilder): void {
-  const bytes = blob.encode();
-  writes.batch.putBytes(blobKey(blob.number), bytes);
-  writes.blobs.push([blob.number, bytes]);
-}
-
 /** The writes of one phase (records first, then tombstones), by bucket. */
 interface Phase {
   readonly number: number;
@@ -372,7 +360,7 @@ function writesOf(phase: Phase, bucket: Bucket): BucketWrites {
     }
     // What a failed write before left in the batch (encoding threw before it was written) must not go along.
     if (batch.count > 0) batch.clear();
-    writes = { bucket, batch, blob: undefined, blobs: [] };
+    writes = { batch, blob: undefined };
     phase.writes.set(bucket, writes);
   }
   return writes;

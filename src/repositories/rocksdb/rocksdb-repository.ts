@@ -332,40 +332,47 @@ export class RocksdbRepository extends BaseRepository {
         if (write.bucket !== undefined) this.#buffer.writeNow(write);
         if (rest === undefined) return results;
       }
-      const pendingClaims = rest === undefined ? claims : rest.map((i) => claims[i] as KeyedClaim);
-      const confirmed = await this.#confirmFound(pendingClaims, ttlMs, now, wall);
+      const pending = rest === undefined ? claims : rest.map((i) => claims[i] as KeyedClaim);
+      // Like the other stores, a claim whose lease lapsed can still be confirmed while nobody retook it.
+      const confirmed = await this.#rewrite(pending, now, wall, (current, { owner, result }) =>
+        isClaimOf(current, owner) ? confirmedRecord(current, ttlMs, now, result) : undefined,
+      );
       if (rest === undefined) return confirmed;
       for (let k = 0; k < rest.length; k++) results[rest[k] as number] = confirmed[k] as boolean;
       return results;
     });
   }
 
-  /** Confirms claims after looking up their records (the general path of `doConfirmMany`). */
-  async #confirmFound(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
+  /**
+   * Looks each key up and writes what `change` makes of its best record: a record, or null to delete it; for
+   * undefined, the key is left as it is and answered false. The general path of confirm, renew and remove.
+   */
+  async #rewrite<T extends { readonly key: string }>(
+    items: readonly T[],
     now: number,
     wall: number,
+    change: (current: IdempotencyRecord | undefined, item: T) => IdempotencyRecord | null | undefined,
   ): Promise<boolean[]> {
-    const keys = [...new Set(claims.map((c) => c.key))];
-    const hashes = new Uint32Array(keys.length);
-    const found = await this.#locate(keys, hashes, now);
-    const view = new Map(keys.map((key, i) => [key, { hash: hashes[i] as number, copies: found[i] }]));
+    const unique = [...new Set(items.map((item) => item.key))];
+    const hashes = new Uint32Array(unique.length);
+    const found = await this.#locate(unique, hashes, now);
+    const view = new Map(unique.map((key, i) => [key, { hash: hashes[i] as number, copies: found[i] }]));
     const results: boolean[] = [];
     let bucket: Bucket | undefined;
-    for (const { key, owner, result } of claims) {
+    for (const item of items) {
+      const key = item.key;
       const state = view.get(key) as { hash: number; copies: Located[] | undefined };
-      const current = state.copies?.[0]?.record;
-      // Like the other stores, a claim whose lease lapsed can still be confirmed while nobody retook it.
-      if (!isClaimOf(current, owner)) {
-        results.push(false);
-        continue;
+      const record = change(state.copies?.[0]?.record, item);
+      results.push(record !== undefined);
+      if (record === null) {
+        this.#buffer.delete(key, state.hash, state.copies as Located[]);
+        state.copies = undefined;
+      } else if (record !== undefined) {
+        // One call's records have the same times, hence the same bucket.
+        bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+        this.#buffer.put(key, state.hash, record, bucket, state.copies);
+        state.copies = [{ record, bucket, blob: -1 }];
       }
-      const record = confirmedRecord(current, ttlMs, now, result);
-      bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
-      this.#buffer.put(key, state.hash, record, bucket, state.copies);
-      state.copies = [{ record, bucket, blob: -1 }];
-      results.push(true);
     }
     this.#buffer.afterWrite();
     return results;
@@ -373,28 +380,19 @@ export class RocksdbRepository extends BaseRepository {
 
   protected override doRenew(key: string, owner: string, leaseMs: number, now: number): Promise<boolean> {
     return this.#serial(async (wall) => {
-      const hashes = new Uint32Array(1);
-      const [copies] = await this.#locate([key], hashes, now);
-      const current = copies?.[0]?.record;
-      if (!isClaimOf(current, owner)) return false;
-      const record = renewedRecord(current, leaseMs, now);
-      const bucket = await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
-      this.#buffer.put(key, hashes[0] as number, record, bucket, copies);
-      this.#buffer.afterWrite();
-      return true;
+      const [renewed] = await this.#rewrite([{ key }], now, wall, (current) =>
+        isClaimOf(current, owner) ? renewedRecord(current, leaseMs, now) : undefined,
+      );
+      return renewed === true;
     });
   }
 
   protected doRemove(key: string, owner: string | undefined, now: number): Promise<boolean> {
-    return this.#serial(async () => {
-      const hashes = new Uint32Array(1);
-      const [copies] = await this.#locate([key], hashes, now);
-      const current = copies?.[0]?.record;
-      if (current === undefined) return false;
-      if (owner !== undefined && !isClaimOf(current, owner)) return false;
-      this.#buffer.delete(key, hashes[0] as number, copies as Located[]);
-      this.#buffer.afterWrite();
-      return true;
+    return this.#serial(async (wall) => {
+      const [removed] = await this.#rewrite([{ key }], now, wall, (current) =>
+        current !== undefined && (owner === undefined || isClaimOf(current, owner)) ? null : undefined,
+      );
+      return removed === true;
     });
   }
 

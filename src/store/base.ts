@@ -147,10 +147,21 @@ export abstract class BaseRepository implements IdempotentRepository {
     if (minLifetimeMs !== undefined) checkDuration('minLifetimeMs', minLifetimeMs, max, where);
   }
 
-  async add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
+  /**
+   * The checks a single-key verb makes before the store is asked, in this order: open, valid `times` (when
+   * given), a valid id. Returns the id's key.
+   */
+  protected checkedKey(
+    id: MessageId,
+    times?: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number },
+  ): string {
     this.assertOpen();
-    this.checkTimes(options);
-    const key = toKey(id, this.maxIdBytes);
+    if (times !== undefined) this.checkTimes(times);
+    return toKey(id, this.maxIdBytes);
+  }
+
+  async add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
+    const key = this.checkedKey(id, options);
     return this.run('add', () =>
       this.doAdd(keyedEntry(key, entry, options.leaseMs === undefined), options, options.now ?? this.clock()),
     );
@@ -217,8 +228,7 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async get(id: MessageId, options: ReadOptions = {}): Promise<IdempotencyRecord | undefined> {
-    this.assertOpen();
-    const key = toKey(id, this.maxIdBytes);
+    const key = this.checkedKey(id);
     const [record] = await this.run('get', () => this.doGetMany([key], options.now ?? this.clock()));
     return record;
   }
@@ -234,9 +244,7 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
-    this.assertOpen();
-    this.checkTimes(options);
-    const keyed = keyedClaim(toKey(claim.id, this.maxIdBytes), claim.owner, options.result);
+    const keyed = keyedClaim(this.checkedKey(claim.id, options), claim.owner, options.result);
     return this.run('confirm', () => this.doConfirm(keyed, options.ttlMs, this.clock()));
   }
 
@@ -261,8 +269,7 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async remove(id: MessageId, owner?: string): Promise<boolean> {
-    this.assertOpen();
-    const key = toKey(id, this.maxIdBytes);
+    const key = this.checkedKey(id);
     return this.run('remove', () => this.doRemove(key, owner, this.clock()));
   }
 

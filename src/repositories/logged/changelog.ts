@@ -1,15 +1,5 @@
 import type { ChangelogChange, ChangelogSink } from '../../store/changelog.js';
 
-export type {
-  ChangelogChange,
-  ChangelogCheckpoints,
-  ChangelogOffsets,
-  ChangelogSink,
-  ChangelogSource,
-  ChangelogSourceRead,
-  UnreadableChange,
-} from '../../store/changelog.js';
-
 /** A changelog held in memory, for tests and the contract suite (restore a new store from its `changes`). */
 export class MemoryChangelog implements ChangelogSink {
   #changes: ChangelogChange[] = [];

@@ -1,5 +1,6 @@
 import { RenewUnsupportedError, RepositoryError } from '../../errors.js';
 import { BaseRepository, entryOf, type KeyedClaim, type KeyedEntry, keyedEntry } from '../../store/base.js';
+import type { ChangelogChange, ChangelogSink } from '../../store/changelog.js';
 import { idOfKey } from '../../store/ids.js';
 import { markIds } from '../../store/mark.js';
 import { confirmedRecord, isClaimOf, isLive, newRecord } from '../../store/record.js';
@@ -15,7 +16,6 @@ import type {
   MessageId,
   RepositoryCapabilities,
 } from '../../store/types.js';
-import type { ChangelogChange, ChangelogSink } from './changelog.js';
 
 /** Options of a {@link LoggedRepository}. */
 export interface LoggedRepositoryOptions {

@@ -4,7 +4,7 @@ import type {
   ChangelogOffsets,
   ChangelogSource,
   UnreadableChange,
-} from './changelog.js';
+} from '../../store/changelog.js';
 import type { LoggedRepository } from './logged-repository.js';
 
 /** Options of a {@link ChangelogRestorer}. */

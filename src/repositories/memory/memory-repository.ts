@@ -1,5 +1,5 @@
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
-import { MAX_ID_BYTES, toKey } from '../../store/ids.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
 import { confirmedRecord, isClaimOf, isLive, newRecord, renewedRecord } from '../../store/record.js';
 import type {
   AddEntry,
@@ -116,8 +116,7 @@ export class MemoryRepository extends BaseRepository {
 
   override removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
     if (!this.#inherits.remove) return this.remove(id, owner);
-    this.assertOpen();
-    return this.removeOne(toKey(id), owner);
+    return this.removeOne(this.checkedKey(id), owner);
   }
 
   override markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
@@ -140,20 +139,15 @@ export class MemoryRepository extends BaseRepository {
   }
 
   #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = NO_FIELDS): AddResult {
-    this.assertOpen();
-    this.checkTimes(options);
-    return this.addOne(toKey(id), entry, options, options.now ?? this.clock());
+    return this.addOne(this.checkedKey(id, options), entry, options, options.now ?? this.clock());
   }
 
   #get(id: MessageId, options?: ReadOptions): IdempotencyRecord | undefined {
-    this.assertOpen();
-    return this.getOne(toKey(id), options?.now ?? this.clock());
+    return this.getOne(this.checkedKey(id), options?.now ?? this.clock());
   }
 
   #confirm(claim: ClaimRef, options: ConfirmOptions): boolean {
-    this.assertOpen();
-    this.checkTimes(options);
-    const key = toKey(claim.id);
+    const key = this.checkedKey(claim.id, options);
     return this.confirmOne(key, claim.owner, options.ttlMs, this.clock(), options.result);
   }
 

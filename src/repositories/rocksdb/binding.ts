@@ -246,25 +246,14 @@ export class NativeBatch {
     return this.#count;
   }
 
-  put(key: string, value: Buffer): void {
-    addon.batch_put(this.#batch, keyBytes(key), value, NO_OPTIONS);
+  /** A put under a key, or under bytes (a blob's key). */
+  put(key: string | Buffer, value: Buffer): void {
+    addon.batch_put(this.#batch, typeof key === 'string' ? keyBytes(key) : key, value, NO_OPTIONS);
     this.#count++;
   }
 
-  del(key: string): void {
-    addon.batch_del(this.#batch, keyBytes(key), NO_OPTIONS);
-    this.#count++;
-  }
-
-  /** A put whose key is already bytes (a blob's). */
-  putBytes(key: Buffer, value: Buffer): void {
-    addon.batch_put(this.#batch, key, value, NO_OPTIONS);
-    this.#count++;
-  }
-
-  /** A delete whose key is already bytes. */
-  delBytes(key: Buffer): void {
-    addon.batch_del(this.#batch, key, NO_OPTIONS);
+  del(key: string | Buffer): void {
+    addon.batch_del(this.#batch, typeof key === 'string' ? keyBytes(key) : key, NO_OPTIONS);
     this.#count++;
   }
 

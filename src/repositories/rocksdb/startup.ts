@@ -150,7 +150,7 @@ async function unpack(buckets: BucketSet, bucket: Bucket): Promise<void> {
       if (present[j] === undefined && value !== undefined) batch.put(chunk[j] as string, value);
     }
   }
-  for (const n of numbers) batch.delBytes(blobKey(n));
+  for (const n of numbers) batch.del(blobKey(n));
   batch.write();
 }
 

@@ -37,7 +37,7 @@ const NO_COPIES: readonly Located[] = [];
  */
 export class WriteBuffer {
   readonly #wal: boolean;
-  readonly #writer: Writer;
+  readonly #buckets: BucketSet;
   /** Runs a timed flush in the repository's operation order. */
   readonly #schedule: (flush: () => void) => Promise<unknown>;
   readonly #pending = new Map<string, Pending>();
@@ -55,7 +55,7 @@ export class WriteBuffer {
 
   constructor(wal: boolean, buckets: BucketSet, schedule: (flush: () => void) => Promise<unknown>) {
     this.#wal = wal;
-    this.#writer = new Writer(buckets);
+    this.#buckets = buckets;
     this.#schedule = schedule;
   }
 
@@ -89,7 +89,7 @@ export class WriteBuffer {
 
   /** Writes a call's changes at once (see `direct`). */
   writeNow(write: DirectWrite): void {
-    this.#writer.write(write.keys, write.changes, write);
+    this.#write(write.keys, write.changes, write);
     if (this.#claims.size > 0) {
       for (const key of write.keys) this.#claims.delete(key);
       for (const key of write.freshKeys) this.#claims.delete(key);
@@ -180,7 +180,7 @@ export class WriteBuffer {
     }
     let placed: Int32Array;
     try {
-      placed = this.#writer.write(keys, changes);
+      placed = this.#write(keys, changes);
     } catch (error) {
       // Part of it may have been written: the remembered claims can no longer be trusted.
       this.#claims.clear();
@@ -217,6 +217,60 @@ export class WriteBuffer {
     this.#claims.clear();
     this.#dueAt = undefined;
     this.#durable = false;
+  }
+
+  /**
+   * Writes changes to RocksDB; returns where each record went (blob number, 0 under its own key, -1 nowhere). A new
+   * record goes into a blob of its bucket (under its own key when the bucket is not indexed); a superseded copy in
+   * another bucket is hidden by a tombstone there. Records are written before tombstones, so a crash in between
+   * leaves an extra copy (lookups take the best), never none. Index entries of superseded copies stay until their
+   * bucket is dropped (two keys of a blob with equal hashes share an entry).
+   */
+  #write(keys: readonly string[], changes: readonly Pending[], fresh?: DirectWrite): Int32Array {
+    const records: Phase = { number: 0, writes: new Map() };
+    const tombstones: Phase = { number: 1, writes: new Map() };
+    const placed = new Int32Array(changes.length).fill(-1);
+    const encode = valueEncoder();
+    const into = fresh?.bucket;
+    if (fresh !== undefined && into !== undefined && fresh.freshKeys.length > 0 && !into.dropped) {
+      const { freshKeys, freshHashes, freshValues } = fresh;
+      const writes = writesOf(records, into);
+      for (let i = 0; i < freshKeys.length; i++) {
+        addEntry(this.#buckets, writes, freshHashes[i] as number, freshKeys[i] as string, freshValues[i]);
+      }
+    }
+    for (let i = 0; i < changes.length; i++) {
+      const key = keys[i] as string;
+      const change = changes[i] as Pending;
+      const { hash, record, bucket } = change;
+      let target: Bucket | undefined;
+      if (record !== undefined && bucket !== undefined && !bucket.dropped) {
+        target = bucket;
+        placed[i] = addEntry(this.#buckets, writesOf(records, bucket), hash, key, encode(record));
+      }
+      for (const copy of change.copies) {
+        const at = copy.bucket;
+        if (at.dropped || copy.blob < 0) continue;
+        if (at === target) {
+          // The new record is newer than any copy in its own bucket; only a copy under the key itself
+          // would win over a blob, so it goes (in the same write batch).
+          if (copy.blob === 0 && (placed[i] as number) > 0) writesOf(records, at).batch.del(key);
+        } else {
+          addEntry(this.#buckets, writesOf(tombstones, at), hash, key);
+          if (copy.blob === 0 && at.indexed) writesOf(tombstones, at).batch.del(key);
+        }
+      }
+    }
+    for (const phase of [records, tombstones]) {
+      for (const writes of phase.writes.values()) {
+        if (writes.blob !== undefined && writes.blob.count > 0) {
+          writes.batch.put(blobKey(writes.blob.number), writes.blob.encode());
+        }
+      }
+    }
+    for (const writes of records.writes.values()) writes.batch.write();
+    for (const writes of tombstones.writes.values()) writes.batch.write();
+    return placed;
   }
 
   /** The copies on disk a new change supersedes: those just found, and those an older buffered change had. */
@@ -256,90 +310,36 @@ export class DirectWrite {
 
 /** The RocksDB writes of one bucket in one phase: a write batch and the blob being filled. */
 interface BucketWrites {
+  readonly bucket: Bucket;
   readonly batch: NativeBatch;
   blob: BlobBuilder | undefined;
 }
 
-/**
- * Turns changes into RocksDB writes: a new record into a blob of its bucket (under its own key when the bucket is
- * not indexed); a superseded copy in another bucket is hidden by a tombstone there. Records are written before
- * tombstones, so a crash in between leaves an extra copy (lookups take the best), never none. Index entries of
- * superseded copies stay until their bucket is dropped (two keys of a blob with equal hashes share an entry).
- */
-class Writer {
-  readonly #buckets: BucketSet;
-
-  constructor(buckets: BucketSet) {
-    this.#buckets = buckets;
+/** Adds a record (a tombstone: `value` undefined) to the current blob, or under the key (0); returns where. */
+function addEntry(
+  buckets: BucketSet,
+  writes: BucketWrites,
+  hash: number,
+  key: string,
+  value?: Buffer,
+): number {
+  const bucket = writes.bucket;
+  if (bucket.indexed) {
+    let blob = writes.blob;
+    if (blob === undefined || blob.full) {
+      if (blob !== undefined) writes.batch.put(blobKey(blob.number), blob.encode());
+      blob = new BlobBuilder(++bucket.lastBlob);
+      writes.blob = blob;
+    }
+    // Past the highest blob number the index can name, noteKey fails and the bucket stops being indexed.
+    if (buckets.noteKey(hash, bucket, blob.number)) {
+      blob.add(hash, key, value);
+      return blob.number;
+    }
   }
-
-  /** Writes the changes; returns where each record went (blob number, 0 under its own key, -1 nowhere). */
-  write(keys: readonly string[], changes: readonly Pending[], fresh?: DirectWrite): Int32Array {
-    const records: Phase = { number: 0, writes: new Map() };
-    const tombstones: Phase = { number: 1, writes: new Map() };
-    const placed = new Int32Array(changes.length).fill(-1);
-    const encode = valueEncoder();
-    const into = fresh?.bucket;
-    if (fresh !== undefined && into !== undefined && fresh.freshKeys.length > 0 && !into.dropped) {
-      const { freshKeys, freshHashes, freshValues } = fresh;
-      const writes = writesOf(records, into);
-      for (let i = 0; i < freshKeys.length; i++) {
-        this.#add(writes, into, freshHashes[i] as number, freshKeys[i] as string, freshValues[i] as Buffer);
-      }
-    }
-    for (let i = 0; i < changes.length; i++) {
-      const key = keys[i] as string;
-      const change = changes[i] as Pending;
-      const { hash, record, bucket } = change;
-      let target: Bucket | undefined;
-      if (record !== undefined && bucket !== undefined && !bucket.dropped) {
-        target = bucket;
-        placed[i] = this.#add(writesOf(records, bucket), bucket, hash, key, encode(record));
-      }
-      for (const copy of change.copies) {
-        const at = copy.bucket;
-        if (at.dropped || copy.blob < 0) continue;
-        if (at === target) {
-          // The new record is newer than any copy in its own bucket; only a copy under the key itself
-          // would win over a blob, so it goes (in the same write batch).
-          if (copy.blob === 0 && (placed[i] as number) > 0) writesOf(records, at).batch.del(key);
-        } else {
-          this.#add(writesOf(tombstones, at), at, hash, key, undefined);
-          if (copy.blob === 0 && at.indexed) writesOf(tombstones, at).batch.del(key);
-        }
-      }
-    }
-    for (const phase of [records, tombstones]) {
-      for (const writes of phase.writes.values()) {
-        if (writes.blob !== undefined && writes.blob.count > 0) {
-          writes.batch.putBytes(blobKey(writes.blob.number), writes.blob.encode());
-        }
-      }
-    }
-    for (const writes of records.writes.values()) writes.batch.write();
-    for (const writes of tombstones.writes.values()) writes.batch.write();
-    return placed;
-  }
-
-  /** Adds a record (a tombstone: `value` undefined) to the current blob, or under the key (0); returns where. */
-  #add(writes: BucketWrites, bucket: Bucket, hash: number, key: string, value: Buffer | undefined): number {
-    if (bucket.indexed) {
-      let blob = writes.blob;
-      if (blob === undefined || blob.full) {
-        if (blob !== undefined) writes.batch.putBytes(blobKey(blob.number), blob.encode());
-        blob = new BlobBuilder(++bucket.lastBlob);
-        writes.blob = blob;
-      }
-      // Past the highest blob number the index can name, noteKey fails and the bucket stops being indexed.
-      if (this.#buckets.noteKey(hash, bucket, blob.number)) {
-        blob.add(hash, key, value);
-        return blob.number;
-      }
-    }
-    // An empty value is a tombstone: it hides copies of the key in this bucket's blobs.
-    writes.batch.put(key, value ?? EMPTY);
-    return 0;
-  }
+  // An empty value is a tombstone: it hides copies of the key in this bucket's blobs.
+  writes.batch.put(key, value ?? EMPTY);
+  return 0;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -360,7 +360,7 @@ function writesOf(phase: Phase, bucket: Bucket): BucketWrites {
     }
     // What a failed write before left in the batch (encoding threw before it was written) must not go along.
     if (batch.count > 0) batch.clear();
-    writes = { batch, blob: undefined };
+    writes = { bucket, batch, blob: undefined };
     phase.writes.set(bucket, writes);
   }
   return writes;

@@ -66,7 +66,7 @@ export abstract class BaseRepository implements IdempotentRepository {
     return repository instanceof BaseRepository ? repository.storeName : undefined;
   }
 
-  /** Inserts each key if absent or no longer live; keys are unique. */
+  /** Inserts each (unique) key if absent or no longer live. */
   protected abstract doAddMany(
     entries: readonly KeyedEntry[],
     options: AddOptions,
@@ -278,27 +278,23 @@ export abstract class BaseRepository implements IdempotentRepository {
    * can answer at once (the memory store) returns the answer, or throws, instead of a promise. Not part of the
    * port: a wrapper built on this class gets them routed through its own storage calls.
    */
-  /** `add`, answered at once when the store can. */
   addDirect(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
     return this.add(id, options, entry);
   }
 
-  /** `get`, answered at once when the store can. */
   getDirect(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined> {
     return this.get(id, options);
   }
 
-  /** `confirm`, answered at once when the store can. */
   confirmDirect(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
     return this.confirm(claim, options);
   }
 
-  /** `remove`, answered at once when the store can. */
   removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
     return this.remove(id, owner);
   }
 
-  /** `markMany` of one entry (lazy mode's one-key mark), answered at once when the store can. */
+  /** `markMany` of one entry (lazy mode's one-key mark). */
   markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
     return this.markMany([entry], options).then((marked) => marked[0] === true);
   }

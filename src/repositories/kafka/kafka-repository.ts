@@ -19,20 +19,16 @@ import {
 import { MemoryRepository } from '../memory/memory-repository.js';
 import { type KafkaOptions, type KafkaRepositoryOptions, parseKafkaOptions } from './options.js';
 
-/** Header naming the repository instance that wrote a record, so it can tell its own writes when it reads them back. */
+/** Header naming the repository instance that wrote a record, so it knows its own writes when it reads them. */
 const WRITER_HEADER = 'idem-writer';
 /** Pause before a failed tail starts again from where it stopped. */
 const TAIL_RETRY_MS = 1_000;
 
 /**
  * Ids kept in a compacted Kafka topic (Camel's KafkaIdempotentRepository, without CAMEL-20218: `open` reads the
- * topic to the end offsets it captured before it resolves, so a restarted consumer sees its own last marks).
- *
- * A {@link LoggedRepository} over the memory store with the topic as its changelog: a write is decided in the
- * local index, resolves once all in-sync replicas acknowledged it, and is undone locally if the topic refuses
- * it. A {@link ChangelogRestorer} follows the topic while the repository is open, restoring other instances'
- * marks within about a fetch. Two instances can still both claim an id neither has read yet
- * (`capabilities.shared` is false). See docs/kafka-repository.md.
+ * topic to its end first). A {@link LoggedRepository} over the memory store with the topic as its changelog; a
+ * {@link ChangelogRestorer} follows the topic while open, restoring other instances' marks within about a fetch.
+ * Two instances can still both claim an id neither has read yet (not `shared`). See docs/kafka-repository.md.
  */
 export class KafkaRepository extends LoggedRepository {
   readonly #options: KafkaOptions;
@@ -99,9 +95,8 @@ export class KafkaRepository extends LoggedRepository {
   }
 
   /**
-   * Creates (or checks) the topic, connects, and reads the topic up to the end offsets captured now before it
-   * resolves. A wrong topic is a ConfigError naming `repository.topic`; a broker that cannot be reached, a
-   * RepositoryError.
+   * Creates (or checks) the topic, connects, and reads the topic to the end offsets captured now. A wrong topic
+   * is a ConfigError naming `repository.topic`; an unreachable broker, a RepositoryError.
    */
   static async open(options: KafkaRepositoryOptions): Promise<KafkaRepository> {
     const { clock, ...rest } = options;
@@ -233,10 +228,7 @@ function readBack(unread: Map<string, number>, key: string): void {
   else unread.set(key, count - 1);
 }
 
-/**
- * The topic sink, counting each key's own writes until the tail reads them back (so an older record of another
- * writer, read later, does not undo a newer own write), and naming the topic in its failures.
- */
+/** The topic sink, counting each key's own writes until the tail reads them back (see `#accept`). */
 class OwnWritesSink implements ChangelogSink {
   constructor(
     readonly sink: KafkaChangelogSink,

@@ -21,10 +21,7 @@ import type {
 export interface LoggedRepositoryOptions {
   /** Clock in epoch ms (the times of staged records and restores); defaults to `Date.now`. */
   readonly clock?: () => number;
-  /**
-   * Whether `close()` also closes the inner store (default true). False where several logged views share one
-   * store: the node gives each input partition its own view (and changelog partition) over one local store.
-   */
+  /** Whether `close()` also closes the inner store (default true; false for views sharing one store). */
   readonly closeInner?: boolean;
   /** Store name in error messages; default `logged <inner name>`. */
   readonly name?: string;
@@ -48,23 +45,17 @@ interface Made {
 }
 
 /**
- * A repository whose every write reaches a changelog (Kafka Streams' `ChangeLoggingKeyValueBytesStore`). Every
- * write verb, the fast paths included, goes through one write path (BaseRepository derives the verbs from the
- * `do*` calls below), so a store {@link restore}d from the log holds what this one holds.
- *
- * Outside a transaction the inner store decides and applies a write, then it is appended; if the changelog
- * refuses it, the local write is undone (exactly, with the inner store's `localRecords`) and the call rejects.
- *
- * Inside a transaction ({@link begin}) each write is decided against the inner store's records with the staged
- * changes on top, and staged. The caller sends {@link staged} with its own transaction, then {@link commit}s
- * (applied to the inner store) or {@link rollback}s. The inner store never holds an uncommitted change: the
- * exactly-once node keeps its local store a cache of its changelog this way.
+ * A repository whose every write reaches a changelog (Kafka Streams' `ChangeLoggingKeyValueBytesStore`): every
+ * verb, the fast paths included, is derived from the `do*` calls below. Outside a transaction the inner store
+ * applies a write, then it is appended; if the changelog refuses it, the write is undone and the call rejects.
+ * Inside one ({@link begin}) writes are decided against the inner store with the staged changes on top, and
+ * staged: the caller sends {@link staged} with its own transaction, then {@link commit}s or {@link rollback}s.
  */
 export class LoggedRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities;
   protected readonly storeName: string;
   readonly #inner: IdempotentRepository;
-  /** The inner store's `scan`, when it has one (see `IdempotentRepository.scan`). */
+  /** The inner store's `scan`, when it has one. */
   readonly scan?: IdempotentRepository['scan'];
   readonly #sink: ChangelogSink;
   readonly #local: LocalRecords | undefined;

@@ -207,10 +207,8 @@ export class MemoryRepository extends BaseRepository {
   }
 
   /**
-   * The compact form of a bare confirmed record with these times, or undefined: no first-seen time (an older
-   * version's record), another retention gap than the store's, or a time that would not round-trip. `gap`
-   * becomes the store's if it has none: a confirm passes its TTL, not the record's own gap, so a first claim
-   * confirmed a millisecond late does not leave every later record an object.
+   * The compact form of a bare confirmed record with these times, or undefined (no first-seen time, another gap,
+   * no round trip). A confirm passes its TTL as `gap`, so a first claim confirmed late sets the usual gap.
    */
   #offset(expiresAt: number, firstSeenAt: number | undefined, gap?: number): number | undefined {
     if (firstSeenAt === undefined) return undefined;

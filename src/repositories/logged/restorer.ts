@@ -3,6 +3,7 @@ import type {
   ChangelogCheckpoints,
   ChangelogOffsets,
   ChangelogSource,
+  ChangelogSourceRead,
   UnreadableChange,
 } from '../../store/changelog.js';
 import type { LoggedRepository } from './logged-repository.js';
@@ -37,17 +38,11 @@ export interface RestoreProgress {
   readonly restored: number;
 }
 
-/** What {@link ChangelogRestorer.restore} does besides reading. */
-export interface RestoreOptions {
+/** What {@link ChangelogRestorer.restore} does besides reading (the read's options: {@link ChangelogSourceRead}). */
+export interface RestoreOptions
+  extends Pick<ChangelogSourceRead, 'follow' | 'onCaughtUp' | 'signal' | 'heartbeat'> {
   /** Start offsets that win over the applied ones and the checkpoint (a tail resuming where it stopped). */
   readonly from?: ReadonlyMap<number, number>;
-  /** Keep following the changelog until `signal` aborts (see {@link ChangelogSource.read}). */
-  readonly follow?: boolean;
-  /** With `follow`: called once every partition reached the end offsets captured at the start. */
-  readonly onCaughtUp?: () => void;
-  readonly signal?: AbortSignal;
-  /** Called between fetches (a consumer group heartbeat during a long restore). */
-  readonly heartbeat?: () => Promise<void>;
   /** With it, the end offsets are captured first and reported with the start offsets. */
   readonly onStart?: (plan: RestorePlan) => void;
   readonly onProgress?: (progress: RestoreProgress) => void;

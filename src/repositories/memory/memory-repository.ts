@@ -27,17 +27,12 @@ const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});
 export type HeldRecord = IdempotencyRecord | number;
 
 /**
- * In-process store for tests and small jobs: a bounded LRU map; liveness is judged from the record's times on
- * every read. An evicted live id can repeat: size `maxEntries` above the ids seen within one TTL.
- *
- * The LRU is a Map in insertion order with a second chance (CLOCK): a use only marks the key (`#used`), and
- * eviction moves a marked oldest key to the end. Moving a key on every use (delete, then set) leaves dead
- * entries in V8's hash chains: one hot key in a 40,000-entry map cost 40 µs a use, rising past 300 µs.
- *
- * A confirmed record with nothing but its times (the common case) is kept as its expiry, a small integer
- * counted from the store's first one (`#base`): a Map of fresh objects makes the GC copy every record it keeps.
- * Its first-seen time is the expiry less the store's one retention gap (`#gap`), so only a record with that gap
- * is kept compact.
+ * In-process store for tests and small jobs: a bounded LRU map (an evicted live id can repeat: size `maxEntries`
+ * above the ids seen within one TTL). The LRU gives a second chance (CLOCK): a use only marks the key, and
+ * eviction moves a marked oldest key to the end; moving a key on every use leaves dead entries in V8's hash
+ * chains (one hot key cost 40 µs a use, rising past 300 µs). A confirmed record with nothing but its times is
+ * kept as its expiry, a small integer counted from `#base`, its first-seen time the expiry less the store's one
+ * retention gap (`#gap`): a Map of fresh objects makes the GC copy every record it keeps.
  */
 export class MemoryRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {

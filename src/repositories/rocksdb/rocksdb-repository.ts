@@ -413,13 +413,8 @@ export class RocksdbRepository extends BaseRepository {
     // A change flushed meanwhile is found on disk below too (reported twice at worst).
     const buffered = await page(async () => this.#buffer.keys());
     for (let i = 0; i < buffered.length; i += SCAN_PAGE) {
-      const keys = buffered.slice(i, i + SCAN_PAGE);
-      const records = await page((wall) =>
-        this.#pick(
-          keys.map((key) => ({ key, blob: -1 })),
-          wall,
-        ),
-      );
+      const candidates = buffered.slice(i, i + SCAN_PAGE).map((key) => ({ key, blob: -1 }));
+      const records = await page((wall) => this.#pick(candidates, wall));
       if (records.length > 0) await onPage(records);
     }
     for (const bucket of await page(async () => this.#buckets.sorted())) {

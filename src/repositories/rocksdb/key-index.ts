@@ -126,16 +126,12 @@ export class KeyIndex {
 
   /** Entries naming a place. */
   get size(): number {
-    let live = 0;
-    for (const segment of this.#segments) live += segment.live;
-    return live;
+    return this.#segments.reduce((sum, segment) => sum + segment.live, 0);
   }
 
   /** Bytes held by the tables. */
   get bytes(): number {
-    let bytes = 0;
-    for (const segment of this.#segments) bytes += segment.capacity * BYTES_PER_ENTRY;
-    return bytes;
+    return this.#segments.reduce((sum, segment) => sum + segment.capacity * BYTES_PER_ENTRY, 0);
   }
 
   /** Records that the key with this hash may be in blob `blob` of bucket `slot`. False when the table is full. */
@@ -218,8 +214,8 @@ export class KeyIndex {
     if (data.length !== SEGMENTS || this.#maxSegment === 0) return false;
     for (const { entries } of data) {
       const capacity = entries.length / 2;
-      if (!Number.isInteger(capacity) || capacity < 1 || capacity > this.#maxSegment) return false;
-      if ((capacity & (capacity - 1)) !== 0) return false;
+      const fits = Number.isInteger(capacity) && capacity >= 1 && capacity <= this.#maxSegment;
+      if (!fits || (capacity & (capacity - 1)) !== 0) return false;
     }
     this.#segments = data.map((d) => {
       const segment = new Segment(0);

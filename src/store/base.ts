@@ -109,12 +109,8 @@ export abstract class BaseRepository implements IdempotentRepository {
     options: MarkOptions,
     now: number,
   ): Promise<boolean[]> {
-    const results = await this.doAddMany(
-      entries,
-      { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs },
-      now,
-    );
-    return results.map((r) => r.added);
+    const { ttlMs, minLifetimeMs } = options;
+    return (await this.doAddMany(entries, { ttlMs, minLifetimeMs }, now)).map((r) => r.added);
   }
 
   /** Single-claim confirm; stores with a cheaper single path override it. */
@@ -258,12 +254,8 @@ export abstract class BaseRepository implements IdempotentRepository {
 
   async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
     this.assertOpen();
-    checkDuration(
-      'leaseMs',
-      options.leaseMs,
-      maxDurationMs(this.capabilities?.maxTtlMs),
-      `${this.storeName} repository`,
-    );
+    const max = maxDurationMs(this.capabilities?.maxTtlMs);
+    checkDuration('leaseMs', options.leaseMs, max, `${this.storeName} repository`);
     const key = toKey(claim.id, this.maxIdBytes);
     return this.run('renew', () => this.doRenew(key, claim.owner, options.leaseMs, this.clock()));
   }

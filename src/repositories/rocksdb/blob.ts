@@ -9,18 +9,16 @@
 
 /** Most entries per blob: a duplicate's exact check reads one whole blob, so blobs stay a few KiB. */
 export const BLOB_ENTRIES = 32;
-/** First bytes of a blob's RocksDB key; no canonical id starts with them (`toKey`: `\0` is followed by `\0` or `b`). */
-const BLOB_KEY_PREFIX = [0x00, 0x01];
 const BLOB_KEY_BYTES = 6;
-/** Lower and upper bound of every blob key, for iterators. */
+/** Bounds of every blob key: no canonical id starts with 00 01 (`toKey`: `\0` is followed by `\0` or `b`). */
 export const BLOB_KEYS_FROM = Buffer.from([0x00, 0x01]);
 export const BLOB_KEYS_TO = Buffer.from([0x00, 0x02]);
 
 /** The RocksDB key of blob `n` (n ≥ 1) of a bucket: big-endian, so blobs sort in write order. */
 export function blobKey(n: number): Buffer {
   const key = Buffer.allocUnsafe(BLOB_KEY_BYTES);
-  key[0] = BLOB_KEY_PREFIX[0] as number;
-  key[1] = BLOB_KEY_PREFIX[1] as number;
+  key[0] = 0x00;
+  key[1] = 0x01;
   key.writeUInt32BE(n, 2);
   return key;
 }

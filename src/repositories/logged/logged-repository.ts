@@ -215,6 +215,7 @@ export class LoggedRepository extends BaseRepository {
         `${this.storeName} cannot renew a lease: its inner store has no renew()`,
       );
     }
+    const renew = inner.renew.bind(inner);
     if (this.#tx) {
       const [record] = await this.#current([key], now);
       if (!isClaimOf(record, owner)) return false;
@@ -224,8 +225,7 @@ export class LoggedRepository extends BaseRepository {
     const id = idOfKey(key);
     return this.#write(
       [key],
-      () =>
-        (inner.renew as NonNullable<IdempotentRepository['renew']>).call(inner, { id, owner }, { leaseMs }),
+      () => renew({ id, owner }, { leaseMs }),
       async (renewed): Promise<Made[]> => {
         if (!renewed) return [];
         // The renewed claim as the store holds it.

@@ -195,12 +195,8 @@ export class LoggedRepository extends BaseRepository {
         const held = await this.#inner.getMany(at.map((i) => (refs[i] as ConfirmRef).id));
         return at.map((i, k): Made => {
           const { key, result } = claims[i] as KeyedClaim;
-          const record = held[k] ?? {
-            id: key,
-            state: 'confirmed' as const,
-            expiresAt: now + ttlMs,
-            ...(result === undefined ? {} : { result }),
-          };
+          const record =
+            held[k] ?? confirmedRecord({ id: key, state: 'in-flight', expiresAt: 0 }, ttlMs, now, result);
           return { change: { key, record: { ...record, id: key } } };
         });
       },

@@ -36,14 +36,13 @@ export interface KeyedClaim {
 
 /** Options every repository accepts. */
 export interface BaseRepositoryOptions {
-  /** Clock in epoch ms; tests inject one to step over TTLs. Defaults to `Date.now`. */
+  /** Clock in epoch ms (tests inject one to step over TTLs); defaults to `Date.now`. */
   readonly clock?: () => number;
 }
 
 /**
- * Shared work for every store, in the manner of Powertools' BasePersistenceLayer: id validation, in-batch
- * duplicate resolution, the closed state and error wrapping. A store implements only the `do*` storage calls,
- * and receives unique, validated keys plus the current time.
+ * The shared work of every store (Powertools' BasePersistenceLayer): id and time validation, in-batch repeats,
+ * the closed state and error wrapping. A store implements the `do*` calls, given unique keys and the time.
  */
 export abstract class BaseRepository implements IdempotentRepository {
   abstract readonly capabilities: RepositoryCapabilities;
@@ -57,12 +56,17 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.clock = options.clock ?? Date.now;
   }
 
-  /** The clock of a repository built on this class, for a wrapper that judges times as its inner store does. */
+  /** The clock of a repository built on this class: a wrapper judges times as its inner store does. */
   protected static clockOf(repository: IdempotentRepository): (() => number) | undefined {
     return repository instanceof BaseRepository ? repository.clock : undefined;
   }
 
-  /** Inserts each key if absent or no longer live; keys are unique. */
+  /** The store name of a repository built on this class, for a wrapper's messages. */
+  protected static nameOf(repository: IdempotentRepository): string | undefined {
+    return repository instanceof BaseRepository ? repository.storeName : undefined;
+  }
+
+  /** Inserts each (unique) key if absent or no longer live. */
   protected abstract doAddMany(
     entries: readonly KeyedEntry[],
     options: AddOptions,
@@ -80,9 +84,8 @@ export abstract class BaseRepository implements IdempotentRepository {
     now: number,
   ): Promise<boolean[]>;
   /**
-   * Extends the owner's in-flight claim of the key to `now + leaseMs` (see `IdempotentRepository.renew`).
-   * Every bundled store implements it atomically. The default, for a store written before it, refuses with a
-   * RenewUnsupportedError: the consumer then warns once and holds its claims for one lease only.
+   * Extends the owner's in-flight claim to `now + leaseMs` (see `IdempotentRepository.renew`). The default, for
+   * a store written before it, throws RenewUnsupportedError: the consumer then warns once.
    */
   protected async doRenew(_key: string, _owner: string, _leaseMs: number, _now: number): Promise<boolean> {
     throw new RenewUnsupportedError(
@@ -100,21 +103,14 @@ export abstract class BaseRepository implements IdempotentRepository {
     return result as AddResult;
   }
 
-  /**
-   * Lazy mark of unique keys (see `IdempotentRepository.markMany`). The default is an atomic add without a lease;
-   * stores with a cheaper, possibly blind, write override it.
-   */
+  /** Lazy mark of unique keys (see `IdempotentRepository.markMany`); by default an add without a lease. */
   protected async doMarkMany(
     entries: readonly KeyedEntry[],
     options: MarkOptions,
     now: number,
   ): Promise<boolean[]> {
-    const results = await this.doAddMany(
-      entries,
-      { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs },
-      now,
-    );
-    return results.map((r) => r.added);
+    const { ttlMs, minLifetimeMs } = options;
+    return (await this.doAddMany(entries, { ttlMs, minLifetimeMs }, now)).map((r) => r.added);
   }
 
   /** Single-claim confirm; stores with a cheaper single path override it. */
@@ -128,13 +124,12 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   /**
-   * Refuses a TTL, lease or lifetime that is not a finite duration above 0 within the store's maximum, before
-   * anything is written (a NaN expiry never expires in some stores and is already expired in others).
+   * Refuses a TTL, lease or lifetime that is not a duration above 0 within the store's maximum, before anything
+   * is written (a NaN expiry never expires in some stores and has expired in others). Cheap when all are valid.
    */
   protected checkTimes(options: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number }): void {
     const max = maxDurationMs(this.capabilities?.maxTtlMs);
     const { ttlMs, leaseMs, minLifetimeMs } = options;
-    // Every call checks its times: the error's wording is built only when one is refused.
     if (
       isValidDuration(ttlMs, max) &&
       (leaseMs === undefined || isValidDuration(leaseMs, max)) &&
@@ -143,17 +138,26 @@ export abstract class BaseRepository implements IdempotentRepository {
       return;
     }
     const where = `${this.storeName} repository`;
-    checkDuration('ttlMs', options.ttlMs, max, where);
-    if (options.leaseMs !== undefined) checkDuration('leaseMs', options.leaseMs, max, where);
-    if (options.minLifetimeMs !== undefined) {
-      checkDuration('minLifetimeMs', options.minLifetimeMs, max, where);
-    }
+    checkDuration('ttlMs', ttlMs, max, where);
+    if (leaseMs !== undefined) checkDuration('leaseMs', leaseMs, max, where);
+    if (minLifetimeMs !== undefined) checkDuration('minLifetimeMs', minLifetimeMs, max, where);
+  }
+
+  /**
+   * The checks a single-key verb makes before the store is asked, in this order: open, valid `times` (when
+   * given), a valid id. Returns the id's key.
+   */
+  protected checkedKey(
+    id: MessageId,
+    times?: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number },
+  ): string {
+    this.assertOpen();
+    if (times !== undefined) this.checkTimes(times);
+    return toKey(id, this.maxIdBytes);
   }
 
   async add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = {}): Promise<AddResult> {
-    this.assertOpen();
-    this.checkTimes(options);
-    const key = toKey(id, this.maxIdBytes);
+    const key = this.checkedKey(id, options);
     return this.run('add', () =>
       this.doAdd(keyedEntry(key, entry, options.leaseMs === undefined), options, options.now ?? this.clock()),
     );
@@ -220,8 +224,7 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async get(id: MessageId, options: ReadOptions = {}): Promise<IdempotencyRecord | undefined> {
-    this.assertOpen();
-    const key = toKey(id, this.maxIdBytes);
+    const key = this.checkedKey(id);
     const [record] = await this.run('get', () => this.doGetMany([key], options.now ?? this.clock()));
     return record;
   }
@@ -237,10 +240,7 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
-    this.assertOpen();
-    this.checkTimes(options);
-    const keyed: KeyedClaim = { key: toKey(claim.id, this.maxIdBytes), owner: claim.owner };
-    if (options.result !== undefined) (keyed as { result?: string }).result = options.result;
+    const keyed = keyedClaim(this.checkedKey(claim.id, options), claim.owner, options.result);
     return this.run('confirm', () => this.doConfirm(keyed, options.ttlMs, this.clock()));
   }
 
@@ -248,61 +248,45 @@ export abstract class BaseRepository implements IdempotentRepository {
     this.assertOpen();
     this.checkTimes(options);
     if (claims.length === 0) return [];
-    const keyed = claims.map((c): KeyedClaim => {
-      const key = toKey(c.id, this.maxIdBytes);
-      return c.result === undefined ? { key, owner: c.owner } : { key, owner: c.owner, result: c.result };
-    });
+    const keyed = claims.map((c) => keyedClaim(toKey(c.id, this.maxIdBytes), c.owner, c.result));
     return this.run('confirm', () => this.doConfirmMany(keyed, options.ttlMs, this.clock()));
   }
 
   async renew(claim: ClaimRef, options: RenewOptions): Promise<boolean> {
     this.assertOpen();
-    checkDuration(
-      'leaseMs',
-      options.leaseMs,
-      maxDurationMs(this.capabilities?.maxTtlMs),
-      `${this.storeName} repository`,
-    );
+    const max = maxDurationMs(this.capabilities?.maxTtlMs);
+    checkDuration('leaseMs', options.leaseMs, max, `${this.storeName} repository`);
     const key = toKey(claim.id, this.maxIdBytes);
     return this.run('renew', () => this.doRenew(key, claim.owner, options.leaseMs, this.clock()));
   }
 
   async remove(id: MessageId, owner?: string): Promise<boolean> {
-    this.assertOpen();
-    const key = toKey(id, this.maxIdBytes);
+    const key = this.checkedKey(id);
     return this.run('remove', () => this.doRemove(key, owner, this.clock()));
   }
 
   /*
-   * The single-key fast path, for `wrap` (one claim then one confirm or release; lazy: one read then one mark).
-   * Each is its async verb, with the same semantics and errors, except that a store that can answer at once (the
-   * memory store overrides these) returns the answer itself rather than a promise, and then throws its error
-   * rather than rejecting: the consumer pays no promise hop for a store that does not wait. They are not part of
-   * the port (`IdempotentRepository`): a repository written without them is called through its async verbs, and a
-   * wrapper built on this class gets them routed through its own storage calls. The contract suite checks that
-   * each answers what its async verb answers, and that a persistent store holds a write made through any of them.
+   * The single-key fast path of `wrap` (see `singleKeyVerbs`): each is its async verb, except that a store that
+   * can answer at once (the memory store) returns the answer, or throws, instead of a promise. Not part of the
+   * port: a wrapper built on this class gets them routed through its own storage calls.
    */
-  /** `add`, answered at once when the store can. */
   addDirect(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
     return this.add(id, options, entry);
   }
 
-  /** `get`, answered at once when the store can. */
   getDirect(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined> {
     return this.get(id, options);
   }
 
-  /** `confirm`, answered at once when the store can. */
   confirmDirect(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
     return this.confirm(claim, options);
   }
 
-  /** `remove`, answered at once when the store can. */
   removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
     return this.remove(id, owner);
   }
 
-  /** `markMany` of one entry (lazy mode's one-key mark), answered at once when the store can. */
+  /** `markMany` of one entry (lazy mode's one-key mark). */
   markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
     return this.markMany([entry], options).then((marked) => marked[0] === true);
   }
@@ -338,8 +322,13 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 }
 
-/** The keyed form of an add entry; a result travels only with a lazy mark (a claim has no outcome yet). */
-function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, keepResult: boolean): KeyedEntry {
+/** A claim with its canonical key; `result` only when there is one. */
+function keyedClaim(key: string, owner: string, result: string | undefined): KeyedClaim {
+  return result === undefined ? { key, owner } : { key, owner, result };
+}
+
+/** The keyed form of an add entry (or a record's fields); a result travels only with a lazy mark. */
+export function keyedEntry(key: string, entry: Omit<AddEntry, 'id'>, keepResult: boolean): KeyedEntry {
   const keyed: { -readonly [K in keyof KeyedEntry]: KeyedEntry[K] } = { key };
   if (entry.eventTime !== undefined) keyed.eventTime = entry.eventTime;
   if (entry.fingerprint !== undefined) keyed.fingerprint = entry.fingerprint;

@@ -1,7 +1,4 @@
-/*
- * The changelog port of a logged store: what a LoggedRepository appends to and restores from. It lives beside the
- * store port so that the Kafka implementation (src/kafka/changelog) and the stores both build on it.
- */
+// The changelog port of a logged store, beside the store port: src/kafka/changelog and the stores build on it.
 import type { IdempotencyRecord } from './types.js';
 
 /** One write as a changelog keeps it: the record a key holds after the write, or undefined once deleted. */
@@ -12,10 +9,7 @@ export interface ChangelogChange {
   readonly record: IdempotencyRecord | undefined;
 }
 
-/**
- * Where a `LoggedRepository` appends its changes, in the order they were decided. A Kafka topic partition
- * in the node and the `kafka` repository; an in-memory list in tests (`MemoryChangelog`).
- */
+/** Where a `LoggedRepository` appends its changes, in order: a Kafka topic partition, or `MemoryChangelog`. */
 export interface ChangelogSink {
   /** Appends the changes; resolves once they are durable (acknowledged), rejects when they may not be. */
   append(changes: readonly ChangelogChange[]): Promise<void>;
@@ -40,10 +34,7 @@ export interface UnreadableChange {
 export interface ChangelogSourceRead {
   /** The partitions to read, each from the first offset not applied yet (0: from the start). */
   readonly from: ReadonlyMap<number, number>;
-  /**
-   * Receives each fetched partition's changes in offset order (unreadable records already left out), and the
-   * offset to resume from after them. Awaited before the next call.
-   */
+  /** Each fetched partition's readable changes in offset order, and the offset after them; awaited. */
   onBatch(partition: number, changes: readonly ChangelogChange[], nextOffset: number): Promise<void>;
   /** A record that could not be read; it is skipped, and the read goes on. */
   onUnreadable(unreadable: UnreadableChange): void;
@@ -57,10 +48,7 @@ export interface ChangelogSourceRead {
   readonly heartbeat?: () => Promise<void>;
 }
 
-/**
- * Where a logged store's changes are read back from (the port a `ChangelogRestorer` reads through): a
- * Kafka topic read read_committed in the node and the `kafka` repository, a list in tests.
- */
+/** Where a `ChangelogRestorer` reads a logged store's changes back from (a topic read read_committed). */
 export interface ChangelogSource {
   /** The changelog's name (a topic), for logs and warnings. */
   readonly topic: string;
@@ -70,10 +58,7 @@ export interface ChangelogSource {
   read(options: ChangelogSourceRead): Promise<ChangelogOffsets>;
 }
 
-/**
- * The changelog offsets a local store has applied, kept across restarts (a checkpoint file:
- * `ChangelogCheckpoint`). It must never be ahead of the store it describes.
- */
+/** The changelog offsets a local store has applied, kept across restarts; never ahead of the store. */
 export interface ChangelogCheckpoints {
   /** The offset applied for the partition, if recorded. */
   get(partition: number): number | undefined;

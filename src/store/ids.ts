@@ -8,12 +8,9 @@ import type { MessageId } from './types.js';
 export const MAX_ID_BYTES = 1024;
 
 /**
- * Keys that start with NUL are reserved for what a plain text key could be confused with:
- * - `\0b64:` + base64 is a binary id;
- * - `\0` + the text is a text id that itself starts with NUL (so `"\0b64://4="` becomes `"\0\0b64://4="`,
- *   never the key of bytes `ff fe`).
- * Any other text id is its own key, so the common case costs one character test. Hence `toKey` is not idempotent on
- * such keys: a key passed again as a text id gets another key (still one per id, but not the same as the first).
+ * Keys that start with NUL are reserved: `\0b64:` + base64 is a binary id, and `\0` + the text is a text id that
+ * itself starts with NUL. Any other text id is its own key (one character test), so `toKey` is not idempotent
+ * on reserved keys.
  */
 const MARK = '\u0000';
 const BINARY_PREFIX = `${MARK}b64:`;
@@ -23,14 +20,11 @@ let lastKey: string | undefined;
 let lastMaxBytes = 0;
 
 /**
- * Turns a message id into the string key every repository stores. The mapping is injective over text and bytes
- * together: two different ids never share a key.
- * Rejects empty ids, ids over `maxBytes`, and strings with lone surrogates (they cannot round-trip through UTF-8,
- * so two different ids could collide).
+ * Turns a message id into the string key every repository stores; two different ids (text or bytes) never
+ * share a key. Rejects empty ids, ids over `maxBytes`, and strings with lone surrogates (no UTF-8 round trip).
  */
 export function toKey(id: MessageId, maxBytes: number = MAX_ID_BYTES): string {
-  // The id accepted last, under a limit no larger: a consumer hands each id on two or three times (read, claim,
-  // confirm), and its checks give the same answer for the same text.
+  // The id accepted last, under a limit no larger: a consumer hands each id on two or three times.
   if (id === lastKey && maxBytes >= lastMaxBytes) return id;
   let key: string;
   if (typeof id === 'string') {
@@ -55,9 +49,8 @@ export function toKey(id: MessageId, maxBytes: number = MAX_ID_BYTES): string {
 }
 
 /**
- * The id whose key is `key`: the inverse of {@link toKey}, so `toKey(idOfKey(k)) === k` for every key `toKey`
- * made. Code that holds canonical keys (the consumer's results, the node's fast id reader) hands ids back to a
- * repository through this, so a binary id is stored under one key whichever path wrote it.
+ * The id whose key is `key`: `toKey(idOfKey(k)) === k` for every key `toKey` made, so code holding keys hands
+ * a binary id back to a repository under the same key.
  */
 export function idOfKey(key: string): MessageId {
   if (key.charCodeAt(0) !== 0) return key;

@@ -6,6 +6,11 @@ export function isLive(record: IdempotencyRecord, now: number): boolean {
   return record.expiresAt > now;
 }
 
+/** True when the record is `owner`'s in-flight claim (what confirm, renew and an owner's remove may change). */
+export function isClaimOf(record: IdempotencyRecord | undefined, owner: string): record is IdempotencyRecord {
+  return record?.state === 'in-flight' && record.owner === owner;
+}
+
 /** The record `add` writes for a new id. */
 export function newRecord(
   key: string,
@@ -14,8 +19,7 @@ export function newRecord(
   now: number,
 ): IdempotencyRecord {
   const claim = options.leaseMs !== undefined;
-  // Fields assigned one by one rather than spread: this runs once per new id on every store's hot path, and
-  // spreads of conditional objects cost several temporary objects per record.
+  // Fields assigned one by one: spreads of conditional objects cost temporary objects on every store's hot path.
   const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
     id: key,
     state: claim ? 'in-flight' : 'confirmed',
@@ -57,12 +61,9 @@ export function renewedRecord(record: IdempotencyRecord, leaseMs: number, now: n
 }
 
 /**
- * The time after which the store may forget the record entirely (used for store-side TTLs and buckets).
- *
- * Only a confirmed record's end decides anything. An in-flight record is kept until the later of its lease end and
- * its retention end: liveness is judged from `leaseExpiresAt`, so keeping it longer blocks no one, but it lets an
- * owner whose handler outlived the lease still confirm (no one having taken the id over). A crashed worker's claim
- * thus costs what a confirmed id costs: one record kept for the retention TTL.
+ * The time after which the store may forget the record (store-side TTLs and buckets). An in-flight record is
+ * kept until the later of its lease end and its retention end: that blocks no one (liveness is judged from the
+ * lease), and lets an owner whose handler outlived the lease still confirm while nobody took the id over.
  */
 export function forgetAt(record: IdempotencyRecord): number {
   if (record.state === 'confirmed') return record.expiresAt;
@@ -70,9 +71,8 @@ export function forgetAt(record: IdempotencyRecord): number {
 }
 
 /**
- * How long, in wall-clock ms from the write, a store keeps a record before its own expiry (PX, `USING TTL`, a TTL
- * attribute, a bucket) may forget it: until {@link forgetAt}, counted from `now`, and never less than
- * `minLifetimeMs` (see `AddOptions.minLifetimeMs`: event-time mode's `now` is stream time, which can stand still).
+ * How long, in wall-clock ms from the write, a store keeps a record before its own expiry may forget it: until
+ * {@link forgetAt}, and never less than `minLifetimeMs` (see `AddOptions.minLifetimeMs`).
  */
 export function storeLifetimeMs(record: IdempotencyRecord, now: number, minLifetimeMs = 0): number {
   return Math.max(forgetAt(record) - now, minLifetimeMs);
@@ -87,8 +87,7 @@ const UNESCAPE: Readonly<Record<string, string>> = { [ESC]: ESC, '\u0003': FIELD
 
 /**
  * Encodes an optional string field so that any string round-trips and the field never contains
- * {@link FIELD_SEP}: absent is `''`, the empty string is `\2`, and U+0001/U+0002 are escaped. Strings without
- * those characters (owner tokens, digests) are written as they are, so the common case costs two scans.
+ * {@link FIELD_SEP}: absent is `''`, the empty string is `\2`, and U+0001/U+0002 are escaped.
  */
 export function encodeField(value: string | undefined): string {
   if (value === undefined) return '';
@@ -113,11 +112,9 @@ export function decodeField(field: string | undefined): string | undefined {
 
 /**
  * Compact text form for key-value stores (Redis, RocksDB): fields joined by U+0001, strings through
- * {@link encodeField} so any owner or fingerprint round-trips.
- * Order: state (`f` in-flight, `c` confirmed), expiresAt, leaseExpiresAt, owner, eventTime, fingerprint, result,
- * firstSeenAt. Records written before strings were escaped decode the same, unless a string held U+0001 or U+0002;
- * records written before results or first-seen times existed have no seventh or eighth field and decode without
- * them (and a version that knows only seven fields reads a record of eight, ignoring the last).
+ * {@link encodeField}. Order: state (`f` in-flight, `c` confirmed), expiresAt, leaseExpiresAt, owner,
+ * eventTime, fingerprint, result, firstSeenAt. Records of older versions lack the last two fields (or the last
+ * one) and decode without them; a version that knows seven fields ignores the eighth.
  */
 export function encodeRecord(record: IdempotencyRecord): string {
   return (
@@ -134,9 +131,8 @@ export function encodeRecord(record: IdempotencyRecord): string {
 }
 
 /**
- * The last fields of {@link encodeRecord} (eventTime, fingerprint, result, firstSeenAt). The result field is left
- * out when there is neither a result nor a first-seen time (a record of an older version), so such records keep
- * their old, shorter form.
+ * The last fields of {@link encodeRecord}; a record with neither a result nor a first-seen time (an older
+ * version's) keeps its old, shorter form.
  */
 function encodeRecordTail(record: IdempotencyRecord): string {
   const head = (record.eventTime ?? '') + FIELD_SEP + encodeField(record.fingerprint);
@@ -148,8 +144,7 @@ function encodeRecordTail(record: IdempotencyRecord): string {
 
 /**
  * An add entry's fields of {@link encodeRecord} (eventTime, fingerprint, result), for a store that writes the
- * other fields itself: the Redis claim script fills in the times from the server's clock and appends the
- * first-seen time as the last field.
+ * others itself (the Redis claim script: the times from the server's clock).
  */
 export function encodeEntryTail(entry: {
   readonly eventTime?: number;

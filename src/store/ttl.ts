@@ -2,9 +2,7 @@ import { ConfigError } from '../errors.js';
 
 /**
  * The longest TTL, lease or minimum lifetime any store accepts when it declares no lower `maxTtlMs`: 100 years.
- * Past it, `now + ttl` leaves the range a Date can hold (and a store's own expiry arithmetic) long before it
- * means anything, and a typo (`99999999999999d`) would otherwise write a record that never expires or one that
- * has already expired.
+ * Past it `now + ttl` leaves a Date's range, and a typo would write a record that never or already expired.
  */
 export const MAX_TTL_MS = 100 * 365 * 86_400_000;
 
@@ -23,10 +21,7 @@ export function isValidDuration(value: unknown, max: number): value is number {
   return typeof value === 'number' && value > 0 && value <= max;
 }
 
-/**
- * Refuses a duration that is not finite, not above 0 or above `max`, with a ConfigError naming the option
- * (`option ttlMs of redis add`). Every store checks its call options with it before it writes anything.
- */
+/** Refuses a duration not above 0 or above `max`, with a ConfigError naming the option (`option ttlMs of …`). */
 export function checkDuration(option: string, value: unknown, max: number, where: string): void {
   if (isValidDuration(value, max)) return;
   throw new ConfigError(option, `${durationRule(max)}, got ${String(value)}`, {

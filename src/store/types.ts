@@ -5,10 +5,8 @@ export type MessageId = string | Uint8Array;
 export type RecordState = 'in-flight' | 'confirmed';
 
 /**
- * What a repository keeps per id.
- *
- * Liveness is decided by the repository itself from these times, never by the store's own lazy expiry:
- * an in-flight record counts until `leaseExpiresAt`, a confirmed one until `expiresAt`.
+ * What a repository keeps per id. Liveness is judged from these times, never by the store's own lazy expiry: an
+ * in-flight record counts until `leaseExpiresAt`, a confirmed one until `expiresAt`.
  */
 export interface IdempotencyRecord {
   /** The canonical key (see {@link toKey}). */
@@ -25,16 +23,13 @@ export interface IdempotencyRecord {
   /** A digest of the payload (the consumer's `fingerprint` option), telling a true duplicate from an id reuse. */
   readonly fingerprint?: string;
   /**
-   * An opaque serialized outcome kept with a confirmed record (the consumer's `storeResult` and
-   * `removeOnFailure: false` options encode the handler's value or failure into it). Stores only keep and
-   * return it, up to `capabilities.maxResultBytes` UTF-8 bytes.
+   * An opaque serialized outcome kept with a confirmed record (the consumer's `storeResult` and `removeOnFailure:
+   * false`), up to `capabilities.maxResultBytes` UTF-8 bytes. Stores only keep and return it.
    */
   readonly result?: string;
   /**
-   * Epoch ms when the id was first seen: the `now` of the `add` (claim or lazy mark) that created this record, on
-   * the clock liveness is judged by (`AddOptions.now`, or the repository's). Kept through confirm, renew and a
-   * stored result; a record written after an old one lapsed, expired or was removed has its own. Absent on a
-   * record written by a version that did not keep it (0.1.0): its first-seen time is unknown.
+   * Epoch ms when the id was first seen: the `now` of the add (claim or lazy mark) that created this record, kept
+   * through confirm and renew. Absent on a record of a version that did not keep it (0.1.0).
    */
   readonly firstSeenAt?: number;
 }
@@ -65,18 +60,14 @@ export interface AddOptions {
    */
   readonly now?: number;
   /**
-   * The least wall-clock time, in ms, that the store keeps the record before its own garbage collection
-   * (PX, `USING TTL`, TTL attributes, buckets) may forget it, whatever `expiresAt` says. Liveness is still
-   * judged from the record's times. Event-time mode sets it: its `now` is stream time, which stands still while
-   * a stream is idle, but the store's clock does not.
+   * The least wall-clock time, in ms, the store keeps the record before its own expiry (PX, `USING TTL`, TTL
+   * attributes, buckets) may forget it; liveness is still judged from the record's times. Event-time mode sets it:
+   * stream time stands still while a stream is idle, the store's clock does not.
    */
   readonly minLifetimeMs?: number;
 }
 
-/**
- * How `markMany` writes: confirmed records, kept `ttlMs` from `now`. The fields mean what they mean in
- * {@link AddOptions}; a mark never carries a lease or an owner.
- */
+/** How `markMany` writes confirmed records; the fields mean what they mean in {@link AddOptions}. */
 export type MarkOptions = Pick<AddOptions, 'ttlMs' | 'now' | 'minLifetimeMs'>;
 
 /** Options of read calls. */
@@ -126,23 +117,19 @@ export interface RepositoryCapabilities {
   readonly maxIdBytes: number;
   /** `addMany`/`getMany` are a single store round trip rather than a loop. */
   readonly nativeBatch: boolean;
-  /**
-   * Longest TTL or lease the store can keep, in ms; undefined when it has no practical limit. The consumer
-   * refuses a `ttlMs` or `leaseMs` above it rather than let the store cut it short.
-   */
+  /** Longest TTL or lease the store keeps, in ms (undefined: no practical limit); a longer one is refused. */
   readonly maxTtlMs?: number;
   /**
-   * Largest `result` kept with a record, in UTF-8 bytes. The consumer does not store a larger one (the
-   * message is still handled once; its result says `resultKept: false`). Each store documents its choice.
+   * Largest `result` kept with a record, in UTF-8 bytes. The consumer does not store a larger one (the message
+   * is still handled once; its result says `resultKept: false`).
    */
   readonly maxResultBytes: number;
 }
 
 /**
- * Direct access to the records a store holds in this process, declared by the memory store as its `localRecords`:
- * a store that keeps its durable copy elsewhere (a logged store over it: the `kafka` repository) uses the map as
- * its local index, to see which keys a call changed, replay records exactly as written and undo a write its
- * durable store refused. `Held` is the store's own form of a record, opaque outside it, compared by identity.
+ * The records a store holds in this process, declared by the memory store as its `localRecords`: a logged store
+ * over it (the `kafka` repository) sees which keys a call changed, replays records exactly and undoes a write
+ * its changelog refused. `Held` is the store's own form of a record, opaque, compared by identity.
  */
 export interface LocalRecords<Held = unknown> {
   /** What the store holds under a canonical key, live or not. */
@@ -169,14 +156,11 @@ export interface IdempotentRepository {
   /** `add` for many ids; duplicates inside the list resolve to the first occurrence. */
   addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]>;
   /**
-   * Lazy mode's mark: stores confirmed records for ids the caller has just read as absent, with the cheapest
-   * write the store offers (see each store). Unlike `add` it need not be atomic, and a store may write blind:
-   * after it resolves every id is held by a live record (it never leaves an id claimable), but it may have
-   * replaced a record that appeared since the caller's read (a concurrent worker's mark or claim of the same id:
-   * lazy mode's known race, which that worker also handled). One answer per position: false when the store saw
-   * a live record already holding the id and kept it (the race, reported as `raced`); true when this call wrote
-   * the record (a blind store always answers true). Optional, so a repository written before it still works:
-   * the consumer falls back to `addMany`.
+   * Lazy mode's mark: confirmed records for ids the caller has just read as absent, with the store's cheapest
+   * write. It need not be atomic: afterwards every id is held by a live record, but a blind store may have
+   * replaced one that appeared since the read (lazy mode's known race). Per position: false when a live record
+   * already held the id and was kept (`raced`), true when this call wrote it. Optional: the consumer falls back
+   * to `addMany`.
    */
   markMany?(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]>;
   /** True when a live record (in-flight or confirmed) holds the id. */
@@ -195,11 +179,9 @@ export interface IdempotentRepository {
   /** `confirm` for many claims (each with its own `result`), one answer per input position. */
   confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]>;
   /**
-   * Extends the owner's in-flight claim: its lease ends `leaseMs` from now (its retention and fields are kept).
-   * Owner-checked and atomic like `confirm`: false when the claim is gone, confirmed, or another owner's (it
-   * lapsed and was taken over). The consumer calls it every third of the lease while a handler runs, so a slow
-   * handler keeps its claim. Optional, so a repository written before it still works: its claims then hold only
-   * for their first lease (the consumer warns once).
+   * Extends the owner's in-flight claim to end `leaseMs` from now; owner-checked and atomic like `confirm`. The
+   * consumer calls it every third of the lease while a handler runs. Optional: without it a claim holds for its
+   * first lease only (the consumer warns once).
    */
   renew?(claim: ClaimRef, options: RenewOptions): Promise<boolean>;
   /** Deletes the record. With an owner, only that owner's in-flight claim is deleted. */
@@ -207,12 +189,10 @@ export interface IdempotentRepository {
   /** Deletes every record of this repository (its namespace only, for shared stores). */
   clear(): Promise<void>;
   /**
-   * Calls `onPage` with every record this repository holds (its namespace only, for shared stores), a page at a
-   * time, and resolves after the last page: for tools that look at a whole store (`idem stats`), never for the
-   * message path. It includes records that are no longer live but not yet forgotten: judge them with their
-   * times (`isLive`). Not a snapshot: a record written or removed while it runs may be seen or missed, and a
-   * store may report a record twice if it moved. Optional, declared by its presence like `markMany` and
-   * `renew`: a store that cannot list its ids cheaply leaves it out, and tools say so.
+   * Calls `onPage` with every record this repository holds (its namespace only), a page at a time, for tools
+   * (`idem stats`), never the message path. Includes records no longer live but not yet forgotten (judge them
+   * with `isLive`). Not a snapshot: a record written meanwhile may be missed, one that moved seen twice.
+   * Optional: a store that cannot list its ids cheaply leaves it out.
    */
   scan?(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void>;
   /** Releases connections and flushes local state. Further calls fail with RepositoryClosedError. */
@@ -221,50 +201,40 @@ export interface IdempotentRepository {
 
 /**
  * One open database transaction of a {@link TransactionalRepository}, as the consumer drives it. `client` is
- * what the user's handler writes its side effect with (for `pg`, the `PoolClient` inside `BEGIN`; for
- * `mysql2`, the `PoolConnection`), handed over as `HandlerContext.transaction`.
+ * what the handler writes its side effect with (`pg`'s `PoolClient`, `mysql2`'s `PoolConnection`), handed over
+ * as `HandlerContext.transaction`.
  */
 export interface RepositoryTransaction<Client = unknown> {
   /** The driver's connection inside the transaction: the handler's side effect goes through it. */
   readonly client: Client;
   /**
-   * Opens a savepoint (one at a time): the consumer sets one around a handler whose failure must undo the
-   * handler's writes but keep the transaction (a batch transaction, or a failure kept with the id).
-   *
-   * `optimistic`: a store may set none and only note the place. Its release then keeps the writes as a real
-   * savepoint's would, and a rollback to it works while nothing was sent since. When it cannot stand in for a real
-   * one (something was sent since and must be undone, or the transaction broke), the store makes the transaction
-   * rollback-only and sets {@link needsSavepoints}: the caller runs the transaction again with real ones. A store
-   * may always set a real savepoint instead.
+   * Opens a savepoint (one at a time) around a handler whose failure must undo its writes but keep the
+   * transaction. `optimistic`: a store may only note the place; when that cannot stand in for a real one
+   * (something sent since must be undone), the transaction becomes rollback-only and sets
+   * {@link needsSavepoints}: the caller runs it again with real ones.
    */
   savepoint(options?: { readonly optimistic?: boolean }): Promise<void>;
   /**
-   * Drops the open savepoint, keeping what was written after it. When a statement after it failed, its error was
-   * caught, and the database refuses the transaction's further statements (PostgreSQL's aborted transaction),
-   * it rolls back to the savepoint instead (the transaction goes on) and rejects with SwallowedStatementError.
+   * Drops the open savepoint, keeping what was written after it. When a caught failed statement left the
+   * transaction aborted (PostgreSQL), it rolls back to the savepoint instead and rejects with
+   * SwallowedStatementError.
    */
   releaseSavepoint(): Promise<void>;
   /** Undoes what was written since the open savepoint (and drops it); the transaction goes on. */
   rollbackToSavepoint(): Promise<void>;
   /**
-   * Makes the end of the transaction a rollback instead of a commit (a failed handler, a busy claim). From then
-   * on `remove` in this transaction answers true without a statement: the rollback takes the claim away, and a
-   * failed statement of the handler may have aborted the transaction already.
+   * Makes the end of the transaction a rollback (a failed handler, a busy claim). From then on `remove` in it
+   * answers true without a statement: the rollback takes the claim away.
    */
   rollbackOnly(): void;
   /** True once {@link rollbackOnly} was called. */
   readonly rollingBack: boolean;
-  /**
-   * True once an optimistic savepoint could not stand in for a real one (see {@link savepoint}): the transaction
-   * is rollback-only, and only a run with real savepoints can keep its other writes. Optional: false when absent.
-   */
+  /** True once an optimistic savepoint could not stand in for a real one (see {@link savepoint}). */
   readonly needsSavepoints?: boolean;
   /**
-   * Why the database rolled this whole transaction back on its own while the work ran, if it did: MySQL does so
-   * to a deadlock victim, even when the deadlocked statement was the handler's own and the handler caught its
-   * error. Nothing of the transaction commits then (the end is a ROLLBACK, or `transaction()` rejects), and the
-   * consumer runs the transaction again from the start. Optional: a store whose database never does this (a
-   * failed PostgreSQL statement aborts the transaction but leaves it open) leaves it undefined.
+   * Why the database rolled the whole transaction back on its own while the work ran, if it did (MySQL's
+   * deadlock victim, even when the handler caught the error): nothing commits, and the consumer runs the
+   * transaction again from the start.
    */
   readonly rolledBackBy?: string;
 }
@@ -272,22 +242,18 @@ export interface RepositoryTransaction<Client = unknown> {
 /** Options of {@link TransactionalRepository.transaction}. */
 export interface TransactionOptions {
   /**
-   * How long a claim waits, in ms, for another open transaction that holds the same id (the database's lock
-   * timeout) before the claim is answered in-progress. Defaults to the store's `lockTimeoutMs` option.
+   * How long a claim waits, in ms, for another transaction holding the same id before it is answered
+   * in-progress (the database's lock timeout). Defaults to the store's `lockTimeoutMs` option.
    */
   readonly lockTimeoutMs?: number;
 }
 
 /**
- * A repository whose records live in the same database as the user's data (PostgreSQL, MySQL), so the mark can
- * commit in the side effect's own transaction: one commit holds both, a crash leaves neither.
- *
- * While `work` runs, every verb of this repository called from `work`'s async context runs on the transaction's
- * connection (the store keeps the transaction in an AsyncLocalStorage); verbs called from elsewhere use the pool
- * as usual. A claim made inside the transaction holds the id's row lock until the end: a concurrent claim of the
- * same id waits for it, and when that takes longer than the lock timeout the claim answers
- * `{ added: false, existing }` with an `in-flight` record (the id is in progress) and the waiting transaction
- * becomes rollback-only. Never a unique-violation error, which would abort the caller's transaction.
+ * A repository whose records live in the user's database (PostgreSQL, MySQL), so the mark commits in the side
+ * effect's own transaction. While `work` runs, the verbs called from its async context run on the
+ * transaction's connection. A claim holds the id's row lock to the end: a concurrent claim waits, and past the
+ * lock timeout answers `{ added: false, existing }` with an `in-flight` record (its transaction becomes
+ * rollback-only), never a unique-violation error.
  */
 export interface TransactionalRepository<Client = unknown> extends IdempotentRepository {
   /**

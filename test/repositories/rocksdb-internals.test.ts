@@ -9,7 +9,6 @@ import {
   blobKey,
   blobNumber,
   findInBlob,
-  RecentBlobs,
 } from '../../src/repositories/rocksdb/blob.js';
 import { bucketDeadline, bucketWidth } from '../../src/repositories/rocksdb/buckets.js';
 import { INDEX_FILE, readIndexFile, writeIndexFile } from '../../src/repositories/rocksdb/index-file.js';
@@ -174,36 +173,6 @@ describe('rocksdb blobs', () => {
     );
     assert.equal(blobNumber(blobKey(0xfffffffe)), 0xfffffffe);
     assert.equal(blobNumber(Buffer.from('\u0000b64:AA==')), 0);
-  });
-
-  it('recent blobs: the newest kept within the byte budget, none of a dropped or forgotten bucket', () => {
-    const a = { dropped: false };
-    const b = { dropped: false };
-    const recent = new RecentBlobs<{ dropped: boolean }>(30);
-    const blob = (n: number) => Buffer.alloc(10, n);
-    recent.add(a, 1, blob(1));
-    recent.add(b, 1, blob(2));
-    recent.add(a, 2, blob(3));
-    assert.deepEqual([recent.get(a, 1), recent.get(b, 1), recent.get(a, 2)], [blob(1), blob(2), blob(3)]);
-    // Past the budget the oldest goes first.
-    recent.add(a, 3, blob(4));
-    assert.equal(recent.get(a, 1), undefined);
-    assert.deepEqual(recent.get(a, 3), blob(4));
-    // A forgotten bucket frees its bytes: the others stay when newer blobs come.
-    recent.forget(b);
-    assert.equal(recent.get(b, 1), undefined);
-    recent.add(a, 4, blob(5));
-    assert.deepEqual([recent.get(a, 2), recent.get(a, 3), recent.get(a, 4)], [blob(3), blob(4), blob(5)]);
-    // A dropped bucket answers nothing, whatever is kept of it.
-    a.dropped = true;
-    assert.equal(recent.get(a, 4), undefined);
-    a.dropped = false;
-    recent.clear();
-    assert.equal(recent.get(a, 4), undefined);
-    // Many blobs through a small budget: only the last ones are kept.
-    for (let n = 1; n <= 5000; n++) recent.add(b, n, blob(n % 256));
-    assert.equal(recent.get(b, 4997), undefined);
-    assert.deepEqual(recent.get(b, 5000), blob(5000 % 256));
   });
 });
 

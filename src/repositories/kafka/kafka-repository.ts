@@ -19,23 +19,16 @@ import {
 import { MemoryRepository } from '../memory/memory-repository.js';
 import { type KafkaOptions, type KafkaRepositoryOptions, parseKafkaOptions } from './options.js';
 
-/** Header naming the repository instance that wrote a record, so it can tell its own writes when it reads them back. */
+/** Header naming the repository instance that wrote a record, so it knows its own writes when it reads them. */
 const WRITER_HEADER = 'idem-writer';
 /** Pause before a failed tail starts again from where it stopped. */
 const TAIL_RETRY_MS = 1_000;
 
 /**
- * Ids kept in a compacted Kafka topic, with the memory store as the local index it answers from (Camel's
- * KafkaIdempotentRepository, without CAMEL-20218: `open` reads the topic up to the end offsets it captured before it
- * resolves, so a restarted consumer sees its own last marks).
- *
- * It is a {@link LoggedRepository} over the memory store with the topic as its changelog: each write is decided in
- * the local index (atomic within this process), sent to the topic with acks from all in-sync replicas, and undone
- * locally if the topic refuses it; the call resolves only after the acks. A {@link ChangelogRestorer} follows the
- * topic for as long as the repository is open and restores the marks of other instances on the same topic within
- * about a fetch (its own writes, which the index already holds, are left out). Two
- * instances can still both claim an id that neither has read yet: the store is not shared-atomic
- * (`capabilities.shared` is false). See docs/kafka-repository.md.
+ * Ids kept in a compacted Kafka topic (Camel's KafkaIdempotentRepository, without CAMEL-20218: `open` reads the
+ * topic to its end first). A {@link LoggedRepository} over the memory store with the topic as its changelog; a
+ * {@link ChangelogRestorer} follows the topic while open, restoring other instances' marks within about a fetch.
+ * Two instances can still both claim an id neither has read yet (not `shared`). See docs/kafka-repository.md.
  */
 export class KafkaRepository extends LoggedRepository {
   readonly #options: KafkaOptions;
@@ -102,9 +95,8 @@ export class KafkaRepository extends LoggedRepository {
   }
 
   /**
-   * Creates (or checks) the topic, connects, and reads the topic up to the end offsets captured now before it
-   * resolves. A wrong topic is a ConfigError naming `repository.topic`; a broker that cannot be reached, a
-   * RepositoryError.
+   * Creates (or checks) the topic, connects, and reads the topic to the end offsets captured now. A wrong topic
+   * is a ConfigError naming `repository.topic`; an unreachable broker, a RepositoryError.
    */
   static async open(options: KafkaRepositoryOptions): Promise<KafkaRepository> {
     const { clock, ...rest } = options;
@@ -162,22 +154,16 @@ export class KafkaRepository extends LoggedRepository {
     return super.close();
   }
 
-  /** One own write of the key is accounted for (read back). */
-  #readBack(key: string): void {
-    readBack(this.#unread, key);
-  }
-
   /**
-   * Whether a record read from the topic is a change to apply to the local index: not an own write (the index
-   * holds it; it is now read back), and not older than an own write of its key that is not read back yet.
+   * Whether a record read from the topic is a change to apply: not an own write (the index holds it; it is now
+   * read back), and not older than an own write of its key not read back yet (the index holds a newer state).
    */
   #accept(entry: ChangelogEntry): boolean {
     const writer = entry.headers[WRITER_HEADER];
     if (writer !== undefined && String(writer) === this.#writer) {
-      this.#readBack(entry.key);
+      readBack(this.#unread, entry.key);
       return false;
     }
-    // An own write of this key is later in the topic than this record: the index already holds the newer state.
     return !this.#unread.has(entry.key);
   }
 
@@ -242,10 +228,7 @@ function readBack(unread: Map<string, number>, key: string): void {
   else unread.set(key, count - 1);
 }
 
-/**
- * The topic sink, counting each key's own writes until the tail reads them back (so an older record of another
- * writer, read later, does not undo a newer own write), and naming the topic in its failures.
- */
+/** The topic sink, counting each key's own writes until the tail reads them back (see `#accept`). */
 class OwnWritesSink implements ChangelogSink {
   constructor(
     readonly sink: KafkaChangelogSink,

@@ -1,19 +1,6 @@
 import type { ChangelogChange, ChangelogSink } from '../../store/changelog.js';
 
-export type {
-  ChangelogChange,
-  ChangelogCheckpoints,
-  ChangelogOffsets,
-  ChangelogSink,
-  ChangelogSource,
-  ChangelogSourceRead,
-  UnreadableChange,
-} from '../../store/changelog.js';
-
-/**
- * A changelog held in memory, for tests and the contract suite: what a store rebuilt from it (a new inner store
- * restored with {@link MemoryChangelog.changes}) must hold is exactly what the logged store held.
- */
+/** A changelog held in memory, for tests and the contract suite (restore a new store from its `changes`). */
 export class MemoryChangelog implements ChangelogSink {
   #changes: ChangelogChange[] = [];
   /** Appends that fail from now on, with this error (tests of a changelog that refuses writes). */

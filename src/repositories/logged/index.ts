@@ -1,13 +1,13 @@
-export {
-  type ChangelogChange,
-  type ChangelogCheckpoints,
-  type ChangelogOffsets,
-  type ChangelogSink,
-  type ChangelogSource,
-  type ChangelogSourceRead,
-  MemoryChangelog,
-  type UnreadableChange,
-} from './changelog.js';
+export type {
+  ChangelogChange,
+  ChangelogCheckpoints,
+  ChangelogOffsets,
+  ChangelogSink,
+  ChangelogSource,
+  ChangelogSourceRead,
+  UnreadableChange,
+} from '../../store/changelog.js';
+export { MemoryChangelog } from './changelog.js';
 export { LoggedRepository, type LoggedRepositoryOptions } from './logged-repository.js';
 export {
   ChangelogRestorer,

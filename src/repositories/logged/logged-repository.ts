@@ -1,8 +1,9 @@
 import { RenewUnsupportedError, RepositoryError } from '../../errors.js';
-import { BaseRepository, entryOf, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { BaseRepository, entryOf, type KeyedClaim, type KeyedEntry, keyedEntry } from '../../store/base.js';
+import type { ChangelogChange, ChangelogSink } from '../../store/changelog.js';
 import { idOfKey } from '../../store/ids.js';
 import { markIds } from '../../store/mark.js';
-import { confirmedRecord, isLive, newRecord } from '../../store/record.js';
+import { confirmedRecord, isClaimOf, isLive, newRecord } from '../../store/record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -15,16 +16,12 @@ import type {
   MessageId,
   RepositoryCapabilities,
 } from '../../store/types.js';
-import type { ChangelogChange, ChangelogSink } from './changelog.js';
 
 /** Options of a {@link LoggedRepository}. */
 export interface LoggedRepositoryOptions {
   /** Clock in epoch ms (the times of staged records and restores); defaults to `Date.now`. */
   readonly clock?: () => number;
-  /**
-   * Whether `close()` also closes the inner store (default true). False where several logged views share one
-   * store: the node gives each input partition its own view (and changelog partition) over one local store.
-   */
+  /** Whether `close()` also closes the inner store (default true; false for views sharing one store). */
   readonly closeInner?: boolean;
   /** Store name in error messages; default `logged <inner name>`. */
   readonly name?: string;
@@ -35,6 +32,12 @@ export interface LoggedRepositoryOptions {
 /** Restored confirmed records are kept to the end of the minute they expire in: one store call per minute. */
 const RESTORE_BUCKET_MS = 60_000;
 
+/** An open transaction: the staged record of each key it changed (null: deleted), and the changes in order. */
+interface Staging {
+  readonly records: Map<string, IdempotencyRecord | null>;
+  readonly changes: ChangelogChange[];
+}
+
 /** A change this store made, and how to take it back locally if the changelog refuses it. */
 interface Made {
   readonly change: ChangelogChange;
@@ -42,42 +45,26 @@ interface Made {
 }
 
 /**
- * A repository whose every write reaches a changelog: Kafka Streams' `ChangeLoggingKeyValueBytesStore` for our
- * interface. Every write verb, the single-key fast paths included, goes through one private write path, so no
- * write can reach the inner store without reaching the log. A store rebuilt from the log (a new instance that
- * {@link restore}s it into an empty inner store) holds what this one holds.
- *
- * Outside a transaction a write is decided and applied by the inner store (its atomicity is the store's), then
- * appended; the call resolves after the append. If the changelog refuses it, the local write is undone (a new
- * record is removed; with the inner store's `localRecords`, whatever the key held is put back) and the call rejects
- * with a RepositoryError.
- *
- * Inside a transaction ({@link begin}) the inner store is not written: each write is decided against the inner
- * store's records with the transaction's own changes on top, and staged. Reads see the staged changes. The
- * caller sends {@link staged} with its own transaction and then {@link commit}s (the changes are applied to the
- * inner store) or {@link rollback}s (they are dropped). A crash in between leaves the inner store without them:
- * the store never holds a change whose transaction did not commit, and the changelog is what a restore repairs
- * it from. This is how the exactly-once node keeps its local store a cache of its changelog.
+ * A repository whose every write reaches a changelog (Kafka Streams' `ChangeLoggingKeyValueBytesStore`): every
+ * verb, the fast paths included, is derived from the `do*` calls below. Outside a transaction the inner store
+ * applies a write, then it is appended; if the changelog refuses it, the write is undone and the call rejects.
+ * Inside one ({@link begin}) writes are decided against the inner store with the staged changes on top, and
+ * staged: the caller sends {@link staged} with its own transaction, then {@link commit}s or {@link rollback}s.
  */
 export class LoggedRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities;
   protected readonly storeName: string;
   readonly #inner: IdempotentRepository;
-  /** The inner store's `scan`, when it has one (see `IdempotentRepository.scan`). */
+  /** The inner store's `scan`, when it has one. */
   readonly scan?: IdempotentRepository['scan'];
   readonly #sink: ChangelogSink;
   readonly #local: LocalRecords | undefined;
   readonly #closeInner: boolean;
-  /** In a transaction: the staged record of each key it changed (null: deleted), and the changes in order. */
-  #tx:
-    | { readonly records: Map<string, IdempotencyRecord | null>; readonly changes: ChangelogChange[] }
-    | undefined;
+  #tx: Staging | undefined;
 
   constructor(inner: IdempotentRepository, sink: ChangelogSink, options: LoggedRepositoryOptions = {}) {
-    // The inner store's clock by default: a read passes the time it is judged at on to the inner store.
     super({ clock: options.clock ?? BaseRepository.clockOf(inner) });
     this.#inner = inner;
-    // A read of the inner store's records: nothing to log or cache. Present only where the inner store has it.
     if (inner.scan !== undefined) {
       const scan = inner.scan.bind(inner);
       this.scan = async (onPage) => {
@@ -88,7 +75,7 @@ export class LoggedRepository extends BaseRepository {
     this.#sink = sink;
     this.#local = (inner as { localRecords?: LocalRecords }).localRecords;
     this.#closeInner = options.closeInner ?? true;
-    this.storeName = options.name ?? `logged ${(inner as { storeName?: string }).storeName ?? 'store'}`;
+    this.storeName = options.name ?? `logged ${BaseRepository.nameOf(inner) ?? 'store'}`;
     this.capabilities = options.capabilities ?? inner.capabilities;
   }
 
@@ -96,8 +83,6 @@ export class LoggedRepository extends BaseRepository {
   get inner(): IdempotentRepository {
     return this.#inner;
   }
-
-  // ---- transactions ------------------------------------------------------------------------------------------
 
   /** Starts staging writes (see the class comment). One transaction at a time. */
   begin(): void {
@@ -116,11 +101,7 @@ export class LoggedRepository extends BaseRepository {
     return this.#tx?.changes ?? [];
   }
 
-  /**
-   * The caller's transaction committed (the staged changes are in the changelog): applies them to the inner
-   * store and ends the transaction. A failure here leaves the inner store behind its changelog; a restore
-   * repairs it.
-   */
+  /** The caller's transaction committed: applies its changes to the inner store (a restore repairs a failure). */
   async commit(): Promise<void> {
     const tx = this.#tx;
     this.#tx = undefined;
@@ -134,19 +115,14 @@ export class LoggedRepository extends BaseRepository {
     this.#tx = undefined;
   }
 
-  // ---- restore -----------------------------------------------------------------------------------------------
-
   /**
-   * Applies changes read back from the changelog to the inner store, without logging them again (the restore
-   * of a new owner, or another writer's changes followed from a shared log). The last change of each key wins;
-   * a record no longer live is not written (its key is deleted). Resolves with how many live records it wrote.
+   * Applies changes read back from the changelog to the inner store, without logging them: the last change of
+   * each key wins, a record no longer live is deleted. Resolves with how many live records it wrote.
    */
   async restore(changes: readonly ChangelogChange[]): Promise<number> {
     this.assertOpen();
     return this.#apply(changes, this.clock(), RESTORE_BUCKET_MS);
   }
-
-  // ---- the storage calls: BaseRepository derives every public verb (the fast paths too) from these ---------
 
   protected async doGetMany(
     keys: readonly string[],
@@ -166,18 +142,14 @@ export class LoggedRepository extends BaseRepository {
     return this.#write(
       keys,
       () => this.#inner.addMany(entries.map(entryOf), options),
-      (results) =>
-        results.flatMap((r, i): Made[] => {
-          if (!r.added) return [];
+      (results) => {
+        const owner = options.leaseMs === undefined ? undefined : options.owner;
+        return results.flatMap((r, i): Made[] => {
           const key = keys[i] as string;
-          const owner = options.leaseMs === undefined ? undefined : options.owner;
-          return [
-            {
-              change: { key, record: { ...r.record, id: key } },
-              undo: () => this.#inner.remove(idOfKey(key), owner),
-            },
-          ];
-        }),
+          const undo = () => this.#inner.remove(idOfKey(key), owner);
+          return r.added ? [{ change: { key, record: { ...r.record, id: key } }, undo }] : [];
+        });
+      },
     );
   }
 
@@ -206,7 +178,7 @@ export class LoggedRepository extends BaseRepository {
       const current = await this.#current(keys, now);
       return claims.map((claim, i) => {
         const record = current[i];
-        if (record?.state !== 'in-flight' || record.owner !== claim.owner) return false;
+        if (!isClaimOf(record, claim.owner)) return false;
         this.#stage(claim.key, confirmedRecord(record, ttlMs, now, claim.result));
         current[i] = undefined; // a second confirm of the same claim in one call finds it confirmed
         return true;
@@ -223,12 +195,8 @@ export class LoggedRepository extends BaseRepository {
         const held = await this.#inner.getMany(at.map((i) => (refs[i] as ConfirmRef).id));
         return at.map((i, k): Made => {
           const { key, result } = claims[i] as KeyedClaim;
-          const record = held[k] ?? {
-            id: key,
-            state: 'confirmed' as const,
-            expiresAt: now + ttlMs,
-            ...(result === undefined ? {} : { result }),
-          };
+          const record =
+            held[k] ?? confirmedRecord({ id: key, state: 'in-flight', expiresAt: 0 }, ttlMs, now, result);
           return { change: { key, record: { ...record, id: key } } };
         });
       },
@@ -243,17 +211,17 @@ export class LoggedRepository extends BaseRepository {
         `${this.storeName} cannot renew a lease: its inner store has no renew()`,
       );
     }
+    const renew = inner.renew.bind(inner);
     if (this.#tx) {
       const [record] = await this.#current([key], now);
-      if (record?.state !== 'in-flight' || record.owner !== owner) return false;
+      if (!isClaimOf(record, owner)) return false;
       this.#stage(key, { ...record, leaseExpiresAt: now + leaseMs });
       return true;
     }
     const id = idOfKey(key);
     return this.#write(
       [key],
-      () =>
-        (inner.renew as NonNullable<IdempotentRepository['renew']>).call(inner, { id, owner }, { leaseMs }),
+      () => renew({ id, owner }, { leaseMs }),
       async (renewed): Promise<Made[]> => {
         if (!renewed) return [];
         // The renewed claim as the store holds it.
@@ -271,7 +239,7 @@ export class LoggedRepository extends BaseRepository {
       const record =
         staged === null ? undefined : (staged ?? (await this.#inner.getMany([idOfKey(key)], { now: 0 }))[0]);
       if (record === undefined) return false;
-      if (owner !== undefined && (record.state !== 'in-flight' || record.owner !== owner)) return false;
+      if (owner !== undefined && !isClaimOf(record, owner)) return false;
       this.#stage(key, undefined);
       return true;
     }
@@ -292,12 +260,7 @@ export class LoggedRepository extends BaseRepository {
     try {
       await this.#sink.clear();
     } catch (error) {
-      throw new RepositoryError(
-        `${this.storeName} changelog clear failed: ${(error as Error)?.message ?? error}`,
-        {
-          cause: error,
-        },
-      );
+      throw this.#changelogError('clear', error);
     }
     await this.#inner.clear();
   }
@@ -311,11 +274,9 @@ export class LoggedRepository extends BaseRepository {
     }
   }
 
-  // ---- the one write path ------------------------------------------------------------------------------------
-
   /**
-   * Runs a write on the inner store and appends what it changed. With local record access the change is read
-   * off the store (before and after, so every field is as written); otherwise the verb says it (`made`).
+   * Runs a write on the inner store and appends what it changed: read off its `localRecords` (before and after)
+   * where it has them, else what the verb says it made.
    */
   async #write<T>(
     keys: readonly string[],
@@ -360,17 +321,17 @@ export class LoggedRepository extends BaseRepository {
       await this.#sink.append(changes);
     } catch (error) {
       await undo();
-      throw new RepositoryError(
-        `${this.storeName} changelog append failed: ${(error as Error)?.message ?? error}`,
-        {
-          cause: error,
-        },
-      );
+      throw this.#changelogError('append', error);
     }
     return result;
   }
 
-  // ---- transactions: decided against the inner store with the staged changes on top -------------------------
+  #changelogError(operation: string, error: unknown): RepositoryError {
+    const detail = (error as Error)?.message ?? error;
+    return new RepositoryError(`${this.storeName} changelog ${operation} failed: ${detail}`, {
+      cause: error,
+    });
+  }
 
   /** The live record of each key: the staged one if the transaction changed it, else the inner store's. */
   async #current(keys: readonly string[], now: number): Promise<(IdempotencyRecord | undefined)[]> {
@@ -408,14 +369,12 @@ export class LoggedRepository extends BaseRepository {
     });
   }
 
+  /** Stages a change of the open transaction (callers check that one is open). */
   #stage(key: string, record: IdempotencyRecord | undefined): void {
-    const tx = this.#tx;
-    if (tx === undefined) throw new TypeError(`${this.storeName}: no transaction is open`);
+    const tx = this.#tx as Staging;
     tx.records.set(key, record ?? null);
     tx.changes.push({ key, record });
   }
-
-  // ---- applying changes to the inner store (commit, restore) -------------------------------------------------
 
   /**
    * Writes changes to the inner store as they are, without logging; the last change per key wins. Through the
@@ -436,13 +395,12 @@ export class LoggedRepository extends BaseRepository {
       }
       return live;
     }
-    // Through the store's verbs: deletions, confirmed records by minute of expiry and first-seen time, claims one
-    // by one. A record is written with its first-seen time as the verb's `now` (the time the store keeps as
-    // first seen), so it is kept; a batch's marks share it, so the groups stay large.
+    // Through the store's verbs: deletions, marks grouped by bucket of expiry and first-seen time, claims one by
+    // one. Each is written with its first-seen time as the verb's `now`, which the store keeps as first seen.
     const inner = this.#inner;
     const removals: MessageId[] = [];
     const marks = new Map<string, { at: number; bucket: number; entries: AddEntry[] }>();
-    const claims: IdempotencyRecord[] = [];
+    const claims: [string, IdempotencyRecord][] = [];
     const dated: MessageId[] = [];
     for (const [key, record] of last) {
       if (record === undefined || !isLive(record, now)) {
@@ -452,22 +410,18 @@ export class LoggedRepository extends BaseRepository {
       live++;
       if (record.firstSeenAt !== undefined) dated.push(idOfKey(key));
       if (record.state === 'in-flight') {
-        claims.push({ ...record, id: key });
+        claims.push([key, record]);
         continue;
       }
       const bucket = Math.ceil(record.expiresAt / bucketMs) * bucketMs;
-      const entry: { -readonly [K in keyof AddEntry]: AddEntry[K] } = { id: idOfKey(key) };
-      if (record.eventTime !== undefined) entry.eventTime = record.eventTime;
-      if (record.fingerprint !== undefined) entry.fingerprint = record.fingerprint;
-      if (record.result !== undefined) entry.result = record.result;
+      const entry = entryOf(keyedEntry(key, record, true));
       const at = record.firstSeenAt ?? now;
       const group = marks.get(`${bucket}:${at}`);
       if (group) group.entries.push(entry);
       else marks.set(`${bucket}:${at}`, { at, bucket, entries: [entry] });
     }
-    // Judged at its earlier first-seen time, an older state of a record that the store still holds (a claim the
-    // changelog has confirmed since) would count as live and keep the write out: the changelog has the last word,
-    // so whatever the store holds for those keys, live or not (a read at time 0), is removed first.
+    // Judged at its earlier first-seen time, an older state the store still holds (a claim confirmed since) would
+    // count as live and keep the write out: whatever the store holds for those keys (read at time 0) goes first.
     const held = dated.length === 0 ? [] : await inner.getMany(dated, { now: 0 });
     for (let i = 0; i < held.length; i++) if (held[i] !== undefined) removals.push(dated[i] as MessageId);
     for (const id of removals) await inner.remove(id);
@@ -475,20 +429,14 @@ export class LoggedRepository extends BaseRepository {
       const ttlMs = Math.max(1, bucket - at);
       await markIds(inner, entries, { ttlMs, now: at });
     }
-    for (const claim of claims) {
+    for (const [key, claim] of claims) {
       const at = claim.firstSeenAt ?? now;
+      const entry = entryOf(keyedEntry(key, claim, false));
+      const leaseMs = Math.max(1, (claim.leaseExpiresAt ?? now) - at);
       await inner.add(
-        idOfKey(claim.id),
-        {
-          ttlMs: Math.max(1, claim.expiresAt - at),
-          leaseMs: Math.max(1, (claim.leaseExpiresAt ?? now) - at),
-          owner: claim.owner ?? '',
-          now: at,
-        },
-        {
-          ...(claim.eventTime === undefined ? {} : { eventTime: claim.eventTime }),
-          ...(claim.fingerprint === undefined ? {} : { fingerprint: claim.fingerprint }),
-        },
+        entry.id,
+        { ttlMs: Math.max(1, claim.expiresAt - at), leaseMs, owner: claim.owner ?? '', now: at },
+        entry,
       );
     }
     return live;

@@ -3,8 +3,9 @@ import type {
   ChangelogCheckpoints,
   ChangelogOffsets,
   ChangelogSource,
+  ChangelogSourceRead,
   UnreadableChange,
-} from './changelog.js';
+} from '../../store/changelog.js';
 import type { LoggedRepository } from './logged-repository.js';
 
 /** Options of a {@link ChangelogRestorer}. */
@@ -12,9 +13,8 @@ export interface ChangelogRestorerOptions {
   /** Where the changelog is read back from. */
   readonly source: ChangelogSource;
   /**
-   * The checkpoint of what the local store has applied (a file: `ChangelogCheckpoint`), or a promise of it; a
-   * promise that rejects fails the first restore. Without one, a restore starts from what this restorer applied
-   * before in this process, or from the start.
+   * The checkpoint of what the local store has applied (`ChangelogCheckpoint`), or a promise of it (a rejection
+   * fails the first restore). Without one, a restore starts from what this restorer applied, or the start.
    */
   readonly checkpoints?: ChangelogCheckpoints | Promise<ChangelogCheckpoints>;
   /** A checkpoint that could not be written (it only makes the next restore longer); default: ignored. */
@@ -38,17 +38,11 @@ export interface RestoreProgress {
   readonly restored: number;
 }
 
-/** What {@link ChangelogRestorer.restore} does besides reading. */
-export interface RestoreOptions {
+/** What {@link ChangelogRestorer.restore} does besides reading (the read's options: {@link ChangelogSourceRead}). */
+export interface RestoreOptions
+  extends Pick<ChangelogSourceRead, 'follow' | 'onCaughtUp' | 'signal' | 'heartbeat'> {
   /** Start offsets that win over the applied ones and the checkpoint (a tail resuming where it stopped). */
   readonly from?: ReadonlyMap<number, number>;
-  /** Keep following the changelog until `signal` aborts (see {@link ChangelogSource.read}). */
-  readonly follow?: boolean;
-  /** With `follow`: called once every partition reached the end offsets captured at the start. */
-  readonly onCaughtUp?: () => void;
-  readonly signal?: AbortSignal;
-  /** Called between fetches (a consumer group heartbeat during a long restore). */
-  readonly heartbeat?: () => Promise<void>;
   /** With it, the end offsets are captured first and reported with the start offsets. */
   readonly onStart?: (plan: RestorePlan) => void;
   readonly onProgress?: (progress: RestoreProgress) => void;
@@ -68,12 +62,10 @@ export interface RestoreResult {
 }
 
 /**
- * Restore and checkpoints of logged stores (Kafka Streams' `StateRestoreCallback` and checkpoint file, which
- * belong to the state store manager, not the processor): reads each changelog partition from what its store
- * holds (what this restorer applied in this process, else the checkpoint, else the start) into the partition's
- * {@link LoggedRepository} through its `restore`, and keeps the offset each store holds the changelog up to.
- * The checkpoint is written when a restore ends and by {@link checkpoint} (a partition's store closing); it only
- * ever records offsets the store holds.
+ * Restore and checkpoints of logged stores (Kafka Streams' `StateRestoreCallback` and checkpoint file): reads
+ * each changelog partition from what its store holds (applied here, else the checkpoint, else the start) into
+ * the partition's {@link LoggedRepository}, and keeps the offset each store holds the changelog up to. The
+ * checkpoint, written when a restore ends and by {@link checkpoint}, only records offsets the store holds.
  */
 export class ChangelogRestorer {
   readonly #source: ChangelogSource;
@@ -101,9 +93,9 @@ export class ChangelogRestorer {
   }
 
   /**
-   * The partition's store now holds the changelog up to `next` (a committed write reached both). With `first`,
-   * the write's first offset: when it lies past the offset the store holds, another writer appended in between,
-   * whose changes the store lacks. Nothing advances then and false is returned: the partition must be restored.
+   * The partition's store now holds the changelog up to `next` (a committed write reached both). False, and
+   * nothing advanced, when the write's `first` offset lies past what the store holds: another writer appended
+   * in between, and the partition must be restored.
    */
   advanced(partition: number, next: number | undefined, first?: number): boolean {
     if (next === undefined) return true;
@@ -114,9 +106,8 @@ export class ChangelogRestorer {
   }
 
   /**
-   * Reads the changelog partitions of `stores` (partition → its logged store) into them, from what each holds
-   * up to the end offsets captured at the start (or on, with `follow`), then records and checkpoints the offsets
-   * reached. Changes are applied without being logged again.
+   * Reads the changelog partitions of `stores` (partition → its logged store) into them, from what each holds to
+   * the end offsets captured at the start (or on, with `follow`), then records and checkpoints the offsets.
    */
   async restore(
     stores: ReadonlyMap<number, LoggedRepository>,
@@ -157,10 +148,7 @@ export class ChangelogRestorer {
     return { from, reached: result, restored, unreadable };
   }
 
-  /**
-   * Writes the partition's checkpoint: the offset its store holds the changelog up to, if known (a failure goes
-   * to `onCheckpointError`). Resolves with that offset. Call it when the partition's store closes.
-   */
+  /** Checkpoints the offset the partition's store holds, if known, and resolves with it (on its store's close). */
   async checkpoint(partition: number): Promise<number | undefined> {
     const offset = this.#applied.get(partition);
     if (offset === undefined) return undefined;

@@ -1,6 +1,6 @@
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
-import { MAX_ID_BYTES, toKey } from '../../store/ids.js';
-import { confirmedRecord, isLive, newRecord, renewedRecord } from '../../store/record.js';
+import { MAX_ID_BYTES } from '../../store/ids.js';
+import { confirmedRecord, isClaimOf, isLive, newRecord, renewedRecord } from '../../store/record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -23,30 +23,16 @@ const SCAN_PAGE = 1000;
 /** The record fields of an add that carries none (no object per call). */
 const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});
 
-/**
- * A record as the memory store holds it: the record, or for a bare confirmed record only its expiry, as a small
- * integer (see `#compact`). Opaque outside the store.
- */
+/** A record as the memory store holds it: the record, or a bare confirmed record's compact expiry. Opaque. */
 export type HeldRecord = IdempotencyRecord | number;
 
 /**
- * In-process store for tests and small jobs: a bounded LRU map. Expiry is checked on every read against the
- * record's own times, so a record past its TTL is absent even before the LRU drops it.
- *
- * The LRU is a plain Map in insertion order with a second chance (CLOCK), rather than lru-cache: this store is
- * the wrapper benchmark's baseline, and the Map measured several times cheaper per message. A use only marks the
- * key (`#used`); eviction moves a marked oldest key to the end instead of dropping it. Moving a key on every use
- * (delete, then set) is what V8 handles worst: each delete leaves a dead entry in the key's hash chain until the
- * table is rebuilt, so one hot key in a 40,000-entry map cost 40 µs a use, rising past 300 µs.
- * An evicted live id can repeat; size `maxEntries` above the ids seen within one TTL.
- *
- * A confirmed record with nothing but its times (no event time, fingerprint or result: the common case) is kept
- * as its expiry, a number counted from the store's first one, not as an object: a Map of small integers is what
- * a bare `Map` has+set costs, while a Map of fresh objects makes the garbage collector copy every record it
- * keeps. Its first-seen time is the expiry less the store's one retention gap (`#gap`: the first confirm's TTL,
- * or the first such record's `expiresAt - firstSeenAt`, a lazy mark's TTL), so only a record whose gap is that
- * one is kept compact; a claim confirmed in a later millisecond than it was made stays an object. Reads give
- * such a record back as the same plain object the store was given.
+ * In-process store for tests and small jobs: a bounded LRU map (an evicted live id can repeat: size `maxEntries`
+ * above the ids seen within one TTL). The LRU gives a second chance (CLOCK): a use only marks the key, and
+ * eviction moves a marked oldest key to the end; moving a key on every use leaves dead entries in V8's hash
+ * chains (one hot key cost 40 µs a use, rising past 300 µs). A confirmed record with nothing but its times is
+ * kept as its expiry, a small integer counted from `#base`, its first-seen time the expiry less the store's one
+ * retention gap (`#gap`): a Map of fresh objects makes the GC copy every record it keeps.
  */
 export class MemoryRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -58,22 +44,15 @@ export class MemoryRepository extends BaseRepository {
     maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'memory';
-  /** Key → record, or a bare confirmed record's `expiresAt - #base` (see the class comment). */
+  /** Key → record, or a bare confirmed record's `expiresAt - #base`. */
   readonly #records = new Map<string, HeldRecord>();
-  /** Keys used since they last reached the oldest end: spared once by eviction (see the class comment). */
+  /** Keys used since they last reached the oldest end: spared once by eviction. */
   readonly #used = new Set<string>();
-  /** What compact expiries count from: the first one kept, so they stay small integers for weeks. */
   #base: number | undefined;
-  /** `expiresAt - firstSeenAt` of every compact record: the first one's (see the class comment). */
   #gap: number | undefined;
   readonly #maxEntries: number;
-  /**
-   * A subclass that overrides an async single-key verb (a test's outage double, a wrapper that counts calls)
-   * gets its direct verb calling that override, so the two verbs never disagree.
-   */
+  /** Whether each async verb is this class's: a subclass's override (a test double) also serves its direct verb. */
   readonly #inherits: { add: boolean; get: boolean; confirm: boolean; remove: boolean; markMany: boolean };
-  /** `capabilities.maxIdBytes`, read once: the single-key verbs check every id against it. */
-  readonly #maxIdBytes = MAX_ID_BYTES;
   /** This map as a local index (see `LocalRecords`): the `kafka` repository's. */
   readonly localRecords: LocalRecords<HeldRecord> = {
     peek: (key) => this.#records.get(key),
@@ -83,16 +62,10 @@ export class MemoryRepository extends BaseRepository {
       if (this.#records.has(key)) this.#touch(key, stored);
       else this.#insert(key, stored);
     },
-    delete: (key) => {
-      this.#used.delete(key);
-      return this.#records.delete(key);
-    },
+    delete: (key) => this.#delete(key),
   };
 
-  /**
-   * Opens a memory store: the factory verb every store shares (`<Store>Repository.open`). The memory store needs no
-   * I/O, so `new MemoryRepository(options)` does the same synchronously.
-   */
+  /** Opens a memory store, as every store opens (`new MemoryRepository(options)` does the same at once). */
   static async open(options: MemoryRepositoryOptions = {}): Promise<MemoryRepository> {
     return new MemoryRepository(options);
   }
@@ -119,11 +92,7 @@ export class MemoryRepository extends BaseRepository {
     return this.#records.size;
   }
 
-  /*
-   * The single-key calls (every `wrap` call makes two) answer at once through the direct verbs (see
-   * `BaseRepository.addDirect`), and the async verbs are those answers in a promise: this store cannot
-   * fail, so there is no client error to wrap, only the id to check. Same checks, same answers as the base class.
-   */
+  // The single-key verbs answer at once; the async ones are those answers in a promise (nothing to wrap here).
   override addDirect(
     id: MessageId,
     options: AddOptions,
@@ -142,57 +111,38 @@ export class MemoryRepository extends BaseRepository {
 
   override removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
     if (!this.#inherits.remove) return this.remove(id, owner);
-    this.assertOpen();
-    return this.removeOne(toKey(id, this.#maxIdBytes), owner);
+    return this.removeOne(this.checkedKey(id), owner);
   }
 
   override markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
-    // This store's mark is its atomic add without a lease (BaseRepository's doMarkMany). minLifetimeMs is passed
-    // on for the TTL rule only: this store forgets nothing before its expiry, so it has no use for it.
+    // This store's mark is its add without a lease (BaseRepository's doMarkMany).
     if (!this.#inherits.markMany) return super.markDirect(entry, options);
     const { ttlMs, now, minLifetimeMs } = options;
     return this.#add(entry.id, { ttlMs, now, minLifetimeMs }, entry).added;
   }
 
   override add(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): Promise<AddResult> {
-    try {
-      return Promise.resolve(this.#add(id, options, entry));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return settle(() => this.#add(id, options, entry));
   }
 
   override confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean> {
-    try {
-      return Promise.resolve(this.#confirm(claim, options));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return settle(() => this.#confirm(claim, options));
   }
 
   override get(id: MessageId, options?: ReadOptions): Promise<IdempotencyRecord | undefined> {
-    try {
-      return Promise.resolve(this.#get(id, options));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return settle(() => this.#get(id, options));
   }
 
   #add(id: MessageId, options: AddOptions, entry: Omit<AddEntry, 'id'> = NO_FIELDS): AddResult {
-    this.assertOpen();
-    this.checkTimes(options);
-    return this.addOne(toKey(id, this.#maxIdBytes), entry, options, options.now ?? this.clock());
+    return this.addOne(this.checkedKey(id, options), entry, options, options.now ?? this.clock());
   }
 
   #get(id: MessageId, options?: ReadOptions): IdempotencyRecord | undefined {
-    this.assertOpen();
-    return this.getOne(toKey(id, this.#maxIdBytes), options?.now ?? this.clock());
+    return this.getOne(this.checkedKey(id), options?.now ?? this.clock());
   }
 
   #confirm(claim: ClaimRef, options: ConfirmOptions): boolean {
-    this.assertOpen();
-    this.checkTimes(options);
-    const key = toKey(claim.id, this.#maxIdBytes);
+    const key = this.checkedKey(claim.id, options);
     return this.confirmOne(key, claim.owner, options.ttlMs, this.clock(), options.result);
   }
 
@@ -207,7 +157,7 @@ export class MemoryRepository extends BaseRepository {
   private addOne(key: string, entry: Omit<AddEntry, 'id'>, options: AddOptions, now: number): AddResult {
     const held = this.#records.get(key);
     if (held !== undefined && this.#live(held, now)) {
-      this.#markUsed(key);
+      this.#used.add(key);
       return { added: false, existing: this.#record(key, held) };
     }
     const record = entry === NO_FIELDS ? bareRecord(key, options, now) : newRecord(key, entry, options, now);
@@ -225,16 +175,15 @@ export class MemoryRepository extends BaseRepository {
   /** The owner's in-flight claim on `key`, if it holds one (what confirm and renew may rewrite). */
   #claimOf(key: string, owner: string): IdempotencyRecord | undefined {
     const held = this.#records.get(key);
-    return typeof held === 'object' && held.state === 'in-flight' && held.owner === owner ? held : undefined;
+    return typeof held === 'object' && isClaimOf(held, owner) ? held : undefined;
   }
 
   private confirmOne(key: string, owner: string, ttlMs: number, now: number, result?: string): boolean {
     const held = this.#claimOf(key, owner);
     if (held === undefined) return false;
     const bare = held.eventTime === undefined && held.fingerprint === undefined && result === undefined;
-    // A bare record goes straight to its compact form, without the object it would be compacted from.
-    const expiresAt = now + ttlMs;
-    const offset = bare ? this.#offset(expiresAt, held.firstSeenAt, ttlMs) : undefined;
+    // Straight to the compact form, without the object it would be compacted from.
+    const offset = bare ? this.#offset(now + ttlMs, held.firstSeenAt, ttlMs) : undefined;
     this.#records.set(key, offset ?? confirmedRecord(held, ttlMs, now, result));
     return true;
   }
@@ -253,12 +202,8 @@ export class MemoryRepository extends BaseRepository {
   }
 
   /**
-   * The compact form of a bare confirmed record with these times, or undefined when they cannot be one: no
-   * first-seen time (a record of an older version, replayed), another retention gap than the store's, or a
-   * fractional time that would not round-trip (exact for whole milliseconds). `gap`: the store's gap if it has
-   * none yet. A confirm passes its TTL, the gap of a claim confirmed in the millisecond it was made (and of every
-   * lazy mark), not its record's own: a first claim confirmed a millisecond later would leave every later one an
-   * object.
+   * The compact form of a bare confirmed record with these times, or undefined (no first-seen time, another gap,
+   * no round trip). A confirm passes its TTL as `gap`, so a first claim confirmed late sets the usual gap.
    */
   #offset(expiresAt: number, firstSeenAt: number | undefined, gap?: number): number | undefined {
     if (firstSeenAt === undefined) return undefined;
@@ -282,12 +227,12 @@ export class MemoryRepository extends BaseRepository {
   /** Stores the record of a key that is held, and marks the key used (it stays where it is in the map). */
   #touch(key: string, held: IdempotencyRecord | number): void {
     if (this.#records.get(key) !== held) this.#records.set(key, held);
-    this.#markUsed(key);
+    this.#used.add(key);
   }
 
-  /** Marks a held key used, its record unchanged (a duplicate: the caller already has the entry). */
-  #markUsed(key: string): void {
-    this.#used.add(key);
+  #delete(key: string): boolean {
+    this.#used.delete(key);
+    return this.#records.delete(key);
   }
 
   /** Stores a key known to be absent, evicting the least recently used past the bound. */
@@ -341,14 +286,8 @@ export class MemoryRepository extends BaseRepository {
   private removeOne(key: string, owner: string | undefined): boolean {
     const held = this.#records.get(key);
     if (held === undefined) return false;
-    if (
-      owner !== undefined &&
-      (typeof held === 'number' || held.state !== 'in-flight' || held.owner !== owner)
-    ) {
-      return false;
-    }
-    this.#used.delete(key);
-    return this.#records.delete(key);
+    if (owner !== undefined && (typeof held === 'number' || !isClaimOf(held, owner))) return false;
+    return this.#delete(key);
   }
 
   /** Every record held, live or not yet swept (see `IdempotentRepository.scan`), from a copy of the map. */
@@ -370,16 +309,21 @@ export class MemoryRepository extends BaseRepository {
     this.#used.clear();
   }
 
-  protected async doClose(): Promise<void> {
-    this.#records.clear();
-    this.#used.clear();
+  protected doClose(): Promise<void> {
+    return this.doClear();
   }
 }
 
-/**
- * `newRecord` for an add that carries no fields (every `wrap` claim and lazy mark), written as one object literal:
- * a record given its lease and owner after it was made is two objects (V8 keeps added fields apart).
- */
+/** The answer of `call` as a promise, its throw as a rejection. */
+function settle<T>(call: () => T): Promise<T> {
+  try {
+    return Promise.resolve(call());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** `newRecord` of an add without fields, as one literal: fields added after creation cost V8 a second object. */
 function bareRecord(key: string, options: AddOptions, now: number): IdempotencyRecord {
   const { leaseMs } = options;
   if (leaseMs === undefined) {

@@ -1,10 +1,8 @@
 import { ConfigError } from '../../errors.js';
 
 /**
- * The slice of `@nxtedition/rocksdb`'s native addon this store uses. We call the addon directly rather than
- * through its abstract-level class: that class encodes every key and value and checks options on each call, and
- * measured ~2x slower on check-and-mark (bench/repositories/binding-choice.ts). The shapes below are those of
- * @nxtedition/rocksdb 12.x.
+ * The slice of `@nxtedition/rocksdb` 12.x's native addon this store uses, called directly: its abstract-level
+ * class encodes every key and value per call and measured ~2x slower (bench/repositories/binding-choice.ts).
  */
 interface NativeAddon {
   db_init(location: string): NativeHandle;
@@ -12,11 +10,11 @@ interface NativeAddon {
   db_close(db: NativeHandle, callback: (error?: Error | null) => void): void;
   db_get_many(
     db: NativeHandle,
-    keys: readonly string[],
+    keys: readonly Buffer[],
     options: object,
-    callback: (error: Error | null, values: (string | undefined | null)[]) => void,
+    callback: (error: Error | null, values: (Buffer | undefined | null)[]) => void,
   ): void;
-  db_get_many_sync(db: NativeHandle, keys: readonly Buffer[], options: object): (string | undefined | null)[];
+  db_get_many_sync(db: NativeHandle, keys: readonly Buffer[], options: object): (Buffer | undefined | null)[];
   db_get_property(db: NativeHandle, property: string): string;
   db_get_latest_sequence(db: NativeHandle): number;
   db_get_identity(db: NativeHandle): string;
@@ -37,24 +35,16 @@ interface NativeAddon {
 /** An opaque native object (database, iterator or write batch). */
 type NativeHandle = { readonly __native: unique symbol };
 
-/**
- * The exact version whose internal API the shapes above describe; package.json pins the optional dependency to it
- * (test/package/optional-binding.test.ts checks they agree).
- */
+/** The version the shapes above describe; package.json pins the optional dependency to it (a test checks). */
 export const ROCKSDB_BINDING_VERSION = '12.2.12';
 
-// A variable specifier keeps the compiler from resolving the addon's (untyped) file, and dynamic import() works in
-// both the ESM and the CommonJS build.
+// A variable specifier keeps the compiler off the untyped file; import() works in the ESM and CommonJS builds.
 const BINDING_MODULE = '@nxtedition/rocksdb/binding.js';
 
-// Loaded by the first NativeDb.open, the only way to obtain a database, so importing the store never needs the
-// optional native package: every other store keeps working where it is not installed.
+// Loaded on first open, so importing the store never needs the optional package.
 let addon: NativeAddon;
 
-/**
- * Loads the native addon once. The binding is an optional dependency (`npm install --omit=optional` skips it, and
- * platforms without a prebuild may fail to build it), so its absence is a ConfigError that names the fix.
- */
+/** Loads the optional native addon once; its absence is a ConfigError that names the fix. */
 export async function loadRocksdbBinding(): Promise<void> {
   if (addon !== undefined) return;
   try {
@@ -81,21 +71,18 @@ function bindingMissing(error: unknown): ConfigError {
 }
 
 const NO_OPTIONS = {};
-const UTF8_VALUES = { valueEncoding: 'utf8' };
 const BUFFER_VALUES = { valueEncoding: 'buffer', fillCache: false };
 /**
- * Reads of up to this many keys run synchronously: the round trip through the libuv pool cost more than the
- * read itself for the ~100 duplicates of a batch (bench/repositories/binding-choice.ts). Larger reads stay
- * off the event loop.
+ * Reads of up to this many keys run synchronously: the libuv pool's round trip cost more than the read for a
+ * batch's ~100 duplicates (bench/repositories/binding-choice.ts). Larger reads stay off the event loop.
  */
 const SYNC_READ_MAX = 256;
 
 /** Open options understood by the addon (subset). */
 export interface NativeOpenOptions {
   readonly createIfMissing?: boolean;
-  /** ZSTD for table files; we keep it off, as the seed measured. */
   readonly compression?: boolean;
-  /** ZSTD for the WAL; the addon turns it on by default, which doubled the write cost here. */
+  /** ZSTD for the WAL: on by default in the addon, which doubled the write cost here. */
   readonly walCompression?: boolean;
   /** Block cache in bytes; 0 means none. */
   readonly cacheSize?: number;
@@ -116,10 +103,7 @@ export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/**
- * One open RocksDB database. Keys are strings (stored as UTF-8), values are UTF-8 text. Reads are async
- * (RocksDB MultiGet on the libuv pool); writes are synchronous WriteBatches, which is what the addon offers.
- */
+/** One open RocksDB database: MultiGet reads, synchronous WriteBatch writes (what the addon offers). */
 export class NativeDb {
   readonly location: string;
   readonly #db: NativeHandle;
@@ -146,19 +130,13 @@ export class NativeDb {
     return new NativeDb(location, db);
   }
 
-  /** The values stored under `keys` (undefined where absent), read with one MultiGet. */
-  async getMany(keys: readonly string[]): Promise<(string | undefined | null)[]> {
-    if (keys.length <= SYNC_READ_MAX) {
-      return addon.db_get_many_sync(
-        this.#db,
-        keys.map((key) => Buffer.from(key, 'utf8')),
-        UTF8_VALUES,
-      );
-    }
+  /** The values stored under `keys` as bytes (undefined where absent; null: aborted), with one MultiGet. */
+  async getBuffers(keys: readonly Buffer[]): Promise<(Buffer | undefined | null)[]> {
+    if (keys.length <= SYNC_READ_MAX) return addon.db_get_many_sync(this.#db, keys, BUFFER_VALUES);
     this.#busy++;
     try {
       return await new Promise((resolve, reject) => {
-        addon.db_get_many(this.#db, keys, UTF8_VALUES, (error, values) =>
+        addon.db_get_many(this.#db, keys, BUFFER_VALUES, (error, values) =>
           error ? reject(error) : resolve(values),
         );
       });
@@ -167,29 +145,9 @@ export class NativeDb {
     }
   }
 
-  /** The values stored under `keys` as bytes (undefined where absent), read with one MultiGet. */
-  async getBuffers(keys: readonly Buffer[]): Promise<(Buffer | undefined | null)[]> {
-    if (keys.length <= SYNC_READ_MAX) {
-      return addon.db_get_many_sync(this.#db, keys, BUFFER_VALUES) as (Buffer | undefined | null)[];
-    }
-    this.#busy++;
-    try {
-      return await new Promise((resolve, reject) => {
-        addon.db_get_many(this.#db, keys as unknown as string[], BUFFER_VALUES, (error, values) =>
-          error ? reject(error) : resolve(values as unknown as (Buffer | undefined | null)[]),
-        );
-      });
-    } finally {
-      this.#done();
-    }
-  }
-
-  /**
-   * Every entry in key order (within `range`, when given), keys and values as bytes, in chunks of
-   * `[key, value]` pairs; with `reverse`, from the last. `values: false` leaves the values undefined.
-   */
+  /** Every entry in key order, in chunks of `[key, value]` byte pairs (`values: false`: values undefined). */
   async *entries(
-    options: { gte?: Buffer; lt?: Buffer; reverse?: boolean; limit?: number; values?: boolean } = {},
+    options: { gte?: Buffer; lt?: Buffer; limit?: number; values?: boolean } = {},
     chunk = 1024,
   ): AsyncGenerator<[Buffer, Buffer | undefined][]> {
     const iterator = addon.iterator_init(this.#db, {
@@ -199,7 +157,6 @@ export class NativeDb {
       valueEncoding: 'buffer',
       ...(options.gte === undefined ? {} : { gte: options.gte }),
       ...(options.lt === undefined ? {} : { lt: options.lt }),
-      ...(options.reverse ? { reverse: true } : {}),
       ...(options.limit === undefined ? {} : { limit: options.limit }),
     });
     this.#busy++;
@@ -259,8 +216,7 @@ export class NativeDb {
   }
 }
 
-// Keys are written through one scratch buffer and a cached view per length: RocksDB copies the bytes
-// into the batch at once, so no Buffer is allocated per key.
+// Keys go through one scratch buffer (a cached view per length): RocksDB copies the bytes into the batch at once.
 const scratch = Buffer.allocUnsafe(8192);
 const views: Buffer[] = [];
 
@@ -290,32 +246,18 @@ export class NativeBatch {
     return this.#count;
   }
 
-  put(key: string, value: Buffer): void {
-    addon.batch_put(this.#batch, keyBytes(key), value, NO_OPTIONS);
+  /** A put under a key, or under bytes (a blob's key). */
+  put(key: string | Buffer, value: Buffer): void {
+    addon.batch_put(this.#batch, typeof key === 'string' ? keyBytes(key) : key, value, NO_OPTIONS);
     this.#count++;
   }
 
-  del(key: string): void {
-    addon.batch_del(this.#batch, keyBytes(key), NO_OPTIONS);
+  del(key: string | Buffer): void {
+    addon.batch_del(this.#batch, typeof key === 'string' ? keyBytes(key) : key, NO_OPTIONS);
     this.#count++;
   }
 
-  /** A put whose key is already bytes (a blob's). */
-  putBytes(key: Buffer, value: Buffer): void {
-    addon.batch_put(this.#batch, key, value, NO_OPTIONS);
-    this.#count++;
-  }
-
-  /** A delete whose key is already bytes. */
-  delBytes(key: Buffer): void {
-    addon.batch_del(this.#batch, key, NO_OPTIONS);
-    this.#count++;
-  }
-
-  /**
-   * Applies the batch (through the WAL) and empties it, also when the write fails: a batch can then be reused
-   * (RocksDB keeps its buffer, so a reused batch does not grow a new one, page by page, for every write).
-   */
+  /** Applies the batch and empties it, also when the write fails: a reused batch keeps RocksDB's buffer. */
   write(): void {
     if (this.#count === 0) return;
     try {

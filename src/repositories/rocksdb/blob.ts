@@ -1,10 +1,7 @@
 /**
- * Blobs: many records written under one RocksDB key, so a batch of new ids costs a few puts rather than one per
- * id (each put through the binding is a native call and a memtable insert, which cost as much as everything else
- * the memory store does per id). The key index says which blob of which bucket may hold a key; the blob itself
- * holds the key's bytes, so every answer is checked exactly against them.
- *
- * Layout (little-endian):
+ * Blobs: many records under one RocksDB key, so a batch of new ids costs a few puts rather than one per id (a
+ * put is a native call and a memtable insert). The key index names the blob that may hold a key; the blob holds
+ * the key's bytes, so every answer is exact. Layout (little-endian):
  *   u32 count, then count × u32 key hash, then count × u32 entry offset, then the entries;
  *   an entry is u16 key bytes, u32 value bytes + 1 (0: a tombstone, the key deleted in this bucket),
  *   the key (UTF-8), the value (an encoded record, `encodeRecord`).
@@ -12,18 +9,16 @@
 
 /** Most entries per blob: a duplicate's exact check reads one whole blob, so blobs stay a few KiB. */
 export const BLOB_ENTRIES = 32;
-/** First bytes of a blob's RocksDB key; no canonical id starts with them (see `toKey`: `\0` is followed by `\0` or `b`). */
-const BLOB_KEY_PREFIX = [0x00, 0x01];
 const BLOB_KEY_BYTES = 6;
-/** Lower and upper bound of every blob key, for iterators. */
+/** Bounds of every blob key: no canonical id starts with 00 01 (`toKey`: `\0` is followed by `\0` or `b`). */
 export const BLOB_KEYS_FROM = Buffer.from([0x00, 0x01]);
 export const BLOB_KEYS_TO = Buffer.from([0x00, 0x02]);
 
 /** The RocksDB key of blob `n` (n ≥ 1) of a bucket: big-endian, so blobs sort in write order. */
 export function blobKey(n: number): Buffer {
   const key = Buffer.allocUnsafe(BLOB_KEY_BYTES);
-  key[0] = BLOB_KEY_PREFIX[0] as number;
-  key[1] = BLOB_KEY_PREFIX[1] as number;
+  key[0] = 0x00;
+  key[1] = 0x01;
   key.writeUInt32BE(n, 2);
   return key;
 }
@@ -89,10 +84,7 @@ export class BlobBuilder {
   }
 }
 
-/**
- * Writes the key's UTF-8 bytes at `at`, returns how many. Ids are mostly ASCII: those are copied char by char,
- * which is cheaper than a native `Buffer.write` call per key; anything else is rewritten by `Buffer.write`.
- */
+/** Writes the key's UTF-8 bytes at `at`, returns how many: ASCII char by char (cheaper than `Buffer.write`). */
 function writeKey(out: Buffer, key: string, at: number): number {
   const length = key.length;
   for (let j = 0; j < length; j++) {
@@ -106,10 +98,7 @@ function writeKey(out: Buffer, key: string, at: number): number {
 /** What a blob says about one key: its encoded record, or that it was deleted (tombstone). */
 export type BlobEntry = { readonly value: string } | { readonly deleted: true };
 
-/**
- * The last entry of `blob` for the key whose UTF-8 bytes are `key` and whose hash is `hash`; undefined when the
- * blob does not hold it (a hash collision in the index).
- */
+/** The last entry of `blob` for the key (UTF-8 bytes `key`, hash `hash`); undefined for an index collision. */
 export function findInBlob(blob: Buffer, hash: number, key: Buffer): BlobEntry | undefined {
   const count = blob.readUInt32LE(0);
   let found: BlobEntry | undefined;
@@ -151,75 +140,4 @@ export function blobHashes(blob: Buffer): Uint32Array {
   const hashes = new Uint32Array(count);
   for (let i = 0; i < count; i++) hashes[i] = blob.readUInt32LE(4 + i * 4);
   return hashes;
-}
-
-/** Bytes of blobs {@link RecentBlobs} keeps: the last ~150,000 ids written, at about 50 bytes an entry. */
-export const RECENT_BLOB_BYTES = 8 * 1024 * 1024;
-
-/**
- * The blobs this process wrote last, by bucket and blob number, up to `maxBytes` (the oldest dropped first). A
- * duplicate is mostly a recent id (a redelivery, a producer's retry), and its exact check then needs no RocksDB
- * read: reading a blob back costs a native MultiGet and a copy of the whole blob, the largest part of a lookup
- * that finds duplicates (issue 34). Blobs never change once written (a later change goes into a newer blob), so a
- * kept one is what a read would return, as long as its bucket is not dropped. Only blobs whose write succeeded
- * are kept.
- */
-export class RecentBlobs<B extends { readonly dropped: boolean }> {
-  readonly #maxBytes: number;
-  readonly #byBucket = new Map<B, Map<number, Buffer>>();
-  /** Oldest first, from `#head` on (consumed entries are cut off in one splice once they are half of it). */
-  #order: { readonly bucket: B; readonly number: number }[] = [];
-  #head = 0;
-  #bytes = 0;
-
-  constructor(maxBytes: number) {
-    this.#maxBytes = maxBytes;
-  }
-
-  /** Keeps a blob just written. */
-  add(bucket: B, number: number, blob: Buffer): void {
-    if (this.#maxBytes <= 0) return;
-    let blobs = this.#byBucket.get(bucket);
-    if (blobs === undefined) {
-      blobs = new Map();
-      this.#byBucket.set(bucket, blobs);
-    }
-    blobs.set(number, blob);
-    this.#order.push({ bucket, number });
-    this.#bytes += blob.length;
-    while (this.#bytes > this.#maxBytes && this.#head < this.#order.length) {
-      const { bucket: b, number: n } = this.#order[this.#head++] as { bucket: B; number: number };
-      const kept = this.#byBucket.get(b);
-      const old = kept?.get(n);
-      if (kept === undefined || old === undefined) continue; // its bucket was forgotten
-      kept.delete(n);
-      this.#bytes -= old.length;
-      if (kept.size === 0) this.#byBucket.delete(b);
-    }
-    if (this.#head > 1024 && this.#head * 2 > this.#order.length) {
-      this.#order = this.#order.slice(this.#head);
-      this.#head = 0;
-    }
-  }
-
-  /** The kept bytes of blob `number` of `bucket`, or undefined (not kept, or the bucket was dropped). */
-  get(bucket: B, number: number): Buffer | undefined {
-    return bucket.dropped ? undefined : this.#byBucket.get(bucket)?.get(number);
-  }
-
-  /** Drops what is kept of a bucket (dropped or closed). */
-  forget(bucket: B): void {
-    const blobs = this.#byBucket.get(bucket);
-    if (blobs === undefined) return;
-    for (const blob of blobs.values()) this.#bytes -= blob.length;
-    this.#byBucket.delete(bucket);
-  }
-
-  /** Drops everything kept. */
-  clear(): void {
-    this.#byBucket.clear();
-    this.#order = [];
-    this.#head = 0;
-    this.#bytes = 0;
-  }
 }

@@ -1,19 +1,15 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { errorMessage, type NativeOpenOptions } from './binding.js';
-import { RECENT_BLOB_BYTES, RecentBlobs } from './blob.js';
 import { Bucket, bucketDeadline, bucketDirName, bucketWidth } from './buckets.js';
 import { KeyIndex, MAX_SLOT } from './key-index.js';
 import type { RocksdbOptions } from './options.js';
 
 /**
- * The open time buckets of a store and the key index that says which of them may hold a key. Each bucket has a
- * slot (its id in the index, 0 for none); a bucket whose keys the index does not all hold is "unindexed" and
- * read on every lookup.
+ * The open time buckets of a store and the key index naming which may hold a key (by slot; 0: none). A bucket
+ * whose keys the index does not all hold is "unindexed": read on every lookup.
  */
 export class BucketSet {
   readonly index: KeyIndex;
-  /** The blobs written last, read back without RocksDB (see {@link RecentBlobs}). */
-  readonly recent = new RecentBlobs<Bucket>(RECENT_BLOB_BYTES);
   readonly #path: string;
   readonly #bucketMs: number;
   readonly #options: NativeOpenOptions;
@@ -41,10 +37,7 @@ export class BucketSet {
     };
   }
 
-  /**
-   * Ids indexed since the key index was last saved (a startup's scan counts: a store that had to rescan is saved
-   * again soon). Read and reset by the periodic snapshot.
-   */
+  /** Ids indexed since the key index was last saved (a startup's scan too); reset by the periodic snapshot. */
   notedSinceSnapshot = 0;
 
   /** Open buckets, earliest end first. */
@@ -63,9 +56,8 @@ export class BucketSet {
   }
 
   /**
-   * Records that the key with this hash is (about to be) written to blob `blob` of `bucket`; before the write,
-   * never after. False when the bucket is not indexed, or the index is full (the bucket is then marked
-   * unindexed): the caller then stores the record under its own key.
+   * Indexes the key with this hash in blob `blob` of `bucket`, before the write. False when the bucket is not
+   * indexed or the index is full (the bucket becomes unindexed): the record goes under its own key.
    */
   noteKey(hash: number, bucket: Bucket, blob: number): boolean {
     if (!bucket.indexed) return false;
@@ -128,7 +120,7 @@ export class BucketSet {
     for (const bucket of [...this.#byDeadline.values()]) {
       if (bucket.deadline > wall) continue;
       this.#unregister(bucket);
-      // Deleting the directory is cleanup, not correctness: a failure leaves it for the next open to remove.
+      // Cleanup, not correctness: a failure leaves the directory for the next open to remove.
       const drop: Promise<void> = bucket
         .destroy(this.#path)
         .catch(() => undefined)
@@ -147,7 +139,6 @@ export class BucketSet {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) this.#unregister(bucket);
     this.index.clear();
-    this.recent.clear();
     await Promise.all([...buckets.map((b) => b.destroy(this.#path)), ...this.#dropping]);
   }
 
@@ -155,7 +146,6 @@ export class BucketSet {
   async closeAll(): Promise<PromiseSettledResult<void>[]> {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) bucket.dropped = true;
-    this.recent.clear();
     return Promise.allSettled(buckets.map((b) => b.db.close()));
   }
 
@@ -168,7 +158,6 @@ export class BucketSet {
 
   #unregister(bucket: Bucket): void {
     bucket.dropped = true;
-    this.recent.forget(bucket);
     this.#byDeadline.delete(bucket.deadline);
     if (bucket.slot !== 0) {
       this.#bySlot[bucket.slot] = undefined;

@@ -7,10 +7,8 @@ import { NativeDb, type NativeOpenOptions } from './binding.js';
 const BUCKET_STEPS_MS = [10_000, 60_000, 600_000, 3_600_000, 21_600_000, 86_400_000];
 
 /**
- * Width of the bucket for a record kept `lifetimeMs` longer: the widest step no larger than a quarter of the
- * lifetime (so storage lingers at most ~25% past the record's end), never wider than `maxMs`. Steps come from a
- * fixed ladder (10 s, 1 min, 10 min, 1 h, 6 h, 1 d) below `maxMs`, so a short TTL gets 10 s buckets rather
- * than hour-long ones. Width only decides when storage is reclaimed; liveness is always checked exactly.
+ * Width of the bucket for a record kept `lifetimeMs` longer: the widest step of the ladder no larger than a
+ * quarter of the lifetime (storage lingers at most ~25% past the record's end), never wider than `maxMs`.
  */
 export function bucketWidth(lifetimeMs: number, maxMs: number): number {
   const target = lifetimeMs / 4;
@@ -51,9 +49,8 @@ export function parseBucketDir(name: string): number | undefined {
 }
 
 /**
- * One time bucket: its own RocksDB database in `<path>/b-<deadline>`, holding every record that may be forgotten
- * before `deadline` (on the repository clock). Once the clock passes the deadline the whole directory is
- * deleted: no per-key deletes, no compaction.
+ * One time bucket: a RocksDB database in `<path>/b-<deadline>` holding the records that may be forgotten before
+ * `deadline`; once the clock passes it, the whole directory is deleted.
  */
 export class Bucket {
   /** Set when dropped or closed; pending writes to it are discarded. */
@@ -62,7 +59,7 @@ export class Bucket {
   slot = 0;
   /** False when the key index does not hold all of this bucket's keys: every lookup must then read it. */
   indexed = false;
-  /** The highest blob number written (or being written) to this bucket; the next blob is one more. */
+  /** The highest blob number written (or being written) to this bucket. */
   lastBlob = 0;
   /** Write batches reused by every write of the bucket (records, then tombstones), created on first use. */
   readonly batches: NativeBatch[] = [];

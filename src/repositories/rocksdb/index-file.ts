@@ -1,4 +1,4 @@
-import { open, readFile, rename, rm } from 'node:fs/promises';
+import { open, readFile, rename } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import type { IndexSegmentData, KeyIndex } from './key-index.js';
 
@@ -23,19 +23,13 @@ export interface IndexSnapshot {
 
 /** Name of the snapshot file in the store directory. */
 export const INDEX_FILE = 'index.bin';
-// IDX4: each table's (hash, location) pairs interleaved, as the index holds them. IDX3 (a table's hashes, then
-// its locations) is still read and interleaved on load. IDX1 (one table of 6-byte entries, no blob numbers) is
-// not read: such a store is rescanned once.
+// IDX4: each table's (hash, location) pairs interleaved. IDX3 (hashes, then locations) is still read.
 const MAGIC = 'IDX4';
 const MAGIC_SPLIT = 'IDX3';
 // The arrays are written in native byte order; a snapshot from another byte order is simply not used.
 const ORDER = endianness();
 
-/**
- * Writes the key index to `file` on a graceful close (temp file, then rename), so the next open skips the
- * key scan. The bucket list dates it: the snapshot is used only for buckets whose identity and sequence
- * number are unchanged, which is never the case after writes it did not see (e.g. after a crash).
- */
+/** Writes the key index and the bucket list that dates it to `file` (temp file, then rename). */
 export async function writeIndexFile(
   file: string,
   index: KeyIndex,
@@ -87,8 +81,7 @@ export async function readIndexFile(file: string): Promise<IndexSnapshot | undef
       if (at + capacity * 8 > data.length) return undefined;
       let entries: Uint32Array;
       if (magic === MAGIC) {
-        // readFile gives a file of known size a buffer of its own: the tables then live in it in place, rather
-        // than in a copy (a shared, pooled buffer is copied: the index writes into its tables).
+        // A buffer of its own (readFile's, for a file of known size) holds the tables in place; a pooled one is copied.
         entries =
           owned && start % 4 === 0
             ? new Uint32Array(data.buffer, start, capacity * 2)
@@ -110,9 +103,4 @@ export async function readIndexFile(file: string): Promise<IndexSnapshot | undef
   } catch {
     return undefined;
   }
-}
-
-/** Deletes the snapshot (e.g. on clear). */
-export async function removeIndexFile(file: string): Promise<void> {
-  await rm(file, { force: true });
 }

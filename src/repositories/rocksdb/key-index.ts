@@ -15,10 +15,7 @@ const MIN_SEGMENT = 1 << 8;
 /** Rehash once live entries plus tombstones pass this share of a table (linear probing stays short). */
 const MAX_LOAD = 0.75;
 
-/**
- * 32-bit hash of a key's UTF-16 code units: FNV-1a, then murmur3's finaliser so the low bits (the table index)
- * are well mixed. Lookups and the rebuild scan both hash the same JS string, so the two always agree.
- */
+/** 32-bit hash of a key's UTF-16 code units: FNV-1a, then murmur3's finaliser to mix the low (index) bits. */
 export function hashKey(key: string): number {
   let h = 0x811c9dc5 ^ key.length;
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
@@ -31,9 +28,8 @@ export function hashKey(key: string): number {
 }
 
 /**
- * Smallest table (a power of two) that holds one segment's share of `expectedIds` below the load limit. The
- * top hash bits spread ids binomially over the segments, so the share gets a margin of 5 standard deviations
- * (10M ids: 625,000 ± ~4,000), which no realistic key set exceeds.
+ * Smallest table (a power of two) that holds one segment's share of `expectedIds` below the load limit, with a
+ * margin of 5 standard deviations (ids spread binomially over the segments).
  */
 function presizedSegment(expectedIds: number): number {
   const share = expectedIds / SEGMENTS;
@@ -48,9 +44,8 @@ function location(slot: number, blob: number): number {
 }
 
 /**
- * One open-addressing table of (hash, location) pairs, interleaved in one array (hash at 2p, location at
- * 2p + 1): a probe touches one cache line and one page, not one in each of two arrays. At 10M ids the tables
- * are far larger than the CPU caches and their TLB reach.
+ * One open-addressing table of (hash, location) pairs, interleaved (hash at 2p, location at 2p + 1): a probe
+ * touches one cache line and one page, not one in each of two arrays.
  */
 class Segment {
   entries: Uint32Array;
@@ -97,15 +92,11 @@ export interface IndexSegmentData {
 }
 
 /**
- * In-memory map from key hash to where the key may be stored: open-addressing tables of (32-bit hash,
- * bucket slot + blob number) entries, 8 bytes each. It answers "definitely absent" for a new id without
- * touching RocksDB, and names the blob (or, for blob 0, the record under its own key) to read for a duplicate.
- *
- * It can err only one way. Two keys with equal hashes can both match a lookup, so it can name a blob that turns
- * out not to hold the key (about n / 2^32 of new ids: a wasted read, and the blob's keys settle it). It never
- * omits a place that holds the key's newest copy: entries are added before the write and removed only when
- * their whole bucket is dropped. When the tables cannot grow within the
- * memory cap, `insert` returns false and the caller stores the key where a lookup reads it without the index.
+ * In-memory map from key hash to where the key may be stored (bucket slot + blob number, 8 bytes an entry): it
+ * answers "absent" for a new id without touching RocksDB, and names the blob to read for a duplicate. It can err
+ * one way only: an equal hash names a blob without the key (a wasted read); it never omits the place of a key's
+ * newest copy (entries are added before the write, removed with their bucket). Past the memory cap `insert`
+ * returns false.
  */
 export class KeyIndex {
   #segments: Segment[];
@@ -116,9 +107,8 @@ export class KeyIndex {
   readonly #initialSegment: number;
 
   /**
-   * An index of at most `maxBytes`; below one minimal table per segment it is disabled and stores nothing.
-   * `expectedIds` presizes the tables so that holding that many entries never grows (rehashes) one, as far
-   * as `maxBytes` allows.
+   * An index of at most `maxBytes` (disabled below one minimal table per segment), presized so that holding
+   * `expectedIds` never rehashes a table, as far as `maxBytes` allows.
    */
   constructor(maxBytes: number, expectedIds = 0) {
     let max = 0;
@@ -136,16 +126,12 @@ export class KeyIndex {
 
   /** Entries naming a place. */
   get size(): number {
-    let live = 0;
-    for (const segment of this.#segments) live += segment.live;
-    return live;
+    return this.#segments.reduce((sum, segment) => sum + segment.live, 0);
   }
 
   /** Bytes held by the tables. */
   get bytes(): number {
-    let bytes = 0;
-    for (const segment of this.#segments) bytes += segment.capacity * BYTES_PER_ENTRY;
-    return bytes;
+    return this.#segments.reduce((sum, segment) => sum + segment.capacity * BYTES_PER_ENTRY, 0);
   }
 
   /** Records that the key with this hash may be in blob `blob` of bucket `slot`. False when the table is full. */
@@ -175,10 +161,7 @@ export class KeyIndex {
     return true;
   }
 
-  /**
-   * Writes the (slot, blob) pairs of the places that may hold the key into `slotsOut` and `blobsOut`, returns
-   * how many. A hit is usually the only one; the arrays are the caller's scratch space.
-   */
+  /** Writes the (slot, blob) places that may hold the key into the caller's scratch arrays; returns how many. */
   lookup(hash: number, slotsOut: number[], blobsOut: number[]): number {
     if (this.#maxSegment === 0) return 0;
     const { entries, mask } = this.#segments[hash >>> 28] as Segment;
@@ -231,8 +214,8 @@ export class KeyIndex {
     if (data.length !== SEGMENTS || this.#maxSegment === 0) return false;
     for (const { entries } of data) {
       const capacity = entries.length / 2;
-      if (!Number.isInteger(capacity) || capacity < 1 || capacity > this.#maxSegment) return false;
-      if ((capacity & (capacity - 1)) !== 0) return false;
+      const fits = Number.isInteger(capacity) && capacity >= 1 && capacity <= this.#maxSegment;
+      if (!fits || (capacity & (capacity - 1)) !== 0) return false;
     }
     this.#segments = data.map((d) => {
       const segment = new Segment(0);

@@ -20,10 +20,9 @@ export const rocksdbDefaults = {
   /** Memory cap of the in-process key index, in MiB; 0 turns it off and every lookup reads RocksDB. */
   indexMaxMb: 256,
   /**
-   * The key index is also saved while the store runs, once this many ids (and at least a tenth of the index) were
-   * indexed since it last was, and no sooner than 20 times the last save's duration after it (at most ~5 % of
-   * the store's time): a process killed before it ever closes restarts from that snapshot and scans only what
-   * was written since, not every bucket. 0: saved on a graceful close only.
+   * The key index is also saved while the store runs, once this many ids (and a tenth of the index) were indexed
+   * since the last save (at most ~5 % of the store's time): a killed process then rescans only what was written
+   * since. 0: saved on a graceful close only.
    */
   indexSnapshotKeys: 1_000_000,
 } as const;

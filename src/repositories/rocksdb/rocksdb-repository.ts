@@ -6,6 +6,7 @@ import {
   decodeRecord,
   encodeRecord,
   forgetAt,
+  isClaimOf,
   isLive,
   newRecord,
   renewedRecord,
@@ -19,14 +20,14 @@ import type {
   RepositoryCapabilities,
 } from '../../store/types.js';
 import { errorMessage, loadRocksdbBinding } from './binding.js';
-import { blobEntries, blobKey, blobNumber, findInBlob, type RecentBlobs } from './blob.js';
+import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
 import { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
 import { loadBuckets, removeIndex, type StartupSummary, saveIndex } from './startup.js';
 import { openStoreDirectory, type StoreDirectory } from './store-directory.js';
-import { type Located, type Pending, valueEncoder, WriteBuffer } from './write-buffer.js';
+import { DirectWrite, type Located, valueEncoder, WriteBuffer } from './write-buffer.js';
 
 /** Diagnostics of an open store. */
 export interface RocksdbStats {
@@ -44,13 +45,10 @@ export interface RocksdbStats {
 }
 
 /**
- * The embedded default store: RocksDB on local disk, one process at a time.
- *
- * Records are filed in time buckets, one RocksDB database per bucket, by when they may be forgotten; a bucket
- * whose end has passed is deleted as a directory, never key by key. An in-memory key index (hash -> bucket)
- * answers most lookups of new ids without a disk read. All operations of one instance run one after another,
- * which makes check-and-insert atomic within the process; the RocksDB lock keeps other processes out.
- * See docs/rocksdb.md.
+ * The embedded default store: RocksDB on local disk, one process at a time (see docs/rocksdb.md). Records are
+ * filed in time buckets (one database each) by when they may be forgotten; a bucket past its end is deleted as
+ * a directory. An in-memory key index answers most lookups of new ids without a read. Operations run one after
+ * another (`#serial`), which makes check-and-insert atomic.
  */
 export class RocksdbRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -58,8 +56,7 @@ export class RocksdbRepository extends BaseRepository {
     shared: false,
     maxIdBytes: MAX_ID_BYTES,
     nativeBatch: true,
-    // RocksDB values may reach 4 GiB, but every record passes through the write buffer and the bucket
-    // compactions; 1 MiB keeps those cheap.
+    // Every record passes through the write buffer and the compactions: 1 MiB keeps those cheap.
     maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'rocksdb';
@@ -69,19 +66,15 @@ export class RocksdbRepository extends BaseRepository {
   readonly #buckets: BucketSet;
   readonly #buffer: WriteBuffer;
   #tail: Promise<unknown> = Promise.resolve();
-  /** How the key index was filled at open. */
   #startup: StartupSummary = { snapshot: false, fromSnapshot: 0, caughtUp: 0, rescanned: 0 };
   /** `indexSnapshotKeys`: 0 saves the index on close only. */
   #snapshotKeys = 0;
-  /** Looks every few seconds whether a snapshot is due while no operation comes (see {@link #snapshotDue}). */
   #snapshotTimer: NodeJS.Timeout | undefined;
-  /** A failed periodic save is tried again only after this time (performance.now()). */
+  // performance.now() times: the next try after a failed save, the end and duration of the last save.
   #snapshotRetryAt = 0;
-  /** Periodic snapshots written since open (diagnostics). */
-  #snapshots = 0;
-  /** When the last periodic snapshot ended, and how long it took (performance.now() ms). */
   #snapshotEndedAt = 0;
   #snapshotTook = 0;
+  #snapshots = 0;
   /** Scratch space of index lookups. */
   readonly #slotScratch: number[] = [];
   readonly #blobScratch: number[] = [];
@@ -96,14 +89,12 @@ export class RocksdbRepository extends BaseRepository {
 
   /**
    * Opens the store at `options.path`, creating it if the directory is missing or empty. Rejects with a
-   * ConfigError naming the path when the directory cannot be used or is not a store (see `openStoreDirectory`),
-   * and with a RepositoryError naming it when another process (or another instance in this one) has it open.
+   * ConfigError naming the path when it cannot be used, a RepositoryError when another instance has it open.
    */
   static async open(options: RocksdbRepositoryOptions): Promise<RocksdbRepository> {
     const { clock, ...rest } = options;
     const settings = parseRocksdbOptions(rest);
-    // Before anything touches the disk: without the optional binding, nothing is created.
-    await loadRocksdbBinding();
+    await loadRocksdbBinding(); // before anything touches the disk
     const directory = await openStoreDirectory(settings.path);
     const { path } = directory;
     const buckets = new BucketSet(path, settings);
@@ -122,9 +113,8 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * The periodic key index snapshot: checked before every operation, and every few seconds by a timer (a store
-   * that filled and then idles is saved too). Without it, a process killed before its first graceful close
-   * rescans every bucket at the next open (30 s at 50M ids, docs/rocksdb.md).
+   * The periodic key index snapshot, checked before every operation and by a timer (an idle store is saved too):
+   * a process killed before it ever closes otherwise rescans every bucket at the next open.
    */
   #startSnapshots(keys: number): void {
     if (keys === 0 || !this.#buckets.index.enabled) return;
@@ -136,9 +126,8 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * Enough ids were indexed since the last save: `indexSnapshotKeys`, and a tenth of the index; and the store
-   * has run at least SNAPSHOT_SPACING times as long as the last save took, so that saving (the whole index, ~1 s
-   * at 50M ids) costs it at most about 5 % of its time however fast ids arrive.
+   * `indexSnapshotKeys` ids, and a tenth of the index, were indexed since the last save, and SNAPSHOT_SPACING
+   * times its duration has passed since: saving costs at most ~5 % of the store's time.
    */
   #snapshotDue(): boolean {
     if (this.#snapshotKeys === 0) return false;
@@ -199,11 +188,9 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * The lazy mark: writes a confirmed record for each id without reading RocksDB. An id the key index knows no
-   * copy of (the usual case: the caller's lookup just found it absent) is written straight into a blob, with
-   * no record object; an id it does know (a dead copy, a concurrent write, a hash collision), or any id while a
-   * bucket is unindexed or changes are buffered, goes through `add`, which reads its copies. So the mark is
-   * never blind to a live record: false where one holds the id (the race the caller reports).
+   * The lazy mark, without reading RocksDB: an id the key index knows no copy of (the usual case) is written
+   * straight into a blob; any other (or every id while a bucket is unindexed or changes are buffered) goes
+   * through `add`. So it is never blind: false where a live record holds the id.
    */
   protected override doMarkMany(
     entries: readonly KeyedEntry[],
@@ -218,34 +205,27 @@ export class RocksdbRepository extends BaseRepository {
         return (await this.#add(entries, addOptions, now, wall)).map((r) => r.added);
       }
       const results = new Array<boolean>(entries.length).fill(true);
-      const keys: string[] = [];
-      const hashes: number[] = [];
-      const values: Buffer[] = [];
+      const write = new DirectWrite();
       let checked: number[] | undefined;
-      const slots = this.#slotScratch;
-      const blobs = this.#blobScratch;
       // Every mark of one call has the same times; only an entry's own fields (fingerprint, result) differ.
-      const plain = Buffer.from(encodeRecord(newRecord('', {}, addOptions, now)));
+      const bare = newRecord('', {}, addOptions, now);
+      const plain = Buffer.from(encodeRecord(bare));
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i] as KeyedEntry;
         const hash = hashKey(entry.key);
-        if (index.lookup(hash, slots, blobs) > 0 || this.#buffer.claim(entry.key) !== undefined) {
+        if (index.lookup(hash, this.#slotScratch, this.#blobScratch) > 0 || this.#buffer.claim(entry.key)) {
           checked ??= [];
           checked.push(i);
           continue;
         }
-        keys.push(entry.key);
-        hashes.push(hash);
-        values.push(
-          entry.eventTime === undefined && entry.fingerprint === undefined && entry.result === undefined
-            ? plain
-            : Buffer.from(encodeRecord(newRecord(entry.key, entry, addOptions, now))),
-        );
+        const own =
+          entry.eventTime !== undefined || entry.fingerprint !== undefined || entry.result !== undefined;
+        const value = own ? Buffer.from(encodeRecord(newRecord(entry.key, entry, addOptions, now))) : plain;
+        write.fresh(entry.key, hash, value);
       }
-      if (keys.length > 0) {
-        const lifetime = storeLifetimeMs(newRecord('', {}, addOptions, now), now, options.minLifetimeMs);
-        const bucket = await buckets.bucketFor(lifetime, wall);
-        this.#buffer.writeNow(NO_KEYS, NO_CHANGES, { bucket, keys, hashes, values });
+      if (write.freshKeys.length > 0) {
+        write.bucket = await buckets.bucketFor(storeLifetimeMs(bare, now, options.minLifetimeMs), wall);
+        this.#buffer.writeNow(write);
       }
       if (checked !== undefined) {
         const added = await this.#add(
@@ -272,14 +252,8 @@ export class RocksdbRepository extends BaseRepository {
     const hashes = new Uint32Array(keys.length);
     const found = await this.#locate(keys, hashes, now);
     const results = new Array<AddResult>(entries.length);
-    // Durable records with nothing buffered are written at once, without a trip through the buffer's map; those
-    // of keys with no copy anywhere without a change object either.
-    const direct = this.#buffer.direct && options.leaseMs === undefined;
-    const directKeys: string[] = [];
-    const directChanges: Pending[] = [];
-    const freshKeys: string[] = [];
-    const freshHashes: number[] = [];
-    const freshValues: Buffer[] = [];
+    // Durable records with nothing buffered are written at once, without a trip through the buffer's map.
+    const write = this.#buffer.direct && options.leaseMs === undefined ? new DirectWrite() : undefined;
     const encode = valueEncoder();
     let bucket: Bucket | undefined;
     for (let i = 0; i < entries.length; i++) {
@@ -294,27 +268,16 @@ export class RocksdbRepository extends BaseRepository {
       // Every new record of one call has the same times, hence the same bucket.
       bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now, options.minLifetimeMs), wall);
       const hash = hashes[i] as number;
-      if (!direct) {
-        this.#buffer.put(entry.key, hash, record, bucket, copies);
-      } else if (copies === undefined) {
-        freshKeys.push(entry.key);
-        freshHashes.push(hash);
-        freshValues.push(encode(record));
-      } else {
-        directKeys.push(entry.key);
-        directChanges.push({ hash, record, bucket, copies });
-      }
+      if (write === undefined) this.#buffer.put(entry.key, hash, record, bucket, copies);
+      else if (copies === undefined) write.fresh(entry.key, hash, encode(record));
+      else write.change(entry.key, { hash, record, bucket, copies });
       results[i] = { added: true, record };
     }
-    if (!direct) {
+    if (write === undefined) {
       this.#buffer.afterWrite();
     } else if (bucket !== undefined) {
-      this.#buffer.writeNow(directKeys, directChanges, {
-        bucket,
-        keys: freshKeys,
-        hashes: freshHashes,
-        values: freshValues,
-      });
+      write.bucket = bucket;
+      this.#buffer.writeNow(write);
     }
     return results;
   }
@@ -332,20 +295,13 @@ export class RocksdbRepository extends BaseRepository {
   protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
     return this.#serial(async (wall) => {
       const results = new Array<boolean>(claims.length);
-      // The usual case, a claim of this instance still buffered (never written): confirmed by one write of the
-      // confirmed records, with no lookup. The rest take the general path below, after that write.
+      // The usual case, a claim of this instance still buffered (never written): confirmed by one write, with no
+      // lookup; a new id's as a fresh record, bare ones sharing one encoded record. The rest take the general path.
       let rest: number[] | undefined;
       if (this.#buffer.wal) {
-        const keys: string[] = [];
-        const changes: Pending[] = [];
-        // A claim of an id with no copy on disk (a new id: the usual case) is written as a fresh record: no
-        // record or change object, and one encoded record shared by the claims without fields of their own.
-        const freshKeys: string[] = [];
-        const freshHashes: number[] = [];
-        const freshValues: Buffer[] = [];
+        const write = new DirectWrite();
         const encode = valueEncoder();
         let plain: Buffer | undefined;
-        let bucket: Bucket | undefined;
         for (let i = 0; i < claims.length; i++) {
           const { key, owner, result } = claims[i] as KeyedClaim;
           const claim = this.#buffer.takeClaim(key, owner);
@@ -358,108 +314,92 @@ export class RocksdbRepository extends BaseRepository {
           results[i] = true;
           const own =
             claimed.eventTime !== undefined || claimed.fingerprint !== undefined || result !== undefined;
-          if (bucket === undefined || own || plain === undefined || claim.copies.length > 0) {
-            const record = confirmedRecord(claimed, ttlMs, now, result);
-            // Every confirmed record of one call has the same times, hence the same bucket.
-            bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
-            if (claim.copies.length > 0) {
-              keys.push(key);
-              changes.push({ hash: claim.hash, record, bucket, copies: claim.copies });
-              continue;
-            }
-            const value = encode(record);
-            if (!own) plain = value;
-            freshValues.push(value);
-          } else {
-            freshValues.push(plain);
+          if (!own && plain !== undefined && claim.copies.length === 0) {
+            write.fresh(key, claim.hash, plain);
+            continue;
           }
-          freshKeys.push(key);
-          freshHashes.push(claim.hash);
+          const record = confirmedRecord(claimed, ttlMs, now, result);
+          // Every confirmed record of one call has the same times, hence the same bucket.
+          write.bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+          if (claim.copies.length > 0) {
+            write.change(key, { hash: claim.hash, record, bucket: write.bucket, copies: claim.copies });
+            continue;
+          }
+          const value = encode(record);
+          if (!own) plain = value;
+          write.fresh(key, claim.hash, value);
         }
-        if (bucket !== undefined) {
-          this.#buffer.writeNow(keys, changes, {
-            bucket,
-            keys: freshKeys,
-            hashes: freshHashes,
-            values: freshValues,
-          });
-        }
+        if (write.bucket !== undefined) this.#buffer.writeNow(write);
         if (rest === undefined) return results;
       }
-      const pendingClaims = rest === undefined ? claims : rest.map((i) => claims[i] as KeyedClaim);
-      const confirmed = await this.#confirmFound(pendingClaims, ttlMs, now, wall);
+      const pending = rest === undefined ? claims : rest.map((i) => claims[i] as KeyedClaim);
+      // Like the other stores, a claim whose lease lapsed can still be confirmed while nobody retook it.
+      const confirmed = await this.#rewrite(pending, now, wall, (current, { owner, result }) =>
+        isClaimOf(current, owner) ? confirmedRecord(current, ttlMs, now, result) : undefined,
+      );
       if (rest === undefined) return confirmed;
       for (let k = 0; k < rest.length; k++) results[rest[k] as number] = confirmed[k] as boolean;
       return results;
     });
   }
 
-  /** Confirms claims after looking up their records (the general path of `doConfirmMany`). */
-  async #confirmFound(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
+  /**
+   * Looks each key up and writes what `change` makes of its best record: a record, or null to delete it; for
+   * undefined, the key is left as it is and answered false. The general path of confirm, renew and remove.
+   */
+  async #rewrite<T extends { readonly key: string }>(
+    items: readonly T[],
     now: number,
     wall: number,
+    change: (current: IdempotencyRecord | undefined, item: T) => IdempotencyRecord | null | undefined,
   ): Promise<boolean[]> {
-    {
-      const keys = [...new Set(claims.map((c) => c.key))];
-      const hashes = new Uint32Array(keys.length);
-      const found = await this.#locate(keys, hashes, now);
-      const view = new Map(keys.map((key, i) => [key, { hash: hashes[i] as number, copies: found[i] }]));
-      const results: boolean[] = [];
-      let bucket: Bucket | undefined;
-      for (const { key, owner, result } of claims) {
-        const state = view.get(key) as { hash: number; copies: Located[] | undefined };
-        const current = state.copies?.[0]?.record;
-        // Like the other stores, a claim whose lease lapsed can still be confirmed while nobody retook it.
-        if (current === undefined || current.state !== 'in-flight' || current.owner !== owner) {
-          results.push(false);
-          continue;
-        }
-        const record = confirmedRecord(current, ttlMs, now, result);
+    const unique = [...new Set(items.map((item) => item.key))];
+    const hashes = new Uint32Array(unique.length);
+    const found = await this.#locate(unique, hashes, now);
+    const view = new Map(unique.map((key, i) => [key, { hash: hashes[i] as number, copies: found[i] }]));
+    const results: boolean[] = [];
+    let bucket: Bucket | undefined;
+    for (const item of items) {
+      const key = item.key;
+      const state = view.get(key) as { hash: number; copies: Located[] | undefined };
+      const record = change(state.copies?.[0]?.record, item);
+      results.push(record !== undefined);
+      if (record === null) {
+        this.#buffer.delete(key, state.hash, state.copies as Located[]);
+        state.copies = undefined;
+      } else if (record !== undefined) {
+        // One call's records have the same times, hence the same bucket.
         bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
         this.#buffer.put(key, state.hash, record, bucket, state.copies);
         state.copies = [{ record, bucket, blob: -1 }];
-        results.push(true);
       }
-      this.#buffer.afterWrite();
-      return results;
     }
+    this.#buffer.afterWrite();
+    return results;
   }
 
   protected override doRenew(key: string, owner: string, leaseMs: number, now: number): Promise<boolean> {
     return this.#serial(async (wall) => {
-      const hashes = new Uint32Array(1);
-      const [copies] = await this.#locate([key], hashes, now);
-      const current = copies?.[0]?.record;
-      if (current === undefined || current.state !== 'in-flight' || current.owner !== owner) return false;
-      const record = renewedRecord(current, leaseMs, now);
-      const bucket = await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
-      this.#buffer.put(key, hashes[0] as number, record, bucket, copies);
-      this.#buffer.afterWrite();
-      return true;
+      const [renewed] = await this.#rewrite([{ key }], now, wall, (current) =>
+        isClaimOf(current, owner) ? renewedRecord(current, leaseMs, now) : undefined,
+      );
+      return renewed === true;
     });
   }
 
   protected doRemove(key: string, owner: string | undefined, now: number): Promise<boolean> {
-    return this.#serial(async () => {
-      const hashes = new Uint32Array(1);
-      const [copies] = await this.#locate([key], hashes, now);
-      const current = copies?.[0]?.record;
-      if (current === undefined) return false;
-      if (owner !== undefined && (current.state !== 'in-flight' || current.owner !== owner)) return false;
-      this.#buffer.delete(key, hashes[0] as number, copies as Located[]);
-      this.#buffer.afterWrite();
-      return true;
+    return this.#serial(async (wall) => {
+      const [removed] = await this.#rewrite([{ key }], now, wall, (current) =>
+        current !== undefined && (owner === undefined || isClaimOf(current, owner)) ? null : undefined,
+      );
+      return removed === true;
     });
   }
 
   /**
-   * Every record a `get` finds, live or not (see `IdempotentRepository.scan`): the buffered changes, then each
-   * bucket's keys in key order. A key is reported only from the copy its lookup picks (the buffer, or one blob or
-   * own key of one bucket), so a record rewritten in a later blob or moved to another bucket is reported once, and
-   * a removed one not at all. Each page is one operation with its own short-lived iterator: writes go on between
-   * pages, and a close or clear never waits for the scan (the next page then fails, or finds the bucket gone).
+   * Every record a `get` finds, live or not: the buffered changes, then each bucket's keys in key order, each
+   * reported only from the copy its lookup picks. Each page is one operation with its own iterator: writes go on
+   * between pages, and a close or clear never waits for the scan.
    */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
@@ -470,16 +410,11 @@ export class RocksdbRepository extends BaseRepository {
           return read(wall);
         }),
       );
-    // At most FLUSH_MAX_PENDING keys; a change flushed meanwhile is found on disk below (reported twice at worst).
+    // A change flushed meanwhile is found on disk below too (reported twice at worst).
     const buffered = await page(async () => this.#buffer.keys());
     for (let i = 0; i < buffered.length; i += SCAN_PAGE) {
-      const keys = buffered.slice(i, i + SCAN_PAGE);
-      const records = await page((wall) =>
-        this.#pick(
-          keys.map((key) => ({ key, blob: -1 })),
-          wall,
-        ),
-      );
+      const candidates = buffered.slice(i, i + SCAN_PAGE).map((key) => ({ key, blob: -1 }));
+      const records = await page((wall) => this.#pick(candidates, wall));
       if (records.length > 0) await onPage(records);
     }
     for (const bucket of await page(async () => this.#buckets.sorted())) {
@@ -493,10 +428,7 @@ export class RocksdbRepository extends BaseRepository {
     }
   }
 
-  /**
-   * One page of a bucket's scan: the records of about SCAN_PAGE ids stored in it from key `from` on, and the key
-   * to go on from (undefined at the end, or when the bucket was dropped).
-   */
+  /** The records of about SCAN_PAGE ids of a bucket from key `from` on, and the key to go on from. */
   async #scanBucket(
     bucket: Bucket,
     from: Buffer,
@@ -526,10 +458,7 @@ export class RocksdbRepository extends BaseRepository {
     return { records: await this.#pick(found, now), next };
   }
 
-  /**
-   * The record of each candidate whose copy is the one a lookup of its key picks (blob -1: the buffered change),
-   * each key once.
-   */
+  /** The record of each candidate whose copy is the one a lookup picks (blob -1: buffered), each key once. */
   async #pick(candidates: readonly ScanCandidate[], now: number): Promise<IdempotencyRecord[]> {
     const keys = [...new Set(candidates.map((c) => c.key))];
     const found = await this.#locate(keys, new Uint32Array(keys.length), now);
@@ -567,9 +496,8 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * Runs operations one at a time, in call order: a lookup and the write that depends on it cannot interleave
-   * with another operation, which is what makes `add` atomic. Buffered changes that are due are written and
-   * expired buckets dropped first.
+   * Runs operations one at a time, in call order (what makes `add` atomic), after writing buffered changes that
+   * are due and dropping expired buckets.
    */
   #serial<T>(operation: (wall: number) => Promise<T>, closing = false): Promise<T> {
     const run = this.#tail.then(() => {
@@ -579,26 +507,23 @@ export class RocksdbRepository extends BaseRepository {
         if (error !== undefined) throw error;
         this.#buffer.flushIfDue();
       }
-      if (!closing && this.#snapshotDue()) {
-        // Before the operation, so that the snapshot sees no write half done.
-        return this.#saveSnapshot().then(() => {
-          const wall = this.clock();
-          this.#buckets.dropExpired(wall);
-          return operation(wall);
-        });
-      }
-      const wall = this.clock();
-      this.#buckets.dropExpired(wall);
-      return operation(wall);
+      // Before the operation, so that the snapshot sees no write half done.
+      if (!closing && this.#snapshotDue()) return this.#saveSnapshot().then(() => this.#start(operation));
+      return this.#start(operation);
     });
     this.#tail = run.catch(() => undefined);
     return run;
   }
 
+  #start<T>(operation: (wall: number) => Promise<T>): Promise<T> {
+    const wall = this.clock();
+    this.#buckets.dropExpired(wall);
+    return operation(wall);
+  }
+
   /**
-   * Every stored copy of each key (live or not), best first: live before dead, confirmed before in-flight,
-   * later retention first. Each bucket gives at most its newest copy; two buckets hold one only after a crash
-   * between writing a moved record and hiding its old copy. Fills `hashes` with each key's hash.
+   * Every stored copy of each key (live or not), best first: live, confirmed, later retention. Each bucket gives
+   * its newest copy (two hold one only after a crash mid-move). Fills `hashes` with each key's hash.
    */
   async #locate(
     keys: readonly string[],
@@ -632,7 +557,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       const n = index.lookup(hash, slots, blobs);
       if (n === 0 && unindexed.length === 0) continue;
-      reads ??= new ReadPlan(buckets.recent);
+      reads ??= new ReadPlan();
       for (let j = 0; j < n; j++) {
         const bucket = buckets.bySlot(slots[j] as number);
         // A bucket that is not indexed is read under the key below anyway.
@@ -656,14 +581,11 @@ export class RocksdbRepository extends BaseRepository {
   }
 }
 
-/** How often an idle store looks whether its key index snapshot is due. */
 const SNAPSHOT_CHECK_MS = 5_000;
 /** A periodic snapshot waits at least this many times as long as the last one took. */
 const SNAPSHOT_SPACING = 20;
-/** After a failed periodic save, the next try waits this long. */
 const SNAPSHOT_RETRY_MS = 60_000;
 
-/** Ids per `scan` page, as the other stores page. */
 const SCAN_PAGE = 1000;
 /** Rows per iterator read of a scan: a row is one record or a blob of up to BLOB_ENTRIES. */
 const SCAN_ROWS = 128;
@@ -684,9 +606,6 @@ function sortBestFirst(copies: Located[], now: number): void {
   copies.sort((a, b) => rank(b.record, now) - rank(a.record, now) || forgetAt(b.record) - forgetAt(a.record));
 }
 
-const NO_KEYS: readonly string[] = [];
-const NO_CHANGES: readonly Pending[] = [];
-
 /** One RocksDB read: a blob (number > 0) or a record under its own key (0) of a bucket. */
 interface Want {
   readonly position: number;
@@ -696,18 +615,10 @@ interface Want {
   readonly slot: number;
 }
 
-/**
- * The reads one lookup needs, one MultiGet per bucket, each blob read once however many keys want it, and none
- * for a blob this process wrote lately ({@link RecentBlobs}).
- */
+/** The reads one lookup needs, one MultiGet per bucket, each blob read once however many keys want it. */
 class ReadPlan {
   readonly #wants: Want[] = [];
   readonly #byBucket = new Map<Bucket, { keys: Buffer[]; blobs: Map<number, number> }>();
-  readonly #recent: RecentBlobs<Bucket>;
-
-  constructor(recent: RecentBlobs<Bucket>) {
-    this.#recent = recent;
-  }
 
   want(position: number, bucket: Bucket, blob: number): void {
     let read = this.#byBucket.get(bucket);
@@ -744,28 +655,9 @@ class ReadPlan {
     const values = new Map<Bucket, (Buffer | undefined | null)[]>();
     await Promise.all(
       [...this.#byBucket].map(async ([bucket, read]) => {
-        const got = new Array<Buffer | undefined>(read.keys.length);
-        let kept = 0;
-        for (const [number, slot] of read.blobs) {
-          const blob = this.#recent.get(bucket, number);
-          if (blob !== undefined) {
-            got[slot] = blob;
-            kept++;
-          }
-        }
-        if (kept < read.keys.length) {
-          const slots: number[] = [];
-          const keys: Buffer[] = [];
-          for (let s = 0; s < read.keys.length; s++) {
-            if (got[s] !== undefined) continue;
-            slots.push(s);
-            keys.push(read.keys[s] as Buffer);
-          }
-          const fetched = await bucket.db.getBuffers(keys);
-          if (fetched.some((v) => v === null)) {
-            throw new RepositoryError(`rocksdb read of ${bucket.db.location} was aborted`);
-          }
-          for (let k = 0; k < slots.length; k++) got[slots[k] as number] = fetched[k] ?? undefined;
+        const got = await bucket.db.getBuffers(read.keys);
+        if (got.some((v) => v === null)) {
+          throw new RepositoryError(`rocksdb read of ${bucket.db.location} was aborted`);
         }
         values.set(bucket, got);
       }),

@@ -3,20 +3,9 @@ import { join } from 'node:path';
 import { BLOB_KEYS_FROM, BLOB_KEYS_TO, blobEntries, blobHashes, blobKey, blobNumber } from './blob.js';
 import type { BucketSet } from './bucket-set.js';
 import { type Bucket, isTrashDir, parseBucketDir, removeDir } from './buckets.js';
-import {
-  INDEX_FILE,
-  readIndexFile,
-  removeIndexFile,
-  type SnapshotBucket,
-  writeIndexFile,
-} from './index-file.js';
+import { INDEX_FILE, readIndexFile, type SnapshotBucket, writeIndexFile } from './index-file.js';
 import { hashKey } from './key-index.js';
 
-/**
- * Opens the buckets on disk (deleting expired ones and leftovers of interrupted deletes) and fills the key
- * index: from the snapshot of the last graceful close where a bucket is unchanged since, by scanning its
- * keys otherwise.
- */
 /** How a store's key index was filled at open: bucket counts by how. */
 export interface StartupSummary {
   /** A saved index (of a graceful close or a periodic snapshot) was used. */
@@ -29,6 +18,10 @@ export interface StartupSummary {
   readonly rescanned: number;
 }
 
+/**
+ * Opens the buckets on disk (deleting expired ones and leftovers of interrupted deletes) and fills the key
+ * index: from the last snapshot where a bucket is unchanged since, by scanning its keys otherwise.
+ */
 export async function loadBuckets(buckets: BucketSet, path: string, wall: number): Promise<StartupSummary> {
   const deadlines: number[] = [];
   for (const name of await readdir(path)) {
@@ -86,10 +79,8 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
 }
 
 /**
- * True when the bucket holds blobs only (no record or tombstone under its own key): then every write since a
- * snapshot that knew the bucket is a blob numbered after the snapshot's last, as blobs are never rewritten, and
- * indexing those later blobs brings the restored index up to date. (A bucket that stopped being indexed writes
- * under the key; one written by an older version holds records under their keys: both are rescanned whole.)
+ * True when the bucket holds blobs only (nothing under a key): every write since a snapshot that knew it is then
+ * a later blob, and indexing those brings the restored index up to date.
  */
 async function onlyBlobs(bucket: Bucket): Promise<boolean> {
   for (const range of [{ lt: BLOB_KEYS_FROM }, { gte: BLOB_KEYS_TO }]) {
@@ -101,11 +92,8 @@ async function onlyBlobs(bucket: Bucket): Promise<boolean> {
 }
 
 /**
- * Indexes every key of the bucket (or, `from` a blob key on, its later blobs only): each blob's key hashes, and
- * records stored under their own key (blob 0).
- * A bucket holding both kinds, or a tombstone under a key, was not indexed when it was written (the index was
- * full): it stays so, read under the key on every lookup. Blobs the index cannot hold are rewritten as records
- * under their keys (`unpack`), so that lookup finds them.
+ * Indexes every key of the bucket (or its blobs `from` a blob key on). A bucket holding blobs and records under
+ * keys, or a tombstone, was written unindexed and stays so; blobs the index cannot hold are `unpack`ed.
  */
 async function scan(buckets: BucketSet, bucket: Bucket, from?: Buffer): Promise<void> {
   let blobs = false;
@@ -137,9 +125,8 @@ async function scan(buckets: BucketSet, bucket: Bucket, from?: Buffer): Promise<
 }
 
 /**
- * Rewrites every blob of a bucket as records under their own keys, in one atomic write, and forgets the
- * bucket's index entries: the slower exact fallback when the index cannot hold the bucket. A record already
- * under its key is newer than any blob copy (it was written once the bucket was no longer indexed) and stays.
+ * Rewrites every blob of a bucket as records under their own keys, in one atomic write, and forgets its index
+ * entries. A record already under its key is newer than any blob copy and stays.
  */
 async function unpack(buckets: BucketSet, bucket: Bucket): Promise<void> {
   buckets.markUnindexed(bucket);
@@ -163,15 +150,13 @@ async function unpack(buckets: BucketSet, bucket: Bucket): Promise<void> {
       if (present[j] === undefined && value !== undefined) batch.put(chunk[j] as string, value);
     }
   }
-  for (const n of numbers) batch.delBytes(blobKey(n));
+  for (const n of numbers) batch.del(blobKey(n));
   batch.write();
 }
 
 /**
- * Writes the key index snapshot that the next `loadBuckets` starts from: on a graceful close, and periodically
- * (the store's `indexSnapshotKeys`). It must run between operations, when every index entry names a blob already
- * written and nothing writes meanwhile: the bucket sequences and last blob numbers it records then date the
- * index exactly, and a restart after a SIGKILL catches up from them.
+ * Writes the key index snapshot the next `loadBuckets` starts from (on close, and periodically). Only between
+ * operations: the bucket sequences and last blob numbers it records then date the index exactly.
  */
 export async function saveIndex(buckets: BucketSet, path: string): Promise<void> {
   const saved = buckets.sorted().map((b) => ({
@@ -187,5 +172,5 @@ export async function saveIndex(buckets: BucketSet, path: string): Promise<void>
 
 /** Deletes the key index snapshot (the store was cleared). */
 export async function removeIndex(path: string): Promise<void> {
-  await removeIndexFile(join(path, INDEX_FILE));
+  await rm(join(path, INDEX_FILE), { force: true });
 }

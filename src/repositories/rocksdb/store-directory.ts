@@ -8,10 +8,8 @@ import { INDEX_FILE } from './index-file.js';
 /** The file that makes a directory a store; written when the store is created. */
 export const MARKER_FILE = 'IDEM-STORE';
 /**
- * Layout version written in the marker; a store of a later format is refused, never guessed at. Format 2 keeps
- * records in blobs (see blob.ts); format 1 kept each under its own key, which this version still reads (it
- * indexes such records as they are), so it opens a format 1 store and marks it 2: a format 1 reader would not
- * understand blobs.
+ * Layout version written in the marker; a later one is refused. Format 2 keeps records in blobs; a format 1
+ * store (each under its own key) is still read, and marked 2 (a format 1 reader would not understand blobs).
  */
 export const STORE_FORMAT = 2;
 const READABLE_FORMATS: readonly number[] = [1, 2];
@@ -20,10 +18,7 @@ const MARKER_TEMP = /^IDEM-STORE\.tmp-\d+$/;
 /** A small database that exists to hold RocksDB's LOCK on the store for as long as it is open. */
 const META_DIR = 'meta';
 
-/**
- * Stores open in this process, by device and inode of their directory. RocksDB's own in-process check compares
- * path names, so a second path to the same directory (a symlink, a bind mount) would otherwise get in.
- */
+/** Stores open in this process by device and inode: RocksDB's own check compares paths (a symlink gets in). */
 const openHere = new Map<string, string>();
 
 /** A store directory this process now holds, until `release`. */
@@ -35,12 +30,10 @@ export interface StoreDirectory {
 }
 
 /**
- * Opens the store directory at `given`, creating the store if the directory is missing or empty, and takes
- * its lock. The directory must be a store (it holds the IDEM-STORE marker), be empty, or hold exactly the
- * layout of a store written before the marker existed (which is then adopted); anything else is refused,
- * because the store deletes the entries it takes for its own. Rejects with a ConfigError naming the path when
- * the directory cannot be used, and with a RepositoryError naming it when another process (or another
- * instance in this one) has it open.
+ * Opens the store directory at `given` and takes its lock, creating the store if the directory is missing or
+ * empty. It must be a store (the IDEM-STORE marker), empty, or exactly a pre-marker store's layout (adopted):
+ * the store deletes entries it takes for its own. A ConfigError names an unusable path, a RepositoryError one
+ * open elsewhere.
  */
 export async function openStoreDirectory(given: string): Promise<StoreDirectory> {
   const absolute = resolve(given);

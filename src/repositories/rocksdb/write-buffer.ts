@@ -5,10 +5,7 @@ import { BlobBuilder, blobKey } from './blob.js';
 import type { BucketSet } from './bucket-set.js';
 import type { Bucket } from './buckets.js';
 
-/**
- * A copy of a key's record and where it is: `blob` is the blob number in `bucket`, 0 for a record stored under
- * its own key, and -1 for a change still in the write buffer (on disk nowhere yet).
- */
+/** A copy of a key's record: in blob `blob` of `bucket`, under its own key (0), or still buffered (-1). */
 export interface Located {
   readonly record: IdempotencyRecord;
   readonly bucket: Bucket;
@@ -33,38 +30,32 @@ const MAX_CLAIMS = 100_000;
 const NO_COPIES: readonly Located[] = [];
 
 /**
- * Changes not yet written to RocksDB, and the in-flight claims this instance wrote.
- *
- * With the WAL on, confirmed records and deletions reach RocksDB before the call resolves. In-flight claims
- * (and, with the WAL off, every change) are buffered and written within FLUSH_INTERVAL_MS (by a timer, or by
- * the first operation past that time), on close, or never when confirmed first: a claim dies with its owner's
- * process anyway, and a crash that forgets it frees the id at once rather than at the end of its lease.
+ * Changes not yet written to RocksDB, and the in-flight claims this instance wrote. With the WAL on, confirmed
+ * records and deletions reach RocksDB before the call resolves; claims (with the WAL off, every change) are
+ * written within FLUSH_INTERVAL_MS, on close, or never when confirmed first: a crash that forgets a claim frees
+ * the id at once rather than at the end of its lease.
  */
 export class WriteBuffer {
   readonly #wal: boolean;
-  readonly #writer: Writer;
+  readonly #buckets: BucketSet;
   /** Runs a timed flush in the repository's operation order. */
   readonly #schedule: (flush: () => void) => Promise<unknown>;
   readonly #pending = new Map<string, Pending>();
   /** In-flight claims this instance wrote, so `confirm` needs no read; oldest dropped past MAX_CLAIMS. */
   readonly #claims = new Map<string, Located>();
   /**
-   * When the oldest buffered change must be written, on `performance.now()`; undefined when nothing is
-   * buffered. The timer alone cannot keep that bound: a caller whose loop of awaited calls never yields to
-   * timers starves it, so every operation checks it too (`flushIfDue`).
+   * When the oldest buffered change must be written (`performance.now()`). Every operation checks it too
+   * (`flushIfDue`): a loop of awaited calls that never yields to timers starves the timer.
    */
   #dueAt: number | undefined;
-  /**
-   * Whether a durable change (anything but an in-flight claim) may be buffered: with the WAL on, a call that
-   * buffered only claims then skips the flush's pass over the buffer.
-   */
+  /** Whether a durable change (not a claim) may be buffered: else a WAL-on call skips the flush's pass. */
   #durable = false;
   #timer: NodeJS.Timeout | undefined;
   #error: unknown;
 
   constructor(wal: boolean, buckets: BucketSet, schedule: (flush: () => void) => Promise<unknown>) {
     this.#wal = wal;
-    this.#writer = new Writer(buckets);
+    this.#buckets = buckets;
     this.#schedule = schedule;
   }
 
@@ -86,31 +77,22 @@ export class WriteBuffer {
     return claim !== undefined && !claim.bucket.dropped ? claim : undefined;
   }
 
-  /**
-   * Whether a durable change can skip the buffer and be written at once (`writeNow`): with the WAL on and
-   * nothing buffered there is no older buffered state to merge with. The lazy mark's hot path.
-   */
+  /** Whether a durable change can skip the buffer (`writeNow`): WAL on and nothing buffered to merge with. */
   get direct(): boolean {
     return this.#wal && this.#pending.size === 0;
   }
 
-  /**
-   * True when durable changes are written before the call resolves (the `wal` option). Between calls the
-   * buffer then holds in-flight claims only.
-   */
+  /** True when durable changes are written before the call resolves (the `wal` option). */
   get wal(): boolean {
     return this.#wal;
   }
 
-  /**
-   * Writes changes at once (see `direct`), each superseding the copies it lists; and `fresh` records, of keys no
-   * copy of which is known anywhere (no per-key change object), in the same write.
-   */
-  writeNow(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): void {
-    this.#writer.write(keys, changes, fresh);
+  /** Writes a call's changes at once (see `direct`). */
+  writeNow(write: DirectWrite): void {
+    this.#write(write.keys, write.changes, write);
     if (this.#claims.size > 0) {
-      for (const key of keys) this.#claims.delete(key);
-      if (fresh !== undefined) for (const key of fresh.keys) this.#claims.delete(key);
+      for (const key of write.keys) this.#claims.delete(key);
+      for (const key of write.freshKeys) this.#claims.delete(key);
     }
   }
 
@@ -132,11 +114,7 @@ export class WriteBuffer {
     this.#pending.set(key, { hash, record: undefined, bucket: undefined, copies: this.#onDisk(key, copies) });
   }
 
-  /**
-   * Takes the key's buffered in-flight claim when `owner` holds it, for a confirmation written at once
-   * (`writeNow`): the claim leaves the buffer, so it is never written. Undefined when the key's buffered state is
-   * anything else (nothing, a change of another kind, another owner's claim).
-   */
+  /** Takes the key's buffered claim when `owner` holds it, for a confirmation written at once: never written. */
   takeClaim(key: string, owner: string): Pending | undefined {
     if (this.#pending.size === 0) return undefined;
     const pending = this.#pending.get(key);
@@ -186,10 +164,7 @@ export class WriteBuffer {
     return error;
   }
 
-  /**
-   * Writes buffered changes; with `durableOnly` (WAL on), in-flight claims stay buffered. What a failed write
-   * did not store stays buffered.
-   */
+  /** Writes buffered changes (with `durableOnly`, not the claims); what a failed write did not store stays. */
   flush(durableOnly = false): void {
     if (this.#pending.size === 0) {
       this.#dueAt = undefined;
@@ -205,7 +180,7 @@ export class WriteBuffer {
     }
     let placed: Int32Array;
     try {
-      placed = this.#writer.write(keys, changes);
+      placed = this.#write(keys, changes);
     } catch (error) {
       // Part of it may have been written: the remembered claims can no longer be trusted.
       this.#claims.clear();
@@ -244,6 +219,60 @@ export class WriteBuffer {
     this.#durable = false;
   }
 
+  /**
+   * Writes changes to RocksDB; returns where each record went (blob number, 0 under its own key, -1 nowhere). A new
+   * record goes into a blob of its bucket (under its own key when the bucket is not indexed); a superseded copy in
+   * another bucket is hidden by a tombstone there. Records are written before tombstones, so a crash in between
+   * leaves an extra copy (lookups take the best), never none. Index entries of superseded copies stay until their
+   * bucket is dropped (two keys of a blob with equal hashes share an entry).
+   */
+  #write(keys: readonly string[], changes: readonly Pending[], fresh?: DirectWrite): Int32Array {
+    const records: Phase = { number: 0, writes: new Map() };
+    const tombstones: Phase = { number: 1, writes: new Map() };
+    const placed = new Int32Array(changes.length).fill(-1);
+    const encode = valueEncoder();
+    const into = fresh?.bucket;
+    if (fresh !== undefined && into !== undefined && fresh.freshKeys.length > 0 && !into.dropped) {
+      const { freshKeys, freshHashes, freshValues } = fresh;
+      const writes = writesOf(records, into);
+      for (let i = 0; i < freshKeys.length; i++) {
+        addEntry(this.#buckets, writes, freshHashes[i] as number, freshKeys[i] as string, freshValues[i]);
+      }
+    }
+    for (let i = 0; i < changes.length; i++) {
+      const key = keys[i] as string;
+      const change = changes[i] as Pending;
+      const { hash, record, bucket } = change;
+      let target: Bucket | undefined;
+      if (record !== undefined && bucket !== undefined && !bucket.dropped) {
+        target = bucket;
+        placed[i] = addEntry(this.#buckets, writesOf(records, bucket), hash, key, encode(record));
+      }
+      for (const copy of change.copies) {
+        const at = copy.bucket;
+        if (at.dropped || copy.blob < 0) continue;
+        if (at === target) {
+          // The new record is newer than any copy in its own bucket; only a copy under the key itself
+          // would win over a blob, so it goes (in the same write batch).
+          if (copy.blob === 0 && (placed[i] as number) > 0) writesOf(records, at).batch.del(key);
+        } else {
+          addEntry(this.#buckets, writesOf(tombstones, at), hash, key);
+          if (copy.blob === 0 && at.indexed) writesOf(tombstones, at).batch.del(key);
+        }
+      }
+    }
+    for (const phase of [records, tombstones]) {
+      for (const writes of phase.writes.values()) {
+        if (writes.blob !== undefined && writes.blob.count > 0) {
+          writes.batch.put(blobKey(writes.blob.number), writes.blob.encode());
+        }
+      }
+    }
+    for (const writes of records.writes.values()) writes.batch.write();
+    for (const writes of tombstones.writes.values()) writes.batch.write();
+    return placed;
+  }
+
   /** The copies on disk a new change supersedes: those just found, and those an older buffered change had. */
   #onDisk(key: string, copies: readonly Located[] | undefined): readonly Located[] {
     const earlier = this.#pending.get(key)?.copies ?? NO_COPIES;
@@ -255,123 +284,65 @@ export class WriteBuffer {
 }
 
 /**
- * New records of keys of which no copy is stored or buffered anywhere (the key index knows none), all for one
- * bucket, in parallel arrays: the write path of new ids without an object per id. `values[i]` is the encoded
- * record of `keys[i]` (`encodeRecord`); equal records may share one buffer.
+ * What one call writes at once (`writeNow`): changes, each superseding the copies it lists, and fresh records
+ * into `bucket`, of keys no copy of which is stored or buffered anywhere: parallel arrays, no object per id
+ * (equal encoded records may share one buffer).
  */
-export interface FreshRecords {
-  readonly bucket: Bucket;
-  readonly keys: readonly string[];
-  readonly hashes: readonly number[];
-  readonly values: readonly Buffer[];
+export class DirectWrite {
+  bucket: Bucket | undefined;
+  readonly keys: string[] = [];
+  readonly changes: Pending[] = [];
+  readonly freshKeys: string[] = [];
+  readonly freshHashes: number[] = [];
+  readonly freshValues: Buffer[] = [];
+
+  change(key: string, change: Pending): void {
+    this.keys.push(key);
+    this.changes.push(change);
+  }
+
+  fresh(key: string, hash: number, value: Buffer): void {
+    this.freshKeys.push(key);
+    this.freshHashes.push(hash);
+    this.freshValues.push(value);
+  }
 }
 
-/** The RocksDB writes of one bucket in one phase: a write batch, the blob being filled, the blobs put. */
+/** The RocksDB writes of one bucket in one phase: a write batch and the blob being filled. */
 interface BucketWrites {
   readonly bucket: Bucket;
   readonly batch: NativeBatch;
   blob: BlobBuilder | undefined;
-  /** Blob numbers and bytes put into `batch`, kept as recent blobs once it is written. */
-  readonly blobs: [number, Buffer][];
 }
 
-/**
- * Turns changes into RocksDB writes. A new record goes into a blob of its bucket (indexed first), or under its
- * own key when the bucket is not indexed; a superseded copy in another bucket is hidden by a tombstone there
- * (a blob entry, or a tombstone value under the key in an unindexed bucket). Records are written before
- * tombstones, so a crash in between leaves an extra copy (lookups take the best), never none.
- *
- * Index entries of superseded copies stay until their bucket is dropped: a lookup reads them and the newer
- * copy wins. Removing one is not safe: two keys of one blob with equal hashes share an entry.
- */
-class Writer {
-  readonly #buckets: BucketSet;
-
-  constructor(buckets: BucketSet) {
-    this.#buckets = buckets;
+/** Adds a record (a tombstone: `value` undefined) to the current blob, or under the key (0); returns where. */
+function addEntry(
+  buckets: BucketSet,
+  writes: BucketWrites,
+  hash: number,
+  key: string,
+  value?: Buffer,
+): number {
+  const bucket = writes.bucket;
+  if (bucket.indexed) {
+    let blob = writes.blob;
+    if (blob === undefined || blob.full) {
+      if (blob !== undefined) writes.batch.put(blobKey(blob.number), blob.encode());
+      blob = new BlobBuilder(++bucket.lastBlob);
+      writes.blob = blob;
+    }
+    // Past the highest blob number the index can name, noteKey fails and the bucket stops being indexed.
+    if (buckets.noteKey(hash, bucket, blob.number)) {
+      blob.add(hash, key, value);
+      return blob.number;
+    }
   }
-
-  /** Writes the changes; returns where each record went (blob number, 0 under its own key, -1 nowhere). */
-  write(keys: readonly string[], changes: readonly Pending[], fresh?: FreshRecords): Int32Array {
-    const records: Phase = { number: 0, writes: new Map() };
-    const tombstones: Phase = { number: 1, writes: new Map() };
-    const placed = new Int32Array(changes.length).fill(-1);
-    const encode = valueEncoder();
-    if (fresh !== undefined && fresh.keys.length > 0 && !fresh.bucket.dropped) {
-      const { bucket, keys: freshKeys, hashes, values } = fresh;
-      const writes = writesOf(records, bucket);
-      for (let i = 0; i < freshKeys.length; i++) {
-        this.#add(writes, bucket, hashes[i] as number, freshKeys[i] as string, values[i] as Buffer);
-      }
-    }
-    for (let i = 0; i < changes.length; i++) {
-      const key = keys[i] as string;
-      const change = changes[i] as Pending;
-      const { hash, record, bucket } = change;
-      let target: Bucket | undefined;
-      if (record !== undefined && bucket !== undefined && !bucket.dropped) {
-        target = bucket;
-        placed[i] = this.#add(writesOf(records, bucket), bucket, hash, key, encode(record));
-      }
-      for (const copy of change.copies) {
-        const at = copy.bucket;
-        if (at.dropped || copy.blob < 0) continue;
-        if (at === target) {
-          // The new record is newer than any copy in its own bucket; only a copy under the key itself
-          // would win over a blob, so it goes (in the same write batch).
-          if (copy.blob === 0 && (placed[i] as number) > 0) writesOf(records, at).batch.del(key);
-        } else {
-          this.#add(writesOf(tombstones, at), at, hash, key, undefined);
-          if (copy.blob === 0 && at.indexed) writesOf(tombstones, at).batch.del(key);
-        }
-      }
-    }
-    for (const phase of [records, tombstones]) {
-      for (const writes of phase.writes.values()) {
-        if (writes.blob !== undefined && writes.blob.count > 0) putBlob(writes, writes.blob);
-      }
-    }
-    for (const phase of [records, tombstones]) {
-      for (const writes of phase.writes.values()) {
-        writes.batch.write();
-        for (const [number, bytes] of writes.blobs) this.#buckets.recent.add(writes.bucket, number, bytes);
-      }
-    }
-    return placed;
-  }
-
-  /**
-   * Adds a record (or a tombstone, `value` undefined) for the key to the bucket's writes: into the current
-   * blob when the index takes it, under the key otherwise. Returns the blob number, or 0 for under the key.
-   */
-  #add(writes: BucketWrites, bucket: Bucket, hash: number, key: string, value: Buffer | undefined): number {
-    if (bucket.indexed) {
-      let blob = writes.blob;
-      if (blob === undefined || blob.full) {
-        if (blob !== undefined) putBlob(writes, blob);
-        blob = new BlobBuilder(++bucket.lastBlob);
-        writes.blob = blob;
-      }
-      // Past the highest blob number the index can name, noteKey fails and the bucket stops being indexed.
-      if (this.#buckets.noteKey(hash, bucket, blob.number)) {
-        blob.add(hash, key, value);
-        return blob.number;
-      }
-    }
-    // An empty value is a tombstone: it hides copies of the key in this bucket's blobs.
-    writes.batch.put(key, value ?? EMPTY);
-    return 0;
-  }
+  // An empty value is a tombstone: it hides copies of the key in this bucket's blobs.
+  writes.batch.put(key, value ?? EMPTY);
+  return 0;
 }
 
 const EMPTY = Buffer.alloc(0);
-
-/** Puts a filled blob into its bucket's write batch. */
-function putBlob(writes: BucketWrites, blob: BlobBuilder): void {
-  const bytes = blob.encode();
-  writes.batch.putBytes(blobKey(blob.number), bytes);
-  writes.blobs.push([blob.number, bytes]);
-}
 
 /** The writes of one phase (records first, then tombstones), by bucket. */
 interface Phase {
@@ -389,16 +360,13 @@ function writesOf(phase: Phase, bucket: Bucket): BucketWrites {
     }
     // What a failed write before left in the batch (encoding threw before it was written) must not go along.
     if (batch.count > 0) batch.clear();
-    writes = { bucket, batch, blob: undefined, blobs: [] };
+    writes = { bucket, batch, blob: undefined };
     phase.writes.set(bucket, writes);
   }
   return writes;
 }
 
-/**
- * Encodes records, reusing the bytes of the previous one when equal: a batch's records mostly are. Every field
- * `encodeRecord` writes must be compared here (a new record field, e.g. a stored result, included).
- */
+/** Encodes records, reusing the previous bytes when equal (compare every field `encodeRecord` writes). */
 export function valueEncoder(): (record: IdempotencyRecord) => Buffer {
   let last: IdempotencyRecord | undefined;
   let bytes = Buffer.alloc(0);

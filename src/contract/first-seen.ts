@@ -190,4 +190,59 @@ export function firstSeenTests(suite: ContractSuite): void {
       'a blocked batch add reports each first time',
     );
   });
+
+  test('one confirmMany of claims made at different times keeps each one’s first-seen time', async (repo, ctx) => {
+    const t = Date.now() - 20_000;
+    const ids = ['fs-ca', 'fs-cb', 'fs-cc', 'fs-cd', 'fs-ce'].map(uniqueId);
+    const [a, b, c, d, e] = ids as [string, string, string, string, string];
+    const claim = (owner: string, now: number) => ({ ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner, now });
+    // Separate adds, so each claim has its own first-seen time; c carries its own fields, e shares a's time.
+    await repo.add(a, claim('fs-o1', t));
+    await repo.add(b, claim('fs-o2', t + 1_000));
+    await repo.add(c, claim('fs-o1', t + 2_000), { fingerprint: 'fp', eventTime: 1_700_000_000_000 });
+    await repo.add(d, claim('fs-o1', t + 3_000));
+    await repo.add(e, claim('fs-o2', t));
+    assert.deepEqual(
+      await repo.confirmMany(
+        [
+          { id: a, owner: 'fs-o1' },
+          { id: b, owner: 'fs-o2' },
+          { id: c, owner: 'fs-o1' },
+          { id: d, owner: 'fs-o1' },
+          { id: e, owner: 'fs-o2' },
+        ],
+        { ttlMs: LONG_TTL_MS },
+      ),
+      [true, true, true, true, true],
+    );
+    const firstSeen = [t, t + 1_000, t + 2_000, t + 3_000, t];
+    const check = async (where: string, r: IdempotentRepository) => {
+      const records = await r.getMany(ids);
+      assert.deepEqual(
+        records.map((rec) => rec?.firstSeenAt),
+        firstSeen,
+        `getMany ${where}`,
+      );
+      assert.deepEqual(
+        records.map((rec) => [rec?.state, rec?.fingerprint, rec?.eventTime]),
+        ids.map((id) =>
+          id === c ? ['confirmed', 'fp', 1_700_000_000_000] : ['confirmed', undefined, undefined],
+        ),
+        `own fields ${where}`,
+      );
+      for (const [i, id] of ids.entries()) {
+        assert.equal((await r.get(id))?.firstSeenAt, firstSeen[i], `get ${where}`);
+      }
+      const seen = await scanned(r);
+      if (seen) {
+        for (const [i, id] of ids.entries())
+          assert.equal(seen.get(id)?.firstSeenAt, firstSeen[i], `scan ${where}`);
+      }
+    };
+    await check('after the confirm', repo);
+    if (options.capabilities.persistent) {
+      await repo.close();
+      await check('after a reopen', await ctx.open());
+    }
+  });
 }

@@ -296,12 +296,14 @@ export class RocksdbRepository extends BaseRepository {
     return this.#serial(async (wall) => {
       const results = new Array<boolean>(claims.length);
       // The usual case, a claim of this instance still buffered (never written): confirmed by one write, with no
-      // lookup; a new id's as a fresh record, bare ones sharing one encoded record. The rest take the general path.
+      // lookup; a new id's as a fresh record, bare ones of one first-seen time sharing one encoded record. The
+      // rest take the general path.
       let rest: number[] | undefined;
       if (this.#buffer.wal) {
         const write = new DirectWrite();
         const encode = valueEncoder();
         let plain: Buffer | undefined;
+        let plainSeenAt: number | undefined;
         for (let i = 0; i < claims.length; i++) {
           const { key, owner, result } = claims[i] as KeyedClaim;
           const claim = this.#buffer.takeClaim(key, owner);
@@ -314,7 +316,12 @@ export class RocksdbRepository extends BaseRepository {
           results[i] = true;
           const own =
             claimed.eventTime !== undefined || claimed.fingerprint !== undefined || result !== undefined;
-          if (!own && plain !== undefined && claim.copies.length === 0) {
+          if (
+            !own &&
+            plain !== undefined &&
+            claimed.firstSeenAt === plainSeenAt &&
+            claim.copies.length === 0
+          ) {
             write.fresh(key, claim.hash, plain);
             continue;
           }
@@ -326,7 +333,10 @@ export class RocksdbRepository extends BaseRepository {
             continue;
           }
           const value = encode(record);
-          if (!own) plain = value;
+          if (!own) {
+            plain = value;
+            plainSeenAt = record.firstSeenAt;
+          }
           write.fresh(key, claim.hash, value);
         }
         if (write.bucket !== undefined) this.#buffer.writeNow(write);

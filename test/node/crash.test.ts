@@ -1,21 +1,22 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admin, Kafka } from 'kafkajs';
 import {
+  committedOffsets,
   createTopic,
   createTopicsAndWait,
+  endOffsets,
   kafkaAdmin,
   randomGroupId,
   randomName,
   testKafka,
+  waitFor,
   waitForCommitted,
 } from '../helpers/kafka.js';
 import {
   assertInputLanded,
   type DedupInput,
   dedupInput,
-  forwardingOrDrained,
   nodeConfig,
   prng,
   produceInput,
@@ -28,11 +29,13 @@ import {
 import { soakSize } from '../helpers/soak.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
-/** SIGKILLs per run; each lands 0-1.5 s after the restarted node first reports forwarded rows. */
+/**
+ * SIGKILLs per run. Each lands at a random point of the input still to do, by the group's committed progress, not
+ * by time: a node that finished 60,000 records within the second a timed kill waited left too few kills.
+ */
 const KILLS = 5;
 const BATCH_SIZE = 500;
-// CI: 60,000 records, enough for all 5 kills to land mid-run (each 0-1.5 s after forwarding resumes); the soak
-// (IDEM_SOAK=1) keeps the 200,000 CI used to run.
+// CI: 60,000 records; the soak (IDEM_SOAK=1) keeps the 200,000 CI used to run.
 const RECORDS = soakSize('NODE_CRASH_RECORDS', { ci: 60_000, soak: 200_000 });
 
 /**
@@ -55,17 +58,42 @@ async function crashRun(
   const groupId = randomGroupId(t, admin);
   const path = await writeNodeConfig(
     t,
-    nodeConfig({ topic, groupId, output, dlq, repository, batchSize: BATCH_SIZE, perfInterval: '200ms' }),
+    nodeConfig({
+      topic,
+      groupId,
+      output,
+      dlq,
+      repository,
+      batchSize: BATCH_SIZE,
+      perfInterval: '200ms',
+      // A fetch of about one chunk, so the group commits as it goes (4 MiB fetched a whole partition, committed
+      // at its end) and the kills can be placed by committed progress.
+      extra: { input: { maxBytesPerPartition: 64 * 1024 } },
+    }),
   );
   const random = prng(seed);
+  const ends = await endOffsets(admin, topic);
+  const total = [...ends.values()].reduce((sum, end) => sum + end, 0);
+  const progress = async () => {
+    const committed = await committedOffsets(admin, groupId, topic).catch(() => new Map<number, number>());
+    return [...ends.keys()].reduce((sum, p) => sum + Math.max(0, committed.get(p) ?? 0), 0);
+  };
   let kills = 0;
   let drained = false;
   while (kills < KILLS && !drained) {
     const node = startNodeProcess(t, path);
-    // Forwarding again (a restart first waits for the killed member's session to lapse, ~6 s). A quick machine
-    // may have finished the input before the last kill: then there is nothing left to interrupt.
-    drained = await forwardingOrDrained(node, admin, groupId, topic);
-    if (!drained) await sleep(Math.floor(random() * 1000));
+    // Kill once the group has committed past a random point of what is left, so that every kill still to come
+    // has input left to interrupt (a restart first waits for the killed member's session to lapse, ~6 s).
+    const done = await progress();
+    const target = done + 1 + Math.floor(random() * ((total - done) / (KILLS - kills + 1)));
+    await waitFor(
+      async () => {
+        const now = await progress();
+        drained = now >= total;
+        return drained || now >= target;
+      },
+      { timeoutMs: 90_000, intervalMs: 20, what: `the group to commit ${target} of ${total} records` },
+    );
     if (node.child.exitCode !== null) assert.fail('the node exited by itself');
     node.child.kill('SIGKILL');
     await node.exited;

@@ -17,7 +17,10 @@ export interface OutputWriterOptions {
   readonly topic: string;
   /** The topic's `max.message.bytes`; requests are cut below it so a normal batch is never refused whole. */
   readonly maxBatchBytes: number;
-  /** Tries of one request that fails with a passing error (broker away) before the error is raised. */
+  /**
+   * Tries of one request that fails with a passing error (broker away) before the error is raised; one through a
+   * transactional sender, whose failed request may have been written (the chunk's transaction aborts instead).
+   */
   readonly sendAttempts: number;
   readonly retryBackoffMs: number;
   /** The client's error classes: a request refused for its records is split, a fenced one never retried. */
@@ -106,7 +109,8 @@ export class OutputWriter {
   }
 
   async #send(sender: RecordSender, partition: number, messages: readonly OutgoingMessage[]): Promise<void> {
-    const { topic, sendAttempts, retryBackoffMs, onRetry, errors } = this.#options;
+    const { topic, retryBackoffMs, onRetry, errors } = this.#options;
+    const sendAttempts = sender.transactional ? 1 : this.#options.sendAttempts;
     const batch = messages.map((m) => (m.partition === partition ? m : { ...m, partition }));
     for (let attempt = 1; ; attempt++) {
       try {

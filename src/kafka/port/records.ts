@@ -52,4 +52,9 @@ export interface ProduceResult {
 /** Anything that sends a produce request: a producer, or an open transaction. */
 export interface RecordSender {
   send(request: ProduceRequest): Promise<ProduceResult[]>;
+  /**
+   * True when its requests join a transaction: one that failed is never sent again, since the broker may have
+   * written it and a second copy would commit beside it. The transaction is aborted instead.
+   */
+  readonly transactional?: boolean;
 }

@@ -93,6 +93,7 @@ export class ChunkTransaction implements ChunkSink {
   readonly sender = {
     send: (request: ProduceRequest): Promise<ProduceResult[]> =>
       this.#enqueue(async () => (await this.#begin()).send(request)),
+    transactional: true,
   };
 
   /** Runs `send` after the transaction's requests already queued; resolves or rejects with it. */

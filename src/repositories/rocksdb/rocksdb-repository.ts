@@ -21,8 +21,7 @@ import type {
 } from '../../store/types.js';
 import { errorMessage, loadRocksdbBinding } from './binding.js';
 import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
-import { BucketSet } from './bucket-set.js';
-import type { Bucket } from './buckets.js';
+import { type Bucket, BucketSet } from './bucket-set.js';
 import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
 import { loadBuckets, removeIndex, type StartupSummary, saveIndex } from './startup.js';

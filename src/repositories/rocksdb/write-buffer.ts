@@ -2,8 +2,7 @@ import { encodeRecord } from '../../store/record.js';
 import type { IdempotencyRecord } from '../../store/types.js';
 import type { NativeBatch } from './binding.js';
 import { BlobBuilder, blobKey } from './blob.js';
-import type { BucketSet } from './bucket-set.js';
-import type { Bucket } from './buckets.js';
+import type { Bucket, BucketSet } from './bucket-set.js';
 
 /** A copy of a key's record: in blob `blob` of `bucket`, under its own key (0), or still buffered (-1). */
 export interface Located {

@@ -184,18 +184,17 @@ export class BucketSet {
     }
   }
 
-  /** Adds an opened bucket under the lowest free slot; the caller indexes its keys if it is `indexed`. */
-  add(bucket: Bucket): void {
-    bucket.slot = this.#freeSlot();
-    bucket.indexed = bucket.slot !== 0 && this.index.enabled;
-    this.#register(bucket);
-  }
-
-  /** Adds an opened bucket whose index entries a snapshot restored, under its saved slot. */
-  restore(bucket: Bucket, slot: number, indexed: boolean): void {
+  /**
+   * Adds an opened bucket under the lowest free slot (the caller indexes its keys if it is `indexed`), or under
+   * the slot a snapshot restored its index entries in.
+   */
+  add(bucket: Bucket, slot = this.#freeSlot(), indexed = slot !== 0 && this.index.enabled): void {
     bucket.slot = slot;
     bucket.indexed = indexed;
-    this.#register(bucket);
+    this.#byDeadline.set(bucket.deadline, bucket);
+    if (bucket.slot !== 0) this.#bySlot[bucket.slot] = bucket;
+    if (!bucket.indexed) this.#unindexed.push(bucket);
+    this.#nextDeadline = Math.min(this.#nextDeadline, bucket.deadline);
   }
 
   /** Marks a bucket whose keys the index does not all hold: it is read on every lookup from now on. */
@@ -238,13 +237,6 @@ export class BucketSet {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) bucket.dropped = true;
     return Promise.allSettled(buckets.map((b) => b.db.close()));
-  }
-
-  #register(bucket: Bucket): void {
-    this.#byDeadline.set(bucket.deadline, bucket);
-    if (bucket.slot !== 0) this.#bySlot[bucket.slot] = bucket;
-    if (!bucket.indexed) this.#unindexed.push(bucket);
-    this.#nextDeadline = Math.min(this.#nextDeadline, bucket.deadline);
   }
 
   #unregister(bucket: Bucket): void {

@@ -57,7 +57,7 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
       }
       catchUp.push(bucket);
     }
-    buckets.restore(bucket, saved.slot, saved.indexed);
+    buckets.add(bucket, saved.slot, saved.indexed);
     bucket.lastBlob = saved.lastBlob;
   }
   // Entries of buckets the snapshot knew but that are gone or changed are forgotten before slots are reused.

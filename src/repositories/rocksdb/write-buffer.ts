@@ -95,22 +95,19 @@ export class WriteBuffer {
     }
   }
 
-  /** Buffers `record` as the key's newest state, in `bucket`; the `copies` found on disk are superseded. */
+  /**
+   * Buffers `record` as the key's newest state, in `bucket` (undefined for both: the key is deleted); the `copies`
+   * found on disk are superseded.
+   */
   put(
     key: string,
     hash: number,
-    record: IdempotencyRecord,
-    bucket: Bucket,
+    record: IdempotencyRecord | undefined,
+    bucket: Bucket | undefined,
     copies: readonly Located[] | undefined,
   ): void {
-    if (record.state !== 'in-flight') this.#durable = true;
+    if (record?.state !== 'in-flight') this.#durable = true;
     this.#pending.set(key, { hash, record, bucket, copies: this.#onDisk(key, copies) });
-  }
-
-  /** Buffers the deletion of every copy of the key. */
-  delete(key: string, hash: number, copies: readonly Located[]): void {
-    this.#durable = true;
-    this.#pending.set(key, { hash, record: undefined, bucket: undefined, copies: this.#onDisk(key, copies) });
   }
 
   /** Takes the key's buffered claim when `owner` holds it, for a confirmation written at once: never written. */

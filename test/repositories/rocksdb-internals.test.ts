@@ -10,9 +10,9 @@ import {
   blobNumber,
   findInBlob,
 } from '../../src/repositories/rocksdb/blob.js';
-import { bucketDeadline, bucketWidth } from '../../src/repositories/rocksdb/buckets.js';
-import { INDEX_FILE, readIndexFile, writeIndexFile } from '../../src/repositories/rocksdb/index-file.js';
+import { bucketDeadline, bucketWidth } from '../../src/repositories/rocksdb/bucket-set.js';
 import { BYTES_PER_ENTRY, hashKey, KeyIndex } from '../../src/repositories/rocksdb/key-index.js';
+import { INDEX_FILE, readIndexFile, writeIndexFile } from '../../src/repositories/rocksdb/startup.js';
 
 const HOUR = 3_600_000;
 

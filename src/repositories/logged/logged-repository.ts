@@ -3,7 +3,7 @@ import { BaseRepository, entryOf, type KeyedClaim, type KeyedEntry, keyedEntry }
 import type { ChangelogChange, ChangelogSink } from '../../store/changelog.js';
 import { idOfKey } from '../../store/ids.js';
 import { markIds } from '../../store/mark.js';
-import { confirmedRecord, isClaimOf, isLive, newRecord } from '../../store/record.js';
+import { confirmedRecord, isClaimOf, isLive, newRecord, renewedRecord } from '../../store/record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -215,7 +215,7 @@ export class LoggedRepository extends BaseRepository {
     if (this.#tx) {
       const [record] = await this.#current([key], now);
       if (!isClaimOf(record, owner)) return false;
-      this.#stage(key, { ...record, leaseExpiresAt: now + leaseMs });
+      this.#stage(key, renewedRecord(record, leaseMs, now));
       return true;
     }
     const id = idOfKey(key);

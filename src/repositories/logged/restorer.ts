@@ -82,16 +82,6 @@ export class ChangelogRestorer {
     this.#onCheckpointError = options.onCheckpointError ?? (() => undefined);
   }
 
-  /** The changelog this restorer reads. */
-  get source(): ChangelogSource {
-    return this.#source;
-  }
-
-  /** The offset up to which the partition's store holds the changelog, if known. */
-  applied(partition: number): number | undefined {
-    return this.#applied.get(partition);
-  }
-
   /**
    * The partition's store now holds the changelog up to `next` (a committed write reached both). False, and
    * nothing advanced, when the write's `first` offset lies past what the store holds: another writer appended

@@ -23,6 +23,16 @@ const SCAN_PAGE = 1000;
 /** The record fields of an add that carries none (no object per call). */
 const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});
 
+/** Each async verb (or storage call) and the direct verb that answers it at once. */
+const DIRECT_VERBS = [
+  ['add', 'addDirect'],
+  ['get', 'getDirect'],
+  ['confirm', 'confirmDirect'],
+  ['remove', 'removeDirect'],
+  ['markMany', 'markDirect'],
+  ['doMarkMany', 'markDirect'],
+] as const;
+
 /** A record as the memory store holds it: the record, or a bare confirmed record's compact expiry. Opaque. */
 export type HeldRecord = IdempotencyRecord | number;
 
@@ -51,8 +61,6 @@ export class MemoryRepository extends BaseRepository {
   #base: number | undefined;
   #gap: number | undefined;
   readonly #maxEntries: number;
-  /** Whether each async verb is this class's: a subclass's override (a test double) also serves its direct verb. */
-  readonly #inherits: { add: boolean; get: boolean; confirm: boolean; remove: boolean; markMany: boolean };
   /** This map as a local index (see `LocalRecords`): the `kafka` repository's. */
   readonly localRecords: LocalRecords<HeldRecord> = {
     peek: (key) => this.#records.get(key),
@@ -74,17 +82,12 @@ export class MemoryRepository extends BaseRepository {
     super(options);
     const { clock: _clock, ...rest } = options;
     this.#maxEntries = parseMemoryOptions(rest).maxEntries;
-    const own = MemoryRepository.prototype;
-    this.#inherits = {
-      add: this.add === own.add,
-      get: this.get === own.get,
-      confirm: this.confirm === own.confirm,
-      remove: this.remove === own.remove,
-      markMany:
-        this.markMany === own.markMany &&
-        (this as unknown as { doMarkMany: unknown }).doMarkMany ===
-          (own as unknown as { doMarkMany: unknown }).doMarkMany,
-    };
+    // A subclass's override of an async verb (a test double) also serves its direct verb.
+    const own = MemoryRepository.prototype as unknown as Record<string, unknown>;
+    const self = this as unknown as Record<string, unknown>;
+    for (const [verb, direct] of DIRECT_VERBS) {
+      if (self[verb] !== own[verb] && self[direct] === own[direct]) self[direct] = super[direct];
+    }
   }
 
   /** Number of records held, live or not yet swept. */
@@ -98,25 +101,23 @@ export class MemoryRepository extends BaseRepository {
     options: AddOptions,
     entry?: Omit<AddEntry, 'id'>,
   ): MaybePromise<AddResult> {
-    return this.#inherits.add ? this.#add(id, options, entry) : this.add(id, options, entry);
+    return this.#add(id, options, entry);
   }
 
   override getDirect(id: MessageId, options?: ReadOptions): MaybePromise<IdempotencyRecord | undefined> {
-    return this.#inherits.get ? this.#get(id, options) : this.get(id, options);
+    return this.#get(id, options);
   }
 
   override confirmDirect(claim: ClaimRef, options: ConfirmOptions): MaybePromise<boolean> {
-    return this.#inherits.confirm ? this.#confirm(claim, options) : this.confirm(claim, options);
+    return this.#confirm(claim, options);
   }
 
   override removeDirect(id: MessageId, owner?: string): MaybePromise<boolean> {
-    if (!this.#inherits.remove) return this.remove(id, owner);
     return this.removeOne(this.checkedKey(id), owner);
   }
 
+  /** This store's mark is its add without a lease (BaseRepository's doMarkMany). */
   override markDirect(entry: AddEntry, options: MarkOptions): MaybePromise<boolean> {
-    // This store's mark is its add without a lease (BaseRepository's doMarkMany).
-    if (!this.#inherits.markMany) return super.markDirect(entry, options);
     const { ttlMs, now, minLifetimeMs } = options;
     return this.#add(entry.id, { ttlMs, now, minLifetimeMs }, entry).added;
   }

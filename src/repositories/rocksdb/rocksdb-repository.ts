@@ -21,8 +21,7 @@ import type {
 } from '../../store/types.js';
 import { errorMessage, loadRocksdbBinding } from './binding.js';
 import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
-import { BucketSet } from './bucket-set.js';
-import type { Bucket } from './buckets.js';
+import { type Bucket, BucketSet } from './bucket-set.js';
 import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
 import { loadBuckets, removeIndex, type StartupSummary, saveIndex } from './startup.js';
@@ -375,7 +374,7 @@ export class RocksdbRepository extends BaseRepository {
       const record = change(state.copies?.[0]?.record, item);
       results.push(record !== undefined);
       if (record === null) {
-        this.#buffer.delete(key, state.hash, state.copies as Located[]);
+        this.#buffer.put(key, state.hash, undefined, undefined, state.copies);
         state.copies = undefined;
       } else if (record !== undefined) {
         // One call's records have the same times, hence the same bucket.
@@ -568,13 +567,14 @@ export class RocksdbRepository extends BaseRepository {
       const n = index.lookup(hash, slots, blobs);
       if (n === 0 && unindexed.length === 0) continue;
       reads ??= new ReadPlan();
+      const bytes = Buffer.from(key, 'utf8');
       for (let j = 0; j < n; j++) {
         const bucket = buckets.bySlot(slots[j] as number);
         // A bucket that is not indexed is read under the key below anyway.
         if (bucket !== undefined && (blobs[j] !== 0 || bucket.indexed))
-          reads.want(i, bucket, blobs[j] as number);
+          reads.want(i, bytes, bucket, blobs[j] as number);
       }
-      for (const bucket of unindexed) reads.want(i, bucket, 0);
+      for (const bucket of unindexed) reads.want(i, bytes, bucket, 0);
     }
     if (reads !== undefined) await reads.run(keys, hashes, found);
     for (const copies of found) if (copies !== undefined && copies.length > 1) sortBestFirst(copies, now);
@@ -619,6 +619,8 @@ function sortBestFirst(copies: Located[], now: number): void {
 /** One RocksDB read: a blob (number > 0) or a record under its own key (0) of a bucket. */
 interface Want {
   readonly position: number;
+  /** The key's UTF-8 bytes. */
+  readonly bytes: Buffer;
   readonly bucket: Bucket;
   readonly blob: number;
   /** Index of the key in its bucket's read. */
@@ -630,7 +632,7 @@ class ReadPlan {
   readonly #wants: Want[] = [];
   readonly #byBucket = new Map<Bucket, { keys: Buffer[]; blobs: Map<number, number> }>();
 
-  want(position: number, bucket: Bucket, blob: number): void {
+  want(position: number, bytes: Buffer, bucket: Bucket, blob: number): void {
     let read = this.#byBucket.get(bucket);
     if (read === undefined) {
       read = { keys: [], blobs: new Map() };
@@ -639,29 +641,15 @@ class ReadPlan {
     let slot = blob > 0 ? read.blobs.get(blob) : undefined;
     if (slot === undefined) {
       slot = read.keys.length;
-      // A key read's bytes are filled in by `run`, which has the key.
-      read.keys.push(blob > 0 ? blobKey(blob) : EMPTY_KEY);
+      read.keys.push(blob > 0 ? blobKey(blob) : bytes);
       if (blob > 0) read.blobs.set(blob, slot);
     }
-    this.#wants.push({ position, bucket, blob, slot });
+    this.#wants.push({ position, bytes, bucket, blob, slot });
   }
 
   /** Reads everything wanted and adds each bucket's newest copy of each key to `found`. */
   async run(keys: readonly string[], hashes: Uint32Array, found: (Located[] | undefined)[]): Promise<void> {
     const wants = this.#wants;
-    const keyBytes = new Map<number, Buffer>();
-    const bytesOf = (position: number) => {
-      let bytes = keyBytes.get(position);
-      if (bytes === undefined) {
-        bytes = Buffer.from(keys[position] as string, 'utf8');
-        keyBytes.set(position, bytes);
-      }
-      return bytes;
-    };
-    for (const want of wants) {
-      if (want.blob === 0)
-        (this.#byBucket.get(want.bucket) as { keys: Buffer[] }).keys[want.slot] = bytesOf(want.position);
-    }
     const values = new Map<Bucket, (Buffer | undefined | null)[]>();
     await Promise.all(
       [...this.#byBucket].map(async ([bucket, read]) => {
@@ -688,7 +676,7 @@ class ReadPlan {
         if (want.blob === 0) {
           text = value.length === 0 ? undefined : value.toString('utf8');
         } else {
-          const entry = findInBlob(value, hash, bytesOf(position));
+          const entry = findInBlob(value, hash, want.bytes);
           if (entry === undefined) continue;
           text = 'value' in entry ? entry.value : undefined;
         }
@@ -706,5 +694,3 @@ class ReadPlan {
     }
   }
 }
-
-const EMPTY_KEY = Buffer.alloc(0);

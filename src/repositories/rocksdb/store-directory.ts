@@ -2,8 +2,8 @@ import { mkdir, readdir, readFile, realpath, rename, rm, stat, writeFile } from 
 import { join, resolve } from 'node:path';
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { errorMessage, NativeDb, type NativeError } from './binding.js';
-import { isBucketDir, isTrashDir } from './buckets.js';
-import { INDEX_FILE } from './index-file.js';
+import { isBucketDir, isTrashDir } from './bucket-set.js';
+import { INDEX_FILE } from './startup.js';
 
 /** The file that makes a directory a store; written when the store is created. */
 export const MARKER_FILE = 'IDEM-STORE';

@@ -2,8 +2,7 @@ import { encodeRecord } from '../../store/record.js';
 import type { IdempotencyRecord } from '../../store/types.js';
 import type { NativeBatch } from './binding.js';
 import { BlobBuilder, blobKey } from './blob.js';
-import type { BucketSet } from './bucket-set.js';
-import type { Bucket } from './buckets.js';
+import type { Bucket, BucketSet } from './bucket-set.js';
 
 /** A copy of a key's record: in blob `blob` of `bucket`, under its own key (0), or still buffered (-1). */
 export interface Located {
@@ -96,22 +95,19 @@ export class WriteBuffer {
     }
   }
 
-  /** Buffers `record` as the key's newest state, in `bucket`; the `copies` found on disk are superseded. */
+  /**
+   * Buffers `record` as the key's newest state, in `bucket` (undefined for both: the key is deleted); the `copies`
+   * found on disk are superseded.
+   */
   put(
     key: string,
     hash: number,
-    record: IdempotencyRecord,
-    bucket: Bucket,
+    record: IdempotencyRecord | undefined,
+    bucket: Bucket | undefined,
     copies: readonly Located[] | undefined,
   ): void {
-    if (record.state !== 'in-flight') this.#durable = true;
+    if (record?.state !== 'in-flight') this.#durable = true;
     this.#pending.set(key, { hash, record, bucket, copies: this.#onDisk(key, copies) });
-  }
-
-  /** Buffers the deletion of every copy of the key. */
-  delete(key: string, hash: number, copies: readonly Located[]): void {
-    this.#durable = true;
-    this.#pending.set(key, { hash, record: undefined, bucket: undefined, copies: this.#onDisk(key, copies) });
   }
 
   /** Takes the key's buffered claim when `owner` holds it, for a confirmation written at once: never written. */

@@ -478,21 +478,19 @@ export class BatchEngine<M, S> implements Runner<M> {
   /** The store call before any handler, under the store-failure policy; undefined when it is done. */
   #lookup(run: Run<M, S>): Promise<void> | undefined {
     const start = this.#guard.start(run);
-    let looked: Promise<void> | undefined;
     try {
-      looked = this.#rule.lookup(run.state, run);
+      const looked = this.#rule.lookup(run.state, run);
+      if (looked !== undefined) {
+        return looked.then(
+          () => this.#lookedUp(run, start),
+          (error: unknown) => this.#lookupFailed(run, start, error),
+        );
+      }
+      this.#guard.succeeded(run, 'lookup', start);
     } catch (error) {
       this.#lookupFailed(run, start, error);
-      return undefined;
     }
-    if (looked === undefined) {
-      this.#lookedUp(run, start);
-      return undefined;
-    }
-    return looked.then(
-      () => this.#lookedUp(run, start),
-      (error: unknown) => this.#lookupFailed(run, start, error),
-    );
+    return undefined;
   }
 
   #lookedUp(run: Run<M, S>, start: number): void {

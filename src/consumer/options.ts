@@ -276,7 +276,7 @@ const positiveMs = z
   .positive(aboveZero)
   .max(MAX_TTL_MS, { error: `must be at most ${MAX_TTL_MS} ms (100 years)` });
 
-/** A whole number of `unit` (milliseconds, bytes), with the one message for a wrong type and a fraction. */
+/** A whole number of `unit` (milliseconds, bytes); its checks need their own words (its error covers them). */
 function wholeNumber(unit: string) {
   const error = `must be a whole number of ${unit}`;
   return z.number({ error }).int({ error });

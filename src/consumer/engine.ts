@@ -478,21 +478,19 @@ export class BatchEngine<M, S> implements Runner<M> {
   /** The store call before any handler, under the store-failure policy; undefined when it is done. */
   #lookup(run: Run<M, S>): Promise<void> | undefined {
     const start = this.#guard.start(run);
-    let looked: Promise<void> | undefined;
     try {
-      looked = this.#rule.lookup(run.state, run);
+      const looked = this.#rule.lookup(run.state, run);
+      if (looked !== undefined) {
+        return looked.then(
+          () => this.#lookedUp(run, start),
+          (error: unknown) => this.#lookupFailed(run, start, error),
+        );
+      }
+      this.#guard.succeeded(run, 'lookup', start);
     } catch (error) {
       this.#lookupFailed(run, start, error);
-      return undefined;
     }
-    if (looked === undefined) {
-      this.#lookedUp(run, start);
-      return undefined;
-    }
-    return looked.then(
-      () => this.#lookedUp(run, start),
-      (error: unknown) => this.#lookupFailed(run, start, error),
-    );
+    return undefined;
   }
 
   #lookedUp(run: Run<M, S>, start: number): void {
@@ -636,33 +634,27 @@ export class BatchEngine<M, S> implements Runner<M> {
     const { existing } = context;
     const id = context.id as string;
     const place = batch.placeOf?.(i);
-    if (holder !== -1 || existing === undefined) {
-      const firstPlace = holder === -1 ? undefined : batch.placeOf?.(holder);
-      return {
-        id,
-        reason: 'batch',
-        place,
-        firstPlace,
-        firstSeen: undefined,
-        firstSeenFrom: undefined,
-        existing,
-      };
-    }
-    // A record of an older version has no first-seen time: then its event time, or its retention end less the TTL.
+    let reason: DuplicateRecord['reason'] = 'batch';
+    let firstPlace: DuplicateRecord['firstPlace'];
     let firstSeen: number | undefined;
     let firstSeenFrom: DuplicateRecord['firstSeenFrom'];
-    if (existing.firstSeenAt !== undefined) {
-      firstSeen = existing.firstSeenAt;
-      firstSeenFrom = 'record';
-    } else if (existing.eventTime !== undefined) {
-      firstSeen = existing.eventTime;
-      firstSeenFrom = 'event-time';
-    } else if (existing.state === 'confirmed' && this.#retentionTells) {
-      firstSeen = existing.expiresAt - this.#options.ttlMs;
-      firstSeenFrom = 'retention';
+    if (holder !== -1 || existing === undefined) {
+      if (holder !== -1) firstPlace = batch.placeOf?.(holder);
+    } else {
+      reason = existing.state === 'in-flight' ? 'in-flight' : 'stored';
+      // A record of an older version has no first-seen time: then its event time, or its retention end less the TTL.
+      if (existing.firstSeenAt !== undefined) {
+        firstSeen = existing.firstSeenAt;
+        firstSeenFrom = 'record';
+      } else if (existing.eventTime !== undefined) {
+        firstSeen = existing.eventTime;
+        firstSeenFrom = 'event-time';
+      } else if (existing.state === 'confirmed' && this.#retentionTells) {
+        firstSeen = existing.expiresAt - this.#options.ttlMs;
+        firstSeenFrom = 'retention';
+      }
     }
-    const reason = existing.state === 'in-flight' ? 'in-flight' : 'stored';
-    return { id, reason, place, firstPlace: undefined, firstSeen, firstSeenFrom, existing };
+    return { id, reason, place, firstPlace, firstSeen, firstSeenFrom, existing };
   }
 
   /** A duplicate skips the handler (answered with the outcome kept, if any), or reaches it marked. */

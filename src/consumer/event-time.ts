@@ -13,8 +13,6 @@ import { timestampReader, toEpochMs } from './event-timestamp.js';
 import { idExtractor, replayEpochPrefix } from './message-id.js';
 import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
 
-export { DEFAULT_STREAM };
-
 /** The store key of an id on a stream (ids are per stream); the stream's JSON string delimits itself. */
 export function eventTimeKey(stream: string, id: string): string {
   return JSON.stringify(stream) + id;

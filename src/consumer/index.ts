@@ -1,7 +1,6 @@
 export { type IdempotentDecorator, type IdempotentMethodOptions, idempotent } from './decorator.js';
-export type { Batch, Decision, DedupRule, StoreGuard } from './engine.js';
+export { type Batch, DEFAULT_STREAM, type Decision, type DedupRule, type StoreGuard } from './engine.js';
 export {
-  DEFAULT_STREAM,
   EventTimeDeduplicator,
   type EventTimeStats,
   eventTimeKey,

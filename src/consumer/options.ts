@@ -250,13 +250,14 @@ function msInWords(ms: number): string {
   return unit ? `${ms} ms (${Math.floor(ms / unit[0])} ${unit[1]})` : `${ms} ms`;
 }
 
-/** A dotted field path (`a.b`, no empty step) or a function; required where the schema says so. */
+/** A dotted field path: `a.b`, no empty step. */
+const isFieldPath = (value: unknown) =>
+  typeof value === 'string' && value.split('.').every((step) => step.length > 0);
+
+/** A dotted field path or a function; required where the schema says so. */
 function selectorSchema(required: boolean) {
   return z.custom<unknown>(
-    (value) =>
-      typeof value === 'function' ||
-      (typeof value === 'string' && value.split('.').every((step) => step.length > 0)) ||
-      (!required && value === undefined),
+    (value) => typeof value === 'function' || isFieldPath(value) || (!required && value === undefined),
     {
       error: (issue) =>
         issue.input === undefined ? 'is required' : 'must be a dotted field path ("a.b") or a function',
@@ -268,15 +269,20 @@ const functionSchema = z.custom<unknown>((value) => value === undefined || typeo
   error: 'must be a function',
 });
 
+const aboveZero = { error: 'must be greater than 0' };
+
 const positiveMs = z
   .number({ error: 'must be a number of milliseconds' })
-  .positive({ error: 'must be greater than 0' })
+  .positive(aboveZero)
   .max(MAX_TTL_MS, { error: `must be at most ${MAX_TTL_MS} ms (100 years)` });
 
-const wholeMs = z
-  .number({ error: 'must be a whole number of milliseconds' })
-  .int({ error: 'must be a whole number of milliseconds' })
-  .min(0, { error: 'must be at least 0' });
+/** A whole number of `unit` (milliseconds, bytes); its checks need their own words (its error covers them). */
+function wholeNumber(unit: string) {
+  const error = `must be a whole number of ${unit}`;
+  return z.number({ error }).int({ error });
+}
+
+const wholeMs = wholeNumber('milliseconds').min(0, { error: 'must be at least 0' });
 
 /** Event-time options as code passes them (the config table is {@link eventTimeConfigSchema}). */
 const eventTimeOptionsSchema = z
@@ -303,11 +309,7 @@ const storeResultSchema = z.union(
     z.boolean(),
     z
       .object({
-        maxBytes: z
-          .number({ error: 'must be a whole number of bytes' })
-          .int({ error: 'must be a whole number of bytes' })
-          .positive({ error: 'must be greater than 0' })
-          .optional(),
+        maxBytes: wholeNumber('bytes').positive(aboveZero).optional(),
         serialize: functionSchema.optional(),
         deserialize: functionSchema.optional(),
         storeIf: functionSchema.optional(),
@@ -322,9 +324,7 @@ const fingerprintSchema = z.custom<unknown>(
   (value) =>
     value === true ||
     typeof value === 'function' ||
-    (Array.isArray(value) &&
-      value.length > 0 &&
-      value.every((p) => typeof p === 'string' && p.split('.').every((step) => step.length > 0))),
+    (Array.isArray(value) && value.length > 0 && value.every(isFieldPath)),
   { error: 'must be true, a non-empty list of dotted field paths (["a.b"]) or a function' },
 );
 
@@ -376,10 +376,8 @@ const consumerOptionsSchema = z
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),
-    lockTimeoutMs: z
-      .number({ error: 'must be a whole number of milliseconds' })
-      .int({ error: 'must be a whole number of milliseconds' })
-      .positive({ error: 'must be greater than 0' })
+    lockTimeoutMs: wholeNumber('milliseconds')
+      .positive(aboveZero)
       .max(3_600_000, { error: 'must be at most 3600000 ms (1 hour)' })
       .optional(),
     replayEpoch: replayEpochSchema.optional(),

@@ -211,15 +211,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     if (release.length > 0 && this.#options.removeOnFailure) {
       // A claim written confirmed has no owner: removed by id (this transaction holds its row).
       const owner = confirmedClaims ? undefined : state.owner;
-      await Promise.all(
-        release.map((key) => {
-          const start = store.start(batch);
-          return this.#options.repository.remove(idOfKey(key), owner).then(
-            () => store.succeeded(batch, 'release', start),
-            (error: unknown) => this.#releaseFailed(batch, store, start, error),
-          );
-        }),
-      );
+      await Promise.all(release.map((key) => this.#release(batch, store, idOfKey(key), owner)));
     }
     if (at.length === 0 || (eager && confirmedClaims)) return;
     const operation = eager ? 'confirm' : 'mark';
@@ -237,18 +229,15 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 
   async #confirmMany(state: ProcessingTimeState, batch: Batch<M>, at: readonly number[]): Promise<boolean[]> {
-    const { repository, ttlMs } = this.#options;
     const { keys, kept } = batch;
     const { owner } = state;
     if (at.length === 1) {
       const i = at[0] as number;
-      return [
-        await repository.confirm({ id: idOfKey(keys[i] as string), owner }, { ttlMs, result: kept?.[i] }),
-      ];
+      return [await this.#confirmOne(state, batch, idOfKey(keys[i] as string), i)];
     }
-    return repository.confirmMany(
+    return this.#options.repository.confirmMany(
       at.map((i) => ({ id: idOfKey(keys[i] as string), owner, result: kept?.[i] })),
-      { ttlMs },
+      this.#ttl,
     );
   }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { IdempotentRepository, RepositoryCapabilities } from '../store/types.js';
+import type { IdempotencyRecord, IdempotentRepository, RepositoryCapabilities } from '../store/types.js';
 import type { ContractIt, TestRunner } from './runner.js';
 
 /**
@@ -85,6 +85,15 @@ export async function withinWindow<T>(windowMs: number, what: string, run: () =>
   );
 }
 export const LONG_TTL_MS = 60_000;
+
+/** Every record `scan` reports, by id (a record reported twice keeps its last copy); none without `scan`. */
+export async function scanned(repo: IdempotentRepository): Promise<Map<string, IdempotencyRecord>> {
+  const seen = new Map<string, IdempotencyRecord>();
+  await repo.scan?.((page) => {
+    for (const record of page) seen.set(record.id, record);
+  });
+  return seen;
+}
 
 /** The skip option of a test that needs a store declared `persistent`. */
 export const whenPersistent = ({ capabilities }: ContractOptions): { skip: string | false } => ({

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { AddEntry, IdempotentRepository, MarkOptions } from '../store/types.js';
+import { markIds as mark } from '../store/mark.js';
 import {
   type ContractSuite,
   LONG_TTL_MS,
@@ -9,16 +9,6 @@ import {
   uniqueId,
   withinWindow,
 } from './context.js';
-
-/** What the lazy consumer calls: the store's `markMany`, or `addMany` for a store without one. */
-async function mark(
-  repo: IdempotentRepository,
-  entries: readonly AddEntry[],
-  options: MarkOptions,
-): Promise<boolean[]> {
-  if (repo.markMany) return repo.markMany(entries, options);
-  return (await repo.addMany(entries, options)).map((r) => r.added);
-}
 
 /*
  * Lazy mode's mark may be a blind write (the consumer has just read the ids as absent), so what it may do to a

@@ -19,10 +19,7 @@ export interface ContractIt {
 }
 
 /** node:test, the default runner: declared skips keep their reason. */
-const nodeIt: ContractIt = (name: string, a: TestBody | { skip: string | false }, b?: TestBody) => {
-  if (typeof a === 'function') nodeTest.it(name, a);
-  else nodeTest.it(name, a, b);
-};
+const nodeIt = nodeTest.it as ContractIt;
 
 /** The suite's `describe` and `it` on the given runner (node:test when none is given). */
 export function resolveRunner(runner: Partial<TestRunner> & { test?: TestRunner['it'] } = {}): {

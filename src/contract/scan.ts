@@ -1,15 +1,5 @@
 import assert from 'node:assert/strict';
-import type { IdempotencyRecord, IdempotentRepository } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
-
-/** Every record `scan` reports, by id (a record reported twice keeps its last copy). */
-async function scanned(repo: IdempotentRepository): Promise<Map<string, IdempotencyRecord>> {
-  const seen = new Map<string, IdempotencyRecord>();
-  await repo.scan?.((page) => {
-    for (const record of page) seen.set(record.id, record);
-  });
-  return seen;
-}
+import { type ContractSuite, LONG_TTL_MS, repoTest, scanned, uniqueId } from './context.js';
 
 /**
  * `scan` (optional, declared by its presence like `renew`): a store without it has nothing to check here; one

@@ -7,16 +7,17 @@ import {
   ListOffsetTimestamps,
   type RecordsBatch,
 } from '@platformatic/kafka';
-import type {
-  ConsumedBatch,
-  ConsumerCrash,
-  GroupConsumer,
-  GroupConsumerOptions,
-  GroupJoin,
-  GroupMetadata,
-  KafkaLogSink,
-  RunOptions,
-  TopicPartitions,
+import {
+  appendTo,
+  type ConsumedBatch,
+  type ConsumerCrash,
+  type GroupConsumer,
+  type GroupConsumerOptions,
+  type GroupJoin,
+  type GroupMetadata,
+  type KafkaLogSink,
+  type RunOptions,
+  type TopicPartitions,
 } from '../port/index.js';
 import {
   findBy,
@@ -31,7 +32,7 @@ import { call, connectionTo, type LibraryApi, libraryApi } from './internals.js'
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { consumedMessages } from './records.js';
-import { StepTimeoutError, stepLimitMs, timeLimited } from './time-limit.js';
+import { StepTimeoutError } from './time-limit.js';
 
 /*
  * A group member over @platformatic/kafka, driven in batches. The library's message stream hands records one by
@@ -371,9 +372,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       const leader = metadata.topics.get(state.topic)?.partitions[state.partition]?.leader;
       if (leader === undefined || leader < 0) leaderless = true;
       if (leader === undefined || leader < 0 || this.#fetching.has(leader)) continue;
-      const list = byLeader.get(leader);
-      if (list) list.push(state);
-      else byLeader.set(leader, [state]);
+      appendTo(byLeader, leader, state);
     }
     if (leaderless) {
       // A leader the metadata does not know (moved, or a topic never asked for): ask again after the backoff.
@@ -400,10 +399,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #refreshes = 0;
 
   #limited<T>(step: string, work: Promise<T>): Promise<T> {
-    return timeLimited(step, work, {
-      limitMs: stepLimitMs(this.#context.base.requestTimeout),
-      warn: (message, fields) => this.warn(message, fields),
-    });
+    return this.#context.limited(step, work, (message, fields) => this.warn(message, fields));
   }
 
   #takeFailure(): 'ok' | 'failed' {
@@ -431,30 +427,20 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     states: readonly PartitionState[],
   ): Promise<void> {
     const metadata = consumer.currentMetadata;
-    const byTopic = new Map<string, { topicId: string; partitions: PartitionState[] }>();
-    for (const state of states) {
-      const topicId = metadata?.topics.get(state.topic)?.id;
-      if (topicId === undefined) continue;
-      const entry = byTopic.get(state.topic);
-      if (entry) entry.partitions.push(state);
-      else byTopic.set(state.topic, { topicId, partitions: [state] });
-    }
-    const broker = metadata?.brokers.get(leader);
-    if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
+    if (metadata === undefined) throw new Error(`broker ${leader} is not in the metadata`);
+    const byTopic = new Map<string, PartitionState[]>();
+    for (const state of states) appendTo(byTopic, state.topic, state);
     const asked = new Map<string, bigint>();
-    const { maxBytesPerPartition } = this.#limits;
+    this.#fetcher ??= new RawFetcher(this.#context, consumer);
+    const fetcher = this.#fetcher;
     const responses = await Promise.all(
-      [...byTopic].map(async ([topic, { topicId, partitions }]) => {
+      [...byTopic].map(async ([topic, partitions]) => {
         const request = partitions.map((s) => {
-          asked.set(key(s.topic, s.partition), s.position as bigint);
-          return {
-            partition: s.partition,
-            fetchOffset: s.position as bigint,
-            partitionMaxBytes: maxBytesPerPartition,
-          };
+          const offset = s.position as bigint;
+          asked.set(key(s.topic, s.partition), offset);
+          return { partition: s.partition, offset };
         });
-        this.#fetcher ??= new RawFetcher(this.#context, consumer);
-        return { topic, response: await this.#fetcher.fetch(broker, topicId, request, this.#limits) };
+        return { topic, response: await fetcher.fetch(metadata, leader, topic, request, this.#limits) };
       }),
     );
     for (const { topic, response } of responses) {
@@ -630,7 +616,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     refresh: number,
   ): Promise<void> {
     const byTopic = new Map<string, number[]>();
-    for (const s of states) byTopic.set(s.topic, [...(byTopic.get(s.topic) ?? []), s.partition]);
+    for (const s of states) appendTo(byTopic, s.topic, s.partition);
     const committed = await this.#committedOffsets(consumer, byTopic);
     const ends = (timestamp: bigint) =>
       listOffsets(consumer, {

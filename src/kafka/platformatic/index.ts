@@ -12,6 +12,7 @@ import { platformaticErrors } from './errors.js';
 import { baseOptions, type ClientContext, type WatchedClient } from './options.js';
 import { PlatformaticPartitionReader } from './partition-reader.js';
 import { PlatformaticProducer } from './producer.js';
+import { stepLimitMs, timeLimited } from './time-limit.js';
 
 // The Kafka port over @platformatic/kafka, loaded by `openKafkaClient` for `kafka.client = "platformatic"`.
 // Beyond kafkajs: a transaction's offsets carry the group's generation and member id (KIP-447).
@@ -43,16 +44,20 @@ export const createClient: KafkaClientFactory = (
   settings: KafkaClientSettings,
   behaviour: KafkaClientBehaviour,
 ) => {
+  const base = baseOptions(settings, behaviour);
+  const warn: ClientContext['warn'] = (message, fields) =>
+    logThrough(behaviour, {
+      level: 'warn',
+      namespace: 'client',
+      message,
+      fields: { kafka: 'platformatic', ...fields },
+    });
   const context: ClientContext = {
-    base: baseOptions(settings, behaviour),
+    base,
     retries: behaviour.retries,
-    warn: (message, fields) =>
-      logThrough(behaviour, {
-        level: 'warn',
-        namespace: 'client',
-        message,
-        fields: { kafka: 'platformatic', ...fields },
-      }),
+    warn,
+    limited: (step, work, warnThrough = warn) =>
+      timeLimited(step, work, { limitMs: stepLimitMs(base.requestTimeout), warn: warnThrough }),
     watch: (client) => {
       (client as WatchedClient).on('client:broker:failed', ({ broker, connection }) => {
         const where = `${broker.host}:${broker.port}`;

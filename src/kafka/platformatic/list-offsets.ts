@@ -1,4 +1,5 @@
 import { type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
+import { appendTo } from '../port/index.js';
 import { findBy } from './errors.js';
 import { call, connectionTo, type LibraryApi, type LibraryClient, libraryApi } from './internals.js';
 import { retryDelayMs } from './options.js';
@@ -67,9 +68,7 @@ async function listOnce(
       if (leader < 0) throw new Error(`partition ${name}[${partitionIndex}] has no leader`);
       const topics = byLeader.get(leader) ?? new Map();
       byLeader.set(leader, topics);
-      const list = topics.get(name) ?? [];
-      topics.set(name, list);
-      list.push({ partitionIndex, currentLeaderEpoch: -1, timestamp: query.timestamp });
+      appendTo(topics, name, { partitionIndex, currentLeaderEpoch: -1, timestamp: query.timestamp });
     }
   }
   const api = await libraryApi<LibraryApi>(client, 'ListOffsets');

@@ -78,4 +78,6 @@ export interface ClientContext {
   readonly warn: (message: string, fields: Record<string, unknown>) => void;
   /** Reports a library client's failed broker connections through the port's log (see index.ts); returns it. */
   readonly watch: <T>(client: T) => T;
+  /** `work` bounded by the step limit ({@link timeLimited}), warning through `warn` (or {@link warn}). */
+  readonly limited: <T>(step: string, work: Promise<T>, warn?: ClientContext['warn']) => Promise<T>;
 }

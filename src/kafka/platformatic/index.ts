@@ -1,10 +1,10 @@
 import { Admin, connectionsConnectsChannel, FindCoordinatorKeyTypes } from '@platformatic/kafka';
-import type {
-  KafkaClient,
-  KafkaClientBehaviour,
-  KafkaClientFactory,
-  KafkaClientSettings,
-  KafkaLogEntry,
+import {
+  type KafkaClient,
+  type KafkaClientBehaviour,
+  type KafkaClientFactory,
+  type KafkaClientSettings,
+  logThrough,
 } from '../port/index.js';
 import { PlatformaticAdmin } from './admin.js';
 import { PlatformaticGroupConsumer } from './consumer.js';
@@ -33,11 +33,6 @@ function rootMessage(error: Error | undefined): string | undefined {
     e = e.cause;
   }
   return message;
-}
-
-function logThrough(behaviour: KafkaClientBehaviour, entry: KafkaLogEntry): void {
-  if (behaviour.onLog && behaviour.onLog(entry) === false) return;
-  behaviour.logger?.[entry.level]({ ...entry.fields }, entry.message);
 }
 
 export const createClient: KafkaClientFactory = (

@@ -1,5 +1,5 @@
 import { type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
-import { appendTo } from '../port/index.js';
+import { appendTo, retrying } from '../port/index.js';
 import { findBy } from './errors.js';
 import { call, connectionTo, type LibraryApi, type LibraryClient, libraryApi } from './internals.js';
 import { retryDelayMs } from './options.js';
@@ -31,23 +31,22 @@ interface OffsetsQuery {
 }
 
 /** The offsets per topic and partition, from each partition's leader; retried on fresh metadata. */
-export async function listOffsets(
+export function listOffsets(
   client: LibraryClient,
   query: OffsetsQuery,
 ): Promise<Map<string, Map<number, bigint>>> {
   const errors: Error[] = [];
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await listOnce(client, query, attempt > 0);
-    } catch (error) {
+  return retrying(
+    () => listOnce(client, query, errors.length > 0),
+    (error, failures) => {
       errors.push(error as Error);
-      if (findBy(error, 'canRetry', false) || attempt >= query.retries) {
-        throw attempt === 0 ? error : new MultipleErrors(`listOffsets failed ${attempt + 1} times.`, errors);
+      if (findBy(error, 'canRetry', false) || failures > query.retries) {
+        throw failures === 1 ? error : new MultipleErrors(`listOffsets failed ${failures} times.`, errors);
       }
       client.clearMetadata();
-      await new Promise((resolve) => setTimeout(resolve, retryDelayMs(attempt + 1, error)));
-    }
-  }
+      return retryDelayMs(failures, error);
+    },
+  );
 }
 
 async function listOnce(

@@ -1,11 +1,11 @@
 import type { BaseOptions, SASLOptions } from '@platformatic/kafka';
 import {
   CONCURRENT_TRANSACTIONS_RETRY_MS,
+  isConcurrentTransactions,
   type KafkaClientBehaviour,
   type KafkaClientSettings,
   retryBackoffMs,
 } from '../port/index.js';
-import { isConcurrentTransactions } from './errors.js';
 
 // How the port's settings become @platformatic/kafka options (the library rejects unknown or wrong ones itself).
 
@@ -15,7 +15,7 @@ import { isConcurrentTransactions } from './errors.js';
  */
 export function retryDelayMs(attempt: number, error?: unknown): number {
   const usual = retryBackoffMs(Math.max(0, attempt - 1));
-  if (error === undefined || !isConcurrentTransactions(error)) return usual;
+  if (error === undefined || !isConcurrentTransactions(error, 'apiId')) return usual;
   return Math.min(usual, CONCURRENT_TRANSACTIONS_RETRY_MS * 2 ** Math.max(0, attempt - 1));
 }
 

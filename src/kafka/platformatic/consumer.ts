@@ -16,6 +16,7 @@ import {
   type GroupJoin,
   type GroupMetadata,
   type KafkaLogSink,
+  type PartitionFetch,
   type RunOptions,
   type TopicPartitions,
 } from '../port/index.js';
@@ -97,11 +98,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly #logger: KafkaLogSink | undefined;
   readonly #requireStable: boolean;
   /** What each fetch asks for (the library consumer is given the same). */
-  readonly #limits: {
-    readonly maxWaitMs: number;
-    readonly maxBytes: number;
-    readonly maxBytesPerPartition: number;
-  };
+  readonly #limits: Omit<PartitionFetch, 'topic' | 'partitions'>;
   #consumer: LibraryConsumer | undefined;
   #topics: string[] = [];
   #fromBeginning = false;

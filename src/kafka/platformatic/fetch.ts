@@ -123,8 +123,8 @@ export class RawFetcher {
 export function dropAborted(
   batches: readonly RecordsBatch[],
   aborted: readonly { readonly producerId: bigint; readonly firstOffset: bigint }[] | null,
-): RecordsBatch[] {
-  if (!aborted || aborted.length === 0) return [...batches];
+): readonly RecordsBatch[] {
+  if (!aborted || aborted.length === 0) return batches;
   const filter = new AbortedTransactions(aborted);
   return batches.filter((b) => {
     const control = (b.attributes & CONTROL_BATCH) !== 0;

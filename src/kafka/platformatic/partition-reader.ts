@@ -1,5 +1,10 @@
 import { Consumer, FetchIsolationLevels, ListOffsetTimestamps } from '@platformatic/kafka';
-import { byLeader, type FetchedPartition, type PartitionFetch, type PartitionReader } from '../port/index.js';
+import {
+  type FetchedPartition,
+  fetchByLeader,
+  type PartitionFetch,
+  type PartitionReader,
+} from '../port/index.js';
 import { RawFetcher } from './fetch.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
@@ -53,25 +58,24 @@ export class PlatformaticPartitionReader implements PartitionReader {
     const { topic } = request;
     const metadata = await this.#consumer.metadata({ topics: [topic] });
     const partitions = metadata.topics.get(topic)?.partitions;
-    const leaders = byLeader(topic, request.partitions, (p) => partitions?.[p]?.leader);
-    const responses = await Promise.all(
-      [...leaders].map(([leader, ps]) => {
+    return fetchByLeader(
+      request,
+      (p) => partitions?.[p]?.leader,
+      async (leader, ps) => {
         const asked = ps.map(({ partition, offset }) => ({ partition, offset: BigInt(offset) }));
-        return this.#fetcher.fetch(metadata, leader, topic, asked, request);
-      }),
-    );
-    return responses.flatMap((response) =>
-      response.responses.flatMap((t) =>
-        t.partitions.map((p) => ({
-          partition: p.partitionIndex,
-          errorCode: p.errorCode,
-          abortedTransactions: (p.abortedTransactions ?? []).map((a) => ({
-            producerId: Number(a.producerId),
-            firstOffset: Number(a.firstOffset),
+        const response = await this.#fetcher.fetch(metadata, leader, topic, asked, request);
+        return response.responses.flatMap((t) =>
+          t.partitions.map((p) => ({
+            partition: p.partitionIndex,
+            errorCode: p.errorCode,
+            abortedTransactions: (p.abortedTransactions ?? []).map((a) => ({
+              producerId: Number(a.producerId),
+              firstOffset: Number(a.firstOffset),
+            })),
+            batches: (p.records ?? []).map(recordBatch),
           })),
-          batches: (p.records ?? []).map(recordBatch),
-        })),
-      ),
+        );
+      },
     );
   }
 

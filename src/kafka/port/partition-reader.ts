@@ -70,19 +70,22 @@ export function appendTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
   else map.set(key, [value]);
 }
 
-/** A fetch's partitions by their leader's node id; a partition without a leader rejects (retried on new metadata). */
-export function byLeader<P extends { readonly partition: number }>(
-  topic: string,
-  partitions: readonly P[],
+/**
+ * {@link PartitionReader.fetch} over a client's leaders: `fetchFrom` each leader's partitions, in parallel. A
+ * partition without a leader rejects (retried on new metadata).
+ */
+export async function fetchByLeader(
+  request: PartitionFetch,
   leaderOf: (partition: number) => number | undefined,
-): Map<number, P[]> {
-  const leaders = new Map<number, P[]>();
-  for (const p of partitions) {
+  fetchFrom: (leader: number, partitions: PartitionFetch['partitions']) => Promise<FetchedPartition[]>,
+): Promise<FetchedPartition[]> {
+  const leaders = new Map<number, PartitionFetch['partitions'][number][]>();
+  for (const p of request.partitions) {
     const leader = leaderOf(p.partition) ?? -1;
-    if (leader < 0) throw new Error(`partition ${topic}[${p.partition}] has no leader`);
+    if (leader < 0) throw new Error(`partition ${request.topic}[${p.partition}] has no leader`);
     appendTo(leaders, leader, p);
   }
-  return leaders;
+  return (await Promise.all([...leaders].map(([leader, ps]) => fetchFrom(leader, ps)))).flat();
 }
 
 /**

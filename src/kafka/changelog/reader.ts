@@ -197,10 +197,7 @@ export class ChangelogReader {
     await this.#partitions.refreshMetadata().catch(() => undefined);
   }
 
-  /**
-   * Moves each offset below its partition's log start (retention ran) or past its end in `ends` to the log start;
-   * resolves whether any moved.
-   */
+  /** Moves offsets below the log start (retention ran) or past `ends` to the log start; true if any moved. */
   async #restart(topic: string, next: PartitionOffsets, ends?: PartitionOffsets): Promise<boolean> {
     const starts = await this.#partitions.listOffsets(topic, [...next.keys()], 'earliest');
     let moved = false;

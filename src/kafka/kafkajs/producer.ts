@@ -33,9 +33,8 @@ export function kafkajsProducerConfig(
       : {
           transactionalId: options.transactionalId,
           transactionTimeout: options.transactionTimeoutMs,
-          // A transaction's first request right after a commit often meets CONCURRENT_TRANSACTIONS for a few ms:
-          // retried from a short first backoff, not kafkajs's 300 ms (which each chunk waited). Unlimited, as
-          // kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
+          // CONCURRENT_TRANSACTIONS after a commit: from a short first backoff (CONCURRENT_TRANSACTIONS_RETRY_MS).
+          // Unlimited, as kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
           retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: CONCURRENT_TRANSACTIONS_RETRY_MS },
         }),
   };

@@ -64,10 +64,7 @@ export class RawFetcher {
     this.#context = context;
   }
 
-  /**
-   * One Fetch of partitions of `topic` from `leader` (broker and topic id from `metadata`), each from its offset;
-   * partition errors and the step limit reject.
-   */
+  /** One Fetch of partitions of `topic` from `leader`; partition errors and the step limit reject. */
   async fetch(
     metadata: ClusterMetadata,
     leader: number,

@@ -9,10 +9,7 @@ import {
 
 // How the port's settings become @platformatic/kafka options (the library rejects unknown or wrong ones itself).
 
-/**
- * The wait before retry `attempt` (1 first): {@link retryBackoffMs}, but from CONCURRENT_TRANSACTIONS_RETRY_MS for
- * CONCURRENT_TRANSACTIONS (the last transaction's markers take ms; an exactly-once chunk waited ~0.3 s on it).
- */
+/** The wait before retry `attempt` (1 first): {@link retryBackoffMs}; CONCURRENT_TRANSACTIONS starts lower. */
 export function retryDelayMs(attempt: number, error?: unknown): number {
   const usual = retryBackoffMs(Math.max(0, attempt - 1));
   if (error === undefined || !isConcurrentTransactions(error, 'apiId')) return usual;

@@ -10,10 +10,7 @@ import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { recordBatch } from './records.js';
 
-/**
- * The changelog reader's reads over a library consumer that never joins its group. Batches come as the broker
- * sent them, aborted ones included (fetch.ts says why): the changelog reader drops those itself.
- */
+/** The changelog reader's reads over a library consumer that never joins its group (fetch.ts: its Fetch). */
 export class PlatformaticPartitionReader implements PartitionReader {
   readonly #consumer: Consumer;
   readonly #fetcher: RawFetcher;

@@ -55,10 +55,7 @@ export function retryBackoffMs(attempt: number): number {
   return Math.min(RETRY_BACKOFF_MS.max, RETRY_BACKOFF_MS.initial * 2 ** attempt);
 }
 
-/**
- * Runs `attempt` until it resolves. After its `failures`-th failure (1 first), `retry` gives the wait before the
- * next try in ms, or undefined to throw the error (or throws one itself).
- */
+/** Runs `attempt` until it resolves; after failure n (1 first) `retry` gives the wait in ms, or undefined to throw. */
 export async function retrying<T>(
   attempt: () => Promise<T>,
   retry: (error: unknown, failures: number) => number | undefined,

@@ -70,10 +70,7 @@ export function appendTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
   else map.set(key, [value]);
 }
 
-/**
- * {@link PartitionReader.fetch} over a client's leaders: `fetchFrom` each leader's partitions, in parallel. A
- * partition without a leader rejects (retried on new metadata).
- */
+/** {@link PartitionReader.fetch}: `fetchFrom` each leader's partitions in parallel; a leaderless one rejects. */
 export async function fetchByLeader(
   request: PartitionFetch,
   leaderOf: (partition: number) => number | undefined,

@@ -29,7 +29,7 @@ import {
   withBrokerDetail,
 } from './errors.js';
 import { dropAborted, RawFetcher } from './fetch.js';
-import { call, connectionTo, type LibraryApi, libraryApi } from './internals.js';
+import { connectionTo, send } from './internals.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { consumedMessages } from './records.js';
@@ -551,9 +551,10 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const done = (async () => {
       const sent = performance.now();
       const consumer = this.#need();
-      const { connection, api } = await this.#coordinatorApi(consumer, 'Heartbeat', []);
+      const connection = await this.#coordinator(consumer, []);
       try {
-        await call((cb) => api(connection, this.groupId, generation.id, generation.memberId, null, cb));
+        const { id, memberId } = generation;
+        await send(consumer, 'Heartbeat', connection, this.groupId, id, memberId, null);
       } catch (error) {
         // Expelled, or a rebalance: this generation is over (the library rejoins on the same answer). Any other
         // failure (the coordinator away) only stops the batch in hand.
@@ -575,19 +576,13 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     return done;
   }
 
-  async #coordinatorApi(
-    consumer: LibraryConsumer,
-    name: string,
-    topics: readonly string[],
-  ): Promise<{ connection: Connection; api: LibraryApi }> {
+  /** A connection to the group's coordinator (metadata of `topics` is read on the way). */
+  async #coordinator(consumer: LibraryConsumer, topics: readonly string[]): Promise<Connection> {
     const coordinator = await consumer.findGroupCoordinator();
     const metadata = await consumer.metadata({ topics: [...topics] });
     const broker = metadata.brokers.get(coordinator);
     if (broker === undefined) throw new Error(`group coordinator ${coordinator} is not in the metadata`);
-    return {
-      connection: await connectionTo(consumer, broker),
-      api: await libraryApi<LibraryApi>(consumer, name),
-    };
+    return connectionTo(consumer, broker);
   }
 
   /** Runs `task` once fewer than `partitionsConsumedConcurrently` handlers run. */
@@ -647,7 +642,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     byTopic: Map<string, number[]>,
   ): Promise<Map<string, bigint>> {
     const result = new Map<string, bigint>();
-    const { connection, api } = await this.#coordinatorApi(consumer, 'OffsetFetch', [...byTopic.keys()]);
+    const connection = await this.#coordinator(consumer, [...byTopic.keys()]);
     for (let attempt = 0; ; attempt++) {
       const groups = [
         {
@@ -658,9 +653,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         },
       ];
       try {
-        const response = await call<OffsetFetchResponse>((cb) =>
-          api(connection, groups, this.#requireStable, cb),
-        );
+        const stable = this.#requireStable;
+        const response = await send<OffsetFetchResponse>(consumer, 'OffsetFetch', connection, groups, stable);
         for (const group of response.groups) {
           for (const topic of group.topics) {
             for (const p of topic.partitions)

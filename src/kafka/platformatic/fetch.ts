@@ -1,14 +1,12 @@
 import {
-  type CallbackWithPromise,
   type ClusterMetadata,
-  type Connection,
   ConnectionPool,
   type Consumer,
   FetchIsolationLevels,
   type RecordsBatch,
 } from '@platformatic/kafka';
 import { AbortedTransactions, type PartitionFetch } from '../port/index.js';
-import { call, libraryApi } from './internals.js';
+import { send } from './internals.js';
 import type { ClientContext } from './options.js';
 import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
 
@@ -36,20 +34,6 @@ interface RawFetchPartition {
 interface RawFetchResponse {
   readonly responses: readonly { readonly topicId: string; readonly partitions: RawFetchPartition[] }[];
 }
-
-type FetchApi = (
-  connection: Connection,
-  maxWaitMs: number,
-  minBytes: number,
-  maxBytes: number,
-  isolationLevel: number,
-  sessionId: number,
-  sessionEpoch: number,
-  topics: unknown[],
-  forgotten: unknown[],
-  rackId: string,
-  callback: CallbackWithPromise<RawFetchResponse>,
-) => void;
 
 /** Sends read_committed Fetch requests for a client, on connections of its own. */
 export class RawFetcher {
@@ -89,25 +73,9 @@ export class RawFetcher {
       },
     ];
     const { maxWaitMs, maxBytes } = limits;
-    const response = (async () => {
-      const api = await libraryApi<FetchApi>(this.#library, 'Fetch');
-      const connection = await this.#pool.get(broker);
-      return call<RawFetchResponse>((cb) =>
-        api(
-          connection,
-          maxWaitMs,
-          1,
-          maxBytes,
-          FetchIsolationLevels.READ_COMMITTED,
-          0,
-          0,
-          topics,
-          [],
-          '',
-          cb,
-        ),
-      );
-    })();
+    // minBytes 1, read_committed, no fetch session (id and epoch 0), nothing forgotten, no rack.
+    const fields = [maxWaitMs, 1, maxBytes, FetchIsolationLevels.READ_COMMITTED, 0, 0, topics, [], ''];
+    const response = send<RawFetchResponse>(this.#library, 'Fetch', () => this.#pool.get(broker), ...fields);
     return this.#context.limited(`a fetch from ${broker.host}:${broker.port}`, response);
   }
 

@@ -1,7 +1,7 @@
 import { type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
 import { appendTo, retrying } from '../port/index.js';
 import { findBy } from './errors.js';
-import { call, connectionTo, type LibraryApi, type LibraryClient, libraryApi } from './internals.js';
+import { connectionTo, type LibraryClient, send } from './internals.js';
 import { retryDelayMs } from './options.js';
 
 /*
@@ -70,14 +70,13 @@ async function listOnce(
       appendTo(topics, name, { partitionIndex, currentLeaderEpoch: -1, timestamp: query.timestamp });
     }
   }
-  const api = await libraryApi<LibraryApi>(client, 'ListOffsets');
   const responses = await Promise.all(
     [...byLeader].map(async ([leader, topics]) => {
       const broker = metadata.brokers.get(leader);
       if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
-      const connection = await connectionTo(client, broker);
       const request = [...topics].map(([name, partitions]) => ({ name, partitions }));
-      return call<ListOffsetsResponse>((cb) => api(connection, -1, query.isolationLevel, request, cb));
+      const connect = () => connectionTo(client, broker);
+      return send<ListOffsetsResponse>(client, 'ListOffsets', connect, -1, query.isolationLevel, request);
     }),
   );
   const offsets = new Map<string, Map<number, bigint>>();

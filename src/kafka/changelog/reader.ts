@@ -1,10 +1,11 @@
 import { RepositoryError } from '../../errors.js';
-import type {
-  FetchedPartition,
-  KafkaClient,
-  KafkaErrorClassifier,
-  MessageHeaders,
-  PartitionReader,
+import {
+  AbortedTransactions,
+  type FetchedPartition,
+  type KafkaClient,
+  type KafkaErrorClassifier,
+  type MessageHeaders,
+  type PartitionReader,
 } from '../port/index.js';
 
 /** One committed changelog record: the id's canonical key, its encoded mark (null: a tombstone), its offset. */
@@ -97,13 +98,9 @@ export class ChangelogReader {
     for (const [p, offset] of options.from) next.set(p, Math.max(0, offset));
     if (partitions.length === 0) return next;
     const ends = await this.#partitions.listOffsets(topic, partitions, 'latest');
-    if (partitions.some((p) => (next.get(p) ?? 0) > (ends.get(p) ?? 0))) {
-      // Past the end: the topic was recreated since the offset was saved. Its marks are all new to us.
-      const starts = await this.#partitions.listOffsets(topic, partitions, 'earliest');
-      for (const p of partitions) {
-        if ((next.get(p) ?? 0) > (ends.get(p) ?? 0)) next.set(p, starts.get(p) ?? 0);
-      }
-    }
+    // Past the end: the topic was recreated since the offset was saved. Its marks are all new to us.
+    if (partitions.some((p) => (next.get(p) ?? 0) > (ends.get(p) ?? 0)))
+      await this.#restart(topic, next, ends);
     const limit = (p: number) => (follow ? Number.POSITIVE_INFINITY : (ends.get(p) ?? 0));
     const active = () => partitions.filter((p) => follow || (next.get(p) ?? 0) < limit(p));
     let caughtUp = false;
@@ -189,12 +186,7 @@ export class ChangelogReader {
   /** After a failed fetch: restart deleted or vanished offsets from the log start, or back off and retry. */
   async #recover(topic: string, error: unknown, next: PartitionOffsets, failures: number): Promise<void> {
     if (this.#errors.isOffsetOutOfRange(error)) {
-      const starts = await this.#partitions.listOffsets(topic, [...next.keys()], 'earliest');
-      const ends = await this.#partitions.listOffsets(topic, [...next.keys()], 'latest');
-      for (const [p, offset] of next) {
-        const first = starts.get(p) ?? 0;
-        if (offset < first || offset > (ends.get(p) ?? 0)) next.set(p, first);
-      }
+      await this.#restart(topic, next, await this.#partitions.listOffsets(topic, [...next.keys()], 'latest'));
       return;
     }
     if (failures > this.#retries || this.#errors.isPermanent(error)) {
@@ -205,24 +197,28 @@ export class ChangelogReader {
     await this.#partitions.refreshMetadata().catch(() => undefined);
   }
 
-  /** A partition that returns nothing below its end: its log start passed the offset (retention ran). */
-  async #skipDeleted(topic: string, next: PartitionOffsets, ends: PartitionOffsets): Promise<void> {
+  /** Moves offsets below the log start (retention ran) or past `ends` to the log start; true if any moved. */
+  async #restart(topic: string, next: PartitionOffsets, ends?: PartitionOffsets): Promise<boolean> {
     const starts = await this.#partitions.listOffsets(topic, [...next.keys()], 'earliest');
-    let skipped = false;
+    let moved = false;
     for (const [p, offset] of next) {
       const first = starts.get(p) ?? 0;
-      if (offset < first) {
+      if (offset < first || (ends !== undefined && offset > (ends.get(p) ?? 0))) {
         next.set(p, first);
-        skipped = true;
+        moved = true;
       }
     }
-    if (!skipped) {
-      const behind = [...next].filter(([p, o]) => o < (ends.get(p) ?? 0)).map(([p, o]) => `${p}@${o}`);
-      throw new RepositoryError(
-        `changelog ${topic}: no records below the end offsets for partitions ${behind.join(', ')}`,
-        { retryable: true },
-      );
-    }
+    return moved;
+  }
+
+  /** A partition that returns nothing below its end: its log start passed the offset (retention ran). */
+  async #skipDeleted(topic: string, next: PartitionOffsets, ends: PartitionOffsets): Promise<void> {
+    if (await this.#restart(topic, next)) return;
+    const behind = [...next].filter(([p, o]) => o < (ends.get(p) ?? 0)).map(([p, o]) => `${p}@${o}`);
+    throw new RepositoryError(
+      `changelog ${topic}: no records below the end offsets for partitions ${behind.join(', ')}`,
+      { retryable: true },
+    );
   }
 }
 
@@ -244,31 +240,23 @@ export async function readChangelog(
 
 /**
  * The committed records of one partition's fetch from `from` (exclusive of records at or past `end`), and the offset
- * after them. Aborted transactions are dropped as Kafka's own consumer drops them: a transactional batch of a
- * producer listed as aborted from its first offset on, until that producer's abort marker.
+ * after them; aborted transactions are dropped ({@link AbortedTransactions}).
  */
 function committedRecords(
   part: FetchedPartition,
   from: number,
   end: number,
 ): { records: ChangelogEntry[]; nextOffset: number } {
-  const aborted = [...part.abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset);
-  let nextAborted = 0;
-  const abortedProducers = new Set<number>();
+  const aborted = new AbortedTransactions(part.abortedTransactions);
   const records: ChangelogEntry[] = [];
   let nextOffset = from;
   for (const batch of part.batches) {
     const batchLast = batch.baseOffset + batch.lastOffsetDelta;
-    while (nextAborted < aborted.length && (aborted[nextAborted]?.firstOffset ?? 0) <= batchLast) {
-      abortedProducers.add((aborted[nextAborted] as { producerId: number }).producerId);
-      nextAborted++;
-    }
+    const { producerId, inTransaction, isControl } = batch;
+    const abort = isControl && batch.records.some((r) => isAbortMarker(r.key));
+    const kept = aborted.keeps(batchLast, producerId, inTransaction, isControl, abort);
     if (batchLast >= from) nextOffset = Math.max(nextOffset, Math.min(batchLast + 1, end));
-    if (batch.isControl) {
-      if (batch.records.some((r) => isAbortMarker(r.key))) abortedProducers.delete(batch.producerId);
-      continue;
-    }
-    if (batch.inTransaction && abortedProducers.has(batch.producerId)) continue;
+    if (!kept || isControl) continue;
     for (const record of batch.records) {
       if (record.offset < from || record.offset >= end || record.key === null) continue;
       records.push(record as ChangelogEntry);

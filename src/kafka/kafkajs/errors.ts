@@ -5,13 +5,13 @@ import {
   PRODUCER_FENCED_ERRORS,
   RECORD_ERRORS,
   retryBackoffMs,
+  retrying,
 } from '../port/index.js';
 
 // kafkajs raises a broker error as a KafkaJSProtocolError whose `type` is the broker's error name, often wrapped
 // (a KafkaJSNonRetriableError, a retry's `cause`); its own failures are told apart by class name.
 
 const FENCED = new Set<string>(PRODUCER_FENCED_ERRORS);
-const CONCURRENT_TRANSACTIONS = new Set(['CONCURRENT_TRANSACTIONS']);
 /** No broker answered; kafkajs gives up at once on these (every connection refused, one closed under a request). */
 const UNREACHABLE = new Set([
   'KafkaJSGroupCoordinatorNotFound',
@@ -19,11 +19,6 @@ const UNREACHABLE = new Set([
   'KafkaJSConnectionClosedError',
   'KafkaJSBrokerNotFound',
 ]);
-
-/** The coordinator is still ending this producer's last transaction (for a few ms after every commit). */
-export function isConcurrentTransactions(error: unknown): boolean {
-  return brokerError(error, 'type', CONCURRENT_TRANSACTIONS) !== undefined;
-}
 
 export function isBrokerUnreachable(error: unknown): boolean {
   for (const e of errorTree(error)) if (typeof e.name === 'string' && UNREACHABLE.has(e.name)) return true;
@@ -52,13 +47,8 @@ export const kafkajsErrors: KafkaErrorClassifier = {
  * a request whose connection closed under it (a broker stopping), in its admin's offset calls and the cluster's
  * ListOffsets. Only for reads: a write sent again may be applied twice.
  */
-export async function retryUnreachable<T>(retries: number, read: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await read();
-    } catch (error) {
-      if (attempt >= retries || !isBrokerUnreachable(error)) throw error;
-      await new Promise((resolve) => setTimeout(resolve, retryBackoffMs(attempt)));
-    }
-  }
+export function retryUnreachable<T>(retries: number, read: () => Promise<T>): Promise<T> {
+  return retrying(read, (error, failures) =>
+    failures > retries || !isBrokerUnreachable(error) ? undefined : retryBackoffMs(failures - 1),
+  );
 }

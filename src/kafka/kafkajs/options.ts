@@ -3,6 +3,7 @@ import {
   type KafkaClientBehaviour,
   type KafkaClientSettings,
   type KafkaLogEntry,
+  logThrough,
   RETRY_BACKOFF_MS,
 } from '../port/index.js';
 
@@ -13,7 +14,7 @@ export const KAFKAJS_DEFAULT_RETRIES = 5;
 export function buildKafkajs(settings: KafkaClientSettings, behaviour: KafkaClientBehaviour): Kafka {
   // allowPlaintext is ours (checked by the config schema), not a kafkajs setting.
   const { allowPlaintext: _allowPlaintext, ...sasl } = settings.sasl ?? { allowPlaintext: false };
-  const { logger, onLog } = behaviour;
+  const { logger } = behaviour;
   return new Kafka({
     clientId: settings.clientId,
     brokers: settings.brokers,
@@ -26,9 +27,7 @@ export function buildKafkajs(settings: KafkaClientSettings, behaviour: KafkaClie
           logLevel: logLevel.WARN,
           logCreator: () => (entry: LogEntry) => {
             const port = portEntry(entry);
-            if ((onLog === undefined || onLog(port)) && port.message !== EXPECTED) {
-              logger[port.level](port.fields, port.message);
-            }
+            if (port.message !== EXPECTED) logThrough(behaviour, port);
           },
         }
       : { logLevel: logLevel.NOTHING }),

@@ -2,8 +2,8 @@ import type { Kafka } from 'kafkajs';
 import { RepositoryError } from '../../errors.js';
 import { decodeFetchV11 } from '../changelog/fetch-decoder.js';
 import {
-  byLeader,
   type FetchedPartition,
+  fetchByLeader,
   type PartitionFetch,
   type PartitionReader,
   type RecordBatch,
@@ -250,12 +250,8 @@ export class KafkajsPartitionReader implements PartitionReader {
     const { topic } = request;
     await this.#ready(topic);
     const metadata = this.#cluster.findTopicPartitionMetadata(topic);
-    const leaders = byLeader(
-      topic,
-      request.partitions,
-      (p) => metadata.find((m) => m.partitionId === p)?.leader,
-    );
-    const rounds = [...leaders].map(async ([leader, ps]) => {
+    const leaderOf = (p: number) => metadata.find((m) => m.partitionId === p)?.leader;
+    return fetchByLeader(request, leaderOf, async (leader, ps) => {
       const broker = await this.#queue.run(() => this.#cluster.findBroker({ nodeId: String(leader) }));
       const fetch: Parameters<typeof fetchBatches>[1] = {
         isolationLevel: READ_COMMITTED,
@@ -279,7 +275,6 @@ export class KafkajsPartitionReader implements PartitionReader {
       this.#fetched.add(broker);
       return batches;
     });
-    return (await Promise.all(rounds)).flat();
   }
 
   async refreshMetadata(): Promise<void> {

@@ -1,15 +1,16 @@
 import { type Message, Partitioners, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
 import {
   CONCURRENT_TRANSACTIONS_RETRY_MS,
+  isConcurrentTransactions,
   type KafkaProducer,
   type KafkaTransaction,
   type ProduceRequest,
   type ProduceResult,
   type ProducerOptions,
+  retrying,
   type TransactionOffsets,
 } from '../port/index.js';
 import { KafkajsConsumer } from './consumer.js';
-import { isConcurrentTransactions } from './errors.js';
 
 /**
  * Attempts of a transaction's offsets that meet CONCURRENT_TRANSACTIONS, backing off from
@@ -32,9 +33,8 @@ export function kafkajsProducerConfig(
       : {
           transactionalId: options.transactionalId,
           transactionTimeout: options.transactionTimeoutMs,
-          // A transaction's first request right after a commit often meets CONCURRENT_TRANSACTIONS for a few ms:
-          // retried from a short first backoff, not kafkajs's 300 ms (which each chunk waited). Unlimited, as
-          // kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
+          // CONCURRENT_TRANSACTIONS after a commit: from a short first backoff (CONCURRENT_TRANSACTIONS_RETRY_MS).
+          // Unlimited, as kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
           retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: CONCURRENT_TRANSACTIONS_RETRY_MS },
         }),
   };
@@ -105,16 +105,13 @@ class KafkajsTransaction implements KafkaTransaction {
       topic: t.topic,
       partitions: t.partitions.map((p) => ({ partition: p.partition, offset: p.offset })),
     }));
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.native.sendOffsets({ consumerGroupId: offsets.group.groupMetadata().groupId, topics });
-        break;
-      } catch (error) {
-        if (attempt >= OFFSETS_ATTEMPTS || !isConcurrentTransactions(error)) throw error;
-        const backoff = Math.min(1_000, CONCURRENT_TRANSACTIONS_RETRY_MS * 2 ** (attempt - 1));
-        await new Promise((resolve) => setTimeout(resolve, backoff));
-      }
-    }
+    await retrying(
+      () => this.native.sendOffsets({ consumerGroupId: offsets.group.groupMetadata().groupId, topics }),
+      (error, failures) =>
+        failures >= OFFSETS_ATTEMPTS || !isConcurrentTransactions(error, 'type')
+          ? undefined
+          : Math.min(1_000, CONCURRENT_TRANSACTIONS_RETRY_MS * 2 ** (failures - 1)),
+    );
     this.#offsets.push(offsets);
   }
 

@@ -7,16 +7,18 @@ import {
   ListOffsetTimestamps,
   type RecordsBatch,
 } from '@platformatic/kafka';
-import type {
-  ConsumedBatch,
-  ConsumerCrash,
-  GroupConsumer,
-  GroupConsumerOptions,
-  GroupJoin,
-  GroupMetadata,
-  KafkaLogSink,
-  RunOptions,
-  TopicPartitions,
+import {
+  appendTo,
+  type ConsumedBatch,
+  type ConsumerCrash,
+  type GroupConsumer,
+  type GroupConsumerOptions,
+  type GroupJoin,
+  type GroupMetadata,
+  type KafkaLogSink,
+  type PartitionFetch,
+  type RunOptions,
+  type TopicPartitions,
 } from '../port/index.js';
 import {
   findBy,
@@ -27,11 +29,11 @@ import {
   withBrokerDetail,
 } from './errors.js';
 import { dropAborted, RawFetcher } from './fetch.js';
-import { call, connectionTo, type LibraryApi, libraryApi } from './internals.js';
+import { connectionTo, send } from './internals.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { consumedMessages } from './records.js';
-import { StepTimeoutError, stepLimitMs, timeLimited } from './time-limit.js';
+import { StepTimeoutError } from './time-limit.js';
 
 /*
  * A group member over @platformatic/kafka, driven in batches. The library's message stream hands records one by
@@ -96,11 +98,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly #logger: KafkaLogSink | undefined;
   readonly #requireStable: boolean;
   /** What each fetch asks for (the library consumer is given the same). */
-  readonly #limits: {
-    readonly maxWaitMs: number;
-    readonly maxBytes: number;
-    readonly maxBytesPerPartition: number;
-  };
+  readonly #limits: Omit<PartitionFetch, 'topic' | 'partitions'>;
   #consumer: LibraryConsumer | undefined;
   #topics: string[] = [];
   #fromBeginning = false;
@@ -371,9 +369,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       const leader = metadata.topics.get(state.topic)?.partitions[state.partition]?.leader;
       if (leader === undefined || leader < 0) leaderless = true;
       if (leader === undefined || leader < 0 || this.#fetching.has(leader)) continue;
-      const list = byLeader.get(leader);
-      if (list) list.push(state);
-      else byLeader.set(leader, [state]);
+      appendTo(byLeader, leader, state);
     }
     if (leaderless) {
       // A leader the metadata does not know (moved, or a topic never asked for): ask again after the backoff.
@@ -400,10 +396,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #refreshes = 0;
 
   #limited<T>(step: string, work: Promise<T>): Promise<T> {
-    return timeLimited(step, work, {
-      limitMs: stepLimitMs(this.#context.base.requestTimeout),
-      warn: (message, fields) => this.warn(message, fields),
-    });
+    return this.#context.limited(step, work, (message, fields) => this.warn(message, fields));
   }
 
   #takeFailure(): 'ok' | 'failed' {
@@ -431,30 +424,20 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     states: readonly PartitionState[],
   ): Promise<void> {
     const metadata = consumer.currentMetadata;
-    const byTopic = new Map<string, { topicId: string; partitions: PartitionState[] }>();
-    for (const state of states) {
-      const topicId = metadata?.topics.get(state.topic)?.id;
-      if (topicId === undefined) continue;
-      const entry = byTopic.get(state.topic);
-      if (entry) entry.partitions.push(state);
-      else byTopic.set(state.topic, { topicId, partitions: [state] });
-    }
-    const broker = metadata?.brokers.get(leader);
-    if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
+    if (metadata === undefined) throw new Error(`broker ${leader} is not in the metadata`);
+    const byTopic = new Map<string, PartitionState[]>();
+    for (const state of states) appendTo(byTopic, state.topic, state);
     const asked = new Map<string, bigint>();
-    const { maxBytesPerPartition } = this.#limits;
+    this.#fetcher ??= new RawFetcher(this.#context, consumer);
+    const fetcher = this.#fetcher;
     const responses = await Promise.all(
-      [...byTopic].map(async ([topic, { topicId, partitions }]) => {
+      [...byTopic].map(async ([topic, partitions]) => {
         const request = partitions.map((s) => {
-          asked.set(key(s.topic, s.partition), s.position as bigint);
-          return {
-            partition: s.partition,
-            fetchOffset: s.position as bigint,
-            partitionMaxBytes: maxBytesPerPartition,
-          };
+          const offset = s.position as bigint;
+          asked.set(key(s.topic, s.partition), offset);
+          return { partition: s.partition, offset };
         });
-        this.#fetcher ??= new RawFetcher(this.#context, consumer);
-        return { topic, response: await this.#fetcher.fetch(broker, topicId, request, this.#limits) };
+        return { topic, response: await fetcher.fetch(metadata, leader, topic, request, this.#limits) };
       }),
     );
     for (const { topic, response } of responses) {
@@ -568,9 +551,10 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const done = (async () => {
       const sent = performance.now();
       const consumer = this.#need();
-      const { connection, api } = await this.#coordinatorApi(consumer, 'Heartbeat', []);
+      const connection = await this.#coordinator(consumer, []);
       try {
-        await call((cb) => api(connection, this.groupId, generation.id, generation.memberId, null, cb));
+        const { id, memberId } = generation;
+        await send(consumer, 'Heartbeat', connection, this.groupId, id, memberId, null);
       } catch (error) {
         // Expelled, or a rebalance: this generation is over (the library rejoins on the same answer). Any other
         // failure (the coordinator away) only stops the batch in hand.
@@ -592,19 +576,13 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     return done;
   }
 
-  async #coordinatorApi(
-    consumer: LibraryConsumer,
-    name: string,
-    topics: readonly string[],
-  ): Promise<{ connection: Connection; api: LibraryApi }> {
+  /** A connection to the group's coordinator (metadata of `topics` is read on the way). */
+  async #coordinator(consumer: LibraryConsumer, topics: readonly string[]): Promise<Connection> {
     const coordinator = await consumer.findGroupCoordinator();
     const metadata = await consumer.metadata({ topics: [...topics] });
     const broker = metadata.brokers.get(coordinator);
     if (broker === undefined) throw new Error(`group coordinator ${coordinator} is not in the metadata`);
-    return {
-      connection: await connectionTo(consumer, broker),
-      api: await libraryApi<LibraryApi>(consumer, name),
-    };
+    return connectionTo(consumer, broker);
   }
 
   /** Runs `task` once fewer than `partitionsConsumedConcurrently` handlers run. */
@@ -630,7 +608,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     refresh: number,
   ): Promise<void> {
     const byTopic = new Map<string, number[]>();
-    for (const s of states) byTopic.set(s.topic, [...(byTopic.get(s.topic) ?? []), s.partition]);
+    for (const s of states) appendTo(byTopic, s.topic, s.partition);
     const committed = await this.#committedOffsets(consumer, byTopic);
     const ends = (timestamp: bigint) =>
       listOffsets(consumer, {
@@ -664,7 +642,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     byTopic: Map<string, number[]>,
   ): Promise<Map<string, bigint>> {
     const result = new Map<string, bigint>();
-    const { connection, api } = await this.#coordinatorApi(consumer, 'OffsetFetch', [...byTopic.keys()]);
+    const connection = await this.#coordinator(consumer, [...byTopic.keys()]);
     for (let attempt = 0; ; attempt++) {
       const groups = [
         {
@@ -675,9 +653,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         },
       ];
       try {
-        const response = await call<OffsetFetchResponse>((cb) =>
-          api(connection, groups, this.#requireStable, cb),
-        );
+        const stable = this.#requireStable;
+        const response = await send<OffsetFetchResponse>(consumer, 'OffsetFetch', connection, groups, stable);
         for (const group of response.groups) {
           for (const topic of group.topics) {
             for (const p of topic.partitions)

@@ -23,7 +23,6 @@ const COORDINATOR_ERRORS = new Set([
   'NOT_COORDINATOR',
   'COORDINATOR_LOAD_IN_PROGRESS',
 ]);
-const CONCURRENT_TRANSACTIONS = new Set(['CONCURRENT_TRANSACTIONS']);
 const NETWORK_CODES =
   /^(PLT_KFK_NETWORK|PLT_KFK_TIMEOUT|ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ETIMEDOUT|EPIPE)$/;
 
@@ -72,11 +71,6 @@ export function withBrokerDetail(error: unknown): unknown {
 /** Throws {@link withBrokerDetail} of `error`. */
 export function rethrowWithDetail(error: unknown): never {
   throw withBrokerDetail(error);
-}
-
-/** The coordinator is still ending this producer's last transaction (for a few ms after every commit). */
-export function isConcurrentTransactions(error: unknown): boolean {
-  return brokerError(error, 'apiId', CONCURRENT_TRANSACTIONS) !== undefined;
 }
 
 /**

@@ -1,15 +1,14 @@
 import {
-  type CallbackWithPromise,
-  type Connection,
+  type ClusterMetadata,
   ConnectionPool,
   type Consumer,
   FetchIsolationLevels,
   type RecordsBatch,
 } from '@platformatic/kafka';
-import { call, libraryApi } from './internals.js';
+import { AbortedTransactions, type PartitionFetch } from '../port/index.js';
+import { send } from './internals.js';
 import type { ClientContext } from './options.js';
 import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
-import { stepLimitMs, timeLimited } from './time-limit.js';
 
 /*
  * Fetch without the library's read_committed filter: `Consumer.fetch` keys aborted ranges by producer id only,
@@ -36,27 +35,6 @@ interface RawFetchResponse {
   readonly responses: readonly { readonly topicId: string; readonly partitions: RawFetchPartition[] }[];
 }
 
-/** One partition to fetch. */
-interface FetchPartitionRequest {
-  readonly partition: number;
-  readonly fetchOffset: bigint;
-  readonly partitionMaxBytes: number;
-}
-
-type FetchApi = (
-  connection: Connection,
-  maxWaitMs: number,
-  minBytes: number,
-  maxBytes: number,
-  isolationLevel: number,
-  sessionId: number,
-  sessionEpoch: number,
-  topics: unknown[],
-  forgotten: unknown[],
-  rackId: string,
-  callback: CallbackWithPromise<RawFetchResponse>,
-) => void;
-
 /** Sends read_committed Fetch requests for a client, on connections of its own. */
 export class RawFetcher {
   readonly #pool: ConnectionPool;
@@ -70,52 +48,35 @@ export class RawFetcher {
     this.#context = context;
   }
 
-  /** One Fetch to `broker` for partitions of one topic (by id); partition errors and the step limit reject. */
-  fetch(
-    broker: { host: string; port: number },
-    topicId: string,
-    partitions: readonly FetchPartitionRequest[],
-    limits: { maxWaitMs: number; maxBytes: number },
+  /** One Fetch of partitions of `topic` from `leader`; partition errors and the step limit reject. */
+  async fetch(
+    metadata: ClusterMetadata,
+    leader: number,
+    topic: string,
+    partitions: readonly { readonly partition: number; readonly offset: bigint }[],
+    limits: Omit<PartitionFetch, 'topic' | 'partitions'>,
   ): Promise<RawFetchResponse> {
-    return timeLimited(
-      `a fetch from ${broker.host}:${broker.port}`,
-      this.#fetch(broker, topicId, partitions, limits),
-      {
-        limitMs: stepLimitMs(this.#context.base.requestTimeout),
-        warn: this.#context.warn,
-      },
-    );
-  }
-
-  async #fetch(
-    broker: { host: string; port: number },
-    topicId: string,
-    partitions: readonly FetchPartitionRequest[],
-    limits: { maxWaitMs: number; maxBytes: number },
-  ): Promise<RawFetchResponse> {
-    const api = await libraryApi<FetchApi>(this.#library, 'Fetch');
-    const connection = await this.#pool.get(broker);
+    const broker = metadata.brokers.get(leader);
+    if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
+    const topicId = metadata.topics.get(topic)?.id;
+    if (topicId === undefined) throw new Error(`topic ${topic} is not in the metadata`);
     const topics = [
       {
         topicId,
-        partitions: partitions.map((p) => ({ ...p, currentLeaderEpoch: -1, lastFetchedEpoch: -1 })),
+        partitions: partitions.map((p) => ({
+          partition: p.partition,
+          fetchOffset: p.offset,
+          partitionMaxBytes: limits.maxBytesPerPartition,
+          currentLeaderEpoch: -1,
+          lastFetchedEpoch: -1,
+        })),
       },
     ];
-    return call<RawFetchResponse>((cb) =>
-      api(
-        connection,
-        limits.maxWaitMs,
-        1,
-        limits.maxBytes,
-        FetchIsolationLevels.READ_COMMITTED,
-        0,
-        0,
-        topics,
-        [],
-        '',
-        cb,
-      ),
-    );
+    const { maxWaitMs, maxBytes } = limits;
+    // minBytes 1, read_committed, no fetch session (id and epoch 0), nothing forgotten, no rack.
+    const fields = [maxWaitMs, 1, maxBytes, FetchIsolationLevels.READ_COMMITTED, 0, 0, topics, [], ''];
+    const response = send<RawFetchResponse>(this.#library, 'Fetch', () => this.#pool.get(broker), ...fields);
+    return this.#context.limited(`a fetch from ${broker.host}:${broker.port}`, response);
   }
 
   async close(): Promise<void> {
@@ -123,37 +84,24 @@ export class RawFetcher {
   }
 }
 
-/**
- * The batches a read_committed reader is given, as Kafka's consumer decides: a transactional batch of a producer
- * whose aborted transaction has started (by `abortedTransactions`) is dropped until its abort marker; control
- * batches are kept (their offsets still count).
- */
+/** The batches a read_committed reader is given ({@link AbortedTransactions}), control batches included. */
 export function dropAborted(
   batches: readonly RecordsBatch[],
   aborted: readonly { readonly producerId: bigint; readonly firstOffset: bigint }[] | null,
-): RecordsBatch[] {
-  if (!aborted || aborted.length === 0) return [...batches];
-  const pending = [...aborted].sort((a, b) =>
-    a.firstOffset < b.firstOffset ? -1 : a.firstOffset > b.firstOffset ? 1 : 0,
-  );
-  const abortedProducers = new Set<bigint>();
-  const kept: RecordsBatch[] = [];
-  for (const batch of batches) {
-    while (
-      pending.length > 0 &&
-      (pending[0] as { firstOffset: bigint }).firstOffset <= batch.firstOffset + BigInt(batch.lastOffsetDelta)
-    ) {
-      abortedProducers.add((pending.shift() as { producerId: bigint }).producerId);
-    }
-    if ((batch.attributes & CONTROL_BATCH) !== 0) {
-      // An abort marker (control type 0) ends that producer's aborted transaction.
-      const type = batch.records[0]?.key?.readInt16BE(2);
-      if (type === 0) abortedProducers.delete(batch.producerId);
-      kept.push(batch);
-      continue;
-    }
-    if ((batch.attributes & TRANSACTIONAL_BATCH) !== 0 && abortedProducers.has(batch.producerId)) continue;
-    kept.push(batch);
-  }
-  return kept;
+): readonly RecordsBatch[] {
+  if (!aborted || aborted.length === 0) return batches;
+  const filter = new AbortedTransactions(aborted);
+  return batches.filter((b) => {
+    const control = (b.attributes & CONTROL_BATCH) !== 0;
+    // An abort marker is control type 0.
+    const abort = control && b.records[0]?.key?.readInt16BE(2) === 0;
+    const transactional = (b.attributes & TRANSACTIONAL_BATCH) !== 0;
+    return filter.keeps(
+      b.firstOffset + BigInt(b.lastOffsetDelta),
+      b.producerId,
+      transactional,
+      control,
+      abort,
+    );
+  });
 }

@@ -1,10 +1,10 @@
 import { Admin, connectionsConnectsChannel, FindCoordinatorKeyTypes } from '@platformatic/kafka';
-import type {
-  KafkaClient,
-  KafkaClientBehaviour,
-  KafkaClientFactory,
-  KafkaClientSettings,
-  KafkaLogEntry,
+import {
+  type KafkaClient,
+  type KafkaClientBehaviour,
+  type KafkaClientFactory,
+  type KafkaClientSettings,
+  logThrough,
 } from '../port/index.js';
 import { PlatformaticAdmin } from './admin.js';
 import { PlatformaticGroupConsumer } from './consumer.js';
@@ -12,6 +12,7 @@ import { platformaticErrors } from './errors.js';
 import { baseOptions, type ClientContext, type WatchedClient } from './options.js';
 import { PlatformaticPartitionReader } from './partition-reader.js';
 import { PlatformaticProducer } from './producer.js';
+import { stepLimitMs, timeLimited } from './time-limit.js';
 
 // The Kafka port over @platformatic/kafka, loaded by `openKafkaClient` for `kafka.client = "platformatic"`.
 // Beyond kafkajs: a transaction's offsets carry the group's generation and member id (KIP-447).
@@ -34,25 +35,24 @@ function rootMessage(error: Error | undefined): string | undefined {
   return message;
 }
 
-function logThrough(behaviour: KafkaClientBehaviour, entry: KafkaLogEntry): void {
-  if (behaviour.onLog && behaviour.onLog(entry) === false) return;
-  behaviour.logger?.[entry.level]({ ...entry.fields }, entry.message);
-}
-
 export const createClient: KafkaClientFactory = (
   settings: KafkaClientSettings,
   behaviour: KafkaClientBehaviour,
 ) => {
+  const base = baseOptions(settings, behaviour);
+  const warn: ClientContext['warn'] = (message, fields) =>
+    logThrough(behaviour, {
+      level: 'warn',
+      namespace: 'client',
+      message,
+      fields: { kafka: 'platformatic', ...fields },
+    });
   const context: ClientContext = {
-    base: baseOptions(settings, behaviour),
+    base,
     retries: behaviour.retries,
-    warn: (message, fields) =>
-      logThrough(behaviour, {
-        level: 'warn',
-        namespace: 'client',
-        message,
-        fields: { kafka: 'platformatic', ...fields },
-      }),
+    warn,
+    limited: (step, work, warnThrough = warn) =>
+      timeLimited(step, work, { limitMs: stepLimitMs(base.requestTimeout), warn: warnThrough }),
     watch: (client) => {
       (client as WatchedClient).on('client:broker:failed', ({ broker, connection }) => {
         const where = `${broker.host}:${broker.port}`;

@@ -31,7 +31,7 @@ interface Internals {
 }
 
 /** One of the library's API functions: a connection, the request's fields in order, then a callback. */
-export type LibraryApi = (connection: Connection, ...fields: unknown[]) => void;
+type LibraryApi = (connection: Connection, ...fields: unknown[]) => void;
 
 /** The client's connection to `broker` (opened when it has none). */
 export function connectionTo(client: LibraryClient, broker: Broker): Promise<Connection> {
@@ -39,6 +39,18 @@ export function connectionTo(client: LibraryClient, broker: Broker): Promise<Con
 }
 
 /** The library's function for the API `name` (e.g. `ListOffsets`), at the negotiated version. */
-export function libraryApi<Api>(client: LibraryClient, name: string): Promise<Api> {
+function libraryApi<Api>(client: LibraryClient, name: string): Promise<Api> {
   return call<Api>((cb) => (client as unknown as Internals)[kGetApi]<Api>(name, cb));
+}
+
+/** Sends request `name` (its fields in the library's order) over `connection` (or the one `connect` opens). */
+export async function send<T>(
+  client: LibraryClient,
+  name: string,
+  connect: Connection | (() => Promise<Connection>),
+  ...fields: unknown[]
+): Promise<T> {
+  const api = await libraryApi<LibraryApi>(client, name);
+  const connection = typeof connect === 'function' ? await connect() : connect;
+  return call<T>((cb) => api(connection, ...fields, cb));
 }

@@ -1,6 +1,7 @@
 import { type FetchIsolationLevelValue, MultipleErrors } from '@platformatic/kafka';
+import { appendTo, retrying } from '../port/index.js';
 import { findBy } from './errors.js';
-import { call, connectionTo, type LibraryApi, type LibraryClient, libraryApi } from './internals.js';
+import { connectionTo, type LibraryClient, send } from './internals.js';
 import { retryDelayMs } from './options.js';
 
 /*
@@ -30,23 +31,22 @@ interface OffsetsQuery {
 }
 
 /** The offsets per topic and partition, from each partition's leader; retried on fresh metadata. */
-export async function listOffsets(
+export function listOffsets(
   client: LibraryClient,
   query: OffsetsQuery,
 ): Promise<Map<string, Map<number, bigint>>> {
   const errors: Error[] = [];
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await listOnce(client, query, attempt > 0);
-    } catch (error) {
+  return retrying(
+    () => listOnce(client, query, errors.length > 0),
+    (error, failures) => {
       errors.push(error as Error);
-      if (findBy(error, 'canRetry', false) || attempt >= query.retries) {
-        throw attempt === 0 ? error : new MultipleErrors(`listOffsets failed ${attempt + 1} times.`, errors);
+      if (findBy(error, 'canRetry', false) || failures > query.retries) {
+        throw failures === 1 ? error : new MultipleErrors(`listOffsets failed ${failures} times.`, errors);
       }
       client.clearMetadata();
-      await new Promise((resolve) => setTimeout(resolve, retryDelayMs(attempt + 1, error)));
-    }
-  }
+      return retryDelayMs(failures, error);
+    },
+  );
 }
 
 async function listOnce(
@@ -67,19 +67,16 @@ async function listOnce(
       if (leader < 0) throw new Error(`partition ${name}[${partitionIndex}] has no leader`);
       const topics = byLeader.get(leader) ?? new Map();
       byLeader.set(leader, topics);
-      const list = topics.get(name) ?? [];
-      topics.set(name, list);
-      list.push({ partitionIndex, currentLeaderEpoch: -1, timestamp: query.timestamp });
+      appendTo(topics, name, { partitionIndex, currentLeaderEpoch: -1, timestamp: query.timestamp });
     }
   }
-  const api = await libraryApi<LibraryApi>(client, 'ListOffsets');
   const responses = await Promise.all(
     [...byLeader].map(async ([leader, topics]) => {
       const broker = metadata.brokers.get(leader);
       if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
-      const connection = await connectionTo(client, broker);
       const request = [...topics].map(([name, partitions]) => ({ name, partitions }));
-      return call<ListOffsetsResponse>((cb) => api(connection, -1, query.isolationLevel, request, cb));
+      const connect = () => connectionTo(client, broker);
+      return send<ListOffsetsResponse>(client, 'ListOffsets', connect, -1, query.isolationLevel, request);
     }),
   );
   const offsets = new Map<string, Map<number, bigint>>();

@@ -1,21 +1,18 @@
 import type { BaseOptions, SASLOptions } from '@platformatic/kafka';
 import {
   CONCURRENT_TRANSACTIONS_RETRY_MS,
+  isConcurrentTransactions,
   type KafkaClientBehaviour,
   type KafkaClientSettings,
   retryBackoffMs,
 } from '../port/index.js';
-import { isConcurrentTransactions } from './errors.js';
 
 // How the port's settings become @platformatic/kafka options (the library rejects unknown or wrong ones itself).
 
-/**
- * The wait before retry `attempt` (1 first): {@link retryBackoffMs}, but from CONCURRENT_TRANSACTIONS_RETRY_MS for
- * CONCURRENT_TRANSACTIONS (the last transaction's markers take ms; an exactly-once chunk waited ~0.3 s on it).
- */
+/** The wait before retry `attempt` (1 first): {@link retryBackoffMs}; CONCURRENT_TRANSACTIONS starts lower. */
 export function retryDelayMs(attempt: number, error?: unknown): number {
   const usual = retryBackoffMs(Math.max(0, attempt - 1));
-  if (error === undefined || !isConcurrentTransactions(error)) return usual;
+  if (error === undefined || !isConcurrentTransactions(error, 'apiId')) return usual;
   return Math.min(usual, CONCURRENT_TRANSACTIONS_RETRY_MS * 2 ** Math.max(0, attempt - 1));
 }
 
@@ -78,4 +75,6 @@ export interface ClientContext {
   readonly warn: (message: string, fields: Record<string, unknown>) => void;
   /** Reports a library client's failed broker connections through the port's log (see index.ts); returns it. */
   readonly watch: <T>(client: T) => T;
+  /** `work` bounded by the step limit ({@link timeLimited}), warning through `warn` (or {@link warn}). */
+  readonly limited: <T>(step: string, work: Promise<T>, warn?: ClientContext['warn']) => Promise<T>;
 }

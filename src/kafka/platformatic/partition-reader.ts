@@ -1,15 +1,16 @@
 import { Consumer, FetchIsolationLevels, ListOffsetTimestamps } from '@platformatic/kafka';
-import { byLeader, type FetchedPartition, type PartitionFetch, type PartitionReader } from '../port/index.js';
+import {
+  type FetchedPartition,
+  fetchByLeader,
+  type PartitionFetch,
+  type PartitionReader,
+} from '../port/index.js';
 import { RawFetcher } from './fetch.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 import { recordBatch } from './records.js';
-import { stepLimitMs, timeLimited } from './time-limit.js';
 
-/**
- * The changelog reader's reads over a library consumer that never joins its group. Batches come as the broker
- * sent them, aborted ones included (fetch.ts says why): the changelog reader drops those itself.
- */
+/** The changelog reader's reads over a library consumer that never joins its group (fetch.ts: its Fetch). */
 export class PlatformaticPartitionReader implements PartitionReader {
   readonly #consumer: Consumer;
   readonly #fetcher: RawFetcher;
@@ -51,31 +52,17 @@ export class PlatformaticPartitionReader implements PartitionReader {
   }
 
   async fetch(request: PartitionFetch): Promise<FetchedPartition[]> {
-    const metadata = await this.#consumer.metadata({ topics: [request.topic] });
-    const topic = metadata.topics.get(request.topic);
-    if (topic === undefined) throw new Error(`topic ${request.topic} is not in the metadata`);
-    const leaders = byLeader(request.topic, request.partitions, (p) => topic.partitions[p]?.leader);
-    const responses = await Promise.all(
-      [...leaders].map(([node, partitions]) => {
-        const broker = metadata.brokers.get(node);
-        if (broker === undefined) throw new Error(`broker ${node} is not in the metadata`);
-        return this.#fetcher.fetch(
-          broker,
-          topic.id,
-          partitions.map((p) => ({
-            partition: p.partition,
-            fetchOffset: BigInt(p.offset),
-            partitionMaxBytes: request.maxBytesPerPartition,
-          })),
-          { maxWaitMs: request.maxWaitMs, maxBytes: request.maxBytes },
-        );
-      }),
-    );
-    const fetched: FetchedPartition[] = [];
-    for (const response of responses) {
-      for (const t of response.responses) {
-        for (const p of t.partitions) {
-          fetched.push({
+    const { topic } = request;
+    const metadata = await this.#consumer.metadata({ topics: [topic] });
+    const partitions = metadata.topics.get(topic)?.partitions;
+    return fetchByLeader(
+      request,
+      (p) => partitions?.[p]?.leader,
+      async (leader, ps) => {
+        const asked = ps.map(({ partition, offset }) => ({ partition, offset: BigInt(offset) }));
+        const response = await this.#fetcher.fetch(metadata, leader, topic, asked, request);
+        return response.responses.flatMap((t) =>
+          t.partitions.map((p) => ({
             partition: p.partitionIndex,
             errorCode: p.errorCode,
             abortedTransactions: (p.abortedTransactions ?? []).map((a) => ({
@@ -83,19 +70,18 @@ export class PlatformaticPartitionReader implements PartitionReader {
               firstOffset: Number(a.firstOffset),
             })),
             batches: (p.records ?? []).map(recordBatch),
-          });
-        }
-      }
-    }
-    return fetched;
+          })),
+        );
+      },
+    );
   }
 
   async refreshMetadata(): Promise<void> {
     this.#consumer.clearMetadata();
-    await timeLimited('a metadata refresh', this.#consumer.metadata({ topics: [], forceUpdate: true }), {
-      limitMs: stepLimitMs(this.#context.base.requestTimeout),
-      warn: this.#context.warn,
-    });
+    await this.#context.limited(
+      'a metadata refresh',
+      this.#consumer.metadata({ topics: [], forceUpdate: true }),
+    );
   }
 
   async close(): Promise<void> {

@@ -2,6 +2,7 @@ import {
   compatibilityPartitioner,
   type ProduceResult as LibraryProduceResult,
   type Message,
+  type MessageToProduce,
   Producer,
 } from '@platformatic/kafka';
 import {
@@ -31,12 +32,19 @@ const NEW_PRODUCER = { producerId: -1n, producerEpoch: -1 };
 /** An open transaction of the library (its class is not exported by name). */
 type Transaction = Awaited<ReturnType<Producer['beginTransaction']>>;
 
-function results(result: LibraryProduceResult): ProduceResult[] {
-  return (result.offsets ?? []).map(({ topic, partition, offset }) => ({
-    topic,
-    partition,
-    baseOffset: String(offset),
-  }));
+/** Sends `request`'s records through `send`, in the producer's queue of requests. */
+async function produce(
+  sends: SerialQueue,
+  request: ProduceRequest,
+  send: (messages: MessageToProduce[]) => Promise<LibraryProduceResult>,
+): Promise<ProduceResult[]> {
+  const messages = request.messages.map((m) => toProduce(request.topic, m));
+  try {
+    const { offsets = [] } = await sends.run(() => send(messages));
+    return offsets.map(({ topic, partition, offset }) => ({ topic, partition, baseOffset: String(offset) }));
+  } catch (error) {
+    throw withBrokerDetail(error);
+  }
 }
 
 /** An idempotent producer (Java's murmur2 partitioner); with a transactional id, KIP-447 transactions. */
@@ -99,14 +107,9 @@ export class PlatformaticProducer implements KafkaProducer {
 
   async send(request: ProduceRequest): Promise<ProduceResult[]> {
     const producer = this.#need();
-    const messages = request.messages.map((m) => toProduce(request.topic, m));
     // An idempotent producer only sends acks = all; `acks` only matters for a plain one.
     const acks = this.#settings.idempotent === false ? { acks: request.acks ?? -1 } : {};
-    try {
-      return results(await this.#sends.run(() => producer.send({ messages, ...acks })));
-    } catch (error) {
-      throw withBrokerDetail(error);
-    }
+    return produce(this.#sends, request, (messages) => producer.send({ messages, ...acks }));
   }
 
   async transaction(): Promise<KafkaTransaction> {
@@ -135,13 +138,8 @@ class PlatformaticTransaction implements KafkaTransaction {
     this.#sends = sends;
   }
 
-  async send(request: ProduceRequest): Promise<ProduceResult[]> {
-    const messages = request.messages.map((m) => toProduce(request.topic, m));
-    try {
-      return results(await this.#sends.run(() => this.#transaction.send({ messages })));
-    } catch (error) {
-      throw withBrokerDetail(error);
-    }
+  send(request: ProduceRequest): Promise<ProduceResult[]> {
+    return produce(this.#sends, request, (messages) => this.#transaction.send({ messages }));
   }
 
   async sendOffsets(offsets: TransactionOffsets): Promise<void> {

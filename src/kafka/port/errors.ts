@@ -29,6 +29,13 @@ export const RECORD_ERRORS: ReadonlySet<string> = new Set([
   'INVALID_TIMESTAMP',
 ]);
 
+const CONCURRENT_TRANSACTIONS = new Set(['CONCURRENT_TRANSACTIONS']);
+
+/** The coordinator is still ending this producer's last transaction (for a few ms after every commit). */
+export function isConcurrentTransactions(error: unknown, field: 'type' | 'apiId'): boolean {
+  return brokerError(error, field, CONCURRENT_TRANSACTIONS) !== undefined;
+}
+
 /** Every error in the tree under `error` (`cause` chains and aggregated `errors`), at most 50 nodes. */
 export function* errorTree(error: unknown): Generator<Record<string, unknown>> {
   const queue: unknown[] = [error];

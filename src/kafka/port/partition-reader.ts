@@ -63,19 +63,63 @@ export interface PartitionReader {
   close(): Promise<void>;
 }
 
-/** A fetch's partitions by their leader's node id; a partition without a leader rejects (retried on new metadata). */
-export function byLeader<P extends { readonly partition: number }>(
-  topic: string,
-  partitions: readonly P[],
+/** Appends `value` to the list of `key` in `map`. */
+export function appendTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/** {@link PartitionReader.fetch}: `fetchFrom` each leader's partitions in parallel; a leaderless one rejects. */
+export async function fetchByLeader(
+  request: PartitionFetch,
   leaderOf: (partition: number) => number | undefined,
-): Map<number, P[]> {
-  const leaders = new Map<number, P[]>();
-  for (const p of partitions) {
+  fetchFrom: (leader: number, partitions: PartitionFetch['partitions']) => Promise<FetchedPartition[]>,
+): Promise<FetchedPartition[]> {
+  const leaders = new Map<number, PartitionFetch['partitions'][number][]>();
+  for (const p of request.partitions) {
     const leader = leaderOf(p.partition) ?? -1;
-    if (leader < 0) throw new Error(`partition ${topic}[${p.partition}] has no leader`);
-    const list = leaders.get(leader);
-    if (list) list.push(p);
-    else leaders.set(leader, [p]);
+    if (leader < 0) throw new Error(`partition ${request.topic}[${p.partition}] has no leader`);
+    appendTo(leaders, leader, p);
   }
-  return leaders;
+  return (await Promise.all([...leaders].map(([leader, ps]) => fetchFrom(leader, ps)))).flat();
+}
+
+/**
+ * Kafka's read_committed filter over one partition's batches, fed in offset order: a transactional batch of a
+ * producer whose aborted transaction (a fetch's `abortedTransactions`) has begun is dropped until that producer's
+ * abort marker. Control batches are kept (their offsets still count).
+ */
+export class AbortedTransactions<N extends number | bigint> {
+  readonly #pending: readonly { readonly producerId: N; readonly firstOffset: N }[];
+  #next = 0;
+  readonly #producers = new Set<N>();
+
+  constructor(aborted: readonly { readonly producerId: N; readonly firstOffset: N }[] | null | undefined) {
+    const order = (a: { firstOffset: N }, b: { firstOffset: N }) =>
+      a.firstOffset < b.firstOffset ? -1 : a.firstOffset > b.firstOffset ? 1 : 0;
+    this.#pending = aborted ? [...aborted].sort(order) : [];
+  }
+
+  /** Whether the next batch, ending at `lastOffset`, is kept; `abortMarker`: a control batch ending an abort. */
+  keeps(
+    lastOffset: N,
+    producerId: N,
+    transactional: boolean,
+    control: boolean,
+    abortMarker: boolean,
+  ): boolean {
+    const pending = this.#pending;
+    while (
+      this.#next < pending.length &&
+      (pending[this.#next] as { firstOffset: N }).firstOffset <= lastOffset
+    ) {
+      this.#producers.add((pending[this.#next++] as { producerId: N }).producerId);
+    }
+    if (control) {
+      if (abortMarker) this.#producers.delete(producerId);
+      return true;
+    }
+    return !transactional || !this.#producers.has(producerId);
+  }
 }

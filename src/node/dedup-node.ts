@@ -1,21 +1,23 @@
 import type { Logger } from 'pino';
-import { ConfigError } from '../errors.js';
-import type { GroupConsumer, KafkaClient } from '../kafka/port/index.js';
+import { ConfigError, StartupTimeoutError } from '../errors.js';
+import type { KafkaConnection } from '../kafka/connection.js';
+import {
+  type GroupConsumer,
+  type KafkaClient,
+  type KafkaLogEntry,
+  openKafkaClient,
+} from '../kafka/port/index.js';
 import { durationRule, isValidDuration, maxDurationMs } from '../store/ttl.js';
 import type { IdempotentRepository } from '../store/types.js';
+import { formatDuration } from '../util/duration.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';
 import { CatchUp } from './catch-up.js';
 import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
 import { duplicateAudit } from './duplicates.js';
-import {
-  resolveInstanceId,
-  transactionalProducerLayout,
-  transactionTimeoutMs,
-} from './exactly-once/producers.js';
-import { kafkaClient, StartupWatch } from './kafka-client.js';
+import { transactionalProducers } from './exactly-once/producers.js';
 import { NodeMetrics } from './metrics.js';
-import { instanceTransactionalId, type NodeConfig, transactionalId } from './options.js';
+import { localFiles, type NodeConfig, nodeChangelogTopic } from './options.js';
 import { OutputWriter } from './output.js';
 import { PartitionLifecycle } from './partition-state.js';
 import { formatPerf, PerfLog } from './perf-log.js';
@@ -75,13 +77,18 @@ export async function startDedupNode(
 ): Promise<DedupNodeHandle> {
   options.signal?.throwIfAborted();
   checkWindow(config, repository);
-  const startup = new StartupWatch(logger, config.kafka.startupTimeout);
-  const kafka = options.kafka ?? (await kafkaClient(config.kafka, logger, startup));
+  const startup = new StartupWatch(logger, config.kafka);
+  // Its retry budget (20 tries, backing off to 10 s) rides out a broker away for a minute or two instead of
+  // failing the batch.
+  const kafka =
+    options.kafka ??
+    (await openKafkaClient(
+      config.kafka,
+      { retries: 20, logger, onLog: (entry: KafkaLogEntry) => startup.sees(entry) },
+      { configKey: 'kafka.client', feature: 'idem node' },
+    ));
   const bounded = new AbortController();
-  const timer = setTimeout(
-    () => bounded.abort(startup.timedOut(config.kafka.brokers)),
-    config.kafka.startupTimeout,
-  );
+  const timer = setTimeout(() => bounded.abort(startup.timedOut()), config.kafka.startupTimeout);
   const signal = options.signal ? AbortSignal.any([options.signal, bounded.signal]) : bounded.signal;
   try {
     const handle = await start(config, repository, logger, kafka, signal);
@@ -106,18 +113,14 @@ async function start(
   kafka: KafkaClient,
   signal: AbortSignal,
 ): Promise<DedupNodeHandle> {
-  const checkpoint = checkpointPath(config);
-  // Refused before any topic is touched; the instance id file is read (or created) once.
-  const exactlyOnce = config.output.guarantee === 'exactly-once';
-  const producers = exactlyOnce ? transactionalProducerLayout(config, kafka.capabilities) : undefined;
-  const instance = producers === 'per-instance' ? resolveInstanceId(config) : undefined;
-  const transactions = producers && {
-    instanceId: instance && instanceTransactionalId(config, instance.id),
-    partitionId: (partition: number) => transactionalId(config, partition),
-    timeoutMs: transactionTimeoutMs(config, producers),
-  };
-  const layout = await prepareTopics(kafka, config, signal);
-  const changelog = layout.changelogTopic;
+  const files = localFiles(config);
+  const changelog = nodeChangelogTopic(config);
+  // Refused before any topic is touched.
+  const transactions =
+    config.output.guarantee === 'exactly-once'
+      ? transactionalProducers(config, kafka.capabilities, files.instanceId)
+      : undefined;
+  const outputMaxBatchBytes = await prepareTopics(kafka, { ...config, changelogTopic: changelog }, signal);
   const metrics = new NodeMetrics();
   const perf = new PerfLog();
   const totals = emptyTotals();
@@ -127,7 +130,7 @@ async function start(
   const audit = duplicateAudit(config.output, producer, kafka.errors);
   const output = new OutputWriter(producer, {
     topic: config.output.topic,
-    maxBatchBytes: layout.outputMaxBatchBytes,
+    maxBatchBytes: outputMaxBatchBytes,
     sendAttempts: config.output.sendAttempts,
     retryBackoffMs: config.output.retryBackoff,
     errors: kafka.errors,
@@ -144,7 +147,7 @@ async function start(
     maxBytesPerPartition: config.input.maxBytesPerPartition,
     maxBytes: config.input.maxBytes,
     // Per-instance: a new owner starts once no other instance's transaction can still move the offsets.
-    ...(producers === 'per-instance' ? { requireStableOffsets: true } : {}),
+    ...(transactions?.instanceId === undefined ? {} : { requireStableOffsets: true }),
   });
   const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
 
@@ -178,7 +181,7 @@ async function start(
           logger,
           producer,
           changelogTopic: changelog,
-          checkpointPath: checkpoint,
+          checkpointPath: files.checkpoint,
           transactions,
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
         });
@@ -193,7 +196,7 @@ async function start(
       });
   });
   const loop = new BatchLoop({
-    exactlyOnce,
+    exactlyOnce: transactions !== undefined,
     batchSize: config.input.batchSize,
     sessionTimeoutMs: config.kafka.sessionTimeout,
     consumer,
@@ -213,9 +216,9 @@ async function start(
         await producer.connect();
         // Per-instance: the previous run's open transaction is aborted before the group asks for stable offsets.
         await partitions?.start();
-        if (instance) {
+        if (transactions?.instanceId !== undefined) {
           logger.info(
-            { transactionalId: transactions?.instanceId, instanceIdFrom: instance.source },
+            { transactionalId: transactions.instanceId, instanceIdFrom: transactions.instanceIdFrom },
             'exactly-once with one transactional producer for this instance, fenced by the group',
           );
         }
@@ -270,9 +273,47 @@ async function start(
   };
 }
 
-/** The checkpoint file: configured, or beside a RocksDB store (it must never claim marks a store lost). */
-function checkpointPath(config: Pick<NodeConfig, 'changelog' | 'repository'>): string | undefined {
-  if (config.changelog.checkpoint !== undefined) return config.changelog.checkpoint;
-  const repository = config.repository as { type?: string; path?: string };
-  return repository.type === 'rocksdb' && repository.path ? `${repository.path}.changelog.json` : undefined;
+/**
+ * The node's start, as seen through the client's log: while it lasts, a failed connection attempt is logged once
+ * (kafkajs logs every one of its 20 tries, twice), and the last one is kept for the line that gives up.
+ */
+export class StartupWatch {
+  #starting = true;
+  #told = false;
+  #lastError: string | undefined;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly kafka: Pick<KafkaConnection, 'brokers' | 'startupTimeout'>,
+  ) {}
+
+  /** The start is over: the client's log passes through unchanged from now on. */
+  started(): void {
+    this.#starting = false;
+  }
+
+  /** The start timed out: what did not answer, and the last connection error the client reported. */
+  timedOut(): StartupTimeoutError {
+    return new StartupTimeoutError(
+      `the Kafka brokers ${this.kafka.brokers.join(', ')} did not answer within ${formatDuration(this.kafka.startupTimeout)} ` +
+        `(kafka.startupTimeout): ${this.#lastError ?? 'the start did not finish'}`,
+    );
+  }
+
+  /** Whether the client's entry is logged as it is. */
+  sees(entry: KafkaLogEntry): boolean {
+    if (!this.#starting || entry.connectionFailure === undefined) return true;
+    this.#lastError = entry.connectionFailure;
+    if (this.#told) {
+      this.logger.debug(entry.fields, entry.message);
+      return false;
+    }
+    this.#told = true;
+    this.logger.warn(
+      entry.fields,
+      `cannot reach the Kafka brokers yet (${entry.message}); retrying for up to ` +
+        `${formatDuration(this.kafka.startupTimeout)} (kafka.startupTimeout)`,
+    );
+    return false;
+  }
 }

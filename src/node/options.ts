@@ -139,66 +139,45 @@ export const nodeConfigSchema = z
   })
   .strict()
   .superRefine((config, ctx) => {
+    const refuse = (path: string[], message: string) =>
+      ctx.addIssue({ code: 'custom', path, params: { quoteValue: false }, message });
     if (config.output.transactionalProducer === 'per-instance' && config.kafka.client !== 'platformatic') {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['output', 'transactionalProducer'],
-        params: { quoteValue: false },
-        message:
-          '"per-instance" needs kafka.client = "platformatic": kafkajs sends no group generation with a ' +
+      refuse(
+        ['output', 'transactionalProducer'],
+        '"per-instance" needs kafka.client = "platformatic": kafkajs sends no group generation with a ' +
           "transaction's offsets, so the group could not fence a zombie",
-      });
+      );
     }
     if (config.output.guarantee === 'exactly-once' && config.changelog.enabled === false) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['changelog', 'enabled'],
-        params: { quoteValue: false },
-        message:
-          'output.guarantee = "exactly-once" keeps its dedup state in the changelog: it cannot be disabled',
-      });
+      refuse(
+        ['changelog', 'enabled'],
+        'output.guarantee = "exactly-once" keeps its dedup state in the changelog: it cannot be disabled',
+      );
     }
-    refuseSharedChangelogTopic(config, ctx);
-  });
-
-/**
- * The changelog topic must be the node's alone: it is compacted and keyed like the marks, so an audit record
- * (keyed by the dedup id) would replace a forwarded id's mark, and other records would be read back as marks.
- */
-function refuseSharedChangelogTopic(
-  config: ChangelogSettings & {
-    output: { duplicatesTopic?: string | undefined };
-    dlq: { topic: string };
-  },
-  ctx: z.RefinementCtx,
-): void {
-  if (!changelogEnabled(config)) return;
-  const topic = changelogTopic(config);
-  const others: [string, string][] = [
-    ['input.topic', config.input.topic],
-    ['output.topic', config.output.topic],
-    ['dlq.topic', config.dlq.topic],
-  ];
-  const clash = others.find(([, other]) => other === topic);
-  if (clash) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['changelog', 'topic'],
-      params: { quoteValue: false },
-      message: `topic ${JSON.stringify(topic)} is also ${clash[0]}: the changelog needs a topic of its own`,
-    });
-  }
-  if (config.output.duplicatesTopic === topic) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['output', 'duplicatesTopic'],
-      params: { quoteValue: false },
-      message:
+    // The changelog topic must be the node's alone: it is compacted and keyed like the marks, so an audit record
+    // (keyed by the dedup id) would replace a forwarded id's mark, and other records would be read back as marks.
+    const topic = nodeChangelogTopic(config);
+    if (topic === undefined) return;
+    const others = {
+      'input.topic': config.input.topic,
+      'output.topic': config.output.topic,
+      'dlq.topic': config.dlq.topic,
+    };
+    const clash = Object.entries(others).find(([, other]) => other === topic);
+    if (clash) {
+      refuse(
+        ['changelog', 'topic'],
+        `topic ${JSON.stringify(topic)} is also ${clash[0]}: the changelog needs a topic of its own`,
+      );
+    }
+    if (config.output.duplicatesTopic === topic) {
+      refuse(
+        ['output', 'duplicatesTopic'],
         `topic ${JSON.stringify(topic)} is also the changelog topic: audit records are keyed like the marks, ` +
-        "so compaction would replace a forwarded id's mark with one",
-    });
-  }
-}
+          "so compaction would replace a forwarded id's mark with one",
+      );
+    }
+  });
 
 /** Parsed node config. */
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
@@ -206,36 +185,31 @@ export type NodeConfig = z.output<typeof nodeConfigSchema>;
 /** The node config as written in a file or passed in code, before defaults. */
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 
-/** The parts of a node config that say whether there is a changelog, and its topic. */
-interface ChangelogSettings {
-  readonly input: { readonly topic: string; readonly groupId: string };
-  readonly output: { readonly topic: string; readonly guarantee: string };
-  readonly changelog: { readonly enabled?: boolean | undefined; readonly topic?: string | undefined };
-}
-
-/** Whether the node writes (and restores from) the changelog: always under exactly-once, opt-in otherwise. */
-export function changelogEnabled(config: ChangelogSettings): boolean {
-  return config.changelog.enabled ?? config.output.guarantee === 'exactly-once';
-}
-
-/** The changelog topic: configured, or `<group id>-<output topic>-changelog` (Kafka Streams' naming). */
-export function changelogTopic(config: ChangelogSettings): string {
+/**
+ * The changelog topic, or undefined when the node keeps none: always on under exactly-once, opt-in otherwise;
+ * named `<group id>-<output topic>-changelog` (Kafka Streams' naming) unless configured.
+ */
+export function nodeChangelogTopic(
+  config: Pick<NodeConfig, 'input' | 'output' | 'changelog'>,
+): string | undefined {
+  if (!(config.changelog.enabled ?? config.output.guarantee === 'exactly-once')) return undefined;
   return config.changelog.topic ?? `${config.input.groupId}-${config.output.topic}-changelog`;
 }
 
-/** The transactional id of input partition `partition`'s producer: `<prefix>-<input topic>-<partition>`. */
-export function transactionalId(config: TransactionalIdSettings, partition: number): string {
-  return `${transactionalIdBase(config)}-${partition}`;
-}
-
-/** The transactional id of an instance's one producer: `<prefix>-<input topic>-instance-<instance id>`. */
-export function instanceTransactionalId(config: TransactionalIdSettings, instanceId: string): string {
-  return `${transactionalIdBase(config)}-instance-${instanceId}`;
-}
-
-/** What names a transactional id: the prefix (default: the group id) and the input topic. */
-export type TransactionalIdSettings = Pick<NodeConfig, 'input' | 'output'>;
-
-function transactionalIdBase(config: TransactionalIdSettings): string {
-  return `${config.output.transactionalIdPrefix ?? config.input.groupId}-${config.input.topic}`;
+/**
+ * The files that keep the node's local state across restarts: the changelog checkpoint (configured, or beside a
+ * RocksDB store: it must never claim marks a store lost) and the instance id (beside the store, else the checkpoint).
+ */
+export function localFiles(config: Pick<NodeConfig, 'repository' | 'changelog'>): {
+  checkpoint: string | undefined;
+  instanceId: string | undefined;
+} {
+  const { type, path } = config.repository as { type?: string; path?: string };
+  const store = type === 'rocksdb' && path ? path : undefined;
+  const { checkpoint } = config.changelog;
+  const beside = store ?? checkpoint;
+  return {
+    checkpoint: checkpoint ?? (store && `${store}.changelog.json`),
+    instanceId: beside && `${beside}.instance-id`,
+  };
 }

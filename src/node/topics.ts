@@ -2,34 +2,28 @@ import { ConfigError } from '../errors.js';
 import { checkChangelogTopic, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { KafkaAdmin, KafkaClient } from '../kafka/port/index.js';
 import { untilAborted } from './abort.js';
-import { changelogEnabled, changelogTopic, type NodeConfig } from './options.js';
-
-/** What the node learns about its topics before it starts. */
-export interface TopicLayout {
-  readonly inputPartitions: number;
-  /** The output topic's `max.message.bytes`: the largest record batch one request may carry. */
-  readonly outputMaxBatchBytes: number;
-  /** The changelog topic, when the config turns it on. */
-  readonly changelogTopic: string | undefined;
-}
+import type { NodeConfig } from './options.js';
 
 /** Kafka's default `max.message.bytes`, assumed when the topic config cannot be read (no describe ACL). */
 const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
 
-/** What {@link prepareTopics} reads of the config. */
-export type TopicSettings = Pick<NodeConfig, 'input' | 'output' | 'dlq' | 'changelog' | 'dedup'>;
+/** What {@link prepareTopics} reads of the config, and the changelog topic (undefined: none). */
+type TopicSettings = Pick<NodeConfig, 'input' | 'output' | 'dlq' | 'dedup'> & {
+  readonly changelogTopic: string | undefined;
+};
 
 /**
  * Checks the topics before the node consumes anything. The input must exist (a typo must not create an empty
  * topic and wait forever). The output (and the audit topic) keeps each record in its input partition, so it needs
  * at least as many partitions; a missing one is created with the input's count, a missing DLQ with the broker's
- * default. The changelog (when on) is created with the input's count too, or checked when it exists.
+ * default. The changelog (when on) is created with the input's count too, or checked when it exists. Resolves with
+ * the output topic's `max.message.bytes`: the largest record batch one request may carry.
  */
 export async function prepareTopics(
   kafka: KafkaClient,
   config: TopicSettings,
   signal?: AbortSignal,
-): Promise<TopicLayout> {
+): Promise<number> {
   const admin = kafka.admin();
   try {
     return await untilAborted(inspect(admin, config), signal);
@@ -38,7 +32,7 @@ export async function prepareTopics(
   }
 }
 
-async function inspect(admin: KafkaAdmin, config: TopicSettings): Promise<TopicLayout> {
+async function inspect(admin: KafkaAdmin, config: TopicSettings): Promise<number> {
   await admin.connect();
   // Listing first: asking for the metadata of a missing topic makes kafkajs log an error.
   const existing = new Set(await admin.listTopics());
@@ -77,7 +71,7 @@ async function inspect(admin: KafkaAdmin, config: TopicSettings): Promise<TopicL
       'each audit record is written to its input partition number',
     );
   }
-  const changelog = changelogEnabled(config) ? changelogTopic(config) : undefined;
+  const changelog = config.changelogTopic;
   if (changelog !== undefined) {
     const retentionMs = config.dedup.window;
     const spec = { topic: changelog, partitions: inputPartitions, retentionMs, configKey: 'changelog.topic' };
@@ -85,8 +79,7 @@ async function inspect(admin: KafkaAdmin, config: TopicSettings): Promise<TopicL
     if (existing.has(changelog)) await checkChangelogTopic(admin, spec);
     else await ensureChangelogTopic(admin, spec);
   }
-  const outputMaxBatchBytes = await maxMessageBytes(admin, output.topic);
-  return { inputPartitions, outputMaxBatchBytes, changelogTopic: changelog };
+  return maxMessageBytes(admin, output.topic);
 }
 
 async function partitionCount(admin: KafkaAdmin, topic: string): Promise<number> {

@@ -30,7 +30,7 @@ describe('offset reads across a broker restart', { skip: skipUnlessEnabled('kafk
         connectionTimeout: 5_000,
         requestTimeout: 30_000,
       },
-      // The node's budget (src/node/kafka-client.ts): long enough to outlast the restart.
+      // The node's budget (src/node/dedup-node.ts): long enough to outlast the restart.
       { retries: 20 },
     );
     onCleanup(t, () => client.close());

@@ -7,11 +7,13 @@ import { ConfigError } from '../../src/errors.js';
 import {
   GenerationMovedError,
   instanceIdFile,
+  instanceTransactionalId,
   resolveInstanceId,
   sameGeneration,
+  transactionalId,
   transactionalProducerLayout,
 } from '../../src/node/exactly-once/producers.js';
-import { instanceTransactionalId, nodeConfigSchema, transactionalId } from '../../src/node/options.js';
+import { nodeConfigSchema } from '../../src/node/options.js';
 import { followsOn } from '../../src/node/partition-state.js';
 
 // Exactly-once's two producer layouts (issue 21): one transactional producer per input partition (fenced by its

@@ -3,13 +3,39 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ConfigError } from '../../errors.js';
 import type { GroupMetadata, KafkaClientCapabilities } from '../../kafka/port/index.js';
-import { INSTANCE_ID, type NodeConfig, nodeDefaults } from '../options.js';
+import { INSTANCE_ID, localFiles, type NodeConfig, nodeDefaults } from '../options.js';
 
 /** How an exactly-once node's transactional producers are laid out (see docs/node.md). */
-export type TransactionalProducerLayout = 'per-partition' | 'per-instance';
+type TransactionalProducerLayout = 'per-partition' | 'per-instance';
 
 /** What names and keeps this instance's id: `output.instanceId`, or a file beside a local store or checkpoint. */
-export type InstanceIdSettings = Pick<NodeConfig, 'output' | 'repository' | 'changelog'>;
+type InstanceIdSettings = Pick<NodeConfig, 'output' | 'repository' | 'changelog'>;
+
+/**
+ * Exactly-once: the node's transactional producers, resolved before any topic is touched (the instance id file is
+ * read, or created, once): the ids of the instance's one producer (per-instance) or of each partition's, and the
+ * transaction timeout.
+ */
+export function transactionalProducers(
+  config: NodeConfig,
+  capabilities: KafkaClientCapabilities,
+  instanceIdFile: string | undefined,
+) {
+  const layout = transactionalProducerLayout(config, capabilities);
+  const instance = layout === 'per-instance' ? resolveInstanceId(config, instanceIdFile) : undefined;
+  return {
+    instanceId: instance && instanceTransactionalId(config, instance.id),
+    /** Where the instance id came from (its file, `output.instanceId`, or new for this process). */
+    instanceIdFrom: instance?.source,
+    partitionId: (partition: number) => transactionalId(config, partition),
+    // Per-instance only the timeout ends a crashed instance's transaction: shorter by default.
+    timeoutMs:
+      config.output.transactionTimeout ??
+      (layout === 'per-instance'
+        ? nodeDefaults.instanceTransactionTimeoutMs
+        : nodeDefaults.transactionTimeoutMs),
+  };
+}
 
 /**
  * `output.transactionalProducer`, resolved against the client: per-instance needs a client that sends the group's
@@ -31,41 +57,21 @@ export function transactionalProducerLayout(
   return asked ?? (capabilities.fencesByGroup ? 'per-instance' : 'per-partition');
 }
 
-/**
- * `output.transactionTimeout`, or the layout's default: per-instance only the timeout ends a crashed instance's
- * transaction, so it is shorter (see nodeDefaults.instanceTransactionTimeoutMs).
- */
-export function transactionTimeoutMs(
-  config: Pick<NodeConfig, 'output'>,
-  layout: TransactionalProducerLayout,
-): number {
-  return (
-    config.output.transactionTimeout ??
-    (layout === 'per-instance'
-      ? nodeDefaults.instanceTransactionTimeoutMs
-      : nodeDefaults.transactionTimeoutMs)
-  );
-}
-
-/**
- * The file that keeps this instance's id across restarts: beside a RocksDB store or a configured changelog
- * checkpoint. Undefined when nothing local survives a restart (the id is then new per process).
- */
+/** The file that keeps this instance's id across restarts; undefined when nothing local survives one. */
 export function instanceIdFile(config: InstanceIdSettings): string | undefined {
-  const repository = config.repository as { type?: string; path?: string };
-  if (repository.type === 'rocksdb' && repository.path) return `${repository.path}.instance-id`;
-  if (config.changelog.checkpoint !== undefined) return `${config.changelog.checkpoint}.instance-id`;
-  return undefined;
+  return localFiles(config).instanceId;
 }
 
 /**
  * This instance's id: `output.instanceId`, else the one kept in {@link instanceIdFile} (created on first use),
  * else a new one. A file that cannot be read fails naming it: a new id would leave the previous run's transaction open.
  */
-export function resolveInstanceId(config: InstanceIdSettings): { id: string; source: string } {
+export function resolveInstanceId(
+  config: InstanceIdSettings,
+  file = instanceIdFile(config),
+): { id: string; source: string } {
   if (config.output.instanceId !== undefined)
     return { id: config.output.instanceId, source: 'output.instanceId' };
-  const file = instanceIdFile(config);
   if (file === undefined) return { id: randomUUID(), source: 'new for this process' };
   let text: string | undefined;
   try {
@@ -113,4 +119,21 @@ export class GenerationMovedError extends Error {
 /** True when both name the same generation of the same member (a client that knows none always matches). */
 export function sameGeneration(a: GroupMetadata, b: GroupMetadata): boolean {
   return a.generationId === b.generationId && a.memberId === b.memberId;
+}
+
+/** The transactional id of input partition `partition`'s producer: `<prefix>-<input topic>-<partition>`. */
+export function transactionalId(config: TransactionalIdSettings, partition: number): string {
+  return `${transactionalIdBase(config)}-${partition}`;
+}
+
+/** The transactional id of an instance's one producer: `<prefix>-<input topic>-instance-<instance id>`. */
+export function instanceTransactionalId(config: TransactionalIdSettings, instanceId: string): string {
+  return `${transactionalIdBase(config)}-instance-${instanceId}`;
+}
+
+/** What names a transactional id: the prefix (default: the group id) and the input topic. */
+export type TransactionalIdSettings = Pick<NodeConfig, 'input' | 'output'>;
+
+function transactionalIdBase(config: TransactionalIdSettings): string {
+  return `${config.output.transactionalIdPrefix ?? config.input.groupId}-${config.input.topic}`;
 }

@@ -116,8 +116,8 @@ function typeGiven(section: RepositorySection | undefined, info: ConfigSourceInf
   const fileSection = info.fileData?.repository;
   return (
     (isTable(fileSection) && fileSection.type !== undefined) ||
-    info.env.some((e) => e.path[0] === 'repository' && looseKey(e.path[1] ?? '') === looseKey('type')) ||
-    info.overrides.some((o) => o.key === 'repository.type' || o.key === 'repository')
+    setOutsideFile(info, 'type') ||
+    info.overrides.some((o) => o.key === 'repository')
   );
 }
 

@@ -5,8 +5,8 @@
  * JavaScript thread is the bound (docs/node.md, "Fast catch-up").
  */
 import type { Logger } from 'pino';
-import { Counter, Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
+import type { NodeMetrics } from './metrics.js';
 import { round } from './perf-log.js';
 
 /** Defaults of `[catchUp]`, written once. */
@@ -73,40 +73,13 @@ export class CatchUp {
   readonly #tracked = new Set<string>();
   /** Runs that ended since the last perf line: reported once more, then forgotten. */
   readonly #ended: Run[] = [];
-  readonly #active: Gauge;
-  readonly #lag: Gauge;
-  readonly #rate: Gauge;
-  readonly #eta: Gauge;
-  readonly #started: Counter;
-  readonly #records: Counter;
+  readonly #metrics: NodeMetrics;
 
-  constructor(config: CatchUpConfig, ordinaryBatchSize: number, registry: Registry, logger: Logger) {
+  constructor(config: CatchUpConfig, ordinaryBatchSize: number, metrics: NodeMetrics, logger: Logger) {
     this.#config = config;
     this.#ordinary = ordinaryBatchSize;
+    this.#metrics = metrics;
     this.#logger = logger;
-    const labelNames = ['topic', 'partition'];
-    const gauge = (name: string, help: string) =>
-      new Gauge({ name, help, labelNames, registers: [registry] });
-    const counter = (name: string, help: string) =>
-      new Counter({ name, help, labelNames, registers: [registry] });
-    this.#active = gauge('idem_node_catch_up_active', 'Whether the partition is catching up (1) or not (0)');
-    this.#lag = gauge(
-      'idem_node_catch_up_lag',
-      'Records behind the high watermark of the last fetch, for a partition that caught up since start',
-    );
-    this.#rate = gauge(
-      'idem_node_catch_up_rate',
-      'Records per second handled by the current (or last) catch-up of the partition',
-    );
-    this.#eta = gauge(
-      'idem_node_catch_up_eta_seconds',
-      'Estimated seconds until the partition lag reaches zero (net of the head growth); +Inf if not shrinking',
-    );
-    this.#started = counter(
-      'idem_node_catch_ups_total',
-      'Catch-ups started (a partition found at least catchUp.lagThreshold records behind)',
-    );
-    this.#records = counter('idem_node_catch_up_records_total', 'Records handled while catching up');
   }
 
   /** The size of a partition's next chunk, starting at `offset`; starts a catch-up past `catchUp.lagThreshold`. */
@@ -131,9 +104,9 @@ export class CatchUp {
       };
       this.#runs.set(key, run);
       this.#tracked.add(key);
-      this.#started.inc(run.label);
-      this.#active.set(run.label, 1);
-      this.#lag.set(run.label, lag);
+      this.#metrics.catchUps.inc(run.label);
+      this.#metrics.catchUpActive.set(run.label, 1);
+      this.#metrics.catchUpLag.set(run.label, lag);
       this.#logger.info(
         { topic, partition, lag, chunk: this.#config.batchSize },
         `partition ${partition} is ${lag} records behind: catching up in chunks of ${this.#config.batchSize}`,
@@ -148,7 +121,10 @@ export class CatchUp {
     const run = this.#runs.get(key);
     if (run === undefined) {
       if (this.#tracked.has(key)) {
-        this.#lag.set({ topic, partition: String(partition) }, Math.max(0, highWatermark - nextOffset));
+        this.#metrics.catchUpLag.set(
+          { topic, partition: String(partition) },
+          Math.max(0, highWatermark - nextOffset),
+        );
       }
       return;
     }
@@ -156,11 +132,11 @@ export class CatchUp {
     run.lag = Math.max(0, highWatermark - nextOffset);
     run.watermark = highWatermark;
     run.at = performance.now();
-    this.#records.inc(run.label, count);
+    this.#metrics.catchUpRecords.inc(run.label, count);
     const progress = this.#progress(run);
-    this.#lag.set(run.label, run.lag);
-    this.#rate.set(run.label, progress.rate);
-    this.#eta.set(run.label, progress.etaSeconds ?? Number.POSITIVE_INFINITY);
+    this.#metrics.catchUpLag.set(run.label, run.lag);
+    this.#metrics.catchUpRate.set(run.label, progress.rate);
+    this.#metrics.catchUpEta.set(run.label, progress.etaSeconds ?? Number.POSITIVE_INFINITY);
     // Back within one ordinary chunk of the head: ordinary chunks again, so the crash bound is back too.
     if (run.lag < this.#ordinary) this.#end(run, 'caught up');
   }
@@ -189,8 +165,8 @@ export class CatchUp {
     this.#runs.delete(key);
     run.active = false;
     this.#ended.push(run);
-    this.#active.set(run.label, 0);
-    this.#eta.set(run.label, run.lag === 0 ? 0 : Number.POSITIVE_INFINITY);
+    this.#metrics.catchUpActive.set(run.label, 0);
+    this.#metrics.catchUpEta.set(run.label, run.lag === 0 ? 0 : Number.POSITIVE_INFINITY);
     const { rate } = this.#progress(run);
     const seconds = (run.at - run.startedAt) / 1000;
     this.#logger.info(

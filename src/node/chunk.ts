@@ -15,43 +15,28 @@ import {
 import type { ConsumedMessage, OutgoingMessage } from '../kafka/port/index.js';
 import { idOfKey } from '../store/ids.js';
 import type { IdempotentRepository } from '../store/types.js';
-import type { DuplicateAudit } from './duplicates.js';
+import type { Candidate, DuplicateAudit } from './duplicates.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
 import type { OutputWriter, RecordSender } from './output.js';
 import type { PerfLog, Phase } from './perf-log.js';
 
-/** Running counts since the node started (the metrics carry the same numbers). */
-export interface NodeTotals {
-  recordsIn: number;
-  recordsOut: number;
-  duplicates: number;
-  withoutId: number;
-  deadLettered: number;
-  /** Records forwarded although another worker marked their id between this node's lookup and its mark. */
-  raced: number;
-  batches: number;
-  commits: number;
-}
+/**
+ * Running counts since the node started (the metrics carry the same numbers). `raced`: records forwarded although
+ * another worker marked their id between this node's lookup and its mark.
+ */
+export const emptyTotals = () => ({
+  recordsIn: 0,
+  recordsOut: 0,
+  duplicates: 0,
+  withoutId: 0,
+  deadLettered: 0,
+  raced: 0,
+  batches: 0,
+  commits: 0,
+});
 
-export function emptyTotals(): NodeTotals {
-  return {
-    recordsIn: 0,
-    recordsOut: 0,
-    duplicates: 0,
-    withoutId: 0,
-    deadLettered: 0,
-    raced: 0,
-    batches: 0,
-    commits: 0,
-  };
-}
-
-/** A record the node will forward, with its dedup id (undefined: forwarded without dedup). */
-interface Survivor {
-  readonly message: ConsumedMessage;
-  readonly id: string | undefined;
-}
+export type NodeTotals = ReturnType<typeof emptyTotals>;
 
 /** How a chunk ended: its dead letters, and the input offset to commit once it is done. */
 export interface ChunkEnd {
@@ -104,7 +89,7 @@ export class ChunkProcessor {
   readonly #deps: ChunkDeps;
   readonly #readId: (record: RecordParts) => IdVerdict;
   readonly #missingDetail: string;
-  readonly #consumer: IdempotentConsumer<Survivor>;
+  readonly #consumer: IdempotentConsumer<Candidate>;
   /** The at-least-once end of a chunk: the marks are in the store already, the dead letters follow. */
   readonly #atLeastOnce: ChunkSink;
 
@@ -118,9 +103,9 @@ export class ChunkProcessor {
     this.#readId = nodeIdReader(dedup.id);
     this.#missingDetail = `no dedup id at ${describeId(dedup.id)}`;
     // Built as the CLI and the DI container build consumers; the node's `[dedup]` table fixes the policies.
-    this.#consumer = consumerFromConfig<Survivor>(NODE_CONSUMER_TABLE, deps.repository, {
+    this.#consumer = consumerFromConfig<Candidate>(NODE_CONSUMER_TABLE, deps.repository, {
       // The fast reader gives canonical keys; the consumer canonicalizes ids itself, so hand it the id back.
-      id: (survivor) => (survivor.id === undefined ? undefined : idOfKey(survivor.id)),
+      id: (candidate) => (candidate.id === undefined ? undefined : idOfKey(candidate.id)),
       consumer: {
         mode: 'lazy',
         ttlMs: dedup.window,
@@ -154,38 +139,29 @@ export class ChunkProcessor {
     sink: ChunkSink = this.#atLeastOnce,
   ): Promise<void> {
     try {
-      await this.#handle(topic, partition, chunk, sink);
+      const clock = new PhaseClock(this.#deps.perf);
+      const { letters, candidates, withoutId } = this.#parse(topic, partition, chunk);
+      clock.tick('parse');
+      const { results, attempts } = await this.#forward(topic, partition, candidates, sink, clock);
+      const tally = this.#tally(topic, partition, candidates, results, attempts, letters);
+      // The audit of the dropped duplicates, through the chunk's sender: in its transaction under exactly-once.
+      await this.#deps.audit?.send(sink.sender, topic, partition, candidates, results);
+      // Dead letters last: a failure here repeats the chunk, and the marks make its forwarded records duplicates.
+      const last = chunk[chunk.length - 1] as ConsumedMessage;
+      await sink.finish({
+        topic,
+        partition,
+        letters,
+        nextOffset: (BigInt(last.offset) + 1n).toString(),
+      });
+      clock.tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
+      if (sink.onCommitted === undefined)
+        this.#count(topic, partition, chunk.length, withoutId, letters, tally);
+      else sink.onCommitted(() => this.#count(topic, partition, chunk.length, withoutId, letters, tally));
     } catch (error) {
       await sink.fail?.(error);
       throw error;
     }
-  }
-
-  async #handle(
-    topic: string,
-    partition: number,
-    chunk: readonly ConsumedMessage[],
-    sink: ChunkSink,
-  ): Promise<void> {
-    const clock = new PhaseClock(this.#deps.perf);
-    const { letters, candidates, withoutId } = this.#parse(topic, partition, chunk);
-    clock.tick('parse');
-    const { results, attempts } = await this.#forward(topic, partition, candidates, sink, clock);
-    const tally = this.#tally(topic, partition, candidates, results, attempts, letters);
-    // The audit of the dropped duplicates, through the chunk's sender: in its transaction under exactly-once.
-    await this.#deps.audit?.send(sink.sender, topic, partition, candidates, results);
-    // Dead letters last: a failure here repeats the chunk, and the marks make its forwarded records duplicates.
-    const last = chunk[chunk.length - 1] as ConsumedMessage;
-    await sink.finish({
-      topic,
-      partition,
-      letters,
-      nextOffset: (BigInt(last.offset) + 1n).toString(),
-    });
-    clock.tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
-    if (sink.onCommitted === undefined)
-      this.#count(topic, partition, chunk.length, withoutId, letters, tally);
-    else sink.onCommitted(() => this.#count(topic, partition, chunk.length, withoutId, letters, tally));
   }
 
   /** Each record's dedup id; unreadable records, and by default records without one, become dead letters. */
@@ -193,10 +169,10 @@ export class ChunkProcessor {
     topic: string,
     partition: number,
     chunk: readonly ConsumedMessage[],
-  ): { letters: DeadLetter[]; candidates: Survivor[]; withoutId: number } {
+  ): { letters: DeadLetter[]; candidates: Candidate[]; withoutId: number } {
     const forwardMissing = this.#deps.dedup.missingId === 'forward';
     const letters: DeadLetter[] = [];
-    const candidates: Survivor[] = [];
+    const candidates: Candidate[] = [];
     let withoutId = 0;
     for (const message of chunk) {
       const verdict = this.#readId(message);
@@ -217,7 +193,7 @@ export class ChunkProcessor {
   async #forward(
     topic: string,
     partition: number,
-    candidates: readonly Survivor[],
+    candidates: readonly Candidate[],
     sink: ChunkSink,
     clock: PhaseClock,
   ): Promise<{ results: ProcessResult<unknown>[]; attempts: Map<number, number> }> {
@@ -227,11 +203,11 @@ export class ChunkProcessor {
     // chunk instead, never send its records to the DLQ.
     let writeFailure: { error: unknown } | undefined;
     const produce = {
-      batch: async (items: readonly BatchItem<Survivor>[]) => {
+      batch: async (items: readonly BatchItem<Candidate>[]) => {
         clock.tick('lookup'); // the engine's decisions after the store read
         const outgoing: OutgoingMessage[] = new Array(items.length);
         for (let k = 0; k < items.length; k++) {
-          const { message } = (items[k] as BatchItem<Survivor>).message;
+          const { message } = (items[k] as BatchItem<Candidate>).message;
           outgoing[k] = {
             key: message.key,
             value: message.value,
@@ -255,7 +231,7 @@ export class ChunkProcessor {
           'output refused records',
         );
         const failed = refused.map((r) => {
-          const index = (items[r.index] as BatchItem<Survivor>).index;
+          const index = (items[r.index] as BatchItem<Candidate>).index;
           attempts.set(index, r.attempts);
           return { index, error: r.error };
         });
@@ -288,7 +264,7 @@ export class ChunkProcessor {
   #tally(
     topic: string,
     partition: number,
-    candidates: readonly Survivor[],
+    candidates: readonly Candidate[],
     results: readonly ProcessResult<unknown>[],
     attempts: ReadonlyMap<number, number>,
     letters: DeadLetter[],
@@ -305,7 +281,7 @@ export class ChunkProcessor {
       else {
         // Refused by the engine (an id no store can hold), or by the output: dead-lettered, not marked.
         const reason = fate.fate === 'dead-letter' ? fate.reason : 'handler-failed';
-        const { message } = candidates[i] as Survivor;
+        const { message } = candidates[i] as Candidate;
         letters.push(letter(topic, partition, message, reason, fate.error, refusedAttempts));
       }
     }

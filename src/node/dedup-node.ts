@@ -151,7 +151,7 @@ async function start(
   });
   const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
 
-  const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics.registry, logger);
+  const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics, logger);
   // Each part gets the settings it uses, read from the config here, once.
   const chunkDeps: ChunkDeps = {
     dedup: config.dedup,

@@ -7,8 +7,8 @@ import { OutputWriter, type RecordSender } from './output.js';
 /** Kafka's default `max.message.bytes`: audit records are small. */
 const AUDIT_MAX_BATCH_BYTES = 1_000_000;
 
-/** A record as the chunk hands it to the engine (see chunk.ts): the Kafka message and its dedup key. */
-interface Candidate {
+/** A record as the chunk hands it to the engine: the Kafka message and its dedup key (undefined: no dedup). */
+export interface Candidate {
   readonly message: ConsumedMessage;
   readonly id: string | undefined;
 }

@@ -96,7 +96,7 @@ async function run(options: RunNodeOptions, logger: Logger, signals: SignalWatch
       (node) => node.stop(),
       () => repository.close(),
     );
-    const stopped = await settleWithin(cleanup, config.shutdown.timeout, signals, logger);
+    const stopped = await settleWithin(cleanup, config.shutdown.timeout, signals.interrupt, logger);
     if (stopped !== 'stopped') return nodeExitCodes.failed;
     logger.info('stopped before the node started');
     return nodeExitCodes.ok;
@@ -124,7 +124,7 @@ async function run(options: RunNodeOptions, logger: Logger, signals: SignalWatch
   );
 
   const outcome = await Promise.race([
-    signals.next().then((signal) => ({ signal })),
+    signalled(signals.stop).then((signal) => ({ signal })),
     node.failed.catch((error: unknown) => ({ error })),
   ]);
   if ('error' in outcome) {
@@ -133,7 +133,7 @@ async function run(options: RunNodeOptions, logger: Logger, signals: SignalWatch
   }
 
   logger.info({ signal: outcome.signal }, 'stopping: finishing the chunk in hand');
-  const stopped = await settleWithin(node.stop(), config.shutdown.timeout, signals, logger);
+  const stopped = await settleWithin(node.stop(), config.shutdown.timeout, signals.interrupt, logger);
   if (stopped !== 'stopped') return nodeExitCodes.failed;
   logger.info({ totals: node.totals() }, 'stopped cleanly');
   return nodeExitCodes.ok;
@@ -176,7 +176,7 @@ function startFailure(error: unknown, logger: Logger, what: string): number {
   return nodeExitCodes.startup;
 }
 
-/** A start step's value or error, or the signal that arrived first. */
+/** A start step's value or error, or the stop signal that arrived first. */
 async function orSignal<T>(
   step: Promise<T>,
   signals: SignalWatch,
@@ -186,36 +186,23 @@ async function orSignal<T>(
       (value) => ({ value }),
       (error: unknown) => ({ error }),
     ),
-    signals.next().then((signal) => ({ signal })),
+    signalled(signals.stop).then((signal) => ({ signal })),
   ]);
 }
 
-/** SIGTERM/SIGINT as promises; handlers stay installed so a signal never kills the process by default. */
+/**
+ * SIGTERM/SIGINT: the first aborts `stop`, the second `interrupt` (give up on the stop). The handlers stay
+ * installed, so a signal never kills the process by default.
+ */
 class SignalWatch {
-  readonly #queue: NodeJS.Signals[] = [];
-  #waiter: ((signal: NodeJS.Signals) => void) | undefined;
-  #pending: Promise<NodeJS.Signals> | undefined;
-  readonly #handler = (signal: NodeJS.Signals) => {
-    const waiter = this.#waiter;
-    this.#waiter = undefined;
-    this.#pending = undefined;
-    if (waiter) waiter(signal);
-    else this.#queue.push(signal);
-  };
+  readonly stop = new AbortController();
+  readonly interrupt = new AbortController();
+  readonly #handler = (signal: NodeJS.Signals) =>
+    (this.stop.signal.aborted ? this.interrupt : this.stop).abort(signal);
 
   constructor() {
     process.on('SIGTERM', this.#handler);
     process.on('SIGINT', this.#handler);
-  }
-
-  /** The next signal. Callers waiting at once share one promise, so an abandoned race never swallows a signal. */
-  next(): Promise<NodeJS.Signals> {
-    const queued = this.#queue.shift();
-    if (queued) return Promise.resolve(queued);
-    this.#pending ??= new Promise((resolve) => {
-      this.#waiter = resolve;
-    });
-    return this.#pending;
   }
 
   dispose(): void {
@@ -224,11 +211,19 @@ class SignalWatch {
   }
 }
 
+/** The signal that aborted `controller`, once it has. */
+function signalled({ signal }: AbortController): Promise<NodeJS.Signals> {
+  if (signal.aborted) return Promise.resolve(signal.reason);
+  return new Promise((resolve) =>
+    signal.addEventListener('abort', () => resolve(signal.reason), { once: true }),
+  );
+}
+
 /** Waits for a stop for at most `ms`, or until a second signal; logs what cut it short, or its error. */
 async function settleWithin(
   work: Promise<unknown>,
   ms: number,
-  signals: SignalWatch | undefined,
+  interrupt: AbortController | undefined,
   logger: Logger,
 ): Promise<'stopped' | 'timeout' | 'interrupted' | 'failed'> {
   let timer: NodeJS.Timeout | undefined;
@@ -242,7 +237,7 @@ async function settleWithin(
       return 'failed' as const;
     },
   );
-  const interrupted = signals ? [signals.next().then(() => 'interrupted' as const)] : [];
+  const interrupted = interrupt ? [signalled(interrupt).then(() => 'interrupted' as const)] : [];
   const result = await Promise.race([stop, timeout, ...interrupted]).finally(() => clearTimeout(timer));
   if (result === 'interrupted') logger.error('second signal: exiting without finishing the stop');
   if (result === 'timeout') logger.error({ timeoutMs: ms }, 'the stop overran shutdown.timeout');

@@ -1,6 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
+const CATCH_UP_LABELS = ['topic', 'partition'];
+
 /** The node's Prometheus metrics, on their own registry so several nodes in one process never collide. */
 export class NodeMetrics {
   readonly registry = new Registry();
@@ -62,6 +64,36 @@ export class NodeMetrics {
     'idem_node_transactions_total',
     'Exactly-once chunk transactions, by result (committed, aborted, fenced)',
     ['result'],
+  );
+  readonly catchUpActive = this.gauge(
+    'idem_node_catch_up_active',
+    'Whether the partition is catching up (1) or not (0)',
+    CATCH_UP_LABELS,
+  );
+  readonly catchUpLag = this.gauge(
+    'idem_node_catch_up_lag',
+    'Records behind the high watermark of the last fetch, for a partition that caught up since start',
+    CATCH_UP_LABELS,
+  );
+  readonly catchUpRate = this.gauge(
+    'idem_node_catch_up_rate',
+    'Records per second handled by the current (or last) catch-up of the partition',
+    CATCH_UP_LABELS,
+  );
+  readonly catchUpEta = this.gauge(
+    'idem_node_catch_up_eta_seconds',
+    'Estimated seconds until the partition lag reaches zero (net of the head growth); +Inf if not shrinking',
+    CATCH_UP_LABELS,
+  );
+  readonly catchUps = this.counter(
+    'idem_node_catch_ups_total',
+    'Catch-ups started (a partition found at least catchUp.lagThreshold records behind)',
+    CATCH_UP_LABELS,
+  );
+  readonly catchUpRecords = this.counter(
+    'idem_node_catch_up_records_total',
+    'Records handled while catching up',
+    CATCH_UP_LABELS,
   );
   #server: Server | undefined;
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { configSections } from '../config/sections.js';
 import { replayEpochConfigSchema } from '../consumer/options.js';
-import { kafkaConnectionDefaults, kafkaConnectionSchema } from '../kafka/connection.js';
+import { kafkaConnectionSchema } from '../kafka/connection.js';
 import { type IdSource, idSourceSchema } from '../kafka/index.js';
 import { MAX_TTL_MS } from '../store/ttl.js';
 import { durationMs, durationSchema } from '../util/duration.js';
@@ -9,7 +9,6 @@ import { catchUpSchema } from './catch-up.js';
 
 /** Defaults of the dedup node, written once. */
 export const nodeDefaults = {
-  clientId: kafkaConnectionDefaults.clientId,
   groupId: 'idem-dedup',
   /** Records per store round trip and per output request; also the most records one crash can repeat. */
   batchSize: 1000,
@@ -27,9 +26,6 @@ export const nodeDefaults = {
   /** Loopback: the metrics page has no authentication; `metrics.host = "0.0.0.0"` opens it to the network. */
   metricsHost: '127.0.0.1',
   perfIntervalMs: 10_000,
-  sessionTimeoutMs: kafkaConnectionDefaults.sessionTimeoutMs,
-  connectionTimeoutMs: kafkaConnectionDefaults.connectionTimeoutMs,
-  requestTimeoutMs: kafkaConnectionDefaults.requestTimeoutMs,
   /** Longest graceful stop (finish the batch, commit, flush); past it the process exits with code 1. */
   shutdownTimeoutMs: 30_000,
   /** Kafka's default `transaction.timeout.ms`. */

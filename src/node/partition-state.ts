@@ -9,6 +9,7 @@ import type { GroupMetadataSource, KafkaClient, KafkaProducer } from '../kafka/p
 import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
 import type { IdempotentRepository } from '../store/types.js';
 import type { ChunkDeps, ChunkProcessor } from './chunk.js';
+import type { transactionalProducers } from './exactly-once/producers.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
 import type { NodeMetrics } from './metrics.js';
 
@@ -52,13 +53,7 @@ export interface PartitionLifecycleDeps {
 }
 
 /** Exactly-once: one transactional producer per partition, or one for the instance (`output.transactionalProducer`). */
-export interface TransactionalProducers {
-  /** Per-instance: the transactional id of the instance's one producer; undefined: one per partition. */
-  readonly instanceId: string | undefined;
-  /** Per-partition: the transactional id of a partition's producer. */
-  readonly partitionId: (partition: number) => string;
-  readonly timeoutMs: number;
-}
+export type TransactionalProducers = ReturnType<typeof transactionalProducers>;
 
 /**
  * The partitions this instance owns and the state that follows each of them. A partition no longer assigned is

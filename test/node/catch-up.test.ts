@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Producer } from 'kafkajs';
 import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
 import { CatchUp, catchUpDefaults, formatCatchUp } from '../../src/node/catch-up.js';
+import { NodeMetrics } from '../../src/node/metrics.js';
 import { nodeConfigSchema } from '../../src/node/options.js';
 import { testProducer, waitFor, waitForCommitted } from '../helpers/kafka.js';
 import {
@@ -158,7 +158,7 @@ describe('CatchUp', () => {
     new CatchUp(
       { enabled: true, lagThreshold: 1_000, batchSize: 500, ...config },
       100,
-      new Registry(),
+      new NodeMetrics(),
       silent,
     );
 

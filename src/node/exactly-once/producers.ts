@@ -24,9 +24,11 @@ export function transactionalProducers(
   const layout = transactionalProducerLayout(config, capabilities);
   const instance = layout === 'per-instance' ? resolveInstanceId(config, instanceIdFile) : undefined;
   return {
+    /** Per-instance: the transactional id of the instance's one producer; undefined: one per partition. */
     instanceId: instance && instanceTransactionalId(config, instance.id),
     /** Where the instance id came from (its file, `output.instanceId`, or new for this process). */
     instanceIdFrom: instance?.source,
+    /** Per-partition: the transactional id of a partition's producer. */
     partitionId: (partition: number) => transactionalId(config, partition),
     // Per-instance only the timeout ends a crashed instance's transaction: shorter by default.
     timeoutMs:

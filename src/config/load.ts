@@ -36,7 +36,8 @@ export async function loadConfig<S extends z.ZodType>(
 ): Promise<z.output<S>> {
   const env = options.env ?? process.env;
   const prefix = options.envPrefix ?? DEFAULT_ENV_PREFIX;
-  const file = options.path ?? nonEmpty(env[`${prefix}_CONFIG`]);
+  const fromEnv = env[`${prefix}_CONFIG`];
+  const file = options.path ?? (fromEnv?.trim() ? fromEnv : undefined);
   const text = options.text ?? (file === undefined ? undefined : await readText(file));
   const name = file ?? (text === undefined ? undefined : '<config>');
 
@@ -95,10 +96,6 @@ async function readText(file: string): Promise<string> {
       cause: error,
     });
   }
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value;
 }
 
 // smol-toml builds null-prototype objects; plain ones print and compare as users expect.

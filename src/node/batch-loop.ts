@@ -1,37 +1,25 @@
-import type { Logger } from 'pino';
-import type {
-  ConsumedBatch,
-  ConsumedMessage,
-  GroupConsumer,
-  KafkaErrorClassifier,
-} from '../kafka/port/index.js';
+import type { ConsumedBatch, ConsumedMessage, KafkaErrorClassifier } from '../kafka/port/index.js';
 import type { CatchUp } from './catch-up.js';
-import type { ChunkProcessor, NodeTotals } from './chunk.js';
+import type { ChunkProcessor, NodeRuntime } from './chunk.js';
 import { GenerationMovedError } from './exactly-once/producers.js';
 import type { ChunkTransaction } from './exactly-once/transaction.js';
-import type { NodeMetrics } from './metrics.js';
 import type { PartitionLifecycle, PartitionState } from './partition-state.js';
-import type { PerfLog } from './perf-log.js';
 
 /** What a {@link BatchLoop} works with. */
-export interface BatchLoopDeps {
+export interface BatchLoopDeps
+  extends Pick<NodeRuntime, 'consumer' | 'metrics' | 'perf' | 'totals' | 'logger'> {
   /** `output.guarantee = "exactly-once"`: consecutive chunks share a transaction ({@link Span}). */
   readonly exactlyOnce: boolean;
   /** `input.batchSize`, the records of a chunk: a span commits after {@link SPAN_CHUNKS} of them. */
   readonly batchSize: number;
   /** `kafka.sessionTimeout`: a longer step may have lost the partition; a fenced one pauses this long. */
   readonly sessionTimeoutMs: number;
-  readonly consumer: GroupConsumer;
   readonly errors: KafkaErrorClassifier;
   /** Without a changelog: the processor over the store. */
   readonly chunks: ChunkProcessor;
   /** With a changelog: the assigned partitions and their logged stores. */
   readonly partitions: PartitionLifecycle | undefined;
   readonly catchUp: CatchUp;
-  readonly metrics: NodeMetrics;
-  readonly perf: PerfLog;
-  readonly totals: NodeTotals;
-  readonly logger: Logger;
 }
 
 /**

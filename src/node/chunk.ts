@@ -12,7 +12,13 @@ import {
   recordFate,
   sendDeadLetters,
 } from '../kafka/index.js';
-import type { ConsumedMessage, OutgoingMessage } from '../kafka/port/index.js';
+import type {
+  ConsumedMessage,
+  GroupConsumer,
+  KafkaClient,
+  KafkaProducer,
+  OutgoingMessage,
+} from '../kafka/port/index.js';
 import { idOfKey } from '../store/ids.js';
 import type { IdempotentRepository } from '../store/types.js';
 import type { Candidate, DuplicateAudit } from './duplicates.js';
@@ -57,21 +63,30 @@ export interface ChunkSink {
   onCommitted?(count: () => void): void;
 }
 
+/** What every part of a running node shares; each part's deps pick the members it uses. */
+export interface NodeRuntime {
+  readonly kafka: KafkaClient;
+  /** The node's idempotent producer: output, dead letters and, under at-least-once, the changelog. */
+  readonly producer: KafkaProducer;
+  /** The input's consumer: exactly-once transactions commit its offsets (with its generation, where sent). */
+  readonly consumer: GroupConsumer;
+  /** The store; with a changelog, the local cache that each partition's logged view writes through. */
+  readonly repository: IdempotentRepository;
+  readonly metrics: NodeMetrics;
+  readonly perf: PerfLog;
+  readonly totals: NodeTotals;
+  readonly logger: Logger;
+}
+
 /** What {@link ChunkProcessor} works with. */
-export interface ChunkDeps {
+export interface ChunkDeps
+  extends Pick<NodeRuntime, 'repository' | 'producer' | 'metrics' | 'perf' | 'totals' | 'logger'> {
   /** The `[dedup]` table: the id, the window and the policies. */
   readonly dedup: NodeConfig['dedup'];
   readonly dlqTopic: string;
   /** `output.duplicatesTopic` (undefined: off). */
   readonly audit: DuplicateAudit | undefined;
-  readonly repository: IdempotentRepository;
   readonly output: OutputWriter;
-  /** For dead letters (the output writer has its own reference to it). */
-  readonly producer: RecordSender;
-  readonly metrics: NodeMetrics;
-  readonly perf: PerfLog;
-  readonly totals: NodeTotals;
-  readonly logger: Logger;
 }
 
 /** The node has no `[consumer]` table: every consumer option comes from `[dedup]` (see the constructor). */

@@ -13,8 +13,8 @@ import { formatDuration } from '../util/duration.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';
 import { CatchUp } from './catch-up.js';
-import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeTotals } from './chunk.js';
-import { duplicateAudit } from './duplicates.js';
+import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeRuntime, type NodeTotals } from './chunk.js';
+import { DuplicateAudit } from './duplicates.js';
 import { transactionalProducers } from './exactly-once/producers.js';
 import { NodeMetrics } from './metrics.js';
 import { localFiles, type NodeConfig, nodeChangelogTopic } from './options.js';
@@ -127,7 +127,11 @@ async function start(
 
   // Output records carry their partition; only dead letters are placed, by key.
   const producer = kafka.producer({ idempotent: true });
-  const audit = duplicateAudit(config.output, producer, kafka.errors);
+  const { duplicatesTopic } = config.output;
+  const audit =
+    duplicatesTopic === undefined
+      ? undefined
+      : new DuplicateAudit(duplicatesTopic, config.output, producer, kafka.errors);
   const output = new OutputWriter(producer, {
     topic: config.output.topic,
     maxBatchBytes: outputMaxBatchBytes,
@@ -153,33 +157,18 @@ async function start(
 
   const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics, logger);
   // Each part gets the settings it uses, read from the config here, once.
-  const chunkDeps: ChunkDeps = {
-    dedup: config.dedup,
-    dlqTopic: config.dlq.topic,
-    audit,
-    repository,
-    output,
-    producer,
-    metrics,
-    perf,
-    totals,
-    logger,
-  };
+  const runtime: NodeRuntime = { kafka, producer, consumer, repository, metrics, perf, totals, logger };
+  const chunkDeps: ChunkDeps = { ...runtime, dedup: config.dedup, dlqTopic: config.dlq.topic, audit, output };
   // With a changelog, each partition has its own processor over its logged view of the store.
   const chunks = new ChunkProcessor(chunkDeps);
   const partitions =
     changelog === undefined
       ? undefined
       : new PartitionLifecycle({
-          kafka,
+          ...runtime,
           inputTopic: config.input.topic,
           dlqTopic: config.dlq.topic,
           progressIntervalMs: config.perf.interval,
-          group: consumer,
-          repository,
-          metrics,
-          logger,
-          producer,
           changelogTopic: changelog,
           checkpointPath: files.checkpoint,
           transactions,
@@ -199,15 +188,11 @@ async function start(
     exactlyOnce: transactions !== undefined,
     batchSize: config.input.batchSize,
     sessionTimeoutMs: config.kafka.sessionTimeout,
-    consumer,
+    ...runtime,
     errors: kafka.errors,
     chunks,
     partitions,
     catchUp,
-    metrics,
-    perf,
-    totals,
-    logger,
   });
 
   try {

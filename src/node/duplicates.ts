@@ -27,26 +27,6 @@ export interface DuplicateAuditValue {
   readonly firstOffset?: string;
 }
 
-/** The audit of a node whose config sets `output.duplicatesTopic`; undefined when it is off (the default). */
-export function duplicateAudit(
-  output: Pick<NodeConfig['output'], 'duplicatesTopic' | 'sendAttempts' | 'retryBackoff'>,
-  producer: RecordSender,
-  errors: KafkaErrorClassifier,
-): DuplicateAudit | undefined {
-  const topic = output.duplicatesTopic;
-  if (topic === undefined) return undefined;
-  return new DuplicateAudit(
-    new OutputWriter(producer, {
-      topic,
-      maxBatchBytes: AUDIT_MAX_BATCH_BYTES,
-      sendAttempts: output.sendAttempts,
-      retryBackoffMs: output.retryBackoff,
-      errors,
-    }),
-    topic,
-  );
-}
-
 /**
  * `output.duplicatesTopic`: one record per dropped duplicate, partition p for input partition p, written after the
  * chunk's engine batch through the chunk's sender (so in its transaction under exactly-once).
@@ -55,10 +35,23 @@ export class DuplicateAudit {
   /** Per candidate (the engine hands the hook the object it was given): its audit record. */
   readonly #records = new WeakMap<Candidate, DuplicateRecord>();
 
+  readonly #writer: OutputWriter;
+
+  /** The audit of a node whose config sets `output.duplicatesTopic` (off by default). */
   constructor(
-    readonly writer: OutputWriter,
     readonly topic: string,
-  ) {}
+    output: Pick<NodeConfig['output'], 'sendAttempts' | 'retryBackoff'>,
+    producer: RecordSender,
+    errors: KafkaErrorClassifier,
+  ) {
+    this.#writer = new OutputWriter(producer, {
+      topic,
+      maxBatchBytes: AUDIT_MAX_BATCH_BYTES,
+      sendAttempts: output.sendAttempts,
+      retryBackoffMs: output.retryBackoff,
+      errors,
+    });
+  }
 
   /** The consumer's `onDuplicate`. Chunks of several partitions may run at once: records are kept per candidate. */
   readonly hook = (candidate: Candidate, _context: HandlerContext, duplicate: DuplicateRecord): void => {
@@ -103,7 +96,7 @@ export class DuplicateAudit {
       messages.push({ key: value.id, value: JSON.stringify(value), timestamp: candidate.message.timestamp });
     }
     if (messages.length === 0) return 0;
-    const refused = await this.writer.write(partition, messages, sender);
+    const refused = await this.#writer.write(partition, messages, sender);
     if (refused.length > 0) {
       throw new OutputError(
         `output.duplicatesTopic ${JSON.stringify(this.topic)} refused ${refused.length} audit records ` +

@@ -36,12 +36,16 @@ export interface RunNodeOptions {
  */
 export async function runNode(options: RunNodeOptions = {}): Promise<number> {
   const logger = nodeLogger(pino.destination({ fd: 1, sync: false }));
-  // Listen from the first moment: a stop must not wait for the first connection's retries.
-  const signals = new SignalWatch();
+  // Listen from the first moment: a stop must not wait for the first connection's retries. The first SIGTERM or
+  // SIGINT asks for the stop, the second gives up on it; while installed, a signal never kills the process.
+  const signals: Signals = { stop: new AbortController(), interrupt: new AbortController() };
+  const onSignal = (signal: NodeJS.Signals) =>
+    (signals.stop.signal.aborted ? signals.interrupt : signals.stop).abort(signal);
+  process.on('SIGTERM', onSignal).on('SIGINT', onSignal);
   try {
     return await run(options, logger, signals);
   } finally {
-    signals.dispose();
+    process.off('SIGTERM', onSignal).off('SIGINT', onSignal);
     await new Promise<void>((resolve) => logger.flush(() => resolve()));
   }
 }
@@ -51,7 +55,7 @@ export function nodeLogger(destination: DestinationStream): Logger {
   return pino({ name: 'idem-node', redact: { paths: [...logRedactPaths], censor: REDACTED } }, destination);
 }
 
-async function run(options: RunNodeOptions, logger: Logger, signals: SignalWatch): Promise<number> {
+async function run(options: RunNodeOptions, logger: Logger, signals: Signals): Promise<number> {
   let config: NodeConfig;
   try {
     config = await loadConfig(nodeConfigSchema, {
@@ -179,7 +183,7 @@ function startFailure(error: unknown, logger: Logger, what: string): number {
 /** A start step's value or error, or the stop signal that arrived first. */
 async function orSignal<T>(
   step: Promise<T>,
-  signals: SignalWatch,
+  signals: Signals,
 ): Promise<{ value: T } | { error: unknown } | { signal: NodeJS.Signals }> {
   return Promise.race([
     step.then(
@@ -190,25 +194,10 @@ async function orSignal<T>(
   ]);
 }
 
-/**
- * SIGTERM/SIGINT: the first aborts `stop`, the second `interrupt` (give up on the stop). The handlers stay
- * installed, so a signal never kills the process by default.
- */
-class SignalWatch {
-  readonly stop = new AbortController();
-  readonly interrupt = new AbortController();
-  readonly #handler = (signal: NodeJS.Signals) =>
-    (this.stop.signal.aborted ? this.interrupt : this.stop).abort(signal);
-
-  constructor() {
-    process.on('SIGTERM', this.#handler);
-    process.on('SIGINT', this.#handler);
-  }
-
-  dispose(): void {
-    process.off('SIGTERM', this.#handler);
-    process.off('SIGINT', this.#handler);
-  }
+/** The first SIGTERM/SIGINT aborts `stop`, the second `interrupt`. */
+interface Signals {
+  readonly stop: AbortController;
+  readonly interrupt: AbortController;
 }
 
 /** The signal that aborted `controller`, once it has. */

@@ -1,17 +1,14 @@
-import type { Logger } from 'pino';
 import {
   ChangelogCheckpoint,
   ChangelogReader,
   KafkaChangelogSink,
   KafkaChangelogSource,
 } from '../kafka/changelog/index.js';
-import type { GroupMetadataSource, KafkaClient, KafkaProducer } from '../kafka/port/index.js';
+import type { KafkaProducer } from '../kafka/port/index.js';
 import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
-import type { IdempotentRepository } from '../store/types.js';
-import type { ChunkDeps, ChunkProcessor } from './chunk.js';
+import type { ChunkDeps, ChunkProcessor, NodeRuntime } from './chunk.js';
 import type { transactionalProducers } from './exactly-once/producers.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
-import type { NodeMetrics } from './metrics.js';
 
 /**
  * One assigned input partition: its chunk processor writes through `store`, so every write reaches changelog
@@ -29,20 +26,12 @@ export interface PartitionState {
 }
 
 /** What {@link PartitionLifecycle} works with. */
-export interface PartitionLifecycleDeps {
-  readonly kafka: KafkaClient;
+export interface PartitionLifecycleDeps
+  extends Pick<NodeRuntime, 'kafka' | 'consumer' | 'repository' | 'metrics' | 'logger' | 'producer'> {
   readonly inputTopic: string;
   readonly dlqTopic: string;
   /** `perf.interval`: how often a long restore logs its progress. */
   readonly progressIntervalMs: number;
-  /** The input's consumer: exactly-once transactions commit its offsets (with its generation, where sent). */
-  readonly group: GroupMetadataSource;
-  /** The local store (the changelog's cache). */
-  readonly repository: IdempotentRepository;
-  readonly metrics: NodeMetrics;
-  readonly logger: Logger;
-  /** At-least-once: the node's producer, which also writes the changelog. */
-  readonly producer: KafkaProducer;
   readonly changelogTopic: string;
   /** The checkpoint file; undefined: every restore reads the changelog from the start. */
   readonly checkpointPath: string | undefined;
@@ -383,7 +372,7 @@ export class PartitionLifecycle {
     if (!state.transactional || !producer) {
       throw new TypeError(`partition ${state.partition} is not exactly-once, or its producer is not started`);
     }
-    const { group, inputTopic, changelogTopic, dlqTopic } = this.#deps;
+    const { consumer: group, inputTopic, changelogTopic, dlqTopic } = this.#deps;
     return new ChunkTransaction({
       producer,
       group,

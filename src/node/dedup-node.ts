@@ -120,7 +120,17 @@ async function start(
     config.output.guarantee === 'exactly-once'
       ? transactionalProducers(config, kafka.capabilities, files.instanceId)
       : undefined;
-  const outputMaxBatchBytes = await prepareTopics(kafka, { ...config, changelogTopic: changelog }, signal);
+  const outputMaxBatchBytes = await prepareTopics(
+    kafka,
+    {
+      input: config.input.topic,
+      output: config.output.topic,
+      dlq: config.dlq.topic,
+      audit: config.output.duplicatesTopic,
+      changelog: changelog === undefined ? undefined : { topic: changelog, retentionMs: config.dedup.window },
+    },
+    signal,
+  );
   const metrics = new NodeMetrics();
   const perf = new PerfLog();
   const totals = emptyTotals();
@@ -262,7 +272,7 @@ async function start(
  * The node's start, as seen through the client's log: while it lasts, a failed connection attempt is logged once
  * (kafkajs logs every one of its 20 tries, twice), and the last one is kept for the line that gives up.
  */
-export class StartupWatch {
+class StartupWatch {
   #starting = true;
   #told = false;
   #lastError: string | undefined;

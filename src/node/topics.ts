@@ -2,15 +2,20 @@ import { ConfigError } from '../errors.js';
 import { checkChangelogTopic, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { KafkaAdmin, KafkaClient } from '../kafka/port/index.js';
 import { untilAborted } from './abort.js';
-import type { NodeConfig } from './options.js';
 
 /** Kafka's default `max.message.bytes`, assumed when the topic config cannot be read (no describe ACL). */
 const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
 
-/** What {@link prepareTopics} reads of the config, and the changelog topic (undefined: none). */
-type TopicSettings = Pick<NodeConfig, 'input' | 'output' | 'dlq' | 'dedup'> & {
-  readonly changelogTopic: string | undefined;
-};
+/** The node's topics, as {@link prepareTopics} checks them. */
+export interface NodeTopics {
+  readonly input: string;
+  readonly output: string;
+  readonly dlq: string;
+  /** `output.duplicatesTopic` (undefined: off). */
+  readonly audit: string | undefined;
+  /** The changelog and its retention (`dedup.window`); undefined: the node keeps none. */
+  readonly changelog: { readonly topic: string; readonly retentionMs: number } | undefined;
+}
 
 /**
  * Checks the topics before the node consumes anything. The input must exist (a typo must not create an empty
@@ -21,26 +26,26 @@ type TopicSettings = Pick<NodeConfig, 'input' | 'output' | 'dlq' | 'dedup'> & {
  */
 export async function prepareTopics(
   kafka: KafkaClient,
-  config: TopicSettings,
+  topics: NodeTopics,
   signal?: AbortSignal,
 ): Promise<number> {
   const admin = kafka.admin();
   try {
-    return await untilAborted(inspect(admin, config), signal);
+    return await untilAborted(inspect(admin, topics), signal);
   } finally {
     await admin.disconnect();
   }
 }
 
-async function inspect(admin: KafkaAdmin, config: TopicSettings): Promise<number> {
+async function inspect(admin: KafkaAdmin, topics: NodeTopics): Promise<number> {
   await admin.connect();
   // Listing first: asking for the metadata of a missing topic makes kafkajs log an error.
   const existing = new Set(await admin.listTopics());
-  const { input, output, dlq } = config;
-  if (!existing.has(input.topic)) {
-    throw new ConfigError('input.topic', `topic ${JSON.stringify(input.topic)} does not exist`);
+  const { input, output, dlq, audit, changelog } = topics;
+  if (!existing.has(input)) {
+    throw new ConfigError('input.topic', `topic ${JSON.stringify(input)} does not exist`);
   }
-  const inputPartitions = await partitionCount(admin, input.topic);
+  const inputPartitions = await partitionCount(admin, input);
   const partitioned = async (key: string, topic: string, why: string) => {
     if (!existing.has(topic)) return create(admin, topic, inputPartitions);
     const partitions = await partitionCount(admin, topic);
@@ -53,13 +58,12 @@ async function inspect(admin: KafkaAdmin, config: TopicSettings): Promise<number
   };
   await partitioned(
     'output.topic',
-    output.topic,
+    output,
     'each record is written to its input partition number, to keep its order',
   );
-  if (!existing.has(dlq.topic)) await create(admin, dlq.topic);
-  const audit = output.duplicatesTopic;
+  if (!existing.has(dlq)) await create(admin, dlq);
   if (audit !== undefined) {
-    if (audit === input.topic || audit === output.topic || audit === dlq.topic) {
+    if (audit === input || audit === output || audit === dlq) {
       throw new ConfigError(
         'output.duplicatesTopic',
         `topic ${JSON.stringify(audit)} is also the input, output or DLQ topic: the audit of duplicates needs its own`,
@@ -71,15 +75,13 @@ async function inspect(admin: KafkaAdmin, config: TopicSettings): Promise<number
       'each audit record is written to its input partition number',
     );
   }
-  const changelog = config.changelogTopic;
   if (changelog !== undefined) {
-    const retentionMs = config.dedup.window;
-    const spec = { topic: changelog, partitions: inputPartitions, retentionMs, configKey: 'changelog.topic' };
+    const spec = { ...changelog, partitions: inputPartitions, configKey: 'changelog.topic' };
     // Checked when it exists: asking kafkajs to create an existing topic logs an error line.
-    if (existing.has(changelog)) await checkChangelogTopic(admin, spec);
+    if (existing.has(changelog.topic)) await checkChangelogTopic(admin, spec);
     else await ensureChangelogTopic(admin, spec);
   }
-  return maxMessageBytes(admin, output.topic);
+  return maxMessageBytes(admin, output);
 }
 
 async function partitionCount(admin: KafkaAdmin, topic: string): Promise<number> {

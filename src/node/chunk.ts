@@ -18,13 +18,14 @@ import type {
   KafkaClient,
   KafkaProducer,
   OutgoingMessage,
+  RecordSender,
 } from '../kafka/port/index.js';
 import { idOfKey } from '../store/ids.js';
 import type { IdempotentRepository } from '../store/types.js';
 import type { Candidate, DuplicateAudit } from './duplicates.js';
 import type { NodeMetrics } from './metrics.js';
 import type { NodeConfig } from './options.js';
-import type { OutputWriter, RecordSender } from './output.js';
+import type { OutputWriter } from './output.js';
 import type { PerfLog, Phase } from './perf-log.js';
 
 /**

@@ -1,8 +1,13 @@
 import type { BatchOptions, DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
 import { OutputError } from '../errors.js';
-import type { ConsumedMessage, KafkaErrorClassifier, OutgoingMessage } from '../kafka/port/index.js';
+import type {
+  ConsumedMessage,
+  KafkaErrorClassifier,
+  OutgoingMessage,
+  RecordSender,
+} from '../kafka/port/index.js';
 import type { NodeConfig } from './options.js';
-import { OutputWriter, type RecordSender } from './output.js';
+import { OutputWriter } from './output.js';
 
 /** Kafka's default `max.message.bytes`: audit records are small. */
 const AUDIT_MAX_BATCH_BYTES = 1_000_000;

@@ -127,11 +127,8 @@ async function run(options: RunNodeOptions, logger: Logger, signals: Signals): P
     'dedup node running',
   );
 
-  const outcome = await Promise.race([
-    signalled(signals.stop).then((signal) => ({ signal })),
-    node.failed.catch((error: unknown) => ({ error })),
-  ]);
-  if ('error' in outcome) {
+  const outcome = await orSignal(node.failed, signals);
+  if (!('signal' in outcome)) {
     await settleWithin(node.stop(), config.shutdown.timeout, undefined, logger);
     return nodeExitCodes.failed;
   }

@@ -10,8 +10,6 @@ export interface Refused {
   readonly attempts: number;
 }
 
-export type { RecordSender };
-
 /** Options of {@link OutputWriter}. */
 export interface OutputWriterOptions {
   readonly topic: string;

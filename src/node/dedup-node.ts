@@ -17,7 +17,7 @@ import { type ChunkDeps, ChunkProcessor, emptyTotals, type NodeRuntime, type Nod
 import { DuplicateAudit } from './duplicates.js';
 import { transactionalProducers } from './exactly-once/producers.js';
 import { NodeMetrics } from './metrics.js';
-import { localFiles, type NodeConfig, nodeChangelogTopic } from './options.js';
+import { localFiles, type NodeConfig, nodeTopics } from './options.js';
 import { OutputWriter } from './output.js';
 import { PartitionLifecycle } from './partition-state.js';
 import { formatPerf, PerfLog } from './perf-log.js';
@@ -114,34 +114,23 @@ async function start(
   signal: AbortSignal,
 ): Promise<DedupNodeHandle> {
   const files = localFiles(config);
-  const changelog = nodeChangelogTopic(config);
+  const topics = nodeTopics(config);
   // Refused before any topic is touched.
   const transactions =
     config.output.guarantee === 'exactly-once'
       ? transactionalProducers(config, kafka.capabilities, files.instanceId)
       : undefined;
-  const outputMaxBatchBytes = await prepareTopics(
-    kafka,
-    {
-      input: config.input.topic,
-      output: config.output.topic,
-      dlq: config.dlq.topic,
-      audit: config.output.duplicatesTopic,
-      changelog: changelog === undefined ? undefined : { topic: changelog, retentionMs: config.dedup.window },
-    },
-    signal,
-  );
+  const outputMaxBatchBytes = await prepareTopics(kafka, topics, signal);
   const metrics = new NodeMetrics();
   const perf = new PerfLog();
   const totals = emptyTotals();
 
   // Output records carry their partition; only dead letters are placed, by key.
   const producer = kafka.producer({ idempotent: true });
-  const { duplicatesTopic } = config.output;
   const audit =
-    duplicatesTopic === undefined
+    topics.audit === undefined
       ? undefined
-      : new DuplicateAudit(duplicatesTopic, config.output, producer, kafka.errors);
+      : new DuplicateAudit(topics.audit, config.output, producer, kafka.errors);
   const output = new OutputWriter(producer, {
     topic: config.output.topic,
     maxBatchBytes: outputMaxBatchBytes,
@@ -172,14 +161,14 @@ async function start(
   // With a changelog, each partition has its own processor over its logged view of the store.
   const chunks = new ChunkProcessor(chunkDeps);
   const partitions =
-    changelog === undefined
+    topics.changelog === undefined
       ? undefined
       : new PartitionLifecycle({
           ...runtime,
           inputTopic: config.input.topic,
           dlqTopic: config.dlq.topic,
           progressIntervalMs: config.perf.interval,
-          changelogTopic: changelog,
+          changelogTopic: topics.changelog.topic,
           checkpointPath: files.checkpoint,
           transactions,
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),

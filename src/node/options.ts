@@ -152,7 +152,7 @@ export const nodeConfigSchema = z
     }
     // The changelog topic must be the node's alone: it is compacted and keyed like the marks, so an audit record
     // (keyed by the dedup id) would replace a forwarded id's mark, and other records would be read back as marks.
-    const topic = nodeChangelogTopic(config);
+    const topic = changelogTopic(config);
     if (topic === undefined) return;
     const others = {
       'input.topic': config.input.topic,
@@ -181,13 +181,34 @@ export type NodeConfig = z.output<typeof nodeConfigSchema>;
 /** The node config as written in a file or passed in code, before defaults. */
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 
+/** The node's topics, as the node checks (and creates) them before it starts. */
+export interface NodeTopics {
+  readonly input: string;
+  readonly output: string;
+  readonly dlq: string;
+  /** `output.duplicatesTopic` (undefined: off). */
+  readonly audit: string | undefined;
+  /** The changelog and its retention (`dedup.window`); undefined: the node keeps none. */
+  readonly changelog: { readonly topic: string; readonly retentionMs: number } | undefined;
+}
+
+/** The node's topics, read from its config. */
+export function nodeTopics(config: NodeConfig): NodeTopics {
+  const changelog = changelogTopic(config);
+  return {
+    input: config.input.topic,
+    output: config.output.topic,
+    dlq: config.dlq.topic,
+    audit: config.output.duplicatesTopic,
+    changelog: changelog === undefined ? undefined : { topic: changelog, retentionMs: config.dedup.window },
+  };
+}
+
 /**
  * The changelog topic, or undefined when the node keeps none: always on under exactly-once, opt-in otherwise;
  * named `<group id>-<output topic>-changelog` (Kafka Streams' naming) unless configured.
  */
-export function nodeChangelogTopic(
-  config: Pick<NodeConfig, 'input' | 'output' | 'changelog'>,
-): string | undefined {
+function changelogTopic(config: Pick<NodeConfig, 'input' | 'output' | 'changelog'>): string | undefined {
   if (!(config.changelog.enabled ?? config.output.guarantee === 'exactly-once')) return undefined;
   return config.changelog.topic ?? `${config.input.groupId}-${config.output.topic}-changelog`;
 }

@@ -2,20 +2,10 @@ import { ConfigError } from '../errors.js';
 import { checkChangelogTopic, ensureChangelogTopic } from '../kafka/changelog/index.js';
 import type { KafkaAdmin, KafkaClient } from '../kafka/port/index.js';
 import { untilAborted } from './abort.js';
+import type { NodeTopics } from './options.js';
 
 /** Kafka's default `max.message.bytes`, assumed when the topic config cannot be read (no describe ACL). */
 const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
-
-/** The node's topics, as {@link prepareTopics} checks them. */
-export interface NodeTopics {
-  readonly input: string;
-  readonly output: string;
-  readonly dlq: string;
-  /** `output.duplicatesTopic` (undefined: off). */
-  readonly audit: string | undefined;
-  /** The changelog and its retention (`dedup.window`); undefined: the node keeps none. */
-  readonly changelog: { readonly topic: string; readonly retentionMs: number } | undefined;
-}
 
 /**
  * Checks the topics before the node consumes anything. The input must exist (a typo must not create an empty

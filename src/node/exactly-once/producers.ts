@@ -19,10 +19,10 @@ type InstanceIdSettings = Pick<NodeConfig, 'output' | 'repository' | 'changelog'
 export function transactionalProducers(
   config: NodeConfig,
   capabilities: KafkaClientCapabilities,
-  instanceIdFile: string | undefined,
+  idFile: string | undefined,
 ) {
   const layout = transactionalProducerLayout(config, capabilities);
-  const instance = layout === 'per-instance' ? resolveInstanceId(config, instanceIdFile) : undefined;
+  const instance = layout === 'per-instance' ? resolveInstanceId(config, idFile) : undefined;
   return {
     /** Per-instance: the transactional id of the instance's one producer; undefined: one per partition. */
     instanceId: instance && instanceTransactionalId(config, instance.id),

@@ -46,11 +46,6 @@ export const repositoryPackages: Record<RepositoryType, readonly string[]> = {
   mysql: ['mysql2'],
 };
 
-/** True for a known `repository.type`. */
-export function isRepositoryType(value: unknown): value is RepositoryType {
-  return typeof value === 'string' && (repositoryTypes as readonly string[]).includes(value);
-}
-
 /** Imports the store's module; a failure is a ConfigError on `repository.type` (see {@link loadFailure}). */
 export async function loadRepositoryModule(type: RepositoryType): Promise<RepositoryModule> {
   const load = loaders[type];

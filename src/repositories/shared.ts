@@ -1,6 +1,8 @@
 import type { z } from 'zod';
 import { parseOptions } from '../options/issues.js';
+import type { TlsOptions } from '../options/tls.js';
 import { MAX_ID_BYTES } from '../store/ids.js';
+import { isLive } from '../store/record.js';
 import type { IdempotencyRecord, RecordState, RepositoryCapabilities } from '../store/types.js';
 
 /** Where a store reports a degraded but working setup (an emulator without TTL, a clock skew allowed by "warn"). */
@@ -22,11 +24,30 @@ export function storeOptionsParser<Schema extends z.ZodType>(
     parseOptions(schema, input, { kind: 'code', owner, prefix: ['repository'] });
 }
 
-/** The capabilities of a persistent store that several processes share: what remains to say is `more`. */
+/** The capabilities of a persistent store (by default one that several processes share); the rest is `more`. */
 export function sharedStoreCapabilities(
-  more: Pick<RepositoryCapabilities, 'nativeBatch' | 'maxResultBytes' | 'maxTtlMs'>,
+  more: Pick<RepositoryCapabilities, 'nativeBatch' | 'maxResultBytes' | 'maxTtlMs'> & { shared?: boolean },
 ): RepositoryCapabilities {
   return { persistent: true, shared: true, maxIdBytes: MAX_ID_BYTES, ...more };
+}
+
+/** The record if it is still live at `now`, else undefined: stores keep records past their end until collected. */
+export function ifLive(record: IdempotencyRecord | undefined, now: number): IdempotencyRecord | undefined {
+  return record !== undefined && isLive(record, now) ? record : undefined;
+}
+
+/** `items` cut into runs of at most `size`, for a server's per-call limit. */
+export function chunk<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
+  return chunks;
+}
+
+/** Node TLS options of a `tls` setting, certificates verified unless turned off by name; undefined for no TLS. */
+export function verifiedTls(tls: boolean | TlsOptions | undefined): TlsOptions | undefined {
+  if (tls === undefined || tls === false) return undefined;
+  const settings = tls === true ? {} : tls;
+  return { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true };
 }
 
 type OptionalFields = Omit<IdempotencyRecord, 'id' | 'state' | 'expiresAt'>;
@@ -52,8 +73,9 @@ export function recordOf(
  * True when a stored record is exactly the claim `ours` (same owner, state and times): an earlier attempt of this
  * very write landed and only its answer was lost (a timeout, a retry), so the caller reports it as its own.
  */
-export function isSameClaim(stored: IdempotencyRecord, ours: IdempotencyRecord): boolean {
+export function isSameClaim(stored: IdempotencyRecord | undefined, ours: IdempotencyRecord): boolean {
   return (
+    stored !== undefined &&
     stored.state === ours.state &&
     stored.owner === ours.owner &&
     stored.expiresAt === ours.expiresAt &&

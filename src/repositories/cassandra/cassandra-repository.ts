@@ -16,7 +16,14 @@ import {
 } from '../../store/record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions } from '../../store/types.js';
 import { mapLimit as mapConcurrent } from '../../util/concurrency.js';
-import { isSameClaim, processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
+import {
+  chunk,
+  ifLive,
+  isSameClaim,
+  processWarnings,
+  type StoreLogger,
+  sharedStoreCapabilities,
+} from '../shared.js';
 import { openClient, statementOptions } from './connection.js';
 import { BUCKETS, bucketOf, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
@@ -179,9 +186,7 @@ export class CassandraRepository extends BaseRepository {
       // Not applied: Cassandra returns the row that stopped us, every column of it.
       const row = inserted.first();
       const existing = decodeRow(entry.key, row);
-      if (uncertain && existing !== undefined && isSameClaim(existing, record)) {
-        return { added: true, record };
-      }
+      if (uncertain && isSameClaim(existing, record)) return { added: true, record };
       if (existing !== undefined && isLive(existing, now)) return { added: false, existing };
       // Expired by our clock, not yet by its TTL: replace it only if it is still exactly what we read.
       const taken = await this.#cas(this.#cql.takeover, [
@@ -202,8 +207,8 @@ export class CassandraRepository extends BaseRepository {
 
   /** Lazy mark over the row read just before: a plain write if nothing live holds the id. */
   async #mark(entry: KeyedEntry, row: Row | undefined, options: AddOptions, now: number): Promise<AddResult> {
-    const existing = decodeRow(entry.key, row);
-    if (existing !== undefined && isLive(existing, now)) return { added: false, existing };
+    const existing = ifLive(decodeRow(entry.key, row), now);
+    if (existing !== undefined) return { added: false, existing };
     const record = newRecord(entry.key, entry, options, now);
     const params = this.#markParams(
       record,
@@ -261,10 +266,7 @@ export class CassandraRepository extends BaseRepository {
       keys.length === 1
         ? new Map([[keys[0] as string, await this.#select(keys[0] as string)]])
         : await this.#selectMany(keys);
-    return keys.map((key) => {
-      const record = decodeRow(key, rows.get(key));
-      return record !== undefined && isLive(record, now) ? record : undefined;
-    });
+    return keys.map((key) => ifLive(decodeRow(key, rows.get(key)), now));
   }
 
   protected async doConfirmMany(
@@ -298,7 +300,7 @@ export class CassandraRepository extends BaseRepository {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const row = await this.#select(key);
       const claim = decodeRow(key, row);
-      if (uncertain && claim !== undefined && isSameClaim(claim, uncertain)) return true;
+      if (uncertain && isSameClaim(claim, uncertain)) return true;
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
       const record = confirm ? confirmedRecord(claim, ms, now, result) : renewedRecord(claim, ms, now);
       const answer = await this.#cas(this.#cql.confirm, [
@@ -316,7 +318,7 @@ export class CassandraRepository extends BaseRepository {
       if (answer.wasApplied()) return true;
       // Not applied: the returned condition columns tell what happened to the claim.
       const current = decodeRow(key, answer.first());
-      if (uncertain && current !== undefined && isSameClaim(current, uncertain)) return true;
+      if (uncertain && isSameClaim(current, uncertain)) return true;
       // Still the owner's in-flight claim (re-claimed, so its lease changed): read again.
       if (current?.state !== 'in-flight' || current.owner !== owner) return false;
     }
@@ -415,10 +417,9 @@ export class CassandraRepository extends BaseRepository {
       if (group === undefined) byBucket.set(bucket, [key]);
       else group.push(key);
     }
-    const queries: [number, string[]][] = [];
-    for (const [bucket, group] of byBucket) {
-      for (let i = 0; i < group.length; i += MAX_IN) queries.push([bucket, group.slice(i, i + MAX_IN)]);
-    }
+    const queries = [...byBucket].flatMap(([bucket, group]) =>
+      chunk(group, MAX_IN).map((ids) => [bucket, ids] as const),
+    );
     const rows = new Map<string, Row>();
     await mapConcurrent(queries, this.#concurrency, async ([bucket, ids]) => {
       const result = await this.#client.execute(this.#cql.selectIn, [this.#ns, bucket, ids], this.#read);

@@ -1,8 +1,7 @@
 import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, RepositoryError } from '../../errors.js';
-import type { TlsOptions } from '../../options/tls.js';
-import { type ClockSample, checkClockSkew, narrowest } from '../clock-skew.js';
-import type { StoreLogger } from '../shared.js';
+import { type ClockSample, checkSampledClock } from '../clock-skew.js';
+import { type StoreLogger, verifiedTls } from '../shared.js';
 import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements } from './cql.js';
 import type { CassandraOptions } from './options.js';
 import { toMs } from './row.js';
@@ -82,18 +81,12 @@ function newClient(options: CassandraOptions): Client {
     ...(options.username !== undefined
       ? { authProvider: new auth.PlainTextAuthProvider(options.username, options.password ?? '') }
       : {}),
-    ...sslOptions(options.tls),
+    // The driver accepts any certificate by default: verification is on unless turned off by name.
+    ...(options.tls ? { sslOptions: verifiedTls(options.tls) } : {}),
     socketOptions: { connectTimeout: options.connectTimeoutMs, readTimeout: options.requestTimeoutMs },
     // Reconnect within seconds, not the default ten minutes, after a node comes back.
     policies: { reconnection: new policies.reconnection.ExponentialReconnectionPolicy(500, 10_000, false) },
   });
-}
-
-/** The driver's `sslOptions`: it defaults to accepting any certificate, so verification is on unless turned off. */
-function sslOptions(tls: boolean | TlsOptions | undefined): { sslOptions?: TlsOptions } {
-  if (tls === undefined || tls === false) return {};
-  const settings = tls === true ? {} : tls;
-  return { sslOptions: { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true } };
 }
 
 /**
@@ -182,9 +175,7 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
   }
 }
 
-/**
- * Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote.
- */
+/** Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote. */
 async function assertClock(
   client: Client,
   options: CassandraOptions,
@@ -205,13 +196,9 @@ async function assertClock(
     if (serverMs === undefined) continue;
     samples.push({ localBefore, localAfter, serverEarliest: serverMs, serverLatest: serverMs });
   }
-  const offset = narrowest(samples);
-  if (offset === undefined) {
-    logger.warn('cassandra: could not read the server clock; the clock skew to it is not checked');
-    return;
-  }
   const where = (client.getState().getConnectedHosts()[0]?.address as string | undefined) ?? 'the cluster';
-  checkClockSkew(offset, { ...options, store: 'cassandra', where, warn: logger.warn });
+  const check = { ...options, store: 'cassandra', where, warn: (m: string) => logger.warn(m) };
+  checkSampledClock(samples, check, 'could not read the server clock');
 }
 
 /** Maps a failure while opening the store to the setting most likely at fault. */

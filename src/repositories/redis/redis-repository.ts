@@ -7,12 +7,11 @@ import {
   encodeEntryTail,
   encodeField,
   encodeRecord,
-  isLive,
   newRecord,
   storeLifetimeMs,
 } from '../../store/record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions, MessageId } from '../../store/types.js';
-import { sharedStoreCapabilities } from '../shared.js';
+import { ifLive, sharedStoreCapabilities } from '../shared.js';
 import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
@@ -265,11 +264,8 @@ export class RedisRepository extends BaseRepository {
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
     const full = keys.map((k) => this.#ns + k);
-    const decode = (text: string | null, i: number, at: number) => {
-      if (text == null) return undefined;
-      const record = decodeRecord(keys[i] as string, text);
-      return isLive(record, at) ? record : undefined;
-    };
+    const decode = (text: string | null, i: number, at: number) =>
+      text == null ? undefined : ifLive(decodeRecord(keys[i] as string, text), at);
     if (timeArg(now) === '') {
       // Judged by the server's clock, read in the same script as the records (one call per 1000 keys).
       const replies = await this.#calls(
@@ -280,10 +276,7 @@ export class RedisRepository extends BaseRepository {
       const { nows, values } = dense<string | null>(replies, full.length);
       return values.map((text, i) => decode(text, i, nows[i] as number));
     }
-    const texts = this.#client.isCluster
-      ? await Promise.all(full.map((k) => this.#client.get(k)))
-      : await this.#client.mget(full);
-    return texts.map((text, i) => decode(text, i, now));
+    return (await this.#getAll(full)).map((text, i) => decode(text, i, now));
   }
 
   protected async doConfirmMany(
@@ -365,12 +358,7 @@ export class RedisRepository extends BaseRepository {
     for (const node of nodes) {
       await scanAll(node, pattern, async (found) => {
         const keys = found.map((k) => k.subarray(strip));
-        // A multi-key MGET must stay in one slot: one GET per key on a cluster.
-        const texts = await this.run('scan', () =>
-          this.#client.isCluster
-            ? Promise.all(keys.map((k) => this.#client.get(k)))
-            : this.#client.mget(...keys),
-        );
+        const texts = await this.run('scan', () => this.#getAll(keys));
         const records: IdempotencyRecord[] = [];
         for (let i = 0; i < texts.length; i++) {
           const text = texts[i];
@@ -382,6 +370,13 @@ export class RedisRepository extends BaseRepository {
         throw error instanceof RepositoryError ? error : toRepositoryError('redis scan', error);
       });
     }
+  }
+
+  /** The values of the keys: one MGET, or on a cluster one GET per key (a multi-key MGET must stay in one slot). */
+  #getAll(keys: (string | Buffer)[]): Promise<(string | null)[]> {
+    return this.#client.isCluster
+      ? Promise.all(keys.map((k) => this.#client.get(k)))
+      : this.#client.mget(keys);
   }
 
   protected async doClose(): Promise<void> {

@@ -36,11 +36,31 @@ export function ifLive(record: IdempotencyRecord | undefined, now: number): Idem
   return record !== undefined && isLive(record, now) ? record : undefined;
 }
 
-/** `items` cut into runs of at most `size`, for a server's per-call limit. */
-export function chunk<T>(items: readonly T[], size: number): T[][] {
-  const chunks: T[][] = [];
-  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
-  return chunks;
+/**
+ * `items` cut into runs for a server's per-call limits: at most `maxItems`, and with `sizeOf`, at most `maxBytes`
+ * (an item larger than that runs alone).
+ */
+export function chunk<T>(
+  items: readonly T[],
+  maxItems: number,
+  sizeOf?: (item: T) => number,
+  maxBytes = 0,
+): T[][] {
+  const runs: T[][] = [];
+  let run: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = sizeOf?.(item) ?? 0;
+    if (run.length === maxItems || (run.length > 0 && sizeOf && bytes + size > maxBytes)) {
+      runs.push(run);
+      run = [];
+      bytes = 0;
+    }
+    run.push(item);
+    bytes += size;
+  }
+  if (run.length > 0) runs.push(run);
+  return runs;
 }
 
 /** Node TLS options of a `tls` setting, certificates verified unless turned off by name; undefined for no TLS. */
@@ -50,23 +70,29 @@ export function verifiedTls(tls: boolean | TlsOptions | undefined): TlsOptions |
   return { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true };
 }
 
-type OptionalFields = Omit<IdempotencyRecord, 'id' | 'state' | 'expiresAt'>;
+/** The fields a record may leave out, each a time (epoch ms) or text, in the order stores lay out their columns. */
+export const OPTIONAL_FIELDS = [
+  ['leaseExpiresAt', 'time'],
+  ['owner', 'text'],
+  ['eventTime', 'time'],
+  ['fingerprint', 'text'],
+  ['result', 'text'],
+  ['firstSeenAt', 'time'],
+] as const satisfies readonly (readonly [keyof IdempotencyRecord, 'time' | 'text'])[];
+
+/** A record's optional field, for code that walks {@link OPTIONAL_FIELDS}. */
+export type OptionalField = (typeof OPTIONAL_FIELDS)[number][0];
 
 /** A record from a stored row's cells; a null or undefined cell leaves its field out. */
 export function recordOf(
   id: string,
   state: RecordState,
   expiresAt: number,
-  cells: { readonly [K in keyof OptionalFields]?: OptionalFields[K] | null | undefined },
+  cells: { readonly [K in OptionalField]?: IdempotencyRecord[K] | null | undefined },
 ): IdempotencyRecord {
-  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = { id, state, expiresAt };
-  if (cells.leaseExpiresAt != null) record.leaseExpiresAt = cells.leaseExpiresAt;
-  if (cells.owner != null) record.owner = cells.owner;
-  if (cells.eventTime != null) record.eventTime = cells.eventTime;
-  if (cells.fingerprint != null) record.fingerprint = cells.fingerprint;
-  if (cells.result != null) record.result = cells.result;
-  if (cells.firstSeenAt != null) record.firstSeenAt = cells.firstSeenAt;
-  return record;
+  const record: Record<string, unknown> = { id, state, expiresAt };
+  for (const [field] of OPTIONAL_FIELDS) if (cells[field] != null) record[field] = cells[field];
+  return record as unknown as IdempotencyRecord;
 }
 
 /**

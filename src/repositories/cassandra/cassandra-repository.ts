@@ -20,14 +20,14 @@ import {
   chunk,
   ifLive,
   isSameClaim,
+  OPTIONAL_FIELDS,
   processWarnings,
   type StoreLogger,
   sharedStoreCapabilities,
 } from '../shared.js';
 import { openClient, statementOptions } from './connection.js';
-import { BUCKETS, bucketOf, type Statements, statements, ttlSeconds } from './cql.js';
+import { BUCKETS, bucketOf, decodeRow, type Row, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
-import { decodeRow, type Row } from './row.js';
 
 /** Rounds of one id's claim-then-takeover (or confirm) while other writers keep winning Paxos rounds on it. */
 const MAX_CAS_ROUNDS = 5;
@@ -226,33 +226,16 @@ export class CassandraRepository extends BaseRepository {
     now: number,
   ): Promise<boolean[]> {
     const add: AddOptions = { ttlMs: options.ttlMs };
-    const groups: { query: string; params: unknown[] }[][] = [];
-    let group: { query: string; params: unknown[] }[] = [];
-    let groupBytes = 0;
-    for (const entry of entries) {
-      const bytes = markBytes(entry);
-      if (group.length === MARK_BATCH_ROWS || (group.length > 0 && groupBytes + bytes > MARK_BATCH_BYTES)) {
-        groups.push(group);
-        group = [];
-        groupBytes = 0;
-      }
-      // Blind over whatever row is left there: null, not unset, for absent fields.
-      const params = this.#markParams(
-        newRecord(entry.key, entry, add, now),
-        null,
-        now,
-        options.minLifetimeMs,
-      );
-      group.push({ query: this.#cql.mark, params });
-      groupBytes += bytes;
-    }
-    if (group.length > 0) groups.push(group);
-    const inFlight = Math.max(1, Math.ceil(this.#concurrency / 4));
-    await mapConcurrent(groups, inFlight, (rows) => {
-      const [only] = rows;
+    // Blind over whatever row is left there: null, not unset, for absent fields.
+    const params = (e: KeyedEntry) =>
+      this.#markParams(newRecord(e.key, e, add, now), null, now, options.minLifetimeMs);
+    const groups = chunk(entries, MARK_BATCH_ROWS, markBytes, MARK_BATCH_BYTES);
+    await mapConcurrent(groups, Math.max(1, Math.ceil(this.#concurrency / 4)), (group) => {
+      const [only] = group;
       // A mark alone (one over the budget) is a plain INSERT: no batch to size.
-      if (rows.length === 1 && only !== undefined)
-        return this.#client.execute(only.query, only.params, this.#write);
+      if (group.length === 1 && only !== undefined)
+        return this.#client.execute(this.#cql.mark, params(only), this.#write);
+      const rows = group.map((entry) => ({ query: this.#cql.mark, params: params(entry) }));
       return this.#client.batch(rows, { ...this.#write, logged: false });
     });
     return entries.map(() => true);
@@ -439,17 +422,12 @@ export class CassandraRepository extends BaseRepository {
 
   /** The record's columns in {@link RECORD_COLUMNS} order; `absent` fills the missing optional fields. */
   #values(record: IdempotencyRecord, absent: unknown): unknown[] {
-    const long = (value: number | undefined) => (value === undefined ? absent : this.#long(value));
-    return [
-      record.state,
-      this.#long(record.expiresAt),
-      long(record.leaseExpiresAt),
-      record.owner ?? absent,
-      long(record.eventTime),
-      record.fingerprint ?? absent,
-      record.result ?? absent,
-      long(record.firstSeenAt),
-    ];
+    const values: unknown[] = [record.state, this.#long(record.expiresAt)];
+    for (const [field, kind] of OPTIONAL_FIELDS) {
+      const value = record[field];
+      values.push(value === undefined ? absent : kind === 'time' ? this.#long(value as number) : value);
+    }
+    return values;
   }
 }
 

@@ -2,9 +2,8 @@ import { auth, Client, errors, policies, type QueryOptions, types } from 'cassan
 import { ConfigError, RepositoryError } from '../../errors.js';
 import { type ClockSample, checkSampledClock } from '../clock-skew.js';
 import { type StoreLogger, verifiedTls } from '../shared.js';
-import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements } from './cql.js';
+import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements, toMs } from './cql.js';
 import type { CassandraOptions } from './options.js';
-import { toMs } from './row.js';
 
 /** The driver's consistency level of a config name: `LOCAL_QUORUM` → `types.consistencies.localQuorum`. */
 function consistency(name: string): types.consistencies {
@@ -107,18 +106,23 @@ function localOptions(options: CassandraOptions): QueryOptions {
   return { prepare: true, consistency: types.consistencies.localOne, readTimeout: options.requestTimeoutMs };
 }
 
+/** The table's columns by name (none: no table), as the schema tables list them. */
+async function tableColumns(client: Client, options: CassandraOptions): Promise<Map<string, types.Row>> {
+  const columns = await client.execute(
+    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
+    [options.keyspace, options.table],
+    localOptions(options),
+  );
+  return new Map(columns.rows.map((row) => [row.column_name as string, row]));
+}
+
 /** Adds the {@link ADDED_COLUMNS} an older table lacks; another worker's concurrent ALTER is fine. */
 async function addMissingColumns(
   client: Client,
   options: CassandraOptions,
   ddlOptions: QueryOptions,
 ): Promise<void> {
-  const columns = await client.execute(
-    'SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
-    [options.keyspace, options.table],
-    localOptions(options),
-  );
-  const present = new Set(columns.rows.map((row) => row.column_name as string));
+  const present = await tableColumns(client, options);
   for (const column of ADDED_COLUMNS) {
     if (present.has(column)) continue;
     await client
@@ -131,18 +135,13 @@ async function addMissingColumns(
 
 /** Checks the table exists with this layout, so a missing or foreign table fails at open, not on a message. */
 async function assertTable(client: Client, options: CassandraOptions): Promise<void> {
-  const local = localOptions(options);
   const where = `table "${options.keyspace}"."${options.table}"`;
-  const columns = await client.execute(
-    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
-    [options.keyspace, options.table],
-    local,
-  );
-  if (columns.rowLength === 0) {
+  const actual = await tableColumns(client, options);
+  if (actual.size === 0) {
     const keyspace = await client.execute(
       'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?',
       [options.keyspace],
-      local,
+      localOptions(options),
     );
     if (keyspace.rowLength === 0) {
       throw new ConfigError(
@@ -155,7 +154,6 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
       `${where} does not exist; create it or set repository.createSchema = true`,
     );
   }
-  const actual = new Map(columns.rows.map((row) => [row.column_name as string, row]));
   for (const [name, { type, kind }] of Object.entries(COLUMNS)) {
     const column = actual.get(name);
     if (column === undefined && (ADDED_COLUMNS as readonly string[]).includes(name)) {

@@ -211,10 +211,10 @@ export class RedisRepository extends BaseRepository {
     const shared = encodeEntryTail({});
     const keys = entries.map((e) => this.#ns + e.key);
     const replies = await this.#calls(
+      'idemClaim',
       keys,
-      (target, from, to) =>
-        target.idemClaim(to - from, keys.slice(from, to), ...args, tails ? tails.slice(from, to) : shared),
-      (client, i) => client.idemClaimOne(keys[i] as string, ...args, tails ? (tails[i] as string) : shared),
+      tails ? args : [...args, shared],
+      tails ? [tails] : [],
     );
     return sparse(replies, keys.length);
   }
@@ -268,11 +268,7 @@ export class RedisRepository extends BaseRepository {
       text == null ? undefined : ifLive(decodeRecord(keys[i] as string, text), at);
     if (timeArg(now) === '') {
       // Judged by the server's clock, read in the same script as the records (one call per 1000 keys).
-      const replies = await this.#calls(
-        full,
-        (target, from, to) => target.idemRead(to - from, full.slice(from, to)),
-        (client, i) => client.idemReadOne(full[i] as string),
-      );
+      const replies = await this.#calls('idemRead', full, [], []);
       const { nows, values } = dense<string | null>(replies, full.length);
       return values.map((text, i) => decode(text, i, nows[i] as number));
     }
@@ -290,21 +286,7 @@ export class RedisRepository extends BaseRepository {
     const owners = claims.map((c) => encodeField(c.owner));
     // The script puts the result between the fingerprint and the first-seen time (see CONFIRM_LUA).
     const results = claims.map((c) => (c.result === undefined ? '' : encodeField(c.result)));
-    const replies = await this.#calls(
-      keys,
-      (target, from, to) =>
-        target.idemConfirm(
-          to - from,
-          keys.slice(from, to),
-          given,
-          ttlMs,
-          px,
-          owners.slice(from, to),
-          results.slice(from, to),
-        ),
-      (client, i) =>
-        client.idemConfirmOne(keys[i] as string, given, ttlMs, px, owners[i] as string, results[i] as string),
-    );
+    const replies = await this.#calls('idemConfirm', keys, [given, ttlMs, px], [owners, results]);
     const { odd } = sparse<number>(replies, keys.length);
     return claims.map((_, i) => !odd.has(i));
   }
@@ -398,27 +380,40 @@ export class RedisRepository extends BaseRepository {
   }
 
   /**
-   * Runs a script over `keys`, returning each call's reply with the slice of keys it covered: one single-key call
-   * (`one`) for one key or per key on a Cluster, else one multi-key call (`many`) per KEYS_PER_SCRIPT keys.
+   * Runs a script over `keys` with the same `args` for all and one value per key from each of `perKey`, returning
+   * each call's reply with the slice of keys it covered: its single-key form (`<script>One`) for one key or per key
+   * on a Cluster, else one multi-key call per KEYS_PER_SCRIPT keys.
    */
   async #calls(
+    script: 'idemClaim' | 'idemConfirm' | 'idemRead',
     keys: readonly string[],
-    many: (target: ScriptedClient, from: number, to: number) => Promise<unknown>,
-    one: (client: ScriptedClient, index: number) => Promise<unknown>,
+    args: readonly (string | number)[],
+    perKey: readonly (readonly string[])[],
   ): Promise<Reply[]> {
     const client = this.#client;
     const n = keys.length;
-    if (n === 1) return [{ from: 0, to: 1, reply: (await one(client, 0)) as unknown[] }];
-    if (client.isCluster) {
-      return Promise.all(
-        keys.map(async (_, i) => ({ from: i, to: i + 1, reply: (await one(client, i)) as unknown[] })),
+    const one = async (i: number): Promise<Reply> => {
+      const reply = await client[`${script}One`](
+        keys[i] as string,
+        ...args,
+        ...perKey.map((values) => values[i] as string),
       );
-    }
+      return { from: i, to: i + 1, reply: reply as unknown[] };
+    };
+    if (n === 1) return [await one(0)];
+    if (client.isCluster) return Promise.all(keys.map((_, i) => one(i)));
     const calls: Promise<Reply>[] = [];
     for (let from = 0; from < n; from += KEYS_PER_SCRIPT) {
       const to = Math.min(n, from + KEYS_PER_SCRIPT);
+      const slices = perKey.map((values) => values.slice(from, to));
       // Each call is written to the socket as it is made, not gathered into a pipeline first.
-      calls.push(many(client, from, to).then((reply) => ({ from, to, reply: reply as unknown[] })));
+      calls.push(
+        client[script](to - from, keys.slice(from, to), ...args, ...slices).then((reply) => ({
+          from,
+          to,
+          reply: reply as unknown[],
+        })),
+      );
     }
     return Promise.all(calls);
   }

@@ -81,17 +81,6 @@ function sparse<R>(replies: readonly Reply[], count: number): { nows: number[]; 
   return { nows, odd };
 }
 
-/** Decodes dense replies `[now, per key...]` into one time and one value per key. */
-function dense<R>(replies: readonly Reply[], count: number): { nows: number[]; values: R[] } {
-  const nows = new Array<number>(count);
-  const values = new Array<R>(count);
-  for (const { from, to, reply } of replies) {
-    nows.fill(reply[0] as number, from, to);
-    for (let i = from; i < to; i++) values[i] = reply[i - from + 1] as R;
-  }
-  return { nows, values };
-}
-
 /**
  * Repository on Redis (standalone or Cluster) through ioredis; see docs/redis.md. Every state change is one atomic
  * Lua script judged by the server's clock (unless the caller gives `now`); PX only collects garbage. A borrowed
@@ -269,8 +258,12 @@ export class RedisRepository extends BaseRepository {
     if (timeArg(now) === '') {
       // Judged by the server's clock, read in the same script as the records (one call per 1000 keys).
       const replies = await this.#calls('idemRead', full, [], []);
-      const { nows, values } = dense<string | null>(replies, full.length);
-      return values.map((text, i) => decode(text, i, nows[i] as number));
+      const records = new Array<IdempotencyRecord | undefined>(full.length);
+      for (const { from, to, reply } of replies) {
+        for (let i = from; i < to; i++)
+          records[i] = decode(reply[i - from + 1] as string | null, i, reply[0] as number);
+      }
+      return records;
     }
     return (await this.#getAll(full)).map((text, i) => decode(text, i, now));
   }

@@ -36,9 +36,9 @@ const stores: Record<RepositoryType, [() => Promise<{ repositoryModule: Reposito
 };
 
 /** The optional npm packages each store needs (see {@link stores}). */
-export const repositoryPackages = Object.fromEntries(
+export const repositoryPackages: Readonly<Record<RepositoryType, readonly string[]>> = Object.fromEntries(
   repositoryTypes.map((type) => [type, stores[type][1]]),
-) as unknown as Record<RepositoryType, readonly string[]>;
+) as Record<RepositoryType, string[]>;
 
 /** Imports the store's module; a failure is a ConfigError on `repository.type` (see {@link loadFailure}). */
 export async function loadRepositoryModule(type: RepositoryType): Promise<RepositoryModule> {

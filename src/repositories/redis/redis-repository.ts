@@ -302,24 +302,20 @@ export class RedisRepository extends BaseRepository {
 
   protected async doClear(): Promise<void> {
     const { nodes, pattern, strip } = this.#scanTarget();
-    if (this.#client.isCluster) {
-      // Keys on one node span many slots, and a multi-key UNLINK must stay in one slot: unlink per key.
-      await Promise.all(
-        nodes.map((node) =>
-          scanAll(node, pattern, async (found) => {
-            const pipe = node.pipeline();
-            for (const key of found) pipe.unlink(key.subarray(strip));
-            const results = await pipe.exec();
-            if (results === null) throw new RepositoryError('redis pipeline was discarded');
-            for (const [error] of results) if (error) throw error;
-          }),
-        ),
-      );
-    } else {
-      await scanAll(nodes[0] as Redis, pattern, async (found) => {
-        await this.#client.unlink(...found.map((k) => k.subarray(strip)));
-      });
-    }
+    await Promise.all(
+      nodes.map((node) =>
+        scanAll(node, pattern, async (found) => {
+          const keys = found.map((key) => key.subarray(strip));
+          if (!this.#client.isCluster) return void (await node.unlink(...keys));
+          // Keys on one node span many slots, and a multi-key UNLINK must stay in one slot: unlink per key.
+          const pipe = node.pipeline();
+          for (const key of keys) pipe.unlink(key);
+          const results = await pipe.exec();
+          if (results === null) throw new RepositoryError('redis pipeline was discarded');
+          for (const [error] of results) if (error) throw error;
+        }),
+      ),
+    );
   }
 
   /**

@@ -20,7 +20,6 @@ import {
   chunk,
   ifLive,
   isSameClaim,
-  OPTIONAL_FIELDS,
   processWarnings,
   type StoreLogger,
   sharedStoreCapabilities,
@@ -422,12 +421,17 @@ export class CassandraRepository extends BaseRepository {
 
   /** The record's columns in {@link RECORD_COLUMNS} order; `absent` fills the missing optional fields. */
   #values(record: IdempotencyRecord, absent: unknown): unknown[] {
-    const values: unknown[] = [record.state, this.#long(record.expiresAt)];
-    for (const [field, kind] of OPTIONAL_FIELDS) {
-      const value = record[field];
-      values.push(value === undefined ? absent : kind === 'time' ? this.#long(value as number) : value);
-    }
-    return values;
+    const long = (value: number | undefined) => (value === undefined ? absent : this.#long(value));
+    return [
+      record.state,
+      this.#long(record.expiresAt),
+      long(record.leaseExpiresAt),
+      record.owner ?? absent,
+      long(record.eventTime),
+      record.fingerprint ?? absent,
+      record.result ?? absent,
+      long(record.firstSeenAt),
+    ];
   }
 }
 

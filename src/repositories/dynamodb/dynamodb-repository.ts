@@ -376,10 +376,12 @@ export class DynamoDbRepository extends BaseRepository {
       ConditionExpression: OWNER_CONDITION,
       ExpressionAttributeNames: names,
       ExpressionAttributeValues: values,
+      // Left out of a delete's request: the SDK sends only its command's own fields.
+      UpdateExpression: update,
     };
     try {
       if (update === undefined) await this.#client.send(new DeleteItemCommand(input));
-      else await this.#client.send(new UpdateItemCommand({ ...input, UpdateExpression: update }));
+      else await this.#client.send(new UpdateItemCommand(input));
       return true;
     } catch (error) {
       if (error instanceof ConditionalCheckFailedException) return false;

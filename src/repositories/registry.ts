@@ -20,9 +20,8 @@ export type RepositoryType = (typeof repositoryTypes)[number];
 export const defaultRepositoryType: RepositoryType = 'rocksdb';
 
 /**
- * Each store's module, imported only when selected (a Redis user never loads cassandra-driver), and the optional
- * npm packages (peer dependencies) it needs. None for `kafka`: its default client comes with the package;
- * `kafka.client = "kafkajs"` needs kafkajs, which the client loader names when it is missing.
+ * Each store's module, imported only when selected, and the optional npm packages it needs. Kafka's default client
+ * ships with the package; `kafka.client = "kafkajs"` needs kafkajs, which the client loader names when missing.
  */
 const stores: Record<RepositoryType, [() => Promise<{ repositoryModule: RepositoryModule }>, string[]]> = {
   rocksdb: [() => import('./rocksdb/index.js'), []],

@@ -36,10 +36,7 @@ export function ifLive(record: IdempotencyRecord | undefined, now: number): Idem
   return record !== undefined && isLive(record, now) ? record : undefined;
 }
 
-/**
- * `items` cut into runs for a server's per-call limits: at most `maxItems`, and with `sizeOf`, at most `maxBytes`
- * (an item larger than that runs alone).
- */
+/** `items` cut into runs of at most `maxItems` and, with `sizeOf`, `maxBytes` (a larger item runs alone). */
 export function chunk<T>(
   items: readonly T[],
   maxItems: number,

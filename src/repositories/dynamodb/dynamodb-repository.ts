@@ -270,7 +270,6 @@ export class DynamoDbRepository extends BaseRepository {
     return Item === undefined ? undefined : fromItem(Item, this.#ns);
   }
 
-  /** Reads up to 100 keys in one BatchGetItem. */
   private async batchGet(keys: readonly string[]): Promise<Item[]> {
     const items: Item[] = [];
     const keyItems = keys.map((key) => keyOf(key, this.#ns));
@@ -360,10 +359,7 @@ export class DynamoDbRepository extends BaseRepository {
     return Attributes !== undefined;
   }
 
-  /**
-   * Updates (with `update`) or deletes the owner's in-flight record, whose owner is in `values`: true when it
-   * applied, false when the claim was gone or someone else's.
-   */
+  /** Updates (with `update`) or deletes the owner's in-flight record: false when gone or someone else's. */
   private async ifOwner(
     key: string,
     values: Record<string, AttributeValue>,
@@ -376,7 +372,6 @@ export class DynamoDbRepository extends BaseRepository {
       ConditionExpression: OWNER_CONDITION,
       ExpressionAttributeNames: names,
       ExpressionAttributeValues: values,
-      // Left out of a delete's request: the SDK sends only its command's own fields.
       UpdateExpression: update,
     };
     try {
@@ -434,7 +429,6 @@ export class DynamoDbRepository extends BaseRepository {
     } while (startKey !== undefined);
   }
 
-  /** Sends up to 25 puts or deletes in one BatchWriteItem. */
   private async batchWrite(requests: WriteRequest[], operation: string): Promise<void> {
     await this.untilProcessed(operation, 'writes', 'BatchWriteItem', requests, async (pending) => {
       const out = await this.#client.send(

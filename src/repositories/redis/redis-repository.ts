@@ -369,9 +369,8 @@ export class RedisRepository extends BaseRepository {
   }
 
   /**
-   * Runs a script over `keys` with the same `args` for all and one value per key from each of `perKey`, returning
-   * each call's reply with the slice of keys it covered: its single-key form (`<script>One`) for one key or per key
-   * on a Cluster, else one multi-key call per KEYS_PER_SCRIPT keys.
+   * Runs a script over `keys` (`args` for all, one value per key from each of `perKey`): its `<script>One` form for
+   * one key or per key on a Cluster, else one call per KEYS_PER_SCRIPT keys. Replies come with their key range.
    */
   async #calls(
     script: 'idemClaim' | 'idemConfirm' | 'idemRead',
@@ -408,7 +407,6 @@ export class RedisRepository extends BaseRepository {
   }
 }
 
-/** SCANs one node for keys matching the pattern, handing each page to `onPage`. */
 async function scanAll(
   node: Redis,
   pattern: string,

@@ -81,3 +81,14 @@ export function checkClockSkew(offset: ClockOffset, check: ClockSkewCheck): void
   }
   throw new ConfigError('repository.maxClockSkewMs', message);
 }
+
+/** Checks the narrowest of the samples taken; with none, warns that the skew goes unchecked (`unread`: why). */
+export function checkSampledClock(
+  samples: readonly (ClockSample | undefined)[],
+  check: ClockSkewCheck,
+  unread: string,
+): void {
+  const offset = narrowest(samples.filter((sample) => sample !== undefined));
+  if (offset === undefined) check.warn(`${check.store}: ${unread}; the clock skew to it is not checked`);
+  else checkClockSkew(offset, check);
+}

@@ -13,3 +13,12 @@ export interface RepositoryModule<Schema extends z.ZodType = z.ZodType> {
   /** Opens the store. Connection problems reject with a ConfigError naming the key to fix, or a RepositoryError. */
   create(options: z.output<Schema>): Promise<IdempotentRepository>;
 }
+
+/** The {@link RepositoryModule} of a store: its `repository.type`, its options schema and its `open`. */
+export function storeModule<Schema extends z.ZodType>(
+  type: string,
+  optionsSchema: Schema,
+  create: (options: z.output<Schema>) => Promise<IdempotentRepository>,
+): RepositoryModule<Schema> {
+  return { type, optionsSchema, create };
+}

@@ -19,41 +19,29 @@ export type RepositoryType = (typeof repositoryTypes)[number];
 /** The `repository.type` used when config names none: the embedded on-disk store. */
 export const defaultRepositoryType: RepositoryType = 'rocksdb';
 
-// Each store is imported only when selected, so a Redis user never loads cassandra-driver.
-const loaders: Record<RepositoryType, () => Promise<{ repositoryModule: RepositoryModule }>> = {
-  rocksdb: () => import('./rocksdb/index.js'),
-  memory: () => import('./memory/index.js'),
-  redis: () => import('./redis/index.js'),
-  dynamodb: () => import('./dynamodb/index.js'),
-  cassandra: () => import('./cassandra/index.js'),
-  kafka: () => import('./kafka/index.js'),
-  postgres: () => import('./postgres/index.js'),
-  mysql: () => import('./mysql/index.js'),
-};
-
 /**
- * The optional npm packages (peer dependencies) each store needs. None for `kafka`: its default client comes with
- * the package; `kafka.client = "kafkajs"` needs kafkajs, which the client loader names when it is missing.
+ * Each store's module, imported only when selected, and the optional npm packages it needs. Kafka's default client
+ * ships with the package; `kafka.client = "kafkajs"` needs kafkajs, which the client loader names when missing.
  */
-export const repositoryPackages: Record<RepositoryType, readonly string[]> = {
-  rocksdb: [],
-  memory: [],
-  redis: ['ioredis'],
-  dynamodb: ['@aws-sdk/client-dynamodb'],
-  cassandra: ['cassandra-driver'],
-  kafka: [],
-  postgres: ['pg'],
-  mysql: ['mysql2'],
+const stores: Record<RepositoryType, [() => Promise<{ repositoryModule: RepositoryModule }>, string[]]> = {
+  rocksdb: [() => import('./rocksdb/index.js'), []],
+  memory: [() => import('./memory/index.js'), []],
+  redis: [() => import('./redis/index.js'), ['ioredis']],
+  dynamodb: [() => import('./dynamodb/index.js'), ['@aws-sdk/client-dynamodb']],
+  cassandra: [() => import('./cassandra/index.js'), ['cassandra-driver']],
+  kafka: [() => import('./kafka/index.js'), []],
+  postgres: [() => import('./postgres/index.js'), ['pg']],
+  mysql: [() => import('./mysql/index.js'), ['mysql2']],
 };
 
-/** True for a known `repository.type`. */
-export function isRepositoryType(value: unknown): value is RepositoryType {
-  return typeof value === 'string' && (repositoryTypes as readonly string[]).includes(value);
-}
+/** The optional npm packages each store needs (see {@link stores}). */
+export const repositoryPackages: Readonly<Record<RepositoryType, readonly string[]>> = Object.fromEntries(
+  repositoryTypes.map((type) => [type, stores[type][1]]),
+) as Record<RepositoryType, string[]>;
 
 /** Imports the store's module; a failure is a ConfigError on `repository.type` (see {@link loadFailure}). */
 export async function loadRepositoryModule(type: RepositoryType): Promise<RepositoryModule> {
-  const load = loaders[type];
+  const load = stores[type]?.[0];
   if (!load) {
     throw new ConfigError('repository.type', `unknown type ${JSON.stringify(type)}; ${validTypes()}`);
   }

@@ -1,6 +1,8 @@
 import type { z } from 'zod';
 import { parseOptions } from '../options/issues.js';
+import type { TlsOptions } from '../options/tls.js';
 import { MAX_ID_BYTES } from '../store/ids.js';
+import { isLive } from '../store/record.js';
 import type { IdempotencyRecord, RecordState, RepositoryCapabilities } from '../store/types.js';
 
 /** Where a store reports a degraded but working setup (an emulator without TTL, a clock skew allowed by "warn"). */
@@ -22,38 +24,81 @@ export function storeOptionsParser<Schema extends z.ZodType>(
     parseOptions(schema, input, { kind: 'code', owner, prefix: ['repository'] });
 }
 
-/** The capabilities of a persistent store that several processes share: what remains to say is `more`. */
+/** The capabilities of a persistent store (by default one that several processes share); the rest is `more`. */
 export function sharedStoreCapabilities(
-  more: Pick<RepositoryCapabilities, 'nativeBatch' | 'maxResultBytes' | 'maxTtlMs'>,
+  more: Pick<RepositoryCapabilities, 'nativeBatch' | 'maxResultBytes' | 'maxTtlMs'> & { shared?: boolean },
 ): RepositoryCapabilities {
   return { persistent: true, shared: true, maxIdBytes: MAX_ID_BYTES, ...more };
 }
 
-type OptionalFields = Omit<IdempotencyRecord, 'id' | 'state' | 'expiresAt'>;
+/** The record if it is still live at `now`, else undefined: stores keep records past their end until collected. */
+export function ifLive(record: IdempotencyRecord | undefined, now: number): IdempotencyRecord | undefined {
+  return record !== undefined && isLive(record, now) ? record : undefined;
+}
+
+/** `items` cut into runs of at most `maxItems` and, with `sizeOf`, `maxBytes` (a larger item runs alone). */
+export function chunk<T>(
+  items: readonly T[],
+  maxItems: number,
+  sizeOf?: (item: T) => number,
+  maxBytes = 0,
+): T[][] {
+  const runs: T[][] = [];
+  let run: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = sizeOf?.(item) ?? 0;
+    if (run.length === maxItems || (run.length > 0 && sizeOf && bytes + size > maxBytes)) {
+      runs.push(run);
+      run = [];
+      bytes = 0;
+    }
+    run.push(item);
+    bytes += size;
+  }
+  if (run.length > 0) runs.push(run);
+  return runs;
+}
+
+/** Node TLS options of a `tls` setting, certificates verified unless turned off by name; undefined for no TLS. */
+export function verifiedTls(tls: boolean | TlsOptions | undefined): TlsOptions | undefined {
+  if (tls === undefined || tls === false) return undefined;
+  const settings = tls === true ? {} : tls;
+  return { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true };
+}
+
+/** The fields a record may leave out, each a time (epoch ms) or text, in the order stores lay out their columns. */
+export const OPTIONAL_FIELDS = [
+  ['leaseExpiresAt', 'time'],
+  ['owner', 'text'],
+  ['eventTime', 'time'],
+  ['fingerprint', 'text'],
+  ['result', 'text'],
+  ['firstSeenAt', 'time'],
+] as const satisfies readonly (readonly [keyof IdempotencyRecord, 'time' | 'text'])[];
+
+/** A record's optional field, for code that walks {@link OPTIONAL_FIELDS}. */
+export type OptionalField = (typeof OPTIONAL_FIELDS)[number][0];
 
 /** A record from a stored row's cells; a null or undefined cell leaves its field out. */
 export function recordOf(
   id: string,
   state: RecordState,
   expiresAt: number,
-  cells: { readonly [K in keyof OptionalFields]?: OptionalFields[K] | null | undefined },
+  cells: { readonly [K in OptionalField]?: IdempotencyRecord[K] | null | undefined },
 ): IdempotencyRecord {
-  const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = { id, state, expiresAt };
-  if (cells.leaseExpiresAt != null) record.leaseExpiresAt = cells.leaseExpiresAt;
-  if (cells.owner != null) record.owner = cells.owner;
-  if (cells.eventTime != null) record.eventTime = cells.eventTime;
-  if (cells.fingerprint != null) record.fingerprint = cells.fingerprint;
-  if (cells.result != null) record.result = cells.result;
-  if (cells.firstSeenAt != null) record.firstSeenAt = cells.firstSeenAt;
-  return record;
+  const record: Record<string, unknown> = { id, state, expiresAt };
+  for (const [field] of OPTIONAL_FIELDS) if (cells[field] != null) record[field] = cells[field];
+  return record as unknown as IdempotencyRecord;
 }
 
 /**
  * True when a stored record is exactly the claim `ours` (same owner, state and times): an earlier attempt of this
  * very write landed and only its answer was lost (a timeout, a retry), so the caller reports it as its own.
  */
-export function isSameClaim(stored: IdempotencyRecord, ours: IdempotencyRecord): boolean {
+export function isSameClaim(stored: IdempotencyRecord | undefined, ours: IdempotencyRecord): boolean {
   return (
+    stored !== undefined &&
     stored.state === ours.state &&
     stored.owner === ours.owner &&
     stored.expiresAt === ours.expiresAt &&

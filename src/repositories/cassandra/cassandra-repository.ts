@@ -16,11 +16,17 @@ import {
 } from '../../store/record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions } from '../../store/types.js';
 import { mapLimit as mapConcurrent } from '../../util/concurrency.js';
-import { isSameClaim, processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
+import {
+  chunk,
+  ifLive,
+  isSameClaim,
+  processWarnings,
+  type StoreLogger,
+  sharedStoreCapabilities,
+} from '../shared.js';
 import { openClient, statementOptions } from './connection.js';
-import { BUCKETS, bucketOf, type Statements, statements, ttlSeconds } from './cql.js';
+import { BUCKETS, bucketOf, decodeRow, type Row, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
-import { decodeRow, type Row } from './row.js';
 
 /** Rounds of one id's claim-then-takeover (or confirm) while other writers keep winning Paxos rounds on it. */
 const MAX_CAS_ROUNDS = 5;
@@ -179,9 +185,7 @@ export class CassandraRepository extends BaseRepository {
       // Not applied: Cassandra returns the row that stopped us, every column of it.
       const row = inserted.first();
       const existing = decodeRow(entry.key, row);
-      if (uncertain && existing !== undefined && isSameClaim(existing, record)) {
-        return { added: true, record };
-      }
+      if (uncertain && isSameClaim(existing, record)) return { added: true, record };
       if (existing !== undefined && isLive(existing, now)) return { added: false, existing };
       // Expired by our clock, not yet by its TTL: replace it only if it is still exactly what we read.
       const taken = await this.#cas(this.#cql.takeover, [
@@ -202,8 +206,8 @@ export class CassandraRepository extends BaseRepository {
 
   /** Lazy mark over the row read just before: a plain write if nothing live holds the id. */
   async #mark(entry: KeyedEntry, row: Row | undefined, options: AddOptions, now: number): Promise<AddResult> {
-    const existing = decodeRow(entry.key, row);
-    if (existing !== undefined && isLive(existing, now)) return { added: false, existing };
+    const existing = ifLive(decodeRow(entry.key, row), now);
+    if (existing !== undefined) return { added: false, existing };
     const record = newRecord(entry.key, entry, options, now);
     const params = this.#markParams(
       record,
@@ -221,33 +225,16 @@ export class CassandraRepository extends BaseRepository {
     now: number,
   ): Promise<boolean[]> {
     const add: AddOptions = { ttlMs: options.ttlMs };
-    const groups: { query: string; params: unknown[] }[][] = [];
-    let group: { query: string; params: unknown[] }[] = [];
-    let groupBytes = 0;
-    for (const entry of entries) {
-      const bytes = markBytes(entry);
-      if (group.length === MARK_BATCH_ROWS || (group.length > 0 && groupBytes + bytes > MARK_BATCH_BYTES)) {
-        groups.push(group);
-        group = [];
-        groupBytes = 0;
-      }
-      // Blind over whatever row is left there: null, not unset, for absent fields.
-      const params = this.#markParams(
-        newRecord(entry.key, entry, add, now),
-        null,
-        now,
-        options.minLifetimeMs,
-      );
-      group.push({ query: this.#cql.mark, params });
-      groupBytes += bytes;
-    }
-    if (group.length > 0) groups.push(group);
-    const inFlight = Math.max(1, Math.ceil(this.#concurrency / 4));
-    await mapConcurrent(groups, inFlight, (rows) => {
-      const [only] = rows;
+    // Blind over whatever row is left there: null, not unset, for absent fields.
+    const params = (e: KeyedEntry) =>
+      this.#markParams(newRecord(e.key, e, add, now), null, now, options.minLifetimeMs);
+    const groups = chunk(entries, MARK_BATCH_ROWS, markBytes, MARK_BATCH_BYTES);
+    await mapConcurrent(groups, Math.max(1, Math.ceil(this.#concurrency / 4)), (group) => {
+      const [only] = group;
       // A mark alone (one over the budget) is a plain INSERT: no batch to size.
-      if (rows.length === 1 && only !== undefined)
-        return this.#client.execute(only.query, only.params, this.#write);
+      if (group.length === 1 && only !== undefined)
+        return this.#client.execute(this.#cql.mark, params(only), this.#write);
+      const rows = group.map((entry) => ({ query: this.#cql.mark, params: params(entry) }));
       return this.#client.batch(rows, { ...this.#write, logged: false });
     });
     return entries.map(() => true);
@@ -261,10 +248,7 @@ export class CassandraRepository extends BaseRepository {
       keys.length === 1
         ? new Map([[keys[0] as string, await this.#select(keys[0] as string)]])
         : await this.#selectMany(keys);
-    return keys.map((key) => {
-      const record = decodeRow(key, rows.get(key));
-      return record !== undefined && isLive(record, now) ? record : undefined;
-    });
+    return keys.map((key) => ifLive(decodeRow(key, rows.get(key)), now));
   }
 
   protected async doConfirmMany(
@@ -298,7 +282,7 @@ export class CassandraRepository extends BaseRepository {
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const row = await this.#select(key);
       const claim = decodeRow(key, row);
-      if (uncertain && claim !== undefined && isSameClaim(claim, uncertain)) return true;
+      if (uncertain && isSameClaim(claim, uncertain)) return true;
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
       const record = confirm ? confirmedRecord(claim, ms, now, result) : renewedRecord(claim, ms, now);
       const answer = await this.#cas(this.#cql.confirm, [
@@ -316,7 +300,7 @@ export class CassandraRepository extends BaseRepository {
       if (answer.wasApplied()) return true;
       // Not applied: the returned condition columns tell what happened to the claim.
       const current = decodeRow(key, answer.first());
-      if (uncertain && current !== undefined && isSameClaim(current, uncertain)) return true;
+      if (uncertain && isSameClaim(current, uncertain)) return true;
       // Still the owner's in-flight claim (re-claimed, so its lease changed): read again.
       if (current?.state !== 'in-flight' || current.owner !== owner) return false;
     }
@@ -415,10 +399,9 @@ export class CassandraRepository extends BaseRepository {
       if (group === undefined) byBucket.set(bucket, [key]);
       else group.push(key);
     }
-    const queries: [number, string[]][] = [];
-    for (const [bucket, group] of byBucket) {
-      for (let i = 0; i < group.length; i += MAX_IN) queries.push([bucket, group.slice(i, i + MAX_IN)]);
-    }
+    const queries = [...byBucket].flatMap(([bucket, group]) =>
+      chunk(group, MAX_IN).map((ids) => [bucket, ids] as const),
+    );
     const rows = new Map<string, Row>();
     await mapConcurrent(queries, this.#concurrency, async ([bucket, ids]) => {
       const result = await this.#client.execute(this.#cql.selectIn, [this.#ns, bucket, ids], this.#read);

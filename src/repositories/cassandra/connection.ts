@@ -1,11 +1,9 @@
 import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, RepositoryError } from '../../errors.js';
-import type { TlsOptions } from '../../options/tls.js';
-import { type ClockSample, checkClockSkew, narrowest } from '../clock-skew.js';
-import type { StoreLogger } from '../shared.js';
-import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements } from './cql.js';
+import { type ClockSample, checkSampledClock } from '../clock-skew.js';
+import { type StoreLogger, verifiedTls } from '../shared.js';
+import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements, toMs } from './cql.js';
 import type { CassandraOptions } from './options.js';
-import { toMs } from './row.js';
 
 /** The driver's consistency level of a config name: `LOCAL_QUORUM` → `types.consistencies.localQuorum`. */
 function consistency(name: string): types.consistencies {
@@ -82,18 +80,12 @@ function newClient(options: CassandraOptions): Client {
     ...(options.username !== undefined
       ? { authProvider: new auth.PlainTextAuthProvider(options.username, options.password ?? '') }
       : {}),
-    ...sslOptions(options.tls),
+    // The driver accepts any certificate by default: verification is on unless turned off by name.
+    ...(options.tls ? { sslOptions: verifiedTls(options.tls) } : {}),
     socketOptions: { connectTimeout: options.connectTimeoutMs, readTimeout: options.requestTimeoutMs },
     // Reconnect within seconds, not the default ten minutes, after a node comes back.
     policies: { reconnection: new policies.reconnection.ExponentialReconnectionPolicy(500, 10_000, false) },
   });
-}
-
-/** The driver's `sslOptions`: it defaults to accepting any certificate, so verification is on unless turned off. */
-function sslOptions(tls: boolean | TlsOptions | undefined): { sslOptions?: TlsOptions } {
-  if (tls === undefined || tls === false) return {};
-  const settings = tls === true ? {} : tls;
-  return { sslOptions: { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true } };
 }
 
 /**
@@ -114,18 +106,23 @@ function localOptions(options: CassandraOptions): QueryOptions {
   return { prepare: true, consistency: types.consistencies.localOne, readTimeout: options.requestTimeoutMs };
 }
 
+/** The table's columns by name (none: no table), as the schema tables list them. */
+async function tableColumns(client: Client, options: CassandraOptions): Promise<Map<string, types.Row>> {
+  const columns = await client.execute(
+    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
+    [options.keyspace, options.table],
+    localOptions(options),
+  );
+  return new Map(columns.rows.map((row) => [row.column_name as string, row]));
+}
+
 /** Adds the {@link ADDED_COLUMNS} an older table lacks; another worker's concurrent ALTER is fine. */
 async function addMissingColumns(
   client: Client,
   options: CassandraOptions,
   ddlOptions: QueryOptions,
 ): Promise<void> {
-  const columns = await client.execute(
-    'SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
-    [options.keyspace, options.table],
-    localOptions(options),
-  );
-  const present = new Set(columns.rows.map((row) => row.column_name as string));
+  const present = await tableColumns(client, options);
   for (const column of ADDED_COLUMNS) {
     if (present.has(column)) continue;
     await client
@@ -138,18 +135,13 @@ async function addMissingColumns(
 
 /** Checks the table exists with this layout, so a missing or foreign table fails at open, not on a message. */
 async function assertTable(client: Client, options: CassandraOptions): Promise<void> {
-  const local = localOptions(options);
   const where = `table "${options.keyspace}"."${options.table}"`;
-  const columns = await client.execute(
-    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
-    [options.keyspace, options.table],
-    local,
-  );
-  if (columns.rowLength === 0) {
+  const actual = await tableColumns(client, options);
+  if (actual.size === 0) {
     const keyspace = await client.execute(
       'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?',
       [options.keyspace],
-      local,
+      localOptions(options),
     );
     if (keyspace.rowLength === 0) {
       throw new ConfigError(
@@ -162,7 +154,6 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
       `${where} does not exist; create it or set repository.createSchema = true`,
     );
   }
-  const actual = new Map(columns.rows.map((row) => [row.column_name as string, row]));
   for (const [name, { type, kind }] of Object.entries(COLUMNS)) {
     const column = actual.get(name);
     if (column === undefined && (ADDED_COLUMNS as readonly string[]).includes(name)) {
@@ -182,9 +173,7 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
   }
 }
 
-/**
- * Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote.
- */
+/** Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote. */
 async function assertClock(
   client: Client,
   options: CassandraOptions,
@@ -205,13 +194,9 @@ async function assertClock(
     if (serverMs === undefined) continue;
     samples.push({ localBefore, localAfter, serverEarliest: serverMs, serverLatest: serverMs });
   }
-  const offset = narrowest(samples);
-  if (offset === undefined) {
-    logger.warn('cassandra: could not read the server clock; the clock skew to it is not checked');
-    return;
-  }
   const where = (client.getState().getConnectedHosts()[0]?.address as string | undefined) ?? 'the cluster';
-  checkClockSkew(offset, { ...options, store: 'cassandra', where, warn: logger.warn });
+  const check = { ...options, store: 'cassandra', where, warn: (m: string) => logger.warn(m) };
+  checkSampledClock(samples, check, 'could not read the server clock');
 }
 
 /** Maps a failure while opening the store to the setting most likely at fault. */

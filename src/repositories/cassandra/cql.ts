@@ -1,5 +1,8 @@
 import { createHash } from 'node:crypto';
+import type { types } from 'cassandra-driver';
 import { ConfigError } from '../../errors.js';
+import type { IdempotencyRecord } from '../../store/types.js';
+import { OPTIONAL_FIELDS, recordOf } from '../shared.js';
 import { IDENTIFIER_PATTERN } from './options.js';
 
 /**
@@ -142,4 +145,30 @@ export function statements(keyspace: string, table: string): Statements {
 /** A record's store-side TTL in whole seconds, rounded up, at least 1, at most {@link MAX_TTL_SECONDS}. */
 export function ttlSeconds(forgetAtMs: number, now: number): number {
   return Math.min(MAX_TTL_SECONDS, Math.max(1, Math.ceil((forgetAtMs - now) / 1000)));
+}
+
+/** A row as the driver returns it. */
+export type Row = types.Row;
+
+/** The column of each optional record field: `leaseExpiresAt` → `lease_expires_at`. */
+const FIELD_COLUMNS = OPTIONAL_FIELDS.map(
+  ([field, kind]) => [field, kind, field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] as const,
+);
+
+/** The record a row holds; undefined for no row, or a row whose cells have all expired (state is gone). */
+export function decodeRow(key: string, row: Row | null | undefined): IdempotencyRecord | undefined {
+  if (!row || (row.state !== 'in-flight' && row.state !== 'confirmed')) return undefined;
+  const cells: Record<string, unknown> = {};
+  // A column added later (result, first_seen_at) is null on a row written by a version that did not keep it.
+  for (const [field, kind, column] of FIELD_COLUMNS)
+    cells[field] = kind === 'time' ? toMs(row[column]) : row[column];
+  return recordOf(key, row.state, toMs(row.expires_at) ?? 0, cells);
+}
+
+/** A bigint cell as epoch ms, whichever representation the client decodes to. */
+export function toMs(value: unknown): number | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (typeof value === 'number') return value;
+  if (typeof value === 'bigint') return Number(value);
+  return (value as types.Long).toNumber();
 }

@@ -1,4 +1,4 @@
-import type { RepositoryModule } from '../module.js';
+import { storeModule } from '../module.js';
 import { CassandraRepository } from './cassandra-repository.js';
 import { cassandraOptionsSchema } from './options.js';
 
@@ -20,8 +20,6 @@ export {
 } from './options.js';
 
 /** Selected by `repository.type = "cassandra"`. */
-export const repositoryModule: RepositoryModule<typeof cassandraOptionsSchema> = {
-  type: 'cassandra',
-  optionsSchema: cassandraOptionsSchema,
-  create: (options) => CassandraRepository.open(options),
-};
+export const repositoryModule = storeModule('cassandra', cassandraOptionsSchema, (options) =>
+  CassandraRepository.open(options),
+);

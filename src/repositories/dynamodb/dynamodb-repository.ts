@@ -17,8 +17,8 @@ import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/ba
 import { isLive, newRecord } from '../../store/record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions } from '../../store/types.js';
 import { mapLimit } from '../../util/concurrency.js';
-import { checkClockSkew, offsetOf } from '../clock-skew.js';
-import { isSameClaim, processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
+import { checkSampledClock } from '../clock-skew.js';
+import { chunk, ifLive, isSameClaim, processWarnings, sharedStoreCapabilities } from '../shared.js';
 import {
   ATTR,
   fromItem,
@@ -73,6 +73,8 @@ const CONFIRM_NAMES = {
   '#ttl': ATTR.ttl,
   '#lease': ATTR.lease,
 };
+const CONFIRM_RESULT_NAMES = { ...CONFIRM_NAMES, '#result': ATTR.result };
+const RENEW_NAMES = { ...OWNER_NAMES, '#lease': ATTR.lease };
 
 /**
  * Repository on a DynamoDB table (partition key `id`, string), in the manner of Powertools (docs/dynamodb.md): a
@@ -109,7 +111,10 @@ export class DynamoDbRepository extends BaseRepository {
           : (config.endpoint ?? `the AWS endpoint of region ${region}`);
       const warnings = logger ?? processWarnings('IDEM_DYNAMODB');
       await ensureTable(repo.#client, config, warnings, endpoint);
-      await assertClock(repo.#client, config, clock ?? Date.now, warnings, endpoint);
+      // Conditions compare times of each worker's clock: check its skew to the endpoint's `Date` header.
+      const sample = await sampleServerClock(repo.#client, config.table, clock ?? Date.now);
+      const check = { ...config, store: 'dynamodb', where: endpoint, warn: (m: string) => warnings.warn(m) };
+      checkSampledClock([sample], check, `${endpoint} sent no Date header`);
     } catch (error) {
       await repo.close();
       throw error;
@@ -141,8 +146,8 @@ export class DynamoDbRepository extends BaseRepository {
       const result = await this.tryClaim(record, now, options.minLifetimeMs);
       if (result !== BLOCKED) return result;
       // Emulator path: read what blocked the claim.
-      const existing = await this.getOne(entry.key);
-      if (existing !== undefined && isLive(existing, now)) return blockedBy(record, existing);
+      const existing = ifLive(await this.getOne(entry.key), now);
+      if (existing !== undefined) return blockedBy(record, existing);
       this.assertClaimAttempts(attempt, [entry.key]);
     }
   }
@@ -246,10 +251,7 @@ export class DynamoDbRepository extends BaseRepository {
     keys: readonly string[],
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    if (keys.length === 1) {
-      const record = await this.getOne(keys[0] as string);
-      return [record !== undefined && isLive(record, now) ? record : undefined];
-    }
+    if (keys.length === 1) return [ifLive(await this.getOne(keys[0] as string), now)];
     const found = new Map<string, IdempotencyRecord>();
     await mapLimit(chunk(keys, GET_CHUNK), this.#concurrency, async (part) => {
       for (const item of await this.batchGet(part)) {
@@ -268,7 +270,6 @@ export class DynamoDbRepository extends BaseRepository {
     return Item === undefined ? undefined : fromItem(Item, this.#ns);
   }
 
-  /** Reads up to 100 keys in one BatchGetItem. */
   private async batchGet(keys: readonly string[]): Promise<Item[]> {
     const items: Item[] = [];
     const keyItems = keys.map((key) => keyOf(key, this.#ns));
@@ -321,18 +322,9 @@ export class DynamoDbRepository extends BaseRepository {
       ':expiresAt': { N: String(expiresAt) },
       ':ttl': { N: String(ttlSeconds(expiresAt, now)) },
     };
-    if (result !== undefined) values[':result'] = resultValue(result);
-    return this.ifOwner(
-      new UpdateItemCommand({
-        TableName: this.#table,
-        Key: keyOf(key, this.#ns),
-        UpdateExpression: result === undefined ? CONFIRM_UPDATE : CONFIRM_RESULT_UPDATE,
-        ConditionExpression: OWNER_CONDITION,
-        ExpressionAttributeNames:
-          result === undefined ? CONFIRM_NAMES : { ...CONFIRM_NAMES, '#result': ATTR.result },
-        ExpressionAttributeValues: values,
-      }),
-    );
+    if (result === undefined) return this.ifOwner(key, values, CONFIRM_NAMES, CONFIRM_UPDATE);
+    values[':result'] = resultValue(result);
+    return this.ifOwner(key, values, CONFIRM_RESULT_NAMES, CONFIRM_RESULT_UPDATE);
   }
 
   /**
@@ -345,33 +337,17 @@ export class DynamoDbRepository extends BaseRepository {
     leaseMs: number,
     now: number,
   ): Promise<boolean> {
-    return this.ifOwner(
-      new UpdateItemCommand({
-        TableName: this.#table,
-        Key: keyOf(key, this.#ns),
-        UpdateExpression: 'SET #lease = :lease',
-        ConditionExpression: OWNER_CONDITION,
-        ExpressionAttributeNames: { ...OWNER_NAMES, '#lease': ATTR.lease },
-        ExpressionAttributeValues: {
-          ':inflight': STATE_VALUE.inFlight,
-          ':owner': { S: owner },
-          ':lease': { N: String(now + leaseMs) },
-        },
-      }),
-    );
+    const values = {
+      ':inflight': STATE_VALUE.inFlight,
+      ':owner': { S: owner },
+      ':lease': { N: String(now + leaseMs) },
+    };
+    return this.ifOwner(key, values, RENEW_NAMES, 'SET #lease = :lease');
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     if (owner !== undefined) {
-      return this.ifOwner(
-        new DeleteItemCommand({
-          TableName: this.#table,
-          Key: keyOf(key, this.#ns),
-          ConditionExpression: OWNER_CONDITION,
-          ExpressionAttributeNames: OWNER_NAMES,
-          ExpressionAttributeValues: { ':inflight': STATE_VALUE.inFlight, ':owner': { S: owner } },
-        }),
-      );
+      return this.ifOwner(key, { ':inflight': STATE_VALUE.inFlight, ':owner': { S: owner } }, OWNER_NAMES);
     }
     const { Attributes } = await this.#client.send(
       new DeleteItemCommand({
@@ -383,11 +359,24 @@ export class DynamoDbRepository extends BaseRepository {
     return Attributes !== undefined;
   }
 
-  /** Sends an owner-conditioned write: true when it applied, false when the claim was gone or someone else's. */
-  private async ifOwner(command: UpdateItemCommand | DeleteItemCommand): Promise<boolean> {
+  /** Updates (with `update`) or deletes the owner's in-flight record: false when gone or someone else's. */
+  private async ifOwner(
+    key: string,
+    values: Record<string, AttributeValue>,
+    names: Record<string, string>,
+    update?: string,
+  ): Promise<boolean> {
+    const input = {
+      TableName: this.#table,
+      Key: keyOf(key, this.#ns),
+      ConditionExpression: OWNER_CONDITION,
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: values,
+      UpdateExpression: update,
+    };
     try {
-      // The union is only for the caller's convenience; both commands send the same way.
-      await this.#client.send(command as UpdateItemCommand);
+      if (update === undefined) await this.#client.send(new DeleteItemCommand(input));
+      else await this.#client.send(new UpdateItemCommand(input));
       return true;
     } catch (error) {
       if (error instanceof ConditionalCheckFailedException) return false;
@@ -440,7 +429,6 @@ export class DynamoDbRepository extends BaseRepository {
     } while (startKey !== undefined);
   }
 
-  /** Sends up to 25 puts or deletes in one BatchWriteItem. */
   private async batchWrite(requests: WriteRequest[], operation: string): Promise<void> {
     await this.untilProcessed(operation, 'writes', 'BatchWriteItem', requests, async (pending) => {
       const out = await this.#client.send(
@@ -453,28 +441,6 @@ export class DynamoDbRepository extends BaseRepository {
   protected async doClose(): Promise<void> {
     if (this.#ownsClient) this.#client.destroy();
   }
-}
-
-function chunk<T>(items: readonly T[], size: number): T[][] {
-  const chunks: T[][] = [];
-  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
-  return chunks;
-}
-
-/** Checks the skew to the endpoint's clock (its `Date` header): conditions compare times of each worker's clock. */
-async function assertClock(
-  client: DynamoDBClient,
-  config: DynamoDbOptions,
-  clock: () => number,
-  logger: StoreLogger,
-  where: string,
-): Promise<void> {
-  const sample = await sampleServerClock(client, config.table, clock);
-  if (sample === undefined) {
-    logger.warn(`dynamodb: ${where} sent no Date header; the clock skew to it is not checked`);
-    return;
-  }
-  checkClockSkew(offsetOf(sample), { ...config, store: 'dynamodb', where, warn: (m) => logger.warn(m) });
 }
 
 /**

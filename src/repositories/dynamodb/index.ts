@@ -1,4 +1,4 @@
-import type { RepositoryModule } from '../module.js';
+import { storeModule } from '../module.js';
 import { DynamoDbRepository } from './dynamodb-repository.js';
 import { dynamodbOptionsSchema } from './options.js';
 
@@ -18,8 +18,6 @@ export {
 } from './options.js';
 
 /** Selected by `repository.type = "dynamodb"`. */
-export const repositoryModule: RepositoryModule<typeof dynamodbOptionsSchema> = {
-  type: 'dynamodb',
-  optionsSchema: dynamodbOptionsSchema,
-  create: async (options) => DynamoDbRepository.open(options),
-};
+export const repositoryModule = storeModule('dynamodb', dynamodbOptionsSchema, (options) =>
+  DynamoDbRepository.open(options),
+);

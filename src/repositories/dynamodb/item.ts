@@ -1,7 +1,7 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { forgetAt } from '../../store/record.js';
 import type { IdempotencyRecord, RecordState } from '../../store/types.js';
-import { recordOf } from '../shared.js';
+import { OPTIONAL_FIELDS, recordOf } from '../shared.js';
 
 /** A DynamoDB item as the low-level client sees it. */
 export type Item = Record<string, AttributeValue>;
@@ -67,36 +67,34 @@ export function toItem(record: IdempotencyRecord, namespace: string, now: number
     [ATTR.expiresAt]: { N: String(record.expiresAt) },
     [ATTR.ttl]: { N: String(ttlSeconds(forgetAt(record), now, Date.now(), minLifetimeMs)) },
   };
-  if (record.leaseExpiresAt !== undefined) item[ATTR.lease] = { N: String(record.leaseExpiresAt) };
-  if (record.owner !== undefined) item[ATTR.owner] = { S: record.owner };
-  if (record.eventTime !== undefined) item[ATTR.eventTime] = { N: String(record.eventTime) };
-  if (record.fingerprint !== undefined) item[ATTR.fingerprint] = { S: record.fingerprint };
-  if (record.result !== undefined) item[ATTR.result] = resultValue(record.result);
-  if (record.firstSeenAt !== undefined) item[ATTR.firstSeenAt] = { N: String(record.firstSeenAt) };
+  for (const [field, kind] of OPTIONAL_FIELDS) {
+    const value = record[field];
+    if (value === undefined) continue;
+    item[field] =
+      kind === 'time'
+        ? { N: String(value) }
+        : field === 'result'
+          ? resultValue(String(value))
+          : { S: String(value) };
+  }
   return item;
 }
 
 /** The record an item holds, with the namespace taken off its id. */
 export function fromItem(item: Item, namespace: string): IdempotencyRecord {
+  const cells: Record<string, string | number | undefined> = {};
+  for (const [field, kind] of OPTIONAL_FIELDS) {
+    const value = item[field];
+    cells[field] = kind === 'text' ? value?.S : value?.N === undefined ? undefined : Number(value.N);
+  }
+  cells.result = (cells.result as string | undefined)?.slice(RESULT_LEAD.length);
+  const state = item[ATTR.state]?.S === STATE_VALUE.inFlight.S ? 'in-flight' : 'confirmed';
   return recordOf(
     (item[ATTR.id]?.S ?? '').slice(namespace.length),
-    item[ATTR.state]?.S === STATE_VALUE.inFlight.S ? 'in-flight' : 'confirmed',
-    numberOf(item, ATTR.expiresAt) ?? 0,
-    {
-      leaseExpiresAt: numberOf(item, ATTR.lease),
-      owner: item[ATTR.owner]?.S,
-      eventTime: numberOf(item, ATTR.eventTime),
-      fingerprint: item[ATTR.fingerprint]?.S,
-      result: item[ATTR.result]?.S?.slice(RESULT_LEAD.length),
-      // Absent on an item written by a version that did not keep it.
-      firstSeenAt: numberOf(item, ATTR.firstSeenAt),
-    },
+    state,
+    Number(item[ATTR.expiresAt]?.N ?? 0),
+    cells,
   );
-}
-
-function numberOf(item: Item, name: string): number | undefined {
-  const text = item[name]?.N;
-  return text === undefined ? undefined : Number(text);
 }
 
 /** The primary key of an id in a namespace (see {@link namespaceOf}). */

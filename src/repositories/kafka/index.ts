@@ -1,4 +1,4 @@
-import type { RepositoryModule } from '../module.js';
+import { storeModule } from '../module.js';
 import { KafkaRepository } from './kafka-repository.js';
 import { kafkaOptionsSchema } from './options.js';
 
@@ -14,8 +14,6 @@ export {
 } from './options.js';
 
 /** Selected by `repository.type = "kafka"`. */
-export const repositoryModule: RepositoryModule<typeof kafkaOptionsSchema> = {
-  type: 'kafka',
-  optionsSchema: kafkaOptionsSchema,
-  create: async (options) => KafkaRepository.open(options),
-};
+export const repositoryModule = storeModule('kafka', kafkaOptionsSchema, (options) =>
+  KafkaRepository.open(options),
+);

@@ -9,7 +9,6 @@ import {
   type PartitionOffsets,
 } from '../../kafka/changelog/index.js';
 import { type KafkaClient, type KafkaProducer, openKafkaClient } from '../../kafka/port/index.js';
-import { MAX_ID_BYTES } from '../../store/ids.js';
 import {
   type ChangelogChange,
   ChangelogRestorer,
@@ -17,6 +16,7 @@ import {
   LoggedRepository,
 } from '../logged/index.js';
 import { MemoryRepository } from '../memory/memory-repository.js';
+import { sharedStoreCapabilities } from '../shared.js';
 import { type KafkaOptions, type KafkaRepositoryOptions, parseKafkaOptions } from './options.js';
 
 /** Header naming the repository instance that wrote a record, so it knows its own writes when it reads them. */
@@ -70,16 +70,14 @@ export class KafkaRepository extends LoggedRepository {
     super(index, sink, {
       name: 'kafka',
       ...(clock ? { clock } : {}),
-      capabilities: {
-        persistent: true,
+      // Marks older than the topic's retention are deleted with it; a record with its result must fit a produce
+      // request under the broker's 1 MiB default.
+      capabilities: sharedStoreCapabilities({
         shared: false,
-        maxIdBytes: MAX_ID_BYTES,
         nativeBatch: true,
-        // Marks older than the topic's retention are deleted with it.
         maxTtlMs: options.retention,
-        // A record with its result must fit a produce request under the broker's 1 MiB default.
         maxResultBytes: 262_144,
-      },
+      }),
     });
     this.#options = options;
     this.#writer = writer;

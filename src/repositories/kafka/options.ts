@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { kafkaConnectionDefaults, kafkaConnectionFields, saslNeedsTls } from '../../kafka/connection.js';
-import { parseOptions } from '../../options/issues.js';
 import { durationMs } from '../../util/duration.js';
 import { memoryDefaults } from '../memory/options.js';
+import { storeOptionsParser } from '../shared.js';
 
 /** Defaults of the Kafka repository, written once. */
 export const kafkaDefaults = {
@@ -62,6 +62,4 @@ export type KafkaOptions = z.output<typeof kafkaOptionsSchema>;
 export type KafkaRepositoryOptions = z.input<typeof kafkaOptionsSchema> & { clock?: () => number };
 
 /** Validates options given in code; a bad one is a ConfigError naming the option and `owner`, keyed `repository.<key>`. */
-export function parseKafkaOptions(input: unknown, owner = 'KafkaRepository.open(...)'): KafkaOptions {
-  return parseOptions(kafkaOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
-}
+export const parseKafkaOptions = storeOptionsParser(kafkaOptionsSchema, 'KafkaRepository.open(...)');

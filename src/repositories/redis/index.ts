@@ -1,4 +1,4 @@
-import type { RepositoryModule } from '../module.js';
+import { storeModule } from '../module.js';
 import { redisOptionsSchema } from './options.js';
 import { RedisRepository } from './redis-repository.js';
 
@@ -12,8 +12,6 @@ export {
 export { type RedisClientRepositoryOptions, RedisRepository } from './redis-repository.js';
 
 /** Selected by `repository.type = "redis"`. */
-export const repositoryModule: RepositoryModule<typeof redisOptionsSchema> = {
-  type: 'redis',
-  optionsSchema: redisOptionsSchema,
-  create: async (options) => RedisRepository.open(options),
-};
+export const repositoryModule = storeModule('redis', redisOptionsSchema, (options) =>
+  RedisRepository.open(options),
+);

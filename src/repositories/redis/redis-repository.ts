@@ -7,12 +7,11 @@ import {
   encodeEntryTail,
   encodeField,
   encodeRecord,
-  isLive,
   newRecord,
   storeLifetimeMs,
 } from '../../store/record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions, MessageId } from '../../store/types.js';
-import { sharedStoreCapabilities } from '../shared.js';
+import { ifLive, sharedStoreCapabilities } from '../shared.js';
 import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
@@ -80,17 +79,6 @@ function sparse<R>(replies: readonly Reply[], count: number): { nows: number[]; 
     for (let j = 1; j < reply.length; j += 2) odd.set(from + (reply[j] as number) - 1, reply[j + 1] as R);
   }
   return { nows, odd };
-}
-
-/** Decodes dense replies `[now, per key...]` into one time and one value per key. */
-function dense<R>(replies: readonly Reply[], count: number): { nows: number[]; values: R[] } {
-  const nows = new Array<number>(count);
-  const values = new Array<R>(count);
-  for (const { from, to, reply } of replies) {
-    nows.fill(reply[0] as number, from, to);
-    for (let i = from; i < to; i++) values[i] = reply[i - from + 1] as R;
-  }
-  return { nows, values };
 }
 
 /**
@@ -212,10 +200,10 @@ export class RedisRepository extends BaseRepository {
     const shared = encodeEntryTail({});
     const keys = entries.map((e) => this.#ns + e.key);
     const replies = await this.#calls(
+      'idemClaim',
       keys,
-      (target, from, to) =>
-        target.idemClaim(to - from, keys.slice(from, to), ...args, tails ? tails.slice(from, to) : shared),
-      (client, i) => client.idemClaimOne(keys[i] as string, ...args, tails ? (tails[i] as string) : shared),
+      tails ? args : [...args, shared],
+      tails ? [tails] : [],
     );
     return sparse(replies, keys.length);
   }
@@ -265,25 +253,19 @@ export class RedisRepository extends BaseRepository {
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
     const full = keys.map((k) => this.#ns + k);
-    const decode = (text: string | null, i: number, at: number) => {
-      if (text == null) return undefined;
-      const record = decodeRecord(keys[i] as string, text);
-      return isLive(record, at) ? record : undefined;
-    };
+    const decode = (text: string | null, i: number, at: number) =>
+      text == null ? undefined : ifLive(decodeRecord(keys[i] as string, text), at);
     if (timeArg(now) === '') {
       // Judged by the server's clock, read in the same script as the records (one call per 1000 keys).
-      const replies = await this.#calls(
-        full,
-        (target, from, to) => target.idemRead(to - from, full.slice(from, to)),
-        (client, i) => client.idemReadOne(full[i] as string),
-      );
-      const { nows, values } = dense<string | null>(replies, full.length);
-      return values.map((text, i) => decode(text, i, nows[i] as number));
+      const replies = await this.#calls('idemRead', full, [], []);
+      const records = new Array<IdempotencyRecord | undefined>(full.length);
+      for (const { from, to, reply } of replies) {
+        for (let i = from; i < to; i++)
+          records[i] = decode(reply[i - from + 1] as string | null, i, reply[0] as number);
+      }
+      return records;
     }
-    const texts = this.#client.isCluster
-      ? await Promise.all(full.map((k) => this.#client.get(k)))
-      : await this.#client.mget(full);
-    return texts.map((text, i) => decode(text, i, now));
+    return (await this.#getAll(full)).map((text, i) => decode(text, i, now));
   }
 
   protected async doConfirmMany(
@@ -297,21 +279,7 @@ export class RedisRepository extends BaseRepository {
     const owners = claims.map((c) => encodeField(c.owner));
     // The script puts the result between the fingerprint and the first-seen time (see CONFIRM_LUA).
     const results = claims.map((c) => (c.result === undefined ? '' : encodeField(c.result)));
-    const replies = await this.#calls(
-      keys,
-      (target, from, to) =>
-        target.idemConfirm(
-          to - from,
-          keys.slice(from, to),
-          given,
-          ttlMs,
-          px,
-          owners.slice(from, to),
-          results.slice(from, to),
-        ),
-      (client, i) =>
-        client.idemConfirmOne(keys[i] as string, given, ttlMs, px, owners[i] as string, results[i] as string),
-    );
+    const replies = await this.#calls('idemConfirm', keys, [given, ttlMs, px], [owners, results]);
     const { odd } = sparse<number>(replies, keys.length);
     return claims.map((_, i) => !odd.has(i));
   }
@@ -334,24 +302,20 @@ export class RedisRepository extends BaseRepository {
 
   protected async doClear(): Promise<void> {
     const { nodes, pattern, strip } = this.#scanTarget();
-    if (this.#client.isCluster) {
-      // Keys on one node span many slots, and a multi-key UNLINK must stay in one slot: unlink per key.
-      await Promise.all(
-        nodes.map((node) =>
-          scanAll(node, pattern, async (found) => {
-            const pipe = node.pipeline();
-            for (const key of found) pipe.unlink(key.subarray(strip));
-            const results = await pipe.exec();
-            if (results === null) throw new RepositoryError('redis pipeline was discarded');
-            for (const [error] of results) if (error) throw error;
-          }),
-        ),
-      );
-    } else {
-      await scanAll(nodes[0] as Redis, pattern, async (found) => {
-        await this.#client.unlink(...found.map((k) => k.subarray(strip)));
-      });
-    }
+    await Promise.all(
+      nodes.map((node) =>
+        scanAll(node, pattern, async (found) => {
+          const keys = found.map((key) => key.subarray(strip));
+          if (!this.#client.isCluster) return void (await node.unlink(...keys));
+          // Keys on one node span many slots, and a multi-key UNLINK must stay in one slot: unlink per key.
+          const pipe = node.pipeline();
+          for (const key of keys) pipe.unlink(key);
+          const results = await pipe.exec();
+          if (results === null) throw new RepositoryError('redis pipeline was discarded');
+          for (const [error] of results) if (error) throw error;
+        }),
+      ),
+    );
   }
 
   /**
@@ -365,12 +329,7 @@ export class RedisRepository extends BaseRepository {
     for (const node of nodes) {
       await scanAll(node, pattern, async (found) => {
         const keys = found.map((k) => k.subarray(strip));
-        // A multi-key MGET must stay in one slot: one GET per key on a cluster.
-        const texts = await this.run('scan', () =>
-          this.#client.isCluster
-            ? Promise.all(keys.map((k) => this.#client.get(k)))
-            : this.#client.mget(...keys),
-        );
+        const texts = await this.run('scan', () => this.#getAll(keys));
         const records: IdempotencyRecord[] = [];
         for (let i = 0; i < texts.length; i++) {
           const text = texts[i];
@@ -382,6 +341,13 @@ export class RedisRepository extends BaseRepository {
         throw error instanceof RepositoryError ? error : toRepositoryError('redis scan', error);
       });
     }
+  }
+
+  /** The values of the keys: one MGET, or on a cluster one GET per key (a multi-key MGET must stay in one slot). */
+  #getAll(keys: (string | Buffer)[]): Promise<(string | null)[]> {
+    return this.#client.isCluster
+      ? Promise.all(keys.map((k) => this.#client.get(k)))
+      : this.#client.mget(keys);
   }
 
   protected async doClose(): Promise<void> {
@@ -403,33 +369,44 @@ export class RedisRepository extends BaseRepository {
   }
 
   /**
-   * Runs a script over `keys`, returning each call's reply with the slice of keys it covered: one single-key call
-   * (`one`) for one key or per key on a Cluster, else one multi-key call (`many`) per KEYS_PER_SCRIPT keys.
+   * Runs a script over `keys` (`args` for all, one value per key from each of `perKey`): its `<script>One` form for
+   * one key or per key on a Cluster, else one call per KEYS_PER_SCRIPT keys. Replies come with their key range.
    */
   async #calls(
+    script: 'idemClaim' | 'idemConfirm' | 'idemRead',
     keys: readonly string[],
-    many: (target: ScriptedClient, from: number, to: number) => Promise<unknown>,
-    one: (client: ScriptedClient, index: number) => Promise<unknown>,
+    args: readonly (string | number)[],
+    perKey: readonly (readonly string[])[],
   ): Promise<Reply[]> {
     const client = this.#client;
     const n = keys.length;
-    if (n === 1) return [{ from: 0, to: 1, reply: (await one(client, 0)) as unknown[] }];
-    if (client.isCluster) {
-      return Promise.all(
-        keys.map(async (_, i) => ({ from: i, to: i + 1, reply: (await one(client, i)) as unknown[] })),
+    const one = async (i: number): Promise<Reply> => {
+      const reply = await client[`${script}One`](
+        keys[i] as string,
+        ...args,
+        ...perKey.map((values) => values[i] as string),
       );
-    }
+      return { from: i, to: i + 1, reply: reply as unknown[] };
+    };
+    if (n === 1) return [await one(0)];
+    if (client.isCluster) return Promise.all(keys.map((_, i) => one(i)));
     const calls: Promise<Reply>[] = [];
     for (let from = 0; from < n; from += KEYS_PER_SCRIPT) {
       const to = Math.min(n, from + KEYS_PER_SCRIPT);
+      const slices = perKey.map((values) => values.slice(from, to));
       // Each call is written to the socket as it is made, not gathered into a pipeline first.
-      calls.push(many(client, from, to).then((reply) => ({ from, to, reply: reply as unknown[] })));
+      calls.push(
+        client[script](to - from, keys.slice(from, to), ...args, ...slices).then((reply) => ({
+          from,
+          to,
+          reply: reply as unknown[],
+        })),
+      );
     }
     return Promise.all(calls);
   }
 }
 
-/** SCANs one node for keys matching the pattern, handing each page to `onPage`. */
 async function scanAll(
   node: Redis,
   pattern: string,

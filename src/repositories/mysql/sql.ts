@@ -1,6 +1,6 @@
 import type { IdempotencyRecord } from '../../store/types.js';
 import { decodeRecord, type SqlRecordRow } from '../sql/store.js';
-import { checkTable } from './options.js';
+import { tables } from './options.js';
 
 /** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */
 export function quoteTable(table: string): string {
@@ -113,7 +113,7 @@ export class Statements {
   readonly removeOwned: string;
 
   constructor(table: string) {
-    const t = quoteTable(checkTable(table));
+    const t = quoteTable(tables.check(table));
     this.table = t;
     this.renew =
       `UPDATE ${t} SET token = ?, lease_expires_at = ${NOW_MS} + ?, forget_at = GREATEST(forget_at, ${NOW_MS} + ?) ` +

@@ -1,11 +1,9 @@
 import { connect, isIP, type Socket } from 'node:net';
 import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
-import { ConfigError, RepositoryError } from '../../errors.js';
 import type { TlsOptions } from '../../options/tls.js';
-import { checkLayout, connectFailure } from '../sql/connection.js';
-import { detailOf, type MigrateStore } from '../sql/store.js';
+import { openFailure } from '../sql/connection.js';
 import type { MySqlOptions } from './options.js';
-import { ADDED_COLUMNS, COLUMNS, quoteTable, TRACK_LAST_INSERT_ID } from './sql.js';
+import { schemaAndName, TRACK_LAST_INSERT_ID } from './sql.js';
 
 export { describeAddress } from './options.js';
 
@@ -115,61 +113,37 @@ export function errorNumber(error: unknown): number | undefined {
   return typeof errno === 'number' ? errno : undefined;
 }
 
-/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see connectFailure). */
+/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see openFailure). */
 export function openError(error: unknown, address: string): unknown {
-  if (error instanceof ConfigError || error instanceof RepositoryError) return error;
-  const errno = errorNumber(error);
-  const detail = detailOf(error);
-  // The server's own words when no password was sent (none in the URL nor in `password`).
-  if (errno === 1045 && /\(using password: NO\)/.test(error instanceof Error ? error.message : '')) {
-    return new ConfigError(
-      'repository.password',
-      `mysql at ${address} asks for a password, and none was given: put it in the URL ` +
-        '(mysql://user:password@host/database) or in repository.password',
-      { cause: error },
-    );
-  }
-  // 1045 access denied, 1044 no access to the database, 1698 a user that logs in by socket only.
-  if (errno === 1045 || errno === 1044 || errno === 1698) {
-    return new ConfigError('repository.password', `authentication to mysql at ${address} failed: ${detail}`, {
-      cause: error,
-    });
-  }
-  if (errno === 1049) {
-    return new ConfigError('repository.url', `mysql at ${address}: ${detail}`, { cause: error });
-  }
-  return connectFailure('mysql', address, error, {
-    codes: '|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR',
-    messages: 'does not support secure connection',
-    serverHint: 'TLS enabled (ssl_cert, ssl_key)',
+  return openFailure('mysql', address, error, {
+    code: errorNumber,
+    // 1045 access denied, 1044 no access to the database, 1698 a user that logs in by socket only.
+    refused: [1045, 1044, 1698],
+    unknownDatabase: [1049],
+    // The server's own words when no password was sent (none in the URL nor in `password`).
+    noPassword: (error) =>
+      errorNumber(error) === 1045 &&
+      /\(using password: NO\)/.test(error instanceof Error ? error.message : ''),
+    passwordPlaces: 'the URL (mysql://user:password@host/database) or in repository.password',
+    tls: {
+      codes: '|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR',
+      messages: 'does not support secure connection',
+      serverHint: 'TLS enabled (ssl_cert, ssl_key)',
+    },
   });
 }
 
-/** Checks the table exists with the columns and types the statements use (see {@link checkLayout}). */
-export async function assertTable(
-  pool: Pool,
-  table: string,
-  address: string,
-  target: MigrateStore,
-): Promise<void> {
-  const parts = table.split('.');
-  const [schema, name] = parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
+/** The table's columns and their types as the catalog lists them (see `checkLayout`). */
+export async function columnsOf(pool: Pool, table: string): Promise<Map<string, string>> {
   const [rows] = await pool.execute(
     'SELECT COLUMN_NAME AS name, DATA_TYPE AS type FROM information_schema.COLUMNS ' +
       'WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
-    [schema, name],
+    schemaAndName(table),
   );
-  const actual = new Map(
+  return new Map(
     (rows as { name: unknown; type: unknown }[]).map((row) => [
       String(row.name),
       String(row.type).toLowerCase(),
     ]),
-  );
-  checkLayout(
-    { store: 'mysql', table, quoted: quoteTable(table), address },
-    actual,
-    COLUMNS,
-    target,
-    ADDED_COLUMNS,
   );
 }

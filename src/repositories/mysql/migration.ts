@@ -9,7 +9,7 @@ import {
   parseMySqlOptions,
   tables,
 } from './options.js';
-import { ADDED_COLUMNS, COLUMNS, MAX_FIELD_BYTES, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, MAX_FIELD_BYTES, quoteTable, schemaAndName } from './sql.js';
 
 export { COLUMNS, type MigrateResult };
 
@@ -69,8 +69,7 @@ const DUPLICATE_COLUMN = 1060;
  * statements run. Also what `createTable: true` runs at open.
  */
 export async function createMissingTable(pool: Pool, table: string): Promise<string[]> {
-  const parts = table.split('.');
-  const [schema, name] = parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
+  const [schema, name] = schemaAndName(table);
   const [rows] = await pool.execute(
     'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
     [schema, name],

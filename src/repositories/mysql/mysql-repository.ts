@@ -3,13 +3,7 @@ import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
 import { RepositoryError, toRepositoryError } from '../../errors.js';
 import type { KeyedClaim, KeyedEntry } from '../../store/base.js';
 import { newRecord, storeLifetimeMs } from '../../store/record.js';
-import type {
-  AddOptions,
-  AddResult,
-  IdempotencyRecord,
-  RepositoryTransaction,
-  TransactionOptions,
-} from '../../store/types.js';
+import type { AddOptions, AddResult, IdempotencyRecord } from '../../store/types.js';
 import type { StoreLogger } from '../shared.js';
 import {
   handlerClient,
@@ -23,7 +17,7 @@ import {
 import { migrateHint } from '../sql/store.js';
 import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import {
-  assertTable,
+  columnsOf,
   createPool,
   describeAddress,
   errorNumber as errno,
@@ -34,13 +28,16 @@ import {
 import { createMissingTable } from './migration.js';
 import { type MySqlOptions, type MySqlRepositoryOptions, parseMySqlOptions } from './options.js';
 import {
+  ADDED_COLUMNS,
   bucket,
   bytes,
+  COLUMNS,
   decodeRow,
   MAX_FIELD_BYTES,
   MAX_ROWS,
   MAX_STATEMENT_BYTES,
   optionalBytes,
+  quoteTable,
   type Row,
   Statements,
   TAKEN_OVER,
@@ -76,7 +73,8 @@ const dialect: SqlDialect<Pool, MySqlOptions> = {
   describeAddress,
   createPool,
   createTable: createMissingTable,
-  assertTable,
+  columnsOf,
+  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
   openError,
 };
 
@@ -328,93 +326,17 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return new MySqlRepository(opened, opened.probed ?? { rollbackOnTimeout: false, mariadb: false });
   }
 
+  protected readonly maxLockTimeoutMs = Number.MAX_SAFE_INTEGER;
+
   /**
-   * Runs `work` in one transaction on a pooled connection (see `TransactionalRepository`); the connection goes
-   * back to the pool, or is destroyed when its state is unknown.
-   *
-   * The session runs with `autocommit = 0` rather than inside START TRANSACTION: when InnoDB rolls the whole
-   * transaction back on its own (a deadlock victim; a lock wait timeout under `innodb_rollback_on_timeout`), a
-   * session in START TRANSACTION is back in autocommit and the work's later statements would commit without its
-   * mark; with autocommit off they open a new transaction that only COMMIT ends. The savepoint set first
-   * ({@link TRANSACTION_SAVEPOINT}) dies with the transaction, so `RELEASE SAVEPOINT` before COMMIT proves it is
-   * still the one opened here; when not, everything is rolled back and the call rejects, retryable.
-   *
-   * The settings and the savepoint go with the work's first statement (on MariaDB in a one-id claim's round
-   * trip), and the release and the settings' return (which commits) in one: one message in its own transaction
-   * costs the round trips of BEGIN, INSERT, COMMIT. `lockTimeoutMs` is the session's `innodb_lock_wait_timeout`
-   * meanwhile, in whole seconds rounded up. The isolation level is the session's: claims are locking writes and
-   * their read-backs locking reads, which see the latest committed row whatever the snapshot.
+   * A transaction on a pooled connection (see {@link MySqlTransaction}). `lockTimeoutMs` is the session's
+   * `innodb_lock_wait_timeout` meanwhile, in whole seconds rounded up. The isolation level is the session's:
+   * claims are locking writes and their read-backs locking reads, which see the latest committed row whatever the
+   * snapshot.
    */
-  async transaction<T>(
-    work: (transaction: RepositoryTransaction<PoolConnection>) => Promise<T>,
-    options: TransactionOptions = {},
-  ): Promise<T> {
-    const lockTimeoutMs = this.beginTransaction(options, Number.MAX_SAFE_INTEGER);
+  protected async openTransaction(lockTimeoutMs: number): Promise<MySqlTransaction> {
     const session = this.#session(lockWaitSeconds(lockTimeoutMs));
-    const connection = await this.run('transaction', () => this.pool.getConnection());
-    const transaction = new MySqlTransaction(connection, lockTimeoutMs, this.#compound, session.lead);
-    // Once false, the session's state is unknown: the connection is destroyed, never restored or reused.
-    let healthy = true;
-    // Set once the session's settings are back (which ended the transaction).
-    let restored = false;
-    const { reset } = session;
-    try {
-      let result: T;
-      try {
-        result = await this.scope.run(transaction, () => work(transaction));
-      } catch (error) {
-        await transaction.begun();
-        healthy = !transaction.started || (await endQuietly(connection, 'ROLLBACK')) === undefined;
-        throw error;
-      } finally {
-        transaction.end();
-      }
-      await transaction.begun();
-      if (transaction.started && !transaction.rollingBack) {
-        await this.run('commit', async () => {
-          let header: ResultSetHeader;
-          try {
-            // Turning autocommit back on commits; the release failing stops the commit.
-            header = await inOrder(connection, session.end, this.#compound);
-          } catch (error) {
-            if (errno(error) !== ER_SP_DOES_NOT_EXIST) {
-              healthy = false;
-              throw error;
-            }
-            transaction.lost(
-              'a deadlock, or a lock wait timeout with innodb_rollback_on_timeout, in a statement whose error the ' +
-                'work caught',
-            );
-            return;
-          }
-          restored = true;
-          try {
-            // A session that had autocommit off is still in the transaction (the OK packet says so): COMMIT ends it.
-            if ((header.serverStatus & SERVER_STATUS_IN_TRANS) !== 0) await connection.query('COMMIT');
-          } catch (error) {
-            healthy = false;
-            throw error;
-          }
-        });
-      }
-      if (transaction.rollingBack) {
-        if (transaction.started) healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
-        if (transaction.rolledBackBy !== undefined) {
-          throw new RepositoryError(
-            `mysql transaction: the server rolled the transaction back while the work ran (${transaction.rolledBackBy}); ` +
-              'nothing of it was committed; run it again',
-          );
-        }
-      }
-      return result;
-    } finally {
-      if (transaction.broken) healthy = false;
-      if (healthy && transaction.started && !restored) {
-        healthy = (await endQuietly(connection, reset)) === undefined;
-      }
-      if (healthy) connection.release();
-      else connection.destroy();
-    }
+    return new MySqlTransaction(await this.pool.getConnection(), lockTimeoutMs, this.#compound, session);
   }
 
   /** The session statements for a lock wait of `seconds`: the same lists each time, so their blocks are built once. */
@@ -811,7 +733,20 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
  */
 const TRANSACTION_SAVEPOINT = 'idempotent_consumer_transaction';
 
-/** One open MySQL transaction: a pool connection with autocommit off, and what the repository learned of it. */
+/**
+ * One open MySQL transaction: a pool connection with autocommit off, and what the repository learned of it.
+ *
+ * The session runs with `autocommit = 0` rather than inside START TRANSACTION: when InnoDB rolls the whole
+ * transaction back on its own (a deadlock victim; a lock wait timeout under `innodb_rollback_on_timeout`), a
+ * session in START TRANSACTION is back in autocommit and the work's later statements would commit without its
+ * mark; with autocommit off they open a new transaction that only COMMIT ends. The savepoint set first
+ * ({@link TRANSACTION_SAVEPOINT}) dies with the transaction, so `RELEASE SAVEPOINT` before COMMIT proves it is
+ * still the one opened here; when not, everything is rolled back and the call rejects, retryable.
+ *
+ * The settings and the savepoint go with the work's first statement (on MariaDB in a one-id claim's round
+ * trip), and the release and the settings' return (which commits) in one: one message in its own transaction
+ * costs the round trips of BEGIN, INSERT, COMMIT.
+ */
 export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   /** The lead failed, or a round trip carrying it: the session's settings are unknown, the connection not reused. */
   broken = false;
@@ -824,10 +759,84 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   /** The lead sent alone, not yet answered. */
   #began: Promise<unknown> | undefined;
 
-  /** `lead`: sent with the first claim in its round trip, else alone before any other statement. */
-  constructor(connection: PoolConnection, lockTimeoutMs: number, compound: boolean, lead: readonly string[]) {
-    super('mysql', connection, lockTimeoutMs, lead);
+  readonly #session: SessionStatements;
+  /** Once false, the session's state is unknown: the connection is destroyed, never restored or reused. */
+  #healthy = true;
+  /** Set once the session's settings are back (which ended the transaction). */
+  #restored = false;
+
+  /** The session's lead goes with the first claim in its round trip, else alone before any other statement. */
+  constructor(
+    connection: PoolConnection,
+    lockTimeoutMs: number,
+    compound: boolean,
+    session: SessionStatements,
+  ) {
+    super('mysql', connection, lockTimeoutMs, session.lead);
     this.#compound = compound;
+    this.#session = session;
+  }
+
+  async abandon(): Promise<void> {
+    await this.begun();
+    this.#healthy = !this.started || (await endQuietly(this.connection, 'ROLLBACK')) === undefined;
+    this.end();
+  }
+
+  async finish(fail: (operation: string, error: unknown) => unknown): Promise<void> {
+    this.end();
+    await this.begun();
+    if (this.started && !this.rollingBack) {
+      try {
+        await this.#commit();
+      } catch (error) {
+        throw fail('commit', error);
+      }
+    }
+    if (this.rollingBack) {
+      if (this.started) this.#healthy = (await endQuietly(this.connection, 'ROLLBACK')) === undefined;
+      if (this.rolledBackBy !== undefined) {
+        throw new RepositoryError(
+          `mysql transaction: the server rolled the transaction back while the work ran (${this.rolledBackBy}); ` +
+            'nothing of it was committed; run it again',
+        );
+      }
+    }
+  }
+
+  async #commit(): Promise<void> {
+    let header: ResultSetHeader;
+    try {
+      // Turning autocommit back on commits; the release failing stops the commit.
+      header = await inOrder(this.connection, this.#session.end, this.#compound);
+    } catch (error) {
+      if (errno(error) !== ER_SP_DOES_NOT_EXIST) {
+        this.#healthy = false;
+        throw error;
+      }
+      this.lost(
+        'a deadlock, or a lock wait timeout with innodb_rollback_on_timeout, in a statement whose error the ' +
+          'work caught',
+      );
+      return;
+    }
+    this.#restored = true;
+    try {
+      // A session that had autocommit off is still in the transaction (the OK packet says so): COMMIT ends it.
+      if ((header.serverStatus & SERVER_STATUS_IN_TRANS) !== 0) await this.connection.query('COMMIT');
+    } catch (error) {
+      this.#healthy = false;
+      throw error;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.broken) this.#healthy = false;
+    if (this.#healthy && this.started && !this.#restored) {
+      this.#healthy = (await endQuietly(this.connection, this.#session.reset)) === undefined;
+    }
+    if (this.#healthy) this.connection.release();
+    else this.connection.destroy();
   }
 
   protected handOut(): void {

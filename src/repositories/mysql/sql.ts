@@ -10,6 +10,12 @@ export function quoteTable(table: string): string {
     .join('.');
 }
 
+/** The parameters of a catalog query for `table`: its database (null: the connection's) and name. */
+export function schemaAndName(table: string): [string | null, string] {
+  const parts = table.split('.');
+  return parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
+}
+
 /** The columns the statements use, with the `DATA_TYPE` information_schema reports for each (checked at open). */
 export const COLUMNS = {
   namespace: 'varbinary',

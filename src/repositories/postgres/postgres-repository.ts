@@ -11,8 +11,6 @@ import type {
   MarkOptions,
   MessageId,
   ReadOptions,
-  RepositoryTransaction,
-  TransactionOptions,
 } from '../../store/types.js';
 import type { StoreLogger } from '../shared.js';
 import {
@@ -27,8 +25,8 @@ import {
 import { detailOf, migrateHint } from '../sql/store.js';
 import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import {
-  assertTable,
   type BoundStatement,
+  columnsOf,
   createPool,
   errorCode,
   openError,
@@ -43,10 +41,13 @@ import {
   parsePostgresOptions,
 } from './options.js';
 import {
+  ADDED_COLUMNS,
+  COLUMNS,
   decodeRow,
   decodeText,
   encodeOptional,
   encodeText,
+  quoteTable,
   type RecordRow,
   type Statement,
   type Statements,
@@ -65,7 +66,8 @@ const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   describeAddress,
   createPool,
   createTable: (pool, table) => migrate({ pool, table }),
-  assertTable,
+  columnsOf,
+  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
   openError,
 };
 
@@ -111,11 +113,66 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
    */
   aborted = false;
 
-  /** `setsTimeout` false: the connection was opened with this lock timeout (see {@link opensWith}). */
-  constructor(client: pg.PoolClient, lockTimeoutMs: number, setsTimeout: boolean) {
+  /** Why the connection's state is unknown (it is then destroyed, not given back). */
+  #broken: Error | undefined;
+  // The pool listens only on idle clients: a checked-out one whose connection drops between statements would
+  // emit 'error' with no listener and kill the process. Recorded instead; the connection is destroyed.
+  readonly #onError = (error: Error) => {
+    this.#broken ??= error;
+  };
+
+  /** BEGIN, with `SET LOCAL lock_timeout` unless the connection has it (see {@link opensWith}). */
+  constructor(client: pg.PoolClient, lockTimeoutMs: number) {
     // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
-    const lead = setsTimeout ? ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] : BEGIN_ONLY;
+    const lead = opensWith(client, lockTimeoutMs)
+      ? BEGIN_ONLY
+      : ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
     super('postgres', client, lockTimeoutMs, lead);
+    client.on('error', this.#onError);
+  }
+
+  async abandon(): Promise<void> {
+    this.#broken = await this.rollback();
+  }
+
+  async finish(fail: (operation: string, error: unknown) => unknown): Promise<void> {
+    try {
+      await this.#began;
+    } catch (error) {
+      this.#broken = error as Error;
+      throw fail('transaction', error);
+    }
+    if (this.rollingBack) {
+      this.#broken = await this.rollback();
+      if (this.#broken !== undefined) throw fail('rollback', this.#broken);
+      return;
+    }
+    if (!this.started) return;
+    let reply: pg.QueryResult;
+    try {
+      reply = await this.connection.query('COMMIT');
+    } catch (error) {
+      this.#broken = error as Error;
+      // A lost connection leaves the outcome unknown: retrying is safe, since a committed claim answers duplicate.
+      throw new RepositoryError(
+        `postgres commit failed (the transaction may or may not have committed): ${detailOf(error)}`,
+        { cause: error },
+      );
+    }
+    // COMMIT of an aborted transaction (a statement's error caught without a rollback to a savepoint) answers
+    // ROLLBACK, not an error.
+    if (reply.command === 'ROLLBACK') {
+      throw new RepositoryError(
+        'postgres commit rolled back: a statement of the transaction failed earlier and the transaction was ' +
+          'aborted; nothing of it was written',
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    this.dispose();
+    this.connection.off('error', this.#onError);
+    this.connection.release(this.#broken);
   }
 
   protected handOut(): void {
@@ -124,11 +181,6 @@ class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     // Not awaited: node-postgres sends the caller's statements after it, in order.
     this.#began = this.connection.query(lead.join('; '));
     this.#began.catch(() => this.abort());
-  }
-
-  /** Settles once BEGIN sent alone was answered; rejects with its error. */
-  async begun(): Promise<void> {
-    await this.#began;
   }
 
   /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
@@ -284,76 +336,14 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return new PostgresRepository(await openSql(dialect, options));
   }
 
-  /**
-   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}),
-   * at the server's isolation level, `lock_timeout` set with BEGIN in one round trip unless the connection has
-   * it. The connection is destroyed when its state is unknown (a failed ROLLBACK), else given back.
-   */
-  async transaction<T>(
-    work: (transaction: RepositoryTransaction<pg.PoolClient>) => Promise<T>,
-    options: TransactionOptions = {},
-  ): Promise<T> {
-    const lockTimeoutMs = this.beginTransaction(options, MAX_TTL_MS);
-    const client = await this.run('transaction', () => this.pool.connect());
-    const transaction = new PostgresTransaction(client, lockTimeoutMs, !opensWith(client, lockTimeoutMs));
-    let broken: Error | undefined;
-    // The pool listens only on idle clients: a checked-out one whose connection drops between statements would
-    // emit 'error' with no listener and kill the process. Recorded instead; the connection is destroyed.
-    const onError = (error: Error) => {
-      broken ??= error;
-    };
-    client.on('error', onError);
-    try {
-      let result: T;
-      try {
-        result = await this.scope.run(transaction, () => work(transaction));
-      } catch (error) {
-        broken = await transaction.rollback();
-        throw error;
-      }
-      try {
-        await transaction.begun();
-      } catch (error) {
-        broken = error as Error;
-        throw this.storeError('transaction', error);
-      }
-      if (transaction.rollingBack) {
-        broken = await transaction.rollback();
-        if (broken !== undefined) throw this.storeError('rollback', broken);
-        return result;
-      }
-      if (!transaction.started) return result;
-      await this.#commit(client).catch((error: unknown) => {
-        broken = error as Error;
-        throw error;
-      });
-      return result;
-    } finally {
-      transaction.dispose();
-      client.off('error', onError);
-      client.release(broken);
-    }
-  }
+  protected readonly maxLockTimeoutMs = MAX_TTL_MS;
 
-  async #commit(client: pg.PoolClient): Promise<void> {
-    let reply: pg.QueryResult;
-    try {
-      reply = await client.query('COMMIT');
-    } catch (error) {
-      // A lost connection leaves the outcome unknown: retrying is safe, since a committed claim answers duplicate.
-      throw new RepositoryError(
-        `postgres commit failed (the transaction may or may not have committed): ${detailOf(error)}`,
-        { cause: error },
-      );
-    }
-    // COMMIT of an aborted transaction (a statement's error caught without a rollback to a savepoint) answers
-    // ROLLBACK, not an error.
-    if (reply.command === 'ROLLBACK') {
-      throw new RepositoryError(
-        'postgres commit rolled back: a statement of the transaction failed earlier and the transaction was ' +
-          'aborted; nothing of it was written',
-      );
-    }
+  /**
+   * A transaction at the server's isolation level, `lock_timeout` set with BEGIN in one round trip unless the
+   * connection has it.
+   */
+  protected async openTransaction(lockTimeoutMs: number): Promise<PostgresTransaction> {
+    return new PostgresTransaction(await this.pool.connect(), lockTimeoutMs);
   }
 
   /**

@@ -1,5 +1,11 @@
 import { connect, isIP, type Socket } from 'node:net';
-import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
+import {
+  createPool as createMysqlPool,
+  type Pool,
+  type PoolConnection,
+  type PoolOptions,
+  type ResultSetHeader,
+} from 'mysql2/promise';
 import type { TlsOptions } from '../../options/tls.js';
 import { openFailure } from '../sql/connection.js';
 import type { MySqlOptions } from './options.js';
@@ -147,3 +153,113 @@ export async function columnsOf(pool: Pool, table: string): Promise<Map<string, 
     ]),
   );
 }
+
+/** Server errnos the repository tells apart. */
+export const ER_LOCK_WAIT_TIMEOUT = 1205;
+export const ER_LOCK_DEADLOCK = 1213;
+/** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
+export const ER_SP_DOES_NOT_EXIST = 1305;
+/** `Unknown prepared statement handler`: mysql2 closed the statement (its cache evicted it). */
+const ER_UNKNOWN_STMT_HANDLER = 1243;
+
+/**
+ * Runs parameterless `statements` in order, stopping at the first that fails, and answers the last one's OK
+ * packet: in one round trip as one anonymous compound statement where the server has them (`compound`:
+ * MariaDB's `BEGIN NOT ATOMIC … END`, which needs no multi-statement client flag), else one each.
+ */
+export async function inOrder(
+  connection: PoolConnection,
+  statements: readonly string[],
+  compound: boolean,
+): Promise<ResultSetHeader> {
+  if (compound) return execute<ResultSetHeader>(connection, blockOf(statements), NO_PARAMS);
+  let header: ResultSetHeader | undefined;
+  for (const sql of statements) [header] = await connection.query<ResultSetHeader>(sql);
+  return header as ResultSetHeader;
+}
+
+const NO_PARAMS: unknown[] = [];
+
+/** The compound statement of each list of statements the repository keeps (see {@link SessionStatements}). */
+const blocks = new WeakMap<readonly string[], string>();
+
+function blockOf(statements: readonly string[]): string {
+  let block = blocks.get(statements);
+  if (block === undefined) {
+    block = `BEGIN NOT ATOMIC ${statements.join('; ')}; END`;
+    blocks.set(statements, block);
+  }
+  return block;
+}
+
+type Done = (error: Error | null, result?: unknown) => void;
+
+/** mysql2's callback API under its promise wrapper (`pool.pool`, `connection.connection`). */
+interface CoreExecutor {
+  execute(sql: string, values: unknown[], done: Done): void;
+  prepare?(sql: string, done: (error: Error | null, statement?: PreparedStatement) => void): void;
+}
+
+interface PreparedStatement {
+  execute(values: unknown[], done: Done): void;
+}
+
+/**
+ * The repository's statements prepared on each connection (mysql2's, under the wrapper each checkout makes anew),
+ * by text: run without mysql2 hashing the whole text (a few KB for a claim block) on every call.
+ */
+const preparedOn = new WeakMap<object, Map<string, PreparedStatement>>();
+
+/**
+ * Runs a statement of the repository's through mysql2's callback API, skipping the promise wrapper's stack
+ * trace and field pairing, which nothing reads; on a connection, as the statement prepared there before. An
+ * executor without that core (an instrumented pool given to `open`) is called as it is.
+ */
+export function execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
+  const connection = (executor as { connection?: CoreExecutor }).connection;
+  const core = ((executor as { pool?: unknown }).pool ?? connection) as CoreExecutor | undefined;
+  if (typeof core?.execute !== 'function') {
+    return executor.execute(sql, params as never[]).then(([result]) => result as T);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const done: Done = (error, result) => (error ? reject(error) : resolve(result as T));
+    if (connection === undefined || typeof connection.prepare !== 'function') {
+      core.execute(sql, params, done);
+      return;
+    }
+    executeOn(connection, sql, params, done);
+  });
+}
+
+function executeOn(connection: CoreExecutor, sql: string, params: unknown[], done: Done): void {
+  let statements = preparedOn.get(connection);
+  const statement = statements?.get(sql);
+  if (statement !== undefined) {
+    statement.execute(params, (error, result) => {
+      // Closed by mysql2 meanwhile: the server ran nothing; prepared anew.
+      if (error && errorNumber(error) === ER_UNKNOWN_STMT_HANDLER) {
+        statements?.delete(sql);
+        executeOn(connection, sql, params, done);
+        return;
+      }
+      done(error, result);
+    });
+    return;
+  }
+  connection.execute(sql, params, (error, result) => {
+    if (!error) {
+      // Now in mysql2's statement cache: answered from it at once, without a round trip.
+      connection.prepare?.(sql, (failure, prepared) => {
+        if (failure || prepared === undefined) return;
+        if (statements === undefined) {
+          statements = new Map();
+          preparedOn.set(connection, statements);
+        }
+        statements.set(sql, prepared);
+      });
+    }
+    done(error, result);
+  });
+}
+
+export type Executor = Pool | PoolConnection;

@@ -1,6 +1,6 @@
 import type { RepositoryModule } from '../module.js';
-import { MySqlRepository } from './mysql-repository.js';
 import { mysqlOptionsSchema } from './options.js';
+import { MySqlRepository } from './repository.js';
 
 /** The DDL and the migration, for teams that create tables through their own migrations (`idem migrate`). */
 export {
@@ -12,20 +12,20 @@ export {
   schemaStatements,
 } from './migration.js';
 export {
-  type MySqlLogger,
-  type MySqlOpenExtras,
-  type MySqlOpenOptions,
-  MySqlRepository,
-  type MySqlTransaction,
-  mysqlTransaction,
-} from './mysql-repository.js';
-export {
   type MySqlOptions,
   type MySqlRepositoryOptions,
   mysqlDefaults,
   mysqlOptionsSchema,
   parseMySqlOptions,
 } from './options.js';
+export {
+  type MySqlLogger,
+  type MySqlOpenExtras,
+  type MySqlOpenOptions,
+  MySqlRepository,
+  mysqlTransaction,
+} from './repository.js';
+export type { MySqlTransaction } from './transaction.js';
 
 /** Selected by `repository.type = "mysql"`. */
 export const repositoryModule: RepositoryModule<typeof mysqlOptionsSchema> = {

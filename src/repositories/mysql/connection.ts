@@ -7,7 +7,7 @@ import {
   type ResultSetHeader,
 } from 'mysql2/promise';
 import type { TlsOptions } from '../../options/tls.js';
-import { openFailure } from '../sql/connection.js';
+import { openFailure, verifiedTls } from '../sql/connection.js';
 import type { MySqlOptions } from './options.js';
 import { schemaAndName, TRACK_LAST_INSERT_ID } from './sql.js';
 
@@ -33,9 +33,8 @@ export function lockWaitSeconds(lockTimeoutMs: number): number {
 function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOptions['ssl'] {
   if (tls === undefined) return urlSsl(url);
   if (tls === false) return undefined;
-  const { servername: _checkedThroughHost, ...settings } = tls === true ? {} : tls;
-  const rejectUnauthorized = settings.rejectUnauthorized ?? true;
-  return { ...settings, rejectUnauthorized, verifyIdentity: rejectUnauthorized };
+  const { servername: _checkedThroughHost, ...settings } = verifiedTls(tls);
+  return { ...settings, verifyIdentity: settings.rejectUnauthorized };
 }
 
 /** The URL's `ssl` parameter as mysql2 reads it (JSON, else a profile name), the host-name check on where verified. */

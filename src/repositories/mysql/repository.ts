@@ -88,15 +88,7 @@ interface TrackedHeader extends ResultSetHeader {
 /** A transaction's lead, taken to go ahead of a claim in its round trip. */
 interface Lead {
   readonly transaction: MySqlTransaction;
-  readonly connection: PoolConnection;
   readonly statements: readonly string[];
-}
-
-function leadOf(transaction: MySqlTransaction): Lead | undefined {
-  const statements = transaction.takeLead();
-  return statements === undefined
-    ? undefined
-    : { transaction, connection: transaction.connection, statements };
 }
 
 /** A random token per statement: 52 bits, so the server compares it exactly (see the `token` column). */
@@ -316,8 +308,9 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
     // A transaction's start goes in its first claim's round trip when that is of one id (one message a
     // transaction); before a larger one it goes alone.
+    const statements = this.#compound && rows.length === 1 ? transaction?.takeLead() : undefined;
     let lead =
-      transaction !== undefined && this.#compound && rows.length === 1 ? leadOf(transaction) : undefined;
+      statements === undefined ? undefined : { transaction: transaction as MySqlTransaction, statements };
     const executor = await this.#executor(transaction);
     const results = new Array<AddResult>(entries.length);
     let pending = rows;
@@ -435,10 +428,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    */
   async #claimAfter(lead: Lead, params: unknown[]): Promise<number | undefined> {
     // The tracking goes once per connection of a given pool, first (an owned pool's have it from the start).
-    const session = lead.connection.connection;
+    const session = lead.transaction.connection.connection;
     const sql = this.#claimBlock(lead.statements, !trackedSessions.has(session));
     try {
-      const header = await execute<ResultSetHeader>(lead.connection, sql, params);
+      const header = await execute<ResultSetHeader>(lead.transaction.connection, sql, params);
       trackedSessions.add(session);
       const at = (header as TrackedHeader).stateChanges?.systemVariables?.last_insert_id;
       if (at === undefined) return undefined;
@@ -449,7 +442,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.broken = true;
       throw error;
     }
-    const header = await execute<ResultSetHeader>(lead.connection, this.#sql.claim(1), params);
+    const header = await execute<ResultSetHeader>(lead.transaction.connection, this.#sql.claim(1), params);
     return header.insertId > 0 ? Number(header.insertId) : undefined;
   }
 
@@ -550,13 +543,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     leaseMs: number,
     _now: number,
   ): Promise<boolean> {
-    const transaction = this.#transaction('renew');
-    const executor = await this.#executor(transaction);
     const params = [newToken(), leaseMs, leaseMs, this.#namespace, bytes(key), bytes(owner)];
-    const header = await this.#withDeadlockRetry(transaction, () =>
-      execute<ResultSetHeader>(executor, this.#sql.renew, params),
-    );
-    return header.affectedRows === 1;
+    return (await this.#write(this.#transaction('renew'), this.#sql.renew, params)).affectedRows === 1;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
@@ -564,15 +552,21 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     // The rollback takes the claim away, and the transaction may be gone on the server already.
     if (transaction?.rollingBack) return true;
     transaction?.assertUsable('remove');
-    const executor = await this.#executor(transaction);
     const [sql, params] =
       owner === undefined
         ? [this.#sql.remove, [this.#namespace, bytes(key)]]
         : [this.#sql.removeOwned, [this.#namespace, bytes(key), bytes(owner)]];
-    const header = await this.#withDeadlockRetry(transaction, () =>
-      execute<ResultSetHeader>(executor, sql, params),
-    );
-    return header.affectedRows > 0;
+    return (await this.#write(transaction, sql, params)).affectedRows > 0;
+  }
+
+  /** One write on the transaction's connection, else on the pool (see {@link withDeadlockRetry}). */
+  async #write(
+    transaction: MySqlTransaction | undefined,
+    sql: string,
+    params: unknown[],
+  ): Promise<ResultSetHeader> {
+    const executor = await this.#executor(transaction);
+    return this.#withDeadlockRetry(transaction, () => execute<ResultSetHeader>(executor, sql, params));
   }
 
   protected async doClear(): Promise<void> {

@@ -1,19 +1,10 @@
 import pg from 'pg';
-import type { TlsOptions } from '../../options/tls.js';
-import { errorCode, openFailure } from '../sql/connection.js';
+import { errorCode, openFailure, verifiedTls } from '../sql/connection.js';
 import type { PostgresOptions } from './options.js';
 import { quoteTable } from './sql.js';
 
 /** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
 const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
-
-/** node-postgres' `ssl` for `repository.tls`, verified unless turned off by name; absent, the URL's `sslmode` decides. */
-function sslConfig(tls: boolean | TlsOptions | undefined): pg.PoolConfig['ssl'] {
-  if (tls === undefined) return undefined;
-  if (tls === false) return false;
-  const settings = tls === true ? {} : tls;
-  return { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true };
-}
 
 /**
  * The pool's connection string. node-postgres lets the URL override explicit settings, so the `password` option
@@ -59,7 +50,8 @@ export function createPool(options: PostgresOptions): pg.Pool {
   const pool = new pg.Pool({
     Client,
     connectionString: connectionString(options),
-    ...(options.tls !== undefined ? { ssl: sslConfig(options.tls) } : {}),
+    // Absent, the URL's `sslmode` decides.
+    ...(options.tls !== undefined ? { ssl: options.tls !== false && verifiedTls(options.tls) } : {}),
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,
     ...(options.statementTimeoutMs > 0 ? { statement_timeout: options.statementTimeoutMs } : {}),

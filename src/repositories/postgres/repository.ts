@@ -152,6 +152,18 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
+  /** The rows of a statement, none when it did not run (see {@link #exec}). */
+  async #rows<R extends pg.QueryResultRow>(statement: Statement, values: unknown[]): Promise<R[]> {
+    const outcome = await this.#exec<R>(statement, values);
+    return typeof outcome === 'symbol' ? [] : outcome.rows;
+  }
+
+  /** The rows a statement wrote, undefined when it did not run (see {@link #exec}). */
+  async #count(statement: Statement, values: unknown[]): Promise<number | undefined> {
+    const outcome = await this.#exec(statement, values);
+    return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
+  }
+
   protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
     if (errorCode(error) !== UNDEFINED_TABLE) return undefined;
     return new RepositoryError(
@@ -272,13 +284,8 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
     const records = new Array<IdempotencyRecord | undefined>(keys.length).fill(undefined);
-    const outcome = await this.#exec<ReadRow>(this.#sql.read, [
-      this.#namespace,
-      keys.map(encodeText),
-      timeParam(now),
-    ]);
-    if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return records;
-    for (const row of outcome.rows) {
+    const values = [this.#namespace, keys.map(encodeText), timeParam(now)];
+    for (const row of await this.#rows<ReadRow>(this.#sql.read, values)) {
       const index = Number(row.n) - 1;
       records[index] = decodeRow(keys[index] as string, row);
     }
@@ -292,13 +299,9 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     const keys = ids.map((id) => encodeText(toKey(id, this.maxIdBytes)));
     return this.run('containsMany', async () => {
       const found = ids.map(() => false);
-      const outcome = await this.#exec<{ n: string }>(this.#sql.contains, [
-        this.#namespace,
-        keys,
-        timeParam(options.now ?? this.clock()),
-      ]);
-      if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return found;
-      for (const row of outcome.rows) found[Number(row.n) - 1] = true;
+      const values = [this.#namespace, keys, timeParam(options.now ?? this.clock())];
+      for (const row of await this.#rows<{ n: string }>(this.#sql.contains, values))
+        found[Number(row.n) - 1] = true;
       return found;
     });
   }
@@ -326,7 +329,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     const list = sent.map((i) => claims[i] as KeyedClaim);
     const confirmed = claims.map(() => false);
     const results = list.some((c) => c.result !== undefined) ? list.map((c) => encodeOptional(c.result)) : [];
-    const outcome = await this.#exec<{ n: string }>(this.#sql.confirm, [
+    const rows = await this.#rows<{ n: string }>(this.#sql.confirm, [
       this.#namespace,
       list.map((c) => encodeText(c.key)),
       list.map((c) => encodeText(c.owner)),
@@ -334,8 +337,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       ttlMs,
       timeParam(now),
     ]);
-    if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return confirmed;
-    for (const row of outcome.rows) confirmed[sent[Number(row.n) - 1] as number] = true;
+    for (const row of rows) confirmed[sent[Number(row.n) - 1] as number] = true;
     return confirmed;
   }
 
@@ -345,24 +347,18 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     leaseMs: number,
     now: number,
   ): Promise<boolean> {
-    const outcome = await this.#exec(this.#sql.renew, [
-      this.#namespace,
-      encodeText(key),
-      encodeText(owner),
-      leaseMs,
-      timeParam(now),
-    ]);
-    return typeof outcome !== 'symbol' && (outcome.rowCount ?? 0) > 0;
+    const values = [this.#namespace, encodeText(key), encodeText(owner), leaseMs, timeParam(now)];
+    return ((await this.#count(this.#sql.renew, values)) ?? 0) > 0;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     // The rollback takes the claim away, and the transaction may be aborted already: nothing to run.
     if (this.scope.current()?.rollingBack) return true;
-    const outcome =
+    const count =
       owner === undefined
-        ? await this.#exec(this.#sql.remove, [this.#namespace, encodeText(key)])
-        : await this.#exec(this.#sql.release, [this.#namespace, encodeText(key), encodeText(owner)]);
-    return typeof outcome !== 'symbol' && (outcome.rowCount ?? 0) > 0;
+        ? await this.#count(this.#sql.remove, [this.#namespace, encodeText(key)])
+        : await this.#count(this.#sql.release, [this.#namespace, encodeText(key), encodeText(owner)]);
+    return (count ?? 0) > 0;
   }
 
   protected async doClear(): Promise<void> {
@@ -370,19 +366,17 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 
   protected async scanPage(after: unknown, size: number) {
-    const outcome = await this.#exec<RecordRow & { id: string }>(this.#sql.scan, [
+    const rows = await this.#rows<RecordRow & { id: string }>(this.#sql.scan, [
       this.#namespace,
       after ?? '',
       size,
     ]);
-    const rows = typeof outcome === 'symbol' ? [] : outcome.rows;
     return { records: rows.map((row) => decodeRow(decodeText(row.id), row)), last: rows.at(-1)?.id };
   }
 
   /** Each batch is its own short transaction (unless inside {@link transaction}); held rows are skipped. */
   protected async purgeBatch(batchSize: number): Promise<number | undefined> {
-    const outcome = await this.#exec(this.#sql.purge, [batchSize]);
-    return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
+    return this.#count(this.#sql.purge, [batchSize]);
   }
 }
 

@@ -12,7 +12,7 @@ import type {
 } from '../../store/types.js';
 import { processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
 import { checkLayout, closePool, type SqlPool, type TableLayout } from './connection.js';
-import { detailOf, type MigrateStore, migrateStore, type PurgeOptions, purgeInBatches } from './store.js';
+import { detailOf, type MigrateStore, migrateStore, type PurgeOptions } from './store.js';
 import type { SqlTransaction } from './transaction.js';
 
 /*
@@ -244,11 +244,23 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
    */
   async purge(options: PurgeOptions = {}): Promise<number> {
     this.assertOpen();
-    return this.run('purge', () =>
-      purgeInBatches(this.storeName, options, this.#purgeBatchSize, (batchSize) =>
-        this.purgeBatch(batchSize),
-      ),
-    );
+    const batchSize = options.batchSize ?? this.#purgeBatchSize;
+    if (!Number.isInteger(batchSize) || batchSize < 1) {
+      throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
+        label: `option batchSize of ${this.storeName} purge`,
+      });
+    }
+    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+    return this.run('purge', async () => {
+      let total = 0;
+      for (let batch = 0; batch < maxBatches; batch++) {
+        const deleted = await this.purgeBatch(batchSize);
+        if (deleted === undefined) break;
+        total += deleted;
+        if (deleted < batchSize) break;
+      }
+      return total;
+    });
   }
 
   /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */

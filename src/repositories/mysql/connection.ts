@@ -11,8 +11,6 @@ import { openFailure, verifiedTls } from '../sql/connection.js';
 import type { MySqlOptions } from './options.js';
 import { schemaAndName, TRACK_LAST_INSERT_ID } from './sql.js';
 
-export { describeAddress } from './options.js';
-
 /**
  * The sessions (mysql2's connections, under the wrapper each checkout makes anew) whose OK packets carry
  * `last_insert_id` ({@link TRACK_LAST_INSERT_ID}): an owned pool's from the start, a given pool's from their

@@ -18,7 +18,6 @@ import { migrateHint } from '../sql/store.js';
 import {
   columnsOf,
   createPool,
-  describeAddress,
   ER_LOCK_DEADLOCK,
   ER_LOCK_WAIT_TIMEOUT,
   type Executor,
@@ -29,7 +28,12 @@ import {
   trackedSessions,
 } from './connection.js';
 import { createMissingTable } from './migration.js';
-import { type MySqlOptions, type MySqlRepositoryOptions, parseMySqlOptions } from './options.js';
+import {
+  describeAddress,
+  type MySqlOptions,
+  type MySqlRepositoryOptions,
+  parseMySqlOptions,
+} from './options.js';
 import {
   ADDED_COLUMNS,
   bucket,

@@ -88,7 +88,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
 
   async abandon(): Promise<void> {
     await this.begun();
-    this.#healthy = !this.started || (await endQuietly(this.connection, 'ROLLBACK')) === undefined;
+    this.#healthy = (await this.rollback()) === undefined;
     this.end();
   }
 
@@ -103,7 +103,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
       }
     }
     if (this.rollingBack) {
-      if (this.started) this.#healthy = (await endQuietly(this.connection, 'ROLLBACK')) === undefined;
+      this.#healthy = (await this.rollback()) === undefined;
       if (this.rolledBackBy !== undefined) {
         throw new RepositoryError(
           `mysql transaction: the server rolled the transaction back while the work ran (${this.rolledBackBy}); ` +

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { RepositoryError, SwallowedStatementError, toRepositoryError } from '../../errors.js';
 import { detailOf } from '../sql/store.js';
-import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
+import { SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import { type BoundStatement, errorCode, send, sendWithLead } from './connection.js';
 
 /** SQLSTATE in_failed_transaction: a statement before this one broke the transaction. */
@@ -110,11 +110,6 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     return lead === undefined
       ? send<R>(this.connection, query)
       : sendWithLead<R>(this.connection, lead, query);
-  }
-
-  /** ROLLBACK, unless nothing was sent: the error when it failed. */
-  rollback(): Promise<Error | undefined> {
-    return this.started ? endQuietly(this.connection, 'ROLLBACK') : Promise.resolve(undefined);
   }
 
   override get rollingBack(): boolean {

@@ -111,6 +111,13 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     this.doomed = true;
   }
 
+  /** ROLLBACK, unless nothing was sent: the error when it failed. */
+  protected rollback(): Promise<Error | undefined> {
+    return this.started
+      ? endQuietly(this.connection as { query(sql: string): Promise<unknown> }, 'ROLLBACK')
+      : Promise.resolve(undefined);
+  }
+
   /** The work failed: rolls back what was sent (never throws). */
   abstract abandon(): Promise<void>;
   /** The work succeeded: commits, or rolls back a rollback-only transaction; `fail` maps a statement's error. */

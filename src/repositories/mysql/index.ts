@@ -1,6 +1,6 @@
 import type { RepositoryModule } from '../module.js';
 import { mysqlOptionsSchema } from './options.js';
-import { MySqlRepository } from './repository.js';
+import { MySqlRepository } from './mysql-repository.js';
 
 /** The DDL and the migration, for teams that create tables through their own migrations (`idem migrate`). */
 export {
@@ -24,7 +24,7 @@ export {
   type MySqlOpenOptions,
   MySqlRepository,
   mysqlTransaction,
-} from './repository.js';
+} from './mysql-repository.js';
 export type { MySqlTransaction } from './transaction.js';
 
 /** Selected by `repository.type = "mysql"`. */

@@ -10,7 +10,7 @@ const SERVER_STATUS_IN_TRANS = 0x0001;
 export interface SessionStatements {
   /** The session settings, then the transaction's savepoint: sent with the work's first statement. */
   readonly lead: readonly string[];
-  /** The session's settings back: after COMMIT or ROLLBACK only. */
+  /** The session's settings back: after COMMIT or ROLLBACK only (turning autocommit on would commit). */
   readonly reset: string;
   /** Before COMMIT: the savepoint's release, then {@link reset}. */
   readonly end: readonly string[];
@@ -18,7 +18,6 @@ export interface SessionStatements {
 
 /** The session statements for a lock wait of `seconds`, set unless the pool's connections have it (`setLockWait`). */
 export function sessionStatements(seconds: number, setLockWait: boolean): SessionStatements {
-  // After COMMIT or ROLLBACK only: turning autocommit back on would commit an open transaction.
   const reset = setLockWait
     ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
     : 'SET SESSION autocommit = @idem_autocommit';

@@ -1,6 +1,6 @@
 import type { RepositoryModule } from '../module.js';
 import { postgresOptionsSchema } from './options.js';
-import { PostgresRepository } from './repository.js';
+import { PostgresRepository } from './postgres-repository.js';
 
 /** The DDL and the migration, for teams that create tables through their own migrations (`idem migrate`). */
 export {
@@ -25,7 +25,7 @@ export {
   PostgresRepository,
   type PostgresTransactionClient,
   postgresTransaction,
-} from './repository.js';
+} from './postgres-repository.js';
 
 /** Selected by `repository.type = "postgres"`. */
 export const repositoryModule: RepositoryModule<typeof postgresOptionsSchema> = {

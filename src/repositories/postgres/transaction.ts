@@ -23,7 +23,7 @@ function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
 
 /** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */
 export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
-  /** BEGIN sent alone, not yet answered; its failure is kept for {@link begun}. */
+  /** BEGIN sent alone, not yet answered; its failure is kept for {@link finish}. */
   #began: Promise<unknown> | undefined;
   /** A released savepoint whose RELEASE goes with the next SAVEPOINT, or ends with the transaction. */
   #releasePending = false;

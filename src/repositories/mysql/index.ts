@@ -1,6 +1,6 @@
 import type { RepositoryModule } from '../module.js';
-import { mysqlOptionsSchema } from './options.js';
 import { MySqlRepository } from './mysql-repository.js';
+import { mysqlOptionsSchema } from './options.js';
 
 /** The DDL and the migration, for teams that create tables through their own migrations (`idem migrate`). */
 export {
@@ -12,19 +12,19 @@ export {
   schemaStatements,
 } from './migration.js';
 export {
-  type MySqlOptions,
-  type MySqlRepositoryOptions,
-  mysqlDefaults,
-  mysqlOptionsSchema,
-  parseMySqlOptions,
-} from './options.js';
-export {
   type MySqlLogger,
   type MySqlOpenExtras,
   type MySqlOpenOptions,
   MySqlRepository,
   mysqlTransaction,
 } from './mysql-repository.js';
+export {
+  type MySqlOptions,
+  type MySqlRepositoryOptions,
+  mysqlDefaults,
+  mysqlOptionsSchema,
+  parseMySqlOptions,
+} from './options.js';
 export type { MySqlTransaction } from './transaction.js';
 
 /** Selected by `repository.type = "mysql"`. */

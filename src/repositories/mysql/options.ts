@@ -16,10 +16,7 @@ import {
  */
 export const mysqlDefaults = { ...sqlDefaults } as const satisfies Record<string, unknown>;
 
-/**
- * `table` or `database.table`, each part letters, digits, `_` and `$`, not starting with a digit, at most 64
- * characters: stricter than MySQL, so a name never needs more than backquotes.
- */
+/** `table` or `database.table`: stricter than MySQL, so a name never needs more than backquotes. */
 export const tables = tableRule(
   /^(?:[A-Za-z_][A-Za-z0-9_$]{0,63}\.)?[A-Za-z_][A-Za-z0-9_$]{0,63}$/,
   'database.table, each 1-64 letters, digits, "_" or "$"',

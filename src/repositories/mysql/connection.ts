@@ -1,13 +1,15 @@
 import { connect, isIP, type Socket } from 'node:net';
-import { createPool as createMysqlPool, type Pool, type PoolOptions } from 'mysql2/promise';
-import { ConfigError, RepositoryError } from '../../errors.js';
+import {
+  createPool as createMysqlPool,
+  type Pool,
+  type PoolConnection,
+  type PoolOptions,
+  type ResultSetHeader,
+} from 'mysql2/promise';
 import type { TlsOptions } from '../../options/tls.js';
-import { checkLayout, connectFailure } from '../sql/connection.js';
-import { detailOf, type MigrateStore } from '../sql/store.js';
+import { openFailure, verifiedTls } from '../sql/connection.js';
 import type { MySqlOptions } from './options.js';
-import { ADDED_COLUMNS, COLUMNS, quoteTable, TRACK_LAST_INSERT_ID } from './sql.js';
-
-export { describeAddress } from './options.js';
+import { schemaAndName, TRACK_LAST_INSERT_ID } from './sql.js';
 
 /**
  * The sessions (mysql2's connections, under the wrapper each checkout makes anew) whose OK packets carry
@@ -29,9 +31,8 @@ export function lockWaitSeconds(lockTimeoutMs: number): number {
 function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOptions['ssl'] {
   if (tls === undefined) return urlSsl(url);
   if (tls === false) return undefined;
-  const { servername: _checkedThroughHost, ...settings } = tls === true ? {} : tls;
-  const rejectUnauthorized = settings.rejectUnauthorized ?? true;
-  return { ...settings, rejectUnauthorized, verifyIdentity: rejectUnauthorized };
+  const { servername: _checkedThroughHost, ...settings } = verifiedTls(tls);
+  return { ...settings, verifyIdentity: settings.rejectUnauthorized };
 }
 
 /** The URL's `ssl` parameter as mysql2 reads it (JSON, else a profile name), the host-name check on where verified. */
@@ -115,61 +116,147 @@ export function errorNumber(error: unknown): number | undefined {
   return typeof errno === 'number' ? errno : undefined;
 }
 
-/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see connectFailure). */
+/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see openFailure). */
 export function openError(error: unknown, address: string): unknown {
-  if (error instanceof ConfigError || error instanceof RepositoryError) return error;
-  const errno = errorNumber(error);
-  const detail = detailOf(error);
-  // The server's own words when no password was sent (none in the URL nor in `password`).
-  if (errno === 1045 && /\(using password: NO\)/.test(error instanceof Error ? error.message : '')) {
-    return new ConfigError(
-      'repository.password',
-      `mysql at ${address} asks for a password, and none was given: put it in the URL ` +
-        '(mysql://user:password@host/database) or in repository.password',
-      { cause: error },
-    );
-  }
-  // 1045 access denied, 1044 no access to the database, 1698 a user that logs in by socket only.
-  if (errno === 1045 || errno === 1044 || errno === 1698) {
-    return new ConfigError('repository.password', `authentication to mysql at ${address} failed: ${detail}`, {
-      cause: error,
-    });
-  }
-  if (errno === 1049) {
-    return new ConfigError('repository.url', `mysql at ${address}: ${detail}`, { cause: error });
-  }
-  return connectFailure('mysql', address, error, {
-    codes: '|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR',
-    messages: 'does not support secure connection',
-    serverHint: 'TLS enabled (ssl_cert, ssl_key)',
+  return openFailure('mysql', address, error, {
+    code: errorNumber,
+    // 1045 access denied, 1044 no access to the database, 1698 a user that logs in by socket only.
+    refused: [1045, 1044, 1698],
+    unknownDatabase: [1049],
+    // The server's own words when no password was sent (none in the URL nor in `password`).
+    noPassword: (error) =>
+      errorNumber(error) === 1045 &&
+      /\(using password: NO\)/.test(error instanceof Error ? error.message : ''),
+    passwordPlaces: 'the URL (mysql://user:password@host/database) or in repository.password',
+    tls: {
+      codes: '|HANDSHAKE_NO_SSL_SUPPORT|HANDSHAKE_SSL_ERROR',
+      messages: 'does not support secure connection',
+      serverHint: 'TLS enabled (ssl_cert, ssl_key)',
+    },
   });
 }
 
-/** Checks the table exists with the columns and types the statements use (see {@link checkLayout}). */
-export async function assertTable(
-  pool: Pool,
-  table: string,
-  address: string,
-  target: MigrateStore,
-): Promise<void> {
-  const parts = table.split('.');
-  const [schema, name] = parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
+/** The table's columns and their types as the catalog lists them (see `checkLayout`). */
+export async function columnsOf(pool: Pool, table: string): Promise<Map<string, string>> {
   const [rows] = await pool.execute(
     'SELECT COLUMN_NAME AS name, DATA_TYPE AS type FROM information_schema.COLUMNS ' +
       'WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
-    [schema, name],
+    schemaAndName(table),
   );
-  const actual = new Map(
+  return new Map(
     (rows as { name: unknown; type: unknown }[]).map((row) => [
       String(row.name),
       String(row.type).toLowerCase(),
     ]),
   );
-  checkLayout(
-    { store: 'mysql', table, quoted: quoteTable(table), address },
-    actual,
-    COLUMNS,
-    target,
-    ADDED_COLUMNS,
-  );
 }
+
+/** Server errnos the repository tells apart. */
+export const ER_LOCK_WAIT_TIMEOUT = 1205;
+export const ER_LOCK_DEADLOCK = 1213;
+/** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
+export const ER_SP_DOES_NOT_EXIST = 1305;
+/** `Unknown prepared statement handler`: mysql2 closed the statement (its cache evicted it). */
+const ER_UNKNOWN_STMT_HANDLER = 1243;
+
+/**
+ * Runs parameterless `statements` in order, stopping at the first that fails, and answers the last one's OK
+ * packet: in one round trip as one anonymous compound statement where the server has them (`compound`:
+ * MariaDB's `BEGIN NOT ATOMIC … END`, which needs no multi-statement client flag), else one each.
+ */
+export async function inOrder(
+  connection: PoolConnection,
+  statements: readonly string[],
+  compound: boolean,
+): Promise<ResultSetHeader> {
+  if (compound) return execute<ResultSetHeader>(connection, blockOf(statements), NO_PARAMS);
+  let header: ResultSetHeader | undefined;
+  for (const sql of statements) [header] = await connection.query<ResultSetHeader>(sql);
+  return header as ResultSetHeader;
+}
+
+const NO_PARAMS: unknown[] = [];
+
+/** The compound statement of each list of statements the repository keeps (see {@link SessionStatements}). */
+const blocks = new WeakMap<readonly string[], string>();
+
+function blockOf(statements: readonly string[]): string {
+  let block = blocks.get(statements);
+  if (block === undefined) {
+    block = `BEGIN NOT ATOMIC ${statements.join('; ')}; END`;
+    blocks.set(statements, block);
+  }
+  return block;
+}
+
+type Done = (error: Error | null, result?: unknown) => void;
+
+/** mysql2's callback API under its promise wrapper (`pool.pool`, `connection.connection`). */
+interface CoreExecutor {
+  execute(sql: string, values: unknown[], done: Done): void;
+  prepare?(sql: string, done: (error: Error | null, statement?: PreparedStatement) => void): void;
+}
+
+interface PreparedStatement {
+  execute(values: unknown[], done: Done): void;
+}
+
+/**
+ * The repository's statements prepared on each connection (mysql2's, under the wrapper each checkout makes anew),
+ * by text: run without mysql2 hashing the whole text (a few KB for a claim block) on every call.
+ */
+const preparedOn = new WeakMap<object, Map<string, PreparedStatement>>();
+
+/**
+ * Runs a statement of the repository's through mysql2's callback API, skipping the promise wrapper's stack
+ * trace and field pairing, which nothing reads; on a connection, as the statement prepared there before. An
+ * executor without that core (an instrumented pool given to `open`) is called as it is.
+ */
+export function execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
+  const connection = (executor as { connection?: CoreExecutor }).connection;
+  const core = ((executor as { pool?: unknown }).pool ?? connection) as CoreExecutor | undefined;
+  if (typeof core?.execute !== 'function') {
+    return executor.execute(sql, params as never[]).then(([result]) => result as T);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const done: Done = (error, result) => (error ? reject(error) : resolve(result as T));
+    if (connection === undefined || typeof connection.prepare !== 'function') {
+      core.execute(sql, params, done);
+      return;
+    }
+    executeOn(connection, sql, params, done);
+  });
+}
+
+function executeOn(connection: CoreExecutor, sql: string, params: unknown[], done: Done): void {
+  let statements = preparedOn.get(connection);
+  const statement = statements?.get(sql);
+  if (statement !== undefined) {
+    statement.execute(params, (error, result) => {
+      // Closed by mysql2 meanwhile: the server ran nothing; prepared anew.
+      if (error && errorNumber(error) === ER_UNKNOWN_STMT_HANDLER) {
+        statements?.delete(sql);
+        executeOn(connection, sql, params, done);
+        return;
+      }
+      done(error, result);
+    });
+    return;
+  }
+  connection.execute(sql, params, (error, result) => {
+    if (!error) {
+      // Now in mysql2's statement cache: answered from it at once, without a round trip.
+      connection.prepare?.(sql, (failure, prepared) => {
+        if (failure || prepared === undefined) return;
+        if (statements === undefined) {
+          statements = new Map();
+          preparedOn.set(connection, statements);
+        }
+        statements.set(sql, prepared);
+      });
+    }
+    done(error, result);
+  });
+}
+
+export type Executor = Pool | PoolConnection;

@@ -16,7 +16,6 @@ export {
   type MySqlOpenExtras,
   type MySqlOpenOptions,
   MySqlRepository,
-  type MySqlTransaction,
   mysqlTransaction,
 } from './mysql-repository.js';
 export {
@@ -26,6 +25,7 @@ export {
   mysqlOptionsSchema,
   parseMySqlOptions,
 } from './options.js';
+export type { MySqlTransaction } from './transaction.js';
 
 /** Selected by `repository.type = "mysql"`. */
 export const repositoryModule: RepositoryModule<typeof mysqlOptionsSchema> = {

@@ -1,14 +1,15 @@
 import type { Pool } from 'mysql2/promise';
-import { type MigrateResult, runMigration, type SqlMigrateOptions, script } from '../sql/migration.js';
+import { type MigrateResult, type SqlMigrateOptions, sqlMigration } from '../sql/migration.js';
 import { tableInUse } from '../sql/store.js';
 import {
-  checkTable,
   describeAddress,
+  type MySqlOptions,
   type MySqlRepositoryOptions,
   mysqlDefaults,
   parseMySqlOptions,
+  tables,
 } from './options.js';
-import { ADDED_COLUMNS, COLUMNS, MAX_FIELD_BYTES, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, MAX_FIELD_BYTES, quoteTable, schemaAndName } from './sql.js';
 
 export { COLUMNS, type MigrateResult };
 
@@ -23,7 +24,7 @@ export { COLUMNS, type MigrateResult };
  */
 export function schemaStatements(table: string = mysqlDefaults.table): string[] {
   return [
-    `CREATE TABLE IF NOT EXISTS ${quoteTable(checkTable(table))} (
+    `CREATE TABLE IF NOT EXISTS ${quoteTable(tables.check(table))} (
   namespace VARBINARY(255) NOT NULL,
   id VARBINARY(1024) NOT NULL,
   state ENUM('in-flight', 'confirmed') NOT NULL,
@@ -42,31 +43,20 @@ export function schemaStatements(table: string = mysqlDefaults.table): string[] 
   ];
 }
 
-/** The DDL as one `;`-terminated script, for `idem migrate` and the docs. */
-export function schemaScript(table: string = mysqlDefaults.table): string {
-  return script(schemaStatements(table));
-}
-
 /** What {@link migrate} needs: where (a URL or a pool) and which table. */
 export type MigrateOptions = SqlMigrateOptions<MySqlRepositoryOptions, Pool>;
 
 /**
- * Creates the table when missing, or adds the columns an older one lacks; safe to run again and from several
- * processes at once (the table's metadata lock serializes `CREATE TABLE IF NOT EXISTS`).
+ * `migrate` creates the table when missing, or adds the columns an older one lacks; safe to run again and from
+ * several processes at once (the table's metadata lock serializes `CREATE TABLE IF NOT EXISTS`).
  */
-export function migrate(options: MigrateOptions): Promise<MigrateResult> {
-  return runMigration(
-    {
-      defaultTable: mysqlDefaults.table,
-      statements: schemaStatements,
-      apply: createMissingTable,
-      parseOptions: parseMySqlOptions,
-      describeAddress,
-      connection: () => import('./connection.js'),
-    },
-    options,
-  );
-}
+export const { migrate, schemaScript } = sqlMigration<Pool, MySqlOptions, MigrateOptions>({
+  statements: schemaStatements,
+  apply: createMissingTable,
+  parseOptions: parseMySqlOptions,
+  describeAddress,
+  connection: () => import('./connection.js'),
+});
 
 /** ER_LOCK_WAIT_TIMEOUT: a row or metadata lock wait ran out. */
 const LOCK_WAIT_TIMEOUT = 1205;
@@ -79,8 +69,7 @@ const DUPLICATE_COLUMN = 1060;
  * statements run. Also what `createTable: true` runs at open.
  */
 export async function createMissingTable(pool: Pool, table: string): Promise<string[]> {
-  const parts = table.split('.');
-  const [schema, name] = parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
+  const [schema, name] = schemaAndName(table);
   const [rows] = await pool.execute(
     'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
     [schema, name],

@@ -1,15 +1,9 @@
 import { randomInt } from 'node:crypto';
 import type { Pool, PoolConnection, ResultSetHeader } from 'mysql2/promise';
-import { RepositoryError, toRepositoryError } from '../../errors.js';
+import { RepositoryError } from '../../errors.js';
 import type { KeyedClaim, KeyedEntry } from '../../store/base.js';
 import { newRecord, storeLifetimeMs } from '../../store/record.js';
-import type {
-  AddOptions,
-  AddResult,
-  IdempotencyRecord,
-  RepositoryTransaction,
-  TransactionOptions,
-} from '../../store/types.js';
+import type { AddOptions, AddResult, IdempotencyRecord } from '../../store/types.js';
 import type { StoreLogger } from '../shared.js';
 import {
   handlerClient,
@@ -21,42 +15,45 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
-import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import {
-  assertTable,
+  columnsOf,
   createPool,
-  describeAddress,
+  ER_LOCK_DEADLOCK,
+  ER_LOCK_WAIT_TIMEOUT,
+  type Executor,
   errorNumber as errno,
+  execute,
   lockWaitSeconds,
   openError,
   trackedSessions,
 } from './connection.js';
 import { createMissingTable } from './migration.js';
-import { type MySqlOptions, type MySqlRepositoryOptions, parseMySqlOptions } from './options.js';
 import {
+  describeAddress,
+  type MySqlOptions,
+  type MySqlRepositoryOptions,
+  parseMySqlOptions,
+} from './options.js';
+import {
+  ADDED_COLUMNS,
   bucket,
   bytes,
+  COLUMNS,
   decodeRow,
   MAX_FIELD_BYTES,
   MAX_ROWS,
   MAX_STATEMENT_BYTES,
   optionalBytes,
+  quoteTable,
   type Row,
   Statements,
   TAKEN_OVER,
   TRACK_LAST_INSERT_ID,
 } from './sql.js';
+import { MySqlTransaction, type SessionStatements, sessionStatements } from './transaction.js';
 
-/** mysql2 errnos the repository tells apart. */
-const ER_LOCK_WAIT_TIMEOUT = 1205;
-const ER_LOCK_DEADLOCK = 1213;
+/** `Table … doesn't exist`. */
 const ER_NO_SUCH_TABLE = 1146;
-/** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
-const ER_SP_DOES_NOT_EXIST = 1305;
-/** `Unknown prepared statement handler`: mysql2 closed the statement (its cache evicted it). */
-const ER_UNKNOWN_STMT_HANDLER = 1243;
-/** The OK packet's status flag: a transaction is open on the session. */
-const SERVER_STATUS_IN_TRANS = 0x0001;
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
 /**
@@ -76,7 +73,8 @@ const dialect: SqlDialect<Pool, MySqlOptions> = {
   describeAddress,
   createPool,
   createTable: createMissingTable,
-  assertTable,
+  columnsOf,
+  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
   openError,
 };
 
@@ -86,136 +84,16 @@ interface ServerTraits {
   readonly mariadb: boolean;
 }
 
-/**
- * Runs parameterless `statements` in order, stopping at the first that fails, and answers the last one's OK
- * packet: in one round trip as one anonymous compound statement where the server has them (`compound`:
- * MariaDB's `BEGIN NOT ATOMIC … END`, which needs no multi-statement client flag), else one each.
- */
-async function inOrder(
-  connection: PoolConnection,
-  statements: readonly string[],
-  compound: boolean,
-): Promise<ResultSetHeader> {
-  if (compound) return execute<ResultSetHeader>(connection, blockOf(statements), NO_PARAMS);
-  let header: ResultSetHeader | undefined;
-  for (const sql of statements) [header] = await connection.query<ResultSetHeader>(sql);
-  return header as ResultSetHeader;
-}
-
-const NO_PARAMS: unknown[] = [];
-
-/** The compound statement of each list of statements the repository keeps (see {@link SessionStatements}). */
-const blocks = new WeakMap<readonly string[], string>();
-
-function blockOf(statements: readonly string[]): string {
-  let block = blocks.get(statements);
-  if (block === undefined) {
-    block = `BEGIN NOT ATOMIC ${statements.join('; ')}; END`;
-    blocks.set(statements, block);
-  }
-  return block;
-}
-
-type Done = (error: Error | null, result?: unknown) => void;
-
-/** mysql2's callback API under its promise wrapper (`pool.pool`, `connection.connection`). */
-interface CoreExecutor {
-  execute(sql: string, values: unknown[], done: Done): void;
-  prepare?(sql: string, done: (error: Error | null, statement?: PreparedStatement) => void): void;
-}
-
-interface PreparedStatement {
-  execute(values: unknown[], done: Done): void;
-}
-
-/**
- * The repository's statements prepared on each connection (mysql2's, under the wrapper each checkout makes anew),
- * by text: run without mysql2 hashing the whole text (a few KB for a claim block) on every call.
- */
-const preparedOn = new WeakMap<object, Map<string, PreparedStatement>>();
-
-/**
- * Runs a statement of the repository's through mysql2's callback API, skipping the promise wrapper's stack
- * trace and field pairing, which nothing reads; on a connection, as the statement prepared there before. An
- * executor without that core (an instrumented pool given to `open`) is called as it is.
- */
-function execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
-  const connection = (executor as { connection?: CoreExecutor }).connection;
-  const core = ((executor as { pool?: unknown }).pool ?? connection) as CoreExecutor | undefined;
-  if (typeof core?.execute !== 'function') {
-    return executor.execute(sql, params as never[]).then(([result]) => result as T);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const done: Done = (error, result) => (error ? reject(error) : resolve(result as T));
-    if (connection === undefined || typeof connection.prepare !== 'function') {
-      core.execute(sql, params, done);
-      return;
-    }
-    executeOn(connection, sql, params, done);
-  });
-}
-
-function executeOn(connection: CoreExecutor, sql: string, params: unknown[], done: Done): void {
-  let statements = preparedOn.get(connection);
-  const statement = statements?.get(sql);
-  if (statement !== undefined) {
-    statement.execute(params, (error, result) => {
-      // Closed by mysql2 meanwhile: the server ran nothing; prepared anew.
-      if (error && errno(error) === ER_UNKNOWN_STMT_HANDLER) {
-        statements?.delete(sql);
-        executeOn(connection, sql, params, done);
-        return;
-      }
-      done(error, result);
-    });
-    return;
-  }
-  connection.execute(sql, params, (error, result) => {
-    if (!error) {
-      // Now in mysql2's statement cache: answered from it at once, without a round trip.
-      connection.prepare?.(sql, (failure, prepared) => {
-        if (failure || prepared === undefined) return;
-        if (statements === undefined) {
-          statements = new Map();
-          preparedOn.set(connection, statements);
-        }
-        statements.set(sql, prepared);
-      });
-    }
-    done(error, result);
-  });
-}
-
 /** An OK packet with the session state changes mysql2 parses (its types leave them out). */
 interface TrackedHeader extends ResultSetHeader {
   readonly stateChanges?: { readonly systemVariables?: Readonly<Record<string, string>> };
 }
 
-/** What a transaction runs on its session besides its work, for one lock wait. */
-interface SessionStatements {
-  /** The session settings, then the transaction's savepoint: sent with the work's first statement. */
-  readonly lead: readonly string[];
-  /** The session's settings back: after COMMIT or ROLLBACK only. */
-  readonly reset: string;
-  /** Before COMMIT: the savepoint's release, then {@link reset}. */
-  readonly end: readonly string[];
-}
-
 /** A transaction's lead, taken to go ahead of a claim in its round trip. */
 interface Lead {
   readonly transaction: MySqlTransaction;
-  readonly connection: PoolConnection;
   readonly statements: readonly string[];
 }
-
-function leadOf(transaction: MySqlTransaction): Lead | undefined {
-  const statements = transaction.takeLead();
-  return statements === undefined
-    ? undefined
-    : { transaction, connection: transaction.connection, statements };
-}
-
-type Executor = Pool | PoolConnection;
 
 /** A random token per statement: 52 bits, so the server compares it exactly (see the `token` column). */
 function newToken(): number {
@@ -328,115 +206,24 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return new MySqlRepository(opened, opened.probed ?? { rollbackOnTimeout: false, mariadb: false });
   }
 
+  protected readonly maxLockTimeoutMs = Number.MAX_SAFE_INTEGER;
+
   /**
-   * Runs `work` in one transaction on a pooled connection (see `TransactionalRepository`); the connection goes
-   * back to the pool, or is destroyed when its state is unknown.
-   *
-   * The session runs with `autocommit = 0` rather than inside START TRANSACTION: when InnoDB rolls the whole
-   * transaction back on its own (a deadlock victim; a lock wait timeout under `innodb_rollback_on_timeout`), a
-   * session in START TRANSACTION is back in autocommit and the work's later statements would commit without its
-   * mark; with autocommit off they open a new transaction that only COMMIT ends. The savepoint set first
-   * ({@link TRANSACTION_SAVEPOINT}) dies with the transaction, so `RELEASE SAVEPOINT` before COMMIT proves it is
-   * still the one opened here; when not, everything is rolled back and the call rejects, retryable.
-   *
-   * The settings and the savepoint go with the work's first statement (on MariaDB in a one-id claim's round
-   * trip), and the release and the settings' return (which commits) in one: one message in its own transaction
-   * costs the round trips of BEGIN, INSERT, COMMIT. `lockTimeoutMs` is the session's `innodb_lock_wait_timeout`
-   * meanwhile, in whole seconds rounded up. The isolation level is the session's: claims are locking writes and
-   * their read-backs locking reads, which see the latest committed row whatever the snapshot.
+   * A transaction on a pooled connection (see {@link MySqlTransaction}). `lockTimeoutMs` is the session's
+   * `innodb_lock_wait_timeout` meanwhile, in whole seconds rounded up. The isolation level is the session's:
+   * claims are locking writes and their read-backs locking reads, which see the latest committed row whatever the
+   * snapshot.
    */
-  async transaction<T>(
-    work: (transaction: RepositoryTransaction<PoolConnection>) => Promise<T>,
-    options: TransactionOptions = {},
-  ): Promise<T> {
-    const lockTimeoutMs = this.beginTransaction(options, Number.MAX_SAFE_INTEGER);
+  protected async openTransaction(lockTimeoutMs: number): Promise<MySqlTransaction> {
     const session = this.#session(lockWaitSeconds(lockTimeoutMs));
-    const connection = await this.run('transaction', () => this.pool.getConnection());
-    const transaction = new MySqlTransaction(connection, lockTimeoutMs, this.#compound, session.lead);
-    // Once false, the session's state is unknown: the connection is destroyed, never restored or reused.
-    let healthy = true;
-    // Set once the session's settings are back (which ended the transaction).
-    let restored = false;
-    const { reset } = session;
-    try {
-      let result: T;
-      try {
-        result = await this.scope.run(transaction, () => work(transaction));
-      } catch (error) {
-        await transaction.begun();
-        healthy = !transaction.started || (await endQuietly(connection, 'ROLLBACK')) === undefined;
-        throw error;
-      } finally {
-        transaction.end();
-      }
-      await transaction.begun();
-      if (transaction.started && !transaction.rollingBack) {
-        await this.run('commit', async () => {
-          let header: ResultSetHeader;
-          try {
-            // Turning autocommit back on commits; the release failing stops the commit.
-            header = await inOrder(connection, session.end, this.#compound);
-          } catch (error) {
-            if (errno(error) !== ER_SP_DOES_NOT_EXIST) {
-              healthy = false;
-              throw error;
-            }
-            transaction.lost(
-              'a deadlock, or a lock wait timeout with innodb_rollback_on_timeout, in a statement whose error the ' +
-                'work caught',
-            );
-            return;
-          }
-          restored = true;
-          try {
-            // A session that had autocommit off is still in the transaction (the OK packet says so): COMMIT ends it.
-            if ((header.serverStatus & SERVER_STATUS_IN_TRANS) !== 0) await connection.query('COMMIT');
-          } catch (error) {
-            healthy = false;
-            throw error;
-          }
-        });
-      }
-      if (transaction.rollingBack) {
-        if (transaction.started) healthy = (await endQuietly(connection, 'ROLLBACK')) === undefined;
-        if (transaction.rolledBackBy !== undefined) {
-          throw new RepositoryError(
-            `mysql transaction: the server rolled the transaction back while the work ran (${transaction.rolledBackBy}); ` +
-              'nothing of it was committed; run it again',
-          );
-        }
-      }
-      return result;
-    } finally {
-      if (transaction.broken) healthy = false;
-      if (healthy && transaction.started && !restored) {
-        healthy = (await endQuietly(connection, reset)) === undefined;
-      }
-      if (healthy) connection.release();
-      else connection.destroy();
-    }
+    return new MySqlTransaction(await this.pool.getConnection(), lockTimeoutMs, this.#compound, session);
   }
 
   /** The session statements for a lock wait of `seconds`: the same lists each time, so their blocks are built once. */
   #session(seconds: number): SessionStatements {
     let session = this.#sessions.get(seconds);
     if (session !== undefined) return session;
-    const setLockWait = seconds !== this.#poolLockSeconds;
-    // After COMMIT or ROLLBACK only: turning autocommit back on would commit an open transaction.
-    const reset = setLockWait
-      ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
-      : 'SET SESSION autocommit = @idem_autocommit';
-    session = {
-      lead: [
-        setLockWait
-          ? 'SET @idem_autocommit = @@SESSION.autocommit, @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, ' +
-            `SESSION innodb_lock_wait_timeout = ${seconds}, SESSION autocommit = 0`
-          : 'SET @idem_autocommit = @@SESSION.autocommit, SESSION autocommit = 0',
-        `SAVEPOINT ${TRANSACTION_SAVEPOINT}`,
-      ],
-      reset,
-      end: [`RELEASE SAVEPOINT ${TRANSACTION_SAVEPOINT}`, reset],
-    };
+    session = sessionStatements(seconds, seconds !== this.#poolLockSeconds);
     // A lock timeout per transaction takes few values; past that they are made anew each time.
     if (this.#sessions.size < 16) this.#sessions.set(seconds, session);
     return session;
@@ -525,8 +312,9 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
     // A transaction's start goes in its first claim's round trip when that is of one id (one message a
     // transaction); before a larger one it goes alone.
+    const statements = this.#compound && rows.length === 1 ? transaction?.takeLead() : undefined;
     let lead =
-      transaction !== undefined && this.#compound && rows.length === 1 ? leadOf(transaction) : undefined;
+      statements === undefined ? undefined : { transaction: transaction as MySqlTransaction, statements };
     const executor = await this.#executor(transaction);
     const results = new Array<AddResult>(entries.length);
     let pending = rows;
@@ -644,10 +432,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    */
   async #claimAfter(lead: Lead, params: unknown[]): Promise<number | undefined> {
     // The tracking goes once per connection of a given pool, first (an owned pool's have it from the start).
-    const session = lead.connection.connection;
+    const session = lead.transaction.connection.connection;
     const sql = this.#claimBlock(lead.statements, !trackedSessions.has(session));
     try {
-      const header = await execute<ResultSetHeader>(lead.connection, sql, params);
+      const header = await execute<ResultSetHeader>(lead.transaction.connection, sql, params);
       trackedSessions.add(session);
       const at = (header as TrackedHeader).stateChanges?.systemVariables?.last_insert_id;
       if (at === undefined) return undefined;
@@ -658,7 +446,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.broken = true;
       throw error;
     }
-    const header = await execute<ResultSetHeader>(lead.connection, this.#sql.claim(1), params);
+    const header = await execute<ResultSetHeader>(lead.transaction.connection, this.#sql.claim(1), params);
     return header.insertId > 0 ? Number(header.insertId) : undefined;
   }
 
@@ -759,13 +547,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     leaseMs: number,
     _now: number,
   ): Promise<boolean> {
-    const transaction = this.#transaction('renew');
-    const executor = await this.#executor(transaction);
     const params = [newToken(), leaseMs, leaseMs, this.#namespace, bytes(key), bytes(owner)];
-    const header = await this.#withDeadlockRetry(transaction, () =>
-      execute<ResultSetHeader>(executor, this.#sql.renew, params),
-    );
-    return header.affectedRows === 1;
+    return (await this.#write(this.#transaction('renew'), this.#sql.renew, params)).affectedRows === 1;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
@@ -773,15 +556,21 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     // The rollback takes the claim away, and the transaction may be gone on the server already.
     if (transaction?.rollingBack) return true;
     transaction?.assertUsable('remove');
-    const executor = await this.#executor(transaction);
     const [sql, params] =
       owner === undefined
         ? [this.#sql.remove, [this.#namespace, bytes(key)]]
         : [this.#sql.removeOwned, [this.#namespace, bytes(key), bytes(owner)]];
-    const header = await this.#withDeadlockRetry(transaction, () =>
-      execute<ResultSetHeader>(executor, sql, params),
-    );
-    return header.affectedRows > 0;
+    return (await this.#write(transaction, sql, params)).affectedRows > 0;
+  }
+
+  /** One write on the transaction's connection, else on the pool (see {@link withDeadlockRetry}). */
+  async #write(
+    transaction: MySqlTransaction | undefined,
+    sql: string,
+    params: unknown[],
+  ): Promise<ResultSetHeader> {
+    const executor = await this.#executor(transaction);
+    return this.#withDeadlockRetry(transaction, () => execute<ResultSetHeader>(executor, sql, params));
   }
 
   protected async doClear(): Promise<void> {
@@ -801,176 +590,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       after ?? Buffer.alloc(0),
     ]);
     return { records: rows.map(decodeRow), last: rows.at(-1)?.id };
-  }
-}
-
-/**
- * The savepoint `transaction()` sets first and releases just before COMMIT: it dies with the transaction that set
- * it, so its absence proves the server rolled that transaction back. Set before {@link SAVEPOINT}, so rolling
- * back to or releasing that one leaves it standing.
- */
-const TRANSACTION_SAVEPOINT = 'idempotent_consumer_transaction';
-
-/** One open MySQL transaction: a pool connection with autocommit off, and what the repository learned of it. */
-export class MySqlTransaction extends SqlTransaction<PoolConnection> {
-  /** The lead failed, or a round trip carrying it: the session's settings are unknown, the connection not reused. */
-  broken = false;
-  #ended = false;
-  /** Why the server rolled the transaction back (a deadlock), when it did. */
-  #abortedBy: string | undefined;
-  /** Set when the server's rollback was not answered for by a verb (see `rolledBackBy`). */
-  #rolledBackBy: string | undefined;
-  readonly #compound: boolean;
-  /** The lead sent alone, not yet answered. */
-  #began: Promise<unknown> | undefined;
-
-  /** `lead`: sent with the first claim in its round trip, else alone before any other statement. */
-  constructor(connection: PoolConnection, lockTimeoutMs: number, compound: boolean, lead: readonly string[]) {
-    super('mysql', connection, lockTimeoutMs, lead);
-    this.#compound = compound;
-  }
-
-  protected handOut(): void {
-    if (this.started) return;
-    // Not awaited: mysql2 sends the caller's statements after it, in order. Its failure ends the transaction.
-    this.#sendLead().catch((error: unknown) => {
-      this.broken = true;
-      this.abort(`its start failed: ${error instanceof Error ? error.message : String(error)}`);
-    });
-  }
-
-  /** The connection for a statement of the repository's, once the lead went (alone, when it had not). */
-  async session(): Promise<PoolConnection> {
-    // The repository's statements bypass the watched methods (see `execute`).
-    this.counted();
-    if (!this.started) void this.#sendLead().catch(() => {});
-    try {
-      await this.#began;
-    } catch (error) {
-      this.broken = true;
-      throw error;
-    }
-    return this.connection;
-  }
-
-  /** Settles once the lead sent alone was answered, failed or not. */
-  async begun(): Promise<void> {
-    await this.#began?.catch(() => {});
-  }
-
-  #sendLead(): Promise<unknown> {
-    const lead = this.takeLead() as readonly string[];
-    // Without a compound statement, each is queued at once, so that nothing of the caller's goes between them.
-    this.#began = this.#compound
-      ? inOrder(this.connection, lead, true)
-      : Promise.all(lead.map((sql) => this.connection.query(sql)));
-    return this.#began;
-  }
-
-  /**
-   * Why the server rolled the whole transaction back while the work ran: a deadlock in a verb's statement, or in
-   * the work's own, found by a savepoint that the rollback took away. The transaction can only run again. A
-   * claim's lock timeout under `innodb_rollback_on_timeout` does not set it: its ids were answered in progress.
-   */
-  get rolledBackBy(): string | undefined {
-    return this.#rolledBackBy;
-  }
-
-  /** Optimistic: sets none, and rolling back to it works while no statement was sent since. */
-  savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
-    return this.openSavepoint(async () => {
-      if (options.optimistic === true) {
-        this.assertUsable('savepoint');
-        return this.mark(['query', 'execute']);
-      }
-      await this.#statement('savepoint', `SAVEPOINT ${SAVEPOINT}`);
-      return 'open';
-    });
-  }
-
-  /**
-   * Sends nothing: the next `SAVEPOINT` of the same name replaces this one, and the transaction's end drops it.
-   * That the server did not roll the transaction back meanwhile, {@link TRANSACTION_SAVEPOINT} proves before COMMIT.
-   */
-  async releaseSavepoint(): Promise<void> {
-    this.takeSavepoint('releaseSavepoint');
-    this.takeMark();
-    this.assertUsable('releaseSavepoint');
-  }
-
-  /** MySQL keeps the savepoint after `ROLLBACK TO`; the next `SAVEPOINT` of the same name replaces it. */
-  async rollbackToSavepoint(): Promise<void> {
-    this.takeSavepoint('rollbackToSavepoint');
-    const mark = this.takeMark();
-    if (mark !== undefined) {
-      if (!mark.touched) return;
-      // Back to the transaction's own savepoint, which also finds out whether the server rolled it back already.
-      await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${TRANSACTION_SAVEPOINT}`);
-      this.needSavepoints();
-      return;
-    }
-    await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
-  }
-
-  /**
-   * The server rolled the whole transaction back (a deadlock; a lock wait timeout with
-   * `innodb_rollback_on_timeout`): what runs on the session afterwards is a new transaction that must not commit,
-   * so later verbs refuse to run and the end is a ROLLBACK.
-   */
-  abort(reason: string): void {
-    this.#abortedBy ??= reason;
-    this.doomed = true;
-  }
-
-  /** {@link abort}, for a rollback no verb answered for: the transaction is to be run again ({@link rolledBackBy}). */
-  lost(reason: string): void {
-    this.abort(reason);
-    this.#rolledBackBy ??= reason;
-  }
-
-  /** Called when `transaction()` ends: a verb still running in this async context may no longer use it. */
-  end(): void {
-    this.#ended = true;
-    this.dispose();
-  }
-
-  /** Throws when the transaction cannot take another statement of the repository. */
-  assertUsable(operation: string): void {
-    if (this.#ended) {
-      throw new RepositoryError(
-        `mysql ${operation}: called in a transaction that has already ended (a verb left running after its ` +
-          'transaction() callback returned)',
-        { retryable: false },
-      );
-    }
-    if (this.#abortedBy !== undefined) {
-      throw new RepositoryError(
-        `mysql ${operation}: the server rolled this transaction back (${this.#abortedBy}); nothing more runs in it`,
-      );
-    }
-  }
-
-  async #statement(operation: string, sql: string): Promise<void> {
-    this.assertUsable(operation);
-    try {
-      await (await this.session()).query(sql);
-    } catch (error) {
-      const code = errno(error);
-      // The savepoint went with the whole transaction (a statement of the work's was a deadlock victim): a
-      // retryable failure of the whole transaction, never of this step alone.
-      if (code === ER_SP_DOES_NOT_EXIST || code === ER_LOCK_DEADLOCK) {
-        this.lost(
-          code === ER_LOCK_DEADLOCK
-            ? 'deadlock'
-            : 'the savepoint was gone: a deadlock, or a lock wait timeout with innodb_rollback_on_timeout',
-        );
-        throw new RepositoryError(
-          `mysql ${operation}: the server rolled the transaction back (${this.#rolledBackBy}); run it again`,
-          { cause: error },
-        );
-      }
-      throw toRepositoryError(`mysql ${operation}`, error);
-    }
   }
 }
 

@@ -1,10 +1,14 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
 import { refuseBadPercentEscapes } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 import { storeOptionsParser } from '../shared.js';
-import { describeAddress as describeSqlAddress, sqlDefaults, sqlOptionFields } from '../sql/options.js';
+import {
+  describeAddress as describeSqlAddress,
+  sqlDefaults,
+  sqlOptionFields,
+  tableRule,
+} from '../sql/options.js';
 
 /**
  * Defaults of the MySQL/MariaDB repository: the SQL stores' (`table` may be `database.table`). `lockTimeoutMs` is
@@ -12,66 +16,46 @@ import { describeAddress as describeSqlAddress, sqlDefaults, sqlOptionFields } f
  */
 export const mysqlDefaults = { ...sqlDefaults } as const satisfies Record<string, unknown>;
 
-/**
- * `table` or `database.table`, each part letters, digits, `_` and `$`, not starting with a digit, at most 64
- * characters: stricter than MySQL, so a name never needs more than backquotes.
- */
-export const TABLE_PATTERN = /^(?:[A-Za-z_][A-Za-z0-9_$]{0,63}\.)?[A-Za-z_][A-Za-z0-9_$]{0,63}$/;
-
-/** `table`, checked against {@link TABLE_PATTERN} (a ConfigError when it fails). */
-export function checkTable(table: string): string {
-  if (!TABLE_PATTERN.test(table)) {
-    throw new ConfigError(
-      'repository.table',
-      `must be a table name or database.table, each 1-64 letters, digits, "_" or "$", got ${JSON.stringify(table)}`,
-    );
-  }
-  return table;
-}
+/** `table` or `database.table`: stricter than MySQL, so a name never needs more than backquotes. */
+export const tables = tableRule(
+  /^(?:[A-Za-z_][A-Za-z0-9_$]{0,63}\.)?[A-Za-z_][A-Za-z0-9_$]{0,63}$/,
+  'database.table, each 1-64 letters, digits, "_" or "$"',
+);
 
 /** Longest namespace, in UTF-8 bytes: the width of the `namespace` column. */
 const MAX_NAMESPACE_BYTES = 255;
 
 /** Config schema for `repository.type = "mysql"`. */
 export const mysqlOptionsSchema = z
-  .object({
-    /** `mysql://user:password@host:port/database`; optional only when a pool is passed. */
-    url: z
-      .url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' })
-      .superRefine(refuseBadPercentEscapes)
-      .optional(),
-    table: z
-      .string()
-      .regex(
-        TABLE_PATTERN,
-        'must be a table name or database.table, each 1-64 letters, digits, "_" or "$", not starting with a digit',
-      )
-      .default(mysqlDefaults.table),
-    namespace: z
-      .string()
-      .min(1)
-      .refine((ns) => Buffer.byteLength(ns, 'utf8') <= MAX_NAMESPACE_BYTES, {
-        message: `must be at most ${MAX_NAMESPACE_BYTES} UTF-8 bytes`,
-      })
-      .default(mysqlDefaults.namespace),
-    /**
-     * TLS: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates and the host
-     * name they name (the URL's host, or `servername`) are verified.
-     */
-    tls: tlsSettingSchema
-      // mysql2 sends no SNI for an address and checks the certificate against the host it connects to: an address
-      // here could not be honoured.
-      .refine(
+  .object(
+    sqlOptionFields(mysqlDefaults, {
+      /** `mysql://user:password@host:port/database`; optional only when a pool is passed. */
+      url: z
+        .url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' })
+        .superRefine(refuseBadPercentEscapes)
+        .optional(),
+      table: tables.schema,
+      namespace: z
+        .string()
+        .min(1)
+        .refine((ns) => Buffer.byteLength(ns, 'utf8') <= MAX_NAMESPACE_BYTES, {
+          message: `must be at most ${MAX_NAMESPACE_BYTES} UTF-8 bytes`,
+        }),
+      /**
+       * `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates and the host name
+       * they name (the URL's host, or `servername`) are verified. mysql2 sends no SNI for an address and checks the
+       * certificate against the host it connects to: an address as `servername` could not be honoured.
+       */
+      tls: tlsSettingSchema.refine(
         (tls) => typeof tls !== 'object' || tls.servername === undefined || isIP(tls.servername) === 0,
         {
           path: ['servername'],
           message:
             "must be a host name, not an IP address (the URL's address is what a certificate is checked against)",
         },
-      )
-      .optional(),
-    ...sqlOptionFields(mysqlDefaults),
-  })
+      ),
+    }),
+  )
   .strict();
 
 /** Parsed options of the MySQL repository, every default filled in. */

@@ -1,6 +1,6 @@
 import type { IdempotencyRecord } from '../../store/types.js';
 import { decodeRecord, type SqlRecordRow } from '../sql/store.js';
-import { checkTable } from './options.js';
+import { tables } from './options.js';
 
 /** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */
 export function quoteTable(table: string): string {
@@ -8,6 +8,12 @@ export function quoteTable(table: string): string {
     .split('.')
     .map((part) => `\`${part}\``)
     .join('.');
+}
+
+/** The parameters of a catalog query for `table`: its database (null: the connection's) and name. */
+export function schemaAndName(table: string): [string | null, string] {
+  const parts = table.split('.');
+  return parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
 }
 
 /** The columns the statements use, with the `DATA_TYPE` information_schema reports for each (checked at open). */
@@ -113,7 +119,7 @@ export class Statements {
   readonly removeOwned: string;
 
   constructor(table: string) {
-    const t = quoteTable(checkTable(table));
+    const t = quoteTable(tables.check(table));
     this.table = t;
     this.renew =
       `UPDATE ${t} SET token = ?, lease_expires_at = ${NOW_MS} + ?, forget_at = GREATEST(forget_at, ${NOW_MS} + ?) ` +

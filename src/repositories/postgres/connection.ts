@@ -1,21 +1,10 @@
 import pg from 'pg';
-import { ConfigError, RepositoryError } from '../../errors.js';
-import type { TlsOptions } from '../../options/tls.js';
-import { checkLayout, connectFailure, errorCode } from '../sql/connection.js';
-import { detailOf, type MigrateStore } from '../sql/store.js';
+import { errorCode, openFailure, verifiedTls } from '../sql/connection.js';
 import type { PostgresOptions } from './options.js';
-import { ADDED_COLUMNS, COLUMNS, quoteTable } from './sql.js';
+import { quoteTable } from './sql.js';
 
 /** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
 const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
-
-/** node-postgres' `ssl` for `repository.tls`, verified unless turned off by name; absent, the URL's `sslmode` decides. */
-function sslConfig(tls: boolean | TlsOptions | undefined): pg.PoolConfig['ssl'] {
-  if (tls === undefined) return undefined;
-  if (tls === false) return false;
-  const settings = tls === true ? {} : tls;
-  return { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true };
-}
 
 /**
  * The pool's connection string. node-postgres lets the URL override explicit settings, so the `password` option
@@ -61,7 +50,8 @@ export function createPool(options: PostgresOptions): pg.Pool {
   const pool = new pg.Pool({
     Client,
     connectionString: connectionString(options),
-    ...(options.tls !== undefined ? { ssl: sslConfig(options.tls) } : {}),
+    // Absent, the URL's `sslmode` decides.
+    ...(options.tls !== undefined ? { ssl: options.tls !== false && verifiedTls(options.tls) } : {}),
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,
     ...(options.statementTimeoutMs > 0 ? { statement_timeout: options.statementTimeoutMs } : {}),
@@ -76,59 +66,32 @@ export function createPool(options: PostgresOptions): pg.Pool {
 
 export { errorCode };
 
-/** node-postgres' own complaint when the server asks for a password and none was given (no SQLSTATE). */
-function missingPassword(error: unknown): boolean {
-  const message = error instanceof Error ? error.message : '';
-  return /client password must be a (non-empty )?string|^Password must be a string/.test(message);
-}
-
-/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see connectFailure). */
+/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see openFailure). */
 export function openError(error: unknown, address: string): unknown {
-  if (error instanceof ConfigError || error instanceof RepositoryError) return error;
-  const code = errorCode(error);
-  const detail = detailOf(error);
-  if (code === '28P01' || code === '28000') {
-    const message = `authentication to postgres at ${address} failed: ${detail}`;
-    return new ConfigError('repository.password', message, { cause: error });
-  }
-  if (missingPassword(error)) {
-    return new ConfigError(
-      'repository.password',
-      `postgres at ${address} asks for a password, and none was given: put it in the URL ` +
-        '(postgres://user:password@host/database), in repository.password, or in the PGPASSWORD environment variable',
-      { cause: error },
-    );
-  }
-  if (code === '3D000') {
-    return new ConfigError('repository.url', `postgres at ${address}: ${detail}`, { cause: error });
-  }
-  return connectFailure('postgres', address, error, {
-    codes: '',
-    messages: 'does not support SSL|SSL connection',
-    serverHint: 'ssl = on',
+  return openFailure('postgres', address, error, {
+    code: errorCode,
+    refused: ['28P01', '28000'],
+    unknownDatabase: ['3D000'],
+    // node-postgres' own complaint when the server asks for a password and none was given (no SQLSTATE).
+    noPassword: (error) =>
+      /client password must be a (non-empty )?string|^Password must be a string/.test(
+        error instanceof Error ? error.message : '',
+      ),
+    passwordPlaces:
+      'the URL (postgres://user:password@host/database), in repository.password, or in the PGPASSWORD ' +
+      'environment variable',
+    tls: { codes: '', messages: 'does not support SSL|SSL connection', serverHint: 'ssl = on' },
   });
 }
 
-/** Checks the table exists with the columns and types the statements use (see {@link checkLayout}). */
-export async function assertTable(
-  pool: pg.Pool,
-  table: string,
-  address: string,
-  target: MigrateStore,
-): Promise<void> {
+/** The table's columns and their types as the catalog lists them (see `checkLayout`). */
+export async function columnsOf(pool: pg.Pool, table: string): Promise<Map<string, string>> {
   const { rows } = await pool.query<{ name: string; type: string }>({
     text: `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
       FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
     values: [quoteTable(table)],
   });
-  const actual = new Map(rows.map((row) => [row.name, row.type]));
-  checkLayout(
-    { store: 'postgres', table, quoted: quoteTable(table), address },
-    actual,
-    COLUMNS,
-    target,
-    ADDED_COLUMNS,
-  );
+  return new Map(rows.map((row) => [row.name, row.type]));
 }
 
 /** What {@link StatementQuery} uses of node-postgres' connection. */

@@ -1,13 +1,13 @@
 import type pg from 'pg';
-import { ConfigError } from '../../errors.js';
-import { type MigrateResult, runMigration, type SqlMigrateOptions, script } from '../sql/migration.js';
+import { type MigrateResult, type SqlMigrateOptions, sqlMigration } from '../sql/migration.js';
 import { tableInUse } from '../sql/store.js';
 import {
   describeAddress,
+  type PostgresOptions,
   type PostgresRepositoryOptions,
   parsePostgresOptions,
   postgresDefaults,
-  TABLE_PATTERN,
+  tables,
 } from './options.js';
 import { ADDED_COLUMNS, COLUMNS, forgetIndexName, quoteTable } from './sql.js';
 
@@ -33,13 +33,7 @@ interface SchemaObject {
 
 /** The objects {@link schemaStatements} creates, in order. */
 function schemaObjects(table: string): SchemaObject[] {
-  if (!TABLE_PATTERN.test(table)) {
-    throw new ConfigError(
-      'repository.table',
-      `must be a table name or schema.table, each 1-48 letters, digits or "_", got ${JSON.stringify(table)}`,
-    );
-  }
-  const t = quoteTable(table);
+  const t = quoteTable(tables.check(table));
   const schema = table.includes('.') ? table.split('.')[0] : undefined;
   const schemaObject: SchemaObject[] =
     schema === undefined
@@ -95,34 +89,23 @@ function schemaObjects(table: string): SchemaObject[] {
   ];
 }
 
-/** The DDL as one `;`-terminated script, for `idem migrate` and the docs. */
-export function schemaScript(table: string = postgresDefaults.table): string {
-  return script(schemaStatements(table));
-}
-
 /** What {@link migrate} needs: where (a URL or a pool) and which table. */
 export type MigrateOptions = SqlMigrateOptions<PostgresRepositoryOptions, pg.Pool>;
 
 /**
- * Creates what is missing of the table (its schema, the table, its purge index) in one transaction; safe to run
- * again and from several processes at once. Only the DDL of objects missing from the catalog runs:
+ * `migrate` creates what is missing of the table (its schema, the table, its purge index) in one transaction; safe
+ * to run again and from several processes at once. Only the DDL of objects missing from the catalog runs:
  * `CREATE INDEX IF NOT EXISTS` takes its table lock before it finds the index, so on a table in use it would queue
  * every writer behind the migration. An advisory lock serializes runs that do create something (two racing
  * CREATE TABLEs can both pass `IF NOT EXISTS`), and the catalog is read again under it.
  */
-export function migrate(options: MigrateOptions): Promise<MigrateResult> {
-  return runMigration(
-    {
-      defaultTable: postgresDefaults.table,
-      statements: schemaStatements,
-      apply: (pool, table) => runDdl(pool, table, schemaObjects(table)),
-      parseOptions: parsePostgresOptions,
-      describeAddress,
-      connection: () => import('./connection.js'),
-    },
-    options,
-  );
-}
+export const { migrate, schemaScript } = sqlMigration<pg.Pool, PostgresOptions, MigrateOptions>({
+  statements: schemaStatements,
+  apply: (pool, table) => runDdl(pool, table, schemaObjects(table)),
+  parseOptions: parsePostgresOptions,
+  describeAddress,
+  connection: () => import('./connection.js'),
+});
 
 /** Advisory lock key of the migration: any constant the same in every process. */
 const MIGRATION_LOCK = 0x1de_6_0001;

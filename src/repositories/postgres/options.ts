@@ -2,7 +2,12 @@ import { z } from 'zod';
 import { timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 import { storeOptionsParser } from '../shared.js';
-import { describeAddress as describeSqlAddress, sqlDefaults, sqlOptionFields } from '../sql/options.js';
+import {
+  describeAddress as describeSqlAddress,
+  sqlDefaults,
+  sqlOptionFields,
+  tableRule,
+} from '../sql/options.js';
 
 /** Defaults of the PostgreSQL repository: the SQL stores' (`table` may be `schema.table`), and one more. */
 export const postgresDefaults = {
@@ -17,32 +22,29 @@ export const postgresDefaults = {
 } as const satisfies Record<string, unknown>;
 
 /** `table` or `schema.table`: what PostgreSQL accepts unquoted, minus the length the index name's suffix needs. */
-export const TABLE_PATTERN = /^(?:[A-Za-z_][A-Za-z0-9_]{0,47}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$/;
+export const tables = tableRule(
+  /^(?:[A-Za-z_][A-Za-z0-9_]{0,47}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$/,
+  'schema.table, each 1-48 letters, digits or "_"',
+);
 
 /** Config schema for `repository.type = "postgres"`. */
 export const postgresOptionsSchema = z
   .object({
-    /** `postgres://[user[:password]@]host[:port]/database[?sslmode=…]`; optional only when a pool is passed. */
-    url: z
-      .url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// or postgresql:// URL' })
-      .optional(),
-    table: z
-      .string()
-      .regex(
-        TABLE_PATTERN,
-        'must be a table name or schema.table, each 1-48 letters, digits or "_", not starting with a digit',
-      )
-      .default(postgresDefaults.table),
-    namespace: z
-      .string()
-      .min(1)
-      .max(256)
-      .refine((s) => !s.includes('\u0000'), 'must not contain U+0000')
-      .default(postgresDefaults.namespace),
-    /** TLS: `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates are verified. */
-    tls: tlsSettingSchema.optional(),
+    ...sqlOptionFields(postgresDefaults, {
+      /** `postgres://[user[:password]@]host[:port]/database[?sslmode=…]`; optional only when a pool is passed. */
+      url: z
+        .url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// or postgresql:// URL' })
+        .optional(),
+      table: tables.schema,
+      namespace: z
+        .string()
+        .min(1)
+        .max(256)
+        .refine((s) => !s.includes('\u0000'), 'must not contain U+0000'),
+      /** `true` (system CAs) or `{ ca, cert, key, servername, rejectUnauthorized }`; certificates are verified. */
+      tls: tlsSettingSchema,
+    }),
     statementTimeoutMs: timerMs(0).default(postgresDefaults.statementTimeoutMs),
-    ...sqlOptionFields(postgresDefaults),
   })
   .strict();
 

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { RepositoryError, SwallowedStatementError, toRepositoryError } from '../../errors.js';
+import { RepositoryError } from '../../errors.js';
 import type { KeyedClaim, KeyedEntry } from '../../store/base.js';
 import { toKey } from '../../store/ids.js';
 import { newRecord } from '../../store/record.js';
@@ -11,8 +11,6 @@ import type {
   MarkOptions,
   MessageId,
   ReadOptions,
-  RepositoryTransaction,
-  TransactionOptions,
 } from '../../store/types.js';
 import type { StoreLogger } from '../shared.js';
 import {
@@ -24,17 +22,8 @@ import {
   type SqlSettings,
   timeParam,
 } from '../sql/repository.js';
-import { detailOf, migrateHint } from '../sql/store.js';
-import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
-import {
-  assertTable,
-  type BoundStatement,
-  createPool,
-  errorCode,
-  openError,
-  send,
-  sendWithLead,
-} from './connection.js';
+import { migrateHint } from '../sql/store.js';
+import { columnsOf, createPool, errorCode, openError } from './connection.js';
 import { migrate } from './migration.js';
 import {
   describeAddress,
@@ -43,15 +32,19 @@ import {
   parsePostgresOptions,
 } from './options.js';
 import {
+  ADDED_COLUMNS,
+  COLUMNS,
   decodeRow,
   decodeText,
   encodeOptional,
   encodeText,
+  quoteTable,
   type RecordRow,
   type Statement,
   type Statements,
   statements,
 } from './sql.js';
+import { IN_FAILED_TRANSACTION, PostgresTransaction } from './transaction.js';
 
 export type PostgresLogger = StoreLogger;
 
@@ -65,28 +58,13 @@ const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   describeAddress,
   createPool,
   createTable: (pool, table) => migrate({ pool, table }),
-  assertTable,
+  columnsOf,
+  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
   openError,
 };
 
-/** A transaction's lead when its connection has the lock timeout already. */
-const BEGIN_ONLY: readonly string[] = ['BEGIN'];
-
-/**
- * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
- * the server's, database's and role's defaults): then the transaction needs no SET LOCAL. The repository's own
- * pool opens every connection so; a given pool may too. node-postgres sends the parameter truncated to an
- * integer and leaves it out when 0, so only a positive integer counts.
- */
-function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
-  const parameters = (client as { readonly connectionParameters?: { readonly lock_timeout?: unknown } })
-    .connectionParameters;
-  return Number.isInteger(lockTimeoutMs) && lockTimeoutMs > 0 && parameters?.lock_timeout === lockTimeoutMs;
-}
-
-/** SQLSTATEs the repository answers rather than throws. */
+/** SQLSTATEs the repository answers rather than throws (25P02, in a failed transaction: see transaction.ts). */
 const LOCK_NOT_AVAILABLE = '55P03';
-const IN_FAILED_TRANSACTION = '25P02';
 const UNDEFINED_TABLE = '42P01';
 
 /** Times a claim runs again for ids whose live row was gone or lapsed when read. */
@@ -97,162 +75,6 @@ const ABORTED = Symbol('aborted');
 /** A claim outside a transaction waited `lock_timeout` for a row another open transaction holds. */
 const LOCK_TIMEOUT = Symbol('lock timeout');
 type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED | typeof LOCK_TIMEOUT;
-
-/** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */
-class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
-  /** BEGIN sent alone, not yet answered; its failure is kept for {@link begun}. */
-  #began: Promise<unknown> | undefined;
-  /** A released savepoint whose RELEASE goes with the next SAVEPOINT, or ends with the transaction. */
-  #releasePending = false;
-  /**
-   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
-   * before the failure, which clears this). The verbs then answer without running: reads absent, writes false,
-   * claims in progress (rather than a savepoint around each claim, two more round trips per message).
-   */
-  aborted = false;
-
-  /** `setsTimeout` false: the connection was opened with this lock timeout (see {@link opensWith}). */
-  constructor(client: pg.PoolClient, lockTimeoutMs: number, setsTimeout: boolean) {
-    // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
-    const lead = setsTimeout ? ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] : BEGIN_ONLY;
-    super('postgres', client, lockTimeoutMs, lead);
-  }
-
-  protected handOut(): void {
-    const lead = this.takeLead();
-    if (lead === undefined) return;
-    // Not awaited: node-postgres sends the caller's statements after it, in order.
-    this.#began = this.connection.query(lead.join('; '));
-    this.#began.catch(() => this.abort());
-  }
-
-  /** Settles once BEGIN sent alone was answered; rejects with its error. */
-  async begun(): Promise<void> {
-    await this.#began;
-  }
-
-  /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
-  send<R extends pg.QueryResultRow>(query: BoundStatement): Promise<pg.QueryResult<R>> {
-    const lead = this.takeLead();
-    return lead === undefined
-      ? send<R>(this.connection, query)
-      : sendWithLead<R>(this.connection, lead, query);
-  }
-
-  /** ROLLBACK, unless nothing was sent: the error when it failed. */
-  rollback(): Promise<Error | undefined> {
-    return this.started ? endQuietly(this.connection, 'ROLLBACK') : Promise.resolve(undefined);
-  }
-
-  override get rollingBack(): boolean {
-    return this.doomed || this.aborted;
-  }
-
-  abort(): void {
-    this.aborted = true;
-  }
-
-  /** Skipped while aborted: nothing to roll back to. Optimistic: none is set (see `RepositoryTransaction`). */
-  savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
-    return this.openSavepoint(async () => {
-      if (this.aborted) return 'skipped';
-      if (options.optimistic === true) return this.mark(['query']);
-      let state: 'open' | 'skipped' = 'open';
-      // The last savepoint's RELEASE first, in the same simple query: savepoints never nest.
-      const release = this.#releasePending ? `RELEASE SAVEPOINT ${SAVEPOINT}; ` : '';
-      this.#releasePending = false;
-      await this.#run('savepoint', `${release}SAVEPOINT ${SAVEPOINT}`, () => {
-        state = 'skipped';
-      });
-      return state;
-    });
-  }
-
-  /**
-   * Ends an optimistic savepoint: when something was sent since it and `undo`, or the transaction is not sound
-   * (aborted, a statement in flight), it could not stand in for a real one: the transaction rolls back and runs
-   * again with real ones. False when no optimistic savepoint was open.
-   */
-  #endMark(undo: boolean): boolean {
-    const mark = this.takeMark();
-    if (mark === undefined) return false;
-    if (mark.touched && (undo || this.aborted || !this.#idleInTransaction())) this.needSavepoints();
-    return true;
-  }
-
-  /**
-   * RELEASE SAVEPOINT. When a statement after the savepoint failed and its error was caught, PostgreSQL has
-   * aborted the transaction: this rolls back to the savepoint instead (the transaction goes on without what
-   * followed it) and rejects with a SwallowedStatementError.
-   */
-  async releaseSavepoint(): Promise<void> {
-    const state = this.takeSavepoint('releaseSavepoint');
-    if (state !== 'open' || this.#endMark(false)) return;
-    let failure: unknown;
-    if (!this.aborted && this.#idleInTransaction()) {
-      // Every statement since was answered and the transaction is sound, so RELEASE cannot fail: it goes with
-      // the next SAVEPOINT or ends with the transaction.
-      this.#releasePending = true;
-      return;
-    }
-    if (!this.aborted) {
-      try {
-        await this.connection.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
-        return;
-      } catch (error) {
-        if (errorCode(error) !== IN_FAILED_TRANSACTION) {
-          this.abort();
-          throw toRepositoryError('postgres releaseSavepoint', error);
-        }
-        failure = error;
-      }
-    }
-    await this.#run('releaseSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`);
-    this.aborted = false;
-    throw new SwallowedStatementError(
-      'postgres releaseSavepoint: a statement after the savepoint failed and its error was caught, so PostgreSQL ' +
-        'aborted the transaction (SQLSTATE 25P02); rolled back to the savepoint instead: what was written after ' +
-        'it is undone, and the transaction goes on',
-      { cause: failure },
-    );
-  }
-
-  async rollbackToSavepoint(): Promise<void> {
-    const state = this.takeSavepoint('rollbackToSavepoint');
-    if (state !== 'open' || this.#endMark(true)) return;
-    // Also clears an abort that happened after the savepoint. One round trip.
-    await this.#run(
-      'rollbackToSavepoint',
-      `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
-    );
-    this.aborted = false;
-  }
-
-  /** No statement in flight, and the last ReadyForQuery said "in a transaction block" (node-postgres 8.8+). */
-  #idleInTransaction(): boolean {
-    const client = this.connection as unknown as {
-      readonly readyForQuery?: boolean;
-      getTransactionStatus?(): string | null;
-    };
-    return client.readyForQuery === true && client.getTransactionStatus?.() === 'T';
-  }
-
-  /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */
-  async #run(operation: string, sql: string, onAborted?: () => void): Promise<void> {
-    const lead = this.takeLead();
-    try {
-      // The transaction's first statement: BEGIN goes in the same simple query.
-      await this.connection.query(lead === undefined ? sql : `${lead.join('; ')}; ${sql}`);
-    } catch (error) {
-      this.abort();
-      if (onAborted !== undefined && errorCode(error) === IN_FAILED_TRANSACTION) {
-        onAborted();
-        return;
-      }
-      throw toRepositoryError(`postgres ${operation}`, error);
-    }
-  }
-}
 
 /**
  * Repository on PostgreSQL through node-postgres (`pg`), one table shared by any number of workers.
@@ -284,76 +106,14 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return new PostgresRepository(await openSql(dialect, options));
   }
 
-  /**
-   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}),
-   * at the server's isolation level, `lock_timeout` set with BEGIN in one round trip unless the connection has
-   * it. The connection is destroyed when its state is unknown (a failed ROLLBACK), else given back.
-   */
-  async transaction<T>(
-    work: (transaction: RepositoryTransaction<pg.PoolClient>) => Promise<T>,
-    options: TransactionOptions = {},
-  ): Promise<T> {
-    const lockTimeoutMs = this.beginTransaction(options, MAX_TTL_MS);
-    const client = await this.run('transaction', () => this.pool.connect());
-    const transaction = new PostgresTransaction(client, lockTimeoutMs, !opensWith(client, lockTimeoutMs));
-    let broken: Error | undefined;
-    // The pool listens only on idle clients: a checked-out one whose connection drops between statements would
-    // emit 'error' with no listener and kill the process. Recorded instead; the connection is destroyed.
-    const onError = (error: Error) => {
-      broken ??= error;
-    };
-    client.on('error', onError);
-    try {
-      let result: T;
-      try {
-        result = await this.scope.run(transaction, () => work(transaction));
-      } catch (error) {
-        broken = await transaction.rollback();
-        throw error;
-      }
-      try {
-        await transaction.begun();
-      } catch (error) {
-        broken = error as Error;
-        throw this.storeError('transaction', error);
-      }
-      if (transaction.rollingBack) {
-        broken = await transaction.rollback();
-        if (broken !== undefined) throw this.storeError('rollback', broken);
-        return result;
-      }
-      if (!transaction.started) return result;
-      await this.#commit(client).catch((error: unknown) => {
-        broken = error as Error;
-        throw error;
-      });
-      return result;
-    } finally {
-      transaction.dispose();
-      client.off('error', onError);
-      client.release(broken);
-    }
-  }
+  protected readonly maxLockTimeoutMs = MAX_TTL_MS;
 
-  async #commit(client: pg.PoolClient): Promise<void> {
-    let reply: pg.QueryResult;
-    try {
-      reply = await client.query('COMMIT');
-    } catch (error) {
-      // A lost connection leaves the outcome unknown: retrying is safe, since a committed claim answers duplicate.
-      throw new RepositoryError(
-        `postgres commit failed (the transaction may or may not have committed): ${detailOf(error)}`,
-        { cause: error },
-      );
-    }
-    // COMMIT of an aborted transaction (a statement's error caught without a rollback to a savepoint) answers
-    // ROLLBACK, not an error.
-    if (reply.command === 'ROLLBACK') {
-      throw new RepositoryError(
-        'postgres commit rolled back: a statement of the transaction failed earlier and the transaction was ' +
-          'aborted; nothing of it was written',
-      );
-    }
+  /**
+   * A transaction at the server's isolation level, `lock_timeout` set with BEGIN in one round trip unless the
+   * connection has it.
+   */
+  protected async openTransaction(lockTimeoutMs: number): Promise<PostgresTransaction> {
+    return new PostgresTransaction(await this.pool.connect(), lockTimeoutMs);
   }
 
   /**
@@ -390,6 +150,18 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       }
       throw error;
     }
+  }
+
+  /** The rows of a statement, none when it did not run (see {@link #exec}). */
+  async #rows<R extends pg.QueryResultRow>(statement: Statement, values: unknown[]): Promise<R[]> {
+    const outcome = await this.#exec<R>(statement, values);
+    return typeof outcome === 'symbol' ? [] : outcome.rows;
+  }
+
+  /** The rows a statement wrote, undefined when it did not run (see {@link #exec}). */
+  async #count(statement: Statement, values: unknown[]): Promise<number | undefined> {
+    const outcome = await this.#exec(statement, values);
+    return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
   }
 
   protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
@@ -512,13 +284,8 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
     const records = new Array<IdempotencyRecord | undefined>(keys.length).fill(undefined);
-    const outcome = await this.#exec<ReadRow>(this.#sql.read, [
-      this.#namespace,
-      keys.map(encodeText),
-      timeParam(now),
-    ]);
-    if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return records;
-    for (const row of outcome.rows) {
+    const values = [this.#namespace, keys.map(encodeText), timeParam(now)];
+    for (const row of await this.#rows<ReadRow>(this.#sql.read, values)) {
       const index = Number(row.n) - 1;
       records[index] = decodeRow(keys[index] as string, row);
     }
@@ -532,13 +299,9 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     const keys = ids.map((id) => encodeText(toKey(id, this.maxIdBytes)));
     return this.run('containsMany', async () => {
       const found = ids.map(() => false);
-      const outcome = await this.#exec<{ n: string }>(this.#sql.contains, [
-        this.#namespace,
-        keys,
-        timeParam(options.now ?? this.clock()),
-      ]);
-      if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return found;
-      for (const row of outcome.rows) found[Number(row.n) - 1] = true;
+      const values = [this.#namespace, keys, timeParam(options.now ?? this.clock())];
+      for (const row of await this.#rows<{ n: string }>(this.#sql.contains, values))
+        found[Number(row.n) - 1] = true;
       return found;
     });
   }
@@ -566,7 +329,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     const list = sent.map((i) => claims[i] as KeyedClaim);
     const confirmed = claims.map(() => false);
     const results = list.some((c) => c.result !== undefined) ? list.map((c) => encodeOptional(c.result)) : [];
-    const outcome = await this.#exec<{ n: string }>(this.#sql.confirm, [
+    const rows = await this.#rows<{ n: string }>(this.#sql.confirm, [
       this.#namespace,
       list.map((c) => encodeText(c.key)),
       list.map((c) => encodeText(c.owner)),
@@ -574,8 +337,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       ttlMs,
       timeParam(now),
     ]);
-    if (outcome === ABORTED || outcome === LOCK_TIMEOUT) return confirmed;
-    for (const row of outcome.rows) confirmed[sent[Number(row.n) - 1] as number] = true;
+    for (const row of rows) confirmed[sent[Number(row.n) - 1] as number] = true;
     return confirmed;
   }
 
@@ -585,24 +347,18 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     leaseMs: number,
     now: number,
   ): Promise<boolean> {
-    const outcome = await this.#exec(this.#sql.renew, [
-      this.#namespace,
-      encodeText(key),
-      encodeText(owner),
-      leaseMs,
-      timeParam(now),
-    ]);
-    return typeof outcome !== 'symbol' && (outcome.rowCount ?? 0) > 0;
+    const values = [this.#namespace, encodeText(key), encodeText(owner), leaseMs, timeParam(now)];
+    return ((await this.#count(this.#sql.renew, values)) ?? 0) > 0;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     // The rollback takes the claim away, and the transaction may be aborted already: nothing to run.
     if (this.scope.current()?.rollingBack) return true;
-    const outcome =
+    const count =
       owner === undefined
-        ? await this.#exec(this.#sql.remove, [this.#namespace, encodeText(key)])
-        : await this.#exec(this.#sql.release, [this.#namespace, encodeText(key), encodeText(owner)]);
-    return typeof outcome !== 'symbol' && (outcome.rowCount ?? 0) > 0;
+        ? await this.#count(this.#sql.remove, [this.#namespace, encodeText(key)])
+        : await this.#count(this.#sql.release, [this.#namespace, encodeText(key), encodeText(owner)]);
+    return (count ?? 0) > 0;
   }
 
   protected async doClear(): Promise<void> {
@@ -610,19 +366,17 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 
   protected async scanPage(after: unknown, size: number) {
-    const outcome = await this.#exec<RecordRow & { id: string }>(this.#sql.scan, [
+    const rows = await this.#rows<RecordRow & { id: string }>(this.#sql.scan, [
       this.#namespace,
       after ?? '',
       size,
     ]);
-    const rows = typeof outcome === 'symbol' ? [] : outcome.rows;
     return { records: rows.map((row) => decodeRow(decodeText(row.id), row)), last: rows.at(-1)?.id };
   }
 
   /** Each batch is its own short transaction (unless inside {@link transaction}); held rows are skipped. */
   protected async purgeBatch(batchSize: number): Promise<number | undefined> {
-    const outcome = await this.#exec(this.#sql.purge, [batchSize]);
-    return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
+    return this.#count(this.#sql.purge, [batchSize]);
   }
 }
 

@@ -51,7 +51,7 @@ function statement(kind: string, text: string): Statement {
   return { name: `idem_${kind}_${digest}`, text };
 }
 
-/** `"schema"."table"` or `"table"`: parts are validated identifiers (see TABLE_PATTERN), quoted as given. */
+/** `"schema"."table"` or `"table"`: parts are validated identifiers (see options.ts), quoted as given. */
 export function quoteTable(table: string): string {
   return table
     .split('.')
@@ -73,7 +73,7 @@ const RECORD_COLUMNS = (r: string) =>
 /** The statements over one table. */
 export type Statements = ReturnType<typeof statements>;
 
-/** Builds the statements over `table` (validated: see TABLE_PATTERN). Parameters are listed per statement. */
+/** Builds the statements over `table` (validated: see options.ts). Parameters are listed per statement. */
 export function statements(table: string) {
   const t = quoteTable(table);
   const now2 = nowOf('$2');

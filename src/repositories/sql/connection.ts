@@ -1,4 +1,5 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
+import type { TlsOptions } from '../../options/tls.js';
 import { detailOf, type MigrateStore, migrateHint } from './store.js';
 
 /** A driver's pool, as far as the core uses it. */
@@ -9,6 +10,12 @@ export interface SqlPool {
 /** Ends an owned pool; errors while closing are irrelevant to the caller. */
 export async function closePool(pool: SqlPool): Promise<void> {
   await pool.end().catch(() => undefined);
+}
+
+/** `repository.tls` given as `true` or settings, certificates verified unless turned off by name. */
+export function verifiedTls(tls: true | TlsOptions): TlsOptions & { readonly rejectUnauthorized: boolean } {
+  const settings = tls === true ? {} : tls;
+  return { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true };
 }
 
 /** The string `code` of a driver error (a SQLSTATE, a driver's or Node's code such as `ECONNREFUSED`). */
@@ -27,31 +34,34 @@ export function isTlsFailure(error: unknown, codes: string, messages: string): b
   );
 }
 
+/** The columns a server's statements use, with the type its catalog reports for each. */
+export interface TableLayout {
+  readonly columns: Readonly<Record<string, string>>;
+  /** Columns added after the first release: the migration adds them to an older table. */
+  readonly added: Readonly<Record<string, string>>;
+  quote(table: string): string;
+}
+
 /**
- * Checks the table's columns as the catalog lists them (`actual`, name → type; empty: no table) against the ones
- * the statements use. A missing table, or an older one lacking a column of `added`, names the migration.
+ * Checks the table's columns as the catalog lists them (`actual`, name → type; empty: no table) against the
+ * layout's. A missing table, or an older one lacking an added column, names the migration.
  */
 export function checkLayout(
-  where: {
-    readonly store: string;
-    readonly table: string;
-    readonly quoted: string;
-    readonly address: string;
-  },
+  where: { readonly store: string; readonly table: string; readonly address: string },
   actual: ReadonlyMap<string, string>,
-  columns: Readonly<Record<string, string>>,
+  layout: TableLayout,
   target: MigrateStore,
-  added: Readonly<Record<string, string>> = {},
 ): void {
-  const { store, table, quoted, address } = where;
+  const { store, table, address } = where;
+  const quoted = layout.quote(table);
   if (actual.size === 0) {
     throw new ConfigError(
       'repository.table',
       `table ${quoted} does not exist in ${address}; ${migrateHint(store, table, target)}`,
     );
   }
-  for (const [name, type] of Object.entries(columns)) {
-    if (!actual.has(name) && name in added) {
+  for (const [name, type] of Object.entries(layout.columns)) {
+    if (!actual.has(name) && name in layout.added) {
       throw new ConfigError(
         'repository.table',
         `table ${quoted} predates column ${name}; ${migrateHint(store, table, target, 'add it')}`,
@@ -68,22 +78,54 @@ export function checkLayout(
   }
 }
 
+/** How a server says what went wrong at open, beyond what every SQL store shares (see {@link openFailure}). */
+export interface ServerFailures {
+  /** The driver's code of an error (a SQLSTATE, an errno). */
+  code(error: unknown): string | number | undefined;
+  /** Codes of refused credentials. */
+  readonly refused: readonly (string | number)[];
+  /** Codes of an unknown database. */
+  readonly unknownDatabase: readonly (string | number)[];
+  /** The server asked for a password and none was sent. */
+  noPassword(error: unknown): boolean;
+  /** Where a password may go, for the error when none was sent. */
+  readonly passwordPlaces: string;
+  /** The driver's own codes and words for a TLS failure (see isTlsFailure), and what the server needs for TLS. */
+  readonly tls: { readonly codes: string; readonly messages: string; readonly serverHint: string };
+}
+
 /**
- * The end of a SQL store's open-failure mapping, once its own codes (credentials, database name) were tried: a
- * host name that does not resolve or a TLS failure (`tls`: the driver's own codes and words for one, see
- * isTlsFailure) is the user's to fix (ConfigError naming the setting); anything else may be a server not up yet
- * (retryable RepositoryError).
+ * Maps a failure while opening the store (or migrating) to the setting most likely at fault: credentials and the
+ * database name first; a host name that does not resolve or a TLS failure is the user's to fix (ConfigError
+ * naming the setting); anything else may be a server not up yet (retryable RepositoryError).
  */
-export function connectFailure(
+export function openFailure(
   store: string,
   address: string,
   error: unknown,
-  tls: { readonly codes: string; readonly messages: string; readonly serverHint: string },
+  server: ServerFailures,
 ): ConfigError | RepositoryError {
+  if (error instanceof ConfigError || error instanceof RepositoryError) return error;
   const detail = detailOf(error);
-  const code = errorCode(error);
+  const code = server.code(error);
+  if (server.noPassword(error)) {
+    return new ConfigError(
+      'repository.password',
+      `${store} at ${address} asks for a password, and none was given: put it in ${server.passwordPlaces}`,
+      { cause: error },
+    );
+  }
+  if (code !== undefined && server.refused.includes(code)) {
+    const message = `authentication to ${store} at ${address} failed: ${detail}`;
+    return new ConfigError('repository.password', message, { cause: error });
+  }
+  if (code !== undefined && server.unknownDatabase.includes(code)) {
+    return new ConfigError('repository.url', `${store} at ${address}: ${detail}`, { cause: error });
+  }
+  const { tls } = server;
   const tlsFailed = isTlsFailure(error, tls.codes, tls.messages);
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+  const nodeCode = errorCode(error);
+  if (nodeCode === 'ENOTFOUND' || nodeCode === 'EAI_AGAIN') {
     return new ConfigError('repository.url', `cannot resolve the ${store} host of ${address}: ${detail}`, {
       cause: error,
     });

@@ -1,5 +1,6 @@
 import { ConfigError } from '../../errors.js';
 import { closePool, type SqlPool } from './connection.js';
+import { sqlDefaults } from './options.js';
 
 /*
  * Nothing creates a SQL store's table behind the user's back: `migrate()`, `idem migrate --apply`, or the DDL run
@@ -29,7 +30,6 @@ export interface MigrateResult {
 
 /** A store's DDL, and how it runs the part of it that is missing. */
 export interface SqlMigration<P extends SqlPool, O extends { readonly url?: string | undefined }> {
-  readonly defaultTable: string;
   /** The DDL of `table`, one statement per entry; a bad table name is a ConfigError. */
   statements(table: string): string[];
   /** Runs the DDL of what is missing; answers the statements run. */
@@ -40,28 +40,32 @@ export interface SqlMigration<P extends SqlPool, O extends { readonly url?: stri
   connection(): Promise<{ createPool(options: O): P; openError(error: unknown, address: string): unknown }>;
 }
 
-/** The DDL as one `;`-terminated script. */
-export function script(statements: readonly string[]): string {
-  return `${statements.join(';\n\n')};\n`;
-}
-
-/** Creates what is missing of the table on the given pool, or on one connected from the options and closed after. */
-export async function runMigration<P extends SqlPool, O extends { readonly url?: string | undefined }>(
-  migration: SqlMigration<P, O>,
-  options: { readonly pool?: P; readonly table?: string },
-): Promise<MigrateResult> {
-  const { pool: given, table = migration.defaultTable, ...connection } = options;
-  const statements = migration.statements(table);
-  if (given !== undefined) return { table, statements, applied: await migration.apply(given, table) };
-  const parsed = migration.parseOptions({ ...connection, table }, 'migrate(...)');
-  if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
-  const { createPool, openError } = await migration.connection();
-  const pool = createPool(parsed);
-  try {
-    return { table, statements, applied: await migration.apply(pool, table) };
-  } catch (error) {
-    throw openError(error, migration.describeAddress(parsed.url));
-  } finally {
-    await closePool(pool);
-  }
+/** A store's `schemaScript` and `migrate` (`M`: its options), from its {@link SqlMigration}. */
+export function sqlMigration<
+  P extends SqlPool,
+  O extends { readonly url?: string | undefined },
+  M extends { readonly pool?: P; readonly table?: string },
+>(migration: SqlMigration<P, O>) {
+  return {
+    /** The DDL as one `;`-terminated script, for `idem migrate` and the docs. */
+    schemaScript: (table: string = sqlDefaults.table): string =>
+      `${migration.statements(table).join(';\n\n')};\n`,
+    /** Creates what is missing of the table on the given pool, or on one connected from the options and closed after. */
+    async migrate(options: M): Promise<MigrateResult> {
+      const { pool: given, table = sqlDefaults.table, ...connection } = options;
+      const statements = migration.statements(table);
+      if (given !== undefined) return { table, statements, applied: await migration.apply(given, table) };
+      const parsed = migration.parseOptions({ ...connection, table }, 'migrate(...)');
+      if (parsed.url === undefined) throw new ConfigError('repository.url', 'is required (or pass a pool)');
+      const { createPool, openError } = await migration.connection();
+      const pool = createPool(parsed);
+      try {
+        return { table, statements, applied: await migration.apply(pool, table) };
+      } catch (error) {
+        throw openError(error, migration.describeAddress(parsed.url));
+      } finally {
+        await closePool(pool);
+      }
+    },
+  };
 }

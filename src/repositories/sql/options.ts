@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ConfigError } from '../../errors.js';
 import { timerMs } from '../../options/limits.js';
 
 /** Defaults both SQL stores share (each store's `…Defaults` starts from them). */
@@ -21,9 +22,38 @@ export const sqlDefaults = {
   purgeIntervalMs: 0,
 } as const satisfies Record<string, unknown>;
 
-/** The config fields both SQL stores take alike (`url`, `table`, `namespace` and `tls` are each server's). */
-export function sqlOptionFields(defaults: typeof sqlDefaults) {
+/**
+ * A server's table names: `pattern`, which `words` describe ("schema.table, each 1-48 letters, …"), for the
+ * config schema and for `check` (a ConfigError) where a name comes from code.
+ */
+export function tableRule(pattern: RegExp, words: string) {
   return {
+    schema: z
+      .string()
+      .regex(pattern, `must be a table name or ${words}, not starting with a digit`)
+      .default(sqlDefaults.table),
+    check(table: string): string {
+      if (!pattern.test(table)) {
+        throw new ConfigError(
+          'repository.table',
+          `must be a table name or ${words}, got ${JSON.stringify(table)}`,
+        );
+      }
+      return table;
+    },
+  };
+}
+
+/** The config fields both SQL stores take: the server's `url`, `table`, `namespace` and `tls`, the rest alike. */
+export function sqlOptionFields<U extends z.ZodType, T extends z.ZodType, S extends z.ZodType>(
+  defaults: typeof sqlDefaults,
+  server: { readonly url: U; readonly table: T; readonly namespace: z.ZodString; readonly tls: S },
+) {
+  return {
+    url: server.url,
+    table: server.table,
+    namespace: server.namespace.default(defaults.namespace),
+    tls: server.tls.optional(),
     /** The password, when it is kept out of the URL (a secret store, an env variable). */
     password: z.string().optional(),
     createTable: z.boolean().default(defaults.createTable),

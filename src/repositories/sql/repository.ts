@@ -11,8 +11,8 @@ import type {
   TransactionOptions,
 } from '../../store/types.js';
 import { processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
-import { closePool, type SqlPool } from './connection.js';
-import { detailOf, type MigrateStore, migrateStore, type PurgeOptions, purgeInBatches } from './store.js';
+import { checkLayout, closePool, type SqlPool, type TableLayout } from './connection.js';
+import { detailOf, type MigrateStore, migrateStore, type PurgeOptions } from './store.js';
 import type { SqlTransaction } from './transaction.js';
 
 /*
@@ -48,7 +48,9 @@ export interface SqlDialect<P extends SqlPool, O extends SqlOptions> {
   createPool(options: O): P;
   /** Creates what is missing of the table (`createTable: true`). */
   createTable(pool: P, table: string): Promise<unknown>;
-  assertTable(pool: P, table: string, address: string, target: MigrateStore): Promise<void>;
+  /** The table's columns as the catalog lists them, name → type (empty: no table). */
+  columnsOf(pool: P, table: string): Promise<ReadonlyMap<string, string>>;
+  readonly layout: TableLayout;
   openError(error: unknown, address: string): unknown;
 }
 
@@ -88,7 +90,8 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
   let probed: X | undefined;
   try {
     if (options.createTable) await dialect.createTable(pool, options.table);
-    await dialect.assertTable(pool, options.table, address, target);
+    const actual = await dialect.columnsOf(pool, options.table);
+    checkLayout({ store, table: options.table, address }, actual, dialect.layout, target);
     probed = await probe?.(pool);
   } catch (error) {
     if (given === undefined) await closePool(pool);
@@ -163,13 +166,15 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     return this.#table;
   }
 
-  abstract transaction<R>(
+  /**
+   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}): the
+   * dialect's transaction starts it with the work's first statement, commits or rolls it back, and gives the
+   * connection back, or destroys it when its state is unknown.
+   */
+  async transaction<R>(
     work: (transaction: RepositoryTransaction<C>) => Promise<R>,
-    options?: TransactionOptions,
-  ): Promise<R>;
-
-  /** Checks a `transaction()` may start (open, not nested) and answers its lock timeout. */
-  protected beginTransaction(options: TransactionOptions, maxLockTimeoutMs: number): number {
+    options: TransactionOptions = {},
+  ): Promise<R> {
     this.assertOpen();
     if (this.scope.current() !== undefined) {
       throw new RepositoryError(
@@ -178,9 +183,28 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
       );
     }
     const lockTimeoutMs = options.lockTimeoutMs ?? this.lockTimeoutMs;
-    checkDuration('lockTimeoutMs', lockTimeoutMs, maxLockTimeoutMs, `${this.storeName} transaction`);
-    return lockTimeoutMs;
+    checkDuration('lockTimeoutMs', lockTimeoutMs, this.maxLockTimeoutMs, `${this.storeName} transaction`);
+    const transaction = await this.run('transaction', () => this.openTransaction(lockTimeoutMs));
+    try {
+      let result: R;
+      try {
+        result = await this.scope.run(transaction, () => work(transaction));
+      } catch (error) {
+        await transaction.abandon();
+        throw error;
+      }
+      await transaction.finish((operation, error) => this.storeError(operation, error));
+      return result;
+    } finally {
+      await transaction.close();
+    }
   }
+
+  /** The longest lock timeout a transaction may ask for. */
+  protected abstract readonly maxLockTimeoutMs: number;
+
+  /** A transaction with `lockTimeoutMs` on a connection taken from the pool; nothing is sent yet. */
+  protected abstract openTransaction(lockTimeoutMs: number): Promise<T>;
 
   /**
    * The answer for an id a claim could not decide within the lock timeout (another open transaction holds it): in
@@ -220,11 +244,23 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
    */
   async purge(options: PurgeOptions = {}): Promise<number> {
     this.assertOpen();
-    return this.run('purge', () =>
-      purgeInBatches(this.storeName, options, this.#purgeBatchSize, (batchSize) =>
-        this.purgeBatch(batchSize),
-      ),
-    );
+    const batchSize = options.batchSize ?? this.#purgeBatchSize;
+    if (!Number.isInteger(batchSize) || batchSize < 1) {
+      throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
+        label: `option batchSize of ${this.storeName} purge`,
+      });
+    }
+    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+    return this.run('purge', async () => {
+      let total = 0;
+      for (let batch = 0; batch < maxBatches; batch++) {
+        const deleted = await this.purgeBatch(batchSize);
+        if (deleted === undefined) break;
+        total += deleted;
+        if (deleted < batchSize) break;
+      }
+      return total;
+    });
   }
 
   /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */

@@ -1,4 +1,4 @@
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { RepositoryError } from '../../errors.js';
 import type { IdempotencyRecord } from '../../store/types.js';
 import { redactText } from '../../util/redact-text.js';
 
@@ -10,33 +10,6 @@ export interface PurgeOptions {
   readonly batchSize?: number;
   /** Stop after this many statements even if more rows are due (default: until a batch comes back short). */
   readonly maxBatches?: number;
-}
-
-/**
- * The batch loop of `purge()`: runs `deleteBatch` (one bounded DELETE) until a batch comes back short,
- * `maxBatches` ran, or it answers undefined (nothing more can run). Answers how many rows went.
- */
-export async function purgeInBatches(
-  store: string,
-  options: PurgeOptions,
-  defaultBatchSize: number,
-  deleteBatch: (batchSize: number) => Promise<number | undefined>,
-): Promise<number> {
-  const batchSize = options.batchSize ?? defaultBatchSize;
-  if (!Number.isInteger(batchSize) || batchSize < 1) {
-    throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
-      label: `option batchSize of ${store} purge`,
-    });
-  }
-  const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
-  let total = 0;
-  for (let batch = 0; batch < maxBatches; batch++) {
-    const deleted = await deleteBatch(batchSize);
-    if (deleted === undefined) break;
-    total += deleted;
-    if (deleted < batchSize) break;
-  }
-  return total;
 }
 
 /** The record columns of a row as the driver returns them, `Text` its type for text (string, Buffer). */

@@ -111,6 +111,20 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     this.doomed = true;
   }
 
+  /** ROLLBACK, unless nothing was sent: the error when it failed. */
+  protected rollback(): Promise<Error | undefined> {
+    return this.started
+      ? endQuietly(this.connection as { query(sql: string): Promise<unknown> }, 'ROLLBACK')
+      : Promise.resolve(undefined);
+  }
+
+  /** The work failed: rolls back what was sent (never throws). */
+  abstract abandon(): Promise<void>;
+  /** The work succeeded: commits, or rolls back a rollback-only transaction; `fail` maps a statement's error. */
+  abstract finish(fail: (operation: string, error: unknown) => unknown): Promise<void>;
+  /** Gives the connection back to the pool, or destroys it when its state is unknown. */
+  abstract close(): Promise<void>;
+
   abstract savepoint(options?: { readonly optimistic?: boolean }): Promise<void>;
   abstract releaseSavepoint(): Promise<void>;
   abstract rollbackToSavepoint(): Promise<void>;

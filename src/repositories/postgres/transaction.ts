@@ -1,0 +1,223 @@
+import type pg from 'pg';
+import { RepositoryError, SwallowedStatementError, toRepositoryError } from '../../errors.js';
+import { detailOf } from '../sql/store.js';
+import { SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
+import { type BoundStatement, errorCode, send, sendWithLead } from './connection.js';
+
+/** SQLSTATE in_failed_transaction: a statement before this one broke the transaction. */
+export const IN_FAILED_TRANSACTION = '25P02';
+/** A transaction's lead when its connection has the lock timeout already. */
+const BEGIN_ONLY: readonly string[] = ['BEGIN'];
+
+/**
+ * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
+ * the server's, database's and role's defaults): then the transaction needs no SET LOCAL. The repository's own
+ * pool opens every connection so; a given pool may too. node-postgres sends the parameter truncated to an
+ * integer and leaves it out when 0, so only a positive integer counts.
+ */
+function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
+  const parameters = (client as { readonly connectionParameters?: { readonly lock_timeout?: unknown } })
+    .connectionParameters;
+  return Number.isInteger(lockTimeoutMs) && lockTimeoutMs > 0 && parameters?.lock_timeout === lockTimeoutMs;
+}
+
+/** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */
+export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
+  /** BEGIN sent alone, not yet answered; its failure is kept for {@link finish}. */
+  #began: Promise<unknown> | undefined;
+  /** A released savepoint whose RELEASE goes with the next SAVEPOINT, or ends with the transaction. */
+  #releasePending = false;
+  /**
+   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
+   * before the failure, which clears this). The verbs then answer without running: reads absent, writes false,
+   * claims in progress (rather than a savepoint around each claim, two more round trips per message).
+   */
+  aborted = false;
+
+  /** Why the connection's state is unknown (it is then destroyed, not given back). */
+  #broken: Error | undefined;
+  // The pool listens only on idle clients: a checked-out one whose connection drops between statements would
+  // emit 'error' with no listener and kill the process. Recorded instead; the connection is destroyed.
+  readonly #onError = (error: Error) => {
+    this.#broken ??= error;
+  };
+
+  /** BEGIN, with `SET LOCAL lock_timeout` unless the connection has it (see {@link opensWith}). */
+  constructor(client: pg.PoolClient, lockTimeoutMs: number) {
+    // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
+    const lead = opensWith(client, lockTimeoutMs)
+      ? BEGIN_ONLY
+      : ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
+    super('postgres', client, lockTimeoutMs, lead);
+    client.on('error', this.#onError);
+  }
+
+  async abandon(): Promise<void> {
+    this.#broken = await this.rollback();
+  }
+
+  async finish(fail: (operation: string, error: unknown) => unknown): Promise<void> {
+    try {
+      await this.#began;
+    } catch (error) {
+      this.#broken = error as Error;
+      throw fail('transaction', error);
+    }
+    if (this.rollingBack) {
+      this.#broken = await this.rollback();
+      if (this.#broken !== undefined) throw fail('rollback', this.#broken);
+      return;
+    }
+    if (!this.started) return;
+    let reply: pg.QueryResult;
+    try {
+      reply = await this.connection.query('COMMIT');
+    } catch (error) {
+      this.#broken = error as Error;
+      // A lost connection leaves the outcome unknown: retrying is safe, since a committed claim answers duplicate.
+      throw new RepositoryError(
+        `postgres commit failed (the transaction may or may not have committed): ${detailOf(error)}`,
+        { cause: error },
+      );
+    }
+    // COMMIT of an aborted transaction (a statement's error caught without a rollback to a savepoint) answers
+    // ROLLBACK, not an error.
+    if (reply.command === 'ROLLBACK') {
+      throw new RepositoryError(
+        'postgres commit rolled back: a statement of the transaction failed earlier and the transaction was ' +
+          'aborted; nothing of it was written',
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    this.dispose();
+    this.connection.off('error', this.#onError);
+    this.connection.release(this.#broken);
+  }
+
+  protected handOut(): void {
+    const lead = this.takeLead();
+    if (lead === undefined) return;
+    // Not awaited: node-postgres sends the caller's statements after it, in order.
+    this.#began = this.connection.query(lead.join('; '));
+    this.#began.catch(() => this.abort());
+  }
+
+  /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
+  send<R extends pg.QueryResultRow>(query: BoundStatement): Promise<pg.QueryResult<R>> {
+    const lead = this.takeLead();
+    return lead === undefined
+      ? send<R>(this.connection, query)
+      : sendWithLead<R>(this.connection, lead, query);
+  }
+
+  override get rollingBack(): boolean {
+    return this.doomed || this.aborted;
+  }
+
+  abort(): void {
+    this.aborted = true;
+  }
+
+  /** Skipped while aborted: nothing to roll back to. Optimistic: none is set (see `RepositoryTransaction`). */
+  savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
+    return this.openSavepoint(async () => {
+      if (this.aborted) return 'skipped';
+      if (options.optimistic === true) return this.mark(['query']);
+      let state: 'open' | 'skipped' = 'open';
+      // The last savepoint's RELEASE first, in the same simple query: savepoints never nest.
+      const release = this.#releasePending ? `RELEASE SAVEPOINT ${SAVEPOINT}; ` : '';
+      this.#releasePending = false;
+      await this.#run('savepoint', `${release}SAVEPOINT ${SAVEPOINT}`, () => {
+        state = 'skipped';
+      });
+      return state;
+    });
+  }
+
+  /**
+   * Ends an optimistic savepoint: when something was sent since it and `undo`, or the transaction is not sound
+   * (aborted, a statement in flight), it could not stand in for a real one: the transaction rolls back and runs
+   * again with real ones. False when no optimistic savepoint was open.
+   */
+  #endMark(undo: boolean): boolean {
+    const mark = this.takeMark();
+    if (mark === undefined) return false;
+    if (mark.touched && (undo || this.aborted || !this.#idleInTransaction())) this.needSavepoints();
+    return true;
+  }
+
+  /**
+   * RELEASE SAVEPOINT. When a statement after the savepoint failed and its error was caught, PostgreSQL has
+   * aborted the transaction: this rolls back to the savepoint instead (the transaction goes on without what
+   * followed it) and rejects with a SwallowedStatementError.
+   */
+  async releaseSavepoint(): Promise<void> {
+    const state = this.takeSavepoint('releaseSavepoint');
+    if (state !== 'open' || this.#endMark(false)) return;
+    let failure: unknown;
+    if (!this.aborted && this.#idleInTransaction()) {
+      // Every statement since was answered and the transaction is sound, so RELEASE cannot fail: it goes with
+      // the next SAVEPOINT or ends with the transaction.
+      this.#releasePending = true;
+      return;
+    }
+    if (!this.aborted) {
+      try {
+        await this.connection.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
+        return;
+      } catch (error) {
+        if (errorCode(error) !== IN_FAILED_TRANSACTION) {
+          this.abort();
+          throw toRepositoryError('postgres releaseSavepoint', error);
+        }
+        failure = error;
+      }
+    }
+    await this.#run('releaseSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`);
+    this.aborted = false;
+    throw new SwallowedStatementError(
+      'postgres releaseSavepoint: a statement after the savepoint failed and its error was caught, so PostgreSQL ' +
+        'aborted the transaction (SQLSTATE 25P02); rolled back to the savepoint instead: what was written after ' +
+        'it is undone, and the transaction goes on',
+      { cause: failure },
+    );
+  }
+
+  async rollbackToSavepoint(): Promise<void> {
+    const state = this.takeSavepoint('rollbackToSavepoint');
+    if (state !== 'open' || this.#endMark(true)) return;
+    // Also clears an abort that happened after the savepoint. One round trip.
+    await this.#run(
+      'rollbackToSavepoint',
+      `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
+    );
+    this.aborted = false;
+  }
+
+  /** No statement in flight, and the last ReadyForQuery said "in a transaction block" (node-postgres 8.8+). */
+  #idleInTransaction(): boolean {
+    const client = this.connection as unknown as {
+      readonly readyForQuery?: boolean;
+      getTransactionStatus?(): string | null;
+    };
+    return client.readyForQuery === true && client.getTransactionStatus?.() === 'T';
+  }
+
+  /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */
+  async #run(operation: string, sql: string, onAborted?: () => void): Promise<void> {
+    const lead = this.takeLead();
+    try {
+      // The transaction's first statement: BEGIN goes in the same simple query.
+      await this.connection.query(lead === undefined ? sql : `${lead.join('; ')}; ${sql}`);
+    } catch (error) {
+      this.abort();
+      if (onAborted !== undefined && errorCode(error) === IN_FAILED_TRANSACTION) {
+        onAborted();
+        return;
+      }
+      throw toRepositoryError(`postgres ${operation}`, error);
+    }
+  }
+}

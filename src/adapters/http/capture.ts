@@ -10,15 +10,9 @@ export interface CapturedResponse {
 type Callback = (error?: Error | null) => void;
 
 const HEADER_SETTERS = ['setHeader', 'removeHeader', 'appendHeader'] as const;
-
 /** The response methods a capture replaces while the route runs. */
-type ReplacedMethod =
-  | 'writeHead'
-  | 'writeHeader'
-  | 'write'
-  | 'end'
-  | 'flushHeaders'
-  | (typeof HEADER_SETTERS)[number];
+const REPLACED = ['writeHead', 'writeHeader', 'write', 'end', 'flushHeaders', ...HEADER_SETTERS] as const;
+type ReplacedMethod = (typeof REPLACED)[number];
 
 /** The slot of a captured response that holds its capture. */
 const CAPTURE = Symbol('idempotency-key response capture');
@@ -30,16 +24,7 @@ function captureOf(res: Captured): ResponseCapture {
 }
 
 /** Every property a capture takes over: the replaced methods and the two state getters. */
-const TAKEN: readonly string[] = [
-  'writeHead',
-  'writeHeader',
-  'write',
-  'end',
-  'flushHeaders',
-  ...HEADER_SETTERS,
-  'headersSent',
-  'writableEnded',
-];
+const TAKEN: readonly string[] = [...REPLACED, 'headersSent', 'writableEnded'];
 
 /** True when `target` has a property of its own that a capture takes over. */
 function ownsTaken(target: object): boolean {

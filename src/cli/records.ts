@@ -344,13 +344,9 @@ export async function runRecords(
   const name = `idem ${command}`;
   const fail = (error: unknown) => failWith(name, error, streams.err);
   let ids: GivenId[];
-  try {
-    ids = command === 'stats' ? [] : givenIds(args, flags);
-  } catch (error) {
-    return fail(error);
-  }
   let opened: { repository: IdempotentRepository; where: string };
   try {
+    ids = command === 'stats' ? [] : givenIds(args, flags);
     opened = await openNamedStore(flags, (warning) => streams.err.write(`${commandLine(name, warning)}\n`));
   } catch (error) {
     return fail(error);

@@ -337,16 +337,7 @@ class Scanner {
       if (e === 0x75) {
         for (let k = 2; k < 6; k++) if (!isHex(b[i + k])) throw NOT_JSON;
         i += 6;
-      } else if (
-        e === QUOTE ||
-        e === BACKSLASH ||
-        e === 0x2f ||
-        e === 0x62 ||
-        e === 0x66 ||
-        e === 0x6e ||
-        e === 0x72 ||
-        e === 0x74
-      ) {
+      } else if (e !== undefined && SHORT_ESCAPE[e] === 1) {
         i += 2;
       } else throw NOT_JSON;
     }
@@ -400,6 +391,9 @@ function container(open: number, start: number, end: number): FieldSpan {
 }
 
 const EMPTY = new Uint8Array(0);
+/** 1 at the bytes that may follow a backslash on their own: `"`, `\`, `/`, `b`, `f`, `n`, `r`, `t`. */
+const SHORT_ESCAPE = new Uint8Array(128);
+for (const c of '"\\/bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
 const TRUE = [0x74, 0x72, 0x75, 0x65];
 const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
 const NULL = [0x6e, 0x75, 0x6c, 0x6c];

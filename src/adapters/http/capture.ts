@@ -287,16 +287,8 @@ export class ResponseCapture {
     this.#previous = methodsOf(own);
     // Own properties shadow the prototype's methods; `restore` puts the prototype's back.
     own[CAPTURE] = this;
-    const { methods: installed, descriptors } = ResponseCapture.#own;
-    own.writeHead = installed.writeHead as ServerResponse['writeHead'];
-    own.writeHeader = installed.writeHeader as ServerResponse['writeHead'];
-    own.write = installed.write as ServerResponse['write'];
-    own.end = installed.end as ServerResponse['end'];
-    own.flushHeaders = installed.flushHeaders as ServerResponse['flushHeaders'];
-    const settable = own as unknown as Record<string, unknown>;
-    for (const name of HEADER_SETTERS) {
-      if (typeof this.#previous[name] === 'function') settable[name] = installed[name];
-    }
+    const { methods, descriptors } = ResponseCapture.#own;
+    this.#assign(methods);
     Object.defineProperty(res, 'headersSent', descriptors.headersSent as PropertyDescriptor);
     Object.defineProperty(res, 'writableEnded', descriptors.writableEnded as PropertyDescriptor);
   }
@@ -406,14 +398,18 @@ export class ResponseCapture {
     if (this.#listening) this.#res.off('close', ResponseCapture.#onClose);
     // A patched prototype acts as the base's once the capture is restored: nothing to put back.
     if (this.#shared) return;
+    this.#assign(this.#previous);
+  }
+
+  /** Sets the response's own replaced methods to `from`'s (a header setter only where the response has one). */
+  #assign(from: Readonly<Partial<Record<ReplacedMethod, unknown>>>): void {
     const own = this.#res as unknown as Record<string, unknown>;
-    const previous = this.#previous;
-    own.writeHead = previous.writeHead;
-    own.writeHeader = previous.writeHeader;
-    own.write = previous.write;
-    own.end = previous.end;
-    own.flushHeaders = previous.flushHeaders;
-    for (const name of HEADER_SETTERS) if (typeof previous[name] === 'function') own[name] = previous[name];
+    own.writeHead = from.writeHead;
+    own.writeHeader = from.writeHeader;
+    own.write = from.write;
+    own.end = from.end;
+    own.flushHeaders = from.flushHeaders;
+    for (const name of HEADER_SETTERS) if (typeof this.#previous[name] === 'function') own[name] = from[name];
   }
 
   /**

@@ -1,5 +1,6 @@
 import { ConfigError, InvalidIdError } from '../errors.js';
 import { commandLine } from '../util/command-line.js';
+import { asMissingDependency } from '../util/optional-module.js';
 
 /** Exit codes of `idem`, documented in docs/cli.md. */
 export const ExitCode = {
@@ -24,4 +25,20 @@ export interface CliStreams {
 export function failWith(command: string, error: unknown, err: CliStreams['err']): number {
   err.write(`${commandLine(command, error instanceof Error ? error.message : String(error))}\n`);
   return error instanceof ConfigError || error instanceof InvalidIdError ? ExitCode.usage : ExitCode.failure;
+}
+
+/**
+ * Imports a module of the CLI that needs optional packages (commander and cli-progress for `idem`; kafkajs, pino
+ * and prom-client for `idem node`): a library-only install (`--omit=optional`) has none, and `feature` says so in
+ * one line and exits with `failure`.
+ */
+export async function importOrExit<T>(load: () => Promise<T>, feature: string): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    const missing = asMissingDependency(error, { feature });
+    if (missing === undefined) throw error;
+    process.stderr.write(`${missing.message} (an install with --omit=optional leaves it out)\n`);
+    process.exit(ExitCode.failure);
+  }
 }

@@ -48,15 +48,12 @@ export class LineBatch {
     this.bytes += bytes;
   }
 
-  /** Marks line `i` invalid, for `reason`. */
-  setInvalid(i: number, reason: string): void {
+  /** Marks line `i` invalid, for `reason`; over-long when `dropped` (its length with newline) is given. */
+  setInvalid(i: number, reason: string, dropped?: number): void {
     this.#reasons.set(i, reason);
-  }
-
-  /** Marks line `i` over-long: `bytes` long with its newline, none of them kept. */
-  setDropped(i: number, bytes: number): void {
-    this.#dropped.set(i, bytes);
-    this.bytes += bytes - 1; // `add` counted its empty range as one byte
+    if (dropped === undefined) return;
+    this.#dropped.set(i, dropped);
+    this.bytes += dropped - 1; // `add` counted its empty range as one byte
   }
 
   /** Why line `i` has no id (undefined for a line with an id). */
@@ -325,7 +322,6 @@ export async function* readBatches(
         };
         const count = piece.ids.length;
         let nextInvalid = 0;
-        let nextDropped = 0;
         for (let from = 0; from < count; ) {
           const to = Math.min(count, from + batchSize - batch.length);
           const first = batch.length - from; // batch index of the piece's line 0
@@ -336,14 +332,9 @@ export async function* readBatches(
           }
           lineNumbers[input] = (lineNumbers[input] as number) + (to - from);
           for (; nextInvalid < piece.invalid.length; nextInvalid++) {
-            const [index, reason] = piece.invalid[nextInvalid] as [number, string];
+            const [index, reason, dropped] = piece.invalid[nextInvalid] as [number, string, number?];
             if (index >= to) break;
-            batch.setInvalid(first + index, reason);
-          }
-          for (; nextDropped < piece.dropped.length; nextDropped++) {
-            const [index, bytes] = piece.dropped[nextDropped] as [number, number];
-            if (index >= to) break;
-            batch.setDropped(first + index, bytes);
+            batch.setInvalid(first + index, reason, dropped);
           }
           from = to;
           if (batch.length >= batchSize) {

@@ -18,10 +18,7 @@ export class Output {
   #error: OutputError | undefined;
   readonly #target: OutputTarget;
 
-  constructor(
-    target: OutputTarget = process.stdout,
-    private readonly name = 'stdout',
-  ) {
+  private constructor(target: OutputTarget) {
     this.#target = target;
     if (!('write' in target)) return;
     // Without a listener an EPIPE would crash the process before the write callback could report it.
@@ -86,7 +83,7 @@ export class Output {
       const n = writeSync(fd, data, at, data.length - at);
       if (n <= 0) {
         throw new OutputError(
-          `writing to ${this.name} failed: wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`,
+          `writing to stdout failed: wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`,
         );
       }
       at += n;
@@ -95,7 +92,7 @@ export class Output {
 
   #fail(error: NodeJS.ErrnoException): OutputError {
     return new OutputError(
-      `writing to ${this.name} failed (${error.message}); the lines of this batch were not marked, a re-run writes them again`,
+      `writing to stdout failed (${error.message}); the lines of this batch were not marked, a re-run writes them again`,
       { cause: error },
     );
   }

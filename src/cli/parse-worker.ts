@@ -11,10 +11,6 @@ const port = parentPort as NonNullable<typeof parentPort>;
 const splitter = new LineSplitter(compileId(idExpression), maxLineBytes);
 
 port.on('message', (message: ToWorker) => {
-  if (message.kind === 'close') {
-    port.close();
-    return;
-  }
   // After an abort the last line was cut short, so it does not count.
   const pieces: SplitPiece[] =
     message.kind === 'chunk' ? splitter.push(message.data) : splitter.end(message.aborted);

@@ -7,13 +7,12 @@ export interface ParsedLines {
   readonly ends: Int32Array;
   /** The id of each line; undefined for an invalid line. */
   readonly ids: (string | undefined)[];
-  /** Why each invalid line is invalid, as `[index, reason]` pairs. */
-  readonly invalid: [number, string][];
   /**
-   * Over-long lines, as `[index, bytes]` pairs (their length, newline included): their bytes are not in the
-   * piece (an empty range stands for them), so they can be reported and skipped but never written.
+   * Why each invalid line is invalid, as `[index, reason]` pairs. An over-long line's adds its length, newline
+   * included: its bytes are not in the piece (an empty range stands for them), so it can be reported and skipped
+   * but never written.
    */
-  readonly dropped: [number, number][];
+  readonly invalid: [index: number, reason: string, droppedBytes?: number][];
 }
 
 const NEWLINE = 0x0a;
@@ -21,7 +20,7 @@ const BOM = [0xef, 0xbb, 0xbf];
 
 /**
  * Splits `data` (whole lines only, the last one with or without its newline) into lines and finds each line's
- * id from its bytes. A line longer than `maxLineBytes` is invalid and listed in `dropped`.
+ * id from its bytes. A line longer than `maxLineBytes` is invalid, and its bytes are dropped.
  */
 export function parseLines(
   data: Uint8Array,
@@ -45,8 +44,7 @@ export function parseLines(
   const starts = new Int32Array(total);
   const ends = new Int32Array(total);
   const ids: (string | undefined)[] = new Array(total);
-  const invalid: [number, string][] = [];
-  const dropped: [number, number][] = [];
+  const invalid: ParsedLines['invalid'] = [];
   const base = buffer.byteOffset;
   let start = 0;
   for (let i = 0; i < total; i++) {
@@ -55,8 +53,7 @@ export function parseLines(
     ends[i] = end;
     if (end - start > maxLineBytes) {
       ids[i] = undefined;
-      invalid.push([i, tooLong(end - start, maxLineBytes)]);
-      dropped.push([i, end - start + 1]);
+      invalid.push([i, tooLong(end - start, maxLineBytes), end - start + 1]);
       ends[i] = start;
     } else {
       // A plain view, not a Buffer: cheaper to make, and the id reader only indexes bytes.
@@ -69,7 +66,7 @@ export function parseLines(
     }
     start = end + 1;
   }
-  return { starts, ends, ids, invalid, dropped };
+  return { starts, ends, ids, invalid };
 }
 
 /** Newline positions of the piece being parsed (grown as needed, never shrunk). */
@@ -183,8 +180,7 @@ export class LineSplitter {
       starts: new Int32Array(1),
       ends: new Int32Array(1),
       ids: [undefined],
-      invalid: [[0, tooLong(bytes, this.maxLineBytes)]],
-      dropped: [[0, bytes + 1]],
+      invalid: [[0, tooLong(bytes, this.maxLineBytes), bytes + 1]],
     };
   }
 }

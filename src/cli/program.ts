@@ -7,11 +7,10 @@ import { ConfigError, InvalidInputError } from '../errors.js';
 import { closest } from '../options/closest.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
 import { commandLine } from '../util/command-line.js';
-import { asMissingDependency } from '../util/optional-module.js';
 import { BatchIds, type DedupEntry, dedupLines } from './dedup.js';
 import { DuplicateLog } from './duplicates.js';
 import { estimateLines } from './estimate.js';
-import { ExitCode, failWith } from './exit-code.js';
+import { ExitCode, failWith, importOrExit } from './exit-code.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
 import { type MigrateFlags, runMigrate } from './migrate.js';
@@ -151,15 +150,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG)')
     .action(async (flags: { config?: string }) => {
       // Imported on demand, so `idem dedup` never loads kafkajs (nor pino, prom-client: optional dependencies).
-      let runNode: typeof import('../node/main.js').runNode;
-      try {
-        ({ runNode } = await import('../node/main.js'));
-      } catch (error) {
-        const missing = asMissingDependency(error, { feature: 'idem node' });
-        if (missing === undefined) throw error;
-        process.stderr.write(`${missing.message} (an install with --omit=optional leaves it out)\n`);
-        process.exit(3);
-      }
+      const { runNode } = await importOrExit(() => import('../node/main.js'), 'idem node');
       code = await runNode(flags.config ? { configPath: flags.config } : {});
       // kafkajs and store clients can leave timers behind; the node is done and its log flushed (as bin.ts).
       process.exit(code);
@@ -335,30 +326,26 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   return code;
 }
 
+/** The `idem dedup` flags that override a config key: flag, key, and the value the flag's text gives. */
+const OVERRIDES: readonly [flag: keyof DedupFlags, key: string, value?: (text: string) => unknown][] = [
+  ['id', 'consumer.id'],
+  ['ttl', 'consumer.ttl'],
+  ['invalid', 'dedup.invalid'],
+  // Only digits become a number; anything else reaches the schema as given, so the error quotes it.
+  ['batchSize', 'dedup.batchSize', (text) => (/^\s*\d+\s*$/.test(text) ? Number(text) : text)],
+  ['maxLineBytes', 'dedup.maxLineBytes', Number],
+  ['progress', 'dedup.progress'],
+];
+
 /** Only flags given on the command line override the config file. */
 function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
-  const given = (name: string) => command.getOptionValueSource(name) === 'cli';
-  const overrides: ConfigOverride[] = [];
-  if (flags.id !== undefined) overrides.push({ key: 'consumer.id', value: flags.id, source: '--id' });
-  if (flags.ttl !== undefined) overrides.push({ key: 'consumer.ttl', value: flags.ttl, source: '--ttl' });
-  if (flags.invalid !== undefined && given('invalid')) {
-    overrides.push({ key: 'dedup.invalid', value: flags.invalid, source: '--invalid' });
-  }
-  if (flags.batchSize !== undefined) {
-    // Only digits become a number; anything else reaches the schema as given, so the error quotes it.
-    const value = /^\s*\d+\s*$/.test(flags.batchSize) ? Number(flags.batchSize) : flags.batchSize;
-    overrides.push({ key: 'dedup.batchSize', value, source: '--batch-size' });
-  }
-  if (flags.maxLineBytes !== undefined) {
-    overrides.push({
-      key: 'dedup.maxLineBytes',
-      value: Number(flags.maxLineBytes),
-      source: '--max-line-bytes',
-    });
-  }
-  if (given('progress'))
-    overrides.push({ key: 'dedup.progress', value: flags.progress, source: '--no-progress' });
-  return overrides;
+  return OVERRIDES.filter(([flag]) => command.getOptionValueSource(flag) === 'cli').map(
+    ([flag, key, value]) => {
+      const option = command.options.find((o) => o.attributeName() === flag) as Option;
+      const given = flags[flag];
+      return { key, value: value ? value(given as string) : given, source: option.long as string };
+    },
+  );
 }
 
 const IGNORED_CONSUMER_KEYS = [

@@ -344,13 +344,9 @@ export async function runRecords(
   const name = `idem ${command}`;
   const fail = (error: unknown) => failWith(name, error, streams.err);
   let ids: GivenId[];
-  try {
-    ids = command === 'stats' ? [] : givenIds(args, flags);
-  } catch (error) {
-    return fail(error);
-  }
   let opened: { repository: IdempotentRepository; where: string };
   try {
+    ids = command === 'stats' ? [] : givenIds(args, flags);
     opened = await openNamedStore(flags, (warning) => streams.err.write(`${commandLine(name, warning)}\n`));
   } catch (error) {
     return fail(error);
@@ -359,12 +355,12 @@ export async function runRecords(
   try {
     if (command === 'stats') {
       const stats = await storeStats(opened.repository);
-      streams.out.write(flags.json ? `${JSON.stringify(jsonStats(stats))}\n` : humanStats(stats));
+      streams.out.write(flags.json ? `${JSON.stringify(isoTimes(stats, STATS_TIMES))}\n` : humanStats(stats));
       streams.err.write(`${name}: ${opened.where}\n`);
     } else if (command === 'inspect') {
       const reports = await inspectRecords(opened.repository, ids, { showResult: flags.showResult === true });
       for (const r of reports)
-        streams.out.write(`${flags.json ? JSON.stringify(jsonReport(r)) : humanReport(r)}\n`);
+        streams.out.write(`${flags.json ? JSON.stringify(isoTimes(r, REPORT_TIMES)) : humanReport(r)}\n`);
       streams.err.write(`${name}: ${countsLine(reports.map((r) => r.state))}; ${opened.where}\n`);
     } else {
       const reports = await forgetRecords(opened.repository, ids, { force: flags.force === true });
@@ -415,12 +411,13 @@ function shownId(id: string): string {
   return /^[^\s"\\\p{Cc}]+$/u.test(id) ? id : JSON.stringify(id);
 }
 
-function jsonStats(stats: StoreStats): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...stats };
-  for (const key of ['oldestExpiry', 'newestExpiry', 'oldestFirstSeen', 'newestFirstSeen'] as const) {
-    const value = stats[key];
-    if (value !== undefined) out[key] = iso(value);
-  }
+const STATS_TIMES = ['oldestExpiry', 'newestExpiry', 'oldestFirstSeen', 'newestFirstSeen'];
+const REPORT_TIMES = ['leaseExpiresAt', 'expiresAt', 'firstSeenAt', 'eventTime'];
+
+/** A copy of `value` with the epoch-ms times at `keys` as ISO 8601 text: the NDJSON form. */
+function isoTimes(value: object, keys: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...value };
+  for (const key of keys) if (typeof out[key] === 'number') out[key] = iso(out[key]);
   return out;
 }
 
@@ -436,16 +433,6 @@ function humanStats(stats: StoreStats): string {
     lines.push(`first seen unknown (written by an older version): ${stats.firstSeenUnknown}`);
   }
   return `${lines.join('\n')}\n`;
-}
-
-/** The NDJSON form of a report: times as ISO 8601 text. */
-function jsonReport(r: RecordReport): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...r };
-  for (const key of ['leaseExpiresAt', 'expiresAt', 'firstSeenAt', 'eventTime'] as const) {
-    const value = r[key];
-    if (value !== undefined && value !== null) out[key] = iso(value);
-  }
-  return out;
 }
 
 function humanReport(r: RecordReport): string {

@@ -36,9 +36,13 @@ export const storeSchemes: Readonly<Record<string, StoreScheme>> = {
 // Two characters at least, so a Windows drive (`C:\ids`) stays a path.
 const SCHEME = /^([a-z][a-z0-9+.-]+):/i;
 
-/** The scheme of a `--store` value (`redis` for `redis://…`), or undefined for a path. */
-export function storeUrlScheme(value: string): string | undefined {
-  return SCHEME.exec(value)?.[1]?.toLowerCase();
+/** The scheme of a `--store` value (`redis` for `redis://…`), or undefined for a path; and its entry, if known. */
+function schemeOf(value: string): { name: string | undefined; entry: StoreScheme | undefined } {
+  const name = SCHEME.exec(value)?.[1]?.toLowerCase();
+  return {
+    name,
+    entry: name !== undefined && Object.hasOwn(storeSchemes, name) ? storeSchemes[name] : undefined,
+  };
 }
 
 /** The known schemes as they are written, `postgres://, …`, for messages. */
@@ -51,9 +55,7 @@ export function knownSchemes(filter: (scheme: StoreScheme) => boolean = () => tr
 
 /** The store a `--store` value names when it is a URL of a known scheme; undefined for anything else. */
 export function storeOfUrl(value: string): { type: RepositoryType; url: string } | undefined {
-  const scheme = storeUrlScheme(value);
-  const entry =
-    scheme !== undefined && Object.hasOwn(storeSchemes, scheme) ? storeSchemes[scheme] : undefined;
+  const { entry } = schemeOf(value);
   return entry === undefined ? undefined : { type: entry.type, url: value };
 }
 
@@ -65,9 +67,8 @@ export function repositoryFromStoreUrl(
   value: string,
   configured: Readonly<Record<string, unknown>>,
 ): Record<string, unknown> | undefined {
-  const scheme = storeUrlScheme(value);
+  const { name: scheme, entry } = schemeOf(value);
   if (scheme === undefined) return undefined;
-  const entry = Object.hasOwn(storeSchemes, scheme) ? storeSchemes[scheme] : undefined;
   if (entry === undefined) {
     throw new ConfigError(
       'repository',

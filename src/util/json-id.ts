@@ -167,21 +167,28 @@ class Scanner {
   private readonly texts: readonly string[];
   /** Per step, the array index it names, or -1 when it is not a canonical decimal index. */
   private readonly indexes: readonly number[];
+  /** The open containers (`{` or `[`), innermost last. */
   private readonly stack: number[] = [];
+  /** How many of the bottom containers of the stack the path leads through. */
+  private onPath = 0;
+  /** Per path step, the index of the next element of the on-path array it indexes. */
+  private readonly counters: number[];
 
   constructor(path: readonly string[]) {
     this.texts = path;
     this.steps = path.map((step) => Buffer.from(step, 'utf8'));
     this.indexes = path.map((step) => (/^(0|[1-9]\d{0,8})$/.test(step) ? Number(step) : -1));
+    this.counters = path.map(() => 0);
   }
 
   scan(bytes: Uint8Array): FieldSpan | typeof ABSENT | undefined {
     this.b = bytes;
     this.i = 0;
     this.found = ABSENT;
+    this.onPath = 0;
     this.stack.length = 0;
     try {
-      this.value(0);
+      this.walk();
       this.ws();
       return this.i === bytes.length ? this.found : undefined;
     } catch (error) {
@@ -203,133 +210,105 @@ class Scanner {
     this.i = i;
   }
 
-  /** A value that `matched` path steps lead to (-1: off the path). */
-  private value(matched: number): void {
-    if (matched < 0) {
-      this.skip();
-      return;
-    }
-    this.ws();
-    const c = this.b[this.i];
-    const start = this.i;
-    if (matched === this.steps.length) {
-      if (c === QUOTE) {
-        const escaped = this.string();
-        this.found = { kind: 'string', start: start + 1, end: this.i - 1, escaped };
-      } else if (c === 0x6e) {
-        this.literal(NULL);
-      } else {
-        this.skip();
-        const kind =
-          c === OPEN_OBJECT
-            ? 'object'
-            : c === OPEN_ARRAY
-              ? 'array'
-              : c === 0x74 || c === 0x66
-                ? 'boolean'
-                : 'number';
-        this.found = { kind, start, end: this.i, escaped: false };
-      }
-    } else if (c === OPEN_OBJECT) this.object(matched);
-    else if (c === OPEN_ARRAY) this.array(matched);
-    else this.skip();
-  }
-
-  /** An object on the path: the member named by the next step continues it, the others are skipped. */
-  private object(matched: number): void {
-    const b = this.b;
-    this.i++;
-    this.ws();
-    if (b[this.i] === CLOSE_OBJECT) {
-      this.i++;
-      return;
-    }
-    for (;;) {
-      this.ws();
-      if (b[this.i] !== QUOTE) throw NOT_JSON;
-      const keyStart = this.i + 1;
-      const escaped = this.string();
-      let next = -1;
-      if (this.sameKey(keyStart, this.i - 1, escaped, matched)) {
-        next = matched + 1;
-        // A repeated key replaces the earlier value wholesale, as in JSON.parse.
-        this.found = ABSENT;
-      }
-      this.colon();
-      this.value(next);
-      this.ws();
-      const c = b[this.i++];
-      if (c === CLOSE_OBJECT) return;
-      if (c !== 0x2c) throw NOT_JSON;
-    }
-  }
-
-  /** An array on the path: a decimal step picks its element; any other step finds nothing in it. */
-  private array(matched: number): void {
-    const b = this.b;
-    const index = this.indexes[matched] as number;
-    this.i++;
-    this.ws();
-    if (b[this.i] === CLOSE_ARRAY) {
-      this.i++;
-      return;
-    }
-    for (let k = 0; ; k++) {
-      this.value(k === index ? matched + 1 : -1);
-      this.ws();
-      const c = b[this.i++];
-      if (c === CLOSE_ARRAY) return;
-      if (c !== 0x2c) throw NOT_JSON;
-    }
-  }
-
-  /** Skips one whole value of any depth with an explicit stack of open containers. */
-  private skip(): void {
+  /**
+   * Walks the whole value with an explicit stack of open containers, so nesting depth costs no call stack. The
+   * containers the path leads through are always the bottom `onPath` entries of the stack: a member of the
+   * innermost of them whose key is the next step (an element whose index is) stays on the path, and the value
+   * the whole path leads to is the field, kept in `found`.
+   */
+  private walk(): void {
     const b = this.b;
     const stack = this.stack;
-    const base = stack.length;
+    const last = this.steps.length;
+    /** The path steps that lead to the next value, or -1 when it is off the path. */
+    let next = 0;
+    /** The stack depth at which a container that is the field closes, and where it started. */
+    let fieldDepth = -1;
+    let fieldStart = 0;
     for (;;) {
       this.ws();
       const c = b[this.i];
-      let opened = false;
+      const start = this.i;
       if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
         this.i++;
         this.ws();
-        if (b[this.i] === (c === OPEN_OBJECT ? CLOSE_OBJECT : CLOSE_ARRAY)) this.i++;
-        else {
-          stack.push(c as number);
-          opened = true;
-          if (c === OPEN_OBJECT) this.member();
+        if (b[this.i] === (c === OPEN_OBJECT ? CLOSE_OBJECT : CLOSE_ARRAY)) {
+          this.i++;
+          if (next === last) this.found = container(c, start, this.i);
+        } else {
+          stack.push(c);
+          if (next === last) {
+            fieldDepth = stack.length;
+            fieldStart = start;
+          } else if (next >= 0) {
+            this.onPath = stack.length;
+            this.counters[next] = 0;
+          }
+          next = c === OPEN_OBJECT ? this.member() : this.element();
+          continue;
         }
-      } else if (c === QUOTE) this.string();
-      else if (c === 0x74) this.literal(TRUE);
-      else if (c === 0x66) this.literal(FALSE);
-      else if (c === 0x6e) this.literal(NULL);
-      else this.number();
-      if (opened) continue;
-      // After a value: close containers or go on to the next element.
+      } else if (c === QUOTE) {
+        const escaped = this.string();
+        if (next === last) this.found = { kind: 'string', start: start + 1, end: this.i - 1, escaped };
+      } else if (c === 0x6e) this.literal(NULL);
+      else {
+        if (c === 0x74) this.literal(TRUE);
+        else if (c === 0x66) this.literal(FALSE);
+        else this.number();
+        if (next === last) {
+          this.found = {
+            kind: c === 0x74 || c === 0x66 ? 'boolean' : 'number',
+            start,
+            end: this.i,
+            escaped: false,
+          };
+        }
+      }
+      // After a value: close containers or go on to the next member or element.
       for (;;) {
-        if (stack.length === base) return;
+        if (stack.length === 0) return;
         this.ws();
         const d = b[this.i++];
-        const top = stack[stack.length - 1];
+        const top = stack[stack.length - 1] as number;
         if (d === 0x2c) {
-          if (top === OPEN_OBJECT) this.member();
+          next = top === OPEN_OBJECT ? this.member() : this.element();
           break;
         }
-        if ((d === CLOSE_OBJECT && top === OPEN_OBJECT) || (d === CLOSE_ARRAY && top === OPEN_ARRAY))
+        if ((d === CLOSE_OBJECT && top === OPEN_OBJECT) || (d === CLOSE_ARRAY && top === OPEN_ARRAY)) {
+          if (stack.length === fieldDepth) {
+            this.found = container(top, fieldStart, this.i);
+            fieldDepth = -1;
+          }
+          if (stack.length === this.onPath) this.onPath--;
           stack.pop();
-        else throw NOT_JSON;
+        } else throw NOT_JSON;
       }
     }
   }
 
-  /** A member's key and colon, inside a skipped object. */
-  private member(): void {
+  /** A member's key and colon; the path steps that lead to its value, or -1 when it is off the path. */
+  private member(): number {
     this.ws();
     if (this.b[this.i] !== QUOTE) throw NOT_JSON;
-    this.string();
+    const keyStart = this.i + 1;
+    const escaped = this.string();
+    const depth = this.stack.length;
+    let next = -1;
+    if (depth === this.onPath && this.sameKey(keyStart, this.i - 1, escaped, depth - 1)) {
+      next = depth;
+      // A repeated key replaces the earlier value wholesale, as in JSON.parse.
+      this.found = ABSENT;
+    }
     this.colon();
+    return next;
+  }
+
+  /** The next element of the innermost array: on the path when a decimal step names its index. */
+  private element(): number {
+    const depth = this.stack.length;
+    if (depth !== this.onPath) return -1;
+    const k = (this.counters[depth - 1] as number)++;
+    return k === this.indexes[depth - 1] ? depth : -1;
   }
 
   private colon(): void {
@@ -358,16 +337,7 @@ class Scanner {
       if (e === 0x75) {
         for (let k = 2; k < 6; k++) if (!isHex(b[i + k])) throw NOT_JSON;
         i += 6;
-      } else if (
-        e === QUOTE ||
-        e === BACKSLASH ||
-        e === 0x2f ||
-        e === 0x62 ||
-        e === 0x66 ||
-        e === 0x6e ||
-        e === 0x72 ||
-        e === 0x74
-      ) {
+      } else if (e !== undefined && SHORT_ESCAPE[e] === 1) {
         i += 2;
       } else throw NOT_JSON;
     }
@@ -416,7 +386,14 @@ class Scanner {
   }
 }
 
+function container(open: number, start: number, end: number): FieldSpan {
+  return { kind: open === OPEN_OBJECT ? 'object' : 'array', start, end, escaped: false };
+}
+
 const EMPTY = new Uint8Array(0);
+/** 1 at the bytes that may follow a backslash on their own: `"`, `\`, `/`, `b`, `f`, `n`, `r`, `t`. */
+const SHORT_ESCAPE = new Uint8Array(128);
+for (const c of '"\\/bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
 const TRUE = [0x74, 0x72, 0x75, 0x65];
 const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
 const NULL = [0x6e, 0x75, 0x6c, 0x6c];

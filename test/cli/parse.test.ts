@@ -20,12 +20,12 @@ function split(chunks: readonly (string | Buffer)[], maxLineBytes = 1 << 20) {
   pieces.push(...splitter.end(false));
   return pieces.flatMap((piece) =>
     Array.from(piece.starts, (start, i) => {
-      const dropped = piece.dropped.find(([index]) => index === i);
+      const dropped = piece.invalid.find(([index]) => index === i)?.[2];
       return {
-        text: dropped ? null : Buffer.from(piece.data).toString('utf8', start, piece.ends[i]),
+        text: dropped !== undefined ? null : Buffer.from(piece.data).toString('utf8', start, piece.ends[i]),
         id: piece.ids[i],
         reason: piece.invalid.find(([index]) => index === i)?.[1],
-        bytes: dropped?.[1],
+        bytes: dropped,
       };
     }),
   );

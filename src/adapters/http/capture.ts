@@ -10,15 +10,9 @@ export interface CapturedResponse {
 type Callback = (error?: Error | null) => void;
 
 const HEADER_SETTERS = ['setHeader', 'removeHeader', 'appendHeader'] as const;
-
 /** The response methods a capture replaces while the route runs. */
-type ReplacedMethod =
-  | 'writeHead'
-  | 'writeHeader'
-  | 'write'
-  | 'end'
-  | 'flushHeaders'
-  | (typeof HEADER_SETTERS)[number];
+const REPLACED = ['writeHead', 'writeHeader', 'write', 'end', 'flushHeaders', ...HEADER_SETTERS] as const;
+type ReplacedMethod = (typeof REPLACED)[number];
 
 /** The slot of a captured response that holds its capture. */
 const CAPTURE = Symbol('idempotency-key response capture');
@@ -30,21 +24,20 @@ function captureOf(res: Captured): ResponseCapture {
 }
 
 /** Every property a capture takes over: the replaced methods and the two state getters. */
-const TAKEN: readonly string[] = [
-  'writeHead',
-  'writeHeader',
-  'write',
-  'end',
-  'flushHeaders',
-  ...HEADER_SETTERS,
-  'headersSent',
-  'writableEnded',
-];
+const TAKEN: readonly string[] = [...REPLACED, 'headersSent', 'writableEnded'];
 
 /** True when `target` has a property of its own that a capture takes over. */
 function ownsTaken(target: object): boolean {
   for (const name of TAKEN) if (Object.hasOwn(target, name)) return true;
   return false;
+}
+
+type Method = (this: Captured, ...args: unknown[]) => unknown;
+
+/** What a capture installs: its functions, and the property descriptors that put them (and the getters) in place. */
+interface Takeover {
+  readonly methods: Record<ReplacedMethod, Method>;
+  readonly descriptors: PropertyDescriptorMap;
 }
 
 /** The capture's functions for the prototypes above one shared base (see `#patchFor`), and the base's own. */
@@ -98,113 +91,22 @@ export function endWith(res: ServerResponse, body: Buffer, callback?: Callback):
  */
 export class ResponseCapture {
   /**
-   * The functions installed on a captured response, shared by every capture (each finds its own through the
-   * {@link CAPTURE} slot): per-response closures would give each response its own hidden class.
+   * The functions a capture puts in place of a response's methods and state getters: on the response itself
+   * (`shared` false: one table for every capture, as per-response closures would give each response its own
+   * hidden class), or on the prototypes above `base` (see {@link #patchFor}). Each finds its capture through the
+   * {@link CAPTURE} slot and acts as the response's own methods when no capture of its kind holds the response.
    */
-  static readonly #installed = {
-    writeHead(this: Captured, ...args: Parameters<ResponseCapture['writeHead']>): ServerResponse {
-      return captureOf(this).writeHead(...args);
-    },
-    // Node's alias refers to its own writeHead, not to the response's: replaced too, or it would set the
-    // status and headers past the capture.
-    writeHeader(this: Captured, ...args: Parameters<ResponseCapture['writeHead']>): ServerResponse {
-      return captureOf(this).writeHead(...args);
-    },
-    write(this: Captured, ...args: Parameters<ResponseCapture['write']>): boolean {
-      return captureOf(this).write(...args);
-    },
-    end(this: Captured, ...args: Parameters<ResponseCapture['end']>): ServerResponse {
-      return captureOf(this).end(...args);
-    },
-    flushHeaders(): void {},
-    setHeader(this: Captured, ...args: unknown[]): unknown {
-      return captureOf(this).headerSetter('setHeader', args);
-    },
-    removeHeader(this: Captured, ...args: unknown[]): unknown {
-      return captureOf(this).headerSetter('removeHeader', args);
-    },
-    appendHeader(this: Captured, ...args: unknown[]): unknown {
-      return captureOf(this).headerSetter('appendHeader', args);
-    },
-  };
-
-  // Once the route started or ended its response, it must look sent: Fastify sends again a reply that is
-  // not `sent` after an async route that called `reply.send` returns, and Express and Fastify check
-  // `headersSent` before writing an error. Once restored, both read through to Node's.
-  static readonly #headersSent: PropertyDescriptor = {
-    configurable: true,
-    get(this: Captured): boolean {
-      const capture = captureOf(this);
-      return capture.#restored ? capture.#real('headersSent') : capture.#looksSent();
-    },
-  };
-  static readonly #writableEnded: PropertyDescriptor = {
-    configurable: true,
-    get(this: Captured): boolean {
-      const capture = captureOf(this);
-      return capture.#restored ? capture.#real('writableEnded') : capture.#looksEnded();
-    },
-  };
-
-  /**
-   * The capture of a response that goes through a patched prototype and still holds it back; undefined when
-   * the prototype's functions must act as the base's (no capture, restored, or on own properties).
-   */
-  static #holding(res: Captured): ResponseCapture | undefined {
-    const capture = res[CAPTURE];
-    if (capture === undefined) return undefined;
-    return capture.#shared && !capture.#restored ? capture : undefined;
-  }
-
-  /** The patches made, by the base they fall back to; and the prototypes known not to take one (null). */
-  static readonly #patches = new WeakMap<object, Patch>();
-  static readonly #patchOf = new WeakMap<object, Patch | null>();
-  /** The prototypes that carry a patch. */
-  static readonly #patched = new WeakSet<object>();
-
-  /**
-   * The patch covering a response prototype, made on first use. Express sets each response's prototype to its
-   * app's `response`, so own properties on the response would cost a slow map transition each, twice per
-   * request. Instead the capture's functions go once on every prototype between the response and Express's
-   * shared base `response` (sub-apps' prototypes inherit from their parent's, so all get it), and find the
-   * capture through the {@link CAPTURE} slot, acting as the base's own when there is none. The base and Node's
-   * ServerResponse.prototype are never touched; a raw Node response (Fastify's), or a chain where a prototype
-   * defines one of the methods itself, gets no patch and takes own properties.
-   */
-  static #patchFor(proto: object): Patch | undefined {
-    const known = ResponseCapture.#patchOf.get(proto);
-    if (known !== undefined) return known ?? undefined;
-    const chain: object[] = [];
-    let at: object | null = proto;
-    while (at !== null && at !== ServerResponse.prototype) {
-      chain.push(at);
-      at = Object.getPrototypeOf(at) as object | null;
-    }
-    const base = chain.pop();
-    let patch: Patch | null = null;
-    if (
-      at !== null &&
-      base !== undefined &&
-      chain.length > 0 &&
-      chain.every((p) => ResponseCapture.#patched.has(p) || (Object.isExtensible(p) && !ownsTaken(p)))
-    ) {
-      patch = ResponseCapture.#patches.get(base) ?? ResponseCapture.#makePatch(base);
-      for (const p of chain) {
-        if (ResponseCapture.#patched.has(p)) continue;
-        Object.defineProperties(p, patch.descriptors);
-        ResponseCapture.#patched.add(p);
-      }
-    }
-    ResponseCapture.#patchOf.set(proto, patch);
-    return patch ?? undefined;
-  }
-
-  static #makePatch(base: object): Patch {
-    const inherited = methodsOf(base as Captured);
-    type Method = (this: Captured, ...args: unknown[]) => unknown;
+  static #takeover(shared: boolean, base?: object): Takeover {
+    const holding = (res: Captured): ResponseCapture | undefined => {
+      const capture = res[CAPTURE];
+      return capture !== undefined && capture.#shared === shared && !capture.#restored ? capture : undefined;
+    };
+    // Own properties fall back to the methods the response had; a patch, to its base's.
+    const inherited = base === undefined ? undefined : methodsOf(base as Captured);
     const call = (name: ReplacedMethod, res: Captured, args: unknown[]) =>
-      (inherited[name] as unknown as Method).apply(res, args);
-    const holding = ResponseCapture.#holding;
+      ((inherited ?? captureOf(res).#previous)[name] as unknown as Method).apply(res, args);
+    const real = (res: Captured, name: 'headersSent' | 'writableEnded') =>
+      Reflect.get(base ?? captureOf(res).#proto, name, res) as boolean;
     const methods: Record<ReplacedMethod, Method> = {
       writeHead(...args) {
         const capture = holding(this);
@@ -212,6 +114,8 @@ export class ResponseCapture {
           ? capture.writeHead(...(args as Parameters<ResponseCapture['writeHead']>))
           : call('writeHead', this, args);
       },
+      // Node's alias refers to its own writeHead, not to the response's: replaced too, or it would set the
+      // status and headers past the capture.
       writeHeader(...args) {
         const capture = holding(this);
         return capture
@@ -246,30 +150,82 @@ export class ResponseCapture {
         return capture ? capture.headerSetter('appendHeader', args) : call('appendHeader', this, args);
       },
     };
+    // Once the route started or ended its response, it must look sent: Fastify sends again a reply that is
+    // not `sent` after an async route that called `reply.send` returns, and Express and Fastify check
+    // `headersSent` before writing an error. Once restored, both read through to Node's.
     const descriptors: PropertyDescriptorMap = {
       headersSent: {
         configurable: true,
         get(this: Captured): boolean {
           const capture = holding(this);
-          return capture ? capture.#looksSent() : (Reflect.get(base, 'headersSent', this) as boolean);
+          return capture ? capture.#looksSent() : real(this, 'headersSent');
         },
       },
       writableEnded: {
         configurable: true,
         get(this: Captured): boolean {
           const capture = holding(this);
-          return capture ? capture.#looksEnded() : (Reflect.get(base, 'writableEnded', this) as boolean);
+          return capture ? capture.#looksEnded() : real(this, 'writableEnded');
         },
       },
     };
     for (const [name, value] of Object.entries(methods)) {
-      if (typeof inherited[name as ReplacedMethod] === 'function') {
+      if (inherited === undefined || typeof inherited[name as ReplacedMethod] === 'function') {
         descriptors[name] = { configurable: true, writable: true, value };
       }
     }
-    const patch = { base, inherited, descriptors };
-    ResponseCapture.#patches.set(base, patch);
-    return patch;
+    return { methods, descriptors };
+  }
+
+  /** The functions installed as a response's own properties. */
+  static readonly #own = ResponseCapture.#takeover(false);
+
+  /** The patches made, by the base they fall back to; and the prototypes known not to take one (null). */
+  static readonly #patches = new WeakMap<object, Patch>();
+  static readonly #patchOf = new WeakMap<object, Patch | null>();
+  /** The prototypes that carry a patch. */
+  static readonly #patched = new WeakSet<object>();
+
+  /**
+   * The patch covering a response prototype, made on first use. Express sets each response's prototype to its
+   * app's `response`, so own properties on the response would cost a slow map transition each, twice per
+   * request. Instead the capture's functions go once on every prototype between the response and Express's
+   * shared base `response` (sub-apps' prototypes inherit from their parent's, so all get it), and find the
+   * capture through the {@link CAPTURE} slot, acting as the base's own when there is none. The base and Node's
+   * ServerResponse.prototype are never touched; a raw Node response (Fastify's), or a chain where a prototype
+   * defines one of the methods itself, gets no patch and takes own properties.
+   */
+  static #patchFor(proto: object): Patch | undefined {
+    const known = ResponseCapture.#patchOf.get(proto);
+    if (known !== undefined) return known ?? undefined;
+    const chain: object[] = [];
+    let at: object | null = proto;
+    while (at !== null && at !== ServerResponse.prototype) {
+      chain.push(at);
+      at = Object.getPrototypeOf(at) as object | null;
+    }
+    const base = chain.pop();
+    let patch: Patch | null = null;
+    if (
+      at !== null &&
+      base !== undefined &&
+      chain.length > 0 &&
+      chain.every((p) => ResponseCapture.#patched.has(p) || (Object.isExtensible(p) && !ownsTaken(p)))
+    ) {
+      patch = ResponseCapture.#patches.get(base) ?? {
+        base,
+        inherited: methodsOf(base as Captured),
+        descriptors: ResponseCapture.#takeover(true, base).descriptors,
+      };
+      ResponseCapture.#patches.set(base, patch);
+      for (const p of chain) {
+        if (ResponseCapture.#patched.has(p)) continue;
+        Object.defineProperties(p, patch.descriptors);
+        ResponseCapture.#patched.add(p);
+      }
+    }
+    ResponseCapture.#patchOf.set(proto, patch);
+    return patch ?? undefined;
   }
 
   /** Listened to only until the flush (`this` is the response, as EventEmitter calls it). */
@@ -331,18 +287,10 @@ export class ResponseCapture {
     this.#previous = methodsOf(own);
     // Own properties shadow the prototype's methods; `restore` puts the prototype's back.
     own[CAPTURE] = this;
-    const installed = ResponseCapture.#installed;
-    own.writeHead = installed.writeHead as ServerResponse['writeHead'];
-    own.writeHeader = installed.writeHeader as ServerResponse['writeHead'];
-    own.write = installed.write as ServerResponse['write'];
-    own.end = installed.end as ServerResponse['end'];
-    own.flushHeaders = installed.flushHeaders;
-    const settable = own as unknown as Record<string, unknown>;
-    for (const name of HEADER_SETTERS) {
-      if (typeof this.#previous[name] === 'function') settable[name] = installed[name];
-    }
-    Object.defineProperty(res, 'headersSent', ResponseCapture.#headersSent);
-    Object.defineProperty(res, 'writableEnded', ResponseCapture.#writableEnded);
+    const { methods, descriptors } = ResponseCapture.#own;
+    this.#assign(methods);
+    Object.defineProperty(res, 'headersSent', descriptors.headersSent as PropertyDescriptor);
+    Object.defineProperty(res, 'writableEnded', descriptors.writableEnded as PropertyDescriptor);
   }
 
   /** `headersSent` while holding the response: once the route started or ended it, or when Node says so. */
@@ -450,14 +398,18 @@ export class ResponseCapture {
     if (this.#listening) this.#res.off('close', ResponseCapture.#onClose);
     // A patched prototype acts as the base's once the capture is restored: nothing to put back.
     if (this.#shared) return;
+    this.#assign(this.#previous);
+  }
+
+  /** Sets the response's own replaced methods to `from`'s (a header setter only where the response has one). */
+  #assign(from: Readonly<Partial<Record<ReplacedMethod, unknown>>>): void {
     const own = this.#res as unknown as Record<string, unknown>;
-    const previous = this.#previous;
-    own.writeHead = previous.writeHead;
-    own.writeHeader = previous.writeHeader;
-    own.write = previous.write;
-    own.end = previous.end;
-    own.flushHeaders = previous.flushHeaders;
-    for (const name of HEADER_SETTERS) if (typeof previous[name] === 'function') own[name] = previous[name];
+    own.writeHead = from.writeHead;
+    own.writeHeader = from.writeHeader;
+    own.write = from.write;
+    own.end = from.end;
+    own.flushHeaders = from.flushHeaders;
+    for (const name of HEADER_SETTERS) if (typeof this.#previous[name] === 'function') own[name] = from[name];
   }
 
   /**

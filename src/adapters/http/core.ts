@@ -180,37 +180,22 @@ export class HttpIdempotency<Req> {
     verdict: (verdict: HttpVerdict) => void,
     fail: (error: unknown) => void,
   ): void {
-    // The verdict of a request refused (or let through) without a claim, or the message to claim.
-    let decided: HttpVerdict | HttpMessage;
+    let key: string | HttpVerdict;
+    let principal: string | undefined | Promise<string | undefined>;
     try {
-      const key = this.#keyOf(view);
-      if (typeof key !== 'string') {
-        decided = key;
-      } else {
-        const principal = this.options.principal(view);
-        // A `scope` hook that answers at once costs no promise hop.
-        if (isPromiseLike(principal)) {
-          Promise.resolve(principal).then((p) => {
-            let message: HttpMessage;
-            try {
-              message = this.#message(view, p as string | undefined, key);
-            } catch (error) {
-              fail(error);
-              return;
-            }
-            this.#claim(message, view, res, verdict, fail);
-          }, fail);
-          return;
-        }
-        decided = this.#message(view, principal, key);
-      }
+      key = this.#keyOf(view);
+      if (typeof key === 'string') principal = this.options.principal(view);
     } catch (error) {
       fail(error);
       return;
     }
-    // Outside the try: what the glue does with a verdict is not the adapter's failure.
-    if ('kind' in decided) verdict(decided);
-    else this.#claim(decided, view, res, verdict, fail);
+    // What the glue does with a verdict is not the adapter's failure: called outside the try.
+    if (typeof key !== 'string') verdict(key);
+    // A `scope` hook that answers at once costs no promise hop.
+    else if (isPromiseLike(principal)) {
+      const found = key;
+      Promise.resolve(principal).then((p) => this.#claim(view, p, found, res, verdict, fail), fail);
+    } else this.#claim(view, principal, key, res, verdict, fail);
   }
 
   /** The request's key, or the verdict of a request let through or refused without a claim. */
@@ -236,26 +221,26 @@ export class HttpIdempotency<Req> {
     return reading.key;
   }
 
-  #message(view: HttpRequestView<Req>, principal: string | undefined, key: string): HttpMessage {
-    return {
-      key: scopedId(view.method, view.route, principal, key, this.#maxIdBytes),
-      method: view.method,
-      target: view.target,
-      body: view.body,
-    };
-  }
-
   /**
    * Claims the key through the consumer; the route runs inside the consumer's handler. The verdict is `next`
    * as soon as the handler is called; else the consumer's answer (a replay, a conflict, a refusal) decides it.
    */
   #claim(
-    message: HttpMessage,
     view: HttpRequestView<Req>,
+    principal: string | undefined,
+    key: string,
     res: ServerResponse,
     verdict: (verdict: HttpVerdict) => void,
     fail: (error: unknown) => void,
   ): void {
+    let message: HttpMessage;
+    try {
+      const id = scopedId(view.method, view.route, principal, key, this.#maxIdBytes);
+      message = { key: id, method: view.method, target: view.target, body: view.body };
+    } catch (error) {
+      fail(error);
+      return;
+    }
     // Made only once the route may run: a replay, a conflict or a refusal never touches the response's methods.
     let capture: ResponseCapture | undefined;
     const { options } = this;

@@ -250,7 +250,7 @@ class Runner implements IdempotentKafkaConsumer {
             return false;
           },
         );
-        if (sent) this.#reportLetters(payload, segment.letters);
+        if (sent) this.#reportLetters(segment.letters);
       }
       // The next offset to read. Records past it that are finished (their handler may have run) are skipped
       // when the partition is read from it again.
@@ -443,16 +443,10 @@ class Runner implements IdempotentKafkaConsumer {
     return { topic, partition, message: messages[index] as ConsumedMessage, reason, error, attempts };
   }
 
-  #reportLetters(payload: ConsumedBatch, letters: readonly { index: number; letter: DeadLetter }[]): void {
-    for (const { index, letter } of letters) {
+  #reportLetters(letters: readonly { letter: DeadLetter }[]): void {
+    for (const { topic, partition, message, reason, attempts } of letters.map((l) => l.letter)) {
       this.stats.deadLettered++;
-      this.#options.onDeadLetter?.({
-        topic: letter.topic,
-        partition: letter.partition,
-        offset: (payload.messages[index] as ConsumedMessage).offset,
-        reason: letter.reason,
-        attempts: letter.attempts,
-      });
+      this.#options.onDeadLetter?.({ topic, partition, offset: message.offset, reason, attempts });
     }
   }
 

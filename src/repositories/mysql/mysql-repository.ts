@@ -244,7 +244,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 
   /** The open transaction of this async context (checked usable), if any. */
   #transaction(operation: string): MySqlTransaction | undefined {
-    const transaction = this.scope.current();
+    const transaction = this.scope.getStore();
     transaction?.assertUsable(operation);
     return transaction;
   }
@@ -538,7 +538,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    const transaction = this.scope.current();
+    const transaction = this.scope.getStore();
     // The rollback takes the claim away, and the transaction may be gone on the server already.
     if (transaction?.rollingBack) return true;
     transaction?.assertUsable('remove');

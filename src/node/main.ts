@@ -5,9 +5,10 @@ import { loadConfig } from '../config/load.js';
 import { openRepository } from '../config/repository.js';
 import { ConfigError, MissingDependencyError, StartupTimeoutError } from '../errors.js';
 import { loadKafkaClientFactory } from '../kafka/port/index.js';
-import { logRedactPaths, REDACTED } from '../options/redact.js';
+import { logRedactPaths } from '../options/redact.js';
 import { commandLine } from '../util/command-line.js';
 import { asMissingDependency } from '../util/optional-module.js';
+import { REDACTED } from '../util/redact-text.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
 
 /** Exit codes of {@link runNode}. */

@@ -21,8 +21,6 @@ const SECRET_NAMES = [
 /** Keys whose values are secrets wherever they appear, compared ignoring case, `_` and `-`; `key` is a TLS key. */
 const SECRET_KEYS = new Set([...SECRET_NAMES.map((name) => name.toLowerCase()), 'key']);
 
-export { REDACTED, redactUrl } from '../util/redact-text.js';
-
 /** True when a setting named `key` holds a secret (a password, a TLS key, SASL or cloud credentials). */
 export function isSecretKey(key: string): boolean {
   return SECRET_KEYS.has(key.toLowerCase().replace(/[_-]/g, ''));

@@ -11,6 +11,11 @@ export function isClaimOf(record: IdempotencyRecord | undefined, owner: string):
   return record?.state === 'in-flight' && record.owner === owner;
 }
 
+/** True when a record or entry has an event time, fingerprint or result: it cannot share a bare record's form. */
+export function hasOwnFields(fields: Omit<AddEntry, 'id' | 'result'>, result: string | undefined): boolean {
+  return fields.eventTime !== undefined || fields.fingerprint !== undefined || result !== undefined;
+}
+
 /** The record `add` writes for a new id. */
 export function newRecord(
   key: string,

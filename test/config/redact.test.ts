@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { describeValue, redactUrl } from '../../src/options/redact.js';
-import { redactText } from '../../src/util/redact-text.js';
+import { describeValue } from '../../src/options/redact.js';
+import { redactText, redactUrl } from '../../src/util/redact-text.js';
 
 describe('redactUrl', () => {
   it('hides the whole password when it holds @ (URL parsers split at the last @)', () => {

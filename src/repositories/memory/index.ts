@@ -1,4 +1,4 @@
-import type { RepositoryModule } from '../module.js';
+import { storeModule } from '../module.js';
 import { MemoryRepository } from './memory-repository.js';
 import { memoryOptionsSchema } from './options.js';
 
@@ -12,8 +12,6 @@ export {
 } from './options.js';
 
 /** Selected by `repository.type = "memory"`. */
-export const repositoryModule: RepositoryModule<typeof memoryOptionsSchema> = {
-  type: 'memory',
-  optionsSchema: memoryOptionsSchema,
-  create: (options) => MemoryRepository.open(options),
-};
+export const repositoryModule = storeModule('memory', memoryOptionsSchema, (options) =>
+  MemoryRepository.open(options),
+);

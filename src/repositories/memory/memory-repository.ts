@@ -1,6 +1,13 @@
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
 import { MAX_ID_BYTES } from '../../store/ids.js';
-import { confirmedRecord, isClaimOf, isLive, newRecord, renewedRecord } from '../../store/record.js';
+import {
+  confirmedRecord,
+  hasOwnFields,
+  isClaimOf,
+  isLive,
+  newRecord,
+  renewedRecord,
+} from '../../store/record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -182,7 +189,7 @@ export class MemoryRepository extends BaseRepository {
   private confirmOne(key: string, owner: string, ttlMs: number, now: number, result?: string): boolean {
     const held = this.#claimOf(key, owner);
     if (held === undefined) return false;
-    const bare = held.eventTime === undefined && held.fingerprint === undefined && result === undefined;
+    const bare = !hasOwnFields(held, result);
     // Straight to the compact form, without the object it would be compacted from.
     const offset = bare ? this.#offset(now + ttlMs, held.firstSeenAt, ttlMs) : undefined;
     this.#records.set(key, offset ?? confirmedRecord(held, ttlMs, now, result));
@@ -191,14 +198,7 @@ export class MemoryRepository extends BaseRepository {
 
   /** A bare confirmed record as its compact expiry; any other record as it is. */
   #compact(record: IdempotencyRecord): IdempotencyRecord | number {
-    if (
-      record.state !== 'confirmed' ||
-      record.eventTime !== undefined ||
-      record.fingerprint !== undefined ||
-      record.result !== undefined
-    ) {
-      return record;
-    }
+    if (record.state !== 'confirmed' || hasOwnFields(record, record.result)) return record;
     return this.#offset(record.expiresAt, record.firstSeenAt) ?? record;
   }
 

@@ -7,7 +7,8 @@ import {
   type ResultSetHeader,
 } from 'mysql2/promise';
 import type { TlsOptions } from '../../options/tls.js';
-import { openFailure, verifiedTls } from '../sql/connection.js';
+import { verifiedTls } from '../shared.js';
+import { openFailure } from '../sql/connection.js';
 import type { MySqlOptions } from './options.js';
 import { schemaAndName, TRACK_LAST_INSERT_ID } from './sql.js';
 
@@ -30,8 +31,9 @@ export function lockWaitSeconds(lockTimeoutMs: number): number {
  */
 function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOptions['ssl'] {
   if (tls === undefined) return urlSsl(url);
-  if (tls === false) return undefined;
-  const { servername: _checkedThroughHost, ...settings } = verifiedTls(tls);
+  const verified = verifiedTls(tls);
+  if (verified === undefined) return undefined;
+  const { servername: _checkedThroughHost, ...settings } = verified;
   return { ...settings, verifyIdentity: settings.rejectUnauthorized };
 }
 

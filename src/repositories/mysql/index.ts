@@ -1,4 +1,4 @@
-import type { RepositoryModule } from '../module.js';
+import { storeModule } from '../module.js';
 import { MySqlRepository } from './mysql-repository.js';
 import { mysqlOptionsSchema } from './options.js';
 
@@ -28,10 +28,8 @@ export {
 export type { MySqlTransaction } from './transaction.js';
 
 /** Selected by `repository.type = "mysql"`. */
-export const repositoryModule: RepositoryModule<typeof mysqlOptionsSchema> = {
-  type: 'mysql',
-  optionsSchema: mysqlOptionsSchema,
-  create: (options) => MySqlRepository.open(options),
-};
+export const repositoryModule = storeModule('mysql', mysqlOptionsSchema, (options) =>
+  MySqlRepository.open(options),
+);
 
 export type { PurgeOptions } from '../sql/store.js';

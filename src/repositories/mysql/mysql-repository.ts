@@ -4,7 +4,7 @@ import { RepositoryError } from '../../errors.js';
 import type { KeyedClaim, KeyedEntry } from '../../store/base.js';
 import { newRecord, storeLifetimeMs } from '../../store/record.js';
 import type { AddOptions, AddResult, IdempotencyRecord } from '../../store/types.js';
-import type { StoreLogger } from '../shared.js';
+import { chunk, type StoreLogger } from '../shared.js';
 import {
   handlerClient,
   openSql,
@@ -131,25 +131,6 @@ function checkWidth(name: string, value: Buffer | null): void {
   }
 }
 
-/** Groups items into statements of at most {@link MAX_ROWS} items and {@link MAX_STATEMENT_BYTES} bytes. */
-function chunks<T>(items: readonly T[], sizeOf: (item: T) => number): T[][] {
-  const groups: T[][] = [];
-  let group: T[] = [];
-  let bytesInGroup = 0;
-  for (const item of items) {
-    const size = sizeOf(item);
-    if (group.length > 0 && (group.length >= MAX_ROWS || bytesInGroup + size > MAX_STATEMENT_BYTES)) {
-      groups.push(group);
-      group = [];
-      bytesInGroup = 0;
-    }
-    group.push(item);
-    bytesInGroup += size;
-  }
-  if (group.length > 0) groups.push(group);
-  return groups;
-}
-
 /** `values` then its last element repeated up to `size` (the spare places of a bucketed statement). */
 function padded<T>(values: readonly T[], size: number): T[] {
   const out = values.slice();
@@ -263,7 +244,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 
   /** The open transaction of this async context (checked usable), if any. */
   #transaction(operation: string): MySqlTransaction | undefined {
-    const transaction = this.scope.current();
+    const transaction = this.scope.getStore();
     transaction?.assertUsable(operation);
     return transaction;
   }
@@ -325,7 +306,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
         );
       }
       const retry: ClaimRow[] = [];
-      const groups = chunks(pending, (row) => row.size);
+      const groups = chunk(pending, MAX_ROWS, (row) => row.size, MAX_STATEMENT_BYTES);
       for (let g = 0; g < groups.length; g++) {
         const group = groups[g] as ClaimRow[];
         const carried = lead;
@@ -481,7 +462,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     const executor = await this.#executor(this.#transaction('get'));
     const found = new Map<string, IdempotencyRecord>();
     const ids = keys.map(bytes);
-    for (const group of chunks(ids, (id) => id.length)) {
+    for (const group of chunk(ids, MAX_ROWS, (id) => id.length, MAX_STATEMENT_BYTES)) {
       const size = bucket(group.length);
       const rows = await execute<Row[]>(executor, this.#sql.get(size), [
         this.#namespace,
@@ -511,7 +492,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     }));
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
     const confirmed = new Array<boolean>(claims.length).fill(false);
-    const groups = chunks(rows, (row) => row.id.length * 3 + row.owner.length + (row.result?.length ?? 0));
+    const groups = chunk(
+      rows,
+      MAX_ROWS,
+      (row) => row.id.length * 3 + row.owner.length + (row.result?.length ?? 0),
+      MAX_STATEMENT_BYTES,
+    );
     for (const group of groups) {
       const size = bucket(group.length);
       const full = padded(group, size);
@@ -552,7 +538,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    const transaction = this.scope.current();
+    const transaction = this.scope.getStore();
     // The rollback takes the claim away, and the transaction may be gone on the server already.
     if (transaction?.rollingBack) return true;
     transaction?.assertUsable('remove');

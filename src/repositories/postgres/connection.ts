@@ -1,5 +1,6 @@
 import pg from 'pg';
-import { errorCode, openFailure, verifiedTls } from '../sql/connection.js';
+import { verifiedTls } from '../shared.js';
+import { errorCode, openFailure } from '../sql/connection.js';
 import type { PostgresOptions } from './options.js';
 import { quoteTable } from './sql.js';
 
@@ -51,7 +52,7 @@ export function createPool(options: PostgresOptions): pg.Pool {
     Client,
     connectionString: connectionString(options),
     // Absent, the URL's `sslmode` decides.
-    ...(options.tls !== undefined ? { ssl: options.tls !== false && verifiedTls(options.tls) } : {}),
+    ...(options.tls !== undefined ? { ssl: verifiedTls(options.tls) ?? false } : {}),
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,
     ...(options.statementTimeoutMs > 0 ? { statement_timeout: options.statementTimeoutMs } : {}),

@@ -1,4 +1,4 @@
-import type { RepositoryModule } from '../module.js';
+import { storeModule } from '../module.js';
 import { postgresOptionsSchema } from './options.js';
 import { PostgresRepository } from './postgres-repository.js';
 
@@ -28,10 +28,8 @@ export {
 } from './postgres-repository.js';
 
 /** Selected by `repository.type = "postgres"`. */
-export const repositoryModule: RepositoryModule<typeof postgresOptionsSchema> = {
-  type: 'postgres',
-  optionsSchema: postgresOptionsSchema,
-  create: (options) => PostgresRepository.open(options),
-};
+export const repositoryModule = storeModule('postgres', postgresOptionsSchema, (options) =>
+  PostgresRepository.open(options),
+);
 
 export type { PurgeOptions } from '../sql/store.js';

@@ -127,7 +127,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     claim = false,
   ): Promise<Outcome<R>> {
     const query = { name: statement.name, text: statement.text, values };
-    const transaction = this.scope.current();
+    const transaction = this.scope.getStore();
     if (transaction === undefined) {
       try {
         return await this.pool.query<R>(query);
@@ -353,7 +353,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
     // The rollback takes the claim away, and the transaction may be aborted already: nothing to run.
-    if (this.scope.current()?.rollingBack) return true;
+    if (this.scope.getStore()?.rollingBack) return true;
     const count =
       owner === undefined
         ? await this.#count(this.#sql.remove, [this.#namespace, encodeText(key)])

@@ -1,4 +1,4 @@
-import type { RepositoryModule } from '../module.js';
+import { storeModule } from '../module.js';
 import { rocksdbOptionsSchema } from './options.js';
 import { RocksdbRepository } from './rocksdb-repository.js';
 
@@ -15,8 +15,6 @@ export { RocksdbRepository, type RocksdbStats } from './rocksdb-repository.js';
 export type { StartupSummary as RocksdbStartupSummary } from './startup.js';
 
 /** Selected by `repository.type = "rocksdb"` (the default store). */
-export const repositoryModule: RepositoryModule<typeof rocksdbOptionsSchema> = {
-  type: 'rocksdb',
-  optionsSchema: rocksdbOptionsSchema,
-  create: (options) => RocksdbRepository.open(options),
-};
+export const repositoryModule = storeModule('rocksdb', rocksdbOptionsSchema, (options) =>
+  RocksdbRepository.open(options),
+);

@@ -6,6 +6,7 @@ import {
   decodeRecord,
   encodeRecord,
   forgetAt,
+  hasOwnFields,
   isClaimOf,
   isLive,
   newRecord,
@@ -217,8 +218,7 @@ export class RocksdbRepository extends BaseRepository {
           checked.push(i);
           continue;
         }
-        const own =
-          entry.eventTime !== undefined || entry.fingerprint !== undefined || entry.result !== undefined;
+        const own = hasOwnFields(entry, entry.result);
         const value = own ? Buffer.from(encodeRecord(newRecord(entry.key, entry, addOptions, now))) : plain;
         write.fresh(entry.key, hash, value);
       }
@@ -313,8 +313,7 @@ export class RocksdbRepository extends BaseRepository {
           }
           const claimed = claim.record as IdempotencyRecord;
           results[i] = true;
-          const own =
-            claimed.eventTime !== undefined || claimed.fingerprint !== undefined || result !== undefined;
+          const own = hasOwnFields(claimed, result);
           if (
             !own &&
             plain !== undefined &&

@@ -1,5 +1,4 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
-import type { TlsOptions } from '../../options/tls.js';
 import { detailOf, type MigrateStore, migrateHint } from './store.js';
 
 /** A driver's pool, as far as the core uses it. */
@@ -10,12 +9,6 @@ export interface SqlPool {
 /** Ends an owned pool; errors while closing are irrelevant to the caller. */
 export async function closePool(pool: SqlPool): Promise<void> {
   await pool.end().catch(() => undefined);
-}
-
-/** `repository.tls` given as `true` or settings, certificates verified unless turned off by name. */
-export function verifiedTls(tls: true | TlsOptions): TlsOptions & { readonly rejectUnauthorized: boolean } {
-  const settings = tls === true ? {} : tls;
-  return { ...settings, rejectUnauthorized: settings.rejectUnauthorized ?? true };
 }
 
 /** The string `code` of a driver error (a SQLSTATE, a driver's or Node's code such as `ECONNREFUSED`). */

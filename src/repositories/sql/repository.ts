@@ -1,6 +1,6 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
 import { BaseRepository } from '../../store/base.js';
-import { TransactionScope } from '../../store/transaction.js';
 import { checkDuration } from '../../store/ttl.js';
 import type {
   AddResult,
@@ -126,7 +126,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     maxResultBytes: 1_048_576,
   });
   /** The open transaction of each async context: the verbs run on its connection, else on the pool. */
-  protected readonly scope = new TransactionScope<T>();
+  protected readonly scope = new AsyncLocalStorage<T>();
   protected readonly address: string;
   protected readonly migrateStore: MigrateStore;
   /** The lock timeout of a transaction that sets none, and of a claim outside any transaction. */
@@ -176,7 +176,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     options: TransactionOptions = {},
   ): Promise<R> {
     this.assertOpen();
-    if (this.scope.current() !== undefined) {
+    if (this.scope.getStore() !== undefined) {
       throw new RepositoryError(
         `${this.storeName} transaction: already inside a transaction of this repository (use savepoint() to nest)`,
         { retryable: false },
@@ -213,7 +213,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   protected busy(key: string, now: number, ttlMs?: number): AddResult {
     // The server's time is unknown here (the statement failed); the worker's clock is close enough for a hint.
     const at = Number.isNaN(now) ? Date.now() : now;
-    const until = at + (this.scope.current()?.lockTimeoutMs ?? this.lockTimeoutMs);
+    const until = at + (this.scope.getStore()?.lockTimeoutMs ?? this.lockTimeoutMs);
     const expiresAt = ttlMs === undefined ? until : at + ttlMs;
     return { added: false, existing: { id: key, state: 'in-flight', expiresAt, leaseExpiresAt: until } };
   }

@@ -177,8 +177,12 @@ export class ResponseCapture {
     return { methods, descriptors };
   }
 
-  /** The functions installed as a response's own properties. */
-  static readonly #own = ResponseCapture.#takeover(false);
+  /**
+   * The functions installed as a response's own properties, made on first use: tsc's build refers to the class
+   * through an alias that is assigned only after the class body, so a static initializer cannot call
+   * `#takeover` (the packed build threw "Receiver must be class ResponseCapture" on import).
+   */
+  static #own: Takeover | undefined;
 
   /** The patches made, by the base they fall back to; and the prototypes known not to take one (null). */
   static readonly #patches = new WeakMap<object, Patch>();
@@ -287,6 +291,7 @@ export class ResponseCapture {
     this.#previous = methodsOf(own);
     // Own properties shadow the prototype's methods; `restore` puts the prototype's back.
     own[CAPTURE] = this;
+    ResponseCapture.#own ??= ResponseCapture.#takeover(false);
     const { methods, descriptors } = ResponseCapture.#own;
     this.#assign(methods);
     Object.defineProperty(res, 'headersSent', descriptors.headersSent as PropertyDescriptor);

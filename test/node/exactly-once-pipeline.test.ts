@@ -166,6 +166,7 @@ class RecordingProducer implements KafkaProducer {
     };
     return {
       send,
+      transactional: true,
       sendOffsets: async (offsets: TransactionOffsets) => {
         assert.equal(this.#inFlight, 0, 'the offsets go after every request was acknowledged');
         log.push(`offsets ${offsets.topics[0]?.partitions[0]?.offset}`);

@@ -87,6 +87,7 @@ export class KafkajsProducer implements KafkaProducer {
 
 /** A kafkajs transaction: its offsets carry the group id only (no KIP-447), so a zombie is fenced by its id. */
 class KafkajsTransaction implements KafkaTransaction {
+  readonly transactional = true;
   /** The offsets sent in this transaction: their group's member learns them once it commits. */
   readonly #offsets: TransactionOffsets[] = [];
 

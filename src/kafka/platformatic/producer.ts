@@ -126,6 +126,7 @@ export class PlatformaticProducer implements KafkaProducer {
 
 /** An open transaction; its offsets go one partition at a time (the library merges concurrent ones). */
 class PlatformaticTransaction implements KafkaTransaction {
+  readonly transactional = true;
   readonly #transaction: Transaction;
   readonly #coordinator: GroupCoordinatorLookup;
   #active = true;

@@ -46,6 +46,8 @@ export const CONCURRENT_TRANSACTIONS_RETRY_MS = 20;
 
 /** An open Kafka transaction: its sends, its input offsets, then commit or abort. */
 export interface KafkaTransaction extends RecordSender {
+  /** Its requests join the transaction: a failed one is never sent again ({@link RecordSender.transactional}). */
+  readonly transactional: true;
   /** Adds the consumer's offsets to the transaction (TxnOffsetCommit). */
   sendOffsets(offsets: TransactionOffsets): Promise<void>;
   commit(): Promise<void>;

@@ -81,7 +81,13 @@ describe('exactly-once output whose send answer is lost', { skip: skipUnlessEnab
       }
     }
 
-    const counts = await uidCounts(kafka, output);
+    // The commit's markers reach the partition after EndTxn has answered; until then a read_committed reader's end
+    // (the last stable offset) lies before the aborted first transaction, and it reads nothing. Wait for it.
+    let counts = await uidCounts(kafka, output);
+    for (const deadline = Date.now() + 30_000; counts.size < messages.length && Date.now() < deadline; ) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      counts = await uidCounts(kafka, output);
+    }
     assert.equal(counts.size, messages.length, 'every record committed');
     const twice = [...counts].filter(([, n]) => n > 1).map(([uid]) => uid);
     assert.deepEqual(twice, [], 'no record committed twice');

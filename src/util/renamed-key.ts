@@ -4,6 +4,9 @@ import { z } from 'zod';
 // own maximum) names the key the user wrote.
 const olderNameGiven = new WeakMap<object, string>();
 
+/** A parsed table whose renamed key carries its value under both names. */
+type Renamed<T, K extends string, O extends string> = Omit<T, K | O> & { readonly [P in K | O]: number };
+
 /**
  * A transform for a table whose key `key` was renamed from `older` (a documented alias that keeps working). Both
  * are optional in the schema; the value is whichever is given, else `fallback`, and both names carry it in the
@@ -11,10 +14,7 @@ const olderNameGiven = new WeakMap<object, string>();
  * older key.
  */
 export function renamedKey<K extends string, O extends string>(key: K, older: O, fallback: number) {
-  return <T extends { readonly [P in K | O]?: number }>(
-    table: T,
-    ctx: z.RefinementCtx,
-  ): Omit<T, K | O> & { readonly [P in K | O]: number } => {
+  return <T extends { readonly [P in K | O]?: number }>(table: T, ctx: z.RefinementCtx): Renamed<T, K, O> => {
     const given: number | undefined = table[key];
     const old: number | undefined = table[older];
     if (given !== undefined && old !== undefined && given !== old) {
@@ -27,9 +27,7 @@ export function renamedKey<K extends string, O extends string>(key: K, older: O,
       return z.NEVER;
     }
     const value = given ?? old ?? fallback;
-    const parsed = { ...table, [key]: value, [older]: value } as Omit<T, K | O> & {
-      readonly [P in K | O]: number;
-    };
+    const parsed = { ...table, [key]: value, [older]: value } as Renamed<T, K, O>;
     if (given === undefined && old !== undefined) olderNameGiven.set(parsed, older);
     return parsed;
   };

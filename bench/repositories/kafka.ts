@@ -148,7 +148,7 @@ async function main(): Promise<void> {
           brokers: BROKERS,
           topic,
           partitions: PARTITIONS,
-          retention: '1d',
+          ttl: '1d',
         });
       }),
     );

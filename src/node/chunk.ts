@@ -82,7 +82,7 @@ export interface NodeRuntime {
 /** What {@link ChunkProcessor} works with. */
 export interface ChunkDeps
   extends Pick<NodeRuntime, 'repository' | 'producer' | 'metrics' | 'perf' | 'totals' | 'logger'> {
-  /** The `[dedup]` table: the id, the window and the policies. */
+  /** The `[dedup]` table: the id, the TTL and the policies. */
   readonly dedup: NodeConfig['dedup'];
   readonly dlqTopic: string;
   /** `output.duplicatesTopic` (undefined: off). */
@@ -124,7 +124,7 @@ export class ChunkProcessor {
       id: (candidate) => (candidate.id === undefined ? undefined : idOfKey(candidate.id)),
       consumer: {
         mode: 'lazy',
-        ttlMs: dedup.window,
+        ttlMs: dedup.ttl,
         storeFailure: dedup.storeFailure,
         // A record held by another worker's live claim (a store shared with eager consumers) is theirs to handle.
         inProgress: 'duplicate',

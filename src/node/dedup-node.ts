@@ -10,6 +10,7 @@ import {
 import { durationRule, isValidDuration, maxDurationMs } from '../store/ttl.js';
 import type { IdempotentRepository } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
+import { givenName } from '../util/renamed-key.js';
 import { untilAborted } from './abort.js';
 import { BatchLoop } from './batch-loop.js';
 import { CatchUp } from './catch-up.js';
@@ -24,16 +25,13 @@ import { formatPerf, PerfLog } from './perf-log.js';
 import { ConsumerSupervisor } from './supervisor.js';
 import { prepareTopics } from './topics.js';
 
-/** `dedup.window` against the store's own maximum TTL (the schema knows only the rule's 100 years). */
-function checkWindow(
-  config: Pick<NodeConfig, 'dedup' | 'repository'>,
-  repository: IdempotentRepository,
-): void {
+/** `dedup.ttl` against the store's own maximum TTL (the schema knows only the rule's 100 years). */
+function checkTtl(config: Pick<NodeConfig, 'dedup' | 'repository'>, repository: IdempotentRepository): void {
   const max = maxDurationMs(repository.capabilities?.maxTtlMs);
-  if (isValidDuration(config.dedup.window, max)) return;
+  if (isValidDuration(config.dedup.ttl, max)) return;
   throw new ConfigError(
-    'dedup.window',
-    `${durationRule(max)} (the maximum of the ${config.repository.type} store), got ${config.dedup.window}`,
+    `dedup.${givenName(config.dedup, 'ttl')}`,
+    `${durationRule(max)} (the maximum of the ${config.repository.type} store), got ${config.dedup.ttl}`,
   );
 }
 
@@ -63,7 +61,7 @@ export interface DedupNodeOptions {
  *   1. parse: read each record's dedup id (unreadable records and, by default, records without one go to the DLQ);
  *   2. lookup: one store call; a duplicate of a stored id or of an earlier record in the chunk is dropped;
  *   3. produce + deliver: the survivors to the output topic, in their input partition, in order, acked;
- *   4. mark: one store call records the forwarded ids, kept for `dedup.window`;
+ *   4. mark: one store call records the forwarded ids, kept for `dedup.ttl`;
  *   5. dead letters, then the chunk's offset is resolved.
  * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its mark.
  * Partitions are handled one at a time. Under exactly-once, consecutive chunks share one Kafka transaction, and a
@@ -76,7 +74,7 @@ export async function startDedupNode(
   options: DedupNodeOptions = {},
 ): Promise<DedupNodeHandle> {
   options.signal?.throwIfAborted();
-  checkWindow(config, repository);
+  checkTtl(config, repository);
   const startup = new StartupWatch(logger, config.kafka);
   // Its retry budget (20 tries, backing off to 10 s) rides out a broker away for a minute or two instead of
   // failing the batch.

@@ -5,6 +5,7 @@ import { kafkaConnectionSchema } from '../kafka/connection.js';
 import { type IdSource, idSourceSchema } from '../kafka/index.js';
 import { MAX_TTL_MS } from '../store/ttl.js';
 import { durationMs, durationSchema } from '../util/duration.js';
+import { renamedKey } from '../util/renamed-key.js';
 import { catchUpSchema } from './catch-up.js';
 
 /** Defaults of the dedup node, written once. */
@@ -16,7 +17,7 @@ export const nodeDefaults = {
   /** Fetch sizes: larger fetches mean fewer round trips, and the node commits once per fetched batch. */
   maxBytesPerPartition: 4 * 1024 * 1024,
   maxBytes: 16 * 1024 * 1024,
-  windowMs: 3 * 3_600_000,
+  ttlMs: 3 * 3_600_000,
   missingId: 'dlq',
   storeFailure: 'fail',
   /** Tries of one output request whose error may pass (broker away, leader moving) before the batch is retried. */
@@ -105,7 +106,9 @@ export const nodeConfigSchema = z
         /** The dedup field: a dotted path into the JSON value (`"uid"`), or `{ from = "key" }` / a header. */
         id: dedupIdSchema,
         /** How long an id stays a duplicate after it was forwarded: the marks' TTL and the changelog's retention. */
-        window: durationSchema({ max: MAX_TTL_MS }).default(nodeDefaults.windowMs),
+        ttl: durationSchema({ max: MAX_TTL_MS }).optional(),
+        /** The older name of `ttl`, still accepted. */
+        window: durationSchema({ max: MAX_TTL_MS }).optional(),
         /** A record without the dedup field: dead-letter it (default) or forward it undeduplicated (KIP-655). */
         missingId: z.enum(['dlq', 'forward']).default(nodeDefaults.missingId),
         /** Store down: `fail` retries the batch (nothing forwarded or committed); `process` forwards as new. */
@@ -113,7 +116,8 @@ export const nodeConfigSchema = z
         /** A deliberate replay: ids are kept per epoch (the consumer's `replayEpoch`; docs/operations.md). */
         replayEpoch: replayEpochConfigSchema.optional(),
       })
-      .strict(),
+      .strict()
+      .transform(renamedKey('ttl', 'window', nodeDefaults.ttlMs)),
     metrics: z
       .object({
         enabled: z.boolean().default(true),
@@ -188,7 +192,7 @@ export interface NodeTopics {
   readonly dlq: string;
   /** `output.duplicatesTopic` (undefined: off). */
   readonly audit: string | undefined;
-  /** The changelog and its retention (`dedup.window`); undefined: the node keeps none. */
+  /** The changelog and its retention (`dedup.ttl`); undefined: the node keeps none. */
   readonly changelog: { readonly topic: string; readonly retentionMs: number } | undefined;
 }
 
@@ -200,7 +204,7 @@ export function nodeTopics(config: NodeConfig): NodeTopics {
     output: config.output.topic,
     dlq: config.dlq.topic,
     audit: config.output.duplicatesTopic,
-    changelog: changelog === undefined ? undefined : { topic: changelog, retentionMs: config.dedup.window },
+    changelog: changelog === undefined ? undefined : { topic: changelog, retentionMs: config.dedup.ttl },
   };
 }
 

@@ -34,6 +34,9 @@ export interface KeyedClaim {
   readonly result?: string;
 }
 
+/** Records per page of a store's `scan` (a tool's walk, never the message path). */
+export const SCAN_PAGE = 1000;
+
 /** Options every repository accepts. */
 export interface BaseRepositoryOptions {
   /** Clock in epoch ms (tests inject one to step over TTLs); defaults to `Date.now`. */

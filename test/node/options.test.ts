@@ -201,6 +201,41 @@ describe('dedup node config', () => {
     await store.close();
   });
 
+  it('reads dedup.ttl and its older name dedup.window alike, and refuses both with different values', async () => {
+    const load = (env: Record<string, string>) => loadConfig(nodeConfigSchema, { text: MINIMAL, env });
+    const ttl = await load({ IDEM__DEDUP__TTL: '30m' });
+    const window = await load({ IDEM__DEDUP__WINDOW: '30m' });
+    assert.deepEqual(ttl.dedup, window.dedup);
+    assert.equal(ttl.dedup.ttl, 1_800_000);
+    assert.equal(
+      (await load({ IDEM__DEDUP__TTL: '30m', IDEM__DEDUP__WINDOW: '1800s' })).dedup.ttl,
+      1_800_000,
+    );
+    assert.equal((await load({})).dedup.ttl, nodeDefaults.ttlMs);
+    await assert.rejects(load({ IDEM__DEDUP__TTL: '30m', IDEM__DEDUP__WINDOW: '1h' }), (error: unknown) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.equal(error.key, 'dedup.window');
+      assert.match(
+        error.message,
+        /dedup\.window: is the older name of ttl.*3600000 ms and ttl = 1800000 ms differ/,
+      );
+      return true;
+    });
+  });
+
+  it("names dedup.ttl when a store's maximum refuses it", async () => {
+    const config = await loadConfig(nodeConfigSchema, { text: MINIMAL, env: { IDEM__DEDUP__TTL: '2m' } });
+    const inner = new MemoryRepository();
+    const store = new LoggedRepository(inner, new MemoryChangelog(), {
+      capabilities: { ...inner.capabilities, maxTtlMs: 60_000 },
+    });
+    await assert.rejects(
+      startDedupNode(config, store, pino({ enabled: false }), { kafka: {} as KafkaClient }),
+      (error: unknown) => error instanceof ConfigError && /^dedup\.ttl: .*got 120000$/.test(error.message),
+    );
+    await store.close();
+  });
+
   it('bin.ts exits 2 with one line on stderr for a bad config, before touching any server', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'idem-node-config-'));
     try {

@@ -35,6 +35,21 @@ describe('kafka repository options', () => {
     assert.equal(parseKafkaOptions({ brokers, topic: 't', retention: '3h' }).retention, 3 * 3_600_000);
   });
 
+  it('reads ttl and its older name retention alike, and refuses both with different values', () => {
+    const ttl = parseKafkaOptions({ brokers, topic: 't', ttl: '3h' });
+    assert.deepEqual(ttl, parseKafkaOptions({ brokers, topic: 't', retention: '3h' }));
+    assert.equal(ttl.ttl, 3 * 3_600_000);
+    assert.equal(parseKafkaOptions({ brokers, topic: 't' }).ttl, kafkaDefaults.ttlMs);
+    assert.equal(parseKafkaOptions({ brokers, topic: 't', ttl: '3h', retention: '180m' }).ttl, 3 * 3_600_000);
+    assert.throws(
+      () => parseKafkaOptions({ brokers, topic: 't', ttl: '3h', retention: '2h' }),
+      configError(
+        'repository.retention',
+        /is the older name of ttl.*7200000 ms and ttl = 10800000 ms differ/,
+      ),
+    );
+  });
+
   it('names the offending key in every config error', () => {
     assert.throws(() => parseKafkaOptions({ topic: 't' }), configError('repository.brokers', /brokers/));
     assert.throws(

@@ -5,6 +5,7 @@ import {
   type BaseRepositoryOptions,
   type KeyedClaim,
   type KeyedEntry,
+  SCAN_PAGE,
 } from '../../store/base.js';
 import {
   confirmedRecord,
@@ -39,8 +40,6 @@ const UNKNOWN = Symbol('unknown outcome');
 
 /** Ids per `IN` query: enough to save round trips, few enough not to make one slow request. */
 const MAX_IN = 100;
-/** Rows per `scan` page. */
-const SCAN_PAGE = 1000;
 
 /**
  * Rows and bytes per unlogged batch of lazy marks: under the server's default warn thresholds for batches across

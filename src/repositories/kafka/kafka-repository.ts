@@ -75,7 +75,7 @@ export class KafkaRepository extends LoggedRepository {
       capabilities: sharedStoreCapabilities({
         shared: false,
         nativeBatch: true,
-        maxTtlMs: options.retention,
+        maxTtlMs: options.ttl,
         maxResultBytes: 262_144,
       }),
     });
@@ -111,7 +111,7 @@ export class KafkaRepository extends LoggedRepository {
       await ensureChangelogTopic(admin, {
         topic: parsed.topic,
         partitions: parsed.partitions,
-        retentionMs: parsed.retention,
+        retentionMs: parsed.ttl,
         replicationFactor: parsed.replicationFactor,
         configKey: 'repository.topic',
       });

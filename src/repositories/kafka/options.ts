@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { kafkaConnectionDefaults, kafkaConnectionFields, saslNeedsTls } from '../../kafka/connection.js';
 import { durationMs } from '../../util/duration.js';
+import { renamedKey } from '../../util/renamed-key.js';
 import { memoryDefaults } from '../memory/options.js';
 import { storeOptionsParser } from '../shared.js';
 
@@ -11,7 +12,9 @@ export const kafkaDefaults = {
   partitions: 1,
   /** -1: the broker's default.replication.factor. */
   replicationFactor: -1,
-  /** How long the topic keeps a mark; also the longest TTL the repository accepts (`capabilities.maxTtlMs`). */
+  /** How long the topic keeps a mark (its `retention.ms`); also the longest TTL the store accepts (`maxTtlMs`). */
+  ttlMs: 7 * 86_400_000,
+  /** @deprecated Renamed {@link kafkaDefaults.ttlMs} (`ttl` is the retention's one name in config and code). */
   retentionMs: 7 * 86_400_000,
   /** Bound of the local index (the memory store's LRU); size it above the ids live at once. */
   maxEntries: memoryDefaults.maxEntries,
@@ -41,7 +44,9 @@ export const kafkaOptionsSchema = z
       .min(-1)
       .refine((n) => n !== 0, 'must be -1 (the broker default) or at least 1')
       .default(kafkaDefaults.replicationFactor),
-    retention: durationMs.default(kafkaDefaults.retentionMs),
+    ttl: durationMs.optional(),
+    /** The older name of `ttl`, still accepted. */
+    retention: durationMs.optional(),
     maxEntries: z.number().int().positive().default(kafkaDefaults.maxEntries),
     clientId: z.string().min(1).default(kafkaDefaults.clientId),
     ssl: connection.ssl,
@@ -50,7 +55,8 @@ export const kafkaOptionsSchema = z
     requestTimeout: durationMs.default(kafkaDefaults.requestTimeoutMs),
   })
   .strict()
-  .superRefine(saslNeedsTls('repository', 'mark'));
+  .superRefine(saslNeedsTls('repository', 'mark'))
+  .transform(renamedKey('ttl', 'retention', kafkaDefaults.ttlMs));
 
 /** @deprecated Renamed {@link kafkaDefaults} (every store's defaults are `<store>Defaults`). */
 export const kafkaRepositoryDefaults = kafkaDefaults;

@@ -1,4 +1,4 @@
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry, SCAN_PAGE } from '../../store/base.js';
 import { MAX_ID_BYTES } from '../../store/ids.js';
 import {
   confirmedRecord,
@@ -23,9 +23,6 @@ import type {
   RepositoryCapabilities,
 } from '../../store/types.js';
 import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
-
-/** Records per `scan` page. */
-const SCAN_PAGE = 1000;
 
 /** The record fields of an add that carries none (no object per call). */
 const NO_FIELDS: Omit<AddEntry, 'id'> = Object.freeze({});

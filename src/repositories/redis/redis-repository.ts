@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
+import { ConfigError, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
 import { toKey } from '../../store/ids.js';
 import {
@@ -327,19 +327,18 @@ export class RedisRepository extends BaseRepository {
     const { nodes, pattern, strip } = this.#scanTarget();
     const keyStart = strip + Buffer.byteLength(this.#ns);
     for (const node of nodes) {
-      await scanAll(node, pattern, async (found) => {
-        const keys = found.map((k) => k.subarray(strip));
-        const texts = await this.run('scan', () => this.#getAll(keys));
-        const records: IdempotencyRecord[] = [];
-        for (let i = 0; i < texts.length; i++) {
-          const text = texts[i];
-          if (text == null) continue;
-          records.push(decodeRecord((found[i] as Buffer).subarray(keyStart).toString('utf8'), text));
-        }
-        if (records.length > 0) await onPage(records);
-      }).catch((error: unknown) => {
-        throw error instanceof RepositoryError ? error : toRepositoryError('redis scan', error);
-      });
+      await this.run('scan', () =>
+        scanAll(node, pattern, async (found) => {
+          const texts = await this.#getAll(found.map((k) => k.subarray(strip)));
+          const records: IdempotencyRecord[] = [];
+          for (let i = 0; i < texts.length; i++) {
+            const text = texts[i];
+            if (text == null) continue;
+            records.push(decodeRecord((found[i] as Buffer).subarray(keyStart).toString('utf8'), text));
+          }
+          if (records.length > 0) await onPage(records);
+        }),
+      );
     }
   }
 

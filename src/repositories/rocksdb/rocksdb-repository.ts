@@ -1,5 +1,5 @@
 import { ConfigError, RepositoryError } from '../../errors.js';
-import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
+import { BaseRepository, type KeyedClaim, type KeyedEntry, SCAN_PAGE } from '../../store/base.js';
 import { MAX_ID_BYTES } from '../../store/ids.js';
 import {
   confirmedRecord,
@@ -595,7 +595,6 @@ const SNAPSHOT_CHECK_MS = 5_000;
 const SNAPSHOT_SPACING = 20;
 const SNAPSHOT_RETRY_MS = 60_000;
 
-const SCAN_PAGE = 1000;
 /** Rows per iterator read of a scan: a row is one record or a blob of up to BLOB_ENTRIES. */
 const SCAN_ROWS = 128;
 const ZERO_BYTE = Buffer.from([0]);

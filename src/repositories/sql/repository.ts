@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
-import { BaseRepository } from '../../store/base.js';
+import { BaseRepository, SCAN_PAGE } from '../../store/base.js';
 import { checkDuration } from '../../store/ttl.js';
 import type {
   AddResult,
@@ -100,8 +100,6 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
   const settings = { pool, ownsPool: given === undefined, options, address, migrateStore: target };
   return { ...settings, logger: logger ?? processWarnings(`IDEM_${store.toUpperCase()}`), probed };
 }
-
-const SCAN_PAGE = 1000;
 
 /** The `now` the base class passes when the caller gave none: NaN, sent as NULL for the server's clock. */
 const serverClock = (): number => Number.NaN;

@@ -18,8 +18,10 @@
  *    its assignment to its first processed record, without and then with a local checkpoint.
  * Prints records/s, the ratio of each node run to the copy, and the node's phase split from its perf log.
  * 5. `audit` (not in the default set; issue 20): the RocksDB node with `output.duplicatesTopic`.
- * Asserts nothing. `--only copy,rocksdb,eos,restore,audit` picks runs. `--client platformatic` runs the node
- * on `@platformatic/kafka` (`kafka.client`; issue 21); the copy baseline stays the plain kafkajs copy
+ * Asserts nothing. `--only copy,rocksdb,eos,restore,audit` picks runs; `bounds` (with `copy`, not in the default
+ * set) adds the bound's parts: the port copy with the id read alone, and with the bare Set alone (issue 34).
+ * `--client platformatic` runs the node on `@platformatic/kafka` (`kafka.client`; issue 21); the copy baseline
+ * stays the plain kafkajs copy
  * (`npm run bench:kafka-clients` copies on each client). There `eos` (per-instance, its default) is followed
  * by the same run per-partition (`output.transactionalProducer`).
  */
@@ -36,7 +38,7 @@ import { startDedupNode } from '../src/node/dedup-node.js';
 import { type NodeConfig, nodeConfigSchema, nodeDefaults } from '../src/node/options.js';
 import { type PerfSummary, PHASES, type Phase } from '../src/node/perf-log.js';
 import { type KafkajsCopySettings, type RunningCopy, startKafkajsCopy } from './kafkajs-copy.js';
-import { startPortCopy } from './port-copy.js';
+import { type BoundStep, startPortCopy } from './port-copy.js';
 import { FigureSink } from './report/figures.js';
 
 /** Run as a script (not imported by another bench, which gets the defaults and its own flags). */
@@ -222,6 +224,7 @@ async function portCopy(
   name: string,
   total = RECORDS,
   dedupField?: string,
+  step?: BoundStep,
 ): Promise<Result> {
   const client = await openKafkaClient(
     {
@@ -235,7 +238,7 @@ async function portCopy(
     { retries: 5 },
   );
   try {
-    const running = await startPortCopy(client, copySettings(config, input, output), dedupField);
+    const running = await startPortCopy(client, copySettings(config, input, output), dedupField, step);
     return await measured(running, name, total);
   } finally {
     await client.close();
@@ -431,6 +434,10 @@ function table(results: readonly Result[], restores: readonly [string, RestoreRe
   const own = results.filter((r) => r.name.startsWith('plain port copy'));
   const ownBase = own.length > 0 ? own.reduce((a, r) => a + r.recordsPerSecond, 0) / own.length : 0;
   const bound = results.find((r) => r.name === BOUND);
+  for (const r of results) {
+    if (r.name.startsWith('bound') && ownBase > 0)
+      log(`${r.name} / own copy: ${(r.recordsPerSecond / ownBase).toFixed(2)}`);
+  }
   if (bound !== undefined && ownBase > 0) {
     sink.ratio({
       id: `${bench}.bound-vs-own-copy`,
@@ -441,7 +448,7 @@ function table(results: readonly Result[], restores: readonly [string, RestoreRe
     });
   }
   for (const r of results) {
-    if (r.name.startsWith('plain') || r === bound) continue;
+    if (r.name.startsWith('plain') || r.name.startsWith('bound')) continue;
     const id = `${bench}.${r.name.replace(/\W+/g, '-').toLowerCase()}`;
     const label = `idem node (${r.name.replace('node, ', '')}${onOther})`;
     const target = r.name === 'node, RocksDB' ? { target: 0.9 } : {};
@@ -517,6 +524,15 @@ async function main(): Promise<void> {
         const bound = await createTopic(`idem-bench-copy-bound-${suffix}`);
         results.push(await portCopy(config, input, bound, BOUND, RECORDS, 'uid'));
         log(`${BOUND}: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+        if (runs.has('bounds')) {
+          // The bound split (issue 34): what the id read and the Set each cost on their own.
+          for (const step of ['id read', 'Set'] as const) {
+            const out = await createTopic(`idem-bench-copy-${step.replace(' ', '-')}-${suffix}`);
+            const name = `bound part: port copy + ${step === 'Set' ? 'bare Set' : step}`;
+            results.push(await portCopy(config, input, out, name, RECORDS, 'uid', step));
+            log(`${name}: ${Math.round(results.at(-1)?.recordsPerSecond ?? 0)}/s`);
+          }
+        }
       }
     }
     if (runs.has('rocksdb')) {

@@ -72,8 +72,25 @@ export interface Batch<M> {
   readonly kept: (string | undefined)[] | undefined;
 }
 
+/** What a rule changes in the engine's own work, read once by the engine's constructor. */
+export interface RuleTraits<M> {
+  /** The mode telemetry reports. */
+  readonly mode: string;
+  /** Each message's canonical id; undefined when it has none. */
+  readonly idOf: (message: M) => string | undefined;
+  /** Where the id is read, for messages: `at "order.id"`, or `from the id function`. */
+  readonly idWhere: string;
+  /** Why a message without id was handled (the whole-batch-without-id warning). */
+  readonly forwardsNoId: string;
+  /** A failed handler's outcome may be kept with its id (`removeOnFailure: false`). */
+  readonly keepsFailures: boolean;
+  /** A confirmed record's first-seen time is its expiry less this; undefined: its expiry does not tell. */
+  readonly retentionMs: number | undefined;
+}
+
 /** The part of deduplication that differs between modes; the engine owns everything else. */
 export interface DedupRule<M, S> {
+  readonly traits: RuleTraits<M>;
   /** Sets `batch.keys`, may fail messages; `spare`: its state of a finished batch of one, to reuse. */
   begin(batch: Batch<M>, spare?: S): S;
   /** The one store call before any handler, for `batch.heads`. Undefined when already done (nothing to await). */
@@ -135,38 +152,28 @@ export type Finish<M, R, T> = (results: ProcessResult<R>[], options: ResolvedCon
 export class BatchEngine<M, S> implements Runner<M> {
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
-  readonly #idOf: (message: M) => string | undefined;
   readonly #rule: DedupRule<M, S>;
+  readonly #traits: RuleTraits<M>;
   readonly #fingerprint: ((message: M) => string) | undefined;
   readonly #codec: OutcomeCodec;
   /** `storeResult` is on. */
   readonly #keepValues: boolean;
-  /** `removeOnFailure: false` outside event-time mode: handler failures are kept with the id. */
+  /** `removeOnFailure: false` where the rule keeps failures: handler failures are kept with the id. */
   readonly #keepFailures: boolean;
   /** Renews the claims of running batches (eager only). */
   readonly #renewer: LeaseRenewer<Run<M, S>> | undefined;
   readonly #rejectNoId: boolean;
-  /** Where the id is read, for messages: `at "order.id"`, or `from the id function`. */
-  readonly #idWhere: string;
   readonly #warn: WarningSink;
   /** Spans, metrics and `onOutcome`; undefined without `telemetry` and `onOutcome`. */
   readonly #telemetry: ConsumerTelemetry | undefined;
-  /** Why a message without id was handled (the whole-batch-without-id warning). */
-  readonly #forwardsNoId: string;
-  /** A confirmed record's first-seen time is its expiry less the TTL (not in event-time mode). */
-  readonly #retentionTells: boolean;
   #warnedNoId = false;
 
-  constructor(
-    options: ResolvedConsumerOptions<M>,
-    stats: ConsumerStats,
-    idOf: (message: M) => string | undefined,
-    rule: DedupRule<M, S>,
-  ) {
+  constructor(options: ResolvedConsumerOptions<M>, stats: ConsumerStats, rule: DedupRule<M, S>) {
     this.#options = options;
     this.#stats = stats;
-    this.#idOf = idOf;
     this.#rule = rule;
+    const { traits } = rule;
+    this.#traits = traits;
     this.#fingerprint = options.fingerprint === undefined ? undefined : fingerprinter(options.fingerprint);
     // A repository written before results existed declares no cap: 64 KiB is safe for any store we know.
     const maxBytes = options.repository.capabilities?.maxResultBytes ?? 65_536;
@@ -176,29 +183,12 @@ export class BatchEngine<M, S> implements Runner<M> {
         : new OutcomeCipher(options.encryption, 'new IdempotentConsumer(...)');
     this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage, cipher);
     this.#keepValues = this.#codec.keepsValues;
+    this.#keepFailures = !options.removeOnFailure && traits.keepsFailures;
     this.#rejectNoId = options.nullId === 'reject';
-    this.#idWhere =
-      typeof options.id === 'string' ? `at ${JSON.stringify(options.id)}` : 'from the id function';
     this.#warn = options.onWarning ?? processWarning;
-    // What differs in event-time mode, read once here.
-    const { eventTime } = options;
-    this.#keepFailures = !options.removeOnFailure && eventTime === undefined;
-    this.#retentionTells = eventTime === undefined;
-    this.#forwardsNoId =
-      eventTime === undefined
-        ? "nullId: 'forward'"
-        : 'event-time mode forwards null keys, as KIP-655 specifies';
-    const valueId = eventTime?.valueId;
-    if (valueId !== undefined) {
-      this.#idWhere += ` or ${typeof valueId === 'string' ? `at ${JSON.stringify(valueId)}` : 'from the valueId function'}`;
-    }
-    this.#telemetry = ConsumerTelemetry.of({
-      telemetry: options.telemetry,
-      onOutcome: options.onOutcome,
-      mode: eventTime === undefined ? options.mode : 'event-time',
-      repository: options.repository,
-      warn: this.#warn,
-    });
+    const { telemetry, onOutcome, repository } = options;
+    const warn = this.#warn;
+    this.#telemetry = ConsumerTelemetry.of({ telemetry, onOutcome, mode: traits.mode, repository, warn });
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse.
     this.#renewer =
@@ -374,13 +364,11 @@ export class BatchEngine<M, S> implements Runner<M> {
       if (r.failOpen) this.#stats.failOpen++;
     }
     run.trace?.close(results);
-    const finish = run.finish as NonNullable<Run<M, S>['finish']>;
-    if (!run.recycle) return finish(results, this.#options);
     try {
-      return finish(results, this.#options);
+      return (run.finish as NonNullable<Run<M, S>['finish']>)(results, this.#options);
     } finally {
       // Every store call of the batch has been answered: nothing refers to its state any more.
-      this.#recycle(run);
+      if (run.recycle) this.#recycle(run);
     }
   }
 
@@ -511,11 +499,12 @@ export class BatchEngine<M, S> implements Runner<M> {
   #readIds(batch: Batch<M>): void {
     const { messages, ids, results, fingerprints } = batch;
     const reject = this.#rejectNoId;
+    const { idOf } = this.#traits;
     let missing = 0;
     for (let i = 0; i < messages.length; i++) {
       let id: string | undefined;
       try {
-        id = this.#idOf(messages[i] as M);
+        id = idOf(messages[i] as M);
         ids[i] = id;
         if (id === undefined) {
           if (reject) results[i] = { outcome: 'failed', id, error: this.#noIdError() };
@@ -536,7 +525,7 @@ export class BatchEngine<M, S> implements Runner<M> {
 
   #noIdError(): NoMessageIdError {
     return new NoMessageIdError(
-      `message has no id ${this.#idWhere} (nullId: 'reject'; 'forward' handles such messages without dedup)`,
+      `message has no id ${this.#traits.idWhere} (nullId: 'reject'; 'forward' handles such messages without dedup)`,
     );
   }
 
@@ -545,8 +534,8 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#warnedNoId = true;
     const what = count === 1 ? 'a message had' : `all ${count} messages of a batch had`;
     this.#warn(
-      `${what} no id ${this.#idWhere} and ${count === 1 ? 'was' : 'were'} handled without deduplication ` +
-        `(${this.#forwardsNoId}); check the id path, or set nullId: 'reject' to refuse such messages`,
+      `${what} no id ${this.#traits.idWhere} and ${count === 1 ? 'was' : 'were'} handled without deduplication ` +
+        `(${this.#traits.forwardsNoId}); check the id path, or set nullId: 'reject' to refuse such messages`,
       'IDEM_NO_ID',
     );
   }
@@ -649,8 +638,8 @@ export class BatchEngine<M, S> implements Runner<M> {
       } else if (existing.eventTime !== undefined) {
         firstSeen = existing.eventTime;
         firstSeenFrom = 'event-time';
-      } else if (existing.state === 'confirmed' && this.#retentionTells) {
-        firstSeen = existing.expiresAt - this.#options.ttlMs;
+      } else if (existing.state === 'confirmed' && this.#traits.retentionMs !== undefined) {
+        firstSeen = existing.expiresAt - this.#traits.retentionMs;
         firstSeenFrom = 'retention';
       }
     }

@@ -1,5 +1,12 @@
 export { type IdempotentDecorator, type IdempotentMethodOptions, idempotent } from './decorator.js';
-export { type Batch, DEFAULT_STREAM, type Decision, type DedupRule, type StoreGuard } from './engine.js';
+export {
+  type Batch,
+  DEFAULT_STREAM,
+  type Decision,
+  type DedupRule,
+  type RuleTraits,
+  type StoreGuard,
+} from './engine.js';
 export {
   EventTimeDeduplicator,
   type EventTimeStats,

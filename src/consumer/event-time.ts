@@ -1,18 +1,18 @@
 import { InvalidInputError } from '../errors.js';
 import { toKey } from '../store/ids.js';
 import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../store/types.js';
+import type { Runner } from './engine.js';
+import { timestampReader, toEpochMs } from './event-timestamp.js';
+import { idExtractor, idSource, replayEpochPrefix } from './message-id.js';
+import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
 import {
   type Batch,
   DEFAULT_STREAM,
   type Decision,
   type DedupRule,
   type RuleTraits,
-  type Runner,
   type StoreGuard,
-} from './engine.js';
-import { timestampReader, toEpochMs } from './event-timestamp.js';
-import { idExtractor, idSource, replayEpochPrefix } from './message-id.js';
-import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
+} from './rule.js';
 
 /** The store key of an id on a stream (ids are per stream); the stream's JSON string delimits itself. */
 export function eventTimeKey(stream: string, id: string): string {

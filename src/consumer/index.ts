@@ -1,13 +1,5 @@
 export { type IdempotentDecorator, type IdempotentMethodOptions, idempotent } from './decorator.js';
 export {
-  type Batch,
-  DEFAULT_STREAM,
-  type Decision,
-  type DedupRule,
-  type RuleTraits,
-  type StoreGuard,
-} from './engine.js';
-export {
   EventTimeDeduplicator,
   type EventTimeStats,
   eventTimeKey,
@@ -31,6 +23,14 @@ export {
   type ResolvedEventTimeOptions,
   type StoreResultOptions,
 } from './options.js';
+export {
+  type Batch,
+  DEFAULT_STREAM,
+  type Decision,
+  type DedupRule,
+  type RuleTraits,
+  type StoreGuard,
+} from './rule.js';
 export { type ConsumerStats, emptyStats } from './stats.js';
 export type {
   OpenTelemetryApi,

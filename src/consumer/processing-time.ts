@@ -11,6 +11,9 @@ import type {
   MaybePromise,
   MessageId,
 } from '../store/types.js';
+import type { HeldClaims } from './lease-renewal.js';
+import { idExtractor, idSource, replayEpochPrefix, reservedKey, reservedKeyError } from './message-id.js';
+import type { ResolvedConsumerOptions } from './options.js';
 import {
   type Batch,
   type Decision,
@@ -18,10 +21,7 @@ import {
   isThenable,
   type RuleTraits,
   type StoreGuard,
-} from './engine.js';
-import type { HeldClaims } from './lease-renewal.js';
-import { idExtractor, idSource, replayEpochPrefix, reservedKey, reservedKeyError } from './message-id.js';
-import type { ResolvedConsumerOptions } from './options.js';
+} from './rule.js';
 import type { ConsumerStats } from './stats.js';
 
 /** What one batch learned from the store. */

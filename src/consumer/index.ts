@@ -23,14 +23,8 @@ export {
   type ResolvedEventTimeOptions,
   type StoreResultOptions,
 } from './options.js';
-export {
-  type Batch,
-  DEFAULT_STREAM,
-  type Decision,
-  type DedupRule,
-  type RuleTraits,
-  type StoreGuard,
-} from './rule.js';
+export type { Batch, Decision, DedupRule, RuleTraits, StoreGuard } from './rule.js';
+export { DEFAULT_STREAM } from './rule.js';
 export { type ConsumerStats, emptyStats } from './stats.js';
 export type {
   OpenTelemetryApi,

@@ -5,17 +5,18 @@ import {
   RepositoryError,
   toRepositoryError,
 } from '../errors.js';
-import type { IdempotencyRecord } from '../store/types.js';
 import { OutcomeCipher } from './encryption.js';
 import { fingerprinter, fingerprintMatches } from './fingerprint.js';
-import {
-  type HeldClaims,
-  LeaseRenewer,
-  processWarning,
-  type Renewable,
-  type WarningSink,
-} from './lease-renewal.js';
+import { LeaseRenewer, processWarning, type Renewable, type WarningSink } from './lease-renewal.js';
 import type { ResolvedConsumerOptions } from './options.js';
+import {
+  type Batch,
+  DEFAULT_STREAM,
+  type DedupRule,
+  isThenable,
+  type RuleTraits,
+  type StoreGuard,
+} from './rule.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
 import { BatchTelemetry, ConsumerTelemetry } from './telemetry/telemetry.js';
@@ -30,85 +31,6 @@ import type {
   ProcessResult,
   StoreCall,
 } from './types.js';
-
-/** What a rule says about one message that has an id. */
-export type Decision =
-  /** Handle it as new. `claims`: it becomes the batch's winner for its key (first received wins). */
-  | { readonly kind: 'new'; readonly claims: boolean; readonly extra?: Pick<ProcessResult, 'invalidInput'> }
-  /** A live record (or an earlier message of this batch) holds the key: duplicate or in-progress. */
-  | { readonly kind: 'existing'; readonly existing: IdempotencyRecord | undefined }
-  /** The message cannot be judged (e.g. an invalid event timestamp under the `fail` policy). */
-  | { readonly kind: 'fail'; readonly error: unknown };
-
-/** The working state of one batch, shared by the engine and its rule. */
-export interface Batch<M> {
-  readonly messages: readonly M[];
-  /** `BatchOptions.stream`, or the default stream. */
-  readonly stream: string;
-  /** Canonical id per message; undefined when it has none (or its id was unusable: then `results[i]` is set). */
-  readonly ids: (string | undefined)[];
-  /** Store key per message, set by the rule's `begin` (undefined: not deduplicated). */
-  readonly keys: (string | undefined)[];
-  readonly results: ProcessResult[];
-  /** The store read failed and the `process` policy handles every id as new. */
-  failOpen: boolean;
-  /** A whole-batch handler threw: every message it was given failed. */
-  handlerThrew: boolean;
-  /** Observes the batch's store calls (`BatchOptions.onStoreCall`, and the telemetry's). */
-  readonly observe: ((call: StoreCall) => void) | undefined;
-  /** The batch's spans and timings, when the consumer has `telemetry` or `onOutcome`. */
-  readonly trace: BatchTelemetry | undefined;
-  /**
-   * First received wins: `head[i]` is the first position of message `i`'s key (-1: no key), `winner[h]` the
-   * message holding head `h`'s key whose handler has not failed (-1: none).
-   */
-  readonly head: number[];
-  readonly winner: number[];
-  /** The positions of the keys' first occurrences: what the store is asked about. */
-  heads: readonly number[];
-  /** Payload digest per message under the `fingerprint` option. */
-  readonly fingerprints: (string | undefined)[] | undefined;
-  /** The encoded outcome to keep with message `i`'s record (a value, or a kept failure); undefined: none kept. */
-  readonly kept: (string | undefined)[] | undefined;
-}
-
-/** The part of deduplication that differs between modes; the engine owns everything else. */
-export interface DedupRule<M, S> {
-  /** Sets `batch.keys`, may fail messages; `spare`: its state of a finished batch of one, to reuse. */
-  begin(batch: Batch<M>, spare?: S): S;
-  /** The one store call before any handler, for `batch.heads`. Undefined when already done (nothing to await). */
-  lookup(state: S, batch: Batch<M>): Promise<void> | undefined;
-  /** Message `i` is about to be decided (every message not failed before, with or without an id), in order. */
-  receive?(state: S, batch: Batch<M>, i: number): void;
-  /** Decides message `i`, in input order; `winner` is the earlier message of this batch that holds its key. */
-  decide(state: S, batch: Batch<M>, i: number, winner: number | undefined): Decision;
-  /** Message `i`'s handler finished (`ok`) or failed; a whole-batch handler's are `ok` when decided. */
-  handled(state: S, batch: Batch<M>, i: number, ok: boolean): void;
-  /** Confirms, releases or marks after the handlers; always called once `lookup` succeeded. As `lookup`. */
-  settle(state: S, batch: Batch<M>, store: StoreGuard): Promise<void> | undefined;
-  /** The claims the batch holds while its handlers run (eager), for lease renewal; none without it. */
-  held?(state: S, batch: Batch<M>): HeldClaims | undefined;
-}
-
-/** The store-failure policy for the rules' store calls, timed with `start` (no closures per call). */
-export interface StoreGuard {
-  /** The start time of a store call (0 when nobody observes store calls). */
-  start(batch: Batch<unknown>): number;
-  succeeded(batch: Batch<unknown>, operation: string, start: number): void;
-  /** Raises under `storeFailure: 'fail'`; under `'process'` marks the `affected` messages `failOpen`. */
-  failed(
-    batch: Batch<unknown>,
-    operation: string,
-    start: number,
-    error: unknown,
-    affected: readonly number[],
-  ): void;
-  /** A failure that changes nothing (a release: the claim lapses): observed, never raised. */
-  ignored(batch: Batch<unknown>, operation: string, start: number, error: unknown): void;
-}
-
-/** The stream of `process`/`wrap` calls and of batches that name none. */
-export const DEFAULT_STREAM = 'default';
 
 const NO_ID: HandlerContext = Object.freeze({ id: undefined, duplicate: false });
 
@@ -135,38 +57,28 @@ export type Finish<M, R, T> = (results: ProcessResult<R>[], options: ResolvedCon
 export class BatchEngine<M, S> implements Runner<M> {
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
-  readonly #idOf: (message: M) => string | undefined;
   readonly #rule: DedupRule<M, S>;
+  readonly #traits: RuleTraits<M>;
   readonly #fingerprint: ((message: M) => string) | undefined;
   readonly #codec: OutcomeCodec;
   /** `storeResult` is on. */
   readonly #keepValues: boolean;
-  /** `removeOnFailure: false` outside event-time mode: handler failures are kept with the id. */
+  /** `removeOnFailure: false` where the rule keeps failures: handler failures are kept with the id. */
   readonly #keepFailures: boolean;
   /** Renews the claims of running batches (eager only). */
   readonly #renewer: LeaseRenewer<Run<M, S>> | undefined;
   readonly #rejectNoId: boolean;
-  /** Where the id is read, for messages: `at "order.id"`, or `from the id function`. */
-  readonly #idWhere: string;
   readonly #warn: WarningSink;
   /** Spans, metrics and `onOutcome`; undefined without `telemetry` and `onOutcome`. */
   readonly #telemetry: ConsumerTelemetry | undefined;
-  /** Why a message without id was handled (the whole-batch-without-id warning). */
-  readonly #forwardsNoId: string;
-  /** A confirmed record's first-seen time is its expiry less the TTL (not in event-time mode). */
-  readonly #retentionTells: boolean;
   #warnedNoId = false;
 
-  constructor(
-    options: ResolvedConsumerOptions<M>,
-    stats: ConsumerStats,
-    idOf: (message: M) => string | undefined,
-    rule: DedupRule<M, S>,
-  ) {
+  constructor(options: ResolvedConsumerOptions<M>, stats: ConsumerStats, rule: DedupRule<M, S>) {
     this.#options = options;
     this.#stats = stats;
-    this.#idOf = idOf;
     this.#rule = rule;
+    const { traits } = rule;
+    this.#traits = traits;
     this.#fingerprint = options.fingerprint === undefined ? undefined : fingerprinter(options.fingerprint);
     // A repository written before results existed declares no cap: 64 KiB is safe for any store we know.
     const maxBytes = options.repository.capabilities?.maxResultBytes ?? 65_536;
@@ -176,29 +88,12 @@ export class BatchEngine<M, S> implements Runner<M> {
         : new OutcomeCipher(options.encryption, 'new IdempotentConsumer(...)');
     this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage, cipher);
     this.#keepValues = this.#codec.keepsValues;
+    this.#keepFailures = !options.removeOnFailure && traits.keepsFailures;
     this.#rejectNoId = options.nullId === 'reject';
-    this.#idWhere =
-      typeof options.id === 'string' ? `at ${JSON.stringify(options.id)}` : 'from the id function';
     this.#warn = options.onWarning ?? processWarning;
-    // What differs in event-time mode, read once here.
-    const { eventTime } = options;
-    this.#keepFailures = !options.removeOnFailure && eventTime === undefined;
-    this.#retentionTells = eventTime === undefined;
-    this.#forwardsNoId =
-      eventTime === undefined
-        ? "nullId: 'forward'"
-        : 'event-time mode forwards null keys, as KIP-655 specifies';
-    const valueId = eventTime?.valueId;
-    if (valueId !== undefined) {
-      this.#idWhere += ` or ${typeof valueId === 'string' ? `at ${JSON.stringify(valueId)}` : 'from the valueId function'}`;
-    }
-    this.#telemetry = ConsumerTelemetry.of({
-      telemetry: options.telemetry,
-      onOutcome: options.onOutcome,
-      mode: eventTime === undefined ? options.mode : 'event-time',
-      repository: options.repository,
-      warn: this.#warn,
-    });
+    const { telemetry, onOutcome, repository } = options;
+    const warn = this.#warn;
+    this.#telemetry = ConsumerTelemetry.of({ telemetry, onOutcome, mode: traits.mode, repository, warn });
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse.
     this.#renewer =
@@ -374,13 +269,11 @@ export class BatchEngine<M, S> implements Runner<M> {
       if (r.failOpen) this.#stats.failOpen++;
     }
     run.trace?.close(results);
-    const finish = run.finish as NonNullable<Run<M, S>['finish']>;
-    if (!run.recycle) return finish(results, this.#options);
     try {
-      return finish(results, this.#options);
+      return (run.finish as NonNullable<Run<M, S>['finish']>)(results, this.#options);
     } finally {
       // Every store call of the batch has been answered: nothing refers to its state any more.
-      this.#recycle(run);
+      if (run.recycle) this.#recycle(run);
     }
   }
 
@@ -511,11 +404,12 @@ export class BatchEngine<M, S> implements Runner<M> {
   #readIds(batch: Batch<M>): void {
     const { messages, ids, results, fingerprints } = batch;
     const reject = this.#rejectNoId;
+    const { idOf } = this.#traits;
     let missing = 0;
     for (let i = 0; i < messages.length; i++) {
       let id: string | undefined;
       try {
-        id = this.#idOf(messages[i] as M);
+        id = idOf(messages[i] as M);
         ids[i] = id;
         if (id === undefined) {
           if (reject) results[i] = { outcome: 'failed', id, error: this.#noIdError() };
@@ -536,7 +430,7 @@ export class BatchEngine<M, S> implements Runner<M> {
 
   #noIdError(): NoMessageIdError {
     return new NoMessageIdError(
-      `message has no id ${this.#idWhere} (nullId: 'reject'; 'forward' handles such messages without dedup)`,
+      `message has no id ${this.#traits.idWhere} (nullId: 'reject'; 'forward' handles such messages without dedup)`,
     );
   }
 
@@ -545,8 +439,8 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#warnedNoId = true;
     const what = count === 1 ? 'a message had' : `all ${count} messages of a batch had`;
     this.#warn(
-      `${what} no id ${this.#idWhere} and ${count === 1 ? 'was' : 'were'} handled without deduplication ` +
-        `(${this.#forwardsNoId}); check the id path, or set nullId: 'reject' to refuse such messages`,
+      `${what} no id ${this.#traits.idWhere} and ${count === 1 ? 'was' : 'were'} handled without deduplication ` +
+        `(${this.#traits.forwardsNoId}); check the id path, or set nullId: 'reject' to refuse such messages`,
       'IDEM_NO_ID',
     );
   }
@@ -649,8 +543,8 @@ export class BatchEngine<M, S> implements Runner<M> {
       } else if (existing.eventTime !== undefined) {
         firstSeen = existing.eventTime;
         firstSeenFrom = 'event-time';
-      } else if (existing.state === 'confirmed' && this.#retentionTells) {
-        firstSeen = existing.expiresAt - this.#options.ttlMs;
+      } else if (existing.state === 'confirmed' && this.#traits.retentionMs !== undefined) {
+        firstSeen = existing.expiresAt - this.#traits.retentionMs;
         firstSeenFrom = 'retention';
       }
     }
@@ -832,15 +726,6 @@ export function answerOne<R>(
     throw new InProgressError(result.id as string, result.existing?.leaseExpiresAt);
   }
   return result;
-}
-
-/** True for a promise or any other thenable (what `await` would wait for). */
-export function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as PromiseLike<unknown>).then === 'function'
-  );
 }
 
 /** Finds each key's first occurrence (`head`, `heads`): only those are looked up; a repeat is decided against it. */

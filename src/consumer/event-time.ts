@@ -1,17 +1,18 @@
 import { InvalidInputError } from '../errors.js';
 import { toKey } from '../store/ids.js';
 import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../store/types.js';
+import type { Runner } from './engine.js';
+import { timestampReader, toEpochMs } from './event-timestamp.js';
+import { idExtractor, idSource, replayEpochPrefix } from './message-id.js';
+import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
 import {
   type Batch,
   DEFAULT_STREAM,
   type Decision,
   type DedupRule,
-  type Runner,
+  type RuleTraits,
   type StoreGuard,
-} from './engine.js';
-import { timestampReader, toEpochMs } from './event-timestamp.js';
-import { idExtractor, replayEpochPrefix } from './message-id.js';
-import type { ResolvedConsumerOptions, ResolvedEventTimeOptions } from './options.js';
+} from './rule.js';
 
 /** The store key of an id on a stream (ids are per stream); the stream's JSON string delimits itself. */
 export function eventTimeKey(stream: string, id: string): string {
@@ -64,6 +65,7 @@ interface EventTimeState {
 export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   /** Event-time counters (late records, invalid timestamps, rewrites). */
   readonly stats: EventTimeStats = { lateForwarded: 0, invalidTimestamp: 0, rewritten: 0 };
+  readonly traits: RuleTraits<M>;
   readonly #intervalMs: number;
   readonly #extraRetentionMs: number;
   readonly #forwardInvalid: boolean;
@@ -83,6 +85,19 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     this.#epoch = replayEpochPrefix(options.replayEpoch);
     this.#repository = options.repository;
     this.#timeOf = timestampReader(eventTime.timestamp);
+    const { valueId } = eventTime;
+    this.traits = {
+      mode: 'event-time',
+      idOf: EventTimeDeduplicator.idReader(options, eventTime),
+      idWhere:
+        valueId === undefined
+          ? idSource(options.id)
+          : `${idSource(options.id)} or ${idSource(valueId, 'valueId')}`,
+      forwardsNoId: 'event-time mode forwards null keys, as KIP-655 specifies',
+      // A failure is never kept, and a record's life is judged from event time, not from its expiry.
+      keepsFailures: false,
+      retentionMs: undefined,
+    };
   }
 
   /** The dedup id: the key, or the key and the value id (`by: 'keyValue'`; a missing one: no id). */

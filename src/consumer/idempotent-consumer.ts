@@ -1,7 +1,6 @@
 import type { IdempotentRepository } from '../store/types.js';
 import { BatchEngine, type Runner } from './engine.js';
 import { EventTimeDeduplicator } from './event-time.js';
-import { idExtractor } from './message-id.js';
 import {
   type IdempotentConsumerOptions,
   type ResolvedConsumerOptions,
@@ -32,11 +31,13 @@ export class IdempotentConsumer<M = unknown> {
     if (eventTime) {
       const rule = new EventTimeDeduplicator(this.options, eventTime);
       this.#eventTime = rule;
-      const idOf = EventTimeDeduplicator.idReader(this.options, eventTime);
-      this.#runner = rule.serialized(new BatchEngine(this.options, this.stats, idOf, rule));
+      this.#runner = rule.serialized(new BatchEngine(this.options, this.stats, rule));
     } else {
-      const rule = new ProcessingTimeRule(this.options, this.stats);
-      const engine = new BatchEngine(this.options, this.stats, idExtractor(this.options.id), rule);
+      const engine = new BatchEngine(
+        this.options,
+        this.stats,
+        new ProcessingTimeRule(this.options, this.stats),
+      );
       this.#runner =
         this.options.transaction === false ? engine : new TransactionRunner(this.options, engine);
     }

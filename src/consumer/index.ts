@@ -1,5 +1,4 @@
 export { type IdempotentDecorator, type IdempotentMethodOptions, idempotent } from './decorator.js';
-export { type Batch, DEFAULT_STREAM, type Decision, type DedupRule, type StoreGuard } from './engine.js';
 export {
   EventTimeDeduplicator,
   type EventTimeStats,
@@ -24,6 +23,8 @@ export {
   type ResolvedEventTimeOptions,
   type StoreResultOptions,
 } from './options.js';
+export type { Batch, Decision, DedupRule, RuleTraits, StoreGuard } from './rule.js';
+export { DEFAULT_STREAM } from './rule.js';
 export { type ConsumerStats, emptyStats } from './stats.js';
 export type {
   OpenTelemetryApi,

@@ -28,6 +28,11 @@ export function idExtractor<M>(selector: IdSelector<M>): (message: M) => string 
   return (message) => normalize(readPath(message, path));
 }
 
+/** Where `selector` reads the id, for messages: `at "order.id"`, or `from the id function` (`name`: `id`). */
+export function idSource(selector: IdSelector<never>, name = 'id'): string {
+  return typeof selector === 'string' ? `at ${JSON.stringify(selector)}` : `from the ${name} function`;
+}
+
 /** The key of an empty byte id: the canonical encoding of zero bytes, which `toKey` itself refuses to store. */
 const EMPTY_BYTES = '\u0000b64:';
 

@@ -11,10 +11,17 @@ import type {
   MaybePromise,
   MessageId,
 } from '../store/types.js';
-import { type Batch, type Decision, type DedupRule, isThenable, type StoreGuard } from './engine.js';
 import type { HeldClaims } from './lease-renewal.js';
-import { replayEpochPrefix, reservedKey, reservedKeyError } from './message-id.js';
+import { idExtractor, idSource, replayEpochPrefix, reservedKey, reservedKeyError } from './message-id.js';
 import type { ResolvedConsumerOptions } from './options.js';
+import {
+  type Batch,
+  type Decision,
+  type DedupRule,
+  isThenable,
+  type RuleTraits,
+  type StoreGuard,
+} from './rule.js';
 import type { ConsumerStats } from './stats.js';
 
 /** What one batch learned from the store. */
@@ -39,6 +46,7 @@ const EMPTY_ID = 'id is empty';
  * handler and confirms or releases it after; lazy reads before the handler and marks after success.
  */
 export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> {
+  readonly traits: RuleTraits<M>;
   readonly #options: ResolvedConsumerOptions<M>;
   readonly #stats: ConsumerStats;
   /** The store's single-key verbs for batches of one (every `wrap` call), resolved once. */
@@ -64,6 +72,14 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     this.#ttl = { ttlMs: options.ttlMs };
     this.#epoch = replayEpochPrefix(options.replayEpoch);
     this.#maxIdBytes = options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
+    this.traits = {
+      mode: options.mode,
+      idOf: idExtractor(options.id),
+      idWhere: idSource(options.id),
+      forwardsNoId: "nullId: 'forward'",
+      keepsFailures: true,
+      retentionMs: options.ttlMs,
+    };
   }
 
   /** A recycled state (`spare`) keeps its owner token: its call settled every claim it made (docs/engine.md). */

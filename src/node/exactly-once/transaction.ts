@@ -91,6 +91,9 @@ export class ChunkTransaction implements ChunkSink {
     // A chunk that failed before its sink heard of it left changes staged that belong to no transaction.
     if (target.store.inTransaction) target.store.rollback();
     target.store.begin();
+    // Opened now, so that its registration travels while the first chunk is parsed and looked up; a failure
+    // surfaces at the first use.
+    this.#begin().catch(() => undefined);
   }
 
   /** Output and dead-letter requests join the transaction, after its requests in flight. */
@@ -209,7 +212,8 @@ export class ChunkTransaction implements ChunkSink {
   async fail(): Promise<boolean> {
     this.#failed = true;
     if (this.committed === undefined) this.#target.store.rollback();
-    // An abort must not overtake the requests in flight.
+    // An abort must not overtake the requests in flight, its opening included.
+    await this.#opening?.catch(() => undefined);
     await this.#sends;
     const tx = this.#tx;
     if (tx === undefined) return true;

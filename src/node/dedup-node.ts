@@ -164,6 +164,7 @@ async function start(
       : new PartitionLifecycle({
           ...runtime,
           inputTopic: config.input.topic,
+          outputTopic: config.output.topic,
           dlqTopic: config.dlq.topic,
           progressIntervalMs: config.perf.interval,
           changelogTopic: topics.changelog.topic,

@@ -29,6 +29,7 @@ export interface PartitionState {
 export interface PartitionLifecycleDeps
   extends Pick<NodeRuntime, 'kafka' | 'consumer' | 'repository' | 'metrics' | 'logger' | 'producer'> {
   readonly inputTopic: string;
+  readonly outputTopic: string;
   readonly dlqTopic: string;
   /** `perf.interval`: how often a long restore logs its progress. */
   readonly progressIntervalMs: number;
@@ -372,11 +373,12 @@ export class PartitionLifecycle {
     if (!state.transactional || !producer) {
       throw new TypeError(`partition ${state.partition} is not exactly-once, or its producer is not started`);
     }
-    const { consumer: group, inputTopic, changelogTopic, dlqTopic } = this.#deps;
+    const { consumer: group, inputTopic, outputTopic, changelogTopic, dlqTopic } = this.#deps;
     return new ChunkTransaction({
       producer,
       group,
       inputTopic,
+      outputTopic,
       partition: state.partition,
       changelogTopic,
       dlqTopic,

@@ -5,6 +5,7 @@
  * `kafka` repository on it (IDEM_KAFKA_CLIENT=platformatic).
  */
 import assert from 'node:assert/strict';
+import { tracingChannel } from 'node:diagnostics_channel';
 import { describe, it, type TestContext } from 'node:test';
 import { Consumer as LibraryConsumer } from '@platformatic/kafka';
 import { REQUIRE_STABLE } from '../../src/kafka/platformatic/consumer.js';
@@ -279,6 +280,58 @@ describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('k
     await admin.connect();
     onCleanup(t, () => admin.disconnect());
     assert.deepEqual(await admin.groupOffsets(groupId, input), [{ partition: 0, offset: '3' }]);
+  });
+
+  it('a prepared transaction registers its partitions and group in one step, then only sends and commits', async (t) => {
+    const c = await client(t);
+    const input = await topic(t, c, 1);
+    const output = await topic(t, c, 2);
+    const changelog = await topic(t, c, 2);
+    const groupId = randomName('idem-plt-group');
+    const consumer = await member(t, c, groupId, input);
+    let joined = false;
+    consumer.onGroupJoin(() => {
+      joined = true;
+    });
+    await consumer.run({ partitionsConsumedConcurrently: 1, eachBatch: async () => undefined });
+    await until(() => joined);
+    const tp = await producer(t, c, randomName('idem-plt-txn'));
+    // The library traces each transaction request it sends (none when a partition or group is known already).
+    const operations: string[] = [];
+    const trace = tracingChannel('plt:kafka:producer:transactions');
+    const onStart = (context: unknown) => {
+      operations.push((context as { operation: string }).operation);
+    };
+    trace.start.subscribe(onStart);
+    t.after(() => trace.start.unsubscribe(onStart));
+    const tx = await tp.transaction();
+    assert.ok(tx.prepare, 'a platformatic transaction can be prepared');
+    await tx.prepare({
+      partitions: [
+        { topic: output, partitions: [1] },
+        { topic: changelog, partitions: [1] },
+      ],
+      groupId,
+    });
+    const prepared = operations.splice(0);
+    assert.deepEqual(prepared.filter((o) => o !== 'begin').sort(), [
+      'addOffsetsToTransaction',
+      'addPartitions',
+    ]);
+    await tx.send({ topic: output, messages: [{ value: 'out', partition: 1 }] });
+    await tx.send({ topic: changelog, messages: [{ value: 'mark', partition: 1 }] });
+    await tx.sendOffsets({
+      group: consumer,
+      topics: [{ topic: input, partitions: [{ partition: 0, offset: '5' }] }],
+    });
+    await tx.commit();
+    assert.deepEqual(operations, ['commitOffset', 'commit'], 'nothing registered twice');
+    assert.deepEqual((await committedValues(c, output)).get(1), ['out']);
+    assert.deepEqual((await committedValues(c, changelog)).get(1), ['mark']);
+    const admin = c.admin();
+    await admin.connect();
+    onCleanup(t, () => admin.disconnect());
+    assert.deepEqual(await admin.groupOffsets(groupId, input), [{ partition: 0, offset: '5' }]);
   });
 
   it('the group fences a zombie: offsets sent with an old generation are refused (KIP-447)', async (t) => {

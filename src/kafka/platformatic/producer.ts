@@ -14,6 +14,7 @@ import {
   type ProducerOptions,
   SerialQueue,
   type TransactionOffsets,
+  type TransactionPlan,
 } from '../port/index.js';
 import { PlatformaticGroupConsumer } from './consumer.js';
 import { PartitionNotOwnedError, rethrowWithDetail, withBrokerDetail } from './errors.js';
@@ -116,10 +117,12 @@ export class PlatformaticProducer implements KafkaProducer {
     if (this.#settings.transactionalId === undefined) {
       throw new Error('Kafka producer: transaction() needs a transactionalId');
     }
+    const producer = this.#need();
     return new PlatformaticTransaction(
-      await this.#need().beginTransaction(NEW_PRODUCER),
+      await producer.beginTransaction(NEW_PRODUCER),
       this.#coordinator,
       this.#sends,
+      producer,
     );
   }
 }
@@ -132,11 +135,39 @@ class PlatformaticTransaction implements KafkaTransaction {
   #active = true;
   readonly #groups = new Set<string>();
   readonly #sends: SerialQueue;
+  readonly #producer: Producer;
 
-  constructor(transaction: Transaction, coordinator: GroupCoordinatorLookup, sends: SerialQueue) {
+  constructor(
+    transaction: Transaction,
+    coordinator: GroupCoordinatorLookup,
+    sends: SerialQueue,
+    producer: Producer,
+  ) {
     this.#transaction = transaction;
     this.#coordinator = coordinator;
     this.#sends = sends;
+    this.#producer = producer;
+  }
+
+  /** The plan's partitions in one AddPartitionsToTxn, sent beside its group's AddOffsetsToTxn. */
+  async prepare(plan: TransactionPlan): Promise<void> {
+    const topics = plan.partitions.map((p) => p.topic);
+    // The library's send adds what is new from its records' topic and partition only.
+    const records = plan.partitions.flatMap(({ topic, partitions }) =>
+      partitions.map((partition) => ({ topic, partition })),
+    );
+    const metadata = await this.#producer.metadata({ topics });
+    await Promise.all([
+      this.#transaction.addPartitions(metadata, records as never),
+      this.#addGroup(plan.groupId),
+    ]).catch(rethrowWithDetail);
+  }
+
+  /** AddOffsetsToTxn, once per group (the library only reads the consumer's group id). */
+  async #addGroup(groupId: string): Promise<void> {
+    if (this.#groups.has(groupId)) return;
+    await this.#transaction.addConsumer({ groupId } as never);
+    this.#groups.add(groupId);
   }
 
   send(request: ProduceRequest): Promise<ProduceResult[]> {
@@ -163,11 +194,7 @@ class PlatformaticTransaction implements KafkaTransaction {
       coordinatorId = source.coordinatorId();
     }
     coordinatorId ??= await this.#coordinator(group.groupId);
-    if (!this.#groups.has(group.groupId)) {
-      // AddOffsetsToTxn: the library only reads the consumer's group id.
-      await this.#transaction.addConsumer({ groupId: group.groupId } as never);
-      this.#groups.add(group.groupId);
-    }
+    await this.#addGroup(group.groupId);
     const consumer = {
       groupId: group.groupId,
       // -1 / '': a group source that knows no generation (offsets then checked by group id only).

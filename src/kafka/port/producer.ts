@@ -44,10 +44,23 @@ export interface TransactionOffsets {
  */
 export const CONCURRENT_TRANSACTIONS_RETRY_MS = 20;
 
+/** What a transaction will write to, known when it opens. */
+export interface TransactionPlan {
+  readonly partitions: readonly { readonly topic: string; readonly partitions: readonly number[] }[];
+  /** The group whose offsets it will commit. */
+  readonly groupId: string;
+}
+
 /** An open Kafka transaction: its sends, its input offsets, then commit or abort. */
 export interface KafkaTransaction extends RecordSender {
   /** Its requests join the transaction: a failed one is never sent again ({@link RecordSender.transactional}). */
   readonly transactional: true;
+  /**
+   * Optional: registers what `plan` names with the transaction at once (one AddPartitionsToTxn beside one
+   * AddOffsetsToTxn), which each first send and `sendOffsets` would otherwise do one after another. A failure leaves
+   * the transaction to be aborted, as a failed send does.
+   */
+  prepare?(plan: TransactionPlan): Promise<void>;
   /** Adds the consumer's offsets to the transaction (TxnOffsetCommit). */
   sendOffsets(offsets: TransactionOffsets): Promise<void>;
   commit(): Promise<void>;

@@ -19,6 +19,8 @@ export interface TransactionTarget {
   readonly group: GroupMetadataSource;
   readonly inputTopic: string;
   readonly partition: number;
+  /** The output topic (its partition `partition` too): registered with the changelog's when the transaction opens. */
+  readonly outputTopic?: string;
   readonly changelogTopic: string;
   readonly dlqTopic: string;
   /** The partition's logged store: the engine's writes are staged in it, applied locally after the commit. */
@@ -57,6 +59,8 @@ export class ChunkTransaction implements ChunkSink {
   /** The group generation the first chunk was read in: the offsets are only sent in that one. */
   readonly #generation: GroupMetadata;
   #tx: KafkaTransaction | undefined;
+  /** The transaction, begun and prepared; rejects for good when either failed. */
+  #opening: Promise<KafkaTransaction> | undefined;
   /** The input offset after the last finished chunk. */
   #nextOffset: string | undefined;
   #holding = false;
@@ -87,6 +91,9 @@ export class ChunkTransaction implements ChunkSink {
     // A chunk that failed before its sink heard of it left changes staged that belong to no transaction.
     if (target.store.inTransaction) target.store.rollback();
     target.store.begin();
+    // Opened now, so that its registration travels while the first chunk is parsed and looked up; a failure
+    // surfaces at the first use.
+    this.#begin().catch(() => undefined);
   }
 
   /** Output and dead-letter requests join the transaction, after its requests in flight. */
@@ -130,9 +137,22 @@ export class ChunkTransaction implements ChunkSink {
     if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
   }
 
-  async #begin(): Promise<KafkaTransaction> {
-    this.#tx ??= await this.#target.producer.transaction();
-    return this.#tx;
+  #begin(): Promise<KafkaTransaction> {
+    this.#opening ??= this.#open();
+    return this.#opening;
+  }
+
+  /** Begins the transaction and registers its partitions and offsets at once, where the client can. */
+  async #open(): Promise<KafkaTransaction> {
+    const { producer, group, partition, outputTopic, changelogTopic } = this.#target;
+    const tx = await producer.transaction();
+    this.#tx = tx;
+    const topics = outputTopic === undefined ? [changelogTopic] : [outputTopic, changelogTopic];
+    await tx.prepare?.({
+      partitions: topics.map((topic) => ({ topic, partitions: [partition] })),
+      groupId: group.groupMetadata().groupId,
+    });
+    return tx;
   }
 
   /** Chunks finished from now on leave the transaction open (true), or the next to finish commits it (false). */
@@ -192,7 +212,8 @@ export class ChunkTransaction implements ChunkSink {
   async fail(): Promise<boolean> {
     this.#failed = true;
     if (this.committed === undefined) this.#target.store.rollback();
-    // An abort must not overtake the requests in flight.
+    // An abort must not overtake the requests in flight, its opening included.
+    await this.#opening?.catch(() => undefined);
     await this.#sends;
     const tx = this.#tx;
     if (tx === undefined) return true;

@@ -16,13 +16,22 @@ const REDIS_SERVER = process.env.REDIS_SERVER_BIN ?? 'redis-server';
 const FIRST_PORT = 20_000;
 const LAST_PORT = 32_000;
 
-/** A loopback port nobody listens on right now, outside the ephemeral range (see {@link FIRST_PORT}). */
-export async function sparePort(): Promise<number> {
+/** A Redis Cluster node also listens on its port + 10000 (the cluster bus). */
+export const CLUSTER_BUS_OFFSET = 10_000;
+
+/**
+ * A loopback port nobody listens on right now, outside the ephemeral range (see {@link FIRST_PORT}). With
+ * `clusterBus`, its cluster bus port (+10000) is free and below the ephemeral range too: a bus port in that
+ * range can be taken by any outgoing connection's local port, and the node then fails to start (seen in CI).
+ */
+export async function sparePort(options: { clusterBus?: boolean } = {}): Promise<number> {
+  const bus = options.clusterBus === true;
+  const last = bus ? LAST_PORT - CLUSTER_BUS_OFFSET : LAST_PORT;
   for (let attempt = 0; attempt < 200; attempt++) {
-    const port = FIRST_PORT + Math.floor(Math.random() * (LAST_PORT - FIRST_PORT));
-    if (await portFree(port)) return port;
+    const port = FIRST_PORT + Math.floor(Math.random() * (last - FIRST_PORT));
+    if ((await portFree(port)) && (!bus || (await portFree(port + CLUSTER_BUS_OFFSET)))) return port;
   }
-  throw new Error(`no free loopback port found between ${FIRST_PORT} and ${LAST_PORT}`);
+  throw new Error(`no free loopback port found between ${FIRST_PORT} and ${last}`);
 }
 
 /** Whether a loopback listener can take `port` now. */

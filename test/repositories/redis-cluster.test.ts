@@ -33,7 +33,7 @@ class OwnCluster {
   async start(): Promise<void> {
     this.#dir = await mkdtemp(join(tmpdir(), 'idem-redis-cluster-'));
     for (let i = 0; i < 3; i++) {
-      const port = await sparePort();
+      const port = await sparePort({ clusterBus: true });
       const node = new OwnRedis(
         port,
         [

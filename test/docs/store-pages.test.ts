@@ -16,7 +16,11 @@ const entryOf = (type: string) => (type === 'kafka' ? './kafka-repository' : `./
 /** The keys of `<store>OptionsSchema`, the source of truth of a store's options. */
 async function schemaKeys(type: string): Promise<string[]> {
   const module = (await import(`../../src/repositories/${type}/options.js`)) as Record<string, unknown>;
-  const schema = module[`${type}OptionsSchema`] as { shape?: Record<string, unknown> } | undefined;
+  // A schema with a transform (a renamed key's alias) is a pipe: its keys are those of the object it starts from.
+  const exported = module[`${type}OptionsSchema`] as
+    | { shape?: Record<string, unknown>; in?: { shape?: Record<string, unknown> } }
+    | undefined;
+  const schema = exported?.shape === undefined ? exported?.in : exported;
   assert.ok(
     schema?.shape,
     `src/repositories/${type}/options.ts exports ${type}OptionsSchema, an object schema`,

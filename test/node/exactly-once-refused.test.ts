@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ChunkTransaction, TransactionOnlySink } from '../../src/node/exactly-once/transaction.js';
+import { OutputWriter } from '../../src/node/output.js';
+import { LoggedRepository } from '../../src/repositories/logged/index.js';
+import { MemoryRepository } from '../../src/repositories/memory/index.js';
+import {
+  createTopicsAndWait,
+  kafkaAdmin,
+  onCleanup,
+  randomName,
+  testClient,
+  testKafka,
+} from '../helpers/kafka.js';
+import { skipUnlessEnabled } from '../helpers/stores.js';
+import { uidCounts } from './exactly-once-input.js';
+
+/**
+ * A record the output topic refuses (larger than its max.message.bytes) is returned to the node, which
+ * dead-letters it; the records around it must still be written and committed in the same transaction. A request
+ * the broker refused must leave the transactional producer able to send the next one.
+ */
+describe('exactly-once output with a record the topic refuses', { skip: skipUnlessEnabled('kafka') }, () => {
+  it('returns the refused record and commits the others once, in one transaction', {
+    timeout: 120_000,
+  }, async (t) => {
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const [input, output, changelog, dlq, groupId] = ['in', 'out', 'changelog', 'dlq', 'group'].map((p) =>
+      randomName(`idem-refused-${p}`),
+    ) as [string, string, string, string, string];
+    const maxBytes = 2_000;
+    await createTopicsAndWait(admin, [
+      { topic: output, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(maxBytes) }] },
+      ...[input, changelog, dlq].map((topic) => ({ topic, numPartitions: 1 })),
+    ]);
+    onCleanup(t, () =>
+      admin.deleteTopics({ topics: [input, output, changelog, dlq] }).catch(() => undefined),
+    );
+
+    const client = await testClient(t);
+    const producer = client.producer({ transactionalId: randomName('idem-refused-tx'), idempotent: true });
+    await producer.connect();
+    onCleanup(t, () => producer.disconnect().catch(() => undefined));
+    const store = new LoggedRepository(new MemoryRepository(), new TransactionOnlySink(0));
+    onCleanup(t, () => store.close());
+    const writer = new OutputWriter(producer, {
+      topic: output,
+      maxBatchBytes: maxBytes,
+      sendAttempts: 5,
+      retryBackoffMs: 10,
+      errors: client.errors,
+    });
+    const messages = Array.from({ length: 11 }, (_, i) => ({
+      key: `u-${i}`,
+      value: JSON.stringify({ uid: `u-${i}`, pad: i === 5 ? 'x'.repeat(4 * maxBytes) : '' }),
+    }));
+    const tx = new ChunkTransaction({
+      producer,
+      group: { groupMetadata: () => ({ groupId }) },
+      inputTopic: input,
+      outputTopic: output,
+      partition: 0,
+      changelogTopic: changelog,
+      dlqTopic: dlq,
+      store,
+    });
+    const refused = await writer.write(0, messages, tx.sender);
+    assert.deepEqual(
+      refused.map((r) => r.index),
+      [5],
+      'the record over the topic limit is refused, alone',
+    );
+    await tx.finish({ topic: input, partition: 0, letters: [], nextOffset: String(messages.length) });
+
+    // The commit's markers reach the partition after EndTxn has answered (see exactly-once-send-retry).
+    const expected = messages.length - 1;
+    let counts = await uidCounts(kafka, output);
+    for (const deadline = Date.now() + 30_000; counts.size < expected && Date.now() < deadline; ) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      counts = await uidCounts(kafka, output);
+    }
+    assert.deepEqual(
+      [...counts.keys()].sort(),
+      messages
+        .map((m) => m.key)
+        .filter((k) => k !== 'u-5')
+        .sort(),
+    );
+    assert.deepEqual(
+      [...counts.values()].filter((n) => n !== 1),
+      [],
+      'each record committed once',
+    );
+  });
+});

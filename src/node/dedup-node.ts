@@ -118,7 +118,7 @@ async function start(
     config.output.guarantee === 'exactly-once'
       ? transactionalProducers(config, kafka.capabilities, files.instanceId)
       : undefined;
-  const outputMaxBatchBytes = await prepareTopics(kafka, topics, signal);
+  const outputLimit = await prepareTopics(kafka, topics, signal);
   const metrics = new NodeMetrics();
   const perf = new PerfLog();
   const totals = emptyTotals();
@@ -131,7 +131,8 @@ async function start(
       : new DuplicateAudit(topics.audit, config.output, producer, kafka.errors);
   const output = new OutputWriter(producer, {
     topic: config.output.topic,
-    maxBatchBytes: outputMaxBatchBytes,
+    maxBatchBytes: outputLimit.maxBatchBytes,
+    refuseOverLimit: outputLimit.known,
     sendAttempts: config.output.sendAttempts,
     retryBackoffMs: config.output.retryBackoff,
     errors: kafka.errors,

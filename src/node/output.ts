@@ -16,6 +16,13 @@ export interface OutputWriterOptions {
   /** The topic's `max.message.bytes`; requests are cut below it so a normal batch is never refused whole. */
   readonly maxBatchBytes: number;
   /**
+   * `maxBatchBytes` was read from the topic, so a record that cannot fit under it is refused here, never sent,
+   * through a transactional sender: a request the broker refuses inside a transaction leaves @platformatic/kafka's
+   * sequence number for the partition ahead, and every later request of the producer fails
+   * (OUT_OF_ORDER_SEQUENCE_NUMBER).
+   */
+  readonly refuseOverLimit?: boolean;
+  /**
    * Tries of one request that fails with a passing error (broker away) before the error is raised; one through a
    * transactional sender, whose failed request may have been written (the chunk's transaction aborts instead).
    */
@@ -66,6 +73,17 @@ export class OutputWriter {
     let bytes = 0;
     for (let i = 0; i < messages.length; i++) {
       const size = approxBytes(messages[i] as OutgoingMessage);
+      if (sender.transactional === true && size > this.#budget && this.#overLimit(messages[i])) {
+        if (i > start) await this.#sendOrSplit(sender, partition, messages, start, i, 1, refused);
+        refused.push({
+          index: i,
+          error: new RecordTooLargeError(this.#options.topic, this.#options.maxBatchBytes),
+          attempts: 0,
+        });
+        start = i + 1;
+        bytes = 0;
+        continue;
+      }
       if (i > start && (bytes + size > this.#budget || i - start >= MAX_RECORDS_PER_REQUEST)) {
         await this.#sendOrSplit(sender, partition, messages, start, i, 1, refused);
         start = i;
@@ -77,6 +95,15 @@ export class OutputWriter {
       await this.#sendOrSplit(sender, partition, messages, start, messages.length, 1, refused);
     }
     return refused;
+  }
+
+  /** True when even the smallest encoding of `message`, alone in a batch, is over the topic's limit. */
+  #overLimit(message: OutgoingMessage | undefined): boolean {
+    return (
+      this.#options.refuseOverLimit === true &&
+      message !== undefined &&
+      minBatchBytes(message) > this.#options.maxBatchBytes
+    );
   }
 
   async #sendOrSplit(
@@ -123,6 +150,39 @@ export class OutputWriter {
       }
     }
   }
+}
+
+/**
+ * What the broker answers for a record over the topic's `max.message.bytes` (MESSAGE_TOO_LARGE), raised without
+ * a request: the clients' classifiers read the broker error name from `apiId` (platformatic) or `type` (kafkajs).
+ */
+export class RecordTooLargeError extends Error {
+  readonly apiId = 'MESSAGE_TOO_LARGE';
+  readonly type = 'MESSAGE_TOO_LARGE';
+  constructor(topic: string, maxBytes: number) {
+    super(
+      `The record is larger than the max message size of ${topic} (max.message.bytes ${maxBytes}): not sent, so the transaction stays usable`,
+    );
+    this.name = 'RecordTooLargeError';
+  }
+}
+
+/**
+ * A lower bound of the bytes of a batch holding `message` alone: the batch header, the record's fixed fields at
+ * their smallest (length, attributes, timestamp and offset deltas, key and value lengths, header count: one byte
+ * each) and its bytes. Header names count their UTF-16 length, never more than their UTF-8 bytes.
+ */
+function minBatchBytes(message: OutgoingMessage): number {
+  let size = BATCH_OVERHEAD + 7 + byteLength(message.key) + byteLength(message.value);
+  const headers = message.headers;
+  if (headers) {
+    for (const name in headers) {
+      const value = headers[name];
+      if (Array.isArray(value)) for (const v of value) size += name.length + 2 + byteLength(v);
+      else size += name.length + 2 + byteLength(value);
+    }
+  }
+  return size;
 }
 
 function approxBytes(message: OutgoingMessage): number {

@@ -7,6 +7,12 @@ import type { NodeTopics } from './options.js';
 /** Kafka's default `max.message.bytes`, assumed when the topic config cannot be read (no describe ACL). */
 const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
 
+/** The output topic's `max.message.bytes`, and whether it was read from the topic (else the default is assumed). */
+export interface OutputLimit {
+  readonly maxBatchBytes: number;
+  readonly known: boolean;
+}
+
 /**
  * Checks the topics before the node consumes anything. The input must exist (a typo must not create an empty
  * topic and wait forever). The output (and the audit topic) keeps each record in its input partition, so it needs
@@ -18,7 +24,7 @@ export async function prepareTopics(
   kafka: KafkaClient,
   topics: NodeTopics,
   signal?: AbortSignal,
-): Promise<number> {
+): Promise<OutputLimit> {
   const admin = kafka.admin();
   try {
     return await untilAborted(inspect(admin, topics), signal);
@@ -27,7 +33,7 @@ export async function prepareTopics(
   }
 }
 
-async function inspect(admin: KafkaAdmin, topics: NodeTopics): Promise<number> {
+async function inspect(admin: KafkaAdmin, topics: NodeTopics): Promise<OutputLimit> {
   await admin.connect();
   // Listing first: asking for the metadata of a missing topic makes kafkajs log an error.
   const existing = new Set(await admin.listTopics());
@@ -83,12 +89,13 @@ async function create(admin: KafkaAdmin, topic: string, numPartitions?: number):
   await admin.createTopics([{ topic, ...(numPartitions ? { numPartitions } : {}) }]);
 }
 
-async function maxMessageBytes(admin: KafkaAdmin, topic: string): Promise<number> {
+async function maxMessageBytes(admin: KafkaAdmin, topic: string): Promise<OutputLimit> {
+  const assumed = { maxBatchBytes: DEFAULT_MAX_MESSAGE_BYTES, known: false };
   try {
     const configs = await admin.describeTopicConfigs(topic, ['max.message.bytes']);
     const value = Number(configs.get('max.message.bytes'));
-    return Number.isFinite(value) && value > 0 ? value : DEFAULT_MAX_MESSAGE_BYTES;
+    return Number.isFinite(value) && value > 0 ? { maxBatchBytes: value, known: true } : assumed;
   } catch {
-    return DEFAULT_MAX_MESSAGE_BYTES;
+    return assumed;
   }
 }

@@ -110,6 +110,24 @@ export async function uidCounts(kafka: Kafka, topic: string): Promise<Map<string
 }
 
 /**
+ * {@link uidCounts} once at least `distinct` uids are visible, read again for up to 30 s. A transaction's commit
+ * markers reach the partition after EndTxn has answered; until then a read_committed reader's end (the last stable
+ * offset) may lie before them, and it reads less or nothing.
+ */
+export async function committedUidCounts(
+  kafka: Kafka,
+  topic: string,
+  distinct: number,
+): Promise<Map<string, number>> {
+  let counts = await uidCounts(kafka, topic);
+  for (const deadline = Date.now() + 30_000; counts.size < distinct && Date.now() < deadline; ) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    counts = await uidCounts(kafka, topic);
+  }
+  return counts;
+}
+
+/**
  * What the committed output holds against generated input: records, distinct uids, extra copies, missing uids.
  * A read_committed reader sees nothing past a transaction still open, and per-instance exactly-once leaves one
  * open when an instance is SIGKILLed and not restarted, until the broker's transaction timeout (30 s by

@@ -19,7 +19,7 @@ import {
 } from '../helpers/kafka.js';
 import { nodeConfig, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { readCommitted, uidCounts } from './exactly-once-input.js';
+import { committedUidCounts, readCommitted, uidCounts } from './exactly-once-input.js';
 
 /**
  * A record the output topic refuses (larger than its max.message.bytes) is returned to the node, which
@@ -86,13 +86,7 @@ describe('exactly-once output with a record the topic refuses', { skip: skipUnle
     );
     await tx.finish({ topic: input, partition: 0, letters: [], nextOffset: String(messages.length) });
 
-    // The commit's markers reach the partition after EndTxn has answered (see exactly-once-send-retry).
-    const expected = messages.length - 1;
-    let counts = await uidCounts(kafka, output);
-    for (const deadline = Date.now() + 30_000; counts.size < expected && Date.now() < deadline; ) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      counts = await uidCounts(kafka, output);
-    }
+    const counts = await committedUidCounts(kafka, output, messages.length - 1);
     assert.deepEqual(
       [...counts.keys()].sort(),
       messages

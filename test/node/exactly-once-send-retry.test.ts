@@ -14,7 +14,7 @@ import {
   testKafka,
 } from '../helpers/kafka.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { uidCounts } from './exactly-once-input.js';
+import { committedUidCounts } from './exactly-once-input.js';
 
 /**
  * A CI run of the per-instance exactly-once test found 71 records twice in the committed output. A produce request
@@ -81,13 +81,8 @@ describe('exactly-once output whose send answer is lost', { skip: skipUnlessEnab
       }
     }
 
-    // The commit's markers reach the partition after EndTxn has answered; until then a read_committed reader's end
-    // (the last stable offset) lies before the aborted first transaction, and it reads nothing. Wait for it.
-    let counts = await uidCounts(kafka, output);
-    for (const deadline = Date.now() + 30_000; counts.size < messages.length && Date.now() < deadline; ) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      counts = await uidCounts(kafka, output);
-    }
+    // Read once the commit markers landed: before, the reader's end lies before the aborted first transaction.
+    const counts = await committedUidCounts(kafka, output, messages.length);
     assert.equal(counts.size, messages.length, 'every record committed');
     const twice = [...counts].filter(([, n]) => n > 1).map(([uid]) => uid);
     assert.deepEqual(twice, [], 'no record committed twice');

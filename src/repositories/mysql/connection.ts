@@ -82,7 +82,7 @@ function poolUri(options: MySqlOptions, url: URL): string {
   return copy.href;
 }
 
-/** A pool whose connections carry the repository's lock timeout as `innodb_lock_wait_timeout`. */
+/** A pool whose connections commit each statement and carry the repository's lock timeout. */
 export function createPool(options: MySqlOptions): Pool {
   const url = new URL(options.url as string);
   const ssl = sslOptions(options.tls, url);
@@ -104,7 +104,8 @@ export function createPool(options: MySqlOptions): Pool {
   const seconds = lockWaitSeconds(options.lockTimeoutMs);
   // Commands on a connection run in order, so this runs before the connection's first statement.
   pool.pool.on('connection', (connection) => {
-    connection.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`, () => {});
+    // autocommit on whatever the server's default: a statement outside a transaction must commit on its own.
+    connection.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}, SESSION autocommit = 1`, () => {});
     // On its own: a server without the variable (MySQL) fails it alone.
     connection.query(TRACK_LAST_INSERT_ID, () => {});
     trackedSessions.add(connection);

@@ -91,9 +91,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#keepFailures = !options.removeOnFailure && traits.keepsFailures;
     this.#rejectNoId = options.nullId === 'reject';
     this.#warn = options.onWarning ?? processWarning;
-    const { telemetry, onOutcome, repository } = options;
-    const warn = this.#warn;
-    this.#telemetry = ConsumerTelemetry.of({ telemetry, onOutcome, mode: traits.mode, repository, warn });
+    this.#telemetry = ConsumerTelemetry.of(options, traits.mode, this.#warn);
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse.
     this.#renewer =

@@ -268,7 +268,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     }
     run.trace?.close(results);
     try {
-      return (run.finish as NonNullable<Run<M, S>['finish']>)(results, this.#options);
+      return run.finish!(results, this.#options);
     } finally {
       // Every store call of the batch has been answered: nothing refers to its state any more.
       if (run.recycle) this.#recycle(run);

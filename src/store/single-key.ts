@@ -2,21 +2,14 @@ import type { BaseRepository } from './base.js';
 import { markIds } from './mark.js';
 import type { IdempotentRepository } from './types.js';
 
-type DirectVerb = 'addDirect' | 'getDirect' | 'confirmDirect' | 'removeDirect' | 'markDirect';
-const DIRECT_VERBS: readonly DirectVerb[] = [
-  'addDirect',
-  'getDirect',
-  'confirmDirect',
-  'removeDirect',
-  'markDirect',
-];
+const DIRECT_VERBS = ['addDirect', 'getDirect', 'confirmDirect', 'removeDirect', 'markDirect'] as const;
 
 /**
  * The single-key verbs the consumer calls for a batch of one (every `wrap` call), resolved once per consumer:
  * the store's direct verbs (see `BaseRepository.addDirect`), or the async verbs of a repository without them.
  * The lazy one-key mark is a mark (`markDirect`, the `markMany` family), as the many-key path's.
  */
-export type SingleKeyVerbs = Pick<BaseRepository, DirectVerb>;
+export type SingleKeyVerbs = Pick<BaseRepository, (typeof DIRECT_VERBS)[number]>;
 
 /** A repository, with the single-key fast path where it has one (every BaseRepository does). */
 export type FastPath = IdempotentRepository & Partial<SingleKeyVerbs>;

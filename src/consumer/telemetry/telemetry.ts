@@ -20,7 +20,6 @@ import type {
   OtelSpanContext,
   OtelTracer,
   TelemetryAttributes,
-  TelemetryOptions,
   TraceCarrier,
   TraceSource,
 } from './api.js';

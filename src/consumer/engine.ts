@@ -602,7 +602,6 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#rule.handled(batch.state, batch, i, true);
   }
 
-  /** Message `i`'s handler threw. */
   #handlerFailed(run: Run<M, S>, i: number, context: HandlerContext, error: unknown): void {
     if (error instanceof RunAgain) throw error;
     run.trace?.handled(i);

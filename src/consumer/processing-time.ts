@@ -352,7 +352,6 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
         : { ...r, claimLost: true };
   }
 
-  /** Releases a claim whose message failed. */
   #release(
     batch: Batch<M>,
     store: StoreGuard,

@@ -91,9 +91,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#keepFailures = !options.removeOnFailure && traits.keepsFailures;
     this.#rejectNoId = options.nullId === 'reject';
     this.#warn = options.onWarning ?? processWarning;
-    const { telemetry, onOutcome, repository } = options;
-    const warn = this.#warn;
-    this.#telemetry = ConsumerTelemetry.of({ telemetry, onOutcome, mode: traits.mode, repository, warn });
+    this.#telemetry = ConsumerTelemetry.of(options, traits.mode, this.#warn);
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse.
     this.#renewer =
@@ -270,7 +268,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     }
     run.trace?.close(results);
     try {
-      return (run.finish as NonNullable<Run<M, S>['finish']>)(results, this.#options);
+      return run.finish!(results, this.#options);
     } finally {
       // Every store call of the batch has been answered: nothing refers to its state any more.
       if (run.recycle) this.#recycle(run);
@@ -604,7 +602,6 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#rule.handled(batch.state, batch, i, true);
   }
 
-  /** Message `i`'s handler threw. */
   #handlerFailed(run: Run<M, S>, i: number, context: HandlerContext, error: unknown): void {
     if (error instanceof RunAgain) throw error;
     run.trace?.handled(i);

@@ -120,8 +120,7 @@ export class LeaseRenewer<R extends Renewable> {
   }
 
   #renew(run: R, claim: ClaimRef): void {
-    const renew = this.#repository.renew as NonNullable<IdempotentRepository['renew']>;
-    renew.call(this.#repository, claim, { leaseMs: this.#leaseMs }).then(
+    this.#repository.renew!(claim, { leaseMs: this.#leaseMs }).then(
       (renewed) => {
         // An answer that comes after the batch settled says nothing about a claim still held.
         if (!this.#tracks(run)) return;

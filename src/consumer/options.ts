@@ -428,11 +428,10 @@ const consumerOptionsSchema = z
   });
 
 function isRepository(value: unknown): value is IdempotentRepository {
-  const candidate = value as Partial<IdempotentRepository> | null | undefined;
+  const candidate = value as Partial<IdempotentRepository> | null;
   return (
     typeof candidate === 'object' &&
-    candidate !== null &&
-    typeof candidate.addMany === 'function' &&
+    typeof candidate?.addMany === 'function' &&
     typeof candidate.confirmMany === 'function'
   );
 }

@@ -175,12 +175,12 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     let answer: MaybePromise<AddResult | IdempotencyRecord | undefined>;
     if (this.#eager) {
       const fingerprint = batch.fingerprints?.[head];
-      answer = this.#one.add(
+      answer = this.#one.addDirect(
         id,
         state.one?.claimOptions ?? this.#claimOptions(batch, state.owner),
         fingerprint === undefined ? undefined : { fingerprint },
       );
-    } else answer = this.#one.get(id);
+    } else answer = this.#one.getDirect(id);
     if (isThenable(answer)) {
       return Promise.resolve(answer).then((r) => {
         found[head] = this.#found(r);
@@ -288,7 +288,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     try {
       answer = eager
         ? this.#confirmOne(state, batch, id, winner)
-        : this.#one.mark(markEntry(batch, id, winner), this.#ttl);
+        : this.#one.markDirect(markEntry(batch, id, winner), this.#ttl);
     } catch (error) {
       store.failed(batch, operation, start, error, [winner]);
       return undefined;
@@ -315,7 +315,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     let claim = state.one?.claim;
     if (claim === undefined) claim = { id, owner: state.owner };
     else claim.id = id;
-    return this.#one.confirm(claim, options);
+    return this.#one.confirmDirect(claim, options);
   }
 
   #wrote(
@@ -352,7 +352,6 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
         : { ...r, claimLost: true };
   }
 
-  /** Releases a claim whose message failed. */
   #release(
     batch: Batch<M>,
     store: StoreGuard,
@@ -362,7 +361,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     const start = store.start(batch);
     let answer: MaybePromise<boolean>;
     try {
-      answer = this.#one.remove(id, owner);
+      answer = this.#one.removeDirect(id, owner);
     } catch (error) {
       this.#releaseFailed(batch, store, start, error);
       return undefined;

@@ -11,7 +11,7 @@ const FAILURE = 'e';
 const MAX_FAILURE_MESSAGE = 2_000;
 
 /** What a stored outcome says when read back. */
-export type StoredOutcome =
+type StoredOutcome =
   | { readonly kind: 'value'; readonly value: unknown }
   | { readonly kind: 'failure'; readonly error: StoredFailureError }
   /** The record holds no outcome this consumer can read (none kept, or the deserializer failed). */

@@ -163,7 +163,6 @@ function firstResult<R>(results: ProcessResult<R>[]): ProcessResult<R> {
   return results[0] as ProcessResult<R>;
 }
 
-/** The handler's context with the open transaction's connection. */
 function withTransaction(context: HandlerContext, transaction: RepositoryTransaction): HandlerContext {
   return { ...context, transaction: transaction.client };
 }

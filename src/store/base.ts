@@ -167,10 +167,8 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]> {
-    this.assertOpen();
-    this.checkTimes(options);
-    if (entries.length === 0) return [];
-    const { unique, slot } = this.#unique(entries, options.leaseMs === undefined);
+    const { unique, slot } = this.#unique(entries, options, options.leaseMs === undefined);
+    if (unique.length === 0) return [];
     const results = await this.run('addMany', () =>
       this.doAddMany(unique, options, options.now ?? this.clock()),
     );
@@ -183,10 +181,8 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async markMany(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]> {
-    this.assertOpen();
-    this.checkTimes(options);
-    if (entries.length === 0) return [];
-    const { unique, slot } = this.#unique(entries, true);
+    const { unique, slot } = this.#unique(entries, options, true);
+    if (unique.length === 0) return [];
     const marked = await this.run('mark', () =>
       this.doMarkMany(unique, options, options.now ?? this.clock()),
     );
@@ -195,10 +191,12 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   /**
-   * Validated keys, each once (first occurrence wins), and where each entry went: `slot[i]` is its index in
-   * `unique`, or `-1 - first` for a repeat of the entry at unique index `first`.
+   * After the open and `times` checks: validated keys, each once (first occurrence wins), and where each entry
+   * went: `slot[i]` is its index in `unique`, or `-1 - first` for a repeat of the entry at unique index `first`.
    */
-  #unique(entries: readonly AddEntry[], keepResult: boolean): { unique: KeyedEntry[]; slot: number[] } {
+  #unique(entries: readonly AddEntry[], times: AddOptions, keepResult: boolean) {
+    this.assertOpen();
+    this.checkTimes(times);
     const firstIndex = new Map<string, number>();
     const unique: KeyedEntry[] = [];
     const slot = new Array<number>(entries.length);

@@ -84,7 +84,7 @@ export function storeLifetimeMs(record: IdempotencyRecord, now: number, minLifet
 }
 
 /** Separates the fields of an encoded record; never appears inside an encoded field. */
-export const FIELD_SEP = '\u0001';
+const FIELD_SEP = '\u0001';
 /** Escape lead inside a field: `\2\2` is U+0002, `\2\3` is U+0001, a field that is just `\2` is the empty string. */
 const ESC = '\u0002';
 /** What `\2` + this character stands for inside a field. */
@@ -103,7 +103,7 @@ export function encodeField(value: string | undefined): string {
 }
 
 /** Inverse of {@link encodeField}. */
-export function decodeField(field: string | undefined): string | undefined {
+function decodeField(field: string | undefined): string | undefined {
   if (field === undefined || field === '') return undefined;
   if (field === ESC) return '';
   if (!field.includes(ESC)) return field;
@@ -140,11 +140,9 @@ export function encodeRecord(record: IdempotencyRecord): string {
  * version's) keeps its old, shorter form.
  */
 function encodeRecordTail(record: IdempotencyRecord): string {
-  const head = (record.eventTime ?? '') + FIELD_SEP + encodeField(record.fingerprint);
-  if (record.firstSeenAt !== undefined) {
-    return head + FIELD_SEP + encodeField(record.result) + FIELD_SEP + record.firstSeenAt;
-  }
-  return record.result === undefined ? head : head + FIELD_SEP + encodeField(record.result);
+  if (record.firstSeenAt !== undefined) return encodeEntryTail(record) + FIELD_SEP + record.firstSeenAt;
+  if (record.result !== undefined) return encodeEntryTail(record);
+  return (record.eventTime ?? '') + FIELD_SEP + encodeField(record.fingerprint);
 }
 
 /**

@@ -22,15 +22,9 @@ export interface IdempotencyRecord {
   readonly eventTime?: number;
   /** A digest of the payload (the consumer's `fingerprint` option), telling a true duplicate from an id reuse. */
   readonly fingerprint?: string;
-  /**
-   * An opaque serialized outcome kept with a confirmed record (the consumer's `storeResult` and `removeOnFailure:
-   * false`), up to `capabilities.maxResultBytes` UTF-8 bytes. Stores only keep and return it.
-   */
+  /** An opaque outcome kept with a confirmed record, up to `capabilities.maxResultBytes` UTF-8 bytes. */
   readonly result?: string;
-  /**
-   * Epoch ms when the id was first seen: the `now` of the add (claim or lazy mark) that created this record, kept
-   * through confirm and renew. Absent on a record of a version that did not keep it (0.1.0).
-   */
+  /** The `now` (epoch ms) of the add that created the record, kept through confirm and renew; absent in 0.1.0's. */
   readonly firstSeenAt?: number;
 }
 
@@ -47,10 +41,7 @@ export interface AddEntry {
 export interface AddOptions {
   /** Retention: how long a confirmed id stays a duplicate, in ms. */
   readonly ttlMs: number;
-  /**
-   * When set, the record is written `in-flight` with this lease (eager claim).
-   * When absent, it is written `confirmed` straight away (lazy mark).
-   */
+  /** When set, the record is written `in-flight` with this lease (eager claim); else `confirmed` (lazy mark). */
   readonly leaseMs?: number;
   /** Owner token stored with an in-flight claim. Required with `leaseMs`. */
   readonly owner?: string;
@@ -70,7 +61,6 @@ export interface AddOptions {
 /** How `markMany` writes confirmed records; the fields mean what they mean in {@link AddOptions}. */
 export type MarkOptions = Pick<AddOptions, 'ttlMs' | 'now' | 'minLifetimeMs'>;
 
-/** Options of read calls. */
 export interface ReadOptions {
   /** The time liveness is judged against; defaults to the repository's clock (see {@link AddOptions.now}). */
   readonly now?: number;
@@ -90,13 +80,11 @@ export interface ClaimRef {
 /** A claim to confirm, with the outcome to keep in the confirmed record (see {@link IdempotencyRecord.result}). */
 export type ConfirmRef = ClaimRef & { readonly result?: string };
 
-/** Options of `renew`. */
 export interface RenewOptions {
   /** The new lease, in ms from now: the claim's `leaseExpiresAt` becomes now + `leaseMs`. */
   readonly leaseMs: number;
 }
 
-/** Options of `confirm`. */
 export interface ConfirmOptions {
   /** Retention of the confirmed record, in ms from the confirmation. */
   readonly ttlMs: number;
@@ -119,10 +107,7 @@ export interface RepositoryCapabilities {
   readonly nativeBatch: boolean;
   /** Longest TTL or lease the store keeps, in ms (undefined: no practical limit); a longer one is refused. */
   readonly maxTtlMs?: number;
-  /**
-   * Largest `result` kept with a record, in UTF-8 bytes. The consumer does not store a larger one (the message
-   * is still handled once; its result says `resultKept: false`).
-   */
+  /** Largest `result` kept with a record, in UTF-8 bytes; the consumer keeps no larger one (`resultKept: false`). */
   readonly maxResultBytes: number;
 }
 
@@ -171,10 +156,7 @@ export interface IdempotentRepository {
   get(id: MessageId, options?: ReadOptions): Promise<IdempotencyRecord | undefined>;
   /** `get` for many ids, one answer per input position. */
   getMany(ids: readonly MessageId[], options?: ReadOptions): Promise<(IdempotencyRecord | undefined)[]>;
-  /**
-   * Turns the owner's in-flight claim into a confirmed record kept for `ttlMs`, keeping `result` with it.
-   * False if the claim is gone or not theirs.
-   */
+  /** Turns the owner's claim into a confirmed record kept for `ttlMs`, with `result`; false if gone or not theirs. */
   confirm(claim: ClaimRef, options: ConfirmOptions): Promise<boolean>;
   /** `confirm` for many claims (each with its own `result`), one answer per input position. */
   confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]>;
@@ -222,10 +204,7 @@ export interface RepositoryTransaction<Client = unknown> {
   releaseSavepoint(): Promise<void>;
   /** Undoes what was written since the open savepoint (and drops it); the transaction goes on. */
   rollbackToSavepoint(): Promise<void>;
-  /**
-   * Makes the end of the transaction a rollback (a failed handler, a busy claim). From then on `remove` in it
-   * answers true without a statement: the rollback takes the claim away.
-   */
+  /** Makes the end a rollback; `remove` in it then answers true without a statement (the rollback removes it). */
   rollbackOnly(): void;
   /** True once {@link rollbackOnly} was called. */
   readonly rollingBack: boolean;

@@ -1,10 +1,11 @@
 import type { IdempotentRepository } from '../../store/types.js';
+import type { WarningSink } from '../lease-renewal.js';
+import type { IdempotentConsumerOptions } from '../options.js';
 import type {
   BatchHandler,
   BatchItem,
   BatchItemFailures,
   BatchOptions,
-  ConsumerWarningCode,
   HandlerContext,
   OutcomeEvent,
   ProcessResult,
@@ -19,27 +20,18 @@ import type {
   OtelSpanContext,
   OtelTracer,
   TelemetryAttributes,
-  TelemetryOptions,
   TraceCarrier,
   TraceSource,
 } from './api.js';
 
 const SCOPE = 'idempotent-consumer';
 
+type TelemetrySettings = Pick<IdempotentConsumerOptions<unknown>, 'telemetry' | 'onOutcome' | 'repository'>;
+
 /** Seconds; the messaging conventions' buckets for process durations, with finer ones for fast store calls. */
 const BUCKETS = [
   0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10,
 ];
-
-/** What a consumer's telemetry is made from. */
-export interface TelemetrySettings {
-  readonly telemetry: TelemetryOptions | undefined;
-  readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
-  /** `eager`, `lazy` or `event-time`. */
-  readonly mode: string;
-  readonly repository: IdempotentRepository;
-  readonly warn: (message: string, code: ConsumerWarningCode) => void;
-}
 
 /** The instruments of a consumer with the `telemetry` option. */
 interface Otel {
@@ -55,21 +47,25 @@ interface Otel {
 export class ConsumerTelemetry {
   readonly otel: Otel | undefined;
   readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
-  readonly warn: TelemetrySettings['warn'];
+  readonly warn: WarningSink;
   /** Attributes of every span and measurement: the mode and the store's type. */
   readonly base: TelemetryAttributes;
 
-  static of(settings: TelemetrySettings): ConsumerTelemetry | undefined {
-    return settings.telemetry === undefined && settings.onOutcome === undefined
+  /** `mode`: `eager`, `lazy` or `event-time`. */
+  static of(options: TelemetrySettings, mode: string, warn: WarningSink): ConsumerTelemetry | undefined {
+    return options.telemetry === undefined && options.onOutcome === undefined
       ? undefined
-      : new ConsumerTelemetry(settings);
+      : new ConsumerTelemetry(options, mode, warn);
   }
 
-  private constructor(settings: TelemetrySettings) {
-    this.onOutcome = settings.onOutcome;
-    this.warn = settings.warn;
-    this.base = { 'idempotency.mode': settings.mode, 'idempotency.store': storeType(settings.repository) };
-    const options = settings.telemetry;
+  private constructor(
+    { telemetry: options, onOutcome, repository }: TelemetrySettings,
+    mode: string,
+    warn: WarningSink,
+  ) {
+    this.onOutcome = onOutcome;
+    this.warn = warn;
+    this.base = { 'idempotency.mode': mode, 'idempotency.store': storeType(repository) };
     if (options === undefined) return;
     const { api } = options;
     const meter = api.metrics.getMeter(SCOPE);

@@ -51,23 +51,19 @@ export async function loadRocksdbBinding(): Promise<void> {
     const loaded = (await import(BINDING_MODULE)) as { default: NativeAddon };
     addon = loaded.default;
   } catch (error) {
-    throw bindingMissing(error);
+    const { code } = (error ?? {}) as { code?: string };
+    const problem =
+      code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND'
+        ? 'which is not installed'
+        : `whose native binding could not be loaded (${errorMessage(error)})`;
+    throw new ConfigError(
+      'repository.type',
+      `the rocksdb store needs the optional package @nxtedition/rocksdb, ${problem}: ` +
+        `run \`npm install @nxtedition/rocksdb@${ROCKSDB_BINDING_VERSION}\`, or choose another store ` +
+        '(`--store memory` for a one-shot run, or repository.type = "memory", "redis", ...)',
+      { cause: error },
+    );
   }
-}
-
-function bindingMissing(error: unknown): ConfigError {
-  const { code } = (error ?? {}) as { code?: string };
-  const problem =
-    code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND'
-      ? 'which is not installed'
-      : `whose native binding could not be loaded (${errorMessage(error)})`;
-  return new ConfigError(
-    'repository.type',
-    `the rocksdb store needs the optional package @nxtedition/rocksdb, ${problem}: ` +
-      `run \`npm install @nxtedition/rocksdb@${ROCKSDB_BINDING_VERSION}\`, or choose another store ` +
-      '(`--store memory` for a one-shot run, or repository.type = "memory", "redis", ...)',
-    { cause: error },
-  );
 }
 
 const NO_OPTIONS = {};
@@ -94,9 +90,6 @@ export interface NativeOpenOptions {
   readonly memtableMemoryBudget?: number;
   readonly compaction?: 'level';
 }
-
-/** A RocksDB error as thrown by the addon: `code` is e.g. LEVEL_LOCKED or LEVEL_IO_ERROR. */
-export type NativeError = Error & { code?: string };
 
 /** The message of an error of unknown type, for wrapping it in one of ours. */
 export function errorMessage(error: unknown): string {
@@ -181,7 +174,6 @@ export class NativeDb {
     }
   }
 
-  /** A new write batch against this database. */
   batch(): NativeBatch {
     return new NativeBatch(this.#db);
   }
@@ -241,7 +233,6 @@ export class NativeBatch {
     this.#db = db;
   }
 
-  /** Number of operations queued. */
   get count(): number {
     return this.#count;
   }
@@ -267,7 +258,6 @@ export class NativeBatch {
     }
   }
 
-  /** Empties the batch without writing it. */
   clear(): void {
     addon.batch_clear(this.#batch);
     this.#count = 0;

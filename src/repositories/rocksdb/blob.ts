@@ -8,7 +8,7 @@
  */
 
 /** Most entries per blob: a duplicate's exact check reads one whole blob, so blobs stay a few KiB. */
-export const BLOB_ENTRIES = 32;
+const BLOB_ENTRIES = 32;
 const BLOB_KEY_BYTES = 6;
 /** Bounds of every blob key: no canonical id starts with 00 01 (`toKey`: `\0` is followed by `\0` or `b`). */
 export const BLOB_KEYS_FROM = Buffer.from([0x00, 0x01]);
@@ -60,7 +60,6 @@ export class BlobBuilder {
     this.#bytes += 6 + key.length * 3 + (value?.length ?? 0);
   }
 
-  /** The blob's bytes. */
   encode(): Buffer {
     const count = this.hashes.length;
     const head = 4 + count * 8;

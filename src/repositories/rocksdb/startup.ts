@@ -183,7 +183,6 @@ export interface SnapshotBucket {
   /** RocksDB's last sequence number: any later write moves it. */
   readonly sequence: number;
   readonly indexed: boolean;
-  /** The highest blob number written to the bucket. */
   readonly lastBlob: number;
 }
 

@@ -127,7 +127,6 @@ export class BucketSet {
     return this.#bySlot[slot];
   }
 
-  /** Buckets whose keys the index does not all hold: every lookup reads them by key. */
   get unindexed(): readonly Bucket[] {
     return this.#unindexed;
   }
@@ -184,7 +183,6 @@ export class BucketSet {
     this.#nextDeadline = Math.min(this.#nextDeadline, bucket.deadline);
   }
 
-  /** Marks a bucket whose keys the index does not all hold: it is read on every lookup from now on. */
   markUnindexed(bucket: Bucket): void {
     if (!bucket.indexed) return;
     bucket.indexed = false;

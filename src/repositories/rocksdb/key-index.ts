@@ -200,7 +200,6 @@ export class KeyIndex {
     }
   }
 
-  /** The tables and their counters, for the snapshot written on close. */
   snapshot(): IndexSegmentData[] {
     return this.#segments.map(({ entries, live, used }) => ({ entries, live, used }));
   }

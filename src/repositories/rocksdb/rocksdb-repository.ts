@@ -572,7 +572,6 @@ export class RocksdbRepository extends BaseRepository {
 }
 
 const SNAPSHOT_CHECK_MS = 5_000;
-/** A periodic snapshot waits at least this many times as long as the last one took. */
 const SNAPSHOT_SPACING = 20;
 const SNAPSHOT_RETRY_MS = 60_000;
 

@@ -192,7 +192,6 @@ export interface IndexSnapshot {
   readonly segments: IndexSegmentData[];
 }
 
-/** Name of the snapshot file in the store directory. */
 export const INDEX_FILE = 'index.bin';
 // IDX4: each table's (hash, location) pairs interleaved. IDX3 (hashes, then locations) is still read.
 const MAGIC = 'IDX4';

@@ -41,7 +41,7 @@ export const ROCKSDB_BINDING_VERSION = '12.2.12';
 // A variable specifier keeps the compiler off the untyped file; import() works in the ESM and CommonJS builds.
 const BINDING_MODULE = '@nxtedition/rocksdb/binding.js';
 
-// Loaded on first open, so importing the store never needs the optional package.
+// Loaded by the first RocksdbRepository.open, before any NativeDb: importing the store never needs the package.
 let addon: NativeAddon;
 
 /** Loads the optional native addon once; its absence is a ConfigError that names the fix. */
@@ -111,15 +111,11 @@ export class NativeDb {
 
   /** Opens (and by default creates) the database at `location`. Rejects with the addon's error. */
   static async open(location: string, options: NativeOpenOptions): Promise<NativeDb> {
-    await loadRocksdbBinding();
     const db = addon.db_init(location);
-    await new Promise<void>((resolve, reject) => {
-      try {
-        addon.db_open(db, options, (error) => (error ? reject(error) : resolve()));
-      } catch (error) {
-        reject(error);
-      }
-    });
+    // A synchronous throw of db_open rejects the promise too (the executor's throw).
+    await new Promise<void>((resolve, reject) =>
+      addon.db_open(db, options, (error) => (error ? reject(error) : resolve())),
+    );
     return new NativeDb(location, db);
   }
 
@@ -143,14 +139,13 @@ export class NativeDb {
     options: { gte?: Buffer; lt?: Buffer; limit?: number; values?: boolean } = {},
     chunk = 1024,
   ): AsyncGenerator<[Buffer, Buffer | undefined][]> {
+    // The addon takes an undefined option (gte, lt, limit) as absent.
     const iterator = addon.iterator_init(this.#db, {
+      ...options,
       keys: true,
       values: options.values ?? true,
       keyEncoding: 'buffer',
       valueEncoding: 'buffer',
-      ...(options.gte === undefined ? {} : { gte: options.gte }),
-      ...(options.lt === undefined ? {} : { lt: options.lt }),
-      ...(options.limit === undefined ? {} : { limit: options.limit }),
     });
     this.#busy++;
     try {

@@ -227,13 +227,8 @@ export async function writeIndexFile(
 
 /** Reads a snapshot; undefined when there is none or it is unreadable (the caller then rescans). */
 export async function readIndexFile(file: string): Promise<IndexSnapshot | undefined> {
-  let data: Buffer;
   try {
-    data = await readFile(file);
-  } catch {
-    return undefined;
-  }
-  try {
+    const data = await readFile(file);
     const magic = data.toString('latin1', 0, 4);
     if (magic !== MAGIC && magic !== MAGIC_SPLIT) return undefined;
     const headerLength = data.readUInt32LE(4);

@@ -179,10 +179,8 @@ export class LocalCacheRepository extends BaseRepository {
     if (record.state !== 'confirmed') return;
     this.#records.delete(record.id);
     this.#records.set(record.id, record);
-    if (this.#records.size > this.#maxEntries) {
-      const oldest = this.#records.keys().next().value as string;
-      this.#records.delete(oldest);
-    }
+    if (this.#records.size > this.#maxEntries)
+      this.#records.delete(this.#records.keys().next().value as string);
   }
 }
 

@@ -41,7 +41,7 @@ export const ROCKSDB_BINDING_VERSION = '12.2.12';
 // A variable specifier keeps the compiler off the untyped file; import() works in the ESM and CommonJS builds.
 const BINDING_MODULE = '@nxtedition/rocksdb/binding.js';
 
-// Loaded on first open, so importing the store never needs the optional package.
+// Loaded by the first RocksdbRepository.open, before any NativeDb: importing the store never needs the package.
 let addon: NativeAddon;
 
 /** Loads the optional native addon once; its absence is a ConfigError that names the fix. */
@@ -51,23 +51,19 @@ export async function loadRocksdbBinding(): Promise<void> {
     const loaded = (await import(BINDING_MODULE)) as { default: NativeAddon };
     addon = loaded.default;
   } catch (error) {
-    throw bindingMissing(error);
+    const { code } = (error ?? {}) as { code?: string };
+    const problem =
+      code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND'
+        ? 'which is not installed'
+        : `whose native binding could not be loaded (${errorMessage(error)})`;
+    throw new ConfigError(
+      'repository.type',
+      `the rocksdb store needs the optional package @nxtedition/rocksdb, ${problem}: ` +
+        `run \`npm install @nxtedition/rocksdb@${ROCKSDB_BINDING_VERSION}\`, or choose another store ` +
+        '(`--store memory` for a one-shot run, or repository.type = "memory", "redis", ...)',
+      { cause: error },
+    );
   }
-}
-
-function bindingMissing(error: unknown): ConfigError {
-  const { code } = (error ?? {}) as { code?: string };
-  const problem =
-    code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND'
-      ? 'which is not installed'
-      : `whose native binding could not be loaded (${errorMessage(error)})`;
-  return new ConfigError(
-    'repository.type',
-    `the rocksdb store needs the optional package @nxtedition/rocksdb, ${problem}: ` +
-      `run \`npm install @nxtedition/rocksdb@${ROCKSDB_BINDING_VERSION}\`, or choose another store ` +
-      '(`--store memory` for a one-shot run, or repository.type = "memory", "redis", ...)',
-    { cause: error },
-  );
 }
 
 const NO_OPTIONS = {};
@@ -95,9 +91,6 @@ export interface NativeOpenOptions {
   readonly compaction?: 'level';
 }
 
-/** A RocksDB error as thrown by the addon: `code` is e.g. LEVEL_LOCKED or LEVEL_IO_ERROR. */
-export type NativeError = Error & { code?: string };
-
 /** The message of an error of unknown type, for wrapping it in one of ours. */
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -118,15 +111,11 @@ export class NativeDb {
 
   /** Opens (and by default creates) the database at `location`. Rejects with the addon's error. */
   static async open(location: string, options: NativeOpenOptions): Promise<NativeDb> {
-    await loadRocksdbBinding();
     const db = addon.db_init(location);
-    await new Promise<void>((resolve, reject) => {
-      try {
-        addon.db_open(db, options, (error) => (error ? reject(error) : resolve()));
-      } catch (error) {
-        reject(error);
-      }
-    });
+    // A synchronous throw of db_open rejects the promise too (the executor's throw).
+    await new Promise<void>((resolve, reject) =>
+      addon.db_open(db, options, (error) => (error ? reject(error) : resolve())),
+    );
     return new NativeDb(location, db);
   }
 
@@ -150,14 +139,13 @@ export class NativeDb {
     options: { gte?: Buffer; lt?: Buffer; limit?: number; values?: boolean } = {},
     chunk = 1024,
   ): AsyncGenerator<[Buffer, Buffer | undefined][]> {
+    // The addon takes an undefined option (gte, lt, limit) as absent.
     const iterator = addon.iterator_init(this.#db, {
+      ...options,
       keys: true,
       values: options.values ?? true,
       keyEncoding: 'buffer',
       valueEncoding: 'buffer',
-      ...(options.gte === undefined ? {} : { gte: options.gte }),
-      ...(options.lt === undefined ? {} : { lt: options.lt }),
-      ...(options.limit === undefined ? {} : { limit: options.limit }),
     });
     this.#busy++;
     try {
@@ -181,7 +169,6 @@ export class NativeDb {
     }
   }
 
-  /** A new write batch against this database. */
   batch(): NativeBatch {
     return new NativeBatch(this.#db);
   }
@@ -241,7 +228,6 @@ export class NativeBatch {
     this.#db = db;
   }
 
-  /** Number of operations queued. */
   get count(): number {
     return this.#count;
   }
@@ -267,7 +253,6 @@ export class NativeBatch {
     }
   }
 
-  /** Empties the batch without writing it. */
   clear(): void {
     addon.batch_clear(this.#batch);
     this.#count = 0;

@@ -8,7 +8,7 @@
  */
 
 /** Most entries per blob: a duplicate's exact check reads one whole blob, so blobs stay a few KiB. */
-export const BLOB_ENTRIES = 32;
+const BLOB_ENTRIES = 32;
 const BLOB_KEY_BYTES = 6;
 /** Bounds of every blob key: no canonical id starts with 00 01 (`toKey`: `\0` is followed by `\0` or `b`). */
 export const BLOB_KEYS_FROM = Buffer.from([0x00, 0x01]);
@@ -37,7 +37,6 @@ export function blobNumber(key: Uint8Array): number {
 export class BlobBuilder {
   readonly hashes: number[] = [];
   readonly keys: string[] = [];
-  /** Encoded record, or undefined for a tombstone. */
   readonly values: (Uint8Array | undefined)[] = [];
   #bytes = 0;
 
@@ -60,7 +59,6 @@ export class BlobBuilder {
     this.#bytes += 6 + key.length * 3 + (value?.length ?? 0);
   }
 
-  /** The blob's bytes. */
   encode(): Buffer {
     const count = this.hashes.length;
     const head = 4 + count * 8;
@@ -116,20 +114,17 @@ export function findInBlob(blob: Buffer, hash: number, key: Buffer): BlobEntry |
   return found;
 }
 
-/** Every entry of a blob: its key hashes, for rebuilding the index; keys and values for migrating it. */
-export function blobEntries(blob: Buffer): { hash: number; key: string; value: Buffer | undefined }[] {
+/** Every entry of a blob, in order: its key, and its encoded record (undefined: a tombstone). */
+export function blobEntries(blob: Buffer): { key: string; value: Buffer | undefined }[] {
   const count = blob.readUInt32LE(0);
-  const entries: { hash: number; key: string; value: Buffer | undefined }[] = [];
+  const entries: { key: string; value: Buffer | undefined }[] = [];
   for (let i = 0; i < count; i++) {
     const at = blob.readUInt32LE(4 + count * 4 + i * 4);
     const keyBytes = blob.readUInt16LE(at);
     const valueBytes = blob.readUInt32LE(at + 2);
     const start = at + 6 + keyBytes;
-    entries.push({
-      hash: blob.readUInt32LE(4 + i * 4),
-      key: blob.toString('utf8', at + 6, start),
-      value: valueBytes === 0 ? undefined : blob.subarray(start, start + valueBytes - 1),
-    });
+    const value = valueBytes === 0 ? undefined : blob.subarray(start, start + valueBytes - 1);
+    entries.push({ key: blob.toString('utf8', at + 6, start), value });
   }
   return entries;
 }

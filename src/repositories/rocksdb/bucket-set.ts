@@ -29,17 +29,10 @@ const BUCKET_DIR = /^b-(\d+)$/;
 /** A bucket directory being deleted: `trash-b-<deadline>-<pid>-<ms>`; a leftover (crash mid-delete) is removed on open. */
 const TRASH_DIR = /^trash-b-\d+-\d+-\d+$/;
 
-/** Directory name of the bucket ending at `deadline`. */
-export function bucketDirName(deadline: number): string {
+function bucketDirName(deadline: number): string {
   return `b-${deadline}`;
 }
 
-/** Whether `name` is a bucket directory's name. */
-export function isBucketDir(name: string): boolean {
-  return BUCKET_DIR.test(name);
-}
-
-/** Whether `name` is the name the store gives a bucket directory it is deleting. */
 export function isTrashDir(name: string): boolean {
   return TRASH_DIR.test(name);
 }
@@ -66,7 +59,7 @@ export class Bucket {
   /** Write batches reused by every write of the bucket (records, then tombstones), created on first use. */
   readonly batches: NativeBatch[] = [];
 
-  private constructor(
+  constructor(
     readonly deadline: number,
     readonly db: NativeDb,
   ) {}
@@ -75,12 +68,6 @@ export class Bucket {
     return bucketDirName(this.deadline);
   }
 
-  /** Opens (creating if needed) the bucket directory under `storePath`. */
-  static async open(storePath: string, deadline: number, options: NativeOpenOptions): Promise<Bucket> {
-    return new Bucket(deadline, await NativeDb.open(join(storePath, bucketDirName(deadline)), options));
-  }
-
-  /** Closes the database and deletes its directory. */
   async destroy(storePath: string): Promise<void> {
     this.dropped = true;
     await this.db.close();
@@ -136,12 +123,10 @@ export class BucketSet {
     return [...this.#byDeadline.values()].sort((a, b) => a.deadline - b.deadline);
   }
 
-  /** The bucket holding index slot `slot`, if any. */
   bySlot(slot: number): Bucket | undefined {
     return this.#bySlot[slot];
   }
 
-  /** Buckets whose keys the index does not all hold: every lookup reads them by key. */
   get unindexed(): readonly Bucket[] {
     return this.#unindexed;
   }
@@ -175,7 +160,8 @@ export class BucketSet {
   /** Opens (creating if needed) the bucket ending at `deadline`, without adding it to the set. */
   async open(deadline: number): Promise<Bucket> {
     try {
-      return await Bucket.open(this.#path, deadline, this.#options);
+      const db = await NativeDb.open(join(this.#path, bucketDirName(deadline)), this.#options);
+      return new Bucket(deadline, db);
     } catch (error) {
       throw new RepositoryError(
         `rocksdb bucket ${this.#path}/${bucketDirName(deadline)} could not be opened: ${errorMessage(error)}`,
@@ -197,7 +183,6 @@ export class BucketSet {
     this.#nextDeadline = Math.min(this.#nextDeadline, bucket.deadline);
   }
 
-  /** Marks a bucket whose keys the index does not all hold: it is read on every lookup from now on. */
   markUnindexed(bucket: Bucket): void {
     if (!bucket.indexed) return;
     bucket.indexed = false;
@@ -219,12 +204,10 @@ export class BucketSet {
     }
   }
 
-  /** Waits for the background deletes. */
   async settle(): Promise<void> {
     await Promise.all(this.#dropping);
   }
 
-  /** Drops and deletes every bucket and empties the index. */
   async destroyAll(): Promise<void> {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) this.#unregister(bucket);

@@ -6,7 +6,7 @@ const BLOB_BITS = 20;
 /** Highest bucket slot an entry can name; slots 1..MAX_SLOT identify live buckets. */
 export const MAX_SLOT = 0xffe;
 /** Highest blob number an entry can name; a bucket that needs more stores further records under their keys. */
-export const MAX_BLOB = 0xfffff;
+const MAX_BLOB = 0xfffff;
 /** A 32-bit hash and a 32-bit location: bucket slot (12 bits) and blob number (20 bits, 0: under its own key). */
 export const BYTES_PER_ENTRY = 8;
 /** Tables, picked by the top bits of the hash, each grown on its own: growing one holds 1/16 more, not 3/2. */
@@ -39,26 +39,22 @@ function presizedSegment(expectedIds: number): number {
   return capacity;
 }
 
-function location(slot: number, blob: number): number {
-  return (slot * (1 << BLOB_BITS) + blob) >>> 0;
-}
-
 /**
  * One open-addressing table of (hash, location) pairs, interleaved (hash at 2p, location at 2p + 1): a probe
  * touches one cache line and one page, not one in each of two arrays.
  */
 class Segment {
-  entries: Uint32Array;
   /** Capacity minus one (capacity is a power of two). */
   mask: number;
-  /** Entries naming a place. */
-  live = 0;
-  /** Live entries plus tombstones. */
-  used = 0;
 
-  constructor(capacity: number) {
-    this.entries = new Uint32Array(capacity * 2);
-    this.mask = capacity - 1;
+  constructor(
+    public entries: Uint32Array,
+    /** Entries naming a place. */
+    public live = 0,
+    /** Live entries plus tombstones. */
+    public used = 0,
+  ) {
+    this.mask = entries.length / 2 - 1;
   }
 
   get capacity(): number {
@@ -116,7 +112,9 @@ export class KeyIndex {
     this.#maxSegment = max;
     this.#initialSegment = Math.min(max, presizedSegment(expectedIds));
     this.#segments =
-      max === 0 ? [] : Array.from({ length: SEGMENTS }, () => new Segment(this.#initialSegment));
+      max === 0
+        ? []
+        : Array.from({ length: SEGMENTS }, () => new Segment(new Uint32Array(this.#initialSegment * 2)));
   }
 
   /** False when the memory cap is too small for any table: every lookup must then read RocksDB. */
@@ -124,7 +122,6 @@ export class KeyIndex {
     return this.#maxSegment > 0;
   }
 
-  /** Entries naming a place. */
   get size(): number {
     return this.#segments.reduce((sum, segment) => sum + segment.live, 0);
   }
@@ -139,7 +136,7 @@ export class KeyIndex {
     if (this.#maxSegment === 0 || slot < 1 || slot > MAX_SLOT || blob > MAX_BLOB) return false;
     const segment = this.#segments[hash >>> 28] as Segment;
     if (segment.used + 1 > segment.capacity * MAX_LOAD && !this.#makeRoom(segment)) return false;
-    const at = location(slot, blob);
+    const at = (slot * (1 << BLOB_BITS) + blob) >>> 0;
     const { entries, mask } = segment;
     let p = hash & mask;
     let reuse = -1;
@@ -195,7 +192,6 @@ export class KeyIndex {
     }
   }
 
-  /** Drops every entry. */
   clear(): void {
     for (const segment of this.#segments) {
       segment.entries.fill(EMPTY);
@@ -204,7 +200,6 @@ export class KeyIndex {
     }
   }
 
-  /** The tables and their counters, for the snapshot written on close. */
   snapshot(): IndexSegmentData[] {
     return this.#segments.map(({ entries, live, used }) => ({ entries, live, used }));
   }
@@ -218,11 +213,7 @@ export class KeyIndex {
       if (!fits || (capacity & (capacity - 1)) !== 0) return false;
     }
     this.#segments = data.map((d) => {
-      const segment = new Segment(0);
-      segment.entries = d.entries;
-      segment.mask = d.entries.length / 2 - 1;
-      segment.live = d.live;
-      segment.used = d.used;
+      const segment = new Segment(d.entries, d.live, d.used);
       // A snapshot taken before the store was presized: grow it once now rather than step by step later.
       if (segment.capacity < this.#initialSegment) segment.rehash(this.#initialSegment);
       return segment;

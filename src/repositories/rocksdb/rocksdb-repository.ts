@@ -67,13 +67,11 @@ export class RocksdbRepository extends BaseRepository {
   readonly #buffer: WriteBuffer;
   #tail: Promise<unknown> = Promise.resolve();
   #startup: StartupSummary = { snapshot: false, fromSnapshot: 0, caughtUp: 0, rescanned: 0 };
-  /** `indexSnapshotKeys`: 0 saves the index on close only. */
-  #snapshotKeys = 0;
+  /** `indexSnapshotKeys`; infinite when the index is saved on close only. */
+  #snapshotKeys = Number.POSITIVE_INFINITY;
   #snapshotTimer: NodeJS.Timeout | undefined;
-  // performance.now() times: the next try after a failed save, the end and duration of the last save.
-  #snapshotRetryAt = 0;
-  #snapshotEndedAt = 0;
-  #snapshotTook = 0;
+  /** performance.now() time of the next periodic snapshot: spaced after a save, later after a failed one. */
+  #snapshotAt = 0;
   #snapshots = 0;
   /** Scratch space of index lookups. */
   readonly #slotScratch: number[] = [];
@@ -108,21 +106,16 @@ export class RocksdbRepository extends BaseRepository {
         cause: error,
       });
     }
-    repository.#startSnapshots(settings.indexSnapshotKeys);
+    // The periodic key index snapshot, checked before every operation and by a timer (an idle store is saved
+    // too): a process killed before it ever closes otherwise rescans every bucket at the next open.
+    if (settings.indexSnapshotKeys > 0 && buckets.index.enabled) {
+      repository.#snapshotKeys = settings.indexSnapshotKeys;
+      repository.#snapshotTimer = setInterval(() => {
+        if (repository.#snapshotDue()) repository.#serial(async () => undefined).catch(() => undefined);
+      }, SNAPSHOT_CHECK_MS);
+      repository.#snapshotTimer.unref();
+    }
     return repository;
-  }
-
-  /**
-   * The periodic key index snapshot, checked before every operation and by a timer (an idle store is saved too):
-   * a process killed before it ever closes otherwise rescans every bucket at the next open.
-   */
-  #startSnapshots(keys: number): void {
-    if (keys === 0 || !this.#buckets.index.enabled) return;
-    this.#snapshotKeys = keys;
-    this.#snapshotTimer = setInterval(() => {
-      if (this.#snapshotDue()) this.#serial(async () => undefined).catch(() => undefined);
-    }, SNAPSHOT_CHECK_MS);
-    this.#snapshotTimer.unref();
   }
 
   /**
@@ -130,13 +123,9 @@ export class RocksdbRepository extends BaseRepository {
    * times its duration has passed since: saving costs at most ~5 % of the store's time.
    */
   #snapshotDue(): boolean {
-    if (this.#snapshotKeys === 0) return false;
     const noted = this.#buckets.notedSinceSnapshot;
     if (noted < this.#snapshotKeys || noted * 10 < this.#buckets.index.size) return false;
-    const now = performance.now();
-    return (
-      now >= this.#snapshotRetryAt && now - this.#snapshotEndedAt >= SNAPSHOT_SPACING * this.#snapshotTook
-    );
+    return performance.now() >= this.#snapshotAt;
   }
 
   /** Saves the key index (between operations: see saveIndex). A failure only delays the next try. */
@@ -147,12 +136,12 @@ export class RocksdbRepository extends BaseRepository {
     try {
       await saveIndex(this.#buckets, this.path);
       this.#snapshots++;
-      this.#snapshotEndedAt = performance.now();
-      this.#snapshotTook = this.#snapshotEndedAt - start;
+      const end = performance.now();
+      this.#snapshotAt = end + SNAPSHOT_SPACING * (end - start);
     } catch {
       // The store works on without it; a restart after a kill only scans more.
       this.#buckets.notedSinceSnapshot += noted;
-      this.#snapshotRetryAt = performance.now() + SNAPSHOT_RETRY_MS;
+      this.#snapshotAt = performance.now() + SNAPSHOT_RETRY_MS;
     }
   }
 
@@ -227,12 +216,8 @@ export class RocksdbRepository extends BaseRepository {
         this.#buffer.writeNow(write);
       }
       if (checked !== undefined) {
-        const added = await this.#add(
-          checked.map((i) => entries[i] as KeyedEntry),
-          addOptions,
-          now,
-          wall,
-        );
+        const rest = checked.map((i) => entries[i] as KeyedEntry);
+        const added = await this.#add(rest, addOptions, now, wall);
         for (let k = 0; k < checked.length; k++)
           results[checked[k] as number] = (added[k] as AddResult).added;
       }
@@ -324,7 +309,6 @@ export class RocksdbRepository extends BaseRepository {
             continue;
           }
           const record = confirmedRecord(claimed, ttlMs, now, result);
-          // Every confirmed record of one call has the same times, hence the same bucket.
           write.bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
           if (claim.copies.length > 0) {
             write.change(key, { hash: claim.hash, record, bucket: write.bucket, copies: claim.copies });
@@ -376,7 +360,6 @@ export class RocksdbRepository extends BaseRepository {
         this.#buffer.put(key, state.hash, undefined, undefined, state.copies);
         state.copies = undefined;
       } else if (record !== undefined) {
-        // One call's records have the same times, hence the same bucket.
         bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
         this.#buffer.put(key, state.hash, record, bucket, state.copies);
         state.copies = [{ record, bucket, blob: -1 }];
@@ -453,7 +436,6 @@ export class RocksdbRepository extends BaseRepository {
             if (entry.value !== undefined) found.push({ key: entry.key, bucket, blob });
           }
         } else if (value !== undefined && value.length > 0) {
-          // An empty value is a tombstone.
           found.push({ key: key.toString('utf8'), bucket, blob: 0 });
         }
         if (found.length >= SCAN_PAGE) {
@@ -551,7 +533,6 @@ export class RocksdbRepository extends BaseRepository {
       hashes[i] = hash;
       const buffered = this.#buffer.latest(key);
       if (buffered !== undefined) {
-        // Not yet written, and newer than anything on disk.
         if (buffered.record !== undefined && buffered.bucket !== undefined) {
           found[i] = [{ record: buffered.record, bucket: buffered.bucket, blob: -1 }];
         }
@@ -591,7 +572,6 @@ export class RocksdbRepository extends BaseRepository {
 }
 
 const SNAPSHOT_CHECK_MS = 5_000;
-/** A periodic snapshot waits at least this many times as long as the last one took. */
 const SNAPSHOT_SPACING = 20;
 const SNAPSHOT_RETRY_MS = 60_000;
 
@@ -606,12 +586,10 @@ interface ScanCandidate {
   readonly blob: number;
 }
 
-function rank(record: IdempotencyRecord, now: number): number {
-  return (isLive(record, now) ? 2 : 0) + (record.state === 'confirmed' ? 1 : 0);
-}
-
 function sortBestFirst(copies: Located[], now: number): void {
-  copies.sort((a, b) => rank(b.record, now) - rank(a.record, now) || forgetAt(b.record) - forgetAt(a.record));
+  const rank = ({ record }: Located) =>
+    (isLive(record, now) ? 2 : 0) + (record.state === 'confirmed' ? 1 : 0);
+  copies.sort((a, b) => rank(b) - rank(a) || forgetAt(b.record) - forgetAt(a.record));
 }
 
 /** One RocksDB read: a blob (number > 0) or a record under its own key (0) of a bucket. */

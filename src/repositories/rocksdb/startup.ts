@@ -183,7 +183,6 @@ export interface SnapshotBucket {
   /** RocksDB's last sequence number: any later write moves it. */
   readonly sequence: number;
   readonly indexed: boolean;
-  /** The highest blob number written to the bucket. */
   readonly lastBlob: number;
 }
 
@@ -193,7 +192,6 @@ export interface IndexSnapshot {
   readonly segments: IndexSegmentData[];
 }
 
-/** Name of the snapshot file in the store directory. */
 export const INDEX_FILE = 'index.bin';
 // IDX4: each table's (hash, location) pairs interleaved. IDX3 (hashes, then locations) is still read.
 const MAGIC = 'IDX4';
@@ -229,13 +227,8 @@ export async function writeIndexFile(
 
 /** Reads a snapshot; undefined when there is none or it is unreadable (the caller then rescans). */
 export async function readIndexFile(file: string): Promise<IndexSnapshot | undefined> {
-  let data: Buffer;
   try {
-    data = await readFile(file);
-  } catch {
-    return undefined;
-  }
-  try {
+    const data = await readFile(file);
     const magic = data.toString('latin1', 0, 4);
     if (magic !== MAGIC && magic !== MAGIC_SPLIT) return undefined;
     const headerLength = data.readUInt32LE(4);

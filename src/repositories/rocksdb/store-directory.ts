@@ -1,8 +1,8 @@
 import { mkdir, readdir, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { ConfigError, RepositoryError } from '../../errors.js';
-import { errorMessage, NativeDb, type NativeError } from './binding.js';
-import { isBucketDir, isTrashDir } from './bucket-set.js';
+import { errorMessage, NativeDb } from './binding.js';
+import { isTrashDir, parseBucketDir } from './bucket-set.js';
 import { INDEX_FILE } from './startup.js';
 
 /** The file that makes a directory a store; written when the store is created. */
@@ -125,7 +125,8 @@ async function isLegacyStore(
   const databases: string[] = [];
   for (const entry of entries) {
     const { name } = entry;
-    if (entry.isDirectory() && (name === META_DIR || isBucketDir(name))) databases.push(name);
+    if (entry.isDirectory() && (name === META_DIR || parseBucketDir(name) !== undefined))
+      databases.push(name);
     else if (entry.isDirectory() && isTrashDir(name)) continue;
     else if (entry.isFile() && (name === INDEX_FILE || name === `${INDEX_FILE}.tmp`)) continue;
     else return false;
@@ -183,7 +184,7 @@ async function openMeta(path: string, shown: string): Promise<NativeDb> {
   try {
     return await NativeDb.open(location, { createIfMissing: true, cacheSize: 0, walCompression: false });
   } catch (error) {
-    if ((error as NativeError).code === 'LEVEL_LOCKED') {
+    if ((error as { code?: string }).code === 'LEVEL_LOCKED') {
       throw new RepositoryError(
         `rocksdb store ${shown} is already open in another process or repository instance ` +
           `(RocksDB lock ${join(location, 'LOCK')}): ${errorMessage(error)}`,

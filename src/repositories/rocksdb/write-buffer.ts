@@ -35,7 +35,6 @@ const NO_COPIES: readonly Located[] = [];
  * the id at once rather than at the end of its lease.
  */
 export class WriteBuffer {
-  readonly #wal: boolean;
   readonly #buckets: BucketSet;
   /** Runs a timed flush in the repository's operation order. */
   readonly #schedule: (flush: () => void) => Promise<unknown>;
@@ -52,8 +51,12 @@ export class WriteBuffer {
   #timer: NodeJS.Timeout | undefined;
   #error: unknown;
 
-  constructor(wal: boolean, buckets: BucketSet, schedule: (flush: () => void) => Promise<unknown>) {
-    this.#wal = wal;
+  constructor(
+    /** True when durable changes are written before the call resolves (the `wal` option). */
+    readonly wal: boolean,
+    buckets: BucketSet,
+    schedule: (flush: () => void) => Promise<unknown>,
+  ) {
     this.#buckets = buckets;
     this.#schedule = schedule;
   }
@@ -65,9 +68,7 @@ export class WriteBuffer {
 
   /** The keys whose buffered change is a record (not a deletion), for a scan. */
   keys(): string[] {
-    const keys: string[] = [];
-    for (const [key, change] of this.#pending) if (change.record !== undefined) keys.push(key);
-    return keys;
+    return [...this.#pending].flatMap(([key, change]) => (change.record === undefined ? [] : [key]));
   }
 
   /** The claim this instance wrote for the key and has not changed since: then the only copy. */
@@ -78,12 +79,7 @@ export class WriteBuffer {
 
   /** Whether a durable change can skip the buffer (`writeNow`): WAL on and nothing buffered to merge with. */
   get direct(): boolean {
-    return this.#wal && this.#pending.size === 0;
-  }
-
-  /** True when durable changes are written before the call resolves (the `wal` option). */
-  get wal(): boolean {
-    return this.#wal;
+    return this.wal && this.#pending.size === 0;
   }
 
   /** Writes a call's changes at once (see `direct`). */
@@ -123,12 +119,12 @@ export class WriteBuffer {
   /** Writes what must be written now (see the class comment) and arms the timer for the rest. */
   afterWrite(): void {
     const full = this.#pending.size >= FLUSH_MAX_PENDING;
-    if ((this.#wal && this.#durable) || full) {
+    if ((this.wal && this.#durable) || full) {
       try {
         this.flush(!full);
       } catch (error) {
         // The call fails, so its changes must not linger in memory as if they had been stored.
-        if (this.#wal) {
+        if (this.wal) {
           this.#pending.clear();
           this.#durable = false;
         }
@@ -206,7 +202,6 @@ export class WriteBuffer {
     this.#timer = undefined;
   }
 
-  /** Forgets every buffered change and remembered claim. */
   discard(): void {
     this.stop();
     this.#pending.clear();

@@ -26,7 +26,7 @@ import {
   sharedStoreCapabilities,
 } from '../shared.js';
 import { openClient, statementOptions } from './connection.js';
-import { BUCKETS, bucketOf, decodeRow, type Statements, statements, ttlSeconds } from './cql.js';
+import { BUCKETS, bucketOf, decodeRow, type Row, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
 
 /** Rounds of one id's claim-then-takeover (or confirm) while other writers keep winning Paxos rounds on it. */
@@ -199,7 +199,7 @@ export class CassandraRepository extends BaseRepository {
   }
 
   /** Lazy mark over the row read just before: a plain write if nothing live holds the id. */
-  async #mark(entry: KeyedEntry, row: types.Row | undefined, options: AddOptions, now: number): Promise<AddResult> {
+  async #mark(entry: KeyedEntry, row: Row | undefined, options: AddOptions, now: number): Promise<AddResult> {
     const existing = ifLive(decodeRow(entry.key, row), now);
     if (existing !== undefined) return { added: false, existing };
     const record = newRecord(entry.key, entry, options, now);
@@ -375,13 +375,13 @@ export class CassandraRepository extends BaseRepository {
     return [this.#ns, bucketOf(key), key];
   }
 
-  async #select(key: string): Promise<types.Row | undefined> {
+  async #select(key: string): Promise<Row | undefined> {
     const result = await this.#client.execute(this.#cql.select, this.#where(key), this.#read);
     return result.first() ?? undefined;
   }
 
   /** Rows of the keys: one `id IN ?` query per bucket (and per {@link MAX_IN} ids), a bounded number in flight. */
-  async #selectMany(keys: readonly string[]): Promise<Map<string, types.Row | undefined>> {
+  async #selectMany(keys: readonly string[]): Promise<Map<string, Row | undefined>> {
     if (keys.length === 1) return new Map([[keys[0] as string, await this.#select(keys[0] as string)]]);
     const byBucket = new Map<number, string[]>();
     for (const key of keys) {
@@ -393,7 +393,7 @@ export class CassandraRepository extends BaseRepository {
     const queries = [...byBucket].flatMap(([bucket, group]) =>
       chunk(group, MAX_IN).map((ids) => [bucket, ids] as const),
     );
-    const rows = new Map<string, types.Row>();
+    const rows = new Map<string, Row>();
     await mapConcurrent(queries, this.#concurrency, async ([bucket, ids]) => {
       const result = await this.#client.execute(this.#cql.selectIn, [this.#ns, bucket, ids], this.#read);
       for (const row of result.rows) rows.set(row.id as string, row);

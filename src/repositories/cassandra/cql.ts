@@ -147,13 +147,16 @@ export function ttlSeconds(forgetAtMs: number, now: number): number {
   return Math.min(MAX_TTL_SECONDS, Math.max(1, Math.ceil((forgetAtMs - now) / 1000)));
 }
 
+/** A row as the driver returns it. */
+export type Row = types.Row;
+
 /** The column of each optional record field: `leaseExpiresAt` → `lease_expires_at`. */
 const FIELD_COLUMNS = OPTIONAL_FIELDS.map(
   ([field, kind]) => [field, kind, field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] as const,
 );
 
 /** The record a row holds; undefined for no row, or a row whose cells have all expired (state is gone). */
-export function decodeRow(key: string, row: types.Row | null | undefined): IdempotencyRecord | undefined {
+export function decodeRow(key: string, row: Row | null | undefined): IdempotencyRecord | undefined {
   if (!row || (row.state !== 'in-flight' && row.state !== 'confirmed')) return undefined;
   const cells: Record<string, unknown> = {};
   // A column added later (result, first_seen_at) is null on a row written by a version that did not keep it.

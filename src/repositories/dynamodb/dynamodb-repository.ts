@@ -109,7 +109,6 @@ export class DynamoDbRepository extends BaseRepository {
           : (config.endpoint ?? `the AWS endpoint of region ${region}`);
       const warnings = logger ?? processWarnings('IDEM_DYNAMODB');
       await ensureTable(repo.#client, config, warnings, endpoint);
-      // Conditions compare times of each worker's clock: check its skew to the endpoint's `Date` header.
       const sample = await sampleServerClock(repo.#client, config.table, clock ?? Date.now);
       const check = { ...config, store: 'dynamodb', where: endpoint, warn: (m: string) => warnings.warn(m) };
       checkSampledClock([sample], check, `${endpoint} sent no Date header`);

@@ -26,7 +26,8 @@ const TAIL_RETRY_MS = 1_000;
  * Two instances can still both claim an id neither has read yet (not `shared`). See docs/kafka-repository.md.
  */
 export class KafkaRepository extends LoggedRepository {
-  readonly #options: KafkaOptions;
+  /** The compacted topic that holds the marks. */
+  readonly topic: string;
   readonly #reader: ChangelogReader;
   /** Reads the topic into the local index: to the end at open, then on until close. */
   readonly #restorer: ChangelogRestorer;
@@ -86,7 +87,7 @@ export class KafkaRepository extends LoggedRepository {
         maxResultBytes: 262_144,
       }),
     });
-    this.#options = options;
+    this.topic = options.topic;
     this.#writer = writer;
     this.#unread = unread;
     this.#reader = reader;
@@ -140,11 +141,6 @@ export class KafkaRepository extends LoggedRepository {
       throw toRepositoryError('kafka open', error);
     }
     return repository;
-  }
-
-  /** The compacted topic that holds the marks. */
-  get topic(): string {
-    return this.#options.topic;
   }
 
   /** Records of the topic this version could not read (written by a newer one, or damaged); they were skipped. */

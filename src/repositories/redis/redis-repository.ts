@@ -49,11 +49,6 @@ function pxFor(options: AddOptions): number {
   return Math.max(1, Math.ceil(storeLifetimeMs(newRecord('', {}, options, 0), 0, options.minLifetimeMs)));
 }
 
-/** The owner field the claim script writes: the owner of a claim, none for a record written confirmed. */
-function ownerField(options: AddOptions): string {
-  return options.leaseMs === undefined ? '' : encodeField(options.owner);
-}
-
 /** True when no entry carries event time, fingerprint or result: their records share one encoded tail. */
 function isPlain(entries: readonly KeyedEntry[]): boolean {
   return entries.every((e) => !hasOwnFields(e, e.result));
@@ -178,7 +173,9 @@ export class RedisRepository extends BaseRepository {
     options: AddOptions,
     given: number | '',
   ): Promise<{ nows: number[]; odd: Map<number, string> }> {
-    const args = [given, pxFor(options), options.ttlMs, options.leaseMs ?? '', ownerField(options)];
+    // A record written confirmed has no owner.
+    const owner = options.leaseMs === undefined ? '' : encodeField(options.owner);
+    const args = [given, pxFor(options), options.ttlMs, options.leaseMs ?? '', owner];
     // Plain ids share one record tail, sent once per script call rather than per key.
     const tails = isPlain(entries) ? undefined : entries.map(encodeEntryTail);
     const shared = encodeEntryTail({});

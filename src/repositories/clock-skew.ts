@@ -28,7 +28,7 @@ export interface ClockSample {
 }
 
 /** The range the offset `server − local` lies in, in ms. */
-export interface ClockOffset {
+interface ClockOffset {
   readonly minMs: number;
   readonly maxMs: number;
 }
@@ -52,7 +52,7 @@ export function narrowest(samples: readonly ClockSample[]): ClockOffset | undefi
 }
 
 /** Settings of the check: the store's options, its name and where the server is (for messages). */
-export interface ClockSkewCheck {
+interface ClockSkewCheck {
   readonly store: string;
   readonly where: string;
   readonly maxClockSkewMs: number;

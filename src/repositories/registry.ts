@@ -1,4 +1,5 @@
 import { ConfigError } from '../errors.js';
+import { asMissingDependency } from '../util/optional-module.js';
 import type { RepositoryModule } from './module.js';
 
 /** The values of `repository.type`, default first. */
@@ -57,28 +58,14 @@ export async function loadRepositoryModule(type: RepositoryType): Promise<Reposi
  * client library is missing, the loader's own message otherwise.
  */
 export function loadFailure(type: RepositoryType, error: unknown): ConfigError {
-  const missing = missingPackage(error);
-  if (missing !== undefined && !missing.startsWith('.') && !missing.startsWith('/')) {
-    return new ConfigError(
-      'repository.type',
-      `the ${type} store needs the npm package "${missing}", which is not installed: npm install ${missing}`,
-      { cause: error },
-    );
-  }
-  return new ConfigError(
-    'repository.type',
-    `the ${type} store could not be loaded: ${error instanceof Error ? error.message : String(error)}`,
-    { cause: error },
-  );
+  const detail = error instanceof Error ? error.message : String(error);
+  const message =
+    asMissingDependency(error, { feature: `the ${type} store` })?.message ??
+    `the ${type} store could not be loaded: ${detail}`;
+  return new ConfigError('repository.type', message, { cause: error });
 }
 
 /** `valid types: rocksdb, memory, ...` for error messages. */
 export function validTypes(): string {
   return `valid types: ${repositoryTypes.join(', ')}`;
-}
-
-function missingPackage(error: unknown): string | undefined {
-  const { code, message } = (error ?? {}) as { code?: string; message?: string };
-  if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return undefined;
-  return /Cannot find (?:package|module) '([^']+)'/.exec(message ?? '')?.[1];
 }

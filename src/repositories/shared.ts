@@ -78,7 +78,7 @@ export const OPTIONAL_FIELDS = [
 ] as const satisfies readonly (readonly [keyof IdempotencyRecord, 'time' | 'text'])[];
 
 /** A record's optional field, for code that walks {@link OPTIONAL_FIELDS}. */
-export type OptionalField = (typeof OPTIONAL_FIELDS)[number][0];
+type OptionalField = (typeof OPTIONAL_FIELDS)[number][0];
 
 /** A record from a stored row's cells; a null or undefined cell leaves its field out. */
 export function recordOf(

@@ -141,11 +141,6 @@ export class CassandraRepository extends BaseRepository {
     return new CassandraRepository(client, given === undefined, options, cql, { clock });
   }
 
-  protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
-    if (options.leaseMs !== undefined) return this.#claim(entry, options, now);
-    return this.#mark(entry, await this.#select(entry.key), options, now);
-  }
-
   protected async doAddMany(
     entries: readonly KeyedEntry[],
     options: AddOptions,
@@ -223,10 +218,9 @@ export class CassandraRepository extends BaseRepository {
     options: MarkOptions,
     now: number,
   ): Promise<boolean[]> {
-    const add: AddOptions = { ttlMs: options.ttlMs };
     // Blind over whatever row is left there: null, not unset, for absent fields.
     const params = (e: KeyedEntry) =>
-      this.#markParams(newRecord(e.key, e, add, now), null, now, options.minLifetimeMs);
+      this.#markParams(newRecord(e.key, e, options, now), null, now, options.minLifetimeMs);
     const groups = chunk(entries, MARK_BATCH_ROWS, markBytes, MARK_BATCH_BYTES);
     await mapConcurrent(groups, Math.max(1, Math.ceil(this.#concurrency / 4)), (group) => {
       const [only] = group;
@@ -243,10 +237,7 @@ export class CassandraRepository extends BaseRepository {
     keys: readonly string[],
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    const rows =
-      keys.length === 1
-        ? new Map([[keys[0] as string, await this.#select(keys[0] as string)]])
-        : await this.#selectMany(keys);
+    const rows = await this.#selectMany(keys);
     return keys.map((key) => ifLive(decodeRow(key, rows.get(key)), now));
   }
 
@@ -389,8 +380,9 @@ export class CassandraRepository extends BaseRepository {
     return result.first() ?? undefined;
   }
 
-  /** Rows of many keys: one `id IN ?` query per bucket (and per {@link MAX_IN} ids), a bounded number in flight. */
-  async #selectMany(keys: readonly string[]): Promise<Map<string, Row>> {
+  /** Rows of the keys: one `id IN ?` query per bucket (and per {@link MAX_IN} ids), a bounded number in flight. */
+  async #selectMany(keys: readonly string[]): Promise<Map<string, Row | undefined>> {
+    if (keys.length === 1) return new Map([[keys[0] as string, await this.#select(keys[0] as string)]]);
     const byBucket = new Map<number, string[]>();
     for (const key of keys) {
       const bucket = bucketOf(key);

@@ -39,7 +39,7 @@ export function addColumnStatement(keyspace: string, table: string, column: keyo
 }
 
 /** Columns after the primary key, in the order every statement binds them. */
-export const RECORD_COLUMNS = Object.keys(COLUMNS).slice(3).join(', ');
+const RECORD_COLUMNS = Object.keys(COLUMNS).slice(3).join(', ');
 
 /** Tombstones (deletes, expired TTLs) are purged after an hour instead of ten days: this table churns. */
 const GC_GRACE_SECONDS = 3600;
@@ -53,7 +53,7 @@ export function bucketOf(key: string): number {
 }
 
 /** Returns the name double-quoted (case kept, reserved words allowed) or throws a ConfigError naming `key`. */
-export function quoteIdentifier(name: string, key: string): string {
+function quoteIdentifier(name: string, key: string): string {
   if (!IDENTIFIER_PATTERN.test(name)) {
     throw new ConfigError(key, `${JSON.stringify(name)} is not a valid identifier (${IDENTIFIER_PATTERN})`);
   }

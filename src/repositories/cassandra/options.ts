@@ -8,7 +8,7 @@ import { storeOptionsParser } from '../shared.js';
 export const IDENTIFIER_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,47}$/;
 
 /** Consistency levels accepted for plain reads and for writes (an LWT's commit phase uses the write level). */
-export const consistencyLevels = [
+const consistencyLevels = [
   'ANY',
   'ONE',
   'TWO',

@@ -60,7 +60,7 @@ const CLAIM_NAMES = {
   '#lease': ATTR.lease,
 };
 
-/** Only the owner's in-flight record may be confirmed or released. */
+/** Only the owner's in-flight record may be confirmed, renewed or released. */
 const OWNER_CONDITION = '#state = :inflight AND #owner = :owner';
 const OWNER_NAMES = { '#state': ATTR.state, '#owner': ATTR.owner };
 
@@ -68,13 +68,11 @@ const CONFIRM_UPDATE = 'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl =
 /** CONFIRM_UPDATE that also keeps `confirm`'s `result`. */
 const CONFIRM_RESULT_UPDATE = CONFIRM_UPDATE.replace(' REMOVE', ', #result = :result REMOVE');
 const CONFIRM_NAMES = {
-  ...OWNER_NAMES,
   '#expiresAt': ATTR.expiresAt,
   '#ttl': ATTR.ttl,
   '#lease': ATTR.lease,
 };
 const CONFIRM_RESULT_NAMES = { ...CONFIRM_NAMES, '#result': ATTR.result };
-const RENEW_NAMES = { ...OWNER_NAMES, '#lease': ATTR.lease };
 
 /**
  * Repository on a DynamoDB table (partition key `id`, string), in the manner of Powertools (docs/dynamodb.md): a
@@ -111,7 +109,6 @@ export class DynamoDbRepository extends BaseRepository {
           : (config.endpoint ?? `the AWS endpoint of region ${region}`);
       const warnings = logger ?? processWarnings('IDEM_DYNAMODB');
       await ensureTable(repo.#client, config, warnings, endpoint);
-      // Conditions compare times of each worker's clock: check its skew to the endpoint's `Date` header.
       const sample = await sampleServerClock(repo.#client, config.table, clock ?? Date.now);
       const check = { ...config, store: 'dynamodb', where: endpoint, warn: (m: string) => warnings.warn(m) };
       checkSampledClock([sample], check, `${endpoint} sent no Date header`);
@@ -138,18 +135,6 @@ export class DynamoDbRepository extends BaseRepository {
   /** Whether a failed conditional put returns the blocking item (DynamoDB: yes, dynalite: no); undefined until seen. */
   get returnsItemOnConditionFailure(): boolean | undefined {
     return this.#returnsOldItem;
-  }
-
-  protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
-    const record = newRecord(entry.key, entry, options, now);
-    for (let attempt = 1; ; attempt++) {
-      const result = await this.tryClaim(record, now, options.minLifetimeMs);
-      if (result !== BLOCKED) return result;
-      // Emulator path: read what blocked the claim.
-      const existing = ifLive(await this.getOne(entry.key), now);
-      if (existing !== undefined) return blockedBy(record, existing);
-      this.assertClaimAttempts(attempt, [entry.key]);
-    }
   }
 
   protected async doAddMany(
@@ -183,10 +168,14 @@ export class DynamoDbRepository extends BaseRepository {
         else pending.push(i);
       });
       if (pending.length === 0) return results;
-      this.assertClaimAttempts(
-        attempt,
-        pending.map((i) => (records[i] as IdempotencyRecord).id),
-      );
+      // Gives up on ids whose record keeps flipping between the failed put and the read-back.
+      if (attempt === CLAIM_ATTEMPTS) {
+        const first = JSON.stringify((records[pending[0] as number] as IdempotencyRecord).id);
+        const more = pending.length > 1 ? ` (and ${pending.length - 1} more)` : '';
+        throw new RepositoryError(
+          `dynamodb add: the record of ${first}${more} changed under ${CLAIM_ATTEMPTS} claim attempts`,
+        );
+      }
     }
   }
 
@@ -195,10 +184,9 @@ export class DynamoDbRepository extends BaseRepository {
     options: MarkOptions,
     now: number,
   ): Promise<boolean[]> {
-    const add: AddOptions = { ttlMs: options.ttlMs };
     const puts = entries.map((entry) => ({
       PutRequest: {
-        Item: toItem(newRecord(entry.key, entry, add, now), this.#ns, now, options.minLifetimeMs),
+        Item: toItem(newRecord(entry.key, entry, options, now), this.#ns, now, options.minLifetimeMs),
       },
     }));
     await mapLimit(chunk(puts, WRITE_CHUNK), this.#concurrency, (part) => this.batchWrite(part, 'mark'));
@@ -236,15 +224,6 @@ export class DynamoDbRepository extends BaseRepository {
       if (error.Item === undefined) return BLOCKED;
       return blockedBy(record, fromItem(error.Item, this.#ns));
     }
-  }
-
-  /** Gives up on ids whose record keeps flipping between the failed put and the read-back. */
-  private assertClaimAttempts(attempt: number, keys: readonly string[]): void {
-    if (attempt < CLAIM_ATTEMPTS) return;
-    throw new RepositoryError(
-      `dynamodb add: the record of ${JSON.stringify(keys[0])}${keys.length > 1 ? ` (and ${keys.length - 1} more)` : ''} ` +
-        `changed under ${CLAIM_ATTEMPTS} claim attempts`,
-    );
   }
 
   protected async doGetMany(
@@ -304,10 +283,6 @@ export class DynamoDbRepository extends BaseRepository {
     }
   }
 
-  protected override doConfirm(claim: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
-    return this.confirmOne(claim, ttlMs, now);
-  }
-
   protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
     return mapLimit(claims, this.#concurrency, (claim) => this.confirmOne(claim, ttlMs, now));
   }
@@ -316,15 +291,13 @@ export class DynamoDbRepository extends BaseRepository {
   private confirmOne({ key, owner, result }: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
     const expiresAt = now + ttlMs;
     const values: Record<string, AttributeValue> = {
-      ':inflight': STATE_VALUE.inFlight,
       ':confirmed': STATE_VALUE.confirmed,
-      ':owner': { S: owner },
       ':expiresAt': { N: String(expiresAt) },
       ':ttl': { N: String(ttlSeconds(expiresAt, now)) },
     };
-    if (result === undefined) return this.ifOwner(key, values, CONFIRM_NAMES, CONFIRM_UPDATE);
+    if (result === undefined) return this.ifOwner(key, owner, CONFIRM_UPDATE, CONFIRM_NAMES, values);
     values[':result'] = resultValue(result);
-    return this.ifOwner(key, values, CONFIRM_RESULT_NAMES, CONFIRM_RESULT_UPDATE);
+    return this.ifOwner(key, owner, CONFIRM_RESULT_UPDATE, CONFIRM_RESULT_NAMES, values);
   }
 
   /**
@@ -337,18 +310,12 @@ export class DynamoDbRepository extends BaseRepository {
     leaseMs: number,
     now: number,
   ): Promise<boolean> {
-    const values = {
-      ':inflight': STATE_VALUE.inFlight,
-      ':owner': { S: owner },
-      ':lease': { N: String(now + leaseMs) },
-    };
-    return this.ifOwner(key, values, RENEW_NAMES, 'SET #lease = :lease');
+    const lease = { ':lease': { N: String(now + leaseMs) } };
+    return this.ifOwner(key, owner, 'SET #lease = :lease', { '#lease': ATTR.lease }, lease);
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    if (owner !== undefined) {
-      return this.ifOwner(key, { ':inflight': STATE_VALUE.inFlight, ':owner': { S: owner } }, OWNER_NAMES);
-    }
+    if (owner !== undefined) return this.ifOwner(key, owner);
     const { Attributes } = await this.#client.send(
       new DeleteItemCommand({
         TableName: this.#table,
@@ -362,16 +329,17 @@ export class DynamoDbRepository extends BaseRepository {
   /** Updates (with `update`) or deletes the owner's in-flight record: false when gone or someone else's. */
   private async ifOwner(
     key: string,
-    values: Record<string, AttributeValue>,
-    names: Record<string, string>,
+    owner: string,
     update?: string,
+    names: Record<string, string> = {},
+    values: Record<string, AttributeValue> = {},
   ): Promise<boolean> {
     const input = {
       TableName: this.#table,
       Key: keyOf(key, this.#ns),
       ConditionExpression: OWNER_CONDITION,
-      ExpressionAttributeNames: names,
-      ExpressionAttributeValues: values,
+      ExpressionAttributeNames: { ...OWNER_NAMES, ...names },
+      ExpressionAttributeValues: { ':inflight': STATE_VALUE.inFlight, ':owner': { S: owner }, ...values },
       UpdateExpression: update,
     };
     try {

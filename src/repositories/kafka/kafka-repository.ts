@@ -9,12 +9,7 @@ import {
   type PartitionOffsets,
 } from '../../kafka/changelog/index.js';
 import { type KafkaClient, type KafkaProducer, openKafkaClient } from '../../kafka/port/index.js';
-import {
-  type ChangelogChange,
-  ChangelogRestorer,
-  type ChangelogSink,
-  LoggedRepository,
-} from '../logged/index.js';
+import { ChangelogRestorer, type ChangelogSink, LoggedRepository } from '../logged/index.js';
 import { MemoryRepository } from '../memory/memory-repository.js';
 import { sharedStoreCapabilities } from '../shared.js';
 import { type KafkaOptions, type KafkaRepositoryOptions, parseKafkaOptions } from './options.js';
@@ -31,7 +26,8 @@ const TAIL_RETRY_MS = 1_000;
  * Two instances can still both claim an id neither has read yet (not `shared`). See docs/kafka-repository.md.
  */
 export class KafkaRepository extends LoggedRepository {
-  readonly #options: KafkaOptions;
+  /** The compacted topic that holds the marks. */
+  readonly topic: string;
   readonly #reader: ChangelogReader;
   /** Reads the topic into the local index: to the end at open, then on until close. */
   readonly #restorer: ChangelogRestorer;
@@ -54,19 +50,31 @@ export class KafkaRepository extends LoggedRepository {
     const writer = randomUUID();
     const unread = new Map<string, number>();
     const reader = new ChangelogReader(kafka);
-    const sink = new OwnWritesSink(
-      new KafkaChangelogSink({
-        client: kafka,
-        producer,
-        topic: options.topic,
-        headers: { [WRITER_HEADER]: writer },
-      }),
-      unread,
-      async () => {
+    const topic = new KafkaChangelogSink({
+      client: kafka,
+      producer,
+      topic: options.topic,
+      headers: { [WRITER_HEADER]: writer },
+    });
+    // Counts each key's own writes until the tail reads them back (see `#accept`).
+    const sink: ChangelogSink = {
+      async append(changes) {
+        for (const { key } of changes) unread.set(key, (unread.get(key) ?? 0) + 1);
+        try {
+          await topic.append(changes);
+        } catch (error) {
+          for (const { key } of changes) readBack(unread, key);
+          throw new RepositoryError(`kafka write to topic failed: ${(error as Error).message}`, {
+            cause: error,
+          });
+        }
+      },
+      clear: () => topic.clear(),
+      async close() {
         await Promise.allSettled([producer.disconnect(), reader.close()]);
         await kafka.close().catch(() => undefined);
       },
-    );
+    };
     super(index, sink, {
       name: 'kafka',
       ...(clock ? { clock } : {}),
@@ -79,7 +87,7 @@ export class KafkaRepository extends LoggedRepository {
         maxResultBytes: 262_144,
       }),
     });
-    this.#options = options;
+    this.topic = options.topic;
     this.#writer = writer;
     this.#unread = unread;
     this.#reader = reader;
@@ -133,11 +141,6 @@ export class KafkaRepository extends LoggedRepository {
       throw toRepositoryError('kafka open', error);
     }
     return repository;
-  }
-
-  /** The compacted topic that holds the marks. */
-  get topic(): string {
-    return this.#options.topic;
   }
 
   /** Records of the topic this version could not read (written by a newer one, or damaged); they were skipped. */
@@ -224,31 +227,4 @@ function readBack(unread: Map<string, number>, key: string): void {
   const count = unread.get(key) ?? 0;
   if (count <= 1) unread.delete(key);
   else unread.set(key, count - 1);
-}
-
-/** The topic sink, counting each key's own writes until the tail reads them back (see `#accept`). */
-class OwnWritesSink implements ChangelogSink {
-  constructor(
-    readonly sink: KafkaChangelogSink,
-    readonly unread: Map<string, number>,
-    readonly onClose: () => Promise<void>,
-  ) {}
-
-  async append(changes: readonly ChangelogChange[]): Promise<void> {
-    for (const { key } of changes) this.unread.set(key, (this.unread.get(key) ?? 0) + 1);
-    try {
-      await this.sink.append(changes);
-    } catch (error) {
-      for (const { key } of changes) readBack(this.unread, key);
-      throw new RepositoryError(`kafka write to topic failed: ${(error as Error).message}`, { cause: error });
-    }
-  }
-
-  clear(): Promise<void> {
-    return this.sink.clear();
-  }
-
-  close(): Promise<void> {
-    return this.onClose();
-  }
 }

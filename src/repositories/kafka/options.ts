@@ -22,14 +22,12 @@ export const kafkaDefaults = {
   requestTimeoutMs: kafkaConnectionDefaults.requestTimeoutMs,
 } as const;
 
-// The connection keys mean what they mean in the node's `[kafka]` table, validated by the same schemas.
-const connection = kafkaConnectionFields;
-
 /** Config schema for `repository.type = "kafka"`. */
 export const kafkaOptionsSchema = z
   .object({
-    brokers: connection.brokers,
-    client: connection.client,
+    // The connection keys mean what they mean in the node's `[kafka]` table, validated by the same schemas.
+    brokers: kafkaConnectionFields.brokers,
+    client: kafkaConnectionFields.client,
     /** The compacted topic that holds the marks; created when missing, checked when present. */
     topic: z
       .string()
@@ -49,8 +47,8 @@ export const kafkaOptionsSchema = z
     retention: durationMs.optional(),
     maxEntries: z.number().int().positive().default(kafkaDefaults.maxEntries),
     clientId: z.string().min(1).default(kafkaDefaults.clientId),
-    ssl: connection.ssl,
-    sasl: connection.sasl,
+    ssl: kafkaConnectionFields.ssl,
+    sasl: kafkaConnectionFields.sasl,
     connectionTimeout: durationMs.default(kafkaDefaults.connectionTimeoutMs),
     requestTimeout: durationMs.default(kafkaDefaults.requestTimeoutMs),
   })

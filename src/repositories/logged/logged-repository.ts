@@ -284,22 +284,20 @@ export class LoggedRepository extends BaseRepository {
     made: (result: T) => Made[] | Promise<Made[]>,
   ): Promise<T> {
     const local = this.#local;
+    const unique = local ? [...new Set(keys)] : [];
+    const before = unique.map((key) => local?.peek(key));
+    const result = await call();
     let changes: ChangelogChange[];
-    let undo: () => Promise<void>;
-    let result: T;
+    let undo: () => Promise<unknown>;
     if (local) {
-      const unique = [...new Set(keys)];
-      const before = unique.map((key) => local.peek(key));
-      result = await call();
-      changes = [];
-      const changed: { key: string; before: unknown; after: unknown }[] = [];
-      for (let i = 0; i < unique.length; i++) {
-        const key = unique[i] as string;
-        const held = local.peek(key);
-        if (held === before[i]) continue;
-        changed.push({ key, before: before[i], after: held });
-        changes.push({ key, record: held === undefined ? undefined : local.recordOf(key, held) });
-      }
+      const changed = unique.flatMap((key, i) => {
+        const after = local.peek(key);
+        return after === before[i] ? [] : [{ key, before: before[i], after }];
+      });
+      changes = changed.map(({ key, after }) => ({
+        key,
+        record: after === undefined ? undefined : local.recordOf(key, after),
+      }));
       undo = async () => {
         for (const { key, before: old, after } of changed) {
           // Only where nothing changed the key since this write.
@@ -309,12 +307,9 @@ export class LoggedRepository extends BaseRepository {
         }
       };
     } else {
-      result = await call();
       const list = await made(result);
       changes = list.map((m) => m.change);
-      undo = async () => {
-        await Promise.allSettled(list.map((m) => m.undo?.()));
-      };
+      undo = () => Promise.allSettled(list.map((m) => m.undo?.()));
     }
     if (changes.length === 0) return result;
     try {

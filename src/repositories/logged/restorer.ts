@@ -1,5 +1,4 @@
 import type {
-  ChangelogChange,
   ChangelogCheckpoints,
   ChangelogOffsets,
   ChangelogSource,
@@ -103,31 +102,28 @@ export class ChangelogRestorer {
     stores: ReadonlyMap<number, LoggedRepository>,
     options: RestoreOptions = {},
   ): Promise<RestoreResult> {
+    const { from: given, onStart, onProgress, onUnreadable, ...readOptions } = options;
     const checkpoints = await this.#checkpoints;
     const partitions = [...stores.keys()];
     const from: ChangelogOffsets = new Map(
-      partitions.map((p) => [p, options.from?.get(p) ?? this.#applied.get(p) ?? checkpoints?.get(p) ?? 0]),
+      partitions.map((p) => [p, given?.get(p) ?? this.#applied.get(p) ?? checkpoints?.get(p) ?? 0]),
     );
-    if (options.onStart) options.onStart({ from, ends: await this.#source.endOffsets(partitions) });
+    if (onStart) onStart({ from, ends: await this.#source.endOffsets(partitions) });
     let restored = 0;
     let unreadable = 0;
-    const read = {
+    const reached = await this.#source.read({
+      ...readOptions,
       from,
-      onBatch: async (partition: number, changes: readonly ChangelogChange[], nextOffset: number) => {
+      onBatch: async (partition, changes, nextOffset) => {
         const store = stores.get(partition) as LoggedRepository;
         if (changes.length > 0) restored += await store.restore(changes);
-        options.onProgress?.({ partition, nextOffset, restored });
+        onProgress?.({ partition, nextOffset, restored });
       },
-      onUnreadable: (bad: UnreadableChange) => {
+      onUnreadable: (bad) => {
         unreadable++;
-        options.onUnreadable?.(bad);
+        onUnreadable?.(bad);
       },
-      ...(options.follow !== undefined ? { follow: options.follow } : {}),
-      ...(options.onCaughtUp ? { onCaughtUp: options.onCaughtUp } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-      ...(options.heartbeat ? { heartbeat: options.heartbeat } : {}),
-    };
-    const reached = await this.#source.read(read);
+    });
     const result: ChangelogOffsets = new Map();
     for (const partition of partitions) {
       const offset = reached.get(partition) ?? from.get(partition) ?? 0;

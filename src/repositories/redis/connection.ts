@@ -3,14 +3,14 @@ import { ConfigError, RepositoryError } from '../../errors.js';
 import type { RedisOptions } from './options.js';
 
 /** The config key that says where the server is, for error messages. */
-export function addressKey(options: RedisOptions): string {
+function addressKey(options: RedisOptions): string {
   if (options.cluster !== undefined) return 'repository.cluster';
   if (options.host !== undefined) return 'repository.host';
   return 'repository.url';
 }
 
 /** Where the client connects, without credentials (they must not reach logs). */
-export function describeAddress(options: RedisOptions): string {
+function describeAddress(options: RedisOptions): string {
   if (options.cluster !== undefined) {
     return options.cluster.map((n) => (typeof n === 'string' ? n : `${n.host}:${n.port}`)).join(',');
   }

@@ -7,6 +7,7 @@ import {
   encodeEntryTail,
   encodeField,
   encodeRecord,
+  hasOwnFields,
   newRecord,
   storeLifetimeMs,
 } from '../../store/record.js';
@@ -48,16 +49,9 @@ function pxFor(options: AddOptions): number {
   return Math.max(1, Math.ceil(storeLifetimeMs(newRecord('', {}, options, 0), 0, options.minLifetimeMs)));
 }
 
-/** The owner field the claim script writes: the owner of a claim, none for a record written confirmed. */
-function ownerField(options: AddOptions): string {
-  return options.leaseMs === undefined ? '' : encodeField(options.owner);
-}
-
 /** True when no entry carries event time, fingerprint or result: their records share one encoded tail. */
 function isPlain(entries: readonly KeyedEntry[]): boolean {
-  return entries.every(
-    (e) => e.eventTime === undefined && e.fingerprint === undefined && e.result === undefined,
-  );
+  return entries.every((e) => !hasOwnFields(e, e.result));
 }
 
 /** One script call's reply (`[now, ...]`, see scripts.ts) and the slice of the batch's keys it covered. */
@@ -151,21 +145,6 @@ export class RedisRepository extends BaseRepository {
     );
   }
 
-  protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
-    const given = timeArg(now);
-    const [at, , old] = (await this.#client.idemClaimOne(
-      this.#ns + entry.key,
-      given,
-      pxFor(options),
-      options.ttlMs,
-      options.leaseMs ?? '',
-      ownerField(options),
-      encodeEntryTail(entry),
-    )) as [number, number?, string?];
-    if (old !== undefined) return { added: false, existing: decodeRecord(entry.key, old) };
-    return { added: true, record: newRecord(entry.key, entry, options, given === '' ? at : now) };
-  }
-
   protected async doAddMany(
     entries: readonly KeyedEntry[],
     options: AddOptions,
@@ -194,7 +173,9 @@ export class RedisRepository extends BaseRepository {
     options: AddOptions,
     given: number | '',
   ): Promise<{ nows: number[]; odd: Map<number, string> }> {
-    const args = [given, pxFor(options), options.ttlMs, options.leaseMs ?? '', ownerField(options)];
+    // A record written confirmed has no owner.
+    const owner = options.leaseMs === undefined ? '' : encodeField(options.owner);
+    const args = [given, pxFor(options), options.ttlMs, options.leaseMs ?? '', owner];
     // Plain ids share one record tail, sent once per script call rather than per key.
     const tails = isPlain(entries) ? undefined : entries.map(encodeEntryTail);
     const shared = encodeEntryTail({});
@@ -213,35 +194,33 @@ export class RedisRepository extends BaseRepository {
     options: MarkOptions,
     now: number,
   ): Promise<boolean[]> {
-    const add: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
     if (!this.#client.isCluster) {
-      const { odd } = await this.#claim(entries, add, timeArg(now));
+      const { odd } = await this.#claim(entries, options, timeArg(now));
       return entries.map((_, i) => !odd.has(i));
     }
     const at = Number.isNaN(now) ? await this.#serverTime.now() : now;
-    const px = pxFor(add);
+    const px = pxFor(options);
     // The encoding holds no id: ids without event time or fingerprint share one value.
-    const shared = isPlain(entries) ? encodeRecord(newRecord('', {}, add, at)) : undefined;
+    const shared = isPlain(entries) ? encodeRecord(newRecord('', {}, options, at)) : undefined;
     // Auto-pipelining groups these into one pipeline per node (a pipeline may not span slots).
     const replies = await Promise.all(
       entries.map((e) =>
         this.#client.set(
           this.#ns + e.key,
-          shared ?? encodeRecord(newRecord(e.key, e, add, at)),
+          shared ?? encodeRecord(newRecord(e.key, e, options, at)),
           'PX',
           px,
           'NX',
         ),
       ),
     );
-    const taken: number[] = [];
-    for (let i = 0; i < replies.length; i++) if (replies[i] === null) taken.push(i);
     const marked = replies.map((reply) => reply !== null);
+    const taken = marked.flatMap((ok, i) => (ok ? [] : [i]));
     if (taken.length === 0) return marked;
     // Rare: the key exists. The claim script judges it (server clock) and replaces it only when no longer live.
     const added = await this.doAddMany(
       taken.map((i) => entries[i] as KeyedEntry),
-      add,
+      options,
       now,
     );
     for (let k = 0; k < taken.length; k++) marked[taken[k] as number] = (added[k] as AddResult).added;

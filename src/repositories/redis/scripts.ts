@@ -81,7 +81,7 @@ return out
  * goes between the fingerprint and the first-seen time; a claim of an older version has neither).
  * Answers `{ now, i, 0, ... }` for each KEYS[i] not confirmed; every other key was confirmed.
  */
-export const CONFIRM_LUA = `${PRELUDE}${String.raw`
+const CONFIRM_LUA = `${PRELUDE}${String.raw`
 local now = clock(ARGV[1])
 local expires = num(now + tonumber(ARGV[2]))
 local px = ARGV[3]
@@ -118,7 +118,7 @@ return out
  * Read: the records of the keys, with the server's time, so reads judge liveness by the clock claims use.
  * KEYS: record keys. Per key: the record's text or false (nil).
  */
-export const READ_LUA = `${PRELUDE}
+const READ_LUA = `${PRELUDE}
 local out = redis.call('MGET', unpack(KEYS))
 table.insert(out, 1, clock(''))
 return out
@@ -128,7 +128,7 @@ return out
  * Release: delete the key only while it is the given owner's in-flight claim.
  * KEYS[1]: record key. ARGV[1]: encoded owner. Returns 1 when deleted.
  */
-export const RELEASE_LUA = String.raw`
+const RELEASE_LUA = String.raw`
 local old = redis.call('GET', KEYS[1])
 if not old then return 0 end
 local state, owner = string.match(old, '^([^\1]*)\1[^\1]*\1[^\1]*\1([^\1]*)')
@@ -143,7 +143,7 @@ return 0
  * KEYS[1]: record key. ARGV[1]: now or '' (server time), ARGV[2]: leaseMs, ARGV[3]: encoded owner.
  * Returns 1 when renewed, 0 when the claim is gone, confirmed or another owner's.
  */
-export const RENEW_LUA = `${PRELUDE}${String.raw`
+const RENEW_LUA = `${PRELUDE}${String.raw`
 local now = clock(ARGV[1])
 local old = call('GET', KEYS[1])
 if not old then return 0 end

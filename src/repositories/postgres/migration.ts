@@ -1,5 +1,10 @@
 import type pg from 'pg';
-import { type MigrateResult, type SqlMigrateOptions, sqlMigration } from '../sql/migration.js';
+import {
+  type MigrateResult,
+  type SqlDialect,
+  type SqlMigrateOptions,
+  sqlMigration,
+} from '../sql/migration.js';
 import { tableInUse } from '../sql/store.js';
 import {
   describeAddress,
@@ -89,6 +94,18 @@ function schemaObjects(table: string): SchemaObject[] {
   ];
 }
 
+/** PostgreSQL for the SQL core (see `SqlDialect`). */
+export const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
+  store: 'postgres',
+  statements: schemaStatements,
+  apply: (pool, table) => runDdl(pool, table, schemaObjects(table)),
+  columnsOf,
+  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
+  parseOptions: parsePostgresOptions,
+  describeAddress,
+  connection: () => import('./connection.js'),
+};
+
 /** What {@link migrate} needs: where (a URL or a pool) and which table. */
 export type MigrateOptions = SqlMigrateOptions<PostgresRepositoryOptions, pg.Pool>;
 
@@ -99,13 +116,7 @@ export type MigrateOptions = SqlMigrateOptions<PostgresRepositoryOptions, pg.Poo
  * every writer behind the migration. An advisory lock serializes runs that do create something (two racing
  * CREATE TABLEs can both pass `IF NOT EXISTS`), and the catalog is read again under it.
  */
-export const { migrate, schemaScript } = sqlMigration<pg.Pool, PostgresOptions, MigrateOptions>({
-  statements: schemaStatements,
-  apply: (pool, table) => runDdl(pool, table, schemaObjects(table)),
-  parseOptions: parsePostgresOptions,
-  describeAddress,
-  connection: () => import('./connection.js'),
-});
+export const { migrate, schemaScript } = sqlMigration<pg.Pool, PostgresOptions, MigrateOptions>(dialect);
 
 /** Advisory lock key of the migration: any constant the same in every process. */
 const MIGRATION_LOCK = 0x1de_6_0001;
@@ -147,4 +158,14 @@ async function runDdl(pool: pg.Pool, table: string, objects: readonly SchemaObje
   } finally {
     client.release(broken);
   }
+}
+
+/** See `SqlDialect.columnsOf`. */
+async function columnsOf(pool: pg.Pool, table: string): Promise<Map<string, string>> {
+  const { rows } = await pool.query<{ name: string; type: string }>({
+    text: `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
+      FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
+    values: [quoteTable(table)],
+  });
+  return new Map(rows.map((row) => [row.name, row.type]));
 }

@@ -22,6 +22,17 @@ export const sqlDefaults = {
   purgeIntervalMs: 0,
 } as const satisfies Record<string, unknown>;
 
+/** The parsed options every SQL store has. */
+export interface SqlOptions {
+  readonly url?: string | undefined;
+  readonly password?: string | undefined;
+  readonly table: string;
+  readonly createTable: boolean;
+  readonly lockTimeoutMs: number;
+  readonly purgeBatchSize: number;
+  readonly purgeIntervalMs: number;
+}
+
 /**
  * A server's table names: `pattern`, which `words` describe ("schema.table, each 1-48 letters, …"), for the
  * config schema and for `check` (a ConfigError) where a name comes from code.

@@ -11,7 +11,9 @@ import type {
   TransactionOptions,
 } from '../../store/types.js';
 import { processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
-import { checkLayout, closePool, type SqlPool, type TableLayout } from './connection.js';
+import { checkLayout, closePool, type SqlPool } from './connection.js';
+import type { SqlDialect } from './migration.js';
+import type { SqlOptions } from './options.js';
 import { detailOf, type MigrateStore, migrateStore, type PurgeOptions } from './store.js';
 import type { SqlTransaction } from './transaction.js';
 
@@ -27,31 +29,6 @@ export interface SqlOpenExtras<P> {
   /** Accepted like every repository's, never used: leases and TTLs count on the server's clock. */
   readonly clock?: () => number;
   readonly logger?: StoreLogger;
-}
-
-/** The parsed options every SQL store has. */
-export interface SqlOptions {
-  readonly url?: string | undefined;
-  readonly password?: string | undefined;
-  readonly table: string;
-  readonly createTable: boolean;
-  readonly lockTimeoutMs: number;
-  readonly purgeBatchSize: number;
-  readonly purgeIntervalMs: number;
-}
-
-/** What opening a store needs from its server's dialect. */
-export interface SqlDialect<P extends SqlPool, O extends SqlOptions> {
-  readonly store: 'postgres' | 'mysql';
-  parseOptions(config: unknown): O;
-  describeAddress(url: string | undefined): string;
-  createPool(options: O): P;
-  /** Creates what is missing of the table (`createTable: true`). */
-  createTable(pool: P, table: string): Promise<unknown>;
-  /** The table's columns as the catalog lists them, name → type (empty: no table). */
-  columnsOf(pool: P, table: string): Promise<ReadonlyMap<string, string>>;
-  readonly layout: TableLayout;
-  openError(error: unknown, address: string): unknown;
 }
 
 /** What a repository is built from. */
@@ -86,16 +63,17 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
   }
   const address = dialect.describeAddress(options.url);
   const target = migrateStore(store, options.url, options.password !== undefined);
-  const pool = given ?? dialect.createPool(options);
+  const { createPool, openError } = await dialect.connection();
+  const pool = given ?? createPool(options);
   let probed: X | undefined;
   try {
-    if (options.createTable) await dialect.createTable(pool, options.table);
+    if (options.createTable) await dialect.apply(pool, options.table);
     const actual = await dialect.columnsOf(pool, options.table);
     checkLayout({ store, table: options.table, address }, actual, dialect.layout, target);
     probed = await probe?.(pool);
   } catch (error) {
     if (given === undefined) await closePool(pool);
-    throw dialect.openError(error, address);
+    throw openError(error, address);
   }
   const settings = { pool, ownsPool: given === undefined, options, address, migrateStore: target };
   return { ...settings, logger: logger ?? processWarnings(`IDEM_${store.toUpperCase()}`), probed };

@@ -74,20 +74,14 @@ function endpointOptions(options: MySqlOptions, url: URL): Pick<PoolOptions, 'ho
   };
 }
 
-/** The URL the pool parses, without `ssl` when `repository.tls` decides (mysql2 would let the URL's win). */
-function poolUri(options: MySqlOptions, url: URL): string {
-  if (options.tls === undefined) return url.href;
-  const copy = new URL(url.href);
-  copy.searchParams.delete('ssl');
-  return copy.href;
-}
-
 /** A pool whose connections carry the repository's lock timeout and track `last_insert_id`. */
 export function createPool(options: MySqlOptions): Pool {
   const url = new URL(options.url as string);
   const ssl = sslOptions(options.tls, url);
+  // When `repository.tls` decides: mysql2 would let the URL's `ssl` win.
+  if (options.tls !== undefined) url.searchParams.delete('ssl');
   const pool = createMysqlPool({
-    uri: poolUri(options, url),
+    uri: url.href,
     ...(options.password !== undefined ? { password: options.password } : {}),
     connectionLimit: options.poolSize,
     connectTimeout: options.connectTimeoutMs,

@@ -99,7 +99,6 @@ interface ClaimRow {
   readonly size: number;
 }
 
-/** Throws when an owner or fingerprint is wider than its column. */
 function checkWidth(name: string, value: Buffer | null): void {
   if (value !== null && value.length > MAX_FIELD_BYTES) {
     const message = `mysql add: ${name} is ${value.length} bytes; the column holds ${MAX_FIELD_BYTES}`;
@@ -109,10 +108,7 @@ function checkWidth(name: string, value: Buffer | null): void {
 
 /** `values` then its last element repeated up to `size` (the spare places of a bucketed statement). */
 function padded<T>(values: readonly T[], size: number): T[] {
-  const out = values.slice();
-  const last = values[values.length - 1] as T;
-  while (out.length < size) out.push(last);
-  return out;
+  return [...values, ...new Array<T>(size - values.length).fill(values.at(-1) as T)];
 }
 
 /**
@@ -134,7 +130,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   readonly #rollbackOnTimeout: boolean;
   /** MariaDB: several statements go in one round trip (see `inOrder`). */
   readonly #compound: boolean;
-  /** The session statements of a transaction, by its lock wait in seconds. */
+  /** By lock wait in seconds. */
   readonly #sessions = new Map<number, SessionStatements>();
   /** {@link #claimBlock}'s texts by lead list: untracked, then tracked. */
   readonly #claimBlocks = new WeakMap<readonly string[], readonly [string, string]>();
@@ -182,18 +178,16 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 
   /** Each batch is its own short transaction at READ COMMITTED: no gap locks, no lock held for long. */
   protected async purgeBatch(batchSize: number): Promise<number> {
-    for (let round = 1; ; round++) {
+    return this.#withDeadlockRetry(undefined, async () => {
       const connection = await this.pool.getConnection();
       try {
         await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
         const [header] = await connection.execute(this.#sql.purge(batchSize));
         return (header as ResultSetHeader).affectedRows;
-      } catch (error) {
-        if (errno(error) !== ER_LOCK_DEADLOCK || round >= MAX_ROUNDS) throw error;
       } finally {
         connection.release();
       }
-    }
+    });
   }
 
   protected missingTable(operation: string, error: unknown): RepositoryError | undefined {

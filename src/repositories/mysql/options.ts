@@ -68,6 +68,4 @@ export type MySqlRepositoryOptions = z.input<typeof mysqlOptionsSchema>;
 export const parseMySqlOptions = storeOptionsParser(mysqlOptionsSchema, 'MySqlRepository.open(...)');
 
 /** Where the pool connects, without credentials. */
-export function describeAddress(url: string | undefined): string {
-  return describeSqlAddress(url, 3306);
-}
+export const describeAddress = (url: string | undefined): string => describeSqlAddress(url, 3306);

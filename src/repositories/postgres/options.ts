@@ -58,6 +58,4 @@ export type PostgresRepositoryOptions = z.input<typeof postgresOptionsSchema>;
 export const parsePostgresOptions = storeOptionsParser(postgresOptionsSchema, 'PostgresRepository.open(...)');
 
 /** Where the pool connects, without credentials. */
-export function describeAddress(url: string | undefined): string {
-  return describeSqlAddress(url, 5432);
-}
+export const describeAddress = (url: string | undefined): string => describeSqlAddress(url, 5432);

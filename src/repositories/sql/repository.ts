@@ -17,11 +17,6 @@ import type { SqlOptions } from './options.js';
 import { detailOf, type MigrateStore, migrateStore, type PurgeOptions } from './store.js';
 import type { SqlTransaction } from './transaction.js';
 
-/*
- * The core of the SQL stores: a repository on one table, opened, purged, closed and guarded the same way whatever
- * the server. Each dialect (postgres/, mysql/) adds its statements, transaction and error codes.
- */
-
 /** What a SQL store's `open` takes besides the config table. */
 export interface SqlOpenExtras<P> {
   /** A pool to use instead of connecting from `url`: left open by `close()`. */
@@ -37,7 +32,6 @@ export interface SqlSettings<P, O> {
   readonly ownsPool: boolean;
   readonly options: O;
   readonly address: string;
-  /** The `--store` of the `idem migrate` command a missing-table error names. */
   readonly migrateStore: MigrateStore;
   readonly logger: StoreLogger;
 }
@@ -88,8 +82,9 @@ export function timeParam(now: number): number | null {
 }
 
 /**
- * A repository on one table of a SQL server, shared by any number of workers: the pool, the table, the
- * transaction of each async context, the purge and its background timer.
+ * The core of the SQL stores: a repository on one table, shared by any number of workers, opened, purged, closed
+ * and guarded the same way whatever the server. Each dialect (postgres/, mysql/) adds its statements, transaction
+ * and error codes.
  */
 export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransaction<C>>
   extends BaseRepository
@@ -143,9 +138,8 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   }
 
   /**
-   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}): the
-   * dialect's transaction starts it with the work's first statement, commits or rolls it back, and gives the
-   * connection back, or destroys it when its state is unknown.
+   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}),
+   * started with the work's first statement.
    */
   async transaction<R>(
     work: (transaction: RepositoryTransaction<C>) => Promise<R>,
@@ -176,7 +170,6 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     }
   }
 
-  /** The longest lock timeout a transaction may ask for. */
   protected abstract readonly maxLockTimeoutMs: number;
 
   /** A transaction with `lockTimeoutMs` on a connection taken from the pool; nothing is sent yet. */
@@ -194,7 +187,6 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     return { added: false, existing: { id: key, state: 'in-flight', expiresAt, leaseExpiresAt: until } };
   }
 
-  /** Store failures with the driver's wording replaced by what it means for the caller. */
   protected override async run<R>(operation: string, call: () => Promise<R>): Promise<R> {
     try {
       return await call();
@@ -239,7 +231,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     });
   }
 
-  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
+  /** Keyset paging on the primary key. */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
     let after: unknown;
@@ -252,7 +244,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     }
   }
 
-  /** Up to `size` records with ids after `after` (the last page's `last`; undefined at first), and the last id. */
+  /** Up to `size` records with ids after `after` (undefined at first), and the last id. */
   protected abstract scanPage(
     after: unknown,
     size: number,
@@ -299,7 +291,6 @@ export function handlerClient<C>(
     value !== null &&
     methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
   const value = context?.transaction;
-  // The client itself, or a RepositoryTransaction holding it.
   const client = isClient(value)
     ? value
     : isClient((value as { client?: unknown } | undefined)?.client)

@@ -28,7 +28,7 @@ const MAX_NAMESPACE_BYTES = 255;
 /** Config schema for `repository.type = "mysql"`. */
 export const mysqlOptionsSchema = z
   .object(
-    sqlOptionFields(mysqlDefaults, {
+    sqlOptionFields({
       /** `mysql://user:password@host:port/database`; optional only when a pool is passed. */
       url: z
         .url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' })

@@ -30,7 +30,7 @@ export const tables = tableRule(
 /** Config schema for `repository.type = "postgres"`. */
 export const postgresOptionsSchema = z
   .object({
-    ...sqlOptionFields(postgresDefaults, {
+    ...sqlOptionFields({
       /** `postgres://[user[:password]@]host[:port]/database[?sslmode=…]`; optional only when a pool is passed. */
       url: z
         .url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// or postgresql:// URL' })

@@ -7,7 +7,6 @@ import { type BoundStatement, send, sendWithLead } from './connection.js';
 
 /** SQLSTATE in_failed_transaction: a statement before this one broke the transaction. */
 export const IN_FAILED_TRANSACTION = '25P02';
-const BEGIN_ONLY: readonly string[] = ['BEGIN'];
 
 /**
  * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
@@ -43,7 +42,7 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   constructor(client: pg.PoolClient, lockTimeoutMs: number) {
     // An integer literal: SET takes no parameters.
     const lead = opensWith(client, lockTimeoutMs)
-      ? BEGIN_ONLY
+      ? ['BEGIN']
       : ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
     super('postgres', client, lockTimeoutMs, lead);
     client.on('error', this.#onError);

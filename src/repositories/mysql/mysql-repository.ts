@@ -57,6 +57,7 @@ export type MySqlOpenOptions = MySqlRepositoryOptions & MySqlOpenExtras;
 interface ServerTraits {
   /** `innodb_rollback_on_timeout`: a lock wait timeout then rolls back the whole transaction, not one statement. */
   readonly rollbackOnTimeout: boolean;
+  /** MariaDB: several statements go in one round trip as a compound statement (see `inOrder`). */
   readonly mariadb: boolean;
 }
 
@@ -127,9 +128,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   readonly #namespace: Buffer;
   /** The `innodb_lock_wait_timeout` every connection of an owned pool already has; undefined for a given pool. */
   readonly #poolLockSeconds: number | undefined;
-  readonly #rollbackOnTimeout: boolean;
-  /** MariaDB: several statements go in one round trip (see `inOrder`). */
-  readonly #compound: boolean;
+  readonly #server: ServerTraits;
   /** By lock wait in seconds. */
   readonly #sessions = new Map<number, SessionStatements>();
   /** {@link #claimBlock}'s texts by lead list: untracked, then tracked. */
@@ -141,8 +140,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     this.#sql = new Statements(options.table);
     this.#namespace = bytes(options.namespace);
     this.#poolLockSeconds = settings.ownsPool ? lockWaitSeconds(options.lockTimeoutMs) : undefined;
-    this.#rollbackOnTimeout = server.rollbackOnTimeout;
-    this.#compound = server.mariadb;
+    this.#server = server;
   }
 
   /** Connects from config options (or uses the given pool) and checks the table (see `openSql`). */
@@ -163,7 +161,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    */
   protected async openTransaction(lockTimeoutMs: number): Promise<MySqlTransaction> {
     const session = this.#session(lockWaitSeconds(lockTimeoutMs));
-    return new MySqlTransaction(await this.pool.getConnection(), lockTimeoutMs, this.#compound, session);
+    return new MySqlTransaction(
+      await this.pool.getConnection(),
+      lockTimeoutMs,
+      this.#server.mariadb,
+      session,
+    );
   }
 
   /** The same lists for the same lock wait, so that their blocks are built once. */
@@ -252,7 +255,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     // In id order: concurrent multi-row claims lock shared rows in the same order and cannot deadlock on them.
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
     // A transaction's start goes in its first claim's round trip when that is of one id; else alone.
-    const statements = this.#compound && rows.length === 1 ? transaction?.takeLead() : undefined;
+    const statements = this.#server.mariadb && rows.length === 1 ? transaction?.takeLead() : undefined;
     let lead =
       statements === undefined ? undefined : { transaction: transaction as MySqlTransaction, statements };
     const executor = await this.#executor(transaction);
@@ -279,7 +282,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
           // Another open transaction holds one of these ids: the statement was rolled back whole.
           const undecided = [...groups.slice(g).flat(), ...retry];
           for (const row of undecided) results[row.index] = this.busy(row.key, now, options.ttlMs);
-          if (this.#rollbackOnTimeout)
+          if (this.#server.rollbackOnTimeout)
             transaction?.abort('lock wait timeout with innodb_rollback_on_timeout');
           else transaction?.rollbackOnly();
           return results;

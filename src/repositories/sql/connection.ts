@@ -63,11 +63,9 @@ export function checkLayout(
 
 /** How a server says what went wrong at open, beyond what every SQL store shares (see {@link openFailure}). */
 export interface ServerFailures {
-  /** The driver's code of an error (a SQLSTATE, an errno). */
+  /** The driver's code of an error (a SQLSTATE, an errno), as `refused` and `unknownDatabase` list them. */
   code(error: unknown): string | number | undefined;
-  /** Codes of refused credentials. */
   readonly refused: readonly (string | number)[];
-  /** Codes of an unknown database. */
   readonly unknownDatabase: readonly (string | number)[];
   /** The server asked for a password and none was sent. */
   noPassword(error: unknown): boolean;

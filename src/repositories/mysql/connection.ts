@@ -10,12 +10,12 @@ import type { TlsOptions } from '../../options/tls.js';
 import { verifiedTls } from '../shared.js';
 import { openFailure } from '../sql/connection.js';
 import type { MySqlOptions } from './options.js';
-import { schemaAndName, TRACK_LAST_INSERT_ID } from './sql.js';
+import { TRACK_LAST_INSERT_ID } from './sql.js';
 
 /**
  * The sessions (mysql2's connections, under the wrapper each checkout makes anew) whose OK packets carry
  * `last_insert_id` ({@link TRACK_LAST_INSERT_ID}): an owned pool's from the start, a given pool's from their
- * first one-row claim in a transaction. Tracking that failed only costs a claim its read-back.
+ * first one-row claim in a transaction.
  */
 export const trackedSessions = new WeakSet<object>();
 
@@ -37,7 +37,7 @@ function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOption
   return { ...settings, verifyIdentity: settings.rejectUnauthorized };
 }
 
-/** The URL's `ssl` parameter as mysql2 reads it (JSON, else a profile name), the host-name check on where verified. */
+/** The URL's `ssl` parameter as mysql2 reads it, the host-name check on where verified. */
 function urlSsl(url: URL): PoolOptions['ssl'] {
   const raw = url.searchParams.get('ssl');
   if (raw === null) return undefined;
@@ -45,7 +45,7 @@ function urlSsl(url: URL): PoolOptions['ssl'] {
   try {
     parsed = JSON.parse(raw);
   } catch {
-    return undefined; // a profile name: mysql2 resolves it from the URL itself
+    return undefined; // a profile name, which mysql2 resolves from the URL itself
   }
   if (typeof parsed !== 'object' || parsed === null) return undefined;
   const settings = parsed as { rejectUnauthorized?: unknown; verifyIdentity?: unknown };
@@ -74,21 +74,14 @@ function endpointOptions(options: MySqlOptions, url: URL): Pick<PoolOptions, 'ho
   };
 }
 
-/** The URL the pool parses, without `ssl` when `repository.tls` decides (mysql2 would let the URL's win). */
-function poolUri(options: MySqlOptions, url: URL): string {
-  if (options.tls === undefined) return url.href;
-  const copy = new URL(url.href);
-  copy.searchParams.delete('ssl');
-  return copy.href;
-}
-
-/** A pool whose connections commit each statement and carry the repository's lock timeout. */
+/** A pool whose connections commit each statement, carry the repository's lock timeout and track `last_insert_id`. */
 export function createPool(options: MySqlOptions): Pool {
   const url = new URL(options.url as string);
   const ssl = sslOptions(options.tls, url);
+  // When `repository.tls` decides: mysql2 would let the URL's `ssl` win.
+  if (options.tls !== undefined) url.searchParams.delete('ssl');
   const pool = createMysqlPool({
-    uri: poolUri(options, url),
-    // Explicit options win over the URI.
+    uri: url.href,
     ...(options.password !== undefined ? { password: options.password } : {}),
     connectionLimit: options.poolSize,
     connectTimeout: options.connectTimeoutMs,
@@ -113,20 +106,19 @@ export function createPool(options: MySqlOptions): Pool {
   return pool;
 }
 
-/** The server's error number (`errno`) of a mysql2 error. */
+/** The server's `errno` of a mysql2 error. */
 export function errorNumber(error: unknown): number | undefined {
   const errno = (error as { errno?: unknown } | undefined)?.errno;
   return typeof errno === 'number' ? errno : undefined;
 }
 
-/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see openFailure). */
+/** See {@link openFailure}. */
 export function openError(error: unknown, address: string): unknown {
   return openFailure('mysql', address, error, {
     code: errorNumber,
     // 1045 access denied, 1044 no access to the database, 1698 a user that logs in by socket only.
     refused: [1045, 1044, 1698],
     unknownDatabase: [1049],
-    // The server's own words when no password was sent (none in the URL nor in `password`).
     noPassword: (error) =>
       errorNumber(error) === 1045 &&
       /\(using password: NO\)/.test(error instanceof Error ? error.message : ''),
@@ -139,22 +131,6 @@ export function openError(error: unknown, address: string): unknown {
   });
 }
 
-/** The table's columns and their types as the catalog lists them (see `checkLayout`). */
-export async function columnsOf(pool: Pool, table: string): Promise<Map<string, string>> {
-  const [rows] = await pool.execute(
-    'SELECT COLUMN_NAME AS name, DATA_TYPE AS type FROM information_schema.COLUMNS ' +
-      'WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
-    schemaAndName(table),
-  );
-  return new Map(
-    (rows as { name: unknown; type: unknown }[]).map((row) => [
-      String(row.name),
-      String(row.type).toLowerCase(),
-    ]),
-  );
-}
-
-/** Server errnos the repository tells apart. */
 export const ER_LOCK_WAIT_TIMEOUT = 1205;
 export const ER_LOCK_DEADLOCK = 1213;
 /** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
@@ -180,7 +156,7 @@ export async function inOrder(
 
 const NO_PARAMS: unknown[] = [];
 
-/** The compound statement of each list of statements the repository keeps (see {@link SessionStatements}). */
+/** The compound statement of each list of statements the repository keeps. */
 const blocks = new WeakMap<readonly string[], string>();
 
 function blockOf(statements: readonly string[]): string {
@@ -205,8 +181,8 @@ interface PreparedStatement {
 }
 
 /**
- * The repository's statements prepared on each connection (mysql2's, under the wrapper each checkout makes anew),
- * by text: run without mysql2 hashing the whole text (a few KB for a claim block) on every call.
+ * The repository's statements prepared on each of mysql2's connections, by text: run without mysql2 hashing the
+ * whole text (a few KB for a claim block) on every call.
  */
 const preparedOn = new WeakMap<object, Map<string, PreparedStatement>>();
 
@@ -236,7 +212,7 @@ function executeOn(connection: CoreExecutor, sql: string, params: unknown[], don
   const statement = statements?.get(sql);
   if (statement !== undefined) {
     statement.execute(params, (error, result) => {
-      // Closed by mysql2 meanwhile: the server ran nothing; prepared anew.
+      // Closed by mysql2 meanwhile (the server ran nothing): prepared anew.
       if (error && errorNumber(error) === ER_UNKNOWN_STMT_HANDLER) {
         statements?.delete(sql);
         executeOn(connection, sql, params, done);

@@ -1,5 +1,10 @@
 import type { Pool } from 'mysql2/promise';
-import { type MigrateResult, type SqlMigrateOptions, sqlMigration } from '../sql/migration.js';
+import {
+  type MigrateResult,
+  type SqlDialect,
+  type SqlMigrateOptions,
+  sqlMigration,
+} from '../sql/migration.js';
 import { tableInUse } from '../sql/store.js';
 import {
   describeAddress,
@@ -43,6 +48,18 @@ export function schemaStatements(table: string = mysqlDefaults.table): string[] 
   ];
 }
 
+/** MySQL and MariaDB for the SQL core (see `SqlDialect`). */
+export const dialect: SqlDialect<Pool, MySqlOptions> = {
+  store: 'mysql',
+  statements: schemaStatements,
+  apply: createMissingTable,
+  columnsOf,
+  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
+  parseOptions: parseMySqlOptions,
+  describeAddress,
+  connection: () => import('./connection.js'),
+};
+
 /** What {@link migrate} needs: where (a URL or a pool) and which table. */
 export type MigrateOptions = SqlMigrateOptions<MySqlRepositoryOptions, Pool>;
 
@@ -50,13 +67,7 @@ export type MigrateOptions = SqlMigrateOptions<MySqlRepositoryOptions, Pool>;
  * `migrate` creates the table when missing, or adds the columns an older one lacks; safe to run again and from
  * several processes at once (the table's metadata lock serializes `CREATE TABLE IF NOT EXISTS`).
  */
-export const { migrate, schemaScript } = sqlMigration<Pool, MySqlOptions, MigrateOptions>({
-  statements: schemaStatements,
-  apply: createMissingTable,
-  parseOptions: parseMySqlOptions,
-  describeAddress,
-  connection: () => import('./connection.js'),
-});
+export const { migrate, schemaScript } = sqlMigration<Pool, MySqlOptions, MigrateOptions>(dialect);
 
 /** ER_LOCK_WAIT_TIMEOUT: a row or metadata lock wait ran out. */
 const LOCK_WAIT_TIMEOUT = 1205;
@@ -68,28 +79,17 @@ const DUPLICATE_COLUMN = 1060;
  * up first (MySQL has no `ADD COLUMN IF NOT EXISTS`): a migration run again takes no lock at all. Answers the
  * statements run. Also what `createTable: true` runs at open.
  */
-export async function createMissingTable(pool: Pool, table: string): Promise<string[]> {
-  const [schema, name] = schemaAndName(table);
-  const [rows] = await pool.execute(
-    'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
-    [schema, name],
-  );
-  let ddl = schemaStatements(table);
-  if ((rows as unknown[]).length > 0) {
-    const [columns] = await pool.execute(
-      'SELECT COLUMN_NAME AS name FROM information_schema.COLUMNS ' +
-        'WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
-      [schema, name],
-    );
-    const present = new Set((columns as { name: string }[]).map((c) => c.name));
-    ddl = (Object.keys(ADDED_COLUMNS) as (keyof typeof ADDED_COLUMNS)[])
-      .filter((column) => !present.has(column))
-      .map(
-        (column) =>
-          `ALTER TABLE ${quoteTable(table)} ADD COLUMN ${column} ${ADDED_COLUMNS[column].toUpperCase()} NULL`,
-      );
-    if (ddl.length === 0) return [];
-  }
+async function createMissingTable(pool: Pool, table: string): Promise<string[]> {
+  const present = await columnsOf(pool, table);
+  const ddl =
+    present.size === 0
+      ? schemaStatements(table)
+      : (Object.keys(ADDED_COLUMNS) as (keyof typeof ADDED_COLUMNS)[])
+          .filter((column) => !present.has(column))
+          .map(
+            (column) =>
+              `ALTER TABLE ${quoteTable(table)} ADD COLUMN ${column} ${ADDED_COLUMNS[column].toUpperCase()} NULL`,
+          );
   try {
     for (const statement of ddl) {
       await pool.query(statement).catch((error: unknown) => {
@@ -102,4 +102,19 @@ export async function createMissingTable(pool: Pool, table: string): Promise<str
     throw error;
   }
   return ddl;
+}
+
+/** The table's columns and their types as the catalog lists them (see `SqlDialect.columnsOf`). */
+async function columnsOf(pool: Pool, table: string): Promise<Map<string, string>> {
+  const [rows] = await pool.execute(
+    'SELECT COLUMN_NAME AS name, DATA_TYPE AS type FROM information_schema.COLUMNS ' +
+      'WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?',
+    schemaAndName(table),
+  );
+  return new Map(
+    (rows as { name: unknown; type: unknown }[]).map((row) => [
+      String(row.name),
+      String(row.type).toLowerCase(),
+    ]),
+  );
 }

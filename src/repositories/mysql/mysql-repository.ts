@@ -8,7 +8,6 @@ import { chunk, type StoreLogger } from '../shared.js';
 import {
   handlerClient,
   openSql,
-  type SqlDialect,
   type SqlOpenExtras,
   SqlRepository,
   type SqlSettings,
@@ -16,35 +15,24 @@ import {
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
 import {
-  columnsOf,
-  createPool,
   ER_LOCK_DEADLOCK,
   ER_LOCK_WAIT_TIMEOUT,
   type Executor,
   errorNumber as errno,
   execute,
   lockWaitSeconds,
-  openError,
   trackedSessions,
 } from './connection.js';
-import { createMissingTable } from './migration.js';
+import { dialect } from './migration.js';
+import type { MySqlOptions, MySqlRepositoryOptions } from './options.js';
 import {
-  describeAddress,
-  type MySqlOptions,
-  type MySqlRepositoryOptions,
-  parseMySqlOptions,
-} from './options.js';
-import {
-  ADDED_COLUMNS,
   bucket,
   bytes,
-  COLUMNS,
   decodeRow,
   MAX_FIELD_BYTES,
   MAX_ROWS,
   MAX_STATEMENT_BYTES,
   optionalBytes,
-  quoteTable,
   type Row,
   Statements,
   TAKEN_OVER,
@@ -52,7 +40,6 @@ import {
 } from './sql.js';
 import { MySqlTransaction, type SessionStatements, sessionStatements } from './transaction.js';
 
-/** `Table … doesn't exist`. */
 const ER_NO_SUCH_TABLE = 1146;
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
@@ -67,32 +54,16 @@ export type MySqlLogger = StoreLogger;
 export type MySqlOpenExtras = SqlOpenExtras<Pool>;
 export type MySqlOpenOptions = MySqlRepositoryOptions & MySqlOpenExtras;
 
-const dialect: SqlDialect<Pool, MySqlOptions> = {
-  store: 'mysql',
-  parseOptions: parseMySqlOptions,
-  describeAddress,
-  createPool,
-  createTable: createMissingTable,
-  columnsOf,
-  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
-  openError,
-};
-
 interface ServerTraits {
   /** `innodb_rollback_on_timeout`: a lock wait timeout then rolls back the whole transaction, not one statement. */
   readonly rollbackOnTimeout: boolean;
+  /** MariaDB: several statements go in one round trip as a compound statement (see `inOrder`). */
   readonly mariadb: boolean;
 }
 
 /** An OK packet with the session state changes mysql2 parses (its types leave them out). */
 interface TrackedHeader extends ResultSetHeader {
   readonly stateChanges?: { readonly systemVariables?: Readonly<Record<string, string>> };
-}
-
-/** A transaction's lead, taken to go ahead of a claim in its round trip. */
-interface Lead {
-  readonly transaction: MySqlTransaction;
-  readonly statements: readonly string[];
 }
 
 /** A random token per statement: 52 bits, so the server compares it exactly (see the `token` column). */
@@ -112,7 +83,13 @@ function unchangedRows(header: ResultSetHeader, rows: number): number | undefine
   return rows - header.affectedRows + Number(duplicates);
 }
 
-/** One claim entry with its column values as bytes. */
+/** A transaction's lead, taken to go ahead of a claim in its round trip. */
+interface Lead {
+  readonly transaction: MySqlTransaction;
+  readonly statements: readonly string[];
+}
+
+/** One claim entry, its column values as bytes. */
 interface ClaimRow {
   readonly index: number;
   readonly key: string;
@@ -123,7 +100,6 @@ interface ClaimRow {
   readonly size: number;
 }
 
-/** Throws when an owner or fingerprint is wider than its column. */
 function checkWidth(name: string, value: Buffer | null): void {
   if (value !== null && value.length > MAX_FIELD_BYTES) {
     const message = `mysql add: ${name} is ${value.length} bytes; the column holds ${MAX_FIELD_BYTES}`;
@@ -133,22 +109,18 @@ function checkWidth(name: string, value: Buffer | null): void {
 
 /** `values` then its last element repeated up to `size` (the spare places of a bucketed statement). */
 function padded<T>(values: readonly T[], size: number): T[] {
-  const out = values.slice();
-  const last = values[values.length - 1] as T;
-  while (out.length < size) out.push(last);
-  return out;
+  return [...values, ...new Array<T>(size - values.length).fill(values.at(-1) as T)];
 }
 
 /**
  * Repository on MySQL 8 or MariaDB 10.6+ through mysql2, whose records can commit in the side effect's own
  * transaction (see {@link MySqlRepository.transaction}).
  *
- * One table keyed by `(namespace, id)`. A claim or lazy mark is one multi-row `INSERT … ON DUPLICATE KEY UPDATE`
- * that takes a row only when it is absent or no longer live (never a duplicate-key error) and writes the call's
- * random token on the rows it takes. Its OK packet says how many rows it left alone; when none (the common case)
- * that one round trip answers, else a locking read-back tells by the token which it took and what holds the
- * others. Every statement is prepared. Times come from the server's clock (`@@timestamp`) unless an explicit
- * `now` (event-time mode) replaces it; `purge()` deletes rows past their `forget_at` in bounded batches.
+ * A claim or lazy mark is one multi-row `INSERT … ON DUPLICATE KEY UPDATE` that takes a row only when it is absent
+ * or no longer live (never a duplicate-key error) and writes the call's random token on the rows it takes. Its OK
+ * packet says how many rows it left alone; when none (the common case) that one round trip answers, else a locking
+ * read-back tells by the token which it took and what holds the others. Times come from the server's clock
+ * (`@@timestamp`) unless an explicit `now` (event-time mode) replaces it.
  */
 export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTransaction> {
   protected readonly storeName = 'mysql';
@@ -156,10 +128,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   readonly #namespace: Buffer;
   /** The `innodb_lock_wait_timeout` every connection of an owned pool already has; undefined for a given pool. */
   readonly #poolLockSeconds: number | undefined;
-  readonly #rollbackOnTimeout: boolean;
-  /** MariaDB: several statements go in one round trip (see {@link inOrder}). */
-  readonly #compound: boolean;
-  /** The session statements of a transaction, by its lock wait in seconds. */
+  readonly #server: ServerTraits;
+  /** By lock wait in seconds. */
   readonly #sessions = new Map<number, SessionStatements>();
   /** {@link #claimBlock}'s texts by lead list: untracked, then tracked. */
   readonly #claimBlocks = new WeakMap<readonly string[], readonly [string, string]>();
@@ -170,14 +140,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     this.#sql = new Statements(options.table);
     this.#namespace = bytes(options.namespace);
     this.#poolLockSeconds = settings.ownsPool ? lockWaitSeconds(options.lockTimeoutMs) : undefined;
-    this.#rollbackOnTimeout = server.rollbackOnTimeout;
-    this.#compound = server.mariadb;
+    this.#server = server;
   }
 
-  /**
-   * Connects (or takes the given pool), creates the table when `createTable` is set, otherwise checks its layout.
-   * Bad settings reject with a ConfigError naming `repository.<key>`; the URL's password is never shown.
-   */
+  /** Connects from config options (or uses the given pool) and checks the table (see `openSql`). */
   static async open(input: MySqlOpenOptions): Promise<MySqlRepository> {
     const opened = await openSql(dialect, input, async (pool): Promise<ServerTraits> => {
       const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value, @@version AS version');
@@ -190,17 +156,20 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   protected readonly maxLockTimeoutMs = Number.MAX_SAFE_INTEGER;
 
   /**
-   * A transaction on a pooled connection (see {@link MySqlTransaction}). `lockTimeoutMs` is the session's
-   * `innodb_lock_wait_timeout` meanwhile, in whole seconds rounded up. The isolation level is the session's:
-   * claims are locking writes and their read-backs locking reads, which see the latest committed row whatever the
-   * snapshot.
+   * A transaction at the session's isolation level: claims are locking writes and their read-backs locking reads,
+   * which see the latest committed row whatever the snapshot.
    */
   protected async openTransaction(lockTimeoutMs: number): Promise<MySqlTransaction> {
     const session = this.#session(lockWaitSeconds(lockTimeoutMs));
-    return new MySqlTransaction(await this.pool.getConnection(), lockTimeoutMs, this.#compound, session);
+    return new MySqlTransaction(
+      await this.pool.getConnection(),
+      lockTimeoutMs,
+      this.#server.mariadb,
+      session,
+    );
   }
 
-  /** The session statements for a lock wait of `seconds`: the same lists each time, so their blocks are built once. */
+  /** The same lists for the same lock wait, so that their blocks are built once. */
   #session(seconds: number): SessionStatements {
     let session = this.#sessions.get(seconds);
     if (session !== undefined) return session;
@@ -210,23 +179,18 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return session;
   }
 
-  /**
-   * Each batch is its own short transaction at READ COMMITTED: no gap locks, no lock held for long. A live
-   * record is never deleted: `forget_at` is at least its expiry.
-   */
+  /** Each batch is its own short transaction at READ COMMITTED: no gap locks, no lock held for long. */
   protected async purgeBatch(batchSize: number): Promise<number> {
-    for (let round = 1; ; round++) {
+    return this.#withDeadlockRetry(undefined, async () => {
       const connection = await this.pool.getConnection();
       try {
         await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
         const [header] = await connection.execute(this.#sql.purge(batchSize));
         return (header as ResultSetHeader).affectedRows;
-      } catch (error) {
-        if (errno(error) !== ER_LOCK_DEADLOCK || round >= MAX_ROUNDS) throw error;
       } finally {
         connection.release();
       }
-    }
+    });
   }
 
   protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
@@ -242,7 +206,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return transaction === undefined ? this.pool : transaction.session();
   }
 
-  /** The open transaction of this async context (checked usable), if any. */
+  /** The open transaction of this async context (checked usable). */
   #transaction(operation: string): MySqlTransaction | undefined {
     const transaction = this.scope.getStore();
     transaction?.assertUsable(operation);
@@ -250,9 +214,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   }
 
   /**
-   * Runs a statement outside any transaction again when the server rolled it back as a deadlock victim (two
-   * multi-row claims can lock shared ids in turn). In a transaction the deadlock rolled back everything before
-   * it: the transaction is lost and the error goes to the caller.
+   * Runs a statement outside any transaction again when the server rolled it back as a deadlock victim. In a
+   * transaction the deadlock rolled back everything before it: the transaction is lost.
    */
   async #withDeadlockRetry<T>(transaction: MySqlTransaction | undefined, call: () => Promise<T>): Promise<T> {
     for (let round = 1; ; round++) {
@@ -291,9 +254,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     });
     // In id order: concurrent multi-row claims lock shared rows in the same order and cannot deadlock on them.
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
-    // A transaction's start goes in its first claim's round trip when that is of one id (one message a
-    // transaction); before a larger one it goes alone.
-    const statements = this.#compound && rows.length === 1 ? transaction?.takeLead() : undefined;
+    // A transaction's start goes in its first claim's round trip when that is of one id; else alone.
+    const statements = this.#server.mariadb && rows.length === 1 ? transaction?.takeLead() : undefined;
     let lead =
       statements === undefined ? undefined : { transaction: transaction as MySqlTransaction, statements };
     const executor = await this.#executor(transaction);
@@ -317,12 +279,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
           );
         } catch (error) {
           if (errno(error) !== ER_LOCK_WAIT_TIMEOUT) throw error;
-          // Another open transaction holds one of these ids. The statement was rolled back whole, so none of its
-          // ids is decided (nor any after it).
+          // Another open transaction holds one of these ids: the statement was rolled back whole.
           const undecided = [...groups.slice(g).flat(), ...retry];
           for (const row of undecided) results[row.index] = this.busy(row.key, now, options.ttlMs);
-          // The transaction, if any, can only roll back.
-          if (this.#rollbackOnTimeout)
+          if (this.#server.rollbackOnTimeout)
             transaction?.abort('lock wait timeout with innodb_rollback_on_timeout');
           else transaction?.rollbackOnly();
           return results;
@@ -408,30 +368,28 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    * The transaction's lead and a one-row claim as one prepared compound statement: one round trip, which stops
    * at the first failure, so the claim never runs outside the transaction. The session's tracked
    * `last_insert_id` answers the claim's time when it took the row, 0 when it left it (a lapsed row taken over
-   * gets the rest of the claim in a second statement), and undefined when the packet does not say (the read-back
-   * tells).
+   * gets the rest of the claim in a second statement), and undefined when the packet does not say.
    */
-  async #claimAfter(lead: Lead, params: unknown[]): Promise<number | undefined> {
-    // The tracking goes once per connection of a given pool, first (an owned pool's have it from the start).
-    const session = lead.transaction.connection.connection;
-    const sql = this.#claimBlock(lead.statements, !trackedSessions.has(session));
+  async #claimAfter({ transaction, statements }: Lead, params: unknown[]): Promise<number | undefined> {
+    const { connection } = transaction;
+    const sql = this.#claimBlock(statements, !trackedSessions.has(connection.connection));
     try {
-      const header = await execute<ResultSetHeader>(lead.transaction.connection, sql, params);
-      trackedSessions.add(session);
+      const header = await execute<ResultSetHeader>(connection, sql, params);
+      trackedSessions.add(connection.connection);
       const at = (header as TrackedHeader).stateChanges?.systemVariables?.last_insert_id;
       if (at === undefined) return undefined;
       if (Number(at) !== TAKEN_OVER) return Number(at);
     } catch (error) {
       // A claim's own failures leave the lead done; any other may have stopped it part way.
       const code = errno(error);
-      if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) lead.transaction.broken = true;
+      if (code !== ER_LOCK_WAIT_TIMEOUT && code !== ER_LOCK_DEADLOCK) transaction.broken = true;
       throw error;
     }
-    const header = await execute<ResultSetHeader>(lead.transaction.connection, this.#sql.claim(1), params);
+    const header = await execute<ResultSetHeader>(connection, this.#sql.claim(1), params);
     return header.insertId > 0 ? Number(header.insertId) : undefined;
   }
 
-  /** The block of `lead` then a one-row claim, the tracking first when `track`: built once per lead list. */
+  /** The block of `lead` then a one-row claim, the tracking first when `track`. */
   #claimBlock(lead: readonly string[], track: boolean): string {
     let texts = this.#claimBlocks.get(lead);
     if (texts === undefined) {
@@ -549,7 +507,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return (await this.#write(transaction, sql, params)).affectedRows > 0;
   }
 
-  /** One write on the transaction's connection, else on the pool (see {@link withDeadlockRetry}). */
+  /** One write on the transaction's connection, else on the pool. */
   async #write(
     transaction: MySqlTransaction | undefined,
     sql: string,
@@ -585,7 +543,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
  * the effect and the mark. Throws a ConfigError outside a transaction.
  */
 export function mysqlTransaction(context: { readonly transaction?: unknown }): PoolConnection {
-  // `execute`, which a pg client lacks, and `release`.
+  // `execute`: a pg client has none.
   return handlerClient(context, ['execute', 'release'], {
     fn: 'mysqlTransaction',
     repository: 'MySqlRepository',

@@ -28,7 +28,7 @@ const MAX_NAMESPACE_BYTES = 255;
 /** Config schema for `repository.type = "mysql"`. */
 export const mysqlOptionsSchema = z
   .object(
-    sqlOptionFields(mysqlDefaults, {
+    sqlOptionFields({
       /** `mysql://user:password@host:port/database`; optional only when a pool is passed. */
       url: z
         .url({ protocol: /^(mysql|mariadb)$/, error: 'must be a mysql:// or mariadb:// URL' })
@@ -68,6 +68,4 @@ export type MySqlRepositoryOptions = z.input<typeof mysqlOptionsSchema>;
 export const parseMySqlOptions = storeOptionsParser(mysqlOptionsSchema, 'MySqlRepository.open(...)');
 
 /** Where the pool connects, without credentials. */
-export function describeAddress(url: string | undefined): string {
-  return describeSqlAddress(url, 3306);
-}
+export const describeAddress = (url: string | undefined): string => describeSqlAddress(url, 3306);

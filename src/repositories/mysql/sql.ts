@@ -32,7 +32,7 @@ export const COLUMNS = {
   first_seen_at: 'bigint',
 } as const;
 
-/** Columns added after the first release: the migration adds them to an older table (see migration.ts). */
+/** See `TableLayout.added`. */
 export const ADDED_COLUMNS = { first_seen_at: 'bigint' } as const;
 
 /** Widest owner and fingerprint, in UTF-8 bytes (their columns). */
@@ -58,8 +58,8 @@ export const MAX_STATEMENT_BYTES = 4 * 1024 * 1024;
 
 /**
  * The statement size used for `n` rows or ids: `n` up to 8, then the next of four steps per power of two (9 → 10,
- * 100 → 112, 1000 → 1024), the spare places repeating the last. Each size is a text every connection prepares and
- * keeps, so varying batch sizes prepare a few statements, not one per size.
+ * 100 → 112, 1000 → 1024): each size is a text every connection prepares and keeps, so varying batch sizes prepare
+ * a few statements, not one per size.
  */
 export function bucket(n: number): number {
   if (n <= 8) return n;
@@ -86,7 +86,7 @@ export function optionalBytes(text: string | undefined): Buffer | null {
   return text === undefined ? null : Buffer.from(text, 'utf8');
 }
 
-/** The record of a row (its `id` column decoded as the canonical key). */
+/** The record of a row, its `id` decoded as the canonical key. */
 export function decodeRow(row: Row): IdempotencyRecord {
   return decodeRecord(row.id.toString('utf8'), row, utf8);
 }

@@ -2,18 +2,16 @@ import pg from 'pg';
 import { verifiedTls } from '../shared.js';
 import { errorCode, openFailure } from '../sql/connection.js';
 import type { PostgresOptions } from './options.js';
-import { quoteTable } from './sql.js';
 
 /** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
 const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
 
 /**
  * The pool's connection string. node-postgres lets the URL override explicit settings, so the `password` option
- * is written into it, and its TLS parameters are taken out when `tls` is configured.
+ * is written into it (the setter percent-encodes it), and its TLS parameters are taken out when `tls` is given.
  */
 function connectionString(options: PostgresOptions): string {
   const url = new URL(options.url as string);
-  // The URL setter percent-encodes what a password may hold (`@`, `/`, `:`).
   if (options.password !== undefined) url.password = options.password;
   if (options.tls !== undefined) for (const name of URL_TLS_PARAMS) url.searchParams.delete(name);
   return url.href;
@@ -65,9 +63,7 @@ export function createPool(options: PostgresOptions): pg.Pool {
   return pool;
 }
 
-export { errorCode };
-
-/** Maps a failure while opening the store (or migrating) to the setting most likely at fault (see openFailure). */
+/** See {@link openFailure}. */
 export function openError(error: unknown, address: string): unknown {
   return openFailure('postgres', address, error, {
     code: errorCode,
@@ -83,16 +79,6 @@ export function openError(error: unknown, address: string): unknown {
       'environment variable',
     tls: { codes: '', messages: 'does not support SSL|SSL connection', serverHint: 'ssl = on' },
   });
-}
-
-/** The table's columns and their types as the catalog lists them (see `checkLayout`). */
-export async function columnsOf(pool: pg.Pool, table: string): Promise<Map<string, string>> {
-  const { rows } = await pool.query<{ name: string; type: string }>({
-    text: `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
-      FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
-    values: [quoteTable(table)],
-  });
-  return new Map(rows.map((row) => [row.name, row.type]));
 }
 
 /** What {@link StatementQuery} uses of node-postgres' connection. */
@@ -116,8 +102,7 @@ const NO_LEAD: readonly string[] = [];
  * node-postgres' Query for one of the repository's statements, submitted as it is (a config object passed to
  * `query` is first copied property by property, the top JS item of a message's profile). It may write
  * parameterless `lead` statements (BEGIN, SET LOCAL) ahead of its own before the one Sync: one round trip, and an
- * error in any makes the server skip the rest, so the statement never runs when its BEGIN did not. Each lead
- * statement adds a result in front of the statement's.
+ * error in any makes the server skip the rest, so the statement never runs when its BEGIN did not.
  */
 class StatementQuery extends pg.Query {
   readonly #lead: readonly string[];
@@ -148,7 +133,7 @@ class StatementQuery extends pg.Query {
 /** Whether this node-postgres has the Query internals {@link StatementQuery} relies on. */
 const SUBMITS = typeof (pg.Query.prototype as { prepare?: unknown }).prepare === 'function';
 
-/** Runs `query` through a {@link StatementQuery}: the statement's own result (the last one). */
+/** Runs `query` through a {@link StatementQuery}: the statement's own result (after one per lead statement). */
 function submit<R extends pg.QueryResultRow>(
   client: pg.PoolClient,
   lead: readonly string[],

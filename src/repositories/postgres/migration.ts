@@ -1,6 +1,13 @@
 import type pg from 'pg';
-import { type MigrateResult, type SqlMigrateOptions, sqlMigration } from '../sql/migration.js';
+import { errorCode } from '../sql/connection.js';
+import {
+  type MigrateResult,
+  type SqlDialect,
+  type SqlMigrateOptions,
+  sqlMigration,
+} from '../sql/migration.js';
 import { tableInUse } from '../sql/store.js';
+import { endQuietly } from '../sql/transaction.js';
 import {
   describeAddress,
   type PostgresOptions,
@@ -14,7 +21,7 @@ import { ADDED_COLUMNS, COLUMNS, forgetIndexName, quoteTable } from './sql.js';
 export { COLUMNS, type MigrateResult };
 
 /**
- * The DDL of the table and its schema, if qualified (see ../sql/migration.ts), one statement per entry.
+ * The DDL of the table and its schema, if qualified, one statement per entry.
  *
  * - Ids and strings are `text COLLATE "C"`: compared byte for byte, without the locale's collation rules.
  * - Times are epoch ms in `double precision`; `forget_at` is when the row may be deleted (by `purge()`, through
@@ -28,27 +35,24 @@ export function schemaStatements(table: string = postgresDefaults.table): string
 interface SchemaObject {
   readonly ddl: string;
   /** A catalog query with one row, `present`, true when the object exists. */
-  readonly lookup: { readonly text: string; readonly values: readonly string[] };
+  readonly lookup: pg.QueryConfig<string[]>;
 }
 
 /** The objects {@link schemaStatements} creates, in order. */
 function schemaObjects(table: string): SchemaObject[] {
   const t = quoteTable(tables.check(table));
-  const schema = table.includes('.') ? table.split('.')[0] : undefined;
-  const schemaObject: SchemaObject[] =
+  const schema = table.includes('.') ? quoteTable(table.split('.')[0] as string) : undefined;
+  const inSchema: SchemaObject[] =
     schema === undefined
       ? []
       : [
           {
-            ddl: `CREATE SCHEMA IF NOT EXISTS ${quoteTable(schema)}`,
-            lookup: {
-              text: 'SELECT to_regnamespace($1) IS NOT NULL AS present',
-              values: [quoteTable(schema)],
-            },
+            ddl: `CREATE SCHEMA IF NOT EXISTS ${schema}`,
+            lookup: { text: 'SELECT to_regnamespace($1) IS NOT NULL AS present', values: [schema] },
           },
         ];
   return [
-    ...schemaObject,
+    ...inSchema,
     {
       ddl: `CREATE TABLE IF NOT EXISTS ${t} (
   namespace text COLLATE "C" NOT NULL,
@@ -89,6 +93,18 @@ function schemaObjects(table: string): SchemaObject[] {
   ];
 }
 
+/** PostgreSQL for the SQL core (see `SqlDialect`). */
+export const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
+  store: 'postgres',
+  statements: schemaStatements,
+  apply: runDdl,
+  columnsOf,
+  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
+  parseOptions: parsePostgresOptions,
+  describeAddress,
+  connection: () => import('./connection.js'),
+};
+
 /** What {@link migrate} needs: where (a URL or a pool) and which table. */
 export type MigrateOptions = SqlMigrateOptions<PostgresRepositoryOptions, pg.Pool>;
 
@@ -99,35 +115,26 @@ export type MigrateOptions = SqlMigrateOptions<PostgresRepositoryOptions, pg.Poo
  * every writer behind the migration. An advisory lock serializes runs that do create something (two racing
  * CREATE TABLEs can both pass `IF NOT EXISTS`), and the catalog is read again under it.
  */
-export const { migrate, schemaScript } = sqlMigration<pg.Pool, PostgresOptions, MigrateOptions>({
-  statements: schemaStatements,
-  apply: (pool, table) => runDdl(pool, table, schemaObjects(table)),
-  parseOptions: parsePostgresOptions,
-  describeAddress,
-  connection: () => import('./connection.js'),
-});
+export const { migrate, schemaScript } = sqlMigration<pg.Pool, PostgresOptions, MigrateOptions>(dialect);
 
 /** Advisory lock key of the migration: any constant the same in every process. */
 const MIGRATION_LOCK = 0x1de_6_0001;
 
-/** SQLSTATE lock_not_available. */
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /** The DDL of the objects not in the catalog, in order. */
 async function missing(db: pg.Pool | pg.PoolClient, objects: readonly SchemaObject[]): Promise<string[]> {
   const ddl: string[] = [];
   for (const object of objects) {
-    const { rows } = await db.query<{ present: boolean }>({
-      text: object.lookup.text,
-      values: [...object.lookup.values],
-    });
+    const { rows } = await db.query<{ present: boolean }>(object.lookup);
     if (rows[0]?.present !== true) ddl.push(object.ddl);
   }
   return ddl;
 }
 
 /** Runs the DDL of what is missing; answers the statements run. */
-async function runDdl(pool: pg.Pool, table: string, objects: readonly SchemaObject[]): Promise<string[]> {
+async function runDdl(pool: pg.Pool, table: string): Promise<string[]> {
+  const objects = schemaObjects(table);
   if ((await missing(pool, objects)).length === 0) return [];
   const client = await pool.connect();
   let broken: Error | undefined;
@@ -139,12 +146,20 @@ async function runDdl(pool: pg.Pool, table: string, objects: readonly SchemaObje
     await client.query('COMMIT');
     return ddl;
   } catch (error) {
-    await client.query('ROLLBACK').catch((rollbackError: Error) => {
-      broken = rollbackError;
-    });
-    if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw tableInUse('postgres', table, error);
+    broken = await endQuietly(client, 'ROLLBACK');
+    if (errorCode(error) === LOCK_NOT_AVAILABLE) throw tableInUse('postgres', table, error);
     throw error;
   } finally {
     client.release(broken);
   }
+}
+
+/** See `SqlDialect.columnsOf`. */
+async function columnsOf(pool: pg.Pool, table: string): Promise<Map<string, string>> {
+  const { rows } = await pool.query<{ name: string; type: string }>({
+    text: `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
+      FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
+    values: [quoteTable(table)],
+  });
+  return new Map(rows.map((row) => [row.name, row.type]));
 }

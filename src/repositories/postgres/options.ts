@@ -30,7 +30,7 @@ export const tables = tableRule(
 /** Config schema for `repository.type = "postgres"`. */
 export const postgresOptionsSchema = z
   .object({
-    ...sqlOptionFields(postgresDefaults, {
+    ...sqlOptionFields({
       /** `postgres://[user[:password]@]host[:port]/database[?sslmode=…]`; optional only when a pool is passed. */
       url: z
         .url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// or postgresql:// URL' })
@@ -58,6 +58,4 @@ export type PostgresRepositoryOptions = z.input<typeof postgresOptionsSchema>;
 export const parsePostgresOptions = storeOptionsParser(postgresOptionsSchema, 'PostgresRepository.open(...)');
 
 /** Where the pool connects, without credentials. */
-export function describeAddress(url: string | undefined): string {
-  return describeSqlAddress(url, 5432);
-}
+export const describeAddress = (url: string | undefined): string => describeSqlAddress(url, 5432);

@@ -13,32 +13,23 @@ import type {
   ReadOptions,
 } from '../../store/types.js';
 import type { StoreLogger } from '../shared.js';
+import { errorCode } from '../sql/connection.js';
 import {
   handlerClient,
   openSql,
-  type SqlDialect,
   type SqlOpenExtras,
   SqlRepository,
   type SqlSettings,
   timeParam,
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
-import { columnsOf, createPool, errorCode, openError } from './connection.js';
-import { migrate } from './migration.js';
+import { dialect } from './migration.js';
+import type { PostgresOptions, PostgresRepositoryOptions } from './options.js';
 import {
-  describeAddress,
-  type PostgresOptions,
-  type PostgresRepositoryOptions,
-  parsePostgresOptions,
-} from './options.js';
-import {
-  ADDED_COLUMNS,
-  COLUMNS,
   decodeRow,
   decodeText,
   encodeOptional,
   encodeText,
-  quoteTable,
   type RecordRow,
   type Statement,
   type Statements,
@@ -52,18 +43,7 @@ export type PostgresLogger = StoreLogger;
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
 
-const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
-  store: 'postgres',
-  parseOptions: parsePostgresOptions,
-  describeAddress,
-  createPool,
-  createTable: (pool, table) => migrate({ pool, table }),
-  columnsOf,
-  layout: { columns: COLUMNS, added: ADDED_COLUMNS, quote: quoteTable },
-  openError,
-};
-
-/** SQLSTATEs the repository answers rather than throws (25P02, in a failed transaction: see transaction.ts). */
+/** SQLSTATEs the repository answers rather than throws (and IN_FAILED_TRANSACTION). */
 const LOCK_NOT_AVAILABLE = '55P03';
 const UNDEFINED_TABLE = '42P01';
 
@@ -85,10 +65,8 @@ type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED |
  * - The live rows that kept the other ids are read in a second statement, whose newer snapshot also shows a row
  *   committed after the claim began. Inside a transaction the claim locked those rows; outside one, a row gone or
  *   lapsed in between is claimed again. Under REPEATABLE READ such a conflict is SQLSTATE 40001, retryable.
- * - Times are the server's clock (see sql.ts) unless an explicit `now` replaces it; reads filter by liveness,
- *   and {@link PostgresRepository.purge} deletes rows past `forget_at`.
- * - {@link transaction} runs the verbs and the handler's side effect on one connection inside BEGIN, so one
- *   COMMIT holds both; a concurrent claim of a held id waits up to the lock timeout and is answered in progress.
+ * - Times are the server's clock (see sql.ts) unless an explicit `now` replaces it.
+ * - {@link transaction} runs the verbs and the handler's side effect on one connection, so one COMMIT holds both.
  */
 export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, PostgresTransaction> {
   protected readonly storeName = 'postgres';
@@ -108,10 +86,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
 
   protected readonly maxLockTimeoutMs = MAX_TTL_MS;
 
-  /**
-   * A transaction at the server's isolation level, `lock_timeout` set with BEGIN in one round trip unless the
-   * connection has it.
-   */
   protected async openTransaction(lockTimeoutMs: number): Promise<PostgresTransaction> {
     return new PostgresTransaction(await this.pool.connect(), lockTimeoutMs);
   }
@@ -152,13 +126,13 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
-  /** The rows of a statement, none when it did not run (see {@link #exec}). */
+  /** The rows of a statement, none when it did not run. */
   async #rows<R extends pg.QueryResultRow>(statement: Statement, values: unknown[]): Promise<R[]> {
     const outcome = await this.#exec<R>(statement, values);
     return typeof outcome === 'symbol' ? [] : outcome.rows;
   }
 
-  /** The rows a statement wrote, undefined when it did not run (see {@link #exec}). */
+  /** The rows a statement wrote, undefined when it did not run. */
   async #count(statement: Statement, values: unknown[]): Promise<number | undefined> {
     const outcome = await this.#exec(statement, values);
     return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
@@ -222,7 +196,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return results;
   }
 
-  /** The claim (or lazy mark) of `entries`: rows of the ids it took. One id has its own statement (claimOne). */
+  /** The claim (or lazy mark) of `entries`: rows of the ids it took. */
   #write(entries: readonly KeyedEntry[], options: AddOptions, now: number): Promise<Outcome<WriteRow>> {
     const values = this.#writeValues(entries, options, now);
     return entries.length === 1
@@ -247,7 +221,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return entries.map((entry) => taken.has(encodeText(entry.key)));
   }
 
-  /** Parameters of the claim statements (see Statements.claim). */
+  /** Parameters of the claim statements (see `statements`). */
   #writeValues(entries: readonly KeyedEntry[], options: AddOptions, now: number): unknown[] {
     const ids = entries.map((e) => encodeText(e.key));
     // Columns no entry uses go as empty arrays (unnest pads them with NULL): a plain batch sends ids only.
@@ -317,15 +291,12 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     now: number,
   ): Promise<boolean[]> {
     // A repeated (id, owner) pair confirms once, like a second confirm after the first.
-    const seen = new Set<string>();
-    const sent: number[] = [];
-    for (let i = 0; i < claims.length; i++) {
-      const claim = claims[i] as KeyedClaim;
+    const firsts = new Map<string, number>();
+    for (const [i, claim] of claims.entries()) {
       const pair = `${claim.key}\u0000${claim.owner}`;
-      if (seen.has(pair)) continue;
-      seen.add(pair);
-      sent.push(i);
+      if (!firsts.has(pair)) firsts.set(pair, i);
     }
+    const sent = [...firsts.values()];
     const list = sent.map((i) => claims[i] as KeyedClaim);
     const confirmed = claims.map(() => false);
     const results = list.some((c) => c.result !== undefined) ? list.map((c) => encodeOptional(c.result)) : [];
@@ -374,24 +345,24 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return { records: rows.map((row) => decodeRow(decodeText(row.id), row)), last: rows.at(-1)?.id };
   }
 
-  /** Each batch is its own short transaction (unless inside {@link transaction}); held rows are skipped. */
+  /** Each batch is its own short transaction (unless inside {@link transaction}). */
   protected async purgeBatch(batchSize: number): Promise<number | undefined> {
     return this.#count(this.#sql.purge, [batchSize]);
   }
 }
 
-/** The claim's per-id arrays as claimOne's scalars (an empty array: NULL); other parameters as they are. */
+/** The claim's per-id arrays as claimOne's scalars (an empty array: NULL). */
 function onlyElement(value: unknown): unknown {
   return Array.isArray(value) ? (value[0] ?? null) : value;
 }
 
-/** A row of the claim: an id it took (as stored) and the time it judged by. */
+/** An id the claim took (as stored) and the time it judged by. */
 interface WriteRow {
   readonly id: string;
   readonly now: number;
 }
 
-/** A read row: the input position and the live record. */
+/** A live record and its input position. */
 interface ReadRow extends RecordRow {
   readonly n: string;
 }

@@ -3,8 +3,6 @@ import type { IdempotencyRecord } from '../../store/types.js';
 import { decodeRecord, type SqlRecordRow } from '../sql/store.js';
 
 /*
- * Statements of the PostgreSQL repository and the codec between records and rows.
- *
  * Every statement judges by the `now` it is given (event-time mode) or, given NULL, by the server's clock, so a
  * worker whose clock runs ahead cannot take over a live claim; `forget_at` always counts on the server's clock.
  * Times are epoch ms in `double precision`, added exactly as JavaScript adds them (both IEEE binary64).
@@ -35,7 +33,7 @@ export const COLUMNS = {
   first_seen_at: 'double precision',
 } as const;
 
-/** Columns added after the first release: the migration adds them to an older table (see migration.ts). */
+/** See `TableLayout.added`. */
 export const ADDED_COLUMNS = { first_seen_at: 'double precision' } as const;
 
 /** A statement, prepared by name on each connection the first time it is used there. */
@@ -65,12 +63,10 @@ export function forgetIndexName(table: string): string {
   return `${name}_forget_at`;
 }
 
-/** Columns of a record as the reads return them. */
 const RECORD_COLUMNS = (r: string) =>
   `${r}.state, ${r}.expires_at, ${r}.lease_expires_at, ${r}.owner, ${r}.event_time, ${r}.fingerprint, ${r}.result, ` +
   `${r}.first_seen_at`;
 
-/** The statements over one table. */
 export type Statements = ReturnType<typeof statements>;
 
 /** Builds the statements over `table` (validated: see options.ts). Parameters are listed per statement. */
@@ -191,28 +187,20 @@ export function encodeText(value: string): string {
   return value.replaceAll(DLE, DLE + DLE).replaceAll(NUL, `${DLE}0`);
 }
 
+/** A DLE and the character it escapes (none at the end). */
+const ESCAPE = new RegExp(`${DLE}([\\s\\S]?)`, 'g');
+
 /** Inverse of {@link encodeText}. */
 export function decodeText(stored: string): string {
   if (!stored.includes(DLE)) return stored;
-  let text = '';
-  for (let i = 0; i < stored.length; i++) {
-    const c = stored[i] as string;
-    if (c !== DLE) {
-      text += c;
-      continue;
-    }
-    const next = stored[++i];
-    text += next === '0' ? NUL : DLE;
-  }
-  return text;
+  return stored.replace(ESCAPE, (_, next) => (next === '0' ? NUL : DLE));
 }
 
-/** `encodeText`, keeping absence (NULL). */
+/** {@link encodeText}, keeping absence (NULL). */
 export function encodeOptional(value: string | undefined): string | null {
   return value === undefined ? null : encodeText(value);
 }
 
-/** The record columns of a row. */
 export type RecordRow = SqlRecordRow<string>;
 
 /** The record a row holds, under the canonical key `key`. */

@@ -1,19 +1,17 @@
 import type pg from 'pg';
 import { RepositoryError, SwallowedStatementError, toRepositoryError } from '../../errors.js';
+import { errorCode } from '../sql/connection.js';
 import { detailOf } from '../sql/store.js';
 import { SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
-import { type BoundStatement, errorCode, send, sendWithLead } from './connection.js';
+import { type BoundStatement, send, sendWithLead } from './connection.js';
 
 /** SQLSTATE in_failed_transaction: a statement before this one broke the transaction. */
 export const IN_FAILED_TRANSACTION = '25P02';
-/** A transaction's lead when its connection has the lock timeout already. */
-const BEGIN_ONLY: readonly string[] = ['BEGIN'];
 
 /**
  * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
- * the server's, database's and role's defaults): then the transaction needs no SET LOCAL. The repository's own
- * pool opens every connection so; a given pool may too. node-postgres sends the parameter truncated to an
- * integer and leaves it out when 0, so only a positive integer counts.
+ * the server's, database's and role's defaults), as the repository's own pool opens them: then no SET LOCAL.
+ * node-postgres sends it truncated to an integer and leaves it out when 0, so only a positive integer counts.
  */
 function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
   const parameters = (client as { readonly connectionParameters?: { readonly lock_timeout?: unknown } })
@@ -23,17 +21,16 @@ function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
 
 /** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */
 export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
-  /** BEGIN sent alone, not yet answered; its failure is kept for {@link finish}. */
+  /** BEGIN sent alone; its failure is kept for {@link finish}. */
   #began: Promise<unknown> | undefined;
   /** A released savepoint whose RELEASE goes with the next SAVEPOINT, or ends with the transaction. */
   #releasePending = false;
   /**
    * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
-   * before the failure, which clears this). The verbs then answer without running: reads absent, writes false,
-   * claims in progress (rather than a savepoint around each claim, two more round trips per message).
+   * before the failure). The verbs then answer without running: reads absent, writes false, claims in progress
+   * (rather than a savepoint around each claim, two more round trips per message).
    */
   aborted = false;
-
   /** Why the connection's state is unknown (it is then destroyed, not given back). */
   #broken: Error | undefined;
   // The pool listens only on idle clients: a checked-out one whose connection drops between statements would
@@ -42,11 +39,10 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     this.#broken ??= error;
   };
 
-  /** BEGIN, with `SET LOCAL lock_timeout` unless the connection has it (see {@link opensWith}). */
   constructor(client: pg.PoolClient, lockTimeoutMs: number) {
-    // An integer literal (SET takes no parameters); ms is lock_timeout's unit.
+    // An integer literal: SET takes no parameters.
     const lead = opensWith(client, lockTimeoutMs)
-      ? BEGIN_ONLY
+      ? ['BEGIN']
       : ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
     super('postgres', client, lockTimeoutMs, lead);
     client.on('error', this.#onError);
@@ -80,8 +76,7 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
         { cause: error },
       );
     }
-    // COMMIT of an aborted transaction (a statement's error caught without a rollback to a savepoint) answers
-    // ROLLBACK, not an error.
+    // COMMIT of an aborted transaction answers ROLLBACK, not an error.
     if (reply.command === 'ROLLBACK') {
       throw new RepositoryError(
         'postgres commit rolled back: a statement of the transaction failed earlier and the transaction was ' +
@@ -104,7 +99,7 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     this.#began.catch(() => this.abort());
   }
 
-  /** Runs a statement of the repository's, BEGIN going with it when it is the transaction's first. */
+  /** Runs a statement of the repository's, the lead going with it when it is the transaction's first. */
   send<R extends pg.QueryResultRow>(query: BoundStatement): Promise<pg.QueryResult<R>> {
     const lead = this.takeLead();
     return lead === undefined
@@ -137,9 +132,8 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   }
 
   /**
-   * Ends an optimistic savepoint: when something was sent since it and `undo`, or the transaction is not sound
-   * (aborted, a statement in flight), it could not stand in for a real one: the transaction rolls back and runs
-   * again with real ones. False when no optimistic savepoint was open.
+   * Ends an optimistic savepoint (false when none was open): when something was sent since it and `undo`, or the
+   * transaction is not sound (aborted, a statement in flight), the transaction runs again with real ones.
    */
   #endMark(undo: boolean): boolean {
     const mark = this.takeMark();
@@ -148,18 +142,12 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     return true;
   }
 
-  /**
-   * RELEASE SAVEPOINT. When a statement after the savepoint failed and its error was caught, PostgreSQL has
-   * aborted the transaction: this rolls back to the savepoint instead (the transaction goes on without what
-   * followed it) and rejects with a SwallowedStatementError.
-   */
   async releaseSavepoint(): Promise<void> {
     const state = this.takeSavepoint('releaseSavepoint');
     if (state !== 'open' || this.#endMark(false)) return;
     let failure: unknown;
     if (!this.aborted && this.#idleInTransaction()) {
-      // Every statement since was answered and the transaction is sound, so RELEASE cannot fail: it goes with
-      // the next SAVEPOINT or ends with the transaction.
+      // Every statement since was answered and the transaction is sound, so RELEASE cannot fail: it can wait.
       this.#releasePending = true;
       return;
     }
@@ -188,7 +176,7 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   async rollbackToSavepoint(): Promise<void> {
     const state = this.takeSavepoint('rollbackToSavepoint');
     if (state !== 'open' || this.#endMark(true)) return;
-    // Also clears an abort that happened after the savepoint. One round trip.
+    // Also clears an abort that happened after the savepoint.
     await this.#run(
       'rollbackToSavepoint',
       `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
@@ -209,7 +197,6 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   async #run(operation: string, sql: string, onAborted?: () => void): Promise<void> {
     const lead = this.takeLead();
     try {
-      // The transaction's first statement: BEGIN goes in the same simple query.
       await this.connection.query(lead === undefined ? sql : `${lead.join('; ')}; ${sql}`);
     } catch (error) {
       this.abort();

@@ -17,16 +17,6 @@ export function errorCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-/** A certificate or handshake failure, or the server refusing TLS; `codes` and `messages` add the driver's words. */
-export function isTlsFailure(error: unknown, codes: string, messages: string): boolean {
-  const code = errorCode(error) ?? '';
-  const message = error instanceof Error ? error.message : String(error);
-  return (
-    new RegExp(`CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO${codes}`).test(code) ||
-    new RegExp(`${messages}|self[- ]signed certificate`, 'i').test(message)
-  );
-}
-
 /** The columns a server's statements use, with the type its catalog reports for each. */
 export interface TableLayout {
   readonly columns: Readonly<Record<string, string>>;
@@ -73,17 +63,15 @@ export function checkLayout(
 
 /** How a server says what went wrong at open, beyond what every SQL store shares (see {@link openFailure}). */
 export interface ServerFailures {
-  /** The driver's code of an error (a SQLSTATE, an errno). */
+  /** The driver's code of an error (a SQLSTATE, an errno), as `refused` and `unknownDatabase` list them. */
   code(error: unknown): string | number | undefined;
-  /** Codes of refused credentials. */
   readonly refused: readonly (string | number)[];
-  /** Codes of an unknown database. */
   readonly unknownDatabase: readonly (string | number)[];
   /** The server asked for a password and none was sent. */
   noPassword(error: unknown): boolean;
   /** Where a password may go, for the error when none was sent. */
   readonly passwordPlaces: string;
-  /** The driver's own codes and words for a TLS failure (see isTlsFailure), and what the server needs for TLS. */
+  /** The driver's own codes (`|`-led) and words for a TLS failure, and what the server needs for TLS. */
   readonly tls: { readonly codes: string; readonly messages: string; readonly serverHint: string };
 }
 
@@ -115,40 +103,31 @@ export function openFailure(
   if (code !== undefined && server.unknownDatabase.includes(code)) {
     return new ConfigError('repository.url', `${store} at ${address}: ${detail}`, { cause: error });
   }
-  const { tls } = server;
-  const tlsFailed = isTlsFailure(error, tls.codes, tls.messages);
-  const nodeCode = errorCode(error);
+  const nodeCode = errorCode(error) ?? '';
   if (nodeCode === 'ENOTFOUND' || nodeCode === 'EAI_AGAIN') {
     return new ConfigError('repository.url', `cannot resolve the ${store} host of ${address}: ${detail}`, {
       cause: error,
     });
   }
-  if (tlsFailed && isHostNameMismatch(error)) {
-    return new ConfigError(
-      'repository.tls',
-      `TLS connection to ${store} at ${address} refused: the server's certificate is not issued for this host ` +
-        `(${detail}); connect by a name the certificate carries, or set repository.tls.servername to it`,
-      { cause: error },
-    );
-  }
+  const { tls } = server;
+  const message = error instanceof Error ? error.message : String(error);
+  const tlsFailed =
+    new RegExp(`CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO${tls.codes}`).test(nodeCode) ||
+    new RegExp(`${tls.messages}|self[- ]signed certificate`, 'i').test(message);
+  // A certificate its CA vouches for, issued for another host than the one connected to.
+  const hostMismatch =
+    nodeCode === 'ERR_TLS_CERT_ALTNAME_INVALID' || /does not match certificate's altnames/.test(message);
   if (tlsFailed) {
-    return new ConfigError(
-      'repository.tls',
-      `TLS connection to ${store} at ${address} failed (${detail}); set repository.tls.ca to the PEM of the CA ` +
-        `that signed the server's certificate, or check that the server has ${tls.serverHint}`,
-      { cause: error },
-    );
+    const advice = hostMismatch
+      ? `refused: the server's certificate is not issued for this host (${detail}); connect by a name the ` +
+        'certificate carries, or set repository.tls.servername to it'
+      : `failed (${detail}); set repository.tls.ca to the PEM of the CA that signed the server's certificate, ` +
+        `or check that the server has ${tls.serverHint}`;
+    return new ConfigError('repository.tls', `TLS connection to ${store} at ${address} ${advice}`, {
+      cause: error,
+    });
   }
   return new RepositoryError(`${store}: cannot connect to ${address} (repository.url): ${detail}`, {
     cause: error,
   });
-}
-
-/** A certificate its CA vouches for, issued for another host than the one connected to. */
-function isHostNameMismatch(error: unknown): boolean {
-  const message = error instanceof Error ? error.message : String(error);
-  return (
-    errorCode(error) === 'ERR_TLS_CERT_ALTNAME_INVALID' ||
-    /does not match certificate's altnames/.test(message)
-  );
 }

@@ -1,6 +1,6 @@
 import { ConfigError } from '../../errors.js';
-import { closePool, type SqlPool } from './connection.js';
-import { sqlDefaults } from './options.js';
+import { closePool, type SqlPool, type TableLayout } from './connection.js';
+import { type SqlOptions, sqlDefaults } from './options.js';
 
 /*
  * Nothing creates a SQL store's table behind the user's back: `migrate()`, `idem migrate --apply`, or the DDL run
@@ -28,24 +28,30 @@ export interface MigrateResult {
   readonly applied: readonly string[];
 }
 
-/** A store's DDL, and how it runs the part of it that is missing. */
-export interface SqlMigration<P extends SqlPool, O extends { readonly url?: string | undefined }> {
+/**
+ * What a server brings to the SQL core: its DDL, catalog and options, and its driver's side, loaded only to
+ * connect (printing the DDL needs no driver).
+ */
+export interface SqlDialect<P extends SqlPool, O extends SqlOptions> {
+  readonly store: 'postgres' | 'mysql';
   /** The DDL of `table`, one statement per entry; a bad table name is a ConfigError. */
   statements(table: string): string[];
-  /** Runs the DDL of what is missing; answers the statements run. */
+  /** Runs the DDL of what is missing (`migrate()`, `createTable: true`); answers the statements run. */
   apply(pool: P, table: string): Promise<string[]>;
-  parseOptions(input: unknown, owner: string): O;
+  /** The table's columns as the catalog lists them, name → type (empty: no table). */
+  columnsOf(pool: P, table: string): Promise<ReadonlyMap<string, string>>;
+  readonly layout: TableLayout;
+  parseOptions(input: unknown, owner?: string): O;
   describeAddress(url: string | undefined): string;
-  /** The driver's side, loaded only to apply: printing the DDL needs no driver. */
   connection(): Promise<{ createPool(options: O): P; openError(error: unknown, address: string): unknown }>;
 }
 
-/** A store's `schemaScript` and `migrate` (`M`: its options), from its {@link SqlMigration}. */
+/** A store's `schemaScript` and `migrate` (`M`: its options), from its dialect. */
 export function sqlMigration<
   P extends SqlPool,
-  O extends { readonly url?: string | undefined },
+  O extends SqlOptions,
   M extends { readonly pool?: P; readonly table?: string },
->(migration: SqlMigration<P, O>) {
+>(migration: SqlDialect<P, O>) {
   return {
     /** The DDL as one `;`-terminated script, for `idem migrate` and the docs. */
     schemaScript: (table: string = sqlDefaults.table): string =>

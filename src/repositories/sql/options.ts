@@ -22,6 +22,17 @@ export const sqlDefaults = {
   purgeIntervalMs: 0,
 } as const satisfies Record<string, unknown>;
 
+/** The parsed options every SQL store has. */
+export interface SqlOptions {
+  readonly url?: string | undefined;
+  readonly password?: string | undefined;
+  readonly table: string;
+  readonly createTable: boolean;
+  readonly lockTimeoutMs: number;
+  readonly purgeBatchSize: number;
+  readonly purgeIntervalMs: number;
+}
+
 /**
  * A server's table names: `pattern`, which `words` describe ("schema.table, each 1-48 letters, …"), for the
  * config schema and for `check` (a ConfigError) where a name comes from code.
@@ -45,23 +56,25 @@ export function tableRule(pattern: RegExp, words: string) {
 }
 
 /** The config fields both SQL stores take: the server's `url`, `table`, `namespace` and `tls`, the rest alike. */
-export function sqlOptionFields<U extends z.ZodType, T extends z.ZodType, S extends z.ZodType>(
-  defaults: typeof sqlDefaults,
-  server: { readonly url: U; readonly table: T; readonly namespace: z.ZodString; readonly tls: S },
-) {
+export function sqlOptionFields<U extends z.ZodType, T extends z.ZodType, S extends z.ZodType>(server: {
+  readonly url: U;
+  readonly table: T;
+  readonly namespace: z.ZodString;
+  readonly tls: S;
+}) {
   return {
     url: server.url,
     table: server.table,
-    namespace: server.namespace.default(defaults.namespace),
+    namespace: server.namespace.default(sqlDefaults.namespace),
     tls: server.tls.optional(),
     /** The password, when it is kept out of the URL (a secret store, an env variable). */
     password: z.string().optional(),
-    createTable: z.boolean().default(defaults.createTable),
-    poolSize: z.number().int().min(1).max(1_000).default(defaults.poolSize),
-    connectTimeoutMs: timerMs().default(defaults.connectTimeoutMs),
-    lockTimeoutMs: timerMs().default(defaults.lockTimeoutMs),
-    purgeBatchSize: z.number().int().min(1).max(1_000_000).default(defaults.purgeBatchSize),
-    purgeIntervalMs: timerMs(0).default(defaults.purgeIntervalMs),
+    createTable: z.boolean().default(sqlDefaults.createTable),
+    poolSize: z.number().int().min(1).max(1_000).default(sqlDefaults.poolSize),
+    connectTimeoutMs: timerMs().default(sqlDefaults.connectTimeoutMs),
+    lockTimeoutMs: timerMs().default(sqlDefaults.lockTimeoutMs),
+    purgeBatchSize: z.number().int().min(1).max(1_000_000).default(sqlDefaults.purgeBatchSize),
+    purgeIntervalMs: timerMs(0).default(sqlDefaults.purgeIntervalMs),
   };
 }
 

@@ -11,14 +11,11 @@ import type {
   TransactionOptions,
 } from '../../store/types.js';
 import { processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
-import { checkLayout, closePool, type SqlPool, type TableLayout } from './connection.js';
+import { checkLayout, closePool, type SqlPool } from './connection.js';
+import type { SqlDialect } from './migration.js';
+import type { SqlOptions } from './options.js';
 import { detailOf, type MigrateStore, migrateStore, type PurgeOptions } from './store.js';
 import type { SqlTransaction } from './transaction.js';
-
-/*
- * The core of the SQL stores: a repository on one table, opened, purged, closed and guarded the same way whatever
- * the server. Each dialect (postgres/, mysql/) adds its statements, transaction and error codes.
- */
 
 /** What a SQL store's `open` takes besides the config table. */
 export interface SqlOpenExtras<P> {
@@ -29,38 +26,12 @@ export interface SqlOpenExtras<P> {
   readonly logger?: StoreLogger;
 }
 
-/** The parsed options every SQL store has. */
-export interface SqlOptions {
-  readonly url?: string | undefined;
-  readonly password?: string | undefined;
-  readonly table: string;
-  readonly createTable: boolean;
-  readonly lockTimeoutMs: number;
-  readonly purgeBatchSize: number;
-  readonly purgeIntervalMs: number;
-}
-
-/** What opening a store needs from its server's dialect. */
-export interface SqlDialect<P extends SqlPool, O extends SqlOptions> {
-  readonly store: 'postgres' | 'mysql';
-  parseOptions(config: unknown): O;
-  describeAddress(url: string | undefined): string;
-  createPool(options: O): P;
-  /** Creates what is missing of the table (`createTable: true`). */
-  createTable(pool: P, table: string): Promise<unknown>;
-  /** The table's columns as the catalog lists them, name → type (empty: no table). */
-  columnsOf(pool: P, table: string): Promise<ReadonlyMap<string, string>>;
-  readonly layout: TableLayout;
-  openError(error: unknown, address: string): unknown;
-}
-
 /** What a repository is built from. */
 export interface SqlSettings<P, O> {
   readonly pool: P;
   readonly ownsPool: boolean;
   readonly options: O;
   readonly address: string;
-  /** The `--store` of the `idem migrate` command a missing-table error names. */
   readonly migrateStore: MigrateStore;
   readonly logger: StoreLogger;
 }
@@ -86,16 +57,17 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
   }
   const address = dialect.describeAddress(options.url);
   const target = migrateStore(store, options.url, options.password !== undefined);
-  const pool = given ?? dialect.createPool(options);
+  const { createPool, openError } = await dialect.connection();
+  const pool = given ?? createPool(options);
   let probed: X | undefined;
   try {
-    if (options.createTable) await dialect.createTable(pool, options.table);
+    if (options.createTable) await dialect.apply(pool, options.table);
     const actual = await dialect.columnsOf(pool, options.table);
     checkLayout({ store, table: options.table, address }, actual, dialect.layout, target);
     probed = await probe?.(pool);
   } catch (error) {
     if (given === undefined) await closePool(pool);
-    throw dialect.openError(error, address);
+    throw openError(error, address);
   }
   const settings = { pool, ownsPool: given === undefined, options, address, migrateStore: target };
   return { ...settings, logger: logger ?? processWarnings(`IDEM_${store.toUpperCase()}`), probed };
@@ -110,8 +82,9 @@ export function timeParam(now: number): number | null {
 }
 
 /**
- * A repository on one table of a SQL server, shared by any number of workers: the pool, the table, the
- * transaction of each async context, the purge and its background timer.
+ * The core of the SQL stores: a repository on one table, shared by any number of workers, opened, purged, closed
+ * and guarded the same way whatever the server. Each dialect (postgres/, mysql/) adds its statements, transaction
+ * and error codes.
  */
 export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransaction<C>>
   extends BaseRepository
@@ -165,9 +138,8 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   }
 
   /**
-   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}): the
-   * dialect's transaction starts it with the work's first statement, commits or rolls it back, and gives the
-   * connection back, or destroys it when its state is unknown.
+   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}),
+   * started with the work's first statement.
    */
   async transaction<R>(
     work: (transaction: RepositoryTransaction<C>) => Promise<R>,
@@ -198,7 +170,6 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     }
   }
 
-  /** The longest lock timeout a transaction may ask for. */
   protected abstract readonly maxLockTimeoutMs: number;
 
   /** A transaction with `lockTimeoutMs` on a connection taken from the pool; nothing is sent yet. */
@@ -216,7 +187,6 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     return { added: false, existing: { id: key, state: 'in-flight', expiresAt, leaseExpiresAt: until } };
   }
 
-  /** Store failures with the driver's wording replaced by what it means for the caller. */
   protected override async run<R>(operation: string, call: () => Promise<R>): Promise<R> {
     try {
       return await call();
@@ -261,7 +231,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     });
   }
 
-  /** The namespace's rows a page at a time, by id (keyset paging on the primary key). */
+  /** Keyset paging on the primary key. */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
     let after: unknown;
@@ -274,7 +244,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     }
   }
 
-  /** Up to `size` records with ids after `after` (the last page's `last`; undefined at first), and the last id. */
+  /** Up to `size` records with ids after `after` (undefined at first), and the last id. */
   protected abstract scanPage(
     after: unknown,
     size: number,
@@ -321,7 +291,6 @@ export function handlerClient<C>(
     value !== null &&
     methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
   const value = context?.transaction;
-  // The client itself, or a RepositoryTransaction holding it.
   const client = isClient(value)
     ? value
     : isClient((value as { client?: unknown } | undefined)?.client)

@@ -2,8 +2,6 @@ import { RepositoryError } from '../../errors.js';
 import type { IdempotencyRecord } from '../../store/types.js';
 import { redactText } from '../../util/redact-text.js';
 
-/* What the SQL stores say and take alike, so the two read the same to a user. */
-
 /** Options of a SQL store's `purge()`. */
 export interface PurgeOptions {
   /** Rows one DELETE statement removes at most (default: the `purgeBatchSize` option). */
@@ -45,20 +43,19 @@ export function decodeRecord<Text>(
   return record;
 }
 
-/** The message of a driver error, first line, with any credential it might quote replaced. */
+/** The first line of a driver error's message, any credential it might quote replaced. */
 export function detailOf(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   return redactText(message.split('\n')[0] ?? '');
 }
 
 /**
- * The `--store` argument of an `idem migrate` command to paste, and what to add to it: the store's URL without
- * its password (PostgreSQL's from PGPASSWORD, a MySQL URL's a `<password>` slot), or a template.
+ * The `--store` argument (shell-quoted) of an `idem migrate` command to paste, and what to add to it ('' when
+ * nothing): the store's URL without its password (PostgreSQL's from PGPASSWORD, a MySQL URL's a `<password>`
+ * slot), or a template.
  */
 export interface MigrateStore {
-  /** Shell-quoted when it holds anything a shell would read. */
   readonly arg: string;
-  /** What the user adds when pasting it, or '' when nothing. */
   readonly note: string;
 }
 

@@ -21,40 +21,6 @@ export async function endQuietly(
 }
 
 /**
- * Counts what is sent through a connection's statement methods (`query`, `execute`) for one transaction, so an
- * optimistic savepoint can tell whether anything was sent since it. Own properties over the prototype's
- * methods: {@link dispose} removes them before the connection returns to the pool.
- */
-export class StatementWatch {
-  sent = 0;
-  readonly #client: Record<string, unknown>;
-  /** Own properties the watch covers (another library's), given back by dispose. */
-  readonly #own = new Map<string, unknown>();
-  readonly #methods: readonly string[];
-
-  constructor(client: object, methods: readonly string[]) {
-    const target = client as Record<string, unknown>;
-    this.#client = target;
-    this.#methods = methods;
-    for (const name of methods) {
-      const method = target[name] as (...args: unknown[]) => unknown;
-      if (Object.hasOwn(target, name)) this.#own.set(name, method);
-      target[name] = (...args: unknown[]) => {
-        this.sent++;
-        return method.apply(client, args);
-      };
-    }
-  }
-
-  dispose(): void {
-    for (const name of this.#methods) {
-      if (this.#own.has(name)) this.#client[name] = this.#own.get(name);
-      else delete this.#client[name];
-    }
-  }
-}
-
-/**
  * One open transaction of a SQL store: the pooled connection, its lock timeout, the statements that start it
  * (its lead, sent with its first statement) and the one savepoint the consumer may hold at a time. How it
  * begins, ends and learns it broke is its dialect's.
@@ -70,10 +36,15 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
   #lead: readonly string[] | undefined;
   /** `skipped`: asked for while the dialect could set none (nothing to roll back to). */
   #savepoint: 'none' | 'open' | 'skipped' = 'none';
-  /** The open savepoint is optimistic (none set): statements sent when it was asked for. */
+  /** The open savepoint is optimistic (none set): {@link #sent} when it was asked for. */
   #markedAt: number | undefined;
-  /** Counts the statements sent, for optimistic savepoints (made at the first one). */
-  #watch: StatementWatch | undefined;
+  /** Statements sent through the watched methods, from the first optimistic savepoint on. */
+  #sent = 0;
+  /**
+   * The watched methods (see {@link mark}), each with the own property it covers (undefined: the prototype's), given
+   * back by {@link dispose} before the connection returns to the pool.
+   */
+  #watched: Map<string, unknown> | undefined;
 
   constructor(store: string, client: C, lockTimeoutMs: number, lead: readonly string[]) {
     this.#store = store;
@@ -142,14 +113,25 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
 
   /** Opens an optimistic savepoint: none is set, the statements sent through `methods` are counted from here. */
   protected mark(methods: readonly string[]): 'open' {
-    this.#watch ??= new StatementWatch(this.connection as object, methods);
-    this.#markedAt = this.#watch.sent;
+    if (this.#watched === undefined) {
+      const client = this.connection as Record<string, unknown>;
+      this.#watched = new Map();
+      for (const name of methods) {
+        const method = client[name] as (...args: unknown[]) => unknown;
+        this.#watched.set(name, Object.hasOwn(client, name) ? method : undefined);
+        client[name] = (...args: unknown[]) => {
+          this.#sent++;
+          return method.apply(client, args);
+        };
+      }
+    }
+    this.#markedAt = this.#sent;
     return 'open';
   }
 
   /** Counts a statement of the repository's that bypasses the watched methods. */
   protected counted(): void {
-    if (this.#watch !== undefined) this.#watch.sent++;
+    if (this.#watched !== undefined) this.#sent++;
   }
 
   /** Ends an optimistic savepoint: whether anything was sent since it, or undefined for a real savepoint. */
@@ -157,7 +139,7 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     const markedAt = this.#markedAt;
     if (markedAt === undefined) return undefined;
     this.#markedAt = undefined;
-    return { touched: (this.#watch?.sent ?? 0) !== markedAt };
+    return { touched: this.#sent !== markedAt };
   }
 
   /** An optimistic savepoint could not stand in for a real one: roll back, and run again with real ones. */
@@ -178,7 +160,11 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
 
   /** Gives the connection its own methods back: before it returns to the pool. */
   dispose(): void {
-    this.#watch?.dispose();
-    this.#watch = undefined;
+    const client = this.connection as Record<string, unknown>;
+    for (const [name, own] of this.#watched ?? []) {
+      if (own === undefined) delete client[name];
+      else client[name] = own;
+    }
+    this.#watched = undefined;
   }
 }

@@ -154,9 +154,9 @@ export class CatchUp {
   }
 
   /** Logs one perf line of catch-up progress when a partition is catching up or finished one since the last. */
-  logProgress(logger: Logger): void {
+  logProgress(): void {
     const progress = this.flush();
-    if (progress.length > 0) logger.info({ catchUp: progress }, formatCatchUp(progress));
+    if (progress.length > 0) this.#logger.info({ catchUp: progress }, formatCatchUp(progress));
   }
 
   #end(run: Run, why: string): void {

@@ -28,10 +28,7 @@ import type { NodeConfig } from './options.js';
 import type { OutputWriter } from './output.js';
 import type { PerfLog, Phase } from './perf-log.js';
 
-/**
- * Running counts since the node started (the metrics carry the same numbers). `raced`: records forwarded although
- * another worker marked their id between this node's lookup and its mark.
- */
+/** Running counts since the node started (the metrics carry the same numbers, `raced` explained there). */
 export const emptyTotals = () => ({
   recordsIn: 0,
   recordsOut: 0,
@@ -82,7 +79,6 @@ export interface NodeRuntime {
 /** What {@link ChunkProcessor} works with. */
 export interface ChunkDeps
   extends Pick<NodeRuntime, 'repository' | 'producer' | 'metrics' | 'perf' | 'totals' | 'logger'> {
-  /** The `[dedup]` table: the id, the TTL and the policies. */
   readonly dedup: NodeConfig['dedup'];
   readonly dlqTopic: string;
   /** `output.duplicatesTopic` (undefined: off). */
@@ -92,9 +88,6 @@ export interface ChunkDeps
 
 /** The node has no `[consumer]` table: every consumer option comes from `[dedup]` (see the constructor). */
 const NODE_CONSUMER_TABLE = consumerConfigSchema.parse({});
-
-/** The store operations the node's metrics and perf log name. */
-const STORE_PHASE: Record<string, 'lookup' | 'mark'> = { lookup: 'lookup', mark: 'mark' };
 
 /**
  * The node's steps for one chunk of one partition (see startDedupNode): parse the dedup ids; the library's batch
@@ -255,7 +248,7 @@ export class ChunkProcessor {
       },
     };
     const onStoreCall = (call: StoreCall) => {
-      const phase = STORE_PHASE[call.operation] ?? 'mark';
+      const phase = call.operation === 'lookup' ? 'lookup' : 'mark';
       metrics.storeSeconds.observe({ operation: phase }, call.ms / 1000);
       perf.add(phase, call.ms);
       clock.reset();

@@ -226,7 +226,7 @@ async function start(
   };
   const perfTimer = setInterval(() => {
     logPerf();
-    catchUp.logProgress(logger);
+    catchUp.logProgress();
   }, config.perf.interval);
   perfTimer.unref();
 

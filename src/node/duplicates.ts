@@ -74,14 +74,14 @@ export class DuplicateAudit {
     };
   }
 
-  /** Writes one record per duplicate of the chunk, in order; a refused one fails the chunk. Resolves with the count. */
+  /** Writes one record per duplicate of the chunk, in order; a refused one fails the chunk. */
   async send(
     sender: RecordSender,
     topic: string,
     partition: number,
     candidates: readonly Candidate[],
     results: readonly ProcessResult[],
-  ): Promise<number> {
+  ): Promise<void> {
     const messages: OutgoingMessage[] = [];
     for (let i = 0; i < results.length; i++) {
       const outcome = (results[i] as ProcessResult).outcome;
@@ -100,7 +100,7 @@ export class DuplicateAudit {
       };
       messages.push({ key: value.id, value: JSON.stringify(value), timestamp: candidate.message.timestamp });
     }
-    if (messages.length === 0) return 0;
+    if (messages.length === 0) return;
     const refused = await this.#writer.write(partition, messages, sender);
     if (refused.length > 0) {
       throw new OutputError(
@@ -109,6 +109,5 @@ export class DuplicateAudit {
         { cause: refused[0]?.error },
       );
     }
-    return messages.length;
   }
 }

@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type DestinationStream, type Logger, pino } from 'pino';
@@ -59,10 +60,7 @@ export function nodeLogger(destination: DestinationStream): Logger {
 async function run(options: RunNodeOptions, logger: Logger, signals: Signals): Promise<number> {
   let config: NodeConfig;
   try {
-    config = await loadConfig(nodeConfigSchema, {
-      ...(options.configPath ? { path: options.configPath } : {}),
-      ...(options.env ? { env: options.env } : {}),
-    });
+    config = await loadConfig(nodeConfigSchema, { path: options.configPath || undefined, env: options.env });
   } catch (error) {
     return startFailure(noConfigGiven(error, options) ?? error, logger, 'cannot read the config');
   }
@@ -200,10 +198,7 @@ interface Signals {
 
 /** The signal that aborted `controller`, once it has. */
 function signalled({ signal }: AbortController): Promise<NodeJS.Signals> {
-  if (signal.aborted) return Promise.resolve(signal.reason);
-  return new Promise((resolve) =>
-    signal.addEventListener('abort', () => resolve(signal.reason), { once: true }),
-  );
+  return signal.aborted ? Promise.resolve(signal.reason) : once(signal, 'abort').then(() => signal.reason);
 }
 
 /** Waits for a stop for at most `ms`, or until a second signal; logs what cut it short, or its error. */

@@ -186,27 +186,20 @@ export type NodeConfig = z.output<typeof nodeConfigSchema>;
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 
 /** The node's topics, as the node checks (and creates) them before it starts. */
-export interface NodeTopics {
-  readonly input: string;
-  readonly output: string;
-  readonly dlq: string;
-  /** `output.duplicatesTopic` (undefined: off). */
-  readonly audit: string | undefined;
-  /** The changelog and its retention (`dedup.ttl`); undefined: the node keeps none. */
-  readonly changelog: { readonly topic: string; readonly retentionMs: number } | undefined;
-}
-
-/** The node's topics, read from its config. */
-export function nodeTopics(config: NodeConfig): NodeTopics {
+export function nodeTopics(config: NodeConfig) {
   const changelog = changelogTopic(config);
   return {
     input: config.input.topic,
     output: config.output.topic,
     dlq: config.dlq.topic,
+    /** `output.duplicatesTopic` (undefined: off). */
     audit: config.output.duplicatesTopic,
+    /** The changelog and its retention (`dedup.ttl`); undefined: the node keeps none. */
     changelog: changelog === undefined ? undefined : { topic: changelog, retentionMs: config.dedup.ttl },
   };
 }
+
+export type NodeTopics = ReturnType<typeof nodeTopics>;
 
 /**
  * The changelog topic, or undefined when the node keeps none: always on under exactly-once, opt-in otherwise;
@@ -221,10 +214,7 @@ function changelogTopic(config: Pick<NodeConfig, 'input' | 'output' | 'changelog
  * The files that keep the node's local state across restarts: the changelog checkpoint (configured, or beside a
  * RocksDB store: it must never claim marks a store lost) and the instance id (beside the store, else the checkpoint).
  */
-export function localFiles(config: Pick<NodeConfig, 'repository' | 'changelog'>): {
-  checkpoint: string | undefined;
-  instanceId: string | undefined;
-} {
+export function localFiles(config: Pick<NodeConfig, 'repository' | 'changelog'>) {
   const { type, path } = config.repository as { type?: string; path?: string };
   const store = type === 'rocksdb' && path ? path : undefined;
   const { checkpoint } = config.changelog;

@@ -20,7 +20,6 @@ export interface PartitionState {
   readonly chunks: ChunkProcessor;
   /** At-least-once: the changelog sink (its `next` offset is what the local store holds). */
   readonly sink?: KafkaChangelogSink;
-  readonly transactional: boolean;
   /** Exactly-once, per-partition: the partition's own transactional producer (per-instance: the lifecycle's). */
   readonly producer?: KafkaProducer;
 }
@@ -55,10 +54,9 @@ export type TransactionalProducers = ReturnType<typeof transactionalProducers>;
  */
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
-  /** Exactly-once with one producer for the instance, fenced by the group (KIP-447). */
-  readonly #perInstance: boolean;
-  #instanceProducer: KafkaProducer | undefined;
+  /** Exactly-once with one producer for the instance, fenced by the group (KIP-447): its transactional id. */
   readonly #instanceId: string | undefined;
+  #instanceProducer: KafkaProducer | undefined;
   readonly #reader: ChangelogReader;
   readonly #restorer: ChangelogRestorer;
   readonly #ready = new Map<number, PartitionState>();
@@ -67,12 +65,11 @@ export class PartitionLifecycle {
   /** Counts the joins: a batch begun before the latest one must not go on ({@link current}). */
   #epoch = 0;
   /** The generation this member last joined (a gap in it means partitions may have moved). */
-  #lastJoin: { readonly memberId: string; readonly generationId: number | undefined } | undefined;
+  #lastJoin: GroupJoin | undefined;
 
   constructor(deps: PartitionLifecycleDeps) {
     this.#deps = deps;
     this.#instanceId = deps.transactions?.instanceId;
-    this.#perInstance = this.#instanceId !== undefined;
     this.#reader = new ChangelogReader(deps.kafka);
     this.#restorer = new ChangelogRestorer({
       source: new KafkaChangelogSource({ reader: this.#reader, topic: deps.changelogTopic }),
@@ -92,8 +89,8 @@ export class PartitionLifecycle {
    * previous run left open, which would otherwise hold its offsets and output until the transaction timeout.
    */
   async start(): Promise<void> {
-    if (this.#perInstance)
-      this.#instanceProducer ??= await this.#transactionalProducer(this.#instanceId as string);
+    if (this.#instanceId !== undefined)
+      this.#instanceProducer ??= await this.#transactionalProducer(this.#instanceId);
   }
 
   /** A connected transactional producer: its init fences the id's previous owner and aborts its open transaction. */
@@ -119,7 +116,7 @@ export class PartitionLifecycle {
    * long): every partition is restored and the producer replaced.
    */
   async afterFenced(partition: number, cause: unknown): Promise<void> {
-    if (!this.#perInstance) {
+    if (!this.perInstance) {
       await this.reset(partition, 'fenced');
       return;
     }
@@ -130,7 +127,7 @@ export class PartitionLifecycle {
   /** A chunk's transaction may have committed: its partition is restored, a per-instance producer replaced. */
   async afterUnknownEnd(partition: number, cause: unknown): Promise<void> {
     await this.reset(partition, 'transaction did not end in a known abort');
-    if (this.#perInstance) await this.#replaceInstanceProducer(cause);
+    if (this.perInstance) await this.#replaceInstanceProducer(cause);
   }
 
   /** Per-instance: a new producer, whose init aborts what is still open; if it cannot start, the next chunk's does. */
@@ -139,7 +136,7 @@ export class PartitionLifecycle {
     this.#instanceProducer = undefined;
     await old?.disconnect().catch(() => undefined);
     try {
-      this.#instanceProducer = await this.#transactionalProducer(this.#instanceId as string);
+      await this.start();
     } catch (error) {
       this.#deps.logger.warn(
         { err: error, cause },
@@ -149,23 +146,19 @@ export class PartitionLifecycle {
   }
 
   get perInstance(): boolean {
-    return this.#perInstance;
+    return this.#instanceId !== undefined;
   }
 
   /**
    * The group assigned these partitions: the ones it took away are closed, and after a gap in the generations
    * every one (a kept one may have been processed elsewhere meanwhile, so it is restored before its next record).
    */
-  async assigned(
-    partitions: readonly number[],
-    join?: { readonly memberId: string; readonly generationId?: number },
-  ): Promise<void> {
+  async assigned(partitions: readonly number[], join: GroupJoin): Promise<void> {
     this.#assigned = new Set(partitions);
     this.#epoch++;
-    const last = this.#lastJoin;
-    this.#lastJoin = join && { memberId: join.memberId, generationId: join.generationId };
     // kafkajs does not say the generation: each of its rejoins counts as a gap.
-    const gap = !followsOn(last, join);
+    const gap = !followsOn(this.#lastJoin, join);
+    this.#lastJoin = join;
     const closing = [...this.#ready.keys()].filter((p) => gap || !this.#assigned.has(p));
     await this.#closeAll(closing, (p) =>
       this.#assigned.has(p) ? 'rejoined the group after a gap' : 'revoked',
@@ -191,7 +184,7 @@ export class PartitionLifecycle {
     if (state) return state;
     // Per-instance, only the partition whose records arrived is known stable (its offset was read with
     // requireStable): another may still wait for another instance's transaction, whose marks a restore would miss.
-    const waiting = this.#perInstance ? [partition] : [...this.#assigned].filter((p) => !this.#ready.has(p));
+    const waiting = this.perInstance ? [partition] : [...this.#assigned].filter((p) => !this.#ready.has(p));
     await this.#restore(
       waiting.sort((a, b) => a - b),
       heartbeat,
@@ -356,11 +349,10 @@ export class PartitionLifecycle {
       name: `node partition ${partition}`,
     });
     const chunks = this.#deps.chunkProcessor({ repository: store });
-    if (transactions === undefined) return { partition, store, sink, transactional: false, chunks };
-    if (this.#perInstance) return { partition, store, transactional: true, chunks };
+    if (transactions === undefined || this.perInstance) return { partition, store, sink, chunks };
     try {
       const producer = await this.#transactionalProducer(transactions.partitionId(partition));
-      return { partition, store, producer, transactional: true, chunks };
+      return { partition, store, producer, chunks };
     } catch (error) {
       await store.close();
       throw error;
@@ -370,7 +362,7 @@ export class PartitionLifecycle {
   /** A new chunk transaction of a ready exactly-once partition. */
   transaction(state: PartitionState): ChunkTransaction {
     const producer = state.producer ?? this.#instanceProducer;
-    if (!state.transactional || !producer) {
+    if (this.#deps.transactions === undefined || !producer) {
       throw new TypeError(`partition ${state.partition} is not exactly-once, or its producer is not started`);
     }
     const { consumer: group, inputTopic, outputTopic, changelogTopic, dlqTopic } = this.#deps;
@@ -387,12 +379,15 @@ export class PartitionLifecycle {
   }
 }
 
+/** A join of this member: its generation is undefined where the client does not say it (kafkajs). */
+interface GroupJoin {
+  readonly memberId: string;
+  readonly generationId?: number | undefined;
+}
+
 /** True when `next` is the generation right after `last`, for the same member (a first join has nothing to lose). */
-export function followsOn(
-  last: { readonly memberId: string; readonly generationId: number | undefined } | undefined,
-  next: { readonly memberId: string; readonly generationId?: number } | undefined,
-): boolean {
+export function followsOn(last: GroupJoin | undefined, next: GroupJoin): boolean {
   if (last === undefined) return true;
-  if (next === undefined || last.generationId === undefined || next.generationId === undefined) return false;
+  if (last.generationId === undefined || next.generationId === undefined) return false;
   return next.memberId === last.memberId && next.generationId === last.generationId + 1;
 }

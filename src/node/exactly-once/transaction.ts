@@ -177,12 +177,6 @@ export class ChunkTransaction implements ChunkSink {
 
   /** Commits the transaction, then applies the staged changes locally; on a failure the caller calls {@link fail}. */
   async commit(): Promise<void> {
-    await this.#commit();
-    for (const count of this.#counts) count();
-    this.#counts.length = 0;
-  }
-
-  async #commit(): Promise<void> {
     const target = this.#target;
     const nextOffset = this.#nextOffset;
     if (nextOffset === undefined)
@@ -206,6 +200,8 @@ export class ChunkTransaction implements ChunkSink {
     this.committed = { changelogNext: this.#changelogNext, marks };
     // Committed: now the changes count. A crash before this line is repaired by the next restore.
     await target.store.commit();
+    for (const count of this.#counts) count();
+    this.#counts.length = 0;
   }
 
   /** Drops every chunk's staged changes and aborts; false when the abort is not known to have happened. */

@@ -5,7 +5,6 @@ import { GenerationMovedError } from './exactly-once/producers.js';
 import type { ChunkTransaction } from './exactly-once/transaction.js';
 import type { PartitionLifecycle, PartitionState } from './partition-state.js';
 
-/** What a {@link BatchLoop} works with. */
 export interface BatchLoopDeps
   extends Pick<NodeRuntime, 'consumer' | 'metrics' | 'perf' | 'totals' | 'logger'> {
   /** `output.guarantee = "exactly-once"`: consecutive chunks share a transaction ({@link Span}). */
@@ -173,9 +172,8 @@ export class BatchLoop {
   }
 
   /**
-   * True when a step (the restore, or a chunk with its heartbeat) took longer than the session timeout: the
-   * process may have been frozen and the partition given to another member. A heartbeat answered before the pause
-   * can look fine after it, so the batch stops after the step; the next fetch reads from the last commit.
+   * True when a step (the restore, or a chunk with its heartbeat) took longer than the session timeout: the process
+   * may have been frozen and the partition moved, though a heartbeat answered before the pause looks fine after it.
    */
   #overran(start: number, topic: string, partition: number, step: 'restore' | 'chunk'): boolean {
     const ms = performance.now() - start;
@@ -226,8 +224,7 @@ export class BatchLoop {
 
   /**
    * One step of an exactly-once transaction: a chunk handled in it, or its commit. False when the partition's work
-   * was dropped: the group rebalanced (the records are read again), or the partition was fenced (nothing marked or
-   * committed; paused until the group has had time to move it, and restored first if it comes back).
+   * was dropped: the group rebalanced (the records are read again), or the partition was fenced.
    */
   async #transactional(
     state: PartitionState,

@@ -35,9 +35,8 @@ export type CatchUpConfig = z.output<typeof catchUpSchema>;
 export interface CatchUpProgress {
   readonly topic: string;
   readonly partition: number;
-  /** Records behind the high watermark of the last fetch. */
+  /** Records behind the high watermark of the last fetch, and handled per second since the catch-up started. */
   readonly lag: number;
-  /** Records handled per second since the catch-up started. */
   readonly rate: number;
   /** Seconds until the lag reaches zero at the current rate, net of the head's growth; null: not shrinking. */
   readonly etaSeconds: number | null;
@@ -167,18 +166,11 @@ export class CatchUp {
     this.#ended.push(run);
     this.#metrics.catchUpActive.set(run.label, 0);
     this.#metrics.catchUpEta.set(run.label, run.lag === 0 ? 0 : Number.POSITIVE_INFINITY);
-    const { rate } = this.#progress(run);
+    const { topic, partition, handled, lag, rate } = this.#progress(run);
     const seconds = (run.at - run.startedAt) / 1000;
     this.#logger.info(
-      {
-        topic: run.topic,
-        partition: run.partition,
-        handled: run.handled,
-        seconds: round(seconds, 2),
-        rate,
-        lag: run.lag,
-      },
-      `partition ${run.partition} catch-up ${why}: ${run.handled} records in ${seconds.toFixed(1)} s (${rate}/s), lag ${run.lag}`,
+      { topic, partition, handled, seconds: round(seconds, 2), rate, lag },
+      `partition ${partition} catch-up ${why}: ${handled} records in ${seconds.toFixed(1)} s (${rate}/s), lag ${lag}`,
     );
   }
 

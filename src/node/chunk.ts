@@ -76,7 +76,6 @@ export interface NodeRuntime {
   readonly logger: Logger;
 }
 
-/** What {@link ChunkProcessor} works with. */
 export interface ChunkDeps
   extends Pick<NodeRuntime, 'repository' | 'producer' | 'metrics' | 'perf' | 'totals' | 'logger'> {
   readonly dedup: NodeConfig['dedup'];

@@ -28,8 +28,6 @@ export const nodeExitCodes = {
 export interface RunNodeOptions {
   /** TOML config file; falls back to `IDEM_CONFIG`. */
   readonly configPath?: string;
-  /** Environment for `IDEM__SECTION__KEY` overrides (default `process.env`). */
-  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 /**
@@ -60,7 +58,7 @@ export function nodeLogger(destination: DestinationStream): Logger {
 async function run(options: RunNodeOptions, logger: Logger, signals: Signals): Promise<number> {
   let config: NodeConfig;
   try {
-    config = await loadConfig(nodeConfigSchema, { path: options.configPath || undefined, env: options.env });
+    config = await loadConfig(nodeConfigSchema, { path: options.configPath || undefined });
   } catch (error) {
     return startFailure(noConfigGiven(error, options) ?? error, logger, 'cannot read the config');
   }
@@ -141,11 +139,10 @@ async function run(options: RunNodeOptions, logger: Logger, signals: Signals): P
 
 /** No config given: says so, and how to write one, rather than listing every required key as a problem. */
 function noConfigGiven(error: unknown, options: RunNodeOptions): ConfigError | undefined {
-  const env = options.env ?? process.env;
-  if (!(error instanceof ConfigError) || options.configPath || env.IDEM_CONFIG) return undefined;
+  if (!(error instanceof ConfigError) || options.configPath || process.env.IDEM_CONFIG) return undefined;
   const file = fileURLToPath(new URL('../../examples/node.toml', import.meta.url));
   const example = relative(process.cwd(), file).startsWith('..') ? file : relative(process.cwd(), file);
-  const fromEnv = Object.keys(env).some((key) => key.startsWith('IDEM__'));
+  const fromEnv = Object.keys(process.env).some((key) => key.startsWith('IDEM__'));
   return new ConfigError(
     'config',
     `pass --config node.toml or set IDEM_CONFIG; ${example} is a commented example ` +

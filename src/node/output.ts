@@ -16,10 +16,9 @@ export interface OutputWriterOptions {
   /** The topic's `max.message.bytes`; requests are cut below it so a normal batch is never refused whole. */
   readonly maxBatchBytes: number;
   /**
-   * `maxBatchBytes` was read from the topic, so a record that cannot fit under it is refused here, never sent,
-   * through a transactional sender: a request the broker refuses inside a transaction leaves @platformatic/kafka's
-   * sequence number for the partition ahead, and every later request of the producer fails
-   * (OUT_OF_ORDER_SEQUENCE_NUMBER).
+   * `maxBatchBytes` was read from the topic: through a transactional sender a record over it is refused here, never
+   * sent, since a request refused inside a transaction leaves @platformatic/kafka's sequence number for the
+   * partition ahead and every later request fails (OUT_OF_ORDER_SEQUENCE_NUMBER).
    */
   readonly refuseOverLimit?: boolean;
   /**
@@ -98,9 +97,9 @@ export class OutputWriter {
   }
 
   /**
-   * True when even the smallest encoding of a record of `approxBytes` size, alone in a batch, is over the topic's
-   * limit: the batch header, and its fixed fields at one byte each (length, attributes, timestamp and offset deltas,
-   * key and value lengths, header count) instead of {@link RECORD_OVERHEAD}.
+   * True when even the smallest encoding of a record of `approxBytes` size, alone in a batch, is over the limit:
+   * the batch header, and 7 fixed fields at one byte each (length, attributes, timestamp and offset deltas, key and
+   * value lengths, header count) instead of {@link RECORD_OVERHEAD}.
    */
   #overLimit(size: number): boolean {
     return (

@@ -10,10 +10,7 @@ import type { ChunkDeps, ChunkProcessor, NodeRuntime } from './chunk.js';
 import type { transactionalProducers } from './exactly-once/producers.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
 
-/**
- * One assigned input partition: its chunk processor writes through `store`, so every write reaches changelog
- * partition = input partition, acknowledged at once (at-least-once) or staged in the chunk's transaction.
- */
+/** One assigned input partition: its chunk processor writes through `store` to changelog partition = input partition. */
 export interface PartitionState {
   readonly partition: number;
   readonly store: LoggedRepository;
@@ -24,7 +21,6 @@ export interface PartitionState {
   readonly producer?: KafkaProducer;
 }
 
-/** What {@link PartitionLifecycle} works with. */
 export interface PartitionLifecycleDeps
   extends Pick<NodeRuntime, 'kafka' | 'consumer' | 'repository' | 'metrics' | 'logger' | 'producer'> {
   readonly inputTopic: string;
@@ -37,7 +33,6 @@ export interface PartitionLifecycleDeps
   readonly checkpointPath: string | undefined;
   /** Exactly-once: its transactional producers; undefined under at-least-once. */
   readonly transactions: TransactionalProducers | undefined;
-  /** A chunk processor over a partition's logged store. */
   readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
 }
 
@@ -45,12 +40,10 @@ export interface PartitionLifecycleDeps
 export type TransactionalProducers = ReturnType<typeof transactionalProducers>;
 
 /**
- * The partitions this instance owns and the state that follows each of them. A partition no longer assigned is
- * closed (producer gone, checkpoint written). Before its first record, `ready` restores a partition: under
- * exactly-once its transactional producer is initialised first (fencing the previous owner, so the changelog's
- * end is stable), then the changelog is read from the checkpoint up to that end into the local store. A fenced
- * partition, every partition after a gap in the generations (every kafkajs rejoin), and an at-least-once
- * partition whose changelog another writer appended to, are restored again before their next record.
+ * The partitions this instance owns and the state that follows each. A partition no longer assigned is closed
+ * (producer gone, checkpoint written). Before its first record, `ready` restores a partition: under exactly-once its
+ * transactional producer is initialised first (fencing the previous owner, so the changelog's end is stable), then
+ * the changelog is read from the checkpoint up to that end into the local store.
  */
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
@@ -111,9 +104,9 @@ export class PartitionLifecycle {
   }
 
   /**
-   * A chunk's transaction was fenced. Per-partition: a newer owner holds the partition's id; it is restored before
-   * its next record. Per-instance (the group fenced this member, or the broker aborted a transaction open too
-   * long): every partition is restored and the producer replaced.
+   * A chunk's transaction was fenced. Per-partition (a newer owner holds its id): the partition is restored before
+   * its next record. Per-instance (the group fenced this member, or the broker aborted a transaction open too long):
+   * every partition is, and the producer replaced.
    */
   async afterFenced(partition: number, cause: unknown): Promise<void> {
     if (!this.perInstance) {
@@ -150,13 +143,12 @@ export class PartitionLifecycle {
   }
 
   /**
-   * The group assigned these partitions: the ones it took away are closed, and after a gap in the generations
-   * every one (a kept one may have been processed elsewhere meanwhile, so it is restored before its next record).
+   * The group assigned these partitions: the ones it took away are closed, and after a gap in the generations (every
+   * kafkajs rejoin) every one, since a kept one may have been processed elsewhere meanwhile.
    */
   async assigned(partitions: readonly number[], join: GroupJoin): Promise<void> {
     this.#assigned = new Set(partitions);
     this.#epoch++;
-    // kafkajs does not say the generation: each of its rejoins counts as a gap.
     const gap = !followsOn(this.#lastJoin, join);
     this.#lastJoin = join;
     const closing = [...this.#ready.keys()].filter((p) => gap || !this.#assigned.has(p));
@@ -207,7 +199,7 @@ export class PartitionLifecycle {
 
   /**
    * At-least-once: records what the partition's sink appended to the changelog. Appends that do not follow on from
-   * the store's offset mean another instance wrote to it meanwhile: the partition is restored before its next record.
+   * the store's offset mean another instance wrote to it meanwhile: the partition is restored.
    */
   async appended(state: PartitionState): Promise<void> {
     for (const { first, next } of state.sink?.takeWritten() ?? []) {
@@ -263,15 +255,13 @@ export class PartitionLifecycle {
       throw error;
     }
     for (const [partition, state] of states) {
-      // The group moved partitions during the restore: this one may have had another owner meanwhile, or be
-      // another member's now. It is restored again if it comes back (from what was read here).
+      // The group moved partitions during the restore: this one may have had another owner meanwhile.
       if (this.#epoch !== epoch || !this.#assigned.has(partition)) {
         await this.#closeState(state, 'the group rebalanced during its restore');
       } else this.#ready.set(partition, state);
     }
   }
 
-  /** Steps 2–4 of a restore, for partitions whose producers are initialised. */
   async #read(
     partitions: readonly number[],
     states: ReadonlyMap<number, PartitionState>,

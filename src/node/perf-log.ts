@@ -93,7 +93,7 @@ function zeroCounts() {
 }
 
 function zeroPhases(): Record<Phase, number> {
-  return { poll: 0, parse: 0, lookup: 0, produce: 0, deliver: 0, mark: 0, commit: 0 };
+  return Object.fromEntries(PHASES.map((phase) => [phase, 0])) as Record<Phase, number>;
 }
 
 /** `value` rounded to `digits` decimals. */

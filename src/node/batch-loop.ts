@@ -92,7 +92,6 @@ export class BatchLoop {
       if (payload.isStale()) return;
       const epoch = partitions?.epoch ?? 0;
       let stepStart = performance.now();
-      // A newly assigned partition first gets its dedup state back from the changelog.
       state = partitions && (await partitions.ready(partition, payload.heartbeat));
       if (partitions && state === undefined) {
         this.#deps.logger.info(

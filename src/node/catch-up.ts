@@ -28,7 +28,6 @@ export const catchUpSchema = z
   .strict()
   .prefault({});
 
-/** Parsed `[catchUp]`. */
 export type CatchUpConfig = z.output<typeof catchUpSchema>;
 
 /** Progress of one partition's catch-up, as in the perf log's `catchUp` field. */
@@ -59,10 +58,7 @@ interface Run {
   active: boolean;
 }
 
-/**
- * Decides whether a partition is catching up and how large its next chunk is, and keeps the catch-up metrics:
- * the batch loop calls {@link chunkSize} before each chunk and {@link handled} after it.
- */
+/** Decides whether a partition is catching up and how large its next chunk is, and keeps the catch-up metrics. */
 export class CatchUp {
   readonly #config: CatchUpConfig;
   readonly #ordinary: number;

@@ -55,7 +55,6 @@ export interface ChunkSink {
   readonly sender: RecordSender;
   /** The chunk is decided (its output acknowledged, or sent in its transaction). */
   finish(end: ChunkEnd): Promise<void>;
-  /** The chunk failed before it finished. */
   fail?(error: unknown): Promise<unknown>;
   /** Runs a finished chunk's counts once its output commits (default: when it finishes). */
   onCommitted?(count: () => void): void;
@@ -89,9 +88,8 @@ export interface ChunkDeps
 const NODE_CONSUMER_TABLE = consumerConfigSchema.parse({});
 
 /**
- * The node's steps for one chunk of one partition (see startDedupNode): parse the dedup ids; the library's batch
- * engine in lazy mode (lookup; the survivors written to the output, acked, the refused ones dead-lettered and
- * unmarked; mark); the dead letters. When it resolves, the chunk's offsets may be committed.
+ * The node's steps for one chunk of one partition (see startDedupNode), the engine's in lazy mode. When it resolves,
+ * the chunk's offsets may be committed.
  */
 export class ChunkProcessor {
   readonly #deps: ChunkDeps;

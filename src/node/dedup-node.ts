@@ -1,12 +1,7 @@
 import type { Logger } from 'pino';
 import { ConfigError, StartupTimeoutError } from '../errors.js';
 import type { KafkaConnection } from '../kafka/connection.js';
-import {
-  type GroupConsumer,
-  type KafkaClient,
-  type KafkaLogEntry,
-  openKafkaClient,
-} from '../kafka/port/index.js';
+import { type KafkaClient, type KafkaLogEntry, openKafkaClient } from '../kafka/port/index.js';
 import { durationRule, isValidDuration, maxDurationMs } from '../store/ttl.js';
 import type { IdempotentRepository } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -82,7 +77,7 @@ export async function startDedupNode(
     options.kafka ??
     (await openKafkaClient(
       config.kafka,
-      { retries: 20, logger, onLog: (entry: KafkaLogEntry) => startup.sees(entry) },
+      { retries: 20, logger, onLog: (entry) => startup.sees(entry) },
       { configKey: 'kafka.client', feature: 'idem node' },
     ));
   const bounded = new AbortController();
@@ -141,7 +136,7 @@ async function start(
       logger.warn({ err: error, attempt }, 'output request failed; retrying');
     },
   });
-  const consumer: GroupConsumer = kafka.consumer({
+  const consumer = kafka.consumer({
     groupId: config.input.groupId,
     sessionTimeoutMs: config.kafka.sessionTimeout,
     heartbeatIntervalMs: Math.max(500, Math.floor(config.kafka.sessionTimeout / 5)),
@@ -263,7 +258,6 @@ async function start(
  */
 class StartupWatch {
   #starting = true;
-  #told = false;
   #lastError: string | undefined;
 
   constructor(
@@ -287,12 +281,12 @@ class StartupWatch {
   /** Whether the client's entry is logged as it is. */
   sees(entry: KafkaLogEntry): boolean {
     if (!this.#starting || entry.connectionFailure === undefined) return true;
+    const told = this.#lastError !== undefined;
     this.#lastError = entry.connectionFailure;
-    if (this.#told) {
+    if (told) {
       this.logger.debug(entry.fields, entry.message);
       return false;
     }
-    this.#told = true;
     this.logger.warn(
       entry.fields,
       `cannot reach the Kafka brokers yet (${entry.message}); retrying for up to ` +

@@ -32,17 +32,13 @@ export interface DuplicateAuditValue {
   readonly firstOffset?: string;
 }
 
-/**
- * `output.duplicatesTopic`: one record per dropped duplicate, partition p for input partition p, written after the
- * chunk's engine batch through the chunk's sender (so in its transaction under exactly-once).
- */
+/** `output.duplicatesTopic`: one record per dropped duplicate, partition p for input partition p. */
 export class DuplicateAudit {
   /** Per candidate (the engine hands the hook the object it was given): its audit record. */
   readonly #records = new WeakMap<Candidate, DuplicateRecord>();
 
   readonly #writer: OutputWriter;
 
-  /** The audit of a node whose config sets `output.duplicatesTopic` (off by default). */
   constructor(
     readonly topic: string,
     output: Pick<NodeConfig['output'], 'sendAttempts' | 'retryBackoff'>,

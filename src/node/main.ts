@@ -63,11 +63,14 @@ async function run(options: RunNodeOptions, logger: Logger, signals: Signals): P
     return startFailure(noConfigGiven(error, options) ?? error, logger, 'cannot read the config');
   }
 
+  // The node's code and its Kafka client, imported on demand: a missing optional package is a sentence naming the fix.
   let startDedupNode: typeof import('./dedup-node.js').startDedupNode;
   try {
-    ({ startDedupNode } = await loadNodeModule(config));
+    ({ startDedupNode } = await import('./dedup-node.js'));
+    await loadKafkaClientFactory(config.kafka.client, { configKey: 'kafka.client', feature: 'idem node' });
   } catch (error) {
-    return startFailure(error, logger, 'cannot load the dedup node');
+    const missing = asMissingDependency(error, { feature: 'idem node' });
+    return startFailure(missing ?? error, logger, 'cannot load the dedup node');
   }
 
   const opening = openRepository(config, { onWarning: (warning) => logger.warn(warning) });
@@ -150,17 +153,6 @@ function noConfigGiven(error: unknown, options: RunNodeOptions): ConfigError | u
       (fromEnv ? `; the IDEM__ variables alone leave: ${error.message}` : ''),
     { label: 'no config given' },
   );
-}
-
-/** The node's code and its Kafka client, imported on demand: a missing optional package is a sentence naming the fix. */
-async function loadNodeModule(config: NodeConfig): Promise<typeof import('./dedup-node.js')> {
-  try {
-    const node = await import('./dedup-node.js');
-    await loadKafkaClientFactory(config.kafka.client, { configKey: 'kafka.client', feature: 'idem node' });
-    return node;
-  } catch (error) {
-    throw asMissingDependency(error, { feature: 'idem node' }) ?? error;
-  }
 }
 
 /** The exit code of a failed start: a config problem or a missing package is one line on stderr, else a log entry. */

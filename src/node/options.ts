@@ -179,7 +179,6 @@ export const nodeConfigSchema = z
     }
   });
 
-/** Parsed node config. */
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
 
 /** The node config as written in a file or passed in code, before defaults. */

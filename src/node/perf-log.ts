@@ -36,7 +36,6 @@ export class PerfLog {
     this.#enteredAt = performance.now();
   }
 
-  /** The batch handler is done. */
   leave(): void {
     if (this.#enteredAt === undefined) return;
     this.#handlerMs += performance.now() - this.#enteredAt;
@@ -96,7 +95,6 @@ function zeroPhases(): Record<Phase, number> {
   return Object.fromEntries(PHASES.map((phase) => [phase, 0])) as Record<Phase, number>;
 }
 
-/** `value` rounded to `digits` decimals. */
 export function round(value: number, digits: number): number {
   const f = 10 ** digits;
   return Math.round(value * f) / f;

@@ -180,10 +180,7 @@ async function orSignal<T>(
 }
 
 /** The first SIGTERM/SIGINT aborts `stop`, the second `interrupt`. */
-interface Signals {
-  readonly stop: AbortController;
-  readonly interrupt: AbortController;
-}
+type Signals = Readonly<Record<'stop' | 'interrupt', AbortController>>;
 
 /** The signal that aborted `controller`, once it has. */
 function signalled({ signal }: AbortController): Promise<NodeJS.Signals> {

@@ -93,7 +93,6 @@ export const nodeConfigSchema = z
       .object({
         /** Required (and the default) under exactly-once; off by default under at-least-once. */
         enabled: z.boolean().optional(),
-        /** Default: `<group id>-<output topic>-changelog`. */
         topic: z.string().min(1).optional(),
         /** The file of the changelog offsets the local store has applied (default: beside a RocksDB store). */
         checkpoint: z.string().min(1).optional(),

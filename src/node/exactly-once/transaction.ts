@@ -128,10 +128,6 @@ export class ChunkTransaction implements ChunkSink {
     });
   }
 
-  #throwIfFailed(): void {
-    if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
-  }
-
   #begin(): Promise<KafkaTransaction> {
     this.#opening ??= this.#open();
     return this.#opening;
@@ -157,7 +153,7 @@ export class ChunkTransaction implements ChunkSink {
 
   /** One chunk is decided: its dead letters and offset join the transaction, which commits unless held open. */
   async finish(end: ChunkEnd): Promise<void> {
-    this.#throwIfFailed();
+    if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
     if (end.letters.length > 0) await sendDeadLetters(this.sender, this.#target.dlqTopic, end.letters);
     this.#nextOffset = end.nextOffset;
     this.#log();
@@ -178,7 +174,7 @@ export class ChunkTransaction implements ChunkSink {
       throw new TypeError('a chunk transaction committed before any chunk finished');
     this.#log();
     await this.#sends;
-    this.#throwIfFailed();
+    if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
     const marks = target.store.staged().length;
     // Begun here when its chunks sent nothing.
     const tx = await this.#begin();

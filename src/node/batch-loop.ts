@@ -22,10 +22,9 @@ export interface BatchLoopDeps
 }
 
 /**
- * The consumer's `eachBatch`: one fetched partition batch, chunk by chunk, each finished (marked) before the next
- * starts, so a crash repeats at most one chunk. The finished chunks' offset is committed at the end, also when a
- * chunk failed (exactly-once: by the transaction over consecutive chunks, {@link Span}). Overlapping a chunk's
- * lookup with the previous one's produce measured no faster: the node is bound by its one CPU thread.
+ * The consumer's `eachBatch`: a fetched partition batch, chunk by chunk, each finished before the next starts; the
+ * finished chunks' offset is committed at the end, also when a chunk failed. Overlapping a chunk's lookup with the
+ * previous one's produce measured no faster: the node is bound by its one CPU thread.
  */
 export class BatchLoop {
   readonly #deps: BatchLoopDeps;

@@ -59,8 +59,7 @@ export interface DedupNodeOptions {
  *   4. mark: one store call records the forwarded ids, kept for `dedup.ttl`;
  *   5. dead letters, then the chunk's offset is resolved.
  * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its mark.
- * Partitions are handled one at a time. Under exactly-once, consecutive chunks share one Kafka transaction, and a
- * newly assigned partition first restores its marks from the changelog. See docs/node.md.
+ * Under exactly-once, consecutive chunks share one Kafka transaction (see docs/node.md).
  */
 export async function startDedupNode(
   config: NodeConfig,
@@ -152,7 +151,6 @@ async function start(
   // Each part gets the settings it uses, read from the config here, once.
   const runtime: NodeRuntime = { kafka, producer, consumer, repository, metrics, perf, totals, logger };
   const chunkDeps: ChunkDeps = { ...runtime, dedup: config.dedup, dlqTopic: config.dlq.topic, audit, output };
-  // With a changelog, each partition has its own processor over its logged view of the store.
   const chunks = new ChunkProcessor(chunkDeps);
   const partitions =
     topics.changelog === undefined
@@ -166,6 +164,7 @@ async function start(
           changelogTopic: topics.changelog.topic,
           checkpointPath: files.checkpoint,
           transactions,
+          // With a changelog, each partition has its own processor over its logged view of the store.
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
         });
   consumer.onGroupJoin(({ memberId, generationId, assignment }) => {

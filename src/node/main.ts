@@ -24,7 +24,6 @@ export const nodeExitCodes = {
   startup: 3,
 } as const;
 
-/** Options of {@link runNode}. */
 export interface RunNodeOptions {
   /** TOML config file; falls back to `IDEM_CONFIG`. */
   readonly configPath?: string;

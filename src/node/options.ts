@@ -121,7 +121,6 @@ export const nodeConfigSchema = z
       .object({
         enabled: z.boolean().default(true),
         port: z.number().int().min(0).max(65_535).default(nodeDefaults.metricsPort),
-        /** Interface `/metrics` listens on; loopback unless opened on purpose (`"0.0.0.0"`). */
         host: z.string().min(1).default(nodeDefaults.metricsHost),
       })
       .strict()

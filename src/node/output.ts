@@ -10,7 +10,6 @@ export interface Refused {
   readonly attempts: number;
 }
 
-/** Options of {@link OutputWriter}. */
 export interface OutputWriterOptions {
   readonly topic: string;
   /** The topic's `max.message.bytes`; requests are cut below it so a normal batch is never refused whole. */

@@ -5,7 +5,6 @@ import { GenerationMovedError } from './exactly-once/producers.js';
 import type { ChunkTransaction } from './exactly-once/transaction.js';
 import type { PartitionLifecycle, PartitionState } from './partition-state.js';
 
-/** What a {@link BatchLoop} works with. */
 export interface BatchLoopDeps
   extends Pick<NodeRuntime, 'consumer' | 'metrics' | 'perf' | 'totals' | 'logger'> {
   /** `output.guarantee = "exactly-once"`: consecutive chunks share a transaction ({@link Span}). */
@@ -23,10 +22,9 @@ export interface BatchLoopDeps
 }
 
 /**
- * The consumer's `eachBatch`: one fetched partition batch, chunk by chunk, each finished (marked) before the next
- * starts, so a crash repeats at most one chunk. The finished chunks' offset is committed at the end, also when a
- * chunk failed (exactly-once: by the transaction over consecutive chunks, {@link Span}). Overlapping a chunk's
- * lookup with the previous one's produce measured no faster: the node is bound by its one CPU thread.
+ * The consumer's `eachBatch`: a fetched partition batch, chunk by chunk, each finished before the next starts; the
+ * finished chunks' offset is committed at the end, also when a chunk failed. Overlapping a chunk's lookup with the
+ * previous one's produce measured no faster: the node is bound by its one CPU thread.
  */
 export class BatchLoop {
   readonly #deps: BatchLoopDeps;
@@ -49,15 +47,15 @@ export class BatchLoop {
     perf.enter();
     this.#roundHadRecords = true;
     const { topic, partition } = payload;
-    let done: ConsumedMessage | undefined;
+    const progress: Progress = {};
     let failure: unknown;
     try {
-      done = await this.#chunks(payload);
+      await this.#chunks(payload, progress);
     } catch (error) {
-      failure = error instanceof ChunksFailed ? error.cause : error;
-      done = error instanceof ChunksFailed ? error.done : undefined;
+      failure = error;
     }
     // Commit what is finished even when a later chunk failed, so a retry or a new owner repeats less.
+    const { done } = progress;
     if (done !== undefined && !this.#deps.exactlyOnce) {
       const commitStart = performance.now();
       try {
@@ -80,30 +78,28 @@ export class BatchLoop {
     }
   };
 
-  /** The batch's chunks in order; resolves with the last record handled (rejects with ChunksFailed after one). */
-  async #chunks(payload: ConsumedBatch): Promise<ConsumedMessage | undefined> {
+  /** The batch's chunks in order; `progress.done` follows the last record handled, also when one fails. */
+  async #chunks(payload: ConsumedBatch, progress: Progress): Promise<void> {
     const { partitions, chunks, catchUp, metrics } = this.#deps;
     const { topic, partition, messages } = payload;
     const highWatermark = Number(payload.highWatermark);
     const partitionLabel = String(partition);
-    let done: ConsumedMessage | undefined;
     let state: PartitionState | undefined;
     let span: Span | undefined;
     try {
       // A batch of a generation that is gone: its partition may be another member's by now.
-      if (payload.isStale()) return undefined;
+      if (payload.isStale()) return;
       const epoch = partitions?.epoch ?? 0;
       let stepStart = performance.now();
-      // A newly assigned partition first gets its dedup state back from the changelog.
       state = partitions && (await partitions.ready(partition, payload.heartbeat));
       if (partitions && state === undefined) {
         this.#deps.logger.info(
           { topic, partition, records: messages.length },
           'a batch of a partition this member does not own now: its records are left to the owner',
         );
-        return undefined;
+        return;
       }
-      if (this.#overran(stepStart, topic, partition, 'restore')) return undefined;
+      if (this.#overran(stepStart, topic, partition, 'restore')) return;
       // Still a member? A batch fetched just before the process froze, or before the client noticed that the
       // group moved on, stops here.
       await payload.heartbeat();
@@ -120,8 +116,10 @@ export class BatchLoop {
         const chunk = messages.slice(i, i + size);
         i += chunk.length;
         const last = chunk[chunk.length - 1] as ConsumedMessage;
-        if (state?.transactional) {
-          span ??= await this.#openSpan(state);
+        if (state && this.#deps.exactlyOnce) {
+          // Per-instance: a producer replaced after a failure may not have started yet.
+          if (!span && partitions?.perInstance) await partitions.start();
+          span ??= new Span((partitions as PartitionLifecycle).transaction(state));
           const { tx } = span;
           span.records += chunk.length;
           // The span's last chunk commits it as it finishes.
@@ -138,18 +136,14 @@ export class BatchLoop {
           if (tx.committed) {
             span = undefined;
             this.#committed(state, tx);
-            done = last;
-            payload.resolveOffset(done.offset);
+            progress.done = last;
+            payload.resolveOffset(last.offset);
           }
         } else {
-          if (state) {
-            await state.chunks.handle(topic, partition, chunk);
-            await partitions?.appended(state);
-          } else {
-            await chunks.handle(topic, partition, chunk);
-          }
-          done = last;
-          payload.resolveOffset(done.offset);
+          await (state?.chunks ?? chunks).handle(topic, partition, chunk);
+          if (state) await partitions?.appended(state);
+          progress.done = last;
+          payload.resolveOffset(last.offset);
         }
         catchUp.handled(topic, partition, chunk.length, Number(last.offset) + 1, highWatermark);
         metrics.lag.set(
@@ -164,22 +158,20 @@ export class BatchLoop {
       if (span?.last !== undefined) {
         if (moved) await this.#abortSpan(state as PartitionState, span);
         else if (await this.#commitSpan(state as PartitionState, topic, payload, span)) {
-          done = span.last;
-          payload.resolveOffset(done.offset);
+          progress.done = span.last;
+          payload.resolveOffset(span.last.offset);
         }
       }
     } catch (error) {
       // A failure between chunks (a heartbeat) leaves the span open: it is aborted, its records read again.
       if (state !== undefined && span?.tx.open) await this.#abortSpan(state, span).catch(() => undefined);
-      throw new ChunksFailed(error, done);
+      throw error;
     }
-    return done;
   }
 
   /**
-   * True when a step (the restore, or a chunk with its heartbeat) took longer than the session timeout: the
-   * process may have been frozen and the partition given to another member. A heartbeat answered before the pause
-   * can look fine after it, so the batch stops after the step; the next fetch reads from the last commit.
+   * True when a step (the restore, or a chunk with its heartbeat) took longer than the session timeout: the process
+   * may have been frozen and the partition moved, though a heartbeat answered before the pause looks fine after it.
    */
   #overran(start: number, topic: string, partition: number, step: 'restore' | 'chunk'): boolean {
     const ms = performance.now() - start;
@@ -190,13 +182,6 @@ export class BatchLoop {
       `a ${step} took longer than the session timeout: the batch stops after it (the group may have moved the partition)`,
     );
     return true;
-  }
-
-  async #openSpan(state: PartitionState): Promise<Span> {
-    const lifecycle = this.#deps.partitions as PartitionLifecycle;
-    // Per-instance: a producer replaced after a failure may not have started yet.
-    if (lifecycle.perInstance) await lifecycle.start();
-    return new Span(lifecycle.transaction(state));
   }
 
   /** Commits a span's transaction; false when the partition's work was dropped (see {@link #transactional}). */
@@ -237,8 +222,7 @@ export class BatchLoop {
 
   /**
    * One step of an exactly-once transaction: a chunk handled in it, or its commit. False when the partition's work
-   * was dropped: the group rebalanced (the records are read again), or the partition was fenced (nothing marked or
-   * committed; paused until the group has had time to move it, and restored first if it comes back).
+   * was dropped: the group rebalanced (the records are read again), or the partition was fenced.
    */
   async #transactional(
     state: PartitionState,
@@ -275,7 +259,11 @@ export class BatchLoop {
           'partition fenced by a newer owner: its work is dropped',
         );
         await lifecycle.afterFenced(state.partition, error);
-        this.#pauseFenced(topic, state.partition);
+        // Paused for one session timeout: long enough for the group to move it if it must.
+        const { consumer, sessionTimeoutMs } = this.#deps;
+        const fenced = [{ topic, partitions: [state.partition] }];
+        consumer.pause(fenced);
+        setTimeout(() => consumer.resume(fenced), sessionTimeoutMs).unref();
         payload.heartbeat().catch(() => undefined);
         return false;
       }
@@ -285,13 +273,6 @@ export class BatchLoop {
       throw error;
     }
     return true;
-  }
-
-  /** Pauses a fenced partition for one session timeout: long enough for the group to move it if it must. */
-  #pauseFenced(topic: string, partition: number): void {
-    const { consumer, sessionTimeoutMs } = this.#deps;
-    consumer.pause([{ topic, partitions: [partition] }]);
-    setTimeout(() => consumer.resume([{ topic, partitions: [partition] }]), sessionTimeoutMs).unref();
   }
 }
 
@@ -315,12 +296,7 @@ class Span {
 const SPAN_MS = 100;
 const SPAN_CHUNKS = 10;
 
-/** A chunk failed: the error, and the last record handled before it. */
-class ChunksFailed extends Error {
-  constructor(
-    override readonly cause: unknown,
-    readonly done: ConsumedMessage | undefined,
-  ) {
-    super('a chunk failed');
-  }
+/** The last record of a batch handled so far: its offset is committed. */
+interface Progress {
+  done?: ConsumedMessage;
 }

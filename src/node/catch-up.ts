@@ -28,16 +28,14 @@ export const catchUpSchema = z
   .strict()
   .prefault({});
 
-/** Parsed `[catchUp]`. */
 export type CatchUpConfig = z.output<typeof catchUpSchema>;
 
 /** Progress of one partition's catch-up, as in the perf log's `catchUp` field. */
 export interface CatchUpProgress {
   readonly topic: string;
   readonly partition: number;
-  /** Records behind the high watermark of the last fetch. */
+  /** Records behind the high watermark of the last fetch, and handled per second since the catch-up started. */
   readonly lag: number;
-  /** Records handled per second since the catch-up started. */
   readonly rate: number;
   /** Seconds until the lag reaches zero at the current rate, net of the head's growth; null: not shrinking. */
   readonly etaSeconds: number | null;
@@ -60,10 +58,7 @@ interface Run {
   active: boolean;
 }
 
-/**
- * Decides whether a partition is catching up and how large its next chunk is, and keeps the catch-up metrics:
- * the batch loop calls {@link chunkSize} before each chunk and {@link handled} after it.
- */
+/** Decides whether a partition is catching up and how large its next chunk is, and keeps the catch-up metrics. */
 export class CatchUp {
   readonly #config: CatchUpConfig;
   readonly #ordinary: number;
@@ -154,9 +149,9 @@ export class CatchUp {
   }
 
   /** Logs one perf line of catch-up progress when a partition is catching up or finished one since the last. */
-  logProgress(logger: Logger): void {
+  logProgress(): void {
     const progress = this.flush();
-    if (progress.length > 0) logger.info({ catchUp: progress }, formatCatchUp(progress));
+    if (progress.length > 0) this.#logger.info({ catchUp: progress }, formatCatchUp(progress));
   }
 
   #end(run: Run, why: string): void {
@@ -167,18 +162,11 @@ export class CatchUp {
     this.#ended.push(run);
     this.#metrics.catchUpActive.set(run.label, 0);
     this.#metrics.catchUpEta.set(run.label, run.lag === 0 ? 0 : Number.POSITIVE_INFINITY);
-    const { rate } = this.#progress(run);
+    const { topic, partition, handled, lag, rate } = this.#progress(run);
     const seconds = (run.at - run.startedAt) / 1000;
     this.#logger.info(
-      {
-        topic: run.topic,
-        partition: run.partition,
-        handled: run.handled,
-        seconds: round(seconds, 2),
-        rate,
-        lag: run.lag,
-      },
-      `partition ${run.partition} catch-up ${why}: ${run.handled} records in ${seconds.toFixed(1)} s (${rate}/s), lag ${run.lag}`,
+      { topic, partition, handled, seconds: round(seconds, 2), rate, lag },
+      `partition ${partition} catch-up ${why}: ${handled} records in ${seconds.toFixed(1)} s (${rate}/s), lag ${lag}`,
     );
   }
 

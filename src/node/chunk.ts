@@ -28,10 +28,7 @@ import type { NodeConfig } from './options.js';
 import type { OutputWriter } from './output.js';
 import type { PerfLog, Phase } from './perf-log.js';
 
-/**
- * Running counts since the node started (the metrics carry the same numbers). `raced`: records forwarded although
- * another worker marked their id between this node's lookup and its mark.
- */
+/** Running counts since the node started (the metrics carry the same numbers, `raced` explained there). */
 export const emptyTotals = () => ({
   recordsIn: 0,
   recordsOut: 0,
@@ -58,7 +55,6 @@ export interface ChunkSink {
   readonly sender: RecordSender;
   /** The chunk is decided (its output acknowledged, or sent in its transaction). */
   finish(end: ChunkEnd): Promise<void>;
-  /** The chunk failed before it finished. */
   fail?(error: unknown): Promise<unknown>;
   /** Runs a finished chunk's counts once its output commits (default: when it finishes). */
   onCommitted?(count: () => void): void;
@@ -79,10 +75,8 @@ export interface NodeRuntime {
   readonly logger: Logger;
 }
 
-/** What {@link ChunkProcessor} works with. */
 export interface ChunkDeps
   extends Pick<NodeRuntime, 'repository' | 'producer' | 'metrics' | 'perf' | 'totals' | 'logger'> {
-  /** The `[dedup]` table: the id, the TTL and the policies. */
   readonly dedup: NodeConfig['dedup'];
   readonly dlqTopic: string;
   /** `output.duplicatesTopic` (undefined: off). */
@@ -93,13 +87,9 @@ export interface ChunkDeps
 /** The node has no `[consumer]` table: every consumer option comes from `[dedup]` (see the constructor). */
 const NODE_CONSUMER_TABLE = consumerConfigSchema.parse({});
 
-/** The store operations the node's metrics and perf log name. */
-const STORE_PHASE: Record<string, 'lookup' | 'mark'> = { lookup: 'lookup', mark: 'mark' };
-
 /**
- * The node's steps for one chunk of one partition (see startDedupNode): parse the dedup ids; the library's batch
- * engine in lazy mode (lookup; the survivors written to the output, acked, the refused ones dead-lettered and
- * unmarked; mark); the dead letters. When it resolves, the chunk's offsets may be committed.
+ * The node's steps for one chunk of one partition (see startDedupNode), the engine's in lazy mode. When it resolves,
+ * the chunk's offsets may be committed.
  */
 export class ChunkProcessor {
   readonly #deps: ChunkDeps;
@@ -255,7 +245,7 @@ export class ChunkProcessor {
       },
     };
     const onStoreCall = (call: StoreCall) => {
-      const phase = STORE_PHASE[call.operation] ?? 'mark';
+      const phase = call.operation === 'lookup' ? 'lookup' : 'mark';
       metrics.storeSeconds.observe({ operation: phase }, call.ms / 1000);
       perf.add(phase, call.ms);
       clock.reset();

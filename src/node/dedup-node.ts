@@ -1,12 +1,7 @@
 import type { Logger } from 'pino';
 import { ConfigError, StartupTimeoutError } from '../errors.js';
 import type { KafkaConnection } from '../kafka/connection.js';
-import {
-  type GroupConsumer,
-  type KafkaClient,
-  type KafkaLogEntry,
-  openKafkaClient,
-} from '../kafka/port/index.js';
+import { type KafkaClient, type KafkaLogEntry, openKafkaClient } from '../kafka/port/index.js';
 import { durationRule, isValidDuration, maxDurationMs } from '../store/ttl.js';
 import type { IdempotentRepository } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -64,8 +59,7 @@ export interface DedupNodeOptions {
  *   4. mark: one store call records the forwarded ids, kept for `dedup.ttl`;
  *   5. dead letters, then the chunk's offset is resolved.
  * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its mark.
- * Partitions are handled one at a time. Under exactly-once, consecutive chunks share one Kafka transaction, and a
- * newly assigned partition first restores its marks from the changelog. See docs/node.md.
+ * Under exactly-once, consecutive chunks share one Kafka transaction (see docs/node.md).
  */
 export async function startDedupNode(
   config: NodeConfig,
@@ -82,7 +76,7 @@ export async function startDedupNode(
     options.kafka ??
     (await openKafkaClient(
       config.kafka,
-      { retries: 20, logger, onLog: (entry: KafkaLogEntry) => startup.sees(entry) },
+      { retries: 20, logger, onLog: (entry) => startup.sees(entry) },
       { configKey: 'kafka.client', feature: 'idem node' },
     ));
   const bounded = new AbortController();
@@ -141,7 +135,7 @@ async function start(
       logger.warn({ err: error, attempt }, 'output request failed; retrying');
     },
   });
-  const consumer: GroupConsumer = kafka.consumer({
+  const consumer = kafka.consumer({
     groupId: config.input.groupId,
     sessionTimeoutMs: config.kafka.sessionTimeout,
     heartbeatIntervalMs: Math.max(500, Math.floor(config.kafka.sessionTimeout / 5)),
@@ -157,7 +151,6 @@ async function start(
   // Each part gets the settings it uses, read from the config here, once.
   const runtime: NodeRuntime = { kafka, producer, consumer, repository, metrics, perf, totals, logger };
   const chunkDeps: ChunkDeps = { ...runtime, dedup: config.dedup, dlqTopic: config.dlq.topic, audit, output };
-  // With a changelog, each partition has its own processor over its logged view of the store.
   const chunks = new ChunkProcessor(chunkDeps);
   const partitions =
     topics.changelog === undefined
@@ -171,6 +164,7 @@ async function start(
           changelogTopic: topics.changelog.topic,
           checkpointPath: files.checkpoint,
           transactions,
+          // With a changelog, each partition has its own processor over its logged view of the store.
           chunkProcessor: (overrides) => new ChunkProcessor({ ...chunkDeps, ...overrides }),
         });
   consumer.onGroupJoin(({ memberId, generationId, assignment }) => {
@@ -226,7 +220,7 @@ async function start(
   };
   const perfTimer = setInterval(() => {
     logPerf();
-    catchUp.logProgress(logger);
+    catchUp.logProgress();
   }, config.perf.interval);
   perfTimer.unref();
 
@@ -263,7 +257,6 @@ async function start(
  */
 class StartupWatch {
   #starting = true;
-  #told = false;
   #lastError: string | undefined;
 
   constructor(
@@ -287,12 +280,12 @@ class StartupWatch {
   /** Whether the client's entry is logged as it is. */
   sees(entry: KafkaLogEntry): boolean {
     if (!this.#starting || entry.connectionFailure === undefined) return true;
+    const told = this.#lastError !== undefined;
     this.#lastError = entry.connectionFailure;
-    if (this.#told) {
+    if (told) {
       this.logger.debug(entry.fields, entry.message);
       return false;
     }
-    this.#told = true;
     this.logger.warn(
       entry.fields,
       `cannot reach the Kafka brokers yet (${entry.message}); retrying for up to ` +

@@ -32,17 +32,13 @@ export interface DuplicateAuditValue {
   readonly firstOffset?: string;
 }
 
-/**
- * `output.duplicatesTopic`: one record per dropped duplicate, partition p for input partition p, written after the
- * chunk's engine batch through the chunk's sender (so in its transaction under exactly-once).
- */
+/** `output.duplicatesTopic`: one record per dropped duplicate, partition p for input partition p. */
 export class DuplicateAudit {
   /** Per candidate (the engine hands the hook the object it was given): its audit record. */
   readonly #records = new WeakMap<Candidate, DuplicateRecord>();
 
   readonly #writer: OutputWriter;
 
-  /** The audit of a node whose config sets `output.duplicatesTopic` (off by default). */
   constructor(
     readonly topic: string,
     output: Pick<NodeConfig['output'], 'sendAttempts' | 'retryBackoff'>,
@@ -74,14 +70,14 @@ export class DuplicateAudit {
     };
   }
 
-  /** Writes one record per duplicate of the chunk, in order; a refused one fails the chunk. Resolves with the count. */
+  /** Writes one record per duplicate of the chunk, in order; a refused one fails the chunk. */
   async send(
     sender: RecordSender,
     topic: string,
     partition: number,
     candidates: readonly Candidate[],
     results: readonly ProcessResult[],
-  ): Promise<number> {
+  ): Promise<void> {
     const messages: OutgoingMessage[] = [];
     for (let i = 0; i < results.length; i++) {
       const outcome = (results[i] as ProcessResult).outcome;
@@ -100,7 +96,7 @@ export class DuplicateAudit {
       };
       messages.push({ key: value.id, value: JSON.stringify(value), timestamp: candidate.message.timestamp });
     }
-    if (messages.length === 0) return 0;
+    if (messages.length === 0) return;
     const refused = await this.#writer.write(partition, messages, sender);
     if (refused.length > 0) {
       throw new OutputError(
@@ -109,6 +105,5 @@ export class DuplicateAudit {
         { cause: refused[0]?.error },
       );
     }
-    return messages.length;
   }
 }

@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type DestinationStream, type Logger, pino } from 'pino';
@@ -23,12 +24,9 @@ export const nodeExitCodes = {
   startup: 3,
 } as const;
 
-/** Options of {@link runNode}. */
 export interface RunNodeOptions {
   /** TOML config file; falls back to `IDEM_CONFIG`. */
   readonly configPath?: string;
-  /** Environment for `IDEM__SECTION__KEY` overrides (default `process.env`). */
-  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 /**
@@ -59,19 +57,19 @@ export function nodeLogger(destination: DestinationStream): Logger {
 async function run(options: RunNodeOptions, logger: Logger, signals: Signals): Promise<number> {
   let config: NodeConfig;
   try {
-    config = await loadConfig(nodeConfigSchema, {
-      ...(options.configPath ? { path: options.configPath } : {}),
-      ...(options.env ? { env: options.env } : {}),
-    });
+    config = await loadConfig(nodeConfigSchema, { path: options.configPath || undefined });
   } catch (error) {
     return startFailure(noConfigGiven(error, options) ?? error, logger, 'cannot read the config');
   }
 
+  // The node's code and its Kafka client, imported on demand: a missing optional package is a sentence naming the fix.
   let startDedupNode: typeof import('./dedup-node.js').startDedupNode;
   try {
-    ({ startDedupNode } = await loadNodeModule(config));
+    ({ startDedupNode } = await import('./dedup-node.js'));
+    await loadKafkaClientFactory(config.kafka.client, { configKey: 'kafka.client', feature: 'idem node' });
   } catch (error) {
-    return startFailure(error, logger, 'cannot load the dedup node');
+    const missing = asMissingDependency(error, { feature: 'idem node' });
+    return startFailure(missing ?? error, logger, 'cannot load the dedup node');
   }
 
   const opening = openRepository(config, { onWarning: (warning) => logger.warn(warning) });
@@ -143,11 +141,10 @@ async function run(options: RunNodeOptions, logger: Logger, signals: Signals): P
 
 /** No config given: says so, and how to write one, rather than listing every required key as a problem. */
 function noConfigGiven(error: unknown, options: RunNodeOptions): ConfigError | undefined {
-  const env = options.env ?? process.env;
-  if (!(error instanceof ConfigError) || options.configPath || env.IDEM_CONFIG) return undefined;
+  if (!(error instanceof ConfigError) || options.configPath || process.env.IDEM_CONFIG) return undefined;
   const file = fileURLToPath(new URL('../../examples/node.toml', import.meta.url));
   const example = relative(process.cwd(), file).startsWith('..') ? file : relative(process.cwd(), file);
-  const fromEnv = Object.keys(env).some((key) => key.startsWith('IDEM__'));
+  const fromEnv = Object.keys(process.env).some((key) => key.startsWith('IDEM__'));
   return new ConfigError(
     'config',
     `pass --config node.toml or set IDEM_CONFIG; ${example} is a commented example ` +
@@ -155,17 +152,6 @@ function noConfigGiven(error: unknown, options: RunNodeOptions): ConfigError | u
       (fromEnv ? `; the IDEM__ variables alone leave: ${error.message}` : ''),
     { label: 'no config given' },
   );
-}
-
-/** The node's code and its Kafka client, imported on demand: a missing optional package is a sentence naming the fix. */
-async function loadNodeModule(config: NodeConfig): Promise<typeof import('./dedup-node.js')> {
-  try {
-    const node = await import('./dedup-node.js');
-    await loadKafkaClientFactory(config.kafka.client, { configKey: 'kafka.client', feature: 'idem node' });
-    return node;
-  } catch (error) {
-    throw asMissingDependency(error, { feature: 'idem node' }) ?? error;
-  }
 }
 
 /** The exit code of a failed start: a config problem or a missing package is one line on stderr, else a log entry. */
@@ -193,17 +179,11 @@ async function orSignal<T>(
 }
 
 /** The first SIGTERM/SIGINT aborts `stop`, the second `interrupt`. */
-interface Signals {
-  readonly stop: AbortController;
-  readonly interrupt: AbortController;
-}
+type Signals = Readonly<Record<'stop' | 'interrupt', AbortController>>;
 
 /** The signal that aborted `controller`, once it has. */
 function signalled({ signal }: AbortController): Promise<NodeJS.Signals> {
-  if (signal.aborted) return Promise.resolve(signal.reason);
-  return new Promise((resolve) =>
-    signal.addEventListener('abort', () => resolve(signal.reason), { once: true }),
-  );
+  return signal.aborted ? Promise.resolve(signal.reason) : once(signal, 'abort').then(() => signal.reason);
 }
 
 /** Waits for a stop for at most `ms`, or until a second signal; logs what cut it short, or its error. */

@@ -135,7 +135,6 @@ export class NodeMetrics {
     return typeof address === 'object' && address ? address.port : port;
   }
 
-  /** Stops serving `/metrics`. */
   async close(): Promise<void> {
     const server = this.#server;
     if (!server) return;

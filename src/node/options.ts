@@ -93,7 +93,6 @@ export const nodeConfigSchema = z
       .object({
         /** Required (and the default) under exactly-once; off by default under at-least-once. */
         enabled: z.boolean().optional(),
-        /** Default: `<group id>-<output topic>-changelog`. */
         topic: z.string().min(1).optional(),
         /** The file of the changelog offsets the local store has applied (default: beside a RocksDB store). */
         checkpoint: z.string().min(1).optional(),
@@ -122,7 +121,6 @@ export const nodeConfigSchema = z
       .object({
         enabled: z.boolean().default(true),
         port: z.number().int().min(0).max(65_535).default(nodeDefaults.metricsPort),
-        /** Interface `/metrics` listens on; loopback unless opened on purpose (`"0.0.0.0"`). */
         host: z.string().min(1).default(nodeDefaults.metricsHost),
       })
       .strict()
@@ -179,34 +177,26 @@ export const nodeConfigSchema = z
     }
   });
 
-/** Parsed node config. */
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
 
 /** The node config as written in a file or passed in code, before defaults. */
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 
 /** The node's topics, as the node checks (and creates) them before it starts. */
-export interface NodeTopics {
-  readonly input: string;
-  readonly output: string;
-  readonly dlq: string;
-  /** `output.duplicatesTopic` (undefined: off). */
-  readonly audit: string | undefined;
-  /** The changelog and its retention (`dedup.ttl`); undefined: the node keeps none. */
-  readonly changelog: { readonly topic: string; readonly retentionMs: number } | undefined;
-}
-
-/** The node's topics, read from its config. */
-export function nodeTopics(config: NodeConfig): NodeTopics {
+export function nodeTopics(config: NodeConfig) {
   const changelog = changelogTopic(config);
   return {
     input: config.input.topic,
     output: config.output.topic,
     dlq: config.dlq.topic,
+    /** `output.duplicatesTopic` (undefined: off). */
     audit: config.output.duplicatesTopic,
+    /** The changelog and its retention (`dedup.ttl`); undefined: the node keeps none. */
     changelog: changelog === undefined ? undefined : { topic: changelog, retentionMs: config.dedup.ttl },
   };
 }
+
+export type NodeTopics = ReturnType<typeof nodeTopics>;
 
 /**
  * The changelog topic, or undefined when the node keeps none: always on under exactly-once, opt-in otherwise;
@@ -221,10 +211,7 @@ function changelogTopic(config: Pick<NodeConfig, 'input' | 'output' | 'changelog
  * The files that keep the node's local state across restarts: the changelog checkpoint (configured, or beside a
  * RocksDB store: it must never claim marks a store lost) and the instance id (beside the store, else the checkpoint).
  */
-export function localFiles(config: Pick<NodeConfig, 'repository' | 'changelog'>): {
-  checkpoint: string | undefined;
-  instanceId: string | undefined;
-} {
+export function localFiles(config: Pick<NodeConfig, 'repository' | 'changelog'>) {
   const { type, path } = config.repository as { type?: string; path?: string };
   const store = type === 'rocksdb' && path ? path : undefined;
   const { checkpoint } = config.changelog;

@@ -10,16 +10,14 @@ export interface Refused {
   readonly attempts: number;
 }
 
-/** Options of {@link OutputWriter}. */
 export interface OutputWriterOptions {
   readonly topic: string;
   /** The topic's `max.message.bytes`; requests are cut below it so a normal batch is never refused whole. */
   readonly maxBatchBytes: number;
   /**
-   * `maxBatchBytes` was read from the topic, so a record that cannot fit under it is refused here, never sent,
-   * through a transactional sender: a request the broker refuses inside a transaction leaves @platformatic/kafka's
-   * sequence number for the partition ahead, and every later request of the producer fails
-   * (OUT_OF_ORDER_SEQUENCE_NUMBER).
+   * `maxBatchBytes` was read from the topic: through a transactional sender a record over it is refused here, never
+   * sent, since a request refused inside a transaction leaves @platformatic/kafka's sequence number for the
+   * partition ahead and every later request fails (OUT_OF_ORDER_SEQUENCE_NUMBER).
    */
   readonly refuseOverLimit?: boolean;
   /**
@@ -73,7 +71,7 @@ export class OutputWriter {
     let bytes = 0;
     for (let i = 0; i < messages.length; i++) {
       const size = approxBytes(messages[i] as OutgoingMessage);
-      if (sender.transactional === true && size > this.#budget && this.#overLimit(messages[i])) {
+      if (sender.transactional === true && size > this.#budget && this.#overLimit(size)) {
         if (i > start) await this.#sendOrSplit(sender, partition, messages, start, i, 1, refused);
         refused.push({
           index: i,
@@ -97,12 +95,15 @@ export class OutputWriter {
     return refused;
   }
 
-  /** True when even the smallest encoding of `message`, alone in a batch, is over the topic's limit. */
-  #overLimit(message: OutgoingMessage | undefined): boolean {
+  /**
+   * True when even the smallest encoding of a record of `approxBytes` size, alone in a batch, is over the limit:
+   * the batch header, and 7 fixed fields at one byte each (length, attributes, timestamp and offset deltas, key and
+   * value lengths, header count) instead of {@link RECORD_OVERHEAD}.
+   */
+  #overLimit(size: number): boolean {
     return (
       this.#options.refuseOverLimit === true &&
-      message !== undefined &&
-      minBatchBytes(message) > this.#options.maxBatchBytes
+      size - RECORD_OVERHEAD + BATCH_OVERHEAD + 7 > this.#options.maxBatchBytes
     );
   }
 
@@ -156,7 +157,7 @@ export class OutputWriter {
  * What the broker answers for a record over the topic's `max.message.bytes` (MESSAGE_TOO_LARGE), raised without
  * a request: the clients' classifiers read the broker error name from `apiId` (platformatic) or `type` (kafkajs).
  */
-export class RecordTooLargeError extends Error {
+class RecordTooLargeError extends Error {
   readonly apiId = 'MESSAGE_TOO_LARGE';
   readonly type = 'MESSAGE_TOO_LARGE';
   constructor(topic: string, maxBytes: number) {
@@ -168,32 +169,17 @@ export class RecordTooLargeError extends Error {
 }
 
 /**
- * A lower bound of the bytes of a batch holding `message` alone: the batch header, the record's fixed fields at
- * their smallest (length, attributes, timestamp and offset deltas, key and value lengths, header count: one byte
- * each) and its bytes. Header names count their UTF-16 length, never more than their UTF-8 bytes.
+ * The bytes of `message` in a batch, roughly. Header names count their UTF-16 length, never more than their UTF-8
+ * bytes, so the count less {@link RECORD_OVERHEAD} is a lower bound.
  */
-function minBatchBytes(message: OutgoingMessage): number {
-  let size = BATCH_OVERHEAD + 7 + byteLength(message.key) + byteLength(message.value);
-  const headers = message.headers;
-  if (headers) {
-    for (const name in headers) {
-      const value = headers[name];
-      if (Array.isArray(value)) for (const v of value) size += name.length + 2 + byteLength(v);
-      else size += name.length + 2 + byteLength(value);
-    }
-  }
-  return size;
-}
-
 function approxBytes(message: OutgoingMessage): number {
   let size = RECORD_OVERHEAD + byteLength(message.key) + byteLength(message.value);
   const headers = message.headers;
   if (headers) {
     for (const name in headers) {
       const value = headers[name];
-      size += name.length + 2;
-      if (Array.isArray(value)) for (const v of value) size += byteLength(v) + name.length + 2;
-      else size += byteLength(value);
+      if (Array.isArray(value)) for (const v of value) size += name.length + 2 + byteLength(v);
+      else size += name.length + 2 + byteLength(value);
     }
   }
   return size;

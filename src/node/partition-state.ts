@@ -10,22 +10,17 @@ import type { ChunkDeps, ChunkProcessor, NodeRuntime } from './chunk.js';
 import type { transactionalProducers } from './exactly-once/producers.js';
 import { ChunkTransaction, TransactionOnlySink } from './exactly-once/transaction.js';
 
-/**
- * One assigned input partition: its chunk processor writes through `store`, so every write reaches changelog
- * partition = input partition, acknowledged at once (at-least-once) or staged in the chunk's transaction.
- */
+/** One assigned input partition: its chunk processor writes through `store` to changelog partition = input partition. */
 export interface PartitionState {
   readonly partition: number;
   readonly store: LoggedRepository;
   readonly chunks: ChunkProcessor;
   /** At-least-once: the changelog sink (its `next` offset is what the local store holds). */
   readonly sink?: KafkaChangelogSink;
-  readonly transactional: boolean;
   /** Exactly-once, per-partition: the partition's own transactional producer (per-instance: the lifecycle's). */
   readonly producer?: KafkaProducer;
 }
 
-/** What {@link PartitionLifecycle} works with. */
 export interface PartitionLifecycleDeps
   extends Pick<NodeRuntime, 'kafka' | 'consumer' | 'repository' | 'metrics' | 'logger' | 'producer'> {
   readonly inputTopic: string;
@@ -38,7 +33,6 @@ export interface PartitionLifecycleDeps
   readonly checkpointPath: string | undefined;
   /** Exactly-once: its transactional producers; undefined under at-least-once. */
   readonly transactions: TransactionalProducers | undefined;
-  /** A chunk processor over a partition's logged store. */
   readonly chunkProcessor: (overrides: Partial<ChunkDeps>) => ChunkProcessor;
 }
 
@@ -46,19 +40,16 @@ export interface PartitionLifecycleDeps
 export type TransactionalProducers = ReturnType<typeof transactionalProducers>;
 
 /**
- * The partitions this instance owns and the state that follows each of them. A partition no longer assigned is
- * closed (producer gone, checkpoint written). Before its first record, `ready` restores a partition: under
- * exactly-once its transactional producer is initialised first (fencing the previous owner, so the changelog's
- * end is stable), then the changelog is read from the checkpoint up to that end into the local store. A fenced
- * partition, every partition after a gap in the generations (every kafkajs rejoin), and an at-least-once
- * partition whose changelog another writer appended to, are restored again before their next record.
+ * The partitions this instance owns and the state that follows each. A partition no longer assigned is closed
+ * (producer gone, checkpoint written). Before its first record, `ready` restores a partition: under exactly-once its
+ * transactional producer is initialised first (fencing the previous owner, so the changelog's end is stable), then
+ * the changelog is read from the checkpoint up to that end into the local store.
  */
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
-  /** Exactly-once with one producer for the instance, fenced by the group (KIP-447). */
-  readonly #perInstance: boolean;
-  #instanceProducer: KafkaProducer | undefined;
+  /** Exactly-once with one producer for the instance, fenced by the group (KIP-447): its transactional id. */
   readonly #instanceId: string | undefined;
+  #instanceProducer: KafkaProducer | undefined;
   readonly #reader: ChangelogReader;
   readonly #restorer: ChangelogRestorer;
   readonly #ready = new Map<number, PartitionState>();
@@ -67,12 +58,11 @@ export class PartitionLifecycle {
   /** Counts the joins: a batch begun before the latest one must not go on ({@link current}). */
   #epoch = 0;
   /** The generation this member last joined (a gap in it means partitions may have moved). */
-  #lastJoin: { readonly memberId: string; readonly generationId: number | undefined } | undefined;
+  #lastJoin: GroupJoin | undefined;
 
   constructor(deps: PartitionLifecycleDeps) {
     this.#deps = deps;
     this.#instanceId = deps.transactions?.instanceId;
-    this.#perInstance = this.#instanceId !== undefined;
     this.#reader = new ChangelogReader(deps.kafka);
     this.#restorer = new ChangelogRestorer({
       source: new KafkaChangelogSource({ reader: this.#reader, topic: deps.changelogTopic }),
@@ -92,8 +82,8 @@ export class PartitionLifecycle {
    * previous run left open, which would otherwise hold its offsets and output until the transaction timeout.
    */
   async start(): Promise<void> {
-    if (this.#perInstance)
-      this.#instanceProducer ??= await this.#transactionalProducer(this.#instanceId as string);
+    if (this.#instanceId !== undefined)
+      this.#instanceProducer ??= await this.#transactionalProducer(this.#instanceId);
   }
 
   /** A connected transactional producer: its init fences the id's previous owner and aborts its open transaction. */
@@ -114,12 +104,12 @@ export class PartitionLifecycle {
   }
 
   /**
-   * A chunk's transaction was fenced. Per-partition: a newer owner holds the partition's id; it is restored before
-   * its next record. Per-instance (the group fenced this member, or the broker aborted a transaction open too
-   * long): every partition is restored and the producer replaced.
+   * A chunk's transaction was fenced. Per-partition (a newer owner holds its id): the partition is restored before
+   * its next record. Per-instance (the group fenced this member, or the broker aborted a transaction open too long):
+   * every partition is, and the producer replaced.
    */
   async afterFenced(partition: number, cause: unknown): Promise<void> {
-    if (!this.#perInstance) {
+    if (!this.perInstance) {
       await this.reset(partition, 'fenced');
       return;
     }
@@ -130,7 +120,7 @@ export class PartitionLifecycle {
   /** A chunk's transaction may have committed: its partition is restored, a per-instance producer replaced. */
   async afterUnknownEnd(partition: number, cause: unknown): Promise<void> {
     await this.reset(partition, 'transaction did not end in a known abort');
-    if (this.#perInstance) await this.#replaceInstanceProducer(cause);
+    if (this.perInstance) await this.#replaceInstanceProducer(cause);
   }
 
   /** Per-instance: a new producer, whose init aborts what is still open; if it cannot start, the next chunk's does. */
@@ -139,7 +129,7 @@ export class PartitionLifecycle {
     this.#instanceProducer = undefined;
     await old?.disconnect().catch(() => undefined);
     try {
-      this.#instanceProducer = await this.#transactionalProducer(this.#instanceId as string);
+      await this.start();
     } catch (error) {
       this.#deps.logger.warn(
         { err: error, cause },
@@ -149,23 +139,18 @@ export class PartitionLifecycle {
   }
 
   get perInstance(): boolean {
-    return this.#perInstance;
+    return this.#instanceId !== undefined;
   }
 
   /**
-   * The group assigned these partitions: the ones it took away are closed, and after a gap in the generations
-   * every one (a kept one may have been processed elsewhere meanwhile, so it is restored before its next record).
+   * The group assigned these partitions: the ones it took away are closed, and after a gap in the generations (every
+   * kafkajs rejoin) every one, since a kept one may have been processed elsewhere meanwhile.
    */
-  async assigned(
-    partitions: readonly number[],
-    join?: { readonly memberId: string; readonly generationId?: number },
-  ): Promise<void> {
+  async assigned(partitions: readonly number[], join: GroupJoin): Promise<void> {
     this.#assigned = new Set(partitions);
     this.#epoch++;
-    const last = this.#lastJoin;
-    this.#lastJoin = join && { memberId: join.memberId, generationId: join.generationId };
-    // kafkajs does not say the generation: each of its rejoins counts as a gap.
-    const gap = !followsOn(last, join);
+    const gap = !followsOn(this.#lastJoin, join);
+    this.#lastJoin = join;
     const closing = [...this.#ready.keys()].filter((p) => gap || !this.#assigned.has(p));
     await this.#closeAll(closing, (p) =>
       this.#assigned.has(p) ? 'rejoined the group after a gap' : 'revoked',
@@ -191,7 +176,7 @@ export class PartitionLifecycle {
     if (state) return state;
     // Per-instance, only the partition whose records arrived is known stable (its offset was read with
     // requireStable): another may still wait for another instance's transaction, whose marks a restore would miss.
-    const waiting = this.#perInstance ? [partition] : [...this.#assigned].filter((p) => !this.#ready.has(p));
+    const waiting = this.perInstance ? [partition] : [...this.#assigned].filter((p) => !this.#ready.has(p));
     await this.#restore(
       waiting.sort((a, b) => a - b),
       heartbeat,
@@ -214,7 +199,7 @@ export class PartitionLifecycle {
 
   /**
    * At-least-once: records what the partition's sink appended to the changelog. Appends that do not follow on from
-   * the store's offset mean another instance wrote to it meanwhile: the partition is restored before its next record.
+   * the store's offset mean another instance wrote to it meanwhile: the partition is restored.
    */
   async appended(state: PartitionState): Promise<void> {
     for (const { first, next } of state.sink?.takeWritten() ?? []) {
@@ -270,15 +255,13 @@ export class PartitionLifecycle {
       throw error;
     }
     for (const [partition, state] of states) {
-      // The group moved partitions during the restore: this one may have had another owner meanwhile, or be
-      // another member's now. It is restored again if it comes back (from what was read here).
+      // The group moved partitions during the restore: this one may have had another owner meanwhile.
       if (this.#epoch !== epoch || !this.#assigned.has(partition)) {
         await this.#closeState(state, 'the group rebalanced during its restore');
       } else this.#ready.set(partition, state);
     }
   }
 
-  /** Steps 2–4 of a restore, for partitions whose producers are initialised. */
   async #read(
     partitions: readonly number[],
     states: ReadonlyMap<number, PartitionState>,
@@ -356,11 +339,10 @@ export class PartitionLifecycle {
       name: `node partition ${partition}`,
     });
     const chunks = this.#deps.chunkProcessor({ repository: store });
-    if (transactions === undefined) return { partition, store, sink, transactional: false, chunks };
-    if (this.#perInstance) return { partition, store, transactional: true, chunks };
+    if (transactions === undefined || this.perInstance) return { partition, store, sink, chunks };
     try {
       const producer = await this.#transactionalProducer(transactions.partitionId(partition));
-      return { partition, store, producer, transactional: true, chunks };
+      return { partition, store, producer, chunks };
     } catch (error) {
       await store.close();
       throw error;
@@ -370,7 +352,7 @@ export class PartitionLifecycle {
   /** A new chunk transaction of a ready exactly-once partition. */
   transaction(state: PartitionState): ChunkTransaction {
     const producer = state.producer ?? this.#instanceProducer;
-    if (!state.transactional || !producer) {
+    if (this.#deps.transactions === undefined || !producer) {
       throw new TypeError(`partition ${state.partition} is not exactly-once, or its producer is not started`);
     }
     const { consumer: group, inputTopic, outputTopic, changelogTopic, dlqTopic } = this.#deps;
@@ -387,12 +369,15 @@ export class PartitionLifecycle {
   }
 }
 
+/** A join of this member: its generation is undefined where the client does not say it (kafkajs). */
+interface GroupJoin {
+  readonly memberId: string;
+  readonly generationId?: number | undefined;
+}
+
 /** True when `next` is the generation right after `last`, for the same member (a first join has nothing to lose). */
-export function followsOn(
-  last: { readonly memberId: string; readonly generationId: number | undefined } | undefined,
-  next: { readonly memberId: string; readonly generationId?: number } | undefined,
-): boolean {
+export function followsOn(last: GroupJoin | undefined, next: GroupJoin): boolean {
   if (last === undefined) return true;
-  if (next === undefined || last.generationId === undefined || next.generationId === undefined) return false;
+  if (last.generationId === undefined || next.generationId === undefined) return false;
   return next.memberId === last.memberId && next.generationId === last.generationId + 1;
 }

@@ -21,11 +21,7 @@ export interface PerfSummary {
 export class PerfLog {
   #start = performance.now();
   #phases = zeroPhases();
-  #rowsIn = 0;
-  #rowsOut = 0;
-  #dropped = 0;
-  #iterations = 0;
-  #starved = 0;
+  #counts = zeroCounts();
   /** Time inside the batch handler this interval, and when the handler was entered if it is running now. */
   #handlerMs = 0;
   #enteredAt: number | undefined;
@@ -40,7 +36,6 @@ export class PerfLog {
     this.#enteredAt = performance.now();
   }
 
-  /** The batch handler is done. */
   leave(): void {
     if (this.#enteredAt === undefined) return;
     this.#handlerMs += performance.now() - this.#enteredAt;
@@ -49,15 +44,15 @@ export class PerfLog {
 
   /** Counts the rows of one handled chunk. */
   rows(rowsIn: number, rowsOut: number, dropped: number): void {
-    this.#rowsIn += rowsIn;
-    this.#rowsOut += rowsOut;
-    this.#dropped += dropped;
+    this.#counts.rowsIn += rowsIn;
+    this.#counts.rowsOut += rowsOut;
+    this.#counts.dropped += dropped;
   }
 
   /** Counts one fetch round; `starved` when the previous round brought no records (the topic was drained). */
   iteration(starved: boolean): void {
-    this.#iterations++;
-    if (starved) this.#starved++;
+    this.#counts.iterations++;
+    if (starved) this.#counts.starved++;
   }
 
   /** Summarises the interval so far and starts a new one. */
@@ -71,20 +66,12 @@ export class PerfLog {
       const s = this.#phases[phase] / 1000;
       phases[phase] = { seconds: round(s, 3), percent: seconds > 0 ? Math.round((s / seconds) * 100) : 0 };
     }
-    const summary: PerfSummary = {
-      seconds: round(seconds, 2),
-      rowsIn: this.#rowsIn,
-      rowsOut: this.#rowsOut,
-      dropped: this.#dropped,
-      iterations: this.#iterations,
-      starved: this.#starved,
-      phases,
-    };
+    const summary: PerfSummary = { seconds: round(seconds, 2), ...this.#counts, phases };
     this.#start = now;
     this.#phases = zeroPhases();
     this.#handlerMs = 0;
     if (this.#enteredAt !== undefined) this.#enteredAt = now;
-    this.#rowsIn = this.#rowsOut = this.#dropped = this.#iterations = this.#starved = 0;
+    this.#counts = zeroCounts();
     return summary;
   }
 }
@@ -100,11 +87,14 @@ export function formatPerf(summary: PerfSummary): string {
   );
 }
 
-function zeroPhases(): Record<Phase, number> {
-  return { poll: 0, parse: 0, lookup: 0, produce: 0, deliver: 0, mark: 0, commit: 0 };
+function zeroCounts() {
+  return { rowsIn: 0, rowsOut: 0, dropped: 0, iterations: 0, starved: 0 };
 }
 
-/** `value` rounded to `digits` decimals. */
+function zeroPhases(): Record<Phase, number> {
+  return Object.fromEntries(PHASES.map((phase) => [phase, 0])) as Record<Phase, number>;
+}
+
 export function round(value: number, digits: number): number {
   const f = 10 ** digits;
   return Math.round(value * f) / f;

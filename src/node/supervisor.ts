@@ -17,7 +17,7 @@ export class ConsumerSupervisor {
   #timer: NodeJS.Timeout | undefined;
   #restarts = 0;
   #stopped = false;
-  #fail: (error: Error) => void = () => undefined;
+  #fail: (error: unknown) => void = () => undefined;
   /** Rejects when the consumer failed for good. Observed by whoever awaits it; never an unhandled rejection. */
   readonly failed: Promise<never>;
 
@@ -65,15 +65,11 @@ export class ConsumerSupervisor {
       );
       this.#timer = setTimeout(() => {
         this.#timer = undefined;
-        if (!this.#stopped) run().catch((next: unknown) => this.#fail(asError(next)));
+        if (!this.#stopped) run().catch(this.#fail);
       }, delay);
       return;
     }
     logger.error({ err: error }, 'consumer crashed and will not restart');
     this.#fail(error);
   }
-}
-
-function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }

@@ -14,11 +14,9 @@ export interface OutputLimit {
 }
 
 /**
- * Checks the topics before the node consumes anything. The input must exist (a typo must not create an empty
- * topic and wait forever). The output (and the audit topic) keeps each record in its input partition, so it needs
- * at least as many partitions; a missing one is created with the input's count, a missing DLQ with the broker's
- * default. The changelog (when on) is created with the input's count too, or checked when it exists. Resolves with
- * the output topic's `max.message.bytes`: the largest record batch one request may carry.
+ * Checks the topics before the node consumes anything. The input must exist (a typo must not create an empty topic
+ * and wait forever). The output, audit and changelog topics need the input's partition count at least (a missing
+ * one is created with it), a missing DLQ gets the broker's default. Resolves with the output's `max.message.bytes`.
  */
 export async function prepareTopics(
   kafka: KafkaClient,
@@ -41,10 +39,10 @@ async function inspect(admin: KafkaAdmin, topics: NodeTopics): Promise<OutputLim
   if (!existing.has(input)) {
     throw new ConfigError('input.topic', `topic ${JSON.stringify(input)} does not exist`);
   }
-  const inputPartitions = await partitionCount(admin, input);
+  const inputPartitions = (await admin.topicPartitions(input)).length;
   const partitioned = async (key: string, topic: string, why: string) => {
     if (!existing.has(topic)) return create(admin, topic, inputPartitions);
-    const partitions = await partitionCount(admin, topic);
+    const partitions = (await admin.topicPartitions(topic)).length;
     if (partitions >= inputPartitions) return;
     throw new ConfigError(
       key,
@@ -78,10 +76,6 @@ async function inspect(admin: KafkaAdmin, topics: NodeTopics): Promise<OutputLim
     else await ensureChangelogTopic(admin, spec);
   }
   return maxMessageBytes(admin, output);
-}
-
-async function partitionCount(admin: KafkaAdmin, topic: string): Promise<number> {
-  return (await admin.topicPartitions(topic)).length;
 }
 
 async function create(admin: KafkaAdmin, topic: string, numPartitions?: number): Promise<void> {

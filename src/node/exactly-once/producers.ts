@@ -5,17 +5,10 @@ import { ConfigError } from '../../errors.js';
 import type { GroupMetadata, KafkaClientCapabilities } from '../../kafka/port/index.js';
 import { INSTANCE_ID, localFiles, type NodeConfig, nodeDefaults } from '../options.js';
 
-/** How an exactly-once node's transactional producers are laid out (see docs/node.md). */
-type TransactionalProducerLayout = 'per-partition' | 'per-instance';
-
 /** What names and keeps this instance's id: `output.instanceId`, or a file beside a local store or checkpoint. */
 type InstanceIdSettings = Pick<NodeConfig, 'output' | 'repository' | 'changelog'>;
 
-/**
- * Exactly-once: the node's transactional producers, resolved before any topic is touched (the instance id file is
- * read, or created, once): the ids of the instance's one producer (per-instance) or of each partition's, and the
- * transaction timeout.
- */
+/** Exactly-once: the node's transactional producers, resolved (the instance id file read or created) once. */
 export function transactionalProducers(
   config: NodeConfig,
   capabilities: KafkaClientCapabilities,
@@ -39,14 +32,11 @@ export function transactionalProducers(
   };
 }
 
-/**
- * `output.transactionalProducer`, resolved against the client: per-instance needs a client that sends the group's
- * generation with a transaction's offsets (KIP-447), since the group then fences a zombie. kafkajs does not.
- */
+/** `output.transactionalProducer`, resolved against the client: per-instance needs one that fences by group. */
 export function transactionalProducerLayout(
   config: Pick<NodeConfig, 'output' | 'kafka'>,
   capabilities: KafkaClientCapabilities,
-): TransactionalProducerLayout {
+) {
   const asked = config.output.transactionalProducer;
   if (asked === 'per-instance' && !capabilities.fencesByGroup) {
     throw new ConfigError(
@@ -134,7 +124,7 @@ export function instanceTransactionalId(config: TransactionalIdSettings, instanc
 }
 
 /** What names a transactional id: the prefix (default: the group id) and the input topic. */
-export type TransactionalIdSettings = Pick<NodeConfig, 'input' | 'output'>;
+type TransactionalIdSettings = Pick<NodeConfig, 'input' | 'output'>;
 
 function transactionalIdBase(config: TransactionalIdSettings): string {
   return `${config.output.transactionalIdPrefix ?? config.input.groupId}-${config.input.topic}`;

@@ -49,10 +49,9 @@ export class TransactionOnlySink implements ChangelogSink {
 }
 
 /**
- * One Kafka transaction over consecutive chunks of one partition: their output, their changelog records (what the
- * logged store staged), their dead letters and the input offset after the last. Only after {@link commit} do the
- * staged changes reach the local store and the chunks count; a failure aborts it and drops them. Each chunk's
- * changelog records are sent as it finishes, unacked: the commit waits for them and fails on the first that failed.
+ * One Kafka transaction over consecutive chunks of one partition: their output, changelog records (what the logged
+ * store staged), dead letters and the input offset after the last. Only after {@link commit} do the staged changes
+ * reach the local store and the chunks count. Each chunk's changelog records are sent unacked as it finishes.
  */
 export class ChunkTransaction implements ChunkSink {
   readonly #target: TransactionTarget;
@@ -73,10 +72,7 @@ export class ChunkTransaction implements ChunkSink {
   /** A changelog request that failed: the next chunk or the commit raises it. */
   #sendFailure: { error: unknown } | undefined;
   committed: CommittedChunk | undefined;
-  /**
-   * The transaction did not end in a known abort: the producer must be started again (its init aborts what is
-   * open) and the partition restored (the changelog says whether it committed).
-   */
+  /** Not ended in a known abort: a new producer (its init aborts what is open) and a restore are needed. */
   needsNewProducer = false;
   #failed = false;
 
@@ -91,8 +87,7 @@ export class ChunkTransaction implements ChunkSink {
     // A chunk that failed before its sink heard of it left changes staged that belong to no transaction.
     if (target.store.inTransaction) target.store.rollback();
     target.store.begin();
-    // Opened now, so that its registration travels while the first chunk is parsed and looked up; a failure
-    // surfaces at the first use.
+    // Opened now, so its registration travels while the first chunk is parsed; a failure surfaces at the first use.
     this.#begin().catch(() => undefined);
   }
 
@@ -133,10 +128,6 @@ export class ChunkTransaction implements ChunkSink {
     });
   }
 
-  #throwIfFailed(): void {
-    if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
-  }
-
   #begin(): Promise<KafkaTransaction> {
     this.#opening ??= this.#open();
     return this.#opening;
@@ -162,7 +153,7 @@ export class ChunkTransaction implements ChunkSink {
 
   /** One chunk is decided: its dead letters and offset join the transaction, which commits unless held open. */
   async finish(end: ChunkEnd): Promise<void> {
-    this.#throwIfFailed();
+    if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
     if (end.letters.length > 0) await sendDeadLetters(this.sender, this.#target.dlqTopic, end.letters);
     this.#nextOffset = end.nextOffset;
     this.#log();
@@ -177,19 +168,13 @@ export class ChunkTransaction implements ChunkSink {
 
   /** Commits the transaction, then applies the staged changes locally; on a failure the caller calls {@link fail}. */
   async commit(): Promise<void> {
-    await this.#commit();
-    for (const count of this.#counts) count();
-    this.#counts.length = 0;
-  }
-
-  async #commit(): Promise<void> {
     const target = this.#target;
     const nextOffset = this.#nextOffset;
     if (nextOffset === undefined)
       throw new TypeError('a chunk transaction committed before any chunk finished');
     this.#log();
     await this.#sends;
-    this.#throwIfFailed();
+    if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
     const marks = target.store.staged().length;
     // Begun here when its chunks sent nothing.
     const tx = await this.#begin();
@@ -206,6 +191,8 @@ export class ChunkTransaction implements ChunkSink {
     this.committed = { changelogNext: this.#changelogNext, marks };
     // Committed: now the changes count. A crash before this line is repaired by the next restore.
     await target.store.commit();
+    for (const count of this.#counts) count();
+    this.#counts.length = 0;
   }
 
   /** Drops every chunk's staged changes and aborts; false when the abort is not known to have happened. */

@@ -6,13 +6,11 @@ import { OutputError } from '../errors.js';
 export type OutputTarget = NodeJS.WritableStream | { readonly fd: number };
 
 /**
- * Writes `idem dedup`'s output and resolves only once every byte has been handed to the OS, which is what lets
- * the caller mark ids as written: after a kill, a marked id's line is in the output. Any failure — an error or
- * a short write — rejects, so the batch is not marked.
+ * Writes `idem dedup`'s output and resolves only once every byte has been handed to the OS, so that after a
+ * kill a marked id's line is in the output. Any error or short write rejects, so the batch is not marked.
  *
- * A file or device is written through its descriptor rather than `process.stdout`: for those Node's stdout
- * writes synchronously and ignores a short write (a full disk first accepts part of a write, then fails the
- * next), which would let a batch count as written when part of it never reached the file.
+ * A file or device is written through its descriptor: for those Node's stdout ignores a short write (a full
+ * disk first accepts part of a write), which would let a batch count as written when part of it was not.
  */
 export class Output {
   #error: OutputError | undefined;
@@ -39,7 +37,6 @@ export class Output {
     return new Output(direct ? { fd: 1 } : process.stdout);
   }
 
-  /** The first write error seen, if any. */
   get error(): OutputError | undefined {
     return this.#error;
   }
@@ -73,9 +70,9 @@ export class Output {
   }
 
   /**
-   * Writes until every byte is out; a write that makes no progress is an error, never a silent loss. The write
-   * is synchronous: a file or device write returns at once, and an asynchronous one would leave the main thread
-   * idle for a thread-pool round trip per batch (nothing else of the run can proceed before the mark anyway).
+   * Writes until every byte is out; a write that makes no progress is an error. Synchronous: an asynchronous
+   * one would idle the main thread for a thread-pool round trip per batch, and nothing can proceed before the
+   * mark.
    */
   async #toFd(fd: number, data: Uint8Array): Promise<void> {
     let at = 0;

@@ -26,10 +26,9 @@ export interface ProgressOptions {
   readonly show: boolean;
   /** Total input bytes, known for files. */
   readonly totalBytes: number;
-  /** Between two plain progress lines when stderr is not a terminal. */
-  readonly intervalMs?: number;
 }
 
+/** Between two plain progress lines when stderr is not a terminal. */
 const PLAIN_INTERVAL_MS = 5_000;
 
 /**
@@ -75,7 +74,7 @@ export class Progress {
       return;
     }
     const now = performance.now();
-    if (now - this.#lastPlain < (this.#options.intervalMs ?? PLAIN_INTERVAL_MS)) return;
+    if (now - this.#lastPlain < PLAIN_INTERVAL_MS) return;
     this.#lastPlain = now;
     const percent = this.#options.totalBytes > 0 ? (100 * counts.bytes) / this.#options.totalBytes : 0;
     this.log(

@@ -14,8 +14,8 @@ import { STDIN } from './lines.js';
 import { cliConfigSchema, dedupDefaults } from './options.js';
 import { chooseStore, describeStore } from './store.js';
 
-// `idem inspect` and `idem forget`: what the store holds for given ids, and removing ids so that they are
-// processed again. Everything goes through the repository interface, so every store answers alike.
+// `idem inspect`, `idem forget` and `idem stats` go through the repository interface, so every store answers
+// alike.
 
 /** How an id is written on the command line or in an `--ids` file. */
 export const idFormats = ['text', 'hex', 'base64'] as const;
@@ -99,10 +99,7 @@ export interface RecordReport {
   readonly owner?: string;
   readonly leaseExpiresAt?: number;
   readonly expiresAt?: number;
-  /**
-   * When the id was first seen (the claim or lazy mark that made the record). Undefined for an absent id, null
-   * for a record written by a version that did not keep it (0.1.0).
-   */
+  /** When the id was first seen; undefined for an absent id, null for a record written by 0.1.0. */
   readonly firstSeenAt?: number | null;
   readonly eventTime?: number;
   readonly fingerprint?: string;
@@ -126,10 +123,7 @@ async function readRecords(
   return records;
 }
 
-/**
- * What the store holds for each id. An id whose record expired (or whose claim's lease lapsed) is `absent`: the
- * next copy of it would be processed.
- */
+/** What the store holds for each id; one whose record expired (or whose lease lapsed) is `absent`. */
 export async function inspectRecords(
   repository: IdempotentRepository,
   ids: readonly GivenId[],
@@ -147,9 +141,9 @@ function report(id: string, record: IdempotencyRecord | undefined, showResult: b
     state: record.state === 'in-flight' ? 'in-flight' : kind === 'failure' ? 'failed-kept' : 'confirmed',
     resultKept: record.result !== undefined,
   };
-  if (record.owner !== undefined && record.state === 'in-flight') out.owner = record.owner;
-  if (record.leaseExpiresAt !== undefined && record.state === 'in-flight') {
-    out.leaseExpiresAt = record.leaseExpiresAt;
+  if (record.state === 'in-flight') {
+    if (record.owner !== undefined) out.owner = record.owner;
+    if (record.leaseExpiresAt !== undefined) out.leaseExpiresAt = record.leaseExpiresAt;
   }
   out.expiresAt = record.expiresAt;
   out.firstSeenAt = record.firstSeenAt ?? null;
@@ -183,11 +177,9 @@ export interface ForgetReport {
 
 /**
  * Removes each id's record so that its next copy is processed again. An in-flight claim is removed only with
- * `force`, and then only under the owner that was read (`remove(id, owner)`, the store's compare-and-delete): a
- * claim confirmed or taken over since the read is kept and reported `changed`. A confirmed record is removed
- * with `remove(id)`; the interface has no compare-and-delete for it, but a live confirmed record cannot be
- * replaced, so only one that expired in the instant between read and remove and was claimed again in that
- * instant would lose that new claim (docs/operations.md).
+ * `force`, and only under the owner read (`remove(id, owner)`): one confirmed or taken over since is
+ * `changed`. A confirmed record is removed with `remove(id)`: a live one cannot be replaced, so only a record
+ * that expired and was claimed again between read and remove could lose that claim (docs/operations.md).
  */
 export async function forgetRecords(
   repository: IdempotentRepository,
@@ -209,17 +201,11 @@ export async function forgetRecords(
       continue;
     }
     const was = report(given.text, record, false).state;
-    if (record.state === 'in-flight') {
-      if (!options.force || record.owner === undefined) {
-        reports.push({ id: given.text, outcome: 'in-flight', was });
-        continue;
-      }
-      const removed = await repository.remove(given.id, record.owner);
-      reports.push({ id: given.text, outcome: removed ? 'removed' : 'changed', was });
-      continue;
-    }
-    const removed = await repository.remove(given.id);
-    reports.push({ id: given.text, outcome: removed ? 'removed' : 'absent', was });
+    let outcome: ForgetOutcome;
+    if (record.state !== 'in-flight') outcome = (await repository.remove(given.id)) ? 'removed' : 'absent';
+    else if (!options.force || record.owner === undefined) outcome = 'in-flight';
+    else outcome = (await repository.remove(given.id, record.owner)) ? 'removed' : 'changed';
+    reports.push({ id: given.text, outcome, was });
   }
   return reports;
 }
@@ -245,8 +231,8 @@ export interface StoreStats {
 }
 
 /**
- * Counts what the store holds through its optional `scan`; a store without one is a ConfigError naming `--store`
- * (`idem inspect` still answers for given ids). Judged at `now`, like every read.
+ * Counts what the store holds through its optional `scan`; a store without one is a ConfigError naming
+ * `--store`.
  */
 export async function storeStats(repository: IdempotentRepository, now = Date.now()): Promise<StoreStats> {
   if (repository.scan === undefined) {
@@ -305,9 +291,9 @@ export interface RecordsFlags {
 }
 
 /**
- * Opens the store `--store` or the config names. Unlike `idem dedup`, nothing is assumed: with no `--store`,
- * no config file and no `IDEM__REPOSITORY__*` variable, it is a usage error naming `--store`, so an operator
- * never inspects (or forgets in) an empty default directory by mistake; a RocksDB directory must exist.
+ * Opens the store `--store` or the config names. Unlike `idem dedup`, nothing is assumed (no default
+ * directory), so an operator never inspects or forgets in an empty one by mistake; a RocksDB directory must
+ * exist.
  */
 export async function openNamedStore(
   flags: Pick<RecordsFlags, 'store' | 'config'>,

@@ -22,9 +22,8 @@ export interface BuildContainerOptions<M> extends ConsumerCodeOptions<M>, Resolv
 
 /**
  * Builds a child container from config: opens the configured repository (tsyringe factories are synchronous,
- * so it is opened here and registered as a value) and registers a factory for the consumer, both built the
- * way the CLI and the node build them (src/config/consumer.ts). Switching stores
- * is a config change. Close with {@link disposeContainer}.
+ * so it is registered as a value) and registers a factory for the consumer, built as the CLI and the node
+ * build theirs. Close with {@link disposeContainer}.
  */
 export async function buildContainer<M = unknown>(
   config: ContainerConfig,
@@ -52,8 +51,6 @@ export function createContainer<M = unknown>(
   });
   return child;
 }
-
-export { consumerFromConfig };
 
 /** The container's repository. */
 export function repositoryOf(container: DependencyContainer): IdempotentRepository {

@@ -9,9 +9,8 @@ const NEWLINE = 0x0a;
 
 /**
  * About how many lines the file inputs hold: their total size over the average line length of a sample from
- * the start of the first few files. Used to presize the RocksDB key index (`repository.expectedIds`), so it does
- * not grow by rehashing while the run fills it. Undefined when there is nothing to go by (stdin only).
- * A rough figure is enough: the index still grows if the input holds more lines than estimated.
+ * the start of the first few files; undefined for stdin only. Rough is enough: the key index still grows if
+ * needed.
  */
 export async function estimateLines(
   inputs: readonly { readonly name: string; readonly bytes: number }[],

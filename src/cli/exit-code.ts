@@ -28,9 +28,8 @@ export function failWith(command: string, error: unknown, err: CliStreams['err']
 }
 
 /**
- * Imports a module of the CLI that needs optional packages (commander and cli-progress for `idem`; kafkajs, pino
- * and prom-client for `idem node`): a library-only install (`--omit=optional`) has none, and `feature` says so in
- * one line and exits with `failure`.
+ * Imports a CLI module that needs optional packages (commander for `idem`, kafkajs for `idem node`), which a
+ * library-only install (`--omit=optional`) lacks: then says so in one line and exits with `failure`.
  */
 export async function importOrExit<T>(load: () => Promise<T>, feature: string): Promise<T> {
   try {

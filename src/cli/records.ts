@@ -135,26 +135,22 @@ export async function inspectRecords(
 
 function report(id: string, record: IdempotencyRecord | undefined, showResult: boolean): RecordReport {
   if (record === undefined) return { id, state: 'absent', resultKept: false };
-  const kind = record.result === undefined ? undefined : storedOutcomeKind(record.result);
-  const out: { -readonly [K in keyof RecordReport]: RecordReport[K] } = {
+  const { result, owner, leaseExpiresAt, eventTime, fingerprint } = record;
+  const kind = result === undefined ? undefined : storedOutcomeKind(result);
+  const inFlight = record.state === 'in-flight';
+  return {
     id,
-    state: record.state === 'in-flight' ? 'in-flight' : kind === 'failure' ? 'failed-kept' : 'confirmed',
-    resultKept: record.result !== undefined,
+    state: inFlight ? 'in-flight' : kind === 'failure' ? 'failed-kept' : 'confirmed',
+    resultKept: result !== undefined,
+    ...(inFlight && owner !== undefined && { owner }),
+    ...(inFlight && leaseExpiresAt !== undefined && { leaseExpiresAt }),
+    expiresAt: record.expiresAt,
+    firstSeenAt: record.firstSeenAt ?? null,
+    ...(eventTime !== undefined && { eventTime }),
+    ...(fingerprint !== undefined && { fingerprint }),
+    ...(result !== undefined && { resultKind: kind, resultBytes: Buffer.byteLength(result, 'utf8') }),
+    ...(result !== undefined && showResult && { result }),
   };
-  if (record.state === 'in-flight') {
-    if (record.owner !== undefined) out.owner = record.owner;
-    if (record.leaseExpiresAt !== undefined) out.leaseExpiresAt = record.leaseExpiresAt;
-  }
-  out.expiresAt = record.expiresAt;
-  out.firstSeenAt = record.firstSeenAt ?? null;
-  if (record.eventTime !== undefined) out.eventTime = record.eventTime;
-  if (record.fingerprint !== undefined) out.fingerprint = record.fingerprint;
-  if (record.result !== undefined) {
-    out.resultKind = kind;
-    out.resultBytes = Buffer.byteLength(record.result, 'utf8');
-    if (showResult) out.result = record.result;
-  }
-  return out;
 }
 
 /** How `idem forget` ended for one id. */
@@ -440,15 +436,11 @@ function humanReport(r: RecordReport): string {
 }
 
 function humanForget(r: ForgetReport): string {
-  const id = shownId(r.id);
-  switch (r.outcome) {
-    case 'removed':
-      return `${id}  removed (was ${r.was})`;
-    case 'absent':
-      return `${id}  absent (nothing to remove)`;
-    case 'in-flight':
-      return `${id}  kept: in-flight, its handler may still run (--force removes the claim)`;
-    case 'changed':
-      return `${id}  kept: its claim was confirmed or taken over since it was read`;
-  }
+  const text: Record<ForgetOutcome, string> = {
+    removed: `removed (was ${r.was})`,
+    absent: 'absent (nothing to remove)',
+    'in-flight': 'kept: in-flight, its handler may still run (--force removes the claim)',
+    changed: 'kept: its claim was confirmed or taken over since it was read',
+  };
+  return `${shownId(r.id)}  ${text[r.outcome]}`;
 }

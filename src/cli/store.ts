@@ -3,12 +3,9 @@ import { redactUrl } from '../util/redact-text.js';
 import { type CliConfig, dedupDefaults } from './options.js';
 import { repositoryFromStoreUrl } from './store-url.js';
 
-// How `--store` and the config choose the store, shared by every command that opens one (dedup, inspect,
-// forget, stats), so a `--store` value means the same store everywhere.
-
 /**
- * `--store` (or the default directory) sets the RocksDB store's `path`; a URL selects the store its scheme names
- * (store-url.ts); other stores refuse a directory.
+ * How `--store` and the config choose the store for every command: a URL selects the store its scheme names,
+ * a path (or the default directory) sets the RocksDB store's `path`; other stores refuse a path.
  */
 export function chooseStore(config: CliConfig, storeFlag: string | undefined): void {
   const section = config.repository as Record<string, unknown> & { type: string };

@@ -33,8 +33,7 @@ export async function buildContainer<M = unknown>(
 }
 
 /**
- * The synchronous half of {@link buildContainer}: registers an already opened repository (e.g. one a test
- * built by hand) and the consumer factory in a child container.
+ * The synchronous half of {@link buildContainer}: registers an already opened repository and the consumer.
  */
 export function createContainer<M = unknown>(
   config: ContainerConfig,

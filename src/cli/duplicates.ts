@@ -1,8 +1,9 @@
-import { closeSync, fstatSync, fsyncSync, openSync, type Stats, statSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, fsyncSync, openSync, type Stats, statSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import type { DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
 import { ConfigError, OutputError } from '../errors.js';
 import { type LineBatch, STDIN } from './lines.js';
+import { writeAllSync } from './output.js';
 
 /** What `first` says when the first copy was not read by this run: it was marked by an earlier one. */
 export const EARLIER_RUN = 'earlier run';
@@ -125,15 +126,9 @@ export class DuplicateLog {
     return `${this.#sources[index]}:${packed - index * LINES_PER_SOURCE}`;
   }
 
-  /** Writes every byte; a short write that makes no progress is an error, never a silent loss. */
   #write(data: Buffer): void {
-    let at = 0;
     try {
-      while (at < data.length) {
-        const n = writeSync(this.#fd, data, at, data.length - at);
-        if (n <= 0) throw new Error(`wrote ${at} of ${data.length} bytes, then nothing`);
-        at += n;
-      }
+      writeAllSync(this.#fd, data, (at) => new Error(`wrote ${at} of ${data.length} bytes, then nothing`));
     } catch (error) {
       throw this.#fail(error);
     }

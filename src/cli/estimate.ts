@@ -17,8 +17,7 @@ export async function estimateLines(
 ): Promise<number | undefined> {
   const files = inputs.filter((input) => input.name !== STDIN);
   if (files.length === 0) return undefined;
-  let totalBytes = 0;
-  for (const file of files) totalBytes += file.bytes;
+  const totalBytes = files.reduce((sum, file) => sum + file.bytes, 0);
   let sampledBytes = 0;
   let sampledLines = 0;
   const buffer = Buffer.allocUnsafe(SAMPLE_BYTES);

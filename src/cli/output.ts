@@ -2,6 +2,15 @@ import { fstatSync, writeSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import { OutputError } from '../errors.js';
 
+/** Writes every byte of `data` to `fd`: a write that makes no progress throws `stalled(at)`, never loses data. */
+export function writeAllSync(fd: number, data: Uint8Array, stalled: (at: number) => Error): void {
+  for (let at = 0; at < data.length; ) {
+    const n = writeSync(fd, data, at, data.length - at);
+    if (n <= 0) throw stalled(at);
+    at += n;
+  }
+}
+
 /** Where output bytes go: a stream (pipes, terminals), or a file descriptor written directly (files, devices). */
 export type OutputTarget = NodeJS.WritableStream | { readonly fd: number };
 
@@ -70,21 +79,14 @@ export class Output {
   }
 
   /**
-   * Writes until every byte is out; a write that makes no progress is an error. Synchronous: an asynchronous
-   * one would idle the main thread for a thread-pool round trip per batch, and nothing can proceed before the
-   * mark.
+   * Synchronous: an asynchronous write would idle the main thread for a thread-pool round trip per batch, and
+   * nothing can proceed before the mark.
    */
   async #toFd(fd: number, data: Uint8Array): Promise<void> {
-    let at = 0;
-    while (at < data.length) {
-      const n = writeSync(fd, data, at, data.length - at);
-      if (n <= 0) {
-        throw new OutputError(
-          `writing to stdout failed: wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`,
-        );
-      }
-      at += n;
-    }
+    writeAllSync(fd, data, (at) => {
+      const message = `wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`;
+      return new OutputError(`writing to stdout failed: ${message}`);
+    });
   }
 
   #fail(error: NodeJS.ErrnoException): OutputError {

@@ -2,7 +2,6 @@ import cliProgress from 'cli-progress';
 
 /** Running counts of one `idem dedup` run. */
 export interface DedupCounts {
-  /** Lines read from the inputs. */
   read: number;
   /** Lines written to stdout (first-seen lines plus invalid lines passed through). */
   written: number;
@@ -24,7 +23,6 @@ export interface ProgressOptions {
   readonly stream: NodeJS.WriteStream;
   /** Show progress at all (file inputs without `--no-progress`); the summary is printed regardless. */
   readonly show: boolean;
-  /** Total input bytes, known for files. */
   readonly totalBytes: number;
 }
 
@@ -61,12 +59,10 @@ export class Progress {
     }
   }
 
-  /** Milliseconds since the run started. */
   get elapsedMs(): number {
     return performance.now() - this.#started;
   }
 
-  /** Reports the counts after a batch. */
   update(counts: DedupCounts): void {
     if (!this.#options.show) return;
     if (this.#bar) {

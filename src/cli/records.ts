@@ -153,16 +153,12 @@ function report(id: string, record: IdempotencyRecord | undefined, showResult: b
   };
 }
 
-/** How `idem forget` ended for one id. */
-export type ForgetOutcome =
-  /** The record was removed: the next copy of the id is processed. */
-  | 'removed'
-  /** Nothing held the id (never seen, expired, a lapsed claim). */
-  | 'absent'
-  /** An in-flight claim, left alone without `force`: its handler may still be running. */
-  | 'in-flight'
-  /** The record changed between the read and the remove (its claim was confirmed or taken over): kept. */
-  | 'changed';
+/**
+ * How `idem forget` ended for one id: `removed` (its next copy is processed), `absent` (nothing held it),
+ * `in-flight` (a claim kept without `force`: its handler may still run) or `changed` (the claim was confirmed or
+ * taken over between read and remove: kept).
+ */
+export type ForgetOutcome = 'removed' | 'absent' | 'in-flight' | 'changed';
 
 /** One id's outcome of {@link forgetRecords}, with the state it was read in. */
 export interface ForgetReport {

@@ -5,7 +5,6 @@ import { redactUrl } from '../util/redact-text.js';
 
 /** What a `--store` URL scheme selects: a store, and the `[repository]` keys the URL sets on it. */
 export interface StoreScheme {
-  /** The `repository.type` the URL selects. */
   readonly type: RepositoryType;
   /** The store's keys for this URL (besides `type`). */
   readonly table: (url: string) => Record<string, unknown>;

@@ -6,10 +6,7 @@ import type { InvalidPolicy } from './options.js';
 import type { Output } from './output.js';
 import type { DedupCounts } from './progress.js';
 
-/**
- * A line's index in the current batch: a number, not an object per line (its id is read via {@link
- * BatchIds}).
- */
+/** A line's index in the current batch: a number, not an object per line (see {@link BatchIds}). */
 export type DedupEntry = number;
 
 /** The consumer's id selector for {@link DedupEntry} messages: the id of that line of the current batch. */

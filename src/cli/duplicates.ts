@@ -70,8 +70,8 @@ export class DuplicateLog {
   };
 
   /**
-   * After a batch was written and marked: remembers the places of the lines it wrote, and appends one record
-   * per dropped line. Results are in input order, so an in-batch duplicate's first copy is remembered first.
+   * After a batch was written and marked: remembers where its lines were written, and appends one record per
+   * dropped line (results are in input order, so an in-batch duplicate's first copy is remembered first).
    */
   afterBatch(batch: LineBatch, entries: readonly number[], results: readonly ProcessResult[]): void {
     let out = '';

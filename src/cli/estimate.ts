@@ -8,9 +8,8 @@ const SAMPLED_FILES = 8;
 const NEWLINE = 0x0a;
 
 /**
- * About how many lines the file inputs hold: their total size over the average line length of a sample from
- * the start of the first few files; undefined for stdin only. Rough is enough: the key index still grows if
- * needed.
+ * About how many lines the file inputs hold (undefined for stdin only): their total size over the average
+ * line length of a sample from the start of the first few files. Rough is enough: the key index still grows.
  */
 export async function estimateLines(
   inputs: readonly { readonly name: string; readonly bytes: number }[],

@@ -5,9 +5,8 @@ import { Worker } from 'node:worker_threads';
 import type { ParsedPiece, ToWorker } from './worker-protocol.js';
 
 /**
- * A batch of parsed input lines. The lines are not copied out: the batch refers to runs of lines of the
- * parsed pieces, and only the ids are gathered into one array. A line's bytes are exactly as read (the
- * newline excluded).
+ * A batch of parsed input lines: runs of lines of the parsed pieces, not copied out, and their ids gathered
+ * into one array. A line's bytes are exactly as read (the newline excluded).
  */
 export class LineBatch {
   /** The line's id; undefined for an invalid line. */
@@ -103,9 +102,8 @@ export class LineBatch {
   }
 
   /**
-   * Copies lines `indices` (ascending, all kept), each followed by a newline, into `out` (of {@link
-   * joinedSize}). Neighbouring lines of a piece are copied together, so a batch costs one copy per run of
-   * written lines.
+   * Copies lines `indices` (ascending, all kept), each followed by a newline, into `out`; neighbouring lines
+   * of a piece are copied together, so a batch costs one copy per run of written lines.
    */
   joinInto(indices: readonly number[], out: Buffer): Buffer {
     const n = indices.length;

@@ -3,10 +3,7 @@ import type { RepositoryType } from '../repositories/registry.js';
 import { type CliStreams, ExitCode, failWith } from './exit-code.js';
 import { knownSchemes, storeOfUrl } from './store-url.js';
 
-/**
- * What `idem migrate` loads of a SQL store: its options and migration modules, neither of which loads the
- * driver.
- */
+/** What `idem migrate` loads of a SQL store: its options and migration modules, never its driver. */
 type SqlModules = readonly [
   { describeAddress(url: string): string },
   {

@@ -78,10 +78,7 @@ export class Output {
     });
   }
 
-  /**
-   * Synchronous: an asynchronous write would idle the main thread for a thread-pool round trip per batch, and
-   * nothing can proceed before the mark.
-   */
+  /** Synchronous: an asynchronous write would idle the main thread for a thread-pool round trip per batch. */
   async #toFd(fd: number, data: Uint8Array): Promise<void> {
     writeAllSync(fd, data, (at) => {
       const message = `wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`;

@@ -403,9 +403,8 @@ function expectedIdsFlag(value: string | undefined): number | undefined {
 }
 
 /**
- * Presizes the RocksDB key index (`repository.expectedIds`) so it does not grow by rehashing while the run
- * fills it: `--expected-ids` wins, then the config's own value, then an estimate of the file inputs' line
- * count.
+ * Presizes the RocksDB key index (`repository.expectedIds`) so it does not grow by rehashing during the run:
+ * `--expected-ids` wins, then the config's own value, then an estimate of the file inputs' line count.
  */
 async function sizeKeyIndex(
   config: CliConfig,

@@ -31,10 +31,7 @@ export interface GivenId {
   readonly id: MessageId;
 }
 
-/**
- * Parses ids as written in `format`. An id that the format does not allow, or that no store could hold (empty,
- * too long), is an InvalidIdError naming the id and the flag, before any store is opened.
- */
+/** Parses ids as written in `format`; one the format or no store allows is an InvalidIdError naming it. */
 export function parseIds(
   texts: readonly string[],
   format: IdFormat = 'text',
@@ -154,9 +151,8 @@ function report(id: string, record: IdempotencyRecord | undefined, showResult: b
 }
 
 /**
- * How `idem forget` ended for one id: `removed` (its next copy is processed), `absent` (nothing held it),
- * `in-flight` (a claim kept without `force`: its handler may still run) or `changed` (the claim was confirmed or
- * taken over between read and remove: kept).
+ * How `idem forget` ended for one id: `removed`, `absent` (nothing held it), `in-flight` (a claim kept
+ * without `force`: its handler may still run) or `changed` (confirmed or taken over since read: kept).
  */
 export type ForgetOutcome = 'removed' | 'absent' | 'in-flight' | 'changed';
 
@@ -222,10 +218,7 @@ export interface StoreStats {
   readonly firstSeenUnknown?: number;
 }
 
-/**
- * Counts what the store holds through its optional `scan`; a store without one is a ConfigError naming
- * `--store`.
- */
+/** Counts what the store holds through its optional `scan` (without one, a ConfigError naming `--store`). */
 export async function storeStats(repository: IdempotentRepository, now = Date.now()): Promise<StoreStats> {
   if (repository.scan === undefined) {
     throw storeError(
@@ -284,8 +277,7 @@ export interface RecordsFlags {
 
 /**
  * Opens the store `--store` or the config names. Unlike `idem dedup`, nothing is assumed (no default
- * directory), so an operator never inspects or forgets in an empty one by mistake; a RocksDB directory must
- * exist.
+ * directory), so an operator never inspects or forgets in an empty one by mistake.
  */
 export async function openNamedStore(
   flags: Pick<RecordsFlags, 'store' | 'config'>,

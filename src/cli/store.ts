@@ -3,10 +3,7 @@ import { redactUrl } from '../util/redact-text.js';
 import { type CliConfig, dedupDefaults } from './options.js';
 import { repositoryFromStoreUrl } from './store-url.js';
 
-/**
- * How `--store` and the config choose the store for every command: a URL selects the store its scheme names,
- * a path (or the default directory) sets the RocksDB store's `path`; other stores refuse a path.
- */
+/** How `--store` or the config chooses the store: a URL by its scheme, a path (or none) for RocksDB. */
 export function chooseStore(config: CliConfig, storeFlag: string | undefined): void {
   const section = config.repository as Record<string, unknown> & { type: string };
   const fromUrl = storeFlag === undefined ? undefined : repositoryFromStoreUrl(storeFlag, section);

@@ -57,9 +57,8 @@ export async function resolveRepository(
 }
 
 /**
- * What the store's options of a config that failed elsewhere get wrong, as a ConfigError's message, so that
- * loadConfig reports them with the other tables' problems. Undefined when there is no such table, no store
- * key, nothing wrong, or a wrong `type` (the config's schema reports that).
+ * What the store's options get wrong in a config that failed elsewhere, so that loadConfig reports them too;
+ * undefined when there is no such table, no store key, nothing wrong, or a wrong `type`.
  */
 export async function storeProblems(
   schema: z.ZodType,

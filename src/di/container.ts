@@ -21,9 +21,8 @@ export interface BuildContainerOptions<M> extends ConsumerCodeOptions<M>, Resolv
 }
 
 /**
- * Builds a child container from config: opens the configured repository (tsyringe factories are synchronous,
- * so it is registered as a value) and registers a factory for the consumer, built as the CLI and the node
- * build theirs. Close with {@link disposeContainer}.
+ * Builds a child container from config: opens the repository (tsyringe factories are synchronous, so it is
+ * registered as a value) and registers a factory for the consumer. Close with {@link disposeContainer}.
  */
 export async function buildContainer<M = unknown>(
   config: ContainerConfig,

@@ -30,10 +30,7 @@ export type OptionsOrigin = (
 
 /** What an unknown top-level key's message adds, when the schema alone cannot tell. */
 export interface UnknownKeyHints {
-  /**
-   * Keys valid beside the schema's own at its top level, validated elsewhere: `type` beside a store's
-   * options.
-   */
+  /** Top-level keys valid beside the schema's own, checked elsewhere (`type` beside a store's options). */
   readonly siblingKeys?: readonly string[];
   /** Said instead of "valid keys here" before the list (`repository.type is not set, so ...`). */
   readonly validKeysNote?: string;

@@ -1,7 +1,6 @@
 /**
- * The line (1-based) where a dotted key is set in TOML text (the parser reports lines for syntax errors
- * only): `[table]`, `[[array]]` and `a.b = ...` keys; undefined when unsure (inline tables, multi-line
- * strings).
+ * The line (1-based) where a dotted key is set in TOML text (the parser gives lines for syntax errors only);
+ * undefined when unsure (inline tables, multi-line strings).
  */
 export function locateKey(text: string, path: readonly string[]): number | undefined {
   if (path.length === 0) return undefined;

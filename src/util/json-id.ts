@@ -141,9 +141,8 @@ const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 
 /**
- * Compiles a dotted path into a scanner of JSON bytes, answering the span of the field at the path (the last
- * one of repeated keys, as `JSON.parse`), {@link ABSENT}, or undefined when the bytes are not valid JSON. A
- * path step matches a key by its decoded text (escapes resolved).
+ * Compiles a dotted path into a scanner of JSON bytes: the span of the field at the path (the last of
+ * repeated keys, as `JSON.parse`), {@link ABSENT}, or undefined when the bytes are not valid JSON.
  */
 export function jsonFieldScanner(
   path: readonly string[],
@@ -205,9 +204,8 @@ class Scanner {
   }
 
   /**
-   * Walks the whole value with an explicit stack of open containers, so nesting depth costs no call stack. The
-   * containers the path leads through are the bottom `onPath` entries of the stack; the value the whole path
-   * leads to is the field, kept in `found`.
+   * Walks the whole value with an explicit stack of open containers, so nesting costs no call stack. The
+   * containers the path leads through are the bottom `onPath` entries; the field is kept in `found`.
    */
   private walk(): void {
     const b = this.b;

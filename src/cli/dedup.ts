@@ -6,10 +6,7 @@ import type { InvalidPolicy } from './options.js';
 import type { Output } from './output.js';
 import type { DedupCounts } from './progress.js';
 
-/**
- * A line on its way through the consumer: its position in the current batch. Plain numbers rather than an
- * object per line: the consumer reads the id through {@link BatchIds}, which points at the batch in hand.
- */
+/** A line's index in the current batch: a number, not an object per line (see {@link BatchIds}). */
 export type DedupEntry = number;
 
 /** The consumer's id selector for {@link DedupEntry} messages: the id of that line of the current batch. */
@@ -47,16 +44,14 @@ export type DedupEnd =
   | { readonly kind: 'invalid'; readonly location: string; readonly reason: string };
 
 /**
- * Deduplicates batches of lines. Per batch: one `containsMany` drops ids already marked, the survivors are
- * written to the output and the write is awaited, and only then are their ids marked (`addMany`). So a marked
- * id's line is always in the output, and a kill between write and mark repeats at most that one batch.
+ * Deduplicates batches of lines. Per batch: ids already marked are dropped, the survivors are written and the
+ * write awaited, and only then are their ids marked. So a marked id's line is always in the output, and a
+ * kill between write and mark repeats at most that one batch.
  */
 export async function dedupLines(job: DedupJob): Promise<DedupEnd> {
   const { counts } = job;
-  /**
-   * One output buffer for every batch: a write has been handed to the OS before the batch's marks, so before
-   * the next batch is joined into the buffer.
-   */
+  // One output buffer for every batch: each write is handed to the OS before the next batch is joined into
+  // it.
   let scratch = Buffer.allocUnsafeSlow(0);
   const handler = {
     batch: (items: readonly BatchItem<DedupEntry>[]) => {

@@ -1,11 +1,9 @@
-import { closeSync, fstatSync, fsyncSync, openSync, type Stats, statSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, fsyncSync, openSync, type Stats, statSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import type { DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
 import { ConfigError, OutputError } from '../errors.js';
 import { type LineBatch, STDIN } from './lines.js';
-
-/** A line on its way through the consumer, as dedup.ts hands it over: its index in the current batch. */
-type DedupEntry = number;
+import { writeAllSync } from './output.js';
 
 /** What `first` says when the first copy was not read by this run: it was marked by an earlier one. */
 export const EARLIER_RUN = 'earlier run';
@@ -14,14 +12,13 @@ export const EARLIER_RUN = 'earlier run';
 const LINES_PER_SOURCE = 2 ** 32;
 
 /**
- * `idem dedup --duplicates FILE`: one NDJSON line per dropped line, `{"id", "at", "first"}` — `at` the dropped
- * copy's `file:line`, `first` the first copy's `file:line` when this run read it, else `"earlier run"` with the
- * store's `firstSeen` time (ISO-8601) when the record tells it (see DuplicateRecord.firstSeen).
+ * `idem dedup --duplicates FILE`: one NDJSON line per dropped line, `{"id", "at", "first"}` — `at` the
+ * dropped copy's `file:line`, `first` the first copy's `file:line` when this run read it, else `"earlier
+ * run"` with the store's `firstSeen` time (ISO-8601) when the record tells it.
  *
- * To name the first copy of an id seen earlier in the run, the log keeps every id this run wrote with its place,
- * packed into one number (input index × 2^32 + line): the memory cost of the option, paid only with it on.
- * A batch's records are appended after the batch is written and marked, so a kill repeats at most one batch's
- * records on a re-run (the same at-most-one-batch rule as the output). The file is fsynced at the end.
+ * The log keeps every id this run wrote with its place packed into one number (input index × 2^32 + line):
+ * the option's memory cost. A batch's records are appended after the batch is written and marked, so a kill
+ * repeats at most one batch's records on a re-run. The file is fsynced at the end.
  */
 export class DuplicateLog {
   readonly #fd: number;
@@ -32,8 +29,8 @@ export class DuplicateLog {
   readonly #firstAt = new Map<string, number>();
   readonly #sources: string[] = [];
   readonly #sourceIndex = new Map<string, number>();
-  /** The current batch's audit records, by entry (line index in the batch). */
-  readonly #pending = new Map<DedupEntry, DuplicateRecord>();
+  /** The current batch's audit records, by line index in the batch. */
+  readonly #pending = new Map<number, DuplicateRecord>();
 
   private constructor(fd: number, path: string, durable: boolean) {
     this.#fd = fd;
@@ -42,16 +39,12 @@ export class DuplicateLog {
   }
 
   /**
-   * Opens (creates, or appends to) the file; a path that cannot be opened is a usage error naming it. So is a
-   * path that is one of `inputs` (the run would read its own records back and never end) or stdout (the
-   * records would mix into the kept lines): compared as files (device and inode), so `/dev/stdout`, a link or
-   * another spelling of the same path is caught too.
+   * Opens (creates, or appends to) the file. A path that cannot be opened is a usage error, and so is one of
+   * `inputs` (the run would read its own records back) or stdout: compared by device and inode, so
+   * `/dev/stdout` or a link is caught too.
    */
   static open(path: string, inputs: readonly string[] = []): DuplicateLog {
-    if (path === '-') {
-      // Stdout carries the kept lines; mixing the audit into it would corrupt both.
-      throw refused('must name a file: stdout carries the kept lines');
-    }
+    if (path === '-') throw refused('must name a file: stdout carries the kept lines');
     let fd: number;
     try {
       fd = openSync(path, 'a');
@@ -72,20 +65,19 @@ export class DuplicateLog {
   }
 
   /** The consumer's `onDuplicate`: keeps the record until the batch is done. */
-  readonly hook = (entry: DedupEntry, _context: HandlerContext, duplicate: DuplicateRecord): void => {
+  readonly hook = (entry: number, _context: HandlerContext, duplicate: DuplicateRecord): void => {
     this.#pending.set(entry, duplicate);
   };
 
   /**
-   * After a batch was written and marked: remembers the places of the lines it wrote, and appends one record
-   * per dropped line, in input order. Results are in input order, so an in-batch duplicate's first copy is
-   * remembered before the duplicate is reached.
+   * After a batch was written and marked: remembers where its lines were written, and appends one record per
+   * dropped line (results are in input order, so an in-batch duplicate's first copy is remembered first).
    */
-  afterBatch(batch: LineBatch, entries: readonly DedupEntry[], results: readonly ProcessResult[]): void {
+  afterBatch(batch: LineBatch, entries: readonly number[], results: readonly ProcessResult[]): void {
     let out = '';
     for (let j = 0; j < results.length; j++) {
       const result = results[j] as ProcessResult;
-      const entry = entries[j] as DedupEntry;
+      const entry = entries[j] as number;
       const id = result.id;
       if (id === undefined) continue;
       if (result.outcome === 'processed') {
@@ -119,7 +111,7 @@ export class DuplicateLog {
     }
   }
 
-  #pack(batch: LineBatch, entry: DedupEntry): number {
+  #pack(batch: LineBatch, entry: number): number {
     const source = batch.source(entry);
     let index = this.#sourceIndex.get(source);
     if (index === undefined) {
@@ -134,15 +126,9 @@ export class DuplicateLog {
     return `${this.#sources[index]}:${packed - index * LINES_PER_SOURCE}`;
   }
 
-  /** Writes every byte; a short write that makes no progress is an error, never a silent loss. */
   #write(data: Buffer): void {
-    let at = 0;
     try {
-      while (at < data.length) {
-        const n = writeSync(this.#fd, data, at, data.length - at);
-        if (n <= 0) throw new Error(`wrote ${at} of ${data.length} bytes, then nothing`);
-        at += n;
-      }
+      writeAllSync(this.#fd, data, (at) => new Error(`wrote ${at} of ${data.length} bytes, then nothing`));
     } catch (error) {
       throw this.#fail(error);
     }

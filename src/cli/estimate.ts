@@ -8,18 +8,15 @@ const SAMPLED_FILES = 8;
 const NEWLINE = 0x0a;
 
 /**
- * About how many lines the file inputs hold: their total size over the average line length of a sample from
- * the start of the first few files. Used to presize the RocksDB key index (`repository.expectedIds`), so it does
- * not grow by rehashing while the run fills it. Undefined when there is nothing to go by (stdin only).
- * A rough figure is enough: the index still grows if the input holds more lines than estimated.
+ * About how many lines the file inputs hold (undefined for stdin only): their total size over the average
+ * line length of a sample from the start of the first few files. Rough is enough: the key index still grows.
  */
 export async function estimateLines(
   inputs: readonly { readonly name: string; readonly bytes: number }[],
 ): Promise<number | undefined> {
   const files = inputs.filter((input) => input.name !== STDIN);
   if (files.length === 0) return undefined;
-  let totalBytes = 0;
-  for (const file of files) totalBytes += file.bytes;
+  const totalBytes = files.reduce((sum, file) => sum + file.bytes, 0);
   let sampledBytes = 0;
   let sampledLines = 0;
   const buffer = Buffer.allocUnsafe(SAMPLE_BYTES);

@@ -27,11 +27,7 @@ export function failWith(command: string, error: unknown, err: CliStreams['err']
   return error instanceof ConfigError || error instanceof InvalidIdError ? ExitCode.usage : ExitCode.failure;
 }
 
-/**
- * Imports a module of the CLI that needs optional packages (commander and cli-progress for `idem`; kafkajs, pino
- * and prom-client for `idem node`): a library-only install (`--omit=optional`) has none, and `feature` says so in
- * one line and exits with `failure`.
- */
+/** Imports a CLI module that needs optional packages; without them, says so and exits with `failure`. */
 export async function importOrExit<T>(load: () => Promise<T>, feature: string): Promise<T> {
   try {
     return await load();

@@ -7,9 +7,7 @@ export type IdOutcome = { readonly id: string } | { readonly reason: string };
 
 /**
  * Compiles `--id`: one dotted path (`event.id`), or several separated by commas (`user.id,type`) whose values
- * together form the id. Paths only, never code. A composite id is the JSON array of its parts' canonical
- * strings, so `["a,b","c"]` and `["a","b,c"]` stay distinct. The id is read from the
- * line's bytes, not from `JSON.parse`'s result (see `src/util/json-id.ts`).
+ * together form the id: the JSON array of their canonical strings, so `["a,b","c"]` and `["a","b,c"]` differ.
  */
 export function compileId(expression: string): (line: Uint8Array) => IdOutcome {
   const paths = expression.split(',').map((p) => p.trim());

@@ -5,10 +5,8 @@ import { Worker } from 'node:worker_threads';
 import type { ParsedPiece, ToWorker } from './worker-protocol.js';
 
 /**
- * A batch of parsed input lines. The lines are not copied out one by one: the batch refers to runs of lines of
- * the parsed pieces (a batch of 2,000 lines usually spans one or two pieces), and only the ids are gathered
- * into one array, which is what the store is asked about. A line's bytes are exactly as read (the newline
- * excluded), so writing them back reproduces the input.
+ * A batch of parsed input lines: runs of lines of the parsed pieces, not copied out, and their ids gathered
+ * into one array. A line's bytes are exactly as read (the newline excluded).
  */
 export class LineBatch {
   /** The line's id; undefined for an invalid line. */
@@ -36,9 +34,7 @@ export class LineBatch {
     source: string,
     line: number,
   ): void {
-    const first = this.ids.length;
-    const run: Run = { ...piece, from, first, count: to - from, source, line };
-    this.#runs.push(run);
+    this.#runs.push({ ...piece, from, first: this.ids.length, count: to - from, source, line });
     const { starts, ends } = piece;
     let bytes = 0;
     for (let k = from; k < to; k++) {
@@ -106,9 +102,8 @@ export class LineBatch {
   }
 
   /**
-   * Copies lines `indices` (ascending, all kept), each followed by a newline, into `out` (of
-   * {@link joinedSize}), for one write per batch. Neighbouring lines of a piece are copied together with the
-   * newline between them, so a batch costs one copy per run of written lines rather than one per line.
+   * Copies lines `indices` (ascending, all kept), each followed by a newline, into `out`; neighbouring lines
+   * of a piece are copied together, so a batch costs one copy per run of written lines.
    */
   joinInto(indices: readonly number[], out: Buffer): Buffer {
     const n = indices.length;
@@ -170,7 +165,6 @@ const CHUNK_BYTES = 1 << 18;
 /** Chunks sent to the parse worker and not yet taken back: enough to keep both threads busy, little memory. */
 const WINDOW = 4;
 
-/** Options of {@link readBatches}. */
 export interface ReadOptions {
   /** The `--id` expression, compiled again inside the worker. */
   readonly idExpression: string;
@@ -178,7 +172,6 @@ export interface ReadOptions {
   readonly maxLineBytes: number;
   /** Ends reading (a signal while waiting for input); the whole lines read so far still come out. */
   readonly signal?: AbortSignal;
-  readonly stdin?: Readable;
 }
 
 /**
@@ -229,7 +222,7 @@ export async function* readBatches(
   const pump = async () => {
     for (let input = 0; input < inputs.length && !signal.aborted; input++) {
       const name = inputs[input] as string;
-      if (name === STDIN) await pumpStream(input, options.stdin ?? process.stdin);
+      if (name === STDIN) await pumpStream(input, process.stdin);
       else await pumpFile(input, name);
       post(input, { kind: 'end', aborted: signal.aborted });
     }
@@ -306,10 +299,9 @@ export async function* readBatches(
       const input = sent[received++] as number;
       windowOpen?.();
       windowOpen = undefined;
-      // The caller's batches run on promises alone (the store answers most calls synchronously), so without a
-      // turn of the event loop per chunk no read would complete and no chunk reach the worker, or come back
-      // from it, until every parsed line had been used: the worker would wait for chunks, then the caller for
-      // lines. One turn per chunk taken keeps the worker a window of chunks ahead.
+      // The caller's batches run on promises alone (the store answers most calls synchronously): without a
+      // turn of the event loop per chunk, no read or worker message would complete until every parsed line
+      // was used.
       await setImmediate();
       const source = inputs[input] === STDIN ? '<stdin>' : (inputs[input] as string);
       const { chunk } = reply;
@@ -356,15 +348,10 @@ export async function* readBatches(
   }
 }
 
-/**
- * The parse worker's V8 young generation, MiB. Its garbage is per line and dies young, so a small nursery
- * suffices, while V8's default (sized for a main thread) held ~50 MB more RSS for nothing. Measured (1M lines):
- * 4 MiB saved another ~12 MB but tripled the worker's GC time; 12 MiB kept the run as fast as the default.
- */
-const WORKER_YOUNG_GENERATION_MB = 12;
-
 function startWorker(workerData: { idExpression: string; maxLineBytes: number }): Worker {
-  const resourceLimits = { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB };
+  // V8's default young generation held ~50 MB more RSS for nothing. Measured (1M lines): 4 MiB saved another
+  // ~12 MB but tripled the worker's GC time; 12 MiB kept the run as fast as the default.
+  const resourceLimits = { maxYoungGenerationSizeMb: 12 };
   if (!import.meta.url.endsWith('.ts'))
     return new Worker(new URL('./parse-worker.js', import.meta.url), { workerData, resourceLimits });
   // Running from source (tsx): the worker is TypeScript too, and workers do not inherit tsx's loader, so a

@@ -3,53 +3,25 @@ import type { RepositoryType } from '../repositories/registry.js';
 import { type CliStreams, ExitCode, failWith } from './exit-code.js';
 import { knownSchemes, storeOfUrl } from './store-url.js';
 
-/**
- * What `idem migrate` needs from a store with a schema. One entry per store in {@link migrations}, loaded only
- * when its URL is given, so printing one store's DDL never loads another's driver.
- */
-export interface StoreMigration {
-  /** The default table name, for messages. */
-  readonly defaultTable: string;
-  /** The DDL that creates the store's table (`table`, or the default), as a `;`-terminated script. */
-  script(table: string | undefined): string;
-  /** Runs that DDL against the server at `url`; answers the statements run (each a no-op when already done). */
-  apply(url: string, table: string | undefined): Promise<readonly string[]>;
-  /** Where `url` points, without credentials. */
-  describe(url: string): string;
-}
-
-/** The stores `idem migrate` knows, by `repository.type`. */
-export const migrations: Partial<Record<RepositoryType, () => Promise<StoreMigration>>> = {
-  postgres: () =>
-    sqlMigration(
-      import('../repositories/postgres/options.js'),
-      import('../repositories/postgres/migration.js'),
-    ),
-  mysql: () =>
-    sqlMigration(import('../repositories/mysql/options.js'), import('../repositories/mysql/migration.js')),
-};
-
-/** A SQL store's entry, from its options and migration modules (neither loads the driver). */
-async function sqlMigration(
-  options: Promise<{ describeAddress(url: string): string }>,
-  migration: Promise<{
+/** What `idem migrate` loads of a SQL store: its options and migration modules, never its driver. */
+type SqlModules = readonly [
+  { describeAddress(url: string): string },
+  {
     migrate(options: { url: string; table?: string }): Promise<{ readonly statements: readonly string[] }>;
     schemaScript(table?: string): string;
-  }>,
-): Promise<StoreMigration> {
-  const [{ describeAddress }, { migrate, schemaScript }, { sqlDefaults }] = await Promise.all([
-    options,
-    migration,
-    import('../repositories/sql/options.js'),
-  ]);
-  return {
-    defaultTable: sqlDefaults.table,
-    script: (table) => schemaScript(table),
-    apply: async (url, table) =>
-      (await migrate({ url, ...(table === undefined ? {} : { table }) })).statements,
-    describe: describeAddress,
-  };
-}
+  },
+];
+
+/** The stores `idem migrate` knows, by `repository.type`, loaded only when their URL is given. */
+export const migrations: Partial<Record<RepositoryType, () => Promise<SqlModules>>> = {
+  postgres: () =>
+    Promise.all([
+      import('../repositories/postgres/options.js'),
+      import('../repositories/postgres/migration.js'),
+    ]),
+  mysql: () =>
+    Promise.all([import('../repositories/mysql/options.js'), import('../repositories/mysql/migration.js')]),
+};
 
 /** Flags of `idem migrate`. */
 export interface MigrateFlags {
@@ -76,12 +48,13 @@ export async function runMigrate(flags: MigrateFlags, streams: CliStreams): Prom
         { label: '--store' },
       );
     }
-    const migration = await load();
+    const [{ describeAddress }, { migrate, schemaScript }] = await load();
+    const { sqlDefaults } = await import('../repositories/sql/options.js');
     const table = flags.table;
-    const where = migration.describe(store.url);
-    const name = table ?? migration.defaultTable;
+    const where = describeAddress(store.url);
+    const name = table ?? sqlDefaults.table;
     // Validates the table name before anything is run.
-    const script = migration.script(table);
+    const script = schemaScript(table);
     if (!flags.apply) {
       streams.out.write(script);
       streams.err.write(
@@ -89,7 +62,7 @@ export async function runMigrate(flags: MigrateFlags, streams: CliStreams): Prom
       );
       return ExitCode.ok;
     }
-    const statements = await migration.apply(store.url, table);
+    const { statements } = await migrate({ url: store.url, ...(table === undefined ? {} : { table }) });
     streams.out.write(`${statements.join(';\n\n')};\n`);
     streams.err.write(
       `idem migrate: ${store.type} table ${name} is ready at ${where} (${statements.length} statements, ` +

@@ -2,17 +2,24 @@ import { fstatSync, writeSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import { OutputError } from '../errors.js';
 
+/** Writes every byte of `data` to `fd`: a write that makes no progress throws `stalled(at)`, never loses data. */
+export function writeAllSync(fd: number, data: Uint8Array, stalled: (at: number) => Error): void {
+  for (let at = 0; at < data.length; ) {
+    const n = writeSync(fd, data, at, data.length - at);
+    if (n <= 0) throw stalled(at);
+    at += n;
+  }
+}
+
 /** Where output bytes go: a stream (pipes, terminals), or a file descriptor written directly (files, devices). */
 export type OutputTarget = NodeJS.WritableStream | { readonly fd: number };
 
 /**
- * Writes `idem dedup`'s output and resolves only once every byte has been handed to the OS, which is what lets
- * the caller mark ids as written: after a kill, a marked id's line is in the output. Any failure — an error or
- * a short write — rejects, so the batch is not marked.
+ * Writes `idem dedup`'s output and resolves only once every byte has been handed to the OS, so that after a
+ * kill a marked id's line is in the output. Any error or short write rejects, so the batch is not marked.
  *
- * A file or device is written through its descriptor rather than `process.stdout`: for those Node's stdout
- * writes synchronously and ignores a short write (a full disk first accepts part of a write, then fails the
- * next), which would let a batch count as written when part of it never reached the file.
+ * A file or device is written through its descriptor: for those Node's stdout ignores a short write (a full
+ * disk first accepts part of a write), which would let a batch count as written when part of it was not.
  */
 export class Output {
   #error: OutputError | undefined;
@@ -39,7 +46,6 @@ export class Output {
     return new Output(direct ? { fd: 1 } : process.stdout);
   }
 
-  /** The first write error seen, if any. */
   get error(): OutputError | undefined {
     return this.#error;
   }
@@ -72,22 +78,12 @@ export class Output {
     });
   }
 
-  /**
-   * Writes until every byte is out; a write that makes no progress is an error, never a silent loss. The write
-   * is synchronous: a file or device write returns at once, and an asynchronous one would leave the main thread
-   * idle for a thread-pool round trip per batch (nothing else of the run can proceed before the mark anyway).
-   */
+  /** Synchronous: an asynchronous write would idle the main thread for a thread-pool round trip per batch. */
   async #toFd(fd: number, data: Uint8Array): Promise<void> {
-    let at = 0;
-    while (at < data.length) {
-      const n = writeSync(fd, data, at, data.length - at);
-      if (n <= 0) {
-        throw new OutputError(
-          `writing to stdout failed: wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`,
-        );
-      }
-      at += n;
-    }
+    writeAllSync(fd, data, (at) => {
+      const message = `wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`;
+      return new OutputError(`writing to stdout failed: ${message}`);
+    });
   }
 
   #fail(error: NodeJS.ErrnoException): OutputError {

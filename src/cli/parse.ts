@@ -8,9 +8,8 @@ export interface ParsedLines {
   /** The id of each line; undefined for an invalid line. */
   readonly ids: (string | undefined)[];
   /**
-   * Why each invalid line is invalid, as `[index, reason]` pairs. An over-long line's adds its length, newline
-   * included: its bytes are not in the piece (an empty range stands for them), so it can be reported and skipped
-   * but never written.
+   * Why each invalid line is invalid. An over-long line's adds its length, newline included: its bytes are
+   * not in the piece (an empty range stands for them), so it is reported and skipped, never written.
    */
   readonly invalid: [index: number, reason: string, droppedBytes?: number][];
 }
@@ -82,11 +81,9 @@ export interface SplitPiece extends ParsedLines {
 }
 
 /**
- * Turns one source's chunks into pieces of whole lines, in time and memory linear in the input, without copying
- * the chunks: the whole lines of a chunk are parsed where they lie, so the chunk's buffer can go back to the
- * reader's pool once its lines are written. Only the line cut by a chunk's end is copied: its bytes are kept as
- * a list of parts and joined once, when its newline arrives, as a piece of its own. A line that grows past
- * `maxLineBytes` stops being kept at all — its bytes are counted and skipped, and it comes out as one invalid,
+ * Turns one source's chunks into pieces of whole lines without copying the chunks: a chunk's whole lines are
+ * parsed where they lie. Only the line cut by a chunk's end is copied, as parts joined once its newline
+ * arrives. A line that grows past `maxLineBytes` is counted and skipped, and comes out as one invalid,
  * dropped line. A UTF-8 byte-order mark at the start of a source is removed.
  */
 export class LineSplitter {

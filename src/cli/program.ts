@@ -184,10 +184,8 @@ function usageLine(command: Command, error: CommanderError): string {
     const wanted = quoted.split('=')[0] ?? quoted;
     problem += ` (did you mean ${closest(wanted, flags) ?? '--help'}?)`;
   } else if (error.code === 'commander.unknownCommand') {
-    problem += ` (did you mean ${closest(
-      quoted,
-      command.commands.map((c) => c.name()),
-    )}?)`;
+    const names = command.commands.map((c) => c.name());
+    problem += ` (did you mean ${closest(quoted, names)}?)`;
   }
   return `${name}: ${problem}; see ${name} --help`;
 }
@@ -365,34 +363,25 @@ const IGNORED_CONSUMER_KEYS = [
 function warnIgnored(config: CliConfig): void {
   const info = configSource(config);
   if (!info) return;
-  const set = new Set<string>();
   const consumer = info.fileData?.consumer;
-  if (consumer && typeof consumer === 'object') {
-    for (const key of Object.keys(consumer)) if (IGNORED_CONSUMER_KEYS.includes(key)) set.add(key);
-  }
-  for (const entry of info.env) {
-    if (entry.path[0] === 'consumer' && IGNORED_CONSUMER_KEYS.includes(entry.path[1] as string)) {
-      set.add(entry.path[1] as string);
-    }
-  }
-  if (set.size > 0) {
-    const keys = [...set].map((k) => `consumer.${k}`).join(', ');
-    process.stderr.write(
-      `idem dedup: ignoring ${keys}: dedup always checks, writes, then marks (docs/cli.md)\n`,
-    );
-  }
+  const given = [
+    ...(consumer && typeof consumer === 'object' ? Object.keys(consumer) : []),
+    ...info.env.flatMap((entry) => (entry.path[0] === 'consumer' ? [entry.path[1] as string] : [])),
+  ];
+  const set = new Set(given.filter((key) => IGNORED_CONSUMER_KEYS.includes(key)));
+  if (set.size === 0) return;
+  const keys = [...set].map((k) => `consumer.${k}`).join(', ');
+  process.stderr.write(
+    `idem dedup: ignoring ${keys}: dedup always checks, writes, then marks (docs/cli.md)\n`,
+  );
 }
 
 /** Each input with its size in bytes (0 for stdin); an unreadable file is a usage error naming it. */
 async function inputSizes(inputs: readonly string[]): Promise<{ name: string; bytes: number }[]> {
   const sizes: { name: string; bytes: number }[] = [];
   for (const input of inputs) {
-    if (input === STDIN) {
-      sizes.push({ name: input, bytes: 0 });
-      continue;
-    }
     try {
-      sizes.push({ name: input, bytes: (await stat(input)).size });
+      sizes.push({ name: input, bytes: input === STDIN ? 0 : (await stat(input)).size });
     } catch (error) {
       const reason = (error as NodeJS.ErrnoException).code ?? String(error);
       throw new ConfigError('files', `cannot read ${input} (${reason})`);
@@ -414,9 +403,8 @@ function expectedIdsFlag(value: string | undefined): number | undefined {
 }
 
 /**
- * Presizes the RocksDB key index (`repository.expectedIds`) for the ids this run adds, so it does not grow by
- * rehashing its tables while the run fills it (a rising, then stepped, memory curve). `--expected-ids` wins,
- * then the config's own `repository.expectedIds`, then an estimate of the file inputs' line count.
+ * Presizes the RocksDB key index (`repository.expectedIds`) so it does not grow by rehashing during the run:
+ * `--expected-ids` wins, then the config's own value, then an estimate of the file inputs' line count.
  */
 async function sizeKeyIndex(
   config: CliConfig,
@@ -448,10 +436,5 @@ function message(error: unknown): string {
 }
 
 function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
-    return String(pkg.version);
-  } catch {
-    return '0.0.0';
-  }
+  return String(JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version);
 }

@@ -2,7 +2,6 @@ import cliProgress from 'cli-progress';
 
 /** Running counts of one `idem dedup` run. */
 export interface DedupCounts {
-  /** Lines read from the inputs. */
   read: number;
   /** Lines written to stdout (first-seen lines plus invalid lines passed through). */
   written: number;
@@ -24,12 +23,10 @@ export interface ProgressOptions {
   readonly stream: NodeJS.WriteStream;
   /** Show progress at all (file inputs without `--no-progress`); the summary is printed regardless. */
   readonly show: boolean;
-  /** Total input bytes, known for files. */
   readonly totalBytes: number;
-  /** Between two plain progress lines when stderr is not a terminal. */
-  readonly intervalMs?: number;
 }
 
+/** Between two plain progress lines when stderr is not a terminal. */
 const PLAIN_INTERVAL_MS = 5_000;
 
 /**
@@ -62,12 +59,10 @@ export class Progress {
     }
   }
 
-  /** Milliseconds since the run started. */
   get elapsedMs(): number {
     return performance.now() - this.#started;
   }
 
-  /** Reports the counts after a batch. */
   update(counts: DedupCounts): void {
     if (!this.#options.show) return;
     if (this.#bar) {
@@ -75,7 +70,7 @@ export class Progress {
       return;
     }
     const now = performance.now();
-    if (now - this.#lastPlain < (this.#options.intervalMs ?? PLAIN_INTERVAL_MS)) return;
+    if (now - this.#lastPlain < PLAIN_INTERVAL_MS) return;
     this.#lastPlain = now;
     const percent = this.#options.totalBytes > 0 ? (100 * counts.bytes) / this.#options.totalBytes : 0;
     this.log(

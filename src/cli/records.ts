@@ -14,8 +14,8 @@ import { STDIN } from './lines.js';
 import { cliConfigSchema, dedupDefaults } from './options.js';
 import { chooseStore, describeStore } from './store.js';
 
-// `idem inspect` and `idem forget`: what the store holds for given ids, and removing ids so that they are
-// processed again. Everything goes through the repository interface, so every store answers alike.
+// `idem inspect`, `idem forget` and `idem stats` go through the repository interface, so every store answers
+// alike.
 
 /** How an id is written on the command line or in an `--ids` file. */
 export const idFormats = ['text', 'hex', 'base64'] as const;
@@ -31,10 +31,7 @@ export interface GivenId {
   readonly id: MessageId;
 }
 
-/**
- * Parses ids as written in `format`. An id that the format does not allow, or that no store could hold (empty,
- * too long), is an InvalidIdError naming the id and the flag, before any store is opened.
- */
+/** Parses ids as written in `format`; one the format or no store allows is an InvalidIdError naming it. */
 export function parseIds(
   texts: readonly string[],
   format: IdFormat = 'text',
@@ -99,10 +96,7 @@ export interface RecordReport {
   readonly owner?: string;
   readonly leaseExpiresAt?: number;
   readonly expiresAt?: number;
-  /**
-   * When the id was first seen (the claim or lazy mark that made the record). Undefined for an absent id, null
-   * for a record written by a version that did not keep it (0.1.0).
-   */
+  /** When the id was first seen; undefined for an absent id, null for a record written by 0.1.0. */
   readonly firstSeenAt?: number | null;
   readonly eventTime?: number;
   readonly fingerprint?: string;
@@ -126,10 +120,7 @@ async function readRecords(
   return records;
 }
 
-/**
- * What the store holds for each id. An id whose record expired (or whose claim's lease lapsed) is `absent`: the
- * next copy of it would be processed.
- */
+/** What the store holds for each id; one whose record expired (or whose lease lapsed) is `absent`. */
 export async function inspectRecords(
   repository: IdempotentRepository,
   ids: readonly GivenId[],
@@ -141,38 +132,29 @@ export async function inspectRecords(
 
 function report(id: string, record: IdempotencyRecord | undefined, showResult: boolean): RecordReport {
   if (record === undefined) return { id, state: 'absent', resultKept: false };
-  const kind = record.result === undefined ? undefined : storedOutcomeKind(record.result);
-  const out: { -readonly [K in keyof RecordReport]: RecordReport[K] } = {
+  const { result, owner, leaseExpiresAt, eventTime, fingerprint } = record;
+  const kind = result === undefined ? undefined : storedOutcomeKind(result);
+  const inFlight = record.state === 'in-flight';
+  return {
     id,
-    state: record.state === 'in-flight' ? 'in-flight' : kind === 'failure' ? 'failed-kept' : 'confirmed',
-    resultKept: record.result !== undefined,
+    state: inFlight ? 'in-flight' : kind === 'failure' ? 'failed-kept' : 'confirmed',
+    resultKept: result !== undefined,
+    ...(inFlight && owner !== undefined && { owner }),
+    ...(inFlight && leaseExpiresAt !== undefined && { leaseExpiresAt }),
+    expiresAt: record.expiresAt,
+    firstSeenAt: record.firstSeenAt ?? null,
+    ...(eventTime !== undefined && { eventTime }),
+    ...(fingerprint !== undefined && { fingerprint }),
+    ...(result !== undefined && { resultKind: kind, resultBytes: Buffer.byteLength(result, 'utf8') }),
+    ...(result !== undefined && showResult && { result }),
   };
-  if (record.owner !== undefined && record.state === 'in-flight') out.owner = record.owner;
-  if (record.leaseExpiresAt !== undefined && record.state === 'in-flight') {
-    out.leaseExpiresAt = record.leaseExpiresAt;
-  }
-  out.expiresAt = record.expiresAt;
-  out.firstSeenAt = record.firstSeenAt ?? null;
-  if (record.eventTime !== undefined) out.eventTime = record.eventTime;
-  if (record.fingerprint !== undefined) out.fingerprint = record.fingerprint;
-  if (record.result !== undefined) {
-    out.resultKind = kind;
-    out.resultBytes = Buffer.byteLength(record.result, 'utf8');
-    if (showResult) out.result = record.result;
-  }
-  return out;
 }
 
-/** How `idem forget` ended for one id. */
-export type ForgetOutcome =
-  /** The record was removed: the next copy of the id is processed. */
-  | 'removed'
-  /** Nothing held the id (never seen, expired, a lapsed claim). */
-  | 'absent'
-  /** An in-flight claim, left alone without `force`: its handler may still be running. */
-  | 'in-flight'
-  /** The record changed between the read and the remove (its claim was confirmed or taken over): kept. */
-  | 'changed';
+/**
+ * How `idem forget` ended for one id: `removed`, `absent` (nothing held it), `in-flight` (a claim kept
+ * without `force`: its handler may still run) or `changed` (confirmed or taken over since read: kept).
+ */
+export type ForgetOutcome = 'removed' | 'absent' | 'in-flight' | 'changed';
 
 /** One id's outcome of {@link forgetRecords}, with the state it was read in. */
 export interface ForgetReport {
@@ -183,11 +165,9 @@ export interface ForgetReport {
 
 /**
  * Removes each id's record so that its next copy is processed again. An in-flight claim is removed only with
- * `force`, and then only under the owner that was read (`remove(id, owner)`, the store's compare-and-delete): a
- * claim confirmed or taken over since the read is kept and reported `changed`. A confirmed record is removed
- * with `remove(id)`; the interface has no compare-and-delete for it, but a live confirmed record cannot be
- * replaced, so only one that expired in the instant between read and remove and was claimed again in that
- * instant would lose that new claim (docs/operations.md).
+ * `force`, and only under the owner read (`remove(id, owner)`): one confirmed or taken over since is
+ * `changed`. A confirmed record is removed with `remove(id)`: a live one cannot be replaced, so only a record
+ * that expired and was claimed again between read and remove could lose that claim (docs/operations.md).
  */
 export async function forgetRecords(
   repository: IdempotentRepository,
@@ -209,17 +189,11 @@ export async function forgetRecords(
       continue;
     }
     const was = report(given.text, record, false).state;
-    if (record.state === 'in-flight') {
-      if (!options.force || record.owner === undefined) {
-        reports.push({ id: given.text, outcome: 'in-flight', was });
-        continue;
-      }
-      const removed = await repository.remove(given.id, record.owner);
-      reports.push({ id: given.text, outcome: removed ? 'removed' : 'changed', was });
-      continue;
-    }
-    const removed = await repository.remove(given.id);
-    reports.push({ id: given.text, outcome: removed ? 'removed' : 'absent', was });
+    let outcome: ForgetOutcome;
+    if (record.state !== 'in-flight') outcome = (await repository.remove(given.id)) ? 'removed' : 'absent';
+    else if (!options.force || record.owner === undefined) outcome = 'in-flight';
+    else outcome = (await repository.remove(given.id, record.owner)) ? 'removed' : 'changed';
+    reports.push({ id: given.text, outcome, was });
   }
   return reports;
 }
@@ -244,10 +218,7 @@ export interface StoreStats {
   readonly firstSeenUnknown?: number;
 }
 
-/**
- * Counts what the store holds through its optional `scan`; a store without one is a ConfigError naming `--store`
- * (`idem inspect` still answers for given ids). Judged at `now`, like every read.
- */
+/** Counts what the store holds through its optional `scan` (without one, a ConfigError naming `--store`). */
 export async function storeStats(repository: IdempotentRepository, now = Date.now()): Promise<StoreStats> {
   if (repository.scan === undefined) {
     throw storeError(
@@ -305,9 +276,8 @@ export interface RecordsFlags {
 }
 
 /**
- * Opens the store `--store` or the config names. Unlike `idem dedup`, nothing is assumed: with no `--store`,
- * no config file and no `IDEM__REPOSITORY__*` variable, it is a usage error naming `--store`, so an operator
- * never inspects (or forgets in) an empty default directory by mistake; a RocksDB directory must exist.
+ * Opens the store `--store` or the config names. Unlike `idem dedup`, nothing is assumed (no default
+ * directory), so an operator never inspects or forgets in an empty one by mistake.
  */
 export async function openNamedStore(
   flags: Pick<RecordsFlags, 'store' | 'config'>,
@@ -454,15 +424,11 @@ function humanReport(r: RecordReport): string {
 }
 
 function humanForget(r: ForgetReport): string {
-  const id = shownId(r.id);
-  switch (r.outcome) {
-    case 'removed':
-      return `${id}  removed (was ${r.was})`;
-    case 'absent':
-      return `${id}  absent (nothing to remove)`;
-    case 'in-flight':
-      return `${id}  kept: in-flight, its handler may still run (--force removes the claim)`;
-    case 'changed':
-      return `${id}  kept: its claim was confirmed or taken over since it was read`;
-  }
+  const text: Record<ForgetOutcome, string> = {
+    removed: `removed (was ${r.was})`,
+    absent: 'absent (nothing to remove)',
+    'in-flight': 'kept: in-flight, its handler may still run (--force removes the claim)',
+    changed: 'kept: its claim was confirmed or taken over since it was read',
+  };
+  return `${shownId(r.id)}  ${text[r.outcome]}`;
 }

@@ -5,23 +5,18 @@ import { redactUrl } from '../util/redact-text.js';
 
 /** What a `--store` URL scheme selects: a store, and the `[repository]` keys the URL sets on it. */
 export interface StoreScheme {
-  /** The `repository.type` the URL selects. */
   readonly type: RepositoryType;
   /** The store's keys for this URL (besides `type`). */
   readonly table: (url: string) => Record<string, unknown>;
-  /**
-   * Keys of a config table for the same store that the URL replaces (it says where the store is); the
-   * table's other keys (a table name, a key prefix, TLS) still apply. A table for another store is replaced whole.
-   */
+  /** Keys of a same-store config table that the URL replaces; its other keys (a key prefix, TLS) apply. */
   readonly replaces: readonly string[];
 }
 
 const asUrl = (url: string) => ({ url });
 
 /**
- * Every URL scheme a store answers to on the command line (`idem dedup --store`, `idem migrate --store`), one
- * entry per scheme. A `--store` value with a scheme selects that store, or is refused naming these; it never
- * becomes a directory. A store with a schema also needs its `idem migrate` entry (see migrate.ts).
+ * Every URL scheme a store answers to in `--store`. A value with a scheme selects that store, or is refused
+ * naming these; it never becomes a directory. A store with a schema also needs its entry in migrate.ts.
  */
 export const storeSchemes: Readonly<Record<string, StoreScheme>> = {
   postgres: { type: 'postgres', table: asUrl, replaces: ['url'] },
@@ -59,10 +54,7 @@ export function storeOfUrl(value: string): { type: RepositoryType; url: string }
   return entry === undefined ? undefined : { type: entry.type, url: value };
 }
 
-/**
- * The `[repository]` table a `--store` URL makes over the configured one, or undefined when the value is a path.
- * An unknown scheme is a ConfigError listing the known ones.
- */
+/** The `[repository]` table a `--store` URL makes over the configured one; undefined when it is a path. */
 export function repositoryFromStoreUrl(
   value: string,
   configured: Readonly<Record<string, unknown>>,

@@ -3,13 +3,7 @@ import { redactUrl } from '../util/redact-text.js';
 import { type CliConfig, dedupDefaults } from './options.js';
 import { repositoryFromStoreUrl } from './store-url.js';
 
-// How `--store` and the config choose the store, shared by every command that opens one (dedup, inspect,
-// forget, stats), so a `--store` value means the same store everywhere.
-
-/**
- * `--store` (or the default directory) sets the RocksDB store's `path`; a URL selects the store its scheme names
- * (store-url.ts); other stores refuse a directory.
- */
+/** How `--store` or the config chooses the store: a URL by its scheme, a path (or none) for RocksDB. */
 export function chooseStore(config: CliConfig, storeFlag: string | undefined): void {
   const section = config.repository as Record<string, unknown> & { type: string };
   const fromUrl = storeFlag === undefined ? undefined : repositoryFromStoreUrl(storeFlag, section);

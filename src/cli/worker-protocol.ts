@@ -6,8 +6,7 @@ export type ToWorker =
   | { readonly kind: 'end'; readonly aborted: boolean };
 
 /**
- * Parse worker to main thread: one reply per `chunk` or `end`, in order, with the whole lines found. `chunk` is
- * the buffer of the chunk sent, moved back (some pieces' bytes lie in it), so the reader can reuse it.
+ * Parse worker to main thread: one reply per message, in order; `chunk` is the chunk's buffer, moved back.
  */
 export interface ParsedPiece {
   readonly pieces: readonly SplitPiece[];

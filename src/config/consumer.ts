@@ -25,7 +25,7 @@ export interface ConsumerCodeOptions<M> {
 
 /**
  * The consumer options a `[consumer]` table and code options describe, over `repository`: the one way config
- * becomes a consumer (the CLI, the dedup node and the DI container), so a key means the same everywhere.
+ * becomes a consumer (CLI, node, DI container), so a key means the same everywhere.
  */
 export function consumerOptionsFromConfig<M>(
   consumer: ConsumerConfig,

@@ -49,8 +49,7 @@ export function readEnvOverrides(
 
 /**
  * Turns an env string into the value the schema wants: the first of boolean, number, JSON, the string itself
- * or a comma-separated list that the leaf schema accepts. Without a schema, booleans, numbers and JSON are
- * guessed and anything else stays a string.
+ * or a comma-separated list that the leaf schema accepts; without a schema, the first of these.
  */
 export function coerceEnvValue(raw: string, leaf: z.ZodType | undefined): unknown {
   const candidates = envCandidates(raw);

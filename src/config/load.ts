@@ -27,8 +27,7 @@ export const DEFAULT_ENV_PREFIX = 'IDEM';
 
 /**
  * Loads config: a TOML file, then `<PREFIX>__A__B=value` env overrides, then explicit overrides, validated by
- * `schema`. Any problem is a ConfigError naming the source (`file:line:column` for syntax errors, `file:line`,
- * `env VAR` or the flag), the dotted key, what was expected and the value given.
+ * `schema`. Any problem is a ConfigError naming the source (`file:line`, `env VAR` or the flag) and the key.
  */
 export async function loadConfig<S extends z.ZodType>(
   schema: S,

@@ -45,11 +45,9 @@ export interface ResolveRepositoryOptions {
 /**
  * Loads the store named by `config.repository.type` and validates the rest of the table with its
  * `optionsSchema`. Errors name `repository.<key>` and, for a config from loadConfig, the file line or env
- * variable that set it. Env keys are matched to the store's keys here, because only now is the schema known.
- *
- * When env or a flag switches the store away from the one the file was written for, the file's keys that the
- * chosen store does not have are ignored with a warning, so `IDEM__REPOSITORY__TYPE=memory` works over a file
- * written for Redis.
+ * variable that set it. When env or a flag switches the store away from the one the file was written for, the
+ * file's keys that the chosen store does not have are ignored with a warning (`IDEM__REPOSITORY__TYPE=memory`
+ * over a Redis file).
  */
 export async function resolveRepository(
   config: { readonly repository: RepositorySection },
@@ -59,10 +57,8 @@ export async function resolveRepository(
 }
 
 /**
- * What the store's options of a config that failed elsewhere get wrong, as a ConfigError's message, so that
- * loadConfig reports them in the same error as the other tables' problems rather than on the next run.
- * Undefined when `schema` has no `[repository]` table, when it sets no store key, when they are fine, or when
- * the table's own `type` is wrong (the config's schema reports that).
+ * What the store's options get wrong in a config that failed elsewhere, so that loadConfig reports them too;
+ * undefined when there is no such table, no store key, nothing wrong, or a wrong `type`.
  */
 export async function storeProblems(
   schema: z.ZodType,
@@ -121,10 +117,7 @@ function typeGiven(section: RepositorySection | undefined, info: ConfigSourceInf
   );
 }
 
-/**
- * Keys the file set for another store, when env or a flag chose this one: dropped, each named in a warning.
- * Keys set by env or flags are kept (and fail validation if the store does not know them).
- */
+/** Drops, with a warning, the keys the file set for another store when env or a flag chose this one. */
 function dropOtherStoreKeys(
   input: Record<string, unknown>,
   type: RepositoryType,

@@ -21,10 +21,8 @@ export interface BuildContainerOptions<M> extends ConsumerCodeOptions<M>, Resolv
 }
 
 /**
- * Builds a child container from config: opens the configured repository (tsyringe factories are synchronous,
- * so it is opened here and registered as a value) and registers a factory for the consumer, both built the
- * way the CLI and the node build them (src/config/consumer.ts). Switching stores
- * is a config change. Close with {@link disposeContainer}.
+ * Builds a child container from config: opens the repository (tsyringe factories are synchronous, so it is
+ * registered as a value) and registers a factory for the consumer. Close with {@link disposeContainer}.
  */
 export async function buildContainer<M = unknown>(
   config: ContainerConfig,
@@ -34,8 +32,7 @@ export async function buildContainer<M = unknown>(
 }
 
 /**
- * The synchronous half of {@link buildContainer}: registers an already opened repository (e.g. one a test
- * built by hand) and the consumer factory in a child container.
+ * The synchronous half of {@link buildContainer}: registers an already opened repository and the consumer.
  */
 export function createContainer<M = unknown>(
   config: ContainerConfig,
@@ -52,8 +49,6 @@ export function createContainer<M = unknown>(
   });
   return child;
 }
-
-export { consumerFromConfig };
 
 /** The container's repository. */
 export function repositoryOf(container: DependencyContainer): IdempotentRepository {

@@ -1,8 +1,8 @@
+export { consumerFromConfig } from '../config/consumer.js';
 export {
   type BuildContainerOptions,
   buildContainer,
   type ContainerConfig,
-  consumerFromConfig,
   consumerOf,
   createContainer,
   disposeContainer,

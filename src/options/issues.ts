@@ -5,9 +5,8 @@ import { describeValue } from './redact.js';
 import { objectShape, schemaAt } from './schema-walk.js';
 import { type ConfigSourceInfo, sourceOf } from './sources.js';
 
-// The one place where options become errors: config files, env variables, CLI flags and constructor options
-// all pass through parseOptions/optionError, so every message names the setting, where it was set, what is
-// expected in plain words, and the value given (secrets redacted).
+// The one place where options become errors (config files, env variables, flags, constructor options): every
+// message names the setting, where it was set, what is expected, and the value given (secrets redacted).
 
 /** Where options came from, so an error can say where to fix them. */
 export type OptionsOrigin = (
@@ -31,10 +30,7 @@ export type OptionsOrigin = (
 
 /** What an unknown top-level key's message adds, when the schema alone cannot tell. */
 export interface UnknownKeyHints {
-  /**
-   * Keys valid beside the schema's own at its top level, validated elsewhere: `type` beside a store's options.
-   * Listed first, and offered as "did you mean".
-   */
+  /** Top-level keys valid beside the schema's own, checked elsewhere (`type` beside a store's options). */
   readonly siblingKeys?: readonly string[];
   /** Said instead of "valid keys here" before the list (`repository.type is not set, so ...`). */
   readonly validKeysNote?: string;
@@ -56,10 +52,10 @@ export function parseOptions<S extends z.ZodType>(
 }
 
 /**
- * Turns a zod failure into one ConfigError naming the dotted key, where it was set, what was expected and
- * the value given. Every problem is reported, so one run shows all that a file gets wrong: the error's `key`
- * and first line are the first problem's, each further one follows on a line of its own, named the same way.
- * Prefer {@link parseOptions}, which also words zod's built-in checks plainly.
+ * Turns a zod failure into one ConfigError naming the dotted key, where it was set, what was expected and the
+ * value given. Every problem is reported: the error's `key` and first line are the first problem's, each
+ * further one follows on a line of its own. Prefer {@link parseOptions}, which also words zod's built-in
+ * checks plainly.
  */
 export function toConfigError(
   error: z.ZodError,
@@ -200,26 +196,16 @@ function plainWords(inCode: boolean): z.core.$ZodErrorMap {
 
 const INTEGER_FORMATS = new Set(['safeint', 'int32', 'uint32']);
 
+const TYPE_NOUNS = new Map([
+  ['int', 'a whole number'],
+  ['boolean', 'true or false'],
+  ['array', 'a list'],
+]);
+
 function typeNoun(expected: string, inst: unknown, inCode: boolean): string {
-  switch (expected) {
-    case 'number':
-      return isInteger(inst) ? 'a whole number' : 'a number';
-    case 'int':
-      return 'a whole number';
-    case 'string':
-      return 'a string';
-    case 'boolean':
-      return 'true or false';
-    case 'array':
-      return 'a list';
-    case 'object':
-    case 'record':
-      return inCode ? 'an object' : 'a table';
-    case 'function':
-      return 'a function';
-    default:
-      return `a ${expected}`;
-  }
+  if (expected === 'number') return isInteger(inst) ? 'a whole number' : 'a number';
+  if (expected === 'object' || expected === 'record') return inCode ? 'an object' : 'a table';
+  return TYPE_NOUNS.get(expected) ?? `a ${expected}`;
 }
 
 // A number schema with `.int()` carries a `number_format` check; the issue only says "number".
@@ -242,11 +228,9 @@ function sizeWords(issue: {
     if (issue.inclusive === false) return `must be ${small ? 'greater' : 'less'} than ${limit}`;
     return `must be at ${small ? 'least' : 'most'} ${limit}`;
   }
-  const unit = issue.origin === 'string' ? 'character' : 'entr';
-  const plural = (n: number) =>
-    unit === 'entr' ? (n === 1 ? 'entry' : 'entries') : `${unit}${n === 1 ? '' : 's'}`;
   if (small && limit === 1) return 'must not be empty';
-  return `must have at ${small ? 'least' : 'most'} ${limit} ${plural(limit)}`;
+  const unit = issue.origin === 'string' ? ['character', 'characters'] : ['entry', 'entries'];
+  return `must have at ${small ? 'least' : 'most'} ${limit} ${unit[limit === 1 ? 0 : 1]}`;
 }
 
 function unionWords(branches: readonly (readonly z.core.$ZodIssue[])[], inCode: boolean): string {

@@ -15,39 +15,23 @@ export function timerMs(min: 0 | 1 = 1) {
   });
 }
 
-/** The part of a URL (user name, password, path) whose %-escapes do not decode, or undefined when all do. */
-function badlyEscapedPart(url: string): string | undefined {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return undefined; // the URL check itself reports it
-  }
-  const parts: [string, string][] = [
-    ['user name', parsed.username],
-    ['password', parsed.password],
-    ['path', parsed.pathname],
-  ];
-  for (const [name, text] of parts) {
-    try {
-      decodeURIComponent(text);
-    } catch {
-      return name;
-    }
-  }
-  return undefined;
-}
-
 /**
  * Refuses a URL whose user name, password or database path holds a `%` not followed by two hex digits: the
  * drivers that decode them (mysql2, ioredis) throw a bare `URIError` naming no setting at the first connection.
  */
 export function refuseBadPercentEscapes(url: string | undefined, ctx: z.RefinementCtx): void {
-  if (url === undefined) return;
-  const part = badlyEscapedPart(url);
-  if (part === undefined) return;
-  ctx.addIssue({
-    code: 'custom',
-    message: `has a malformed %-escape in its ${part} (write a literal "%" as %25)`,
-  });
+  // An unparsable URL is reported by the URL check itself.
+  if (url === undefined || !URL.canParse(url)) return;
+  const { username, password, pathname: path } = new URL(url);
+  for (const [part, text] of Object.entries({ 'user name': username, password, path })) {
+    try {
+      decodeURIComponent(text);
+    } catch {
+      ctx.addIssue({
+        code: 'custom',
+        message: `has a malformed %-escape in its ${part} (write a literal "%" as %25)`,
+      });
+      return;
+    }
+  }
 }

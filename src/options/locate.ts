@@ -1,7 +1,6 @@
 /**
- * Finds the line (1-based) where a dotted key is set in TOML text. The parser reports lines only for syntax
- * errors, so validation errors use this scan to point at the offending line; it understands `[table]`,
- * `[[array]]` and `a.b = ...` keys, and returns undefined when unsure (inline tables, multi-line strings).
+ * The line (1-based) where a dotted key is set in TOML text (the parser gives lines for syntax errors only);
+ * undefined when unsure (inline tables, multi-line strings).
  */
 export function locateKey(text: string, path: readonly string[]): number | undefined {
   if (path.length === 0) return undefined;

@@ -1,4 +1,5 @@
 import { REDACTED, redactUrl } from '../util/redact-text.js';
+import { looseKey } from './schema-walk.js';
 
 // Errors quote the value they reject, and the node logs what it runs with; neither may print a secret.
 
@@ -23,7 +24,7 @@ const SECRET_KEYS = new Set([...SECRET_NAMES.map((name) => name.toLowerCase()), 
 
 /** True when a setting named `key` holds a secret (a password, a TLS key, SASL or cloud credentials). */
 export function isSecretKey(key: string): boolean {
-  return SECRET_KEYS.has(key.toLowerCase().replace(/[_-]/g, ''));
+  return SECRET_KEYS.has(looseKey(key));
 }
 
 /** True when any step of a dotted path is a secret key (`kafka.sasl.username` is inside a secret table). */
@@ -49,13 +50,10 @@ export function describeValue(value: unknown, path: readonly (string | number)[]
   const safe = redactValue(value, path);
   if (safe === REDACTED) return REDACTED;
   let text: string | undefined;
-  if (typeof safe === 'number' || typeof safe === 'bigint')
-    text = String(safe); // NaN, Infinity, 10n
-  else if (safe instanceof Date) text = safe.toISOString();
+  if (safe instanceof Date) text = safe.toISOString();
   else if (typeof safe === 'function') text = 'a function';
-  else if (typeof safe === 'symbol') text = safe.toString();
-  else text = JSON.stringify(safe);
-  if (text === undefined) text = String(safe);
+  else if (typeof safe === 'string' || typeof safe === 'object') text = JSON.stringify(safe);
+  text ??= String(safe); // NaN, 10n, symbols, undefined
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 
-// Zod 4 keeps a schema's definition in `_zod.def`; these helpers read just enough of it to map env variable
-// names onto keys and to name the valid keys in errors. Anything unrecognised is treated as "shape unknown".
+// Reads just enough of zod 4's `_zod.def` to map env variable names onto keys and to name valid keys in
+// errors.
 interface Def {
   readonly type: string;
   readonly innerType?: z.ZodType;
@@ -30,9 +30,8 @@ export function unwrap(schema: z.ZodType): z.ZodType {
 }
 
 /**
- * The keys of an object schema, with whether it accepts other keys; undefined when it is not an object. A table
- * that may also be written as a value (`tls = true` or `[repository.tls]`: a union with one object) has that
- * object's keys, so a misspelt one is named and its env variables find their keys.
+ * The keys of an object schema, with whether it accepts other keys; undefined when it is not an object. A
+ * union with one object (`tls = true` or `[repository.tls]`) has that object's keys.
  */
 export function objectShape(
   schema: z.ZodType,

@@ -66,8 +66,7 @@ export function sourceOf(info: ConfigSourceInfo, path: readonly string[]): strin
   if (envCovering) return `env ${envCovering.variable}`;
   const exact = info.text === undefined ? undefined : locateKey(info.text, path);
   if (exact !== undefined) return `${info.file ?? '<config>'}:${exact}`;
-  // A key nobody set (missing) or a key only a variable created: walk out through the enclosing tables and
-  // name the first one the file sets, or the variable or flag that created it.
+  // A key nobody set or only a variable made: name the nearest enclosing table the file, env or a flag set.
   for (let n = path.length; n > 0; n--) {
     const table = path.slice(0, n);
     const line = n < path.length && info.text !== undefined ? locateKey(info.text, table) : undefined;

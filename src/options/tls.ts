@@ -1,10 +1,6 @@
 import { z } from 'zod';
 
-/**
- * TLS settings passed to Node's `tls.connect`: PEM contents, not file paths. Shared by every client that
- * speaks TLS: the Redis and Cassandra stores, and the Kafka connection (src/kafka/connection.ts) of the node and
- * the `kafka` store.
- */
+/** TLS settings passed to Node's `tls.connect`: PEM contents, not file paths. Shared by every TLS client. */
 export const tlsOptionsSchema = z
   .object({
     ca: z.string().optional(),

@@ -1,6 +1,6 @@
 /**
  * Maps `items` through `fn` with at most `limit` calls in flight, keeping input order. On the first failure no
- * new call starts and the returned promise rejects; calls already in flight finish on their own.
+ * new call starts and the promise rejects; calls in flight finish on their own.
  */
 export async function mapLimit<T, R>(
   items: readonly T[],

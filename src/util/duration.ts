@@ -20,8 +20,7 @@ export function formatDuration(ms: number): string {
 
 /**
  * A zod schema for a duration given as ms or as a string like `24h`; the output is ms. It must be positive
- * unless `allowZero`; `integer` refuses fractions of a ms. Errors read `must be a duration like "5s" or a
- * number of ms` (the option funnel adds the value given).
+ * unless `allowZero`; `integer` refuses fractions of a ms.
  */
 export function durationSchema(
   options: { readonly allowZero?: boolean; readonly integer?: boolean; readonly max?: number } = {},

@@ -3,18 +3,13 @@ import { IdempotencyError, InvalidIdError } from '../errors.js';
 import { MAX_ID_BYTES, toKey } from '../store/ids.js';
 
 /**
- * Reading an id out of raw JSON bytes, shared by `idem dedup` and the Kafka id reader (the dedup node and the
- * adapter). Working on the bytes rather than on `JSON.parse`'s result is what keeps distinct ids distinct:
- * `JSON.parse` rounds integers above 2^53 (`9007199254740993` becomes `…992`) and replaces invalid UTF-8 with
- * U+FFFD (`"user-\xff"` and `"user-\xfe"` become one string). It is also faster: a byte scan validates the JSON
- * and finds the field without building the object that would be thrown away.
+ * Reads an id out of raw JSON bytes, for `idem dedup` and the Kafka id reader. The bytes, not `JSON.parse`'s
+ * result, keep distinct ids distinct: `JSON.parse` rounds integers above 2^53 and replaces invalid UTF-8 with
+ * U+FFFD. A byte scan is also faster: it validates and finds the field without building the object.
  *
- * The id of a field:
- * - a string: its text, if its bytes are valid UTF-8 (else the id is invalid: bytes are never replaced);
- *   an empty string is no id;
- * - a number: its exact value in plain decimal ({@link canonicalJsonNumber}): `1`, `1.0`, `1e0` and `10e-1`
- *   are one id, `9007199254740993` keeps every digit;
- * - `null` or a missing field: no id; an object, array or boolean: an invalid id.
+ * The id of a field: a string's text if its bytes are valid UTF-8 (else invalid; `""` is no id); a number's
+ * exact value in plain decimal ({@link canonicalJsonNumber}); `null` or a missing field: no id; an object,
+ * array or boolean: an invalid id.
  */
 
 /** An id read from JSON: `ok` with the canonical key or undefined (no id), or why there is none usable. */
@@ -92,10 +87,10 @@ function invalidJson(bytes: Uint8Array): JsonIdVerdict {
 }
 
 /**
- * The canonical id of a JSON number given its source text: its exact value written out in plain decimal, with
- * no exponent, no trailing fractional zeros and no sign on zero (`1.0` → `1`, `-0` → `0`, `1e3` → `1000`,
- * `1.50` → `1.5`, `1e-7` → `0.0000001`). Equal numbers get one id and different numbers never share one,
- * whatever their size. Throws InvalidIdError when the digits would exceed the id size limit (`1e2000`).
+ * The canonical id of a JSON number's source text: its exact value in plain decimal, with no exponent,
+ * trailing fractional zeros or sign on zero (`1.0` → `1`, `-0` → `0`, `1e-7` → `0.0000001`), so equal numbers
+ * share one id and different ones never do. Throws InvalidIdError when the digits would exceed the id size
+ * limit (`1e2000`).
  */
 export function canonicalJsonNumber(text: string): string {
   const match = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text);
@@ -146,10 +141,8 @@ const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 
 /**
- * Compiles a dotted path into a scanner of JSON bytes. It returns the span of the field at the path (the last
- * one, as `JSON.parse` keeps the last of repeated keys), {@link ABSENT}, or undefined when the bytes are not
- * valid JSON. Only the path's own levels recurse; values off the path are skipped by a loop, so nesting depth
- * costs no stack. A path step matches a key by its decoded text (escapes resolved) and its exact bytes.
+ * Compiles a dotted path into a scanner of JSON bytes: the span of the field at the path (the last of
+ * repeated keys, as `JSON.parse`), {@link ABSENT}, or undefined when the bytes are not valid JSON.
  */
 export function jsonFieldScanner(
   path: readonly string[],
@@ -211,10 +204,8 @@ class Scanner {
   }
 
   /**
-   * Walks the whole value with an explicit stack of open containers, so nesting depth costs no call stack. The
-   * containers the path leads through are always the bottom `onPath` entries of the stack: a member of the
-   * innermost of them whose key is the next step (an element whose index is) stays on the path, and the value
-   * the whole path leads to is the field, kept in `found`.
+   * Walks the whole value with an explicit stack of open containers, so nesting costs no call stack. The
+   * containers the path leads through are the bottom `onPath` entries; the field is kept in `found`.
    */
   private walk(): void {
     const b = this.b;

@@ -21,9 +21,8 @@ export async function loadOptional<T>(name: string, context: OptionalModuleConte
 }
 
 /**
- * The {@link MissingDependencyError} for a failed `import()`/`require()` whose cause is an npm package that is
- * not installed, or undefined for any other failure (a syntax error, a missing file of our own). Wrap the
- * import of an own module that imports optional packages statically with it.
+ * The {@link MissingDependencyError} for a failed `import()`/`require()` of an npm package that is not
+ * installed, or undefined for any other failure (a syntax error, a missing file of our own).
  */
 export function asMissingDependency(
   error: unknown,

@@ -8,10 +8,8 @@ const olderNameGiven = new WeakMap<object, string>();
 type Renamed<T, K extends string, O extends string> = Omit<T, K | O> & { readonly [P in K | O]: number };
 
 /**
- * A transform for a table whose key `key` was renamed from `older` (a documented alias that keeps working). Both
- * are optional in the schema; the value is whichever is given, else `fallback`, and both names carry it in the
- * output, so code reading the older name still works. Both given with different values is refused, naming the
- * older key.
+ * A transform for a table whose key `key` was renamed from `older`: the value is whichever is given, else
+ * `fallback`, under both names in the output. Both given with different values is refused.
  */
 export function renamedKey<K extends string, O extends string>(key: K, older: O, fallback: number) {
   return <T extends { readonly [P in K | O]?: number }>(table: T, ctx: z.RefinementCtx): Renamed<T, K, O> => {

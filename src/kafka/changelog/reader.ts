@@ -118,7 +118,14 @@ export class ChangelogReader {
     const start = () => {
       const wanted = active();
       if (wanted.length === 0 || signal?.aborted) return undefined;
-      const round = this.#fetch(topic, wanted, next, follow && caughtUp);
+      const round = this.#partitions.fetch({
+        topic,
+        partitions: wanted.map((partition) => ({ partition, offset: next.get(partition) ?? 0 })),
+        // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
+        maxWaitMs: follow && caughtUp ? this.#maxWaitMs : 100,
+        maxBytes: this.#maxBytes,
+        maxBytesPerPartition: this.#maxBytesPerPartition,
+      });
       round.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
       return round;
     };
@@ -165,22 +172,6 @@ export class ChangelogReader {
   /** Disconnects from the brokers. */
   async close(): Promise<void> {
     await this.#partitions.close();
-  }
-
-  #fetch(
-    topic: string,
-    partitions: readonly number[],
-    next: PartitionOffsets,
-    waiting: boolean,
-  ): Promise<FetchedPartition[]> {
-    return this.#partitions.fetch({
-      topic,
-      partitions: partitions.map((partition) => ({ partition, offset: next.get(partition) ?? 0 })),
-      // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
-      maxWaitMs: waiting ? this.#maxWaitMs : 100,
-      maxBytes: this.#maxBytes,
-      maxBytesPerPartition: this.#maxBytesPerPartition,
-    });
   }
 
   /** After a failed fetch: restart deleted or vanished offsets from the log start, or back off and retry. */

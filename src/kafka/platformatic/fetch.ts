@@ -38,14 +38,13 @@ interface RawFetchResponse {
 /** Sends read_committed Fetch requests for a client, on connections of its own. */
 export class RawFetcher {
   readonly #pool: ConnectionPool;
-  readonly #library: Consumer;
-  readonly #context: ClientContext;
 
-  constructor(context: ClientContext, library: Consumer) {
+  constructor(
+    private readonly context: ClientContext,
+    private readonly library: Consumer,
+  ) {
     const { clientId, ...connection } = context.base;
     this.#pool = new ConnectionPool(`${clientId}-fetch`, connection);
-    this.#library = library;
-    this.#context = context;
   }
 
   /** One Fetch of partitions of `topic` from `leader`; partition errors and the step limit reject. */
@@ -75,8 +74,8 @@ export class RawFetcher {
     const { maxWaitMs, maxBytes } = limits;
     // minBytes 1, read_committed, no fetch session (id and epoch 0), nothing forgotten, no rack.
     const fields = [maxWaitMs, 1, maxBytes, FetchIsolationLevels.READ_COMMITTED, 0, 0, topics, [], ''];
-    const response = send<RawFetchResponse>(this.#library, 'Fetch', () => this.#pool.get(broker), ...fields);
-    return this.#context.limited(`a fetch from ${broker.host}:${broker.port}`, response);
+    const response = send<RawFetchResponse>(this.library, 'Fetch', () => this.#pool.get(broker), ...fields);
+    return this.context.limited(`a fetch from ${broker.host}:${broker.port}`, response);
   }
 
   async close(): Promise<void> {

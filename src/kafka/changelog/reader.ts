@@ -94,8 +94,7 @@ export class ChangelogReader {
     const { topic, signal } = options;
     const follow = options.follow === true;
     const partitions = [...options.from.keys()];
-    const next: PartitionOffsets = new Map();
-    for (const [p, offset] of options.from) next.set(p, Math.max(0, offset));
+    const next: PartitionOffsets = new Map([...options.from].map(([p, offset]) => [p, Math.max(0, offset)]));
     if (partitions.length === 0) return next;
     const ends = await this.#partitions.listOffsets(topic, partitions, 'latest');
     // Past the end: the topic was recreated since the offset was saved. Its marks are all new to us.

@@ -622,7 +622,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /** By OffsetFetch: the library's `listCommittedOffsets` cannot ask {@link REQUIRE_STABLE} (UNSTABLE_OFFSET_COMMIT: retried). */
+  /** The commits by OffsetFetch: the library's `listCommittedOffsets` cannot ask {@link REQUIRE_STABLE}. */
   async #committedOffsets(
     consumer: LibraryConsumer,
     byTopic: Map<string, number[]>,

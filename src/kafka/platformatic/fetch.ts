@@ -11,11 +11,10 @@ import type { ClientContext } from './options.js';
 import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
 
 /*
- * Fetch without the library's read_committed filter: `Consumer.fetch` keys aborted ranges by producer id only,
- * so two aborted transactions of one producer id in one response (every restart of an exactly-once node: the
- * next producer keeps the id) collapse into one range and the COMMITTED batches between them are dropped too
- * (lost output in the node's SIGKILL test). So the port sends Fetch itself, on connections of its own (a long
- * poll must not hold up the group's requests), and filters as Kafka's own consumer does ({@link dropAborted}).
+ * Fetch without the library's read_committed filter: `Consumer.fetch` keys aborted ranges by producer id only, so
+ * two aborted transactions of one producer id in one response (an exactly-once node's restart keeps the id) drop
+ * the committed batches between them too. So the port sends Fetch itself, on connections of its own (a long poll
+ * must not hold up the group's requests), and filters as Kafka's own consumer does ({@link dropAborted}).
  */
 
 /** One partition of a Fetch answer, as read here. */

@@ -26,13 +26,9 @@ connectionsConnectsChannel.error.subscribe((message: unknown) => {
 
 /** The innermost message of an error's cause chain (the socket's own error). */
 function rootMessage(error: Error | undefined): string | undefined {
-  let e: unknown = error;
-  let message: string | undefined;
-  for (let depth = 0; e instanceof Error && depth < 5; depth++) {
-    message = e.message;
-    e = e.cause;
-  }
-  return message;
+  let e = error;
+  for (let depth = 1; depth < 5 && e?.cause instanceof Error; depth++) e = e.cause;
+  return e?.message;
 }
 
 export const createClient: KafkaClientFactory = (

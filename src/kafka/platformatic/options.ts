@@ -37,16 +37,9 @@ export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClien
     autocreateTopics: false,
   };
   if (settings.ssl !== false) {
-    const { ca, cert, key, servername, rejectUnauthorized } = settings.ssl === true ? {} : settings.ssl;
-    options.tls = {
-      ...(ca === undefined ? {} : { ca }),
-      ...(cert === undefined ? {} : { cert }),
-      ...(key === undefined ? {} : { key }),
-      ...(servername === undefined ? {} : { servername }),
-      ...(rejectUnauthorized === undefined ? {} : { rejectUnauthorized }),
-    };
+    options.tls = settings.ssl === true ? {} : { ...settings.ssl };
     // SNI: the configured name, else the broker's host name.
-    options.tlsServerName = servername ?? true;
+    options.tlsServerName = options.tls.servername ?? true;
   }
   if (settings.sasl) {
     options.sasl = {

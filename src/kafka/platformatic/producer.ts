@@ -53,8 +53,7 @@ export class PlatformaticProducer implements KafkaProducer {
   #producer: Producer | undefined;
   /**
    * Every produce request, its transactions' included, one at a time (as kafkajs's maxInFlightRequests 1): the
-   * library advances a partition's sequence number only when the broker answers, so a second send in flight
-   * reuses it and its records are dropped as a retry's (the port contract's idempotent-producer test).
+   * library advances a sequence number when the broker answers: a second send in flight reuses it and is dropped.
    */
   readonly #sends = new SerialQueue();
 

@@ -153,12 +153,9 @@ export class ChangelogReader {
           batches.push({ partition: part.partition, records, nextOffset });
         }
       }
-      if (!moved && !(follow && caughtUp)) {
-        // Below its end a partition always has records to return; nothing at all means a log start moved.
-        if (++stalls >= 5) await this.#skipDeleted(topic, next, ends);
-      } else {
-        stalls = 0;
-      }
+      // Below its end a partition always has records to return; nothing at all means a log start moved.
+      stalls = moved || (follow && caughtUp) ? 0 : stalls + 1;
+      if (stalls >= 5) await this.#skipDeleted(topic, next, ends);
       pending = start();
       for (const batch of batches) await options.onBatch(batch.partition, batch.records, batch.nextOffset);
       if (options.heartbeat) await options.heartbeat();

@@ -10,14 +10,11 @@ import { retryDelayMs } from './options.js';
  * Here the request carries no epoch (-1: unchecked) and each retry reads fresh metadata, reaching today's leader.
  */
 
-/** One partition of a ListOffsets answer, as read here. */
-interface ListedPartition {
-  readonly partitionIndex: number;
-  readonly offset: bigint;
-}
-
 interface ListOffsetsResponse {
-  readonly topics: readonly { readonly name: string; readonly partitions: readonly ListedPartition[] }[];
+  readonly topics: readonly {
+    readonly name: string;
+    readonly partitions: readonly { readonly partitionIndex: number; readonly offset: bigint }[];
+  }[];
 }
 
 /** What to list: partitions per topic, at one timestamp (`ListOffsetTimestamps.EARLIEST`/`LATEST` or a time). */

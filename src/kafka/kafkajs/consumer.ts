@@ -148,9 +148,7 @@ export class KafkajsConsumer implements GroupConsumer {
 
   /** kafkajs does not expose the generation (and sends none with a transaction's offsets). */
   groupMetadata(): GroupMetadata {
-    return this.#memberId === undefined
-      ? { groupId: this.groupId }
-      : { groupId: this.groupId, memberId: this.#memberId };
+    return { groupId: this.groupId, memberId: this.#memberId };
   }
 
   onGroupJoin(listener: (join: GroupJoin) => void): () => void {

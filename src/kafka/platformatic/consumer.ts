@@ -228,9 +228,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   groupMetadata(): GroupMetadata {
     const generation = this.#generation;
-    return generation === undefined
-      ? { groupId: this.groupId }
-      : { groupId: this.groupId, generationId: generation.id, memberId: generation.memberId };
+    return { groupId: this.groupId, generationId: generation?.id, memberId: generation?.memberId };
   }
 
   /** This member owns the partition in its current generation (else a transaction refuses its offsets). */

@@ -41,7 +41,6 @@ export class KafkajsAdmin implements KafkaAdmin {
 
   async createTopics(topics: readonly NewTopic[]): Promise<boolean> {
     const created = await this.native.createTopics({
-      // kafkajs takes an undefined setting as its default (the broker's).
       topics: topics.map((t) => ({ ...t, configEntries: t.configEntries && [...t.configEntries] })),
       // Not kafkajs's own wait: on a busy broker its metadata request for a topic just created can meet
       // UNKNOWN_TOPIC_OR_PARTITION ("This server does not host this topic-partition"), which it does not retry.

@@ -16,7 +16,6 @@ import type {
 export function kafkajsConsumerConfig(
   options: GroupConsumerOptions,
 ): Parameters<import('kafkajs').Kafka['consumer']>[0] {
-  // kafkajs takes its default for an undefined setting.
   return {
     sessionTimeout: options.sessionTimeoutMs,
     heartbeatInterval: options.heartbeatIntervalMs,

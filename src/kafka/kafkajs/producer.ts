@@ -41,7 +41,6 @@ export function kafkajsProducerConfig(
 }
 
 function send(sender: Producer | Transaction, request: ProduceRequest): Promise<ProduceResult[]> {
-  // kafkajs takes an undefined `acks` as -1.
   return sender
     .send({ topic: request.topic, messages: request.messages as Message[], acks: request.acks })
     .then((metadata: RecordMetadata[]) =>

@@ -15,7 +15,6 @@ let temporaries = 0;
  * delete it with its store: ahead of the store it would skip marks; behind it (a crash) it only replays some.
  */
 export class ChangelogCheckpoint {
-  readonly #offsets: PartitionOffsets;
   readonly #saving = new SerialQueue();
 
   private constructor(
@@ -23,10 +22,8 @@ export class ChangelogCheckpoint {
     readonly path: string,
     /** The changelog topic whose offsets the file records. */
     readonly topic: string,
-    offsets: PartitionOffsets,
-  ) {
-    this.#offsets = offsets;
-  }
+    private readonly applied: PartitionOffsets,
+  ) {}
 
   /** Loads the file; empty (restore from the start) when there is none, or it is another topic's or unreadable. */
   static async load(path: string, topic: string): Promise<ChangelogCheckpoint> {
@@ -43,22 +40,22 @@ export class ChangelogCheckpoint {
 
   /** The offset applied for the partition, if recorded. */
   get(partition: number): number | undefined {
-    return this.#offsets.get(partition);
+    return this.applied.get(partition);
   }
 
   /** Records the offset applied for the partition (saved by {@link save}). */
   set(partition: number, offset: number): void {
-    this.#offsets.set(partition, offset);
+    this.applied.set(partition, offset);
   }
 
   /** A copy of every recorded offset. */
   offsets(): PartitionOffsets {
-    return new Map(this.#offsets);
+    return new Map(this.applied);
   }
 
   /** Where to read each partition from: its recorded offset, or 0. */
   from(partitions: readonly number[]): PartitionOffsets {
-    return new Map(partitions.map((p) => [p, this.#offsets.get(p) ?? 0]));
+    return new Map(partitions.map((p) => [p, this.applied.get(p) ?? 0]));
   }
 
   /**
@@ -71,7 +68,7 @@ export class ChangelogCheckpoint {
 
   async #write(): Promise<void> {
     const partitions: Record<string, number> = {};
-    for (const [p, offset] of [...this.#offsets].sort((a, b) => a[0] - b[0])) partitions[p] = offset;
+    for (const [p, offset] of [...this.applied].sort((a, b) => a[0] - b[0])) partitions[p] = offset;
     const text = `${JSON.stringify({ version: VERSION, topic: this.topic, partitions })}\n`;
     const temporary = `${this.path}.${process.pid}.${++temporaries}.tmp`;
     try {

@@ -94,8 +94,7 @@ export class ChangelogReader {
     const { topic, signal } = options;
     const follow = options.follow === true;
     const partitions = [...options.from.keys()];
-    const next: PartitionOffsets = new Map();
-    for (const [p, offset] of options.from) next.set(p, Math.max(0, offset));
+    const next: PartitionOffsets = new Map([...options.from].map(([p, offset]) => [p, Math.max(0, offset)]));
     if (partitions.length === 0) return next;
     const ends = await this.#partitions.listOffsets(topic, partitions, 'latest');
     // Past the end: the topic was recreated since the offset was saved. Its marks are all new to us.
@@ -118,7 +117,14 @@ export class ChangelogReader {
     const start = () => {
       const wanted = active();
       if (wanted.length === 0 || signal?.aborted) return undefined;
-      const round = this.#fetch(topic, wanted, next, follow && caughtUp);
+      const round = this.#partitions.fetch({
+        topic,
+        partitions: wanted.map((partition) => ({ partition, offset: next.get(partition) ?? 0 })),
+        // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
+        maxWaitMs: follow && caughtUp ? this.#maxWaitMs : 100,
+        maxBytes: this.#maxBytes,
+        maxBytesPerPartition: this.#maxBytesPerPartition,
+      });
       round.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
       return round;
     };
@@ -147,12 +153,9 @@ export class ChangelogReader {
           batches.push({ partition: part.partition, records, nextOffset });
         }
       }
-      if (!moved && !(follow && caughtUp)) {
-        // Below its end a partition always has records to return; nothing at all means a log start moved.
-        if (++stalls >= 5) await this.#skipDeleted(topic, next, ends);
-      } else {
-        stalls = 0;
-      }
+      // Below its end a partition always has records to return; nothing at all means a log start moved.
+      stalls = moved || (follow && caughtUp) ? 0 : stalls + 1;
+      if (stalls >= 5) await this.#skipDeleted(topic, next, ends);
       pending = start();
       for (const batch of batches) await options.onBatch(batch.partition, batch.records, batch.nextOffset);
       if (options.heartbeat) await options.heartbeat();
@@ -165,22 +168,6 @@ export class ChangelogReader {
   /** Disconnects from the brokers. */
   async close(): Promise<void> {
     await this.#partitions.close();
-  }
-
-  #fetch(
-    topic: string,
-    partitions: readonly number[],
-    next: PartitionOffsets,
-    waiting: boolean,
-  ): Promise<FetchedPartition[]> {
-    return this.#partitions.fetch({
-      topic,
-      partitions: partitions.map((partition) => ({ partition, offset: next.get(partition) ?? 0 })),
-      // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
-      maxWaitMs: waiting ? this.#maxWaitMs : 100,
-      maxBytes: this.#maxBytes,
-      maxBytesPerPartition: this.#maxBytesPerPartition,
-    });
   }
 
   /** After a failed fetch: restart deleted or vanished offsets from the log start, or back off and retry. */

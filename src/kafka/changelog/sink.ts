@@ -77,15 +77,12 @@ export interface KafkaChangelogSinkOptions extends ChangelogTarget {
  * replica before the logged write resolves. (Under exactly-once the node uses {@link sendChanges} in its own.)
  */
 export class KafkaChangelogSink implements ChangelogSink {
-  readonly #options: KafkaChangelogSinkOptions;
   #written: ChangelogRange[] = [];
 
-  constructor(options: KafkaChangelogSinkOptions) {
-    this.#options = options;
-  }
+  constructor(private readonly options: KafkaChangelogSinkOptions) {}
 
   async append(changes: readonly ChangelogChange[]): Promise<void> {
-    await sendChanges(this.#options.producer, this.#options, changes, (range) => this.#written.push(range));
+    await sendChanges(this.options.producer, this.options, changes, (range) => this.#written.push(range));
   }
 
   /**
@@ -100,7 +97,7 @@ export class KafkaChangelogSink implements ChangelogSink {
 
   /** Deletes the records of the sink's partition (or of every partition) up to the end (DeleteRecords). */
   async clear(): Promise<void> {
-    const { client, topic, partition } = this.#options;
+    const { client, topic, partition } = this.options;
     const admin = client.admin();
     await admin.connect();
     try {

@@ -14,28 +14,23 @@ export interface KafkaChangelogSourceOptions {
 /** A changelog topic as a logged store's {@link ChangelogSource}, decoded by {@link decodeChanges}. */
 export class KafkaChangelogSource implements ChangelogSource {
   readonly topic: string;
-  readonly #reader: ChangelogReader;
-  readonly #accept: ((entry: ChangelogEntry) => boolean) | undefined;
 
-  constructor(options: KafkaChangelogSourceOptions) {
-    this.topic = options.topic;
-    this.#reader = options.reader;
-    this.#accept = options.accept;
+  constructor(private readonly source: KafkaChangelogSourceOptions) {
+    this.topic = source.topic;
   }
 
   partitions(): Promise<number[]> {
-    return this.#reader.partitions(this.topic);
+    return this.source.reader.partitions(this.topic);
   }
 
   endOffsets(partitions: readonly number[]): Promise<ChangelogOffsets> {
-    return this.#reader.endOffsets(this.topic, partitions);
+    return this.source.reader.endOffsets(this.topic, partitions);
   }
 
   read(options: ChangelogSourceRead): Promise<ChangelogOffsets> {
-    const { topic } = this;
-    const accept = this.#accept;
+    const { topic, accept } = this.source;
     const { onCaughtUp } = options;
-    return this.#reader.read({
+    return this.source.reader.read({
       ...options,
       topic,
       onCaughtUp: onCaughtUp && (() => onCaughtUp()),

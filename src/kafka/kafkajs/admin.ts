@@ -41,12 +41,7 @@ export class KafkajsAdmin implements KafkaAdmin {
 
   async createTopics(topics: readonly NewTopic[]): Promise<boolean> {
     const created = await this.native.createTopics({
-      topics: topics.map((t) => ({
-        topic: t.topic,
-        ...(t.numPartitions === undefined ? {} : { numPartitions: t.numPartitions }),
-        ...(t.replicationFactor === undefined ? {} : { replicationFactor: t.replicationFactor }),
-        ...(t.configEntries === undefined ? {} : { configEntries: [...t.configEntries] }),
-      })),
+      topics: topics.map((t) => ({ ...t, configEntries: t.configEntries && [...t.configEntries] })),
       // Not kafkajs's own wait: on a busy broker its metadata request for a topic just created can meet
       // UNKNOWN_TOPIC_OR_PARTITION ("This server does not host this topic-partition"), which it does not retry.
       waitForLeaders: false,

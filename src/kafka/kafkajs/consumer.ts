@@ -16,7 +16,6 @@ import type {
 export function kafkajsConsumerConfig(
   options: GroupConsumerOptions,
 ): Parameters<import('kafkajs').Kafka['consumer']>[0] {
-  // kafkajs takes its default for an undefined setting.
   return {
     sessionTimeout: options.sessionTimeoutMs,
     heartbeatInterval: options.heartbeatIntervalMs,
@@ -148,9 +147,7 @@ export class KafkajsConsumer implements GroupConsumer {
 
   /** kafkajs does not expose the generation (and sends none with a transaction's offsets). */
   groupMetadata(): GroupMetadata {
-    return this.#memberId === undefined
-      ? { groupId: this.groupId }
-      : { groupId: this.groupId, memberId: this.#memberId };
+    return { groupId: this.groupId, memberId: this.#memberId };
   }
 
   onGroupJoin(listener: (join: GroupJoin) => void): () => void {

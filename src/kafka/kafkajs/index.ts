@@ -1,5 +1,6 @@
 // The Kafka port over kafkajs, loaded by `openKafkaClient` for `kafka.client = "kafkajs"`. With the Kafka
-// adapter's public types, the only place that imports kafkajs.
+// adapter's public types, the only place that imports kafkajs. kafkajs reads an undefined setting (of a client,
+// consumer or producer, a new topic or a send) as its default, so the port's optional ones are passed as they are.
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import type { KafkaClient, KafkaClientFactory } from '../port/index.js';
 import { KafkajsAdmin } from './admin.js';

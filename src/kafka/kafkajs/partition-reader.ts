@@ -77,8 +77,6 @@ interface RawCluster {
 /** kafkajs's read_committed isolation level. */
 const READ_COMMITTED = 1;
 
-type CreateCluster = (options: { allowAutoTopicCreation: boolean; isolationLevel: number }) => RawCluster;
-
 /** A read_committed cluster connection built from the client's own settings (brokers, TLS, SASL, retries). */
 function createCluster(kafka: Kafka): RawCluster {
   const symbol = Object.getOwnPropertySymbols(kafka).find(
@@ -91,7 +89,7 @@ function createCluster(kafka: Kafka): RawCluster {
       { retryable: false },
     );
   }
-  return (create as CreateCluster)({ allowAutoTopicCreation: false, isolationLevel: READ_COMMITTED });
+  return create({ allowAutoTopicCreation: false, isolationLevel: READ_COMMITTED }) as RawCluster;
 }
 
 const FETCH_API_KEY = 1;
@@ -167,11 +165,9 @@ async function fetchBatches(
 function fromKafkajs(part: RawPartition): FetchedPartition {
   const batches: RecordBatch[] = [];
   let current: RecordBatch | undefined;
-  let first = '';
   for (const message of part.messages) {
     const context = message.batchContext;
-    if (current === undefined || context.firstOffset !== first) {
-      first = context.firstOffset;
+    if (current === undefined || current.baseOffset !== Number(context.firstOffset)) {
       current = {
         baseOffset: Number(context.firstOffset),
         lastOffsetDelta: context.lastOffsetDelta,

@@ -42,11 +42,7 @@ export function kafkajsProducerConfig(
 
 function send(sender: Producer | Transaction, request: ProduceRequest): Promise<ProduceResult[]> {
   return sender
-    .send({
-      topic: request.topic,
-      messages: request.messages as Message[],
-      ...(request.acks === undefined ? {} : { acks: request.acks }),
-    })
+    .send({ topic: request.topic, messages: request.messages as Message[], acks: request.acks })
     .then((metadata: RecordMetadata[]) =>
       metadata.map((m) => ({ topic: m.topicName, partition: m.partition, baseOffset: m.baseOffset })),
     );

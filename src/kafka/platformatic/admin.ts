@@ -6,17 +6,14 @@ import type { ClientContext } from './options.js';
 
 /** The admin calls of the port over @platformatic/kafka's Admin. */
 export class PlatformaticAdmin implements KafkaAdmin {
-  readonly #context: ClientContext;
   #admin: Admin | undefined;
 
-  constructor(context: ClientContext) {
-    this.#context = context;
-  }
+  constructor(private readonly context: ClientContext) {}
 
   async connect(): Promise<void> {
     if (this.#admin) return;
-    const base = this.#context.base;
-    this.#admin = this.#context.watch(new Admin({ ...base, clientId: `${base.clientId}-admin` }));
+    const base = this.context.base;
+    this.#admin = this.context.watch(new Admin({ ...base, clientId: `${base.clientId}-admin` }));
     // Reach a broker now: a wrong address fails here.
     await this.#admin.metadata({ topics: [] });
   }
@@ -118,7 +115,7 @@ export class PlatformaticAdmin implements KafkaAdmin {
       partitions: new Map([[topic, partitions]]),
       timestamp,
       isolationLevel: FetchIsolationLevels.READ_UNCOMMITTED,
-      retries: this.#context.retries,
+      retries: this.context.retries,
     });
     return offsets.get(topic) ?? new Map();
   }

@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import {
+  type ClusterMetadata,
   type Connection,
   Consumer,
   type ConsumerGroupJoinPayload,
@@ -37,11 +38,9 @@ import { StepTimeoutError } from './time-limit.js';
 
 /*
  * A group member over @platformatic/kafka, driven in batches. The library's message stream hands records one by
- * one and pauses only as a whole, so the library keeps the membership (join, heartbeats, rejoin) and this member
- * runs its own fetch loop: one fetch in flight per leader, over partitions neither paused nor busy (a partition's
- * batches stay in order and never reach two handlers); every join starts a new generation (the library rejoins
- * by itself, with no revocation callback), whose positions are read again from the group's commits; a handler
- * that rejects makes its partition read again from the committed offset.
+ * one and pauses only as a whole, so the library keeps the membership and this member runs its own fetch loop: one
+ * fetch in flight per leader, over partitions neither paused nor busy (a partition's batches never reach two
+ * handlers); each join (the library rejoins with no revocation callback) reads the positions from the commits.
  */
 
 type LibraryConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>;
@@ -93,9 +92,6 @@ const sleep = (ms: number, signal: AbortSignal): Promise<unknown> =>
 
 export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly groupId: string;
-  readonly #options: GroupConsumerOptions;
-  readonly #context: ClientContext;
-  readonly #logger: KafkaLogSink | undefined;
   readonly #requireStable: boolean;
   /** What each fetch asks for (the library consumer is given the same). */
   readonly #limits: Omit<PartitionFetch, 'topic' | 'partitions'>;
@@ -119,7 +115,11 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   readonly #crashListeners = new Set<(crash: ConsumerCrash) => void>();
   readonly #fetchListeners = new Set<() => void>();
 
-  constructor(context: ClientContext, options: GroupConsumerOptions, logger: KafkaLogSink | undefined) {
+  constructor(
+    private readonly context: ClientContext,
+    private readonly options: GroupConsumerOptions,
+    private readonly logger: KafkaLogSink | undefined,
+  ) {
     this.groupId = options.groupId;
     this.#requireStable = options.requireStableOffsets ?? options.extra?.[REQUIRE_STABLE] === true;
     this.#limits = {
@@ -127,17 +127,14 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       maxBytes: options.maxBytes ?? 16 * 1024 * 1024,
       maxBytesPerPartition: options.maxBytesPerPartition ?? 4 * 1024 * 1024,
     };
-    this.#options = options;
-    this.#context = context;
-    this.#logger = logger;
   }
 
   async connect(): Promise<void> {
     if (this.#consumer) return;
-    const session = this.#options.sessionTimeoutMs ?? 30_000;
-    const heartbeat = this.#options.heartbeatIntervalMs ?? Math.max(500, Math.floor(session / 10));
+    const session = this.options.sessionTimeoutMs ?? 30_000;
+    const heartbeat = this.options.heartbeatIntervalMs ?? Math.max(500, Math.floor(session / 10));
     this.#consumer = new Consumer({
-      ...this.#context.base,
+      ...this.context.base,
       groupId: this.groupId,
       sessionTimeout: session,
       // Time the members have to rejoin once a rebalance starts: a member still in a batch rejoins at once here
@@ -150,7 +147,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       minBytes: 1,
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
     });
-    this.#context.watch(this.#consumer);
+    this.context.watch(this.#consumer);
     this.#consumer.on('consumer:group:join', (payload) => this.#joined(payload));
     this.#consumer.on('error', (error: Error) => this.#crashed(error));
     // Reach a broker now, so that a wrong address fails the connect rather than the first fetch.
@@ -231,9 +228,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   groupMetadata(): GroupMetadata {
     const generation = this.#generation;
-    return generation === undefined
-      ? { groupId: this.groupId }
-      : { groupId: this.groupId, generationId: generation.id, memberId: generation.memberId };
+    return { groupId: this.groupId, generationId: generation?.id, memberId: generation?.memberId };
   }
 
   /** This member owns the partition in its current generation (else a transaction refuses its offsets). */
@@ -260,7 +255,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   warn(message: string, fields: object = {}): void {
-    this.#logger?.warn({ ...fields, groupId: this.groupId }, message);
+    this.logger?.warn({ ...fields, groupId: this.groupId }, message);
   }
 
   #need(): LibraryConsumer {
@@ -294,10 +289,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #crashed(error: Error): void {
     this.warn('the consumer lost its group', { err: error });
     for (const listener of this.#crashListeners) listener({ error, restart: this.#running });
-    if (this.#running) this.#rejoinLater();
-  }
-
-  #rejoinLater(): void {
+    if (!this.#running) return;
     const signal = this.#abort.signal;
     void sleep(1_000, signal).then(async () => {
       if (signal.aborted || !this.#consumer) return;
@@ -379,7 +371,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     for (const [leader, states] of byLeader) {
       this.#fetching.add(leader);
       for (const listener of this.#fetchListeners) listener();
-      this.#fetch(consumer, generation, leader, states)
+      this.#fetch(consumer, metadata, generation, leader, states)
         .then(succeeded, (error: unknown) => {
           if (!signal.aborted) this.#fetchFailed(error, states);
         })
@@ -396,7 +388,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #refreshes = 0;
 
   #limited<T>(step: string, work: Promise<T>): Promise<T> {
-    return this.#context.limited(step, work, (message, fields) => this.warn(message, fields));
+    return this.context.limited(step, work, (message, fields) => this.warn(message, fields));
   }
 
   #takeFailure(): 'ok' | 'failed' {
@@ -419,16 +411,15 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   async #fetch(
     consumer: LibraryConsumer,
+    metadata: ClusterMetadata,
     generation: Generation,
     leader: number,
     states: readonly PartitionState[],
   ): Promise<void> {
-    const metadata = consumer.currentMetadata;
-    if (metadata === undefined) throw new Error(`broker ${leader} is not in the metadata`);
     const byTopic = new Map<string, PartitionState[]>();
     for (const state of states) appendTo(byTopic, state.topic, state);
     const asked = new Map<string, bigint>();
-    this.#fetcher ??= new RawFetcher(this.#context, consumer);
+    this.#fetcher ??= new RawFetcher(this.context, consumer);
     const fetcher = this.#fetcher;
     const responses = await Promise.all(
       [...byTopic].map(async ([topic, partitions]) => {
@@ -485,9 +476,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       highWatermark,
       lastOffset: () => String(lastOffset),
       heartbeat: async () => {
-        // The library notices a lost membership only after its next heartbeat: a member resumed after a long
-        // pause (SIGSTOP, GC) would go on with a batch another member already processed. As kafkajs, the batch's
-        // heartbeat asks the coordinator itself, once per heartbeat interval.
+        // The library notices a lost membership only at its next heartbeat: a member resumed after a pause (SIGSTOP,
+        // GC) would go on with a batch another member took over. As kafkajs, ask the coordinator.
         if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
         await this.#confirmMembership(generation);
         if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
@@ -540,12 +530,11 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   #confirming: { readonly generation: Generation; readonly done: Promise<void> } | undefined;
 
   /**
-   * Sends a Heartbeat of `generation` unless one was confirmed within the heartbeat interval; rejects when the
-   * coordinator refuses it or cannot be asked (the batch in hand stops). The time counted is the request's send,
-   * so an answer that waited in the socket through a pause confirms nothing after it.
+   * A Heartbeat of `generation` unless one was confirmed within the heartbeat interval; rejects when it is refused
+   * or cannot be sent. Its send time counts, so an answer that waited in the socket through a pause confirms nothing.
    */
   #confirmMembership(generation: Generation): Promise<void> {
-    const interval = this.#options.heartbeatIntervalMs ?? 3_000;
+    const interval = this.options.heartbeatIntervalMs ?? 3_000;
     if (performance.now() - this.#confirmedAt < interval) return Promise.resolve();
     if (this.#confirming?.generation === generation) return this.#confirming.done;
     const done = (async () => {
@@ -553,8 +542,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       const consumer = this.#need();
       const connection = await this.#coordinator(consumer, []);
       try {
-        const { id, memberId } = generation;
-        await send(consumer, 'Heartbeat', connection, this.groupId, id, memberId, null);
+        await send(consumer, 'Heartbeat', connection, this.groupId, generation.id, generation.memberId, null);
       } catch (error) {
         // Expelled, or a rebalance: this generation is over (the library rejoins on the same answer). Any other
         // failure (the coordinator away) only stops the batch in hand.
@@ -615,7 +603,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         partitions: byTopic,
         timestamp,
         isolationLevel: FetchIsolationLevels.READ_COMMITTED,
-        retries: this.#context.retries,
+        retries: this.context.retries,
       });
     const reset = await ends(
       this.#fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
@@ -632,11 +620,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /**
-   * The group's committed offsets, by OffsetFetch: the library's `listCommittedOffsets` cannot ask requireStable
-   * ({@link REQUIRE_STABLE}), under which an open transaction holding offsets of these partitions is answered
-   * UNSTABLE_OFFSET_COMMIT (retried), so a new owner never starts where a zombie's transaction is moving.
-   */
+  /** The commits by OffsetFetch: the library's `listCommittedOffsets` cannot ask {@link REQUIRE_STABLE}. */
   async #committedOffsets(
     consumer: LibraryConsumer,
     byTopic: Map<string, number[]>,
@@ -655,11 +639,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       try {
         const stable = this.#requireStable;
         const response = await send<OffsetFetchResponse>(consumer, 'OffsetFetch', connection, groups, stable);
-        for (const group of response.groups) {
-          for (const topic of group.topics) {
-            for (const p of topic.partitions)
-              result.set(key(topic.name, p.partitionIndex), p.committedOffset);
-          }
+        for (const topic of response.groups.flatMap((g) => g.topics)) {
+          for (const p of topic.partitions) result.set(key(topic.name, p.partitionIndex), p.committedOffset);
         }
         return result;
       } catch (error) {

@@ -11,11 +11,10 @@ import type { ClientContext } from './options.js';
 import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
 
 /*
- * Fetch without the library's read_committed filter: `Consumer.fetch` keys aborted ranges by producer id only,
- * so two aborted transactions of one producer id in one response (every restart of an exactly-once node: the
- * next producer keeps the id) collapse into one range and the COMMITTED batches between them are dropped too
- * (lost output in the node's SIGKILL test). So the port sends Fetch itself, on connections of its own (a long
- * poll must not hold up the group's requests), and filters as Kafka's own consumer does ({@link dropAborted}).
+ * Fetch without the library's read_committed filter: `Consumer.fetch` keys aborted ranges by producer id only, so
+ * two aborted transactions of one producer id in one response (an exactly-once node's restart keeps the id) drop
+ * the committed batches between them too. So the port sends Fetch itself, on connections of its own (a long poll
+ * must not hold up the group's requests), and filters as Kafka's own consumer does ({@link dropAborted}).
  */
 
 /** One partition of a Fetch answer, as read here. */
@@ -38,14 +37,13 @@ interface RawFetchResponse {
 /** Sends read_committed Fetch requests for a client, on connections of its own. */
 export class RawFetcher {
   readonly #pool: ConnectionPool;
-  readonly #library: Consumer;
-  readonly #context: ClientContext;
 
-  constructor(context: ClientContext, library: Consumer) {
+  constructor(
+    private readonly context: ClientContext,
+    private readonly library: Consumer,
+  ) {
     const { clientId, ...connection } = context.base;
     this.#pool = new ConnectionPool(`${clientId}-fetch`, connection);
-    this.#library = library;
-    this.#context = context;
   }
 
   /** One Fetch of partitions of `topic` from `leader`; partition errors and the step limit reject. */
@@ -75,8 +73,8 @@ export class RawFetcher {
     const { maxWaitMs, maxBytes } = limits;
     // minBytes 1, read_committed, no fetch session (id and epoch 0), nothing forgotten, no rack.
     const fields = [maxWaitMs, 1, maxBytes, FetchIsolationLevels.READ_COMMITTED, 0, 0, topics, [], ''];
-    const response = send<RawFetchResponse>(this.#library, 'Fetch', () => this.#pool.get(broker), ...fields);
-    return this.#context.limited(`a fetch from ${broker.host}:${broker.port}`, response);
+    const response = send<RawFetchResponse>(this.library, 'Fetch', () => this.#pool.get(broker), ...fields);
+    return this.context.limited(`a fetch from ${broker.host}:${broker.port}`, response);
   }
 
   async close(): Promise<void> {

@@ -9,7 +9,7 @@ import {
 import { PlatformaticAdmin } from './admin.js';
 import { PlatformaticGroupConsumer } from './consumer.js';
 import { platformaticErrors } from './errors.js';
-import { baseOptions, type ClientContext, type WatchedClient } from './options.js';
+import { baseOptions, type ClientContext } from './options.js';
 import { PlatformaticPartitionReader } from './partition-reader.js';
 import { PlatformaticProducer } from './producer.js';
 import { stepLimitMs, timeLimited } from './time-limit.js';
@@ -26,13 +26,9 @@ connectionsConnectsChannel.error.subscribe((message: unknown) => {
 
 /** The innermost message of an error's cause chain (the socket's own error). */
 function rootMessage(error: Error | undefined): string | undefined {
-  let e: unknown = error;
-  let message: string | undefined;
-  for (let depth = 0; e instanceof Error && depth < 5; depth++) {
-    message = e.message;
-    e = e.cause;
-  }
-  return message;
+  let e = error;
+  for (let depth = 1; depth < 5 && e?.cause instanceof Error; depth++) e = e.cause;
+  return e?.message;
 }
 
 export const createClient: KafkaClientFactory = (
@@ -54,7 +50,7 @@ export const createClient: KafkaClientFactory = (
     limited: (step, work, warnThrough = warn) =>
       timeLimited(step, work, { limitMs: stepLimitMs(base.requestTimeout), warn: warnThrough }),
     watch: (client) => {
-      (client as WatchedClient).on('client:broker:failed', ({ broker, connection }) => {
+      client.on('client:broker:failed', ({ broker, connection }) => {
         const where = `${broker.host}:${broker.port}`;
         const reason = rootMessage(connectErrors.get(connection));
         const failure = `connection to ${where} failed${reason === undefined ? '' : `: ${reason}`}`;

@@ -18,7 +18,7 @@ import {
 export type LibraryClient = Base<any>;
 
 /** Node-style callback to promise, for the library's callback-only internals. */
-export function call<T>(fn: (callback: CallbackWithPromise<T>) => void): Promise<T> {
+function call<T>(fn: (callback: CallbackWithPromise<T>) => void): Promise<T> {
   return new Promise((resolve, reject) => {
     fn(((error: Error | null, value?: T) =>
       error ? reject(error) : resolve(value as T)) as CallbackWithPromise<T>);
@@ -38,19 +38,17 @@ export function connectionTo(client: LibraryClient, broker: Broker): Promise<Con
   return call<Connection>((cb) => (client as unknown as Internals)[kGetConnection](broker, cb));
 }
 
-/** The library's function for the API `name` (e.g. `ListOffsets`), at the negotiated version. */
-function libraryApi<Api>(client: LibraryClient, name: string): Promise<Api> {
-  return call<Api>((cb) => (client as unknown as Internals)[kGetApi]<Api>(name, cb));
-}
-
-/** Sends request `name` (its fields in the library's order) over `connection` (or the one `connect` opens). */
+/**
+ * Sends request `name` (e.g. `ListOffsets`, at the version the broker and the library agreed on; its fields in the
+ * library's order) over `connection` (or the one `connect` opens).
+ */
 export async function send<T>(
   client: LibraryClient,
   name: string,
   connect: Connection | (() => Promise<Connection>),
   ...fields: unknown[]
 ): Promise<T> {
-  const api = await libraryApi<LibraryApi>(client, name);
+  const api = await call<LibraryApi>((cb) => (client as unknown as Internals)[kGetApi](name, cb));
   const connection = typeof connect === 'function' ? await connect() : connect;
   return call<T>((cb) => api(connection, ...fields, cb));
 }

@@ -6,19 +6,15 @@ import { retryDelayMs } from './options.js';
 
 /*
  * ListOffsets as the port sends it. The library's `listOffsets` retries one request built with its metadata's
- * leader epoch: begun while a broker stopped, every retry gets FENCED_LEADER_EPOCH once it is back (a node read
- * nothing for two minutes, issue #32; Kafka's KAFKA-9535). Here the request carries no epoch (-1: unchecked) and
- * each retry reads fresh metadata first, so it goes to the partition's leader of now.
+ * leader epoch: begun while a broker stopped, every retry gets FENCED_LEADER_EPOCH once it is back (KAFKA-9535).
+ * Here the request carries no epoch (-1: unchecked) and each retry reads fresh metadata, reaching today's leader.
  */
 
-/** One partition of a ListOffsets answer, as read here. */
-interface ListedPartition {
-  readonly partitionIndex: number;
-  readonly offset: bigint;
-}
-
 interface ListOffsetsResponse {
-  readonly topics: readonly { readonly name: string; readonly partitions: readonly ListedPartition[] }[];
+  readonly topics: readonly {
+    readonly name: string;
+    readonly partitions: readonly { readonly partitionIndex: number; readonly offset: bigint }[];
+  }[];
 }
 
 /** What to list: partitions per topic, at one timestamp (`ListOffsetTimestamps.EARLIEST`/`LATEST` or a time). */

@@ -6,6 +6,7 @@ import {
   type KafkaClientSettings,
   retryBackoffMs,
 } from '../port/index.js';
+import type { LibraryClient } from './internals.js';
 
 // How the port's settings become @platformatic/kafka options (the library rejects unknown or wrong ones itself).
 
@@ -37,16 +38,9 @@ export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClien
     autocreateTopics: false,
   };
   if (settings.ssl !== false) {
-    const { ca, cert, key, servername, rejectUnauthorized } = settings.ssl === true ? {} : settings.ssl;
-    options.tls = {
-      ...(ca === undefined ? {} : { ca }),
-      ...(cert === undefined ? {} : { cert }),
-      ...(key === undefined ? {} : { key }),
-      ...(servername === undefined ? {} : { servername }),
-      ...(rejectUnauthorized === undefined ? {} : { rejectUnauthorized }),
-    };
+    options.tls = settings.ssl === true ? {} : { ...settings.ssl };
     // SNI: the configured name, else the broker's host name.
-    options.tlsServerName = servername ?? true;
+    options.tlsServerName = options.tls.servername ?? true;
   }
   if (settings.sasl) {
     options.sasl = {
@@ -58,14 +52,6 @@ export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClien
   return options;
 }
 
-/** A library client, as far as the port's logging watches it. */
-export interface WatchedClient {
-  on(
-    event: 'client:broker:failed',
-    listener: (payload: { broker: { host: string; port: number }; connection: object }) => void,
-  ): unknown;
-}
-
 /** What every part of one port client is built with. */
 export interface ClientContext {
   readonly base: BaseOptions;
@@ -74,7 +60,7 @@ export interface ClientContext {
   /** A warning through the port's log (`onLog`, then the logger). */
   readonly warn: (message: string, fields: Record<string, unknown>) => void;
   /** Reports a library client's failed broker connections through the port's log (see index.ts); returns it. */
-  readonly watch: <T>(client: T) => T;
+  readonly watch: <T extends LibraryClient>(client: T) => T;
   /** `work` bounded by the step limit ({@link timeLimited}), warning through `warn` (or {@link warn}). */
   readonly limited: <T>(step: string, work: Promise<T>, warn?: ClientContext['warn']) => Promise<T>;
 }

@@ -14,19 +14,18 @@ import { recordBatch } from './records.js';
 export class PlatformaticPartitionReader implements PartitionReader {
   readonly #consumer: Consumer;
   readonly #fetcher: RawFetcher;
-  readonly #context: ClientContext;
 
-  constructor(context: ClientContext) {
-    const options = context.base;
+  constructor(private readonly context: ClientContext) {
+    const { clientId } = context.base;
     // A group id the class requires; this consumer joins no group.
-    this.#consumer = new Consumer({
-      ...options,
-      clientId: `${options.clientId}-reader`,
-      groupId: `${options.clientId}-reader-unused`,
-      isolationLevel: FetchIsolationLevels.READ_COMMITTED,
-    });
-    context.watch(this.#consumer);
-    this.#context = context;
+    this.#consumer = context.watch(
+      new Consumer({
+        ...context.base,
+        clientId: `${clientId}-reader`,
+        groupId: `${clientId}-reader-unused`,
+        isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+      }),
+    );
     this.#fetcher = new RawFetcher(context, this.#consumer);
   }
 
@@ -45,10 +44,9 @@ export class PlatformaticPartitionReader implements PartitionReader {
       partitions: new Map([[topic, partitions]]),
       timestamp: which === 'earliest' ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
-      retries: this.#context.retries,
+      retries: this.context.retries,
     });
-    const listed = offsets.get(topic);
-    return new Map(partitions.map((p) => [p, Number(listed?.get(p) ?? 0n)]));
+    return new Map(partitions.map((p) => [p, Number(offsets.get(topic)?.get(p) ?? 0n)]));
   }
 
   async fetch(request: PartitionFetch): Promise<FetchedPartition[]> {
@@ -78,7 +76,7 @@ export class PlatformaticPartitionReader implements PartitionReader {
 
   async refreshMetadata(): Promise<void> {
     this.#consumer.clearMetadata();
-    await this.#context.limited(
+    await this.context.limited(
       'a metadata refresh',
       this.#consumer.metadata({ topics: [], forceUpdate: true }),
     );

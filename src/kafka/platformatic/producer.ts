@@ -50,40 +50,36 @@ async function produce(
 
 /** An idempotent producer (Java's murmur2 partitioner); with a transactional id, KIP-447 transactions. */
 export class PlatformaticProducer implements KafkaProducer {
-  readonly #context: ClientContext;
-  readonly #settings: ProducerOptions;
-  readonly #coordinator: GroupCoordinatorLookup;
   #producer: Producer | undefined;
   /**
    * Every produce request, its transactions' included, one at a time (as kafkajs's maxInFlightRequests 1): the
-   * library advances a partition's sequence number only when the broker answers, so a second send in flight
-   * reuses it and its records are dropped as a retry's (the port contract's idempotent-producer test).
+   * library advances a sequence number when the broker answers: a second send in flight reuses it and is dropped.
    */
   readonly #sends = new SerialQueue();
 
-  constructor(context: ClientContext, settings: ProducerOptions, coordinator: GroupCoordinatorLookup) {
-    this.#context = context;
-    this.#settings = settings;
-    this.#coordinator = coordinator;
-  }
+  constructor(
+    private readonly context: ClientContext,
+    private readonly settings: ProducerOptions,
+    private readonly coordinator: GroupCoordinatorLookup,
+  ) {}
 
   async connect(): Promise<void> {
     if (this.#producer) return;
-    const transactionalId = this.#settings.transactionalId;
+    const transactionalId = this.settings.transactionalId;
     const producer = new Producer({
-      ...this.#context.base,
+      ...this.context.base,
       // Every producer of the package is idempotent; a transactional one must be.
-      idempotent: this.#settings.idempotent !== false || transactionalId !== undefined,
+      idempotent: this.settings.idempotent !== false || transactionalId !== undefined,
       partitioner: compatibilityPartitioner,
       ...(transactionalId === undefined
         ? {}
         : {
             transactionalId,
             // The library sends its request timeout as the transaction timeout (InitProducerId).
-            timeout: this.#settings.transactionTimeoutMs ?? 60_000,
+            timeout: this.settings.transactionTimeoutMs ?? 60_000,
           }),
     });
-    this.#context.watch(producer);
+    this.context.watch(producer);
     if (transactionalId !== undefined) {
       // InitProducerId now, as the port promises (fencing older producers of this id): the library does it on
       // the first transaction, so begin one and drop it locally (nothing was sent for it).
@@ -109,45 +105,32 @@ export class PlatformaticProducer implements KafkaProducer {
   async send(request: ProduceRequest): Promise<ProduceResult[]> {
     const producer = this.#need();
     // An idempotent producer only sends acks = all; `acks` only matters for a plain one.
-    const acks = this.#settings.idempotent === false ? { acks: request.acks ?? -1 } : {};
+    const acks = this.settings.idempotent === false ? { acks: request.acks ?? -1 } : {};
     return produce(this.#sends, request, (messages) => producer.send({ messages, ...acks }));
   }
 
   async transaction(): Promise<KafkaTransaction> {
-    if (this.#settings.transactionalId === undefined) {
+    if (this.settings.transactionalId === undefined) {
       throw new Error('Kafka producer: transaction() needs a transactionalId');
     }
     const producer = this.#need();
-    return new PlatformaticTransaction(
-      await producer.beginTransaction(NEW_PRODUCER),
-      this.#coordinator,
-      this.#sends,
-      producer,
-    );
+    const transaction = await producer.beginTransaction(NEW_PRODUCER);
+    return new PlatformaticTransaction(transaction, this.coordinator, this.#sends, producer);
   }
 }
 
 /** An open transaction; its offsets go one partition at a time (the library merges concurrent ones). */
 class PlatformaticTransaction implements KafkaTransaction {
   readonly transactional = true;
-  readonly #transaction: Transaction;
-  readonly #coordinator: GroupCoordinatorLookup;
   #active = true;
   readonly #groups = new Set<string>();
-  readonly #sends: SerialQueue;
-  readonly #producer: Producer;
 
   constructor(
-    transaction: Transaction,
-    coordinator: GroupCoordinatorLookup,
-    sends: SerialQueue,
-    producer: Producer,
-  ) {
-    this.#transaction = transaction;
-    this.#coordinator = coordinator;
-    this.#sends = sends;
-    this.#producer = producer;
-  }
+    private readonly transaction: Transaction,
+    private readonly coordinator: GroupCoordinatorLookup,
+    private readonly sends: SerialQueue,
+    private readonly producer: Producer,
+  ) {}
 
   /** The plan's partitions in one AddPartitionsToTxn, sent beside its group's AddOffsetsToTxn. */
   async prepare(plan: TransactionPlan): Promise<void> {
@@ -156,9 +139,9 @@ class PlatformaticTransaction implements KafkaTransaction {
     const records = plan.partitions.flatMap(({ topic, partitions }) =>
       partitions.map((partition) => ({ topic, partition })),
     );
-    const metadata = await this.#producer.metadata({ topics });
+    const metadata = await this.producer.metadata({ topics });
     await Promise.all([
-      this.#transaction.addPartitions(metadata, records as never),
+      this.transaction.addPartitions(metadata, records as never),
       this.#addGroup(plan.groupId),
     ]).catch(rethrowWithDetail);
   }
@@ -166,12 +149,12 @@ class PlatformaticTransaction implements KafkaTransaction {
   /** AddOffsetsToTxn, once per group (the library only reads the consumer's group id). */
   async #addGroup(groupId: string): Promise<void> {
     if (this.#groups.has(groupId)) return;
-    await this.#transaction.addConsumer({ groupId } as never);
+    await this.transaction.addConsumer({ groupId } as never);
     this.#groups.add(groupId);
   }
 
   send(request: ProduceRequest): Promise<ProduceResult[]> {
-    return produce(this.#sends, request, (messages) => this.#transaction.send({ messages }));
+    return produce(this.sends, request, (messages) => this.transaction.send({ messages }));
   }
 
   async sendOffsets(offsets: TransactionOffsets): Promise<void> {
@@ -193,7 +176,7 @@ class PlatformaticTransaction implements KafkaTransaction {
       }
       coordinatorId = source.coordinatorId();
     }
-    coordinatorId ??= await this.#coordinator(group.groupId);
+    coordinatorId ??= await this.coordinator(group.groupId);
     await this.#addGroup(group.groupId);
     const consumer = {
       groupId: group.groupId,
@@ -206,19 +189,19 @@ class PlatformaticTransaction implements KafkaTransaction {
       for (const { partition, offset } of partitions) {
         // TxnOffsetCommit commits `offset + 1` of the message it is given: hand it the last handled record.
         const message = { topic, partition, offset: BigInt(offset) - 1n, metadata: { consumer } };
-        await this.#transaction.addOffset(message as unknown as Message).catch(rethrowWithDetail);
+        await this.transaction.addOffset(message as unknown as Message).catch(rethrowWithDetail);
       }
     }
   }
 
   async commit(): Promise<void> {
     this.#active = false;
-    await this.#transaction.commit().catch(rethrowWithDetail);
+    await this.transaction.commit().catch(rethrowWithDetail);
   }
 
   async abort(): Promise<void> {
     this.#active = false;
-    await this.#transaction.abort().catch(rethrowWithDetail);
+    await this.transaction.abort().catch(rethrowWithDetail);
   }
 
   isActive(): boolean {

@@ -64,9 +64,6 @@ export async function loadKafkaClientFactory(
       { cause: error },
     );
   }
-  if (typeof loaded.createClient !== 'function') {
-    throw new ConfigError(configKey, `the ${client} Kafka client implementation exports no createClient`);
-  }
   return loaded.createClient as KafkaClientFactory;
 }
 

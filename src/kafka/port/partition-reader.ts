@@ -109,12 +109,9 @@ export class AbortedTransactions<N extends number | bigint> {
     control: boolean,
     abortMarker: boolean,
   ): boolean {
-    const pending = this.#pending;
-    while (
-      this.#next < pending.length &&
-      (pending[this.#next] as { firstOffset: N }).firstOffset <= lastOffset
-    ) {
-      this.#producers.add((pending[this.#next++] as { producerId: N }).producerId);
+    for (let t = this.#pending[this.#next]; t !== undefined && t.firstOffset <= lastOffset; ) {
+      this.#producers.add(t.producerId);
+      t = this.#pending[++this.#next];
     }
     if (control) {
       if (abortMarker) this.#producers.delete(producerId);

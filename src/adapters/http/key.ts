@@ -107,14 +107,6 @@ export function scopedId(
   return JSON.stringify(['http##', whole.digest('base64url')]);
 }
 
-/** Request headers that carry credentials by default; their digest is the principal when no `scope` hook is set. */
-export const CREDENTIAL_HEADERS: readonly string[] = [
-  'authorization',
-  'proxy-authorization',
-  'cookie',
-  'x-api-key',
-];
-
 /**
  * The principal a request's credentials stand for: the SHA-256 of the credential headers it carries (names and
  * values), never the secret itself; undefined for a request that carries none (the shared anonymous scope).

@@ -23,10 +23,9 @@ function captureOf(res: Captured): ResponseCapture {
   return res[CAPTURE] as ResponseCapture;
 }
 
-/** Every property a capture takes over: the replaced methods and the two state getters. */
 const TAKEN: readonly string[] = [...REPLACED, 'headersSent', 'writableEnded'];
 
-/** True when `target` has a property of its own that a capture takes over. */
+/** True when `target` has a property of its own that a capture takes over (a method or a state getter). */
 function ownsTaken(target: object): boolean {
   return TAKEN.some((name) => Object.hasOwn(target, name));
 }
@@ -130,10 +129,9 @@ export class ResponseCapture {
    */
   static #own: Takeover | undefined;
 
-  /** The patches made, by the base they fall back to; and the prototypes known not to take one (null). */
+  /** The patches by base; each prototype's patch (null: it takes none); the prototypes that carry one. */
   static readonly #patches = new WeakMap<object, Patch>();
   static readonly #patchOf = new WeakMap<object, Patch | null>();
-  /** The prototypes that carry a patch. */
   static readonly #patched = new WeakSet<object>();
 
   /**
@@ -210,13 +208,10 @@ export class ResponseCapture {
   /** The close listener is on (see {@link ResponseCapture.#started}). */
   #listening = false;
   #restored = false;
-  /**
-   * How the response finished, once it did; and the promise of it, made only when {@link ended} is read before
-   * then (a route that ends its response at once, the common case, never needs one).
-   */
+  /** How the response finished, once it did. */
   #end: CaptureEnd | undefined;
-  #done: Promise<CaptureEnd> | undefined;
-  #resolveDone: ((end: CaptureEnd) => void) | undefined;
+  /** Set only when {@link ended} is read before the end (a route that ends its response at once never needs it). */
+  #onEnd: (() => void) | undefined;
 
   constructor(res: ServerResponse) {
     const own = res as Captured;
@@ -249,7 +244,7 @@ export class ResponseCapture {
     if (!this.#ended && this.#committed) this.#finish('aborted');
   }
 
-  /** A replaced method called while this capture holds the response. */
+  /** A replaced method called while this capture holds the response: the route's `res.end` and the like. */
   #take(name: ReplacedMethod, args: unknown[]): unknown {
     switch (name) {
       // Node's alias refers to its own writeHead, not to the response's: replaced too, or it would set the
@@ -271,27 +266,20 @@ export class ResponseCapture {
   }
 
   /**
-   * Resolves when the route ended its response (`ended`), or when the connection closed after the route had
-   * started it (`aborted`: the route failed mid-response). It may never resolve, if the route hangs or crashed
-   * before writing.
+   * Resolves (read it once) when the route ended its response, or when the connection closed after the route
+   * had started it. It may never resolve, if the route hangs or crashed before writing.
    */
-  get ended(): Promise<CaptureEnd> {
-    if (this.#done === undefined) {
-      const end = this.#end;
-      this.#done =
-        end !== undefined
-          ? Promise.resolve(end)
-          : new Promise((resolve) => {
-              this.#resolveDone = resolve;
-            });
-    }
-    return this.#done;
+  get ended(): Promise<void> {
+    if (this.#end !== undefined) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#onEnd = resolve;
+    });
   }
 
   #finish(end: CaptureEnd): void {
     if (this.#end !== undefined) return;
     this.#end = end;
-    this.#resolveDone?.(end);
+    this.#onEnd?.();
   }
 
   /** True once {@link ended} has resolved or is about to: the route ended its response, or it was aborted. */
@@ -349,7 +337,6 @@ export class ResponseCapture {
     this.#assign(this.#previous);
   }
 
-  /** Sets the response's own replaced methods to `from`'s. */
   #assign(from: Methods): void {
     const own = this.#res as unknown as Methods;
     for (const name of REPLACED) own[name] = from[name];
@@ -374,7 +361,6 @@ export class ResponseCapture {
     else endWith(this.#res, body, this.#endCallback);
   }
 
-  /** The route's `res.writeHead` while capturing. */
   writeHead(
     status: number,
     reasonOrHeaders?: string | OutgoingHttpHeaders | readonly unknown[],
@@ -418,7 +404,6 @@ export class ResponseCapture {
     this.#res.on('close', ResponseCapture.#onClose);
   }
 
-  /** The route's `res.write` while capturing. */
   write(chunk: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): boolean {
     const cb = typeof encoding === 'function' ? encoding : callback;
     this.#commit();
@@ -428,7 +413,6 @@ export class ResponseCapture {
     return true;
   }
 
-  /** The route's `res.end` while capturing. */
   end(chunk?: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): ServerResponse {
     if (typeof chunk === 'function') {
       callback = chunk as Callback;

@@ -464,16 +464,9 @@ class Runner implements IdempotentKafkaConsumer {
   ): void {
     const stream = `${topic}:${partition}`;
     const record = this.#blockAt(stream, offset);
-    const delay = backoffMs(record.count(block.kind), this.#options.retry);
+    const retryInMs = backoffMs(record.count(block.kind), this.#options.retry);
     this.stats.retries++;
-    const info = {
-      topic,
-      partition,
-      offset,
-      kind: block.kind,
-      attempts: record.handlerFailures,
-      retryInMs: delay,
-    };
+    const info = { topic, partition, offset, kind: block.kind, attempts: record.handlerFailures, retryInMs };
     if (this.#options.onError) this.#options.onError(block.error, info);
     else {
       const reason = block.error instanceof Error ? block.error.message : String(block.error);
@@ -486,7 +479,7 @@ class Runner implements IdempotentKafkaConsumer {
       this.#timers.delete(stream);
       // When the group is gone (stopped, or restarting after a crash) there is nothing to resume: a no-op.
       if (!this.#stopping) this.#group.resume(tp);
-    }, delay);
+    }, retryInMs);
     this.#timers.set(stream, { timer, topic, partition });
   }
 

@@ -23,42 +23,32 @@ function captureOf(res: Captured): ResponseCapture {
   return res[CAPTURE] as ResponseCapture;
 }
 
-/** Every property a capture takes over: the replaced methods and the two state getters. */
 const TAKEN: readonly string[] = [...REPLACED, 'headersSent', 'writableEnded'];
 
-/** True when `target` has a property of its own that a capture takes over. */
+/** True when `target` has a property of its own that a capture takes over (a method or a state getter). */
 function ownsTaken(target: object): boolean {
-  for (const name of TAKEN) if (Object.hasOwn(target, name)) return true;
-  return false;
+  return TAKEN.some((name) => Object.hasOwn(target, name));
 }
 
 type Method = (this: Captured, ...args: unknown[]) => unknown;
+type Methods = Record<ReplacedMethod, Method>;
 
 /** What a capture installs: its functions, and the property descriptors that put them (and the getters) in place. */
 interface Takeover {
-  readonly methods: Record<ReplacedMethod, Method>;
+  readonly methods: Methods;
   readonly descriptors: PropertyDescriptorMap;
 }
 
 /** The capture's functions for the prototypes above one shared base (see `#patchFor`), and the base's own. */
 interface Patch {
   readonly base: object;
-  readonly inherited: Pick<Captured, ReplacedMethod>;
+  readonly inherited: Methods;
   readonly descriptors: PropertyDescriptorMap;
 }
 
 /** The methods a capture replaces, as `from` has them (its own or inherited). */
-function methodsOf(from: Captured): Pick<Captured, ReplacedMethod> {
-  return {
-    writeHead: from.writeHead,
-    writeHeader: from.writeHeader,
-    write: from.write,
-    end: from.end,
-    flushHeaders: from.flushHeaders,
-    setHeader: from.setHeader,
-    removeHeader: from.removeHeader,
-    appendHeader: from.appendHeader,
-  };
+function methodsOf(from: object): Methods {
+  return Object.fromEntries(REPLACED.map((name) => [name, (from as Captured)[name]])) as Methods;
 }
 
 /** How a captured response finished: the route ended it, or the connection closed after it started writing. */
@@ -92,87 +82,42 @@ export function endWith(res: ServerResponse, body: Buffer, callback?: Callback):
 export class ResponseCapture {
   /**
    * The functions a capture puts in place of a response's methods and state getters: on the response itself
-   * (`shared` false: one table for every capture, as per-response closures would give each response its own
-   * hidden class), or on the prototypes above `base` (see {@link #patchFor}). Each finds its capture through the
+   * (no `base`: one table for every capture, as per-response closures would give each response its own hidden
+   * class), or on the prototypes above `base` (see {@link #patchFor}). Each finds its capture through the
    * {@link CAPTURE} slot and acts as the response's own methods when no capture of its kind holds the response.
    */
-  static #takeover(shared: boolean, base?: object): Takeover {
+  static #takeover(base?: object): Takeover {
+    const shared = base !== undefined;
     const holding = (res: Captured): ResponseCapture | undefined => {
       const capture = res[CAPTURE];
       return capture !== undefined && capture.#shared === shared && !capture.#restored ? capture : undefined;
     };
     // Own properties fall back to the methods the response had; a patch, to its base's.
-    const inherited = base === undefined ? undefined : methodsOf(base as Captured);
-    const call = (name: ReplacedMethod, res: Captured, args: unknown[]) =>
-      ((inherited ?? captureOf(res).#previous)[name] as unknown as Method).apply(res, args);
-    const real = (res: Captured, name: 'headersSent' | 'writableEnded') =>
-      Reflect.get(base ?? captureOf(res).#proto, name, res) as boolean;
-    const methods: Record<ReplacedMethod, Method> = {
-      writeHead(...args) {
-        const capture = holding(this);
-        return capture
-          ? capture.writeHead(...(args as Parameters<ResponseCapture['writeHead']>))
-          : call('writeHead', this, args);
-      },
-      // Node's alias refers to its own writeHead, not to the response's: replaced too, or it would set the
-      // status and headers past the capture.
-      writeHeader(...args) {
-        const capture = holding(this);
-        return capture
-          ? capture.writeHead(...(args as Parameters<ResponseCapture['writeHead']>))
-          : call('writeHeader', this, args);
-      },
-      write(...args) {
-        const capture = holding(this);
-        return capture
-          ? capture.write(...(args as Parameters<ResponseCapture['write']>))
-          : call('write', this, args);
-      },
-      end(...args) {
-        const capture = holding(this);
-        return capture
-          ? capture.end(...(args as Parameters<ResponseCapture['end']>))
-          : call('end', this, args);
-      },
-      flushHeaders(...args) {
-        return holding(this) ? undefined : call('flushHeaders', this, args);
-      },
-      setHeader(...args) {
-        const capture = holding(this);
-        return capture ? capture.headerSetter('setHeader', args) : call('setHeader', this, args);
-      },
-      removeHeader(...args) {
-        const capture = holding(this);
-        return capture ? capture.headerSetter('removeHeader', args) : call('removeHeader', this, args);
-      },
-      appendHeader(...args) {
-        const capture = holding(this);
-        return capture ? capture.headerSetter('appendHeader', args) : call('appendHeader', this, args);
-      },
-    };
+    const inherited = shared ? methodsOf(base) : undefined;
     // Once the route started or ended its response, it must look sent: Fastify sends again a reply that is
     // not `sent` after an async route that called `reply.send` returns, and Express and Fastify check
     // `headersSent` before writing an error. Once restored, both read through to Node's.
+    const state = (name: 'headersSent' | 'writableEnded', held: (capture: ResponseCapture) => boolean) => ({
+      configurable: true,
+      get(this: Captured): boolean {
+        const capture = holding(this);
+        return (
+          (capture !== undefined && held(capture)) || Reflect.get(base ?? captureOf(this).#proto, name, this)
+        );
+      },
+    });
+    const methods = {} as Methods;
     const descriptors: PropertyDescriptorMap = {
-      headersSent: {
-        configurable: true,
-        get(this: Captured): boolean {
-          const capture = holding(this);
-          return capture ? capture.#looksSent() : real(this, 'headersSent');
-        },
-      },
-      writableEnded: {
-        configurable: true,
-        get(this: Captured): boolean {
-          const capture = holding(this);
-          return capture ? capture.#looksEnded() : real(this, 'writableEnded');
-        },
-      },
+      headersSent: state('headersSent', (capture) => capture.#committed || capture.#ended),
+      writableEnded: state('writableEnded', (capture) => capture.#ended),
     };
-    for (const [name, value] of Object.entries(methods)) {
-      if (inherited === undefined || typeof inherited[name as ReplacedMethod] === 'function') {
-        descriptors[name] = { configurable: true, writable: true, value };
-      }
+    for (const name of REPLACED) {
+      methods[name] = function (this: Captured, ...args: unknown[]): unknown {
+        const capture = holding(this);
+        if (capture) return capture.#take(name, args);
+        return (inherited ?? captureOf(this).#previous)[name].apply(this, args);
+      };
+      descriptors[name] = { configurable: true, writable: true, value: methods[name] };
     }
     return { methods, descriptors };
   }
@@ -184,10 +129,9 @@ export class ResponseCapture {
    */
   static #own: Takeover | undefined;
 
-  /** The patches made, by the base they fall back to; and the prototypes known not to take one (null). */
+  /** The patches by base; each prototype's patch (null: it takes none); the prototypes that carry one. */
   static readonly #patches = new WeakMap<object, Patch>();
   static readonly #patchOf = new WeakMap<object, Patch | null>();
-  /** The prototypes that carry a patch. */
   static readonly #patched = new WeakSet<object>();
 
   /**
@@ -218,8 +162,8 @@ export class ResponseCapture {
     ) {
       patch = ResponseCapture.#patches.get(base) ?? {
         base,
-        inherited: methodsOf(base as Captured),
-        descriptors: ResponseCapture.#takeover(true, base).descriptors,
+        inherited: methodsOf(base),
+        descriptors: ResponseCapture.#takeover(base).descriptors,
       };
       ResponseCapture.#patches.set(base, patch);
       for (const p of chain) {
@@ -248,7 +192,7 @@ export class ResponseCapture {
    * `end`). Header setters delegate to them, and `restore` puts them back, so those wrappers still see the
    * response that is finally sent.
    */
-  readonly #previous: Pick<Captured, ReplacedMethod>;
+  readonly #previous: Methods;
   readonly #chunks: Buffer[] = [];
   /** The body as one buffer, once the route ended it (made by the first of `snapshot` and `flush` to need it). */
   #body: Buffer | undefined;
@@ -263,15 +207,11 @@ export class ResponseCapture {
   #status: number | undefined;
   /** The close listener is on (see {@link ResponseCapture.#started}). */
   #listening = false;
-  #aborted = false;
   #restored = false;
-  /**
-   * How the response finished, once it did; and the promise of it, made only when {@link ended} is read before
-   * then (a route that ends its response at once, the common case, never needs one).
-   */
+  /** How the response finished, once it did. */
   #end: CaptureEnd | undefined;
-  #done: Promise<CaptureEnd> | undefined;
-  #resolveDone: ((end: CaptureEnd) => void) | undefined;
+  /** Set only when {@link ended} is read before the end (a route that ends its response at once never needs it). */
+  #onEnd: (() => void) | undefined;
 
   constructor(res: ServerResponse) {
     const own = res as Captured;
@@ -291,69 +231,60 @@ export class ResponseCapture {
     this.#previous = methodsOf(own);
     // Own properties shadow the prototype's methods; `restore` puts the prototype's back.
     own[CAPTURE] = this;
-    ResponseCapture.#own ??= ResponseCapture.#takeover(false);
+    ResponseCapture.#own ??= ResponseCapture.#takeover();
     const { methods, descriptors } = ResponseCapture.#own;
     this.#assign(methods);
     Object.defineProperty(res, 'headersSent', descriptors.headersSent as PropertyDescriptor);
     Object.defineProperty(res, 'writableEnded', descriptors.writableEnded as PropertyDescriptor);
   }
 
-  /** `headersSent` while holding the response: once the route started or ended it, or when Node says so. */
-  #looksSent(): boolean {
-    return this.#committed || this.#ended || this.#real('headersSent');
-  }
-
-  /** `writableEnded` while holding the response. */
-  #looksEnded(): boolean {
-    return this.#ended || this.#real('writableEnded');
-  }
-
-  /** Node's own value of a property the capture shadows. */
-  #real(name: 'headersSent' | 'writableEnded'): boolean {
-    return Reflect.get(this.#proto, name, this.#res) as boolean;
-  }
-
   #closed(): void {
     // A client gone before the route started writing changes nothing: the route runs on and its response is
     // kept for the retry. Gone after it started, before it ended: the route failed mid-response.
-    if (this.#ended || !this.#committed) return;
-    this.#aborted = true;
-    this.#finish('aborted');
+    if (!this.#ended && this.#committed) this.#finish('aborted');
   }
 
-  /** A header setter while capturing: refused once the route committed its headers, else Node's own. */
-  headerSetter(name: (typeof HEADER_SETTERS)[number], args: unknown[]): unknown {
-    if (this.#committed) throw headersSentError();
-    return (this.#previous[name] as (...a: unknown[]) => unknown).apply(this.#res, args);
+  /** A replaced method called while this capture holds the response: the route's `res.end` and the like. */
+  #take(name: ReplacedMethod, args: unknown[]): unknown {
+    switch (name) {
+      // Node's alias refers to its own writeHead, not to the response's: replaced too, or it would set the
+      // status and headers past the capture.
+      case 'writeHead':
+      case 'writeHeader':
+        return this.writeHead(...(args as Parameters<ResponseCapture['writeHead']>));
+      case 'write':
+        return this.write(...(args as Parameters<ResponseCapture['write']>));
+      case 'end':
+        return this.end(...(args as Parameters<ResponseCapture['end']>));
+      case 'flushHeaders':
+        return undefined;
+      default:
+        // A header setter: refused once the route committed its headers, else the response's own.
+        if (this.#committed) throw headersSentError();
+        return this.#previous[name].apply(this.#res, args);
+    }
   }
 
   /**
-   * Resolves when the route ended its response (`ended`), or when the connection closed after the route had
-   * started it (`aborted`: the route failed mid-response). It may never resolve, if the route hangs or crashed
-   * before writing.
+   * Resolves (read it once) when the route ended its response, or when the connection closed after the route
+   * had started it. It may never resolve, if the route hangs or crashed before writing.
    */
-  get ended(): Promise<CaptureEnd> {
-    if (this.#done === undefined) {
-      const end = this.#end;
-      this.#done =
-        end !== undefined
-          ? Promise.resolve(end)
-          : new Promise((resolve) => {
-              this.#resolveDone = resolve;
-            });
-    }
-    return this.#done;
+  get ended(): Promise<void> {
+    if (this.#end !== undefined) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#onEnd = resolve;
+    });
   }
 
   #finish(end: CaptureEnd): void {
     if (this.#end !== undefined) return;
     this.#end = end;
-    this.#resolveDone?.(end);
+    this.#onEnd?.();
   }
 
   /** True once {@link ended} has resolved or is about to: the route ended its response, or it was aborted. */
   get finished(): boolean {
-    return this.#ended || this.#aborted;
+    return this.#end !== undefined;
   }
 
   /**
@@ -361,7 +292,7 @@ export class ResponseCapture {
    * cannot be sent as a whole: the route did not end it, or its body disagrees with its own Content-Length.
    */
   snapshot(keep: ReadonlySet<string>): CapturedResponse | undefined {
-    if (!this.#ended || this.#aborted) return undefined;
+    if (this.#end !== 'ended') return undefined;
     const body = this.#wholeBody();
     if (!this.#framed(body.length)) return undefined;
     const res = this.#res;
@@ -406,15 +337,9 @@ export class ResponseCapture {
     this.#assign(this.#previous);
   }
 
-  /** Sets the response's own replaced methods to `from`'s (a header setter only where the response has one). */
-  #assign(from: Readonly<Partial<Record<ReplacedMethod, unknown>>>): void {
-    const own = this.#res as unknown as Record<string, unknown>;
-    own.writeHead = from.writeHead;
-    own.writeHeader = from.writeHeader;
-    own.write = from.write;
-    own.end = from.end;
-    own.flushHeaders = from.flushHeaders;
-    for (const name of HEADER_SETTERS) if (typeof this.#previous[name] === 'function') own[name] = from[name];
+  #assign(from: Methods): void {
+    const own = this.#res as unknown as Methods;
+    for (const name of REPLACED) own[name] = from[name];
   }
 
   /**
@@ -425,27 +350,17 @@ export class ResponseCapture {
    */
   flush(): void {
     this.restore();
-    const callback = this.#endCallback;
-    if (!this.#ended) {
-      if (this.#aborted) {
-        this.#chunks.length = 0;
-        this.#res.destroy();
-        return;
-      }
+    if (!this.#ended && this.#end !== 'aborted') {
       // The route is still writing (the store answered first): hand over what it wrote so far.
       for (const chunk of this.#chunks.splice(0)) this.#res.write(chunk);
       return;
     }
     const body = this.#wholeBody();
     this.#body = undefined;
-    if (this.#aborted || !this.#framed(body.length)) {
-      this.#res.destroy();
-      return;
-    }
-    endWith(this.#res, body, callback);
+    if (this.#end === 'aborted' || !this.#framed(body.length)) this.#res.destroy();
+    else endWith(this.#res, body, this.#endCallback);
   }
 
-  /** The route's `res.writeHead` while capturing. */
   writeHead(
     status: number,
     reasonOrHeaders?: string | OutgoingHttpHeaders | readonly unknown[],
@@ -489,7 +404,6 @@ export class ResponseCapture {
     this.#res.on('close', ResponseCapture.#onClose);
   }
 
-  /** The route's `res.write` while capturing. */
   write(chunk: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): boolean {
     const cb = typeof encoding === 'function' ? encoding : callback;
     this.#commit();
@@ -499,7 +413,6 @@ export class ResponseCapture {
     return true;
   }
 
-  /** The route's `res.end` while capturing. */
   end(chunk?: unknown, encoding?: BufferEncoding | Callback, callback?: Callback): ServerResponse {
     if (typeof chunk === 'function') {
       callback = chunk as Callback;

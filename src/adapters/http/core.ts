@@ -10,7 +10,6 @@ import {
   RepositoryError,
   StoredOutcomeError,
 } from '../../errors.js';
-import { MAX_ID_BYTES } from '../../store/ids.js';
 import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
 import { requestFingerprint } from './fingerprint.js';
@@ -143,7 +142,7 @@ export class HttpIdempotency<Req> {
       inProgress: 'error',
       removeOnFailure: true,
       storeResult: {
-        ...(maxResponseBytes === undefined ? {} : { maxBytes: maxResponseBytes }),
+        maxBytes: maxResponseBytes,
         serialize: (value: unknown) => encodeResponse(value as CapturedResponse),
         deserialize: decodeResponse,
       },
@@ -154,9 +153,10 @@ export class HttpIdempotency<Req> {
       // open while the route runs buys nothing, and would tie up a pool connection per route in flight (at most
       // `poolSize` routes at once) and keep a hung route's key for as long as the request hangs.
       transaction: false,
-      ...(encryption === undefined ? {} : { encryption }),
-      ...(telemetry === undefined ? {} : { telemetry }),
-      ...(onOutcome === undefined ? {} : { onOutcome }),
+      // The consumer drops options left undefined.
+      encryption,
+      telemetry,
+      onOutcome,
     });
   }
 
@@ -235,7 +235,8 @@ export class HttpIdempotency<Req> {
   ): void {
     let message: HttpMessage;
     try {
-      const id = scopedId(view.method, view.route, principal, key, this.#maxIdBytes);
+      const maxIdBytes = this.options.repository.capabilities?.maxIdBytes;
+      const id = scopedId(view.method, view.route, principal, key, maxIdBytes);
       message = { key: id, method: view.method, target: view.target, body: view.body };
     } catch (error) {
       fail(error);
@@ -276,14 +277,9 @@ export class HttpIdempotency<Req> {
         },
         (error: unknown) => {
           if (capture === undefined) {
-            let refusal: HttpVerdict;
-            try {
-              refusal = this.#refusal(error);
-            } catch (unexpected) {
-              fail(unexpected);
-              return;
-            }
-            verdict(refusal);
+            const refusal = this.#refusal(error);
+            if (refusal) verdict(refusal);
+            else fail(error);
             return;
           }
           capture.flush();
@@ -347,12 +343,11 @@ export class HttpIdempotency<Req> {
     return { trace: { headersOf: () => header, attributes: { 'http.request.method': view.method } } };
   }
 
-  get #maxIdBytes(): number {
-    return this.options.repository.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
-  }
-
-  /** The consumer refused before the route ran: another request holds the key, or the store failed. */
-  #refusal(error: unknown): HttpVerdict {
+  /**
+   * The consumer refused before the route ran: another request holds the key, or the store failed. Undefined
+   * for an unexpected error.
+   */
+  #refusal(error: unknown): HttpVerdict | undefined {
     if (error instanceof StoredOutcomeError) {
       return answer(
         'response-unreadable',
@@ -375,7 +370,7 @@ export class HttpIdempotency<Req> {
         'retry-after': '1',
       });
     }
-    throw error;
+    return undefined;
   }
 }
 

@@ -2,7 +2,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { endWith } from './capture.js';
 import { HttpIdempotency, RequestView } from './core.js';
 import type { HttpIdempotencyOptions } from './options.js';
-import type { HttpAnswer } from './problem.js';
 
 // Structural shapes, not Express's types: with `skipLibCheck: false` a project (a Fastify user too) would
 // otherwise need @types/express to import this entry point.
@@ -47,19 +46,15 @@ export function idempotencyKey<Req extends ExpressRequestLike = ExpressRequestLi
       new RequestView(req, route, req.originalUrl),
       res,
       (verdict) => {
-        if (verdict.kind === 'next') next();
-        else writeAnswer(res, verdict.answer);
+        if (verdict.kind === 'next') return next();
+        // A replay or a problem, written straight to Node's response (Node sets Content-Length from the body).
+        const { status, headers, body } = verdict.answer;
+        res.statusCode = status;
+        for (const name in headers) res.setHeader(name, headers[name] as string | readonly string[]);
+        endWith(res, body);
       },
       next,
     );
   };
   return Object.assign(middleware, { idempotency });
-}
-
-/** Writes a replay or a problem straight to Node's response (Node sets Content-Length from the body). */
-function writeAnswer(res: ServerResponse, answer: HttpAnswer): void {
-  res.statusCode = answer.status;
-  const { headers } = answer;
-  for (const name in headers) res.setHeader(name, headers[name] as string | readonly string[]);
-  endWith(res, answer.body);
 }

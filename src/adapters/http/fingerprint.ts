@@ -103,11 +103,5 @@ function plainJson(value: unknown, depth: number): string {
 
 /** True for a canonical array index (`0` … `4294967294`), the keys JavaScript enumerates first. */
 function isArrayIndex(key: string): boolean {
-  const first = key.charCodeAt(0);
-  if (first < 48 || first > 57 || (first === 48 && key.length > 1) || key.length > 10) return false;
-  for (let i = 1; i < key.length; i++) {
-    const c = key.charCodeAt(i);
-    if (c < 48 || c > 57) return false;
-  }
-  return Number(key) < 4_294_967_295;
+  return /^(?:0|[1-9]\d{0,9})$/.test(key) && Number(key) < 4_294_967_295;
 }

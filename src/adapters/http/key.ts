@@ -12,8 +12,9 @@ export type KeyReading =
 
 const ABSENT: KeyReading = Object.freeze({ kind: 'absent' });
 
-// An sf-string (RFC 8941 §3.3.3) holds printable ASCII; only `"` and `\` are escaped.
-const PRINTABLE = /^[\x20-\x7e]*$/;
+// An sf-string (RFC 8941 §3.3.3): printable ASCII in quotes, only `"` and `\` escaped. Only the closing quote may
+// end it: trailing parameters or list members are refused.
+const QUOTED = /^"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"$/;
 // The lenient bare form: visible ASCII without the characters that would make it ambiguous with a quoted
 // string or a list (`"`, `\`, `,`). A UUID sent without quotes, the most common mistake, is accepted.
 const BARE = /^[\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]+$/;
@@ -59,23 +60,7 @@ export function readIdempotencyKey(
 
 /** The value of an RFC 8941 sf-string that makes up the whole of `text`, or undefined if it is not one. */
 function unquote(text: string): string | undefined {
-  let out = '';
-  for (let i = 1; i < text.length; i++) {
-    const c = text[i] as string;
-    if (c === '\\') {
-      const next = text[++i];
-      if (next !== '"' && next !== '\\') return undefined;
-      out += next;
-    } else if (c === '"') {
-      // Only the closing quote may end it: trailing parameters or list members are refused.
-      return i === text.length - 1 ? out : undefined;
-    } else if (!PRINTABLE.test(c)) {
-      return undefined;
-    } else {
-      out += c;
-    }
-  }
-  return undefined;
+  return QUOTED.exec(text)?.[1]?.replace(/\\(["\\])/g, '$1');
 }
 
 function invalid(problem: KeyProblem, detail: string): KeyReading {
@@ -106,14 +91,6 @@ export function scopedId(
   const whole = createHash('sha256').update(JSON.stringify([method, route, principal ?? null, key]));
   return JSON.stringify(['http##', whole.digest('base64url')]);
 }
-
-/** Request headers that carry credentials by default; their digest is the principal when no `scope` hook is set. */
-export const CREDENTIAL_HEADERS: readonly string[] = [
-  'authorization',
-  'proxy-authorization',
-  'cookie',
-  'x-api-key',
-];
 
 /**
  * The principal a request's credentials stand for: the SHA-256 of the credential headers it carries (names and

@@ -7,7 +7,7 @@ import { type OptionsOrigin, parseOptions } from '../../options/issues.js';
 import { MAX_TTL_MS } from '../../store/ttl.js';
 import type { IdempotentRepository } from '../../store/types.js';
 import type { CapturedResponse } from './capture.js';
-import { CREDENTIAL_HEADERS, credentialScope } from './key.js';
+import { credentialScope } from './key.js';
 
 /** Defaults of the HTTP adapter (see {@link HttpIdempotencyOptions}), written once. */
 export const httpIdempotencyDefaults = {
@@ -27,7 +27,8 @@ export const httpIdempotencyDefaults = {
   retryAfterMs: 1_000,
   /** Besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
-  credentialHeaders: CREDENTIAL_HEADERS,
+  /** Request headers that carry credentials; their digest is the principal when no `scope` hook is set. */
+  credentialHeaders: ['authorization', 'proxy-authorization', 'cookie', 'x-api-key'] as readonly string[],
   /** A 5xx gives the key back, so a retry runs again. */
   storeIf: (response: { readonly status: number }): boolean => response.status < 500,
 } as const;
@@ -205,7 +206,9 @@ export function resolveHttpIdempotencyOptions<Req>(
   // The keys are checked here, so a bad one names this adapter rather than its consumer.
   if (options.encryption !== undefined) new OutcomeCipher(options.encryption, 'idempotencyKey(...)');
   const d = httpIdempotencyDefaults;
+  const { scope, releaseOn } = options;
   const kept = [...d.keptHeaders, ...(options.replayHeaders ?? [])].map((h) => h.toLowerCase());
+  const credentials = (options.credentialHeaders ?? d.credentialHeaders).map((h) => h.toLowerCase());
   return {
     repository: options.repository,
     ttlMs: options.ttlMs ?? d.ttlMs,
@@ -217,8 +220,11 @@ export function resolveHttpIdempotencyOptions<Req>(
     replayedHeader: options.replayedHeader ?? d.replayedHeader,
     maxKeyLength: options.maxKeyLength ?? d.maxKeyLength,
     keptHeaders: new Set(kept),
-    storeIf: resolveStoreIf(options),
-    principal: resolvePrincipal(options),
+    storeIf: options.storeIf ?? (releaseOn ? (response) => !releaseOn(response.status) : d.storeIf),
+    principal:
+      typeof scope === 'function'
+        ? (view) => scope(view.request)
+        : (view) => credentialScope(view, credentials),
     maxResponseBytes: options.maxResponseBytes,
     encryption: options.encryption,
     onError:
@@ -227,22 +233,4 @@ export function resolveHttpIdempotencyOptions<Req>(
     telemetry: options.telemetry,
     onOutcome: options.onOutcome,
   };
-}
-
-function resolveStoreIf<Req>(options: HttpIdempotencyOptions<Req>): (response: CapturedResponse) => boolean {
-  if (options.storeIf) return options.storeIf;
-  const { releaseOn } = options;
-  if (releaseOn) return (response) => !releaseOn(response.status);
-  return httpIdempotencyDefaults.storeIf;
-}
-
-function resolvePrincipal<Req>(
-  options: HttpIdempotencyOptions<Req>,
-): ResolvedHttpIdempotencyOptions<Req>['principal'] {
-  const { scope } = options;
-  if (typeof scope === 'function') return (view) => scope(view.request);
-  const names = (options.credentialHeaders ?? httpIdempotencyDefaults.credentialHeaders).map((h) =>
-    h.toLowerCase(),
-  );
-  return (view) => credentialScope(view, names);
 }

@@ -165,7 +165,11 @@ export function resolveKafkaAdapterOptions<R>(
   if (kafka && config.groupId === undefined) {
     throw optionError(['groupId'], 'is required when the adapter creates the consumer from kafka', ORIGIN);
   }
-  const kafkajs = kafka === undefined || isKafkajsClient(kafka) ? kafka : undefined;
+  // A kafkajs `Kafka` instance makes consumers; connection settings do not.
+  const kafkajs =
+    kafka === undefined || typeof (kafka as Partial<KafkajsKafka>).consumer === 'function'
+      ? (kafka as KafkajsKafka | undefined)
+      : undefined;
   const connection =
     kafka === undefined || kafkajs !== undefined
       ? undefined
@@ -216,11 +220,6 @@ const PROBE: KafkaRecord = {
     attributes: 0,
   } as ConsumedMessage,
 };
-
-/** A kafkajs `Kafka` instance (it makes consumers), as opposed to connection settings. */
-function isKafkajsClient(kafka: KafkajsKafka | KafkaAdapterConnection): kafka is KafkajsKafka {
-  return typeof (kafka as Partial<KafkajsKafka>).consumer === 'function';
-}
 
 /**
  * True when the consumer's id selector takes the id the adapter read: `kafkaRecordId`, `'id'`, or a function that

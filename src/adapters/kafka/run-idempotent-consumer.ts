@@ -1,4 +1,4 @@
-import type { TelemetryAttributes, TraceSource } from '../../consumer/telemetry/api.js';
+import type { TraceSource } from '../../consumer/telemetry/api.js';
 import type { HandlerContext, ProcessResult } from '../../consumer/types.js';
 import { InProgressError, InvalidIdError, InvalidInputError } from '../../errors.js';
 import {
@@ -61,72 +61,63 @@ export async function runIdempotentConsumer<R>(
   return runner;
 }
 
-/** The kafkajs type the kafkajs implementation's wrapper `name` takes (kafkajs's own, never in the public types). */
-type KafkajsArgument<N extends 'fromKafkajs' | 'fromKafkajsConsumer' | 'fromKafkajsProducer'> = Parameters<
-  typeof import('../../kafka/kafkajs/index.js')[N]
->[0];
-
 /** The port's parts the adapter runs on; `ownClient` was built from connection settings, closed on stop. */
 interface AdapterParts {
   readonly consumer: GroupConsumer;
-  readonly kafkajsConsumer: KafkajsConsumer | undefined;
   readonly producer: KafkaProducer | undefined;
   readonly ownClient: KafkaClient | undefined;
 }
 
-/** kafkajs objects given by the caller are wrapped (kafkajs is loaded only then); settings open a client. */
+/**
+ * kafkajs objects given by the caller are wrapped (kafkajs is loaded only then; `never`: the wrappers take
+ * kafkajs's own types, which the options' shapes stand for); settings open a client.
+ */
 async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Promise<AdapterParts> {
-  const needsKafkajs = resolved.kafka ?? resolved.consumer ?? resolved.dlqProducer;
-  const kafkajs = needsKafkajs === undefined ? undefined : await import('../../kafka/kafkajs/index.js');
-  let client: KafkaClient | undefined;
-  let ownClient: KafkaClient | undefined;
-  if (resolved.kafka && kafkajs)
-    client = kafkajs.fromKafkajs(resolved.kafka as KafkajsArgument<'fromKafkajs'>);
-  else if (resolved.connection) {
-    ownClient = await openKafkaClient(
-      { ...resolved.connection, client: resolved.client },
+  const { kafka, connection, consumer, dlqProducer } = resolved;
+  const kafkajs =
+    (kafka ?? consumer ?? dlqProducer) === undefined
+      ? undefined
+      : await import('../../kafka/kafkajs/index.js');
+  const ownClient =
+    connection &&
+    (await openKafkaClient(
+      { ...connection, client: resolved.client },
       { retries: kafkaAdapterDefaults.clientRetries },
       { configKey: 'client', feature: 'runIdempotentConsumer(...)' },
-    );
-    client = ownClient;
-  }
+    ));
+  const client = kafka && kafkajs ? kafkajs.fromKafkajs(kafka as never) : ownClient;
   const groupId = resolved.groupId ?? '';
-  let consumer: GroupConsumer;
-  let kafkajsConsumer: KafkajsConsumer | undefined;
-  if (resolved.consumer && kafkajs) {
-    consumer = kafkajs.fromKafkajsConsumer(
-      resolved.consumer as KafkajsArgument<'fromKafkajsConsumer'>,
-      groupId,
-    );
-    kafkajsConsumer = resolved.consumer;
-  } else {
-    consumer = (client as KafkaClient).consumer({
-      groupId,
-      maxWaitMs: kafkaAdapterDefaults.maxWaitTimeInMs,
-      // As kafkajs's consumers do by default.
-      allowAutoTopicCreation: true,
-      extra: resolved.consumerConfig as Record<string, unknown>,
-    });
-    kafkajsConsumer = (consumer as { native?: KafkajsConsumer }).native;
-  }
+  const group =
+    consumer && kafkajs
+      ? kafkajs.fromKafkajsConsumer(consumer as never, groupId)
+      : (client as KafkaClient).consumer({
+          groupId,
+          maxWaitMs: kafkaAdapterDefaults.maxWaitTimeInMs,
+          // As kafkajs's consumers do by default.
+          allowAutoTopicCreation: true,
+          extra: resolved.consumerConfig as Record<string, unknown>,
+        });
   let producer: KafkaProducer | undefined;
   if (resolved.dlq) {
     producer =
-      resolved.dlqProducer && kafkajs
-        ? kafkajs.fromKafkajsProducer(resolved.dlqProducer as KafkajsArgument<'fromKafkajsProducer'>)
+      dlqProducer && kafkajs
+        ? kafkajs.fromKafkajsProducer(dlqProducer as never)
         : client?.producer({ allowAutoTopicCreation: true });
   }
-  return { consumer, kafkajsConsumer, producer, ownClient };
+  return { consumer: group, producer, ownClient };
 }
 
 /** Thrown by the wrapped handler for records it declines to run; never reaches the caller. */
 const DEFERRED = Object.freeze({ deferred: 'the record was not handled; it is read again later' });
 
+/** A dead letter and its record's index in the fetched batch. */
+type Letter = DeadLetter & { readonly index: number };
+
 /** How one sub-batch ended. */
 interface Segment {
   /** Records from the start of the sub-batch that are finished, letters included. */
   done: number;
-  letters: { index: number; letter: DeadLetter }[];
+  letters: Letter[];
   /** Why the partition stopped at the record after the finished prefix, when it did. */
   block?: { kind: BlockKind; error: unknown };
   /** A failed heartbeat (rebalance): raised to kafkajs after the commit. */
@@ -160,7 +151,8 @@ class Runner implements IdempotentKafkaConsumer {
   }
 
   get consumer(): KafkajsConsumer {
-    const native = this.#parts.kafkajsConsumer;
+    // A kafkajs consumer behind the port, the caller's own or one made from `kafka`.
+    const { native } = this.#group as { native?: KafkajsConsumer };
     if (native === undefined) {
       throw new TypeError(
         `the Kafka adapter runs on client ${JSON.stringify(this.#options.client)}: it has no kafkajs consumer`,
@@ -229,28 +221,29 @@ class Runner implements IdempotentKafkaConsumer {
       let finished = segment.done;
       let block = segment.block;
       if (block?.kind === 'handler' && !segment.interrupt && this.#producer) {
-        const attempts = this.#blockAt(stream, offsetAt(next + finished)).handlerFailures + 1;
+        const index = next + finished;
+        const attempts = this.#blockAt(stream, offsetAt(index)).handlerFailures + 1;
         if (attempts >= this.#options.retry.maxAttempts) {
-          const index = next + finished;
-          const letter = this.#letter(payload, index, 'handler-failed', block.error, attempts);
-          segment.letters.push({ index, letter });
+          segment.letters.push(this.#letter(payload, index, 'handler-failed', block.error, attempts));
           finished++;
           block = undefined;
         }
       }
       if (segment.letters.length > 0) {
         const dlq = this.#options.dlq?.topic as string;
-        const letters = segment.letters.map((l) => l.letter);
-        const sent = await sendDeadLetters(this.#producer as KafkaProducer, dlq, letters).then(
-          () => true,
+        await sendDeadLetters(this.#producer as KafkaProducer, dlq, segment.letters).then(
+          () => {
+            for (const { message, reason, attempts } of segment.letters) {
+              this.stats.deadLettered++;
+              this.#options.onDeadLetter?.({ topic, partition, offset: message.offset, reason, attempts });
+            }
+          },
           (error: unknown) => {
             // Nothing from the first unwritten letter on may be committed: stop there and retry it later.
-            finished = (segment.letters[0] as { index: number }).index - next;
+            finished = (segment.letters[0] as Letter).index - next;
             block = { kind: 'infra', error };
-            return false;
           },
         );
-        if (sent) this.#reportLetters(segment.letters);
       }
       // The next offset to read. Records past it that are finished (their handler may have run) are skipped
       // when the partition is read from it again.
@@ -258,7 +251,8 @@ class Runner implements IdempotentKafkaConsumer {
         next + finished < messages.length
           ? BigInt(offsetAt(next + finished))
           : BigInt(payload.lastOffset()) + 1n;
-      for (const offset of segment.finished) if (BigInt(offset) > cut) this.#aheadOf(stream).add(offset);
+      const ahead = segment.finished.filter((offset) => BigInt(offset) > cut);
+      if (ahead.length > 0) this.#ahead.set(stream, new Set([...(this.#ahead.get(stream) ?? []), ...ahead]));
       if (finished > 0) {
         next += finished;
         this.stats.records += finished;
@@ -301,16 +295,12 @@ class Runner implements IdempotentKafkaConsumer {
     const declined = new WeakSet<KafkaRecord>();
     let halted = false;
     const handler = async (record: KafkaRecord, context: HandlerContext): Promise<unknown> => {
-      if (halted || this.#halted(payload)) {
-        halted = true;
-        declined.add(record);
-        throw DEFERRED;
-      }
       try {
+        if (halted || this.#halted(payload)) throw DEFERRED;
         await payload.heartbeat();
       } catch (error) {
+        if (error !== DEFERRED) segment.interrupt = error;
         halted = true;
-        segment.interrupt = error;
         declined.add(record);
         throw DEFERRED;
       }
@@ -327,15 +317,19 @@ class Runner implements IdempotentKafkaConsumer {
     let results: ProcessResult[] = [];
     if (records.length > 0) {
       try {
-        // The duplicate audit record (`onDuplicate`'s third argument) names each copy by topic/partition/offset.
-        const placeOf = (j: number) => {
-          const record = records[j] as KafkaRecord;
-          return { topic, partition, offset: record.message.offset };
-        };
+        const { groupId } = this.#options;
         // The consumer's telemetry (if it has any): a consumer span per record, continuing its `traceparent`.
         const trace: TraceSource = {
           kind: 'consumer',
-          attributes: this.#traceAttributes(topic, partition),
+          attributes: {
+            'messaging.system': 'kafka',
+            'messaging.operation.type': 'process',
+            'messaging.operation.name': 'process',
+            'messaging.destination.name': topic,
+            'messaging.destination.partition.id': String(partition),
+            // Unknown for a consumer given by the caller.
+            ...(groupId === undefined ? undefined : { 'messaging.consumer.group.name': groupId }),
+          },
           attributesOf: (j) => ({
             'messaging.kafka.offset': Number((records[j] as KafkaRecord).message.offset),
           }),
@@ -344,7 +338,8 @@ class Runner implements IdempotentKafkaConsumer {
         };
         ({ results } = await this.#options.idempotent.processBatch(records, handler, {
           stream,
-          placeOf,
+          // The duplicate audit record (`onDuplicate`'s third argument) names each copy by topic/partition/offset.
+          placeOf: (j) => ({ topic, partition, offset: (records[j] as KafkaRecord).message.offset }),
           trace,
         }));
         this.stats.batches++;
@@ -397,20 +392,6 @@ class Runner implements IdempotentKafkaConsumer {
     return segment;
   }
 
-  /** The messaging conventions' attributes of a partition's spans. */
-  #traceAttributes(topic: string, partition: number): TelemetryAttributes {
-    const { groupId } = this.#options;
-    return {
-      'messaging.system': 'kafka',
-      'messaging.operation.type': 'process',
-      'messaging.operation.name': 'process',
-      'messaging.destination.name': topic,
-      'messaging.destination.partition.id': String(partition),
-      // Unknown for a consumer given by the caller.
-      ...(groupId === undefined ? undefined : { 'messaging.consumer.group.name': groupId }),
-    };
-  }
-
   /** A record that can never be handled: a dead letter, or without a DLQ, a block. False when it blocks. */
   #refuse(
     segment: Segment,
@@ -423,7 +404,7 @@ class Runner implements IdempotentKafkaConsumer {
       segment.block = { kind: 'poison', error };
       return false;
     }
-    segment.letters.push({ index, letter: this.#letter(payload, index, reason, error, 0) });
+    segment.letters.push(this.#letter(payload, index, reason, error, 0));
     segment.done++;
     return true;
   }
@@ -438,16 +419,9 @@ class Runner implements IdempotentKafkaConsumer {
     reason: DlqReason,
     error: unknown,
     attempts: number,
-  ): DeadLetter {
+  ): Letter {
     const { topic, partition, messages } = payload;
-    return { topic, partition, message: messages[index] as ConsumedMessage, reason, error, attempts };
-  }
-
-  #reportLetters(letters: readonly { letter: DeadLetter }[]): void {
-    for (const { topic, partition, message, reason, attempts } of letters.map((l) => l.letter)) {
-      this.stats.deadLettered++;
-      this.#options.onDeadLetter?.({ topic, partition, offset: message.offset, reason, attempts });
-    }
+    return { index, topic, partition, message: messages[index] as ConsumedMessage, reason, error, attempts };
   }
 
   /** Commits everything before `messages[upTo]` (all of the batch, control records included, at the end). */
@@ -472,15 +446,6 @@ class Runner implements IdempotentKafkaConsumer {
     if (ahead.size === 0) this.#ahead.delete(stream);
   }
 
-  #aheadOf(stream: string): Set<string> {
-    let ahead = this.#ahead.get(stream);
-    if (!ahead) {
-      ahead = new Set();
-      this.#ahead.set(stream, ahead);
-    }
-    return ahead;
-  }
-
   #blockAt(stream: string, offset: string): BlockedRecord {
     let record = this.#blocked.get(stream);
     if (!record || record.offset !== offset) {
@@ -499,16 +464,9 @@ class Runner implements IdempotentKafkaConsumer {
   ): void {
     const stream = `${topic}:${partition}`;
     const record = this.#blockAt(stream, offset);
-    const delay = backoffMs(record.count(block.kind), this.#options.retry);
+    const retryInMs = backoffMs(record.count(block.kind), this.#options.retry);
     this.stats.retries++;
-    const info = {
-      topic,
-      partition,
-      offset,
-      kind: block.kind,
-      attempts: record.handlerFailures,
-      retryInMs: delay,
-    };
+    const info = { topic, partition, offset, kind: block.kind, attempts: record.handlerFailures, retryInMs };
     if (this.#options.onError) this.#options.onError(block.error, info);
     else {
       const reason = block.error instanceof Error ? block.error.message : String(block.error);
@@ -521,7 +479,7 @@ class Runner implements IdempotentKafkaConsumer {
       this.#timers.delete(stream);
       // When the group is gone (stopped, or restarting after a crash) there is nothing to resume: a no-op.
       if (!this.#stopping) this.#group.resume(tp);
-    }, delay);
+    }, retryInMs);
     this.#timers.set(stream, { timer, topic, partition });
   }
 

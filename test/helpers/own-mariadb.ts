@@ -8,29 +8,16 @@
  *   await server.destroy();
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createConnection } from 'mysql2/promise';
+import { run, stopChild } from './own-postgres.js';
 import { sparePort } from './redis-server.js';
 
 /** mariadbd drops to this OS user when started as root (`--user`), as the stack does. */
 const OS_USER = 'mysql';
-
-async function run(command: readonly string[], what: string): Promise<void> {
-  const [file, ...args] = command as [string, ...string[]];
-  const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const keep = (text: string) => {
-    output = (output + text).slice(-4_000);
-  };
-  child.stdout?.setEncoding('utf8').on('data', keep);
-  child.stderr?.setEncoding('utf8').on('data', keep);
-  const [code] = (await once(child, 'exit')) as [number | null];
-  if (code !== 0) throw new Error(`${what} exited with ${code}: ${output.trim()}`);
-}
 
 async function chownToServer(...paths: string[]): Promise<void> {
   if (userInfo().uid !== 0) return;
@@ -136,14 +123,7 @@ export class OwnMariadb {
 
   /** Stops the server (SIGKILL after 10 s) and removes its directory. */
   async destroy(): Promise<void> {
-    const child = this.#child;
-    if (child && this.running) {
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    if (this.running) await stopChild(this.#child as ChildProcess, 'SIGTERM');
     await rm(this.dir, { recursive: true, force: true });
   }
 }

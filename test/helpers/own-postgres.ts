@@ -33,7 +33,8 @@ function asOwner(): string[] {
     : [];
 }
 
-async function run(command: readonly string[], what: string): Promise<void> {
+/** Runs a command to its end; a non-zero exit rejects with the end of its stderr. */
+export async function run(command: readonly string[], what: string): Promise<void> {
   const [file, ...args] = command as [string, ...string[]];
   const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -146,14 +147,7 @@ export class OwnPostgres {
 
   /** Stops the server (SIGKILL after 10 s) and removes its directory. */
   async destroy(): Promise<void> {
-    const child = this.#child;
-    if (child && this.running) {
-      const exited = once(child, 'exit');
-      child.kill('SIGQUIT');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    if (this.running) await stopChild(this.#child as ChildProcess, 'SIGQUIT');
     await rm(this.dir, { recursive: true, force: true });
   }
 
@@ -164,6 +158,15 @@ export class OwnPostgres {
     child.kill(signal);
     await exited;
   }
+}
+
+/** Sends `signal` to a running server and waits for its exit, sending SIGKILL after 10 s. */
+export async function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  const exited = once(child, 'exit');
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
 }
 
 let templateDir: Promise<string> | undefined;

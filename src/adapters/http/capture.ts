@@ -48,7 +48,10 @@ interface Patch {
 
 /** The methods a capture replaces, as `from` has them (its own or inherited). */
 function methodsOf(from: object): Methods {
-  return Object.fromEntries(REPLACED.map((name) => [name, (from as Captured)[name]])) as Methods;
+  // A loop, not Object.fromEntries: this runs per response on the own-property path, without entry arrays.
+  const methods = {} as Methods;
+  for (const name of REPLACED) methods[name] = (from as Captured)[name] as Method;
+  return methods;
 }
 
 /** How a captured response finished: the route ended it, or the connection closed after it started writing. */

@@ -183,8 +183,10 @@ export abstract class BaseRepository implements IdempotentRepository {
   async markMany(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]> {
     const { unique, slot } = this.#unique(entries, options, true);
     if (unique.length === 0) return [];
+    // Only the mark's fields reach the store: an options object that also carries a lease still writes marks.
+    const { ttlMs, now, minLifetimeMs } = options;
     const marked = await this.run('mark', () =>
-      this.doMarkMany(unique, options, options.now ?? this.clock()),
+      this.doMarkMany(unique, { ttlMs, now, minLifetimeMs }, now ?? this.clock()),
     );
     // A repeat inside the batch shares the first occurrence's answer.
     return slot.map((s) => marked[s >= 0 ? s : -1 - s] === true);

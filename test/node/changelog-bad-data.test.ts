@@ -5,7 +5,7 @@ import { decodeChanges, decodeMarkExpiry, encodeMark } from '../../src/kafka/cha
 import { testProducer, waitForCommitted } from '../helpers/kafka.js';
 import { nodeConfig, nodeTestbed, rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { uidCounts } from './exactly-once-input.js';
+import { committedUidCounts } from './exactly-once-input.js';
 
 /** Values no reader can restore: empty, an unknown format byte, and expiries that are not times. */
 function badValues(): { label: string; value: Buffer }[] {
@@ -117,7 +117,7 @@ describe('dedup node restore over unreadable changelog records', { skip: skipUnl
       'each warning names the topic, partition and offset',
     );
     assert.equal(b.handle.totals().recordsOut, 0, 'no id forwarded twice');
-    const counts = await uidCounts(kafka, output);
+    const counts = await committedUidCounts(kafka, output, ids.length);
     assert.equal(counts.size, ids.length);
     assert.deepEqual(
       [...counts.values()].filter((n) => n !== 1),

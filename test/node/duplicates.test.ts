@@ -4,11 +4,11 @@ import type { DuplicateAuditValue } from '../../src/node/duplicates.js';
 import { randomName, testProducer, waitForCommitted } from '../helpers/kafka.js';
 import { nodeConfig, nodeTestbed, rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { produceIds, readCommitted } from './exactly-once-input.js';
+import { produceIds, type readCommitted, readCommittedAtLeast } from './exactly-once-input.js';
 
 /** The audit topic's records, as a read_committed reader sees them, by partition then offset. */
-async function auditRecords(kafka: Parameters<typeof readCommitted>[0], topic: string) {
-  return (await readCommitted(kafka, topic)).map(({ partition, record }) => ({
+async function auditRecords(kafka: Parameters<typeof readCommitted>[0], topic: string, atLeast: number) {
+  return (await readCommittedAtLeast(kafka, topic, atLeast)).map(({ partition, record }) => ({
     partition,
     key: record.key?.toString(),
     value: JSON.parse(record.value?.toString() ?? 'null') as DuplicateAuditValue,
@@ -59,7 +59,7 @@ describe('dedup node, output.duplicatesTopic (issue 20 §5)', { skip: skipUnless
       await second.handle.stop();
       assert.equal(second.handle.totals().duplicates, 3);
 
-      const records = await auditRecords(kafka, audit);
+      const records = await auditRecords(kafka, audit, 3);
       assert.equal(records.length, 3, 'one audit record per duplicate, none repeated');
       // Written in the chunk's transaction under exactly-once: its commit marker takes an offset of its own.
       let end = 0;

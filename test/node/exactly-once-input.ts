@@ -99,6 +99,23 @@ export async function readCommitted(
   }
 }
 
+/**
+ * {@link readCommitted} once it holds at least `count` records, read again for up to 30 s: EndTxn answers before
+ * the commit markers reach the partitions, so the group's offsets may be visible before the output is.
+ */
+export async function readCommittedAtLeast(
+  kafka: Kafka,
+  topic: string,
+  count: number,
+): Promise<{ partition: number; record: ChangelogEntry }[]> {
+  let records = await readCommitted(kafka, topic);
+  for (const deadline = Date.now() + 30_000; records.length < count && Date.now() < deadline; ) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    records = await readCommitted(kafka, topic);
+  }
+  return records;
+}
+
 /** The uids in the topic (read_committed), with how many records each has. */
 export async function uidCounts(kafka: Kafka, topic: string): Promise<Map<string, number>> {
   const counts = new Map<string, number>();

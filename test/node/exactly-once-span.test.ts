@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { testProducer, waitForCommitted } from '../helpers/kafka.js';
 import { nodeConfig, nodeTestbed, rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { uidCounts } from './exactly-once-input.js';
+import { committedUidCounts } from './exactly-once-input.js';
 
 /**
  * Exactly-once, one transaction spans several chunks of a batch (src/node/batch-loop.ts, `Span`): a chunk's
@@ -43,7 +43,7 @@ describe('dedup node, exactly-once transaction over several chunks', {
     await waitForCommitted(admin, groupId, topic, { timeoutMs: 90_000 });
     await node.handle.stop();
 
-    const counts = await uidCounts(kafka, output);
+    const counts = await committedUidCounts(kafka, output, forwarded);
     assert.equal(counts.size, forwarded, 'every distinct id forwarded');
     assert.deepEqual(
       [...counts].filter(([, n]) => n !== 1),

@@ -12,7 +12,7 @@ import {
   startNodeInProcess,
 } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { committedReport, produceIds, uidCounts } from './exactly-once-input.js';
+import { committedReport, committedUidCounts, produceIds } from './exactly-once-input.js';
 
 describe('dedup node, output.guarantee = "exactly-once"', { skip: skipUnlessEnabled('kafka') }, () => {
   it('writes each distinct id exactly once, marks in the changelog, offsets in the transaction', {
@@ -78,7 +78,7 @@ describe('dedup node, output.guarantee = "exactly-once"', { skip: skipUnlessEnab
     assert.equal(recordsIn, 4_000, 'B read each record produced for it once');
     assert.equal(duplicates, 3_000, 'B dropped every id A had marked');
     assert.equal(recordsOut, 1_000, 'B forwarded only the new ids');
-    const counts = await uidCounts(kafka, output);
+    const counts = await committedUidCounts(kafka, output, 4_000);
     assert.equal(counts.size, 4_000);
     assert.deepEqual(
       [...counts.values()].filter((n) => n !== 1),

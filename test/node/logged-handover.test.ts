@@ -4,7 +4,7 @@ import type { Producer } from 'kafkajs';
 import { testProducer, waitForCommitted } from '../helpers/kafka.js';
 import { nodeConfig, nodeTestbed, rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { readCommitted, uidCounts } from './exactly-once-input.js';
+import { committedUidCounts, readCommittedAtLeast } from './exactly-once-input.js';
 
 /*
  * Issue 17: the node as a processor over a logged store. Each scenario forwards ids with node A (RocksDB store),
@@ -59,7 +59,7 @@ async function handover(
 
   // The changelog holds a live mark for every id A forwarded.
   const marks = new Set(
-    (await readCommitted(kafka, changelog))
+    (await readCommittedAtLeast(kafka, changelog, distinct.length))
       .filter(({ record }) => record.value !== null)
       .map(({ record }) => record.key),
   );
@@ -86,7 +86,7 @@ async function handover(
   assert.equal(restored, distinct.length, 'B restored every mark');
   assert.equal(b.handle.totals().recordsOut, 0, 'B forwarded none of them again');
   assert.equal(b.handle.totals().duplicates, distinct.length);
-  const counts = await uidCounts(kafka, output);
+  const counts = await committedUidCounts(kafka, output, distinct.length);
   assert.deepEqual(
     [...counts.entries()].filter(([, n]) => n !== 1),
     [],

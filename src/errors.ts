@@ -236,10 +236,15 @@ export class MissingDependencyError extends IdempotencyError {
   }
 }
 
+/** The message of an error of unknown type, for wrapping it in one of ours. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** Wraps an unknown thrown value from a store client into a RepositoryError, leaving our own errors as they are. */
 export function toRepositoryError(operation: string, error: unknown): IdempotencyError {
   if (error instanceof IdempotencyError) return error;
-  const detail = error instanceof Error ? error.message : String(error);
+  const detail = errorMessage(error);
   return new RepositoryError(`${operation} failed: ${detail}`, { cause: error });
 }
 

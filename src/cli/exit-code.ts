@@ -1,4 +1,4 @@
-import { ConfigError, InvalidIdError } from '../errors.js';
+import { ConfigError, errorMessage, InvalidIdError } from '../errors.js';
 import { commandLine } from '../util/command-line.js';
 import { asMissingDependency } from '../util/optional-module.js';
 
@@ -23,7 +23,7 @@ export interface CliStreams {
 
 /** Writes `error` as one `<command>: …` line; answers `usage` for a bad flag, setting or id, else `failure`. */
 export function failWith(command: string, error: unknown, err: CliStreams['err']): number {
-  err.write(`${commandLine(command, error instanceof Error ? error.message : String(error))}\n`);
+  err.write(`${commandLine(command, errorMessage(error))}\n`);
   return error instanceof ConfigError || error instanceof InvalidIdError ? ExitCode.usage : ExitCode.failure;
 }
 

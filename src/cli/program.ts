@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
-import { ConfigError, InvalidInputError } from '../errors.js';
+import { ConfigError, errorMessage, InvalidInputError } from '../errors.js';
 import { closest } from '../options/closest.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
 import { commandLine } from '../util/command-line.js';
@@ -301,20 +301,20 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       code = signalCode(signal);
     }
   } catch (error) {
-    progress.log(commandLine('idem dedup', message(error)));
+    progress.log(commandLine('idem dedup', errorMessage(error)));
     code = ExitCode.failure;
   } finally {
     progress.stop();
     try {
       await setup.repository.close();
     } catch (error) {
-      stderr.write(`${commandLine('idem dedup', `closing the store: ${message(error)}`)}\n`);
+      stderr.write(`${commandLine('idem dedup', `closing the store: ${errorMessage(error)}`)}\n`);
       code = ExitCode.failure;
     }
     try {
       duplicates?.close();
     } catch (error) {
-      stderr.write(`${commandLine('idem dedup', message(error))}\n`);
+      stderr.write(`${commandLine('idem dedup', errorMessage(error))}\n`);
       code = ExitCode.failure;
     }
     process.off('SIGINT', onSignal);
@@ -429,10 +429,6 @@ async function sizeKeyIndex(
 
 function signalCode(signal: NodeJS.Signals): number {
   return signal === 'SIGINT' ? ExitCode.sigint : ExitCode.sigterm;
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function packageVersion(): string {

@@ -3,7 +3,7 @@ import { loadConfig } from '../config/load.js';
 import { openRepository } from '../config/repository.js';
 import { REPLAY_EPOCH, replayEpochPrefix } from '../consumer/message-id.js';
 import { storedOutcomeKind } from '../consumer/stored-outcome.js';
-import { ConfigError, InvalidIdError } from '../errors.js';
+import { ConfigError, errorMessage, InvalidIdError } from '../errors.js';
 import { configSource } from '../options/sources.js';
 import { toKey } from '../store/ids.js';
 import { isLive } from '../store/record.js';
@@ -57,7 +57,7 @@ export function parseIds(
       if (epoch !== undefined) id = epoch + toKey(id);
       toKey(id);
     } catch (error) {
-      throw badId(text, error instanceof Error ? error.message : String(error), format);
+      throw badId(text, errorMessage(error), format);
     }
     return { text, id };
   });

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { ConfigError } from '../errors.js';
+import { ConfigError, errorMessage } from '../errors.js';
 import type { RepositoryType } from '../repositories/registry.js';
 import { redactUrl } from '../util/redact-text.js';
 
@@ -77,7 +77,7 @@ export function repositoryFromStoreUrl(
   try {
     table = entry.table(value);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = errorMessage(error);
     throw new ConfigError('repository', `${JSON.stringify(redactUrl(value))}: ${reason}`, {
       label: '--store',
     });

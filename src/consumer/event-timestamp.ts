@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors.js';
+import { errorMessage, InvalidInputError } from '../errors.js';
 import { readPath } from './message-id.js';
 import type { TimestampSelector } from './types.js';
 
@@ -25,10 +25,7 @@ export function timestampReader<M>(
     try {
       value = raw(message);
     } catch (error) {
-      return new InvalidInputError(
-        location,
-        `threw ${error instanceof Error ? error.message : String(error)}`,
-      );
+      return new InvalidInputError(location, `threw ${errorMessage(error)}`);
     }
     const ms = toEpochMs(value);
     if (ms !== undefined) return ms;

@@ -1,5 +1,5 @@
 import * as crypto from 'node:crypto';
-import { InvalidInputError } from '../errors.js';
+import { errorMessage, InvalidInputError } from '../errors.js';
 import { readPath } from './message-id.js';
 import type { FingerprintSelector } from './options.js';
 
@@ -118,7 +118,10 @@ export function fingerprinter<M>(selector: FingerprintSelector<M>): (message: M)
     try {
       data = source(message);
     } catch (error) {
-      throw new InvalidInputError('option fingerprint', `cannot compute the fingerprint: ${reason(error)}`);
+      throw new InvalidInputError(
+        'option fingerprint',
+        `cannot compute the fingerprint: ${errorMessage(error)}`,
+      );
     }
     if (typeof data !== 'string' && !(data instanceof Uint8Array)) {
       throw new InvalidInputError(
@@ -137,8 +140,4 @@ function sourceOf<M>(selector: FingerprintSelector<M>): (message: M) => unknown 
   // An object keyed by path: canonical JSON sorts it, so the list's order does not matter either.
   return (message) =>
     canonicalJson(Object.fromEntries(paths.map(([name, steps]) => [name, readPath(message, steps) ?? null])));
-}
-
-function reason(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -1,4 +1,4 @@
-import { RenewUnsupportedError } from '../errors.js';
+import { errorMessage, RenewUnsupportedError } from '../errors.js';
 import type { ClaimRef, IdempotentRepository, MessageId } from '../store/types.js';
 import type { ConsumerStats } from './stats.js';
 import type { ConsumerWarningCode, RenewalSignal } from './types.js';
@@ -133,7 +133,7 @@ export class LeaseRenewer<R extends Renewable> {
           return;
         }
         if (!this.#tracks(run)) return;
-        this.#failed(claim, error instanceof Error ? error.message : String(error));
+        this.#failed(claim, errorMessage(error));
       },
     );
   }

@@ -1,4 +1,4 @@
-import { StoredFailureError, StoredOutcomeError } from '../errors.js';
+import { errorMessage, StoredFailureError, StoredOutcomeError } from '../errors.js';
 import { redactText } from '../util/redact-text.js';
 import { type OutcomeCipher, SEALED, UnreadableOutcome } from './encryption.js';
 import type { FailureMessagePolicy, StoreResultOptions } from './options.js';
@@ -79,7 +79,7 @@ export class OutcomeCodec {
     const name = error instanceof Error ? error.name : 'Error';
     const bare = this.#seal(id, FAILURE + JSON.stringify({ name, message: '' }));
     if (this.#failureMessage === 'name') return this.#fits(bare) ? bare : undefined;
-    let message = redactText(error instanceof Error ? error.message : String(error));
+    let message = redactText(errorMessage(error));
     if (message.length > MAX_FAILURE_MESSAGE) message = `${message.slice(0, MAX_FAILURE_MESSAGE)}…`;
     const full = this.#seal(id, FAILURE + JSON.stringify({ name, message }));
     if (this.#fits(full)) return full;

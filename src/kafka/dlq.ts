@@ -1,5 +1,5 @@
 import type { ProcessResult } from '../consumer/types.js';
-import { InvalidIdError, InvalidInputError, NoMessageIdError } from '../errors.js';
+import { errorMessage, InvalidIdError, InvalidInputError, NoMessageIdError } from '../errors.js';
 import type { BadIdReason } from './message-id.js';
 import { lastHeader, type MessageHeaders, type OutgoingMessage } from './port/index.js';
 
@@ -145,7 +145,7 @@ export function readDeadLetter(headers: MessageHeaders | undefined): DeadLetterI
 }
 
 function errorText(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error);
+  const text = errorMessage(error);
   return text.length > MAX_ERROR_CHARS ? `${text.slice(0, MAX_ERROR_CHARS - 3)}...` : text;
 }
 

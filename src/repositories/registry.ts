@@ -1,4 +1,4 @@
-import { ConfigError } from '../errors.js';
+import { ConfigError, errorMessage } from '../errors.js';
 import { asMissingDependency } from '../util/optional-module.js';
 import type { RepositoryModule } from './module.js';
 
@@ -58,7 +58,7 @@ export async function loadRepositoryModule(type: RepositoryType): Promise<Reposi
  * client library is missing, the loader's own message otherwise.
  */
 export function loadFailure(type: RepositoryType, error: unknown): ConfigError {
-  const detail = error instanceof Error ? error.message : String(error);
+  const detail = errorMessage(error);
   const message =
     asMissingDependency(error, { feature: `the ${type} store` })?.message ??
     `the ${type} store could not be loaded: ${detail}`;

@@ -1,6 +1,6 @@
 import type { TraceSource } from '../../consumer/telemetry/api.js';
 import type { HandlerContext, ProcessResult } from '../../consumer/types.js';
-import { InProgressError, InvalidIdError, InvalidInputError } from '../../errors.js';
+import { errorMessage, InProgressError, InvalidIdError, InvalidInputError } from '../../errors.js';
 import {
   type DeadLetter,
   type DlqReason,
@@ -469,7 +469,7 @@ class Runner implements IdempotentKafkaConsumer {
     const info = { topic, partition, offset, kind: block.kind, attempts: record.handlerFailures, retryInMs };
     if (this.#options.onError) this.#options.onError(block.error, info);
     else {
-      const reason = block.error instanceof Error ? block.error.message : String(block.error);
+      const reason = errorMessage(block.error);
       this.#group.warn(`idempotent consumer: record not finished, retrying: ${reason}`, info);
     }
     const tp = [{ topic, partitions: [partition] }];

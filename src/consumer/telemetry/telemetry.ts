@@ -1,3 +1,4 @@
+import { errorMessage } from '../../errors.js';
 import type { IdempotentRepository } from '../../store/types.js';
 import type { WarningSink } from '../lease-renewal.js';
 import type { IdempotentConsumerOptions } from '../options.js';
@@ -276,7 +277,7 @@ export class BatchTelemetry {
       span.setStatus({ code: ERROR });
       return;
     }
-    span.setStatus({ code: ERROR, message: error instanceof Error ? error.message : String(error) });
+    span.setStatus({ code: ERROR, message: errorMessage(error) });
     if (error instanceof Error || typeof error === 'string') span.recordException(error);
   }
 

@@ -1,4 +1,4 @@
-import { RepositoryError } from '../../errors.js';
+import { errorMessage, RepositoryError } from '../../errors.js';
 import {
   AbortedTransactions,
   type FetchedPartition,
@@ -177,7 +177,7 @@ export class ChangelogReader {
       return;
     }
     if (failures > this.#retries || this.#errors.isPermanent(error)) {
-      const detail = error instanceof Error ? error.message : String(error);
+      const detail = errorMessage(error);
       throw new RepositoryError(`reading changelog topic ${topic} failed: ${detail}`, { cause: error });
     }
     await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** failures)));

@@ -1,4 +1,4 @@
-import { ConfigError } from '../../errors.js';
+import { ConfigError, errorMessage } from '../../errors.js';
 import { asMissingDependency } from '../../util/optional-module.js';
 import type { KafkaClient, KafkaClientBehaviour, KafkaClientFactory, KafkaClientSettings } from './client.js';
 import { defaultKafkaClient, type KafkaClientName } from './names.js';
@@ -57,7 +57,7 @@ export async function loadKafkaClientFactory(
       ...(client === 'platformatic' ? { install: platformaticInstallCommand() } : {}),
     });
     if (missing) throw missing;
-    const detail = error instanceof Error ? error.message : String(error);
+    const detail = errorMessage(error);
     throw new ConfigError(
       configKey,
       `the ${client} Kafka client could not be loaded (it needs the npm package ${implementation.package}): ${detail}`,

@@ -1,5 +1,5 @@
 import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { type ClockSample, checkSampledClock } from '../clock-skew.js';
 import { type StoreLogger, verifiedTls } from '../shared.js';
 import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements, toMs } from './cql.js';
@@ -202,7 +202,7 @@ async function assertClock(
 /** Maps a failure while opening the store to the setting most likely at fault. */
 function connectError(error: unknown): unknown {
   if (error instanceof ConfigError) return error;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   if (error instanceof errors.NoHostAvailableError) {
     const inner = Object.entries((error.innerErrors ?? {}) as Record<string, unknown>);
     const detail = hostErrors(inner);
@@ -240,7 +240,5 @@ function isTlsFailure(error: unknown): boolean {
 /** `host: reason` per contact point, first line only (the driver's own message embeds stack traces). */
 function hostErrors(inner: [string, unknown][]): string {
   if (inner.length === 0) return 'no host tried';
-  return inner
-    .map(([host, e]) => `${host}: ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`)
-    .join('; ');
+  return inner.map(([host, e]) => `${host}: ${errorMessage(e).split('\n')[0]}`).join('; ');
 }

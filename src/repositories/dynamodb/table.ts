@@ -6,7 +6,7 @@ import {
   type TableDescription,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { ATTR } from './item.js';
 import type { DynamoDbLogger, DynamoDbOptions } from './options.js';
 
@@ -139,7 +139,7 @@ function checkKeySchema(table: TableDescription, config: DynamoDbOptions): void 
 /** Classifies a failure of the first call: no answer names the endpoint, a refusal names the credentials. */
 function startupError(error: unknown, config: Target): Error {
   const name = errorName(error);
-  const detail = error instanceof Error ? error.message : String(error);
+  const detail = errorMessage(error);
   if (AUTH_ERRORS.has(name)) {
     return new ConfigError('repository.credentials', `${config.where} rejected the credentials: ${detail}`, {
       cause: error,

@@ -1,5 +1,5 @@
 import type { PoolConnection } from 'mysql2/promise';
-import { RepositoryError, toRepositoryError } from '../../errors.js';
+import { errorMessage, RepositoryError, toRepositoryError } from '../../errors.js';
 import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import { ER_LOCK_DEADLOCK, ER_SP_DOES_NOT_EXIST, errorNumber as errno, inOrder } from './connection.js';
 
@@ -137,7 +137,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     // Not awaited: mysql2 sends the caller's statements after it, in order. Its failure ends the transaction.
     this.#sendLead().catch((error: unknown) => {
       this.broken = true;
-      this.abort(`its start failed: ${error instanceof Error ? error.message : String(error)}`);
+      this.abort(`its start failed: ${errorMessage(error)}`);
     });
   }
 

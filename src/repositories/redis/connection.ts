@@ -1,5 +1,5 @@
 import { Cluster, type ClusterNode, type RedisOptions as IORedisOptions, Redis } from 'ioredis';
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import type { RedisOptions } from './options.js';
 
 /** The config key that says where the server is, for error messages. */
@@ -107,7 +107,7 @@ export async function connectClient(client: Redis | Cluster, options: RedisOptio
   } catch (error) {
     release(client);
     const cause = firstError ?? error;
-    const detail = cause instanceof Error ? cause.message : String(cause);
+    const detail = errorMessage(cause);
     const code = (cause as { code?: string }).code;
     if (
       code === 'ENOTFOUND' ||

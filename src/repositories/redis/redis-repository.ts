@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry } from '../../store/base.js';
 import { toKey } from '../../store/ids.js';
 import {
@@ -134,7 +134,7 @@ export class RedisRepository extends BaseRepository {
   protected override run<T>(operation: string, call: () => Promise<T>): Promise<T> {
     return super.run(operation, () =>
       call().catch((error: unknown) => {
-        const detail = error instanceof Error ? error.message : String(error);
+        const detail = errorMessage(error);
         if (!/isn't writeable|Connection is closed|MaxRetriesPerRequest/.test(detail)) throw error;
         throw new RepositoryError(
           `redis ${operation} failed: not connected to the server (the client reconnects by itself; ` +

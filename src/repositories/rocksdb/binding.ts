@@ -1,4 +1,4 @@
-import { ConfigError } from '../../errors.js';
+import { ConfigError, errorMessage } from '../../errors.js';
 
 /**
  * The slice of `@nxtedition/rocksdb` 12.x's native addon this store uses, called directly: its abstract-level
@@ -89,11 +89,6 @@ export interface NativeOpenOptions {
   /** With `compaction: 'level'`: memtables of a quarter of this many bytes, up to six (at least two merged per flush). */
   readonly memtableMemoryBudget?: number;
   readonly compaction?: 'level';
-}
-
-/** The message of an error of unknown type, for wrapping it in one of ours. */
-export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** One open RocksDB database: MultiGet reads, synchronous WriteBatch writes (what the addon offers). */

@@ -1,7 +1,7 @@
 import { rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ConfigError, RepositoryError } from '../../errors.js';
-import { errorMessage, type NativeBatch, NativeDb, type NativeOpenOptions } from './binding.js';
+import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
+import { type NativeBatch, NativeDb, type NativeOpenOptions } from './binding.js';
 import { KeyIndex, MAX_SLOT } from './key-index.js';
 import type { RocksdbOptions } from './options.js';
 

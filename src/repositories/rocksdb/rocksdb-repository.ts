@@ -1,4 +1,4 @@
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { BaseRepository, type KeyedClaim, type KeyedEntry, SCAN_PAGE } from '../../store/base.js';
 import { MAX_ID_BYTES } from '../../store/ids.js';
 import {
@@ -20,7 +20,7 @@ import type {
   MarkOptions,
   RepositoryCapabilities,
 } from '../../store/types.js';
-import { errorMessage, loadRocksdbBinding } from './binding.js';
+import { loadRocksdbBinding } from './binding.js';
 import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
 import { type Bucket, BucketSet } from './bucket-set.js';
 import { hashKey } from './key-index.js';

@@ -1,7 +1,7 @@
 import { mkdir, readdir, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { ConfigError, RepositoryError } from '../../errors.js';
-import { errorMessage, NativeDb } from './binding.js';
+import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
+import { NativeDb } from './binding.js';
 import { isTrashDir, parseBucketDir } from './bucket-set.js';
 import { INDEX_FILE } from './startup.js';
 

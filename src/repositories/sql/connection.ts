@@ -1,4 +1,4 @@
-import { ConfigError, RepositoryError } from '../../errors.js';
+import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { detailOf, type MigrateStore, migrateHint } from './store.js';
 
 /** A driver's pool, as far as the core uses it. */
@@ -110,7 +110,7 @@ export function openFailure(
     });
   }
   const { tls } = server;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   const tlsFailed =
     new RegExp(`CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO${tls.codes}`).test(nodeCode) ||
     new RegExp(`${tls.messages}|self[- ]signed certificate`, 'i').test(message);

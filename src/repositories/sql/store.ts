@@ -1,4 +1,4 @@
-import { RepositoryError } from '../../errors.js';
+import { errorMessage, RepositoryError } from '../../errors.js';
 import type { IdempotencyRecord } from '../../store/types.js';
 import { redactText } from '../../util/redact-text.js';
 
@@ -45,7 +45,7 @@ export function decodeRecord<Text>(
 
 /** The first line of a driver error's message, any credential it might quote replaced. */
 export function detailOf(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   return redactText(message.split('\n')[0] ?? '');
 }
 

@@ -50,6 +50,18 @@ export interface DeadLetter {
   readonly attempts: number;
 }
 
+/** The dead letter of `message`, read from `topic`/`partition` (`attempts`: handler runs made). */
+export function deadLetter(
+  topic: string,
+  partition: number,
+  message: SourceMessage,
+  reason: DlqReason,
+  error: unknown,
+  attempts = 0,
+): DeadLetter {
+  return { topic, partition, message, reason, error, attempts };
+}
+
 /**
  * What the adapter and the node do with a record once the engine decided: `ack` it (its offset may be committed),
  * `retry` it (another worker holds the id, or the handler failed), or `dead-letter` it (it can never be handled).

@@ -5,7 +5,7 @@ import { consumerConfigSchema } from '../consumer/options.js';
 import type { BatchItem, ProcessResult, StoreCall } from '../consumer/types.js';
 import {
   type DeadLetter,
-  type DlqReason,
+  deadLetter,
   type IdVerdict,
   messageIdReader as nodeIdReader,
   type RecordParts,
@@ -183,13 +183,13 @@ export class ChunkProcessor {
     for (const message of chunk) {
       const verdict = this.#readId(message);
       if (!verdict.ok) {
-        letters.push(letter(topic, partition, message, verdict.reason, verdict.detail));
+        letters.push(deadLetter(topic, partition, message, verdict.reason, verdict.detail));
       } else if (verdict.id !== undefined) {
         candidates.push({ message, id: verdict.id });
       } else {
         withoutId++;
         if (forwardMissing) candidates.push({ message, id: undefined });
-        else letters.push(letter(topic, partition, message, 'no-id', this.#missingDetail));
+        else letters.push(deadLetter(topic, partition, message, 'no-id', this.#missingDetail));
       }
     }
     return { letters, candidates, withoutId };
@@ -288,7 +288,7 @@ export class ChunkProcessor {
         // Refused by the engine (an id no store can hold), or by the output: dead-lettered, not marked.
         const reason = fate.fate === 'dead-letter' ? fate.reason : 'handler-failed';
         const { message } = candidates[i] as Candidate;
-        letters.push(letter(topic, partition, message, reason, fate.error, refusedAttempts));
+        letters.push(deadLetter(topic, partition, message, reason, fate.error, refusedAttempts));
       }
     }
     return tally;
@@ -348,17 +348,6 @@ class PhaseClock {
   reset(): void {
     this.#t = performance.now();
   }
-}
-
-function letter(
-  topic: string,
-  partition: number,
-  message: ConsumedMessage,
-  reason: DlqReason,
-  error: unknown,
-  attempts = 0,
-): DeadLetter {
-  return { topic, partition, message, reason, error, attempts };
 }
 
 function describeId(id: NodeConfig['dedup']['id']): string {

@@ -4,6 +4,7 @@ import { errorMessage, InProgressError, InvalidIdError, InvalidInputError } from
 import {
   type DeadLetter,
   type DlqReason,
+  deadLetter,
   type IdVerdict,
   messageIdReader,
   recordFate,
@@ -110,14 +111,11 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
 /** Thrown by the wrapped handler for records it declines to run; never reaches the caller. */
 const DEFERRED = Object.freeze({ deferred: 'the record was not handled; it is read again later' });
 
-/** A dead letter and its record's index in the fetched batch. */
-type Letter = DeadLetter & { readonly index: number };
-
 /** How one sub-batch ended. */
 interface Segment {
   /** Records from the start of the sub-batch that are finished, letters included. */
   done: number;
-  letters: Letter[];
+  letters: DeadLetter[];
   /** Why the partition stopped at the record after the finished prefix, when it did. */
   block?: { kind: BlockKind; error: unknown };
   /** A failed heartbeat (rebalance): raised to kafkajs after the commit. */
@@ -224,7 +222,10 @@ class Runner implements IdempotentKafkaConsumer {
         const index = next + finished;
         const attempts = this.#blockAt(stream, offsetAt(index)).handlerFailures + 1;
         if (attempts >= this.#options.retry.maxAttempts) {
-          segment.letters.push(this.#letter(payload, index, 'handler-failed', block.error, attempts));
+          const message = messages[index] as ConsumedMessage;
+          segment.letters.push(
+            deadLetter(topic, partition, message, 'handler-failed', block.error, attempts),
+          );
           finished++;
           block = undefined;
         }
@@ -240,7 +241,7 @@ class Runner implements IdempotentKafkaConsumer {
           },
           (error: unknown) => {
             // Nothing from the first unwritten letter on may be committed: stop there and retry it later.
-            finished = (segment.letters[0] as Letter).index - next;
+            finished = messages.indexOf((segment.letters[0] as DeadLetter).message as ConsumedMessage) - next;
             block = { kind: 'infra', error };
           },
         );
@@ -404,24 +405,14 @@ class Runner implements IdempotentKafkaConsumer {
       segment.block = { kind: 'poison', error };
       return false;
     }
-    segment.letters.push(this.#letter(payload, index, reason, error, 0));
+    const { topic, partition, messages } = payload;
+    segment.letters.push(deadLetter(topic, partition, messages[index] as ConsumedMessage, reason, error));
     segment.done++;
     return true;
   }
 
   #halted(payload: ConsumedBatch): boolean {
     return this.#stopping || !payload.isRunning() || payload.isStale();
-  }
-
-  #letter(
-    payload: ConsumedBatch,
-    index: number,
-    reason: DlqReason,
-    error: unknown,
-    attempts: number,
-  ): Letter {
-    const { topic, partition, messages } = payload;
-    return { index, topic, partition, message: messages[index] as ConsumedMessage, reason, error, attempts };
   }
 
   /** Commits everything before `messages[upTo]` (all of the batch, control records included, at the end). */

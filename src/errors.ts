@@ -244,8 +244,7 @@ export function errorMessage(error: unknown): string {
 /** Wraps an unknown thrown value from a store client into a RepositoryError, leaving our own errors as they are. */
 export function toRepositoryError(operation: string, error: unknown): IdempotencyError {
   if (error instanceof IdempotencyError) return error;
-  const detail = errorMessage(error);
-  return new RepositoryError(`${operation} failed: ${detail}`, { cause: error });
+  return new RepositoryError(`${operation} failed: ${errorMessage(error)}`, { cause: error });
 }
 
 /** The dedup node's brokers did not answer within `kafka.startupTimeout`; names the last error seen. */

@@ -77,8 +77,7 @@ export function repositoryFromStoreUrl(
   try {
     table = entry.table(value);
   } catch (error) {
-    const reason = errorMessage(error);
-    throw new ConfigError('repository', `${JSON.stringify(redactUrl(value))}: ${reason}`, {
+    throw new ConfigError('repository', `${JSON.stringify(redactUrl(value))}: ${errorMessage(error)}`, {
       label: '--store',
     });
   }

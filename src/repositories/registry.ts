@@ -58,10 +58,9 @@ export async function loadRepositoryModule(type: RepositoryType): Promise<Reposi
  * client library is missing, the loader's own message otherwise.
  */
 export function loadFailure(type: RepositoryType, error: unknown): ConfigError {
-  const detail = errorMessage(error);
   const message =
     asMissingDependency(error, { feature: `the ${type} store` })?.message ??
-    `the ${type} store could not be loaded: ${detail}`;
+    `the ${type} store could not be loaded: ${errorMessage(error)}`;
   return new ConfigError('repository.type', message, { cause: error });
 }
 

@@ -57,10 +57,9 @@ export async function loadKafkaClientFactory(
       ...(client === 'platformatic' ? { install: platformaticInstallCommand() } : {}),
     });
     if (missing) throw missing;
-    const detail = errorMessage(error);
     throw new ConfigError(
       configKey,
-      `the ${client} Kafka client could not be loaded (it needs the npm package ${implementation.package}): ${detail}`,
+      `the ${client} Kafka client could not be loaded (it needs the npm package ${implementation.package}): ${errorMessage(error)}`,
       { cause: error },
     );
   }

@@ -45,8 +45,7 @@ export function decodeRecord<Text>(
 
 /** The first line of a driver error's message, any credential it might quote replaced. */
 export function detailOf(error: unknown): string {
-  const message = errorMessage(error);
-  return redactText(message.split('\n')[0] ?? '');
+  return redactText(errorMessage(error).split('\n')[0] ?? '');
 }
 
 /**

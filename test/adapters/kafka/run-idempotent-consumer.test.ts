@@ -271,6 +271,66 @@ describe('runIdempotentConsumer against Kafka', { skip: skipUnlessEnabled('kafka
     assert.ok(ack >= 0 && pastIt > ack, `commit past the record after the DLQ ack: ${events.join(', ')}`);
   });
 
+  it('keeps a dead letter whose DLQ write failed uncommitted, and writes it once the DLQ takes it', async (t) => {
+    const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
+    const dlqTopic = await createTopic(t, admin, { partitions: 1, prefix: 'idem-dlq' });
+    // One key: one partition, the unreadable record at offset 2 between records the handler takes.
+    const values = ['{"id":"a"}', '{"id":"b"}', '{not json', '{"id":"c"}', '{"id":"d"}'];
+    await produce(
+      await testProducer(t, kafka),
+      topic,
+      values.map((value) => ({ key: 'same', value })),
+    );
+    const events: string[] = [];
+    const realProducer = await testProducer(t, kafka);
+    const producer: Producer = {
+      ...realProducer,
+      send: async (record) => {
+        if (!events.includes('dlq-refused')) {
+          events.push('dlq-refused');
+          throw new Error('the DLQ is down');
+        }
+        const result = await realProducer.send(record);
+        events.push('dlq-ack');
+        return result;
+      },
+    };
+    const consumer: Consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200 });
+    onCleanup(t, () => consumer.disconnect());
+    consumer.on(consumer.events.COMMIT_OFFSETS, ({ payload }) => {
+      for (const { partitions } of payload.topics) {
+        for (const p of partitions) events.push(`commit ${p.offset}`);
+      }
+    });
+    const log: Handled[] = [];
+    const runner = await start(t, {
+      consumer,
+      topics: [topic],
+      id: { from: 'value', path: 'id' },
+      idempotent: consumerOf(new MemoryRepository()),
+      retry: fast,
+      dlq: { topic: dlqTopic, producer },
+      handler: (record, context) => {
+        log.push(handledOf(record, context));
+      },
+    });
+    await waitForCommitted(admin, groupId, topic);
+
+    assert.deepEqual(
+      log.map((h) => h.id),
+      ['a', 'b', 'c', 'd'],
+    );
+    assert.equal(runner.stats.deadLettered, 1);
+    const letters = await consumeAll(kafka, dlqTopic);
+    assert.equal(letters.length, 1);
+    assert.equal(readDeadLetter(letters[0]?.headers)?.offset, '2');
+    const refused = events.indexOf('dlq-refused');
+    const ack = events.indexOf('dlq-ack');
+    const pastIt = events.findIndex((e) => e.startsWith('commit') && Number(e.split(' ')[1]) > 2);
+    assert.ok(refused >= 0 && ack > refused, events.join(', '));
+    assert.ok(pastIt > ack, `commit past the letter only after its DLQ ack: ${events.join(', ')}`);
+  });
+
   it("dead-letters a value that is not JSON and, under nullId: 'forward', forwards a record without id field", async (t) => {
     const { kafka, admin, topic, groupId } = await kafkaTestbed(t);
     const dlqTopic = await createTopic(t, admin, { partitions: 1, prefix: 'idem-dlq' });

@@ -31,6 +31,9 @@ export function sharedStoreCapabilities(
   return { persistent: true, shared: true, maxIdBytes: MAX_ID_BYTES, ...more };
 }
 
+/** The clock of a store judged by its server's clock: NaN, a `now` the store sends as "the server's time". */
+export const serverClock = (): number => Number.NaN;
+
 /** The record if it is still live at `now`, else undefined: stores keep records past their end until collected. */
 export function ifLive(record: IdempotencyRecord | undefined, now: number): IdempotencyRecord | undefined {
   return record !== undefined && isLive(record, now) ? record : undefined;

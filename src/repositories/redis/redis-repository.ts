@@ -12,7 +12,7 @@ import {
   storeLifetimeMs,
 } from '../../store/record.js';
 import type { AddOptions, AddResult, IdempotencyRecord, MarkOptions, MessageId } from '../../store/types.js';
-import { ifLive, sharedStoreCapabilities } from '../shared.js';
+import { ifLive, serverClock, sharedStoreCapabilities } from '../shared.js';
 import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
@@ -36,10 +36,7 @@ export interface RedisClientRepositoryOptions {
  */
 const KEYS_PER_SCRIPT = 1_000;
 
-/** The base class's `now` when the caller gave none: NaN, sent to the scripts as '' for the server's TIME. */
-const serverClock = (): number => Number.NaN;
-
-/** The scripts' time argument: the caller's time, or '' for the server's clock. */
+/** The scripts' time argument: the caller's time, or '' (`serverClock`'s NaN) for the server's TIME. */
 function timeArg(now: number): number | '' {
   return Number.isNaN(now) ? '' : now;
 }

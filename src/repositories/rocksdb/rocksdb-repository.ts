@@ -20,6 +20,7 @@ import type {
   MarkOptions,
   RepositoryCapabilities,
 } from '../../store/types.js';
+import { ifLive } from '../shared.js';
 import { loadRocksdbBinding } from './binding.js';
 import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
 import { type Bucket, BucketSet } from './bucket-set.js';
@@ -269,10 +270,7 @@ export class RocksdbRepository extends BaseRepository {
   protected doGetMany(keys: readonly string[], now: number): Promise<(IdempotencyRecord | undefined)[]> {
     return this.#serial(async () => {
       const found = await this.#locate(keys, new Uint32Array(keys.length), now);
-      return found.map((copies) => {
-        const best = copies?.[0];
-        return best !== undefined && isLive(best.record, now) ? best.record : undefined;
-      });
+      return found.map((copies) => ifLive(copies?.[0]?.record, now));
     });
   }
 

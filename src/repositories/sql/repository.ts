@@ -10,7 +10,7 @@ import type {
   TransactionalRepository,
   TransactionOptions,
 } from '../../store/types.js';
-import { processWarnings, type StoreLogger, sharedStoreCapabilities } from '../shared.js';
+import { processWarnings, type StoreLogger, serverClock, sharedStoreCapabilities } from '../shared.js';
 import { checkLayout, closePool, type SqlPool } from './connection.js';
 import type { SqlDialect } from './migration.js';
 import type { SqlOptions } from './options.js';
@@ -73,10 +73,7 @@ export async function openSql<P extends SqlPool, O extends SqlOptions, X = undef
   return { ...settings, logger: logger ?? processWarnings(`IDEM_${store.toUpperCase()}`), probed };
 }
 
-/** The `now` the base class passes when the caller gave none: NaN, sent as NULL for the server's clock. */
-const serverClock = (): number => Number.NaN;
-
-/** A statement's time parameter: the caller's time, or NULL for the server's clock. */
+/** A statement's time parameter: the caller's time, or NULL (`serverClock`'s NaN) for the server's clock. */
 export function timeParam(now: number): number | null {
   return Number.isNaN(now) ? null : now;
 }

@@ -1,7 +1,20 @@
 import assert from 'node:assert/strict';
+import { isTransactional } from '../store/transaction.js';
+import type { IdempotentRepository } from '../store/types.js';
 import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 const claimOptions = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner });
+
+/** Confirms a claim named twice in one confirmMany, and another claim in two calls: each only the first time. */
+async function confirmTwice(repo: IdempotentRepository): Promise<void> {
+  const [once, twice] = [uniqueId('once'), uniqueId('twice')];
+  await repo.addMany([{ id: once }, { id: twice }], claimOptions('a'));
+  const claim = { id: once, owner: 'a' };
+  assert.deepEqual(await repo.confirmMany([claim, claim], { ttlMs: LONG_TTL_MS }), [true, false]);
+  assert.equal(await repo.confirm({ id: twice, owner: 'a' }, { ttlMs: LONG_TTL_MS }), true);
+  assert.equal(await repo.confirm({ id: twice, owner: 'a' }, { ttlMs: LONG_TTL_MS }), false);
+  assert.deepEqual(await repo.confirmMany([{ id: twice, owner: 'a' }], { ttlMs: LONG_TTL_MS }), [false]);
+}
 
 export function claimTests(suite: ContractSuite): void {
   const test = repoTest(suite);
@@ -13,6 +26,32 @@ export function claimTests(suite: ContractSuite): void {
     const record = await repo.get(id);
     assert.equal(record?.state, 'confirmed');
     assert.ok((record?.expiresAt ?? 0) > Date.now() + LONG_TTL_MS / 2);
+  });
+
+  test('a claim is confirmed once: named twice in one confirmMany, or again in a later call (in a transaction too)', async (repo) => {
+    await confirmTwice(repo);
+    if (isTransactional(repo)) await repo.transaction(() => confirmTwice(repo));
+  });
+
+  test('a remove racing the owner’s confirm leaves the id removed, after a reopen too when persistent', async (repo, ctx) => {
+    const ids = Array.from({ length: 20 }, () => uniqueId('raced'));
+    await repo.addMany(
+      ids.map((id) => ({ id })),
+      claimOptions('a'),
+    );
+    // Whichever the store runs first, the remove (of any record) leaves nothing.
+    await Promise.all(
+      ids.flatMap((id) => [repo.confirm({ id, owner: 'a' }, { ttlMs: LONG_TTL_MS }), repo.remove(id)]),
+    );
+    const none = ids.map(() => false);
+    assert.deepEqual(await repo.containsMany(ids), none);
+    if (!ctx.options.capabilities.persistent) return;
+    await repo.close();
+    assert.deepEqual(
+      await (await ctx.open()).containsMany(ids),
+      none,
+      'a removed id came back at the reopen',
+    );
   });
 
   test('confirm and remove by another owner change nothing', async (repo) => {

@@ -3,11 +3,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { ContractContext, type ContractOptions } from '../../src/contract/context.js';
 import { RepositoryError } from '../../src/errors.js';
 import { LoggedRepository, MemoryChangelog } from '../../src/repositories/logged/index.js';
 import { MemoryRepository } from '../../src/repositories/memory/index.js';
 import { RocksdbRepository } from '../../src/repositories/rocksdb/index.js';
 import type { IdempotentRepository } from '../../src/store/types.js';
+import { claimTests } from '../contract/index.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
 const TTL = { ttlMs: 60_000 };
@@ -119,6 +121,38 @@ for (const { name, skip, open } of inners) {
       } finally {
         await store.close();
       }
+    });
+
+    // The node's exactly-once chunks write inside a transaction: the contract's claims hold there too.
+    describe('the contract’s claims inside a transaction', () => {
+      const options: ContractOptions = {
+        name: `logged ${name} in a transaction`,
+        factory: async () => {
+          const store = new LoggedRepository(await open(), new MemoryChangelog());
+          store.begin();
+          return store;
+        },
+        // Not persistent: a transaction never committed leaves nothing behind.
+        capabilities: {
+          persistent: false,
+          shared: false,
+          maxIdBytes: 1024,
+          nativeBatch: true,
+          maxResultBytes: 1_048_576,
+        },
+      };
+      claimTests({
+        it,
+        options,
+        withContext: (fn) => async () => {
+          const ctx = new ContractContext(options);
+          try {
+            await fn(ctx);
+          } finally {
+            await ctx.dispose();
+          }
+        },
+      });
     });
   });
 }

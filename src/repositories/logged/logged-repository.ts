@@ -128,7 +128,10 @@ export class LoggedRepository extends BaseRepository {
     keys: readonly string[],
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    if (this.#tx) return this.#current(keys, now);
+    if (this.#tx) {
+      const current = await this.#current(keys, now);
+      return keys.map((_, i) => current(i));
+    }
     return this.#inner.getMany(keys.map(idOfKey), { now });
   }
 
@@ -177,10 +180,10 @@ export class LoggedRepository extends BaseRepository {
     if (this.#tx) {
       const current = await this.#current(keys, now);
       return claims.map((claim, i) => {
-        const record = current[i];
+        // A second confirm of the same claim, in this call or one in flight, finds it confirmed.
+        const record = current(i);
         if (!isClaimOf(record, claim.owner)) return false;
         this.#stage(claim.key, confirmedRecord(record, ttlMs, now, claim.result));
-        current[i] = undefined; // a second confirm of the same claim in one call finds it confirmed
         return true;
       });
     }
@@ -193,11 +196,15 @@ export class LoggedRepository extends BaseRepository {
         if (at.length === 0) return [];
         // The confirmed record as the store holds it (with the claim's fingerprint and event time).
         const held = await this.#inner.getMany(at.map((i) => (refs[i] as ConfirmRef).id));
-        return at.map((i, k): Made => {
+        const readAt = this.clock();
+        return at.flatMap((i, k): Made[] => {
           const { key, result } = claims[i] as KeyedClaim;
           const record =
             held[k] ?? confirmedRecord({ id: key, state: 'in-flight', expiresAt: 0 }, ttlMs, now, result);
-          return { change: { key, record: { ...record, id: key } } };
+          // Gone by the re-read: expired (the confirmed record, past its time, says so), or removed by a write
+          // that logs its own change. A record still live here is one the store no longer holds: not logged.
+          if (held[k] === undefined && isLive(record, readAt)) return [];
+          return [{ change: { key, record: { ...record, id: key } } }];
         });
       },
     );
@@ -213,7 +220,7 @@ export class LoggedRepository extends BaseRepository {
     }
     const renew = inner.renew.bind(inner);
     if (this.#tx) {
-      const [record] = await this.#current([key], now);
+      const record = (await this.#current([key], now))(0);
       if (!isClaimOf(record, owner)) return false;
       this.#stage(key, renewedRecord(record, leaseMs, now));
       return true;
@@ -232,12 +239,9 @@ export class LoggedRepository extends BaseRepository {
   }
 
   protected async doRemove(key: string, owner: string | undefined): Promise<boolean> {
-    const tx = this.#tx;
-    if (tx) {
-      const staged = tx.records.get(key);
-      // Read as of time 0, so a record past its time still counts: `remove` deletes whatever the key holds.
-      const record =
-        staged === null ? undefined : (staged ?? (await this.#inner.getMany([idOfKey(key)], { now: 0 }))[0]);
+    if (this.#tx) {
+      // As of time 0, so a record past its time still counts: `remove` deletes whatever the key holds.
+      const record = (await this.#current([key], 0))(0);
       if (record === undefined) return false;
       if (owner !== undefined && !isClaimOf(record, owner)) return false;
       this.#stage(key, undefined);
@@ -328,24 +332,30 @@ export class LoggedRepository extends BaseRepository {
     });
   }
 
-  /** The live record of each key: the staged one if the transaction changed it, else the inner store's. */
-  async #current(keys: readonly string[], now: number): Promise<(IdempotencyRecord | undefined)[]> {
-    const staged = this.#tx?.records;
-    const out = new Array<IdempotencyRecord | undefined>(keys.length);
-    const ask: number[] = [];
-    for (let i = 0; i < keys.length; i++) {
-      const record = staged?.get(keys[i] as string);
-      if (record === undefined) ask.push(i);
-      else out[i] = record !== null && isLive(record, now) ? record : undefined;
-    }
+  /**
+   * The live record of key `i` in the open transaction: the staged one if the transaction changed it, else the
+   * inner store's (read first). The staged records are looked up when asked, not before the read: what a verb
+   * decides then sees a change staged meanwhile (a verb on the same key in flight, an earlier entry of its call).
+   */
+  async #current(
+    keys: readonly string[],
+    now: number,
+  ): Promise<(i: number) => IdempotencyRecord | undefined> {
+    const staged = (this.#tx as Staging).records;
+    const ask = keys.flatMap((key, i) => (staged.has(key) ? [] : [i]));
+    const read = new Array<IdempotencyRecord | undefined>(keys.length);
     if (ask.length > 0) {
-      const read = await this.#inner.getMany(
+      const held = await this.#inner.getMany(
         ask.map((i) => idOfKey(keys[i] as string)),
         { now },
       );
-      for (let k = 0; k < ask.length; k++) out[ask[k] as number] = read[k];
+      for (let k = 0; k < ask.length; k++) read[ask[k] as number] = held[k];
     }
-    return out;
+    return (i) => {
+      const record = staged.get(keys[i] as string);
+      if (record === undefined) return read[i];
+      return record !== null && isLive(record, now) ? record : undefined;
+    };
   }
 
   /** Stages a new record for each key (unique: BaseRepository resolves repeats) that no live record holds. */
@@ -356,7 +366,7 @@ export class LoggedRepository extends BaseRepository {
   ): Promise<AddResult[]> {
     const current = await this.#current(keys, options.now);
     return entries.map((entry, i): AddResult => {
-      const existing = current[i];
+      const existing = current(i);
       if (existing !== undefined) return { added: false, existing };
       const record = newRecord(entry.key, entry, options, options.now);
       this.#stage(entry.key, record);

@@ -482,7 +482,14 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       const ids = new Set(mine.map((row) => row.id.toString('hex')));
       for (const row of group) confirmed[row.index] = ids.has(row.id.toString('hex'));
     }
-    return confirmed;
+    // A claim named twice is confirmed by its first occurrence only: the UPDATE changed its row once.
+    const done = new Set<string>();
+    return confirmed.map((ok, i) => {
+      const key = (claims[i] as KeyedClaim).key;
+      if (!ok || done.has(key)) return false;
+      done.add(key);
+      return true;
+    });
   }
 
   protected override async doRenew(

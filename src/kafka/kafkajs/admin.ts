@@ -1,6 +1,6 @@
 import type { Admin, ConfigResourceTypes } from 'kafkajs';
 import { type KafkaAdmin, type NewTopic, type PartitionOffsetRange, waitForLeaders } from '../port/index.js';
-import { retryUnreachable } from './errors.js';
+import { retryRead } from './errors.js';
 import { KAFKAJS_DEFAULT_RETRIES } from './options.js';
 
 /** Partition ids of kafkajs metadata, sorted (kafkajs keeps the broker's order; the port's is the ids'). */
@@ -83,7 +83,9 @@ export class KafkajsAdmin implements KafkaAdmin {
   }
 
   async topicOffsets(topic: string): Promise<PartitionOffsetRange[]> {
-    const offsets = await retryUnreachable(this.retries, () => this.native.fetchTopicOffsets(topic));
+    // kafkajs's admin refreshes its metadata only once expired (it has no call to force it): the retry reaches a
+    // restarted broker, and a moved leader once the metadata is refreshed.
+    const offsets = await retryRead(this.retries, () => this.native.fetchTopicOffsets(topic));
     return byPartition(offsets.map((o) => ({ partition: o.partition, low: o.low, high: o.high })));
   }
 

@@ -42,13 +42,27 @@ export const kafkajsErrors: KafkaErrorClassifier = {
     !isBrokerUnreachable(error) && (error as { retriable?: unknown } | null)?.retriable === false,
 };
 
+/** A broker's answer kafkajs marks retriable, as it raised it (not one it already gave up retrying). */
+function isRetriableAnswer(error: unknown): boolean {
+  const e = error as { name?: unknown; retriable?: unknown } | null;
+  return e?.name === 'KafkaJSProtocolError' && e.retriable === true;
+}
+
 /**
- * Runs `read` again, at most `retries` more times, while no broker answered: kafkajs itself gives up at once on
- * a request whose connection closed under it (a broker stopping), in its admin's offset calls and the cluster's
- * ListOffsets. Only for reads: a write sent again may be applied twice.
+ * Runs `read` again, at most `retries` more times, while no broker answered or one answered with a retriable
+ * error: kafkajs itself gives up at once, in its admin's offset calls and the cluster's ListOffsets, on a request
+ * whose connection closed under it (a broker stopping) and on NOT_LEADER_FOR_PARTITION or LEADER_NOT_AVAILABLE (a
+ * broker restarting, a leader moved). `again` is true on a retry: the caller refreshes its metadata first, as the
+ * leader it has may be stale. Only for reads: a write sent again may be applied twice.
  */
-export function retryUnreachable<T>(retries: number, read: () => Promise<T>): Promise<T> {
-  return retrying(read, (error, failures) =>
-    failures > retries || !isBrokerUnreachable(error) ? undefined : retryBackoffMs(failures - 1),
+export function retryRead<T>(retries: number, read: (again: boolean) => Promise<T>): Promise<T> {
+  let again = false;
+  return retrying(
+    () => read(again),
+    (error, failures) => {
+      if (failures > retries || !(isBrokerUnreachable(error) || isRetriableAnswer(error))) return undefined;
+      again = true;
+      return retryBackoffMs(failures - 1);
+    },
   );
 }

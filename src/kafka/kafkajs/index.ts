@@ -28,7 +28,7 @@ function kafkajsClient(native: Kafka, retries = KAFKAJS_DEFAULT_RETRIES): KafkaC
         native.producer(kafkajsProducerConfig(options)),
         options.transactionalId !== undefined,
       ),
-    // `retries` also bounds the reads retried by `retryUnreachable`.
+    // `retries` also bounds the reads retried by `retryRead`.
     admin: () => new KafkajsAdmin(native.admin(), retries),
     partitionReader: () => new KafkajsPartitionReader(native, retries),
     // Each consumer, producer and admin holds its own connections.

@@ -10,7 +10,7 @@ import {
   SerialQueue,
 } from '../port/index.js';
 import { sortedIds } from './admin.js';
-import { OFFSET_OUT_OF_RANGE as OUT_OF_RANGE_NAME, retryUnreachable } from './errors.js';
+import { OFFSET_OUT_OF_RANGE as OUT_OF_RANGE_NAME, retryRead } from './errors.js';
 import { KAFKAJS_DEFAULT_RETRIES } from './options.js';
 
 /*
@@ -235,8 +235,10 @@ export class KafkajsPartitionReader implements PartitionReader {
         fromBeginning: which === 'earliest',
       },
     ];
-    const [result] = await retryUnreachable(this.retries, async () => {
+    const [result] = await retryRead(this.retries, async (again) => {
       await this.#ready(topic);
+      // A retry reaches the leaders of now: kafkajs sends ListOffsets to the leader its metadata names.
+      if (again) await this.#queue.run(() => this.#cluster.refreshMetadata());
       return this.#queue.run(() => this.#cluster.fetchTopicsOffset(asked));
     });
     return new Map((result?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));

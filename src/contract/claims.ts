@@ -5,12 +5,16 @@ import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.j
 
 const claimOptions = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner });
 
-/** Confirms a claim named twice in one confirmMany, and another claim in two calls: each only the first time. */
+/**
+ * Confirms a claim named twice in one confirmMany (one of the two takes it: a store may run them in any order),
+ * and another claim in two calls (the first takes it).
+ */
 async function confirmTwice(repo: IdempotentRepository): Promise<void> {
   const [once, twice] = [uniqueId('once'), uniqueId('twice')];
   await repo.addMany([{ id: once }, { id: twice }], claimOptions('a'));
   const claim = { id: once, owner: 'a' };
-  assert.deepEqual(await repo.confirmMany([claim, claim], { ttlMs: LONG_TTL_MS }), [true, false]);
+  const answers = await repo.confirmMany([claim, claim], { ttlMs: LONG_TTL_MS });
+  assert.equal(answers.filter((ok) => ok).length, 1, `confirmMany of one claim twice answered ${answers}`);
   assert.equal(await repo.confirm({ id: twice, owner: 'a' }, { ttlMs: LONG_TTL_MS }), true);
   assert.equal(await repo.confirm({ id: twice, owner: 'a' }, { ttlMs: LONG_TTL_MS }), false);
   assert.deepEqual(await repo.confirmMany([{ id: twice, owner: 'a' }], { ttlMs: LONG_TTL_MS }), [false]);

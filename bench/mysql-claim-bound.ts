@@ -137,8 +137,7 @@ const variants: Record<string, () => Promise<unknown>> = {
   },
   claimInBlock: async () => {
     const params = claimParams(randomUUID());
-    // The store sends the claim's parameters twice: the insert's, then the whole claim's for a takeover.
-    await c.execute(block(settings, savepoint, statements.claimInBlock), [...params, ...params]);
+    await c.execute(block(settings, savepoint, statements.claimInBlock), params);
     await ins(String(params[1]));
     await c.execute(end);
   },

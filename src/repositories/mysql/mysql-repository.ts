@@ -34,6 +34,7 @@ import {
   MAX_STATEMENT_BYTES,
   optionalBytes,
   type Row,
+  SHARE_CLAIM,
   Statements,
   TAKEN_OVER,
   TRACK_LAST_INSERT_ID,
@@ -131,8 +132,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   readonly #server: ServerTraits;
   /** By lock wait in seconds. */
   readonly #sessions = new Map<number, SessionStatements>();
-  /** {@link #claimBlock}'s texts by lead list: untracked, then tracked. */
-  readonly #claimBlocks = new WeakMap<readonly string[], readonly [string, string]>();
+  /** {@link #claimBlock}'s texts by lead list: the claim untracked, tracked, then the mark untracked, tracked. */
+  readonly #claimBlocks = new WeakMap<readonly string[], readonly string[]>();
+  /** {@link #share}'s texts by lead list. */
+  readonly #shareBlocks = new WeakMap<readonly string[], string>();
 
   private constructor(settings: SqlSettings<Pool, MySqlOptions>, server: ServerTraits) {
     super(settings);
@@ -254,8 +257,9 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     });
     // In id order: concurrent multi-row claims lock shared rows in the same order and cannot deadlock on them.
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
-    // A transaction's start goes in its first claim's round trip when that is of one id; else alone.
-    const statements = this.#server.mariadb && rows.length === 1 ? transaction?.takeLead() : undefined;
+    // On MariaDB a transaction's start goes in its first claim's round trip: a one-id claim's, else the round trip
+    // that sets the values the claim's rows share.
+    const statements = this.#server.mariadb && rows.length > 0 ? transaction?.takeLead() : undefined;
     let lead =
       statements === undefined ? undefined : { transaction: transaction as MySqlTransaction, statements };
     const executor = await this.#executor(transaction);
@@ -310,10 +314,16 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     const state = options.leaseMs === undefined ? 'confirmed' : 'in-flight';
     // The claim's own record decides how long the row is kept (see `forgetAt`), whatever clock `now` is on.
     const lifetime = Math.ceil(storeLifetimeMs(newRecord('', {}, options, 0), 0, options.minLifetimeMs));
+    // After a lead, several rows share their values; one row goes in the lead's round trip.
+    const shared = lead !== undefined && group.length > 1;
     // Alone, two rows at least: a one-row statement's OK packet has no `Duplicates` count.
-    const size = lead === undefined ? Math.max(2, bucket(group.length)) : 1;
+    const size = lead === undefined || shared ? Math.max(2, bucket(group.length)) : 1;
     const params: unknown[] = [];
     for (const row of padded(group, size)) {
+      if (shared) {
+        params.push(row.id, row.eventTime, row.fingerprint, row.result);
+        continue;
+      }
       params.push(
         this.#namespace,
         row.id,
@@ -334,13 +344,42 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     params.push(base);
     let taken: boolean;
     let at: number | undefined;
-    if (lead === undefined) {
-      const header = await execute<ResultSetHeader>(executor, this.#sql.claim(size), params);
+    if (lead === undefined || shared) {
+      if (shared) {
+        await this.#share(lead, [
+          this.#namespace,
+          state,
+          base,
+          options.ttlMs,
+          base,
+          options.leaseMs ?? null,
+          owner,
+          lifetime,
+          token,
+        ]);
+      }
+      const sql = shared ? this.#sql.claimShared(size) : this.#sql.claim(size);
+      const header = await execute<ResultSetHeader>(executor, sql, params);
       at = base ?? (header.insertId > 0 ? Number(header.insertId) : undefined);
       // The spare rows repeat the last one and always count as unchanged.
       taken = unchangedRows(header, size) === size - group.length;
     } else {
-      const insertId = await this.#claimAfter(lead, params);
+      const row = group[0] as ClaimRow;
+      // The mark a transaction makes most binds its varying values only (see `Statements.markInBlock`).
+      const mark =
+        base === null && options.leaseMs === undefined
+          ? [
+              this.#namespace,
+              row.id,
+              options.ttlMs,
+              row.eventTime,
+              row.fingerprint,
+              row.result,
+              lifetime,
+              token,
+            ]
+          : undefined;
+      const insertId = await this.#claimAfter(lead, params, mark);
       taken = insertId !== undefined && insertId > 0;
       at = base ?? (taken ? insertId : undefined);
     }
@@ -368,13 +407,18 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    * The transaction's lead and a one-row claim as one prepared compound statement: one round trip, which stops
    * at the first failure, so the claim never runs outside the transaction. The session's tracked
    * `last_insert_id` answers the claim's time when it took the row, 0 when it left it (a lapsed row taken over
-   * gets the rest of the claim in a second statement), and undefined when the packet does not say.
+   * gets the rest of the claim in a second statement), and undefined when the packet does not say. `mark`: the
+   * parameters of {@link Statements.markInBlock}, sent in its place.
    */
-  async #claimAfter({ transaction, statements }: Lead, params: unknown[]): Promise<number | undefined> {
+  async #claimAfter(
+    { transaction, statements }: Lead,
+    params: unknown[],
+    mark: unknown[] | undefined,
+  ): Promise<number | undefined> {
     const { connection } = transaction;
-    const sql = this.#claimBlock(statements, !trackedSessions.has(connection.connection));
+    const sql = this.#claimBlock(statements, !trackedSessions.has(connection.connection), mark !== undefined);
     try {
-      const header = await execute<ResultSetHeader>(connection, sql, params);
+      const header = await execute<ResultSetHeader>(connection, sql, mark ?? params);
       trackedSessions.add(connection.connection);
       const at = (header as TrackedHeader).stateChanges?.systemVariables?.last_insert_id;
       if (at === undefined) return undefined;
@@ -389,18 +433,33 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return header.insertId > 0 ? Number(header.insertId) : undefined;
   }
 
-  /** The block of `lead` then a one-row claim, the tracking first when `track`. */
-  #claimBlock(lead: readonly string[], track: boolean): string {
+  /** The transaction's lead and the values a batch claim's rows share ({@link SHARE_CLAIM}): one round trip. */
+  async #share({ transaction, statements }: Lead, params: unknown[]): Promise<void> {
+    let block = this.#shareBlocks.get(statements);
+    if (block === undefined) {
+      block = `BEGIN NOT ATOMIC ${[...statements, SHARE_CLAIM].join('; ')}; END`;
+      this.#shareBlocks.set(statements, block);
+    }
+    try {
+      await execute<ResultSetHeader>(transaction.connection, block, params);
+    } catch (error) {
+      // It may have stopped part way: the session's state is unknown.
+      transaction.broken = true;
+      throw error;
+    }
+  }
+
+  /** The block of `lead` then a one-row claim (the mark's when `mark`), the tracking first when `track`. */
+  #claimBlock(lead: readonly string[], track: boolean, mark: boolean): string {
     let texts = this.#claimBlocks.get(lead);
     if (texts === undefined) {
-      const claim = this.#sql.claimInBlock;
-      texts = [
+      texts = [this.#sql.claimInBlock, this.#sql.markInBlock].flatMap((claim) => [
         `BEGIN NOT ATOMIC ${lead.join('; ')}; ${claim}; END`,
         `BEGIN NOT ATOMIC ${[TRACK_LAST_INSERT_ID, ...lead].join('; ')}; ${claim}; END`,
-      ];
+      ]);
       this.#claimBlocks.set(lead, texts);
     }
-    return texts[track ? 1 : 0];
+    return texts[(mark ? 2 : 0) + (track ? 1 : 0)] as string;
   }
 
   async #readBack(executor: Executor, group: readonly ClaimRow[], token: number): Promise<Map<string, Row>> {

@@ -4,6 +4,7 @@
  *
  *     npm run bench:inbox                            # 5,000 messages per pass, 3 passes, then the kill runs
  *     npm run bench:inbox -- --messages 2000 --no-kill
+ *     npm run bench:inbox -- --no-postgres --no-kill # the MariaDB rows alone
  *
  * 1. Per message: the example's handler (one INSERT into `payments`) through an IdempotentConsumer on
  *    PostgresRepository with `transaction: 'message'` (BEGIN, claim, INSERT, confirm, COMMIT), against the same
@@ -11,9 +12,10 @@
  * 2. Per batch (`--batch`, default 100 messages a transaction): `transaction: 'batch'` with the per-message
  *    handler (a savepoint around each), and with a whole-batch handler (one multi-row INSERT), each against a
  *    plain transaction making the same INSERTs.
- * 3. MariaDB/MySQL (MYSQL_URL; `--no-mysql` skips): the same two rows on MySqlRepository, a handler making one
- *    INSERT on `mysqlTransaction(ctx)` against getConnection + BEGIN + the same INSERT + COMMIT, and a batch of
- *    `--batch` in one transaction against one plain transaction of as many INSERTs. Targets ≥ 0.7× and ≥ 0.8×.
+ * 3. MariaDB/MySQL (MYSQL_URL; `--no-mysql` skips, `--no-postgres` runs them alone): the same two rows on
+ *    MySqlRepository, a handler making one INSERT on `mysqlTransaction(ctx)` against getConnection + BEGIN + the
+ *    same INSERT + COMMIT, and a batch of `--batch` in one transaction against one plain transaction of as many
+ *    INSERTs. Targets ≥ 0.7× and ≥ 0.8×.
  *    Each with its bound in the same run: the plain transaction plus one plain INSERT of the mark(s) into the
  *    store's table (per message: sent with BEGIN in one round trip on MariaDB).
  * 4. The SIGKILL run of the example's test (test/examples/inbox-kill-run.ts) with IDEM_STORE=postgres and then
@@ -59,6 +61,7 @@ const { values } = parseArgs({
     kills: { type: 'string', default: '10' },
     'no-kill': { type: 'boolean', default: false },
     'no-mysql': { type: 'boolean', default: false },
+    'no-postgres': { type: 'boolean', default: false },
     durable: { type: 'boolean', default: false },
     json: { type: 'string' },
   },
@@ -82,6 +85,7 @@ const sink = new FigureSink(
   `npm run bench:inbox -- --messages ${N} --batch ${BATCH} --passes ${PASSES}` +
     (values['no-kill'] ? ' --no-kill' : ` --kill-records ${values['kill-records']} --kills ${values.kills}`) +
     (values['no-mysql'] ? ' --no-mysql' : '') +
+    (values['no-postgres'] ? ' --no-postgres' : '') +
     (durable ? ' --durable' : ''),
 );
 /** Notes a server's durability settings; with `--durable`, fails unless each is what a durable server has. */
@@ -109,16 +113,19 @@ const schema = `bench_inbox_${randomBytes(5).toString('hex')}`;
 const admin = new pg.Pool({ connectionString: postgresUrl, max: 1 });
 const pgSetting = async (name: string) =>
   ((await admin.query<Record<string, string>>(`SHOW ${name}`)).rows[0]?.[name] ?? '?') as string;
-durability(
-  'PostgreSQL',
-  {
-    fsync: await pgSetting('fsync'),
-    full_page_writes: await pgSetting('full_page_writes'),
-    synchronous_commit: await pgSetting('synchronous_commit'),
-  },
-  { fsync: 'on', full_page_writes: 'on', synchronous_commit: 'on' },
-);
-await admin.query(`CREATE SCHEMA ${schema}`);
+const postgres = !values['no-postgres'];
+if (postgres) {
+  durability(
+    'PostgreSQL',
+    {
+      fsync: await pgSetting('fsync'),
+      full_page_writes: await pgSetting('full_page_writes'),
+      synchronous_commit: await pgSetting('synchronous_commit'),
+    },
+    { fsync: 'on', full_page_writes: 'on', synchronous_commit: 'on' },
+  );
+  await admin.query(`CREATE SCHEMA ${schema}`);
+}
 const url = new URL(postgresUrl);
 url.searchParams.set('options', `-c search_path=${schema}`);
 const pool = new pg.Pool({ connectionString: url.href, max: 4 });
@@ -184,137 +191,146 @@ function ratio(id: string, label: string, value: number, baseline: string, targe
   });
 }
 
-try {
-  await createPaymentsTable(pool);
-  await migrate({ pool });
-  const repository = await PostgresRepository.open({ pool });
-  const perMessage = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });
-  const perBatch = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
-  const handler = (payment: Payment, context: Parameters<typeof postgresTransaction>[0]) =>
-    insertPayment(postgresTransaction(context), payment);
-  // The least a mark in the message's transaction costs: a plain INSERT of its row, in BEGIN's round trip.
-  const markRow =
-    `INSERT INTO ${repository.table} (namespace, id, state, expires_at, forget_at) ` +
-    "VALUES ('bound', $1, 'confirmed', 1e13, 1e13)";
-  const markRows =
-    `INSERT INTO ${repository.table} (namespace, id, state, expires_at, forget_at) ` +
-    "SELECT 'bound', u, 'confirmed', 1e13, 1e13 FROM unnest($1::text[]) u";
+if (postgres) {
+  try {
+    await createPaymentsTable(pool);
+    await migrate({ pool });
+    const repository = await PostgresRepository.open({ pool });
+    const perMessage = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'message' });
+    const perBatch = new IdempotentConsumer<Payment>({ repository, id: 'id', transaction: 'batch' });
+    const handler = (payment: Payment, context: Parameters<typeof postgresTransaction>[0]) =>
+      insertPayment(postgresTransaction(context), payment);
+    // The least a mark in the message's transaction costs: a plain INSERT of its row, in BEGIN's round trip.
+    const markRow =
+      `INSERT INTO ${repository.table} (namespace, id, state, expires_at, forget_at) ` +
+      "VALUES ('bound', $1, 'confirmed', 1e13, 1e13)";
+    const markRows =
+      `INSERT INTO ${repository.table} (namespace, id, state, expires_at, forget_at) ` +
+      "SELECT 'bound', u, 'confirmed', 1e13, 1e13 FROM unnest($1::text[]) u";
 
-  console.log(`\none transaction per message (${N} messages a pass, best of ${PASSES}):`);
-  const [plain, marked, boundMessage] = (await race({
-    'plain: BEGIN, INSERT, COMMIT': async (payments) => {
-      for (const payment of payments) await inTransaction((client) => insertPayment(client, payment));
-    },
-    "transactional mark: transaction 'message'": async (payments) => {
-      for (const chunk of chunks(payments)) await perMessage.processBatch(chunk, handler);
-    },
-    'bound: BEGIN with one mark INSERT, INSERT, COMMIT': async (payments) => {
-      for (const payment of payments) {
-        const client = await pool.connect();
-        try {
-          await sendWithLead(client, ['BEGIN'], { name: 'bound_mark', text: markRow, values: [payment.id] });
-          await insertPayment(client, payment);
-          await client.query('COMMIT');
-        } finally {
-          client.release();
+    console.log(`\none transaction per message (${N} messages a pass, best of ${PASSES}):`);
+    const [plain, marked, boundMessage] = (await race({
+      'plain: BEGIN, INSERT, COMMIT': async (payments) => {
+        for (const payment of payments) await inTransaction((client) => insertPayment(client, payment));
+      },
+      "transactional mark: transaction 'message'": async (payments) => {
+        for (const chunk of chunks(payments)) await perMessage.processBatch(chunk, handler);
+      },
+      'bound: BEGIN with one mark INSERT, INSERT, COMMIT': async (payments) => {
+        for (const payment of payments) {
+          const client = await pool.connect();
+          try {
+            await sendWithLead(client, ['BEGIN'], {
+              name: 'bound_mark',
+              text: markRow,
+              values: [payment.id],
+            });
+            await insertPayment(client, payment);
+            await client.query('COMMIT');
+          } finally {
+            client.release();
+          }
         }
-      }
-    },
-  })) as [number, number, number];
+      },
+    })) as [number, number, number];
 
-  console.log(`\none transaction per ${BATCH} messages:`);
-  const [plainBatch, markedBatch, boundBatch, plainMulti, markedMulti] = (await race({
-    [`plain: BEGIN, ${BATCH} INSERTs, COMMIT`]: async (payments) => {
-      for (const chunk of chunks(payments)) {
-        await inTransaction(async (client) => {
-          for (const payment of chunk) await insertPayment(client, payment);
-        });
-      }
-    },
-    "transaction 'batch', per-message handler (savepoints)": async (payments) => {
-      for (const chunk of chunks(payments)) await perBatch.processBatch(chunk, handler);
-    },
-    [`bound: BEGIN, one ${BATCH}-row mark INSERT, ${BATCH} INSERTs, COMMIT`]: async (payments) => {
-      for (const chunk of chunks(payments)) {
-        await inTransaction(async (client) => {
-          await client.query({ name: 'bound_marks', text: markRows, values: [chunk.map((p) => p.id)] });
-          for (const payment of chunk) await insertPayment(client, payment);
-        });
-      }
-    },
-    [`plain: BEGIN, one ${BATCH}-row INSERT, COMMIT`]: async (payments) => {
-      for (const chunk of chunks(payments)) await inTransaction((client) => insertPayments(client, chunk));
-    },
-    "transaction 'batch', whole-batch handler (one INSERT)": async (payments) => {
-      for (const chunk of chunks(payments)) {
-        await perBatch.processBatch(chunk, {
-          batch: async (items) => {
-            const first = items[0];
-            if (first === undefined) return;
-            await insertPayments(
-              postgresTransaction(first.context),
-              items.map((item) => item.message),
-            );
-          },
-        });
-      }
-    },
-  })) as [number, number, number, number, number];
+    console.log(`\none transaction per ${BATCH} messages:`);
+    const [plainBatch, markedBatch, boundBatch, plainMulti, markedMulti] = (await race({
+      [`plain: BEGIN, ${BATCH} INSERTs, COMMIT`]: async (payments) => {
+        for (const chunk of chunks(payments)) {
+          await inTransaction(async (client) => {
+            for (const payment of chunk) await insertPayment(client, payment);
+          });
+        }
+      },
+      "transaction 'batch', per-message handler (savepoints)": async (payments) => {
+        for (const chunk of chunks(payments)) await perBatch.processBatch(chunk, handler);
+      },
+      [`bound: BEGIN, one ${BATCH}-row mark INSERT, ${BATCH} INSERTs, COMMIT`]: async (payments) => {
+        for (const chunk of chunks(payments)) {
+          await inTransaction(async (client) => {
+            await client.query({ name: 'bound_marks', text: markRows, values: [chunk.map((p) => p.id)] });
+            for (const payment of chunk) await insertPayment(client, payment);
+          });
+        }
+      },
+      [`plain: BEGIN, one ${BATCH}-row INSERT, COMMIT`]: async (payments) => {
+        for (const chunk of chunks(payments)) await inTransaction((client) => insertPayments(client, chunk));
+      },
+      "transaction 'batch', whole-batch handler (one INSERT)": async (payments) => {
+        for (const chunk of chunks(payments)) {
+          await perBatch.processBatch(chunk, {
+            batch: async (items) => {
+              const first = items[0];
+              if (first === undefined) return;
+              await insertPayments(
+                postgresTransaction(first.context),
+                items.map((item) => item.message),
+              );
+            },
+          });
+        }
+      },
+    })) as [number, number, number, number, number];
 
-  console.log('\nratios (same run):');
-  ratio(
-    'inbox.message-vs-plain',
-    "transaction 'message' / plain transaction",
-    marked / plain,
-    'plain BEGIN/INSERT/COMMIT',
-    0.7,
-  );
-  // The bound of the row above, in the same run: no claim, no consumer, the same round trips.
-  ratio(
-    'inbox.message-bound-vs-plain',
-    'bound: plain + one mark INSERT with BEGIN / plain transaction',
-    boundMessage / plain,
-    'plain BEGIN/INSERT/COMMIT',
-  );
-  ratio(
-    'inbox.batch-vs-plain',
-    "transaction 'batch' per-message / plain batch",
-    markedBatch / plainBatch,
-    `plain ${BATCH}-INSERT transaction`,
-    0.8,
-  );
-  // The least any mark in the transaction costs: one plain multi-row INSERT of the batch's ids into the store's
-  // table, no claim, no consumer (issue 34 asks for the bound itself, measured in the same run).
-  ratio(
-    'inbox.batch-bound-vs-plain',
-    'bound: plain batch + one multi-row mark INSERT / plain batch',
-    boundBatch / plainBatch,
-    `plain ${BATCH}-INSERT transaction`,
-  );
-  ratio(
-    'inbox.batch-multi-vs-plain',
-    "transaction 'batch' whole-batch / plain multi-row",
-    markedMulti / plainMulti,
-    `plain ${BATCH}-row INSERT transaction`,
-  );
-  ratio(
-    'inbox.batch-vs-message',
-    "transaction 'batch' per-message / 'message'",
-    markedBatch / marked,
-    "transaction 'message'",
-  );
-  // A batch transaction with the mark against a plain transaction per message: what an inbox that can take a
-  // whole sub-batch's rollback gets, measured against the per-message baseline.
-  ratio(
-    'inbox.batch-vs-plain-message',
-    "transaction 'batch' per-message / plain per-message transaction",
-    markedBatch / plain,
-    'plain BEGIN/INSERT/COMMIT',
-  );
-  await repository.close();
-} finally {
+    console.log('\nratios (same run):');
+    ratio(
+      'inbox.message-vs-plain',
+      "transaction 'message' / plain transaction",
+      marked / plain,
+      'plain BEGIN/INSERT/COMMIT',
+      0.7,
+    );
+    // The bound of the row above, in the same run: no claim, no consumer, the same round trips.
+    ratio(
+      'inbox.message-bound-vs-plain',
+      'bound: plain + one mark INSERT with BEGIN / plain transaction',
+      boundMessage / plain,
+      'plain BEGIN/INSERT/COMMIT',
+    );
+    ratio(
+      'inbox.batch-vs-plain',
+      "transaction 'batch' per-message / plain batch",
+      markedBatch / plainBatch,
+      `plain ${BATCH}-INSERT transaction`,
+      0.8,
+    );
+    // The least any mark in the transaction costs: one plain multi-row INSERT of the batch's ids into the store's
+    // table, no claim, no consumer (issue 34 asks for the bound itself, measured in the same run).
+    ratio(
+      'inbox.batch-bound-vs-plain',
+      'bound: plain batch + one multi-row mark INSERT / plain batch',
+      boundBatch / plainBatch,
+      `plain ${BATCH}-INSERT transaction`,
+    );
+    ratio(
+      'inbox.batch-multi-vs-plain',
+      "transaction 'batch' whole-batch / plain multi-row",
+      markedMulti / plainMulti,
+      `plain ${BATCH}-row INSERT transaction`,
+    );
+    ratio(
+      'inbox.batch-vs-message',
+      "transaction 'batch' per-message / 'message'",
+      markedBatch / marked,
+      "transaction 'message'",
+    );
+    // A batch transaction with the mark against a plain transaction per message: what an inbox that can take a
+    // whole sub-batch's rollback gets, measured against the per-message baseline.
+    ratio(
+      'inbox.batch-vs-plain-message',
+      "transaction 'batch' per-message / plain per-message transaction",
+      markedBatch / plain,
+      'plain BEGIN/INSERT/COMMIT',
+    );
+    await repository.close();
+  } finally {
+    await pool.end();
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await admin.end();
+  }
+} else {
   await pool.end();
-  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   await admin.end();
 }
 

@@ -198,13 +198,21 @@ export function execute<T>(executor: Executor, sql: string, params: unknown[]): 
     return executor.execute(sql, params as never[]).then(([result]) => result as T);
   }
   return new Promise<T>((resolve, reject) => {
-    const done: Done = (error, result) => (error ? reject(error) : resolve(result as T));
+    const done = settle(resolve, reject);
     if (connection === undefined || typeof connection.prepare !== 'function') {
       core.execute(sql, params, done);
       return;
     }
     executeOn(connection, sql, params, done);
   });
+}
+
+/**
+ * The callback that settles a statement's promise, made here: a closure bound to a name in {@link execute} would
+ * be named anew at every statement under tsx (keepNames), which the benches run.
+ */
+function settle<T>(resolve: (value: T) => void, reject: (error: Error) => void): Done {
+  return (error, result) => (error ? reject(error) : resolve(result as T));
 }
 
 function executeOn(connection: CoreExecutor, sql: string, params: unknown[], done: Done): void {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import { isTransactional } from '../store/transaction.js';
+import type { AddResult, IdempotencyRecord } from '../store/types.js';
 import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 interface Message {
@@ -54,5 +55,45 @@ export function transactionTests(suite: ContractSuite): void {
       again.results.map((r) => r.outcome),
       ['duplicate', 'processed', 'duplicate'],
     );
+  });
+
+  // A store may send a claim of several ids in a transaction another way (MariaDB: what the rows share once, with
+  // the transaction's start): the same records either way, each with its own fields.
+  test('a claim and a lazy mark of several ids store the same records in a transaction as outside one', async (repo) => {
+    if (!isTransactional(repo)) return;
+    const entries = (tag: string) =>
+      [
+        { id: uniqueId(`${tag}-a`), fingerprint: 'fp-a', eventTime: 1_000 },
+        { id: uniqueId(`${tag}-b`), result: 'r-b' },
+        { id: uniqueId(`${tag}-c`), fingerprint: 'fp-c' },
+      ] as const;
+    const claim = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS / 2, owner: 'contract-owner' };
+    const mark = { ttlMs: LONG_TTL_MS / 4 };
+    /** A stored record without its id and its times, which only count from when it was first seen. */
+    const shape = (record: IdempotencyRecord | undefined) => {
+      assert.ok(record !== undefined);
+      const { id: _id, firstSeenAt = 0, expiresAt, leaseExpiresAt, ...rest } = record;
+      return {
+        ...rest,
+        expiresIn: expiresAt - firstSeenAt,
+        leaseIn: (leaseExpiresAt ?? firstSeenAt) - firstSeenAt,
+      };
+    };
+    for (const options of [claim, mark]) {
+      const inside = entries('inside');
+      const outside = entries('outside');
+      const answers: AddResult[] = await repo.transaction(() => repo.addMany(inside, options));
+      assert.deepEqual(
+        answers.map((a) => a.added),
+        [true, true, true],
+      );
+      await repo.addMany(outside, options);
+      const stored = await repo.getMany(inside.map((e) => e.id));
+      assert.deepEqual(stored.map(shape), (await repo.getMany(outside.map((e) => e.id))).map(shape));
+      assert.deepEqual(
+        answers.map((a) => (a.added ? shape(a.record) : undefined)),
+        stored.map(shape),
+      );
+    }
   });
 }

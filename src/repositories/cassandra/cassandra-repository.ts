@@ -298,23 +298,23 @@ export class CassandraRepository extends BaseRepository {
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    if (owner !== undefined) {
-      let uncertain = false;
-      for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-        const result = await this.#cas(this.#cql.removeOwned, [...this.#where(key), owner]);
-        if (result === UNKNOWN) {
-          uncertain = true;
-          continue;
-        }
-        // After a timed-out round, a row that is now gone was most likely deleted by that round.
-        return result.wasApplied() || (uncertain && result.first()?.state == null);
+    // An LWT with or without an owner: a plain delete is not ordered with the Paxos writes of a claim or confirm
+    // racing it (a ballot's timestamp may run ahead of the delete's), and the record it removed could stay.
+    const [query, params] =
+      owner === undefined
+        ? [this.#cql.remove, this.#where(key)]
+        : [this.#cql.removeOwned, [...this.#where(key), owner]];
+    let uncertain = false;
+    for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
+      const result = await this.#cas(query, params);
+      if (result === UNKNOWN) {
+        uncertain = true;
+        continue;
       }
-      throw contention('remove', key);
+      // After a timed-out round, a row that is now gone was most likely deleted by that round.
+      return result.wasApplied() || (uncertain && result.first()?.state == null);
     }
-    // A plain delete cannot tell whether it removed anything, so read first; nothing there means nothing to do.
-    if ((await this.#select(key)) === undefined) return false;
-    await this.#client.execute(this.#cql.remove, this.#where(key), this.#write);
-    return true;
+    throw contention('remove', key);
   }
 
   /**

@@ -107,6 +107,7 @@ export interface Statements {
   /** Confirm: compare-and-set on the claim the caller owns. */
   readonly confirm: string;
   readonly removeOwned: string;
+  /** Any record of the key: an LWT too, ordered with the claims and confirms it may race. */
   readonly remove: string;
   /** One bucket of a namespace, for clear(). */
   readonly removeBucket: string;
@@ -136,7 +137,7 @@ export function statements(keyspace: string, table: string): Statements {
     confirm: `UPDATE ${t} USING TTL ? SET ${setAll} ${row}
       IF state = 'in-flight' AND owner = ? AND lease_expires_at = ? AND expires_at = ?`,
     removeOwned: `DELETE FROM ${t} ${row} IF state = 'in-flight' AND owner = ?`,
-    remove: `DELETE FROM ${t} ${row}`,
+    remove: `DELETE FROM ${t} ${row} IF EXISTS`,
     removeBucket: `DELETE FROM ${t} WHERE ns = ? AND bucket = ?`,
     scanBucket: `SELECT id, ${RECORD_COLUMNS} FROM ${t} WHERE ns = ? AND bucket = ?`,
   };

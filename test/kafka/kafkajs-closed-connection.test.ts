@@ -119,22 +119,31 @@ function closingClient(t: TestContext): {
   };
 }
 
+/** A two-partition topic holding 1 and 2 records, with an admin and a partition reader of {@link closingClient}. */
+async function twoPartitionTopic(t: TestContext, prefix: string) {
+  const closing = closingClient(t);
+  const { client, kafka } = closing;
+  const admin = client.admin();
+  await admin.connect();
+  onCleanup(t, () => admin.disconnect());
+  const topic = randomName(prefix);
+  await admin.createTopics([{ topic, numPartitions: 2 }]);
+  onCleanup(t, () => admin.deleteTopics([topic]).catch(() => undefined));
+  const producer = kafka.producer();
+  await producer.connect();
+  onCleanup(t, () => producer.disconnect());
+  await producer.send({ topic, messages: [0, 1, 1].map((partition) => ({ value: 'v', partition })) });
+  const reader = client.partitionReader();
+  onCleanup(t, () => reader.close());
+  return { ...closing, admin, reader, topic, partitions: await reader.partitions(topic) };
+}
+
 describe('kafkajs reads whose connection closes under them', { skip: skipUnlessEnabled('kafka') }, () => {
   it('the partition reader and the admin list offsets again and answer', async (t) => {
-    const { client, kafka, closeNextListOffsets } = closingClient(t);
-    const admin = client.admin();
-    await admin.connect();
-    onCleanup(t, () => admin.disconnect());
-    const topic = randomName('idem-closed-connection');
-    await admin.createTopics([{ topic, numPartitions: 2 }]);
-    onCleanup(t, () => admin.deleteTopics([topic]).catch(() => undefined));
-    const producer = kafka.producer();
-    await producer.connect();
-    onCleanup(t, () => producer.disconnect());
-    await producer.send({ topic, messages: [0, 1, 1].map((partition) => ({ value: 'v', partition })) });
-    const reader = client.partitionReader();
-    onCleanup(t, () => reader.close());
-    const partitions = await reader.partitions(topic);
+    const { closeNextListOffsets, admin, reader, topic, partitions } = await twoPartitionTopic(
+      t,
+      'idem-closed-connection',
+    );
     // Connections to the leader are open: the closed one is the one the request went out on.
     assert.deepEqual(sorted(await reader.listOffsets(topic, partitions, 'latest')), [
       [0, 1],
@@ -164,20 +173,10 @@ describe('kafkajs reads whose connection closes under them', { skip: skipUnlessE
   });
 
   it('the partition reader and the admin list offsets again after a NOT_LEADER_FOR_PARTITION answer', async (t) => {
-    const { client, kafka, failNextListOffsets } = closingClient(t);
-    const admin = client.admin();
-    await admin.connect();
-    onCleanup(t, () => admin.disconnect());
-    const topic = randomName('idem-not-leader');
-    await admin.createTopics([{ topic, numPartitions: 2 }]);
-    onCleanup(t, () => admin.deleteTopics([topic]).catch(() => undefined));
-    const producer = kafka.producer();
-    await producer.connect();
-    onCleanup(t, () => producer.disconnect());
-    await producer.send({ topic, messages: [0, 1, 1].map((partition) => ({ value: 'v', partition })) });
-    const reader = client.partitionReader();
-    onCleanup(t, () => reader.close());
-    const partitions = await reader.partitions(topic);
+    const { failNextListOffsets, admin, reader, topic, partitions } = await twoPartitionTopic(
+      t,
+      'idem-not-leader',
+    );
 
     let failed = failNextListOffsets(NOT_LEADER_FOR_PARTITION);
     assert.deepEqual(sorted(await reader.listOffsets(topic, partitions, 'latest')), [

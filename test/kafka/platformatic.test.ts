@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { tracingChannel } from 'node:diagnostics_channel';
 import { describe, it, type TestContext } from 'node:test';
-import { Consumer as LibraryConsumer } from '@platformatic/kafka';
+import { Connection, Consumer as LibraryConsumer, ProtocolError } from '@platformatic/kafka';
 import { REQUIRE_STABLE } from '../../src/kafka/platformatic/consumer.js';
 import { createClient } from '../../src/kafka/platformatic/index.js';
 import type {
@@ -85,6 +85,58 @@ async function member(
   await consumer.subscribe([input], true);
   onCleanup(t, () => consumer.disconnect());
   return consumer;
+}
+
+/** The API keys of the requests the tests below hold or refuse. */
+const INIT_PRODUCER_ID = 22;
+
+/** A request {@link interceptRequests} stopped: resolved when it reached the connection; `release` sends it on. */
+interface Intercepted {
+  readonly reached: Promise<void>;
+  release(): void;
+}
+
+/**
+ * Intercepts requests of this process's library connections, one at a time per rule: `hold` keeps the next request
+ * of an API until released (then sends it to the broker), `refuse` answers it with `error` without sending it.
+ */
+function interceptRequests(t: TestContext) {
+  type Send = (this: Connection, apiKey: number, ...rest: unknown[]) => unknown;
+  const original = Connection.prototype.send as unknown as Send;
+  const rules = new Map<number, (connection: Connection, rest: unknown[]) => void>();
+  (Connection.prototype as unknown as { send: Send }).send = function (apiKey, ...rest) {
+    const rule = rules.get(apiKey);
+    if (rule === undefined) return original.call(this, apiKey, ...rest);
+    rules.delete(apiKey);
+    rule(this, rest);
+    return undefined;
+  };
+  t.after(() => {
+    (Connection.prototype as unknown as { send: Send }).send = original;
+  });
+  const rule = (apiKey: number, act: (send: () => void, answer: (error: Error) => void) => void) => {
+    const { promise: reachedOnce, resolve: reached } = Promise.withResolvers<void>();
+    const { promise: released, resolve: release } = Promise.withResolvers<void>();
+    rules.set(apiKey, (connection, rest) => {
+      const callback = rest[rest.length - 1] as (error: Error | null) => void;
+      act(
+        () => {
+          reached();
+          void released.then(() => original.call(connection, apiKey, ...rest));
+        },
+        (error) =>
+          process.nextTick(() => {
+            callback(error);
+            reached();
+          }),
+      );
+    });
+    return { reached: reachedOnce, release } satisfies Intercepted;
+  };
+  return {
+    hold: (apiKey: number) => rule(apiKey, (send) => send()),
+    refuse: (apiKey: number, error: Error) => rule(apiKey, (_send, answer) => answer(error)),
+  };
 }
 
 /** The broker error names (`apiId`) in an error's causes and aggregated errors. */
@@ -485,6 +537,28 @@ describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('k
     await open.commit();
     await until(() => first.length > 0);
     assert.deepEqual(first, ['6']);
+  });
+
+  it('a transaction whose begin failed leaves the producer able to begin the next one', async (t) => {
+    const c = await client(t);
+    const output = await topic(t, c, 1);
+    const tp = await producer(t, c, randomName('idem-plt-txn'));
+    // A send outside a transaction makes the library forget the transactional producer id: the next begin sends
+    // InitProducerId again, and that one is refused here (as FindCoordinator is while a broker is away).
+    await tp.send({ topic: output, messages: [{ value: 'plain', partition: 0 }] });
+    const refused = interceptRequests(t).refuse(
+      INIT_PRODUCER_ID,
+      new ProtocolError('TRANSACTIONAL_ID_AUTHORIZATION_FAILED'),
+    );
+    await assert.rejects(tp.transaction(), (error: unknown) =>
+      brokerErrorNames(error).includes('TRANSACTIONAL_ID_AUTHORIZATION_FAILED'),
+    );
+    await refused.reached;
+    // The library kept the failed begin's transaction as its active one: every begin failed from then on.
+    const tx = await tp.transaction();
+    await tx.send({ topic: output, messages: [{ value: 'after', partition: 0 }] });
+    await tx.commit();
+    assert.deepEqual((await committedValues(c, output)).get(0), ['plain', 'after']);
   });
 
   it('a newer transactional producer of the same id fences the older one', async (t) => {

@@ -114,7 +114,18 @@ export class PlatformaticProducer implements KafkaProducer {
       throw new Error('Kafka producer: transaction() needs a transactionalId');
     }
     const producer = this.#need();
-    const transaction = await producer.beginTransaction(NEW_PRODUCER);
+    const before = producer.transaction;
+    let transaction: Transaction;
+    try {
+      transaction = await producer.beginTransaction(NEW_PRODUCER);
+    } catch (error) {
+      // The library makes the transaction its active one before FindCoordinator (and InitProducerId after a fence)
+      // and keeps it when they fail: every later begin would fail "There is already an active transaction".
+      // Nothing was sent in it, so it is dropped; an active one this begin was refused for stays.
+      const made = producer.transaction;
+      if (made !== undefined && made !== before) await made.cancel().catch(() => undefined);
+      throw withBrokerDetail(error);
+    }
     return new PlatformaticTransaction(transaction, this.coordinator, this.#sends, producer);
   }
 }

@@ -89,6 +89,8 @@ async function member(
 
 /** The API keys of the requests the tests below hold or refuse. */
 const INIT_PRODUCER_ID = 22;
+const ADD_PARTITIONS_TO_TXN = 24;
+const ADD_OFFSETS_TO_TXN = 25;
 
 /** A request {@link interceptRequests} stopped: resolved when it reached the connection; `release` sends it on. */
 interface Intercepted {
@@ -559,6 +561,38 @@ describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('k
     await tx.send({ topic: output, messages: [{ value: 'after', partition: 0 }] });
     await tx.commit();
     assert.deepEqual((await committedValues(c, output)).get(0), ['plain', 'after']);
+  });
+
+  it('a prepare one of whose requests failed settles only after the other', async (t) => {
+    const c = await client(t);
+    const output = await topic(t, c, 1);
+    const groupId = randomName('idem-plt-group');
+    const tp = await producer(t, c, randomName('idem-plt-txn'));
+    const tx = await tp.transaction();
+    assert.ok(tx.prepare);
+    // AddPartitionsToTxn waits before it is sent; AddOffsetsToTxn is refused at once.
+    const requests = interceptRequests(t);
+    const held = requests.hold(ADD_PARTITIONS_TO_TXN);
+    const refused = requests.refuse(ADD_OFFSETS_TO_TXN, new ProtocolError('GROUP_AUTHORIZATION_FAILED'));
+    let settled = false;
+    const prepared = tx.prepare({ partitions: [{ topic: output, partitions: [0] }], groupId });
+    prepared.then(
+      () => {
+        settled = true;
+      },
+      () => {
+        settled = true;
+      },
+    );
+    await Promise.all([held.reached, refused.reached]);
+    // Every callback and promise job of the refusal has run by the next turn of the event loop.
+    await new Promise((resolve) => setImmediate(resolve));
+    // Settled now, the held request would go on alone, and the library would hand its answer to the next
+    // transaction's AddPartitionsToTxn (it shares a request in flight by name), registering nothing for it.
+    assert.equal(settled, false, 'prepare waits for the request still in flight');
+    held.release();
+    await assert.rejects(prepared, /GROUP_AUTHORIZATION_FAILED/);
+    await tx.abort();
   });
 
   it('a newer transactional producer of the same id fences the older one', async (t) => {

@@ -151,10 +151,13 @@ class PlatformaticTransaction implements KafkaTransaction {
       partitions.map((partition) => ({ topic, partition })),
     );
     const metadata = await this.producer.metadata({ topics });
-    await Promise.all([
+    // Both settled before either's failure is raised: the library shares a request in flight with any later one
+    // of the same name, so one left running would answer for the next transaction's, registering nothing in it.
+    const [partitions, group] = await Promise.allSettled([
       this.transaction.addPartitions(metadata, records as never),
       this.#addGroup(plan.groupId),
-    ]).catch(rethrowWithDetail);
+    ]);
+    for (const step of [partitions, group]) if (step.status === 'rejected') rethrowWithDetail(step.reason);
   }
 
   /** AddOffsetsToTxn, once per group (the library only reads the consumer's group id). */

@@ -1,3 +1,4 @@
+import { RepositoryClosedError } from '../../errors.js';
 import { sendChanges } from '../../kafka/changelog/index.js';
 import { sendDeadLetters } from '../../kafka/index.js';
 import type {
@@ -187,12 +188,16 @@ export class ChunkTransaction implements ChunkSink {
         { topic: target.inputTopic, partitions: [{ partition: target.partition, offset: nextOffset }] },
       ],
     });
+    // Closed under the span (a join closes the partitions it may have lost): the changes staged since the last
+    // chunk logged them were dropped, and output committed without its marks would let later copies through.
+    if (target.store.closed) throw new RepositoryClosedError(`exactly-once partition ${target.partition}`);
     await tx.commit();
     this.committed = { changelogNext: this.#changelogNext, marks };
-    // Committed: now the changes count. A crash before this line is repaired by the next restore.
-    await target.store.commit();
     for (const count of this.#counts) count();
     this.#counts.length = 0;
+    // Committed: now the changes count. A crash before this line, or a close during the commit (this raises, so
+    // the caller restores the partition instead of taking the marks as applied), is repaired by the next restore.
+    await target.store.commit();
   }
 
   /** Drops every chunk's staged changes and aborts; false when the abort is not known to have happened. */

@@ -101,8 +101,12 @@ export class LoggedRepository extends BaseRepository {
     return this.#tx?.changes ?? [];
   }
 
-  /** The caller's transaction committed: applies its changes to the inner store (a restore repairs a failure). */
+  /**
+   * The caller's transaction committed: applies its changes to the inner store (a restore repairs a failure).
+   * Rejects on a closed store: the close dropped the staged changes, and the caller must not take them as applied.
+   */
   async commit(): Promise<void> {
+    this.assertOpen();
     const tx = this.#tx;
     this.#tx = undefined;
     if (tx === undefined || tx.changes.length === 0) return;

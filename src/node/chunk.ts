@@ -3,6 +3,7 @@ import { consumerFromConfig } from '../config/consumer.js';
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import { consumerConfigSchema } from '../consumer/options.js';
 import type { BatchItem, ProcessResult, StoreCall } from '../consumer/types.js';
+import { RepositoryError } from '../errors.js';
 import {
   type DeadLetter,
   deadLetter,
@@ -251,11 +252,16 @@ export class ChunkProcessor {
       clock.reset();
       if (call.error === undefined) return;
       metrics.storeFailures.inc({ operation: phase });
+      // The engine goes on only under storeFailure = "process", and only past the store's own failures: any other
+      // (a partition's store closed by a join, say) fails the chunk, and under exactly-once aborts its output.
+      const failOpen = this.#deps.dedup.storeFailure === 'process' && call.error instanceof RepositoryError;
       logger.warn(
         { err: call.error, operation: phase },
-        phase === 'lookup'
-          ? 'store lookup failed; the chunk is forwarded as new (storeFailure = process)'
-          : 'store mark failed; the chunk stays forwarded (storeFailure = process)',
+        !failOpen
+          ? `store ${phase} failed; the chunk fails and its records are read again`
+          : phase === 'lookup'
+            ? 'store lookup failed; the chunk is forwarded as new (storeFailure = process)'
+            : 'store mark failed; the chunk stays forwarded (storeFailure = process)',
       );
     };
     const { results } = await this.#consumer.processBatch(candidates, produce, {

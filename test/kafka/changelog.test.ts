@@ -11,10 +11,15 @@ import {
   ChangelogReader,
   decodeMark,
   decodeMarkExpiry,
+  decodePack,
   encodeMark,
+  encodePack,
   ensureChangelogTopic,
+  isPack,
   markRecord,
   type PartitionOffsets,
+  packEntryBytes,
+  packKey,
   readChangelog,
 } from '../../src/kafka/changelog/index.js';
 import type { KafkaClient } from '../../src/kafka/port/index.js';
@@ -116,6 +121,24 @@ describe('changelog codec', () => {
       leaseExpiresAt: 1_500,
       owner: 'o',
     });
+  });
+
+  it('packs many changes in one value, in order, deletions and every mark format kept', () => {
+    const changes = [
+      { key: 'a', value: encodeMark({ expiresAt: 1_000 }) },
+      { key: '\u0000b64:AAE=', value: encodeMark({ expiresAt: 2_000, firstSeenAt: 1_500 }) },
+      { key: 'a', value: null },
+      { key: 'ünï', value: encodeMark({ expiresAt: 3_000, state: 'in-flight', owner: 'w' }) },
+    ];
+    const bytes = changes.reduce((n, c) => n + packEntryBytes(Buffer.byteLength(c.key), c.value), 0);
+    const value = encodePack(changes, bytes);
+    assert.ok(isPack(value));
+    assert.ok(!isPack(encodeMark({ expiresAt: 1 })));
+    assert.deepEqual(decodePack(value), changes);
+    assert.deepEqual(decodePack(encodePack([], 0)), []);
+    assert.ok(packKey().startsWith('\u0000pack:'));
+    assert.notEqual(packKey(), packKey());
+    assert.throws(() => decodeMark(value), InvalidInputError, 'a pack is not a mark');
   });
 
   it('rejects a value of an unknown format with InvalidInputError', () => {

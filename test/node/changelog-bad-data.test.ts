@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ChangelogEntry } from '../../src/kafka/changelog/index.js';
-import { decodeChanges, decodeMarkExpiry, encodeMark } from '../../src/kafka/changelog/index.js';
+import {
+  decodeChanges,
+  decodeMarkExpiry,
+  encodeMark,
+  encodePack,
+  type PackedChange,
+  packEntryBytes,
+} from '../../src/kafka/changelog/index.js';
 import { testProducer, waitForCommitted } from '../helpers/kafka.js';
 import { nodeConfig, nodeTestbed, rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
@@ -53,6 +60,51 @@ describe('unreadable changelog records (one rule for every reader)', () => {
     for (const { label, value } of badValues()) {
       assert.throws(() => decodeMarkExpiry(value), /changelog value/, label);
     }
+  });
+});
+
+/** A pack of `changes` as the node writes one. */
+function pack(changes: PackedChange[]): Buffer {
+  const bytes = changes.reduce((n, c) => n + packEntryBytes(Buffer.byteLength(c.key), c.value), 0);
+  return encodePack(changes, bytes);
+}
+
+describe('unreadable changelog packs', () => {
+  it('skip a bad change alone, and a pack whose lengths do not fit whole, each reported at its offset', () => {
+    const good = encodeMark({ expiresAt: Date.now() + 60_000 });
+    const [nan] = badValues().filter((v) => v.label === 'NaN expiry');
+    const held = pack([
+      { key: 'a', value: good },
+      { key: 'b', value: (nan as { value: Buffer }).value },
+      { key: 'a', value: null },
+      { key: 'c', value: good },
+    ]);
+    const cut = held.subarray(0, held.length - 3);
+    const extra = Buffer.concat([held, Buffer.from([0])]);
+    const huge = Buffer.from(held);
+    huge.writeUInt32BE(0xffff_ffff, 1);
+    const records: ChangelogEntry[] = [
+      { key: '\u0000pack:1', value: held, offset: 5, headers: {} },
+      ...[cut, extra, huge].map((value, i) => ({
+        key: `\u0000pack:${i}`,
+        value,
+        offset: 6 + i,
+        headers: {},
+      })),
+      { key: 'd', value: good, offset: 9, headers: {} },
+    ];
+    const reported: number[] = [];
+    const changes = decodeChanges('log', 0, records, (bad) => void reported.push(bad.offset));
+    assert.deepEqual(reported, [5, 6, 7, 8]);
+    assert.deepEqual(
+      changes.map((c) => [c.key, c.record?.state]),
+      [
+        ['a', 'confirmed'],
+        ['a', undefined],
+        ['c', 'confirmed'],
+        ['d', 'confirmed'],
+      ],
+    );
   });
 });
 

@@ -3,7 +3,7 @@
  * copy of an id lands in its original's partition (the co-partitioning that partition-local state needs).
  */
 import type { Kafka, Producer } from 'kafkajs';
-import { type ChangelogEntry, ChangelogReader } from '../../src/kafka/changelog/index.js';
+import { type ChangelogEntry, ChangelogReader, decodeChanges } from '../../src/kafka/changelog/index.js';
 import { fromKafkajs } from '../../src/kafka/kafkajs/index.js';
 import { type CopyKind, type DedupInput, type InputRecord, prng } from '../helpers/node.js';
 
@@ -114,6 +114,28 @@ export async function readCommittedAtLeast(
     records = await readCommitted(kafka, topic);
   }
   return records;
+}
+
+/**
+ * The ids a changelog topic holds a live mark for, as a restore decodes its records (one per id, or packs of
+ * many), once there are at least `count`, read again for up to 30 s (see {@link readCommittedAtLeast}).
+ */
+export async function changelogMarks(kafka: Kafka, topic: string, count: number): Promise<Set<string>> {
+  const read = async () => {
+    const marks = new Map<string, boolean>();
+    for (const { partition, record } of await readCommitted(kafka, topic)) {
+      for (const change of decodeChanges(topic, partition, [record], () => undefined)) {
+        marks.set(change.key, change.record !== undefined);
+      }
+    }
+    return new Set([...marks].filter(([, live]) => live).map(([key]) => key));
+  };
+  let marks = await read();
+  for (const deadline = Date.now() + 30_000; marks.size < count && Date.now() < deadline; ) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    marks = await read();
+  }
+  return marks;
 }
 
 /** The uids in the topic (read_committed), with how many records each has. */

@@ -4,7 +4,7 @@ import type { Producer } from 'kafkajs';
 import { testProducer, waitForCommitted } from '../helpers/kafka.js';
 import { nodeConfig, nodeTestbed, rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { committedUidCounts, readCommittedAtLeast } from './exactly-once-input.js';
+import { changelogMarks, committedUidCounts } from './exactly-once-input.js';
 
 /*
  * Issue 17: the node as a processor over a logged store. Each scenario forwards ids with node A (RocksDB store),
@@ -58,11 +58,7 @@ async function handover(
   assert.equal(a.handle.totals().recordsOut, distinct.length, 'A forwarded each id once');
 
   // The changelog holds a live mark for every id A forwarded.
-  const marks = new Set(
-    (await readCommittedAtLeast(kafka, changelog, distinct.length))
-      .filter(({ record }) => record.value !== null)
-      .map(({ record }) => record.key),
-  );
+  const marks = await changelogMarks(kafka, changelog, distinct.length);
   assert.deepEqual(
     [...marks].sort(),
     [...distinct].sort(),

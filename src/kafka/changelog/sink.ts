@@ -8,7 +8,17 @@ import type {
   OutgoingMessage,
   RecordSender,
 } from '../port/index.js';
-import { decodeMark, encodeMark, markRecord } from './codec.js';
+import {
+  decodeMark,
+  decodePack,
+  encodeMark,
+  encodePack,
+  isPack,
+  markRecord,
+  type PackedChange,
+  packEntryBytes,
+  packKey,
+} from './codec.js';
 import type { ChangelogEntry } from './reader.js';
 
 /** Bytes of changelog records per produce request, below Kafka's default `max.message.bytes` (1 MiB). */
@@ -20,6 +30,12 @@ export interface ChangelogTarget {
   /** The partition every change goes to (the node: changelog partition = input partition); default: by key. */
   readonly partition?: number;
   readonly headers?: MessageHeaders;
+  /**
+   * Send the changes of each request as one record ({@link encodePack}): the producer's work is per record, and a
+   * chunk's marks were most of the records of an exactly-once transaction. Only for a reader that restores every
+   * record (the node's changelog; not the `kafka` store, which reads its own writes back by key).
+   */
+  readonly pack?: boolean;
 }
 
 /**
@@ -32,6 +48,9 @@ export async function sendChanges(
   changes: readonly ChangelogChange[],
   onWritten?: (range: ChangelogRange) => void,
 ): Promise<number | undefined> {
+  if (target.pack && target.partition === undefined) {
+    throw new TypeError(`changelog ${target.topic}: a pack goes to one partition, and none was named`);
+  }
   let next: number | undefined;
   let messages: OutgoingMessage[] = [];
   let bytes = 0;
@@ -45,15 +64,30 @@ export async function sendChanges(
     messages = [];
     bytes = 0;
   };
+  let packed: PackedChange[] = [];
+  const pack = async () => {
+    const value = encodePack(packed, bytes);
+    messages.push({ key: packKey(), value, partition: target.partition, headers: target.headers });
+    packed = [];
+    await flush();
+  };
   for (const change of changes) {
     // A deletion is a null value; encodeMark leaves the record's id out.
     const value = change.record === undefined ? null : encodeMark(change.record);
+    if (target.pack) {
+      const size = packEntryBytes(Buffer.byteLength(change.key), value);
+      if (packed.length > 0 && bytes + size > REQUEST_BYTES) await pack();
+      packed.push({ key: change.key, value });
+      bytes += size;
+      continue;
+    }
     const size = Buffer.byteLength(change.key) + (value?.length ?? 0) + 80;
     if (messages.length > 0 && bytes + size > REQUEST_BYTES) await flush();
     // Both clients take an undefined partition (by key) and headers (none) as absent.
     messages.push({ key: change.key, value, partition: target.partition, headers: target.headers });
     bytes += size;
   }
+  if (packed.length > 0) await pack();
   if (messages.length > 0) await flush();
   return next;
 }
@@ -120,21 +154,36 @@ export function decodeChanges(
   onUnreadable: (unreadable: UnreadableChange) => void,
 ): ChangelogChange[] {
   const changes: ChangelogChange[] = [];
-  for (const entry of records) {
-    if (entry.value === null) {
-      changes.push({ key: entry.key, record: undefined });
-      continue;
+  const add = (key: string, value: Buffer | null, offset: number) => {
+    if (value === null) {
+      changes.push({ key, record: undefined });
+      return;
     }
     let record: IdempotencyRecord;
     try {
-      record = markRecord(entry.key, decodeMark(entry.value));
+      record = markRecord(key, decodeMark(value));
       checkTimes(record);
+    } catch (error) {
+      if (!(error instanceof InvalidInputError)) throw error;
+      onUnreadable({ topic, partition, offset, reason: error.message });
+      return;
+    }
+    changes.push({ key, record });
+  };
+  for (const entry of records) {
+    if (entry.value === null || !isPack(entry.value)) {
+      add(entry.key, entry.value, entry.offset);
+      continue;
+    }
+    let packed: PackedChange[];
+    try {
+      packed = decodePack(entry.value);
     } catch (error) {
       if (!(error instanceof InvalidInputError)) throw error;
       onUnreadable({ topic, partition, offset: entry.offset, reason: error.message });
       continue;
     }
-    changes.push({ key: entry.key, record });
+    for (const { key, value } of packed) add(key, value, entry.offset);
   }
   return changes;
 }

@@ -119,7 +119,7 @@ export class ChunkTransaction implements ChunkSink {
     const log = async () => {
       const next = await sendChanges(
         await this.#begin(),
-        { topic: target.changelogTopic, partition: target.partition },
+        { topic: target.changelogTopic, partition: target.partition, pack: true },
         batch,
       );
       this.#changelogNext = next ?? this.#changelogNext;

@@ -9,9 +9,11 @@
  * 1. Pre-fills a 3-partition topic with a warm-up (10k records); the node runs over it twice, once per variant
  *    (own group, own store, own output), and is stopped: both have committed offsets and a warm store.
  * 2. Produces the backlog (1M JSON records, 10% duplicates) while the nodes are down.
- * 3. The plain kafkajs copy of bench/kafka.ts over the topic (the baseline), then each variant restarted:
- *    `ordinary` (catchUp.enabled = false: the steady-state node's path) and `catch-up`; then the copy again
- *    (the load of a shared box drifts; the baseline is the mean of both copies).
+ * 3. The plain kafkajs copy of bench/kafka.ts over the topic (the baseline); `bound`: the plain copy through the
+ *    package's Kafka port on the node's own client, in requests of the node's size (no parsing, store or DLQ: the
+ *    fastest any catch-up on one thread could go); then each variant restarted: `ordinary` (catchUp.enabled =
+ *    false: the steady-state node's path) and `catch-up`; then the kafkajs copy again (the load of a shared box
+ *    drifts; the baseline is the mean of both copies).
  * With `--only …,workers`, also a restart as two nodes on two worker threads of this process (one group, each
  * worker its own RocksDB store and half the partitions): what processing independent partitions in parallel
  * gains on this machine.
@@ -32,7 +34,7 @@ import { catchUpDefaults } from '../src/node/catch-up.js';
 import { startDedupNode } from '../src/node/dedup-node.js';
 import { type NodeConfig, nodeConfigSchema, nodeDefaults } from '../src/node/options.js';
 import { type PerfSummary, PHASES, type Phase } from '../src/node/perf-log.js';
-import { copy, measure, prefill, type Result } from './kafka.js';
+import { copy, measure, portCopy, prefill, type Result } from './kafka.js';
 import { FigureSink } from './report/figures.js';
 
 const { values } = parseArgs({
@@ -46,7 +48,7 @@ const { values } = parseArgs({
     /** Default: the config default, or half a partition's backlog when that is smaller (small runs). */
     'lag-threshold': { type: 'string' },
     repository: { type: 'string', default: 'rocksdb' },
-    only: { type: 'string', default: 'copy,ordinary,catch-up' },
+    only: { type: 'string', default: 'copy,bound,ordinary,catch-up' },
     /** A directory: writes `<run>.cpuprofile` for each restart (open in Chrome DevTools or speedscope). */
     'cpu-prof': { type: 'string' },
     /** Write the figures and ratios as JSON (for `npm run bench:report`). */
@@ -256,7 +258,7 @@ function log(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-function report(copies: readonly Result[], restarts: readonly Restart[]): void {
+function report(copies: readonly Result[], restarts: readonly Restart[], bound: Result | undefined): void {
   const base = copies.length > 0 ? copies.reduce((a, r) => a + r.recordsPerSecond, 0) / copies.length : 0;
   const ordinary = restarts.find((r) => r.name === 'ordinary');
   const header = [
@@ -269,7 +271,7 @@ function report(copies: readonly Result[], restarts: readonly Restart[]): void {
     'cpu use',
     ...PHASES.map((p) => `${p} %`),
   ];
-  const rows = [...copies, ...restarts].map((r) => {
+  const rows = [...copies, ...(bound ? [bound] : []), ...restarts].map((r) => {
     const restart = 'secondsToZero' in r ? (r as Restart) : undefined;
     return [
       r.name,
@@ -303,6 +305,7 @@ function report(copies: readonly Result[], restarts: readonly Restart[]): void {
     `npm run bench:catch-up -- --records ${RECORDS} --repository ${values.repository}`,
   );
   for (const r of copies) sink.figure(r.name, r.recordsPerSecond, 'records/s');
+  if (bound) sink.figure(bound.name, bound.recordsPerSecond, 'records/s');
   for (const r of restarts) {
     sink.figure(`${r.name}: time to zero lag`, r.secondsToZero, 's');
     sink.figure(`${r.name}: records/s`, r.recordsPerSecond, 'records/s');
@@ -322,6 +325,23 @@ function report(copies: readonly Result[], restarts: readonly Restart[]): void {
       id: 'kafka-catch-up.catch-up-vs-ordinary',
       label: 'catch-up rate vs the ordinary node',
       value: catchUp.recordsPerSecond / ordinary.recordsPerSecond,
+      kind: 'min',
+      baseline: 'the same node restarted with catchUp.enabled = false, same run',
+    });
+  }
+  if (bound && ordinary) {
+    // The row's ceiling: a restart whose backlog went at the dedup-free copy's rate, after the same group join.
+    const join = ordinary.secondsToZero - ordinary.seconds;
+    const boundToZero = join + RECORDS / bound.recordsPerSecond;
+    log(
+      `bound: the copy's rate after the ordinary restart's ${join.toFixed(1)} s join reaches zero lag in ` +
+        `${boundToZero.toFixed(1)} s, ${(ordinary.secondsToZero / boundToZero).toFixed(2)}× shorter than the ordinary node`,
+    );
+    sink.ratio({
+      id: 'kafka-catch-up.bound',
+      label:
+        'time to zero lag, catch-up off / the dedup-free copy on the same client (the ceiling of the row)',
+      value: ordinary.secondsToZero / boundToZero,
       kind: 'min',
       baseline: 'the same node restarted with catchUp.enabled = false, same run',
     });
@@ -355,6 +375,7 @@ async function main(): Promise<void> {
   const variants: Variant[] = [];
   const copies: Result[] = [];
   const restarts: Restart[] = [];
+  let bound: Result | undefined;
   try {
     await prefill(input, WARMUP, DUPLICATE_SHARE, 0);
     for (const name of ['ordinary', 'catch-up', 'workers'] as const) {
@@ -381,6 +402,21 @@ async function main(): Promise<void> {
       copies.push(r);
     };
     if (runs.has('copy')) await copyOnce('plain kafkajs copy');
+    if (runs.has('bound')) {
+      const output = await createTopic(`idem-bench-cu-bound-${suffix}`);
+      const name = `bound: plain port copy on ${copyConfig.kafka.client}`;
+      bound = await portCopy(
+        copyConfig,
+        input,
+        output,
+        name,
+        WARMUP + RECORDS,
+        undefined,
+        undefined,
+        copyConfig.kafka.client,
+      );
+      log(`${name}: ${Math.round(bound.recordsPerSecond)}/s`);
+    }
     for (const v of variants) {
       const profile = values['cpu-prof'] ? join(values['cpu-prof'], `${v.name}.cpuprofile`) : undefined;
       const r =
@@ -397,7 +433,7 @@ async function main(): Promise<void> {
     await admin.deleteTopics({ topics: [...topics, `idem-bench-cu-dlq-${suffix}`] }).catch(() => undefined);
     await admin.disconnect();
   }
-  report(copies, restarts);
+  report(copies, restarts, bound);
 }
 
 if (isMainThread) await main();

@@ -217,7 +217,7 @@ export async function copy(
  * The node's own client's baseline (`--client platformatic`): the same copy through the package's Kafka port on
  * that client, so the node's ≥ 0.9× target is judged against what its client can do (issue 21).
  */
-async function portCopy(
+export async function portCopy(
   config: NodeConfig,
   input: string,
   output: string,
@@ -225,12 +225,13 @@ async function portCopy(
   total = RECORDS,
   dedupField?: string,
   step?: BoundStep,
+  clientName = CLIENT as KafkaClientName,
 ): Promise<Result> {
   const client = await openKafkaClient(
     {
       brokers: BROKERS,
       clientId: 'idem-bench-port',
-      client: CLIENT as KafkaClientName,
+      client: clientName,
       ssl: false,
       connectionTimeout: 10_000,
       requestTimeout: 30_000,

@@ -216,6 +216,54 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
     await waitFor(() => node.logs.some((l) => l.msg === 'output refused records'));
   });
 
+  it("forwards the next chunk's copy of a record the output refused", {
+    timeout: 120_000,
+  }, async (t) => {
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const topic = await createTopic(t, admin, { partitions: 1 });
+    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
+    const output = randomName('idem-node-out');
+    await createTopicsAndWait(admin, [
+      { topic: output, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '20000' }] },
+    ]);
+    onCleanup(t, () => admin.deleteTopics({ topics: [output] }).catch(() => undefined));
+    const groupId = randomGroupId(t, admin);
+    const good = (i: number) => ({ key: `k${i}`, value: JSON.stringify({ uid: `g-${i}` }) });
+    // Chunks of 10: the too large record ends the first; its id comes again, small, in the second (which may be
+    // read before the first is marked).
+    const messages = [
+      ...Array.from({ length: 9 }, (_, i) => good(i)),
+      { key: 'big', value: JSON.stringify({ uid: 'again', pad: 'x'.repeat(30_000) }) },
+      good(9),
+      { key: 'small', value: JSON.stringify({ uid: 'again' }) },
+      ...Array.from({ length: 8 }, (_, i) => good(10 + i)),
+    ];
+    await produce(await testProducer(t, kafka), topic, messages);
+    const node = await startNodeInProcess(
+      t,
+      nodeConfig({ topic, groupId, output, dlq, repository: { type: 'memory' }, batchSize: 10 }),
+    );
+    await waitForCommitted(admin, groupId, topic, { timeoutMs: 90_000 });
+
+    const out = await consumeAll(kafka, output);
+    assert.deepEqual(
+      out.map((r) => r.key?.toString()),
+      [
+        ...Array.from({ length: 10 }, (_, i) => `k${i}`),
+        'small',
+        ...Array.from({ length: 8 }, (_, i) => `k${10 + i}`),
+      ],
+      'the small copy of the refused record is forwarded, in order',
+    );
+    const letters = (await consumeAll(kafka, dlq)).map((r) => [
+      r.key?.toString(),
+      readDeadLetter(r.headers)?.reason,
+    ]);
+    assert.deepEqual(letters, [['big', 'handler-failed']]);
+    assert.equal(node.handle.totals().duplicates, 0);
+  });
+
   it('dedup.missingId = "forward" writes records without the field through, and warns once when a chunk had none', {
     timeout: 120_000,
   }, async (t) => {

@@ -191,8 +191,18 @@ export function nodeTopics(config: NodeConfig) {
     dlq: config.dlq.topic,
     /** `output.duplicatesTopic` (undefined: off). */
     audit: config.output.duplicatesTopic,
-    /** The changelog and its retention (`dedup.ttl`); undefined: the node keeps none. */
-    changelog: changelog === undefined ? undefined : { topic: changelog, retentionMs: config.dedup.ttl },
+    /**
+     * The changelog and its retention (`dedup.ttl`); undefined: the node keeps none. `packed`: exactly-once writes
+     * a chunk's marks as one record under a key of its own, which compaction never drops.
+     */
+    changelog:
+      changelog === undefined
+        ? undefined
+        : {
+            topic: changelog,
+            retentionMs: config.dedup.ttl,
+            packed: config.output.guarantee === 'exactly-once',
+          },
   };
 }
 

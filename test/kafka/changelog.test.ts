@@ -25,6 +25,7 @@ import {
 import type { KafkaClient } from '../../src/kafka/port/index.js';
 import {
   createTopic,
+  createTopicsAndWait,
   kafkaAdmin,
   onCleanup,
   produce,
@@ -571,5 +572,41 @@ describe('changelog topic', { skip: skipUnlessEnabled('kafka') }, () => {
       }),
       /retention\.ms=3600000, shorter than the 7200000 ms/,
     );
+  });
+
+  it('takes a packed changelog only where delete with a finite retention removes its records', async (t) => {
+    const kafka = testKafka();
+    const admin = await kafkaAdmin(t, kafka);
+    const compactOnly = randomName('idem-changelog-compact');
+    const forever = randomName('idem-changelog-forever');
+    onCleanup(t, () => admin.deleteTopics({ topics: [compactOnly, forever] }).catch(() => undefined));
+    await createTopicsAndWait(admin, [
+      { topic: compactOnly, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] },
+      {
+        topic: forever,
+        numPartitions: 1,
+        configEntries: [
+          { name: 'cleanup.policy', value: 'compact,delete' },
+          { name: 'retention.ms', value: '-1' },
+        ],
+      },
+    ]);
+    const port = await testPortAdmin(t);
+    const spec = { partitions: 1, retentionMs: HOUR, configKey: 'changelog.topic' };
+    // One record per id: compaction keeps the changelog bounded by the live ids.
+    for (const topic of [compactOnly, forever]) {
+      assert.equal(await ensureChangelogTopic(port, { ...spec, topic }), false);
+    }
+    // Packs: nothing would ever remove them.
+    for (const topic of [compactOnly, forever]) {
+      await assert.rejects(ensureChangelogTopic(port, { ...spec, topic, packed: true }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.key, 'changelog.topic');
+        assert.match(error.message, /needs cleanup\.policy=compact,delete and a finite retention\.ms/);
+        return true;
+      });
+    }
+    const good = await changelogTopic(t, kafka, 1);
+    assert.equal(await ensureChangelogTopic(port, { ...spec, topic: good, packed: true }), false);
   });
 });

@@ -12,6 +12,11 @@ export interface ChangelogTopicSpec {
   readonly configKey: string;
   /** Replication factor of a created topic; default -1, the broker's default.replication.factor. */
   readonly replicationFactor?: number;
+  /**
+   * Its records are packs (keys never repeated, see `packKey`): only `delete` with a finite `retention.ms` ever
+   * removes them, so an existing topic must have both or it grows without bound.
+   */
+  readonly packed?: boolean;
 }
 
 /**
@@ -44,7 +49,8 @@ export async function ensureChangelogTopic(admin: KafkaAdmin, spec: ChangelogTop
 
 /**
  * A wrong partition count, a policy without `compact` or a retention below the window is a ConfigError naming the
- * topic and `configKey`: reading such a topic would restore the wrong marks or too few.
+ * topic and `configKey`: reading such a topic would restore the wrong marks or too few. So is a packed changelog
+ * that nothing deletes (see {@link ChangelogTopicSpec.packed}).
  */
 export async function checkChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopicSpec): Promise<void> {
   const { topic, partitions, retentionMs, configKey } = spec;
@@ -66,6 +72,15 @@ export async function checkChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopi
     );
   }
   const retention = Number(entries.get('retention.ms') ?? -1);
+  if (spec.packed === true && (!policy.includes('delete') || retention < 0)) {
+    throw new ConfigError(
+      configKey,
+      `changelog topic "${topic}" has cleanup.policy=${policy.join(',')} and retention.ms=${retention}, but ` +
+        "exactly-once writes each chunk's marks as one record under a new key, which compaction never removes: " +
+        "it needs cleanup.policy=compact,delete and a finite retention.ms; fix the topic's config or name another " +
+        'changelog topic',
+    );
+  }
   if (policy.includes('delete') && retention >= 0 && retention < retentionMs) {
     throw new ConfigError(
       configKey,

@@ -27,7 +27,9 @@ const TAKEN: readonly string[] = [...REPLACED, 'headersSent', 'writableEnded'];
 
 /** True when `target` has a property of its own that a capture takes over (a method or a state getter). */
 function ownsTaken(target: object): boolean {
-  return TAKEN.some((name) => Object.hasOwn(target, name));
+  // A loop, not `some` with a closure: this runs once per captured response.
+  for (const name of TAKEN) if (Object.hasOwn(target, name)) return true;
+  return false;
 }
 
 type Method = (this: Captured, ...args: unknown[]) => unknown;

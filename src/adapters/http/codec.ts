@@ -18,7 +18,10 @@ const TEXTUAL =
 export function encodeResponse(response: CapturedResponse): string {
   const { status, headers, body } = response;
   const type = headers['content-type'];
-  if (typeof type !== 'string' || !TEXTUAL.test(type) || body.includes(0) || !isUtf8(body)) {
+  // A NUL is looked for in the text (a JS search), not in the bytes (a second native call per response).
+  const text =
+    typeof type === 'string' && isTextual(type) && isUtf8(body) ? body.toString('utf8') : undefined;
+  if (text === undefined || text.includes('\0')) {
     return JSON.stringify({ v: 1, status, headers, body: body.toString('base64') });
   }
   // Joined, not concatenated: `+` makes a tree of string pieces, which the store would keep (and the garbage
@@ -29,8 +32,20 @@ export function encodeResponse(response: CapturedResponse): string {
     if (typeof value === 'string') parts.push(`${name}:${value}`);
     else for (const item of value) parts.push(`${name}:${item}`);
   }
-  parts.push('', body.toString('utf8'));
+  parts.push('', text);
   return parts.join('\n');
+}
+
+/** The last content type tested and its answer: a route answers with one type, tested once, not per response. */
+let lastType = '';
+let lastTextual = false;
+
+function isTextual(type: string): boolean {
+  if (type !== lastType) {
+    lastTextual = TEXTUAL.test(type);
+    lastType = type;
+  }
+  return lastTextual;
 }
 
 /** Reads a stored response back; a record that is not one (another writer, a newer format) is refused. */
@@ -40,18 +55,21 @@ export function decodeResponse(text: string): CapturedResponse {
 
 function decodeText(text: string): CapturedResponse {
   const end = text.indexOf('\n\n');
-  const lines = end === -1 ? [] : text.slice(2, end).split('\n');
-  const status = Number(lines[0]);
+  if (end === -1) throw notAResponse();
+  // Read line by line in place (no array of lines): the head ends at the first blank line, `end`.
+  let at = text.indexOf('\n', 2);
+  const status = Number(text.slice(2, at));
   if (!Number.isInteger(status)) throw notAResponse();
   // A plain object, as JSON.parse makes (one without a prototype is a slow dictionary to read and copy); own
   // properties only, so a header named `__proto__` or `constructor` stays a header.
   const headers: Record<string, string | string[]> = {};
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i] as string;
-    const colon = line.indexOf(':');
-    if (colon < 1) throw notAResponse();
-    const name = line.slice(0, colon);
-    const value = line.slice(colon + 1);
+  while (at < end) {
+    const start = at + 1;
+    at = text.indexOf('\n', start);
+    const colon = text.indexOf(':', start);
+    if (colon < start + 1 || colon > at) throw notAResponse();
+    const name = text.slice(start, colon);
+    const value = text.slice(colon + 1, at);
     const seen = Object.hasOwn(headers, name) ? headers[name] : undefined;
     // A name on several lines was a list of values (Set-Cookie).
     const values = seen === undefined ? value : typeof seen === 'string' ? [seen, value] : [...seen, value];

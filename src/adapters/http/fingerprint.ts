@@ -45,6 +45,9 @@ const MAX_PLAIN_DEPTH = 200;
  * `JSON.stringify` with a sorting replacer, which gives the same text for plain values.
  */
 export function canonicalJson(value: unknown): string {
+  // Most bodies are plain JSON whose keys already come in that order: checked without writing any text, they are
+  // written by the native JSON.stringify, several times cheaper than plainJson and the very same text.
+  if (typeof value === 'object' && value !== null && isOrdered(value, 0)) return JSON.stringify(value);
   try {
     return plainJson(value, 0);
   } catch (error) {
@@ -99,6 +102,36 @@ function plainJson(value: unknown, depth: number): string {
     text += `${text.length === 1 ? '' : ','}${JSON.stringify(key)}:${plainJson(item, depth + 1)}`;
   }
   return `${text}}`;
+}
+
+/**
+ * True when `value` is plain JSON (as {@link plainJson} takes it) whose objects list their keys in the order
+ * plainJson writes them, at every depth: then `JSON.stringify` writes plainJson's text. False sends the value
+ * down plainJson's path, which decides as before.
+ */
+function isOrdered(value: unknown, depth: number): boolean {
+  if (typeof value !== 'object') return typeof value !== 'bigint';
+  if (value === null) return true;
+  if (depth > MAX_PLAIN_DEPTH) return false;
+  const proto = Object.getPrototypeOf(value);
+  if (Array.isArray(value)) {
+    if (proto !== Array.prototype || typeof (value as { toJSON?: unknown }).toJSON === 'function')
+      return false;
+    for (let i = 0; i < value.length; i++) if (!isOrdered(value[i], depth + 1)) return false;
+    return true;
+  }
+  const object = value as Record<string, unknown>;
+  if ((proto !== Object.prototype && proto !== null) || typeof object.toJSON === 'function') return false;
+  const keys = Object.keys(object);
+  let named = 0;
+  while (named < keys.length && isArrayIndex(keys[named] as string)) named++;
+  for (let i = named; i < keys.length; i++) {
+    // Strictly ascending by UTF-16 code units, as `sort()` orders them.
+    if (i > named && !((keys[i - 1] as string) < (keys[i] as string))) return false;
+    if (!isOrdered(object[keys[i] as string], depth + 1)) return false;
+  }
+  for (let i = 0; i < named; i++) if (!isOrdered(object[keys[i] as string], depth + 1)) return false;
+  return true;
 }
 
 /** True for a canonical array index (`0` … `4294967294`), the keys JavaScript enumerates first. */

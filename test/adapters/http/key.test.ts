@@ -148,6 +148,50 @@ describe('request fingerprints are those earlier versions stored', () => {
     );
   });
 
+  it('for bodies whose keys already come in order (written by JSON.stringify), at every depth', () => {
+    const key = fc.oneof(fc.string(), fc.constantFrom('0', '2', '10', '01', '4294967294', '4294967295'));
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small' },
+        fc.oneof(fc.string(), fc.double(), fc.integer(), fc.boolean(), fc.constant(null)),
+        fc.array(tie('value')),
+        fc.dictionary(key, tie('value')),
+      ),
+    })).value;
+    fc.assert(
+      fc.property(json, (value) => {
+        const ordered = JSON.parse(canonicalJsonBefore(value) ?? 'null') as unknown;
+        assert.equal(canonicalJson(ordered), canonicalJsonBefore(ordered));
+      }),
+      { numRuns: 3_000, seed: 34 },
+    );
+    const deep: Record<string, unknown> = { a: 1 };
+    let at = deep;
+    // Deeper than the hand-written path goes: JSON.stringify with a sorting replacer writes it.
+    for (let i = 0; i < 300; i++) {
+      const next: Record<string, unknown> = { a: i };
+      at.b = next;
+      at = next;
+    }
+    const values: unknown[] = [
+      {
+        a: undefined,
+        b: () => 1,
+        c: Symbol('s'),
+        d: Number.NaN,
+        e: -0,
+        f: [undefined, () => 1, Symbol('s')],
+      },
+      { 2: 'b', 10: 'a', '-1': 2, 1.5: 3, x: 1 },
+      { a: new Date(0), b: { toJSON: () => ({ z: 1, y: 2 }) } },
+      Object.assign(Object.create(null), { a: { c: [1, { e: 2, f: 1 }] }, b: 1 }),
+      { a: { toJSON: 'not a function', b: 1 } },
+      deep,
+    ];
+    for (const value of values) assert.equal(canonicalJson(value), canonicalJsonBefore(value));
+    assert.throws(() => canonicalJson({ a: 1n }), TypeError);
+  });
+
   it('for values a parsed body never holds: toJSON, dates, class instances, undefined and function members', () => {
     class Money {
       constructor(readonly amount: number) {}

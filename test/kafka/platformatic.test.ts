@@ -563,6 +563,27 @@ describe('@platformatic/kafka port implementation', { skip: skipUnlessEnabled('k
     assert.deepEqual((await committedValues(c, output)).get(0), ['plain', 'after']);
   });
 
+  it('a transactional producer whose connect failed leaves no broker connection open', async (t) => {
+    const c = await client(t);
+    await topic(t, c, 1);
+    const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    const open = sockets();
+    const refused = interceptRequests(t).refuse(
+      INIT_PRODUCER_ID,
+      new ProtocolError('TRANSACTIONAL_ID_AUTHORIZATION_FAILED'),
+    );
+    const tp = c.producer({ transactionalId: randomName('idem-plt-txn'), transactionTimeoutMs: 30_000 });
+    await assert.rejects(tp.connect(), (error: unknown) =>
+      brokerErrorNames(error).includes('TRANSACTIONAL_ID_AUTHORIZATION_FAILED'),
+    );
+    await refused.reached;
+    // The library producer the failed connect made was never handed out: only it could close its connections.
+    await waitFor(() => sockets() <= open, {
+      timeoutMs: 10_000,
+      what: `the failed producer's connections closed (${open} open before, ${sockets()} now)`,
+    });
+  });
+
   it('a prepare one of whose requests failed settles only after the other', async (t) => {
     const c = await client(t);
     const output = await topic(t, c, 1);

@@ -80,13 +80,20 @@ export class PlatformaticProducer implements KafkaProducer {
           }),
     });
     this.context.watch(producer);
-    if (transactionalId !== undefined) {
-      // InitProducerId now, as the port promises (fencing older producers of this id): the library does it on
-      // the first transaction, so begin one and drop it locally (nothing was sent for it).
-      const transaction = await producer.beginTransaction(NEW_PRODUCER);
-      await transaction.cancel();
-    } else {
-      await producer.metadata({ topics: [] });
+    try {
+      if (transactionalId !== undefined) {
+        // InitProducerId now, as the port promises (fencing older producers of this id): the library does it on
+        // the first transaction, so begin one and drop it locally (nothing was sent for it).
+        const transaction = await producer.beginTransaction(NEW_PRODUCER);
+        await transaction.cancel();
+      } else {
+        await producer.metadata({ topics: [] });
+      }
+    } catch (error) {
+      // Not kept, so nobody would close it: its broker connections would stay open, and a caller that retries
+      // the connect would open more each time.
+      await producer.close(true).catch(() => undefined);
+      throw error;
     }
     this.#producer = producer;
   }

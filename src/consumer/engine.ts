@@ -672,7 +672,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     failed: (batch, operation, start, error, affected) => {
       const failure = toRepositoryError(operation, error);
       batch.observe?.({ operation, ms: performance.now() - start, error: failure });
-      if (this.#options.storeFailure === 'fail' || !(failure instanceof RepositoryError)) {
+      if (!goesOnAfter(this.#options.storeFailure, failure)) {
         batch.trace?.abort(failure); // the call rejects: no outcome will be reported
         throw failure;
       }
@@ -683,6 +683,14 @@ export class BatchEngine<M, S> implements Runner<M> {
     },
     ignored: storeCallIgnored,
   };
+}
+
+/**
+ * Whether a batch goes on past a failed store call (its messages handled fail-open): only under
+ * `storeFailure: 'process'`, and only past the store's own failure; anything else (a closed store, a bug) rejects.
+ */
+export function goesOnAfter(storeFailure: 'fail' | 'process', failure: unknown): boolean {
+  return storeFailure === 'process' && failure instanceof RepositoryError;
 }
 
 function startStoreCall(batch: Batch<unknown>): number {

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { consumerFromConfig } from '../config/consumer.js';
+import { goesOnAfter } from '../consumer/engine.js';
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import { consumerConfigSchema } from '../consumer/options.js';
 import type { BatchItem, ProcessResult, StoreCall } from '../consumer/types.js';
-import { RepositoryError } from '../errors.js';
 import {
   type DeadLetter,
   deadLetter,
@@ -252,9 +252,9 @@ export class ChunkProcessor {
       clock.reset();
       if (call.error === undefined) return;
       metrics.storeFailures.inc({ operation: phase });
-      // The engine goes on only under storeFailure = "process", and only past the store's own failures: any other
-      // (a partition's store closed by a join, say) fails the chunk, and under exactly-once aborts its output.
-      const failOpen = this.#deps.dedup.storeFailure === 'process' && call.error instanceof RepositoryError;
+      // What the engine decided: any failure it does not go on past (a partition's store closed by a join, say)
+      // fails the chunk, and under exactly-once aborts its output.
+      const failOpen = goesOnAfter(this.#deps.dedup.storeFailure, call.error);
       logger.warn(
         { err: call.error, operation: phase },
         !failOpen

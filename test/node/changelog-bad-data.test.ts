@@ -9,10 +9,10 @@ import {
   type PackedChange,
   packEntryBytes,
 } from '../../src/kafka/changelog/index.js';
-import { testProducer, waitForCommitted } from '../helpers/kafka.js';
-import { nodeConfig, nodeTestbed, rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
+import { waitForCommitted } from '../helpers/kafka.js';
+import { rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { committedUidCounts } from './exactly-once-input.js';
+import { committedUidCounts, exactlyOnceChangelogTestbed } from './exactly-once-input.js';
 
 /** Values no reader can restore: empty, an unknown format byte, and expiries that are not times. */
 function badValues(): { label: string; value: Buffer }[] {
@@ -112,19 +112,8 @@ describe('dedup node restore over unreadable changelog records', { skip: skipUnl
   it('skips them with a counted warning and restores every other mark (exactly-once)', {
     timeout: 180_000,
   }, async (t) => {
-    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t, { partitions: 1 });
-    const changelog = `${groupId}-${output}-changelog`;
-    t.after(() => admin.deleteTopics({ topics: [changelog] }).catch(() => undefined));
-    const producer = await testProducer(t, kafka);
-    const config = (repository: Record<string, unknown>) =>
-      nodeConfig({
-        topic,
-        groupId,
-        output,
-        dlq,
-        repository,
-        extra: { output: { guarantee: 'exactly-once' } },
-      });
+    const { kafka, admin, topic, output, groupId, changelog, producer, config } =
+      await exactlyOnceChangelogTestbed(t);
     const ids = Array.from({ length: 20 }, (_, i) => `u-${i}`);
     const send = (tag: string, list: readonly string[]) =>
       producer.send({

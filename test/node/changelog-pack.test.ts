@@ -8,34 +8,23 @@ import {
   readChangelog,
 } from '../../src/kafka/changelog/index.js';
 import { nodeDefaults } from '../../src/node/options.js';
-import { testClient, testPortAdmin, testProducer, waitForCommitted } from '../helpers/kafka.js';
-import { nodeConfig, nodeTestbed, rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
+import { testClient, testPortAdmin, waitForCommitted } from '../helpers/kafka.js';
+import { rocksdbRepository, startNodeInProcess } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { committedUidCounts } from './exactly-once-input.js';
+import { committedUidCounts, exactlyOnceChangelogTestbed } from './exactly-once-input.js';
 
 describe('exactly-once changelog packs', { skip: skipUnlessEnabled('kafka') }, () => {
   it('restores a changelog written one record per id (before packs), and then its own packs', {
     timeout: 180_000,
   }, async (t) => {
-    const { kafka, admin, topic, output, dlq, groupId } = await nodeTestbed(t, { partitions: 1 });
-    const changelog = `${groupId}-${output}-changelog`;
-    t.after(() => admin.deleteTopics({ topics: [changelog] }).catch(() => undefined));
+    const { kafka, admin, topic, output, groupId, changelog, producer, config } =
+      await exactlyOnceChangelogTestbed(t);
     await ensureChangelogTopic(await testPortAdmin(t), {
       topic: changelog,
       partitions: 1,
       retentionMs: nodeDefaults.ttlMs,
       configKey: 'changelog.topic',
     });
-    const producer = await testProducer(t, kafka);
-    const config = (repository: Record<string, unknown>) =>
-      nodeConfig({
-        topic,
-        groupId,
-        output,
-        dlq,
-        repository,
-        extra: { output: { guarantee: 'exactly-once' } },
-      });
     // What an upgraded node finds: one record per id (format 1 and 3), and a deletion that forgets one.
     const old = Array.from({ length: 10 }, (_, i) => `old-${i}`);
     const expiresAt = Date.now() + 3_600_000;

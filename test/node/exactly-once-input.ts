@@ -2,10 +2,19 @@
  * Input for the exactly-once node tests that run several instances: records keyed by their dedup id, so every
  * copy of an id lands in its original's partition (the co-partitioning that partition-local state needs).
  */
+import type { TestContext } from 'node:test';
 import type { Kafka, Producer } from 'kafkajs';
 import { type ChangelogEntry, ChangelogReader, decodeChanges } from '../../src/kafka/changelog/index.js';
 import { fromKafkajs } from '../../src/kafka/kafkajs/index.js';
-import { type CopyKind, type DedupInput, type InputRecord, prng } from '../helpers/node.js';
+import { testProducer } from '../helpers/kafka.js';
+import {
+  type CopyKind,
+  type DedupInput,
+  type InputRecord,
+  nodeConfig,
+  nodeTestbed,
+  prng,
+} from '../helpers/node.js';
 
 /** `distinct` ids, about `duplicateShare` more records repeating them in their own partition (same or later chunk). */
 export function keyedDedupInput(options: {
@@ -200,4 +209,19 @@ async function readReport(
     for (const r of list) if (r.kind === 'original' && !counts.has(r.uid)) missing.push(r.uid);
   }
   return { records, distinct: counts.size, leaked: records - counts.size, missing };
+}
+
+/**
+ * A one-partition node testbed under exactly-once: its changelog topic's name (deleted after the test; the node
+ * creates it unless the test does first), a producer, and the node's config over a given repository.
+ */
+export async function exactlyOnceChangelogTestbed(t: TestContext) {
+  const bed = await nodeTestbed(t, { partitions: 1 });
+  const { kafka, admin, topic, output, dlq, groupId } = bed;
+  const changelog = `${groupId}-${output}-changelog`;
+  t.after(() => admin.deleteTopics({ topics: [changelog] }).catch(() => undefined));
+  const producer = await testProducer(t, kafka);
+  const config = (repository: Record<string, unknown>) =>
+    nodeConfig({ topic, groupId, output, dlq, repository, extra: { output: { guarantee: 'exactly-once' } } });
+  return { ...bed, changelog, producer, config };
 }

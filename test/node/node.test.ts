@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { ConfigError } from '../../src/errors.js';
 import { readDeadLetter } from '../../src/kafka/index.js';
 import type { NodeTotals } from '../../src/node/chunk.js';
@@ -36,6 +36,23 @@ import { soakSize } from '../helpers/soak.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
 
 const sum = (offsets: Map<number, number>) => [...offsets.values()].reduce((a, b) => a + Math.max(0, b), 0);
+
+/**
+ * One-partition input and DLQ, and an output that takes record batches of at most 20 kB: normal requests are cut
+ * to fit, one large record is not.
+ */
+async function narrowOutputTopics(t: TestContext) {
+  const kafka = testKafka();
+  const admin = await kafkaAdmin(t, kafka);
+  const topic = await createTopic(t, admin, { partitions: 1 });
+  const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
+  const output = randomName('idem-node-out');
+  await createTopicsAndWait(admin, [
+    { topic: output, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '20000' }] },
+  ]);
+  onCleanup(t, () => admin.deleteTopics({ topics: [output] }).catch(() => undefined));
+  return { kafka, admin, topic, dlq, output, groupId: randomGroupId(t, admin) };
+}
 
 describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () => {
   it('forwards each uid once, in input order, with 20% duplicates in a chunk, across chunks and across partitions', {
@@ -154,17 +171,7 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
   it('dead-letters invalid JSON, a missing or unusable id and a record the output refuses, and carries on', {
     timeout: 120_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin, { partitions: 1 });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    // An output that takes record batches of at most 20 kB: normal requests are cut to fit, one record is not.
-    const output = randomName('idem-node-out');
-    await createTopicsAndWait(admin, [
-      { topic: output, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '20000' }] },
-    ]);
-    onCleanup(t, () => admin.deleteTopics({ topics: [output] }).catch(() => undefined));
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, dlq, output, groupId } = await narrowOutputTopics(t);
 
     const good = (i: number) => ({
       key: `k${i}`,
@@ -219,16 +226,7 @@ describe('dedup node against Kafka', { skip: skipUnlessEnabled('kafka') }, () =>
   it("forwards the next chunk's copy of a record the output refused", {
     timeout: 120_000,
   }, async (t) => {
-    const kafka = testKafka();
-    const admin = await kafkaAdmin(t, kafka);
-    const topic = await createTopic(t, admin, { partitions: 1 });
-    const dlq = await createTopic(t, admin, { prefix: 'idem-node-dlq', partitions: 1 });
-    const output = randomName('idem-node-out');
-    await createTopicsAndWait(admin, [
-      { topic: output, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '20000' }] },
-    ]);
-    onCleanup(t, () => admin.deleteTopics({ topics: [output] }).catch(() => undefined));
-    const groupId = randomGroupId(t, admin);
+    const { kafka, admin, topic, dlq, output, groupId } = await narrowOutputTopics(t);
     const good = (i: number) => ({ key: `k${i}`, value: JSON.stringify({ uid: `g-${i}` }) });
     // Chunks of 10: the too large record ends the first; its id comes again, small, in the second (which may be
     // read before the first is marked).

@@ -116,6 +116,18 @@ function canonicalJsonBefore(value: unknown): string {
   });
 }
 
+/** Any JSON value whose object keys come from `key`. */
+function jsonValue(key: fc.Arbitrary<string>): fc.Arbitrary<unknown> {
+  return fc.letrec((tie) => ({
+    value: fc.oneof(
+      { depthSize: 'small' },
+      fc.oneof(fc.string(), fc.double(), fc.integer(), fc.boolean(), fc.constant(null)),
+      fc.array(tie('value')),
+      fc.dictionary(key, tie('value')),
+    ),
+  })).value;
+}
+
 describe('request fingerprints are those earlier versions stored', () => {
   it('for any JSON body, text, bytes or none, any method and target (a retry across an upgrade still replays)', () => {
     // Keys that enumerate before the others (integer-like) and keys that sort apart from insertion order.
@@ -123,14 +135,7 @@ describe('request fingerprints are those earlier versions stored', () => {
       fc.string(),
       fc.constantFrom('0', '2', '10', '01', '4294967294', '4294967295', '__proto__', 'toJSON'),
     );
-    const json = fc.letrec((tie) => ({
-      value: fc.oneof(
-        { depthSize: 'small' },
-        fc.oneof(fc.string(), fc.double(), fc.integer(), fc.boolean(), fc.constant(null)),
-        fc.array(tie('value')),
-        fc.dictionary(key, tie('value')),
-      ),
-    })).value;
+    const json = jsonValue(key);
     const body = fc.oneof(
       json.map((text) => JSON.parse(JSON.stringify(text)) as unknown),
       json,
@@ -150,14 +155,7 @@ describe('request fingerprints are those earlier versions stored', () => {
 
   it('for bodies whose keys already come in order (written by JSON.stringify), at every depth', () => {
     const key = fc.oneof(fc.string(), fc.constantFrom('0', '2', '10', '01', '4294967294', '4294967295'));
-    const json = fc.letrec((tie) => ({
-      value: fc.oneof(
-        { depthSize: 'small' },
-        fc.oneof(fc.string(), fc.double(), fc.integer(), fc.boolean(), fc.constant(null)),
-        fc.array(tie('value')),
-        fc.dictionary(key, tie('value')),
-      ),
-    })).value;
+    const json = jsonValue(key);
     fc.assert(
       fc.property(json, (value) => {
         const ordered = JSON.parse(canonicalJsonBefore(value) ?? 'null') as unknown;

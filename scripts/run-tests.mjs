@@ -11,8 +11,8 @@
 // scripts/test-timings.json, so the next run's order follows the suite as it is; --save-timings saves a partial run's.
 //
 // Kafka clients: a file whose tests run the package's Kafka code on the client IDEM_KAFKA_CLIENT names (it calls one
-// of the helpers in CLIENT_HELPERS below) runs once per client in IDEM_TEST_KAFKA_CLIENTS (default: both), each run
-// with IDEM_KAFKA_CLIENT set; a file that does not depend on the client, or pins one itself (the comment
+// of the helpers in CLIENT_HELPERS below; a test helper that wraps one is listed too) runs once per client in
+// IDEM_TEST_KAFKA_CLIENTS (default: both), each run with IDEM_KAFKA_CLIENT set; a file that does not depend on the client, or pins one itself (the comment
 // `@kafka-client-pinned`), runs once. So every Kafka behaviour is proven on both clients in one pool, once each.
 //
 // A second Node (CI: the suite on Node 24, and what supports Node 20 on Node 20): IDEM_TEST_SERVER_FREE_NODE names
@@ -67,7 +67,7 @@ for (const f of selected) statSync(join(ROOT, f)); // a missing file fails here,
 
 /** The test helpers that read IDEM_KAFKA_CLIENT (test/helpers/kafka.ts, test/helpers/node.ts). */
 const CLIENT_HELPERS =
-  /\b(testKafkaClientName|testConnection|testClient|onTestClient|testPortAdmin|nodeConfig)\(/;
+  /\b(testKafkaClientName|testConnection|testClient|onTestClient|testPortAdmin|nodeConfig|exactlyOnceChangelogTestbed)\(/;
 const clients = (process.env.IDEM_TEST_KAFKA_CLIENTS ?? 'kafkajs,platformatic').split(',').filter(Boolean);
 const kafkaSkipped =
   /^(1|true|yes)$/i.test(process.env.IDEM_SKIP_KAFKA ?? '') ||

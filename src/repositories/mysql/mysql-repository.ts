@@ -14,21 +14,17 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
-import {
-  ER_LOCK_DEADLOCK,
-  ER_LOCK_WAIT_TIMEOUT,
-  type Executor,
-  errorNumber as errno,
-  execute,
-  lockWaitSeconds,
-  trackedSessions,
-} from './connection.js';
+import { type Executor, execute, lockWaitSeconds, trackedSessions } from './connection.js';
 import { dialect } from './migration.js';
 import type { MySqlOptions, MySqlRepositoryOptions } from './options.js';
 import {
   bucket,
   bytes,
   decodeRow,
+  ER_LOCK_DEADLOCK,
+  ER_LOCK_WAIT_TIMEOUT,
+  ER_NO_SUCH_TABLE,
+  errorNumber as errno,
   MAX_FIELD_BYTES,
   MAX_ROWS,
   MAX_STATEMENT_BYTES,
@@ -41,7 +37,6 @@ import {
 } from './sql.js';
 import { MySqlTransaction, type SessionStatements, sessionStatements } from './transaction.js';
 
-const ER_NO_SUCH_TABLE = 1146;
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
 /**

@@ -1,7 +1,8 @@
 import type { PoolConnection } from 'mysql2/promise';
 import { errorMessage, RepositoryError, toRepositoryError } from '../../errors.js';
 import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
-import { ER_LOCK_DEADLOCK, ER_SP_DOES_NOT_EXIST, errorNumber as errno, inOrder } from './connection.js';
+import { inOrder } from './connection.js';
+import { ER_LOCK_DEADLOCK, ER_SP_DOES_NOT_EXIST, errorNumber as errno } from './sql.js';
 
 /** The OK packet's status flag: a transaction is open on the session. */
 const SERVER_STATUS_IN_TRANS = 0x0001;

@@ -16,7 +16,7 @@ import {
   postgresDefaults,
   tables,
 } from './options.js';
-import { ADDED_COLUMNS, COLUMNS, forgetIndexName, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, forgetIndexName, LOCK_NOT_AVAILABLE, quoteTable } from './sql.js';
 
 export { COLUMNS, type MigrateResult };
 
@@ -119,8 +119,6 @@ export const { migrate, schemaScript } = sqlMigration<pg.Pool, PostgresOptions, 
 
 /** Advisory lock key of the migration: any constant the same in every process. */
 const MIGRATION_LOCK = 0x1de_6_0001;
-
-const LOCK_NOT_AVAILABLE = '55P03';
 
 /** The DDL of the objects not in the catalog, in order. */
 async function missing(db: pg.Pool | pg.PoolClient, objects: readonly SchemaObject[]): Promise<string[]> {

@@ -30,22 +30,21 @@ import {
   decodeText,
   encodeOptional,
   encodeText,
+  IN_FAILED_TRANSACTION,
+  LOCK_NOT_AVAILABLE,
   type RecordRow,
   type Statement,
   type Statements,
   statements,
+  UNDEFINED_TABLE,
 } from './sql.js';
-import { IN_FAILED_TRANSACTION, PostgresTransaction } from './transaction.js';
+import { PostgresTransaction } from './transaction.js';
 
 export type PostgresLogger = StoreLogger;
 
 /** What {@link PostgresRepository.open} takes besides the config table. */
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
-
-/** SQLSTATEs the repository answers rather than throws (and IN_FAILED_TRANSACTION). */
-const LOCK_NOT_AVAILABLE = '55P03';
-const UNDEFINED_TABLE = '42P01';
 
 /** Times a claim runs again for ids whose live row was gone or lapsed when read. */
 const CLAIM_ATTEMPTS = 3;

@@ -10,7 +10,7 @@ import type { TlsOptions } from '../../options/tls.js';
 import { verifiedTls } from '../shared.js';
 import { openFailure } from '../sql/connection.js';
 import type { MySqlOptions } from './options.js';
-import { TRACK_LAST_INSERT_ID } from './sql.js';
+import { ER_UNKNOWN_STMT_HANDLER, errorNumber, TRACK_LAST_INSERT_ID } from './sql.js';
 
 /**
  * The sessions (mysql2's connections, under the wrapper each checkout makes anew) whose OK packets carry
@@ -106,12 +106,6 @@ export function createPool(options: MySqlOptions): Pool {
   return pool;
 }
 
-/** The server's `errno` of a mysql2 error. */
-export function errorNumber(error: unknown): number | undefined {
-  const errno = (error as { errno?: unknown } | undefined)?.errno;
-  return typeof errno === 'number' ? errno : undefined;
-}
-
 /** See {@link openFailure}. */
 export function openError(error: unknown, address: string): unknown {
   return openFailure('mysql', address, error, {
@@ -130,13 +124,6 @@ export function openError(error: unknown, address: string): unknown {
     },
   });
 }
-
-export const ER_LOCK_WAIT_TIMEOUT = 1205;
-export const ER_LOCK_DEADLOCK = 1213;
-/** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
-export const ER_SP_DOES_NOT_EXIST = 1305;
-/** `Unknown prepared statement handler`: mysql2 closed the statement (its cache evicted it). */
-const ER_UNKNOWN_STMT_HANDLER = 1243;
 
 /**
  * Runs parameterless `statements` in order, stopping at the first that fails, and answers the last one's OK

@@ -14,7 +14,16 @@ import {
   parseMySqlOptions,
   tables,
 } from './options.js';
-import { ADDED_COLUMNS, COLUMNS, MAX_FIELD_BYTES, quoteTable, schemaAndName } from './sql.js';
+import {
+  ADDED_COLUMNS,
+  COLUMNS,
+  ER_DUP_FIELDNAME,
+  ER_LOCK_WAIT_TIMEOUT,
+  errorNumber,
+  MAX_FIELD_BYTES,
+  quoteTable,
+  schemaAndName,
+} from './sql.js';
 
 export { COLUMNS, type MigrateResult };
 
@@ -69,11 +78,6 @@ export type MigrateOptions = SqlMigrateOptions<MySqlRepositoryOptions, Pool>;
  */
 export const { migrate, schemaScript } = sqlMigration<Pool, MySqlOptions, MigrateOptions>(dialect);
 
-/** ER_LOCK_WAIT_TIMEOUT: a row or metadata lock wait ran out. */
-const LOCK_WAIT_TIMEOUT = 1205;
-/** ER_DUP_FIELDNAME: the column exists already. */
-const DUPLICATE_COLUMN = 1060;
-
 /**
  * Runs the DDL when the table is not in the catalog, else adds the (nullable) columns an older table lacks, looked
  * up first (MySQL has no `ADD COLUMN IF NOT EXISTS`): a migration run again takes no lock at all. Answers the
@@ -94,11 +98,11 @@ async function createMissingTable(pool: Pool, table: string): Promise<string[]> 
     for (const statement of ddl) {
       await pool.query(statement).catch((error: unknown) => {
         // Another process added the column first.
-        if ((error as { errno?: unknown }).errno !== DUPLICATE_COLUMN) throw error;
+        if (errorNumber(error) !== ER_DUP_FIELDNAME) throw error;
       });
     }
   } catch (error) {
-    if ((error as { errno?: unknown }).errno === LOCK_WAIT_TIMEOUT) throw tableInUse('mysql', table, error);
+    if (errorNumber(error) === ER_LOCK_WAIT_TIMEOUT) throw tableInUse('mysql', table, error);
     throw error;
   }
   return ddl;

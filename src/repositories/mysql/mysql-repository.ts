@@ -14,21 +14,17 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
-import {
-  ER_LOCK_DEADLOCK,
-  ER_LOCK_WAIT_TIMEOUT,
-  type Executor,
-  errorNumber as errno,
-  execute,
-  lockWaitSeconds,
-  trackedSessions,
-} from './connection.js';
+import { type Executor, execute, lockWaitSeconds, trackedSessions } from './connection.js';
 import { dialect } from './migration.js';
 import type { MySqlOptions, MySqlRepositoryOptions } from './options.js';
 import {
   bucket,
   bytes,
   decodeRow,
+  ER_LOCK_DEADLOCK,
+  ER_LOCK_WAIT_TIMEOUT,
+  ER_NO_SUCH_TABLE,
+  errorNumber as errno,
   MAX_FIELD_BYTES,
   MAX_ROWS,
   MAX_STATEMENT_BYTES,
@@ -41,7 +37,6 @@ import {
 } from './sql.js';
 import { MySqlTransaction, type SessionStatements, sessionStatements } from './transaction.js';
 
-const ER_NO_SUCH_TABLE = 1146;
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
 /**
@@ -90,16 +85,17 @@ interface Lead {
   readonly statements: readonly string[];
 }
 
-/** One claim entry, its column values as bytes. */
-interface ClaimRow {
-  readonly index: number;
-  readonly key: string;
-  readonly id: Buffer;
-  readonly fingerprint: Buffer | null;
-  readonly result: Buffer | null;
-  readonly eventTime: number | null;
-  readonly size: number;
+/** One claim entry (at `index`), its column values as bytes, and their size with the claim's `owner`. */
+function claimRow(entry: KeyedEntry, index: number, owner: Buffer | null) {
+  const id = bytes(entry.key);
+  const fingerprint = optionalBytes(entry.fingerprint);
+  checkWidth('fingerprint', fingerprint);
+  const result = optionalBytes(entry.result);
+  const size = id.length + (fingerprint?.length ?? 0) + (result?.length ?? 0) + (owner?.length ?? 0);
+  return { index, key: entry.key, id, fingerprint, result, eventTime: entry.eventTime ?? null, size };
 }
+
+type ClaimRow = ReturnType<typeof claimRow>;
 
 function checkWidth(name: string, value: Buffer | null): void {
   if (value !== null && value.length > MAX_FIELD_BYTES) {
@@ -247,14 +243,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     const transaction = this.#transaction('add');
     const owner = options.leaseMs === undefined ? null : optionalBytes(options.owner);
     checkWidth('owner', owner);
-    const rows = entries.map((entry, index): ClaimRow => {
-      const id = bytes(entry.key);
-      const fingerprint = optionalBytes(entry.fingerprint);
-      checkWidth('fingerprint', fingerprint);
-      const result = optionalBytes(entry.result);
-      const size = id.length + (fingerprint?.length ?? 0) + (result?.length ?? 0) + (owner?.length ?? 0);
-      return { index, key: entry.key, id, fingerprint, result, eventTime: entry.eventTime ?? null, size };
-    });
+    const rows = entries.map((entry, index) => claimRow(entry, index, owner));
     // In id order: concurrent multi-row claims lock shared rows in the same order and cannot deadlock on them.
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
     // On MariaDB a transaction's start goes in its first claim's round trip: a one-id claim's, else the round trip

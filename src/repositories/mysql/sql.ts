@@ -2,6 +2,23 @@ import type { IdempotencyRecord } from '../../store/types.js';
 import { decodeRecord, type SqlRecordRow } from '../sql/store.js';
 import { tables } from './options.js';
 
+/** The server's `errno` of a mysql2 error. */
+export function errorNumber(error: unknown): number | undefined {
+  const errno = (error as { errno?: unknown } | undefined)?.errno;
+  return typeof errno === 'number' ? errno : undefined;
+}
+
+/** A row or metadata lock wait ran out. */
+export const ER_LOCK_WAIT_TIMEOUT = 1205;
+export const ER_LOCK_DEADLOCK = 1213;
+/** `SAVEPOINT … does not exist`: the transaction that set it has ended (the server rolled it back). */
+export const ER_SP_DOES_NOT_EXIST = 1305;
+/** `Unknown prepared statement handler`: mysql2 closed the statement (its cache evicted it). */
+export const ER_UNKNOWN_STMT_HANDLER = 1243;
+export const ER_NO_SUCH_TABLE = 1146;
+/** The column exists already. */
+export const ER_DUP_FIELDNAME = 1060;
+
 /** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */
 export function quoteTable(table: string): string {
   return table
@@ -127,16 +144,50 @@ const SHARED_ROW =
   '(@idem_ns, ?, @idem_state, LAST_INSERT_ID(@idem_base) + @idem_ttl, @idem_lease, @idem_owner, ?, ?, ?, ' +
   '@idem_forget, @idem_token, @idem_base)';
 
+/** The claim's assignments after the token's: each column takes the new value where the row took the token. */
+const FOLLOW_TOKEN =
+  'state expires_at lease_expires_at owner event_time fingerprint result forget_at first_seen_at'
+    .split(' ')
+    .map((column) => `${column} = IF(token = VALUES(token), VALUES(${column}), ${column})`)
+    .join(', ');
+
+/** `build` with each text built once per size (of rows, ids or a limit): every connection prepares and keeps it. */
+function sized(build: (n: number) => string): (n: number) => string {
+  const texts = new Map<number, string>();
+  return (n) => {
+    let text = texts.get(n);
+    if (text === undefined) {
+      text = build(n);
+      texts.set(n, text);
+    }
+    return text;
+  };
+}
+
 /** Every statement of one table, its text built once per size; all prepared, namespace and ids as bytes. */
 export class Statements {
   readonly table: string;
-  readonly #texts = new Map<string, string>();
   /** Parameters: token, lease, lease, namespace, id, owner. `forget_at` only moves later. */
   readonly renew: string;
   /** Parameters: namespace, id. */
   readonly remove: string;
   /** Deletes the owner's in-flight claim only. Parameters: namespace, id, owner. */
   readonly removeOwned: string;
+  /**
+   * A one-row claim as statements of a compound block (MariaDB), after which the session's `last_insert_id` is
+   * the claim's time when it took a new id, 0 when it left the row, and {@link TAKEN_OVER} when it wrote its token
+   * on a lapsed row, which the whole claim ({@link claim}) sent next completes. Only the insert runs, not the nine
+   * other assignments the server prepares at every run. Parameters: the claim's.
+   */
+  readonly claimInBlock: string;
+  /**
+   * {@link claimInBlock} for the mark a transaction makes most (confirmed, no lease, on the server's clock), the
+   * constants in its text: fewer parameters to bind and expressions to run. Parameters: namespace, id, ttl, event
+   * time, fingerprint, result, lifetime, token.
+   */
+  readonly markInBlock: string;
+  readonly #claim = sized((rows) => `${this.#claimInsert(rows, false)}, ${FOLLOW_TOKEN}`);
+  readonly #claimKept = sized((rows) => `${this.#claimInsert(rows, true)}, ${FOLLOW_TOKEN}`);
 
   constructor(table: string) {
     const t = quoteTable(tables.check(table));
@@ -146,15 +197,10 @@ export class Statements {
       `WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`;
     this.remove = `DELETE FROM ${t} WHERE namespace = ? AND id = ?`;
     this.removeOwned = `DELETE FROM ${t} WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`;
-  }
-
-  #cached(key: string, build: () => string): string {
-    let text = this.#texts.get(key);
-    if (text === undefined) {
-      text = build();
-      this.#texts.set(key, text);
-    }
-    return text;
+    const inBlock = (claim: string) =>
+      `${claim}; SET SESSION last_insert_id = IF(ROW_COUNT() = 2, ${TAKEN_OVER}, LAST_INSERT_ID())`;
+    this.claimInBlock = inBlock(this.#claimInsert(1, true));
+    this.markInBlock = inBlock(this.#claimInsert(1, true, MARK_ROW, NOW_MS));
   }
 
   /**
@@ -171,7 +217,7 @@ export class Statements {
    * `signalKept`: a row left as it was sets the insert id to 0 (for {@link claimInBlock}).
    */
   claim(rows: number, signalKept = false): string {
-    return this.#claim(rows, signalKept, CLAIM_ROW);
+    return signalKept ? this.#claimKept(rows) : this.#claim(rows);
   }
 
   /**
@@ -179,32 +225,7 @@ export class Statements {
    * a row binds four parameters, not fourteen: what a batch's claim costs the client to encode and the server to
    * bind. Parameters: per row id, event time, fingerprint, result; then `now`.
    */
-  claimShared(rows: number): string {
-    return this.#claim(rows, false, SHARED_ROW);
-  }
-
-  #claim(rows: number, signalKept: boolean, row: string): string {
-    return this.#cached(`claim:${rows}:${signalKept}:${row === CLAIM_ROW}`, () => {
-      const follow = (column: string) =>
-        `${column} = IF(token = VALUES(token), VALUES(${column}), ${column})`;
-      return (
-        `${this.#claimInsert(rows, signalKept, row)}, ` +
-        [
-          'state',
-          'expires_at',
-          'lease_expires_at',
-          'owner',
-          'event_time',
-          'fingerprint',
-          'result',
-          'forget_at',
-          'first_seen_at',
-        ]
-          .map(follow)
-          .join(', ')
-      );
-    });
-  }
+  readonly claimShared = sized((rows) => `${this.#claimInsert(rows, false, SHARED_ROW)}, ${FOLLOW_TOKEN}`);
 
   /**
    * The claim up to its first assignment, which takes the row (its token): on a new id, the whole claim. `now`:
@@ -220,98 +241,55 @@ export class Statements {
   }
 
   /**
-   * A one-row claim as statements of a compound block (MariaDB), after which the session's `last_insert_id` is
-   * the claim's time when it took a new id, 0 when it left the row, and {@link TAKEN_OVER} when it wrote its token
-   * on a lapsed row, which the whole claim ({@link claim}) sent next completes. Only the insert runs, not the nine
-   * other assignments the server prepares at every run. Parameters: the claim's.
-   */
-  get claimInBlock(): string {
-    return this.#cached('claimInBlock', () => this.#inBlock(this.#claimInsert(1, true)));
-  }
-
-  /**
-   * {@link claimInBlock} for the mark a transaction makes most (confirmed, no lease, on the server's clock), the
-   * constants in its text: fewer parameters to bind and expressions to run. Parameters: namespace, id, ttl, event
-   * time, fingerprint, result, lifetime, token.
-   */
-  get markInBlock(): string {
-    return this.#cached('markInBlock', () => this.#inBlock(this.#claimInsert(1, true, MARK_ROW, NOW_MS)));
-  }
-
-  #inBlock(claim: string): string {
-    return `${claim}; SET SESSION last_insert_id = IF(ROW_COUNT() = 2, ${TAKEN_OVER}, LAST_INSERT_ID())`;
-  }
-
-  /**
    * The rows a claim left, with whether it wrote each (its token): a locking read, which sees the latest committed
    * rows whatever the snapshot, and holds them. Parameters: token, namespace, `ids` ids.
    */
-  readBack(ids: number): string {
-    return this.#cached(
-      `readBack:${ids}`,
-      () =>
-        `SELECT ${RECORD_COLUMNS}, token = ? AS won FROM ${this.table} ` +
-        `WHERE namespace = ? AND id IN (${marks(ids)}) FOR UPDATE`,
-    );
-  }
+  readonly readBack = sized(
+    (ids) =>
+      `SELECT ${RECORD_COLUMNS}, token = ? AS won FROM ${this.table} ` +
+      `WHERE namespace = ? AND id IN (${marks(ids)}) FOR UPDATE`,
+  );
 
   /** The live rows of `ids` ids. Parameters: namespace, ids, now (NULL: the server's clock). */
-  get(ids: number): string {
-    return this.#cached(
-      `get:${ids}`,
-      () =>
-        `SELECT ${RECORD_COLUMNS} FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) ` +
-        `AND ${LIVE_UNTIL} > COALESCE(?, ${NOW_MS})`,
-    );
-  }
+  readonly get = sized(
+    (ids) =>
+      `SELECT ${RECORD_COLUMNS} FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) ` +
+      `AND ${LIVE_UNTIL} > COALESCE(?, ${NOW_MS})`,
+  );
 
   /**
    * Confirms the owners' in-flight claims (lapsed or not: one nobody took over is still its owner's), each with
    * its own result. Parameters: token, ttl, ttl, (id, result) per claim, namespace, ids, (id, owner) per claim.
    */
-  confirm(claims: number): string {
-    return this.#cached(`confirm:${claims}`, () => {
-      const cases = new Array<string>(claims).fill('WHEN ? THEN ?').join(' ');
-      return (
-        `UPDATE ${this.table} SET token = ?, state = 'confirmed', expires_at = ${NOW_MS} + ?, ` +
-        `forget_at = ${NOW_MS} + ?, lease_expires_at = NULL, owner = NULL, result = CASE id ${cases} END ` +
-        `WHERE namespace = ? AND id IN (${marks(claims)}) AND state = 'in-flight' AND owner = CASE id ${cases} END`
-      );
-    });
-  }
+  readonly confirm = sized((claims) => {
+    const cases = new Array<string>(claims).fill('WHEN ? THEN ?').join(' ');
+    return (
+      `UPDATE ${this.table} SET token = ?, state = 'confirmed', expires_at = ${NOW_MS} + ?, ` +
+      `forget_at = ${NOW_MS} + ?, lease_expires_at = NULL, owner = NULL, result = CASE id ${cases} END ` +
+      `WHERE namespace = ? AND id IN (${marks(claims)}) AND state = 'in-flight' AND owner = CASE id ${cases} END`
+    );
+  });
 
   /** Which of `ids` ids carry the token (a batch confirm's read-back). Parameters: namespace, ids, token. */
-  withToken(ids: number): string {
-    return this.#cached(
-      `withToken:${ids}`,
-      () => `SELECT id FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) AND token = ?`,
-    );
-  }
+  readonly withToken = sized(
+    (ids) => `SELECT id FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) AND token = ?`,
+  );
 
   /** One page of a namespace's rows in id order (live or not). Parameters: namespace, last id seen. */
-  scan(limit: number): string {
-    return this.#cached(
-      `scan:${limit}`,
-      () =>
-        `SELECT ${RECORD_COLUMNS} FROM ${this.table} WHERE namespace = ? AND id > ? ORDER BY id ` +
-        `LIMIT ${Math.trunc(limit)}`,
-    );
-  }
+  readonly scan = sized(
+    (limit) =>
+      `SELECT ${RECORD_COLUMNS} FROM ${this.table} WHERE namespace = ? AND id > ? ORDER BY id ` +
+      `LIMIT ${Math.trunc(limit)}`,
+  );
 
   /** Deletes up to `limit` rows of a namespace. Parameters: namespace. */
-  clear(limit: number): string {
-    return this.#cached(
-      `clear:${limit}`,
-      () => `DELETE FROM ${this.table} WHERE namespace = ? LIMIT ${Math.trunc(limit)}`,
-    );
-  }
+  readonly clear = sized(
+    (limit) => `DELETE FROM ${this.table} WHERE namespace = ? LIMIT ${Math.trunc(limit)}`,
+  );
 
   /** Deletes up to `limit` rows past their `forget_at`, oldest first (the index's order: it reads what it deletes). */
-  purge(limit: number): string {
-    return this.#cached(
-      `purge:${limit}`,
-      () =>
-        `DELETE FROM ${this.table} WHERE forget_at <= ${NOW_MS} ORDER BY forget_at LIMIT ${Math.trunc(limit)}`,
-    );
-  }
+  readonly purge = sized(
+    (limit) =>
+      `DELETE FROM ${this.table} WHERE forget_at <= ${NOW_MS} ORDER BY forget_at LIMIT ${Math.trunc(limit)}`,
+  );
 }

@@ -1,27 +1,22 @@
 import type { PoolConnection } from 'mysql2/promise';
 import { errorMessage, RepositoryError, toRepositoryError } from '../../errors.js';
 import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
-import { ER_LOCK_DEADLOCK, ER_SP_DOES_NOT_EXIST, errorNumber as errno, inOrder } from './connection.js';
+import { inOrder } from './connection.js';
+import { ER_LOCK_DEADLOCK, ER_SP_DOES_NOT_EXIST, errorNumber as errno } from './sql.js';
 
 /** The OK packet's status flag: a transaction is open on the session. */
 const SERVER_STATUS_IN_TRANS = 0x0001;
 
-/** What a transaction runs on its session besides its work, for one lock wait. */
-export interface SessionStatements {
-  /** The session settings, then the transaction's savepoint. */
-  readonly lead: readonly string[];
-  /** The session's settings back: after COMMIT or ROLLBACK only (turning autocommit on would commit). */
-  readonly reset: string;
-  /** Before COMMIT: the savepoint's release, then {@link reset}. */
-  readonly end: readonly string[];
-}
-
-/** The session statements for a lock wait of `seconds`, which `setLockWait` sets (else the pool's connections have it). */
-export function sessionStatements(seconds: number, setLockWait: boolean): SessionStatements {
+/**
+ * What a transaction runs on its session besides its work, for a lock wait of `seconds`, which `setLockWait` sets
+ * (else the pool's connections have it).
+ */
+export function sessionStatements(seconds: number, setLockWait: boolean) {
   const reset = setLockWait
     ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
     : 'SET SESSION autocommit = @idem_autocommit';
   return {
+    /** The session settings, then the transaction's savepoint. */
     lead: [
       setLockWait
         ? 'SET @idem_autocommit = @@SESSION.autocommit, @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, ' +
@@ -29,10 +24,14 @@ export function sessionStatements(seconds: number, setLockWait: boolean): Sessio
         : 'SET @idem_autocommit = @@SESSION.autocommit, SESSION autocommit = 0',
       `SAVEPOINT ${TRANSACTION_SAVEPOINT}`,
     ],
+    /** The session's settings back: after COMMIT or ROLLBACK only (turning autocommit on would commit). */
     reset,
+    /** Before COMMIT: the savepoint's release, then {@link reset}. */
     end: [`RELEASE SAVEPOINT ${TRANSACTION_SAVEPOINT}`, reset],
-  };
+  } as const;
 }
+
+export type SessionStatements = ReturnType<typeof sessionStatements>;
 
 /**
  * Set first and released just before COMMIT: it dies with the transaction, so its absence proves the server rolled

@@ -16,7 +16,7 @@ import {
   postgresDefaults,
   tables,
 } from './options.js';
-import { ADDED_COLUMNS, COLUMNS, forgetIndexName, quoteTable } from './sql.js';
+import { ADDED_COLUMNS, COLUMNS, forgetIndexName, LOCK_NOT_AVAILABLE, quoteTable } from './sql.js';
 
 export { COLUMNS, type MigrateResult };
 
@@ -38,23 +38,22 @@ interface SchemaObject {
   readonly lookup: pg.QueryConfig<string[]>;
 }
 
+/** `ddl`'s object, present when `test` on `values` holds. */
+function object(ddl: string, test: string, ...values: string[]): SchemaObject {
+  return { ddl, lookup: { text: `SELECT ${test} AS present`, values } };
+}
+
 /** The objects {@link schemaStatements} creates, in order. */
 function schemaObjects(table: string): SchemaObject[] {
   const t = quoteTable(tables.check(table));
   const schema = table.includes('.') ? quoteTable(table.split('.')[0] as string) : undefined;
-  const inSchema: SchemaObject[] =
-    schema === undefined
-      ? []
-      : [
-          {
-            ddl: `CREATE SCHEMA IF NOT EXISTS ${schema}`,
-            lookup: { text: 'SELECT to_regnamespace($1) IS NOT NULL AS present', values: [schema] },
-          },
-        ];
+  const index = forgetIndexName(table);
   return [
-    ...inSchema,
-    {
-      ddl: `CREATE TABLE IF NOT EXISTS ${t} (
+    ...(schema === undefined
+      ? []
+      : [object(`CREATE SCHEMA IF NOT EXISTS ${schema}`, 'to_regnamespace($1) IS NOT NULL', schema)]),
+    object(
+      `CREATE TABLE IF NOT EXISTS ${t} (
   namespace text COLLATE "C" NOT NULL,
   id text COLLATE "C" NOT NULL,
   state text NOT NULL CHECK (state IN ('in-flight', 'confirmed')),
@@ -68,27 +67,26 @@ function schemaObjects(table: string): SchemaObject[] {
   first_seen_at double precision,
   PRIMARY KEY (namespace, id)
 )`,
-      lookup: { text: 'SELECT to_regclass($1) IS NOT NULL AS present', values: [t] },
-    },
-    {
-      ddl: `CREATE INDEX IF NOT EXISTS ${quoteTable(forgetIndexName(table))} ON ${t} (forget_at)`,
-      // What IF NOT EXISTS looks for: any relation of that name in the table's schema.
-      lookup: {
-        text: `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_class t ON c.relnamespace = t.relnamespace
-          WHERE t.oid = to_regclass($1) AND c.relname = $2) AS present`,
-        values: [t, forgetIndexName(table)],
-      },
-    },
+      'to_regclass($1) IS NOT NULL',
+      t,
+    ),
+    // What IF NOT EXISTS looks for: any relation of that name in the table's schema.
+    object(
+      `CREATE INDEX IF NOT EXISTS ${quoteTable(index)} ON ${t} (forget_at)`,
+      `EXISTS (SELECT 1 FROM pg_class c JOIN pg_class t ON c.relnamespace = t.relnamespace
+          WHERE t.oid = to_regclass($1) AND c.relname = $2)`,
+      t,
+      index,
+    ),
     // The (nullable) columns an older table lacks; a no-op on a table created above.
-    ...Object.entries(ADDED_COLUMNS).map(
-      ([column, type]): SchemaObject => ({
-        ddl: `ALTER TABLE ${t} ADD COLUMN IF NOT EXISTS ${column} ${type}`,
-        lookup: {
-          text: `SELECT EXISTS (SELECT 1 FROM pg_attribute
-            WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped) AS present`,
-          values: [t, column],
-        },
-      }),
+    ...Object.entries(ADDED_COLUMNS).map(([column, type]) =>
+      object(
+        `ALTER TABLE ${t} ADD COLUMN IF NOT EXISTS ${column} ${type}`,
+        `EXISTS (SELECT 1 FROM pg_attribute
+            WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`,
+        t,
+        column,
+      ),
     ),
   ];
 }
@@ -119,8 +117,6 @@ export const { migrate, schemaScript } = sqlMigration<pg.Pool, PostgresOptions, 
 
 /** Advisory lock key of the migration: any constant the same in every process. */
 const MIGRATION_LOCK = 0x1de_6_0001;
-
-const LOCK_NOT_AVAILABLE = '55P03';
 
 /** The DDL of the objects not in the catalog, in order. */
 async function missing(db: pg.Pool | pg.PoolClient, objects: readonly SchemaObject[]): Promise<string[]> {

@@ -30,22 +30,21 @@ import {
   decodeText,
   encodeOptional,
   encodeText,
+  IN_FAILED_TRANSACTION,
+  LOCK_NOT_AVAILABLE,
   type RecordRow,
   type Statement,
   type Statements,
   statements,
+  UNDEFINED_TABLE,
 } from './sql.js';
-import { IN_FAILED_TRANSACTION, PostgresTransaction } from './transaction.js';
+import { PostgresTransaction } from './transaction.js';
 
 export type PostgresLogger = StoreLogger;
 
 /** What {@link PostgresRepository.open} takes besides the config table. */
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
-
-/** SQLSTATEs the repository answers rather than throws (and IN_FAILED_TRANSACTION). */
-const LOCK_NOT_AVAILABLE = '55P03';
-const UNDEFINED_TABLE = '42P01';
 
 /** Times a claim runs again for ids whose live row was gone or lapsed when read. */
 const CLAIM_ATTEMPTS = 3;
@@ -157,18 +156,15 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS && pending.length > 0; attempt++) {
       const batch = pending.map((i) => entries[i] as KeyedEntry);
       const outcome = await this.#write(batch, options, now);
-      if (outcome === ABORTED) {
-        for (const i of pending) results[i] = this.busy((entries[i] as KeyedEntry).key, now);
-        return results;
-      }
-      if (outcome === LOCK_TIMEOUT) {
+      if (outcome === LOCK_TIMEOUT && batch.length > 1) {
         // The statement decided none of its ids; one at a time, only the ids another transaction holds wait.
-        if (batch.length === 1) {
-          results[pending[0] as number] = this.busy((batch[0] as KeyedEntry).key, now);
-          return results;
-        }
         const single = await Promise.all(batch.map((entry) => this.doAddMany([entry], options, now)));
         for (let k = 0; k < pending.length; k++) results[pending[k] as number] = single[k]?.[0] as AddResult;
+        return results;
+      }
+      // Aborted, or one id's lock wait ran out: in progress.
+      if (typeof outcome === 'symbol') {
+        for (const i of pending) results[i] = this.busy((entries[i] as KeyedEntry).key, now);
         return results;
       }
       const taken = new Map(outcome.rows.map((row) => [row.id, row.now]));

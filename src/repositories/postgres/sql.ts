@@ -8,6 +8,11 @@ import { decodeRecord, type SqlRecordRow } from '../sql/store.js';
  * Times are epoch ms in `double precision`, added exactly as JavaScript adds them (both IEEE binary64).
  */
 
+/** SQLSTATEs: a statement before this one broke the transaction; a lock wait ran out; no such table. */
+export const IN_FAILED_TRANSACTION = '25P02';
+export const LOCK_NOT_AVAILABLE = '55P03';
+export const UNDEFINED_TABLE = '42P01';
+
 /** The server's time in whole epoch ms, fixed for the statement (`now()` would stand at the transaction's BEGIN). */
 const WALL = 'floor(extract(epoch FROM statement_timestamp()) * 1000)::float8';
 

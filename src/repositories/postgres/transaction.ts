@@ -4,9 +4,7 @@ import { errorCode } from '../sql/connection.js';
 import { detailOf } from '../sql/store.js';
 import { SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import { type BoundStatement, send, sendWithLead } from './connection.js';
-
-/** SQLSTATE in_failed_transaction: a statement before this one broke the transaction. */
-export const IN_FAILED_TRANSACTION = '25P02';
+import { IN_FAILED_TRANSACTION } from './sql.js';
 
 /**
  * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
@@ -163,8 +161,7 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
         failure = error;
       }
     }
-    await this.#run('releaseSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`);
-    this.aborted = false;
+    await this.#undo('releaseSavepoint');
     throw new SwallowedStatementError(
       'postgres releaseSavepoint: a statement after the savepoint failed and its error was caught, so PostgreSQL ' +
         'aborted the transaction (SQLSTATE 25P02); rolled back to the savepoint instead: what was written after ' +
@@ -176,11 +173,12 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   async rollbackToSavepoint(): Promise<void> {
     const state = this.takeSavepoint('rollbackToSavepoint');
     if (state !== 'open' || this.#endMark(true)) return;
-    // Also clears an abort that happened after the savepoint.
-    await this.#run(
-      'rollbackToSavepoint',
-      `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`,
-    );
+    await this.#undo('rollbackToSavepoint');
+  }
+
+  /** Rolls back to the savepoint and releases it, which also clears an abort that happened after it. */
+  async #undo(operation: string): Promise<void> {
+    await this.#run(operation, `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; RELEASE SAVEPOINT ${SAVEPOINT}`);
     this.aborted = false;
   }
 

@@ -95,43 +95,28 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   });
   /** The open transaction of each async context: the verbs run on its connection, else on the pool. */
   protected readonly scope = new AsyncLocalStorage<T>();
+  /** The pool the repository runs on (its own, or the one given to `open`). */
+  readonly pool: P;
+  /** The table, as configured. */
+  readonly table: string;
   protected readonly address: string;
   protected readonly migrateStore: MigrateStore;
   /** The lock timeout of a transaction that sets none, and of a claim outside any transaction. */
   protected readonly lockTimeoutMs: number;
-  readonly #pool: P;
-  readonly #ownsPool: boolean;
-  readonly #table: string;
-  readonly #purgeBatchSize: number;
-  readonly #logger: StoreLogger;
+  readonly #settings: SqlSettings<P, SqlOptions>;
   #purgeTimer: NodeJS.Timeout | undefined;
   #backgroundPurge: Promise<void> | undefined;
 
   protected constructor(settings: SqlSettings<P, SqlOptions>) {
     super({ clock: serverClock });
     const { options } = settings;
-    this.#pool = settings.pool;
-    this.#ownsPool = settings.ownsPool;
-    this.#table = options.table;
-    this.address = settings.address;
-    this.migrateStore = settings.migrateStore;
-    this.lockTimeoutMs = options.lockTimeoutMs;
-    this.#purgeBatchSize = options.purgeBatchSize;
-    this.#logger = settings.logger;
+    this.#settings = settings;
+    ({ pool: this.pool, address: this.address, migrateStore: this.migrateStore } = settings);
+    ({ table: this.table, lockTimeoutMs: this.lockTimeoutMs } = options);
     if (options.purgeIntervalMs > 0) {
       this.#purgeTimer = setInterval(() => this.#purgeInBackground(), options.purgeIntervalMs);
       this.#purgeTimer.unref();
     }
-  }
-
-  /** The pool the repository runs on (its own, or the one given to `open`). */
-  get pool(): P {
-    return this.#pool;
-  }
-
-  /** The table, as configured. */
-  get table(): string {
-    return this.#table;
   }
 
   /**
@@ -209,7 +194,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
    */
   async purge(options: PurgeOptions = {}): Promise<number> {
     this.assertOpen();
-    const batchSize = options.batchSize ?? this.#purgeBatchSize;
+    const batchSize = options.batchSize ?? this.#settings.options.purgeBatchSize;
     if (!Number.isInteger(batchSize) || batchSize < 1) {
       throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
         label: `option batchSize of ${this.storeName} purge`,
@@ -258,7 +243,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
         () => undefined,
         (error: unknown) => {
           if (!this.closed)
-            this.#logger.warn(`${this.storeName}: background purge failed: ${detailOf(error)}`);
+            this.#settings.logger.warn(`${this.storeName}: background purge failed: ${detailOf(error)}`);
         },
       )
       .finally(() => {
@@ -270,7 +255,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     clearInterval(this.#purgeTimer);
     this.#purgeTimer = undefined;
     await this.#backgroundPurge;
-    if (this.#ownsPool) await closePool(this.#pool);
+    if (this.#settings.ownsPool) await closePool(this.pool);
   }
 }
 

@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { toKey } from '../store/ids.js';
-import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../store/types.js';
+import type { AddEntry, IdempotentRepository } from '../store/types.js';
 import type { Runner } from './engine.js';
 import { timestampReader, toEpochMs } from './event-timestamp.js';
 import { idExtractor, idSource, replayEpochPrefix } from './message-id.js';
@@ -13,6 +13,7 @@ import {
   type RuleTraits,
   type StoreGuard,
 } from './rule.js';
+import type { BatchOptions } from './types.js';
 
 /** The store key of an id on a stream (ids are per stream); the stream's JSON string delimits itself. */
 export function eventTimeKey(stream: string, id: string): string {
@@ -142,17 +143,20 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   serialized(engine: Runner<M>): Runner<M> {
     return {
       one: (message, handler, options) =>
-        this.serialize(options.stream ?? DEFAULT_STREAM, () => engine.one(message, handler, options)),
+        this.#serialize(options, () => engine.one(message, handler, options)),
       batch: (messages, handler, options) =>
-        this.serialize(options.stream ?? DEFAULT_STREAM, () => engine.batch(messages, handler, options)),
+        this.#serialize(options, () => engine.batch(messages, handler, options)),
     };
   }
 
   /** Runs `work` after every earlier batch of the same stream has finished. */
-  serialize<T>(stream: string, work: () => Promise<T>): Promise<T> {
+  #serialize<T>({ stream = DEFAULT_STREAM }: BatchOptions, work: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(stream);
     const run = previous ? previous.then(work) : work();
-    const tail = run.then(ignore, ignore);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
     this.#tails.set(stream, tail);
     void tail.then(() => {
       if (this.#tails.get(stream) === tail) this.#tails.delete(stream);
@@ -238,7 +242,9 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
       retained(previous, state.streamTime, interval) &&
       within(time, previous, interval)
     ) {
-      return { kind: 'existing', existing: keptRecord(batch.ids[i] as string, previous, interval) };
+      // The record a duplicate is reported against, with its expiry in stream time.
+      const existing = { id: batch.ids[i] as string, state: 'confirmed' as const, eventTime: previous };
+      return { kind: 'existing', existing: { ...existing, expiresAt: purgedAt(previous, interval) } };
     }
     // Late by strictly more than the interval: forwarded but never kept, as it would be purged at once.
     const keep = retained(time, state.streamTime, interval);
@@ -314,27 +320,16 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     const added = await this.#repository.addMany(entries, options);
     const stale = entries.filter((_, k) => {
       const result = added[k];
-      return result?.added === false && !stillKept(result.existing, streamTime, interval);
+      if (result?.added !== false) return false;
+      // Refused for a record this stream still keeps: another writer's, left alone.
+      const { eventTime } = result.existing;
+      return eventTime === undefined || !retained(eventTime, streamTime, interval);
     });
     if (stale.length === 0) return;
     await Promise.all(stale.map((entry) => this.#repository.remove(entry.id)));
     await this.#repository.addMany(stale, options);
     this.stats.rewritten += stale.length;
   }
-}
-
-/** The record a duplicate is reported against, with its expiry in stream time. */
-function keptRecord(id: string, eventTime: number, intervalMs: number): IdempotencyRecord {
-  return { id, state: 'confirmed', eventTime, expiresAt: purgedAt(eventTime, intervalMs) };
-}
-
-/** True when a record the store refused to replace is one this stream still keeps (another writer's). */
-function stillKept(record: IdempotencyRecord, streamTime: number, intervalMs: number): boolean {
-  return record.eventTime !== undefined && retained(record.eventTime, streamTime, intervalMs);
-}
-
-function ignore(): undefined {
-  return undefined;
 }
 
 // KIP-655's interval arithmetic, in epoch ms. Stream time is the largest valid event timestamp seen on a stream;

@@ -36,27 +36,31 @@ export interface EventTimeStats {
   rewritten: number;
 }
 
-/** What one batch of one stream works with while its messages are decided in order. */
-interface EventTimeState {
-  /** Each message's event timestamp, or why it has none. */
-  readonly times: (number | InvalidInputError)[];
-  /** The time the store read is judged at (see `lookup`). */
-  readAt: number;
-  /** Event time of the record kept for each key: from the store, then as this batch forwards. */
-  readonly kept: Map<string, number>;
-  /** Keys this batch forwards and keeps, with the position that wrote them. */
-  readonly written: Map<string, number>;
-  /** Forwarded messages that will be kept if their handler succeeds. */
-  readonly keep: Set<number>;
-  /** The stream time when the batch started, and at the message being decided. */
-  readonly start: number;
-  streamTime: number;
-  /** Stream time before the last message decided, so its failure can undo its advance. */
-  before: number;
-  lastDecided: number;
-  /** Stream time lifted by stored records (a restarted consumer rebuilds towards the time that wrote them). */
-  lifted: number;
+/** What one batch of one stream works with while its messages are decided in order (`before`: its stream time). */
+function batchState(n: number, before = Number.NEGATIVE_INFINITY) {
+  return {
+    /** Each message's event timestamp, or why it has none. */
+    times: new Array<number | InvalidInputError>(n),
+    /** The time the store read is judged at (see `lookup`). */
+    readAt: Number.POSITIVE_INFINITY,
+    /** Event time of the record kept for each key: from the store, then as this batch forwards. */
+    kept: new Map<string, number>(),
+    /** Keys this batch forwards and keeps, with the position that wrote them. */
+    written: new Map<string, number>(),
+    /** Forwarded messages that will be kept if their handler succeeds. */
+    keep: new Set<number>(),
+    /** The stream time when the batch started, and at the message being decided. */
+    start: before,
+    streamTime: before,
+    /** Stream time before the last message decided, so its failure can undo its advance. */
+    before,
+    lastDecided: -1,
+    /** Stream time lifted by stored records (a restarted consumer rebuilds towards the time that wrote them). */
+    lifted: Number.NEGATIVE_INFINITY,
+  };
 }
+
+type EventTimeState = ReturnType<typeof batchState>;
 
 /**
  * Event-time deduplication (KIP-655), the engine's rule under the `eventTime` option (docs/event-time.md). Each
@@ -168,18 +172,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     const { messages, ids, keys, results } = batch;
     const n = messages.length;
     const before = this.#times.get(batch.stream);
-    const state: EventTimeState = {
-      times: new Array(n),
-      readAt: Number.POSITIVE_INFINITY,
-      kept: new Map(),
-      written: new Map(),
-      keep: new Set(),
-      start: before ?? Number.NEGATIVE_INFINITY,
-      streamTime: before ?? Number.NEGATIVE_INFINITY,
-      before: before ?? Number.NEGATIVE_INFINITY,
-      lastDecided: -1,
-      lifted: Number.NEGATIVE_INFINITY,
-    };
+    const state = batchState(n, before);
     // A replay epoch goes first: plain event-time keys start with `"`, epoch ones with NUL (see message-id.ts).
     const prefix = (this.#epoch ?? '') + eventTimeKey(batch.stream, '');
     // Keys go to the store as ids, and the store doubles an epoch key's leading NUL: one byte less for it.

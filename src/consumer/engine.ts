@@ -61,7 +61,6 @@ export class BatchEngine<M, S> implements Runner<M> {
   readonly #traits: RuleTraits<M>;
   readonly #fingerprint: ((message: M) => string) | undefined;
   readonly #codec: OutcomeCodec;
-  /** `storeResult` is on. */
   readonly #keepValues: boolean;
   /** `removeOnFailure: false` where the rule keeps failures: handler failures are kept with the id. */
   readonly #keepFailures: boolean;
@@ -91,7 +90,10 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#keepFailures = !options.removeOnFailure && traits.keepsFailures;
     this.#rejectNoId = options.nullId === 'reject';
     this.#warn = options.onWarning ?? processWarning;
-    this.#telemetry = ConsumerTelemetry.of(options, traits.mode, this.#warn);
+    this.#telemetry =
+      options.telemetry === undefined && options.onOutcome === undefined
+        ? undefined
+        : new ConsumerTelemetry(options, traits.mode, this.#warn);
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse.
     this.#renewer =
@@ -530,9 +532,8 @@ export class BatchEngine<M, S> implements Runner<M> {
     let firstPlace: DuplicateRecord['firstPlace'];
     let firstSeen: number | undefined;
     let firstSeenFrom: DuplicateRecord['firstSeenFrom'];
-    if (holder !== -1 || existing === undefined) {
-      if (holder !== -1) firstPlace = batch.placeOf?.(holder);
-    } else {
+    if (holder !== -1) firstPlace = batch.placeOf?.(holder);
+    else if (existing !== undefined) {
       reason = existing.state === 'in-flight' ? 'in-flight' : 'stored';
       // A record of an older version has no first-seen time: then its event time, or its retention end less the TTL.
       if (existing.firstSeenAt !== undefined) {
@@ -613,16 +614,14 @@ export class BatchEngine<M, S> implements Runner<M> {
   async #runBatch(state: S, batch: Run<M, S>, handler: BatchHandler<M>): Promise<void> {
     const { messages, results } = batch;
     const items: BatchItem<M>[] = [];
-    // Item k's pending outcome, apart from `p` (the batch's one decision object, reused).
-    const outcomes: Pending['outcome'][] = [];
-    const extras: Pending['extra'][] = [];
+    // Item k's result if the handler does not fail it: no value per message, so no `result`.
+    const done: ProcessResult[] = [];
     for (let i = 0; i < messages.length; i++) {
       let p = this.#decide(state, batch, i);
       if (p instanceof Promise) p = await p;
       if (p === undefined) continue;
       items.push({ message: messages[i] as M, context: p.context, index: i });
-      outcomes.push(p.outcome);
-      extras.push(p.extra);
+      done.push({ outcome: p.outcome, id: p.context.id, ...p.extra } as ProcessResult);
       this.#rule.handled(state, batch, i, true);
     }
     if (items.length === 0) return;
@@ -638,17 +637,11 @@ export class BatchEngine<M, S> implements Runner<M> {
     }
     for (let k = 0; k < items.length; k++) {
       const { index, context } = items[k] as BatchItem<M>;
-      if (failures?.has(index)) {
+      if (!failures?.has(index)) results[index] = done[k] as ProcessResult;
+      else {
         const error = failures.get(index);
         results[index] = { outcome: 'failed', id: context.id, error };
         this.#failed(state, batch, index, context, error);
-      } else {
-        // A whole-batch handler gives no value per message: `result` is undefined.
-        const outcome = outcomes[k] as Pending['outcome'];
-        const extra = extras[k];
-        results[index] = (
-          extra === undefined ? { outcome, id: context.id } : { outcome, id: context.id, ...extra }
-        ) as ProcessResult;
       }
     }
   }
@@ -783,14 +776,8 @@ interface Run<M, S> extends Batch<M>, Renewable {
   next: Continuations | undefined;
 }
 
-interface Continuations {
-  readonly value: (value: unknown) => unknown;
-  readonly error: (error: unknown) => unknown;
-  readonly decided: (pending: unknown) => unknown;
-  readonly end: () => unknown;
-  readonly close: () => unknown;
-  readonly abort: (error: unknown) => unknown;
-}
+type Continuations = Readonly<Record<'value' | 'error' | 'decided' | 'end' | 'close' | 'abort', Step>>;
+type Step = (value?: unknown) => unknown;
 
 /** A message decided for its handler, with the result it gets when the handler succeeds. */
 interface Pending {

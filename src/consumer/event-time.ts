@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors.js';
 import { toKey } from '../store/ids.js';
-import type { AddEntry, IdempotencyRecord, IdempotentRepository } from '../store/types.js';
+import type { AddEntry, IdempotentRepository } from '../store/types.js';
 import type { Runner } from './engine.js';
 import { timestampReader, toEpochMs } from './event-timestamp.js';
 import { idExtractor, idSource, replayEpochPrefix } from './message-id.js';
@@ -13,6 +13,7 @@ import {
   type RuleTraits,
   type StoreGuard,
 } from './rule.js';
+import type { BatchOptions } from './types.js';
 
 /** The store key of an id on a stream (ids are per stream); the stream's JSON string delimits itself. */
 export function eventTimeKey(stream: string, id: string): string {
@@ -35,27 +36,31 @@ export interface EventTimeStats {
   rewritten: number;
 }
 
-/** What one batch of one stream works with while its messages are decided in order. */
-interface EventTimeState {
-  /** Each message's event timestamp, or why it has none. */
-  readonly times: (number | InvalidInputError)[];
-  /** The time the store read is judged at (see `lookup`). */
-  readAt: number;
-  /** Event time of the record kept for each key: from the store, then as this batch forwards. */
-  readonly kept: Map<string, number>;
-  /** Keys this batch forwards and keeps, with the position that wrote them. */
-  readonly written: Map<string, number>;
-  /** Forwarded messages that will be kept if their handler succeeds. */
-  readonly keep: Set<number>;
-  /** The stream time when the batch started, and at the message being decided. */
-  readonly start: number;
-  streamTime: number;
-  /** Stream time before the last message decided, so its failure can undo its advance. */
-  before: number;
-  lastDecided: number;
-  /** Stream time lifted by stored records (a restarted consumer rebuilds towards the time that wrote them). */
-  lifted: number;
+/** What one batch of one stream works with while its messages are decided in order (`before`: its stream time). */
+function batchState(n: number, before = Number.NEGATIVE_INFINITY) {
+  return {
+    /** Each message's event timestamp, or why it has none. */
+    times: new Array<number | InvalidInputError>(n),
+    /** The time the store read is judged at (see `lookup`). */
+    readAt: Number.POSITIVE_INFINITY,
+    /** Event time of the record kept for each key: from the store, then as this batch forwards. */
+    kept: new Map<string, number>(),
+    /** Keys this batch forwards and keeps, with the position that wrote them. */
+    written: new Map<string, number>(),
+    /** Forwarded messages that will be kept if their handler succeeds. */
+    keep: new Set<number>(),
+    /** The stream time when the batch started, and at the message being decided. */
+    start: before,
+    streamTime: before,
+    /** Stream time before the last message decided, so its failure can undo its advance. */
+    before,
+    lastDecided: -1,
+    /** Stream time lifted by stored records (a restarted consumer rebuilds towards the time that wrote them). */
+    lifted: Number.NEGATIVE_INFINITY,
+  };
 }
+
+type EventTimeState = ReturnType<typeof batchState>;
 
 /**
  * Event-time deduplication (KIP-655), the engine's rule under the `eventTime` option (docs/event-time.md). Each
@@ -142,17 +147,20 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   serialized(engine: Runner<M>): Runner<M> {
     return {
       one: (message, handler, options) =>
-        this.serialize(options.stream ?? DEFAULT_STREAM, () => engine.one(message, handler, options)),
+        this.#serialize(options, () => engine.one(message, handler, options)),
       batch: (messages, handler, options) =>
-        this.serialize(options.stream ?? DEFAULT_STREAM, () => engine.batch(messages, handler, options)),
+        this.#serialize(options, () => engine.batch(messages, handler, options)),
     };
   }
 
   /** Runs `work` after every earlier batch of the same stream has finished. */
-  serialize<T>(stream: string, work: () => Promise<T>): Promise<T> {
+  #serialize<T>({ stream = DEFAULT_STREAM }: BatchOptions, work: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(stream);
     const run = previous ? previous.then(work) : work();
-    const tail = run.then(ignore, ignore);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
     this.#tails.set(stream, tail);
     void tail.then(() => {
       if (this.#tails.get(stream) === tail) this.#tails.delete(stream);
@@ -164,18 +172,7 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     const { messages, ids, keys, results } = batch;
     const n = messages.length;
     const before = this.#times.get(batch.stream);
-    const state: EventTimeState = {
-      times: new Array(n),
-      readAt: Number.POSITIVE_INFINITY,
-      kept: new Map(),
-      written: new Map(),
-      keep: new Set(),
-      start: before ?? Number.NEGATIVE_INFINITY,
-      streamTime: before ?? Number.NEGATIVE_INFINITY,
-      before: before ?? Number.NEGATIVE_INFINITY,
-      lastDecided: -1,
-      lifted: Number.NEGATIVE_INFINITY,
-    };
+    const state = batchState(n, before);
     // A replay epoch goes first: plain event-time keys start with `"`, epoch ones with NUL (see message-id.ts).
     const prefix = (this.#epoch ?? '') + eventTimeKey(batch.stream, '');
     // Keys go to the store as ids, and the store doubles an epoch key's leading NUL: one byte less for it.
@@ -238,7 +235,9 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
       retained(previous, state.streamTime, interval) &&
       within(time, previous, interval)
     ) {
-      return { kind: 'existing', existing: keptRecord(batch.ids[i] as string, previous, interval) };
+      // The record a duplicate is reported against, with its expiry in stream time.
+      const existing = { id: batch.ids[i] as string, state: 'confirmed' as const, eventTime: previous };
+      return { kind: 'existing', existing: { ...existing, expiresAt: purgedAt(previous, interval) } };
     }
     // Late by strictly more than the interval: forwarded but never kept, as it would be purged at once.
     const keep = retained(time, state.streamTime, interval);
@@ -314,27 +313,16 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
     const added = await this.#repository.addMany(entries, options);
     const stale = entries.filter((_, k) => {
       const result = added[k];
-      return result?.added === false && !stillKept(result.existing, streamTime, interval);
+      if (result?.added !== false) return false;
+      // Refused for a record this stream still keeps: another writer's, left alone.
+      const { eventTime } = result.existing;
+      return eventTime === undefined || !retained(eventTime, streamTime, interval);
     });
     if (stale.length === 0) return;
     await Promise.all(stale.map((entry) => this.#repository.remove(entry.id)));
     await this.#repository.addMany(stale, options);
     this.stats.rewritten += stale.length;
   }
-}
-
-/** The record a duplicate is reported against, with its expiry in stream time. */
-function keptRecord(id: string, eventTime: number, intervalMs: number): IdempotencyRecord {
-  return { id, state: 'confirmed', eventTime, expiresAt: purgedAt(eventTime, intervalMs) };
-}
-
-/** True when a record the store refused to replace is one this stream still keeps (another writer's). */
-function stillKept(record: IdempotencyRecord, streamTime: number, intervalMs: number): boolean {
-  return record.eventTime !== undefined && retained(record.eventTime, streamTime, intervalMs);
-}
-
-function ignore(): undefined {
-  return undefined;
 }
 
 // KIP-655's interval arithmetic, in epoch ms. Stream time is the largest valid event timestamp seen on a stream;

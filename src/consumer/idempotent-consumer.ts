@@ -27,19 +27,14 @@ export class IdempotentConsumer<M = unknown> {
 
   constructor(options: IdempotentConsumerOptions<M>) {
     this.options = resolveConsumerOptions(options);
-    const { eventTime } = this.options;
-    if (eventTime) {
-      const rule = new EventTimeDeduplicator(this.options, eventTime);
+    const { options: resolved, stats } = this;
+    if (resolved.eventTime) {
+      const rule = new EventTimeDeduplicator(resolved, resolved.eventTime);
       this.#eventTime = rule;
-      this.#runner = rule.serialized(new BatchEngine(this.options, this.stats, rule));
+      this.#runner = rule.serialized(new BatchEngine(resolved, stats, rule));
     } else {
-      const engine = new BatchEngine(
-        this.options,
-        this.stats,
-        new ProcessingTimeRule(this.options, this.stats),
-      );
-      this.#runner =
-        this.options.transaction === false ? engine : new TransactionRunner(this.options, engine);
+      const engine = new BatchEngine(resolved, stats, new ProcessingTimeRule(resolved, stats));
+      this.#runner = resolved.transaction === false ? engine : new TransactionRunner(resolved, engine);
     }
   }
 

@@ -217,27 +217,15 @@ export interface IdempotentConsumerOptions<M> {
   readonly replayEpoch?: string | number;
 }
 
-/** The options without a default. */
-type Unset =
-  | 'onDuplicate'
-  | 'storeResult'
-  | 'fingerprint'
-  | 'encryption'
-  | 'onWarning'
-  | 'telemetry'
-  | 'onOutcome';
-
-/** Options with every default applied. */
-export type ResolvedConsumerOptions<M> = Required<
-  Omit<IdempotentConsumerOptions<M>, Unset | 'eventTime' | 'transaction' | 'replayEpoch'>
+/** Options with every default applied (those without one stay optional). */
+export type ResolvedConsumerOptions<M> = Omit<
+  IdempotentConsumerOptions<M>,
+  keyof typeof consumerDefaults | 'eventTime' | 'transaction'
 > &
-  Pick<IdempotentConsumerOptions<M>, Unset | 'replayEpoch'> & {
+  Required<Pick<IdempotentConsumerOptions<M>, keyof typeof consumerDefaults>> & {
     readonly eventTime?: ResolvedEventTimeOptions<M>;
     readonly transaction: 'message' | 'batch' | false;
   };
-
-/** The constructor that takes these options, as errors name it. */
-const CONSUMER_OWNER = 'new IdempotentConsumer(...)';
 
 /** `630720000000 ms (20 years)`. */
 function msInWords(ms: number): string {
@@ -355,10 +343,16 @@ const asInConfig = consumerConfigSchema.omit({
 /** Every option of {@link IdempotentConsumerOptions}, checked as strictly as a config file. */
 const consumerOptionsSchema = z
   .object({
-    repository: z.custom<IdempotentRepository>(isRepository, {
-      error: (issue) =>
-        issue.input === undefined ? 'is required' : 'must be a repository (an IdempotentRepository)',
-    }),
+    repository: z.custom<IdempotentRepository>(
+      (value) =>
+        typeof value === 'object' &&
+        typeof (value as Partial<IdempotentRepository> | null)?.addMany === 'function' &&
+        typeof (value as Partial<IdempotentRepository>).confirmMany === 'function',
+      {
+        error: (issue) =>
+          issue.input === undefined ? 'is required' : 'must be a repository (an IdempotentRepository)',
+      },
+    ),
     ...asInConfig,
     id: selectorSchema(true),
     ttlMs: positiveMs.optional(),
@@ -427,15 +421,6 @@ const consumerOptionsSchema = z
     }
   });
 
-function isRepository(value: unknown): value is IdempotentRepository {
-  const candidate = value as Partial<IdempotentRepository> | null;
-  return (
-    typeof candidate === 'object' &&
-    typeof candidate?.addMany === 'function' &&
-    typeof candidate.confirmMany === 'function'
-  );
-}
-
 /**
  * Checks the options exactly as config is checked (each problem a ConfigError such as
  * `option ttlMs of new IdempotentConsumer(...): must be a number of milliseconds, got NaN`) and applies the
@@ -443,7 +428,7 @@ function isRepository(value: unknown): value is IdempotentRepository {
  */
 export function resolveConsumerOptions<M>(
   options: IdempotentConsumerOptions<M>,
-  owner = CONSUMER_OWNER,
+  owner = 'new IdempotentConsumer(...)',
 ): ResolvedConsumerOptions<M> {
   const given = stripUndefined(options);
   const eventTime = options.eventTime && stripUndefined(options.eventTime);

@@ -172,23 +172,18 @@ function untag(value: unknown): unknown {
     return value;
   }
   const record = value as Record<string, unknown>;
-  if (Object.hasOwn(record, TAG)) {
-    const v = record.v as string;
-    switch (record[TAG]) {
-      case 'object':
-        return untagMembers(record.v as Record<string, unknown>);
-      case 'undefined':
-        return undefined;
-      case 'bigint':
-        return BigInt(v);
-      case 'buffer':
-        return Buffer.from(v, 'base64');
-      case 'bytes':
-        return new Uint8Array(Buffer.from(v, 'base64'));
-    }
-  }
-  return untagMembers(record);
+  const tagged = Object.hasOwn(record, TAG) ? UNTAG.get(record[TAG]) : undefined;
+  return tagged === undefined ? untagMembers(record) : tagged(record.v);
 }
+
+/** What each tag of {@link serializeValue} stands for, from its `v`. */
+const UNTAG = new Map<unknown, (v: unknown) => unknown>([
+  ['object', (v) => untagMembers(v as Record<string, unknown>)],
+  ['undefined', () => undefined],
+  ['bigint', (v) => BigInt(v as string)],
+  ['buffer', (v) => Buffer.from(v as string, 'base64')],
+  ['bytes', (v) => new Uint8Array(Buffer.from(v as string, 'base64'))],
+]);
 
 function untagMembers(record: Record<string, unknown>): Record<string, unknown> {
   for (const key of Object.keys(record)) {

@@ -27,11 +27,6 @@ type Savepoints = 'none' | 'optimistic' | 'real';
 
 const OPTIMISTIC = { optimistic: true } as const;
 
-/** The transaction an attempt opened, kept for after `transaction()` settled (it may reject). */
-interface Opened {
-  transaction?: RepositoryTransaction;
-}
-
 /**
  * The consumer's `transaction` option: the engine's lookup, handlers and settle in one of the repository's
  * transactions, so the mark commits with the side effect (docs/transactions.md).
@@ -75,7 +70,7 @@ export class TransactionRunner<M> implements Runner<M> {
     for (let i = 0; i < messages.length; i++) {
       // Its place is still its place in the caller's batch.
       const own = placeOf === undefined ? options : { ...options, placeOf: () => placeOf(i) };
-      results.push(await this.#attempts([messages[i] as M], handler, own, firstResult));
+      results.push(...(await this.#attempts([messages[i] as M], handler, own, ownResults)));
     }
     return { results };
   }
@@ -91,7 +86,8 @@ export class TransactionRunner<M> implements Runner<M> {
     let savepoints: Savepoints =
       typeof handler === 'function' && (this.#keepFailures || messages.length > 1) ? 'optimistic' : 'none';
     for (let attempt = 1; ; attempt++) {
-      const opened: Opened = {};
+      // The transaction it opened, kept for after `transaction()` settled (it may reject).
+      const opened: { transaction?: RepositoryTransaction } = {};
       let outcome: Attempt<R> | undefined;
       let failure: unknown;
       try {
@@ -126,7 +122,7 @@ export class TransactionRunner<M> implements Runner<M> {
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,
     options: BatchOptions,
-    opened: Opened,
+    opened: { transaction?: RepositoryTransaction },
     savepoints: Savepoints,
   ): Promise<Attempt<R>> {
     return this.#repository.transaction(async (transaction) => {
@@ -159,10 +155,6 @@ function ownResults<R>(results: ProcessResult<R>[]): ProcessResult<R>[] {
   return [results[0] as ProcessResult<R>];
 }
 
-function firstResult<R>(results: ProcessResult<R>[]): ProcessResult<R> {
-  return results[0] as ProcessResult<R>;
-}
-
 function withTransaction(context: HandlerContext, transaction: RepositoryTransaction): HandlerContext {
   return { ...context, transaction: transaction.client };
 }
@@ -173,28 +165,20 @@ function perMessage<M, R>(
   transaction: RepositoryTransaction,
   savepoints: Savepoints,
 ): MessageHandler<M, R> {
-  if (savepoints === 'none') {
-    return async (message, context) => {
-      try {
-        return await handler(message, withTransaction(context, transaction));
-      } catch (error) {
-        transaction.rollbackOnly();
-        throw error;
-      }
-    };
-  }
   const how = savepoints === 'optimistic' ? OPTIMISTIC : undefined;
   return async (message, context) => {
-    await transaction.savepoint(how);
+    if (savepoints !== 'none') await transaction.savepoint(how);
     let value: R;
     try {
       value = await handler(message, withTransaction(context, transaction));
     } catch (error) {
-      await transaction.rollbackToSavepoint();
+      if (savepoints === 'none') transaction.rollbackOnly();
+      else await transaction.rollbackToSavepoint();
       // It wrote before it failed, and no savepoint was set to undo that: the run ends here, and runs again.
       if (transaction.needsSavepoints === true) throw new RunAgain();
       throw error;
     }
+    if (savepoints === 'none') return value;
     await keepWrites(transaction, `the handler of message ${JSON.stringify(context.id)}`);
     // It wrote, and left the transaction unsound (a statement error it caught): only a savepoint can single it out.
     if (transaction.needsSavepoints === true) throw new RunAgain();

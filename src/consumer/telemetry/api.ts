@@ -7,10 +7,8 @@ export type TelemetryAttributeValue = string | number | boolean;
 /** Span and measurement attributes. */
 export type TelemetryAttributes = Readonly<Record<string, TelemetryAttributeValue | undefined>>;
 
-/** The API's `Context`: opaque here. */
-export interface OtelContext {
-  getValue(key: symbol): unknown;
-}
+/** The API's `Context`: opaque here, only handed back to the API. */
+export type OtelContext = object;
 
 /** The API's `SpanContext`, as far as a link needs it. */
 export interface OtelSpanContext {
@@ -21,7 +19,6 @@ export interface OtelSpanContext {
 
 /** The API's `Span`, as far as the consumer writes it. */
 export interface OtelSpan {
-  spanContext(): OtelSpanContext;
   setAttribute(key: string, value: TelemetryAttributeValue): unknown;
   addEvent(name: string, attributes?: TelemetryAttributes, startTime?: number): unknown;
   setStatus(status: { code: number; message?: string }): unknown;

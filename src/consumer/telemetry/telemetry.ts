@@ -16,10 +16,8 @@ import type {
   OpenTelemetryApi,
   OtelContext,
   OtelGetter,
-  OtelMeter,
   OtelSpan,
   OtelSpanContext,
-  OtelTracer,
   TelemetryAttributes,
   TraceCarrier,
   TraceSource,
@@ -35,14 +33,7 @@ const BUCKETS = [
 ];
 
 /** The instruments of a consumer with the `telemetry` option. */
-interface Otel {
-  readonly api: OpenTelemetryApi;
-  readonly recordIds: boolean;
-  readonly tracer: OtelTracer;
-  readonly messages: ReturnType<OtelMeter['createCounter']>;
-  readonly processSeconds: ReturnType<OtelMeter['createHistogram']>;
-  readonly storeSeconds: ReturnType<OtelMeter['createHistogram']>;
-}
+type Otel = ReturnType<typeof instruments>;
 
 /** A consumer's spans, metrics and `onOutcome` hook: made only when `telemetry` or `onOutcome` is set. */
 export class ConsumerTelemetry {
@@ -53,13 +44,7 @@ export class ConsumerTelemetry {
   readonly base: TelemetryAttributes;
 
   /** `mode`: `eager`, `lazy` or `event-time`. */
-  static of(options: TelemetrySettings, mode: string, warn: WarningSink): ConsumerTelemetry | undefined {
-    return options.telemetry === undefined && options.onOutcome === undefined
-      ? undefined
-      : new ConsumerTelemetry(options, mode, warn);
-  }
-
-  private constructor(
+  constructor(
     { telemetry: options, onOutcome, repository }: TelemetrySettings,
     mode: string,
     warn: WarningSink,
@@ -67,30 +52,32 @@ export class ConsumerTelemetry {
     this.onOutcome = onOutcome;
     this.warn = warn;
     this.base = { 'idempotency.mode': mode, 'idempotency.store': storeType(repository) };
-    if (options === undefined) return;
-    const { api } = options;
-    const meter = api.metrics.getMeter(SCOPE);
-    const advice = { explicitBucketBoundaries: BUCKETS };
-    this.otel = {
-      api,
-      recordIds: options.recordIds === true,
-      tracer: api.trace.getTracer(SCOPE),
-      messages: meter.createCounter('idempotency.messages', {
-        description: 'Messages the idempotent consumer settled, by outcome',
-        unit: '{message}',
-      }),
-      processSeconds: meter.createHistogram('messaging.process.duration', {
-        description: 'Duration of processing a message: its claim, handler and settle',
-        unit: 's',
-        advice,
-      }),
-      storeSeconds: meter.createHistogram('idempotency.store.duration', {
-        description: 'Duration of the idempotency store calls, by operation',
-        unit: 's',
-        advice,
-      }),
-    };
+    if (options !== undefined) this.otel = instruments(options.api, options.recordIds === true);
   }
+}
+
+function instruments(api: OpenTelemetryApi, recordIds: boolean) {
+  const meter = api.metrics.getMeter(SCOPE);
+  const advice = { explicitBucketBoundaries: BUCKETS };
+  return {
+    api,
+    recordIds,
+    tracer: api.trace.getTracer(SCOPE),
+    messages: meter.createCounter('idempotency.messages', {
+      description: 'Messages the idempotent consumer settled, by outcome',
+      unit: '{message}',
+    }),
+    processSeconds: meter.createHistogram('messaging.process.duration', {
+      description: 'Duration of processing a message: its claim, handler and settle',
+      unit: 's',
+      advice,
+    }),
+    storeSeconds: meter.createHistogram('idempotency.store.duration', {
+      description: 'Duration of the idempotency store calls, by operation',
+      unit: 's',
+      advice,
+    }),
+  } as const;
 }
 
 /** One batch's spans and timings; the engine tells it of handlers, store calls and the settled results. */

@@ -127,9 +127,9 @@ interface Segment {
 class Runner implements IdempotentKafkaConsumer {
   readonly stats: KafkaAdapterStats = { batches: 0, records: 0, retries: 0, deadLettered: 0, commits: 0 };
   readonly #options: ResolvedKafkaAdapterOptions<unknown>;
-  readonly #parts: AdapterParts;
   readonly #group: GroupConsumer;
   readonly #producer: KafkaProducer | undefined;
+  readonly #ownClient: KafkaClient | undefined;
   readonly #readId: (message: ConsumedMessage) => IdVerdict;
   // Keyed by `topic:partition`.
   readonly #blocked = new Map<string, BlockedRecord>();
@@ -142,9 +142,7 @@ class Runner implements IdempotentKafkaConsumer {
 
   constructor(options: ResolvedKafkaAdapterOptions<unknown>, parts: AdapterParts) {
     this.#options = options;
-    this.#parts = parts;
-    this.#group = parts.consumer;
-    this.#producer = parts.producer;
+    ({ consumer: this.#group, producer: this.#producer, ownClient: this.#ownClient } = parts);
     this.#readId = messageIdReader(options.id);
   }
 
@@ -187,7 +185,7 @@ class Runner implements IdempotentKafkaConsumer {
         try {
           if (this.#producer && !this.#options.dlqProducer) await this.#producer.disconnect();
         } finally {
-          await this.#parts.ownClient?.close();
+          await this.#ownClient?.close();
         }
       }
     })();

@@ -3,8 +3,6 @@ import { ConfigError } from '../errors.js';
 import { camelCase, matchKey, objectShape } from '../options/schema-walk.js';
 import type { EnvOverride } from '../options/sources.js';
 
-export type { EnvOverride } from '../options/sources.js';
-
 const NUMBER = /^-?(?:\d+|\d*\.\d+)(?:[eE][+-]?\d+)?$/;
 
 /**

@@ -23,7 +23,6 @@ export const migrations: Partial<Record<RepositoryType, () => Promise<SqlModules
     Promise.all([import('../repositories/mysql/options.js'), import('../repositories/mysql/migration.js')]),
 };
 
-/** Flags of `idem migrate`. */
 export interface MigrateFlags {
   readonly store?: string;
   readonly table?: string;

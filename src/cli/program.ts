@@ -18,8 +18,7 @@ import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
 import { Output } from './output.js';
 import { emptyCounts, Progress } from './progress.js';
 import { idFormats, type RecordsFlags, runRecords } from './records.js';
-import { chooseStore, describeStore } from './store.js';
-import { knownSchemes } from './store-url.js';
+import { chooseStore, describeStore, knownSchemes } from './store-url.js';
 
 export { ExitCode };
 

@@ -43,7 +43,6 @@ class ReleasedResponse extends Error {}
 
 const warned = new Set<string>();
 
-/** Warns once per process for each `code`. */
 function warnOnce(code: string, message: string): void {
   if (warned.has(code)) return;
   warned.add(code);

@@ -98,13 +98,11 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
           allowAutoTopicCreation: true,
           extra: resolved.consumerConfig as Record<string, unknown>,
         });
-  let producer: KafkaProducer | undefined;
-  if (resolved.dlq) {
-    producer =
-      dlqProducer && kafkajs
-        ? kafkajs.fromKafkajsProducer(dlqProducer as never)
-        : client?.producer({ allowAutoTopicCreation: true });
-  }
+  const producer = !resolved.dlq
+    ? undefined
+    : dlqProducer && kafkajs
+      ? kafkajs.fromKafkajsProducer(dlqProducer as never)
+      : client?.producer({ allowAutoTopicCreation: true });
   return { consumer: group, producer, ownClient };
 }
 

@@ -38,9 +38,7 @@ export interface DedupJob {
 
 /** How a run ended. */
 export type DedupEnd =
-  | { readonly kind: 'done' }
-  | { readonly kind: 'stopped' }
-  | { readonly kind: 'output-closed' }
+  | { readonly kind: 'done' | 'stopped' | 'output-closed' }
   | { readonly kind: 'invalid'; readonly location: string; readonly reason: string };
 
 /**

@@ -87,9 +87,8 @@ export class DuplicateLog {
       if (result.outcome !== 'duplicate') continue;
       const packed = this.#firstAt.get(id);
       const record: Record<string, string> = { id, at: batch.location(entry) };
-      if (packed !== undefined) {
-        record.first = this.#unpack(packed);
-      } else {
+      if (packed !== undefined) record.first = this.#unpack(packed);
+      else {
         record.first = EARLIER_RUN;
         const firstSeen = this.#pending.get(entry)?.firstSeen;
         if (firstSeen !== undefined) record.firstSeen = new Date(firstSeen).toISOString();

@@ -2,7 +2,7 @@ import { open } from 'node:fs/promises';
 import { addAbortSignal, type Readable } from 'node:stream';
 import { setImmediate } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
-import type { ParsedPiece, ToWorker } from './worker-protocol.js';
+import type { ParsedPiece, ToWorker } from './parse.js';
 
 /**
  * A batch of parsed input lines: runs of lines of the parsed pieces, not copied out, and their ids gathered

@@ -23,7 +23,6 @@ export const migrations: Partial<Record<RepositoryType, () => Promise<SqlModules
     Promise.all([import('../repositories/mysql/options.js'), import('../repositories/mysql/migration.js')]),
 };
 
-/** Flags of `idem migrate`. */
 export interface MigrateFlags {
   readonly store?: string;
   readonly table?: string;
@@ -39,14 +38,12 @@ export async function runMigrate(flags: MigrateFlags, streams: CliStreams): Prom
     const store = flags.store === undefined ? undefined : storeOfUrl(flags.store);
     const load = store === undefined ? undefined : migrations[store.type];
     if (store === undefined || load === undefined) {
-      const schemes = [knownSchemes((scheme) => migrations[scheme.type] !== undefined)];
-      throw new ConfigError(
-        'store',
+      const schemes = knownSchemes((scheme) => migrations[scheme.type] !== undefined);
+      const problem =
         flags.store === undefined
-          ? `is required: the URL of the database (${schemes.join(', ')})`
-          : `must be the URL of a store with a schema (${schemes.join(', ')})`,
-        { label: '--store' },
-      );
+          ? 'is required: the URL of the database'
+          : 'must be the URL of a store with a schema';
+      throw new ConfigError('store', `${problem} (${schemes})`, { label: '--store' });
     }
     const [{ describeAddress }, { migrate, schemaScript }] = await load();
     const { sqlDefaults } = await import('../repositories/sql/options.js');

@@ -50,5 +50,4 @@ export const cliConfigSchema = z
   })
   .strict();
 
-/** Parsed CLI config. */
 export type CliConfig = z.output<typeof cliConfigSchema>;

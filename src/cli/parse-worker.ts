@@ -2,8 +2,7 @@
 // core while the main thread talks to the store and writes output. Messages are handled strictly in order.
 import { parentPort, workerData } from 'node:worker_threads';
 import { compileId } from './id.js';
-import { LineSplitter, type SplitPiece } from './parse.js';
-import type { ParsedPiece, ToWorker } from './worker-protocol.js';
+import { LineSplitter, type ParsedPiece, type SplitPiece, type ToWorker } from './parse.js';
 
 const { idExpression, maxLineBytes } = workerData as { idExpression: string; maxLineBytes: number };
 const port = parentPort as NonNullable<typeof parentPort>;

@@ -114,8 +114,7 @@ export class LineSplitter {
         return [];
       }
       this.#atStart = false;
-      this.#pending = [];
-      this.#lineBytes = 0;
+      this.#startLine();
       data = head.length >= BOM.length && startsLikeBom(head) ? head.subarray(BOM.length) : head;
     }
     const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
@@ -136,9 +135,7 @@ export class LineSplitter {
       from = first + 1;
     }
     if (from <= last) pieces.push(this.#parse(buffer.subarray(from, last + 1)));
-    this.#pending = [];
-    this.#lineBytes = 0;
-    this.#skipping = false;
+    this.#startLine();
     if (last + 1 < buffer.length) this.#grow(buffer.subarray(last + 1));
     return pieces;
   }
@@ -149,11 +146,15 @@ export class LineSplitter {
     if (!aborted && this.#lineBytes > 0) {
       pieces = [this.#skipping ? this.#dropped(this.#lineBytes) : this.#parse(joinExact(this.#pending))];
     }
+    this.#startLine();
+    this.#atStart = true;
+    return pieces;
+  }
+
+  #startLine(): void {
     this.#pending = [];
     this.#lineBytes = 0;
     this.#skipping = false;
-    this.#atStart = true;
-    return pieces;
   }
 
   #parse(lines: Uint8Array): SplitPiece {
@@ -199,4 +200,17 @@ function joinExact(parts: readonly Uint8Array[]): Uint8Array {
     at += part.length;
   }
   return out;
+}
+
+/** Main thread to parse worker: input chunks in order, then the end of each source. */
+export type ToWorker =
+  | { readonly kind: 'chunk'; readonly data: Uint8Array }
+  | { readonly kind: 'end'; readonly aborted: boolean };
+
+/**
+ * Parse worker to main thread: one reply per message, in order; `chunk` is the chunk's buffer, moved back.
+ */
+export interface ParsedPiece {
+  readonly pieces: readonly SplitPiece[];
+  readonly chunk: ArrayBuffer | undefined;
 }

@@ -18,8 +18,7 @@ import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
 import { Output } from './output.js';
 import { emptyCounts, Progress } from './progress.js';
 import { idFormats, type RecordsFlags, runRecords } from './records.js';
-import { chooseStore, describeStore } from './store.js';
-import { knownSchemes } from './store-url.js';
+import { chooseStore, describeStore, knownSchemes } from './store-url.js';
 
 export { ExitCode };
 
@@ -197,6 +196,9 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   let inputs: string[];
   let totalBytes = 0;
   let duplicates: DuplicateLog | undefined;
+  let idExpression: string;
+  let setup: ConsumerSetup<DedupEntry>;
+  const ids = new BatchIds();
   try {
     config = await loadConfig(cliConfigSchema, {
       ...(flags.config === undefined ? {} : { path: flags.config }),
@@ -212,19 +214,10 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     await sizeKeyIndex(config, expectedIds, sizes);
     // Opened before any line is read: a path that cannot be written stops the run before it starts.
     if (flags.duplicates !== undefined) duplicates = DuplicateLog.open(flags.duplicates, inputs);
-  } catch (error) {
-    return failWith('idem dedup', error, stderr);
-  }
-  const idExpression = config.consumer.id;
-  if (idExpression === undefined) {
-    stderr.write('idem dedup: consumer.id: required: pass --id <path> or set consumer.id in the config\n');
-    duplicates?.close();
-    return ExitCode.usage;
-  }
-
-  let setup: ConsumerSetup<DedupEntry>;
-  const ids = new BatchIds();
-  try {
+    if (config.consumer.id === undefined) {
+      throw new ConfigError('consumer.id', 'required: pass --id <path> or set consumer.id in the config');
+    }
+    idExpression = config.consumer.id;
     compileId(idExpression); // the parse worker compiles it again; a bad expression is reported here
     // The mode is fixed: eager leases would strand ids claimed by a killed run (see docs/cli.md).
     setup = await openConsumer<DedupEntry>(config, {

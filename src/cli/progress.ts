@@ -13,12 +13,10 @@ export interface DedupCounts {
   bytes: number;
 }
 
-/** Fresh zeroed counts. */
 export function emptyCounts(): DedupCounts {
   return { read: 0, written: 0, duplicates: 0, invalid: 0, bytes: 0 };
 }
 
-/** Options of {@link Progress}. */
 export interface ProgressOptions {
   readonly stream: NodeJS.WriteStream;
   /** Show progress at all (file inputs without `--no-progress`); the summary is printed regardless. */
@@ -85,14 +83,12 @@ export class Progress {
     else this.#options.stream.write(`${text}\n`);
   }
 
-  /** Removes the bar. */
   stop(): void {
     this.#multibar?.stop();
     this.#multibar = undefined;
     this.#bar = undefined;
   }
 
-  /** The end-of-run summary line. */
   summary(counts: DedupCounts, note?: string): string {
     const ms = this.elapsedMs;
     return (

@@ -12,7 +12,7 @@ import { commandLine } from '../util/command-line.js';
 import { type CliStreams, ExitCode, failWith } from './exit-code.js';
 import { STDIN } from './lines.js';
 import { cliConfigSchema, dedupDefaults } from './options.js';
-import { chooseStore, describeStore } from './store.js';
+import { chooseStore, describeStore } from './store-url.js';
 
 // `idem inspect`, `idem forget` and `idem stats` go through the repository interface, so every store answers
 // alike.

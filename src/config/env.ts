@@ -3,8 +3,6 @@ import { ConfigError } from '../errors.js';
 import { camelCase, matchKey, objectShape } from '../options/schema-walk.js';
 import type { EnvOverride } from '../options/sources.js';
 
-export type { EnvOverride } from '../options/sources.js';
-
 const NUMBER = /^-?(?:\d+|\d*\.\d+)(?:[eE][+-]?\d+)?$/;
 
 /**
@@ -52,15 +50,6 @@ export function readEnvOverrides(
  * or a comma-separated list that the leaf schema accepts; without a schema, the first of these.
  */
 export function coerceEnvValue(raw: string, leaf: z.ZodType | undefined): unknown {
-  const candidates = envCandidates(raw);
-  if (!leaf) return candidates[0];
-  for (const candidate of candidates) {
-    if (leaf.safeParse(candidate).success) return candidate;
-  }
-  return raw;
-}
-
-function envCandidates(raw: string): unknown[] {
   const text = raw.trim();
   const candidates: unknown[] = [];
   if (/^(true|false)$/i.test(text)) candidates.push(text.toLowerCase() === 'true');
@@ -74,5 +63,7 @@ function envCandidates(raw: string): unknown[] {
   }
   candidates.push(raw);
   if (text !== '') candidates.push(text.split(',').map((part) => part.trim()));
-  return candidates;
+  if (!leaf) return candidates[0];
+  // No candidate is undefined (JSON.parse only sees `[` or `{` text), so `??` falls back only when none fits.
+  return candidates.find((candidate) => leaf.safeParse(candidate).success) ?? raw;
 }

@@ -1,7 +1,12 @@
 export { type ConsumerConfig, consumerConfigSchema, consumerDefaults } from '../consumer/options.js';
 export { type OptionsOrigin, optionError, parseOptions, toConfigError } from '../options/issues.js';
 export { isSecretKey, redactValue } from '../options/redact.js';
-export { type ConfigOverride, type ConfigSourceInfo, configSource } from '../options/sources.js';
+export {
+  type ConfigOverride,
+  type ConfigSourceInfo,
+  configSource,
+  type EnvOverride,
+} from '../options/sources.js';
 export { type RepositoryType, repositoryTypes } from '../repositories/registry.js';
 export {
   type ConsumerCodeOptions,
@@ -11,7 +16,7 @@ export {
   consumerOptionsFromConfig,
   openConsumer,
 } from './consumer.js';
-export { coerceEnvValue, type EnvOverride } from './env.js';
+export { coerceEnvValue } from './env.js';
 export { DEFAULT_ENV_PREFIX, type LoadConfigOptions, loadConfig, parseToml } from './load.js';
 export {
   openRepository,

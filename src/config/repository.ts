@@ -97,11 +97,9 @@ async function resolveSection(
   const storeOrigin: OptionsOrigin = {
     ...origin,
     siblingKeys: ['type'],
-    ...(typeGiven(repository, info)
-      ? {}
-      : {
-          validKeysNote: `valid keys here (repository.type is not set, so the default store, ${section.type}, is used)`,
-        }),
+    validKeysNote: typeGiven(repository, info)
+      ? undefined
+      : `valid keys here (repository.type is not set, so the default store, ${section.type}, is used)`,
   };
   return { type: section.type, module, options: parseOptions(module.optionsSchema, input, storeOrigin) };
 }

@@ -57,18 +57,7 @@ export function parseOptions<S extends z.ZodType>(
  * further one follows on a line of its own. Prefer {@link parseOptions}, which also words zod's built-in
  * checks plainly.
  */
-export function toConfigError(
-  error: z.ZodError,
-  context: {
-    /** The input that failed, to quote the given value. */
-    readonly input: unknown;
-    /** The schema, to list valid keys for an unknown one. */
-    readonly schema: z.ZodType;
-    readonly origin: OptionsOrigin;
-    /** Problems found apart (a store's options), as a ConfigError's message: listed after these. */
-    readonly more?: string;
-  },
-): ConfigError {
+export function toConfigError(error: z.ZodError, context: FailedParse): ConfigError {
   const problems = error.issues.flatMap((issue) => problemsOf(issue as z.core.$ZodIssue, context));
   const [head, ...rest] = problems;
   const more = context.more === undefined ? '' : `\n  ${context.more}`;
@@ -80,6 +69,17 @@ export function toConfigError(
   return optionError(head.path, head.problem, context.origin, { ...head.extra, cause: error, after });
 }
 
+/** What {@link toConfigError} words a zod failure from. */
+interface FailedParse {
+  /** The input that failed, to quote the given value. */
+  readonly input: unknown;
+  /** The schema, to list valid keys for an unknown one. */
+  readonly schema: z.ZodType;
+  readonly origin: OptionsOrigin;
+  /** Problems found apart (a store's options), as a ConfigError's message: listed after these. */
+  readonly more?: string;
+}
+
 /** One problem of a failed parse, relative to the origin's prefix. */
 interface Problem {
   readonly path: readonly string[];
@@ -88,10 +88,7 @@ interface Problem {
 }
 
 /** The problems of one zod issue: one per unknown key, else one. */
-function problemsOf(
-  issue: z.core.$ZodIssue,
-  context: { readonly input: unknown; readonly schema: z.ZodType; readonly origin: OptionsOrigin },
-): Problem[] {
+function problemsOf(issue: z.core.$ZodIssue, context: FailedParse): Problem[] {
   const at = issue.path.map(String);
   if (issue.code === 'unrecognized_keys') {
     const shape = objectShape(schemaAt(context.schema, at) ?? context.schema);

@@ -27,14 +27,14 @@ export function isSecretKey(key: string): boolean {
   return SECRET_KEYS.has(looseKey(key));
 }
 
-/** True when any step of a dotted path is a secret key (`kafka.sasl.username` is inside a secret table). */
-export function isSecretPath(path: readonly (string | number)[]): boolean {
-  return path.some((step) => typeof step === 'string' && isSecretKey(step));
-}
-
-/** A copy of a config value with secret keys and URL passwords replaced, safe to print. */
+/**
+ * A copy of a config value with secret keys and URL passwords replaced, safe to print. A value is secret when
+ * any step of its path is a secret key (`kafka.sasl.username` is inside a secret table).
+ */
 export function redactValue(value: unknown, path: readonly (string | number)[] = []): unknown {
-  if (isSecretPath(path)) return value === undefined ? undefined : REDACTED;
+  if (path.some((step) => typeof step === 'string' && isSecretKey(step))) {
+    return value === undefined ? undefined : REDACTED;
+  }
   if (typeof value === 'string') return redactUrl(value);
   if (Array.isArray(value)) return value.map((item, i) => redactValue(item, [...path, i]));
   if (value !== null && typeof value === 'object' && !(value instanceof Date)) {

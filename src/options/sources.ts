@@ -34,7 +34,6 @@ export interface ConfigSourceInfo {
 
 const infoByConfig = new WeakMap<object, ConfigSourceInfo>();
 
-/** Remembers where `config` came from. */
 export function rememberSource(config: unknown, info: ConfigSourceInfo): void {
   if (config !== null && typeof config === 'object') infoByConfig.set(config, info);
 }

@@ -33,21 +33,15 @@ export function durationSchema(
     .transform((value, ctx) => {
       const ms = parseDuration(value);
       const tooSmall = ms !== undefined && (options.allowZero ? ms < 0 : ms <= 0);
+      let message: string | undefined;
       if (ms === undefined || tooSmall || (options.integer && !Number.isInteger(ms))) {
-        ctx.addIssue({
-          code: 'custom',
-          message: tooSmall ? `must be ${options.allowZero ? 'at least 0' : 'longer than 0'}` : expectation,
-        });
-        return z.NEVER;
+        message = tooSmall ? `must be ${options.allowZero ? 'at least 0' : 'longer than 0'}` : expectation;
+      } else if (options.max !== undefined && ms > options.max) {
+        message = `must be at most ${options.max} ms (${Math.floor(options.max / 86_400_000)} days)`;
       }
-      if (options.max !== undefined && ms > options.max) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `must be at most ${options.max} ms (${Math.floor(options.max / 86_400_000)} days)`,
-        });
-        return z.NEVER;
-      }
-      return ms;
+      if (ms !== undefined && message === undefined) return ms;
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
     });
 }
 

@@ -290,7 +290,8 @@ class Scanner {
       // A repeated key replaces the earlier value wholesale, as in JSON.parse.
       this.found = ABSENT;
     }
-    this.colon();
+    this.ws();
+    if (this.b[this.i++] !== 0x3a) throw NOT_JSON;
     return next;
   }
 
@@ -300,12 +301,6 @@ class Scanner {
     if (depth !== this.onPath) return -1;
     const k = (this.counters[depth - 1] as number)++;
     return k === this.indexes[depth - 1] ? depth : -1;
-  }
-
-  private colon(): void {
-    this.ws();
-    if (this.b[this.i] !== 0x3a) throw NOT_JSON;
-    this.i++;
   }
 
   /** Skips a string starting at its opening quote; returns whether it held escapes. */
@@ -340,8 +335,9 @@ class Scanner {
     const b = this.b;
     let i = this.i;
     if (b[i] === 0x2d) i++;
+    // A leading 0 stands alone; any other digit starts a run.
     if (b[i] === 0x30) i++;
-    else if (isDigit19(b[i])) while (isDigit(b[i])) i++;
+    else if (isDigit(b[i])) while (isDigit(b[i])) i++;
     else throw NOT_JSON;
     if (b[i] === 0x2e) {
       i++;
@@ -391,10 +387,6 @@ const NULL = [0x6e, 0x75, 0x6c, 0x6c];
 
 function isDigit(c: number | undefined): boolean {
   return c !== undefined && c >= 0x30 && c <= 0x39;
-}
-
-function isDigit19(c: number | undefined): boolean {
-  return c !== undefined && c >= 0x31 && c <= 0x39;
 }
 
 function isHex(c: number | undefined): boolean {

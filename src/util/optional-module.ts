@@ -34,10 +34,8 @@ export function asMissingDependency(
   const specifier = /Cannot find (?:package|module) '([^']+)'/.exec(String(message))?.[1];
   const name = specifier === undefined ? undefined : packageName(specifier);
   if (name === undefined) return undefined;
-  return new MissingDependencyError(name, context.feature, {
-    cause: error,
-    ...(context.install === undefined ? {} : { install: context.install }),
-  });
+  // An undefined `install` is the error's own default, `npm install <name>`.
+  return new MissingDependencyError(name, context.feature, { cause: error, install: context.install });
 }
 
 /**

@@ -12,7 +12,7 @@ import {
 } from '../../errors.js';
 import { type CapturedResponse, ResponseCapture } from './capture.js';
 import { decodeResponse, encodeResponse } from './codec.js';
-import { requestFingerprint } from './fingerprint.js';
+import { type RequestParts, requestFingerprint } from './fingerprint.js';
 import { readIdempotencyKey, scopedId } from './key.js';
 import {
   type HttpIdempotencyOptions,
@@ -23,12 +23,9 @@ import {
 import { type HttpAnswer, problemAnswer } from './problem.js';
 
 /** The message the consumer sees for one request: its scoped key and what the fingerprint covers. */
-export interface HttpMessage {
+export interface HttpMessage extends RequestParts {
   /** The store id: route scope, principal and the client's key (see {@link scopedId}). */
   readonly key: string;
-  readonly method: string;
-  readonly target: string;
-  readonly body: unknown;
 }
 
 /** What the framework glue does with a request: let it through to the route, or write the adapter's answer. */
@@ -46,7 +43,6 @@ class ReleasedResponse extends Error {}
 
 const warned = new Set<string>();
 
-/** Warns once per process for each `code`. */
 function warnOnce(code: string, message: string): void {
   if (warned.has(code)) return;
   warned.add(code);
@@ -309,15 +305,9 @@ export class HttpIdempotency<Req> {
       );
     }
     if (result.outcome === 'duplicate' && result.replayed) {
-      const stored = result.result as CapturedResponse;
-      return {
-        kind: 'answer',
-        answer: {
-          status: stored.status,
-          headers: { ...stored.headers, [this.options.replayedHeader]: 'true' },
-          body: stored.body,
-        },
-      };
+      const { status, headers, body } = result.result as CapturedResponse;
+      const replayed = { ...headers, [this.options.replayedHeader]: 'true' };
+      return { kind: 'answer', answer: { status, headers: replayed, body } };
     }
     return answer(
       'response-not-kept',

@@ -42,14 +42,8 @@ export function fastifyIdempotencyKey<Req extends FastifyRequestLike = FastifyRe
 ): IdempotencyKeyHook<Req> {
   const idempotency = new HttpIdempotency<Req>(options);
   const hook = async (request: Req, reply: FastifyReplyLike): Promise<FastifyReplyLike | undefined> => {
-    const verdict = await idempotency.begin(
-      new RequestView(
-        request,
-        request.routeOptions.url ?? request.url.split('?')[0] ?? request.url,
-        request.url,
-      ),
-      reply.raw,
-    );
+    const route = request.routeOptions.url ?? (request.url.split('?')[0] as string);
+    const verdict = await idempotency.begin(new RequestView(request, route, request.url), reply.raw);
     if (verdict.kind === 'next') return undefined;
     const { status, headers, body } = verdict.answer;
     // A Buffer payload is sent as is: no serializer touches the stored bytes. Returning the reply ends the

@@ -1,3 +1,5 @@
+import type { CapturedResponse } from './capture.js';
+
 /**
  * Problem Details (RFC 9457) for the adapter's own answers. Each kind has a stable `type` URI (a `tag:` URI,
  * which RFC 9457 allows for types that need not resolve), a `title`, a status and a `detail` saying what to do.
@@ -24,12 +26,8 @@ export function problemType(kind: ProblemKind): string {
   return `tag:idempotent-consumer,2026:http:${kind}`;
 }
 
-/** An answer the adapter writes itself: a replay or a problem. */
-export interface HttpAnswer {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string | readonly string[]>>;
-  readonly body: Buffer;
-}
+/** An answer the adapter writes itself: a replay or a problem, in a kept response's shape. */
+export type HttpAnswer = CapturedResponse;
 
 /** A problem+json answer; `headers` adds e.g. `Retry-After`. */
 export function problemAnswer(

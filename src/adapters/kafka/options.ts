@@ -128,18 +128,16 @@ export interface RunIdempotentConsumerOptions<R = unknown>
 }
 
 /** Options after validation, with every default applied. */
-export interface ResolvedKafkaAdapterOptions<R> extends KafkaAdapterConfig {
+export interface ResolvedKafkaAdapterOptions<R>
+  extends KafkaAdapterConfig,
+    Pick<RunIdempotentConsumerOptions<R>, 'idempotent' | 'handler' | 'onError' | 'onDeadLetter'> {
   /** A kafkajs client given as `kafka`. */
   readonly kafka: KafkajsKafka | undefined;
   /** Connection settings given as `kafka`, parsed. */
   readonly connection: z.output<typeof kafkaAdapterConnectionSchema> | undefined;
   readonly consumerConfig: AdapterConsumerConfig;
   readonly consumer: KafkajsConsumer | undefined;
-  readonly idempotent: IdempotentConsumer<KafkaRecord>;
-  readonly handler: MessageHandler<KafkaRecord, R>;
   readonly dlqProducer: KafkajsProducer | undefined;
-  readonly onError: ((error: unknown, info: BlockInfo) => void) | undefined;
-  readonly onDeadLetter: ((event: DeadLetterEvent) => void) | undefined;
 }
 
 const ORIGIN: OptionsOrigin = { kind: 'code', owner: 'runIdempotentConsumer(...)' };

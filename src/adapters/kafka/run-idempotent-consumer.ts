@@ -98,13 +98,11 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
           allowAutoTopicCreation: true,
           extra: resolved.consumerConfig as Record<string, unknown>,
         });
-  let producer: KafkaProducer | undefined;
-  if (resolved.dlq) {
-    producer =
-      dlqProducer && kafkajs
-        ? kafkajs.fromKafkajsProducer(dlqProducer as never)
-        : client?.producer({ allowAutoTopicCreation: true });
-  }
+  const producer = !resolved.dlq
+    ? undefined
+    : dlqProducer && kafkajs
+      ? kafkajs.fromKafkajsProducer(dlqProducer as never)
+      : client?.producer({ allowAutoTopicCreation: true });
   return { consumer: group, producer, ownClient };
 }
 
@@ -127,9 +125,9 @@ interface Segment {
 class Runner implements IdempotentKafkaConsumer {
   readonly stats: KafkaAdapterStats = { batches: 0, records: 0, retries: 0, deadLettered: 0, commits: 0 };
   readonly #options: ResolvedKafkaAdapterOptions<unknown>;
-  readonly #parts: AdapterParts;
   readonly #group: GroupConsumer;
   readonly #producer: KafkaProducer | undefined;
+  readonly #ownClient: KafkaClient | undefined;
   readonly #readId: (message: ConsumedMessage) => IdVerdict;
   // Keyed by `topic:partition`.
   readonly #blocked = new Map<string, BlockedRecord>();
@@ -142,9 +140,7 @@ class Runner implements IdempotentKafkaConsumer {
 
   constructor(options: ResolvedKafkaAdapterOptions<unknown>, parts: AdapterParts) {
     this.#options = options;
-    this.#parts = parts;
-    this.#group = parts.consumer;
-    this.#producer = parts.producer;
+    ({ consumer: this.#group, producer: this.#producer, ownClient: this.#ownClient } = parts);
     this.#readId = messageIdReader(options.id);
   }
 
@@ -187,7 +183,7 @@ class Runner implements IdempotentKafkaConsumer {
         try {
           if (this.#producer && !this.#options.dlqProducer) await this.#producer.disconnect();
         } finally {
-          await this.#parts.ownClient?.close();
+          await this.#ownClient?.close();
         }
       }
     })();

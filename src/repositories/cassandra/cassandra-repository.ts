@@ -164,13 +164,10 @@ export class CassandraRepository extends BaseRepository {
     const record = newRecord(entry.key, entry, options, now);
     const ttl = ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now);
     const where = this.#where(entry.key);
+    const insert = [...where, ...this.#values(record, types.unset), ttl];
     let uncertain = false;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const inserted = await this.#cas(this.#cql.claim, [
-        ...where,
-        ...this.#values(record, types.unset),
-        ttl,
-      ]);
+      const inserted = await this.#cas(this.#cql.claim, insert);
       if (inserted === UNKNOWN) {
         uncertain = true;
         continue;

@@ -347,37 +347,26 @@ export class RedisRepository extends BaseRepository {
    * Runs a script over `keys` (`args` for all, one value per key from each of `perKey`): its `<script>One` form for
    * one key or per key on a Cluster, else one call per KEYS_PER_SCRIPT keys. Replies come with their key range.
    */
-  async #calls(
+  #calls(
     script: 'idemClaim' | 'idemConfirm' | 'idemRead',
     keys: readonly string[],
     args: readonly (string | number)[],
     perKey: readonly (readonly string[])[],
   ): Promise<Reply[]> {
     const client = this.#client;
-    const n = keys.length;
-    const one = async (i: number): Promise<Reply> => {
-      const reply = await client[`${script}One`](
-        keys[i] as string,
-        ...args,
-        ...perKey.map((values) => values[i] as string),
-      );
-      return { from: i, to: i + 1, reply: reply as unknown[] };
-    };
-    if (n === 1) return [await one(0)];
-    if (client.isCluster) return Promise.all(keys.map((_, i) => one(i)));
-    const calls: Promise<Reply>[] = [];
-    for (let from = 0; from < n; from += KEYS_PER_SCRIPT) {
-      const to = Math.min(n, from + KEYS_PER_SCRIPT);
+    // Each call is written to the socket as it is made, not gathered into a pipeline first.
+    const call = async (from: number, to: number): Promise<Reply> => {
       const slices = perKey.map((values) => values.slice(from, to));
-      // Each call is written to the socket as it is made, not gathered into a pipeline first.
-      calls.push(
-        client[script](to - from, keys.slice(from, to), ...args, ...slices).then((reply) => ({
-          from,
-          to,
-          reply: reply as unknown[],
-        })),
-      );
-    }
+      const reply =
+        to - from === 1
+          ? await client[`${script}One`](keys[from] as string, ...args, ...slices)
+          : await client[script](to - from, keys.slice(from, to), ...args, ...slices);
+      return { from, to, reply: reply as unknown[] };
+    };
+    const n = keys.length;
+    const step = client.isCluster ? 1 : KEYS_PER_SCRIPT;
+    const calls: Promise<Reply>[] = [];
+    for (let from = 0; from < n; from += step) calls.push(call(from, Math.min(n, from + step)));
     return Promise.all(calls);
   }
 }

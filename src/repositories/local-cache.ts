@@ -121,10 +121,8 @@ export class LocalCacheRepository extends BaseRepository {
   }
 
   protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number): Promise<boolean[]> {
-    return this.#inner.confirmMany(
-      claims.map(({ key, ...rest }) => ({ id: idOfKey(key), ...rest })),
-      { ttlMs },
-    );
+    const refs = claims.map(({ key, ...rest }) => ({ id: idOfKey(key), ...rest }));
+    return this.#inner.confirmMany(refs, { ttlMs });
   }
 
   /** The inner store's `renew` (a claim is never cached). */

@@ -200,12 +200,9 @@ export class CassandraRepository extends BaseRepository {
     const existing = ifLive(decodeRow(entry.key, row), now);
     if (existing !== undefined) return { added: false, existing };
     const record = newRecord(entry.key, entry, options, now);
-    const params = this.#markParams(
-      record,
-      row === undefined ? types.unset : null,
-      now,
-      options.minLifetimeMs,
-    );
+    // Over no row, absent fields stay unset: no null cell (a tombstone) is written for them.
+    const absent = row === undefined ? types.unset : null;
+    const params = this.#markParams(record, absent, now, options.minLifetimeMs);
     await this.#client.execute(this.#cql.mark, params, this.#write);
     return { added: true, record };
   }
@@ -352,11 +349,7 @@ export class CassandraRepository extends BaseRepository {
             ...(pageState === undefined ? {} : { pageState }),
           }),
         );
-        const records: IdempotencyRecord[] = [];
-        for (const row of result.rows) {
-          const record = decodeRow(row.id as string, row);
-          if (record !== undefined) records.push(record);
-        }
+        const records = result.rows.flatMap((row) => decodeRow(row.id as string, row) ?? []);
         if (records.length > 0) await onPage(records);
         pageState = result.pageState ?? undefined;
       } while (pageState !== undefined);

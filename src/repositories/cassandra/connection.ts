@@ -108,11 +108,9 @@ function localOptions(options: CassandraOptions): QueryOptions {
 
 /** The table's columns by name (none: no table), as the schema tables list them. */
 async function tableColumns(client: Client, options: CassandraOptions): Promise<Map<string, types.Row>> {
-  const columns = await client.execute(
-    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
-    [options.keyspace, options.table],
-    localOptions(options),
-  );
+  const query =
+    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?';
+  const columns = await client.execute(query, [options.keyspace, options.table], localOptions(options));
   return new Map(columns.rows.map((row) => [row.column_name as string, row]));
 }
 
@@ -138,11 +136,8 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
   const where = `table "${options.keyspace}"."${options.table}"`;
   const actual = await tableColumns(client, options);
   if (actual.size === 0) {
-    const keyspace = await client.execute(
-      'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?',
-      [options.keyspace],
-      localOptions(options),
-    );
+    const query = 'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?';
+    const keyspace = await client.execute(query, [options.keyspace], localOptions(options));
     if (keyspace.rowLength === 0) {
       throw new ConfigError(
         'repository.keyspace',
@@ -181,13 +176,10 @@ async function assertClock(
   logger: StoreLogger,
 ): Promise<void> {
   const samples: ClockSample[] = [];
+  const query = 'SELECT toUnixTimestamp(now()) AS server_ms FROM system.local';
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
     const localBefore = clock();
-    const result = await client.execute(
-      'SELECT toUnixTimestamp(now()) AS server_ms FROM system.local',
-      [],
-      localOptions(options),
-    );
+    const result = await client.execute(query, [], localOptions(options));
     const localAfter = clock();
     // `toUnixTimestamp` gives epoch ms as a bigint (a Long, or a BigInt with useBigIntAsLong).
     const serverMs = toMs(result.first()?.server_ms);

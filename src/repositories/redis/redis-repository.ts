@@ -174,16 +174,10 @@ export class RedisRepository extends BaseRepository {
     const owner = options.leaseMs === undefined ? '' : encodeField(options.owner);
     const args = [given, pxFor(options), options.ttlMs, options.leaseMs ?? '', owner];
     // Plain ids share one record tail, sent once per script call rather than per key.
-    const tails = isPlain(entries) ? undefined : entries.map(encodeEntryTail);
-    const shared = encodeEntryTail({});
+    const tails = isPlain(entries) ? [] : [entries.map(encodeEntryTail)];
+    if (tails.length === 0) args.push(encodeEntryTail({}));
     const keys = entries.map((e) => this.#ns + e.key);
-    const replies = await this.#calls(
-      'idemClaim',
-      keys,
-      tails ? args : [...args, shared],
-      tails ? [tails] : [],
-    );
-    return sparse(replies, keys.length);
+    return sparse(await this.#calls('idemClaim', keys, args, tails), keys.length);
   }
 
   protected override async doMarkMany(
@@ -200,26 +194,14 @@ export class RedisRepository extends BaseRepository {
     // The encoding holds no id: ids without event time or fingerprint share one value.
     const shared = isPlain(entries) ? encodeRecord(newRecord('', {}, options, at)) : undefined;
     // Auto-pipelining groups these into one pipeline per node (a pipeline may not span slots).
-    const replies = await Promise.all(
-      entries.map((e) =>
-        this.#client.set(
-          this.#ns + e.key,
-          shared ?? encodeRecord(newRecord(e.key, e, options, at)),
-          'PX',
-          px,
-          'NX',
-        ),
-      ),
-    );
-    const marked = replies.map((reply) => reply !== null);
+    const value = (e: KeyedEntry) => shared ?? encodeRecord(newRecord(e.key, e, options, at));
+    const set = (e: KeyedEntry) => this.#client.set(this.#ns + e.key, value(e), 'PX', px, 'NX');
+    const marked = (await Promise.all(entries.map(set))).map((reply) => reply !== null);
     const taken = marked.flatMap((ok, i) => (ok ? [] : [i]));
     if (taken.length === 0) return marked;
     // Rare: the key exists. The claim script judges it (server clock) and replaces it only when no longer live.
-    const added = await this.doAddMany(
-      taken.map((i) => entries[i] as KeyedEntry),
-      options,
-      now,
-    );
+    const existing = taken.map((i) => entries[i] as KeyedEntry);
+    const added = await this.doAddMany(existing, options, now);
     for (let k = 0; k < taken.length; k++) marked[taken[k] as number] = (added[k] as AddResult).added;
     return marked;
   }
@@ -306,12 +288,8 @@ export class RedisRepository extends BaseRepository {
       await this.run('scan', () =>
         scanAll(node, pattern, async (found) => {
           const texts = await this.#getAll(found.map((k) => k.subarray(strip)));
-          const records: IdempotencyRecord[] = [];
-          for (let i = 0; i < texts.length; i++) {
-            const text = texts[i];
-            if (text == null) continue;
-            records.push(decodeRecord((found[i] as Buffer).subarray(keyStart).toString('utf8'), text));
-          }
+          const id = (i: number) => (found[i] as Buffer).subarray(keyStart).toString('utf8');
+          const records = texts.flatMap((text, i) => (text == null ? [] : [decodeRecord(id(i), text)]));
           if (records.length > 0) await onPage(records);
         }),
       );

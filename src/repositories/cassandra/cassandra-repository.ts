@@ -165,6 +165,7 @@ export class CassandraRepository extends BaseRepository {
     const ttl = ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now);
     const where = this.#where(entry.key);
     const insert = [...where, ...this.#values(record, types.unset), ttl];
+    const update = [ttl, ...this.#values(record, null), ...where];
     let uncertain = false;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const inserted = await this.#cas(this.#cql.claim, insert);
@@ -179,15 +180,8 @@ export class CassandraRepository extends BaseRepository {
       if (uncertain && isSameClaim(existing, record)) return { added: true, record };
       if (existing !== undefined && isLive(existing, now)) return { added: false, existing };
       // Expired by our clock, not yet by its TTL: replace it only if it is still exactly what we read.
-      const taken = await this.#cas(this.#cql.takeover, [
-        ttl,
-        ...this.#values(record, null),
-        ...where,
-        row.state ?? null,
-        row.owner ?? null,
-        row.expires_at ?? null,
-        row.lease_expires_at ?? null,
-      ]);
+      const read = [row.state, row.owner, row.expires_at, row.lease_expires_at].map((cell) => cell ?? null);
+      const taken = await this.#cas(this.#cql.takeover, [...update, ...read]);
       if (taken === UNKNOWN) uncertain = true;
       else if (taken.wasApplied()) return { added: true, record };
       // Otherwise someone changed the row between our two rounds: look again at what is there now.
@@ -269,14 +263,9 @@ export class CassandraRepository extends BaseRepository {
       if (uncertain && isSameClaim(claim, uncertain)) return true;
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
       const record = confirm ? confirmedRecord(claim, ms, now, result) : renewedRecord(claim, ms, now);
-      const answer = await this.#cas(this.#cql.confirm, [
-        ttlSeconds(forgetAt(record), now),
-        ...this.#values(record, null),
-        ...this.#where(key),
-        owner,
-        row?.lease_expires_at ?? null,
-        row?.expires_at ?? null,
-      ]);
+      const rewrite = [ttlSeconds(forgetAt(record), now), ...this.#values(record, null), ...this.#where(key)];
+      const read = [owner, row?.lease_expires_at ?? null, row?.expires_at ?? null];
+      const answer = await this.#cas(this.#cql.confirm, [...rewrite, ...read]);
       if (answer === UNKNOWN) {
         uncertain = record;
         continue;

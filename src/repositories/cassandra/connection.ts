@@ -138,16 +138,11 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
   if (actual.size === 0) {
     const query = 'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?';
     const keyspace = await client.execute(query, [options.keyspace], localOptions(options));
-    if (keyspace.rowLength === 0) {
-      throw new ConfigError(
-        'repository.keyspace',
-        `keyspace "${options.keyspace}" does not exist; create it or set repository.createSchema = true`,
-      );
-    }
-    throw new ConfigError(
-      'repository.table',
-      `${where} does not exist; create it or set repository.createSchema = true`,
-    );
+    const [key, missing] =
+      keyspace.rowLength === 0
+        ? ['repository.keyspace', `keyspace "${options.keyspace}"`]
+        : ['repository.table', where];
+    throw new ConfigError(key, `${missing} does not exist; create it or set repository.createSchema = true`);
   }
   for (const [name, { type, kind }] of Object.entries(COLUMNS)) {
     const column = actual.get(name);
@@ -225,8 +220,9 @@ function connectError(error: unknown): unknown {
 /** A certificate or handshake failure from Node's TLS layer (OpenSSL codes such as SELF_SIGNED_CERT_IN_CHAIN). */
 function isTlsFailure(error: unknown): boolean {
   const code = (error as { code?: unknown } | undefined)?.code;
-  if (typeof code !== 'string') return false;
-  return /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/.test(code);
+  return (
+    typeof code === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/.test(code)
+  );
 }
 
 /** `host: reason` per contact point, first line only (the driver's own message embeds stack traces). */

@@ -182,11 +182,9 @@ export class DynamoDbRepository extends BaseRepository {
     options: MarkOptions,
     now: number,
   ): Promise<boolean[]> {
-    const puts = entries.map((entry) => ({
-      PutRequest: {
-        Item: toItem(newRecord(entry.key, entry, options, now), this.#ns, now, options.minLifetimeMs),
-      },
-    }));
+    const { minLifetimeMs } = options;
+    const item = (e: KeyedEntry) => toItem(newRecord(e.key, e, options, now), this.#ns, now, minLifetimeMs);
+    const puts = entries.map((e) => ({ PutRequest: { Item: item(e) } }));
     await this.batchWrite(puts, 'mark');
     return entries.map(() => true);
   }
@@ -437,7 +435,8 @@ function createClient(config: DynamoDbOptions): DynamoDBClient {
 
 /** For a loopback endpoint (an emulator, which ignores the region it needs to sign): the SDK's chain, else a fixed one. */
 function localFallbackRegion(endpoint: string | undefined): (() => Promise<string>) | undefined {
-  if (endpoint === undefined || !isLoopback(new URL(endpoint).hostname)) return undefined;
+  const host = endpoint === undefined ? '' : new URL(endpoint).hostname;
+  if (!/^(localhost|\[::1\]|::1|127\..*)$/.test(host)) return undefined;
   return async () => {
     // A client built without a region resolves it through the SDK's default chain.
     const probe = new DynamoDBClient({});
@@ -449,10 +448,6 @@ function localFallbackRegion(endpoint: string | undefined): (() => Promise<strin
       probe.destroy();
     }
   };
-}
-
-function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || hostname === '::1' || /^127\./.test(hostname);
 }
 
 /** The region the client will sign with, or a ConfigError naming `repository.region` when none resolves. */

@@ -85,9 +85,8 @@ export class CassandraRepository extends BaseRepository {
   readonly #cql: Statements;
   readonly #ns: string;
   readonly #concurrency: number;
-  readonly #read: QueryOptions;
-  readonly #write: QueryOptions;
-  readonly #lwt: QueryOptions;
+  /** Driver options of plain reads, plain writes and LWTs. */
+  readonly #opts: Record<'read' | 'write' | 'lwt', QueryOptions>;
   /** bigint bind values: numbers for the driver's default Long encoding, BigInt when the client asked for it. */
   readonly #long: (value: number) => number | bigint;
 
@@ -104,7 +103,7 @@ export class CassandraRepository extends BaseRepository {
     this.#cql = cql;
     this.#ns = options.namespace;
     this.#concurrency = options.batchConcurrency;
-    ({ read: this.#read, write: this.#write, lwt: this.#lwt } = statementOptions(options));
+    this.#opts = statementOptions(options);
     const encoding = (client as unknown as { options?: { encoding?: { useBigIntAsLong?: boolean } } }).options
       ?.encoding;
     this.#long = encoding?.useBigIntAsLong ? (value) => BigInt(value) : (value) => value;
@@ -197,7 +196,7 @@ export class CassandraRepository extends BaseRepository {
     // Over no row, absent fields stay unset: no null cell (a tombstone) is written for them.
     const absent = row === undefined ? types.unset : null;
     const params = this.#markParams(record, absent, now, options.minLifetimeMs);
-    await this.#client.execute(this.#cql.mark, params, this.#write);
+    await this.#client.execute(this.#cql.mark, params, this.#opts.write);
     return { added: true, record };
   }
 
@@ -214,9 +213,9 @@ export class CassandraRepository extends BaseRepository {
       const [only] = group;
       // A mark alone (one over the budget) is a plain INSERT: no batch to size.
       if (group.length === 1 && only !== undefined)
-        return this.#client.execute(this.#cql.mark, params(only), this.#write);
+        return this.#client.execute(this.#cql.mark, params(only), this.#opts.write);
       const rows = group.map((entry) => ({ query: this.#cql.mark, params: params(entry) }));
-      return this.#client.batch(rows, { ...this.#write, logged: false });
+      return this.#client.batch(rows, { ...this.#opts.write, logged: false });
     });
     return entries.map(() => true);
   }
@@ -229,11 +228,7 @@ export class CassandraRepository extends BaseRepository {
     return keys.map((key) => ifLive(decodeRow(key, rows.get(key)), now));
   }
 
-  protected async doConfirmMany(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
-    now: number,
-  ): Promise<boolean[]> {
+  protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
     return mapConcurrent(claims, this.#concurrency, ({ key, owner, result }) =>
       this.#rewriteClaim(key, owner, now, true, ttlMs, result),
     );
@@ -306,7 +301,7 @@ export class CassandraRepository extends BaseRepository {
    */
   async #cas(query: string, params: unknown[]): Promise<types.ResultSet | typeof UNKNOWN> {
     try {
-      return await this.#client.execute(query, params, this.#lwt);
+      return await this.#client.execute(query, params, this.#opts.lwt);
     } catch (error) {
       if (!isPaxosTimeout(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, Math.random() * MAX_CAS_PAUSE_MS));
@@ -318,7 +313,7 @@ export class CassandraRepository extends BaseRepository {
   protected async doClear(): Promise<void> {
     const buckets = Array.from({ length: BUCKETS }, (_, bucket) => bucket);
     await mapConcurrent(buckets, this.#concurrency, (bucket) =>
-      this.#client.execute(this.#cql.removeBucket, [this.#ns, bucket], this.#write),
+      this.#client.execute(this.#cql.removeBucket, [this.#ns, bucket], this.#opts.write),
     );
   }
 
@@ -333,7 +328,7 @@ export class CassandraRepository extends BaseRepository {
       do {
         const result = await this.run('scan', () =>
           this.#client.execute(this.#cql.scanBucket, [this.#ns, bucket], {
-            ...this.#read,
+            ...this.#opts.read,
             fetchSize: SCAN_PAGE,
             ...(pageState === undefined ? {} : { pageState }),
           }),
@@ -355,7 +350,7 @@ export class CassandraRepository extends BaseRepository {
   }
 
   async #select(key: string): Promise<Row | undefined> {
-    const result = await this.#client.execute(this.#cql.select, this.#where(key), this.#read);
+    const result = await this.#client.execute(this.#cql.select, this.#where(key), this.#opts.read);
     return result.first() ?? undefined;
   }
 
@@ -374,7 +369,7 @@ export class CassandraRepository extends BaseRepository {
     );
     const rows = new Map<string, Row>();
     await mapConcurrent(queries, this.#concurrency, async ([bucket, ids]) => {
-      const result = await this.#client.execute(this.#cql.selectIn, [this.#ns, bucket, ids], this.#read);
+      const result = await this.#client.execute(this.#cql.selectIn, [this.#ns, bucket, ids], this.#opts.read);
       for (const row of result.rows) rows.set(row.id as string, row);
     });
     return rows;

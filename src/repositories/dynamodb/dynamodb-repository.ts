@@ -100,7 +100,7 @@ export class DynamoDbRepository extends BaseRepository {
   static async open(options: DynamoDbRepositoryOptions): Promise<DynamoDbRepository> {
     const { client, logger, clock, ...rest } = options;
     const config = parseDynamoDbOptions(rest);
-    const repo = new DynamoDbRepository(config, { client, clock });
+    const repo = new DynamoDbRepository(config, client, clock);
     try {
       const region = client === undefined ? await resolveRegion(repo.#client) : undefined;
       const endpoint =
@@ -119,13 +119,10 @@ export class DynamoDbRepository extends BaseRepository {
     return repo;
   }
 
-  private constructor(
-    config: DynamoDbOptions,
-    extra: { client?: DynamoDBClient | undefined; clock?: (() => number) | undefined },
-  ) {
-    super({ clock: extra.clock });
-    this.#ownsClient = extra.client === undefined;
-    this.#client = extra.client ?? createClient(config);
+  private constructor(config: DynamoDbOptions, client?: DynamoDBClient, clock?: () => number) {
+    super({ clock });
+    this.#ownsClient = client === undefined;
+    this.#client = client ?? createClient(config);
     this.#table = config.table;
     this.#ns = namespaceOf(config.keyPrefix);
     this.#concurrency = config.batchConcurrency;

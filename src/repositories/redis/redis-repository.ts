@@ -231,13 +231,12 @@ export class RedisRepository extends BaseRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]> {
-    const given = timeArg(now);
     const px = Math.max(1, Math.ceil(ttlMs));
     const keys = claims.map((c) => this.#ns + c.key);
     const owners = claims.map((c) => encodeField(c.owner));
     // The script puts the result between the fingerprint and the first-seen time (see CONFIRM_LUA).
     const results = claims.map((c) => (c.result === undefined ? '' : encodeField(c.result)));
-    const replies = await this.#calls('idemConfirm', keys, [given, ttlMs, px], [owners, results]);
+    const replies = await this.#calls('idemConfirm', keys, [timeArg(now), ttlMs, px], [owners, results]);
     const { odd } = sparse<number>(replies, keys.length);
     return claims.map((_, i) => !odd.has(i));
   }
@@ -248,8 +247,7 @@ export class RedisRepository extends BaseRepository {
     leaseMs: number,
     now: number,
   ): Promise<boolean> {
-    const reply = await this.#client.idemRenew(this.#ns + key, timeArg(now), leaseMs, encodeField(owner));
-    return reply === 1;
+    return (await this.#client.idemRenew(this.#ns + key, timeArg(now), leaseMs, encodeField(owner))) === 1;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {

@@ -323,7 +323,7 @@ export class RedisRepository extends BaseRepository {
    * Runs a script over `keys` (`args` for all, one value per key from each of `perKey`): its `<script>One` form for
    * one key or per key on a Cluster, else one call per KEYS_PER_SCRIPT keys. Replies come with their key range.
    */
-  #calls(
+  async #calls(
     script: 'idemClaim' | 'idemConfirm' | 'idemRead',
     keys: readonly string[],
     args: readonly (string | number)[],
@@ -340,6 +340,7 @@ export class RedisRepository extends BaseRepository {
       return { from, to, reply: reply as unknown[] };
     };
     const n = keys.length;
+    if (n === 1) return [await call(0, 1)];
     const step = client.isCluster ? 1 : KEYS_PER_SCRIPT;
     const calls: Promise<Reply>[] = [];
     for (let from = 0; from < n; from += step) calls.push(call(from, Math.min(n, from + step)));

@@ -27,19 +27,15 @@ export interface ClockSample {
   readonly serverLatest: number;
 }
 
-/** The range the offset `server − local` lies in, in ms. */
-interface ClockOffset {
-  readonly minMs: number;
-  readonly maxMs: number;
-}
-
-/** The offset range of a sample: the round trip and the server clock's resolution both widen it. */
-export function offsetOf(sample: ClockSample): ClockOffset {
+/** The range (ms) the offset `server − local` of a sample lies in: its round trip and the clock's resolution widen it. */
+export function offsetOf(sample: ClockSample) {
   return {
     minMs: sample.serverEarliest - sample.localAfter,
     maxMs: sample.serverLatest - sample.localBefore,
   };
 }
+
+type ClockOffset = ReturnType<typeof offsetOf>;
 
 /** The narrowest of several samples' offsets (the one least widened by its round trip). */
 export function narrowest(samples: readonly ClockSample[]): ClockOffset | undefined {

@@ -77,14 +77,9 @@ export class LocalCacheRepository extends BaseRepository {
       return cached === undefined ? undefined : { added: false, existing: cached };
     });
     const at = answers.flatMap((cached, i) => (cached === undefined ? [i] : []));
-    const results =
-      at.length === 0
-        ? []
-        : await this.#inner.addMany(
-            at.map((i) => entryOf(entries[i] as KeyedEntry)),
-            options,
-          );
-    results.forEach((result, k) => {
+    if (at.length === 0) return answers as AddResult[];
+    const missed = at.map((i) => entryOf(entries[i] as KeyedEntry));
+    (await this.#inner.addMany(missed, options)).forEach((result, k) => {
       if (!result.added) this.#remember(result.existing);
       answers[at[k] as number] = result;
     });
@@ -111,11 +106,8 @@ export class LocalCacheRepository extends BaseRepository {
     const answers = keys.map((key) => this.#lookup(key, now));
     const at = answers.flatMap((cached, i) => (cached === undefined ? [i] : []));
     if (at.length === 0) return answers;
-    const records = await this.#inner.getMany(
-      at.map((i) => idOfKey(keys[i] as string)),
-      { now },
-    );
-    records.forEach((record, k) => {
+    const ids = at.map((i) => idOfKey(keys[i] as string));
+    (await this.#inner.getMany(ids, { now })).forEach((record, k) => {
       if (record !== undefined) this.#remember(record);
       answers[at[k] as number] = record;
     });
@@ -123,19 +115,14 @@ export class LocalCacheRepository extends BaseRepository {
   }
 
   // A confirm is not cached here: the confirmed record's times are the store's; the next read caches it.
-  protected override doConfirm(claim: KeyedClaim, ttlMs: number): Promise<boolean> {
-    const { key, owner, result } = claim;
-    return this.#inner.confirm(
-      { id: idOfKey(key), owner },
-      result === undefined ? { ttlMs } : { ttlMs, result },
-    );
+  protected override doConfirm({ key, owner, result }: KeyedClaim, ttlMs: number): Promise<boolean> {
+    const options = result === undefined ? { ttlMs } : { ttlMs, result };
+    return this.#inner.confirm({ id: idOfKey(key), owner }, options);
   }
 
   protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number): Promise<boolean[]> {
-    return this.#inner.confirmMany(
-      claims.map(({ key, ...rest }) => ({ id: idOfKey(key), ...rest })),
-      { ttlMs },
-    );
+    const refs = claims.map(({ key, ...rest }) => ({ id: idOfKey(key), ...rest }));
+    return this.#inner.confirmMany(refs, { ttlMs });
   }
 
   /** The inner store's `renew` (a claim is never cached). */

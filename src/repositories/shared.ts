@@ -80,15 +80,12 @@ export const OPTIONAL_FIELDS = [
   ['firstSeenAt', 'time'],
 ] as const satisfies readonly (readonly [keyof IdempotencyRecord, 'time' | 'text'])[];
 
-/** A record's optional field, for code that walks {@link OPTIONAL_FIELDS}. */
-type OptionalField = (typeof OPTIONAL_FIELDS)[number][0];
-
 /** A record from a stored row's cells; a null or undefined cell leaves its field out. */
 export function recordOf(
   id: string,
   state: RecordState,
   expiresAt: number,
-  cells: { readonly [K in OptionalField]?: IdempotencyRecord[K] | null | undefined },
+  cells: { readonly [K in (typeof OPTIONAL_FIELDS)[number][0]]?: IdempotencyRecord[K] | null | undefined },
 ): IdempotencyRecord {
   const record: Record<string, unknown> = { id, state, expiresAt };
   for (const [field] of OPTIONAL_FIELDS) if (cells[field] != null) record[field] = cells[field];

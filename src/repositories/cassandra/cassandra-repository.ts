@@ -85,9 +85,8 @@ export class CassandraRepository extends BaseRepository {
   readonly #cql: Statements;
   readonly #ns: string;
   readonly #concurrency: number;
-  readonly #read: QueryOptions;
-  readonly #write: QueryOptions;
-  readonly #lwt: QueryOptions;
+  /** Driver options of plain reads, plain writes and LWTs. */
+  readonly #opts: Record<'read' | 'write' | 'lwt', QueryOptions>;
   /** bigint bind values: numbers for the driver's default Long encoding, BigInt when the client asked for it. */
   readonly #long: (value: number) => number | bigint;
 
@@ -104,7 +103,7 @@ export class CassandraRepository extends BaseRepository {
     this.#cql = cql;
     this.#ns = options.namespace;
     this.#concurrency = options.batchConcurrency;
-    ({ read: this.#read, write: this.#write, lwt: this.#lwt } = statementOptions(options));
+    this.#opts = statementOptions(options);
     const encoding = (client as unknown as { options?: { encoding?: { useBigIntAsLong?: boolean } } }).options
       ?.encoding;
     this.#long = encoding?.useBigIntAsLong ? (value) => BigInt(value) : (value) => value;
@@ -164,13 +163,11 @@ export class CassandraRepository extends BaseRepository {
     const record = newRecord(entry.key, entry, options, now);
     const ttl = ttlSeconds(now + storeLifetimeMs(record, now, options.minLifetimeMs), now);
     const where = this.#where(entry.key);
+    const insert = [...where, ...this.#values(record, types.unset), ttl];
+    const update = [ttl, ...this.#values(record, null), ...where];
     let uncertain = false;
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
-      const inserted = await this.#cas(this.#cql.claim, [
-        ...where,
-        ...this.#values(record, types.unset),
-        ttl,
-      ]);
+      const inserted = await this.#cas(this.#cql.claim, insert);
       if (inserted === UNKNOWN) {
         uncertain = true;
         continue;
@@ -182,15 +179,8 @@ export class CassandraRepository extends BaseRepository {
       if (uncertain && isSameClaim(existing, record)) return { added: true, record };
       if (existing !== undefined && isLive(existing, now)) return { added: false, existing };
       // Expired by our clock, not yet by its TTL: replace it only if it is still exactly what we read.
-      const taken = await this.#cas(this.#cql.takeover, [
-        ttl,
-        ...this.#values(record, null),
-        ...where,
-        row.state ?? null,
-        row.owner ?? null,
-        row.expires_at ?? null,
-        row.lease_expires_at ?? null,
-      ]);
+      const read = [row.state, row.owner, row.expires_at, row.lease_expires_at].map((cell) => cell ?? null);
+      const taken = await this.#cas(this.#cql.takeover, [...update, ...read]);
       if (taken === UNKNOWN) uncertain = true;
       else if (taken.wasApplied()) return { added: true, record };
       // Otherwise someone changed the row between our two rounds: look again at what is there now.
@@ -203,13 +193,10 @@ export class CassandraRepository extends BaseRepository {
     const existing = ifLive(decodeRow(entry.key, row), now);
     if (existing !== undefined) return { added: false, existing };
     const record = newRecord(entry.key, entry, options, now);
-    const params = this.#markParams(
-      record,
-      row === undefined ? types.unset : null,
-      now,
-      options.minLifetimeMs,
-    );
-    await this.#client.execute(this.#cql.mark, params, this.#write);
+    // Over no row, absent fields stay unset: no null cell (a tombstone) is written for them.
+    const absent = row === undefined ? types.unset : null;
+    const params = this.#markParams(record, absent, now, options.minLifetimeMs);
+    await this.#client.execute(this.#cql.mark, params, this.#opts.write);
     return { added: true, record };
   }
 
@@ -226,9 +213,9 @@ export class CassandraRepository extends BaseRepository {
       const [only] = group;
       // A mark alone (one over the budget) is a plain INSERT: no batch to size.
       if (group.length === 1 && only !== undefined)
-        return this.#client.execute(this.#cql.mark, params(only), this.#write);
+        return this.#client.execute(this.#cql.mark, params(only), this.#opts.write);
       const rows = group.map((entry) => ({ query: this.#cql.mark, params: params(entry) }));
-      return this.#client.batch(rows, { ...this.#write, logged: false });
+      return this.#client.batch(rows, { ...this.#opts.write, logged: false });
     });
     return entries.map(() => true);
   }
@@ -241,11 +228,7 @@ export class CassandraRepository extends BaseRepository {
     return keys.map((key) => ifLive(decodeRow(key, rows.get(key)), now));
   }
 
-  protected async doConfirmMany(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
-    now: number,
-  ): Promise<boolean[]> {
+  protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
     return mapConcurrent(claims, this.#concurrency, ({ key, owner, result }) =>
       this.#rewriteClaim(key, owner, now, true, ttlMs, result),
     );
@@ -275,14 +258,9 @@ export class CassandraRepository extends BaseRepository {
       if (uncertain && isSameClaim(claim, uncertain)) return true;
       if (claim === undefined || claim.state !== 'in-flight' || claim.owner !== owner) return false;
       const record = confirm ? confirmedRecord(claim, ms, now, result) : renewedRecord(claim, ms, now);
-      const answer = await this.#cas(this.#cql.confirm, [
-        ttlSeconds(forgetAt(record), now),
-        ...this.#values(record, null),
-        ...this.#where(key),
-        owner,
-        row?.lease_expires_at ?? null,
-        row?.expires_at ?? null,
-      ]);
+      const rewrite = [ttlSeconds(forgetAt(record), now), ...this.#values(record, null), ...this.#where(key)];
+      const read = [owner, row?.lease_expires_at ?? null, row?.expires_at ?? null];
+      const answer = await this.#cas(this.#cql.confirm, [...rewrite, ...read]);
       if (answer === UNKNOWN) {
         uncertain = record;
         continue;
@@ -323,7 +301,7 @@ export class CassandraRepository extends BaseRepository {
    */
   async #cas(query: string, params: unknown[]): Promise<types.ResultSet | typeof UNKNOWN> {
     try {
-      return await this.#client.execute(query, params, this.#lwt);
+      return await this.#client.execute(query, params, this.#opts.lwt);
     } catch (error) {
       if (!isPaxosTimeout(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, Math.random() * MAX_CAS_PAUSE_MS));
@@ -335,7 +313,7 @@ export class CassandraRepository extends BaseRepository {
   protected async doClear(): Promise<void> {
     const buckets = Array.from({ length: BUCKETS }, (_, bucket) => bucket);
     await mapConcurrent(buckets, this.#concurrency, (bucket) =>
-      this.#client.execute(this.#cql.removeBucket, [this.#ns, bucket], this.#write),
+      this.#client.execute(this.#cql.removeBucket, [this.#ns, bucket], this.#opts.write),
     );
   }
 
@@ -350,16 +328,12 @@ export class CassandraRepository extends BaseRepository {
       do {
         const result = await this.run('scan', () =>
           this.#client.execute(this.#cql.scanBucket, [this.#ns, bucket], {
-            ...this.#read,
+            ...this.#opts.read,
             fetchSize: SCAN_PAGE,
             ...(pageState === undefined ? {} : { pageState }),
           }),
         );
-        const records: IdempotencyRecord[] = [];
-        for (const row of result.rows) {
-          const record = decodeRow(row.id as string, row);
-          if (record !== undefined) records.push(record);
-        }
+        const records = result.rows.flatMap((row) => decodeRow(row.id as string, row) ?? []);
         if (records.length > 0) await onPage(records);
         pageState = result.pageState ?? undefined;
       } while (pageState !== undefined);
@@ -376,7 +350,7 @@ export class CassandraRepository extends BaseRepository {
   }
 
   async #select(key: string): Promise<Row | undefined> {
-    const result = await this.#client.execute(this.#cql.select, this.#where(key), this.#read);
+    const result = await this.#client.execute(this.#cql.select, this.#where(key), this.#opts.read);
     return result.first() ?? undefined;
   }
 
@@ -395,7 +369,7 @@ export class CassandraRepository extends BaseRepository {
     );
     const rows = new Map<string, Row>();
     await mapConcurrent(queries, this.#concurrency, async ([bucket, ids]) => {
-      const result = await this.#client.execute(this.#cql.selectIn, [this.#ns, bucket, ids], this.#read);
+      const result = await this.#client.execute(this.#cql.selectIn, [this.#ns, bucket, ids], this.#opts.read);
       for (const row of result.rows) rows.set(row.id as string, row);
     });
     return rows;

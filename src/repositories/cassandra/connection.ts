@@ -108,11 +108,9 @@ function localOptions(options: CassandraOptions): QueryOptions {
 
 /** The table's columns by name (none: no table), as the schema tables list them. */
 async function tableColumns(client: Client, options: CassandraOptions): Promise<Map<string, types.Row>> {
-  const columns = await client.execute(
-    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?',
-    [options.keyspace, options.table],
-    localOptions(options),
-  );
+  const query =
+    'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?';
+  const columns = await client.execute(query, [options.keyspace, options.table], localOptions(options));
   return new Map(columns.rows.map((row) => [row.column_name as string, row]));
 }
 
@@ -138,21 +136,13 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
   const where = `table "${options.keyspace}"."${options.table}"`;
   const actual = await tableColumns(client, options);
   if (actual.size === 0) {
-    const keyspace = await client.execute(
-      'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?',
-      [options.keyspace],
-      localOptions(options),
-    );
-    if (keyspace.rowLength === 0) {
-      throw new ConfigError(
-        'repository.keyspace',
-        `keyspace "${options.keyspace}" does not exist; create it or set repository.createSchema = true`,
-      );
-    }
-    throw new ConfigError(
-      'repository.table',
-      `${where} does not exist; create it or set repository.createSchema = true`,
-    );
+    const query = 'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?';
+    const keyspace = await client.execute(query, [options.keyspace], localOptions(options));
+    const [key, missing] =
+      keyspace.rowLength === 0
+        ? ['repository.keyspace', `keyspace "${options.keyspace}"`]
+        : ['repository.table', where];
+    throw new ConfigError(key, `${missing} does not exist; create it or set repository.createSchema = true`);
   }
   for (const [name, { type, kind }] of Object.entries(COLUMNS)) {
     const column = actual.get(name);
@@ -181,13 +171,10 @@ async function assertClock(
   logger: StoreLogger,
 ): Promise<void> {
   const samples: ClockSample[] = [];
+  const query = 'SELECT toUnixTimestamp(now()) AS server_ms FROM system.local';
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
     const localBefore = clock();
-    const result = await client.execute(
-      'SELECT toUnixTimestamp(now()) AS server_ms FROM system.local',
-      [],
-      localOptions(options),
-    );
+    const result = await client.execute(query, [], localOptions(options));
     const localAfter = clock();
     // `toUnixTimestamp` gives epoch ms as a bigint (a Long, or a BigInt with useBigIntAsLong).
     const serverMs = toMs(result.first()?.server_ms);
@@ -233,8 +220,9 @@ function connectError(error: unknown): unknown {
 /** A certificate or handshake failure from Node's TLS layer (OpenSSL codes such as SELF_SIGNED_CERT_IN_CHAIN). */
 function isTlsFailure(error: unknown): boolean {
   const code = (error as { code?: unknown } | undefined)?.code;
-  if (typeof code !== 'string') return false;
-  return /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/.test(code);
+  return (
+    typeof code === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/.test(code)
+  );
 }
 
 /** `host: reason` per contact point, first line only (the driver's own message embeds stack traces). */

@@ -93,30 +93,8 @@ export function schemaStatements(
   ];
 }
 
-/** The prepared statements, by purpose. */
-export interface Statements {
-  readonly select: string;
-  /** Several ids of one bucket. */
-  readonly selectIn: string;
-  /** Eager claim: an LWT that returns the existing row when not applied. */
-  readonly claim: string;
-  /** Takeover of a row our own clock says is expired: compare-and-set on the values read. */
-  readonly takeover: string;
-  /** Lazy mark: a plain write (lazy mode accepts concurrent duplicates, so no Paxos round). */
-  readonly mark: string;
-  /** Confirm: compare-and-set on the claim the caller owns. */
-  readonly confirm: string;
-  readonly removeOwned: string;
-  /** Any record of the key: an LWT too, ordered with the claims and confirms it may race. */
-  readonly remove: string;
-  /** One bucket of a namespace, for clear(). */
-  readonly removeBucket: string;
-  /** Every row of one bucket of a namespace (paged by the driver): `ns`, `bucket`. */
-  readonly scanBucket: string;
-}
-
-/** Builds the statements for one table. */
-export function statements(keyspace: string, table: string): Statements {
+/** The prepared statements of one table, by purpose. */
+export function statements(keyspace: string, table: string) {
   const t = `${quoteIdentifier(keyspace, 'repository.keyspace')}.${quoteIdentifier(table, 'repository.table')}`;
   const row = 'WHERE ns = ? AND bucket = ? AND id = ?';
   const setAll = RECORD_COLUMNS.replaceAll(',', ' = ?,') + ' = ?';
@@ -126,22 +104,31 @@ export function statements(keyspace: string, table: string): Statements {
   const insert = `INSERT INTO ${t} (ns, bucket, id, ${RECORD_COLUMNS}) VALUES (${marks})`;
   return {
     select: `SELECT ${RECORD_COLUMNS} FROM ${t} ${row}`,
+    // Several ids of one bucket.
     selectIn: `SELECT id, ${RECORD_COLUMNS} FROM ${t} WHERE ns = ? AND bucket = ? AND id IN ?`,
+    // Eager claim: an LWT that returns the existing row when not applied.
     claim: `${insert} IF NOT EXISTS USING TTL ?`,
-    // Every column is set (nulls included): an UPDATE's TTL covers only the cells it writes.
+    // Takeover of a row our clock says is expired, by compare-and-set on the values read. Every column is set
+    // (nulls included): an UPDATE's TTL covers only the cells it writes.
     takeover: `UPDATE ${t} USING TTL ? SET ${setAll} ${row}
       IF state = ? AND owner = ? AND expires_at = ? AND lease_expires_at = ?`,
+    // Lazy mark: a plain write (lazy mode accepts concurrent duplicates, so no Paxos round).
     mark: `${insert} USING TTL ?`,
-    // The lease and expiry pin the exact claim whose event_time/fingerprint were read and are rewritten here;
-    // when not applied, they come back and tell a timed-out confirm whether it landed.
+    // Confirm (or renew) of the caller's claim. The lease and expiry pin the exact claim whose event_time and
+    // fingerprint were read and are rewritten here; when not applied, they tell a timed-out confirm if it landed.
     confirm: `UPDATE ${t} USING TTL ? SET ${setAll} ${row}
       IF state = 'in-flight' AND owner = ? AND lease_expires_at = ? AND expires_at = ?`,
     removeOwned: `DELETE FROM ${t} ${row} IF state = 'in-flight' AND owner = ?`,
+    // Any record of the key: an LWT too, ordered with the claims and confirms it may race.
     remove: `DELETE FROM ${t} ${row} IF EXISTS`,
+    // One bucket of a namespace: clear() deletes it, scan() reads it a page at a time.
     removeBucket: `DELETE FROM ${t} WHERE ns = ? AND bucket = ?`,
     scanBucket: `SELECT id, ${RECORD_COLUMNS} FROM ${t} WHERE ns = ? AND bucket = ?`,
   };
 }
+
+/** The prepared statements of one table. */
+export type Statements = ReturnType<typeof statements>;
 
 /** A record's store-side TTL in whole seconds, rounded up, at least 1, at most {@link MAX_TTL_SECONDS}. */
 export function ttlSeconds(forgetAtMs: number, now: number): number {

@@ -20,6 +20,4 @@ export {
 } from './options.js';
 
 /** Selected by `repository.type = "cassandra"`. */
-export const repositoryModule = storeModule('cassandra', cassandraOptionsSchema, (options) =>
-  CassandraRepository.open(options),
-);
+export const repositoryModule = storeModule('cassandra', cassandraOptionsSchema, CassandraRepository.open);

@@ -100,7 +100,7 @@ export class DynamoDbRepository extends BaseRepository {
   static async open(options: DynamoDbRepositoryOptions): Promise<DynamoDbRepository> {
     const { client, logger, clock, ...rest } = options;
     const config = parseDynamoDbOptions(rest);
-    const repo = new DynamoDbRepository(config, { client, clock });
+    const repo = new DynamoDbRepository(config, client, clock);
     try {
       const region = client === undefined ? await resolveRegion(repo.#client) : undefined;
       const endpoint =
@@ -119,13 +119,10 @@ export class DynamoDbRepository extends BaseRepository {
     return repo;
   }
 
-  private constructor(
-    config: DynamoDbOptions,
-    extra: { client?: DynamoDBClient | undefined; clock?: (() => number) | undefined },
-  ) {
-    super({ clock: extra.clock });
-    this.#ownsClient = extra.client === undefined;
-    this.#client = extra.client ?? createClient(config);
+  private constructor(config: DynamoDbOptions, client?: DynamoDBClient, clock?: () => number) {
+    super({ clock });
+    this.#ownsClient = client === undefined;
+    this.#client = client ?? createClient(config);
     this.#table = config.table;
     this.#ns = namespaceOf(config.keyPrefix);
     this.#concurrency = config.batchConcurrency;
@@ -157,10 +154,8 @@ export class DynamoDbRepository extends BaseRepository {
       });
       if (blocked.length === 0) return results;
       // Emulator path: one batched read for all blocked ids instead of a GetItem each.
-      const existing = await this.doGetMany(
-        blocked.map((i) => (records[i] as IdempotencyRecord).id),
-        now,
-      );
+      const ids = blocked.map((i) => (records[i] as IdempotencyRecord).id);
+      const existing = await this.doGetMany(ids, now);
       pending = [];
       blocked.forEach((i, k) => {
         const found = existing[k];
@@ -184,12 +179,10 @@ export class DynamoDbRepository extends BaseRepository {
     options: MarkOptions,
     now: number,
   ): Promise<boolean[]> {
-    const puts = entries.map((entry) => ({
-      PutRequest: {
-        Item: toItem(newRecord(entry.key, entry, options, now), this.#ns, now, options.minLifetimeMs),
-      },
-    }));
-    await mapLimit(chunk(puts, WRITE_CHUNK), this.#concurrency, (part) => this.batchWrite(part, 'mark'));
+    const { minLifetimeMs } = options;
+    const item = (e: KeyedEntry) => toItem(newRecord(e.key, e, options, now), this.#ns, now, minLifetimeMs);
+    const puts = entries.map((e) => ({ PutRequest: { Item: item(e) } }));
+    await this.batchWrite(puts, 'mark');
     return entries.map(() => true);
   }
 
@@ -230,36 +223,29 @@ export class DynamoDbRepository extends BaseRepository {
     keys: readonly string[],
     now: number,
   ): Promise<(IdempotencyRecord | undefined)[]> {
-    if (keys.length === 1) return [ifLive(await this.getOne(keys[0] as string), now)];
-    const found = new Map<string, IdempotencyRecord>();
-    await mapLimit(chunk(keys, GET_CHUNK), this.#concurrency, async (part) => {
-      for (const item of await this.batchGet(part)) {
-        const record = fromItem(item, this.#ns);
-        if (isLive(record, now)) found.set(record.id, record);
-      }
-    });
-    return keys.map((key) => found.get(key));
-  }
-
-  /** The stored record, live or not (TTL deletion lags, so callers check liveness). */
-  private async getOne(key: string): Promise<IdempotencyRecord | undefined> {
-    const { Item } = await this.#client.send(
-      new GetItemCommand({ TableName: this.#table, Key: keyOf(key, this.#ns), ConsistentRead: true }),
-    );
-    return Item === undefined ? undefined : fromItem(Item, this.#ns);
-  }
-
-  private async batchGet(keys: readonly string[]): Promise<Item[]> {
-    const items: Item[] = [];
-    const keyItems = keys.map((key) => keyOf(key, this.#ns));
-    await this.untilProcessed('get', 'keys', 'BatchGetItem', keyItems, async (Keys) => {
-      const out = await this.#client.send(
-        new BatchGetItemCommand({ RequestItems: { [this.#table]: { Keys, ConsistentRead: true } } }),
+    // TTL deletion lags: every record read is judged live or not here.
+    if (keys.length === 1) {
+      const Key = keyOf(keys[0] as string, this.#ns);
+      const { Item } = await this.#client.send(
+        new GetItemCommand({ TableName: this.#table, Key, ConsistentRead: true }),
       );
-      items.push(...(out.Responses?.[this.#table] ?? []));
-      return out.UnprocessedKeys?.[this.#table]?.Keys ?? [];
-    });
-    return items;
+      return [Item === undefined ? undefined : ifLive(fromItem(Item, this.#ns), now)];
+    }
+    const found = new Map<string, IdempotencyRecord>();
+    const keyItems = keys.map((key) => keyOf(key, this.#ns));
+    await mapLimit(chunk(keyItems, GET_CHUNK), this.#concurrency, (part) =>
+      this.untilProcessed('get', 'keys', 'BatchGetItem', part, async (Keys) => {
+        const out = await this.#client.send(
+          new BatchGetItemCommand({ RequestItems: { [this.#table]: { Keys, ConsistentRead: true } } }),
+        );
+        for (const item of out.Responses?.[this.#table] ?? []) {
+          const record = fromItem(item, this.#ns);
+          if (isLive(record, now)) found.set(record.id, record);
+        }
+        return out.UnprocessedKeys?.[this.#table]?.Keys ?? [];
+      }),
+    );
+    return keys.map((key) => found.get(key));
   }
 
   /** Sends a batch call until DynamoDB leaves nothing unprocessed, with backoff, at most `maxRetries` times more. */
@@ -358,9 +344,7 @@ export class DynamoDbRepository extends BaseRepository {
       const deletes = items.map((item) => ({
         DeleteRequest: { Key: { [ATTR.id]: item[ATTR.id] as Item[string] } },
       }));
-      await mapLimit(chunk(deletes, WRITE_CHUNK), this.#concurrency, (part) =>
-        this.batchWrite(part, 'clear'),
-      );
+      await this.batchWrite(deletes, 'clear');
     });
   }
 
@@ -397,13 +381,16 @@ export class DynamoDbRepository extends BaseRepository {
     } while (startKey !== undefined);
   }
 
+  /** Writes 25 requests per BatchWriteItem, a bounded number of calls in flight. */
   private async batchWrite(requests: WriteRequest[], operation: string): Promise<void> {
-    await this.untilProcessed(operation, 'writes', 'BatchWriteItem', requests, async (pending) => {
-      const out = await this.#client.send(
-        new BatchWriteItemCommand({ RequestItems: { [this.#table]: pending } }),
-      );
-      return out.UnprocessedItems?.[this.#table] ?? [];
-    });
+    await mapLimit(chunk(requests, WRITE_CHUNK), this.#concurrency, (part) =>
+      this.untilProcessed(operation, 'writes', 'BatchWriteItem', part, async (pending) => {
+        const out = await this.#client.send(
+          new BatchWriteItemCommand({ RequestItems: { [this.#table]: pending } }),
+        );
+        return out.UnprocessedItems?.[this.#table] ?? [];
+      }),
+    );
   }
 
   protected async doClose(): Promise<void> {
@@ -445,7 +432,8 @@ function createClient(config: DynamoDbOptions): DynamoDBClient {
 
 /** For a loopback endpoint (an emulator, which ignores the region it needs to sign): the SDK's chain, else a fixed one. */
 function localFallbackRegion(endpoint: string | undefined): (() => Promise<string>) | undefined {
-  if (endpoint === undefined || !isLoopback(new URL(endpoint).hostname)) return undefined;
+  const host = endpoint === undefined ? '' : new URL(endpoint).hostname;
+  if (!/^(localhost|\[::1\]|::1|127\..*)$/.test(host)) return undefined;
   return async () => {
     // A client built without a region resolves it through the SDK's default chain.
     const probe = new DynamoDBClient({});
@@ -457,10 +445,6 @@ function localFallbackRegion(endpoint: string | undefined): (() => Promise<strin
       probe.destroy();
     }
   };
-}
-
-function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || hostname === '::1' || /^127\./.test(hostname);
 }
 
 /** The region the client will sign with, or a ConfigError naming `repository.region` when none resolves. */

@@ -18,6 +18,4 @@ export {
 } from './options.js';
 
 /** Selected by `repository.type = "dynamodb"`. */
-export const repositoryModule = storeModule('dynamodb', dynamodbOptionsSchema, (options) =>
-  DynamoDbRepository.open(options),
-);
+export const repositoryModule = storeModule('dynamodb', dynamodbOptionsSchema, DynamoDbRepository.open);

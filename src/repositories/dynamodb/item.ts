@@ -71,11 +71,7 @@ export function toItem(record: IdempotencyRecord, namespace: string, now: number
     const value = record[field];
     if (value === undefined) continue;
     item[field] =
-      kind === 'time'
-        ? { N: String(value) }
-        : field === 'result'
-          ? resultValue(String(value))
-          : { S: String(value) };
+      kind === 'time' ? { N: String(value) } : { S: (field === 'result' ? RESULT_LEAD : '') + value };
   }
   return item;
 }
@@ -88,13 +84,9 @@ export function fromItem(item: Item, namespace: string): IdempotencyRecord {
     cells[field] = kind === 'text' ? value?.S : value?.N === undefined ? undefined : Number(value.N);
   }
   cells.result = (cells.result as string | undefined)?.slice(RESULT_LEAD.length);
+  const id = (item[ATTR.id]?.S ?? '').slice(namespace.length);
   const state = item[ATTR.state]?.S === STATE_VALUE.inFlight.S ? 'in-flight' : 'confirmed';
-  return recordOf(
-    (item[ATTR.id]?.S ?? '').slice(namespace.length),
-    state,
-    Number(item[ATTR.expiresAt]?.N ?? 0),
-    cells,
-  );
+  return recordOf(id, state, Number(item[ATTR.expiresAt]?.N ?? 0), cells);
 }
 
 /** The primary key of an id in a namespace (see {@link namespaceOf}). */

@@ -54,8 +54,7 @@ export async function ensureTable(
 /** The table's description, or undefined when it does not exist. */
 async function describe(client: DynamoDBClient, config: Target): Promise<TableDescription | undefined> {
   try {
-    const { Table } = await client.send(new DescribeTableCommand({ TableName: config.table }));
-    return Table;
+    return (await client.send(new DescribeTableCommand({ TableName: config.table }))).Table;
   } catch (error) {
     if (errorName(error) === 'ResourceNotFoundException') return undefined;
     throw startupError(error, config);

@@ -14,6 +14,4 @@ export {
 } from './options.js';
 
 /** Selected by `repository.type = "kafka"`. */
-export const repositoryModule = storeModule('kafka', kafkaOptionsSchema, (options) =>
-  KafkaRepository.open(options),
-);
+export const repositoryModule = storeModule('kafka', kafkaOptionsSchema, KafkaRepository.open);

@@ -177,10 +177,7 @@ export class KafkaRepository extends LoggedRepository {
       caughtUp = resolve;
     });
     const first = this.#follow(caughtUp);
-    this.#tail = first.then(
-      () => undefined,
-      (error: unknown) => this.#retryTail(error),
-    );
+    this.#tail = first.catch((error: unknown) => this.#retryTail(error));
     // A failure before the warm-up ends fails open(); after it, the tail retries on its own.
     await Promise.race([ready, first.then(() => ready)]);
   }

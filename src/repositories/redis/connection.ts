@@ -2,21 +2,15 @@ import { Cluster, type ClusterNode, type RedisOptions as IORedisOptions, Redis }
 import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import type { RedisOptions } from './options.js';
 
-/** The config key that says where the server is, for error messages. */
-function addressKey(options: RedisOptions): string {
-  if (options.cluster !== undefined) return 'repository.cluster';
-  if (options.host !== undefined) return 'repository.host';
-  return 'repository.url';
-}
-
-/** Where the client connects, without credentials (they must not reach logs). */
-function describeAddress(options: RedisOptions): string {
-  if (options.cluster !== undefined) {
-    return options.cluster.map((n) => (typeof n === 'string' ? n : `${n.host}:${n.port}`)).join(',');
-  }
-  if (options.host !== undefined) return `${options.host}:${options.port ?? 6379}`;
+/** The config key that says where the server is, and where that is without credentials (they must not reach logs). */
+function addressOf(options: RedisOptions): [key: string, address: string] {
+  const { cluster, host, port = 6379 } = options;
+  const seeds = cluster?.map((n) => (typeof n === 'string' ? n : `${n.host}:${n.port}`));
+  if (seeds !== undefined) return ['repository.cluster', seeds.join(',')];
+  if (host !== undefined) return ['repository.host', `${host}:${port}`];
   const url = new URL(options.url as string);
-  return `${url.protocol}//${url.hostname}:${url.port || 6379}${url.pathname.length > 1 ? url.pathname : ''}`;
+  const path = url.pathname.length > 1 ? url.pathname : '';
+  return ['repository.url', `${url.protocol}//${url.hostname}:${url.port || 6379}${path}`];
 }
 
 /** ioredis settings of every node. No offline queue: while disconnected a command rejects at once, retryable. */
@@ -89,8 +83,7 @@ function release(client: Redis | Cluster): void {
  * not be up yet.
  */
 export async function connectClient(client: Redis | Cluster, options: RedisOptions): Promise<void> {
-  const key = addressKey(options);
-  const address = describeAddress(options);
+  const [key, address] = addressOf(options);
   // Without a listener ioredis prints every reconnect error; later failures surface as rejected commands. The
   // first error (ECONNREFUSED...) says more than what follows it.
   let firstError: unknown;
@@ -108,12 +101,8 @@ export async function connectClient(client: Redis | Cluster, options: RedisOptio
     release(client);
     const cause = firstError ?? error;
     const detail = errorMessage(cause);
-    const code = (cause as { code?: string }).code;
-    if (
-      code === 'ENOTFOUND' ||
-      code === 'EAI_AGAIN' ||
-      /WRONGPASS|NOAUTH|NOPERM|invalid password/i.test(detail)
-    ) {
+    const code = String((cause as { code?: string }).code);
+    if (/^(ENOTFOUND|EAI_AGAIN)$/.test(code) || /WRONGPASS|NOAUTH|NOPERM|invalid password/i.test(detail)) {
       const badKey = /WRONGPASS|NOAUTH|NOPERM|password/i.test(detail) ? 'repository.password' : key;
       throw new ConfigError(badKey, `cannot connect to redis at ${address}: ${detail}`, { cause });
     }
@@ -125,13 +114,6 @@ export async function connectClient(client: Redis | Cluster, options: RedisOptio
 
 /** Closes an owned client: a graceful QUIT when connected, else an immediate disconnect. */
 export async function closeClient(client: Redis | Cluster): Promise<void> {
-  if (client.status !== 'ready') {
-    client.disconnect();
-    return;
-  }
-  try {
-    await client.quit();
-  } catch {
-    client.disconnect();
-  }
+  if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+  else client.disconnect();
 }

@@ -12,6 +12,4 @@ export {
 export { type RedisClientRepositoryOptions, RedisRepository } from './redis-repository.js';
 
 /** Selected by `repository.type = "redis"`. */
-export const repositoryModule = storeModule('redis', redisOptionsSchema, (options) =>
-  RedisRepository.open(options),
-);
+export const repositoryModule = storeModule('redis', redisOptionsSchema, RedisRepository.open);

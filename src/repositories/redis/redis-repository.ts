@@ -174,16 +174,10 @@ export class RedisRepository extends BaseRepository {
     const owner = options.leaseMs === undefined ? '' : encodeField(options.owner);
     const args = [given, pxFor(options), options.ttlMs, options.leaseMs ?? '', owner];
     // Plain ids share one record tail, sent once per script call rather than per key.
-    const tails = isPlain(entries) ? undefined : entries.map(encodeEntryTail);
-    const shared = encodeEntryTail({});
+    const tails = isPlain(entries) ? [] : [entries.map(encodeEntryTail)];
+    if (tails.length === 0) args.push(encodeEntryTail({}));
     const keys = entries.map((e) => this.#ns + e.key);
-    const replies = await this.#calls(
-      'idemClaim',
-      keys,
-      tails ? args : [...args, shared],
-      tails ? [tails] : [],
-    );
-    return sparse(replies, keys.length);
+    return sparse(await this.#calls('idemClaim', keys, args, tails), keys.length);
   }
 
   protected override async doMarkMany(
@@ -200,26 +194,14 @@ export class RedisRepository extends BaseRepository {
     // The encoding holds no id: ids without event time or fingerprint share one value.
     const shared = isPlain(entries) ? encodeRecord(newRecord('', {}, options, at)) : undefined;
     // Auto-pipelining groups these into one pipeline per node (a pipeline may not span slots).
-    const replies = await Promise.all(
-      entries.map((e) =>
-        this.#client.set(
-          this.#ns + e.key,
-          shared ?? encodeRecord(newRecord(e.key, e, options, at)),
-          'PX',
-          px,
-          'NX',
-        ),
-      ),
-    );
-    const marked = replies.map((reply) => reply !== null);
+    const value = (e: KeyedEntry) => shared ?? encodeRecord(newRecord(e.key, e, options, at));
+    const set = (e: KeyedEntry) => this.#client.set(this.#ns + e.key, value(e), 'PX', px, 'NX');
+    const marked = (await Promise.all(entries.map(set))).map((reply) => reply !== null);
     const taken = marked.flatMap((ok, i) => (ok ? [] : [i]));
     if (taken.length === 0) return marked;
     // Rare: the key exists. The claim script judges it (server clock) and replaces it only when no longer live.
-    const added = await this.doAddMany(
-      taken.map((i) => entries[i] as KeyedEntry),
-      options,
-      now,
-    );
+    const existing = taken.map((i) => entries[i] as KeyedEntry);
+    const added = await this.doAddMany(existing, options, now);
     for (let k = 0; k < taken.length; k++) marked[taken[k] as number] = (added[k] as AddResult).added;
     return marked;
   }
@@ -249,13 +231,12 @@ export class RedisRepository extends BaseRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]> {
-    const given = timeArg(now);
     const px = Math.max(1, Math.ceil(ttlMs));
     const keys = claims.map((c) => this.#ns + c.key);
     const owners = claims.map((c) => encodeField(c.owner));
     // The script puts the result between the fingerprint and the first-seen time (see CONFIRM_LUA).
     const results = claims.map((c) => (c.result === undefined ? '' : encodeField(c.result)));
-    const replies = await this.#calls('idemConfirm', keys, [given, ttlMs, px], [owners, results]);
+    const replies = await this.#calls('idemConfirm', keys, [timeArg(now), ttlMs, px], [owners, results]);
     const { odd } = sparse<number>(replies, keys.length);
     return claims.map((_, i) => !odd.has(i));
   }
@@ -266,8 +247,7 @@ export class RedisRepository extends BaseRepository {
     leaseMs: number,
     now: number,
   ): Promise<boolean> {
-    const reply = await this.#client.idemRenew(this.#ns + key, timeArg(now), leaseMs, encodeField(owner));
-    return reply === 1;
+    return (await this.#client.idemRenew(this.#ns + key, timeArg(now), leaseMs, encodeField(owner))) === 1;
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
@@ -306,12 +286,8 @@ export class RedisRepository extends BaseRepository {
       await this.run('scan', () =>
         scanAll(node, pattern, async (found) => {
           const texts = await this.#getAll(found.map((k) => k.subarray(strip)));
-          const records: IdempotencyRecord[] = [];
-          for (let i = 0; i < texts.length; i++) {
-            const text = texts[i];
-            if (text == null) continue;
-            records.push(decodeRecord((found[i] as Buffer).subarray(keyStart).toString('utf8'), text));
-          }
+          const id = (i: number) => (found[i] as Buffer).subarray(keyStart).toString('utf8');
+          const records = texts.flatMap((text, i) => (text == null ? [] : [decodeRecord(id(i), text)]));
           if (records.length > 0) await onPage(records);
         }),
       );
@@ -354,30 +330,20 @@ export class RedisRepository extends BaseRepository {
     perKey: readonly (readonly string[])[],
   ): Promise<Reply[]> {
     const client = this.#client;
-    const n = keys.length;
-    const one = async (i: number): Promise<Reply> => {
-      const reply = await client[`${script}One`](
-        keys[i] as string,
-        ...args,
-        ...perKey.map((values) => values[i] as string),
-      );
-      return { from: i, to: i + 1, reply: reply as unknown[] };
-    };
-    if (n === 1) return [await one(0)];
-    if (client.isCluster) return Promise.all(keys.map((_, i) => one(i)));
-    const calls: Promise<Reply>[] = [];
-    for (let from = 0; from < n; from += KEYS_PER_SCRIPT) {
-      const to = Math.min(n, from + KEYS_PER_SCRIPT);
+    // Each call is written to the socket as it is made, not gathered into a pipeline first.
+    const call = async (from: number, to: number): Promise<Reply> => {
       const slices = perKey.map((values) => values.slice(from, to));
-      // Each call is written to the socket as it is made, not gathered into a pipeline first.
-      calls.push(
-        client[script](to - from, keys.slice(from, to), ...args, ...slices).then((reply) => ({
-          from,
-          to,
-          reply: reply as unknown[],
-        })),
-      );
-    }
+      const reply =
+        to - from === 1
+          ? await client[`${script}One`](keys[from] as string, ...args, ...slices)
+          : await client[script](to - from, keys.slice(from, to), ...args, ...slices);
+      return { from, to, reply: reply as unknown[] };
+    };
+    const n = keys.length;
+    if (n === 1) return [await call(0, 1)];
+    const step = client.isCluster ? 1 : KEYS_PER_SCRIPT;
+    const calls: Promise<Reply>[] = [];
+    for (let from = 0; from < n; from += step) calls.push(call(from, Math.min(n, from + step)));
     return Promise.all(calls);
   }
 }

@@ -155,30 +155,27 @@ call('SET', KEYS[1], 'f\1' .. expiry .. '\1' .. num(now + lease) .. '\1' .. owne
 return 1
 `}`;
 
-/** Commands taking `numKeys, keys...` first: ARGV as each script's comment says. */
+/** Commands taking `numKeys, keys...` first: ARGV as each script's comment says. Each has a `<name>One` form. */
 const MULTI_KEY = { idemClaim: CLAIM_LUA, idemConfirm: CONFIRM_LUA, idemRead: READ_LUA };
 /**
  * Commands of one declared key, passed first: ioredis' Cluster auto-pipelining routes a command by its first
  * argument, so these go one pipeline per node.
  */
-const ONE_KEY = {
-  idemClaimOne: CLAIM_LUA,
-  idemConfirmOne: CONFIRM_LUA,
-  idemReadOne: READ_LUA,
-  idemRelease: RELEASE_LUA,
-  idemRenew: RENEW_LUA,
-};
+const ONE_KEY = { idemRelease: RELEASE_LUA, idemRenew: RENEW_LUA };
 
 /** A client with the scripts defined (ioredis sends EVALSHA, falling back to EVAL); arrays are flattened. */
 export type ScriptedClient = (Redis | Cluster) &
   Record<
-    keyof typeof MULTI_KEY | keyof typeof ONE_KEY,
+    keyof typeof MULTI_KEY | `${keyof typeof MULTI_KEY}One` | keyof typeof ONE_KEY,
     (...args: (string | number | readonly (string | number)[])[]) => Promise<unknown>
   >;
 
 /** Defines the scripts on the client; harmless on a client shared by several repositories (same bodies). */
 export function defineScripts(client: Redis | Cluster): ScriptedClient {
-  for (const [name, lua] of Object.entries(MULTI_KEY)) client.defineCommand(name, { lua });
+  for (const [name, lua] of Object.entries(MULTI_KEY)) {
+    client.defineCommand(name, { lua });
+    client.defineCommand(`${name}One`, { lua, numberOfKeys: 1 });
+  }
   for (const [name, lua] of Object.entries(ONE_KEY)) client.defineCommand(name, { lua, numberOfKeys: 1 });
   return client as ScriptedClient;
 }

@@ -20,8 +20,7 @@ export class ServerTime {
 
   /** The server's time now, in epoch ms (one `TIME` round trip when the offset is stale). */
   async now(): Promise<number> {
-    const local = Date.now();
-    if (local - this.#measuredAt > OFFSET_TTL_MS) {
+    if (Date.now() - this.#measuredAt > OFFSET_TTL_MS) {
       this.#measuring ??= this.#measure().finally(() => {
         this.#measuring = undefined;
       });

@@ -189,17 +189,16 @@ export class RocksdbRepository extends BaseRepository {
     now: number,
   ): Promise<boolean[]> {
     return this.#serial(async (wall) => {
-      const addOptions: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
       const buckets = this.buckets;
       const index = buckets.index;
       if (!this.#buffer.direct || !index.enabled || buckets.unindexed.length > 0) {
-        return (await this.#add(entries, addOptions, now, wall)).map((r) => r.added);
+        return (await this.#add(entries, options, now, wall)).map((r) => r.added);
       }
       const results = new Array<boolean>(entries.length).fill(true);
       const write = new DirectWrite();
       let checked: number[] | undefined;
       // Every mark of one call has the same times; only an entry's own fields (fingerprint, result) differ.
-      const bare = newRecord('', {}, addOptions, now);
+      const bare = newRecord('', {}, options, now);
       const plain = Buffer.from(encodeRecord(bare));
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i] as KeyedEntry;
@@ -210,7 +209,7 @@ export class RocksdbRepository extends BaseRepository {
           continue;
         }
         const own = hasOwnFields(entry, entry.result);
-        const value = own ? Buffer.from(encodeRecord(newRecord(entry.key, entry, addOptions, now))) : plain;
+        const value = own ? Buffer.from(encodeRecord(newRecord(entry.key, entry, options, now))) : plain;
         write.fresh(entry.key, hash, value);
       }
       if (write.freshKeys.length > 0) {
@@ -219,7 +218,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       if (checked !== undefined) {
         const rest = checked.map((i) => entries[i] as KeyedEntry);
-        const added = await this.#add(rest, addOptions, now, wall);
+        const added = await this.#add(rest, options, now, wall);
         for (let k = 0; k < checked.length; k++)
           results[checked[k] as number] = (added[k] as AddResult).added;
       }

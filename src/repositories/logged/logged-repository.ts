@@ -124,10 +124,7 @@ export class LoggedRepository extends BaseRepository {
     return this.#apply(changes, this.clock(), RESTORE_BUCKET_MS);
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     if (this.#tx) {
       const current = await this.#current(keys, now);
       return keys.map((_, i) => current(i));
@@ -135,11 +132,7 @@ export class LoggedRepository extends BaseRepository {
     return this.inner.getMany(keys.map(idOfKey), { now });
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     const keys = entries.map((e) => e.key);
     if (this.#tx) return this.#stageAdds(entries, keys, { ...options, now });
     return this.#write(
@@ -156,11 +149,7 @@ export class LoggedRepository extends BaseRepository {
     );
   }
 
-  protected override async doMarkMany(
-    entries: readonly KeyedEntry[],
-    options: MarkOptions,
-    now: number,
-  ): Promise<boolean[]> {
+  protected override async doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     const keys = entries.map((e) => e.key);
     if (this.#tx) return (await this.#stageAdds(entries, keys, { ...options, now })).map((r) => r.added);
     return this.#write(

@@ -170,11 +170,7 @@ export class RocksdbRepository extends BaseRepository {
     return Object.fromEntries(this.buckets.sorted().map((b) => [b.name, b.db.property(name)]));
   }
 
-  protected doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     return this.#serial((wall) => this.#add(entries, options, now, wall));
   }
 
@@ -183,11 +179,7 @@ export class RocksdbRepository extends BaseRepository {
    * straight into a blob; any other (or every id while a bucket is unindexed or changes are buffered) goes
    * through `add`. So it is never blind: false where a live record holds the id.
    */
-  protected override doMarkMany(
-    entries: readonly KeyedEntry[],
-    options: MarkOptions,
-    now: number,
-  ): Promise<boolean[]> {
+  protected override doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     return this.#serial(async (wall) => {
       const buckets = this.buckets;
       const index = buckets.index;
@@ -227,12 +219,7 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /** `add` of unique keys, run in the operation order (see `#serial`). */
-  async #add(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-    wall: number,
-  ): Promise<AddResult[]> {
+  async #add(entries: readonly KeyedEntry[], options: AddOptions, now: number, wall: number) {
     const keys = entries.map((e) => e.key);
     const hashes = new Uint32Array(keys.length);
     const found = await this.#locate(keys, hashes, now);
@@ -414,11 +401,7 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /** The records of about SCAN_PAGE ids of a bucket from key `from` on, and the key to go on from. */
-  async #scanBucket(
-    bucket: Bucket,
-    from: Buffer,
-    now: number,
-  ): Promise<{ records: IdempotencyRecord[]; next: Buffer | undefined }> {
+  async #scanBucket(bucket: Bucket, from: Buffer, now: number) {
     if (bucket.dropped) return { records: [], next: undefined };
     const found: ScanCandidate[] = [];
     let next: Buffer | undefined;
@@ -509,11 +492,7 @@ export class RocksdbRepository extends BaseRepository {
    * Every stored copy of each key (live or not), best first: live, confirmed, later retention. Each bucket gives
    * its newest copy (two hold one only after a crash mid-move). Fills `hashes` with each key's hash.
    */
-  async #locate(
-    keys: readonly string[],
-    hashes: Uint32Array,
-    now: number,
-  ): Promise<(Located[] | undefined)[]> {
+  async #locate(keys: readonly string[], hashes: Uint32Array, now: number) {
     const found = new Array<Located[] | undefined>(keys.length).fill(undefined);
     const buckets = this.buckets;
     const index = buckets.index;

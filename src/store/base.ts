@@ -18,21 +18,18 @@ import type {
   RepositoryCapabilities,
 } from './types.js';
 
-/** An add entry whose id is already the canonical key. */
-export interface KeyedEntry {
+/** An add entry whose id is already the canonical key (`result` is kept only by a lazy mark). */
+export interface KeyedEntry extends Omit<AddEntry, 'id'> {
   readonly key: string;
-  readonly eventTime?: number;
-  readonly fingerprint?: string;
-  /** Kept only by a lazy mark (an add without `leaseMs`). */
-  readonly result?: string;
 }
 
 /** A claim whose id is already the canonical key, with the outcome to keep when it is confirmed. */
-export interface KeyedClaim {
+export interface KeyedClaim extends Omit<ConfirmRef, 'id'> {
   readonly key: string;
-  readonly owner: string;
-  readonly result?: string;
 }
+
+/** The durations a write is checked for. */
+type Times = Pick<AddOptions, 'ttlMs' | 'leaseMs' | 'minLifetimeMs'>;
 
 /** Records per page of a store's `scan` (a tool's walk, never the message path). */
 export const SCAN_PAGE = 1000;
@@ -112,8 +109,7 @@ export abstract class BaseRepository implements IdempotentRepository {
     options: MarkOptions,
     now: number,
   ): Promise<boolean[]> {
-    const { ttlMs, minLifetimeMs } = options;
-    return (await this.doAddMany(entries, { ttlMs, minLifetimeMs }, now)).map((r) => r.added);
+    return (await this.doAddMany(entries, options, now)).map((r) => r.added);
   }
 
   /** Single-claim confirm; stores with a cheaper single path override it. */
@@ -130,7 +126,7 @@ export abstract class BaseRepository implements IdempotentRepository {
    * Refuses a TTL, lease or lifetime that is not a duration above 0 within the store's maximum, before anything
    * is written (a NaN expiry never expires in some stores and has expired in others). Cheap when all are valid.
    */
-  protected checkTimes(options: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number }): void {
+  protected checkTimes(options: Times): void {
     const max = maxDurationMs(this.capabilities?.maxTtlMs);
     const { ttlMs, leaseMs, minLifetimeMs } = options;
     if (
@@ -146,14 +142,8 @@ export abstract class BaseRepository implements IdempotentRepository {
     if (minLifetimeMs !== undefined) checkDuration('minLifetimeMs', minLifetimeMs, max, where);
   }
 
-  /**
-   * The checks a single-key verb makes before the store is asked, in this order: open, valid `times` (when
-   * given), a valid id. Returns the id's key.
-   */
-  protected checkedKey(
-    id: MessageId,
-    times?: { ttlMs: number; leaseMs?: number; minLifetimeMs?: number },
-  ): string {
+  /** A single-key verb's checks, in this order: open, valid `times` (when given), a valid id; returns its key. */
+  protected checkedKey(id: MessageId, times?: Times): string {
     this.assertOpen();
     if (times !== undefined) this.checkTimes(times);
     return toKey(id, this.maxIdBytes);
@@ -222,8 +212,7 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   async containsMany(ids: readonly MessageId[], options: ReadOptions = {}): Promise<boolean[]> {
-    const records = await this.getMany(ids, options);
-    return records.map((r) => r !== undefined);
+    return (await this.getMany(ids, options)).map((r) => r !== undefined);
   }
 
   async get(id: MessageId, options: ReadOptions = {}): Promise<IdempotencyRecord | undefined> {

@@ -149,11 +149,7 @@ function encodeRecordTail(record: IdempotencyRecord): string {
  * An add entry's fields of {@link encodeRecord} (eventTime, fingerprint, result), for a store that writes the
  * others itself (the Redis claim script: the times from the server's clock).
  */
-export function encodeEntryTail(entry: {
-  readonly eventTime?: number;
-  readonly fingerprint?: string;
-  readonly result?: string;
-}): string {
+export function encodeEntryTail(entry: Omit<AddEntry, 'id'>): string {
   return (
     (entry.eventTime ?? '') +
     FIELD_SEP +

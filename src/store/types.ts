@@ -28,13 +28,9 @@ export interface IdempotencyRecord {
   readonly firstSeenAt?: number;
 }
 
-/** One id to add, with the optional record fields that travel with it. */
-export interface AddEntry {
+/** One id to add, with the record fields that travel with it (`result`: kept by a lazy mark, not by a claim). */
+export interface AddEntry extends Pick<IdempotencyRecord, 'eventTime' | 'fingerprint' | 'result'> {
   readonly id: MessageId;
-  readonly eventTime?: number;
-  readonly fingerprint?: string;
-  /** The outcome to keep with a lazy mark (see {@link IdempotencyRecord.result}); ignored for a claim. */
-  readonly result?: string;
 }
 
 /** How a record is written by `add`. */

@@ -54,7 +54,8 @@ interface Made {
 export class LoggedRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities;
   protected readonly storeName: string;
-  readonly #inner: IdempotentRepository;
+  /** The store the changes are applied to. */
+  readonly inner: IdempotentRepository;
   /** The inner store's `scan`, when it has one. */
   readonly scan?: IdempotentRepository['scan'];
   readonly #sink: ChangelogSink;
@@ -64,7 +65,7 @@ export class LoggedRepository extends BaseRepository {
 
   constructor(inner: IdempotentRepository, sink: ChangelogSink, options: LoggedRepositoryOptions = {}) {
     super({ clock: options.clock ?? BaseRepository.clockOf(inner) });
-    this.#inner = inner;
+    this.inner = inner;
     if (inner.scan !== undefined) {
       const scan = inner.scan.bind(inner);
       this.scan = async (onPage) => {
@@ -77,11 +78,6 @@ export class LoggedRepository extends BaseRepository {
     this.#closeInner = options.closeInner ?? true;
     this.storeName = options.name ?? `logged ${BaseRepository.nameOf(inner) ?? 'store'}`;
     this.capabilities = options.capabilities ?? inner.capabilities;
-  }
-
-  /** The store the changes are applied to. */
-  get inner(): IdempotentRepository {
-    return this.#inner;
   }
 
   /** Starts staging writes (see the class comment). One transaction at a time. */
@@ -128,53 +124,42 @@ export class LoggedRepository extends BaseRepository {
     return this.#apply(changes, this.clock(), RESTORE_BUCKET_MS);
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     if (this.#tx) {
       const current = await this.#current(keys, now);
       return keys.map((_, i) => current(i));
     }
-    return this.#inner.getMany(keys.map(idOfKey), { now });
+    return this.inner.getMany(keys.map(idOfKey), { now });
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     const keys = entries.map((e) => e.key);
     if (this.#tx) return this.#stageAdds(entries, keys, { ...options, now });
     return this.#write(
       keys,
-      () => this.#inner.addMany(entries.map(entryOf), options),
+      () => this.inner.addMany(entries.map(entryOf), options),
       (results) => {
         const owner = options.leaseMs === undefined ? undefined : options.owner;
         return results.flatMap((r, i): Made[] => {
           const key = keys[i] as string;
-          const undo = () => this.#inner.remove(idOfKey(key), owner);
+          const undo = () => this.inner.remove(idOfKey(key), owner);
           return r.added ? [{ change: { key, record: { ...r.record, id: key } }, undo }] : [];
         });
       },
     );
   }
 
-  protected override async doMarkMany(
-    entries: readonly KeyedEntry[],
-    options: MarkOptions,
-    now: number,
-  ): Promise<boolean[]> {
+  protected override async doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     const keys = entries.map((e) => e.key);
     if (this.#tx) return (await this.#stageAdds(entries, keys, { ...options, now })).map((r) => r.added);
     return this.#write(
       keys,
-      () => markIds(this.#inner, entries.map(entryOf), options),
+      () => markIds(this.inner, entries.map(entryOf), options),
       (marked) =>
         entries.flatMap((entry, i): Made[] => {
           if (!marked[i]) return [];
           const record = newRecord(entry.key, entry, { ttlMs: options.ttlMs }, now);
-          return [{ change: { key: entry.key, record }, undo: () => this.#inner.remove(idOfKey(entry.key)) }];
+          return [{ change: { key: entry.key, record }, undo: () => this.inner.remove(idOfKey(entry.key)) }];
         }),
     );
   }
@@ -194,12 +179,12 @@ export class LoggedRepository extends BaseRepository {
     const refs = claims.map(({ key, ...rest }): ConfirmRef => ({ id: idOfKey(key), ...rest }));
     return this.#write(
       keys,
-      () => this.#inner.confirmMany(refs, { ttlMs }),
+      () => this.inner.confirmMany(refs, { ttlMs }),
       async (confirmed) => {
         const at = confirmed.flatMap((ok, i) => (ok ? [i] : []));
         if (at.length === 0) return [];
         // The confirmed record as the store holds it (with the claim's fingerprint and event time).
-        const held = await this.#inner.getMany(at.map((i) => (refs[i] as ConfirmRef).id));
+        const held = await this.inner.getMany(at.map((i) => (refs[i] as ConfirmRef).id));
         const readAt = this.clock();
         return at.flatMap((i, k): Made[] => {
           const { key, result } = claims[i] as KeyedClaim;
@@ -216,13 +201,12 @@ export class LoggedRepository extends BaseRepository {
 
   /** Extends the owner's in-flight claim; the renewed record reaches the changelog like any other write. */
   protected override async doRenew(key: string, owner: string, leaseMs: number, now: number) {
-    const inner = this.#inner;
+    const inner = this.inner;
     if (inner.renew === undefined) {
       throw new RenewUnsupportedError(
         `${this.storeName} cannot renew a lease: its inner store has no renew()`,
       );
     }
-    const renew = inner.renew.bind(inner);
     if (this.#tx) {
       const record = (await this.#current([key], now))(0);
       if (!isClaimOf(record, owner)) return false;
@@ -232,7 +216,7 @@ export class LoggedRepository extends BaseRepository {
     const id = idOfKey(key);
     return this.#write(
       [key],
-      () => renew({ id, owner }, { leaseMs }),
+      () => inner.renew!({ id, owner }, { leaseMs }),
       async (renewed): Promise<Made[]> => {
         if (!renewed) return [];
         // The renewed claim as the store holds it.
@@ -253,7 +237,7 @@ export class LoggedRepository extends BaseRepository {
     }
     return this.#write(
       [key],
-      () => this.#inner.remove(idOfKey(key), owner),
+      () => this.inner.remove(idOfKey(key), owner),
       (removed): Made[] => (removed ? [{ change: { key, record: undefined } }] : []),
     );
   }
@@ -270,7 +254,7 @@ export class LoggedRepository extends BaseRepository {
     } catch (error) {
       throw this.#changelogError('clear', error);
     }
-    await this.#inner.clear();
+    await this.inner.clear();
   }
 
   protected async doClose(): Promise<void> {
@@ -278,7 +262,7 @@ export class LoggedRepository extends BaseRepository {
     try {
       await this.#sink.close?.();
     } finally {
-      if (this.#closeInner) await this.#inner.close();
+      if (this.#closeInner) await this.inner.close();
     }
   }
 
@@ -349,7 +333,7 @@ export class LoggedRepository extends BaseRepository {
     const ask = keys.flatMap((key, i) => (staged.has(key) ? [] : [i]));
     const read = new Array<IdempotencyRecord | undefined>(keys.length);
     if (ask.length > 0) {
-      const held = await this.#inner.getMany(
+      const held = await this.inner.getMany(
         ask.map((i) => idOfKey(keys[i] as string)),
         { now },
       );
@@ -406,7 +390,7 @@ export class LoggedRepository extends BaseRepository {
     }
     // Through the store's verbs: deletions, marks grouped by bucket of expiry and first-seen time, claims one by
     // one. Each is written with its first-seen time as the verb's `now`, which the store keeps as first seen.
-    const inner = this.#inner;
+    const inner = this.inner;
     const removals: MessageId[] = [];
     const marks = new Map<string, { at: number; bucket: number; entries: AddEntry[] }>();
     const claims: [string, IdempotencyRecord][] = [];

@@ -12,6 +12,4 @@ export {
 } from './options.js';
 
 /** Selected by `repository.type = "memory"`. */
-export const repositoryModule = storeModule('memory', memoryOptionsSchema, (options) =>
-  MemoryRepository.open(options),
-);
+export const repositoryModule = storeModule('memory', memoryOptionsSchema, MemoryRepository.open);

@@ -151,11 +151,7 @@ export class MemoryRepository extends BaseRepository {
     return this.confirmOne(key, claim.owner, options.ttlMs, this.clock(), options.result);
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     return entries.map((entry) => this.addOne(entry.key, entry, options, now));
   }
 
@@ -250,27 +246,15 @@ export class MemoryRepository extends BaseRepository {
     }
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     return keys.map((key) => this.getOne(key, now));
   }
 
-  protected async doConfirmMany(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
-    now: number,
-  ): Promise<boolean[]> {
+  protected async doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number) {
     return claims.map(({ key, owner, result }) => this.confirmOne(key, owner, ttlMs, now, result));
   }
 
-  protected override async doRenew(
-    key: string,
-    owner: string,
-    leaseMs: number,
-    now: number,
-  ): Promise<boolean> {
+  protected override async doRenew(key: string, owner: string, leaseMs: number, now: number) {
     const held = this.#claimOf(key, owner);
     if (held === undefined) return false;
     this.#records.set(key, renewedRecord(held, leaseMs, now));

@@ -93,16 +93,14 @@ export interface NativeOpenOptions {
 
 /** One open RocksDB database: MultiGet reads, synchronous WriteBatch writes (what the addon offers). */
 export class NativeDb {
-  readonly location: string;
-  readonly #db: NativeHandle;
   #open = true;
   #busy = 0;
   #idle: (() => void) | undefined;
 
-  private constructor(location: string, db: NativeHandle) {
-    this.location = location;
-    this.#db = db;
-  }
+  private constructor(
+    readonly location: string,
+    private readonly db: NativeHandle,
+  ) {}
 
   /** Opens (and by default creates) the database at `location`. Rejects with the addon's error. */
   static async open(location: string, options: NativeOpenOptions): Promise<NativeDb> {
@@ -116,11 +114,11 @@ export class NativeDb {
 
   /** The values stored under `keys` as bytes (undefined where absent; null: aborted), with one MultiGet. */
   async getBuffers(keys: readonly Buffer[]): Promise<(Buffer | undefined | null)[]> {
-    if (keys.length <= SYNC_READ_MAX) return addon.db_get_many_sync(this.#db, keys, BUFFER_VALUES);
+    if (keys.length <= SYNC_READ_MAX) return addon.db_get_many_sync(this.db, keys, BUFFER_VALUES);
     this.#busy++;
     try {
       return await new Promise((resolve, reject) => {
-        addon.db_get_many(this.#db, keys, BUFFER_VALUES, (error, values) =>
+        addon.db_get_many(this.db, keys, BUFFER_VALUES, (error, values) =>
           error ? reject(error) : resolve(values),
         );
       });
@@ -135,7 +133,7 @@ export class NativeDb {
     chunk = 1024,
   ): AsyncGenerator<[Buffer, Buffer | undefined][]> {
     // The addon takes an undefined option (gte, lt, limit) as absent.
-    const iterator = addon.iterator_init(this.#db, {
+    const iterator = addon.iterator_init(this.db, {
       ...options,
       keys: true,
       values: options.values ?? true,
@@ -165,22 +163,22 @@ export class NativeDb {
   }
 
   batch(): NativeBatch {
-    return new NativeBatch(this.#db);
+    return new NativeBatch(this.db);
   }
 
   /** A RocksDB property such as `rocksdb.stats` or `rocksdb.block-cache-entry-stats`. */
   property(name: string): string {
-    return addon.db_get_property(this.#db, name);
+    return addon.db_get_property(this.db, name);
   }
 
   /** The last sequence number written; it changes with every write, which dates an index snapshot. */
   get sequence(): number {
-    return addon.db_get_latest_sequence(this.#db);
+    return addon.db_get_latest_sequence(this.db);
   }
 
   /** The database's unique id, new for every directory RocksDB creates. */
   get identity(): string {
-    return addon.db_get_identity(this.#db);
+    return addon.db_get_identity(this.db);
   }
 
   /** Waits for in-flight reads, then closes (RocksDB syncs the WAL on close). Idempotent. */
@@ -189,7 +187,7 @@ export class NativeDb {
     this.#open = false;
     if (this.#busy > 0) await new Promise<void>((resolve) => (this.#idle = resolve));
     await new Promise<void>((resolve, reject) =>
-      addon.db_close(this.#db, (error) => (error ? reject(error) : resolve())),
+      addon.db_close(this.db, (error) => (error ? reject(error) : resolve())),
     );
   }
 
@@ -215,13 +213,10 @@ function keyBytes(key: string): Buffer {
 
 /** A RocksDB WriteBatch: puts and deletes applied atomically (within one database) by `write()`. */
 export class NativeBatch {
-  readonly #db: NativeHandle;
   readonly #batch = addon.batch_init();
   #count = 0;
 
-  constructor(db: NativeHandle) {
-    this.#db = db;
-  }
+  constructor(private readonly db: NativeHandle) {}
 
   get count(): number {
     return this.#count;
@@ -242,7 +237,7 @@ export class NativeBatch {
   write(): void {
     if (this.#count === 0) return;
     try {
-      addon.batch_write(this.#db, this.#batch, NO_OPTIONS);
+      addon.batch_write(this.db, this.#batch, NO_OPTIONS);
     } finally {
       this.clear();
     }

@@ -15,6 +15,4 @@ export { RocksdbRepository, type RocksdbStats } from './rocksdb-repository.js';
 export type { StartupSummary as RocksdbStartupSummary } from './startup.js';
 
 /** Selected by `repository.type = "rocksdb"` (the default store). */
-export const repositoryModule = storeModule('rocksdb', rocksdbOptionsSchema, (options) =>
-  RocksdbRepository.open(options),
-);
+export const repositoryModule = storeModule('rocksdb', rocksdbOptionsSchema, RocksdbRepository.open);

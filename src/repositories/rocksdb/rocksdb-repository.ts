@@ -63,8 +63,6 @@ export class RocksdbRepository extends BaseRepository {
   protected readonly storeName = 'rocksdb';
   /** Absolute directory of the store. */
   readonly path: string;
-  readonly #directory: StoreDirectory;
-  readonly #buckets: BucketSet;
   readonly #buffer: WriteBuffer;
   #tail: Promise<unknown> = Promise.resolve();
   #startup: StartupSummary = { snapshot: false, fromSnapshot: 0, caughtUp: 0, rescanned: 0 };
@@ -78,11 +76,14 @@ export class RocksdbRepository extends BaseRepository {
   readonly #slotScratch: number[] = [];
   readonly #blobScratch: number[] = [];
 
-  private constructor(directory: StoreDirectory, buckets: BucketSet, wal: boolean, clock?: () => number) {
+  private constructor(
+    private readonly directory: StoreDirectory,
+    private readonly buckets: BucketSet,
+    wal: boolean,
+    clock?: () => number,
+  ) {
     super({ clock });
     this.path = directory.path;
-    this.#directory = directory;
-    this.#buckets = buckets;
     this.#buffer = new WriteBuffer(wal, buckets, (flush) => this.#serial(async () => flush()));
   }
 
@@ -124,24 +125,24 @@ export class RocksdbRepository extends BaseRepository {
    * times its duration has passed since: saving costs at most ~5 % of the store's time.
    */
   #snapshotDue(): boolean {
-    const noted = this.#buckets.notedSinceSnapshot;
-    if (noted < this.#snapshotKeys || noted * 10 < this.#buckets.index.size) return false;
+    const noted = this.buckets.notedSinceSnapshot;
+    if (noted < this.#snapshotKeys || noted * 10 < this.buckets.index.size) return false;
     return performance.now() >= this.#snapshotAt;
   }
 
   /** Saves the key index (between operations: see saveIndex). A failure only delays the next try. */
   async #saveSnapshot(): Promise<void> {
-    const noted = this.#buckets.notedSinceSnapshot;
-    this.#buckets.notedSinceSnapshot = 0;
+    const noted = this.buckets.notedSinceSnapshot;
+    this.buckets.notedSinceSnapshot = 0;
     const start = performance.now();
     try {
-      await saveIndex(this.#buckets, this.path);
+      await saveIndex(this.buckets, this.path);
       this.#snapshots++;
       const end = performance.now();
       this.#snapshotAt = end + SNAPSHOT_SPACING * (end - start);
     } catch {
       // The store works on without it; a restart after a kill only scans more.
-      this.#buckets.notedSinceSnapshot += noted;
+      this.buckets.notedSinceSnapshot += noted;
       this.#snapshotAt = performance.now() + SNAPSHOT_RETRY_MS;
     }
   }
@@ -149,12 +150,12 @@ export class RocksdbRepository extends BaseRepository {
   /** Diagnostics: the buckets on disk and the size of the in-memory index. */
   stats(): RocksdbStats {
     this.assertOpen();
-    const index = this.#buckets.index;
+    const index = this.buckets.index;
     return {
       index: { enabled: index.enabled, entries: index.size, bytes: index.bytes },
       startup: this.#startup,
       snapshots: this.#snapshots,
-      buckets: this.#buckets.sorted().map((b) => ({
+      buckets: this.buckets.sorted().map((b) => ({
         name: b.name,
         deadline: b.deadline,
         indexed: b.indexed,
@@ -166,14 +167,10 @@ export class RocksdbRepository extends BaseRepository {
   /** A RocksDB property (e.g. `rocksdb.block-cache-entry-stats`) of every bucket, by bucket name. */
   bucketProperty(name: string): Record<string, string> {
     this.assertOpen();
-    return Object.fromEntries(this.#buckets.sorted().map((b) => [b.name, b.db.property(name)]));
+    return Object.fromEntries(this.buckets.sorted().map((b) => [b.name, b.db.property(name)]));
   }
 
-  protected doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     return this.#serial((wall) => this.#add(entries, options, now, wall));
   }
 
@@ -182,23 +179,18 @@ export class RocksdbRepository extends BaseRepository {
    * straight into a blob; any other (or every id while a bucket is unindexed or changes are buffered) goes
    * through `add`. So it is never blind: false where a live record holds the id.
    */
-  protected override doMarkMany(
-    entries: readonly KeyedEntry[],
-    options: MarkOptions,
-    now: number,
-  ): Promise<boolean[]> {
+  protected override doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     return this.#serial(async (wall) => {
-      const addOptions: AddOptions = { ttlMs: options.ttlMs, minLifetimeMs: options.minLifetimeMs };
-      const buckets = this.#buckets;
+      const buckets = this.buckets;
       const index = buckets.index;
       if (!this.#buffer.direct || !index.enabled || buckets.unindexed.length > 0) {
-        return (await this.#add(entries, addOptions, now, wall)).map((r) => r.added);
+        return (await this.#add(entries, options, now, wall)).map((r) => r.added);
       }
       const results = new Array<boolean>(entries.length).fill(true);
       const write = new DirectWrite();
       let checked: number[] | undefined;
       // Every mark of one call has the same times; only an entry's own fields (fingerprint, result) differ.
-      const bare = newRecord('', {}, addOptions, now);
+      const bare = newRecord('', {}, options, now);
       const plain = Buffer.from(encodeRecord(bare));
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i] as KeyedEntry;
@@ -209,7 +201,7 @@ export class RocksdbRepository extends BaseRepository {
           continue;
         }
         const own = hasOwnFields(entry, entry.result);
-        const value = own ? Buffer.from(encodeRecord(newRecord(entry.key, entry, addOptions, now))) : plain;
+        const value = own ? Buffer.from(encodeRecord(newRecord(entry.key, entry, options, now))) : plain;
         write.fresh(entry.key, hash, value);
       }
       if (write.freshKeys.length > 0) {
@@ -218,7 +210,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       if (checked !== undefined) {
         const rest = checked.map((i) => entries[i] as KeyedEntry);
-        const added = await this.#add(rest, addOptions, now, wall);
+        const added = await this.#add(rest, options, now, wall);
         for (let k = 0; k < checked.length; k++)
           results[checked[k] as number] = (added[k] as AddResult).added;
       }
@@ -227,12 +219,7 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /** `add` of unique keys, run in the operation order (see `#serial`). */
-  async #add(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-    wall: number,
-  ): Promise<AddResult[]> {
+  async #add(entries: readonly KeyedEntry[], options: AddOptions, now: number, wall: number) {
     const keys = entries.map((e) => e.key);
     const hashes = new Uint32Array(keys.length);
     const found = await this.#locate(keys, hashes, now);
@@ -251,7 +238,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       const record = newRecord(entry.key, entry, options, now);
       // Every new record of one call has the same times, hence the same bucket.
-      bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now, options.minLifetimeMs), wall);
+      bucket ??= await this.buckets.bucketFor(storeLifetimeMs(record, now, options.minLifetimeMs), wall);
       const hash = hashes[i] as number;
       if (write === undefined) this.#buffer.put(entry.key, hash, record, bucket, copies);
       else if (copies === undefined) write.fresh(entry.key, hash, encode(record));
@@ -307,7 +294,7 @@ export class RocksdbRepository extends BaseRepository {
             continue;
           }
           const record = confirmedRecord(claimed, ttlMs, now, result);
-          write.bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+          write.bucket ??= await this.buckets.bucketFor(storeLifetimeMs(record, now), wall);
           if (claim.copies.length > 0) {
             write.change(key, { hash: claim.hash, record, bucket: write.bucket, copies: claim.copies });
             continue;
@@ -333,15 +320,12 @@ export class RocksdbRepository extends BaseRepository {
     });
   }
 
-  /**
-   * Looks each key up and writes what `change` makes of its best record: a record, or null to delete it; for
-   * undefined, the key is left as it is and answered false. The general path of confirm, renew and remove.
-   */
+  /** Looks each key up and writes what `change` makes of its best record: the general path of confirm, renew, remove. */
   async #rewrite<T extends { readonly key: string }>(
     items: readonly T[],
     now: number,
     wall: number,
-    change: (current: IdempotencyRecord | undefined, item: T) => IdempotencyRecord | null | undefined,
+    change: Rewrite<T>,
   ): Promise<boolean[]> {
     const unique = [...new Set(items.map((item) => item.key))];
     const hashes = new Uint32Array(unique.length);
@@ -358,7 +342,7 @@ export class RocksdbRepository extends BaseRepository {
         this.#buffer.put(key, state.hash, undefined, undefined, state.copies);
         state.copies = undefined;
       } else if (record !== undefined) {
-        bucket ??= await this.#buckets.bucketFor(storeLifetimeMs(record, now), wall);
+        bucket ??= await this.buckets.bucketFor(storeLifetimeMs(record, now), wall);
         this.#buffer.put(key, state.hash, record, bucket, state.copies);
         state.copies = [{ record, bucket, blob: -1 }];
       }
@@ -368,21 +352,20 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   protected override doRenew(key: string, owner: string, leaseMs: number, now: number): Promise<boolean> {
-    return this.#serial(async (wall) => {
-      const [renewed] = await this.#rewrite([{ key }], now, wall, (current) =>
-        isClaimOf(current, owner) ? renewedRecord(current, leaseMs, now) : undefined,
-      );
-      return renewed === true;
-    });
+    return this.#rewriteOne(key, now, (current) =>
+      isClaimOf(current, owner) ? renewedRecord(current, leaseMs, now) : undefined,
+    );
   }
 
   protected doRemove(key: string, owner: string | undefined, now: number): Promise<boolean> {
-    return this.#serial(async (wall) => {
-      const [removed] = await this.#rewrite([{ key }], now, wall, (current) =>
-        current !== undefined && (owner === undefined || isClaimOf(current, owner)) ? null : undefined,
-      );
-      return removed === true;
-    });
+    return this.#rewriteOne(key, now, (current) =>
+      current !== undefined && (owner === undefined || isClaimOf(current, owner)) ? null : undefined,
+    );
+  }
+
+  /** `#rewrite` of one key, as one operation. */
+  #rewriteOne(key: string, now: number, change: Rewrite<unknown>): Promise<boolean> {
+    return this.#serial(async (wall) => (await this.#rewrite([{ key }], now, wall, change))[0] === true);
   }
 
   /**
@@ -406,7 +389,7 @@ export class RocksdbRepository extends BaseRepository {
       const records = await page((wall) => this.#pick(candidates, wall));
       if (records.length > 0) await onPage(records);
     }
-    for (const bucket of await page(async () => this.#buckets.sorted())) {
+    for (const bucket of await page(async () => this.buckets.sorted())) {
       let from: Buffer | undefined = Buffer.alloc(0);
       while (from !== undefined) {
         const start: Buffer = from;
@@ -418,11 +401,7 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /** The records of about SCAN_PAGE ids of a bucket from key `from` on, and the key to go on from. */
-  async #scanBucket(
-    bucket: Bucket,
-    from: Buffer,
-    now: number,
-  ): Promise<{ records: IdempotencyRecord[]; next: Buffer | undefined }> {
+  async #scanBucket(bucket: Bucket, from: Buffer, now: number) {
     if (bucket.dropped) return { records: [], next: undefined };
     const found: ScanCandidate[] = [];
     let next: Buffer | undefined;
@@ -464,7 +443,7 @@ export class RocksdbRepository extends BaseRepository {
   protected doClear(): Promise<void> {
     return this.#serial(async () => {
       this.#buffer.discard();
-      await this.#buckets.destroyAll();
+      await this.buckets.destroyAll();
       await removeIndex(this.path);
     });
   }
@@ -475,8 +454,8 @@ export class RocksdbRepository extends BaseRepository {
       this.#buffer.stop();
       try {
         this.#buffer.flush();
-        await this.#buckets.settle();
-        if (this.#buckets.index.enabled) await saveIndex(this.#buckets, this.path);
+        await this.buckets.settle();
+        if (this.buckets.index.enabled) await saveIndex(this.buckets, this.path);
       } finally {
         await this.#closeDatabases();
       }
@@ -505,7 +484,7 @@ export class RocksdbRepository extends BaseRepository {
 
   #start<T>(operation: (wall: number) => Promise<T>): Promise<T> {
     const wall = this.clock();
-    this.#buckets.dropExpired(wall);
+    this.buckets.dropExpired(wall);
     return operation(wall);
   }
 
@@ -513,13 +492,9 @@ export class RocksdbRepository extends BaseRepository {
    * Every stored copy of each key (live or not), best first: live, confirmed, later retention. Each bucket gives
    * its newest copy (two hold one only after a crash mid-move). Fills `hashes` with each key's hash.
    */
-  async #locate(
-    keys: readonly string[],
-    hashes: Uint32Array,
-    now: number,
-  ): Promise<(Located[] | undefined)[]> {
+  async #locate(keys: readonly string[], hashes: Uint32Array, now: number) {
     const found = new Array<Located[] | undefined>(keys.length).fill(undefined);
-    const buckets = this.#buckets;
+    const buckets = this.buckets;
     const index = buckets.index;
     const unindexed = buckets.unindexed;
     const slots = this.#slotScratch;
@@ -561,13 +536,16 @@ export class RocksdbRepository extends BaseRepository {
 
   async #closeDatabases(): Promise<void> {
     const results = [
-      ...(await this.#buckets.closeAll()),
-      ...(await Promise.allSettled([this.#directory.release()])),
+      ...(await this.buckets.closeAll()),
+      ...(await Promise.allSettled([this.directory.release()])),
     ];
     const failed = results.find((r) => r.status === 'rejected');
     if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
   }
 }
+
+/** What a rewrite makes of a key's best record: a record, null to delete it, undefined to leave it (false). */
+type Rewrite<T> = (current: IdempotencyRecord | undefined, item: T) => IdempotencyRecord | null | undefined;
 
 const SNAPSHOT_CHECK_MS = 5_000;
 const SNAPSHOT_SPACING = 20;

@@ -102,13 +102,11 @@ async function inspect(
   const listed = others
     .map((e) => e.name)
     .sort()
-    .slice(0, 5)
-    .map((name) => JSON.stringify(name))
-    .join(', ');
+    .slice(0, 5);
   throw pathError(
     shown,
     `is not an idempotent-consumer store: it has no ${MARKER_FILE} marker and is not empty ` +
-      `(it holds ${listed}${others.length > 5 ? `, … ${others.length} entries` : ''}). ` +
+      `(it holds ${listed.map((name) => JSON.stringify(name)).join(', ')}${others.length > 5 ? `, … ${others.length} entries` : ''}). ` +
       'The store deletes entries it takes for its own, so it only opens an empty directory or one it created; ' +
       'choose a new or empty directory',
   );

@@ -35,9 +35,6 @@ const NO_COPIES: readonly Located[] = [];
  * the id at once rather than at the end of its lease.
  */
 export class WriteBuffer {
-  readonly #buckets: BucketSet;
-  /** Runs a timed flush in the repository's operation order. */
-  readonly #schedule: (flush: () => void) => Promise<unknown>;
   readonly #pending = new Map<string, Pending>();
   /** In-flight claims this instance wrote, so `confirm` needs no read; oldest dropped past MAX_CLAIMS. */
   readonly #claims = new Map<string, Located>();
@@ -54,12 +51,10 @@ export class WriteBuffer {
   constructor(
     /** True when durable changes are written before the call resolves (the `wal` option). */
     readonly wal: boolean,
-    buckets: BucketSet,
-    schedule: (flush: () => void) => Promise<unknown>,
-  ) {
-    this.#buckets = buckets;
-    this.#schedule = schedule;
-  }
+    private readonly buckets: BucketSet,
+    /** Runs a timed flush in the repository's operation order. */
+    private readonly schedule: (flush: () => void) => Promise<unknown>,
+  ) {}
 
   /** The key's buffered state, newer than anything on disk; undefined when nothing is buffered for it. */
   latest(key: string): Pending | undefined {
@@ -136,7 +131,7 @@ export class WriteBuffer {
     if (this.#timer === undefined) {
       this.#timer = setTimeout(() => {
         this.#timer = undefined;
-        this.#schedule(() => this.flush()).catch((error: unknown) => {
+        this.schedule(() => this.flush()).catch((error: unknown) => {
           this.#error ??= error;
         });
       }, FLUSH_INTERVAL_MS);
@@ -227,7 +222,7 @@ export class WriteBuffer {
       const { freshKeys, freshHashes, freshValues } = fresh;
       const writes = writesOf(records, into);
       for (let i = 0; i < freshKeys.length; i++) {
-        addEntry(this.#buckets, writes, freshHashes[i] as number, freshKeys[i] as string, freshValues[i]);
+        addEntry(this.buckets, writes, freshHashes[i] as number, freshKeys[i] as string, freshValues[i]);
       }
     }
     for (let i = 0; i < changes.length; i++) {
@@ -237,7 +232,7 @@ export class WriteBuffer {
       let target: Bucket | undefined;
       if (record !== undefined && bucket !== undefined && !bucket.dropped) {
         target = bucket;
-        placed[i] = addEntry(this.#buckets, writesOf(records, bucket), hash, key, encode(record));
+        placed[i] = addEntry(this.buckets, writesOf(records, bucket), hash, key, encode(record));
       }
       for (const copy of change.copies) {
         const at = copy.bucket;
@@ -247,7 +242,7 @@ export class WriteBuffer {
           // would win over a blob, so it goes (in the same write batch).
           if (copy.blob === 0 && (placed[i] as number) > 0) writesOf(records, at).batch.del(key);
         } else {
-          addEntry(this.#buckets, writesOf(tombstones, at), hash, key);
+          addEntry(this.buckets, writesOf(tombstones, at), hash, key);
           if (copy.blob === 0 && at.indexed) writesOf(tombstones, at).batch.del(key);
         }
       }

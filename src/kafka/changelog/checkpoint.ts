@@ -18,7 +18,6 @@ export class ChangelogCheckpoint {
   readonly #saving = new SerialQueue();
 
   private constructor(
-    /** The checkpoint file. */
     readonly path: string,
     /** The changelog topic whose offsets the file records. */
     readonly topic: string,
@@ -38,7 +37,6 @@ export class ChangelogCheckpoint {
     return new ChangelogCheckpoint(path, topic, parseCheckpoint(text, topic));
   }
 
-  /** The offset applied for the partition, if recorded. */
   get(partition: number): number | undefined {
     return this.applied.get(partition);
   }

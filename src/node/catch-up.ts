@@ -9,7 +9,6 @@ import { z } from 'zod';
 import type { NodeMetrics } from './metrics.js';
 import { round } from './perf-log.js';
 
-/** Defaults of `[catchUp]`, written once. */
 export const catchUpDefaults = {
   enabled: true,
   /** Records behind the high watermark that start a catch-up (about 10 s of a steady node on the test box). */
@@ -44,7 +43,6 @@ export interface CatchUpProgress {
   readonly active: boolean;
 }
 
-/** One partition's catch-up in progress. */
 interface Run {
   readonly topic: string;
   readonly partition: number;

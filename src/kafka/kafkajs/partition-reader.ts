@@ -35,7 +35,6 @@ interface RawRecord {
   };
 }
 
-/** One partition of a fetch response. */
 interface RawPartition {
   readonly partition: number;
   readonly errorCode: number;

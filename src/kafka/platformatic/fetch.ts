@@ -17,7 +17,6 @@ import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
  * must not hold up the group's requests), and filters as Kafka's own consumer does ({@link dropAborted}).
  */
 
-/** One partition of a Fetch answer, as read here. */
 interface RawFetchPartition {
   readonly partitionIndex: number;
   readonly errorCode: number;
@@ -29,7 +28,6 @@ interface RawFetchPartition {
   records?: RecordsBatch[];
 }
 
-/** A Fetch answer, as read here. */
 interface RawFetchResponse {
   readonly responses: readonly { readonly topicId: string; readonly partitions: RawFetchPartition[] }[];
 }

@@ -29,9 +29,10 @@ export interface TransactionTarget {
   readonly store: LoggedRepository;
 }
 
-/** A committed transaction: the changelog offset after its changes (undefined: none). */
+/** A committed transaction: the changelog offset after its changes (undefined: none), and how many it wrote. */
 export interface CommittedChunk {
   readonly changelogNext: number | undefined;
+  readonly marks: number;
 }
 
 /** An exactly-once partition's changelog: its changes go only into a chunk's transaction; any other write is refused. */
@@ -166,6 +167,7 @@ export class ChunkTransaction implements ChunkSink {
     this.#log();
     await this.#sends.idle();
     if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
+    const marks = target.store.staged().length;
     // Begun here when its chunks sent nothing.
     const tx = await this.#begin();
     // Rejoined while the chunks ran: another instance may have had the partition in between.
@@ -181,7 +183,7 @@ export class ChunkTransaction implements ChunkSink {
     // chunk logged them were dropped, and output committed without its marks would let later copies through.
     if (target.store.closed) throw new RepositoryClosedError(`exactly-once partition ${target.partition}`);
     await tx.commit();
-    this.committed = { changelogNext: this.#changelogNext };
+    this.committed = { changelogNext: this.#changelogNext, marks };
     for (const count of this.#counts) count();
     this.#counts.length = 0;
     // Committed: now the changes count. A crash before this line, or a close during the commit (this raises, so

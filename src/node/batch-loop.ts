@@ -47,7 +47,8 @@ export class BatchLoop {
     perf.enter();
     this.#roundHadRecords = true;
     const { topic, partition } = payload;
-    const progress: Progress = {};
+    // The last record handled so far, also when a chunk fails: its offset is committed.
+    const progress: { done?: ConsumedMessage } = {};
     let failure: unknown;
     try {
       await this.#chunks(payload, progress);
@@ -78,8 +79,8 @@ export class BatchLoop {
     }
   };
 
-  /** The batch's chunks in order; `progress.done` follows the last record handled, also when one fails. */
-  async #chunks(payload: ConsumedBatch, progress: Progress): Promise<void> {
+  /** The batch's chunks in order, moving `progress.done`. */
+  async #chunks(payload: ConsumedBatch, progress: { done?: ConsumedMessage }): Promise<void> {
     const { partitions, chunks, catchUp, metrics } = this.#deps;
     const { topic, partition, messages } = payload;
     const highWatermark = Number(payload.highWatermark);
@@ -295,8 +296,3 @@ class Span {
 /** An exactly-once span's longest time open, and most records in `input.batchSize` chunks. */
 const SPAN_MS = 100;
 const SPAN_CHUNKS = 10;
-
-/** The last record of a batch handled so far: its offset is committed. */
-interface Progress {
-  done?: ConsumedMessage;
-}

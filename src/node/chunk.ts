@@ -335,11 +335,7 @@ export class ChunkProcessor {
   }
 }
 
-interface ChunkTally {
-  duplicates: number;
-  raced: number;
-  out: number;
-}
+type ChunkTally = Record<'duplicates' | 'raced' | 'out', number>;
 
 /** Each tick charges the time since the last to a phase of the perf log. */
 class PhaseClock {

@@ -4,7 +4,7 @@ import {
   KafkaChangelogSink,
   KafkaChangelogSource,
 } from '../kafka/changelog/index.js';
-import type { KafkaProducer } from '../kafka/port/index.js';
+import type { GroupMetadata, KafkaProducer } from '../kafka/port/index.js';
 import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
 import type { ChunkDeps, ChunkProcessor, NodeRuntime } from './chunk.js';
 import type { transactionalProducers } from './exactly-once/producers.js';
@@ -370,10 +370,7 @@ export class PartitionLifecycle {
 }
 
 /** A join of this member: its generation is undefined where the client does not say it (kafkajs). */
-interface GroupJoin {
-  readonly memberId: string;
-  readonly generationId?: number | undefined;
-}
+type GroupJoin = Pick<GroupMetadata, 'memberId' | 'generationId'>;
 
 /** True when `next` is the generation right after `last`, for the same member (a first join has nothing to lose). */
 export function followsOn(last: GroupJoin | undefined, next: GroupJoin): boolean {

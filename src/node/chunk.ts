@@ -266,7 +266,10 @@ export class ChunkProcessor {
     };
     const { results } = await this.#consumer.processBatch(candidates, produce, {
       onStoreCall,
-      ...this.#deps.audit?.batchOptions(topic, partition, candidates),
+      // The audit names each candidate's place in its record.
+      ...(this.#deps.audit && {
+        placeOf: (i: number) => ({ topic, partition, offset: (candidates[i] as Candidate).message.offset }),
+      }),
     });
     if (writeFailure !== undefined) throw writeFailure.error;
     return { results, attempts };

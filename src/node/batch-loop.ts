@@ -193,14 +193,12 @@ export class BatchLoop {
     span: Span,
   ): Promise<boolean> {
     const { tx } = span;
-    const committed = await this.#transactional(state, topic, payload, tx, async () => {
-      try {
-        await tx.commit();
-      } catch (error) {
+    const committed = await this.#transactional(state, topic, payload, tx, () =>
+      tx.commit().catch(async (error: unknown) => {
         await tx.fail();
         throw error;
-      }
-    });
+      }),
+    );
     if (committed) this.#committed(state, tx);
     return committed;
   }
@@ -214,11 +212,8 @@ export class BatchLoop {
   async #abortSpan(state: PartitionState, span: Span): Promise<void> {
     this.#deps.metrics.transactions.inc({ result: 'aborted' });
     if (await span.tx.fail()) return;
-    const lifecycle = this.#deps.partitions as PartitionLifecycle;
-    await lifecycle.afterUnknownEnd(
-      state.partition,
-      new Error('aborting the transaction of a moved partition failed'),
-    );
+    const cause = new Error('aborting the transaction of a moved partition failed');
+    await (this.#deps.partitions as PartitionLifecycle).afterUnknownEnd(state.partition, cause);
   }
 
   /**

@@ -250,21 +250,18 @@ export class KafkajsPartitionReader implements PartitionReader {
     const leaderOf = (p: number) => metadata.find((m) => m.partitionId === p)?.leader;
     return fetchByLeader(request, leaderOf, async (leader, ps) => {
       const broker = await this.#queue.run(() => this.#cluster.findBroker({ nodeId: String(leader) }));
+      const maxBytes = request.maxBytesPerPartition;
+      const partitions = ps.map(({ partition, offset }) => ({
+        partition,
+        fetchOffset: String(offset),
+        maxBytes,
+      }));
       const fetch: Parameters<typeof fetchBatches>[1] = {
         isolationLevel: READ_COMMITTED,
         maxWaitTime: request.maxWaitMs,
         minBytes: 1,
         maxBytes: request.maxBytes,
-        topics: [
-          {
-            topic,
-            partitions: ps.map(({ partition, offset }) => ({
-              partition,
-              fetchOffset: String(offset),
-              maxBytes: request.maxBytesPerPartition,
-            })),
-          },
-        ],
+        topics: [{ topic, partitions }],
       };
       // A broker's first fetch opens its fetch connection: it queues like the other connecting calls.
       if (this.#fetched.has(broker)) return fetchBatches(broker, fetch);

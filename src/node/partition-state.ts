@@ -324,16 +324,10 @@ export class PartitionLifecycle {
 
   /** A partition's logged store and chunk processor; per-partition exactly-once, its initialised producer. */
   async #open(partition: number): Promise<PartitionState> {
-    const { kafka, repository, changelogTopic, transactions } = this.#deps;
-    const sink =
-      transactions === undefined
-        ? new KafkaChangelogSink({
-            client: kafka,
-            producer: this.#deps.producer,
-            topic: changelogTopic,
-            partition,
-          })
-        : undefined;
+    const { kafka, producer, repository, changelogTopic, transactions } = this.#deps;
+    const sink = transactions
+      ? undefined
+      : new KafkaChangelogSink({ client: kafka, producer, topic: changelogTopic, partition });
     const store = new LoggedRepository(repository, sink ?? new TransactionOnlySink(partition), {
       closeInner: false,
       name: `node partition ${partition}`,
@@ -341,15 +335,14 @@ export class PartitionLifecycle {
     const chunks = this.#deps.chunkProcessor({ repository: store });
     if (transactions === undefined || this.perInstance) return { partition, store, sink, chunks };
     try {
-      const producer = await this.#transactionalProducer(transactions.partitionId(partition));
-      return { partition, store, producer, chunks };
+      const own = await this.#transactionalProducer(transactions.partitionId(partition));
+      return { partition, store, producer: own, chunks };
     } catch (error) {
       await store.close();
       throw error;
     }
   }
 
-  /** A new chunk transaction of a ready exactly-once partition. */
   transaction(state: PartitionState): ChunkTransaction {
     const producer = state.producer ?? this.#instanceProducer;
     if (this.#deps.transactions === undefined || !producer) {

@@ -73,7 +73,6 @@ interface RawCluster {
   ): Promise<{ topic: string; partitions: { partition: number; offset: string }[] }[]>;
 }
 
-/** kafkajs's read_committed isolation level. */
 const READ_COMMITTED = 1;
 
 /** A read_committed cluster connection built from the client's own settings (brokers, TLS, SASL, retries). */

@@ -43,11 +43,8 @@ export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClien
     options.tlsServerName = options.tls.servername ?? true;
   }
   if (settings.sasl) {
-    options.sasl = {
-      mechanism: MECHANISMS[settings.sasl.mechanism],
-      username: settings.sasl.username,
-      password: settings.sasl.password,
-    };
+    const { mechanism, username, password } = settings.sasl;
+    options.sasl = { mechanism: MECHANISMS[mechanism], username, password };
   }
   return options;
 }

@@ -179,7 +179,6 @@ class Reader {
     };
   }
 
-  /** Moves past `bytes` bytes that must lie before `limit`. */
   skip(bytes: number, limit: number): void {
     if (this.#pos + bytes > limit) this.fail(`${bytes} bytes past the end (${limit - this.#pos} left)`);
     this.#pos += bytes;

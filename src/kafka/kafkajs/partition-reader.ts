@@ -42,7 +42,6 @@ interface RawPartition {
   readonly messages: readonly RawRecord[];
 }
 
-/** The parts of a kafkajs broker connection the reader uses. */
 interface RawBroker {
   fetch(request: {
     isolationLevel: number;
@@ -59,7 +58,6 @@ interface OwnDecoded {
   readonly clientSideThrottleTime: number;
 }
 
-/** The parts of kafkajs's cluster object the reader uses. */
 interface RawCluster {
   connect(): Promise<void>;
   disconnect(): Promise<void>;

@@ -49,7 +49,6 @@ export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClien
   return options;
 }
 
-/** What every part of one port client is built with. */
 export interface ClientContext {
   readonly base: BaseOptions;
   /** The port's `retries`, for the requests the port sends itself. */

@@ -32,7 +32,6 @@ export interface FetchedPartition {
 /** One read_committed fetch of some partitions of one topic. */
 export interface PartitionFetch {
   readonly topic: string;
-  /** Where each partition's read starts. */
   readonly partitions: readonly { readonly partition: number; readonly offset: number }[];
   /** How long the broker may hold the fetch while nothing new is there, in ms. */
   readonly maxWaitMs: number;

@@ -14,7 +14,6 @@ import type { ChangelogChange, ChangelogSink, LoggedRepository } from '../../rep
 import type { ChunkEnd, ChunkSink } from '../chunk.js';
 import { GenerationMovedError, sameGeneration } from './producers.js';
 
-/** What an exactly-once chunk needs to know about its partition. */
 export interface TransactionTarget {
   readonly producer: KafkaProducer;
   /** The input's consumer group: its offsets join the transaction, with its generation where the client sends one. */

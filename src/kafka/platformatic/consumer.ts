@@ -457,11 +457,12 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const consumer = this.#consumer;
     if (run === undefined || consumer === undefined) return;
     state.busy = true;
+    const { topic, partition } = state;
     let resolved: bigint | undefined;
     const stale = () => this.#generation !== generation || generation.lost || !this.#running;
     const batch: ConsumedBatch = {
-      topic: state.topic,
-      partition: state.partition,
+      topic,
+      partition,
       messages,
       highWatermark,
       lastOffset: () => String(lastOffset),
@@ -472,13 +473,11 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
       },
       commit: async (nextOffset: string) => {
-        if (!this.owns(state.topic, state.partition)) {
-          throw new Error(`group ${this.groupId}: partition ${state.partition} was revoked; commit not sent`);
+        if (!this.owns(topic, partition)) {
+          throw new Error(`group ${this.groupId}: partition ${partition} was revoked; commit not sent`);
         }
         await consumer.commit({
-          offsets: [
-            { topic: state.topic, partition: state.partition, offset: BigInt(nextOffset), leaderEpoch: -1 },
-          ],
+          offsets: [{ topic, partition, offset: BigInt(nextOffset), leaderEpoch: -1 }],
         });
       },
       resolveOffset: (offset: string) => {
@@ -505,7 +504,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const tracked = handler.finally(() => {
       state.busy = false;
       // The state object of a newer generation (same partition) was created busy: free it too.
-      const current = this.#generation?.partitions.get(key(state.topic, state.partition));
+      const current = this.#generation?.partitions.get(key(topic, partition));
       if (current) current.busy = false;
       this.#handlers.delete(tracked);
       this.#wake?.();

@@ -154,13 +154,8 @@ export class ChunkProcessor {
       // The audit of the dropped duplicates, through the chunk's sender: in its transaction under exactly-once.
       await this.#deps.audit?.send(sink.sender, topic, partition, candidates, results);
       // Dead letters last: a failure here repeats the chunk, and the marks make its forwarded records duplicates.
-      const last = chunk[chunk.length - 1] as ConsumedMessage;
-      await sink.finish({
-        topic,
-        partition,
-        letters,
-        nextOffset: (BigInt(last.offset) + 1n).toString(),
-      });
+      const nextOffset = (BigInt((chunk[chunk.length - 1] as ConsumedMessage).offset) + 1n).toString();
+      await sink.finish({ topic, partition, letters, nextOffset });
       clock.tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
       if (sink.onCommitted === undefined)
         this.#count(topic, partition, chunk.length, withoutId, letters, tally);

@@ -128,17 +128,12 @@ function useOwnFetchDecoder(broker: RawBroker): void {
 
 /** A partition error as kafkajs would raise it, for the reader's recovery. */
 function partitionError(topic: string, part: FetchedPartition): Error {
-  if (part.errorCode === OFFSET_OUT_OF_RANGE) {
-    return Object.assign(new Error(`offset out of range on ${topic}[${part.partition}]`), {
-      name: OUT_OF_RANGE_NAME,
-      retriable: false,
-    });
-  }
-  // Leader moves, unknown partitions while metadata catches up, broker restarts: retried after a refresh.
-  return Object.assign(new Error(`fetch error code ${part.errorCode} on ${topic}[${part.partition}]`), {
-    name: 'KafkaJSProtocolError',
-    retriable: true,
-  });
+  const where = `on ${topic}[${part.partition}]`;
+  // Else leader moves, unknown partitions while metadata catches up, broker restarts: retried after a refresh.
+  const outOfRange = part.errorCode === OFFSET_OUT_OF_RANGE;
+  const message = outOfRange ? `offset out of range ${where}` : `fetch error code ${part.errorCode} ${where}`;
+  const name = outOfRange ? OUT_OF_RANGE_NAME : 'KafkaJSProtocolError';
+  return Object.assign(new Error(message), { name, retriable: !outOfRange });
 }
 
 /** One fetch of the given partitions from their leader, decoded into record batches. */

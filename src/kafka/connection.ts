@@ -6,7 +6,6 @@ import { defaultKafkaClient, kafkaClientNames } from './port/names.js';
 // How to reach a Kafka cluster: the node's `[kafka]` table and the `kafka` repository's connection keys. Apart
 // from `openKafkaClient` (port/open.ts), so that validating a config loads no client library.
 
-/** Defaults of a Kafka connection. */
 export const kafkaConnectionDefaults = {
   /** The node's client id; the `kafka` repository has its own (`kafkaDefaults.clientId`). */
   clientId: 'idem-node',
@@ -28,7 +27,6 @@ export const kafkaSaslSchema = z
   })
   .strict();
 
-/** Parsed {@link kafkaSaslSchema}. */
 export type KafkaSasl = z.output<typeof kafkaSaslSchema>;
 
 /** The connection keys every Kafka table shares, each validated the same way wherever it appears. */
@@ -78,5 +76,4 @@ export const kafkaConnectionSchema = z
   .strict()
   .superRefine(saslNeedsTls('kafka', 'record'));
 
-/** Parsed {@link kafkaConnectionSchema}. */
 export type KafkaConnection = z.output<typeof kafkaConnectionSchema>;

@@ -20,7 +20,6 @@ export const idSourceSchema = z.discriminatedUnion('from', [
     .strict(),
 ]);
 
-/** A parsed {@link idSourceSchema}. */
 export type IdSource = z.output<typeof idSourceSchema>;
 
 /** The parts of a record an id can come from (the port's `ConsumedMessage` and kafkajs's `KafkaMessage` fit). */

@@ -47,7 +47,8 @@ export class BatchLoop {
     perf.enter();
     this.#roundHadRecords = true;
     const { topic, partition } = payload;
-    const progress: Progress = {};
+    // The last record handled so far, also when a chunk fails: its offset is committed.
+    const progress: { done?: ConsumedMessage } = {};
     let failure: unknown;
     try {
       await this.#chunks(payload, progress);
@@ -78,8 +79,8 @@ export class BatchLoop {
     }
   };
 
-  /** The batch's chunks in order; `progress.done` follows the last record handled, also when one fails. */
-  async #chunks(payload: ConsumedBatch, progress: Progress): Promise<void> {
+  /** The batch's chunks in order, moving `progress.done`. */
+  async #chunks(payload: ConsumedBatch, progress: { done?: ConsumedMessage }): Promise<void> {
     const { partitions, chunks, catchUp, metrics } = this.#deps;
     const { topic, partition, messages } = payload;
     const highWatermark = Number(payload.highWatermark);
@@ -192,14 +193,12 @@ export class BatchLoop {
     span: Span,
   ): Promise<boolean> {
     const { tx } = span;
-    const committed = await this.#transactional(state, topic, payload, tx, async () => {
-      try {
-        await tx.commit();
-      } catch (error) {
+    const committed = await this.#transactional(state, topic, payload, tx, () =>
+      tx.commit().catch(async (error: unknown) => {
         await tx.fail();
         throw error;
-      }
-    });
+      }),
+    );
     if (committed) this.#committed(state, tx);
     return committed;
   }
@@ -213,11 +212,8 @@ export class BatchLoop {
   async #abortSpan(state: PartitionState, span: Span): Promise<void> {
     this.#deps.metrics.transactions.inc({ result: 'aborted' });
     if (await span.tx.fail()) return;
-    const lifecycle = this.#deps.partitions as PartitionLifecycle;
-    await lifecycle.afterUnknownEnd(
-      state.partition,
-      new Error('aborting the transaction of a moved partition failed'),
-    );
+    const cause = new Error('aborting the transaction of a moved partition failed');
+    await (this.#deps.partitions as PartitionLifecycle).afterUnknownEnd(state.partition, cause);
   }
 
   /**
@@ -295,8 +291,3 @@ class Span {
 /** An exactly-once span's longest time open, and most records in `input.batchSize` chunks. */
 const SPAN_MS = 100;
 const SPAN_CHUNKS = 10;
-
-/** The last record of a batch handled so far: its offset is committed. */
-interface Progress {
-  done?: ConsumedMessage;
-}

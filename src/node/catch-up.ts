@@ -9,7 +9,6 @@ import { z } from 'zod';
 import type { NodeMetrics } from './metrics.js';
 import { round } from './perf-log.js';
 
-/** Defaults of `[catchUp]`, written once. */
 export const catchUpDefaults = {
   enabled: true,
   /** Records behind the high watermark that start a catch-up (about 10 s of a steady node on the test box). */
@@ -44,7 +43,6 @@ export interface CatchUpProgress {
   readonly active: boolean;
 }
 
-/** One partition's catch-up in progress. */
 interface Run {
   readonly topic: string;
   readonly partition: number;
@@ -114,17 +112,13 @@ export class CatchUp {
   handled(topic: string, partition: number, count: number, nextOffset: number, highWatermark: number): void {
     const key = runKey(topic, partition);
     const run = this.#runs.get(key);
+    const lag = Math.max(0, highWatermark - nextOffset);
     if (run === undefined) {
-      if (this.#tracked.has(key)) {
-        this.#metrics.catchUpLag.set(
-          { topic, partition: String(partition) },
-          Math.max(0, highWatermark - nextOffset),
-        );
-      }
+      if (this.#tracked.has(key)) this.#metrics.catchUpLag.set({ topic, partition: String(partition) }, lag);
       return;
     }
     run.handled += count;
-    run.lag = Math.max(0, highWatermark - nextOffset);
+    run.lag = lag;
     run.watermark = highWatermark;
     run.at = performance.now();
     this.#metrics.catchUpRecords.inc(run.label, count);
@@ -176,15 +170,8 @@ export class CatchUp {
     const headRate = seconds > 0 ? (run.watermark - run.startWatermark) / seconds : 0;
     const net = rate - headRate;
     const etaSeconds = run.lag === 0 ? 0 : net > 0 ? round(run.lag / net, 1) : null;
-    return {
-      topic: run.topic,
-      partition: run.partition,
-      lag: run.lag,
-      rate: Math.round(rate),
-      etaSeconds,
-      handled: run.handled,
-      active: run.active,
-    };
+    const { topic, partition, lag, handled, active } = run;
+    return { topic, partition, lag, rate: Math.round(rate), etaSeconds, handled, active };
   }
 }
 

@@ -154,13 +154,8 @@ export class ChunkProcessor {
       // The audit of the dropped duplicates, through the chunk's sender: in its transaction under exactly-once.
       await this.#deps.audit?.send(sink.sender, topic, partition, candidates, results);
       // Dead letters last: a failure here repeats the chunk, and the marks make its forwarded records duplicates.
-      const last = chunk[chunk.length - 1] as ConsumedMessage;
-      await sink.finish({
-        topic,
-        partition,
-        letters,
-        nextOffset: (BigInt(last.offset) + 1n).toString(),
-      });
+      const nextOffset = (BigInt((chunk[chunk.length - 1] as ConsumedMessage).offset) + 1n).toString();
+      await sink.finish({ topic, partition, letters, nextOffset });
       clock.tick(sink === this.#atLeastOnce ? 'deliver' : 'commit');
       if (sink.onCommitted === undefined)
         this.#count(topic, partition, chunk.length, withoutId, letters, tally);
@@ -266,7 +261,10 @@ export class ChunkProcessor {
     };
     const { results } = await this.#consumer.processBatch(candidates, produce, {
       onStoreCall,
-      ...this.#deps.audit?.batchOptions(topic, partition, candidates),
+      // The audit names each candidate's place in its record.
+      ...(this.#deps.audit && {
+        placeOf: (i: number) => ({ topic, partition, offset: (candidates[i] as Candidate).message.offset }),
+      }),
     });
     if (writeFailure !== undefined) throw writeFailure.error;
     return { results, attempts };
@@ -335,11 +333,7 @@ export class ChunkProcessor {
   }
 }
 
-interface ChunkTally {
-  duplicates: number;
-  raced: number;
-  out: number;
-}
+type ChunkTally = Record<'duplicates' | 'raced' | 'out', number>;
 
 /** Each tick charges the time since the last to a phase of the perf log. */
 class PhaseClock {

@@ -30,14 +30,12 @@ function checkTtl(config: Pick<NodeConfig, 'dedup' | 'repository'>, repository: 
   );
 }
 
-/** What a running node exposes. */
 export interface DedupNodeHandle {
   readonly metrics: NodeMetrics;
   /** The port `/metrics` is served on, when enabled. */
   readonly metricsPort: number | undefined;
   /** Rejects when the node fails for good: the consumer crashed and neither the client nor the node restarts it. */
   readonly failed: Promise<never>;
-  /** Running counts since start. */
   totals(): Readonly<NodeTotals>;
   /** Finishes the batch in hand, commits it, flushes the store and disconnects. Idempotent. */
   stop(): Promise<void>;

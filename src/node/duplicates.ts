@@ -1,4 +1,4 @@
-import type { BatchOptions, DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
+import type { DuplicateRecord, HandlerContext, ProcessResult } from '../consumer/types.js';
 import { OutputError } from '../errors.js';
 import type {
   ConsumedMessage,
@@ -58,17 +58,6 @@ export class DuplicateAudit {
   readonly hook = (candidate: Candidate, _context: HandlerContext, duplicate: DuplicateRecord): void => {
     this.#records.set(candidate, duplicate);
   };
-
-  /** The engine batch's options that name each candidate's place, for the audit record. */
-  batchOptions(
-    topic: string,
-    partition: number,
-    candidates: readonly Candidate[],
-  ): Pick<BatchOptions, 'placeOf'> {
-    return {
-      placeOf: (i) => ({ topic, partition, offset: (candidates[i] as Candidate).message.offset }),
-    };
-  }
 
   /** Writes one record per duplicate of the chunk, in order; a refused one fails the chunk. */
   async send(

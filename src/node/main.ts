@@ -12,7 +12,6 @@ import { asMissingDependency } from '../util/optional-module.js';
 import { REDACTED } from '../util/redact-text.js';
 import { type NodeConfig, nodeConfigSchema } from './options.js';
 
-/** Exit codes of {@link runNode}. */
 export const nodeExitCodes = {
   /** Stopped by SIGTERM/SIGINT after finishing its batch and committing. */
   ok: 0,

@@ -8,7 +8,6 @@ import { durationMs, durationSchema } from '../util/duration.js';
 import { renamedKey } from '../util/renamed-key.js';
 import { catchUpSchema } from './catch-up.js';
 
-/** Defaults of the dedup node, written once. */
 export const nodeDefaults = {
   groupId: 'idem-dedup',
   /** Records per store round trip and per output request; also the most records one crash can repeat. */

@@ -67,12 +67,28 @@ export class OutputWriter {
     sender: RecordSender = this.#producer,
   ): Promise<Refused[]> {
     const refused: Refused[] = [];
+    // Sends messages[from, to) as one request; one refused for its records is split in halves (`attempt` + 1).
+    const sendOrSplit = async (from: number, to: number, attempt = 1): Promise<void> => {
+      try {
+        const batch = from === 0 && to === messages.length ? messages : messages.slice(from, to);
+        await this.#send(sender, partition, batch);
+      } catch (error) {
+        if (this.#options.errors.recordErrorType(error) === undefined) throw error;
+        if (to - from === 1) {
+          refused.push({ index: from, error, attempts: attempt });
+          return;
+        }
+        const mid = from + ((to - from) >>> 1);
+        await sendOrSplit(from, mid, attempt + 1);
+        await sendOrSplit(mid, to, attempt + 1);
+      }
+    };
     let start = 0;
     let bytes = 0;
     for (let i = 0; i < messages.length; i++) {
       const size = approxBytes(messages[i] as OutgoingMessage);
       if (sender.transactional === true && size > this.#budget && this.#overLimit(size)) {
-        if (i > start) await this.#sendOrSplit(sender, partition, messages, start, i, 1, refused);
+        if (i > start) await sendOrSplit(start, i);
         refused.push({
           index: i,
           error: new RecordTooLargeError(this.#options.topic, this.#options.maxBatchBytes),
@@ -83,15 +99,13 @@ export class OutputWriter {
         continue;
       }
       if (i > start && (bytes + size > this.#budget || i - start >= MAX_RECORDS_PER_REQUEST)) {
-        await this.#sendOrSplit(sender, partition, messages, start, i, 1, refused);
+        await sendOrSplit(start, i);
         start = i;
         bytes = 0;
       }
       bytes += size;
     }
-    if (start < messages.length) {
-      await this.#sendOrSplit(sender, partition, messages, start, messages.length, 1, refused);
-    }
+    if (start < messages.length) await sendOrSplit(start, messages.length);
     return refused;
   }
 
@@ -105,33 +119,6 @@ export class OutputWriter {
       this.#options.refuseOverLimit === true &&
       size - RECORD_OVERHEAD + BATCH_OVERHEAD + 7 > this.#options.maxBatchBytes
     );
-  }
-
-  async #sendOrSplit(
-    sender: RecordSender,
-    partition: number,
-    messages: readonly OutgoingMessage[],
-    from: number,
-    to: number,
-    attempt: number,
-    refused: Refused[],
-  ): Promise<void> {
-    try {
-      await this.#send(
-        sender,
-        partition,
-        from === 0 && to === messages.length ? messages : messages.slice(from, to),
-      );
-    } catch (error) {
-      if (this.#options.errors.recordErrorType(error) === undefined) throw error;
-      if (to - from === 1) {
-        refused.push({ index: from, error, attempts: attempt });
-        return;
-      }
-      const mid = from + ((to - from) >>> 1);
-      await this.#sendOrSplit(sender, partition, messages, from, mid, attempt + 1, refused);
-      await this.#sendOrSplit(sender, partition, messages, mid, to, attempt + 1, refused);
-    }
   }
 
   async #send(sender: RecordSender, partition: number, messages: readonly OutgoingMessage[]): Promise<void> {

@@ -4,7 +4,7 @@ import {
   KafkaChangelogSink,
   KafkaChangelogSource,
 } from '../kafka/changelog/index.js';
-import type { KafkaProducer } from '../kafka/port/index.js';
+import type { GroupMetadata, KafkaProducer } from '../kafka/port/index.js';
 import { ChangelogRestorer, LoggedRepository } from '../repositories/logged/index.js';
 import type { ChunkDeps, ChunkProcessor, NodeRuntime } from './chunk.js';
 import type { transactionalProducers } from './exactly-once/producers.js';
@@ -324,16 +324,10 @@ export class PartitionLifecycle {
 
   /** A partition's logged store and chunk processor; per-partition exactly-once, its initialised producer. */
   async #open(partition: number): Promise<PartitionState> {
-    const { kafka, repository, changelogTopic, transactions } = this.#deps;
-    const sink =
-      transactions === undefined
-        ? new KafkaChangelogSink({
-            client: kafka,
-            producer: this.#deps.producer,
-            topic: changelogTopic,
-            partition,
-          })
-        : undefined;
+    const { kafka, producer, repository, changelogTopic, transactions } = this.#deps;
+    const sink = transactions
+      ? undefined
+      : new KafkaChangelogSink({ client: kafka, producer, topic: changelogTopic, partition });
     const store = new LoggedRepository(repository, sink ?? new TransactionOnlySink(partition), {
       closeInner: false,
       name: `node partition ${partition}`,
@@ -341,15 +335,14 @@ export class PartitionLifecycle {
     const chunks = this.#deps.chunkProcessor({ repository: store });
     if (transactions === undefined || this.perInstance) return { partition, store, sink, chunks };
     try {
-      const producer = await this.#transactionalProducer(transactions.partitionId(partition));
-      return { partition, store, producer, chunks };
+      const own = await this.#transactionalProducer(transactions.partitionId(partition));
+      return { partition, store, producer: own, chunks };
     } catch (error) {
       await store.close();
       throw error;
     }
   }
 
-  /** A new chunk transaction of a ready exactly-once partition. */
   transaction(state: PartitionState): ChunkTransaction {
     const producer = state.producer ?? this.#instanceProducer;
     if (this.#deps.transactions === undefined || !producer) {
@@ -370,10 +363,7 @@ export class PartitionLifecycle {
 }
 
 /** A join of this member: its generation is undefined where the client does not say it (kafkajs). */
-interface GroupJoin {
-  readonly memberId: string;
-  readonly generationId?: number | undefined;
-}
+type GroupJoin = Pick<GroupMetadata, 'memberId' | 'generationId'>;
 
 /** True when `next` is the generation right after `last`, for the same member (a first join has nothing to lose). */
 export function followsOn(last: GroupJoin | undefined, next: GroupJoin): boolean {

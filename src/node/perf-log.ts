@@ -5,7 +5,6 @@
 export const PHASES = ['poll', 'parse', 'lookup', 'produce', 'deliver', 'mark', 'commit'] as const;
 export type Phase = (typeof PHASES)[number];
 
-/** A summary of one perf interval, as logged. */
 export interface PerfSummary {
   readonly seconds: number;
   readonly rowsIn: number;
@@ -42,7 +41,6 @@ export class PerfLog {
     this.#enteredAt = undefined;
   }
 
-  /** Counts the rows of one handled chunk. */
   rows(rowsIn: number, rowsOut: number, dropped: number): void {
     this.#counts.rowsIn += rowsIn;
     this.#counts.rowsOut += rowsOut;

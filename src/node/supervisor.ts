@@ -31,7 +31,6 @@ export class ConsumerSupervisor {
     consumer.onCrash(({ error, restart }) => this.#crashed(error, restart));
   }
 
-  /** Runs the consumer (its `run` with the node's batch handler). */
   async start(run: () => Promise<void>): Promise<void> {
     this.#run = run;
     await run();

@@ -18,7 +18,6 @@ export class ChangelogCheckpoint {
   readonly #saving = new SerialQueue();
 
   private constructor(
-    /** The checkpoint file. */
     readonly path: string,
     /** The changelog topic whose offsets the file records. */
     readonly topic: string,
@@ -27,18 +26,14 @@ export class ChangelogCheckpoint {
 
   /** Loads the file; empty (restore from the start) when there is none, or it is another topic's or unreadable. */
   static async load(path: string, topic: string): Promise<ChangelogCheckpoint> {
-    let text: string;
-    try {
-      text = await readFile(path, 'utf8');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT')
-        return new ChangelogCheckpoint(path, topic, new Map());
+    const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return undefined;
       throw new RepositoryError(`cannot read changelog checkpoint ${path}`, { cause: error });
-    }
-    return new ChangelogCheckpoint(path, topic, parseCheckpoint(text, topic));
+    });
+    const offsets = text === undefined ? new Map<number, number>() : parseCheckpoint(text, topic);
+    return new ChangelogCheckpoint(path, topic, offsets);
   }
 
-  /** The offset applied for the partition, if recorded. */
   get(partition: number): number | undefined {
     return this.applied.get(partition);
   }

@@ -67,9 +67,7 @@ export function isPack(value: Uint8Array): boolean {
 
 /** The changes of a V4 value, in order; an InvalidInputError when its lengths do not fit its bytes. */
 export function decodePack(value: Uint8Array): PackedChange[] {
-  const buffer = Buffer.isBuffer(value)
-    ? value
-    : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  const buffer = asBuffer(value);
   const size = buffer.length;
   if (size < PACK_HEADER || buffer[0] !== V4) throw unreadable(buffer);
   const count = buffer.readUInt32BE(1);
@@ -125,11 +123,7 @@ export function decodeMarkExpiry(value: Uint8Array): number {
   if (value.length < (value[0] === V3 ? 17 : 9) || (value[0] !== V1 && value[0] !== V2 && value[0] !== V3)) {
     throw unreadable(value);
   }
-  // The reader hands over Buffers; a view is made only for other byte arrays (restores call this per record).
-  const buffer = Buffer.isBuffer(value)
-    ? value
-    : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  const expiresAt = buffer.readDoubleBE(1);
+  const expiresAt = asBuffer(value).readDoubleBE(1);
   // A mark that never expires (NaN compares false with every time, Infinity is always ahead) is never restored.
   if (!Number.isFinite(expiresAt)) {
     throw new InvalidInputError('changelog value', `expiry ${expiresAt} is not a time`);
@@ -141,11 +135,8 @@ export function decodeMarkExpiry(value: Uint8Array): number {
 export function decodeMark(value: Uint8Array): ChangelogMark {
   const expiresAt = decodeMarkExpiry(value);
   if (value[0] === V1) return { expiresAt };
-  if (value[0] === V3) {
-    const view = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-    return { expiresAt, firstSeenAt: view.readDoubleBE(9) };
-  }
-  const text = Buffer.from(value.buffer, value.byteOffset + 9, value.byteLength - 9).toString('utf8');
+  if (value[0] === V3) return { expiresAt, firstSeenAt: asBuffer(value).readDoubleBE(9) };
+  const text = asBuffer(value).toString('utf8', 9);
   const { id: _id, ...record } = decodeRecord('', text);
   return record;
 }
@@ -153,6 +144,11 @@ export function decodeMark(value: Uint8Array): ChangelogMark {
 /** The repository record that a changelog entry stands for: key plus mark (a bare mark is a confirmed record). */
 export function markRecord(key: string, mark: ChangelogMark): IdempotencyRecord {
   return { state: 'confirmed', ...mark, id: key };
+}
+
+/** `value` as a Buffer: the reader hands over Buffers; a view is made only for other byte arrays (per record). */
+function asBuffer(value: Uint8Array): Buffer {
+  return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
 }
 
 function badPack(what: string, size: number): InvalidInputError {

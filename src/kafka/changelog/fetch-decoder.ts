@@ -61,20 +61,23 @@ class Reader {
     throw new FetchDecodeError(what, position, this.buf.length);
   }
 
-  /** A count of items of at least `minSize` bytes each, all before `limit`. */
-  count(value: number, what: string, minSize: number, limit: number, at: number): number {
-    if (value < 0) this.fail(`negative ${what} ${value}`, at);
+  /**
+   * A count of items of at least `minSize` bytes each, or a length of bytes (`minSize` 1), read here by `read`:
+   * all before `limit`; -1 (a null) only when `nullable`.
+   */
+  sized(
+    read: (limit: number) => number,
+    what: string,
+    limit: number,
+    minSize: number,
+    nullable: boolean,
+  ): number {
+    const at = this.#pos;
+    const value = read.call(this, limit);
+    if (value < (nullable ? -1 : 0)) this.fail(`negative ${what} ${value}`, at);
     if (value > (limit - this.#pos) / minSize) {
       this.fail(`${what} ${value} needs more than the ${limit - this.#pos} bytes left`, at);
     }
-    return value;
-  }
-
-  /** A length of bytes that start here and end before `limit` (-1, a null, when `nullable`). */
-  length(value: number, what: string, limit: number, at: number, nullable: boolean): number {
-    if (value < (nullable ? -1 : 0)) this.fail(`negative ${what} ${value}`, at);
-    if (value > limit - this.#pos)
-      this.fail(`${what} ${value} past its end (${limit - this.#pos} bytes left)`, at);
     return value;
   }
 
@@ -83,13 +86,10 @@ class Reader {
     if (size < 4 + 2 + 4 + 4) this.fail(`response of ${size} bytes`, 0);
     this.#pos += 4 + 2 + 4; // throttle time, top-level error code (sessions are not used), session id
     const out: FetchedPartition[] = [];
-    let at = this.#pos;
-    for (let t = this.count(this.int32(size), 'topic count', MIN_TOPIC, size, at); t > 0; t--) {
-      at = this.#pos;
-      const nameLength = this.length(this.int16(size), 'topic name length', size, at, false);
+    for (let t = this.sized(this.int32, 'topic count', size, MIN_TOPIC, false); t > 0; t--) {
+      const nameLength = this.sized(this.int16, 'topic name length', size, 1, false);
       this.#pos += nameLength; // the topic name: the reader fetches one topic per request
-      at = this.#pos;
-      for (let p = this.count(this.int32(size), 'partition count', MIN_PARTITION, size, at); p > 0; p--) {
+      for (let p = this.sized(this.int32, 'partition count', size, MIN_PARTITION, false); p > 0; p--) {
         out.push(this.partition(size));
       }
     }
@@ -101,26 +101,18 @@ class Reader {
     const errorCode = this.int16(size);
     this.skip(8 + 8 + 8, size); // high watermark, last stable offset, log start offset
     const abortedTransactions: { producerId: number; firstOffset: number }[] = [];
-    let at = this.#pos;
-    const aborted = this.int32(size); // -1: a null array
-    if (aborted !== -1) {
-      for (
-        let a = this.count(aborted, 'aborted transaction count', ABORTED_TRANSACTION, size, at);
-        a > 0;
-        a--
-      ) {
-        abortedTransactions.push({ producerId: this.int64(size), firstOffset: this.int64(size) });
-      }
+    const aborted = this.sized(this.int32, 'aborted transaction count', size, ABORTED_TRANSACTION, true);
+    for (let a = aborted; a > 0; a--) {
+      abortedTransactions.push({ producerId: this.int64(size), firstOffset: this.int64(size) });
     }
     this.skip(4, size); // preferred read replica
-    at = this.#pos;
-    const records = this.length(this.int32(size), 'records size', size, at, true);
+    const records = this.sized(this.int32, 'records size', size, 1, true);
     const end = this.#pos + Math.max(0, records);
     const batches: RecordBatch[] = [];
     // The last batch can be cut short by the fetch's byte limit; it comes again in the next fetch.
     while (end - this.#pos >= 8 + 4 + BATCH_HEADER_REST) {
       const baseOffset = this.int64(end);
-      at = this.#pos;
+      const at = this.#pos;
       const length = this.int32(end);
       if (length < BATCH_HEADER_REST) this.fail(`batch length ${length} below a batch header`, at);
       const batchEnd = this.#pos + length;
@@ -142,11 +134,10 @@ class Reader {
     this.#pos += 8 + 8; // first and max timestamps
     const producerId = this.int64(batchEnd);
     this.#pos += 2 + 4; // producer epoch, base sequence
-    let at = this.#pos;
-    const count = this.count(this.int32(batchEnd), 'record count', MIN_RECORD, batchEnd, at);
+    const count = this.sized(this.int32, 'record count', batchEnd, MIN_RECORD, false);
     const records: BatchRecord[] = new Array(count);
     for (let i = 0; i < count; i++) {
-      at = this.#pos;
+      const at = this.#pos;
       const length = this.varint(batchEnd);
       if (length < MIN_RECORD - 1) this.fail(`record length ${length}`, at);
       const recordEnd = this.#pos + length;
@@ -154,32 +145,21 @@ class Reader {
       this.#pos += 1; // attributes
       this.skipVarint(recordEnd); // timestamp delta (a varlong)
       const offset = baseOffset + this.varint(recordEnd);
-      at = this.#pos;
-      const keyLength = this.length(this.varint(recordEnd), 'key length', recordEnd, at, true);
+      const keyLength = this.sized(this.varint, 'key length', recordEnd, 1, true);
       const key = keyLength < 0 ? null : this.buf.toString('utf8', this.#pos, this.#pos + keyLength);
       if (keyLength > 0) this.#pos += keyLength;
-      at = this.#pos;
-      const valueLength = this.length(this.varint(recordEnd), 'value length', recordEnd, at, true);
+      const valueLength = this.sized(this.varint, 'value length', recordEnd, 1, true);
       const value = valueLength < 0 ? null : this.buf.subarray(this.#pos, this.#pos + valueLength);
       if (valueLength > 0) this.#pos += valueLength;
       let headers: Record<string, Buffer> = NO_HEADERS;
-      at = this.#pos;
-      const headerCount = this.count(this.varint(recordEnd), 'header count', MIN_HEADER, recordEnd, at);
+      const headerCount = this.sized(this.varint, 'header count', recordEnd, MIN_HEADER, false);
       if (headerCount > 0) {
         headers = {};
         for (let h = 0; h < headerCount; h++) {
-          at = this.#pos;
-          const nameLength = this.length(this.varint(recordEnd), 'header name length', recordEnd, at, false);
+          const nameLength = this.sized(this.varint, 'header name length', recordEnd, 1, false);
           const name = this.buf.toString('utf8', this.#pos, this.#pos + nameLength);
           this.#pos += nameLength;
-          at = this.#pos;
-          const headerLength = this.length(
-            this.varint(recordEnd),
-            'header value length',
-            recordEnd,
-            at,
-            true,
-          );
+          const headerLength = this.sized(this.varint, 'header value length', recordEnd, 1, true);
           if (headerLength >= 0) {
             headers[name] = this.buf.subarray(this.#pos, this.#pos + headerLength);
             this.#pos += headerLength;
@@ -199,7 +179,6 @@ class Reader {
     };
   }
 
-  /** Moves past `bytes` bytes that must lie before `limit`. */
   skip(bytes: number, limit: number): void {
     if (this.#pos + bytes > limit) this.fail(`${bytes} bytes past the end (${limit - this.#pos} left)`);
     this.#pos += bytes;

@@ -61,18 +61,13 @@ const ABORT_MARKER = 0;
 export class ChangelogReader {
   readonly #partitions: PartitionReader;
   readonly #errors: KafkaErrorClassifier;
-  readonly #maxBytes: number;
-  readonly #maxBytesPerPartition: number;
-  readonly #maxWaitMs: number;
-  readonly #retries: number;
+  readonly #options: Required<ChangelogReaderOptions>;
 
   constructor(client: KafkaClient, options: ChangelogReaderOptions = {}) {
     this.#partitions = client.partitionReader();
     this.#errors = client.errors;
-    this.#maxBytes = options.maxBytes ?? 16 * 1024 * 1024;
-    this.#maxBytesPerPartition = options.maxBytesPerPartition ?? 8 * 1024 * 1024;
-    this.#maxWaitMs = options.maxWaitMs ?? 500;
-    this.#retries = options.retries ?? 20;
+    const { maxBytes = 2 ** 24, maxBytesPerPartition = 2 ** 23, maxWaitMs = 500, retries = 20 } = options;
+    this.#options = { maxBytes, maxBytesPerPartition, maxWaitMs, retries };
   }
 
   /** The topic's partition ids, from fresh metadata. */
@@ -121,9 +116,9 @@ export class ChangelogReader {
         topic,
         partitions: wanted.map((partition) => ({ partition, offset: next.get(partition) ?? 0 })),
         // Below the end the data is there and the broker answers at once; only a caught-up follower waits.
-        maxWaitMs: follow && caughtUp ? this.#maxWaitMs : 100,
-        maxBytes: this.#maxBytes,
-        maxBytesPerPartition: this.#maxBytesPerPartition,
+        maxWaitMs: follow && caughtUp ? this.#options.maxWaitMs : 100,
+        maxBytes: this.#options.maxBytes,
+        maxBytesPerPartition: this.#options.maxBytesPerPartition,
       });
       round.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
       return round;
@@ -165,7 +160,6 @@ export class ChangelogReader {
     return next;
   }
 
-  /** Disconnects from the brokers. */
   async close(): Promise<void> {
     await this.#partitions.close();
   }
@@ -176,7 +170,7 @@ export class ChangelogReader {
       await this.#restart(topic, next, await this.#partitions.listOffsets(topic, [...next.keys()], 'latest'));
       return;
     }
-    if (failures > this.#retries || this.#errors.isPermanent(error)) {
+    if (failures > this.#options.retries || this.#errors.isPermanent(error)) {
       const detail = errorMessage(error);
       throw new RepositoryError(`reading changelog topic ${topic} failed: ${detail}`, { cause: error });
     }

@@ -154,36 +154,27 @@ export function decodeChanges(
   onUnreadable: (unreadable: UnreadableChange) => void,
 ): ChangelogChange[] {
   const changes: ChangelogChange[] = [];
-  const add = (key: string, value: Buffer | null, offset: number) => {
-    if (value === null) {
-      changes.push({ key, record: undefined });
-      return;
-    }
-    let record: IdempotencyRecord;
-    try {
-      record = markRecord(key, decodeMark(value));
-      checkTimes(record);
-    } catch (error) {
-      if (!(error instanceof InvalidInputError)) throw error;
-      onUnreadable({ topic, partition, offset, reason: error.message });
-      return;
-    }
-    changes.push({ key, record });
+  // An InvalidInputError skips the record (or the pack's change) it was raised for; any other error is raised.
+  const skip = (error: unknown, offset: number) => {
+    if (!(error instanceof InvalidInputError)) throw error;
+    onUnreadable({ topic, partition, offset, reason: error.message });
   };
-  for (const entry of records) {
-    if (entry.value === null || !isPack(entry.value)) {
-      add(entry.key, entry.value, entry.offset);
-      continue;
-    }
-    let packed: PackedChange[];
+  const add = (key: string, value: Buffer | null, offset: number) => {
     try {
-      packed = decodePack(entry.value);
+      const record = value === null ? undefined : markRecord(key, decodeMark(value));
+      if (record) checkTimes(record);
+      changes.push({ key, record });
     } catch (error) {
-      if (!(error instanceof InvalidInputError)) throw error;
-      onUnreadable({ topic, partition, offset: entry.offset, reason: error.message });
-      continue;
+      skip(error, offset);
     }
-    for (const { key, value } of packed) add(key, value, entry.offset);
+  };
+  for (const { key, value, offset } of records) {
+    try {
+      if (value === null || !isPack(value)) add(key, value, offset);
+      else for (const change of decodePack(value)) add(change.key, change.value, offset);
+    } catch (error) {
+      skip(error, offset);
+    }
   }
   return changes;
 }

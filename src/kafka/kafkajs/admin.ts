@@ -13,7 +13,6 @@ const byPartition = <T extends { partition: number }>(entries: T[]): T[] =>
 /** ConfigResourceTypes.TOPIC: kafkajs's CommonJS build does not expose its enums as named ESM exports. */
 const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
 
-/** A kafkajs admin behind the port. */
 export class KafkajsAdmin implements KafkaAdmin {
   constructor(
     readonly native: Admin,

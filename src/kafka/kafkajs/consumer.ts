@@ -57,7 +57,6 @@ const partitionKey = (topic: string, partition: number): string => `${topic}:${p
 const mutable = (partitions: readonly TopicPartitions[]) =>
   partitions.map((p) => ({ topic: p.topic, partitions: [...p.partitions] }));
 
-/** A kafkajs consumer (`native`) behind the port. */
 export class KafkajsConsumer implements GroupConsumer {
   #memberId: string | undefined;
   /**

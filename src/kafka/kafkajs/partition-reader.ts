@@ -35,7 +35,6 @@ interface RawRecord {
   };
 }
 
-/** One partition of a fetch response. */
 interface RawPartition {
   readonly partition: number;
   readonly errorCode: number;
@@ -43,7 +42,6 @@ interface RawPartition {
   readonly messages: readonly RawRecord[];
 }
 
-/** The parts of a kafkajs broker connection the reader uses. */
 interface RawBroker {
   fetch(request: {
     isolationLevel: number;
@@ -60,7 +58,6 @@ interface OwnDecoded {
   readonly clientSideThrottleTime: number;
 }
 
-/** The parts of kafkajs's cluster object the reader uses. */
 interface RawCluster {
   connect(): Promise<void>;
   disconnect(): Promise<void>;
@@ -74,7 +71,6 @@ interface RawCluster {
   ): Promise<{ topic: string; partitions: { partition: number; offset: string }[] }[]>;
 }
 
-/** kafkajs's read_committed isolation level. */
 const READ_COMMITTED = 1;
 
 /** A read_committed cluster connection built from the client's own settings (brokers, TLS, SASL, retries). */
@@ -132,17 +128,12 @@ function useOwnFetchDecoder(broker: RawBroker): void {
 
 /** A partition error as kafkajs would raise it, for the reader's recovery. */
 function partitionError(topic: string, part: FetchedPartition): Error {
-  if (part.errorCode === OFFSET_OUT_OF_RANGE) {
-    return Object.assign(new Error(`offset out of range on ${topic}[${part.partition}]`), {
-      name: OUT_OF_RANGE_NAME,
-      retriable: false,
-    });
-  }
-  // Leader moves, unknown partitions while metadata catches up, broker restarts: retried after a refresh.
-  return Object.assign(new Error(`fetch error code ${part.errorCode} on ${topic}[${part.partition}]`), {
-    name: 'KafkaJSProtocolError',
-    retriable: true,
-  });
+  const where = `on ${topic}[${part.partition}]`;
+  // Else leader moves, unknown partitions while metadata catches up, broker restarts: retried after a refresh.
+  const outOfRange = part.errorCode === OFFSET_OUT_OF_RANGE;
+  const message = outOfRange ? `offset out of range ${where}` : `fetch error code ${part.errorCode} ${where}`;
+  const name = outOfRange ? OUT_OF_RANGE_NAME : 'KafkaJSProtocolError';
+  return Object.assign(new Error(message), { name, retriable: !outOfRange });
 }
 
 /** One fetch of the given partitions from their leader, decoded into record batches. */
@@ -251,21 +242,18 @@ export class KafkajsPartitionReader implements PartitionReader {
     const leaderOf = (p: number) => metadata.find((m) => m.partitionId === p)?.leader;
     return fetchByLeader(request, leaderOf, async (leader, ps) => {
       const broker = await this.#queue.run(() => this.#cluster.findBroker({ nodeId: String(leader) }));
+      const maxBytes = request.maxBytesPerPartition;
+      const partitions = ps.map(({ partition, offset }) => ({
+        partition,
+        fetchOffset: String(offset),
+        maxBytes,
+      }));
       const fetch: Parameters<typeof fetchBatches>[1] = {
         isolationLevel: READ_COMMITTED,
         maxWaitTime: request.maxWaitMs,
         minBytes: 1,
         maxBytes: request.maxBytes,
-        topics: [
-          {
-            topic,
-            partitions: ps.map(({ partition, offset }) => ({
-              partition,
-              fetchOffset: String(offset),
-              maxBytes: request.maxBytesPerPartition,
-            })),
-          },
-        ],
+        topics: [{ topic, partitions }],
       };
       // A broker's first fetch opens its fetch connection: it queues like the other connecting calls.
       if (this.#fetched.has(broker)) return fetchBatches(broker, fetch);

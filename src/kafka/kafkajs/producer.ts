@@ -18,7 +18,6 @@ import { KafkajsConsumer } from './consumer.js';
  */
 const OFFSETS_ATTEMPTS = 10;
 
-/** The kafkajs producer config for the port's options. */
 export function kafkajsProducerConfig(
   options: ProducerOptions,
 ): Parameters<import('kafkajs').Kafka['producer']>[0] {
@@ -48,7 +47,6 @@ function send(sender: Producer | Transaction, request: ProduceRequest): Promise<
     );
 }
 
-/** A kafkajs producer (`native`) behind the port. */
 export class KafkajsProducer implements KafkaProducer {
   constructor(
     readonly native: Producer,

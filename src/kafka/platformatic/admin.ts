@@ -4,7 +4,6 @@ import { findBy } from './errors.js';
 import { listOffsets } from './list-offsets.js';
 import type { ClientContext } from './options.js';
 
-/** The admin calls of the port over @platformatic/kafka's Admin. */
 export class PlatformaticAdmin implements KafkaAdmin {
   #admin: Admin | undefined;
 

@@ -19,6 +19,7 @@ import {
   type KafkaLogSink,
   type PartitionFetch,
   type RunOptions,
+  retrying,
   type TopicPartitions,
 } from '../port/index.js';
 import {
@@ -304,26 +305,23 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   async #fetchLoop(signal: AbortSignal): Promise<void> {
     let failures = 0;
     while (!signal.aborted) {
-      const started = this.#startWork(signal, () => {
+      this.#startWork(signal, () => {
         failures = 0;
       });
-      if (started === 'failed') {
-        failures++;
-        await sleep(Math.min(10_000, 200 * 2 ** Math.min(failures, 6)), signal);
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-      });
+      // A step failed since the last round: back off before the next.
+      if (this.#failed) {
+        this.#failed = false;
+        await sleep(Math.min(10_000, 200 * 2 ** Math.min(++failures, 6)), signal);
+      } else await new Promise<void>((resolve) => (this.#wake = resolve));
     }
   }
 
   /** Starts a read of the positions not known and a fetch per leader with none in flight; each wakes the loop. */
-  #startWork(signal: AbortSignal, succeeded: () => void): 'ok' | 'failed' {
+  #startWork(signal: AbortSignal, succeeded: () => void): void {
     const generation = this.#generation;
     const consumer = this.#consumer;
     // A lost generation waits for the library's rejoin (its next join starts a new one).
-    if (generation === undefined || generation.lost || consumer === undefined) return 'ok';
+    if (generation === undefined || generation.lost || consumer === undefined) return;
     const idle = [...generation.partitions.values()].filter((s) => !s.busy);
     const unknown = idle.filter((s) => s.position === undefined);
     if (unknown.length > 0 && !this.#refreshing) {
@@ -343,17 +341,15 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         });
     }
     const ready = idle.filter((s) => s.position !== undefined && !s.paused);
-    if (ready.length === 0) return this.#takeFailure();
+    if (ready.length === 0) return;
     const metadata = consumer.currentMetadata;
     if (metadata === undefined) {
-      this.#limited('a metadata refresh', consumer.metadata({ topics: this.#topics })).then(
-        () => this.#wake?.(),
-        () => {
+      this.#limited('a metadata refresh', consumer.metadata({ topics: this.#topics }))
+        .catch(() => {
           this.#failed = true;
-          this.#wake?.();
-        },
-      );
-      return this.#takeFailure();
+        })
+        .finally(() => this.#wake?.());
+      return;
     }
     const byLeader = new Map<number, PartitionState[]>();
     let leaderless = false;
@@ -380,21 +376,15 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
           this.#wake?.();
         });
     }
-    return this.#takeFailure();
   }
 
+  /** A step failed: the fetch loop backs off before its next round. */
   #failed = false;
   /** Reads of the positions started: a read that ran past its time limit sets nothing once a newer one started. */
   #refreshes = 0;
 
   #limited<T>(step: string, work: Promise<T>): Promise<T> {
     return this.context.limited(step, work, (message, fields) => this.warn(message, fields));
-  }
-
-  #takeFailure(): 'ok' | 'failed' {
-    const failed = this.#failed;
-    this.#failed = false;
-    return failed ? 'failed' : 'ok';
   }
 
   #fetchFailed(error: unknown, states: readonly PartitionState[]): void {
@@ -467,29 +457,27 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const consumer = this.#consumer;
     if (run === undefined || consumer === undefined) return;
     state.busy = true;
+    const { topic, partition } = state;
     let resolved: bigint | undefined;
     const stale = () => this.#generation !== generation || generation.lost || !this.#running;
     const batch: ConsumedBatch = {
-      topic: state.topic,
-      partition: state.partition,
+      topic,
+      partition,
       messages,
       highWatermark,
       lastOffset: () => String(lastOffset),
       heartbeat: async () => {
         // The library notices a lost membership only at its next heartbeat: a member resumed after a pause (SIGSTOP,
         // GC) would go on with a batch another member took over. As kafkajs, ask the coordinator.
-        if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
-        await this.#confirmMembership(generation);
+        if (!stale()) await this.#confirmMembership(generation);
         if (stale()) throw new GroupRebalancingError(`group ${this.groupId} is rebalancing`);
       },
       commit: async (nextOffset: string) => {
-        if (!this.owns(state.topic, state.partition)) {
-          throw new Error(`group ${this.groupId}: partition ${state.partition} was revoked; commit not sent`);
+        if (!this.owns(topic, partition)) {
+          throw new Error(`group ${this.groupId}: partition ${partition} was revoked; commit not sent`);
         }
         await consumer.commit({
-          offsets: [
-            { topic: state.topic, partition: state.partition, offset: BigInt(nextOffset), leaderEpoch: -1 },
-          ],
+          offsets: [{ topic, partition, offset: BigInt(nextOffset), leaderEpoch: -1 }],
         });
       },
       resolveOffset: (offset: string) => {
@@ -516,7 +504,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const tracked = handler.finally(() => {
       state.busy = false;
       // The state object of a newer generation (same partition) was created busy: free it too.
-      const current = this.#generation?.partitions.get(key(state.topic, state.partition));
+      const current = this.#generation?.partitions.get(key(topic, partition));
       if (current) current.busy = false;
       this.#handlers.delete(tracked);
       this.#wake?.();
@@ -605,10 +593,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         isolationLevel: FetchIsolationLevels.READ_COMMITTED,
         retries: this.context.retries,
       });
-    const reset = await ends(
-      this.#fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
-    );
     const earliest = await ends(ListOffsetTimestamps.EARLIEST);
+    const reset = this.#fromBeginning ? earliest : await ends(ListOffsetTimestamps.LATEST);
     if (refresh !== this.#refreshes) return;
     for (const s of states) {
       if (this.#generation !== generation || s.busy) continue;
@@ -625,29 +611,20 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     consumer: LibraryConsumer,
     byTopic: Map<string, number[]>,
   ): Promise<Map<string, bigint>> {
-    const result = new Map<string, bigint>();
     const connection = await this.#coordinator(consumer, [...byTopic.keys()]);
-    for (let attempt = 0; ; attempt++) {
-      const groups = [
-        {
-          groupId: this.groupId,
-          memberId: null,
-          memberEpoch: -1,
-          topics: [...byTopic].map(([name, partitionIndexes]) => ({ name, partitionIndexes })),
-        },
-      ];
-      try {
-        const stable = this.#requireStable;
-        const response = await send<OffsetFetchResponse>(consumer, 'OffsetFetch', connection, groups, stable);
-        for (const topic of response.groups.flatMap((g) => g.topics)) {
-          for (const p of topic.partitions) result.set(key(topic.name, p.partitionIndex), p.committedOffset);
-        }
-        return result;
-      } catch (error) {
-        const unstable = findBy(error, 'apiId', 'UNSTABLE_OFFSET_COMMIT');
-        if (!unstable || attempt >= 100 || this.#abort.signal.aborted) throw error;
-        await sleep(200, this.#abort.signal);
-      }
+    const topics = [...byTopic].map(([name, partitionIndexes]) => ({ name, partitionIndexes }));
+    const groups = [{ groupId: this.groupId, memberId: null, memberEpoch: -1, topics }];
+    const response = await retrying(
+      () => send<OffsetFetchResponse>(consumer, 'OffsetFetch', connection, groups, this.#requireStable),
+      (error, failures) =>
+        findBy(error, 'apiId', 'UNSTABLE_OFFSET_COMMIT') && failures <= 100 && !this.#abort.signal.aborted
+          ? 200
+          : undefined,
+    );
+    const result = new Map<string, bigint>();
+    for (const topic of response.groups.flatMap((g) => g.topics)) {
+      for (const p of topic.partitions) result.set(key(topic.name, p.partitionIndex), p.committedOffset);
     }
+    return result;
   }
 }

@@ -68,7 +68,6 @@ export function withBrokerDetail(error: unknown): unknown {
   return wrapped;
 }
 
-/** Throws {@link withBrokerDetail} of `error`. */
 export function rethrowWithDetail(error: unknown): never {
   throw withBrokerDetail(error);
 }

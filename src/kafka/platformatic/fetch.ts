@@ -17,7 +17,6 @@ import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
  * must not hold up the group's requests), and filters as Kafka's own consumer does ({@link dropAborted}).
  */
 
-/** One partition of a Fetch answer, as read here. */
 interface RawFetchPartition {
   readonly partitionIndex: number;
   readonly errorCode: number;
@@ -29,7 +28,6 @@ interface RawFetchPartition {
   records?: RecordsBatch[];
 }
 
-/** A Fetch answer, as read here. */
 interface RawFetchResponse {
   readonly responses: readonly { readonly topicId: string; readonly partitions: RawFetchPartition[] }[];
 }
@@ -58,19 +56,11 @@ export class RawFetcher {
     if (broker === undefined) throw new Error(`broker ${leader} is not in the metadata`);
     const topicId = metadata.topics.get(topic)?.id;
     if (topicId === undefined) throw new Error(`topic ${topic} is not in the metadata`);
-    const topics = [
-      {
-        topicId,
-        partitions: partitions.map((p) => ({
-          partition: p.partition,
-          fetchOffset: p.offset,
-          partitionMaxBytes: limits.maxBytesPerPartition,
-          currentLeaderEpoch: -1,
-          lastFetchedEpoch: -1,
-        })),
-      },
-    ];
-    const { maxWaitMs, maxBytes } = limits;
+    const { maxWaitMs, maxBytes, maxBytesPerPartition: partitionMaxBytes } = limits;
+    const asked = partitions.map(({ partition, offset: fetchOffset }) => {
+      return { partition, fetchOffset, partitionMaxBytes, currentLeaderEpoch: -1, lastFetchedEpoch: -1 };
+    });
+    const topics = [{ topicId, partitions: asked }];
     // minBytes 1, read_committed, no fetch session (id and epoch 0), nothing forgotten, no rack.
     const fields = [maxWaitMs, 1, maxBytes, FetchIsolationLevels.READ_COMMITTED, 0, 0, topics, [], ''];
     const response = send<RawFetchResponse>(this.library, 'Fetch', () => this.#pool.get(broker), ...fields);

@@ -76,12 +76,10 @@ async function listOnce(
     }),
   );
   const offsets = new Map<string, Map<number, bigint>>();
-  for (const response of responses) {
-    for (const topic of response.topics) {
-      const partitions = offsets.get(topic.name) ?? new Map<number, bigint>();
-      offsets.set(topic.name, partitions);
-      for (const p of topic.partitions) partitions.set(p.partitionIndex, p.offset);
-    }
+  for (const topic of responses.flatMap((r) => r.topics)) {
+    const partitions = offsets.get(topic.name) ?? new Map<number, bigint>();
+    offsets.set(topic.name, partitions);
+    for (const p of topic.partitions) partitions.set(p.partitionIndex, p.offset);
   }
   return offsets;
 }

@@ -43,16 +43,12 @@ export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClien
     options.tlsServerName = options.tls.servername ?? true;
   }
   if (settings.sasl) {
-    options.sasl = {
-      mechanism: MECHANISMS[settings.sasl.mechanism],
-      username: settings.sasl.username,
-      password: settings.sasl.password,
-    };
+    const { mechanism, username, password } = settings.sasl;
+    options.sasl = { mechanism: MECHANISMS[mechanism], username, password };
   }
   return options;
 }
 
-/** What every part of one port client is built with. */
 export interface ClientContext {
   readonly base: BaseOptions;
   /** The port's `retries`, for the requests the port sends itself. */

@@ -6,7 +6,6 @@ import type { ConsumedMessage, MessageHeaders, OutgoingMessage, RecordBatch } fr
 
 /** The attributes bit of a control batch (transaction markers). */
 export const CONTROL_BATCH = 0x20;
-/** The attributes bit of a transactional batch. */
 export const TRANSACTIONAL_BATCH = 0x10;
 
 /** Header pairs as the port's header object: a name seen twice becomes an array, as kafkajs does. */

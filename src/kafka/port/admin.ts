@@ -1,4 +1,3 @@
-/** A topic to create. */
 export interface NewTopic {
   readonly topic: string;
   /** Default: the broker's `num.partitions`. */
@@ -8,7 +7,6 @@ export interface NewTopic {
   readonly configEntries?: readonly { readonly name: string; readonly value: string }[];
 }
 
-/** The offsets of one partition of a topic. */
 export interface PartitionOffsetRange {
   readonly partition: number;
   /** The first offset still in the log. */

@@ -37,7 +37,6 @@ export interface KafkaClientSettings {
   readonly requestTimeout: number;
 }
 
-/** How a client retries and logs. */
 export interface KafkaClientBehaviour {
   /** Retry budget per request (backing off by {@link retryBackoffMs}). */
   readonly retries: number;

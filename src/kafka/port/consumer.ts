@@ -44,7 +44,6 @@ export interface ConsumedBatch {
   isStale(): boolean;
 }
 
-/** Partitions of one topic. */
 export interface TopicPartitions {
   readonly topic: string;
   readonly partitions: readonly number[];
@@ -58,7 +57,6 @@ export interface GroupJoin {
   readonly assignment: Readonly<Record<string, readonly number[]>>;
 }
 
-/** The consumer crashed. */
 export interface ConsumerCrash {
   readonly error: Error;
   /** True when the client restarts the consumer itself; false when it stays down (the caller decides). */

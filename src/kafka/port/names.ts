@@ -3,7 +3,6 @@
 /** The Kafka client libraries the port has an implementation for (config key `kafka.client`). */
 export const kafkaClientNames = ['kafkajs', 'platformatic'] as const;
 
-/** One of {@link kafkaClientNames}. */
 export type KafkaClientName = (typeof kafkaClientNames)[number];
 
 /**

@@ -2,7 +2,6 @@
 // group (a group join per restore costs seconds). Batches come as Kafka writes them: the reader drops aborted
 // transactions itself, as Kafka's own consumer does.
 
-/** One record of a fetched batch. */
 export interface BatchRecord {
   readonly offset: number;
   /** The key as UTF-8 text (changelog keys are canonical ids); null for a keyless record. */
@@ -33,7 +32,6 @@ export interface FetchedPartition {
 /** One read_committed fetch of some partitions of one topic. */
 export interface PartitionFetch {
   readonly topic: string;
-  /** Where each partition's read starts. */
   readonly partitions: readonly { readonly partition: number; readonly offset: number }[];
   /** How long the broker may hold the fetch while nothing new is there, in ms. */
   readonly maxWaitMs: number;
@@ -63,7 +61,6 @@ export interface PartitionReader {
   close(): Promise<void>;
 }
 
-/** Appends `value` to the list of `key` in `map`. */
 export function appendTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
   const list = map.get(key);
   if (list) list.push(value);

@@ -18,7 +18,6 @@ export interface GroupMetadata {
   /** The group generation this member joined; undefined when the client does not know it (kafkajs). */
   readonly generationId?: number;
   readonly memberId?: string;
-  readonly groupInstanceId?: string;
 }
 
 /** Anything that can say which group generation it consumes in: a {@link GroupConsumer}, or a fixed value. */

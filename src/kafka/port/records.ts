@@ -22,7 +22,6 @@ export interface ConsumedMessage {
   readonly attributes: number;
 }
 
-/** One record to produce. */
 export interface OutgoingMessage {
   readonly key?: Buffer | string | null;
   readonly value: Buffer | string | null;

@@ -7,4 +7,9 @@ export class SerialQueue {
     this.#tail = result.catch(() => undefined);
     return result;
   }
+
+  /** Settles once every call queued so far has settled; never rejects. */
+  idle(): Promise<unknown> {
+    return this.#tail;
+  }
 }

@@ -1,19 +1,19 @@
 import { RepositoryClosedError } from '../../errors.js';
 import { sendChanges } from '../../kafka/changelog/index.js';
 import { sendDeadLetters } from '../../kafka/index.js';
-import type {
-  GroupMetadata,
-  GroupMetadataSource,
-  KafkaProducer,
-  KafkaTransaction,
-  ProduceRequest,
-  ProduceResult,
+import {
+  type GroupMetadata,
+  type GroupMetadataSource,
+  type KafkaProducer,
+  type KafkaTransaction,
+  type ProduceRequest,
+  type ProduceResult,
+  SerialQueue,
 } from '../../kafka/port/index.js';
 import type { ChangelogChange, ChangelogSink, LoggedRepository } from '../../repositories/logged/index.js';
 import type { ChunkEnd, ChunkSink } from '../chunk.js';
 import { GenerationMovedError, sameGeneration } from './producers.js';
 
-/** What an exactly-once chunk needs to know about its partition. */
 export interface TransactionTarget {
   readonly producer: KafkaProducer;
   /** The input's consumer group: its offsets join the transaction, with its generation where the client sends one. */
@@ -68,8 +68,8 @@ export class ChunkTransaction implements ChunkSink {
   /** The staged changes before this index are in the transaction. */
   #logged = 0;
   #changelogNext: number | undefined;
-  /** The transaction's requests, one after another. Never rejects; see {@link #sendFailure}. */
-  #sends: Promise<void> = Promise.resolve();
+  /** The transaction's requests, one after another; a changelog request's failure is kept in {@link #sendFailure}. */
+  readonly #sends = new SerialQueue();
   /** A changelog request that failed: the next chunk or the commit raises it. */
   #sendFailure: { error: unknown } | undefined;
   committed: CommittedChunk | undefined;
@@ -95,19 +95,9 @@ export class ChunkTransaction implements ChunkSink {
   /** Output and dead-letter requests join the transaction, after its requests in flight. */
   readonly sender = {
     send: (request: ProduceRequest): Promise<ProduceResult[]> =>
-      this.#enqueue(async () => (await this.#begin()).send(request)),
+      this.#sends.run(async () => (await this.#begin()).send(request)),
     transactional: true,
   };
-
-  /** Runs `send` after the transaction's requests already queued; resolves or rejects with it. */
-  #enqueue<T>(send: () => Promise<T>): Promise<T> {
-    const result = this.#sends.then(send);
-    this.#sends = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    return result;
-  }
 
   /** The changes staged since the last call join the transaction, queued; a failure is kept for the commit. */
   #log(): void {
@@ -124,7 +114,7 @@ export class ChunkTransaction implements ChunkSink {
       );
       this.#changelogNext = next ?? this.#changelogNext;
     };
-    this.#enqueue(log).catch((error: unknown) => {
+    this.#sends.run(log).catch((error: unknown) => {
       this.#sendFailure ??= { error };
     });
   }
@@ -174,7 +164,7 @@ export class ChunkTransaction implements ChunkSink {
     if (nextOffset === undefined)
       throw new TypeError('a chunk transaction committed before any chunk finished');
     this.#log();
-    await this.#sends;
+    await this.#sends.idle();
     if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
     const marks = target.store.staged().length;
     // Begun here when its chunks sent nothing.
@@ -206,21 +196,14 @@ export class ChunkTransaction implements ChunkSink {
     if (this.committed === undefined) this.#target.store.rollback();
     // An abort must not overtake the requests in flight, its opening included.
     await this.#opening?.catch(() => undefined);
-    await this.#sends;
+    await this.#sends.idle();
     const tx = this.#tx;
     if (tx === undefined) return true;
-    if (!tx.isActive()) {
-      // Its commit or abort was sent and failed: the outcome is unknown, and kafkajs leaves the producer in
-      // COMMITTING/ABORTING, from which it never begins another transaction.
-      this.needsNewProducer = true;
-      return false;
-    }
-    try {
-      await tx.abort();
-      return true;
-    } catch {
-      this.needsNewProducer = true;
-      return false;
-    }
+    // Not active: its commit or abort was sent and failed, so the outcome is unknown, and kafkajs leaves the
+    // producer in COMMITTING/ABORTING, from which it never begins another transaction.
+    let aborted = tx.isActive();
+    if (aborted) await tx.abort().catch(() => (aborted = false));
+    if (!aborted) this.needsNewProducer = true;
+    return aborted;
   }
 }

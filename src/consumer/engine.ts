@@ -614,14 +614,20 @@ export class BatchEngine<M, S> implements Runner<M> {
   async #runBatch(state: S, batch: Run<M, S>, handler: BatchHandler<M>): Promise<void> {
     const { messages, results } = batch;
     const items: BatchItem<M>[] = [];
-    // Item k's result if the handler does not fail it: no value per message, so no `result`.
+    // Item k's result if the handler does not fail it: no value per message, so no `result`. No spread where
+    // there is nothing to add (the node's chunk runs this per record).
     const done: ProcessResult[] = [];
     for (let i = 0; i < messages.length; i++) {
       let p = this.#decide(state, batch, i);
       if (p instanceof Promise) p = await p;
       if (p === undefined) continue;
       items.push({ message: messages[i] as M, context: p.context, index: i });
-      done.push({ outcome: p.outcome, id: p.context.id, ...p.extra } as ProcessResult);
+      const { outcome, context, extra } = p;
+      done.push(
+        (extra === undefined
+          ? { outcome, id: context.id }
+          : { outcome, id: context.id, ...extra }) as ProcessResult,
+      );
       this.#rule.handled(state, batch, i, true);
     }
     if (items.length === 0) return;

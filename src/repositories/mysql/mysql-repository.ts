@@ -231,11 +231,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     }
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     const transaction = this.#transaction('add');
     const owner = options.leaseMs === undefined ? null : optionalBytes(options.owner);
     checkWidth('owner', owner);
@@ -442,10 +438,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return new Map(rows.map((row) => [row.id.toString('utf8'), row]));
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     const executor = await this.#executor(this.#transaction('get'));
     const found = new Map<string, IdempotencyRecord>();
     const ids = keys.map(bytes);
@@ -464,11 +457,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return keys.map((key) => found.get(key));
   }
 
-  protected async doConfirmMany(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
-    _now: number,
-  ): Promise<boolean[]> {
+  protected async doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number) {
     const transaction = this.#transaction('confirm');
     const executor = await this.#executor(transaction);
     const rows = claims.map((claim, index) => ({
@@ -521,17 +510,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     });
   }
 
-  protected override async doRenew(
-    key: string,
-    owner: string,
-    leaseMs: number,
-    _now: number,
-  ): Promise<boolean> {
+  protected override async doRenew(key: string, owner: string, leaseMs: number) {
     const params = [newToken(), leaseMs, leaseMs, this.#namespace, bytes(key), bytes(owner)];
     return (await this.#write(this.#transaction('renew'), this.#sql.renew, params)).affectedRows === 1;
   }
 
-  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+  protected async doRemove(key: string, owner: string | undefined): Promise<boolean> {
     const transaction = this.scope.getStore();
     // The rollback takes the claim away, and the transaction may be gone on the server already.
     if (transaction?.rollingBack) return true;

@@ -539,11 +539,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 
   protected async doClear(): Promise<void> {
     const transaction = this.#transaction('clear');
-    const executor = await this.#executor(transaction);
     for (;;) {
-      const header = await this.#withDeadlockRetry(transaction, () =>
-        execute<ResultSetHeader>(executor, this.#sql.clear(CLEAR_BATCH), [this.#namespace]),
-      );
+      const header = await this.#write(transaction, this.#sql.clear(CLEAR_BATCH), [this.#namespace]);
       if (header.affectedRows < CLEAR_BATCH) return;
     }
   }

@@ -67,11 +67,7 @@ export class LocalCacheRepository extends BaseRepository {
     return result;
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     const answers = entries.map((e): AddResult | undefined => {
       const cached = this.#lookup(e.key, now);
       return cached === undefined ? undefined : { added: false, existing: cached };
@@ -86,11 +82,7 @@ export class LocalCacheRepository extends BaseRepository {
     return answers as AddResult[];
   }
 
-  protected override async doMarkMany(
-    entries: readonly KeyedEntry[],
-    options: MarkOptions,
-    now: number,
-  ): Promise<boolean[]> {
+  protected override async doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     const marked = await markIds(this.#inner, entries.map(entryOf), options);
     // The record this process just wrote, confirmed: the store holds the same until it expires.
     entries.forEach((entry, i) => {
@@ -99,10 +91,7 @@ export class LocalCacheRepository extends BaseRepository {
     return marked;
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     const answers = keys.map((key) => this.#lookup(key, now));
     const at = answers.flatMap((cached, i) => (cached === undefined ? [i] : []));
     if (at.length === 0) return answers;

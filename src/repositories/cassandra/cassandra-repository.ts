@@ -140,11 +140,7 @@ export class CassandraRepository extends BaseRepository {
     return new CassandraRepository(client, given === undefined, options, cql, { clock });
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     if (options.leaseMs !== undefined) {
       // LWTs cannot share a batch across partitions: one Paxos round per id, a bounded number in flight.
       return mapConcurrent(entries, this.#concurrency, (entry) => this.#claim(entry, options, now));
@@ -200,11 +196,7 @@ export class CassandraRepository extends BaseRepository {
     return { added: true, record };
   }
 
-  protected override async doMarkMany(
-    entries: readonly KeyedEntry[],
-    options: MarkOptions,
-    now: number,
-  ): Promise<boolean[]> {
+  protected override async doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     // Blind over whatever row is left there: null, not unset, for absent fields.
     const params = (e: KeyedEntry) =>
       this.#markParams(newRecord(e.key, e, options, now), null, now, options.minLifetimeMs);
@@ -220,10 +212,7 @@ export class CassandraRepository extends BaseRepository {
     return entries.map(() => true);
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     const rows = await this.#selectMany(keys);
     return keys.map((key) => ifLive(decodeRow(key, rows.get(key)), now));
   }
@@ -275,7 +264,7 @@ export class CassandraRepository extends BaseRepository {
     throw contention(confirm ? 'confirm' : 'renew', key);
   }
 
-  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+  protected async doRemove(key: string, owner: string | undefined): Promise<boolean> {
     // An LWT with or without an owner: a plain delete is not ordered with the Paxos writes of a claim or confirm
     // racing it (a ballot's timestamp may run ahead of the delete's), and the record it removed could stay.
     const [query, params] =

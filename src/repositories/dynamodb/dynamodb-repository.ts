@@ -134,11 +134,7 @@ export class DynamoDbRepository extends BaseRepository {
     return this.#returnsOldItem;
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     const records = entries.map((entry) => newRecord(entry.key, entry, options, now));
     const results = new Array<AddResult>(records.length);
     let pending = records.map((_, i) => i);
@@ -174,11 +170,7 @@ export class DynamoDbRepository extends BaseRepository {
     }
   }
 
-  protected override async doMarkMany(
-    entries: readonly KeyedEntry[],
-    options: MarkOptions,
-    now: number,
-  ): Promise<boolean[]> {
+  protected override async doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     const { minLifetimeMs } = options;
     const item = (e: KeyedEntry) => toItem(newRecord(e.key, e, options, now), this.#ns, now, minLifetimeMs);
     const puts = entries.map((e) => ({ PutRequest: { Item: item(e) } }));
@@ -219,10 +211,7 @@ export class DynamoDbRepository extends BaseRepository {
     }
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     // TTL deletion lags: every record read is judged live or not here.
     if (keys.length === 1) {
       const Key = keyOf(keys[0] as string, this.#ns);
@@ -290,17 +279,12 @@ export class DynamoDbRepository extends BaseRepository {
    * Conditional update of the owner's in-flight claim: only its lease moves. The TTL attribute stays: a lease
    * renewed past the retention is still judged by the item's own times, and TTL deletion lags by hours.
    */
-  protected override async doRenew(
-    key: string,
-    owner: string,
-    leaseMs: number,
-    now: number,
-  ): Promise<boolean> {
+  protected override async doRenew(key: string, owner: string, leaseMs: number, now: number) {
     const lease = { ':lease': { N: String(now + leaseMs) } };
     return this.ifOwner(key, owner, 'SET #lease = :lease', { '#lease': ATTR.lease }, lease);
   }
 
-  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+  protected async doRemove(key: string, owner: string | undefined): Promise<boolean> {
     if (owner !== undefined) return this.ifOwner(key, owner);
     const { Attributes } = await this.#client.send(
       new DeleteItemCommand({

@@ -143,14 +143,20 @@ export async function inOrder(
 
 const NO_PARAMS: unknown[] = [];
 
-/** The compound statement of each list of statements the repository keeps. */
-const blocks = new WeakMap<readonly string[], string>();
+/** The compound statements built, by the list of statements the repository keeps, then by the one after it. */
+const blocks = new WeakMap<readonly string[], Map<string, string>>();
 
-function blockOf(statements: readonly string[]): string {
-  let block = blocks.get(statements);
+/** `statements` then `last` (when given) as one anonymous compound statement, built once per list and `last`. */
+export function blockOf(statements: readonly string[], last = ''): string {
+  let built = blocks.get(statements);
+  if (built === undefined) {
+    built = new Map();
+    blocks.set(statements, built);
+  }
+  let block = built.get(last);
   if (block === undefined) {
-    block = `BEGIN NOT ATOMIC ${statements.join('; ')}; END`;
-    blocks.set(statements, block);
+    block = `BEGIN NOT ATOMIC ${(last === '' ? statements : [...statements, last]).join('; ')}; END`;
+    built.set(last, block);
   }
   return block;
 }

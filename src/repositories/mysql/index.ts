@@ -28,8 +28,6 @@ export {
 export type { MySqlTransaction } from './transaction.js';
 
 /** Selected by `repository.type = "mysql"`. */
-export const repositoryModule = storeModule('mysql', mysqlOptionsSchema, (options) =>
-  MySqlRepository.open(options),
-);
+export const repositoryModule = storeModule('mysql', mysqlOptionsSchema, MySqlRepository.open);
 
 export type { PurgeOptions } from '../sql/store.js';

@@ -14,7 +14,7 @@ import {
   timeParam,
 } from '../sql/repository.js';
 import { migrateHint } from '../sql/store.js';
-import { type Executor, execute, lockWaitSeconds, trackedSessions } from './connection.js';
+import { blockOf, type Executor, execute, lockWaitSeconds, trackedSessions } from './connection.js';
 import { dialect } from './migration.js';
 import type { MySqlOptions, MySqlRepositoryOptions } from './options.js';
 import {
@@ -128,10 +128,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   readonly #server: ServerTraits;
   /** By lock wait in seconds. */
   readonly #sessions = new Map<number, SessionStatements>();
-  /** {@link #claimBlock}'s texts by lead list: the claim untracked, tracked, then the mark untracked, tracked. */
-  readonly #claimBlocks = new WeakMap<readonly string[], readonly string[]>();
-  /** {@link #share}'s texts by lead list. */
-  readonly #shareBlocks = new WeakMap<readonly string[], string>();
 
   private constructor(settings: SqlSettings<Pool, MySqlOptions>, server: ServerTraits) {
     super(settings);
@@ -235,11 +231,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     }
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     const transaction = this.#transaction('add');
     const owner = options.leaseMs === undefined ? null : optionalBytes(options.owner);
     checkWidth('owner', owner);
@@ -405,7 +397,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     mark: unknown[] | undefined,
   ): Promise<number | undefined> {
     const { connection } = transaction;
-    const sql = this.#claimBlock(statements, !trackedSessions.has(connection.connection), mark !== undefined);
+    const claim = mark === undefined ? this.#sql.claimInBlock : this.#sql.markInBlock;
+    // A session not tracking `last_insert_id` yet starts to in this round trip.
+    const tracked = trackedSessions.has(connection.connection);
+    const sql = blockOf(statements, tracked ? claim : `${TRACK_LAST_INSERT_ID}; ${claim}`);
     try {
       const header = await execute<ResultSetHeader>(connection, sql, mark ?? params);
       trackedSessions.add(connection.connection);
@@ -424,31 +419,13 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 
   /** The transaction's lead and the values a batch claim's rows share ({@link SHARE_CLAIM}): one round trip. */
   async #share({ transaction, statements }: Lead, params: unknown[]): Promise<void> {
-    let block = this.#shareBlocks.get(statements);
-    if (block === undefined) {
-      block = `BEGIN NOT ATOMIC ${[...statements, SHARE_CLAIM].join('; ')}; END`;
-      this.#shareBlocks.set(statements, block);
-    }
     try {
-      await execute<ResultSetHeader>(transaction.connection, block, params);
+      await execute<ResultSetHeader>(transaction.connection, blockOf(statements, SHARE_CLAIM), params);
     } catch (error) {
       // It may have stopped part way: the session's state is unknown.
       transaction.broken = true;
       throw error;
     }
-  }
-
-  /** The block of `lead` then a one-row claim (the mark's when `mark`), the tracking first when `track`. */
-  #claimBlock(lead: readonly string[], track: boolean, mark: boolean): string {
-    let texts = this.#claimBlocks.get(lead);
-    if (texts === undefined) {
-      texts = [this.#sql.claimInBlock, this.#sql.markInBlock].flatMap((claim) => [
-        `BEGIN NOT ATOMIC ${lead.join('; ')}; ${claim}; END`,
-        `BEGIN NOT ATOMIC ${[TRACK_LAST_INSERT_ID, ...lead].join('; ')}; ${claim}; END`,
-      ]);
-      this.#claimBlocks.set(lead, texts);
-    }
-    return texts[(mark ? 2 : 0) + (track ? 1 : 0)] as string;
   }
 
   async #readBack(executor: Executor, group: readonly ClaimRow[], token: number): Promise<Map<string, Row>> {
@@ -461,10 +438,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return new Map(rows.map((row) => [row.id.toString('utf8'), row]));
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     const executor = await this.#executor(this.#transaction('get'));
     const found = new Map<string, IdempotencyRecord>();
     const ids = keys.map(bytes);
@@ -483,11 +457,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return keys.map((key) => found.get(key));
   }
 
-  protected async doConfirmMany(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
-    _now: number,
-  ): Promise<boolean[]> {
+  protected async doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number) {
     const transaction = this.#transaction('confirm');
     const executor = await this.#executor(transaction);
     const rows = claims.map((claim, index) => ({
@@ -540,17 +510,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     });
   }
 
-  protected override async doRenew(
-    key: string,
-    owner: string,
-    leaseMs: number,
-    _now: number,
-  ): Promise<boolean> {
+  protected override async doRenew(key: string, owner: string, leaseMs: number) {
     const params = [newToken(), leaseMs, leaseMs, this.#namespace, bytes(key), bytes(owner)];
     return (await this.#write(this.#transaction('renew'), this.#sql.renew, params)).affectedRows === 1;
   }
 
-  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+  protected async doRemove(key: string, owner: string | undefined): Promise<boolean> {
     const transaction = this.scope.getStore();
     // The rollback takes the claim away, and the transaction may be gone on the server already.
     if (transaction?.rollingBack) return true;
@@ -574,11 +539,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 
   protected async doClear(): Promise<void> {
     const transaction = this.#transaction('clear');
-    const executor = await this.#executor(transaction);
     for (;;) {
-      const header = await this.#withDeadlockRetry(transaction, () =>
-        execute<ResultSetHeader>(executor, this.#sql.clear(CLEAR_BATCH), [this.#namespace]),
-      );
+      const header = await this.#write(transaction, this.#sql.clear(CLEAR_BATCH), [this.#namespace]);
       if (header.affectedRows < CLEAR_BATCH) return;
     }
   }

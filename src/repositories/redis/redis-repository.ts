@@ -142,11 +142,7 @@ export class RedisRepository extends BaseRepository {
     );
   }
 
-  protected async doAddMany(
-    entries: readonly KeyedEntry[],
-    options: AddOptions,
-    now: number,
-  ): Promise<AddResult[]> {
+  protected async doAddMany(entries: readonly KeyedEntry[], options: AddOptions, now: number) {
     const given = timeArg(now);
     const { nows, odd } = await this.#claim(entries, options, given);
     // A plain batch's new records differ only in id (and, on a Cluster, in the node's time): one template per time.
@@ -180,11 +176,7 @@ export class RedisRepository extends BaseRepository {
     return sparse(await this.#calls('idemClaim', keys, args, tails), keys.length);
   }
 
-  protected override async doMarkMany(
-    entries: readonly KeyedEntry[],
-    options: MarkOptions,
-    now: number,
-  ): Promise<boolean[]> {
+  protected override async doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     if (!this.#client.isCluster) {
       const { odd } = await this.#claim(entries, options, timeArg(now));
       return entries.map((_, i) => !odd.has(i));
@@ -206,10 +198,7 @@ export class RedisRepository extends BaseRepository {
     return marked;
   }
 
-  protected async doGetMany(
-    keys: readonly string[],
-    now: number,
-  ): Promise<(IdempotencyRecord | undefined)[]> {
+  protected async doGetMany(keys: readonly string[], now: number) {
     const full = keys.map((k) => this.#ns + k);
     const decode = (text: string | null, i: number, at: number) =>
       text == null ? undefined : ifLive(decodeRecord(keys[i] as string, text), at);
@@ -226,11 +215,7 @@ export class RedisRepository extends BaseRepository {
     return (await this.#getAll(full)).map((text, i) => decode(text, i, now));
   }
 
-  protected async doConfirmMany(
-    claims: readonly KeyedClaim[],
-    ttlMs: number,
-    now: number,
-  ): Promise<boolean[]> {
+  protected async doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number) {
     const px = Math.max(1, Math.ceil(ttlMs));
     const keys = claims.map((c) => this.#ns + c.key);
     const owners = claims.map((c) => encodeField(c.owner));
@@ -241,16 +226,11 @@ export class RedisRepository extends BaseRepository {
     return claims.map((_, i) => !odd.has(i));
   }
 
-  protected override async doRenew(
-    key: string,
-    owner: string,
-    leaseMs: number,
-    now: number,
-  ): Promise<boolean> {
+  protected override async doRenew(key: string, owner: string, leaseMs: number, now: number) {
     return (await this.#client.idemRenew(this.#ns + key, timeArg(now), leaseMs, encodeField(owner))) === 1;
   }
 
-  protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
+  protected async doRemove(key: string, owner: string | undefined): Promise<boolean> {
     const full = this.#ns + key;
     if (owner === undefined) return (await this.#client.del(full)) > 0;
     return (await this.#client.idemRelease(full, encodeField(owner))) === 1;

@@ -18,7 +18,7 @@ import type {
 export interface LocalCacheOptions {
   /** Confirmed records kept in this process, least recently used dropped first. Default 10,000. */
   readonly maxEntries?: number;
-  /** Clock in epoch ms that cached records are judged against when a call gives no `now`. Defaults to `Date.now`. */
+  /** Clock in epoch ms that cached records are judged against when a call gives no `now`. Defaults to the inner store's. */
   readonly clock?: () => number;
 }
 

@@ -19,7 +19,7 @@ import type {
 
 /** Options of a {@link LoggedRepository}. */
 export interface LoggedRepositoryOptions {
-  /** Clock in epoch ms (the times of staged records and restores); defaults to `Date.now`. */
+  /** Clock in epoch ms (the times of staged records and restores); defaults to the inner store's. */
   readonly clock?: () => number;
   /** Whether `close()` also closes the inner store (default true; false for views sharing one store). */
   readonly closeInner?: boolean;

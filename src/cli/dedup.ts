@@ -87,7 +87,7 @@ export async function dedupLines(job: DedupJob): Promise<DedupEnd> {
       if (passed) entries.push(i);
     }
     counts.read += read;
-    counts.bytes += read === batch.length ? batch.bytes : batch.bytesThrough(read - 1);
+    counts.bytes += read === batch.length ? batch.bytes : batch.joinedSize([...Array(read).keys()]);
 
     if (entries.length > 0) {
       // A passed-through line's id is undefined, so the consumer forwards it without deduplicating.

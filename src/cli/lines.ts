@@ -82,19 +82,12 @@ export class LineBatch {
     return (run.ends[k] as number) - (run.starts[k] as number) + 1;
   }
 
-  /** Input bytes of lines 0 to `i`, newlines included. */
-  bytesThrough(i: number): number {
-    let bytes = 0;
-    for (let j = 0; j <= i; j++) bytes += this.size(j);
-    return bytes;
-  }
-
   /** Whether line `i`'s bytes are here to be written (an over-long line's are not). */
   kept(i: number): boolean {
     return !this.#dropped.has(i);
   }
 
-  /** Bytes of lines `indices`, each with a newline: the size {@link joinInto} fills. */
+  /** Input bytes of lines `indices`, each with its newline: the size {@link joinInto} fills. */
   joinedSize(indices: readonly number[]): number {
     let size = 0;
     for (let j = 0; j < indices.length; j++) size += this.size(indices[j] as number);

@@ -3,6 +3,7 @@ import { stat } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { type ConsumerSetup, openConsumer } from '../config/consumer.js';
 import { loadConfig } from '../config/load.js';
+import { consumerConfigSchema } from '../consumer/options.js';
 import { ConfigError, errorMessage, InvalidInputError } from '../errors.js';
 import { closest } from '../options/closest.js';
 import { type ConfigOverride, configSource } from '../options/sources.js';
@@ -339,18 +340,8 @@ function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
   );
 }
 
-const IGNORED_CONSUMER_KEYS = [
-  'mode',
-  'lease',
-  'removeOnFailure',
-  'skipDuplicate',
-  'nullId',
-  'inProgress',
-  'storeFailure',
-  'lostClaim',
-  'transaction',
-  'lockTimeout',
-];
+/** The `[consumer]` keys dedup honours; it fixes the others (mode, lease, policies: docs/cli.md). */
+const DEDUP_CONSUMER_KEYS = ['id', 'ttl', 'failureMessage', 'encryption', 'eventTime', 'replayEpoch'];
 
 /** Consumer keys that make no sense for dedup are ignored, but never silently. */
 function warnIgnored(config: CliConfig): void {
@@ -361,7 +352,9 @@ function warnIgnored(config: CliConfig): void {
     ...(consumer && typeof consumer === 'object' ? Object.keys(consumer) : []),
     ...info.env.flatMap((entry) => (entry.path[0] === 'consumer' ? [entry.path[1] as string] : [])),
   ];
-  const set = new Set(given.filter((key) => IGNORED_CONSUMER_KEYS.includes(key)));
+  const ignored = (key: string) =>
+    Object.hasOwn(consumerConfigSchema.shape, key) && !DEDUP_CONSUMER_KEYS.includes(key);
+  const set = new Set(given.filter(ignored));
   if (set.size === 0) return;
   const keys = [...set].map((k) => `consumer.${k}`).join(', ');
   process.stderr.write(

@@ -349,7 +349,7 @@ export async function runRecords(
     try {
       await opened.repository.close();
     } catch (error) {
-      streams.err.write(`${commandLine(name, `closing the store: ${String(error)}`)}\n`);
+      streams.err.write(`${commandLine(name, `closing the store: ${errorMessage(error)}`)}\n`);
       code = ExitCode.failure;
     }
   }

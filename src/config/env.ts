@@ -25,22 +25,15 @@ export function readEnvOverrides(
         label: `env ${variable}`,
       });
     }
+    // Past the first segment the schema does not know, `current` stays undefined and keys are guesses.
     let current: z.ZodType | undefined = schema;
-    let known = true;
-    const path: string[] = [];
-    for (const segment of segments) {
-      const object: ReturnType<typeof objectShape> = current && objectShape(current);
-      const key: string | undefined = object ? matchKey(object.shape, segment) : undefined;
-      if (object && key !== undefined) {
-        path.push(key);
-        current = object.shape[key];
-      } else {
-        path.push(camelCase(segment));
-        current = undefined;
-        known = false;
-      }
-    }
-    overrides.push({ variable, path, raw, known });
+    const path = segments.map((segment) => {
+      const shape = current && objectShape(current)?.shape;
+      const key = shape && matchKey(shape, segment);
+      current = key === undefined ? undefined : shape?.[key];
+      return key ?? camelCase(segment);
+    });
+    overrides.push({ variable, path, raw, known: current !== undefined });
   }
   return overrides;
 }

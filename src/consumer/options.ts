@@ -329,6 +329,11 @@ export const telemetrySchema = z
   })
   .strict();
 
+/** `encryption` as code passes it (OutcomeCipher checks its keys); the HTTP adapter's too. */
+export const encryptionSchema = z.custom<unknown>((value) => typeof value === 'object' && value !== null, {
+  error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
+});
+
 /** The `[consumer]` keys code takes as they are (the defaults only fill the checked copy). */
 const asInConfig = consumerConfigSchema.omit({
   id: true,
@@ -362,11 +367,7 @@ const consumerOptionsSchema = z
     telemetry: telemetrySchema.optional(),
     onOutcome: functionSchema.optional(),
     storeResult: storeResultSchema.optional(),
-    encryption: z
-      .custom<unknown>((value) => typeof value === 'object' && value !== null, {
-        error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
-      })
-      .optional(),
+    encryption: encryptionSchema.optional(),
     fingerprint: fingerprintSchema.optional(),
     onConflict: z.enum(['report', 'error']).optional(),
     eventTime: eventTimeOptionsSchema.optional(),

@@ -49,20 +49,19 @@ export function configSource(config: object): ConfigSourceInfo | undefined {
  */
 export function sourceOf(info: ConfigSourceInfo, path: readonly string[]): string | undefined {
   // Env keys are matched loosely (case, `_`), and store keys are only known after loading, so compare loosely.
-  const loose = path.map(looseKey);
   const prefixOf = (shorter: readonly string[], longer: readonly string[]) =>
     shorter.length <= longer.length &&
     shorter.every((step, i) => looseKey(step) === looseKey(longer[i] as string));
-  const override = (within: (setAt: string[]) => boolean) =>
-    [...info.overrides].reverse().find((o) => within(o.key.split('.')));
-  const env = (within: (setAt: readonly string[]) => boolean) =>
-    [...info.env].reverse().find((e) => within(e.path));
-  const name = (o: ConfigOverride) => o.source ?? `override ${o.key}`;
+  // The flag, else the env variable, that set a key `within` accepts (of several, the last given wins).
+  const setBy = (within: (setAt: readonly string[]) => boolean): string | undefined => {
+    const override = info.overrides.findLast((o) => within(o.key.split('.')));
+    if (override) return override.source ?? `override ${override.key}`;
+    const env = info.env.findLast((e) => within(e.path));
+    return env && `env ${env.variable}`;
+  };
 
-  const covering = override((setAt) => prefixOf(setAt, path));
-  if (covering) return name(covering);
-  const envCovering = env((setAt) => prefixOf(setAt, loose));
-  if (envCovering) return `env ${envCovering.variable}`;
+  const covering = setBy((setAt) => prefixOf(setAt, path));
+  if (covering !== undefined) return covering;
   const exact = info.text === undefined ? undefined : locateKey(info.text, path);
   if (exact !== undefined) return `${info.file ?? '<config>'}:${exact}`;
   // A key nobody set or only a variable made: name the nearest enclosing table the file, env or a flag set.
@@ -70,10 +69,8 @@ export function sourceOf(info: ConfigSourceInfo, path: readonly string[]): strin
     const table = path.slice(0, n);
     const line = n < path.length && info.text !== undefined ? locateKey(info.text, table) : undefined;
     if (line !== undefined) return `${info.file ?? '<config>'}:${line}`;
-    const below = override((setAt) => prefixOf(table, setAt));
-    if (below) return name(below);
-    const envBelow = env((setAt) => prefixOf(table.map(looseKey), setAt));
-    if (envBelow) return `env ${envBelow.variable}`;
+    const below = setBy((setAt) => prefixOf(table, setAt));
+    if (below !== undefined) return below;
   }
   return info.file;
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { OutcomeCipher, type OutcomeEncryptionOptions } from '../../consumer/encryption.js';
-import { consumerDefaults, telemetrySchema } from '../../consumer/options.js';
+import { consumerDefaults, encryptionSchema, telemetrySchema } from '../../consumer/options.js';
 import type { TelemetryOptions } from '../../consumer/telemetry/api.js';
 import type { OutcomeEvent } from '../../consumer/types.js';
 import { type OptionsOrigin, parseOptions } from '../../options/issues.js';
@@ -180,11 +180,7 @@ const schema = z
       .optional(),
     credentialHeaders: z.array(fieldName).optional(),
     maxResponseBytes: z.number().int().positive().optional(),
-    encryption: z
-      .custom<unknown>((value) => typeof value === 'object' && value !== null, {
-        error: 'must be { keys: { <key id>: <32-byte key> }, currentKeyId }',
-      })
-      .optional(),
+    encryption: encryptionSchema.optional(),
     onError: fn.optional(),
     telemetry: telemetrySchema.optional(),
     onOutcome: fn.optional(),

@@ -1,6 +1,5 @@
 import {
   brokerError,
-  errorTree,
   type KafkaErrorClassifier,
   PRODUCER_FENCED_ERRORS,
   RECORD_ERRORS,
@@ -21,8 +20,7 @@ const UNREACHABLE = new Set([
 ]);
 
 export function isBrokerUnreachable(error: unknown): boolean {
-  for (const e of errorTree(error)) if (typeof e.name === 'string' && UNREACHABLE.has(e.name)) return true;
-  return false;
+  return brokerError(error, 'name', UNREACHABLE) !== undefined;
 }
 
 export function recordErrorType(error: unknown): string | undefined {

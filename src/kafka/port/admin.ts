@@ -1,3 +1,5 @@
+import { retrying } from './serial.js';
+
 export interface NewTopic {
   readonly topic: string;
   /** Default: the broker's `num.partitions`. */
@@ -16,20 +18,14 @@ export interface PartitionOffsetRange {
 }
 
 /** Polls `ready` (the new topics' leaders serve them) every 100 ms for up to 30 s, then rejects. */
-export async function waitForLeaders(
-  topics: readonly string[],
-  ready: () => Promise<boolean>,
-): Promise<void> {
+export function waitForLeaders(topics: readonly string[], ready: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if (await ready()) return;
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-    }
-    if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after 30 s`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  return retrying(
+    async () => {
+      if (!(await ready())) throw new Error(`topics ${topics.join(', ')} have no leader after 30 s`);
+    },
+    () => (Date.now() > deadline ? undefined : 100),
+  );
 }
 
 /** The admin calls the node, the changelog and the `kafka` repository make. Connect before use. */

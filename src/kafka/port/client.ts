@@ -54,22 +54,6 @@ export function retryBackoffMs(attempt: number): number {
   return Math.min(RETRY_BACKOFF_MS.max, RETRY_BACKOFF_MS.initial * 2 ** attempt);
 }
 
-/** Runs `attempt` until it resolves; after failure n (1 first) `retry` gives the wait in ms, or undefined to throw. */
-export async function retrying<T>(
-  attempt: () => Promise<T>,
-  retry: (error: unknown, failures: number) => number | undefined,
-): Promise<T> {
-  for (let failures = 1; ; failures++) {
-    try {
-      return await attempt();
-    } catch (error) {
-      const wait = retry(error, failures);
-      if (wait === undefined) throw error;
-      await new Promise((resolve) => setTimeout(resolve, wait));
-    }
-  }
-}
-
 /** Hands a client's log entry to `onLog`, then (unless it said false) to the logger. */
 export function logThrough(behaviour: KafkaClientBehaviour, entry: KafkaLogEntry): void {
   if (behaviour.onLog?.(entry) === false) return;

@@ -49,10 +49,10 @@ export function* errorTree(error: unknown): Generator<Record<string, unknown>> {
   }
 }
 
-/** The first broker error name in the tree that is in `names`, read from each error's `field`. */
+/** The first name in the tree that is in `names`, read from each error's `field` (a broker error's, or its class). */
 export function brokerError(
   error: unknown,
-  field: 'type' | 'apiId',
+  field: 'type' | 'apiId' | 'name',
   names: ReadonlySet<string>,
 ): string | undefined {
   for (const e of errorTree(error)) {

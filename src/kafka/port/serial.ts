@@ -13,3 +13,19 @@ export class SerialQueue {
     return this.#tail;
   }
 }
+
+/** Runs `attempt` until it resolves; after failure n (1 first) `retry` gives the wait in ms, or undefined to throw. */
+export async function retrying<T>(
+  attempt: () => Promise<T>,
+  retry: (error: unknown, failures: number) => number | undefined,
+): Promise<T> {
+  for (let failures = 1; ; failures++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      const wait = retry(error, failures);
+      if (wait === undefined) throw error;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}

@@ -148,7 +148,183 @@ export function jsonFieldScanner(
   path: readonly string[],
 ): (bytes: Uint8Array) => FieldSpan | typeof ABSENT | undefined {
   const scanner = new Scanner(path);
-  return (bytes) => scanner.scan(bytes);
+  if (path.length !== 1) return (bytes) => scanner.scan(bytes);
+  // A top-level field (`uid`, the usual id) in a top-level object: one tight pass, ~3× the general walk's speed.
+  const key = Buffer.from(path[0] as string, 'utf8');
+  return (bytes) => {
+    const found = topLevelField(bytes, key);
+    return found === UNSURE ? scanner.scan(bytes) : found;
+  };
+}
+
+/** The fast path's "not decided here" (not an object at the top, an escaped key, or not valid JSON). */
+const UNSURE: unique symbol = Symbol('unsure');
+
+/** Whether the last string {@link stringEnd} passed held a backslash escape. */
+let lastEscaped = false;
+
+/**
+ * The field `key` (UTF-8 bytes) of the top-level object in `b`, as {@link Scanner.scan} finds it, or UNSURE where
+ * that scan must decide: it answers only for bytes it checked to be valid JSON through to the end.
+ */
+function topLevelField(b: Uint8Array, key: Uint8Array): FieldSpan | typeof ABSENT | typeof UNSURE {
+  const n = b.length;
+  let i = wsEnd(b, 0, n);
+  if (i >= n || b[i] !== OPEN_OBJECT) return UNSURE;
+  i = wsEnd(b, i + 1, n);
+  let found: FieldSpan | typeof ABSENT = ABSENT;
+  if (i < n && b[i] === CLOSE_OBJECT) i++;
+  else {
+    for (;;) {
+      if (i >= n || b[i] !== QUOTE) return UNSURE;
+      const keyStart = i + 1;
+      i = stringEnd(b, keyStart, n);
+      // An escaped key is compared unescaped by the general scan.
+      if (i < 0 || lastEscaped) return UNSURE;
+      const match = sameBytes(b, keyStart, i - 1, key);
+      i = wsEnd(b, i, n);
+      if (i >= n || b[i] !== 0x3a) return UNSURE;
+      const start = wsEnd(b, i + 1, n);
+      i = valueEnd(b, start, n);
+      if (i < 0) return UNSURE;
+      // A repeated key replaces the earlier value wholesale, as in JSON.parse; `null` is no field.
+      if (match) found = spanOf(b[start] as number, start, i);
+      i = wsEnd(b, i, n);
+      if (i >= n) return UNSURE;
+      const c = b[i++];
+      if (c === CLOSE_OBJECT) break;
+      if (c !== 0x2c) return UNSURE;
+      i = wsEnd(b, i, n);
+    }
+  }
+  return wsEnd(b, i, n) === n ? found : UNSURE;
+}
+
+/** The span of a valid value `[start, end)` whose first byte is `c`; ABSENT for `null`. */
+function spanOf(c: number, start: number, end: number): FieldSpan | typeof ABSENT {
+  if (c === QUOTE) return { kind: 'string', start: start + 1, end: end - 1, escaped: lastEscaped };
+  if (c === OPEN_OBJECT || c === OPEN_ARRAY) return container(c, start, end);
+  if (c === 0x6e) return ABSENT;
+  return { kind: c === 0x74 || c === 0x66 ? 'boolean' : 'number', start, end, escaped: false };
+}
+
+function sameBytes(b: Uint8Array, start: number, end: number, key: Uint8Array): boolean {
+  if (end - start !== key.length) return false;
+  for (let k = 0; k < key.length; k++) if (b[start + k] !== key[k]) return false;
+  return true;
+}
+
+/** The first index from `i` on that is not JSON whitespace. */
+function wsEnd(b: Uint8Array, i: number, n: number): number {
+  while (i < n) {
+    const c = b[i];
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+    else break;
+  }
+  return i;
+}
+
+/** Past the closing quote of a string whose content starts at `i`; -1 if it is not a valid JSON string. */
+function stringEnd(b: Uint8Array, i: number, n: number): number {
+  lastEscaped = false;
+  for (;;) {
+    if (i >= n) return -1;
+    const kind = STRING_BYTE[b[i] as number];
+    if (kind === 0) {
+      i++;
+      continue;
+    }
+    if (kind === 1) return i + 1;
+    if (kind === 3) return -1;
+    lastEscaped = true;
+    const e = b[i + 1];
+    if (e === 0x75) {
+      for (let k = 2; k < 6; k++) if (!isHex(b[i + k])) return -1;
+      i += 6;
+    } else if (e !== undefined && SHORT_ESCAPE[e] === 1) {
+      i += 2;
+    } else return -1;
+  }
+}
+
+/** Past a number starting at `i`; -1 if there is none. */
+function numberEnd(b: Uint8Array, i: number, n: number): number {
+  if (i < n && b[i] === 0x2d) i++;
+  if (i < n && b[i] === 0x30) i++;
+  else if (i < n && isDigit(b[i])) while (i < n && isDigit(b[i])) i++;
+  else return -1;
+  if (i < n && b[i] === 0x2e) {
+    if (!(++i < n && isDigit(b[i]))) return -1;
+    while (i < n && isDigit(b[i])) i++;
+  }
+  if (i < n && (b[i] === 0x65 || b[i] === 0x45)) {
+    i++;
+    if (i < n && (b[i] === 0x2b || b[i] === 0x2d)) i++;
+    if (!(i < n && isDigit(b[i]))) return -1;
+    while (i < n && isDigit(b[i])) i++;
+  }
+  return i;
+}
+
+/** Past the literal `word` at `i`; -1 if it is not there. */
+function literalEnd(b: Uint8Array, i: number, n: number, word: readonly number[]): number {
+  if (i + word.length > n) return -1;
+  for (let k = 0; k < word.length; k++) if (b[i + k] !== word[k]) return -1;
+  return i + word.length;
+}
+
+/** Open containers of {@link valueEnd} (reused: the fast path runs once per record). */
+const openStack: number[] = [];
+
+/** Past a key and its colon at `i`, whitespace after it skipped; -1 if there is none. */
+function keyEnd(b: Uint8Array, i: number, n: number): number {
+  if (i >= n || b[i] !== QUOTE) return -1;
+  i = wsEnd(b, stringEnd(b, i + 1, n), n);
+  if (i <= 0 || i >= n || b[i] !== 0x3a) return -1;
+  return wsEnd(b, i + 1, n);
+}
+
+/**
+ * Past the value starting at `i` (whitespace before it skipped), containers of any depth validated with an
+ * explicit stack; -1 if it is not valid JSON. After a string value, `lastEscaped` is that string's.
+ */
+function valueEnd(b: Uint8Array, i: number, n: number): number {
+  let depth = 0;
+  for (;;) {
+    if (i >= n) return -1;
+    const c = b[i] as number;
+    if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+      i = wsEnd(b, i + 1, n);
+      if (i < n && b[i] === (c === OPEN_OBJECT ? CLOSE_OBJECT : CLOSE_ARRAY)) i++;
+      else {
+        openStack[depth++] = c;
+        if (c === OPEN_OBJECT) i = keyEnd(b, i, n);
+        if (i < 0) return -1;
+        continue;
+      }
+    } else if (c === QUOTE) i = stringEnd(b, i + 1, n);
+    else if (c === 0x74) i = literalEnd(b, i, n, TRUE);
+    else if (c === 0x66) i = literalEnd(b, i, n, FALSE);
+    else if (c === 0x6e) i = literalEnd(b, i, n, NULL);
+    else i = numberEnd(b, i, n);
+    if (i < 0) return -1;
+    // After a value: close containers, or go on to the next member or element.
+    for (;;) {
+      if (depth === 0) return i;
+      i = wsEnd(b, i, n);
+      if (i >= n) return -1;
+      const d = b[i++];
+      const top = openStack[depth - 1];
+      if (d === 0x2c) {
+        i = wsEnd(b, i, n);
+        if (top === OPEN_OBJECT) i = keyEnd(b, i, n);
+        if (i < 0) return -1;
+        break;
+      }
+      if ((d === CLOSE_OBJECT && top === OPEN_OBJECT) || (d === CLOSE_ARRAY && top === OPEN_ARRAY)) depth--;
+      else return -1;
+    }
+  }
 }
 
 /** One reusable scanner (state in fields, no closures per call: this runs once per record or line). */
@@ -381,6 +557,11 @@ const EMPTY = new Uint8Array(0);
 /** 1 at the bytes that may follow a backslash on their own: `"`, `\`, `/`, `b`, `f`, `n`, `r`, `t`. */
 const SHORT_ESCAPE = new Uint8Array(128);
 for (const c of '"\\/bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
+/** String content bytes: 0 plain, 1 the closing quote, 2 a backslash, 3 a control byte (not allowed). */
+const STRING_BYTE = new Uint8Array(256);
+STRING_BYTE.fill(3, 0, 0x20);
+STRING_BYTE[QUOTE] = 1;
+STRING_BYTE[BACKSLASH] = 2;
 const TRUE = [0x74, 0x72, 0x75, 0x65];
 const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
 const NULL = [0x6e, 0x75, 0x6c, 0x6c];

@@ -146,16 +146,29 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     );
   }
 
+  /**
+   * One id (every `wrap` call): its claim's scalars built directly, and a new id answered from the claim's row
+   * without the batch path's arrays and maps; any other answer goes on as {@link doAddMany} would.
+   */
+  protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
+    const first = await this.#exec<WriteRow>(this.#sql.claimOne, this.#oneValues(entry, options, now), true);
+    const row = typeof first === 'symbol' ? undefined : first.rows[0];
+    if (row !== undefined) return { added: true, record: newRecord(entry.key, entry, options, row.now) };
+    return (await this.doAddMany([entry], options, now, first))[0] as AddResult;
+  }
+
+  /** `first`: the answer of the first claim of `entries`, when {@link doAdd} made it. */
   protected async doAddMany(
     entries: readonly KeyedEntry[],
     options: AddOptions,
     now: number,
+    first?: Outcome<WriteRow>,
   ): Promise<AddResult[]> {
     const results = new Array<AddResult>(entries.length);
     let pending = entries.map((_, i) => i);
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS && pending.length > 0; attempt++) {
       const batch = pending.map((i) => entries[i] as KeyedEntry);
-      const outcome = await this.#write(batch, options, now);
+      const outcome = attempt === 0 && first !== undefined ? first : await this.#write(batch, options, now);
       if (outcome === LOCK_TIMEOUT && batch.length > 1) {
         // The statement decided none of its ids; one at a time, only the ids another transaction holds wait.
         const single = await Promise.all(batch.map((entry) => this.doAddMany([entry], options, now)));
@@ -194,10 +207,13 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
 
   /** The claim (or lazy mark) of `entries`: rows of the ids it took. */
   #write(entries: readonly KeyedEntry[], options: AddOptions, now: number): Promise<Outcome<WriteRow>> {
-    const values = this.#writeValues(entries, options, now);
     return entries.length === 1
-      ? this.#exec<WriteRow>(this.#sql.claimOne, values.map(onlyElement), true)
-      : this.#exec<WriteRow>(this.#sql.claim, values, true);
+      ? this.#exec<WriteRow>(
+          this.#sql.claimOne,
+          this.#oneValues(entries[0] as KeyedEntry, options, now),
+          true,
+        )
+      : this.#exec<WriteRow>(this.#sql.claim, this.#writeValues(entries, options, now), true);
   }
 
   protected override async doMarkMany(
@@ -217,6 +233,24 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return entries.map((entry) => taken.has(encodeText(entry.key)));
   }
 
+  /** Parameters of `claimOne` (see `statements`): {@link #writeValues}' of one entry, as scalars. */
+  #oneValues(entry: KeyedEntry, options: AddOptions, now: number): unknown[] {
+    const claim = options.leaseMs !== undefined;
+    return [
+      this.#namespace,
+      timeParam(now),
+      encodeText(entry.key),
+      entry.eventTime ?? null,
+      encodeOptional(entry.fingerprint),
+      claim ? null : encodeOptional(entry.result),
+      claim ? 'in-flight' : 'confirmed',
+      options.ttlMs,
+      options.leaseMs ?? null,
+      claim ? encodeOptional(options.owner) : null,
+      lifetimeOf(options),
+    ];
+  }
+
   /** Parameters of the claim statements (see `statements`). */
   #writeValues(entries: readonly KeyedEntry[], options: AddOptions, now: number): unknown[] {
     const ids = entries.map((e) => encodeText(e.key));
@@ -232,8 +266,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       !claim && entries.some((e) => e.result !== undefined)
         ? entries.map((e) => encodeOptional(e.result))
         : [];
-    // Kept until the later of retention and lease end, and at least minLifetimeMs.
-    const lifetime = Math.max(options.ttlMs, options.leaseMs ?? 0, options.minLifetimeMs ?? 0);
     return [
       this.#namespace,
       timeParam(now),
@@ -245,7 +277,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       options.ttlMs,
       options.leaseMs ?? null,
       claim ? encodeOptional(options.owner) : null,
-      lifetime,
+      lifetimeOf(options),
     ];
   }
 
@@ -347,9 +379,9 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 }
 
-/** The claim's per-id arrays as claimOne's scalars (an empty array: NULL). */
-function onlyElement(value: unknown): unknown {
-  return Array.isArray(value) ? (value[0] ?? null) : value;
+/** How long a written row is kept: until the later of retention and lease end, and at least minLifetimeMs. */
+function lifetimeOf(options: AddOptions): number {
+  return Math.max(options.ttlMs, options.leaseMs ?? 0, options.minLifetimeMs ?? 0);
 }
 
 /** An id the claim took (as stored) and the time it judged by. */

@@ -46,7 +46,10 @@ export type PostgresLogger = StoreLogger;
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
 
-/** Times a claim runs again for ids whose live row was gone or lapsed when read. */
+/**
+ * Times a claim runs for ids whose live row was gone or lapsed when read (one more for a single id, whose
+ * first claim takes no row over: see `doAdd`).
+ */
 const CLAIM_ATTEMPTS = 3;
 
 /** The statement did not run: its transaction is aborted. */
@@ -147,11 +150,13 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 
   /**
-   * One id (every `wrap` call): its claim's scalars built directly, and a new id answered from the claim's row
-   * without the batch path's arrays and maps; any other answer goes on as {@link doAddMany} would.
+   * One id (every `wrap` call): first claimed as new (`claimNew`, which takes no row over), its scalars built
+   * directly, and a new id answered from its row without the batch path's arrays and maps. Any other answer
+   * goes on as {@link doAddMany} would after its first claim: the live row is read, and an id whose row is not
+   * live is claimed again by `claimOne`, which takes the row over.
    */
   protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
-    const first = await this.#exec<WriteRow>(this.#sql.claimOne, this.#oneValues(entry, options, now), true);
+    const first = await this.#exec<WriteRow>(this.#sql.claimNew, this.#oneValues(entry, options, now), true);
     const row = typeof first === 'symbol' ? undefined : first.rows[0];
     if (row !== undefined) return { added: true, record: newRecord(entry.key, entry, options, row.now) };
     return (await this.doAddMany([entry], options, now, first))[0] as AddResult;
@@ -166,7 +171,8 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   ): Promise<AddResult[]> {
     const results = new Array<AddResult>(entries.length);
     let pending = entries.map((_, i) => i);
-    for (let attempt = 0; attempt < CLAIM_ATTEMPTS && pending.length > 0; attempt++) {
+    const attempts = first === undefined ? CLAIM_ATTEMPTS : CLAIM_ATTEMPTS + 1;
+    for (let attempt = 0; attempt < attempts && pending.length > 0; attempt++) {
       const batch = pending.map((i) => entries[i] as KeyedEntry);
       const outcome = attempt === 0 && first !== undefined ? first : await this.#write(batch, options, now);
       if (outcome === LOCK_TIMEOUT && batch.length > 1) {

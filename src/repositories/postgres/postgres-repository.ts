@@ -46,7 +46,10 @@ export type PostgresLogger = StoreLogger;
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
 
-/** Times a claim runs again for ids whose live row was gone or lapsed when read. */
+/**
+ * Times a claim runs for ids whose live row was gone or lapsed when read (one more for a single id, whose
+ * first claim takes no row over: see `doAdd`).
+ */
 const CLAIM_ATTEMPTS = 3;
 
 /** The statement did not run: its transaction is aborted. */
@@ -146,16 +149,32 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     );
   }
 
+  /**
+   * One id (every `wrap` call): first claimed as new (`claimNew`, which takes no row over), its scalars built
+   * directly, and a new id answered from its row without the batch path's arrays and maps. Any other answer
+   * goes on as {@link doAddMany} would after its first claim: the live row is read, and an id whose row is not
+   * live is claimed again by `claimOne`, which takes the row over.
+   */
+  protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
+    const first = await this.#exec<WriteRow>(this.#sql.claimNew, this.#oneValues(entry, options, now), true);
+    const row = typeof first === 'symbol' ? undefined : first.rows[0];
+    if (row !== undefined) return { added: true, record: newRecord(entry.key, entry, options, row.now) };
+    return (await this.doAddMany([entry], options, now, first))[0] as AddResult;
+  }
+
+  /** `first`: the answer of the first claim of `entries`, when {@link doAdd} made it. */
   protected async doAddMany(
     entries: readonly KeyedEntry[],
     options: AddOptions,
     now: number,
+    first?: Outcome<WriteRow>,
   ): Promise<AddResult[]> {
     const results = new Array<AddResult>(entries.length);
     let pending = entries.map((_, i) => i);
-    for (let attempt = 0; attempt < CLAIM_ATTEMPTS && pending.length > 0; attempt++) {
+    const attempts = first === undefined ? CLAIM_ATTEMPTS : CLAIM_ATTEMPTS + 1;
+    for (let attempt = 0; attempt < attempts && pending.length > 0; attempt++) {
       const batch = pending.map((i) => entries[i] as KeyedEntry);
-      const outcome = await this.#write(batch, options, now);
+      const outcome = attempt === 0 && first !== undefined ? first : await this.#write(batch, options, now);
       if (outcome === LOCK_TIMEOUT && batch.length > 1) {
         // The statement decided none of its ids; one at a time, only the ids another transaction holds wait.
         const single = await Promise.all(batch.map((entry) => this.doAddMany([entry], options, now)));
@@ -194,10 +213,13 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
 
   /** The claim (or lazy mark) of `entries`: rows of the ids it took. */
   #write(entries: readonly KeyedEntry[], options: AddOptions, now: number): Promise<Outcome<WriteRow>> {
-    const values = this.#writeValues(entries, options, now);
     return entries.length === 1
-      ? this.#exec<WriteRow>(this.#sql.claimOne, values.map(onlyElement), true)
-      : this.#exec<WriteRow>(this.#sql.claim, values, true);
+      ? this.#exec<WriteRow>(
+          this.#sql.claimOne,
+          this.#oneValues(entries[0] as KeyedEntry, options, now),
+          true,
+        )
+      : this.#exec<WriteRow>(this.#sql.claim, this.#writeValues(entries, options, now), true);
   }
 
   protected override async doMarkMany(
@@ -217,6 +239,24 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return entries.map((entry) => taken.has(encodeText(entry.key)));
   }
 
+  /** Parameters of `claimOne` (see `statements`): {@link #writeValues}' of one entry, as scalars. */
+  #oneValues(entry: KeyedEntry, options: AddOptions, now: number): unknown[] {
+    const claim = options.leaseMs !== undefined;
+    return [
+      this.#namespace,
+      timeParam(now),
+      encodeText(entry.key),
+      entry.eventTime ?? null,
+      encodeOptional(entry.fingerprint),
+      claim ? null : encodeOptional(entry.result),
+      claim ? 'in-flight' : 'confirmed',
+      options.ttlMs,
+      options.leaseMs ?? null,
+      claim ? encodeOptional(options.owner) : null,
+      lifetimeOf(options),
+    ];
+  }
+
   /** Parameters of the claim statements (see `statements`). */
   #writeValues(entries: readonly KeyedEntry[], options: AddOptions, now: number): unknown[] {
     const ids = entries.map((e) => encodeText(e.key));
@@ -232,8 +272,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       !claim && entries.some((e) => e.result !== undefined)
         ? entries.map((e) => encodeOptional(e.result))
         : [];
-    // Kept until the later of retention and lease end, and at least minLifetimeMs.
-    const lifetime = Math.max(options.ttlMs, options.leaseMs ?? 0, options.minLifetimeMs ?? 0);
     return [
       this.#namespace,
       timeParam(now),
@@ -245,7 +283,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
       options.ttlMs,
       options.leaseMs ?? null,
       claim ? encodeOptional(options.owner) : null,
-      lifetime,
+      lifetimeOf(options),
     ];
   }
 
@@ -347,9 +385,9 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 }
 
-/** The claim's per-id arrays as claimOne's scalars (an empty array: NULL). */
-function onlyElement(value: unknown): unknown {
-  return Array.isArray(value) ? (value[0] ?? null) : value;
+/** How long a written row is kept: until the later of retention and lease end, and at least minLifetimeMs. */
+function lifetimeOf(options: AddOptions): number {
+  return Math.max(options.ttlMs, options.leaseMs ?? 0, options.minLifetimeMs ?? 0);
 }
 
 /** An id the claim took (as stored) and the time it judged by. */

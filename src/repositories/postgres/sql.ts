@@ -79,17 +79,22 @@ export function statements(table: string) {
   const t = quoteTable(table);
   const now2 = nowOf('$2');
   // The claim is the write alone: a new id costs one INSERT through the primary key. Ids it did not take are
-  // read in a statement of its own (`read`). A taken row's `first_seen_at` is the `now` it judged by.
-  const write = (source: string, now: string) => `
+  // read in a statement of its own (`read`). A taken row's `first_seen_at` is the `now` it judged by. Without
+  // `takeOver` it leaves every existing row alone (DO NOTHING): the server then builds no update of the row.
+  const write = (source: string, now: string, takeOver = true) => `
     INSERT INTO ${t} AS r
       (namespace, id, state, expires_at, lease_expires_at, owner, event_time, fingerprint, result, forget_at,
         first_seen_at)
     ${source}
-    ON CONFLICT (namespace, id) DO UPDATE SET
+    ON CONFLICT (namespace, id) ${
+      takeOver
+        ? `DO UPDATE SET
       state = EXCLUDED.state, expires_at = EXCLUDED.expires_at, lease_expires_at = EXCLUDED.lease_expires_at,
       owner = EXCLUDED.owner, event_time = EXCLUDED.event_time, fingerprint = EXCLUDED.fingerprint,
       result = EXCLUDED.result, forget_at = EXCLUDED.forget_at, first_seen_at = EXCLUDED.first_seen_at
-    WHERE ${LIVE_UNTIL('r')} <= ${now}
+    WHERE ${LIVE_UNTIL('r')} <= ${now}`
+        : 'DO NOTHING'
+    }
     RETURNING r.id, r.first_seen_at AS now`;
   const row = (
     now: string,
@@ -107,6 +112,7 @@ export function statements(table: string) {
       FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
       CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
       WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`;
+  const oneRow = `VALUES (${row(now2, WALL, '$3::text', '$4::float8', '$5::text', '$6::text')})`;
   // A batch's times as uncorrelated subqueries (InitPlans): computed once per statement, not once per row.
   const nowOnce = `(SELECT ${now2})`;
   return {
@@ -130,10 +136,13 @@ export function statements(table: string) {
      * {@link claim} for one id, `$3`-`$6` scalars: the generic plan of an array claim counts on several ids and is
      * never chosen for one, so each one-id claim was planned again; with scalars the connection plans it once.
      */
-    claimOne: statement(
-      'claim_one',
-      write(`VALUES (${row(now2, WALL, '$3::text', '$4::float8', '$5::text', '$6::text')})`, now2),
-    ),
+    claimOne: statement('claim_one', write(oneRow, now2)),
+    /**
+     * {@link claimOne} of an id that has no row: it takes no row over. A new id's claim, the common case, then
+     * costs the server no ON CONFLICT update (its projection and condition are set up at every execution even
+     * when no row conflicts); an id it did not take is read, and claimed by `claimOne` if its row is not live.
+     */
+    claimNew: statement('claim_new', write(oneRow, now2, false)),
     // `$1` namespace, `$2` ids, `$3` now|NULL; rows `n, now, record columns`.
     read: statement('read', `SELECT u.n, ${nowOf('$3')} AS now, ${RECORD_COLUMNS('r')}${liveIds}`),
     // As read; rows `n` only.

@@ -17,6 +17,20 @@ function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
   return Number.isInteger(lockTimeoutMs) && lockTimeoutMs > 0 && parameters?.lock_timeout === lockTimeoutMs;
 }
 
+const BEGIN_ONLY: readonly string[] = ['BEGIN'];
+/** Each lock timeout's lead, made once: every message's transaction starts with one. */
+const LEADS = new Map<number, readonly string[]>();
+
+/** BEGIN and the lock timeout (an integer literal: SET takes no parameters). */
+function leadOf(lockTimeoutMs: number): readonly string[] {
+  let lead = LEADS.get(lockTimeoutMs);
+  if (lead === undefined) {
+    lead = ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
+    LEADS.set(lockTimeoutMs, lead);
+  }
+  return lead;
+}
+
 /** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */
 export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   /** BEGIN sent alone; its failure is kept for {@link finish}. */
@@ -38,11 +52,12 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
   };
 
   constructor(client: pg.PoolClient, lockTimeoutMs: number) {
-    // An integer literal: SET takes no parameters.
-    const lead = opensWith(client, lockTimeoutMs)
-      ? ['BEGIN']
-      : ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
-    super('postgres', client, lockTimeoutMs, lead);
+    super(
+      'postgres',
+      client,
+      lockTimeoutMs,
+      opensWith(client, lockTimeoutMs) ? BEGIN_ONLY : leadOf(lockTimeoutMs),
+    );
     client.on('error', this.#onError);
   }
 

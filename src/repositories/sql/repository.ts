@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ConfigError, RepositoryError, toRepositoryError } from '../../errors.js';
 import { BaseRepository, SCAN_PAGE } from '../../store/base.js';
-import { checkDuration } from '../../store/ttl.js';
+import { checkDuration, isValidDuration } from '../../store/ttl.js';
 import type {
   AddResult,
   IdempotencyRecord,
@@ -135,22 +135,34 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
       );
     }
     const lockTimeoutMs = options.lockTimeoutMs ?? this.lockTimeoutMs;
-    checkDuration('lockTimeoutMs', lockTimeoutMs, this.maxLockTimeoutMs, `${this.storeName} transaction`);
-    const transaction = await this.run('transaction', () => this.openTransaction(lockTimeoutMs));
+    // Checked by value first: the message's `where` is built only for the error.
+    if (!isValidDuration(lockTimeoutMs, this.maxLockTimeoutMs)) {
+      checkDuration('lockTimeoutMs', lockTimeoutMs, this.maxLockTimeoutMs, `${this.storeName} transaction`);
+    }
+    // As `run` would, without its closure: every message of `transaction: 'message'` opens one.
+    let transaction: T;
+    try {
+      transaction = await this.openTransaction(lockTimeoutMs);
+    } catch (error) {
+      throw toRepositoryError(`${this.storeName} transaction`, this.storeError('transaction', error));
+    }
     try {
       let result: R;
       try {
-        result = await this.scope.run(transaction, () => work(transaction));
+        result = await this.scope.run(transaction, work, transaction);
       } catch (error) {
         await transaction.abandon();
         throw error;
       }
-      await transaction.finish((operation, error) => this.storeError(operation, error));
+      await transaction.finish(this.#fail);
       return result;
     } finally {
       await transaction.close();
     }
   }
+
+  /** A statement's error as `finish` reports it (one function, not one per transaction). */
+  readonly #fail = (operation: string, error: unknown): unknown => this.storeError(operation, error);
 
   protected abstract readonly maxLockTimeoutMs: number;
 

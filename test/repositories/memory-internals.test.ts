@@ -99,6 +99,57 @@ describe('memory repository: compact records and the direct verbs', () => {
     assert.deepEqual(await repo.containsMany(['hot', 'c', 'd']), [true, false, true]);
   });
 
+  it('evicts as a second-chance LRU over many evictions, removals and a clear (a model)', async () => {
+    // Eviction goes on from where the last one stopped (no fresh walk from the map's start): the order it drops
+    // keys in must still be the model's, the oldest unused first, a used one moved to the recent end once.
+    const max = 50;
+    const repo = new MemoryRepository({ maxEntries: max });
+    const order: string[] = [];
+    const used = new Set<string>();
+    const evict = () => {
+      for (;;) {
+        const oldest = order.shift() as string;
+        if (!used.delete(oldest)) return;
+        order.push(oldest);
+      }
+    };
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    let next = 0;
+    for (let step = 0; step < 4_000; step++) {
+      const roll = random(100);
+      if (step === 2_000) {
+        await repo.clear();
+        order.length = 0;
+        used.clear();
+      } else if (roll < 60 || order.length === 0) {
+        const id = `k${next++}`;
+        assert.equal((await repo.add(id, { ttlMs: TTL })).added, true);
+        order.push(id);
+        if (order.length > max) evict();
+      } else if (roll < 90) {
+        const id = order[random(order.length)] as string;
+        assert.equal((await repo.add(id, { ttlMs: TTL })).added, false);
+        used.add(id);
+      } else {
+        const id = order[random(order.length)] as string;
+        assert.equal(await repo.remove(id), true);
+        order.splice(order.indexOf(id), 1);
+        used.delete(id);
+      }
+    }
+    const all = Array.from({ length: next }, (_, i) => `k${i}`);
+    const held = new Set(order);
+    assert.deepEqual(
+      await repo.containsMany(all),
+      all.map((id) => held.has(id)),
+    );
+    assert.equal(repo.size, order.length);
+  });
+
   it('answers the direct verbs at once, as the async verbs answer', async () => {
     const repo = new MemoryRepository();
     const claim = repo.addDirect('d', { ttlMs: TTL, leaseMs: LEASE, owner: 'o' });

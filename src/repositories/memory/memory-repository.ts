@@ -62,6 +62,12 @@ export class MemoryRepository extends BaseRepository {
   readonly #records = new Map<string, HeldRecord>();
   /** Keys used since they last reached the oldest end: spared once by eviction. */
   readonly #used = new Set<string>();
+  /**
+   * Where eviction goes on from: every key before it was deleted or moved to the end. A fresh `keys()` per
+   * eviction walked past every deleted slot V8 keeps at the front of the map until its next rehash: 25 µs an add
+   * at 100k entries, against 1 µs below the bound.
+   */
+  #oldest: MapIterator<string> | undefined;
   #base: number | undefined;
   #gap: number | undefined;
   readonly #maxEntries: number;
@@ -238,7 +244,13 @@ export class MemoryRepository extends BaseRepository {
   /** Drops the oldest key not used since it was last spared; a used one moves to the recent end, once. */
   #evict(): void {
     for (;;) {
-      const oldest = this.#records.keys().next().value as string;
+      this.#oldest ??= this.#records.keys();
+      let next = this.#oldest.next();
+      if (next.done === true) {
+        this.#oldest = this.#records.keys();
+        next = this.#oldest.next();
+      }
+      const oldest = next.value as string;
       const held = this.#records.get(oldest) as HeldRecord;
       this.#records.delete(oldest);
       if (!this.#used.delete(oldest)) return;
@@ -289,6 +301,7 @@ export class MemoryRepository extends BaseRepository {
   protected async doClear(): Promise<void> {
     this.#records.clear();
     this.#used.clear();
+    this.#oldest = undefined;
   }
 
   protected doClose(): Promise<void> {

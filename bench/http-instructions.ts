@@ -11,7 +11,8 @@
  * `handle`: the app's `handle` on requests made in process over a socket that discards what is written
  * (Express, the adapter and Node's response writer; no parser, no client). `loopback`: a real server and
  * bench:http's keep-alive client in one process (adds Node's parser and the client, as bench:http measures).
- * The child mode (`--child bare|memory|replay`) serves one row and is what cachegrind runs.
+ * The child mode (`--child bare|memory|replay|bound`) serves one row and is what cachegrind runs; `bound` is
+ * bench:http's bound row (bench/http-bound-app.ts), on new keys. `--rows` picks the rows (default: all but bound).
  */
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
@@ -25,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { createExampleApp } from '../examples/http/server.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
+import { boundApp } from './http-bound-app.js';
 
 const { values } = parseArgs({
   options: {
@@ -110,8 +112,9 @@ function posted(port: number, key: string): Promise<void> {
 
 /** Serves one row: warm-up, then `requests` requests, CONCURRENCY in flight. */
 async function child(row: string, warmup: number, requests: number): Promise<void> {
-  const repository = row === 'bare' ? undefined : new MemoryRepository();
-  const { app } = createExampleApp(repository ? { repository } : undefined);
+  const repository = row === 'bare' || row === 'bound' ? undefined : new MemoryRepository();
+  // `bound`: the least a key middleware can do on this route (see bench/http-bound-app.ts), on new keys.
+  const app = row === 'bound' ? boundApp() : createExampleApp(repository ? { repository } : undefined).app;
   // Keys shaped like UUIDs but counted, not random: the same run counts the same instructions.
   let n = 0;
   const counted = () => `00000000-0000-4000-8000-${(n++).toString(16).padStart(12, '0')}`;

@@ -5,8 +5,11 @@
  * more CPU per request here, which would hide the server's own cost). Every request carries a new key (claim, route, store the
  * response); the `replay` rows send one key again and again (the stored response answers). The example app sets
  * `scope` to the signed-in user; the `default scope` rows mount the same route behind an adapter without a
- * `scope` hook, whose default scopes keys by a SHA-256 digest of the request's credential headers. Prints figures
- * and ratios against the baseline measured in the same run, and the load average; asserts nothing.
+ * `scope` hook, whose default scopes keys by a SHA-256 digest of the request's credential headers. The `bound` row
+ * is the least any key middleware can do on this route (issue #34 asks for the bound, measured): the same key
+ * and fingerprint over a bare Map, no lease, no engine, no codec, the response written through as it is kept
+ * (none held back). Prints figures and ratios against the baseline measured in the same run, and the load
+ * average; asserts nothing.
  *
  *   npm run bench:http [-- --seconds 3 --concurrency 16 --rounds 3 --redis redis://127.0.0.1:6379] [--json FILE]
  */
@@ -22,6 +25,7 @@ import { idempotencyKey } from '../src/adapters/http/index.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
 import { RedisRepository } from '../src/repositories/redis/index.js';
 import type { IdempotentRepository } from '../src/store/types.js';
+import { boundApp } from './http-bound-app.js';
 import { FigureSink, median } from './report/figures.js';
 
 const { values } = parseArgs({
@@ -97,15 +101,20 @@ async function drive(
  * The example's `POST /charges` behind an adapter with the default scope (no `scope` hook: the digest of the
  * credential headers), and without the example's sign-in step, which the default makes unnecessary for scoping.
  */
-function defaultScopeApp(repository: IdempotentRepository): Express {
+function defaultScopeApp(repository: IdempotentRepository | undefined): Express {
   let count = 0;
   const app = express();
-  app.post('/charges', express.json(), idempotencyKey({ repository }), (req, res) => {
-    count++;
-    const id = `ch_${count}`;
-    const { amount = 0, currency = 'eur' } = (req.body ?? {}) as { amount?: number; currency?: string };
-    res.status(201).location(`/charges/${id}`).json({ id, amount, currency });
-  });
+  app.post(
+    '/charges',
+    express.json(),
+    idempotencyKey({ repository: repository ?? new MemoryRepository() }),
+    (req, res) => {
+      count++;
+      const id = `ch_${count}`;
+      const { amount = 0, currency = 'eur' } = (req.body ?? {}) as { amount?: number; currency?: string };
+      res.status(201).location(`/charges/${id}`).json({ id, amount, currency });
+    },
+  );
   return app;
 }
 
@@ -114,10 +123,9 @@ async function measure(
   label: string,
   repository: IdempotentRepository | undefined,
   key: () => string,
-  build?: (repository: IdempotentRepository) => Express,
+  build?: (repository: IdempotentRepository | undefined) => Express,
 ): Promise<number> {
-  const app =
-    build && repository ? build(repository) : createExampleApp(repository ? { repository } : undefined).app;
+  const app = build ? build(repository) : createExampleApp(repository ? { repository } : undefined).app;
   const server = app.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
@@ -156,11 +164,12 @@ const rows: {
   label: string;
   repository: IdempotentRepository | undefined;
   key: () => string;
-  build?: (repository: IdempotentRepository) => Express;
+  build?: (repository: IdempotentRepository | undefined) => Express;
 }[] = [
   { label: 'baseline: no adapter', repository: undefined, key: newKey },
   { label: 'adapter, memory, new keys', repository: new MemoryRepository(), key: newKey },
   { label: 'adapter, memory, replays', repository: new MemoryRepository(), key: oneKey() },
+  { label: 'bound: least key middleware, new keys', repository: undefined, key: newKey, build: boundApp },
   {
     label: 'adapter, memory, new keys, default scope',
     repository: new MemoryRepository(),
@@ -230,6 +239,7 @@ for (const [label, values] of rates) {
   sink.ratio({
     id: `http.${label
       .replace(/^adapter, /, '')
+      .replace(/^bound: .*, /, 'bound.')
       .replaceAll(', ', '.')
       .replaceAll(' ', '-')}`,
     label: `HTTP adapter, ${label.replace(/^adapter, /, '')}`,

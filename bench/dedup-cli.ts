@@ -17,6 +17,7 @@ import { once } from 'node:events';
 import {
   closeSync,
   createWriteStream,
+  copyFileSync,
   existsSync,
   openSync,
   readdirSync,
@@ -185,6 +186,8 @@ const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 function compiledCli(): string {
   const out = join(DATA, 'dist');
   const main = join(out, 'cli', 'main.js');
+  // The CLI reads its version from the package.json above its dist/ (`idem --version`): give the copy one.
+  copyFileSync(join(ROOT, 'package.json'), join(DATA, 'package.json'));
   const newest = (dir: string): number =>
     readdirSync(dir, { withFileTypes: true }).reduce((latest, entry) => {
       const path = join(dir, entry.name);
@@ -246,7 +249,11 @@ try {
     ...audit,
     path,
   ]);
-  if (cli.code !== 0) console.log(`  idem dedup exited ${cli.code}:\n${cli.stderr}`);
+  if (cli.code !== 0) {
+    // A run that failed measured nothing: no figures, and the report shows the bench as failed.
+    console.log(`  idem dedup exited ${cli.code}:\n${cli.stderr}`);
+    process.exit(1);
+  }
   const rate = lines / cli.seconds;
   console.log(
     `  idem dedup (${values['from-source'] ? 'from source via tsx' : 'compiled'}, rocksdb store${values.duplicates ? ', --duplicates' : ''}, wall time incl. startup): ` +

@@ -9,7 +9,6 @@ import {
   blobKey,
   blobNumber,
   findInBlob,
-  RecentBlobs,
 } from '../../src/repositories/rocksdb/blob.js';
 import { bucketDeadline, bucketWidth } from '../../src/repositories/rocksdb/bucket-set.js';
 import { BYTES_PER_ENTRY, hashKey, KeyIndex } from '../../src/repositories/rocksdb/key-index.js';
@@ -174,20 +173,6 @@ describe('rocksdb blobs', () => {
     );
     assert.equal(blobNumber(blobKey(0xfffffffe)), 0xfffffffe);
     assert.equal(blobNumber(Buffer.from('\u0000b64:AA==')), 0);
-  });
-});
-
-describe('rocksdb recent blobs', () => {
-  it('keep the blobs written last within their byte budget, apart by bucket', () => {
-    const recent = new RecentBlobs<object>(10);
-    const [a, b] = [{}, {}];
-    recent.add(a, 1, Buffer.alloc(4, 1));
-    recent.add(b, 1, Buffer.alloc(4, 2));
-    assert.deepEqual([recent.get(a, 1)?.[0], recent.get(b, 1)?.[0], recent.get(a, 2)], [1, 2, undefined]);
-    recent.add(a, 2, Buffer.alloc(4, 3)); // 12 bytes: the oldest goes
-    assert.deepEqual([recent.get(a, 1), recent.get(b, 1)?.[0], recent.get(a, 2)?.[0]], [undefined, 2, 3]);
-    recent.clear();
-    assert.equal(recent.get(a, 2), undefined);
   });
 });
 

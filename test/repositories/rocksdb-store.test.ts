@@ -7,7 +7,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ConfigError, RepositoryClosedError, RepositoryError } from '../../src/errors.js';
-import { NativeDb } from '../../src/repositories/rocksdb/binding.js';
 import { RocksdbRepository, type RocksdbRepositoryOptions } from '../../src/repositories/rocksdb/index.js';
 import { closeAfter, skipUnlessEnabled } from '../helpers/stores.js';
 
@@ -117,32 +116,6 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     assert.ok((await repo.containsMany(claimed)).every(Boolean), 'confirmed ids lost with the claim bucket');
     assert.equal((await repo.get(claimed[0] as string))?.state, 'confirmed');
     assert.ok(!repo.stats().buckets.some((b) => b.name === claimBucket));
-  });
-
-  it('answers a duplicate of an id it wrote lately from memory, exactly, also after a removal', async (t) => {
-    const repo = closeAfter(t, await RocksdbRepository.open({ path: freshPath() }));
-    const marked = ids('recent', 100);
-    await repo.markMany(
-      marked.map((id) => ({ id })),
-      { ttlMs: HOUR },
-    );
-    assert.equal(await repo.remove('recent-7'), true);
-    const reads = { keys: 0 };
-    const getBuffers = NativeDb.prototype.getBuffers;
-    NativeDb.prototype.getBuffers = function (keys) {
-      reads.keys += keys.length;
-      return getBuffers.call(this, keys);
-    };
-    t.after(() => {
-      NativeDb.prototype.getBuffers = getBuffers;
-    });
-    const found = await repo.containsMany([...marked, 'recent-new']);
-    assert.deepEqual(
-      found,
-      [...marked, 'recent-new'].map((id) => id !== 'recent-7' && id !== 'recent-new'),
-    );
-    // The blobs were written by this process (the removal's tombstone too): no RocksDB read.
-    assert.equal(reads.keys, 0);
   });
 
   it('names the path when the store is already open in this process', async (t) => {

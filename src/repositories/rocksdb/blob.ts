@@ -93,58 +93,6 @@ function writeKey(out: Buffer, key: string, at: number): number {
   return length;
 }
 
-/**
- * The blobs written last, by bucket and number, up to `budget` bytes (the oldest go first). A blob is written once
- * and never changed (only a whole bucket goes), so its copy answers a duplicate's exact check as a read would.
- * A duplicate is mostly a redelivery of a recent record, and a read from a large memtable cost ~3 µs per key here
- * (random cache misses down a skiplist), about a tenth of the node's CPU per record at 10 % duplicates.
- */
-export class RecentBlobs<B extends object> {
-  readonly #blobs = new Map<B, Map<number, Buffer>>();
-  /** Oldest first: bucket, number, bucket, number, ... from `#head`. */
-  #order: (B | number)[] = [];
-  #head = 0;
-  #bytes = 0;
-
-  constructor(readonly budget: number) {}
-
-  get(bucket: B, number: number): Buffer | undefined {
-    return this.#blobs.get(bucket)?.get(number);
-  }
-
-  /** Call only once the blob is written. */
-  add(bucket: B, number: number, blob: Buffer): void {
-    let blobs = this.#blobs.get(bucket);
-    if (blobs === undefined) {
-      blobs = new Map();
-      this.#blobs.set(bucket, blobs);
-    }
-    blobs.set(number, blob);
-    this.#order.push(bucket, number);
-    this.#bytes += blob.length;
-    while (this.#bytes > this.budget) {
-      const old = this.#order[this.#head] as B;
-      const oldBlobs = this.#blobs.get(old) as Map<number, Buffer>;
-      const n = this.#order[this.#head + 1] as number;
-      this.#bytes -= (oldBlobs.get(n) as Buffer).length;
-      oldBlobs.delete(n);
-      if (oldBlobs.size === 0) this.#blobs.delete(old);
-      this.#head += 2;
-    }
-    if (this.#head > 4096 && this.#head * 2 > this.#order.length) {
-      this.#order = this.#order.slice(this.#head);
-      this.#head = 0;
-    }
-  }
-
-  clear(): void {
-    this.#blobs.clear();
-    this.#order = [];
-    this.#head = 0;
-    this.#bytes = 0;
-  }
-}
-
 /** What a blob says about one key: its encoded record, or that it was deleted (tombstone). */
 export type BlobEntry = { readonly value: string } | { readonly deleted: true };
 

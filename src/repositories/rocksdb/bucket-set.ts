@@ -2,7 +2,6 @@ import { rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { type NativeBatch, NativeDb, type NativeOpenOptions } from './binding.js';
-import { RecentBlobs } from './blob.js';
 import { KeyIndex, MAX_SLOT } from './key-index.js';
 import type { RocksdbOptions } from './options.js';
 
@@ -37,9 +36,6 @@ function bucketDirName(deadline: number): string {
 export function isTrashDir(name: string): boolean {
   return TRASH_DIR.test(name);
 }
-
-/** Memory for the blobs written last: ~600k ids' records at the node's ~56 bytes per blob entry. */
-const RECENT_BLOB_BYTES = 32 * 1024 * 1024;
 
 /** The deadline of a bucket directory name, or undefined for any other entry. */
 export function parseBucketDir(name: string): number | undefined {
@@ -92,8 +88,6 @@ export async function removeDir(storePath: string, name: string): Promise<void> 
  */
 export class BucketSet {
   readonly index: KeyIndex;
-  /** The blobs written last, which a duplicate's lookup reads from memory (a dropped bucket's are never asked for). */
-  readonly recentBlobs = new RecentBlobs<Bucket>(RECENT_BLOB_BYTES);
   readonly #path: string;
   readonly #bucketMs: number;
   readonly #options: NativeOpenOptions;
@@ -218,7 +212,6 @@ export class BucketSet {
     const buckets = [...this.#byDeadline.values()];
     for (const bucket of buckets) this.#unregister(bucket);
     this.index.clear();
-    this.recentBlobs.clear();
     await Promise.all([...buckets.map((b) => b.destroy(this.#path)), ...this.#dropping]);
   }
 

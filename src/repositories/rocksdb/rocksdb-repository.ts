@@ -22,7 +22,7 @@ import type {
 } from '../../store/types.js';
 import { ifLive } from '../shared.js';
 import { loadRocksdbBinding } from './binding.js';
-import { blobEntries, blobKey, blobNumber, findInBlob, type RecentBlobs } from './blob.js';
+import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
 import { type Bucket, BucketSet } from './bucket-set.js';
 import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
@@ -529,7 +529,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       for (const bucket of unindexed) reads.want(i, bytes, bucket, 0);
     }
-    if (reads !== undefined) await reads.run(keys, hashes, found, buckets.recentBlobs);
+    if (reads !== undefined) await reads.run(keys, hashes, found);
     for (const copies of found) if (copies !== undefined && copies.length > 1) sortBestFirst(copies, now);
     return found;
   }
@@ -582,58 +582,32 @@ interface Want {
 /** The reads one lookup needs, one MultiGet per bucket, each blob read once however many keys want it. */
 class ReadPlan {
   readonly #wants: Want[] = [];
-  /** Per bucket, the reads: a key's own bytes (undefined: a blob's), the blob numbers (0: none), each blob's read. */
-  readonly #byBucket = new Map<
-    Bucket,
-    { keys: (Buffer | undefined)[]; numbers: number[]; blobs: Map<number, number> }
-  >();
+  readonly #byBucket = new Map<Bucket, { keys: Buffer[]; blobs: Map<number, number> }>();
 
   want(position: number, bytes: Buffer, bucket: Bucket, blob: number): void {
     let read = this.#byBucket.get(bucket);
     if (read === undefined) {
-      read = { keys: [], numbers: [], blobs: new Map() };
+      read = { keys: [], blobs: new Map() };
       this.#byBucket.set(bucket, read);
     }
     let slot = blob > 0 ? read.blobs.get(blob) : undefined;
     if (slot === undefined) {
       slot = read.keys.length;
-      read.keys.push(blob > 0 ? undefined : bytes);
-      read.numbers.push(blob);
+      read.keys.push(blob > 0 ? blobKey(blob) : bytes);
       if (blob > 0) read.blobs.set(blob, slot);
     }
     this.#wants.push({ position, bytes, bucket, blob, slot });
   }
 
-  /**
-   * Reads everything wanted (a blob written lately from `recent`) and adds each bucket's newest copy of each key
-   * to `found`.
-   */
-  async run(
-    keys: readonly string[],
-    hashes: Uint32Array,
-    found: (Located[] | undefined)[],
-    recent: RecentBlobs<Bucket>,
-  ): Promise<void> {
+  /** Reads everything wanted and adds each bucket's newest copy of each key to `found`. */
+  async run(keys: readonly string[], hashes: Uint32Array, found: (Located[] | undefined)[]): Promise<void> {
     const wants = this.#wants;
     const values = new Map<Bucket, (Buffer | undefined | null)[]>();
     await Promise.all(
       [...this.#byBucket].map(async ([bucket, read]) => {
-        const got: (Buffer | undefined | null)[] = new Array(read.keys.length);
-        const missing: number[] = [];
-        for (let k = 0; k < read.keys.length; k++) {
-          const number = read.numbers[k] as number;
-          const blob = number > 0 ? recent.get(bucket, number) : undefined;
-          if (blob === undefined) missing.push(k);
-          else got[k] = blob;
-        }
-        if (missing.length > 0) {
-          const fromDisk = await bucket.db.getBuffers(
-            missing.map((k) => read.keys[k] ?? blobKey(read.numbers[k] as number)),
-          );
-          if (fromDisk.some((v) => v === null)) {
-            throw new RepositoryError(`rocksdb read of ${bucket.db.location} was aborted`);
-          }
-          for (let m = 0; m < missing.length; m++) got[missing[m] as number] = fromDisk[m];
+        const got = await bucket.db.getBuffers(read.keys);
+        if (got.some((v) => v === null)) {
+          throw new RepositoryError(`rocksdb read of ${bucket.db.location} was aborted`);
         }
         values.set(bucket, got);
       }),

@@ -249,18 +249,13 @@ export class WriteBuffer {
     }
     for (const phase of [records, tombstones]) {
       for (const writes of phase.writes.values()) {
-        if (writes.blob !== undefined && writes.blob.count > 0) putBlob(writes, writes.blob);
-      }
-    }
-    for (const phase of [records, tombstones]) {
-      for (const writes of phase.writes.values()) {
-        writes.batch.write();
-        for (let k = 0; k < writes.blobs.length; k += 2) {
-          const number = writes.blobs[k] as number;
-          this.buckets.recentBlobs.add(writes.bucket, number, writes.blobs[k + 1] as Buffer);
+        if (writes.blob !== undefined && writes.blob.count > 0) {
+          writes.batch.put(blobKey(writes.blob.number), writes.blob.encode());
         }
       }
     }
+    for (const writes of records.writes.values()) writes.batch.write();
+    for (const writes of tombstones.writes.values()) writes.batch.write();
     return placed;
   }
 
@@ -304,14 +299,6 @@ interface BucketWrites {
   readonly bucket: Bucket;
   readonly batch: NativeBatch;
   blob: BlobBuilder | undefined;
-  /** The blobs put in the batch (number, bytes, ...): remembered once it is written. */
-  readonly blobs: (number | Buffer)[];
-}
-
-function putBlob(writes: BucketWrites, blob: BlobBuilder): void {
-  const bytes = blob.encode();
-  writes.batch.put(blobKey(blob.number), bytes);
-  writes.blobs.push(blob.number, bytes);
 }
 
 /** Adds a record (a tombstone: `value` undefined) to the current blob, or under the key (0); returns where. */
@@ -326,7 +313,7 @@ function addEntry(
   if (bucket.indexed) {
     let blob = writes.blob;
     if (blob === undefined || blob.full) {
-      if (blob !== undefined) putBlob(writes, blob);
+      if (blob !== undefined) writes.batch.put(blobKey(blob.number), blob.encode());
       blob = new BlobBuilder(++bucket.lastBlob);
       writes.blob = blob;
     }
@@ -359,7 +346,7 @@ function writesOf(phase: Phase, bucket: Bucket): BucketWrites {
     }
     // What a failed write before left in the batch (encoding threw before it was written) must not go along.
     if (batch.count > 0) batch.clear();
-    writes = { bucket, batch, blob: undefined, blobs: [] };
+    writes = { bucket, batch, blob: undefined };
     phase.writes.set(bucket, writes);
   }
   return writes;

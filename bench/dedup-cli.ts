@@ -16,8 +16,8 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import {
   closeSync,
-  createWriteStream,
   copyFileSync,
+  createWriteStream,
   existsSync,
   openSync,
   readdirSync,

@@ -18,17 +18,18 @@ function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
 }
 
 const BEGIN_ONLY: readonly string[] = ['BEGIN'];
-/** Each lock timeout's lead, made once: every message's transaction starts with one. */
-const LEADS = new Map<number, readonly string[]>();
+/**
+ * The last lead made, reused while the lock timeout stays the same (every message's transaction starts with one);
+ * one entry, not a map: a caller may pass a new timeout each time.
+ */
+let lastLead: { readonly lockTimeoutMs: number; readonly lead: readonly string[] } | undefined;
 
 /** BEGIN and the lock timeout (an integer literal: SET takes no parameters). */
 function leadOf(lockTimeoutMs: number): readonly string[] {
-  let lead = LEADS.get(lockTimeoutMs);
-  if (lead === undefined) {
-    lead = ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`];
-    LEADS.set(lockTimeoutMs, lead);
+  if (lastLead?.lockTimeoutMs !== lockTimeoutMs) {
+    lastLead = { lockTimeoutMs, lead: ['BEGIN', `SET LOCAL lock_timeout = ${Math.ceil(lockTimeoutMs)}`] };
   }
-  return lead;
+  return lastLead.lead;
 }
 
 /** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */

@@ -139,13 +139,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     if (!isValidDuration(lockTimeoutMs, this.maxLockTimeoutMs)) {
       checkDuration('lockTimeoutMs', lockTimeoutMs, this.maxLockTimeoutMs, `${this.storeName} transaction`);
     }
-    // As `run` would, without its closure: every message of `transaction: 'message'` opens one.
-    let transaction: T;
-    try {
-      transaction = await this.openTransaction(lockTimeoutMs);
-    } catch (error) {
-      throw toRepositoryError(`${this.storeName} transaction`, this.storeError('transaction', error));
-    }
+    const transaction = await this.run('transaction', () => this.openTransaction(lockTimeoutMs));
     try {
       let result: R;
       try {

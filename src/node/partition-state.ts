@@ -174,13 +174,12 @@ export class PartitionLifecycle {
     if (!this.#assigned.has(partition)) return undefined;
     const state = this.#ready.get(partition);
     if (state) return state;
-    // Per-instance, only the partition whose records arrived is known stable (its offset was read with
-    // requireStable): another may still wait for another instance's transaction, whose marks a restore would miss.
-    const waiting = this.perInstance ? [partition] : [...this.#assigned].filter((p) => !this.#ready.has(p));
-    await this.#restore(
-      waiting.sort((a, b) => a - b),
-      heartbeat,
-    );
+    const waiting = [...this.#assigned].filter((p) => !this.#ready.has(p)).sort((a, b) => a - b);
+    // Every waiting partition is read, so the one local store knows the ids a copy in another partition repeats
+    // (a kill between a commit and its local apply leaves them in the changelog only). Per-instance, only this
+    // partition is known stable (its offset was read with requireStable): another may still wait for another
+    // instance's transaction, so it stays unready and is read on from here before its own first record.
+    await this.#restore(waiting, heartbeat, this.perInstance ? partition : undefined);
     return this.#ready.get(partition);
   }
 
@@ -238,7 +237,12 @@ export class PartitionLifecycle {
     this.#deps.logger.info({ partition, reason: why, changelogOffset: applied }, 'partition closed');
   }
 
-  async #restore(partitions: readonly number[], heartbeat: () => Promise<void>): Promise<void> {
+  /** Restores `partitions`; with `only`, only that one becomes ready and the others are closed once read. */
+  async #restore(
+    partitions: readonly number[],
+    heartbeat: () => Promise<void>,
+    only?: number,
+  ): Promise<void> {
     const start = performance.now();
     // 1. Per-partition exactly-once: the producers are initialised before the end is captured.
     const states = new Map<number, PartitionState>();
@@ -258,6 +262,9 @@ export class PartitionLifecycle {
       // The group moved partitions during the restore: this one may have had another owner meanwhile.
       if (this.#epoch !== epoch || !this.#assigned.has(partition)) {
         await this.#closeState(state, 'the group rebalanced during its restore');
+      } else if (only !== undefined && partition !== only) {
+        await state.store.close();
+        await this.#restorer.checkpoint(partition);
       } else this.#ready.set(partition, state);
     }
   }

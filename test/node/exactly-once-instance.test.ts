@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { testProducer, waitForCommitted } from '../helpers/kafka.js';
+import { onCleanup, testProducer, waitForCommitted } from '../helpers/kafka.js';
 import {
   assertInputLanded,
   type DedupInput,
@@ -13,11 +13,12 @@ import {
   prng,
   produceInput,
   rocksdbRepository,
+  startNodeInProcess,
   startNodeProcess,
   writeNodeConfig,
 } from '../helpers/node.js';
 import { skipUnlessEnabled } from '../helpers/stores.js';
-import { committedReport } from './exactly-once-input.js';
+import { committedReport, committedUidCounts } from './exactly-once-input.js';
 
 // Exactly-once's two transactional producer layouts on @platformatic/kafka, whatever client the rest of the run
 // uses (IDEM_KAFKA_CLIENT): per-instance is the default there, and per-partition must keep working on it.
@@ -109,6 +110,61 @@ describe('exactly-once on @platformatic/kafka: both producer layouts', {
     t.diagnostic(`${kills} SIGKILLs: ${report.records} committed records, ${report.leaked} duplicates`);
     assert.deepEqual(report.missing, [], 'no uid lost or held behind an open transaction');
     assert.equal(report.leaked, 0, 'no duplicate in the committed output');
+  });
+
+  it('per-instance: a restart reads every assigned partition back before the first chunk', {
+    timeout: 120_000,
+  }, async (t) => {
+    // The repro of a CI failure: a kill between a span's commit and its local apply, then a restart whose records
+    // came from another partition only; that partition's restore alone missed the killed run's last marks, and
+    // copies of those ids in the other partition passed. Here deterministically: an instance that keeps its id
+    // (output.instanceId) but not its disk, so the changelog alone remembers partition 1's ids.
+    const bed = await nodeTestbed(t);
+    const { kafka, admin, topic, output, dlq, groupId } = bed;
+    onCleanup(t, () =>
+      admin.deleteTopics({ topics: [`${groupId}-${output}-changelog`] }).catch(() => undefined),
+    );
+    const producer = await testProducer(t, kafka);
+    const ids = Array.from({ length: 300 }, (_, i) => `u-${i}`);
+    const send = (partition: number, uids: readonly string[]) =>
+      producer.send({
+        topic,
+        acks: -1,
+        messages: uids.map((uid) => ({
+          key: `${uid}-${partition}`,
+          partition,
+          value: JSON.stringify({ uid }),
+        })),
+      });
+    const run = async () => {
+      const node = await startNodeInProcess(
+        t,
+        nodeConfig({
+          topic,
+          groupId,
+          output,
+          dlq,
+          repository: await rocksdbRepository(t),
+          extra: {
+            kafka: { client: 'platformatic' },
+            output: { guarantee: 'exactly-once', instanceId: 'kept-id-new-disk' },
+          },
+        }),
+      );
+      await waitForCommitted(admin, groupId, topic);
+      await node.handle.stop();
+    };
+    await send(1, ids);
+    await run();
+    await send(2, ids.slice(0, 100));
+    await run();
+    const counts = await committedUidCounts(kafka, output, ids.length);
+    assert.equal(counts.size, ids.length);
+    assert.deepEqual(
+      [...counts].filter(([, n]) => n > 1).map(([uid]) => uid),
+      [],
+      'partition 2 forwarded copies of ids partition 1 had forwarded',
+    );
   });
 
   it('per-partition still works there: SIGKILLs, 0 lost, 0 duplicates', {

@@ -1,5 +1,9 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { KafkaErrorClassifier, OutgoingMessage, RecordSender } from '../kafka/port/index.js';
+import {
+  type KafkaErrorClassifier,
+  type OutgoingMessage,
+  type RecordSender,
+  retrying,
+} from '../kafka/port/index.js';
 
 /** A record the output topic refused for what it is (too large, invalid), so sending it again cannot help. */
 export interface Refused {
@@ -125,18 +129,16 @@ export class OutputWriter {
     const { topic, retryBackoffMs, onRetry, errors } = this.#options;
     const sendAttempts = sender.transactional ? 1 : this.#options.sendAttempts;
     const batch = messages.map((m) => (m.partition === partition ? m : { ...m, partition }));
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await sender.send({ topic, acks: -1, messages: batch });
-        return;
-      } catch (error) {
+    await retrying(
+      () => sender.send({ topic, acks: -1, messages: batch }),
+      (error, attempt) => {
         // A fenced producer stays fenced: retrying would only delay handing the partition over.
         if (errors.recordErrorType(error) !== undefined || errors.isFenced(error) || attempt >= sendAttempts)
-          throw error;
+          return undefined;
         onRetry?.(error, attempt);
-        await sleep(retryBackoffMs * 2 ** (attempt - 1));
-      }
-    }
+        return retryBackoffMs * 2 ** (attempt - 1);
+      },
+    );
   }
 }
 

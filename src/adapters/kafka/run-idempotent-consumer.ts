@@ -90,7 +90,7 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
   const groupId = resolved.groupId ?? '';
   const group =
     consumer && kafkajs
-      ? kafkajs.fromKafkajsConsumer(consumer as never, groupId)
+      ? new kafkajs.KafkajsConsumer(consumer as never, groupId)
       : (client as KafkaClient).consumer({
           groupId,
           maxWaitMs: kafkaAdapterDefaults.maxWaitTimeInMs,
@@ -101,7 +101,7 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
   const producer = !resolved.dlq
     ? undefined
     : dlqProducer && kafkajs
-      ? kafkajs.fromKafkajsProducer(dlqProducer as never)
+      ? new kafkajs.KafkajsProducer(dlqProducer as never)
       : client?.producer({ allowAutoTopicCreation: true });
   return { consumer: group, producer, ownClient };
 }

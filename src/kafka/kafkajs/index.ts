@@ -1,7 +1,7 @@
 // The Kafka port over kafkajs, loaded by `openKafkaClient` for `kafka.client = "kafkajs"`. With the Kafka
 // adapter's public types, the only place that imports kafkajs. kafkajs reads an undefined setting (of a client,
 // consumer or producer, a new topic or a send) as its default, so the port's optional ones are passed as they are.
-import type { Consumer, Kafka, Producer } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import type { KafkaClient, KafkaClientFactory } from '../port/index.js';
 import { KafkajsAdmin } from './admin.js';
 import { KafkajsConsumer, kafkajsConsumerConfig } from './consumer.js';
@@ -11,6 +11,8 @@ import { KafkajsPartitionReader } from './partition-reader.js';
 import { KafkajsProducer, kafkajsProducerConfig } from './producer.js';
 
 export { KafkajsAdmin } from './admin.js';
+// The adapter wraps a caller's own kafkajs consumer and (plain) DLQ producer in these.
+export { KafkajsConsumer } from './consumer.js';
 export { kafkajsErrors, recordErrorType } from './errors.js';
 export { KafkajsProducer } from './producer.js';
 
@@ -41,13 +43,3 @@ export const createClient: KafkaClientFactory = (settings, behaviour) =>
 
 /** An existing kafkajs client behind the port (the adapter's `kafka` option, tests). */
 export const fromKafkajs = (kafka: Kafka): KafkaClient => kafkajsClient(kafka);
-
-/** An existing kafkajs consumer of group `groupId` behind the port (the adapter's `consumer` option). */
-export function fromKafkajsConsumer(consumer: Consumer, groupId: string): KafkajsConsumer {
-  return new KafkajsConsumer(consumer, groupId);
-}
-
-/** An existing (plain) kafkajs producer behind the port (the adapter's `dlq.producer` option). */
-export function fromKafkajsProducer(producer: Producer): KafkajsProducer {
-  return new KafkajsProducer(producer);
-}

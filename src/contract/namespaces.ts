@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 /*
  * Two repositories whose namespaces are such that one is a prefix of the other, as `app:` and `app:orders:` are.
@@ -42,7 +42,7 @@ export function namespaceTests(suite: ContractSuite): void {
     );
     await outer.addMany(
       outerIds.map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'o' },
+      claimBy('o'),
     );
 
     await outer.clear();

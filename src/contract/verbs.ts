@@ -9,7 +9,7 @@ import type {
   IdempotentRepository,
   MarkOptions,
 } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
+import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
 
 /** What a test compares of a record: everything but its id and its times (two calls never share a clock tick). */
 function shape(record: IdempotencyRecord | undefined): Record<string, unknown> | undefined {
@@ -26,7 +26,7 @@ function shape(record: IdempotencyRecord | undefined): Record<string, unknown> |
   return { ...rest, lease, firstSeen: firstSeenAt !== undefined };
 }
 
-const CLAIM: AddOptions = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'owner-1' };
+const CLAIM: AddOptions = claimBy('owner-1');
 const MARK: MarkOptions = { ttlMs: LONG_TTL_MS };
 
 /** The lazy mark as the consumer calls it: `markMany`, or `addMany` for a store written before it. */

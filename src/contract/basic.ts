@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, entriesOf, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 export function basicTests(suite: ContractSuite): void {
   const test = repoTest(suite);
@@ -41,10 +41,7 @@ export function basicTests(suite: ContractSuite): void {
 
   test('clear() forgets every id', async (repo) => {
     const ids = [uniqueId(), uniqueId(), uniqueId()];
-    await repo.addMany(
-      ids.map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS },
-    );
+    await repo.addMany(entriesOf(ids), { ttlMs: LONG_TTL_MS });
     assert.deepEqual(await repo.containsMany(ids), [true, true, true]);
     await repo.clear();
     assert.deepEqual(await repo.containsMany(ids), [false, false, false]);

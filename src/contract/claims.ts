@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { isTransactional } from '../store/transaction.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, entriesOf, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 /**
  * Confirms a claim named twice in one confirmMany (one of the two takes it: a store may run them in any order),
@@ -37,10 +37,7 @@ export function claimTests(suite: ContractSuite): void {
 
   test('a remove racing the owner’s confirm leaves the id removed, after a reopen too when persistent', async (repo, ctx) => {
     const ids = Array.from({ length: 20 }, () => uniqueId('raced'));
-    await repo.addMany(
-      ids.map((id) => ({ id })),
-      claimBy('a'),
-    );
+    await repo.addMany(entriesOf(ids), claimBy('a'));
     // Whichever the store runs first, the remove (of any record) leaves nothing.
     await Promise.all(
       ids.flatMap((id) => [repo.confirm({ id, owner: 'a' }, { ttlMs: LONG_TTL_MS }), repo.remove(id)]),

@@ -69,6 +69,9 @@ export const uniqueIds = <L extends string[]>(...labels: L) =>
 export const padded = (bytes: number, head: string, tail = '', fill = 'x') =>
   head + fill.repeat(bytes - Buffer.byteLength(head + tail, 'utf8')) + tail;
 
+/** The add entries of bare ids. */
+export const entriesOf = (ids: readonly string[]) => ids.map((id) => ({ id }));
+
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Retention and lease short enough to wait out in a test, long enough for a slow first round trip. */

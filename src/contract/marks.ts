@@ -3,6 +3,7 @@ import { markIds as mark } from '../store/mark.js';
 import {
   type ContractSuite,
   claimBy,
+  entriesOf,
   LONG_TTL_MS,
   repoTest,
   SHORT_TTL_MS,
@@ -41,11 +42,7 @@ export function markTests(suite: ContractSuite): void {
     await repo.contains(uniqueId('warm'));
     const { ids, found } = await withinWindow(SHORT_TTL_MS, 'mark, then look up', async () => {
       const ids = [uniqueId('mark-ttl'), uniqueId('mark-ttl')];
-      await mark(
-        repo,
-        ids.map((id) => ({ id })),
-        { ttlMs: SHORT_TTL_MS },
-      );
+      await mark(repo, entriesOf(ids), { ttlMs: SHORT_TTL_MS });
       return { ids, found: await repo.containsMany(ids) };
     });
     assert.deepEqual(found, [true, true]);

@@ -47,24 +47,17 @@ const WRITES: Record<
   }
 > = {
   add: {
-    run: async (repo, id) => {
-      assert.equal((await repo.add(id, CLAIM, { fingerprint: 'fp' })).added, true);
-    },
+    run: async (repo, id) => assert.equal((await repo.add(id, CLAIM, { fingerprint: 'fp' })).added, true),
   },
   'add (lazy mark)': {
-    run: async (repo, id) => {
-      assert.equal((await repo.add(id, MARK, { fingerprint: 'fp' })).added, true);
-    },
+    run: async (repo, id) => assert.equal((await repo.add(id, MARK, { fingerprint: 'fp' })).added, true),
   },
   addMany: {
-    run: async (repo, id) => {
-      assert.equal((await repo.addMany([{ id, fingerprint: 'fp' }], CLAIM))[0]?.added, true);
-    },
+    run: async (repo, id) =>
+      assert.equal((await repo.addMany([{ id, fingerprint: 'fp' }], CLAIM))[0]?.added, true),
   },
   markMany: {
-    run: async (repo, id) => {
-      assert.equal(await markAsync(repo, { id, fingerprint: 'fp' }), true);
-    },
+    run: async (repo, id) => assert.equal(await markAsync(repo, { id, fingerprint: 'fp' }), true),
   },
   confirm: {
     run: async (repo, id) => {
@@ -102,21 +95,17 @@ const WRITES: Record<
   },
   addDirect: {
     has: (repo) => repo.addDirect !== undefined,
-    run: async (repo, id) => {
-      assert.equal((await repo.addDirect?.(id, CLAIM, { fingerprint: 'fp' }))?.added, true);
-    },
+    run: async (repo, id) =>
+      assert.equal((await repo.addDirect?.(id, CLAIM, { fingerprint: 'fp' }))?.added, true),
   },
   'addDirect (lazy mark)': {
     has: (repo) => repo.addDirect !== undefined,
-    run: async (repo, id) => {
-      assert.equal((await repo.addDirect?.(id, MARK, { fingerprint: 'fp' }))?.added, true);
-    },
+    run: async (repo, id) =>
+      assert.equal((await repo.addDirect?.(id, MARK, { fingerprint: 'fp' }))?.added, true),
   },
   markDirect: {
     has: (repo) => repo.markDirect !== undefined,
-    run: async (repo, id) => {
-      assert.equal(await repo.markDirect?.({ id, fingerprint: 'fp' }, MARK), true);
-    },
+    run: async (repo, id) => assert.equal(await repo.markDirect?.({ id, fingerprint: 'fp' }, MARK), true),
   },
   confirmDirect: {
     has: (repo) => repo.confirmDirect !== undefined,

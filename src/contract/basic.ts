@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, entriesOf, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 export function basicTests(suite: ContractSuite): void {
   const test = repoTest(suite);
@@ -32,11 +32,7 @@ export function basicTests(suite: ContractSuite): void {
 
   test('lets exactly one of 100 concurrent adds of one id win', async (repo) => {
     const id = uniqueId('race');
-    const results = await Promise.all(
-      Array.from({ length: 100 }, (_, i) =>
-        repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: `w${i}` }),
-      ),
-    );
+    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => repo.add(id, claimBy(`w${i}`))));
     const winners = results.filter((r) => r.added);
     assert.equal(winners.length, 1);
     const owner = winners[0]?.added ? winners[0].record.owner : undefined;
@@ -45,10 +41,7 @@ export function basicTests(suite: ContractSuite): void {
 
   test('clear() forgets every id', async (repo) => {
     const ids = [uniqueId(), uniqueId(), uniqueId()];
-    await repo.addMany(
-      ids.map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS },
-    );
+    await repo.addMany(entriesOf(ids), { ttlMs: LONG_TTL_MS });
     assert.deepEqual(await repo.containsMany(ids), [true, true, true]);
     await repo.clear();
     assert.deepEqual(await repo.containsMany(ids), [false, false, false]);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, entriesOf, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 export function batchTests(suite: ContractSuite): void {
   const test = repoTest(suite);
@@ -8,7 +8,7 @@ export function batchTests(suite: ContractSuite): void {
     await repo.add(c, { ttlMs: LONG_TTL_MS });
     const results = await repo.addMany(
       [{ id: a, eventTime: 1 }, { id: b }, { id: a, eventTime: 2 }, { id: c }, { id: b }],
-      { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'w' },
+      claimBy('w'),
     );
     assert.deepEqual(
       results.map((r) => r.added),
@@ -28,10 +28,7 @@ export function batchTests(suite: ContractSuite): void {
 
   test('addMany of 1000 ids stores each, containsMany and confirmMany answer per position', async (repo) => {
     const ids = Array.from({ length: 1000 }, (_, i) => uniqueId(`bulk${i}`));
-    const added = await repo.addMany(
-      ids.map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'bulk' },
-    );
+    const added = await repo.addMany(entriesOf(ids), claimBy('bulk'));
     assert.equal(added.filter((r) => r.added).length, 1000);
     const probe = [...ids.slice(0, 10), uniqueId('absent'), ...ids.slice(990)];
     assert.deepEqual(await repo.containsMany(probe), [
@@ -48,10 +45,7 @@ export function batchTests(suite: ContractSuite): void {
       { ttlMs: LONG_TTL_MS },
     );
     assert.deepEqual(confirmed, [true, false, false]);
-    const again = await repo.addMany(
-      ids.slice(0, 3).map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS },
-    );
+    const again = await repo.addMany(entriesOf(ids.slice(0, 3)), { ttlMs: LONG_TTL_MS });
     assert.deepEqual(
       again.map((r) => !r.added && r.existing.state),
       ['confirmed', 'in-flight', 'in-flight'],

@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
 import { isTransactional } from '../store/transaction.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
-
-const claimOptions = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner });
+import { type ContractSuite, claimBy, entriesOf, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 /**
  * Confirms a claim named twice in one confirmMany (one of the two takes it: a store may run them in any order),
@@ -11,7 +9,7 @@ const claimOptions = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL
  */
 async function confirmTwice(repo: IdempotentRepository): Promise<void> {
   const [once, twice] = [uniqueId('once'), uniqueId('twice')];
-  await repo.addMany([{ id: once }, { id: twice }], claimOptions('a'));
+  await repo.addMany([{ id: once }, { id: twice }], claimBy('a'));
   const claim = { id: once, owner: 'a' };
   const answers = await repo.confirmMany([claim, claim], { ttlMs: LONG_TTL_MS });
   assert.equal(answers.filter((ok) => ok).length, 1, `confirmMany of one claim twice answered ${answers}`);
@@ -24,7 +22,7 @@ export function claimTests(suite: ContractSuite): void {
   const test = repoTest(suite);
   test('confirm turns the owner’s claim into a confirmed record', async (repo) => {
     const id = uniqueId();
-    await repo.add(id, claimOptions('a'));
+    await repo.add(id, claimBy('a'));
     assert.equal((await repo.get(id))?.state, 'in-flight');
     assert.equal(await repo.confirm({ id, owner: 'a' }, { ttlMs: LONG_TTL_MS }), true);
     const record = await repo.get(id);
@@ -39,10 +37,7 @@ export function claimTests(suite: ContractSuite): void {
 
   test('a remove racing the owner’s confirm leaves the id removed, after a reopen too when persistent', async (repo, ctx) => {
     const ids = Array.from({ length: 20 }, () => uniqueId('raced'));
-    await repo.addMany(
-      ids.map((id) => ({ id })),
-      claimOptions('a'),
-    );
+    await repo.addMany(entriesOf(ids), claimBy('a'));
     // Whichever the store runs first, the remove (of any record) leaves nothing.
     await Promise.all(
       ids.flatMap((id) => [repo.confirm({ id, owner: 'a' }, { ttlMs: LONG_TTL_MS }), repo.remove(id)]),
@@ -60,7 +55,7 @@ export function claimTests(suite: ContractSuite): void {
 
   test('confirm and remove by another owner change nothing', async (repo) => {
     const id = uniqueId();
-    await repo.add(id, claimOptions('a'));
+    await repo.add(id, claimBy('a'));
     assert.equal(await repo.confirm({ id, owner: 'b' }, { ttlMs: LONG_TTL_MS }), false);
     assert.equal(await repo.remove(id, 'b'), false);
     const record = await repo.get(id);
@@ -76,15 +71,15 @@ export function claimTests(suite: ContractSuite): void {
 
   test('remove by the owner releases the claim so a retry can claim it', async (repo) => {
     const id = uniqueId();
-    await repo.add(id, claimOptions('a'));
+    await repo.add(id, claimBy('a'));
     assert.equal(await repo.remove(id, 'a'), true);
     assert.equal(await repo.contains(id), false);
-    assert.equal((await repo.add(id, claimOptions('b'))).added, true);
+    assert.equal((await repo.add(id, claimBy('b'))).added, true);
   });
 
   test('remove by owner does not delete a confirmed record; remove without owner does', async (repo) => {
     const id = uniqueId();
-    await repo.add(id, claimOptions('a'));
+    await repo.add(id, claimBy('a'));
     await repo.confirm({ id, owner: 'a' }, { ttlMs: LONG_TTL_MS });
     assert.equal(await repo.remove(id, 'a'), false);
     assert.equal(await repo.contains(id), true);

@@ -61,6 +61,17 @@ export function uniqueId(label = 'id'): string {
   return `${label}-${randomUUID()}`;
 }
 
+/** A fresh id (see {@link uniqueId}) for each label, as a tuple. */
+export const uniqueIds = <L extends string[]>(...labels: L) =>
+  labels.map((label) => uniqueId(label)) as { [K in keyof L]: string };
+
+/** `head`, `fill` repeated, then `tail`: exactly `bytes` UTF-8 bytes (a tail of multi-byte characters shows a cut). */
+export const padded = (bytes: number, head: string, tail = '', fill = 'x') =>
+  head + fill.repeat(bytes - Buffer.byteLength(head + tail, 'utf8')) + tail;
+
+/** The add entries of bare ids. */
+export const entriesOf = (ids: readonly string[]) => ids.map((id) => ({ id }));
+
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Retention and lease short enough to wait out in a test, long enough for a slow first round trip. */
@@ -86,6 +97,9 @@ export async function withinWindow<T>(windowMs: number, what: string, run: () =>
 }
 export const LONG_TTL_MS = 60_000;
 
+/** The options of an eager claim by `owner`, with a lease of `leaseMs` and a long retention. */
+export const claimBy = (owner: string, leaseMs = LONG_TTL_MS) => ({ ttlMs: LONG_TTL_MS, leaseMs, owner });
+
 /** Every record `scan` reports, by id (a record reported twice keeps its last copy); none without `scan`. */
 export async function scanned(repo: IdempotentRepository): Promise<Map<string, IdempotencyRecord>> {
   const seen = new Map<string, IdempotencyRecord>();
@@ -105,13 +119,12 @@ export type RepoTestBody = (repo: IdempotentRepository, ctx: ContractContext) =>
 
 /** The suite's `it` for a test that starts from its namespace's repository, closed after it. */
 export function repoTest({ it, withContext }: Pick<ContractSuite, 'it' | 'withContext'>) {
-  function test(name: string, fn: RepoTestBody): void;
-  function test(name: string, options: { skip: string | false }, fn: RepoTestBody): void;
-  function test(name: string, a: RepoTestBody | { skip: string | false }, b?: RepoTestBody): void {
-    const fn = typeof a === 'function' ? a : (b as RepoTestBody);
-    const body = withContext(async (ctx) => fn(await ctx.open(), ctx));
-    if (typeof a === 'function') it(name, body);
-    else it(name, a, body);
-  }
-  return test;
+  return (name: string, ...args: [RepoTestBody] | [{ skip: string | false }, RepoTestBody]): void => {
+    const [options, fn] = args.length === 1 ? [{ skip: false as const }, args[0]] : args;
+    it(
+      name,
+      options,
+      withContext(async (ctx) => fn(await ctx.open(), ctx)),
+    );
+  };
 }

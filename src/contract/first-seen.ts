@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { markIds } from '../store/mark.js';
 import type { FastPath } from '../store/single-key.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, scanned, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, scanned, uniqueIds } from './context.js';
 
 /**
  * `firstSeenAt`: the `now` of the add that created the record (its claim or lazy mark), kept through confirm,
@@ -15,35 +15,30 @@ export function firstSeenTests(suite: ContractSuite): void {
   const test = repoTest(suite);
   test('keeps the time a claim or a mark first saw the id, through confirm, renew and a result', async (repo: FastPath, ctx) => {
     const t = Date.now() - 20_000;
-    const [claimed, marked, direct, directMark] = ['fs-claim', 'fs-mark', 'fs-direct', 'fs-dmark'].map(
-      uniqueId,
-    );
-    const claim = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'fs-owner' };
+    const [claimed, marked, direct, directMark] = uniqueIds('fs-claim', 'fs-mark', 'fs-direct', 'fs-dmark');
+    const claim = claimBy('fs-owner');
 
-    const added = await repo.add(claimed as string, { ...claim, now: t }, { fingerprint: 'fp' });
+    const added = await repo.add(claimed, { ...claim, now: t }, { fingerprint: 'fp' });
     assert.equal(added.added && added.record.firstSeenAt, t, "a claim's record carries its add's now");
-    const blocked = await repo.add(claimed as string, { ...claim, owner: 'other', now: t + 1_000 });
+    const blocked = await repo.add(claimed, { ...claim, owner: 'other', now: t + 1_000 });
     assert.equal(!blocked.added && blocked.existing.firstSeenAt, t, 'a blocked add reports the first time');
     if (repo.renew) {
-      assert.equal(
-        await repo.renew({ id: claimed as string, owner: 'fs-owner' }, { leaseMs: LONG_TTL_MS }),
-        true,
-      );
-      assert.equal((await repo.get(claimed as string))?.firstSeenAt, t, 'renew keeps firstSeenAt');
+      assert.equal(await repo.renew({ id: claimed, owner: 'fs-owner' }, { leaseMs: LONG_TTL_MS }), true);
+      assert.equal((await repo.get(claimed))?.firstSeenAt, t, 'renew keeps firstSeenAt');
     }
     assert.equal(
-      await repo.confirm({ id: claimed as string, owner: 'fs-owner' }, { ttlMs: LONG_TTL_MS, result: 'r' }),
+      await repo.confirm({ id: claimed, owner: 'fs-owner' }, { ttlMs: LONG_TTL_MS, result: 'r' }),
       true,
     );
-    const confirmed = await repo.get(claimed as string);
+    const confirmed = await repo.get(claimed);
     assert.equal(confirmed?.state, 'confirmed');
     assert.equal(confirmed?.result, 'r');
     assert.equal(confirmed?.firstSeenAt, t, 'confirm with a result keeps firstSeenAt');
 
-    const lazy = await repo.add(marked as string, { ttlMs: LONG_TTL_MS, now: t + 2_000 }, { result: 'kept' });
+    const lazy = await repo.add(marked, { ttlMs: LONG_TTL_MS, now: t + 2_000 }, { result: 'kept' });
     assert.equal(lazy.added && lazy.record.firstSeenAt, t + 2_000, "a lazy mark's record carries its now");
 
-    const viaDirect = await (repo.addDirect ?? repo.add).call(repo, direct as string, {
+    const viaDirect = await (repo.addDirect ?? repo.add).call(repo, direct, {
       ...claim,
       now: t + 3_000,
     });
@@ -51,25 +46,22 @@ export function firstSeenTests(suite: ContractSuite): void {
     assert.equal(
       await (repo.confirmDirect ?? repo.confirm).call(
         repo,
-        { id: direct as string, owner: 'fs-owner' },
+        { id: direct, owner: 'fs-owner' },
         { ttlMs: LONG_TTL_MS },
       ),
       true,
     );
     if (repo.markDirect) {
-      assert.equal(
-        await repo.markDirect({ id: directMark as string }, { ttlMs: LONG_TTL_MS, now: t + 4_000 }),
-        true,
-      );
+      assert.equal(await repo.markDirect({ id: directMark }, { ttlMs: LONG_TTL_MS, now: t + 4_000 }), true);
     } else {
-      await markIds(repo, [{ id: directMark as string }], { ttlMs: LONG_TTL_MS, now: t + 4_000 });
+      await markIds(repo, [{ id: directMark }], { ttlMs: LONG_TTL_MS, now: t + 4_000 });
     }
 
     const expected = new Map<string, number>([
-      [claimed as string, t],
-      [marked as string, t + 2_000],
-      [direct as string, t + 3_000],
-      [directMark as string, t + 4_000],
+      [claimed, t],
+      [marked, t + 2_000],
+      [direct, t + 3_000],
+      [directMark, t + 4_000],
     ]);
     const check = async (where: string, r: FastPath) => {
       const ids = [...expected.keys()];
@@ -100,44 +92,34 @@ export function firstSeenTests(suite: ContractSuite): void {
 
   test('a new record after the old one lapsed, expired or was removed gets its own first-seen time', async (repo) => {
     const t = Date.now() - 20_000;
-    const [lapsed, expired, removed] = ['fs-lapsed', 'fs-expired', 'fs-removed'].map(uniqueId);
+    const [lapsed, expired, removed] = uniqueIds('fs-lapsed', 'fs-expired', 'fs-removed');
 
-    await repo.add(lapsed as string, { ttlMs: LONG_TTL_MS, leaseMs: 1_000, owner: 'a', now: t });
-    const taken = await repo.add(lapsed as string, {
-      ttlMs: LONG_TTL_MS,
-      leaseMs: LONG_TTL_MS,
-      owner: 'b',
-      now: t + 2_000,
-    });
+    await repo.add(lapsed, { ttlMs: LONG_TTL_MS, leaseMs: 1_000, owner: 'a', now: t });
+    const taken = await repo.add(lapsed, { ...claimBy('b'), now: t + 2_000 });
     assert.equal(taken.added && taken.record.firstSeenAt, t + 2_000, 'a takeover of a lapsed claim');
-    assert.equal((await repo.get(lapsed as string))?.firstSeenAt, t + 2_000);
+    assert.equal((await repo.get(lapsed))?.firstSeenAt, t + 2_000);
 
-    await repo.add(expired as string, { ttlMs: 1_000, now: t });
-    const again = await repo.add(expired as string, { ttlMs: LONG_TTL_MS, now: t + 3_000 });
+    await repo.add(expired, { ttlMs: 1_000, now: t });
+    const again = await repo.add(expired, { ttlMs: LONG_TTL_MS, now: t + 3_000 });
     assert.equal(again.added && again.record.firstSeenAt, t + 3_000, 'a mark after the old one expired');
-    assert.equal((await repo.get(expired as string))?.firstSeenAt, t + 3_000);
+    assert.equal((await repo.get(expired))?.firstSeenAt, t + 3_000);
 
-    await repo.add(removed as string, { ttlMs: LONG_TTL_MS, now: t });
-    assert.equal(await repo.remove(removed as string), true);
-    const fresh = await repo.add(removed as string, {
-      ttlMs: LONG_TTL_MS,
-      leaseMs: LONG_TTL_MS,
-      owner: 'c',
-      now: t + 4_000,
-    });
+    await repo.add(removed, { ttlMs: LONG_TTL_MS, now: t });
+    assert.equal(await repo.remove(removed), true);
+    const fresh = await repo.add(removed, { ...claimBy('c'), now: t + 4_000 });
     assert.equal(fresh.added && fresh.record.firstSeenAt, t + 4_000, 'a claim after a remove');
-    assert.equal((await repo.get(removed as string))?.firstSeenAt, t + 4_000);
+    assert.equal((await repo.get(removed))?.firstSeenAt, t + 4_000);
   });
 
   test('batch adds, marks and confirms keep each id’s first-seen time', async (repo) => {
     const t = Date.now() - 20_000;
-    const claims = [uniqueId('fs-bc'), uniqueId('fs-bc'), uniqueId('fs-bc')];
-    const lazies = [uniqueId('fs-bl'), uniqueId('fs-bl')];
-    const marks = [uniqueId('fs-bm'), uniqueId('fs-bm')];
+    const claims = uniqueIds('fs-bc', 'fs-bc', 'fs-bc');
+    const lazies = uniqueIds('fs-bl', 'fs-bl');
+    const marks = uniqueIds('fs-bm', 'fs-bm');
 
     const claimed = await repo.addMany(
       claims.map((id, i) => (i === 1 ? { id, fingerprint: 'fp', eventTime: 1_700_000_000_000 } : { id })),
-      { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'fs-batch', now: t },
+      { ...claimBy('fs-batch'), now: t },
     );
     assert.deepEqual(
       claimed.map((r) => r.added && r.record.firstSeenAt),
@@ -172,7 +154,7 @@ export function firstSeenTests(suite: ContractSuite): void {
     );
     const again = await repo.addMany(
       [...claims, ...marks].map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'late', now: t + 5_000 },
+      { ...claimBy('late'), now: t + 5_000 },
     );
     assert.deepEqual(
       again.map((r) => !r.added && r.existing.firstSeenAt),
@@ -183,9 +165,9 @@ export function firstSeenTests(suite: ContractSuite): void {
 
   test('one confirmMany of claims made at different times keeps each one’s first-seen time', async (repo, ctx) => {
     const t = Date.now() - 20_000;
-    const ids = ['fs-ca', 'fs-cb', 'fs-cc', 'fs-cd', 'fs-ce'].map(uniqueId);
-    const [a, b, c, d, e] = ids as [string, string, string, string, string];
-    const claim = (owner: string, now: number) => ({ ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner, now });
+    const ids = uniqueIds('fs-ca', 'fs-cb', 'fs-cc', 'fs-cd', 'fs-ce');
+    const [a, b, c, d, e] = ids;
+    const claim = (owner: string, now: number) => ({ ...claimBy(owner), now });
     // Separate adds, so each claim has its own first-seen time; c carries its own fields, e shares a's time.
     await repo.add(a, claim('fs-o1', t));
     await repo.add(b, claim('fs-o2', t + 1_000));

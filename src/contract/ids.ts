@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { InvalidIdError } from '../errors.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, LONG_TTL_MS, padded, repoTest, uniqueId } from './context.js';
 
 export function idTests(suite: ContractSuite): void {
   const test = repoTest(suite);
@@ -36,8 +36,7 @@ export function idTests(suite: ContractSuite): void {
 
   test('accepts ids up to the declared limit and rejects longer ones', async (repo, ctx) => {
     const max = ctx.options.capabilities.maxIdBytes;
-    const prefix = uniqueId('big');
-    const atLimit = prefix + 'x'.repeat(max - Buffer.byteLength(prefix));
+    const atLimit = padded(max, uniqueId('big'));
     assert.equal((await repo.add(atLimit, { ttlMs: LONG_TTL_MS })).added, true);
     assert.equal(await repo.contains(atLimit), true);
     await assert.rejects(repo.add(`${atLimit}x`, { ttlMs: LONG_TTL_MS }), InvalidIdError);
@@ -76,10 +75,7 @@ export function idTests(suite: ContractSuite): void {
   test('a text id that looks like an encoded binary id is new while the binary id is claimed, and the other way round', async (repo) => {
     const bytes = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(uniqueId())]);
     const lookalike = `\u0000b64:${bytes.toString('base64')}`;
-    assert.equal(
-      (await repo.add(bytes, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'a' })).added,
-      true,
-    );
+    assert.equal((await repo.add(bytes, claimBy('a'))).added, true);
     assert.equal(await repo.contains(lookalike), false);
     assert.equal(await repo.get(lookalike), undefined);
     assert.deepEqual(await repo.containsMany([lookalike, bytes]), [false, true]);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { RepositoryClosedError } from '../errors.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
+import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
 
 export function lifecycleTests(suite: ContractSuite): void {
   const { options } = suite;
@@ -37,7 +37,7 @@ export function lifecycleTests(suite: ContractSuite): void {
       const confirmed = uniqueId('kept');
       const claimed = uniqueId('claimed');
       await first.add(confirmed, { ttlMs: LONG_TTL_MS });
-      await first.add(claimed, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'o' });
+      await first.add(claimed, claimBy('o'));
       await first.close();
       const reopened = await ctx.open();
       assert.equal(await reopened.contains(confirmed), true);

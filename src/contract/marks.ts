@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { markIds as mark } from '../store/mark.js';
 import {
   type ContractSuite,
+  claimBy,
+  entriesOf,
   LONG_TTL_MS,
   repoTest,
   SHORT_TTL_MS,
@@ -32,7 +34,7 @@ export function markTests(suite: ContractSuite): void {
     assert.equal(ra?.owner, undefined);
     assert.equal(rb?.state, 'confirmed');
     assert.ok((rb?.expiresAt ?? 0) > Date.now() + LONG_TTL_MS / 2, 'the mark keeps the id for its TTL');
-    const again = await repo.add(b, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'late' });
+    const again = await repo.add(b, claimBy('late'));
     assert.equal(!again.added && again.existing.state, 'confirmed');
   });
 
@@ -40,11 +42,7 @@ export function markTests(suite: ContractSuite): void {
     await repo.contains(uniqueId('warm'));
     const { ids, found } = await withinWindow(SHORT_TTL_MS, 'mark, then look up', async () => {
       const ids = [uniqueId('mark-ttl'), uniqueId('mark-ttl')];
-      await mark(
-        repo,
-        ids.map((id) => ({ id })),
-        { ttlMs: SHORT_TTL_MS },
-      );
+      await mark(repo, entriesOf(ids), { ttlMs: SHORT_TTL_MS });
       return { ids, found: await repo.containsMany(ids) };
     });
     assert.deepEqual(found, [true, true]);
@@ -55,7 +53,7 @@ export function markTests(suite: ContractSuite): void {
 
   test('a mark never leaves an id claimable: a live claim or confirmed record stays held, whatever the mark answers', async (repo) => {
     const [claimed, confirmed] = [uniqueId('mark-over-claim'), uniqueId('mark-over-confirmed')];
-    await repo.add(claimed, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'eager-worker' });
+    await repo.add(claimed, claimBy('eager-worker'));
     await repo.add(confirmed, { ttlMs: LONG_TTL_MS }, { fingerprint: 'first' });
     const marked = await mark(repo, [{ id: claimed }, { id: confirmed }], { ttlMs: LONG_TTL_MS });
     // false: the store saw the live record and kept it; true: it wrote over it (a blind store).
@@ -65,7 +63,7 @@ export function markTests(suite: ContractSuite): void {
     if (marked[1] === false) assert.equal(overConfirmed?.fingerprint, 'first', 'kept, so unchanged');
     else assert.equal(overConfirmed?.state, 'confirmed');
     for (const id of [claimed, confirmed]) {
-      const r = await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'next' });
+      const r = await repo.add(id, claimBy('next'));
       assert.equal(r.added, false, `${id} became claimable after a mark`);
     }
   });
@@ -74,11 +72,7 @@ export function markTests(suite: ContractSuite): void {
     await repo.contains(uniqueId('warm'));
     // A crashed worker's claim: its lease lapses, but the store keeps the row until its retention end.
     const id = uniqueId('mark-over-lapsed');
-    await repo.add(
-      id,
-      { ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner: 'crashed' },
-      { fingerprint: 'old', eventTime: 1 },
-    );
+    await repo.add(id, claimBy('crashed', SHORT_TTL_MS), { fingerprint: 'old', eventTime: 1 });
     await sleep(SHORT_TTL_MS + 300);
     assert.equal(await repo.contains(id), false);
     assert.deepEqual(await mark(repo, [{ id }], { ttlMs: LONG_TTL_MS }), [true]);

@@ -3,7 +3,7 @@ import { fingerprinter } from '../consumer/fingerprint.js';
 import type { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import type { BatchItem } from '../consumer/types.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { type ConsumerRun, consumerRuns, storingConsumer } from './consumer-runs.js';
+import { consumerRuns, storingConsumer } from './consumer-runs.js';
 import { type ContractSuite, repoTest, uniqueId } from './context.js';
 
 /*
@@ -35,9 +35,6 @@ function mutate(message: Message, newId: string): { amount: number } {
 
 export function mutatedInputTests(suite: ContractSuite): void {
   const test = repoTest(suite);
-  const consumer = (repository: IdempotentRepository, run: ConsumerRun) =>
-    storingConsumer<Message>(repository, run);
-
   /** The original id is confirmed with the original's fingerprint; the id the handler wrote was never stored. */
   async function assertCompleted(repo: IdempotentRepository, id: string, rewritten: string, what: string) {
     const record = await repo.get(id);
@@ -61,7 +58,7 @@ export function mutatedInputTests(suite: ContractSuite): void {
 
   test('a handler that rewrites the id and the payload completes the claimed id (wrap and process)', async (repo) => {
     for (const run of consumerRuns(repo)) {
-      const idempotent = consumer(repo, run);
+      const idempotent = storingConsumer<Message>(repo, run);
       for (const entry of ['wrap', 'process'] as const) {
         const what = `${run.label}, ${entry}`;
         const id = uniqueId('orig');
@@ -82,7 +79,7 @@ export function mutatedInputTests(suite: ContractSuite): void {
 
   test('a handler that rewrites the id and then fails releases the claimed id, so the original runs again', async (repo) => {
     for (const run of consumerRuns(repo)) {
-      const idempotent = consumer(repo, run);
+      const idempotent = storingConsumer<Message>(repo, run);
       const id = uniqueId('orig');
       const rewritten = uniqueId('rewritten');
       await assert.rejects(
@@ -104,7 +101,7 @@ export function mutatedInputTests(suite: ContractSuite): void {
 
   test('processBatch: handlers that rewrite ids (to another message’s, or a new one) complete each claimed id', async (repo) => {
     for (const run of consumerRuns(repo)) {
-      const idempotent = consumer(repo, run);
+      const idempotent = storingConsumer<Message>(repo, run);
       const ids = [uniqueId('b0'), uniqueId('b1'), uniqueId('b2')];
       // The first takes the second's id, the others ids never claimed: a settle that read the ids again would
       // complete the second twice and leave the first and the third in flight.
@@ -127,7 +124,7 @@ export function mutatedInputTests(suite: ContractSuite): void {
 
   test('processBatch with a whole-batch handler: rewritten ids do not move a failure or a completion to another id', async (repo) => {
     for (const run of consumerRuns(repo)) {
-      const idempotent = consumer(repo, run);
+      const idempotent = storingConsumer<Message>(repo, run);
       const ids = [uniqueId('w0'), uniqueId('w1'), uniqueId('w2')];
       const { results } = await idempotent.processBatch(
         ids.map((id) => original(id)),

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, entriesOf, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 /*
  * Two repositories whose namespaces are such that one is a prefix of the other, as `app:` and `app:orders:` are.
@@ -36,14 +36,8 @@ export function namespaceTests(suite: ContractSuite): void {
     const inner = await ctx.open(`${ctx.namespace}:orders`);
     const innerIds = [uniqueId('42'), uniqueId('43')];
     const outerIds = [uniqueId('44'), `orders:${uniqueId('45')}`];
-    await inner.addMany(
-      innerIds.map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS },
-    );
-    await outer.addMany(
-      outerIds.map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'o' },
-    );
+    await inner.addMany(entriesOf(innerIds), { ttlMs: LONG_TTL_MS });
+    await outer.addMany(entriesOf(outerIds), claimBy('o'));
 
     await outer.clear();
     assert.deepEqual(await outer.containsMany(outerIds), [false, false], 'clear() left its own ids');
@@ -53,10 +47,7 @@ export function namespaceTests(suite: ContractSuite): void {
       'clear() of app: deleted app:orders: ids',
     );
 
-    await outer.addMany(
-      outerIds.map((id) => ({ id })),
-      { ttlMs: LONG_TTL_MS },
-    );
+    await outer.addMany(entriesOf(outerIds), { ttlMs: LONG_TTL_MS });
     await inner.clear();
     assert.deepEqual(await inner.containsMany(innerIds), [false, false], 'clear() left its own ids');
     assert.deepEqual(

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 /**
  * Owner and fingerprint strings that break naive record encodings: field separators (U+0001), NUL, newlines,
@@ -27,17 +27,13 @@ export function recordTests(suite: ContractSuite): void {
       const label = JSON.stringify(text);
       const id = uniqueId(`rec${i}`);
       const fingerprint = `${text}|fp`;
-      const added = await repo.add(
-        id,
-        { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: text },
-        { fingerprint, eventTime: 1_700_000_000_000 + i },
-      );
+      const added = await repo.add(id, claimBy(text), { fingerprint, eventTime: 1_700_000_000_000 + i });
       assert.equal(added.added && added.record.owner, text, label);
       const stored = await repo.get(id);
       assert.equal(stored?.owner, text, `owner ${label}`);
       assert.equal(stored?.fingerprint, fingerprint, `fingerprint ${label}`);
       assert.equal(stored?.eventTime, 1_700_000_000_000 + i, `eventTime next to ${label}`);
-      const blocked = await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'other' });
+      const blocked = await repo.add(id, claimBy('other'));
       assert.equal(!blocked.added && blocked.existing.owner, text, `owner ${label} in add's answer`);
       assert.equal(!blocked.added && blocked.existing.fingerprint, fingerprint, `fingerprint ${label}`);
       // An owner token is compared whole: a part of it, or more than it, is another owner.

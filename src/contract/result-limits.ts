@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import type { ProcessResult } from '../consumer/types.js';
 import type { IdempotentRepository } from '../store/types.js';
-import { type ConsumerRun, consumerRuns, storingConsumer } from './consumer-runs.js';
-import { type ContractSuite, repoTest, uniqueId } from './context.js';
+import { consumerRuns, storingConsumer } from './consumer-runs.js';
+import { type ContractSuite, padded, repoTest, uniqueId } from './context.js';
 
 /*
  * The store's declared `maxResultBytes` is a promise to the consumer's `storeResult`: a result of exactly that
@@ -26,16 +26,10 @@ interface Message {
  * UTF-8 bytes: a string, which JSON writes between two quotes, ending in multi-byte characters JSON leaves as they
  * are, so a store that cut or re-encoded it would show.
  */
-function valueKeptAs(bytes: number): string {
-  const tail = '日😀';
-  return 'r'.repeat(bytes - 3 - Buffer.byteLength(tail, 'utf8')) + tail;
-}
+const valueKeptAs = (bytes: number) => padded(bytes - 3, '', '日😀', 'r');
 
 /** A fresh id of exactly `bytes` UTF-8 bytes. */
-function idOfBytes(bytes: number): string {
-  const prefix = uniqueId('limit');
-  return prefix + 'x'.repeat(bytes - Buffer.byteLength(prefix, 'utf8'));
-}
+const idOfBytes = (bytes: number) => padded(bytes, uniqueId('limit'));
 
 /** Compares a large result without printing a megabyte diff when it differs. */
 function assertSame(actual: unknown, expected: string, what: string): void {
@@ -48,9 +42,6 @@ export function resultLimitTests(suite: ContractSuite): void {
   const { options } = suite;
   const test = repoTest(suite);
   const { maxIdBytes } = options.capabilities;
-
-  const consumer = (repository: IdempotentRepository, run: ConsumerRun) =>
-    storingConsumer<Message>(repository, run);
 
   /** The record of a handled id: confirmed, with a fingerprint, and with `resultBytes` of result (or none). */
   async function assertRecord(repository: IdempotentRepository, id: string, resultBytes: number | undefined) {
@@ -65,7 +56,7 @@ export function resultLimitTests(suite: ContractSuite): void {
     const max = repo.capabilities.maxResultBytes;
     const atLimit = valueKeptAs(max);
     for (const run of consumerRuns(repo)) {
-      const idempotent = consumer(repo, run);
+      const idempotent = storingConsumer<Message>(repo, run);
       const message = { id: idOfBytes(maxIdBytes), n: 1 };
       let runs = 0;
       const first = await idempotent.wrap(() => {
@@ -89,7 +80,7 @@ export function resultLimitTests(suite: ContractSuite): void {
   test('does not keep a result one byte over maxResultBytes: resultKept false, then a plain duplicate that does not run again', async (repo) => {
     const over = valueKeptAs(repo.capabilities.maxResultBytes + 1);
     for (const run of consumerRuns(repo)) {
-      const idempotent = consumer(repo, run);
+      const idempotent = storingConsumer<Message>(repo, run);
       const message = { id: idOfBytes(maxIdBytes), n: 2 };
       let runs = 0;
       const first = await idempotent.process({ ...message }, () => {
@@ -116,7 +107,7 @@ export function resultLimitTests(suite: ContractSuite): void {
     const atLimit = valueKeptAs(max);
     const over = valueKeptAs(max + 1);
     for (const run of consumerRuns(repo)) {
-      const idempotent = consumer(repo, run);
+      const idempotent = storingConsumer<Message>(repo, run);
       const messages = [0, 1, 2].map((n) => ({ id: idOfBytes(maxIdBytes), n }));
       const values = [atLimit, over, atLimit];
       let runs = 0;

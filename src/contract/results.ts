@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
+import { type ContractSuite, LONG_TTL_MS, padded, repoTest, uniqueId, whenPersistent } from './context.js';
 
 /** Every byte value 0..255 as one character each, the way a binary payload read as latin1 looks. */
 const ALL_BYTES = String.fromCharCode(...Array.from({ length: 256 }, (_, i) => i));
@@ -23,12 +23,6 @@ const AWKWARD_RESULTS = [
   Buffer.from(ALL_BYTES, 'latin1').toString('base64'),
   '\\u0000 "quoted" \\',
 ];
-
-/** A text of exactly `bytes` UTF-8 bytes that ends in multi-byte characters, so a cut would show. */
-function textOfBytes(bytes: number): string {
-  const tail = '日😀\u0001\u0000';
-  return 'r'.repeat(bytes - Buffer.byteLength(tail, 'utf8')) + tail;
-}
 
 /**
  * Results (`IdempotencyRecord.result`) and fingerprints: what the consumer's `storeResult`, kept failures and
@@ -130,7 +124,7 @@ export function resultTests(suite: ContractSuite): void {
     const max = repo.capabilities.maxResultBytes;
     assert.equal(max, options.capabilities.maxResultBytes);
     assert.ok(Number.isInteger(max) && max >= 1024, `maxResultBytes ${max}`);
-    const text = textOfBytes(max);
+    const text = padded(max, '', '日😀\u0001\u0000', 'r');
     assert.equal(Buffer.byteLength(text, 'utf8'), max);
     const eager = uniqueId('cap');
     await repo.add(eager, { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'o' }, { fingerprint: 'f' });

@@ -9,7 +9,7 @@ import type {
   IdempotentRepository,
   MarkOptions,
 } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
+import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, uniqueId, whenPersistent } from './context.js';
 
 /** What a test compares of a record: everything but its id and its times (two calls never share a clock tick). */
 function shape(record: IdempotencyRecord | undefined): Record<string, unknown> | undefined {
@@ -26,7 +26,7 @@ function shape(record: IdempotencyRecord | undefined): Record<string, unknown> |
   return { ...rest, lease, firstSeen: firstSeenAt !== undefined };
 }
 
-const CLAIM: AddOptions = { ttlMs: LONG_TTL_MS, leaseMs: LONG_TTL_MS, owner: 'owner-1' };
+const CLAIM: AddOptions = claimBy('owner-1');
 const MARK: MarkOptions = { ttlMs: LONG_TTL_MS };
 
 /** The lazy mark as the consumer calls it: `markMany`, or `addMany` for a store written before it. */
@@ -47,24 +47,17 @@ const WRITES: Record<
   }
 > = {
   add: {
-    run: async (repo, id) => {
-      assert.equal((await repo.add(id, CLAIM, { fingerprint: 'fp' })).added, true);
-    },
+    run: async (repo, id) => assert.equal((await repo.add(id, CLAIM, { fingerprint: 'fp' })).added, true),
   },
   'add (lazy mark)': {
-    run: async (repo, id) => {
-      assert.equal((await repo.add(id, MARK, { fingerprint: 'fp' })).added, true);
-    },
+    run: async (repo, id) => assert.equal((await repo.add(id, MARK, { fingerprint: 'fp' })).added, true),
   },
   addMany: {
-    run: async (repo, id) => {
-      assert.equal((await repo.addMany([{ id, fingerprint: 'fp' }], CLAIM))[0]?.added, true);
-    },
+    run: async (repo, id) =>
+      assert.equal((await repo.addMany([{ id, fingerprint: 'fp' }], CLAIM))[0]?.added, true),
   },
   markMany: {
-    run: async (repo, id) => {
-      assert.equal(await markAsync(repo, { id, fingerprint: 'fp' }), true);
-    },
+    run: async (repo, id) => assert.equal(await markAsync(repo, { id, fingerprint: 'fp' }), true),
   },
   confirm: {
     run: async (repo, id) => {
@@ -102,21 +95,17 @@ const WRITES: Record<
   },
   addDirect: {
     has: (repo) => repo.addDirect !== undefined,
-    run: async (repo, id) => {
-      assert.equal((await repo.addDirect?.(id, CLAIM, { fingerprint: 'fp' }))?.added, true);
-    },
+    run: async (repo, id) =>
+      assert.equal((await repo.addDirect?.(id, CLAIM, { fingerprint: 'fp' }))?.added, true),
   },
   'addDirect (lazy mark)': {
     has: (repo) => repo.addDirect !== undefined,
-    run: async (repo, id) => {
-      assert.equal((await repo.addDirect?.(id, MARK, { fingerprint: 'fp' }))?.added, true);
-    },
+    run: async (repo, id) =>
+      assert.equal((await repo.addDirect?.(id, MARK, { fingerprint: 'fp' }))?.added, true),
   },
   markDirect: {
     has: (repo) => repo.markDirect !== undefined,
-    run: async (repo, id) => {
-      assert.equal(await repo.markDirect?.({ id, fingerprint: 'fp' }, MARK), true);
-    },
+    run: async (repo, id) => assert.equal(await repo.markDirect?.({ id, fingerprint: 'fp' }, MARK), true),
   },
   confirmDirect: {
     has: (repo) => repo.confirmDirect !== undefined,

@@ -1,4 +1,4 @@
-import { RenewUnsupportedError, RepositoryError } from '../../errors.js';
+import { errorMessage, RenewUnsupportedError, RepositoryError } from '../../errors.js';
 import { BaseRepository, entryOf, type KeyedClaim, type KeyedEntry, keyedEntry } from '../../store/base.js';
 import type { ChangelogChange, ChangelogSink } from '../../store/changelog.js';
 import { idOfKey } from '../../store/ids.js';
@@ -314,10 +314,8 @@ export class LoggedRepository extends BaseRepository {
   }
 
   #changelogError(operation: string, error: unknown): RepositoryError {
-    const detail = (error as Error)?.message ?? error;
-    return new RepositoryError(`${this.storeName} changelog ${operation} failed: ${detail}`, {
-      cause: error,
-    });
+    const message = `${this.storeName} changelog ${operation} failed: ${errorMessage(error)}`;
+    return new RepositoryError(message, { cause: error });
   }
 
   /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOptions } from '../../options/issues.js';
+import { storeOptionsParser } from '../shared.js';
 
 /** Defaults of the memory repository, written once. */
 export const memoryDefaults = {
@@ -21,6 +21,4 @@ export type MemoryRepositoryOptions = z.input<typeof memoryOptionsSchema> & { cl
 export type MemoryOptions = z.output<typeof memoryOptionsSchema>;
 
 /** Validates options given in code; a bad one is a ConfigError naming the option and `owner`. */
-export function parseMemoryOptions(input: unknown, owner = 'new MemoryRepository(...)'): MemoryOptions {
-  return parseOptions(memoryOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
-}
+export const parseMemoryOptions = storeOptionsParser(memoryOptionsSchema, 'new MemoryRepository(...)');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOptions } from '../../options/issues.js';
+import { storeOptionsParser } from '../shared.js';
 
 /** Defaults of the RocksDB repository, written once. */
 export const rocksdbDefaults = {
@@ -59,9 +59,7 @@ export type RocksdbOptions = z.output<typeof rocksdbOptionsSchema>;
 export type RocksdbRepositoryOptions = z.input<typeof rocksdbOptionsSchema> & { clock?: () => number };
 
 /** Validates options given in code (defaults filled in); a bad one is a ConfigError naming the option. */
-export function parseRocksdbOptions(input: unknown, owner = 'RocksdbRepository.open(...)'): RocksdbOptions {
-  return parseOptions(rocksdbOptionsSchema, input, { kind: 'code', owner, prefix: ['repository'] });
-}
+export const parseRocksdbOptions = storeOptionsParser(rocksdbOptionsSchema, 'RocksdbRepository.open(...)');
 
 /** @deprecated Renamed {@link RocksdbOptions} (every store's parsed options are `<Store>Options`). */
 export type RocksdbSettings = RocksdbOptions;

@@ -29,10 +29,9 @@ import { openClient, statementOptions } from './connection.js';
 import { BUCKETS, bucketOf, decodeRow, type Row, type Statements, statements, ttlSeconds } from './cql.js';
 import { type CassandraOptions, type CassandraRepositoryOptions, parseCassandraOptions } from './options.js';
 
-/** Rounds of one id's claim-then-takeover (or confirm) while other writers keep winning Paxos rounds on it. */
+/** Rounds of one id's claim-then-takeover (or confirm) while other writers keep winning Paxos rounds. */
 const MAX_CAS_ROUNDS = 5;
 
-/** Longest random pause before reading back after a Paxos timeout, to let an overloaded node catch up. */
 const MAX_CAS_PAUSE_MS = 50;
 
 /** The outcome of an LWT the server timed out on: it may or may not have been applied. */
@@ -48,13 +47,13 @@ const MAX_IN = 100;
 const MARK_BATCH_ROWS = 10;
 const MARK_BATCH_BYTES = 4 * 1024;
 
-/** What a mark's row holds beyond its fixed columns, in UTF-8 bytes, plus those columns' share. */
+/** A mark's row size in UTF-8 bytes, about. */
 function markBytes(entry: KeyedEntry): number {
   const text = (value: string | undefined) => (value === undefined ? 0 : Buffer.byteLength(value, 'utf8'));
   return 64 + text(entry.key) + text(entry.fingerprint) + text(entry.result);
 }
 
-/** Extra arguments of {@link CassandraRepository.open} that cannot come from a config file. */
+/** What {@link CassandraRepository.open} takes besides the config table. */
 export interface CassandraOpenExtras extends BaseRepositoryOptions {
   /** A configured `cassandra-driver` Client, used as is and not shut down on `close()`. */
   readonly client?: Client;
@@ -65,15 +64,13 @@ export interface CassandraOpenExtras extends BaseRepositoryOptions {
 /**
  * Cassandra store (docs/cassandra.md): claims are lightweight transactions, confirm and owned removal
  * compare-and-set, and a row our clock calls expired is taken over by a compare-and-set on the values read.
- * Liveness is judged from the rows' times, written by each worker's clock, so `open` checks the skew.
+ * Liveness is judged by the rows' times, written by each worker's clock, so `open` checks the skew.
  *
- * Lazy marks skip Paxos: a read, then a plain INSERT, so concurrent lazy adds of one id may both be added.
- * `markMany` skips the read too (unlogged batches, `batchConcurrency / 4` in flight: about twice the rate of single
- * INSERTs), so a lazy race there is not counted as `raced`.
+ * Lazy marks skip Paxos: a read, then a plain INSERT (concurrent lazy adds of one id may both be added).
+ * `markMany` skips the read too (unlogged batches), so a lazy race there is not counted as `raced`.
  */
 export class CassandraRepository extends BaseRepository {
-  // Single-partition statements, a bounded number in flight; Cassandra's TTL ceiling is 630720000 s (20 years),
-  // and it advises against cells above 1 MiB.
+  // Single-partition statements; Cassandra's TTL ceiling is 630720000 s, and it advises against cells over 1 MiB.
   readonly capabilities = sharedStoreCapabilities({
     nativeBatch: false,
     maxTtlMs: 630_720_000_000,
@@ -85,7 +82,6 @@ export class CassandraRepository extends BaseRepository {
   readonly #cql: Statements;
   readonly #ns: string;
   readonly #concurrency: number;
-  /** Driver options of plain reads, plain writes and LWTs. */
   readonly #opts: Record<'read' | 'write' | 'lwt', QueryOptions>;
   /** bigint bind values: numbers for the driver's default Long encoding, BigInt when the client asked for it. */
   readonly #long: (value: number) => number | bigint;
@@ -109,10 +105,7 @@ export class CassandraRepository extends BaseRepository {
     this.#long = encoding?.useBigIntAsLong ? (value) => BigInt(value) : (value) => value;
   }
 
-  /**
-   * Connects, creates the schema with `createSchema` (else checks the table), checks the clock skew to the server.
-   * Bad settings reject with a ConfigError naming `repository.<key>`.
-   */
+  /** Connects, creates the schema (`createSchema`) or checks the table, checks the clock skew. */
   static async open(input: CassandraRepositoryOptions & CassandraOpenExtras): Promise<CassandraRepository> {
     return CassandraRepository.#open(input, 'CassandraRepository.open(...)');
   }
@@ -152,8 +145,8 @@ export class CassandraRepository extends BaseRepository {
   }
 
   /**
-   * Eager claim: insert-if-absent, else take over a row that is no longer live, else report the live one. After a
-   * Paxos timeout the next round's answer tells whether our own write landed.
+   * Insert-if-absent, else take over a row no longer live, else report the live one. After a Paxos timeout the
+   * next round's answer tells whether our own write landed.
    */
   async #claim(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
     const record = newRecord(entry.key, entry, options, now);
@@ -228,9 +221,9 @@ export class CassandraRepository extends BaseRepository {
   }
 
   /**
-   * Confirms the owner's in-flight claim for `ms` (keeping `result`), or renews its lease for `ms`: reads it, then
-   * rewrites its whole row by compare-and-set, since an UPDATE's TTL covers only the cells it sets. After a Paxos
-   * timeout, a row that is exactly the record that round wrote says it applied.
+   * Confirms the owner's claim for `ms` (keeping `result`), or renews its lease: reads it, then rewrites its whole
+   * row by compare-and-set (an UPDATE's TTL covers only the cells it sets). After a Paxos timeout, a row that is
+   * exactly the record that round wrote says it applied.
    */
   async #rewriteClaim(
     key: string,
@@ -284,10 +277,7 @@ export class CassandraRepository extends BaseRepository {
     throw contention('remove', key);
   }
 
-  /**
-   * Runs an LWT. A server timeout inside the Paxos round leaves its outcome unknown (it may still apply): that
-   * returns {@link UNKNOWN} after a short random pause, and the caller reads back to find out.
-   */
+  /** Runs an LWT: {@link UNKNOWN} (after a short random pause) when the server timed out inside the Paxos round. */
   async #cas(query: string, params: unknown[]): Promise<types.ResultSet | typeof UNKNOWN> {
     try {
       return await this.#client.execute(query, params, this.#opts.lwt);
@@ -298,7 +288,7 @@ export class CassandraRepository extends BaseRepository {
     }
   }
 
-  /** Deletes every bucket partition of this namespace: writes only, however many rows it held. */
+  /** Deletes every bucket partition of this namespace: writes only. */
   protected async doClear(): Promise<void> {
     const buckets = Array.from({ length: BUCKETS }, (_, bucket) => bucket);
     await mapConcurrent(buckets, this.#concurrency, (bucket) =>
@@ -306,10 +296,7 @@ export class CassandraRepository extends BaseRepository {
     );
   }
 
-  /**
-   * Reads the namespace's {@link BUCKETS} partitions one after the other, each a page at a time (the driver's
-   * paging state); see `IdempotentRepository.scan`. A row whose cells have all expired is left out.
-   */
+  /** The namespace's {@link BUCKETS} partitions in turn, a page at a time; fully expired rows are left out. */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
     for (let bucket = 0; bucket < BUCKETS; bucket++) {
@@ -333,7 +320,6 @@ export class CassandraRepository extends BaseRepository {
     if (this.#ownsClient) await this.#client.shutdown();
   }
 
-  /** Bind values of the primary key. */
   #where(key: string): [string, number, string] {
     return [this.#ns, bucketOf(key), key];
   }
@@ -343,7 +329,7 @@ export class CassandraRepository extends BaseRepository {
     return result.first() ?? undefined;
   }
 
-  /** Rows of the keys: one `id IN ?` query per bucket (and per {@link MAX_IN} ids), a bounded number in flight. */
+  /** One `id IN ?` query per bucket (and per {@link MAX_IN} ids). */
   async #selectMany(keys: readonly string[]): Promise<Map<string, Row | undefined>> {
     if (keys.length === 1) return new Map([[keys[0] as string, await this.#select(keys[0] as string)]]);
     const byBucket = new Map<number, string[]>();
@@ -364,16 +350,13 @@ export class CassandraRepository extends BaseRepository {
     return rows;
   }
 
-  /**
-   * A lazy mark's bind values. Over a row that may be there, `absent` must be null, not unset, so none of its old
-   * values shows through the new record.
-   */
+  /** Over a row that may be there, `absent` must be null, not unset, so none of its old values shows through. */
   #markParams(record: IdempotencyRecord, absent: unknown, now: number, minLifetimeMs?: number): unknown[] {
     const ttl = ttlSeconds(now + storeLifetimeMs(record, now, minLifetimeMs), now);
     return [...this.#where(record.id), ...this.#values(record, absent), ttl];
   }
 
-  /** The record's columns in {@link RECORD_COLUMNS} order; `absent` fills the missing optional fields. */
+  /** In `RECORD_COLUMNS` order; `absent` fills the missing optional fields. */
   #values(record: IdempotencyRecord, absent: unknown): unknown[] {
     const long = (value: number | undefined) => (value === undefined ? absent : this.#long(value));
     return [
@@ -395,7 +378,7 @@ function contention(operation: string, key: string): RepositoryError {
   );
 }
 
-/** True for a server timeout during a Paxos round (`writeType` CAS, or a serial read): the LWT may have applied. */
+/** A server timeout during a Paxos round (`writeType` CAS, or a serial read): the LWT may have applied. */
 function isPaxosTimeout(error: unknown): boolean {
   if (!(error instanceof errors.ResponseError)) return false;
   const { writeType, consistencies } = error as errors.ResponseError & {

@@ -11,13 +11,13 @@ function consistency(name: string): types.consistencies {
   return types.consistencies[key as keyof typeof types.consistencies];
 }
 
-/** DDL waits for schema agreement; give it more room than a data request. */
+/** DDL waits for schema agreement. */
 const MIN_DDL_TIMEOUT_MS = 30_000;
 
 /** Readings of the server clock at connect; the one with the shortest round trip is kept. */
 const CLOCK_SAMPLES = 3;
 
-/** Where the repository reports a degraded but working setup (e.g. a clock skew allowed by `onClockSkew: "warn"`). */
+/** Where the repository reports a degraded but working setup (a clock skew allowed by `onClockSkew: "warn"`). */
 export type CassandraLogger = StoreLogger;
 
 /**
@@ -28,7 +28,7 @@ export type CassandraLogger = StoreLogger;
  */
 const SERVER_TIMESTAMP = { timestamp: null } as unknown as Pick<QueryOptions, 'timestamp'>;
 
-/** The driver options of plain reads, plain writes and LWTs: prepared, with the configured levels and timeout. */
+/** Driver options of plain reads, plain writes and LWTs. */
 export function statementOptions(options: CassandraOptions): Record<'read' | 'write' | 'lwt', QueryOptions> {
   const common = { prepare: true, readTimeout: options.requestTimeoutMs, ...SERVER_TIMESTAMP };
   return {
@@ -45,8 +45,8 @@ export function statementOptions(options: CassandraOptions): Record<'read' | 'wr
 }
 
 /**
- * Connects (a `given` client is used as is; one of ours is shut down on failure), creates the schema with
- * `createSchema`, checks the table's layout and the skew of `clock`, which leases are judged by, to the server's.
+ * Connects (a `given` client is used as is), creates the schema with `createSchema`, checks the table's layout
+ * and the skew of `clock` to the server's.
  */
 export async function openClient(
   options: CassandraOptions,
@@ -89,8 +89,8 @@ function newClient(options: CassandraOptions): Client {
 }
 
 /**
- * Shuts down a client of ours whose start failed. cassandra-driver 4.10 keeps the control connection's socket open
- * when `connect()` fails after it opened (a wrong localDataCenter), and `shutdown()` skips it: it is closed here.
+ * cassandra-driver 4.10 keeps the control connection's socket open when `connect()` fails after it opened (a wrong
+ * localDataCenter), and `shutdown()` skips it: it is closed here.
  */
 async function shutdownAfterFailure(client: Client): Promise<void> {
   const internal = client as unknown as {
@@ -101,12 +101,11 @@ async function shutdownAfterFailure(client: Client): Promise<void> {
   await leaked?.closeAsync?.().catch(() => undefined);
 }
 
-/** Options of the set-up queries: one local replica is enough to read schema and the clock. */
+/** One local replica is enough to read schema and the clock. */
 function localOptions(options: CassandraOptions): QueryOptions {
   return { prepare: true, consistency: types.consistencies.localOne, readTimeout: options.requestTimeoutMs };
 }
 
-/** The table's columns by name (none: no table), as the schema tables list them. */
 async function tableColumns(client: Client, options: CassandraOptions): Promise<Map<string, types.Row>> {
   const query =
     'SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?';
@@ -114,7 +113,7 @@ async function tableColumns(client: Client, options: CassandraOptions): Promise<
   return new Map(columns.rows.map((row) => [row.column_name as string, row]));
 }
 
-/** Adds the {@link ADDED_COLUMNS} an older table lacks; another worker's concurrent ALTER is fine. */
+/** Adds the columns an older table lacks; another worker's concurrent ALTER is fine. */
 async function addMissingColumns(
   client: Client,
   options: CassandraOptions,
@@ -131,7 +130,7 @@ async function addMissingColumns(
   }
 }
 
-/** Checks the table exists with this layout, so a missing or foreign table fails at open, not on a message. */
+/** A missing or foreign table fails at open, not on a message. */
 async function assertTable(client: Client, options: CassandraOptions): Promise<void> {
   const where = `table "${options.keyspace}"."${options.table}"`;
   const actual = await tableColumns(client, options);
@@ -163,7 +162,7 @@ async function assertTable(client: Client, options: CassandraOptions): Promise<v
   }
 }
 
-/** Checks the skew to the coordinator's clock (`now()` in ms): conditions compare times our clock wrote. */
+/** Conditions compare times our clock wrote: checks its skew to the coordinator's. */
 async function assertClock(
   client: Client,
   options: CassandraOptions,
@@ -186,7 +185,6 @@ async function assertClock(
   checkSampledClock(samples, check, 'could not read the server clock');
 }
 
-/** Maps a failure while opening the store to the setting most likely at fault. */
 function connectError(error: unknown): unknown {
   if (error instanceof ConfigError) return error;
   const message = errorMessage(error);
@@ -217,7 +215,6 @@ function connectError(error: unknown): unknown {
   return new RepositoryError(`cassandra connect failed: ${message}`, { cause: error });
 }
 
-/** A certificate or handshake failure from Node's TLS layer (OpenSSL codes such as SELF_SIGNED_CERT_IN_CHAIN). */
 function isTlsFailure(error: unknown): boolean {
   const code = (error as { code?: unknown } | undefined)?.code;
   return (
@@ -225,7 +222,7 @@ function isTlsFailure(error: unknown): boolean {
   );
 }
 
-/** `host: reason` per contact point, first line only (the driver's own message embeds stack traces). */
+/** `host: reason`, first line only (the driver's message embeds stack traces). */
 function hostErrors(inner: [string, unknown][]): string {
   if (inner.length === 0) return 'no host tried';
   return inner.map(([host, e]) => `${host}: ${errorMessage(e).split('\n')[0]}`).join('; ');

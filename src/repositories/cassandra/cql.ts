@@ -6,15 +6,15 @@ import { OPTIONAL_FIELDS, recordOf } from '../shared.js';
 import { IDENTIFIER_PATTERN } from './options.js';
 
 /**
- * Every CQL statement the repository runs, and its layout (docs/cassandra.md): `PRIMARY KEY ((ns, bucket), id)`,
- * `bucket` a stable hash of the id, so clear() is {@link BUCKETS} partition deletes instead of a scan that fails on
- * tombstones. Values are bind markers; only the checked keyspace, table and replication map are spliced in.
+ * Every CQL statement, and the layout (docs/cassandra.md): `PRIMARY KEY ((ns, bucket), id)`, `bucket` a stable hash
+ * of the id, so clear() is {@link BUCKETS} partition deletes instead of a scan that fails on tombstones. Only the
+ * checked keyspace, table and replication map are spliced in.
  */
 
 /** Buckets per namespace. Part of the table's data layout: changing it would hide every existing row. */
 export const BUCKETS = 1024;
 
-/** Every column with its CQL type and role, as `createSchema` makes it and as an existing table must have it. */
+/** Every column with its CQL type and role, as `createSchema` makes it. */
 export const COLUMNS = {
   ns: { type: 'text', kind: 'partition_key' },
   bucket: { type: 'int', kind: 'partition_key' },
@@ -32,13 +32,12 @@ export const COLUMNS = {
 /** Columns an older table lacks: `createSchema` adds them, else the layout check names the ALTER to run. */
 export const ADDED_COLUMNS: readonly (keyof typeof COLUMNS)[] = ['result', 'first_seen_at'];
 
-/** The DDL that adds an {@link ADDED_COLUMNS} column to an existing table. */
 export function addColumnStatement(keyspace: string, table: string, column: keyof typeof COLUMNS): string {
   const t = `${quoteIdentifier(keyspace, 'repository.keyspace')}.${quoteIdentifier(table, 'repository.table')}`;
   return `ALTER TABLE ${t} ADD ${column} ${COLUMNS[column].type}`;
 }
 
-/** Columns after the primary key, in the order every statement binds them. */
+/** Columns after the primary key, in bind order. */
 const RECORD_COLUMNS = Object.keys(COLUMNS).slice(3).join(', ');
 
 /** Tombstones (deletes, expired TTLs) are purged after an hour instead of ten days: this table churns. */
@@ -47,12 +46,12 @@ const GC_GRACE_SECONDS = 3600;
 /** Row TTLs are capped at ten years (older SSTable formats reject expirations past 2038); `expires_at` stays exact. */
 const MAX_TTL_SECONDS = 10 * 365 * 24 * 3600;
 
-/** The bucket of a key: the first 32 bits of its MD5, so any client in any language finds the same row. */
+/** The first 32 bits of the key's MD5: any client in any language finds the same row. */
 export function bucketOf(key: string): number {
   return createHash('md5').update(key, 'utf8').digest().readUInt32BE(0) % BUCKETS;
 }
 
-/** Returns the name double-quoted (case kept, reserved words allowed) or throws a ConfigError naming `key`. */
+/** Double-quoted (case kept, reserved words allowed), or a ConfigError naming `key`. */
 function quoteIdentifier(name: string, key: string): string {
   if (!IDENTIFIER_PATTERN.test(name)) {
     throw new ConfigError(key, `${JSON.stringify(name)} is not a valid identifier (${IDENTIFIER_PATTERN})`);
@@ -60,7 +59,7 @@ function quoteIdentifier(name: string, key: string): string {
   return `"${name}"`;
 }
 
-/** The `{...}` literal of a replication map; keys and values are re-checked because they are spliced into DDL. */
+/** Keys and values are checked again: they are spliced into DDL. */
 function replicationLiteral(replication: Readonly<Record<string, string | number>>): string {
   if (typeof replication.class !== 'string')
     throw new ConfigError('repository.replication', 'needs a "class"');
@@ -74,7 +73,6 @@ function replicationLiteral(replication: Readonly<Record<string, string | number
     .join(', ')}}`;
 }
 
-/** DDL for `createSchema`. */
 export function schemaStatements(
   keyspace: string,
   table: string,
@@ -93,7 +91,6 @@ export function schemaStatements(
   ];
 }
 
-/** The prepared statements of one table, by purpose. */
 export function statements(keyspace: string, table: string) {
   const t = `${quoteIdentifier(keyspace, 'repository.keyspace')}.${quoteIdentifier(table, 'repository.table')}`;
   const row = 'WHERE ns = ? AND bucket = ? AND id = ?';
@@ -127,7 +124,6 @@ export function statements(keyspace: string, table: string) {
   };
 }
 
-/** The prepared statements of one table. */
 export type Statements = ReturnType<typeof statements>;
 
 /** A record's store-side TTL in whole seconds, rounded up, at least 1, at most {@link MAX_TTL_SECONDS}. */
@@ -135,10 +131,9 @@ export function ttlSeconds(forgetAtMs: number, now: number): number {
   return Math.min(MAX_TTL_SECONDS, Math.max(1, Math.ceil((forgetAtMs - now) / 1000)));
 }
 
-/** A row as the driver returns it. */
 export type Row = types.Row;
 
-/** The column of each optional record field: `leaseExpiresAt` → `lease_expires_at`. */
+/** `leaseExpiresAt` → `lease_expires_at`. */
 const FIELD_COLUMNS = OPTIONAL_FIELDS.map(
   ([field, kind]) => [field, kind, field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] as const,
 );
@@ -153,7 +148,7 @@ export function decodeRow(key: string, row: Row | null | undefined): Idempotency
   return recordOf(key, row.state, toMs(row.expires_at) ?? 0, cells);
 }
 
-/** A bigint cell as epoch ms, whichever representation the client decodes to. */
+/** A bigint cell as epoch ms, whichever way the client decodes it. */
 export function toMs(value: unknown): number | undefined {
   if (value === null || value === undefined) return undefined;
   if (typeof value === 'number') return value;

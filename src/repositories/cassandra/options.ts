@@ -20,7 +20,6 @@ const consistencyLevels = [
   'LOCAL_ONE',
 ] as const;
 
-/** Defaults of the Cassandra repository, written once. */
 export const cassandraDefaults = {
   localDataCenter: 'datacenter1',
   keyspace: 'idempotency',
@@ -96,13 +95,10 @@ export const cassandraOptionsSchema = z
     path: ['password'],
   });
 
-/** Parsed options, every default filled in. */
 export type CassandraOptions = z.output<typeof cassandraOptionsSchema>;
 
-/** Options of {@link CassandraRepository.open}, as written in config. */
 export type CassandraRepositoryOptions = z.input<typeof cassandraOptionsSchema>;
 
-/** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
 export const parseCassandraOptions = storeOptionsParser(
   cassandraOptionsSchema,
   'CassandraRepository.open(...)',

@@ -45,9 +45,8 @@ const WRITE_CHUNK = 25;
 /** Backoff between batch retries: exponential with full jitter, as AWS recommends. */
 const BACKOFF_BASE_MS = 25;
 const BACKOFF_CAP_MS = 2_000;
-/** Claim attempts when the record changes between a failed put and the emulator's fallback read (`tryClaim`). */
+/** Claim attempts when the record changes between a failed put and the emulator's fallback read. */
 const CLAIM_ATTEMPTS = 5;
-/** A failed claim whose blocking record the endpoint did not return. */
 const BLOCKED = Symbol('blocked');
 
 /** A claim succeeds when the id is absent or its record is no longer live (`<= now`, as {@link isLive}). */
@@ -65,7 +64,7 @@ const OWNER_CONDITION = '#state = :inflight AND #owner = :owner';
 const OWNER_NAMES = { '#state': ATTR.state, '#owner': ATTR.owner };
 
 const CONFIRM_UPDATE = 'SET #state = :confirmed, #expiresAt = :expiresAt, #ttl = :ttl REMOVE #lease, #owner';
-/** CONFIRM_UPDATE that also keeps `confirm`'s `result`. */
+
 const CONFIRM_RESULT_UPDATE = CONFIRM_UPDATE.replace(' REMOVE', ', #result = :result REMOVE');
 const CONFIRM_NAMES = {
   '#expiresAt': ATTR.expiresAt,
@@ -75,11 +74,10 @@ const CONFIRM_NAMES = {
 const CONFIRM_RESULT_NAMES = { ...CONFIRM_NAMES, '#result': ATTR.result };
 
 /**
- * Repository on a DynamoDB table (partition key `id`, string), in the manner of Powertools (docs/dynamodb.md): a
- * claim is ONE conditional PutItem that returns the blocking record (ALL_OLD); an emulator that does not (dynalite)
- * falls back to a consistent read. Every read checks expiry itself: TTL deletion lags by up to 48 hours.
- * Conditions compare times of each worker's clock, so `open` checks the skew. Lazy marks are blind
- * `BatchWriteItem` puts, so a lazy race there is not counted as `raced`.
+ * Repository on a DynamoDB table (partition key `id`, string), as Powertools (docs/dynamodb.md): a claim is ONE
+ * conditional PutItem that returns the blocking record (ALL_OLD), or a consistent read where an emulator does not
+ * (dynalite). Reads check expiry themselves: TTL deletion lags by up to 48 hours. Conditions compare times of
+ * each worker's clock, so `open` checks the skew. Lazy marks are blind puts: their races are not counted.
  */
 export class DynamoDbRepository extends BaseRepository {
   // Claims are one conditional put per id: DynamoDB has no conditional batch write. An item is at most 400 KB
@@ -89,14 +87,14 @@ export class DynamoDbRepository extends BaseRepository {
   readonly #client: DynamoDBClient;
   readonly #ownsClient: boolean;
   readonly #table: string;
-  /** Key text in front of every id: the prefix behind its length (see namespaceOf). */
+  /** In front of every id (see namespaceOf). */
   readonly #ns: string;
   readonly #concurrency: number;
   readonly #maxRetries: number;
   /** Whether the endpoint returned the old item on a failed claim: undefined until the first duplicate. */
   #returnsOldItem: boolean | undefined;
 
-  /** Connects and checks (or creates) the table; a setup that cannot work rejects with a ConfigError. */
+  /** Connects and checks (or creates) the table; a setup that cannot work is a ConfigError. */
   static async open(options: DynamoDbRepositoryOptions): Promise<DynamoDbRepository> {
     const { client, logger, clock, ...rest } = options;
     const config = parseDynamoDbOptions(rest);
@@ -178,10 +176,7 @@ export class DynamoDbRepository extends BaseRepository {
     return entries.map(() => true);
   }
 
-  /**
-   * One conditional put decides the claim; a failed one returns the live record that blocked it (ALL_OLD), or
-   * BLOCKED from an endpoint that does not (dynalite): the caller then reads it, and claims again if it is gone.
-   */
+  /** A failed put answers the live record that blocked it, or BLOCKED where the endpoint does not (dynalite). */
   private async tryClaim(
     record: IdempotencyRecord,
     now: number,
@@ -262,7 +257,7 @@ export class DynamoDbRepository extends BaseRepository {
     return mapLimit(claims, this.#concurrency, (claim) => this.confirmOne(claim, ttlMs, now));
   }
 
-  /** Conditional update of the owner's in-flight record to confirmed; retention restarts now (see confirmedRecord). */
+  /** Retention restarts now (see confirmedRecord). */
   private confirmOne({ key, owner, result }: KeyedClaim, ttlMs: number, now: number): Promise<boolean> {
     const expiresAt = now + ttlMs;
     const values: Record<string, AttributeValue> = {
@@ -275,10 +270,7 @@ export class DynamoDbRepository extends BaseRepository {
     return this.ifOwner(key, owner, CONFIRM_RESULT_UPDATE, CONFIRM_RESULT_NAMES, values);
   }
 
-  /**
-   * Conditional update of the owner's in-flight claim: only its lease moves. The TTL attribute stays: a lease
-   * renewed past the retention is still judged by the item's own times, and TTL deletion lags by hours.
-   */
+  /** Only the lease moves: a lease past the TTL attribute is still judged by the item's times (TTL lags by hours). */
   protected override async doRenew(key: string, owner: string, leaseMs: number, now: number) {
     const lease = { ':lease': { N: String(now + leaseMs) } };
     return this.ifOwner(key, owner, 'SET #lease = :lease', { '#lease': ATTR.lease }, lease);
@@ -322,7 +314,7 @@ export class DynamoDbRepository extends BaseRepository {
     }
   }
 
-  /** Deletes this namespace's items, and only them, 25 per BatchWriteItem (a Scan of the whole table). */
+  /** A Scan of the whole table: this namespace's items only. */
   protected async doClear(): Promise<void> {
     await this.scanNamespace('clear', true, async (items) => {
       const deletes = items.map((item) => ({
@@ -332,13 +324,12 @@ export class DynamoDbRepository extends BaseRepository {
     });
   }
 
-  /** See `IdempotentRepository.scan`. */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
     await this.scanNamespace('scan', false, (items) => onPage(items.map((item) => fromItem(item, this.#ns))));
   }
 
-  /** The pages of a consistent Scan of the table filtered to this namespace (only ids with `idsOnly`). */
+  /** Pages of a consistent Scan filtered to this namespace. */
   private async scanNamespace(
     operation: string,
     idsOnly: boolean,
@@ -365,7 +356,6 @@ export class DynamoDbRepository extends BaseRepository {
     } while (startKey !== undefined);
   }
 
-  /** Writes 25 requests per BatchWriteItem, a bounded number of calls in flight. */
   private async batchWrite(requests: WriteRequest[], operation: string): Promise<void> {
     await mapLimit(chunk(requests, WRITE_CHUNK), this.#concurrency, (part) =>
       this.untilProcessed(operation, 'writes', 'BatchWriteItem', part, async (pending) => {
@@ -383,21 +373,18 @@ export class DynamoDbRepository extends BaseRepository {
 }
 
 /**
- * The answer to a claim that met a live record: usually someone else's, but our own claim when an earlier attempt
- * of this put landed and only its answer was lost (the SDK's retry), reported as added so the caller does not
- * wait out its own lease.
+ * A claim that met a live record: our own when an earlier attempt of this put landed and only its answer was lost
+ * (the SDK's retry), then reported as added so the caller does not wait out its own lease.
  */
 function blockedBy(record: IdempotencyRecord, existing: IdempotencyRecord): AddResult {
   const own = record.owner !== undefined && isSameClaim(existing, record);
   return own ? { added: true, record } : { added: false, existing };
 }
 
-/**
- * The client built from config: the SDK's standard retries back off on throttling and network errors, and
- * `throwOnRequestTimeout` makes a timeout an error, not just a logged warning.
- */
+/** `throwOnRequestTimeout`: a timeout is an error, not just a logged warning. */
 function createClient(config: DynamoDbOptions): DynamoDBClient {
   const region = config.region ?? localFallbackRegion(config.endpoint);
+  const agent = { keepAlive: true, maxSockets: Math.max(50, config.batchConcurrency) };
   return new DynamoDBClient({
     ...(region !== undefined ? { region } : {}),
     ...(config.endpoint !== undefined ? { endpoint: config.endpoint } : {}),
@@ -408,8 +395,8 @@ function createClient(config: DynamoDbOptions): DynamoDBClient {
       connectionTimeout: config.requestTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
       throwOnRequestTimeout: true,
-      httpAgent: { keepAlive: true, maxSockets: Math.max(50, config.batchConcurrency) },
-      httpsAgent: { keepAlive: true, maxSockets: Math.max(50, config.batchConcurrency) },
+      httpAgent: agent,
+      httpsAgent: agent,
     },
   });
 }
@@ -431,7 +418,6 @@ function localFallbackRegion(endpoint: string | undefined): (() => Promise<strin
   };
 }
 
-/** The region the client will sign with, or a ConfigError naming `repository.region` when none resolves. */
 async function resolveRegion(client: DynamoDBClient): Promise<string> {
   try {
     return await client.config.region();

@@ -3,10 +3,9 @@ import { forgetAt } from '../../store/record.js';
 import type { IdempotencyRecord, RecordState } from '../../store/types.js';
 import { OPTIONAL_FIELDS, recordOf } from '../shared.js';
 
-/** A DynamoDB item as the low-level client sees it. */
 export type Item = Record<string, AttributeValue>;
 
-/** Attribute names of a record item. `ttl` (epoch seconds) only lets the sweeper collect; liveness is by the ms times. */
+/** `ttl` (epoch seconds) only lets the sweeper collect; liveness is by the ms times. */
 export const ATTR = {
   id: 'id',
   state: 'state',
@@ -23,20 +22,19 @@ export const ATTR = {
 /** Put in front of a stored `result`: DynamoDB Local and dynalite refuse an empty string. */
 const RESULT_LEAD = '=';
 
-/** The stored form of a result. */
 export function resultValue(result: string): AttributeValue {
   return { S: RESULT_LEAD + result };
 }
 
-/** Values of the `state` attribute (the record's own state names), for condition expressions. */
+/** For condition expressions. */
 export const STATE_VALUE = {
   inFlight: { S: 'in-flight' satisfies RecordState },
   confirmed: { S: 'confirmed' satisfies RecordState },
 } as const;
 
 /**
- * Epoch seconds after which the sweeper may delete the item, rounded up. The sweeper runs on the wall clock, so a
- * record judged in another time (`now`: event time) is kept at least as long in wall time as it stays live.
+ * Epoch seconds after which the sweeper may delete the item. It runs on the wall clock: a record judged in event
+ * time (`now`) is kept at least as long in wall time as it stays live.
  */
 export function ttlSeconds(
   forget: number,
@@ -56,10 +54,7 @@ export function namespaceOf(keyPrefix: string): string {
   return `${Buffer.byteLength(keyPrefix, 'utf8')}:${keyPrefix}`;
 }
 
-/**
- * The item of a record written at `now`, its id behind the namespace. The sweeper may delete it after
- * `forgetAt(record)` (a claim's retention end, so a slow owner can still confirm), never within `minLifetimeMs`.
- */
+/** The sweeper may delete it after `forgetAt(record)` (so a slow owner can confirm), not within `minLifetimeMs`. */
 export function toItem(record: IdempotencyRecord, namespace: string, now: number, minLifetimeMs = 0): Item {
   const item: Item = {
     [ATTR.id]: { S: namespace + record.id },
@@ -76,7 +71,6 @@ export function toItem(record: IdempotencyRecord, namespace: string, now: number
   return item;
 }
 
-/** The record an item holds, with the namespace taken off its id. */
 export function fromItem(item: Item, namespace: string): IdempotencyRecord {
   const cells: Record<string, string | number | undefined> = {};
   for (const [field, kind] of OPTIONAL_FIELDS) {
@@ -89,7 +83,6 @@ export function fromItem(item: Item, namespace: string): IdempotencyRecord {
   return recordOf(id, state, Number(item[ATTR.expiresAt]?.N ?? 0), cells);
 }
 
-/** The primary key of an id in a namespace (see {@link namespaceOf}). */
 export function keyOf(key: string, namespace: string): Item {
   return { [ATTR.id]: { S: namespace + key } };
 }

@@ -5,7 +5,6 @@ import { MAX_ID_BYTES } from '../../store/ids.js';
 import { clockSkewDefaults, clockSkewFields } from '../clock-skew.js';
 import { type StoreLogger, storeOptionsParser } from '../shared.js';
 
-/** Defaults of the DynamoDB repository, written once. */
 export const dynamodbDefaults = {
   /** Region of a local emulator's endpoint when neither config nor the SDK's chain names one. */
   localEndpointRegion: 'us-east-1',
@@ -63,7 +62,6 @@ export const dynamodbOptionsSchema = z
   })
   .strict();
 
-/** Parsed config of the DynamoDB repository. */
 export type DynamoDbOptions = z.output<typeof dynamodbOptionsSchema>;
 
 /** @deprecated Renamed {@link DynamoDbOptions} (every store's parsed options are `<Store>Options`). */
@@ -83,7 +81,6 @@ export type DynamoDbRepositoryOptions = z.input<typeof dynamodbOptionsSchema> & 
   clock?: () => number;
 };
 
-/** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
 export const parseDynamoDbOptions = storeOptionsParser(dynamodbOptionsSchema, 'DynamoDbRepository.open(...)');
 
 /** @deprecated Renamed {@link parseDynamoDbOptions}. */

@@ -4,10 +4,7 @@ import type { ClockSample } from '../clock-skew.js';
 /** The HTTP `Date` header has whole seconds: the server's time lies in `[date, date + 999]` ms. */
 const DATE_RESOLUTION_MS = 999;
 
-/**
- * Reads the server's clock from the `Date` header of a DescribeTable response (DynamoDB has no call that returns
- * it), timed with `clock` around the HTTP exchange alone. Undefined when the endpoint sends no `Date` header.
- */
+/** The server's clock from a DescribeTable response's `Date` header (no call returns it), timed with `clock`. */
 export async function sampleServerClock(
   client: DynamoDBClient,
   table: string,

@@ -10,13 +10,11 @@ import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { ATTR } from './item.js';
 import type { DynamoDbLogger, DynamoDbOptions } from './options.js';
 
-/** How long `createTable` waits for a new table to become ACTIVE (real DynamoDB takes seconds). */
 const ACTIVE_DEADLINE_MS = 120_000;
 
-/** The config plus how to name the endpoint in messages. */
 type Target = DynamoDbOptions & { readonly where: string };
 
-/** Error names that mean the credentials, not the endpoint, are wrong. */
+/** The credentials, not the endpoint, are wrong. */
 const AUTH_ERRORS = new Set([
   'UnrecognizedClientException',
   'InvalidSignatureException',
@@ -51,7 +49,6 @@ export async function ensureTable(
   checkKeySchema(table, config);
 }
 
-/** The table's description, or undefined when it does not exist. */
 async function describe(client: DynamoDBClient, config: Target): Promise<TableDescription | undefined> {
   try {
     return (await client.send(new DescribeTableCommand({ TableName: config.table }))).Table;
@@ -93,10 +90,7 @@ async function waitActive(client: DynamoDBClient, config: Target): Promise<Table
   }
 }
 
-/**
- * Turns on TTL for a table we just created. An emulator without UpdateTimeToLive (dynalite) gets one warning:
- * reads still judge expiry themselves, but nothing deletes old items.
- */
+/** An emulator without UpdateTimeToLive (dynalite) gets a warning: reads judge expiry, but nothing deletes items. */
 async function enableTtl(client: DynamoDBClient, config: Target, logger: DynamoDbLogger): Promise<void> {
   try {
     await client.send(
@@ -135,7 +129,7 @@ function checkKeySchema(table: TableDescription, config: DynamoDbOptions): void 
   }
 }
 
-/** Classifies a failure of the first call: no answer names the endpoint, a refusal names the credentials. */
+/** No answer names the endpoint, a refusal the credentials. */
 function startupError(error: unknown, config: Target): Error {
   const name = errorName(error);
   const detail = errorMessage(error);
@@ -157,7 +151,6 @@ function startupError(error: unknown, config: Target): Error {
   });
 }
 
-/** The SDK's error name (`ResourceNotFoundException`, ...), or '' for a non-error. */
 function errorName(error: unknown): string {
   return error instanceof Error ? error.name : '';
 }

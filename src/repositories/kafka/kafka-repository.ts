@@ -14,27 +14,23 @@ import { MemoryRepository } from '../memory/memory-repository.js';
 import { sharedStoreCapabilities } from '../shared.js';
 import { type KafkaOptions, type KafkaRepositoryOptions, parseKafkaOptions } from './options.js';
 
-/** Header naming the repository instance that wrote a record, so it knows its own writes when it reads them. */
+/** Names the instance that wrote a record, so it knows its own writes when it reads them. */
 const WRITER_HEADER = 'idem-writer';
-/** Pause before a failed tail starts again from where it stopped. */
 const TAIL_RETRY_MS = 1_000;
 
 /**
  * Ids kept in a compacted Kafka topic (Camel's KafkaIdempotentRepository, without CAMEL-20218: `open` reads the
- * topic to its end first). A {@link LoggedRepository} over the memory store with the topic as its changelog; a
- * {@link ChangelogRestorer} follows the topic while open, restoring other instances' marks within about a fetch.
- * Two instances can still both claim an id neither has read yet (not `shared`). See docs/kafka-repository.md.
+ * topic to its end first): a {@link LoggedRepository} over the memory store with the topic as its changelog,
+ * following it while open. Two instances can still both claim an id neither has read yet (not `shared`).
  */
 export class KafkaRepository extends LoggedRepository {
-  /** The compacted topic that holds the marks. */
   readonly topic: string;
   readonly #reader: ChangelogReader;
-  /** Reads the topic into the local index: to the end at open, then on until close. */
   readonly #restorer: ChangelogRestorer;
   readonly #writer: string;
   /** Own writes per key that the tail has not read back yet; older records of other writers must not undo them. */
   readonly #unread: Map<string, number>;
-  /** Where the tail is, per partition, so a failed tail resumes there. */
+  /** So a failed tail resumes there. */
   readonly #positions: PartitionOffsets = new Map();
   readonly #stop = new AbortController();
   #tail: Promise<void> = Promise.resolve();
@@ -78,8 +74,7 @@ export class KafkaRepository extends LoggedRepository {
     super(index, sink, {
       name: 'kafka',
       ...(clock ? { clock } : {}),
-      // Marks older than the topic's retention are deleted with it; a record with its result must fit a produce
-      // request under the broker's 1 MiB default.
+      // Marks go with the topic's retention; a record with its result must fit the broker's 1 MiB default.
       capabilities: sharedStoreCapabilities({
         shared: false,
         nativeBatch: true,
@@ -100,10 +95,7 @@ export class KafkaRepository extends LoggedRepository {
     });
   }
 
-  /**
-   * Creates (or checks) the topic, connects, and reads the topic to the end offsets captured now. A wrong topic
-   * is a ConfigError naming `repository.topic`; an unreachable broker, a RepositoryError.
-   */
+  /** Creates (or checks) the topic, connects, and reads the topic to the end offsets captured now. */
   static async open(options: KafkaRepositoryOptions): Promise<KafkaRepository> {
     const { clock, ...rest } = options;
     const parsed = parseKafkaOptions(rest);
@@ -129,8 +121,7 @@ export class KafkaRepository extends LoggedRepository {
       throw toRepositoryError(`kafka open (brokers ${parsed.brokers.join(',')})`, error);
     }
     await admin.disconnect().catch(() => undefined);
-    // Idempotent with one request in flight: a retried send can neither duplicate nor reorder an id's writes,
-    // and compaction keeps the last one.
+    // Idempotent: a retried send can neither duplicate nor reorder an id's writes (compaction keeps the last).
     const producer = kafka.producer({ idempotent: true });
     const repository = new KafkaRepository(parsed, kafka, producer, clock);
     try {
@@ -148,7 +139,6 @@ export class KafkaRepository extends LoggedRepository {
     return this.#unreadable;
   }
 
-  /** Stops following the topic, then closes the producer, the reader and the local index. */
   override async close(): Promise<void> {
     this.#stop.abort();
     await this.#tail;
@@ -168,7 +158,6 @@ export class KafkaRepository extends LoggedRepository {
     return !this.#unread.has(entry.key);
   }
 
-  /** Reads the topic to the end offsets captured now, then keeps following it until close. */
   async #warmUp(): Promise<void> {
     const partitions = await this.#reader.partitions(this.topic);
     for (const p of partitions) this.#positions.set(p, 0);
@@ -219,7 +208,7 @@ export class KafkaRepository extends LoggedRepository {
   }
 }
 
-/** One own write of the key is accounted for (read back, or never written). */
+/** One own write of the key was read back, or never written. */
 function readBack(unread: Map<string, number>, key: string): void {
   const count = unread.get(key) ?? 0;
   if (count <= 1) unread.delete(key);

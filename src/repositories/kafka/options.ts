@@ -5,7 +5,6 @@ import { renamedKey } from '../../util/renamed-key.js';
 import { memoryDefaults } from '../memory/options.js';
 import { storeOptionsParser } from '../shared.js';
 
-/** Defaults of the Kafka repository, written once. */
 export const kafkaDefaults = {
   clientId: 'idem-repository',
   /** One partition keeps every id's writes in one total order; raise it for write throughput. */
@@ -59,11 +58,9 @@ export const kafkaOptionsSchema = z
 /** @deprecated Renamed {@link kafkaDefaults} (every store's defaults are `<store>Defaults`). */
 export const kafkaRepositoryDefaults = kafkaDefaults;
 
-/** Parsed options of the Kafka repository. */
 export type KafkaOptions = z.output<typeof kafkaOptionsSchema>;
 
 /** Options of {@link KafkaRepository.open}: the config table plus an injectable clock. */
 export type KafkaRepositoryOptions = z.input<typeof kafkaOptionsSchema> & { clock?: () => number };
 
-/** Validates options given in code; a bad one is a ConfigError naming the option and `owner`, keyed `repository.<key>`. */
 export const parseKafkaOptions = storeOptionsParser(kafkaOptionsSchema, 'KafkaRepository.open(...)');

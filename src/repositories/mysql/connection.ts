@@ -13,22 +13,17 @@ import type { MySqlOptions } from './options.js';
 import { ER_UNKNOWN_STMT_HANDLER, errorNumber, TRACK_LAST_INSERT_ID } from './sql.js';
 
 /**
- * The sessions (mysql2's connections, under the wrapper each checkout makes anew) whose OK packets carry
- * `last_insert_id` ({@link TRACK_LAST_INSERT_ID}): an owned pool's from the start, a given pool's from their
- * first one-row claim in a transaction.
+ * mysql2's connections (not the wrapper each checkout makes anew) whose OK packets carry `last_insert_id`: an owned
+ * pool's from the start, a given pool's from their first one-row claim in a transaction.
  */
 export const trackedSessions = new WeakSet<object>();
 
-/** Whole seconds of `innodb_lock_wait_timeout` for a lock timeout in ms: rounded up, at least 1 (InnoDB's unit). */
+/** `innodb_lock_wait_timeout` for a lock timeout in ms: whole seconds, rounded up, at least 1. */
 export function lockWaitSeconds(lockTimeoutMs: number): number {
   return Math.max(1, Math.ceil(lockTimeoutMs / 1000));
 }
 
-/**
- * mysql2's `ssl` for `repository.tls`: certificates verified unless turned off by name, and so is the host name
- * (mysql2 checks it only with `verifyIdentity`, else accepts any certificate its CA signed). Absent: the URL's
- * `ssl` parameter decides, with the same host-name check.
- */
+/** mysql2's `ssl` for `repository.tls` or the URL's `ssl`: the host name verified too (`verifyIdentity`). */
 function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOptions['ssl'] {
   if (tls === undefined) return urlSsl(url);
   const verified = verifiedTls(tls);
@@ -37,7 +32,6 @@ function sslOptions(tls: boolean | TlsOptions | undefined, url: URL): PoolOption
   return { ...settings, verifyIdentity: settings.rejectUnauthorized };
 }
 
-/** The URL's `ssl` parameter as mysql2 reads it, the host-name check on where verified. */
 function urlSsl(url: URL): PoolOptions['ssl'] {
   const raw = url.searchParams.get('ssl');
   if (raw === null) return undefined;
@@ -55,9 +49,9 @@ function urlSsl(url: URL): PoolOptions['ssl'] {
 
 /**
  * Where the pool's connections go, so that the certificate is checked against the right name: Node checks the TLS
- * `servername`, else the socket's `_host`, else "localhost", and for an address mysql2 gives no servername and
- * Node no `_host`. So for an address the socket is made here with `_host` set; with `repository.tls.servername`
- * the pool takes that name as its host (mysql2 sends it as the servername) while the socket goes to the URL's.
+ * `servername`, else the socket's `_host`, else "localhost", and for an address mysql2 sets neither. So for an
+ * address the socket is made here with `_host` set; with `tls.servername` the pool takes that name as its host
+ * (mysql2 sends it as the servername) while the socket goes to the URL's.
  */
 function endpointOptions(options: MySqlOptions, url: URL): Pick<PoolOptions, 'host' | 'stream'> {
   const servername = typeof options.tls === 'object' ? options.tls.servername : undefined;
@@ -88,8 +82,7 @@ export function createPool(options: MySqlOptions): Pool {
     // BIGINT columns hold epoch ms (< 2^53): numbers; anything larger comes back as a string, never rounded.
     supportBigNumbers: true,
     bigNumberStrings: false,
-    // Each statement text is prepared once per connection and kept: a few hundred at most (sizes are bucketed),
-    // far below the server's max_prepared_stmt_count (16382 by default, for all clients together).
+    // A few hundred texts at most (sizes are bucketed), far below the server's max_prepared_stmt_count (16382).
     maxPreparedStatements: 512,
     ...(ssl === undefined ? {} : { ssl }),
     ...endpointOptions(options, url),
@@ -126,9 +119,8 @@ export function openError(error: unknown, address: string): unknown {
 }
 
 /**
- * Runs parameterless `statements` in order, stopping at the first that fails, and answers the last one's OK
- * packet: in one round trip as one anonymous compound statement where the server has them (`compound`:
- * MariaDB's `BEGIN NOT ATOMIC … END`, which needs no multi-statement client flag), else one each.
+ * Runs parameterless `statements` in order, stopping at the first failure, and answers the last OK packet: as one
+ * compound statement with `compound` (MariaDB's `BEGIN NOT ATOMIC … END`, no multi-statement flag), else one each.
  */
 export async function inOrder(
   connection: PoolConnection,
@@ -143,10 +135,10 @@ export async function inOrder(
 
 const NO_PARAMS: unknown[] = [];
 
-/** The compound statements built, by the list of statements the repository keeps, then by the one after it. */
+/** By the statement list the repository keeps, then by the one after it. */
 const blocks = new WeakMap<readonly string[], Map<string, string>>();
 
-/** `statements` then `last` (when given) as one anonymous compound statement, built once per list and `last`. */
+/** `statements` then `last` (when given) as one anonymous compound statement, built once. */
 export function blockOf(statements: readonly string[], last = ''): string {
   let built = blocks.get(statements);
   if (built === undefined) {
@@ -173,16 +165,12 @@ interface PreparedStatement {
   execute(values: unknown[], done: Done): void;
 }
 
-/**
- * The repository's statements prepared on each of mysql2's connections, by text: run without mysql2 hashing the
- * whole text (a few KB for a claim block) on every call.
- */
+/** Prepared statements per connection, by text: mysql2 would hash the whole text (KBs for a claim) per call. */
 const preparedOn = new WeakMap<object, Map<string, PreparedStatement>>();
 
 /**
- * Runs a statement of the repository's through mysql2's callback API, skipping the promise wrapper's stack
- * trace and field pairing, which nothing reads; on a connection, as the statement prepared there before. An
- * executor without that core (an instrumented pool given to `open`) is called as it is.
+ * Runs a statement through mysql2's callback API, skipping the promise wrapper's stack trace and field pairing;
+ * on a connection, as prepared there before. An executor without that core (an instrumented pool) is called as is.
  */
 export function execute<T>(executor: Executor, sql: string, params: unknown[]): Promise<T> {
   const connection = (executor as { connection?: CoreExecutor }).connection;
@@ -200,10 +188,7 @@ export function execute<T>(executor: Executor, sql: string, params: unknown[]): 
   });
 }
 
-/**
- * The callback that settles a statement's promise, made here: a closure bound to a name in {@link execute} would
- * be named anew at every statement under tsx (keepNames), which the benches run.
- */
+/** Made here: a named closure in {@link execute} would be named anew per statement under tsx (the benches). */
 function settle<T>(resolve: (value: T) => void, reject: (error: Error) => void): Done {
   return (error, result) => (error ? reject(error) : resolve(result as T));
 }

@@ -28,11 +28,11 @@ import {
 export { COLUMNS, type MigrateResult };
 
 /**
- * The DDL of the table (see ../sql/migration.ts), one statement per entry.
+ * The DDL of the table, one statement per entry.
  *
- * - Ids, owners and fingerprints are bytes, compared byte for byte: a utf8mb4 `VARCHAR` would compare through a
- *   collation (`a` = `A`), and `VARCHAR(1024)` would pass InnoDB's 3072-byte index key limit.
- * - Times are epoch ms in `BIGINT`; `forget_at` is when the row may be deleted (by `purge()`, through its index).
+ * - Ids, owners and fingerprints are bytes: a utf8mb4 `VARCHAR` would compare through a collation (`a` = `A`), and
+ *   `VARCHAR(1024)` would pass InnoDB's 3072-byte index key limit.
+ * - Times are epoch ms; `forget_at` is when `purge()` may delete the row.
  * - `token`: the random number of the last statement that wrote the row, by which a multi-row upsert tells which
  *   rows it took (MariaDB has no `RETURNING` on an upsert, MySQL none at all).
  */
@@ -57,7 +57,7 @@ export function schemaStatements(table: string = mysqlDefaults.table): string[] 
   ];
 }
 
-/** MySQL and MariaDB for the SQL core (see `SqlDialect`). */
+/** MySQL and MariaDB for the SQL core. */
 export const dialect: SqlDialect<Pool, MySqlOptions> = {
   store: 'mysql',
   statements: schemaStatements,
@@ -69,20 +69,12 @@ export const dialect: SqlDialect<Pool, MySqlOptions> = {
   connection: () => import('./connection.js'),
 };
 
-/** What {@link migrate} needs: where (a URL or a pool) and which table. */
 export type MigrateOptions = SqlMigrateOptions<MySqlRepositoryOptions, Pool>;
 
-/**
- * `migrate` creates the table when missing, or adds the columns an older one lacks; safe to run again and from
- * several processes at once (the table's metadata lock serializes `CREATE TABLE IF NOT EXISTS`).
- */
+/** `migrate` is safe to run again, and at once from several processes (a metadata lock serializes the DDL). */
 export const { migrate, schemaScript } = sqlMigration<Pool, MySqlOptions, MigrateOptions>(dialect);
 
-/**
- * Runs the DDL when the table is not in the catalog, else adds the (nullable) columns an older table lacks, looked
- * up first (MySQL has no `ADD COLUMN IF NOT EXISTS`): a migration run again takes no lock at all. Answers the
- * statements run. Also what `createTable: true` runs at open.
- */
+/** Adds only what the catalog lacks (MySQL has no `ADD COLUMN IF NOT EXISTS`): a run again takes no lock. */
 async function createMissingTable(pool: Pool, table: string): Promise<string[]> {
   const present = await columnsOf(pool, table);
   const ddl =
@@ -108,7 +100,6 @@ async function createMissingTable(pool: Pool, table: string): Promise<string[]> 
   return ddl;
 }
 
-/** The table's columns and their types as the catalog lists them (see `SqlDialect.columnsOf`). */
 async function columnsOf(pool: Pool, table: string): Promise<Map<string, string>> {
   const [rows] = await pool.execute(
     'SELECT COLUMN_NAME AS name, DATA_TYPE AS type FROM information_schema.COLUMNS ' +

@@ -39,10 +39,7 @@ import { MySqlTransaction, type SessionStatements, sessionStatements } from './t
 
 /** Rows one `clear()` statement deletes: a large namespace goes in several short transactions. */
 const CLEAR_BATCH = 10_000;
-/**
- * Rounds of a claim whose rows vanished before their read-back (an unconditional `remove` outside any
- * transaction), and of a statement outside any transaction that the server chose as a deadlock victim.
- */
+/** Rounds of a claim whose rows vanished before their read-back, and of a deadlock victim outside a transaction. */
 const MAX_ROUNDS = 5;
 
 export type MySqlLogger = StoreLogger;
@@ -68,10 +65,9 @@ function newToken(): number {
 }
 
 /**
- * How many rows of an `INSERT … ON DUPLICATE KEY UPDATE` of `rows` rows it left as they were: `affectedRows`
- * counts 1 per inserted row and 2 per updated one (plus 1 per unchanged one under CLIENT_FOUND_ROWS, mysql2's
- * default), `Duplicates` counts updated rows (plus unchanged ones under that flag), so unchanged = rows −
- * affected + duplicates. Undefined when the server sent no counts (a one-row statement).
+ * How many rows of an upsert of `rows` rows it left as they were: `affectedRows` counts 1 per insert, 2 per update
+ * (+1 per unchanged row under mysql2's CLIENT_FOUND_ROWS), `Duplicates` the updated (+unchanged) rows, so
+ * unchanged = rows − affected + duplicates. Undefined without counts (a one-row statement).
  */
 function unchangedRows(header: ResultSetHeader, rows: number): number | undefined {
   const duplicates = /Duplicates:\s*(\d+)/.exec(header.info ?? '')?.[1];
@@ -79,13 +75,12 @@ function unchangedRows(header: ResultSetHeader, rows: number): number | undefine
   return rows - header.affectedRows + Number(duplicates);
 }
 
-/** A transaction's lead, taken to go ahead of a claim in its round trip. */
 interface Lead {
   readonly transaction: MySqlTransaction;
   readonly statements: readonly string[];
 }
 
-/** One claim entry (at `index`), its column values as bytes, and their size with the claim's `owner`. */
+/** One claim entry (at `index`) as bytes, and its size with the claim's `owner`. */
 function claimRow(entry: KeyedEntry, index: number, owner: Buffer | null) {
   const id = bytes(entry.key);
   const fingerprint = optionalBytes(entry.fingerprint);
@@ -110,23 +105,21 @@ function padded<T>(values: readonly T[], size: number): T[] {
 }
 
 /**
- * Repository on MySQL 8 or MariaDB 10.6+ through mysql2, whose records can commit in the side effect's own
- * transaction (see {@link MySqlRepository.transaction}).
+ * Repository on MySQL 8 or MariaDB 10.6+ through mysql2; records can commit in the side effect's transaction.
  *
- * A claim or lazy mark is one multi-row `INSERT … ON DUPLICATE KEY UPDATE` that takes a row only when it is absent
- * or no longer live (never a duplicate-key error) and writes the call's random token on the rows it takes. Its OK
- * packet says how many rows it left alone; when none (the common case) that one round trip answers, else a locking
- * read-back tells by the token which it took and what holds the others. Times come from the server's clock
- * (`@@timestamp`) unless an explicit `now` (event-time mode) replaces it.
+ * A claim or lazy mark is one multi-row upsert that takes a row only when absent or no longer live and writes the
+ * call's random token on the rows it takes. When its OK packet says it left no row alone (the common case) that
+ * one round trip answers, else a locking read-back tells by the token which it took. Times are the server's
+ * (`@@timestamp`) unless an explicit `now` replaces them.
  */
 export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTransaction> {
   protected readonly storeName = 'mysql';
   readonly #sql: Statements;
   readonly #namespace: Buffer;
-  /** The `innodb_lock_wait_timeout` every connection of an owned pool already has; undefined for a given pool. */
+  /** The `innodb_lock_wait_timeout` of an owned pool's connections; undefined for a given pool. */
   readonly #poolLockSeconds: number | undefined;
   readonly #server: ServerTraits;
-  /** By lock wait in seconds. */
+  /** By lock wait in seconds: their blocks are built once. */
   readonly #sessions = new Map<number, SessionStatements>();
 
   private constructor(settings: SqlSettings<Pool, MySqlOptions>, server: ServerTraits) {
@@ -138,7 +131,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     this.#server = server;
   }
 
-  /** Connects from config options (or uses the given pool) and checks the table (see `openSql`). */
+  /** See `openSql`. */
   static async open(input: MySqlOpenOptions): Promise<MySqlRepository> {
     const opened = await openSql(dialect, input, async (pool): Promise<ServerTraits> => {
       const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value, @@version AS version');
@@ -150,28 +143,21 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 
   protected readonly maxLockTimeoutMs = Number.MAX_SAFE_INTEGER;
 
-  /**
-   * A transaction at the session's isolation level: claims are locking writes and their read-backs locking reads,
-   * which see the latest committed row whatever the snapshot.
-   */
+  /** At the session's isolation level: claims and read-backs lock, so they see the latest committed row. */
   protected async openTransaction(lockTimeoutMs: number): Promise<MySqlTransaction> {
-    const session = this.#session(lockWaitSeconds(lockTimeoutMs));
+    const seconds = lockWaitSeconds(lockTimeoutMs);
+    let session = this.#sessions.get(seconds);
+    if (session === undefined) {
+      session = sessionStatements(seconds, seconds !== this.#poolLockSeconds);
+      // A lock timeout per transaction takes few values; past that they are made anew each time.
+      if (this.#sessions.size < 16) this.#sessions.set(seconds, session);
+    }
     return new MySqlTransaction(
       await this.pool.getConnection(),
       lockTimeoutMs,
       this.#server.mariadb,
       session,
     );
-  }
-
-  /** The same lists for the same lock wait, so that their blocks are built once. */
-  #session(seconds: number): SessionStatements {
-    let session = this.#sessions.get(seconds);
-    if (session !== undefined) return session;
-    session = sessionStatements(seconds, seconds !== this.#poolLockSeconds);
-    // A lock timeout per transaction takes few values; past that they are made anew each time.
-    if (this.#sessions.size < 16) this.#sessions.set(seconds, session);
-    return session;
   }
 
   /** Each batch is its own short transaction at READ COMMITTED: no gap locks, no lock held for long. */
@@ -201,17 +187,13 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return transaction === undefined ? this.pool : transaction.session();
   }
 
-  /** The open transaction of this async context (checked usable). */
   #transaction(operation: string): MySqlTransaction | undefined {
     const transaction = this.scope.getStore();
     transaction?.assertUsable(operation);
     return transaction;
   }
 
-  /**
-   * Runs a statement outside any transaction again when the server rolled it back as a deadlock victim. In a
-   * transaction the deadlock rolled back everything before it: the transaction is lost.
-   */
+  /** Runs a deadlock victim again outside a transaction; inside one, the deadlock lost the whole transaction. */
   async #withDeadlockRetry<T>(transaction: MySqlTransaction | undefined, call: () => Promise<T>): Promise<T> {
     for (let round = 1; ; round++) {
       try {
@@ -238,8 +220,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     const rows = entries.map((entry, index) => claimRow(entry, index, owner));
     // In id order: concurrent multi-row claims lock shared rows in the same order and cannot deadlock on them.
     rows.sort((a, b) => Buffer.compare(a.id, b.id));
-    // On MariaDB a transaction's start goes in its first claim's round trip: a one-id claim's, else the round trip
-    // that sets the values the claim's rows share.
+    // On MariaDB a transaction's start goes in its first claim's round trip (or the one that sets shared values).
     const statements = this.#server.mariadb && rows.length > 0 ? transaction?.takeLead() : undefined;
     let lead =
       statements === undefined ? undefined : { transaction: transaction as MySqlTransaction, statements };
@@ -385,11 +366,10 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   }
 
   /**
-   * The transaction's lead and a one-row claim as one prepared compound statement: one round trip, which stops
-   * at the first failure, so the claim never runs outside the transaction. The session's tracked
-   * `last_insert_id` answers the claim's time when it took the row, 0 when it left it (a lapsed row taken over
-   * gets the rest of the claim in a second statement), and undefined when the packet does not say. `mark`: the
-   * parameters of {@link Statements.markInBlock}, sent in its place.
+   * The lead and a one-row claim as one compound statement, which stops at the first failure, so the claim never
+   * runs outside the transaction. Answers the tracked `last_insert_id`: the claim's time when it took the row, 0
+   * when it left it (a lapsed row taken over gets the rest of the claim next), undefined when the packet does not
+   * say. `mark`: the parameters of {@link Statements.markInBlock}, sent in its place.
    */
   async #claimAfter(
     { transaction, statements }: Lead,
@@ -417,7 +397,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return header.insertId > 0 ? Number(header.insertId) : undefined;
   }
 
-  /** The transaction's lead and the values a batch claim's rows share ({@link SHARE_CLAIM}): one round trip. */
+  /** The lead and the values a batch claim's rows share ({@link SHARE_CLAIM}): one round trip. */
   async #share({ transaction, statements }: Lead, params: unknown[]): Promise<void> {
     try {
       await execute<ResultSetHeader>(transaction.connection, blockOf(statements, SHARE_CLAIM), params);
@@ -527,7 +507,6 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
     return (await this.#write(transaction, sql, params)).affectedRows > 0;
   }
 
-  /** One write on the transaction's connection, else on the pool. */
   async #write(
     transaction: MySqlTransaction | undefined,
     sql: string,
@@ -555,9 +534,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
 }
 
 /**
- * The mysql2 connection of the transaction a handler runs in (`HandlerContext.transaction` when the consumer's
- * `transaction` option is on with a {@link MySqlRepository}): the side effect goes through it, so one COMMIT holds
- * the effect and the mark. Throws a ConfigError outside a transaction.
+ * The mysql2 connection of the transaction a handler runs in (`HandlerContext.transaction`), for the side effect:
+ * one COMMIT holds the effect and the mark. Throws a ConfigError outside a transaction.
  */
 export function mysqlTransaction(context: { readonly transaction?: unknown }): PoolConnection {
   // `execute`: a pg client has none.

@@ -3,12 +3,7 @@ import { z } from 'zod';
 import { refuseBadPercentEscapes } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 import { storeOptionsParser } from '../shared.js';
-import {
-  describeAddress as describeSqlAddress,
-  sqlDefaults,
-  sqlOptionFields,
-  tableRule,
-} from '../sql/options.js';
+import { sqlAddress, sqlDefaults, sqlOptionFields, tableRule } from '../sql/options.js';
 
 /**
  * Defaults of the MySQL/MariaDB repository: the SQL stores' (`table` may be `database.table`). `lockTimeoutMs` is
@@ -16,13 +11,13 @@ import {
  */
 export const mysqlDefaults = { ...sqlDefaults } as const satisfies Record<string, unknown>;
 
-/** `table` or `database.table`: stricter than MySQL, so a name never needs more than backquotes. */
+/** Stricter than MySQL, so a name never needs more than backquotes. */
 export const tables = tableRule(
   /^(?:[A-Za-z_][A-Za-z0-9_$]{0,63}\.)?[A-Za-z_][A-Za-z0-9_$]{0,63}$/,
   'database.table, each 1-64 letters, digits, "_" or "$"',
 );
 
-/** Longest namespace, in UTF-8 bytes: the width of the `namespace` column. */
+/** The width of the `namespace` column. */
 const MAX_NAMESPACE_BYTES = 255;
 
 /** Config schema for `repository.type = "mysql"`. */
@@ -58,14 +53,11 @@ export const mysqlOptionsSchema = z
   )
   .strict();
 
-/** Parsed options of the MySQL repository, every default filled in. */
 export type MySqlOptions = z.output<typeof mysqlOptionsSchema>;
 
-/** Options of {@link MySqlRepository.open}, as written in config. */
+/** As written in config. */
 export type MySqlRepositoryOptions = z.input<typeof mysqlOptionsSchema>;
 
-/** Validates options given in code; a bad one is a ConfigError naming `repository.<key>` and `owner`. */
 export const parseMySqlOptions = storeOptionsParser(mysqlOptionsSchema, 'MySqlRepository.open(...)');
 
-/** Where the pool connects, without credentials. */
-export const describeAddress = (url: string | undefined): string => describeSqlAddress(url, 3306);
+export const describeAddress = sqlAddress(3306);

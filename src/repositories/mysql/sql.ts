@@ -2,7 +2,6 @@ import type { IdempotencyRecord } from '../../store/types.js';
 import { decodeRecord, type SqlRecordRow } from '../sql/store.js';
 import { tables } from './options.js';
 
-/** The server's `errno` of a mysql2 error. */
 export function errorNumber(error: unknown): number | undefined {
   const errno = (error as { errno?: unknown } | undefined)?.errno;
   return typeof errno === 'number' ? errno : undefined;
@@ -27,7 +26,7 @@ export function quoteTable(table: string): string {
     .join('.');
 }
 
-/** The parameters of a catalog query for `table`: its database (null: the connection's) and name. */
+/** `table`'s database (null: the connection's) and name. */
 export function schemaAndName(table: string): [string | null, string] {
   const parts = table.split('.');
   return parts.length === 2 ? [parts[0] as string, parts[1] as string] : [null, table];
@@ -49,7 +48,6 @@ export const COLUMNS = {
   first_seen_at: 'bigint',
 } as const;
 
-/** See `TableLayout.added`. */
 export const ADDED_COLUMNS = { first_seen_at: 'bigint' } as const;
 
 /** Widest owner and fingerprint, in UTF-8 bytes (their columns). */
@@ -61,7 +59,7 @@ export const MAX_FIELD_BYTES = 1024;
  */
 export const NOW_MS = 'FLOOR(@@timestamp * 1000)';
 
-/** Until when a row counts: an in-flight row until its lease ends, a confirmed one until it expires. */
+/** An in-flight row counts until its lease ends, a confirmed one until it expires. */
 const LIVE_UNTIL = "IF(state = 'in-flight', COALESCE(lease_expires_at, 0), expires_at)";
 
 const RECORD_COLUMNS =
@@ -74,9 +72,8 @@ export const MAX_ROWS = 1024;
 export const MAX_STATEMENT_BYTES = 4 * 1024 * 1024;
 
 /**
- * The statement size used for `n` rows or ids: `n` up to 8, then the next of four steps per power of two (9 → 10,
- * 100 → 112, 1000 → 1024): each size is a text every connection prepares and keeps, so varying batch sizes prepare
- * a few statements, not one per size.
+ * The statement size for `n` rows: `n` up to 8, then the next of four steps per power of two (100 → 112): each
+ * size is a text every connection prepares and keeps, so varying batch sizes prepare a few.
  */
 export function bucket(n: number): number {
   if (n <= 8) return n;
@@ -103,7 +100,6 @@ export function optionalBytes(text: string | undefined): Buffer | null {
   return text === undefined ? null : Buffer.from(text, 'utf8');
 }
 
-/** The record of a row, its `id` decoded as the canonical key. */
 export function decodeRow(row: Row): IdempotencyRecord {
   return decodeRecord(row.id.toString('utf8'), row, utf8);
 }
@@ -111,8 +107,8 @@ export function decodeRow(row: Row): IdempotencyRecord {
 const utf8 = (stored: Buffer): string => stored.toString('utf8');
 
 /**
- * Adds `last_insert_id` to the session variables each OK packet reports (session state tracking, MariaDB 10.2+,
- * parsed by mysql2): once per connection, before its first {@link Statements.claimInBlock}. `*` already has it.
+ * Adds `last_insert_id` to the session variables each OK packet reports (MariaDB 10.2+, parsed by mysql2): once
+ * per connection, before its first {@link Statements.claimInBlock}.
  */
 export const TRACK_LAST_INSERT_ID =
   'SET SESSION session_track_system_variables = IF(@@SESSION.session_track_system_variables = ' +
@@ -131,9 +127,9 @@ const CLAIM_ROW = `(?, ?, ?, LAST_INSERT_ID(COALESCE(?, ${NOW_MS})) + ?, COALESC
 const MARK_ROW = `(?, ?, 'confirmed', LAST_INSERT_ID(${NOW_MS}) + ?, NULL, NULL, ?, ?, ?, ${NOW_MS} + ?, ?, ${NOW_MS})`;
 
 /**
- * The values every row of a claim shares, as session variables (MariaDB, sent in the round trip of the transaction's
- * start, see {@link Statements.claimShared}). No value reads a variable this SET assigns: the order it evaluates
- * them in is not one to rely on. Parameters: namespace, state, base, ttl, base, lease, owner, lifetime, token.
+ * The values a claim's rows share, as session variables (MariaDB, in the transaction's first round trip, see
+ * {@link Statements.claimShared}); none reads another, as their order is not one to rely on. Parameters:
+ * namespace, state, base, ttl, base, lease, owner, lifetime, token.
  */
 export const SHARE_CLAIM =
   `SET @idem_ns = ?, @idem_state = ?, @idem_base = COALESCE(?, ${NOW_MS}), @idem_ttl = ?, ` +
@@ -144,14 +140,14 @@ const SHARED_ROW =
   '(@idem_ns, ?, @idem_state, LAST_INSERT_ID(@idem_base) + @idem_ttl, @idem_lease, @idem_owner, ?, ?, ?, ' +
   '@idem_forget, @idem_token, @idem_base)';
 
-/** The claim's assignments after the token's: each column takes the new value where the row took the token. */
+/** After the token's: each column takes the new value where the row took the token. */
 const FOLLOW_TOKEN =
   'state expires_at lease_expires_at owner event_time fingerprint result forget_at first_seen_at'
     .split(' ')
     .map((column) => `${column} = IF(token = VALUES(token), VALUES(${column}), ${column})`)
     .join(', ');
 
-/** `build` with each text built once per size (of rows, ids or a limit): every connection prepares and keeps it. */
+/** `build` with each text built once per size (every connection prepares and keeps it). */
 function sized(build: (n: number) => string): (n: number) => string {
   const texts = new Map<number, string>();
   return (n) => {
@@ -174,16 +170,14 @@ export class Statements {
   /** Deletes the owner's in-flight claim only. Parameters: namespace, id, owner. */
   readonly removeOwned: string;
   /**
-   * A one-row claim as statements of a compound block (MariaDB), after which the session's `last_insert_id` is
-   * the claim's time when it took a new id, 0 when it left the row, and {@link TAKEN_OVER} when it wrote its token
-   * on a lapsed row, which the whole claim ({@link claim}) sent next completes. Only the insert runs, not the nine
-   * other assignments the server prepares at every run. Parameters: the claim's.
+   * A one-row claim in a compound block (MariaDB), leaving in `last_insert_id` the claim's time when it took a new
+   * id, 0 when it left the row, {@link TAKEN_OVER} when it took a lapsed row over ({@link claim} then completes
+   * it). Only the insert runs, not the nine other assignments. Parameters: the claim's.
    */
   readonly claimInBlock: string;
   /**
-   * {@link claimInBlock} for the mark a transaction makes most (confirmed, no lease, on the server's clock), the
-   * constants in its text: fewer parameters to bind and expressions to run. Parameters: namespace, id, ttl, event
-   * time, fingerprint, result, lifetime, token.
+   * {@link claimInBlock} for the commonest mark (confirmed, no lease, the server's clock), with fewer parameters
+   * to bind. Parameters: namespace, id, ttl, event time, fingerprint, result, lifetime, token.
    */
   readonly markInBlock: string;
   readonly #claim = sized((rows) => `${this.#claimInsert(rows, false)}, ${FOLLOW_TOKEN}`);
@@ -204,33 +198,28 @@ export class Statements {
   }
 
   /**
-   * The claim (and lazy mark) of `rows` rows: an upsert that takes a row only when none is there or the one there
-   * is no longer live, never raising a duplicate-key error.
+   * The claim (and lazy mark) of `rows` rows: an upsert that takes a row only when none is there or it is no
+   * longer live, never raising a duplicate-key error.
    *
    * Per row: namespace, id, state, base, ttl, base, lease, owner, event time, fingerprint, result, lifetime,
-   * token, base (first seen); then one `now` for the liveness test. `base` and `now` are the caller's time or NULL
-   * for the server's clock; the first time of each row goes through `LAST_INSERT_ID(…)`, so the OK packet's
-   * insert id carries the time used.
+   * token, base (first seen); then `now` for the liveness test. `base` and `now` are the caller's time or NULL
+   * for the server's clock; `LAST_INSERT_ID(…)` puts the time used in the OK packet.
    *
-   * ON DUPLICATE KEY UPDATE assigns left to right: the first decides on the old row whether this call takes it
-   * and writes its token, the others follow the token. MariaDB has no row alias, hence `VALUES(col)`.
-   * `signalKept`: a row left as it was sets the insert id to 0 (for {@link claimInBlock}).
+   * ON DUPLICATE KEY UPDATE assigns left to right: the first decides whether this call takes the row and writes
+   * its token, the others follow the token (`VALUES(col)`: MariaDB has no row alias). `signalKept`: a row left
+   * as it was sets the insert id to 0 (for {@link claimInBlock}).
    */
   claim(rows: number, signalKept = false): string {
     return signalKept ? this.#claimKept(rows) : this.#claim(rows);
   }
 
   /**
-   * {@link claim} with the values every row shares read from the session variables {@link SHARE_CLAIM} set, so that
-   * a row binds four parameters, not fourteen: what a batch's claim costs the client to encode and the server to
-   * bind. Parameters: per row id, event time, fingerprint, result; then `now`.
+   * {@link claim} reading the shared values from {@link SHARE_CLAIM}'s variables: a row binds four parameters, not
+   * fourteen. Parameters: per row id, event time, fingerprint, result; then `now`.
    */
   readonly claimShared = sized((rows) => `${this.#claimInsert(rows, false, SHARED_ROW)}, ${FOLLOW_TOKEN}`);
 
-  /**
-   * The claim up to its first assignment, which takes the row (its token): on a new id, the whole claim. `now`:
-   * the liveness test's time.
-   */
+  /** The claim up to its first assignment, which takes the row (its token). `now`: the liveness test's time. */
   #claimInsert(rows: number, signalKept: boolean, row = CLAIM_ROW, now = `COALESCE(?, ${NOW_MS})`): string {
     return (
       `INSERT INTO ${this.table} (namespace, id, state, expires_at, lease_expires_at, owner, event_time, ` +
@@ -241,8 +230,8 @@ export class Statements {
   }
 
   /**
-   * The rows a claim left, with whether it wrote each (its token): a locking read, which sees the latest committed
-   * rows whatever the snapshot, and holds them. Parameters: token, namespace, `ids` ids.
+   * The rows a claim left, with whether it wrote each (its token): a locking read sees the latest committed rows
+   * and holds them. Parameters: token, namespace, `ids` ids.
    */
   readonly readBack = sized(
     (ids) =>

@@ -4,13 +4,9 @@ import { endQuietly, SAVEPOINT, SqlTransaction } from '../sql/transaction.js';
 import { inOrder } from './connection.js';
 import { ER_LOCK_DEADLOCK, ER_SP_DOES_NOT_EXIST, errorNumber as errno } from './sql.js';
 
-/** The OK packet's status flag: a transaction is open on the session. */
 const SERVER_STATUS_IN_TRANS = 0x0001;
 
-/**
- * What a transaction runs on its session besides its work, for a lock wait of `seconds`, which `setLockWait` sets
- * (else the pool's connections have it).
- */
+/** What a transaction runs besides its work, for a lock wait of `seconds` (set unless the pool has it). */
 export function sessionStatements(seconds: number, setLockWait: boolean) {
   const reset = setLockWait
     ? 'SET SESSION autocommit = @idem_autocommit, SESSION innodb_lock_wait_timeout = @idem_lock_wait'
@@ -33,34 +29,26 @@ export function sessionStatements(seconds: number, setLockWait: boolean) {
 
 export type SessionStatements = ReturnType<typeof sessionStatements>;
 
-/**
- * Set first and released just before COMMIT: it dies with the transaction, so its absence proves the server rolled
- * the transaction back. Rolling back to or releasing {@link SAVEPOINT}, set after it, leaves it standing.
- */
+/** Set first and released just before COMMIT: its absence proves the server rolled the transaction back. */
 const TRANSACTION_SAVEPOINT = 'idempotent_consumer_transaction';
 
 /**
- * One open MySQL transaction: a pool connection with autocommit off, and what the repository learned of it.
+ * One open MySQL transaction: a pool connection with autocommit off.
  *
- * Autocommit off rather than START TRANSACTION: when InnoDB rolls the whole transaction back on its own (a deadlock
- * victim; a lock wait timeout under `innodb_rollback_on_timeout`), a session in START TRANSACTION is back in
- * autocommit and the work's later statements would commit without its mark; with autocommit off they open a new
- * transaction that only COMMIT ends, and {@link TRANSACTION_SAVEPOINT} tells before COMMIT (then everything rolls
- * back and the call rejects, retryable).
- *
- * The lead goes with the work's first statement (on MariaDB in a one-id claim's round trip), and the release and
- * the settings' return (which commits) in one: one message in its own transaction costs three round trips.
+ * Not START TRANSACTION: when InnoDB rolls the whole transaction back on its own (a deadlock victim; a lock wait
+ * timeout under `innodb_rollback_on_timeout`), that session is back in autocommit and the work's later statements
+ * would commit without its mark; with autocommit off they open a new transaction that only COMMIT ends, and
+ * {@link TRANSACTION_SAVEPOINT} tells before COMMIT (everything then rolls back and the call rejects, retryable).
  */
 export class MySqlTransaction extends SqlTransaction<PoolConnection> {
-  /** The session's state is unknown (its lead or a round trip carrying it failed): destroyed, never reused. */
+  /** The session's state is unknown: destroyed, never reused. */
   broken = false;
   #ended = false;
   /** Why the server rolled the transaction back (a deadlock), when it did. */
   #abortedBy: string | undefined;
-  /** Set by {@link lost}: the transaction can only run again. */
+  /** Set by {@link lost}. */
   rolledBackBy: string | undefined;
   readonly #compound: boolean;
-  /** The lead sent alone, not yet answered. */
   #began: Promise<unknown> | undefined;
   readonly #session: SessionStatements;
   /** The session's settings are back (which ended the transaction). */
@@ -140,7 +128,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     });
   }
 
-  /** The connection for a statement of the repository's, once the lead went (alone, when it had not). */
+  /** The connection, once the lead went (alone, when it had not). */
   async session(): Promise<PoolConnection> {
     this.counted();
     if (!this.started) void this.#sendLead().catch(() => {});
@@ -153,7 +141,6 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     return this.connection;
   }
 
-  /** Settles once the lead sent alone was answered. */
   async begun(): Promise<void> {
     await this.#began?.catch(() => {});
   }
@@ -167,7 +154,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     return this.#began;
   }
 
-  /** Optimistic: sets none; rolling back to it works while no statement was sent since. */
+  /** Optimistic: sets none. */
   savepoint(options: { readonly optimistic?: boolean } = {}): Promise<void> {
     return this.openSavepoint(async () => {
       if (options.optimistic === true) {
@@ -200,10 +187,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     await this.#statement('rollbackToSavepoint', `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
   }
 
-  /**
-   * The server rolled the whole transaction back: what runs on the session afterwards is a new transaction that
-   * must not commit, so later verbs refuse to run and the end is a ROLLBACK.
-   */
+  /** The server rolled the transaction back: later verbs refuse to run, and the end is a ROLLBACK. */
   abort(reason: string): void {
     this.#abortedBy ??= reason;
     this.doomed = true;
@@ -215,7 +199,7 @@ export class MySqlTransaction extends SqlTransaction<PoolConnection> {
     this.rolledBackBy ??= reason;
   }
 
-  /** `transaction()` ended: a verb still running in this async context may no longer use it. */
+  /** `transaction()` ended: a verb still running in its async context may no longer use it. */
   end(): void {
     this.#ended = true;
     this.dispose();

@@ -6,10 +6,7 @@ import type { PostgresOptions } from './options.js';
 /** URL parameters that set TLS; dropped when `repository.tls` is given, which then decides alone. */
 const URL_TLS_PARAMS = ['ssl', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'uselibpqcompat'];
 
-/**
- * The pool's connection string. node-postgres lets the URL override explicit settings, so the `password` option
- * is written into it (the setter percent-encodes it), and its TLS parameters are taken out when `tls` is given.
- */
+/** node-postgres lets the URL override explicit settings: the password goes into it, its TLS out if `tls` is set. */
 function connectionString(options: PostgresOptions): string {
   const url = new URL(options.url as string);
   if (options.password !== undefined) url.password = options.password;
@@ -18,9 +15,8 @@ function connectionString(options: PostgresOptions): string {
 }
 
 /**
- * The pool's client, ending its socket when connecting fails: node-postgres keeps the socket of a connection that
- * fails while authenticating (no password to send), and the pool forgets the client, so the socket would hold the
- * process (`idem migrate`) until the server's authentication_timeout.
+ * Ends its socket when connecting fails: node-postgres keeps that of a connection failing to authenticate, and the
+ * pool forgets the client, so the socket would hold the process until the server's authentication_timeout.
  */
 class Client extends pg.Client {
   override connect(): Promise<pg.Client>;
@@ -63,7 +59,6 @@ export function createPool(options: PostgresOptions): pg.Pool {
   return pool;
 }
 
-/** See {@link openFailure}. */
 export function openError(error: unknown, address: string): unknown {
   return openFailure('postgres', address, error, {
     code: errorCode,
@@ -81,7 +76,6 @@ export function openError(error: unknown, address: string): unknown {
   });
 }
 
-/** What {@link StatementQuery} uses of node-postgres' connection. */
 interface Protocol {
   parse(config: { text: string }): void;
   bind(config: object): void;
@@ -89,7 +83,6 @@ interface Protocol {
   readonly parsedStatements?: Record<string, string>;
 }
 
-/** A statement of the repository's: a named prepared statement and its parameters. */
 export interface BoundStatement {
   readonly name: string;
   readonly text: string;
@@ -99,10 +92,9 @@ export interface BoundStatement {
 const NO_LEAD: readonly string[] = [];
 
 /**
- * node-postgres' Query for one of the repository's statements, submitted as it is (a config object passed to
- * `query` is first copied property by property, the top JS item of a message's profile). It may write
- * parameterless `lead` statements (BEGIN, SET LOCAL) ahead of its own before the one Sync: one round trip, and an
- * error in any makes the server skip the rest, so the statement never runs when its BEGIN did not.
+ * node-postgres' Query for a statement, submitted as it is (a config object passed to `query` is copied property by
+ * property, the top JS item of a message's profile). It may write parameterless `lead` statements (BEGIN, SET
+ * LOCAL) before its own and the one Sync: one round trip, and the statement never runs when its BEGIN did not.
  */
 class StatementQuery extends pg.Query {
   readonly #lead: readonly string[];
@@ -130,10 +122,9 @@ class StatementQuery extends pg.Query {
   }
 }
 
-/** Whether this node-postgres has the Query internals {@link StatementQuery} relies on. */
+/** This node-postgres has the Query internals {@link StatementQuery} relies on. */
 const SUBMITS = typeof (pg.Query.prototype as { prepare?: unknown }).prepare === 'function';
 
-/** Runs `query` through a {@link StatementQuery}: the statement's own result (after one per lead statement). */
 function submit<R extends pg.QueryResultRow>(
   client: pg.PoolClient,
   lead: readonly string[],
@@ -149,7 +140,6 @@ function submit<R extends pg.QueryResultRow>(
   });
 }
 
-/** Runs one of the repository's statements on a client it holds (see {@link StatementQuery}). */
 export function send<R extends pg.QueryResultRow>(
   client: pg.PoolClient,
   query: BoundStatement,
@@ -158,9 +148,8 @@ export function send<R extends pg.QueryResultRow>(
 }
 
 /**
- * Runs `query` with `lead` in one round trip when the connection has prepared the statement already (each lead
- * statement's ParseComplete makes node-postgres note the query's name as parsed); otherwise the lead goes first
- * as one simple query. Answers the statement's own result.
+ * Runs `query` with `lead` in one round trip once the connection has prepared it (each lead's ParseComplete would
+ * make node-postgres note its name as parsed); otherwise the lead goes first as one simple query.
  */
 export async function sendWithLead<R extends pg.QueryResultRow>(
   client: pg.PoolClient,

@@ -24,17 +24,15 @@ export { COLUMNS, type MigrateResult };
  * The DDL of the table and its schema, if qualified, one statement per entry.
  *
  * - Ids and strings are `text COLLATE "C"`: compared byte for byte, without the locale's collation rules.
- * - Times are epoch ms in `double precision`; `forget_at` is when the row may be deleted (by `purge()`, through
- *   its index).
+ * - Times are epoch ms; `forget_at` is when `purge()` may delete the row.
  */
 export function schemaStatements(table: string = postgresDefaults.table): string[] {
   return schemaObjects(table).map((object) => object.ddl);
 }
 
-/** One object of the table's DDL, and how to find it in the catalog. */
 interface SchemaObject {
   readonly ddl: string;
-  /** A catalog query with one row, `present`, true when the object exists. */
+  /** A catalog query answering `present`. */
   readonly lookup: pg.QueryConfig<string[]>;
 }
 
@@ -43,7 +41,6 @@ function object(ddl: string, test: string, ...values: string[]): SchemaObject {
   return { ddl, lookup: { text: `SELECT ${test} AS present`, values } };
 }
 
-/** The objects {@link schemaStatements} creates, in order. */
 function schemaObjects(table: string): SchemaObject[] {
   const t = quoteTable(tables.check(table));
   const schema = table.includes('.') ? quoteTable(table.split('.')[0] as string) : undefined;
@@ -91,7 +88,7 @@ function schemaObjects(table: string): SchemaObject[] {
   ];
 }
 
-/** PostgreSQL for the SQL core (see `SqlDialect`). */
+/** PostgreSQL for the SQL core. */
 export const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   store: 'postgres',
   statements: schemaStatements,
@@ -103,22 +100,18 @@ export const dialect: SqlDialect<pg.Pool, PostgresOptions> = {
   connection: () => import('./connection.js'),
 };
 
-/** What {@link migrate} needs: where (a URL or a pool) and which table. */
 export type MigrateOptions = SqlMigrateOptions<PostgresRepositoryOptions, pg.Pool>;
 
 /**
- * `migrate` creates what is missing of the table (its schema, the table, its purge index) in one transaction; safe
- * to run again and from several processes at once. Only the DDL of objects missing from the catalog runs:
- * `CREATE INDEX IF NOT EXISTS` takes its table lock before it finds the index, so on a table in use it would queue
- * every writer behind the migration. An advisory lock serializes runs that do create something (two racing
- * CREATE TABLEs can both pass `IF NOT EXISTS`), and the catalog is read again under it.
+ * `migrate` creates what is missing in one transaction, safe to run again and at once. Only the DDL of objects the
+ * catalog lacks runs: `CREATE INDEX IF NOT EXISTS` takes its table lock first, queueing every writer behind it. An
+ * advisory lock serializes runs that create something (racing CREATE TABLEs can both pass `IF NOT EXISTS`).
  */
 export const { migrate, schemaScript } = sqlMigration<pg.Pool, PostgresOptions, MigrateOptions>(dialect);
 
-/** Advisory lock key of the migration: any constant the same in every process. */
+/** Advisory lock key of the migration, the same in every process. */
 const MIGRATION_LOCK = 0x1de_6_0001;
 
-/** The DDL of the objects not in the catalog, in order. */
 async function missing(db: pg.Pool | pg.PoolClient, objects: readonly SchemaObject[]): Promise<string[]> {
   const ddl: string[] = [];
   for (const object of objects) {
@@ -128,7 +121,6 @@ async function missing(db: pg.Pool | pg.PoolClient, objects: readonly SchemaObje
   return ddl;
 }
 
-/** Runs the DDL of what is missing; answers the statements run. */
 async function runDdl(pool: pg.Pool, table: string): Promise<string[]> {
   const objects = schemaObjects(table);
   if ((await missing(pool, objects)).length === 0) return [];
@@ -150,7 +142,6 @@ async function runDdl(pool: pg.Pool, table: string): Promise<string[]> {
   }
 }
 
-/** See `SqlDialect.columnsOf`. */
 async function columnsOf(pool: pg.Pool, table: string): Promise<Map<string, string>> {
   const { rows } = await pool.query<{ name: string; type: string }>({
     text: `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type

@@ -2,26 +2,19 @@ import { z } from 'zod';
 import { timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 import { storeOptionsParser } from '../shared.js';
-import {
-  describeAddress as describeSqlAddress,
-  sqlDefaults,
-  sqlOptionFields,
-  tableRule,
-} from '../sql/options.js';
+import { sqlAddress, sqlDefaults, sqlOptionFields, tableRule } from '../sql/options.js';
 
 /** Defaults of the PostgreSQL repository: the SQL stores' (`table` may be `schema.table`), and one more. */
 export const postgresDefaults = {
   ...sqlDefaults,
   /**
-   * Server-side `statement_timeout` of the connections the repository creates, so a hung server or a runaway
-   * statement cannot stall the consumer; it also bounds the handler's own statements inside `transaction()`.
-   * 0 turns it off. (`lockTimeoutMs` is `lock_timeout`; `connectTimeoutMs` also bounds the wait for a free
-   * pooled connection.)
+   * Server-side `statement_timeout` of the pool's connections, so a hung server or a runaway statement cannot stall
+   * the consumer (also the handler's own statements inside `transaction()`); 0 turns it off.
    */
   statementTimeoutMs: 10_000,
 } as const satisfies Record<string, unknown>;
 
-/** `table` or `schema.table`: what PostgreSQL accepts unquoted, minus the length the index name's suffix needs. */
+/** What PostgreSQL accepts unquoted, minus the length the index name's suffix needs. */
 export const tables = tableRule(
   /^(?:[A-Za-z_][A-Za-z0-9_]{0,47}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$/,
   'schema.table, each 1-48 letters, digits or "_"',
@@ -48,14 +41,11 @@ export const postgresOptionsSchema = z
   })
   .strict();
 
-/** Parsed options of the PostgreSQL repository, every default filled in. */
 export type PostgresOptions = z.output<typeof postgresOptionsSchema>;
 
-/** Options of {@link PostgresRepository.open}, as written in config. */
+/** As written in config. */
 export type PostgresRepositoryOptions = z.input<typeof postgresOptionsSchema>;
 
-/** Validates options given in code; a bad one is a ConfigError naming `repository.<key>` and `owner`. */
 export const parsePostgresOptions = storeOptionsParser(postgresOptionsSchema, 'PostgresRepository.open(...)');
 
-/** Where the pool connects, without credentials. */
-export const describeAddress = (url: string | undefined): string => describeSqlAddress(url, 5432);
+export const describeAddress = sqlAddress(5432);

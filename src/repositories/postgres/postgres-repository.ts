@@ -46,10 +46,7 @@ export type PostgresLogger = StoreLogger;
 export type PostgresOpenExtras = SqlOpenExtras<pg.Pool>;
 export type PostgresOpenOptions = PostgresRepositoryOptions & PostgresOpenExtras;
 
-/**
- * Times a claim runs for ids whose live row was gone or lapsed when read (one more for a single id, whose
- * first claim takes no row over: see `doAdd`).
- */
+/** Claims of ids whose live row was gone or lapsed when read (one more for a single id: see `doAdd`). */
 const CLAIM_ATTEMPTS = 3;
 
 /** The statement did not run: its transaction is aborted. */
@@ -61,14 +58,12 @@ type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED |
 /**
  * Repository on PostgreSQL through node-postgres (`pg`), one table shared by any number of workers.
  *
- * - A claim is one `INSERT … ON CONFLICT (namespace, id) DO UPDATE … WHERE <the row is no longer live>` over
- *   `unnest` arrays, answering the ids it took: never a unique-violation error (which would abort the caller's
- *   transaction), and a new id costs that one statement.
+ * - A claim is one `INSERT … ON CONFLICT DO UPDATE … WHERE <the row is no longer live>` answering the ids it
+ *   took: never a unique-violation error (which would abort the caller's transaction); a new id costs one statement.
  * - The live rows that kept the other ids are read in a second statement, whose newer snapshot also shows a row
  *   committed after the claim began. Inside a transaction the claim locked those rows; outside one, a row gone or
  *   lapsed in between is claimed again. Under REPEATABLE READ such a conflict is SQLSTATE 40001, retryable.
  * - Times are the server's clock (see sql.ts) unless an explicit `now` replaces it.
- * - {@link transaction} runs the verbs and the handler's side effect on one connection, so one COMMIT holds both.
  */
 export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, PostgresTransaction> {
   protected readonly storeName = 'postgres';
@@ -81,7 +76,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     this.#sql = statements(settings.options.table);
   }
 
-  /** Connects from config options (or uses the given pool) and checks the table (see `openSql`). */
+  /** See `openSql`. */
   static async open(options: PostgresOpenOptions): Promise<PostgresRepository> {
     return new PostgresRepository(await openSql(dialect, options));
   }
@@ -93,9 +88,8 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 
   /**
-   * Runs a statement on the current transaction's connection, else on the pool; in an aborted transaction it
-   * does not run. A failure inside a transaction aborts it. A claim's lock timeout is answered (ABORTED in a
-   * transaction, which becomes rollback-only; LOCK_TIMEOUT outside one), every other failure thrown.
+   * Runs a statement in the current transaction (not at all once it is aborted), else on the pool. A claim's lock
+   * timeout is answered (ABORTED in a transaction, now rollback-only; LOCK_TIMEOUT outside one).
    */
   async #exec<R extends pg.QueryResultRow>(
     statement: Statement,
@@ -128,13 +122,11 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     }
   }
 
-  /** The rows of a statement, none when it did not run. */
   async #rows<R extends pg.QueryResultRow>(statement: Statement, values: unknown[]): Promise<R[]> {
     const outcome = await this.#exec<R>(statement, values);
     return typeof outcome === 'symbol' ? [] : outcome.rows;
   }
 
-  /** The rows a statement wrote, undefined when it did not run. */
   async #count(statement: Statement, values: unknown[]): Promise<number | undefined> {
     const outcome = await this.#exec(statement, values);
     return typeof outcome === 'symbol' ? undefined : (outcome.rowCount ?? 0);
@@ -149,12 +141,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     );
   }
 
-  /**
-   * One id (every `wrap` call): first claimed as new (`claimNew`, which takes no row over), its scalars built
-   * directly, and a new id answered from its row without the batch path's arrays and maps. Any other answer
-   * goes on as {@link doAddMany} would after its first claim: the live row is read, and an id whose row is not
-   * live is claimed again by `claimOne`, which takes the row over.
-   */
+  /** One id (every `wrap` call): `claimNew` first, without the batch path's arrays and maps, then as doAddMany. */
   protected override async doAdd(entry: KeyedEntry, options: AddOptions, now: number): Promise<AddResult> {
     const first = await this.#exec<WriteRow>(this.#sql.claimNew, this.#oneValues(entry, options, now), true);
     const row = typeof first === 'symbol' ? undefined : first.rows[0];
@@ -211,7 +198,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return results;
   }
 
-  /** The claim (or lazy mark) of `entries`: rows of the ids it took. */
   #write(entries: readonly KeyedEntry[], options: AddOptions, now: number): Promise<Outcome<WriteRow>> {
     return entries.length === 1
       ? this.#exec<WriteRow>(
@@ -239,7 +225,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     return entries.map((entry) => taken.has(encodeText(entry.key)));
   }
 
-  /** Parameters of `claimOne` (see `statements`): {@link #writeValues}' of one entry, as scalars. */
+  /** {@link #writeValues} of one entry, as scalars (`claimOne`). */
   #oneValues(entry: KeyedEntry, options: AddOptions, now: number): unknown[] {
     const claim = options.leaseMs !== undefined;
     return [
@@ -257,7 +243,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     ];
   }
 
-  /** Parameters of the claim statements (see `statements`). */
   #writeValues(entries: readonly KeyedEntry[], options: AddOptions, now: number): unknown[] {
     const ids = entries.map((e) => encodeText(e.key));
     // Columns no entry uses go as empty arrays (unnest pads them with NULL): a plain batch sends ids only.
@@ -357,7 +342,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
   }
 
   protected async doRemove(key: string, owner: string | undefined, _now: number): Promise<boolean> {
-    // The rollback takes the claim away, and the transaction may be aborted already: nothing to run.
+    // The rollback takes the claim away (and the transaction may be aborted already).
     if (this.scope.getStore()?.rollingBack) return true;
     const count =
       owner === undefined
@@ -390,7 +375,7 @@ function lifetimeOf(options: AddOptions): number {
   return Math.max(options.ttlMs, options.leaseMs ?? 0, options.minLifetimeMs ?? 0);
 }
 
-/** An id the claim took (as stored) and the time it judged by. */
+/** An id the claim took (as stored), and its time. */
 interface WriteRow {
   readonly id: string;
   readonly now: number;
@@ -410,9 +395,8 @@ export type PostgresTransactionClient = unknown extends pg.PoolClient
   : pg.PoolClient;
 
 /**
- * The `pg` client of the transaction a handler runs in (`HandlerContext.transaction` when the consumer's
- * `transaction` option is on with a {@link PostgresRepository}): the side effect goes through it, so one COMMIT
- * holds the effect and the mark. Throws a ConfigError outside a transaction.
+ * The `pg` client of the transaction a handler runs in (`HandlerContext.transaction`), for the side effect: one
+ * COMMIT holds the effect and the mark. Throws a ConfigError outside a transaction.
  */
 export function postgresTransaction(context: { readonly transaction?: unknown }): PostgresTransactionClient {
   return handlerClient<pg.PoolClient>(context, ['query', 'release'], {

@@ -16,10 +16,10 @@ export const UNDEFINED_TABLE = '42P01';
 /** The server's time in whole epoch ms, fixed for the statement (`now()` would stand at the transaction's BEGIN). */
 const WALL = 'floor(extract(epoch FROM statement_timestamp()) * 1000)::float8';
 
-/** The time a statement judges by: the caller's (parameter `param`), else the server's. */
+/** The caller's time (parameter `param`), else the server's. */
 const nowOf = (param: string) => `COALESCE(${param}::float8, ${WALL})`;
 
-/** The end of a row's liveness: an in-flight row counts until its lease ends, a confirmed one until it expires. */
+/** An in-flight row counts until its lease ends, a confirmed one until it expires. */
 const LIVE_UNTIL = (r: string) =>
   `(CASE WHEN ${r}.state = 'in-flight' THEN COALESCE(${r}.lease_expires_at, 0) ELSE ${r}.expires_at END)`;
 
@@ -38,12 +38,11 @@ export const COLUMNS = {
   first_seen_at: 'double precision',
 } as const;
 
-/** See `TableLayout.added`. */
 export const ADDED_COLUMNS = { first_seen_at: 'double precision' } as const;
 
-/** A statement, prepared by name on each connection the first time it is used there. */
+/** Prepared by name on each connection the first time it is used there. */
 export interface Statement {
-  /** Empty: not prepared, planned at each run (see purge). */
+  /** Empty: planned at each run (see purge). */
   readonly name: string;
   readonly text: string;
 }
@@ -54,7 +53,7 @@ function statement(kind: string, text: string): Statement {
   return { name: `idem_${kind}_${digest}`, text };
 }
 
-/** `"schema"."table"` or `"table"`: parts are validated identifiers (see options.ts), quoted as given. */
+/** `"schema"."table"` or `"table"` (parts validated, see options.ts). */
 export function quoteTable(table: string): string {
   return table
     .split('.')
@@ -62,7 +61,7 @@ export function quoteTable(table: string): string {
     .join('.');
 }
 
-/** The purge index's name (unqualified: an index lives in its table's schema). */
+/** Unqualified: an index lives in its table's schema. */
 export function forgetIndexName(table: string): string {
   const name = table.split('.').pop() as string;
   return `${name}_forget_at`;
@@ -74,7 +73,7 @@ const RECORD_COLUMNS = (r: string) =>
 
 export type Statements = ReturnType<typeof statements>;
 
-/** Builds the statements over `table` (validated: see options.ts). Parameters are listed per statement. */
+/** The statements over `table` (validated: see options.ts). */
 export function statements(table: string) {
   const t = quoteTable(table);
   const now2 = nowOf('$2');
@@ -133,14 +132,13 @@ export function statements(table: string) {
       ),
     ),
     /**
-     * {@link claim} for one id, `$3`-`$6` scalars: the generic plan of an array claim counts on several ids and is
-     * never chosen for one, so each one-id claim was planned again; with scalars the connection plans it once.
+     * {@link claim} for one id, `$3`-`$6` scalars: an array claim's generic plan is never chosen for one id, so
+     * each was planned again; with scalars the connection plans it once.
      */
     claimOne: statement('claim_one', write(oneRow, now2)),
     /**
-     * {@link claimOne} of an id that has no row: it takes no row over. A new id's claim, the common case, then
-     * costs the server no ON CONFLICT update (its projection and condition are set up at every execution even
-     * when no row conflicts); an id it did not take is read, and claimed by `claimOne` if its row is not live.
+     * {@link claimOne} that takes no row over: a new id's claim, the common case, then costs no ON CONFLICT update
+     * (set up at every execution even when no row conflicts). An id it did not take is read, then `claimOne`.
      */
     claimNew: statement('claim_new', write(oneRow, now2, false)),
     // `$1` namespace, `$2` ids, `$3` now|NULL; rows `n, now, record columns`.
@@ -195,7 +193,6 @@ export function statements(table: string) {
 const DLE = '\u0010';
 const NUL = '\u0000';
 
-/** A string as stored in a text column. */
 export function encodeText(value: string): string {
   if (!value.includes(NUL) && !value.includes(DLE)) return value;
   return value.replaceAll(DLE, DLE + DLE).replaceAll(NUL, `${DLE}0`);
@@ -217,7 +214,6 @@ export function encodeOptional(value: string | undefined): string | null {
 
 export type RecordRow = SqlRecordRow<string>;
 
-/** The record a row holds, under the canonical key `key`. */
 export function decodeRow(key: string, row: RecordRow): IdempotencyRecord {
   return decodeRecord(key, row, decodeText);
 }

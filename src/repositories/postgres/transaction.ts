@@ -7,9 +7,8 @@ import { type BoundStatement, send, sendWithLead } from './connection.js';
 import { IN_FAILED_TRANSACTION } from './sql.js';
 
 /**
- * Whether the connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter, which outranks
- * the server's, database's and role's defaults), as the repository's own pool opens them: then no SET LOCAL.
- * node-postgres sends it truncated to an integer and leaves it out when 0, so only a positive integer counts.
+ * The connection was opened with `lock_timeout` = `lockTimeoutMs` (a startup parameter outranks every default), as
+ * the repository's pool opens them: then no SET LOCAL. node-postgres sends only a positive integer.
  */
 function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
   const parameters = (client as { readonly connectionParameters?: { readonly lock_timeout?: unknown } })
@@ -18,10 +17,7 @@ function opensWith(client: pg.PoolClient, lockTimeoutMs: number): boolean {
 }
 
 const BEGIN_ONLY: readonly string[] = ['BEGIN'];
-/**
- * The last lead made, reused while the lock timeout stays the same (every message's transaction starts with one);
- * one entry, not a map: a caller may pass a new timeout each time.
- */
+/** The last lead made, reused while the lock timeout stays (one entry: a caller may pass a new one each time). */
 let lastLead: { readonly lockTimeoutMs: number; readonly lead: readonly string[] } | undefined;
 
 /** BEGIN and the lock timeout (an integer literal: SET takes no parameters). */
@@ -32,19 +28,18 @@ function leadOf(lockTimeoutMs: number): readonly string[] {
   return lastLead.lead;
 }
 
-/** One open transaction of a {@link PostgresRepository}: the pooled connection inside `BEGIN`. */
+/** One open transaction of a `PostgresRepository`. */
 export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
-  /** BEGIN sent alone; its failure is kept for {@link finish}. */
+  /** BEGIN sent alone; its failure is for {@link finish}. */
   #began: Promise<unknown> | undefined;
   /** A released savepoint whose RELEASE goes with the next SAVEPOINT, or ends with the transaction. */
   #releasePending = false;
   /**
-   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (or ROLLBACK TO a savepoint set
-   * before the failure). The verbs then answer without running: reads absent, writes false, claims in progress
-   * (rather than a savepoint around each claim, two more round trips per message).
+   * A statement failed, so PostgreSQL refuses every further one until ROLLBACK (TO a savepoint). The verbs then
+   * answer without running (rather than a savepoint around each claim, two more round trips per message).
    */
   aborted = false;
-  /** Why the connection's state is unknown (it is then destroyed, not given back). */
+  /** Why the connection's state is unknown (it is then destroyed). */
   #broken: Error | undefined;
   // The pool listens only on idle clients: a checked-out one whose connection drops between statements would
   // emit 'error' with no listener and kill the process. Recorded instead; the connection is destroyed.
@@ -113,7 +108,7 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     this.#began.catch(() => this.abort());
   }
 
-  /** Runs a statement of the repository's, the lead going with it when it is the transaction's first. */
+  /** Runs a statement of the repository's, with the lead when it is the first. */
   send<R extends pg.QueryResultRow>(query: BoundStatement): Promise<pg.QueryResult<R>> {
     const lead = this.takeLead();
     return lead === undefined
@@ -145,10 +140,7 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     });
   }
 
-  /**
-   * Ends an optimistic savepoint (false when none was open): when something was sent since it and `undo`, or the
-   * transaction is not sound (aborted, a statement in flight), the transaction runs again with real ones.
-   */
+  /** Ends an optimistic savepoint (false: none); when it cannot stand in, the transaction runs again. */
   #endMark(undo: boolean): boolean {
     const mark = this.takeMark();
     if (mark === undefined) return false;
@@ -207,7 +199,7 @@ export class PostgresTransaction extends SqlTransaction<pg.PoolClient> {
     return client.readyForQuery === true && client.getTransactionStatus?.() === 'T';
   }
 
-  /** Runs a statement of the transaction's own; `onAborted` handles a transaction the handler already broke. */
+  /** `onAborted` handles a transaction the handler already broke. */
   async #run(operation: string, sql: string, onAborted?: () => void): Promise<void> {
     const lead = this.takeLead();
     try {

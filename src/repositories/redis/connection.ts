@@ -2,7 +2,7 @@ import { Cluster, type ClusterNode, type RedisOptions as IORedisOptions, Redis }
 import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import type { RedisOptions } from './options.js';
 
-/** The config key that says where the server is, and where that is without credentials (they must not reach logs). */
+/** The config key that says where the server is, and where, without credentials. */
 function addressOf(options: RedisOptions): [key: string, address: string] {
   const { cluster, host, port = 6379 } = options;
   const seeds = cluster?.map((n) => (typeof n === 'string' ? n : `${n.host}:${n.port}`));
@@ -31,10 +31,8 @@ function nodeOptions(options: RedisOptions): IORedisOptions {
   };
 }
 
-/** How long a cluster node's disconnect waits for the server to close the socket before destroying it. */
 const CLUSTER_DISCONNECT_MS = 50;
 
-/** Builds an unconnected ioredis client (standalone or Cluster) from parsed options. */
 export function createClient(options: RedisOptions): Redis | Cluster {
   const node = nodeOptions(options);
   if (options.cluster !== undefined) {
@@ -78,14 +76,12 @@ function release(client: Redis | Cluster): void {
 }
 
 /**
- * Connects an owned client. A failure releases it and rejects naming the config key and address: a ConfigError
- * when the setting is wrong (unknown host, bad credentials), a retryable RepositoryError when the server may just
- * not be up yet.
+ * Connects an owned client; a failure releases it: a ConfigError when the setting is wrong (unknown host, bad
+ * credentials), a retryable RepositoryError when the server may just not be up yet.
  */
 export async function connectClient(client: Redis | Cluster, options: RedisOptions): Promise<void> {
   const [key, address] = addressOf(options);
-  // Without a listener ioredis prints every reconnect error; later failures surface as rejected commands. The
-  // first error (ECONNREFUSED...) says more than what follows it.
+  // Without a listener ioredis prints every reconnect error; the first (ECONNREFUSED...) says the most.
   let firstError: unknown;
   client.on('error', (error) => {
     firstError ??= error;

@@ -3,7 +3,6 @@ import { refuseBadPercentEscapes, timerMs } from '../../options/limits.js';
 import { tlsSettingSchema } from '../../options/tls.js';
 import { storeOptionsParser } from '../shared.js';
 
-/** Defaults of the Redis repository, written once. */
 export const redisDefaults = {
   /** Namespace of every key this repository writes; `clear()` deletes only keys under it. */
   keyPrefix: 'idem:',
@@ -64,11 +63,9 @@ export const redisOptionsSchema = z
     }
   });
 
-/** Parsed options of the Redis repository. */
 export type RedisOptions = z.output<typeof redisOptionsSchema>;
 
 /** Options of {@link RedisRepository.open}: the config table plus an injectable clock. */
 export type RedisRepositoryOptions = z.input<typeof redisOptionsSchema> & { clock?: () => number };
 
-/** Validates options given in code; a bad one is a ConfigError naming the option, keyed `repository.<key>`. */
 export const parseRedisOptions = storeOptionsParser(redisOptionsSchema, 'RedisRepository.open(...)');

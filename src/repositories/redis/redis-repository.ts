@@ -17,7 +17,7 @@ import { closeClient, connectClient, createClient } from './connection.js';
 import { globEscape, namespaceSegment } from './keys.js';
 import { parseRedisOptions, type RedisRepositoryOptions, redisDefaults } from './options.js';
 import { defineScripts, type ScriptedClient } from './scripts.js';
-import { ServerTime } from './server-time.js';
+import { serverTime } from './server-time.js';
 
 /** Options for wrapping a client the caller already has. */
 export interface RedisClientRepositoryOptions {
@@ -30,38 +30,32 @@ export interface RedisClientRepositoryOptions {
   readonly clock?: () => number;
 }
 
-/**
- * Keys per script call: a script blocks the server while it runs, so a large batch is cut into calls of this size,
- * all sent at once (one round trip). Also the SCAN page size of `clear()` and `scan()`.
- */
+/** Keys per script call (a script blocks the server while it runs), all sent at once; also the SCAN page size. */
 const KEYS_PER_SCRIPT = 1_000;
 
-/** The scripts' time argument: the caller's time, or '' (`serverClock`'s NaN) for the server's TIME. */
+/** The caller's time, or '' (`serverClock`'s NaN) for the server's TIME. */
 function timeArg(now: number): number | '' {
   return Number.isNaN(now) ? '' : now;
 }
 
-/** PX of the records `add` writes: until the store may forget them (`forgetAt`), at least 1 ms (PX 0 is an error). */
+/** Until the store may forget the record (`forgetAt`), at least 1 ms (PX 0 is an error). */
 function pxFor(options: AddOptions): number {
   return Math.max(1, Math.ceil(storeLifetimeMs(newRecord('', {}, options, 0), 0, options.minLifetimeMs)));
 }
 
-/** True when no entry carries event time, fingerprint or result: their records share one encoded tail. */
+/** No entry carries event time, fingerprint or result: their records share one encoded tail. */
 function isPlain(entries: readonly KeyedEntry[]): boolean {
   return entries.every((e) => !hasOwnFields(e, e.result));
 }
 
-/** One script call's reply (`[now, ...]`, see scripts.ts) and the slice of the batch's keys it covered. */
+/** One script call's reply and the slice of the batch's keys it covered. */
 interface Reply {
   readonly from: number;
   readonly to: number;
   readonly reply: unknown[];
 }
 
-/**
- * Decodes claim and confirm replies `[now, i, x, j, y...]` (i 1-based within the call): the time used for each
- * key, and batch index → what the script answered for the few keys that did not go the common way.
- */
+/** Claim and confirm replies `[now, i, x, j, y...]` as each key's time, and batch index → the odd key's answer. */
 function sparse<R>(replies: readonly Reply[], count: number): { nows: number[]; odd: Map<number, R> } {
   const nows = new Array<number>(count);
   const odd = new Map<number, R>();
@@ -75,8 +69,7 @@ function sparse<R>(replies: readonly Reply[], count: number): { nows: number[]; 
 /**
  * Repository on Redis (standalone or Cluster) through ioredis; see docs/redis.md. Every state change is one atomic
  * Lua script judged by the server's clock (unless the caller gives `now`); PX only collects garbage. A borrowed
- * Cluster should enable auto-pipelining, which batches route by. Lazy marks never overwrite a live record, so
- * their races are still counted (`raced`).
+ * Cluster should enable auto-pipelining, which batches route by. Lazy marks never overwrite a live record.
  */
 export class RedisRepository extends BaseRepository {
   // Strings hold up to 512 MB, but a large value blocks the single-threaded server while it is copied.
@@ -87,9 +80,9 @@ export class RedisRepository extends BaseRepository {
   /** What every key of this namespace starts with (see {@link namespaceSegment}). */
   readonly #ns: string;
   readonly #ownsClient: boolean;
-  readonly #serverTime: ServerTime;
+  readonly #serverTime: () => Promise<number>;
 
-  /** Wraps an existing client; see {@link RedisRepository.open} to connect from options. */
+  /** Wraps an existing client (see {@link RedisRepository.open}). */
   constructor(options: RedisClientRepositoryOptions) {
     super({ clock: serverClock });
     this.#client = defineScripts(options.client);
@@ -100,10 +93,10 @@ export class RedisRepository extends BaseRepository {
     }
     this.#ns = namespaceSegment(this.#prefix);
     this.#ownsClient = options.closeClient ?? false;
-    this.#serverTime = new ServerTime(options.client);
+    this.#serverTime = serverTime(options.client);
   }
 
-  /** Connects from config options; the repository owns (and closes) its client. Bad options: a ConfigError. */
+  /** Connects from config options; the repository owns (and closes) its client. */
   static async open(options: RedisRepositoryOptions): Promise<RedisRepository> {
     const { clock, ...config } = options;
     const parsed = parseRedisOptions(config);
@@ -112,12 +105,10 @@ export class RedisRepository extends BaseRepository {
     return new RedisRepository({ client, keyPrefix: parsed.keyPrefix, closeClient: true, clock });
   }
 
-  /** The underlying ioredis client. */
   get client(): Redis | Cluster {
     return this.#client;
   }
 
-  /** The namespace, as configured. */
   get keyPrefix(): string {
     return this.#prefix;
   }
@@ -127,7 +118,7 @@ export class RedisRepository extends BaseRepository {
     return this.#ns + toKey(id, this.maxIdBytes);
   }
 
-  /** Store failures, with ioredis' offline-queue wording replaced by what it means for the caller. */
+  /** ioredis' offline-queue wording replaced by what it means for the caller. */
   protected override run<T>(operation: string, call: () => Promise<T>): Promise<T> {
     return super.run(operation, () =>
       call().catch((error: unknown) => {
@@ -160,7 +151,7 @@ export class RedisRepository extends BaseRepository {
     });
   }
 
-  /** The claim script over the entries (see {@link #calls}): the keys that hold a live record, with its text. */
+  /** The keys that hold a live record, with its text. */
   async #claim(
     entries: readonly KeyedEntry[],
     options: AddOptions,
@@ -181,7 +172,7 @@ export class RedisRepository extends BaseRepository {
       const { odd } = await this.#claim(entries, options, timeArg(now));
       return entries.map((_, i) => !odd.has(i));
     }
-    const at = Number.isNaN(now) ? await this.#serverTime.now() : now;
+    const at = Number.isNaN(now) ? await this.#serverTime() : now;
     const px = pxFor(options);
     // The encoding holds no id: ids without event time or fingerprint share one value.
     const shared = isPlain(entries) ? encodeRecord(newRecord('', {}, options, at)) : undefined;
@@ -254,10 +245,7 @@ export class RedisRepository extends BaseRepository {
     );
   }
 
-  /**
-   * SCAN over the namespace's keys (each master of a cluster in turn), then their values; a key that expired
-   * between the two is left out. See `IdempotentRepository.scan`.
-   */
+  /** SCAN over the namespace's keys (each master in turn), then their values; a key expired meanwhile is left out. */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
     const { nodes, pattern, strip } = this.#scanTarget();
@@ -274,7 +262,7 @@ export class RedisRepository extends BaseRepository {
     }
   }
 
-  /** The values of the keys: one MGET, or on a cluster one GET per key (a multi-key MGET must stay in one slot). */
+  /** One MGET, or on a cluster one GET per key (a multi-key MGET must stay in one slot). */
   #getAll(keys: (string | Buffer)[]): Promise<(string | null)[]> {
     return this.#client.isCluster
       ? Promise.all(keys.map((k) => this.#client.get(k)))
@@ -286,9 +274,8 @@ export class RedisRepository extends BaseRepository {
   }
 
   /**
-   * The nodes to SCAN (every master of a cluster) and this namespace's pattern. A client-level keyPrefix (ioredis
-   * option) is added to every key argument but not to SCAN's pattern or results: it is added to the pattern, and
-   * found keys lose their first `strip` bytes.
+   * The nodes to SCAN and this namespace's pattern. ioredis adds a client's keyPrefix to key arguments, not to
+   * SCAN's pattern or results: it is added to the pattern, and found keys lose their first `strip` bytes.
    */
   #scanTarget(): { nodes: Redis[]; pattern: string; strip: number } {
     const clientPrefix = this.#client.options.keyPrefix ?? '';
@@ -300,8 +287,8 @@ export class RedisRepository extends BaseRepository {
   }
 
   /**
-   * Runs a script over `keys` (`args` for all, one value per key from each of `perKey`): its `<script>One` form for
-   * one key or per key on a Cluster, else one call per KEYS_PER_SCRIPT keys. Replies come with their key range.
+   * Runs a script over `keys` (`args` for all, one value per key from each of `perKey`): `<script>One` for one key
+   * or per key on a Cluster, else one call per KEYS_PER_SCRIPT keys.
    */
   async #calls(
     script: 'idemClaim' | 'idemConfirm' | 'idemRead',

@@ -20,10 +20,9 @@ local call = redis.call
 `;
 
 /**
- * Claim: for each key, write the new record unless a live one is there, and return the live one if so. A record
- * past its expiry (or lease) may still be present until Redis collects it, so an existing key is judged by `now`
- * and overwritten when no longer live. The common case (a new id) is one `SET NX PX GET` on Redis 7 (nil for a new
- * key, the old record otherwise; a status reply would cost a table per key); Redis 6 sends `SET NX PX`, then `GET`.
+ * Claim: for each key, write the new record unless a live one is there (a record past its end may stay until Redis
+ * collects it), and return the live one if so. A new id costs one `SET NX PX GET` on Redis 7 (a status reply would
+ * cost a table per key); Redis 6 sends `SET NX PX`, then `GET`.
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: PX for every new record, ARGV[3]: ttlMs,
  * ARGV[4]: leaseMs, or '' for a record written confirmed, ARGV[5]: the encoded owner ('' for none),
@@ -72,9 +71,8 @@ return out
 `}`;
 
 /**
- * Confirm: turn each key's in-flight record into a confirmed one while the given owner holds it. The lease is not
- * checked: a lapsed claim no one took over is still the owner's (a takeover rewrites the owner). Event time,
- * fingerprint and first-seen time are kept.
+ * Confirm: turn each key's in-flight record into a confirmed one while the given owner holds it, lapsed or not (a
+ * takeover rewrites the owner). Event time, fingerprint and first-seen time are kept.
  *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: ttlMs, ARGV[3]: PX, ARGV[3 + i]: the encoded
  * owner for KEYS[i], ARGV[3 + #KEYS + i]: the encoded result for KEYS[i], or '' for none (a claim holds none: it
@@ -114,20 +112,14 @@ end
 return out
 `}`;
 
-/**
- * Read: the records of the keys, with the server's time, so reads judge liveness by the clock claims use.
- * KEYS: record keys. Per key: the record's text or false (nil).
- */
+/** Read: the records of the keys (text or false), with the server's time, the clock claims use. */
 const READ_LUA = `${PRELUDE}
 local out = redis.call('MGET', unpack(KEYS))
 table.insert(out, 1, clock(''))
 return out
 `;
 
-/**
- * Release: delete the key only while it is the given owner's in-flight claim.
- * KEYS[1]: record key. ARGV[1]: encoded owner. Returns 1 when deleted.
- */
+/** Release: delete the key only while it is the given owner's (ARGV[1]) in-flight claim; 1 when deleted. */
 const RELEASE_LUA = String.raw`
 local old = redis.call('GET', KEYS[1])
 if not old then return 0 end
@@ -137,11 +129,9 @@ return 0
 `;
 
 /**
- * Renew: extend the key's in-flight claim to now + leaseMs, only while the given owner holds it (any other
- * field, and the retention end, stay as they are). The key's own expiry (PX) is raised when the new lease
- * would outlive it, never lowered.
- * KEYS[1]: record key. ARGV[1]: now or '' (server time), ARGV[2]: leaseMs, ARGV[3]: encoded owner.
- * Returns 1 when renewed, 0 when the claim is gone, confirmed or another owner's.
+ * Renew: extend the key's in-flight claim to now + leaseMs while the given owner holds it (the rest stays); PX is
+ * raised when the new lease would outlive it. ARGV[1]: now or '' (server time), ARGV[2]: leaseMs, ARGV[3]: owner.
+ * Returns 1 when renewed.
  */
 const RENEW_LUA = `${PRELUDE}${String.raw`
 local now = clock(ARGV[1])
@@ -155,7 +145,7 @@ call('SET', KEYS[1], 'f\1' .. expiry .. '\1' .. num(now + lease) .. '\1' .. owne
 return 1
 `}`;
 
-/** Commands taking `numKeys, keys...` first: ARGV as each script's comment says. Each has a `<name>One` form. */
+/** Commands taking `numKeys, keys...` first, each with a `<name>One` form. */
 const MULTI_KEY = { idemClaim: CLAIM_LUA, idemConfirm: CONFIRM_LUA, idemRead: READ_LUA };
 /**
  * Commands of one declared key, passed first: ioredis' Cluster auto-pipelining routes a command by its first
@@ -170,7 +160,7 @@ export type ScriptedClient = (Redis | Cluster) &
     (...args: (string | number | readonly (string | number)[])[]) => Promise<unknown>
   >;
 
-/** Defines the scripts on the client; harmless on a client shared by several repositories (same bodies). */
+/** Harmless on a client shared by several repositories (same bodies). */
 export function defineScripts(client: Redis | Cluster): ScriptedClient {
   for (const [name, lua] of Object.entries(MULTI_KEY)) {
     client.defineCommand(name, { lua });

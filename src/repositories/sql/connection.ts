@@ -1,17 +1,16 @@
 import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { detailOf, type MigrateStore, migrateHint } from './store.js';
 
-/** A driver's pool, as far as the core uses it. */
 export interface SqlPool {
   end(): Promise<unknown>;
 }
 
-/** Ends an owned pool; errors while closing are irrelevant to the caller. */
+/** Ends an owned pool, ignoring errors. */
 export async function closePool(pool: SqlPool): Promise<void> {
   await pool.end().catch(() => undefined);
 }
 
-/** The string `code` of a driver error (a SQLSTATE, a driver's or Node's code such as `ECONNREFUSED`). */
+/** A driver error's string `code` (a SQLSTATE, or Node's such as `ECONNREFUSED`). */
 export function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | undefined)?.code;
   return typeof code === 'string' ? code : undefined;
@@ -25,10 +24,7 @@ export interface TableLayout {
   quote(table: string): string;
 }
 
-/**
- * Checks the table's columns as the catalog lists them (`actual`, name → type; empty: no table) against the
- * layout's. A missing table, or an older one lacking an added column, names the migration.
- */
+/** Checks the catalog's columns (`actual`, name → type; none: no table); a missing table names the migration. */
 export function checkLayout(
   where: { readonly store: string; readonly table: string; readonly address: string },
   actual: ReadonlyMap<string, string>,
@@ -61,7 +57,7 @@ export function checkLayout(
   }
 }
 
-/** How a server says what went wrong at open, beyond what every SQL store shares (see {@link openFailure}). */
+/** How a server says what went wrong at open (see {@link openFailure}). */
 export interface ServerFailures {
   /** The driver's code of an error (a SQLSTATE, an errno), as `refused` and `unknownDatabase` list them. */
   code(error: unknown): string | number | undefined;
@@ -69,17 +65,12 @@ export interface ServerFailures {
   readonly unknownDatabase: readonly (string | number)[];
   /** The server asked for a password and none was sent. */
   noPassword(error: unknown): boolean;
-  /** Where a password may go, for the error when none was sent. */
   readonly passwordPlaces: string;
   /** The driver's own codes (`|`-led) and words for a TLS failure, and what the server needs for TLS. */
   readonly tls: { readonly codes: string; readonly messages: string; readonly serverHint: string };
 }
 
-/**
- * Maps a failure while opening the store (or migrating) to the setting most likely at fault: credentials and the
- * database name first; a host name that does not resolve or a TLS failure is the user's to fix (ConfigError
- * naming the setting); anything else may be a server not up yet (retryable RepositoryError).
- */
+/** A ConfigError naming the setting most likely at fault, else a retryable RepositoryError (a server not up yet). */
 export function openFailure(
   store: string,
   address: string,

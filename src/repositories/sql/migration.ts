@@ -3,9 +3,8 @@ import { closePool, type SqlPool, type TableLayout } from './connection.js';
 import { type SqlOptions, sqlDefaults } from './options.js';
 
 /*
- * Nothing creates a SQL store's table behind the user's back: `migrate()`, `idem migrate --apply`, or the DDL run
- * by the team's own tool (`createTable: true` opts in at open). Only the DDL of what is missing runs, so running
- * the migration again changes nothing and locks nothing.
+ * Nothing creates a SQL store's table behind the user's back: `migrate()`, `idem migrate --apply`, the team's own
+ * tool, or `createTable: true`. Only the DDL of what is missing runs: a migration run again locks nothing.
  */
 
 /** What a store's `migrate()` needs: where (a URL or a pool) and which table. */
@@ -22,23 +21,20 @@ export type SqlMigrateOptions<O, P> = Pick<
 export interface MigrateResult {
   /** The table, as given. */
   readonly table: string;
-  /** The table's whole DDL, in order (what `schemaStatements` answers). */
+  /** The table's whole DDL (`schemaStatements`). */
   readonly statements: readonly string[];
-  /** The statements that ran: those whose object was missing (none when everything existed). */
+  /** The statements that ran: those whose object was missing. */
   readonly applied: readonly string[];
 }
 
-/**
- * What a server brings to the SQL core: its DDL, catalog and options, and its driver's side, loaded only to
- * connect (printing the DDL needs no driver).
- */
+/** What a server brings to the SQL core; its driver's side is loaded only to connect (not to print the DDL). */
 export interface SqlDialect<P extends SqlPool, O extends SqlOptions> {
   readonly store: 'postgres' | 'mysql';
   /** The DDL of `table`, one statement per entry; a bad table name is a ConfigError. */
   statements(table: string): string[];
-  /** Runs the DDL of what is missing (`migrate()`, `createTable: true`); answers the statements run. */
+  /** Runs the DDL of what is missing; answers the statements run. */
   apply(pool: P, table: string): Promise<string[]>;
-  /** The table's columns as the catalog lists them, name → type (empty: no table). */
+  /** The catalog's columns, name → type (empty: no table). */
   columnsOf(pool: P, table: string): Promise<ReadonlyMap<string, string>>;
   readonly layout: TableLayout;
   parseOptions(input: unknown, owner?: string): O;
@@ -46,7 +42,7 @@ export interface SqlDialect<P extends SqlPool, O extends SqlOptions> {
   connection(): Promise<{ createPool(options: O): P; openError(error: unknown, address: string): unknown }>;
 }
 
-/** A store's `schemaScript` and `migrate` (`M`: its options), from its dialect. */
+/** A store's `schemaScript` and `migrate` (`M`: its options). */
 export function sqlMigration<
   P extends SqlPool,
   O extends SqlOptions,

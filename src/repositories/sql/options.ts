@@ -22,7 +22,6 @@ export const sqlDefaults = {
   purgeIntervalMs: 0,
 } as const satisfies Record<string, unknown>;
 
-/** The parsed options every SQL store has. */
 export interface SqlOptions {
   readonly url?: string | undefined;
   readonly password?: string | undefined;
@@ -33,10 +32,7 @@ export interface SqlOptions {
   readonly purgeIntervalMs: number;
 }
 
-/**
- * A server's table names: `pattern`, which `words` describe ("schema.table, each 1-48 letters, …"), for the
- * config schema and for `check` (a ConfigError) where a name comes from code.
- */
+/** A server's table names: `pattern`, described by `words`, for the schema and `check` (a name from code). */
 export function tableRule(pattern: RegExp, words: string) {
   return {
     schema: z
@@ -55,7 +51,7 @@ export function tableRule(pattern: RegExp, words: string) {
   };
 }
 
-/** The config fields both SQL stores take: the server's `url`, `table`, `namespace` and `tls`, the rest alike. */
+/** The config fields both SQL stores take: the server's `url`, `table`, `namespace` and `tls`, and the rest. */
 export function sqlOptionFields<U extends z.ZodType, T extends z.ZodType, S extends z.ZodType>(server: {
   readonly url: U;
   readonly table: T;
@@ -78,13 +74,15 @@ export function sqlOptionFields<U extends z.ZodType, T extends z.ZodType, S exte
   };
 }
 
-/** Where the pool connects, without credentials (they must not reach logs or errors). */
-export function describeAddress(url: string | undefined, defaultPort: number): string {
-  if (url === undefined) return 'the given pool';
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.hostname}:${u.port || defaultPort}${u.pathname.length > 1 ? u.pathname : ''}`;
-  } catch {
-    return 'an unparsable URL';
-  }
+/** A server's `describeAddress`: where the pool connects, without credentials. */
+export function sqlAddress(defaultPort: number): (url: string | undefined) => string {
+  return (url) => {
+    if (url === undefined) return 'the given pool';
+    try {
+      const u = new URL(url);
+      return `${u.protocol}//${u.hostname}:${u.port || defaultPort}${u.pathname.length > 1 ? u.pathname : ''}`;
+    } catch {
+      return 'an unparsable URL';
+    }
+  };
 }

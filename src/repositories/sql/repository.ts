@@ -26,7 +26,6 @@ export interface SqlOpenExtras<P> {
   readonly logger?: StoreLogger;
 }
 
-/** What a repository is built from. */
 export interface SqlSettings<P, O> {
   readonly pool: P;
   readonly ownsPool: boolean;
@@ -36,11 +35,7 @@ export interface SqlSettings<P, O> {
   readonly logger: StoreLogger;
 }
 
-/**
- * Connects from config options (or uses the given pool), checks the table, then runs `probe` on the pool. Invalid
- * options and a missing table reject with a ConfigError naming the key (and the command that creates the table);
- * an unreachable server with a retryable RepositoryError naming the address, never the password.
- */
+/** Connects from config options (or uses the given pool), checks the table, then runs `probe` on the pool. */
 export async function openSql<P extends SqlPool, O extends SqlOptions, X = undefined>(
   dialect: SqlDialect<P, O>,
   input: SqlOpenExtras<P>,
@@ -78,26 +73,20 @@ export function timeParam(now: number): number | null {
   return Number.isNaN(now) ? null : now;
 }
 
-/**
- * The core of the SQL stores: a repository on one table, shared by any number of workers, opened, purged, closed
- * and guarded the same way whatever the server. Each dialect (postgres/, mysql/) adds its statements, transaction
- * and error codes.
- */
+/** The core of the SQL stores; each dialect (postgres/, mysql/) adds its statements, transaction and error codes. */
 export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransaction<C>>
   extends BaseRepository
   implements TransactionalRepository<C>
 {
   readonly capabilities: RepositoryCapabilities = sharedStoreCapabilities({
     nativeBatch: true,
-    // 1 MiB keeps a message's round trip, a batch of results and a replay cheap (a MySQL statement must fit
-    // `max_allowed_packet`), as in the Redis store.
+    // 1 MiB keeps round trips and replays cheap (a MySQL statement must fit `max_allowed_packet`), as in Redis.
     maxResultBytes: 1_048_576,
   });
   /** The open transaction of each async context: the verbs run on its connection, else on the pool. */
   protected readonly scope = new AsyncLocalStorage<T>();
-  /** The pool the repository runs on (its own, or the one given to `open`). */
+  /** Its own, or the one given to `open`. */
   readonly pool: P;
-  /** The table, as configured. */
   readonly table: string;
   protected readonly address: string;
   protected readonly migrateStore: MigrateStore;
@@ -119,10 +108,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     }
   }
 
-  /**
-   * Runs `work` in one transaction on one pooled connection (see {@link TransactionalRepository.transaction}),
-   * started with the work's first statement.
-   */
+  /** See {@link TransactionalRepository.transaction}: started with the work's first statement. */
   async transaction<R>(
     work: (transaction: RepositoryTransaction<C>) => Promise<R>,
     options: TransactionOptions = {},
@@ -155,7 +141,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     }
   }
 
-  /** A statement's error as `finish` reports it (one function, not one per transaction). */
+  /** One function, not one per transaction. */
   readonly #fail = (operation: string, error: unknown): unknown => this.storeError(operation, error);
 
   protected abstract readonly maxLockTimeoutMs: number;
@@ -191,13 +177,10 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     );
   }
 
-  /** The error for a statement that failed because the table is gone, or undefined for any other failure. */
+  /** The error for a statement that failed because the table is gone, else undefined. */
   protected abstract missingTable(operation: string, error: unknown): RepositoryError | undefined;
 
-  /**
-   * Deletes the rows of every namespace past `forget_at` on the server's clock, in bounded DELETEs until one comes
-   * back short, and answers how many.
-   */
+  /** Deletes the rows of every namespace past `forget_at`, in bounded DELETEs until one comes back short. */
   async purge(options: PurgeOptions = {}): Promise<number> {
     this.assertOpen();
     const batchSize = options.batchSize ?? this.#settings.options.purgeBatchSize;
@@ -265,10 +248,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   }
 }
 
-/**
- * Whether `value` has every one of `methods`. At module level, as {@link handlerClient} runs for every message: a
- * closure made per call costs more, and more again under tsx (the benches), which names each one it makes.
- */
+/** At module level: {@link handlerClient} runs for every message, and a closure per call costs more. */
 function isClient(value: unknown, methods: readonly string[]): boolean {
   if (typeof value !== 'object' || value === null) return false;
   const record = value as Record<string, unknown>;
@@ -276,10 +256,7 @@ function isClient(value: unknown, methods: readonly string[]): boolean {
   return true;
 }
 
-/**
- * The driver's client of the transaction a handler runs in, found in `HandlerContext.transaction` by its
- * `methods` (`names` name the store's helper, class and client for the error outside a transaction).
- */
+/** The driver's client in `HandlerContext.transaction`, found by its `methods` (`names`: for the error). */
 export function handlerClient<C>(
   context: { readonly transaction?: unknown },
   methods: readonly string[],

@@ -10,7 +10,7 @@ export interface PurgeOptions {
   readonly maxBatches?: number;
 }
 
-/** The record columns of a row as the driver returns them, `Text` its type for text (string, Buffer). */
+/** A row's record columns as the driver returns them, `Text` its type for text. */
 export interface SqlRecordRow<Text> {
   readonly state: string | null;
   readonly expires_at: number | string | null;
@@ -23,7 +23,6 @@ export interface SqlRecordRow<Text> {
   readonly first_seen_at: number | string | null;
 }
 
-/** The record a row holds under the key `id`, its text cells read by `text`. */
 export function decodeRecord<Text>(
   id: string,
   row: SqlRecordRow<Text>,
@@ -48,11 +47,7 @@ export function detailOf(error: unknown): string {
   return redactText(errorMessage(error).split('\n')[0] ?? '');
 }
 
-/**
- * The `--store` argument (shell-quoted) of an `idem migrate` command to paste, and what to add to it ('' when
- * nothing): the store's URL without its password (PostgreSQL's from PGPASSWORD, a MySQL URL's a `<password>`
- * slot), or a template.
- */
+/** `idem migrate`'s shell-quoted `--store` (the URL without password, or a template), and what to add to it. */
 export interface MigrateStore {
   readonly arg: string;
   readonly note: string;
@@ -83,12 +78,10 @@ export function migrateStore(
   return { arg: shellQuote(bare), note: 'with the password filled in' };
 }
 
-/** `text` as one shell word: as it is when it holds only safe characters, else in single quotes. */
 function shellQuote(text: string): string {
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
-/** How to create a missing table, for error messages. */
 export function migrateHint(store: string, table: string, target: MigrateStore, verb = 'create it'): string {
   const flag = table === 'processed_ids' ? '' : ` --table ${table}`;
   const note = target.note === '' ? '' : `${target.note}; `;
@@ -98,7 +91,6 @@ export function migrateHint(store: string, table: string, target: MigrateStore, 
   );
 }
 
-/** A migration that gave up waiting for a lock open transactions on its table hold: retryable. */
 export function tableInUse(store: string, table: string, error: unknown): RepositoryError {
   return new RepositoryError(
     `${store}: the table ${table} is in use: the migration waited for a lock that open transactions on it hold, ` +

@@ -4,10 +4,7 @@ import type { RepositoryTransaction } from '../../store/types.js';
 /** The savepoint `RepositoryTransaction.savepoint()` opens: one at a time, so one fixed name. */
 export const SAVEPOINT = 'idempotent_consumer';
 
-/**
- * Runs a statement that ends a transaction or resets its session (ROLLBACK, `SET autocommit`): the error when it
- * failed, and the connection's state is then unknown (it is destroyed, never given back to the pool).
- */
+/** Runs a statement that ends a transaction or resets its session: the error (the connection is then destroyed). */
 export async function endQuietly(
   client: { query(sql: string): Promise<unknown> },
   sql: string,
@@ -20,16 +17,12 @@ export async function endQuietly(
   }
 }
 
-/**
- * One open transaction of a SQL store: the pooled connection, its lock timeout, the statements that start it
- * (its lead, sent with its first statement) and the one savepoint the consumer may hold at a time. How it
- * begins, ends and learns it broke is its dialect's.
- */
+/** One open transaction: its connection, lock timeout, lead (sent with its first statement) and savepoint. */
 export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
   readonly connection: C;
   readonly lockTimeoutMs: number;
   needsSavepoints = false;
-  /** Made rollback-only by decision (`rollbackOnly()`, a claim answered in progress). */
+  /** Made rollback-only (`rollbackOnly()`, a claim answered in progress). */
   protected doomed = false;
   readonly #store: string;
   /** Undefined once sent: a transaction whose lead never went has nothing to end. */
@@ -38,12 +31,9 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
   #savepoint: 'none' | 'open' | 'skipped' = 'none';
   /** The open savepoint is optimistic (none set): {@link #sent} when it was asked for. */
   #markedAt: number | undefined;
-  /** Statements sent through the watched methods, from the first optimistic savepoint on. */
+  /** Statements sent through the watched methods since the first optimistic savepoint. */
   #sent = 0;
-  /**
-   * The watched methods (see {@link mark}), each with the own property it covers (undefined: the prototype's), given
-   * back by {@link dispose} before the connection returns to the pool.
-   */
+  /** The watched methods (see {@link mark}), each with the own property it covers (undefined: the prototype's). */
   #watched: Map<string, unknown> | undefined;
 
   constructor(store: string, client: C, lockTimeoutMs: number, lead: readonly string[]) {
@@ -53,13 +43,12 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     this.#lead = lead;
   }
 
-  /** The connection for the caller's own statements: the lead goes first (see {@link handOut}). */
+  /** For the caller's own statements: the lead goes first. */
   get client(): C {
     this.handOut();
     return this.connection;
   }
 
-  /** Whether any statement went to the server. */
   get started(): boolean {
     return this.#lead === undefined;
   }
@@ -71,7 +60,7 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     return lead;
   }
 
-  /** Sends the lead alone, if it has not gone, ahead of whatever the caller sends on the connection. */
+  /** Sends the lead alone, if it has not gone. */
   protected abstract handOut(): void;
 
   get rollingBack(): boolean {
@@ -82,7 +71,6 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     this.doomed = true;
   }
 
-  /** ROLLBACK, unless nothing was sent: the error when it failed. */
   protected rollback(): Promise<Error | undefined> {
     return this.started
       ? endQuietly(this.connection as { query(sql: string): Promise<unknown> }, 'ROLLBACK')
@@ -91,7 +79,7 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
 
   /** The work failed: rolls back what was sent (never throws). */
   abstract abandon(): Promise<void>;
-  /** The work succeeded: commits, or rolls back a rollback-only transaction; `fail` maps a statement's error. */
+  /** The work succeeded: commits, or rolls back a rollback-only transaction. */
   abstract finish(fail: (operation: string, error: unknown) => unknown): Promise<void>;
   /** Gives the connection back to the pool, or destroys it when its state is unknown. */
   abstract close(): Promise<void>;
@@ -100,7 +88,7 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
   abstract releaseSavepoint(): Promise<void>;
   abstract rollbackToSavepoint(): Promise<void>;
 
-  /** Sets the savepoint through `set`, which answers whether it ran; refused while one is open. */
+  /** Refused while one is open. */
   protected async openSavepoint(set: () => Promise<'open' | 'skipped'>): Promise<void> {
     if (this.#savepoint !== 'none') {
       throw new RepositoryError(
@@ -134,7 +122,7 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     if (this.#watched !== undefined) this.#sent++;
   }
 
-  /** Ends an optimistic savepoint: whether anything was sent since it, or undefined for a real savepoint. */
+  /** Ends an optimistic savepoint: whether anything was sent since (undefined: a real one). */
   protected takeMark(): { readonly touched: boolean } | undefined {
     const markedAt = this.#markedAt;
     if (markedAt === undefined) return undefined;
@@ -148,7 +136,7 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     this.rollbackOnly();
   }
 
-  /** Takes the open savepoint for `operation` (release or roll back): answers how it was set. */
+  /** Takes the open savepoint: answers how it was set. */
   protected takeSavepoint(operation: string): 'open' | 'skipped' {
     const state = this.#savepoint;
     if (state === 'none') {
@@ -158,7 +146,7 @@ export abstract class SqlTransaction<C> implements RepositoryTransaction<C> {
     return state;
   }
 
-  /** Gives the connection its own methods back: before it returns to the pool. */
+  /** Gives the connection its own methods back, before it returns to the pool. */
   dispose(): void {
     const client = this.connection as Record<string, unknown>;
     for (const [name, own] of this.#watched ?? []) {

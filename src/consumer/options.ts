@@ -381,13 +381,13 @@ const consumerOptionsSchema = z
   .superRefine((options, ctx) => {
     const issue = (path: string[], message: string) => ctx.addIssue({ code: 'custom', path, message });
     const { transaction, eventTime, repository } = options;
-    if ((transaction === 'message' || transaction === 'batch') && !isTransactional(repository)) {
-      issue(
-        ['transaction'],
-        'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
-      );
-    }
-    if (transaction !== undefined && transaction !== false) {
+    if (transaction === 'message' || transaction === 'batch') {
+      if (!isTransactional(repository)) {
+        issue(
+          ['transaction'],
+          'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
+        );
+      }
       if (eventTime !== undefined) issue(['transaction'], 'does not apply with eventTime');
       // A database error aborts the transaction: nothing can be handled "as new" inside it afterwards.
       if (options.storeFailure === 'process') {

@@ -40,7 +40,7 @@ export function consumerOptionsFromConfig<M>(
     );
   }
   // The table is code's options but for the durations' names (and eventTime's shape).
-  const { id: _id, ttl, lease, lockTimeout, eventTime, encryption, ...same } = consumer;
+  const { id: _id, ttl, lease, lockTimeout, eventTime, ...same } = consumer;
   return {
     repository,
     id,
@@ -48,10 +48,7 @@ export function consumerOptionsFromConfig<M>(
     ttlMs: ttl,
     leaseMs: lease,
     lockTimeoutMs: lockTimeout,
-    ...(encryption ? { encryption } : {}),
-    ...(eventTime
-      ? { eventTime: eventTimeFromConfig(eventTime) as IdempotentConsumerOptions<M>['eventTime'] }
-      : {}),
+    eventTime: eventTime && (eventTimeFromConfig(eventTime) as IdempotentConsumerOptions<M>['eventTime']),
     ...code.consumer,
   };
 }

@@ -54,13 +54,7 @@ export async function loadConfig<S extends z.ZodType>(
     }
   }
 
-  const info: ConfigSourceInfo = {
-    ...(name === undefined ? {} : { file: name }),
-    ...(text === undefined ? {} : { text }),
-    ...(fileData === undefined ? {} : { fileData }),
-    env: envOverrides,
-    overrides,
-  };
+  const info: ConfigSourceInfo = { file: name, text, fileData, env: envOverrides, overrides };
   // The store's own options are checked once the store is known (resolveRepository); when the rest fails, they
   // are checked now too, so that one run reports every problem of the file.
   const more = schema.safeParse(input).success ? undefined : await storeProblems(schema, input, info);

@@ -1,4 +1,3 @@
-import type { IdempotencyConflictError } from '../errors.js';
 import type { IdempotentConsumer } from './idempotent-consumer.js';
 
 /** Options of {@link idempotent}. */
@@ -33,8 +32,7 @@ export function idempotent<M>(
   const wrap = (method: AnyMethod): AnyMethod =>
     async function (this: unknown, ...args: unknown[]) {
       const outcome = await consumer.process(toMessage(...args), () => method.apply(this, args));
-      // The engine always gives a conflict its IdempotencyConflictError.
-      if (outcome.outcome === 'conflict') throw outcome.error as IdempotencyConflictError;
+      if (outcome.outcome === 'conflict') throw outcome.error;
       return outcome.result;
     };
   return ((target: unknown, context: unknown, descriptor?: PropertyDescriptor) => {

@@ -66,7 +66,6 @@ export class BatchEngine<M, S> implements Runner<M> {
   readonly #keepFailures: boolean;
   /** Renews the claims of running batches (eager only). */
   readonly #renewer: LeaseRenewer<Run<M, S>> | undefined;
-  readonly #rejectNoId: boolean;
   readonly #warn: WarningSink;
   /** Spans, metrics and `onOutcome`; undefined without `telemetry` and `onOutcome`. */
   readonly #telemetry: ConsumerTelemetry | undefined;
@@ -88,7 +87,6 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#codec = new OutcomeCodec(options.storeResult, maxBytes, options.failureMessage, cipher);
     this.#keepValues = this.#codec.keepsValues;
     this.#keepFailures = !options.removeOnFailure && traits.keepsFailures;
-    this.#rejectNoId = options.nullId === 'reject';
     this.#warn = options.onWarning ?? processWarning;
     this.#telemetry =
       options.telemetry === undefined && options.onOutcome === undefined
@@ -403,7 +401,7 @@ export class BatchEngine<M, S> implements Runner<M> {
   /** Reads each message's id and fingerprint; an unusable one fails the message, a missing id follows `nullId`. */
   #readIds(batch: Batch<M>): void {
     const { messages, ids, results, fingerprints } = batch;
-    const reject = this.#rejectNoId;
+    const reject = this.#options.nullId === 'reject';
     const { idOf } = this.#traits;
     let missing = 0;
     for (let i = 0; i < messages.length; i++) {
@@ -559,11 +557,8 @@ export class BatchEngine<M, S> implements Runner<M> {
   ): Pending | undefined {
     const { existing, id } = context;
     if (!this.#options.skipDuplicate) return pend(batch, context, 'duplicate', { existing });
-    if (stored === undefined) {
-      batch.results[i] =
-        batch.kept === undefined
-          ? { outcome: 'duplicate', id, existing }
-          : { outcome: 'duplicate', id, existing, replayed: false };
+    if (stored === undefined && batch.kept === undefined) {
+      batch.results[i] = { outcome: 'duplicate', id, existing };
       return undefined;
     }
     const replay = this.#codec.decode(id as string, stored);

@@ -21,7 +21,8 @@ const NO_OPTIONS: BatchOptions = Object.freeze({});
 export class IdempotentConsumer<M = unknown> {
   readonly options: ResolvedConsumerOptions<M>;
   readonly stats: ConsumerStats = emptyStats();
-  readonly #eventTime: EventTimeDeduplicator<M> | undefined;
+  /** Event-time mode's stream times and counters; undefined in the default (processing-time TTL) mode. */
+  readonly eventTime: EventTimeDeduplicator<M> | undefined;
   /** The engine, or a behaviour around it (event-time's stream order, the `transaction` option). */
   readonly #runner: Runner<M>;
 
@@ -30,17 +31,12 @@ export class IdempotentConsumer<M = unknown> {
     const { options: resolved, stats } = this;
     if (resolved.eventTime) {
       const rule = new EventTimeDeduplicator(resolved, resolved.eventTime);
-      this.#eventTime = rule;
+      this.eventTime = rule;
       this.#runner = rule.serialized(new BatchEngine(resolved, stats, rule));
     } else {
       const engine = new BatchEngine(resolved, stats, new ProcessingTimeRule(resolved, stats));
       this.#runner = resolved.transaction === false ? engine : new TransactionRunner(resolved, engine);
     }
-  }
-
-  /** Event-time mode's stream times and counters; undefined in the default (processing-time TTL) mode. */
-  get eventTime(): EventTimeDeduplicator<M> | undefined {
-    return this.#eventTime;
   }
 
   /** The repository this consumer claims ids in. */

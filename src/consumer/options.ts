@@ -242,18 +242,13 @@ function msInWords(ms: number): string {
 const isFieldPath = (value: unknown) =>
   typeof value === 'string' && value.split('.').every((step) => step.length > 0);
 
-/** A dotted field path or a function; required where the schema says so. */
-function selectorSchema(required: boolean) {
-  return z.custom<unknown>(
-    (value) => typeof value === 'function' || isFieldPath(value) || (!required && value === undefined),
-    {
-      error: (issue) =>
-        issue.input === undefined ? 'is required' : 'must be a dotted field path ("a.b") or a function',
-    },
-  );
-}
+/** A dotted field path or a function (`.optional()` where it may be left out). */
+const selectorSchema = z.custom<unknown>((value) => typeof value === 'function' || isFieldPath(value), {
+  error: (issue) =>
+    issue.input === undefined ? 'is required' : 'must be a dotted field path ("a.b") or a function',
+});
 
-const functionSchema = z.custom<unknown>((value) => value === undefined || typeof value === 'function', {
+const functionSchema = z.custom<unknown>((value) => typeof value === 'function', {
   error: 'must be a function',
 });
 
@@ -276,9 +271,9 @@ const wholeMs = wholeNumber('milliseconds').min(0, { error: 'must be at least 0'
 const eventTimeOptionsSchema = z
   .object({
     intervalMs: wholeMs,
-    timestamp: selectorSchema(false).optional(),
+    timestamp: selectorSchema.optional(),
     by: eventTimeConfigSchema.shape.by,
-    valueId: selectorSchema(false).optional(),
+    valueId: selectorSchema.optional(),
     invalidTimestamp: eventTimeConfigSchema.shape.invalidTimestamp,
     extraRetentionMs: wholeMs.optional(),
   })
@@ -359,7 +354,7 @@ const consumerOptionsSchema = z
       },
     ),
     ...asInConfig,
-    id: selectorSchema(true),
+    id: selectorSchema,
     ttlMs: positiveMs.optional(),
     leaseMs: positiveMs.optional(),
     onDuplicate: functionSchema.optional(),
@@ -381,13 +376,13 @@ const consumerOptionsSchema = z
   .superRefine((options, ctx) => {
     const issue = (path: string[], message: string) => ctx.addIssue({ code: 'custom', path, message });
     const { transaction, eventTime, repository } = options;
-    if ((transaction === 'message' || transaction === 'batch') && !isTransactional(repository)) {
-      issue(
-        ['transaction'],
-        'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
-      );
-    }
-    if (transaction !== undefined && transaction !== false) {
+    if (transaction === 'message' || transaction === 'batch') {
+      if (!isTransactional(repository)) {
+        issue(
+          ['transaction'],
+          'needs a transactional repository (PostgresRepository or MySqlRepository): this one commits each write on its own',
+        );
+      }
       if (eventTime !== undefined) issue(['transaction'], 'does not apply with eventTime');
       // A database error aborts the transaction: nothing can be handled "as new" inside it afterwards.
       if (options.storeFailure === 'process') {

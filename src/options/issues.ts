@@ -48,7 +48,7 @@ export function parseOptions<S extends z.ZodType>(
 ): z.output<S> {
   const result = schema.safeParse(input, { error: plainWords(origin.kind === 'code') });
   if (result.success) return result.data;
-  throw toConfigError(result.error, { input, schema, origin, ...(more === undefined ? {} : { more }) });
+  throw toConfigError(result.error, { input, schema, origin, more });
 }
 
 /**
@@ -138,13 +138,12 @@ export function optionError(
   const key = full.length ? full.join('.') : '(root)';
   let message = 'given' in extra ? `${problem}, got ${describeValue(extra.given, full)}` : problem;
   message += extra.after ?? '';
-  const cause = extra.cause === undefined ? {} : { cause: extra.cause };
+  const { cause } = extra;
   if (origin.kind === 'code') {
     const label = path.length ? `option ${path.join('.')} of ${origin.owner}` : `options of ${origin.owner}`;
-    return new ConfigError(key, message, { ...cause, label });
+    return new ConfigError(key, message, { cause, label });
   }
-  const source = origin.info ? sourceOf(origin.info, full) : undefined;
-  return new ConfigError(key, message, { ...cause, ...(source ? { source } : {}) });
+  return new ConfigError(key, message, { cause, source: origin.info && sourceOf(origin.info, full) });
 }
 
 function valueAt(value: unknown, path: readonly string[]): unknown {

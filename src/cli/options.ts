@@ -29,24 +29,23 @@ export const dedupDefaults = {
 /** The largest `maxLineBytes` accepted: a line is held whole in memory, and offsets are 32-bit. */
 export const MAX_LINE_BYTES_LIMIT = 1024 * 1024 * 1024;
 
-/** What to do with a line that is not JSON or has no id. */
-export type InvalidPolicy = 'error' | 'pass' | 'skip';
+/** What to do with a line that is not JSON or has no id (`--invalid`). */
+export const invalidPolicies = ['error', 'pass', 'skip'] as const;
+export type InvalidPolicy = (typeof invalidPolicies)[number];
 
-/** The `[dedup]` table: defaults for the command's flags. */
-export const dedupSectionSchema = z
-  .object({
-    invalid: z.enum(['error', 'pass', 'skip']).default(dedupDefaults.invalid),
-    batchSize: z.number().int().min(1).max(100_000).default(dedupDefaults.batchSize),
-    progress: z.boolean().default(dedupDefaults.progress),
-    maxLineBytes: z.number().int().min(1).max(MAX_LINE_BYTES_LIMIT).default(dedupDefaults.maxLineBytes),
-  })
-  .strict();
-
-/** The config file of the `idem` CLI: `[repository]`, `[consumer]` and `[dedup]`. */
+/** The config file of the `idem` CLI: `[repository]`, `[consumer]` and `[dedup]` (defaults for the flags). */
 export const cliConfigSchema = z
   .object({
     ...configSections,
-    dedup: dedupSectionSchema.prefault({}),
+    dedup: z
+      .object({
+        invalid: z.enum(invalidPolicies).default(dedupDefaults.invalid),
+        batchSize: z.number().int().min(1).max(100_000).default(dedupDefaults.batchSize),
+        progress: z.boolean().default(dedupDefaults.progress),
+        maxLineBytes: z.number().int().min(1).max(MAX_LINE_BYTES_LIMIT).default(dedupDefaults.maxLineBytes),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

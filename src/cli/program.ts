@@ -15,7 +15,7 @@ import { ExitCode, failWith, importOrExit } from './exit-code.js';
 import { compileId } from './id.js';
 import { readBatches, STDIN } from './lines.js';
 import { type MigrateFlags, runMigrate } from './migrate.js';
-import { type CliConfig, cliConfigSchema, dedupDefaults } from './options.js';
+import { type CliConfig, cliConfigSchema, dedupDefaults, invalidPolicies } from './options.js';
 import { Output } from './output.js';
 import { emptyCounts, Progress } from './progress.js';
 import { idFormats, type RecordsFlags, runRecords } from './records.js';
@@ -67,7 +67,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     .option('--config <file>', 'TOML config file (default: $IDEM_CONFIG); flags win over it')
     .addOption(
       new Option('--invalid <policy>', 'malformed lines and lines without id: stop, write them, or drop them')
-        .choices(['error', 'pass', 'skip'])
+        .choices(invalidPolicies)
         .default(undefined, dedupDefaults.invalid),
     )
     .option('--batch-size <lines>', `lines per store round trip (default: ${dedupDefaults.batchSize})`)

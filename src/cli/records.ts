@@ -241,14 +241,11 @@ export async function storeStats(repository: IdempotentRepository, now = Date.no
       }
       held++;
       byState[report(record.id, record, false).state as keyof typeof byState]++;
-      if (record.expiresAt < oldest) oldest = record.expiresAt;
-      if (record.expiresAt > newest) newest = record.expiresAt;
+      oldest = Math.min(oldest, record.expiresAt);
+      newest = Math.max(newest, record.expiresAt);
       const seen = record.firstSeenAt;
       if (seen === undefined) unknown++;
-      else {
-        if (seen < firstOldest) firstOldest = seen;
-        if (seen > firstNewest) firstNewest = seen;
-      }
+      else [firstOldest, firstNewest] = [Math.min(firstOldest, seen), Math.max(firstNewest, seen)];
     }
   });
   if (held === 0) return { held, byState, expired };

@@ -130,9 +130,6 @@ export interface FieldSpan {
 /** The value is valid JSON without the field (or with `null` there): no id. */
 export const ABSENT: unique symbol = Symbol('absent');
 
-/** Thrown inside the scanner when the bytes are not JSON; caught at its top. */
-const NOT_JSON: unique symbol = Symbol('not JSON');
-
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const OPEN_OBJECT = 0x7b;
@@ -140,70 +137,96 @@ const CLOSE_OBJECT = 0x7d;
 const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 
+/** A path step: its text, its UTF-8 bytes (a key's), and the array index it names (-1: none). */
+interface Step {
+  readonly text: string;
+  readonly bytes: Buffer;
+  readonly index: number;
+}
+
 /**
  * Compiles a dotted path into a scanner of JSON bytes: the span of the field at the path (the last of
- * repeated keys, as `JSON.parse`), {@link ABSENT}, or undefined when the bytes are not valid JSON.
+ * repeated keys, as `JSON.parse`), {@link ABSENT}, or undefined when the bytes are not valid JSON. One pass
+ * validates the whole value and finds the first step in it; a further step is looked up in the member found.
  */
 export function jsonFieldScanner(
   path: readonly string[],
 ): (bytes: Uint8Array) => FieldSpan | typeof ABSENT | undefined {
-  const scanner = new Scanner(path);
-  if (path.length !== 1) return (bytes) => scanner.scan(bytes);
-  // A top-level field (`uid`, the usual id) in a top-level object: one tight pass, ~3× the general walk's speed.
-  const key = Buffer.from(path[0] as string, 'utf8');
-  return (bytes) => {
-    const found = topLevelField(bytes, key);
-    return found === UNSURE ? scanner.scan(bytes) : found;
+  const steps: Step[] = path.map((text) => ({
+    text,
+    bytes: Buffer.from(text, 'utf8'),
+    index: /^(0|[1-9]\d{0,8})$/.test(text) ? Number(text) : -1,
+  }));
+  const first = steps[0] as Step;
+  return (b) => {
+    const n = b.length;
+    const start = wsEnd(b, 0, n);
+    const c = b[start];
+    const inside = c === OPEN_OBJECT || c === OPEN_ARRAY;
+    const end = inside ? containerEnd(b, start, n, first) : valueEnd(b, start, n);
+    if (end < 0 || wsEnd(b, end, n) !== n) return undefined;
+    let found = inside ? member : ABSENT;
+    for (let s = 1; s < steps.length && found !== ABSENT; s++) {
+      if (found.kind !== 'object' && found.kind !== 'array') return ABSENT;
+      containerEnd(b, found.start, found.end, steps[s] as Step);
+      found = member;
+    }
+    return found;
   };
 }
 
-/** The fast path's "not decided here" (not an object at the top, an escaped key, or not valid JSON). */
-const UNSURE: unique symbol = Symbol('unsure');
+/** What {@link containerEnd} found of its step: the member's span, or ABSENT. */
+let member: FieldSpan | typeof ABSENT = ABSENT;
 
 /** Whether the last string {@link stringEnd} passed held a backslash escape. */
 let lastEscaped = false;
 
 /**
- * The field `key` (UTF-8 bytes) of the top-level object in `b`, as {@link Scanner.scan} finds it, or UNSURE where
- * that scan must decide: it answers only for bytes it checked to be valid JSON through to the end.
+ * Past the object or array at `i`, validated (-1 if it is not valid JSON), leaving in {@link member} its member
+ * `step` (for an object the last of repeated keys: it replaces the earlier value wholesale, as in JSON.parse).
  */
-function topLevelField(b: Uint8Array, key: Uint8Array): FieldSpan | typeof ABSENT | typeof UNSURE {
-  const n = b.length;
-  let i = wsEnd(b, 0, n);
-  if (i >= n || b[i] !== OPEN_OBJECT) return UNSURE;
-  i = wsEnd(b, i + 1, n);
+function containerEnd(b: Uint8Array, i: number, n: number, step: Step): number {
+  member = ABSENT;
   let found: FieldSpan | typeof ABSENT = ABSENT;
-  if (i < n && b[i] === CLOSE_OBJECT) i++;
-  else {
-    for (;;) {
-      if (i >= n || b[i] !== QUOTE) return UNSURE;
+  const object = b[i] === OPEN_OBJECT;
+  const close = object ? CLOSE_OBJECT : CLOSE_ARRAY;
+  const key = step.bytes;
+  i = wsEnd(b, i + 1, n);
+  if (i < n && b[i] === close) return i + 1;
+  for (let k = 0; ; k++) {
+    let match: boolean;
+    if (object) {
+      if (i >= n || b[i] !== QUOTE) return -1;
       const keyStart = i + 1;
       i = stringEnd(b, keyStart, n);
-      // An escaped key is compared unescaped by the general scan.
-      if (i < 0 || lastEscaped) return UNSURE;
-      const match = sameBytes(b, keyStart, i - 1, key);
+      if (i < 0) return -1;
+      match = lastEscaped ? sameText(b, keyStart, i - 1, step.text) : sameBytes(b, keyStart, i - 1, key);
       i = wsEnd(b, i, n);
-      if (i >= n || b[i] !== 0x3a) return UNSURE;
-      const start = wsEnd(b, i + 1, n);
-      i = valueEnd(b, start, n);
-      if (i < 0) return UNSURE;
-      // A repeated key replaces the earlier value wholesale, as in JSON.parse; `null` is no field.
-      if (match) found = spanOf(b[start] as number, start, i);
-      i = wsEnd(b, i, n);
-      if (i >= n) return UNSURE;
-      const c = b[i++];
-      if (c === CLOSE_OBJECT) break;
-      if (c !== 0x2c) return UNSURE;
-      i = wsEnd(b, i, n);
+      if (i >= n || b[i] !== 0x3a) return -1;
+      i = wsEnd(b, i + 1, n);
+    } else match = k === step.index;
+    const start = i;
+    i = valueEnd(b, start, n);
+    if (i < 0) return -1;
+    if (match) found = spanOf(b[start] as number, start, i);
+    i = wsEnd(b, i, n);
+    if (i >= n) return -1;
+    const c = b[i++];
+    if (c === close) {
+      member = found;
+      return i;
     }
+    if (c !== 0x2c) return -1;
+    i = wsEnd(b, i, n);
   }
-  return wsEnd(b, i, n) === n ? found : UNSURE;
 }
 
 /** The span of a valid value `[start, end)` whose first byte is `c`; ABSENT for `null`. */
 function spanOf(c: number, start: number, end: number): FieldSpan | typeof ABSENT {
   if (c === QUOTE) return { kind: 'string', start: start + 1, end: end - 1, escaped: lastEscaped };
-  if (c === OPEN_OBJECT || c === OPEN_ARRAY) return container(c, start, end);
+  if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+    return { kind: c === OPEN_OBJECT ? 'object' : 'array', start, end, escaped: false };
+  }
   if (c === 0x6e) return ABSENT;
   return { kind: c === 0x74 || c === 0x66 ? 'boolean' : 'number', start, end, escaped: false };
 }
@@ -212,6 +235,13 @@ function sameBytes(b: Uint8Array, start: number, end: number, key: Uint8Array): 
   if (end - start !== key.length) return false;
   for (let k = 0; k < key.length; k++) if (b[start + k] !== key[k]) return false;
   return true;
+}
+
+/** Whether the escaped key `[start, end)` reads as `text`. */
+function sameText(b: Uint8Array, start: number, end: number, text: string): boolean {
+  const raw = Buffer.from(b.buffer, b.byteOffset + start - 1, end - start + 2);
+  // A key with bytes that are not UTF-8 is no path step's text (steps are text); never compare it replaced.
+  return isUtf8(raw) && JSON.parse(raw.toString('utf8')) === text;
 }
 
 /** The first index from `i` on that is not JSON whitespace. */
@@ -273,7 +303,7 @@ function literalEnd(b: Uint8Array, i: number, n: number, word: readonly number[]
   return i + word.length;
 }
 
-/** Open containers of {@link valueEnd} (reused: the fast path runs once per record). */
+/** Open containers of {@link valueEnd} (reused: it runs for every member of every record). */
 const openStack: number[] = [];
 
 /** Past a key and its colon at `i`, whitespace after it skipped; -1 if there is none. */
@@ -327,233 +357,6 @@ function valueEnd(b: Uint8Array, i: number, n: number): number {
   }
 }
 
-/** One reusable scanner (state in fields, no closures per call: this runs once per record or line). */
-class Scanner {
-  private b: Uint8Array = EMPTY;
-  private i = 0;
-  private found: FieldSpan | typeof ABSENT = ABSENT;
-  private readonly steps: readonly Buffer[];
-  private readonly texts: readonly string[];
-  /** Per step, the array index it names, or -1 when it is not a canonical decimal index. */
-  private readonly indexes: readonly number[];
-  /** The open containers (`{` or `[`), innermost last. */
-  private readonly stack: number[] = [];
-  /** How many of the bottom containers of the stack the path leads through. */
-  private onPath = 0;
-  /** Per path step, the index of the next element of the on-path array it indexes. */
-  private readonly counters: number[];
-
-  constructor(path: readonly string[]) {
-    this.texts = path;
-    this.steps = path.map((step) => Buffer.from(step, 'utf8'));
-    this.indexes = path.map((step) => (/^(0|[1-9]\d{0,8})$/.test(step) ? Number(step) : -1));
-    this.counters = path.map(() => 0);
-  }
-
-  scan(bytes: Uint8Array): FieldSpan | typeof ABSENT | undefined {
-    this.b = bytes;
-    this.i = 0;
-    this.found = ABSENT;
-    this.onPath = 0;
-    this.stack.length = 0;
-    try {
-      this.walk();
-      this.ws();
-      return this.i === bytes.length ? this.found : undefined;
-    } catch (error) {
-      if (error === NOT_JSON) return undefined;
-      throw error;
-    } finally {
-      this.b = EMPTY;
-    }
-  }
-
-  private ws(): void {
-    const b = this.b;
-    let i = this.i;
-    for (;;) {
-      const c = b[i];
-      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
-      else break;
-    }
-    this.i = i;
-  }
-
-  /**
-   * Walks the whole value with an explicit stack of open containers, so nesting costs no call stack. The
-   * containers the path leads through are the bottom `onPath` entries; the field is kept in `found`.
-   */
-  private walk(): void {
-    const b = this.b;
-    const stack = this.stack;
-    const last = this.steps.length;
-    /** The path steps that lead to the next value, or -1 when it is off the path. */
-    let next = 0;
-    /** The stack depth at which a container that is the field closes, and where it started. */
-    let fieldDepth = -1;
-    let fieldStart = 0;
-    for (;;) {
-      this.ws();
-      const c = b[this.i];
-      const start = this.i;
-      if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
-        this.i++;
-        this.ws();
-        if (b[this.i] === (c === OPEN_OBJECT ? CLOSE_OBJECT : CLOSE_ARRAY)) {
-          this.i++;
-          if (next === last) this.found = container(c, start, this.i);
-        } else {
-          stack.push(c);
-          if (next === last) {
-            fieldDepth = stack.length;
-            fieldStart = start;
-          } else if (next >= 0) {
-            this.onPath = stack.length;
-            this.counters[next] = 0;
-          }
-          next = c === OPEN_OBJECT ? this.member() : this.element();
-          continue;
-        }
-      } else if (c === QUOTE) {
-        const escaped = this.string();
-        if (next === last) this.found = { kind: 'string', start: start + 1, end: this.i - 1, escaped };
-      } else if (c === 0x6e) this.literal(NULL);
-      else {
-        if (c === 0x74) this.literal(TRUE);
-        else if (c === 0x66) this.literal(FALSE);
-        else this.number();
-        if (next === last) {
-          this.found = {
-            kind: c === 0x74 || c === 0x66 ? 'boolean' : 'number',
-            start,
-            end: this.i,
-            escaped: false,
-          };
-        }
-      }
-      // After a value: close containers or go on to the next member or element.
-      for (;;) {
-        if (stack.length === 0) return;
-        this.ws();
-        const d = b[this.i++];
-        const top = stack[stack.length - 1] as number;
-        if (d === 0x2c) {
-          next = top === OPEN_OBJECT ? this.member() : this.element();
-          break;
-        }
-        if ((d === CLOSE_OBJECT && top === OPEN_OBJECT) || (d === CLOSE_ARRAY && top === OPEN_ARRAY)) {
-          if (stack.length === fieldDepth) {
-            this.found = container(top, fieldStart, this.i);
-            fieldDepth = -1;
-          }
-          if (stack.length === this.onPath) this.onPath--;
-          stack.pop();
-        } else throw NOT_JSON;
-      }
-    }
-  }
-
-  /** A member's key and colon; the path steps that lead to its value, or -1 when it is off the path. */
-  private member(): number {
-    this.ws();
-    if (this.b[this.i] !== QUOTE) throw NOT_JSON;
-    const keyStart = this.i + 1;
-    const escaped = this.string();
-    const depth = this.stack.length;
-    let next = -1;
-    if (depth === this.onPath && this.sameKey(keyStart, this.i - 1, escaped, depth - 1)) {
-      next = depth;
-      // A repeated key replaces the earlier value wholesale, as in JSON.parse.
-      this.found = ABSENT;
-    }
-    this.ws();
-    if (this.b[this.i++] !== 0x3a) throw NOT_JSON;
-    return next;
-  }
-
-  /** The next element of the innermost array: on the path when a decimal step names its index. */
-  private element(): number {
-    const depth = this.stack.length;
-    if (depth !== this.onPath) return -1;
-    const k = (this.counters[depth - 1] as number)++;
-    return k === this.indexes[depth - 1] ? depth : -1;
-  }
-
-  /** Skips a string starting at its opening quote; returns whether it held escapes. */
-  private string(): boolean {
-    const b = this.b;
-    const n = b.length;
-    let i = this.i + 1;
-    let escaped = false;
-    for (;;) {
-      if (i >= n) throw NOT_JSON;
-      const c = b[i] as number;
-      if (c === QUOTE) break;
-      if (c < 0x20) throw NOT_JSON;
-      if (c !== BACKSLASH) {
-        i++;
-        continue;
-      }
-      escaped = true;
-      const e = b[i + 1];
-      if (e === 0x75) {
-        for (let k = 2; k < 6; k++) if (!isHex(b[i + k])) throw NOT_JSON;
-        i += 6;
-      } else if (e !== undefined && SHORT_ESCAPE[e] === 1) {
-        i += 2;
-      } else throw NOT_JSON;
-    }
-    this.i = i + 1;
-    return escaped;
-  }
-
-  private number(): void {
-    const b = this.b;
-    let i = this.i;
-    if (b[i] === 0x2d) i++;
-    // A leading 0 stands alone; any other digit starts a run.
-    if (b[i] === 0x30) i++;
-    else if (isDigit(b[i])) while (isDigit(b[i])) i++;
-    else throw NOT_JSON;
-    if (b[i] === 0x2e) {
-      i++;
-      if (!isDigit(b[i])) throw NOT_JSON;
-      while (isDigit(b[i])) i++;
-    }
-    if (b[i] === 0x65 || b[i] === 0x45) {
-      i++;
-      if (b[i] === 0x2b || b[i] === 0x2d) i++;
-      if (!isDigit(b[i])) throw NOT_JSON;
-      while (isDigit(b[i])) i++;
-    }
-    this.i = i;
-  }
-
-  private literal(word: readonly number[]): void {
-    const b = this.b;
-    for (const c of word) if (b[this.i++] !== c) throw NOT_JSON;
-  }
-
-  /** Whether the key in `[start, end)` is path step `matched`: same bytes, or same text once unescaped. */
-  private sameKey(start: number, end: number, escaped: boolean, matched: number): boolean {
-    const b = this.b;
-    if (escaped) {
-      const raw = Buffer.from(b.buffer, b.byteOffset + start - 1, end - start + 2);
-      // A key with bytes that are not UTF-8 is no path step's text (steps are text); never compare it replaced.
-      return isUtf8(raw) && JSON.parse(raw.toString('utf8')) === this.texts[matched];
-    }
-    const step = this.steps[matched] as Buffer;
-    if (end - start !== step.length) return false;
-    for (let k = 0; k < step.length; k++) if (b[start + k] !== step[k]) return false;
-    return true;
-  }
-}
-
-function container(open: number, start: number, end: number): FieldSpan {
-  return { kind: open === OPEN_OBJECT ? 'object' : 'array', start, end, escaped: false };
-}
-
-const EMPTY = new Uint8Array(0);
 /** 1 at the bytes that may follow a backslash on their own: `"`, `\`, `/`, `b`, `f`, `n`, `r`, `t`. */
 const SHORT_ESCAPE = new Uint8Array(128);
 for (const c of '"\\/bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;

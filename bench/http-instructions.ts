@@ -14,18 +14,17 @@
  * The child mode (`--child bare|memory|replay|bound`) serves one row and is what cachegrind runs; `bound` is
  * bench:http's bound row (bench/http-bound-app.ts), on new keys. `--rows` picks the rows (default: all but bound).
  */
-import { execFile } from 'node:child_process';
+
 import { once } from 'node:events';
-import { readFileSync, rmSync } from 'node:fs';
 import { Agent, IncomingMessage, request, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
 import { Duplex } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import { createExampleApp } from '../examples/http/server.js';
 import { MemoryRepository } from '../src/repositories/memory/index.js';
+import { cachegrind } from './cachegrind.js';
 import { boundApp } from './http-bound-app.js';
 
 const { values } = parseArgs({
@@ -158,35 +157,10 @@ async function child(row: string, warmup: number, requests: number): Promise<voi
 
 /** Instructions cachegrind counted for one child run. */
 async function counted(row: string, requests: number): Promise<number> {
-  const out = join(tmpdir(), `http-instructions-${process.pid}-${row}-${requests}.out`);
-  const self = fileURLToPath(import.meta.url);
-  const args = [
-    '--tool=cachegrind',
-    '--cache-sim=no',
-    `--cachegrind-out-file=${out}`,
-    process.execPath,
-    // No compiler or GC threads, fixed seeds: what would move the counts from run to run.
-    '--single-threaded',
-    '--hash-seed=1',
-    '--random-seed=1',
-    ...process.execArgv,
-    self,
-    '--child',
-    row,
-    '--requests',
-    String(requests),
-    '--warmup',
-    values.warmup,
-    '--transport',
-    values.transport,
-    '--concurrency',
-    values.concurrency,
-  ];
-  await promisify(execFile)('valgrind', args, { maxBuffer: 64 << 20 });
-  const summary = /^summary:\s+(\d+)/m.exec(readFileSync(out, 'utf8'));
-  rmSync(out, { force: true });
-  if (!summary) throw new Error(`no cachegrind summary for ${row}`);
-  return Number(summary[1]);
+  const args = ['--child', row, '--requests', String(requests), '--warmup', values.warmup];
+  args.push('--transport', values.transport, '--concurrency', values.concurrency);
+  const { instructions } = await cachegrind(fileURLToPath(import.meta.url), args, `http-${row}-${requests}`);
+  return instructions;
 }
 
 if (values.child !== undefined) {

@@ -1,32 +1,15 @@
-/**
- * Instructions per message of the PostgreSQL inbox's per-message row (issue 34), counted on the client by
- * `valgrind --tool=cachegrind`: a count the machine's load does not move (bench:inbox's msg/s does). Each row is
- * run twice under cachegrind, with N and 2N messages after the same warm-up, so the count per message is the
- * difference over N: start-up, warm-up and JIT compilation cancel out. Beside it, the server's CPU per message
- * (the backend's on-CPU time from /proc/<pid>/schedstat over the 2N run less the N run, so a local server only).
- *
- *   node --import tsx bench/postgres-inbox-instructions.ts [--messages 2000] [--warmup 3000] [--rows a,b]
- *
- * Rows, each one transaction per message on one connection (POSTGRES_URL, default the test stack's):
- * - plain: pool.connect, BEGIN, the payment INSERT, COMMIT, release (bench:inbox's baseline);
- * - bound: BEGIN sent with a plain INSERT of the mark row, then the payment INSERT and COMMIT;
- * - claim: BEGIN and the lock timeout sent with the store's claim of a new id (`claimNew`), as the store sends them;
- * - repository: `repository.transaction` with `add` (no lease: written confirmed) and the INSERT on its client;
- * - consumer: `processBatch` of 100 with `transaction: 'message'` and the example's handler (bench:inbox's row).
- * The child mode (`--child ROW`) runs one row and is what cachegrind runs.
- */
-import { execFile } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { insertPayment, type Payment } from '../examples/postgres-inbox/payments.js';
 import { IdempotentConsumer } from '../src/consumer/index.js';
 import { sendWithLead } from '../src/repositories/postgres/connection.js';
 import { migrate, PostgresRepository, postgresTransaction } from '../src/repositories/postgres/index.js';
 import { statements } from '../src/repositories/postgres/sql.js';
+import { cachegrind } from './cachegrind.js';
 
 const ROWS = ['plain', 'bound', 'claim', 'repository', 'consumer'];
 const { values } = parseArgs({
@@ -150,32 +133,12 @@ async function serverCount(pid: number): Promise<number | undefined> {
 
 /** Instructions cachegrind counted for one child run, and what the child printed. */
 async function counted(row: string, schema: string, n: number) {
-  const out = join(tmpdir(), `pg-inbox-instructions-${process.pid}-${row}-${n}.out`);
-  const self = fileURLToPath(import.meta.url);
-  const args = [
-    '--tool=cachegrind',
-    '--cache-sim=no',
-    `--cachegrind-out-file=${out}`,
-    process.execPath,
-    // No compiler or GC threads, fixed seeds: what would move the counts from run to run.
-    '--single-threaded',
+  const args = ['--child', row, '--schema', schema, '--messages', String(n), '--warmup', values.warmup];
+  const { instructions, stdout } = await cachegrind(fileURLToPath(import.meta.url), args, `pg-${row}-${n}`, [
     '--predictable-gc-schedule',
-    '--hash-seed=1',
-    '--random-seed=1',
-    ...process.execArgv,
-    self,
-    ...['--child', row, '--schema', schema, '--messages', String(n), '--warmup', values.warmup],
-  ];
-  const { stdout } = await promisify(execFile)('valgrind', args, { maxBuffer: 64 << 20 });
-  const summary = /^summary:\s+(\d+)/m.exec(readFileSync(out, 'utf8'));
-  rmSync(out, { force: true });
-  if (!summary) throw new Error(`no cachegrind summary for ${row}`);
+  ]);
   const printed = JSON.parse(stdout.trim().split('\n').at(-1) as string) as { serverNs: number; pid: number };
-  return {
-    instructions: Number(summary[1]),
-    serverNs: printed.serverNs,
-    server: await serverCount(printed.pid),
-  };
+  return { instructions, serverNs: printed.serverNs, server: await serverCount(printed.pid) };
 }
 
 if (values.child !== undefined) {

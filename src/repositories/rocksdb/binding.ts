@@ -1,3 +1,4 @@
+import { promisify } from 'node:util';
 import { ConfigError, errorMessage } from '../../errors.js';
 
 /**
@@ -105,10 +106,7 @@ export class NativeDb {
   /** Opens (and by default creates) the database at `location`. Rejects with the addon's error. */
   static async open(location: string, options: NativeOpenOptions): Promise<NativeDb> {
     const db = addon.db_init(location);
-    // A synchronous throw of db_open rejects the promise too (the executor's throw).
-    await new Promise<void>((resolve, reject) =>
-      addon.db_open(db, options, (error) => (error ? reject(error) : resolve())),
-    );
+    await promisify(addon.db_open)(db, options);
     return new NativeDb(location, db);
   }
 
@@ -117,11 +115,7 @@ export class NativeDb {
     if (keys.length <= SYNC_READ_MAX) return addon.db_get_many_sync(this.db, keys, BUFFER_VALUES);
     this.#busy++;
     try {
-      return await new Promise((resolve, reject) => {
-        addon.db_get_many(this.db, keys, BUFFER_VALUES, (error, values) =>
-          error ? reject(error) : resolve(values),
-        );
-      });
+      return await promisify(addon.db_get_many)(this.db, keys, BUFFER_VALUES);
     } finally {
       this.#done();
     }
@@ -140,15 +134,11 @@ export class NativeDb {
       keyEncoding: 'buffer',
       valueEncoding: 'buffer',
     });
+    const next = promisify(addon.iterator_nextv);
     this.#busy++;
     try {
       for (;;) {
-        const { rows, finished } = await new Promise<{ rows: unknown[]; finished: boolean }>(
-          (resolve, reject) =>
-            addon.iterator_nextv(iterator, chunk, (error, result) =>
-              error ? reject(error) : resolve(result),
-            ),
-        );
+        const { rows, finished } = await next(iterator, chunk);
         const pairs: [Buffer, Buffer | undefined][] = [];
         for (let i = 0; i < rows.length; i += 2) {
           pairs.push([rows[i] as Buffer, (rows[i + 1] ?? undefined) as Buffer | undefined]);
@@ -186,9 +176,7 @@ export class NativeDb {
     if (!this.#open) return;
     this.#open = false;
     if (this.#busy > 0) await new Promise<void>((resolve) => (this.#idle = resolve));
-    await new Promise<void>((resolve, reject) =>
-      addon.db_close(this.db, (error) => (error ? reject(error) : resolve())),
-    );
+    await promisify(addon.db_close)(this.db);
   }
 
   #done(): void {

@@ -24,13 +24,9 @@ export function blobKey(n: number): Buffer {
 }
 
 /** The blob number of a RocksDB key, or 0 when the key is a single record's (an id). */
-export function blobNumber(key: Uint8Array): number {
+export function blobNumber(key: Buffer): number {
   if (key.length !== BLOB_KEY_BYTES || key[0] !== 0x00 || key[1] !== 0x01) return 0;
-  return (
-    ((key[2] as number) * 0x1000000 +
-      (((key[3] as number) << 16) | ((key[4] as number) << 8) | (key[5] as number))) >>>
-    0
-  );
+  return key.readUInt32BE(2);
 }
 
 /** Collects up to BLOB_ENTRIES entries and encodes them into one buffer. */

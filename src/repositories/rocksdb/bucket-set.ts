@@ -43,10 +43,7 @@ export function parseBucketDir(name: string): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
-/**
- * One time bucket: a RocksDB database in `<path>/b-<deadline>` holding the records that may be forgotten before
- * `deadline`; once the clock passes it, the whole directory is deleted.
- */
+/** A time bucket: the RocksDB database `<path>/b-<deadline>`, deleted whole once the clock passes `deadline`. */
 export class Bucket {
   /** Set when dropped or closed; pending writes to it are discarded. */
   dropped = false;
@@ -82,10 +79,7 @@ export async function removeDir(storePath: string, name: string): Promise<void> 
   await rm(trash, { recursive: true, force: true });
 }
 
-/**
- * The open time buckets of a store and the key index naming which may hold a key (by slot; 0: none). A bucket
- * whose keys the index does not all hold is "unindexed": read on every lookup.
- */
+/** The open time buckets of a store, and the key index naming which may hold a key (by slot; 0: none). */
 export class BucketSet {
   readonly index: KeyIndex;
   readonly #path: string;
@@ -95,7 +89,6 @@ export class BucketSet {
   readonly #bySlot: (Bucket | undefined)[] = [];
   #unindexed: Bucket[] = [];
   #nextDeadline = Number.POSITIVE_INFINITY;
-  /** Background deletes of dropped buckets. */
   readonly #dropping = new Set<Promise<void>>();
 
   constructor(path: string, settings: RocksdbOptions) {

@@ -27,10 +27,7 @@ export function hashKey(key: string): number {
   return h >>> 0;
 }
 
-/**
- * Smallest table (a power of two) that holds one segment's share of `expectedIds` below the load limit, with a
- * margin of 5 standard deviations (ids spread binomially over the segments).
- */
+/** Smallest power-of-two table holding a segment's share of `expectedIds` below MAX_LOAD, with a 5 σ margin. */
 function presizedSegment(expectedIds: number): number {
   const share = expectedIds / SEGMENTS;
   const needed = Math.ceil(share + 5 * Math.sqrt(share) + 1);
@@ -39,10 +36,7 @@ function presizedSegment(expectedIds: number): number {
   return capacity;
 }
 
-/**
- * One open-addressing table of (hash, location) pairs, interleaved (hash at 2p, location at 2p + 1): a probe
- * touches one cache line and one page, not one in each of two arrays.
- */
+/** An open-addressing table of (hash, location) pairs, interleaved: a probe touches one cache line, not two. */
 class Segment {
   /** Capacity minus one (capacity is a power of two). */
   mask: number;
@@ -88,24 +82,18 @@ export interface IndexSegmentData {
 }
 
 /**
- * In-memory map from key hash to where the key may be stored (bucket slot + blob number, 8 bytes an entry): it
- * answers "absent" for a new id without touching RocksDB, and names the blob to read for a duplicate. It can err
- * one way only: an equal hash names a blob without the key (a wasted read); it never omits the place of a key's
- * newest copy (entries are added before the write, removed with their bucket). Past the memory cap `insert`
- * returns false.
+ * In-memory map from key hash to where the key may be stored (bucket slot + blob number): "absent" for a new id
+ * without a read, the blob to read for a duplicate. An equal hash may name a blob without the key (a wasted read);
+ * it never omits a key's newest copy (added before the write, removed with the bucket). See docs/rocksdb.md.
  */
 export class KeyIndex {
   #segments: Segment[];
-  /** Largest table of one segment. */
   readonly #maxSegment: number;
 
-  /** Table size every segment starts at (and is brought up to on restore): presized for `expectedIds`. */
+  /** Table size every segment starts at (and is brought up to on restore). */
   readonly #initialSegment: number;
 
-  /**
-   * An index of at most `maxBytes` (disabled below one minimal table per segment), presized so that holding
-   * `expectedIds` never rehashes a table, as far as `maxBytes` allows.
-   */
+  /** At most `maxBytes` (none below one minimal table per segment); holding `expectedIds` never rehashes. */
   constructor(maxBytes: number, expectedIds = 0) {
     let max = 0;
     for (let c = MIN_SEGMENT; c * BYTES_PER_ENTRY * SEGMENTS <= maxBytes; c *= 2) max = c;
@@ -126,7 +114,6 @@ export class KeyIndex {
     return this.#segments.reduce((sum, segment) => sum + segment.live, 0);
   }
 
-  /** Bytes held by the tables. */
   get bytes(): number {
     return this.#segments.reduce((sum, segment) => sum + segment.capacity * BYTES_PER_ENTRY, 0);
   }

@@ -46,10 +46,8 @@ export interface RocksdbStats {
 }
 
 /**
- * The embedded default store: RocksDB on local disk, one process at a time (see docs/rocksdb.md). Records are
- * filed in time buckets (one database each) by when they may be forgotten; a bucket past its end is deleted as
- * a directory. An in-memory key index answers most lookups of new ids without a read. Operations run one after
- * another (`#serial`), which makes check-and-insert atomic.
+ * The embedded default store (docs/rocksdb.md): RocksDB time buckets on disk and an in-memory key index,
+ * one process at a time. Operations run one after another (`#serial`), which makes check-and-insert atomic.
  */
 export class RocksdbRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -114,16 +112,12 @@ export class RocksdbRepository extends BaseRepository {
       repository.#snapshotKeys = settings.indexSnapshotKeys;
       repository.#snapshotTimer = setInterval(() => {
         if (repository.#snapshotDue()) repository.#serial(async () => undefined).catch(() => undefined);
-      }, SNAPSHOT_CHECK_MS);
-      repository.#snapshotTimer.unref();
+      }, SNAPSHOT_CHECK_MS).unref();
     }
     return repository;
   }
 
-  /**
-   * `indexSnapshotKeys` ids, and a tenth of the index, were indexed since the last save, and SNAPSHOT_SPACING
-   * times its duration has passed since: saving costs at most ~5 % of the store's time.
-   */
+  /** Whether the index is due a save (see `indexSnapshotKeys`): at most ~5 % of the store's time. */
   #snapshotDue(): boolean {
     const noted = this.buckets.notedSinceSnapshot;
     if (noted < this.#snapshotKeys || noted * 10 < this.buckets.index.size) return false;
@@ -175,9 +169,8 @@ export class RocksdbRepository extends BaseRepository {
   }
 
   /**
-   * The lazy mark, without reading RocksDB: an id the key index knows no copy of (the usual case) is written
-   * straight into a blob; any other (or every id while a bucket is unindexed or changes are buffered) goes
-   * through `add`. So it is never blind: false where a live record holds the id.
+   * The lazy mark without a read: an id the key index knows no copy of goes straight into a blob, any other
+   * (every id while a bucket is unindexed or changes are buffered) through `add`, so it is never blind.
    */
   protected override doMarkMany(entries: readonly KeyedEntry[], options: MarkOptions, now: number) {
     return this.#serial(async (wall) => {
@@ -264,9 +257,8 @@ export class RocksdbRepository extends BaseRepository {
   protected doConfirmMany(claims: readonly KeyedClaim[], ttlMs: number, now: number): Promise<boolean[]> {
     return this.#serial(async (wall) => {
       const results = new Array<boolean>(claims.length);
-      // The usual case, a claim of this instance still buffered (never written): confirmed by one write, with no
-      // lookup; a new id's as a fresh record, bare ones of one first-seen time sharing one encoded record. The
-      // rest take the general path.
+      // The usual case, this instance's claim still buffered, is confirmed by one write without a lookup (bare
+      // records of one first-seen time share one encoding); the rest take the general path.
       let rest: number[] | undefined;
       if (this.#buffer.wal) {
         const write = new DirectWrite();
@@ -363,15 +355,13 @@ export class RocksdbRepository extends BaseRepository {
     );
   }
 
-  /** `#rewrite` of one key, as one operation. */
   #rewriteOne(key: string, now: number, change: Rewrite<unknown>): Promise<boolean> {
     return this.#serial(async (wall) => (await this.#rewrite([{ key }], now, wall, change))[0] === true);
   }
 
   /**
-   * Every record a `get` finds, live or not: the buffered changes, then each bucket's keys in key order, each
-   * reported only from the copy its lookup picks. Each page is one operation with its own iterator: writes go on
-   * between pages, and a close or clear never waits for the scan.
+   * Every record a `get` finds, live or not (the buffered changes, then each bucket's), each from the copy a lookup
+   * picks. A page is one operation: writes go on between pages, and a close or clear never waits for the scan.
    */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
@@ -462,10 +452,7 @@ export class RocksdbRepository extends BaseRepository {
     }, true);
   }
 
-  /**
-   * Runs operations one at a time, in call order (what makes `add` atomic), after writing buffered changes that
-   * are due and dropping expired buckets.
-   */
+  /** Runs operations one at a time in call order (`add` is atomic), after due writes and bucket drops. */
   #serial<T>(operation: (wall: number) => Promise<T>, closing = false): Promise<T> {
     const run = this.#tail.then(() => {
       // A failed background flush surfaces in the next call (close retries the flush itself).
@@ -473,9 +460,9 @@ export class RocksdbRepository extends BaseRepository {
         const error = this.#buffer.takeError();
         if (error !== undefined) throw error;
         this.#buffer.flushIfDue();
+        // Before the operation, so that the snapshot sees no write half done.
+        if (this.#snapshotDue()) return this.#saveSnapshot().then(() => this.#start(operation));
       }
-      // Before the operation, so that the snapshot sees no write half done.
-      if (!closing && this.#snapshotDue()) return this.#saveSnapshot().then(() => this.#start(operation));
       return this.#start(operation);
     });
     this.#tail = run.catch(() => undefined);

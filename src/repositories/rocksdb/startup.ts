@@ -1,4 +1,4 @@
-import { open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { BLOB_KEYS_FROM, BLOB_KEYS_TO, blobEntries, blobHashes, blobKey, blobNumber } from './blob.js';
@@ -77,10 +77,7 @@ export async function loadBuckets(buckets: BucketSet, path: string, wall: number
   };
 }
 
-/**
- * True when the bucket holds blobs only (nothing under a key): every write since a snapshot that knew it is then
- * a later blob, and indexing those brings the restored index up to date.
- */
+/** True when the bucket holds only blobs: then every write since a snapshot is a later blob. */
 async function onlyBlobs(bucket: Bucket): Promise<boolean> {
   for (const range of [{ lt: BLOB_KEYS_FROM }, { gte: BLOB_KEYS_TO }]) {
     for await (const entries of bucket.db.entries({ ...range, limit: 1, values: false })) {
@@ -186,7 +183,6 @@ export interface SnapshotBucket {
   readonly lastBlob: number;
 }
 
-/** A snapshot read back from disk. */
 export interface IndexSnapshot {
   readonly buckets: readonly SnapshotBucket[];
   readonly segments: IndexSegmentData[];
@@ -212,17 +208,12 @@ export async function writeIndexFile(
   prefix.write(MAGIC, 0, 'latin1');
   prefix.writeUInt32LE(header.length, 4);
   header.copy(prefix, 8);
-  const temp = `${file}.tmp`;
-  const handle = await open(temp, 'w');
-  try {
-    await handle.write(prefix);
-    for (const { entries } of segments) {
-      await handle.write(Buffer.from(entries.buffer, entries.byteOffset, entries.byteLength));
-    }
-  } finally {
-    await handle.close();
-  }
-  await rename(temp, file);
+  const tables = segments.map(({ entries }) =>
+    Buffer.from(entries.buffer, entries.byteOffset, entries.byteLength),
+  );
+  // An iterable is written piece by piece: the tables are never copied into one buffer.
+  await writeFile(`${file}.tmp`, [prefix, ...tables]);
+  await rename(`${file}.tmp`, file);
 }
 
 /** Reads a snapshot; undefined when there is none or it is unreadable (the caller then rescans). */

@@ -31,9 +31,7 @@ export interface StoreDirectory {
 
 /**
  * Opens the store directory at `given` and takes its lock, creating the store if the directory is missing or
- * empty. It must be a store (the IDEM-STORE marker), empty, or exactly a pre-marker store's layout (adopted):
- * the store deletes entries it takes for its own. A ConfigError names an unusable path, a RepositoryError one
- * open elsewhere.
+ * empty; anything but a store, an empty directory or a pre-marker store (adopted) is refused (docs/rocksdb.md).
  */
 export async function openStoreDirectory(given: string): Promise<StoreDirectory> {
   const absolute = resolve(given);
@@ -81,10 +79,7 @@ export async function openStoreDirectory(given: string): Promise<StoreDirectory>
   };
 }
 
-/**
- * What the directory holds: a marked store, nothing (of ours or anyone's), or exactly the layout of a store
- * of the version before the marker. Throws a ConfigError naming the path for anything else.
- */
+/** What the directory holds: a marked store, nothing, or a pre-marker store; a ConfigError for anything else. */
 async function inspect(
   path: string,
   shown: string,
@@ -112,10 +107,7 @@ async function inspect(
   );
 }
 
-/**
- * The layout the store wrote before the marker existed, and nothing else: `meta/` (a RocksDB database),
- * `b-<digits>/` buckets (each a RocksDB database), `index.bin` (and its temp file) and `trash-b-…` leftovers.
- */
+/** Exactly the layout of a store before the marker: `meta/` and `b-<digits>/` databases, `index.bin`, trash. */
 async function isLegacyStore(
   path: string,
   entries: readonly { name: string; isDirectory(): boolean; isFile(): boolean }[],

@@ -29,19 +29,15 @@ const MAX_CLAIMS = 100_000;
 const NO_COPIES: readonly Located[] = [];
 
 /**
- * Changes not yet written to RocksDB, and the in-flight claims this instance wrote. With the WAL on, confirmed
- * records and deletions reach RocksDB before the call resolves; claims (with the WAL off, every change) are
- * written within FLUSH_INTERVAL_MS, on close, or never when confirmed first: a crash that forgets a claim frees
- * the id at once rather than at the end of its lease.
+ * Changes not yet written to RocksDB, and this instance's in-flight claims. Claims (with the WAL off, every
+ * change) are written within FLUSH_INTERVAL_MS, on close, or never when confirmed first: a crash that forgets a
+ * claim frees the id at once rather than at the end of its lease.
  */
 export class WriteBuffer {
   readonly #pending = new Map<string, Pending>();
   /** In-flight claims this instance wrote, so `confirm` needs no read; oldest dropped past MAX_CLAIMS. */
   readonly #claims = new Map<string, Located>();
-  /**
-   * When the oldest buffered change must be written (`performance.now()`). Every operation checks it too
-   * (`flushIfDue`): a loop of awaited calls that never yields to timers starves the timer.
-   */
+  /** When the oldest change is due (performance.now()); each operation checks it: awaited loops starve timers. */
   #dueAt: number | undefined;
   /** Whether a durable change (not a claim) may be buffered: else a WAL-on call skips the flush's pass. */
   #durable = false;
@@ -86,10 +82,7 @@ export class WriteBuffer {
     }
   }
 
-  /**
-   * Buffers `record` as the key's newest state, in `bucket` (undefined for both: the key is deleted); the `copies`
-   * found on disk are superseded.
-   */
+  /** Buffers the key's newest state: `record` in `bucket` (both undefined: deleted), superseding `copies`. */
   put(
     key: string,
     hash: number,
@@ -134,8 +127,7 @@ export class WriteBuffer {
         this.schedule(() => this.flush()).catch((error: unknown) => {
           this.#error ??= error;
         });
-      }, FLUSH_INTERVAL_MS);
-      this.#timer.unref();
+      }, FLUSH_INTERVAL_MS).unref();
     }
   }
 
@@ -206,11 +198,9 @@ export class WriteBuffer {
   }
 
   /**
-   * Writes changes to RocksDB; returns where each record went (blob number, 0 under its own key, -1 nowhere). A new
-   * record goes into a blob of its bucket (under its own key when the bucket is not indexed); a superseded copy in
-   * another bucket is hidden by a tombstone there. Records are written before tombstones, so a crash in between
-   * leaves an extra copy (lookups take the best), never none. Index entries of superseded copies stay until their
-   * bucket is dropped (two keys of a blob with equal hashes share an entry).
+   * Writes changes to RocksDB; returns where each record went (blob number, 0 under its own key, -1 nowhere). A
+   * superseded copy in another bucket is hidden by a tombstone there, written after the records: a crash in
+   * between leaves an extra copy, never none. Index entries of superseded copies stay until their bucket drops.
    */
   #write(keys: readonly string[], changes: readonly Pending[], fresh?: DirectWrite): Int32Array {
     const records: Phase = { number: 0, writes: new Map() };
@@ -270,9 +260,8 @@ export class WriteBuffer {
 }
 
 /**
- * What one call writes at once (`writeNow`): changes, each superseding the copies it lists, and fresh records
- * into `bucket`, of keys no copy of which is stored or buffered anywhere: parallel arrays, no object per id
- * (equal encoded records may share one buffer).
+ * What one call writes at once (`writeNow`): changes, each superseding its copies, and fresh records into `bucket`
+ * of keys with no copy stored or buffered, as parallel arrays (no object per id; equal values may share a buffer).
  */
 export class DirectWrite {
   bucket: Bucket | undefined;

@@ -2,9 +2,8 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 
 /*
- * Clock skew to a shared store whose conditions cannot use the server's own time (DynamoDB, Cassandra): leases and
- * retention are judged by each worker's clock, so a worker 61 s ahead sees another's live 60 s claim as lapsed.
- * Such stores measure the offset to the server once at open and refuse (or warn) past a bound.
+ * Clock skew to a shared store whose conditions cannot use the server's time (DynamoDB, Cassandra): a worker 61 s
+ * ahead sees another's live 60 s claim as lapsed, so such stores measure the offset at open and refuse or warn.
  */
 
 /** Defaults of the check's options, shared by the stores that run it. */
@@ -71,11 +70,8 @@ export function checkClockSkew(offset: ClockOffset, check: ClockSkewCheck): void
     `leases and retention are judged by each worker's own clock, so workers must agree within ` +
     `${check.maxClockSkewMs} ms or one may take over another's live claim. Fix the clock (NTP), or raise ` +
     'repository.maxClockSkewMs, or set repository.onClockSkew = "warn"';
-  if (check.onClockSkew === 'warn') {
-    check.warn(`${check.store}: repository.maxClockSkewMs: ${message}`);
-    return;
-  }
-  throw new ConfigError('repository.maxClockSkewMs', message);
+  if (check.onClockSkew !== 'warn') throw new ConfigError('repository.maxClockSkewMs', message);
+  check.warn(`${check.store}: repository.maxClockSkewMs: ${message}`);
 }
 
 /** Checks the narrowest of the samples taken; with none, warns that the skew goes unchecked (`unread`: why). */

@@ -45,11 +45,10 @@ interface Made {
 }
 
 /**
- * A repository whose every write reaches a changelog (Kafka Streams' `ChangeLoggingKeyValueBytesStore`): every
- * verb, the fast paths included, is derived from the `do*` calls below. Outside a transaction the inner store
- * applies a write, then it is appended; if the changelog refuses it, the write is undone and the call rejects.
- * Inside one ({@link begin}) writes are decided against the inner store with the staged changes on top, and
- * staged: the caller sends {@link staged} with its own transaction, then {@link commit}s or {@link rollback}s.
+ * A repository whose every write, fast paths included, reaches a changelog (Kafka Streams'
+ * `ChangeLoggingKeyValueBytesStore`). Outside a transaction the inner store applies a write, then it is appended;
+ * if the changelog refuses it, the write is undone and the call rejects. Inside one ({@link begin}) writes are
+ * staged over the inner store: the caller sends {@link staged} in its own transaction, then commits or rolls back.
  */
 export class LoggedRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities;
@@ -230,8 +229,7 @@ export class LoggedRepository extends BaseRepository {
     if (this.#tx) {
       // As of time 0, so a record past its time still counts: `remove` deletes whatever the key holds.
       const record = (await this.#current([key], 0))(0);
-      if (record === undefined) return false;
-      if (owner !== undefined && !isClaimOf(record, owner)) return false;
+      if (record === undefined || (owner !== undefined && !isClaimOf(record, owner))) return false;
       this.#stage(key, undefined);
       return true;
     }
@@ -319,9 +317,8 @@ export class LoggedRepository extends BaseRepository {
   }
 
   /**
-   * The live record of key `i` in the open transaction: the staged one if the transaction changed it, else the
-   * inner store's (read first). The staged records are looked up when asked, not before the read: what a verb
-   * decides then sees a change staged meanwhile (a verb on the same key in flight, an earlier entry of its call).
+   * The live record of key `i` in the open transaction: the staged one if it changed the key, else the inner
+   * store's (read first). Staged records are looked up when asked, so a verb sees a change staged meanwhile.
    */
   async #current(
     keys: readonly string[],
@@ -360,17 +357,14 @@ export class LoggedRepository extends BaseRepository {
     });
   }
 
-  /** Stages a change of the open transaction (callers check that one is open). */
+  /** Stages a change of the open transaction (callers check one is open). */
   #stage(key: string, record: IdempotencyRecord | undefined): void {
     const tx = this.#tx as Staging;
     tx.records.set(key, record ?? null);
     tx.changes.push({ key, record });
   }
 
-  /**
-   * Writes changes to the inner store as they are, without logging; the last change per key wins. Through the
-   * store's verbs, confirmed records are written per `bucketMs` of expiry (kept to the bucket's end).
-   */
+  /** Writes changes to the inner store as they are, without logging; the last change per key wins. */
   async #apply(changes: readonly ChangelogChange[], now: number, bucketMs: number): Promise<number> {
     const last = new Map<string, IdempotencyRecord | undefined>();
     for (const { key, record } of changes) last.set(key, record);
@@ -386,8 +380,8 @@ export class LoggedRepository extends BaseRepository {
       }
       return live;
     }
-    // Through the store's verbs: deletions, marks grouped by bucket of expiry and first-seen time, claims one by
-    // one. Each is written with its first-seen time as the verb's `now`, which the store keeps as first seen.
+    // Through the store's verbs: deletions, marks grouped by first-seen time and `bucketMs` of expiry (kept to
+    // the bucket's end), claims one by one, each with its first-seen time as `now` (kept as first seen).
     const inner = this.inner;
     const removals: MessageId[] = [];
     const marks = new Map<string, { at: number; bucket: number; entries: AddEntry[] }>();
@@ -424,11 +418,8 @@ export class LoggedRepository extends BaseRepository {
       const at = claim.firstSeenAt ?? now;
       const entry = entryOf(keyedEntry(key, claim, false));
       const leaseMs = Math.max(1, (claim.leaseExpiresAt ?? now) - at);
-      await inner.add(
-        entry.id,
-        { ttlMs: Math.max(1, claim.expiresAt - at), leaseMs, owner: claim.owner ?? '', now: at },
-        entry,
-      );
+      const ttlMs = Math.max(1, claim.expiresAt - at);
+      await inner.add(entry.id, { ttlMs, leaseMs, owner: claim.owner ?? '', now: at }, entry);
     }
     return live;
   }

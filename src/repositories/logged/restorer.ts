@@ -62,9 +62,8 @@ export interface RestoreResult {
 
 /**
  * Restore and checkpoints of logged stores (Kafka Streams' `StateRestoreCallback` and checkpoint file): reads
- * each changelog partition from what its store holds (applied here, else the checkpoint, else the start) into
- * the partition's {@link LoggedRepository}, and keeps the offset each store holds the changelog up to. The
- * checkpoint, written when a restore ends and by {@link checkpoint}, only records offsets the store holds.
+ * each changelog partition into its {@link LoggedRepository} from what the store holds (applied here, else the
+ * checkpoint, else the start), and keeps that offset; the checkpoint only ever records offsets the store holds.
  */
 export class ChangelogRestorer {
   readonly #source: ChangelogSource;
@@ -83,8 +82,7 @@ export class ChangelogRestorer {
 
   /**
    * The partition's store now holds the changelog up to `next` (a committed write reached both). False, and
-   * nothing advanced, when the write's `first` offset lies past what the store holds: another writer appended
-   * in between, and the partition must be restored.
+   * nothing advanced, when `first` lies past what the store holds: another writer appended, restore the partition.
    */
   advanced(partition: number, next: number | undefined, first?: number): boolean {
     if (next === undefined) return true;
@@ -140,10 +138,8 @@ export class ChangelogRestorer {
     if (offset === undefined) return undefined;
     try {
       const checkpoints = await this.#checkpoints;
-      if (checkpoints !== undefined) {
-        checkpoints.set(partition, offset);
-        await checkpoints.save();
-      }
+      checkpoints?.set(partition, offset);
+      await checkpoints?.save();
     } catch (error) {
       this.#onCheckpointError(error, partition);
     }

@@ -22,6 +22,7 @@ import type {
   ReadOptions,
   RepositoryCapabilities,
 } from '../../store/types.js';
+import { chunk } from '../shared.js';
 import { type MemoryRepositoryOptions, parseMemoryOptions } from './options.js';
 
 /** The record fields of an add that carries none (no object per call). */
@@ -42,11 +43,10 @@ export type HeldRecord = IdempotencyRecord | number;
 
 /**
  * In-process store for tests and small jobs: a bounded LRU map (an evicted live id can repeat: size `maxEntries`
- * above the ids seen within one TTL). The LRU gives a second chance (CLOCK): a use only marks the key, and
- * eviction moves a marked oldest key to the end; moving a key on every use leaves dead entries in V8's hash
- * chains (one hot key cost 40 µs a use, rising past 300 µs). A confirmed record with nothing but its times is
- * kept as its expiry, a small integer counted from `#base`, its first-seen time the expiry less the store's one
- * retention gap (`#gap`): a Map of fresh objects makes the GC copy every record it keeps.
+ * above the ids seen within one TTL), with a second chance (CLOCK): a use only marks the key, as moving it on every
+ * use left dead entries in V8's hash chains (one hot key cost 40 µs a use, rising past 300 µs). A bare confirmed
+ * record is kept as its expiry counted from `#base` (first seen: less the one retention gap `#gap`): a Map of
+ * fresh objects makes the GC copy every record it keeps.
  */
 export class MemoryRepository extends BaseRepository {
   readonly capabilities: RepositoryCapabilities = {
@@ -58,20 +58,18 @@ export class MemoryRepository extends BaseRepository {
     maxResultBytes: 1_048_576,
   };
   protected readonly storeName = 'memory';
-  /** Key → record, or a bare confirmed record's `expiresAt - #base`. */
   readonly #records = new Map<string, HeldRecord>();
   /** Keys used since they last reached the oldest end: spared once by eviction. */
   readonly #used = new Set<string>();
   /**
-   * Where eviction goes on from: every key before it was deleted or moved to the end. A fresh `keys()` per
-   * eviction walked past every deleted slot V8 keeps at the front of the map until its next rehash: 25 µs an add
-   * at 100k entries, against 1 µs below the bound.
+   * Where eviction goes on from (every key before it is gone or moved): a fresh `keys()` per eviction walked the
+   * deleted slots V8 keeps until its next rehash, 25 µs an add at 100k entries against 1 µs below the bound.
    */
   #oldest: MapIterator<string> | undefined;
   #base: number | undefined;
   #gap: number | undefined;
   readonly #maxEntries: number;
-  /** This map as a local index (see `LocalRecords`): the `kafka` repository's. */
+  /** This map as the `kafka` repository's local index (see `LocalRecords`). */
   readonly localRecords: LocalRecords<HeldRecord> = {
     peek: (key) => this.#records.get(key),
     recordOf: (key, held) => this.#record(key, held),
@@ -105,7 +103,7 @@ export class MemoryRepository extends BaseRepository {
     return this.#records.size;
   }
 
-  // The single-key verbs answer at once; the async ones are those answers in a promise (nothing to wrap here).
+  // The single-key verbs answer at once; the async ones are those answers in a promise.
   override addDirect(
     id: MessageId,
     options: AddOptions,
@@ -201,10 +199,7 @@ export class MemoryRepository extends BaseRepository {
     return this.#offset(record.expiresAt, record.firstSeenAt) ?? record;
   }
 
-  /**
-   * The compact form of a bare confirmed record with these times, or undefined (no first-seen time, another gap,
-   * no round trip). A confirm passes its TTL as `gap`, so a first claim confirmed late sets the usual gap.
-   */
+  /** The compact form, or undefined; a confirm passes its TTL as `gap`, so a late one sets the usual gap. */
   #offset(expiresAt: number, firstSeenAt: number | undefined, gap?: number): number | undefined {
     if (firstSeenAt === undefined) return undefined;
     this.#gap ??= gap ?? expiresAt - firstSeenAt;
@@ -287,15 +282,9 @@ export class MemoryRepository extends BaseRepository {
   /** Every record held, live or not yet swept (see `IdempotentRepository.scan`), from a copy of the map. */
   async scan(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void> {
     this.assertOpen();
-    let page: IdempotencyRecord[] = [];
-    for (const [key, held] of [...this.#records]) {
-      page.push(this.#record(key, held));
-      if (page.length === SCAN_PAGE) {
-        await onPage(page);
-        page = [];
-      }
+    for (const page of chunk([...this.#records], SCAN_PAGE)) {
+      await onPage(page.map(([key, held]) => this.#record(key, held)));
     }
-    if (page.length > 0) await onPage(page);
   }
 
   protected async doClear(): Promise<void> {

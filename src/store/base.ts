@@ -28,7 +28,6 @@ export interface KeyedClaim extends Omit<ConfirmRef, 'id'> {
   readonly key: string;
 }
 
-/** The durations a write is checked for. */
 type Times = Pick<AddOptions, 'ttlMs' | 'leaseMs' | 'minLifetimeMs'>;
 
 /** Records per page of a store's `scan` (a tool's walk, never the message path). */
@@ -83,10 +82,7 @@ export abstract class BaseRepository implements IdempotentRepository {
     ttlMs: number,
     now: number,
   ): Promise<boolean[]>;
-  /**
-   * Extends the owner's in-flight claim to `now + leaseMs` (see `IdempotentRepository.renew`). The default, for
-   * a store written before it, throws RenewUnsupportedError: the consumer then warns once.
-   */
+  /** Extends the owner's claim (see `renew`); by default RenewUnsupportedError (the consumer warns once). */
   protected async doRenew(_key: string, _owner: string, _leaseMs: number, _now: number): Promise<boolean> {
     throw new RenewUnsupportedError(
       `${this.storeName} cannot renew a lease: the repository does not implement doRenew`,
@@ -122,10 +118,7 @@ export abstract class BaseRepository implements IdempotentRepository {
     return this.capabilities?.maxIdBytes ?? MAX_ID_BYTES;
   }
 
-  /**
-   * Refuses a TTL, lease or lifetime that is not a duration above 0 within the store's maximum, before anything
-   * is written (a NaN expiry never expires in some stores and has expired in others). Cheap when all are valid.
-   */
+  /** Refuses a TTL, lease or lifetime out of (0, max] before a write: a NaN expiry acts differently per store. */
   protected checkTimes(options: Times): void {
     const max = maxDurationMs(this.capabilities?.maxTtlMs);
     const { ttlMs, leaseMs, minLifetimeMs } = options;
@@ -258,9 +251,8 @@ export abstract class BaseRepository implements IdempotentRepository {
   }
 
   /*
-   * The single-key fast path of `wrap` (see `singleKeyVerbs`): each is its async verb, except that a store that
-   * can answer at once (the memory store) returns the answer, or throws, instead of a promise. Not part of the
-   * port: a wrapper built on this class gets them routed through its own storage calls.
+   * The single-key fast path of `wrap` (see `singleKeyVerbs`): each is its async verb, but a store that can answer
+   * at once (memory) returns the answer, or throws. Not part of the port: a wrapper gets them through its do* calls.
    */
   addDirect(id: MessageId, options: AddOptions, entry?: Omit<AddEntry, 'id'>): MaybePromise<AddResult> {
     return this.add(id, options, entry);

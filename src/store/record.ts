@@ -75,10 +75,7 @@ export function forgetAt(record: IdempotencyRecord): number {
   return Math.max(record.leaseExpiresAt ?? record.expiresAt, record.expiresAt);
 }
 
-/**
- * How long, in wall-clock ms from the write, a store keeps a record before its own expiry may forget it: until
- * {@link forgetAt}, and never less than `minLifetimeMs` (see `AddOptions.minLifetimeMs`).
- */
+/** Wall-clock ms from the write a store keeps the record: until {@link forgetAt}, at least `minLifetimeMs`. */
 export function storeLifetimeMs(record: IdempotencyRecord, now: number, minLifetimeMs = 0): number {
   return Math.max(forgetAt(record) - now, minLifetimeMs);
 }
@@ -90,10 +87,7 @@ const ESC = '\u0002';
 /** What `\2` + this character stands for inside a field. */
 const UNESCAPE: Readonly<Record<string, string>> = { [ESC]: ESC, '\u0003': FIELD_SEP };
 
-/**
- * Encodes an optional string field so that any string round-trips and the field never contains
- * {@link FIELD_SEP}: absent is `''`, the empty string is `\2`, and U+0001/U+0002 are escaped.
- */
+/** An optional string as a field that round-trips and never contains {@link FIELD_SEP} (see {@link ESC}). */
 export function encodeField(value: string | undefined): string {
   if (value === undefined) return '';
   if (value === '') return ESC;

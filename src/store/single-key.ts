@@ -5,9 +5,8 @@ import type { IdempotentRepository } from './types.js';
 const DIRECT_VERBS = ['addDirect', 'getDirect', 'confirmDirect', 'removeDirect', 'markDirect'] as const;
 
 /**
- * The single-key verbs the consumer calls for a batch of one (every `wrap` call), resolved once per consumer:
- * the store's direct verbs (see `BaseRepository.addDirect`), or the async verbs of a repository without them.
- * The lazy one-key mark is a mark (`markDirect`, the `markMany` family), as the many-key path's.
+ * The single-key verbs the consumer calls for a batch of one (every `wrap` call), resolved once per consumer: the
+ * store's direct verbs (see `BaseRepository.addDirect`), else its async ones; the one-key mark is a `markMany`.
  */
 export type SingleKeyVerbs = Pick<BaseRepository, (typeof DIRECT_VERBS)[number]>;
 

@@ -47,9 +47,8 @@ export interface AddOptions {
    */
   readonly now?: number;
   /**
-   * The least wall-clock time, in ms, the store keeps the record before its own expiry (PX, `USING TTL`, TTL
-   * attributes, buckets) may forget it; liveness is still judged from the record's times. Event-time mode sets it:
-   * stream time stands still while a stream is idle, the store's clock does not.
+   * The least wall-clock ms the store keeps the record before its own expiry may forget it (liveness is still
+   * judged from its times). Event-time mode sets it: stream time stands still while a stream is idle.
    */
   readonly minLifetimeMs?: number;
 }
@@ -137,11 +136,9 @@ export interface IdempotentRepository {
   /** `add` for many ids; duplicates inside the list resolve to the first occurrence. */
   addMany(entries: readonly AddEntry[], options: AddOptions): Promise<AddResult[]>;
   /**
-   * Lazy mode's mark: confirmed records for ids the caller has just read as absent, with the store's cheapest
-   * write. It need not be atomic: afterwards every id is held by a live record, but a blind store may have
-   * replaced one that appeared since the read (lazy mode's known race). Per position: false when a live record
-   * already held the id and was kept (`raced`), true when this call wrote it. Optional: the consumer falls back
-   * to `addMany`.
+   * Lazy mode's mark of ids just read as absent, with the store's cheapest write; afterwards a live record holds
+   * each id, but a blind store may have replaced one that appeared since the read (lazy mode's known race). Per
+   * position: false when a live record held the id and was kept (`raced`). Optional: else `addMany`.
    */
   markMany?(entries: readonly AddEntry[], options: MarkOptions): Promise<boolean[]>;
   /** True when a live record (in-flight or confirmed) holds the id. */
@@ -157,9 +154,8 @@ export interface IdempotentRepository {
   /** `confirm` for many claims (each with its own `result`), one answer per input position. */
   confirmMany(claims: readonly ConfirmRef[], options: { ttlMs: number }): Promise<boolean[]>;
   /**
-   * Extends the owner's in-flight claim to end `leaseMs` from now; owner-checked and atomic like `confirm`. The
-   * consumer calls it every third of the lease while a handler runs. Optional: without it a claim holds for its
-   * first lease only (the consumer warns once).
+   * Extends the owner's in-flight claim to end `leaseMs` from now, atomically like `confirm`; the consumer calls
+   * it every third of the lease. Optional: without it a claim holds for its first lease only.
    */
   renew?(claim: ClaimRef, options: RenewOptions): Promise<boolean>;
   /** Deletes the record. With an owner, only that owner's in-flight claim is deleted. */
@@ -167,10 +163,9 @@ export interface IdempotentRepository {
   /** Deletes every record of this repository (its namespace only, for shared stores). */
   clear(): Promise<void>;
   /**
-   * Calls `onPage` with every record this repository holds (its namespace only), a page at a time, for tools
-   * (`idem stats`), never the message path. Includes records no longer live but not yet forgotten (judge them
-   * with `isLive`). Not a snapshot: a record written meanwhile may be missed, one that moved seen twice.
-   * Optional: a store that cannot list its ids cheaply leaves it out.
+   * Calls `onPage` with every record of this namespace, live or not yet forgotten (judge with `isLive`), a page at
+   * a time, for tools (`idem stats`). Not a snapshot: a record written meanwhile may be missed, one that moved seen
+   * twice. Optional: a store that cannot list its ids cheaply leaves it out.
    */
   scan?(onPage: (records: readonly IdempotencyRecord[]) => void | Promise<void>): Promise<void>;
   /** Releases connections and flushes local state. Further calls fail with RepositoryClosedError. */
@@ -187,15 +182,13 @@ export interface RepositoryTransaction<Client = unknown> {
   readonly client: Client;
   /**
    * Opens a savepoint (one at a time) around a handler whose failure must undo its writes but keep the
-   * transaction. `optimistic`: a store may only note the place; when that cannot stand in for a real one
-   * (something sent since must be undone), the transaction becomes rollback-only and sets
-   * {@link needsSavepoints}: the caller runs it again with real ones.
+   * transaction. `optimistic`: a store may only note the place; where that cannot stand in for a real one, the
+   * transaction becomes rollback-only and sets {@link needsSavepoints}: the caller runs it again with real ones.
    */
   savepoint(options?: { readonly optimistic?: boolean }): Promise<void>;
   /**
-   * Drops the open savepoint, keeping what was written after it. When a caught failed statement left the
-   * transaction aborted (PostgreSQL), it rolls back to the savepoint instead and rejects with
-   * SwallowedStatementError.
+   * Drops the open savepoint, keeping what was written after it; where a caught failed statement aborted the
+   * transaction (PostgreSQL), it rolls back to it instead and rejects with SwallowedStatementError.
    */
   releaseSavepoint(): Promise<void>;
   /** Undoes what was written since the open savepoint (and drops it); the transaction goes on. */
@@ -207,9 +200,8 @@ export interface RepositoryTransaction<Client = unknown> {
   /** True once an optimistic savepoint could not stand in for a real one (see {@link savepoint}). */
   readonly needsSavepoints?: boolean;
   /**
-   * Why the database rolled the whole transaction back on its own while the work ran, if it did (MySQL's
-   * deadlock victim, even when the handler caught the error): nothing commits, and the consumer runs the
-   * transaction again from the start.
+   * Why the database rolled the whole transaction back on its own, if it did (MySQL's deadlock victim, even when
+   * the handler caught the error): nothing commits, and the consumer runs the transaction again from the start.
    */
   readonly rolledBackBy?: string;
 }

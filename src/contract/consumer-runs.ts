@@ -11,10 +11,9 @@ export interface ConsumerRun {
 }
 
 /**
- * The consumer set-ups a promise about the consumer over a store must hold in: eager and lazy mode (each with the
- * consumer's default, which on a transactional store is one transaction per message), and on a transactional
- * store (`repository.transaction`) also one transaction per batch and none. Each write path of the store
- * (confirm, mark, their batch forms, inside and outside a transaction) is then crossed.
+ * The consumer set-ups a promise about the consumer over a store must hold in, so that each write path of the
+ * store is crossed: eager and lazy mode (by default a transaction per message on a transactional store), and on a
+ * transactional store also a transaction per batch and none.
  */
 export function consumerRuns(repository: IdempotentRepository): ConsumerRun[] {
   const transactional = isTransactional(repository);
@@ -31,10 +30,7 @@ export function consumerRuns(repository: IdempotentRepository): ConsumerRun[] {
   return runs;
 }
 
-/**
- * A consumer of messages with an `id` field over `repository` in one of its {@link consumerRuns}, keeping results
- * and fingerprints, with leases and retention long enough that nothing lapses during a test.
- */
+/** A consumer of `{ id }` messages in one of the {@link consumerRuns}, keeping results and fingerprints. */
 export function storingConsumer<M>(
   repository: IdempotentRepository,
   run: ConsumerRun,

@@ -40,10 +40,7 @@ export class ContractContext {
 
   constructor(readonly options: ContractOptions) {}
 
-  /**
-   * Opens (or reopens) the repository of this test's namespace, or of another namespace given explicitly
-   * (tests of namespace isolation open a second one that extends this test's namespace).
-   */
+  /** Opens (or reopens) the repository of this test's namespace, or of another (a namespace test's second). */
   async open(namespace: string = this.namespace): Promise<IdempotentRepository> {
     const repo = await this.options.factory({ namespace });
     this.#opened.push(repo);
@@ -78,10 +75,9 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
 export const SHORT_TTL_MS = 1_200;
 
 /**
- * Runs `run` until one run takes less than `windowMs` from its start to its end, at most five runs, and returns
- * that run's result. A test that asserts what a store says *before* a short TTL or lease ends (an id still a
- * duplicate, a claim still held) proves nothing when the process was stalled past the end between two calls, as
- * happens on a loaded machine: such a run is discarded, never counted as a pass. `run` must use fresh ids.
+ * Runs `run` until one run takes less than `windowMs`, at most five times, and returns that run's result. What a
+ * store says *before* a short TTL or lease ends proves nothing when a loaded machine stalled the process past the
+ * end between two calls: such a run is discarded, never counted as a pass. `run` must use fresh ids.
  */
 export async function withinWindow<T>(windowMs: number, what: string, run: () => Promise<T>): Promise<T> {
   const runs = 5;
@@ -114,7 +110,6 @@ export const whenPersistent = ({ capabilities }: ContractOptions): { skip: strin
   skip: capabilities.persistent ? false : 'the store declares persistent: false',
 });
 
-/** A test body that starts from the repository of the test's namespace. */
 export type RepoTestBody = (repo: IdempotentRepository, ctx: ContractContext) => Promise<void>;
 
 /** The suite's `it` for a test that starts from its namespace's repository, closed after it. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import {
   type ContractSuite,
+  claimBy,
   LONG_TTL_MS,
   repoTest,
   SHORT_TTL_MS,
@@ -30,11 +31,7 @@ export function expiryTests(suite: ContractSuite): void {
     await repo.contains(uniqueId('warm'));
     const { id, blocked } = await withinWindow(SHORT_TTL_MS, 'claim, then claim again', async () => {
       const id = uniqueId('lease');
-      const claim = await repo.add(id, {
-        ttlMs: LONG_TTL_MS,
-        leaseMs: SHORT_TTL_MS,
-        owner: 'crashed-worker',
-      });
+      const claim = await repo.add(id, claimBy('crashed-worker', SHORT_TTL_MS));
       assert.equal(claim.added, true);
       assert.equal(claim.added && claim.record.state, 'in-flight');
       const blocked = await repo.add(id, { ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner: 'other' });

@@ -5,10 +5,9 @@ import type { IdempotentRepository } from '../store/types.js';
 import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, scanned, uniqueIds } from './context.js';
 
 /**
- * `firstSeenAt`: the `now` of the add that created the record (its claim or lazy mark), kept through confirm,
- * renew and a stored result, and new when a new record replaces one that lapsed or was removed. Each add below
- * passes `now` a little in the past (distinct per step), so a store that stamps its own clock, or the confirm's,
- * is caught; leases and TTLs are long enough that every record is still live by the repository's clock.
+ * `firstSeenAt`: the `now` of the add that created the record, kept through confirm, renew and a result, new when
+ * a new record replaces one that lapsed or was removed. Each add passes a distinct `now` a little in the past, so
+ * a store that stamps its own clock, or the confirm's, is caught; every record stays live by the store's clock.
  */
 export function firstSeenTests(suite: ContractSuite): void {
   const { options } = suite;

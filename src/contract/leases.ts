@@ -9,10 +9,7 @@ import { type ContractSuite, LONG_TTL_MS, repoTest, SHORT_TTL_MS, sleep, uniqueI
 
 const claim = (owner: string) => ({ ttlMs: LONG_TTL_MS, leaseMs: SHORT_TTL_MS, owner });
 
-/**
- * Past the lease by over a second: a store that rounds its own expiry to whole seconds (Cassandra's TTL) has then
- * dropped a record whose store expiry followed the lease.
- */
+/** Past the lease by over a second, so a store's expiry rounded to whole seconds (Cassandra's TTL) has passed. */
 const PAST_LEASE_MS = SHORT_TTL_MS + 1_300;
 
 export function leaseTests(suite: ContractSuite): void {

@@ -7,11 +7,9 @@ import { consumerRuns, storingConsumer } from './consumer-runs.js';
 import { type ContractSuite, repoTest, uniqueId } from './context.js';
 
 /*
- * A handler may change the message it was given: reassign its id field, delete or change payload fields. The
- * consumer reads the id and the fingerprint once, before the handler runs, so the record it completes (or
- * releases) is the one it claimed, its fingerprint is the original input's, and a redelivery of the original is
- * a duplicate. A consumer that read the id again afterwards would complete another id and leave the claimed one
- * in flight until its lease ran out (Powertools TypeScript #5715).
+ * A handler may change the message it was given (its id field, its payload). The consumer reads the id and the
+ * fingerprint once, before the handler runs, so it completes (or releases) the id it claimed, with the original's
+ * fingerprint; reading the id again after would leave the claimed one in flight (Powertools TypeScript #5715).
  */
 
 interface Message {

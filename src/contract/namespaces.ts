@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { type ContractSuite, claimBy, entriesOf, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 /*
- * Two repositories whose namespaces are such that one is a prefix of the other, as `app:` and `app:orders:` are.
- * A store that simply glues the namespace in front of the id stores `42` of the inner one and `orders:42` of the
- * outer one under the same key, so each would see (and clear) the other's ids. Each test's inner namespace is its
- * own extended by `:orders`.
+ * Two namespaces of which one is a prefix of the other (`app:`, `app:orders:`): a store that glues the namespace
+ * in front of the id stores `42` of the inner one and `orders:42` of the outer one under one key. Each test's
+ * inner namespace is its own extended by `:orders`.
  */
 
 /** The ids under which the outer namespace could meet the inner namespace's `id`, whatever separator is used. */

@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ContractSuite, claimBy, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
-/**
- * Owner and fingerprint strings that break naive record encodings: field separators (U+0001), NUL, newlines,
- * text that looks like an encoded record or JSON, and characters outside the BMP.
- */
+/** Owner and fingerprint strings that break naive record encodings. */
 const AWKWARD = [
   'a\u0001b',
   '\u0001',

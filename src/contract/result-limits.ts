@@ -6,11 +6,9 @@ import { type ContractSuite, padded, repoTest, uniqueId } from './context.js';
 
 /*
  * The store's declared `maxResultBytes` is a promise to the consumer's `storeResult`: a result of exactly that
- * many bytes is kept and replayed whole, next to the largest id and a fingerprint, one message at a time and in a
- * batch, on every write path (eager confirm, lazy mark, in a transaction or not). One byte more is not kept, and
- * that costs nothing but the replay: the message was handled once, its result says `resultKept: false`, and a
- * redelivery is a plain duplicate that does not run the handler again. A store whose write of an at-limit record
- * fails (an item, row, mutation or message size limit of the server) has declared too much.
+ * many bytes is kept and replayed whole, beside the largest id and a fingerprint, on every write path. One byte
+ * more is not kept (`resultKept: false`), and a redelivery is a plain duplicate that does not run the handler
+ * again. A store whose write of an at-limit record fails (a server's size limit) has declared too much.
  */
 
 /** A fingerprint as the consumer stores it: a SHA-256 digest in base64url. */
@@ -22,9 +20,8 @@ interface Message {
 }
 
 /**
- * A handler value whose kept text (the consumer's one-character tag, then the value's JSON) is exactly `bytes`
- * UTF-8 bytes: a string, which JSON writes between two quotes, ending in multi-byte characters JSON leaves as they
- * are, so a store that cut or re-encoded it would show.
+ * A handler value kept as exactly `bytes` UTF-8 bytes (a one-character tag, the JSON string in two quotes),
+ * ending in multi-byte characters JSON leaves as they are, so a store that cut or re-encoded it would show.
  */
 const valueKeptAs = (bytes: number) => padded(bytes - 3, '', '日😀', 'r');
 

@@ -4,10 +4,7 @@ import { type ContractSuite, LONG_TTL_MS, padded, repoTest, uniqueId, whenPersis
 /** Every byte value 0..255 as one character each, the way a binary payload read as latin1 looks. */
 const ALL_BYTES = String.fromCharCode(...Array.from({ length: 256 }, (_, i) => i));
 
-/**
- * Results that break naive encodings: the record separators U+0001/U+0002 and their escape sequences, NUL,
- * characters outside the BMP (surrogate pairs), JSON and record look-alikes, and binary-derived text.
- */
+/** Results that break naive encodings (separators and their escapes, NUL, surrogate pairs, look-alikes). */
 const AWKWARD_RESULTS = [
   '',
   '\u0000',
@@ -24,10 +21,7 @@ const AWKWARD_RESULTS = [
   '\\u0000 "quoted" \\',
 ];
 
-/**
- * Results (`IdempotencyRecord.result`) and fingerprints: what the consumer's `storeResult`, kept failures and
- * `fingerprint` rely on. A store only keeps and returns these strings, unchanged, whatever they hold.
- */
+/** Results and fingerprints, which `storeResult` and `fingerprint` rely on: kept and returned unchanged. */
 export function resultTests(suite: ContractSuite): void {
   const { options } = suite;
   const test = repoTest(suite);

@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ContractSuite, LONG_TTL_MS, repoTest, scanned, uniqueId, uniqueIds } from './context.js';
 
-/**
- * `scan` (optional, declared by its presence like `renew`): a store without it has nothing to check here; one
- * with it must report every record of its namespace, with its fields, and nothing of another namespace.
- */
+/** `scan`, optional (declared by its presence like `renew`): checked only where the store has it. */
 export function scanTests(suite: ContractSuite): void {
   const test = repoTest(suite);
   test('scan reports each record of the namespace with its state and fields, and no other namespace’s', async (repo, ctx) => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { IdempotentConsumer } from '../consumer/idempotent-consumer.js';
 import { isTransactional } from '../store/transaction.js';
 import type { AddResult, IdempotencyRecord } from '../store/types.js';
-import { type ContractSuite, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
+import { type ContractSuite, entriesOf, LONG_TTL_MS, repoTest, uniqueId } from './context.js';
 
 interface Message {
   readonly id: string;
@@ -10,9 +10,8 @@ interface Message {
 
 /*
  * A transactional store under the consumer's `transaction: 'batch'`: a failed handler undoes only its own writes,
- * however the store gets there (a savepoint per handler, or none until a handler that wrote fails and the batch
- * runs again with them). The handlers' writes here are the store's own verbs, which run on the transaction's
- * connection: a side id marked per message.
+ * however the store gets there (savepoints, or a rerun with them). The handlers write a side id per message
+ * through the store's own verbs, which run on the transaction's connection.
  */
 export function transactionTests(suite: ContractSuite): void {
   const test = repoTest(suite);
@@ -25,9 +24,7 @@ export function transactionTests(suite: ContractSuite): void {
       transaction: 'batch',
       onWarning: () => {},
     });
-    const batch = [uniqueId('a'), uniqueId('fail'), uniqueId('c'), uniqueId('refused')].map((id) => ({
-      id,
-    }));
+    const batch = entriesOf([uniqueId('a'), uniqueId('fail'), uniqueId('c'), uniqueId('refused')]);
     const side = (message: Message) => `${message.id}-side`;
     const runs = new Map<string, number>();
     const { results } = await consumer.processBatch(batch, async (message) => {

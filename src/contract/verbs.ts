@@ -38,7 +38,6 @@ async function markAsync(repo: IdempotentRepository, entry: AddEntry): Promise<b
 const WRITES: Record<
   string,
   {
-    /** Writes through the verb. */
     run(repo: FastPath, id: string): Promise<void>;
     /** The id must be gone afterwards. */
     absent?: true;
@@ -128,9 +127,8 @@ const WRITES: Record<
 };
 
 /**
- * The rules that keep a store's verbs one family, and that catch a wrapper (a decorator over another repository)
- * that forgets one: every single-key fast path answers what its async verb answers, and on a persistent store a
- * write made through any verb is still there after a reopen.
+ * The rules that keep a store's verbs one family and catch a wrapper that forgets one: every single-key fast path
+ * answers what its async verb answers, and on a persistent store a write through any verb survives a reopen.
  */
 export function verbTests(suite: ContractSuite): void {
   const { options } = suite;

@@ -32,10 +32,7 @@ export interface RecordParts {
 /** Why a record's id cannot be used; such a record belongs in the DLQ (it would fail the same way forever). */
 export type BadIdReason = 'invalid-json' | 'invalid-id';
 
-/**
- * The id of one record: `ok` with the canonical key (what every repository stores), or `undefined` when it has
- * none (KIP-655: forwarded without dedup); or not `ok`, with the reason and a readable detail.
- */
+/** A record's id: `ok` with its canonical key (undefined: none, KIP-655), or a reason and a detail. */
 export type IdVerdict =
   | { readonly ok: true; readonly id: string | undefined }
   | { readonly ok: false; readonly reason: BadIdReason; readonly detail: string };

@@ -68,8 +68,7 @@ export async function startDedupNode(
   options.signal?.throwIfAborted();
   checkTtl(config, repository);
   const startup = new StartupWatch(logger, config.kafka);
-  // Its retry budget (20 tries, backing off to 10 s) rides out a broker away for a minute or two instead of
-  // failing the batch.
+  // 20 tries, backing off to 10 s: a broker away for a minute or two does not fail the batch.
   const kafka =
     options.kafka ??
     (await openKafkaClient(
@@ -84,7 +83,6 @@ export async function startDedupNode(
     const handle = await start(config, repository, logger, kafka, signal);
     startup.started();
     if (options.kafka) return handle;
-    // A client the node opened itself: its stop also closes the client.
     let closing: Promise<void> | undefined;
     return { ...handle, stop: () => (closing ??= handle.stop().finally(() => kafka.close())) };
   } catch (error) {
@@ -146,7 +144,6 @@ async function start(
   const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
 
   const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics, logger);
-  // Each part gets the settings it uses, read from the config here, once.
   const runtime: NodeRuntime = { kafka, producer, consumer, repository, metrics, perf, totals, logger };
   const chunkDeps: ChunkDeps = { ...runtime, dedup: config.dedup, dlqTopic: config.dlq.topic, audit, output };
   const chunks = new ChunkProcessor(chunkDeps);

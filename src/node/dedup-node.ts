@@ -50,14 +50,10 @@ export interface DedupNodeOptions {
 }
 
 /**
- * The Kafka→Kafka dedup node. Each partition batch is cut into chunks of `input.batchSize` records; per chunk:
- *   1. parse: read each record's dedup id (unreadable records and, by default, records without one go to the DLQ);
- *   2. lookup: one store call; a duplicate of a stored id or of an earlier record in the chunk is dropped;
- *   3. produce + deliver: the survivors to the output topic, in their input partition, in order, acked;
- *   4. mark: one store call records the forwarded ids, kept for `dedup.ttl`;
- *   5. dead letters, then the chunk's offset is resolved.
- * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its mark.
- * Under exactly-once, consecutive chunks share one Kafka transaction (see docs/node.md).
+ * The Kafka→Kafka dedup node: each partition batch in chunks of `input.batchSize` records, each parsed, looked
+ * up, produced and delivered, marked, then its dead letters sent and its offset resolved (docs/node.md's steps).
+ * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its
+ * mark. Under exactly-once, consecutive chunks share one Kafka transaction.
  */
 export async function startDedupNode(
   config: NodeConfig,

@@ -1,10 +1,9 @@
 import { TimeoutError } from '@platformatic/kafka';
 
 /*
- * A bound on the steps of the port's own read loop: a step of several calls, each with its retries (reading the
- * positions: metadata, OffsetFetch, two ListOffsets), can stay pending for minutes while the consumer reads
- * nothing. Past its limit it fails with a warning naming it, and the usual recovery runs. Only reads: giving up
- * early on a commit or a heartbeat would cost a rebalance or a batch read twice.
+ * A bound on the port's own read steps (the positions: metadata, OffsetFetch, two ListOffsets, each retried),
+ * which can hang for minutes while nothing is read: past it the step fails, warning, and recovery runs. Only
+ * reads: giving up on a commit or heartbeat costs a rebalance or a batch read twice.
  */
 
 /** Twice the request timeout, at least 60 s: a loaded broker coming back can take tens of seconds to answer. */

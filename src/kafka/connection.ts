@@ -3,8 +3,7 @@ import { tlsSettingSchema } from '../options/tls.js';
 import { durationMs } from '../util/duration.js';
 import { defaultKafkaClient, kafkaClientNames } from './port/names.js';
 
-// How to reach a Kafka cluster: the node's `[kafka]` table and the `kafka` repository's connection keys. Apart
-// from `openKafkaClient` (port/open.ts), so that validating a config loads no client library.
+// How to reach a cluster (node and `kafka` store keys); validating it loads no client library.
 
 export const kafkaConnectionDefaults = {
   /** The node's client id; the `kafka` repository has its own (`kafkaDefaults.clientId`). */
@@ -41,10 +40,7 @@ export const kafkaConnectionFields = {
   requestTimeout: durationMs.default(kafkaConnectionDefaults.requestTimeoutMs),
 };
 
-/**
- * Refuses a SASL login over plaintext unless the config says it is meant: `table` is the config table of the keys
- * (`kafka`, `repository`), `sent` what else crosses the wire (`record`, `mark`).
- */
+/** Refuses SASL over plaintext unless allowed: `table` is the keys' table, `sent` what else is sent. */
 export function saslNeedsTls(table: string, sent: string) {
   return (connection: { sasl?: KafkaSasl | undefined; ssl: unknown }, ctx: z.RefinementCtx): void => {
     if (connection.sasl && connection.ssl === false && !connection.sasl.allowPlaintext) {
@@ -63,14 +59,9 @@ export function saslNeedsTls(table: string, sent: string) {
 /** The dedup node's `[kafka]` table: how to reach the cluster (shared by input, output and DLQ). */
 export const kafkaConnectionSchema = z
   .object({
-    brokers: kafkaConnectionFields.brokers,
-    client: kafkaConnectionFields.client,
+    ...kafkaConnectionFields,
     clientId: z.string().min(1).default(kafkaConnectionDefaults.clientId),
-    ssl: kafkaConnectionFields.ssl,
-    sasl: kafkaConnectionFields.sasl,
     sessionTimeout: durationMs.default(kafkaConnectionDefaults.sessionTimeoutMs),
-    connectionTimeout: kafkaConnectionFields.connectionTimeout,
-    requestTimeout: kafkaConnectionFields.requestTimeout,
     startupTimeout: durationMs.default(kafkaConnectionDefaults.startupTimeoutMs),
   })
   .strict()

@@ -62,10 +62,7 @@ export function deadLetter(
   return { topic, partition, message, reason, error, attempts };
 }
 
-/**
- * What the adapter and the node do with a record once the engine decided: `ack` it (its offset may be committed),
- * `retry` it (another worker holds the id, or the handler failed), or `dead-letter` it (it can never be handled).
- */
+/** A decided record: `ack` (commit past it), `retry` (another's claim, a handler failure), `dead-letter`. */
 export type RecordFate =
   | { readonly fate: 'ack' }
   | { readonly fate: 'retry'; readonly kind: 'in-progress' | 'handler'; readonly error: unknown }
@@ -108,19 +105,19 @@ export interface DeadLetterInfo {
  * carried, e.g. a replayed dead letter). Placed by key, so records of one key keep their order in the DLQ.
  */
 export function deadLetterMessage(letter: DeadLetter): OutgoingMessage {
-  const { message } = letter;
+  const { message, error } = letter;
   const headers: MessageHeaders = {
     ...message.headers,
     [dlqHeaders.reason]: letter.reason,
-    [dlqHeaders.error]: errorText(letter.error),
+    [dlqHeaders.error]: errorText(error),
     [dlqHeaders.topic]: letter.topic,
     [dlqHeaders.partition]: String(letter.partition),
     [dlqHeaders.offset]: message.offset,
     [dlqHeaders.attempts]: String(letter.attempts),
     [dlqHeaders.timestamp]: message.timestamp,
   };
-  const type = errorType(letter.error);
-  if (type !== undefined) headers[dlqHeaders.errorType] = type;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (error instanceof Error) headers[dlqHeaders.errorType] = typeof code === 'string' ? code : error.name;
   return { key: message.key, value: message.value, headers };
 }
 
@@ -159,10 +156,4 @@ export function readDeadLetter(headers: MessageHeaders | undefined): DeadLetterI
 function errorText(error: unknown): string {
   const text = errorMessage(error);
   return text.length > MAX_ERROR_CHARS ? `${text.slice(0, MAX_ERROR_CHARS - 3)}...` : text;
-}
-
-function errorType(error: unknown): string | undefined {
-  if (!(error instanceof Error)) return undefined;
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' ? code : error.name;
 }

@@ -1,4 +1,3 @@
-// The Kafka vocabulary shared by the adapter (src/adapters/kafka) and the dedup node (src/node): how a record's id
-// is read, and which records are acked, retried or dead-lettered. Both import it here, never from each other.
+// Shared by the adapter and the node (never importing each other): a record's id, and its ack, retry or DLQ.
 export * from './dlq.js';
 export * from './message-id.js';

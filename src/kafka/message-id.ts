@@ -32,10 +32,7 @@ export interface RecordParts {
 /** Why a record's id cannot be used; such a record belongs in the DLQ (it would fail the same way forever). */
 export type BadIdReason = 'invalid-json' | 'invalid-id';
 
-/**
- * The id of one record: `ok` with the canonical key (what every repository stores), or `undefined` when it has
- * none (KIP-655: forwarded without dedup); or not `ok`, with the reason and a readable detail.
- */
+/** A record's id: `ok` with its canonical key (undefined: none, KIP-655), or a reason and a detail. */
 export type IdVerdict =
   | { readonly ok: true; readonly id: string | undefined }
   | { readonly ok: false; readonly reason: BadIdReason; readonly detail: string };
@@ -43,14 +40,9 @@ export type IdVerdict =
 const NO_ID: IdVerdict = Object.freeze({ ok: true, id: undefined });
 
 /**
- * Compiles an id source into a reader (the path is split once) that never throws:
- * - key / header bytes that are valid UTF-8 become a text id, others a binary id (`toKey`); a repeated header
- *   counts by its last value, as Java's `headers.lastHeader(name)`;
- * - a value path is read from the JSON bytes (`jsonIdReader`, no `JSON.parse`): a valid UTF-8 string, or a
- *   number as its exact plain decimal (`1.0` is `1`); a decimal step indexes an array (`items.0.id`);
- * - a missing or empty key / header / field, a JSON `null`, or a tombstone means "no id";
- * - a value that is not JSON is `invalid-json`; an object, array or boolean, a string that is not valid UTF-8 or
- *   longer than the stores accept (1024 bytes), is `invalid-id`.
+ * Compiles an id source into a reader (its path split once) that never throws, by docs/kafka.md's Message ids
+ * table: key or header bytes are a text id when valid UTF-8, else binary (a repeated header counts by its
+ * last value, as Java's `lastHeader`); a value path is read from the JSON bytes, not `JSON.parse`.
  */
 export function messageIdReader(source: IdSource): (record: RecordParts) => IdVerdict {
   switch (source.from) {

@@ -1,7 +1,4 @@
-/**
- * `step`, or a rejection with the signal's reason as soon as it aborts (the step itself is left to settle,
- * its rejection observed).
- */
+/** `step`, or a rejection with the signal's reason once it aborts (the step settles on its own, observed). */
 export function untilAborted<T>(step: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return step;
   step.catch(() => undefined);

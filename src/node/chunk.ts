@@ -88,10 +88,7 @@ export interface ChunkDeps
 /** The node has no `[consumer]` table: every consumer option comes from `[dedup]` (see the constructor). */
 const NODE_CONSUMER_TABLE = consumerConfigSchema.parse({});
 
-/**
- * The node's steps for one chunk of one partition (see startDedupNode), the engine's in lazy mode. When it resolves,
- * the chunk's offsets may be committed.
- */
+/** One chunk of a partition through the node's steps (startDedupNode); resolved, its offsets may commit. */
 export class ChunkProcessor {
   readonly #deps: ChunkDeps;
   readonly #readId: (record: RecordParts) => IdVerdict;
@@ -201,8 +198,7 @@ export class ChunkProcessor {
   ): Promise<{ results: ProcessResult<unknown>[]; attempts: Map<number, number> }> {
     const { output, metrics, perf, logger } = this.#deps;
     const attempts = new Map<number, number>();
-    // The engine answers a throwing batch handler by failing its items; a failed output request must fail the
-    // chunk instead, never send its records to the DLQ.
+    // A failed output request fails the chunk: the engine would fail its items, sending them to the DLQ.
     let writeFailure: { error: unknown } | undefined;
     const produce = {
       batch: async (items: readonly BatchItem<Candidate>[]) => {
@@ -247,8 +243,7 @@ export class ChunkProcessor {
       clock.reset();
       if (call.error === undefined) return;
       metrics.storeFailures.inc({ operation: phase });
-      // What the engine decided: any failure it does not go on past (a partition's store closed by a join, say)
-      // fails the chunk, and under exactly-once aborts its output.
+      // A failure the engine does not go past (a store a join closed) fails the chunk; exactly-once aborts its output.
       const failOpen = goesOnAfter(this.#deps.dedup.storeFailure, call.error);
       logger.warn(
         { err: call.error, operation: phase },
@@ -261,7 +256,6 @@ export class ChunkProcessor {
     };
     const { results } = await this.#consumer.processBatch(candidates, produce, {
       onStoreCall,
-      // The audit names each candidate's place in its record.
       ...(this.#deps.audit && {
         placeOf: (i: number) => ({ topic, partition, offset: (candidates[i] as Candidate).message.offset }),
       }),

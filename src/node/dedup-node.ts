@@ -50,14 +50,10 @@ export interface DedupNodeOptions {
 }
 
 /**
- * The Kafka→Kafka dedup node. Each partition batch is cut into chunks of `input.batchSize` records; per chunk:
- *   1. parse: read each record's dedup id (unreadable records and, by default, records without one go to the DLQ);
- *   2. lookup: one store call; a duplicate of a stored id or of an earlier record in the chunk is dropped;
- *   3. produce + deliver: the survivors to the output topic, in their input partition, in order, acked;
- *   4. mark: one store call records the forwarded ids, kept for `dedup.ttl`;
- *   5. dead letters, then the chunk's offset is resolved.
- * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its mark.
- * Under exactly-once, consecutive chunks share one Kafka transaction (see docs/node.md).
+ * The Kafka→Kafka dedup node: each partition batch in chunks of `input.batchSize` records, each parsed, looked
+ * up, produced and delivered, marked, then its dead letters sent and its offset resolved (docs/node.md's steps).
+ * Offsets are committed once per fetched batch; a crash repeats at most the chunk between its produce and its
+ * mark. Under exactly-once, consecutive chunks share one Kafka transaction.
  */
 export async function startDedupNode(
   config: NodeConfig,
@@ -68,8 +64,7 @@ export async function startDedupNode(
   options.signal?.throwIfAborted();
   checkTtl(config, repository);
   const startup = new StartupWatch(logger, config.kafka);
-  // Its retry budget (20 tries, backing off to 10 s) rides out a broker away for a minute or two instead of
-  // failing the batch.
+  // 20 tries, backing off to 10 s: a broker away for a minute or two does not fail the batch.
   const kafka =
     options.kafka ??
     (await openKafkaClient(
@@ -84,7 +79,6 @@ export async function startDedupNode(
     const handle = await start(config, repository, logger, kafka, signal);
     startup.started();
     if (options.kafka) return handle;
-    // A client the node opened itself: its stop also closes the client.
     let closing: Promise<void> | undefined;
     return { ...handle, stop: () => (closing ??= handle.stop().finally(() => kafka.close())) };
   } catch (error) {
@@ -146,7 +140,6 @@ async function start(
   const supervisor = new ConsumerSupervisor(consumer, kafka.errors, logger);
 
   const catchUp = new CatchUp(config.catchUp, config.input.batchSize, metrics, logger);
-  // Each part gets the settings it uses, read from the config here, once.
   const runtime: NodeRuntime = { kafka, producer, consumer, repository, metrics, perf, totals, logger };
   const chunkDeps: ChunkDeps = { ...runtime, dedup: config.dedup, dlqTopic: config.dlq.topic, audit, output };
   const chunks = new ChunkProcessor(chunkDeps);

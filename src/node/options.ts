@@ -8,25 +8,21 @@ import { durationMs, durationSchema } from '../util/duration.js';
 import { renamedKey } from '../util/renamed-key.js';
 import { catchUpSchema } from './catch-up.js';
 
+/** The node's defaults; docs/node.md's table says what each key does. */
 export const nodeDefaults = {
   groupId: 'idem-dedup',
-  /** Records per store round trip and per output request; also the most records one crash can repeat. */
   batchSize: 1000,
   batchTimeoutMs: 1_000,
-  /** Fetch sizes: larger fetches mean fewer round trips, and the node commits once per fetched batch. */
   maxBytesPerPartition: 4 * 1024 * 1024,
   maxBytes: 16 * 1024 * 1024,
   ttlMs: 3 * 3_600_000,
   missingId: 'dlq',
   storeFailure: 'fail',
-  /** Tries of one output request whose error may pass (broker away, leader moving) before the batch is retried. */
   sendAttempts: 5,
   retryBackoffMs: 500,
   metricsPort: 8000,
-  /** Loopback: the metrics page has no authentication; `metrics.host = "0.0.0.0"` opens it to the network. */
   metricsHost: '127.0.0.1',
   perfIntervalMs: 10_000,
-  /** Longest graceful stop (finish the batch, commit, flush); past it the process exits with code 1. */
   shutdownTimeoutMs: 30_000,
   /** Kafka's default `transaction.timeout.ms`. */
   transactionTimeoutMs: 60_000,
@@ -57,9 +53,7 @@ export const nodeConfigSchema = z
         topic: z.string().min(1),
         groupId: z.string().min(1).default(nodeDefaults.groupId),
         batchSize: z.number().int().min(1).default(nodeDefaults.batchSize),
-        /** Longest wait of one fetch on a drained topic before the node polls again. */
         batchTimeout: durationMs.default(nodeDefaults.batchTimeoutMs),
-        /** A group without committed offsets starts at the earliest record (true) or at the end (false). */
         fromBeginning: z.boolean().default(true),
         maxBytesPerPartition: z.number().int().min(1024).default(nodeDefaults.maxBytesPerPartition),
         maxBytes: z.number().int().min(1024).default(nodeDefaults.maxBytes),
@@ -70,30 +64,18 @@ export const nodeConfigSchema = z
         topic: z.string().min(1),
         sendAttempts: z.number().int().min(1).default(nodeDefaults.sendAttempts),
         retryBackoff: durationMs.default(nodeDefaults.retryBackoffMs),
-        /** `at-least-once`: a crash may repeat one chunk in the output. `exactly-once`: Kafka transactions. */
         guarantee: z.enum(['at-least-once', 'exactly-once']).default('at-least-once'),
-        /** Exactly-once: the transactional ids' prefix (default: the group id; see {@link transactionalId}). */
         transactionalIdPrefix: z.string().min(1).optional(),
-        /**
-         * Exactly-once: one transactional producer per owned partition (fenced by its id) or per instance (fenced
-         * by the group's generation, KIP-447; platformatic only). Default: per-instance where the client can.
-         */
         transactionalProducer: z.enum(['per-partition', 'per-instance']).optional(),
-        /** Per-instance: this instance's name, stable across restarts and unique in the group (see resolveInstanceId). */
         instanceId: z.string().regex(INSTANCE_ID, 'letters, digits, ".", "_" or "-", at most 100').optional(),
-        /** Exactly-once: the broker aborts a transaction left open this long ({@link nodeDefaults}). */
         transactionTimeout: durationMs.optional(),
-        /** One JSON record per suppressed duplicate, partition p for input partition p (duplicates.ts). Off by default. */
         duplicatesTopic: z.string().min(1).optional(),
       })
       .strict(),
-    /** A compacted topic of the forwarded ids' marks, partition p for input partition p: the state follows it. */
     changelog: z
       .object({
-        /** Required (and the default) under exactly-once; off by default under at-least-once. */
         enabled: z.boolean().optional(),
         topic: z.string().min(1).optional(),
-        /** The file of the changelog offsets the local store has applied (default: beside a RocksDB store). */
         checkpoint: z.string().min(1).optional(),
       })
       .strict()
@@ -101,17 +83,11 @@ export const nodeConfigSchema = z
     dlq: z.object({ topic: z.string().min(1) }).strict(),
     dedup: z
       .object({
-        /** The dedup field: a dotted path into the JSON value (`"uid"`), or `{ from = "key" }` / a header. */
         id: dedupIdSchema,
-        /** How long an id stays a duplicate after it was forwarded: the marks' TTL and the changelog's retention. */
         ttl: durationSchema({ max: MAX_TTL_MS }).optional(),
-        /** The older name of `ttl`, still accepted. */
         window: durationSchema({ max: MAX_TTL_MS }).optional(),
-        /** A record without the dedup field: dead-letter it (default) or forward it undeduplicated (KIP-655). */
         missingId: z.enum(['dlq', 'forward']).default(nodeDefaults.missingId),
-        /** Store down: `fail` retries the batch (nothing forwarded or committed); `process` forwards as new. */
         storeFailure: z.enum(['fail', 'process']).default(nodeDefaults.storeFailure),
-        /** A deliberate replay: ids are kept per epoch (the consumer's `replayEpoch`; docs/operations.md). */
         replayEpoch: replayEpochConfigSchema.optional(),
       })
       .strict()
@@ -207,10 +183,7 @@ export function nodeTopics(config: NodeConfig) {
 
 export type NodeTopics = ReturnType<typeof nodeTopics>;
 
-/**
- * The changelog topic, or undefined when the node keeps none: always on under exactly-once, opt-in otherwise;
- * named `<group id>-<output topic>-changelog` (Kafka Streams' naming) unless configured.
- */
+/** The changelog topic (always under exactly-once, else opt-in); default name as Kafka Streams'. */
 function changelogTopic(config: Pick<NodeConfig, 'input' | 'output' | 'changelog'>): string | undefined {
   if (!(config.changelog.enabled ?? config.output.guarantee === 'exactly-once')) return undefined;
   return config.changelog.topic ?? `${config.input.groupId}-${config.output.topic}-changelog`;

@@ -157,10 +157,7 @@ class RecordTooLargeError extends Error {
   }
 }
 
-/**
- * The bytes of `message` in a batch, roughly. Header names count their UTF-16 length, never more than their UTF-8
- * bytes, so the count less {@link RECORD_OVERHEAD} is a lower bound.
- */
+/** A record's bytes in a batch, roughly: names count UTF-16 units (<= UTF-8 bytes), so less RECORD_OVERHEAD, a lower bound. */
 function approxBytes(message: OutgoingMessage): number {
   let size = RECORD_OVERHEAD + byteLength(message.key) + byteLength(message.value);
   const headers = message.headers;

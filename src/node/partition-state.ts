@@ -40,10 +40,9 @@ export interface PartitionLifecycleDeps
 export type TransactionalProducers = ReturnType<typeof transactionalProducers>;
 
 /**
- * The partitions this instance owns and the state that follows each. A partition no longer assigned is closed
- * (producer gone, checkpoint written). Before its first record, `ready` restores a partition: under exactly-once its
- * transactional producer is initialised first (fencing the previous owner, so the changelog's end is stable), then
- * the changelog is read from the checkpoint up to that end into the local store.
+ * The partitions this instance owns and their state; one no longer assigned is closed. `ready` restores one
+ * before its first record: an exactly-once producer's init fences the previous owner (the changelog's end is
+ * then stable), then the changelog is read from the checkpoint up to that end.
  */
 export class PartitionLifecycle {
   readonly #deps: PartitionLifecycleDeps;
@@ -104,9 +103,8 @@ export class PartitionLifecycle {
   }
 
   /**
-   * A chunk's transaction was fenced. Per-partition (a newer owner holds its id): the partition is restored before
-   * its next record. Per-instance (the group fenced this member, or the broker aborted a transaction open too long):
-   * every partition is, and the producer replaced.
+   * A chunk's transaction was fenced. Per-partition (a newer owner has its id): its partition is restored.
+   * Per-instance (fenced by the group, or aborted by the broker): all are, the producer replaced.
    */
   async afterFenced(partition: number, cause: unknown): Promise<void> {
     if (!this.perInstance) {
@@ -175,10 +173,9 @@ export class PartitionLifecycle {
     const state = this.#ready.get(partition);
     if (state) return state;
     const waiting = [...this.#assigned].filter((p) => !this.#ready.has(p)).sort((a, b) => a - b);
-    // Every waiting partition is read, so the one local store knows the ids a copy in another partition repeats
-    // (a kill between a commit and its local apply leaves them in the changelog only). Per-instance, only this
-    // partition is known stable (its offset was read with requireStable): another may still wait for another
-    // instance's transaction, so it stays unready and is read on from here before its own first record.
+    // Reads all waiting partitions: the one store must know ids a copy in another partition repeats (a kill
+    // before a commit's local apply leaves them in the changelog only). Per-instance only this one, read with
+    // requireStable, is known stable: another may await another instance's transaction.
     await this.#restore(waiting, heartbeat, this.perInstance ? partition : undefined);
     return this.#ready.get(partition);
   }
@@ -196,10 +193,7 @@ export class PartitionLifecycle {
     this.#restorer.advanced(partition, next);
   }
 
-  /**
-   * At-least-once: records what the partition's sink appended to the changelog. Appends that do not follow on from
-   * the store's offset mean another instance wrote to it meanwhile: the partition is restored.
-   */
+  /** At-least-once: the sink's appends; one not following the store's offset (another writer's) restores it. */
   async appended(state: PartitionState): Promise<void> {
     for (const { first, next } of state.sink?.takeWritten() ?? []) {
       if (this.#restorer.advanced(state.partition, next, first)) continue;
@@ -355,17 +349,8 @@ export class PartitionLifecycle {
     if (this.#deps.transactions === undefined || !producer) {
       throw new TypeError(`partition ${state.partition} is not exactly-once, or its producer is not started`);
     }
-    const { consumer: group, inputTopic, outputTopic, changelogTopic, dlqTopic } = this.#deps;
-    return new ChunkTransaction({
-      producer,
-      group,
-      inputTopic,
-      outputTopic,
-      partition: state.partition,
-      changelogTopic,
-      dlqTopic,
-      store: state.store,
-    });
+    const { partition, store } = state;
+    return new ChunkTransaction({ ...this.#deps, producer, group: this.#deps.consumer, partition, store });
   }
 }
 

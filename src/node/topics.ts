@@ -41,7 +41,8 @@ async function inspect(admin: KafkaAdmin, topics: NodeTopics): Promise<OutputLim
   }
   const inputPartitions = (await admin.topicPartitions(input)).length;
   const partitioned = async (key: string, topic: string, why: string) => {
-    if (!existing.has(topic)) return create(admin, topic, inputPartitions);
+    // A createTopics answering false (it exists): another instance created it at the same moment.
+    if (!existing.has(topic)) return admin.createTopics([{ topic, numPartitions: inputPartitions }]);
     const partitions = (await admin.topicPartitions(topic)).length;
     if (partitions >= inputPartitions) return;
     throw new ConfigError(
@@ -55,7 +56,7 @@ async function inspect(admin: KafkaAdmin, topics: NodeTopics): Promise<OutputLim
     output,
     'each record is written to its input partition number, to keep its order',
   );
-  if (!existing.has(dlq)) await create(admin, dlq);
+  if (!existing.has(dlq)) await admin.createTopics([{ topic: dlq }]);
   if (audit !== undefined) {
     if (audit === input || audit === output || audit === dlq) {
       throw new ConfigError(
@@ -76,11 +77,6 @@ async function inspect(admin: KafkaAdmin, topics: NodeTopics): Promise<OutputLim
     else await ensureChangelogTopic(admin, spec);
   }
   return maxMessageBytes(admin, output);
-}
-
-async function create(admin: KafkaAdmin, topic: string, numPartitions?: number): Promise<void> {
-  // false means it already exists: another instance created it at the same moment.
-  await admin.createTopics([{ topic, ...(numPartitions ? { numPartitions } : {}) }]);
 }
 
 async function maxMessageBytes(admin: KafkaAdmin, topic: string): Promise<OutputLimit> {

@@ -1,6 +1,5 @@
-// kafkajs's objects as the adapter's options take them: structural shapes, so the adapter's types never import
-// kafkajs (a user of the default client needs not even its types). The parameters are `never` on purpose: the
-// adapter only hands these objects to its kafkajs implementation, which uses kafkajs's own types.
+// kafkajs's objects as the adapter's options take them, as structural shapes: the adapter's types never
+// import kafkajs. Parameters are `never`: only the kafkajs implementation, with kafkajs's types, calls them.
 
 /** A kafkajs `Kafka` instance, as the adapter's `kafka` option takes it (it makes consumers and producers). */
 export interface KafkajsKafka {

@@ -87,16 +87,12 @@ export const kafkaAdapterConfigSchema = z
 /** Parsed {@link kafkaAdapterConfigSchema}. */
 export type KafkaAdapterConfig = z.output<typeof kafkaAdapterConfigSchema>;
 
+// `client` is the adapter's own option, beside `kafka`.
+const { client: _client, ...connectionFields } = kafkaConnectionFields;
+
 /** Connection settings for a client the adapter builds itself: the keys of the node's `[kafka]` table. */
 export const kafkaAdapterConnectionSchema = z
-  .object({
-    brokers: kafkaConnectionFields.brokers,
-    clientId: z.string().min(1).default(kafkaAdapterDefaults.clientId),
-    ssl: kafkaConnectionFields.ssl,
-    sasl: kafkaConnectionFields.sasl,
-    connectionTimeout: kafkaConnectionFields.connectionTimeout,
-    requestTimeout: kafkaConnectionFields.requestTimeout,
-  })
+  .object({ ...connectionFields, clientId: z.string().min(1).default(kafkaAdapterDefaults.clientId) })
   .strict()
   .superRefine(saslNeedsTls('kafka', 'record'));
 

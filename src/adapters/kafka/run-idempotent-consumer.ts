@@ -62,18 +62,13 @@ export async function runIdempotentConsumer<R>(
   return runner;
 }
 
-/** The port's parts the adapter runs on; `ownClient` was built from connection settings, closed on stop. */
-interface AdapterParts {
-  readonly consumer: GroupConsumer;
-  readonly producer: KafkaProducer | undefined;
-  readonly ownClient: KafkaClient | undefined;
-}
+type AdapterParts = Awaited<ReturnType<typeof adapterParts>>;
 
 /**
- * kafkajs objects given by the caller are wrapped (kafkajs is loaded only then; `never`: the wrappers take
- * kafkajs's own types, which the options' shapes stand for); settings open a client.
+ * The port's parts the adapter runs on: the caller's kafkajs objects, wrapped (kafkajs loaded only then;
+ * `never`: the wrappers take kafkajs's own types), or a client of its own, `ownClient`, opened from settings.
  */
-async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Promise<AdapterParts> {
+async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>) {
   const { kafka, connection, consumer, dlqProducer } = resolved;
   const kafkajs =
     (kafka ?? consumer ?? dlqProducer) === undefined
@@ -88,7 +83,7 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
     ));
   const client = kafka && kafkajs ? kafkajs.fromKafkajs(kafka as never) : ownClient;
   const groupId = resolved.groupId ?? '';
-  const group =
+  const group: GroupConsumer =
     consumer && kafkajs
       ? new kafkajs.KafkajsConsumer(consumer as never, groupId)
       : (client as KafkaClient).consumer({
@@ -98,7 +93,7 @@ async function adapterParts(resolved: ResolvedKafkaAdapterOptions<unknown>): Pro
           allowAutoTopicCreation: true,
           extra: resolved.consumerConfig as Record<string, unknown>,
         });
-  const producer = !resolved.dlq
+  const producer: KafkaProducer | undefined = !resolved.dlq
     ? undefined
     : dlqProducer && kafkajs
       ? new kafkajs.KafkajsProducer(dlqProducer as never)
@@ -242,8 +237,7 @@ class Runner implements IdempotentKafkaConsumer {
           },
         );
       }
-      // The next offset to read. Records past it that are finished (their handler may have run) are skipped
-      // when the partition is read from it again.
+      // The next offset to read; finished records past it (handled, maybe) are skipped on a re-read.
       const cut =
         next + finished < messages.length
           ? BigInt(offsetAt(next + finished))
@@ -351,7 +345,6 @@ class Runner implements IdempotentKafkaConsumer {
       if (result && recordFate(result, true).fate === 'ack') segment.finished.push(record.message.offset);
     });
 
-    // The finished prefix ends at the first record that is not finished.
     let k = 0;
     for (let i = from; i < to; i++) {
       const verdict = verdicts[i] as IdVerdict;

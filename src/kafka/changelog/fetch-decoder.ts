@@ -40,10 +40,7 @@ const MIN_TOPIC = 2 + 4;
 const MIN_PARTITION = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 4;
 const ABORTED_TRANSACTION = 8 + 8;
 
-/**
- * The partitions of a Fetch v11 response body (after the correlation id), or undefined for what it leaves to
- * kafkajs. Every length and count is checked against the bytes present ({@link FetchDecodeError}).
- */
+/** A Fetch v11 body's partitions, every length checked; undefined for what it leaves to kafkajs. */
 export function decodeFetchV11(body: Buffer): FetchedPartition[] | undefined {
   try {
     return new Reader(body).response();

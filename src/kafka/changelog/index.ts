@@ -1,6 +1,5 @@
-// The changelog primitive: dedup marks kept in a compacted Kafka topic, read back read_committed into a local
-// store, with a checkpoint of what the store has applied. Used by the node's exactly-once mode and the `kafka`
-// repository.
+// The changelog primitive: dedup marks in a compacted topic, read back read_committed into a local store,
+// with a checkpoint of what it applied. Used by the node and the `kafka` repository.
 export * from './checkpoint.js';
 export * from './codec.js';
 export * from './reader.js';

@@ -37,9 +37,8 @@ export interface ReadChangelogOptions {
   /** The partitions to read, each from the first offset it has not applied (0: from the start). */
   readonly from: ReadonlyMap<number, number>;
   /**
-   * Receives each fetched partition's committed records in offset order and the offset to resume from (what a
-   * checkpoint saves); also with no records when a fetch only moved past aborted records or markers. Awaited; the
-   * next fetch is already in flight.
+   * Gets each fetched partition's committed records in offset order and the offset to resume from (what a
+   * checkpoint saves), also none past aborted records or markers. Awaited; the next fetch is in flight.
    */
   onBatch(partition: number, records: ChangelogEntry[], nextOffset: number): void | Promise<void>;
   /** Keep reading past the end offsets captured at the start, until `signal` aborts (else stop at them). */
@@ -54,10 +53,7 @@ export interface ReadChangelogOptions {
 
 const ABORT_MARKER = 0;
 
-/**
- * A read_committed reader of changelog partitions with no consumer group: big fetches straight from the leaders,
- * the next in flight while the last is applied. Keep one for many reads; each captures the end offsets at start.
- */
+/** A read_committed reader with no group: big fetches from the leaders, the next one in flight. */
 export class ChangelogReader {
   readonly #partitions: PartitionReader;
   readonly #errors: KafkaErrorClassifier;
@@ -203,10 +199,7 @@ export class ChangelogReader {
   }
 }
 
-/**
- * Reads the partitions of `options.from` up to the end offsets captured at the start, with a reader opened for this
- * read only, and resolves with the offsets reached. Keep a {@link ChangelogReader} to read often.
- */
+/** {@link ChangelogReader.read} on a reader of its own; keep a ChangelogReader to read often. */
 export async function readChangelog(
   client: KafkaClient,
   options: ReadChangelogOptions & ChangelogReaderOptions,
@@ -219,10 +212,7 @@ export async function readChangelog(
   }
 }
 
-/**
- * The committed records of one partition's fetch from `from` (exclusive of records at or past `end`), and the offset
- * after them; aborted transactions are dropped ({@link AbortedTransactions}).
- */
+/** A fetched partition's committed records in [from, end) and the offset after them. */
 function committedRecords(
   part: FetchedPartition,
   from: number,

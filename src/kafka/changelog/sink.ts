@@ -106,10 +106,7 @@ export interface KafkaChangelogSinkOptions extends ChangelogTarget {
   readonly producer: KafkaProducer;
 }
 
-/**
- * A changelog in a Kafka topic, written outside any transaction: each append is acknowledged by every in-sync
- * replica before the logged write resolves. (Under exactly-once the node uses {@link sendChanges} in its own.)
- */
+/** A changelog topic written outside transactions: an append resolves once all in-sync replicas acked. */
 export class KafkaChangelogSink implements ChangelogSink {
   #written: ChangelogRange[] = [];
 
@@ -119,10 +116,7 @@ export class KafkaChangelogSink implements ChangelogSink {
     await sendChanges(this.options.producer, this.options, changes, (range) => this.#written.push(range));
   }
 
-  /**
-   * The ranges this sink wrote (one partition only) since the last call, in order: one that does not start where
-   * the store's changelog offset stood says another writer appended in between.
-   */
+  /** Ranges written since the last call (one not starting at the store's offset: another writer appended). */
   takeWritten(): ChangelogRange[] {
     const written = this.#written;
     this.#written = [];

@@ -19,10 +19,7 @@ export interface ChangelogTopicSpec {
   readonly packed?: boolean;
 }
 
-/**
- * Creates the changelog topic (`cleanup.policy=compact,delete`, `retention.ms` from the window), or checks an
- * existing one ({@link checkChangelogTopic}). Resolves true when it created the topic.
- */
+/** Creates the changelog topic (`compact,delete`, window's `retention.ms`) or checks it; true if created. */
 export async function ensureChangelogTopic(admin: KafkaAdmin, spec: ChangelogTopicSpec): Promise<boolean> {
   const { topic, partitions, retentionMs, configKey } = spec;
   if (!Number.isSafeInteger(partitions) || partitions < 1) {

@@ -82,8 +82,7 @@ export class KafkajsAdmin implements KafkaAdmin {
   }
 
   async topicOffsets(topic: string): Promise<PartitionOffsetRange[]> {
-    // kafkajs's admin refreshes its metadata only once expired (it has no call to force it): the retry reaches a
-    // restarted broker, and a moved leader once the metadata is refreshed.
+    // The admin's metadata refreshes once expired: retries reach a restarted broker, later a moved leader.
     const offsets = await retryRead(this.retries, () => this.native.fetchTopicOffsets(topic));
     return byPartition(offsets.map((o) => ({ partition: o.partition, low: o.low, high: o.high })));
   }

@@ -59,10 +59,7 @@ const mutable = (partitions: readonly TopicPartitions[]) =>
 
 export class KafkajsConsumer implements GroupConsumer {
   #memberId: string | undefined;
-  /**
-   * Per partition of the current assignment, the group's committed offset as this member knows it: where its
-   * first batch was fetched (the commit, or the reset offset without one), then each commit it made.
-   */
+  /** Per assigned partition, the commit this member knows: its first batch's start, then its commits. */
   readonly #commits = new Map<string, string>();
 
   constructor(
@@ -77,9 +74,8 @@ export class KafkajsConsumer implements GroupConsumer {
   }
 
   /**
-   * A transaction committed these offsets of this group (KafkajsTransaction.commit): a batch that fails after it
-   * is fetched again from there, not from the batch's start. Only partitions with a batch in this assignment: a
-   * new one starts from the group's commits anyway.
+   * A transaction committed these offsets (KafkajsTransaction.commit): a batch failing after it is fetched
+   * again from there. Only partitions with a batch in this assignment (a new one reads the group's commits).
    */
   transactionCommitted(topics: TransactionOffsets['topics']): void {
     for (const { topic, partitions } of topics) {

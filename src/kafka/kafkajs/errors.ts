@@ -40,25 +40,21 @@ export const kafkajsErrors: KafkaErrorClassifier = {
     !isBrokerUnreachable(error) && (error as { retriable?: unknown } | null)?.retriable === false,
 };
 
-/** A broker's answer kafkajs marks retriable, as it raised it (not one it already gave up retrying). */
-function isRetriableAnswer(error: unknown): boolean {
-  const e = error as { name?: unknown; retriable?: unknown } | null;
-  return e?.name === 'KafkaJSProtocolError' && e.retriable === true;
-}
-
 /**
- * Runs `read` again, at most `retries` more times, while no broker answered or one answered with a retriable
- * error: kafkajs itself gives up at once, in its admin's offset calls and the cluster's ListOffsets, on a request
- * whose connection closed under it (a broker stopping) and on NOT_LEADER_FOR_PARTITION or LEADER_NOT_AVAILABLE (a
- * broker restarting, a leader moved). `again` is true on a retry: the caller refreshes its metadata first, as the
- * leader it has may be stale. Only for reads: a write sent again may be applied twice.
+ * Runs `read` again, at most `retries` more times, while no broker answered or one answered retriably:
+ * kafkajs gives up at once (admin offsets, the cluster's ListOffsets) on a connection closed under a request,
+ * on NOT_LEADER_FOR_PARTITION or LEADER_NOT_AVAILABLE. `again`: a retry, whose caller refreshes its metadata
+ * first. Only for reads: a write could apply twice.
  */
 export function retryRead<T>(retries: number, read: (again: boolean) => Promise<T>): Promise<T> {
   let again = false;
   return retrying(
     () => read(again),
     (error, failures) => {
-      if (failures > retries || !(isBrokerUnreachable(error) || isRetriableAnswer(error))) return undefined;
+      // A broker's answer kafkajs marks retriable, as raised (not an error it already gave up retrying).
+      const e = error as { name?: unknown; retriable?: unknown } | null;
+      const retriable = e?.name === 'KafkaJSProtocolError' && e.retriable === true;
+      if (failures > retries || !(isBrokerUnreachable(error) || retriable)) return undefined;
       again = true;
       return retryBackoffMs(failures - 1);
     },

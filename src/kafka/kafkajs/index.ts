@@ -1,6 +1,5 @@
-// The Kafka port over kafkajs, loaded by `openKafkaClient` for `kafka.client = "kafkajs"`. With the Kafka
-// adapter's public types, the only place that imports kafkajs. kafkajs reads an undefined setting (of a client,
-// consumer or producer, a new topic or a send) as its default, so the port's optional ones are passed as they are.
+// The port over kafkajs: with the adapter's public types, the only kafkajs import. kafkajs reads an undefined
+// setting as its default, so the port's optional ones are passed as they are.
 import type { Kafka } from 'kafkajs';
 import type { KafkaClient, KafkaClientFactory } from '../port/index.js';
 import { KafkajsAdmin } from './admin.js';

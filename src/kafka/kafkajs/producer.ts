@@ -12,10 +12,7 @@ import {
 } from '../port/index.js';
 import { KafkajsConsumer } from './consumer.js';
 
-/**
- * Attempts of a transaction's offsets that meet CONCURRENT_TRANSACTIONS, backing off from
- * CONCURRENT_TRANSACTIONS_RETRY_MS (doubling, at most 1 s: about 4 s in all); then the error is the caller's.
- */
+/** Tries of offsets meeting CONCURRENT_TRANSACTIONS: from 20 ms, doubling to 1 s (~4 s in all). */
 const OFFSETS_ATTEMPTS = 10;
 
 export function kafkajsProducerConfig(
@@ -32,8 +29,7 @@ export function kafkajsProducerConfig(
       : {
           transactionalId: options.transactionalId,
           transactionTimeout: options.transactionTimeoutMs,
-          // CONCURRENT_TRANSACTIONS after a commit: from a short first backoff (CONCURRENT_TRANSACTIONS_RETRY_MS).
-          // Unlimited, as kafkajs sets for an idempotent producer; the backoff still grows to 30 s.
+          // CONCURRENT_TRANSACTIONS after a commit: a short first backoff (growing to 30 s), unlimited as kafkajs's.
           retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: CONCURRENT_TRANSACTIONS_RETRY_MS },
         }),
   };

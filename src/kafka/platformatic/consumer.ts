@@ -38,10 +38,9 @@ import { consumedMessages } from './records.js';
 import { StepTimeoutError } from './time-limit.js';
 
 /*
- * A group member over @platformatic/kafka, driven in batches. The library's message stream hands records one by
- * one and pauses only as a whole, so the library keeps the membership and this member runs its own fetch loop: one
- * fetch in flight per leader, over partitions neither paused nor busy (a partition's batches never reach two
- * handlers); each join (the library rejoins with no revocation callback) reads the positions from the commits.
+ * A group member over @platformatic/kafka, driven in batches. The library's stream hands records one by one and
+ * pauses only as a whole, so it keeps only the membership: this member fetches itself, one fetch in flight per
+ * leader, over partitions neither paused nor busy; each join (no revocation callback) rereads the commits.
  */
 
 type LibraryConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>;
@@ -64,10 +63,8 @@ interface Generation {
 }
 
 /**
- * `extra` key: read committed offsets with requireStable (KIP-447), waiting for open transactions holding offsets
- * of the partition. Off by default: with per-partition transactional ids the new owner's producer init, after the
- * first fetch, aborts the old owner's transaction, so waiting first would take the transaction timeout at each
- * handover. One producer per instance (fenced by the group) needs it on.
+ * `extra` key for requireStable (KIP-447). Off by default: per-partition, the new owner's producer init (after the
+ * first fetch) aborts the old owner's transaction, so waiting first would cost a transaction timeout per handover.
  */
 export const REQUIRE_STABLE = 'requireStableOffsets';
 
@@ -87,7 +84,6 @@ function listen<L>(listeners: Set<L>, listener: L): () => void {
   return () => listeners.delete(listener);
 }
 
-/** Waits `ms`, or less if `signal` aborts. */
 const sleep = (ms: number, signal: AbortSignal): Promise<unknown> =>
   delay(ms, undefined, { signal }).catch(() => undefined);
 
@@ -111,6 +107,10 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   /** Leaders with a fetch in flight. */
   readonly #fetching = new Set<number>();
   #refreshing = false;
+  /** Reads of the positions started: a read that ran past its time limit sets nothing once a newer one started. */
+  #refreshes = 0;
+  /** A step failed: the fetch loop backs off before its next round. */
+  #failed = false;
   #wake: (() => void) | undefined;
   readonly #joinListeners = new Set<(join: GroupJoin) => void>();
   readonly #crashListeners = new Set<(crash: ConsumerCrash) => void>();
@@ -138,8 +138,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       ...this.context.base,
       groupId: this.groupId,
       sessionTimeout: session,
-      // Time the members have to rejoin once a rebalance starts: a member still in a batch rejoins at once here
-      // (the library does it in the background), so the session timeout is enough.
+      // The rebalance timeout: a member in a batch rejoins at once (the library does it in the background).
       rebalanceTimeout: Math.max(session, 10_000),
       heartbeatInterval: Math.min(heartbeat, session),
       maxWaitTime: this.#limits.maxWaitMs,
@@ -173,8 +172,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       await consumer.joinGroup({});
     } catch (error) {
       this.#running = false;
-      // A group that refuses this member for good (a session timeout out of the broker's range, a group it may
-      // not join) is a crash without restart, as kafkajs reports it: what the node's supervisor watches.
+      // Refused for good (a session timeout out of the broker's range, an ACL): a crash without restart, as kafkajs.
       if (!isPermanent(error)) throw error;
       this.#crashed(error as Error);
       return;
@@ -292,13 +290,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     for (const listener of this.#crashListeners) listener({ error, restart: this.#running });
     if (!this.#running) return;
     const signal = this.#abort.signal;
-    void sleep(1_000, signal).then(async () => {
-      if (signal.aborted || !this.#consumer) return;
-      try {
-        await this.#consumer.joinGroup({});
-      } catch (error) {
-        this.#crashed(error as Error);
-      }
+    void sleep(1_000, signal).then(() => {
+      if (!signal.aborted) this.#consumer?.joinGroup({}).catch((error: Error) => this.#crashed(error));
     });
   }
 
@@ -308,7 +301,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       this.#startWork(signal, () => {
         failures = 0;
       });
-      // A step failed since the last round: back off before the next.
       if (this.#failed) {
         this.#failed = false;
         await sleep(Math.min(10_000, 200 * 2 ** Math.min(++failures, 6)), signal);
@@ -378,11 +370,6 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  /** A step failed: the fetch loop backs off before its next round. */
-  #failed = false;
-  /** Reads of the positions started: a read that ran past its time limit sets nothing once a newer one started. */
-  #refreshes = 0;
-
   #limited<T>(step: string, work: Promise<T>): Promise<T> {
     return this.context.limited(step, work, (message, fields) => this.warn(message, fields));
   }
@@ -408,16 +395,12 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   ): Promise<void> {
     const byTopic = new Map<string, PartitionState[]>();
     for (const state of states) appendTo(byTopic, state.topic, state);
-    const asked = new Map<string, bigint>();
+    const asked = new Map(states.map((s) => [key(s.topic, s.partition), s.position as bigint]));
     this.#fetcher ??= new RawFetcher(this.context, consumer);
     const fetcher = this.#fetcher;
     const responses = await Promise.all(
       [...byTopic].map(async ([topic, partitions]) => {
-        const request = partitions.map((s) => {
-          const offset = s.position as bigint;
-          asked.set(key(s.topic, s.partition), offset);
-          return { partition: s.partition, offset };
-        });
+        const request = partitions.map((s) => ({ partition: s.partition, offset: s.position as bigint }));
         return { topic, response: await fetcher.fetch(metadata, leader, topic, request, this.#limits) };
       }),
     );
@@ -532,8 +515,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       try {
         await send(consumer, 'Heartbeat', connection, this.groupId, generation.id, generation.memberId, null);
       } catch (error) {
-        // Expelled, or a rebalance: this generation is over (the library rejoins on the same answer). Any other
-        // failure (the coordinator away) only stops the batch in hand.
+        // Expelled or a rebalance: the generation is over (the library rejoins); else only this batch stops.
         const rejoin = findBy(error, 'needsRejoin', true);
         if (rejoin) generation.lost = true;
         const detailed = withBrokerDetail(error);

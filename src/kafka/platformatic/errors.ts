@@ -6,9 +6,8 @@ import {
   RECORD_ERRORS,
 } from '../port/index.js';
 
-// A broker error is a ProtocolError whose `apiId` is the broker's error name; a request that failed for some
-// partitions is a ResponseError (an AggregateError of those); a retried operation ends as a MultipleErrors of each
-// attempt's error. So the classifier walks the whole tree.
+// A broker error is a ProtocolError with its name as `apiId`; a partly failed request a ResponseError, a
+// retried one a MultipleErrors of its attempts: the classifier walks the whole tree.
 
 /** A transaction that can never commit: fenced by its id, or (KIP-447) by a group that moved on. */
 const FENCED = new Set<string>([

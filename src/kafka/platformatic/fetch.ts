@@ -11,10 +11,9 @@ import type { ClientContext } from './options.js';
 import { CONTROL_BATCH, TRANSACTIONAL_BATCH } from './records.js';
 
 /*
- * Fetch without the library's read_committed filter: `Consumer.fetch` keys aborted ranges by producer id only, so
- * two aborted transactions of one producer id in one response (an exactly-once node's restart keeps the id) drop
- * the committed batches between them too. So the port sends Fetch itself, on connections of its own (a long poll
- * must not hold up the group's requests), and filters as Kafka's own consumer does ({@link dropAborted}).
+ * Fetch without the library's read_committed filter, which keys aborted ranges by producer id only: two aborted
+ * transactions of one id in a response (a restarted exactly-once node keeps it) drop the batches between. So the
+ * port fetches on its own connections (a long poll must not delay the group) and filters as Kafka does.
  */
 
 interface RawFetchPartition {

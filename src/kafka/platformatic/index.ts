@@ -9,13 +9,12 @@ import {
 import { PlatformaticAdmin } from './admin.js';
 import { PlatformaticGroupConsumer } from './consumer.js';
 import { platformaticErrors } from './errors.js';
-import { baseOptions, type ClientContext } from './options.js';
+import { baseOptions, type ClientContext, type Warn } from './options.js';
 import { PlatformaticPartitionReader } from './partition-reader.js';
 import { PlatformaticProducer } from './producer.js';
 import { stepLimitMs, timeLimited } from './time-limit.js';
 
-// The Kafka port over @platformatic/kafka, loaded by `openKafkaClient` for `kafka.client = "platformatic"`.
-// Beyond kafkajs: a transaction's offsets carry the group's generation and member id (KIP-447).
+// The port over @platformatic/kafka; beyond kafkajs, its offsets carry the generation (KIP-447).
 
 /** Why each connection failed: the pool's `failed` event has no reason, the diagnostics channel has. */
 const connectErrors = new WeakMap<object, Error>();
@@ -36,7 +35,7 @@ export const createClient: KafkaClientFactory = (
   behaviour: KafkaClientBehaviour,
 ) => {
   const base = baseOptions(settings, behaviour);
-  const warn: ClientContext['warn'] = (message, fields) =>
+  const warn: Warn = (message, fields) =>
     logThrough(behaviour, {
       level: 'warn',
       namespace: 'client',
@@ -46,7 +45,6 @@ export const createClient: KafkaClientFactory = (
   const context: ClientContext = {
     base,
     retries: behaviour.retries,
-    warn,
     limited: (step, work, warnThrough = warn) =>
       timeLimited(step, work, { limitMs: stepLimitMs(base.requestTimeout), warn: warnThrough }),
     watch: (client) => {

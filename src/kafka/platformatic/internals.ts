@@ -8,9 +8,8 @@ import {
 } from '@platformatic/kafka';
 
 /*
- * The library's symbol-keyed internals the port sends its own requests through (exported by the package, but not
- * in its typed public surface): a connection to a broker from the client's pool, and an API function of the
- * version the broker and the library agreed on.
+ * The library's symbol-keyed internals (exported, but not typed) the port sends its own requests through: a
+ * pooled connection to a broker, and an API function at the version the broker and the library agreed on.
  */
 
 /** A library client (Consumer, Admin, Producer). */
@@ -38,10 +37,7 @@ export function connectionTo(client: LibraryClient, broker: Broker): Promise<Con
   return call<Connection>((cb) => (client as unknown as Internals)[kGetConnection](broker, cb));
 }
 
-/**
- * Sends request `name` (e.g. `ListOffsets`, at the version the broker and the library agreed on; its fields in the
- * library's order) over `connection` (or the one `connect` opens).
- */
+/** Sends request `name` (its fields in the library's order, at the agreed version) over `connect`. */
 export async function send<T>(
   client: LibraryClient,
   name: string,

@@ -49,14 +49,14 @@ export function baseOptions(settings: KafkaClientSettings, behaviour: KafkaClien
   return options;
 }
 
+export type Warn = (message: string, fields: Record<string, unknown>) => void;
+
 export interface ClientContext {
   readonly base: BaseOptions;
   /** The port's `retries`, for the requests the port sends itself. */
   readonly retries: number;
-  /** A warning through the port's log (`onLog`, then the logger). */
-  readonly warn: (message: string, fields: Record<string, unknown>) => void;
   /** Reports a library client's failed broker connections through the port's log (see index.ts); returns it. */
   readonly watch: <T extends LibraryClient>(client: T) => T;
-  /** `work` bounded by the step limit ({@link timeLimited}), warning through `warn` (or {@link warn}). */
-  readonly limited: <T>(step: string, work: Promise<T>, warn?: ClientContext['warn']) => Promise<T>;
+  /** `work` bounded by the step limit ({@link timeLimited}), warning through `warn` (default: the port's log). */
+  readonly limited: <T>(step: string, work: Promise<T>, warn?: Warn) => Promise<T>;
 }

@@ -82,16 +82,14 @@ export class PlatformaticProducer implements KafkaProducer {
     this.context.watch(producer);
     try {
       if (transactionalId !== undefined) {
-        // InitProducerId now, as the port promises (fencing older producers of this id): the library does it on
-        // the first transaction, so begin one and drop it locally (nothing was sent for it).
+        // InitProducerId now, as promised: the library sends it with a first transaction, begun and dropped.
         const transaction = await producer.beginTransaction(NEW_PRODUCER);
         await transaction.cancel();
       } else {
         await producer.metadata({ topics: [] });
       }
     } catch (error) {
-      // Not kept, so nobody would close it: its broker connections would stay open, and a caller that retries
-      // the connect would open more each time.
+      // Not kept, so never closed: its connections would stay open, more on each retried connect.
       await producer.close(true).catch(() => undefined);
       throw error;
     }
@@ -126,9 +124,8 @@ export class PlatformaticProducer implements KafkaProducer {
     try {
       transaction = await producer.beginTransaction(NEW_PRODUCER);
     } catch (error) {
-      // The library makes the transaction its active one before FindCoordinator (and InitProducerId after a fence)
-      // and keeps it when they fail: every later begin would fail "There is already an active transaction".
-      // Nothing was sent in it, so it is dropped; an active one this begin was refused for stays.
+      // Made active before FindCoordinator (or a fenced InitProducerId) and kept when they fail, it would
+      // fail every later begin. It sent nothing: dropped, unless an older active one refused this begin.
       const made = producer.transaction;
       if (made !== undefined && made !== before) await made.cancel().catch(() => undefined);
       throw withBrokerDetail(error);

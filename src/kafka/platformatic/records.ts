@@ -1,8 +1,7 @@
 import type { MessageToProduce, RecordsBatch } from '@platformatic/kafka';
 import type { ConsumedMessage, MessageHeaders, OutgoingMessage, RecordBatch } from '../port/index.js';
 
-// Records between the port's shape (decimal strings, header objects, as kafkajs has them) and the library's
-// (bigints, header pairs or Maps): once per record on the hot path, so plain loops.
+// The port's records as the library's and back: once per record on the hot path, so plain loops.
 
 /** The attributes bit of a control batch (transaction markers). */
 export const CONTROL_BATCH = 0x20;

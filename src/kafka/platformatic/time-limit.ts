@@ -1,18 +1,14 @@
 import { TimeoutError } from '@platformatic/kafka';
 
 /*
- * A bound on the steps of the port's own read loop: a step of several calls, each with its retries (reading the
- * positions: metadata, OffsetFetch, two ListOffsets), can stay pending for minutes while the consumer reads
- * nothing. Past its limit it fails with a warning naming it, and the usual recovery runs. Only reads: giving up
- * early on a commit or a heartbeat would cost a rebalance or a batch read twice.
+ * A bound on the port's own read steps (the positions: metadata, OffsetFetch, two ListOffsets, each retried),
+ * which can hang for minutes while nothing is read: past it the step fails, warning, and recovery runs. Only
+ * reads: giving up on a commit or heartbeat costs a rebalance or a batch read twice.
  */
 
-/** The shortest limit: a loaded broker coming back can take tens of seconds to answer a first request. */
-const MIN_LIMIT_MS = 60_000;
-
-/** How long one step may take: twice the request timeout, at least 60 s. */
+/** Twice the request timeout, at least 60 s: a loaded broker coming back can take tens of seconds to answer. */
 export function stepLimitMs(requestTimeout: number | undefined): number {
-  return Math.max(MIN_LIMIT_MS, 2 * (requestTimeout ?? 30_000));
+  return Math.max(60_000, 2 * (requestTimeout ?? 30_000));
 }
 
 /** A step that did not finish within its limit (the library's TimeoutError: retriable, "broker unreachable"). */
@@ -25,10 +21,7 @@ export class StepTimeoutError extends TimeoutError {
   }
 }
 
-/**
- * `work`, or a {@link StepTimeoutError} once `limitMs` passed, with a warning naming `step`. The work is not
- * cancelled (the library has no way to): its late result or failure is ignored.
- */
+/** `work`, or past `limitMs` a warning and a {@link StepTimeoutError} (the work, uncancellable, is left). */
 export async function timeLimited<T>(
   step: string,
   work: Promise<T>,

@@ -69,10 +69,7 @@ export interface KafkaClientCapabilities {
   readonly fencesByGroup: boolean;
 }
 
-/**
- * A Kafka client behind the port: it makes consumers, producers, admins and partition readers (each with its own
- * connections, disconnected by its owner) and says what its errors mean. `close` ends what the client holds.
- */
+/** A client: each part it makes holds connections its owner closes; `close` ends what the client holds. */
 export interface KafkaClient {
   readonly name: KafkaClientName;
   readonly capabilities: KafkaClientCapabilities;

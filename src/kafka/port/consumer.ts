@@ -74,10 +74,7 @@ export interface RunOptions {
   readonly eachBatch: (batch: ConsumedBatch) => Promise<void>;
 }
 
-/**
- * A consumer group member with manual commits: connect, subscribe, run (resolves once running; batches come in
- * the background), stop or disconnect (both wait for the batch in hand).
- */
+/** A member with manual commits: `run` resolves once running; stop/disconnect wait for the batch in hand. */
 export interface GroupConsumer extends GroupMetadataSource {
   readonly groupId: string;
   connect(): Promise<void>;

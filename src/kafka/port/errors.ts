@@ -1,7 +1,4 @@
-/**
- * What a client's errors mean to the callers of the port: each implementation recognises its own error classes
- * and broker error codes (wrapped causes included), so no caller tests a client's error names.
- */
+/** What a client's errors mean: each implementation reads its own classes and codes, wrapped causes too. */
 export interface KafkaErrorClassifier {
   /**
    * A newer producer of the same transactional id exists, or (with {@link KafkaClientCapabilities.fencesByGroup})

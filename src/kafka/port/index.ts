@@ -1,6 +1,5 @@
-// The Kafka port: the one client-neutral interface the node, the Kafka adapter, the changelog and the `kafka`
-// repository work through. Implementations: src/kafka/kafkajs/ and src/kafka/platformatic/, loaded by
-// `openKafkaClient` (config key `kafka.client`). Nothing here imports a client library.
+// The Kafka port: the client-neutral interface of the node, the adapter, the changelog and the `kafka` store.
+// Implementations in kafkajs/ and platformatic/, loaded by `openKafkaClient`; nothing here imports a client.
 export * from './admin.js';
 export * from './client.js';
 export * from './consumer.js';

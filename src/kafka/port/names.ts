@@ -5,8 +5,5 @@ export const kafkaClientNames = ['kafkajs', 'platformatic'] as const;
 
 export type KafkaClientName = (typeof kafkaClientNames)[number];
 
-/**
- * The default: `@platformatic/kafka`, an optional dependency the default install carries (maintained; fences
- * zombies by the group, KIP-447). kafkajs (no release since February 2023) stays supported.
- */
+/** The default: `@platformatic/kafka`, maintained, fencing by group (KIP-447); kafkajs stays supported. */
 export const defaultKafkaClient: KafkaClientName = 'platformatic';

@@ -1,6 +1,5 @@
-// The changelog reader's reads: partition leaders, ListOffsets and Fetch of a partition range, with no consumer
-// group (a group join per restore costs seconds). Batches come as Kafka writes them: the reader drops aborted
-// transactions itself, as Kafka's own consumer does.
+// The changelog reader's reads, with no consumer group (a join per restore costs seconds). Batches come as
+// Kafka writes them: the reader drops aborted transactions, as Kafka's consumer does.
 
 export interface BatchRecord {
   readonly offset: number;
@@ -41,9 +40,8 @@ export interface PartitionFetch {
 }
 
 /**
- * Reads partitions straight from their leaders, read_committed; safe for concurrent calls. A fetch of an offset
- * out of range rejects with an error {@link KafkaErrorClassifier.isOffsetOutOfRange} recognises; a moved leader,
- * with a retriable one.
+ * Reads from the leaders, read_committed, safe for concurrent calls; an offset out of range rejects as
+ * {@link KafkaErrorClassifier.isOffsetOutOfRange} says, a moved leader with a retriable error.
  */
 export interface PartitionReader {
   /** The topic's partition ids, sorted, from fresh metadata. */

@@ -93,10 +93,7 @@ export function resolveInstanceId(
   return { id, source: file };
 }
 
-/**
- * Raised by a chunk's transaction when the group moved to another generation (or member id) while it ran: it is
- * aborted, and the records are read again under the new one.
- */
+/** The group moved on during a chunk's transaction: it aborts, and the records are read again. */
 export class GenerationMovedError extends Error {
   override readonly name = 'GenerationMovedError';
   constructor(before: GroupMetadata, now: GroupMetadata) {

@@ -167,7 +167,6 @@ export class ChunkTransaction implements ChunkSink {
     await this.#sends.idle();
     if (this.#sendFailure !== undefined) throw this.#sendFailure.error;
     const marks = target.store.staged().length;
-    // Begun here when its chunks sent nothing.
     const tx = await this.#begin();
     // Rejoined while the chunks ran: another instance may have had the partition in between.
     const now = target.group.groupMetadata();

@@ -31,7 +31,11 @@ import { randomUUID } from 'node:crypto';
 import { loadavg, uptime } from 'node:os';
 import { createConnection } from 'mysql2/promise';
 import { migrate } from '../src/repositories/mysql/index.js';
-import { quoteTable, Statements, TRACK_LAST_INSERT_ID } from '../src/repositories/mysql/sql.js';
+import {
+  statements as mysqlStatements,
+  quoteTable,
+  TRACK_LAST_INSERT_ID,
+} from '../src/repositories/mysql/sql.js';
 
 const url = process.env.MYSQL_URL ?? 'mysql://idem:idem@127.0.0.1:3306/idem';
 const N = Number(process.env.BOUND_MESSAGES ?? 1500);
@@ -51,7 +55,7 @@ await c.query(
     'amount bigint NOT NULL) ENGINE=InnoDB',
 );
 await c.query(`CREATE TABLE ${two} (id varbinary(255) PRIMARY KEY) ENGINE=InnoDB`);
-const statements = new Statements(marks);
+const statements = mysqlStatements(marks);
 const claim1 = statements.claim(1, true);
 // The claim's time in the OK packet, as the store's own pool sets it on each connection.
 await c.query(TRACK_LAST_INSERT_ID);

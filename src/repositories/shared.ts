@@ -63,6 +63,9 @@ export function chunk<T>(
   return runs;
 }
 
+/** Node's and OpenSSL's error codes of a failed TLS handshake or certificate check (a RegExp source). */
+export const TLS_ERROR_CODES = 'CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO';
+
 /** Node TLS options of a `tls` setting, certificates verified unless turned off by name; undefined for no TLS. */
 export function verifiedTls(tls: boolean | TlsOptions | undefined): TlsOptions | undefined {
   if (tls === undefined || tls === false) return undefined;

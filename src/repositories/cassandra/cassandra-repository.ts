@@ -64,10 +64,9 @@ export interface CassandraOpenExtras extends BaseRepositoryOptions {
 /**
  * Cassandra store (docs/cassandra.md): claims are lightweight transactions, confirm and owned removal
  * compare-and-set, and a row our clock calls expired is taken over by a compare-and-set on the values read.
- * Liveness is judged by the rows' times, written by each worker's clock, so `open` checks the skew.
- *
- * Lazy marks skip Paxos: a read, then a plain INSERT (concurrent lazy adds of one id may both be added).
- * `markMany` skips the read too (unlogged batches), so a lazy race there is not counted as `raced`.
+ * Liveness is judged by the rows' times, written by each worker's clock, so `open` checks the skew. Lazy marks
+ * skip Paxos: a read, then a plain INSERT (concurrent lazy adds of one id may both be added). `markMany` skips
+ * the read too (unlogged batches), so a lazy race there is not counted as `raced`.
  */
 export class CassandraRepository extends BaseRepository {
   // Single-partition statements; Cassandra's TTL ceiling is 630720000 s, and it advises against cells over 1 MiB.
@@ -335,9 +334,7 @@ export class CassandraRepository extends BaseRepository {
     const byBucket = new Map<number, string[]>();
     for (const key of keys) {
       const bucket = bucketOf(key);
-      const group = byBucket.get(bucket);
-      if (group === undefined) byBucket.set(bucket, [key]);
-      else group.push(key);
+      (byBucket.get(bucket) ?? (byBucket.set(bucket, []).get(bucket) as string[])).push(key);
     }
     const queries = [...byBucket].flatMap(([bucket, group]) =>
       chunk(group, MAX_IN).map((ids) => [bucket, ids] as const),

@@ -1,7 +1,7 @@
 import { auth, Client, errors, policies, type QueryOptions, types } from 'cassandra-driver';
 import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { type ClockSample, checkSampledClock } from '../clock-skew.js';
-import { type StoreLogger, verifiedTls } from '../shared.js';
+import { type StoreLogger, TLS_ERROR_CODES, verifiedTls } from '../shared.js';
 import { ADDED_COLUMNS, addColumnStatement, COLUMNS, schemaStatements, toMs } from './cql.js';
 import type { CassandraOptions } from './options.js';
 
@@ -190,11 +190,13 @@ function connectError(error: unknown): unknown {
   const message = errorMessage(error);
   if (error instanceof errors.NoHostAvailableError) {
     const inner = Object.entries((error.innerErrors ?? {}) as Record<string, unknown>);
-    const detail = hostErrors(inner);
+    // First lines only: the driver's messages embed stack traces.
+    const detail =
+      inner.map(([host, e]) => `${host}: ${errorMessage(e).split('\n')[0]}`).join('; ') || 'no host tried';
     if (inner.some(([, e]) => e instanceof errors.AuthenticationError)) {
       return new ConfigError('repository.username', `authentication failed: ${detail}`, { cause: error });
     }
-    if (inner.some(([, e]) => isTlsFailure(e))) {
+    if (inner.some(([, e]) => new RegExp(TLS_ERROR_CODES).test(String((e as { code?: unknown })?.code)))) {
       return new ConfigError(
         'repository.tls',
         `TLS connection failed (${detail}); set repository.tls.ca to the PEM of the CA that signed the ` +
@@ -213,17 +215,4 @@ function connectError(error: unknown): unknown {
     return new ConfigError('repository.localDataCenter', message, { cause: error });
   }
   return new RepositoryError(`cassandra connect failed: ${message}`, { cause: error });
-}
-
-function isTlsFailure(error: unknown): boolean {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  return (
-    typeof code === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/.test(code)
-  );
-}
-
-/** `host: reason`, first line only (the driver's message embeds stack traces). */
-function hostErrors(inner: [string, unknown][]): string {
-  if (inner.length === 0) return 'no host tried';
-  return inner.map(([host, e]) => `${host}: ${errorMessage(e).split('\n')[0]}`).join('; ');
 }

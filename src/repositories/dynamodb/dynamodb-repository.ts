@@ -91,7 +91,6 @@ export class DynamoDbRepository extends BaseRepository {
   readonly #ns: string;
   readonly #concurrency: number;
   readonly #maxRetries: number;
-  /** Whether the endpoint returned the old item on a failed claim: undefined until the first duplicate. */
   #returnsOldItem: boolean | undefined;
 
   /** Connects and checks (or creates) the table; a setup that cannot work is a ConfigError. */

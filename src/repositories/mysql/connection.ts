@@ -99,7 +99,6 @@ export function createPool(options: MySqlOptions): Pool {
   return pool;
 }
 
-/** See {@link openFailure}. */
 export function openError(error: unknown, address: string): unknown {
   return openFailure('mysql', address, error, {
     code: errorNumber,

@@ -29,7 +29,6 @@ export { COLUMNS, type MigrateResult };
 
 /**
  * The DDL of the table, one statement per entry.
- *
  * - Ids, owners and fingerprints are bytes: a utf8mb4 `VARCHAR` would compare through a collation (`a` = `A`), and
  *   `VARCHAR(1024)` would pass InnoDB's 3072-byte index key limit.
  * - Times are epoch ms; `forget_at` is when `purge()` may delete the row.

@@ -31,7 +31,8 @@ import {
   optionalBytes,
   type Row,
   SHARE_CLAIM,
-  Statements,
+  type Statements,
+  statements,
   TAKEN_OVER,
   TRACK_LAST_INSERT_ID,
 } from './sql.js';
@@ -106,7 +107,6 @@ function padded<T>(values: readonly T[], size: number): T[] {
 
 /**
  * Repository on MySQL 8 or MariaDB 10.6+ through mysql2; records can commit in the side effect's transaction.
- *
  * A claim or lazy mark is one multi-row upsert that takes a row only when absent or no longer live and writes the
  * call's random token on the rows it takes. When its OK packet says it left no row alone (the common case) that
  * one round trip answers, else a locking read-back tells by the token which it took. Times are the server's
@@ -125,13 +125,12 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   private constructor(settings: SqlSettings<Pool, MySqlOptions>, server: ServerTraits) {
     super(settings);
     const { options } = settings;
-    this.#sql = new Statements(options.table);
+    this.#sql = statements(options.table);
     this.#namespace = bytes(options.namespace);
     this.#poolLockSeconds = settings.ownsPool ? lockWaitSeconds(options.lockTimeoutMs) : undefined;
     this.#server = server;
   }
 
-  /** See `openSql`. */
   static async open(input: MySqlOpenOptions): Promise<MySqlRepository> {
     const opened = await openSql(dialect, input, async (pool): Promise<ServerTraits> => {
       const [rows] = await pool.query('SELECT @@innodb_rollback_on_timeout AS value, @@version AS version');
@@ -177,8 +176,8 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
   protected missingTable(operation: string, error: unknown): RepositoryError | undefined {
     if (errno(error) !== ER_NO_SUCH_TABLE) return undefined;
     return new RepositoryError(
-      `mysql ${operation} failed: table ${this.#sql.table} does not exist in ${this.address}; ` +
-        migrateHint('mysql', this.table, this.migrateStore),
+      `mysql ${operation} failed: table ${this.#sql.table} does not exist in ${this.settings.address}; ` +
+        migrateHint('mysql', this.table, this.settings.migrateStore),
       { cause: error, retryable: false },
     );
   }
@@ -327,7 +326,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
       taken = unchangedRows(header, size) === size - group.length;
     } else {
       const row = group[0] as ClaimRow;
-      // The mark a transaction makes most binds its varying values only (see `Statements.markInBlock`).
+      // The mark a transaction makes most binds its varying values only (see `statements().markInBlock`).
       const mark =
         base === null && options.leaseMs === undefined
           ? [
@@ -369,7 +368,7 @@ export class MySqlRepository extends SqlRepository<Pool, PoolConnection, MySqlTr
    * The lead and a one-row claim as one compound statement, which stops at the first failure, so the claim never
    * runs outside the transaction. Answers the tracked `last_insert_id`: the claim's time when it took the row, 0
    * when it left it (a lapsed row taken over gets the rest of the claim next), undefined when the packet does not
-   * say. `mark`: the parameters of {@link Statements.markInBlock}, sent in its place.
+   * say. `mark`: the parameters of `markInBlock` (sql.ts), sent in its place.
    */
   async #claimAfter(
     { transaction, statements }: Lead,

@@ -20,10 +20,7 @@ export const ER_DUP_FIELDNAME = 1060;
 
 /** A validated table name quoted for SQL (`` `db`.`table` ``): its parts never need more than backquotes. */
 export function quoteTable(table: string): string {
-  return table
-    .split('.')
-    .map((part) => `\`${part}\``)
-    .join('.');
+  return `\`${table.replace('.', '`.`')}\``;
 }
 
 /** `table`'s database (null: the connection's) and name. */
@@ -161,124 +158,97 @@ function sized(build: (n: number) => string): (n: number) => string {
 }
 
 /** Every statement of one table, its text built once per size; all prepared, namespace and ids as bytes. */
-export class Statements {
-  readonly table: string;
-  /** Parameters: token, lease, lease, namespace, id, owner. `forget_at` only moves later. */
-  readonly renew: string;
-  /** Parameters: namespace, id. */
-  readonly remove: string;
-  /** Deletes the owner's in-flight claim only. Parameters: namespace, id, owner. */
-  readonly removeOwned: string;
-  /**
-   * A one-row claim in a compound block (MariaDB), leaving in `last_insert_id` the claim's time when it took a new
-   * id, 0 when it left the row, {@link TAKEN_OVER} when it took a lapsed row over ({@link claim} then completes
-   * it). Only the insert runs, not the nine other assignments. Parameters: the claim's.
-   */
-  readonly claimInBlock: string;
-  /**
-   * {@link claimInBlock} for the commonest mark (confirmed, no lease, the server's clock), with fewer parameters
-   * to bind. Parameters: namespace, id, ttl, event time, fingerprint, result, lifetime, token.
-   */
-  readonly markInBlock: string;
-  readonly #claim = sized((rows) => `${this.#claimInsert(rows, false)}, ${FOLLOW_TOKEN}`);
-  readonly #claimKept = sized((rows) => `${this.#claimInsert(rows, true)}, ${FOLLOW_TOKEN}`);
-
-  constructor(table: string) {
-    const t = quoteTable(tables.check(table));
-    this.table = t;
-    this.renew =
-      `UPDATE ${t} SET token = ?, lease_expires_at = ${NOW_MS} + ?, forget_at = GREATEST(forget_at, ${NOW_MS} + ?) ` +
-      `WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`;
-    this.remove = `DELETE FROM ${t} WHERE namespace = ? AND id = ?`;
-    this.removeOwned = `DELETE FROM ${t} WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`;
-    const inBlock = (claim: string) =>
-      `${claim}; SET SESSION last_insert_id = IF(ROW_COUNT() = 2, ${TAKEN_OVER}, LAST_INSERT_ID())`;
-    this.claimInBlock = inBlock(this.#claimInsert(1, true));
-    this.markInBlock = inBlock(this.#claimInsert(1, true, MARK_ROW, NOW_MS));
-  }
-
-  /**
-   * The claim (and lazy mark) of `rows` rows: an upsert that takes a row only when none is there or it is no
-   * longer live, never raising a duplicate-key error.
-   *
-   * Per row: namespace, id, state, base, ttl, base, lease, owner, event time, fingerprint, result, lifetime,
-   * token, base (first seen); then `now` for the liveness test. `base` and `now` are the caller's time or NULL
-   * for the server's clock; `LAST_INSERT_ID(…)` puts the time used in the OK packet.
-   *
-   * ON DUPLICATE KEY UPDATE assigns left to right: the first decides whether this call takes the row and writes
-   * its token, the others follow the token (`VALUES(col)`: MariaDB has no row alias). `signalKept`: a row left
-   * as it was sets the insert id to 0 (for {@link claimInBlock}).
-   */
-  claim(rows: number, signalKept = false): string {
-    return signalKept ? this.#claimKept(rows) : this.#claim(rows);
-  }
-
-  /**
-   * {@link claim} reading the shared values from {@link SHARE_CLAIM}'s variables: a row binds four parameters, not
-   * fourteen. Parameters: per row id, event time, fingerprint, result; then `now`.
-   */
-  readonly claimShared = sized((rows) => `${this.#claimInsert(rows, false, SHARED_ROW)}, ${FOLLOW_TOKEN}`);
-
+export function statements(table: string) {
+  const t = quoteTable(tables.check(table));
   /** The claim up to its first assignment, which takes the row (its token). `now`: the liveness test's time. */
-  #claimInsert(rows: number, signalKept: boolean, row = CLAIM_ROW, now = `COALESCE(?, ${NOW_MS})`): string {
-    return (
-      `INSERT INTO ${this.table} (namespace, id, state, expires_at, lease_expires_at, owner, event_time, ` +
-      `fingerprint, result, forget_at, token, first_seen_at) VALUES ${new Array<string>(rows).fill(row).join(', ')} ` +
-      `ON DUPLICATE KEY UPDATE token = IF(${LIVE_UNTIL} <= ${now}, VALUES(token), ` +
-      `${signalKept ? 'IF(LAST_INSERT_ID(0) = 0, token, token)' : 'token'})`
-    );
-  }
-
-  /**
-   * The rows a claim left, with whether it wrote each (its token): a locking read sees the latest committed rows
-   * and holds them. Parameters: token, namespace, `ids` ids.
-   */
-  readonly readBack = sized(
-    (ids) =>
-      `SELECT ${RECORD_COLUMNS}, token = ? AS won FROM ${this.table} ` +
-      `WHERE namespace = ? AND id IN (${marks(ids)}) FOR UPDATE`,
-  );
-
-  /** The live rows of `ids` ids. Parameters: namespace, ids, now (NULL: the server's clock). */
-  readonly get = sized(
-    (ids) =>
-      `SELECT ${RECORD_COLUMNS} FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) ` +
-      `AND ${LIVE_UNTIL} > COALESCE(?, ${NOW_MS})`,
-  );
-
-  /**
-   * Confirms the owners' in-flight claims (lapsed or not: one nobody took over is still its owner's), each with
-   * its own result. Parameters: token, ttl, ttl, (id, result) per claim, namespace, ids, (id, owner) per claim.
-   */
-  readonly confirm = sized((claims) => {
-    const cases = new Array<string>(claims).fill('WHEN ? THEN ?').join(' ');
-    return (
-      `UPDATE ${this.table} SET token = ?, state = 'confirmed', expires_at = ${NOW_MS} + ?, ` +
-      `forget_at = ${NOW_MS} + ?, lease_expires_at = NULL, owner = NULL, result = CASE id ${cases} END ` +
-      `WHERE namespace = ? AND id IN (${marks(claims)}) AND state = 'in-flight' AND owner = CASE id ${cases} END`
-    );
-  });
-
-  /** Which of `ids` ids carry the token (a batch confirm's read-back). Parameters: namespace, ids, token. */
-  readonly withToken = sized(
-    (ids) => `SELECT id FROM ${this.table} WHERE namespace = ? AND id IN (${marks(ids)}) AND token = ?`,
-  );
-
-  /** One page of a namespace's rows in id order (live or not). Parameters: namespace, last id seen. */
-  readonly scan = sized(
-    (limit) =>
-      `SELECT ${RECORD_COLUMNS} FROM ${this.table} WHERE namespace = ? AND id > ? ORDER BY id ` +
-      `LIMIT ${Math.trunc(limit)}`,
-  );
-
-  /** Deletes up to `limit` rows of a namespace. Parameters: namespace. */
-  readonly clear = sized(
-    (limit) => `DELETE FROM ${this.table} WHERE namespace = ? LIMIT ${Math.trunc(limit)}`,
-  );
-
-  /** Deletes up to `limit` rows past their `forget_at`, oldest first (the index's order: it reads what it deletes). */
-  readonly purge = sized(
-    (limit) =>
-      `DELETE FROM ${this.table} WHERE forget_at <= ${NOW_MS} ORDER BY forget_at LIMIT ${Math.trunc(limit)}`,
-  );
+  const claimInsert = (rows: number, signalKept: boolean, row = CLAIM_ROW, now = `COALESCE(?, ${NOW_MS})`) =>
+    `INSERT INTO ${t} (namespace, id, state, expires_at, lease_expires_at, owner, event_time, ` +
+    `fingerprint, result, forget_at, token, first_seen_at) VALUES ${new Array<string>(rows).fill(row).join(', ')} ` +
+    `ON DUPLICATE KEY UPDATE token = IF(${LIVE_UNTIL} <= ${now}, VALUES(token), ` +
+    `${signalKept ? 'IF(LAST_INSERT_ID(0) = 0, token, token)' : 'token'})`;
+  const claim = sized((rows) => `${claimInsert(rows, false)}, ${FOLLOW_TOKEN}`);
+  const claimKept = sized((rows) => `${claimInsert(rows, true)}, ${FOLLOW_TOKEN}`);
+  const inBlock = (claim: string) =>
+    `${claim}; SET SESSION last_insert_id = IF(ROW_COUNT() = 2, ${TAKEN_OVER}, LAST_INSERT_ID())`;
+  return {
+    table: t,
+    /** Parameters: token, lease, lease, namespace, id, owner. `forget_at` only moves later. */
+    renew:
+      `UPDATE ${t} SET token = ?, lease_expires_at = ${NOW_MS} + ?, forget_at = GREATEST(forget_at, ${NOW_MS} + ?) ` +
+      `WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`,
+    /** Parameters: namespace, id. */
+    remove: `DELETE FROM ${t} WHERE namespace = ? AND id = ?`,
+    /** Deletes the owner's in-flight claim only. Parameters: namespace, id, owner. */
+    removeOwned: `DELETE FROM ${t} WHERE namespace = ? AND id = ? AND state = 'in-flight' AND owner = ?`,
+    /**
+     * A one-row claim in a compound block (MariaDB), leaving in `last_insert_id` the claim's time when it took a
+     * new id, 0 when it left the row, {@link TAKEN_OVER} when it took a lapsed row over (`claim` then completes
+     * it). Only the insert runs, not the nine other assignments. Parameters: the claim's.
+     */
+    claimInBlock: inBlock(claimInsert(1, true)),
+    /**
+     * `claimInBlock` for the commonest mark (confirmed, no lease, the server's clock), with fewer parameters to
+     * bind. Parameters: namespace, id, ttl, event time, fingerprint, result, lifetime, token.
+     */
+    markInBlock: inBlock(claimInsert(1, true, MARK_ROW, NOW_MS)),
+    /**
+     * The claim (and lazy mark) of `rows` rows: an upsert that takes a row only when none is there or it is no
+     * longer live, never raising a duplicate-key error. Per row: namespace, id, state, base, ttl, base, lease,
+     * owner, event time, fingerprint, result, lifetime, token, base (first seen); then `now` for the liveness
+     * test. `base` and `now` are the caller's time or NULL for the server's clock; `LAST_INSERT_ID(…)` puts the
+     * time used in the OK packet. ON DUPLICATE KEY UPDATE assigns left to right: the first decides whether this
+     * call takes the row and writes its token, the others follow the token (`VALUES(col)`: MariaDB has no row
+     * alias). `signalKept`: a row left as it was sets the insert id to 0 (for `claimInBlock`).
+     */
+    claim: (rows: number, signalKept = false): string => (signalKept ? claimKept(rows) : claim(rows)),
+    /**
+     * `claim` reading the shared values from {@link SHARE_CLAIM}'s variables: a row binds four parameters, not
+     * fourteen. Parameters: per row id, event time, fingerprint, result; then `now`.
+     */
+    claimShared: sized((rows) => `${claimInsert(rows, false, SHARED_ROW)}, ${FOLLOW_TOKEN}`),
+    /**
+     * The rows a claim left, with whether it wrote each (its token): a locking read sees the latest committed
+     * rows and holds them. Parameters: token, namespace, `ids` ids.
+     */
+    readBack: sized(
+      (ids) =>
+        `SELECT ${RECORD_COLUMNS}, token = ? AS won FROM ${t} WHERE namespace = ? AND id IN (${marks(ids)}) FOR UPDATE`,
+    ),
+    /** The live rows of `ids` ids. Parameters: namespace, ids, now (NULL: the server's clock). */
+    get: sized(
+      (ids) =>
+        `SELECT ${RECORD_COLUMNS} FROM ${t} WHERE namespace = ? AND id IN (${marks(ids)}) ` +
+        `AND ${LIVE_UNTIL} > COALESCE(?, ${NOW_MS})`,
+    ),
+    /**
+     * Confirms the owners' in-flight claims (lapsed or not: one nobody took over is still its owner's), each with
+     * its own result. Parameters: token, ttl, ttl, (id, result) per claim, namespace, ids, (id, owner) per claim.
+     */
+    confirm: sized((claims) => {
+      const cases = new Array<string>(claims).fill('WHEN ? THEN ?').join(' ');
+      return (
+        `UPDATE ${t} SET token = ?, state = 'confirmed', expires_at = ${NOW_MS} + ?, ` +
+        `forget_at = ${NOW_MS} + ?, lease_expires_at = NULL, owner = NULL, result = CASE id ${cases} END ` +
+        `WHERE namespace = ? AND id IN (${marks(claims)}) AND state = 'in-flight' AND owner = CASE id ${cases} END`
+      );
+    }),
+    /** Which of `ids` ids carry the token (a batch confirm's read-back). Parameters: namespace, ids, token. */
+    withToken: sized(
+      (ids) => `SELECT id FROM ${t} WHERE namespace = ? AND id IN (${marks(ids)}) AND token = ?`,
+    ),
+    /** One page of a namespace's rows in id order (live or not). Parameters: namespace, last id seen. */
+    scan: sized(
+      (limit) =>
+        `SELECT ${RECORD_COLUMNS} FROM ${t} WHERE namespace = ? AND id > ? ORDER BY id LIMIT ${Math.trunc(limit)}`,
+    ),
+    /** Deletes up to `limit` rows of a namespace. Parameters: namespace. */
+    clear: sized((limit) => `DELETE FROM ${t} WHERE namespace = ? LIMIT ${Math.trunc(limit)}`),
+    /** Deletes up to `limit` rows past their `forget_at`, oldest first (the index's order: it reads what it deletes). */
+    purge: sized(
+      (limit) =>
+        `DELETE FROM ${t} WHERE forget_at <= ${NOW_MS} ORDER BY forget_at LIMIT ${Math.trunc(limit)}`,
+    ),
+  };
 }
+
+export type Statements = ReturnType<typeof statements>;

@@ -33,12 +33,11 @@ export type SessionStatements = ReturnType<typeof sessionStatements>;
 const TRANSACTION_SAVEPOINT = 'idempotent_consumer_transaction';
 
 /**
- * One open MySQL transaction: a pool connection with autocommit off.
- *
- * Not START TRANSACTION: when InnoDB rolls the whole transaction back on its own (a deadlock victim; a lock wait
- * timeout under `innodb_rollback_on_timeout`), that session is back in autocommit and the work's later statements
- * would commit without its mark; with autocommit off they open a new transaction that only COMMIT ends, and
- * {@link TRANSACTION_SAVEPOINT} tells before COMMIT (everything then rolls back and the call rejects, retryable).
+ * One open MySQL transaction: a pool connection with autocommit off. Not START TRANSACTION: when InnoDB rolls the
+ * whole transaction back on its own (a deadlock victim; a lock wait timeout under `innodb_rollback_on_timeout`),
+ * that session is back in autocommit and the work's later statements would commit without its mark; with
+ * autocommit off they open a new transaction that only COMMIT ends, and {@link TRANSACTION_SAVEPOINT} tells
+ * before COMMIT (everything then rolls back and the call rejects, retryable).
  */
 export class MySqlTransaction extends SqlTransaction<PoolConnection> {
   /** The session's state is unknown: destroyed, never reused. */

@@ -24,19 +24,15 @@ class Client extends pg.Client {
   override connect(callback?: (error: Error) => void): Promise<pg.Client> | undefined {
     if (callback === undefined) {
       return super.connect().catch((error: unknown) => {
-        this.#hangUp();
+        this.end().catch(() => undefined);
         throw error;
       });
     }
     super.connect((error: Error) => {
-      if (error) this.#hangUp();
+      if (error) this.end().catch(() => undefined);
       callback(error);
     });
     return undefined;
-  }
-
-  #hangUp(): void {
-    this.end().catch(() => undefined);
   }
 }
 

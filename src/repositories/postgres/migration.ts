@@ -22,7 +22,6 @@ export { COLUMNS, type MigrateResult };
 
 /**
  * The DDL of the table and its schema, if qualified, one statement per entry.
- *
  * - Ids and strings are `text COLLATE "C"`: compared byte for byte, without the locale's collation rules.
  * - Times are epoch ms; `forget_at` is when `purge()` may delete the row.
  */

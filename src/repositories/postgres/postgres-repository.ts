@@ -57,13 +57,11 @@ type Outcome<R extends pg.QueryResultRow> = pg.QueryResult<R> | typeof ABORTED |
 
 /**
  * Repository on PostgreSQL through node-postgres (`pg`), one table shared by any number of workers.
- *
  * - A claim is one `INSERT … ON CONFLICT DO UPDATE … WHERE <the row is no longer live>` answering the ids it
  *   took: never a unique-violation error (which would abort the caller's transaction); a new id costs one statement.
  * - The live rows that kept the other ids are read in a second statement, whose newer snapshot also shows a row
  *   committed after the claim began. Inside a transaction the claim locked those rows; outside one, a row gone or
  *   lapsed in between is claimed again. Under REPEATABLE READ such a conflict is SQLSTATE 40001, retryable.
- * - Times are the server's clock (see sql.ts) unless an explicit `now` replaces it.
  */
 export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, PostgresTransaction> {
   protected readonly storeName = 'postgres';
@@ -76,7 +74,6 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     this.#sql = statements(settings.options.table);
   }
 
-  /** See `openSql`. */
   static async open(options: PostgresOpenOptions): Promise<PostgresRepository> {
     return new PostgresRepository(await openSql(dialect, options));
   }
@@ -136,7 +133,7 @@ export class PostgresRepository extends SqlRepository<pg.Pool, pg.PoolClient, Po
     if (errorCode(error) !== UNDEFINED_TABLE) return undefined;
     return new RepositoryError(
       `postgres ${operation} failed: table ${this.table} does not exist (dropped since the repository opened?); ` +
-        migrateHint('postgres', this.table, this.migrateStore),
+        migrateHint('postgres', this.table, this.settings.migrateStore),
       { cause: error },
     );
   }

@@ -95,23 +95,16 @@ export function statements(table: string) {
         : 'DO NOTHING'
     }
     RETURNING r.id, r.first_seen_at AS now`;
-  const row = (
-    now: string,
-    wall: string,
-    id: string,
-    eventTime: string,
-    fingerprint: string,
-    result: string,
-  ) =>
-    `$1, ${id}, $7, ${now} + $8::float8, ${now} + $9::float8, $10::text, ${eventTime}, ${fingerprint}, ` +
-    `${result}, ${wall} + $11::float8, ${now}`;
+  // `fields`: the event time, fingerprint and result.
+  const row = (now: string, wall: string, id: string, fields: string) =>
+    `$1, ${id}, $7, ${now} + $8::float8, ${now} + $9::float8, $10::text, ${fields}, ${wall} + $11::float8, ${now}`;
   // The live rows of ids `$2` at `$3`: one primary-key lookup per id (a LATERAL kept apart by OFFSET 0), where a
   // join's generic plan cached on a young table would scan it once grown.
   const liveIds = `
       FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
       CROSS JOIN LATERAL (SELECT x.* FROM ${t} x WHERE x.namespace = $1 AND x.id = u.id OFFSET 0) r
       WHERE ${LIVE_UNTIL('r')} > ${nowOf('$3')}`;
-  const oneRow = `VALUES (${row(now2, WALL, '$3::text', '$4::float8', '$5::text', '$6::text')})`;
+  const oneRow = `VALUES (${row(now2, WALL, '$3::text', '$4::float8, $5::text, $6::text')})`;
   // A batch's times as uncorrelated subqueries (InitPlans): computed once per statement, not once per row.
   const nowOnce = `(SELECT ${now2})`;
   return {
@@ -124,7 +117,7 @@ export function statements(table: string) {
     claim: statement(
       'claim',
       write(
-        `SELECT ${row(nowOnce, `(SELECT ${WALL})`, 'u.id', 'u.event_time', 'u.fingerprint', 'u.result')}
+        `SELECT ${row(nowOnce, `(SELECT ${WALL})`, 'u.id', 'u.event_time, u.fingerprint, u.result')}
     FROM unnest($3::text[], $4::float8[], $5::text[], $6::text[]) AS u(id, event_time, fingerprint, result)
     -- Rows are locked in id order, so two batches over the same ids cannot deadlock.
     ORDER BY u.id`,

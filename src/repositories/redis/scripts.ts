@@ -23,7 +23,6 @@ local call = redis.call
  * Claim: for each key, write the new record unless a live one is there (a record past its end may stay until Redis
  * collects it), and return the live one if so. A new id costs one `SET NX PX GET` on Redis 7 (a status reply would
  * cost a table per key); Redis 6 sends `SET NX PX`, then `GET`.
- *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: PX for every new record, ARGV[3]: ttlMs,
  * ARGV[4]: leaseMs, or '' for a record written confirmed, ARGV[5]: the encoded owner ('' for none),
  * ARGV[6]: the record's tail (`eventTime \1 fingerprint \1 result`, see `encodeEntryTail`) shared by all keys, or,
@@ -73,7 +72,6 @@ return out
 /**
  * Confirm: turn each key's in-flight record into a confirmed one while the given owner holds it, lapsed or not (a
  * takeover rewrites the owner). Event time, fingerprint and first-seen time are kept.
- *
  * KEYS: record keys. ARGV[1]: now or '' (server time), ARGV[2]: ttlMs, ARGV[3]: PX, ARGV[3 + i]: the encoded
  * owner for KEYS[i], ARGV[3 + #KEYS + i]: the encoded result for KEYS[i], or '' for none (a claim holds none: it
  * goes between the fingerprint and the first-seen time; a claim of an older version has neither).

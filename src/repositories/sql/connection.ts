@@ -1,11 +1,11 @@
 import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
+import { TLS_ERROR_CODES } from '../shared.js';
 import { detailOf, type MigrateStore, migrateHint } from './store.js';
 
 export interface SqlPool {
   end(): Promise<unknown>;
 }
 
-/** Ends an owned pool, ignoring errors. */
 export async function closePool(pool: SqlPool): Promise<void> {
   await pool.end().catch(() => undefined);
 }
@@ -103,7 +103,7 @@ export function openFailure(
   const { tls } = server;
   const message = errorMessage(error);
   const tlsFailed =
-    new RegExp(`CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO${tls.codes}`).test(nodeCode) ||
+    new RegExp(`${TLS_ERROR_CODES}${tls.codes}`).test(nodeCode) ||
     new RegExp(`${tls.messages}|self[- ]signed certificate`, 'i').test(message);
   // A certificate its CA vouches for, issued for another host than the one connected to.
   const hostMismatch =

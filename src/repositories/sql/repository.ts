@@ -85,22 +85,19 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   });
   /** The open transaction of each async context: the verbs run on its connection, else on the pool. */
   protected readonly scope = new AsyncLocalStorage<T>();
-  /** Its own, or the one given to `open`. */
   readonly pool: P;
   readonly table: string;
-  protected readonly address: string;
-  protected readonly migrateStore: MigrateStore;
   /** The lock timeout of a transaction that sets none, and of a claim outside any transaction. */
   protected readonly lockTimeoutMs: number;
-  readonly #settings: SqlSettings<P, SqlOptions>;
+  protected readonly settings: SqlSettings<P, SqlOptions>;
   #purgeTimer: NodeJS.Timeout | undefined;
   #backgroundPurge: Promise<void> | undefined;
 
   protected constructor(settings: SqlSettings<P, SqlOptions>) {
     super({ clock: serverClock });
     const { options } = settings;
-    this.#settings = settings;
-    ({ pool: this.pool, address: this.address, migrateStore: this.migrateStore } = settings);
+    this.settings = settings;
+    this.pool = settings.pool;
     ({ table: this.table, lockTimeoutMs: this.lockTimeoutMs } = options);
     if (options.purgeIntervalMs > 0) {
       this.#purgeTimer = setInterval(() => this.#purgeInBackground(), options.purgeIntervalMs);
@@ -141,7 +138,6 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     }
   }
 
-  /** One function, not one per transaction. */
   readonly #fail = (operation: string, error: unknown): unknown => this.storeError(operation, error);
 
   protected abstract readonly maxLockTimeoutMs: number;
@@ -183,7 +179,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
   /** Deletes the rows of every namespace past `forget_at`, in bounded DELETEs until one comes back short. */
   async purge(options: PurgeOptions = {}): Promise<number> {
     this.assertOpen();
-    const batchSize = options.batchSize ?? this.#settings.options.purgeBatchSize;
+    const batchSize = options.batchSize ?? this.settings.options.purgeBatchSize;
     if (!Number.isInteger(batchSize) || batchSize < 1) {
       throw new ConfigError('batchSize', `must be a whole number above 0, got ${String(batchSize)}`, {
         label: `option batchSize of ${this.storeName} purge`,
@@ -193,8 +189,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     return this.run('purge', async () => {
       let total = 0;
       for (let batch = 0; batch < maxBatches; batch++) {
-        const deleted = await this.purgeBatch(batchSize);
-        if (deleted === undefined) break;
+        const deleted = (await this.purgeBatch(batchSize)) ?? 0;
         total += deleted;
         if (deleted < batchSize) break;
       }
@@ -232,7 +227,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
         () => undefined,
         (error: unknown) => {
           if (!this.closed)
-            this.#settings.logger.warn(`${this.storeName}: background purge failed: ${detailOf(error)}`);
+            this.settings.logger.warn(`${this.storeName}: background purge failed: ${detailOf(error)}`);
         },
       )
       .finally(() => {
@@ -244,7 +239,7 @@ export abstract class SqlRepository<P extends SqlPool, C, T extends SqlTransacti
     clearInterval(this.#purgeTimer);
     this.#purgeTimer = undefined;
     await this.#backgroundPurge;
-    if (this.#settings.ownsPool) await closePool(this.pool);
+    if (this.settings.ownsPool) await closePool(this.pool);
   }
 }
 

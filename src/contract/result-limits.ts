@@ -112,10 +112,8 @@ export function resultLimitTests(suite: ContractSuite): void {
         runs++;
         return values[message.n] as string;
       };
-      const { results } = await idempotent.processBatch(
-        messages.map((m) => ({ ...m })),
-        handler,
-      );
+      const copies = () => messages.map((m) => ({ ...m }));
+      const { results } = await idempotent.processBatch(copies(), handler);
       assert.deepEqual(
         results.map((r) => [r.outcome, r.resultKept]),
         [
@@ -128,10 +126,7 @@ export function resultLimitTests(suite: ContractSuite): void {
       for (const [i, message] of messages.entries()) {
         await assertRecord(repo, message.id, i === 1 ? undefined : max);
       }
-      const again = await idempotent.processBatch(
-        messages.map((m) => ({ ...m })),
-        handler,
-      );
+      const again = await idempotent.processBatch(copies(), handler);
       const [a, b, c] = again.results as [ProcessResult, ProcessResult, ProcessResult];
       assert.deepEqual(
         [a, b, c].map((r) => [r.outcome, r.replayed === true]),

@@ -122,10 +122,8 @@ export class ChangelogRestorer {
         onUnreadable?.(bad);
       },
     });
-    const result: ChangelogOffsets = new Map();
-    for (const partition of partitions) {
-      const offset = reached.get(partition) ?? from.get(partition) ?? 0;
-      result.set(partition, offset);
+    const result: ChangelogOffsets = new Map(partitions.map((p) => [p, reached.get(p) ?? from.get(p) ?? 0]));
+    for (const [partition, offset] of result) {
       this.#applied.set(partition, offset);
       await this.checkpoint(partition);
     }

@@ -29,13 +29,8 @@ const BUCKET_DIR = /^b-(\d+)$/;
 /** A bucket directory being deleted: `trash-b-<deadline>-<pid>-<ms>`; a leftover (crash mid-delete) is removed on open. */
 const TRASH_DIR = /^trash-b-\d+-\d+-\d+$/;
 
-function bucketDirName(deadline: number): string {
-  return `b-${deadline}`;
-}
-
-export function isTrashDir(name: string): boolean {
-  return TRASH_DIR.test(name);
-}
+const bucketDirName = (deadline: number): string => `b-${deadline}`;
+export const isTrashDir = (name: string): boolean => TRASH_DIR.test(name);
 
 /** The deadline of a bucket directory name, or undefined for any other entry. */
 export function parseBucketDir(name: string): number | undefined {

@@ -183,11 +183,6 @@ export interface SnapshotBucket {
   readonly lastBlob: number;
 }
 
-export interface IndexSnapshot {
-  readonly buckets: readonly SnapshotBucket[];
-  readonly segments: IndexSegmentData[];
-}
-
 export const INDEX_FILE = 'index.bin';
 // IDX4: each table's (hash, location) pairs interleaved. IDX3 (hashes, then locations) is still read.
 const MAGIC = 'IDX4';
@@ -217,7 +212,9 @@ export async function writeIndexFile(
 }
 
 /** Reads a snapshot; undefined when there is none or it is unreadable (the caller then rescans). */
-export async function readIndexFile(file: string): Promise<IndexSnapshot | undefined> {
+export async function readIndexFile(
+  file: string,
+): Promise<{ buckets: readonly SnapshotBucket[]; segments: IndexSegmentData[] } | undefined> {
   try {
     const data = await readFile(file);
     const magic = data.toString('latin1', 0, 4);

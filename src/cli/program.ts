@@ -244,11 +244,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     return code;
   }
 
-  const progress = new Progress({
-    stream: stderr,
-    show: config.dedup.progress && !inputs.includes(STDIN),
-    totalBytes,
-  });
+  const progress = new Progress(config.dedup.progress && !inputs.includes(STDIN), totalBytes);
   const counts = emptyCounts();
   const abort = new AbortController();
   let signal: NodeJS.Signals | undefined;
@@ -273,7 +269,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       consumer: setup.consumer,
       ids,
       invalid: config.dedup.invalid,
-      output: Output.forStdout(),
+      output: new Output(),
       ...(duplicates === undefined ? {} : { duplicates }),
       counts,
       onInvalid: (location, reason, passed) =>

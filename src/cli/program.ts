@@ -350,12 +350,11 @@ function warnIgnored(config: CliConfig): void {
   ];
   const ignored = (key: string) =>
     Object.hasOwn(consumerConfigSchema.shape, key) && !DEDUP_CONSUMER_KEYS.includes(key);
-  const set = new Set(given.filter(ignored));
-  if (set.size === 0) return;
-  const keys = [...set].map((k) => `consumer.${k}`).join(', ');
-  process.stderr.write(
-    `idem dedup: ignoring ${keys}: dedup always checks, writes, then marks (docs/cli.md)\n`,
-  );
+  const keys = [...new Set(given.filter(ignored))].map((k) => `consumer.${k}`).join(', ');
+  if (keys !== '')
+    process.stderr.write(
+      `idem dedup: ignoring ${keys}: dedup always checks, writes, then marks (docs/cli.md)\n`,
+    );
 }
 
 /** Each input with its size in bytes (0 for stdin); an unreadable file is a usage error naming it. */

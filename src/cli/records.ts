@@ -80,10 +80,7 @@ export function readIdsFile(path: string): string[] {
     const reason = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new ConfigError('ids', `cannot read ${path} (${reason})`, { label: '--ids' });
   }
-  return text
-    .split('\n')
-    .map((line) => (line.endsWith('\r') ? line.slice(0, -1) : line))
-    .filter((line) => line !== '');
+  return text.split(/\r?\n|\r$/).filter((line) => line !== '');
 }
 
 /** What `idem inspect` says of one id. */

@@ -14,12 +14,10 @@ import { STDIN } from './lines.js';
 import { cliConfigSchema, dedupDefaults } from './options.js';
 import { chooseStore, describeStore } from './store-url.js';
 
-// `idem inspect`, `idem forget` and `idem stats` go through the repository interface, so every store answers
-// alike.
+// `idem inspect`, `idem forget` and `idem stats` use only the repository interface: every store answers alike.
 
-/** How an id is written on the command line or in an `--ids` file. */
+/** How an id is written (arguments, `--ids`): `text`, the id itself; `hex`/`base64`, a binary id's bytes. */
 export const idFormats = ['text', 'hex', 'base64'] as const;
-/** `text`: the id itself; `hex`/`base64`: the bytes of a binary id (a Kafka key). */
 export type IdFormat = (typeof idFormats)[number];
 
 /** Ids per store round trip. */
@@ -161,10 +159,9 @@ export interface ForgetReport {
 }
 
 /**
- * Removes each id's record so that its next copy is processed again. An in-flight claim is removed only with
- * `force`, and only under the owner read (`remove(id, owner)`): one confirmed or taken over since is
- * `changed`. A confirmed record is removed with `remove(id)`: a live one cannot be replaced, so only a record
- * that expired and was claimed again between read and remove could lose that claim (docs/operations.md).
+ * Removes each id's record so that its next copy is processed again. An in-flight claim goes only with `force`
+ * and under the owner read (`remove(id, owner)`); a confirmed record with `remove(id)`: only one that expired
+ * and was claimed again between read and remove could lose that claim (docs/operations.md).
  */
 export async function forgetRecords(
   repository: IdempotentRepository,

@@ -2,7 +2,7 @@ import { open } from 'node:fs/promises';
 import { addAbortSignal, type Readable } from 'node:stream';
 import { setImmediate } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
-import type { ParsedPiece, SplitPiece, ToWorker } from './parse.js';
+import type { ParsedPiece, SplitPiece, ToWorker, WorkerData } from './parse.js';
 
 /**
  * A batch of parsed input lines: runs of lines of the parsed pieces, not copied out, and their ids gathered
@@ -139,14 +139,8 @@ const CHUNK_BYTES = 1 << 18;
 /** Chunks sent to the parse worker and not yet taken back: enough to keep both threads busy, little memory. */
 const WINDOW = 4;
 
-export interface ReadOptions {
-  /** The `--id` expression, compiled again inside the worker. */
-  readonly idExpression: string;
-  /** Longer lines are invalid, and their bytes are skipped rather than held. */
-  readonly maxLineBytes: number;
-  /** Ends reading (a signal while waiting for input); the whole lines read so far still come out. */
-  readonly signal?: AbortSignal;
-}
+/** The worker's settings, and `signal`: it ends reading (while waiting for input); whole lines read still come out. */
+export type ReadOptions = WorkerData & { readonly signal?: AbortSignal };
 
 /**
  * Reads the inputs in order and yields their lines, parsed and with ids, in batches of at most `batchSize`
@@ -159,8 +153,7 @@ export async function* readBatches(
 ): AsyncGenerator<LineBatch> {
   const worker = startWorker({ idExpression: options.idExpression, maxLineBytes: options.maxLineBytes });
   const replies: ParsedPiece[] = [];
-  /** The input index of each message sent, in order (a reply answers the oldest). */
-  const sent: number[] = [];
+  let sent = 0;
   let received = 0;
   let failure: unknown;
   let pumpDone = false;
@@ -180,13 +173,13 @@ export async function* readBatches(
     wake?.();
   });
 
-  const post = (input: number, message: ToWorker, transfer: ArrayBuffer[] = []) => {
-    sent.push(input);
+  const post = (message: ToWorker, transfer: ArrayBuffer[] = []) => {
+    sent++;
     worker.postMessage(message, transfer);
   };
   /** Room for one more chunk in flight (waits while the worker is `WINDOW` chunks ahead). */
   const room = async () => {
-    while (sent.length - received >= WINDOW && !signal.aborted) {
+    while (sent - received >= WINDOW && !signal.aborted) {
       await new Promise<void>((resolve) => {
         windowOpen = resolve;
       });
@@ -194,15 +187,15 @@ export async function* readBatches(
     return !signal.aborted;
   };
   const pump = async () => {
-    for (let input = 0; input < inputs.length && !signal.aborted; input++) {
-      const name = inputs[input] as string;
-      if (name === STDIN) await pumpStream(input, process.stdin);
-      else await pumpFile(input, name);
-      post(input, { kind: 'end', aborted: signal.aborted });
+    for (const name of inputs) {
+      if (signal.aborted) break;
+      if (name === STDIN) await pumpStream(process.stdin);
+      else await pumpFile(name);
+      post({ kind: 'end', aborted: signal.aborted });
     }
   };
   /** A file is read into pooled buffers, which the worker moves back with the lines found in them. */
-  const pumpFile = async (input: number, name: string) => {
+  const pumpFile = async (name: string) => {
     const handle = await open(name, 'r');
     try {
       while (await room()) {
@@ -212,14 +205,14 @@ export async function* readBatches(
           pool.push(buffer);
           break;
         }
-        post(input, { kind: 'chunk', data: new Uint8Array(buffer, 0, bytesRead) }, [buffer]);
+        post({ kind: 'chunk', data: new Uint8Array(buffer, 0, bytesRead) }, [buffer]);
       }
     } finally {
       await handle.close();
     }
   };
   /** A stream (stdin) hands out its own buffers: each chunk is copied into a pooled one (or its own, if larger). */
-  const pumpStream = async (input: number, stream: Readable) => {
+  const pumpStream = async (stream: Readable) => {
     addAbortSignal(signal, stream);
     try {
       for await (const chunk of stream as AsyncIterable<Buffer>) {
@@ -229,7 +222,7 @@ export async function* readBatches(
             ? new Uint8Array(pool.pop() ?? new ArrayBuffer(CHUNK_BYTES), 0, chunk.length)
             : new Uint8Array(chunk.length);
         data.set(chunk);
-        post(input, { kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
+        post({ kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
       }
     } catch (error) {
       if (!signal.aborted) throw error;
@@ -249,21 +242,23 @@ export async function* readBatches(
     if (buffer.byteLength === CHUNK_BYTES) pool.push(buffer);
   };
 
-  const lineNumbers = new Array<number>(inputs.length).fill(0);
+  // Replies come in order: an input's chunks, then its end (the reply without a chunk).
+  let input = 0;
+  let lineNumber = 0;
   let batch = new LineBatch();
   try {
     for (;;) {
       const reply = replies.shift();
       if (reply === undefined) {
         if (failure !== undefined) throw failure;
-        if (pumpDone && received === sent.length) break;
+        if (pumpDone && received === sent) break;
         await new Promise<void>((resolve) => {
           wake = resolve;
         });
         wake = undefined;
         continue;
       }
-      const input = sent[received++] as number;
+      received++;
       windowOpen?.();
       windowOpen = undefined;
       // The caller's batches run on promises alone (the store answers most calls synchronously): without a
@@ -278,9 +273,9 @@ export async function* readBatches(
         for (let from = 0; from < count; ) {
           const to = Math.min(count, from + batchSize - batch.length);
           const first = batch.length - from; // batch index of the piece's line 0
-          batch.add(piece, from, to, source, (lineNumbers[input] as number) + 1);
+          batch.add(piece, from, to, source, lineNumber + 1);
           if (chunk && !batch.held.includes(chunk)) batch.held.push(chunk);
-          lineNumbers[input] = (lineNumbers[input] as number) + (to - from);
+          lineNumber += to - from;
           for (; nextInvalid < piece.invalid.length; nextInvalid++) {
             const [index, reason, dropped] = piece.invalid[nextInvalid] as [number, string, number?];
             if (index >= to) break;
@@ -296,7 +291,8 @@ export async function* readBatches(
           }
         }
       }
-      if (chunk && !batch.held.includes(chunk)) release(chunk);
+      if (chunk === undefined) [input, lineNumber] = [input + 1, 0];
+      else if (!batch.held.includes(chunk)) release(chunk);
     }
     if (failure !== undefined) throw failure;
     if (batch.length > 0) yield batch;
@@ -307,7 +303,7 @@ export async function* readBatches(
   }
 }
 
-function startWorker(workerData: { idExpression: string; maxLineBytes: number }): Worker {
+function startWorker(workerData: WorkerData): Worker {
   // V8's default young generation held ~50 MB more RSS for nothing. Measured (1M lines): 4 MiB saved another
   // ~12 MB but tripled the worker's GC time; 12 MiB kept the run as fast as the default.
   const resourceLimits = { maxYoungGenerationSizeMb: 12 };

@@ -198,6 +198,12 @@ function joinExact(parts: readonly Uint8Array[]): Uint8Array {
   return out;
 }
 
+/** What the parse worker starts with: the `--id` expression, compiled there, and the longest line kept. */
+export interface WorkerData {
+  readonly idExpression: string;
+  readonly maxLineBytes: number;
+}
+
 /** Main thread to parse worker: input chunks in order, then the end of each source. */
 export type ToWorker =
   | { readonly kind: 'chunk'; readonly data: Uint8Array }

@@ -195,20 +195,18 @@ export async function forgetRecords(
 /** A usage error naming `--store`. */
 const storeError = (message: string) => new ConfigError('store', message, { label: '--store' });
 
-/** What `idem stats` counts: the live records by state, the dead ones not yet forgotten, and the expiry range. */
+/**
+ * What `idem stats` counts (docs/operations.md): live records by state, expired ones the store still holds,
+ * the range of the live ones' expiry and first-seen times (epoch ms), and those written without a first-seen time.
+ */
 export interface StoreStats {
-  /** Live records (ids whose next copy would be a duplicate or wait for a claim). */
   readonly held: number;
   readonly byState: Record<Exclude<RecordStatus, 'absent'>, number>;
-  /** Records past their expiry (or lapsed claims) that the store has not removed yet: they count for nothing. */
   readonly expired: number;
-  /** Earliest and latest `expiresAt` of the live records (epoch ms). */
   readonly oldestExpiry?: number;
   readonly newestExpiry?: number;
-  /** Earliest and latest `firstSeenAt` of the live records that have one (epoch ms): how old the held ids are. */
   readonly oldestFirstSeen?: number;
   readonly newestFirstSeen?: number;
-  /** Live records without a first-seen time (written by a version that did not keep it); left out when none. */
   readonly firstSeenUnknown?: number;
 }
 

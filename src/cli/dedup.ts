@@ -48,8 +48,7 @@ export type DedupEnd =
  */
 export async function dedupLines(job: DedupJob): Promise<DedupEnd> {
   const { counts } = job;
-  // One output buffer for every batch: each write is handed to the OS before the next batch is joined into
-  // it.
+  // One output buffer for all batches: a write is handed to the OS before the next batch is joined into it.
   let scratch = Buffer.allocUnsafeSlow(0);
   const handler = {
     batch: (items: readonly BatchItem<DedupEntry>[]) => {

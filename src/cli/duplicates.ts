@@ -12,13 +12,9 @@ export const EARLIER_RUN = 'earlier run';
 const LINES_PER_SOURCE = 2 ** 32;
 
 /**
- * `idem dedup --duplicates FILE`: one NDJSON line per dropped line, `{"id", "at", "first"}` — `at` the
- * dropped copy's `file:line`, `first` the first copy's `file:line` when this run read it, else `"earlier
- * run"` with the store's `firstSeen` time (ISO-8601) when the record tells it.
- *
- * The log keeps every id this run wrote with its place packed into one number (input index × 2^32 + line):
- * the option's memory cost. A batch's records are appended after the batch is written and marked, so a kill
- * repeats at most one batch's records on a re-run. The file is fsynced at the end.
+ * `idem dedup --duplicates FILE`: one NDJSON line per dropped line (docs/cli.md, "What was dropped"). Every id
+ * this run wrote is kept with its place packed into one number (input index × 2^32 + line): the option's memory
+ * cost. A batch's records are appended once it is written and marked; the file is fsynced at the end.
  */
 export class DuplicateLog {
   readonly #fd: number;

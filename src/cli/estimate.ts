@@ -29,17 +29,11 @@ export async function estimateLines(
       let lines = 0;
       for (let at = sample.indexOf(NEWLINE); at !== -1; at = sample.indexOf(NEWLINE, at + 1)) lines++;
       const last = sample.lastIndexOf(NEWLINE);
-      if (bytesRead === file.bytes) {
-        // The whole file: its lines exactly (a last line without newline counts too).
-        sampledBytes += bytesRead;
-        sampledLines += lines + (last === bytesRead - 1 ? 0 : 1);
-      } else if (lines > 0) {
-        sampledBytes += last + 1; // whole lines only: the cut one would make lines look shorter
-        sampledLines += lines;
-      } else {
-        sampledBytes += bytesRead; // one line longer than the sample: at most this many lines
-        sampledLines += 1;
-      }
+      // The whole file: its lines exactly, an unterminated last one too. A part: its whole lines only (the cut
+      // one would make lines look shorter), or one line when the sample holds no newline.
+      const whole = bytesRead === file.bytes;
+      sampledBytes += whole || last === -1 ? bytesRead : last + 1;
+      sampledLines += whole ? lines + (last === bytesRead - 1 ? 0 : 1) : Math.max(lines, 1);
     } finally {
       await handle.close();
     }

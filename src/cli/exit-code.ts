@@ -16,10 +16,7 @@ export const ExitCode = {
 } as const;
 
 /** Where a command writes: its output to `out`, what went wrong and summaries to `err`. */
-export interface CliStreams {
-  readonly out: { write(text: string): unknown };
-  readonly err: { write(text: string): unknown };
-}
+export type CliStreams = Readonly<Record<'out' | 'err', { write(text: string): unknown }>>;
 
 /** Writes `error` as one `<command>: …` line; answers `usage` for a bad flag, setting or id, else `failure`. */
 export function failWith(command: string, error: unknown, err: CliStreams['err']): number {

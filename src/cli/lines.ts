@@ -2,7 +2,7 @@ import { open } from 'node:fs/promises';
 import { addAbortSignal, type Readable } from 'node:stream';
 import { setImmediate } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
-import type { ParsedPiece, ToWorker } from './parse.js';
+import type { ParsedPiece, SplitPiece, ToWorker, WorkerData } from './parse.js';
 
 /**
  * A batch of parsed input lines: runs of lines of the parsed pieces, not copied out, and their ids gathered
@@ -16,26 +16,17 @@ export class LineBatch {
   /** Input bytes of the batch's lines, newlines included (for the progress bar). */
   bytes = 0;
   readonly #runs: Run[] = [];
-  /** Why an invalid line is invalid, by index (invalid lines are few). */
-  readonly #reasons = new Map<number, string>();
-  /** Over-long lines (index → their byte length): reported and skipped, never written, as their bytes were not kept. */
-  readonly #dropped = new Map<number, number>();
+  /** Invalid lines (few) by index: why, and an over-long one's byte length (its bytes were not kept). */
+  readonly #invalid = new Map<number, [reason: string, dropped: number | undefined]>();
 
   get length(): number {
     return this.ids.length;
   }
 
   /** Adds lines `from` to `to` (exclusive) of a parsed piece: line `from` is line `line` (1-based) of `source`. */
-  add(
-    piece: { readonly data: Buffer; readonly starts: Int32Array; readonly ends: Int32Array },
-    ids: readonly (string | undefined)[],
-    from: number,
-    to: number,
-    source: string,
-    line: number,
-  ): void {
-    this.#runs.push({ ...piece, from, first: this.ids.length, count: to - from, source, line });
-    const { starts, ends } = piece;
+  add(piece: SplitPiece, from: number, to: number, source: string, line: number): void {
+    const { data, starts, ends, ids } = piece;
+    this.#runs.push({ data, starts, ends, from, first: this.ids.length, count: to - from, source, line });
     let bytes = 0;
     for (let k = from; k < to; k++) {
       this.ids.push(ids[k]);
@@ -46,15 +37,13 @@ export class LineBatch {
 
   /** Marks line `i` invalid, for `reason`; over-long when `dropped` (its length with newline) is given. */
   setInvalid(i: number, reason: string, dropped?: number): void {
-    this.#reasons.set(i, reason);
-    if (dropped === undefined) return;
-    this.#dropped.set(i, dropped);
-    this.bytes += dropped - 1; // `add` counted its empty range as one byte
+    this.#invalid.set(i, [reason, dropped]);
+    if (dropped !== undefined) this.bytes += dropped - 1; // `add` counted its empty range as one byte
   }
 
   /** Why line `i` has no id (undefined for a line with an id). */
   reason(i: number): string | undefined {
-    return this.#reasons.get(i);
+    return this.#invalid.get(i)?.[0];
   }
 
   /** `file:line` of line `i`, for messages. */
@@ -75,7 +64,7 @@ export class LineBatch {
 
   /** Byte length of line `i` plus its newline (as read, for a dropped line). */
   size(i: number): number {
-    const dropped = this.#dropped.get(i);
+    const dropped = this.#invalid.get(i)?.[1];
     if (dropped !== undefined) return dropped;
     const run = this.#runOf(i);
     const k = run.from + i - run.first;
@@ -84,7 +73,7 @@ export class LineBatch {
 
   /** Whether line `i`'s bytes are here to be written (an over-long line's are not). */
   kept(i: number): boolean {
-    return !this.#dropped.has(i);
+    return this.#invalid.get(i)?.[1] === undefined;
   }
 
   /** Input bytes of lines `indices`, each with its newline: the size {@link joinInto} fills. */
@@ -105,25 +94,17 @@ export class LineBatch {
     let at = 0;
     let j = 0;
     while (j < n) {
-      const i = indices[j] as number;
+      let i = indices[j] as number;
       while (i >= (runs[r] as Run).first + (runs[r] as Run).count) r++;
       const run = runs[r] as Run;
-      const { starts, ends, data } = run;
+      const end = run.first + run.count;
       const offset = run.from - run.first;
-      let k = i + offset;
-      const start = starts[k] as number;
-      // Extend over the following lines while they are the next lines of the same piece, right after this one.
-      const last = run.first + run.count - 1;
-      while (
-        j + 1 < n &&
-        (indices[j + 1] as number) === k - offset + 1 &&
-        k - offset + 1 <= last &&
-        starts[k + 1] === (ends[k] as number) + 1
-      ) {
-        k++;
-        j++;
-      }
-      at += data.copy(out, at, start, ends[k]);
+      const start = run.starts[i + offset] as number;
+      // The next lines of the same run follow this one in the piece's bytes (kept lines are whole): one copy.
+      for (; j + 1 < n && indices[j + 1] === i + 1 && i + 1 < end; j++) i++;
+      const stop = run.ends[i + offset] as number;
+      out.set(run.data.subarray(start, stop), at);
+      at += stop - start;
       out[at++] = NEWLINE;
       j++;
     }
@@ -139,7 +120,7 @@ export class LineBatch {
 
 /** Lines `from`… of a parsed piece, as lines `first`… of a batch. */
 interface Run {
-  readonly data: Buffer;
+  readonly data: Uint8Array;
   readonly starts: Int32Array;
   readonly ends: Int32Array;
   readonly from: number;
@@ -158,14 +139,8 @@ const CHUNK_BYTES = 1 << 18;
 /** Chunks sent to the parse worker and not yet taken back: enough to keep both threads busy, little memory. */
 const WINDOW = 4;
 
-export interface ReadOptions {
-  /** The `--id` expression, compiled again inside the worker. */
-  readonly idExpression: string;
-  /** Longer lines are invalid, and their bytes are skipped rather than held. */
-  readonly maxLineBytes: number;
-  /** Ends reading (a signal while waiting for input); the whole lines read so far still come out. */
-  readonly signal?: AbortSignal;
-}
+/** The worker's settings, and `signal`: it ends reading (while waiting for input); whole lines read still come out. */
+export type ReadOptions = WorkerData & { readonly signal?: AbortSignal };
 
 /**
  * Reads the inputs in order and yields their lines, parsed and with ids, in batches of at most `batchSize`
@@ -178,8 +153,7 @@ export async function* readBatches(
 ): AsyncGenerator<LineBatch> {
   const worker = startWorker({ idExpression: options.idExpression, maxLineBytes: options.maxLineBytes });
   const replies: ParsedPiece[] = [];
-  /** The input index of each message sent, in order (a reply answers the oldest). */
-  const sent: number[] = [];
+  let sent = 0;
   let received = 0;
   let failure: unknown;
   let pumpDone = false;
@@ -199,13 +173,13 @@ export async function* readBatches(
     wake?.();
   });
 
-  const post = (input: number, message: ToWorker, transfer: ArrayBuffer[] = []) => {
-    sent.push(input);
+  const post = (message: ToWorker, transfer: ArrayBuffer[] = []) => {
+    sent++;
     worker.postMessage(message, transfer);
   };
   /** Room for one more chunk in flight (waits while the worker is `WINDOW` chunks ahead). */
   const room = async () => {
-    while (sent.length - received >= WINDOW && !signal.aborted) {
+    while (sent - received >= WINDOW && !signal.aborted) {
       await new Promise<void>((resolve) => {
         windowOpen = resolve;
       });
@@ -213,15 +187,15 @@ export async function* readBatches(
     return !signal.aborted;
   };
   const pump = async () => {
-    for (let input = 0; input < inputs.length && !signal.aborted; input++) {
-      const name = inputs[input] as string;
-      if (name === STDIN) await pumpStream(input, process.stdin);
-      else await pumpFile(input, name);
-      post(input, { kind: 'end', aborted: signal.aborted });
+    for (const name of inputs) {
+      if (signal.aborted) break;
+      if (name === STDIN) await pumpStream(process.stdin);
+      else await pumpFile(name);
+      post({ kind: 'end', aborted: signal.aborted });
     }
   };
   /** A file is read into pooled buffers, which the worker moves back with the lines found in them. */
-  const pumpFile = async (input: number, name: string) => {
+  const pumpFile = async (name: string) => {
     const handle = await open(name, 'r');
     try {
       while (await room()) {
@@ -231,14 +205,14 @@ export async function* readBatches(
           pool.push(buffer);
           break;
         }
-        post(input, { kind: 'chunk', data: new Uint8Array(buffer, 0, bytesRead) }, [buffer]);
+        post({ kind: 'chunk', data: new Uint8Array(buffer, 0, bytesRead) }, [buffer]);
       }
     } finally {
       await handle.close();
     }
   };
   /** A stream (stdin) hands out its own buffers: each chunk is copied into a pooled one (or its own, if larger). */
-  const pumpStream = async (input: number, stream: Readable) => {
+  const pumpStream = async (stream: Readable) => {
     addAbortSignal(signal, stream);
     try {
       for await (const chunk of stream as AsyncIterable<Buffer>) {
@@ -248,7 +222,7 @@ export async function* readBatches(
             ? new Uint8Array(pool.pop() ?? new ArrayBuffer(CHUNK_BYTES), 0, chunk.length)
             : new Uint8Array(chunk.length);
         data.set(chunk);
-        post(input, { kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
+        post({ kind: 'chunk', data }, [data.buffer as ArrayBuffer]);
       }
     } catch (error) {
       if (!signal.aborted) throw error;
@@ -263,33 +237,28 @@ export async function* readBatches(
       wake?.();
     });
 
-  /** Holds on each chunk buffer: the batches with lines in it, and the loop below while it adds its lines. */
-  const holds = new Map<ArrayBuffer, number>();
-  const hold = (buffer: ArrayBuffer) => holds.set(buffer, (holds.get(buffer) ?? 0) + 1);
+  /** A chunk buffer no batch holds goes back to the pool (a larger one, made for one stdin chunk, does not). */
   const release = (buffer: ArrayBuffer) => {
-    const left = (holds.get(buffer) as number) - 1;
-    if (left > 0) holds.set(buffer, left);
-    else {
-      holds.delete(buffer);
-      if (buffer.byteLength === CHUNK_BYTES) pool.push(buffer);
-    }
+    if (buffer.byteLength === CHUNK_BYTES) pool.push(buffer);
   };
 
-  const lineNumbers = new Array<number>(inputs.length).fill(0);
+  // Replies come in order: an input's chunks, then its end (the reply without a chunk).
+  let input = 0;
+  let lineNumber = 0;
   let batch = new LineBatch();
   try {
     for (;;) {
       const reply = replies.shift();
       if (reply === undefined) {
         if (failure !== undefined) throw failure;
-        if (pumpDone && received === sent.length) break;
+        if (pumpDone && received === sent) break;
         await new Promise<void>((resolve) => {
           wake = resolve;
         });
         wake = undefined;
         continue;
       }
-      const input = sent[received++] as number;
+      received++;
       windowOpen?.();
       windowOpen = undefined;
       // The caller's batches run on promises alone (the store answers most calls synchronously): without a
@@ -298,24 +267,15 @@ export async function* readBatches(
       await setImmediate();
       const source = inputs[input] === STDIN ? '<stdin>' : (inputs[input] as string);
       const { chunk } = reply;
-      if (chunk) hold(chunk);
       for (const piece of reply.pieces) {
-        const lines = {
-          data: Buffer.from(piece.data.buffer, piece.data.byteOffset, piece.data.byteLength),
-          starts: piece.starts,
-          ends: piece.ends,
-        };
         const count = piece.ids.length;
         let nextInvalid = 0;
         for (let from = 0; from < count; ) {
           const to = Math.min(count, from + batchSize - batch.length);
           const first = batch.length - from; // batch index of the piece's line 0
-          batch.add(lines, piece.ids, from, to, source, (lineNumbers[input] as number) + 1);
-          if (chunk && !batch.held.includes(chunk)) {
-            batch.held.push(chunk);
-            hold(chunk);
-          }
-          lineNumbers[input] = (lineNumbers[input] as number) + (to - from);
+          batch.add(piece, from, to, source, lineNumber + 1);
+          if (chunk && !batch.held.includes(chunk)) batch.held.push(chunk);
+          lineNumber += to - from;
           for (; nextInvalid < piece.invalid.length; nextInvalid++) {
             const [index, reason, dropped] = piece.invalid[nextInvalid] as [number, string, number?];
             if (index >= to) break;
@@ -324,13 +284,15 @@ export async function* readBatches(
           from = to;
           if (batch.length >= batchSize) {
             yield batch;
-            // The caller is done with the batch (written and marked): its chunks can be read into again.
-            for (const buffer of batch.held) release(buffer);
+            // The caller is done with the batch (written and marked): its chunks can be read into again, but
+            // for the one whose lines are still being added.
+            for (const buffer of batch.held) if (buffer !== chunk) release(buffer);
             batch = new LineBatch();
           }
         }
       }
-      if (chunk) release(chunk);
+      if (chunk === undefined) [input, lineNumber] = [input + 1, 0];
+      else if (!batch.held.includes(chunk)) release(chunk);
     }
     if (failure !== undefined) throw failure;
     if (batch.length > 0) yield batch;
@@ -341,7 +303,7 @@ export async function* readBatches(
   }
 }
 
-function startWorker(workerData: { idExpression: string; maxLineBytes: number }): Worker {
+function startWorker(workerData: WorkerData): Worker {
   // V8's default young generation held ~50 MB more RSS for nothing. Measured (1M lines): 4 MiB saved another
   // ~12 MB but tripled the worker's GC time; 12 MiB kept the run as fast as the default.
   const resourceLimits = { maxYoungGenerationSizeMb: 12 };

@@ -47,11 +47,10 @@ export async function runMigrate(flags: MigrateFlags, streams: CliStreams): Prom
     }
     const [{ describeAddress }, { migrate, schemaScript }] = await load();
     const { sqlDefaults } = await import('../repositories/sql/options.js');
-    const table = flags.table;
+    const { table } = flags;
     const where = describeAddress(store.url);
     const name = table ?? sqlDefaults.table;
-    // Validates the table name before anything is run.
-    const script = schemaScript(table);
+    const script = schemaScript(table); // validates the table name before anything is run
     if (!flags.apply) {
       streams.out.write(script);
       streams.err.write(

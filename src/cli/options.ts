@@ -7,10 +7,7 @@ export const dedupDefaults = {
   storeDir: '.idem-store',
   /** The `--store` value that keeps seen ids in memory for one run instead of in a directory. */
   memoryStore: 'memory',
-  /**
-   * `repository.maxEntries` of the memory store unless the config sets one: no cap. The store evicts its oldest
-   * ids past its default cap (1M), and a one-shot run must find every repeat of the run, however many ids.
-   */
+  /** `repository.maxEntries` of the memory store unless the config sets one: no cap (see chooseStore). */
   memoryMaxEntries: Number.MAX_SAFE_INTEGER,
   /** Lines per store round trip; also the most lines that can repeat after a kill. */
   batchSize: 2000,

@@ -11,9 +11,6 @@ export function writeAllSync(fd: number, data: Uint8Array, stalled: (at: number)
   }
 }
 
-/** Where output bytes go: a stream (pipes, terminals), or a file descriptor written directly (files, devices). */
-export type OutputTarget = NodeJS.WritableStream | { readonly fd: number };
-
 /**
  * Writes `idem dedup`'s output and resolves only once every byte has been handed to the OS, so that after a
  * kill a marked id's line is in the output. Any error or short write rejects, so the batch is not marked.
@@ -23,27 +20,18 @@ export type OutputTarget = NodeJS.WritableStream | { readonly fd: number };
  */
 export class Output {
   #error: OutputError | undefined;
-  readonly #target: OutputTarget;
+  /** Whether stdout is written through its descriptor: not a pipe, a socket or a terminal. */
+  readonly #direct: boolean = false;
 
-  private constructor(target: OutputTarget) {
-    this.#target = target;
-    if (!('write' in target)) return;
-    // Without a listener an EPIPE would crash the process before the write callback could report it.
-    target.on('error', (error: NodeJS.ErrnoException) => {
-      this.#error ??= this.#fail(error);
-    });
-  }
-
-  /** Standard output, written through its descriptor unless it is a pipe, a socket or a terminal. */
-  static forStdout(): Output {
-    let direct = false;
+  constructor() {
     try {
       const stat = fstatSync(1);
-      direct = !stat.isFIFO() && !stat.isSocket() && !isatty(1);
+      this.#direct = !stat.isFIFO() && !stat.isSocket() && !isatty(1);
     } catch {
       // A closed stdout: the stream reports the error on the first write.
     }
-    return new Output(direct ? { fd: 1 } : process.stdout);
+    // Without a listener an EPIPE would crash the process before the write callback could report it.
+    if (!this.#direct) process.stdout.on('error', (error) => (this.#error ??= this.#fail(error)));
   }
 
   get error(): OutputError | undefined {
@@ -59,19 +47,17 @@ export class Output {
   /** Writes all of `data`; rejects with an OutputError on any error or short write. */
   write(data: Uint8Array): Promise<void> {
     if (this.#error !== undefined) return Promise.reject(this.#error);
-    const target = this.#target;
-    const written =
-      'write' in target ? this.#toStream(target, data) : this.#toFd((target as { fd: number }).fd, data);
+    const written = this.#direct ? this.#toFd(data) : this.#toStream(data);
     return written.catch((error: unknown) => {
       this.#error ??= error instanceof OutputError ? error : this.#fail(error as NodeJS.ErrnoException);
       throw this.#error;
     });
   }
 
-  #toStream(stream: NodeJS.WritableStream, data: Uint8Array): Promise<void> {
+  #toStream(data: Uint8Array): Promise<void> {
     return new Promise((resolve, reject) => {
       try {
-        stream.write(data, (error) => (error ? reject(error) : resolve()));
+        process.stdout.write(data, (error) => (error ? reject(error) : resolve()));
       } catch (error) {
         reject(error); // a synchronous stream (a file behind process.stdout) throws instead
       }
@@ -79,8 +65,8 @@ export class Output {
   }
 
   /** Synchronous: an asynchronous write would idle the main thread for a thread-pool round trip per batch. */
-  async #toFd(fd: number, data: Uint8Array): Promise<void> {
-    writeAllSync(fd, data, (at) => {
+  async #toFd(data: Uint8Array): Promise<void> {
+    writeAllSync(1, data, (at) => {
       const message = `wrote ${at} of ${data.length} bytes, then nothing; the lines of this batch were not marked`;
       return new OutputError(`writing to stdout failed: ${message}`);
     });

@@ -2,9 +2,9 @@
 // core while the main thread talks to the store and writes output. Messages are handled strictly in order.
 import { parentPort, workerData } from 'node:worker_threads';
 import { compileId } from './id.js';
-import { LineSplitter, type ParsedPiece, type SplitPiece, type ToWorker } from './parse.js';
+import { LineSplitter, type ParsedPiece, type SplitPiece, type ToWorker, type WorkerData } from './parse.js';
 
-const { idExpression, maxLineBytes } = workerData as { idExpression: string; maxLineBytes: number };
+const { idExpression, maxLineBytes } = workerData as WorkerData;
 const port = parentPort as NonNullable<typeof parentPort>;
 /** One splitter for all sources in turn: `end` resets it for the next. */
 const splitter = new LineSplitter(compileId(idExpression), maxLineBytes);

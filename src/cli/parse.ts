@@ -1,7 +1,8 @@
 import type { IdOutcome } from './id.js';
 
-/** The lines found in one piece of input, as parallel arrays (no object per line). */
-export interface ParsedLines {
+/** The lines found in one piece of input, as parallel arrays (no object per line), and the bytes they index. */
+export interface SplitPiece {
+  readonly data: Uint8Array;
   /** Byte offsets of each line in the piece, newline excluded. */
   readonly starts: Int32Array;
   readonly ends: Int32Array;
@@ -25,7 +26,7 @@ export function parseLines(
   data: Uint8Array,
   idOf: (line: Uint8Array) => IdOutcome,
   maxLineBytes = Number.POSITIVE_INFINITY,
-): ParsedLines {
+): SplitPiece {
   const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   // One pass for the line ends (into a scratch array reused across calls), then exact-size arrays.
   let count = 0;
@@ -43,7 +44,7 @@ export function parseLines(
   const starts = new Int32Array(total);
   const ends = new Int32Array(total);
   const ids: (string | undefined)[] = new Array(total);
-  const invalid: ParsedLines['invalid'] = [];
+  const invalid: SplitPiece['invalid'] = [];
   const base = buffer.byteOffset;
   let start = 0;
   for (let i = 0; i < total; i++) {
@@ -65,7 +66,7 @@ export function parseLines(
     }
     start = end + 1;
   }
-  return { starts, ends, ids, invalid };
+  return { data, starts, ends, ids, invalid };
 }
 
 /** Newline positions of the piece being parsed (grown as needed, never shrunk). */
@@ -73,11 +74,6 @@ let lineEnds = new Int32Array(4096);
 
 function tooLong(bytes: number, max: number): string {
   return `line is ${bytes} bytes, longer than --max-line-bytes ${max}; its bytes are not kept`;
-}
-
-/** What {@link LineSplitter} hands on: the parsed lines and the bytes they index into. */
-export interface SplitPiece extends ParsedLines {
-  readonly data: Uint8Array;
 }
 
 /**
@@ -158,7 +154,7 @@ export class LineSplitter {
   }
 
   #parse(lines: Uint8Array): SplitPiece {
-    return { ...parseLines(lines, this.idOf, this.maxLineBytes), data: lines };
+    return parseLines(lines, this.idOf, this.maxLineBytes);
   }
 
   /** Keeps a copy of the unfinished line's next bytes (the chunk they are in goes back to its pool). */
@@ -200,6 +196,12 @@ function joinExact(parts: readonly Uint8Array[]): Uint8Array {
     at += part.length;
   }
   return out;
+}
+
+/** What the parse worker starts with: the `--id` expression, compiled there, and the longest line kept. */
+export interface WorkerData {
+  readonly idExpression: string;
+  readonly maxLineBytes: number;
 }
 
 /** Main thread to parse worker: input chunks in order, then the end of each source. */

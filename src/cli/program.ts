@@ -23,18 +23,8 @@ import { chooseStore, describeStore, knownSchemes } from './store-url.js';
 
 export { ExitCode };
 
-interface DedupFlags {
-  readonly id?: string;
-  readonly ttl?: string;
-  readonly store?: string;
-  readonly config?: string;
-  readonly invalid?: string;
-  readonly batchSize?: string;
-  readonly maxLineBytes?: string;
-  readonly expectedIds?: string;
-  readonly progress?: boolean;
-  readonly duplicates?: string;
-}
+/** The `idem dedup` flags read as such; those that override a config key are read through OVERRIDES. */
+type DedupFlags = { readonly [flag in 'store' | 'config' | 'expectedIds' | 'duplicates']?: string };
 
 /** Runs the `idem` command line and resolves to the exit code. */
 export async function run(argv: readonly string[]): Promise<number> {
@@ -203,7 +193,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
   try {
     config = await loadConfig(cliConfigSchema, {
       ...(flags.config === undefined ? {} : { path: flags.config }),
-      overrides: flagOverrides(flags, command),
+      overrides: flagOverrides(command),
     });
     const expectedIds = expectedIdsFlag(flags.expectedIds);
     chooseStore(config, flags.store);
@@ -244,11 +234,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
     return code;
   }
 
-  const progress = new Progress({
-    stream: stderr,
-    show: config.dedup.progress && !inputs.includes(STDIN),
-    totalBytes,
-  });
+  const progress = new Progress(config.dedup.progress && !inputs.includes(STDIN), totalBytes);
   const counts = emptyCounts();
   const abort = new AbortController();
   let signal: NodeJS.Signals | undefined;
@@ -273,7 +259,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
       consumer: setup.consumer,
       ids,
       invalid: config.dedup.invalid,
-      output: Output.forStdout(),
+      output: new Output(),
       ...(duplicates === undefined ? {} : { duplicates }),
       counts,
       onInvalid: (location, reason, passed) =>
@@ -319,7 +305,7 @@ async function runDedup(files: string[], flags: DedupFlags, command: Command): P
 }
 
 /** The `idem dedup` flags that override a config key: flag, key, and the value the flag's text gives. */
-const OVERRIDES: readonly [flag: keyof DedupFlags, key: string, value?: (text: string) => unknown][] = [
+const OVERRIDES: readonly [flag: string, key: string, value?: (text: string) => unknown][] = [
   ['id', 'consumer.id'],
   ['ttl', 'consumer.ttl'],
   ['invalid', 'dedup.invalid'],
@@ -330,11 +316,11 @@ const OVERRIDES: readonly [flag: keyof DedupFlags, key: string, value?: (text: s
 ];
 
 /** Only flags given on the command line override the config file. */
-function flagOverrides(flags: DedupFlags, command: Command): ConfigOverride[] {
+function flagOverrides(command: Command): ConfigOverride[] {
   return OVERRIDES.filter(([flag]) => command.getOptionValueSource(flag) === 'cli').map(
     ([flag, key, value]) => {
       const option = command.options.find((o) => o.attributeName() === flag) as Option;
-      const given = flags[flag];
+      const given = command.getOptionValue(flag);
       return { key, value: value ? value(given as string) : given, source: option.long as string };
     },
   );
@@ -354,12 +340,11 @@ function warnIgnored(config: CliConfig): void {
   ];
   const ignored = (key: string) =>
     Object.hasOwn(consumerConfigSchema.shape, key) && !DEDUP_CONSUMER_KEYS.includes(key);
-  const set = new Set(given.filter(ignored));
-  if (set.size === 0) return;
-  const keys = [...set].map((k) => `consumer.${k}`).join(', ');
-  process.stderr.write(
-    `idem dedup: ignoring ${keys}: dedup always checks, writes, then marks (docs/cli.md)\n`,
-  );
+  const keys = [...new Set(given.filter(ignored))].map((k) => `consumer.${k}`).join(', ');
+  if (keys !== '')
+    process.stderr.write(
+      `idem dedup: ignoring ${keys}: dedup always checks, writes, then marks (docs/cli.md)\n`,
+    );
 }
 
 /** Each input with its size in bytes (0 for stdin); an unreadable file is a usage error naming it. */

@@ -17,13 +17,6 @@ export function emptyCounts(): DedupCounts {
   return { read: 0, written: 0, duplicates: 0, invalid: 0, bytes: 0 };
 }
 
-export interface ProgressOptions {
-  readonly stream: NodeJS.WriteStream;
-  /** Show progress at all (file inputs without `--no-progress`); the summary is printed regardless. */
-  readonly show: boolean;
-  readonly totalBytes: number;
-}
-
 /** Between two plain progress lines when stderr is not a terminal. */
 const PLAIN_INTERVAL_MS = 5_000;
 
@@ -32,18 +25,20 @@ const PLAIN_INTERVAL_MS = 5_000;
  * stay readable. Messages go through {@link log} so they do not tear the bar.
  */
 export class Progress {
-  readonly #options: ProgressOptions;
   readonly #started = performance.now();
   #multibar: cliProgress.MultiBar | undefined;
   #bar: cliProgress.SingleBar | undefined;
   #lastPlain = performance.now();
 
-  constructor(options: ProgressOptions) {
-    this.#options = options;
-    if (options.show && options.stream.isTTY) {
+  /** `show`: progress at all (file inputs without `--no-progress`); the summary is printed regardless. */
+  constructor(
+    private readonly show: boolean,
+    private readonly totalBytes: number,
+  ) {
+    if (show && process.stderr.isTTY) {
       this.#multibar = new cliProgress.MultiBar(
         {
-          stream: options.stream,
+          stream: process.stderr,
           format:
             '{bar} {percentage}% | {lines} lines | {rate} lines/s | {duplicates} dup | {invalid} invalid | ETA {eta_formatted}',
           hideCursor: true,
@@ -53,7 +48,7 @@ export class Progress {
         },
         cliProgress.Presets.shades_classic,
       );
-      this.#bar = this.#multibar.create(Math.max(options.totalBytes, 1), 0, payload(emptyCounts(), 0));
+      this.#bar = this.#multibar.create(Math.max(totalBytes, 1), 0, payload(emptyCounts(), 0));
     }
   }
 
@@ -62,7 +57,7 @@ export class Progress {
   }
 
   update(counts: DedupCounts): void {
-    if (!this.#options.show) return;
+    if (!this.show) return;
     if (this.#bar) {
       this.#bar.update(counts.bytes, payload(counts, this.elapsedMs));
       return;
@@ -70,7 +65,7 @@ export class Progress {
     const now = performance.now();
     if (now - this.#lastPlain < PLAIN_INTERVAL_MS) return;
     this.#lastPlain = now;
-    const percent = this.#options.totalBytes > 0 ? (100 * counts.bytes) / this.#options.totalBytes : 0;
+    const percent = this.totalBytes > 0 ? (100 * counts.bytes) / this.totalBytes : 0;
     this.log(
       `idem dedup: ${fmt(counts.read)} lines (${percent.toFixed(1)}%), ${fmt(rate(counts.read, this.elapsedMs))} lines/s, ` +
         `${fmt(counts.duplicates)} duplicates, ${fmt(counts.invalid)} invalid`,
@@ -80,7 +75,7 @@ export class Progress {
   /** Writes one line of text to stderr, above the bar if there is one. */
   log(text: string): void {
     if (this.#multibar) this.#multibar.log(`${text}\n`);
-    else this.#options.stream.write(`${text}\n`);
+    else process.stderr.write(`${text}\n`);
   }
 
   stop(): void {

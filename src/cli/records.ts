@@ -14,12 +14,10 @@ import { STDIN } from './lines.js';
 import { cliConfigSchema, dedupDefaults } from './options.js';
 import { chooseStore, describeStore } from './store-url.js';
 
-// `idem inspect`, `idem forget` and `idem stats` go through the repository interface, so every store answers
-// alike.
+// `idem inspect`, `idem forget` and `idem stats` use only the repository interface: every store answers alike.
 
-/** How an id is written on the command line or in an `--ids` file. */
+/** How an id is written (arguments, `--ids`): `text`, the id itself; `hex`/`base64`, a binary id's bytes. */
 export const idFormats = ['text', 'hex', 'base64'] as const;
-/** `text`: the id itself; `hex`/`base64`: the bytes of a binary id (a Kafka key). */
 export type IdFormat = (typeof idFormats)[number];
 
 /** Ids per store round trip. */
@@ -80,10 +78,7 @@ export function readIdsFile(path: string): string[] {
     const reason = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new ConfigError('ids', `cannot read ${path} (${reason})`, { label: '--ids' });
   }
-  return text
-    .split('\n')
-    .map((line) => (line.endsWith('\r') ? line.slice(0, -1) : line))
-    .filter((line) => line !== '');
+  return text.split(/\r?\n|\r$/).filter((line) => line !== '');
 }
 
 /** What `idem inspect` says of one id. */
@@ -164,10 +159,9 @@ export interface ForgetReport {
 }
 
 /**
- * Removes each id's record so that its next copy is processed again. An in-flight claim is removed only with
- * `force`, and only under the owner read (`remove(id, owner)`): one confirmed or taken over since is
- * `changed`. A confirmed record is removed with `remove(id)`: a live one cannot be replaced, so only a record
- * that expired and was claimed again between read and remove could lose that claim (docs/operations.md).
+ * Removes each id's record so that its next copy is processed again. An in-flight claim goes only with `force`
+ * and under the owner read (`remove(id, owner)`); a confirmed record with `remove(id)`: only one that expired
+ * and was claimed again between read and remove could lose that claim (docs/operations.md).
  */
 export async function forgetRecords(
   repository: IdempotentRepository,
@@ -201,20 +195,18 @@ export async function forgetRecords(
 /** A usage error naming `--store`. */
 const storeError = (message: string) => new ConfigError('store', message, { label: '--store' });
 
-/** What `idem stats` counts: the live records by state, the dead ones not yet forgotten, and the expiry range. */
+/**
+ * What `idem stats` counts (docs/operations.md): live records by state, expired ones the store still holds,
+ * the range of the live ones' expiry and first-seen times (epoch ms), and those written without a first-seen time.
+ */
 export interface StoreStats {
-  /** Live records (ids whose next copy would be a duplicate or wait for a claim). */
   readonly held: number;
   readonly byState: Record<Exclude<RecordStatus, 'absent'>, number>;
-  /** Records past their expiry (or lapsed claims) that the store has not removed yet: they count for nothing. */
   readonly expired: number;
-  /** Earliest and latest `expiresAt` of the live records (epoch ms). */
   readonly oldestExpiry?: number;
   readonly newestExpiry?: number;
-  /** Earliest and latest `firstSeenAt` of the live records that have one (epoch ms): how old the held ids are. */
   readonly oldestFirstSeen?: number;
   readonly newestFirstSeen?: number;
-  /** Live records without a first-seen time (written by a version that did not keep it); left out when none. */
   readonly firstSeenUnknown?: number;
 }
 

@@ -4,29 +4,27 @@ import type { RepositoryType } from '../repositories/registry.js';
 import { redactUrl } from '../util/redact-text.js';
 import { type CliConfig, dedupDefaults } from './options.js';
 
-/** What a `--store` URL scheme selects: a store, and the `[repository]` keys the URL sets on it. */
+/**
+ * What a `--store` URL scheme selects: a store, and the keys of a same-store config table that the URL replaces
+ * (its other keys, a key prefix or TLS, apply). The URL becomes the store's `url`, a file URL its `path`.
+ */
 export interface StoreScheme {
   readonly type: RepositoryType;
-  /** The store's keys for this URL (besides `type`). */
-  readonly table: (url: string) => Record<string, unknown>;
-  /** Keys of a same-store config table that the URL replaces; its other keys (a key prefix, TLS) apply. */
   readonly replaces: readonly string[];
 }
-
-const asUrl = (url: string) => ({ url });
 
 /**
  * Every URL scheme a store answers to in `--store`. A value with a scheme selects that store, or is refused
  * naming these; it never becomes a directory. A store with a schema also needs its entry in migrate.ts.
  */
 export const storeSchemes: Readonly<Record<string, StoreScheme>> = {
-  postgres: { type: 'postgres', table: asUrl, replaces: ['url'] },
-  postgresql: { type: 'postgres', table: asUrl, replaces: ['url'] },
-  mysql: { type: 'mysql', table: asUrl, replaces: ['url'] },
-  mariadb: { type: 'mysql', table: asUrl, replaces: ['url'] },
-  redis: { type: 'redis', table: asUrl, replaces: ['url', 'host', 'port', 'cluster'] },
-  rediss: { type: 'redis', table: asUrl, replaces: ['url', 'host', 'port', 'cluster'] },
-  file: { type: 'rocksdb', table: (url) => ({ path: fileURLToPath(url) }), replaces: ['path'] },
+  postgres: { type: 'postgres', replaces: ['url'] },
+  postgresql: { type: 'postgres', replaces: ['url'] },
+  mysql: { type: 'mysql', replaces: ['url'] },
+  mariadb: { type: 'mysql', replaces: ['url'] },
+  redis: { type: 'redis', replaces: ['url', 'host', 'port', 'cluster'] },
+  rediss: { type: 'redis', replaces: ['url', 'host', 'port', 'cluster'] },
+  file: { type: 'rocksdb', replaces: ['path'] },
 };
 
 // Two characters at least, so a Windows drive (`C:\ids`) stays a path.
@@ -74,52 +72,35 @@ export function repositoryFromStoreUrl(
   if (configured.type === entry.type) {
     for (const [key, v] of Object.entries(configured)) if (!entry.replaces.includes(key)) kept[key] = v;
   }
-  let table: Record<string, unknown>;
+  if (entry.type !== 'rocksdb') return { ...kept, type: entry.type, url: value };
   try {
-    table = entry.table(value);
+    return { ...kept, type: entry.type, path: fileURLToPath(value) };
   } catch (error) {
     throw new ConfigError('repository', `${JSON.stringify(redactUrl(value))}: ${errorMessage(error)}`, {
       label: '--store',
     });
   }
-  return { ...kept, type: entry.type, ...table };
 }
 
 /** How `--store` or the config chooses the store: a URL by its scheme, a path (or none) for RocksDB. */
 export function chooseStore(config: CliConfig, storeFlag: string | undefined): void {
   const section = config.repository as Record<string, unknown> & { type: string };
   const fromUrl = storeFlag === undefined ? undefined : repositoryFromStoreUrl(storeFlag, section);
-  if (fromUrl !== undefined) {
+  // `--store memory`, a one-shot run: whatever store the config names, nothing is kept after it.
+  const replacement = storeFlag === dedupDefaults.memoryStore ? { type: 'memory' } : fromUrl;
+  if (replacement !== undefined) {
     for (const key of Object.keys(section)) delete section[key];
-    Object.assign(section, fromUrl);
-    if (section.type === 'rocksdb') section.memtableMb ??= dedupDefaults.memtableMb;
-    return;
-  }
-  if (storeFlag === dedupDefaults.memoryStore) {
-    // A one-shot run: whatever store the config names, nothing is kept after it.
-    for (const key of Object.keys(section)) delete section[key];
-    section.type = 'memory';
-    section.maxEntries = dedupDefaults.memoryMaxEntries;
-    return;
-  }
-  if (section.type === 'memory' && storeFlag === undefined) {
-    // The memory store's own cap evicts the oldest ids, which would let their repeats through unnoticed.
-    section.maxEntries ??= dedupDefaults.memoryMaxEntries;
-    return;
-  }
-  if (section.type !== 'rocksdb') {
-    if (storeFlag !== undefined) {
-      throw new ConfigError(
-        'repository.type',
-        `--store needs the rocksdb store, but the config selects ${section.type}`,
-        { source: '--store' },
-      );
-    }
-    return;
-  }
-  if (storeFlag !== undefined) section.path = storeFlag;
-  else section.path ??= dedupDefaults.storeDir;
-  section.memtableMb ??= dedupDefaults.memtableMb;
+    Object.assign(section, replacement);
+  } else if (storeFlag !== undefined && section.type !== 'rocksdb') {
+    throw new ConfigError(
+      'repository.type',
+      `--store needs the rocksdb store, but the config selects ${section.type}`,
+      { source: '--store' },
+    );
+  } else if (section.type === 'rocksdb') section.path = storeFlag ?? section.path ?? dedupDefaults.storeDir;
+  // The memory store's own cap evicts the oldest ids, which would let their repeats through unnoticed.
+  if (section.type === 'memory') section.maxEntries ??= dedupDefaults.memoryMaxEntries;
+  if (section.type === 'rocksdb') section.memtableMb ??= dedupDefaults.memtableMb;
 }
 
 /** Where seen ids are kept, for the summary: a user should never wonder which store a run marked. */

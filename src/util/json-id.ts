@@ -3,13 +3,11 @@ import { IdempotencyError, InvalidIdError } from '../errors.js';
 import { MAX_ID_BYTES, toKey } from '../store/ids.js';
 
 /**
- * Reads an id out of raw JSON bytes, for `idem dedup` and the Kafka id reader. The bytes, not `JSON.parse`'s
- * result, keep distinct ids distinct: `JSON.parse` rounds integers above 2^53 and replaces invalid UTF-8 with
- * U+FFFD. A byte scan is also faster: it validates and finds the field without building the object.
- *
- * The id of a field: a string's text if its bytes are valid UTF-8 (else invalid; `""` is no id); a number's
- * exact value in plain decimal ({@link canonicalJsonNumber}); `null` or a missing field: no id; an object,
- * array or boolean: an invalid id.
+ * Reads an id out of raw JSON bytes (`idem dedup`, the Kafka id reader). The bytes keep distinct ids distinct
+ * where `JSON.parse` rounds integers above 2^53 and turns invalid UTF-8 into U+FFFD; and a byte scan validates
+ * and finds the field without building the object. The id of a field: a string's text (`""`: no id; not valid
+ * UTF-8: invalid), a number's exact plain decimal ({@link canonicalJsonNumber}); `null` or a missing field: no
+ * id; an object, array or boolean: an invalid id.
  */
 
 /** An id read from JSON: `ok` with the canonical key or undefined (no id), or why there is none usable. */

@@ -1,12 +1,7 @@
 import { MissingDependencyError } from '../errors.js';
 
-/** Who needs an optional package, for the error a person reads. */
-export interface OptionalModuleContext {
-  /** What cannot work without it: `"idem node"`, `"the redis store"`. */
-  readonly feature: string;
-  /** The fix to print, when plain `npm install <name>` is not it (e.g. a pinned version). */
-  readonly install?: string;
-}
+/** What needs an optional package (`"idem node"`), and the fix when not `npm install <name>` (a pinned version). */
+type OptionalModuleContext = Pick<MissingDependencyError, 'feature'> & { readonly install?: string };
 
 /**
  * Imports an optional npm package (a peer or optional dependency). When it is not installed, rejects with a
@@ -34,7 +29,6 @@ export function asMissingDependency(
   const specifier = /Cannot find (?:package|module) '([^']+)'/.exec(String(message))?.[1];
   const name = specifier === undefined ? undefined : packageName(specifier);
   if (name === undefined) return undefined;
-  // An undefined `install` is the error's own default, `npm install <name>`.
   return new MissingDependencyError(name, context.feature, { cause: error, install: context.install });
 }
 

@@ -90,7 +90,9 @@ function freshEntry(parent: string, hash: string): string {
   // Another checkout, or another test file of this one, may be testing an older state in parallel: an hour's grace.
   for (const name of readdirSync(parent)) {
     const other = join(parent, name);
-    if (name !== hash && !name.endsWith('.lock') && Date.now() - statSync(other).mtimeMs > 3_600_000)
+    // Another process may be removing it right now: gone is as good as removed.
+    const modified = statSync(other, { throwIfNoEntry: false })?.mtimeMs ?? Date.now();
+    if (name !== hash && !name.endsWith('.lock') && Date.now() - modified > 3_600_000)
       rmSync(other, { recursive: true, force: true });
   }
   const dir = join(parent, hash);

@@ -52,10 +52,8 @@ export function parseOptions<S extends z.ZodType>(
 }
 
 /**
- * Turns a zod failure into one ConfigError naming the dotted key, where it was set, what was expected and the
- * value given. Every problem is reported: the error's `key` and first line are the first problem's, each
- * further one follows on a line of its own. Prefer {@link parseOptions}, which also words zod's built-in
- * checks plainly.
+ * One ConfigError for a zod failure: its `key` and first line are the first problem's, each further problem
+ * follows on a line of its own. Prefer {@link parseOptions}, which also words zod's built-in checks plainly.
  */
 export function toConfigError(error: z.ZodError, context: FailedParse): ConfigError {
   const problems = error.issues.flatMap((issue) => problemsOf(issue as z.core.$ZodIssue, context));
@@ -124,9 +122,8 @@ function unknownKeyProblem(
 }
 
 /**
- * The ConfigError for a problem with the option at `path` (relative to the origin's prefix): every option
- * error in the library is built here. With `given`, the value is quoted (`, got "x"`), secrets redacted;
- * `after` follows the message (further problems, one per line).
+ * The ConfigError for a problem with the option at `path` (below the origin's prefix); every option error is
+ * built here. `given` is quoted (`, got "x"`), secrets redacted; `after` follows the message.
  */
 export function optionError(
   path: readonly string[],
@@ -211,13 +208,7 @@ function isInteger(inst: unknown): boolean {
   return (checks ?? []).some((check) => INTEGER_FORMATS.has(check._zod?.def?.format ?? ''));
 }
 
-function sizeWords(issue: {
-  code: 'too_small' | 'too_big';
-  origin: string;
-  inclusive?: boolean;
-  minimum?: unknown;
-  maximum?: unknown;
-}): string {
+function sizeWords(issue: z.core.$ZodRawIssue<z.core.$ZodIssueTooSmall | z.core.$ZodIssueTooBig>): string {
   const small = issue.code === 'too_small';
   const limit = Number(small ? issue.minimum : issue.maximum);
   if (issue.origin === 'number' || issue.origin === 'bigint' || issue.origin === 'date') {

@@ -133,10 +133,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.#start(messages, handler, options, finish, true, spare);
   }
 
-  /**
-   * Every call's one sequence of steps, synchronous while nothing waits; a step that waits goes on through the
-   * run's continuations (`#next`), so a `wrap` call is no async frame.
-   */
+  /** Every call's steps: synchronous until one waits, which goes on through `#next` (no async frame). */
   #start<R, T>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,

@@ -25,16 +25,12 @@ export type OptionsOrigin = (
       /** The config table these options correspond to (`['repository']`), used for `ConfigError.key` only. */
       readonly prefix?: readonly string[];
     }
-) &
-  UnknownKeyHints;
-
-/** What an unknown top-level key's message adds, when the schema alone cannot tell. */
-export interface UnknownKeyHints {
+) & {
   /** Top-level keys valid beside the schema's own, checked elsewhere (`type` beside a store's options). */
   readonly siblingKeys?: readonly string[];
-  /** Said instead of "valid keys here" before the list (`repository.type is not set, so ...`). */
+  /** Said instead of "valid keys here" before an unknown key's list (`repository.type is not set, so ...`). */
   readonly validKeysNote?: string;
-}
+};
 
 /**
  * Validates `input` with `schema`; the problems become one {@link ConfigError} (see {@link toConfigError}).

@@ -74,15 +74,8 @@ interface FailedParse {
   readonly more?: string;
 }
 
-/** One problem of a failed parse, relative to the origin's prefix. */
-interface Problem {
-  readonly path: readonly string[];
-  readonly problem: string;
-  readonly extra: { readonly given?: unknown };
-}
-
-/** The problems of one zod issue: one per unknown key, else one. */
-function problemsOf(issue: z.core.$ZodIssue, context: FailedParse): Problem[] {
+/** The problems of one zod issue (one per unknown key, else one), their paths below the origin's prefix. */
+function problemsOf(issue: z.core.$ZodIssue, context: FailedParse) {
   const at = issue.path.map(String);
   if (issue.code === 'unrecognized_keys') {
     const shape = objectShape(schemaAt(context.schema, at) ?? context.schema);

@@ -1,7 +1,4 @@
-/**
- * One error family for the whole library. Every error carries a stable `code`, keeps its `cause`,
- * and says whether retrying the same call can succeed.
- */
+/** One error family: each has a stable `code`, keeps its `cause`, and says whether a retry can succeed. */
 export const ErrorCodes = {
   config: 'IDEM_ERR_CONFIG',
   invalidId: 'IDEM_ERR_INVALID_ID',
@@ -38,9 +35,8 @@ export class IdempotencyError extends Error {
 }
 
 /**
- * Invalid configuration; `key` is the dotted path of the offending setting. The message reads
- * `<source>: <key>: <problem>`, or `<label>: <problem>` when a label names the setting instead of its key
- * (`option ttlMs of new IdempotentConsumer(...)`).
+ * Invalid configuration; `key` is the setting's dotted path. The message reads `<source>: <key>: <problem>`,
+ * or `<label>: <problem>` when a label names the setting (`option ttlMs of new IdempotentConsumer(...)`).
  */
 export class ConfigError extends IdempotencyError {
   static readonly code = ErrorCodes.config;
@@ -91,10 +87,7 @@ export class RepositoryError extends IdempotencyError {
   }
 }
 
-/**
- * The repository cannot renew a lease at all (a store written before `renew`, or a wrapper over one): the
- * consumer warns once (`IDEM_LEASE_RENEWAL_UNSUPPORTED`) and stops renewing, so its claims hold for one lease.
- */
+/** The repository cannot renew a lease at all: the consumer warns once and its claims hold for one lease. */
 export class RenewUnsupportedError extends RepositoryError {
   constructor(message: string) {
     super(message, { retryable: false });
@@ -110,9 +103,8 @@ export class RepositoryClosedError extends IdempotencyError {
 }
 
 /**
- * A confirm failed because the claim was taken over: this worker's lease ran out before its handler finished,
- * and another owner claimed the id. The handler's effect has happened here and may happen again there. Raised
- * only with the consumer option `lostClaim: 'error'`; by default the result reports it instead.
+ * A confirm found its claim taken over (the lease ran out before the handler finished): the effect may happen
+ * twice. Raised only under `lostClaim: 'error'`; by default the result reports it.
  */
 export class ClaimLostError extends IdempotencyError {
   static readonly code = ErrorCodes.claimLost;
@@ -131,10 +123,7 @@ export class ClaimLostError extends IdempotencyError {
   }
 }
 
-/**
- * A message reused an id with a different payload: its fingerprint (consumer option `fingerprint`) differs from
- * the stored one. Not handled. `expected` is the stored digest, `actual` the message's, never the payload.
- */
+/** An id reused with another payload `fingerprint`: `expected` is the stored digest, `actual` the new one. */
 export class IdempotencyConflictError extends IdempotencyError {
   static readonly code = ErrorCodes.conflict;
   constructor(
@@ -150,9 +139,8 @@ export class IdempotencyConflictError extends IdempotencyError {
 }
 
 /**
- * The replay of a failure kept with the id (consumer option `removeOnFailure: false`): the first message with
- * this id failed, and a duplicate is answered with the same failure instead of running again. `name` and
- * `message` are the original error's; `storedName` keeps the name too, since `name` is what users match on.
+ * A duplicate's replay of the failure kept with its id (`removeOnFailure: false`). `name` and `message` are
+ * the original error's; `storedName` keeps the name too, since `name` is what users match on.
  */
 export class StoredFailureError extends IdempotencyError {
   static readonly code = ErrorCodes.storedFailure;
@@ -166,11 +154,7 @@ export class StoredFailureError extends IdempotencyError {
   }
 }
 
-/**
- * A kept outcome that cannot be read back under the consumer's `encryption` option (unknown key id, fails to
- * authenticate, or plaintext where only encrypted is accepted). The duplicate fails closed: its handler does not
- * run, nothing unverified is replayed.
- */
+/** A kept outcome `encryption` cannot read: the duplicate fails closed (no handler, nothing replayed). */
 export class StoredOutcomeError extends IdempotencyError {
   static readonly code = ErrorCodes.storedOutcome;
   constructor(
@@ -182,10 +166,8 @@ export class StoredOutcomeError extends IdempotencyError {
 }
 
 /**
- * A handler caught a failed SQL statement and went on, so the database refused the rest of the transaction
- * (PostgreSQL's SQLSTATE 25P02). The store rolled back to the savepoint set before the handler; under
- * `transaction: 'batch'` that message fails with this error and the batch goes on. Let the error propagate, or
- * run a statement that may fail under a savepoint of the handler's own. `cause` is the error the store met.
+ * A handler caught a failed SQL statement and went on, which aborts the transaction (PostgreSQL's 25P02): its
+ * writes are rolled back to its savepoint and it fails. `cause` is the error the store met.
  */
 export class SwallowedStatementError extends IdempotencyError {
   static readonly code = ErrorCodes.swallowedStatement;
@@ -213,10 +195,7 @@ export class OutputError extends IdempotencyError {
   }
 }
 
-/**
- * An optional npm package that a feature needs is not installed (kafkajs for `idem node`, a store's client).
- * The message names the feature and the command that fixes it; `cause` is the loader's own error.
- */
+/** An optional npm package a feature needs is not installed; `cause` is the loader's own error. */
 export class MissingDependencyError extends IdempotencyError {
   static readonly code = ErrorCodes.missingDependency;
   /** The command that installs the package, e.g. `npm install kafkajs`. */

@@ -43,11 +43,9 @@ export interface ResolveRepositoryOptions {
 }
 
 /**
- * Loads the store named by `config.repository.type` and validates the rest of the table with its
- * `optionsSchema`. Errors name `repository.<key>` and, for a config from loadConfig, the file line or env
- * variable that set it. When env or a flag switches the store away from the one the file was written for, the
- * file's keys that the chosen store does not have are ignored with a warning (`IDEM__REPOSITORY__TYPE=memory`
- * over a Redis file).
+ * Loads the store `config.repository.type` names and validates the rest of the table with its `optionsSchema`
+ * (errors name the key and where it was set). Keys the file wrote for another store are ignored with a warning
+ * when env or a flag chose this one (`IDEM__REPOSITORY__TYPE=memory` over a Redis file).
  */
 export async function resolveRepository(
   config: { readonly repository: RepositorySection },
@@ -56,10 +54,7 @@ export async function resolveRepository(
   return resolveSection(config.repository, configSource(config), options);
 }
 
-/**
- * What the store's options get wrong in a config that failed elsewhere, so that loadConfig reports them too;
- * undefined when there is no such table, no store key, nothing wrong, or a wrong `type`.
- */
+/** What the store's options get wrong in a config that failed elsewhere, for loadConfig to report too. */
 export async function storeProblems(
   schema: z.ZodType,
   input: Record<string, unknown>,
@@ -115,7 +110,6 @@ function typeGiven(section: RepositorySection | undefined, info: ConfigSourceInf
   );
 }
 
-/** Drops, with a warning, the keys the file set for another store when env or a flag chose this one. */
 function dropOtherStoreKeys(
   input: Record<string, unknown>,
   type: RepositoryType,

@@ -20,9 +20,8 @@ export interface IdempotentDecorator {
 
 /**
  * Makes a class method idempotent through `consumer`, as Powertools' `@idempotent`: each message (the first
- * argument, or `options.message(...args)`) runs the method once. A duplicate resolves to the value kept with the
- * id (`storeResult`) or undefined; it rejects as `process` does, and with the IdempotencyConflictError for any
- * conflict (a method call has no outcome to report it in).
+ * argument, or `options.message(...args)`) runs it once; a duplicate resolves to the kept value (`storeResult`)
+ * or undefined. It rejects as `process` does, and on a conflict (a method call has no outcome to report it in).
  */
 export function idempotent<M>(
   consumer: IdempotentConsumer<M>,

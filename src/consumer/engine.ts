@@ -19,7 +19,7 @@ import {
 } from './rule.js';
 import { type ConsumerStats, count } from './stats.js';
 import { OutcomeCodec } from './stored-outcome.js';
-import { BatchTelemetry, ConsumerTelemetry } from './telemetry/telemetry.js';
+import { BatchTelemetry, type ConsumerTelemetry, consumerTelemetry } from './telemetry/telemetry.js';
 import type {
   BatchHandler,
   BatchItem,
@@ -91,7 +91,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     this.#telemetry =
       options.telemetry === undefined && options.onOutcome === undefined
         ? undefined
-        : new ConsumerTelemetry(options, traits.mode, this.#warn);
+        : consumerTelemetry(options, traits.mode, this.#warn);
     const held = rule.held?.bind(rule);
     // In a transaction a claim is an uncommitted row nobody else sees: its lease cannot lapse.
     this.#renewer =
@@ -133,10 +133,7 @@ export class BatchEngine<M, S> implements Runner<M> {
     return this.#start(messages, handler, options, finish, true, spare);
   }
 
-  /**
-   * Every call's one sequence of steps, synchronous while nothing waits; a step that waits goes on through the
-   * run's continuations (`#next`), so a `wrap` call is no async frame.
-   */
+  /** Every call's steps: synchronous until one waits, which goes on through `#next` (no async frame). */
   #start<R, T>(
     messages: readonly M[],
     handler: MessageHandler<M, R> | BatchHandler<M>,

@@ -157,14 +157,11 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   #serialize<T>({ stream = DEFAULT_STREAM }: BatchOptions, work: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(stream);
     const run = previous ? previous.then(work) : work();
-    const tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#tails.set(stream, tail);
-    void tail.then(() => {
+    const settled = () => {
       if (this.#tails.get(stream) === tail) this.#tails.delete(stream);
-    });
+    };
+    const tail = run.then(settled, settled);
+    this.#tails.set(stream, tail);
     return run;
   }
 
@@ -291,11 +288,10 @@ export class EventTimeDeduplicator<M> implements DedupRule<M, EventTimeState> {
   }
 
   /**
-   * `addMany` takes one TTL, so the records share the latest one's expiry: an earlier record stays up to one
-   * interval longer than KIP-655 keeps it (liveness is still judged from `eventTime`), and a store that refuses
-   * to replace it after this stream purged it gets a remove and a rewrite (single writer per stream).
-   * `minLifetimeMs` floors the wall-clock life for stores whose expiry runs on their own clock, since stream
-   * time stands still while the stream does.
+   * `addMany` takes one TTL, so the records share the latest one's expiry: an earlier one stays up to an interval
+   * longer than KIP-655 keeps it (liveness is judged from `eventTime`), and one a store refuses to replace after
+   * this stream purged it is removed and rewritten (single writer per stream). `minLifetimeMs` floors the
+   * wall-clock life where a store's expiry runs on its own clock, since stream time stands still with the stream.
    */
   async #keep(written: readonly [string, number][], streamTime: number): Promise<void> {
     const interval = this.#intervalMs;

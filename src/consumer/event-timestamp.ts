@@ -13,13 +13,8 @@ export function timestampReader<M>(
   selector: TimestampSelector<M>,
 ): (message: M) => number | InvalidInputError {
   const location = typeof selector === 'function' ? 'timestamp selector' : `timestamp field "${selector}"`;
-  const raw: (message: M) => unknown =
-    typeof selector === 'function'
-      ? selector
-      : ((path) =>
-          path.length === 1
-            ? (m: M) => (m as Record<string, unknown> | null | undefined)?.[path[0] as string]
-            : (m: M) => readPath(m, path))(selector.split('.'));
+  const path = typeof selector === 'function' ? [] : selector.split('.');
+  const raw = typeof selector === 'function' ? selector : (m: M) => readPath(m, path);
   return (message) => {
     let value: unknown;
     try {

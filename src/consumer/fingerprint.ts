@@ -4,9 +4,8 @@ import { readPath } from './message-id.js';
 import type { FingerprintSelector } from './options.js';
 
 /**
- * Canonical JSON: object keys sorted, so a value gives the same text whatever its key order. Bytes, bigints,
- * Maps and Sets (members sorted) are tagged (`{"$bytes":…}`, `{"$bigint":…}`, `{"$map":…}`, `{"$set":…}`);
- * `toJSON` is honoured. A WeakMap, WeakSet, Promise, cycle or nesting deeper than 1000 throws.
+ * Canonical JSON (keys sorted): bytes, bigints, Maps and Sets (members sorted) are tagged (`{"$bytes":…}`, …,
+ * `{"$set":…}`), `toJSON` is honoured; a WeakMap, WeakSet, Promise, cycle or nesting deeper than 1000 throws.
  */
 export function canonicalJson(value: unknown): string {
   return write(value, 0);

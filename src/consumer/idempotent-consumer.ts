@@ -58,9 +58,8 @@ export class IdempotentConsumer<M = unknown> {
   }
 
   /**
-   * Processes a batch with one multi-key store call (the first message of each id wins inside the batch). The
-   * handler runs per message in order, or once for the whole batch (`{ batch }`). A store failure under
-   * `storeFailure: 'fail'` rejects the whole batch.
+   * Processes a batch with one multi-key store call (the first message of an id wins), the handler per message
+   * in order or once (`{ batch }`). A store failure under `storeFailure: 'fail'` rejects the whole batch.
    */
   processBatch<R>(
     messages: readonly M[],

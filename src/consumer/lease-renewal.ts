@@ -24,10 +24,8 @@ export interface Renewable {
 }
 
 /**
- * Keeps the claims of running batches alive: every third of the lease, each tracked batch's claims are renewed
- * (owner-checked), so a handler that outlives the lease keeps its claim. A failed renewal is counted and warned
- * about, and the handler goes on; a repository that cannot renew at all is warned about once. One timer per
- * consumer, running only while some batch is tracked.
+ * Renews the claims of running batches every third of the lease (owner-checked), so a handler that outlives the
+ * lease keeps its claim; a failure is counted and warned about. One timer, running only while a batch is tracked.
  */
 export class LeaseRenewer<R extends Renewable> {
   readonly #repository: IdempotentRepository;
@@ -40,9 +38,8 @@ export class LeaseRenewer<R extends Renewable> {
   /** How many batches are tracked: the first `#count` slots. */
   #count = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
-  /** False once the repository said it cannot renew at all. */
+  /** False once the repository said, or showed, that it cannot renew at all (and that was warned about). */
   #supported = true;
-  #warnedUnsupported = false;
 
   constructor(
     repository: IdempotentRepository,
@@ -145,7 +142,6 @@ export class LeaseRenewer<R extends Renewable> {
 
   /** The repository cannot renew at all: stop every renewal and say so once. */
   #stopUnsupported(): void {
-    this.#supported = false;
     for (let k = 0; k < this.#count; k++) (this.#runs[k] as R).renewalSlot = -1;
     this.#runs.length = 0;
     this.#count = 0;
@@ -155,8 +151,8 @@ export class LeaseRenewer<R extends Renewable> {
   }
 
   #unsupported(): void {
-    if (this.#warnedUnsupported) return;
-    this.#warnedUnsupported = true;
+    if (!this.#supported) return;
+    this.#supported = false;
     this.#warn(
       'the repository cannot renew a lease (it has no renew(), or no doRenew of its own): a handler that runs ' +
         'longer than leaseMs loses its claim, and another worker may run the same message; implement renew ' +

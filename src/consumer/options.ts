@@ -75,7 +75,6 @@ export const eventTimeConfigSchema = z
   })
   .strict();
 
-/** Parsed `[consumer.eventTime]` config. */
 export type EventTimeConfig = z.output<typeof eventTimeConfigSchema>;
 
 /** The `[consumer]` table, and the one place the options it shares with code are written (but durations' names). */
@@ -103,16 +102,13 @@ export const consumerConfigSchema = z
       .optional(),
     eventTime: eventTimeConfigSchema.optional(),
     transaction: z
-      .union([z.literal('message'), z.literal('batch'), z.literal(false)], {
-        error: 'must be "message", "batch" or false',
-      })
+      .literal(['message', 'batch', false], { error: 'must be "message", "batch" or false' })
       .optional(),
     lockTimeout: durationSchema({ integer: true, max: 3_600_000 }).default(consumerDefaults.lockTimeoutMs),
     replayEpoch: replayEpochConfigSchema.optional(),
   })
   .strict();
 
-/** Parsed `[consumer]` config. */
 export type ConsumerConfig = z.output<typeof consumerConfigSchema>;
 
 /** Turns the `[consumer.eventTime]` table into the consumer's `eventTime` option. */
@@ -417,11 +413,7 @@ const consumerOptionsSchema = z
     }
   });
 
-/**
- * Checks the options exactly as config is checked (each problem a ConfigError such as
- * `option ttlMs of new IdempotentConsumer(...): must be a number of milliseconds, got NaN`) and applies the
- * defaults.
- */
+/** Checks the options as strictly as config (each problem a ConfigError naming the option); applies defaults. */
 export function resolveConsumerOptions<M>(
   options: IdempotentConsumerOptions<M>,
   owner = 'new IdempotentConsumer(...)',
@@ -436,16 +428,12 @@ export function resolveConsumerOptions<M>(
     ...consumerDefaults,
     ...given,
     nullId: options.nullId ?? (eventTime ? forward : consumerDefaults.nullId),
-    transaction: resolveTransaction(options),
+    // By default one per message with a transactional store, but none under eventTime or storeFailure 'process'.
+    transaction:
+      options.transaction ??
+      (!eventTime && options.storeFailure !== 'process' && isTransactional(options.repository) && 'message'),
     ...(eventTime ? { eventTime: { ...eventTimeRest, ...eventTime } } : {}),
   } as ResolvedConsumerOptions<M>;
-}
-
-/** The transaction mode in force: the option, else `'message'` for a transactional repository (not event-time). */
-function resolveTransaction<M>(options: IdempotentConsumerOptions<M>): 'message' | 'batch' | false {
-  if (options.transaction !== undefined) return options.transaction;
-  if (options.eventTime !== undefined || options.storeFailure === 'process') return false;
-  return isTransactional(options.repository) ? 'message' : false;
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

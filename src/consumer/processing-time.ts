@@ -116,9 +116,8 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
   }
 
   /**
-   * Whether this batch's claims are written confirmed: in a transaction that keeps no outcome, nobody sees the
-   * claim before COMMIT and its row lock holds a concurrent claim, so no confirm is needed; a failed handler's
-   * claim goes with the rollback, or is removed by id.
+   * Claims written confirmed: in a transaction that keeps no outcome, nobody sees a claim before COMMIT and its
+   * row lock holds off a concurrent one, so none needs a confirm (a failed one is rolled back or removed by id).
    */
   #claimsConfirmed(batch: Batch<M>): boolean {
     return this.#transactional && batch.kept === undefined;
@@ -208,10 +207,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
       : this.#settleMany(state, batch, store);
   }
 
-  /**
-   * Eager: releases the claims of failed messages, then confirms the others in one call. Lazy: marks the ids of
-   * the messages that succeeded in one call (not those handled fail-open).
-   */
+  /** Eager: releases the failed messages' claims, then confirms the others in one call. Lazy: marks in one. */
   async #settleMany(state: ProcessingTimeState, batch: Batch<M>, store: StoreGuard): Promise<void> {
     const eager = this.#eager;
     const at: number[] = [];
@@ -262,10 +258,7 @@ export class ProcessingTimeRule<M> implements DedupRule<M, ProcessingTimeState> 
     return markIds(this.#options.repository, entries, this.#ttl);
   }
 
-  /**
-   * `settle` for a batch of one key (every `wrap` call), with the single-key store calls: eager confirms or
-   * releases the claim, lazy marks the id.
-   */
+  /** `settle` for a batch of one key (every `wrap` call), with the single-key store calls. */
   #settleOne(
     state: ProcessingTimeState,
     batch: Batch<M>,

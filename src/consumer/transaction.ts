@@ -4,7 +4,6 @@ import { answerOne, type BatchEngine, type Finish, RunAgain, type Runner, toBatc
 import type { ResolvedConsumerOptions } from './options.js';
 import type {
   BatchHandler,
-  BatchItem,
   BatchOptions,
   BatchResult,
   HandlerContext,
@@ -165,32 +164,46 @@ function perMessage<M, R>(
   transaction: RepositoryTransaction,
   savepoints: Savepoints,
 ): MessageHandler<M, R> {
-  const how = savepoints === 'optimistic' ? OPTIMISTIC : undefined;
-  return async (message, context) => {
-    if (savepoints !== 'none') await transaction.savepoint(how);
-    let value: R;
-    try {
-      value = await handler(message, withTransaction(context, transaction));
-    } catch (error) {
-      if (savepoints === 'none') transaction.rollbackOnly();
-      else await transaction.rollbackToSavepoint();
-      // It wrote before it failed, and no savepoint was set to undo that: the run ends here, and runs again.
-      if (transaction.needsSavepoints === true) throw new RunAgain();
-      throw error;
-    }
-    if (savepoints === 'none') return value;
-    await keepWrites(transaction, `the handler of message ${JSON.stringify(context.id)}`);
-    // It wrote, and left the transaction unsound (a statement error it caught): only a savepoint can single it out.
-    if (transaction.needsSavepoints === true) throw new RunAgain();
-    return value;
+  return (message, context) =>
+    underSavepoint(transaction, savepoints, `the handler of message ${JSON.stringify(context.id)}`, () =>
+      handler(message, withTransaction(context, transaction)),
+    );
+}
+
+/** A whole-batch handler under a savepoint: a throw undoes its writes (items it answers failed keep theirs). */
+function wholeBatch<M>(handler: BatchHandler<M>, transaction: RepositoryTransaction): BatchHandler<M> {
+  return {
+    batch: (items) => {
+      const given = items.map((item) => ({ ...item, context: withTransaction(item.context, transaction) }));
+      return underSavepoint(transaction, 'real', 'the whole-batch handler', () => handler.batch(given));
+    },
   };
 }
 
-/** Releases a returned handler's savepoint; one that swallowed a statement error (PostgreSQL) fails instead. */
-async function keepWrites(transaction: RepositoryTransaction, who: string): Promise<void> {
+/** Runs `who`'s work under a savepoint (`none`: a failure rolls back the whole transaction). */
+async function underSavepoint<T>(
+  transaction: RepositoryTransaction,
+  savepoints: Savepoints,
+  who: string,
+  work: () => Promise<T> | T,
+): Promise<T> {
+  if (savepoints !== 'none')
+    await transaction.savepoint(savepoints === 'optimistic' ? OPTIMISTIC : undefined);
+  let value: T;
+  try {
+    value = await work();
+  } catch (error) {
+    if (savepoints === 'none') transaction.rollbackOnly();
+    else await transaction.rollbackToSavepoint();
+    // It wrote before it failed, and no savepoint was set to undo that: the run ends here, and runs again.
+    if (transaction.needsSavepoints === true) throw new RunAgain();
+    throw error;
+  }
+  if (savepoints === 'none') return value;
   try {
     await transaction.releaseSavepoint();
   } catch (error) {
+    // It swallowed a statement error (PostgreSQL): the store rolled it back to the savepoint, and it fails.
     if (!(error instanceof SwallowedStatementError)) throw error;
     throw new SwallowedStatementError(
       `${who} swallowed a statement error: a SQL statement it ran failed and it caught the error, which left the ` +
@@ -199,28 +212,9 @@ async function keepWrites(transaction: RepositoryTransaction, who: string): Prom
       { cause: error },
     );
   }
-}
-
-/** A whole-batch handler under a savepoint: a throw undoes its writes (items it answers failed keep theirs). */
-function wholeBatch<M>(handler: BatchHandler<M>, transaction: RepositoryTransaction): BatchHandler<M> {
-  return {
-    batch: async (items) => {
-      const given: BatchItem<M>[] = items.map((item) => ({
-        ...item,
-        context: withTransaction(item.context, transaction),
-      }));
-      await transaction.savepoint();
-      let reply: Awaited<ReturnType<BatchHandler<M>['batch']>>;
-      try {
-        reply = await handler.batch(given);
-      } catch (error) {
-        await transaction.rollbackToSavepoint();
-        throw error;
-      }
-      await keepWrites(transaction, 'the whole-batch handler');
-      return reply;
-    },
-  };
+  // It wrote, and left the transaction unsound (a statement error it caught): only a savepoint can single it out.
+  if (transaction.needsSavepoints === true) throw new RunAgain();
+  return value;
 }
 
 /** A result of a rolled-back transaction: a message it reported handled did not commit, so it is in-progress. */

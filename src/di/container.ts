@@ -31,9 +31,7 @@ export async function buildContainer<M = unknown>(
   return createContainer(config, await openRepository(config, options), options);
 }
 
-/**
- * The synchronous half of {@link buildContainer}: registers an already opened repository and the consumer.
- */
+/** {@link buildContainer}'s synchronous half: registers an already opened repository and the consumer. */
 export function createContainer<M = unknown>(
   config: ContainerConfig,
   repository: IdempotentRepository,

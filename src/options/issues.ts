@@ -25,16 +25,12 @@ export type OptionsOrigin = (
       /** The config table these options correspond to (`['repository']`), used for `ConfigError.key` only. */
       readonly prefix?: readonly string[];
     }
-) &
-  UnknownKeyHints;
-
-/** What an unknown top-level key's message adds, when the schema alone cannot tell. */
-export interface UnknownKeyHints {
+) & {
   /** Top-level keys valid beside the schema's own, checked elsewhere (`type` beside a store's options). */
   readonly siblingKeys?: readonly string[];
-  /** Said instead of "valid keys here" before the list (`repository.type is not set, so ...`). */
+  /** Said instead of "valid keys here" before an unknown key's list (`repository.type is not set, so ...`). */
   readonly validKeysNote?: string;
-}
+};
 
 /**
  * Validates `input` with `schema`; the problems become one {@link ConfigError} (see {@link toConfigError}).
@@ -52,10 +48,8 @@ export function parseOptions<S extends z.ZodType>(
 }
 
 /**
- * Turns a zod failure into one ConfigError naming the dotted key, where it was set, what was expected and the
- * value given. Every problem is reported: the error's `key` and first line are the first problem's, each
- * further one follows on a line of its own. Prefer {@link parseOptions}, which also words zod's built-in
- * checks plainly.
+ * One ConfigError for a zod failure: its `key` and first line are the first problem's, each further problem
+ * follows on a line of its own. Prefer {@link parseOptions}, which also words zod's built-in checks plainly.
  */
 export function toConfigError(error: z.ZodError, context: FailedParse): ConfigError {
   const problems = error.issues.flatMap((issue) => problemsOf(issue as z.core.$ZodIssue, context));
@@ -80,15 +74,8 @@ interface FailedParse {
   readonly more?: string;
 }
 
-/** One problem of a failed parse, relative to the origin's prefix. */
-interface Problem {
-  readonly path: readonly string[];
-  readonly problem: string;
-  readonly extra: { readonly given?: unknown };
-}
-
-/** The problems of one zod issue: one per unknown key, else one. */
-function problemsOf(issue: z.core.$ZodIssue, context: FailedParse): Problem[] {
+/** The problems of one zod issue (one per unknown key, else one), their paths below the origin's prefix. */
+function problemsOf(issue: z.core.$ZodIssue, context: FailedParse) {
   const at = issue.path.map(String);
   if (issue.code === 'unrecognized_keys') {
     const shape = objectShape(schemaAt(context.schema, at) ?? context.schema);
@@ -124,9 +111,8 @@ function unknownKeyProblem(
 }
 
 /**
- * The ConfigError for a problem with the option at `path` (relative to the origin's prefix): every option
- * error in the library is built here. With `given`, the value is quoted (`, got "x"`), secrets redacted;
- * `after` follows the message (further problems, one per line).
+ * The ConfigError for a problem with the option at `path` (below the origin's prefix); every option error is
+ * built here. `given` is quoted (`, got "x"`), secrets redacted; `after` follows the message.
  */
 export function optionError(
   path: readonly string[],
@@ -211,13 +197,7 @@ function isInteger(inst: unknown): boolean {
   return (checks ?? []).some((check) => INTEGER_FORMATS.has(check._zod?.def?.format ?? ''));
 }
 
-function sizeWords(issue: {
-  code: 'too_small' | 'too_big';
-  origin: string;
-  inclusive?: boolean;
-  minimum?: unknown;
-  maximum?: unknown;
-}): string {
+function sizeWords(issue: z.core.$ZodRawIssue<z.core.$ZodIssueTooSmall | z.core.$ZodIssueTooBig>): string {
   const small = issue.code === 'too_small';
   const limit = Number(small ? issue.minimum : issue.maximum);
   if (issue.origin === 'number' || issue.origin === 'bigint' || issue.origin === 'date') {

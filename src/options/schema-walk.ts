@@ -1,7 +1,6 @@
 import type { z } from 'zod';
 
-// Reads just enough of zod 4's `_zod.def` to map env variable names onto keys and to name valid keys in
-// errors.
+// Just enough of zod 4's `_zod.def` to map env variable names onto keys and to name valid keys in errors.
 interface Def {
   readonly type: string;
   readonly innerType?: z.ZodType;

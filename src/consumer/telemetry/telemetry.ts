@@ -35,26 +35,18 @@ const BUCKETS = [
 /** The instruments of a consumer with the `telemetry` option. */
 type Otel = ReturnType<typeof instruments>;
 
-/** A consumer's spans, metrics and `onOutcome` hook: made only when `telemetry` or `onOutcome` is set. */
-export class ConsumerTelemetry {
-  readonly otel: Otel | undefined;
-  readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
-  readonly warn: WarningSink;
-  /** Attributes of every span and measurement: the mode and the store's type. */
-  readonly base: TelemetryAttributes;
-
-  /** `mode`: `eager`, `lazy` or `event-time`. */
-  constructor(
-    { telemetry: options, onOutcome, repository }: TelemetrySettings,
-    mode: string,
-    warn: WarningSink,
-  ) {
-    this.onOutcome = onOutcome;
-    this.warn = warn;
-    this.base = { 'idempotency.mode': mode, 'idempotency.store': storeType(repository) };
-    if (options !== undefined) this.otel = instruments(options.api, options.recordIds === true);
-  }
+/**
+ * A consumer's spans, metrics and `onOutcome` hook: made only when `telemetry` or `onOutcome` is set. `base`:
+ * the attributes of every span and measurement, the mode (`eager`, `lazy` or `event-time`) and the store's type.
+ */
+export function consumerTelemetry(options: TelemetrySettings, mode: string, warn: WarningSink) {
+  const { telemetry, onOutcome, repository } = options;
+  const base: TelemetryAttributes = { 'idempotency.mode': mode, 'idempotency.store': storeType(repository) };
+  const otel = telemetry && instruments(telemetry.api, telemetry.recordIds === true);
+  return { otel, onOutcome, warn, base } as const;
 }
+
+export type ConsumerTelemetry = ReturnType<typeof consumerTelemetry>;
 
 function instruments(api: OpenTelemetryApi, recordIds: boolean) {
   const meter = api.metrics.getMeter(SCOPE);

@@ -20,10 +20,7 @@ export const httpIdempotencyDefaults = {
   maxKeyLength: 255,
   ttlMs: consumerDefaults.ttlMs,
   leaseMs: consumerDefaults.leaseMs,
-  /**
-   * Not the lease: a renewed lease always has most of its length left, so it would tell a client to wait a
-   * minute for a route that answers in a second.
-   */
+  /** Not the lease: a renewed lease always has most of its length left, too long a wait for a quick route. */
   retryAfterMs: 1_000,
   /** Besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
@@ -137,7 +134,6 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
   readonly maxKeyLength: number;
   /** Lower-case names of the headers kept with a response. */
   readonly keptHeaders: ReadonlySet<string>;
-  /** Whether a response is kept (see {@link HttpIdempotencyOptions.storeIf}). */
   readonly storeIf: (response: CapturedResponse) => boolean;
   /** The principal of a request: the `scope` hook's answer, else the digest of its credential headers. */
   readonly principal: (view: HttpRequestView<Req>) => string | undefined | Promise<string | undefined>;

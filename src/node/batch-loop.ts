@@ -267,9 +267,8 @@ export class BatchLoop {
 }
 
 /**
- * Exactly-once: one transaction over consecutive chunks of a batch, committed by the chunk that fills it (records
- * or SPAN_MS), by the batch's last chunk, or when the batch stops early. A transaction per chunk spent most of the
- * node's time in commit round trips; Kafka Streams likewise commits per `commit.interval`. A crash repeats the span.
+ * Exactly-once: one transaction over consecutive chunks, committed when full (records or SPAN_MS), at the batch's
+ * end, or when it stops early; a crash repeats it. A transaction per chunk spent most time in commit round trips.
  */
 class Span {
   records = 0;

@@ -86,7 +86,7 @@ export class ResponseCapture {
   /**
    * The functions put in place of a response's methods and state getters: one table for every capture (no
    * closures per response, which would each get a hidden class) on the response itself, or on the prototypes
-   * above `base` ({@link #patchFor}). Each finds its capture in the {@link CAPTURE} slot, else acts as the original.
+   * above `base` ({@link #patchFor}). Each finds its capture in the {@link CAPTURE} slot, else acts as before.
    */
   static #takeover(base?: object): Takeover {
     const shared = base !== undefined;
@@ -257,10 +257,7 @@ export class ResponseCapture {
     }
   }
 
-  /**
-   * Resolves (read it once) when the route ended its response, or when the connection closed after the route
-   * had started it. It may never resolve, if the route hangs or crashed before writing.
-   */
+  /** Resolves (read it once) when the response ended or was aborted; never, if the route hangs before writing. */
   get ended(): Promise<void> {
     if (this.#end !== undefined) return Promise.resolve();
     return new Promise((resolve) => {
@@ -279,10 +276,7 @@ export class ResponseCapture {
     return this.#end !== undefined;
   }
 
-  /**
-   * The response as written, with only the headers whose lower-case names are in `keep`; undefined when it
-   * cannot be sent as a whole: the route did not end it, or its body disagrees with its own Content-Length.
-   */
+  /** The response with the headers named in `keep`; undefined unless ended and framed by its Content-Length. */
   snapshot(keep: ReadonlySet<string>): CapturedResponse | undefined {
     if (this.#end !== 'ended') return undefined;
     const body = this.#wholeBody();
@@ -382,10 +376,7 @@ export class ResponseCapture {
     this.#status = this.#res.statusCode;
   }
 
-  /**
-   * The route started a response it has not ended: from now on a closed connection means it failed
-   * mid-response. A route that ends its response in one call (the common case) never pays for a listener.
-   */
+  /** A started response not yet ended: a close now means it failed mid-response (a one-call end skips this). */
   #started(): void {
     if (this.#listening || this.#ended) return;
     this.#listening = true;

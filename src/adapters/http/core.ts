@@ -142,10 +142,7 @@ export class HttpIdempotency<Req> {
     });
   }
 
-  /**
-   * Decides a request. For a new key the route may run: its response is held back (on `res`) until it is
-   * stored, then sent. A replay, a conflict or a refused header is answered here instead.
-   */
+  /** Decides a request: a new key lets the route run (its response held back until stored), else an answer. */
   begin(view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
     return new Promise((resolve, reject) => this.decide(view, res, resolve, reject));
   }
@@ -201,10 +198,7 @@ export class HttpIdempotency<Req> {
     return reading.key;
   }
 
-  /**
-   * Claims the key through the consumer; the route runs inside the consumer's handler. The verdict is `next`
-   * as soon as the handler is called; else the consumer's answer (a replay, a conflict, a refusal) decides it.
-   */
+  /** Claims the key; the route runs inside the consumer's handler (verdict `next`), else the answer decides. */
   #claim(
     view: HttpRequestView<Req>,
     principal: string | undefined,
@@ -299,10 +293,7 @@ export class HttpIdempotency<Req> {
     );
   }
 
-  /**
-   * The `Retry-After` of a 409 in-progress: the `retryAfterMs` hint, but never past the claim's lease end (when
-   * the store did not say, a lease from now bounds it), in whole seconds rounded up, at least 1.
-   */
+  /** A 409's `Retry-After`: `retryAfterMs`, capped by the lease end (or a lease from now), in seconds, ≥ 1. */
   #retryAfterSeconds(leaseExpiresAt: number | undefined): number {
     const { retryAfterMs, leaseMs } = this.options;
     const remainingMs = leaseExpiresAt === undefined ? leaseMs : leaseExpiresAt - Date.now();

@@ -170,10 +170,7 @@ export class BatchLoop {
     }
   }
 
-  /**
-   * True when a step (the restore, or a chunk with its heartbeat) took longer than the session timeout: the process
-   * may have been frozen and the partition moved, though a heartbeat answered before the pause looks fine after it.
-   */
+  /** True when a step outlasted the session timeout: the process may have been frozen and the partition moved. */
   #overran(start: number, topic: string, partition: number, step: 'restore' | 'chunk'): boolean {
     const ms = performance.now() - start;
     const sessionTimeout = this.#deps.sessionTimeoutMs;
@@ -216,10 +213,7 @@ export class BatchLoop {
     await (this.#deps.partitions as PartitionLifecycle).afterUnknownEnd(state.partition, cause);
   }
 
-  /**
-   * One step of an exactly-once transaction: a chunk handled in it, or its commit. False when the partition's work
-   * was dropped: the group rebalanced (the records are read again), or the partition was fenced.
-   */
+  /** One step of an exactly-once transaction; false when a rebalance or a fence dropped the partition's work. */
   async #transactional(
     state: PartitionState,
     topic: string,
@@ -273,9 +267,8 @@ export class BatchLoop {
 }
 
 /**
- * Exactly-once: one transaction over consecutive chunks of a batch, committed by the chunk that fills it (records
- * or SPAN_MS), by the batch's last chunk, or when the batch stops early. A transaction per chunk spent most of the
- * node's time in commit round trips; Kafka Streams likewise commits per `commit.interval`. A crash repeats the span.
+ * Exactly-once: one transaction over consecutive chunks, committed when full (records or SPAN_MS), at the batch's
+ * end, or when it stops early; a crash repeats it. A transaction per chunk spent most time in commit round trips.
  */
 class Span {
   records = 0;

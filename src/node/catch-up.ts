@@ -1,8 +1,6 @@
 /**
- * Fast catch-up (KAFKA-7132's intent, within the node's ordering guarantee): a partition found far behind its high
- * watermark is handled in larger chunks until it is back within one ordinary chunk of the head, and its progress
- * is published in `/metrics` and the perf log. A second consumer reading the head was measured no faster: the one
- * JavaScript thread is the bound (docs/node.md, "Fast catch-up").
+ * Fast catch-up (KAFKA-7132's intent): a partition far behind its high watermark is handled in larger chunks until
+ * it is back within one ordinary chunk of the head. See docs/node.md, "Fast catch-up".
  */
 import type { Logger } from 'pino';
 import { z } from 'zod';

@@ -70,9 +70,8 @@ function headersSentError(): Error {
 const ONE_WRITE_BYTES = 16_384;
 
 /**
- * Ends a response with `body`. Node sends the headers and a body given as text in one socket write, but a
- * Buffer body as a second chunk (a writev, measurably dearer per response): so a small body goes as latin1
- * text, which maps each byte to one character and back, so the bytes sent are exactly the body's.
+ * Ends a response with `body`. Node sends a text body with the headers in one write but a Buffer as a dearer
+ * writev, so a small body goes as latin1 text (one character per byte: the same bytes).
  */
 export function endWith(res: ServerResponse, body: Buffer, callback?: Callback): void {
   if (body.length > ONE_WRITE_BYTES) res.end(body, callback);
@@ -80,16 +79,14 @@ export function endWith(res: ServerResponse, body: Buffer, callback?: Callback):
 }
 
 /**
- * Holds back what a route writes to a Node `ServerResponse` until {@link ResponseCapture.flush}. The response is
- * stored before the client sees it, so a client that got an answer never finds its key still in flight.
- * Express and Fastify both end in `writeHead`/`write`/`end`, so one capture serves both.
+ * Holds back what a route writes to a Node `ServerResponse` until {@link ResponseCapture.flush}, so it is stored
+ * before the client sees it. Express and Fastify both end in `writeHead`/`write`/`end`.
  */
 export class ResponseCapture {
   /**
-   * The functions a capture puts in place of a response's methods and state getters: on the response itself
-   * (no `base`: one table for every capture, as per-response closures would give each response its own hidden
-   * class), or on the prototypes above `base` (see {@link #patchFor}). Each finds its capture through the
-   * {@link CAPTURE} slot and acts as the response's own methods when no capture of its kind holds the response.
+   * The functions put in place of a response's methods and state getters: one table for every capture (no
+   * closures per response, which would each get a hidden class) on the response itself, or on the prototypes
+   * above `base` ({@link #patchFor}). Each finds its capture in the {@link CAPTURE} slot, else acts as before.
    */
   static #takeover(base?: object): Takeover {
     const shared = base !== undefined;
@@ -127,11 +124,7 @@ export class ResponseCapture {
     return { methods, descriptors };
   }
 
-  /**
-   * The functions installed as a response's own properties, made on first use: tsc's build refers to the class
-   * through an alias that is assigned only after the class body, so a static initializer cannot call
-   * `#takeover` (the packed build threw "Receiver must be class ResponseCapture" on import).
-   */
+  /** Made on first use: in tsc's build a static initializer cannot call `#takeover` ("Receiver must be class"). */
   static #own: Takeover | undefined;
 
   /** The patches by base; each prototype's patch (null: it takes none); the prototypes that carry one. */
@@ -140,13 +133,10 @@ export class ResponseCapture {
   static readonly #patched = new WeakSet<object>();
 
   /**
-   * The patch covering a response prototype, made on first use. Express sets each response's prototype to its
-   * app's `response`, so own properties on the response would cost a slow map transition each, twice per
-   * request. Instead the capture's functions go once on every prototype between the response and Express's
-   * shared base `response` (sub-apps' prototypes inherit from their parent's, so all get it), and find the
-   * capture through the {@link CAPTURE} slot, acting as the base's own when there is none. The base and Node's
-   * ServerResponse.prototype are never touched; a raw Node response (Fastify's), or a chain where a prototype
-   * defines one of the methods itself, gets no patch and takes own properties.
+   * The patch covering a response prototype, made on first use. Own properties on an Express response (whose
+   * prototype is its app's `response`) cost a slow map transition each, so the functions go once on every
+   * prototype between it and Express's shared base `response`. The base and ServerResponse.prototype are never
+   * touched; a raw Node response (Fastify's), or a chain defining one of the methods itself, gets no patch.
    */
   static #patchFor(proto: object): Patch | undefined {
     const known = ResponseCapture.#patchOf.get(proto);
@@ -192,10 +182,8 @@ export class ResponseCapture {
   /** The response goes through a patched prototype, not through properties of its own. */
   readonly #shared: boolean;
   /**
-   * The methods the response had before the capture, its own or inherited: a middleware mounted earlier may
-   * have wrapped some (`on-headers` wraps `writeHead` to set a session cookie, `compression` wraps `write` and
-   * `end`). Header setters delegate to them, and `restore` puts them back, so those wrappers still see the
-   * response that is finally sent.
+   * The methods the response had before the capture, perhaps an earlier middleware's wrappers (`on-headers`,
+   * `compression`): header setters delegate to them and `restore` puts them back, so they see what is sent.
    */
   readonly #previous: Methods;
   readonly #chunks: Buffer[] = [];
@@ -204,9 +192,8 @@ export class ResponseCapture {
   #endCallback: Callback | undefined;
   #ended = false;
   /**
-   * The route called `writeHead` or `write`: Node would have sent the headers then, so from here on they look
-   * sent and cannot change (an error handler then drops the connection instead of writing a second response
-   * with its own framing under the first one's bytes).
+   * The route called `writeHead` or `write`: the headers now look sent and cannot change, so an error handler
+   * drops the connection instead of writing a second response under the first one's bytes.
    */
   #committed = false;
   #status: number | undefined;
@@ -270,10 +257,7 @@ export class ResponseCapture {
     }
   }
 
-  /**
-   * Resolves (read it once) when the route ended its response, or when the connection closed after the route
-   * had started it. It may never resolve, if the route hangs or crashed before writing.
-   */
+  /** Resolves (read it once) when the response ended or was aborted; never, if the route hangs before writing. */
   get ended(): Promise<void> {
     if (this.#end !== undefined) return Promise.resolve();
     return new Promise((resolve) => {
@@ -292,10 +276,7 @@ export class ResponseCapture {
     return this.#end !== undefined;
   }
 
-  /**
-   * The response as written, with only the headers whose lower-case names are in `keep`; undefined when it
-   * cannot be sent as a whole: the route did not end it, or its body disagrees with its own Content-Length.
-   */
+  /** The response with the headers named in `keep`; undefined unless ended and framed by its Content-Length. */
   snapshot(keep: ReadonlySet<string>): CapturedResponse | undefined {
     if (this.#end !== 'ended') return undefined;
     const body = this.#wholeBody();
@@ -329,9 +310,8 @@ export class ResponseCapture {
   }
 
   /**
-   * Puts back the methods the response had before the capture, without writing anything. Assigned, not deleted:
-   * deleting own properties out of order makes the response a dictionary-mode object, slow for every later
-   * read. The two shadowed getters stay; once restored they read through to Node's.
+   * Puts back the response's earlier methods. Assigned, not deleted: deleting own properties out of order makes
+   * a slow dictionary-mode object. The shadowed getters stay and read through to Node's.
    */
   restore(): void {
     if (this.#restored) return;
@@ -348,10 +328,8 @@ export class ResponseCapture {
   }
 
   /**
-   * Sends what the route wrote, as it wrote it; from then on writes go straight through. A response that
-   * failed mid-way, or whose body disagrees with its Content-Length, is never sent: the connection is
-   * closed instead, as Node closes it when a route fails after writing, so no byte can be read as the next
-   * response on a keep-alive connection.
+   * Sends what the route wrote; later writes go straight through. A response that failed mid-way or disagrees
+   * with its Content-Length closes the connection instead, as Node does, so no byte reads as the next response.
    */
   flush(): void {
     this.restore();
@@ -398,10 +376,7 @@ export class ResponseCapture {
     this.#status = this.#res.statusCode;
   }
 
-  /**
-   * The route started a response it has not ended: from now on a closed connection means it failed
-   * mid-response. A route that ends its response in one call (the common case) never pays for a listener.
-   */
+  /** A started response not yet ended: a close now means it failed mid-response (a one-call end skips this). */
   #started(): void {
     if (this.#listening || this.#ended) return;
     this.#listening = true;

@@ -2,13 +2,10 @@ import { isUtf8 } from 'node:buffer';
 import { InvalidInputError } from '../../errors.js';
 import type { CapturedResponse } from './capture.js';
 
-// Two stored forms. A textual response (JSON, text, XML: nearly every API response) whose body is UTF-8 without
-// NUL is kept as text: a head of `2 <status>` and one `name:value` line per header value, a blank line, then the
-// body. No escaping, no base64: storing and replaying it is a few string operations. Any other response (images,
-// gzip, no content type, invalid UTF-8, NUL, which PostgreSQL's text refuses) is kept as JSON with the body in
-// base64, the form earlier versions kept for every response, so any bytes survive every store's string field
-// and replay byte for byte. Header values cannot hold a line break (Node refuses one) and names no colon, so the
-// text form's lines cannot be misread.
+// Two stored forms. A textual response whose body is UTF-8 without NUL is kept as text: `2 <status>`, one
+// `name:value` line per header value (values hold no line break, names no colon), a blank line, the body. Any
+// other (binary, no content type, NUL, which PostgreSQL's text refuses) is JSON with a base64 body, the form
+// earlier versions kept for every response.
 
 /** Media types kept in the text form (when their body is UTF-8 without NUL). */
 const TEXTUAL =

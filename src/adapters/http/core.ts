@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { preDigested } from '../../consumer/fingerprint.js';
 import { IdempotentConsumer } from '../../consumer/idempotent-consumer.js';
+import { isThenable } from '../../consumer/rule.js';
 import type { BatchOptions, ProcessResult } from '../../consumer/types.js';
 import {
   ClaimLostError,
@@ -35,10 +36,7 @@ export type HttpVerdict =
 
 const NEXT: HttpVerdict = Object.freeze({ kind: 'next' });
 
-/**
- * The route's response said "give the key back" (a 5xx by default): thrown from the consumer's handler so the
- * engine releases the claim instead of keeping the response. Never leaves the adapter.
- */
+/** Thrown from the consumer's handler for a response not to keep (a 5xx by default): the claim is released. */
 class ReleasedResponse extends Error {}
 
 const warned = new Set<string>();
@@ -49,10 +47,7 @@ function warnOnce(code: string, message: string): void {
   process.emitWarning(message, { type: 'IdempotencyKeyWarning', code });
 }
 
-/**
- * Warns when a store that lives in one process backs the adapter in production: each instance of the app then
- * has its own keys, so a retry that reaches another instance runs the route again.
- */
+/** Warns when a process-local store backs the adapter in production (the warning says why). */
 function warnProcessLocalStore({ capabilities }: HttpIdempotencyOptions<unknown>['repository']): void {
   if (process.env.NODE_ENV !== 'production') return;
   if (capabilities?.shared !== false || capabilities.persistent !== false) return;
@@ -64,10 +59,7 @@ function warnProcessLocalStore({ capabilities }: HttpIdempotencyOptions<unknown>
   );
 }
 
-/**
- * Warns when an adapter is built without a `scope` choice: keys then follow the request's credentials, so a
- * retry sent after a token refresh or a cookie change runs the route again, with no sign of it.
- */
+/** Warns when an adapter is built without a `scope` choice (the warning says why). */
 function warnImplicitScope(scope: unknown): void {
   if (scope !== undefined) return;
   warnOnce(
@@ -86,10 +78,7 @@ interface NodeRequestLike {
   readonly body?: unknown;
 }
 
-/**
- * What the adapter reads of an Express or Fastify request. A class, not an object literal: `header` is then one
- * shared method rather than a closure made per request.
- */
+/** What the adapter reads of a request; a class so `header` is one shared method, not a closure per request. */
 export class RequestView<Req extends NodeRequestLike> implements HttpRequestView<Req> {
   readonly method: string;
   readonly body: unknown;
@@ -114,10 +103,8 @@ export class RequestView<Req extends NodeRequestLike> implements HttpRequestView
 }
 
 /**
- * The framework-neutral part of the `Idempotency-Key` adapter. Every decision goes through one
- * {@link IdempotentConsumer} (the library's engine): the key is claimed before the route runs, the route's
- * response is the handler's result (kept with the record by `storeResult`), and the request fingerprint is the
- * consumer's `fingerprint`, so a key reused with another request is a `conflict`.
+ * The framework-neutral `Idempotency-Key` adapter over one {@link IdempotentConsumer}: the route runs as its
+ * handler, the response is the kept result, and the request fingerprint makes a reused key a `conflict`.
  */
 export class HttpIdempotency<Req> {
   readonly options: ResolvedHttpIdempotencyOptions<Req>;
@@ -145,9 +132,8 @@ export class HttpIdempotency<Req> {
       // Already a SHA-256: kept as it is, not digested again (records of earlier versions still match).
       fingerprint: preDigested(requestFingerprint),
       onConflict: 'report',
-      // Never the SQL stores' transaction: the route cannot write through it (it does not get it), so holding it
-      // open while the route runs buys nothing, and would tie up a pool connection per route in flight (at most
-      // `poolSize` routes at once) and keep a hung route's key for as long as the request hangs.
+      // The route never gets the SQL stores' transaction: holding one open would only tie up a pool connection
+      // per route in flight and keep a hung route's key for as long as it hangs.
       transaction: false,
       // The consumer drops options left undefined.
       encryption,
@@ -156,19 +142,14 @@ export class HttpIdempotency<Req> {
     });
   }
 
-  /**
-   * Decides a request. For a new key the route may run: its response is held back (on `res`) until it is
-   * stored, then sent. A replay, a conflict or a refused header is answered here instead.
-   */
+  /** Decides a request: a new key lets the route run (its response held back until stored), else an answer. */
   begin(view: HttpRequestView<Req>, res: ServerResponse): Promise<HttpVerdict> {
     return new Promise((resolve, reject) => this.decide(view, res, resolve, reject));
   }
 
   /**
-   * {@link begin} without a promise: `verdict` is called once with the verdict, or `fail` with an unexpected
-   * error. A verdict known at once (a refused header, a new key on a store that answers at once) is given
-   * before `decide` returns, so the Express glue runs the route in the same tick, with no promise in between;
-   * `next` is the route's start, called as soon as the consumer's handler runs.
+   * {@link begin} with callbacks: `verdict` once, or `fail` with an unexpected error. A verdict known at once is
+   * given before `decide` returns, so the Express glue runs the route in the same tick.
    */
   decide(
     view: HttpRequestView<Req>,
@@ -188,7 +169,7 @@ export class HttpIdempotency<Req> {
     // What the glue does with a verdict is not the adapter's failure: called outside the try.
     if (typeof key !== 'string') verdict(key);
     // A `scope` hook that answers at once costs no promise hop.
-    else if (isPromiseLike(principal)) {
+    else if (isThenable(principal)) {
       const found = key;
       Promise.resolve(principal).then((p) => this.#claim(view, p, found, res, verdict, fail), fail);
     } else this.#claim(view, principal, key, res, verdict, fail);
@@ -217,10 +198,7 @@ export class HttpIdempotency<Req> {
     return reading.key;
   }
 
-  /**
-   * Claims the key through the consumer; the route runs inside the consumer's handler. The verdict is `next`
-   * as soon as the handler is called; else the consumer's answer (a replay, a conflict, a refusal) decides it.
-   */
+  /** Claims the key; the route runs inside the consumer's handler (verdict `next`), else the answer decides. */
   #claim(
     view: HttpRequestView<Req>,
     principal: string | undefined,
@@ -241,9 +219,8 @@ export class HttpIdempotency<Req> {
     // Made only once the route may run: a replay, a conflict or a refusal never touches the response's methods.
     let capture: ResponseCapture | undefined;
     const { options } = this;
-    // The claim is renewed for as long as the route runs, whether or not its client is still listening: the
-    // lease belongs to the route's work, not to the connection. A client that timed out and retries while the
-    // route still runs must get 409, not a second run. Only the process's end (a crash) stops the renewals.
+    // The lease belongs to the route's work, not the connection: renewed while the route runs even if its client
+    // left, so a retry meanwhile gets 409, not a second run.
     this.consumer
       .process(
         message,
@@ -316,10 +293,7 @@ export class HttpIdempotency<Req> {
     );
   }
 
-  /**
-   * The `Retry-After` of a 409 in-progress: the `retryAfterMs` hint, but never past the claim's lease end (when
-   * the store did not say, a lease from now bounds it), in whole seconds rounded up, at least 1.
-   */
+  /** A 409's `Retry-After`: `retryAfterMs`, capped by the lease end (or a lease from now), in seconds, ≥ 1. */
   #retryAfterSeconds(leaseExpiresAt: number | undefined): number {
     const { retryAfterMs, leaseMs } = this.options;
     const remainingMs = leaseExpiresAt === undefined ? leaseMs : leaseExpiresAt - Date.now();
@@ -333,10 +307,7 @@ export class HttpIdempotency<Req> {
     return { trace: { headersOf: () => header, attributes: { 'http.request.method': view.method } } };
   }
 
-  /**
-   * The consumer refused before the route ran: another request holds the key, or the store failed. Undefined
-   * for an unexpected error.
-   */
+  /** The consumer refused before the route ran (key held, store failed); undefined for an unexpected error. */
   #refusal(error: unknown): HttpVerdict | undefined {
     if (error instanceof StoredOutcomeError) {
       return answer(
@@ -362,10 +333,6 @@ export class HttpIdempotency<Req> {
     }
     return undefined;
   }
-}
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as PromiseLike<unknown> | undefined)?.then === 'function';
 }
 
 function answer(kind: Parameters<typeof problemAnswer>[0], detail: string, headers?: Record<string, string>) {

@@ -3,9 +3,6 @@ import { endWith } from './capture.js';
 import { HttpIdempotency, RequestView } from './core.js';
 import type { HttpIdempotencyOptions } from './options.js';
 
-// Structural shapes, not Express's types: with `skipLibCheck: false` a project (a Fastify user too) would
-// otherwise need @types/express to import this entry point.
-
 /** The parts of Express's `Request` the middleware reads (Express's Request fits). */
 export interface ExpressRequestLike extends IncomingMessage {
   readonly method: string;

@@ -2,8 +2,6 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { HttpIdempotency, RequestView } from './core.js';
 import type { HttpIdempotencyOptions } from './options.js';
 
-// Structural shapes, not Fastify's types: see express.ts.
-
 /** The parts of Fastify's `FastifyRequest` the hook reads (FastifyRequest fits). */
 export interface FastifyRequestLike {
   readonly method: string;

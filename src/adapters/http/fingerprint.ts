@@ -9,13 +9,11 @@ export interface RequestParts {
 }
 
 /**
- * SHA-256 of the method, the request target and the body: a retry must send the same three to be a replay
- * (the draft's "request payload" check, widened to the target so a key moved to another resource is caught).
- * Bytes and text are hashed as sent; a parsed body (JSON) in a canonical form, so key order does not matter.
- *
- * The digest is of `method \0 target \0 tag payload`, the tag `n` (no body), `s` (text), `b` (bytes) or `j`
- * (canonical JSON). Text is hashed in one call over one string: the NUL and the tag keep the parts apart, so
- * the bytes are those of hashing the parts one by one, and fingerprints kept by earlier versions still match.
+ * SHA-256 of the method, the request target and the body (the draft's "request payload" check, widened to the
+ * target so a key moved to another resource is caught); a parsed body in canonical JSON, so key order does not
+ * matter. The digest is of `method \0 target \0 tag payload`, the tag `n` (no body), `s` (text), `b` (bytes) or
+ * `j` (JSON), hashed in one call: the same bytes as earlier versions' part-by-part hashing, so their
+ * fingerprints still match.
  */
 export function requestFingerprint(parts: RequestParts): string {
   const { method, target, body } = parts;
@@ -38,11 +36,9 @@ const NOT_PLAIN = Symbol('not plain JSON');
 const MAX_PLAIN_DEPTH = 200;
 
 /**
- * JSON with object keys sorted at every depth: equal values give equal text. The text is that of
- * `JSON.stringify` over a copy with sorted keys, so an integer-like key (`"2"`, `"10"`) comes first in
- * numeric order, as JavaScript enumerates it. A parsed body (plain objects, arrays, strings, numbers,
- * booleans, null) is written directly; anything else (`toJSON`, class instances, bigint, a cycle) goes through
- * `JSON.stringify` with a sorting replacer, which gives the same text for plain values.
+ * JSON with object keys sorted at every depth: the text of `JSON.stringify` over a copy with sorted keys (so
+ * integer-like keys come first, in numeric order). Anything not plain JSON (`toJSON`, class instances, bigint,
+ * a cycle) goes through `JSON.stringify` with a sorting replacer, which gives the same text for plain values.
  */
 export function canonicalJson(value: unknown): string {
   // Most bodies are plain JSON whose keys already come in that order: checked without writing any text, they are
@@ -104,11 +100,7 @@ function plainJson(value: unknown, depth: number): string {
   return `${text}}`;
 }
 
-/**
- * True when `value` is plain JSON (as {@link plainJson} takes it) whose objects list their keys in the order
- * plainJson writes them, at every depth: then `JSON.stringify` writes plainJson's text. False sends the value
- * down plainJson's path, which decides as before.
- */
+/** True when `value` is plain JSON whose keys already come in {@link plainJson}'s order, at every depth. */
 function isOrdered(value: unknown, depth: number): boolean {
   if (typeof value !== 'object') return typeof value !== 'bigint';
   if (value === null) return true;

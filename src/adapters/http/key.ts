@@ -20,11 +20,9 @@ const QUOTED = /^"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"$/;
 const BARE = /^[\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]+$/;
 
 /**
- * Reads the `Idempotency-Key` header (draft-ietf-httpapi-idempotency-key-header-07). The draft defines the value
- * as an Item Structured Header whose value is an sf-string: `Idempotency-Key: "8e03978e-40d5-43e8"`. The quoted
- * form is parsed per RFC 8941 (escapes `\"` and `\\`). Leniently, a bare value of visible ASCII without `"`,
- * `\` or `,` is taken as the key itself. `maxLength` counts the characters of the key (quotes excluded).
- * Repeated header lines (a list) and parameters after the string are refused: the field is a single Item.
+ * Reads the `Idempotency-Key` header: an sf-string Item (`Idempotency-Key: "8e03978e-40d5-43e8"`) or the lenient
+ * bare form (see docs/http.md). `maxLength` counts the key's characters, quotes excluded. Repeated header lines
+ * and parameters after the string are refused: the field is a single Item.
  */
 export function readIdempotencyKey(
   value: string | readonly string[] | undefined,
@@ -94,8 +92,7 @@ export function scopedId(
 
 /**
  * The principal a request's credentials stand for: the SHA-256 of the credential headers it carries (names and
- * values), never the secret itself; undefined for a request that carries none (the shared anonymous scope).
- * Two requests share a principal only if they send the very same credentials.
+ * values); undefined for a request that carries none (the shared anonymous scope).
  */
 export function credentialScope(
   request: { header(name: string): string | string[] | undefined },

@@ -20,10 +20,7 @@ export const httpIdempotencyDefaults = {
   maxKeyLength: 255,
   ttlMs: consumerDefaults.ttlMs,
   leaseMs: consumerDefaults.leaseMs,
-  /**
-   * Not the lease: a renewed lease always has most of its length left, so it would tell a client to wait a
-   * minute for a route that answers in a second.
-   */
+  /** Not the lease: a renewed lease always has most of its length left, too long a wait for a quick route. */
   retryAfterMs: 1_000,
   /** Besides those in `replayHeaders`. */
   keptHeaders: ['content-type', 'content-language', 'content-location', 'location'] as readonly string[],
@@ -85,15 +82,11 @@ export interface HttpIdempotencyOptions<Req = unknown> {
   /** @deprecated Use `storeIf`: `releaseOn: f` is `storeIf: (r) => !f(r.status)`. */
   readonly releaseOn?: (status: number) => boolean;
   /**
-   * Scopes keys to a principal (user, API client, tenant): two principals never share a key; return undefined
-   * for an anonymous request. Scope by the user, not by the token: a retry sent after an access-token refresh
-   * or a cookie change is the same user's retry, and must find its key.
-   *
-   * `'credentials'` chooses the credential digest explicitly: the principal is a SHA-256 digest of the
-   * credentials the request carries (the `credentialHeaders`), so a stored response is never replayed to a
-   * request with other credentials, but a retry whose credentials changed runs the route again; requests
-   * without any share one anonymous scope. Left unset, the adapter scopes by that digest too and warns once
-   * per process (`IDEM_HTTP_CREDENTIAL_SCOPE`). Keys are always scoped per route (method and route path).
+   * Scopes keys to a principal (user, API client, tenant); undefined for an anonymous request. Scope by the
+   * user, not the token: a retry after a token refresh or a cookie change must find its key. `'credentials'`
+   * scopes by a SHA-256 digest of the `credentialHeaders` (never replayed to other credentials, but a retry
+   * whose credentials changed runs again); unset, the same, with a warning once per process
+   * (`IDEM_HTTP_CREDENTIAL_SCOPE`). Keys are always scoped per route too. See docs/http.md, "Scope".
    */
   readonly scope?: ((request: Req) => string | undefined | Promise<string | undefined>) | 'credentials';
   /**
@@ -137,7 +130,6 @@ export interface ResolvedHttpIdempotencyOptions<Req> {
   readonly maxKeyLength: number;
   /** Lower-case names of the headers kept with a response. */
   readonly keptHeaders: ReadonlySet<string>;
-  /** Whether a response is kept (see {@link HttpIdempotencyOptions.storeIf}). */
   readonly storeIf: (response: CapturedResponse) => boolean;
   /** The principal of a request: the `scope` hook's answer, else the digest of its credential headers. */
   readonly principal: (view: HttpRequestView<Req>) => string | undefined | Promise<string | undefined>;

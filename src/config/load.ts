@@ -22,7 +22,6 @@ export interface LoadConfigOptions {
   readonly overrides?: readonly ConfigOverride[];
 }
 
-/** Default env prefix. */
 export const DEFAULT_ENV_PREFIX = 'IDEM';
 
 /**

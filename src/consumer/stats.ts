@@ -1,6 +1,5 @@
 import type { Outcome } from './types.js';
 
-/** Fresh zeroed counters. */
 export function emptyStats() {
   return {
     processed: 0,

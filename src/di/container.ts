@@ -48,12 +48,10 @@ export function createContainer<M = unknown>(
   return child;
 }
 
-/** The container's repository. */
 export function repositoryOf(container: DependencyContainer): IdempotentRepository {
   return container.resolve<IdempotentRepository>(REPOSITORY);
 }
 
-/** The container's consumer. */
 export function consumerOf<M = unknown>(container: DependencyContainer): IdempotentConsumer<M> {
   return container.resolve<IdempotentConsumer<M>>(CONSUMER);
 }

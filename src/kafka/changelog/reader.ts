@@ -16,7 +16,6 @@ export interface ChangelogEntry {
   readonly headers: MessageHeaders;
 }
 
-/** Partition → offset. */
 export type PartitionOffsets = Map<number, number>;
 
 /** Fetch sizes of a {@link ChangelogReader}. */

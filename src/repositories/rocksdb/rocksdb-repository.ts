@@ -558,7 +558,6 @@ function sortBestFirst(copies: Located[], now: number): void {
 /** One RocksDB read: a blob (number > 0) or a record under its own key (0) of a bucket. */
 interface Want {
   readonly position: number;
-  /** The key's UTF-8 bytes. */
   readonly bytes: Buffer;
   readonly bucket: Bucket;
   readonly blob: number;

@@ -99,12 +99,12 @@ export class RecentBlobs {
 
   add(slot: number, blob: number, bytes: Buffer): void {
     const key = slot * 2 ** 20 + blob;
+    this.#bytes += bytes.length - (this.#blobs.get(key)?.length ?? 0);
     this.#blobs.set(key, bytes);
     this.#order.push(key);
-    this.#bytes += bytes.length;
     while (this.#bytes > RECENT_BLOB_BYTES) {
       const old = this.#order[this.#oldest++] as number;
-      this.#bytes -= (this.#blobs.get(old) as Buffer).length;
+      this.#bytes -= this.#blobs.get(old)?.length ?? 0;
       this.#blobs.delete(old);
     }
     if (this.#oldest >= this.#blobs.size) {

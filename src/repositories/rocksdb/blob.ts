@@ -82,42 +82,34 @@ export class BlobBuilder {
 const RECENT_BLOB_BYTES = 16 * 1024 * 1024;
 
 /**
- * The blobs written last, by bucket slot and blob number (the key index's location), oldest dropped first: a
+ * The blobs written last, copied into one buffer allocated once (kept encoder buffers would pin the allocator's
+ * memory between the producer's large requests), by bucket slot and blob number (the key index's location): a
  * duplicate of a recent id is checked without a RocksDB read (a memtable lookup and two copies, ~5 µs). A blob is
- * never rewritten, so a copy is exact for as long as its bucket lives; a bucket's drop clears them all.
+ * never rewritten, so a copy is exact while its bucket lives. Full, the buffer starts over empty; a bucket's drop
+ * empties it too.
  */
 export class RecentBlobs {
   readonly #blobs = new Map<number, Buffer>();
-  /** Keys in the order added, from `#oldest` on (a Map's own order is slow to walk past many deletions). */
-  #order: number[] = [];
-  #oldest = 0;
-  #bytes = 0;
+  #memory: Buffer | undefined;
+  #used = 0;
 
   get(slot: number, blob: number): Buffer | undefined {
     return this.#blobs.size > 0 ? this.#blobs.get(slot * 2 ** 20 + blob) : undefined;
   }
 
   add(slot: number, blob: number, bytes: Buffer): void {
-    const key = slot * 2 ** 20 + blob;
-    this.#bytes += bytes.length - (this.#blobs.get(key)?.length ?? 0);
-    this.#blobs.set(key, bytes);
-    this.#order.push(key);
-    while (this.#bytes > RECENT_BLOB_BYTES) {
-      const old = this.#order[this.#oldest++] as number;
-      this.#bytes -= this.#blobs.get(old)?.length ?? 0;
-      this.#blobs.delete(old);
-    }
-    if (this.#oldest >= this.#blobs.size) {
-      this.#order = this.#order.slice(this.#oldest);
-      this.#oldest = 0;
-    }
+    if (this.#used + bytes.length > RECENT_BLOB_BYTES) this.clear();
+    if (bytes.length > RECENT_BLOB_BYTES) return;
+    this.#memory ??= Buffer.allocUnsafeSlow(RECENT_BLOB_BYTES);
+    const copy = this.#memory.subarray(this.#used, this.#used + bytes.length);
+    copy.set(bytes);
+    this.#used += bytes.length;
+    this.#blobs.set(slot * 2 ** 20 + blob, copy);
   }
 
   clear(): void {
     this.#blobs.clear();
-    this.#order = [];
-    this.#oldest = 0;
-    this.#bytes = 0;
+    this.#used = 0;
   }
 }
 

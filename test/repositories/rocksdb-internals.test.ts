@@ -9,6 +9,7 @@ import {
   blobKey,
   blobNumber,
   findInBlob,
+  RecentBlobs,
 } from '../../src/repositories/rocksdb/blob.js';
 import { bucketDeadline, bucketWidth } from '../../src/repositories/rocksdb/bucket-set.js';
 import { BYTES_PER_ENTRY, hashKey, KeyIndex } from '../../src/repositories/rocksdb/key-index.js';
@@ -173,6 +174,23 @@ describe('rocksdb blobs', () => {
     );
     assert.equal(blobNumber(blobKey(0xfffffffe)), 0xfffffffe);
     assert.equal(blobNumber(Buffer.from('\u0000b64:AA==')), 0);
+  });
+
+  it('kept in memory: copies of the newest, up to 16 MiB, by bucket slot and blob number', () => {
+    const recent = new RecentBlobs();
+    const mib = (n: number) => Buffer.alloc(1024 * 1024, n);
+    for (let n = 1; n <= 16; n++) recent.add(1, n, mib(n));
+    assert.equal(recent.get(1, 1)?.[0], 1);
+    assert.equal(recent.get(1, 16)?.[1024 * 1024 - 1], 16);
+    // Full: it starts over with the newest, never handing out bytes it has overwritten.
+    for (let n = 17; n <= 20; n++) recent.add(1, n, mib(n));
+    recent.add(2, 20, mib(99));
+    assert.equal(recent.get(1, 16), undefined);
+    assert.equal(recent.get(1, 17)?.[0], 17);
+    assert.equal(recent.get(1, 20)?.[0], 20);
+    assert.equal(recent.get(2, 20)?.[0], 99);
+    recent.clear();
+    assert.equal(recent.get(1, 20), undefined);
   });
 });
 

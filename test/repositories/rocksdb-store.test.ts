@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ConfigError, RepositoryClosedError, RepositoryError } from '../../src/errors.js';
+import { NativeDb } from '../../src/repositories/rocksdb/binding.js';
 import { RocksdbRepository, type RocksdbRepositoryOptions } from '../../src/repositories/rocksdb/index.js';
 import { closeAfter, skipUnlessEnabled } from '../helpers/stores.js';
 
@@ -95,6 +96,44 @@ describe('rocksdb store', { skip: skipUnlessEnabled('rocksdb') }, () => {
     assert.equal(repo.stats().index.entries, 100, 'index entries of the dropped bucket were kept');
     await repo.close(); // waits for the background delete
     assert.deepEqual(await bucketDirs(path), [`b-${start + 100_000}`]);
+  });
+
+  it('checks a recent duplicate against the blob kept in memory, also once a new bucket has its slot', async (t) => {
+    const path = freshPath();
+    let now = Date.UTC(2030, 0, 1);
+    const repo = closeAfter(t, await RocksdbRepository.open({ path, bucketMs: 10_000, clock: () => now }));
+    const reads = t.mock.method(NativeDb.prototype, 'getBuffers');
+    const early = ids('early', 100);
+    await repo.markMany(
+      early.map((id) => ({ id })),
+      { ttlMs: 60_000 },
+    );
+    const found = await repo.getMany(early);
+    assert.deepEqual(
+      found.map((r) => r?.id),
+      early,
+    );
+    assert.equal(reads.mock.callCount(), 0, 'the blobs just written were read from RocksDB');
+    now += 70_000; // the early bucket is dropped; the next bucket takes its slot and blob numbers
+    const late = ids('late', 100);
+    await repo.markMany(
+      late.map((id) => ({ id })),
+      { ttlMs: 60_000 },
+    );
+    assert.deepEqual(await repo.containsMany([...early, ...late]), [
+      ...early.map(() => false),
+      ...late.map(() => true),
+    ]);
+    await repo.close();
+    const reopened = closeAfter(
+      t,
+      await RocksdbRepository.open({ path, bucketMs: 10_000, clock: () => now }),
+    );
+    assert.deepEqual(
+      (await reopened.getMany(late)).map((r) => r?.id),
+      late,
+    );
+    assert.ok(reads.mock.callCount() > 0, 'a fresh process reads the blobs from RocksDB');
   });
 
   it('moves a confirmed record to the bucket of its new retention', async (t) => {

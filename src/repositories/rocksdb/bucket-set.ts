@@ -2,6 +2,7 @@ import { rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigError, errorMessage, RepositoryError } from '../../errors.js';
 import { type NativeBatch, NativeDb, type NativeOpenOptions } from './binding.js';
+import { RecentBlobs } from './blob.js';
 import { KeyIndex, MAX_SLOT } from './key-index.js';
 import type { RocksdbOptions } from './options.js';
 
@@ -77,6 +78,7 @@ export async function removeDir(storePath: string, name: string): Promise<void> 
 /** The open time buckets of a store, and the key index naming which may hold a key (by slot; 0: none). */
 export class BucketSet {
   readonly index: KeyIndex;
+  readonly recent = new RecentBlobs();
   readonly #path: string;
   readonly #bucketMs: number;
   readonly #options: NativeOpenOptions;
@@ -212,6 +214,7 @@ export class BucketSet {
 
   #unregister(bucket: Bucket): void {
     bucket.dropped = true;
+    this.recent.clear(); // its slot may be reused
     this.#byDeadline.delete(bucket.deadline);
     if (bucket.slot !== 0) {
       this.#bySlot[bucket.slot] = undefined;

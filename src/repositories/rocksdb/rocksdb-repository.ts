@@ -22,7 +22,7 @@ import type {
 } from '../../store/types.js';
 import { ifLive } from '../shared.js';
 import { loadRocksdbBinding } from './binding.js';
-import { blobEntries, blobKey, blobNumber, findInBlob } from './blob.js';
+import { blobEntries, blobKey, blobNumber, findInBlob, type RecentBlobs } from './blob.js';
 import { type Bucket, BucketSet } from './bucket-set.js';
 import { hashKey } from './key-index.js';
 import { parseRocksdbOptions, type RocksdbRepositoryOptions } from './options.js';
@@ -506,7 +506,7 @@ export class RocksdbRepository extends BaseRepository {
       }
       const n = index.lookup(hash, slots, blobs);
       if (n === 0 && unindexed.length === 0) continue;
-      reads ??= new ReadPlan();
+      reads ??= new ReadPlan(buckets.recent);
       const bytes = Buffer.from(key, 'utf8');
       for (let j = 0; j < n; j++) {
         const bucket = buckets.bySlot(slots[j] as number);
@@ -561,8 +561,10 @@ interface Want {
   readonly bytes: Buffer;
   readonly bucket: Bucket;
   readonly blob: number;
-  /** Index of the key in its bucket's read. */
+  /** Index of the key in its bucket's read; -1 for a blob kept in memory. */
   readonly slot: number;
+  /** The blob's bytes when kept in memory ({@link RecentBlobs}). */
+  readonly value: Buffer | undefined;
 }
 
 /** The reads one lookup needs, one MultiGet per bucket, each blob read once however many keys want it. */
@@ -570,7 +572,14 @@ class ReadPlan {
   readonly #wants: Want[] = [];
   readonly #byBucket = new Map<Bucket, { keys: Buffer[]; blobs: Map<number, number> }>();
 
+  constructor(readonly recent: RecentBlobs) {}
+
   want(position: number, bytes: Buffer, bucket: Bucket, blob: number): void {
+    const value = blob > 0 ? this.recent.get(bucket.slot, blob) : undefined;
+    if (value !== undefined) {
+      this.#wants.push({ position, bytes, bucket, blob, slot: -1, value });
+      return;
+    }
     let read = this.#byBucket.get(bucket);
     if (read === undefined) {
       read = { keys: [], blobs: new Map() };
@@ -582,7 +591,7 @@ class ReadPlan {
       read.keys.push(blob > 0 ? blobKey(blob) : bytes);
       if (blob > 0) read.blobs.set(blob, slot);
     }
-    this.#wants.push({ position, bytes, bucket, blob, slot });
+    this.#wants.push({ position, bytes, bucket, blob, slot, value });
   }
 
   /** Reads everything wanted and adds each bucket's newest copy of each key to `found`. */
@@ -608,7 +617,7 @@ class ReadPlan {
       const newest = new Map<Bucket, { rank: number; text: string | undefined; blob: number }>();
       for (; w < wants.length && (wants[w] as Want).position === position; w++) {
         const want = wants[w] as Want;
-        const value = (values.get(want.bucket) as (Buffer | undefined)[])[want.slot];
+        const value = want.value ?? (values.get(want.bucket) as (Buffer | undefined)[])[want.slot];
         if (value === undefined) continue;
         let text: string | undefined;
         if (want.blob === 0) {

@@ -239,13 +239,17 @@ export class WriteBuffer {
     }
     for (const phase of [records, tombstones]) {
       for (const writes of phase.writes.values()) {
-        if (writes.blob !== undefined && writes.blob.count > 0) {
-          writes.batch.put(blobKey(writes.blob.number), writes.blob.encode());
-        }
+        if (writes.blob !== undefined && writes.blob.count > 0) putBlob(writes, writes.blob);
       }
     }
-    for (const writes of records.writes.values()) writes.batch.write();
-    for (const writes of tombstones.writes.values()) writes.batch.write();
+    for (const phase of [records, tombstones]) {
+      for (const writes of phase.writes.values()) {
+        writes.batch.write();
+        // Written: a duplicate of these ids is checked against the bytes in memory (blobs are never rewritten).
+        const { slot } = writes.bucket;
+        for (const [number, bytes] of writes.blobs) this.buckets.recent.add(slot, number, bytes);
+      }
+    }
     return placed;
   }
 
@@ -283,11 +287,18 @@ export class DirectWrite {
   }
 }
 
-/** The RocksDB writes of one bucket in one phase: a write batch and the blob being filled. */
+/** The RocksDB writes of one bucket in one phase: a write batch, the blob being filled and the blobs put. */
 interface BucketWrites {
   readonly bucket: Bucket;
   readonly batch: NativeBatch;
   blob: BlobBuilder | undefined;
+  readonly blobs: [number, Buffer][];
+}
+
+function putBlob(writes: BucketWrites, blob: BlobBuilder): void {
+  const bytes = blob.encode();
+  writes.batch.put(blobKey(blob.number), bytes);
+  writes.blobs.push([blob.number, bytes]);
 }
 
 /** Adds a record (a tombstone: `value` undefined) to the current blob, or under the key (0); returns where. */
@@ -302,7 +313,7 @@ function addEntry(
   if (bucket.indexed) {
     let blob = writes.blob;
     if (blob === undefined || blob.full) {
-      if (blob !== undefined) writes.batch.put(blobKey(blob.number), blob.encode());
+      if (blob !== undefined) putBlob(writes, blob);
       blob = new BlobBuilder(++bucket.lastBlob);
       writes.blob = blob;
     }
@@ -335,7 +346,7 @@ function writesOf(phase: Phase, bucket: Bucket): BucketWrites {
     }
     // What a failed write before left in the batch (encoding threw before it was written) must not go along.
     if (batch.count > 0) batch.clear();
-    writes = { bucket, batch, blob: undefined };
+    writes = { bucket, batch, blob: undefined, blobs: [] };
     phase.writes.set(bucket, writes);
   }
   return writes;

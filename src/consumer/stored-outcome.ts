@@ -61,7 +61,9 @@ export class OutcomeCodec {
     let text: string;
     try {
       if (this.#storeIf !== undefined && !this.#storeIf(value)) return undefined;
-      text = VALUE + this.#serialize(value);
+      const serialized = this.#serialize(value);
+      // Joined, not `+`: one flat string, not a two-piece one that a memory store keeps (and the GC copies) as two.
+      text = typeof serialized === 'string' ? [VALUE, serialized].join('') : VALUE + serialized;
     } catch {
       return undefined;
     }

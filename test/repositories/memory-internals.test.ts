@@ -78,6 +78,34 @@ describe('memory repository: compact records and the direct verbs', () => {
     assert.equal(record?.result, 'r');
   });
 
+  it('reads a compact record with a fingerprint or a result back as the record it was, and keeps event times', async () => {
+    const { clock, step } = manualClock();
+    const repo = new MemoryRepository({ clock });
+    const t0 = clock();
+    const claim = { ttlMs: TTL, leaseMs: LEASE, owner: 'o' };
+    await repo.add('fp', claim, { fingerprint: 'x' });
+    await repo.confirm({ id: 'fp', owner: 'o' }, { ttlMs: TTL });
+    await repo.add('result', claim);
+    await repo.confirm({ id: 'result', owner: 'o' }, { ttlMs: TTL, result: 'r' });
+    await repo.add('both', { ttlMs: TTL }, { fingerprint: 'y', result: 's' }); // a mark: confirmed at once
+    await repo.add('event', claim, { eventTime: t0 - 5, fingerprint: 'z' });
+    await repo.confirm({ id: 'event', owner: 'o' }, { ttlMs: TTL, result: 't' });
+    const times = { state: 'confirmed', expiresAt: t0 + TTL, firstSeenAt: t0 } as const;
+    assert.deepStrictEqual(await repo.get('fp'), { id: 'fp', ...times, fingerprint: 'x' });
+    assert.deepStrictEqual(await repo.get('result'), { id: 'result', ...times, result: 'r' });
+    assert.deepStrictEqual(await repo.get('both'), { id: 'both', ...times, fingerprint: 'y', result: 's' });
+    const event = { id: 'event', ...times, eventTime: t0 - 5, fingerprint: 'z', result: 't' };
+    assert.deepStrictEqual(await repo.get('event'), event);
+    assert.deepStrictEqual(repo.localRecords.peek('event'), event);
+    // Neither a confirm nor an owner's release touches a compact record; it expires exactly at expiresAt.
+    assert.equal(await repo.confirm({ id: 'both', owner: 'o' }, { ttlMs: TTL }), false);
+    assert.equal(await repo.remove('both', 'o'), false);
+    step(TTL - 1);
+    assert.equal((await repo.add('both', claim)).added, false);
+    step(1);
+    assert.equal((await repo.add('both', claim)).added, true);
+  });
+
   it('evicts the least recently used id past maxEntries; a duplicate counts as a use', async () => {
     const repo = new MemoryRepository({ maxEntries: 2 });
     await repo.add('a', { ttlMs: TTL });

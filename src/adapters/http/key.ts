@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { digest } from '../../consumer/fingerprint.js';
 import { MAX_ID_BYTES } from '../../store/ids.js';
 
 /** Why an `Idempotency-Key` header value was refused; each becomes a 400 problem. */
@@ -81,13 +81,10 @@ export function scopedId(
   const id = JSON.stringify(['http', method, route, principal ?? null, key]);
   // A UTF-16 unit is at most three UTF-8 bytes: a short id skips the byte count.
   if (id.length * 3 <= maxBytes || Buffer.byteLength(id, 'utf8') <= maxBytes) return id;
-  const scope = createHash('sha256')
-    .update(JSON.stringify([method, route, principal ?? null]))
-    .digest('base64url');
+  const scope = digest(JSON.stringify([method, route, principal ?? null]));
   const scoped = JSON.stringify(['http#', scope, key]);
   if (Buffer.byteLength(scoped, 'utf8') <= maxBytes) return scoped;
-  const whole = createHash('sha256').update(JSON.stringify([method, route, principal ?? null, key]));
-  return JSON.stringify(['http##', whole.digest('base64url')]);
+  return JSON.stringify(['http##', digest(JSON.stringify([method, route, principal ?? null, key]))]);
 }
 
 /**
@@ -104,5 +101,6 @@ export function credentialScope(
     if (value !== undefined && value.length > 0) carried.push([name, value]);
   }
   if (carried.length === 0) return undefined;
-  return `credentials:${createHash('sha256').update(JSON.stringify(carried)).digest('base64url')}`;
+  // One-shot where Node has it (see `digest`): the default scope digests every request's credentials.
+  return `credentials:${digest(JSON.stringify(carried))}`;
 }

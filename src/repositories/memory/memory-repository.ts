@@ -1,13 +1,6 @@
 import { BaseRepository, type KeyedClaim, type KeyedEntry, SCAN_PAGE } from '../../store/base.js';
 import { MAX_ID_BYTES } from '../../store/ids.js';
-import {
-  confirmedRecord,
-  hasOwnFields,
-  isClaimOf,
-  isLive,
-  newRecord,
-  renewedRecord,
-} from '../../store/record.js';
+import { confirmedRecord, isClaimOf, isLive, newRecord, renewedRecord } from '../../store/record.js';
 import type {
   AddEntry,
   AddOptions,
@@ -38,8 +31,21 @@ const DIRECT_VERBS = [
   ['doMarkMany', 'markDirect'],
 ] as const;
 
-/** A record as the memory store holds it: the record, or a bare confirmed record's compact expiry. Opaque. */
-export type HeldRecord = IdempotencyRecord | number;
+/**
+ * A confirmed record with a fingerprint or a result, without an event time: its compact expiry (as a bare one's)
+ * and the two strings, one small object where the record would be four (the record, its property array and two
+ * boxed times) for the garbage collector to copy and mark.
+ */
+class Kept {
+  constructor(
+    readonly offset: number,
+    readonly fingerprint: string | undefined,
+    readonly result: string | undefined,
+  ) {}
+}
+
+/** A record as the memory store holds it: the record, or a confirmed record's compact form. Opaque. */
+export type HeldRecord = IdempotencyRecord | number | Kept;
 
 /**
  * In-process store for tests and small jobs: a bounded LRU map (an evicted live id can repeat: size `maxEntries`
@@ -74,7 +80,7 @@ export class MemoryRepository extends BaseRepository {
     peek: (key) => this.#records.get(key),
     recordOf: (key, held) => this.#record(key, held),
     put: (key, held) => {
-      const stored = typeof held === 'number' ? held : this.#compact(held);
+      const stored = typeof held === 'number' || held instanceof Kept ? held : this.#compact(held);
       if (this.#records.has(key)) this.#touch(key, stored);
       else this.#insert(key, stored);
     },
@@ -180,26 +186,32 @@ export class MemoryRepository extends BaseRepository {
   /** The owner's in-flight claim on `key`, if it holds one (what confirm and renew may rewrite). */
   #claimOf(key: string, owner: string): IdempotencyRecord | undefined {
     const held = this.#records.get(key);
-    return typeof held === 'object' && isClaimOf(held, owner) ? held : undefined;
+    return typeof held === 'object' && !(held instanceof Kept) && isClaimOf(held, owner) ? held : undefined;
   }
 
   private confirmOne(key: string, owner: string, ttlMs: number, now: number, result?: string): boolean {
     const held = this.#claimOf(key, owner);
     if (held === undefined) return false;
-    const bare = !hasOwnFields(held, result);
     // Straight to the compact form, without the object it would be compacted from.
-    const offset = bare ? this.#offset(now + ttlMs, held.firstSeenAt, ttlMs) : undefined;
-    this.#records.set(key, offset ?? confirmedRecord(held, ttlMs, now, result));
+    const offset =
+      held.eventTime === undefined ? this.#offset(now + ttlMs, held.firstSeenAt, ttlMs) : undefined;
+    this.#records.set(
+      key,
+      offset === undefined
+        ? confirmedRecord(held, ttlMs, now, result)
+        : compacted(offset, held.fingerprint, result),
+    );
     return true;
   }
 
-  /** A bare confirmed record as its compact expiry; any other record as it is. */
-  #compact(record: IdempotencyRecord): IdempotencyRecord | number {
-    if (record.state !== 'confirmed' || hasOwnFields(record, record.result)) return record;
-    return this.#offset(record.expiresAt, record.firstSeenAt) ?? record;
+  /** A confirmed record without an event time in its compact form; any other record as it is. */
+  #compact(record: IdempotencyRecord): HeldRecord {
+    if (record.state !== 'confirmed' || record.eventTime !== undefined) return record;
+    const offset = this.#offset(record.expiresAt, record.firstSeenAt);
+    return offset === undefined ? record : compacted(offset, record.fingerprint, record.result);
   }
 
-  /** The compact form, or undefined; a confirm passes its TTL as `gap`, so a late one sets the usual gap. */
+  /** The compact expiry, or undefined; a confirm passes its TTL as `gap`, so a late one sets the usual gap. */
   #offset(expiresAt: number, firstSeenAt: number | undefined, gap?: number): number | undefined {
     if (firstSeenAt === undefined) return undefined;
     this.#gap ??= gap ?? expiresAt - firstSeenAt;
@@ -209,18 +221,34 @@ export class MemoryRepository extends BaseRepository {
   }
 
   /** The record held for `key` (a compact expiry becomes the confirmed record it stands for). */
-  #record(key: string, held: IdempotencyRecord | number): IdempotencyRecord {
-    if (typeof held !== 'number') return held;
-    const expiresAt = (this.#base as number) + held;
-    return { id: key, state: 'confirmed', expiresAt, firstSeenAt: expiresAt - (this.#gap as number) };
+  #record(key: string, held: HeldRecord): IdempotencyRecord {
+    if (typeof held !== 'number' && !(held instanceof Kept)) return held;
+    const expiresAt = (this.#base as number) + (typeof held === 'number' ? held : held.offset);
+    const firstSeenAt = expiresAt - (this.#gap as number);
+    if (typeof held === 'number') return { id: key, state: 'confirmed', expiresAt, firstSeenAt };
+    const { fingerprint, result } = held;
+    // One literal for the usual pair (a replay reads it): fields added one by one cost a second object.
+    if (fingerprint !== undefined && result !== undefined) {
+      return { id: key, state: 'confirmed', expiresAt, fingerprint, result, firstSeenAt };
+    }
+    const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
+      id: key,
+      state: 'confirmed',
+      expiresAt,
+    };
+    if (fingerprint !== undefined) record.fingerprint = fingerprint;
+    if (result !== undefined) record.result = result;
+    record.firstSeenAt = firstSeenAt;
+    return record;
   }
 
-  #live(held: IdempotencyRecord | number, now: number): boolean {
-    return typeof held === 'number' ? (this.#base as number) + held > now : isLive(held, now);
+  #live(held: HeldRecord, now: number): boolean {
+    if (typeof held === 'number') return (this.#base as number) + held > now;
+    return held instanceof Kept ? (this.#base as number) + held.offset > now : isLive(held, now);
   }
 
   /** Stores the record of a key that is held, and marks the key used (it stays where it is in the map). */
-  #touch(key: string, held: IdempotencyRecord | number): void {
+  #touch(key: string, held: HeldRecord): void {
     if (this.#records.get(key) !== held) this.#records.set(key, held);
     this.#used.add(key);
   }
@@ -231,7 +259,7 @@ export class MemoryRepository extends BaseRepository {
   }
 
   /** Stores a key known to be absent, evicting the least recently used past the bound. */
-  #insert(key: string, held: IdempotencyRecord | number): void {
+  #insert(key: string, held: HeldRecord): void {
     this.#records.set(key, held);
     if (this.#records.size > this.#maxEntries) this.#evict();
   }
@@ -275,7 +303,7 @@ export class MemoryRepository extends BaseRepository {
   private removeOne(key: string, owner: string | undefined): boolean {
     const held = this.#records.get(key);
     if (held === undefined) return false;
-    if (owner !== undefined && (typeof held === 'number' || !isClaimOf(held, owner))) return false;
+    if (owner !== undefined && this.#claimOf(key, owner) === undefined) return false;
     return this.#delete(key);
   }
 
@@ -296,6 +324,11 @@ export class MemoryRepository extends BaseRepository {
   protected doClose(): Promise<void> {
     return this.doClear();
   }
+}
+
+/** A confirmed record's compact form: its expiry alone when it carries neither a fingerprint nor a result. */
+function compacted(offset: number, fingerprint?: string, result?: string): number | Kept {
+  return fingerprint === undefined && result === undefined ? offset : new Kept(offset, fingerprint, result);
 }
 
 /** The answer of `call` as a promise, its throw as a rejection. */

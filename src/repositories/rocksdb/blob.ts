@@ -94,7 +94,7 @@ export class RecentBlobs {
   #used = 0;
 
   get(slot: number, blob: number): Buffer | undefined {
-    return this.#blobs.size > 0 ? this.#blobs.get(slot * 2 ** 20 + blob) : undefined;
+    return this.#blobs.size > 0 ? this.#blobs.get(slot * 2 ** 32 + blob) : undefined;
   }
 
   add(slot: number, blob: number, bytes: Buffer): void {
@@ -104,7 +104,7 @@ export class RecentBlobs {
     const copy = this.#memory.subarray(this.#used, this.#used + bytes.length);
     copy.set(bytes);
     this.#used += bytes.length;
-    this.#blobs.set(slot * 2 ** 20 + blob, copy);
+    this.#blobs.set(slot * 2 ** 32 + blob, copy);
   }
 
   clear(): void {
